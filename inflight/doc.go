@@ -1,0 +1,2 @@
+// Package inflight is placeholder.
+package inflight
