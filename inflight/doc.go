@@ -1,2 +1,70 @@
-// Package inflight is placeholder.
+// Package inflight holds the in-flight state of queue-style consumption over a partitioned
+// log: per (topic, partition), which records are leased to which consumer and until when,
+// and up to which offset everything is settled.
+//
+// # The shard
+//
+// A Shard is one partition's state:
+//
+//   - the committed frontier: the last offset up to which everything is settled (inclusive;
+//     a new partition whose oldest retained offset is o starts at o-1);
+//   - the leases: offset → (nonce, expiry). The receipt handle a consumer holds is
+//     partition:offset:nonce (Handle); only the live lease's nonce acks, extends or nacks;
+//   - the acked-ahead set: acks above a gap, parked until the gap beneath them closes;
+//   - the corrupt-skip set: offsets whose record is permanently unreadable, which the
+//     frontier passes over as over acked ones;
+//   - the caps, per topic (Config): in-flight (at the cap nothing is handed out) and
+//     acked-ahead (at the cap only the frontier hole is handed out).
+//
+// Only the frontier and the acked-ahead set are persisted (Snapshot, Restore); everything
+// else is memory. A crash forgets the leases and the records are simply delivered again:
+// that is the whole crash story of consumption.
+//
+// # Usage
+//
+// The caller reserves before it reads (invariant 1), then settles:
+//
+//	lease, err := shard.ReserveNext(now, log.HighWatermark())
+//	// errors.Is(err, ErrEmpty / ErrAllReserved / ErrInFlightCap / ErrAckedAheadCap): a 204
+//	rec, err := log.Read(lease.Offset)
+//	switch {
+//	case errors.Is(err, ErrNotFound): shard.SkipRetention(now, lease.Handle, log.Oldest())
+//	case errors.Is(err, ErrCorrupt):  shard.SkipCorrupt(now, lease.Handle)
+//	case errors.Is(err, ErrLogClosed): shard.GiveBack(now, lease.Handle) // transient
+//	}
+//	// ... the consumer processes the record, then:
+//	err = shard.Ack(now, handle) // or Extend, or Nack; ErrGone is the 410
+//
+// A Tracker keeps the shards of a node by topic name and partition, creates them lazily from
+// persisted state, and drops them (a partition move, a deleted topic) behind a create fence.
+//
+// # Time and randomness
+//
+// The package never reads a clock: every method that depends on time takes now, as etcd's
+// raft takes ticks, so it is deterministic under test. A lease is live while now < expiry.
+// Nonces come from a ChaCha8 stream per shard seeded from crypto/rand (Options.Seed and
+// TrackerConfig.Seeds inject seeds in tests; production never derives them from the
+// partition, so a handle from before a restart never matches a lease after it).
+//
+// # Hooks
+//
+// A shard reports two things to its caller, always after releasing its lock: Wake (records
+// became visible again: a nack, an expiry, the end of a nack delay; the pump listens) and
+// Dirty (the persisted state changed; the committer listens).
+//
+// # Implementation notes
+//
+// Expiry uses a min-heap with lazy deletion, as the spec chose over an indexed heap: an ack
+// or extend leaves the old entry in place, and a popped entry is skipped unless the offset
+// still holds a lease with the same nonce and expiry. An ack then costs two map operations
+// and no heap work, and an extended lease is never evicted by its superseded deadline. The
+// heap is compacted in place when stale entries outnumber live ones, so its size stays
+// proportional to the live leases at O(1) amortized cost. Both heaps are written over value
+// slices, without container/heap, whose interface boxes elements: reserve → ack allocates
+// nothing.
+//
+// ReserveNext finds the lowest unresolved offset in O(log n): a cursor marks the lowest
+// offset never leased in this incarnation, and the released offsets below it (expired,
+// nacked, given back) sit in a second min-heap. Offsets acked ahead before a restart are
+// passed by the cursor once.
 package inflight

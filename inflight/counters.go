@@ -1,0 +1,41 @@
+package inflight
+
+import "sync/atomic"
+
+// Counters count what the shards of a tracker do, for a host to export (expvar, Prometheus).
+// All fields only grow. The zero value is ready to use; shards share one through Options.
+type Counters struct {
+	Delivered      atomic.Uint64 // leases granted by ReserveNext
+	Acked          atomic.Uint64 // acks that settled an offset
+	Extended       atomic.Uint64 // extends that re-armed a lease
+	Nacked         atomic.Uint64 // nacks that released a lease
+	GivenBack      atomic.Uint64 // reservations given back unread (closed log, cancel race)
+	Gone           atomic.Uint64 // ack, extend or nack answered ErrGone
+	AlreadySettled atomic.Uint64 // ack, extend or nack answered ErrAlreadySettled
+	Expired        atomic.Uint64 // leases released by expiry
+	CorruptSkipped atomic.Uint64 // offsets skipped as permanently unreadable
+	RetentionJumps atomic.Uint64 // frontier jumps to the oldest retained offset
+}
+
+// CounterValues is a plain copy of Counters at one instant.
+type CounterValues struct {
+	Delivered, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
+	CorruptSkipped, RetentionJumps uint64
+}
+
+// Load returns the current values. Each field is read atomically; the set as a whole is not
+// one atomic snapshot.
+func (c *Counters) Load() CounterValues {
+	return CounterValues{
+		Delivered:      c.Delivered.Load(),
+		Acked:          c.Acked.Load(),
+		Extended:       c.Extended.Load(),
+		Nacked:         c.Nacked.Load(),
+		GivenBack:      c.GivenBack.Load(),
+		Gone:           c.Gone.Load(),
+		AlreadySettled: c.AlreadySettled.Load(),
+		Expired:        c.Expired.Load(),
+		CorruptSkipped: c.CorruptSkipped.Load(),
+		RetentionJumps: c.RetentionJumps.Load(),
+	}
+}

@@ -1,0 +1,39 @@
+package inflight
+
+import "errors"
+
+// Errors returned by a Shard and by ParseHandle. Test them with errors.Is.
+var (
+	// ErrGone is the 410 of the spec: the handle names no live lease (it expired, was
+	// superseded by a newer lease on the same offset, was nacked, or was never issued). The
+	// call changed nothing.
+	ErrGone = errors.New("inflight: lease gone")
+
+	// ErrAlreadySettled answers an ack, extend or nack of an offset that is already settled:
+	// at or below the committed frontier, or acked ahead of it. Nothing changed. A host may
+	// answer a retried ack whose first reply was lost with success.
+	ErrAlreadySettled = errors.New("inflight: offset already settled")
+
+	// ErrMalformedHandle is returned by ParseHandle for anything that is not a canonical
+	// partition:offset:nonce handle. It is a client error (400), distinct from ErrGone.
+	ErrMalformedHandle = errors.New("inflight: malformed receipt handle")
+)
+
+// Outcomes of ReserveNext that hand out nothing. Each is a 204 to a consumer; they are kept
+// apart so that a host (and the quiet-partition troubleshooting) can tell why.
+var (
+	// ErrEmpty: no offset above the frontier is below the high watermark. Nothing is there.
+	ErrEmpty = errors.New("inflight: nothing to deliver")
+
+	// ErrAllReserved: offsets exist above the frontier but every one of them is leased,
+	// settled, skipped or delayed by a nack (the all_reserved of "Quiet partitions after an
+	// outage").
+	ErrAllReserved = errors.New("inflight: all offsets reserved")
+
+	// ErrInFlightCap: the partition holds as many live leases as its in-flight cap allows.
+	ErrInFlightCap = errors.New("inflight: in-flight cap reached")
+
+	// ErrAckedAheadCap: the acked-ahead set is full and the frontier hole (the only offset
+	// handed out in that state) is leased or delayed.
+	ErrAckedAheadCap = errors.New("inflight: acked-ahead cap reached")
+)

@@ -1,0 +1,95 @@
+package inflight
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// Checklist 4, RELIABILITY row 8.
+func TestParseHandle(t *testing.T) {
+	valid := []struct {
+		in   string
+		want Handle
+	}{
+		{"0:0:1", Handle{0, 0, 1}},
+		{"3:42:123456789", Handle{3, 42, 123456789}},
+		{"2147483647:9223372036854775807:18446744073709551615", Handle{1<<31 - 1, 1<<63 - 1, 1<<64 - 1}},
+	}
+	for _, tc := range valid {
+		got, err := ParseHandle(tc.in)
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got)
+		assert.Equal(t, tc.in, got.String())
+	}
+
+	malformed := []string{
+		"", ":", "::", "1:2", "1:2:3:4", "-1:0:1", "1:-1:1", "+1:1:1", " 1:1:1", "1:1:1 ",
+		"01:1:1", "1:01:1", "1:1:01", "1:1:0", "1:1:0x1", "1::1", ":1:1", "1:1:",
+		"2147483648:0:1", "0:9223372036854775808:1", "0:0:18446744073709551616",
+		"9223372036854775808:0:0", "1:1:1\x00", "1%3A1%3A1", "١:١:١", "1:1:１",
+		strings.Repeat("1", 1<<20),
+	}
+	for _, in := range malformed {
+		h, err := ParseHandle(in)
+		require.Error(t, err, "%q", in)
+		assert.ErrorIs(t, err, ErrMalformedHandle, "%q", in)
+		assert.False(t, errors.Is(err, ErrGone), "a malformed handle is a 400, not a 410")
+		assert.Zero(t, h)
+	}
+}
+
+func TestHandleTextRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := Handle{
+			Partition: rapid.Int32Min(0).Draw(t, "partition"),
+			Offset:    rapid.Int64Min(0).Draw(t, "offset"),
+			Nonce:     rapid.Uint64Min(1).Draw(t, "nonce"),
+		}
+		text, err := h.MarshalText()
+		require.NoError(t, err)
+		var back Handle
+		require.NoError(t, back.UnmarshalText(text))
+		require.Equal(t, h, back)
+		parsed, err := ParseHandle(h.String())
+		require.NoError(t, err)
+		require.Equal(t, h, parsed)
+	})
+}
+
+func TestUnmarshalTextLeavesHandleOnError(t *testing.T) {
+	h := Handle{1, 2, 3}
+	require.ErrorIs(t, h.UnmarshalText([]byte("1:2")), ErrMalformedHandle)
+	require.Equal(t, Handle{1, 2, 3}, h)
+}
+
+// FuzzParseHandle: the parser is total (no panic on any input), accepts only canonical text
+// (what it accepts formats back to the same bytes), and a malformed handle is ErrMalformedHandle.
+func FuzzParseHandle(f *testing.F) {
+	for _, seed := range []string{
+		"", ":", "1:2", "1:2:3", "1:2:3:4", "-1:0:0", "9223372036854775808:0:0", "+1:1:1", " 1:1:1",
+		"١:١:١", "1:1:0x1", "1:1:1\x00", "1%3A2%3A3", "0:0:18446744073709551615",
+		"2147483647:9223372036854775807:18446744073709551615", "00:0:1", "1:1:0",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		h, err := ParseHandle(in)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedHandle) {
+				t.Fatalf("ParseHandle(%q): error %v is not ErrMalformedHandle", in, err)
+			}
+			return
+		}
+		if h.String() != in {
+			t.Fatalf("ParseHandle(%q) accepted a non-canonical handle (formats as %q)", in, h.String())
+		}
+		if h.Partition < 0 || h.Offset < 0 || h.Nonce == 0 {
+			t.Fatalf("ParseHandle(%q) = %+v out of range", in, h)
+		}
+	})
+}

@@ -1,0 +1,357 @@
+package inflight
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const vt = 30 * time.Second
+
+// hookLog records the hooks a shard calls.
+type hookLog struct {
+	mu           sync.Mutex
+	wakes, dirty int
+}
+
+func (l *hookLog) hooks() Hooks {
+	return Hooks{
+		Wake:  func(string, int32) { l.mu.Lock(); l.wakes++; l.mu.Unlock() },
+		Dirty: func(string, int32) { l.mu.Lock(); l.dirty++; l.mu.Unlock() },
+	}
+}
+
+func (l *hookLog) counts() (wakes, dirty int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wakes, l.dirty
+}
+
+func newTestShard(t *testing.T, cfg Config, state State) (*Shard, *hookLog) {
+	t.Helper()
+	log := new(hookLog)
+	return NewShard("orders", 3, Options{Config: cfg, Seed: [32]byte{7}, Hooks: log.hooks()}, state), log
+}
+
+func reserve(t *testing.T, s *Shard, now time.Time, hwm int64) Lease {
+	t.Helper()
+	lease, err := s.ReserveNext(now, hwm)
+	require.NoError(t, err)
+	return lease
+}
+
+func TestReserveAckAdvancesFrontier(t *testing.T) {
+	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
+	l0 := reserve(t, s, epoch, 10)
+	l1 := reserve(t, s, epoch, 10)
+	l2 := reserve(t, s, epoch, 10)
+	assert.Equal(t, []int64{0, 1, 2}, []int64{l0.Offset, l1.Offset, l2.Offset}, "lowest first (checklist 8)")
+	assert.Equal(t, epoch.Add(vt), l0.Expiry, "expiry = now + visibility (checklist 9)")
+	assert.Equal(t, uint32(1), l0.Attempt)
+	assert.Equal(t, ReasonFirst, l0.Reason)
+	assert.NotEqual(t, l0.Nonce, l1.Nonce)
+
+	// Out of order: 2 is parked ahead, then 1, then 0 closes the gap (checklist 5, 11).
+	require.NoError(t, s.Ack(epoch, l2.Handle))
+	assert.Equal(t, Stats{Frontier: -1, Leased: 2, AckedAhead: 1}, s.Stats())
+	require.NoError(t, s.Ack(epoch, l1.Handle))
+	require.NoError(t, s.Ack(epoch, l0.Handle))
+	assert.Equal(t, Stats{Frontier: 2}, s.Stats())
+	_, dirty := hooks.counts()
+	assert.Equal(t, 3, dirty, "every settle that changes persisted state reports dirty")
+
+	var snap State
+	s.Snapshot(&snap)
+	assert.Equal(t, int64(2), snap.Frontier)
+	assert.Empty(t, snap.AckedAhead)
+}
+
+func TestReserveOutcomes(t *testing.T) {
+	s, _ := newTestShard(t, Config{MaxInFlight: 2}, State{Frontier: 4})
+	_, err := s.ReserveNext(epoch, 5)
+	assert.ErrorIs(t, err, ErrEmpty, "nothing above the frontier")
+	l5 := reserve(t, s, epoch, 7)
+	_ = reserve(t, s, epoch, 7)
+	_, err = s.ReserveNext(epoch, 7)
+	assert.ErrorIs(t, err, ErrInFlightCap, "checklist 22")
+	require.NoError(t, s.Ack(epoch, l5.Handle))
+	_, err = s.ReserveNext(epoch, 7)
+	assert.ErrorIs(t, err, ErrAllReserved, "offsets exist but all are taken (checklist 31)")
+}
+
+// Checklist 17-19, 21 and the pinned cases of DESIGN "Decisions".
+func TestAckValidation(t *testing.T) {
+	t.Run("wrong nonce is gone and changes nothing", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		l := reserve(t, s, epoch, 10)
+		forged := l.Handle
+		forged.Nonce++
+		assert.ErrorIs(t, s.Ack(epoch, forged), ErrGone)
+		assert.ErrorIs(t, s.Extend(epoch, forged, 0), ErrGone)
+		assert.ErrorIs(t, s.Nack(epoch, forged, 0), ErrGone)
+		assert.Equal(t, Stats{Frontier: -1, Leased: 1}, s.Stats())
+		require.NoError(t, s.Ack(epoch, l.Handle), "the real handle still works")
+	})
+	t.Run("other partition is gone", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		l := reserve(t, s, epoch, 10)
+		other := l.Handle
+		other.Partition++
+		assert.ErrorIs(t, s.Ack(epoch, other), ErrGone)
+	})
+	t.Run("ack after expiry is gone, not re-leased", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		l := reserve(t, s, epoch, 10)
+		assert.ErrorIs(t, s.Ack(l.Expiry, l.Handle), ErrGone, "live only while now < expiry")
+		assert.Equal(t, Stats{Frontier: -1}, s.Stats())
+	})
+	t.Run("ack after expiry and re-lease is gone, new lease untouched", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		old := reserve(t, s, epoch, 10)
+		later := old.Expiry.Add(time.Second)
+		fresh := reserve(t, s, later, 10)
+		require.Equal(t, old.Offset, fresh.Offset)
+		assert.Equal(t, uint32(2), fresh.Attempt)
+		assert.Equal(t, ReasonExpired, fresh.Reason)
+		assert.ErrorIs(t, s.Ack(later, old.Handle), ErrGone)
+		assert.ErrorIs(t, s.Extend(later, old.Handle, 0), ErrGone)
+		assert.ErrorIs(t, s.Nack(later, old.Handle, 0), ErrGone)
+		require.NoError(t, s.Ack(later, fresh.Handle))
+	})
+	t.Run("repeated ack is already settled", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		l0 := reserve(t, s, epoch, 10)
+		l1 := reserve(t, s, epoch, 10)
+		require.NoError(t, s.Ack(epoch, l1.Handle))
+		assert.ErrorIs(t, s.Ack(epoch, l1.Handle), ErrAlreadySettled, "acked ahead")
+		require.NoError(t, s.Ack(epoch, l0.Handle))
+		assert.ErrorIs(t, s.Ack(epoch, l0.Handle), ErrAlreadySettled, "below the frontier")
+		assert.ErrorIs(t, s.Nack(epoch, l0.Handle, 0), ErrAlreadySettled)
+		assert.Equal(t, Stats{Frontier: 1}, s.Stats())
+		c := s.counters.Load()
+		assert.Equal(t, uint64(2), c.Acked)
+		assert.Equal(t, uint64(3), c.AlreadySettled)
+	})
+	t.Run("handle from before a restart never matches", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		before := reserve(t, s, epoch, 10)
+		s.Restore(State{Frontier: -1})
+		after := reserve(t, s, epoch, 10)
+		require.Equal(t, before.Offset, after.Offset)
+		assert.ErrorIs(t, s.Ack(epoch, before.Handle), ErrGone)
+		require.NoError(t, s.Ack(epoch, after.Handle))
+	})
+}
+
+// Checklist 12, 20: an extend re-arms; the superseded heap entry never evicts it.
+func TestExtend(t *testing.T) {
+	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 10)
+	require.NoError(t, s.Extend(epoch.Add(20*time.Second), l.Handle, 0))
+	assert.Zero(t, s.Purge(l.Expiry), "the old deadline is stale")
+	require.NoError(t, s.Ack(l.Expiry.Add(time.Second), l.Handle), "still live after its first expiry")
+
+	l = reserve(t, s, epoch, 10)
+	require.NoError(t, s.Extend(epoch, l.Handle, time.Minute))
+	assert.Zero(t, s.Purge(epoch.Add(time.Minute-1)))
+	assert.Equal(t, 1, s.Purge(epoch.Add(time.Minute)))
+	wakes, _ := hooks.counts()
+	assert.Equal(t, 1, wakes, "expiry wakes (checklist 14)")
+}
+
+// Checklist 13, 14, and the nack delay.
+func TestNack(t *testing.T) {
+	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 10)
+	require.NoError(t, s.Nack(epoch, l.Handle, 0))
+	wakes, _ := hooks.counts()
+	assert.Equal(t, 1, wakes)
+	again := reserve(t, s, epoch, 10)
+	assert.Equal(t, l.Offset, again.Offset, "visible again at once")
+	assert.Equal(t, ReasonNacked, again.Reason)
+	assert.Equal(t, uint32(2), again.Attempt)
+
+	require.NoError(t, s.Nack(epoch, again.Handle, 5*time.Second))
+	next := reserve(t, s, epoch, 10)
+	assert.Equal(t, int64(1), next.Offset, "a delayed offset stays invisible")
+	assert.Equal(t, Stats{Frontier: -1, Leased: 1, Delayed: 1}, s.Stats())
+	assert.Equal(t, 1, s.Purge(epoch.Add(5*time.Second)), "the delay ends through the expiry heap")
+	wakes, _ = hooks.counts()
+	assert.Equal(t, 2, wakes)
+	third := reserve(t, s, epoch.Add(5*time.Second), 10)
+	assert.Equal(t, int64(0), third.Offset)
+	assert.Equal(t, uint32(3), third.Attempt)
+}
+
+// Checklist 23, 24: at the acked-ahead cap only the frontier hole is handed out, and acks of
+// leases already out are always accepted.
+func TestAckedAheadCap(t *testing.T) {
+	s, _ := newTestShard(t, Config{MaxInFlight: 4, MaxAckedAhead: 2}, State{Frontier: -1})
+	var leases []Lease
+	for range 4 {
+		leases = append(leases, reserve(t, s, epoch, 100))
+	}
+	for _, l := range leases[1:] {
+		require.NoError(t, s.Ack(epoch, l.Handle), "accepted past the cap")
+	}
+	assert.Equal(t, 3, s.Stats().AckedAhead)
+	_, err := s.ReserveNext(epoch, 100)
+	assert.ErrorIs(t, err, ErrAckedAheadCap, "the hole (offset 0) is leased")
+	require.NoError(t, s.Nack(epoch, leases[0].Handle, 0))
+	hole := reserve(t, s, epoch, 100)
+	assert.Equal(t, int64(0), hole.Offset, "only the frontier hole")
+	require.NoError(t, s.Ack(epoch, hole.Handle))
+	assert.Equal(t, Stats{Frontier: 3}, s.Stats())
+	assert.Equal(t, int64(4), reserve(t, s, epoch, 100).Offset)
+}
+
+// Checklist 32, 33: a lease stranded at the frontier holds the partition quiet for exactly
+// the rest of its visibility timeout, then the run clears at once; nothing is lost.
+func TestQuietPartitionAfterOutage(t *testing.T) {
+	s, _ := newTestShard(t, Config{MaxInFlight: 8, MaxAckedAhead: 4}, State{Frontier: -1})
+	stranded := reserve(t, s, epoch, 5)
+	for range 4 {
+		require.NoError(t, s.Ack(epoch, reserve(t, s, epoch, 5).Handle))
+	}
+	for _, at := range []time.Time{epoch, stranded.Expiry.Add(-1)} {
+		_, err := s.ReserveNext(at, 5)
+		assert.ErrorIs(t, err, ErrAckedAheadCap)
+	}
+	again := reserve(t, s, stranded.Expiry, 5)
+	assert.Equal(t, int64(0), again.Offset)
+	require.NoError(t, s.Ack(stranded.Expiry, again.Handle))
+	assert.Equal(t, Stats{Frontier: 4}, s.Stats(), "the whole run clears at once")
+}
+
+// Checklist 25, 26, RELIABILITY row 14.
+func TestRetentionJump(t *testing.T) {
+	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
+	winner := reserve(t, s, epoch, 100)
+	loser := reserve(t, s, epoch, 100)
+	ahead := reserve(t, s, epoch, 100)
+	beyond := []Lease{reserve(t, s, epoch, 100), reserve(t, s, epoch, 100)}
+	require.NoError(t, s.Ack(epoch, ahead.Handle))
+
+	assert.True(t, s.SkipRetention(epoch, winner.Handle, 3), "one step to oldest-1")
+	assert.Equal(t, int64(2), s.Stats().Frontier)
+	assert.Equal(t, 2, s.Stats().Leased, "leases below oldest dropped, above kept")
+	_, dirty := hooks.counts()
+	assert.Equal(t, 2, dirty, "the jump is persisted")
+
+	assert.False(t, s.SkipRetention(epoch, loser.Handle, 3), "the loser finds the jump done")
+	next := reserve(t, s, epoch, 100)
+	assert.Equal(t, int64(5), next.Offset, "and simply reserves again above the new frontier")
+	assert.ErrorIs(t, s.Ack(epoch, loser.Handle), ErrAlreadySettled, "never a 410 for the loser")
+	for _, l := range beyond {
+		require.NoError(t, s.Ack(epoch, l.Handle))
+	}
+	assert.Equal(t, int64(4), s.Stats().Frontier)
+	assert.Equal(t, uint64(1), s.counters.Load().RetentionJumps)
+
+	// A log that reports a retained offset missing: no jump, the lease is given back.
+	assert.False(t, s.SkipRetention(epoch, next.Handle, 3))
+	assert.Equal(t, Stats{Frontier: 4}, s.Stats())
+	assert.Equal(t, int64(5), reserve(t, s, epoch, 100).Offset)
+}
+
+// Checklist 28, 29: a corrupt record is skipped and the frontier moves over it; the skip is
+// memory only.
+func TestSkipCorrupt(t *testing.T) {
+	s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+	l0 := reserve(t, s, epoch, 10)
+	l1 := reserve(t, s, epoch, 10)
+	require.NoError(t, s.SkipCorrupt(epoch, l1.Handle))
+	assert.Equal(t, Stats{Frontier: -1, Leased: 1, Corrupt: 1}, s.Stats())
+	var snap State
+	s.Snapshot(&snap)
+	assert.Empty(t, snap.AckedAhead, "the corrupt-skip set is not persisted")
+	require.NoError(t, s.Ack(epoch, l0.Handle))
+	assert.Equal(t, Stats{Frontier: 1}, s.Stats(), "the frontier passes the corrupt offset")
+	assert.Equal(t, uint64(1), s.counters.Load().CorruptSkipped)
+	assert.ErrorIs(t, s.SkipCorrupt(epoch, l1.Handle), ErrAlreadySettled)
+}
+
+// Checklist 30: a closed log gives the reservation back, no jump, no attempt counted.
+func TestGiveBack(t *testing.T) {
+	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 10)
+	require.NoError(t, s.GiveBack(epoch, l.Handle))
+	assert.Equal(t, Stats{Frontier: -1}, s.Stats())
+	again := reserve(t, s, epoch, 10)
+	assert.Equal(t, l.Offset, again.Offset)
+	assert.Equal(t, uint32(1), again.Attempt, "a give-back is not an attempt")
+	assert.Equal(t, ReasonFirst, again.Reason)
+	wakes, dirty := hooks.counts()
+	assert.Zero(t, wakes)
+	assert.Zero(t, dirty)
+}
+
+// Checklist 7: restored state has no leases and redelivers everything not acked ahead.
+func TestRestore(t *testing.T) {
+	s, _ := newTestShard(t, Config{}, State{
+		Frontier:   9,
+		AckedAhead: []int64{3, 11, 12, 14},
+		Attempts:   []Attempt{{Offset: 10, Count: 2}, {Offset: 11, Count: 5}},
+	})
+	assert.Equal(t, Stats{Frontier: 9, AckedAhead: 3}, s.Stats(), "entries at or below the frontier are ignored")
+	l := reserve(t, s, epoch, 20)
+	assert.Equal(t, int64(10), l.Offset)
+	assert.Equal(t, uint32(3), l.Attempt, "attempts survive a restart")
+	assert.Equal(t, ReasonRestart, l.Reason)
+	assert.Equal(t, int64(13), reserve(t, s, epoch, 20).Offset, "acked-ahead offsets are skipped")
+	assert.Equal(t, int64(15), reserve(t, s, epoch, 20).Offset)
+	require.NoError(t, s.Ack(epoch, l.Handle))
+	assert.Equal(t, int64(12), s.Stats().Frontier)
+
+	// An acked-ahead set that starts at the hole is folded into the frontier.
+	s.Restore(State{Frontier: 1, AckedAhead: []int64{2, 3, 5}})
+	assert.Equal(t, Stats{Frontier: 3, AckedAhead: 1}, s.Stats())
+}
+
+// Checklist 34: hooks run after the lock is released, so they may call back into the shard.
+func TestHooksRunOutsideTheLock(t *testing.T) {
+	var s *Shard
+	var seen []Stats
+	hooks := Hooks{
+		Wake:  func(string, int32) { seen = append(seen, s.Stats()) },
+		Dirty: func(string, int32) { seen = append(seen, s.Stats()) },
+	}
+	s = NewShard("t", 0, Options{Hooks: hooks}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 10)
+	require.NoError(t, s.Ack(epoch, l.Handle))
+	l = reserve(t, s, epoch, 10)
+	require.NoError(t, s.Nack(epoch, l.Handle, 0))
+	l = reserve(t, s, epoch, 10)
+	s.Purge(l.Expiry)
+	assert.Len(t, seen, 3)
+}
+
+func TestStaleDeadlinesStayBounded(t *testing.T) {
+	s, _ := newTestShard(t, Config{MaxAckedAhead: 20_000}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 1<<40)
+	for i := range 10_000 {
+		require.NoError(t, s.Extend(epoch.Add(time.Duration(i)), l.Handle, 0))
+		other := reserve(t, s, epoch, 1<<40)
+		require.NoError(t, s.Ack(epoch, other.Handle))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.LessOrEqual(t, len(s.deadlines), 2*(s.leased+s.delayed)+64)
+}
+
+func TestDroppedShardSettlesNothing(t *testing.T) {
+	s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 10)
+	s.drop()
+	assert.ErrorIs(t, s.Ack(epoch, l.Handle), ErrGone)
+	_, err := s.ReserveNext(epoch, 10)
+	assert.ErrorIs(t, err, ErrEmpty)
+}
+
+func TestReasonString(t *testing.T) {
+	assert.Equal(t, "expired", ReasonExpired.String())
+	assert.Equal(t, "unknown", Reason(200).String())
+}
