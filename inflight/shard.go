@@ -207,11 +207,17 @@ func (s *Shard) SetConfig(cfg Config) {
 // when the in-flight cap is reached, or when the acked-ahead set is full and its frontier
 // hole is taken.
 func (s *Shard) ReserveNext(now time.Time, hwm int64) (Lease, error) {
+	return s.ReserveNextFor(now, hwm, 0)
+}
+
+// ReserveNextFor is ReserveNext with a lease that lasts visibility (a consume that asks for
+// its own visibility timeout); zero or negative means the topic's.
+func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duration) (Lease, error) {
 	at := now.UnixNano()
 	var lease Lease
 	s.mu.Lock()
 	woke := s.purgeLocked(at) > 0
-	err := s.reserveLocked(at, hwm, &lease)
+	err := s.reserveLocked(at, hwm, int64(visibility), &lease)
 	s.mu.Unlock()
 	if woke {
 		s.wake()
@@ -219,7 +225,7 @@ func (s *Shard) ReserveNext(now time.Time, hwm int64) (Lease, error) {
 	return lease, err
 }
 
-func (s *Shard) reserveLocked(now, hwm int64, lease *Lease) error {
+func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease) error {
 	if s.dropped {
 		return ErrEmpty
 	}
@@ -252,7 +258,10 @@ func (s *Shard) reserveLocked(now, hwm int64, lease *Lease) error {
 		}
 		off = s.cursor
 	}
-	s.grantLocked(now, off, lease)
+	if visibility <= 0 {
+		visibility = s.visibility
+	}
+	s.grantLocked(now+visibility, off, lease)
 	if off >= s.cursor {
 		s.cursor = off + 1
 	}
@@ -289,14 +298,14 @@ func (s *Shard) isSettled(off int64) bool {
 	return false
 }
 
-func (s *Shard) grantLocked(now, off int64, lease *Lease) {
+func (s *Shard) grantLocked(expiry, off int64, lease *Lease) {
 	var p pending
 	if off < s.cursor || off <= s.restoredAbove {
 		p = s.pending[off] // a fresh offset has no entry: skip the lookup on the hot path
 	}
 	p.attempts++
 	p.nonce = s.nextNonce()
-	p.until = now + s.visibility
+	p.until = expiry
 	p.delayed = false
 	s.pending[off] = p
 	s.leased++

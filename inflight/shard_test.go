@@ -50,6 +50,7 @@ func TestReserveAckAdvancesFrontier(t *testing.T) {
 	l2 := reserve(t, s, epoch, 10)
 	assert.Equal(t, []int64{0, 1, 2}, []int64{l0.Offset, l1.Offset, l2.Offset}, "lowest first (checklist 8)")
 	assert.Equal(t, epoch.Add(vt), l0.Expiry, "expiry = now + visibility (checklist 9)")
+
 	assert.Equal(t, uint32(1), l0.Attempt)
 	assert.Equal(t, ReasonFirst, l0.Reason)
 	assert.NotEqual(t, l0.Nonce, l1.Nonce)
@@ -67,6 +68,10 @@ func TestReserveAckAdvancesFrontier(t *testing.T) {
 	s.Snapshot(&snap)
 	assert.Equal(t, int64(2), snap.Frontier)
 	assert.Empty(t, snap.AckedAhead)
+
+	own, err := s.ReserveNextFor(epoch, 10, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, epoch.Add(time.Second), own.Expiry, "a consume may ask for its own visibility")
 }
 
 func TestReserveOutcomes(t *testing.T) {
