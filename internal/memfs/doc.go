@@ -1,0 +1,63 @@
+// Package memfs is a strict in-memory file system for crash tests of the offsets committer.
+// It implements offsets.FS, offsets.Root, offsets.File and offsets.FullSyncer, keeps what the
+// page cache holds apart from what the disk holds, and can crash the process, cut the power,
+// fail any op, and fill the disk.
+//
+// # Two images per file
+//
+// Each file has a page-cache image, which reads, Stat and ReadFile see, and a durable image,
+// which is what survives a power cut. WriteAt and Truncate change the page cache and mark the
+// 512-byte sectors they touch dirty (a truncate marks those between the old and the new size)
+// and the size dirty if it changed. SyncData copies the dirty sectors and the size to the
+// durable image. FullSync does nothing more: SyncData already reaches the durable image here,
+// so there is no drive cache to flush; it is still counted and can be failed.
+//
+// # Directory entries
+//
+// Each directory has live entries, which lookups see, and durable ones. An entry created by
+// Root.OpenFile with O_CREATE is live at once and durable only after Root.Sync on the
+// directory holding it (not on one above it). The setup methods MkdirAll, WriteFile, Rename
+// and RemoveAll model work done by someone else, fully synced: their entries and data are
+// durable at once. They are not ops of the seam, so they are neither counted nor injected.
+//
+// Every file and directory has an inode number, kept across renames and crashes, on device
+// Device; FileInfo.ID returns both. A Root pins the directory inode it opened, as os.Root
+// does: after the path is renamed it keeps working on the moved directory, while FS.Stat
+// resolves the live namespace and so names whatever is at the path now. A removed directory
+// (RemoveAll, or replaced by Rename) is emptied and unlinked, as rmdir leaves it on Linux:
+// its Root's Stat(".") and Sync still work, while lookups find nothing and creating a name
+// in it fails with ENOENT. Files open on removed files keep working until the next crash.
+//
+// # Crashes
+//
+// ProcessCrash returns the FS a restarted process sees: the page cache is the kernel's, so
+// all of it survives, still unsynced (a later PowerCut of the new FS can lose it). PowerCut
+// returns what a power loss leaves: the durable images and durable entries only, or, per its
+// options, also each unsynced sector, size change and entry with a probability drawn from a
+// seeded *rand.Rand, and the newest unsynced WriteAt torn at a chosen byte. Either call
+// freezes the FS it was called on: every later op there, and on the roots and files opened
+// through it, returns ErrCrashed. The new FS continues the lineage's op counters.
+//
+// CrashAfter(n) freezes the FS in place once n more mutating ops succeed (creates, writes,
+// truncates, syncs), so a test can run the committer until the n-th op and then crash the
+// frozen FS in every way to sweep all crash points: the frozen state does not change, and
+// each ProcessCrash or PowerCut of it starts from the same state.
+//
+// # Faults
+//
+// An Injector sees each op (kind, path and index) before it runs and may fail it; the op then
+// has no effect. Helpers select ops by index, kind, n-th of a kind and path, and limit how
+// often they fire. Any error can be injected: syscall.ESTALE or EACCES on a Stat,
+// syscall.ENOSPC on a create, or ErrInjected (an EIO).
+//
+// A failed SyncData leaves the dirty data dirty by default (SyncKeepDirty). In SyncDropDirty
+// mode it behaves as Linux ext4 and XFS do after a writeback error ("fsyncgate"): the dirty
+// sectors are marked clean without reaching the durable image, reads still return them, and
+// the next SyncData returns nil and persists nothing of them. Only a rewrite makes them dirty
+// again, which is why the committer must not trust the page cache after a failed sync.
+//
+// SetFreeBytes gives the disk a budget: a write or truncate that would need more fails with
+// syscall.ENOSPC and has no effect.
+//
+// All methods are safe for concurrent use; one mutex guards the whole file system.
+package memfs
