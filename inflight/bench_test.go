@@ -62,7 +62,7 @@ func BenchmarkExtend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(time.Microsecond)
-		if err := s.Extend(now, lease.Handle, 0); err != nil {
+		if _, err := s.Extend(now, lease.Handle, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -23,6 +23,21 @@ type Config struct {
 	// of leases already handed out are still accepted, so the set is bounded by
 	// MaxInFlight + MaxAckedAhead. Zero means DefaultMaxAckedAhead.
 	MaxAckedAhead int
+
+	// MaxDeliveries quarantines a record whose lease ended unsettled (expired or nacked)
+	// after this many deliveries: the frontier passes over it, it is kept in the
+	// partition's persisted quarantine set and reported through Hooks.Quarantine, until
+	// Requeue brings it back. Zero means unlimited, the spec's behaviour: one poison
+	// record is then delivered again forever and holds the frontier.
+	MaxDeliveries int
+	// Backoff delays the redelivery of a record whose lease expired, or that was nacked
+	// without a delay of its own. The zero value redelivers at once.
+	Backoff Backoff
+	// MaxExtension caps one Extend; zero means no cap.
+	MaxExtension time.Duration
+	// MaxLeaseLifetime caps how long one lease can be extended to last, counted from its
+	// grant (SQS caps it at 12 hours); zero means no cap.
+	MaxLeaseLifetime time.Duration
 }
 
 // withDefaults returns c with every zero or negative field replaced by its default.

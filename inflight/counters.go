@@ -15,12 +15,14 @@ type Counters struct {
 	Expired        atomic.Uint64 // leases released by expiry
 	CorruptSkipped atomic.Uint64 // offsets skipped as permanently unreadable
 	RetentionJumps atomic.Uint64 // frontier jumps to the oldest retained offset
+	Quarantined    atomic.Uint64 // records set aside after MaxDeliveries attempts
+	Requeued       atomic.Uint64 // quarantined records brought back for delivery
 }
 
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
 	Delivered, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
-	CorruptSkipped, RetentionJumps uint64
+	CorruptSkipped, RetentionJumps, Quarantined, Requeued uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
@@ -37,5 +39,7 @@ func (c *Counters) Load() CounterValues {
 		Expired:        c.Expired.Load(),
 		CorruptSkipped: c.CorruptSkipped.Load(),
 		RetentionJumps: c.RetentionJumps.Load(),
+		Quarantined:    c.Quarantined.Load(),
+		Requeued:       c.Requeued.Load(),
 	}
 }

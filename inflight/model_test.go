@@ -22,25 +22,28 @@ const (
 	delayed
 	acked
 	corrupt
+	quarantined
 )
 
 type modelOffset struct {
 	state    modelState
 	nonce    uint64
 	until    time.Time
+	leasedAt time.Time
 	attempts uint32
 	reason   Reason
+	below    bool // requeued at or below the frontier (free, leased or delayed)
 }
 
 type model struct {
-	frontier  int64
-	offsets   map[int64]*modelOffset
-	inFlight  int
-	ackedCap  int
-	hwm       int64
-	oldest    int64
-	corruptAt map[int64]bool // the log's permanently unreadable offsets
-	closed    bool           // the log answers every read with ErrLogClosed
+	cfg         Config
+	frontier    int64
+	offsets     map[int64]*modelOffset
+	hwm         int64
+	oldest      int64
+	corruptAt   map[int64]bool // the log's permanently unreadable offsets
+	closed      bool           // the log answers every read with ErrLogClosed
+	quarantines int            // quarantine events so far
 }
 
 func (m *model) at(off int64) *modelOffset {
@@ -52,22 +55,56 @@ func (m *model) at(off int64) *modelOffset {
 	return o
 }
 
+// count counts offsets in state st: above the frontier, or anywhere for the states a
+// requeued offset below the frontier can be in.
 func (m *model) count(st modelState) int {
 	n := 0
 	for off, o := range m.offsets {
-		if off > m.frontier && o.state == st {
+		if o.state == st && (off > m.frontier || o.below) {
 			n++
 		}
 	}
 	return n
 }
 
-func (m *model) purge(now time.Time) {
+func (m *model) quarantineSize() int {
+	n := 0
 	for _, o := range m.offsets {
-		switch {
-		case o.state == leased && !now.Before(o.until):
-			o.state, o.nonce, o.reason = free, 0, ReasonExpired
-		case o.state == delayed && !now.Before(o.until):
+		if o.state == quarantined || o.below {
+			n++
+		}
+	}
+	return n
+}
+
+// endLease ends a live lease unsettled at end (expiry or nack), as the shard must.
+func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay time.Duration) {
+	o := m.at(off)
+	o.nonce, o.reason = 0, reason
+	if m.cfg.MaxDeliveries > 0 && int(o.attempts) >= m.cfg.MaxDeliveries {
+		o.state, o.below = quarantined, false
+		m.quarantines++
+		m.advance()
+		return
+	}
+	if delay <= 0 {
+		delay = m.cfg.Backoff.Delay(o.attempts, 0)
+	}
+	if until := end.Add(delay); until.After(now) {
+		o.state, o.until = delayed, until
+		return
+	}
+	o.state = free
+}
+
+func (m *model) purge(now time.Time) {
+	for off, o := range m.offsets {
+		if o.state == leased && !now.Before(o.until) {
+			m.endLease(off, o.until, now, ReasonExpired, 0)
+		}
+	}
+	for _, o := range m.offsets {
+		if o.state == delayed && !now.Before(o.until) {
 			o.state = free
 		}
 	}
@@ -76,7 +113,7 @@ func (m *model) purge(now time.Time) {
 func (m *model) advance() {
 	for {
 		o, ok := m.offsets[m.frontier+1]
-		if !ok || (o.state != acked && o.state != corrupt) {
+		if !ok || (o.state != acked && o.state != corrupt && o.state != quarantined) {
 			return
 		}
 		m.frontier++
@@ -85,14 +122,23 @@ func (m *model) advance() {
 
 // reserve predicts ReserveNext: the offset it leases, or the error.
 func (m *model) reserve() (int64, error) {
-	if m.count(leased) >= m.inFlight {
+	if m.count(leased) >= m.cfg.MaxInFlight {
 		return 0, ErrInFlightCap
+	}
+	lowestBelow, found := int64(0), false
+	for off, o := range m.offsets {
+		if o.below && o.state == free && (!found || off < lowestBelow) {
+			lowestBelow, found = off, true
+		}
+	}
+	if found {
+		return lowestBelow, nil
 	}
 	hole := m.frontier + 1
 	if hole >= m.hwm {
 		return 0, ErrEmpty
 	}
-	if m.count(acked) >= m.ackedCap {
+	if m.count(acked) >= m.cfg.MaxAckedAhead {
 		if st := m.at(hole).state; st == leased || st == delayed {
 			return 0, ErrAckedAheadCap
 		}
@@ -111,17 +157,27 @@ func (m *model) live(h Handle) error {
 	if h.Partition != 0 {
 		return ErrGone
 	}
+	if o, ok := m.offsets[h.Offset]; ok && o.state == leased && o.nonce == h.Nonce {
+		return nil
+	}
 	if h.Offset <= m.frontier {
 		return ErrAlreadySettled
 	}
-	o := m.at(h.Offset)
-	if o.state == acked || o.state == corrupt {
+	switch m.at(h.Offset).state {
+	case acked, corrupt, quarantined:
 		return ErrAlreadySettled
 	}
-	if o.state != leased || o.nonce != h.Nonce {
-		return ErrGone
+	return ErrGone
+}
+
+// settle resolves a live lease, acked or corrupt.
+func (m *model) settle(off int64, st modelState) {
+	if o := m.at(off); o.below {
+		delete(m.offsets, off)
+		return
 	}
-	return nil
+	m.at(off).state = st
+	m.advance()
 }
 
 func (m *model) jump(oldest int64) bool {
@@ -129,8 +185,8 @@ func (m *model) jump(oldest int64) bool {
 		return false
 	}
 	m.frontier = oldest - 1
-	for off := range m.offsets {
-		if off <= m.frontier {
+	for off, o := range m.offsets {
+		if off <= m.frontier && !o.below {
 			delete(m.offsets, off)
 		}
 	}
@@ -138,21 +194,42 @@ func (m *model) jump(oldest int64) bool {
 	return true
 }
 
+func (m *model) requeue(off int64) bool {
+	o, ok := m.offsets[off]
+	if !ok || o.state != quarantined {
+		return false
+	}
+	*o = modelOffset{state: free, reason: ReasonRequeued, below: off <= m.frontier}
+	return true
+}
+
 type shardMachine struct {
-	s        *Shard
-	m        *model
-	now      time.Time
-	unread   []Lease  // reserved, not read yet
-	held     []Handle // handed to a consumer, possibly stale by now
-	frontier int64    // the highest frontier seen, to check it never moves back
+	s           *Shard
+	m           *model
+	now         time.Time
+	unread      []Lease  // reserved, not read yet
+	held        []Handle // handed to a consumer, possibly stale by now
+	frontier    int64    // the highest frontier seen, to check it never moves back
+	fences      map[int64]uint64
+	quarantined int // Quarantine hook calls
 }
 
 func (sm *shardMachine) init(t *rapid.T) {
+	cfg := Config{
+		VisibilityTimeout: 10 * time.Second,
+		MaxInFlight:       rapid.IntRange(1, 6).Draw(t, "inFlightCap"),
+		MaxAckedAhead:     rapid.IntRange(1, 6).Draw(t, "ackedAheadCap"),
+		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
+		Backoff: Backoff{Delays: rapid.SampledFrom([][]time.Duration{
+			nil, {time.Second}, {time.Second, 3 * time.Second},
+		}).Draw(t, "backoff")},
+		MaxExtension:     rapid.SampledFrom([]time.Duration{0, 5 * time.Second}).Draw(t, "maxExtension"),
+		MaxLeaseLifetime: rapid.SampledFrom([]time.Duration{0, 25 * time.Second}).Draw(t, "maxLifetime"),
+	}
 	sm.m = &model{
+		cfg:       cfg,
 		frontier:  rapid.Int64Range(-1, 5).Draw(t, "frontier"),
 		offsets:   map[int64]*modelOffset{},
-		inFlight:  rapid.IntRange(1, 6).Draw(t, "inFlightCap"),
-		ackedCap:  rapid.IntRange(1, 6).Draw(t, "ackedAheadCap"),
 		corruptAt: map[int64]bool{},
 	}
 	sm.m.hwm = sm.m.frontier + 1
@@ -162,9 +239,10 @@ func (sm *shardMachine) init(t *rapid.T) {
 	}
 	sm.now = epoch
 	sm.frontier = sm.m.frontier
+	sm.fences = map[int64]uint64{}
 	seed := [32]byte{byte(rapid.IntRange(0, 255).Draw(t, "seed"))}
-	cfg := Config{VisibilityTimeout: 10 * time.Second, MaxInFlight: sm.m.inFlight, MaxAckedAhead: sm.m.ackedCap}
-	sm.s = NewShard("model", 0, Options{Config: cfg, Seed: seed}, State{Frontier: sm.m.frontier})
+	hooks := Hooks{Quarantine: func(string, int32, int64, uint32) { sm.quarantined++ }}
+	sm.s = NewShard("model", 0, Options{Config: cfg, Seed: seed, Hooks: hooks}, State{Frontier: sm.m.frontier})
 }
 
 func (sm *shardMachine) produce(t *rapid.T) {
@@ -197,7 +275,11 @@ func (sm *shardMachine) reserve(t *rapid.T) {
 	if !lease.Expiry.Equal(sm.now.Add(10 * time.Second)) {
 		t.Fatalf("expiry %v, want now + visibility", lease.Expiry)
 	}
-	o.state, o.nonce, o.until = leased, lease.Nonce, lease.Expiry
+	if lease.Fence <= sm.fences[wantOff] {
+		t.Fatalf("fence of %d went from %d to %d: not monotonic", wantOff, sm.fences[wantOff], lease.Fence)
+	}
+	sm.fences[wantOff] = lease.Fence
+	o.state, o.nonce, o.until, o.leasedAt = leased, lease.Nonce, lease.Expiry, sm.now
 	sm.unread = append(sm.unread, lease)
 }
 
@@ -223,9 +305,13 @@ func (sm *shardMachine) read(t *rapid.T) {
 			o.attempts--
 		}
 	case lease.Offset < sm.m.oldest:
+		wasLive := sm.m.live(lease.Handle) == nil
 		wantJump := sm.m.jump(sm.m.oldest)
 		if jumped := sm.s.SkipRetention(sm.now, lease.Handle, sm.m.oldest); jumped != wantJump {
 			t.Fatalf("SkipRetention jumped=%v, want %v", jumped, wantJump)
+		}
+		if o, ok := sm.m.offsets[lease.Offset]; ok && wasLive && o.below {
+			delete(sm.m.offsets, lease.Offset) // a requeued record retention removed
 		}
 	case sm.m.corruptAt[lease.Offset]:
 		want := sm.m.live(lease.Handle)
@@ -233,8 +319,7 @@ func (sm *shardMachine) read(t *rapid.T) {
 			t.Fatalf("SkipCorrupt: got %v, want %v", err, want)
 		}
 		if want == nil {
-			sm.m.at(lease.Offset).state = corrupt
-			sm.m.advance()
+			sm.m.settle(lease.Offset, corrupt)
 		}
 	default:
 		sm.held = append(sm.held, lease.Handle)
@@ -261,8 +346,7 @@ func (sm *shardMachine) ack(t *rapid.T) {
 		t.Fatalf("Ack(%v): got %v, want %v", h, err, want)
 	}
 	if want == nil {
-		sm.m.at(h.Offset).state = acked
-		sm.m.advance()
+		sm.m.settle(h.Offset, acked)
 	}
 }
 
@@ -271,15 +355,31 @@ func (sm *shardMachine) extend(t *rapid.T) {
 	d := rapid.SampledFrom([]time.Duration{0, time.Second, 20 * time.Second}).Draw(t, "d")
 	sm.m.purge(sm.now)
 	want := sm.m.live(h)
-	if err := sm.s.Extend(sm.now, h, d); !errors.Is(err, want) {
+	expiry, err := sm.s.Extend(sm.now, h, d)
+	if !errors.Is(err, want) {
 		t.Fatalf("Extend(%v): got %v, want %v", h, err, want)
 	}
-	if want == nil {
-		if d == 0 {
-			d = 10 * time.Second
-		}
-		sm.m.at(h.Offset).until = sm.now.Add(d)
+	if want != nil {
+		return
 	}
+	if d == 0 {
+		d = 10 * time.Second
+	}
+	if c := sm.m.cfg.MaxExtension; c > 0 {
+		d = min(d, c)
+	}
+	o := sm.m.at(h.Offset)
+	until := sm.now.Add(d)
+	if c := sm.m.cfg.MaxLeaseLifetime; c > 0 && until.After(o.leasedAt.Add(c)) {
+		until = o.leasedAt.Add(c)
+	}
+	if until.Before(sm.now) {
+		until = sm.now
+	}
+	if !expiry.Equal(until) {
+		t.Fatalf("Extend by %v: expiry %v, want %v", d, expiry, until)
+	}
+	o.until = until
 }
 
 func (sm *shardMachine) nack(t *rapid.T) {
@@ -291,11 +391,19 @@ func (sm *shardMachine) nack(t *rapid.T) {
 		t.Fatalf("Nack(%v): got %v, want %v", h, err, want)
 	}
 	if want == nil {
-		o := sm.m.at(h.Offset)
-		o.state, o.nonce, o.reason = free, 0, ReasonNacked
-		if delay > 0 {
-			o.state, o.until = delayed, sm.now.Add(delay)
-		}
+		sm.m.endLease(h.Offset, sm.now, sm.now, ReasonNacked, delay)
+	}
+}
+
+func (sm *shardMachine) requeue(t *rapid.T) {
+	quarantine := sm.s.Quarantined()
+	off := rapid.Int64Range(0, sm.m.hwm).Draw(t, "offset")
+	if len(quarantine) > 0 && rapid.Bool().Draw(t, "quarantined") {
+		off = quarantine[rapid.IntRange(0, len(quarantine)-1).Draw(t, "which")]
+	}
+	sm.m.purge(sm.now)
+	if got, want := sm.s.Requeue(sm.now, off), sm.m.requeue(off); got != want {
+		t.Fatalf("Requeue(%d) = %v, want %v", off, got, want)
 	}
 }
 
@@ -313,20 +421,23 @@ func (sm *shardMachine) toggleClosed(t *rapid.T) {
 }
 
 // restart persists a snapshot and restores it, as a crash and recovery do: leases, delays and
-// corrupt skips are forgotten, attempts survive.
+// corrupt skips are forgotten; attempts above the frontier, the quarantine and the requeued
+// offsets survive. A restart takes time, so the clock moves on.
 func (sm *shardMachine) restart(t *rapid.T) {
 	var snap State
 	sm.s.Snapshot(&snap)
 	sm.s.Restore(snap)
+	sm.now = sm.now.Add(time.Millisecond)
 	sm.unread = sm.unread[:0]
 	for off, o := range sm.m.offsets {
 		switch {
-		case off <= sm.m.frontier:
-			delete(sm.m.offsets, off)
-		case o.state == corrupt:
+		case o.below:
+			*o = modelOffset{state: free, reason: ReasonRequeued, below: true}
+		case o.state == quarantined:
+		case off <= sm.m.frontier, o.state == corrupt:
 			delete(sm.m.offsets, off)
 		case o.state == leased || o.state == delayed || o.state == free:
-			o.state, o.nonce = free, 0
+			o.state, o.nonce, o.reason = free, 0, ReasonFirst
 			if o.attempts > 0 {
 				o.reason = ReasonRestart
 			}
@@ -341,32 +452,25 @@ func (sm *shardMachine) check(t *rapid.T) {
 		t.Fatalf("frontier moved back from %d to %d (invariant 3)", sm.frontier, st.Frontier)
 	}
 	sm.frontier = st.Frontier
-	want := Stats{
-		Frontier:   sm.m.frontier,
-		Leased:     sm.m.count(leased),
-		Delayed:    sm.m.count(delayed),
-		AckedAhead: sm.m.count(acked),
-		Corrupt:    sm.m.count(corrupt),
-	}
 	// The shard purges lazily, the model eagerly at each touch: compare after a purge of both.
 	sm.m.purge(sm.now)
 	sm.s.Purge(sm.now)
-	want.Leased, want.Delayed = sm.m.count(leased), sm.m.count(delayed)
+	want := Stats{
+		Frontier:    sm.m.frontier,
+		Leased:      sm.m.count(leased),
+		Delayed:     sm.m.count(delayed),
+		AckedAhead:  sm.m.count(acked),
+		Corrupt:     sm.m.count(corrupt),
+		Quarantined: sm.m.quarantineSize(),
+	}
 	if st = sm.s.Stats(); st != want {
 		t.Fatalf("shard %+v, model %+v", st, want)
 	}
-	if st.AckedAhead > sm.m.inFlight+sm.m.ackedCap {
-		t.Fatalf("acked-ahead set %d exceeds in-flight cap + acked-ahead cap (checklist 24)", st.AckedAhead)
+	if sm.quarantined != sm.m.quarantines {
+		t.Fatalf("Quarantine hook called %d times, want %d", sm.quarantined, sm.m.quarantines)
 	}
-	// Invariant 1: no offset has two live leases. Live handles are distinct by offset.
-	seen := map[int64]bool{}
-	for off, o := range sm.m.offsets {
-		if o.state == leased && off > sm.m.frontier {
-			if seen[off] {
-				t.Fatalf("offset %d leased twice", off)
-			}
-			seen[off] = true
-		}
+	if st.AckedAhead > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAhead {
+		t.Fatalf("acked-ahead set %d exceeds in-flight cap + acked-ahead cap (checklist 24)", st.AckedAhead)
 	}
 	var snap State
 	sm.s.Snapshot(&snap)
@@ -376,6 +480,11 @@ func (sm *shardMachine) check(t *rapid.T) {
 	for _, off := range snap.AckedAhead {
 		if sm.m.at(off).state != acked {
 			t.Fatalf("snapshot holds %d acked ahead, which was never acked (invariant 3)", off)
+		}
+	}
+	for _, off := range snap.Quarantined {
+		if sm.m.at(off).state != quarantined {
+			t.Fatalf("snapshot holds %d quarantined, model says %v", off, sm.m.at(off).state)
 		}
 	}
 }
@@ -392,6 +501,7 @@ func TestShardAgainstModel(t *testing.T) {
 			"ack":          sm.ack,
 			"extend":       sm.extend,
 			"nack":         sm.nack,
+			"requeue":      sm.requeue,
 			"purge":        sm.purge,
 			"retention":    sm.retention,
 			"toggleClosed": sm.toggleClosed,

@@ -12,13 +12,14 @@ import (
 type Reason uint8
 
 const (
-	ReasonFirst   Reason = iota // never delivered before (as far as this shard knows)
-	ReasonExpired               // the previous lease expired
-	ReasonNacked                // the previous holder nacked it
-	ReasonRestart               // it was delivered before the owner restarted (persisted attempts)
+	ReasonFirst    Reason = iota // never delivered before (as far as this shard knows)
+	ReasonExpired                // the previous lease expired
+	ReasonNacked                 // the previous holder nacked it
+	ReasonRestart                // it was delivered before the owner restarted (persisted attempts)
+	ReasonRequeued               // it was quarantined and requeued
 )
 
-var reasonNames = [...]string{"first", "expired", "nacked", "restart"}
+var reasonNames = [...]string{"first", "expired", "nacked", "restart", "requeued"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
@@ -34,6 +35,11 @@ type Lease struct {
 	Expiry  time.Time
 	Attempt uint32 // delivery attempt, 1 for the first
 	Reason  Reason // why this delivery happens
+	// Fence is a fencing token: it grows with every lease of the offset, across restarts
+	// too while the clock does not go back (it is at least the grant time in Unix
+	// nanoseconds), so a handler can refuse, in its own store, a write from a superseded
+	// lease that still thinks it holds the record.
+	Fence uint64
 }
 
 // State is a partition's persisted ack state: what Restore seeds a shard with and what
@@ -47,6 +53,12 @@ type State struct {
 	// Attempts holds the delivery attempts of unresolved offsets above the frontier,
 	// ascending by offset. Restore marks them delivered before a restart.
 	Attempts []Attempt
+	// Quarantined holds the offsets set aside after too many deliveries, ascending. The
+	// frontier passes over them; they stay here until requeued.
+	Quarantined []int64
+	// Requeued holds quarantined offsets at or below the frontier that were requeued and
+	// are waiting to be delivered again, ascending.
+	Requeued []int64
 }
 
 // Attempt is the number of times an unresolved offset was leased.
@@ -62,8 +74,14 @@ type Hooks struct {
 	// delay, a lease expiry or the end of a nack delay, found by Purge or by any touch.
 	Wake func(topic string, partition int32)
 	// Dirty reports that the persisted state changed: the frontier advanced or jumped, or
-	// the acked-ahead set grew.
+	// the acked-ahead, quarantined or requeued sets changed.
 	Dirty func(topic string, partition int32)
+	// Quarantine reports an offset set aside after its attempts reached the topic's
+	// MaxDeliveries: a host copies the record to a dead-letter topic here, say.
+	Quarantine func(topic string, partition int32, offset int64, attempts uint32)
+	// Deadline reports that a lease expiry or the end of a nack delay was set for at, so a
+	// purger sleeping past it can wake in time.
+	Deadline func(topic string, partition int32, at time.Time)
 }
 
 // Options configure a shard.
@@ -84,6 +102,7 @@ type Options struct {
 type pending struct {
 	nonce    uint64 // the live lease's nonce; 0 when not leased
 	until    int64  // lease expiry or end of the nack delay, Unix nanoseconds
+	leasedAt int64  // when the live lease was granted (its lifetime cap counts from here)
 	attempts uint32 // leases granted so far
 	reason   Reason // reason of the current lease, or of the next one
 	delayed  bool
@@ -107,17 +126,27 @@ type Shard struct {
 	// offset in (frontier, cursor) has been leased, settled or skipped, so the offsets that
 	// can be leased below the cursor are exactly the released ones.
 	cursor int64
-	// restoredAbove is the highest offset whose attempts Restore brought; offsets at or
-	// above the cursor may have a pending entry only up to it.
-	restoredAbove int64
-	pending       map[int64]pending
-	ackedAhead    map[int64]struct{}
-	corrupt       map[int64]struct{}
-	leased        int // offsets with a live lease
-	delayed       int // offsets invisible until their nack delay ends
-	deadlines     minHeap[deadline]
-	released      minHeap[releasedOffset]
-	nonces        *rand.ChaCha8
+	// pendingAbove is the highest offset at or above the cursor that may have a pending
+	// entry (attempts Restore brought, a requeue); above it, an offset at the cursor is
+	// fresh and the hot path skips its lookup.
+	pendingAbove int64
+	pending      map[int64]pending
+	ackedAhead   map[int64]struct{}
+	corrupt      map[int64]struct{}
+	// quarantine holds the offsets set aside after MaxDeliveries attempts (false), and the
+	// requeued ones at or below the frontier waiting for delivery again (true). Quarantined
+	// offsets count as settled for the frontier; unlike the other sets, entries stay below
+	// the frontier, since they are persisted until requeued.
+	quarantine map[int64]bool
+	requeued   int // entries of quarantine that are requeued
+	leased     int // offsets with a live lease
+	delayed    int // offsets invisible until their nack delay ends
+	deadlines  minHeap[deadline]
+	released   minHeap[releasedOffset]
+	nonces     *rand.ChaCha8
+	// fence is the latest fencing token: max(previous + 1, grant time), so tokens grow
+	// across the shard's leases and, with a clock that moves on, across restarts.
+	fence uint64
 }
 
 // NewShard returns a shard for (topic, partition) seeded with state and holding no leases.
@@ -141,6 +170,7 @@ func NewShard(topic string, partition int32, opts Options, state State) *Shard {
 		pending:    make(map[int64]pending),
 		ackedAhead: make(map[int64]struct{}),
 		corrupt:    make(map[int64]struct{}),
+		quarantine: make(map[int64]bool),
 		nonces:     rand.NewChaCha8(seed),
 	}
 	s.restoreLocked(state)
@@ -169,7 +199,8 @@ func (s *Shard) restoreLocked(state State) {
 	clear(s.pending)
 	clear(s.ackedAhead)
 	clear(s.corrupt)
-	s.leased, s.delayed = 0, 0
+	clear(s.quarantine)
+	s.leased, s.delayed, s.requeued = 0, 0, 0
 	s.deadlines = s.deadlines[:0]
 	s.released = s.released[:0]
 	for _, off := range state.AckedAhead {
@@ -177,11 +208,20 @@ func (s *Shard) restoreLocked(state State) {
 			s.ackedAhead[off] = struct{}{}
 		}
 	}
-	s.restoredAbove = s.frontier
+	for _, off := range state.Quarantined {
+		s.quarantine[off] = false
+	}
+	for _, off := range state.Requeued {
+		if off <= s.frontier {
+			s.setQuarantine(off, true)
+			s.pending[off] = pending{reason: ReasonRequeued}
+		}
+	}
+	s.pendingAbove = s.frontier
 	for _, a := range state.Attempts {
 		if _, settled := s.ackedAhead[a.Offset]; a.Offset > s.frontier && !settled && a.Count > 0 {
 			s.pending[a.Offset] = pending{attempts: a.Count, reason: ReasonRestart}
-			s.restoredAbove = max(s.restoredAbove, a.Offset)
+			s.pendingAbove = max(s.pendingAbove, a.Offset)
 		}
 	}
 	s.advanceLocked()
@@ -215,13 +255,15 @@ func (s *Shard) ReserveNext(now time.Time, hwm int64) (Lease, error) {
 func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duration) (Lease, error) {
 	at := now.UnixNano()
 	var lease Lease
+	var fx effects
 	s.mu.Lock()
-	woke := s.purgeLocked(at) > 0
+	s.purgeLocked(at, &fx)
 	err := s.reserveLocked(at, hwm, int64(visibility), &lease)
 	s.mu.Unlock()
-	if woke {
-		s.wake()
+	if err == nil {
+		fx.deadline = lease.Expiry.UnixNano()
 	}
+	s.report(&fx)
 	return lease, err
 }
 
@@ -232,12 +274,13 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease) error {
 	if s.leased >= s.cfg.MaxInFlight {
 		return ErrInFlightCap
 	}
-	hole := s.frontier + 1
-	if hole >= hwm {
-		return ErrEmpty
-	}
 	var off int64
+	hole := s.frontier + 1
 	switch lowest, ok := s.lowestReleased(); {
+	case s.requeued > 0 && s.lowestRequeued(&off):
+		// A requeued offset below the frontier: delivered before anything above it.
+	case hole >= hwm:
+		return ErrEmpty
 	case len(s.ackedAhead) >= s.cfg.MaxAckedAhead:
 		// At the acked-ahead cap only the frontier hole is handed out, so that the gap can
 		// close and the set drain (checklist 23). The hole is never settled: the frontier
@@ -261,7 +304,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease) error {
 	if visibility <= 0 {
 		visibility = s.visibility
 	}
-	s.grantLocked(now+visibility, off, lease)
+	s.grantLocked(now, s.capLifetime(now, now+visibility), off, lease)
 	if off >= s.cursor {
 		s.cursor = off + 1
 	}
@@ -273,7 +316,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease) error {
 func (s *Shard) lowestReleased() (int64, bool) {
 	for len(s.released) > 0 {
 		off := int64(s.released[0])
-		if p, ok := s.pending[off]; ok && off > s.frontier && p.nonce == 0 && !p.delayed {
+		if p, ok := s.pending[off]; ok && off > s.frontier && off < s.cursor && p.nonce == 0 && !p.delayed {
 			return off, true
 		}
 		s.released.pop()
@@ -292,20 +335,27 @@ func (s *Shard) isSettled(off int64) bool {
 		}
 	}
 	if len(s.corrupt) > 0 {
-		_, ok := s.corrupt[off]
-		return ok
+		if _, ok := s.corrupt[off]; ok {
+			return true
+		}
+	}
+	if len(s.quarantine) > 0 {
+		requeued, ok := s.quarantine[off]
+		return ok && !requeued
 	}
 	return false
 }
 
-func (s *Shard) grantLocked(expiry, off int64, lease *Lease) {
+func (s *Shard) grantLocked(now, expiry, off int64, lease *Lease) {
 	var p pending
-	if off < s.cursor || off <= s.restoredAbove {
+	if off < s.cursor || off <= s.pendingAbove {
 		p = s.pending[off] // a fresh offset has no entry: skip the lookup on the hot path
 	}
 	p.attempts++
 	p.nonce = s.nextNonce()
 	p.until = expiry
+	p.leasedAt = now
+	s.fence = max(s.fence+1, uint64(max(now, 0)))
 	p.delayed = false
 	s.pending[off] = p
 	s.leased++
@@ -316,6 +366,7 @@ func (s *Shard) grantLocked(expiry, off int64, lease *Lease) {
 		Expiry:  time.Unix(0, p.until),
 		Attempt: p.attempts,
 		Reason:  p.reason,
+		Fence:   s.fence,
 	}
 }
 
@@ -353,19 +404,18 @@ func (s *Shard) isLiveDeadline(d deadline) bool {
 // is over, and returns how many it released. It reports a wake if any. The node's 1 s
 // sweeper calls it; every other method purges too (checklist 15, 16).
 func (s *Shard) Purge(now time.Time) int {
-	at := now.UnixNano()
+	var fx effects
 	s.mu.Lock()
-	n := s.purgeLocked(at)
+	s.purgeLocked(now.UnixNano(), &fx)
 	s.mu.Unlock()
-	if n > 0 {
-		s.wake()
-	}
-	return n
+	s.report(&fx)
+	return fx.released
 }
 
 // purgeLocked pops due deadlines. A lease is live only while now < expiry (checklist 3).
-// It returns how many offsets became visible again.
-func (s *Shard) purgeLocked(now int64) (released int) {
+// An expired lease is released (or delayed by the backoff policy, or quarantined); a delay
+// that ended makes its offset visible again.
+func (s *Shard) purgeLocked(now int64, fx *effects) {
 	for len(s.deadlines) > 0 && s.deadlines[0].at <= now {
 		d := s.deadlines.pop()
 		if !s.isLiveDeadline(d) {
@@ -375,17 +425,37 @@ func (s *Shard) purgeLocked(now int64) (released int) {
 		if d.nonce == 0 {
 			p.delayed = false
 			s.delayed--
-		} else {
-			p.nonce = 0
-			p.reason = ReasonExpired
-			s.leased--
-			s.counters.Expired.Add(1)
+			s.releaseLocked(d.offset, p, fx)
+			continue
 		}
-		s.pending[d.offset] = p
-		s.released.push(releasedOffset(d.offset))
-		released++
+		s.counters.Expired.Add(1)
+		s.endLeaseLocked(d.offset, p, d.at, now, ReasonExpired, 0, fx)
 	}
-	return released
+	// Pop stale entries off the top as well (each is popped once, now or later), so the top
+	// is the next real deadline: NextDeadline reports it and the purger sleeps until then.
+	for len(s.deadlines) > 0 && !s.isLiveDeadline(s.deadlines[0]) {
+		s.deadlines.pop()
+	}
+}
+
+// NextDeadline returns when the earliest lease of the shard expires or nack delay ends, as of
+// its last touch; ok is false when there is none.
+func (s *Shard) NextDeadline() (at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.deadlines) == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, s.deadlines[0].at), true
+}
+
+// releaseLocked makes the unleased offset off visible again at once.
+func (s *Shard) releaseLocked(off int64, p pending, fx *effects) {
+	s.pending[off] = p
+	if off > s.frontier {
+		s.released.push(releasedOffset(off))
+	} // a requeued offset below the frontier is found by lowestRequeued
+	fx.released++
 }
 
 // Ack settles the lease h names: the frontier advances over the contiguous settled run, or
@@ -394,53 +464,42 @@ func (s *Shard) purgeLocked(now int64) (released int) {
 // the offset again (checklist 17-19). An ack of a settled offset gets ErrAlreadySettled.
 // Acks are always accepted at the acked-ahead cap (checklist 24).
 func (s *Shard) Ack(now time.Time, h Handle) error {
-	return s.settle(now, h, func(s *Shard, h Handle, _ pending) (bool, bool) {
-		s.counters.Acked.Add(1)
-		return false, s.resolveLocked(h.Offset, false)
-	})
+	_, err := s.settle(now, h, opAck, 0)
+	return err
 }
 
 // Extend re-arms the lease h names to expire d after now (the visibility timeout when d is
-// zero or negative), with a fresh heap entry; the old one is skipped when popped.
-func (s *Shard) Extend(now time.Time, h Handle, d time.Duration) error {
-	at := now.UnixNano()
-	return s.settle(now, h, func(s *Shard, h Handle, p pending) (bool, bool) {
-		until := at + int64(d)
-		if d <= 0 {
-			until = at + s.visibility
-		}
-		if until != p.until {
-			p.until = until
-			s.pending[h.Offset] = p
-			s.pushDeadline(deadline{at: until, offset: h.Offset, nonce: h.Nonce})
-		}
-		s.counters.Extended.Add(1)
-		return false, false
-	})
+// zero or negative), with a fresh heap entry; the old one is skipped when popped. It returns
+// the new expiry, which the topic's MaxExtension and MaxLeaseLifetime may cap below what was
+// asked, so a stuck consumer cannot hold a record forever.
+func (s *Shard) Extend(now time.Time, h Handle, d time.Duration) (time.Time, error) {
+	expiry, err := s.settle(now, h, opExtend, d)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, expiry), nil
 }
 
-// Nack releases the lease h names. With delay zero or negative the offset is visible again
-// at once and a wake is reported; otherwise it stays invisible until the delay has passed
-// (no hot redelivery loop while a dependency fails), and the expiry machinery wakes it.
-func (s *Shard) Nack(now time.Time, h Handle, delay time.Duration) error {
-	at := now.UnixNano()
-	return s.settle(now, h, func(s *Shard, h Handle, p pending) (bool, bool) {
-		s.counters.Nacked.Add(1)
-		p.nonce = 0
-		p.reason = ReasonNacked
-		s.leased--
-		if delay > 0 {
-			p.delayed = true
-			p.until = at + int64(delay)
-			s.delayed++
-			s.pending[h.Offset] = p
-			s.pushDeadline(deadline{at: p.until, offset: h.Offset})
-			return false, false
-		}
+func (s *Shard) extendLocked(now int64, h Handle, p pending, d time.Duration, fx *effects) int64 {
+	expiry := s.extendedExpiry(now, p, d)
+	if expiry != p.until {
+		p.until = expiry
 		s.pending[h.Offset] = p
-		s.released.push(releasedOffset(h.Offset))
-		return true, false
-	})
+		s.pushDeadline(deadline{at: expiry, offset: h.Offset, nonce: h.Nonce})
+	}
+	s.counters.Extended.Add(1)
+	fx.deadline = expiry
+	return expiry
+}
+
+// Nack releases the lease h names. The offset stays invisible for delay (no hot redelivery
+// loop while a dependency fails) and the expiry machinery wakes it then; with delay zero it
+// waits what the topic's Backoff policy says, and with no policy it is visible again at once
+// and a wake is reported. A record whose attempts reached the topic's MaxDeliveries is
+// quarantined instead.
+func (s *Shard) Nack(now time.Time, h Handle, delay time.Duration) error {
+	_, err := s.settle(now, h, opNack, delay)
+	return err
 }
 
 // GiveBack releases the lease h names as if it had never been granted: the attempt is not
@@ -448,91 +507,108 @@ func (s *Shard) Nack(now time.Time, h Handle, delay time.Duration) error {
 // log closed (a closed log is transient, not a gap); the pump gives back a record whose
 // consumer left at the instant it was handed over.
 func (s *Shard) GiveBack(now time.Time, h Handle) error {
-	return s.settle(now, h, func(s *Shard, h Handle, p pending) (bool, bool) {
-		s.counters.GivenBack.Add(1)
-		s.giveBackLocked(h.Offset, p)
-		return false, false
-	})
+	_, err := s.settle(now, h, opGiveBack, 0)
+	return err
 }
 
 func (s *Shard) giveBackLocked(off int64, p pending) {
 	p.nonce = 0
 	p.attempts--
 	s.leased--
-	s.pending[off] = p
-	s.released.push(releasedOffset(off))
+	var fx effects // no wake: the caller decides (see GiveBack)
+	s.releaseLocked(off, p, &fx)
 }
 
 // SkipCorrupt settles the lease h names as a permanently unreadable record: the offset goes
 // into the corrupt-skip set (memory only; the next incarnation finds it again by reading)
 // and the frontier advances over it as over an acked offset (checklist 28, 29).
 func (s *Shard) SkipCorrupt(now time.Time, h Handle) error {
-	return s.settle(now, h, func(s *Shard, h Handle, _ pending) (bool, bool) {
-		s.counters.CorruptSkipped.Add(1)
-		return false, s.resolveLocked(h.Offset, true)
-	})
-}
-
-// settle runs apply on the live lease h names, after the purge every touch does, and calls
-// the hooks apply asks for once the lock is released. apply reports (wake, dirty).
-func (s *Shard) settle(now time.Time, h Handle, apply func(*Shard, Handle, pending) (wake, dirty bool)) error {
-	s.mu.Lock()
-	woke := s.purgeLocked(now.UnixNano()) > 0
-	p, err := s.liveLease(h)
-	switch err {
-	case ErrGone:
-		s.counters.Gone.Add(1)
-	case ErrAlreadySettled:
-		s.counters.AlreadySettled.Add(1)
-	}
-	var dirty bool
-	if err == nil {
-		var wake bool
-		wake, dirty = apply(s, h, p)
-		woke = woke || wake
-	}
-	s.mu.Unlock()
-	if woke {
-		s.wake()
-	}
-	if dirty {
-		s.dirty()
-	}
+	_, err := s.settle(now, h, opSkipCorrupt, 0)
 	return err
 }
 
-// liveLease returns the pending state of the live lease h names, or why there is none.
+// settleOp is what settle does to a live lease.
+type settleOp uint8
+
+const (
+	opAck settleOp = iota
+	opExtend
+	opNack
+	opGiveBack
+	opSkipCorrupt
+)
+
+// settle applies op to the live lease h names, after the purge every touch does, and reports
+// the effects once the lock is released. d is the extension or the nack delay. It returns
+// the new expiry of an extend.
+func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (expiry int64, err error) {
+	at := now.UnixNano()
+	var fx effects
+	s.mu.Lock()
+	s.purgeLocked(at, &fx)
+	p, err := s.liveLease(h)
+	switch {
+	case err == ErrGone:
+		s.counters.Gone.Add(1)
+	case err == ErrAlreadySettled:
+		s.counters.AlreadySettled.Add(1)
+	case op == opAck:
+		s.counters.Acked.Add(1)
+		s.resolveLocked(h.Offset, false, &fx)
+	case op == opExtend:
+		expiry = s.extendLocked(at, h, p, d, &fx)
+	case op == opNack:
+		s.counters.Nacked.Add(1)
+		s.endLeaseLocked(h.Offset, p, at, at, ReasonNacked, d, &fx)
+	case op == opGiveBack:
+		s.counters.GivenBack.Add(1)
+		s.giveBackLocked(h.Offset, p)
+	case op == opSkipCorrupt:
+		s.counters.CorruptSkipped.Add(1)
+		s.resolveLocked(h.Offset, true, &fx)
+	}
+	s.mu.Unlock()
+	s.report(&fx)
+	return expiry, err
+}
+
+// liveLease returns the pending state of the live lease h names, or why there is none. The
+// lease is looked up first, since a requeued offset is leased below the frontier.
 func (s *Shard) liveLease(h Handle) (pending, error) {
 	if s.dropped || h.Partition != s.partition {
 		return pending{}, ErrGone
 	}
+	p, ok := s.pending[h.Offset]
+	if ok && p.nonce != 0 && p.nonce == h.Nonce {
+		return p, nil
+	}
 	if s.isSettled(h.Offset) {
 		return pending{}, ErrAlreadySettled
 	}
-	p, ok := s.pending[h.Offset]
-	if !ok || p.nonce == 0 || p.nonce != h.Nonce {
-		return pending{}, ErrGone
-	}
-	return p, nil
+	return pending{}, ErrGone
 }
 
 // resolveLocked settles the leased offset off, acked or skipped as corrupt: at the frontier
 // hole the frontier advances over the contiguous settled run; above it, off is parked in the
-// acked-ahead or the corrupt-skip set. It reports whether the persisted state changed.
-func (s *Shard) resolveLocked(off int64, corrupt bool) (dirty bool) {
+// acked-ahead or the corrupt-skip set; a requeued offset below the frontier leaves the
+// quarantine for good.
+func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	delete(s.pending, off)
 	s.leased--
-	if off != s.frontier+1 {
-		if corrupt {
-			s.corrupt[off] = struct{}{}
-			return false
-		}
+	switch {
+	case off <= s.frontier:
+		s.clearQuarantine(off)
+		fx.dirty = true
+	case off != s.frontier+1 && corrupt:
+		s.corrupt[off] = struct{}{} // memory only: nothing to persist
+	case off != s.frontier+1:
 		s.ackedAhead[off] = struct{}{}
-		return true
+		fx.dirty = true
+	default:
+		s.frontier = off
+		s.advanceLocked()
+		fx.dirty = true
 	}
-	s.frontier = off
-	s.advanceLocked()
-	return true
 }
 
 // advanceLocked moves the frontier over the settled run above it (checklist 2, 5).
@@ -553,30 +629,45 @@ func (s *Shard) advanceLocked() {
 // simply reserves again; it never sees ErrGone. If the lease is somehow still live (the log
 // reported an offset at or above oldest as missing), it is given back.
 func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped bool) {
+	var fx effects
 	s.mu.Lock()
-	woke := s.purgeLocked(now.UnixNano()) > 0
+	s.purgeLocked(now.UnixNano(), &fx)
 	if !s.dropped && oldest-1 > s.frontier {
 		s.jumpLocked(oldest - 1)
 		jumped = true
+		fx.dirty = true
 	}
 	if p, err := s.liveLease(h); err == nil {
-		s.giveBackLocked(h.Offset, p)
+		if h.Offset < oldest {
+			// A requeued offset below the frontier that retention removed: it is gone.
+			delete(s.pending, h.Offset)
+			s.leased--
+			s.clearQuarantine(h.Offset)
+			fx.dirty = true
+		} else {
+			s.giveBackLocked(h.Offset, p)
+		}
 	}
 	s.mu.Unlock()
-	if woke {
-		s.wake()
-	}
-	if jumped {
-		s.dirty()
-	}
+	s.report(&fx)
 	return jumped
 }
 
+// jumpLocked moves the frontier to frontier in one step: what lies below is gone from the
+// log, so its leases, delays, acked-ahead, corrupt and quarantine entries go too.
 func (s *Shard) jumpLocked(frontier int64) {
 	s.frontier = frontier
+	for off, requeued := range s.quarantine {
+		if off <= frontier && !requeued {
+			delete(s.quarantine, off) // its record is gone: nothing left to requeue
+		}
+	}
 	for off, p := range s.pending {
 		if off > frontier {
 			continue
+		}
+		if _, requeued := s.quarantine[off]; requeued {
+			continue // requeued below the frontier: its own read finds whether it is gone
 		}
 		if p.nonce != 0 {
 			s.leased--
@@ -614,13 +705,23 @@ func (s *Shard) Snapshot(dst *State) {
 	}
 	dst.Attempts = dst.Attempts[:0]
 	for off, p := range s.pending {
-		if p.attempts > 0 {
+		if p.attempts > 0 && off > s.frontier {
 			dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.attempts})
+		}
+	}
+	dst.Quarantined, dst.Requeued = dst.Quarantined[:0], dst.Requeued[:0]
+	for off, requeued := range s.quarantine {
+		if requeued {
+			dst.Requeued = append(dst.Requeued, off)
+		} else {
+			dst.Quarantined = append(dst.Quarantined, off)
 		}
 	}
 	s.mu.Unlock()
 	slices.Sort(dst.AckedAhead)
 	slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmpInt64(a.Offset, b.Offset) })
+	slices.Sort(dst.Quarantined)
+	slices.Sort(dst.Requeued)
 }
 
 func cmpInt64(a, b int64) int {
@@ -636,11 +737,12 @@ func cmpInt64(a, b int64) int {
 // Stats is a consistent view of a shard's counts, for metrics, tests and the delivery-token
 // estimate of available records.
 type Stats struct {
-	Frontier   int64 // committed frontier (inclusive)
-	Leased     int   // live leases
-	Delayed    int   // offsets invisible until their nack delay ends
-	AckedAhead int   // offsets acked above the frontier
-	Corrupt    int   // offsets skipped as corrupt above the frontier
+	Frontier    int64 // committed frontier (inclusive)
+	Leased      int   // live leases
+	Delayed     int   // offsets invisible until their nack delay ends
+	AckedAhead  int   // offsets acked above the frontier
+	Corrupt     int   // offsets skipped as corrupt above the frontier
+	Quarantined int   // offsets quarantined, requeued ones included
 }
 
 // Stats returns the shard's counts. It does not purge.
@@ -648,11 +750,12 @@ func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{
-		Frontier:   s.frontier,
-		Leased:     s.leased,
-		Delayed:    s.delayed,
-		AckedAhead: len(s.ackedAhead),
-		Corrupt:    len(s.corrupt),
+		Frontier:    s.frontier,
+		Leased:      s.leased,
+		Delayed:     s.delayed,
+		AckedAhead:  len(s.ackedAhead),
+		Corrupt:     len(s.corrupt),
+		Quarantined: len(s.quarantine),
 	}
 }
 
@@ -665,14 +768,27 @@ func (s *Shard) drop() {
 	s.mu.Unlock()
 }
 
-func (s *Shard) wake() {
-	if s.hooks.Wake != nil {
-		s.hooks.Wake(s.topic, s.partition)
-	}
+// effects is what a touch of the shard reports through its hooks once its lock is released.
+type effects struct {
+	released    int       // offsets made visible again: a wake
+	dirty       bool      // the persisted state changed
+	deadline    int64     // a deadline set (Unix nanoseconds), 0 if none
+	quarantined []Attempt // offsets quarantined, with their attempts
 }
 
-func (s *Shard) dirty() {
-	if s.hooks.Dirty != nil {
+func (s *Shard) report(fx *effects) {
+	if fx.released > 0 && s.hooks.Wake != nil {
+		s.hooks.Wake(s.topic, s.partition)
+	}
+	if fx.dirty && s.hooks.Dirty != nil {
 		s.hooks.Dirty(s.topic, s.partition)
+	}
+	if fx.deadline != 0 && s.hooks.Deadline != nil {
+		s.hooks.Deadline(s.topic, s.partition, time.Unix(0, fx.deadline))
+	}
+	if s.hooks.Quarantine != nil {
+		for _, q := range fx.quarantined {
+			s.hooks.Quarantine(s.topic, s.partition, q.Offset, q.Count)
+		}
 	}
 }

@@ -95,7 +95,8 @@ func TestAckValidation(t *testing.T) {
 		forged := l.Handle
 		forged.Nonce++
 		assert.ErrorIs(t, s.Ack(epoch, forged), ErrGone)
-		assert.ErrorIs(t, s.Extend(epoch, forged, 0), ErrGone)
+		_, err := s.Extend(epoch, forged, 0)
+		assert.ErrorIs(t, err, ErrGone)
 		assert.ErrorIs(t, s.Nack(epoch, forged, 0), ErrGone)
 		assert.Equal(t, Stats{Frontier: -1, Leased: 1}, s.Stats())
 		require.NoError(t, s.Ack(epoch, l.Handle), "the real handle still works")
@@ -122,7 +123,8 @@ func TestAckValidation(t *testing.T) {
 		assert.Equal(t, uint32(2), fresh.Attempt)
 		assert.Equal(t, ReasonExpired, fresh.Reason)
 		assert.ErrorIs(t, s.Ack(later, old.Handle), ErrGone)
-		assert.ErrorIs(t, s.Extend(later, old.Handle, 0), ErrGone)
+		_, err := s.Extend(later, old.Handle, 0)
+		assert.ErrorIs(t, err, ErrGone)
 		assert.ErrorIs(t, s.Nack(later, old.Handle, 0), ErrGone)
 		require.NoError(t, s.Ack(later, fresh.Handle))
 	})
@@ -155,12 +157,14 @@ func TestAckValidation(t *testing.T) {
 func TestExtend(t *testing.T) {
 	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
 	l := reserve(t, s, epoch, 10)
-	require.NoError(t, s.Extend(epoch.Add(20*time.Second), l.Handle, 0))
+	_, err := s.Extend(epoch.Add(20*time.Second), l.Handle, 0)
+	require.NoError(t, err)
 	assert.Zero(t, s.Purge(l.Expiry), "the old deadline is stale")
 	require.NoError(t, s.Ack(l.Expiry.Add(time.Second), l.Handle), "still live after its first expiry")
 
 	l = reserve(t, s, epoch, 10)
-	require.NoError(t, s.Extend(epoch, l.Handle, time.Minute))
+	_, err = s.Extend(epoch, l.Handle, time.Minute)
+	require.NoError(t, err)
 	assert.Zero(t, s.Purge(epoch.Add(time.Minute-1)))
 	assert.Equal(t, 1, s.Purge(epoch.Add(time.Minute)))
 	wakes, _ := hooks.counts()
@@ -338,7 +342,8 @@ func TestStaleDeadlinesStayBounded(t *testing.T) {
 	s, _ := newTestShard(t, Config{MaxAckedAhead: 20_000}, State{Frontier: -1})
 	l := reserve(t, s, epoch, 1<<40)
 	for i := range 10_000 {
-		require.NoError(t, s.Extend(epoch.Add(time.Duration(i)), l.Handle, 0))
+		_, err := s.Extend(epoch.Add(time.Duration(i)), l.Handle, 0)
+		require.NoError(t, err)
 		other := reserve(t, s, epoch, 1<<40)
 		require.NoError(t, s.Ack(epoch, other.Handle))
 	}

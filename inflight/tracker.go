@@ -162,20 +162,24 @@ func (t *Tracker) forget(topic string, partition int32) {
 	}
 }
 
-// Purge purges every shard (the node's 1 s background purger: checklist 16) and returns how
-// many offsets became visible again. Each shard reports its own wake.
-func (t *Tracker) Purge(now time.Time) int {
+// Purge purges every shard (the node's background purger: checklist 16) and returns how
+// many offsets became visible again, and the earliest deadline left among all shards (zero
+// when there is none), so the purger can sleep until then rather than a whole cadence.
+// Each shard reports its own wake.
+func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
 	t.mu.RLock()
 	shards := make([]*Shard, 0, len(t.shards))
 	for _, s := range t.shards {
 		shards = append(shards, s)
 	}
 	t.mu.RUnlock()
-	n := 0
 	for _, s := range shards {
-		n += s.Purge(now)
+		released += s.Purge(now)
+		if at, ok := s.NextDeadline(); ok && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
 	}
-	return n
+	return released, next
 }
 
 // Len returns how many shards the tracker holds.

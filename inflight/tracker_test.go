@@ -119,8 +119,12 @@ func TestTrackerPurge(t *testing.T) {
 		_, err := s.ReserveNext(epoch, 10)
 		require.NoError(t, err)
 	}
-	assert.Zero(t, tr.Purge(epoch))
-	assert.Equal(t, 3, tr.Purge(epoch.Add(DefaultVisibilityTimeout)))
+	n, next := tr.Purge(epoch)
+	assert.Zero(t, n)
+	assert.Equal(t, epoch.Add(DefaultVisibilityTimeout), next, "the earliest deadline left")
+	n, next = tr.Purge(epoch.Add(DefaultVisibilityTimeout))
+	assert.Equal(t, 3, n)
+	assert.True(t, next.IsZero())
 	assert.Equal(t, int32(3), wakes.Load(), "each shard reports its own wake")
 }
 

@@ -1,0 +1,223 @@
+package inflight
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Redelivery control beyond the spec: delivery limits with a quarantine, backoff, extension
+// caps. Every system users compare the library with does something about a record that
+// never succeeds (Kafka share groups archive it after 5 attempts, JetStream has MaxDeliver
+// and BackOff, SQS a redrive policy); without it one poison record at the frontier is
+// leased again every visibility timeout forever and holds the frontier.
+
+// Backoff is a redelivery delay policy: a list of delays, or an exponential one with a cap,
+// either with jitter. The zero value means no delay.
+type Backoff struct {
+	// Delays is the delay after the first, second, ... failed delivery; the last one
+	// repeats. When set, Initial and Max are ignored.
+	Delays []time.Duration
+	// Initial is the delay after the first failed delivery; each later one doubles, up to
+	// Max (no cap when zero).
+	Initial time.Duration
+	Max     time.Duration
+	// Jitter spreads each delay uniformly over [d × (1 − Jitter), d], so records that fail
+	// together are not redelivered together. It is clamped to [0, 1].
+	Jitter float64
+}
+
+// Delay returns the delay after the given failed delivery (1 for the first), with random a
+// uniformly random value for the jitter.
+func (b Backoff) Delay(attempt uint32, random uint64) time.Duration {
+	var d time.Duration
+	switch {
+	case attempt == 0:
+		return 0
+	case len(b.Delays) > 0:
+		d = b.Delays[min(int(attempt), len(b.Delays))-1]
+	case b.Initial > 0:
+		d = b.Initial
+		for i := uint32(1); i < attempt && (b.Max <= 0 || d < b.Max) && d < math.MaxInt64/2; i++ {
+			d *= 2
+		}
+		if b.Max > 0 {
+			d = min(d, b.Max)
+		}
+	}
+	if d <= 0 {
+		return 0
+	}
+	if jitter := min(max(b.Jitter, 0), 1); jitter > 0 {
+		fraction := float64(random>>11) / (1 << 53) // uniform in [0, 1)
+		d -= time.Duration(float64(d) * jitter * fraction)
+	}
+	return d
+}
+
+// endLeaseLocked ends the live lease of off without settling it: it expired at end, or was
+// nacked then (reason). The record is quarantined if it reached MaxDeliveries; otherwise it
+// waits delay (the backoff policy's when delay is zero) or is visible again at once.
+func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reason, delay time.Duration, fx *effects) {
+	p.nonce = 0
+	p.reason = reason
+	s.leased--
+	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries {
+		s.quarantineLocked(off, p.attempts, fx)
+		return
+	}
+	if delay <= 0 {
+		delay = s.cfg.Backoff.Delay(p.attempts, s.nonces.Uint64())
+	}
+	if until := end + int64(delay); until > now {
+		p.delayed = true
+		p.until = until
+		s.delayed++
+		s.pending[off] = p
+		s.pushDeadline(deadline{at: until, offset: off})
+		fx.deadline = max(fx.deadline, until)
+		return
+	}
+	s.releaseLocked(off, p, fx)
+}
+
+// quarantineLocked sets off aside: settled as far as the frontier is concerned, persisted,
+// reported.
+func (s *Shard) quarantineLocked(off int64, attempts uint32, fx *effects) {
+	delete(s.pending, off)
+	s.setQuarantine(off, false)
+	if off == s.frontier+1 {
+		s.advanceLocked()
+		fx.released++ // the frontier hole moved: at the acked-ahead cap, more is visible
+	}
+	fx.dirty = true
+	fx.quarantined = append(fx.quarantined, Attempt{Offset: off, Count: attempts})
+	s.counters.Quarantined.Add(1)
+}
+
+func (s *Shard) setQuarantine(off int64, requeued bool) {
+	was, ok := s.quarantine[off]
+	if ok && was {
+		s.requeued--
+	}
+	if requeued {
+		s.requeued++
+	}
+	s.quarantine[off] = requeued
+}
+
+func (s *Shard) clearQuarantine(off int64) {
+	if requeued, ok := s.quarantine[off]; ok {
+		if requeued {
+			s.requeued--
+		}
+		delete(s.quarantine, off)
+	}
+}
+
+// lowestRequeued finds the lowest requeued offset below the frontier that is neither leased
+// nor delayed. Requeues are rare operator actions, so a scan of the quarantine set is cheap
+// next to what it saves in bookkeeping.
+func (s *Shard) lowestRequeued(off *int64) bool {
+	found := false
+	for q, requeued := range s.quarantine {
+		if !requeued || (found && q >= *off) {
+			continue
+		}
+		if p := s.pending[q]; p.nonce != 0 || p.delayed {
+			continue
+		}
+		*off, found = q, true
+	}
+	return found
+}
+
+// extendedExpiry is the expiry an extend by d at now gives the lease p, within the topic's
+// MaxExtension and MaxLeaseLifetime.
+func (s *Shard) extendedExpiry(now int64, p pending, d time.Duration) int64 {
+	if d <= 0 {
+		d = time.Duration(s.visibility)
+	}
+	if s.cfg.MaxExtension > 0 {
+		d = min(d, s.cfg.MaxExtension)
+	}
+	return s.capLifetime(p.leasedAt, now+int64(d))
+}
+
+// capLifetime caps an expiry at the topic's MaxLeaseLifetime from the lease's grant. A live
+// lease expires after now, so a capped extension never moves its expiry into the past.
+func (s *Shard) capLifetime(leasedAt, until int64) int64 {
+	if s.cfg.MaxLeaseLifetime > 0 {
+		until = min(until, leasedAt+int64(s.cfg.MaxLeaseLifetime))
+	}
+	return until
+}
+
+// Quarantined returns the partition's quarantined offsets, ascending; those requeued and
+// waiting for delivery are not included.
+func (s *Shard) Quarantined() []int64 {
+	s.mu.Lock()
+	out := make([]int64, 0, len(s.quarantine)-s.requeued)
+	for off, requeued := range s.quarantine {
+		if !requeued {
+			out = append(out, off)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(out)
+	return out
+}
+
+// Requeue brings a quarantined offset back for delivery, with its attempts counted afresh
+// and ReasonRequeued. Above the frontier it is an unresolved offset again; at or below it
+// (the frontier passed over it meanwhile), it is delivered before anything above the
+// frontier and leaves the quarantine when acked, all without moving the frontier back
+// (invariant 3). It reports whether off was quarantined.
+func (s *Shard) Requeue(now time.Time, off int64) bool {
+	var fx effects
+	s.mu.Lock()
+	s.purgeLocked(now.UnixNano(), &fx)
+	ok := s.requeueLocked(off, &fx)
+	s.mu.Unlock()
+	s.report(&fx)
+	return ok
+}
+
+// RequeueAll requeues every quarantined offset and returns how many.
+func (s *Shard) RequeueAll(now time.Time) int {
+	var fx effects
+	s.mu.Lock()
+	s.purgeLocked(now.UnixNano(), &fx)
+	n := 0
+	for off, requeued := range s.quarantine {
+		if !requeued && s.requeueLocked(off, &fx) {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	s.report(&fx)
+	return n
+}
+
+func (s *Shard) requeueLocked(off int64, fx *effects) bool {
+	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped {
+		return false
+	}
+	fresh := pending{reason: ReasonRequeued}
+	if off > s.frontier {
+		delete(s.quarantine, off)
+		s.pending[off] = fresh
+		if off < s.cursor {
+			s.released.push(releasedOffset(off))
+		} else {
+			s.pendingAbove = max(s.pendingAbove, off) // the cursor reaches it in turn
+		}
+	} else {
+		s.setQuarantine(off, true)
+		s.pending[off] = fresh
+	}
+	s.counters.Requeued.Add(1)
+	fx.released++
+	fx.dirty = true
+	return true
+}

@@ -1,0 +1,209 @@
+package inflight
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	list := Backoff{Delays: []time.Duration{time.Second, 5 * time.Second}}
+	expo := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	for _, tc := range []struct {
+		b       Backoff
+		attempt uint32
+		want    time.Duration
+	}{
+		{Backoff{}, 3, 0},
+		{list, 0, 0},
+		{list, 1, time.Second},
+		{list, 2, 5 * time.Second},
+		{list, 9, 5 * time.Second},
+		{expo, 1, 100 * time.Millisecond},
+		{expo, 2, 200 * time.Millisecond},
+		{expo, 4, 800 * time.Millisecond},
+		{expo, 5, time.Second},
+		{expo, math.MaxUint32, time.Second},
+		{Backoff{Initial: time.Hour}, 200, time.Duration(math.MaxInt64/2) + 1},
+	} {
+		got := tc.b.Delay(tc.attempt, 0)
+		if tc.b.Initial == time.Hour {
+			assert.Positive(t, got, "no overflow without a cap")
+			continue
+		}
+		assert.Equal(t, tc.want, got, "%+v attempt %d", tc.b, tc.attempt)
+	}
+	jittered := Backoff{Delays: []time.Duration{time.Second}, Jitter: 0.5}
+	assert.Equal(t, time.Second, jittered.Delay(1, 0))
+	assert.Equal(t, 500*time.Millisecond, jittered.Delay(1, math.MaxUint64).Round(time.Millisecond))
+	rapid.Check(t, func(t *rapid.T) {
+		d := jittered.Delay(1, rapid.Uint64().Draw(t, "random"))
+		if d < 500*time.Millisecond || d > time.Second {
+			t.Fatalf("jittered delay %v outside [0.5s, 1s]", d)
+		}
+	})
+}
+
+// A record that never succeeds is quarantined after MaxDeliveries: the frontier passes over
+// it, the hook reports it, and the quarantine persists.
+func TestMaxDeliveriesQuarantines(t *testing.T) {
+	var reported []Attempt
+	hooks := Hooks{Quarantine: func(_ string, _ int32, off int64, n uint32) {
+		reported = append(reported, Attempt{Offset: off, Count: n})
+	}}
+	s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 3}, Hooks: hooks}, State{Frontier: -1})
+	now := epoch
+	poison := reserve(t, s, now, 2)
+	require.NoError(t, s.Nack(now, poison.Handle, 0))
+	poison = reserve(t, s, now, 2)
+	now = poison.Expiry // the second delivery's consumer dies
+	poison = reserve(t, s, now, 2)
+	assert.Equal(t, uint32(3), poison.Attempt)
+	assert.Equal(t, int64(0), poison.Offset)
+	require.NoError(t, s.Nack(now, poison.Handle, time.Hour), "an explicit delay does not beat the limit")
+	assert.Equal(t, []Attempt{{Offset: 0, Count: 3}}, reported)
+	assert.Equal(t, int64(0), s.Stats().Frontier, "the frontier passes the quarantined record")
+	assert.Equal(t, []int64{0}, s.Quarantined())
+	assert.Equal(t, uint64(1), s.counters.Load().Quarantined)
+	next := reserve(t, s, now, 2)
+	assert.Equal(t, int64(1), next.Offset)
+	assert.ErrorIs(t, s.Ack(now, poison.Handle), ErrAlreadySettled)
+
+	var snap State
+	s.Snapshot(&snap)
+	assert.Equal(t, []int64{0}, snap.Quarantined)
+	s.Restore(snap)
+	assert.Equal(t, []int64{0}, s.Quarantined(), "the quarantine survives a restart")
+}
+
+func TestRequeue(t *testing.T) {
+	s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 1}}, State{Frontier: -1})
+	now := epoch
+	for range 3 {
+		require.NoError(t, s.Nack(now, reserve(t, s, now, 3).Handle, 0))
+	}
+	assert.Equal(t, []int64{0, 1, 2}, s.Quarantined())
+	assert.Equal(t, int64(2), s.Stats().Frontier)
+
+	assert.False(t, s.Requeue(now, 7), "not quarantined")
+	assert.True(t, s.Requeue(now, 1))
+	assert.False(t, s.Requeue(now, 1), "already requeued")
+	again := reserve(t, s, now, 3)
+	assert.Equal(t, int64(1), again.Offset, "delivered below the frontier, first")
+	assert.Equal(t, ReasonRequeued, again.Reason)
+	assert.Equal(t, uint32(1), again.Attempt, "attempts counted afresh")
+	assert.Equal(t, int64(2), s.Stats().Frontier, "the frontier never moves back")
+	require.NoError(t, s.Ack(now, again.Handle))
+	assert.Equal(t, []int64{0, 2}, s.Quarantined())
+	assert.ErrorIs(t, s.Ack(now, again.Handle), ErrAlreadySettled)
+
+	assert.Equal(t, 2, s.RequeueAll(now))
+	var snap State
+	s.Snapshot(&snap)
+	assert.Equal(t, []int64{0, 2}, snap.Requeued)
+	s.Restore(snap)
+	l0 := reserve(t, s, now, 3)
+	l2 := reserve(t, s, now, 3)
+	assert.Equal(t, []int64{0, 2}, []int64{l0.Offset, l2.Offset}, "requeued offsets survive a restart")
+	_, err := s.ReserveNext(now, 3)
+	assert.ErrorIs(t, err, ErrEmpty)
+	require.NoError(t, s.Nack(now, l0.Handle, 0))
+	assert.Equal(t, []int64{0}, s.Quarantined(), "past the limit again: back in quarantine")
+	require.NoError(t, s.Ack(now, l2.Handle))
+	assert.Equal(t, Stats{Frontier: 2, Quarantined: 1}, s.Stats())
+}
+
+// A lease expiry and a nack without a delay wait what the backoff policy says.
+func TestBackoffOnExpiryAndNack(t *testing.T) {
+	cfg := Config{VisibilityTimeout: vt, Backoff: Backoff{Delays: []time.Duration{time.Second, 4 * time.Second}}}
+	s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 1)
+	_, err := s.ReserveNext(l.Expiry.Add(time.Second-1), 1)
+	assert.ErrorIs(t, err, ErrAllReserved, "expired at Expiry, invisible for the first backoff step")
+	l = reserve(t, s, l.Expiry.Add(time.Second), 1)
+	assert.Equal(t, ReasonExpired, l.Reason)
+	now := l.Expiry.Add(-time.Second)
+	require.NoError(t, s.Nack(now, l.Handle, 0))
+	_, err = s.ReserveNext(now.Add(4*time.Second-1), 1)
+	assert.ErrorIs(t, err, ErrAllReserved, "a nack without a delay takes the policy's second step")
+	l = reserve(t, s, now.Add(4*time.Second), 1)
+	require.NoError(t, s.Nack(now, l.Handle, time.Millisecond))
+	assert.Equal(t, int64(0), reserve(t, s, now.Add(time.Millisecond), 1).Offset, "an explicit delay wins")
+}
+
+func TestExtensionCaps(t *testing.T) {
+	cfg := Config{VisibilityTimeout: time.Minute, MaxExtension: 10 * time.Second, MaxLeaseLifetime: 45 * time.Second}
+	s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
+	l := reserve(t, s, epoch, 1)
+	assert.Equal(t, epoch.Add(45*time.Second), l.Expiry, "the lifetime caps the first lease too")
+	expiry, err := s.Extend(epoch.Add(time.Second), l.Handle, time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, epoch.Add(11*time.Second), expiry, "one extension is capped")
+	for at := 10 * time.Second; at <= 40*time.Second; at += 9 * time.Second {
+		expiry, err = s.Extend(epoch.Add(at), l.Handle, 0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, epoch.Add(45*time.Second), expiry, "the whole lease is capped")
+	_, err = s.Extend(epoch.Add(45*time.Second), l.Handle, 0)
+	assert.ErrorIs(t, err, ErrGone, "a stuck consumer cannot hold a record forever")
+}
+
+func TestFenceGrowsAcrossLeasesAndRestarts(t *testing.T) {
+	s := NewShard("t", 0, Options{}, State{Frontier: -1})
+	var last uint64
+	now := epoch
+	for i := range 10 {
+		l := reserve(t, s, now, 1)
+		assert.Greater(t, l.Fence, last)
+		assert.GreaterOrEqual(t, l.Fence, uint64(now.UnixNano()))
+		last = l.Fence
+		require.NoError(t, s.Nack(now, l.Handle, 0))
+		if i == 5 {
+			var snap State
+			s.Snapshot(&snap)
+			s = NewShard("t", 0, Options{}, snap) // a new process
+			now = now.Add(time.Millisecond)
+		}
+	}
+}
+
+// Issue "Poison messages": the frontier is never held longer than MaxDeliveries ×
+// (visibility timeout + backoff) by one record that always fails.
+func TestPoisonRecordHoldsTheFrontierBoundedly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		limit := rapid.IntRange(1, 6).Draw(t, "maxDeliveries")
+		visibility := time.Duration(rapid.IntRange(1, 60).Draw(t, "visibilitySeconds")) * time.Second
+		steps := rapid.SliceOfN(rapid.IntRange(0, 30), 0, 4).Draw(t, "backoffSeconds")
+		var delays []time.Duration
+		var maxDelay time.Duration
+		for _, sec := range steps {
+			delays = append(delays, time.Duration(sec)*time.Second)
+			maxDelay = max(maxDelay, time.Duration(sec)*time.Second)
+		}
+		cfg := Config{VisibilityTimeout: visibility, MaxDeliveries: limit, Backoff: Backoff{Delays: delays}}
+		s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
+		start := epoch
+		now := start
+		nacks := rapid.Bool().Draw(t, "nackInsteadOfDying")
+		for s.Stats().Frontier < 0 {
+			lease, err := s.ReserveNext(now, 1)
+			if err != nil {
+				now = now.Add(time.Second) // waiting for the backoff to end
+				continue
+			}
+			if nacks {
+				require.NoError(t, s.Nack(now, lease.Handle, 0))
+			} else {
+				now = lease.Expiry // the consumer dies holding it
+				s.Purge(now)
+			}
+			if bound := time.Duration(limit) * (visibility + maxDelay); now.Sub(start) > bound {
+				t.Fatalf("frontier held %v by one record, bound %v", now.Sub(start), bound)
+			}
+		}
+	})
+}
