@@ -57,7 +57,9 @@ type FileInfo interface {
 
 // FullSyncer is an optional capability of a File, found by type assertion: flush the drive's
 // write cache of the device the file lives on (F_FULLFSYNC on macOS). The committer calls it
-// once per device per tick, after the SyncData calls of that tick's writeouts on the device.
+// once per device per tick after the SyncData calls of that tick's writeouts on the device (and
+// once more, in a tick that primed partitions, after the primes, before any window write). A
+// writeout or prime counts as done only once this flush succeeds.
 type FullSyncer interface {
 	FullSync() error
 }

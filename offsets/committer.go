@@ -1,0 +1,341 @@
+package offsets
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Cadences and bounds of the spec's "Consume constants".
+const (
+	DefaultInterval = time.Second            // D when Config.Interval is zero
+	MinInterval     = 10 * time.Millisecond  // storage.consumer_offset_commit_interval_ms lower bound
+	MaxInterval     = 60 * time.Second       // and upper bound
+	MaxTickPeriod   = 100 * time.Millisecond // T, unless D is shorter (checklist item 38)
+	LevelInterval   = 30 * time.Second       // consumer.offset is levelled at most this often
+	MaxDescriptors  = 4096                   // held consumer.ahead descriptors, at most
+)
+
+// Source gives the committer the live state of a partition. The router adapts the in-flight
+// tracker to it.
+//
+// State fills ahead (reusing its backing array when it is large enough) with the offsets acked
+// above the frontier, ascending and each above the frontier, and returns it. The frontier is
+// inclusive: the last offset up to which everything is settled, -1 while offset 0 is not.
+// ok is false when the partition's shard is gone; the committer then writes nothing for it
+// (checklist item 40). The committer calls State from its own goroutine, never while holding a
+// lock that Forget or MarkDirty take, so State may take the shard's lock. It must not call
+// Tick or Close.
+type Source interface {
+	State(topic string, partition int32, ahead []int64) (frontier int64, aheadOut []int64, ok bool)
+}
+
+// Config configures a Committer. Dir and Source are required.
+type Config struct {
+	// FS is the file system; nil means OS().
+	FS FS
+	// Dir names a partition's directory. The host creates it before the partition's first
+	// ack: the committer never creates a directory.
+	Dir func(topic string, partition int32) string
+	// Interval is the durability interval D: each partition written since is written out
+	// once per interval. Zero means DefaultInterval; otherwise it must lie within
+	// [MinInterval, MaxInterval]. The tick period T is min(MaxTickPeriod, D).
+	Interval time.Duration
+	// Source gives the live state of a partition at tick time.
+	Source Source
+	// Logger receives the committer's warnings; nil discards them.
+	Logger *slog.Logger
+	// MaxDescriptors caps the consumer.ahead descriptors held open. Zero means
+	// min(MaxDescriptors, soft RLIMIT_NOFILE / 4), and at least 1.
+	MaxDescriptors int
+}
+
+type key struct {
+	topic     string
+	partition int32
+}
+
+// Committer persists the acked state of partitions: it is the node's one offset committer.
+// MarkDirty, Forget, Load, ClampToWatermark and Stats are safe for concurrent use; Tick, Run and
+// Close serialize with each other.
+type Committer struct {
+	fs         FS
+	dir        func(string, int32) string
+	src        Source
+	log        *slog.Logger
+	interval   time.Duration // D
+	period     time.Duration // T
+	turns      uint64        // ticks per interval: each partition's writeout turn is one of them
+	maxHeld    int
+	levelEvery time.Duration
+
+	// hookOpened runs inside the open-then-check window of a prime, a levelling and a reopen:
+	// after the state file is opened, before the path is checked again. Tests only.
+	hookOpened func(dir string)
+
+	// tickMu serializes Tick and Close. The fields below it belong to the goroutine holding it.
+	tickMu  sync.Mutex
+	tickNo  uint64
+	lastNow time.Time
+	work    []*partition // this tick's partitions to prime or write
+	pending []*partition // partitions written since their last writeout (lazily compacted)
+	unlevel []*partition // partitions whose consumer.offset trails their anchor (lazily compacted)
+	spare   []*partition // the marked list not in use
+	t       tickScratch
+	ahead   []int64
+	rec     Record
+	slot    [SlotSize]byte
+	file    [AheadFileSize]byte
+	offBuf  [OffsetFileSize]byte
+
+	// ioMu guards what Forget shares with a tick: partition.forgotten, the descriptors
+	// (partition.f, .oneShot), the LRU list, held, inTick and orphans. A tick holds it for one
+	// partition's I/O at a time, never while calling Source, so Forget waits for at most one
+	// partition's write and sync.
+	ioMu    sync.Mutex
+	held    int
+	lru     lruList
+	inTick  bool
+	orphans []File
+
+	// markMu guards the partition map, the marked list, partition.marked and closed. It is
+	// never held across I/O or a call out of the package.
+	markMu sync.Mutex
+	parts  map[key]*partition
+	marked []*partition
+	closed bool
+
+	done chan struct{} // closed by Close, so Run returns at once
+
+	stats                              counters
+	warnOverrun, warnLate, warnDropped limiter
+	warnTick                           limiter
+}
+
+// partition is the committer's state for one partition. Fields are owned by the tick goroutine
+// unless their comment names a lock.
+type partition struct {
+	topic string
+	num   int32
+	key   uint32 // PartitionKey
+	turn  uint64 // writeout turn: key % turns
+	dir   string // resolved at the first prime
+
+	marked bool // markMu: acked since the last tick
+
+	forgotten        bool       // ioMu: Forget detached it; never touched again
+	f, oneShot       File       // ioMu: held descriptor, descriptor for this tick only
+	lruPrev, lruNext *partition // ioMu
+
+	stranded bool
+	primed   bool
+	inWork   bool
+	inPend   bool
+	inUnlev  bool
+
+	dirDev, dirIno   uint64 // identity of the directory the prime pinned
+	fileDev, fileIno uint64 // identity of the consumer.ahead the prime opened
+
+	anchor         int    // slot index of the anchor (the window is the other one)
+	anchorSeq      uint64 // 0 when neither slot held a valid record at the prime
+	anchorFrontier int64
+	hasAnchor      bool // the anchor slot holds a valid record
+	anchorOurs     bool // the anchor is a record this committer wrote out
+
+	windowFrontier int64 // frontier of the last whole window write, -1 before the first
+	windowOK       bool  // the window holds a whole record written after the last failed sync
+	needRewrite    bool  // a window write or sync failed: rewrite it before any flip (I9)
+	pending        bool  // written since the last writeout
+	pendingSince   time.Time
+
+	levelled      int64     // value consumer.offset holds, when levelledOK
+	levelledOK    bool      // consumer.offset durably holds levelled
+	levelledAt    time.Time // last levelling by this committer
+	offsetEntryOK bool      // consumer.offset's directory entry is durable
+}
+
+func (p *partition) window() int { return 1 - p.anchor }
+
+// New validates cfg and returns a committer. It touches no file: partitions are primed at
+// their first tick.
+func New(cfg Config) (*Committer, error) {
+	if cfg.Dir == nil || cfg.Source == nil {
+		return nil, errors.New("offsets: Config.Dir and Config.Source are required")
+	}
+	d := cfg.Interval
+	if d == 0 {
+		d = DefaultInterval
+	}
+	if d < MinInterval || d > MaxInterval {
+		return nil, errors.New("offsets: Config.Interval must lie within 10ms and 60s (checklist item 41)")
+	}
+	if cfg.MaxDescriptors < 0 {
+		return nil, errors.New("offsets: Config.MaxDescriptors must not be negative")
+	}
+	c := &Committer{
+		fs:         cfg.FS,
+		dir:        cfg.Dir,
+		src:        cfg.Source,
+		log:        cfg.Logger,
+		interval:   d,
+		period:     min(MaxTickPeriod, d),
+		maxHeld:    cfg.MaxDescriptors,
+		levelEvery: LevelInterval,
+		parts:      make(map[key]*partition),
+		done:       make(chan struct{}),
+	}
+	c.turns = uint64(c.interval / c.period)
+	if c.fs == nil {
+		c.fs = OS()
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.maxHeld == 0 {
+		c.maxHeld = defaultMaxHeld(softNoFile())
+	}
+	return c, nil
+}
+
+// defaultMaxHeld is min(4096, soft RLIMIT_NOFILE / 4), at least 1 (checklist item 61).
+func defaultMaxHeld(soft uint64) int {
+	if soft == 0 {
+		return MaxDescriptors
+	}
+	return int(max(1, min(MaxDescriptors, soft/4)))
+}
+
+// TickPeriod is T: min(100ms, D).
+func (c *Committer) TickPeriod() time.Duration { return c.period }
+
+// MarkDirty records that the partition's acked state changed. The ack path calls it after
+// releasing the shard's lock (checklist items 34, 37): it does no I/O, never waits for a tick,
+// and allocates nothing for a partition already known. After Close it does nothing.
+func (c *Committer) MarkDirty(topic string, partition int32) {
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	if c.closed {
+		return
+	}
+	k := key{topic, partition}
+	p := c.parts[k]
+	if p == nil {
+		p = c.newPartition(k)
+		c.parts[k] = p
+	}
+	if !p.marked {
+		p.marked = true
+		c.marked = append(c.marked, p)
+	}
+}
+
+func (c *Committer) newPartition(k key) *partition {
+	pk := PartitionKey(k.topic, k.partition)
+	return &partition{topic: k.topic, num: k.partition, key: pk, turn: uint64(pk) % c.turns}
+}
+
+// Forget drops the partition's descriptor and state. Once it returns, no snapshot taken before
+// the call is written (checklist item 63): it waits for a write or sync of that partition in
+// progress, and a tick holding an older snapshot finds the partition forgotten. The next
+// MarkDirty starts afresh with a prime, which also clears a strand. Every shard drop calls it.
+func (c *Committer) Forget(topic string, partition int32) {
+	c.ioMu.Lock()
+	defer c.ioMu.Unlock()
+	k := key{topic, partition}
+	c.markMu.Lock()
+	p := c.parts[k]
+	if p == nil {
+		c.markMu.Unlock()
+		return
+	}
+	delete(c.parts, k)
+	if p.marked {
+		// The mark may come from an ack of the shard that replaced the dropped one, reported
+		// just before this call: it moves to fresh state, and the next tick asks the live
+		// shard, priming anew if there is one.
+		np := c.newPartition(k)
+		np.marked = true
+		c.parts[k] = np
+		for i, q := range c.marked {
+			if q == p {
+				c.marked[i] = np
+			}
+		}
+	}
+	c.markMu.Unlock()
+	p.forgotten = true
+	c.dropDescriptors(p)
+	if p.stranded {
+		c.stats.strandedNow.Add(-1)
+	}
+}
+
+// Tick runs one step at time now (checklist items 39 to 46): it primes the partitions touched
+// for the first time, writes a window record into the page cache for every partition marked
+// since the last tick (and every window a failure left to rewrite), writes out the partitions
+// whose turn has come or that waited a whole interval, levels consumer.offset where due, and
+// warns about writes waiting more than twice the interval. It returns the partitions'
+// errors joined; each is retried on the next tick. After Close it returns ErrClosed.
+func (c *Committer) Tick(now time.Time) error {
+	_, err := c.step(now, modeNormal)
+	return err
+}
+
+// tickMode selects what a pass does beyond writing windows.
+type tickMode int
+
+const (
+	modeNormal    tickMode = iota
+	modePageCache          // windows only, no writeouts (benchmarks)
+	modeClose              // everything written out and levelled, whatever its turn
+)
+
+// tickReport is what Run needs from a tick for the overrun warning.
+type tickReport struct {
+	partitions int
+	primed     bool
+}
+
+func (c *Committer) step(now time.Time, mode tickMode) (tickReport, error) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	c.markMu.Lock()
+	closed := c.closed
+	c.markMu.Unlock()
+	if closed {
+		return tickReport{}, ErrClosed
+	}
+	return c.tick(now, mode)
+}
+
+// Close writes out every partition and levels every consumer.offset, whatever their turn, then
+// closes every descriptor: after it both files of every partition the committer knows are
+// exact and durable (checklist item 59). Later Ticks answer ErrClosed, Run returns, MarkDirty
+// does nothing. A second Close returns nil.
+func (c *Committer) Close() error {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	c.markMu.Lock()
+	if c.closed {
+		c.markMu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.markMu.Unlock()
+	close(c.done)
+
+	_, err := c.tick(c.lastNow, modeClose)
+	c.releaseAll()
+	return err
+}
+
+func (c *Committer) releaseAll() {
+	c.ioMu.Lock()
+	defer c.ioMu.Unlock()
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	for _, p := range c.parts {
+		c.dropDescriptors(p)
+	}
+}

@@ -1,0 +1,275 @@
+package offsets_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/offsets"
+)
+
+// The standard crash workload W1 of RELIABILITY.md: 4 partitions, 30 ticks of mixed in-order
+// and out-of-order acks, one fresh prime, one upgrade prime (consumer.offset only), one
+// partition with a durable consumer.ahead from an earlier run and one with a move's 4 KiB copy,
+// D = 10 ticks, consumer.offset levelled every 10 ticks, then a graceful Close.
+const (
+	w1Parts = 4
+	w1Ticks = 30
+)
+
+// w1Initial is the durable state the workload starts from, per partition: the floor every
+// recovery must reach before the committer has made anything else durable (invariant I2).
+var w1Initial = [w1Parts]int64{-1, 99, 10, 50}
+
+func w1Setup(t testing.TB, fsys *memfs.FS) {
+	for p := range int32(w1Parts) {
+		require.NoError(t, fsys.MkdirAll(dirOf("w", p)))
+	}
+	require.NoError(t, fsys.WriteFile(offsetPath("w", 1), be64(99)))
+	k2 := offsets.PartitionKey("w", 2)
+	s2 := slot(t, offsets.Record{Seq: 3, Key: k2, Frontier: 10, Ahead: []int64{12, 14}})
+	require.NoError(t, fsys.WriteFile(aheadPath("w", 2), append(s2, make([]byte, offsets.SlotSize)...)))
+	require.NoError(t, fsys.WriteFile(offsetPath("w", 2), be64(5)))
+	k3 := offsets.PartitionKey("w", 3)
+	require.NoError(t, fsys.WriteFile(aheadPath("w", 3), slot(t, offsets.Record{Seq: 1, Key: k3, Frontier: 50, Ahead: []int64{52}})))
+}
+
+// w1Run runs the workload until it ends or the file system freezes (CrashAfter). It returns
+// whether it froze; the committer is left as the crash left it.
+func w1Run(t testing.TB, h *memHarness, seed uint64) bool {
+	offsets.SetLevelInterval(h.c, time.Second)
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	for p := range int32(w1Parts) {
+		h.create("w", p)
+	}
+	for range w1Ticks {
+		for p := range int32(w1Parts) {
+			f := h.shards.Snapshot("w", p).Frontier
+			for range rng.IntN(4) {
+				if rng.IntN(3) == 0 {
+					h.ack("w", p, f+2+int64(rng.IntN(6))) // out of order
+				} else {
+					f++
+					h.ack("w", p, f)
+				}
+			}
+		}
+		_ = h.tick()
+		if h.fs.Crashed() {
+			return true
+		}
+	}
+	_ = h.c.Close()
+	return h.fs.Crashed()
+}
+
+// crashKind is one way of coming back from a frozen file system.
+type crashKind struct {
+	name    string
+	process bool // the page cache survives
+	cut     memfs.PowerCut
+}
+
+// crashKinds are the recoveries tried at every crash point: a process crash, a strict power
+// loss, random survival of unsynced sectors and entries, and the newest unsynced write torn at
+// sector boundaries (and, for a 4 KiB slot, at arbitrary bytes; an 8-byte consumer.offset
+// write sits in one sector, which does not tear: gap G1 is out of this model).
+func crashKinds(seed uint64, slotTear bool) []crashKind {
+	r := func(s uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, s)) }
+	kinds := []crashKind{
+		{name: "process crash", process: true},
+		{name: "power loss", cut: memfs.PowerCut{}},
+		{name: "power loss, half the unsynced", cut: memfs.PowerCut{Rand: r(1), KeepUnsynced: 0.5}},
+		{name: "power loss, half the unsynced (2)", cut: memfs.PowerCut{Rand: r(2), KeepUnsynced: 0.5}},
+	}
+	for _, at := range []int{0, 512, 1536, 3584} {
+		kinds = append(kinds,
+			crashKind{name: "torn at " + strconv.Itoa(at), cut: memfs.PowerCut{TearLastWrite: true, TearAt: at}},
+			crashKind{name: "all kept, torn at " + strconv.Itoa(at),
+				cut: memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true, TearAt: at}})
+	}
+	if slotTear {
+		for _, at := range []int{1, 37, 100 + int(seed%3000)} {
+			kinds = append(kinds, crashKind{name: "all kept, torn at byte " + strconv.Itoa(at),
+				cut: memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true, TearAt: at}})
+		}
+	}
+	return kinds
+}
+
+// lastUnsyncedWrite returns the path of the newest write not synced since, as memfs tears it.
+func lastUnsyncedWrite(ops []memfs.Op) string {
+	last := map[string]int{}
+	for i, op := range ops {
+		switch op.Kind {
+		case memfs.OpWrite:
+			last[op.Path] = i
+		case memfs.OpSyncData:
+			delete(last, op.Path)
+		}
+	}
+	best, at := "", -1
+	for p, i := range last {
+		if i > at {
+			best, at = p, i
+		}
+	}
+	return best
+}
+
+// TestCrashSweep is RELIABILITY rows 1 and 2 (checklist items 52, 55, 74, 76; invariants I1,
+// I2, I3, I9): W1 is run once to count its mutating ops (primes, window writes, writeouts,
+// flips' flushes, levellings, Close), then again for each k, freezing the file system after k
+// of them; every crash kind is recovered from, and each partition must come back with a
+// frontier and acked-ahead set that were acked (I1), no older than what was durable (or, after
+// a process crash, in the page cache) when it froze (I2). Then a restart primes and writes a
+// window and loses power again: nothing it observed may be lost (I3).
+//
+// OFFSETS_SWEEP_SEEDS sets how many ack schedules are swept (default 4, RELIABILITY row 1;
+// about 10,000 recoveries, row 2).
+func TestCrashSweep(t *testing.T) {
+	seeds := 4
+	if v, err := strconv.Atoi(os.Getenv("OFFSETS_SWEEP_SEEDS")); err == nil && v > 0 {
+		seeds = v
+	}
+	recoveries := 0
+	for seed := range uint64(seeds) {
+		base := memfs.New()
+		w1Setup(t, base)
+		start := base.MutatingOps()
+		h := newMemHarness(t, base, nil)
+		require.False(t, w1Run(t, h, seed))
+		total := base.MutatingOps() - start
+		require.Greater(t, total, 100, "W1 does enough to be worth sweeping")
+		for k := 0; k <= total; k++ {
+			recoveries += sweepPoint(t, seed, k, total)
+		}
+	}
+	t.Logf("%d recoveries checked", recoveries)
+}
+
+func sweepPoint(t *testing.T, seed uint64, k, total int) int {
+	fsys := memfs.New()
+	w1Setup(t, fsys)
+	h := newMemHarness(t, fsys, nil)
+	h.record(nil)
+	fsys.CrashAfter(k)
+	froze := w1Run(t, h, seed)
+	require.Equal(t, k < total, froze, "k=%d", k)
+	if !froze {
+		requireExactAfterClose(t, h)
+		return 1
+	}
+	var floors [w1Parts]offsets.Floor
+	var anchors [w1Parts][]int64
+	for p := range int32(w1Parts) {
+		floors[p] = offsets.Floors(h.c, "w", p)
+		anchors[p] = anchorAhead(t, fsys, "w", p, floors[p])
+	}
+	lastWrite := lastUnsyncedWrite(h.ops)
+	n := 0
+	for _, kind := range crashKinds(seed+uint64(k), strings.HasSuffix(lastWrite, offsets.AheadFile)) {
+		var after *memfs.FS
+		if kind.process {
+			after = fsys.ProcessCrash()
+		} else {
+			after = fsys.PowerCut(kind.cut)
+		}
+		where := fmt.Sprintf("seed %d, crash after %d of %d ops, %s", seed, k, total, kind.name)
+		observed := checkRecovery(t, h, after, floors, anchors, kind.process, where)
+		if kind.process || kind.cut.KeepUnsynced == 1 {
+			restartThenPowerLoss(t, after, observed, where)
+		}
+		n++
+	}
+	return n
+}
+
+// anchorAhead reads the anchor record's acked-ahead offsets from the page cache (the anchor is
+// durable and not written while it is the anchor, so the page cache holds its durable bytes).
+func anchorAhead(t tb, frozen *memfs.FS, topic string, p int32, fl offsets.Floor) []int64 {
+	if fl.AnchorSlot < 0 {
+		return nil
+	}
+	b, err := frozen.ProcessCrash().ReadFile(aheadPath(topic, p))
+	require.NoError(t, err)
+	var r offsets.Record
+	at := fl.AnchorSlot * offsets.SlotSize
+	require.NoError(t, offsets.DecodeSlot(b[at:at+offsets.SlotSize], &r), "the anchor is a valid record")
+	return r.Ahead
+}
+
+// checkRecovery recovers every partition from after and checks I1 and I2; it returns what was
+// recovered.
+func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts]offsets.Floor,
+	anchors [w1Parts][]int64, process bool, where string) [w1Parts]offsets.State {
+	var got [w1Parts]offsets.State
+	for p := range int32(w1Parts) {
+		st := recoverOn(t, after, "w", p)
+		got[p] = st
+		msg := fmt.Sprintf("partition %d, %s", p, where)
+		requireSettledSubset(t, h.shards, "w", p, st, msg)
+		floor := max(w1Initial[p], floors[p].Durable)
+		if process {
+			floor = max(floor, floors[p].PageCache)
+		}
+		if floor >= 0 {
+			require.True(t, st.Found, "I2: %s", msg)
+		}
+		require.GreaterOrEqual(t, st.Frontier, floor, "I2 frontier below the durable floor: %s", msg)
+		for _, o := range anchors[p] {
+			if o > st.Frontier {
+				require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+			}
+		}
+	}
+	return got
+}
+
+// restartThenPowerLoss is I3: a restart observes a state, primes, acks one more offset per
+// partition and writes its window without a writeout; a power loss then must not take back
+// what the restart observed.
+func restartThenPowerLoss(t *testing.T, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
+	h := newMemHarness(t, fsys, nil)
+	for p := range int32(w1Parts) {
+		st := h.create("w", p)
+		require.Equal(t, observed[p].Frontier, st.Frontier)
+		h.ack("w", p, st.Frontier+1)
+	}
+	_ = h.tick()
+	cut := fsys.PowerCut(memfs.PowerCut{})
+	h.closeCommitter()
+	for p := range int32(w1Parts) {
+		st := recoverOn(t, cut, "w", p)
+		require.GreaterOrEqual(t, st.Frontier, observed[p].Frontier,
+			"I3: partition %d lost what the restart observed, %s", p, where)
+		for _, o := range observed[p].Ahead {
+			if o > st.Frontier {
+				require.True(t, slices.Contains(st.Ahead, o), "I3: acked-ahead %d lost, partition %d, %s", o, p, where)
+			}
+		}
+	}
+}
+
+// requireExactAfterClose is checklist item 59 after a power loss: a graceful Close left both
+// files exact and durable.
+func requireExactAfterClose(t *testing.T, h *memHarness) {
+	cut := h.fs.PowerCut(memfs.PowerCut{})
+	for p := range int32(w1Parts) {
+		want := h.shards.Snapshot("w", p)
+		got := recoverOn(t, cut, "w", p)
+		require.Equal(t, want.Frontier, got.Frontier)
+		require.True(t, slices.Equal(want.Ahead, got.Ahead))
+		b, err := cut.ReadFile(offsetPath("w", p))
+		require.NoError(t, err)
+		require.Equal(t, be64(want.Frontier), b)
+	}
+}

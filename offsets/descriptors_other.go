@@ -1,0 +1,6 @@
+//go:build !unix
+
+package offsets
+
+// softNoFile has no open-file limit to read on this platform; the cap is then the spec's 4096.
+func softNoFile() uint64 { return 0 }

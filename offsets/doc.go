@@ -1,0 +1,176 @@
+// Package offsets is the node's offset committer: it makes the acked state of each partition
+// (the committed frontier and the offsets acked above it) durable in two files in the
+// partition's directory, and reads them back at recovery. Its promise: no crash of the process
+// or of the machine recovers a frontier or an acked-ahead offset that was never acked; a process
+// crash delivers again about one tick of acks, a power loss about one durability interval plus a
+// tick and the writeout time, and a graceful Close nothing (spec sections "Ack persistence",
+// "Crash recovery", "Consumer state: memory and disk"; CHECKLIST items 37 to 76).
+//
+// # Usage
+//
+// The host (the router) creates one Committer per node:
+//
+//	c, err := offsets.New(offsets.Config{
+//		Dir:    func(topic string, p int32) string { return filepath.Join(root, topic, strconv.Itoa(int(p))) },
+//		Source: trackerAdapter, // State(topic, p, buf) from the live in-flight shard
+//		Logger: logger,
+//	})
+//	go c.Run(ctx, clock) // or drive c.Tick(now) from a simulator
+//	defer c.Close()
+//
+// The host's duties:
+//   - Create a partition's directory before its first ack; the committer never creates one.
+//   - On a shard's creation: st, err := c.Load(topic, p); st = c.ClampToWatermark(topic, p, st,
+//     hwm); install the shard from st (a new partition, !st.Found, starts at its oldest retained
+//     offset minus one); then c.MarkDirty(topic, p), so the next tick primes the partition and
+//     makes what Load read durable (invariant I3; see Load).
+//   - After every ack, extend or retention jump that changed the acked state, once the shard's
+//     lock is released: c.MarkDirty(topic, p). It is cheap, never blocks on I/O, and allocates
+//     nothing for a known partition.
+//   - On every drop of a shard (a move's reset before and after its install, a reclaim, a
+//     retired incarnation): c.Forget(topic, p). Once it returns nothing taken before it is
+//     written.
+//   - At shutdown, after acks stop: c.Close(). Both files are then exact and durable.
+//
+// # Files
+//
+// consumer.ahead is 8 KiB: two 4 KiB slots, each holding one checksummed record. Integers are
+// big-endian. A slot of version 1:
+//
+//	offset  size  field
+//	     0     4  magic "NRCA" (0x4E 0x52 0x43 0x41)
+//	     4     1  version: 1. A reader refuses a checksummed record of a higher version
+//	              (VersionError) rather than misread or overwrite it.
+//	     5     1  flags: 0 (reserved)
+//	     6     2  L: length of the sections that follow the header, 0 to 4060
+//	     8     8  sequence number (uint64): of two valid slots the larger is the newer
+//	    16     8  frontier (int64, at least -1): every offset up to it is settled
+//	    24     4  partition key: CRC-32C of the topic's bytes followed by the partition as an
+//	              int32; recovery ignores a record of another partition
+//	    28     4  dropped: acked-ahead offsets the writer left out for lack of room
+//	              (informational; they are delivered again)
+//	    32     L  sections
+//	  32+L     -  zero padding up to byte 4092
+//	  4092     4  CRC-32C (Castagnoli) of bytes 0 to 4091
+//
+// The magic, the version byte and the checksum's place and coverage stay the same in every
+// version. A section is a tag (1 byte), a length (2 bytes) and a payload; tags ascend and
+// appear at most once, an empty section is left out, and a version 1 reader skips tags it does
+// not know (a later release may add data older readers can ignore; anything they must not
+// ignore takes a new version). Varints are unsigned LEB128 (encoding/binary) in their shortest
+// form.
+//
+//	tag 1  acked-ahead offsets, as runs: for each maximal run [start, end] of consecutive
+//	       offsets, uvarint(start - prev - 1) then uvarint(end - start), where prev is the
+//	       frontier for the first run and the previous run's end after it (so every gap after
+//	       the first is at least 1).
+//	tag 2  reserved for issue "Poison messages and redelivery control": delivery attempts of
+//	       offsets above the frontier, uvarint(offset - prev - 1) then uvarint(count) per
+//	       offset, prev being the frontier and then the previous offset.
+//	tag 3  reserved likewise: quarantined offsets, as runs (as tag 1).
+//
+// A scattered offset costs 2 bytes and a run 2 to 6, so a slot holds about 2,000 scattered
+// acked-ahead offsets and any number in long runs, up to MaxAheadOffsets (2^20). A set still
+// too large keeps its lowest offsets; the rest are counted (Stats.DroppedAhead), logged at most
+// once a minute, and delivered again after a restart (checklist item 51).
+//
+// consumer.offset, the file older releases and operators read, is 8 bytes: the frontier as a
+// big-endian int64. It carries no checksum: recovery ignores a file of another size or a value
+// below -1, and the host clamps a frontier at or above the log's high watermark
+// (ClampToWatermark, gap G1).
+//
+// Recovery (Load, Recover) takes the newest valid slot of the partition, then the larger of its
+// frontier and consumer.offset's; acked-ahead offsets at or below that frontier are settled. A
+// short consumer.ahead (a move's copy carries slot 0 only) is read as far as it goes.
+//
+// # Cadences
+//
+// Every tick (T = 100 ms, or the durability interval D when shorter) each partition marked since
+// the last tick gets a fresh record, pulled from its live shard through Source, written into its
+// window slot through a descriptor the committer holds, with no sync: the page cache, which a
+// process crash does not lose. A partition whose shard is gone gets nothing.
+//
+// Every durability interval (D, 1 s by default, 10 ms to 60 s) each partition written since is
+// written out once (fdatasync on Linux; fsync then one F_FULLFSYNC per device per tick on macOS,
+// the FullSyncer capability), at its turn: the tick whose number modulo D/T equals its partition
+// key modulo D/T, which spreads writeouts over the interval. A partition whose writes waited a
+// whole interval goes on the next tick whatever its turn. Writeouts run one at a time.
+//
+// consumer.offset is brought level with the anchor's frontier at a writeout, or on a quiet
+// partition's turn, at most every 30 s, and by Close. It is only ever levelled with a record
+// this committer wrote out, so it never leads consumer.ahead's durable frontier (except after a
+// failed device flush) and never undercuts what a restart loaded.
+//
+// Two warnings, each at most once a minute, with the spec's words and fields: a tick that took
+// longer than T (Run measures it; priming ticks do not count; the next tick then starts at
+// once), and writes that waited more than 2·D for their writeout.
+//
+// # Anchor and window
+//
+// The anchor slot holds the newest record known durable and is never written while it is the
+// anchor; ticks write only the window (invariant I9). A writeout that succeeds, with its device
+// flush, flips the roles. One that fails leaves the anchor alone, and the next tick rewrites
+// the window in full, acked or not: after a failed sync the page cache is not trusted, since
+// Linux may have dropped the dirty pages and reports the error once, so that a later sync
+// "succeeds" persisting nothing (fsyncgate). A flip therefore needs a whole window rewrite
+// followed by a successful sync with no failed sync in between (gap G4). Under a persistent
+// failure acks are still accepted and windows still written, and the lag warning fires.
+//
+// A partition's first touch after a start, or after Forget, primes it before any window write:
+// pin the directory, open or create consumer.ahead inside it, check the path still names the
+// pinned directory, extend a short file to 8 KiB, read both slots, anchor on the newest valid
+// one, rewrite its bytes and those of a valid consumer.offset, and sync both and the directory,
+// with one device flush for all the primes of the tick. The rewrite matters: the newest record
+// may sit only in the page cache, clean but not durable (a crashed process before its writeout,
+// or fsyncgate), and a sync with nothing dirty persists nothing; without the prime's writeout
+// the first window would overwrite the other slot, possibly the only durable record. The
+// directory is synced even when the file existed, since a file created by a process that
+// crashed before its directory sync looks like an old one. A prime that fails (ENOSPC on the
+// extension, say) leaves the partition unprimed, retried on the next tick, and nothing is
+// written into its window meanwhile.
+//
+// # Stale shards and replaced directories
+//
+// A partition directory can be replaced or removed under the committer (a move installs a
+// copy, a reclaim quarantines one, a delete and recreate sets the old one aside). The spec's
+// four rules keep a stale shard's acks out of the new directory:
+//   - A tick takes the state of each marked partition from the live shard and writes nothing for
+//     one whose shard is gone.
+//   - Forget drops the partition's descriptor and state and waits for a write or sync of it in
+//     progress; a tick holding a snapshot taken before finds it forgotten and drops it.
+//   - Nothing is written by path into a directory the committer did not prime. A prime and a
+//     levelling pin the directory (os.OpenRoot), open the file inside it (creating it there only)
+//     and keep it only if the path still names the pinned directory, by device and inode; a
+//     reopen of an evicted descriptor goes by path, never creates, and is refused unless the
+//     path names the directory and the file the prime opened. A missing directory is never
+//     created. A partition whose path is gone or names another directory or file is stranded:
+//     nothing is written for it until its next Forget, and the spec's line is logged once (with
+//     topic and partition). A stat failing otherwise (EIO, ESTALE, EACCES) is an ordinary error,
+//     retried next tick with the identity checks done again.
+//   - (The create fence around drops is the tracker's.)
+//
+// # Descriptors
+//
+// At most min(4096, soft RLIMIT_NOFILE / 4) consumer.ahead descriptors stay open. Past that the
+// committer closes the one written longest ago among partitions whose window is durable, and
+// when there is none, writes through a descriptor opened for that tick alone.
+//
+// # Crash windows
+//
+// After a process crash the page cache survives: recovery finds the last window written, so the
+// acks of about one tick are delivered again. After a power loss or a kernel crash only what was
+// written out survives: up to about D + T + the writeout time of acks are delivered again; a
+// window torn by the power loss fails its checksum and recovery falls back to the anchor. A
+// graceful Close writes out and levels every partition: nothing acked is delivered again.
+// consumer.offset is written in place within one sector; a torn or bit-flipped one (no
+// checksum) is what ClampToWatermark guards against.
+//
+// # Implementation notes
+//
+// One goroutine ticks. Three locks: tickMu serializes Tick and Close; ioMu guards what Forget
+// shares with a tick (the descriptors, the forgotten flag) and is held for one partition's I/O
+// at a time, never while calling Source, so Source may take the shard's lock and Forget waits
+// for at most one partition's write and sync; markMu guards the partition map and the marked
+// list and is held only for in-memory work. The order is tickMu, ioMu, markMu. A steady tick
+// allocates nothing. Time enters only as Tick's now and Run's Clock.
+package offsets

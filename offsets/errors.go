@@ -1,0 +1,41 @@
+package offsets
+
+import (
+	"errors"
+	"io/fs"
+	"strconv"
+	"syscall"
+)
+
+// ErrClosed is what Tick answers after Close.
+var ErrClosed = errors.New("offsets: committer closed")
+
+// PartitionError is one partition's failure in a Tick, Close or Load: an ordinary error (EIO,
+// ENOSPC, ESTALE, a failed sync) that the next tick retries. A partition whose directory is
+// gone or replaced is not an error: it is stranded and logged (see the package doc).
+type PartitionError struct {
+	Topic     string
+	Partition int32
+	Op        string // "prime", "write window", "write out", "device flush", "level", "reopen", "load"
+	Err       error
+}
+
+func (e *PartitionError) Error() string {
+	return "offsets: " + e.Op + " " + e.Topic + "/" + strconv.Itoa(int(e.Partition)) + ": " + e.Err.Error()
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }
+
+// errStranded unwinds an operation that stranded its partition; it never reaches the host.
+var errStranded = errors.New("offsets: partition stranded")
+
+// errReplaced is the cause recorded when a path names another directory or file than the one
+// pinned or primed.
+var errReplaced = errors.New("path names another file than the one primed")
+
+// gone reports whether err says the path no longer names anything of the kind it named: the
+// only stat outcome besides a changed identity that strands a partition (checklist item 68).
+// ENOTDIR is a path component replaced by a file.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}

@@ -1,0 +1,55 @@
+package offsets
+
+import "time"
+
+// Knobs and views for the external tests (crash sweeps, rapid), which cannot see inside.
+
+// SetLevelInterval shortens the 30 s levelling interval so short workloads level.
+func SetLevelInterval(c *Committer, d time.Duration) { c.levelEvery = d }
+
+// SetOpenHook runs f inside the open-then-check window of primes, levellings and reopens.
+func SetOpenHook(c *Committer, f func(dir string)) { c.hookOpened = f }
+
+// Floor is what a crash must not undercut for one partition (invariant I2): the frontier known
+// durable (the anchor, a levelled consumer.offset), the one in the page cache (adds the last
+// window written), and the anchor slot when it holds a record.
+type Floor struct {
+	Primed     bool
+	Durable    int64
+	PageCache  int64
+	AnchorSlot int // -1 when the anchor holds nothing
+}
+
+// Floors reads the committer's view of a partition. Call it between ticks.
+func Floors(c *Committer, topic string, partition int32) Floor {
+	c.markMu.Lock()
+	p := c.parts[key{topic, partition}]
+	c.markMu.Unlock()
+	if p == nil || !p.primed || p.stranded {
+		return Floor{Durable: -1, PageCache: -1, AnchorSlot: -1}
+	}
+	fl := Floor{Primed: true, Durable: -1, AnchorSlot: -1}
+	if p.hasAnchor {
+		fl.Durable, fl.AnchorSlot = p.anchorFrontier, p.anchor
+	}
+	if p.levelledOK {
+		fl.Durable = max(fl.Durable, p.levelled)
+	}
+	fl.PageCache = max(fl.Durable, p.windowFrontier)
+	return fl
+}
+
+// Stranded reports whether the committer holds the partition stranded.
+func Stranded(c *Committer, topic string, partition int32) bool {
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	p := c.parts[key{topic, partition}]
+	return p != nil && p.stranded
+}
+
+// Known reports whether the committer holds any state for the partition.
+func Known(c *Committer, topic string, partition int32) bool {
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	return c.parts[key{topic, partition}] != nil
+}

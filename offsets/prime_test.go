@@ -1,0 +1,267 @@
+package offsets_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/offsets"
+)
+
+// Checklist items 53 to 55, invariant I3: after a process crash the newest slot may sit only in
+// the page cache; the next prime makes it durable before the first window write overwrites the
+// other slot, so a power loss after that write cannot take back what the restart observed.
+func TestPrimeMakesNewestSlotDurableBeforeWindow(t *testing.T) {
+	long := func(c *offsets.Config) { c.Interval = offsets.MaxInterval } // no writeout in this test
+	h := newMemHarness(t, memfs.New(), long)
+	h.mkdir("t", 0)
+	h.create("t", 0)
+	h.ack("t", 0, 0, 1, 2)
+	h.ticks(1) // prime + window (page cache only)
+
+	fs2 := h.fs.ProcessCrash()
+	h.closeCommitter()
+	h2 := newMemHarness(t, fs2, long)
+	observed := h2.create("t", 0)
+	require.Equal(t, int64(2), observed.Frontier, "the page-cache window is what a restart sees")
+	h2.record(nil)
+	h2.ack("t", 0, 3)
+	h2.ticks(1)
+
+	// The prime's sync of consumer.ahead comes before any write of the window.
+	var firstSync, firstWindow int = -1, -1
+	for i, op := range h2.ops {
+		if op.Path != aheadPath("t", 0) {
+			continue
+		}
+		if op.Kind == memfs.OpSyncData && firstSync < 0 {
+			firstSync = i
+		}
+		if op.Kind == memfs.OpWrite && firstWindow < 0 && i > firstSync && firstSync >= 0 {
+			firstWindow = i
+		}
+	}
+	require.GreaterOrEqual(t, firstSync, 0)
+	require.Greater(t, firstWindow, firstSync)
+	require.NotEmpty(t, h2.opsOn(memfs.OpSyncDir, dirOf("t", 0)), "the directory entry is synced too")
+
+	cut := fs2.PowerCut(memfs.PowerCut{})
+	h2.closeCommitter()
+	st := recoverOn(t, cut, "t", 0)
+	require.GreaterOrEqual(t, st.Frontier, observed.Frontier, "I3: never below what a restart observed")
+}
+
+// Checklist item 54: a consumer.ahead shorter than 8 KiB (a move's copy, slot 0 only) is
+// extended, anchored on its valid slot 0, and the first window goes to slot 1.
+func TestPrimeExtendsMoveCopy(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), nil)
+	h.mkdir("t", 0)
+	k := offsets.PartitionKey("t", 0)
+	copySlot := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 40, Ahead: []int64{42}})
+	require.NoError(t, h.fs.WriteFile(aheadPath("t", 0), copySlot))
+	require.Equal(t, int64(40), h.create("t", 0).Frontier)
+	h.ack("t", 0, 41)
+	h.ticks(1)
+
+	b, err := h.fs.ReadFile(aheadPath("t", 0))
+	require.NoError(t, err)
+	require.Len(t, b, offsets.AheadFileSize)
+	require.Equal(t, copySlot, b[:offsets.SlotSize], "the anchor is not written while it is the anchor")
+	var window offsets.Record
+	require.NoError(t, offsets.DecodeSlot(b[offsets.SlotSize:], &window))
+	require.Equal(t, uint64(8), window.Seq)
+	require.Equal(t, int64(42), window.Frontier)
+
+	cut := h.fs.PowerCut(memfs.PowerCut{})
+	h.closeCommitter()
+	d, err := cut.ReadFile(aheadPath("t", 0))
+	require.NoError(t, err)
+	require.Len(t, d, offsets.AheadFileSize, "the extension was written out by the prime")
+}
+
+// Checklist item 54: a created consumer.ahead has its directory entry made durable by the
+// prime, before any window.
+func TestPrimeCreatesDurableEntry(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = offsets.MaxInterval })
+	h.mkdir("t", 0)
+	h.create("t", 0)
+	h.ack("t", 0, 0)
+	h.ticks(1)
+	cut := h.fs.PowerCut(memfs.PowerCut{})
+	h.closeCommitter()
+	b, err := cut.ReadFile(aheadPath("t", 0))
+	require.NoError(t, err, "the entry survived the power cut")
+	require.Len(t, b, offsets.AheadFileSize)
+}
+
+// Checklist item 56: the first tick after an upgrade from consumer.offset creates consumer.ahead
+// for every partition acked, in-order acks included, and primes them all with one device flush
+// before any window write.
+func TestUpgradePrimesTogether(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), nil)
+	const parts = 8
+	for p := range int32(parts) {
+		h.mkdir("t", p)
+		require.NoError(t, h.fs.WriteFile(offsetPath("t", p), be64(int64(100+p))))
+		st := h.create("t", p)
+		require.Equal(t, offsets.State{Found: true, Frontier: int64(100 + p)}, st)
+	}
+	h.record(nil)
+	for p := range int32(parts) {
+		h.ack("t", p, int64(101+p)) // in order
+	}
+	h.ticks(1)
+
+	fullSyncsBeforeWindows, creates := 0, 0
+	for _, op := range h.ops {
+		if op.Kind == memfs.OpWrite && op.Path != "" && isWindowWrite(h, op) {
+			break
+		}
+		switch op.Kind {
+		case memfs.OpFullSync:
+			fullSyncsBeforeWindows++
+		case memfs.OpCreate:
+			creates++
+		}
+	}
+	require.Equal(t, parts, creates)
+	require.Equal(t, 1, fullSyncsBeforeWindows, "one device flush for all the primes")
+	require.Equal(t, uint64(parts), h.c.Stats().Primes)
+
+	require.NoError(t, h.c.Close())
+	cut := h.fs.PowerCut(memfs.PowerCut{})
+	for p := range int32(parts) {
+		st := recoverOn(t, cut, "t", p)
+		require.Equal(t, int64(101+p), st.Frontier)
+		b, err := cut.ReadFile(offsetPath("t", p))
+		require.NoError(t, err)
+		require.Equal(t, be64(int64(101+p)), b, "consumer.offset level after Close")
+	}
+}
+
+// isWindowWrite tells a window write from the prime's writes: the prime writes only the anchor
+// slot of an existing record (none here, the files being new) and consumer.offset.
+func isWindowWrite(h *memHarness, op memfs.Op) bool {
+	for p := range int32(8) {
+		if op.Path == aheadPath("t", p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Checklist items 39, 42 to 46: windows every tick, each partition written out once per
+// interval at its hash-spread turn, one device flush per tick, and D = T writing every changed
+// partition out on every tick.
+func TestCadences(t *testing.T) {
+	tests := []struct {
+		name       string
+		interval   time.Duration
+		turns      int
+		parts      int32
+		ticks      int
+		maxPerTick int // writeouts in one tick, at most (no burst)
+	}{
+		{"D=1s: once per 10 ticks, spread", time.Second, 10, 40, 40, 15},
+		{"D=T=100ms: every tick (item 46)", 100 * time.Millisecond, 1, 6, 10, 6},
+		{"D=10ms: T=10ms (item 38)", 10 * time.Millisecond, 1, 3, 10, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = tt.interval })
+			for p := range tt.parts {
+				h.mkdir("t", p)
+				h.create("t", p)
+			}
+			next := int64(0)
+			ackAll := func() {
+				for p := range tt.parts {
+					h.ack("t", p, next)
+				}
+				next++
+			}
+			ackAll()
+			h.ticks(tt.turns + 1) // primed, and every partition had its first turn
+			for i := range tt.ticks {
+				ackAll()
+				h.record(nil)
+				h.ticks(1)
+				writes, syncs, flushes := 0, 0, 0
+				for _, op := range h.ops {
+					switch op.Kind {
+					case memfs.OpWrite:
+						writes++
+					case memfs.OpSyncData:
+						syncs++
+					case memfs.OpFullSync:
+						flushes++
+					}
+				}
+				require.GreaterOrEqual(t, writes, int(tt.parts), "tick %d: a window for every acked partition", i)
+				require.LessOrEqual(t, syncs-countOffsetSyncs(h), tt.maxPerTick, "tick %d: no burst", i)
+				if syncs > 0 {
+					require.Equal(t, 1, flushes, "tick %d: one device flush", i)
+				}
+			}
+			s := h.c.Stats()
+			perPartition := float64(s.Writeouts) / float64(tt.parts)
+			wantPer := float64(tt.turns+1+tt.ticks) / float64(tt.turns)
+			require.InDelta(t, wantPer, perPartition, 1.01, "about one writeout per interval each")
+			h.closeCommitter()
+		})
+	}
+}
+
+func countOffsetSyncs(h *memHarness) int {
+	n := 0
+	for _, op := range h.ops {
+		if op.Kind == memfs.OpSyncData && len(op.Path) > len(offsets.OffsetFile) &&
+			op.Path[len(op.Path)-len(offsets.OffsetFile):] == offsets.OffsetFile {
+			n++
+		}
+	}
+	return n
+}
+
+// Checklist item 44: a partition whose writes waited a whole interval is written out on the
+// next tick whatever its turn (here the clock jumps past the interval between two ticks).
+func TestOverdueWriteout(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), nil)
+	const parts = 10
+	for p := range int32(parts) {
+		h.mkdir("t", p)
+		h.create("t", p)
+		h.ack("t", p, 0)
+	}
+	h.ticks(1)
+	before := h.c.Stats().Writeouts
+	h.now = h.now.Add(time.Second)
+	require.NoError(t, h.c.Tick(h.now))
+	require.Equal(t, before+parts, h.c.Stats().Writeouts)
+	h.closeCommitter()
+}
+
+// A consumer.ahead holding a newer release's record is neither extended nor overwritten: the
+// prime fails (retried, reported) and Load refuses it, so a rollback cannot destroy it.
+func TestPrimeRefusesNewerRecord(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), nil)
+	h.mkdir("t", 0)
+	newer := slot(t, offsets.Record{Seq: 1, Key: offsets.PartitionKey("t", 0), Frontier: 5})
+	newer[4] = offsets.SlotVersion + 1
+	require.NoError(t, h.fs.WriteFile(aheadPath("t", 0), sealedSlot(newer)))
+	_, err := h.c.Load("t", 0)
+	require.ErrorIs(t, err, offsets.ErrNewerSlot)
+	h.shards.Seed("t", 0, offsets.State{Frontier: 5})
+	h.ack("t", 0, 6)
+	for range 3 {
+		require.ErrorIs(t, h.tick(), offsets.ErrNewerSlot)
+	}
+	b, err := h.fs.ReadFile(aheadPath("t", 0))
+	require.NoError(t, err)
+	require.Equal(t, sealedSlot(newer), b, "untouched")
+	h.closeCommitter()
+}
+
+func sealedSlot(b []byte) []byte { return sealed(trim(b)) }

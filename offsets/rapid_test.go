@@ -1,0 +1,146 @@
+package offsets_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/offsets"
+)
+
+const rapidParts = 3
+
+// rapidModel is a committer over memfs whose schedule rapid draws: acks in and out of order,
+// ticks (some with the clock jumping), crashes between or inside ticks, and graceful restarts.
+// The shards are the oracle: everything they hold was acked.
+type rapidModel struct {
+	h        *memHarness
+	interval time.Duration
+}
+
+func newRapidModel(t *rapid.T) *rapidModel {
+	d := rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}).Draw(t, "D")
+	m := &rapidModel{interval: d}
+	fsys := memfs.New()
+	for p := range int32(rapidParts) {
+		require.NoError(t, fsys.MkdirAll(dirOf("r", p)))
+	}
+	if rapid.Bool().Draw(t, "upgrade") {
+		require.NoError(t, fsys.WriteFile(offsetPath("r", 0), be64(20)))
+	}
+	m.start(t, fsys)
+	return m
+}
+
+func (m *rapidModel) start(t *rapid.T, fsys *memfs.FS) {
+	m.h = newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = m.interval })
+	offsets.SetLevelInterval(m.h.c, 2*m.interval)
+	for p := range int32(rapidParts) {
+		m.h.create("r", p)
+	}
+}
+
+func (m *rapidModel) ack(t *rapid.T) {
+	p := rapid.Int32Range(0, rapidParts-1).Draw(t, "partition")
+	f := m.h.shards.Snapshot("r", p).Frontier
+	n := rapid.IntRange(1, 6).Draw(t, "acks")
+	for range n {
+		m.h.ack("r", p, f+1+int64(rapid.IntRange(0, 4).Draw(t, "gap")))
+	}
+}
+
+func (m *rapidModel) tick(t *rapid.T) {
+	if rapid.IntRange(0, 9).Draw(t, "jump") == 0 {
+		m.h.now = m.h.now.Add(m.interval) // an overrunning tick: the next starts late
+	}
+	require.NoError(t, m.h.tick())
+}
+
+// crash freezes the file system, between ticks or after k mutating ops of the next tick, and
+// recovers from a process crash or a power loss (strict, partial or torn at a sector).
+func (m *rapidModel) crash(t *rapid.T) {
+	h := m.h
+	if k := rapid.IntRange(-1, 12).Draw(t, "crash after ops"); k >= 0 {
+		h.fs.CrashAfter(k)
+		_ = h.tick()
+	}
+	var floors [rapidParts]offsets.Floor
+	var anchors [rapidParts][]int64
+	for p := range int32(rapidParts) {
+		floors[p] = offsets.Floors(h.c, "r", p)
+		anchors[p] = anchorAhead(t, h.fs, "r", p, floors[p])
+	}
+	process := rapid.Bool().Draw(t, "process crash")
+	var after *memfs.FS
+	if process {
+		after = h.fs.ProcessCrash()
+	} else {
+		cut := memfs.PowerCut{}
+		switch rapid.IntRange(0, 3).Draw(t, "cut") {
+		case 1:
+			seed := rapid.Uint64().Draw(t, "cut seed")
+			cut.Rand, cut.KeepUnsynced = rand.New(rand.NewPCG(seed, seed)), 0.5
+		case 2:
+			cut.TearLastWrite, cut.TearAt = true, 512*rapid.IntRange(0, 8).Draw(t, "tear sector")
+		case 3:
+			cut.KeepUnsynced, cut.TearLastWrite = 1, true
+			cut.TearAt = 512 * rapid.IntRange(0, 8).Draw(t, "tear sector")
+		}
+		after = h.fs.PowerCut(cut)
+	}
+	h.closeCommitter()
+	for p := range int32(rapidParts) {
+		st := recoverOn(t, after, "r", p)
+		msg := fmt.Sprintf("partition %d, process crash %v", p, process)
+		requireSettledSubset(t, h.shards, "r", p, st, msg)
+		floor := floors[p].Durable
+		if process {
+			floor = floors[p].PageCache
+		}
+		require.GreaterOrEqual(t, st.Frontier, floor, "I2: %s", msg)
+		for _, o := range anchors[p] {
+			if o > st.Frontier {
+				require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+			}
+		}
+	}
+	m.start(t, after)
+}
+
+// restart closes gracefully and restarts: nothing acked is lost (invariant 5, checklist 59).
+func (m *rapidModel) restart(t *rapid.T) {
+	h := m.h
+	want := make([]offsets.State, rapidParts)
+	for p := range int32(rapidParts) {
+		want[p] = h.shards.Snapshot("r", p)
+	}
+	require.NoError(t, h.c.Close())
+	after := h.fs.PowerCut(memfs.PowerCut{})
+	m.start(t, after)
+	for p := range int32(rapidParts) {
+		got := m.h.shards.Snapshot("r", p)
+		require.Equal(t, want[p].Frontier, got.Frontier)
+		require.True(t, slices.Equal(want[p].Ahead, got.Ahead))
+	}
+}
+
+// TestRapidSchedules checks I1 and I2 at every crash, and exactness at every graceful restart,
+// over random schedules of acks, ticks, crashes and restarts.
+func TestRapidSchedules(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := newRapidModel(t)
+		t.Repeat(map[string]func(*rapid.T){
+			"ack":     m.ack,
+			"tick":    m.tick,
+			"crash":   m.crash,
+			"restart": m.restart,
+		})
+		m.h.closeCommitter()
+	})
+}

@@ -1,0 +1,131 @@
+package offsets
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock is a Clock whose Now advances by a scripted step per call, and whose AfterFunc
+// timers fire only when the test says so. armed receives each new timer's duration.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	steps []time.Duration
+	timer func()
+	armed chan time.Duration
+}
+
+func newFakeClock(steps ...time.Duration) *fakeClock {
+	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), steps: steps,
+		armed: make(chan time.Duration, 16)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.steps) > 0 {
+		c.now = c.now.Add(c.steps[0])
+		c.steps = c.steps[1:]
+	}
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.timer = f
+	c.mu.Unlock()
+	c.armed <- d
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		stopped := c.timer != nil
+		c.timer = nil
+		return stopped
+	}
+}
+
+// fire advances to the armed timer and runs it.
+func (c *fakeClock) fire(d time.Duration) {
+	c.mu.Lock()
+	f := c.timer
+	c.timer = nil
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	f()
+}
+
+// Checklist items 69, 70: a tick that takes longer than T makes the next one start at once and
+// is warned about, at most once a minute, with the spec's fields; a tick that primed does not
+// count. Run returns nil when its context ends, and leaves nothing running.
+func TestRunOverrun(t *testing.T) {
+	h := newDiskHarness(t, nil)
+	h.create("t", 0)
+	h.ack("t", 0, 0)
+	const slow = 150 * time.Millisecond
+	// Two Now calls per tick (start, end): ticks 1 to 3 take 150 ms, later ones nothing.
+	clk := newFakeClock(0, slow, 0, slow, 0, slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.c.Run(ctx, clk) }()
+
+	require.Equal(t, 100*time.Millisecond, <-clk.armed, "the first timer comes after tick 4")
+	s := h.c.Stats()
+	require.Equal(t, uint64(4), s.Ticks, "ticks 2 to 4 started at once")
+	require.Equal(t, uint64(2), s.Overruns, "tick 1 primed, so only ticks 2 and 3 count")
+	lines := h.logs.Lines("consumer offset commits cannot keep to their interval: " +
+		"persisted offsets lag acks by about the flush time")
+	require.Len(t, lines, 1, "at most one warning a minute")
+	require.Equal(t, slow, lines[0]["flush_took"].Duration())
+	require.Equal(t, 100*time.Millisecond, lines[0]["interval"].Duration())
+	require.Contains(t, lines[0], "partitions")
+
+	clk.fire(100 * time.Millisecond)
+	require.Equal(t, 100*time.Millisecond, <-clk.armed)
+	require.Equal(t, uint64(5), h.c.Stats().Ticks)
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// Run returns at once when the committer is closed under it.
+func TestRunStopsOnClose(t *testing.T) {
+	h := newDiskHarness(t, nil)
+	clk := newFakeClock()
+	done := make(chan error, 1)
+	go func() { done <- h.c.Run(context.Background(), clk) }()
+	<-clk.armed
+	require.NoError(t, h.c.Close())
+	require.NoError(t, <-done)
+}
+
+// Checklist item 51: an acked-ahead set too large for a slot keeps its lowest offsets; the
+// dropped ones are counted and logged (at most once a minute), and recovery returns a subset
+// of what was acked.
+func TestDroppedAheadIsCountedAndLogged(t *testing.T) {
+	h := newDiskHarness(t, nil)
+	h.create("t", 0)
+	for o := int64(2); o < 20_000; o += 2 {
+		h.ack("t", 0, o)
+	}
+	h.ticks(3)
+	h.ack("t", 0, 20_002)
+	h.ticks(3)
+	require.NoError(t, h.c.Close())
+	s := h.c.Stats()
+	require.NotZero(t, s.DroppedAhead)
+	lines := h.logs.Lines(msgDropped)
+	require.Len(t, lines, 1)
+	require.Equal(t, "t", lines[0]["topic"].String())
+	require.NotZero(t, lines[0]["dropped"].Int64())
+
+	st := h.load("t", 0)
+	require.Equal(t, int64(-1), st.Frontier)
+	require.Greater(t, len(st.Ahead), 1000)
+	for i, o := range st.Ahead {
+		require.Equal(t, int64(2+2*i), o, "the lowest offsets, in order")
+	}
+}

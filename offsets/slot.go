@@ -1,0 +1,484 @@
+package offsets
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+	"strconv"
+)
+
+// File names and sizes (see the package doc for the byte layouts).
+const (
+	AheadFile      = "consumer.ahead"  // two slots: the anchor and the window
+	OffsetFile     = "consumer.offset" // the 8-byte frontier older releases read
+	SlotSize       = 4096              // one consumer.ahead slot
+	AheadFileSize  = 2 * SlotSize      // what the prime extends a short consumer.ahead to
+	OffsetFileSize = 8
+
+	// SlotVersion is the record version this release writes and the newest it reads.
+	SlotVersion = 1
+
+	// MaxAheadOffsets bounds the acked-ahead offsets (and each reserved set) one record holds,
+	// so a decoder never expands a record into more memory than this many int64s, whatever its
+	// bytes say. The slot runs out of room long before this for scattered offsets; it only
+	// bites for long consecutive runs.
+	MaxAheadOffsets = 1 << 20
+)
+
+// Slot layout: a fixed header, the sections, zero padding, and the checksum in the last four
+// bytes. The magic, the version byte and the checksum's place and coverage are the frame every
+// version keeps, so a reader can tell a newer record from a damaged one.
+const (
+	offMagic    = 0  // [4]byte "NRCA"
+	offVersion  = 4  // uint8
+	offFlags    = 5  // uint8, zero in version 1
+	offBodyLen  = 6  // uint16: bytes of sections after the header
+	offSeq      = 8  // uint64: orders the two slots
+	offFrontier = 16 // int64 >= -1
+	offKey      = 24 // uint32: PartitionKey of the partition the record belongs to
+	offDropped  = 28 // uint32: acked-ahead offsets left out for lack of room (informational)
+	headerSize  = 32
+	offCRC      = SlotSize - 4 // uint32 CRC-32C of bytes [0, offCRC)
+	maxBodyLen  = offCRC - headerSize
+
+	sectionHeader = 3 // tag uint8, length uint16
+)
+
+// Section tags, in the order they must appear. Version 1 readers skip tags they do not know,
+// so a later release can add data older readers may safely ignore; anything an older reader
+// must not ignore needs a new version.
+const (
+	tagAhead      = 1 // runs of acked-ahead offsets
+	tagAttempts   = 2 // reserved: delivery attempts of offsets above the frontier
+	tagQuarantine = 3 // reserved: runs of quarantined offsets
+)
+
+var slotMagic = [4]byte{'N', 'R', 'C', 'A'}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorruptSlot is what DecodeSlot answers for bytes that are not a whole, valid record of a
+// version it reads: blank, torn, bit-flipped or malformed. Recovery treats such a slot as
+// absent and falls back to the other one (checklist item 74).
+var ErrCorruptSlot = errors.New("offsets: corrupt consumer.ahead slot")
+
+// ErrNewerSlot is what a record written by a newer release (a version above SlotVersion, with
+// a valid checksum) unwraps to. Recovery and the prime refuse such a file rather than
+// overwrite or misread it; see VersionError.
+var ErrNewerSlot = errors.New("offsets: consumer.ahead record from a newer release")
+
+// ErrInvalidRecord is what EncodeSlot answers for a record that breaks the record's rules
+// (frontier below -1, offsets not ascending or not above the frontier). Nothing is written.
+var ErrInvalidRecord = errors.New("offsets: invalid consumer.ahead record")
+
+// VersionError reports a checksummed record of a version this release does not read.
+type VersionError struct{ Version uint8 }
+
+func (e *VersionError) Error() string {
+	return "offsets: consumer.ahead record version " + strconv.Itoa(int(e.Version)) +
+		" is newer than this release reads (" + strconv.Itoa(SlotVersion) + ")"
+}
+
+func (e *VersionError) Unwrap() error { return ErrNewerSlot }
+
+// corruption is a reason a slot failed to decode; it matches ErrCorruptSlot.
+type corruption string
+
+func (c corruption) Error() string        { return ErrCorruptSlot.Error() + ": " + string(c) }
+func (c corruption) Is(target error) bool { return target == ErrCorruptSlot }
+
+const (
+	errShort     = corruption("slot is not 4096 bytes")
+	errBlank     = corruption("blank slot")
+	errMagic     = corruption("bad magic")
+	errChecksum  = corruption("checksum mismatch")
+	errVersion0  = corruption("version 0")
+	errFlags     = corruption("unknown flags")
+	errBodyLen   = corruption("body length out of range")
+	errPadding   = corruption("non-zero padding")
+	errFrontier  = corruption("frontier below -1")
+	errSection   = corruption("malformed section")
+	errVarint    = corruption("malformed varint")
+	errRun       = corruption("runs not ascending")
+	errRange     = corruption("offset out of range")
+	errTooMany   = corruption("more offsets than MaxAheadOffsets")
+	errAttempts  = corruption("attempt count out of range")
+	errUnordered = corruption("sections out of order")
+)
+
+// Record is one consumer.ahead slot's content.
+type Record struct {
+	// Seq orders the two slots: recovery takes the valid slot with the larger one.
+	Seq uint64
+	// Key is PartitionKey of the partition the record belongs to; recovery ignores a slot
+	// whose key is not the partition's (a file copied from elsewhere).
+	Key uint32
+	// Frontier is the inclusive committed frontier: every offset up to it is settled; -1 when
+	// offset 0 is not.
+	Frontier int64
+	// Ahead holds the offsets acked above the frontier, ascending, each above Frontier.
+	Ahead []int64
+	// Attempts and Quarantine are reserved for the delivery-attempt counts of offsets above
+	// the frontier and the quarantined offsets (issue "Poison messages and redelivery
+	// control"). The format carries them now; this release writes them empty.
+	Attempts   []Attempt
+	Quarantine []int64
+	// Dropped is how many acked-ahead offsets the writer left out for lack of room (it is
+	// informational: those offsets are simply delivered again). EncodeSlot sets it.
+	Dropped uint32
+}
+
+// Attempt is the number of deliveries of one offset above the frontier.
+type Attempt struct {
+	Offset int64
+	Count  uint32
+}
+
+// Overflow counts what EncodeSlot left out of a record because the slot was full: the
+// highest offsets of each set, never the lowest (checklist item 51).
+type Overflow struct{ Ahead, Attempts, Quarantine int }
+
+// PartitionKey is the key records of the partition carry: CRC-32C of the topic's bytes
+// followed by the partition as a big-endian int32.
+func PartitionKey(topic string, partition int32) uint32 {
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(partition))
+	h := crc32.Update(0, castagnoli, []byte(topic))
+	return crc32.Update(h, castagnoli, p[:])
+}
+
+// EncodeSlot writes r as one slot into dst[:SlotSize] (dst must hold at least SlotSize bytes)
+// and reports what did not fit. It does not allocate. r.Dropped is ignored; the slot carries
+// the count this encoding dropped.
+func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
+	var over Overflow
+	if len(dst) < SlotSize {
+		return over, ErrInvalidRecord
+	}
+	if err := r.validate(); err != nil {
+		return over, err
+	}
+	dst = dst[:SlotSize]
+	clear(dst)
+	copy(dst[offMagic:], slotMagic[:])
+	dst[offVersion] = SlotVersion
+	binary.BigEndian.PutUint64(dst[offSeq:], r.Seq)
+	binary.BigEndian.PutUint64(dst[offFrontier:], uint64(r.Frontier))
+	binary.BigEndian.PutUint32(dst[offKey:], r.Key)
+
+	pos := headerSize
+	ahead, cut := capOffsets(r.Ahead)
+	n, kept := putSection(dst, pos, tagAhead, func(b []byte) (int, int) { return putRuns(b, r.Frontier, ahead) })
+	pos += n
+	over.Ahead = cut + len(ahead) - kept
+	n, kept = putSection(dst, pos, tagAttempts, func(b []byte) (int, int) { return putAttempts(b, r.Frontier, r.Attempts) })
+	pos += n
+	over.Attempts = len(r.Attempts) - kept
+	quarantine, cut := capOffsets(r.Quarantine)
+	n, kept = putSection(dst, pos, tagQuarantine, func(b []byte) (int, int) { return putRuns(b, r.Frontier, quarantine) })
+	pos += n
+	over.Quarantine = cut + len(quarantine) - kept
+
+	binary.BigEndian.PutUint16(dst[offBodyLen:], uint16(pos-headerSize))
+	binary.BigEndian.PutUint32(dst[offDropped:], uint32(min(over.Ahead, math.MaxUint32)))
+	binary.BigEndian.PutUint32(dst[offCRC:], crc32.Checksum(dst[:offCRC], castagnoli))
+	return over, nil
+}
+
+// DecodeSlot reads one slot into r, reusing r's slices. Bytes that are not a valid record give
+// an error matching ErrCorruptSlot, a valid record of a newer version a *VersionError; it
+// never panics and never expands a record past MaxAheadOffsets offsets per set. On error r's
+// content is unspecified.
+func DecodeSlot(src []byte, r *Record) error {
+	if len(src) != SlotSize {
+		return errShort
+	}
+	if [4]byte(src[offMagic:]) != slotMagic {
+		if isZero(src) {
+			return errBlank
+		}
+		return errMagic
+	}
+	if binary.BigEndian.Uint32(src[offCRC:]) != crc32.Checksum(src[:offCRC], castagnoli) {
+		return errChecksum
+	}
+	switch v := src[offVersion]; {
+	case v == 0:
+		return errVersion0
+	case v > SlotVersion:
+		return &VersionError{Version: v}
+	}
+	if src[offFlags] != 0 {
+		return errFlags
+	}
+	bodyLen := int(binary.BigEndian.Uint16(src[offBodyLen:]))
+	if bodyLen > maxBodyLen {
+		return errBodyLen
+	}
+	if !isZero(src[headerSize+bodyLen : offCRC]) {
+		return errPadding
+	}
+	r.Seq = binary.BigEndian.Uint64(src[offSeq:])
+	r.Frontier = int64(binary.BigEndian.Uint64(src[offFrontier:]))
+	r.Key = binary.BigEndian.Uint32(src[offKey:])
+	r.Dropped = binary.BigEndian.Uint32(src[offDropped:])
+	r.Ahead, r.Attempts, r.Quarantine = r.Ahead[:0], r.Attempts[:0], r.Quarantine[:0]
+	if r.Frontier < -1 {
+		return errFrontier
+	}
+	return r.decodeSections(src[headerSize : headerSize+bodyLen])
+}
+
+func (r *Record) decodeSections(body []byte) error {
+	last := byte(0)
+	for len(body) > 0 {
+		if len(body) < sectionHeader {
+			return errSection
+		}
+		tag, n := body[0], int(binary.BigEndian.Uint16(body[1:]))
+		body = body[sectionHeader:]
+		if tag <= last {
+			return errUnordered
+		}
+		if n > len(body) {
+			return errSection
+		}
+		payload := body[:n]
+		body, last = body[n:], tag
+		var err error
+		switch tag {
+		case tagAhead:
+			r.Ahead, err = readRuns(payload, r.Frontier, r.Ahead)
+		case tagAttempts:
+			r.Attempts, err = readAttempts(payload, r.Frontier, r.Attempts)
+		case tagQuarantine:
+			r.Quarantine, err = readRuns(payload, r.Frontier, r.Quarantine)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks the rules a record must keep; a record from the shard breaks them only
+// through a bug in the host's adapter, and then nothing is written.
+func (r *Record) validate() error {
+	if r.Frontier < -1 {
+		return ErrInvalidRecord
+	}
+	if !ascendingAbove(r.Ahead, r.Frontier) || !ascendingAbove(r.Quarantine, r.Frontier) {
+		return ErrInvalidRecord
+	}
+	prev := r.Frontier
+	for _, a := range r.Attempts {
+		if a.Offset <= prev {
+			return ErrInvalidRecord
+		}
+		prev = a.Offset
+	}
+	return nil
+}
+
+func ascendingAbove(offs []int64, floor int64) bool {
+	for _, o := range offs {
+		if o <= floor {
+			return false
+		}
+		floor = o
+	}
+	return true
+}
+
+// capOffsets keeps at most MaxAheadOffsets of the lowest offsets and says how many it cut.
+func capOffsets(offs []int64) ([]int64, int) {
+	if len(offs) <= MaxAheadOffsets {
+		return offs, 0
+	}
+	return offs[:MaxAheadOffsets], len(offs) - MaxAheadOffsets
+}
+
+// putSection writes one section at dst[pos:] if anything of it fits: put fills the payload
+// space it is given and reports the bytes it used and the entries it kept. An empty section
+// is left out. It returns the bytes the section took and the entries kept.
+func putSection(dst []byte, pos int, tag byte, put func([]byte) (used, kept int)) (int, int) {
+	if offCRC-pos <= sectionHeader {
+		return 0, 0
+	}
+	used, kept := put(dst[pos+sectionHeader : offCRC])
+	if kept == 0 {
+		return 0, 0 // put writes nothing when nothing fits
+	}
+	dst[pos] = tag
+	binary.BigEndian.PutUint16(dst[pos+1:], uint16(used))
+	return sectionHeader + used, kept
+}
+
+// putRuns encodes ascending offsets, all above base, as runs: for each maximal run of
+// consecutive offsets, uvarint(start - prev - 1) then uvarint(end - start), where prev is base
+// for the first run and the previous run's end after it. It keeps the lowest offsets that fit
+// in dst (a run that does not fit whole is shortened) and returns the bytes used and the
+// number of offsets encoded.
+func putRuns(dst []byte, base int64, offs []int64) (used, kept int) {
+	prev := base
+	for kept < len(offs) {
+		start := offs[kept]
+		end := kept
+		for end+1 < len(offs) && offs[end+1] == offs[end]+1 {
+			end++
+		}
+		gap, extra := uint64(start-prev-1), uint64(end-kept)
+		room := len(dst) - used - uvarintLen(gap)
+		if room < 1 {
+			break
+		}
+		extra = min(extra, maxUvarint(room))
+		used += binary.PutUvarint(dst[used:], gap)
+		used += binary.PutUvarint(dst[used:], extra)
+		kept += int(extra) + 1
+		prev = start + int64(extra)
+	}
+	return used, kept
+}
+
+// putAttempts encodes uvarint(offset - prev - 1), uvarint(count) per entry, prev starting at
+// base; it keeps the entries of the lowest offsets that fit.
+func putAttempts(dst []byte, base int64, as []Attempt) (used, kept int) {
+	prev := base
+	for _, a := range as {
+		gap, count := uint64(a.Offset-prev-1), uint64(a.Count)
+		if uvarintLen(gap)+uvarintLen(count) > len(dst)-used {
+			break
+		}
+		used += binary.PutUvarint(dst[used:], gap)
+		used += binary.PutUvarint(dst[used:], count)
+		prev = a.Offset
+		kept++
+	}
+	return used, kept
+}
+
+// readRuns decodes what putRuns wrote, appending to dst. Runs must be maximal (a gap of zero
+// is allowed only before the first run) and stay within int64.
+func readRuns(p []byte, base int64, dst []int64) ([]int64, error) {
+	prev, first := base, true
+	for len(p) > 0 {
+		gap, n := readUvarint(p)
+		if n <= 0 {
+			return dst, errVarint
+		}
+		extra, m := readUvarint(p[n:])
+		if m <= 0 {
+			return dst, errVarint
+		}
+		p = p[n+m:]
+		if !first && gap == 0 {
+			return dst, errRun
+		}
+		start, ok := after(prev, gap)
+		if !ok || extra > uint64(math.MaxInt64-start) {
+			return dst, errRange
+		}
+		if uint64(len(dst))+extra >= MaxAheadOffsets {
+			return dst, errTooMany
+		}
+		for k := uint64(0); k <= extra; k++ {
+			dst = append(dst, start+int64(k))
+		}
+		prev, first = start+int64(extra), false
+	}
+	return dst, nil
+}
+
+// readAttempts decodes what putAttempts wrote, appending to dst.
+func readAttempts(p []byte, base int64, dst []Attempt) ([]Attempt, error) {
+	prev := base
+	for len(p) > 0 {
+		gap, n := readUvarint(p)
+		if n <= 0 {
+			return dst, errVarint
+		}
+		count, m := readUvarint(p[n:])
+		if m <= 0 {
+			return dst, errVarint
+		}
+		p = p[n+m:]
+		off, ok := after(prev, gap)
+		if !ok {
+			return dst, errRange
+		}
+		if count > math.MaxUint32 {
+			return dst, errAttempts
+		}
+		if len(dst) >= MaxAheadOffsets {
+			return dst, errTooMany
+		}
+		dst = append(dst, Attempt{Offset: off, Count: uint32(count)})
+		prev = off
+	}
+	return dst, nil
+}
+
+// after is prev + 1 + gap, unless that leaves int64.
+func after(prev int64, gap uint64) (int64, bool) {
+	if prev == math.MaxInt64 || gap > uint64(math.MaxInt64-prev-1) {
+		return 0, false
+	}
+	return prev + 1 + int64(gap), true
+}
+
+// readUvarint is binary.Uvarint that also refuses over-long encodings, so every record has
+// exactly one byte form.
+func readUvarint(p []byte) (uint64, int) {
+	v, n := binary.Uvarint(p)
+	if n > 0 && n != uvarintLen(v) {
+		return 0, -1
+	}
+	return v, n
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// maxUvarint is the largest value a uvarint of at most n bytes holds.
+func maxUvarint(n int) uint64 {
+	if n >= 9 {
+		return math.MaxInt64
+	}
+	return 1<<(7*uint(n)) - 1
+}
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// newestSlot says which of two slots recovery takes, or -1 when neither is valid: the larger
+// sequence number; on a tie (two copies that should not exist) the larger frontier, then slot 0.
+// Both candidates hold only acked values, so either choice keeps invariant I1.
+func newestSlot(valid [2]bool, recs *[2]Record) int {
+	switch {
+	case !valid[0] && !valid[1]:
+		return -1
+	case !valid[1]:
+		return 0
+	case !valid[0]:
+		return 1
+	}
+	a, b := &recs[0], &recs[1]
+	if b.Seq > a.Seq || (b.Seq == a.Seq && b.Frontier > a.Frontier) {
+		return 1
+	}
+	return 0
+}

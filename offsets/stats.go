@@ -1,0 +1,47 @@
+package offsets
+
+import "sync/atomic"
+
+// Stats are the committer's counters, for a host to export. Counters only grow; Descriptors
+// and StrandedNow are gauges.
+type Stats struct {
+	Ticks         uint64 // ticks run (Close's final pass included)
+	Primes        uint64 // partitions primed
+	Windows       uint64 // window records written into the page cache
+	Writeouts     uint64 // successful writeouts (anchor and window flipped)
+	Levels        uint64 // consumer.offset files brought level
+	WriteFailures uint64 // failed window writes (the next tick rewrites the window)
+	SyncFailures  uint64 // failed SyncData, directory sync or device flush
+	Evictions     uint64 // held descriptors closed to stay under the cap
+	OneShotWrites uint64 // descriptors opened for one tick only, the cap being full of non-durable windows
+	Reopens       uint64 // descriptors reopened by path after an eviction
+	Stranded      uint64 // partitions stranded (directory removed or replaced)
+	DroppedAhead  uint64 // acked-ahead offsets left out of records for lack of room
+	Overruns      uint64 // ticks that took longer than the tick period (priming ticks excluded)
+	LateWriteouts uint64 // ticks that found writes waiting more than twice the durability interval
+	Clamps        uint64 // recovered frontiers clamped to the high watermark (G1)
+	Descriptors   int64  // consumer.ahead descriptors held now
+	StrandedNow   int64  // partitions stranded now (until their Forget)
+}
+
+type counters struct {
+	ticks, primes, windows, writeouts, levels       atomic.Uint64
+	writeFailures, syncFailures                     atomic.Uint64
+	evictions, oneShots, reopens, stranded, dropped atomic.Uint64
+	overruns, lateWriteouts, clamps                 atomic.Uint64
+	descriptors, strandedNow                        atomic.Int64
+}
+
+// Stats returns a snapshot of the counters. It is safe to call at any time.
+func (c *Committer) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		Ticks: s.ticks.Load(), Primes: s.primes.Load(), Windows: s.windows.Load(),
+		Writeouts: s.writeouts.Load(), Levels: s.levels.Load(),
+		WriteFailures: s.writeFailures.Load(), SyncFailures: s.syncFailures.Load(),
+		Evictions: s.evictions.Load(), OneShotWrites: s.oneShots.Load(), Reopens: s.reopens.Load(),
+		Stranded: s.stranded.Load(), DroppedAhead: s.dropped.Load(),
+		Overruns: s.overruns.Load(), LateWriteouts: s.lateWriteouts.Load(), Clamps: s.clamps.Load(),
+		Descriptors: s.descriptors.Load(), StrandedNow: s.strandedNow.Load(),
+	}
+}

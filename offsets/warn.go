@@ -1,0 +1,80 @@
+package offsets
+
+import (
+	"sync"
+	"time"
+)
+
+// Log messages. The first three are the spec's, word for word (checklist items 67, 69, 71).
+const (
+	msgStranded = "consumer offsets: partition directory removed or replaced under its persisted state; " +
+		"its acks are not persisted until the partition is dropped"
+	msgOverrun = "consumer offset commits cannot keep to their interval: " +
+		"persisted offsets lag acks by about the flush time"
+	msgLate = "consumer offsets wait longer than their durability interval for a device flush: " +
+		"a power loss would redeliver more acks than it promises"
+	msgDropped = "consumer offsets: acked-ahead set too large for a consumer.ahead slot; " +
+		"its highest offsets are not persisted and are delivered again after a restart"
+	msgClamped = "consumer offsets: persisted frontier at or above the log's high watermark " +
+		"(consumer.offset carries no checksum: torn or bit-flipped?); clamped below it"
+	msgTickFailed = "consumer offsets: tick failed; retrying on the next tick"
+	msgIgnored    = "consumer offsets: ignoring unusable persisted state"
+)
+
+// warnEvery is how often each warning may be logged at most.
+const warnEvery = time.Minute
+
+// limiter lets one log line through per warnEvery, by the times the caller passes, and counts
+// what it held back in between.
+type limiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now, and how many occurrences were held back since the last
+// line that was logged.
+func (l *limiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < warnEvery {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
+}
+
+// afterTick is Run's bookkeeping after a tick that ended at end and took took: the overrun
+// warning (checklist item 69; priming ticks do not count) and the rate-limited tick error.
+func (c *Committer) afterTick(end time.Time, took time.Duration, rep tickReport, err error) {
+	if took > c.period && !rep.primed {
+		c.stats.overruns.Add(1)
+		if ok, _ := c.warnOverrun.allow(end); ok {
+			c.log.Warn(msgOverrun, "partitions", rep.partitions, "flush_took", took, "interval", c.period)
+		}
+	}
+	if err != nil {
+		if ok, n := c.warnTick.allow(end); ok {
+			c.log.Warn(msgTickFailed, "error", err, "suppressed", n)
+		}
+	}
+}
+
+// warnLateWriteouts is the warning of checklist item 71.
+func (c *Committer) warnLateWriteouts(partitions int, oldest time.Duration) {
+	c.stats.lateWriteouts.Add(1)
+	if ok, _ := c.warnLate.allow(c.t.now); ok {
+		c.log.Warn(msgLate, "partitions", partitions, "oldest", oldest, "durability_interval", c.interval)
+	}
+}
+
+// noteDropped counts and reports an acked-ahead set too large for a slot (checklist item 51).
+func (c *Committer) noteDropped(p *partition, kept, dropped int) {
+	c.stats.dropped.Add(uint64(dropped))
+	if ok, n := c.warnDropped.allow(c.t.now); ok {
+		c.log.Warn(msgDropped, "topic", p.topic, "partition", p.num, "kept", kept, "dropped", dropped,
+			"suppressed", n)
+	}
+}
