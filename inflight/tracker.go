@@ -16,7 +16,8 @@ type TrackerConfig struct {
 	// Load reads a partition's persisted state when its shard is created (lazily, at first
 	// touch, from disk: checklist 73). It runs outside the tracker's lock but inside the
 	// create fence, so a drop waits for it. Nil means every shard starts at frontier -1.
-	// An error fails the create and stores nothing.
+	// An error fails the create and stores nothing. A shard created from Load reports
+	// Hooks.Dirty once it is stored.
 	Load func(topic string, partition int32) (State, error)
 	// Forget is called on every drop, inside the create fence, after the shard left the
 	// tracker: the committer forgets the partition there (checklist 36).
@@ -103,11 +104,18 @@ func (t *Tracker) Shard(topic string, partition int32) (*Shard, error) {
 	fresh := NewShard(topic, partition, opts, state)
 
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if s, ok := t.shards[shardKey{topic, partition}]; ok {
+		t.mu.Unlock()
 		return s, nil // a concurrent create won; both read the same files under the fence
 	}
 	t.shards[shardKey{topic, partition}] = fresh
+	t.mu.Unlock()
+	if t.cfg.Load != nil && t.cfg.Hooks.Dirty != nil {
+		// What Load read may exist only in the page cache of a process that crashed: report
+		// the new shard dirty so the committer primes the partition and makes it durable
+		// before a later power loss could take back what this incarnation started from.
+		t.cfg.Hooks.Dirty(topic, partition)
+	}
 	return fresh, nil
 }
 

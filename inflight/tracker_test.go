@@ -39,6 +39,26 @@ func TestTrackerLazyCreateRestores(t *testing.T) {
 	assert.Equal(t, uint64(1), tr.Counters().Load().Delivered, "shards count into the tracker")
 }
 
+// A shard loaded from persisted state is reported dirty once it is stored, so the committer
+// makes what it was loaded from durable.
+func TestTrackerReportsLoadedShardDirty(t *testing.T) {
+	var dirty []string
+	var tr *Tracker
+	tr = NewTracker(TrackerConfig{
+		Load: func(string, int32) (State, error) { return State{Frontier: 3}, nil },
+		Hooks: Hooks{Dirty: func(topic string, p int32) {
+			_, stored := tr.Lookup(topic, p)
+			require.True(t, stored, "reported after the shard is stored")
+			dirty = append(dirty, fmt.Sprintf("%s/%d", topic, p))
+		}},
+	})
+	_, err := tr.Shard("t", 1)
+	require.NoError(t, err)
+	_, err = tr.Shard("t", 1)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t/1"}, dirty)
+}
+
 func TestTrackerLoadError(t *testing.T) {
 	boom := errors.New("disk on fire")
 	tr := NewTracker(TrackerConfig{Load: func(string, int32) (State, error) { return State{}, boom }})

@@ -1,0 +1,183 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ConsumeOptions shape one consume. The zero value takes one record from any local
+// partition without waiting, under the topic's visibility timeout.
+type ConsumeOptions struct {
+	// Max is the most records to take (a batch consume); zero or one means one.
+	Max int
+	// Wait is how long to wait for a record when none is there (a long-poll). While it
+	// waits the consumer costs nothing: no timer per consumer, no polling.
+	Wait time.Duration
+	// Pinned restricts the consume to Partition, which this node must own.
+	Pinned    bool
+	Partition int32
+	// Visibility is the lease's visibility timeout; zero means the topic's.
+	Visibility time.Duration
+}
+
+// Consume leases and returns up to opts.Max records of topic from this node's partitions,
+// lowest unresolved offsets first. With nothing there it waits up to opts.Wait, parked on
+// the topic's queue (or the partition's, when pinned), and a record that arrives meanwhile
+// is handed to exactly one parked consumer. No records and no error is the 204 of the spec.
+//
+// A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
+// runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes
+// of keys and payloads. A record that the wait delivers is topped up with a second scan.
+//
+// Errors: ErrUnknownTopic, ErrNotLocal (pinned to a partition this node does not own),
+// ErrClosed, the host's errors resolving a log, ErrLogClosed (transient: try again), and
+// ctx's error if it ends first.
+func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	if opts.Max < 0 || opts.Wait < 0 || opts.Visibility < 0 || (opts.Pinned && opts.Partition < 0) {
+		return nil, fmt.Errorf("%w: negative Max, Wait, Visibility or Partition", ErrInvalidArgument)
+	}
+	n.stats.consumes.Add(1)
+	req := scanRequest{topic: topic, pinned: -1, max: max(opts.Max, 1), visibility: opts.Visibility}
+	if opts.Pinned {
+		req.pinned = opts.Partition
+	}
+	msgs, err := n.scan(req, nil)
+	if len(msgs) > 0 || opts.Wait == 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
+		n.countEmpty(msgs)
+		return msgs, err
+	}
+
+	m, err := n.wait(ctx, topic, req.pinned, opts.Wait)
+	if err != nil || m == nil {
+		n.countEmpty(nil)
+		return nil, err
+	}
+	if opts.Visibility > 0 {
+		// The pump reserves with the topic's timeout; re-arm to the consume's own.
+		if shard, ok := n.tracker.Lookup(topic, m.Partition); ok {
+			if expiry, err := shard.Extend(n.clock.Now(), m.Receipt, opts.Visibility); err == nil {
+				m.Expiry = expiry
+			}
+		}
+	}
+	msgs = append(msgs, *m)
+	if req.max > 1 {
+		req.max--
+		msgs, _ = n.scan(req, msgs) // the top-up: what is there now, never an error
+	}
+	return msgs, nil
+}
+
+// wait parks on the pump until a record is handed over, the wait ends (nil, nil) or ctx
+// ends. The wait is timed on the node's clock.
+func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Duration) (*Message, error) {
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := n.clock.AfterFunc(d, func() { cancel(errWaitOver) })
+	defer stop()
+	m, err := n.pump.Wait(waitCtx, topic, pinned)
+	switch {
+	case err == nil:
+		return &m, nil
+	case errors.Is(context.Cause(waitCtx), errWaitOver) && ctx.Err() == nil:
+		return nil, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case n.closed.Load():
+		return nil, ErrClosed
+	}
+	return nil, err
+}
+
+var errWaitOver = errors.New("router: wait over")
+
+func (n *Node) countEmpty(msgs []Message) {
+	if len(msgs) == 0 {
+		n.stats.emptyConsumes.Add(1)
+	}
+}
+
+// Replay reads up to max records of a partition from offset on, within retention. It
+// bypasses the queue state entirely: no lease, no frontier change, no receipt, and it is not
+// counted as consumed. It reads up to limit records (at least one) and at most
+// BatchPayloadBytes of keys and payloads. Records below the oldest retained offset are
+// skipped; an unreadable record ends the replay before it.
+func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	if offset < 0 || limit < 0 {
+		return nil, fmt.Errorf("%w: negative offset or limit", ErrInvalidArgument)
+	}
+	local, _, ok := n.routes.Partitions(topic)
+	if !ok {
+		return nil, ErrUnknownTopic
+	}
+	if !slices.Contains(local, partition) {
+		return nil, ErrNotLocal
+	}
+	log, err := n.logs.Get(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	offset = max(offset, log.Oldest())
+	hwm := log.HighWatermark()
+	limit = max(limit, 1)
+	var out []Message
+	bytes := 0
+	for off := offset; off < hwm && len(out) < limit && bytes < BatchPayloadBytes; off++ {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		rec, err := log.Read(off)
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
+		out = append(out, Message{Topic: topic, Partition: partition, Offset: off, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp})
+		bytes += out[len(out)-1].payloadBytes()
+	}
+	n.stats.replayed.Add(uint64(len(out)))
+	return out, nil
+}
+
+// FitResponse keeps the longest prefix of msgs whose encoded size, as the host's encoder
+// measures it with size, stays within limit (the first record is always kept), and gives
+// back every record past it before the host writes its response, so the next consume takes
+// them at once rather than after their visibility timeout. The spec bounds a response at
+// 8 MiB of encoded records.
+func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) []Message {
+	total := 0
+	for i := range msgs {
+		total += size(&msgs[i])
+		if i > 0 && total > limit {
+			n.giveBack(msgs[i:])
+			return msgs[:i]
+		}
+	}
+	return msgs
+}
+
+// ResponseLimit is the spec's bound on a consume response: 8 MiB of encoded records, half
+// the 16 MiB cluster frame.
+const ResponseLimit = 8 << 20
+
+// giveBack returns delivered records that never reached their consumer, and wakes parked
+// consumers for them.
+func (n *Node) giveBack(msgs []Message) {
+	now := n.clock.Now()
+	for i := range msgs {
+		m := &msgs[i]
+		if shard, ok := n.tracker.Lookup(m.Topic, m.Partition); ok && shard.GiveBack(now, m.Receipt) == nil {
+			n.pump.NotifyPartition(m.Topic, m.Partition)
+		}
+	}
+}

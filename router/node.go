@@ -1,0 +1,371 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/offsets"
+	"narad.dev/consume/pump"
+)
+
+// Errors of the node's API. Test them with errors.Is. The errors of package inflight
+// (ErrGone, ErrAlreadySettled, ErrMalformedHandle) come back from Ack, Extend and Nack.
+var (
+	ErrClosed       = errors.New("router: node closed")
+	ErrUnknownTopic = errors.New("router: unknown topic")
+	// ErrNotLocal: the partition is not owned by this node.
+	ErrNotLocal = errors.New("router: partition not owned by this node")
+	// ErrInvalidArgument: a request this node refuses as malformed (a 400).
+	ErrInvalidArgument = errors.New("router: invalid argument")
+)
+
+// PurgeInterval is the cadence of the background purger that releases expired leases on
+// partitions nobody touches (spec, "Consume constants").
+const PurgeInterval = time.Second
+
+// TopicConfig is a topic's consume settings: visibility timeout and caps, enforced per
+// partition. The zero value means the defaults (30 s, 1024, 1024).
+type TopicConfig = inflight.Config
+
+// Config is what a host supplies to build a node. Logs, Routes and Dir are required; every
+// other field has a useful zero value.
+type Config struct {
+	Logs   Logs
+	Routes Routes
+	// Dir is the root of the consumer state: each partition keeps consumer.ahead and
+	// consumer.offset in Dir/<topic, path-escaped>/<partition>.
+	Dir string
+	// FS is the file system the state is written through. Nil means the real one.
+	FS offsets.FS
+	// Clock is the node's time. Nil means the system clock.
+	Clock Clock
+	// Logger receives the node's logs. Nil discards them.
+	Logger *slog.Logger
+	// Topic returns a topic's settings. Nil means the defaults for every topic.
+	Topic func(topic string) TopicConfig
+	// CommitInterval is the durability interval D of the ack state (10 ms to 60 s; zero
+	// means 1 s). A power loss redelivers up to about D + 100 ms of acks.
+	CommitInterval time.Duration
+	// Seeds supplies the seeds of the nonce streams. Nil means crypto/rand, as production
+	// must; tests may pass a deterministic reader.
+	Seeds io.Reader
+}
+
+// A Node is one member of a deployment: it serves consumes, acks, extends and nacks on the
+// partitions it owns, parks long-polls at no cost while idle, and persists ack state. It owns
+// every goroutine it starts (the pump, the purger, the committer) and stops them all in
+// Close. It is safe for concurrent use.
+type Node struct {
+	logs      Logs
+	routes    Routes
+	clock     Clock
+	logger    *slog.Logger
+	dir       string
+	tracker   *inflight.Tracker
+	committer *offsets.Committer
+	pump      *pump.Pump[Message]
+	mkdirAll  func(string) error
+
+	topicsMu sync.RWMutex
+	topics   map[string]*topicState
+
+	stats nodeStats
+
+	// purgeAt is when the purger plans to wake (Unix nanoseconds); a deadline set before
+	// it kicks the purger through purgeKick.
+	purgeAt   atomic.Int64
+	purgeKick chan struct{}
+
+	closed atomic.Bool
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// topicState is the node's per-topic memory besides the shards and the pump's queues.
+type topicState struct {
+	scanStart atomic.Uint32 // rotates the partition a scan starts at
+
+	mu         sync.Mutex
+	jumpLogged map[int32]time.Time // rate limit of the retention-jump log line
+}
+
+func (t *topicState) nextStart(n int) int { return int(t.scanStart.Add(1)-1) % n }
+
+type nodeStats struct {
+	consumes, emptyConsumes, delivered, replayed atomic.Uint64
+}
+
+// New builds a node and starts its goroutines.
+func New(cfg Config) (*Node, error) {
+	if cfg.Logs == nil || cfg.Routes == nil || cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: Config needs Logs, Routes and Dir", ErrInvalidArgument)
+	}
+	n := &Node{
+		logs:   cfg.Logs,
+		routes: cfg.Routes,
+		clock:  cfg.Clock,
+		logger: cfg.Logger,
+		dir:    cfg.Dir,
+		topics: map[string]*topicState{},
+
+		purgeKick: make(chan struct{}, 1),
+	}
+	if n.clock == nil {
+		n.clock = systemClock{}
+	}
+	if n.logger == nil {
+		n.logger = slog.New(slog.DiscardHandler)
+	}
+	fsys := cfg.FS
+	n.mkdirAll = func(dir string) error { return os.MkdirAll(dir, 0o755) }
+	if fsys != nil {
+		maker, ok := fsys.(interface{ MkdirAll(string) error })
+		if !ok {
+			return nil, fmt.Errorf("%w: Config.FS must be able to MkdirAll(path string) error", ErrInvalidArgument)
+		}
+		n.mkdirAll = maker.MkdirAll
+	}
+	committer, err := offsets.New(offsets.Config{
+		FS:       fsys,
+		Dir:      n.partitionDir,
+		Interval: cfg.CommitInterval,
+		Source:   committerSource{n: n},
+		Logger:   n.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.committer = committer
+	n.pump = pump.New[Message](pumpSource{n: n})
+	n.tracker = inflight.NewTracker(inflight.TrackerConfig{
+		Topic:  cfg.Topic,
+		Load:   n.loadState,
+		Forget: n.committer.Forget,
+		Seeds:  cfg.Seeds,
+		Hooks: inflight.Hooks{
+			Wake:     n.pump.NotifyPartition,
+			Dirty:    n.committer.MarkDirty,
+			Deadline: n.deadlineSet,
+		},
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.goroutine(func() { n.pump.Run(ctx) })
+	n.goroutine(func() { n.committer.Run(ctx, n.clock) })
+	n.goroutine(func() { n.runPurger(ctx) })
+	return n, nil
+}
+
+func (n *Node) goroutine(f func()) {
+	n.done.Add(1)
+	go func() {
+		defer n.done.Done()
+		f()
+	}()
+}
+
+// partitionDir is where a partition's consumer state lives.
+func (n *Node) partitionDir(topic string, partition int32) string {
+	return filepath.Join(n.dir, url.PathEscape(topic), strconv.Itoa(int(partition)))
+}
+
+// loadState reads a partition's persisted state at its shard's first touch (checklist 73).
+// A partition with no state starts just below its oldest retained offset. A recovered
+// frontier at or past the high watermark is clamped to it (consumer.offset carries no
+// checksum: RELIABILITY G1).
+func (n *Node) loadState(topic string, partition int32) (inflight.State, error) {
+	log, err := n.logs.Get(topic, partition)
+	if err != nil {
+		return inflight.State{}, err
+	}
+	dir := n.partitionDir(topic, partition)
+	if err := n.mkdirAll(dir); err != nil {
+		return inflight.State{}, err
+	}
+	persisted, err := n.committer.Load(topic, partition)
+	if err != nil {
+		return inflight.State{}, err
+	}
+	if !persisted.Found {
+		return inflight.State{Frontier: log.Oldest() - 1}, nil
+	}
+	persisted = n.committer.ClampToWatermark(topic, partition, persisted, log.HighWatermark())
+	return inflight.State{Frontier: persisted.Frontier, AckedAhead: persisted.Ahead}, nil
+}
+
+// topic returns the node's state of a topic, creating it.
+func (n *Node) topic(name string) *topicState {
+	n.topicsMu.RLock()
+	t, ok := n.topics[name]
+	n.topicsMu.RUnlock()
+	if ok {
+		return t
+	}
+	n.topicsMu.Lock()
+	defer n.topicsMu.Unlock()
+	if t, ok = n.topics[name]; !ok {
+		t = &topicState{jumpLogged: map[int32]time.Time{}}
+		n.topics[name] = t
+	}
+	return t
+}
+
+// runPurger releases expired leases and ends nack delays on partitions nobody touches
+// (checklist 16), on the node's clock: at the earliest deadline the shards hold, and at
+// least every PurgeInterval. A dead consumer's record is then delivered again exactly one
+// visibility timeout later, and a delayed one when its delay ends, not at the next sweep.
+// With no lease anywhere it wakes once a PurgeInterval.
+func (n *Node) runPurger(ctx context.Context) {
+	tick := make(chan struct{}, 1)
+	sleep := PurgeInterval
+	for {
+		n.purgeAt.Store(n.clock.Now().Add(sleep).UnixNano())
+		stop := n.clock.AfterFunc(sleep, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+		select {
+		case <-ctx.Done():
+			stop()
+			return
+		case <-tick:
+		case <-n.purgeKick:
+			stop()
+		}
+		now := n.clock.Now()
+		_, next := n.tracker.Purge(now)
+		sleep = PurgeInterval
+		if !next.IsZero() {
+			// A deadline can be due already (set during the sweep): come back at once,
+			// but never spin: a millisecond is the finest the purger resolves.
+			sleep = min(sleep, max(next.Sub(now), time.Millisecond))
+		}
+	}
+}
+
+// deadlineSet wakes the purger early when a lease or a nack delay ends before its planned
+// wake: a 200 ms nack delay on a partition nobody touches ends after 200 ms, not at the
+// next sweep. The common case is one atomic load.
+func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
+	if at.UnixNano() < n.purgeAt.Load() {
+		select {
+		case n.purgeKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Appended tells the node that the log of (topic, partition) grew to hwm (the next offset
+// to be written). It wakes a parked consumer if there is one; with none parked it returns at
+// once on an atomic flag and allocates nothing.
+func (n *Node) Appended(topic string, partition int32, hwm int64) {
+	n.pump.NotifyPartition(topic, partition)
+}
+
+// Parked returns how many consumers are parked on topic, waiting for a record.
+func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
+
+// DeleteTopic drops everything the node holds for a deleted topic: its shards (the committer
+// forgets them), its parked consumers (they get an error) and its queue state, so churning
+// through uniquely named topics leaves nothing behind.
+func (n *Node) DeleteTopic(topic string) {
+	n.tracker.DropTopic(topic)
+	n.pump.DropTopic(topic)
+	n.topicsMu.Lock()
+	delete(n.topics, topic)
+	n.topicsMu.Unlock()
+}
+
+// DropPartition drops the node's state of one partition: its shard goes (leases with it)
+// and the committer forgets the partition, so no ack of the old shard is written into the
+// partition's directory afterwards. A host calls it before and after it installs a copy of
+// the partition (a move), when it reclaims it, and when it retires an incarnation. The next
+// touch loads the state afresh from disk.
+func (n *Node) DropPartition(topic string, partition int32) {
+	n.tracker.Drop(topic, partition)
+	// Consumers parked for the partition look again: a copy just installed may hold records.
+	n.pump.NotifyPartition(topic, partition)
+}
+
+// Stats is a snapshot of the node's counters, for a host to export.
+type Stats struct {
+	Consumes      uint64 // Consume calls
+	EmptyConsumes uint64 // Consume calls that delivered nothing (the 204s)
+	Delivered     uint64 // records delivered under a lease
+	Replayed      uint64 // records read by Replay (not counted as consumed)
+	Shards        inflight.CounterValues
+	Committer     offsets.Stats
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	return Stats{
+		Consumes:      n.stats.consumes.Load(),
+		EmptyConsumes: n.stats.emptyConsumes.Load(),
+		Delivered:     n.stats.delivered.Load(),
+		Replayed:      n.stats.replayed.Load(),
+		Shards:        n.tracker.Counters().Load(),
+		Committer:     n.committer.Stats(),
+	}
+}
+
+// Close stops the node: parked consumers get ErrClosed, the goroutines stop, and the
+// committer writes out every partition and brings consumer.offset level, so a restart
+// delivers no acked record again (invariant 5). Later calls get ErrClosed.
+func (n *Node) Close() error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	n.cancel()
+	n.pump.Close()
+	n.done.Wait()
+	return n.committer.Close()
+}
+
+// committerSource gives the committer the live state of a partition (checklist 40): a
+// partition whose shard is gone writes nothing. The committer calls it from one goroutine.
+type committerSource struct{ n *Node }
+
+func (s committerSource) State(topic string, partition int32, ahead []int64) (int64, []int64, bool) {
+	shard, ok := s.n.tracker.Lookup(topic, partition)
+	if !ok {
+		return 0, ahead, false
+	}
+	state := inflight.State{AckedAhead: ahead[:0]}
+	shard.Snapshot(&state)
+	return state.Frontier, state.AckedAhead, true
+}
+
+// pumpSource lets the pump take records for parked consumers through the node's scan.
+type pumpSource struct{ n *Node }
+
+func (s pumpSource) Take(topic string, pinned int32) (Message, bool) {
+	var one [1]Message
+	out, err := s.n.scan(scanRequest{topic: topic, pinned: pinned, max: 1}, one[:0])
+	if err != nil || len(out) == 0 {
+		return Message{}, false
+	}
+	return out[0], true
+}
+
+// Release gives back a record handed over at the instant its consumer left, so it is
+// visible again at once rather than after its visibility timeout (checklist 84).
+func (s pumpSource) Release(topic string, m Message) {
+	if shard, ok := s.n.tracker.Lookup(topic, m.Partition); ok {
+		shard.GiveBack(s.n.clock.Now(), m.Receipt)
+	}
+}

@@ -1,0 +1,182 @@
+package routertest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/router"
+)
+
+// MemLog is an in-memory log of one partition that keeps the router.Log contract, with knobs
+// for the cases the contract names: retention (Trim), permanently unreadable records
+// (Corrupt) and closing (Close). It is safe for concurrent use.
+type MemLog struct {
+	mu      sync.RWMutex
+	oldest  int64
+	records []router.Record // records[i] is offset oldest+i
+	corrupt map[int64]bool
+	closed  bool
+	reads   int
+}
+
+var _ router.Log = (*MemLog)(nil)
+
+// NewMemLog returns an empty log whose first offset is 0.
+func NewMemLog() *MemLog { return &MemLog{corrupt: map[int64]bool{}} }
+
+// Append appends a record and returns its offset.
+func (l *MemLog) Append(key, value []byte, at time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, router.Record{
+		Key:       slices.Clone(key),
+		Value:     slices.Clone(value),
+		Timestamp: at,
+	})
+	return l.oldest + int64(len(l.records)) - 1
+}
+
+// Trim drops every record below oldest, as retention does.
+func (l *MemLog) Trim(oldest int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if oldest <= l.oldest {
+		return
+	}
+	drop := min(oldest-l.oldest, int64(len(l.records)))
+	l.records = slices.Delete(l.records, 0, int(drop))
+	l.oldest += drop
+}
+
+// Corrupt makes the record at offset permanently unreadable.
+func (l *MemLog) Corrupt(offset int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.corrupt[offset] = true
+}
+
+// Close closes the log: every Read answers router.ErrLogClosed from now on.
+func (l *MemLog) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+}
+
+// Reads returns how many times Read was called.
+func (l *MemLog) Reads() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.reads
+}
+
+// Read implements router.Log.
+func (l *MemLog) Read(offset int64) (router.Record, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reads++
+	switch {
+	case l.closed:
+		return router.Record{}, router.ErrLogClosed
+	case offset < l.oldest:
+		return router.Record{}, fmt.Errorf("offset %d below %d: %w", offset, l.oldest, router.ErrNotFound)
+	case offset >= l.oldest+int64(len(l.records)):
+		return router.Record{}, fmt.Errorf("offset %d at or above the high watermark", offset)
+	case l.corrupt[offset]:
+		return router.Record{}, fmt.Errorf("offset %d: checksum mismatch: %w", offset, router.ErrCorrupt)
+	}
+	r := l.records[offset-l.oldest]
+	return router.Record{Key: slices.Clone(r.Key), Value: slices.Clone(r.Value), Timestamp: r.Timestamp}, nil
+}
+
+// HighWatermark implements router.Log.
+func (l *MemLog) HighWatermark() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.oldest + int64(len(l.records))
+}
+
+// Oldest implements router.Log.
+func (l *MemLog) Oldest() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.oldest
+}
+
+// MemLogs is a set of MemLogs by (topic, partition), implementing router.Logs and
+// router.ManyGetter. The zero value is empty and ready to use.
+type MemLogs struct {
+	mu       sync.RWMutex
+	logs     map[partitionKey]*MemLog
+	gets     atomic.Int64
+	getManys atomic.Int64
+}
+
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+var (
+	_ router.Logs       = (*MemLogs)(nil)
+	_ router.ManyGetter = (*MemLogs)(nil)
+)
+
+// Log returns the log of (topic, partition), creating an empty one if needed.
+func (m *MemLogs) Log(topic string, partition int32) *MemLog {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.logs == nil {
+		m.logs = map[partitionKey]*MemLog{}
+	}
+	l, ok := m.logs[partitionKey{topic, partition}]
+	if !ok {
+		l = NewMemLog()
+		m.logs[partitionKey{topic, partition}] = l
+	}
+	return l
+}
+
+// Replace installs l as the log of (topic, partition), as a move or a recreate does.
+func (m *MemLogs) Replace(topic string, partition int32, l *MemLog) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.logs == nil {
+		m.logs = map[partitionKey]*MemLog{}
+	}
+	m.logs[partitionKey{topic, partition}] = l
+}
+
+// Lookups returns how many Get and GetMany calls were made.
+func (m *MemLogs) Lookups() (gets, getManys int) {
+	return int(m.gets.Load()), int(m.getManys.Load())
+}
+
+// Get implements router.Logs. An unknown partition is an error.
+func (m *MemLogs) Get(topic string, partition int32) (router.Log, error) {
+	m.gets.Add(1)
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	l, ok := m.logs[partitionKey{topic, partition}]
+	if !ok {
+		return nil, fmt.Errorf("routertest: no log for %s/%d", topic, partition)
+	}
+	return l, nil
+}
+
+// GetMany implements router.ManyGetter under one lock.
+func (m *MemLogs) GetMany(topic string, partitions []int32, into []router.Log) error {
+	m.getManys.Add(1)
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for i, p := range partitions {
+		l, ok := m.logs[partitionKey{topic, p}]
+		if !ok {
+			return fmt.Errorf("routertest: no log for %s/%d", topic, p)
+		}
+		into[i] = l
+	}
+	return nil
+}

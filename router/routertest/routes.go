@@ -1,0 +1,42 @@
+package routertest
+
+import (
+	"slices"
+	"sync"
+
+	"narad.dev/consume/router"
+)
+
+// Routes is a static, mutable ownership table implementing router.Routes. The zero value
+// knows no topic.
+type Routes struct {
+	mu     sync.RWMutex
+	topics map[string][]int32
+}
+
+var _ router.Routes = (*Routes)(nil)
+
+// Set makes this node the owner of exactly the given partitions of topic.
+func (r *Routes) Set(topic string, local ...int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.topics == nil {
+		r.topics = map[string][]int32{}
+	}
+	r.topics[topic] = slices.Clone(local)
+}
+
+// Delete forgets topic.
+func (r *Routes) Delete(topic string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.topics, topic)
+}
+
+// Partitions implements router.Routes: every partition is local.
+func (r *Routes) Partitions(topic string) ([]int32, map[string][]int32, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	local, ok := r.topics[topic]
+	return local, nil, ok
+}

@@ -1,0 +1,219 @@
+package router
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"narad.dev/consume/inflight"
+)
+
+// Scan limits (spec, "Consume routing" and "Batch consume").
+const (
+	// manyLookupLimit: past this many local partitions, or when GetMany fails, the scan
+	// resolves each log as it reaches it.
+	manyLookupLimit = 16
+	// BatchPayloadBytes bounds a batch scan: it stops once the records taken carry this
+	// many bytes of keys and payloads. The first record is always taken, and the record
+	// that crosses the bound is kept.
+	BatchPayloadBytes = 4 << 20
+)
+
+// A Message is a record delivered to a consumer, with its lease.
+type Message struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Timestamp time.Time
+	// Receipt is the handle that acks, extends or nacks this delivery; its text form
+	// (Receipt.String()) is what a consumer holds. Zero for a replayed record.
+	Receipt inflight.Handle
+	Attempt uint32          // delivery attempt, 1 for the first; 0 for a replayed record
+	Reason  inflight.Reason // why this delivery happens
+	Expiry  time.Time       // when the lease lapses unless extended; zero for a replay
+}
+
+// payloadBytes is what the batch bound counts: keys and payloads.
+func (m *Message) payloadBytes() int { return len(m.Key) + len(m.Value) }
+
+// scanRequest is one non-blocking pass over a topic's local partitions.
+type scanRequest struct {
+	topic      string
+	pinned     int32 // -1: any local partition
+	max        int   // records to take at most (>= 1)
+	visibility time.Duration
+}
+
+// logsScratch holds what a GetMany resolves, pooled so an empty scan allocates nothing.
+type logsScratch struct {
+	partitions [manyLookupLimit]int32
+	logs       [manyLookupLimit]Log
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(logsScratch) }}
+
+// scan takes up to req.max records from the topic's local partitions, appending them to out.
+// It starts at the partition after the one the previous scan of the topic started at, so
+// partitions drain evenly, and stays on a partition until it is dry or at its in-flight cap,
+// so a batch takes a partition's backlog in offset order.
+//
+// The first partition's log is resolved alone, so a consume that finds a record there
+// resolves nothing else. Only when it has nothing are the rest resolved, in one GetMany when
+// the host supports it and there are at most 16; otherwise, or when GetMany fails, each log
+// is resolved as the scan reaches it, so a partition that cannot be opened fails the scan
+// only when it is reached and never hides a record before it.
+//
+// An error is returned only when the scan took nothing: a partition that could not be
+// resolved, or a closed log (transient: the reservation was given back).
+func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
+	local, _, ok := n.routes.Partitions(req.topic)
+	if !ok {
+		return out, ErrUnknownTopic
+	}
+	var order []int32
+	if req.pinned >= 0 {
+		if !slices.Contains(local, req.pinned) {
+			return out, ErrNotLocal
+		}
+		order = []int32{req.pinned}
+	} else if len(local) == 0 {
+		return out, nil
+	} else {
+		order = local
+	}
+	start := 0
+	if len(order) > 1 {
+		start = n.topic(req.topic).nextStart(len(order))
+	}
+	now := n.clock.Now()
+	budget := batchBudget{max: req.max}
+
+	first := order[start]
+	if log, err := n.logs.Get(req.topic, first); err != nil {
+		return out, err
+	} else if out, err = n.takeFrom(req, first, log, now, &budget, out); err != nil || budget.full() || len(order) == 1 {
+		return out, err
+	}
+	rest := len(order) - 1
+	at := func(i int) int32 { return order[(start+1+i)%len(order)] }
+	var resolved []Log
+	if many, ok := n.logs.(ManyGetter); ok && rest <= manyLookupLimit {
+		scratch := scratchPool.Get().(*logsScratch)
+		defer func() { clear(scratch.logs[:]); scratchPool.Put(scratch) }()
+		for i := range rest {
+			scratch.partitions[i] = at(i)
+		}
+		if many.GetMany(req.topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
+			resolved = scratch.logs[:rest]
+		}
+	}
+	for i := range rest {
+		p := at(i)
+		var log Log
+		if resolved != nil {
+			log = resolved[i]
+		} else {
+			var err error
+			if log, err = n.logs.Get(req.topic, p); err != nil {
+				if len(out) > 0 {
+					return out, nil
+				}
+				return out, err
+			}
+		}
+		var err error
+		if out, err = n.takeFrom(req, p, log, now, &budget, out); err != nil || budget.full() {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// batchBudget counts what a scan has taken against its bounds.
+type batchBudget struct {
+	max, taken, bytes int
+}
+
+func (b *batchBudget) take(m *Message) {
+	b.taken++
+	b.bytes += m.payloadBytes()
+}
+
+func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchPayloadBytes }
+
+// takeFrom reserves and reads records of one partition until it is dry, capped, or the
+// budget is spent. A reservation always comes before the read (invariant 1).
+func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, out []Message) ([]Message, error) {
+	shard, err := n.tracker.Shard(req.topic, partition)
+	if err != nil {
+		if len(out) > 0 {
+			return out, nil
+		}
+		return out, err
+	}
+	hwm := log.HighWatermark()
+	for !budget.full() {
+		lease, err := shard.ReserveNextFor(now, hwm, req.visibility)
+		if err != nil {
+			return out, nil // dry, all reserved or capped: the next partition
+		}
+		rec, err := log.Read(lease.Offset)
+		switch {
+		case err == nil:
+			out = append(out, Message{
+				Topic:     req.topic,
+				Partition: partition,
+				Offset:    lease.Offset,
+				Key:       rec.Key,
+				Value:     rec.Value,
+				Timestamp: rec.Timestamp,
+				Receipt:   lease.Handle,
+				Attempt:   lease.Attempt,
+				Reason:    lease.Reason,
+				Expiry:    lease.Expiry,
+			})
+			budget.take(&out[len(out)-1])
+			n.stats.delivered.Add(1)
+		case errors.Is(err, ErrNotFound):
+			oldest := log.Oldest()
+			if shard.SkipRetention(now, lease.Handle, oldest) {
+				n.logRetentionJump(req.topic, partition, lease.Offset, oldest, now)
+			}
+		case errors.Is(err, ErrCorrupt):
+			if shard.SkipCorrupt(now, lease.Handle) == nil {
+				n.logger.Error("consume: skipping a permanently unreadable record; it will not be delivered",
+					"topic", req.topic, "partition", partition, "offset", lease.Offset, "err", err)
+			}
+		default:
+			// ErrLogClosed, or any other read failure: transient. Give the reservation
+			// back (no jump, no skip) and fail this attempt unless something was taken.
+			shard.GiveBack(now, lease.Handle)
+			if len(out) > 0 {
+				return out, nil
+			}
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// logRetentionJump logs a retention jump, at most once a minute per partition.
+func (n *Node) logRetentionJump(topic string, partition int32, offset, oldest int64, now time.Time) {
+	t := n.topic(topic)
+	t.mu.Lock()
+	last, seen := t.jumpLogged[partition]
+	due := !seen || now.Sub(last) >= time.Minute
+	if due {
+		t.jumpLogged[partition] = now
+	}
+	t.mu.Unlock()
+	if due {
+		n.logger.Warn("consume: retention outran the consumer; the frontier jumped to the oldest retained offset",
+			slog.String("topic", topic), slog.Int("partition", int(partition)),
+			slog.Int64("offset", offset), slog.Int64("oldest", oldest))
+	}
+}

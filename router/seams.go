@@ -1,0 +1,94 @@
+package router
+
+import (
+	"errors"
+	"time"
+)
+
+// The host's side of the library: its log, its partition ownership and its clock. Each
+// interface is small and uses only built-in and standard-library types, so one host value can
+// satisfy the interfaces other packages declare for the same thing.
+
+// Errors a Log returns from Read. A Log may wrap them; the node tests with errors.Is.
+var (
+	// ErrNotFound: the offset is below the log's oldest retained offset (retention removed
+	// it). The node jumps the frontier to the oldest retained offset in one step.
+	ErrNotFound = errors.New("router: offset below retention")
+	// ErrCorrupt: the record is permanently unreadable. The node skips it, counts it and
+	// logs it loudly, so the frontier can move on: bounded, visible loss instead of a
+	// partition blocked forever at its head.
+	ErrCorrupt = errors.New("router: record unreadable")
+	// ErrLogClosed: the log was closed (a delete and recreate retired it, a purge, a move
+	// installing a copy). Transient: the node gives the reservation back and fails that
+	// attempt; it never treats a closed log as a gap.
+	ErrLogClosed = errors.New("router: log closed")
+)
+
+// A Record is what a Log reads at an offset.
+type Record struct {
+	Key       []byte
+	Value     []byte
+	Timestamp time.Time // when the record was produced, if the log keeps it
+}
+
+// Log is one (topic, partition) of the host's log. It must be safe for concurrent use.
+//
+// The contract the node relies on (the conformance suite in routertest checks it):
+//   - Read(off) for Oldest() <= off < HighWatermark() returns the record, or ErrCorrupt if
+//     it is permanently unreadable (every later Read of it answers the same);
+//   - Read(off) for off < Oldest() returns ErrNotFound;
+//   - once closed, every Read returns ErrLogClosed and nothing else, while Oldest and
+//     HighWatermark still answer;
+//   - HighWatermark (the next offset to be written) and Oldest never decrease, and
+//     Oldest() <= HighWatermark().
+//
+// The node reads only offsets it has reserved, below the high watermark it read before.
+// The returned Record's slices belong to the caller.
+type Log interface {
+	Read(offset int64) (Record, error)
+	HighWatermark() int64
+	Oldest() int64
+}
+
+// Logs resolves the log of a partition. It must be safe for concurrent use.
+type Logs interface {
+	Get(topic string, partition int32) (Log, error)
+}
+
+// ManyGetter is an optional capability of Logs, found by type assertion: resolve several
+// partitions of one topic at once (one lock, one version read), filling into[i] with the log
+// of partitions[i]. An error means none of into is to be used; the node then resolves each
+// partition on its own as its scan reaches it.
+type ManyGetter interface {
+	GetMany(topic string, partitions []int32, into []Log) error
+}
+
+// Routes says who owns the partitions of a topic: local ones, and remote ones by node ID.
+// The host's metadata answers it (its own consensus, a static map, an external store). ok is
+// false for a topic that does not exist. It must be safe for concurrent use, and what it
+// returns must not be modified by either side afterwards.
+//
+// A node serves its local partitions; remote owners are reached by cross-node consumption
+// (delivery tokens and forwarded acks), which this release does not have yet: remote is
+// accepted and ignored.
+type Routes interface {
+	Partitions(topic string) (local []int32, remote map[string][]int32, ok bool)
+}
+
+// Clock is the node's time. Only its goroutines (the pump, the purger, the committer) and
+// its timestamps read it; the data structures take now as an argument.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine after d, as time.AfterFunc does; stop
+	// cancels it, reporting whether it did.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// systemClock is the real clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}

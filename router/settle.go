@@ -1,0 +1,82 @@
+package router
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"narad.dev/consume/inflight"
+)
+
+// Ack settles the delivery a receipt handle names. Only the live lease's handle settles:
+// a handle whose lease expired (leased again or not), was nacked, or comes from before a
+// restart gets inflight.ErrGone (the 410) and changes nothing; a handle of an offset already
+// settled gets inflight.ErrAlreadySettled, which a host answers as success (a retried ack
+// whose reply was lost); a malformed handle gets inflight.ErrMalformedHandle (a 400).
+//
+// The ack is in memory at once, in the page cache within about 100 ms and on disk within
+// about the commit interval; a graceful Close persists it.
+func (n *Node) Ack(ctx context.Context, topic, handle string) error {
+	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
+		return s.Ack(now, h)
+	})
+}
+
+// Extend re-arms the lease a handle names to expire d from now (the topic's visibility
+// timeout when d is zero), within the topic's MaxExtension and MaxLeaseLifetime, and returns
+// the new expiry. Errors as for Ack.
+func (n *Node) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
+	var expiry time.Time
+	err := n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
+		var err error
+		expiry, err = s.Extend(now, h, d)
+		return err
+	})
+	return expiry, err
+}
+
+// Nack releases the lease a handle names. With delay zero the record is visible again at
+// once and a parked consumer gets it; otherwise it stays invisible for delay. Errors as for
+// Ack.
+func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Duration) error {
+	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
+		return s.Nack(now, h, delay)
+	})
+}
+
+// AckBatch acks several handles of one topic and answers each on its own, in order, with
+// what Ack would have answered.
+func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
+	errs := make([]error, len(handles))
+	for i, h := range handles {
+		errs[i] = n.Ack(ctx, topic, h)
+	}
+	return errs
+}
+
+// settle parses a handle and applies op to the live shard of its partition. A partition
+// this node owns but has not touched since it started is loaded, so that a handle of an
+// offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
+func (n *Node) settle(topic, handle string, op func(*inflight.Shard, time.Time, inflight.Handle) error) error {
+	if n.closed.Load() {
+		return ErrClosed
+	}
+	h, err := inflight.ParseHandle(handle)
+	if err != nil {
+		return err
+	}
+	shard, ok := n.tracker.Lookup(topic, h.Partition)
+	if !ok {
+		local, _, known := n.routes.Partitions(topic)
+		switch {
+		case !known:
+			return ErrUnknownTopic
+		case !slices.Contains(local, h.Partition):
+			return ErrNotLocal
+		}
+		if shard, err = n.tracker.Shard(topic, h.Partition); err != nil {
+			return err
+		}
+	}
+	return op(shard, n.clock.Now(), h)
+}

@@ -1,0 +1,47 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"narad.dev/consume/inflight"
+)
+
+// HTTPStatus maps what a node call returned to the HTTP status the spec answers with, for a
+// host that serves the consume path over HTTP:
+//
+//   - 200: success, and a repeated ack of a settled offset (inflight.ErrAlreadySettled: the
+//     retried ack whose first reply was lost);
+//   - 204: a consume that found nothing (see ConsumeStatus);
+//   - 400: a request the node refuses as malformed: a bad receipt handle, a bad argument,
+//     an unknown topic;
+//   - 410: a receipt handle whose lease is gone (inflight.ErrGone);
+//   - 503: try again: the node is closing, the log was closed under the read, the partition
+//     is not served here, or the request's context ended first;
+//   - 500: anything else (a host error resolving a log, say).
+//
+// 502 (a transport failure reaching a partition's owner) arrives with cross-node
+// consumption.
+func HTTPStatus(err error) int {
+	switch {
+	case err == nil, errors.Is(err, inflight.ErrAlreadySettled):
+		return http.StatusOK
+	case errors.Is(err, inflight.ErrGone):
+		return http.StatusGone
+	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// ConsumeStatus is HTTPStatus for the result of Consume: 204 when it delivered nothing.
+func ConsumeStatus(msgs []Message, err error) int {
+	if err == nil && len(msgs) == 0 {
+		return http.StatusNoContent
+	}
+	return HTTPStatus(err)
+}
