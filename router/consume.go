@@ -53,8 +53,8 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		return msgs, err
 	}
 
-	m, err := n.wait(ctx, topic, req.pinned, opts.Wait)
-	if err != nil || m == nil {
+	m, ok, err := n.wait(ctx, topic, req.pinned, opts.Wait)
+	if err != nil || !ok {
 		n.countEmpty(nil)
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 			}
 		}
 	}
-	msgs = append(msgs, *m)
+	msgs = append(make([]Message, 0, req.max), m)
 	if req.max > 1 {
 		req.max--
 		msgs, _ = n.scan(req, msgs) // the top-up: what is there now, never an error
@@ -74,25 +74,25 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	return msgs, nil
 }
 
-// wait parks on the pump until a record is handed over, the wait ends (nil, nil) or ctx
-// ends. The wait is timed on the node's clock.
-func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Duration) (*Message, error) {
+// wait parks on the pump until a record is handed over (ok), the wait ends (not ok, no
+// error) or ctx ends. The wait is timed on the node's clock.
+func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Duration) (m Message, ok bool, err error) {
 	waitCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := n.clock.AfterFunc(d, func() { cancel(errWaitOver) })
 	defer stop()
-	m, err := n.pump.Wait(waitCtx, topic, pinned)
+	m, err = n.pump.Wait(waitCtx, topic, pinned)
 	switch {
 	case err == nil:
-		return &m, nil
+		return m, true, nil
 	case errors.Is(context.Cause(waitCtx), errWaitOver) && ctx.Err() == nil:
-		return nil, nil
+		return m, false, nil
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		return m, false, ctx.Err()
 	case n.closed.Load():
-		return nil, ErrClosed
+		return m, false, ErrClosed
 	}
-	return nil, err
+	return m, false, err
 }
 
 var errWaitOver = errors.New("router: wait over")
