@@ -1,6 +1,7 @@
 package inflight
 
 import (
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -364,4 +365,32 @@ func TestDroppedShardSettlesNothing(t *testing.T) {
 func TestReasonString(t *testing.T) {
 	assert.Equal(t, "expired", ReasonExpired.String())
 	assert.Equal(t, "unknown", Reason(200).String())
+}
+
+// RELIABILITY row 7: forged handles never settle, and nonces never repeat across restarts
+// (each incarnation seeds its stream from crypto/rand).
+func TestForgedHandlesAndRestartNonces(t *testing.T) {
+	s := NewShard("t", 0, Options{Config: Config{MaxInFlight: 64}}, State{Frontier: -1})
+	var live []Lease
+	for range 64 {
+		live = append(live, reserve(t, s, epoch, 1000))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		l := live[rng.IntN(len(live))]
+		forged := Handle{Partition: 0, Offset: l.Offset, Nonce: rng.Uint64() | 1}
+		if forged.Nonce == l.Nonce {
+			continue
+		}
+		require.ErrorIs(t, s.Ack(epoch, forged), ErrGone)
+	}
+	assert.Equal(t, 64, s.Stats().Leased, "no forged handle settled anything")
+
+	seen := map[uint64]bool{}
+	for range 2_000 {
+		restarted := NewShard("t", 0, Options{}, State{Frontier: -1})
+		n := reserve(t, restarted, epoch, 1).Nonce
+		require.False(t, seen[n], "a nonce repeated across restarts")
+		seen[n] = true
+	}
 }
