@@ -60,6 +60,10 @@ type Config struct {
 	// Seeds supplies the seeds of the nonce streams. Nil means crypto/rand, as production
 	// must; tests may pass a deterministic reader.
 	Seeds io.Reader
+	// OnQuarantine is told of each record set aside after reaching its topic's
+	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
+	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
+	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
 }
 
 // A Node is one member of a deployment: it serves consumes, acks, extends and nacks on the
@@ -157,6 +161,13 @@ func New(cfg Config) (*Node, error) {
 			Wake:     n.pump.NotifyPartition,
 			Dirty:    n.committer.MarkDirty,
 			Deadline: n.deadlineSet,
+			Quarantine: func(topic string, partition int32, offset int64, attempts uint32) {
+				n.logger.Warn("consume: record quarantined after too many deliveries; Requeue brings it back",
+					"topic", topic, "partition", partition, "offset", offset, "attempts", attempts)
+				if cfg.OnQuarantine != nil {
+					cfg.OnQuarantine(topic, partition, offset, attempts)
+				}
+			},
 		},
 	})
 

@@ -35,6 +35,11 @@ type Message struct {
 	Attempt uint32          // delivery attempt, 1 for the first; 0 for a replayed record
 	Reason  inflight.Reason // why this delivery happens
 	Expiry  time.Time       // when the lease lapses unless extended; zero for a replay
+	// Fence is the lease's fencing token: it grows with every lease of the partition, so
+	// a handler can refuse, in its own store, a write carrying a smaller token than one
+	// it already accepted for the record (a superseded lease that still thinks it holds
+	// the record). Zero for a replay.
+	Fence uint64
 }
 
 // payloadBytes is what the batch bound counts: keys and payloads.
@@ -175,6 +180,7 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 				Attempt:   lease.Attempt,
 				Reason:    lease.Reason,
 				Expiry:    lease.Expiry,
+				Fence:     lease.Fence,
 			})
 			budget.take(&out[len(out)-1])
 			n.stats.delivered.Add(1)

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -44,6 +43,20 @@ func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Durati
 	})
 }
 
+// Release gives the lease a handle names back unprocessed, as if it had never been granted:
+// the record is visible again at once, a parked consumer gets it, and the delivery does not
+// count as an attempt. A consumer that shuts down calls it for what it holds but has not
+// begun to process. Errors as for Ack.
+func (n *Node) Release(ctx context.Context, topic, handle string) error {
+	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
+		if err := s.GiveBack(now, h); err != nil {
+			return err
+		}
+		n.pump.NotifyPartition(topic, h.Partition)
+		return nil
+	})
+}
+
 // AckBatch acks several handles of one topic and answers each on its own, in order, with
 // what Ack would have answered.
 func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
@@ -58,25 +71,13 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 // this node owns but has not touched since it started is loaded, so that a handle of an
 // offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
 func (n *Node) settle(topic, handle string, op func(*inflight.Shard, time.Time, inflight.Handle) error) error {
-	if n.closed.Load() {
-		return ErrClosed
-	}
 	h, err := inflight.ParseHandle(handle)
 	if err != nil {
 		return err
 	}
-	shard, ok := n.tracker.Lookup(topic, h.Partition)
-	if !ok {
-		local, _, known := n.routes.Partitions(topic)
-		switch {
-		case !known:
-			return ErrUnknownTopic
-		case !slices.Contains(local, h.Partition):
-			return ErrNotLocal
-		}
-		if shard, err = n.tracker.Shard(topic, h.Partition); err != nil {
-			return err
-		}
+	shard, err := n.localShard(topic, h.Partition)
+	if err != nil {
+		return err
 	}
 	return op(shard, n.clock.Now(), h)
 }

@@ -1,0 +1,54 @@
+package router
+
+import (
+	"slices"
+
+	"narad.dev/consume/inflight"
+)
+
+// Quarantined returns the offsets of a partition set aside after reaching the topic's
+// TopicConfig.MaxDeliveries, ascending (requeued ones waiting for delivery excluded).
+func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
+	shard, err := n.localShard(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return shard.Quarantined(), nil
+}
+
+// Requeue brings a quarantined record back for delivery, with its attempts counted afresh;
+// it reports whether offset was quarantined. A parked consumer gets it at once.
+func (n *Node) Requeue(topic string, partition int32, offset int64) (bool, error) {
+	shard, err := n.localShard(topic, partition)
+	if err != nil {
+		return false, err
+	}
+	return shard.Requeue(n.clock.Now(), offset), nil
+}
+
+// RequeueAll requeues every quarantined record of a partition and returns how many.
+func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
+	shard, err := n.localShard(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	return shard.RequeueAll(n.clock.Now()), nil
+}
+
+// localShard returns the shard of a partition this node owns, loading it if needed.
+func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error) {
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	if shard, ok := n.tracker.Lookup(topic, partition); ok {
+		return shard, nil
+	}
+	local, _, known := n.routes.Partitions(topic)
+	switch {
+	case !known:
+		return nil, ErrUnknownTopic
+	case !slices.Contains(local, partition):
+		return nil, ErrNotLocal
+	}
+	return n.tracker.Shard(topic, partition)
+}

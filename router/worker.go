@@ -1,0 +1,190 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A Handler processes one delivered record. Returning nil acks it; returning an error (or
+// panicking) nacks it, and the topic's Backoff policy decides when it comes again. ctx ends
+// when the Work call's context does: a handler should stop then, and its record is released
+// for another consumer without counting as an attempt.
+type Handler func(ctx context.Context, m Message) error
+
+// WorkOptions shape Work. The zero value runs one handler at a time.
+type WorkOptions struct {
+	// Concurrency is how many handlers run at once; zero means one.
+	Concurrency int
+	// Wait is the long-poll of each consume; zero means 20 s.
+	Wait time.Duration
+	// Visibility is the lease of each record; zero means the topic's. While a handler runs
+	// the worker extends its lease every half of it, so a slow handler keeps its record
+	// (within the topic's MaxLeaseLifetime) and a crashed process loses it one visibility
+	// timeout later.
+	Visibility time.Duration
+	// Pinned restricts the worker to Partition.
+	Pinned    bool
+	Partition int32
+	// OnError, if set, is told of every failure: a handler's error or panic, or an ack,
+	// extend or nack the node refused. Nil ignores them.
+	OnError func(m Message, err error)
+}
+
+// ErrHandlerPanic wraps the value a Handler panicked with.
+var ErrHandlerPanic = errors.New("router: handler panicked")
+
+// defaultWorkWait is how long Work long-polls per consume.
+const defaultWorkWait = 20 * time.Second
+
+// Work runs handler on the records of topic until ctx ends, with at most
+// opts.Concurrency handlers at a time: it consumes as many records as it has free handlers,
+// extends each lease while its handler runs, acks on success and nacks on error or panic.
+// When ctx ends it releases at once every record it holds whose handler has not finished,
+// so a local consumer never strands a lease until its timeout, then waits for its handlers
+// to return. It returns nil when ctx ends, or the error that stopped it (the node closed,
+// the topic deleted).
+func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts WorkOptions) error {
+	slots := max(opts.Concurrency, 1)
+	wait := opts.Wait
+	if wait <= 0 {
+		wait = defaultWorkWait
+	}
+	w := &worker{n: n, topic: topic, handler: handler, opts: opts, free: make(chan struct{}, slots)}
+	for range slots {
+		w.free <- struct{}{}
+	}
+	defer w.running.Wait()
+	for {
+		// Take as many free slots as there are, at least one.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.free:
+		}
+		take := 1
+	more:
+		for take < slots {
+			select {
+			case <-w.free:
+				take++
+			default:
+				break more
+			}
+		}
+		msgs, err := n.Consume(ctx, topic, ConsumeOptions{
+			Max: take, Wait: wait, Visibility: opts.Visibility, Pinned: opts.Pinned, Partition: opts.Partition,
+		})
+		for range take - len(msgs) {
+			w.free <- struct{}{}
+		}
+		switch {
+		case ctx.Err() != nil:
+			w.release(msgs)
+			return nil
+		case err != nil && !errors.Is(err, ErrLogClosed):
+			w.release(msgs)
+			return err
+		}
+		for _, m := range msgs {
+			w.running.Add(1)
+			go w.run(ctx, m)
+		}
+	}
+}
+
+type worker struct {
+	n       *Node
+	topic   string
+	handler Handler
+	opts    WorkOptions
+	free    chan struct{} // one token per free handler slot
+	running sync.WaitGroup
+}
+
+// run processes one record: the handler under a lease kept alive by extensions, then the
+// ack or the nack; if ctx ends first, the record is released at once, while the handler
+// stops.
+func (w *worker) run(ctx context.Context, m Message) {
+	defer w.running.Done()
+	defer func() { w.free <- struct{}{} }()
+	handle := m.Receipt.String()
+	stopExtending := w.keepAlive(handle, m.Expiry)
+	w.running.Add(1) // the release below, if it runs
+	keep := context.AfterFunc(ctx, func() {
+		defer w.running.Done()
+		stopExtending()
+		w.report(m, w.n.Release(context.Background(), w.topic, handle))
+	})
+	err := w.call(ctx, m)
+	if !keep() {
+		return // ctx ended first: the record was released, whatever the handler said
+	}
+	w.running.Done() // the release will not run
+	stopExtending()
+	if err == nil {
+		w.report(m, w.n.Ack(context.Background(), w.topic, handle))
+		return
+	}
+	w.report(m, err)
+	w.report(m, w.n.Nack(context.Background(), w.topic, handle, 0))
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *worker) call(ctx context.Context, m Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
+		}
+	}()
+	return w.handler(ctx, m)
+}
+
+// keepAlive extends the lease every half of its remaining life, on the node's clock, until
+// the returned stop is called.
+func (w *worker) keepAlive(handle string, expiry time.Time) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var cancel func() bool
+	var schedule func(expiry time.Time)
+	schedule = func(expiry time.Time) {
+		every := max(expiry.Sub(w.n.clock.Now())/2, time.Millisecond)
+		cancel = w.n.clock.AfterFunc(every, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopped {
+				return
+			}
+			next, err := w.n.Extend(context.Background(), w.topic, handle, w.opts.Visibility)
+			if err != nil {
+				return // the lease is gone (lifetime cap, node closed): the handler's ack will say
+			}
+			schedule(next)
+		})
+	}
+	mu.Lock()
+	schedule(expiry)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		cancel()
+	}
+}
+
+// release gives back records taken but not handed to a handler.
+func (w *worker) release(msgs []Message) {
+	for _, m := range msgs {
+		w.report(m, w.n.Release(context.Background(), w.topic, m.Receipt.String()))
+		w.free <- struct{}{}
+	}
+}
+
+func (w *worker) report(m Message, err error) {
+	if err != nil && w.opts.OnError != nil {
+		w.opts.OnError(m, err)
+	}
+}

@@ -1,0 +1,199 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/router"
+)
+
+// work runs Work in its own goroutine; cancel stops it and returns its error.
+func (h *harness) work(handler router.Handler, opts router.WorkOptions) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.node.Work(ctx, "orders", handler, opts) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
+}
+
+func TestWorkAcksWithinTheConcurrencyLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0, 1)
+		defer h.close()
+		h.produce(0, 10)
+		h.produce(1, 10)
+		var running, most, handled atomic.Int32
+		stop := h.work(func(ctx context.Context, m router.Message) error {
+			now := running.Add(1)
+			for {
+				prev := most.Load()
+				if now <= prev || most.CompareAndSwap(prev, now) {
+					break
+				}
+			}
+			time.Sleep(time.Second)
+			running.Add(-1)
+			handled.Add(1)
+			return nil
+		}, router.WorkOptions{Concurrency: 3})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.NoError(t, stop())
+		assert.Equal(t, int32(20), handled.Load())
+		assert.Equal(t, int32(3), most.Load(), "at most Concurrency handlers at once")
+		assert.Equal(t, uint64(20), h.node.Stats().Shards.Acked)
+		assert.Empty(t, h.consume(router.ConsumeOptions{}))
+	})
+}
+
+// A handler slower than the visibility timeout keeps its record: the worker extends it.
+func TestWorkExtendsWhileTheHandlerRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 1)
+		stop := h.work(func(ctx context.Context, m router.Message) error {
+			time.Sleep(5 * vt)
+			return nil
+		}, router.WorkOptions{})
+		time.Sleep(4 * vt)
+		assert.Empty(t, h.consume(router.ConsumeOptions{}), "still leased after four visibility timeouts")
+		time.Sleep(2 * vt)
+		synctest.Wait()
+		require.NoError(t, stop())
+		st := h.node.Stats().Shards
+		assert.Equal(t, uint64(1), st.Acked)
+		assert.Zero(t, st.Expired)
+		assert.Positive(t, st.Extended)
+	})
+}
+
+// An error or a panic nacks the record; it comes again, as a new attempt.
+func TestWorkNacksOnErrorAndPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 1)
+		var mu sync.Mutex
+		var attempts []uint32
+		var reported []error
+		stop := h.work(func(ctx context.Context, m router.Message) error {
+			mu.Lock()
+			attempts = append(attempts, m.Attempt)
+			n := len(attempts)
+			mu.Unlock()
+			switch n {
+			case 1:
+				return errors.New("dependency down")
+			case 2:
+				panic("bug")
+			}
+			return nil
+		}, router.WorkOptions{OnError: func(_ router.Message, err error) {
+			mu.Lock()
+			reported = append(reported, err)
+			mu.Unlock()
+		}})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.NoError(t, stop())
+		assert.Equal(t, []uint32{1, 2, 3}, attempts)
+		require.Len(t, reported, 2)
+		assert.ErrorIs(t, reported[1], router.ErrHandlerPanic)
+		assert.Equal(t, uint64(2), h.node.Stats().Shards.Nacked)
+		assert.Equal(t, uint64(1), h.node.Stats().Shards.Acked)
+	})
+}
+
+// Cancelling Work releases every record it holds at once, unprocessed: no lease is left to
+// run out, and the release is not counted as an attempt.
+func TestWorkReleasesEverythingOnCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 5)
+		var started atomic.Int32
+		stop := h.work(func(ctx context.Context, m router.Message) error {
+			started.Add(1)
+			<-ctx.Done()
+			return ctx.Err()
+		}, router.WorkOptions{Concurrency: 3})
+		synctest.Wait()
+		assert.Equal(t, int32(3), started.Load())
+		require.NoError(t, stop())
+		msgs := h.consume(router.ConsumeOptions{Max: 10})
+		assert.Len(t, msgs, 5, "everything is visible again without any time passing")
+		for _, m := range msgs {
+			assert.Equal(t, uint32(1), m.Attempt, "a release is not an attempt")
+		}
+		assert.Zero(t, h.node.Stats().Shards.Nacked)
+	})
+}
+
+func TestWorkStopsWhenTheNodeCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		done := make(chan error, 1)
+		go func() {
+			done <- h.node.Work(context.Background(), "orders", func(context.Context, router.Message) error { return nil }, router.WorkOptions{})
+		}()
+		synctest.Wait()
+		h.close()
+		assert.ErrorIs(t, <-done, router.ErrClosed)
+	})
+}
+
+// With MaxDeliveries, a record that always fails is quarantined and reported to the host;
+// Requeue brings it back.
+func TestQuarantineThroughTheNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		var dead []int64
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 2}
+		}
+		h.cfg.OnQuarantine = func(topic string, p int32, offset int64, attempts uint32) {
+			dead = append(dead, offset)
+		}
+		h.close()
+		h.start()
+		defer h.close()
+		h.produce(0, 2)
+		poisoned := func(ctx context.Context, m router.Message) error {
+			if m.Offset == 0 {
+				return errors.New("poison")
+			}
+			return nil
+		}
+		stop := h.work(poisoned, router.WorkOptions{})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.NoError(t, stop())
+		assert.Equal(t, []int64{0}, dead)
+		q, err := h.node.Quarantined("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{0}, q)
+		assert.Empty(t, h.consume(router.ConsumeOptions{}), "the frontier passed the poison record")
+
+		ok, err := h.node.Requeue("orders", 0, 0)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		m := h.one()
+		assert.Equal(t, int64(0), m.Offset)
+		assert.Equal(t, inflight.ReasonRequeued, m.Reason)
+		require.NoError(t, h.ack(m))
+		q, _ = h.node.Quarantined("orders", 0)
+		assert.Empty(t, q)
+	})
+}
