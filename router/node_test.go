@@ -175,22 +175,27 @@ func TestRedeliveryAfterVisibilityTimeout(t *testing.T) {
 	})
 }
 
-// Checklist 13, 14: a nack wakes a parked consumer at once.
+// Checklist 13, 14: a nack wakes a parked consumer at once; a nack with a delay on a
+// partition nobody touches wakes it when the delay ends, not at the purger's next sweep.
 func TestNackWakesParkedConsumer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, 0)
-		defer h.close()
-		h.produce(0, 1)
-		first := h.one()
-		got := h.async(router.ConsumeOptions{Wait: time.Minute})
-		synctest.Wait()
-		start := time.Now()
-		require.NoError(t, h.node.Nack(context.Background(), "orders", first.Receipt.String(), 0))
-		msgs := <-got
-		require.Len(t, msgs, 1)
-		assert.Zero(t, time.Since(start))
-		assert.Equal(t, inflight.ReasonNacked, msgs[0].Reason)
-	})
+	for _, delay := range []time.Duration{0, 200 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, 0)
+				defer h.close()
+				h.produce(0, 1)
+				first := h.one()
+				got := h.async(router.ConsumeOptions{Wait: time.Minute})
+				synctest.Wait()
+				start := time.Now()
+				require.NoError(t, h.node.Nack(context.Background(), "orders", first.Receipt.String(), delay))
+				msgs := <-got
+				require.Len(t, msgs, 1)
+				assert.Equal(t, delay, time.Since(start))
+				assert.Equal(t, inflight.ReasonNacked, msgs[0].Reason)
+			})
+		})
+	}
 }
 
 // Checklist 90-92: a pinned consumer waiting on an empty partition never stalls unpinned ones.
@@ -311,24 +316,6 @@ func TestProcessCrashRedeliversAboutOneTick(t *testing.T) {
 		again := offsetsOf(h.consume(router.ConsumeOptions{Max: 6}))
 		assert.Subset(t, []int64{2, 4, 5}, again)
 		assert.Subset(t, again, []int64{2, 5}, "nothing unacked is lost")
-	})
-}
-
-// A nack delay on a partition nobody touches ends at its deadline, not at the next sweep of
-// the purger.
-func TestNackDelayEndsOnTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, 0)
-		defer h.close()
-		h.produce(0, 1)
-		m := h.one()
-		got := h.async(router.ConsumeOptions{Wait: time.Minute})
-		synctest.Wait()
-		start := time.Now()
-		require.NoError(t, h.node.Nack(context.Background(), "orders", m.Receipt.String(), 200*time.Millisecond))
-		msgs := <-got
-		require.Len(t, msgs, 1)
-		assert.Equal(t, 200*time.Millisecond, time.Since(start))
 	})
 }
 

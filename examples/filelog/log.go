@@ -250,6 +250,12 @@ func (l *Log) roll() error {
 		return fmt.Errorf("filelog: roll %s: %w", l.dir, err)
 	}
 	l.segs = append(l.segs, seg)
+	return l.dirChanged()
+}
+
+// dirChanged records that segment files were created or removed, and makes the directory
+// durable at once when every append must be.
+func (l *Log) dirChanged() error {
 	l.dirDirty = true
 	if l.opts.Sync == SyncEveryAppend {
 		if err := syncDir(l.dir); err != nil {
@@ -278,13 +284,7 @@ func (l *Log) enforceRetention() error {
 		removed = true
 	}
 	if removed {
-		l.dirDirty = true
-		if l.opts.Sync == SyncEveryAppend {
-			if err := syncDir(l.dir); err != nil {
-				return fmt.Errorf("filelog: sync %s: %w", l.dir, err)
-			}
-			l.dirDirty = false
-		}
+		return l.dirChanged()
 	}
 	return nil
 }
