@@ -22,27 +22,30 @@ package pump
 // topic), and is safe for concurrent use from any goroutine, Source.Take and Source.Release
 // included.
 func (p *Pump[M]) Notify(topic string) {
+	if t := p.waited(topic); t != nil {
+		t.wakeAll(p)
+	}
+}
+
+// waited returns the queue state of topic if a waiter is parked on it: one lock-free map
+// read and one atomic load, no allocation.
+func (p *Pump[M]) waited(topic string) *topicQueue[M] {
 	v, ok := p.topics.Load(topic)
 	if !ok {
-		return
+		return nil
 	}
-	t := v.(*topicQueue[M])
-	if t.live.Load() == 0 {
-		return
+	if t := v.(*topicQueue[M]); t.live.Load() > 0 {
+		return t
 	}
-	t.wakeAll(p)
+	return nil
 }
 
 // NotifyPartition is the finer wake for records that became available on one partition: it makes
 // a pass due over that partition's pinned FIFO and over the topic's shared FIFO, and leaves the
 // other partitions' pinned waiters alone. The waiter-less case costs what Notify's does.
 func (p *Pump[M]) NotifyPartition(topic string, partition int32) {
-	v, ok := p.topics.Load(topic)
-	if !ok {
-		return
-	}
-	t := v.(*topicQueue[M])
-	if t.live.Load() == 0 {
+	t := p.waited(topic)
+	if t == nil {
 		return
 	}
 	t.mu.Lock()
