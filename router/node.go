@@ -282,7 +282,8 @@ func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 
 // Appended tells the node that the log of (topic, partition) grew to hwm (the next offset
 // to be written). It wakes a parked consumer if there is one; with none parked it returns at
-// once on an atomic flag and allocates nothing.
+// once on an atomic flag and allocates nothing. A host also calls it when the node gains a
+// partition, so consumers parked on the topic look at it at once.
 func (n *Node) Appended(topic string, partition int32, hwm int64) {
 	n.pump.NotifyPartition(topic, partition)
 }
