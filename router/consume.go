@@ -13,8 +13,9 @@ import (
 type ConsumeOptions struct {
 	// Max is the most records to take (a batch consume); zero or one means one.
 	Max int
-	// Wait is how long to wait for a record when none is there (a long-poll). While it
-	// waits the consumer costs nothing: no timer per consumer, no polling.
+	// Wait is how long to wait for a record when none is there (a long-poll). A waiting
+	// consumer costs no polling and no wake-up: it blocks on one channel, and its only
+	// timer is its own deadline, which fires only if nothing arrives.
 	Wait time.Duration
 	// Pinned restricts the consume to Partition, which this node must own.
 	Pinned    bool
