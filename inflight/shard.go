@@ -73,8 +73,9 @@ type Hooks struct {
 	// Wake reports that records of the partition became visible again: a nack without
 	// delay, a lease expiry or the end of a nack delay, found by Purge or by any touch.
 	Wake func(topic string, partition int32)
-	// Dirty reports that the persisted state changed: the frontier advanced or jumped, or
-	// the acked-ahead, quarantined or requeued sets changed.
+	// Dirty reports that the persisted state changed: a lease was granted (its attempt
+	// counts), the frontier advanced or jumped, or the acked-ahead, quarantined or
+	// requeued sets changed.
 	Dirty func(topic string, partition int32)
 	// Quarantine reports an offset set aside after its attempts reached the topic's
 	// MaxDeliveries: a host copies the record to a dead-letter topic here, say.
@@ -262,6 +263,9 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	s.mu.Unlock()
 	if err == nil {
 		fx.deadline = lease.Expiry.UnixNano()
+		// The attempt count is persisted state: a record that crashes every consumer (or
+		// the process) must still reach MaxDeliveries across restarts.
+		fx.dirty = true
 	}
 	s.report(&fx)
 	return lease, err

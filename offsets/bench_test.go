@@ -1,9 +1,12 @@
 package offsets
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -14,8 +17,9 @@ type benchSource struct {
 	ahead    []int64
 }
 
-func (s *benchSource) State(_ string, _ int32, buf []int64) (int64, []int64, bool) {
-	return s.frontier, append(buf[:0], s.ahead...), true
+func (s *benchSource) State(_ string, _ int32, into *State) bool {
+	into.Frontier, into.Ahead = s.frontier, append(into.Ahead[:0], s.ahead...)
+	return true
 }
 
 var benchSizes = []int{12, 64, 256}
@@ -150,4 +154,66 @@ func BenchmarkMarkDirty(b *testing.B) {
 			c.MarkDirty("topic", 7)
 		}
 	})
+}
+
+// BenchmarkDurable measures the durable wait on the real disk: N goroutines each report an ack
+// (MarkDirty) and wait for Durable on one partition, over and over, while Run ticks with the
+// shortest durability interval (D = T = 10 ms). One op is one Durable call. syncs/waiter is
+// the partition's writeouts (one SyncData each) per call: group commit makes it about 1/N;
+// ns/wait is how long a call waited, about one tick plus the writeout.
+func BenchmarkDurable(b *testing.B) {
+	for _, n := range []int{1, 8, 64, 512} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) { benchDurable(b, n) })
+	}
+}
+
+func benchDurable(b *testing.B, n int) {
+	root := b.TempDir()
+	src := &benchSource{frontier: 99, ahead: []int64{101, 105}}
+	c, err := New(Config{Dir: func(string, int32) string { return root }, Source: src, Interval: MinInterval})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var run sync.WaitGroup
+	run.Add(1)
+	go func() {
+		defer run.Done()
+		_ = c.Run(ctx, nil)
+	}()
+	defer run.Wait()
+	defer cancel()
+	c.MarkDirty("bench", 0)
+	if err := c.Durable(ctx, "bench", 0); err != nil { // primed and written out once
+		b.Fatal(err)
+	}
+	before := c.Stats()
+	var calls, waited atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for calls.Add(1) <= int64(b.N) {
+				c.MarkDirty("bench", 0)
+				start := time.Now()
+				if err := c.Durable(ctx, "bench", 0); err != nil {
+					b.Error(err)
+					return
+				}
+				waited.Add(int64(time.Since(start)))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	s := c.Stats()
+	b.ReportMetric(float64(s.Writeouts-before.Writeouts)/float64(b.N), "syncs/waiter")
+	b.ReportMetric(float64(waited.Load())/float64(b.N), "ns/wait")
+	if got := s.Durables - before.Durables; got != uint64(b.N) {
+		b.Fatalf("%d calls answered, want %d", got, b.N)
+	}
 }

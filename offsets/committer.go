@@ -3,7 +3,9 @@ package offsets
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,15 +22,22 @@ const (
 // Source gives the committer the live state of a partition. The router adapts the in-flight
 // tracker to it.
 //
-// State fills ahead (reusing its backing array when it is large enough) with the offsets acked
-// above the frontier, ascending and each above the frontier, and returns it. The frontier is
-// inclusive: the last offset up to which everything is settled, -1 while offset 0 is not.
+// State fills *into with the partition's live acked state and reports whether the partition
+// has a shard: the frontier (inclusive: the last offset up to which everything is settled, -1
+// while offset 0 is not), the offsets acked above it (ascending, each above the frontier), the
+// delivery attempts of unresolved offsets above it (ascending by offset, each above the
+// frontier), the quarantined offsets (ascending, at least 0, on either side of the frontier)
+// and the requeued ones (ascending, within [0, frontier]). It reuses into's slices, appending
+// to them from length zero, so a steady tick allocates nothing; into.Found is not used. The
+// committer resets the lengths before the call and reads the slices only until its next call.
+//
 // ok is false when the partition's shard is gone; the committer then writes nothing for it
-// (checklist item 40). The committer calls State from its own goroutine, never while holding a
-// lock that Forget or MarkDirty take, so State may take the shard's lock. It must not call
-// Tick or Close.
+// (checklist item 40), and fails the Durable waits of the partition. The committer calls State
+// from its own goroutine, one call at a time, never while holding a lock that Forget,
+// MarkDirty or Durable take, so State may take the shard's lock. It must not call Tick or
+// Close.
 type Source interface {
-	State(topic string, partition int32, ahead []int64) (frontier int64, aheadOut []int64, ok bool)
+	State(topic string, partition int32, into *State) (ok bool)
 }
 
 // Config configures a Committer. Dir and Source are required.
@@ -57,8 +66,8 @@ type key struct {
 }
 
 // Committer persists the acked state of partitions: it is the node's one offset committer.
-// MarkDirty, Forget, Load, ClampToWatermark and Stats are safe for concurrent use; Tick, Run and
-// Close serialize with each other.
+// MarkDirty, Durable, Forget, Load, ClampToWatermark and Stats are safe for concurrent use;
+// Tick, Run and Close serialize with each other.
 type Committer struct {
 	fs         FS
 	dir        func(string, int32) string
@@ -83,7 +92,7 @@ type Committer struct {
 	unlevel []*partition // partitions whose consumer.offset trails their anchor (lazily compacted)
 	spare   []*partition // the marked list not in use
 	t       tickScratch
-	ahead   []int64
+	st      State // the Source's answer, reused
 	rec     Record
 	slot    [SlotSize]byte
 	file    [AheadFileSize]byte
@@ -99,18 +108,26 @@ type Committer struct {
 	inTick  bool
 	orphans []File
 
-	// markMu guards the partition map, the marked list, partition.marked and closed. It is
-	// never held across I/O or a call out of the package.
+	// markMu guards the partition map, the marked list, partition.marked, the Durable waiters
+	// (partition.waiters, .strandedW) and closed. It is never held across I/O or a call out
+	// of the package.
 	markMu sync.Mutex
 	parts  map[key]*partition
 	marked []*partition
 	closed bool
 
+	// snaps numbers the Source calls (the tick's, in order); a Durable wait is covered by a
+	// window whose snapshot's number exceeds what snaps held when it registered.
+	snaps atomic.Uint64
+	// waiting counts the Durable waits registered and not yet answered, all partitions.
+	waiting atomic.Int64
+
 	done chan struct{} // closed by Close, so Run returns at once
 
-	stats                              counters
-	warnOverrun, warnLate, warnDropped limiter
-	warnTick                           limiter
+	stats                                counters
+	warnOverrun, warnLate, warnDropped   limiter
+	warnDroppedRequeued, warnDroppedSets limiter
+	warnTick                             limiter
 }
 
 // partition is the committer's state for one partition. Fields are owned by the tick goroutine
@@ -122,7 +139,10 @@ type partition struct {
 	turn  uint64 // writeout turn: key % turns
 	dir   string // resolved at the first prime
 
-	marked bool // markMu: acked since the last tick
+	marked    bool         // markMu: acked since the last tick
+	waiters   []*waiter    // markMu: Durable waits not yet answered
+	strandedW bool         // markMu: stranded; Durable fails at once
+	nwait     atomic.Int32 // len(waiters), for the tick to read without markMu
 
 	forgotten        bool       // ioMu: Forget detached it; never touched again
 	f, oneShot       File       // ioMu: held descriptor, descriptor for this tick only
@@ -143,10 +163,11 @@ type partition struct {
 	hasAnchor      bool // the anchor slot holds a valid record
 	anchorOurs     bool // the anchor is a record this committer wrote out
 
-	windowFrontier int64 // frontier of the last whole window write, -1 before the first
-	windowOK       bool  // the window holds a whole record written after the last failed sync
-	needRewrite    bool  // a window write or sync failed: rewrite it before any flip (I9)
-	pending        bool  // written since the last writeout
+	windowFrontier int64  // frontier of the last whole window write, -1 before the first
+	windowSnap     uint64 // number of the snapshot the last whole window write holds
+	windowOK       bool   // the window holds a whole record written after the last failed sync
+	needRewrite    bool   // a window write or sync failed: rewrite it before any flip (I9)
+	pending        bool   // written since the last writeout
 	pendingSince   time.Time
 
 	levelled      int64     // value consumer.offset holds, when levelledOK
@@ -218,12 +239,21 @@ func (c *Committer) MarkDirty(topic string, partition int32) {
 	if c.closed {
 		return
 	}
-	k := key{topic, partition}
+	c.markLocked(c.partLocked(key{topic, partition}))
+}
+
+// partLocked returns the partition's state, creating it. Called with markMu held.
+func (c *Committer) partLocked(k key) *partition {
 	p := c.parts[k]
 	if p == nil {
 		p = c.newPartition(k)
 		c.parts[k] = p
 	}
+	return p
+}
+
+// markLocked puts p on the next tick's list. Called with markMu held.
+func (c *Committer) markLocked(p *partition) {
 	if !p.marked {
 		p.marked = true
 		c.marked = append(c.marked, p)
@@ -239,6 +269,7 @@ func (c *Committer) newPartition(k key) *partition {
 // the call is written (checklist item 63): it waits for a write or sync of that partition in
 // progress, and a tick holding an older snapshot finds the partition forgotten. The next
 // MarkDirty starts afresh with a prime, which also clears a strand. Every shard drop calls it.
+// The partition's Durable waits fail with ErrShardGone.
 func (c *Committer) Forget(topic string, partition int32) {
 	c.ioMu.Lock()
 	defer c.ioMu.Unlock()
@@ -263,6 +294,7 @@ func (c *Committer) Forget(topic string, partition int32) {
 			}
 		}
 	}
+	c.failWaiters(p, math.MaxUint64, ErrShardGone)
 	c.markMu.Unlock()
 	p.forgotten = true
 	c.dropDescriptors(p)
@@ -311,8 +343,10 @@ func (c *Committer) step(now time.Time, mode tickMode) (tickReport, error) {
 
 // Close writes out every partition and levels every consumer.offset, whatever their turn, then
 // closes every descriptor: after it both files of every partition the committer knows are
-// exact and durable (checklist item 59). Later Ticks answer ErrClosed, Run returns, MarkDirty
-// does nothing. A second Close returns nil.
+// exact and durable (checklist item 59; no consumer.offset is created for a frontier of -1). A Durable wait registered before Close is answered
+// nil when Close's writeout of its partition holds, and otherwise fails with an error matching
+// ErrClosed (joined with Close's error). Later Ticks and Durable calls answer ErrClosed, Run
+// returns, MarkDirty does nothing. A second Close returns nil.
 func (c *Committer) Close() error {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
@@ -327,6 +361,7 @@ func (c *Committer) Close() error {
 
 	_, err := c.tick(c.lastNow, modeClose)
 	c.releaseAll()
+	c.failAllWaiters(err)
 	return err
 }
 

@@ -17,9 +17,11 @@ import (
 )
 
 // The standard crash workload W1 of RELIABILITY.md: 4 partitions, 30 ticks of mixed in-order
-// and out-of-order acks, one fresh prime, one upgrade prime (consumer.offset only), one
-// partition with a durable consumer.ahead from an earlier run and one with a move's 4 KiB copy,
-// D = 10 ticks, consumer.offset levelled every 10 ticks, then a graceful Close.
+// and out-of-order acks, with deliveries counted, offsets quarantined (at the frontier hole and
+// above it), requeued (at or below the frontier, and above it) and requeued ones acked; one
+// fresh prime, one upgrade prime (consumer.offset only), one partition with a durable
+// consumer.ahead from an earlier run holding every set and one with a move's 4 KiB copy, D = 10
+// ticks, consumer.offset levelled every 10 ticks, then a graceful Close.
 const (
 	w1Parts = 4
 	w1Ticks = 30
@@ -34,12 +36,19 @@ func w1Setup(t testing.TB, fsys *memfs.FS) {
 		require.NoError(t, fsys.MkdirAll(dirOf("w", p)))
 	}
 	require.NoError(t, fsys.WriteFile(offsetPath("w", 1), be64(99)))
-	k2 := offsets.PartitionKey("w", 2)
-	s2 := slot(t, offsets.Record{Seq: 3, Key: k2, Frontier: 10, Ahead: []int64{12, 14}})
+	s2 := slot(t, w1InitialRecord[2])
 	require.NoError(t, fsys.WriteFile(aheadPath("w", 2), append(s2, make([]byte, offsets.SlotSize)...)))
 	require.NoError(t, fsys.WriteFile(offsetPath("w", 2), be64(5)))
-	k3 := offsets.PartitionKey("w", 3)
-	require.NoError(t, fsys.WriteFile(aheadPath("w", 3), slot(t, offsets.Record{Seq: 1, Key: k3, Frontier: 50, Ahead: []int64{52}})))
+	require.NoError(t, fsys.WriteFile(aheadPath("w", 3), slot(t, w1InitialRecord[3])))
+}
+
+// w1InitialRecord is the durable consumer.ahead record a partition starts from, if any: the
+// anchor every recovery must keep before the committer has made anything else durable.
+var w1InitialRecord = [w1Parts]offsets.Record{
+	2: {Seq: 3, Key: offsets.PartitionKey("w", 2), Frontier: 10, Ahead: []int64{12, 14},
+		Attempts: []offsets.Attempt{{Offset: 11, Count: 2}, {Offset: 13, Count: 1}}, Quarantine: []int64{4, 9, 16},
+		Requeued: []int64{6}},
+	3: {Seq: 1, Key: offsets.PartitionKey("w", 3), Frontier: 50, Ahead: []int64{52}, Quarantine: []int64{30}},
 }
 
 // w1Run runs the workload until it ends or the file system freezes (CrashAfter). It returns
@@ -52,7 +61,8 @@ func w1Run(t testing.TB, h *memHarness, seed uint64) bool {
 	}
 	for range w1Ticks {
 		for p := range int32(w1Parts) {
-			f := h.shards.Snapshot("w", p).Frontier
+			snap := h.shards.Snapshot("w", p)
+			f := snap.Frontier
 			for range rng.IntN(4) {
 				if rng.IntN(3) == 0 {
 					h.ack("w", p, f+2+int64(rng.IntN(6))) // out of order
@@ -61,6 +71,7 @@ func w1Run(t testing.TB, h *memHarness, seed uint64) bool {
 					h.ack("w", p, f)
 				}
 			}
+			w1Redelivery(h, rng, p, snap)
 		}
 		_ = h.tick()
 		if h.fs.Crashed() {
@@ -69,6 +80,32 @@ func w1Run(t testing.TB, h *memHarness, seed uint64) bool {
 	}
 	_ = h.c.Close()
 	return h.fs.Crashed()
+}
+
+// w1Redelivery is W1's share of issue 5: leases counted on unresolved offsets, a quarantine
+// now and then (often the frontier hole, so the frontier passes over it), requeues of
+// quarantined offsets, and acks of requeued ones.
+func w1Redelivery(h *memHarness, rng *rand.Rand, p int32, snap offsets.State) {
+	cur := h.shards.Snapshot("w", p)
+	open := h.shards.Unresolved("w", p, cur.Frontier+8)
+	for range rng.IntN(3) {
+		if len(open) > 0 {
+			h.deliver("w", p, open[rng.IntN(len(open))])
+		}
+	}
+	if len(open) > 0 && rng.IntN(5) == 0 {
+		off := open[0]
+		if rng.IntN(2) == 0 {
+			off = open[rng.IntN(len(open))]
+		}
+		h.quarantine("w", p, off)
+	}
+	if len(snap.Quarantine) > 0 && rng.IntN(6) == 0 {
+		h.requeue("w", p, snap.Quarantine[rng.IntN(len(snap.Quarantine))])
+	}
+	if len(snap.Requeued) > 0 && rng.IntN(3) == 0 {
+		h.ack("w", p, snap.Requeued[rng.IntN(len(snap.Requeued))])
+	}
 }
 
 // crashKind is one way of coming back from a frozen file system.
@@ -169,10 +206,13 @@ func sweepPoint(t *testing.T, seed uint64, k, total int) int {
 		return 1
 	}
 	var floors [w1Parts]offsets.Floor
-	var anchors [w1Parts][]int64
+	var anchors [w1Parts]*offsets.Record
 	for p := range int32(w1Parts) {
 		floors[p] = offsets.Floors(h.c, "w", p)
-		anchors[p] = anchorAhead(t, fsys, "w", p, floors[p])
+		anchors[p] = anchorRecord(t, fsys, "w", p, floors[p])
+		if !floors[p].Primed && w1InitialRecord[p].Seq != 0 {
+			anchors[p] = &w1InitialRecord[p] // not primed yet: the record it starts from
+		}
 	}
 	lastWrite := lastUnsyncedWrite(h.ops)
 	n := 0
@@ -186,16 +226,17 @@ func sweepPoint(t *testing.T, seed uint64, k, total int) int {
 		where := fmt.Sprintf("seed %d, crash after %d of %d ops, %s", seed, k, total, kind.name)
 		observed := checkRecovery(t, h, after, floors, anchors, kind.process, where)
 		if kind.process || kind.cut.KeepUnsynced == 1 {
-			restartThenPowerLoss(t, after, observed, where)
+			restartThenPowerLoss(t, h.shards, after, observed, where)
 		}
 		n++
 	}
 	return n
 }
 
-// anchorAhead reads the anchor record's acked-ahead offsets from the page cache (the anchor is
-// durable and not written while it is the anchor, so the page cache holds its durable bytes).
-func anchorAhead(t tb, frozen *memfs.FS, topic string, p int32, fl offsets.Floor) []int64 {
+// anchorRecord reads the anchor record from the page cache (the anchor is durable and not
+// written while it is the anchor, so the page cache holds its durable bytes); nil when the
+// anchor holds nothing.
+func anchorRecord(t tb, frozen *memfs.FS, topic string, p int32, fl offsets.Floor) *offsets.Record {
 	if fl.AnchorSlot < 0 {
 		return nil
 	}
@@ -204,13 +245,13 @@ func anchorAhead(t tb, frozen *memfs.FS, topic string, p int32, fl offsets.Floor
 	var r offsets.Record
 	at := fl.AnchorSlot * offsets.SlotSize
 	require.NoError(t, offsets.DecodeSlot(b[at:at+offsets.SlotSize], &r), "the anchor is a valid record")
-	return r.Ahead
+	return &r
 }
 
 // checkRecovery recovers every partition from after and checks I1 and I2; it returns what was
 // recovered.
 func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts]offsets.Floor,
-	anchors [w1Parts][]int64, process bool, where string) [w1Parts]offsets.State {
+	anchors [w1Parts]*offsets.Record, process bool, where string) [w1Parts]offsets.State {
 	var got [w1Parts]offsets.State
 	for p := range int32(w1Parts) {
 		st := recoverOn(t, after, "w", p)
@@ -225,11 +266,14 @@ func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts
 			require.True(t, st.Found, "I2: %s", msg)
 		}
 		require.GreaterOrEqual(t, st.Frontier, floor, "I2 frontier below the durable floor: %s", msg)
-		for _, o := range anchors[p] {
-			if o > st.Frontier {
-				require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+		if a := anchors[p]; a != nil {
+			for _, o := range a.Ahead {
+				if o > st.Frontier {
+					require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+				}
 			}
 		}
+		requireSetsRecovered(t, h.shards, "w", p, st, anchors[p], msg)
 	}
 	return got
 }
@@ -237,11 +281,12 @@ func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts
 // restartThenPowerLoss is I3: a restart observes a state, primes, acks one more offset per
 // partition and writes its window without a writeout; a power loss then must not take back
 // what the restart observed.
-func restartThenPowerLoss(t *testing.T, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
+func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
 	h := newMemHarness(t, fsys, nil)
+	h.shards.Inherit(before)
 	for p := range int32(w1Parts) {
 		st := h.create("w", p)
-		require.Equal(t, observed[p].Frontier, st.Frontier)
+		requireSameState(t, observed[p], st, "the restart observes what recovery read")
 		h.ack("w", p, st.Frontier+1)
 	}
 	_ = h.tick()
@@ -256,6 +301,10 @@ func restartThenPowerLoss(t *testing.T, fsys *memfs.FS, observed [w1Parts]offset
 				require.True(t, slices.Contains(st.Ahead, o), "I3: acked-ahead %d lost, partition %d, %s", o, p, where)
 			}
 		}
+		// Nothing was requeued or delivered since: the sets the restart observed are all there.
+		requireSetsRecovered(t, h.shards, "w", p, st, &offsets.Record{Quarantine: observed[p].Quarantine,
+			Requeued: observed[p].Requeued, Attempts: observed[p].Attempts},
+			fmt.Sprintf("I3: partition %d, %s", p, where))
 	}
 }
 
@@ -266,8 +315,7 @@ func requireExactAfterClose(t *testing.T, h *memHarness) {
 	for p := range int32(w1Parts) {
 		want := h.shards.Snapshot("w", p)
 		got := recoverOn(t, cut, "w", p)
-		require.Equal(t, want.Frontier, got.Frontier)
-		require.True(t, slices.Equal(want.Ahead, got.Ahead))
+		requireSameState(t, want, got, fmt.Sprintf("exact after Close, partition %d", p))
 		b, err := cut.ReadFile(offsetPath("w", p))
 		require.NoError(t, err)
 		require.Equal(t, be64(want.Frontier), b)

@@ -1,10 +1,13 @@
 // Package offsets is the node's offset committer: it makes the acked state of each partition
-// (the committed frontier and the offsets acked above it) durable in two files in the
-// partition's directory, and reads them back at recovery. Its promise: no crash of the process
-// or of the machine recovers a frontier or an acked-ahead offset that was never acked; a process
-// crash delivers again about one tick of acks, a power loss about one durability interval plus a
-// tick and the writeout time, and a graceful Close nothing (spec sections "Ack persistence",
-// "Crash recovery", "Consumer state: memory and disk"; CHECKLIST items 37 to 76).
+// durable in two files in the partition's directory, and reads it back at recovery. The acked
+// state is the committed frontier and the offsets acked above it, and, for issue "Poison
+// messages and redelivery control", the delivery attempts of unresolved offsets above the
+// frontier, the quarantined offsets and the requeued ones. Its promise: no crash of the process
+// or of the machine recovers a frontier, an acked-ahead offset, an attempt count, a quarantined
+// or a requeued offset the live shard never held; a process crash delivers again about one tick
+// of acks, a power loss about one durability interval plus a tick and the writeout time, and a
+// graceful Close nothing; and a Durable wait that returned survives either (spec sections "Ack
+// persistence", "Crash recovery", "Consumer state: memory and disk"; CHECKLIST items 37 to 76).
 //
 // # Usage
 //
@@ -12,7 +15,7 @@
 //
 //	c, err := offsets.New(offsets.Config{
 //		Dir:    func(topic string, p int32) string { return filepath.Join(root, topic, strconv.Itoa(int(p))) },
-//		Source: trackerAdapter, // State(topic, p, buf) from the live in-flight shard
+//		Source: trackerAdapter, // State(topic, p, &into) from the live in-flight shard
 //		Logger: logger,
 //	})
 //	go c.Run(ctx, clock) // or drive c.Tick(now) from a simulator
@@ -24,13 +27,18 @@
 //     hwm); install the shard from st (a new partition, !st.Found, starts at its oldest retained
 //     offset minus one); then c.MarkDirty(topic, p), so the next tick primes the partition and
 //     makes what Load read durable (invariant I3; see Load).
-//   - After every ack, extend or retention jump that changed the acked state, once the shard's
-//     lock is released: c.MarkDirty(topic, p). It is cheap, never blocks on I/O, and allocates
-//     nothing for a known partition.
+//   - After every ack, extend, retention jump, quarantine or requeue that changed the acked
+//     state, once the shard's lock is released: c.MarkDirty(topic, p). It is cheap, never
+//     blocks on I/O, and allocates nothing for a known partition. (Attempt counts change at
+//     every lease; they are written with the partition's next window, whatever marked it.)
+//   - For an ack that must be on disk before it is answered: MarkDirty, then
+//     c.Durable(ctx, topic, p), which returns once a writeout covering it held (see Durable
+//     waits below).
 //   - On every drop of a shard (a move's reset before and after its install, a reclaim, a
 //     retired incarnation): c.Forget(topic, p). Once it returns nothing taken before it is
 //     written.
-//   - At shutdown, after acks stop: c.Close(). Both files are then exact and durable.
+//   - At shutdown, after acks stop: c.Close(). Both files are then exact and durable (a
+//     partition whose frontier is still -1 has no consumer.offset; see Cadences).
 //
 // # Files
 //
@@ -48,7 +56,8 @@
 //	    24     4  partition key: CRC-32C of the topic's bytes followed by the partition as an
 //	              int32; recovery ignores a record of another partition
 //	    28     4  dropped: acked-ahead offsets the writer left out for lack of room
-//	              (informational; they are delivered again)
+//	              (informational; they are delivered again; the other sets' losses are
+//	              counted in Stats only)
 //	    32     L  sections
 //	  32+L     -  zero padding up to byte 4092
 //	  4092     4  CRC-32C (Castagnoli) of bytes 0 to 4091
@@ -63,16 +72,41 @@
 //	tag 1  acked-ahead offsets, as runs: for each maximal run [start, end] of consecutive
 //	       offsets, uvarint(start - prev - 1) then uvarint(end - start), where prev is the
 //	       frontier for the first run and the previous run's end after it (so every gap after
-//	       the first is at least 1).
-//	tag 2  reserved for issue "Poison messages and redelivery control": delivery attempts of
-//	       offsets above the frontier, uvarint(offset - prev - 1) then uvarint(count) per
-//	       offset, prev being the frontier and then the previous offset.
-//	tag 3  reserved likewise: quarantined offsets, as runs (as tag 1).
+//	       the first is at least 1). Every offset lies above the frontier.
+//	tag 2  delivery attempts of unresolved offsets above the frontier, ascending: per offset
+//	       uvarint(offset - prev - 1) then uvarint(count), prev being the frontier and then the
+//	       previous offset; count fits a uint32. Recovery keeps only those above the recovered
+//	       frontier and not acked ahead.
+//	tag 3  quarantined offsets, as runs (as tag 1) but with prev starting at -1, not the
+//	       frontier: they lie on either side of it (the frontier passes over them and they stay
+//	       until requeued), each at least 0.
+//	tag 4  requeued offsets (quarantined offsets at or below the frontier that wait to be
+//	       delivered again), as runs with prev starting at -1, each within [0, frontier]. A
+//	       record holding one above its frontier is malformed.
+//
+// For example, frontier 10, acked ahead {12, 13}, attempts {11: 3, 14: 300}, quarantine
+// {5, 6, 7, 11}, requeued {2, 9} make these 27 bytes of sections
+//
+//	01 0002 01 01            tag 1: run 12..13 (gap 12-10-1 = 1, extra 1)
+//	02 0005 00 03 02 AC02    tag 2: 11 (gap 0) x3; 14 (gap 14-11-1 = 2) x300
+//	03 0004 05 02 03 00      tag 3: run 5..7 (gap 5-(-1)-1 = 5, extra 2); 11 (gap 3)
+//	04 0004 02 00 06 00      tag 4: 2 (gap 2); 9 (gap 9-2-1 = 6)
+//
+// Tags 2 and 3 were reserved, and written empty, by the first release of the format, which
+// reads tag 3 with prev starting at the frontier and discards what it read (offsets below
+// 2^62 keep that read in range, so it does not take the slot for damaged); tag 4 is new, and
+// that release skips it. Either way an older version 1 reader recovers the frontier and the
+// acked-ahead offsets of a record of this release, and ignores the rest.
 //
 // A scattered offset costs 2 bytes and a run 2 to 6, so a slot holds about 2,000 scattered
-// acked-ahead offsets and any number in long runs, up to MaxAheadOffsets (2^20). A set still
-// too large keeps its lowest offsets; the rest are counted (Stats.DroppedAhead), logged at most
-// once a minute, and delivered again after a restart (checklist item 51).
+// offsets and any number in long runs, up to MaxAheadOffsets (2^20) per set. When the sets do
+// not all fit, each keeps its lowest offsets and they take the room in this order: requeued
+// offsets first (one left out is a record never delivered again after a restart: logged as an
+// error), then acked-ahead offsets (delivered again, checklist item 51), quarantined offsets
+// (they would be settled after a restart, and no longer requeueable) and attempts (counted
+// afresh). What is left out is counted (Stats.DroppedRequeued, DroppedAhead,
+// DroppedQuarantine, DroppedAttempts) and logged, each kind at most once a minute. The
+// sections are still laid out by ascending tag.
 //
 // consumer.offset, the file older releases and operators read, is 8 bytes: the frontier as a
 // big-endian int64. It carries no checksum: recovery ignores a file of another size or a value
@@ -80,8 +114,13 @@
 // (ClampToWatermark, gap G1).
 //
 // Recovery (Load, Recover) takes the newest valid slot of the partition, then the larger of its
-// frontier and consumer.offset's; acked-ahead offsets at or below that frontier are settled. A
-// short consumer.ahead (a move's copy carries slot 0 only) is read as far as it goes.
+// frontier and consumer.offset's; acked-ahead offsets and attempts at or below that frontier
+// are settled, and so are the attempts of offsets acked ahead. The quarantine comes back as
+// written, and the requeued offsets all (they lie at or below the slot's frontier, so at or
+// below the recovered one). Every set comes from the one slot chosen, never a mix of the two:
+// the newest-valid-slot rule applies to the whole record. A short consumer.ahead (a move's copy
+// carries slot 0 only) is read as far as it goes. ClampToWatermark drops offsets at or above
+// the high watermark from every set.
 //
 // # Cadences
 //
@@ -99,7 +138,13 @@
 // consumer.offset is brought level with the anchor's frontier at a writeout, or on a quiet
 // partition's turn, at most every 30 s, and by Close. It is only ever levelled with a record
 // this committer wrote out, so it never leads consumer.ahead's durable frontier (except after a
-// failed device flush) and never undercuts what a restart loaded.
+// failed device flush) and never undercuts what a restart loaded. A frontier of -1 is not
+// written into a consumer.offset that does not durably hold a frontier yet: that write would
+// create or extend the file, and a power loss can keep a file's new size without its bytes,
+// eight zeros that read as frontier 0, an offset never acked. A missing consumer.offset says as
+// much (consumer.ahead holds the frontier).
+//
+// A Durable wait makes its partition due on the next tick, whatever its turn (see below).
 //
 // Two warnings, each at most once a minute, with the spec's words and fields: a tick that took
 // longer than T (Run measures it; priming ticks do not count; the next tick then starts at
@@ -128,6 +173,28 @@
 // crashed before its directory sync looks like an old one. A prime that fails (ENOSPC on the
 // extension, say) leaves the partition unprimed, retried on the next tick, and nothing is
 // written into its window meanwhile.
+//
+// # Durable waits
+//
+// Durable(ctx, topic, p) returns once every change to the partition's acked state reported by
+// MarkDirty before the call is durable: a window whose snapshot was taken after the call has
+// been written out, with its device flush, and flipped to be the anchor. The call registers a
+// small waiter record (recycled; no goroutine per waiter, no allocation in steady state) and
+// marks the partition; the next tick takes a fresh snapshot, writes the window, and writes the
+// partition out whatever its turn (Stats.EarlyWriteouts), so a wait lasts about one tick plus
+// the writeout time rather than up to D. Each snapshot is numbered; a waiter remembers the
+// number when it registered, and a flip answers exactly the waiters registered before the
+// flipped window's snapshot. One writeout answers every waiter of the partition registered
+// before that tick's snapshot: a group commit, never a sync per call; a waiter registered
+// while the tick holds its snapshot waits for the next tick.
+//
+// A failed sync or device flush answers nothing: the waiters wait for the next writeout that
+// holds, which the fsyncgate rule makes a whole window rewrite followed by a successful sync.
+// Other answers: ctx's error when ctx is done first (the waiter is withdrawn); a
+// *PartitionError (Op "durable") matching ErrShardGone when Forget drops the partition or a
+// tick finds its shard gone; one matching ErrStranded when the partition is, or becomes,
+// stranded; ErrClosed after Close. Close answers the waiters its writeout covers with nil, and
+// the rest with ErrClosed joined with its error. Durable needs a committer that ticks.
 //
 // # Stale shards and replaced directories
 //
@@ -170,7 +237,10 @@
 // One goroutine ticks. Three locks: tickMu serializes Tick and Close; ioMu guards what Forget
 // shares with a tick (the descriptors, the forgotten flag) and is held for one partition's I/O
 // at a time, never while calling Source, so Source may take the shard's lock and Forget waits
-// for at most one partition's write and sync; markMu guards the partition map and the marked
-// list and is held only for in-memory work. The order is tickMu, ioMu, markMu. A steady tick
-// allocates nothing. Time enters only as Tick's now and Run's Clock.
+// for at most one partition's write and sync; markMu guards the partition map, the marked
+// list and the Durable waiters, and is held only for in-memory work. The order is tickMu,
+// ioMu, markMu. An atomic counter numbers the Source's snapshots for the Durable waits, and a
+// per-partition atomic count of waiters lets the tick decide a writeout without markMu. A
+// steady tick allocates nothing. Time enters only as Tick's now and Run's Clock; Durable is
+// purely event-driven inside a tick.
 package offsets

@@ -7,8 +7,19 @@ import (
 	"syscall"
 )
 
-// ErrClosed is what Tick answers after Close.
+// ErrClosed is what Tick and Durable answer after Close, and what a Durable wait that Close
+// could not make durable fails with.
 var ErrClosed = errors.New("offsets: committer closed")
+
+// ErrShardGone is what a Durable wait fails with when its partition is forgotten (Forget), or
+// when the tick finds the partition's shard gone (Source answered !ok): there is no live state
+// left to make durable. It comes wrapped in a *PartitionError (Op "durable").
+var ErrShardGone = errors.New("offsets: partition forgotten or its shard gone")
+
+// ErrStranded is what a Durable wait fails with when its partition is stranded (its directory
+// was removed or replaced under the committer; see the package doc): nothing is written for it
+// until its next Forget. It comes wrapped in a *PartitionError (Op "durable").
+var ErrStranded = errors.New("offsets: partition directory removed or replaced; its acks are not persisted")
 
 // PartitionError is one partition's failure in a Tick, Close or Load: an ordinary error (EIO,
 // ENOSPC, ESTALE, a failed sync) that the next tick retries. A partition whose directory is
@@ -16,7 +27,7 @@ var ErrClosed = errors.New("offsets: committer closed")
 type PartitionError struct {
 	Topic     string
 	Partition int32
-	Op        string // "prime", "write window", "write out", "device flush", "level", "reopen", "load"
+	Op        string // "prime", "write window", "write out", "device flush", "level", "reopen", "load", "durable"
 	Err       error
 }
 

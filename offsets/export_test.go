@@ -53,3 +53,22 @@ func Known(c *Committer, topic string, partition int32) bool {
 	defer c.markMu.Unlock()
 	return c.parts[key{topic, partition}] != nil
 }
+
+// Waiters reports how many Durable calls wait on the partition.
+func Waiters(c *Committer, topic string, partition int32) int {
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	p := c.parts[key{topic, partition}]
+	if p == nil {
+		return 0
+	}
+	return len(p.waiters)
+}
+
+// Turn reports the tick number modulo the ticks per interval at which the partition is written
+// out on its turn, and the number the next tick will have.
+func Turn(c *Committer, topic string, partition int32) (turn, next uint64) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	return uint64(PartitionKey(topic, partition)) % c.turns, (c.tickNo + 1) % c.turns
+}

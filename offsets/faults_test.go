@@ -2,6 +2,7 @@ package offsets_test
 
 import (
 	"errors"
+	"io/fs"
 	"syscall"
 	"testing"
 	"time"
@@ -243,4 +244,35 @@ func TestStatErrorsAreRetriedNotStranded(t *testing.T) {
 			h.closeCommitter()
 		})
 	}
+}
+
+// A consumer.offset is never created to hold frontier -1: a power loss can keep the new file's
+// size without its bytes, eight zeros that read as frontier 0, an offset never acked (found by
+// TestRapidSchedules). The frontier stays in consumer.ahead until it reaches 0; then the file
+// is created and levelled, and a torn levelling of a file that held a frontier stays within
+// its one sector.
+func TestNoConsumerOffsetForFrontierMinusOne(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
+	h.mkdir("t", 0)
+	h.create("t", 0)
+	h.ack("t", 0, 3) // acked ahead: the frontier stays -1
+	h.ticks(5)
+	_, err := h.fs.ReadFile(offsetPath("t", 0))
+	require.ErrorIs(t, err, fs.ErrNotExist, "no consumer.offset for frontier -1")
+	cut := h.fs.PowerCut(memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true})
+	st := recoverOn(t, cut, "t", 0)
+	require.Equal(t, int64(-1), st.Frontier)
+	require.Equal(t, []int64{3}, st.Ahead)
+	h.closeCommitter()
+
+	h = newMemHarness(t, cut, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
+	h.create("t", 0)
+	h.ack("t", 0, 0)
+	h.ticks(3)
+	b, err := h.fs.ReadFile(offsetPath("t", 0))
+	require.NoError(t, err)
+	require.Equal(t, be64(0), b, "levelled once the frontier is 0")
+	require.NoError(t, h.c.Close())
 }

@@ -145,14 +145,14 @@ type forgetOnState struct {
 	arm bool
 }
 
-func (s *forgetOnState) State(topic string, p int32, buf []int64) (int64, []int64, bool) {
-	f, a, ok := s.Shards.State(topic, p, buf)
+func (s *forgetOnState) State(topic string, p int32, into *offsets.State) bool {
+	ok := s.Shards.State(topic, p, into)
 	if s.arm && ok {
 		s.arm = false
 		s.Shards.Drop(topic, p)
 		s.c.Forget(topic, p)
 	}
-	return f, a, ok
+	return ok
 }
 
 // Checklist item 63: a snapshot taken before a Forget is never written after it returns, in the

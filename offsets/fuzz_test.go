@@ -28,16 +28,24 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	k := offsets.PartitionKey("f", 1)
 	good := slot(t, offsets.Record{Seq: 5, Key: k, Frontier: 100, Ahead: []int64{102, 103, 104, 900}})
 	full := slot(t, offsets.Record{Seq: 6, Key: k, Frontier: 0, Ahead: seqOf(2, 20_000, 2)})
-	reserved := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: []int64{11},
-		Attempts: []offsets.Attempt{{Offset: 10, Count: 4}}, Quarantine: []int64{12, 13}})
+	sets := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: []int64{11},
+		Attempts:   []offsets.Attempt{{Offset: 10, Count: 4}, {Offset: 12, Count: 1}},
+		Quarantine: []int64{2, 3, 9, 13}, Requeued: []int64{0, 4, 5}})
 	newer := slices.Clone(good)
 	newer[4] = offsets.SlotVersion + 1
 	torn := append(slices.Clone(full[:1024]), good[1024:]...)
+	fullSets := slot(t, offsets.Record{Seq: 8, Key: k, Frontier: 50_000, Requeued: seqOf(0, 2000, 7),
+		Ahead: seqOf(50_002, 60_000, 5), Quarantine: seqOf(1, 40_000, 3),
+		Attempts: []offsets.Attempt{{Offset: 50_001, Count: 3}}})
+	requeuedOnly := slot(t, offsets.Record{Seq: 9, Key: k, Frontier: 1 << 40, Requeued: []int64{7, 1 << 39, 1 << 40}})
 	// Trimmed seeds (no padding, no checksum) keep the fuzzer's inputs small; the targets pad and
 	// seal them. The raw whole slots exercise the checksum itself.
-	return [][]byte{trim(good), trim(full), trim(reserved), trim(newer), good, torn,
+	return [][]byte{trim(good), trim(full), trim(sets), trim(newer), good, torn,
 		make([]byte, offsets.SlotSize), []byte("NRCA"),
-		[]byte("NRCA\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x80\x00")}
+		[]byte("NRCA\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x80\x00"),
+		trim(fullSets), trim(requeuedOnly), sets,
+		// a requeued section (tag 4) above a frontier of 3: the decoder refuses it
+		[]byte("NRCA\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x02\x04\x00")}
 }
 
 // trim drops a slot's checksum and zero padding: sealed puts them back.
@@ -74,6 +82,19 @@ func FuzzDecodeSlot(f *testing.F) {
 			if !ascendingAbove(r.Ahead, r.Frontier) {
 				t.Fatalf("acked-ahead offsets not ascending above the frontier %d", r.Frontier)
 			}
+			if !ascendingAbove(r.Quarantine, -1) || !ascendingAbove(r.Requeued, -1) {
+				t.Fatalf("quarantined or requeued offsets not ascending from 0")
+			}
+			if n := len(r.Requeued); n > 0 && r.Requeued[n-1] > r.Frontier {
+				t.Fatalf("requeued offset %d above the frontier %d", r.Requeued[n-1], r.Frontier)
+			}
+			prev := r.Frontier
+			for _, a := range r.Attempts {
+				if a.Offset <= prev {
+					t.Fatalf("attempts not ascending above the frontier %d", r.Frontier)
+				}
+				prev = a.Offset
+			}
 			again := make([]byte, offsets.SlotSize)
 			over, err := offsets.EncodeSlot(again, &r)
 			require.NoError(t, err)
@@ -85,13 +106,16 @@ func FuzzDecodeSlot(f *testing.F) {
 			require.True(t, slices.Equal(r.Ahead, r2.Ahead))
 			require.True(t, slices.Equal(r.Attempts, r2.Attempts))
 			require.True(t, slices.Equal(r.Quarantine, r2.Quarantine))
+			require.True(t, slices.Equal(r.Requeued, r2.Requeued))
 		}
 	})
 }
 
 // FuzzRecover: recovery from any bytes of the two files never panics, and returns only a
-// frontier one of the files holds and acked-ahead offsets a valid slot of the partition holds
-// (RELIABILITY row 17, invariants I1 and 8). An empty slot1 is a file that ends after slot 0
+// frontier one of the files holds, and acked-ahead offsets, attempts, quarantined and requeued
+// offsets that one valid slot of the partition holds, all from the same slot; attempts only
+// above the frontier and not acked ahead, requeued offsets only at or below it (RELIABILITY
+// row 17, invariants I1 and 8). An empty slot1 is a file that ends after slot 0
 // (a move's copy); an empty offsetFile is a missing consumer.offset.
 func FuzzRecover(f *testing.F) {
 	seeds := fuzzSeeds(f)
@@ -101,6 +125,9 @@ func FuzzRecover(f *testing.F) {
 	f.Add(seeds[4], seeds[5], []byte{0, 0, 0, 0, 0, 0, 0})
 	f.Add(seeds[3], seeds[2], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{}, []byte{}, []byte{0, 0, 0, 0, 0, 0, 1, 0, 0})
+	f.Add(seeds[2], seeds[9], []byte{0, 0, 0, 0, 0, 0, 0, 11})
+	f.Add(seeds[9], seeds[10], []byte{0, 0, 0, 0, 0, 0, 0x9c, 0x40})
+	f.Add(seeds[11], seeds[12], []byte{})
 	f.Fuzz(func(t *testing.T, slot0, slot1, offsetFile []byte) {
 		for _, seal := range []bool{false, true} {
 			s0, s1 := fit(slot0, seal), slot1
@@ -116,12 +143,12 @@ func FuzzRecover(f *testing.F) {
 				require.ErrorIs(t, err, offsets.ErrNewerSlot)
 				continue
 			}
-			frontiers, valid := []int64{-1}, [][]int64{}
+			frontiers, valid := []int64{-1}, []offsets.Record{}
 			for _, s := range [][]byte{s0, s1} {
 				var r offsets.Record
 				if offsets.DecodeSlot(s, &r) == nil && r.Key == offsets.PartitionKey("f", 1) {
 					frontiers = append(frontiers, r.Frontier)
-					valid = append(valid, r.Ahead)
+					valid = append(valid, r)
 				}
 			}
 			if v := int64(binary.BigEndian.Uint64(append(make([]byte, 8), off...)[len(off):])); len(off) == 8 && v >= -1 {
@@ -132,13 +159,52 @@ func FuzzRecover(f *testing.F) {
 			if !ascendingAbove(st.Ahead, st.Frontier) {
 				t.Fatalf("acked-ahead offsets not ascending above the frontier %d", st.Frontier)
 			}
-			for _, o := range st.Ahead {
-				if !heldBy(valid, o) {
-					t.Fatalf("acked-ahead offset %d is in no valid slot", o)
+			for _, a := range st.Attempts {
+				if _, acked := slices.BinarySearch(st.Ahead, a.Offset); a.Offset <= st.Frontier || acked {
+					t.Fatalf("attempts of offset %d, settled", a.Offset)
 				}
+			}
+			for _, o := range st.Requeued {
+				require.LessOrEqual(t, o, st.Frontier, "requeued only at or below the frontier")
+			}
+			if !fromOneSlot(valid, st) {
+				t.Fatalf("recovered sets are in no one valid slot: %+v", st)
 			}
 		}
 	})
+}
+
+// fromOneSlot reports whether every set of st is what one of the records holds, cut as
+// recovery cuts it (nothing recovered from nothing).
+func fromOneSlot(recs []offsets.Record, st offsets.State) bool {
+	empty := len(st.Ahead) == 0 && len(st.Attempts) == 0 && len(st.Quarantine) == 0 && len(st.Requeued) == 0
+	if empty {
+		return true
+	}
+	for _, r := range recs {
+		if st.Frontier < r.Frontier {
+			continue
+		}
+		ok := subset(st.Ahead, r.Ahead) && subset(st.Quarantine, r.Quarantine) && slices.Equal(st.Quarantine, r.Quarantine) &&
+			slices.Equal(st.Requeued, r.Requeued)
+		for _, a := range st.Attempts {
+			ok = ok && slices.Contains(r.Attempts, a)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// subset reports whether every offset of a is in the ascending b.
+func subset(a, b []int64) bool {
+	for _, o := range a {
+		if _, ok := slices.BinarySearch(b, o); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // fit makes b one slot: sealed (padded, checksummed) or cut/padded with zeros as it is.
@@ -159,14 +225,4 @@ func ascendingAbove(offs []int64, floor int64) bool {
 		floor = o
 	}
 	return true
-}
-
-// heldBy reports whether o is in one of the ascending sets.
-func heldBy(sets [][]int64, o int64) bool {
-	for _, s := range sets {
-		if _, ok := slices.BinarySearch(s, o); ok {
-			return true
-		}
-	}
-	return false
 }

@@ -76,6 +76,26 @@ func (h *memHarness) ack(topic string, p int32, offs ...int64) {
 	}
 }
 
+// deliver, quarantine and requeue change the shard's other sets as the tracker would, and
+// report the change as the tracker's Dirty hook does.
+func (h *memHarness) deliver(topic string, p int32, off int64) {
+	if h.shards.Deliver(topic, p, off) {
+		h.c.MarkDirty(topic, p)
+	}
+}
+
+func (h *memHarness) quarantine(topic string, p int32, off int64) {
+	if h.shards.Quarantine(topic, p, off) {
+		h.c.MarkDirty(topic, p)
+	}
+}
+
+func (h *memHarness) requeue(topic string, p int32, off int64) {
+	if h.shards.Requeue(topic, p, off) {
+		h.c.MarkDirty(topic, p)
+	}
+}
+
 func (h *memHarness) tick() error {
 	h.now = h.now.Add(h.c.TickPeriod())
 	return h.c.Tick(h.now)
@@ -156,4 +176,66 @@ func requireSettledSubset(t tb, shards *offsets.Shards, topic string, p int32, s
 		require.True(t, shards.Settled(topic, p, o), "I1 acked-ahead %d never acked: %s", o, msg)
 	}
 	require.True(t, slices.IsSorted(st.Ahead), msg)
+}
+
+// requireSetsRecovered checks the quarantine, requeued and attempt sets of a recovery, in the
+// shape of I1 and I2 for acked-ahead offsets:
+//   - I1: each recovered entry is one the shard held at some point before the crash (the
+//     shard's history), requeued offsets are at or below the recovered frontier, and attempts
+//     are above it and not acked ahead.
+//   - I2: what the anchor (the record known durable when it froze, nil for none) held is
+//     recovered, unless the shard changed it since in a way that takes it out: a quarantined
+//     offset requeued (then in Requeued, unresolved again, or requeued and acked), a requeued
+//     offset acked, an attempted offset settled, quarantined or requeued above the frontier.
+//     Attempts recovered for such an offset are at least the anchor's count.
+func requireSetsRecovered(t tb, shards *offsets.Shards, topic string, p int32, st offsets.State,
+	anchor *offsets.Record, msg string) {
+	t.Helper()
+	hist := shards.History(topic, p)
+	require.True(t, slices.IsSorted(st.Quarantine) && slices.IsSorted(st.Requeued), msg)
+	for _, o := range st.Quarantine {
+		require.True(t, hist.Quarantined(o), "I1: quarantined %d never quarantined: %s", o, msg)
+	}
+	for _, o := range st.Requeued {
+		require.True(t, hist.Requeued(o), "I1: requeued %d never requeued: %s", o, msg)
+		require.LessOrEqual(t, o, st.Frontier, "requeued %d above the frontier: %s", o, msg)
+	}
+	prev := st.Frontier
+	for _, a := range st.Attempts {
+		require.Greater(t, a.Offset, prev, "attempts ascending above the frontier: %s", msg)
+		prev = a.Offset
+		require.True(t, hist.Attempt(a), "I1: attempts %v never held: %s", a, msg)
+		_, acked := slices.BinarySearch(st.Ahead, a.Offset)
+		require.False(t, acked, "attempts of acked-ahead %d: %s", a.Offset, msg)
+	}
+	if anchor == nil {
+		return
+	}
+	for _, o := range anchor.Quarantine {
+		kept := slices.Contains(st.Quarantine, o) || slices.Contains(st.Requeued, o)
+		require.True(t, kept || hist.Released(o) || hist.RequeueSettled(o),
+			"I2: anchor's quarantined %d lost: %s", o, msg)
+	}
+	for _, o := range anchor.Requeued {
+		require.True(t, slices.Contains(st.Requeued, o) || hist.RequeueSettled(o),
+			"I2: anchor's requeued %d lost: %s", o, msg)
+	}
+	for _, a := range anchor.Attempts {
+		if a.Offset <= st.Frontier || slices.Contains(st.Ahead, a.Offset) ||
+			slices.Contains(st.Quarantine, a.Offset) || hist.Released(a.Offset) {
+			continue
+		}
+		i := slices.IndexFunc(st.Attempts, func(b offsets.Attempt) bool { return b.Offset == a.Offset })
+		require.True(t, i >= 0 && st.Attempts[i].Count >= a.Count, "I2: anchor's attempts %v lost: %s", a, msg)
+	}
+}
+
+// requireSameState checks two states hold the same frontier and sets.
+func requireSameState(t tb, want, got offsets.State, msg string) {
+	t.Helper()
+	require.Equal(t, want.Frontier, got.Frontier, msg)
+	require.True(t, slices.Equal(want.Ahead, got.Ahead), "ahead %v, want %v: %s", got.Ahead, want.Ahead, msg)
+	require.True(t, slices.Equal(want.Attempts, got.Attempts), "attempts %v, want %v: %s", got.Attempts, want.Attempts, msg)
+	require.True(t, slices.Equal(want.Quarantine, got.Quarantine), "quarantine %v, want %v: %s", got.Quarantine, want.Quarantine, msg)
+	require.True(t, slices.Equal(want.Requeued, got.Requeued), "requeued %v, want %v: %s", got.Requeued, want.Requeued, msg)
 }

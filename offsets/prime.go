@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"os"
 )
 
@@ -277,6 +278,10 @@ func (c *Committer) strand(p *partition) {
 	}
 	p.stranded = true
 	c.dropDescriptors(p)
+	c.markMu.Lock()
+	p.strandedW = true
+	c.failWaiters(p, math.MaxUint64, ErrStranded)
+	c.markMu.Unlock()
 	c.stats.stranded.Add(1)
 	c.stats.strandedNow.Add(1)
 	c.log.Warn(msgStranded, "topic", p.topic, "partition", p.num)

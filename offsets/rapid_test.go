@@ -17,8 +17,9 @@ import (
 const rapidParts = 3
 
 // rapidModel is a committer over memfs whose schedule rapid draws: acks in and out of order,
-// ticks (some with the clock jumping), crashes between or inside ticks, and graceful restarts.
-// The shards are the oracle: everything they hold was acked.
+// deliveries counted, quarantines, requeues, ticks (some with the clock jumping), crashes
+// between or inside ticks, and graceful restarts. The shards are the oracle: everything they
+// hold was acked, counted, quarantined or requeued, and they remember what they held.
 type rapidModel struct {
 	h        *memHarness
 	interval time.Duration
@@ -39,7 +40,11 @@ func newRapidModel(t *rapid.T) *rapidModel {
 }
 
 func (m *rapidModel) start(t *rapid.T, fsys *memfs.FS) {
+	prev := m.h
 	m.h = newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = m.interval })
+	if prev != nil {
+		m.h.shards.Inherit(prev.shards)
+	}
 	offsets.SetLevelInterval(m.h.c, 2*m.interval)
 	for p := range int32(rapidParts) {
 		m.h.create("r", p)
@@ -52,6 +57,41 @@ func (m *rapidModel) ack(t *rapid.T) {
 	n := rapid.IntRange(1, 6).Draw(t, "acks")
 	for range n {
 		m.h.ack("r", p, f+1+int64(rapid.IntRange(0, 4).Draw(t, "gap")))
+	}
+}
+
+// deliver counts leases of unresolved offsets near the frontier.
+func (m *rapidModel) deliver(t *rapid.T) {
+	p := rapid.Int32Range(0, rapidParts-1).Draw(t, "partition")
+	open := m.h.shards.Unresolved("r", p, m.h.shards.Snapshot("r", p).Frontier+6)
+	if len(open) == 0 {
+		return
+	}
+	for range rapid.IntRange(1, 3).Draw(t, "deliveries") {
+		m.h.deliver("r", p, rapid.SampledFrom(open).Draw(t, "delivered"))
+	}
+}
+
+// quarantine sets an unresolved offset aside: often the frontier hole, which the frontier
+// then passes.
+func (m *rapidModel) quarantine(t *rapid.T) {
+	p := rapid.Int32Range(0, rapidParts-1).Draw(t, "partition")
+	open := m.h.shards.Unresolved("r", p, m.h.shards.Snapshot("r", p).Frontier+6)
+	if len(open) == 0 {
+		return
+	}
+	m.h.quarantine("r", p, rapid.SampledFrom(open).Draw(t, "quarantined"))
+}
+
+// requeue brings a quarantined offset back, and acks requeued ones now and then.
+func (m *rapidModel) requeue(t *rapid.T) {
+	p := rapid.Int32Range(0, rapidParts-1).Draw(t, "partition")
+	st := m.h.shards.Snapshot("r", p)
+	if len(st.Quarantine) > 0 && rapid.Bool().Draw(t, "requeue") {
+		m.h.requeue("r", p, rapid.SampledFrom(st.Quarantine).Draw(t, "requeued"))
+	}
+	if len(st.Requeued) > 0 && rapid.Bool().Draw(t, "ack requeued") {
+		m.h.ack("r", p, rapid.SampledFrom(st.Requeued).Draw(t, "acked"))
 	}
 }
 
@@ -71,10 +111,10 @@ func (m *rapidModel) crash(t *rapid.T) {
 		_ = h.tick()
 	}
 	var floors [rapidParts]offsets.Floor
-	var anchors [rapidParts][]int64
+	var anchors [rapidParts]*offsets.Record
 	for p := range int32(rapidParts) {
 		floors[p] = offsets.Floors(h.c, "r", p)
-		anchors[p] = anchorAhead(t, h.fs, "r", p, floors[p])
+		anchors[p] = anchorRecord(t, h.fs, "r", p, floors[p])
 	}
 	process := rapid.Bool().Draw(t, "process crash")
 	var after *memfs.FS
@@ -104,11 +144,14 @@ func (m *rapidModel) crash(t *rapid.T) {
 			floor = floors[p].PageCache
 		}
 		require.GreaterOrEqual(t, st.Frontier, floor, "I2: %s", msg)
-		for _, o := range anchors[p] {
-			if o > st.Frontier {
-				require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+		if a := anchors[p]; a != nil {
+			for _, o := range a.Ahead {
+				if o > st.Frontier {
+					require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+				}
 			}
 		}
+		requireSetsRecovered(t, h.shards, "r", p, st, anchors[p], msg)
 	}
 	m.start(t, after)
 }
@@ -124,22 +167,25 @@ func (m *rapidModel) restart(t *rapid.T) {
 	after := h.fs.PowerCut(memfs.PowerCut{})
 	m.start(t, after)
 	for p := range int32(rapidParts) {
-		got := m.h.shards.Snapshot("r", p)
-		require.Equal(t, want[p].Frontier, got.Frontier)
-		require.True(t, slices.Equal(want[p].Ahead, got.Ahead))
+		requireSameState(t, want[p], m.h.shards.Snapshot("r", p), "exact after a graceful restart")
 	}
 }
 
-// TestRapidSchedules checks I1 and I2 at every crash, and exactness at every graceful restart,
-// over random schedules of acks, ticks, crashes and restarts.
+// TestRapidSchedules checks I1 and I2 at every crash, for the frontier, the acked-ahead offsets
+// and the attempts, quarantined and requeued sets, and exactness at every graceful restart,
+// over random schedules of acks, deliveries, quarantines, requeues, ticks, crashes and
+// restarts.
 func TestRapidSchedules(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newRapidModel(t)
 		t.Repeat(map[string]func(*rapid.T){
-			"ack":     m.ack,
-			"tick":    m.tick,
-			"crash":   m.crash,
-			"restart": m.restart,
+			"ack":        m.ack,
+			"deliver":    m.deliver,
+			"quarantine": m.quarantine,
+			"requeue":    m.requeue,
+			"tick":       m.tick,
+			"crash":      m.crash,
+			"restart":    m.restart,
 		})
 		m.h.closeCommitter()
 	})

@@ -16,6 +16,16 @@ type State struct {
 	Frontier int64
 	// Ahead holds the newest valid slot's acked-ahead offsets above Frontier, ascending.
 	Ahead []int64
+	// Attempts holds the newest valid slot's delivery attempts of offsets above Frontier
+	// that are not acked ahead, ascending by offset.
+	Attempts []Attempt
+	// Quarantine holds the newest valid slot's quarantined offsets, ascending, as written:
+	// on either side of Frontier.
+	Quarantine []int64
+	// Requeued holds the newest valid slot's requeued offsets, ascending, each at or below
+	// Frontier: quarantined offsets the frontier passed that an operator requeued and that
+	// wait to be delivered again.
+	Requeued []int64
 }
 
 // recoveryNotes says what recovery had to ignore, for the log.
@@ -28,7 +38,10 @@ type recoveryNotes struct {
 // consumer.ahead (any length; nil when missing) and consumer.offset (nil when missing). It takes
 // the newest slot whose checksum is valid and that belongs to the partition, and the larger of
 // its frontier and consumer.offset's (checklist items 73 to 75); the slot's acked-ahead offsets
-// at or below that frontier are settled and dropped. Short files are read as far as they go (a
+// and attempts at or below that frontier are settled and dropped, and so are attempts of
+// offsets acked ahead; its quarantine is returned as written and its requeued offsets at or
+// below the frontier (all of them, since a record's requeued offsets never pass its own
+// frontier). Every set comes from the one slot chosen, never a mix of the two. Short files are read as far as they go (a
 // move's copy carries slot 0 only). A record from a newer release makes it fail with an error
 // matching ErrNewerSlot rather than guess. It never panics.
 func Recover(topic string, partition int32, aheadFile, offsetFile []byte) (State, error) {
@@ -56,7 +69,9 @@ func recoverState(key uint32, aheadFile, offsetFile []byte) (State, recoveryNote
 	}
 	st := State{Frontier: -1}
 	if n := newestSlot(valid, &recs); n >= 0 {
-		st = State{Found: true, Frontier: recs[n].Frontier, Ahead: recs[n].Ahead}
+		r := &recs[n]
+		st = State{Found: true, Frontier: r.Frontier, Ahead: r.Ahead, Attempts: r.Attempts,
+			Quarantine: r.Quarantine, Requeued: r.Requeued}
 	}
 	if offsetFile != nil {
 		v, ok := decodeOffset(offsetFile)
@@ -68,7 +83,37 @@ func recoverState(key uint32, aheadFile, offsetFile []byte) (State, recoveryNote
 		}
 	}
 	st.Ahead = above(st.Ahead, st.Frontier)
+	st.Attempts = unresolved(st.Attempts, st.Frontier, st.Ahead)
+	st.Requeued = atOrBelow(st.Requeued, st.Frontier)
 	return st, notes, nil
+}
+
+// unresolved keeps, in place, the attempts of offsets above frontier that are not in ahead
+// (both ascending).
+func unresolved(as []Attempt, frontier int64, ahead []int64) []Attempt {
+	out, i := as[:0], 0
+	for _, a := range as {
+		if a.Offset <= frontier {
+			continue
+		}
+		for i < len(ahead) && ahead[i] < a.Offset {
+			i++
+		}
+		if i < len(ahead) && ahead[i] == a.Offset {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// atOrBelow drops the trailing offsets above frontier, in place.
+func atOrBelow(offs []int64, frontier int64) []int64 {
+	n := len(offs)
+	for n > 0 && offs[n-1] > frontier {
+		n--
+	}
+	return offs[:n]
 }
 
 // above drops the leading offsets at or below frontier, in place.
@@ -161,32 +206,50 @@ func readPrefix(root Root, name string, limit int64) ([]byte, error) {
 // ClampToWatermark guards against a frontier the log cannot have: consumer.offset carries no
 // checksum and recovery takes the larger frontier, so a torn or bit-flipped file could move the
 // frontier past records never acked (gap G1). A frontier at or above hwm (the next offset to be
-// written) is clamped to hwm-1, acked-ahead offsets at or above hwm are dropped, and both are
-// logged loudly and counted. The host calls it on every load.
+// written) is clamped to hwm-1; offsets at or above hwm are dropped from every set (acked-ahead,
+// attempts, quarantine, requeued: no such record exists), and both are logged loudly and
+// counted. The host calls it on every load.
 func (c *Committer) ClampToWatermark(topic string, partition int32, st State, hwm int64) State {
-	clamped, dropped := clampState(st, hwm)
-	if clamped.Frontier != st.Frontier || dropped > 0 {
+	clamped, d := clampState(st, hwm)
+	if clamped.Frontier != st.Frontier || d != (clampDrops{}) {
 		c.stats.clamps.Add(1)
 		c.log.Error(msgClamped, "topic", topic, "partition", partition, "frontier", st.Frontier,
-			"high_watermark", hwm, "clamped_to", clamped.Frontier, "dropped_ahead", dropped)
+			"high_watermark", hwm, "clamped_to", clamped.Frontier, "dropped_ahead", d.ahead,
+			"dropped_attempts", d.attempts, "dropped_quarantine", d.quarantine,
+			"dropped_requeued", d.requeued)
 	}
 	return clamped
 }
 
-// clampState is ClampToWatermark's arithmetic; it returns how many acked-ahead offsets it
-// dropped. It copies nothing: the result shares st.Ahead.
-func clampState(st State, hwm int64) (State, int) {
+// clampDrops counts what clampState dropped from each set.
+type clampDrops struct{ ahead, attempts, quarantine, requeued int }
+
+// clampState is ClampToWatermark's arithmetic. It copies nothing: the result shares st's
+// slices.
+func clampState(st State, hwm int64) (State, clampDrops) {
+	var d clampDrops
 	if !st.Found {
-		return st, 0
+		return st, d
 	}
 	if st.Frontier > hwm-1 {
 		st.Frontier = hwm - 1
 	}
-	n := len(st.Ahead)
-	for n > 0 && st.Ahead[n-1] >= hwm {
+	st.Ahead, d.ahead = below(st.Ahead, hwm)
+	st.Quarantine, d.quarantine = below(st.Quarantine, hwm)
+	st.Requeued, d.requeued = below(st.Requeued, hwm) // at or below the clamped frontier, then
+	n := len(st.Attempts)
+	for n > 0 && st.Attempts[n-1].Offset >= hwm {
 		n--
 	}
-	dropped := len(st.Ahead) - n
-	st.Ahead = st.Ahead[:n]
-	return st, dropped
+	st.Attempts, d.attempts = st.Attempts[:n], len(st.Attempts)-n
+	return st, d
+}
+
+// below cuts the trailing offsets at or above hwm and says how many it cut.
+func below(offs []int64, hwm int64) ([]int64, int) {
+	n := len(offs)
+	for n > 0 && offs[n-1] >= hwm {
+		n--
+	}
+	return offs[:n], len(offs) - n
 }

@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -69,6 +70,70 @@ func TestRecover(t *testing.T) {
 	}
 }
 
+// Issue 5: recovery returns the chosen slot's attempts only above the recovered frontier and
+// not acked ahead, its quarantine as written (either side of the frontier), and its requeued
+// offsets at or below the frontier; every set comes from that one slot.
+func TestRecoverSets(t *testing.T) {
+	const topic, part = "orders", int32(4)
+	k := PartitionKey(topic, part)
+	older := encode(t, Record{Seq: 4, Key: k, Frontier: 10, Ahead: []int64{13},
+		Attempts: []Attempt{{11, 2}, {12, 1}}, Quarantine: []int64{3, 14}, Requeued: []int64{1}})
+	newer := encode(t, Record{Seq: 5, Key: k, Frontier: 20, Ahead: []int64{22, 30},
+		Attempts: []Attempt{{21, 3}, {22, 1}, {25, 7}, {31, 1}}, Quarantine: []int64{3, 14, 24}, Requeued: []int64{5, 18}})
+	torn := append(slices.Clone(newer[:1024]), older[1024:]...)
+	foreign := encode(t, Record{Seq: 9, Key: k + 1, Frontier: 50, Quarantine: []int64{40}, Requeued: []int64{41}})
+	type want struct {
+		frontier   int64
+		ahead      []int64
+		attempts   []Attempt
+		quarantine []int64
+		requeued   []int64
+	}
+	tests := []struct {
+		name       string
+		ahead, off []byte
+		want       want
+	}{
+		{"newest slot, attempts of acked-ahead offsets dropped", aheadFile(older, newer), nil,
+			want{20, []int64{22, 30}, []Attempt{{21, 3}, {25, 7}, {31, 1}}, []int64{3, 14, 24}, []int64{5, 18}}},
+		{"newest in slot 0", aheadFile(newer, older), nil,
+			want{20, []int64{22, 30}, []Attempt{{21, 3}, {25, 7}, {31, 1}}, []int64{3, 14, 24}, []int64{5, 18}}},
+		{"larger consumer.offset settles attempts; quarantine and requeued as written", aheadFile(older, newer), offsetBytes(25),
+			want{25, []int64{30}, []Attempt{{31, 1}}, []int64{3, 14, 24}, []int64{5, 18}}},
+		{"torn window: the anchor's sets, not a mix", aheadFile(older, torn), nil,
+			want{10, []int64{13}, []Attempt{{11, 2}, {12, 1}}, []int64{3, 14}, []int64{1}}},
+		{"move copy: slot 0 only", older, offsetBytes(11),
+			want{11, []int64{13}, []Attempt{{12, 1}}, []int64{3, 14}, []int64{1}}},
+		{"consumer.offset only: no sets", nil, offsetBytes(7), want{7, nil, nil, nil, nil}},
+		{"another partition's sets ignored", aheadFile(foreign, older), nil,
+			want{10, []int64{13}, []Attempt{{11, 2}, {12, 1}}, []int64{3, 14}, []int64{1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := Recover(topic, part, tt.ahead, tt.off)
+			require.NoError(t, err)
+			require.True(t, st.Found)
+			require.Equal(t, tt.want.frontier, st.Frontier)
+			require.True(t, slices.Equal(tt.want.ahead, st.Ahead), "ahead %v", st.Ahead)
+			require.True(t, slices.Equal(tt.want.attempts, st.Attempts), "attempts %v", st.Attempts)
+			require.True(t, slices.Equal(tt.want.quarantine, st.Quarantine), "quarantine %v", st.Quarantine)
+			require.True(t, slices.Equal(tt.want.requeued, st.Requeued), "requeued %v", st.Requeued)
+			for _, o := range st.Requeued {
+				require.LessOrEqual(t, o, st.Frontier)
+			}
+		})
+	}
+}
+
+func TestUnresolvedAndAtOrBelow(t *testing.T) {
+	as := []Attempt{{3, 1}, {5, 2}, {6, 1}, {9, 4}, {12, 1}}
+	require.Equal(t, []Attempt{{6, 1}, {12, 1}}, unresolved(slices.Clone(as), 5, []int64{7, 8, 9}))
+	require.Empty(t, unresolved(slices.Clone(as), 12, nil))
+	require.Equal(t, as, unresolved(slices.Clone(as), -1, nil))
+	require.Equal(t, []int64{1, 4}, atOrBelow([]int64{1, 4, 5, 9}, 4))
+	require.Empty(t, atOrBelow([]int64{1}, -1))
+}
+
 func TestRecoverRefusesNewerRecord(t *testing.T) {
 	k := PartitionKey("t", 0)
 	newerVersion := encode(t, Record{Seq: 1, Key: k, Frontier: 3})
@@ -79,23 +144,32 @@ func TestRecoverRefusesNewerRecord(t *testing.T) {
 	require.ErrorIs(t, err, ErrNewerSlot)
 }
 
-// Gap G1: a frontier at or above the high watermark is clamped to hwm-1, acked-ahead offsets
-// at or above it dropped.
+// Gap G1: a frontier at or above the high watermark is clamped to hwm-1, and offsets at or
+// above it are dropped from every set.
 func TestClampToWatermark(t *testing.T) {
 	tests := []struct {
 		name    string
 		st      State
 		hwm     int64
 		want    State
-		dropped int
+		dropped clampDrops
 	}{
-		{"no state", State{Frontier: -1}, 10, State{Frontier: -1}, 0},
-		{"below", State{Found: true, Frontier: 5, Ahead: []int64{7}}, 10, State{Found: true, Frontier: 5, Ahead: []int64{7}}, 0},
-		{"at hwm-1", State{Found: true, Frontier: 9}, 10, State{Found: true, Frontier: 9}, 0},
-		{"at hwm", State{Found: true, Frontier: 10}, 10, State{Found: true, Frontier: 9}, 0},
-		{"bit flip far above", State{Found: true, Frontier: 1 << 60, Ahead: []int64{1<<60 + 2}}, 10, State{Found: true, Frontier: 9, Ahead: []int64{}}, 1},
-		{"ahead above hwm", State{Found: true, Frontier: 3, Ahead: []int64{5, 10, 11}}, 10, State{Found: true, Frontier: 3, Ahead: []int64{5}}, 2},
-		{"empty log", State{Found: true, Frontier: 4}, 0, State{Found: true, Frontier: -1}, 0},
+		{"no state", State{Frontier: -1}, 10, State{Frontier: -1}, clampDrops{}},
+		{"below", State{Found: true, Frontier: 5, Ahead: []int64{7}}, 10, State{Found: true, Frontier: 5, Ahead: []int64{7}}, clampDrops{}},
+		{"at hwm-1", State{Found: true, Frontier: 9}, 10, State{Found: true, Frontier: 9}, clampDrops{}},
+		{"at hwm", State{Found: true, Frontier: 10}, 10, State{Found: true, Frontier: 9}, clampDrops{}},
+		{"bit flip far above", State{Found: true, Frontier: 1 << 60, Ahead: []int64{1<<60 + 2}}, 10, State{Found: true, Frontier: 9, Ahead: []int64{}}, clampDrops{ahead: 1}},
+		{"ahead above hwm", State{Found: true, Frontier: 3, Ahead: []int64{5, 10, 11}}, 10, State{Found: true, Frontier: 3, Ahead: []int64{5}}, clampDrops{ahead: 2}},
+		{"empty log", State{Found: true, Frontier: 4}, 0, State{Found: true, Frontier: -1}, clampDrops{}},
+		{"every set", State{Found: true, Frontier: 20, Ahead: []int64{22},
+			Attempts: []Attempt{{21, 2}, {23, 1}}, Quarantine: []int64{2, 9, 10, 15}, Requeued: []int64{3, 8, 12}},
+			10, State{Found: true, Frontier: 9, Ahead: []int64{}, Attempts: []Attempt{},
+				Quarantine: []int64{2, 9}, Requeued: []int64{3, 8}},
+			clampDrops{ahead: 1, attempts: 2, quarantine: 2, requeued: 1}},
+		{"sets below hwm kept", State{Found: true, Frontier: 5, Ahead: []int64{7},
+			Attempts: []Attempt{{6, 3}}, Quarantine: []int64{1, 8}, Requeued: []int64{4}},
+			10, State{Found: true, Frontier: 5, Ahead: []int64{7},
+				Attempts: []Attempt{{6, 3}}, Quarantine: []int64{1, 8}, Requeued: []int64{4}}, clampDrops{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,7 +177,28 @@ func TestClampToWatermark(t *testing.T) {
 			require.Equal(t, tt.want.Found, got.Found)
 			require.Equal(t, tt.want.Frontier, got.Frontier)
 			require.True(t, slices.Equal(tt.want.Ahead, got.Ahead))
+			require.True(t, slices.Equal(tt.want.Attempts, got.Attempts))
+			require.True(t, slices.Equal(tt.want.Quarantine, got.Quarantine))
+			require.True(t, slices.Equal(tt.want.Requeued, got.Requeued))
 			require.Equal(t, tt.dropped, dropped)
 		})
 	}
+}
+
+// ClampToWatermark logs what it dropped from every set, and counts the clamp.
+func TestClampToWatermarkLogs(t *testing.T) {
+	logs := &LogRecorder{}
+	c, err := New(Config{Dir: func(string, int32) string { return "" }, Source: NewShards(), Logger: slog.New(logs)})
+	require.NoError(t, err)
+	defer c.Close()
+	st := State{Found: true, Frontier: 12, Attempts: []Attempt{{13, 1}}, Quarantine: []int64{11}, Requeued: []int64{10, 11}}
+	got := c.ClampToWatermark("t", 2, st, 11)
+	require.Equal(t, int64(10), got.Frontier)
+	require.Equal(t, []int64{10}, got.Requeued)
+	lines := logs.Lines(msgClamped)
+	require.Len(t, lines, 1)
+	require.Equal(t, int64(1), lines[0]["dropped_attempts"].Int64())
+	require.Equal(t, int64(1), lines[0]["dropped_quarantine"].Int64())
+	require.Equal(t, int64(1), lines[0]["dropped_requeued"].Int64())
+	require.Equal(t, uint64(1), c.Stats().Clamps)
 }

@@ -129,3 +129,47 @@ func TestDroppedAheadIsCountedAndLogged(t *testing.T) {
 		require.Equal(t, int64(2+2*i), o, "the lowest offsets, in order")
 	}
 }
+
+// Issue 5 and checklist item 51: when the sets do not fit, requeued offsets keep the room
+// first; what is dropped from each set is counted and logged, requeued losses as an error.
+func TestDroppedSetsAreCountedAndLogged(t *testing.T) {
+	h := newDiskHarness(t, nil)
+	h.create("t", 0)
+	for o := int64(0); o < 12_000; o += 2 {
+		h.shards.Deliver("t", 0, o)
+		h.shards.Quarantine("t", 0, o)
+		h.shards.Ack("t", 0, o+1) // the frontier passes over quarantined and acked offsets
+	}
+	for o := int64(12_000); o < 18_000; o += 2 {
+		h.shards.Deliver("t", 0, o) // attempts of scattered unresolved offsets
+	}
+	st := h.shards.Snapshot("t", 0)
+	require.Equal(t, int64(11_999), st.Frontier)
+	for _, o := range st.Quarantine[:2500] {
+		require.True(t, h.shards.Requeue("t", 0, o))
+	}
+	h.c.MarkDirty("t", 0)
+	st = h.shards.Snapshot("t", 0)
+	require.Len(t, st.Requeued, 2500, "more requeued offsets than a slot holds")
+	require.Len(t, st.Quarantine, 3500)
+	require.Len(t, st.Attempts, 3000)
+	h.ticks(2)
+	s := h.c.Stats()
+	require.NotZero(t, s.DroppedRequeued)
+	require.NotZero(t, s.DroppedQuarantine)
+	require.NotZero(t, s.DroppedAttempts)
+	require.Zero(t, s.DroppedAhead, "nothing acked ahead")
+	lines := h.logs.Lines(msgDroppedRequeued)
+	require.Len(t, lines, 1)
+	require.NotZero(t, lines[0]["dropped"].Int64())
+	require.Len(t, h.logs.Lines(msgDroppedSets), 1)
+	h.ticks(2)
+	require.Len(t, h.logs.Lines(msgDroppedRequeued), 1, "at most once a minute")
+
+	require.NoError(t, h.c.Close())
+	got := h.load("t", 0)
+	require.Equal(t, st.Frontier, got.Frontier)
+	require.Greater(t, len(got.Requeued), 1500)
+	require.Equal(t, st.Requeued[:len(got.Requeued)], got.Requeued, "the lowest requeued offsets")
+	require.Empty(t, got.Attempts, "no room left for attempts")
+}

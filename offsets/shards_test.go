@@ -5,33 +5,91 @@ import (
 	"sync"
 )
 
-// Shards is the tests' model of the in-flight tracker behind Source: per partition a frontier
-// and an acked-ahead set. Everything it holds counts as acked, so a recovery must never come
-// back with more (invariant I1). Exported so the external test package uses it too.
+// Shards is the tests' model of the in-flight tracker behind Source: per partition a frontier,
+// an acked-ahead set, delivery attempts of unresolved offsets, and a quarantine whose entries
+// are requeued or not. Everything it holds was acked, counted, quarantined or requeued, and it
+// remembers every value each set ever held, so a recovery can be checked against it: never
+// more than the shard held (invariant I1). Exported so the external test package uses it too.
 type Shards struct {
 	mu    sync.Mutex
 	parts map[key]*shard
+	hist  map[key]*history // outlives shards: a drop and a reseed add to it
 }
 
 type shard struct {
-	frontier int64
-	ahead    map[int64]bool
+	frontier   int64
+	ahead      map[int64]bool
+	attempts   map[int64]uint32
+	quarantine map[int64]bool // true: requeued (then at or below the frontier)
+	*history
 }
 
-func NewShards() *Shards { return &Shards{parts: map[key]*shard{}} }
+// history is what each set of a partition's shards ever held, for the oracles.
+type history struct {
+	everAttempt     map[Attempt]bool
+	everQuarantined map[int64]bool
+	everRequeued    map[int64]bool // requeued at or below the frontier at some point
+	released        map[int64]bool // requeued above the frontier (unresolved again) at some point
+	requeueSettled  map[int64]bool // requeued at or below the frontier, then acked
+}
 
-// Seed installs a shard with the given state (what a host does with Load's result).
+func NewShards() *Shards { return &Shards{parts: map[key]*shard{}, hist: map[key]*history{}} }
+
+// Inherit makes s share old's history: a restarted process's shards answer for what the
+// shards before the crash held too, since a recovery may legitimately go back to a record they
+// wrote. Call it before the first Seed.
+func (s *Shards) Inherit(old *Shards) {
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hist = old.hist
+}
+
+func (s *Shards) historyOf(k key) *history {
+	h := s.hist[k]
+	if h == nil {
+		h = &history{everAttempt: map[Attempt]bool{}, everQuarantined: map[int64]bool{},
+			everRequeued: map[int64]bool{}, released: map[int64]bool{}, requeueSettled: map[int64]bool{}}
+		s.hist[k] = h
+	}
+	return h
+}
+
+// Seed installs a shard with the given state (what a host does with Load's result), the way
+// the in-flight tracker restores one: attempts only above the frontier and not acked ahead,
+// requeued offsets only at or below it.
 func (s *Shards) Seed(topic string, partition int32, st State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sh := &shard{frontier: st.Frontier, ahead: map[int64]bool{}}
+	k := key{topic, partition}
+	sh := &shard{frontier: st.Frontier, ahead: map[int64]bool{}, attempts: map[int64]uint32{},
+		quarantine: map[int64]bool{}, history: s.historyOf(k)}
 	if !st.Found {
 		sh.frontier = -1
 	}
 	for _, o := range st.Ahead {
-		sh.ahead[o] = true
+		if o > sh.frontier {
+			sh.ahead[o] = true
+		}
 	}
-	s.parts[key{topic, partition}] = sh
+	for _, o := range st.Quarantine {
+		sh.quarantine[o] = false
+		sh.everQuarantined[o] = true
+	}
+	for _, o := range st.Requeued {
+		if o <= sh.frontier {
+			sh.quarantine[o] = true
+			sh.everRequeued[o] = true
+		}
+	}
+	for _, a := range st.Attempts {
+		if a.Offset > sh.frontier && !sh.ahead[a.Offset] && a.Count > 0 {
+			sh.attempts[a.Offset] = a.Count
+			sh.everAttempt[a] = true
+		}
+	}
+	s.parts[k] = sh
 }
 
 // Drop removes the shard: State answers ok=false for it from now on.
@@ -41,30 +99,112 @@ func (s *Shards) Drop(topic string, partition int32) {
 	delete(s.parts, key{topic, partition})
 }
 
-// Ack settles off and reports whether the state changed.
+func (sh *shard) unresolved(off int64) bool {
+	_, q := sh.quarantine[off]
+	return off > sh.frontier && !sh.ahead[off] && !q
+}
+
+// advance moves the frontier over acked-ahead and quarantined offsets.
+func (sh *shard) advance() {
+	for {
+		next := sh.frontier + 1
+		_, q := sh.quarantine[next]
+		switch {
+		case sh.ahead[next]:
+			delete(sh.ahead, next)
+		case q:
+		default:
+			return
+		}
+		delete(sh.attempts, next)
+		sh.frontier = next
+	}
+}
+
+// Ack settles off and reports whether the state changed. A requeued offset at or below the
+// frontier leaves the quarantine; a quarantined one cannot be acked.
 func (s *Shards) Ack(topic string, partition int32, off int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.parts[key{topic, partition}]
-	if sh == nil || off <= sh.frontier || sh.ahead[off] {
+	if sh == nil {
 		return false
 	}
-	if off != sh.frontier+1 {
-		sh.ahead[off] = true
+	if requeued, ok := sh.quarantine[off]; ok {
+		if !requeued {
+			return false
+		}
+		delete(sh.quarantine, off)
+		sh.requeueSettled[off] = true
 		return true
 	}
-	sh.frontier = off
-	for sh.ahead[sh.frontier+1] {
-		delete(sh.ahead, sh.frontier+1)
-		sh.frontier++
+	if !sh.unresolved(off) {
+		return false
+	}
+	delete(sh.attempts, off)
+	sh.ahead[off] = true
+	sh.advance()
+	return true
+}
+
+// Deliver counts a delivery of an unresolved offset above the frontier (a lease granted).
+func (s *Shards) Deliver(topic string, partition int32, off int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	if sh == nil || !sh.unresolved(off) {
+		return false
+	}
+	sh.attempts[off]++
+	sh.everAttempt[Attempt{Offset: off, Count: sh.attempts[off]}] = true
+	return true
+}
+
+// Quarantine sets an unresolved offset above the frontier aside; the frontier passes over it.
+func (s *Shards) Quarantine(topic string, partition int32, off int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	if sh == nil || !sh.unresolved(off) {
+		return false
+	}
+	delete(sh.attempts, off)
+	sh.quarantine[off] = false
+	sh.everQuarantined[off] = true
+	sh.advance()
+	return true
+}
+
+// Requeue brings a quarantined offset back: at or below the frontier it becomes requeued;
+// above it, an unresolved offset again with its attempts counted afresh.
+func (s *Shards) Requeue(topic string, partition int32, off int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	if sh == nil {
+		return false
+	}
+	if requeued, ok := sh.quarantine[off]; !ok || requeued {
+		return false
+	}
+	if off <= sh.frontier {
+		sh.quarantine[off] = true
+		sh.everRequeued[off] = true
+	} else {
+		delete(sh.quarantine, off)
+		sh.released[off] = true
 	}
 	return true
 }
 
 // Snapshot is the shard's state (Found false when there is no shard).
 func (s *Shards) Snapshot(topic string, partition int32) State {
-	f, a, ok := s.State(topic, partition, nil)
-	return State{Found: ok, Frontier: f, Ahead: a}
+	var st State
+	st.Found = s.State(topic, partition, &st)
+	if !st.Found {
+		st.Frontier = -1
+	}
+	return st
 }
 
 // Settled reports whether off is settled in the shard.
@@ -75,18 +215,89 @@ func (s *Shards) Settled(topic string, partition int32, off int64) bool {
 	return sh != nil && (off <= sh.frontier || sh.ahead[off])
 }
 
-// State implements Source.
-func (s *Shards) State(topic string, partition int32, ahead []int64) (int64, []int64, bool) {
+// History answers what the shard's sets ever held, for the invariants' oracles.
+type History struct {
+	Attempt     func(Attempt) bool // (offset, count) was ever the offset's attempts
+	Quarantined func(int64) bool   // ever quarantined
+	Requeued    func(int64) bool   // ever requeued at or below the frontier
+	Released    func(int64) bool   // ever requeued above the frontier: unresolved again
+	// RequeueSettled: requeued at or below the frontier, then acked.
+	RequeueSettled func(int64) bool
+}
+
+// History returns the partition's history; it reads the shard under its lock at each call.
+func (s *Shards) History(topic string, partition int32) History {
+	get := func(f func(sh *shard) bool) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h := s.hist[key{topic, partition}]
+		return h != nil && f(&shard{history: h})
+	}
+	return History{
+		Attempt:        func(a Attempt) bool { return get(func(sh *shard) bool { return sh.everAttempt[a] }) },
+		Quarantined:    func(o int64) bool { return get(func(sh *shard) bool { return sh.everQuarantined[o] }) },
+		Requeued:       func(o int64) bool { return get(func(sh *shard) bool { return sh.everRequeued[o] }) },
+		Released:       func(o int64) bool { return get(func(sh *shard) bool { return sh.released[o] }) },
+		RequeueSettled: func(o int64) bool { return get(func(sh *shard) bool { return sh.requeueSettled[o] }) },
+	}
+}
+
+// Unresolved returns the shard's unresolved offsets in (frontier, upTo]: what Deliver and
+// Quarantine may take.
+func (s *Shards) Unresolved(topic string, partition int32, upTo int64) []int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.parts[key{topic, partition}]
 	if sh == nil {
-		return -1, ahead[:0], false
+		return nil
 	}
-	ahead = ahead[:0]
+	var out []int64
+	for o := sh.frontier + 1; o <= upTo; o++ {
+		if sh.unresolved(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// State implements Source.
+func (s *Shards) State(topic string, partition int32, into *State) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	into.Ahead, into.Attempts = into.Ahead[:0], into.Attempts[:0]
+	into.Quarantine, into.Requeued = into.Quarantine[:0], into.Requeued[:0]
+	if sh == nil {
+		into.Frontier = -1
+		return false
+	}
+	into.Frontier = sh.frontier
 	for o := range sh.ahead {
-		ahead = append(ahead, o)
+		into.Ahead = append(into.Ahead, o)
 	}
-	slices.Sort(ahead)
-	return sh.frontier, ahead, true
+	for o, n := range sh.attempts {
+		into.Attempts = append(into.Attempts, Attempt{Offset: o, Count: n})
+	}
+	for o, requeued := range sh.quarantine {
+		if requeued {
+			into.Requeued = append(into.Requeued, o)
+		} else {
+			into.Quarantine = append(into.Quarantine, o)
+		}
+	}
+	slices.Sort(into.Ahead)
+	slices.SortFunc(into.Attempts, func(a, b Attempt) int { return cmpOffset(a.Offset, b.Offset) })
+	slices.Sort(into.Quarantine)
+	slices.Sort(into.Requeued)
+	return true
+}
+
+func cmpOffset(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

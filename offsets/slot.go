@@ -19,10 +19,10 @@ const (
 	// SlotVersion is the record version this release writes and the newest it reads.
 	SlotVersion = 1
 
-	// MaxAheadOffsets bounds the acked-ahead offsets (and each reserved set) one record holds,
-	// so a decoder never expands a record into more memory than this many int64s, whatever its
-	// bytes say. The slot runs out of room long before this for scattered offsets; it only
-	// bites for long consecutive runs.
+	// MaxAheadOffsets bounds the offsets of each set one record holds (acked-ahead, attempts,
+	// quarantined, requeued), so a decoder never expands a record into more memory than this
+	// many entries per set, whatever its bytes say. The slot runs out of room long before this
+	// for scattered offsets; it only bites for long consecutive runs.
 	MaxAheadOffsets = 1 << 20
 )
 
@@ -49,9 +49,10 @@ const (
 // so a later release can add data older readers may safely ignore; anything an older reader
 // must not ignore needs a new version.
 const (
-	tagAhead      = 1 // runs of acked-ahead offsets
-	tagAttempts   = 2 // reserved: delivery attempts of offsets above the frontier
-	tagQuarantine = 3 // reserved: runs of quarantined offsets
+	tagAhead      = 1 // runs of acked-ahead offsets, from the frontier
+	tagAttempts   = 2 // delivery attempts of offsets above the frontier, from the frontier
+	tagQuarantine = 3 // runs of quarantined offsets, from -1 (either side of the frontier)
+	tagRequeued   = 4 // runs of requeued offsets at or below the frontier, from -1
 )
 
 var slotMagic = [4]byte{'N', 'R', 'C', 'A'}
@@ -69,7 +70,9 @@ var ErrCorruptSlot = errors.New("offsets: corrupt consumer.ahead slot")
 var ErrNewerSlot = errors.New("offsets: consumer.ahead record from a newer release")
 
 // ErrInvalidRecord is what EncodeSlot answers for a record that breaks the record's rules
-// (frontier below -1, offsets not ascending or not above the frontier). Nothing is written.
+// (frontier below -1, a set not ascending, acked-ahead or attempted offsets not above the
+// frontier, a quarantined or requeued offset below 0, a requeued offset above the frontier).
+// Nothing is written.
 var ErrInvalidRecord = errors.New("offsets: invalid consumer.ahead record")
 
 // VersionError reports a checksummed record of a version this release does not read.
@@ -105,6 +108,7 @@ const (
 	errTooMany   = corruption("more offsets than MaxAheadOffsets")
 	errAttempts  = corruption("attempt count out of range")
 	errUnordered = corruption("sections out of order")
+	errRequeued  = corruption("requeued offset above the frontier")
 )
 
 // Record is one consumer.ahead slot's content.
@@ -119,13 +123,19 @@ type Record struct {
 	Frontier int64
 	// Ahead holds the offsets acked above the frontier, ascending, each above Frontier.
 	Ahead []int64
-	// Attempts and Quarantine are reserved for the delivery-attempt counts of offsets above
-	// the frontier and the quarantined offsets (issue "Poison messages and redelivery
-	// control"). The format carries them now; this release writes them empty.
-	Attempts   []Attempt
+	// Attempts holds the delivery attempts of unresolved offsets above the frontier,
+	// ascending by offset, each above Frontier.
+	Attempts []Attempt
+	// Quarantine holds the quarantined offsets (set aside after too many deliveries),
+	// ascending, each at least 0, on either side of the frontier: the frontier passes over
+	// them and they stay until requeued.
 	Quarantine []int64
+	// Requeued holds the quarantined offsets at or below the frontier that were requeued and
+	// wait to be delivered again, ascending, each within [0, Frontier].
+	Requeued []int64
 	// Dropped is how many acked-ahead offsets the writer left out for lack of room (it is
-	// informational: those offsets are simply delivered again). EncodeSlot sets it.
+	// informational: those offsets are simply delivered again). EncodeSlot sets it; the
+	// other sets' losses are reported by Overflow only.
 	Dropped uint32
 }
 
@@ -136,8 +146,14 @@ type Attempt struct {
 }
 
 // Overflow counts what EncodeSlot left out of a record because the slot was full: the
-// highest offsets of each set, never the lowest (checklist item 51).
-type Overflow struct{ Ahead, Attempts, Quarantine int }
+// highest offsets of each set, never the lowest (checklist item 51). The sets take the room
+// in order of what their loss costs: requeued offsets first (one left out is a record never
+// delivered again), then acked-ahead (delivered again), quarantined (they would be settled
+// and no longer requeueable) and delivery attempts (counted afresh).
+type Overflow struct{ Ahead, Attempts, Quarantine, Requeued int }
+
+// Total is the number of entries left out, all sets together.
+func (o Overflow) Total() int { return o.Ahead + o.Attempts + o.Quarantine + o.Requeued }
 
 // PartitionKey is the key records of the partition carry: CRC-32C of the topic's bytes
 // followed by the partition as a big-endian int32.
@@ -150,7 +166,11 @@ func PartitionKey(topic string, partition int32) uint32 {
 
 // EncodeSlot writes r as one slot into dst[:SlotSize] (dst must hold at least SlotSize bytes)
 // and reports what did not fit. It does not allocate. r.Dropped is ignored; the slot carries
-// the count this encoding dropped.
+// the count of acked-ahead offsets this encoding dropped.
+//
+// When the sets do not all fit, each keeps its lowest offsets, and they take the room in
+// priority order: requeued, acked-ahead, quarantined, attempts (see Overflow). The sections
+// are still laid out by ascending tag.
 func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	var over Overflow
 	if len(dst) < SlotSize {
@@ -167,18 +187,31 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	binary.BigEndian.PutUint64(dst[offFrontier:], uint64(r.Frontier))
 	binary.BigEndian.PutUint32(dst[offKey:], r.Key)
 
+	// Plan: the room each set gets, by priority.
+	requeued, cutR := capOffsets(r.Requeued)
+	ahead, cutA := capOffsets(r.Ahead)
+	quarantine, cutQ := capOffsets(r.Quarantine)
+	attempts, cutT := capAttempts(r.Attempts)
+	room := maxBodyLen
+	usedR, keptR := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, -1, requeued) })
+	usedA, keptA := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, r.Frontier, ahead) })
+	usedQ, keptQ := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, -1, quarantine) })
+	usedT, keptT := planSection(&room, func(n int) (int, int) { return putAttempts(nil, n, r.Frontier, attempts) })
+	over.Requeued = cutR + len(requeued) - keptR
+	over.Ahead = cutA + len(ahead) - keptA
+	over.Quarantine = cutQ + len(quarantine) - keptQ
+	over.Attempts = cutT + len(attempts) - keptT
+
+	// Write: by ascending tag. A set's kept prefix encodes to the very bytes the plan counted.
 	pos := headerSize
-	ahead, cut := capOffsets(r.Ahead)
-	n, kept := putSection(dst, pos, tagAhead, func(b []byte) (int, int) { return putRuns(b, r.Frontier, ahead) })
-	pos += n
-	over.Ahead = cut + len(ahead) - kept
-	n, kept = putSection(dst, pos, tagAttempts, func(b []byte) (int, int) { return putAttempts(b, r.Frontier, r.Attempts) })
-	pos += n
-	over.Attempts = len(r.Attempts) - kept
-	quarantine, cut := capOffsets(r.Quarantine)
-	n, kept = putSection(dst, pos, tagQuarantine, func(b []byte) (int, int) { return putRuns(b, r.Frontier, quarantine) })
-	pos += n
-	over.Quarantine = cut + len(quarantine) - kept
+	pos = sectionAt(dst, pos, tagAhead, usedA)
+	putRuns(dst[pos-usedA:pos], usedA, r.Frontier, ahead[:keptA])
+	pos = sectionAt(dst, pos, tagAttempts, usedT)
+	putAttempts(dst[pos-usedT:pos], usedT, r.Frontier, attempts[:keptT])
+	pos = sectionAt(dst, pos, tagQuarantine, usedQ)
+	putRuns(dst[pos-usedQ:pos], usedQ, -1, quarantine[:keptQ])
+	pos = sectionAt(dst, pos, tagRequeued, usedR)
+	putRuns(dst[pos-usedR:pos], usedR, -1, requeued[:keptR])
 
 	binary.BigEndian.PutUint16(dst[offBodyLen:], uint16(pos-headerSize))
 	binary.BigEndian.PutUint32(dst[offDropped:], uint32(min(over.Ahead, math.MaxUint32)))
@@ -224,6 +257,7 @@ func DecodeSlot(src []byte, r *Record) error {
 	r.Key = binary.BigEndian.Uint32(src[offKey:])
 	r.Dropped = binary.BigEndian.Uint32(src[offDropped:])
 	r.Ahead, r.Attempts, r.Quarantine = r.Ahead[:0], r.Attempts[:0], r.Quarantine[:0]
+	r.Requeued = r.Requeued[:0]
 	if r.Frontier < -1 {
 		return errFrontier
 	}
@@ -253,7 +287,12 @@ func (r *Record) decodeSections(body []byte) error {
 		case tagAttempts:
 			r.Attempts, err = readAttempts(payload, r.Frontier, r.Attempts)
 		case tagQuarantine:
-			r.Quarantine, err = readRuns(payload, r.Frontier, r.Quarantine)
+			r.Quarantine, err = readRuns(payload, -1, r.Quarantine)
+		case tagRequeued:
+			r.Requeued, err = readRuns(payload, -1, r.Requeued)
+			if err == nil && len(r.Requeued) > 0 && r.Requeued[len(r.Requeued)-1] > r.Frontier {
+				err = errRequeued
+			}
 		}
 		if err != nil {
 			return err
@@ -263,12 +302,17 @@ func (r *Record) decodeSections(body []byte) error {
 }
 
 // validate checks the rules a record must keep; a record from the shard breaks them only
-// through a bug in the host's adapter, and then nothing is written.
+// through a bug in the host's adapter, and then nothing is written. The decoder enforces the
+// same rules, so every record it accepts encodes again.
 func (r *Record) validate() error {
 	if r.Frontier < -1 {
 		return ErrInvalidRecord
 	}
-	if !ascendingAbove(r.Ahead, r.Frontier) || !ascendingAbove(r.Quarantine, r.Frontier) {
+	if !ascendingAbove(r.Ahead, r.Frontier) || !ascendingAbove(r.Quarantine, -1) ||
+		!ascendingAbove(r.Requeued, -1) {
+		return ErrInvalidRecord
+	}
+	if n := len(r.Requeued); n > 0 && r.Requeued[n-1] > r.Frontier {
 		return ErrInvalidRecord
 	}
 	prev := r.Frontier
@@ -299,28 +343,46 @@ func capOffsets(offs []int64) ([]int64, int) {
 	return offs[:MaxAheadOffsets], len(offs) - MaxAheadOffsets
 }
 
-// putSection writes one section at dst[pos:] if anything of it fits: put fills the payload
-// space it is given and reports the bytes it used and the entries it kept. An empty section
-// is left out. It returns the bytes the section took and the entries kept.
-func putSection(dst []byte, pos int, tag byte, put func([]byte) (used, kept int)) (int, int) {
-	if offCRC-pos <= sectionHeader {
+// capAttempts is capOffsets for attempts.
+func capAttempts(as []Attempt) ([]Attempt, int) {
+	if len(as) <= MaxAheadOffsets {
+		return as, 0
+	}
+	return as[:MaxAheadOffsets], len(as) - MaxAheadOffsets
+}
+
+// planSection gives one section what is left of the body's room: size(n) reports the payload
+// bytes and entries of what fits in n bytes. An empty section is left out and takes nothing.
+// It returns the payload bytes and the entries the section keeps.
+func planSection(room *int, size func(n int) (used, kept int)) (int, int) {
+	if *room <= sectionHeader {
 		return 0, 0
 	}
-	used, kept := put(dst[pos+sectionHeader : offCRC])
+	used, kept := size(*room - sectionHeader)
 	if kept == 0 {
-		return 0, 0 // put writes nothing when nothing fits
+		return 0, 0
+	}
+	*room -= sectionHeader + used
+	return used, kept
+}
+
+// sectionAt writes the header of a section of used payload bytes at dst[pos:] and returns
+// where its payload ends; an empty section is left out.
+func sectionAt(dst []byte, pos int, tag byte, used int) int {
+	if used == 0 {
+		return pos
 	}
 	dst[pos] = tag
 	binary.BigEndian.PutUint16(dst[pos+1:], uint16(used))
-	return sectionHeader + used, kept
+	return pos + sectionHeader + used
 }
 
 // putRuns encodes ascending offsets, all above base, as runs: for each maximal run of
 // consecutive offsets, uvarint(start - prev - 1) then uvarint(end - start), where prev is base
 // for the first run and the previous run's end after it. It keeps the lowest offsets that fit
-// in dst (a run that does not fit whole is shortened) and returns the bytes used and the
-// number of offsets encoded.
-func putRuns(dst []byte, base int64, offs []int64) (used, kept int) {
+// in room bytes (a run that does not fit whole is shortened) and returns the bytes used and
+// the number of offsets encoded. With a nil dst it only counts; otherwise dst holds room bytes.
+func putRuns(dst []byte, room int, base int64, offs []int64) (used, kept int) {
 	prev := base
 	for kept < len(offs) {
 		start := offs[kept]
@@ -329,13 +391,16 @@ func putRuns(dst []byte, base int64, offs []int64) (used, kept int) {
 			end++
 		}
 		gap, extra := uint64(start-prev-1), uint64(end-kept)
-		room := len(dst) - used - uvarintLen(gap)
-		if room < 1 {
+		left := room - used - uvarintLen(gap)
+		if left < 1 {
 			break
 		}
-		extra = min(extra, maxUvarint(room))
-		used += binary.PutUvarint(dst[used:], gap)
-		used += binary.PutUvarint(dst[used:], extra)
+		extra = min(extra, maxUvarint(left))
+		if dst != nil {
+			binary.PutUvarint(dst[used:], gap)
+			binary.PutUvarint(dst[used+uvarintLen(gap):], extra)
+		}
+		used += uvarintLen(gap) + uvarintLen(extra)
 		kept += int(extra) + 1
 		prev = start + int64(extra)
 	}
@@ -343,16 +408,21 @@ func putRuns(dst []byte, base int64, offs []int64) (used, kept int) {
 }
 
 // putAttempts encodes uvarint(offset - prev - 1), uvarint(count) per entry, prev starting at
-// base; it keeps the entries of the lowest offsets that fit.
-func putAttempts(dst []byte, base int64, as []Attempt) (used, kept int) {
+// base; it keeps the entries of the lowest offsets that fit in room bytes. With a nil dst it
+// only counts.
+func putAttempts(dst []byte, room int, base int64, as []Attempt) (used, kept int) {
 	prev := base
 	for _, a := range as {
 		gap, count := uint64(a.Offset-prev-1), uint64(a.Count)
-		if uvarintLen(gap)+uvarintLen(count) > len(dst)-used {
+		n := uvarintLen(gap) + uvarintLen(count)
+		if n > room-used {
 			break
 		}
-		used += binary.PutUvarint(dst[used:], gap)
-		used += binary.PutUvarint(dst[used:], count)
+		if dst != nil {
+			binary.PutUvarint(dst[used:], gap)
+			binary.PutUvarint(dst[used+uvarintLen(gap):], count)
+		}
+		used += n
 		prev = a.Offset
 		kept++
 	}

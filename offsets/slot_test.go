@@ -48,9 +48,21 @@ func TestSlotRoundTrip(t *testing.T) {
 		{"scattered", Record{Seq: 3, Frontier: 10, Ahead: []int64{12, 14, 15, 16, 40, 1 << 40}}},
 		{"one long run", Record{Seq: 4, Frontier: 0, Ahead: seq(2, 100_001, 1)}},
 		{"near the top of int64", Record{Seq: math.MaxUint64, Frontier: math.MaxInt64 - 3, Ahead: []int64{math.MaxInt64 - 1, math.MaxInt64}}},
-		{"reserved sets", Record{Seq: 5, Frontier: 9, Ahead: []int64{11},
+		{"every set", Record{Seq: 5, Frontier: 9, Ahead: []int64{11},
 			Attempts:   []Attempt{{Offset: 10, Count: 3}, {Offset: 12, Count: math.MaxUint32}},
 			Quarantine: []int64{13, 14, 20}}},
+		{"quarantine on both sides of the frontier, requeued below", Record{Seq: 6, Frontier: 100,
+			Ahead: []int64{102}, Attempts: []Attempt{{101, 1}, {104, 9}},
+			Quarantine: []int64{0, 1, 2, 50, 99, 100, 101, 103}, Requeued: []int64{3, 4, 60}}},
+		{"requeued at the frontier", Record{Seq: 7, Frontier: 40, Requeued: []int64{0, 40}}},
+		{"requeued only", Record{Seq: 8, Frontier: 1 << 50, Requeued: []int64{1 << 49, 1<<50 - 1}}},
+		{"quarantine only, from offset 0", Record{Seq: 9, Frontier: -1, Quarantine: []int64{0, 1, 2, 7}}},
+		{"attempts only", Record{Seq: 10, Frontier: 5, Attempts: []Attempt{{6, 1}, {7, 0}, {1 << 40, 2}}}},
+		{"long runs in every run set", Record{Seq: 11, Frontier: 300_000, Ahead: seq(300_002, 400_000, 1),
+			Quarantine: seq(0, 200_000, 1), Requeued: seq(200_001, 300_000, 1)}},
+		{"near the top of int64, every set", Record{Seq: 12, Frontier: math.MaxInt64 - 3, Ahead: []int64{math.MaxInt64 - 1},
+			Attempts: []Attempt{{math.MaxInt64 - 2, 1}, {math.MaxInt64, 5}}, Quarantine: []int64{math.MaxInt64},
+			Requeued: []int64{math.MaxInt64 - 3}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +77,93 @@ func TestSlotRoundTrip(t *testing.T) {
 			require.Equal(t, len(tt.rec.Attempts), len(got.Attempts))
 			require.True(t, slices.Equal(tt.rec.Attempts, got.Attempts))
 			require.True(t, slices.Equal(tt.rec.Quarantine, got.Quarantine))
+			require.Equal(t, len(tt.rec.Requeued), len(got.Requeued))
+			require.True(t, slices.Equal(tt.rec.Requeued, got.Requeued))
 			require.Zero(t, got.Dropped)
+		})
+	}
+}
+
+// The format of the new sections, byte for byte: quarantined and requeued offsets are runs
+// from -1 (so from offset 0, whatever the frontier), attempts pairs from the frontier.
+func TestSlotSectionBytes(t *testing.T) {
+	b := encode(t, Record{Seq: 1, Frontier: 10, Ahead: []int64{12, 13},
+		Attempts: []Attempt{{11, 3}, {14, 300}}, Quarantine: []int64{5, 6, 7, 11}, Requeued: []int64{2, 9}})
+	want := []byte{
+		tagAhead, 0, 2, 1, 1, // run 12..13: gap 12-10-1, extra 1
+		tagAttempts, 0, 5, 0, 3, 2, 0xAC, 0x02, // 11: gap 0, count 3; 14: gap 14-11-1, count 300
+		tagQuarantine, 0, 4, 5, 2, 3, 0, // run 5..7 from -1: gap 5, extra 2; 11: gap 11-7-1, extra 0
+		tagRequeued, 0, 4, 2, 0, 6, 0, // 2: gap 2 from -1; 9: gap 9-2-1
+	}
+	require.Equal(t, uint16(len(want)), binary.BigEndian.Uint16(b[offBodyLen:]))
+	require.Equal(t, want, b[headerSize:headerSize+len(want)])
+}
+
+// Checklist item 51 and issue 5: when the sets do not all fit, each keeps its lowest offsets
+// and they take the room in order: requeued, acked-ahead, quarantine, attempts.
+func TestSlotOverflowPriority(t *testing.T) {
+	scattered := func(from int64, n int) []int64 { return seq(from, from+int64(2*(n-1)), 2) }
+	attempts := func(from int64, n int) []Attempt {
+		var as []Attempt
+		for o := from; len(as) < n; o += 2 {
+			as = append(as, Attempt{Offset: o, Count: 2})
+		}
+		return as
+	}
+	tests := []struct {
+		name string
+		rec  Record
+		// which sets must be kept whole, and which overflow
+		whole, over []string
+	}{
+		{"requeued crowd out everything else", Record{Frontier: 100_000, Requeued: scattered(0, 3000),
+			Ahead: scattered(100_002, 10), Quarantine: scattered(1, 10), Attempts: attempts(100_001, 10)},
+			nil, []string{"requeued", "ahead", "quarantine", "attempts"}},
+		{"requeued whole, ahead cut", Record{Frontier: 100_000, Requeued: scattered(0, 500),
+			Ahead: scattered(100_002, 3000), Quarantine: scattered(1, 10), Attempts: attempts(100_001, 10)},
+			[]string{"requeued"}, []string{"ahead", "quarantine", "attempts"}},
+		{"ahead whole, quarantine cut", Record{Frontier: 100_000, Requeued: scattered(0, 10),
+			Ahead: scattered(100_002, 500), Quarantine: scattered(1, 3000), Attempts: attempts(100_001, 10)},
+			[]string{"requeued", "ahead"}, []string{"quarantine", "attempts"}},
+		{"quarantine whole, attempts cut", Record{Frontier: 100_000, Requeued: scattered(0, 10),
+			Ahead: scattered(100_002, 500), Quarantine: scattered(1, 500), Attempts: attempts(100_001, 3000)},
+			[]string{"requeued", "ahead", "quarantine"}, []string{"attempts"}},
+		{"everything fits", Record{Frontier: 100_000, Requeued: scattered(0, 300),
+			Ahead: scattered(100_002, 300), Quarantine: scattered(1, 300), Attempts: attempts(100_001, 300)},
+			[]string{"requeued", "ahead", "quarantine", "attempts"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := make([]byte, SlotSize)
+			over, err := EncodeSlot(b, &tt.rec)
+			require.NoError(t, err)
+			var got Record
+			require.NoError(t, DecodeSlot(b, &got))
+			lens := map[string][2]int{ // kept, dropped
+				"requeued":   {len(got.Requeued), over.Requeued},
+				"ahead":      {len(got.Ahead), over.Ahead},
+				"quarantine": {len(got.Quarantine), over.Quarantine},
+				"attempts":   {len(got.Attempts), over.Attempts},
+			}
+			for _, name := range tt.whole {
+				require.Zero(t, lens[name][1], "%s kept whole", name)
+			}
+			for _, name := range tt.over {
+				require.NotZero(t, lens[name][1], "%s overflows", name)
+			}
+			require.Equal(t, len(tt.rec.Requeued), len(got.Requeued)+over.Requeued)
+			require.Equal(t, len(tt.rec.Ahead), len(got.Ahead)+over.Ahead)
+			require.Equal(t, len(tt.rec.Quarantine), len(got.Quarantine)+over.Quarantine)
+			require.Equal(t, len(tt.rec.Attempts), len(got.Attempts)+over.Attempts)
+			require.True(t, slices.Equal(tt.rec.Requeued[:len(got.Requeued)], got.Requeued), "kept the lowest")
+			require.True(t, slices.Equal(tt.rec.Ahead[:len(got.Ahead)], got.Ahead), "kept the lowest")
+			require.True(t, slices.Equal(tt.rec.Quarantine[:len(got.Quarantine)], got.Quarantine), "kept the lowest")
+			require.True(t, slices.Equal(tt.rec.Attempts[:len(got.Attempts)], got.Attempts), "kept the lowest")
+			require.Equal(t, uint32(over.Ahead), got.Dropped, "the header counts acked-ahead offsets only")
+			if over.Total() > 0 {
+				// A full slot: no set that lost entries could have kept one more.
+				require.Greater(t, int(binary.BigEndian.Uint16(b[offBodyLen:])), maxBodyLen-12)
+			}
 		})
 	}
 }
@@ -110,8 +208,13 @@ func TestEncodeSlotRejectsInvalidRecord(t *testing.T) {
 		{"ahead at the frontier", Record{Frontier: 5, Ahead: []int64{5}}},
 		{"ahead not ascending", Record{Frontier: 5, Ahead: []int64{9, 7}}},
 		{"ahead repeated", Record{Frontier: 5, Ahead: []int64{7, 7}}},
-		{"quarantine below", Record{Frontier: 5, Quarantine: []int64{3}}},
+		{"quarantine below 0", Record{Frontier: 5, Quarantine: []int64{-1, 3}}},
+		{"quarantine not ascending", Record{Frontier: 5, Quarantine: []int64{3, 3}}},
+		{"requeued above the frontier", Record{Frontier: 5, Requeued: []int64{4, 6}}},
+		{"requeued below 0", Record{Frontier: 5, Requeued: []int64{-1}}},
+		{"requeued not ascending", Record{Frontier: 5, Requeued: []int64{4, 2}}},
 		{"attempts unordered", Record{Frontier: 5, Attempts: []Attempt{{9, 1}, {8, 1}}}},
+		{"attempts at the frontier", Record{Frontier: 5, Attempts: []Attempt{{5, 1}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +261,11 @@ func TestDecodeSlotCorrupt(t *testing.T) {
 		{"run past int64", reseal(rawSlot(math.MaxInt64-2, tagAhead, 0, 5))},
 		{"too many offsets", reseal(rawSlot(0, tagAhead, 0, 0xff, 0xff, 0x7f))},
 		{"attempt count past uint32", reseal(rawSlot(0, tagAttempts, 0, 0xff, 0xff, 0xff, 0xff, 0x7f))},
+		{"requeued above the frontier", reseal(rawSlot(4, tagRequeued, 5, 0))},
+		{"requeued run past the frontier", reseal(rawSlot(4, tagRequeued, 4, 1))},
+		{"requeued with frontier -1", reseal(rawSlot(-1, tagRequeued, 0, 0))},
+		{"quarantine runs not maximal", reseal(rawSlot(0, tagQuarantine, 1, 0, 0, 0))},
+		{"quarantine past int64", reseal(rawSlot(0, tagQuarantine, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 5))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,7 +373,8 @@ func TestNewestSlot(t *testing.T) {
 
 // EncodeSlot must not allocate: a tick encodes one record per partition.
 func TestEncodeSlotAllocatesNothing(t *testing.T) {
-	r := Record{Seq: 1, Frontier: 10, Ahead: seq(12, 2000, 3)}
+	r := Record{Seq: 1, Frontier: 10, Ahead: seq(12, 2000, 3), Attempts: []Attempt{{11, 2}, {13, 1}},
+		Quarantine: seq(0, 9000, 5), Requeued: []int64{1, 2, 3}}
 	b := make([]byte, SlotSize)
 	allocs := testing.AllocsPerRun(100, func() { _, _ = EncodeSlot(b, &r) })
 	require.Zero(t, allocs)

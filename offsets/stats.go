@@ -17,17 +17,26 @@ type Stats struct {
 	Reopens       uint64 // descriptors reopened by path after an eviction
 	Stranded      uint64 // partitions stranded (directory removed or replaced)
 	DroppedAhead  uint64 // acked-ahead offsets left out of records for lack of room
-	Overruns      uint64 // ticks that took longer than the tick period (priming ticks excluded)
-	LateWriteouts uint64 // ticks that found writes waiting more than twice the durability interval
-	Clamps        uint64 // recovered frontiers clamped to the high watermark (G1)
-	Descriptors   int64  // consumer.ahead descriptors held now
-	StrandedNow   int64  // partitions stranded now (until their Forget)
+	// DroppedRequeued, DroppedQuarantine and DroppedAttempts count the other sets' entries left
+	// out for lack of room (see Overflow for the order the sets take the room in).
+	DroppedRequeued   uint64
+	DroppedQuarantine uint64
+	DroppedAttempts   uint64
+	Durables          uint64 // Durable waits answered by a writeout (nil)
+	EarlyWriteouts    uint64 // writeouts made before their turn because a Durable waited
+	Overruns          uint64 // ticks that took longer than the tick period (priming ticks excluded)
+	LateWriteouts     uint64 // ticks that found writes waiting more than twice the durability interval
+	Clamps            uint64 // recovered frontiers clamped to the high watermark (G1)
+	Descriptors       int64  // consumer.ahead descriptors held now
+	StrandedNow       int64  // partitions stranded now (until their Forget)
 }
 
 type counters struct {
 	ticks, primes, windows, writeouts, levels       atomic.Uint64
 	writeFailures, syncFailures                     atomic.Uint64
 	evictions, oneShots, reopens, stranded, dropped atomic.Uint64
+	droppedRequeued, droppedQuarantine              atomic.Uint64
+	droppedAttempts, durables, earlyWriteouts       atomic.Uint64
 	overruns, lateWriteouts, clamps                 atomic.Uint64
 	descriptors, strandedNow                        atomic.Int64
 }
@@ -41,6 +50,8 @@ func (c *Committer) Stats() Stats {
 		WriteFailures: s.writeFailures.Load(), SyncFailures: s.syncFailures.Load(),
 		Evictions: s.evictions.Load(), OneShotWrites: s.oneShots.Load(), Reopens: s.reopens.Load(),
 		Stranded: s.stranded.Load(), DroppedAhead: s.dropped.Load(),
+		DroppedRequeued: s.droppedRequeued.Load(), DroppedQuarantine: s.droppedQuarantine.Load(),
+		DroppedAttempts: s.droppedAttempts.Load(), Durables: s.durables.Load(), EarlyWriteouts: s.earlyWriteouts.Load(),
 		Overruns: s.overruns.Load(), LateWriteouts: s.lateWriteouts.Load(), Clamps: s.clamps.Load(),
 		Descriptors: s.descriptors.Load(), StrandedNow: s.strandedNow.Load(),
 	}

@@ -13,6 +13,7 @@ type tickScratch struct {
 	devices    []deviceFlush // devices to flush once at the end of the phase
 	primes     []primeResult // primes waiting for their device flush
 	synced     []*partition  // writeouts waiting for their device flush
+	flipped    []*partition  // flipped partitions with Durable waiters to answer
 	levels     []levelWrite  // consumer.offset writes waiting for their device flush
 	oneShots   []*partition  // partitions holding a descriptor for this tick only
 	closeAfter []File        // files to close once the tick's flushes are done
@@ -42,10 +43,12 @@ func (t *tickScratch) release() {
 	clear(t.errs)
 	clear(t.devices)
 	clear(t.synced)
+	clear(t.flipped)
 	clear(t.levels)
 	clear(t.oneShots)
 	clear(t.closeAfter)
 	t.errs, t.devices, t.synced, t.levels = t.errs[:0], t.devices[:0], t.synced[:0], t.levels[:0]
+	t.flipped = t.flipped[:0]
 	t.oneShots, t.closeAfter = t.oneShots[:0], t.closeAfter[:0]
 }
 
@@ -149,9 +152,9 @@ func (c *Committer) primeAll() {
 		if p.primed {
 			continue
 		}
-		_, ahead, ok := c.src.State(p.topic, p.num, c.ahead[:0])
-		c.ahead = ahead[:0]
+		snap, ok := c.pull(p)
 		if !ok {
+			c.shardGone(p, snap)
 			c.discardIfIdle(p)
 			continue
 		}
@@ -181,6 +184,16 @@ func (c *Committer) primeAll() {
 	t.devices = t.devices[:0]
 }
 
+// pull asks the Source for p's live state into c.st and numbers the snapshot (see snaps).
+func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
+	snap = c.snaps.Add(1)
+	st := &c.st
+	st.Found, st.Frontier = false, -1
+	st.Ahead, st.Attempts = st.Ahead[:0], st.Attempts[:0]
+	st.Quarantine, st.Requeued = st.Quarantine[:0], st.Requeued[:0]
+	return snap, c.src.State(p.topic, p.num, st)
+}
+
 // retryNextTick marks p again, so the next tick retries what failed for it.
 func (c *Committer) retryNextTick(p *partition) {
 	c.markMu.Lock()
@@ -201,7 +214,7 @@ func (c *Committer) discardIfIdle(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
 	k := key{p.topic, p.num}
-	if c.parts[k] == p && !p.marked {
+	if c.parts[k] == p && !p.marked && len(p.waiters) == 0 {
 		delete(c.parts, k)
 	}
 }
@@ -215,14 +228,14 @@ func (c *Committer) writeWindows() {
 		if !p.primed || p.stranded {
 			continue
 		}
-		frontier, ahead, ok := c.src.State(p.topic, p.num, c.ahead[:0])
-		c.ahead = ahead[:0]
+		snap, ok := c.pull(p)
 		if !ok {
+			c.shardGone(p, snap)
 			continue
 		}
 		c.ioMu.Lock()
 		if !p.forgotten && !p.stranded {
-			if err := c.writeWindow(p, frontier, ahead); err != nil && err != errStranded {
+			if err := c.writeWindow(p, snap); err != nil && err != errStranded {
 				t.fail(p, "write window", err)
 			}
 		}
@@ -231,17 +244,20 @@ func (c *Committer) writeWindows() {
 	c.work = c.work[:0]
 }
 
-func (c *Committer) writeWindow(p *partition, frontier int64, ahead []int64) error {
+// writeWindow writes the state c.pull left in c.st, snapshot snap, into p's window.
+func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	t := &c.t
-	c.rec = Record{Seq: p.anchorSeq + 1, Key: p.key, Frontier: frontier, Ahead: ahead}
+	st := &c.st
+	c.rec = Record{Seq: p.anchorSeq + 1, Key: p.key, Frontier: st.Frontier, Ahead: st.Ahead,
+		Attempts: st.Attempts, Quarantine: st.Quarantine, Requeued: st.Requeued}
 	over, err := EncodeSlot(c.slot[:], &c.rec)
-	c.rec.Ahead = nil
+	c.rec = Record{}
 	if err != nil {
 		c.retryNextTick(p) // the shard's state broke the record's rules: ask it again
 		return err
 	}
-	if over.Ahead > 0 {
-		c.noteDropped(p, len(ahead)-over.Ahead, over.Ahead)
+	if over != (Overflow{}) {
+		c.noteDropped(p, st, over)
 	}
 	// From here on the window is in play: whatever fails, it is rewritten whole by the next
 	// tick before any writeout may flip it (the slot may now hold part of a record).
@@ -256,7 +272,7 @@ func (c *Committer) writeWindow(p *partition, frontier int64, ahead []int64) err
 		return err
 	}
 	p.windowOK, p.needRewrite = true, false
-	p.windowFrontier = frontier
+	p.windowFrontier, p.windowSnap = st.Frontier, snap
 	c.lru.touch(p)
 	c.stats.windows.Add(1)
 	t.wrote++

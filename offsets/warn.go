@@ -15,6 +15,11 @@ const (
 		"a power loss would redeliver more acks than it promises"
 	msgDropped = "consumer offsets: acked-ahead set too large for a consumer.ahead slot; " +
 		"its highest offsets are not persisted and are delivered again after a restart"
+	msgDroppedRequeued = "consumer offsets: requeued offsets too many for a consumer.ahead slot; " +
+		"the highest are not persisted and a restart does not deliver them again"
+	msgDroppedSets = "consumer offsets: quarantine or delivery attempts too large for a consumer.ahead slot; " +
+		"the highest quarantined offsets are not persisted (a restart leaves them settled, not requeueable) " +
+		"and the highest attempts are counted afresh"
 	msgClamped = "consumer offsets: persisted frontier at or above the log's high watermark " +
 		"(consumer.offset carries no checksum: torn or bit-flipped?); clamped below it"
 	msgTickFailed = "consumer offsets: tick failed; retrying on the next tick"
@@ -70,11 +75,34 @@ func (c *Committer) warnLateWriteouts(partitions int, oldest time.Duration) {
 	}
 }
 
-// noteDropped counts and reports an acked-ahead set too large for a slot (checklist item 51).
-func (c *Committer) noteDropped(p *partition, kept, dropped int) {
-	c.stats.dropped.Add(uint64(dropped))
-	if ok, n := c.warnDropped.allow(c.t.now); ok {
-		c.log.Warn(msgDropped, "topic", p.topic, "partition", p.num, "kept", kept, "dropped", dropped,
-			"suppressed", n)
+// noteDropped counts and reports a record too large for a slot (checklist item 51): one line
+// per kind of loss, each at most once a minute. Losing requeued offsets loses records, so it
+// is an error; acked-ahead offsets are delivered again; quarantined ones become settled and
+// attempts restart from zero.
+func (c *Committer) noteDropped(p *partition, st *State, over Overflow) {
+	now := c.t.now
+	if over.Requeued > 0 {
+		c.stats.droppedRequeued.Add(uint64(over.Requeued))
+		if ok, n := c.warnDroppedRequeued.allow(now); ok {
+			c.log.Error(msgDroppedRequeued, "topic", p.topic, "partition", p.num,
+				"kept", len(st.Requeued)-over.Requeued, "dropped", over.Requeued, "suppressed", n)
+		}
+	}
+	if over.Ahead > 0 {
+		c.stats.dropped.Add(uint64(over.Ahead))
+		if ok, n := c.warnDropped.allow(now); ok {
+			c.log.Warn(msgDropped, "topic", p.topic, "partition", p.num, "kept", len(st.Ahead)-over.Ahead,
+				"dropped", over.Ahead, "suppressed", n)
+		}
+	}
+	if over.Quarantine > 0 || over.Attempts > 0 {
+		c.stats.droppedQuarantine.Add(uint64(over.Quarantine))
+		c.stats.droppedAttempts.Add(uint64(over.Attempts))
+		if ok, n := c.warnDroppedSets.allow(now); ok {
+			c.log.Warn(msgDroppedSets, "topic", p.topic, "partition", p.num,
+				"quarantine_kept", len(st.Quarantine)-over.Quarantine, "quarantine_dropped", over.Quarantine,
+				"attempts_kept", len(st.Attempts)-over.Attempts, "attempts_dropped", over.Attempts,
+				"suppressed", n)
+		}
 	}
 }

@@ -22,8 +22,12 @@ func (c *Committer) writeOuts(closing bool) {
 			oldest = max(oldest, wait)
 		}
 		due := closing || p.turn == turn || t.now.Sub(p.pendingSince) >= c.interval
-		if !due || !p.windowOK || p.needRewrite {
+		early := !due && p.nwait.Load() > 0 // a Durable wait: due now, whatever its turn
+		if (!due && !early) || !p.windowOK || p.needRewrite {
 			continue
+		}
+		if early {
+			c.stats.earlyWriteouts.Add(1)
 		}
 		c.ioMu.Lock()
 		if !p.forgotten && !p.stranded {
@@ -36,6 +40,7 @@ func (c *Committer) writeOuts(closing bool) {
 	c.levelQuiet(turn, closing)
 	c.flushDevices()
 	c.completeWriteouts()
+	c.answerFlipped()
 	if late > 0 {
 		c.warnLateWriteouts(late, oldest)
 	}
@@ -81,7 +86,7 @@ func (c *Committer) syncFailed(p *partition, op string, err error) {
 func (c *Committer) levelQuiet(turn uint64, closing bool) {
 	kept := c.unlevel[:0]
 	for _, p := range c.unlevel {
-		if p.stranded || c.isForgotten(p) || (p.levelledOK && p.levelled == p.anchorFrontier) {
+		if p.stranded || c.isForgotten(p) || !levelNeeded(p, p.anchorFrontier) {
 			p.inUnlev = false
 			continue
 		}
@@ -102,10 +107,23 @@ func (c *Committer) levelQuiet(turn uint64, closing bool) {
 // levelDue says whether consumer.offset should be brought to v now: it differs (or is not
 // known to be durable) and the last levelling is 30 s old, or the committer is closing.
 func (c *Committer) levelDue(p *partition, v int64, closing bool) bool {
-	if p.levelledOK && p.levelled == v {
+	if !levelNeeded(p, v) {
 		return false
 	}
 	return closing || p.levelledAt.IsZero() || c.t.now.Sub(p.levelledAt) >= c.levelEvery
+}
+
+// levelNeeded says whether consumer.offset should be brought to v: it does not durably hold v
+// already, and v is not a frontier of -1 headed for a file that does not durably hold a
+// frontier yet. Writing one there would create or extend the file, and a power loss can keep
+// a file's new size without its bytes: eight zeros, which read as frontier 0, past an offset
+// never acked. A missing consumer.offset says as much as -1 (recovery takes consumer.ahead's
+// frontier), and an in-place write of a file that holds a frontier stays within one sector.
+func levelNeeded(p *partition, v int64) bool {
+	if p.levelledOK && p.levelled == v {
+		return false
+	}
+	return v >= 0 || p.levelledOK
 }
 
 // completeWriteouts flips every partition whose sync and device flush held, and records the
@@ -123,6 +141,9 @@ func (c *Committer) completeWriteouts() {
 			continue
 		}
 		c.flip(p)
+		if p.nwait.Load() > 0 {
+			t.flipped = append(t.flipped, p)
+		}
 	}
 	for _, l := range t.levels {
 		p := l.p
@@ -158,7 +179,7 @@ func (c *Committer) trackLevel(p *partition) {
 	if p.forgotten || p.stranded || !p.anchorOurs || p.inUnlev {
 		return
 	}
-	if !p.levelledOK || p.levelled != p.anchorFrontier {
+	if levelNeeded(p, p.anchorFrontier) {
 		p.inUnlev = true
 		c.unlevel = append(c.unlevel, p)
 	}

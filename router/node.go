@@ -144,7 +144,7 @@ func New(cfg Config) (*Node, error) {
 		FS:       fsys,
 		Dir:      n.partitionDir,
 		Interval: cfg.CommitInterval,
-		Source:   committerSource{n: n},
+		Source:   &committerSource{n: n},
 		Logger:   n.logger,
 	})
 	if err != nil {
@@ -213,7 +213,15 @@ func (n *Node) loadState(topic string, partition int32) (inflight.State, error) 
 		return inflight.State{Frontier: log.Oldest() - 1}, nil
 	}
 	persisted = n.committer.ClampToWatermark(topic, partition, persisted, log.HighWatermark())
-	return inflight.State{Frontier: persisted.Frontier, AckedAhead: persisted.Ahead}, nil
+	var attempts []inflight.Attempt
+	if len(persisted.Attempts) > 0 {
+		attempts = make([]inflight.Attempt, len(persisted.Attempts))
+		for i, a := range persisted.Attempts {
+			attempts[i] = inflight.Attempt{Offset: a.Offset, Count: a.Count}
+		}
+	}
+	return inflight.State{Frontier: persisted.Frontier, AckedAhead: persisted.Ahead, Attempts: attempts,
+		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued}, nil
 }
 
 // topic returns the node's state of a topic, creating it.
@@ -349,17 +357,32 @@ func (n *Node) Close() error {
 }
 
 // committerSource gives the committer the live state of a partition (checklist 40): a
-// partition whose shard is gone writes nothing. The committer calls it from one goroutine.
-type committerSource struct{ n *Node }
+// partition whose shard is gone writes nothing. The committer calls it from one goroutine, one
+// call at a time, so the snapshot it holds is reused without a lock: the shard fills the
+// committer's own buffers for the offset sets, and snap's for the attempts, which are then
+// converted. A steady tick allocates nothing here.
+type committerSource struct {
+	n    *Node
+	snap inflight.State
+}
 
-func (s committerSource) State(topic string, partition int32, ahead []int64) (int64, []int64, bool) {
+func (s *committerSource) State(topic string, partition int32, into *offsets.State) bool {
 	shard, ok := s.n.tracker.Lookup(topic, partition)
 	if !ok {
-		return 0, ahead, false
+		return false
 	}
-	state := inflight.State{AckedAhead: ahead[:0]}
-	shard.Snapshot(&state)
-	return state.Frontier, state.AckedAhead, true
+	snap := &s.snap
+	snap.AckedAhead, snap.Quarantined, snap.Requeued = into.Ahead[:0], into.Quarantine[:0], into.Requeued[:0]
+	shard.Snapshot(snap)
+	into.Frontier = snap.Frontier
+	into.Ahead, into.Quarantine, into.Requeued = snap.AckedAhead, snap.Quarantined, snap.Requeued
+	into.Attempts = into.Attempts[:0]
+	for _, a := range snap.Attempts {
+		into.Attempts = append(into.Attempts, offsets.Attempt{Offset: a.Offset, Count: a.Count})
+	}
+	// Drop the references to the committer's buffers: they are its own between calls.
+	snap.AckedAhead, snap.Quarantined, snap.Requeued = nil, nil, nil
+	return true
 }
 
 // pumpSource lets the pump take records for parked consumers through the node's scan.

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -19,6 +20,26 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
 		return s.Ack(now, h)
 	})
+}
+
+// AckDurable is Ack that returns only once the ack is on disk: after the committer's next
+// writeout of the partition, which a durable ack makes due on the next tick. It is a group
+// commit: every durable ack of the partition in that tick shares one sync, never one per
+// ack. It costs about a tick (100 ms) plus the sync, for hosts that need Kafka-like
+// durability for some acks; Ack stays asynchronous. A retried durable ack of a settled
+// offset waits as well, then answers inflight.ErrAlreadySettled. If the partition's state
+// cannot be made durable (the partition was dropped or its directory replaced) the error
+// says so (offsets.ErrShardGone, offsets.ErrStranded): the ack is in memory only.
+func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
+	err := n.Ack(ctx, topic, handle)
+	if err != nil && !errors.Is(err, inflight.ErrAlreadySettled) {
+		return err
+	}
+	h, _ := inflight.ParseHandle(handle) // Ack parsed it already
+	if werr := n.committer.Durable(ctx, topic, h.Partition); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // Extend re-arms the lease a handle names to expire d from now (the topic's visibility

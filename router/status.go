@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/offsets"
 )
 
 // HTTPStatus maps what a node call returned to the HTTP status the spec answers with, for a
@@ -18,7 +19,8 @@ import (
 //     an unknown topic;
 //   - 410: a receipt handle whose lease is gone (inflight.ErrGone);
 //   - 503: try again: the node is closing, the log was closed under the read, the partition
-//     is not served here, or the request's context ended first;
+//     is not served here, a durable ack could not be made durable, or the request's context
+//     ended first;
 //   - 500: anything else (a host error resolving a log, say).
 //
 // 502 (a transport failure reaching a partition's owner) arrives with cross-node
@@ -32,6 +34,7 @@ func HTTPStatus(err error) int {
 	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal),
+		errors.Is(err, offsets.ErrShardGone), errors.Is(err, offsets.ErrStranded), errors.Is(err, offsets.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}

@@ -1,0 +1,86 @@
+package router_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/router"
+)
+
+// A durable ack returns only once the ack is on disk: a power cut right after it keeps it.
+// Acks that share a tick share its writeout.
+func TestAckDurableSurvivesPowerLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		h.produce(0, 9)
+		msgs := h.consume(router.ConsumeOptions{Max: 9})
+		require.Len(t, msgs, 9)
+		var syncs int
+		h.fs.Inject(func(op memfs.Op) error {
+			if op.Kind == memfs.OpSyncData {
+				syncs++
+			}
+			return nil
+		})
+		start := time.Now()
+		errs := make(chan error, 8)
+		for _, m := range msgs[:8] {
+			go func() { errs <- h.node.AckDurable(context.Background(), "orders", m.Receipt.String()) }()
+		}
+		for range 8 {
+			require.NoError(t, <-errs)
+		}
+		assert.LessOrEqual(t, time.Since(start), 200*time.Millisecond, "about a tick, not the durability interval")
+		assert.LessOrEqual(t, syncs, 3, "one writeout for all eight acks (with the prime and consumer.offset), not one each")
+		require.NoError(t, h.ack(msgs[8])) // an ordinary ack: in memory, durable later
+
+		cut := h.fs.PowerCut(memfs.PowerCut{})
+		h.node.Close()
+		h.fs = cut
+		h.start()
+		defer h.close()
+		again := offsetsOf(h.consume(router.ConsumeOptions{Max: 9}))
+		for off := range int64(8) {
+			assert.NotContains(t, again, off, "a durable ack survives the power cut")
+		}
+	})
+}
+
+// The quarantine and the requeued set survive a power loss like the frontier.
+func TestQuarantineSurvivesPowerLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 1}
+		}
+		h.close()
+		h.start()
+		h.produce(0, 3)
+		msgs := h.consume(router.ConsumeOptions{Max: 3})
+		for _, m := range msgs {
+			require.NoError(t, h.node.Nack(context.Background(), "orders", m.Receipt.String(), 0))
+		}
+		ok, err := h.node.Requeue("orders", 0, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		time.Sleep(3 * time.Second) // more than the durability interval
+		synctest.Wait()
+
+		cut := h.fs.PowerCut(memfs.PowerCut{})
+		h.node.Close()
+		h.fs = cut
+		h.start()
+		defer h.close()
+		q, err := h.node.Quarantined("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{0, 2}, q)
+		m := h.one()
+		assert.Equal(t, int64(1), m.Offset, "the requeued record is delivered after the power loss")
+	})
+}
