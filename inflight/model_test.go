@@ -120,11 +120,29 @@ func (m *model) advance() {
 	}
 }
 
-// reserve predicts ReserveNext: the offset it leases, or the error.
+// reserve predicts ReserveNext: the offset it leases, or the error. A candidate whose
+// attempts already reached MaxDeliveries (restored after a crash took its last lease) is
+// quarantined instead, and the next one is taken.
 func (m *model) reserve() (int64, error) {
 	if m.count(leased) >= m.cfg.MaxInFlight {
 		return 0, ErrInFlightCap
 	}
+	for {
+		off, err := m.choose()
+		if err != nil {
+			return 0, err
+		}
+		o := m.at(off)
+		if m.cfg.MaxDeliveries == 0 || int(o.attempts) < m.cfg.MaxDeliveries {
+			return off, nil
+		}
+		o.state, o.below = quarantined, false
+		m.quarantines++
+		m.advance()
+	}
+}
+
+func (m *model) choose() (int64, error) {
 	lowestBelow, found := int64(0), false
 	for off, o := range m.offsets {
 		if o.below && o.state == free && (!found || off < lowestBelow) {

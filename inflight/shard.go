@@ -259,7 +259,7 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	var fx effects
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
-	err := s.reserveLocked(at, hwm, int64(visibility), &lease)
+	err := s.reserveLocked(at, hwm, int64(visibility), &lease, &fx)
 	s.mu.Unlock()
 	if err == nil {
 		fx.deadline = lease.Expiry.UnixNano()
@@ -271,48 +271,65 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	return lease, err
 }
 
-func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease) error {
+func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effects) error {
 	if s.dropped {
 		return ErrEmpty
 	}
 	if s.leased >= s.cfg.MaxInFlight {
 		return ErrInFlightCap
 	}
-	var off int64
+	for {
+		off, err := s.chooseLocked(hwm)
+		if err != nil {
+			return err
+		}
+		if off >= s.cursor {
+			s.cursor = off + 1
+		}
+		if p, ok := s.pending[off]; ok && s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries {
+			// Its last delivery was in flight when the process died (attempts persist,
+			// leases do not): that lease ended unsettled, so the record is quarantined now.
+			s.quarantineLocked(off, p.attempts, fx)
+			continue
+		}
+		if visibility <= 0 {
+			visibility = s.visibility
+		}
+		s.grantLocked(now, s.capLifetime(now, now+visibility), off, lease)
+		return nil
+	}
+}
+
+// chooseLocked picks the offset ReserveNext leases: a requeued one below the frontier first,
+// then, at the acked-ahead cap, only the frontier hole; otherwise the lowest released offset,
+// or the cursor.
+func (s *Shard) chooseLocked(hwm int64) (int64, error) {
 	hole := s.frontier + 1
+	var off int64
 	switch lowest, ok := s.lowestReleased(); {
 	case s.requeued > 0 && s.lowestRequeued(&off):
-		// A requeued offset below the frontier: delivered before anything above it.
+		return off, nil
 	case hole >= hwm:
-		return ErrEmpty
+		return 0, ErrEmpty
 	case len(s.ackedAhead) >= s.cfg.MaxAckedAhead:
 		// At the acked-ahead cap only the frontier hole is handed out, so that the gap can
 		// close and the set drain (checklist 23). The hole is never settled: the frontier
 		// would have advanced over it.
 		if p := s.pending[hole]; p.nonce != 0 || p.delayed {
-			return ErrAckedAheadCap
+			return 0, ErrAckedAheadCap
 		}
-		off = hole
+		return hole, nil
 	case ok && lowest < hwm:
 		s.released.pop()
-		off = lowest
-	default:
-		for s.isSettled(s.cursor) {
-			s.cursor++ // past offsets Restore brought acked ahead; each is passed once
-		}
-		if s.cursor >= hwm {
-			return ErrAllReserved
-		}
-		off = s.cursor
+		return lowest, nil
 	}
-	if visibility <= 0 {
-		visibility = s.visibility
+	for s.isSettled(s.cursor) {
+		s.cursor++ // past offsets Restore brought acked ahead; each is passed once
 	}
-	s.grantLocked(now, s.capLifetime(now, now+visibility), off, lease)
-	if off >= s.cursor {
-		s.cursor = off + 1
+	if s.cursor >= hwm {
+		return 0, ErrAllReserved
 	}
-	return nil
+	return s.cursor, nil
 }
 
 // lowestReleased returns the lowest offset of the released heap that is still released,

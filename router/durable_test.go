@@ -84,3 +84,33 @@ func TestQuarantineSurvivesPowerLoss(t *testing.T) {
 		assert.Equal(t, int64(1), m.Offset, "the requeued record is delivered after the power loss")
 	})
 }
+
+// A record that crashes its consumer's process every time still reaches MaxDeliveries: the
+// attempt is counted, and persisted, when the lease is granted.
+func TestAttemptsSurviveProcessCrashes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 2}
+		}
+		var dead []int64
+		h.cfg.OnQuarantine = func(_ string, _ int32, off int64, _ uint32) { dead = append(dead, off) }
+		h.close()
+		h.start()
+		h.produce(0, 2)
+		for attempt := uint32(1); attempt <= 2; attempt++ {
+			m := h.one()
+			require.Equal(t, int64(0), m.Offset)
+			require.Equal(t, attempt, m.Attempt)
+			time.Sleep(200 * time.Millisecond) // the poison record kills the process a tick later
+			synctest.Wait()
+			crashed := h.fs.ProcessCrash()
+			h.node.Close()
+			h.fs = crashed
+			h.start()
+		}
+		defer h.close()
+		assert.Equal(t, int64(1), h.one().Offset, "the partition moves on")
+		assert.Equal(t, []int64{0}, dead, "the record that took down two processes is quarantined")
+	})
+}
