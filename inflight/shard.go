@@ -286,11 +286,13 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 		if off >= s.cursor {
 			s.cursor = off + 1
 		}
-		if p, ok := s.pending[off]; ok && s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries {
-			// Its last delivery was in flight when the process died (attempts persist,
-			// leases do not): that lease ended unsettled, so the record is quarantined now.
-			s.quarantineLocked(off, p.attempts, fx)
-			continue
+		if s.cfg.MaxDeliveries > 0 {
+			if p, ok := s.pending[off]; ok && int(p.attempts) >= s.cfg.MaxDeliveries {
+				// Its last delivery was in flight when the process died (attempts persist,
+				// leases do not): that lease ended unsettled, so it is quarantined now.
+				s.quarantineLocked(off, p.attempts, fx)
+				continue
+			}
 		}
 		if visibility <= 0 {
 			visibility = s.visibility
