@@ -44,6 +44,10 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		return nil, fmt.Errorf("%w: negative Max, Wait, Visibility or Partition", ErrInvalidArgument)
 	}
 	n.stats.consumes.Add(1)
+	if !opts.Pinned && opts.Wait > 0 && n.unassigned(topic) {
+		n.countEmpty(nil)
+		return nil, n.holdUnassigned(ctx, topic, opts.Wait)
+	}
 	req := scanRequest{topic: topic, pinned: -1, max: max(opts.Max, 1), visibility: opts.Visibility}
 	if opts.Pinned {
 		req.pinned = opts.Partition
@@ -97,6 +101,51 @@ func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Dura
 }
 
 var errWaitOver = errors.New("router: wait over")
+
+// UnassignedRecheck is how often a long-poll on a topic with no assigned partition looks at
+// the route table again.
+const UnassignedRecheck = 50 * time.Millisecond
+
+// unassigned reports whether topic exists but no partition of it is assigned to any node
+// yet (created a moment ago, or the first seconds of a cold cluster).
+func (n *Node) unassigned(topic string) bool {
+	local, remote, ok := n.routes.Partitions(topic)
+	return ok && len(local) == 0 && len(remote) == 0
+}
+
+// holdUnassigned holds a long-poll on an unassigned topic for its wait instead of answering
+// at once, which would turn every looping consumer into a busy poll. It checks the route
+// table every UnassignedRecheck; once a partition is assigned it answers empty, so the
+// consumer's next poll takes the normal path with its full wait.
+func (n *Node) holdUnassigned(ctx context.Context, topic string, wait time.Duration) error {
+	tick := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	}
+	deadline := n.clock.Now().Add(wait)
+	for {
+		left := deadline.Sub(n.clock.Now())
+		if left <= 0 {
+			return nil
+		}
+		stop := n.clock.AfterFunc(min(UnassignedRecheck, left), signal)
+		select {
+		case <-ctx.Done():
+			stop()
+			return ctx.Err()
+		case <-tick:
+		}
+		if n.closed.Load() {
+			return ErrClosed
+		}
+		if !n.unassigned(topic) {
+			return nil
+		}
+	}
+}
 
 func (n *Node) countEmpty(msgs []Message) {
 	if len(msgs) == 0 {

@@ -546,3 +546,33 @@ func TestAckSurvivesCommitterErrors(t *testing.T) {
 		assert.Empty(t, h.consume(router.ConsumeOptions{}))
 	})
 }
+
+// Checklist 127, 128: a long-poll on a topic whose partitions are not assigned yet is held
+// for its wait, looking at the routes every 50 ms, and answered empty once a partition is
+// assigned, so the next poll takes the local path with its full wait.
+func TestLongPollOnUnassignedTopic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.routes.Set("fresh")
+		start := time.Now()
+		msgs, err := h.node.Consume(context.Background(), "fresh", router.ConsumeOptions{Wait: time.Second})
+		require.NoError(t, err)
+		assert.Empty(t, msgs)
+		assert.Equal(t, time.Second, time.Since(start), "held for the whole wait, not answered at once")
+
+		start = time.Now()
+		got := make(chan time.Duration, 1)
+		go func() {
+			h.node.Consume(context.Background(), "fresh", router.ConsumeOptions{Wait: time.Minute})
+			got <- time.Since(start)
+		}()
+		time.Sleep(120 * time.Millisecond)
+		h.logs.Log("fresh", 0)
+		h.routes.Set("fresh", 0)
+		assert.Equal(t, 150*time.Millisecond, <-got, "answered at the next look at the routes")
+
+		_, err = h.node.Consume(context.Background(), "missing", router.ConsumeOptions{Wait: time.Second})
+		assert.ErrorIs(t, err, router.ErrUnknownTopic, "a topic that does not exist is an error at once")
+	})
+}
