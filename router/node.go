@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,7 @@ type Config struct {
 	Logs   Logs
 	Routes Routes
 	// Dir is the root of the consumer state: each partition keeps consumer.ahead and
-	// consumer.offset in Dir/<topic, path-escaped>/<partition>.
+	// consumer.offset in Dir/<topic, path-escaped>/<partition> (see topicDir).
 	Dir string
 	// FS is the file system the state is written through. Nil means the real one.
 	FS offsets.FS
@@ -189,7 +190,19 @@ func (n *Node) goroutine(f func()) {
 
 // partitionDir is where a partition's consumer state lives.
 func (n *Node) partitionDir(topic string, partition int32) string {
-	return filepath.Join(n.dir, url.PathEscape(topic), strconv.Itoa(int(partition)))
+	return filepath.Join(n.dir, topicDir(topic), strconv.Itoa(int(partition)))
+}
+
+// topicDir names a topic's directory: the topic path-escaped (so "/" cannot nest), its dots
+// escaped too when the name would be "." or "..", and "%" for the empty name. Every topic
+// gets a directory of its own inside Config.Dir, and none can climb out of it. (An escaped
+// name never ends in a lone "%", so the mapping stays one to one.)
+func topicDir(topic string) string {
+	name := url.PathEscape(topic)
+	if strings.Trim(name, ".") == "" {
+		name = strings.ReplaceAll(name, ".", "%2E") + "%"
+	}
+	return name
 }
 
 // loadState reads a partition's persisted state at its shard's first touch (checklist 73).
