@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync"
 )
 
 // waiter is one Durable call waiting for its partition's writeout.
@@ -13,9 +12,6 @@ type waiter struct {
 	after uint64     // snaps when it registered: a window of a later snapshot covers it
 	idx   int        // index in its partition's waiters; -1 once answered
 }
-
-// waiters are recycled: a steady stream of Durable calls allocates nothing.
-var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan error, 1), idx: -1} }}
 
 // Durable returns once every change to the partition's acked state reported (MarkDirty)
 // before the call is durable: a window record written after the call has been written out
@@ -37,17 +33,17 @@ func (c *Committer) Durable(ctx context.Context, topic string, partition int32) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := waiterPool.Get().(*waiter)
+	// A fresh waiter each call (two small allocations, next to a wait for a sync): pooled
+	// channels would cross testing/synctest bubbles, which the runtime forbids.
+	w := &waiter{ch: make(chan error, 1), idx: -1}
 	c.markMu.Lock()
 	if c.closed {
 		c.markMu.Unlock()
-		waiterPool.Put(w)
 		return ErrClosed
 	}
 	p := c.partLocked(key{topic, partition})
 	if p.strandedW {
 		c.markMu.Unlock()
-		waiterPool.Put(w)
 		return &PartitionError{Topic: topic, Partition: partition, Op: "durable", Err: ErrStranded}
 	}
 	w.after = c.snaps.Load()
@@ -60,7 +56,6 @@ func (c *Committer) Durable(ctx context.Context, topic string, partition int32) 
 
 	select {
 	case err := <-w.ch:
-		waiterPool.Put(w)
 		return err
 	case <-ctx.Done():
 	}
@@ -68,13 +63,10 @@ func (c *Committer) Durable(ctx context.Context, topic string, partition int32) 
 	if w.idx >= 0 {
 		c.removeWaiter(p, w)
 		c.markMu.Unlock()
-		waiterPool.Put(w)
 		return ctx.Err()
 	}
 	c.markMu.Unlock()
-	err := <-w.ch // answered meanwhile: the answer is in the channel already
-	waiterPool.Put(w)
-	return err
+	return <-w.ch // answered meanwhile: the answer is in the channel already
 }
 
 // removeWaiter withdraws w from p's waiters. Called with markMu held.

@@ -35,6 +35,10 @@ var (
 // partitions nobody touches (spec, "Consume constants").
 const PurgeInterval = time.Second
 
+// purgeResolution is the finest the purger resolves a deadline: a lease expiry or the end
+// of a nack delay on a partition nobody touches is acted on within this much of it.
+const purgeResolution = 10 * time.Millisecond
+
 // TopicConfig is a topic's consume settings: visibility timeout and caps, enforced per
 // partition. The zero value means the defaults (30 s, 1024, 1024).
 type TopicConfig = inflight.Config
@@ -282,9 +286,10 @@ func (n *Node) runPurger(ctx context.Context) {
 		_, next := n.tracker.Purge(now)
 		sleep = PurgeInterval
 		if !next.IsZero() {
-			// A deadline can be due already (set during the sweep): come back at once,
-			// but never spin: a millisecond is the finest the purger resolves.
-			sleep = min(sleep, max(next.Sub(now), time.Millisecond))
+			// A deadline can be due already (set during the sweep): come back soon, but
+			// never spin. A sweep visits every shard, so under a steady stream of expiries
+			// the purger sweeps at most every purgeResolution.
+			sleep = min(sleep, max(next.Sub(now), purgeResolution))
 		}
 	}
 }

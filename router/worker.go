@@ -124,12 +124,17 @@ func (w *worker) run(ctx context.Context, m Message) {
 	}
 	w.running.Done() // the release will not run
 	stopExtending()
-	if err == nil {
+	switch {
+	case err == nil:
 		w.report(m, w.n.Ack(context.Background(), w.topic, handle))
-		return
+	case ctx.Err() != nil:
+		// The handler gave up because the worker is shutting down (ctx ended before the
+		// release could be scheduled): a shutdown, not a failure of the record.
+		w.report(m, w.n.Release(context.Background(), w.topic, handle))
+	default:
+		w.report(m, err)
+		w.report(m, w.n.Nack(context.Background(), w.topic, handle, 0))
 	}
-	w.report(m, err)
-	w.report(m, w.n.Nack(context.Background(), w.topic, handle, 0))
 }
 
 // call runs the handler, turning a panic into an error.
