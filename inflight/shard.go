@@ -1,6 +1,7 @@
 package inflight
 
 import (
+	"cmp"
 	crand "crypto/rand"
 	"math/rand/v2"
 	"slices"
@@ -742,19 +743,9 @@ func (s *Shard) Snapshot(dst *State) {
 	}
 	s.mu.Unlock()
 	slices.Sort(dst.AckedAhead)
-	slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmpInt64(a.Offset, b.Offset) })
+	slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
 	slices.Sort(dst.Quarantined)
 	slices.Sort(dst.Requeued)
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Stats is a consistent view of a shard's counts, for metrics, tests and the delivery-token

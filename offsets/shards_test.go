@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 )
@@ -286,18 +287,8 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 		}
 	}
 	slices.Sort(into.Ahead)
-	slices.SortFunc(into.Attempts, func(a, b Attempt) int { return cmpOffset(a.Offset, b.Offset) })
+	slices.SortFunc(into.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
 	slices.Sort(into.Quarantine)
 	slices.Sort(into.Requeued)
 	return true
-}
-
-func cmpOffset(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
