@@ -576,3 +576,21 @@ func TestLongPollOnUnassignedTopic(t *testing.T) {
 		assert.ErrorIs(t, err, router.ErrUnknownTopic, "a topic that does not exist is an error at once")
 	})
 }
+
+// Checklist 135: past 16 local partitions the scan resolves each log as it reaches it.
+func TestScanManyPartitionsResolvesEach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parts := make([]int32, 20)
+		for i := range parts {
+			parts[i] = int32(i)
+		}
+		h := newHarness(t, parts...)
+		defer h.close()
+		assert.Empty(t, h.consume(router.ConsumeOptions{}), "loads every shard")
+		gets, many := h.logs.Lookups()
+		assert.Empty(t, h.consume(router.ConsumeOptions{}))
+		gets2, many2 := h.logs.Lookups()
+		assert.Equal(t, 20, gets2-gets, "one lookup per partition")
+		assert.Equal(t, many, many2, "no GetMany past 16 partitions")
+	})
+}
