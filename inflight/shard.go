@@ -97,10 +97,11 @@ type Options struct {
 	Counters *Counters // nil: the shard counts into its own
 }
 
-// pending is the state of an unresolved offset above the frontier that the shard has
-// touched: leased (nonce != 0), delayed by a nack (delayed), or released and waiting to be
-// leased again (neither). Offsets never leased in this incarnation have no entry, unless
-// Restore brought their attempts.
+// pending is the state of an unresolved offset that the shard has touched: leased (nonce !=
+// 0), delayed by a nack or a backoff (delayed), or released and waiting to be leased again
+// (neither). It lies above the frontier, except for a requeued offset, which is delivered
+// below it. Offsets never leased in this incarnation have no entry, unless Restore brought
+// their attempts or a requeue made them fresh.
 type pending struct {
 	nonce    uint64 // the live lease's nonce; 0 when not leased
 	until    int64  // lease expiry or end of the nack delay, Unix nanoseconds
@@ -111,8 +112,9 @@ type pending struct {
 }
 
 // A Shard is the in-flight state of one (topic, partition): the committed frontier, the
-// leases, the expiry heap, the acked-ahead set and the corrupt-skip set. It never reads a
-// clock: every method that depends on time takes now. It is safe for concurrent use.
+// leases, the expiry heap, the acked-ahead set, the corrupt-skip set and the quarantine. It
+// never reads a clock: every method that depends on time takes now. It is safe for
+// concurrent use.
 type Shard struct {
 	topic     string
 	partition int32
@@ -239,10 +241,12 @@ func (s *Shard) SetConfig(cfg Config) {
 }
 
 // ReserveNext leases the lowest unresolved offset above the frontier and below hwm (the
-// log's high watermark: the next offset to be written), after purging expired leases. The
-// caller reads the record only after this returns (a reservation precedes every read,
-// invariant 1), then settles the lease, or gives it back with GiveBack, SkipCorrupt or
-// SkipRetention if the read failed.
+// log's high watermark: the next offset to be written), after purging expired leases; a
+// requeued offset below the frontier goes first. The caller reads the record only after this
+// returns (a reservation precedes every read, invariant 1), then settles the lease, or gives
+// it back with GiveBack, SkipCorrupt or SkipRetention if the read failed. With MaxDeliveries
+// set, an offset whose restored attempts already reached it is quarantined rather than leased
+// (its last delivery died with the previous process).
 //
 // It hands out nothing, with ErrEmpty, ErrAllReserved, ErrInFlightCap or ErrAckedAheadCap,
 // when there is nothing above the frontier, when everything there is leased or resolved,
