@@ -28,15 +28,24 @@
 //	// errors.Is(err, ErrEmpty / ErrAllReserved / ErrInFlightCap / ErrAckedAheadCap): a 204
 //	rec, err := log.Read(lease.Offset)
 //	switch {
-//	case errors.Is(err, ErrNotFound): shard.SkipRetention(now, lease.Handle, log.Oldest())
-//	case errors.Is(err, ErrCorrupt):  shard.SkipCorrupt(now, lease.Handle)
-//	case errors.Is(err, ErrLogClosed): shard.GiveBack(now, lease.Handle) // transient
+//	case below retention:  shard.SkipRetention(now, lease.Handle, log.Oldest())
+//	case unreadable:       shard.SkipCorrupt(now, lease.Handle)
+//	case log closed:       shard.GiveBack(now, lease.Handle) // transient, not a gap
 //	}
 //	// ... the consumer processes the record, then:
 //	err = shard.Ack(now, handle) // or Extend, or Nack; ErrGone is the 410
 //
 // A Tracker keeps the shards of a node by topic name and partition, creates them lazily from
 // persisted state, and drops them (a partition move, a deleted topic) behind a create fence.
+//
+// # Redelivery control
+//
+// Beyond the spec, a topic's Config can bound what one record that never succeeds costs:
+// MaxDeliveries quarantines it after that many deliveries (the frontier passes over it; the
+// quarantine is persisted, reported through Hooks.Quarantine, and Requeue brings a record
+// back), Backoff delays redelivery after an expiry or a nack without a delay of its own, and
+// MaxExtension and MaxLeaseLifetime bound how long a stuck consumer can hold a record. Every
+// lease says which attempt it is, why it is delivered (Reason) and carries a fencing token.
 //
 // # Time and randomness
 //
@@ -48,9 +57,10 @@
 //
 // # Hooks
 //
-// A shard reports two things to its caller, always after releasing its lock: Wake (records
-// became visible again: a nack, an expiry, the end of a nack delay; the pump listens) and
-// Dirty (the persisted state changed; the committer listens).
+// A shard reports to its caller, always after releasing its lock: Wake (records became
+// visible again: a nack, an expiry, the end of a delay; the pump listens), Dirty (the
+// persisted state changed; the committer listens), Deadline (a lease expiry or delay end was
+// set; a purger sleeping past it wakes) and Quarantine.
 //
 // # Implementation notes
 //
