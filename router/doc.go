@@ -50,6 +50,15 @@
 //     loss about one interval plus a tick; Close persists everything.
 //   - No recovery ever moves the frontier past a record that was not acked.
 //
+// # Beyond the spec
+//
+// Work runs a handler per record for in-process consumers (extending leases while handlers
+// run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
+// group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
+// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats,
+// WriteMetrics, MetricsHandler and Expvar export the counters; HTTPStatus maps errors to the
+// statuses the spec answers with.
+//
 // # Errors
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
