@@ -3,6 +3,7 @@ package offsets_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,7 +176,7 @@ func (s *durableDuringState) State(topic string, p int32, into *offsets.State) b
 		s.arm = false
 		s.call = startDurable(context.Background(), s.c, topic, p)
 		for offsets.Waiters(s.c, topic, p) == 0 {
-			time.Sleep(time.Millisecond)
+			runtime.Gosched() // until the call has registered: it blocks on nothing else
 		}
 	}
 	return ok
