@@ -230,6 +230,9 @@ type shardMachine struct {
 	frontier    int64    // the highest frontier seen, to check it never moves back
 	fences      map[int64]uint64
 	quarantined int // Quarantine hook calls
+	// clockWentBack: fences are promised to grow across restarts only while the clock does
+	// not go back, so a restart after a backward jump starts the fence check afresh.
+	clockWentBack bool
 }
 
 func (sm *shardMachine) init(t *rapid.T) {
@@ -270,6 +273,14 @@ func (sm *shardMachine) produce(t *rapid.T) {
 func (sm *shardMachine) advanceTime(t *rapid.T) {
 	step := rapid.SampledFrom([]time.Duration{time.Nanosecond, time.Second, 5 * time.Second, 10*time.Second - 1, 10 * time.Second}).Draw(t, "step")
 	sm.now = sm.now.Add(step)
+}
+
+// jumpClock moves the host's clock by a jump, backwards too (RELIABILITY row 10): leases then
+// last longer by the jump, a forward jump only brings redeliveries, and nothing else changes.
+func (sm *shardMachine) jumpClock(t *rapid.T) {
+	jump := rapid.SampledFrom([]time.Duration{-time.Hour, -10 * time.Second, -time.Nanosecond, time.Hour}).Draw(t, "jump")
+	sm.now = sm.now.Add(jump)
+	sm.clockWentBack = sm.clockWentBack || jump < 0
 }
 
 func (sm *shardMachine) reserve(t *rapid.T) {
@@ -446,6 +457,10 @@ func (sm *shardMachine) restart(t *rapid.T) {
 	sm.s.Snapshot(&snap)
 	sm.s.Restore(snap)
 	sm.now = sm.now.Add(time.Millisecond)
+	if sm.clockWentBack {
+		clear(sm.fences)
+		sm.clockWentBack = false
+	}
 	sm.unread = sm.unread[:0]
 	for off, o := range sm.m.offsets {
 		switch {
@@ -514,6 +529,7 @@ func TestShardAgainstModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"produce":      sm.produce,
 			"advanceTime":  sm.advanceTime,
+			"jumpClock":    sm.jumpClock,
 			"reserve":      sm.reserve,
 			"read":         sm.read,
 			"ack":          sm.ack,
