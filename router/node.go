@@ -85,6 +85,7 @@ type Node struct {
 	committer *offsets.Committer
 	pump      *pump.Pump[Message]
 	mkdirAll  func(string) error
+	removeAll func(string) error
 
 	topicsMu sync.RWMutex
 	topics   map[string]*topicState
@@ -138,12 +139,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	fsys := cfg.FS
 	n.mkdirAll = func(dir string) error { return os.MkdirAll(dir, 0o755) }
+	n.removeAll = os.RemoveAll
 	if fsys != nil {
-		maker, ok := fsys.(interface{ MkdirAll(string) error })
+		dirs, ok := fsys.(directoryMaker)
 		if !ok {
-			return nil, fmt.Errorf("%w: Config.FS must be able to MkdirAll(path string) error", ErrInvalidArgument)
+			return nil, fmt.Errorf("%w: Config.FS must also offer MkdirAll(path) and RemoveAll(path)", ErrInvalidArgument)
 		}
-		n.mkdirAll = maker.MkdirAll
+		n.mkdirAll, n.removeAll = dirs.MkdirAll, dirs.RemoveAll
 	}
 	committer, err := offsets.New(offsets.Config{
 		FS:       fsys,
@@ -190,6 +192,13 @@ func (n *Node) goroutine(f func()) {
 		defer n.done.Done()
 		f()
 	}()
+}
+
+// directoryMaker is what the node needs of a custom Config.FS besides the committer's seam:
+// creating partition directories at their first touch, and removing a deleted topic's.
+type directoryMaker interface {
+	MkdirAll(path string) error
+	RemoveAll(path string) error
 }
 
 // partitionDir is where a partition's consumer state lives.
@@ -318,14 +327,17 @@ func (n *Node) Appended(topic string, partition int32, hwm int64) {
 func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 
 // DeleteTopic drops everything the node holds for a deleted topic: its shards (the committer
-// forgets them), its parked consumers (they get an error) and its queue state, so churning
-// through uniquely named topics leaves nothing behind.
-func (n *Node) DeleteTopic(topic string) {
+// forgets them), its parked consumers (they get an error), its queue state, and its ack state
+// on disk, so churning through uniquely named topics leaves nothing behind and a topic created
+// again under the name starts afresh rather than from the old incarnation's frontier. The
+// host takes the topic out of its Routes first, so no consume recreates a shard meanwhile.
+func (n *Node) DeleteTopic(topic string) error {
 	n.tracker.DropTopic(topic)
 	n.pump.DropTopic(topic)
 	n.topicsMu.Lock()
 	delete(n.topics, topic)
 	n.topicsMu.Unlock()
+	return n.removeAll(filepath.Join(n.dir, topicDir(topic)))
 }
 
 // DropPartition drops the node's state of one partition: its shard goes (leases with it)

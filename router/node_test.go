@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -448,6 +449,31 @@ func TestScanResolution(t *testing.T) {
 	})
 }
 
+// A topic deleted and created again under its name starts afresh: its ack state on disk went
+// with it, so the new incarnation's offsets are not skipped.
+func TestRecreatedTopicStartsAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 5)
+		for _, m := range h.consume(router.ConsumeOptions{Max: 5}) {
+			require.NoError(t, h.ack(m))
+		}
+		time.Sleep(2 * time.Second) // the frontier (4) is on disk
+		synctest.Wait()
+
+		h.routes.Delete("orders")
+		require.NoError(t, h.node.DeleteTopic("orders"))
+		_, err := h.fs.Stat("/state/orders")
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+
+		h.logs.Replace("orders", 0, routertest.NewMemLog())
+		h.routes.Set("orders", 0)
+		h.produce(0, 2)
+		assert.Equal(t, []int64{0, 1}, offsetsOf(h.consume(router.ConsumeOptions{Max: 5})))
+	})
+}
+
 func TestDeleteTopicAndClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, 0)
@@ -457,7 +483,7 @@ func TestDeleteTopicAndClose(t *testing.T) {
 			parked <- err
 		}()
 		synctest.Wait()
-		h.node.DeleteTopic("orders")
+		require.NoError(t, h.node.DeleteTopic("orders"))
 		assert.Error(t, <-parked, "parked consumers of a deleted topic are told")
 
 		closing := make(chan error, 1)
