@@ -340,6 +340,15 @@ func (n *Node) DeleteTopic(topic string) error {
 	return n.removeAll(filepath.Join(n.dir, topicDir(topic)))
 }
 
+// PartitionDir returns the directory holding a partition's ack state (consumer.ahead and
+// consumer.offset). A host moving a partition to another node copies these two files into
+// the same place under the other node's Config.Dir, between two DropPartition calls there;
+// the other node's first touch then loads the copy, taking the larger frontier of the two
+// files.
+func (n *Node) PartitionDir(topic string, partition int32) string {
+	return n.partitionDir(topic, partition)
+}
+
 // DropPartition drops the node's state of one partition: its shard goes (leases with it)
 // and the committer forgets the partition, so no ack of the old shard is written into the
 // partition's directory afterwards. A host calls it before and after it installs a copy of

@@ -462,6 +462,7 @@ func TestRecreatedTopicStartsAfresh(t *testing.T) {
 		time.Sleep(2 * time.Second) // the frontier (4) is on disk
 		synctest.Wait()
 
+		assert.Equal(t, "/state/orders/0", h.node.PartitionDir("orders", 0))
 		h.routes.Delete("orders")
 		require.NoError(t, h.node.DeleteTopic("orders"))
 		_, err := h.fs.Stat("/state/orders")
