@@ -340,11 +340,21 @@ func (n *Node) DeleteTopic(topic string) error {
 	return n.removeAll(filepath.Join(n.dir, topicDir(topic)))
 }
 
+// Persist returns once the partition's ack state as of the call is durable on disk (the
+// committer's next writeout, group-committed like AckDurable). A host moving a partition
+// calls it before copying the state files.
+func (n *Node) Persist(ctx context.Context, topic string, partition int32) error {
+	if _, err := n.localShard(topic, partition); err != nil {
+		return err
+	}
+	return n.committer.Durable(ctx, topic, partition)
+}
+
 // PartitionDir returns the directory holding a partition's ack state (consumer.ahead and
-// consumer.offset). A host moving a partition to another node copies these two files into
-// the same place under the other node's Config.Dir, between two DropPartition calls there;
-// the other node's first touch then loads the copy, taking the larger frontier of the two
-// files.
+// consumer.offset). A host moving a partition to another node stops serving it here, calls
+// Persist, copies these two files into the same place under the other node's Config.Dir
+// between two DropPartition calls there, and drops it here; the other node's first touch then
+// loads the copy, taking the larger frontier of the two files.
 func (n *Node) PartitionDir(topic string, partition int32) string {
 	return n.partitionDir(topic, partition)
 }

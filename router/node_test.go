@@ -621,3 +621,43 @@ func TestScanManyPartitionsResolvesEach(t *testing.T) {
 		assert.Equal(t, many, many2, "no GetMany past 16 partitions")
 	})
 }
+
+// A partition moves between nodes: persisted on the first, its files copied, dropped around
+// the install on the second, which delivers exactly what was not acked.
+func TestPartitionMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newHarness(t, 0)
+		a.produce(0, 6)
+		msgs := a.consume(router.ConsumeOptions{Max: 6})
+		for _, i := range []int{0, 1, 2, 4} {
+			require.NoError(t, a.ack(msgs[i]))
+		}
+		require.NoError(t, a.node.Persist(context.Background(), "orders", 0))
+
+		b := &harness{t: t, logs: a.logs, routes: &routertest.Routes{}, fs: a.fs, dir: "/other"}
+		b.routes.Set("orders", 0)
+		b.cfg = a.cfg
+		b.cfg.Routes, b.cfg.Dir = b.routes, b.dir
+		b.start()
+		defer b.close()
+		b.node.DropPartition("orders", 0)
+		from, to := a.node.PartitionDir("orders", 0), b.node.PartitionDir("orders", 0)
+		require.NoError(t, a.fs.MkdirAll(to))
+		for _, name := range []string{"consumer.ahead", "consumer.offset"} {
+			data, err := a.fs.ReadFile(from + "/" + name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			require.NoError(t, err)
+			require.NoError(t, a.fs.WriteFile(to+"/"+name, data))
+		}
+		b.node.DropPartition("orders", 0)
+		a.routes.Delete("orders")
+		a.node.DropPartition("orders", 0)
+		a.close()
+
+		got, err := b.node.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 6})
+		require.NoError(t, err)
+		assert.Equal(t, []int64{3, 5}, offsetsOf(got))
+	})
+}
