@@ -25,7 +25,9 @@ import (
 //   - a record acked is delivered again only after a crash, and only if it was acked within
 //     the window the library documents before it: about a tick (100 ms) for a process crash,
 //     the durability interval plus a tick for a power cut, nothing for a graceful restart (I4);
-//   - nothing is lost: at the end every record produced has been acked (I7).
+//   - nothing is lost: at the end every record produced has been acked, but for those made
+//     unreadable and those retention removed first, and corrupt ones are never delivered
+//     (I7; RELIABILITY rows 14, 15).
 //
 // The whole node runs in a synctest bubble, so time is exact and schedules replay.
 
@@ -57,6 +59,8 @@ type nodeSim struct {
 	ackedAt   map[simKey]time.Time     // offset → when its ack succeeded (and still counts)
 	mayReturn map[simKey]bool          // acked offsets a crash allowed to come back
 	deadAfter map[inflight.Handle]bool // handles whose lease died with a process
+	corrupt   map[simKey]bool          // records made permanently unreadable
+	oldest    map[int32]int64          // the oldest retained offset per partition
 }
 
 func (s *nodeSim) now() time.Time { return time.Now() }
@@ -83,6 +87,9 @@ func (s *nodeSim) delivered(m router.Message) {
 	k := simKey{m.Partition, m.Offset}
 	if m.Offset >= s.produced[m.Partition] {
 		s.rt.Fatalf("delivered %v, never produced", k)
+	}
+	if s.corrupt[k] || m.Offset < s.oldest[m.Partition] {
+		s.rt.Fatalf("delivered %v, which is corrupt or below retention", k)
 	}
 	if l, ok := s.live[k]; ok && s.now().Before(l.deadline) && !s.deadAfter[l.msg.Receipt] {
 		s.rt.Fatalf("%v leased to a second holder while its lease runs to %v (I5)", k, l.deadline)
@@ -113,10 +120,19 @@ func (s *nodeSim) pick(rt *rapid.T) (int, simLease) {
 // back allows both of the last two.
 func (s *nodeSim) answers(l simLease, err error) bool {
 	k := simKey{l.msg.Partition, l.msg.Offset}
+	if k.offset < s.oldest[k.partition] {
+		// Retention took it: its lease holds until a read finds the gap and the frontier
+		// jumps over it, after which it counts as settled.
+		return err == nil || errors.Is(err, inflight.ErrGone) || errors.Is(err, inflight.ErrAlreadySettled)
+	}
 	if live, ok := s.live[k]; ok && live.msg.Receipt == l.msg.Receipt && s.now().Before(live.deadline) && !s.deadAfter[l.msg.Receipt] {
 		return err == nil
 	}
 	_, acked := s.ackedAt[k]
+	if s.corrupt[k] && !acked {
+		// Made unreadable after this delivery: settled once a read skips it, gone before.
+		return errors.Is(err, inflight.ErrGone) || errors.Is(err, inflight.ErrAlreadySettled)
+	}
 	switch {
 	case acked && s.mayReturn[k]:
 		return errors.Is(err, inflight.ErrAlreadySettled) || errors.Is(err, inflight.ErrGone)
@@ -150,6 +166,28 @@ func (s *nodeSim) nack(rt *rapid.T) {
 		delete(s.live, simKey{l.msg.Partition, l.msg.Offset})
 	}
 	s.held = slices.Delete(s.held, i, i+1)
+}
+
+// corruptRecord makes a record no consumer has acked permanently unreadable.
+func (s *nodeSim) corruptRecord(rt *rapid.T) {
+	p := int32(rapid.IntRange(0, 1).Draw(rt, "partition"))
+	if s.produced[p] == 0 {
+		rt.Skip("nothing produced")
+	}
+	k := simKey{p, rapid.Int64Range(0, s.produced[p]-1).Draw(rt, "offset")}
+	if _, acked := s.ackedAt[k]; acked {
+		rt.Skip("acked already")
+	}
+	s.h.logs.Log("orders", p).Corrupt(k.offset)
+	s.corrupt[k] = true
+}
+
+// retention drops the oldest records of a partition.
+func (s *nodeSim) retention(rt *rapid.T) {
+	p := int32(rapid.IntRange(0, 1).Draw(rt, "partition"))
+	oldest := min(s.oldest[p]+int64(rapid.IntRange(1, 3).Draw(rt, "records")), s.produced[p])
+	s.h.logs.Log("orders", p).Trim(oldest)
+	s.oldest[p] = oldest
 }
 
 func (s *nodeSim) sleep(rt *rapid.T) {
@@ -217,10 +255,15 @@ func (s *nodeSim) drain() {
 	}
 	for p, n := range s.produced {
 		for off := range n {
-			if _, ok := s.ackedAt[simKey{p, off}]; !ok {
-				s.rt.Fatalf("record %d/%d lost: produced, never acked, not delivered (I7)", p, off)
+			k := simKey{p, off}
+			if _, ok := s.ackedAt[k]; !ok && !s.corrupt[k] && off >= s.oldest[p] {
+				s.rt.Fatalf("record %d/%d lost: produced, retained, readable, never acked (I7)", p, off)
 			}
 		}
+	}
+	st := s.h.node.Stats().Shards
+	if st.CorruptSkipped > uint64(len(s.corrupt)) {
+		s.rt.Fatalf("%d records skipped as corrupt, %d made corrupt", st.CorruptSkipped, len(s.corrupt))
 	}
 }
 
@@ -244,6 +287,8 @@ func TestNodeUnderRandomSchedules(t *testing.T) {
 				ackedAt:   map[simKey]time.Time{},
 				mayReturn: map[simKey]bool{},
 				deadAfter: map[inflight.Handle]bool{},
+				corrupt:   map[simKey]bool{},
+				oldest:    map[int32]int64{},
 			}
 			defer func() {
 				if h.node != nil {
@@ -260,6 +305,8 @@ func TestNodeUnderRandomSchedules(t *testing.T) {
 				"processCrash":    s.processCrash,
 				"powerCut":        s.powerCut,
 				"gracefulRestart": s.gracefulRestart,
+				"corrupt":         s.corruptRecord,
+				"retention":       s.retention,
 			})
 			s.drain()
 		})
