@@ -190,6 +190,22 @@ func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
 	return released, next
 }
 
+// Reconfigure applies TrackerConfig.Topic's current settings to every shard of topic held
+// now (a host changed a topic's caps or timeouts). Live leases keep their expiry.
+func (t *Tracker) Reconfigure(topic string) {
+	if t.cfg.Topic == nil {
+		return
+	}
+	cfg := t.cfg.Topic(topic)
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for key, s := range t.shards {
+		if key.topic == topic {
+			s.SetConfig(cfg)
+		}
+	}
+}
+
 // Len returns how many shards the tracker holds.
 func (t *Tracker) Len() int {
 	t.mu.RLock()

@@ -181,3 +181,18 @@ func TestTrackerConcurrentUse(t *testing.T) {
 	s1, _ := tr.Lookup("t", 1)
 	assert.Equal(t, int64(workers*perWorker-2), s0.Stats().Frontier+s1.Stats().Frontier)
 }
+
+func TestTrackerReconfigure(t *testing.T) {
+	caps := map[string]int{"t": 1}
+	tr := NewTracker(TrackerConfig{Topic: func(topic string) Config { return Config{MaxInFlight: caps[topic]} }})
+	s, err := tr.Shard("t", 0)
+	require.NoError(t, err)
+	_, err = s.ReserveNext(epoch, 10)
+	require.NoError(t, err)
+	_, err = s.ReserveNext(epoch, 10)
+	assert.ErrorIs(t, err, ErrInFlightCap)
+	caps["t"] = 2
+	tr.Reconfigure("t")
+	_, err = s.ReserveNext(epoch, 10)
+	assert.NoError(t, err, "the new cap applies to the live shard")
+}

@@ -43,6 +43,9 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	if opts.Max < 0 || opts.Wait < 0 || opts.Visibility < 0 || (opts.Pinned && opts.Partition < 0) {
 		return nil, fmt.Errorf("%w: negative Max, Wait, Visibility or Partition", ErrInvalidArgument)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nobody to hand a record to: lease nothing
+	}
 	n.stats.consumes.Add(1)
 	if !opts.Pinned && opts.Wait > 0 && n.unassigned(topic) {
 		n.countEmpty(nil)

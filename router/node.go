@@ -323,6 +323,14 @@ func (n *Node) Appended(topic string, partition int32, hwm int64) {
 	n.pump.NotifyPartition(topic, partition)
 }
 
+// ReloadTopic applies Config.Topic's current settings for topic (caps, visibility timeout,
+// redelivery control) to the partitions this node has loaded; the others take them when they
+// load. Live leases keep their expiry.
+func (n *Node) ReloadTopic(topic string) {
+	n.tracker.Reconfigure(topic)
+	n.pump.Notify(topic) // a raised cap may free records for parked consumers
+}
+
 // Parked returns how many consumers are parked on topic, waiting for a record.
 func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 

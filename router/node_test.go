@@ -661,3 +661,33 @@ func TestPartitionMove(t *testing.T) {
 		assert.Equal(t, []int64{3, 5}, offsetsOf(got))
 	})
 }
+
+// A consume whose context already ended leases nothing; ReloadTopic applies new settings to
+// loaded partitions and wakes parked consumers a raised cap frees records for.
+func TestCancelledConsumeAndReloadTopic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		inFlight := 1
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, MaxInFlight: inFlight}
+		}
+		h.close()
+		h.start()
+		defer h.close()
+		h.produce(0, 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := h.node.Consume(ctx, "orders", router.ConsumeOptions{})
+		assert.ErrorIs(t, err, context.Canceled)
+
+		first := h.one()
+		assert.Equal(t, int64(0), first.Offset)
+		got := h.async(router.ConsumeOptions{Wait: time.Minute})
+		synctest.Wait()
+		inFlight = 2
+		h.node.ReloadTopic("orders")
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		assert.Equal(t, int64(1), msgs[0].Offset, "served at once under the raised cap")
+	})
+}
