@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"narad.dev/consume/pump"
 )
 
 // A Handler processes one delivered record. Returning nil acks it; returning an error (or
@@ -38,6 +40,16 @@ var ErrHandlerPanic = errors.New("router: handler panicked")
 
 // defaultWorkWait is how long Work long-polls per consume.
 const defaultWorkWait = 20 * time.Second
+
+// workRetryPause is how long Work waits after a transient consume error before it tries again.
+const workRetryPause = 100 * time.Millisecond
+
+// stopsWork reports whether a consume error ends Work: the node closed, the topic went, or
+// the request can never succeed.
+func stopsWork(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrNotLocal) ||
+		errors.Is(err, ErrInvalidArgument) || errors.Is(err, pump.ErrTopicDropped)
+}
 
 // Work runs handler on the records of topic until ctx ends, with at most
 // opts.Concurrency handlers at a time: it consumes as many records as it has free handlers,
@@ -84,9 +96,16 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 		case ctx.Err() != nil:
 			w.release(msgs)
 			return nil
-		case err != nil && !errors.Is(err, ErrLogClosed):
+		case err != nil && stopsWork(err):
 			w.release(msgs)
 			return err
+		case err != nil:
+			// Transient (a closed log, the host failing to resolve a log): told, then
+			// tried again after a pause rather than in a hot loop.
+			w.report(Message{Topic: topic}, err)
+			if !w.pause(ctx, workRetryPause) {
+				return nil
+			}
 		}
 		for _, m := range msgs {
 			w.running.Add(1)
@@ -177,6 +196,19 @@ func (w *worker) keepAlive(handle string, expiry time.Time) (stop func()) {
 		defer mu.Unlock()
 		stopped = true
 		cancel()
+	}
+}
+
+// pause waits d on the node's clock; it reports false if ctx ended first.
+func (w *worker) pause(ctx context.Context, d time.Duration) bool {
+	done := make(chan struct{})
+	stop := w.n.clock.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		stop()
+		return false
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
 )
 
 // work runs Work in its own goroutine; cancel stops it and returns its error.
@@ -195,5 +196,43 @@ func TestQuarantineThroughTheNode(t *testing.T) {
 		require.NoError(t, h.ack(m))
 		q, _ = h.node.Quarantined("orders", 0)
 		assert.Empty(t, q)
+	})
+}
+
+// Transient consume errors do not stop a worker: a closed log is ridden out parked, and a
+// host failing to resolve a log is told and tried again after a pause, not in a hot loop.
+func TestWorkRidesOutTransientErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 1)
+		h.logs.Log("orders", 0).Close()
+		var handled atomic.Int32
+		var resolveErrs atomic.Int32
+		stop := h.work(func(context.Context, router.Message) error {
+			handled.Add(1)
+			return nil
+		}, router.WorkOptions{Wait: 200 * time.Millisecond, OnError: func(_ router.Message, err error) {
+			if !errors.Is(err, router.ErrLogClosed) {
+				resolveErrs.Add(1)
+			}
+		}})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		fresh := routertest.NewMemLog()
+		fresh.Append(nil, []byte("again"), time.Now())
+		h.logs.Replace("orders", 0, fresh)
+		h.node.Appended("orders", 0, 1)
+		synctest.Wait()
+		assert.Equal(t, int32(1), handled.Load(), "served once the log is back")
+
+		h.routes.Set("orders", 7) // a partition whose log the host cannot resolve
+		time.Sleep(300 * time.Millisecond) // the consume parked before the change ends
+		synctest.Wait()
+		before := resolveErrs.Load()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.NoError(t, stop())
+		assert.InDelta(t, 10, resolveErrs.Load()-before, 1, "one attempt per 100 ms pause, not a hot loop")
 	})
 }
