@@ -226,7 +226,7 @@ func TestWorkRidesOutTransientErrors(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, int32(1), handled.Load(), "served once the log is back")
 
-		h.routes.Set("orders", 7) // a partition whose log the host cannot resolve
+		h.routes.Set("orders", 7)          // a partition whose log the host cannot resolve
 		time.Sleep(300 * time.Millisecond) // the consume parked before the change ends
 		synctest.Wait()
 		before := resolveErrs.Load()
