@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"narad.dev/consume/internal/realclock"
 )
 
 // Clock is the time Run ticks by: standard-library types only, so one host value satisfies
@@ -16,15 +18,6 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
-// systemClock is the real clock, what a nil Clock means.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
-}
-
 // Run calls Tick every tick period on clk until ctx is done or the committer is closed, and
 // returns nil then. A tick that overruns the period makes the next start at once (checklist
 // item 70) and is warned about (item 69). Tick errors are logged at most once a minute; each
@@ -32,7 +25,7 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 // at once.
 func (c *Committer) Run(ctx context.Context, clk Clock) error {
 	if clk == nil {
-		clk = systemClock{}
+		clk = realclock.Clock{}
 	}
 	wake := make(chan struct{}, 1)
 	fire := func() {

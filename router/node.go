@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/realclock"
 	"narad.dev/consume/offsets"
 	"narad.dev/consume/pump"
 )
@@ -132,7 +133,7 @@ func New(cfg Config) (*Node, error) {
 		purgeKick: make(chan struct{}, 1),
 	}
 	if n.clock == nil {
-		n.clock = systemClock{}
+		n.clock = realclock.Clock{}
 	}
 	if n.logger == nil {
 		n.logger = slog.New(slog.DiscardHandler)

@@ -83,12 +83,3 @@ type Clock interface {
 	// cancels it, reporting whether it did.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
-
-// systemClock is the real clock.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
-}
