@@ -230,3 +230,74 @@ func BenchmarkAppendedToDelivery(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
+
+// BenchmarkForwardedAcks acks records of a partition another node owns, with N acks in
+// flight at once and a 1 ms round trip, and reports RPCs per ack (target: at most 0.25 at 512
+// in flight, and never more than one RPC per ack).
+func BenchmarkForwardedAcks(b *testing.B) {
+	// The baseline: one bare round trip on the same network, what an unbatched ack costs.
+	b.Run("baseline-rpc", func(b *testing.B) {
+		net := &routertest.Network{RTT: time.Millisecond}
+		net.Join("owner", func(context.Context, string, []byte) ([]byte, error) { return []byte{0, 0}, nil })
+		transport := net.Transport("fwd")
+		for b.Loop() {
+			if _, err := transport.Call(context.Background(), "owner", []byte{1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, inFlight := range []int{1, 64, 256, 512} {
+		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
+			net := &routertest.Network{RTT: time.Millisecond}
+			logs := &routertest.MemLogs{}
+			log := logs.Log("t", 0)
+			topic := func(string) router.TopicConfig {
+				return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
+			}
+			ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
+			ownerRoutes.Set("t", 0)
+			fwdRoutes.SetRemote("t", "owner", 0)
+			owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer owner.Close()
+			net.Join("owner", owner.Serve)
+			fwd, err := router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: net.Transport("fwd")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer fwd.Close()
+			for range b.N {
+				log.Append(nil, []byte("x"), time.Time{})
+			}
+			handles := make(chan string, b.N)
+			for got := 0; got < b.N; {
+				msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: 10_000})
+				if err != nil || len(msgs) == 0 {
+					b.Fatal(err, len(msgs))
+				}
+				for _, m := range msgs {
+					handles <- m.Receipt.String()
+				}
+				got += len(msgs)
+			}
+			close(handles)
+			before := net.Calls()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range inFlight {
+				wg.Go(func() {
+					for h := range handles {
+						if err := fwd.Ack(context.Background(), "t", h); err != nil {
+							b.Error(err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(net.Calls()-before)/float64(b.N), "rpcs/ack")
+		})
+	}
+}

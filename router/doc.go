@@ -50,6 +50,15 @@
 //     loss about one interval plus a tick; Close persists everything.
 //   - No recovery ever moves the frontier past a record that was not acked.
 //
+// # Forwarded acks
+//
+// With Config.Transport set, an ack, extend or nack whose partition another node owns (as
+// Routes says) goes to that node, which applies it through Serve and answers each record as
+// the single op would have. While fewer than Config.AckWindow RPCs to an owner are in flight
+// each ack goes alone; past that they queue and leave as AckBatch frames of up to 64, one per
+// freed slot, all within a 2 s budget. An owner that refuses AckBatch gets single ops for two
+// minutes. Consuming from partitions other nodes own is not built yet.
+//
 // # Beyond the spec
 //
 // Work runs a handler per record for in-process consumers (extending leases while handlers

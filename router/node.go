@@ -66,6 +66,13 @@ type Config struct {
 	// Seeds supplies the seeds of the nonce streams. Nil means crypto/rand, as production
 	// must; tests may pass a deterministic reader.
 	Seeds io.Reader
+	// Transport carries acks, extends and nacks for partitions other nodes own to their
+	// owners (Routes names them); the receiving host hands each frame to that node's Serve.
+	// Nil: such a handle answers ErrNotLocal.
+	Transport Transport
+	// AckWindow is how many forwarded-ack RPCs to one owner may be in flight before acks
+	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS).
+	AckWindow int
 	// OnQuarantine is told of each record set aside after reaching its topic's
 	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
 	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
@@ -92,6 +99,12 @@ type Node struct {
 	topics   map[string]*topicState
 
 	stats nodeStats
+
+	transport  Transport
+	ackWindow  int
+	lanesMu    sync.Mutex
+	lanes      map[string]*lane // forwarding state per owner
+	forwarding sync.WaitGroup   // batches in flight to owners
 
 	// purgeAt is when the purger plans to wake (Unix nanoseconds); a deadline set before
 	// it kicks the purger through purgeKick.
@@ -131,6 +144,12 @@ func New(cfg Config) (*Node, error) {
 		topics: map[string]*topicState{},
 
 		purgeKick: make(chan struct{}, 1),
+		transport: cfg.Transport,
+		ackWindow: cfg.AckWindow,
+		lanes:     map[string]*lane{},
+	}
+	if n.ackWindow <= 0 {
+		n.ackWindow = defaultAckWindow()
 	}
 	if n.clock == nil {
 		n.clock = realclock.Clock{}
@@ -411,6 +430,7 @@ func (n *Node) Close() error {
 	n.cancel()
 	n.pump.Close()
 	n.done.Wait()
+	n.forwarding.Wait()
 	return n.committer.Close()
 }
 

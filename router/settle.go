@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -15,11 +17,13 @@ import (
 // whose reply was lost); a malformed handle gets inflight.ErrMalformedHandle (a 400).
 //
 // The ack is in memory at once, in the page cache within about 100 ms and on disk within
-// about the commit interval; a graceful Close persists it.
+// about the commit interval; a graceful Close persists it. An ack for a partition another
+// node owns is forwarded to it (with Config.Transport set), and answered as the owner
+// answers; ErrUnavailable (503) when the owner is unknown or the 2 s budget runs out,
+// ErrTransport (502) when no reply came back.
 func (n *Node) Ack(ctx context.Context, topic, handle string) error {
-	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
-		return s.Ack(now, h)
-	})
+	_, err := n.settle(ctx, topic, handle, opAck, 0)
+	return err
 }
 
 // AckDurable is Ack that returns only once the ack is on disk: after the committer's next
@@ -30,12 +34,20 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 // offset waits as well, then answers inflight.ErrAlreadySettled. If the partition's state
 // cannot be made durable (the partition was dropped or its directory replaced) the error
 // says so (offsets.ErrShardGone, offsets.ErrStranded): the ack is in memory only.
+//
+// A durable ack is not forwarded: a partition another node owns answers ErrNotLocal.
 func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
-	err := n.Ack(ctx, topic, handle)
+	h, err := inflight.ParseHandle(handle)
+	if err != nil {
+		return err
+	}
+	if _, err := n.localShard(topic, h.Partition); err != nil {
+		return err
+	}
+	err = n.Ack(ctx, topic, handle)
 	if err != nil && !errors.Is(err, inflight.ErrAlreadySettled) {
 		return err
 	}
-	h, _ := inflight.ParseHandle(handle) // Ack parsed it already
 	if werr := n.committer.Durable(ctx, topic, h.Partition); werr != nil {
 		return werr
 	}
@@ -46,52 +58,23 @@ func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
 // timeout when d is zero), within the topic's MaxExtension and MaxLeaseLifetime, and returns
 // the new expiry. Errors as for Ack.
 func (n *Node) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
-	var expiry time.Time
-	err := n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
-		var err error
-		expiry, err = s.Extend(now, h, d)
-		return err
-	})
-	return expiry, err
+	return n.settle(ctx, topic, handle, opExtend, d)
 }
 
 // Nack releases the lease a handle names. With delay zero the record is visible again at
 // once and a parked consumer gets it; otherwise it stays invisible for delay. Errors as for
 // Ack.
 func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Duration) error {
-	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
-		return s.Nack(now, h, delay)
-	})
+	_, err := n.settle(ctx, topic, handle, opNack, delay)
+	return err
 }
 
 // Release gives the lease a handle names back unprocessed, as if it had never been granted:
 // the record is visible again at once, a parked consumer gets it, and the delivery does not
 // count as an attempt. A consumer that shuts down calls it for what it holds but has not
-// begun to process. Errors as for Ack.
+// begun to process. It is not forwarded: a partition another node owns answers ErrNotLocal.
+// Errors otherwise as for Ack.
 func (n *Node) Release(ctx context.Context, topic, handle string) error {
-	return n.settle(topic, handle, func(s *inflight.Shard, now time.Time, h inflight.Handle) error {
-		if err := s.GiveBack(now, h); err != nil {
-			return err
-		}
-		n.pump.NotifyPartition(topic, h.Partition)
-		return nil
-	})
-}
-
-// AckBatch acks several handles of one topic and answers each on its own, in order, with
-// what Ack would have answered.
-func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
-	errs := make([]error, len(handles))
-	for i, h := range handles {
-		errs[i] = n.Ack(ctx, topic, h)
-	}
-	return errs
-}
-
-// settle parses a handle and applies op to the live shard of its partition. A partition
-// this node owns but has not touched since it started is loaded, so that a handle of an
-// offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
-func (n *Node) settle(topic, handle string, op func(*inflight.Shard, time.Time, inflight.Handle) error) error {
 	h, err := inflight.ParseHandle(handle)
 	if err != nil {
 		return err
@@ -100,5 +83,71 @@ func (n *Node) settle(topic, handle string, op func(*inflight.Shard, time.Time, 
 	if err != nil {
 		return err
 	}
-	return op(shard, n.clock.Now(), h)
+	if err := shard.GiveBack(n.clock.Now(), h); err != nil {
+		return err
+	}
+	n.pump.NotifyPartition(topic, h.Partition)
+	return nil
+}
+
+// AckBatch acks several handles of one topic and answers each on its own, in order, with
+// what Ack would have answered. Handles of partitions this node owns are applied here; the
+// others are grouped by owner, and each owner gets one AckBatch per 64 handles (single ops
+// for a group of one, or an owner on an older release), the owners in parallel, each on the
+// 2 s budget. A handle whose owner the routes do not name answers ErrUnavailable with no RPC
+// made; a transport failure answers ErrTransport for that owner's handles only.
+func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
+	errs := make([]error, len(handles))
+	groups := map[string][]int{} // owner → indexes into handles
+	for i, text := range handles {
+		h, err := inflight.ParseHandle(text)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		_, err = n.applyLocal(topic, wireRecord{op: opAck, handle: h})
+		if !errors.Is(err, ErrNotLocal) || n.transport == nil {
+			errs[i] = err
+			continue
+		}
+		owner, ok := n.ownerOf(topic, h.Partition)
+		if !ok {
+			errs[i] = fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, h.Partition)
+			continue
+		}
+		groups[owner] = append(groups[owner], i)
+	}
+	var wg sync.WaitGroup
+	for owner, indexes := range groups {
+		wg.Go(func() {
+			l := n.lane(owner)
+			deadline := n.clock.Now().Add(ForwardBudget)
+			for len(indexes) > 0 {
+				chunk := indexes[:min(len(indexes), maxBatch)]
+				indexes = indexes[len(chunk):]
+				batch := make([]*queuedAck, len(chunk))
+				for j, i := range chunk {
+					h, _ := inflight.ParseHandle(handles[i])
+					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: h}, deadline: deadline}
+				}
+				for j, a := range n.call(l, batch) {
+					_, errs[chunk[j]] = answerResult(a)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// settle parses a handle and applies op (an ack, an extend by arg, a nack with delay arg)
+// to the live shard of its partition here, or forwards it to the partition's owner. A
+// partition this node owns but has not touched since it started is loaded, so that a handle
+// of an offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
+func (n *Node) settle(ctx context.Context, topic, handle string, op byte, arg time.Duration) (time.Time, error) {
+	h, err := inflight.ParseHandle(handle)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return n.remoteOrLocal(ctx, topic, wireRecord{op: op, handle: h, arg: arg})
 }

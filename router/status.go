@@ -19,21 +19,21 @@ import (
 //     an unknown topic;
 //   - 410: a receipt handle whose lease is gone (inflight.ErrGone);
 //   - 503: try again: the node is closing, the log was closed under the read, the partition
-//     is not served here, a durable ack could not be made durable, or the request's context
+//     is not served here, its owner is unavailable, a durable ack could not be made durable, or the request's context
 //     ended first;
+//   - 502: a forwarded ack whose owner sent no reply (ErrTransport);
 //   - 500: anything else (a host error resolving a log, say).
-//
-// 502 (a transport failure reaching a partition's owner) arrives with cross-node
-// consumption.
 func HTTPStatus(err error) int {
 	switch {
 	case err == nil, errors.Is(err, inflight.ErrAlreadySettled):
 		return http.StatusOK
 	case errors.Is(err, inflight.ErrGone):
 		return http.StatusGone
+	case errors.Is(err, ErrTransport):
+		return http.StatusBadGateway
 	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal),
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal), errors.Is(err, ErrUnavailable),
 		errors.Is(err, offsets.ErrShardGone), errors.Is(err, offsets.ErrStranded), errors.Is(err, offsets.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable

@@ -1,0 +1,292 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Transport carries node-to-node frames: one request frame to a node, its reply frame back.
+// err != nil means no reply came back (a 502 for the acks it carried); a peer's refusal
+// travels inside the reply. It must be safe for concurrent use. The receiving host hands the
+// frame to that node's Node.Serve.
+type Transport interface {
+	Call(ctx context.Context, to string, frame []byte) ([]byte, error)
+}
+
+// Forwarded acks (spec, "Forwarded acks"). An ack, extend or nack whose partition another
+// node owns goes to the owner with a 2 s budget. While fewer than AckWindow RPCs to the owner
+// are in flight it goes at once, alone; past that, acks queue, and each freed slot sends the
+// queue as one AckBatch of up to 64 records (a queue of one as a single op). Batches form only
+// when more acks to one owner overlap than the window holds.
+const (
+	// ForwardBudget bounds a forwarded ack: the wait for a slot and the round trip.
+	ForwardBudget = 2 * time.Second
+	// olderPeerMemory is how long an owner that refused AckBatch gets single ops only.
+	olderPeerMemory = 2 * time.Minute
+)
+
+// Errors of forwarded acks.
+var (
+	// ErrUnavailable: the owner is down or could not apply the ack in time (a 503).
+	ErrUnavailable = errors.New("router: owner unavailable")
+	// ErrTransport: no reply came back from the owner (a 502).
+	ErrTransport = errors.New("router: transport failure")
+)
+
+// defaultAckWindow is max(128, 8 × GOMAXPROCS): twice an owner's handler bound, since an ack
+// holds the owner's slot only while it runs there, not while it crosses the network.
+func defaultAckWindow() int { return max(128, 8*runtime.GOMAXPROCS(0)) }
+
+// lane is the forwarding state of one owner.
+type lane struct {
+	owner string
+
+	mu          sync.Mutex
+	inFlight    int
+	queue       []*queuedAck
+	singleUntil time.Time // the owner refused AckBatch: single ops until then
+}
+
+// queuedAck is a forwarded ack waiting for a slot, and then for its answer.
+type queuedAck struct {
+	topic    string
+	rec      wireRecord
+	deadline time.Time
+	answer   chan wireAnswer // capacity 1
+	taken    bool            // sent, or given up: no longer in the queue's hands
+}
+
+func (n *Node) lane(owner string) *lane {
+	n.lanesMu.Lock()
+	defer n.lanesMu.Unlock()
+	l, ok := n.lanes[owner]
+	if !ok {
+		l = &lane{owner: owner}
+		n.lanes[owner] = l
+	}
+	return l
+}
+
+// ownerOf returns the node that owns a partition, from the routes.
+func (n *Node) ownerOf(topic string, partition int32) (string, bool) {
+	_, remote, _ := n.routes.Partitions(topic)
+	for owner, parts := range remote {
+		for _, p := range parts {
+			if p == partition {
+				return owner, true
+			}
+		}
+	}
+	return "", false
+}
+
+// forward sends one ack, extend or nack to the owner of its partition and returns what the
+// owner answered, as the local op would have returned it.
+func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord) (time.Time, error) {
+	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget), answer: make(chan wireAnswer, 1)}
+	l := n.lane(owner)
+	l.mu.Lock()
+	if l.inFlight < n.ackWindow {
+		l.inFlight++
+		q.taken = true
+		l.mu.Unlock()
+		n.send(l, []*queuedAck{q})
+	} else {
+		l.queue = append(l.queue, q)
+		l.mu.Unlock()
+	}
+	budget, cancel := n.budget(ctx, q.deadline)
+	defer cancel()
+	select {
+	case a := <-q.answer:
+		return answerResult(a)
+	case <-budget.Done():
+	}
+	l.mu.Lock()
+	if !q.taken {
+		q.taken = true // given up before its batch left: taken out of it
+		l.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, err
+		}
+		return time.Time{}, fmt.Errorf("%w: no slot to %s within the budget", ErrUnavailable, owner)
+	}
+	l.mu.Unlock()
+	return answerResult(<-q.answer) // in flight: its RPC runs on the same budget
+}
+
+func answerResult(a wireAnswer) (time.Time, error) {
+	var expiry time.Time
+	if a.expiry != 0 {
+		expiry = time.Unix(0, a.expiry)
+	}
+	return expiry, errorOf(a)
+}
+
+// budget is ctx, ending at deadline on the node's clock too.
+func (n *Node) budget(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	budget, cancel := context.WithCancel(ctx)
+	stop := n.clock.AfterFunc(deadline.Sub(n.clock.Now()), cancel)
+	return budget, func() { stop(); cancel() }
+}
+
+// send makes one RPC for batch (one topic, taken from the queue, holding one slot), answers
+// each ack, then hands the slot to what queued meanwhile.
+func (n *Node) send(l *lane, batch []*queuedAck) {
+	answers := n.call(l, batch)
+	for i, q := range batch {
+		q.answer <- answers[i]
+	}
+	n.next(l)
+}
+
+// next gives a freed slot to the queue: up to 64 acks of the head's topic leave as one
+// AckBatch (a single op when one is queued, or for an owner that refused AckBatch), in a
+// goroutine of their own; with nothing queued the slot is freed.
+func (n *Node) next(l *lane) {
+	l.mu.Lock()
+	now := n.clock.Now()
+	limit := maxBatch
+	if now.Before(l.singleUntil) {
+		limit = 1
+	}
+	var batch []*queuedAck
+	keep := l.queue[:0]
+	for _, q := range l.queue {
+		switch {
+		case q.taken:
+		case len(batch) < limit && (len(batch) == 0 || q.topic == batch[0].topic):
+			q.taken = true
+			batch = append(batch, q)
+		default:
+			keep = append(keep, q)
+		}
+	}
+	clear(l.queue[len(keep):])
+	l.queue = keep
+	if len(batch) == 0 {
+		l.inFlight--
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	n.forwarding.Add(1)
+	go func() {
+		defer n.forwarding.Done()
+		n.send(l, batch)
+	}()
+}
+
+// call sends batch to the owner and returns one answer per ack. An owner that refuses
+// AckBatch (a release before it) is remembered for two minutes, and the acks go again one by
+// one on what is left of their budgets.
+func (n *Node) call(l *lane, batch []*queuedAck) []wireAnswer {
+	answers, refused := n.rpc(l.owner, batch)
+	if refused != nil && len(batch) > 1 && strings.Contains(refused.message, ErrUnsupportedOp.Error()) {
+		l.mu.Lock()
+		l.singleUntil = n.clock.Now().Add(olderPeerMemory)
+		l.mu.Unlock()
+		for i, q := range batch {
+			one, _ := n.rpc(l.owner, []*queuedAck{q})
+			answers[i] = one[0]
+		}
+	}
+	return answers
+}
+
+// rpc makes one RPC for acks of one topic, on the earliest of their budgets, and returns an
+// answer per ack: the owner's; the owner's refusal of the whole frame for each (also returned
+// as refused); or a 502 for all of them when no reply came back.
+func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wireAnswer, refused *wireAnswer) {
+	records := make([]wireRecord, len(batch))
+	deadline := batch[0].deadline
+	for i, q := range batch {
+		records[i] = q.rec
+		if q.deadline.Before(deadline) {
+			deadline = q.deadline
+		}
+	}
+	ctx, cancel := n.budget(context.Background(), deadline)
+	defer cancel()
+	reply, err := n.transport.Call(ctx, owner, encodeRequest(batch[0].topic, records))
+	if err == nil {
+		answers, err = decodeReply(reply)
+	}
+	switch {
+	case err != nil:
+		a := wireAnswer{status: statusTransport, message: err.Error()}
+		return fill(len(batch), a), nil
+	case len(answers) == len(batch):
+		return answers, nil
+	case len(answers) == 1 && answers[0].status == statusBadRequest:
+		return fill(len(batch), answers[0]), &answers[0]
+	}
+	a := wireAnswer{status: statusTransport, message: fmt.Sprintf("%d answers for %d acks", len(answers), len(batch))}
+	return fill(len(batch), a), nil
+}
+
+func fill(n int, a wireAnswer) []wireAnswer {
+	answers := make([]wireAnswer, n)
+	for i := range answers {
+		answers[i] = a
+	}
+	return answers
+}
+
+// Serve applies a frame another node forwarded (its acks, extends and nacks, record by record
+// in order) and returns the reply frame: each record answered as the single op would have
+// been. A frame it cannot read, or an op it does not know, is refused inside the reply. A
+// frame whose requester gave up before it is applied is answered 503 unapplied. Serve only
+// applies records of partitions this node owns: it never forwards again.
+func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	req, err := decodeRequest(frame)
+	if err != nil {
+		return encodeReply([]wireAnswer{{status: statusBadRequest, message: err.Error()}}), nil
+	}
+	answers := make([]wireAnswer, len(req.records))
+	for i, r := range req.records {
+		if ctx.Err() != nil {
+			answers[i] = wireAnswer{status: statusUnavailable, message: "the requester gave up: not applied"}
+			continue
+		}
+		expiry, err := n.applyLocal(req.topic, r)
+		answers[i] = answerOf(err, expiry)
+	}
+	return encodeReply(answers), nil
+}
+
+// applyLocal applies one record to the shard of a partition this node owns.
+func (n *Node) applyLocal(topic string, r wireRecord) (time.Time, error) {
+	shard, err := n.localShard(topic, r.handle.Partition)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := n.clock.Now()
+	switch r.op {
+	case opExtend:
+		return shard.Extend(now, r.handle, r.arg)
+	case opNack:
+		return time.Time{}, shard.Nack(now, r.handle, r.arg)
+	}
+	return time.Time{}, shard.Ack(now, r.handle)
+}
+
+// remoteOrLocal applies a record here when this node owns its partition, and forwards it to
+// the owner otherwise (with a Transport configured); an owner the routes do not name is
+// unavailable, with no RPC made.
+func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
+	expiry, err := n.applyLocal(topic, r)
+	if !errors.Is(err, ErrNotLocal) || n.transport == nil {
+		return expiry, err
+	}
+	owner, ok := n.ownerOf(topic, r.handle.Partition)
+	if !ok {
+		return time.Time{}, fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, r.handle.Partition)
+	}
+	return n.forward(ctx, owner, topic, r)
+}
