@@ -98,6 +98,7 @@ func (n *Node) Release(ctx context.Context, topic, handle string) error {
 // made; a transport failure answers ErrTransport for that owner's handles only.
 func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
 	errs := make([]error, len(handles))
+	parsed := make([]inflight.Handle, len(handles))
 	groups := map[string][]int{} // owner → indexes into handles
 	for i, text := range handles {
 		h, err := inflight.ParseHandle(text)
@@ -105,6 +106,7 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 			errs[i] = err
 			continue
 		}
+		parsed[i] = h
 		_, err = n.applyLocal(topic, wireRecord{op: opAck, handle: h})
 		if !errors.Is(err, ErrNotLocal) || n.transport == nil {
 			errs[i] = err
@@ -127,8 +129,7 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 				indexes = indexes[len(chunk):]
 				batch := make([]*queuedAck, len(chunk))
 				for j, i := range chunk {
-					h, _ := inflight.ParseHandle(handles[i])
-					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: h}, deadline: deadline}
+					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline}
 				}
 				for j, a := range n.call(l, batch) {
 					_, errs[chunk[j]] = answerResult(a)

@@ -215,7 +215,7 @@ func decodeReply(b []byte) ([]wireAnswer, error) {
 
 // answerOf turns the result of applying a record into its answer.
 func answerOf(err error, expiry time.Time) wireAnswer {
-	a := wireAnswer{message: ""}
+	var a wireAnswer
 	switch {
 	case err == nil:
 		a.status = statusOK
