@@ -60,6 +60,11 @@ type State struct {
 	// Requeued holds quarantined offsets at or below the frontier that were requeued and
 	// are waiting to be delivered again, ascending.
 	Requeued []int64
+	// Incarnation is the identity of the persisted state the shard was restored from (the
+	// committer's name for one life of the partition's state files). The shard keeps it and
+	// hands it back in Snapshot, so the state it persists names the incarnation it came from;
+	// it never interprets it.
+	Incarnation uint64
 }
 
 // Attempt is the number of times an unresolved offset was leased.
@@ -121,11 +126,12 @@ type Shard struct {
 	hooks     Hooks
 	counters  *Counters
 
-	mu         sync.Mutex
-	cfg        Config
-	visibility int64 // cfg.VisibilityTimeout in nanoseconds
-	dropped    bool
-	frontier   int64
+	mu          sync.Mutex
+	cfg         Config
+	visibility  int64 // cfg.VisibilityTimeout in nanoseconds
+	dropped     bool
+	incarnation uint64 // State.Incarnation, kept for Snapshot
+	frontier    int64
 	// cursor is the lowest offset above the frontier not leased in this incarnation: every
 	// offset in (frontier, cursor) has been leased, settled or skipped, so the offsets that
 	// can be leased below the cursor are exactly the released ones.
@@ -198,7 +204,7 @@ func (s *Shard) Restore(state State) {
 }
 
 func (s *Shard) restoreLocked(state State) {
-	s.frontier = state.Frontier
+	s.frontier, s.incarnation = state.Frontier, state.Incarnation
 	s.cursor = state.Frontier + 1
 	clear(s.pending)
 	clear(s.ackedAhead)
@@ -726,7 +732,7 @@ func (s *Shard) jumpLocked(frontier int64) {
 // (checklist 6).
 func (s *Shard) Snapshot(dst *State) {
 	s.mu.Lock()
-	dst.Frontier = s.frontier
+	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
 	dst.AckedAhead = dst.AckedAhead[:0]
 	for off := range s.ackedAhead {
 		dst.AckedAhead = append(dst.AckedAhead, off)

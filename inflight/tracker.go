@@ -2,11 +2,31 @@ package inflight
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// ErrTopicDropped is what a create or lookup through a Generation answers once its topic was
+// dropped: the caller's view of the topic (the routes and logs it resolved) belongs to a
+// deleted incarnation, and no shard may be created or used for it under that view.
+var ErrTopicDropped = errors.New("inflight: topic dropped")
+
+// A Generation is one life of a topic in a tracker: from its first use to its DropTopic. A
+// caller takes it before it resolves anything about the topic (routes, logs), and creates or
+// finds shards through it (ShardIn), so an operation that began before a delete can neither
+// recreate a shard of the deleted topic nor serve the topic created again under the name with
+// what it resolved for the old one.
+type Generation struct {
+	topic string
+	ended atomic.Bool
+}
+
+// Ended reports whether the topic was dropped since g was taken.
+func (g *Generation) Ended() bool { return g.ended.Load() }
 
 // TrackerConfig configures a Tracker. The zero value is usable: default settings for every
 // topic, an empty state for every new shard, seeds from crypto/rand, no hooks.
@@ -22,6 +42,10 @@ type TrackerConfig struct {
 	// Forget is called on every drop, inside the create fence, after the shard left the
 	// tracker: the committer forgets the partition there (checklist 36).
 	Forget func(topic string, partition int32)
+	// ForgetTopic is called by DropTopic inside the create fence, after every shard of the
+	// topic left the tracker and was forgotten: the node removes the topic's persisted state
+	// there, so no create can read or recreate it meanwhile. Its error is DropTopic's.
+	ForgetTopic func(topic string) error
 	// Hooks are given to every shard.
 	Hooks Hooks
 	// Seeds supplies the 32-byte seed of each shard's nonce stream. Nil means crypto/rand,
@@ -51,6 +75,7 @@ type Tracker struct {
 
 	mu     sync.RWMutex
 	shards map[shardKey]*Shard
+	gens   map[string]*Generation // the live generation of each topic in use
 
 	seedMu sync.Mutex // serialises reads of cfg.Seeds
 }
@@ -60,7 +85,25 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 	if cfg.Seeds == nil {
 		cfg.Seeds = rand.Reader
 	}
-	return &Tracker{cfg: cfg, shards: make(map[shardKey]*Shard)}
+	return &Tracker{cfg: cfg, shards: make(map[shardKey]*Shard), gens: make(map[string]*Generation)}
+}
+
+// Generation returns the live generation of topic, starting one if the topic has none (first
+// use, or first use since its DropTopic).
+func (t *Tracker) Generation(topic string) *Generation {
+	t.mu.RLock()
+	g := t.gens[topic]
+	t.mu.RUnlock()
+	if g != nil {
+		return g
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g = t.gens[topic]; g == nil {
+		g = &Generation{topic: topic}
+		t.gens[topic] = g
+	}
+	return g
 }
 
 // Counters returns the counters every shard of the tracker counts into.
@@ -75,13 +118,28 @@ func (t *Tracker) Lookup(topic string, partition int32) (*Shard, bool) {
 }
 
 // Shard returns the shard of (topic, partition), creating it from the persisted state if it
-// does not exist yet.
+// does not exist yet. It is ShardIn with the topic's live generation.
 func (t *Tracker) Shard(topic string, partition int32) (*Shard, error) {
+	return t.ShardIn(t.Generation(topic), partition)
+}
+
+// ShardIn returns the shard of (g's topic, partition), creating it from the persisted state
+// if it does not exist yet, or ErrTopicDropped once g's topic was dropped: inside the create
+// fence, so a create racing DropTopic either stores its shard before the drop (which then
+// drops it) or sees the generation ended and stores nothing.
+func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
+	topic := g.topic
 	if s, ok := t.Lookup(topic, partition); ok {
+		if g.ended.Load() {
+			return nil, ErrTopicDropped
+		}
 		return s, nil
 	}
 	t.fence.RLock()
 	defer t.fence.RUnlock()
+	if g.ended.Load() {
+		return nil, ErrTopicDropped
+	}
 	if s, ok := t.Lookup(topic, partition); ok {
 		return s, nil
 	}
@@ -145,12 +203,18 @@ func (t *Tracker) Drop(topic string, partition int32) {
 	t.forget(topic, partition)
 }
 
-// DropTopic drops every shard of topic (a deleted topic), as Drop does for each.
-func (t *Tracker) DropTopic(topic string) {
+// DropTopic drops every shard of topic (a deleted topic), as Drop does for each, ends the
+// topic's generation (creates through it answer ErrTopicDropped from now on) and calls
+// TrackerConfig.ForgetTopic, all inside the create fence. It returns ForgetTopic's error.
+func (t *Tracker) DropTopic(topic string) error {
 	t.fence.Lock()
 	defer t.fence.Unlock()
 	var dropped []*Shard
 	t.mu.Lock()
+	if g := t.gens[topic]; g != nil {
+		g.ended.Store(true)
+		delete(t.gens, topic)
+	}
 	for key, s := range t.shards {
 		if key.topic == topic {
 			dropped = append(dropped, s)
@@ -162,6 +226,10 @@ func (t *Tracker) DropTopic(topic string) {
 		s.drop()
 		t.forget(topic, s.partition)
 	}
+	if t.cfg.ForgetTopic != nil {
+		return t.cfg.ForgetTopic(topic)
+	}
+	return nil
 }
 
 func (t *Tracker) forget(topic string, partition int32) {

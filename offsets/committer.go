@@ -138,6 +138,9 @@ type partition struct {
 	key   uint32 // PartitionKey
 	turn  uint64 // writeout turn: key % turns
 	dir   string // resolved at the first prime
+	// incarnation is what the partition's records name: the live shard's (from Load), or
+	// consumer.id's when the Source keeps none; settled at the prime.
+	incarnation uint64
 
 	marked    bool         // markMu: acked since the last tick
 	waiters   []*waiter    // markMu: Durable waits not yet answered

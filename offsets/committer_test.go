@@ -1,7 +1,6 @@
 package offsets
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -95,7 +94,7 @@ func TestCloseThenLoadIsExact(t *testing.T) {
 			require.ErrorIs(t, err, os.ErrNotExist, "no consumer.offset is created for frontier -1 (partition %d)", p)
 			continue
 		}
-		require.Equal(t, want.Frontier, int64(binary.BigEndian.Uint64(h.readOffsetFile("events", p))),
+		require.Equal(t, want.Frontier, mustFrontier(t, h.readOffsetFile("events", p), "events", p),
 			"consumer.offset is level (partition %d)", p)
 	}
 	require.ErrorIs(t, h.c.Tick(h.now), ErrClosed)
@@ -160,7 +159,7 @@ func TestLevellingCadence(t *testing.T) {
 		}
 		h.ticks(1)
 		if b, err := os.ReadFile(filepath.Join(h.dir("t", 0), OffsetFile)); err == nil {
-			v := int64(binary.BigEndian.Uint64(b))
+			v := mustFrontier(t, b, "t", 0)
 			if v != last {
 				levelled, last = append(levelled, int64(i)), v
 			}
@@ -174,4 +173,12 @@ func TestLevellingCadence(t *testing.T) {
 	// The quiet partition was levelled within 30 s + D of its last ack (tick 399).
 	require.Equal(t, h.shards.Snapshot("t", 0).Frontier, last)
 	require.LessOrEqual(t, levelled[len(levelled)-1], int64(399+300+10+1))
+}
+
+// mustFrontier decodes a consumer.offset of the partition, failing the test if it is not valid.
+func mustFrontier(t *testing.T, b []byte, topic string, partition int32) int64 {
+	t.Helper()
+	o, err := decodeOffset(b, PartitionKey(topic, partition))
+	require.NoError(t, err)
+	return o.frontier
 }

@@ -72,3 +72,13 @@ func Turn(c *Committer, topic string, partition int32) (turn, next uint64) {
 	defer c.tickMu.Unlock()
 	return uint64(PartitionKey(topic, partition)) % c.turns, (c.tickNo + 1) % c.turns
 }
+
+// EncodeIDForTest writes a consumer.id, for the external tests' fuzz seeds.
+func EncodeIDForTest(dst []byte, key uint32, incarnation uint64) { encodeID(dst, key, incarnation) }
+
+// OffsetFrontier decodes a consumer.offset of either form for the partition: its frontier, or
+// false when the bytes are not a valid file of the partition.
+func OffsetFrontier(b []byte, topic string, partition int32) (int64, bool) {
+	o, err := decodeOffset(b, PartitionKey(topic, partition))
+	return o.frontier, err == nil
+}

@@ -200,7 +200,7 @@ func TestENOSPCByOpKind(t *testing.T) {
 			require.Equal(t, int64(3), recoverOn(t, cut, "t", 0).Frontier)
 			b, err := cut.ReadFile(offsetPath("t", 0))
 			require.NoError(t, err)
-			require.Equal(t, be64(3), b)
+			requireOffsetFile(t, b, "t", 0, 3)
 		})
 	}
 }
@@ -273,6 +273,6 @@ func TestNoConsumerOffsetForFrontierMinusOne(t *testing.T) {
 	h.ticks(3)
 	b, err := h.fs.ReadFile(offsetPath("t", 0))
 	require.NoError(t, err)
-	require.Equal(t, be64(0), b, "levelled once the frontier is 0")
+	requireOffsetFile(t, b, "t", 0, 0) // levelled once the frontier is 0
 	require.NoError(t, h.c.Close())
 }

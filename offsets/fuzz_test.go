@@ -118,6 +118,8 @@ func FuzzDecodeSlot(f *testing.F) {
 // row 17, invariants I1 and 8). An empty slot1 is a file that ends after slot 0
 // (a move's copy); an empty offsetFile is a missing consumer.offset.
 func FuzzRecover(f *testing.F) {
+	fuzzID := make([]byte, offsets.IDFileSize)
+	offsets.EncodeIDForTest(fuzzID, offsets.PartitionKey("f", 1), 7)
 	seeds := fuzzSeeds(f)
 	f.Add(seeds[0], seeds[1], []byte{0, 0, 0, 0, 0, 0, 0, 50})
 	f.Add(seeds[1], seeds[0], []byte{})
@@ -138,37 +140,42 @@ func FuzzRecover(f *testing.F) {
 			if len(offsetFile) > 0 {
 				off = offsetFile
 			}
-			st, err := offsets.Recover("f", 1, append(slices.Clone(s0), s1...), off)
-			if err != nil {
-				require.ErrorIs(t, err, offsets.ErrNewerSlot)
-				continue
-			}
-			frontiers, valid := []int64{-1}, []offsets.Record{}
-			for _, s := range [][]byte{s0, s1} {
-				var r offsets.Record
-				if offsets.DecodeSlot(s, &r) == nil && r.Key == offsets.PartitionKey("f", 1) {
-					frontiers = append(frontiers, r.Frontier)
-					valid = append(valid, r)
+			for _, id := range [][]byte{nil, fuzzID} {
+				st, err := offsets.Recover("f", 1, id, append(slices.Clone(s0), s1...), off)
+				if err != nil {
+					require.ErrorIs(t, err, offsets.ErrNewerSlot)
+					continue
 				}
-			}
-			if v := int64(binary.BigEndian.Uint64(append(make([]byte, 8), off...)[len(off):])); len(off) == 8 && v >= -1 {
-				frontiers = append(frontiers, v)
-			}
-			require.Contains(t, frontiers, st.Frontier, "a frontier the files hold")
-			require.Equal(t, st.Found, st.Frontier != -1 || len(frontiers) > 1)
-			if !ascendingAbove(st.Ahead, st.Frontier) {
-				t.Fatalf("acked-ahead offsets not ascending above the frontier %d", st.Frontier)
-			}
-			for _, a := range st.Attempts {
-				if _, acked := slices.BinarySearch(st.Ahead, a.Offset); a.Offset <= st.Frontier || acked {
-					t.Fatalf("attempts of offset %d, settled", a.Offset)
+				frontiers, valid := []int64{-1}, []offsets.Record{}
+				for _, s := range [][]byte{s0, s1} {
+					var r offsets.Record
+					if offsets.DecodeSlot(s, &r) == nil && r.Key == offsets.PartitionKey("f", 1) {
+						frontiers = append(frontiers, r.Frontier)
+						valid = append(valid, r)
+					}
 				}
-			}
-			for _, o := range st.Requeued {
-				require.LessOrEqual(t, o, st.Frontier, "requeued only at or below the frontier")
-			}
-			if !fromOneSlot(valid, st) {
-				t.Fatalf("recovered sets are in no one valid slot: %+v", st)
+				if v := int64(binary.BigEndian.Uint64(append(make([]byte, 8), off...)[len(off):])); len(off) == 8 && v >= -1 {
+					frontiers = append(frontiers, v)
+				}
+				if len(off) == offsets.OffsetFileSize {
+					frontiers = append(frontiers, int64(binary.BigEndian.Uint64(off[8:16])))
+				}
+				require.Contains(t, frontiers, st.Frontier, "a frontier the files hold")
+				require.Equal(t, st.Found, st.Frontier != -1 || len(frontiers) > 1)
+				if !ascendingAbove(st.Ahead, st.Frontier) {
+					t.Fatalf("acked-ahead offsets not ascending above the frontier %d", st.Frontier)
+				}
+				for _, a := range st.Attempts {
+					if _, acked := slices.BinarySearch(st.Ahead, a.Offset); a.Offset <= st.Frontier || acked {
+						t.Fatalf("attempts of offset %d, settled", a.Offset)
+					}
+				}
+				for _, o := range st.Requeued {
+					require.LessOrEqual(t, o, st.Frontier, "requeued only at or below the frontier")
+				}
+				if !fromOneSlot(valid, st) {
+					t.Fatalf("recovered sets are in no one valid slot: %+v", st)
+				}
 			}
 		}
 	})

@@ -1,13 +1,10 @@
 package offsets
 
-import (
-	"encoding/binary"
-	"os"
-)
+import "os"
 
 // level brings consumer.offset to v (checklist items 57, 58): it pins the partition directory,
 // checks it is the one primed, opens (or creates, inside the pinned directory only) the file,
-// checks the path still names that directory, writes the 8 bytes in place and syncs them. The
+// checks the path still names that directory, writes the 32 bytes in place and syncs them. The
 // value counts as levelled once the tick's device flush holds. Called with ioMu held.
 func (c *Committer) level(p *partition, v int64) {
 	if err := c.writeOffset(p, v); err != nil && err != errStranded {
@@ -49,7 +46,7 @@ func (c *Committer) writeOffsetFile(p *partition, root Root, f File, v int64) (u
 		return 0, err
 	}
 	b := c.offBuf[:]
-	binary.BigEndian.PutUint64(b, uint64(v))
+	encodeOffset(b, p.key, p.incarnation, v)
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return 0, err
 	}

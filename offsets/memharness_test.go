@@ -239,3 +239,13 @@ func requireSameState(t tb, want, got offsets.State, msg string) {
 	require.True(t, slices.Equal(want.Quarantine, got.Quarantine), "quarantine %v, want %v: %s", got.Quarantine, want.Quarantine, msg)
 	require.True(t, slices.Equal(want.Requeued, got.Requeued), "requeued %v, want %v: %s", got.Requeued, want.Requeued, msg)
 }
+
+// requireOffsetFile checks that b is a valid consumer.offset of the partition holding frontier.
+func requireOffsetFile(t require.TestingT, b []byte, topic string, partition int32, frontier int64) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	v, ok := offsets.OffsetFrontier(b, topic, partition)
+	require.True(t, ok, "consumer.offset valid: % x", b)
+	require.Equal(t, frontier, v)
+}

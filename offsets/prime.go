@@ -1,7 +1,6 @@
 package offsets
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -78,7 +77,10 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult) error {
 	if err := readFull(pr.f, buf[:min(fi.Size(), AheadFileSize)]); err != nil {
 		return err
 	}
-	if err := chooseAnchor(buf, p.key, pr); err != nil {
+	if err := c.primeIncarnation(p, root); err != nil {
+		return err
+	}
+	if err := chooseAnchor(buf, p.key, p.incarnation, pr); err != nil {
 		return err
 	}
 	if fi.Size() < AheadFileSize {
@@ -106,9 +108,56 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult) error {
 	return nil
 }
 
-// chooseAnchor decodes both slots and picks the newest valid one of this partition. A record
-// from a newer release stops the prime: this release must not overwrite what it cannot read.
-func chooseAnchor(buf []byte, key uint32, pr *primeResult) error {
+// primeIncarnation settles the incarnation the partition's records name, and makes
+// consumer.id durable before any record naming it is written: the one consumer.id holds when
+// it is valid, and otherwise the shard's (from Load), written into a new consumer.id. A valid
+// consumer.id naming another incarnation than the live shard's means the directory was
+// replaced or restored under it: the partition is stranded, so the shard never writes into
+// state it did not load. The file is rewritten and synced even when valid, since a process
+// that crashed before its sync may have left it in the page cache only.
+func (c *Committer) primeIncarnation(p *partition, root Root) error {
+	b, err := readPrefix(root, IDFile, IDFileSize+1)
+	if err != nil {
+		return err
+	}
+	if b != nil {
+		if inc, derr := decodeID(b, p.key); derr == nil {
+			if p.incarnation != 0 && inc != p.incarnation {
+				c.strand(p)
+				return errStranded
+			}
+			p.incarnation = inc
+		}
+	}
+	if p.incarnation == 0 {
+		p.incarnation = newIncarnation() // a Source that keeps none: the committer names it
+	}
+	f, err := root.OpenFile(IDFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return c.pathErr(p, err)
+	}
+	defer f.Close()
+	var id [IDFileSize]byte
+	encodeID(id[:], p.key, p.incarnation)
+	if _, err := f.WriteAt(id[:], 0); err != nil {
+		return err
+	}
+	if len(b) != IDFileSize {
+		if err := f.Truncate(IDFileSize); err != nil {
+			return err
+		}
+	}
+	if err := f.SyncData(); err != nil {
+		c.stats.syncFailures.Add(1)
+		return err
+	}
+	return nil
+}
+
+// chooseAnchor decodes both slots and picks the newest valid one of this partition and
+// incarnation (a record naming none, an older release's, counts). A record from a newer
+// release stops the prime: this release must not overwrite what it cannot read.
+func chooseAnchor(buf []byte, key uint32, incarnation uint64, pr *primeResult) error {
 	var recs [2]Record
 	var valid [2]bool
 	for i := range recs {
@@ -116,7 +165,7 @@ func chooseAnchor(buf []byte, key uint32, pr *primeResult) error {
 		if errors.Is(err, ErrNewerSlot) {
 			return err
 		}
-		valid[i] = err == nil && recs[i].Key == key
+		valid[i] = err == nil && recs[i].Key == key && sameIncarnation(recs[i].Incarnation, incarnation, nil)
 	}
 	n := newestSlot(valid, &recs)
 	if n < 0 {
@@ -129,8 +178,9 @@ func chooseAnchor(buf []byte, key uint32, pr *primeResult) error {
 	return nil
 }
 
-// primeOffset reads consumer.offset, if present, and rewrites a valid frontier in place so the
-// prime's sync makes it durable.
+// primeOffset reads consumer.offset, if present, and rewrites a valid frontier of the
+// partition's incarnation (or of the legacy form) in place so the prime's sync makes it
+// durable.
 func (c *Committer) primeOffset(root Root, pr *primeResult) error {
 	f, err := root.OpenFile(OffsetFile, os.O_RDWR, 0)
 	if gone(err) {
@@ -141,20 +191,21 @@ func (c *Committer) primeOffset(root Root, pr *primeResult) error {
 	}
 	pr.offsetPresent = true
 	fi, err := f.Stat()
-	if err != nil || fi.Size() != OffsetFileSize {
+	if err != nil || (fi.Size() != OffsetFileSize && fi.Size() != LegacyOffsetFileSize) {
 		_ = f.Close()
 		return err
 	}
-	b := c.offBuf[:]
+	b := c.offBuf[:fi.Size()]
 	if err := readFull(f, b); err != nil {
 		_ = f.Close()
 		return err
 	}
-	v, ok := decodeOffset(b)
-	if !ok {
+	o, err := decodeOffset(b, pr.p.key)
+	if err != nil || (!o.legacy && o.incarnation != pr.p.incarnation) {
 		_ = f.Close()
 		return nil
 	}
+	v := o.frontier
 	if _, err := f.WriteAt(b, 0); err != nil {
 		_ = f.Close()
 		return err
@@ -306,13 +357,4 @@ func readFull(f File, b []byte) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// decodeOffset reads consumer.offset: exactly 8 bytes, a big-endian frontier of at least -1.
-func decodeOffset(b []byte) (int64, bool) {
-	if len(b) != OffsetFileSize {
-		return 0, false
-	}
-	v := int64(binary.BigEndian.Uint64(b))
-	return v, v >= -1
 }

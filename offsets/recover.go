@@ -8,7 +8,7 @@ import (
 
 // State is a partition's persisted state, as recovery reads it.
 type State struct {
-	// Found is false when neither file holds a valid frontier (both missing, or unusable):
+	// Found is false when no file holds a trusted frontier (all missing, damaged or foreign):
 	// the host then starts the partition as new, at its oldest retained offset minus one.
 	Found bool
 	// Frontier is the inclusive committed frontier: the larger of the newest valid slot's and
@@ -26,66 +26,139 @@ type State struct {
 	// Frontier: quarantined offsets the frontier passed that an operator requeued and that
 	// wait to be delivered again.
 	Requeued []int64
+	// Incarnation names the incarnation of the partition's state: the one consumer.id holds,
+	// or a fresh one when it holds none that can be trusted (the files, if any, were then
+	// ignored). Load always sets it; the host keeps it with the shard and hands it back to the
+	// committer through Source, which writes it into every record (see consumer.id).
+	Incarnation uint64
+	// Unverified is true when Frontier comes from a consumer.offset of the legacy 8-byte form,
+	// which carries no checksum and no identity: ClampToWatermark then takes a frontier at or
+	// above the high watermark for damage rather than a lost tail.
+	Unverified bool
 }
 
-// recoveryNotes says what recovery had to ignore, for the log.
+// recoveryNotes says what recovery had to ignore, for the log and the counters.
 type recoveryNotes struct {
-	foreignSlots int  // valid records of another partition
-	badOffset    bool // consumer.offset present but not 8 bytes holding a frontier >= -1
+	foreignSlots  int    // valid records of another partition or incarnation
+	damagedSlots  int    // slots neither blank nor valid (torn, bit-flipped, truncated)
+	unusableAhead bool   // consumer.ahead present and not empty, but no slot usable
+	badOffset     string // why consumer.offset was ignored, "" when it was not
+	badID         string // why consumer.id was ignored, "" when it was not
+}
+
+func (n *recoveryNotes) ignored() bool {
+	return n.foreignSlots > 0 || n.damagedSlots > 0 || n.unusableAhead || n.badOffset != "" || n.badID != ""
+}
+
+// stateFiles are the raw bytes of a partition's three files; nil when missing.
+type stateFiles struct {
+	id, ahead, offset []byte
 }
 
 // Recover is recovery as a pure function: the partition's state from the raw bytes of its
-// consumer.ahead (any length; nil when missing) and consumer.offset (nil when missing). It takes
-// the newest slot whose checksum is valid and that belongs to the partition, and the larger of
-// its frontier and consumer.offset's (checklist items 73 to 75); the slot's acked-ahead offsets
-// and attempts at or below that frontier are settled and dropped, and so are attempts of
-// offsets acked ahead; its quarantine is returned as written and its requeued offsets at or
-// below the frontier (all of them, since a record's requeued offsets never pass its own
-// frontier). Every set comes from the one slot chosen, never a mix of the two. Short files are read as far as they go (a
-// move's copy carries slot 0 only). A record from a newer release makes it fail with an error
-// matching ErrNewerSlot rather than guess. It never panics.
-func Recover(topic string, partition int32, aheadFile, offsetFile []byte) (State, error) {
-	st, _, err := recoverState(PartitionKey(topic, partition), aheadFile, offsetFile)
+// consumer.id, consumer.ahead (any length) and consumer.offset, each nil when missing. It
+// reads what the files can be trusted to say, and when in doubt it lets records be delivered
+// again rather than skip them (checklist items 73 to 75):
+//
+//   - consumer.id names the incarnation. Without a valid one (missing: the files were copied
+//     or restored without it; damaged: torn by a crash before its first sync, or bit rot),
+//     the records that name an incarnation cannot be trusted and are ignored, and only the
+//     legacy records of an older release, which name none, are used.
+//   - A slot counts when its checksum holds, it belongs to the partition and it names the
+//     incarnation (or none: an older release's). The newest such slot gives every set.
+//   - consumer.offset counts when it verifies for the partition and the incarnation; then the
+//     larger of its frontier and the slot's is taken. The legacy 8-byte form counts only when
+//     no slot does, and its frontier is marked Unverified.
+//
+// The slot's acked-ahead offsets and attempts at or below the recovered frontier are settled
+// and dropped, and so are attempts of offsets acked ahead; its quarantine is returned as
+// written and its requeued offsets at or below the frontier. Short files are read as far as
+// they go (a move's copy may carry slot 0 only). A record from a newer release makes it fail
+// with an error matching ErrNewerSlot rather than guess. It never panics. State.Incarnation
+// is consumer.id's, or 0 when there is none to trust (Load draws a fresh one).
+func Recover(topic string, partition int32, idFile, aheadFile, offsetFile []byte) (State, error) {
+	st, _, err := recoverState(PartitionKey(topic, partition), stateFiles{idFile, aheadFile, offsetFile})
 	return st, err
 }
 
-func recoverState(key uint32, aheadFile, offsetFile []byte) (State, recoveryNotes, error) {
+func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 	var notes recoveryNotes
+	st := State{Frontier: -1}
+	incarnation, idErr := uint64(0), error(nil)
+	if files.id != nil {
+		if incarnation, idErr = decodeID(files.id, key); idErr != nil {
+			notes.badID = idErr.Error()
+		}
+	}
 	var recs [2]Record
 	var valid [2]bool
+	present := 0
 	for i := range recs {
-		if len(aheadFile) < (i+1)*SlotSize {
+		lo, hi := i*SlotSize, (i+1)*SlotSize
+		if len(files.ahead) <= lo {
 			break
 		}
-		err := DecodeSlot(aheadFile[i*SlotSize:(i+1)*SlotSize], &recs[i])
-		if errors.Is(err, ErrNewerSlot) {
+		present++
+		if len(files.ahead) < hi {
+			notes.damagedSlots++ // a torn or truncated file: a partial slot
+			break
+		}
+		err := DecodeSlot(files.ahead[lo:hi], &recs[i])
+		switch {
+		case errors.Is(err, ErrNewerSlot):
 			return State{Frontier: -1}, notes, err
-		}
-		if err == nil && recs[i].Key != key {
+		case errors.Is(err, errBlank):
+			present--
+		case err != nil:
+			notes.damagedSlots++
+		case recs[i].Key != key || !sameIncarnation(recs[i].Incarnation, incarnation, idErr):
 			notes.foreignSlots++
-			continue
+		default:
+			valid[i] = true
 		}
-		valid[i] = err == nil
 	}
-	st := State{Frontier: -1}
-	if n := newestSlot(valid, &recs); n >= 0 {
+	n := newestSlot(valid, &recs)
+	if n >= 0 {
 		r := &recs[n]
 		st = State{Found: true, Frontier: r.Frontier, Ahead: r.Ahead, Attempts: r.Attempts,
 			Quarantine: r.Quarantine, Requeued: r.Requeued}
+	} else if present > 0 && notes.foreignSlots == 0 {
+		notes.unusableAhead = true
 	}
-	if offsetFile != nil {
-		v, ok := decodeOffset(offsetFile)
+	if files.offset != nil {
+		o, err := decodeOffset(files.offset, key)
 		switch {
-		case !ok:
-			notes.badOffset = true
-		case !st.Found || v > st.Frontier:
-			st.Found, st.Frontier = true, v
+		case err != nil:
+			notes.badOffset = err.Error()
+		case o.legacy && n >= 0:
+			// An older release levels it with the slots and never ahead of them: with a
+			// slot to go by, the unverifiable copy adds nothing but risk.
+		case o.legacy:
+			st = State{Found: true, Frontier: o.frontier, Unverified: true}
+		case !sameIncarnation(o.incarnation, incarnation, idErr):
+			notes.badOffset = "consumer.offset of another incarnation"
+		case !st.Found || o.frontier > st.Frontier:
+			st.Found, st.Frontier = true, o.frontier
 		}
 	}
 	st.Ahead = above(st.Ahead, st.Frontier)
 	st.Attempts = unresolved(st.Attempts, st.Frontier, st.Ahead)
 	st.Requeued = atOrBelow(st.Requeued, st.Frontier)
+	if files.id != nil && idErr == nil {
+		st.Incarnation = incarnation
+	}
 	return st, notes, nil
+}
+
+// sameIncarnation says whether a record naming incarnation rec (0: an older release's record,
+// naming none) belongs with consumer.id's incarnation id (0 when consumer.id is missing or
+// damaged, idErr then saying why when it is damaged). Without an incarnation to go by, only
+// records naming none are trusted.
+func sameIncarnation(rec, id uint64, idErr error) bool {
+	if rec == 0 {
+		return true
+	}
+	return idErr == nil && id != 0 && rec == id
 }
 
 // unresolved keeps, in place, the attempts of offsets above frontier that are not in ahead
@@ -133,7 +206,9 @@ func above(ahead []int64, frontier int64) []int64 {
 // being created, a partition being moved, or the token estimate of a partition not loaded
 // (checklist items 73, 75, 99). A missing directory or files mean no state (State.Found false),
 // not an error; a read error is an error, so the host retries rather than start the partition
-// over. Load takes no lock of the committer and may run beside a tick.
+// over. What recovery ignored (a damaged or foreign file, an unusable consumer.ahead) is logged
+// as an error and counted (Stats.IgnoredFiles). State.Incarnation is always set: consumer.id's,
+// or a fresh one. Load takes no lock of the committer and may run beside a tick.
 //
 // A host creating a shard from the result passes it through ClampToWatermark (gap G1), installs
 // the shard, and then calls MarkDirty for the partition. What Load read may sit only in the page
@@ -142,40 +217,50 @@ func above(ahead []int64, frontier int64) []int64 {
 // what the restart observed even if the partition is never acked again (invariant I3), and a
 // clamped frontier replaces the bad one in both files.
 func (c *Committer) Load(topic string, partition int32) (State, error) {
-	aheadFile, offsetFile, err := readStateFiles(c.fs, c.dir(topic, partition))
+	files, err := readStateFiles(c.fs, c.dir(topic, partition))
 	if err != nil {
 		return State{Frontier: -1}, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
 	}
-	st, notes, err := recoverState(PartitionKey(topic, partition), aheadFile, offsetFile)
+	st, notes, err := recoverState(PartitionKey(topic, partition), files)
 	if err != nil {
 		return st, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
 	}
-	if notes.foreignSlots > 0 || notes.badOffset {
-		c.log.Warn(msgIgnored, "topic", topic, "partition", partition,
-			"foreign_slots", notes.foreignSlots, "bad_consumer_offset", notes.badOffset)
+	if notes.ignored() {
+		c.stats.ignoredFiles.Add(1)
+		c.log.Error(msgIgnored, "topic", topic, "partition", partition,
+			"foreign_slots", notes.foreignSlots, "damaged_slots", notes.damagedSlots,
+			"unusable_consumer_ahead", notes.unusableAhead, "consumer_offset", notes.badOffset,
+			"consumer_id", notes.badID, "frontier_kept", st.Frontier, "found", st.Found)
+	}
+	if st.Incarnation == 0 {
+		st.Incarnation = newIncarnation()
 	}
 	return st, nil
 }
 
-// readStateFiles reads consumer.ahead (up to AheadFileSize bytes) and consumer.offset (up to one
-// byte more than it should hold, so a longer file shows as such) from dir; a missing directory
-// or file reads as nil.
-func readStateFiles(fsys FS, dir string) (aheadFile, offsetFile []byte, err error) {
+// readStateFiles reads consumer.id and consumer.offset (each up to one byte more than it
+// should hold, so a longer file shows as such) and consumer.ahead (up to AheadFileSize bytes)
+// from dir; a missing directory or file reads as nil.
+func readStateFiles(fsys FS, dir string) (stateFiles, error) {
+	var files stateFiles
 	root, err := fsys.OpenRoot(dir)
 	if gone(err) {
-		return nil, nil, nil
+		return files, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return files, err
 	}
 	defer root.Close()
-	if aheadFile, err = readPrefix(root, AheadFile, AheadFileSize); err != nil {
-		return nil, nil, err
+	if files.id, err = readPrefix(root, IDFile, IDFileSize+1); err != nil {
+		return stateFiles{}, err
 	}
-	if offsetFile, err = readPrefix(root, OffsetFile, OffsetFileSize+1); err != nil {
-		return nil, nil, err
+	if files.ahead, err = readPrefix(root, AheadFile, AheadFileSize); err != nil {
+		return stateFiles{}, err
 	}
-	return aheadFile, offsetFile, nil
+	if files.offset, err = readPrefix(root, OffsetFile, OffsetFileSize+1); err != nil {
+		return stateFiles{}, err
+	}
+	return files, nil
 }
 
 // readPrefix reads at most limit bytes of name; nil when it does not exist.
@@ -203,13 +288,20 @@ func readPrefix(root Root, name string, limit int64) ([]byte, error) {
 	return nil, err
 }
 
-// ClampToWatermark guards against a frontier the log cannot have: consumer.offset carries no
-// checksum and recovery takes the larger frontier, so a torn or bit-flipped file could move the
-// frontier past records never acked (gap G1). A frontier at or above hwm (the next offset to be
-// written) is clamped to hwm-1; offsets at or above hwm are dropped from every set (acked-ahead,
-// attempts, quarantine, requeued: no such record exists), and both are logged loudly and
-// counted. The host calls it on every load.
+// ClampToWatermark guards against a frontier the log cannot have, at or above hwm (the next
+// offset to be written). From a verified file it is a log that lost its tail: the frontier is
+// clamped to hwm-1 and offsets at or above hwm are dropped from every set (acked-ahead,
+// attempts, quarantine, requeued: no such record exists). From an unverifiable one (the legacy
+// consumer.offset, State.Unverified) it is damage: the state is dropped and the partition starts
+// afresh, keeping its whole retained backlog, since redelivering beats skipping. Either way it
+// is logged loudly and counted (Stats.Clamps). The host calls it on every load.
 func (c *Committer) ClampToWatermark(topic string, partition int32, st State, hwm int64) State {
+	if st.Found && st.Unverified && st.Frontier >= hwm {
+		c.stats.clamps.Add(1)
+		c.log.Error(msgUnverifiedFrontier, "topic", topic, "partition", partition,
+			"frontier", st.Frontier, "high_watermark", hwm)
+		return State{Frontier: -1, Incarnation: st.Incarnation}
+	}
 	clamped, d := clampState(st, hwm)
 	if clamped.Frontier != st.Frontier || d != (clampDrops{}) {
 		c.stats.clamps.Add(1)

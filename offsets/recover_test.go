@@ -9,7 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// offsetBytes is a consumer.offset of the legacy 8-byte form.
 func offsetBytes(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+// idBytes is a consumer.id of the partition naming incarnation inc.
+func idBytes(topic string, part int32, inc uint64) []byte {
+	b := make([]byte, IDFileSize)
+	encodeID(b, PartitionKey(topic, part), inc)
+	return b
+}
+
+// offsetOf is a consumer.offset of the current form.
+func offsetOf(topic string, part int32, inc uint64, v int64) []byte {
+	b := make([]byte, OffsetFileSize)
+	encodeOffset(b, PartitionKey(topic, part), inc, v)
+	return b
+}
 
 // aheadFile lays out slots as they sit in consumer.ahead; a nil slot is blank.
 func aheadFile(slots ...[]byte) []byte {
@@ -50,7 +65,7 @@ func TestRecover(t *testing.T) {
 		{"both slots blank: consumer.offset", aheadFile(nil, nil), offsetBytes(7), true, 7, nil},
 		{"move copy: slot 0 only", older, nil, true, 10, []int64{12, 15}},
 		{"half a slot", older[:2000], offsetBytes(3), true, 3, nil},
-		{"larger frontier: consumer.offset", aheadFile(older, newer), offsetBytes(25), true, 25, []int64{30}},
+		{"a legacy consumer.offset is not taken over a slot", aheadFile(older, newer), offsetBytes(25), true, 20, []int64{22, 30}},
 		{"larger frontier: slot", aheadFile(older, newer), offsetBytes(12), true, 20, []int64{22, 30}},
 		{"slot of another partition ignored", aheadFile(older, foreign), nil, true, 10, []int64{12, 15}},
 		{"only another partition's slot", aheadFile(foreign, nil), offsetBytes(1), true, 1, nil},
@@ -60,7 +75,7 @@ func TestRecover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := Recover(topic, part, tt.ahead, tt.off)
+			st, err := Recover(topic, part, nil, tt.ahead, tt.off)
 			require.NoError(t, err)
 			require.Equal(t, tt.wantFound, st.Found)
 			require.Equal(t, tt.wantFrontier, st.Frontier)
@@ -98,11 +113,11 @@ func TestRecoverSets(t *testing.T) {
 			want{20, []int64{22, 30}, []Attempt{{21, 3}, {25, 7}, {31, 1}}, []int64{3, 14, 24}, []int64{5, 18}}},
 		{"newest in slot 0", aheadFile(newer, older), nil,
 			want{20, []int64{22, 30}, []Attempt{{21, 3}, {25, 7}, {31, 1}}, []int64{3, 14, 24}, []int64{5, 18}}},
-		{"larger consumer.offset settles attempts; quarantine and requeued as written", aheadFile(older, newer), offsetBytes(25),
+		{"larger consumer.offset settles attempts; quarantine and requeued as written", aheadFile(older, newer), offsetOf(topic, part, 7, 25),
 			want{25, []int64{30}, []Attempt{{31, 1}}, []int64{3, 14, 24}, []int64{5, 18}}},
 		{"torn window: the anchor's sets, not a mix", aheadFile(older, torn), nil,
 			want{10, []int64{13}, []Attempt{{11, 2}, {12, 1}}, []int64{3, 14}, []int64{1}}},
-		{"move copy: slot 0 only", older, offsetBytes(11),
+		{"move copy: slot 0 only", older, offsetOf(topic, part, 7, 11),
 			want{11, []int64{13}, []Attempt{{12, 1}}, []int64{3, 14}, []int64{1}}},
 		{"consumer.offset only: no sets", nil, offsetBytes(7), want{7, nil, nil, nil, nil}},
 		{"another partition's sets ignored", aheadFile(foreign, older), nil,
@@ -110,7 +125,7 @@ func TestRecoverSets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := Recover(topic, part, tt.ahead, tt.off)
+			st, err := Recover(topic, part, idBytes(topic, part, 7), tt.ahead, tt.off)
 			require.NoError(t, err)
 			require.True(t, st.Found)
 			require.Equal(t, tt.want.frontier, st.Frontier)
@@ -140,7 +155,7 @@ func TestRecoverRefusesNewerRecord(t *testing.T) {
 	newerVersion[offVersion] = SlotVersion + 1
 	reseal(newerVersion)
 	good := encode(t, Record{Seq: 2, Key: k, Frontier: 8})
-	_, err := Recover("t", 0, aheadFile(good, newerVersion), nil)
+	_, err := Recover("t", 0, nil, aheadFile(good, newerVersion), nil)
 	require.ErrorIs(t, err, ErrNewerSlot)
 }
 

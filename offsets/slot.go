@@ -11,10 +11,10 @@ import (
 // File names and sizes (see the package doc for the byte layouts).
 const (
 	AheadFile      = "consumer.ahead"  // two slots: the anchor and the window
-	OffsetFile     = "consumer.offset" // the 8-byte frontier older releases read
+	OffsetFile     = "consumer.offset" // the frontier, checksummed (older releases wrote 8 bytes)
 	SlotSize       = 4096              // one consumer.ahead slot
 	AheadFileSize  = 2 * SlotSize      // what the prime extends a short consumer.ahead to
-	OffsetFileSize = 8
+	OffsetFileSize = 32                // consumer.offset as this release writes it
 
 	// SlotVersion is the record version this release writes and the newest it reads.
 	SlotVersion = 1
@@ -49,10 +49,13 @@ const (
 // so a later release can add data older readers may safely ignore; anything an older reader
 // must not ignore needs a new version.
 const (
-	tagAhead      = 1 // runs of acked-ahead offsets, from the frontier
-	tagAttempts   = 2 // delivery attempts of offsets above the frontier, from the frontier
-	tagQuarantine = 3 // runs of quarantined offsets, from -1 (either side of the frontier)
-	tagRequeued   = 4 // runs of requeued offsets at or below the frontier, from -1
+	tagAhead       = 1 // runs of acked-ahead offsets, from the frontier
+	tagAttempts    = 2 // delivery attempts of offsets above the frontier, from the frontier
+	tagQuarantine  = 3 // runs of quarantined offsets, from -1 (either side of the frontier)
+	tagRequeued    = 4 // runs of requeued offsets at or below the frontier, from -1
+	tagIncarnation = 5 // the incarnation the record belongs to: 8 bytes
+
+	incarnationSection = sectionHeader + 8
 )
 
 var slotMagic = [4]byte{'N', 'R', 'C', 'A'}
@@ -133,6 +136,9 @@ type Record struct {
 	// Requeued holds the quarantined offsets at or below the frontier that were requeued and
 	// wait to be delivered again, ascending, each within [0, Frontier].
 	Requeued []int64
+	// Incarnation names the incarnation of the partition's state the record belongs to (see
+	// consumer.id); 0 in a record of an older release, which carries none.
+	Incarnation uint64
 	// Dropped is how many acked-ahead offsets the writer left out for lack of room (it is
 	// informational: those offsets are simply delivered again). EncodeSlot sets it; the
 	// other sets' losses are reported by Overflow only.
@@ -193,6 +199,9 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	quarantine, cutQ := capOffsets(r.Quarantine)
 	attempts, cutT := capAttempts(r.Attempts)
 	room := maxBodyLen
+	if r.Incarnation != 0 {
+		room -= incarnationSection
+	}
 	usedR, keptR := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, -1, requeued) })
 	usedA, keptA := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, r.Frontier, ahead) })
 	usedQ, keptQ := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, -1, quarantine) })
@@ -212,6 +221,10 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	putRuns(dst[pos-usedQ:pos], usedQ, -1, quarantine[:keptQ])
 	pos = sectionAt(dst, pos, tagRequeued, usedR)
 	putRuns(dst[pos-usedR:pos], usedR, -1, requeued[:keptR])
+	if r.Incarnation != 0 {
+		pos = sectionAt(dst, pos, tagIncarnation, 8)
+		binary.BigEndian.PutUint64(dst[pos-8:pos], r.Incarnation)
+	}
 
 	binary.BigEndian.PutUint16(dst[offBodyLen:], uint16(pos-headerSize))
 	binary.BigEndian.PutUint32(dst[offDropped:], uint32(min(over.Ahead, math.MaxUint32)))
@@ -257,7 +270,7 @@ func DecodeSlot(src []byte, r *Record) error {
 	r.Key = binary.BigEndian.Uint32(src[offKey:])
 	r.Dropped = binary.BigEndian.Uint32(src[offDropped:])
 	r.Ahead, r.Attempts, r.Quarantine = r.Ahead[:0], r.Attempts[:0], r.Quarantine[:0]
-	r.Requeued = r.Requeued[:0]
+	r.Requeued, r.Incarnation = r.Requeued[:0], 0
 	if r.Frontier < -1 {
 		return errFrontier
 	}
@@ -292,6 +305,12 @@ func (r *Record) decodeSections(body []byte) error {
 			r.Requeued, err = readRuns(payload, -1, r.Requeued)
 			if err == nil && len(r.Requeued) > 0 && r.Requeued[len(r.Requeued)-1] > r.Frontier {
 				err = errRequeued
+			}
+		case tagIncarnation:
+			if n != 8 || binary.BigEndian.Uint64(payload) == 0 {
+				err = errSection
+			} else {
+				r.Incarnation = binary.BigEndian.Uint64(payload)
 			}
 		}
 		if err != nil {

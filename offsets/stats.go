@@ -26,7 +26,8 @@ type Stats struct {
 	EarlyWriteouts    uint64 // writeouts made before their turn because a Durable waited
 	Overruns          uint64 // ticks that took longer than the tick period (priming ticks excluded)
 	LateWriteouts     uint64 // ticks that found writes waiting more than twice the durability interval
-	Clamps            uint64 // recovered frontiers clamped to the high watermark (G1)
+	Clamps            uint64 // recovered frontiers at or above the high watermark, clamped or dropped
+	IgnoredFiles      uint64 // loads that ignored a damaged or foreign state file, or an unusable consumer.ahead
 	Descriptors       int64  // consumer.ahead descriptors held now
 	StrandedNow       int64  // partitions stranded now (until their Forget)
 }
@@ -37,7 +38,7 @@ type counters struct {
 	evictions, oneShots, reopens, stranded, dropped atomic.Uint64
 	droppedRequeued, droppedQuarantine              atomic.Uint64
 	droppedAttempts, durables, earlyWriteouts       atomic.Uint64
-	overruns, lateWriteouts, clamps                 atomic.Uint64
+	overruns, lateWriteouts, clamps, ignoredFiles   atomic.Uint64
 	descriptors, strandedNow                        atomic.Int64
 }
 
@@ -53,6 +54,7 @@ func (c *Committer) Stats() Stats {
 		DroppedRequeued: s.droppedRequeued.Load(), DroppedQuarantine: s.droppedQuarantine.Load(),
 		DroppedAttempts: s.droppedAttempts.Load(), Durables: s.durables.Load(), EarlyWriteouts: s.earlyWriteouts.Load(),
 		Overruns: s.overruns.Load(), LateWriteouts: s.lateWriteouts.Load(), Clamps: s.clamps.Load(),
-		Descriptors: s.descriptors.Load(), StrandedNow: s.strandedNow.Load(),
+		IgnoredFiles: s.ignoredFiles.Load(),
+		Descriptors:  s.descriptors.Load(), StrandedNow: s.strandedNow.Load(),
 	}
 }

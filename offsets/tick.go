@@ -161,6 +161,9 @@ func (c *Committer) primeAll() {
 		if p.dir == "" {
 			p.dir = c.dir(p.topic, p.num)
 		}
+		if p.incarnation == 0 {
+			p.incarnation = c.st.Incarnation
+		}
 		c.ioMu.Lock()
 		if !p.forgotten {
 			if err := c.prime(p); err != nil && err != errStranded {
@@ -188,7 +191,7 @@ func (c *Committer) primeAll() {
 func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
 	snap = c.snaps.Add(1)
 	st := &c.st
-	st.Found, st.Frontier = false, -1
+	st.Found, st.Frontier, st.Incarnation = false, -1, 0
 	st.Ahead, st.Attempts = st.Ahead[:0], st.Attempts[:0]
 	st.Quarantine, st.Requeued = st.Quarantine[:0], st.Requeued[:0]
 	return snap, c.src.State(p.topic, p.num, st)
@@ -248,7 +251,7 @@ func (c *Committer) writeWindows() {
 func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	t := &c.t
 	st := &c.st
-	c.rec = Record{Seq: p.anchorSeq + 1, Key: p.key, Frontier: st.Frontier, Ahead: st.Ahead,
+	c.rec = Record{Seq: p.anchorSeq + 1, Key: p.key, Incarnation: p.incarnation, Frontier: st.Frontier, Ahead: st.Ahead,
 		Attempts: st.Attempts, Quarantine: st.Quarantine, Requeued: st.Requeued}
 	over, err := EncodeSlot(c.slot[:], &c.rec)
 	c.rec = Record{}

@@ -21,9 +21,12 @@ const (
 		"the highest quarantined offsets are not persisted (a restart leaves them settled, not requeueable) " +
 		"and the highest attempts are counted afresh"
 	msgClamped = "consumer offsets: persisted frontier at or above the log's high watermark " +
-		"(consumer.offset carries no checksum: torn or bit-flipped?); clamped below it"
+		"(the log lost its tail?); clamped below it"
+	msgUnverifiedFrontier = "consumer offsets: legacy consumer.offset (no checksum) holds a frontier at or above " +
+		"the log's high watermark; taken for damage: the partition starts afresh and delivers its retained records again"
 	msgTickFailed = "consumer offsets: tick failed; retrying on the next tick"
-	msgIgnored    = "consumer offsets: ignoring unusable persisted state"
+	msgIgnored    = "consumer offsets: ignoring damaged or foreign persisted state; " +
+		"records it would have settled are delivered again"
 )
 
 // warnEvery is how often each warning may be logged at most.

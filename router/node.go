@@ -183,7 +183,10 @@ func New(cfg Config) (*Node, error) {
 		Topic:  cfg.Topic,
 		Load:   n.loadState,
 		Forget: n.committer.Forget,
-		Seeds:  cfg.Seeds,
+		// A deleted topic's state goes inside the tracker's create fence, so no create
+		// that began before the delete can read it or make its directory again.
+		ForgetTopic: func(topic string) error { return n.removeAll(filepath.Join(n.dir, topicDir(topic))) },
+		Seeds:       cfg.Seeds,
 		Hooks: inflight.Hooks{
 			Wake:     n.pump.NotifyPartition,
 			Dirty:    n.committer.MarkDirty,
@@ -239,9 +242,10 @@ func topicDir(topic string) string {
 }
 
 // loadState reads a partition's persisted state at its shard's first touch (checklist 73).
-// A partition with no state starts just below its oldest retained offset. A recovered
-// frontier at or past the high watermark is clamped to it (consumer.offset carries no
-// checksum: RELIABILITY G1).
+// A partition with no state it can trust starts just below its oldest retained offset. A
+// recovered frontier at or past the high watermark is clamped below it (a log that lost its
+// tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
+// The shard keeps the state's incarnation, so what it persists names the state it came from.
 func (n *Node) loadState(topic string, partition int32) (inflight.State, error) {
 	log, err := n.logs.Get(topic, partition)
 	if err != nil {
@@ -255,10 +259,10 @@ func (n *Node) loadState(topic string, partition int32) (inflight.State, error) 
 	if err != nil {
 		return inflight.State{}, err
 	}
-	if !persisted.Found {
-		return inflight.State{Frontier: log.Oldest() - 1}, nil
-	}
 	persisted = n.committer.ClampToWatermark(topic, partition, persisted, log.HighWatermark())
+	if !persisted.Found {
+		return inflight.State{Frontier: log.Oldest() - 1, Incarnation: persisted.Incarnation}, nil
+	}
 	var attempts []inflight.Attempt
 	if len(persisted.Attempts) > 0 {
 		attempts = make([]inflight.Attempt, len(persisted.Attempts))
@@ -267,7 +271,7 @@ func (n *Node) loadState(topic string, partition int32) (inflight.State, error) 
 		}
 	}
 	return inflight.State{Frontier: persisted.Frontier, AckedAhead: persisted.Ahead, Attempts: attempts,
-		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued}, nil
+		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation}, nil
 }
 
 // topic returns the node's state of a topic, creating it.
@@ -358,14 +362,17 @@ func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 // forgets them), its parked consumers (they get an error), its queue state, and its ack state
 // on disk, so churning through uniquely named topics leaves nothing behind and a topic created
 // again under the name starts afresh rather than from the old incarnation's frontier. The
-// host takes the topic out of its Routes first, so no consume recreates a shard meanwhile.
+// host takes the topic out of its Routes first. A consume, ack or other call that resolved the
+// topic before the delete and finishes after it creates nothing and serves nothing of the
+// topic: the shards, the committer's entries and the directory of a deleted incarnation never
+// serve, write or are read as the next one's.
 func (n *Node) DeleteTopic(topic string) error {
-	n.tracker.DropTopic(topic)
+	err := n.tracker.DropTopic(topic)
 	n.pump.DropTopic(topic)
 	n.topicsMu.Lock()
 	delete(n.topics, topic)
 	n.topicsMu.Unlock()
-	return n.removeAll(filepath.Join(n.dir, topicDir(topic)))
+	return err
 }
 
 // Persist returns once the partition's ack state as of the call is durable on disk (the
@@ -378,11 +385,13 @@ func (n *Node) Persist(ctx context.Context, topic string, partition int32) error
 	return n.committer.Durable(ctx, topic, partition)
 }
 
-// PartitionDir returns the directory holding a partition's ack state (consumer.ahead and
-// consumer.offset). A host moving a partition to another node stops serving it here, calls
-// Persist, copies these two files into the same place under the other node's Config.Dir
-// between two DropPartition calls there, and drops it here; the other node's first touch then
-// loads the copy, taking the larger frontier of the two files.
+// PartitionDir returns the directory holding a partition's ack state (consumer.id,
+// consumer.ahead and consumer.offset). A host moving a partition to another node stops serving
+// it here, calls Persist, copies every file of the directory into the same place under the
+// other node's Config.Dir between two DropPartition calls there, and drops it here; the other
+// node's first touch then loads the copy, taking the larger frontier of the two state files.
+// consumer.id names the incarnation the state files belong to: copied without it, they cannot
+// be trusted, and the other node delivers the partition's retained records again.
 func (n *Node) PartitionDir(topic string, partition int32) string {
 	return n.partitionDir(topic, partition)
 }
@@ -452,7 +461,7 @@ func (s *committerSource) State(topic string, partition int32, into *offsets.Sta
 	snap := &s.snap
 	snap.AckedAhead, snap.Quarantined, snap.Requeued = into.Ahead[:0], into.Quarantine[:0], into.Requeued[:0]
 	shard.Snapshot(snap)
-	into.Frontier = snap.Frontier
+	into.Frontier, into.Incarnation = snap.Frontier, snap.Incarnation
 	into.Ahead, into.Quarantine, into.Requeued = snap.AckedAhead, snap.Quarantined, snap.Requeued
 	into.Attempts = into.Attempts[:0]
 	for _, a := range snap.Attempts {

@@ -643,7 +643,7 @@ func TestPartitionMove(t *testing.T) {
 		b.node.DropPartition("orders", 0)
 		from, to := a.node.PartitionDir("orders", 0), b.node.PartitionDir("orders", 0)
 		require.NoError(t, a.fs.MkdirAll(to))
-		for _, name := range []string{"consumer.ahead", "consumer.offset"} {
+		for _, name := range []string{"consumer.id", "consumer.ahead", "consumer.offset"} {
 			data, err := a.fs.ReadFile(from + "/" + name)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue

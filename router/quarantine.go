@@ -1,6 +1,8 @@
 package router
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	"narad.dev/consume/inflight"
@@ -43,6 +45,7 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
 		return shard, nil
 	}
+	gen := n.tracker.Generation(topic) // before the routes: a delete from here on ends it
 	local, _, known := n.routes.Partitions(topic)
 	switch {
 	case !known:
@@ -50,5 +53,15 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 	case !slices.Contains(local, partition):
 		return nil, ErrNotLocal
 	}
-	return n.tracker.Shard(topic, partition)
+	return n.shardIn(gen, partition)
+}
+
+// shardIn is the tracker's ShardIn, answering ErrUnknownTopic for a topic deleted since the
+// caller resolved it.
+func (n *Node) shardIn(gen *inflight.Generation, partition int32) (*inflight.Shard, error) {
+	shard, err := n.tracker.ShardIn(gen, partition)
+	if errors.Is(err, inflight.ErrTopicDropped) {
+		return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, err)
+	}
+	return shard, err
 }

@@ -48,8 +48,9 @@ func (m *Message) payloadBytes() int { return len(m.Key) + len(m.Value) }
 // scanRequest is one non-blocking pass over a topic's local partitions.
 type scanRequest struct {
 	topic      string
-	pinned     int32 // -1: any local partition
-	max        int   // records to take at most (>= 1)
+	gen        *inflight.Generation // taken before the routes; set by scan
+	pinned     int32                // -1: any local partition
+	max        int                  // records to take at most (>= 1)
 	visibility time.Duration
 }
 
@@ -75,6 +76,9 @@ var scratchPool = sync.Pool{New: func() any { return new(logsScratch) }}
 // An error is returned only when the scan took nothing: a partition that could not be
 // resolved, or a closed log (transient: the reservation was given back).
 func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
+	// The generation comes before everything the scan resolves, so a delete and recreate
+	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
+	req.gen = n.tracker.Generation(req.topic)
 	local, _, ok := n.routes.Partitions(req.topic)
 	if !ok {
 		return out, ErrUnknownTopic
@@ -153,7 +157,7 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
 // budget is spent. A reservation always comes before the read (invariant 1).
 func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, out []Message) ([]Message, error) {
-	shard, err := n.tracker.Shard(req.topic, partition)
+	shard, err := n.shardIn(req.gen, partition)
 	if err != nil {
 		if len(out) > 0 {
 			return out, nil
