@@ -23,7 +23,8 @@ const (
 // tracker to it.
 //
 // State fills *into with the partition's live acked state and reports whether the partition
-// has a shard: the frontier (inclusive: the last offset up to which everything is settled, -1
+// has a shard: the incarnation Load gave the shard (0 lets the committer take consumer.id's or
+// name a new one), the frontier (inclusive: the last offset up to which everything is settled, -1
 // while offset 0 is not), the offsets acked above it (ascending, each above the frontier), the
 // delivery attempts of unresolved offsets above it (ascending by offset, each above the
 // frontier), the quarantined offsets (ascending, at least 0, on either side of the frontier)

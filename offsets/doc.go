@@ -25,8 +25,9 @@
 //   - Create a partition's directory before its first ack; the committer never creates one.
 //   - On a shard's creation: st, err := c.Load(topic, p); st = c.ClampToWatermark(topic, p, st,
 //     hwm); install the shard from st (a new partition, !st.Found, starts at its oldest retained
-//     offset minus one); then c.MarkDirty(topic, p), so the next tick primes the partition and
-//     makes what Load read durable (invariant I3; see Load).
+//     offset minus one), keeping st.Incarnation with it for Source to hand back; then
+//     c.MarkDirty(topic, p), so the next tick primes the partition and makes what Load read
+//     durable (invariant I3; see Load).
 //   - After every ack, extend, retention jump, quarantine or requeue that changed the acked
 //     state, once the shard's lock is released: c.MarkDirty(topic, p). It is cheap, never
 //     blocks on I/O, and allocates nothing for a known partition. (Attempt counts change at
@@ -41,6 +42,30 @@
 //     partition whose frontier is still -1 has no consumer.offset; see Cadences).
 //
 // # Files
+//
+// A partition's directory holds three files. Each is checksummed and names the partition it
+// belongs to, and the two state files name the incarnation too, so that recovery can tell a
+// good file from a damaged, foreign or stale one, and, when in doubt, lets records be
+// delivered again rather than skip them.
+//
+// consumer.id names the incarnation of the partition's state: one life of it, from the first
+// touch of a partition with no trusted state to the removal of its directory (a topic deleted
+// and created again under the name starts a new one). 24 bytes, big-endian:
+//
+//	offset  size  field
+//	     0     4  magic "NRCI"
+//	     4     1  version: 1
+//	     5     3  flags and reserved: 0
+//	     8     4  partition key (as in consumer.ahead, below)
+//	    12     8  incarnation: 64 random bits, never 0
+//	    20     4  CRC-32C of bytes 0 to 19
+//
+// Load draws a fresh incarnation when consumer.id is missing or damaged; the host keeps it with
+// the shard and gives it back through Source, and the prime writes consumer.id and syncs it,
+// with the directory, before any record naming the incarnation is written. A valid consumer.id
+// naming another incarnation than the live shard's (the directory was replaced or restored
+// under it) strands the partition. A host moving a partition copies consumer.id with the other
+// two files.
 //
 // consumer.ahead is 8 KiB: two 4 KiB slots, each holding one checksummed record. Integers are
 // big-endian. A slot of version 1:
@@ -83,6 +108,8 @@
 //	tag 4  requeued offsets (quarantined offsets at or below the frontier that wait to be
 //	       delivered again), as runs with prev starting at -1, each within [0, frontier]. A
 //	       record holding one above its frontier is malformed.
+//	tag 5  the incarnation the record belongs to: 8 bytes, never 0. Records of releases
+//	       before consumer.id carry none.
 //
 // For example, frontier 10, acked ahead {12, 13}, attempts {11: 3, 14: 300}, quarantine
 // {5, 6, 7, 11}, requeued {2, 9} make these 27 bytes of sections
@@ -108,14 +135,38 @@
 // DroppedQuarantine, DroppedAttempts) and logged, each kind at most once a minute. The
 // sections are still laid out by ascending tag.
 //
-// consumer.offset, the file older releases and operators read, is 8 bytes: the frontier as a
-// big-endian int64. It carries no checksum: recovery ignores a file of another size or a value
-// below -1, and the host clamps a frontier at or above the log's high watermark
-// (ClampToWatermark, gap G1).
+// consumer.offset is the frontier file operators read. This release writes 32 bytes:
 //
-// Recovery (Load, Recover) takes the newest valid slot of the partition, then the larger of its
-// frontier and consumer.offset's; acked-ahead offsets and attempts at or below that frontier
-// are settled, and so are the attempts of offsets acked ahead. The quarantine comes back as
+//	offset  size  field
+//	     0     4  magic "NRCO"
+//	     4     1  version: 1
+//	     5     3  flags and reserved: 0
+//	     8     8  frontier (int64, at least -1)
+//	    16     8  incarnation (as in consumer.id)
+//	    24     4  partition key
+//	    28     4  CRC-32C of bytes 0 to 27
+//
+// Older releases wrote the legacy form, 8 bytes holding the frontier as a big-endian int64 with
+// no checksum and no identity; the two are told apart by their size (an 8-byte file that
+// begins with the magic is a torn new one, not a frontier). The levelling after an upgrade
+// replaces the legacy form.
+//
+// Recovery (Load, Recover) trusts what it can verify:
+//   - consumer.id must be valid for the records that name an incarnation to count; without it
+//     (missing: copied or restored without it; damaged) only legacy records, which name none,
+//     count. Records of another partition or incarnation never count.
+//   - It takes the newest counting slot, then the larger of its frontier and a counting
+//     consumer.offset's. A legacy consumer.offset counts only when no slot does (an older
+//     release levels it with the slots, never ahead of them), and its frontier is marked
+//     Unverified: ClampToWatermark takes one at or above the log's high watermark for damage and
+//     starts the partition afresh rather than clamp it (a verified frontier there is a log that
+//     lost its tail, and is clamped).
+//   - Whatever it ignored is logged as an error and counted (Stats.IgnoredFiles): a damaged or
+//     foreign file, and a consumer.ahead that is present but has no usable slot (short, torn,
+//     both slots bad). Blank slots (a prime's extension before its first window) are no damage.
+//
+// Acked-ahead offsets and attempts at or below the recovered frontier are settled, and so are
+// the attempts of offsets acked ahead. The quarantine comes back as
 // written, and the requeued offsets all (they lie at or below the slot's frontier, so at or
 // below the recovered one). Every set comes from the one slot chosen, never a mix of the two:
 // the newest-valid-slot rule applies to the whole record. A short consumer.ahead (a move's copy
@@ -229,8 +280,9 @@
 // written out survives: up to about D + T + the writeout time of acks are delivered again; a
 // window torn by the power loss fails its checksum and recovery falls back to the anchor. A
 // graceful Close writes out and levels every partition: nothing acked is delivered again.
-// consumer.offset is written in place within one sector; a torn or bit-flipped one (no
-// checksum) is what ClampToWatermark guards against.
+// consumer.offset is written in place within one sector; a torn or bit-flipped one fails its
+// checksum and is ignored, like a torn slot. No single-bit flip and no truncation of any of the
+// three files recovers a frontier past a record that was not acked.
 //
 // # Implementation notes
 //

@@ -1,0 +1,222 @@
+package offsets_test
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/offsets"
+)
+
+// damageFixture is a partition's three files as a running committer leaves them: the anchor
+// and a newer window in consumer.ahead, a levelled consumer.offset trailing them, and
+// consumer.id; with the shard's state, the oracle of what was acked.
+type damageFixture struct {
+	id, ahead, offset []byte
+	truth             offsets.State
+}
+
+func newDamageFixture(t *testing.T) damageFixture {
+	fsys := memfs.New()
+	h := newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
+	h.mkdir("d", 0)
+	h.create("d", 0)
+	for o := range int64(10) {
+		h.ack("d", 0, o)
+	}
+	h.ack("d", 0, 12, 15)
+	h.ticks(5) // written out and levelled: frontier 9, {12, 15}
+	h.ack("d", 0, 10, 17)
+	h.ticks(1) // a newer window in the page cache: frontier 10, {12, 15, 17}
+	f := damageFixture{truth: h.shards.Snapshot("d", 0)}
+	var err error
+	f.id, err = fsys.ReadFile(dirOf("d", 0) + "/" + offsets.IDFile)
+	require.NoError(t, err)
+	f.ahead, err = fsys.ReadFile(aheadPath("d", 0))
+	require.NoError(t, err)
+	f.offset, err = fsys.ReadFile(offsetPath("d", 0))
+	require.NoError(t, err)
+	require.Len(t, f.offset, offsets.OffsetFileSize)
+	st, err := offsets.Recover("d", 0, f.id, f.ahead, f.offset)
+	require.NoError(t, err)
+	require.Equal(t, f.truth.Frontier, st.Frontier, "the undamaged files recover the live state")
+	h.closeCommitter()
+	return f
+}
+
+// requireNothingSkipped fails unless every offset st settles (up to its frontier, and acked
+// ahead) was acked in truth: recovery may forget acks, never invent them.
+func requireNothingSkipped(t *testing.T, truth, st offsets.State, what string) {
+	t.Helper()
+	acked := func(o int64) bool { return o <= truth.Frontier || slices.Contains(truth.Ahead, o) }
+	for o := int64(0); o <= st.Frontier; o++ {
+		if !acked(o) {
+			t.Fatalf("%s: recovered frontier %d passes offset %d, never acked", what, st.Frontier, o)
+		}
+	}
+	for _, o := range st.Ahead {
+		if !acked(o) {
+			t.Fatalf("%s: recovered acked-ahead offset %d was never acked", what, o)
+		}
+	}
+}
+
+// Issue 9, case 2: every single-bit flip and every truncation of each of the three files
+// recovers, through Load's rules and ClampToWatermark, no frontier past a record that was not
+// acked and no acked-ahead offset that was not (RELIABILITY rows 16, 17; invariant I3). Before
+// the files were checksummed, 59 of 64 flips of consumer.offset lost records.
+func TestEveryFlipAndTruncationRecoversNothingUnacked(t *testing.T) {
+	f := newDamageFixture(t)
+	c, err := offsets.New(offsets.Config{FS: memfs.New(), Dir: dirOf, Source: offsets.NewShards()})
+	require.NoError(t, err)
+	defer c.Close()
+	const hwm = 30
+	check := func(files [3][]byte, what string) {
+		st, err := offsets.Recover("d", 0, files[0], files[1], files[2])
+		if err != nil {
+			require.ErrorIs(t, err, offsets.ErrNewerSlot, what) // a flip into a newer version's record
+			return
+		}
+		st = c.ClampToWatermark("d", 0, st, hwm)
+		requireNothingSkipped(t, f.truth, st, what)
+	}
+	orig := [3][]byte{f.id, f.ahead, f.offset}
+	names := [3]string{offsets.IDFile, offsets.AheadFile, offsets.OffsetFile}
+	cases := 0
+	for i := range orig {
+		for bit := range len(orig[i]) * 8 {
+			files := orig
+			files[i] = slices.Clone(orig[i])
+			files[i][bit/8] ^= 1 << (bit % 8)
+			check(files, fmt.Sprintf("%s bit %d flipped", names[i], bit))
+			cases++
+		}
+		for n := range len(orig[i]) {
+			files := orig
+			files[i] = orig[i][:n]
+			check(files, fmt.Sprintf("%s cut to %d bytes", names[i], n))
+			files[i] = nil
+			check(files, fmt.Sprintf("%s missing", names[i]))
+			cases += 2
+		}
+	}
+	t.Logf("%d damaged file sets recovered nothing unacked", cases)
+}
+
+// A foreign or stale file is ignored, loudly: another partition's consumer.offset, state files
+// of an earlier incarnation, files copied without their consumer.id.
+func TestForeignAndStaleFilesIgnored(t *testing.T) {
+	f := newDamageFixture(t)
+	other := newDamageFixture(t) // another incarnation of the same partition
+	otherPartition := make([]byte, offsets.OffsetFileSize)
+	copy(otherPartition, f.offset)
+	tests := []struct {
+		name              string
+		id, ahead, offset []byte
+		wantFound         bool
+	}{
+		{"an earlier incarnation's files under this consumer.id", f.id, other.ahead, other.offset, false},
+		{"an earlier incarnation's consumer.offset beside this one's slots", f.id, f.ahead, other.offset, true},
+		{"state files copied without consumer.id", nil, f.ahead, f.offset, false},
+		{"consumer.id damaged", append(slices.Clone(f.id[:20]), 0, 0, 0, 0), f.ahead, f.offset, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &offsets.LogRecorder{}
+			fsys := memfs.New()
+			require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
+			for name, b := range map[string][]byte{offsets.IDFile: tt.id, offsets.AheadFile: tt.ahead, offsets.OffsetFile: tt.offset} {
+				if b != nil {
+					require.NoError(t, fsys.WriteFile(dirOf("d", 0)+"/"+name, b))
+				}
+			}
+			c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: offsets.NewShards(), Logger: slog.New(logs)})
+			require.NoError(t, err)
+			defer c.Close()
+			st, err := c.Load("d", 0)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantFound, st.Found)
+			if st.Found {
+				require.Equal(t, f.truth.Frontier, st.Frontier, "this incarnation's own slots")
+			}
+			require.NotZero(t, st.Incarnation)
+			require.NotEmpty(t, logs.Lines("consumer offsets: ignoring damaged or foreign persisted state; "+
+				"records it would have settled are delivered again"), "ignored loudly")
+			require.Equal(t, uint64(1), c.Stats().IgnoredFiles)
+		})
+	}
+
+	// Another partition's consumer.offset, of the current form, is not this partition's.
+	st, err := offsets.Recover("d", 1, nil, nil, f.offset)
+	require.NoError(t, err)
+	require.False(t, st.Found)
+}
+
+// Issue 9, case 9: a consumer.ahead that is present but unusable (short, torn, both slots bad)
+// is logged and counted; blank slots (a prime's extension) are not damage.
+func TestUnusableAheadLoggedAndCounted(t *testing.T) {
+	f := newDamageFixture(t)
+	bad := slices.Clone(f.ahead)
+	bad[100] ^= 1
+	bad[offsets.SlotSize+100] ^= 1
+	for _, tt := range []struct {
+		name  string
+		ahead []byte
+		want  bool
+	}{
+		{"both slots bit-flipped", bad, true},
+		{"short", f.ahead[:1000], true},
+		{"blank", make([]byte, offsets.AheadFileSize), false},
+		{"empty", []byte{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &offsets.LogRecorder{}
+			fsys := memfs.New()
+			require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
+			require.NoError(t, fsys.WriteFile(aheadPath("d", 0), tt.ahead))
+			c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: offsets.NewShards(), Logger: slog.New(logs)})
+			require.NoError(t, err)
+			defer c.Close()
+			st, err := c.Load("d", 0)
+			require.NoError(t, err)
+			require.False(t, st.Found)
+			lines := logs.Lines("consumer offsets: ignoring damaged or foreign persisted state; " +
+				"records it would have settled are delivered again")
+			if !tt.want {
+				require.Empty(t, lines)
+				require.Zero(t, c.Stats().IgnoredFiles)
+				return
+			}
+			require.Len(t, lines, 1)
+			require.True(t, lines[0]["unusable_consumer_ahead"].Bool())
+			require.Equal(t, uint64(1), c.Stats().IgnoredFiles)
+		})
+	}
+}
+
+// A frontier at or above the high watermark: from a verified file the log lost its tail (clamp),
+// from the legacy unverifiable consumer.offset it is damage (start afresh, keep the backlog).
+func TestWatermarkRuleByTrust(t *testing.T) {
+	c, err := offsets.New(offsets.Config{FS: memfs.New(), Dir: dirOf, Source: offsets.NewShards()})
+	require.NoError(t, err)
+	defer c.Close()
+	f := newDamageFixture(t)
+	verified, err := offsets.Recover("d", 0, f.id, f.ahead, f.offset)
+	require.NoError(t, err)
+	clamped := c.ClampToWatermark("d", 0, verified, 5)
+	require.True(t, clamped.Found)
+	require.Equal(t, int64(4), clamped.Frontier, "a verified frontier is clamped below the watermark")
+
+	legacy, err := offsets.Recover("d", 0, nil, nil, be64(1<<40))
+	require.NoError(t, err)
+	require.True(t, legacy.Found && legacy.Unverified)
+	dropped := c.ClampToWatermark("d", 0, legacy, 5)
+	require.False(t, dropped.Found, "an unverifiable frontier past the watermark is damage: start afresh")
+	require.Equal(t, uint64(2), c.Stats().Clamps)
+}
