@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"narad.dev/consume/inflight"
@@ -220,6 +221,44 @@ func (s *nodeSim) powerCut(rt *rapid.T) {
 	s.restart(s.h.fs.PowerCut(memfs.PowerCut{}), powerCutWindow)
 }
 
+// damageState stops the node and damages one of a partition's state files the way storage
+// and operators do (a bit flipped, a lost tail, the other partition's file copied in, the file
+// removed), then starts it again. The partition's acks may come back; nothing may be lost
+// (issue 9: when in doubt, redeliver, never skip).
+func (s *nodeSim) damageState(rt *rapid.T) {
+	p := int32(rapid.IntRange(0, 1).Draw(rt, "partition"))
+	name := rapid.SampledFrom([]string{"consumer.id", "consumer.ahead", "consumer.offset"}).Draw(rt, "file")
+	s.h.close()
+	path := s.h.node.PartitionDir("orders", p) + "/" + name
+	if b, err := s.h.fs.ReadFile(path); err == nil {
+		switch rapid.IntRange(0, 3).Draw(rt, "damage") {
+		case 0:
+			bit := rapid.Int64Range(0, int64(len(b))*8).Draw(rt, "bit")
+			require.NoError(rt, s.h.fs.Damage(path, memfs.Damage{FlipBit: bit, TruncateTo: -1}))
+		case 1:
+			size := rapid.Int64Range(0, int64(len(b))).Draw(rt, "size")
+			require.NoError(rt, s.h.fs.Damage(path, memfs.Damage{FlipBit: -1, TruncateTo: size}))
+		case 2:
+			other, err := s.h.fs.ReadFile(s.h.node.PartitionDir("orders", 1-p) + "/" + name)
+			if err == nil {
+				require.NoError(rt, s.h.fs.WriteFile(path, other))
+			}
+		case 3:
+			require.NoError(rt, s.h.fs.RemoveAll(path))
+		}
+	}
+	for k := range s.ackedAt {
+		if k.partition == p {
+			s.mayReturn[k] = true
+		}
+	}
+	s.h.start()
+	for _, l := range s.held {
+		s.deadAfter[l.msg.Receipt] = true
+	}
+	clear(s.live)
+}
+
 func (s *nodeSim) gracefulRestart(rt *rapid.T) {
 	s.h.close()
 	s.h.start()
@@ -307,6 +346,7 @@ func TestNodeUnderRandomSchedules(t *testing.T) {
 				"gracefulRestart": s.gracefulRestart,
 				"corrupt":         s.corruptRecord,
 				"retention":       s.retention,
+				"damageState":     s.damageState,
 			})
 			s.drain()
 		})
