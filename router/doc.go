@@ -48,7 +48,12 @@
 //   - Acks reach the page cache within a tick (100 ms) and the disk within the commit
 //     interval (1 s by default). A process crash redelivers about one tick of acks, a power
 //     loss about one interval plus a tick; Close persists everything.
-//   - No recovery ever moves the frontier past a record that was not acked.
+//   - No recovery ever moves the frontier past a record that was not acked. The state files
+//     are checksummed and name their partition and incarnation; a damaged or foreign one is
+//     ignored (logged, counted), and the partition then delivers again rather than skips.
+//   - A deleted topic stays deleted: a call that resolved it before DeleteTopic and ends
+//     after creates and serves nothing of it, so the topic created again under the name
+//     starts afresh (its first consume answers every record of the new log).
 //
 // # Forwarded acks
 //
