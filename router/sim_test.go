@@ -14,6 +14,7 @@ import (
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
 )
 
 // The node under random schedules of produce, consume, ack, nack, time passing, process
@@ -259,6 +260,25 @@ func (s *nodeSim) damageState(rt *rapid.T) {
 	clear(s.live)
 }
 
+// deleteRecreate deletes the topic and creates it again under the name with empty logs: the
+// new incarnation starts afresh, and nothing of the old one (frontier, acked-ahead offsets,
+// handles) applies to it.
+func (s *nodeSim) deleteRecreate(rt *rapid.T) {
+	s.h.routes.Delete("orders")
+	require.NoError(rt, s.h.node.DeleteTopic("orders"))
+	for _, p := range []int32{0, 1} {
+		s.h.logs.Replace("orders", p, routertest.NewMemLog())
+	}
+	s.h.routes.Set("orders", 0, 1)
+	clear(s.produced)
+	clear(s.live)
+	clear(s.ackedAt)
+	clear(s.mayReturn)
+	clear(s.corrupt)
+	clear(s.oldest)
+	s.held = nil
+}
+
 func (s *nodeSim) gracefulRestart(rt *rapid.T) {
 	s.h.close()
 	s.h.start()
@@ -347,6 +367,7 @@ func TestNodeUnderRandomSchedules(t *testing.T) {
 				"corrupt":         s.corruptRecord,
 				"retention":       s.retention,
 				"damageState":     s.damageState,
+				"deleteRecreate":  s.deleteRecreate,
 			})
 			s.drain()
 		})
