@@ -112,6 +112,7 @@ type Node struct {
 	purgeKick chan struct{}
 
 	closed atomic.Bool
+	fence  callFence // API calls in progress, for Close to wait for
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -144,6 +145,7 @@ func New(cfg Config) (*Node, error) {
 		topics: map[string]*topicState{},
 
 		purgeKick: make(chan struct{}, 1),
+		fence:     newCallFence(),
 		transport: cfg.Transport,
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
@@ -347,6 +349,10 @@ func (n *Node) Appended(topic string, partition int32, hwm int64) {
 // redelivery control) to the partitions this node has loaded; the others take them when they
 // load. Live leases keep their expiry.
 func (n *Node) ReloadTopic(topic string) {
+	if !n.fence.enter() {
+		return
+	}
+	defer n.fence.leave()
 	n.tracker.Reconfigure(topic)
 	n.pump.Notify(topic) // a raised cap may free records for parked consumers
 }
@@ -359,7 +365,12 @@ func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 // on disk, so churning through uniquely named topics leaves nothing behind and a topic created
 // again under the name starts afresh rather than from the old incarnation's frontier. The
 // host takes the topic out of its Routes first, so no consume recreates a shard meanwhile.
+// After Close it answers ErrClosed and removes nothing.
 func (n *Node) DeleteTopic(topic string) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
 	n.tracker.DropTopic(topic)
 	n.pump.DropTopic(topic)
 	n.topicsMu.Lock()
@@ -372,6 +383,10 @@ func (n *Node) DeleteTopic(topic string) error {
 // committer's next writeout, group-committed like AckDurable). A host moving a partition
 // calls it before copying the state files.
 func (n *Node) Persist(ctx context.Context, topic string, partition int32) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
 	if _, err := n.localShard(topic, partition); err != nil {
 		return err
 	}
@@ -393,6 +408,10 @@ func (n *Node) PartitionDir(topic string, partition int32) string {
 // the partition (a move), when it reclaims it, and when it retires an incarnation. The next
 // touch loads the state afresh from disk.
 func (n *Node) DropPartition(topic string, partition int32) {
+	if !n.fence.enter() {
+		return // the node's state went with Close
+	}
+	defer n.fence.leave()
 	n.tracker.Drop(topic, partition)
 	// Consumers parked for the partition look again: a copy just installed may hold records.
 	n.pump.NotifyPartition(topic, partition)
@@ -420,15 +439,21 @@ func (n *Node) Stats() Stats {
 	}
 }
 
-// Close stops the node: parked consumers get ErrClosed, the goroutines stop, and the
-// committer writes out every partition and brings consumer.offset level, so a restart
-// delivers no acked record again (invariant 5). Later calls get ErrClosed.
+// Close stops the node. A call that starts once Close has begun answers ErrClosed; parked
+// consumers get ErrClosed at once; Close waits for the other calls in progress (an ack being
+// forwarded, a durable ack waiting for its sync) to finish, then stops the goroutines, and the
+// committer writes out every partition and brings consumer.offset level. So every ack,
+// extend and nack that returned success before Close returned, in progress ones included, is
+// persisted: a restart delivers no acked record again (invariant 5). Later calls of Close get
+// ErrClosed.
 func (n *Node) Close() error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	n.cancel()
+	n.fence.close()
 	n.pump.Close()
+	n.fence.wait()
+	n.cancel()
 	n.done.Wait()
 	n.forwarding.Wait()
 	return n.committer.Close()
