@@ -112,7 +112,8 @@ type Node struct {
 	purgeKick chan struct{}
 
 	closed atomic.Bool
-	fence  callFence // API calls in progress, for Close to wait for
+	fence  callFence    // API calls in progress, for Close to wait for
+	unlock func() error // releases the lock of Dir
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -131,7 +132,9 @@ type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
 }
 
-// New builds a node and starts its goroutines.
+// New builds a node and starts its goroutines. It creates Dir if needed and locks it (see
+// LockName and DirLocker): a Dir that cannot be created or locked fails New, and a Dir another
+// live node holds fails it with ErrDirLocked.
 func New(cfg Config) (*Node, error) {
 	if cfg.Logs == nil || cfg.Routes == nil || cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: Config needs Logs, Routes and Dir", ErrInvalidArgument)
@@ -169,6 +172,14 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.mkdirAll, n.removeAll = dirs.MkdirAll, dirs.RemoveAll
 	}
+	if err := n.mkdirAll(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("router: create state directory: %w", err)
+	}
+	unlock, err := lockDir(fsys, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	n.unlock = unlock
 	committer, err := offsets.New(offsets.Config{
 		FS:       fsys,
 		Dir:      n.partitionDir,
@@ -177,6 +188,7 @@ func New(cfg Config) (*Node, error) {
 		Logger:   n.logger,
 	})
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	n.committer = committer
@@ -456,7 +468,8 @@ func (n *Node) Close() error {
 	n.cancel()
 	n.done.Wait()
 	n.forwarding.Wait()
-	return n.committer.Close()
+	err := n.committer.Close()
+	return errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
 }
 
 // committerSource gives the committer the live state of a partition (checklist 40): a
