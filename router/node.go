@@ -98,7 +98,8 @@ type Node struct {
 	topicsMu sync.RWMutex
 	topics   map[string]*topicState
 
-	stats nodeStats
+	stats    nodeStats
+	setAside setAsideTable // partitions whose state could not be loaded
 
 	transport  Transport
 	ackWindow  int
@@ -194,10 +195,13 @@ func New(cfg Config) (*Node, error) {
 	n.committer = committer
 	n.pump = pump.New[Message](pumpSource{n: n})
 	n.tracker = inflight.NewTracker(inflight.TrackerConfig{
-		Topic:  cfg.Topic,
-		Load:   n.loadState,
-		Forget: n.committer.Forget,
-		Seeds:  cfg.Seeds,
+		Topic: cfg.Topic,
+		Load:  n.loadPartition,
+		Forget: func(topic string, partition int32) {
+			n.committer.Forget(topic, partition)
+			n.setAside.forget(topic, partition)
+		},
+		Seeds: cfg.Seeds,
 		Hooks: inflight.Hooks{
 			Wake:     n.pump.NotifyPartition,
 			Dirty:    n.committer.MarkDirty,
@@ -384,6 +388,7 @@ func (n *Node) DeleteTopic(topic string) error {
 	}
 	defer n.fence.leave()
 	n.tracker.DropTopic(topic)
+	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
 	n.topicsMu.Lock()
 	delete(n.topics, topic)
@@ -435,19 +440,28 @@ type Stats struct {
 	EmptyConsumes uint64 // Consume calls that delivered nothing (the 204s)
 	Delivered     uint64 // records delivered under a lease
 	Replayed      uint64 // records read by Replay (not counted as consumed)
-	Shards        inflight.CounterValues
-	Committer     offsets.Stats
+	// SetAsides counts partitions set aside because their state could not be loaded,
+	// SetAsideRecovered those that rejoined, and SetAsideNow is how many are set aside now
+	// (Health lists them).
+	SetAsides         uint64
+	SetAsideRecovered uint64
+	SetAsideNow       int64
+	Shards            inflight.CounterValues
+	Committer         offsets.Stats
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	return Stats{
-		Consumes:      n.stats.consumes.Load(),
-		EmptyConsumes: n.stats.emptyConsumes.Load(),
-		Delivered:     n.stats.delivered.Load(),
-		Replayed:      n.stats.replayed.Load(),
-		Shards:        n.tracker.Counters().Load(),
-		Committer:     n.committer.Stats(),
+		Consumes:          n.stats.consumes.Load(),
+		EmptyConsumes:     n.stats.emptyConsumes.Load(),
+		Delivered:         n.stats.delivered.Load(),
+		Replayed:          n.stats.replayed.Load(),
+		SetAsides:         n.setAside.total.Load(),
+		SetAsideRecovered: n.setAside.recovered.Load(),
+		SetAsideNow:       n.setAside.count.Load(),
+		Shards:            n.tracker.Counters().Load(),
+		Committer:         n.committer.Stats(),
 	}
 }
 

@@ -62,5 +62,5 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 	case !slices.Contains(local, partition):
 		return nil, ErrNotLocal
 	}
-	return n.tracker.Shard(topic, partition)
+	return n.shardFor(topic, partition)
 }
