@@ -25,6 +25,9 @@ type Generation struct {
 	ended atomic.Bool
 }
 
+// Topic returns the topic g is a generation of.
+func (g *Generation) Topic() string { return g.topic }
+
 // Ended reports whether the topic was dropped since g was taken.
 func (g *Generation) Ended() bool { return g.ended.Load() }
 

@@ -37,9 +37,10 @@ type ConsumeOptions struct {
 // ErrClosed, the host's errors resolving a log, ErrLogClosed (transient: try again), and
 // ctx's error if it ends first.
 func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
-	if n.closed.Load() {
+	if !n.fence.enter() {
 		return nil, ErrClosed
 	}
+	defer n.fence.leave()
 	if opts.Max < 0 || opts.Wait < 0 || opts.Visibility < 0 || (opts.Pinned && opts.Partition < 0) {
 		return nil, fmt.Errorf("%w: negative Max, Wait, Visibility or Partition", ErrInvalidArgument)
 	}
@@ -139,6 +140,9 @@ func (n *Node) holdUnassigned(ctx context.Context, topic string, wait time.Durat
 		case <-ctx.Done():
 			stop()
 			return ctx.Err()
+		case <-n.fence.closing:
+			stop()
+			return ErrClosed
 		case <-tick:
 		}
 		if n.closed.Load() {
@@ -162,9 +166,10 @@ func (n *Node) countEmpty(msgs []Message) {
 // BatchPayloadBytes of keys and payloads. Records below the oldest retained offset are
 // skipped; an unreadable record ends the replay before it.
 func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
-	if n.closed.Load() {
+	if !n.fence.enter() {
 		return nil, ErrClosed
 	}
+	defer n.fence.leave()
 	if offset < 0 || limit < 0 {
 		return nil, fmt.Errorf("%w: negative offset or limit", ErrInvalidArgument)
 	}
@@ -208,6 +213,10 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 // them at once rather than after their visibility timeout. The spec bounds a response at
 // 8 MiB of encoded records.
 func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) []Message {
+	if !n.fence.enter() {
+		return msgs // the node closed: its leases went with it
+	}
+	defer n.fence.leave()
 	total := 0
 	for i := range msgs {
 		total += size(&msgs[i])

@@ -34,6 +34,17 @@
 // lease expiry wakes the pump, which reserves one record for the consumer at the head of the
 // queue and hands it over.
 //
+// A partition whose persisted state cannot be loaded (a state file that is a directory or a
+// symbolic link out of its directory, a partition directory that is a file) is set aside
+// rather than failing its topic: logged once, counted in Stats (SetAsideNow, SetAsides) and
+// listed by Health with its error, and retried with backoff from 100 ms doubling to 30 s on
+// the node's clock, by the first scan that reaches it after its retry time (no timer runs
+// for it). Meanwhile unpinned consumes serve and park on the topic's other partitions; a
+// pinned consume, an ack or another call naming the partition answers a *SetAsideError.
+// When a retry loads the state the partition rejoins, logged once. DropPartition forgets
+// it, so the next touch retries at once. A host error resolving the partition's log is not
+// a broken state and keeps failing the scan that reaches it.
+//
 // Read failures follow the spec: an offset below retention jumps the frontier to the oldest
 // retained offset in one step (logged at most once a minute per partition); a permanently
 // unreadable record is skipped, counted and logged; a closed log is transient, and the
@@ -54,6 +65,19 @@
 //   - A deleted topic stays deleted: a call that resolved it before DeleteTopic and ends
 //     after creates and serves nothing of it, so the topic created again under the name
 //     starts afresh (its first consume answers every record of the new log).
+//
+// # The state directory and Close
+//
+// New creates Config.Dir and locks it for the node's life (an flock on Dir/%LOCK, LockFileEx
+// on Windows, the file system's TryLock for a custom Config.FS that offers DirLocker; no lock
+// for one that does not): a second node on the directory, in this process or another, gets
+// ErrDirLocked, and a Dir that cannot be created or locked fails New. The lock dies with its
+// process, so a node killed without Close leaves the directory free for its successor.
+//
+// Close turns away every call that starts after it began (ErrClosed), wakes parked
+// consumers with ErrClosed, waits for the calls in progress, then stops the goroutines,
+// persists the ack state and releases the directory. Whatever an ack, extend or nack
+// answered before Close returned is persisted. A call costs two atomic adds for this.
 //
 // # Forwarded acks
 //
@@ -76,6 +100,8 @@
 // # Errors
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
-// ErrInvalidArgument, ErrClosed, ErrLogClosed, and from package inflight ErrGone (410),
-// ErrAlreadySettled (a repeated ack: success) and ErrMalformedHandle (400).
+// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), and from package
+// inflight ErrGone (410), ErrAlreadySettled (a repeated ack: success) and ErrMalformedHandle
+// (400). A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
+// why its state could not be loaded.
 package router

@@ -249,7 +249,15 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 		return encodeReply([]wireAnswer{{status: statusBadRequest, message: err.Error()}}), nil
 	}
 	answers := make([]wireAnswer, len(req.records))
+	entered := n.fence.enter()
+	if entered {
+		defer n.fence.leave()
+	}
 	for i, r := range req.records {
+		if !entered {
+			answers[i] = answerOf(ErrClosed, time.Time{})
+			continue
+		}
 		if ctx.Err() != nil {
 			answers[i] = wireAnswer{status: statusUnavailable, message: "the requester gave up: not applied"}
 			continue

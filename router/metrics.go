@@ -18,7 +18,8 @@ import (
 // unsigned fields are counters (suffixed _total), signed ones gauges. For example
 // narad_consume_delivered_total (records delivered under a lease; replays are not counted),
 // narad_consume_shards_acked_total, narad_consume_shards_corrupt_skipped_total (the audit
-// trail of skipped records), narad_consume_committer_sync_failures_total and
+// trail of skipped records), narad_consume_set_aside_now (partitions whose state could not be
+// loaded; Health lists them), narad_consume_committer_sync_failures_total and
 // narad_consume_committer_descriptors.
 
 const metricPrefix = "narad_consume"

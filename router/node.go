@@ -98,7 +98,8 @@ type Node struct {
 	topicsMu sync.RWMutex
 	topics   map[string]*topicState
 
-	stats nodeStats
+	stats    nodeStats
+	setAside setAsideTable // partitions whose state could not be loaded
 
 	transport  Transport
 	ackWindow  int
@@ -112,6 +113,8 @@ type Node struct {
 	purgeKick chan struct{}
 
 	closed atomic.Bool
+	fence  callFence    // API calls in progress, for Close to wait for
+	unlock func() error // releases the lock of Dir
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -130,7 +133,9 @@ type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
 }
 
-// New builds a node and starts its goroutines.
+// New builds a node and starts its goroutines. It creates Dir if needed and locks it (see
+// LockName and DirLocker): a Dir that cannot be created or locked fails New, and a Dir another
+// live node holds fails it with ErrDirLocked.
 func New(cfg Config) (*Node, error) {
 	if cfg.Logs == nil || cfg.Routes == nil || cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: Config needs Logs, Routes and Dir", ErrInvalidArgument)
@@ -144,6 +149,7 @@ func New(cfg Config) (*Node, error) {
 		topics: map[string]*topicState{},
 
 		purgeKick: make(chan struct{}, 1),
+		fence:     newCallFence(),
 		transport: cfg.Transport,
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
@@ -167,6 +173,14 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.mkdirAll, n.removeAll = dirs.MkdirAll, dirs.RemoveAll
 	}
+	if err := n.mkdirAll(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("router: create state directory: %w", err)
+	}
+	unlock, err := lockDir(fsys, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	n.unlock = unlock
 	committer, err := offsets.New(offsets.Config{
 		FS:       fsys,
 		Dir:      n.partitionDir,
@@ -175,14 +189,18 @@ func New(cfg Config) (*Node, error) {
 		Logger:   n.logger,
 	})
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	n.committer = committer
 	n.pump = pump.New[Message](pumpSource{n: n})
 	n.tracker = inflight.NewTracker(inflight.TrackerConfig{
-		Topic:  cfg.Topic,
-		Load:   n.loadState,
-		Forget: n.committer.Forget,
+		Topic: cfg.Topic,
+		Load:  n.loadPartition,
+		Forget: func(topic string, partition int32) {
+			n.committer.Forget(topic, partition)
+			n.setAside.forget(topic, partition)
+		},
 		// A deleted topic's state goes inside the tracker's create fence, so no create
 		// that began before the delete can read it or make its directory again.
 		ForgetTopic: func(topic string) error { return n.removeAll(filepath.Join(n.dir, topicDir(topic))) },
@@ -351,6 +369,10 @@ func (n *Node) Appended(topic string, partition int32, hwm int64) {
 // redelivery control) to the partitions this node has loaded; the others take them when they
 // load. Live leases keep their expiry.
 func (n *Node) ReloadTopic(topic string) {
+	if !n.fence.enter() {
+		return
+	}
+	defer n.fence.leave()
 	n.tracker.Reconfigure(topic)
 	n.pump.Notify(topic) // a raised cap may free records for parked consumers
 }
@@ -365,9 +387,15 @@ func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 // host takes the topic out of its Routes first. A consume, ack or other call that resolved the
 // topic before the delete and finishes after it creates nothing and serves nothing of the
 // topic: the shards, the committer's entries and the directory of a deleted incarnation never
-// serve, write or are read as the next one's.
+// serve, write or are read as the next one's. After Close it answers ErrClosed and removes
+// nothing.
 func (n *Node) DeleteTopic(topic string) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
 	err := n.tracker.DropTopic(topic)
+	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
 	n.topicsMu.Lock()
 	delete(n.topics, topic)
@@ -379,6 +407,10 @@ func (n *Node) DeleteTopic(topic string) error {
 // committer's next writeout, group-committed like AckDurable). A host moving a partition
 // calls it before copying the state files.
 func (n *Node) Persist(ctx context.Context, topic string, partition int32) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
 	if _, err := n.localShard(topic, partition); err != nil {
 		return err
 	}
@@ -402,6 +434,10 @@ func (n *Node) PartitionDir(topic string, partition int32) string {
 // the partition (a move), when it reclaims it, and when it retires an incarnation. The next
 // touch loads the state afresh from disk.
 func (n *Node) DropPartition(topic string, partition int32) {
+	if !n.fence.enter() {
+		return // the node's state went with Close
+	}
+	defer n.fence.leave()
 	n.tracker.Drop(topic, partition)
 	// Consumers parked for the partition look again: a copy just installed may hold records.
 	n.pump.NotifyPartition(topic, partition)
@@ -413,34 +449,50 @@ type Stats struct {
 	EmptyConsumes uint64 // Consume calls that delivered nothing (the 204s)
 	Delivered     uint64 // records delivered under a lease
 	Replayed      uint64 // records read by Replay (not counted as consumed)
-	Shards        inflight.CounterValues
-	Committer     offsets.Stats
+	// SetAsides counts partitions set aside because their state could not be loaded,
+	// SetAsideRecovered those that rejoined, and SetAsideNow is how many are set aside now
+	// (Health lists them).
+	SetAsides         uint64
+	SetAsideRecovered uint64
+	SetAsideNow       int64
+	Shards            inflight.CounterValues
+	Committer         offsets.Stats
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	return Stats{
-		Consumes:      n.stats.consumes.Load(),
-		EmptyConsumes: n.stats.emptyConsumes.Load(),
-		Delivered:     n.stats.delivered.Load(),
-		Replayed:      n.stats.replayed.Load(),
-		Shards:        n.tracker.Counters().Load(),
-		Committer:     n.committer.Stats(),
+		Consumes:          n.stats.consumes.Load(),
+		EmptyConsumes:     n.stats.emptyConsumes.Load(),
+		Delivered:         n.stats.delivered.Load(),
+		Replayed:          n.stats.replayed.Load(),
+		SetAsides:         n.setAside.total.Load(),
+		SetAsideRecovered: n.setAside.recovered.Load(),
+		SetAsideNow:       n.setAside.count.Load(),
+		Shards:            n.tracker.Counters().Load(),
+		Committer:         n.committer.Stats(),
 	}
 }
 
-// Close stops the node: parked consumers get ErrClosed, the goroutines stop, and the
-// committer writes out every partition and brings consumer.offset level, so a restart
-// delivers no acked record again (invariant 5). Later calls get ErrClosed.
+// Close stops the node. A call that starts once Close has begun answers ErrClosed; parked
+// consumers get ErrClosed at once; Close waits for the other calls in progress (an ack being
+// forwarded, a durable ack waiting for its sync) to finish, then stops the goroutines, and the
+// committer writes out every partition and brings consumer.offset level. So every ack,
+// extend and nack that returned success before Close returned, in progress ones included, is
+// persisted: a restart delivers no acked record again (invariant 5). Later calls of Close get
+// ErrClosed.
 func (n *Node) Close() error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	n.cancel()
+	n.fence.close()
 	n.pump.Close()
+	n.fence.wait()
+	n.cancel()
 	n.done.Wait()
 	n.forwarding.Wait()
-	return n.committer.Close()
+	err := n.committer.Close()
+	return errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
 }
 
 // committerSource gives the committer the live state of a partition (checklist 40): a

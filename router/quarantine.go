@@ -1,8 +1,6 @@
 package router
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 
 	"narad.dev/consume/inflight"
@@ -11,6 +9,10 @@ import (
 // Quarantined returns the offsets of a partition set aside after reaching the topic's
 // TopicConfig.MaxDeliveries, ascending (requeued ones waiting for delivery excluded).
 func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
+	if !n.fence.enter() {
+		return nil, ErrClosed
+	}
+	defer n.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return nil, err
@@ -21,6 +23,10 @@ func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
 // Requeue brings a quarantined record back for delivery, with its attempts counted afresh;
 // it reports whether offset was quarantined. A parked consumer gets it at once.
 func (n *Node) Requeue(topic string, partition int32, offset int64) (bool, error) {
+	if !n.fence.enter() {
+		return false, ErrClosed
+	}
+	defer n.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return false, err
@@ -30,6 +36,10 @@ func (n *Node) Requeue(topic string, partition int32, offset int64) (bool, error
 
 // RequeueAll requeues every quarantined record of a partition and returns how many.
 func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
+	if !n.fence.enter() {
+		return 0, ErrClosed
+	}
+	defer n.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return 0, err
@@ -53,15 +63,5 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 	case !slices.Contains(local, partition):
 		return nil, ErrNotLocal
 	}
-	return n.shardIn(gen, partition)
-}
-
-// shardIn is the tracker's ShardIn, answering ErrUnknownTopic for a topic deleted since the
-// caller resolved it.
-func (n *Node) shardIn(gen *inflight.Generation, partition int32) (*inflight.Shard, error) {
-	shard, err := n.tracker.ShardIn(gen, partition)
-	if errors.Is(err, inflight.ErrTopicDropped) {
-		return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, err)
-	}
-	return shard, err
+	return n.shardFor(gen, partition)
 }

@@ -157,10 +157,11 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
 // budget is spent. A reservation always comes before the read (invariant 1).
 func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, out []Message) ([]Message, error) {
-	shard, err := n.shardIn(req.gen, partition)
+	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
-		if len(out) > 0 {
-			return out, nil
+		var setAside *SetAsideError
+		if len(out) > 0 || (req.pinned < 0 && errors.As(err, &setAside)) {
+			return out, nil // set aside: the topic's other partitions serve
 		}
 		return out, err
 	}

@@ -37,6 +37,10 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 //
 // A durable ack is not forwarded: a partition another node owns answers ErrNotLocal.
 func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
 	h, err := inflight.ParseHandle(handle)
 	if err != nil {
 		return err
@@ -44,7 +48,7 @@ func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
 	if _, err := n.localShard(topic, h.Partition); err != nil {
 		return err
 	}
-	err = n.Ack(ctx, topic, handle)
+	_, err = n.remoteOrLocal(ctx, topic, wireRecord{op: opAck, handle: h})
 	if err != nil && !errors.Is(err, inflight.ErrAlreadySettled) {
 		return err
 	}
@@ -75,6 +79,10 @@ func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Durati
 // begun to process. It is not forwarded: a partition another node owns answers ErrNotLocal.
 // Errors otherwise as for Ack.
 func (n *Node) Release(ctx context.Context, topic, handle string) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
 	h, err := inflight.ParseHandle(handle)
 	if err != nil {
 		return err
@@ -98,6 +106,13 @@ func (n *Node) Release(ctx context.Context, topic, handle string) error {
 // made; a transport failure answers ErrTransport for that owner's handles only.
 func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
 	errs := make([]error, len(handles))
+	if !n.fence.enter() {
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return errs
+	}
+	defer n.fence.leave()
 	parsed := make([]inflight.Handle, len(handles))
 	groups := map[string][]int{} // owner → indexes into handles
 	for i, text := range handles {
@@ -146,6 +161,10 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 // partition this node owns but has not touched since it started is loaded, so that a handle
 // of an offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
 func (n *Node) settle(ctx context.Context, topic, handle string, op byte, arg time.Duration) (time.Time, error) {
+	if !n.fence.enter() {
+		return time.Time{}, ErrClosed
+	}
+	defer n.fence.leave()
 	h, err := inflight.ParseHandle(handle)
 	if err != nil {
 		return time.Time{}, err

@@ -59,6 +59,9 @@ func stopsWork(err error) bool {
 // to return. It returns nil when ctx ends, or the error that stopped it (the node closed,
 // the topic deleted).
 func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts WorkOptions) error {
+	if n.closed.Load() {
+		return ErrClosed
+	}
 	slots := max(opts.Concurrency, 1)
 	wait := opts.Wait
 	if wait <= 0 {

@@ -59,5 +59,11 @@
 // SetFreeBytes gives the disk a budget: a write or truncate that would need more fails with
 // syscall.ENOSPC and has no effect.
 //
+// # Locks
+//
+// TryLock is an exclusive, non-blocking lock per path, as flock gives a process: it lives
+// beside the tree, creates no file, and is released by its unlock or by a crash
+// (ProcessCrash and PowerCut return a file system with no lock held).
+//
 // All methods are safe for concurrent use; one mutex guards the whole file system.
 package memfs

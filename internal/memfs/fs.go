@@ -54,6 +54,7 @@ type FS struct {
 	used     int64 // bytes all linked files hold (page-cache sizes)
 	seq      uint64
 	pending  map[*inode]struct{} // files with a write not synced since (for TearLastWrite)
+	locks    map[string]*byte    // path → the token of its holder (TryLock); never inherited by a crash
 }
 
 var _ offsets.FS = (*FS)(nil)
