@@ -10,14 +10,22 @@ var (
 	ErrGone = errors.New("inflight: lease gone")
 
 	// ErrAlreadySettled answers an ack, extend or nack of an offset that is already settled:
-	// at or below the committed frontier, or acked ahead of it. Nothing changed. A host may
-	// answer a retried ack whose first reply was lost with success.
-	ErrAlreadySettled = errors.New("inflight: offset already settled")
+	// at or below the committed frontier, or acked ahead of it. Nothing changed. The handle
+	// names no live lease, so it matches ErrGone too (a 410, as for any other handle that is
+	// not the live lease's); an in-process caller that needs to tell a repeated ack apart
+	// tests for it first.
+	ErrAlreadySettled error = settledError{}
 
 	// ErrMalformedHandle is returned by ParseHandle for anything that is not a canonical
 	// partition:offset:nonce handle. It is a client error (400), distinct from ErrGone.
 	ErrMalformedHandle = errors.New("inflight: malformed receipt handle")
 )
+
+// settledError is ErrAlreadySettled: an ErrGone that says why.
+type settledError struct{}
+
+func (settledError) Error() string        { return "inflight: lease gone: offset already settled" }
+func (settledError) Is(target error) bool { return target == ErrGone }
 
 // Outcomes of ReserveNext that hand out nothing. Each is a 204 to a consumer; they are kept
 // apart so that a host (and the quiet-partition troubleshooting) can tell why.

@@ -101,7 +101,7 @@
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
 // ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), and from package
-// inflight ErrGone (410), ErrAlreadySettled (a repeated ack: success) and ErrMalformedHandle
+// inflight ErrGone (410), ErrAlreadySettled (a repeated ack; it matches ErrGone: 410) and ErrMalformedHandle
 // (400). A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
 // why its state could not be loaded.
 package router

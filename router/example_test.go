@@ -49,7 +49,7 @@ func Example() {
 	// Output:
 	// first order at 0/0, attempt 1
 	// <nil>
-	// true 200
+	// true 410
 	// true 410
 }
 

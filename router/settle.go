@@ -13,8 +13,8 @@ import (
 // Ack settles the delivery a receipt handle names. Only the live lease's handle settles:
 // a handle whose lease expired (leased again or not), was nacked, or comes from before a
 // restart gets inflight.ErrGone (the 410) and changes nothing; a handle of an offset already
-// settled gets inflight.ErrAlreadySettled, which a host answers as success (a retried ack
-// whose reply was lost); a malformed handle gets inflight.ErrMalformedHandle (a 400).
+// settled (a repeated ack) gets inflight.ErrAlreadySettled, which matches ErrGone too and
+// tells an in-process caller why; a malformed handle gets inflight.ErrMalformedHandle (a 400).
 //
 // The ack is in memory at once, in the page cache within about 100 ms and on disk within
 // about the commit interval; a graceful Close persists it. An ack for a partition another

@@ -12,12 +12,13 @@ import (
 // HTTPStatus maps what a node call returned to the HTTP status the spec answers with, for a
 // host that serves the consume path over HTTP:
 //
-//   - 200: success, and a repeated ack of a settled offset (inflight.ErrAlreadySettled: the
-//     retried ack whose first reply was lost);
-//   - 204: a consume that found nothing (see ConsumeStatus);
+//   - 204: an ack, extend or nack that took effect (a bare 204, no body); a consume that
+//     found nothing (see ConsumeStatus, which answers 200 for a consume with records);
 //   - 400: a request the node refuses as malformed: a bad receipt handle, a bad argument,
 //     an unknown topic;
-//   - 410: a receipt handle whose lease is gone (inflight.ErrGone);
+//   - 410: a receipt handle that is not the live lease's (inflight.ErrGone): its lease
+//     lapsed, was nacked or superseded, it was forged, or it names an offset already
+//     settled (inflight.ErrAlreadySettled, which matches ErrGone: a repeated ack);
 //   - 503: try again: the node is closing, the log was closed under the read, the partition
 //     is not served here, its owner is unavailable, a durable ack could not be made durable, or the request's context
 //     ended first;
@@ -25,9 +26,9 @@ import (
 //   - 500: anything else (a host error resolving a log, say).
 func HTTPStatus(err error) int {
 	switch {
-	case err == nil, errors.Is(err, inflight.ErrAlreadySettled):
-		return http.StatusOK
-	case errors.Is(err, inflight.ErrGone):
+	case err == nil:
+		return http.StatusNoContent
+	case errors.Is(err, inflight.ErrGone): // ErrAlreadySettled too
 		return http.StatusGone
 	case errors.Is(err, ErrTransport):
 		return http.StatusBadGateway
@@ -41,10 +42,14 @@ func HTTPStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-// ConsumeStatus is HTTPStatus for the result of Consume: 204 when it delivered nothing.
+// ConsumeStatus is HTTPStatus for the result of Consume: 200 with records, 204 when it
+// delivered nothing.
 func ConsumeStatus(msgs []Message, err error) int {
-	if err == nil && len(msgs) == 0 {
+	switch {
+	case err != nil:
+		return HTTPStatus(err)
+	case len(msgs) == 0:
 		return http.StatusNoContent
 	}
-	return HTTPStatus(err)
+	return http.StatusOK
 }

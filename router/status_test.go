@@ -17,8 +17,8 @@ func TestHTTPStatus(t *testing.T) {
 		err  error
 		want int
 	}{
-		{nil, 200},
-		{inflight.ErrAlreadySettled, 200},
+		{nil, 204},
+		{inflight.ErrAlreadySettled, 410},
 		{inflight.ErrGone, 410},
 		{fmt.Errorf("wrapped: %w", inflight.ErrMalformedHandle), 400},
 		{router.ErrInvalidArgument, 400},
