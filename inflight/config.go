@@ -9,6 +9,20 @@ const (
 	DefaultMaxAckedAhead     = 1024
 )
 
+// Bounds of the durations a lease takes. They keep every deadline far inside the range of
+// time (no expiry wraps into the past), and they are what a caller may ask for: Extend and
+// ReserveNextFor refuse a longer or negative visibility, and Nack a longer or negative
+// delay, with ErrInvalidDuration; a topic's settings and backoff are capped at them.
+const (
+	// MaxVisibility is the longest visibility timeout and the longest single extension
+	// (as SQS's 12 hours).
+	MaxVisibility = 12 * time.Hour
+	// MaxDelay is the longest redelivery delay: a nack's, or one of Backoff's.
+	MaxDelay = 12 * time.Hour
+	// MaxLeaseLifetimeCap is the largest MaxLeaseLifetime a topic can set.
+	MaxLeaseLifetimeCap = 365 * 24 * time.Hour
+)
+
 // Config holds a topic's settings. They are configured per topic and enforced per partition.
 // The zero value means the defaults.
 type Config struct {
@@ -40,7 +54,8 @@ type Config struct {
 	MaxLeaseLifetime time.Duration
 }
 
-// withDefaults returns c with every zero or negative field replaced by its default.
+// withDefaults returns c with every zero or negative field replaced by its default, and its
+// durations capped at MaxVisibility and MaxLeaseLifetimeCap.
 func (c Config) withDefaults() Config {
 	if c.VisibilityTimeout <= 0 {
 		c.VisibilityTimeout = DefaultVisibilityTimeout
@@ -51,5 +66,8 @@ func (c Config) withDefaults() Config {
 	if c.MaxAckedAhead <= 0 {
 		c.MaxAckedAhead = DefaultMaxAckedAhead
 	}
+	c.VisibilityTimeout = min(c.VisibilityTimeout, MaxVisibility)
+	c.MaxExtension = min(c.MaxExtension, MaxVisibility)
+	c.MaxLeaseLifetime = min(c.MaxLeaseLifetime, MaxLeaseLifetimeCap)
 	return c
 }

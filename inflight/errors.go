@@ -16,6 +16,10 @@ var (
 	// tests for it first.
 	ErrAlreadySettled error = settledError{}
 
+	// ErrInvalidDuration answers a visibility or an extension that is negative or above
+	// MaxVisibility, and a nack delay that is negative or above MaxDelay. Nothing changed.
+	ErrInvalidDuration = errors.New("inflight: duration negative or above its maximum")
+
 	// ErrMalformedHandle is returned by ParseHandle for anything that is not a canonical
 	// partition:offset:nonce handle. It is a client error (400), distinct from ErrGone.
 	ErrMalformedHandle = errors.New("inflight: malformed receipt handle")

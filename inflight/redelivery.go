@@ -28,7 +28,7 @@ type Backoff struct {
 }
 
 // Delay returns the delay after the given failed delivery (1 for the first), with random a
-// uniformly random value for the jitter.
+// uniformly random value for the jitter. It is at most MaxDelay.
 func (b Backoff) Delay(attempt uint32, random uint64) time.Duration {
 	var d time.Duration
 	switch {
@@ -48,6 +48,7 @@ func (b Backoff) Delay(attempt uint32, random uint64) time.Duration {
 	if d <= 0 {
 		return 0
 	}
+	d = min(d, MaxDelay)
 	if jitter := min(max(b.Jitter, 0), 1); jitter > 0 {
 		fraction := float64(random>>11) / (1 << 53) // uniform in [0, 1)
 		d -= time.Duration(float64(d) * jitter * fraction)

@@ -263,8 +263,12 @@ func (s *Shard) ReserveNext(now time.Time, hwm int64) (Lease, error) {
 }
 
 // ReserveNextFor is ReserveNext with a lease that lasts visibility (a consume that asks for
-// its own visibility timeout); zero or negative means the topic's.
+// its own visibility timeout); zero means the topic's, and a negative one or one above
+// MaxVisibility is ErrInvalidDuration.
 func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duration) (Lease, error) {
+	if visibility < 0 || visibility > MaxVisibility {
+		return Lease{}, ErrInvalidDuration
+	}
 	at := now.UnixNano()
 	var lease Lease
 	var fx effects
@@ -503,10 +507,14 @@ func (s *Shard) Ack(now time.Time, h Handle) error {
 }
 
 // Extend re-arms the lease h names to expire d after now (the visibility timeout when d is
-// zero or negative), with a fresh heap entry; the old one is skipped when popped. It returns
+// zero; a negative d or one above MaxVisibility is ErrInvalidDuration and changes nothing),
+// with a fresh heap entry; the old one is skipped when popped. It returns
 // the new expiry, which the topic's MaxExtension and MaxLeaseLifetime may cap below what was
 // asked, so a stuck consumer cannot hold a record forever.
 func (s *Shard) Extend(now time.Time, h Handle, d time.Duration) (time.Time, error) {
+	if d < 0 || d > MaxVisibility {
+		return time.Time{}, ErrInvalidDuration
+	}
 	expiry, err := s.settle(now, h, opExtend, d)
 	if err != nil {
 		return time.Time{}, err
@@ -530,8 +538,12 @@ func (s *Shard) extendLocked(now int64, h Handle, p pending, d time.Duration, fx
 // loop while a dependency fails) and the expiry machinery wakes it then; with delay zero it
 // waits what the topic's Backoff policy says, and with no policy it is visible again at once
 // and a wake is reported. A record whose attempts reached the topic's MaxDeliveries is
-// quarantined instead.
+// quarantined instead. A negative delay or one above MaxDelay is ErrInvalidDuration and
+// changes nothing.
 func (s *Shard) Nack(now time.Time, h Handle, delay time.Duration) error {
+	if delay < 0 || delay > MaxDelay {
+		return ErrInvalidDuration
+	}
 	_, err := s.settle(now, h, opNack, delay)
 	return err
 }

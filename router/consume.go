@@ -6,21 +6,25 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"narad.dev/consume/pump"
 )
 
 // ConsumeOptions shape one consume. The zero value takes one record from any local
 // partition without waiting, under the topic's visibility timeout.
 type ConsumeOptions struct {
-	// Max is the most records to take (a batch consume); zero or one means one.
+	// Max is the most records to take (a batch consume); zero or one means one, and at
+	// most MaxBatch.
 	Max int
-	// Wait is how long to wait for a record when none is there (a long-poll). A waiting
-	// consumer costs no polling and no wake-up: it blocks on one channel, and its only
-	// timer is its own deadline, which fires only if nothing arrives.
+	// Wait is how long to wait for a record when none is there (a long-poll), at most
+	// MaxWait. A waiting consumer costs no polling and no wake-up: it blocks on one channel,
+	// and its only timer is its own deadline, which fires only if nothing arrives.
 	Wait time.Duration
 	// Pinned restricts the consume to Partition, which this node must own.
 	Pinned    bool
 	Partition int32
-	// Visibility is the lease's visibility timeout; zero means the topic's.
+	// Visibility is the lease's visibility timeout; zero means the topic's, at most
+	// MaxVisibility.
 	Visibility time.Duration
 }
 
@@ -41,8 +45,11 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		return nil, ErrClosed
 	}
 	defer n.fence.leave()
-	if opts.Max < 0 || opts.Wait < 0 || opts.Visibility < 0 || (opts.Pinned && opts.Partition < 0) {
-		return nil, fmt.Errorf("%w: negative Max, Wait, Visibility or Partition", ErrInvalidArgument)
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTopic(topic); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // nobody to hand a record to: lease nothing
@@ -75,12 +82,27 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 			}
 		}
 	}
-	msgs = append(make([]Message, 0, req.max), m)
+	msgs = append(msgs[:0], m) // grown by what is delivered, never by what was asked
 	if req.max > 1 {
 		req.max--
 		msgs, _ = n.scan(req, msgs) // the top-up: what is there now, never an error
 	}
 	return msgs, nil
+}
+
+// check refuses options out of their bounds, naming the field.
+func (o *ConsumeOptions) check() error {
+	switch {
+	case o.Max < 0 || o.Max > MaxBatch:
+		return fmt.Errorf("%w: ConsumeOptions.Max %d outside [0, %d]", ErrInvalidArgument, o.Max, MaxBatch)
+	case o.Wait < 0 || o.Wait > MaxWait:
+		return fmt.Errorf("%w: ConsumeOptions.Wait %v outside [0, %v]", ErrInvalidArgument, o.Wait, MaxWait)
+	case o.Visibility < 0 || o.Visibility > MaxVisibility:
+		return fmt.Errorf("%w: ConsumeOptions.Visibility %v outside [0, %v]", ErrInvalidArgument, o.Visibility, MaxVisibility)
+	case o.Pinned && o.Partition < 0:
+		return fmt.Errorf("%w: ConsumeOptions.Partition %d is negative", ErrInvalidArgument, o.Partition)
+	}
+	return nil
 }
 
 // wait parks on the pump until a record is handed over (ok), the wait ends (not ok, no
@@ -100,6 +122,8 @@ func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Dura
 		return m, false, ctx.Err()
 	case n.closed.Load():
 		return m, false, ErrClosed
+	case errors.Is(err, pump.ErrTopicDropped):
+		return m, false, fmt.Errorf("%w: deleted while waiting", ErrUnknownTopic)
 	}
 	return m, false, err
 }
@@ -172,6 +196,9 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 	defer n.fence.leave()
 	if offset < 0 || limit < 0 {
 		return nil, fmt.Errorf("%w: negative offset or limit", ErrInvalidArgument)
+	}
+	if err := checkTopic(topic); err != nil {
+		return nil, err
 	}
 	local, _, ok := n.routes.Partitions(topic)
 	if !ok {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +92,8 @@ type Node struct {
 	pump      *pump.Pump[Message]
 	mkdirAll  func(string) error
 	removeAll func(string) error
+	stat      func(string) error          // nil when the path exists
+	rename    func(from, to string) error // nil: a custom FS that cannot rename
 
 	topicsMu sync.RWMutex
 	topics   map[string]*topicState
@@ -166,12 +166,19 @@ func New(cfg Config) (*Node, error) {
 	fsys := cfg.FS
 	n.mkdirAll = func(dir string) error { return os.MkdirAll(dir, 0o755) }
 	n.removeAll = os.RemoveAll
+	n.stat = func(path string) error { _, err := os.Stat(path); return err }
+	n.rename = os.Rename
 	if fsys != nil {
 		dirs, ok := fsys.(directoryMaker)
 		if !ok {
 			return nil, fmt.Errorf("%w: Config.FS must also offer MkdirAll(path) and RemoveAll(path)", ErrInvalidArgument)
 		}
 		n.mkdirAll, n.removeAll = dirs.MkdirAll, dirs.RemoveAll
+		n.stat = func(path string) error { _, err := fsys.Stat(path); return err }
+		n.rename = nil
+		if r, ok := fsys.(interface{ Rename(from, to string) error }); ok {
+			n.rename = r.Rename
+		}
 	}
 	if err := n.mkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("router: create state directory: %w", err)
@@ -203,7 +210,7 @@ func New(cfg Config) (*Node, error) {
 		},
 		// A deleted topic's state goes inside the tracker's create fence, so no create
 		// that began before the delete can read it or make its directory again.
-		ForgetTopic: func(topic string) error { return n.removeAll(filepath.Join(n.dir, topicDir(topic))) },
+		ForgetTopic: n.removeTopicDir,
 		Seeds:       cfg.Seeds,
 		Hooks: inflight.Hooks{
 			Wake:     n.pump.NotifyPartition,
@@ -247,18 +254,6 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 	return filepath.Join(n.dir, topicDir(topic), strconv.Itoa(int(partition)))
 }
 
-// topicDir names a topic's directory: the topic path-escaped (so "/" cannot nest), its dots
-// escaped too when the name would be "." or "..", and "%" for the empty name. Every topic
-// gets a directory of its own inside Config.Dir, and none can climb out of it. (An escaped
-// name never ends in a lone "%", so the mapping stays one to one.)
-func topicDir(topic string) string {
-	name := url.PathEscape(topic)
-	if strings.Trim(name, ".") == "" {
-		name = strings.ReplaceAll(name, ".", "%2E") + "%"
-	}
-	return name
-}
-
 // loadState reads a partition's persisted state at its shard's first touch (checklist 73).
 // A partition with no state it can trust starts just below its oldest retained offset. A
 // recovered frontier at or past the high watermark is clamped below it (a log that lost its
@@ -269,6 +264,7 @@ func (n *Node) loadState(topic string, partition int32) (inflight.State, error) 
 	if err != nil {
 		return inflight.State{}, err
 	}
+	n.adoptLegacyTopicDir(topic)
 	dir := n.partitionDir(topic, partition)
 	if err := n.mkdirAll(dir); err != nil {
 		return inflight.State{}, err
@@ -394,6 +390,9 @@ func (n *Node) DeleteTopic(topic string) error {
 		return ErrClosed
 	}
 	defer n.fence.leave()
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
 	err := n.tracker.DropTopic(topic)
 	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)

@@ -49,6 +49,9 @@ func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
 
 // localShard returns the shard of a partition this node owns, loading it if needed.
 func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error) {
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
 	if n.closed.Load() {
 		return nil, ErrClosed
 	}

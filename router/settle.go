@@ -60,14 +60,15 @@ func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
 
 // Extend re-arms the lease a handle names to expire d from now (the topic's visibility
 // timeout when d is zero), within the topic's MaxExtension and MaxLeaseLifetime, and returns
-// the new expiry. Errors as for Ack.
+// the new expiry. A negative d or one above MaxVisibility is ErrInvalidArgument. Errors
+// otherwise as for Ack.
 func (n *Node) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
 	return n.settle(ctx, topic, handle, opExtend, d)
 }
 
 // Nack releases the lease a handle names. With delay zero the record is visible again at
-// once and a parked consumer gets it; otherwise it stays invisible for delay. Errors as for
-// Ack.
+// once and a parked consumer gets it; otherwise it stays invisible for delay. A negative
+// delay or one above MaxDelay is ErrInvalidArgument. Errors otherwise as for Ack.
 func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Duration) error {
 	_, err := n.settle(ctx, topic, handle, opNack, delay)
 	return err
@@ -113,6 +114,12 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 		return errs
 	}
 	defer n.fence.leave()
+	if err := checkTopic(topic); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	parsed := make([]inflight.Handle, len(handles))
 	groups := map[string][]int{} // owner → indexes into handles
 	for i, text := range handles {
@@ -169,5 +176,25 @@ func (n *Node) settle(ctx context.Context, topic, handle string, op byte, arg ti
 	if err != nil {
 		return time.Time{}, err
 	}
+	if err := checkTopic(topic); err != nil {
+		return time.Time{}, err
+	}
+	if err := checkDuration(op, arg); err != nil {
+		return time.Time{}, err
+	}
 	return n.remoteOrLocal(ctx, topic, wireRecord{op: op, handle: h, arg: arg})
+}
+
+// checkDuration refuses, before anything is applied or forwarded, an extension or a
+// visibility that is negative or above MaxVisibility and a nack delay that is negative or
+// above MaxDelay.
+func checkDuration(op byte, d time.Duration) error {
+	limit := MaxVisibility
+	if op == opNack {
+		limit = MaxDelay
+	}
+	if d < 0 || d > limit {
+		return fmt.Errorf("%w: %w: %v (at most %v)", ErrInvalidArgument, inflight.ErrInvalidDuration, d, limit)
+	}
+	return nil
 }

@@ -62,6 +62,9 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 	if n.closed.Load() {
 		return ErrClosed
 	}
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
 	slots := max(opts.Concurrency, 1)
 	wait := opts.Wait
 	if wait <= 0 {
