@@ -275,12 +275,14 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
 	err := s.reserveLocked(at, hwm, int64(visibility), &lease, &fx)
+	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
 	if err == nil {
 		fx.deadline = lease.Expiry.UnixNano()
-		// The attempt count is persisted state: a record that crashes every consumer (or
-		// the process) must still reach MaxDeliveries across restarts.
-		fx.dirty = true
+		// Under MaxDeliveries the attempt count is persisted state: a record that crashes
+		// every consumer (or the process) must still reach its limit across restarts.
+		// Without it, a lease changes nothing on disk.
+		fx.dirty = fx.dirty || countsAttempts
 	}
 	s.report(&fx)
 	return lease, err

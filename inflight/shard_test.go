@@ -63,7 +63,7 @@ func TestReserveAckAdvancesFrontier(t *testing.T) {
 	require.NoError(t, s.Ack(epoch, l0.Handle))
 	assert.Equal(t, Stats{Frontier: 2}, s.Stats())
 	_, dirty := hooks.counts()
-	assert.Equal(t, 6, dirty, "every grant (its attempt) and every settle that changes persisted state reports dirty")
+	assert.Equal(t, 3, dirty, "every settle that changes persisted state reports dirty; without MaxDeliveries a grant does not")
 
 	var snap State
 	s.Snapshot(&snap)
@@ -298,6 +298,16 @@ func TestGiveBack(t *testing.T) {
 	assert.Equal(t, ReasonFirst, again.Reason)
 	wakes, dirty := hooks.counts()
 	assert.Zero(t, wakes, "a give-back wakes nobody")
+	assert.Equal(t, dirtyBefore, dirty, "without MaxDeliveries no grant is persisted state")
+
+	// Under MaxDeliveries a grant's attempt is persisted state; a give-back is not.
+	s, hooks = newTestShard(t, Config{MaxDeliveries: 3}, State{Frontier: -1})
+	l = reserve(t, s, epoch, 10)
+	_, dirtyBefore = hooks.counts()
+	require.Equal(t, 1, dirtyBefore, "the grant")
+	require.NoError(t, s.GiveBack(epoch, l.Handle))
+	reserve(t, s, epoch, 10)
+	_, dirty = hooks.counts()
 	assert.Equal(t, dirtyBefore+1, dirty, "only the second grant is persisted state")
 }
 
@@ -338,7 +348,7 @@ func TestHooksRunOutsideTheLock(t *testing.T) {
 	require.NoError(t, s.Nack(epoch, l.Handle, 0))
 	l = reserve(t, s, epoch, 10)
 	s.Purge(l.Expiry)
-	assert.Len(t, seen, 6, "three grants, the ack, the nack's wake and the expiry's wake")
+	assert.Len(t, seen, 3, "the ack, the nack's wake and the expiry's wake (grants are not persisted without MaxDeliveries)")
 }
 
 func TestStaleDeadlinesStayBounded(t *testing.T) {

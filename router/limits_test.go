@@ -179,3 +179,31 @@ func TestLegacyTopicDirAdopted(t *testing.T) {
 	_, err = h.fs.Stat("/state/Orders")
 	require.Error(t, err, "the legacy directory moved")
 }
+
+// Leases alone write nothing to disk: a partition consumed and not acked has no new window
+// unless its topic sets MaxDeliveries, whose attempt counts must survive a crash.
+func TestUnackedConsumesWriteNothing(t *testing.T) {
+	for _, maxDeliveries := range []int{0, 3} {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, 0)
+			h.cfg.Topic = func(string) router.TopicConfig {
+				return router.TopicConfig{VisibilityTimeout: time.Hour, MaxDeliveries: maxDeliveries}
+			}
+			h.close()
+			h.start()
+			defer h.close()
+			h.produce(0, 5)
+			h.one()
+			time.Sleep(2 * time.Second) // the first touch primes the partition
+			before := h.node.Stats().Committer.Windows
+			h.consume(router.ConsumeOptions{Max: 4})
+			time.Sleep(2 * time.Second)
+			after := h.node.Stats().Committer.Windows
+			if maxDeliveries == 0 {
+				require.Equal(t, before, after, "no window for leases alone")
+			} else {
+				require.Greater(t, after, before, "attempt counts are persisted under MaxDeliveries")
+			}
+		})
+	}
+}
