@@ -22,6 +22,8 @@ const (
 		"and the highest attempts are counted afresh"
 	msgClamped = "consumer offsets: persisted frontier at or above the log's high watermark " +
 		"(consumer.offset carries no checksum: torn or bit-flipped?); clamped below it"
+	msgPrimeLate = "consumer offsets: priming new partitions holds back their first window: " +
+		"a process crash would redeliver more than a tick of their acks"
 	msgTickFailed = "consumer offsets: tick failed; retrying on the next tick"
 	msgIgnored    = "consumer offsets: ignoring unusable persisted state"
 )
@@ -72,6 +74,15 @@ func (c *Committer) warnLateWriteouts(partitions int, oldest time.Duration) {
 	c.stats.lateWriteouts.Add(1)
 	if ok, _ := c.warnLate.allow(c.t.now); ok {
 		c.log.Warn(msgLate, "partitions", partitions, "oldest", oldest, "durability_interval", c.interval)
+	}
+}
+
+// warnPrimeLate reports partitions whose first window waited more than one tick for its
+// prime, the longest wait being ticks tick periods.
+func (c *Committer) warnPrimeLate(partitions int, ticks uint64) {
+	if ok, n := c.warnPrime.allow(c.t.now); ok {
+		c.log.Warn(msgPrimeLate, "partitions", partitions, "waited", time.Duration(ticks)*c.period,
+			"interval", c.period, "suppressed", n)
 	}
 }
 
