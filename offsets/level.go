@@ -35,9 +35,23 @@ func (c *Committer) level(t *tickScratch, p *partition, v int64) {
 		}
 		return
 	}
-	t.closeAfter = append(t.closeAfter, f)
-	t.addDevice(dev, f)
 	t.levels = append(t.levels, levelWrite{p: p, v: v, dev: dev})
+	fs, ok := f.(FullSyncer)
+	switch {
+	case !ok: // no device flush to wait for: the descriptor goes now
+		c.closeFD(f)
+	case c.fds.Load() < c.maxOpen-4: // kept for the pass's one device flush
+		t.closeAfter = append(t.closeAfter, f)
+		t.addDevice(dev, f)
+	default: // no room to keep it: flush its device now
+		err := fs.FullSync()
+		c.closeFD(f)
+		if err != nil {
+			c.stats.syncFailures.Add(1)
+			t.levels = t.levels[:len(t.levels)-1]
+			t.fail(p, "level", err)
+		}
+	}
 }
 
 // syncOffset makes a levelling's write durable, with the file's directory entry when it may

@@ -194,7 +194,10 @@ func (c *Committer) primeAll(inline bool) {
 		c.primeInline()
 		return
 	}
-	if queued {
+	c.primeMu.Lock()
+	waiting := len(c.primeQA) > 0
+	c.primeMu.Unlock()
+	if queued || waiting { // the pool may have stopped for want of descriptors: wake it each tick
 		select {
 		case c.primeC <- struct{}{}:
 		default:

@@ -143,7 +143,7 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	f, oneShot, err := c.descriptor(p, c.maxOpen)
 	if err != nil {
 		c.ioMu.Unlock()
-		if err != errStranded && err != errNoDescriptor {
+		if err != errStranded && (err != errNoDescriptor || closing) {
 			t.fail(p, "write out", err)
 		}
 		return
@@ -151,13 +151,25 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	if oneShot {
 		p.woFile = f
 	}
+	fullSyncer, flush := f.(FullSyncer)
 	p.syncStarted = true
 	p.syncGen, p.syncFront, p.syncSnap = p.wgen, p.windowFrontier, p.windowSnap
 	c.ioMu.Unlock()
 
 	err = f.SyncData()
+	if err == nil && flush && oneShot {
+		// A one-shot descriptor is not kept for the batch's device flush: flush now.
+		if err = fullSyncer.FullSync(); err != nil {
+			c.stats.syncFailures.Add(1)
+		}
+		flush = false
+	}
 
 	c.ioMu.Lock()
+	if oneShot {
+		c.closeFD(f)
+		p.woFile = nil
+	}
 	if err != nil {
 		if !p.forgotten {
 			c.syncFailed(t, p, "write out", err)
@@ -166,10 +178,20 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 		return
 	}
 	clean := p.wgen == p.syncGen && !p.forgotten && !p.stranded
-	if clean {
+	switch {
+	case clean && !flush:
+		// Nothing more to wait for: flip now, so a held-back window waits for this sync
+		// alone, not for the whole batch.
+		c.flip(p)
+		p.syncStarted = false
+		if p.nwait.Load() > 0 {
+			t.flipped = append(t.flipped, p)
+		}
+		c.trackLevel(p)
+	case clean:
 		t.synced = append(t.synced, p)
 		t.addDevice(p.fileDev, f)
-	} else if !p.forgotten {
+	case !p.forgotten:
 		c.stats.rewrittenDuringSync.Add(1)
 	}
 	c.ioMu.Unlock()
