@@ -320,8 +320,8 @@ func (c *Committer) newPartition(k key) *partition {
 }
 
 // Forget drops the partition's descriptor and state. Once it returns, no snapshot taken before
-// the call is written (checklist item 63): it waits for a write or sync of that partition in
-// progress, and a tick holding an older snapshot finds the partition forgotten. The next
+// the call is written (checklist item 63): it waits for a write of that partition in progress
+// (a sync in flight ends on the old descriptor, closed after), and a tick holding an older snapshot finds the partition forgotten. The next
 // MarkDirty starts afresh with a prime, which also clears a strand. Every shard drop calls it.
 // The partition's Durable waits fail with ErrShardGone.
 func (c *Committer) Forget(topic string, partition int32) {
