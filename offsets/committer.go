@@ -16,8 +16,21 @@ const (
 	MaxInterval     = 60 * time.Second       // and upper bound
 	MaxTickPeriod   = 100 * time.Millisecond // T, unless D is shorter (checklist item 38)
 	LevelInterval   = 30 * time.Second       // consumer.offset is levelled at most this often
-	MaxDescriptors  = 4096                   // held consumer.ahead descriptors, at most
+	MaxDescriptors  = 4096                   // descriptors open at once, at most (held, one-shot, priming)
 )
+
+// primeWorkers bounds the primes Run's pool runs at once; primeChunk bounds how many it takes
+// on before the first of them may have its window written.
+const (
+	primeWorkers = 16
+	primeChunk   = 256
+)
+
+// transientReserve is what the held descriptors leave free under a cap of limit: room for one
+// prime at least (a root, consumer.ahead, consumer.id and consumer.offset), and up to the
+// one-shot, reopen and levelling descriptors of the tick and the writeout worker (2 each) and
+// those of the prime pool (3 or 4 per prime).
+func transientReserve(limit int) int { return max(4, min(limit/2, 4+3*primeWorkers)) }
 
 // Source gives the committer the live state of a partition. The router adapts the in-flight
 // tracker to it.
@@ -56,8 +69,10 @@ type Config struct {
 	Source Source
 	// Logger receives the committer's warnings; nil discards them.
 	Logger *slog.Logger
-	// MaxDescriptors caps the consumer.ahead descriptors held open. Zero means
-	// min(MaxDescriptors, soft RLIMIT_NOFILE / 4), and at least 1.
+	// MaxDescriptors caps the descriptors the committer has open at once: consumer.ahead
+	// descriptors held between ticks, one-shot ones, and those of primes and levellings. Zero
+	// means min(MaxDescriptors, soft RLIMIT_NOFILE / 4), and at least 5; otherwise it must
+	// be at least 5.
 	MaxDescriptors int
 }
 
@@ -77,7 +92,8 @@ type Committer struct {
 	interval   time.Duration // D
 	period     time.Duration // T
 	turns      uint64        // ticks per interval: each partition's writeout turn is one of them
-	maxHeld    int
+	maxOpen    int64         // the descriptor cap: every descriptor open at once
+	maxHeld    int           // descriptors held between ticks, at most: maxOpen less a reserve
 	levelEvery time.Duration
 
 	// hookOpened runs inside the open-then-check window of a prime, a levelling and a reopen:
@@ -96,18 +112,41 @@ type Committer struct {
 	st      State // the Source's answer, reused
 	rec     Record
 	slot    [SlotSize]byte
-	file    [AheadFileSize]byte
-	offBuf  [OffsetFileSize]byte
+	primeQ  []*partition // sync mode: partitions waiting for their prime
+	wobatch []*partition // the writeout batch being selected
 
-	// ioMu guards what Forget shares with a tick: partition.forgotten, the descriptors
-	// (partition.f, .oneShot), the LRU list, held, inTick and orphans. A tick holds it for one
-	// partition's I/O at a time, never while calling Source, so Forget waits for at most one
-	// partition's write and sync.
+	// Background work, while Run runs (async). The tick hands a writeout batch to one worker
+	// and the partitions to prime to a pool; a Tick without Run does both inline.
+	async    bool           // tickMu
+	bgStop   chan struct{}  // tickMu: closed to stop the background goroutines
+	woCh     chan woJob     // to the writeout worker
+	woBusy   atomic.Bool    // a writeout batch is in flight
+	woSince  time.Time      // tickMu: when the batch in flight was handed
+	woLate   bool           // tickMu: the batch in flight was reported late already
+	wt       tickScratch    // the writeout worker's
+	woSpare  []*partition   // the writeout batch not in use
+	primeMu  sync.Mutex     // guards the pool's queue and primeStop
+	primeQA  []*partition   // async: partitions waiting for the pool
+	primeC   chan struct{}  // wakes the pool (capacity 1)
+	primeOff bool           // primeMu: no new chunk may start (Close, Run ending)
+	pt       tickScratch    // the pool's
+	bg       sync.WaitGroup // batches and chunks in flight
+	asyncMu  sync.Mutex
+	asyncErr []error // errors of background batches, returned by the next Tick
+
+	// ioMu guards the partitions' file state (see partition) and what Forget shares with the
+	// tick and the background work: the descriptors, the LRU list, held and orphans. It is held
+	// for one partition's page-cache write, or an open and its checks, at a time, never across
+	// a sync and never while calling Source, so Forget and the tick wait for at most one
+	// partition's write.
 	ioMu    sync.Mutex
 	held    int
 	lru     lruList
-	inTick  bool
-	orphans []File
+	orphans []File               // descriptors Forget dropped while a writeout batch used them
+	offBuf  [OffsetFileSize]byte // levelling's buffer
+	// fds counts every descriptor open (held, one-shot, priming, levelling, roots); it never
+	// exceeds maxOpen.
+	fds atomic.Int64
 
 	// markMu guards the partition map, the marked list, partition.marked, the Durable waiters
 	// (partition.waiters, .strandedW) and closed. It is never held across I/O or a call out
@@ -128,11 +167,11 @@ type Committer struct {
 	stats                                counters
 	warnOverrun, warnLate, warnDropped   limiter
 	warnDroppedRequeued, warnDroppedSets limiter
-	warnTick                             limiter
+	warnTick, warnPrime                  limiter
 }
 
-// partition is the committer's state for one partition. Fields are owned by the tick goroutine
-// unless their comment names a lock.
+// partition is the committer's state for one partition. Fields below forgotten are guarded by
+// ioMu, except those whose comment says "tick": the tick goroutine's alone.
 type partition struct {
 	topic string
 	num   int32
@@ -148,15 +187,26 @@ type partition struct {
 	strandedW bool         // markMu: stranded; Durable fails at once
 	nwait     atomic.Int32 // len(waiters), for the tick to read without markMu
 
-	forgotten        bool       // ioMu: Forget detached it; never touched again
-	f, oneShot       File       // ioMu: held descriptor, descriptor for this tick only
-	lruPrev, lruNext *partition // ioMu
+	forgotten        bool // Forget detached it; never touched again
+	f                File // held descriptor
+	woFile           File // a descriptor the writeout batch opened for this writeout only
+	lruPrev, lruNext *partition
 
 	stranded bool
 	primed   bool
-	inWork   bool
-	inPend   bool
-	inUnlev  bool
+	priming  bool   // handed to the prime pool
+	fresh    bool   // primed, its first window not written yet: its descriptor is not evicted
+	queuedAt uint64 // tick: the tick that first found it unprimed (0: none)
+	inWork   bool   // tick
+	inPend   bool   // tick
+	inUnlev  bool   // the writeout batch's
+
+	woBusy      bool   // in a writeout batch: its descriptor is in use outside ioMu
+	syncStarted bool   // its window's sync has begun and the batch has not completed
+	wgen        uint64 // window writes started
+	syncGen     uint64 // wgen when the sync began: a flip needs it unchanged
+	syncFront   int64  // windowFrontier and windowSnap when the sync began
+	syncSnap    uint64
 
 	dirDev, dirIno   uint64 // identity of the directory the prime pinned
 	fileDev, fileIno uint64 // identity of the consumer.ahead the prime opened
@@ -195,8 +245,8 @@ func New(cfg Config) (*Committer, error) {
 	if d < MinInterval || d > MaxInterval {
 		return nil, errors.New("offsets: Config.Interval must lie within 10ms and 60s (checklist item 41)")
 	}
-	if cfg.MaxDescriptors < 0 {
-		return nil, errors.New("offsets: Config.MaxDescriptors must not be negative")
+	if cfg.MaxDescriptors < 0 || (cfg.MaxDescriptors > 0 && cfg.MaxDescriptors < 5) {
+		return nil, errors.New("offsets: Config.MaxDescriptors must be zero or at least 5")
 	}
 	c := &Committer{
 		fs:         cfg.FS,
@@ -205,10 +255,12 @@ func New(cfg Config) (*Committer, error) {
 		log:        cfg.Logger,
 		interval:   d,
 		period:     min(MaxTickPeriod, d),
-		maxHeld:    cfg.MaxDescriptors,
+		maxOpen:    int64(cfg.MaxDescriptors),
 		levelEvery: LevelInterval,
 		parts:      make(map[key]*partition),
 		done:       make(chan struct{}),
+		woCh:       make(chan woJob, 1),
+		primeC:     make(chan struct{}, 1),
 	}
 	c.turns = uint64(c.interval / c.period)
 	if c.fs == nil {
@@ -217,18 +269,20 @@ func New(cfg Config) (*Committer, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.maxHeld == 0 {
-		c.maxHeld = defaultMaxHeld(softNoFile())
+	if c.maxOpen == 0 {
+		c.maxOpen = int64(defaultMaxOpen(softNoFile()))
 	}
+	c.maxHeld = int(c.maxOpen) - transientReserve(int(c.maxOpen))
 	return c, nil
 }
 
-// defaultMaxHeld is min(4096, soft RLIMIT_NOFILE / 4), at least 1 (checklist item 61).
-func defaultMaxHeld(soft uint64) int {
+// defaultMaxOpen is min(4096, soft RLIMIT_NOFILE / 4), at least 5 (checklist item 61): the
+// host keeps at least three quarters of its limit.
+func defaultMaxOpen(soft uint64) int {
 	if soft == 0 {
 		return MaxDescriptors
 	}
-	return int(max(1, min(MaxDescriptors, soft/4)))
+	return int(max(5, min(MaxDescriptors, soft/4)))
 }
 
 // TickPeriod is T: min(100ms, D).
@@ -270,8 +324,8 @@ func (c *Committer) newPartition(k key) *partition {
 }
 
 // Forget drops the partition's descriptor and state. Once it returns, no snapshot taken before
-// the call is written (checklist item 63): it waits for a write or sync of that partition in
-// progress, and a tick holding an older snapshot finds the partition forgotten. The next
+// the call is written (checklist item 63): it waits for a write of that partition in progress
+// (a sync in flight ends on the old descriptor, closed after), and a tick holding an older snapshot finds the partition forgotten. The next
 // MarkDirty starts afresh with a prime, which also clears a strand. Every shard drop calls it.
 // The partition's Durable waits fail with ErrShardGone.
 func (c *Committer) Forget(topic string, partition int32) {
@@ -363,6 +417,35 @@ func (c *Committer) Close() error {
 	c.markMu.Unlock()
 	close(c.done)
 
+	// Let the background work in flight finish; what the pool had not started is primed
+	// inline by the final pass.
+	c.primeMu.Lock()
+	c.primeOff = true
+	c.primeMu.Unlock()
+	c.bg.Wait()
+	// What the background met before is retried by the final pass, whose errors alone say
+	// whether Close persisted everything; the earlier ones go to the log.
+	if err := c.takeAsyncErr(); err != nil {
+		c.log.Warn(msgTickFailed, "err", err)
+	}
+	c.primeMu.Lock()
+	left := c.primeQA
+	c.primeQA = nil
+	c.primeMu.Unlock()
+	c.ioMu.Lock()
+	for _, p := range left {
+		p.priming = false
+	}
+	c.ioMu.Unlock()
+	c.markMu.Lock()
+	for _, p := range left {
+		if !p.marked && c.parts[key{p.topic, p.num}] == p {
+			p.marked = true
+			c.marked = append(c.marked, p)
+		}
+	}
+	c.markMu.Unlock()
+
 	_, err := c.tick(c.lastNow, modeClose)
 	c.releaseAll()
 	c.failAllWaiters(err)
@@ -377,4 +460,8 @@ func (c *Committer) releaseAll() {
 	for _, p := range c.parts {
 		c.dropDescriptors(p)
 	}
+	for _, f := range c.orphans {
+		c.closeFD(f)
+	}
+	c.orphans = nil
 }

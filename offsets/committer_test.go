@@ -43,14 +43,14 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 }
 
-// Checklist item 61: the default cap is min(4096, soft RLIMIT_NOFILE / 4), at least one.
+// Checklist item 61: the default cap is min(4096, soft RLIMIT_NOFILE / 4), at least five.
 func TestDefaultDescriptorCap(t *testing.T) {
 	tests := []struct {
 		soft uint64
 		want int
-	}{{0, 4096}, {1, 1}, {4, 1}, {1024, 256}, {16384, 4096}, {1 << 40, 4096}}
+	}{{0, 4096}, {1, 5}, {4, 5}, {1024, 256}, {16384, 4096}, {1 << 40, 4096}}
 	for _, tt := range tests {
-		require.Equal(t, tt.want, defaultMaxHeld(tt.soft), "soft limit %d", tt.soft)
+		require.Equal(t, tt.want, defaultMaxOpen(tt.soft), "soft limit %d", tt.soft)
 	}
 }
 

@@ -1,54 +1,121 @@
 package offsets
 
-// The descriptor cap (checklist items 61, 62): at most maxHeld consumer.ahead descriptors stay
-// open. Past that the committer closes the one written longest ago among partitions whose
-// window is durable (nothing pending, nothing to rewrite), and when there is none it writes
-// through a descriptor opened for this tick alone. All of it runs with ioMu held.
+import (
+	"errors"
+	"io"
+	"io/fs"
+)
 
-// descriptor returns the partition's open consumer.ahead, reopening it by path if it was
-// evicted.
-func (c *Committer) descriptor(p *partition) (File, error) {
-	if p.f != nil {
-		return p.f, nil
+// The descriptor cap (checklist items 61, 62): at most maxOpen descriptors are open at once,
+// counting every one the committer opens: consumer.ahead descriptors held between ticks,
+// one-shot ones, those of primes and levellings, and directory roots. Held ones stay under
+// maxHeld, which leaves a reserve for the others. Past maxHeld the committer closes the
+// held descriptor written longest ago among partitions whose window is durable (nothing
+// pending, nothing to rewrite, no writeout in flight), and when there is none it writes
+// through a one-shot descriptor, closed right after the write. An open that finds no room
+// under the cap is put off: a window write to the next tick, a prime to the next chunk.
+
+// errNoDescriptor says an open was put off for want of room under the cap.
+var errNoDescriptor = errors.New("offsets: descriptor cap reached")
+
+// takeFD reserves room for one descriptor if fewer than limit are open.
+func (c *Committer) takeFD(limit int64) bool {
+	for {
+		n := c.fds.Load()
+		if n >= limit {
+			return false
+		}
+		if c.fds.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	if p.oneShot != nil {
-		return p.oneShot, nil
+}
+
+// closeFD closes a descriptor taken with takeFD.
+func (c *Committer) closeFD(f io.Closer) {
+	_ = f.Close()
+	c.fds.Add(-1)
+}
+
+// openRoot pins dir under the cap (limit).
+func (c *Committer) openRoot(dir string, limit int64) (Root, error) {
+	if !c.takeFD(limit) {
+		return nil, errNoDescriptor
 	}
-	f, err := c.reopen(p)
+	r, err := c.fs.OpenRoot(dir)
 	if err != nil {
+		c.fds.Add(-1)
 		return nil, err
 	}
-	c.adopt(p, f)
+	return r, nil
+}
+
+// openIn opens name inside root under the cap (limit).
+func (c *Committer) openIn(root Root, name string, flag int, perm fs.FileMode, limit int64) (File, error) {
+	if !c.takeFD(limit) {
+		return nil, errNoDescriptor
+	}
+	f, err := root.OpenFile(name, flag, perm)
+	if err != nil {
+		c.fds.Add(-1)
+		return nil, err
+	}
 	return f, nil
 }
 
-// adopt holds f for p if the cap allows, evicting a durable partition's descriptor if needed,
-// and otherwise keeps it for this tick only.
-func (c *Committer) adopt(p *partition, f File) {
+// descriptor returns a descriptor of the partition's consumer.ahead: the held one, the one its
+// writeout batch opened, or one reopened by path (evicting a durable partition's to make room
+// if needed). oneShot says the caller must close it (closeFD) once done. A path found gone or
+// replaced strands the partition. Called with ioMu held.
+func (c *Committer) descriptor(p *partition, limit int64) (f File, oneShot bool, err error) {
+	if p.f != nil {
+		return p.f, false, nil
+	}
+	if p.woFile != nil {
+		return p.woFile, false, nil
+	}
+	for c.fds.Load()+2 > limit && c.evict(p) {
+	}
+	f, err = c.reopen(p, limit)
+	if err == errStranded {
+		c.strand(p)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if c.adopt(p, f) {
+		return f, false, nil
+	}
+	c.stats.oneShots.Add(1)
+	return f, true, nil
+}
+
+// adopt holds f for p if the held cap allows, evicting a durable partition's descriptor if
+// needed, and reports whether it did.
+func (c *Committer) adopt(p *partition, f File) bool {
 	if c.held >= c.maxHeld && !c.evict(p) {
-		p.oneShot = f
-		c.t.oneShots = append(c.t.oneShots, p)
-		c.stats.oneShots.Add(1)
-		return
+		return false
 	}
 	p.f = f
 	c.held++
 	c.stats.descriptors.Add(1)
 	c.lru.pushBack(p)
+	return true
 }
 
 // evict closes the least recently written descriptor whose window is durable. A partition
-// whose writes wait for a writeout keeps its descriptor, and so does one this tick is about
-// to write (its prime just opened it).
+// whose writes wait for a writeout keeps its descriptor (its sync must see the writeback
+// errors of its writes), and so does one whose writeout is in flight or whose prime just
+// opened it for its first window. Called with ioMu held.
 func (c *Committer) evict(except *partition) bool {
 	for q := c.lru.head; q != nil; q = q.lruNext {
-		if q == except || !q.primed || q.pending || q.needRewrite || q.inWork {
+		if q == except || !q.primed || q.fresh || q.pending || q.needRewrite || q.woBusy {
 			continue
 		}
 		c.lru.remove(q)
 		c.held--
 		c.stats.descriptors.Add(-1)
-		_ = q.f.Close()
+		c.closeFD(q.f)
 		q.f = nil
 		c.stats.evictions.Add(1)
 		return true
@@ -56,28 +123,21 @@ func (c *Committer) evict(except *partition) bool {
 	return false
 }
 
-// dropDescriptors gives up the partition's descriptors. During a tick they are closed when
-// the tick ends, since the tick may still flush the device through them.
+// dropDescriptors gives up the partition's held descriptor. One a writeout batch is syncing
+// or flushing through is closed when the batch ends; the batch closes its own (woFile).
+// Called with ioMu held.
 func (c *Committer) dropDescriptors(p *partition) {
 	if p.f != nil {
 		c.lru.remove(p)
 		c.held--
 		c.stats.descriptors.Add(-1)
-		c.closeOrOrphan(p.f)
+		if p.woBusy {
+			c.orphans = append(c.orphans, p.f)
+		} else {
+			c.closeFD(p.f)
+		}
 		p.f = nil
 	}
-	if p.oneShot != nil {
-		c.closeOrOrphan(p.oneShot)
-		p.oneShot = nil
-	}
-}
-
-func (c *Committer) closeOrOrphan(f File) {
-	if c.inTick {
-		c.orphans = append(c.orphans, f)
-		return
-	}
-	_ = f.Close()
 }
 
 // lruList orders the partitions holding a descriptor, least recently written first.

@@ -17,12 +17,12 @@ func openFDs(t *testing.T) int {
 	return len(entries)
 }
 
-// Checklist items 61, 62, invariant I14: with the cap forced to 2, no more than 2
-// consumer.ahead descriptors stay open; while no window is durable the committer writes
-// through one-shot descriptors rather than evict; once windows are durable it evicts the least
-// recently written of them and reopens by path.
+// Checklist items 61, 62, invariant I14: with the cap forced to 5 (2 held, 3 for one-shots and primes),
+// no more than 2 consumer.ahead descriptors stay open between ticks; while no window is durable
+// the committer writes through one-shot descriptors rather than evict; once windows are durable
+// it evicts the least recently written of them and reopens by path.
 func TestDescriptorCap(t *testing.T) {
-	h := newDiskHarness(t, func(c *Config) { c.MaxDescriptors = 2; c.Interval = 10 * time.Second })
+	h := newDiskHarness(t, func(c *Config) { c.MaxDescriptors = 6; c.Interval = 10 * time.Second })
 	const parts = 5
 	for p := range int32(parts) {
 		h.create("t", p)

@@ -186,6 +186,17 @@
 // key modulo D/T, which spreads writeouts over the interval. A partition whose writes waited a
 // whole interval goes on the next tick whatever its turn. Writeouts run one at a time.
 //
+// Under Run the tick only writes windows: it hands the due partitions, as one batch, to a
+// writeout worker (syncs, device flush, flips, levellings) and never waits for it; while a
+// batch is in flight the next waits, and a batch still running at the next tick is counted
+// (Stats.SlowWriteouts) and logged with the overrun line. A window whose sync is in flight is
+// still written each tick (it is not the anchor); the flip is then denied (a write of the
+// slot started after its sync began leaves it not known durable; Stats.RewrittenDuringSync)
+// and the next writeout syncs again. So that durability cannot starve under syncs slower than
+// T with acks every tick, a partition whose writes waited more than 2·D has its window write
+// held back while its sync runs (Stats.HeldBack), so the flip lands. A Tick called without Run
+// does all of it inline, in a fixed order, as a simulator needs.
+//
 // consumer.offset is brought level with the anchor's frontier at a writeout, or on a quiet
 // partition's turn, at most every 30 s, and by Close. It is only ever levelled with a record
 // this committer wrote out, so it never leads consumer.ahead's durable frontier (except after a
@@ -197,9 +208,11 @@
 //
 // A Durable wait makes its partition due on the next tick, whatever its turn (see below).
 //
-// Two warnings, each at most once a minute, with the spec's words and fields: a tick that took
-// longer than T (Run measures it; priming ticks do not count; the next tick then starts at
-// once), and writes that waited more than 2·D for their writeout.
+// Warnings, each at most once a minute, with the spec's words and fields: a tick that took
+// longer than T (Run measures it; inline priming ticks do not count; the next tick then starts
+// at once) or a writeout batch still running at the next tick, and writes that waited more than
+// 2·D for their writeout; and partitions whose first window waited more than a tick for their
+// prime (Stats.SlowPrimes).
 //
 // # Anchor and window
 //
@@ -221,7 +234,10 @@
 // or fsyncgate), and a sync with nothing dirty persists nothing; without the prime's writeout
 // the first window would overwrite the other slot, possibly the only durable record. The
 // directory is synced even when the file existed, since a file created by a process that
-// crashed before its directory sync looks like an old one. A prime that fails (ENOSPC on the
+// crashed before its directory sync looks like an old one. Primes go in chunks (up to 256)
+// with one directory sync per directory per chunk; under Run a pool of 16 goroutines runs
+// them, off the tick, and a primed partition gets its first window on the tick after its
+// prime; inline, one at a time, before the tick's windows. A prime that fails (ENOSPC on the
 // extension, say) leaves the partition unprimed, retried on the next tick, and nothing is
 // written into its window meanwhile.
 //
@@ -269,16 +285,27 @@
 //
 // # Descriptors
 //
-// At most min(4096, soft RLIMIT_NOFILE / 4) consumer.ahead descriptors stay open. Past that the
-// committer closes the one written longest ago among partitions whose window is durable, and
-// when there is none, writes through a descriptor opened for that tick alone.
+// At most min(4096, soft RLIMIT_NOFILE / 4) descriptors (at least 5) are open at once, counting
+// every one: consumer.ahead descriptors held between ticks, one-shot ones, those of primes and
+// levellings, and directory roots (Stats.OpenDescriptors); the host keeps three quarters of
+// its limit. Held ones stay under the cap less a reserve (max(4, min(cap/2, 52))) for the
+// others. Past that the committer closes the held one written longest ago among partitions
+// whose window is durable, and when there is none, writes through a one-shot descriptor,
+// closed right after its write or sync. An open that finds no room is put off: a window write
+// to the next tick (Stats.DeferredWrites), a prime to the next chunk.
 //
 // # Crash windows
 //
 // After a process crash the page cache survives: recovery finds the last window written, so the
-// acks of about one tick are delivered again. After a power loss or a kernel crash only what was
-// written out survives: up to about D + T + the writeout time of acks are delivered again; a
-// window torn by the power loss fails its checksum and recovery falls back to the anchor. A
+// acks of about one tick are delivered again, whatever the syncs take (under Run). Two
+// exceptions: a partition's window held back for its sync (writes waited more than 2·D) trails
+// by up to that sync's duration plus a tick, and a fresh partition's acks wait for its prime
+// (counted and logged when more than a tick). Driven inline by Tick, the window trails by the
+// previous tick's syncs too. After a power loss or a kernel crash only what was written out
+// survives: up to about D + T + the writeout time of acks are delivered again; a slow disk
+// widens that by however long the writeout batches queue behind each other (a batch of n
+// partitions takes n syncs), which the overrun and late-writeout warnings report; a window
+// torn by the power loss fails its checksum and recovery falls back to the anchor. A
 // graceful Close writes out and levels every partition: nothing acked is delivered again.
 // consumer.offset is written in place within one sector; a torn or bit-flipped one fails its
 // checksum and is ignored, like a torn slot. No single-bit flip and no truncation of any of the
@@ -286,12 +313,17 @@
 //
 // # Implementation notes
 //
-// One goroutine ticks. Three locks: tickMu serializes Tick and Close; ioMu guards what Forget
-// shares with a tick (the descriptors, the forgotten flag) and is held for one partition's I/O
-// at a time, never while calling Source, so Source may take the shard's lock and Forget waits
-// for at most one partition's write and sync; markMu guards the partition map, the marked
-// list and the Durable waiters, and is held only for in-memory work. The order is tickMu,
-// ioMu, markMu. An atomic counter numbers the Source's snapshots for the Durable waits, and a
+// One goroutine ticks; under Run a writeout worker and a prime pool (a coordinator and up to
+// 16 goroutines per chunk) run beside it, started by Run and stopped, after their work in
+// flight, when it returns; Close waits for that work before its final pass. Locks: tickMu
+// serializes Tick and Close; ioMu guards the partitions' file state and what Forget shares
+// with the others (the descriptors, the forgotten flag), and is held for one partition's
+// page-cache write, or an open, read and its checks, at a time: never across a sync, and
+// never while calling Source, so Source may take the shard's lock and Forget waits for at
+// most one partition's write (a sync in flight finishes on the old descriptor, closed at the
+// end of its batch); primeMu guards the pool's queue; markMu guards the partition map, the
+// marked list and the Durable waiters, and is held only for in-memory work. The order is
+// tickMu, ioMu, primeMu, markMu. Source is called only by the tick. An atomic counter numbers the Source's snapshots for the Durable waits, and a
 // per-partition atomic count of waiters lets the tick decide a writeout without markMu. A
 // steady tick allocates nothing. Time enters only as Tick's now and Run's Clock; Durable is
 // purely event-driven inside a tick.

@@ -125,8 +125,7 @@ func (c *Committer) shardGone(p *partition, snap uint64) {
 }
 
 // answerFlipped answers, after this tick's flips, the waits each flipped window covers.
-func (c *Committer) answerFlipped() {
-	t := &c.t
+func (c *Committer) answerFlipped(t *tickScratch) {
 	if len(t.flipped) == 0 {
 		return
 	}

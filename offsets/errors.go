@@ -40,6 +40,9 @@ func (e *PartitionError) Unwrap() error { return e.Err }
 // errStranded unwinds an operation that stranded its partition; it never reaches the host.
 var errStranded = errors.New("offsets: partition stranded")
 
+// errForgotten stops a prime of a partition Forget dropped before it began.
+var errForgotten = errors.New("offsets: partition forgotten")
+
 // errReplaced is the cause recorded when a path names another directory or file than the one
 // pinned or primed.
 var errReplaced = errors.New("path names another file than the one primed")

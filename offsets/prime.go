@@ -1,16 +1,24 @@
 package offsets
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"math"
 	"os"
+	"sync"
 )
 
-// primeResult is a prime waiting for its device flush; the partition takes it on only then.
+// primeResult is one prime of a chunk: what it read and opened, waiting for the chunk's
+// directory syncs and device flush; the partition takes it on only then.
 type primeResult struct {
 	p                *partition
+	err              error
 	f                File
+	root             Root // kept open for the chunk's directory sync
+	offFile          File // consumer.offset, kept open for the chunk's device flush
+	idFile           File // consumer.id, open until prime's sync
+	offDev           uint64
 	dirDev, dirIno   uint64
 	fileDev, fileIno uint64
 	anchor           int
@@ -21,10 +29,18 @@ type primeResult struct {
 	offsetPresent    bool
 }
 
+// primeBuf is one prime worker's memory.
+type primeBuf struct {
+	file   [AheadFileSize]byte
+	offBuf [OffsetFileSize]byte
+	idBuf  [IDFileSize]byte
+}
+
 // prime pins the partition directory, opens (creating inside the pinned directory only)
 // consumer.ahead, checks the path still names the pinned directory, extends a short file to
-// 8 KiB, reads both slots, anchors on the newest valid one and writes it out, with the
-// directory entry, before the tick writes any window (checklist items 53 to 56, 64, 65).
+// 8 KiB, reads both slots, anchors on the newest valid one and writes it out, before the tick
+// writes any window (checklist items 53 to 56, 64, 65). The directory entry is synced by the
+// chunk, once per directory (see primeChunk).
 //
 // The anchor's bytes are written again before the sync: they may sit only in the page cache,
 // clean but never durable (a process that crashed before its writeout, or a failed sync that
@@ -34,34 +50,90 @@ type primeResult struct {
 // directory is synced whether or not this prime created the file: a file created by a process
 // that crashed before its directory sync looks like an old one.
 //
-// Called with ioMu held. A path that is gone or names another directory strands the
-// partition (errStranded); any other error leaves it unprimed, retried next tick.
-func (c *Committer) prime(p *partition) error {
-	root, err := c.fs.OpenRoot(p.dir)
+// It runs on the tick or in the pool. Its opens, reads and page-cache writes hold ioMu, so
+// that nothing is created or written for a partition once Forget returned; its syncs do not.
+// A path that is gone or names another directory returns errStranded for completePrime to
+// strand the partition; any other error leaves it unprimed, retried next tick.
+func (c *Committer) prime(p *partition, pr *primeResult, buf *primeBuf, limit int64) error {
+	c.ioMu.Lock()
+	err := c.primeOpen(p, pr, buf, limit)
+	c.ioMu.Unlock()
 	if err != nil {
-		return c.pathErr(p, err)
-	}
-	defer root.Close()
-	di, err := root.Stat(".")
-	if err != nil {
-		return c.pathErr(p, err)
-	}
-	dirDev, dirIno := di.ID()
-	f, err := root.OpenFile(AheadFile, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return c.pathErr(p, err)
-	}
-	pr := primeResult{p: p, f: f, dirDev: dirDev, dirIno: dirIno}
-	if err := c.primeFile(p, root, &pr); err != nil {
-		_ = f.Close()
 		return err
 	}
-	c.t.primes = append(c.t.primes, pr)
-	c.t.addDevice(pr.fileDev, f)
+	// consumer.id is made durable before any record naming its incarnation is written,
+	// beside the other syncs rather than after them: a slow disk then costs a prime one
+	// sync's time, not two.
+	var idErr error
+	var idSync sync.WaitGroup
+	if pr.idFile != nil {
+		idSync.Go(func() { idErr = pr.idFile.SyncData() })
+	}
+	if pr.offFile != nil {
+		err = pr.offFile.SyncData()
+	}
+	if err == nil {
+		err = pr.f.SyncData()
+	}
+	idSync.Wait()
+	if pr.idFile != nil {
+		c.closeFD(pr.idFile)
+		pr.idFile = nil
+		err = cmp.Or(err, idErr)
+	}
+	if err != nil {
+		c.stats.syncFailures.Add(1)
+		c.closePrime(pr)
+	}
+	return err
+}
+
+// closePrime closes what a failed prime opened.
+func (c *Committer) closePrime(pr *primeResult) {
+	if pr.f != nil {
+		c.closeFD(pr.f)
+	}
+	if pr.root != nil {
+		c.closeFD(pr.root)
+	}
+	if pr.offFile != nil {
+		c.closeFD(pr.offFile)
+	}
+	if pr.idFile != nil {
+		c.closeFD(pr.idFile)
+	}
+	pr.f, pr.root, pr.offFile, pr.idFile = nil, nil, nil, nil
+}
+
+// primeOpen is prime's part under ioMu: everything but the syncs.
+func (c *Committer) primeOpen(p *partition, pr *primeResult, buf *primeBuf, limit int64) error {
+	if p.forgotten {
+		return errForgotten
+	}
+	root, err := c.openRoot(p.dir, limit)
+	if err != nil {
+		return c.pathErr(p, err)
+	}
+	di, err := root.Stat(".")
+	if err != nil {
+		c.closeFD(root)
+		return c.pathErr(p, err)
+	}
+	pr.dirDev, pr.dirIno = di.ID()
+	f, err := c.openIn(root, AheadFile, os.O_RDWR|os.O_CREATE, 0o644, limit)
+	if err != nil {
+		c.closeFD(root)
+		return c.pathErr(p, err)
+	}
+	pr.f, pr.root = f, root
+	if err := c.primeFile(p, root, pr, buf, limit); err != nil {
+		c.closePrime(pr)
+		return err
+	}
 	return nil
 }
 
-func (c *Committer) primeFile(p *partition, root Root, pr *primeResult) error {
+func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *primeBuf, limit int64) error {
 	c.opened(p.dir)
 	if err := c.checkDir(p, pr.dirDev, pr.dirIno); err != nil {
 		return err
@@ -72,12 +144,12 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult) error {
 	}
 	pr.fileDev, pr.fileIno = fi.ID()
 	// Read what there is before changing anything: a newer release's record must stay as it is.
-	buf := c.file[:]
+	buf := pb.file[:]
 	clear(buf)
 	if err := readFull(pr.f, buf[:min(fi.Size(), AheadFileSize)]); err != nil {
 		return err
 	}
-	if err := c.primeIncarnation(p, root); err != nil {
+	if err := c.primeIncarnation(p, root, pr, pb, limit); err != nil {
 		return err
 	}
 	if err := chooseAnchor(buf, p.key, p.incarnation, pr); err != nil {
@@ -94,36 +166,34 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult) error {
 			return err
 		}
 	}
-	if err := c.primeOffset(root, pr); err != nil {
-		return err
-	}
-	if err := pr.f.SyncData(); err != nil {
-		c.stats.syncFailures.Add(1)
-		return err
-	}
-	if err := root.Sync(); err != nil {
-		c.stats.syncFailures.Add(1)
-		return err
-	}
-	return nil
+	return c.primeOffset(root, pr, pb, limit)
 }
 
-// primeIncarnation settles the incarnation the partition's records name, and makes
-// consumer.id durable before any record naming it is written: the one consumer.id holds when
-// it is valid, and otherwise the shard's (from Load), written into a new consumer.id. A valid
-// consumer.id naming another incarnation than the live shard's means the directory was
-// replaced or restored under it: the partition is stranded, so the shard never writes into
-// state it did not load. The file is rewritten and synced even when valid, since a process
-// that crashed before its sync may have left it in the page cache only.
-func (c *Committer) primeIncarnation(p *partition, root Root) error {
-	b, err := readPrefix(root, IDFile, IDFileSize+1)
+// primeIncarnation settles the incarnation the partition's records name: the one consumer.id
+// holds when it is valid, and otherwise the shard's (from Load). It writes consumer.id and
+// leaves it in pr.idFile for prime to sync before any record naming the incarnation is
+// written. A valid file is written again too: it may sit only in the page cache, clean but
+// never durable (a process that crashed before its sync, or a failed sync), as the anchor may.
+// A valid consumer.id naming another incarnation than the live shard's means the directory
+// was replaced or restored under it: errStranded, so the shard never writes into state it did
+// not load. Called with ioMu held.
+func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, pb *primeBuf, limit int64) error {
+	f, err := c.openIn(root, IDFile, os.O_RDWR|os.O_CREATE, 0o644, limit)
+	if err != nil {
+		return c.pathErr(p, err)
+	}
+	pr.idFile = f // closed by prime, or by closePrime on failure
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	if b != nil {
+	b := pb.idBuf[:]
+	if fi.Size() == IDFileSize {
+		if err := readFull(f, b); err != nil {
+			return err
+		}
 		if inc, derr := decodeID(b, p.key); derr == nil {
 			if p.incarnation != 0 && inc != p.incarnation {
-				c.strand(p)
 				return errStranded
 			}
 			p.incarnation = inc
@@ -132,24 +202,12 @@ func (c *Committer) primeIncarnation(p *partition, root Root) error {
 	if p.incarnation == 0 {
 		p.incarnation = newIncarnation() // a Source that keeps none: the committer names it
 	}
-	f, err := root.OpenFile(IDFile, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return c.pathErr(p, err)
-	}
-	defer f.Close()
-	var id [IDFileSize]byte
-	encodeID(id[:], p.key, p.incarnation)
-	if _, err := f.WriteAt(id[:], 0); err != nil {
+	encodeID(b, p.key, p.incarnation)
+	if _, err := f.WriteAt(b, 0); err != nil {
 		return err
 	}
-	if len(b) != IDFileSize {
-		if err := f.Truncate(IDFileSize); err != nil {
-			return err
-		}
-	}
-	if err := f.SyncData(); err != nil {
-		c.stats.syncFailures.Add(1)
-		return err
+	if fi.Size() != IDFileSize {
+		return f.Truncate(IDFileSize)
 	}
 	return nil
 }
@@ -181,8 +239,8 @@ func chooseAnchor(buf []byte, key uint32, incarnation uint64, pr *primeResult) e
 // primeOffset reads consumer.offset, if present, and rewrites a valid frontier of the
 // partition's incarnation (or of the legacy form) in place so the prime's sync makes it
 // durable.
-func (c *Committer) primeOffset(root Root, pr *primeResult) error {
-	f, err := root.OpenFile(OffsetFile, os.O_RDWR, 0)
+func (c *Committer) primeOffset(root Root, pr *primeResult, pb *primeBuf, limit int64) error {
+	f, err := c.openIn(root, OffsetFile, os.O_RDWR, 0, limit)
 	if gone(err) {
 		return nil
 	}
@@ -192,79 +250,104 @@ func (c *Committer) primeOffset(root Root, pr *primeResult) error {
 	pr.offsetPresent = true
 	fi, err := f.Stat()
 	if err != nil || (fi.Size() != OffsetFileSize && fi.Size() != LegacyOffsetFileSize) {
-		_ = f.Close()
+		c.closeFD(f)
 		return err
 	}
-	b := c.offBuf[:fi.Size()]
+	b := pb.offBuf[:fi.Size()]
 	if err := readFull(f, b); err != nil {
-		_ = f.Close()
+		c.closeFD(f)
 		return err
 	}
 	o, err := decodeOffset(b, pr.p.key)
 	if err != nil || (!o.legacy && o.incarnation != pr.p.incarnation) {
-		_ = f.Close()
+		c.closeFD(f)
 		return nil
 	}
 	v := o.frontier
 	if _, err := f.WriteAt(b, 0); err != nil {
-		_ = f.Close()
+		c.closeFD(f)
 		return err
 	}
-	if err := f.SyncData(); err != nil {
-		_ = f.Close()
-		c.stats.syncFailures.Add(1)
-		return err
-	}
-	c.t.closeAfter = append(c.t.closeAfter, f)
-	dev, _ := fi.ID()
-	c.t.addDevice(dev, f)
+	pr.offFile = f // synced by prime, with consumer.ahead
+	pr.offDev, _ = fi.ID()
 	pr.levelled, pr.levelledOK = v, true
 	return nil
 }
 
-// completePrime takes a prime on once its device flush held. Called with ioMu held.
-func (c *Committer) completePrime(pr *primeResult) {
+// completePrime takes a prime on once the chunk's directory syncs and device flush held, or
+// reports why not. pool says the prime ran in the pool, whose partitions the next tick
+// writes. It reports whether the prime was put off for want of a descriptor. Called with ioMu
+// held.
+func (c *Committer) completePrime(t *tickScratch, pr *primeResult, pool bool) (deferred bool) {
 	p := pr.p
-	if p.forgotten || p.stranded {
-		_ = pr.f.Close()
-		return
+	p.priming = false
+	retry := c.retryNextTick
+	if pool {
+		retry = c.markPrimed
 	}
-	if err := c.t.deviceErr(pr.fileDev); err != nil {
-		_ = pr.f.Close()
-		c.t.fail(p, "prime", err)
-		c.retryNextTick(p)
-		return
+	switch {
+	case pr.err == errNoDescriptor:
+		return true
+	case pr.err == errForgotten:
+		return false
+	case pr.err == errStranded:
+		if !p.forgotten {
+			c.strand(p)
+		}
+		return false
+	case pr.err != nil:
+		if !p.forgotten && !p.stranded {
+			t.fail(p, "prime", pr.err)
+			retry(p)
+		}
+		return false
+	}
+	if p.forgotten || p.stranded {
+		c.closeFD(pr.f)
+		return false
+	}
+	if err := t.deviceErr(pr.fileDev); err != nil {
+		c.closeFD(pr.f)
+		t.fail(p, "prime", err)
+		retry(p)
+		return false
 	}
 	p.dirDev, p.dirIno, p.fileDev, p.fileIno = pr.dirDev, pr.dirIno, pr.fileDev, pr.fileIno
 	p.anchor, p.anchorSeq, p.anchorFrontier = pr.anchor, pr.rec.Seq, pr.rec.Frontier
 	p.hasAnchor, p.anchorOurs, p.windowFrontier = pr.hasAnchor, false, -1
 	p.levelled, p.levelledOK, p.offsetEntryOK = pr.levelled, pr.levelledOK, pr.offsetPresent
 	p.windowOK, p.needRewrite, p.pending = false, false, false
-	p.primed = true
-	c.adopt(p, pr.f)
+	p.primed, p.fresh = true, true
+	if !c.adopt(p, pr.f) {
+		c.closeFD(pr.f) // reopened as a one-shot at its window write
+	}
 	c.stats.primes.Add(1)
-	c.t.primedAny = true
+	t.primedAny = true
+	if pool {
+		c.markPrimed(p)
+	}
+	return false
 }
 
 // reopen opens an evicted consumer.ahead again, by path and without creating it, and keeps it
 // only if it is the file, in the directory, that the prime opened (checklist item 66).
-// Called with ioMu held.
-func (c *Committer) reopen(p *partition) (File, error) {
-	root, err := c.fs.OpenRoot(p.dir)
+// Called with ioMu held; errStranded says the caller must strand the partition.
+func (c *Committer) reopen(p *partition, limit int64) (File, error) {
+	root, err := c.openRoot(p.dir, limit)
 	if err != nil {
 		return nil, c.pathErr(p, err)
 	}
-	defer root.Close()
+	defer c.closeFD(root)
 	if err := c.checkPinned(p, root); err != nil {
 		return nil, err
 	}
-	f, err := root.OpenFile(AheadFile, os.O_RDWR, 0)
+	f, err := c.openIn(root, AheadFile, os.O_RDWR, 0, limit)
 	if err != nil {
 		return nil, c.pathErr(p, err)
 	}
 	c.opened(p.dir)
 	if err := c.checkReopened(p, f); err != nil {
-		_ = f.Close()
+		c.closeFD(f)
 		return nil, err
 	}
 	c.stats.reopens.Add(1)
@@ -277,7 +360,6 @@ func (c *Committer) checkReopened(p *partition, f File) error {
 		return err
 	}
 	if dev, ino := fi.ID(); dev != p.fileDev || ino != p.fileIno {
-		c.strand(p)
 		return errStranded
 	}
 	return c.checkDir(p, p.dirDev, p.dirIno)
@@ -290,7 +372,6 @@ func (c *Committer) checkPinned(p *partition, root Root) error {
 		return c.pathErr(p, err)
 	}
 	if dev, ino := di.ID(); dev != p.dirDev || ino != p.dirIno {
-		c.strand(p)
 		return errStranded
 	}
 	return nil
@@ -305,17 +386,16 @@ func (c *Committer) checkDir(p *partition, dev, ino uint64) error {
 		return c.pathErr(p, err)
 	}
 	if d, i := fi.ID(); d != dev || i != ino {
-		c.strand(p)
 		return errStranded
 	}
 	return nil
 }
 
-// pathErr strands the partition when err says its path is gone, and otherwise returns err as
-// an ordinary error (EIO, ESTALE, EACCES), retried next tick (checklist item 68).
-func (c *Committer) pathErr(p *partition, err error) error {
+// pathErr returns errStranded when err says the partition's path is gone, for the caller to
+// strand it under ioMu, and otherwise err as an ordinary error (EIO, ESTALE, EACCES), retried
+// next tick (checklist item 68). The checks below answer errStranded the same way.
+func (c *Committer) pathErr(_ *partition, err error) error {
 	if gone(err) {
-		c.strand(p)
 		return errStranded
 	}
 	return err
@@ -328,6 +408,7 @@ func (c *Committer) strand(p *partition) {
 		return
 	}
 	p.stranded = true
+	p.priming = false
 	c.dropDescriptors(p)
 	c.markMu.Lock()
 	p.strandedW = true

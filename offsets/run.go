@@ -3,6 +3,7 @@ package offsets
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"narad.dev/consume/internal/realclock"
@@ -27,6 +28,8 @@ func (c *Committer) Run(ctx context.Context, clk Clock) error {
 	if clk == nil {
 		clk = realclock.Clock{}
 	}
+	stop := c.startBackground()
+	defer c.stopBackground(stop)
 	wake := make(chan struct{}, 1)
 	fire := func() {
 		select {
@@ -64,4 +67,44 @@ func (c *Committer) Run(ctx context.Context, clk Clock) error {
 		case <-wake:
 		}
 	}
+}
+
+// startBackground starts the writeout worker and the prime pool, and makes ticks hand them
+// their work. stopBackground waits for the work in flight, stops them and goes back to inline
+// ticks; the partitions still queued for the pool are primed by the next tick.
+func (c *Committer) startBackground() *sync.WaitGroup {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	c.async = true
+	c.primeMu.Lock()
+	c.primeOff = false
+	c.primeMu.Unlock()
+	stop := make(chan struct{})
+	c.bgStop = stop
+	wg := &sync.WaitGroup{}
+	wg.Go(func() { c.writeoutWorker(stop) })
+	wg.Go(func() { c.primePool(stop) })
+	return wg
+}
+
+func (c *Committer) stopBackground(wg *sync.WaitGroup) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	c.primeMu.Lock()
+	c.primeOff = true
+	c.primeMu.Unlock()
+	c.bg.Wait()
+	close(c.bgStop)
+	wg.Wait()
+	c.async = false
+	c.primeMu.Lock()
+	left := c.primeQA
+	c.primeQA = nil
+	c.primeMu.Unlock()
+	c.ioMu.Lock()
+	for _, p := range left {
+		p.priming = false
+		c.retryNextTick(p)
+	}
+	c.ioMu.Unlock()
 }

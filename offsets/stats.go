@@ -28,8 +28,29 @@ type Stats struct {
 	LateWriteouts     uint64 // ticks that found writes waiting more than twice the durability interval
 	Clamps            uint64 // recovered frontiers at or above the high watermark, clamped or dropped
 	IgnoredFiles      uint64 // loads that ignored a damaged or foreign state file, or an unusable consumer.ahead
-	Descriptors       int64  // consumer.ahead descriptors held now
-	StrandedNow       int64  // partitions stranded now (until their Forget)
+	// SlowWriteouts counts writeout batches (syncs, device flushes, levellings) still running
+	// when the next tick came, under Run: durability against power loss lagged by their
+	// duration, while page-cache windows kept their cadence.
+	SlowWriteouts uint64
+	// RewrittenDuringSync counts writeouts that did not flip because the tick wrote the
+	// window again while its sync ran: the slot is not known durable, and the next writeout
+	// syncs it again.
+	RewrittenDuringSync uint64
+	// HeldBack counts window writes put off by a tick so that a sync in flight, for writes
+	// that waited more than 2·D, can flip (the page cache then trails those acks by up to the
+	// sync's duration).
+	HeldBack uint64
+	// SlowPrimes counts partitions whose first window waited more than one tick for its prime
+	// (under Run, a prime runs in the pool and the window follows on the next tick).
+	SlowPrimes uint64
+	// DeferredWrites counts window writes put off to the next tick because no descriptor
+	// could be opened under the cap.
+	DeferredWrites uint64
+	Descriptors    int64 // consumer.ahead descriptors held now
+	// OpenDescriptors counts every descriptor the committer has open now: held, one-shot, of
+	// primes and levellings, and directory roots. It never exceeds the cap.
+	OpenDescriptors int64
+	StrandedNow     int64 // partitions stranded now (until their Forget)
 }
 
 type counters struct {
@@ -39,6 +60,8 @@ type counters struct {
 	droppedRequeued, droppedQuarantine              atomic.Uint64
 	droppedAttempts, durables, earlyWriteouts       atomic.Uint64
 	overruns, lateWriteouts, clamps, ignoredFiles   atomic.Uint64
+	slowWriteouts, rewrittenDuringSync, heldBack    atomic.Uint64
+	slowPrimes, deferred                            atomic.Uint64
 	descriptors, strandedNow                        atomic.Int64
 }
 
@@ -54,7 +77,9 @@ func (c *Committer) Stats() Stats {
 		DroppedRequeued: s.droppedRequeued.Load(), DroppedQuarantine: s.droppedQuarantine.Load(),
 		DroppedAttempts: s.droppedAttempts.Load(), Durables: s.durables.Load(), EarlyWriteouts: s.earlyWriteouts.Load(),
 		Overruns: s.overruns.Load(), LateWriteouts: s.lateWriteouts.Load(), Clamps: s.clamps.Load(),
-		IgnoredFiles: s.ignoredFiles.Load(),
-		Descriptors:  s.descriptors.Load(), StrandedNow: s.strandedNow.Load(),
+		IgnoredFiles:  s.ignoredFiles.Load(),
+		SlowWriteouts: s.slowWriteouts.Load(), RewrittenDuringSync: s.rewrittenDuringSync.Load(),
+		HeldBack: s.heldBack.Load(), SlowPrimes: s.slowPrimes.Load(), DeferredWrites: s.deferred.Load(),
+		Descriptors: s.descriptors.Load(), OpenDescriptors: c.fds.Load(), StrandedNow: s.strandedNow.Load(),
 	}
 }

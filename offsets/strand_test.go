@@ -128,17 +128,19 @@ func TestMissingDirectoryIsNeverCreated(t *testing.T) {
 	require.True(t, Stranded(h.c, "t", 0))
 }
 
-// Checklist items 62, 66: with the cap forced to one descriptor, the durable partition's
+// Checklist items 62, 66: with the cap forced to 6 (so 2 held), the durable partition's
 // descriptor is evicted; its reopen goes by path and is refused (stranded) when the path names
 // another file than the one primed.
 func TestReopenRefusedWhenFileReplaced(t *testing.T) {
-	h := newDiskHarness(t, func(c *Config) { c.MaxDescriptors = 1 })
+	h := newDiskHarness(t, func(c *Config) { c.MaxDescriptors = 6 })
 	h.create("t", 0)
-	h.create("t", 1)
+	h.create("t", 2)
 	h.ack("t", 0, 0, 1)
-	h.ticks(11) // t/0 primed, written out: durable
+	h.ack("t", 2, 0)
+	h.ticks(11) // t/0 and t/2 primed, written out: durable
+	h.create("t", 1)
 	h.ack("t", 1, 0)
-	h.ticks(1) // t/1 needs the one descriptor: t/0's is evicted
+	h.ticks(1) // t/1 needs a held descriptor: t/0's, written longest ago, is evicted
 	require.Equal(t, uint64(1), h.c.Stats().Evictions)
 
 	// Someone swaps t/0's consumer.ahead for another file.

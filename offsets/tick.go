@@ -5,19 +5,20 @@ import (
 	"time"
 )
 
-// tickScratch is one tick's working memory, reused from tick to tick so a steady tick does
-// not allocate.
+// tickScratch is the working memory of one executor (the tick, the writeout worker, the prime
+// pool), reused from pass to pass so a steady tick does not allocate.
 type tickScratch struct {
 	now        time.Time
 	errs       []error
 	devices    []deviceFlush // devices to flush once at the end of the phase
-	primes     []primeResult // primes waiting for their device flush
 	synced     []*partition  // writeouts waiting for their device flush
 	flipped    []*partition  // flipped partitions with Durable waiters to answer
 	levels     []levelWrite  // consumer.offset writes waiting for their device flush
-	oneShots   []*partition  // partitions holding a descriptor for this tick only
-	closeAfter []File        // files to close once the tick's flushes are done
+	closeAfter []File        // files to close once the phase's flushes are done
 	wrote      int           // window records written
+	heldBack   int           // window writes held back for a writeout (see holdBack)
+	late       int           // partitions whose first window waited more than a tick for its prime
+	lateOldest uint64        // the most ticks one of them waited
 	primedAny  bool
 }
 
@@ -35,21 +36,20 @@ type levelWrite struct {
 
 func (t *tickScratch) reset(now time.Time) {
 	t.now = now
-	t.wrote, t.primedAny = 0, false
+	t.wrote, t.heldBack, t.primedAny = 0, 0, false
+	t.late, t.lateOldest = 0, 0
 }
 
-// release drops the references the tick took, keeping the capacity.
+// release drops the references the pass took, keeping the capacity.
 func (t *tickScratch) release() {
 	clear(t.errs)
 	clear(t.devices)
 	clear(t.synced)
 	clear(t.flipped)
 	clear(t.levels)
-	clear(t.oneShots)
 	clear(t.closeAfter)
 	t.errs, t.devices, t.synced, t.levels = t.errs[:0], t.devices[:0], t.synced[:0], t.levels[:0]
-	t.flipped = t.flipped[:0]
-	t.oneShots, t.closeAfter = t.oneShots[:0], t.closeAfter[:0]
+	t.flipped, t.closeAfter = t.flipped[:0], t.closeAfter[:0]
 }
 
 func (t *tickScratch) fail(p *partition, op string, err error) {
@@ -88,29 +88,31 @@ func (t *tickScratch) deviceErr(dev uint64) error {
 	return nil
 }
 
+// tick is one step. Synchronously (no Run) it primes, writes windows and writes out, all on
+// this goroutine, as a simulator needs. Under Run it only writes windows into the page cache,
+// and hands primes to the pool and writeouts to the worker, never waiting for either: the
+// page cache keeps its cadence whatever the disk does.
 func (c *Committer) tick(now time.Time, mode tickMode) (tickReport, error) {
 	c.stats.ticks.Add(1)
 	c.tickNo++
 	c.lastNow = now
 	t := &c.t
 	t.reset(now)
-	c.setInTick(true)
+	inline := !c.async || mode != modeNormal
 
 	c.collect()
-	c.primeAll()
+	c.primeAll(inline)
 	c.writeWindows()
-	if mode != modePageCache {
-		c.writeOuts(mode == modeClose)
+	if t.late > 0 {
+		c.warnPrimeLate(t.late, t.lateOldest)
 	}
-	rep, err := tickReport{partitions: t.wrote, primed: t.primedAny}, t.err()
-	c.finishTick()
+	if mode != modePageCache {
+		c.writeOuts(mode == modeClose, inline)
+	}
+	rep := tickReport{partitions: t.wrote, primed: t.primedAny}
+	err := errors.Join(t.err(), c.takeAsyncErr())
+	t.release()
 	return rep, err
-}
-
-func (c *Committer) setInTick(v bool) {
-	c.ioMu.Lock()
-	c.inTick = v
-	c.ioMu.Unlock()
 }
 
 // collect takes the marked partitions, plus those whose window a failure left to rewrite, as
@@ -125,31 +127,39 @@ func (c *Committer) collect() {
 	c.markMu.Unlock()
 
 	c.work = c.work[:0]
+	c.ioMu.Lock()
 	for _, p := range drained {
 		c.addWork(p)
 	}
-	clear(drained)
-	c.spare = drained[:0]
 	for _, p := range c.pending {
 		if p.needRewrite {
 			c.addWork(p)
 		}
 	}
+	c.ioMu.Unlock()
+	clear(drained)
+	c.spare = drained[:0]
 }
 
+// addWork puts p on this tick's list. Called with ioMu held.
 func (c *Committer) addWork(p *partition) {
-	if !p.inWork && !p.stranded {
+	if !p.inWork && !p.stranded && !p.priming {
 		p.inWork = true
 		c.work = append(c.work, p)
 	}
 }
 
 // primeAll primes the partitions of this tick touched for the first time (checklist items
-// 53 to 56), all before any window write, with one device flush for all of them.
-func (c *Committer) primeAll() {
-	t := &c.t
+// 53 to 56). Inline, it primes them before any window write, with one device flush per chunk;
+// under Run it queues them for the pool, and each gets its first window on the tick after its
+// prime completes.
+func (c *Committer) primeAll(inline bool) {
+	queued := false
 	for _, p := range c.work {
-		if p.primed {
+		c.ioMu.Lock()
+		skip := p.primed || p.priming || p.forgotten || p.stranded
+		c.ioMu.Unlock()
+		if skip {
 			continue
 		}
 		snap, ok := c.pull(p)
@@ -162,29 +172,65 @@ func (c *Committer) primeAll() {
 			p.dir = c.dir(p.topic, p.num)
 		}
 		if p.incarnation == 0 {
-			p.incarnation = c.st.Incarnation
+			p.incarnation = c.st.Incarnation // the shard's, from Load; settled at the prime
+		}
+		if p.queuedAt == 0 {
+			p.queuedAt = c.tickNo
 		}
 		c.ioMu.Lock()
-		if !p.forgotten {
-			if err := c.prime(p); err != nil && err != errStranded {
-				t.fail(p, "prime", err)
-				c.retryNextTick(p)
-			}
-		}
+		forgotten := p.forgotten // by a Forget during the Source call
+		p.priming = !forgotten
 		c.ioMu.Unlock()
+		if forgotten {
+			continue
+		}
+		if inline {
+			c.primeQ = append(c.primeQ, p)
+		} else {
+			c.primeMu.Lock()
+			c.primeQA = append(c.primeQA, p)
+			c.primeMu.Unlock()
+			queued = true
+		}
 	}
-	if len(t.primes) == 0 {
+	if inline {
+		c.primeInline()
 		return
 	}
-	c.flushDevices()
-	c.ioMu.Lock()
-	defer c.ioMu.Unlock()
-	for i := range t.primes {
-		c.completePrime(&t.primes[i])
+	c.primeMu.Lock()
+	waiting := len(c.primeQA) > 0
+	c.primeMu.Unlock()
+	if queued || waiting { // the pool may have stopped for want of descriptors: wake it each tick
+		select {
+		case c.primeC <- struct{}{}:
+		default:
+		}
 	}
-	clear(t.primes)
-	t.primes = t.primes[:0]
-	t.devices = t.devices[:0]
+}
+
+// primeInline primes the queue on this goroutine, one partition at a time, in chunks that fit
+// the descriptor cap; what does not fit waits for the next tick.
+func (c *Committer) primeInline() {
+	t := &c.t
+	for len(c.primeQ) > 0 {
+		n, deferred := c.primeChunkInline(t, c.primeQ)
+		kept := deferred + copy(c.primeQ[deferred:], c.primeQ[n:])
+		clear(c.primeQ[kept:])
+		c.primeQ = c.primeQ[:kept]
+		if deferred == n {
+			break // no room under the cap: the rest waits for the next tick
+		}
+	}
+	if len(c.primeQ) > 0 {
+		c.ioMu.Lock()
+		for _, p := range c.primeQ {
+			p.priming = false
+			c.retryNextTick(p)
+		}
+		c.ioMu.Unlock()
+		clear(c.primeQ)
+		c.primeQ = c.primeQ[:0]
+	}
 }
 
 // pull asks the Source for p's live state into c.st and numbers the snapshot (see snaps).
@@ -208,10 +254,26 @@ func (c *Committer) retryNextTick(p *partition) {
 	c.marked = append(c.marked, p)
 }
 
+// markPrimed marks a partition the pool primed (or failed to), so the next tick writes its
+// window or queues it again; unlike retryNextTick it does so after Close began too, since
+// Close's pass writes what is marked.
+func (c *Committer) markPrimed(p *partition) {
+	c.markMu.Lock()
+	defer c.markMu.Unlock()
+	if p.marked || c.parts[key{p.topic, p.num}] != p {
+		return
+	}
+	p.marked = true
+	c.marked = append(c.marked, p)
+}
+
 // discardIfIdle forgets a partition that was never primed and whose shard is gone, so churned
 // partitions leave nothing behind.
 func (c *Committer) discardIfIdle(p *partition) {
-	if p.primed {
+	c.ioMu.Lock()
+	primed := p.primed || p.priming
+	c.ioMu.Unlock()
+	if primed {
 		return
 	}
 	c.markMu.Lock()
@@ -223,12 +285,24 @@ func (c *Committer) discardIfIdle(p *partition) {
 }
 
 // writeWindows writes a fresh record into the window slot of each primed partition of this
-// tick, from the live shard's state (checklist items 39, 40, 48).
+// tick, from the live shard's state (checklist items 39, 40, 48). A window whose sync is in
+// flight is written too (it is not the anchor; the flip is then denied and the sync made
+// again), except when holdBack says the writeout must land first.
 func (c *Committer) writeWindows() {
 	t := &c.t
 	for _, p := range c.work {
 		p.inWork = false
-		if !p.primed || p.stranded {
+		c.ioMu.Lock()
+		ready := p.primed && !p.stranded && !p.forgotten
+		held := ready && c.holdBack(p)
+		c.ioMu.Unlock()
+		if !ready {
+			continue
+		}
+		if held {
+			t.heldBack++
+			c.stats.heldBack.Add(1)
+			c.retryNextTick(p)
 			continue
 		}
 		snap, ok := c.pull(p)
@@ -243,11 +317,30 @@ func (c *Committer) writeWindows() {
 			}
 		}
 		c.ioMu.Unlock()
+		if p.queuedAt != 0 {
+			if waited := c.tickNo - p.queuedAt; waited > 1 {
+				t.late++
+				t.lateOldest = max(t.lateOldest, waited)
+				c.stats.slowPrimes.Add(1)
+			}
+			p.queuedAt = 0
+		}
 	}
 	c.work = c.work[:0]
 }
 
-// writeWindow writes the state c.pull left in c.st, snapshot snap, into p's window.
+// holdBack says whether to skip p's window write this tick so that its sync in flight, begun
+// after its last write, can flip: once its writes have waited more than 2·D. Without it a sync
+// slower than T under acks every tick would never see its slot unwritten, and durability
+// would starve. The cost: while held back (at most one sync), the page cache trails p's acks
+// by up to that sync's duration. Called with ioMu held.
+func (c *Committer) holdBack(p *partition) bool {
+	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite &&
+		c.t.now.Sub(p.pendingSince) > 2*c.interval
+}
+
+// writeWindow writes the state c.pull left in c.st, snapshot snap, into p's window. Called
+// with ioMu held.
 func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	t := &c.t
 	st := &c.st
@@ -262,19 +355,30 @@ func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	if over != (Overflow{}) {
 		c.noteDropped(p, st, over)
 	}
-	// From here on the window is in play: whatever fails, it is rewritten whole by the next
-	// tick before any writeout may flip it (the slot may now hold part of a record).
-	c.setPending(p)
-	p.windowOK, p.needRewrite = false, true
-	f, err := c.descriptor(p)
+	f, oneShot, err := c.descriptor(p, c.maxOpen)
+	if err == errNoDescriptor {
+		c.stats.deferred.Add(1)
+		c.retryNextTick(p)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(c.slot[:], int64(p.window())*SlotSize); err != nil {
+	// From here on the window is in play: whatever fails, it is rewritten whole by the next
+	// tick before any writeout may flip it (the slot may now hold part of a record), and a
+	// sync that began before this write no longer makes the slot durable.
+	c.setPending(p)
+	p.windowOK, p.needRewrite = false, true
+	p.wgen++
+	_, err = f.WriteAt(c.slot[:], int64(p.window())*SlotSize)
+	if oneShot {
+		c.closeFD(f) // a one-shot descriptor lives for its write only
+	}
+	if err != nil {
 		c.stats.writeFailures.Add(1)
 		return err
 	}
-	p.windowOK, p.needRewrite = true, false
+	p.windowOK, p.needRewrite, p.fresh = true, false, false
 	p.windowFrontier, p.windowSnap = st.Frontier, snap
 	c.lru.touch(p)
 	c.stats.windows.Add(1)
@@ -282,6 +386,7 @@ func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	return nil
 }
 
+// setPending notes that p has a write waiting for its writeout. Called with ioMu held.
 func (c *Committer) setPending(p *partition) {
 	if !p.pending {
 		p.pending, p.pendingSince = true, c.t.now
@@ -292,26 +397,24 @@ func (c *Committer) setPending(p *partition) {
 	}
 }
 
-// finishTick closes the descriptors that lived for this tick only, and those Forget handed
-// over while the tick ran.
-func (c *Committer) finishTick() {
-	t := &c.t
-	c.ioMu.Lock()
-	defer c.ioMu.Unlock()
-	for _, p := range t.oneShots {
-		if p.oneShot != nil {
-			_ = p.oneShot.Close()
-			p.oneShot = nil
-		}
+// takeAsyncErr returns, joined, the errors the background work met since the last call.
+func (c *Committer) takeAsyncErr() error {
+	c.asyncMu.Lock()
+	defer c.asyncMu.Unlock()
+	if len(c.asyncErr) == 0 {
+		return nil
 	}
-	for _, f := range t.closeAfter {
-		_ = f.Close()
+	err := errors.Join(c.asyncErr...)
+	clear(c.asyncErr)
+	c.asyncErr = c.asyncErr[:0]
+	return err
+}
+
+func (c *Committer) addAsyncErr(t *tickScratch) {
+	if len(t.errs) == 0 {
+		return
 	}
-	for _, f := range c.orphans {
-		_ = f.Close()
-	}
-	clear(c.orphans)
-	c.orphans = c.orphans[:0]
-	c.inTick = false
-	t.release()
+	c.asyncMu.Lock()
+	c.asyncErr = append(c.asyncErr, t.errs...)
+	c.asyncMu.Unlock()
 }

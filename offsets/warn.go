@@ -24,6 +24,8 @@ const (
 		"(the log lost its tail?); clamped below it"
 	msgUnverifiedFrontier = "consumer offsets: legacy consumer.offset (no checksum) holds a frontier at or above " +
 		"the log's high watermark; taken for damage: the partition starts afresh and delivers its retained records again"
+	msgPrimeLate = "consumer offsets: priming new partitions holds back their first window: " +
+		"a process crash would redeliver more than a tick of their acks"
 	msgTickFailed = "consumer offsets: tick failed; retrying on the next tick"
 	msgIgnored    = "consumer offsets: ignoring damaged or foreign persisted state; " +
 		"records it would have settled are delivered again"
@@ -75,6 +77,15 @@ func (c *Committer) warnLateWriteouts(partitions int, oldest time.Duration) {
 	c.stats.lateWriteouts.Add(1)
 	if ok, _ := c.warnLate.allow(c.t.now); ok {
 		c.log.Warn(msgLate, "partitions", partitions, "oldest", oldest, "durability_interval", c.interval)
+	}
+}
+
+// warnPrimeLate reports partitions whose first window waited more than one tick for its
+// prime, the longest wait being ticks tick periods.
+func (c *Committer) warnPrimeLate(partitions int, ticks uint64) {
+	if ok, n := c.warnPrime.allow(c.t.now); ok {
+		c.log.Warn(msgPrimeLate, "partitions", partitions, "waited", time.Duration(ticks)*c.period,
+			"interval", c.period, "suppressed", n)
 	}
 }
 

@@ -2,17 +2,76 @@ package offsets
 
 import "time"
 
-// writeOuts writes out, one partition at a time (checklist item 45), each pending partition
-// whose turn has come or whose writes waited a whole interval (item 44), levels
-// consumer.offset where due (item 58), flushes each device once (item 43) and then flips the
-// partitions whose writeout held (item 49).
-func (c *Committer) writeOuts(closing bool) {
+// woJob is a writeout batch handed to the worker.
+type woJob struct {
+	batch []*partition
+	now   time.Time
+	turn  uint64
+}
+
+// writeOuts picks the pending partitions whose turn has come or whose writes waited a whole
+// interval (checklist item 44), or that a Durable call waits on, and writes them out: inline,
+// or by handing them to the writeout worker when it is idle. While a batch is in flight the
+// next one waits; a batch that outlives its tick is reported (slow writeouts), since
+// durability against power loss then lags by its duration.
+func (c *Committer) writeOuts(closing, inline bool) {
+	t := &c.t
+	if !inline && c.woBusy.Load() {
+		if !c.woLate {
+			c.woLate = true
+			c.stats.slowWriteouts.Add(1)
+			if ok, _ := c.warnOverrun.allow(t.now); ok {
+				c.log.Warn(msgOverrun, "partitions", -1, "flush_took", t.now.Sub(c.woSince), "interval", c.period)
+			}
+		}
+		c.lateCheck()
+		return
+	}
+	turn := c.tickNo % c.turns
+	batch := c.selectWriteouts(closing)
+	if inline {
+		c.runWriteouts(t, batch, t.now, turn, closing)
+		clear(batch)
+		c.wobatch = batch[:0]
+		return
+	}
+	c.woBusy.Store(true)
+	c.woSince, c.woLate = t.now, false
+	c.bg.Add(1)
+	c.woCh <- woJob{batch: batch, now: t.now, turn: turn}
+	c.wobatch, c.woSpare = c.woSpare[:0], batch
+}
+
+// lateCheck is the late-writeout warning alone, for a tick that hands no batch.
+func (c *Committer) lateCheck() {
+	t := &c.t
+	late, oldest := 0, time.Duration(0)
+	c.ioMu.Lock()
+	for _, p := range c.pending {
+		if p.pending && !p.forgotten && !p.stranded {
+			if wait := t.now.Sub(p.pendingSince); wait > 2*c.interval {
+				late++
+				oldest = max(oldest, wait)
+			}
+		}
+	}
+	c.ioMu.Unlock()
+	if late > 0 {
+		c.warnLateWriteouts(late, oldest)
+	}
+}
+
+// selectWriteouts compacts the pending list and returns the partitions to write out now,
+// marked woBusy (their descriptors stay open until the batch ends).
+func (c *Committer) selectWriteouts(closing bool) []*partition {
 	t := &c.t
 	turn := c.tickNo % c.turns
 	late, oldest := 0, time.Duration(0)
+	batch := c.wobatch[:0]
+	c.ioMu.Lock()
 	kept := c.pending[:0]
 	for _, p := range c.pending {
-		if !p.pending || p.stranded || c.isForgotten(p) {
+		if !p.pending || p.stranded || p.forgotten {
 			p.inPend = false
 			continue
 		}
@@ -23,82 +82,152 @@ func (c *Committer) writeOuts(closing bool) {
 		}
 		due := closing || p.turn == turn || t.now.Sub(p.pendingSince) >= c.interval
 		early := !due && p.nwait.Load() > 0 // a Durable wait: due now, whatever its turn
-		if (!due && !early) || !p.windowOK || p.needRewrite {
+		if (!due && !early) || !p.windowOK || p.needRewrite || p.woBusy {
 			continue
 		}
 		if early {
 			c.stats.earlyWriteouts.Add(1)
 		}
-		c.ioMu.Lock()
-		if !p.forgotten && !p.stranded {
-			c.writeOut(p, closing)
-		}
-		c.ioMu.Unlock()
+		p.woBusy = true
+		batch = append(batch, p)
 	}
+	c.ioMu.Unlock()
 	clear(c.pending[len(kept):])
 	c.pending = kept
-	c.levelQuiet(turn, closing)
-	c.flushDevices()
-	c.completeWriteouts()
-	c.answerFlipped()
 	if late > 0 {
 		c.warnLateWriteouts(late, oldest)
 	}
+	return batch
 }
 
-func (c *Committer) isForgotten(p *partition) bool {
+// writeoutWorker runs Run's writeout batches, one at a time, until stop is closed.
+func (c *Committer) writeoutWorker(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case job := <-c.woCh:
+			t := &c.wt
+			t.reset(job.now)
+			c.runWriteouts(t, job.batch, job.now, job.turn, false)
+			c.addAsyncErr(t)
+			t.release()
+			clear(job.batch)
+			c.woBusy.Store(false)
+			c.bg.Done()
+		}
+	}
+}
+
+// runWriteouts writes out batch one partition at a time (checklist item 45), levels
+// consumer.offset where due (item 58), flushes each device once (item 43) and then flips the
+// partitions whose writeout held with no window write since its sync began (item 49).
+func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Time, turn uint64, closing bool) {
+	for _, p := range batch {
+		c.writeOut(t, p, closing)
+	}
+	c.levelQuiet(t, turn, closing)
+	c.flushDevices(t)
+	c.completeWriteouts(t, batch)
+	c.answerFlipped(t)
+}
+
+// writeOut syncs p's window. The sync runs without ioMu, so the tick keeps writing windows,
+// this one's included; a write of it started after the sync began denies the flip.
+func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	c.ioMu.Lock()
-	defer c.ioMu.Unlock()
-	return p.forgotten
-}
-
-func (c *Committer) writeOut(p *partition, closing bool) {
-	t := &c.t
-	f, err := c.descriptor(p)
+	if p.forgotten || p.stranded || !p.windowOK || p.needRewrite {
+		c.ioMu.Unlock()
+		return
+	}
+	f, oneShot, err := c.descriptor(p, c.maxOpen)
 	if err != nil {
-		if err != errStranded {
+		c.ioMu.Unlock()
+		if err != errStranded && (err != errNoDescriptor || closing) {
 			t.fail(p, "write out", err)
 		}
 		return
 	}
-	if err := f.SyncData(); err != nil {
-		c.syncFailed(p, "write out", err)
+	if oneShot {
+		p.woFile = f
+	}
+	fullSyncer, flush := f.(FullSyncer)
+	p.syncStarted = true
+	p.syncGen, p.syncFront, p.syncSnap = p.wgen, p.windowFrontier, p.windowSnap
+	c.ioMu.Unlock()
+
+	err = f.SyncData()
+	if err == nil && flush && oneShot {
+		// A one-shot descriptor is not kept for the batch's device flush: flush now.
+		if err = fullSyncer.FullSync(); err != nil {
+			c.stats.syncFailures.Add(1)
+		}
+		flush = false
+	}
+
+	c.ioMu.Lock()
+	if oneShot {
+		c.closeFD(f)
+		p.woFile = nil
+	}
+	if err != nil {
+		if !p.forgotten {
+			c.syncFailed(t, p, "write out", err)
+		}
+		c.ioMu.Unlock()
 		return
 	}
-	t.synced = append(t.synced, p)
-	t.addDevice(p.fileDev, f)
-	if c.levelDue(p, p.windowFrontier, closing) {
-		c.level(p, p.windowFrontier)
+	clean := p.wgen == p.syncGen && !p.forgotten && !p.stranded
+	switch {
+	case clean && !flush:
+		// Nothing more to wait for: flip now, so a held-back window waits for this sync
+		// alone, not for the whole batch.
+		c.flip(p)
+		p.syncStarted = false
+		if p.nwait.Load() > 0 {
+			t.flipped = append(t.flipped, p)
+		}
+		c.trackLevel(p)
+	case clean:
+		t.synced = append(t.synced, p)
+		t.addDevice(p.fileDev, f)
+	case !p.forgotten:
+		c.stats.rewrittenDuringSync.Add(1)
+	}
+	c.ioMu.Unlock()
+	if clean && c.levelDue(t, p, p.syncFront, closing) {
+		c.level(t, p, p.syncFront)
 	}
 }
 
 // syncFailed leaves the anchor alone and has the next tick rewrite the window in full: after a
 // failed sync the page cache is not trusted (the kernel may have dropped the dirty pages and
 // will report the error only once), so only a whole rewrite followed by a successful sync may
-// flip (checklist item 50, invariant I9, gap G4).
-func (c *Committer) syncFailed(p *partition, op string, err error) {
+// flip (checklist item 50, invariant I9, gap G4). Called with ioMu held.
+func (c *Committer) syncFailed(t *tickScratch, p *partition, op string, err error) {
 	p.windowOK, p.needRewrite = false, true
 	c.stats.syncFailures.Add(1)
-	c.t.fail(p, op, err)
+	t.fail(p, op, err)
 }
 
 // levelQuiet levels consumer.offset of partitions with nothing to write out, on their turn.
-func (c *Committer) levelQuiet(turn uint64, closing bool) {
+func (c *Committer) levelQuiet(t *tickScratch, turn uint64, closing bool) {
 	kept := c.unlevel[:0]
 	for _, p := range c.unlevel {
-		if p.stranded || c.isForgotten(p) || !levelNeeded(p, p.anchorFrontier) {
+		c.ioMu.Lock()
+		drop := p.stranded || p.forgotten || !levelNeeded(p, p.anchorFrontier)
+		busy := p.pending || p.woBusy
+		v := p.anchorFrontier
+		c.ioMu.Unlock()
+		if drop {
 			p.inUnlev = false
 			continue
 		}
 		kept = append(kept, p)
-		if p.pending || (!closing && p.turn != turn) || !c.levelDue(p, p.anchorFrontier, closing) {
+		if busy || (!closing && p.turn != turn) || !c.levelDue(t, p, v, closing) {
 			continue
 		}
-		c.ioMu.Lock()
-		if !p.forgotten && !p.stranded {
-			c.level(p, p.anchorFrontier)
-		}
-		c.ioMu.Unlock()
+		c.level(t, p, v)
 	}
 	clear(c.unlevel[len(kept):])
 	c.unlevel = kept
@@ -106,11 +235,11 @@ func (c *Committer) levelQuiet(turn uint64, closing bool) {
 
 // levelDue says whether consumer.offset should be brought to v now: it differs (or is not
 // known to be durable) and the last levelling is 30 s old, or the committer is closing.
-func (c *Committer) levelDue(p *partition, v int64, closing bool) bool {
+func (c *Committer) levelDue(t *tickScratch, p *partition, v int64, closing bool) bool {
 	if !levelNeeded(p, v) {
 		return false
 	}
-	return closing || p.levelledAt.IsZero() || c.t.now.Sub(p.levelledAt) >= c.levelEvery
+	return closing || p.levelledAt.IsZero() || t.now.Sub(p.levelledAt) >= c.levelEvery
 }
 
 // levelNeeded says whether consumer.offset should be brought to v: it does not durably hold v
@@ -126,10 +255,10 @@ func levelNeeded(p *partition, v int64) bool {
 	return v >= 0 || p.levelledOK
 }
 
-// completeWriteouts flips every partition whose sync and device flush held, and records the
-// levellings that held.
-func (c *Committer) completeWriteouts() {
-	t := &c.t
+// completeWriteouts flips every partition whose sync and device flush held with no window
+// write since the sync began, records the levellings that held, and ends the batch: its
+// one-shot descriptors and those Forget dropped meanwhile are closed.
+func (c *Committer) completeWriteouts(t *tickScratch, batch []*partition) {
 	c.ioMu.Lock()
 	defer c.ioMu.Unlock()
 	for _, p := range t.synced {
@@ -137,7 +266,13 @@ func (c *Committer) completeWriteouts() {
 			continue
 		}
 		if err := t.deviceErr(p.fileDev); err != nil {
-			c.syncFailed(p, "device flush", err)
+			c.syncFailed(t, p, "device flush", err)
+			continue
+		}
+		if p.wgen != p.syncGen {
+			// Written again after the sync began (a flip needs the slot untouched until now:
+			// an unsynced write over the new anchor could be torn by a power loss).
+			c.stats.rewrittenDuringSync.Add(1)
 			continue
 		}
 		c.flip(p)
@@ -162,19 +297,37 @@ func (c *Committer) completeWriteouts() {
 	for _, p := range t.synced {
 		c.trackLevel(p)
 	}
+	for _, f := range t.closeAfter {
+		c.closeFD(f)
+	}
+	clear(t.closeAfter)
+	t.closeAfter = t.closeAfter[:0]
+	for _, p := range batch {
+		p.woBusy, p.syncStarted = false, false
+		if p.woFile != nil {
+			c.closeFD(p.woFile)
+			p.woFile = nil
+		}
+	}
+	for _, f := range c.orphans {
+		c.closeFD(f)
+	}
+	clear(c.orphans)
+	c.orphans = c.orphans[:0]
 }
 
-// flip makes the window, now durable, the anchor (checklist item 49).
+// flip makes the window, now durable, the anchor (checklist item 49). Called with ioMu held.
 func (c *Committer) flip(p *partition) {
 	p.anchor = p.window()
 	p.anchorSeq++
-	p.anchorFrontier = p.windowFrontier
+	p.anchorFrontier = p.syncFront
 	p.hasAnchor, p.anchorOurs = true, true
 	p.pending, p.windowOK = false, false
 	c.stats.writeouts.Add(1)
 }
 
 // trackLevel puts a partition whose consumer.offset trails its anchor on the levelling list.
+// Called with ioMu held.
 func (c *Committer) trackLevel(p *partition) {
 	if p.forgotten || p.stranded || !p.anchorOurs || p.inUnlev {
 		return
@@ -188,9 +341,9 @@ func (c *Committer) trackLevel(p *partition) {
 // flushDevices issues one device flush per device this phase synced on (macOS F_FULLFSYNC;
 // nothing where files offer no FullSyncer). A failure is reported through every partition
 // that depended on it.
-func (c *Committer) flushDevices() {
-	for i := range c.t.devices {
-		d := &c.t.devices[i]
+func (c *Committer) flushDevices(t *tickScratch) {
+	for i := range t.devices {
+		d := &t.devices[i]
 		if err := d.f.FullSync(); err != nil {
 			d.err = err
 			c.stats.syncFailures.Add(1)

@@ -1,0 +1,294 @@
+package offsets_test
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/offsets"
+)
+
+// wrapFS is an offsets.FS over memfs that counts the descriptors open (roots and files) and can
+// make syncs slow: SyncData and directory syncs sleep first (on synctest's clock in a bubble).
+type wrapFS struct {
+	*memfs.FS
+	syncDelay, dirDelay time.Duration
+	open, maxOpen       atomic.Int64
+}
+
+func (w *wrapFS) opened() {
+	n := w.open.Add(1)
+	for {
+		m := w.maxOpen.Load()
+		if n <= m || w.maxOpen.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (w *wrapFS) OpenRoot(dir string) (offsets.Root, error) {
+	r, err := w.FS.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	w.opened()
+	return &wrapRoot{Root: r, w: w}, nil
+}
+
+type wrapRoot struct {
+	offsets.Root
+	w *wrapFS
+}
+
+func (r *wrapRoot) OpenFile(name string, flag int, perm fs.FileMode) (offsets.File, error) {
+	f, err := r.Root.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	r.w.opened()
+	return &wrapFile{File: f, w: r.w}, nil
+}
+
+func (r *wrapRoot) Sync() error {
+	time.Sleep(r.w.dirDelay)
+	return r.Root.Sync()
+}
+
+func (r *wrapRoot) Close() error {
+	r.w.open.Add(-1)
+	return r.Root.Close()
+}
+
+type wrapFile struct {
+	offsets.File
+	w *wrapFS
+}
+
+func (f *wrapFile) SyncData() error {
+	time.Sleep(f.w.syncDelay)
+	return f.File.SyncData()
+}
+
+func (f *wrapFile) Close() error {
+	f.w.open.Add(-1)
+	return f.File.Close()
+}
+
+// cadenceRig runs a committer under Run in a synctest bubble, with hot partitions acked every
+// 10 ms by their own goroutine.
+type cadenceRig struct {
+	t      *testing.T
+	fs     *memfs.FS
+	w      *wrapFS
+	shards *offsets.Shards
+	logs   *offsets.LogRecorder
+	c      *offsets.Committer
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newCadenceRig(t *testing.T, w *wrapFS, edit func(*offsets.Config)) *cadenceRig {
+	r := &cadenceRig{t: t, fs: w.FS, w: w, shards: offsets.NewShards(), logs: &offsets.LogRecorder{}}
+	cfg := offsets.Config{FS: w, Dir: dirOf, Source: r.shards, Logger: slog.New(r.logs)}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := offsets.New(cfg)
+	require.NoError(t, err)
+	r.c = c
+	return r
+}
+
+func (r *cadenceRig) create(topic string, p int32) {
+	require.NoError(r.t, r.fs.MkdirAll(dirOf(topic, p)))
+	st, err := r.c.Load(topic, p)
+	require.NoError(r.t, err)
+	r.shards.Seed(topic, p, st)
+	r.c.MarkDirty(topic, p)
+}
+
+func (r *cadenceRig) start(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.wg.Go(func() { _ = r.c.Run(ctx, nil) })
+}
+
+// ackEvery acks the next offset of each hot partition every 10 ms until ctx ends.
+func (r *cadenceRig) ackEvery(ctx context.Context, topic string, parts int32) {
+	r.wg.Go(func() {
+		for next := int64(0); ctx.Err() == nil; next++ {
+			for p := range parts {
+				if r.shards.Ack(topic, p, next) {
+					r.c.MarkDirty(topic, p)
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// lag is how many acks of the partition a process crash now would forget: the live frontier
+// less the one recovery finds in the page cache.
+func (r *cadenceRig) lag(topic string, p int32) int64 {
+	return r.shards.Snapshot(topic, p).Frontier - recoverOn(r.t, r.fs, topic, p).Frontier
+}
+
+func (r *cadenceRig) stop() {
+	r.cancel()
+	r.wg.Wait()
+	require.NoError(r.t, r.c.Close())
+}
+
+// Issue 9 item 4: with every sync taking 5·T, a process crash at any moment forgets at most
+// about one tick of acks (the tick's window write trails acks by up to T, plus the ack racing
+// the write): page-cache writes keep their cadence; syncs still land (the hold-back rule) and
+// their overrun is counted and logged.
+func TestSlowSyncKeepsProcessCrashWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hot = 4
+		w := &wrapFS{FS: memfs.New(), syncDelay: 500 * time.Millisecond}
+		r := newCadenceRig(t, w, nil)
+		for p := range int32(hot) {
+			r.create("s", p)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.start(ctx)
+		r.ackEvery(ctx, "s", hot)
+
+		time.Sleep(time.Second)
+		maxLag, maxHeldLag := int64(0), int64(0)
+		held, heldAt := r.c.Stats().HeldBack, time.Time{}
+		for range 200 { // 10 s, sampled every 50 ms
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+			if now := r.c.Stats().HeldBack; now != held {
+				held, heldAt = now, time.Now()
+			}
+			for p := range int32(hot) {
+				if time.Since(heldAt) <= 200*time.Millisecond { // a window held back lately
+					maxHeldLag = max(maxHeldLag, r.lag("s", p))
+				} else {
+					maxLag = max(maxLag, r.lag("s", p))
+				}
+			}
+		}
+		synctest.Wait()
+		crashed := r.fs.ProcessCrash()
+		for p := range int32(hot) {
+			live := r.shards.Snapshot("s", p).Frontier
+			bound := int64(20) // about one tick of acks 10 ms apart
+			if time.Since(heldAt) <= 200*time.Millisecond {
+				bound = 70 // a window held back for a 500 ms sync
+			}
+			require.LessOrEqual(t, live-recoverOn(t, crashed, "s", p).Frontier, bound,
+				"a process crash forgets at most about one tick of acks")
+		}
+		cancel()
+		r.cancel()
+		r.wg.Wait()
+		_ = r.c.Close() // the frozen file system fails it
+
+		require.LessOrEqual(t, maxLag, int64(20), "page-cache lag, in acks 10 ms apart (T = 100 ms)")
+		// The documented trade: a window held back so that a sync can flip trails acks by up
+		// to that sync (500 ms) and a tick.
+		require.LessOrEqual(t, maxHeldLag, int64(70), "page-cache lag while a window is held back")
+		s := r.c.Stats()
+		require.NotZero(t, s.Writeouts, "syncs slower than T still flip (hold-back)")
+		require.NotZero(t, s.SlowWriteouts)
+		require.NotZero(t, s.RewrittenDuringSync, "windows written during a sync do not flip")
+		require.NotZero(t, s.HeldBack)
+		require.NotEmpty(t, r.logs.Lines("consumer offset commits cannot keep to their interval: "+
+			"persisted offsets lag acks by about the flush time"))
+	})
+}
+
+// Issue 9 item 5: 2,000 fresh partitions whose primes sync slowly do not hold back the windows
+// of partitions already primed; their own first windows wait for their primes, which is
+// counted and logged; and no more descriptors than the cap are ever open meanwhile.
+func TestFreshPartitionsKeepPrimedCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hot, fresh = 2, 2000
+		w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond, dirDelay: 20 * time.Millisecond}
+		r := newCadenceRig(t, w, func(c *offsets.Config) { c.MaxDescriptors = 64 })
+		for p := range int32(hot) {
+			r.create("hot", p)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.start(ctx)
+		r.ackEvery(ctx, "hot", hot)
+		time.Sleep(time.Second) // the hot partitions are primed
+		synctest.Wait()
+		require.Equal(t, uint64(hot), r.c.Stats().Primes)
+
+		for p := range int32(fresh) {
+			r.create("new", p)
+			r.shards.Ack("new", p, 0)
+		}
+		maxLag := int64(0)
+		for i := 0; r.c.Stats().Primes < hot+fresh; i++ {
+			require.Less(t, i, 1200, "primes done within a minute: %+v", r.c.Stats())
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+			for p := range int32(hot) {
+				maxLag = max(maxLag, r.lag("hot", p))
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		for p := range int32(fresh) {
+			require.Equal(t, int64(0), recoverOn(t, r.fs, "new", p).Frontier, "partition %d", p)
+		}
+		cancel()
+		r.stop()
+
+		require.LessOrEqual(t, maxLag, int64(20), "primed partitions' page-cache lag, in acks 10 ms apart")
+		require.LessOrEqual(t, w.maxOpen.Load(), int64(64), "descriptors open at once")
+		s := r.c.Stats()
+		require.NotZero(t, s.SlowPrimes)
+		lines := r.logs.Lines("consumer offsets: priming new partitions holds back their first window: " +
+			"a process crash would redeliver more than a tick of their acks")
+		require.NotEmpty(t, lines)
+		require.Greater(t, lines[0]["waited"].Duration(), 100*time.Millisecond)
+	})
+}
+
+// Issue 9 item 6: every descriptor counts against the cap, one-shot ones (closed right after
+// their write) and those of primes and levellings included, driven inline by Tick.
+func TestDescriptorCapCountsEveryDescriptor(t *testing.T) {
+	w := &wrapFS{FS: memfs.New()}
+	h := newMemHarness(t, w.FS, nil)
+	cfg := offsets.Config{FS: w, Dir: dirOf, Source: h.shards, MaxDescriptors: 8, Interval: 300 * time.Millisecond}
+	c, err := offsets.New(cfg)
+	require.NoError(t, err)
+	h.c = c
+	offsets.SetLevelInterval(c, 300*time.Millisecond)
+	const parts = 40
+	for p := range int32(parts) {
+		h.mkdir("d", p)
+		h.create("d", p)
+	}
+	for i := range int64(30) {
+		for p := range int32(parts) {
+			h.ack("d", p, i)
+		}
+		h.ticks(1)
+		require.LessOrEqual(t, w.open.Load(), int64(8), "between ticks")
+	}
+	require.NoError(t, c.Close())
+	require.LessOrEqual(t, w.maxOpen.Load(), int64(8), "at any moment")
+	require.Zero(t, w.open.Load(), "Close closes everything")
+	s := c.Stats()
+	require.NotZero(t, s.OneShotWrites)
+	require.NotZero(t, s.Levels)
+	cut := w.FS.PowerCut(memfs.PowerCut{})
+	for p := range int32(parts) {
+		require.Equal(t, int64(29), recoverOn(t, cut, "d", p).Frontier)
+	}
+}

@@ -1,0 +1,178 @@
+package offsets
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// primeChunk primes chunk: each partition's file work by one of workers goroutines (this one
+// alone when workers is 1, which keeps a simulator's op order fixed), then one sync per
+// directory among them, one device flush per device, and the completions. Each prime opens
+// its descriptors under limit; one that finds no room is put off and returned in the deferred
+// prefix of chunk, rearranged. It returns how many were put off.
+func (c *Committer) primeChunk(t *tickScratch, chunk []*partition, res []primeResult, workers int, limit int64) int {
+	for i, p := range chunk {
+		res[i] = primeResult{p: p}
+	}
+	each(len(chunk), workers, func(i int, buf *primeBuf) {
+		res[i].err = c.prime(res[i].p, &res[i], buf, limit)
+	})
+
+	// One directory sync per directory: every entry the chunk created is in it by now.
+	first := make(map[[2]uint64]int, len(res))
+	var syncs []int
+	for i := range res {
+		if res[i].err != nil {
+			continue
+		}
+		k := [2]uint64{res[i].dirDev, res[i].dirIno}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+			syncs = append(syncs, i)
+		}
+	}
+	dirErr := make([]error, len(res))
+	each(len(syncs), workers, func(j int, _ *primeBuf) {
+		i := syncs[j]
+		if err := res[i].root.Sync(); err != nil {
+			c.stats.syncFailures.Add(1)
+			dirErr[i] = err
+		}
+	})
+	for i := range res {
+		pr := &res[i]
+		if pr.root != nil {
+			c.closeFD(pr.root)
+			pr.root = nil
+		}
+		if pr.err != nil {
+			continue
+		}
+		if err := dirErr[first[[2]uint64{pr.dirDev, pr.dirIno}]]; err != nil {
+			pr.err = err
+			c.closePrime(pr)
+			continue
+		}
+		t.addDevice(pr.fileDev, pr.f)
+		if pr.offFile != nil {
+			t.addDevice(pr.offDev, pr.offFile)
+		}
+	}
+	c.flushDevices(t)
+
+	deferred := 0
+	c.ioMu.Lock()
+	for i := range res {
+		pr := &res[i]
+		if pr.offFile != nil {
+			c.closeFD(pr.offFile)
+		}
+		if c.completePrime(t, pr, workers > 1) {
+			chunk[deferred] = pr.p
+			deferred++
+		}
+	}
+	c.ioMu.Unlock()
+	clear(res)
+	t.devices = t.devices[:0]
+	return deferred
+}
+
+// each calls f(i) for i in [0, n) on up to workers goroutines, each with its own buffer.
+func each(n, workers int, f func(i int, buf *primeBuf)) {
+	if n == 0 {
+		return
+	}
+	if workers <= 1 || n == 1 {
+		var buf primeBuf
+		for i := range n {
+			f(i, &buf)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			var buf primeBuf
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i, &buf)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// primeChunkInline primes the front of q on the tick's goroutine. It returns the size of the
+// chunk it took and how many of it were put off for want of a descriptor, now at its front.
+func (c *Committer) primeChunkInline(t *tickScratch, q []*partition) (n, deferred int) {
+	chunk := q[:min(len(q), primeChunk)]
+	res := make([]primeResult, len(chunk))
+	deferred = c.primeChunk(t, chunk, res, 1, c.maxOpen)
+	if deferred > 0 {
+		c.ioMu.Lock()
+		for _, p := range chunk[:deferred] {
+			p.priming = true // still queued
+		}
+		c.ioMu.Unlock()
+	}
+	return len(chunk), deferred
+}
+
+// primePool is Run's prime pool: it takes chunks off the queue the ticks fill, leaving room
+// under the cap for the tick and the writeout worker, until stop is closed.
+func (c *Committer) primePool(stop <-chan struct{}) {
+	var chunk []*partition
+	var res []primeResult
+	for {
+		select {
+		case <-stop:
+			return
+		case <-c.primeC:
+		}
+		for {
+			limit := c.primeLimit()
+			room := int(limit-c.fds.Load()) / 2
+			c.primeMu.Lock()
+			if c.primeOff || len(c.primeQA) == 0 || room < 1 {
+				c.primeMu.Unlock()
+				break
+			}
+			n := min(len(c.primeQA), primeChunk, room)
+			chunk = append(chunk[:0], c.primeQA[:n]...)
+			rest := copy(c.primeQA, c.primeQA[n:])
+			clear(c.primeQA[rest:])
+			c.primeQA = c.primeQA[:rest]
+			c.bg.Add(1)
+			c.primeMu.Unlock()
+
+			if cap(res) < n {
+				res = make([]primeResult, n)
+			}
+			t := &c.pt
+			deferred := c.primeChunk(t, chunk, res[:n], primeWorkers, limit)
+			c.ioMu.Lock()
+			for _, p := range chunk[:deferred] {
+				c.markPrimed(p) // queued again by the next tick
+			}
+			c.ioMu.Unlock()
+			c.addAsyncErr(t)
+			t.release()
+			clear(chunk)
+			c.bg.Done()
+			if deferred == n {
+				break // no room: wait for the next tick's hand-off
+			}
+		}
+	}
+}
+
+// primeLimit is the pool's share of the cap: all of it but room for the tick's and the
+// writeout worker's reopens (2 each), as far as the held descriptors leave that room.
+func (c *Committer) primeLimit() int64 {
+	return c.maxOpen - int64(min(4, int(c.maxOpen)-c.maxHeld-2))
+}
