@@ -19,7 +19,7 @@
 //	msgs, err := node.Consume(ctx, topic, router.ConsumeOptions{Max: 10, Wait: 20 * time.Second})
 //	for _, m := range msgs {
 //		process(m.Value)
-//		err = node.Ack(ctx, topic, m.Receipt.String()) // inflight.ErrGone: the lease lapsed
+//		err = node.Ack(ctx, topic, m.Receipt.String()) // ErrGone: the lease lapsed
 //	}
 //
 // # Consume
@@ -53,7 +53,7 @@
 // # Guarantees
 //
 //   - A record is leased to one consumer at a time; only the live lease's receipt handle
-//     acks, extends or nacks it (inflight.ErrGone otherwise).
+//     acks, extends or nacks it (ErrGone otherwise).
 //   - A record not acked is delivered again: after its visibility timeout (plus at most the
 //     1 s purger cadence) if its consumer died, at once if it was nacked.
 //   - Acks reach the page cache within a tick (100 ms) and the disk within the commit
@@ -100,8 +100,11 @@
 // # Errors
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
-// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), and from package
-// inflight ErrGone (410), ErrAlreadySettled (a repeated ack: success) and ErrMalformedHandle
-// (400). A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
+// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
+// ErrAlreadySettled (a repeated ack: success), ErrMalformedHandle (400), ErrTopicDropped (a
+// parked consume whose topic was deleted), and from AckDurable and Persist ErrShardGone and
+// ErrStranded. The names a host needs from the packages the node is built of (Handle,
+// Reason, Backoff, the file-system seam) are declared here too, as aliases, so a host
+// imports router alone. A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
 // why its state could not be loaded.
 package router
