@@ -2,7 +2,7 @@
 // queue-style consumption over the partitions it owns.
 //
 // The host supplies its log (Logs, and optionally ManyGetter), who owns what (Routes), a
-// state directory, and optionally a Clock, a *slog.Logger and a file system. The node wires
+// state directory, and optionally a Clock, a *slog.Logger and a file system (FS). The node wires
 // the in-flight shards (package inflight), the pump that parks long-polls (package pump)
 // and the committer that persists ack state (package offsets), and owns every goroutine it
 // starts.

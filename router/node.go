@@ -52,8 +52,9 @@ type Config struct {
 	// Dir is the root of the consumer state: each partition keeps consumer.ahead and
 	// consumer.offset in Dir/<topic, path-escaped>/<partition> (see topicDir).
 	Dir string
-	// FS is the file system the state is written through. Nil means the real one.
-	FS offsets.FS
+	// FS is the file system the state is written through (see FS for its contract). Nil
+	// means the real one.
+	FS FS
 	// Clock is the node's time. Nil means the system clock.
 	Clock Clock
 	// Logger receives the node's logs. Nil discards them.
@@ -167,11 +168,7 @@ func New(cfg Config) (*Node, error) {
 	n.mkdirAll = func(dir string) error { return os.MkdirAll(dir, 0o755) }
 	n.removeAll = os.RemoveAll
 	if fsys != nil {
-		dirs, ok := fsys.(directoryMaker)
-		if !ok {
-			return nil, fmt.Errorf("%w: Config.FS must also offer MkdirAll(path) and RemoveAll(path)", ErrInvalidArgument)
-		}
-		n.mkdirAll, n.removeAll = dirs.MkdirAll, dirs.RemoveAll
+		n.mkdirAll, n.removeAll = fsys.MkdirAll, fsys.RemoveAll
 	}
 	if err := n.mkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("router: create state directory: %w", err)
@@ -182,7 +179,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.unlock = unlock
 	committer, err := offsets.New(offsets.Config{
-		FS:       fsys,
+		FS:       fsys, // nil stays nil: the committer's real file system
 		Dir:      n.partitionDir,
 		Interval: cfg.CommitInterval,
 		Source:   &committerSource{n: n},
@@ -233,13 +230,6 @@ func (n *Node) goroutine(f func()) {
 		defer n.done.Done()
 		f()
 	}()
-}
-
-// directoryMaker is what the node needs of a custom Config.FS besides the committer's seam:
-// creating partition directories at their first touch, and removing a deleted topic's.
-type directoryMaker interface {
-	MkdirAll(path string) error
-	RemoveAll(path string) error
 }
 
 // partitionDir is where a partition's consumer state lives.
