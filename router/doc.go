@@ -93,9 +93,9 @@
 // Work runs a handler per record for in-process consumers (extending leases while handlers
 // run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
 // group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
-// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats,
-// WriteMetrics, MetricsHandler and Expvar export the counters; HTTPStatus maps errors to the
-// statuses the spec answers with.
+// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats
+// returns the counters, which package router/metrics exports for Prometheus and expvar;
+// HTTPStatus maps errors to the statuses the spec answers with.
 //
 // # Errors
 //

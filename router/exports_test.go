@@ -72,3 +72,17 @@ func TestHostsImportRouterOnly(t *testing.T) {
 		}
 	}
 }
+
+// No side effects on import: nothing router depends on registers a handler on
+// http.DefaultServeMux (expvar mounts /debug/vars in its init, net/http/pprof /debug/pprof).
+// The exporters that need expvar live in router/metrics, which a host imports on purpose.
+func TestRouterImportsNoExpvar(t *testing.T) {
+	deps := strings.Fields(goList(t, "-deps", "narad.dev/consume/router"))
+	require.Contains(t, deps, "narad.dev/consume/router", "go list answered the dependencies of router")
+	for _, dep := range deps {
+		switch dep {
+		case "expvar", "net/http/pprof":
+			t.Errorf("router depends on %s, whose init registers on http.DefaultServeMux", dep)
+		}
+	}
+}
