@@ -61,8 +61,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Topic returns a topic's settings. Nil means the defaults for every topic.
 	Topic func(topic string) TopicConfig
-	// CommitInterval is the durability interval D of the ack state (10 ms to 60 s; zero
-	// means 1 s). A power loss redelivers up to about D + 100 ms of acks.
+	// CommitInterval is the durability interval D of the ack state: zero means
+	// DefaultCommitInterval (1 s), anything else must lie within MinCommitInterval (10 ms) and
+	// MaxCommitInterval (60 s). A power loss redelivers up to about D + 100 ms of acks.
 	CommitInterval time.Duration
 	// Seeds supplies the seeds of the nonce streams. Nil means crypto/rand, as production
 	// must; tests may pass a deterministic reader.
@@ -72,12 +73,46 @@ type Config struct {
 	// Nil: such a handle answers ErrNotLocal.
 	Transport Transport
 	// AckWindow is how many forwarded-ack RPCs to one owner may be in flight before acks
-	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS).
+	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS). It must not be
+	// negative.
 	AckWindow int
 	// OnQuarantine is told of each record set aside after reaching its topic's
 	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
 	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
 	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
+}
+
+// The bounds of Config.CommitInterval.
+const (
+	DefaultCommitInterval = offsets.DefaultInterval // a zero CommitInterval
+	MinCommitInterval     = offsets.MinInterval
+	MaxCommitInterval     = offsets.MaxInterval
+)
+
+// validate checks the settings before anything is built, naming the Config field at fault.
+// Every fault is reported, each wrapping ErrInvalidArgument.
+func (cfg *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
+	}
+	if cfg.Logs == nil {
+		bad("Config.Logs is required")
+	}
+	if cfg.Routes == nil {
+		bad("Config.Routes is required")
+	}
+	if cfg.Dir == "" {
+		bad("Config.Dir is required")
+	}
+	if d := cfg.CommitInterval; d != 0 && (d < MinCommitInterval || d > MaxCommitInterval) {
+		bad("Config.CommitInterval is %v; it must be zero (%v) or lie within %v and %v",
+			d, DefaultCommitInterval, MinCommitInterval, MaxCommitInterval)
+	}
+	if cfg.AckWindow < 0 {
+		bad("Config.AckWindow is %d; it must be zero (the default) or positive", cfg.AckWindow)
+	}
+	return errors.Join(errs...)
 }
 
 // A Node is one member of a deployment: it serves consumes, acks, extends and nacks on the
@@ -134,12 +169,14 @@ type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
 }
 
-// New builds a node and starts its goroutines. It creates Dir if needed and locks it (see
+// New builds a node and starts its goroutines. Settings out of range are refused first, before
+// anything is created, with errors wrapping ErrInvalidArgument that name the Config field. New
+// creates Dir if needed and locks it (see
 // LockName and DirLocker): a Dir that cannot be created or locked fails New, and a Dir another
 // live node holds fails it with ErrDirLocked.
 func New(cfg Config) (*Node, error) {
-	if cfg.Logs == nil || cfg.Routes == nil || cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: Config needs Logs, Routes and Dir", ErrInvalidArgument)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	n := &Node{
 		logs:   cfg.Logs,
@@ -155,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
 	}
-	if n.ackWindow <= 0 {
+	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}
 	if n.clock == nil {
