@@ -78,6 +78,9 @@
 // consumers with ErrClosed, waits for the calls in progress, then stops the goroutines,
 // persists the ack state and releases the directory. Whatever an ack, extend or nack
 // answered before Close returned is persisted. A call costs two atomic adds for this.
+// Shutdown(ctx) is Close bounded by ctx: if ctx ends first it returns ctx's error while the
+// close goes on in the background, and the next Close or Shutdown waits for it and returns
+// its outcome; every other later call answers ErrClosed.
 //
 // # Forwarded acks
 //

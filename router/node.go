@@ -148,7 +148,13 @@ type Node struct {
 	purgeAt   atomic.Int64
 	purgeKick chan struct{}
 
-	closed atomic.Bool
+	closed  atomic.Bool
+	closing struct {
+		sync.Mutex
+		done      chan struct{} // made by the first Close or Shutdown, closed when the close ends
+		err       error         // the close's outcome, set before done closes
+		unclaimed bool          // a Shutdown gave up on the close: the next call takes the outcome
+	}
 	fence  callFence    // API calls in progress, for Close to wait for
 	unlock func() error // releases the lock of Dir
 	cancel context.CancelFunc
@@ -506,12 +512,59 @@ func (n *Node) Stats() Stats {
 // forwarded, a durable ack waiting for its sync) to finish, then stops the goroutines, and the
 // committer writes out every partition and brings consumer.offset level. So every ack,
 // extend and nack that returned success before Close returned, in progress ones included, is
-// persisted: a restart delivers no acked record again (invariant 5). Later calls of Close get
-// ErrClosed.
-func (n *Node) Close() error {
-	if !n.closed.CompareAndSwap(false, true) {
+// persisted: a restart delivers no acked record again (invariant 5). It returns what the
+// final writeout and the release of Dir's lock failed with, if anything.
+//
+// Close is Shutdown without a bound: see Shutdown for what later calls answer.
+func (n *Node) Close() error { return n.Shutdown(context.Background()) }
+
+// Shutdown is Close bounded by ctx, as http.Server.Shutdown is: the first call of Close or
+// Shutdown begins the close, and Shutdown returns its outcome if it finishes before ctx
+// ends. If ctx ends first, Shutdown returns ctx.Err() and the close goes on in the
+// background to its end (a disk whose sync hangs keeps it going): nothing is abandoned, and
+// Dir stays locked until it finishes.
+//
+// Each close has one outcome, handed to one caller:
+//   - while a Close or Shutdown is waiting for the close, or after one returned its outcome,
+//     every other call of Close or Shutdown returns ErrClosed at once;
+//   - after a Shutdown returned ctx.Err(), the next call of Close or Shutdown waits for the
+//     close (Shutdown again bounded by its own ctx) and returns its outcome: nil, or the
+//     error Close would have returned. So a host that gave up on a bounded shutdown can still
+//     learn whether everything was persisted by calling Close.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.closing.Lock()
+	switch {
+	case n.closing.done == nil:
+		n.closing.done = make(chan struct{})
+		n.closed.Store(true)
+		go n.shutdown()
+	case n.closing.unclaimed:
+		n.closing.unclaimed = false
+	default:
+		n.closing.Unlock()
 		return ErrClosed
 	}
+	done := n.closing.done
+	n.closing.Unlock()
+	select {
+	case <-done:
+		return n.closing.err
+	case <-ctx.Done():
+	}
+	select {
+	case <-done: // finished as ctx ended: the outcome is here, hand it over
+		return n.closing.err
+	default:
+	}
+	n.closing.Lock()
+	n.closing.unclaimed = true
+	n.closing.Unlock()
+	return ctx.Err()
+}
+
+// shutdown is the close itself, in its own goroutine so that Shutdown can stop waiting for
+// it. It records its outcome and closes closing.done.
+func (n *Node) shutdown() {
 	n.fence.close()
 	n.pump.Close()
 	n.fence.wait()
@@ -519,7 +572,8 @@ func (n *Node) Close() error {
 	n.done.Wait()
 	n.forwarding.Wait()
 	err := n.committer.Close()
-	return errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
+	n.closing.err = errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
+	close(n.closing.done)
 }
 
 // committerSource gives the committer the live state of a partition (checklist 40): a
