@@ -98,7 +98,8 @@
 // group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
 // Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats
 // returns the counters, which package router/metrics exports for Prometheus and expvar;
-// HTTPStatus maps errors to the statuses the spec answers with.
+// PartitionStatus and TopicStatus say how far behind a partition is and whether it is
+// drained; HTTPStatus maps errors to the statuses the spec answers with.
 //
 // # Errors
 //
