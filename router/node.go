@@ -21,8 +21,8 @@ import (
 	"narad.dev/consume/pump"
 )
 
-// Errors of the node's API. Test them with errors.Is. The errors of package inflight
-// (ErrGone, ErrAlreadySettled, ErrMalformedHandle) come back from Ack, Extend and Nack.
+// Errors of the node's API. Test them with errors.Is. Ack, Extend and Nack also answer
+// ErrGone, ErrAlreadySettled and ErrMalformedHandle about the handle they were given.
 var (
 	ErrClosed       = errors.New("router: node closed")
 	ErrUnknownTopic = errors.New("router: unknown topic")
@@ -488,8 +488,8 @@ type Stats struct {
 	SetAsides         uint64
 	SetAsideRecovered uint64
 	SetAsideNow       int64
-	Shards            inflight.CounterValues
-	Committer         offsets.Stats
+	Shards            ShardCounters
+	Committer         CommitterStats
 }
 
 // Stats returns the node's counters.
