@@ -77,6 +77,18 @@ func (m *model) quarantineSize() int {
 	return n
 }
 
+// requeuedBelow counts the requeued offsets at or below the frontier (the quarantine entries
+// waiting for delivery again).
+func (m *model) requeuedBelow() int {
+	n := 0
+	for _, o := range m.offsets {
+		if o.below {
+			n++
+		}
+	}
+	return n
+}
+
 // endLease ends a live lease unsettled at end (expiry or nack), as the shard must.
 func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay time.Duration) {
 	o := m.at(off)
@@ -495,6 +507,7 @@ func (sm *shardMachine) check(t *rapid.T) {
 		AckedAhead:  sm.m.count(acked),
 		Corrupt:     sm.m.count(corrupt),
 		Quarantined: sm.m.quarantineSize(),
+		Requeued:    sm.m.requeuedBelow(),
 	}
 	if st = sm.s.Stats(); st != want {
 		t.Fatalf("shard %+v, model %+v", st, want)

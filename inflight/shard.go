@@ -781,6 +781,7 @@ type Stats struct {
 	AckedAhead  int   // offsets acked above the frontier
 	Corrupt     int   // offsets skipped as corrupt above the frontier
 	Quarantined int   // offsets quarantined, requeued ones included
+	Requeued    int   // of them, requeued ones waiting for delivery again
 }
 
 // Stats returns the shard's counts. It does not purge.
@@ -794,6 +795,7 @@ func (s *Shard) Stats() Stats {
 		AckedAhead:  len(s.ackedAhead),
 		Corrupt:     len(s.corrupt),
 		Quarantined: len(s.quarantine),
+		Requeued:    s.requeued,
 	}
 }
 

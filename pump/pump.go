@@ -236,3 +236,19 @@ func (p *Pump[M]) Parked(topic string) int {
 	}
 	return int(v.(*topicQueue[M]).live.Load())
 }
+
+// ParkedOn returns the number of waiters parked on topic pinned to partition (those that only
+// that partition's records serve). Parked counts them too.
+func (p *Pump[M]) ParkedOn(topic string, partition int32) int {
+	v, ok := p.topics.Load(topic)
+	if !ok {
+		return 0
+	}
+	t := v.(*topicQueue[M])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.pinned[partition]; f != nil {
+		return f.live()
+	}
+	return 0
+}

@@ -758,3 +758,35 @@ func TestStepReentry(t *testing.T) {
 		mustPark(t, ch)
 	})
 }
+
+// TestParkedOn counts the waiters pinned to one partition, apart from the topic's others, and
+// forgets one that left.
+func TestParkedOn(t *testing.T) {
+	withPump(t, func(t *testing.T, ctx context.Context, p *Pump[rec], src *memSource) {
+		src.setOwned("t", 0, 1)
+		if n := p.ParkedOn("none", 0); n != 0 {
+			t.Fatalf("ParkedOn of an unknown topic = %d", n)
+		}
+		goWait(ctx, p, "t", -1)
+		goWait(ctx, p, "t", 1)
+		leaving, leave := context.WithCancel(ctx)
+		goWait(leaving, p, "t", 1)
+		synctest.Wait()
+		for _, c := range []struct {
+			partition int32
+			want      int
+		}{{0, 0}, {1, 2}, {2, 0}} {
+			if n := p.ParkedOn("t", c.partition); n != c.want {
+				t.Fatalf("ParkedOn(t, %d) = %d, want %d", c.partition, n, c.want)
+			}
+		}
+		leave()
+		synctest.Wait()
+		if n := p.ParkedOn("t", 1); n != 1 {
+			t.Fatalf("ParkedOn after one left = %d, want 1", n)
+		}
+		if n := p.Parked("t"); n != 2 {
+			t.Fatalf("Parked = %d, want 2", n)
+		}
+	})
+}

@@ -123,7 +123,7 @@ func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Dura
 	case n.closed.Load():
 		return m, false, ErrClosed
 	case errors.Is(err, pump.ErrTopicDropped):
-		return m, false, fmt.Errorf("%w: deleted while waiting", ErrUnknownTopic)
+		return m, false, fmt.Errorf("%w: %w", ErrUnknownTopic, err) // deleted while waiting
 	}
 	return m, false, err
 }

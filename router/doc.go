@@ -2,7 +2,7 @@
 // queue-style consumption over the partitions it owns.
 //
 // The host supplies its log (Logs, and optionally ManyGetter), who owns what (Routes), a
-// state directory, and optionally a Clock, a *slog.Logger and a file system. The node wires
+// state directory, and optionally a Clock, a *slog.Logger and a file system (FS). The node wires
 // the in-flight shards (package inflight), the pump that parks long-polls (package pump)
 // and the committer that persists ack state (package offsets), and owns every goroutine it
 // starts.
@@ -19,7 +19,7 @@
 //	msgs, err := node.Consume(ctx, topic, router.ConsumeOptions{Max: 10, Wait: 20 * time.Second})
 //	for _, m := range msgs {
 //		process(m.Value)
-//		err = node.Ack(ctx, topic, m.Receipt.String()) // inflight.ErrGone: the lease lapsed
+//		err = node.Ack(ctx, topic, m.Receipt.String()) // ErrGone: the lease lapsed
 //	}
 //
 // # Consume
@@ -53,7 +53,7 @@
 // # Guarantees
 //
 //   - A record is leased to one consumer at a time; only the live lease's receipt handle
-//     acks, extends or nacks it (inflight.ErrGone otherwise).
+//     acks, extends or nacks it (ErrGone otherwise).
 //   - A record not acked is delivered again: after its visibility timeout (plus at most the
 //     1 s purger cadence) if its consumer died, at once if it was nacked.
 //   - Acks reach the page cache within a tick (100 ms) and the disk within the commit
@@ -78,6 +78,9 @@
 // consumers with ErrClosed, waits for the calls in progress, then stops the goroutines,
 // persists the ack state and releases the directory. Whatever an ack, extend or nack
 // answered before Close returned is persisted. A call costs two atomic adds for this.
+// Shutdown(ctx) is Close bounded by ctx: if ctx ends first it returns ctx's error while the
+// close goes on in the background, and the next Close or Shutdown waits for it and returns
+// its outcome; every other later call answers ErrClosed.
 //
 // # Forwarded acks
 //
@@ -93,15 +96,19 @@
 // Work runs a handler per record for in-process consumers (extending leases while handlers
 // run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
 // group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
-// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats,
-// WriteMetrics, MetricsHandler and Expvar export the counters; HTTPStatus maps errors to the
-// statuses the spec answers with.
+// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats
+// returns the counters, which package router/metrics exports for Prometheus and expvar;
+// PartitionStatus and TopicStatus say how far behind a partition is and whether it is
+// drained; HTTPStatus maps errors to the statuses the spec answers with.
 //
 // # Errors
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
-// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), and from package
-// inflight ErrGone (410), ErrAlreadySettled (a repeated ack; it matches ErrGone: 410) and ErrMalformedHandle
-// (400). A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
+// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
+// ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400), ErrTopicDropped (with
+// ErrUnknownTopic: a call whose topic was deleted while it ran), and from AckDurable and Persist ErrShardGone and
+// ErrStranded. The names a host needs from the packages the node is built of (Handle,
+// Reason, Backoff, the file-system seam) are declared here too, as aliases, so a host
+// imports router alone. A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
 // why its state could not be loaded.
 package router

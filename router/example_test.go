@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"narad.dev/consume/inflight"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -37,7 +36,7 @@ func Example() {
 
 	fmt.Println(node.Ack(ctx, "orders", m.Receipt.String()))
 	err = node.Ack(ctx, "orders", m.Receipt.String())
-	fmt.Println(errors.Is(err, inflight.ErrAlreadySettled), router.HTTPStatus(err))
+	fmt.Println(errors.Is(err, router.ErrAlreadySettled), router.HTTPStatus(err))
 
 	off = log.Append([]byte("k"), []byte("second order"), time.Now())
 	node.Appended("orders", 0, off+1)
@@ -45,7 +44,7 @@ func Example() {
 	forged := msgs[0].Receipt
 	forged.Nonce++ // a handle nobody was given
 	_, err = node.Extend(ctx, "orders", forged.String(), time.Minute)
-	fmt.Println(errors.Is(err, inflight.ErrGone), router.HTTPStatus(err))
+	fmt.Println(errors.Is(err, router.ErrGone), router.HTTPStatus(err))
 	// Output:
 	// first order at 0/0, attempt 1
 	// <nil>

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-
-	"narad.dev/consume/offsets"
 )
 
 // ErrDirLocked: another node, in this process or another, holds Config.Dir. New refuses to
@@ -40,7 +38,7 @@ var heldDirs struct {
 // lockDir takes the lock of the state directory dir (which exists) for a node: through fsys
 // when it offers DirLocker, through the operating system's file lock when fsys is nil, and
 // not at all for another custom FS. The returned unlock releases it.
-func lockDir(fsys offsets.FS, dir string) (unlock func() error, err error) {
+func lockDir(fsys FS, dir string) (unlock func() error, err error) {
 	path := filepath.Join(dir, LockName)
 	key := path
 	if fsys == nil {

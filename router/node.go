@@ -19,8 +19,8 @@ import (
 	"narad.dev/consume/pump"
 )
 
-// Errors of the node's API. Test them with errors.Is. The errors of package inflight
-// (ErrGone, ErrAlreadySettled, ErrMalformedHandle) come back from Ack, Extend and Nack.
+// Errors of the node's API. Test them with errors.Is. Ack, Extend and Nack also answer
+// ErrGone, ErrAlreadySettled and ErrMalformedHandle about the handle they were given.
 var (
 	ErrClosed       = errors.New("router: node closed")
 	ErrUnknownTopic = errors.New("router: unknown topic")
@@ -50,16 +50,18 @@ type Config struct {
 	// Dir is the root of the consumer state: each partition keeps consumer.ahead and
 	// consumer.offset in Dir/<topic, path-escaped>/<partition> (see topicDir).
 	Dir string
-	// FS is the file system the state is written through. Nil means the real one.
-	FS offsets.FS
+	// FS is the file system the state is written through (see FS for its contract). Nil
+	// means the real one.
+	FS FS
 	// Clock is the node's time. Nil means the system clock.
 	Clock Clock
 	// Logger receives the node's logs. Nil discards them.
 	Logger *slog.Logger
 	// Topic returns a topic's settings. Nil means the defaults for every topic.
 	Topic func(topic string) TopicConfig
-	// CommitInterval is the durability interval D of the ack state (10 ms to 60 s; zero
-	// means 1 s). A power loss redelivers up to about D + 100 ms of acks.
+	// CommitInterval is the durability interval D of the ack state: zero means
+	// DefaultCommitInterval (1 s), anything else must lie within MinCommitInterval (10 ms) and
+	// MaxCommitInterval (60 s). A power loss redelivers up to about D + 100 ms of acks.
 	CommitInterval time.Duration
 	// Seeds supplies the seeds of the nonce streams. Nil means crypto/rand, as production
 	// must; tests may pass a deterministic reader.
@@ -69,12 +71,46 @@ type Config struct {
 	// Nil: such a handle answers ErrNotLocal.
 	Transport Transport
 	// AckWindow is how many forwarded-ack RPCs to one owner may be in flight before acks
-	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS).
+	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS). It must not be
+	// negative.
 	AckWindow int
 	// OnQuarantine is told of each record set aside after reaching its topic's
 	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
 	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
 	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
+}
+
+// The bounds of Config.CommitInterval.
+const (
+	DefaultCommitInterval = offsets.DefaultInterval // a zero CommitInterval
+	MinCommitInterval     = offsets.MinInterval
+	MaxCommitInterval     = offsets.MaxInterval
+)
+
+// validate checks the settings before anything is built, naming the Config field at fault.
+// Every fault is reported, each wrapping ErrInvalidArgument.
+func (cfg *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
+	}
+	if cfg.Logs == nil {
+		bad("Config.Logs is required")
+	}
+	if cfg.Routes == nil {
+		bad("Config.Routes is required")
+	}
+	if cfg.Dir == "" {
+		bad("Config.Dir is required")
+	}
+	if d := cfg.CommitInterval; d != 0 && (d < MinCommitInterval || d > MaxCommitInterval) {
+		bad("Config.CommitInterval is %v; it must be zero (%v) or lie within %v and %v",
+			d, DefaultCommitInterval, MinCommitInterval, MaxCommitInterval)
+	}
+	if cfg.AckWindow < 0 {
+		bad("Config.AckWindow is %d; it must be zero (the default) or positive", cfg.AckWindow)
+	}
+	return errors.Join(errs...)
 }
 
 // A Node is one member of a deployment: it serves consumes, acks, extends and nacks on the
@@ -112,7 +148,13 @@ type Node struct {
 	purgeAt   atomic.Int64
 	purgeKick chan struct{}
 
-	closed atomic.Bool
+	closed  atomic.Bool
+	closing struct {
+		sync.Mutex
+		done      chan struct{} // made by the first Close or Shutdown, closed when the close ends
+		err       error         // the close's outcome, set before done closes
+		unclaimed bool          // a Shutdown gave up on the close: the next call takes the outcome
+	}
 	fence  callFence    // API calls in progress, for Close to wait for
 	unlock func() error // releases the lock of Dir
 	cancel context.CancelFunc
@@ -133,12 +175,14 @@ type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
 }
 
-// New builds a node and starts its goroutines. It creates Dir if needed and locks it (see
+// New builds a node and starts its goroutines. Settings out of range are refused first, before
+// anything is created, with errors wrapping ErrInvalidArgument that name the Config field. New
+// creates Dir if needed and locks it (see
 // LockName and DirLocker): a Dir that cannot be created or locked fails New, and a Dir another
 // live node holds fails it with ErrDirLocked.
 func New(cfg Config) (*Node, error) {
-	if cfg.Logs == nil || cfg.Routes == nil || cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: Config needs Logs, Routes and Dir", ErrInvalidArgument)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	n := &Node{
 		logs:   cfg.Logs,
@@ -154,7 +198,7 @@ func New(cfg Config) (*Node, error) {
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
 	}
-	if n.ackWindow <= 0 {
+	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}
 	if n.clock == nil {
@@ -169,11 +213,7 @@ func New(cfg Config) (*Node, error) {
 	n.stat = func(path string) error { _, err := os.Stat(path); return err }
 	n.rename = os.Rename
 	if fsys != nil {
-		dirs, ok := fsys.(directoryMaker)
-		if !ok {
-			return nil, fmt.Errorf("%w: Config.FS must also offer MkdirAll(path) and RemoveAll(path)", ErrInvalidArgument)
-		}
-		n.mkdirAll, n.removeAll = dirs.MkdirAll, dirs.RemoveAll
+		n.mkdirAll, n.removeAll = fsys.MkdirAll, fsys.RemoveAll
 		n.stat = func(path string) error { _, err := fsys.Stat(path); return err }
 		n.rename = nil
 		if r, ok := fsys.(interface{ Rename(from, to string) error }); ok {
@@ -189,7 +229,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.unlock = unlock
 	committer, err := offsets.New(offsets.Config{
-		FS:       fsys,
+		FS:       fsys, // nil stays nil: the committer's real file system
 		Dir:      n.partitionDir,
 		Interval: cfg.CommitInterval,
 		Source:   &committerSource{n: n},
@@ -240,13 +280,6 @@ func (n *Node) goroutine(f func()) {
 		defer n.done.Done()
 		f()
 	}()
-}
-
-// directoryMaker is what the node needs of a custom Config.FS besides the committer's seam:
-// creating partition directories at their first touch, and removing a deleted topic's.
-type directoryMaker interface {
-	MkdirAll(path string) error
-	RemoveAll(path string) error
 }
 
 // partitionDir is where a partition's consumer state lives.
@@ -454,8 +487,8 @@ type Stats struct {
 	SetAsides         uint64
 	SetAsideRecovered uint64
 	SetAsideNow       int64
-	Shards            inflight.CounterValues
-	Committer         offsets.Stats
+	Shards            ShardCounters
+	Committer         CommitterStats
 }
 
 // Stats returns the node's counters.
@@ -478,12 +511,59 @@ func (n *Node) Stats() Stats {
 // forwarded, a durable ack waiting for its sync) to finish, then stops the goroutines, and the
 // committer writes out every partition and brings consumer.offset level. So every ack,
 // extend and nack that returned success before Close returned, in progress ones included, is
-// persisted: a restart delivers no acked record again (invariant 5). Later calls of Close get
-// ErrClosed.
-func (n *Node) Close() error {
-	if !n.closed.CompareAndSwap(false, true) {
+// persisted: a restart delivers no acked record again (invariant 5). It returns what the
+// final writeout and the release of Dir's lock failed with, if anything.
+//
+// Close is Shutdown without a bound: see Shutdown for what later calls answer.
+func (n *Node) Close() error { return n.Shutdown(context.Background()) }
+
+// Shutdown is Close bounded by ctx, as http.Server.Shutdown is: the first call of Close or
+// Shutdown begins the close, and Shutdown returns its outcome if it finishes before ctx
+// ends. If ctx ends first, Shutdown returns ctx.Err() and the close goes on in the
+// background to its end (a disk whose sync hangs keeps it going): nothing is abandoned, and
+// Dir stays locked until it finishes.
+//
+// Each close has one outcome, handed to one caller:
+//   - while a Close or Shutdown is waiting for the close, or after one returned its outcome,
+//     every other call of Close or Shutdown returns ErrClosed at once;
+//   - after a Shutdown returned ctx.Err(), the next call of Close or Shutdown waits for the
+//     close (Shutdown again bounded by its own ctx) and returns its outcome: nil, or the
+//     error Close would have returned. So a host that gave up on a bounded shutdown can still
+//     learn whether everything was persisted by calling Close.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.closing.Lock()
+	switch {
+	case n.closing.done == nil:
+		n.closing.done = make(chan struct{})
+		n.closed.Store(true)
+		go n.shutdown()
+	case n.closing.unclaimed:
+		n.closing.unclaimed = false
+	default:
+		n.closing.Unlock()
 		return ErrClosed
 	}
+	done := n.closing.done
+	n.closing.Unlock()
+	select {
+	case <-done:
+		return n.closing.err
+	case <-ctx.Done():
+	}
+	select {
+	case <-done: // finished as ctx ended: the outcome is here, hand it over
+		return n.closing.err
+	default:
+	}
+	n.closing.Lock()
+	n.closing.unclaimed = true
+	n.closing.Unlock()
+	return ctx.Err()
+}
+
+// shutdown is the close itself, in its own goroutine so that Shutdown can stop waiting for
+// it. It records its outcome and closes closing.done.
+func (n *Node) shutdown() {
 	n.fence.close()
 	n.pump.Close()
 	n.fence.wait()
@@ -491,7 +571,8 @@ func (n *Node) Close() error {
 	n.done.Wait()
 	n.forwarding.Wait()
 	err := n.committer.Close()
-	return errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
+	n.closing.err = errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
+	close(n.closing.done)
 }
 
 // committerSource gives the committer the live state of a partition (checklist 40): a

@@ -31,10 +31,10 @@ type Message struct {
 	Timestamp time.Time
 	// Receipt is the handle that acks, extends or nacks this delivery; its text form
 	// (Receipt.String()) is what a consumer holds. Zero for a replayed record.
-	Receipt inflight.Handle
-	Attempt uint32          // delivery attempt, 1 for the first; 0 for a replayed record
-	Reason  inflight.Reason // why this delivery happens
-	Expiry  time.Time       // when the lease lapses unless extended; zero for a replay
+	Receipt Handle
+	Attempt uint32    // delivery attempt, 1 for the first; 0 for a replayed record
+	Reason  Reason    // why this delivery happens
+	Expiry  time.Time // when the lease lapses unless extended; zero for a replay
 	// Fence is the lease's fencing token: it grows with every lease of the partition, so
 	// a handler can refuse, in its own store, a write carrying a smaller token than one
 	// it already accepted for the record (a superseded lease that still thinks it holds

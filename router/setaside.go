@@ -117,7 +117,7 @@ func (n *Node) shardFor(gen *inflight.Generation, partition int32) (*inflight.Sh
 	topic := gen.Topic()
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
 		if gen.Ended() {
-			return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, inflight.ErrTopicDropped)
+			return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, ErrTopicDropped)
 		}
 		return shard, nil
 	}
@@ -136,7 +136,7 @@ func (n *Node) shardFor(gen *inflight.Generation, partition int32) (*inflight.Sh
 		if retry {
 			n.setAside.unclaim(key)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, ErrTopicDropped)
 	case err == nil:
 		if retry {
 			n.setAside.rejoin(key)

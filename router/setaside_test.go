@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/router"
+	routermetrics "narad.dev/consume/router/metrics"
 	"narad.dev/consume/router/routertest"
 )
 
@@ -178,7 +179,7 @@ func TestBrokenStateShapesOnDisk(t *testing.T) {
 				assert.Equal(t, int32(0), msgs[0].Partition)
 			}
 			var metrics bytes.Buffer
-			require.NoError(t, node.WriteMetrics(&metrics))
+			require.NoError(t, routermetrics.Write(&metrics, node))
 			assert.Contains(t, metrics.String(), "narad_consume_set_aside_now 1\n")
 			assert.Contains(t, metrics.String(), "narad_consume_set_asides_total 1\n")
 			require.Len(t, node.Health().SetAside, 1)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"narad.dev/consume/examples/filelog"
-	"narad.dev/consume/inflight"
+	"narad.dev/consume/router"
 )
 
 // runDemo is the plain demo: produce cfg.messages while cfg.workers consume them, until
@@ -33,7 +33,7 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	fmt.Fprintf(out, "state: %s (%s)\n", dir, stateNote(cfg.dir))
 	ackedAhead := cfg.ackedAhead
 	if ackedAhead == 0 {
-		ackedAhead = inflight.DefaultMaxAckedAhead
+		ackedAhead = router.DefaultMaxAckedAhead
 	}
 	fmt.Fprintf(out, "visibility timeout %v, acked-ahead cap %d per partition\n\n", cfg.visibility, ackedAhead)
 

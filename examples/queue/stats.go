@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"narad.dev/consume/inflight"
 	"narad.dev/consume/router"
 )
 
@@ -99,7 +98,7 @@ type summary struct {
 
 	produced, delivered, redelivered, acked int64
 	nacked, extended, dropped, gone         int64
-	again                                   map[inflight.Reason]int64
+	again                                   map[router.Reason]int64
 
 	ackedTwice, neverAcked int // both 0 unless the library broke its promise
 
@@ -114,14 +113,14 @@ func (s *stats) summary(cfg config, elapsed time.Duration) summary {
 		produced: s.produced.Load(), delivered: s.deliveries.Load(), redelivered: s.redelivered(),
 		acked: s.acks.Load(), nacked: s.nacked.Load(), extended: s.extended.Load(),
 		dropped: s.dropped.Load(), gone: s.gone.Load(),
-		again:          map[inflight.Reason]int64{},
+		again:          map[router.Reason]int64{},
 		neverAcked:     cfg.messages - len(s.ackedTimes),
 		ackLatency:     percentilesOf(s.ackLatency),
 		consumeLatency: percentilesOf(s.consumeLatency),
 	}
 	for r := range s.again {
 		if n := s.again[r].Load(); n > 0 {
-			sum.again[inflight.Reason(r)] = n
+			sum.again[router.Reason(r)] = n
 		}
 	}
 	for _, n := range s.ackedTimes {
@@ -137,7 +136,7 @@ func (sum summary) print(out io.Writer) {
 	w("")
 	w("summary: %d messages, %d partitions, %d workers, %.2fs", sum.messages, sum.partitions, sum.workers, sum.elapsed.Seconds())
 	w("  delivered    %7d   %d of them again: %d after a nack, %d after their lease lapsed",
-		sum.delivered, sum.redelivered, sum.again[inflight.ReasonNacked], sum.again[inflight.ReasonExpired])
+		sum.delivered, sum.redelivered, sum.again[router.ReasonNacked], sum.again[router.ReasonExpired])
 	exactly := "every message exactly once"
 	if sum.ackedTwice > 0 || sum.neverAcked > 0 {
 		exactly = fmt.Sprintf("BROKEN: %d acked twice, %d never", sum.ackedTwice, sum.neverAcked)

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"narad.dev/consume/inflight"
 	"narad.dev/consume/router"
 )
 
@@ -89,7 +88,7 @@ func (w *worker) run(ctx context.Context) error {
 				continue
 			case doNack:
 				if err := w.node.Nack(ctx, topic, handle, nackDelay); err != nil {
-					if !errors.Is(err, inflight.ErrGone) {
+					if !errors.Is(err, router.ErrGone) {
 						return fmt.Errorf("nack: %w", err)
 					}
 					w.stats.gone.Add(1) // the lease lapsed first: delivered again anyway
@@ -99,7 +98,7 @@ func (w *worker) run(ctx context.Context) error {
 				continue
 			case doExtend:
 				if _, err := w.node.Extend(ctx, topic, handle, w.visibility); err != nil {
-					if !errors.Is(err, inflight.ErrGone) {
+					if !errors.Is(err, router.ErrGone) {
 						return fmt.Errorf("extend: %w", err)
 					}
 					w.stats.gone.Add(1) // too late: the lease lapsed, and an ack would fail
@@ -123,7 +122,7 @@ func (w *worker) run(ctx context.Context) error {
 			case err == nil:
 				w.ackLatency = append(w.ackLatency, now.Sub(acking[i].Timestamp))
 				w.stats.acked(acking[i])
-			case errors.Is(err, inflight.ErrGone):
+			case errors.Is(err, router.ErrGone):
 				// The lease lapsed before the ack (a slow worker): the message is
 				// delivered again, to this worker or another.
 				w.stats.gone.Add(1)

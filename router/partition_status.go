@@ -1,0 +1,125 @@
+package router
+
+import "slices"
+
+// PartitionStatus is where one partition of this node stands: how far its consumers are
+// behind, and what holds them back. It is a snapshot; each count is exact at its read, the
+// set as a whole is not one instant.
+type PartitionStatus struct {
+	Topic     string
+	Partition int32
+	// Loaded says the node holds the partition's in-flight state: it was touched since the
+	// node started (or since DropPartition). The counts below are zero and Frontier is -1
+	// unless it is loaded; the first consume, ack or other call naming the partition loads
+	// it. Asking for the status loads nothing.
+	Loaded bool
+	// Frontier is the committed frontier: every offset at or below it is settled (acked,
+	// skipped as corrupt or past retention, or quarantined).
+	Frontier int64
+	// HighWatermark is the log's next offset to be written, as Logs answers now (-1 if the
+	// log could not be resolved; Err says why).
+	HighWatermark int64
+	// Backlog is how many offsets lie above the frontier and below the high watermark,
+	// HighWatermark - 1 - Frontier: the records not yet settled, whether leased, acked
+	// ahead of a gap, delayed or never delivered. Zero means drained.
+	Backlog int64
+	// Leased: records held under a live lease (in flight). Delayed: records a nack or a
+	// backoff keeps invisible for now. AckedAhead: records acked above the frontier,
+	// waiting for the gap below them to close. Quarantined: records set aside after
+	// TopicConfig.MaxDeliveries, waiting for Requeue. Requeued: quarantined records brought
+	// back and not yet delivered again.
+	Leased, Delayed, AckedAhead, Quarantined, Requeued int
+	// ParkedOnTopic counts the consumers parked on the topic, any of whose partitions
+	// serves them; ParkedOnPartition those of them pinned to this partition.
+	ParkedOnTopic, ParkedOnPartition int
+	// SetAside is set when the partition's state could not be loaded (see Health): the
+	// partition serves nothing until a retry loads it.
+	SetAside *SetAsideError
+	// Err is the host's error resolving the partition's log (Logs.Get), if it failed.
+	Err error
+}
+
+// Drained reports whether every record the log holds is settled: the partition is loaded,
+// healthy, and its frontier has reached the high watermark. A partition that is not loaded
+// is not known to be drained (its state is on disk until a call loads it).
+func (s PartitionStatus) Drained() bool {
+	return s.Loaded && s.SetAside == nil && s.Err == nil && s.Backlog == 0
+}
+
+// PartitionStatus returns where a partition of this node stands: its frontier, its log's high
+// watermark, its backlog, and what is in flight, delayed, acked ahead or quarantined. It is
+// read-only: a partition the node has not loaded is reported as not loaded, and nothing is
+// created for it. It answers ErrUnknownTopic for a topic Routes does not know, ErrNotLocal
+// for a partition another node owns, and ErrClosed once Close has begun.
+func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, error) {
+	if !n.fence.enter() {
+		return PartitionStatus{}, ErrClosed
+	}
+	defer n.fence.leave()
+	local, _, ok := n.routes.Partitions(topic)
+	switch {
+	case !ok:
+		return PartitionStatus{}, ErrUnknownTopic
+	case !slices.Contains(local, partition):
+		return PartitionStatus{}, ErrNotLocal
+	}
+	return n.partitionStatus(topic, partition, n.pump.Parked(topic)), nil
+}
+
+// TopicStatus returns the PartitionStatus of each of the topic's partitions this node owns,
+// ascending by partition. It answers ErrUnknownTopic for a topic Routes does not know.
+func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
+	if !n.fence.enter() {
+		return nil, ErrClosed
+	}
+	defer n.fence.leave()
+	local, _, ok := n.routes.Partitions(topic)
+	if !ok {
+		return nil, ErrUnknownTopic
+	}
+	partitions := slices.Clone(local)
+	slices.Sort(partitions)
+	parked := n.pump.Parked(topic)
+	out := make([]PartitionStatus, 0, len(partitions))
+	for _, p := range slices.Compact(partitions) {
+		out = append(out, n.partitionStatus(topic, p, parked))
+	}
+	return out, nil
+}
+
+func (n *Node) partitionStatus(topic string, partition int32, parked int) PartitionStatus {
+	st := PartitionStatus{
+		Topic: topic, Partition: partition, Frontier: -1, HighWatermark: -1,
+		ParkedOnTopic: parked, ParkedOnPartition: n.pump.ParkedOn(topic, partition),
+	}
+	if log, err := n.logs.Get(topic, partition); err != nil {
+		st.Err = err
+	} else {
+		st.HighWatermark = log.HighWatermark()
+	}
+	if shard, ok := n.tracker.Lookup(topic, partition); ok {
+		s := shard.Stats()
+		st.Loaded = true
+		st.Frontier = s.Frontier
+		st.Leased, st.Delayed, st.AckedAhead = s.Leased, s.Delayed, s.AckedAhead
+		st.Quarantined, st.Requeued = s.Quarantined-s.Requeued, s.Requeued
+		if st.HighWatermark >= 0 {
+			st.Backlog = max(0, st.HighWatermark-1-st.Frontier)
+		}
+	}
+	st.SetAside = n.setAside.lookup(shardKey{topic, partition})
+	return st
+}
+
+// lookup returns the error a call naming a set-aside partition answers, or nil.
+func (t *setAsideTable) lookup(key shardKey) *SetAsideError {
+	if t.count.Load() == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.parts[key]; ok {
+		return e.errorOf().(*SetAsideError)
+	}
+	return nil
+}
