@@ -20,7 +20,7 @@ type MemLog struct {
 	corrupt map[int64]bool
 	closed  bool
 	reads   int
-	read    []int64           // the offsets read, in order
+	read    []int64            // the offsets read, in order
 	onRead  func(offset int64) // called before each read, outside the lock
 }
 
