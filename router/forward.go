@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 )
@@ -23,6 +22,17 @@ type Transport interface {
 // are in flight it goes at once, alone; past that, acks queue, and each freed slot sends the
 // queue as one AckBatch of up to 64 records (a queue of one as a single op). Batches form only
 // when more acks to one owner overlap than the window holds.
+//
+// Every ack keeps its own budget, batched or not. A batch's RPC runs until its youngest
+// member's budget ends, and carries each member's remaining budget so that the owner does not
+// apply a member whose budget ran out before the owner reached it (it answers that member
+// 503, unapplied). The requester answers each member by the member's own deadline: as the
+// owner answered if the reply came in time; ErrUnavailable (503) if the member never left
+// (it waited for a slot all along, or its budget was spent before its batch left), which
+// guarantees it is never applied; and ErrTransport (502) if it left and no reply came back in
+// time, as for a single op, since the owner may have applied it. The node enforces the
+// deadlines itself: a Transport that ignores its context is abandoned at the deadline, its
+// late reply discarded, and the goroutine that ran the Call ends when the Call returns.
 const (
 	// ForwardBudget bounds a forwarded ack: the wait for a slot and the round trip.
 	ForwardBudget = 2 * time.Second
@@ -57,7 +67,7 @@ type queuedAck struct {
 	topic    string
 	rec      wireRecord
 	deadline time.Time
-	answer   chan wireAnswer // capacity 1
+	answer   chan wireAnswer // capacity 1; nil for a client's batch ack, answered in place
 	taken    bool            // sent, or given up: no longer in the queue's hands
 }
 
@@ -70,6 +80,13 @@ func (n *Node) lane(owner string) *lane {
 		n.lanes[owner] = l
 	}
 	return l
+}
+
+// singlesOnly reports whether the owner refused AckBatch within the last two minutes.
+func (n *Node) singlesOnly(l *lane) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return n.clock.Now().Before(l.singleUntil)
 }
 
 // ownerOf returns the node that owns a partition, from the routes.
@@ -88,6 +105,9 @@ func (n *Node) ownerOf(topic string, partition int32) (string, bool) {
 // forward sends one ack, extend or nack to the owner of its partition and returns what the
 // owner answered, as the local op would have returned it.
 func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord) (time.Time, error) {
+	if len(topic) > MaxTopicLength {
+		return time.Time{}, fmt.Errorf("%w: a topic of %d bytes (at most %d)", ErrInvalidArgument, len(topic), MaxTopicLength)
+	}
 	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget), answer: make(chan wireAnswer, 1)}
 	l := n.lane(owner)
 	l.mu.Lock()
@@ -95,21 +115,23 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 		l.inFlight++
 		q.taken = true
 		l.mu.Unlock()
-		n.send(l, []*queuedAck{q})
-	} else {
-		l.queue = append(l.queue, q)
-		l.mu.Unlock()
+		n.send(l, []*queuedAck{q}) // returns by q's deadline, q answered
+		return answerResult(<-q.answer)
 	}
-	budget, cancel := n.budget(ctx, q.deadline)
+	l.queue = append(l.queue, q)
+	l.mu.Unlock()
+
+	own, cancel := n.budget(context.Background(), q.deadline)
 	defer cancel()
 	select {
 	case a := <-q.answer:
 		return answerResult(a)
-	case <-budget.Done():
+	case <-ctx.Done():
+	case <-own.Done():
 	}
 	l.mu.Lock()
 	if !q.taken {
-		q.taken = true // given up before its batch left: taken out of it
+		q.taken = true // given up before its batch left: taken out of it, never applied
 		l.mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, err
@@ -117,7 +139,19 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 		return time.Time{}, fmt.Errorf("%w: no slot to %s within the budget", ErrUnavailable, owner)
 	}
 	l.mu.Unlock()
-	return answerResult(<-q.answer) // in flight: its RPC runs on the same budget
+	// It left: the owner may apply it, so it is answered as the owner answers, or as a
+	// single op whose reply did not come back by its own deadline.
+	select {
+	case a := <-q.answer:
+		return answerResult(a)
+	case <-own.Done():
+	}
+	select {
+	case a := <-q.answer:
+		return answerResult(a)
+	default:
+		return time.Time{}, fmt.Errorf("%w: no reply from %s within the budget", ErrTransport, owner)
+	}
 }
 
 func answerResult(a wireAnswer) (time.Time, error) {
@@ -136,7 +170,8 @@ func (n *Node) budget(ctx context.Context, deadline time.Time) (context.Context,
 }
 
 // send makes one RPC for batch (one topic, taken from the queue, holding one slot), answers
-// each ack, then hands the slot to what queued meanwhile.
+// each ack, then hands the slot to what queued meanwhile. An answer nobody waits for any
+// more (its ack's deadline passed) is dropped with the channel.
 func (n *Node) send(l *lane, batch []*queuedAck) {
 	answers := n.call(l, batch)
 	for i, q := range batch {
@@ -147,7 +182,8 @@ func (n *Node) send(l *lane, batch []*queuedAck) {
 
 // next gives a freed slot to the queue: up to 64 acks of the head's topic leave as one
 // AckBatch (a single op when one is queued, or for an owner that refused AckBatch), in a
-// goroutine of their own; with nothing queued the slot is freed.
+// goroutine of their own; with nothing queued the slot is freed. An ack whose budget is
+// spent is left for its waiter, which answers it 503.
 func (n *Node) next(l *lane) {
 	l.mu.Lock()
 	now := n.clock.Now()
@@ -160,7 +196,7 @@ func (n *Node) next(l *lane) {
 	for _, q := range l.queue {
 		switch {
 		case q.taken:
-		case len(batch) < limit && (len(batch) == 0 || q.topic == batch[0].topic):
+		case now.Before(q.deadline) && len(batch) < limit && (len(batch) == 0 || q.topic == batch[0].topic):
 			q.taken = true
 			batch = append(batch, q)
 		default:
@@ -183,70 +219,136 @@ func (n *Node) next(l *lane) {
 }
 
 // call sends batch to the owner and returns one answer per ack. An owner that refuses
-// AckBatch (a release before it) is remembered for two minutes, and the acks go again one by
-// one on what is left of their budgets.
+// AckBatch (a release before it) is remembered for two minutes: in that time a batch goes
+// one ack at a time, each on what is left of its budget, and so does the refused batch.
 func (n *Node) call(l *lane, batch []*queuedAck) []wireAnswer {
+	if len(batch) > 1 && n.singlesOnly(l) {
+		return n.oneByOne(l, batch)
+	}
 	answers, refused := n.rpc(l.owner, batch)
-	if refused != nil && len(batch) > 1 && strings.Contains(refused.message, ErrUnsupportedOp.Error()) {
+	if refused && len(batch) > 1 {
 		l.mu.Lock()
 		l.singleUntil = n.clock.Now().Add(olderPeerMemory)
 		l.mu.Unlock()
-		for i, q := range batch {
-			one, _ := n.rpc(l.owner, []*queuedAck{q})
-			answers[i] = one[0]
-		}
+		return n.oneByOne(l, batch)
 	}
 	return answers
 }
 
-// rpc makes one RPC for acks of one topic, on the earliest of their budgets, and returns an
-// answer per ack: the owner's; the owner's refusal of the whole frame for each (also returned
-// as refused); or a 502 for all of them when no reply came back.
-func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wireAnswer, refused *wireAnswer) {
-	records := make([]wireRecord, len(batch))
-	deadline := batch[0].deadline
+func (n *Node) oneByOne(l *lane, batch []*queuedAck) []wireAnswer {
+	answers := make([]wireAnswer, len(batch))
 	for i, q := range batch {
-		records[i] = q.rec
-		if q.deadline.Before(deadline) {
+		one, _ := n.rpc(l.owner, []*queuedAck{q})
+		answers[i] = one[0]
+	}
+	return answers
+}
+
+// rpc makes one RPC for acks of one topic and returns an answer per ack: the owner's; the
+// owner's refusal of the whole frame for each (refused reports an op it does not know); 502
+// for all of them when no reply came back by the youngest one's deadline; 503 for an ack
+// whose budget was spent before it left, which is not sent; 400 for acks the frame cannot
+// carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining budget.
+func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wireAnswer, refused bool) {
+	answers = make([]wireAnswer, len(batch))
+	now := n.clock.Now()
+	var live []int // indexes of the acks with budget left
+	var deadline time.Time
+	for i, q := range batch {
+		if !now.Before(q.deadline) {
+			answers[i] = wireAnswer{status: statusUnavailable, message: "the budget was spent before it was sent: not applied"}
+			continue
+		}
+		live = append(live, i)
+		if q.deadline.After(deadline) {
 			deadline = q.deadline
 		}
 	}
-	ctx, cancel := n.budget(context.Background(), deadline)
-	defer cancel()
-	reply, err := n.transport.Call(ctx, owner, encodeRequest(batch[0].topic, records))
+	if len(live) == 0 {
+		return answers, false
+	}
+	records := make([]wireRecord, len(live))
+	for j, i := range live {
+		records[j] = batch[i].rec
+		if len(live) > 1 {
+			records[j].budget = batch[i].deadline.Sub(now)
+		}
+	}
+	each := func(a wireAnswer) {
+		for _, i := range live {
+			answers[i] = a
+		}
+	}
+	frame, err := encodeRequest(batch[live[0]].topic, records)
+	if err != nil {
+		each(wireAnswer{status: statusBadRequest, message: err.Error()})
+		return answers, false
+	}
+	reply, err := n.exchange(owner, frame, deadline)
+	var got []wireAnswer
 	if err == nil {
-		answers, err = decodeReply(reply)
+		got, err = decodeReply(reply)
 	}
 	switch {
 	case err != nil:
-		a := wireAnswer{status: statusTransport, message: err.Error()}
-		return fill(len(batch), a), nil
-	case len(answers) == len(batch):
-		return answers, nil
-	case len(answers) == 1 && answers[0].status == statusBadRequest:
-		return fill(len(batch), answers[0]), &answers[0]
+		each(wireAnswer{status: statusTransport, message: err.Error()})
+	case len(got) == len(live):
+		for j, i := range live {
+			answers[i] = got[j]
+		}
+	case len(got) == 1 && (got[0].status == statusBadRequest || got[0].status == statusUnsupported):
+		each(got[0])
+		refused = got[0].status == statusUnsupported
+	default:
+		each(wireAnswer{status: statusTransport, message: fmt.Sprintf("%d answers for %d acks", len(got), len(live))})
 	}
-	a := wireAnswer{status: statusTransport, message: fmt.Sprintf("%d answers for %d acks", len(answers), len(batch))}
-	return fill(len(batch), a), nil
+	return answers, refused
 }
 
-func fill(n int, a wireAnswer) []wireAnswer {
-	answers := make([]wireAnswer, n)
-	for i := range answers {
-		answers[i] = a
+// exchange makes one Call, and stops waiting for it at deadline (on the node's clock) even if
+// the Transport ignores its context: the Call runs in a goroutine of its own, which ends when
+// the Call returns, and a reply that comes after the deadline is discarded.
+func (n *Node) exchange(owner string, frame []byte, deadline time.Time) ([]byte, error) {
+	ctx, cancel := n.budget(context.Background(), deadline)
+	defer cancel()
+	type result struct {
+		reply []byte
+		err   error
 	}
-	return answers
+	done := make(chan result, 1)
+	go func() {
+		reply, err := n.transport.Call(ctx, owner, frame)
+		done <- result{reply, err}
+	}()
+	select {
+	case r := <-done:
+		return r.reply, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // it returned at the same instant
+			return r.reply, r.err
+		default:
+			return nil, fmt.Errorf("no reply within the budget: %w", context.DeadlineExceeded)
+		}
+	}
 }
 
 // Serve applies a frame another node forwarded (its acks, extends and nacks, record by record
 // in order) and returns the reply frame: each record answered as the single op would have
 // been. A frame it cannot read, or an op it does not know, is refused inside the reply. A
-// frame whose requester gave up before it is applied is answered 503 unapplied. Serve only
+// record whose requester gave up before it is applied (the Call's context ended, or, in an
+// AckBatch, the record's own budget ran out since the frame arrived) is answered 503
+// unapplied. Serve only
 // applies records of partitions this node owns: it never forwards again.
 func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	start := n.clock.Now()
 	req, err := decodeRequest(frame)
 	if err != nil {
-		return encodeReply([]wireAnswer{{status: statusBadRequest, message: err.Error()}}), nil
+		status := statusBadRequest
+		if errors.Is(err, ErrUnsupportedOp) {
+			status = statusUnsupported
+		}
+		return encodeReply([]wireAnswer{{status: status, message: err.Error()}}), nil
 	}
 	answers := make([]wireAnswer, len(req.records))
 	entered := n.fence.enter()
@@ -258,7 +360,7 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 			answers[i] = answerOf(ErrClosed, time.Time{})
 			continue
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || (req.op == opAckBatch && n.clock.Now().Sub(start) >= r.budget) {
 			answers[i] = wireAnswer{status: statusUnavailable, message: "the requester gave up: not applied"}
 			continue
 		}

@@ -167,6 +167,7 @@ type topicState struct {
 
 	mu         sync.Mutex
 	jumpLogged map[int32]time.Time // rate limit of the retention-jump log line
+	skipLogged map[int32]logLimit  // rate limit of the corrupt-skip log line (made on first use)
 }
 
 func (t *topicState) nextStart(n int) int { return int(t.scanStart.Add(1)-1) % n }

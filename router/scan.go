@@ -196,8 +196,7 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 			}
 		case errors.Is(err, ErrCorrupt):
 			if shard.SkipCorrupt(now, lease.Handle) == nil {
-				n.logger.Error("consume: skipping a permanently unreadable record; it will not be delivered",
-					"topic", req.topic, "partition", partition, "offset", lease.Offset, "err", err)
+				n.logCorruptSkip(req.topic, partition, lease.Offset, err, now)
 			}
 		default:
 			// ErrLogClosed, or any other read failure: transient. Give the reservation
@@ -226,5 +225,38 @@ func (n *Node) logRetentionJump(topic string, partition int32, offset, oldest in
 		n.logger.Warn("consume: retention outran the consumer; the frontier jumped to the oldest retained offset",
 			slog.String("topic", topic), slog.Int("partition", int(partition)),
 			slog.Int64("offset", offset), slog.Int64("oldest", oldest))
+	}
+}
+
+// logLimit is the rate limit of a per-partition log line: when it was last logged, and how
+// many lines were held back since.
+type logLimit struct {
+	last       time.Time
+	suppressed int
+}
+
+// logCorruptSkip logs a permanently unreadable record being skipped, at most once a minute
+// per partition; the line says how many skips of the partition were not logged since the
+// previous line (Stats().Shards.CorruptSkipped counts every one).
+func (n *Node) logCorruptSkip(topic string, partition int32, offset int64, err error, now time.Time) {
+	t := n.topic(topic)
+	t.mu.Lock()
+	if t.skipLogged == nil {
+		t.skipLogged = map[int32]logLimit{}
+	}
+	lim, seen := t.skipLogged[partition]
+	due := !seen || now.Sub(lim.last) >= time.Minute
+	suppressed := lim.suppressed
+	if due {
+		lim = logLimit{last: now}
+	} else {
+		lim.suppressed++
+	}
+	t.skipLogged[partition] = lim
+	t.mu.Unlock()
+	if due {
+		n.logger.Error("consume: skipping a permanently unreadable record; it will not be delivered",
+			slog.String("topic", topic), slog.Int("partition", int(partition)),
+			slog.Int64("offset", offset), slog.Int("suppressed", suppressed), slog.Any("err", err))
 	}
 }

@@ -10,18 +10,26 @@ import (
 )
 
 // The node-to-node wire format of forwarded acks. A request frame is an op byte, the topic
-// (u16 length, bytes), then the op's body; integers are big-endian.
+// (u16 length, bytes, at most MaxTopicLength), then the op's body; integers are big-endian.
 //
 //	opAck, opNack, opExtend: one record
 //	opAckBatch:              u16 count, then count records, each prefixed by its op byte
+//	                         and followed by its budget
 //	record:                  partition i32, offset i64, nonce u64, argument i64 (ns: the
 //	                         extension or the nack delay; 0 for an ack)
+//	budget:                  i64 ns: what was left of the record's 2 s budget when the
+//	                         frame left; the owner does not apply the record once that much
+//	                         time has passed since the frame reached it
+//
+// A single op carries no budget of its own: its RPC's context is its budget. A batch's RPC
+// runs until its youngest record's budget ends, so each record carries its own.
 //
 // A reply frame answers each record in order: u16 count, then per record a status byte, an
 // i64 (the new expiry of an extend, Unix ns; else 0) and a message (u16 length, bytes). A
-// refusal of the whole frame (an op this node does not know, a frame it cannot decode) is a
-// reply of one record with statusBadRequest: a peer's refusal travels inside the reply, and
-// a transport error always means no reply came back.
+// refusal of the whole frame is a reply of one record: statusUnsupportedOp for an op this
+// node does not know, statusBadRequest for a frame it cannot decode. A peer's refusal
+// travels inside the reply, recognised by its status alone, and a transport error always
+// means no reply came back.
 
 const (
 	opAck      byte = 1
@@ -41,6 +49,7 @@ const (
 	statusBadRequest  byte = 3 // 400: a malformed handle or frame, an unknown op
 	statusUnavailable byte = 4 // 503: try again (closed, not the owner, budget spent)
 	statusInternal    byte = 5 // 500
+	statusUnsupported byte = 6 // 400: the whole frame refused, its op unknown here
 	// statusTransport never travels: the requester's own mark for "no reply came back".
 	statusTransport byte = 255 // 502
 )
@@ -56,6 +65,7 @@ type wireRecord struct {
 	op     byte
 	handle inflight.Handle
 	arg    time.Duration
+	budget time.Duration // AckBatch only: what is left of the record's budget
 }
 
 type wireRequest struct {
@@ -71,7 +81,12 @@ type wireAnswer struct {
 	message string
 }
 
-const recordSize = 4 + 8 + 8 + 8
+// recordSize is a record's size on the wire; batchRecordSize adds an AckBatch record's op
+// byte and budget.
+const (
+	recordSize      = 4 + 8 + 8 + 8
+	batchRecordSize = 1 + recordSize + 8
+)
 
 func appendRecord(b []byte, r wireRecord) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(r.handle.Partition))
@@ -80,25 +95,34 @@ func appendRecord(b []byte, r wireRecord) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(r.arg))
 }
 
-// encodeRequest writes a request frame: a single op for one record, an AckBatch otherwise.
-func encodeRequest(topic string, records []wireRecord) []byte {
+// encodeRequest writes a request frame: a single op for one record, an AckBatch otherwise. A
+// topic longer than MaxTopicLength, or a count of records the frame cannot carry, is
+// ErrInvalidArgument.
+func encodeRequest(topic string, records []wireRecord) ([]byte, error) {
+	if len(topic) > MaxTopicLength {
+		return nil, fmt.Errorf("%w: a topic of %d bytes (at most %d)", ErrInvalidArgument, len(topic), MaxTopicLength)
+	}
+	if len(records) == 0 || len(records) > maxBatch {
+		return nil, fmt.Errorf("%w: a frame of %d records (1 to %d)", ErrInvalidArgument, len(records), maxBatch)
+	}
 	op := opAckBatch
 	if len(records) == 1 {
 		op = records[0].op
 	}
-	b := make([]byte, 0, 3+len(topic)+2+len(records)*(1+recordSize))
+	b := make([]byte, 0, 3+len(topic)+2+len(records)*batchRecordSize)
 	b = append(b, op)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
 	b = append(b, topic...)
 	if op != opAckBatch {
-		return appendRecord(b, records[0])
+		return appendRecord(b, records[0]), nil
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(records)))
 	for _, r := range records {
 		b = append(b, r.op)
 		b = appendRecord(b, r)
+		b = binary.BigEndian.AppendUint64(b, uint64(r.budget))
 	}
-	return b
+	return b, nil
 }
 
 func readRecord(b []byte, op byte) (wireRecord, []byte, error) {
@@ -130,6 +154,9 @@ func decodeRequest(b []byte) (wireRequest, error) {
 	}
 	n := int(binary.BigEndian.Uint16(b[1:]))
 	b = b[3:]
+	if n > MaxTopicLength {
+		return req, fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
+	}
 	if len(b) < n {
 		return req, fmt.Errorf("%w: short topic", ErrBadFrame)
 	}
@@ -150,7 +177,7 @@ func decodeRequest(b []byte) (wireRequest, error) {
 	}
 	count := int(binary.BigEndian.Uint16(b))
 	b = b[2:]
-	if count == 0 || count > maxBatch || len(b) != count*(1+recordSize) {
+	if count == 0 || count > maxBatch || len(b) != count*batchRecordSize {
 		return req, fmt.Errorf("%w: batch of %d records in %d bytes", ErrBadFrame, count, len(b))
 	}
 	req.records = make([]wireRecord, 0, count)
@@ -163,8 +190,9 @@ func decodeRequest(b []byte) (wireRequest, error) {
 		if err != nil {
 			return req, err
 		}
+		r.budget = time.Duration(binary.BigEndian.Uint64(rest))
 		req.records = append(req.records, r)
-		b = rest
+		b = rest[8:]
 	}
 	return req, nil
 }
@@ -255,6 +283,8 @@ func errorOf(a wireAnswer) error {
 		return inflight.ErrGone
 	case statusBadRequest:
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, a.message)
+	case statusUnsupported:
+		return fmt.Errorf("%w: %w: %s", ErrInvalidArgument, ErrUnsupportedOp, a.message)
 	case statusUnavailable:
 		return fmt.Errorf("%w: %s", ErrUnavailable, a.message)
 	case statusTransport:

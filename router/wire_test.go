@@ -16,8 +16,12 @@ func TestWireRoundTrip(t *testing.T) {
 		{op: opExtend, handle: inflight.Handle{Partition: 4, Offset: 5, Nonce: 6}, arg: time.Minute},
 		{op: opNack, handle: inflight.Handle{Partition: 7, Offset: 8, Nonce: 9}, arg: time.Second},
 	}
-	for _, batch := range [][]wireRecord{records[:1], records[1:2], records} {
-		req, err := decodeRequest(encodeRequest("orders", batch))
+	batch := []wireRecord{records[0], records[1], records[2]}
+	for i := range batch {
+		batch[i].budget = time.Duration(i+1) * time.Second
+	}
+	for _, batch := range [][]wireRecord{records[:1], records[1:2], batch} {
+		req, err := decodeRequest(mustEncode(t, "orders", batch))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,8 +42,8 @@ func TestWireRoundTrip(t *testing.T) {
 // FuzzDecodeRequest: the request decoder never panics, refuses with ErrBadFrame or
 // ErrUnsupportedOp, and what it accepts encodes back to a frame that decodes the same.
 func FuzzDecodeRequest(f *testing.F) {
-	f.Add(encodeRequest("orders", []wireRecord{{op: opAck, handle: inflight.Handle{Partition: 1, Offset: 2, Nonce: 3}}}))
-	f.Add(encodeRequest("t", []wireRecord{{op: opAck}, {op: opNack, arg: 5}}))
+	f.Add(mustEncode(f, "orders", []wireRecord{{op: opAck, handle: inflight.Handle{Partition: 1, Offset: 2, Nonce: 3}}}))
+	f.Add(mustEncode(f, "t", []wireRecord{{op: opAck, budget: time.Second}, {op: opNack, arg: 5}}))
 	f.Add([]byte{})
 	f.Add([]byte{4, 0, 0, 0, 0})
 	f.Add([]byte{200, 0, 1, 'x'})
@@ -51,7 +55,11 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		again, err := decodeRequest(encodeRequest(req.topic, req.records))
+		frame, err = encodeRequest(req.topic, req.records)
+		if err != nil {
+			t.Fatalf("a decoded frame does not encode: %v", err)
+		}
+		again, err := decodeRequest(frame)
 		if err != nil || again.topic != req.topic || !reflect.DeepEqual(again.records, req.records) {
 			t.Fatalf("re-encoded frame decodes to %+v, %v; want %+v", again, err, req)
 		}
@@ -81,4 +89,13 @@ func FuzzDecodeReply(f *testing.F) {
 			t.Fatalf("re-encoded reply differs")
 		}
 	})
+}
+
+func mustEncode(t testing.TB, topic string, records []wireRecord) []byte {
+	t.Helper()
+	frame, err := encodeRequest(topic, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frame
 }

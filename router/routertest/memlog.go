@@ -20,6 +20,8 @@ type MemLog struct {
 	corrupt map[int64]bool
 	closed  bool
 	reads   int
+	read    []int64            // the offsets read, in order
+	onRead  func(offset int64) // called before each read, outside the lock
 }
 
 var _ router.Log = (*MemLog)(nil)
@@ -72,11 +74,34 @@ func (l *MemLog) Reads() int {
 	return l.reads
 }
 
+// ReadOffsets returns the offsets Read was called with, in order.
+func (l *MemLog) ReadOffsets() []int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return slices.Clone(l.read)
+}
+
+// OnRead has f called with the offset of every later Read, before the read and without the
+// log's lock held, so that a test can check what the reader holds at that moment. Nil
+// removes it.
+func (l *MemLog) OnRead(f func(offset int64)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onRead = f
+}
+
 // Read implements router.Log.
 func (l *MemLog) Read(offset int64) (router.Record, error) {
+	l.mu.RLock()
+	onRead := l.onRead
+	l.mu.RUnlock()
+	if onRead != nil {
+		onRead(offset)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reads++
+	l.read = append(l.read, offset)
 	switch {
 	case l.closed:
 		return router.Record{}, router.ErrLogClosed

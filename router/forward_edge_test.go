@@ -1,0 +1,448 @@
+package router_test
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
+)
+
+// Wire constants, as the format in wire.go lays them out.
+const (
+	wireAck      = 1
+	wireAckBatch = 4
+
+	wireOK          = 0
+	wireSettled     = 1
+	wireGone        = 2
+	wireUnavailable = 4
+	wireUnsupported = 6
+)
+
+// recorder serves a node's frames and records the op and record count of each.
+type recorder struct {
+	serve func(ctx context.Context, from string, frame []byte) ([]byte, error)
+	// before, if set, runs before each frame is served (a slow owner), with its number.
+	before func(call int)
+
+	mu     sync.Mutex
+	frames [][2]int // op, records
+}
+
+func (r *recorder) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	r.mu.Lock()
+	call := len(r.frames)
+	op, count := int(frame[0]), 1
+	if op == wireAckBatch {
+		topic := int(binary.BigEndian.Uint16(frame[1:]))
+		count = int(binary.BigEndian.Uint16(frame[3+topic:]))
+	}
+	r.frames = append(r.frames, [2]int{op, count})
+	r.mu.Unlock()
+	if r.before != nil {
+		r.before(call)
+	}
+	return r.serve(ctx, from, frame)
+}
+
+func (r *recorder) Frames() [][2]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][2]int(nil), r.frames...)
+}
+
+// record joins a recorder in front of node a's Serve.
+func (p *pair) record(before func(call int)) *recorder {
+	r := &recorder{serve: p.a.node.Serve, before: before}
+	p.net.Join("a", r.Serve)
+	return r
+}
+
+// ackAll acks msgs through b, each from its own goroutine, and returns their errors.
+func ackAll(p *pair, msgs []router.Message) []error {
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() { errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt.String()) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// Issue 11: a batch used to run on its oldest member's deadline, so acks queued late behind
+// an old one were all answered 502 at the old one's deadline, unapplied. Each member keeps
+// its own 2 s budget: the batch's RPC runs until its youngest member's deadline.
+func TestForwardedAckKeepsItsOwnBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 100*time.Millisecond, 1)
+		defer p.close()
+		p.record(func(call int) {
+			if call == 0 {
+				time.Sleep(1850 * time.Millisecond) // a slow owner: the first reply comes at 1.95 s
+			}
+		})
+		p.a.produce(0, 10)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 10})
+		require.Len(t, msgs, 10)
+		ctx := context.Background()
+
+		var first, old error
+		var wg sync.WaitGroup
+		wg.Go(func() { first = p.b.node.Ack(ctx, "orders", msgs[0].Receipt.String()) })
+		synctest.Wait()
+		wg.Go(func() { old = p.b.node.Ack(ctx, "orders", msgs[1].Receipt.String()) }) // queued at 0 s
+		time.Sleep(1900 * time.Millisecond)
+		late := ackAll(p, msgs[2:]) // queued at 1.9 s, sent at 1.95 s with the old one
+		wg.Wait()
+
+		require.NoError(t, first)
+		assert.ErrorIs(t, old, router.ErrTransport, "in flight at its own deadline: no reply came back in time")
+		for i, err := range late {
+			require.NoError(t, err, "ack %d queued at 1.9 s", i)
+			assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", msgs[2+i].Receipt.String()), inflight.ErrAlreadySettled, "applied")
+		}
+	})
+}
+
+// Issue 11: an ack that never left (it waited for a slot past its budget) answers 503 and
+// is never applied, while the acks that queued after it are answered on their own budgets.
+func TestQueuedAckPastItsBudgetIsNotApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 1)
+		defer p.close()
+		p.record(func(call int) {
+			if call == 0 {
+				time.Sleep(3 * time.Second) // the slot is held past the queued ack's budget
+			}
+		})
+		p.a.produce(0, 2)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
+		var first error
+		var wg sync.WaitGroup
+		wg.Go(func() { first = p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String()) })
+		synctest.Wait()
+		queued := p.b.node.Ack(context.Background(), "orders", msgs[1].Receipt.String())
+		assert.ErrorIs(t, queued, router.ErrUnavailable)
+		assert.Equal(t, 503, router.HTTPStatus(queued))
+		wg.Wait()
+		assert.ErrorIs(t, first, router.ErrTransport, "no reply within its budget")
+		require.NoError(t, p.a.ack(msgs[1]), "the 503 ack was not applied: its lease is still live")
+		time.Sleep(time.Second) // the slow owner's Call, abandoned at 2 s, ends at 3 s
+	})
+}
+
+// Issue 11: an owner does not apply an AckBatch record whose own budget ran out, even while
+// the frame's RPC is still live; the other records are applied.
+func TestServeSkipsARecordPastItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 0)
+		defer p.close()
+		p.a.produce(0, 2)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
+		frame := ackBatchFrame("orders", []inflight.Handle{msgs[0].Receipt, msgs[1].Receipt}, []time.Duration{time.Second, 0})
+		reply, err := p.a.node.Serve(context.Background(), "b", frame)
+		require.NoError(t, err)
+		assert.Equal(t, []byte{wireOK, wireUnavailable}, replyStatuses(t, reply))
+		require.NoError(t, p.a.ack(msgs[1]), "not applied")
+		assert.ErrorIs(t, p.a.ack(msgs[0]), inflight.ErrAlreadySettled, "applied")
+	})
+}
+
+// Checklist 165, issue 11: an owner that refused AckBatch is remembered for two minutes by
+// a client's batch ack too (it used to send a refused AckBatch every time); after two minutes
+// a batch is tried again.
+func TestClientBatchAckRemembersAnOlderOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 0)
+		defer p.close()
+		older := &olderOwner{node: p.a.node}
+		p.net.Join("a", older.serve)
+		ctx := context.Background()
+		batchAck := func() {
+			t.Helper()
+			p.a.produce(0, 2)
+			msgs := p.a.consume(router.ConsumeOptions{Max: 2})
+			require.Len(t, msgs, 2)
+			for _, err := range p.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+				require.NoError(t, err)
+			}
+		}
+		batchAck()
+		require.Equal(t, 1, older.batches)
+		batchAck()
+		assert.Equal(t, 1, older.batches, "single ops within two minutes of the refusal")
+		time.Sleep(2*time.Minute - time.Nanosecond)
+		batchAck()
+		assert.Equal(t, 1, older.batches, "still remembered just before two minutes")
+		time.Sleep(time.Nanosecond)
+		batchAck()
+		assert.Equal(t, 2, older.batches, "after two minutes a batch is tried again")
+	})
+}
+
+// Issue 11: a refusal is recognised by its status, not its text: an owner whose refusal of
+// an unknown op says anything at all still gets single ops, and a frame refused as
+// malformed, whose text happens to name an unsupported op, is not taken for an older owner.
+func TestRefusalIsAStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 0)
+		defer p.close()
+		var refusals atomic.Int32
+		status := byte(wireUnsupported)
+		p.net.Join("a", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			if frame[0] == wireAckBatch {
+				refusals.Add(1)
+				return encodeOneAnswer(status, "nope"), nil
+			}
+			return p.a.node.Serve(ctx, from, frame)
+		})
+		p.a.produce(0, 4)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 4})
+		ctx := context.Background()
+		for _, err := range p.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+			require.NoError(t, err, "sent again one by one")
+		}
+		assert.Equal(t, int32(1), refusals.Load())
+
+		p2 := newPair(t, 0, 0)
+		defer p2.close()
+		p2.net.Join("a", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			refusals.Add(1)
+			return encodeOneAnswer(3, router.ErrUnsupportedOp.Error()), nil // 400, malformed
+		})
+		p2.a.produce(0, 4)
+		msgs = p2.a.consume(router.ConsumeOptions{Max: 4})
+		for _, err := range p2.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+			assert.ErrorIs(t, err, router.ErrInvalidArgument)
+		}
+		assert.Equal(t, int32(2), refusals.Load(), "no single ops: a malformed frame is no older owner")
+	})
+}
+
+// Issue 11: a Transport that ignores its context cannot hold a forwarded ack past its 2 s
+// budget: the node stops waiting at the deadline (502, no reply came back) and discards the
+// late reply; the Call's goroutine ends when the Call returns.
+func TestForwardOutlastsATransportIgnoringContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var returned atomic.Int32
+		stuck := transportFunc(func(ctx context.Context, to string, frame []byte) ([]byte, error) {
+			<-release // ignores ctx
+			returned.Add(1)
+			return encodeOneAnswer(wireOK, ""), nil
+		})
+		routes := &routertest.Routes{}
+		routes.SetRemote("orders", "a", 0)
+		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: stuck})
+		require.NoError(t, err)
+		ctx := context.Background()
+		h := inflight.Handle{Partition: 0, Offset: 1, Nonce: 1}.String()
+
+		var ackErr error
+		var batchErrs []error
+		answered := make(chan struct{})
+		go func() {
+			defer close(answered)
+			ackErr = node.Ack(ctx, "orders", h)
+			batchErrs = node.AckBatch(ctx, "orders", []string{h, h})
+		}()
+		time.Sleep(2 * router.ForwardBudget)
+		synctest.Wait()
+		select {
+		case <-answered:
+		default:
+			close(release)
+			t.Fatal("still waiting for the Transport past the budget")
+		}
+		assert.ErrorIs(t, ackErr, router.ErrTransport)
+		assert.Equal(t, 502, router.HTTPStatus(ackErr))
+		for _, err := range batchErrs {
+			assert.ErrorIs(t, err, router.ErrTransport)
+		}
+		assert.Zero(t, returned.Load(), "answered while the Calls were still running")
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, int32(2), returned.Load())
+		require.NoError(t, node.Close())
+	})
+}
+
+// Issue 11: a topic longer than MaxTopicLength (here over 64 KiB, whose length wrapped on the
+// wire) is refused with ErrInvalidArgument before anything is sent.
+func TestForwardRefusesALongTopic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 0)
+		defer p.close()
+		ctx := context.Background()
+		h := inflight.Handle{Partition: 0, Offset: 1, Nonce: 1}.String()
+		for _, topic := range []string{strings.Repeat("t", 1<<16+6), strings.Repeat("t", router.MaxTopicLength+1)} {
+			p.b.routes.SetRemote(topic, "a", 0)
+			calls := p.net.Calls()
+			err := p.b.node.Ack(ctx, topic, h)
+			assert.ErrorIs(t, err, router.ErrInvalidArgument)
+			assert.Equal(t, 400, router.HTTPStatus(err))
+			for _, err := range p.b.node.AckBatch(ctx, topic, []string{h, h}) {
+				assert.ErrorIs(t, err, router.ErrInvalidArgument)
+			}
+			assert.Equal(t, calls, p.net.Calls(), "nothing reached the wire")
+		}
+	})
+}
+
+// Checklist 159: below the window every ack is its own RPC, a single op.
+func TestForwardBelowTheWindowIsOneRPCPerAck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 8
+		p := newPair(t, 10*time.Millisecond, window)
+		defer p.close()
+		r := p.record(nil)
+		p.a.produce(0, window)
+		msgs := p.a.consume(router.ConsumeOptions{Max: window})
+		for _, err := range ackAll(p, msgs) {
+			require.NoError(t, err)
+		}
+		frames := r.Frames()
+		require.Len(t, frames, window, "one RPC per ack")
+		for _, f := range frames {
+			assert.Equal(t, [2]int{wireAck, 1}, f)
+		}
+	})
+}
+
+// Checklist 160: an AckBatch carries at most 64 records, a bigger queue leaving as several
+// batches, and a queue of one leaves as the single op.
+func TestForwardBatchCapAndQueueOfOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 10*time.Millisecond, 1)
+		defer p.close()
+		r := p.record(nil)
+		const acks = 1 + 150
+		p.a.produce(0, acks)
+		msgs := p.a.consume(router.ConsumeOptions{Max: acks})
+		require.Len(t, msgs, acks)
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String())) })
+		synctest.Wait() // in flight, holding the only slot
+		for _, err := range ackAll(p, msgs[1:]) {
+			require.NoError(t, err)
+		}
+		wg.Wait()
+		assert.Equal(t, [][2]int{{wireAck, 1}, {wireAckBatch, 64}, {wireAckBatch, 64}, {wireAckBatch, 22}}, r.Frames())
+
+		p.a.produce(0, 2)
+		msgs = p.a.consume(router.ConsumeOptions{Max: 2})
+		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String())) })
+		synctest.Wait()
+		require.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[1].Receipt.String()))
+		wg.Wait()
+		assert.Equal(t, [][2]int{{wireAck, 1}, {wireAck, 1}}, r.Frames()[4:], "a queue of one leaves as the single op")
+	})
+}
+
+// Checklist 164, 166, 167: one client batch ack with every outcome: acked, gone, already
+// settled, not owned by the owner it was routed to, no owner at all, malformed; one RPC.
+func TestClientBatchAckMixedOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 0)
+		defer p.close()
+		p.a.produce(0, 3)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 3})
+		ctx := context.Background()
+		require.NoError(t, p.a.node.Nack(ctx, "orders", msgs[1].Receipt.String(), time.Hour))
+		require.NoError(t, p.a.ack(msgs[2]))
+		p.b.routes.SetRemote("orders", "a", 0, 7) // a does not own 7
+		calls := p.net.Calls()
+		errs := p.b.node.AckBatch(ctx, "orders", []string{
+			msgs[0].Receipt.String(), msgs[1].Receipt.String(), msgs[2].Receipt.String(),
+			inflight.Handle{Partition: 7, Offset: 0, Nonce: 1}.String(), "9:0:1", "bad",
+		})
+		require.NoError(t, errs[0])
+		assert.ErrorIs(t, errs[1], inflight.ErrGone)
+		assert.ErrorIs(t, errs[2], inflight.ErrAlreadySettled)
+		assert.Equal(t, 503, router.HTTPStatus(errs[3]), "the owner does not own it")
+		assert.ErrorIs(t, errs[4], router.ErrUnavailable)
+		assert.ErrorIs(t, errs[5], inflight.ErrMalformedHandle)
+		assert.Equal(t, []int{204, 410, 410, 503, 503, 400}, statuses(errs))
+		assert.Equal(t, calls+1, p.net.Calls(), "one AckBatch")
+	})
+}
+
+// Spec, "Forwarded acks": a batch whose requester gave up is answered 503, unapplied.
+func TestServeAnswers503WhenTheRequesterGaveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 0, 0)
+		defer p.close()
+		p.a.produce(0, 2)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
+		gaveUp, cancel := context.WithCancel(context.Background())
+		cancel()
+		frame := ackBatchFrame("orders", []inflight.Handle{msgs[0].Receipt, msgs[1].Receipt}, []time.Duration{time.Second, time.Second})
+		reply, err := p.a.node.Serve(gaveUp, "b", frame)
+		require.NoError(t, err)
+		assert.Equal(t, []byte{wireUnavailable, wireUnavailable}, replyStatuses(t, reply))
+		require.NoError(t, p.a.ack(msgs[0]), "not applied")
+		require.NoError(t, p.a.ack(msgs[1]), "not applied")
+	})
+}
+
+func statuses(errs []error) []int {
+	out := make([]int, len(errs))
+	for i, err := range errs {
+		out[i] = router.HTTPStatus(err)
+	}
+	return out
+}
+
+// ackBatchFrame lays out an AckBatch of acks by hand, each with its budget.
+func ackBatchFrame(topic string, handles []inflight.Handle, budgets []time.Duration) []byte {
+	b := []byte{wireAckBatch}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
+	b = append(b, topic...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(handles)))
+	for i, h := range handles {
+		b = append(b, wireAck)
+		b = binary.BigEndian.AppendUint32(b, uint32(h.Partition))
+		b = binary.BigEndian.AppendUint64(b, uint64(h.Offset))
+		b = binary.BigEndian.AppendUint64(b, h.Nonce)
+		b = binary.BigEndian.AppendUint64(b, 0)
+		b = binary.BigEndian.AppendUint64(b, uint64(budgets[i]))
+	}
+	return b
+}
+
+// encodeOneAnswer lays out a reply of one answer by hand.
+func encodeOneAnswer(status byte, message string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, 1)
+	b = append(b, status)
+	b = binary.BigEndian.AppendUint64(b, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(message)))
+	return append(b, message...)
+}
+
+// replyStatuses reads the status of each answer of a reply frame.
+func replyStatuses(t *testing.T, reply []byte) []byte {
+	t.Helper()
+	require.GreaterOrEqual(t, len(reply), 2)
+	count := int(binary.BigEndian.Uint16(reply))
+	reply = reply[2:]
+	var out []byte
+	for range count {
+		require.GreaterOrEqual(t, len(reply), 11)
+		out = append(out, reply[0])
+		n := int(binary.BigEndian.Uint16(reply[9:]))
+		reply = reply[11+n:]
+	}
+	return out
+}
