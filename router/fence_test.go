@@ -3,7 +3,6 @@ package router_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -30,17 +29,17 @@ func TestCloseWaitsForForwardedAcks(t *testing.T) {
 		require.Len(t, msgs, acks)
 		errs := make([]error, acks)
 		var wg sync.WaitGroup
-		var answered atomic.Int64
 		for i, m := range msgs {
 			wg.Go(func() {
 				errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt.String())
-				answered.Add(1)
 			})
 		}
 		time.Sleep(time.Millisecond / 4) // the first ack is on the wire, the rest queue
 		require.NoError(t, p.b.node.Close())
-		assert.Equal(t, int64(acks), answered.Load(), "Close returned before the acks in progress")
+		calls := p.net.Calls()
+		synctest.Wait() // everything the acks in progress were going to do, they have done
 		wg.Wait()
+		assert.Equal(t, calls, p.net.Calls(), "no forwarding RPC started after Close returned")
 		applied := 0
 		for _, err := range errs {
 			if err == nil {
