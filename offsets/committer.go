@@ -428,23 +428,13 @@ func (c *Committer) Close() error {
 	if err := c.takeAsyncErr(); err != nil {
 		c.log.Warn(msgTickFailed, "err", err)
 	}
-	c.primeMu.Lock()
-	left := c.primeQA
-	c.primeQA = nil
-	c.primeMu.Unlock()
-	c.ioMu.Lock()
-	for _, p := range left {
-		p.priming = false
-	}
-	c.ioMu.Unlock()
-	c.markMu.Lock()
-	for _, p := range left {
-		if !p.marked && c.parts[key{p.topic, p.num}] == p {
-			p.marked = true
-			c.marked = append(c.marked, p)
+	c.unqueuePrimes(func(p *partition) {
+		c.markMu.Lock()
+		defer c.markMu.Unlock()
+		if c.parts[key{p.topic, p.num}] == p {
+			c.markLocked(p) // retryNextTick would not: the committer is closed
 		}
-	}
-	c.markMu.Unlock()
+	})
 
 	_, err := c.tick(c.lastNow, modeClose)
 	c.releaseAll()

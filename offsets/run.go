@@ -97,6 +97,12 @@ func (c *Committer) stopBackground(wg *sync.WaitGroup) {
 	close(c.bgStop)
 	wg.Wait()
 	c.async = false
+	c.unqueuePrimes(c.retryNextTick)
+}
+
+// unqueuePrimes takes back the primes queued for the pool that it had not started, and hands
+// each to mark, so that they are primed inline: by the next tick, or by Close's final pass.
+func (c *Committer) unqueuePrimes(mark func(*partition)) {
 	c.primeMu.Lock()
 	left := c.primeQA
 	c.primeQA = nil
@@ -104,7 +110,9 @@ func (c *Committer) stopBackground(wg *sync.WaitGroup) {
 	c.ioMu.Lock()
 	for _, p := range left {
 		p.priming = false
-		c.retryNextTick(p)
 	}
 	c.ioMu.Unlock()
+	for _, p := range left {
+		mark(p)
+	}
 }
