@@ -1,6 +1,8 @@
 package offsets
 
 import (
+	"cmp"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 )
@@ -39,6 +41,7 @@ func (c *Committer) primeChunk(t *tickScratch, chunk []*partition, res []primeRe
 			dirErr[i] = err
 		}
 	})
+	parentErr := c.syncParents(res, limit)
 	for i := range res {
 		pr := &res[i]
 		if pr.root != nil {
@@ -48,7 +51,7 @@ func (c *Committer) primeChunk(t *tickScratch, chunk []*partition, res []primeRe
 		if pr.err != nil {
 			continue
 		}
-		if err := dirErr[first[[2]uint64{pr.dirDev, pr.dirIno}]]; err != nil {
+		if err := cmp.Or(dirErr[first[[2]uint64{pr.dirDev, pr.dirIno}]], parentErr[filepath.Dir(pr.p.dir)]); err != nil {
 			pr.err = err
 			c.closePrime(pr)
 			continue
@@ -175,4 +178,40 @@ func (c *Committer) primePool(stop <-chan struct{}) {
 // writeout worker's reopens (2 each), as far as the held descriptors leave that room.
 func (c *Committer) primeLimit() int64 {
 	return c.maxOpen - int64(min(4, int(c.maxOpen)-c.maxHeld-2))
+}
+
+// syncParents makes the entries of the chunk's partition directories durable: the host
+// created each directory (the committer never does) and the entry lives in its parent, which
+// nothing else syncs; so does the parent's own entry, in the grandparent, for a topic created
+// with it. One sync per distinct parent and grandparent of the chunk, so many partitions of a
+// topic share two. It returns the error met for each parent; a prime whose parent could not
+// be synced is retried.
+func (c *Committer) syncParents(res []primeResult, limit int64) map[string]error {
+	errs := map[string]error{}
+	synced := map[string]error{}
+	syncDir := func(dir string) error {
+		if err, ok := synced[dir]; ok {
+			return err
+		}
+		root, err := c.openRoot(dir, limit)
+		if err == nil {
+			if err = root.Sync(); err != nil {
+				c.stats.syncFailures.Add(1)
+			}
+			c.closeFD(root)
+		}
+		synced[dir] = err
+		return err
+	}
+	for i := range res {
+		if res[i].err != nil {
+			continue
+		}
+		parent := filepath.Dir(res[i].p.dir)
+		if _, done := errs[parent]; done {
+			continue
+		}
+		errs[parent] = cmp.Or(syncDir(parent), syncDir(filepath.Dir(parent)))
+	}
+	return errs
 }
