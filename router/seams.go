@@ -63,6 +63,21 @@ type ManyGetter interface {
 	GetMany(topic string, partitions []int32, into []Log) error
 }
 
+// RangeReader is an optional capability of a Log, found by type assertion: read consecutive
+// records in one call rather than one Read each (a file log reads a range with one pread).
+//
+// ReadRange appends to dst the records at offset, offset+1, ... and returns it: at most max
+// of them (max >= 1), stopping at the high watermark, and after the record whose keys and
+// values bring the total to maxBytes or more (that record is kept, so at least one comes
+// back). The first record's errors are Read's: ErrNotFound below the oldest retained
+// offset, ErrCorrupt for a permanently unreadable record, ErrLogClosed once closed, and
+// nothing appended. A later record that would fail ends the range before it, with a nil
+// error: the caller reads it on its own next. The node calls it only for offsets it has
+// reserved, below the high watermark it read before.
+type RangeReader interface {
+	ReadRange(offset int64, max, maxBytes int, dst []Record) ([]Record, error)
+}
+
 // Routes says who owns the partitions of a topic: local ones, and remote ones by node ID.
 // The host's metadata answers it (its own consensus, a static map, an external store). ok is
 // false for a topic that does not exist. It must be safe for concurrent use, and what it
