@@ -5,8 +5,9 @@
 // delivery attempts of unresolved offsets above the frontier, the quarantined offsets and the
 // requeued ones. Its promise: no crash of the process or of the machine recovers a frontier,
 // an acked-ahead offset, an attempt count, a quarantined or a requeued offset the live shard
-// never held; a process crash delivers again about one tick of acks, a power loss about one durability interval plus a tick and the writeout time, and a
-// graceful Close nothing; and a Durable wait that returned survives either.
+// never held; a process crash delivers again about one tick of acks, a power loss about one
+// durability interval plus a tick and the writeout time, and a graceful Close nothing; and a
+// Durable wait that returned survives either.
 //
 // The protocol these files serve, and the invariants cited below, are described in
 // docs/protocol.md at the root of the module ("The committer" and "Invariants").
