@@ -31,7 +31,7 @@ type ConsumeOptions struct {
 // Consume leases and returns up to opts.Max records of topic from this node's partitions,
 // lowest unresolved offsets first. With nothing there it waits up to opts.Wait, parked on
 // the topic's queue (or the partition's, when pinned), and a record that arrives meanwhile
-// is handed to exactly one parked consumer. No records and no error is the 204 of the spec.
+// is handed to exactly one parked consumer. No records and no error is a 204.
 //
 // A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
 // runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes
@@ -237,8 +237,7 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 // FitResponse keeps the longest prefix of msgs whose encoded size, as the host's encoder
 // measures it with size, stays within limit (the first record is always kept), and gives
 // back every record past it before the host writes its response, so the next consume takes
-// them at once rather than after their visibility timeout. The spec bounds a response at
-// 8 MiB of encoded records.
+// them at once rather than after their visibility timeout. ResponseLimit is the usual limit.
 func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) []Message {
 	if !n.fence.enter() {
 		return msgs // the node closed: its leases went with it
@@ -255,8 +254,8 @@ func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) [
 	return msgs
 }
 
-// ResponseLimit is the spec's bound on a consume response: 8 MiB of encoded records, half
-// the 16 MiB cluster frame.
+// ResponseLimit is a bound for FitResponse: 8 MiB of encoded records, which holds a full
+// batch of BatchPayloadBytes (4 MiB) of keys and payloads even when encoding doubles them.
 const ResponseLimit = 8 << 20
 
 // giveBack returns delivered records that never reached their consumer, and wakes parked

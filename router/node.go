@@ -31,7 +31,7 @@ var (
 )
 
 // PurgeInterval is the cadence of the background purger that releases expired leases on
-// partitions nobody touches (spec, "Consume constants").
+// partitions nobody touches.
 const PurgeInterval = time.Second
 
 // purgeResolution is the finest the purger resolves a deadline: a lease expiry or the end
@@ -288,7 +288,7 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 	return filepath.Join(n.dir, topicDir(topic), strconv.Itoa(int(partition)))
 }
 
-// loadState reads a partition's persisted state at its shard's first touch (checklist 73).
+// loadState reads a partition's persisted state at its shard's first touch.
 // A partition with no state it can trust starts just below its oldest retained offset. A
 // recovered frontier at or past the high watermark is clamped below it (a log that lost its
 // tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
@@ -339,9 +339,9 @@ func (n *Node) topic(name string) *topicState {
 	return t
 }
 
-// runPurger releases expired leases and ends nack delays on partitions nobody touches
-// (checklist 16), on the node's clock: at the earliest deadline the shards hold, and at
-// least every PurgeInterval. A dead consumer's record is then delivered again exactly one
+// runPurger releases expired leases and ends nack delays on partitions nobody touches, on
+// the node's clock: at the earliest deadline the shards hold, and at least every
+// PurgeInterval. A dead consumer's record is then delivered again exactly one
 // visibility timeout later, and a delayed one when its delay ends, not at the next sweep.
 // With no lease anywhere it wakes once a PurgeInterval.
 func (n *Node) runPurger(ctx context.Context) {
@@ -512,7 +512,7 @@ func (n *Node) Stats() Stats {
 // forwarded, a durable ack waiting for its sync) to finish, then stops the goroutines, and the
 // committer writes out every partition and brings consumer.offset level. So every ack,
 // extend and nack that returned success before Close returned, in progress ones included, is
-// persisted: a restart delivers no acked record again (invariant 5). It returns what the
+// persisted: a restart delivers no acked record again (invariant "the documented redelivery window"). It returns what the
 // final writeout and the release of Dir's lock failed with, if anything.
 //
 // Close is Shutdown without a bound: see Shutdown for what later calls answer.
@@ -576,7 +576,7 @@ func (n *Node) shutdown() {
 	close(n.closing.done)
 }
 
-// committerSource gives the committer the live state of a partition (checklist 40): a
+// committerSource gives the committer the live state of a partition: a
 // partition whose shard is gone writes nothing. The committer calls it from one goroutine, one
 // call at a time, so the snapshot it holds is reused without a lock: the shard fills the
 // committer's own buffers for the offset sets, and snap's for the attempts, which are then
@@ -618,7 +618,7 @@ func (s pumpSource) Take(topic string, pinned int32) (Message, bool) {
 }
 
 // Release gives back a record handed over at the instant its consumer left, so it is
-// visible again at once rather than after its visibility timeout (checklist 84).
+// visible again at once rather than after its visibility timeout.
 func (s pumpSource) Release(topic string, m Message) {
 	if shard, ok := s.n.tracker.Lookup(topic, m.Partition); ok {
 		shard.GiveBack(s.n.clock.Now(), m.Receipt)
