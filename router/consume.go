@@ -254,8 +254,8 @@ func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) [
 	return msgs
 }
 
-// ResponseLimit is a bound for FitResponse: 8 MiB of encoded records, which holds a full
-// batch of BatchPayloadBytes (4 MiB) of keys and payloads even when encoding doubles them.
+// ResponseLimit is a bound for FitResponse: 8 MiB of encoded records, twice
+// BatchPayloadBytes, so a full batch fits unless its encoding more than doubles it.
 const ResponseLimit = 8 << 20
 
 // giveBack returns delivered records that never reached their consumer, and wakes parked
