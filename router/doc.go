@@ -50,10 +50,9 @@
 // a broken state and keeps failing the scan that reaches it.
 //
 // Read failures (see docs/protocol.md, "Retention jumps, corrupt skips and closed logs"): an
-// offset below retention jumps the frontier to the oldest
-// retained offset in one step (logged at most once a minute per partition); a permanently
-// unreadable record is skipped, counted and logged; a closed log is transient, and the
-// reservation is given back.
+// offset below retention jumps the frontier to the oldest retained offset in one step
+// (logged at most once a minute per partition); a permanently unreadable record is skipped,
+// counted and logged; a closed log is transient, and the reservation is given back.
 //
 // # Guarantees
 //
