@@ -184,11 +184,15 @@ func (n *Node) countEmpty(msgs []Message) {
 	}
 }
 
-// Replay reads up to max records of a partition from offset on, within retention. It
-// bypasses the queue state entirely: no lease, no frontier change, no receipt, and it is not
-// counted as consumed. It reads up to limit records (at least one) and at most
-// BatchPayloadBytes of keys and payloads. Records below the oldest retained offset are
-// skipped; an unreadable record ends the replay before it.
+// Replay reads records of a local partition from offset on, within retention. It bypasses
+// the queue state entirely: no lease, no frontier change, no receipt, and it is not counted
+// as consumed. It reads at most limit records (zero means one; there is no other cap) and
+// stops once they carry BatchPayloadBytes of keys and payloads, keeping the record that
+// crosses the bound; it never reads at or past the high watermark it read first. An offset
+// below the oldest retained one starts the replay there. A read error (an unreadable record,
+// one retention removed meanwhile, a closed log) or ctx ending ends the replay before it: the
+// records read so far come back without the error, or the error alone when there are none
+// (ctx's error comes back with what was read).
 func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
 	if !n.fence.enter() {
 		return nil, ErrClosed

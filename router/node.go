@@ -47,8 +47,10 @@ type TopicConfig = inflight.Config
 type Config struct {
 	Logs   Logs
 	Routes Routes
-	// Dir is the root of the consumer state: each partition keeps consumer.ahead and
-	// consumer.offset in Dir/<topic, path-escaped>/<partition> (see topicDir).
+	// Dir is the root of the consumer state: each partition keeps consumer.id,
+	// consumer.ahead and consumer.offset in Dir/<topic, path-escaped>/<partition> (see
+	// PartitionDir). It need not exist: New creates it and locks it for the node's life,
+	// and the node makes each partition's directory when it first loads the partition.
 	Dir string
 	// FS is the file system the state is written through (see FS for its contract). Nil
 	// means the real one.
@@ -387,10 +389,13 @@ func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 	}
 }
 
-// Appended tells the node that the log of (topic, partition) grew to hwm (the next offset
-// to be written). It wakes a parked consumer if there is one; with none parked it returns at
-// once on an atomic flag and allocates nothing. A host also calls it when the node gains a
-// partition, so consumers parked on the topic look at it at once.
+// Appended tells the node that the log of (topic, partition) grew. It wakes a consumer
+// parked for the partition if there is one; with none parked it returns at once on an
+// atomic flag and allocates nothing. A host also calls it when the node gains a partition,
+// so consumers parked on the topic look at it at once. Without it, a parked consumer waits
+// until its deadline or until another wake (a nack, a lease expiry, an append to another
+// partition) makes the node look. hwm, the next offset to be written, is not used: the node
+// reads the high watermark from the log itself when it reserves.
 func (n *Node) Appended(topic string, partition int32, hwm int64) {
 	n.pump.NotifyPartition(topic, partition)
 }
