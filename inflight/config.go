@@ -2,7 +2,7 @@ package inflight
 
 import "time"
 
-// Defaults of the per-topic settings (spec, "Consume constants"; DESIGN, "Decisions").
+// Defaults of the per-topic settings.
 const (
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultMaxInFlight       = 1024
@@ -41,7 +41,7 @@ type Config struct {
 	// MaxDeliveries quarantines a record whose lease ended unsettled (expired or nacked)
 	// after this many deliveries: the frontier passes over it, it is kept in the
 	// partition's persisted quarantine set and reported through Hooks.Quarantine, until
-	// Requeue brings it back. Zero means unlimited, the spec's behaviour: one poison
+	// Requeue brings it back. Zero means unlimited: one poison
 	// record is then delivered again forever and holds the frontier.
 	MaxDeliveries int
 	// Backoff delays the redelivery of a record whose lease expired, or that was nacked

@@ -2,6 +2,10 @@
 // log: per (topic, partition), which records are leased to which consumer and until when,
 // and up to which offset everything is settled.
 //
+// The protocol, and the invariants this package cites by name, are described in
+// docs/protocol.md at the root of the module ("Leases", "Receipt handles and nonces", "The
+// committed frontier and the acked-ahead set", "Redelivery control", "Invariants").
+//
 // # The shard
 //
 // A Shard is one partition's state:
@@ -16,13 +20,14 @@
 //   - the caps, per topic (Config): in-flight (at the cap nothing is handed out) and
 //     acked-ahead (at the cap only the frontier hole is handed out).
 //
-// Only the frontier and the acked-ahead set are persisted (Snapshot, Restore); everything
-// else is memory. A crash forgets the leases and the records are simply delivered again:
+// Only the frontier and the acked-ahead set are persisted (Snapshot, Restore), with the
+// quarantined and requeued offsets and the delivery attempts of redelivery control;
+// everything else is memory. A crash forgets the leases and the records are simply delivered again:
 // that is the whole crash story of consumption.
 //
 // # Usage
 //
-// The caller reserves before it reads (invariant 1), then settles:
+// The caller reserves before it reads (invariant "one live holder"), then settles:
 //
 //	lease, err := shard.ReserveNext(now, log.HighWatermark())
 //	// errors.Is(err, ErrEmpty / ErrAllReserved / ErrInFlightCap / ErrAckedAheadCap): a 204
@@ -40,7 +45,7 @@
 //
 // # Redelivery control
 //
-// Beyond the spec, a topic's Config can bound what one record that never succeeds costs:
+// A topic's Config can bound what one record that never succeeds costs:
 // MaxDeliveries quarantines it after that many deliveries (the frontier passes over it; the
 // quarantine is persisted, reported through Hooks.Quarantine, and Requeue brings a record
 // back), Backoff delays redelivery after an expiry or a nack without a delay of its own, and
@@ -64,7 +69,7 @@
 //
 // # Implementation notes
 //
-// Expiry uses a min-heap with lazy deletion, as the spec chose over an indexed heap: an ack
+// Expiry uses a min-heap with lazy deletion rather than an indexed heap: an ack
 // or extend leaves the old entry in place, and a popped entry is skipped unless the offset
 // still holds a lease with the same nonce and expiry. An ack then costs two map operations
 // and no heap work, and an extended lease is never evicted by its superseded deadline. The

@@ -4,7 +4,7 @@ import "errors"
 
 // Errors returned by a Shard and by ParseHandle. Test them with errors.Is.
 var (
-	// ErrGone is the 410 of the spec: the handle names no live lease (it expired, was
+	// ErrGone is a 410 Gone: the handle names no live lease (it expired, was
 	// superseded by a newer lease on the same offset, was nacked, or was never issued). The
 	// call changed nothing.
 	ErrGone = errors.New("inflight: lease gone")

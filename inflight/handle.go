@@ -8,7 +8,7 @@ import (
 // A Handle is a receipt handle, partition:offset:nonce in text. It names one lease: the
 // nonce is drawn from the shard's random stream when the lease is granted, so a handle that
 // was not handed out cannot be guessed, and an old handle never matches a newer lease on the
-// same offset (invariant 2).
+// same offset (invariant "the nonce is the authority").
 //
 // A Handle does not name its topic: the host knows the topic from the request that carries
 // the handle, as an SQS receipt handle is used with its queue URL.

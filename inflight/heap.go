@@ -74,9 +74,9 @@ func (h *minHeap[T]) retain(keep func(T) bool) {
 // expires, or, with nonce 0, the nack delay of offset ends.
 //
 // Entries are not removed when a lease is settled, extended or released: the heap uses lazy
-// deletion, as the spec chose. A popped entry counts only if the offset still holds a lease
+// deletion. A popped entry counts only if the offset still holds a lease
 // with the same nonce and the same expiry (or a delay ending at the same instant), so an
-// extended lease is never evicted by its own superseded deadline (checklist 20). The shard
+// extended lease is never evicted by its own superseded deadline. The shard
 // compacts the heap when stale entries outnumber live ones, so its size stays proportional
 // to the live leases at O(1) amortized cost.
 type deadline struct {

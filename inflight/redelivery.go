@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Redelivery control beyond the spec: delivery limits with a quarantine, backoff, extension
+// Redelivery control: delivery limits with a quarantine, backoff, extension
 // caps. Every system users compare the library with does something about a record that
 // never succeeds (Kafka share groups archive it after 5 attempts, JetStream has MaxDeliver
 // and BackOff, SQS a redrive policy); without it one poison record at the frontier is
@@ -173,7 +173,7 @@ func (s *Shard) Quarantined() []int64 {
 // and ReasonRequeued. Above the frontier it is an unresolved offset again; at or below it
 // (the frontier passed over it meanwhile), it is delivered before anything above the
 // frontier and leaves the quarantine when acked, all without moving the frontier back
-// (invariant 3). It reports whether off was quarantined.
+// (invariant "no frontier past an ack"). It reports whether off was quarantined.
 func (s *Shard) Requeue(now time.Time, off int64) bool {
 	var fx effects
 	s.mu.Lock()

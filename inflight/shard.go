@@ -73,7 +73,7 @@ type Attempt struct {
 	Count  uint32
 }
 
-// Hooks are called by a shard after its lock is released, never under it (checklist 34), so
+// Hooks are called by a shard after its lock is released, never under it, so
 // they may call into the pump or the committer freely. A nil hook is skipped.
 type Hooks struct {
 	// Wake reports that records of the partition became visible again: a nack without
@@ -96,7 +96,7 @@ type Options struct {
 	Config Config
 	// Seed seeds the shard's ChaCha8 nonce stream. The zero value draws a seed from
 	// crypto/rand, which is what production must do: a seed derived from the partition
-	// would repeat nonces across restarts (RELIABILITY G2). Tests inject seeds.
+	// would repeat nonces across restarts, and an old handle could settle a new lease. Tests inject seeds.
 	Seed     [32]byte
 	Hooks    Hooks
 	Counters *Counters // nil: the shard counts into its own
@@ -195,7 +195,7 @@ func (s *Shard) Partition() int32 { return s.partition }
 
 // Restore reseeds the shard with persisted state, as after a restart: every lease, delay,
 // release and corrupt skip is forgotten, and every offset above the frontier that is not
-// acked ahead will be delivered again (checklist 7). Handles issued before never match a
+// acked ahead will be delivered again. Handles issued before never match a
 // lease issued after, since the nonce stream goes on.
 func (s *Shard) Restore(state State) {
 	s.mu.Lock()
@@ -249,7 +249,7 @@ func (s *Shard) SetConfig(cfg Config) {
 // ReserveNext leases the lowest unresolved offset above the frontier and below hwm (the
 // log's high watermark: the next offset to be written), after purging expired leases; a
 // requeued offset below the frontier goes first. The caller reads the record only after this
-// returns (a reservation precedes every read, invariant 1), then settles the lease, or gives
+// returns (a reservation precedes every read: invariant "one live holder"), then settles the lease, or gives
 // it back with GiveBack, SkipCorrupt or SkipRetention if the read failed. With MaxDeliveries
 // set, an offset whose restored attempts already reached it is quarantined rather than leased
 // (its last delivery died with the previous process).
@@ -332,7 +332,7 @@ func (s *Shard) chooseLocked(hwm int64) (int64, error) {
 		return 0, ErrEmpty
 	case len(s.ackedAhead) >= s.cfg.MaxAckedAhead:
 		// At the acked-ahead cap only the frontier hole is handed out, so that the gap can
-		// close and the set drain (checklist 23). The hole is never settled: the frontier
+		// close and the set drain. The hole is never settled: the frontier
 		// would have advanced over it.
 		if p := s.pending[hole]; p.nonce != 0 || p.delayed {
 			return 0, ErrAckedAheadCap
@@ -442,7 +442,7 @@ func (s *Shard) isLiveDeadline(d deadline) bool {
 
 // Purge releases every lease whose expiry is at or before now and ends every nack delay that
 // is over, and returns how many it released. It reports a wake if any. The node's 1 s
-// sweeper calls it; every other method purges too (checklist 15, 16).
+// sweeper calls it; every other method purges too.
 func (s *Shard) Purge(now time.Time) int {
 	var fx effects
 	s.mu.Lock()
@@ -452,7 +452,7 @@ func (s *Shard) Purge(now time.Time) int {
 	return fx.released
 }
 
-// purgeLocked pops due deadlines. A lease is live only while now < expiry (checklist 3).
+// purgeLocked pops due deadlines. A lease is live only while now < expiry.
 // An expired lease is released (or delayed by the backoff policy, or quarantined); a delay
 // that ended makes its offset visible again.
 func (s *Shard) purgeLocked(now int64, fx *effects) {
@@ -500,9 +500,9 @@ func (s *Shard) releaseLocked(off int64, p pending, fx *effects) {
 
 // Ack settles the lease h names: the frontier advances over the contiguous settled run, or
 // the offset is parked in the acked-ahead set until the gap beneath it closes. Only the live
-// lease's handle settles (invariant 2); an expired lease is gone even when nobody leased
-// the offset again (checklist 17-19). An ack of a settled offset gets ErrAlreadySettled.
-// Acks are always accepted at the acked-ahead cap (checklist 24).
+// lease's handle settles (invariant "the nonce is the authority"); an expired lease is gone even when nobody leased
+// the offset again. An ack of a settled offset gets ErrAlreadySettled.
+// Acks are always accepted at the acked-ahead cap.
 func (s *Shard) Ack(now time.Time, h Handle) error {
 	_, err := s.settle(now, h, opAck, 0)
 	return err
@@ -569,7 +569,7 @@ func (s *Shard) giveBackLocked(off int64, p pending) {
 
 // SkipCorrupt settles the lease h names as a permanently unreadable record: the offset goes
 // into the corrupt-skip set (memory only; the next incarnation finds it again by reading)
-// and the frontier advances over it as over an acked offset (checklist 28, 29).
+// and the frontier advances over it as over an acked offset.
 func (s *Shard) SkipCorrupt(now time.Time, h Handle) error {
 	_, err := s.settle(now, h, opSkipCorrupt, 0)
 	return err
@@ -659,7 +659,7 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	}
 }
 
-// advanceLocked moves the frontier over the settled run above it (checklist 2, 5).
+// advanceLocked moves the frontier over the settled run above it.
 func (s *Shard) advanceLocked() {
 	for next := s.frontier + 1; s.isSettled(next); next++ {
 		delete(s.ackedAhead, next)
@@ -672,7 +672,7 @@ func (s *Shard) advanceLocked() {
 // SkipRetention handles a read of the lease h names that found the offset below the log's
 // oldest retained offset: the frontier jumps to oldest-1 in one step, dropping every lease,
 // delay and acked-ahead entry below oldest, and the partition is reported dirty so the jump
-// is persisted (checklist 25, 26). It reports whether this call jumped. A consume that
+// is persisted. It reports whether this call jumped. A consume that
 // raced another to the same gap finds the jump done: its lease is already gone, and it
 // simply reserves again; it never sees ErrGone. If the lease is somehow still live (the log
 // reported an offset at or above oldest as missing), it is given back.
@@ -741,9 +741,9 @@ func (s *Shard) jumpLocked(frontier int64) {
 }
 
 // Snapshot fills dst with the shard's persisted state, reusing dst's slices: the frontier,
-// the acked-ahead set ascending, and the attempts of unresolved offsets with at least one
-// delivery. Leases, nonces, the expiry heap and the corrupt-skip set are memory only
-// (checklist 6).
+// the acked-ahead set ascending, the attempts of unresolved offsets with at least one
+// delivery, and the quarantined and requeued offsets. Leases, nonces, the expiry heap and
+// the corrupt-skip set are memory only.
 func (s *Shard) Snapshot(dst *State) {
 	s.mu.Lock()
 	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation

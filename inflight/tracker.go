@@ -37,13 +37,13 @@ type TrackerConfig struct {
 	// Topic returns a topic's settings. Nil means the defaults for every topic.
 	Topic func(topic string) Config
 	// Load reads a partition's persisted state when its shard is created (lazily, at first
-	// touch, from disk: checklist 73). It runs outside the tracker's lock but inside the
+	// touch, from disk). It runs outside the tracker's lock but inside the
 	// create fence, so a drop waits for it. Nil means every shard starts at frontier -1.
 	// An error fails the create and stores nothing. A shard created from Load reports
 	// Hooks.Dirty once it is stored.
 	Load func(topic string, partition int32) (State, error)
 	// Forget is called on every drop, inside the create fence, after the shard left the
-	// tracker: the committer forgets the partition there (checklist 36).
+	// tracker: the committer forgets the partition there.
 	Forget func(topic string, partition int32)
 	// ForgetTopic is called by DropTopic inside the create fence, after every shard of the
 	// topic left the tracker and was forgotten: the node removes the topic's persisted state
@@ -62,14 +62,14 @@ type shardKey struct {
 }
 
 // A Tracker holds the shards of the partitions a node owns, keyed by topic name and
-// partition, so a recreated topic maps to its successor's shard (checklist 1). It creates a
+// partition, so a recreated topic maps to its successor's shard. It creates a
 // shard lazily at its first touch, restoring the persisted state through TrackerConfig.Load.
 // It is safe for concurrent use.
 type Tracker struct {
 	cfg      TrackerConfig
 	counters Counters
 
-	// fence orders creates and drops (checklist 35): a create holds the read side while it
+	// fence orders creates and drops: a create holds the read side while it
 	// loads state and stores the shard, a drop holds the write side around its delete and
 	// its Forget. A create that read a replaced directory therefore stores its shard before
 	// the drop and is dropped with it; a create that starts after the drop reads the path
@@ -241,7 +241,7 @@ func (t *Tracker) forget(topic string, partition int32) {
 	}
 }
 
-// Purge purges every shard (the node's background purger: checklist 16) and returns how
+// Purge purges every shard (the node's background purger) and returns how
 // many offsets became visible again, and the earliest deadline left among all shards (zero
 // when there is none), so the purger can sleep until then rather than a whole cadence.
 // Each shard reports its own wake.

@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// Cadences and bounds of the spec's "Consume constants".
+// Cadences and bounds of the committer (see docs/protocol.md, "Cadences").
 const (
 	DefaultInterval = time.Second            // D when Config.Interval is zero
 	MinInterval     = 10 * time.Millisecond  // storage.consumer_offset_commit_interval_ms lower bound
 	MaxInterval     = 60 * time.Second       // and upper bound
-	MaxTickPeriod   = 100 * time.Millisecond // T, unless D is shorter (checklist item 38)
+	MaxTickPeriod   = 100 * time.Millisecond // T, unless D is shorter
 	LevelInterval   = 30 * time.Second       // consumer.offset is levelled at most this often
 	MaxDescriptors  = 4096                   // descriptors open at once, at most (held, one-shot, priming)
 )
@@ -45,8 +45,8 @@ func transientReserve(limit int) int { return max(4, min(limit/2, 4+3*primeWorke
 // to them from length zero, so a steady tick allocates nothing; into.Found is not used. The
 // committer resets the lengths before the call and reads the slices only until its next call.
 //
-// ok is false when the partition's shard is gone; the committer then writes nothing for it
-// (checklist item 40), and fails the Durable waits of the partition. The committer calls State
+// ok is false when the partition's shard is gone; the committer then writes nothing for it,
+// and fails the Durable waits of the partition. The committer calls State
 // from its own goroutine, one call at a time, never while holding a lock that Forget,
 // MarkDirty or Durable take, so State may take the shard's lock. It must not call Tick or
 // Close.
@@ -220,7 +220,7 @@ type partition struct {
 	windowFrontier int64  // frontier of the last whole window write, -1 before the first
 	windowSnap     uint64 // number of the snapshot the last whole window write holds
 	windowOK       bool   // the window holds a whole record written after the last failed sync
-	needRewrite    bool   // a window write or sync failed: rewrite it before any flip (I9)
+	needRewrite    bool   // a window write or sync failed: rewrite it before any flip (slot discipline)
 	pending        bool   // written since the last writeout
 	pendingSince   time.Time
 
@@ -243,7 +243,7 @@ func New(cfg Config) (*Committer, error) {
 		d = DefaultInterval
 	}
 	if d < MinInterval || d > MaxInterval {
-		return nil, errors.New("offsets: Config.Interval must lie within 10ms and 60s (checklist item 41)")
+		return nil, errors.New("offsets: Config.Interval must lie within 10ms and 60s")
 	}
 	if cfg.MaxDescriptors < 0 || (cfg.MaxDescriptors > 0 && cfg.MaxDescriptors < 5) {
 		return nil, errors.New("offsets: Config.MaxDescriptors must be zero or at least 5")
@@ -276,7 +276,7 @@ func New(cfg Config) (*Committer, error) {
 	return c, nil
 }
 
-// defaultMaxOpen is min(4096, soft RLIMIT_NOFILE / 4), at least 5 (checklist item 61): the
+// defaultMaxOpen is min(4096, soft RLIMIT_NOFILE / 4), at least 5: the
 // host keeps at least three quarters of its limit.
 func defaultMaxOpen(soft uint64) int {
 	if soft == 0 {
@@ -289,7 +289,7 @@ func defaultMaxOpen(soft uint64) int {
 func (c *Committer) TickPeriod() time.Duration { return c.period }
 
 // MarkDirty records that the partition's acked state changed. The ack path calls it after
-// releasing the shard's lock (checklist items 34, 37): it does no I/O, never waits for a tick,
+// releasing the shard's lock: it does no I/O, never waits for a tick,
 // and allocates nothing for a partition already known. After Close it does nothing.
 func (c *Committer) MarkDirty(topic string, partition int32) {
 	c.markMu.Lock()
@@ -324,7 +324,7 @@ func (c *Committer) newPartition(k key) *partition {
 }
 
 // Forget drops the partition's descriptor and state. Once it returns, no snapshot taken before
-// the call is written (checklist item 63): it waits for a write of that partition in progress
+// the call is written: it waits for a write of that partition in progress
 // (a sync in flight ends on the old descriptor, closed after), and a tick holding an older snapshot finds the partition forgotten. The next
 // MarkDirty starts afresh with a prime, which also clears a strand. Every shard drop calls it.
 // The partition's Durable waits fail with ErrShardGone.
@@ -361,7 +361,7 @@ func (c *Committer) Forget(topic string, partition int32) {
 	}
 }
 
-// Tick runs one step at time now (checklist items 39 to 46): it primes the partitions touched
+// Tick runs one step at time now: it primes the partitions touched
 // for the first time, writes a window record into the page cache for every partition marked
 // since the last tick (and every window a failure left to rewrite), writes out the partitions
 // whose turn has come or that waited a whole interval, levels consumer.offset where due, and
@@ -401,8 +401,8 @@ func (c *Committer) step(now time.Time, mode tickMode) (tickReport, error) {
 
 // Close writes out every partition and levels every consumer.offset, whatever their turn, then
 // closes every descriptor: after it both files of every partition the committer knows are
-// exact and durable (checklist item 59; no consumer.offset is created for a frontier of -1). A Durable wait registered before Close is answered
-// nil when Close's writeout of its partition holds, and otherwise fails with an error matching
+// exact and durable (no consumer.offset is created for a frontier of -1). A Durable wait
+// registered before Close is answered nil when Close's writeout of its partition holds, and otherwise fails with an error matching
 // ErrClosed (joined with Close's error). Later Ticks and Durable calls answer ErrClosed, Run
 // returns, MarkDirty does nothing. A second Close returns nil.
 func (c *Committer) Close() error {

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 )
 
-// The descriptor cap (checklist items 61, 62): at most maxOpen descriptors are open at once,
+// The descriptor cap (see docs/protocol.md, "Descriptors"): at most maxOpen descriptors are open at once,
 // counting every one the committer opens: consumer.ahead descriptors held between ticks,
 // one-shot ones, those of primes and levellings, and directory roots. Held ones stay under
 // maxHeld, which leaves a reserve for the others. Past maxHeld the committer closes the

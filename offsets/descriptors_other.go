@@ -2,5 +2,5 @@
 
 package offsets
 
-// softNoFile has no open-file limit to read on this platform; the cap is then the spec's 4096.
+// softNoFile has no open-file limit to read on this platform; the cap is then MaxDescriptors.
 func softNoFile() uint64 { return 0 }

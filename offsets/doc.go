@@ -1,13 +1,16 @@
 // Package offsets is the node's offset committer: it makes the acked state of each partition
-// durable in two files in the partition's directory, and reads it back at recovery. The acked
-// state is the committed frontier and the offsets acked above it, and, for issue "Poison
-// messages and redelivery control", the delivery attempts of unresolved offsets above the
-// frontier, the quarantined offsets and the requeued ones. Its promise: no crash of the process
-// or of the machine recovers a frontier, an acked-ahead offset, an attempt count, a quarantined
-// or a requeued offset the live shard never held; a process crash delivers again about one tick
-// of acks, a power loss about one durability interval plus a tick and the writeout time, and a
-// graceful Close nothing; and a Durable wait that returned survives either (spec sections "Ack
-// persistence", "Crash recovery", "Consumer state: memory and disk"; CHECKLIST items 37 to 76).
+// durable in the partition's directory (consumer.ahead and consumer.offset, under the
+// incarnation consumer.id names), and reads it back at recovery. The acked state is the
+// committed frontier and the offsets acked above it, and, for redelivery control, the
+// delivery attempts of unresolved offsets above the frontier, the quarantined offsets and the
+// requeued ones. Its promise: no crash of the process or of the machine recovers a frontier,
+// an acked-ahead offset, an attempt count, a quarantined or a requeued offset the live shard
+// never held; a process crash delivers again about one tick of acks, a power loss about one
+// durability interval plus a tick and the writeout time, and a graceful Close nothing; and a
+// Durable wait that returned survives either.
+//
+// The protocol these files serve, and the invariants cited below, are described in
+// docs/protocol.md at the root of the module ("The committer" and "Invariants").
 //
 // # Usage
 //
@@ -27,7 +30,7 @@
 //     hwm); install the shard from st (a new partition, !st.Found, starts at its oldest retained
 //     offset minus one), keeping st.Incarnation with it for Source to hand back; then
 //     c.MarkDirty(topic, p), so the next tick primes the partition and makes what Load read
-//     durable (invariant I3; see Load).
+//     durable (invariant "monotone across restarts"; see Load).
 //   - After every ack, extend, retention jump, quarantine or requeue that changed the acked
 //     state, once the shard's lock is released: c.MarkDirty(topic, p). It is cheap, never
 //     blocks on I/O, and allocates nothing for a known partition. (Attempt counts change at
@@ -129,7 +132,7 @@
 // offsets and any number in long runs, up to MaxAheadOffsets (2^20) per set. When the sets do
 // not all fit, each keeps its lowest offsets and they take the room in this order: requeued
 // offsets first (one left out is a record never delivered again after a restart: logged as an
-// error), then acked-ahead offsets (delivered again, checklist item 51), quarantined offsets
+// error), then acked-ahead offsets (delivered again), quarantined offsets
 // (they would be settled after a restart, and no longer requeueable) and attempts (counted
 // afresh). What is left out is counted (Stats.DroppedRequeued, DroppedAhead,
 // DroppedQuarantine, DroppedAttempts) and logged, each kind at most once a minute. The
@@ -208,7 +211,7 @@
 //
 // A Durable wait makes its partition due on the next tick, whatever its turn (see below).
 //
-// Warnings, each at most once a minute, with the spec's words and fields: a tick that took
+// Warnings, each at most once a minute, with fixed words and fields: a tick that took
 // longer than T (Run measures it; inline priming ticks do not count; the next tick then starts
 // at once) or a writeout batch still running at the next tick, and writes that waited more than
 // 2·D for their writeout; and partitions whose first window waited more than a tick for their
@@ -217,12 +220,12 @@
 // # Anchor and window
 //
 // The anchor slot holds the newest record known durable and is never written while it is the
-// anchor; ticks write only the window (invariant I9). A writeout that succeeds, with its device
+// anchor; ticks write only the window (invariant "slot discipline"). A writeout that succeeds, with its device
 // flush, flips the roles. One that fails leaves the anchor alone, and the next tick rewrites
 // the window in full, acked or not: after a failed sync the page cache is not trusted, since
 // Linux may have dropped the dirty pages and reports the error once, so that a later sync
 // "succeeds" persisting nothing (fsyncgate). A flip therefore needs a whole window rewrite
-// followed by a successful sync with no failed sync in between (gap G4). Under a persistent
+// followed by a successful sync with no failed sync in between. Under a persistent
 // failure acks are still accepted and windows still written, and the lag warning fires.
 //
 // A partition's first touch after a start, or after Forget, primes it before any window write:
@@ -266,8 +269,8 @@
 // # Stale shards and replaced directories
 //
 // A partition directory can be replaced or removed under the committer (a move installs a
-// copy, a reclaim quarantines one, a delete and recreate sets the old one aside). The spec's
-// four rules keep a stale shard's acks out of the new directory:
+// copy, a reclaim quarantines one, a delete and recreate sets the old one aside). Four
+// rules keep a stale shard's acks out of the new directory:
 //   - A tick takes the state of each marked partition from the live shard and writes nothing for
 //     one whose shard is gone.
 //   - Forget drops the partition's descriptor and state and waits for a write or sync of it in
@@ -278,7 +281,7 @@
 //     reopen of an evicted descriptor goes by path, never creates, and is refused unless the
 //     path names the directory and the file the prime opened. A missing directory is never
 //     created. A partition whose path is gone or names another directory or file is stranded:
-//     nothing is written for it until its next Forget, and the spec's line is logged once (with
+//     nothing is written for it until its next Forget, and a fixed line is logged once (with
 //     topic and partition). A stat failing otherwise (EIO, ESTALE, EACCES) is an ordinary error,
 //     retried next tick with the identity checks done again.
 //   - (The create fence around drops is the tracker's.)

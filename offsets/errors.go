@@ -48,7 +48,7 @@ var errForgotten = errors.New("offsets: partition forgotten")
 var errReplaced = errors.New("path names another file than the one primed")
 
 // gone reports whether err says the path no longer names anything of the kind it named: the
-// only stat outcome besides a changed identity that strands a partition (checklist item 68).
+// only stat outcome besides a changed identity that strands a partition.
 // ENOTDIR is a path component replaced by a file.
 func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)

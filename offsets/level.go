@@ -2,7 +2,7 @@ package offsets
 
 import "os"
 
-// level brings consumer.offset to v (checklist items 57, 58): it pins the partition directory,
+// level brings consumer.offset to v: it pins the partition directory,
 // checks it is the one primed, opens (or creates, inside the pinned directory only) the file,
 // checks the path still names that directory and writes the 32 bytes in place, all with ioMu
 // held (Forget's promise covers this write); then, without ioMu, syncs them and, if the file

@@ -39,14 +39,15 @@ type primeBuf struct {
 // prime pins the partition directory, opens (creating inside the pinned directory only)
 // consumer.ahead, checks the path still names the pinned directory, extends a short file to
 // 8 KiB, reads both slots, anchors on the newest valid one and writes it out, before the tick
-// writes any window (checklist items 53 to 56, 64, 65). The directory entry is synced by the
+// writes any window. The directory entry is synced by the
 // chunk, once per directory (see primeChunk).
 //
 // The anchor's bytes are written again before the sync: they may sit only in the page cache,
 // clean but never durable (a process that crashed before its writeout, or a failed sync that
 // dropped them), and a sync with nothing dirty would persist nothing. consumer.offset, if it
 // holds a valid frontier, is rewritten and synced for the same reason: what the host loaded
-// must be durable before the first window overwrites the other slot (invariant I3). The
+// must be durable before the first window overwrites the other slot (invariant "monotone across restarts" in
+// docs/protocol.md). The
 // directory is synced whether or not this prime created the file: a file created by a process
 // that crashed before its directory sync looks like an old one.
 //
@@ -330,7 +331,7 @@ func (c *Committer) completePrime(t *tickScratch, pr *primeResult, pool bool) (d
 }
 
 // reopen opens an evicted consumer.ahead again, by path and without creating it, and keeps it
-// only if it is the file, in the directory, that the prime opened (checklist item 66).
+// only if it is the file, in the directory, that the prime opened.
 // Called with ioMu held; errStranded says the caller must strand the partition.
 func (c *Committer) reopen(p *partition, limit int64) (File, error) {
 	root, err := c.openRoot(p.dir, limit)
@@ -379,7 +380,7 @@ func (c *Committer) checkPinned(p *partition, root Root) error {
 
 // checkDir strands the partition unless its path still names the directory (dev, ino): the
 // check after an open, which keeps a file opened in a directory replaced meanwhile from being
-// used as the partition's (checklist item 64).
+// used as the partition's.
 func (c *Committer) checkDir(p *partition, dev, ino uint64) error {
 	fi, err := c.fs.Stat(p.dir)
 	if err != nil {
@@ -393,7 +394,7 @@ func (c *Committer) checkDir(p *partition, dev, ino uint64) error {
 
 // pathErr returns errStranded when err says the partition's path is gone, for the caller to
 // strand it under ioMu, and otherwise err as an ordinary error (EIO, ESTALE, EACCES), retried
-// next tick (checklist item 68). The checks below answer errStranded the same way.
+// next tick. The checks below answer errStranded the same way.
 func (c *Committer) pathErr(_ *partition, err error) error {
 	if gone(err) {
 		return errStranded
@@ -401,7 +402,7 @@ func (c *Committer) pathErr(_ *partition, err error) error {
 	return err
 }
 
-// strand stops all writes for the partition until its next Forget (checklist item 67).
+// strand stops all writes for the partition until its next Forget.
 // Called with ioMu held.
 func (c *Committer) strand(p *partition) {
 	if p.stranded {

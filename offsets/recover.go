@@ -12,7 +12,7 @@ type State struct {
 	// the host then starts the partition as new, at its oldest retained offset minus one.
 	Found bool
 	// Frontier is the inclusive committed frontier: the larger of the newest valid slot's and
-	// consumer.offset's (checklist items 73, 75). -1 when !Found.
+	// consumer.offset's. -1 when !Found.
 	Frontier int64
 	// Ahead holds the newest valid slot's acked-ahead offsets above Frontier, ascending.
 	Ahead []int64
@@ -58,7 +58,7 @@ type stateFiles struct {
 // Recover is recovery as a pure function: the partition's state from the raw bytes of its
 // consumer.id, consumer.ahead (any length) and consumer.offset, each nil when missing. It
 // reads what the files can be trusted to say, and when in doubt it lets records be delivered
-// again rather than skip them (checklist items 73 to 75):
+// again rather than skip them (see docs/protocol.md, "Recovery"):
 //
 //   - consumer.id names the incarnation. Without a valid one (missing: the files were copied
 //     or restored without it; damaged: torn by a crash before its first sync, or bit rot),
@@ -204,17 +204,17 @@ func above(ahead []int64, frontier int64) []int64 {
 
 // Load reads the partition's files by path, the way recovery does (see Recover), for a shard
 // being created, a partition being moved, or the token estimate of a partition not loaded
-// (checklist items 73, 75, 99). A missing directory or files mean no state (State.Found false),
+// A missing directory or files mean no state (State.Found false),
 // not an error; a read error is an error, so the host retries rather than start the partition
 // over. What recovery ignored (a damaged or foreign file, an unusable consumer.ahead) is logged
 // as an error and counted (Stats.IgnoredFiles). State.Incarnation is always set: consumer.id's,
 // or a fresh one. Load takes no lock of the committer and may run beside a tick.
 //
-// A host creating a shard from the result passes it through ClampToWatermark (gap G1), installs
+// A host creating a shard from the result passes it through ClampToWatermark, installs
 // the shard, and then calls MarkDirty for the partition. What Load read may sit only in the page
 // cache (a process crash before its writeout); the tick that follows primes the partition,
 // which makes it durable, and writes the shard's state out, so a power loss cannot take back
-// what the restart observed even if the partition is never acked again (invariant I3), and a
+// what the restart observed even if the partition is never acked again (invariant "monotone across restarts" in docs/protocol.md), and a
 // clamped frontier replaces the bad one in both files.
 func (c *Committer) Load(topic string, partition int32) (State, error) {
 	files, err := readStateFiles(c.fs, c.dir(topic, partition))

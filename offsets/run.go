@@ -20,8 +20,8 @@ type Clock interface {
 }
 
 // Run calls Tick every tick period on clk until ctx is done or the committer is closed, and
-// returns nil then. A tick that overruns the period makes the next start at once (checklist
-// item 70) and is warned about (item 69). Tick errors are logged at most once a minute; each
+// returns nil then. A tick that overruns the period makes the next start at once and
+// is warned about. Tick errors are logged at most once a minute; each
 // is retried by the next tick. A nil clk means the system clock. Run must not be called twice
 // at once.
 func (c *Committer) Run(ctx context.Context, clk Clock) error {

@@ -64,7 +64,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorruptSlot is what DecodeSlot answers for bytes that are not a whole, valid record of a
 // version it reads: blank, torn, bit-flipped or malformed. Recovery treats such a slot as
-// absent and falls back to the other one (checklist item 74).
+// absent and falls back to the other one.
 var ErrCorruptSlot = errors.New("offsets: corrupt consumer.ahead slot")
 
 // ErrNewerSlot is what a record written by a newer release (a version above SlotVersion, with
@@ -152,7 +152,7 @@ type Attempt struct {
 }
 
 // Overflow counts what EncodeSlot left out of a record because the slot was full: the
-// highest offsets of each set, never the lowest (checklist item 51). The sets take the room
+// highest offsets of each set, never the lowest. The sets take the room
 // in order of what their loss costs: requeued offsets first (one left out is a record never
 // delivered again), then acked-ahead (delivered again), quarantined (they would be settled
 // and no longer requeueable) and delivery attempts (counted afresh).
@@ -555,7 +555,7 @@ func isZero(b []byte) bool {
 
 // newestSlot says which of two slots recovery takes, or -1 when neither is valid: the larger
 // sequence number; on a tie (two copies that should not exist) the larger frontier, then slot 0.
-// Both candidates hold only acked values, so either choice keeps invariant I1.
+// Both candidates hold only acked values, so either choice keeps invariant "no frontier past an ack" (docs/protocol.md).
 func newestSlot(valid [2]bool, recs *[2]Record) int {
 	switch {
 	case !valid[0] && !valid[1]:

@@ -149,8 +149,8 @@ func (c *Committer) addWork(p *partition) {
 	}
 }
 
-// primeAll primes the partitions of this tick touched for the first time (checklist items
-// 53 to 56). Inline, it primes them before any window write, with one device flush per chunk;
+// primeAll primes the partitions of this tick touched for the first time (see
+// docs/protocol.md, "Priming"). Inline, it primes them before any window write, with one device flush per chunk;
 // under Run it queues them for the pool, and each gets its first window on the tick after its
 // prime completes.
 func (c *Committer) primeAll(inline bool) {
@@ -285,7 +285,7 @@ func (c *Committer) discardIfIdle(p *partition) {
 }
 
 // writeWindows writes a fresh record into the window slot of each primed partition of this
-// tick, from the live shard's state (checklist items 39, 40, 48). A window whose sync is in
+// tick, from the live shard's state. A window whose sync is in
 // flight is written too (it is not the anchor; the flip is then denied and the sync made
 // again), except when holdBack says the writeout must land first.
 func (c *Committer) writeWindows() {

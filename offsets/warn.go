@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Log messages. The first three are the spec's, word for word (checklist items 67, 69, 71).
+// Log messages. The first three are fixed, word for word, so that operators can search for
+// them.
 const (
 	msgStranded = "consumer offsets: partition directory removed or replaced under its persisted state; " +
 		"its acks are not persisted until the partition is dropped"
@@ -57,7 +58,7 @@ func (l *limiter) allow(now time.Time) (bool, int) {
 }
 
 // afterTick is Run's bookkeeping after a tick that ended at end and took took: the overrun
-// warning (checklist item 69; priming ticks do not count) and the rate-limited tick error.
+// warning (priming ticks do not count) and the rate-limited tick error.
 func (c *Committer) afterTick(end time.Time, took time.Duration, rep tickReport, err error) {
 	if took > c.period && !rep.primed {
 		c.stats.overruns.Add(1)
@@ -72,7 +73,7 @@ func (c *Committer) afterTick(end time.Time, took time.Duration, rep tickReport,
 	}
 }
 
-// warnLateWriteouts is the warning of checklist item 71.
+// warnLateWriteouts warns that writes waited more than twice the interval for their writeout.
 func (c *Committer) warnLateWriteouts(partitions int, oldest time.Duration) {
 	c.stats.lateWriteouts.Add(1)
 	if ok, _ := c.warnLate.allow(c.t.now); ok {
@@ -89,7 +90,7 @@ func (c *Committer) warnPrimeLate(partitions int, ticks uint64) {
 	}
 }
 
-// noteDropped counts and reports a record too large for a slot (checklist item 51): one line
+// noteDropped counts and reports a record too large for a slot: one line
 // per kind of loss, each at most once a minute. Losing requeued offsets loses records, so it
 // is an error; acked-ahead offsets are delivered again; quarantined ones become settled and
 // attempts restart from zero.

@@ -10,7 +10,7 @@ type woJob struct {
 }
 
 // writeOuts picks the pending partitions whose turn has come or whose writes waited a whole
-// interval (checklist item 44), or that a Durable call waits on, and writes them out: inline,
+// interval, or that a Durable call waits on, and writes them out: inline,
 // or by handing them to the writeout worker when it is idle. While a batch is in flight the
 // next one waits; a batch that outlives its tick is reported (slow writeouts), since
 // durability against power loss then lags by its duration.
@@ -119,9 +119,9 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 	}
 }
 
-// runWriteouts writes out batch one partition at a time (checklist item 45), levels
-// consumer.offset where due (item 58), flushes each device once (item 43) and then flips the
-// partitions whose writeout held with no window write since its sync began (item 49).
+// runWriteouts writes out batch one partition at a time, levels consumer.offset
+// where due, flushes each device once and then flips the
+// partitions whose writeout held with no window write since its sync began.
 func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Time, turn uint64, closing bool) {
 	for _, p := range batch {
 		c.writeOut(t, p, closing)
@@ -203,7 +203,7 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 // syncFailed leaves the anchor alone and has the next tick rewrite the window in full: after a
 // failed sync the page cache is not trusted (the kernel may have dropped the dirty pages and
 // will report the error only once), so only a whole rewrite followed by a successful sync may
-// flip (checklist item 50, invariant I9, gap G4). Called with ioMu held.
+// flip (invariant "slot discipline" in docs/protocol.md). Called with ioMu held.
 func (c *Committer) syncFailed(t *tickScratch, p *partition, op string, err error) {
 	p.windowOK, p.needRewrite = false, true
 	c.stats.syncFailures.Add(1)
@@ -316,7 +316,7 @@ func (c *Committer) completeWriteouts(t *tickScratch, batch []*partition) {
 	c.orphans = c.orphans[:0]
 }
 
-// flip makes the window, now durable, the anchor (checklist item 49). Called with ioMu held.
+// flip makes the window, now durable, the anchor. Called with ioMu held.
 func (c *Committer) flip(p *partition) {
 	p.anchor = p.window()
 	p.anchorSeq++

@@ -1,6 +1,6 @@
 // Package pump parks consumers that found nothing to consume and hands each record that becomes
-// available to exactly one of them (spec: "Reserve, deliver, settle", the bullets on the pump, and
-// "Consume routing", the paragraph on pinned FIFOs).
+// available to exactly one of them (see docs/protocol.md at the root of the module, "The pump
+// and long-polls").
 //
 // A consume that finds nothing calls [Pump.Wait]. The waiter joins its topic's FIFO, or, when it
 // is pinned to a partition, that partition's own FIFO, and blocks on one buffered channel. A single
@@ -22,7 +22,7 @@
 // Waking on only one of them loses records: a consumer that arrives after its record landed
 // would wait for the next one. The waiter's own kick covers a wake that arrived before it.
 //
-// The spec names a race inside this: while the pump holds a waiter it popped, the topic can look
+// There is a race inside this: while the pump holds a waiter it popped, the topic can look
 // waiter-less to the notifier, which drops a wake arriving then; the pump puts the waiter back
 // and it waits for a record that has already landed. Here the notifier's flag is a count of live
 // waiters that keeps the held waiter in it, so no wake is dropped while the pump holds one; and

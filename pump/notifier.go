@@ -3,7 +3,7 @@ package pump
 // The wake notifier. The host's produce path calls it on every high-watermark advance, so its
 // waiter-less case is one lock-free map read and one atomic load: no lock, no allocation.
 //
-// The race the spec warns about: while the pump holds a waiter it popped, the topic can look
+// The race to avoid: while the pump holds a waiter it popped, the topic can look
 // waiter-less, a wake arriving then is dropped, and the waiter, put back, waits for a record that
 // has already landed. Here the held waiter stays in topic.live until it is handed a result or
 // leaves, so the notifier never sees the topic empty while the pump takes a record for someone;

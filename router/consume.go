@@ -31,7 +31,7 @@ type ConsumeOptions struct {
 // Consume leases and returns up to opts.Max records of topic from this node's partitions,
 // lowest unresolved offsets first. With nothing there it waits up to opts.Wait, parked on
 // the topic's queue (or the partition's, when pinned), and a record that arrives meanwhile
-// is handed to exactly one parked consumer. No records and no error is the 204 of the spec.
+// is handed to exactly one parked consumer. No records and no error is a 204.
 //
 // A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
 // runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes
@@ -184,11 +184,15 @@ func (n *Node) countEmpty(msgs []Message) {
 	}
 }
 
-// Replay reads up to max records of a partition from offset on, within retention. It
-// bypasses the queue state entirely: no lease, no frontier change, no receipt, and it is not
-// counted as consumed. It reads up to limit records (at least one) and at most
-// BatchPayloadBytes of keys and payloads. Records below the oldest retained offset are
-// skipped; an unreadable record ends the replay before it.
+// Replay reads records of a local partition from offset on, within retention. It bypasses
+// the queue state entirely: no lease, no frontier change, no receipt, and it is not counted
+// as consumed. It reads at most limit records (zero means one; there is no other cap) and
+// stops once they carry BatchPayloadBytes of keys and payloads, keeping the record that
+// crosses the bound; it never reads at or past the high watermark it read first. An offset
+// below the oldest retained one starts the replay there. A read error (an unreadable record,
+// one retention removed meanwhile, a closed log) or ctx ending ends the replay before it: the
+// records read so far come back without the error, or the error alone when there are none
+// (ctx's error comes back with what was read).
 func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
 	if !n.fence.enter() {
 		return nil, ErrClosed
@@ -237,8 +241,7 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 // FitResponse keeps the longest prefix of msgs whose encoded size, as the host's encoder
 // measures it with size, stays within limit (the first record is always kept), and gives
 // back every record past it before the host writes its response, so the next consume takes
-// them at once rather than after their visibility timeout. The spec bounds a response at
-// 8 MiB of encoded records.
+// them at once rather than after their visibility timeout. ResponseLimit is the usual limit.
 func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) []Message {
 	if !n.fence.enter() {
 		return msgs // the node closed: its leases went with it
@@ -255,8 +258,8 @@ func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) [
 	return msgs
 }
 
-// ResponseLimit is the spec's bound on a consume response: 8 MiB of encoded records, half
-// the 16 MiB cluster frame.
+// ResponseLimit is a bound for FitResponse: 8 MiB of encoded records, twice
+// BatchPayloadBytes, so a full batch fits unless its encoding more than doubles it.
 const ResponseLimit = 8 << 20
 
 // giveBack returns delivered records that never reached their consumer, and wakes parked

@@ -7,6 +7,10 @@
 // and the committer that persists ack state (package offsets), and owns every goroutine it
 // starts.
 //
+// The protocol the node implements (leases, receipt handles, the frontier, the state files,
+// the node wire) and the invariants the packages cite by name are described in
+// docs/protocol.md at the root of the module.
+//
 // # Usage
 //
 //	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/var/lib/app/consume"})
@@ -45,10 +49,10 @@
 // it, so the next touch retries at once. A host error resolving the partition's log is not
 // a broken state and keeps failing the scan that reaches it.
 //
-// Read failures follow the spec: an offset below retention jumps the frontier to the oldest
-// retained offset in one step (logged at most once a minute per partition); a permanently
-// unreadable record is skipped, counted and logged; a closed log is transient, and the
-// reservation is given back.
+// Read failures (see docs/protocol.md, "Retention jumps, corrupt skips and closed logs"): an
+// offset below retention jumps the frontier to the oldest retained offset in one step
+// (logged at most once a minute per partition); a permanently unreadable record is skipped,
+// counted and logged; a closed log is transient, and the reservation is given back.
 //
 // # Guarantees
 //
@@ -85,13 +89,26 @@
 // # Forwarded acks
 //
 // With Config.Transport set, an ack, extend or nack whose partition another node owns (as
-// Routes says) goes to that node, which applies it through Serve and answers each record as
-// the single op would have. While fewer than Config.AckWindow RPCs to an owner are in flight
-// each ack goes alone; past that they queue and leave as AckBatch frames of up to 64, one per
-// freed slot, all within a 2 s budget. An owner that refuses AckBatch gets single ops for two
-// minutes. Consuming from partitions other nodes own is not built yet.
+// Routes says) goes to that node, whose host hands the frame to its Serve; the owner answers
+// each record as the single op would have. A handle whose owner Routes does not name answers
+// ErrUnavailable with no RPC made. AckDurable and Release are never forwarded.
 //
-// # Beyond the spec
+// Each forwarded ack has its own budget, ForwardBudget (2 s), for the wait for a slot and the
+// round trip; ctx bounds only the wait for a slot. While fewer than Config.AckWindow RPCs to
+// an owner are in flight an ack goes at once, alone; past that acks queue, and each freed slot
+// sends the queue as one AckBatch of up to 64 records of one topic, carrying each record's
+// remaining budget so that the owner does not apply a record whose budget ran out (it answers
+// it 503, unapplied). The requester answers each ack by its own deadline: as the owner
+// answered if the reply came in time; ErrUnavailable (503) if the ack never left, which
+// guarantees it was not applied; ErrTransport (502) if it left and no reply came back in
+// time, since the owner may have applied it. A Transport that ignores its context is
+// abandoned at the deadline. A peer's refusal is recognised by its status in the reply alone:
+// an owner that refuses AckBatch as an unknown op gets the batch again as single ops, and
+// only single ops for the next two minutes. Node.AckBatch sends a client's remote handles to
+// their owners at once, one AckBatch per 64 handles, the owners in parallel. Consuming from partitions other nodes own is not built yet. The frames are
+// described in docs/protocol.md, "Forwarded acks and the node wire".
+//
+// # Beyond consume and ack
 //
 // Work runs a handler per record for in-process consumers (extending leases while handlers
 // run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
@@ -99,7 +116,7 @@
 // Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats
 // returns the counters, which package router/metrics exports for Prometheus and expvar;
 // PartitionStatus and TopicStatus say how far behind a partition is and whether it is
-// drained; HTTPStatus maps errors to the statuses the spec answers with.
+// drained; HTTPStatus maps errors to HTTP statuses.
 //
 // # Errors
 //

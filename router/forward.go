@@ -17,7 +17,7 @@ type Transport interface {
 	Call(ctx context.Context, to string, frame []byte) ([]byte, error)
 }
 
-// Forwarded acks (spec, "Forwarded acks"). An ack, extend or nack whose partition another
+// Forwarded acks (see docs/protocol.md, "Forwarded acks and the node wire"). An ack, extend or nack whose partition another
 // node owns goes to the owner with a 2 s budget. While fewer than AckWindow RPCs to the owner
 // are in flight it goes at once, alone; past that, acks queue, and each freed slot sends the
 // queue as one AckBatch of up to 64 records (a queue of one as a single op). Batches form only

@@ -31,7 +31,7 @@ var (
 )
 
 // PurgeInterval is the cadence of the background purger that releases expired leases on
-// partitions nobody touches (spec, "Consume constants").
+// partitions nobody touches.
 const PurgeInterval = time.Second
 
 // purgeResolution is the finest the purger resolves a deadline: a lease expiry or the end
@@ -47,8 +47,10 @@ type TopicConfig = inflight.Config
 type Config struct {
 	Logs   Logs
 	Routes Routes
-	// Dir is the root of the consumer state: each partition keeps consumer.ahead and
-	// consumer.offset in Dir/<topic, path-escaped>/<partition> (see topicDir).
+	// Dir is the root of the consumer state: each partition keeps consumer.id,
+	// consumer.ahead and consumer.offset in Dir/<topic, path-escaped>/<partition> (see
+	// PartitionDir). It need not exist: New creates it and locks it for the node's life,
+	// and the node makes each partition's directory when it first loads the partition.
 	Dir string
 	// FS is the file system the state is written through (see FS for its contract). Nil
 	// means the real one.
@@ -288,7 +290,7 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 	return filepath.Join(n.dir, topicDir(topic), strconv.Itoa(int(partition)))
 }
 
-// loadState reads a partition's persisted state at its shard's first touch (checklist 73).
+// loadState reads a partition's persisted state at its shard's first touch.
 // A partition with no state it can trust starts just below its oldest retained offset. A
 // recovered frontier at or past the high watermark is clamped below it (a log that lost its
 // tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
@@ -339,9 +341,9 @@ func (n *Node) topic(name string) *topicState {
 	return t
 }
 
-// runPurger releases expired leases and ends nack delays on partitions nobody touches
-// (checklist 16), on the node's clock: at the earliest deadline the shards hold, and at
-// least every PurgeInterval. A dead consumer's record is then delivered again exactly one
+// runPurger releases expired leases and ends nack delays on partitions nobody touches, on
+// the node's clock: at the earliest deadline the shards hold, and at least every
+// PurgeInterval. A dead consumer's record is then delivered again exactly one
 // visibility timeout later, and a delayed one when its delay ends, not at the next sweep.
 // With no lease anywhere it wakes once a PurgeInterval.
 func (n *Node) runPurger(ctx context.Context) {
@@ -387,10 +389,13 @@ func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 	}
 }
 
-// Appended tells the node that the log of (topic, partition) grew to hwm (the next offset
-// to be written). It wakes a parked consumer if there is one; with none parked it returns at
-// once on an atomic flag and allocates nothing. A host also calls it when the node gains a
-// partition, so consumers parked on the topic look at it at once.
+// Appended tells the node that the log of (topic, partition) grew. It wakes a consumer
+// parked for the partition if there is one; with none parked it returns at once on an
+// atomic flag and allocates nothing. A host also calls it when the node gains a partition,
+// so consumers parked on the topic look at it at once. Without it, a parked consumer waits
+// until its deadline or until another wake (a nack, a lease expiry, an append to another
+// partition) makes the node look. hwm, the next offset to be written, is not used: the node
+// reads the high watermark from the log itself when it reserves.
 func (n *Node) Appended(topic string, partition int32, hwm int64) {
 	n.pump.NotifyPartition(topic, partition)
 }
@@ -512,7 +517,7 @@ func (n *Node) Stats() Stats {
 // forwarded, a durable ack waiting for its sync) to finish, then stops the goroutines, and the
 // committer writes out every partition and brings consumer.offset level. So every ack,
 // extend and nack that returned success before Close returned, in progress ones included, is
-// persisted: a restart delivers no acked record again (invariant 5). It returns what the
+// persisted: a restart delivers no acked record again (invariant "the documented redelivery window"). It returns what the
 // final writeout and the release of Dir's lock failed with, if anything.
 //
 // Close is Shutdown without a bound: see Shutdown for what later calls answer.
@@ -576,7 +581,7 @@ func (n *Node) shutdown() {
 	close(n.closing.done)
 }
 
-// committerSource gives the committer the live state of a partition (checklist 40): a
+// committerSource gives the committer the live state of a partition: a
 // partition whose shard is gone writes nothing. The committer calls it from one goroutine, one
 // call at a time, so the snapshot it holds is reused without a lock: the shard fills the
 // committer's own buffers for the offset sets, and snap's for the attempts, which are then
@@ -618,7 +623,7 @@ func (s pumpSource) Take(topic string, pinned int32) (Message, bool) {
 }
 
 // Release gives back a record handed over at the instant its consumer left, so it is
-// visible again at once rather than after its visibility timeout (checklist 84).
+// visible again at once rather than after its visibility timeout.
 func (s pumpSource) Release(topic string, m Message) {
 	if shard, ok := s.n.tracker.Lookup(topic, m.Partition); ok {
 		shard.GiveBack(s.n.clock.Now(), m.Receipt)

@@ -10,7 +10,7 @@ import (
 	"narad.dev/consume/inflight"
 )
 
-// Scan limits (spec, "Consume routing" and "Batch consume").
+// Scan limits (see docs/protocol.md, "The pump and long-polls").
 const (
 	// manyLookupLimit: past this many local partitions, or when GetMany fails, the scan
 	// resolves each log as it reaches it.
@@ -155,7 +155,7 @@ func (b *batchBudget) take(m *Message) {
 func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchPayloadBytes }
 
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
-// budget is spent. A reservation always comes before the read (invariant 1).
+// budget is spent. A reservation always comes before the read (invariant "one live holder").
 func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {

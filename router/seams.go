@@ -44,6 +44,14 @@ type Record struct {
 //
 // The node reads only offsets it has reserved, below the high watermark it read before.
 // The returned Record's slices belong to the caller.
+//
+// Whether HighWatermark covers records not yet durable in the host's log is the host's
+// choice: the node delivers whatever lies below it, so consumers may receive, and ack,
+// records a crash of the host then loses. If the log comes back shorter than it was, a
+// persisted frontier at or above its new high watermark is clamped below it when the
+// partition loads, and records written again at those offsets are delivered; the records
+// lost were delivered all the same. A host that wants no consumer to see a record it could
+// lose reports only what it made durable.
 type Log interface {
 	Read(offset int64) (Record, error)
 	HighWatermark() int64
@@ -51,6 +59,13 @@ type Log interface {
 }
 
 // Logs resolves the log of a partition. It must be safe for concurrent use.
+//
+// Get returns an error for a partition the host does not have (or cannot open now). The node
+// never sets a partition aside for that error, and never caches it: a consume whose scan
+// reaches the partition fails with it, unless the scan already took records from the
+// partitions before it (the next scan starts at another partition); an ack, extend or nack of
+// a partition whose state is not loaded yet answers it (HTTPStatus: 500); PartitionStatus
+// reports it in Err. The next call resolves the partition again.
 type Logs interface {
 	Get(topic string, partition int32) (Log, error)
 }
@@ -83,9 +98,11 @@ type RangeReader interface {
 // false for a topic that does not exist. It must be safe for concurrent use, and what it
 // returns must not be modified by either side afterwards.
 //
-// A node serves its local partitions; remote owners are reached by cross-node consumption
-// (delivery tokens and forwarded acks), which this release does not have yet: remote is
-// accepted and ignored.
+// A node consumes from its local partitions only. remote names the owner of each partition
+// other nodes own: with Config.Transport set, an ack, extend or nack of such a partition is
+// forwarded to its owner (a partition no owner names answers ErrUnavailable), and a topic
+// whose partitions are neither local nor remote counts as not assigned yet, so a long-poll
+// on it waits (see UnassignedRecheck). Consuming from remote partitions is not built yet.
 type Routes interface {
 	Partitions(topic string) (local []int32, remote map[string][]int32, ok bool)
 }

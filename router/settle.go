@@ -21,6 +21,10 @@ import (
 // node owns is forwarded to it (with Config.Transport set), and answered as the owner
 // answers; ErrUnavailable (503) when the owner is unknown or the 2 s budget runs out,
 // ErrTransport (502) when no reply came back.
+//
+// ctx is not used for an ack applied here: it is in memory when Ack returns, whatever ctx.
+// For a forwarded ack, ctx bounds only its wait for a slot to the owner (it then answers
+// ctx's error, not applied); once sent, it is answered as the owner answers or by its budget.
 func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 	_, err := n.settle(ctx, topic, handle, opAck, 0)
 	return err
@@ -33,7 +37,9 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 // durability for some acks; Ack stays asynchronous. A retried durable ack of a settled
 // offset waits as well, then answers inflight.ErrAlreadySettled. If the partition's state
 // cannot be made durable (the partition was dropped or its directory replaced) the error
-// says so (offsets.ErrShardGone, offsets.ErrStranded): the ack is in memory only.
+// says so (offsets.ErrShardGone, offsets.ErrStranded): the ack is in memory only. ctx bounds
+// only the wait for the disk: an AckDurable that answers ctx's error has still applied the
+// ack, which reaches the disk at the committer's usual pace.
 //
 // A durable ack is not forwarded: a partition another node owns answers ErrNotLocal.
 func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {

@@ -9,7 +9,7 @@ import (
 	"narad.dev/consume/offsets"
 )
 
-// HTTPStatus maps what a node call returned to the HTTP status the spec answers with, for a
+// HTTPStatus maps what a node call returned to the HTTP status the protocol answers with, for a
 // host that serves the consume path over HTTP:
 //
 //   - 204: an ack, extend or nack that took effect (a bare 204, no body); a consume that

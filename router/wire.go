@@ -41,13 +41,13 @@ const (
 // maxBatch is the most records one AckBatch carries.
 const maxBatch = 64
 
-// Reply statuses, each the HTTP status the single op would have answered.
+// Reply statuses, each the HTTP status the single op would have answered (HTTPStatus).
 const (
-	statusOK          byte = 0 // 200 (or the bare 204 of an ack)
-	statusSettled     byte = 1 // 200: inflight.ErrAlreadySettled
+	statusOK          byte = 0 // 204: done
+	statusSettled     byte = 1 // 410: inflight.ErrAlreadySettled, a repeated ack
 	statusGone        byte = 2 // 410: inflight.ErrGone
 	statusBadRequest  byte = 3 // 400: a malformed handle or frame, an unknown op
-	statusUnavailable byte = 4 // 503: try again (closed, not the owner, budget spent)
+	statusUnavailable byte = 4 // 503: try again (closed, not the owner, budget spent, requester gone), not applied
 	statusInternal    byte = 5 // 500
 	statusUnsupported byte = 6 // 400: the whole frame refused, its op unknown here
 	// statusTransport never travels: the requester's own mark for "no reply came back".

@@ -146,7 +146,7 @@ func (sum summary) print(out io.Writer) {
 	w("  extended     %7d   lease extended, then acked", sum.extended)
 	w("  dropped      %7d   left to lapse, as if the worker had crashed holding them", sum.dropped)
 	if sum.gone > 0 {
-		w("  too late     %7d   acked, extended or nacked after the lease lapsed (the 410 of the spec)", sum.gone)
+		w("  too late     %7d   acked, extended or nacked after the lease lapsed (a 410)", sum.gone)
 	}
 	w("  throughput   %7.0f   acks per second", float64(sum.acked)/sum.elapsed.Seconds())
 	w("  latency, produce to ack:  %v", sum.ackLatency)
