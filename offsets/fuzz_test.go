@@ -161,7 +161,12 @@ func FuzzRecover(f *testing.F) {
 					frontiers = append(frontiers, int64(binary.BigEndian.Uint64(off[8:16])))
 				}
 				require.Contains(t, frontiers, st.Frontier, "a frontier the files hold")
-				require.Equal(t, st.Found, st.Frontier != -1 || len(frontiers) > 1)
+				// A file it cannot trust (a legacy frontier beside a slot, an 8-byte file
+				// that is a torn new one, a 32-byte one without its consumer.id) may leave
+				// nothing found; what is found is one of the files' frontiers.
+				if !st.Found {
+					require.Equal(t, int64(-1), st.Frontier)
+				}
 				if !ascendingAbove(st.Ahead, st.Frontier) {
 					t.Fatalf("acked-ahead offsets not ascending above the frontier %d", st.Frontier)
 				}
