@@ -36,7 +36,7 @@ func (s pumpSource) Take(topic string, pinned int32) (reservation, bool) {
 }
 
 // Release gives back a reservation handed over at the instant its consumer left, so it is
-// visible again at once rather than after its visibility timeout (checklist 84).
+// visible again at once rather than after its visibility timeout.
 func (s pumpSource) Release(_ string, r reservation) {
 	r.shard.GiveBack(s.n.clock.Now(), r.msg.Receipt)
 }
@@ -141,12 +141,13 @@ var errSkipped = errors.New("router: reserved record skipped")
 func (n *Node) read(r reservation) (Message, error) {
 	m := r.msg
 	rec, err := r.log.Read(m.Offset)
-	now := n.clock.Now()
-	switch {
-	case err == nil:
+	if err == nil {
 		m.Key, m.Value, m.Timestamp = rec.Key, rec.Value, rec.Timestamp
 		n.stats.delivered.Add(1)
 		return m, nil
+	}
+	now := n.clock.Now()
+	switch {
 	case errors.Is(err, ErrNotFound):
 		oldest := r.log.Oldest()
 		if r.shard.SkipRetention(now, m.Receipt, oldest) {
