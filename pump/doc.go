@@ -5,8 +5,10 @@
 // A consume that finds nothing calls [Pump.Wait]. The waiter joins its topic's FIFO, or, when it
 // is pinned to a partition, that partition's own FIFO, and blocks on one buffered channel. A single
 // pump goroutine per node ([Pump.Run]) pops the waiter at the head of a FIFO, and only then asks
-// the [Source] for a record for it ([Source.Take]: reserve, then read), and hands the record to
-// exactly that waiter. No other waiter wakes, and nobody scans: the cost of a delivery does not
+// the [Source] for a record for it ([Source.Take]), and hands the record to exactly that
+// waiter. The router's Take only reserves: the woken consumer reads the record from the log on
+// its own goroutine, so a slow read holds up no other waiter. No other waiter wakes, and
+// nobody scans: the cost of a delivery does not
 // depend on how many consumers wait. Nothing is reserved before a waiter is popped, so there is
 // no give-back path, except the one below for cancellation.
 //

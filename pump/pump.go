@@ -21,7 +21,8 @@ const passBudget = 64
 // Source is what the pump takes records from. The router implements it over its in-flight shards
 // and the host's logs.
 type Source[M any] interface {
-	// Take reserves one record of topic and reads it, for the waiter the pump has just popped:
+	// Take reserves one record of topic, for the waiter the pump has just popped (it should do
+	// no slow work, such as a log read, that the waiter can do itself once woken):
 	// from partition pinned when pinned >= 0, else from any of this node's partitions of the
 	// topic, worked out afresh on every call (a partition gained since the waiter parked is
 	// served to it, one that moved away is never reopened). ok false means nothing to hand out

@@ -55,12 +55,26 @@ func (w *waiter[M]) hand(r result[M]) bool {
 // Wait is safe for concurrent use; a Run loop (or a caller of Step) must be pumping for it to be
 // served.
 func (p *Pump[M]) Wait(ctx context.Context, topic string, pinned int32) (M, error) {
+	return p.wait(ctx, topic, pinned, true)
+}
+
+// WaitQuiet is Wait, except that joining the queue does not kick the pump: the caller waits
+// for the next wake. It is for a caller that was handed a record it could not use and gave
+// it back (its log failed, say): like a waiter whose Take found nothing, it should not be
+// served the same record again at once, over and over. A wake that came while it was away
+// from the queue (between its hand-over and this call) with nobody else parked is not seen;
+// the caller's own deadline bounds that.
+func (p *Pump[M]) WaitQuiet(ctx context.Context, topic string, pinned int32) (M, error) {
+	return p.wait(ctx, topic, pinned, false)
+}
+
+func (p *Pump[M]) wait(ctx context.Context, topic string, pinned int32, kick bool) (M, error) {
 	var zero M
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
 	w := &waiter[M]{ch: make(chan result[M], 1)}
-	t, err := p.join(topic, pinned, w)
+	t, err := p.join(topic, pinned, w, kick)
 	if err != nil {
 		return zero, err
 	}
@@ -82,10 +96,11 @@ func (p *Pump[M]) Wait(ctx context.Context, topic string, pinned int32) (M, erro
 	return zero, ctx.Err()
 }
 
-// join puts w at the tail of its FIFO and kicks the pump when w is the FIFO's only live entry.
-// A join behind live entries does not kick: the head either is being served or failed its last
-// Take with no wake since, and w, which scans the same partitions, could not be served either.
-func (p *Pump[M]) join(name string, pinned int32, w *waiter[M]) (*topicQueue[M], error) {
+// join puts w at the tail of its FIFO and, when kick is set, kicks the pump when w is the
+// FIFO's only live entry. A join behind live entries does not kick: the head either is being
+// served or failed its last Take with no wake since, and w, which scans the same partitions,
+// could not be served either.
+func (p *Pump[M]) join(name string, pinned int32, w *waiter[M], kick bool) (*topicQueue[M], error) {
 	if pinned < 0 {
 		pinned = -1
 	}
@@ -101,7 +116,7 @@ func (p *Pump[M]) join(name string, pinned int32, w *waiter[M]) (*topicQueue[M],
 			return nil, ErrClosed
 		}
 		f := t.fifoFor(pinned)
-		kick := f.live() == 0
+		kick := kick && f.live() == 0
 		f.push(w)
 		t.live.Add(1)
 		if kick && t.markDirty(f) {

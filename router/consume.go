@@ -69,7 +69,7 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		return msgs, err
 	}
 
-	m, ok, err := n.wait(ctx, topic, req.pinned, opts.Wait)
+	m, ok, err := n.waitRecord(ctx, topic, req.pinned, opts.Wait)
 	if err != nil || !ok {
 		n.countEmpty(nil)
 		return nil, err
@@ -105,14 +105,18 @@ func (o *ConsumeOptions) check() error {
 	return nil
 }
 
-// wait parks on the pump until a record is handed over (ok), the wait ends (not ok, no
+// wait parks on the pump until a reservation is handed over (ok), the wait ends (not ok, no
 // error) or ctx ends. The wait is timed on the node's clock.
-func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Duration) (m Message, ok bool, err error) {
+func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Duration, quiet bool) (m reservation, ok bool, err error) {
 	waitCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := n.clock.AfterFunc(d, func() { cancel(errWaitOver) })
 	defer stop()
-	m, err = n.pump.Wait(waitCtx, topic, pinned)
+	if quiet {
+		m, err = n.pump.WaitQuiet(waitCtx, topic, pinned)
+	} else {
+		m, err = n.pump.Wait(waitCtx, topic, pinned)
+	}
 	switch {
 	case err == nil:
 		return m, true, nil

@@ -36,7 +36,10 @@
 // it. A consume that finds nothing and may wait parks on the topic's waiter queue (or its
 // partition's, when pinned) and costs nothing until a record arrives: Appended, a nack or a
 // lease expiry wakes the pump, which reserves one record for the consumer at the head of the
-// queue and hands it over.
+// queue and hands the reservation over; the woken consumer reads the record itself, so no log
+// read runs on the pump goroutine and one slow read delays no other topic's wakeups. A
+// reserved record found below retention or unreadable is passed over as the scan does, and
+// the consumer waits on for what is left of its wait.
 //
 // A partition whose persisted state cannot be loaded (a state file that is a directory or a
 // symbolic link out of its directory, a partition directory that is a file) is set aside

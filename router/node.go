@@ -127,7 +127,7 @@ type Node struct {
 	dir       string
 	tracker   *inflight.Tracker
 	committer *offsets.Committer
-	pump      *pump.Pump[Message]
+	pump      *pump.Pump[reservation]
 	mkdirAll  func(string) error
 	removeAll func(string) error
 	stat      func(string) error          // nil when the path exists
@@ -243,7 +243,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.committer = committer
-	n.pump = pump.New[Message](pumpSource{n: n})
+	n.pump = pump.New[reservation](pumpSource{n: n})
 	n.tracker = inflight.NewTracker(inflight.TrackerConfig{
 		Topic: cfg.Topic,
 		Load:  n.loadPartition,
@@ -608,24 +608,4 @@ func (s *committerSource) State(topic string, partition int32, into *offsets.Sta
 	// Drop the references to the committer's buffers: they are its own between calls.
 	snap.AckedAhead, snap.Quarantined, snap.Requeued = nil, nil, nil
 	return true
-}
-
-// pumpSource lets the pump take records for parked consumers through the node's scan.
-type pumpSource struct{ n *Node }
-
-func (s pumpSource) Take(topic string, pinned int32) (Message, bool) {
-	var one [1]Message
-	out, err := s.n.scan(scanRequest{topic: topic, pinned: pinned, max: 1}, one[:0])
-	if err != nil || len(out) == 0 {
-		return Message{}, false
-	}
-	return out[0], true
-}
-
-// Release gives back a record handed over at the instant its consumer left, so it is
-// visible again at once rather than after its visibility timeout.
-func (s pumpSource) Release(topic string, m Message) {
-	if shard, ok := s.n.tracker.Lookup(topic, m.Partition); ok {
-		shard.GiveBack(s.n.clock.Now(), m.Receipt)
-	}
 }

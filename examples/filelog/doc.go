@@ -40,6 +40,10 @@
 //     HighWatermark.
 //   - Read at or past the high watermark returns ErrOutOfRange (the node never asks).
 //
+// A Log is also a router.RangeReader: ReadRange reads consecutive records of one segment
+// with a single pread, checks each frame as Read does, and ends the range before a damaged
+// frame (an error only when the first one is damaged).
+//
 // # Durability and recovery
 //
 // With SyncNone (the default) an append is a write to the page cache: it survives a crash of

@@ -38,7 +38,11 @@ type LogHarness struct {
 // TestLog runs the library's conformance suite against a host's log: the contract of
 // router.Log case by case, a model-based property test of appends, reads and retention,
 // and end-to-end consumption through a router.Node with a restart, checking that every
-// record is delivered and, once acked, never lost.
+// record is delivered and, once acked, never lost. A log that offers router.RangeReader
+// has that checked too: ranges agree with Read record by record, keep their bounds (max,
+// maxBytes with the crossing record kept, at least one record, nothing at or above the
+// high watermark), fail as Read does on their first record, end before a corrupt record,
+// and answer ErrLogClosed once the log is closed.
 func TestLog(t *testing.T, h LogHarness) {
 	t.Helper()
 	if h.New == nil {
@@ -55,6 +59,12 @@ func TestLog(t *testing.T, h LogHarness) {
 		t.Run("closed", func(t *testing.T) { testClosed(t, h) })
 	}
 	t.Run("model", func(t *testing.T) { testModel(t, h) })
+	t.Run("range", func(t *testing.T) {
+		if _, ok := h.New(t).(router.RangeReader); !ok {
+			t.Skip("the log does not implement router.RangeReader")
+		}
+		testRange(t, h)
+	})
 	t.Run("consume", func(t *testing.T) { testConsume(t, h) })
 }
 

@@ -1,0 +1,200 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"narad.dev/consume/inflight"
+)
+
+// The hand-off of a record to a parked consumer happens in two halves, so that no log read
+// runs on the pump goroutine: the pump only reserves (a shard operation under the shard's
+// lock, never I/O) for the waiter it popped, and hands it the reservation; the woken
+// consumer, on its own goroutine, reads the record with the scan's rules. One slow read
+// (a cold segment, a disk that stalls) then delays only the consumer that reads it, never
+// the wakeups of every other topic.
+
+// reservation is what the pump hands a parked consumer: a lease on one record, the log it
+// is to be read from, and the shard that holds the lease. Key, Value and Timestamp of msg
+// are empty until the consumer reads them.
+type reservation struct {
+	msg   Message
+	log   Log
+	shard *inflight.Shard
+}
+
+// pumpSource lets the pump reserve records for parked consumers.
+type pumpSource struct{ n *Node }
+
+// Take reserves the next record of topic for the waiter the pump has just popped, without
+// reading it. It looks at the partitions in the scan's order (the rotation the scan keeps
+// per topic, pinned alone when pinned) and takes the first record any of them can lease.
+func (s pumpSource) Take(topic string, pinned int32) (reservation, bool) {
+	return s.n.reserveOne(topic, pinned)
+}
+
+// Release gives back a reservation handed over at the instant its consumer left, so it is
+// visible again at once rather than after its visibility timeout.
+func (s pumpSource) Release(_ string, r reservation) {
+	r.shard.GiveBack(s.n.clock.Now(), r.msg.Receipt)
+}
+
+// reserveOne leases one record of topic from this node's partitions (pinned alone when
+// pinned >= 0) as the scan would take it, but reads nothing. It resolves the topic's routes,
+// generation and logs afresh on every call, as the scan does.
+func (n *Node) reserveOne(topic string, pinned int32) (reservation, bool) {
+	gen := n.tracker.Generation(topic) // before the routes, as in the scan
+	local, _, ok := n.routes.Partitions(topic)
+	if !ok {
+		return reservation{}, false
+	}
+	order := local
+	if pinned >= 0 {
+		if !slices.Contains(local, pinned) {
+			return reservation{}, false
+		}
+		order = []int32{pinned}
+	}
+	if len(order) == 0 {
+		return reservation{}, false
+	}
+	start := 0
+	if len(order) > 1 {
+		start = n.topic(topic).nextStart(len(order))
+	}
+	now := n.clock.Now()
+	first := order[start]
+	log, err := n.logs.Get(topic, first)
+	if err != nil {
+		return reservation{}, false
+	}
+	if r, ok, stop := n.reserveFrom(gen, pinned, first, log, now); ok || stop || len(order) == 1 {
+		return r, ok
+	}
+	rest := len(order) - 1
+	at := func(i int) int32 { return order[(start+1+i)%len(order)] }
+	var resolved []Log
+	if many, ok := n.logs.(ManyGetter); ok && rest <= manyLookupLimit {
+		scratch := scratchPool.Get().(*logsScratch)
+		defer func() { clear(scratch.logs[:]); scratchPool.Put(scratch) }()
+		for i := range rest {
+			scratch.partitions[i] = at(i)
+		}
+		if many.GetMany(topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
+			resolved = scratch.logs[:rest]
+		}
+	}
+	for i := range rest {
+		p := at(i)
+		var log Log
+		if resolved != nil {
+			log = resolved[i]
+		} else if log, err = n.logs.Get(topic, p); err != nil {
+			return reservation{}, false
+		}
+		if r, ok, stop := n.reserveFrom(gen, pinned, p, log, now); ok || stop {
+			return r, ok
+		}
+	}
+	return reservation{}, false
+}
+
+// reserveFrom leases the next record of one partition, below the high watermark its log
+// reports. stop says the pass ends here with nothing (the scan would fail: a partition that
+// cannot be loaded, unless it is set aside and the topic's other partitions may serve).
+func (n *Node) reserveFrom(gen *inflight.Generation, pinned, partition int32, log Log, now time.Time) (r reservation, ok, stop bool) {
+	shard, err := n.shardFor(gen, partition)
+	if err != nil {
+		var setAside *SetAsideError
+		return reservation{}, false, pinned >= 0 || !errors.As(err, &setAside)
+	}
+	lease, err := shard.ReserveNextFor(now, log.HighWatermark(), 0)
+	if err != nil {
+		return reservation{}, false, false // dry, all reserved or capped: the next partition
+	}
+	return reservation{
+		msg: Message{
+			Topic:     gen.Topic(),
+			Partition: partition,
+			Offset:    lease.Offset,
+			Receipt:   lease.Handle,
+			Attempt:   lease.Attempt,
+			Reason:    lease.Reason,
+			Expiry:    lease.Expiry,
+			Fence:     lease.Fence,
+		},
+		log:   log,
+		shard: shard,
+	}, true, false
+}
+
+// errSkipped: the reserved record is gone for good (below retention, or permanently
+// unreadable); the frontier passed it and the consumer waits on.
+var errSkipped = errors.New("router: reserved record skipped")
+
+// read reads the record of a reservation the pump handed over, with the scan's rules: a
+// record below retention jumps the frontier and a permanently unreadable one is skipped
+// (both errSkipped); any other failure (a closed log) gives the reservation back and is
+// returned.
+func (n *Node) read(r reservation) (Message, error) {
+	m := r.msg
+	rec, err := r.log.Read(m.Offset)
+	if err == nil {
+		m.Key, m.Value, m.Timestamp = rec.Key, rec.Value, rec.Timestamp
+		n.stats.delivered.Add(1)
+		return m, nil
+	}
+	now := n.clock.Now()
+	switch {
+	case errors.Is(err, ErrNotFound):
+		oldest := r.log.Oldest()
+		if r.shard.SkipRetention(now, m.Receipt, oldest) {
+			n.logRetentionJump(m.Topic, m.Partition, m.Offset, oldest, now)
+		}
+		return Message{}, errSkipped
+	case errors.Is(err, ErrCorrupt):
+		if r.shard.SkipCorrupt(now, m.Receipt) == nil {
+			n.logCorruptSkip(m.Topic, m.Partition, m.Offset, err, now)
+		}
+		return Message{}, errSkipped
+	}
+	// No wake for it: the other waiters would read the same failing log. The next wake
+	// (the host's Appended once it replaced the log) serves it.
+	r.shard.GiveBack(now, m.Receipt)
+	return Message{}, err
+}
+
+// waitRecord parks on the pump for up to d and reads the record it is handed. When that
+// record was skipped (retention, corruption) it waits again for what is left of d, so a
+// consumer whose wait has time left is not answered empty for a record it never got. When
+// its log failed (closed), the reservation went back and it waits again too, but for the
+// next wake (as a waiter whose scan hit a closed log did): a log replaced by its host is
+// read at the Appended that follows, and one that stays closed does not keep it spinning.
+func (n *Node) waitRecord(ctx context.Context, topic string, pinned int32, d time.Duration) (Message, bool, error) {
+	deadline := n.clock.Now().Add(d)
+	quiet := false
+	for {
+		r, ok, err := n.wait(ctx, topic, pinned, d, quiet)
+		if err != nil || !ok {
+			return Message{}, false, err
+		}
+		m, err := n.read(r)
+		if err == nil && ctx.Err() != nil {
+			// The consumer left while it read: nobody receives the record, so it is
+			// visible again at once, as a hand-over at the instant of a cancel is.
+			if r.shard.GiveBack(n.clock.Now(), m.Receipt) == nil {
+				n.pump.NotifyPartition(m.Topic, m.Partition)
+			}
+			return Message{}, false, ctx.Err()
+		}
+		if err == nil {
+			return m, true, nil
+		}
+		quiet = !errors.Is(err, errSkipped)
+		if d = deadline.Sub(n.clock.Now()); d <= 0 {
+			return Message{}, false, nil
+		}
+	}
+}
