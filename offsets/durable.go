@@ -151,8 +151,8 @@ func (c *Committer) failAllWaiters(closeErr error) {
 	}
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	for _, p := range c.parts {
-		if len(p.waiters) > 0 {
+	for _, v := range c.parts.Range {
+		if p := v.(*partition); len(p.waiters) > 0 {
 			c.answerWaiters(p, math.MaxUint64, err)
 		}
 	}

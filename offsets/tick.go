@@ -122,7 +122,7 @@ func (c *Committer) collect() {
 	drained := c.marked
 	c.marked = c.spare[:0]
 	for _, p := range drained {
-		p.marked = false
+		p.marked.Store(false)
 	}
 	c.markMu.Unlock()
 
@@ -247,11 +247,10 @@ func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
 func (c *Committer) retryNextTick(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	if c.closed || p.marked || c.parts[key{p.topic, p.num}] != p {
+	if c.closed || c.lookup(key{p.topic, p.num}) != p {
 		return
 	}
-	p.marked = true
-	c.marked = append(c.marked, p)
+	c.markLocked(p)
 }
 
 // markPrimed marks a partition the pool primed (or failed to), so the next tick writes its
@@ -260,11 +259,10 @@ func (c *Committer) retryNextTick(p *partition) {
 func (c *Committer) markPrimed(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	if p.marked || c.parts[key{p.topic, p.num}] != p {
+	if c.lookup(key{p.topic, p.num}) != p {
 		return
 	}
-	p.marked = true
-	c.marked = append(c.marked, p)
+	c.markLocked(p)
 }
 
 // discardIfIdle forgets a partition that was never primed and whose shard is gone, so churned
@@ -279,8 +277,8 @@ func (c *Committer) discardIfIdle(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
 	k := key{p.topic, p.num}
-	if c.parts[k] == p && !p.marked && len(p.waiters) == 0 {
-		delete(c.parts, k)
+	if c.lookup(k) == p && !p.marked.Load() && len(p.waiters) == 0 {
+		c.parts.Delete(k)
 	}
 }
 
