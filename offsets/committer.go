@@ -129,6 +129,7 @@ type Committer struct {
 	primeQA  []*partition   // async: partitions waiting for the pool
 	primeC   chan struct{}  // wakes the pool (capacity 1)
 	primeOff bool           // primeMu: no new chunk may start (Close, Run ending)
+	priming  atomic.Int32   // chunks the pool is priming (taken from primeQA under primeMu)
 	pt       tickScratch    // the pool's
 	bg       sync.WaitGroup // batches and chunks in flight
 	asyncMu  sync.Mutex
@@ -416,10 +417,13 @@ const (
 	modeClose              // everything written out and levelled, whatever its turn
 )
 
-// tickReport is what Run needs from a tick for the overrun warning.
+// tickReport is what Run needs from a tick: the overrun warning's figures, and when to tick
+// again.
 type tickReport struct {
 	partitions int
 	primed     bool
+	busy       bool      // work is left: tick again one period after this tick
+	wakeAt     time.Time // when not busy: when work falls due (a levelling), zero for none
 }
 
 func (c *Committer) step(now time.Time, mode tickMode) (tickReport, error) {

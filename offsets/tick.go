@@ -110,9 +110,53 @@ func (c *Committer) tick(now time.Time, mode tickMode) (tickReport, error) {
 		c.writeOuts(mode == modeClose, inline)
 	}
 	rep := tickReport{partitions: t.wrote, primed: t.primedAny}
+	rep.busy, rep.wakeAt = c.workLeft(now)
 	err := errors.Join(t.err(), c.takeAsyncErr())
 	t.release()
 	return rep, err
+}
+
+// workLeft says what Run must wake for once this tick is done. busy: something waits for the
+// next tick of the cadence (a partition marked, written and not yet written out, to be
+// primed, or a Durable wait, or a writeout batch running). Otherwise wakeAt is when the
+// earliest levelling of a quiet partition falls due, zero if none is left: with nothing
+// else to do the committer sleeps until then, or until MarkDirty or Durable wakes it.
+func (c *Committer) workLeft(now time.Time) (busy bool, wakeAt time.Time) {
+	if c.waiting.Load() > 0 || c.woBusy.Load() {
+		return true, time.Time{}
+	}
+	c.markMu.Lock()
+	busy = len(c.marked) > 0
+	c.markMu.Unlock()
+	if busy {
+		return true, time.Time{}
+	}
+	c.primeMu.Lock()
+	busy = len(c.primeQA) > 0 || c.priming.Load() > 0
+	c.primeMu.Unlock()
+	if busy {
+		return true, time.Time{}
+	}
+	c.ioMu.Lock()
+	defer c.ioMu.Unlock()
+	for _, p := range c.pending {
+		if p.pending && !p.forgotten && !p.stranded {
+			return true, time.Time{}
+		}
+	}
+	for _, p := range c.unlevel {
+		if p.forgotten || p.stranded || !levelNeeded(p, p.anchorFrontier) {
+			continue
+		}
+		at := p.levelledAt.Add(c.levelEvery)
+		if p.levelledAt.IsZero() || !at.After(now) {
+			return true, time.Time{} // due: on its turn, within an interval
+		}
+		if wakeAt.IsZero() || at.Before(wakeAt) {
+			wakeAt = at
+		}
+	}
+	return false, wakeAt
 }
 
 // collect takes the marked partitions, plus those whose window a failure left to rewrite, as
@@ -293,13 +337,16 @@ func (c *Committer) writeWindows() {
 		c.ioMu.Lock()
 		ready := p.primed && !p.stranded && !p.forgotten
 		held := ready && c.holdBack(p)
+		durable := ready && !held && c.holdForDurable(p)
 		c.ioMu.Unlock()
 		if !ready {
 			continue
 		}
-		if held {
-			t.heldBack++
-			c.stats.heldBack.Add(1)
+		if held || durable {
+			if held {
+				t.heldBack++
+				c.stats.heldBack.Add(1)
+			}
 			c.retryNextTick(p)
 			continue
 		}
@@ -335,6 +382,14 @@ func (c *Committer) writeWindows() {
 func (c *Committer) holdBack(p *partition) bool {
 	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite &&
 		c.t.now.Sub(p.pendingSince) > 2*c.interval
+}
+
+// holdForDurable says whether to skip p's window write this tick because Durable waits on p
+// and a sync of its window is in flight: a write now would deny that sync's flip, and the
+// waits it covers would wait for another sync. The writeout worker wakes Run at once when the
+// batch ends, for the waits it left. Called with ioMu held.
+func (c *Committer) holdForDurable(p *partition) bool {
+	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite && p.nwait.Load() > 0
 }
 
 // writeWindow writes the state c.pull left in c.st, snapshot snap, into p's window. Called
