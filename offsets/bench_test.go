@@ -141,19 +141,31 @@ func syncData(b *testing.B, f *osFile) {
 	}
 }
 
-// BenchmarkMarkDirty is the ack path's cost for a known partition, from many goroutines.
+// BenchmarkMarkDirty is the ack path's cost for a known partition, from many goroutines: every
+// goroutine marks one partition over and over (partitions=1), or the goroutines spread over 12
+// partitions (partitions=12), as the acks of a node's consumers do.
 func BenchmarkMarkDirty(b *testing.B) {
-	c, err := New(Config{Dir: func(string, int32) string { return b.TempDir() }, Source: &benchSource{}})
-	if err != nil {
-		b.Fatal(err)
+	for _, n := range []int32{1, 12} {
+		b.Run("partitions="+strconv.Itoa(int(n)), func(b *testing.B) {
+			c, err := New(Config{Dir: func(string, int32) string { return b.TempDir() }, Source: &benchSource{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			for p := range n {
+				c.MarkDirty("topic", p)
+			}
+			var next atomic.Int32
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				p := next.Add(1) % n
+				for pb.Next() {
+					c.MarkDirty("topic", p)
+				}
+			})
+		})
 	}
-	defer c.Close()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			c.MarkDirty("topic", 7)
-		}
-	})
 }
 
 // BenchmarkDurable measures the durable wait on the real disk: N goroutines each report an ack

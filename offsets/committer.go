@@ -129,6 +129,7 @@ type Committer struct {
 	primeQA  []*partition   // async: partitions waiting for the pool
 	primeC   chan struct{}  // wakes the pool (capacity 1)
 	primeOff bool           // primeMu: no new chunk may start (Close, Run ending)
+	priming  atomic.Int32   // chunks the pool is priming (taken from primeQA under primeMu)
 	pt       tickScratch    // the pool's
 	bg       sync.WaitGroup // batches and chunks in flight
 	asyncMu  sync.Mutex
@@ -148,13 +149,19 @@ type Committer struct {
 	// exceeds maxOpen.
 	fds atomic.Int64
 
-	// markMu guards the partition map, the marked list, partition.marked, the Durable waiters
-	// (partition.waiters, .strandedW) and closed. It is never held across I/O or a call out
-	// of the package.
+	// markMu guards the changes of the partition map, the marked list, partition.marked's
+	// changes, the Durable waiters (partition.waiters, .strandedW) and closed. It is never held
+	// across I/O or a call out of the package. MarkDirty reads the map and partition.marked
+	// without it: a partition already marked needs nothing more.
 	markMu sync.Mutex
-	parts  map[key]*partition
+	parts  sync.Map // key → *partition: written under markMu, read by anyone
 	marked []*partition
 	closed bool
+
+	// kickC wakes Run: something was marked (Run ticks at the next tick of the cadence) or,
+	// with urgent set, a Durable wait wants a writeout now. Run sleeps on it when idle.
+	kickC  chan struct{}
+	urgent atomic.Bool
 
 	// snaps numbers the Source calls (the tick's, in order); a Durable wait is covered by a
 	// window whose snapshot's number exceeds what snaps held when it registered.
@@ -182,7 +189,7 @@ type partition struct {
 	// consumer.id's when the Source keeps none; settled at the prime.
 	incarnation uint64
 
-	marked    bool         // markMu: acked since the last tick
+	marked    atomic.Bool  // acked since the last tick; changed under markMu, read by MarkDirty
 	waiters   []*waiter    // markMu: Durable waits not yet answered
 	strandedW bool         // markMu: stranded; Durable fails at once
 	nwait     atomic.Int32 // len(waiters), for the tick to read without markMu
@@ -257,7 +264,7 @@ func New(cfg Config) (*Committer, error) {
 		period:     min(MaxTickPeriod, d),
 		maxOpen:    int64(cfg.MaxDescriptors),
 		levelEvery: LevelInterval,
-		parts:      make(map[key]*partition),
+		kickC:      make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		woCh:       make(chan woJob, 1),
 		primeC:     make(chan struct{}, 1),
@@ -290,31 +297,59 @@ func (c *Committer) TickPeriod() time.Duration { return c.period }
 
 // MarkDirty records that the partition's acked state changed. The ack path calls it after
 // releasing the shard's lock: it does no I/O, never waits for a tick,
-// and allocates nothing for a partition already known. After Close it does nothing.
+// and allocates nothing for a partition already known. For a partition already marked since
+// the last tick it takes no lock. After Close it does nothing.
 func (c *Committer) MarkDirty(topic string, partition int32) {
+	k := key{topic, partition}
+	if p := c.lookup(k); p != nil && p.marked.Load() {
+		// The tick clears the mark (under markMu) before it asks the Source for the state,
+		// so a mark seen set is one the tick has yet to take: the change is in its snapshot.
+		return
+	}
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
 	if c.closed {
 		return
 	}
-	c.markLocked(c.partLocked(key{topic, partition}))
+	c.markLocked(c.partLocked(k))
+}
+
+// lookup returns the partition's state, nil when the committer has none. It takes no lock.
+func (c *Committer) lookup(k key) *partition {
+	if v, ok := c.parts.Load(k); ok {
+		return v.(*partition)
+	}
+	return nil
 }
 
 // partLocked returns the partition's state, creating it. Called with markMu held.
 func (c *Committer) partLocked(k key) *partition {
-	p := c.parts[k]
+	p := c.lookup(k)
 	if p == nil {
 		p = c.newPartition(k)
-		c.parts[k] = p
+		c.parts.Store(k, p)
 	}
 	return p
 }
 
-// markLocked puts p on the next tick's list. Called with markMu held.
+// markLocked puts p on the next tick's list, and tells Run when it is the first mark since
+// the last tick. Called with markMu held.
 func (c *Committer) markLocked(p *partition) {
-	if !p.marked {
-		p.marked = true
+	if !p.marked.Load() {
+		p.marked.Store(true)
 		c.marked = append(c.marked, p)
+		c.kick(false)
+	}
+}
+
+// kick wakes Run: for a tick at the cadence's next one, or, urgent, for one at once.
+func (c *Committer) kick(urgent bool) {
+	if urgent {
+		c.urgent.Store(true)
+	}
+	select {
+	case c.kickC <- struct{}{}:
+	default:
 	}
 }
 
@@ -333,19 +368,20 @@ func (c *Committer) Forget(topic string, partition int32) {
 	defer c.ioMu.Unlock()
 	k := key{topic, partition}
 	c.markMu.Lock()
-	p := c.parts[k]
+	p := c.lookup(k)
 	if p == nil {
 		c.markMu.Unlock()
 		return
 	}
-	delete(c.parts, k)
-	if p.marked {
+	c.parts.Delete(k)
+	if p.marked.Load() {
 		// The mark may come from an ack of the shard that replaced the dropped one, reported
 		// just before this call: it moves to fresh state, and the next tick asks the live
-		// shard, priming anew if there is one.
+		// shard, priming anew if there is one. A MarkDirty that finds p still marked relies
+		// on this move.
 		np := c.newPartition(k)
-		np.marked = true
-		c.parts[k] = np
+		np.marked.Store(true)
+		c.parts.Store(k, np)
 		for i, q := range c.marked {
 			if q == p {
 				c.marked[i] = np
@@ -381,10 +417,13 @@ const (
 	modeClose              // everything written out and levelled, whatever its turn
 )
 
-// tickReport is what Run needs from a tick for the overrun warning.
+// tickReport is what Run needs from a tick: the overrun warning's figures, and when to tick
+// again.
 type tickReport struct {
 	partitions int
 	primed     bool
+	busy       bool      // work is left: tick again one period after this tick
+	wakeAt     time.Time // when not busy: when work falls due (a levelling), zero for none
 }
 
 func (c *Committer) step(now time.Time, mode tickMode) (tickReport, error) {
@@ -431,7 +470,7 @@ func (c *Committer) Close() error {
 	c.unqueuePrimes(func(p *partition) {
 		c.markMu.Lock()
 		defer c.markMu.Unlock()
-		if c.parts[key{p.topic, p.num}] == p {
+		if c.lookup(key{p.topic, p.num}) == p {
 			c.markLocked(p) // retryNextTick would not: the committer is closed
 		}
 	})
@@ -447,8 +486,8 @@ func (c *Committer) releaseAll() {
 	defer c.ioMu.Unlock()
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	for _, p := range c.parts {
-		c.dropDescriptors(p)
+	for _, v := range c.parts.Range {
+		c.dropDescriptors(v.(*partition))
 	}
 	for _, f := range c.orphans {
 		c.closeFD(f)

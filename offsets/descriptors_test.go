@@ -94,7 +94,7 @@ func notHolding(t *testing.T, c *Committer, parts int32) int32 {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
 	for p := range parts {
-		if q := c.parts[key{"t", p}]; q != nil && q.f == nil {
+		if q := c.lookup(key{"t", p}); q != nil && q.f == nil {
 			return p
 		}
 	}

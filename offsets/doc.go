@@ -209,7 +209,15 @@
 // eight zeros that read as frontier 0, an offset never acked. A missing consumer.offset says as
 // much (consumer.ahead holds the frontier).
 //
-// A Durable wait makes its partition due on the next tick, whatever its turn (see below).
+// A Durable wait makes its partition due at once, whatever its turn (see below).
+//
+// Under Run the committer ticks only while there is work: a partition marked since the last
+// tick, written and not yet written out, queued for its prime, a Durable wait, or a levelling
+// due. With none it arms no timer and sleeps until MarkDirty (the first mark of a partition
+// since the last tick) or Durable wakes it, or until the earliest levelling of a quiet
+// partition falls due; a mark then gets its tick one period after the last one, or at once if
+// that has passed. So an idle node makes no wakeups, and while writes wait for their writeout
+// the cadence, the turns and the whole-interval rule hold as above.
 //
 // Warnings, each at most once a minute, with fixed words and fields: a tick that took
 // longer than T (Run measures it; inline priming ticks do not count; the next tick then starts
@@ -249,14 +257,19 @@
 // Durable(ctx, topic, p) returns once every change to the partition's acked state reported by
 // MarkDirty before the call is durable: a window whose snapshot was taken after the call has
 // been written out, with its device flush, and flipped to be the anchor. The call registers a
-// small waiter record (recycled; no goroutine per waiter, no allocation in steady state) and
-// marks the partition; the next tick takes a fresh snapshot, writes the window, and writes the
-// partition out whatever its turn (Stats.EarlyWriteouts), so a wait lasts about one tick plus
-// the writeout time rather than up to D. Each snapshot is numbered; a waiter remembers the
-// number when it registered, and a flip answers exactly the waiters registered before the
-// flipped window's snapshot. One writeout answers every waiter of the partition registered
-// before that tick's snapshot: a group commit, never a sync per call; a waiter registered
-// while the tick holds its snapshot waits for the next tick.
+// small waiter record (no goroutine per waiter), marks the partition and wakes Run at once:
+// the tick takes a fresh snapshot, writes the window, and hands the partition's writeout to
+// the worker whatever its turn (Stats.EarlyWriteouts), so a lone wait lasts one window write
+// and one sync, not a tick. Each snapshot is numbered; a waiter remembers the number when it
+// registered, and a flip answers exactly the waiters registered before the flipped window's
+// snapshot, as soon as that partition flips (not at the end of its batch, except where a
+// device flush must come first). It is a group commit, as a database's log does it: while a
+// sync of the partition's window runs with waiters left, ticks do not write that window (the
+// write would deny the flip), the waiters that came meanwhile wait, and when the batch ends
+// the worker wakes Run at once, whose tick writes one window for all of them and starts their
+// one sync. Under load a sync answers every wait that arrived during the one before it. A
+// waiter registered while the tick holds its snapshot waits for the next writeout. A
+// writeout batch already running (other partitions' syncs, a levelling) delays the start.
 //
 // A failed sync or device flush answers nothing: the waiters wait for the next writeout that
 // holds, which the fsyncgate rule makes a whole window rewrite followed by a successful sync.
@@ -324,9 +337,13 @@
 // page-cache write, or an open, read and its checks, at a time: never across a sync, and
 // never while calling Source, so Source may take the shard's lock and Forget waits for at
 // most one partition's write (a sync in flight finishes on the old descriptor, closed at the
-// end of its batch); primeMu guards the pool's queue; markMu guards the partition map, the
-// marked list and the Durable waiters, and is held only for in-memory work. The order is
-// tickMu, ioMu, primeMu, markMu. Source is called only by the tick. An atomic counter numbers the Source's snapshots for the Durable waits, and a
+// end of its batch); primeMu guards the pool's queue; markMu guards the changes of the
+// partition map, the marked list and the Durable waiters, and is held only for in-memory
+// work. The order is tickMu, ioMu, primeMu, markMu. MarkDirty of a partition already marked
+// since the last tick takes no lock: the map is a sync.Map and the mark an atomic flag, set
+// and cleared under markMu; the tick clears a mark before it asks the Source, so a mark seen
+// set is one whose change the tick has yet to snapshot, and Forget moves a mark it finds to
+// the partition's fresh state. Source is called only by the tick. An atomic counter numbers the Source's snapshots for the Durable waits, and a
 // per-partition atomic count of waiters lets the tick decide a writeout without markMu. A
 // steady tick allocates nothing. Time enters only as Tick's now and Run's Clock; Durable is
 // purely event-driven inside a tick.

@@ -15,10 +15,11 @@ type waiter struct {
 
 // Durable returns once every change to the partition's acked state reported (MarkDirty)
 // before the call is durable: a window record written after the call has been written out
-// (with the device flush on macOS) and become the anchor. It is a group commit: the call
-// makes the partition due on the next tick whatever its writeout turn, and every Durable wait
-// of the partition registered before that tick's snapshot shares its one writeout; it never
-// syncs anything itself, and it costs about one tick period plus the writeout time.
+// (with the device flush on macOS) and become the anchor. It is a group commit: under Run the
+// call starts its partition's writeout at once, whatever its turn, and the Durable waits of
+// the partition that arrive while that sync runs share the next one; it never syncs anything
+// itself. A lone wait costs one window write and one sync; one arriving while a writeout
+// batch runs waits for that batch too.
 //
 // A failed writeout keeps the wait going until a later one holds, which takes a whole rewrite
 // of the window followed by a successful sync (see "Anchor and window"). It returns ctx's
@@ -53,6 +54,7 @@ func (c *Committer) Durable(ctx context.Context, topic string, partition int32) 
 	c.waiting.Add(1)
 	c.markLocked(p)
 	c.markMu.Unlock()
+	c.kick(true)
 
 	select {
 	case err := <-w.ch:
@@ -151,8 +153,8 @@ func (c *Committer) failAllWaiters(closeErr error) {
 	}
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	for _, p := range c.parts {
-		if len(p.waiters) > 0 {
+	for _, v := range c.parts.Range {
+		if p := v.(*partition); len(p.waiters) > 0 {
 			c.answerWaiters(p, math.MaxUint64, err)
 		}
 	}

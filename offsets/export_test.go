@@ -23,7 +23,7 @@ type Floor struct {
 // Floors reads the committer's view of a partition. Call it between ticks.
 func Floors(c *Committer, topic string, partition int32) Floor {
 	c.markMu.Lock()
-	p := c.parts[key{topic, partition}]
+	p := c.lookup(key{topic, partition})
 	c.markMu.Unlock()
 	if p == nil || !p.primed || p.stranded {
 		return Floor{Durable: -1, PageCache: -1, AnchorSlot: -1}
@@ -43,7 +43,7 @@ func Floors(c *Committer, topic string, partition int32) Floor {
 func Stranded(c *Committer, topic string, partition int32) bool {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	p := c.parts[key{topic, partition}]
+	p := c.lookup(key{topic, partition})
 	return p != nil && p.stranded
 }
 
@@ -51,14 +51,14 @@ func Stranded(c *Committer, topic string, partition int32) bool {
 func Known(c *Committer, topic string, partition int32) bool {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	return c.parts[key{topic, partition}] != nil
+	return c.lookup(key{topic, partition}) != nil
 }
 
 // Waiters reports how many Durable calls wait on the partition.
 func Waiters(c *Committer, topic string, partition int32) int {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	p := c.parts[key{topic, partition}]
+	p := c.lookup(key{topic, partition})
 	if p == nil {
 		return 0
 	}

@@ -151,6 +151,7 @@ func (c *Committer) primePool(stop <-chan struct{}) {
 			clear(c.primeQA[rest:])
 			c.primeQA = c.primeQA[:rest]
 			c.bg.Add(1)
+			c.priming.Add(1)
 			c.primeMu.Unlock()
 
 			if cap(res) < n {
@@ -166,6 +167,7 @@ func (c *Committer) primePool(stop <-chan struct{}) {
 			c.addAsyncErr(t)
 			t.release()
 			clear(chunk)
+			c.priming.Add(-1)
 			c.bg.Done()
 			if deferred == n {
 				break // no room: wait for the next tick's hand-off

@@ -19,11 +19,14 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
-// Run calls Tick every tick period on clk until ctx is done or the committer is closed, and
-// returns nil then. A tick that overruns the period makes the next start at once and
-// is warned about. Tick errors are logged at most once a minute; each
-// is retried by the next tick. A nil clk means the system clock. Run must not be called twice
-// at once.
+// Run calls Tick on clk until ctx is done or the committer is closed, and returns nil then:
+// every tick period while there is work (a partition marked, written and not yet written
+// out, being primed, or a Durable wait), at once when a Durable wait starts or a writeout
+// batch ends with waits left, and not at all when there is none: it then sleeps until
+// MarkDirty or Durable wakes it, or until the next levelling of a quiet partition falls due.
+// A tick that overruns the period makes the next start at once and is
+// warned about. Tick errors are logged at most once a minute; each is retried by
+// the next tick. A nil clk means the system clock. Run must not be called twice at once.
 func (c *Committer) Run(ctx context.Context, clk Clock) error {
 	if clk == nil {
 		clk = realclock.Clock{}
@@ -38,6 +41,16 @@ func (c *Committer) Run(ctx context.Context, clk Clock) error {
 		}
 	}
 	for {
+		// A wake before the tick is served by it: the tick collects what was marked.
+		c.urgent.Store(false)
+		select {
+		case <-c.kickC:
+		default:
+		}
+		select {
+		case <-wake:
+		default:
+		}
 		start := clk.Now()
 		rep, err := c.step(start, modeNormal)
 		if errors.Is(err, ErrClosed) {
@@ -45,27 +58,66 @@ func (c *Committer) Run(ctx context.Context, clk Clock) error {
 		}
 		end := clk.Now()
 		c.afterTick(end, end.Sub(start), rep, err)
-		wait := c.period - end.Sub(start)
-		if wait <= 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.done:
-				return nil
-			default:
-				continue
-			}
+		if !c.sleep(ctx, clk, start, end, rep, wake, fire) {
+			return nil
 		}
-		stop := clk.AfterFunc(wait, fire)
+	}
+}
+
+// sleep waits for the next tick: one period after start while there is work, at rep.wakeAt
+// otherwise, sooner when kicked. It reports false when Run must return.
+func (c *Committer) sleep(ctx context.Context, clk Clock, start, end time.Time, rep tickReport,
+	wake <-chan struct{}, fire func()) bool {
+	var at time.Time // zero: no timer, wait for a kick
+	switch {
+	case rep.busy:
+		at = start.Add(c.period)
+	case !rep.wakeAt.IsZero():
+		at = rep.wakeAt
+	}
+	now, armed := end, false
+	stop := func() bool { return false }
+	for {
+		if !armed && (c.urgent.Load() || (!at.IsZero() && !at.After(now))) {
+			return c.running(ctx)
+		}
+		if !armed && !at.IsZero() {
+			stop, armed = clk.AfterFunc(at.Sub(now), fire), true
+		}
 		select {
 		case <-ctx.Done():
 			stop()
-			return nil
+			return false
 		case <-c.done:
 			stop()
-			return nil
+			return false
 		case <-wake:
+			return true
+		case <-c.kickC:
 		}
+		// Kicked: at once for a Durable wait, else at the cadence's next tick.
+		next := start.Add(c.period)
+		if !c.urgent.Load() && armed && !at.After(next) {
+			continue // the timer armed comes soon enough
+		}
+		stop()
+		armed = false
+		if at.IsZero() || at.After(next) {
+			at = next
+		}
+		now = clk.Now()
+	}
+}
+
+// running reports whether Run goes on: neither ctx is done nor the committer closed.
+func (c *Committer) running(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.done:
+		return false
+	default:
+		return true
 	}
 }
 

@@ -94,6 +94,8 @@ func TestRunOverrun(t *testing.T) {
 // Run returns at once when the committer is closed under it.
 func TestRunStopsOnClose(t *testing.T) {
 	h := newDiskHarness(t, nil)
+	h.create("t", 0)
+	h.ack("t", 0, 0) // work, so that Run arms its timer (an idle one arms none)
 	clk := newFakeClock()
 	done := make(chan error, 1)
 	go func() { done <- h.c.Run(context.Background(), clk) }()

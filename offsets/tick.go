@@ -110,9 +110,53 @@ func (c *Committer) tick(now time.Time, mode tickMode) (tickReport, error) {
 		c.writeOuts(mode == modeClose, inline)
 	}
 	rep := tickReport{partitions: t.wrote, primed: t.primedAny}
+	rep.busy, rep.wakeAt = c.workLeft(now)
 	err := errors.Join(t.err(), c.takeAsyncErr())
 	t.release()
 	return rep, err
+}
+
+// workLeft says what Run must wake for once this tick is done. busy: something waits for the
+// next tick of the cadence (a partition marked, written and not yet written out, to be
+// primed, or a Durable wait, or a writeout batch running). Otherwise wakeAt is when the
+// earliest levelling of a quiet partition falls due, zero if none is left: with nothing
+// else to do the committer sleeps until then, or until MarkDirty or Durable wakes it.
+func (c *Committer) workLeft(now time.Time) (busy bool, wakeAt time.Time) {
+	if c.waiting.Load() > 0 || c.woBusy.Load() {
+		return true, time.Time{}
+	}
+	c.markMu.Lock()
+	busy = len(c.marked) > 0
+	c.markMu.Unlock()
+	if busy {
+		return true, time.Time{}
+	}
+	c.primeMu.Lock()
+	busy = len(c.primeQA) > 0 || c.priming.Load() > 0
+	c.primeMu.Unlock()
+	if busy {
+		return true, time.Time{}
+	}
+	c.ioMu.Lock()
+	defer c.ioMu.Unlock()
+	for _, p := range c.pending {
+		if p.pending && !p.forgotten && !p.stranded {
+			return true, time.Time{}
+		}
+	}
+	for _, p := range c.unlevel {
+		if p.forgotten || p.stranded || !levelNeeded(p, p.anchorFrontier) {
+			continue
+		}
+		at := p.levelledAt.Add(c.levelEvery)
+		if p.levelledAt.IsZero() || !at.After(now) {
+			return true, time.Time{} // due: on its turn, within an interval
+		}
+		if wakeAt.IsZero() || at.Before(wakeAt) {
+			wakeAt = at
+		}
+	}
+	return false, wakeAt
 }
 
 // collect takes the marked partitions, plus those whose window a failure left to rewrite, as
@@ -122,7 +166,7 @@ func (c *Committer) collect() {
 	drained := c.marked
 	c.marked = c.spare[:0]
 	for _, p := range drained {
-		p.marked = false
+		p.marked.Store(false)
 	}
 	c.markMu.Unlock()
 
@@ -247,11 +291,10 @@ func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
 func (c *Committer) retryNextTick(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	if c.closed || p.marked || c.parts[key{p.topic, p.num}] != p {
+	if c.closed || c.lookup(key{p.topic, p.num}) != p {
 		return
 	}
-	p.marked = true
-	c.marked = append(c.marked, p)
+	c.markLocked(p)
 }
 
 // markPrimed marks a partition the pool primed (or failed to), so the next tick writes its
@@ -260,11 +303,10 @@ func (c *Committer) retryNextTick(p *partition) {
 func (c *Committer) markPrimed(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
-	if p.marked || c.parts[key{p.topic, p.num}] != p {
+	if c.lookup(key{p.topic, p.num}) != p {
 		return
 	}
-	p.marked = true
-	c.marked = append(c.marked, p)
+	c.markLocked(p)
 }
 
 // discardIfIdle forgets a partition that was never primed and whose shard is gone, so churned
@@ -279,8 +321,8 @@ func (c *Committer) discardIfIdle(p *partition) {
 	c.markMu.Lock()
 	defer c.markMu.Unlock()
 	k := key{p.topic, p.num}
-	if c.parts[k] == p && !p.marked && len(p.waiters) == 0 {
-		delete(c.parts, k)
+	if c.lookup(k) == p && !p.marked.Load() && len(p.waiters) == 0 {
+		c.parts.Delete(k)
 	}
 }
 
@@ -295,13 +337,16 @@ func (c *Committer) writeWindows() {
 		c.ioMu.Lock()
 		ready := p.primed && !p.stranded && !p.forgotten
 		held := ready && c.holdBack(p)
+		durable := ready && !held && c.holdForDurable(p)
 		c.ioMu.Unlock()
 		if !ready {
 			continue
 		}
-		if held {
-			t.heldBack++
-			c.stats.heldBack.Add(1)
+		if held || durable {
+			if held {
+				t.heldBack++
+				c.stats.heldBack.Add(1)
+			}
 			c.retryNextTick(p)
 			continue
 		}
@@ -337,6 +382,14 @@ func (c *Committer) writeWindows() {
 func (c *Committer) holdBack(p *partition) bool {
 	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite &&
 		c.t.now.Sub(p.pendingSince) > 2*c.interval
+}
+
+// holdForDurable says whether to skip p's window write this tick because Durable waits on p
+// and a sync of its window is in flight: a write now would deny that sync's flip, and the
+// waits it covers would wait for another sync. The writeout worker wakes Run at once when the
+// batch ends, for the waits it left. Called with ioMu held.
+func (c *Committer) holdForDurable(p *partition) bool {
+	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite && p.nwait.Load() > 0
 }
 
 // writeWindow writes the state c.pull left in c.st, snapshot snap, into p's window. Called

@@ -29,6 +29,9 @@ func (c *Committer) writeOuts(closing, inline bool) {
 	}
 	turn := c.tickNo % c.turns
 	batch := c.selectWriteouts(closing)
+	if !inline && len(batch) == 0 && !c.levelWanted(turn) {
+		return // nothing for the worker: it stays idle, and Run may sleep
+	}
 	if inline {
 		c.runWriteouts(t, batch, t.now, turn, closing)
 		clear(batch)
@@ -114,6 +117,10 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 			t.release()
 			clear(job.batch)
 			c.woBusy.Store(false)
+			if c.waiting.Load() > 0 {
+				// Waits that came during this batch share the next writeout, at once.
+				c.kick(true)
+			}
 			c.bg.Done()
 		}
 	}
@@ -195,6 +202,7 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 		c.stats.rewrittenDuringSync.Add(1)
 	}
 	c.ioMu.Unlock()
+	c.answerFlipped(t) // a Durable wait does not wait for the batch's other syncs
 	if clean && c.levelDue(t, p, p.syncFront, closing) {
 		c.level(t, p, p.syncFront)
 	}
@@ -231,6 +239,24 @@ func (c *Committer) levelQuiet(t *tickScratch, turn uint64, closing bool) {
 	}
 	clear(c.unlevel[len(kept):])
 	c.unlevel = kept
+}
+
+// levelWanted says whether levelQuiet would level a partition on this turn. The writeout
+// worker must be idle (it owns the levelling list).
+func (c *Committer) levelWanted(turn uint64) bool {
+	for _, p := range c.unlevel {
+		if p.turn != turn {
+			continue
+		}
+		c.ioMu.Lock()
+		skip := p.stranded || p.forgotten || p.pending || p.woBusy
+		v := p.anchorFrontier
+		c.ioMu.Unlock()
+		if !skip && c.levelDue(&c.t, p, v, false) {
+			return true
+		}
+	}
+	return false
 }
 
 // levelDue says whether consumer.offset should be brought to v now: it differs (or is not

@@ -61,8 +61,8 @@
 //
 //   - A record is leased to one consumer at a time; only the live lease's receipt handle
 //     acks, extends or nacks it (ErrGone otherwise).
-//   - A record not acked is delivered again: after its visibility timeout (plus at most the
-//     1 s purger cadence) if its consumer died, at once if it was nacked.
+//   - A record not acked is delivered again: after its visibility timeout (within 10 ms) if
+//     its consumer died, at once if it was nacked.
 //   - Acks reach the page cache within a tick (100 ms) and the disk within the commit
 //     interval (1 s by default). A process crash redelivers about one tick of acks, a power
 //     loss about one interval plus a tick; Close persists everything.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,8 +31,10 @@ var (
 	ErrInvalidArgument = errors.New("router: invalid argument")
 )
 
-// PurgeInterval is the cadence of the background purger that releases expired leases on
-// partitions nobody touches.
+// PurgeInterval was the cadence of a periodic sweep for expired leases.
+//
+// Deprecated: the purger wakes at the earliest lease expiry or nack delay end only, and not
+// at all while there is none; nothing uses this value.
 const PurgeInterval = time.Second
 
 // purgeResolution is the finest the purger resolves a deadline: a lease expiry or the end
@@ -145,8 +148,8 @@ type Node struct {
 	lanes      map[string]*lane // forwarding state per owner
 	forwarding sync.WaitGroup   // batches in flight to owners
 
-	// purgeAt is when the purger plans to wake (Unix nanoseconds); a deadline set before
-	// it kicks the purger through purgeKick.
+	// purgeAt is when the purger plans to wake (Unix nanoseconds; math.MaxInt64 while it
+	// plans no wake); a deadline set before it kicks the purger through purgeKick.
 	purgeAt   atomic.Int64
 	purgeKick chan struct{}
 
@@ -201,6 +204,7 @@ func New(cfg Config) (*Node, error) {
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
 	}
+	n.purgeAt.Store(math.MaxInt64)
 	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}
@@ -341,22 +345,31 @@ func (n *Node) topic(name string) *topicState {
 	return t
 }
 
-// runPurger releases expired leases and ends nack delays on partitions nobody touches, on
-// the node's clock: at the earliest deadline the shards hold, and at least every
-// PurgeInterval. A dead consumer's record is then delivered again exactly one
-// visibility timeout later, and a delayed one when its delay ends, not at the next sweep.
-// With no lease anywhere it wakes once a PurgeInterval.
+// runPurger releases expired leases and ends nack delays on partitions nobody touches
+// on the node's clock, at the earliest deadline the shards hold. A dead
+// consumer's record is then delivered again exactly one visibility timeout later, and a
+// delayed one when its delay ends. With no lease and no nack delay anywhere it arms no timer
+// and sleeps until deadlineSet wakes it.
 func (n *Node) runPurger(ctx context.Context) {
 	tick := make(chan struct{}, 1)
-	sleep := PurgeInterval
+	fire := func() {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	}
+	var next time.Time // the earliest deadline after the last sweep; zero: none
 	for {
-		n.purgeAt.Store(n.clock.Now().Add(sleep).UnixNano())
-		stop := n.clock.AfterFunc(sleep, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
+		stop := func() bool { return false }
+		if !next.IsZero() {
+			now := n.clock.Now()
+			// A deadline can be due already (set during the sweep): come back soon, but never
+			// spin. A sweep visits every shard, so under a steady stream of expiries the
+			// purger sweeps at most every purgeResolution.
+			sleep := max(next.Sub(now), purgeResolution)
+			n.purgeAt.Store(now.Add(sleep).UnixNano())
+			stop = n.clock.AfterFunc(sleep, fire)
+		}
 		select {
 		case <-ctx.Done():
 			stop()
@@ -365,15 +378,10 @@ func (n *Node) runPurger(ctx context.Context) {
 		case <-n.purgeKick:
 			stop()
 		}
-		now := n.clock.Now()
-		_, next := n.tracker.Purge(now)
-		sleep = PurgeInterval
-		if !next.IsZero() {
-			// A deadline can be due already (set during the sweep): come back soon, but
-			// never spin. A sweep visits every shard, so under a steady stream of expiries
-			// the purger sweeps at most every purgeResolution.
-			sleep = min(sleep, max(next.Sub(now), purgeResolution))
-		}
+		// Until the next plan, every deadline set wakes the purger: one set during the sweep,
+		// after its shard was visited, brings it back at once.
+		n.purgeAt.Store(math.MaxInt64)
+		_, next = n.tracker.Purge(n.clock.Now())
 	}
 }
 
