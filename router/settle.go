@@ -30,14 +30,14 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 	return err
 }
 
-// AckDurable is Ack that returns only once the ack is on disk: after the committer's next
-// writeout of the partition, which a durable ack makes due on the next tick. It is a group
-// commit: every durable ack of the partition in that tick shares one sync, never one per
-// ack. It costs about a tick (100 ms) plus the sync, for hosts that need Kafka-like
-// durability for some acks; Ack stays asynchronous. A retried durable ack of a settled
-// offset waits as well, then answers inflight.ErrAlreadySettled. If the partition's state
-// cannot be made durable (the partition was dropped or its directory replaced) the error
-// says so (offsets.ErrShardGone, offsets.ErrStranded): the ack is in memory only. ctx bounds
+// AckDurable is Ack that returns only once the ack is on disk: after a writeout of the
+// partition that the first durable ack starts at once. It is a group commit, as a
+// database's log is: durable acks that arrive while that sync runs share the next one, so a
+// lone durable ack costs about one sync and many cost a small fraction of a sync each. It is
+// for hosts that need Kafka-like durability for some acks; Ack stays asynchronous. A retried
+// durable ack of a settled offset waits as well, then answers ErrAlreadySettled. If the
+// partition's state cannot be made durable (the partition was dropped or its directory
+// replaced) the error says so (ErrShardGone, ErrStranded): the ack is in memory only. ctx bounds
 // only the wait for the disk: an AckDurable that answers ctx's error has still applied the
 // ack, which reaches the disk at the committer's usual pace.
 //
