@@ -10,9 +10,10 @@ import (
 	"narad.dev/consume/router"
 )
 
-// MemLog is an in-memory log of one partition that keeps the router.Log contract, with knobs
-// for the cases the contract names: retention (Trim), permanently unreadable records
-// (Corrupt) and closing (Close). It is safe for concurrent use.
+// MemLog is an in-memory log of one partition that keeps the router.Log contract and offers
+// router.RangeReader, with knobs for the cases the contract names: retention (Trim),
+// permanently unreadable records (Corrupt) and closing (Close). It is safe for concurrent
+// use.
 type MemLog struct {
 	mu      sync.RWMutex
 	oldest  int64
@@ -24,7 +25,10 @@ type MemLog struct {
 	onRead  func(offset int64) // called before each read, outside the lock
 }
 
-var _ router.Log = (*MemLog)(nil)
+var (
+	_ router.Log         = (*MemLog)(nil)
+	_ router.RangeReader = (*MemLog)(nil)
+)
 
 // NewMemLog returns an empty log whose first offset is 0.
 func NewMemLog() *MemLog { return &MemLog{corrupt: map[int64]bool{}} }
@@ -102,6 +106,89 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 	defer l.mu.Unlock()
 	l.reads++
 	l.read = append(l.read, offset)
+	return l.readLocked(offset)
+}
+
+// ReadRange implements router.RangeReader. Each offset of the range counts as one read
+// (Reads, ReadOffsets, OnRead). The records' keys and values are copied into one buffer the
+// caller owns.
+func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Record) ([]router.Record, error) {
+	l.mu.RLock()
+	n, size := l.rangeLocked(offset, limit, maxBytes)
+	onRead := l.onRead
+	l.mu.RUnlock()
+	if onRead != nil {
+		for i := range max(n, 1) {
+			onRead(offset + int64(i))
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// What the log holds may have changed since the range was measured: take what is still
+	// readable of it. With nothing, the first record fails, as Read answers.
+	if n = l.readableLocked(offset, n); n == 0 {
+		l.reads++
+		l.read = append(l.read, offset)
+		_, err := l.readLocked(offset)
+		if err == nil {
+			err = fmt.Errorf("offset %d: the range changed while it was read", offset)
+		}
+		return dst, err
+	}
+	buf := make([]byte, 0, size)
+	for i := range n {
+		off := offset + int64(i)
+		l.reads++
+		l.read = append(l.read, off)
+		r := l.records[off-l.oldest]
+		start := len(buf)
+		buf = append(buf, r.Key...)
+		key := buf[start:len(buf):len(buf)]
+		buf = append(buf, r.Value...)
+		value := buf[start+len(key) : len(buf) : len(buf)]
+		if r.Key == nil {
+			key = nil
+		}
+		if r.Value == nil {
+			value = nil
+		}
+		dst = append(dst, router.Record{Key: key, Value: value, Timestamp: r.Timestamp})
+	}
+	return dst, nil
+}
+
+// rangeLocked measures the range ReadRange returns from offset: how many records, and their
+// bytes. Zero means the first record fails.
+func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n, size int) {
+	if l.closed || offset < l.oldest {
+		return 0, 0
+	}
+	hwm := l.oldest + int64(len(l.records))
+	for off := offset; off < hwm && n < limit && !l.corrupt[off]; off++ {
+		r := l.records[off-l.oldest]
+		n++
+		size += len(r.Key) + len(r.Value)
+		if size >= maxBytes {
+			break
+		}
+	}
+	return n, size
+}
+
+// readableLocked returns how many of the n records from offset can be read now.
+func (l *MemLog) readableLocked(offset int64, n int) int {
+	if l.closed || offset < l.oldest {
+		return 0
+	}
+	readable := 0
+	for off := offset; readable < n && off < l.oldest+int64(len(l.records)) && !l.corrupt[off]; off++ {
+		readable++
+	}
+	return readable
+}
+
+// readLocked reads one record as Read does, without counting it.
+func (l *MemLog) readLocked(offset int64) (router.Record, error) {
 	switch {
 	case l.closed:
 		return router.Record{}, router.ErrLogClosed
