@@ -115,3 +115,34 @@ func TestBatchScanReadsAroundGaps(t *testing.T) {
 		}
 	})
 }
+
+// AckBatch settles the local handles of each partition together and answers each handle as
+// Ack would have, in order: repeats, stale and malformed handles included.
+func TestAckBatchLocalByPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0, 1)
+		defer h.close()
+		h.produce(0, 3)
+		h.produce(1, 3)
+		msgs := h.consume(router.ConsumeOptions{Max: 6})
+		require.Len(t, msgs, 6)
+		stale := msgs[5]
+		require.NoError(t, h.node.Nack(context.Background(), "orders", stale.Receipt.String(), time.Hour))
+		var handles []string
+		for i := len(msgs) - 1; i >= 0; i-- { // in reverse order
+			handles = append(handles, msgs[i].Receipt.String())
+		}
+		handles = append(handles, msgs[0].Receipt.String(), "not-a-handle")
+		errs := h.node.AckBatch(context.Background(), "orders", handles)
+		require.Len(t, errs, len(handles))
+		assert.ErrorIs(t, errs[0], router.ErrGone, "the nacked lease")
+		for i := 1; i < 6; i++ {
+			assert.NoError(t, errs[i])
+		}
+		assert.ErrorIs(t, errs[6], router.ErrAlreadySettled, "the repeat")
+		assert.ErrorIs(t, errs[7], router.ErrMalformedHandle)
+		st, err := h.node.PartitionStatus("orders", msgs[0].Partition)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), st.Frontier)
+	})
+}
