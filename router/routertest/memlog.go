@@ -20,9 +20,12 @@ type MemLog struct {
 	records []router.Record // records[i] is offset oldest+i
 	corrupt map[int64]bool
 	closed  bool
-	reads   int
-	read    []int64            // the offsets read, in order
 	onRead  func(offset int64) // called before each read, outside the lock
+	// Reads share mu for reading; what they record has its own lock, so that concurrent
+	// readers do not queue on the log.
+	reads  atomic.Int64
+	readMu sync.Mutex
+	read   []int64 // the offsets read, in order
 }
 
 var (
@@ -72,17 +75,23 @@ func (l *MemLog) Close() {
 }
 
 // Reads returns how many times Read was called.
-func (l *MemLog) Reads() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.reads
-}
+func (l *MemLog) Reads() int { return int(l.reads.Load()) }
 
 // ReadOffsets returns the offsets Read was called with, in order.
 func (l *MemLog) ReadOffsets() []int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
 	return slices.Clone(l.read)
+}
+
+// count records reads of the n offsets from offset.
+func (l *MemLog) count(offset int64, n int) {
+	l.reads.Add(int64(n))
+	l.readMu.Lock()
+	for i := range n {
+		l.read = append(l.read, offset+int64(i))
+	}
+	l.readMu.Unlock()
 }
 
 // OnRead has f called with the offset of every later Read, before the read and without the
@@ -102,10 +111,9 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 	if onRead != nil {
 		onRead(offset)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reads++
-	l.read = append(l.read, offset)
+	l.count(offset, 1)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return l.readLocked(offset)
 }
 
@@ -122,25 +130,22 @@ func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Recor
 			onRead(offset + int64(i))
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	// What the log holds may have changed since the range was measured: take what is still
 	// readable of it. With nothing, the first record fails, as Read answers.
 	if n = l.readableLocked(offset, n); n == 0 {
-		l.reads++
-		l.read = append(l.read, offset)
+		l.count(offset, 1)
 		_, err := l.readLocked(offset)
 		if err == nil {
 			err = fmt.Errorf("offset %d: the range changed while it was read", offset)
 		}
 		return dst, err
 	}
+	l.count(offset, n)
 	buf := make([]byte, 0, size)
 	for i := range n {
-		off := offset + int64(i)
-		l.reads++
-		l.read = append(l.read, off)
-		r := l.records[off-l.oldest]
+		r := l.records[offset+int64(i)-l.oldest]
 		start := len(buf)
 		buf = append(buf, r.Key...)
 		key := buf[start:len(buf):len(buf)]
