@@ -100,11 +100,13 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	}
 	now := n.clock.Now()
 	budget := batchBudget{max: req.max}
+	scratch := takePool.Get().(*takeScratch)
+	defer scratch.put()
 
 	first := order[start]
 	if log, err := n.logs.Get(req.topic, first); err != nil {
 		return out, err
-	} else if out, err = n.takeFrom(req, first, log, now, &budget, out); err != nil || budget.full() || len(order) == 1 {
+	} else if out, err = n.takeFrom(req, first, log, now, &budget, scratch, out); err != nil || budget.full() || len(order) == 1 {
 		return out, err
 	}
 	rest := len(order) - 1
@@ -135,7 +137,7 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 			}
 		}
 		var err error
-		if out, err = n.takeFrom(req, p, log, now, &budget, out); err != nil || budget.full() {
+		if out, err = n.takeFrom(req, p, log, now, &budget, scratch, out); err != nil || budget.full() {
 			return out, err
 		}
 	}
@@ -159,7 +161,7 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
 // reservation always comes before the read. What the byte bound leaves undelivered is given
 // back at once, and not counted as an attempt.
-func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, out []Message) ([]Message, error) {
+func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
 		var setAside *SetAsideError
@@ -170,8 +172,6 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	}
 	ranged, _ := log.(RangeReader)
 	hwm := log.HighWatermark()
-	scratch := takePool.Get().(*takeScratch)
-	defer scratch.put()
 	for !budget.full() {
 		want := budget.max - budget.taken
 		leases, err := shard.ReserveBatch(now, hwm, req.visibility, want, scratch.leases[:0])
@@ -180,11 +180,13 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 			return out, nil // dry, all reserved or capped: the next partition
 		}
 		out = slices.Grow(out, len(leases))
-		r := partitionRead{n: n, req: &req, partition: partition, log: log, ranged: ranged,
-			shard: shard, now: now, budget: budget, scratch: scratch}
+		// Values only: a pointer to the caller's stack held in r would move it to the heap.
+		r := partitionRead{n: n, topic: req.topic, partition: partition, log: log, ranged: ranged,
+			shard: shard, now: now, budget: *budget, scratch: scratch}
 		before := len(out)
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
+		*budget = r.budget
 		if err != nil {
 			return out, err
 		}
@@ -214,13 +216,13 @@ func (s *takeScratch) put() {
 // partitionRead reads the records of one partition's reservations into messages.
 type partitionRead struct {
 	n         *Node
-	req       *scanRequest
+	topic     string
 	partition int32
 	log       Log
 	ranged    RangeReader // nil: the log reads one record at a time
 	shard     *inflight.Shard
 	now       time.Time
-	budget    *batchBudget
+	budget    batchBudget
 	scratch   *takeScratch
 }
 
@@ -235,7 +237,7 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			// Readable records the bound leaves out: a consumer parked for the partition
 			// (it may have parked while they were reserved) takes them now.
 			r.giveBack(leases[i:])
-			r.n.pump.NotifyPartition(r.req.topic, r.partition)
+			r.n.pump.NotifyPartition(r.topic, r.partition)
 			return out, settled, nil
 		}
 		lease := &leases[i]
@@ -255,7 +257,9 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			}
 			recs, err = r.ranged.ReadRange(lease.Offset, run, BatchPayloadBytes-r.budget.bytes, r.scratch.records[:0])
 			r.scratch.records = recs
-		} else {
+			recs = recs[:min(len(recs), run)] // never a record the scan did not reserve
+		}
+		if r.ranged == nil || (err == nil && len(recs) == 0) { // a range of nothing: read the one
 			var rec Record
 			if rec, err = r.log.Read(lease.Offset); err == nil {
 				recs = append(r.scratch.records[:0], rec)
@@ -267,7 +271,7 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			for j := range recs {
 				l := &leases[i+j]
 				out = append(out, Message{
-					Topic:     r.req.topic,
+					Topic:     r.topic,
 					Partition: r.partition,
 					Offset:    l.Offset,
 					Key:       recs[j].Key,
@@ -285,13 +289,13 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 		case errors.Is(err, ErrNotFound):
 			oldest = r.log.Oldest()
 			if r.shard.SkipRetention(r.now, lease.Handle, oldest) {
-				r.n.logRetentionJump(r.req.topic, r.partition, lease.Offset, oldest, r.now)
+				r.n.logRetentionJump(r.topic, r.partition, lease.Offset, oldest, r.now)
 			}
 			settled = true
 			i++
 		case errors.Is(err, ErrCorrupt):
 			if r.shard.SkipCorrupt(r.now, lease.Handle) == nil {
-				r.n.logCorruptSkip(r.req.topic, r.partition, lease.Offset, err, r.now)
+				r.n.logCorruptSkip(r.topic, r.partition, lease.Offset, err, r.now)
 			}
 			settled = true
 			i++
