@@ -250,16 +250,16 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			continue
 		}
 		var recs []Record
-		if r.ranged != nil {
-			run := 1
-			for i+run < len(leases) && leases[i+run].Offset == lease.Offset+int64(run) {
-				run++
-			}
+		run := 1
+		for r.ranged != nil && i+run < len(leases) && leases[i+run].Offset == lease.Offset+int64(run) {
+			run++
+		}
+		if run > 1 {
 			recs, err = r.ranged.ReadRange(lease.Offset, run, BatchPayloadBytes-r.budget.bytes, r.scratch.records[:0])
 			r.scratch.records = recs
 			recs = recs[:min(len(recs), run)] // never a record the scan did not reserve
 		}
-		if r.ranged == nil || (err == nil && len(recs) == 0) { // a range of nothing: read the one
+		if run == 1 || (err == nil && len(recs) == 0) { // one record, or a range of nothing
 			var rec Record
 			if rec, err = r.log.Read(lease.Offset); err == nil {
 				recs = append(r.scratch.records[:0], rec)
