@@ -297,7 +297,7 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	return lease, err
 }
 
-// ReserveBatch leases up to max offsets (max >= 1) under one acquisition of the shard's
+// ReserveBatch leases up to max offsets (at least one is tried) under one acquisition of the shard's
 // lock and appends their leases to into, in the order they were granted: each lease is the
 // one the next of max ReserveNextFor calls at now would grant (its own nonce, expiry,
 // attempt, reason and fence; the in-flight and acked-ahead caps count every lease before
@@ -310,6 +310,7 @@ func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration,
 		return into, ErrInvalidDuration
 	}
 	at := now.UnixNano()
+	max = builtinMax(max, 1)
 	into = slices.Grow(into, max)
 	first := len(into)
 	var fx effects
@@ -337,6 +338,9 @@ func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	s.report(&fx)
 	return into, err
 }
+
+// builtinMax is max, for where a parameter named max hides it.
+func builtinMax(a, b int) int { return max(a, b) }
 
 func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effects) error {
 	if s.dropped {
