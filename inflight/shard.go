@@ -297,9 +297,9 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	return lease, err
 }
 
-// ReserveBatch leases up to max offsets (at least one is tried) under one acquisition of the shard's
-// lock and appends their leases to into, in the order they were granted: each lease is the
-// one the next of max ReserveNextFor calls at now would grant (its own nonce, expiry,
+// ReserveBatch leases up to max offsets (at least one is tried) under one acquisition of the
+// shard's lock and appends their leases to into, in the order they were granted: each lease
+// is the one the next of max ReserveNextFor calls at now would grant (its own nonce, expiry,
 // attempt, reason and fence; the in-flight and acked-ahead caps count every lease before
 // it), and the hooks report once for the whole batch. It stops at the first reserve that
 // would fail: with at least one lease granted the error is nil; with none it is what
