@@ -145,3 +145,28 @@ func BenchmarkReserveAfterAckedAheadRun(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReserveBatchAck is BenchmarkReserveAck in batches of 100: one ReserveBatch, then
+// one AckMany of its leases, reported per record.
+func BenchmarkReserveBatchAck(b *testing.B) {
+	s := benchShard(Config{})
+	now := epoch
+	leases := make([]Lease, 0, 100)
+	handles := make([]Handle, 100)
+	errs := make([]error, 100)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var err error
+		if leases, err = s.ReserveBatch(now, 1<<62, 0, 100, leases[:0]); err != nil {
+			b.Fatal(err)
+		}
+		for j, l := range leases {
+			handles[j] = l.Handle
+		}
+		s.AckMany(now, handles, errs)
+		if i%10 == 0 {
+			now = now.Add(time.Millisecond)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/record")
+}

@@ -105,6 +105,7 @@ func (s *Shard) setQuarantine(off int64, requeued bool) {
 		s.requeued++
 	}
 	s.quarantine[off] = requeued
+	s.settledAbove = max(s.settledAbove, off)
 }
 
 func (s *Shard) clearQuarantine(off int64) {

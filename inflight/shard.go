@@ -140,6 +140,11 @@ type Shard struct {
 	// entry (attempts Restore brought, a requeue); above it, an offset at the cursor is
 	// fresh and the hot path skips its lookup.
 	pendingAbove int64
+	// settledAbove is the highest offset the acked-ahead, corrupt-skip and quarantine sets
+	// may hold (a bound, never lowered until Restore): above it no offset is settled by
+	// them, and isSettled skips their lookups. The cursor runs above it once it has passed
+	// what Restore brought, so a fresh offset is never looked up in them.
+	settledAbove int64
 	pending      map[int64]pending
 	ackedAhead   map[int64]struct{}
 	corrupt      map[int64]struct{}
@@ -213,13 +218,16 @@ func (s *Shard) restoreLocked(state State) {
 	s.leased, s.delayed, s.requeued = 0, 0, 0
 	s.deadlines = s.deadlines[:0]
 	s.released = s.released[:0]
+	s.settledAbove = s.frontier
 	for _, off := range state.AckedAhead {
 		if off > s.frontier {
 			s.ackedAhead[off] = struct{}{}
+			s.settledAbove = max(s.settledAbove, off)
 		}
 	}
 	for _, off := range state.Quarantined {
 		s.quarantine[off] = false
+		s.settledAbove = max(s.settledAbove, off)
 	}
 	for _, off := range state.Requeued {
 		if off <= s.frontier {
@@ -278,6 +286,7 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
 	if err == nil {
+		s.counters.Delivered.Add(1)
 		fx.deadline = lease.Expiry.UnixNano()
 		// Under MaxDeliveries the attempt count is persisted state: a record that crashes
 		// every consumer (or the process) must still reach its limit across restarts.
@@ -287,6 +296,51 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	s.report(&fx)
 	return lease, err
 }
+
+// ReserveBatch leases up to max offsets (at least one is tried) under one acquisition of the
+// shard's lock and appends their leases to into, in the order they were granted: each lease
+// is the one the next of max ReserveNextFor calls at now would grant (its own nonce, expiry,
+// attempt, reason and fence; the in-flight and acked-ahead caps count every lease before
+// it), and the hooks report once for the whole batch. It stops at the first reserve that
+// would fail: with at least one lease granted the error is nil; with none it is what
+// ReserveNextFor answers. The caller reads each record only after this returns, and gives
+// back with GiveBack whatever it does not deliver.
+func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration, max int, into []Lease) ([]Lease, error) {
+	if visibility < 0 || visibility > MaxVisibility {
+		return into, ErrInvalidDuration
+	}
+	at := now.UnixNano()
+	max = builtinMax(max, 1)
+	into = slices.Grow(into, max)
+	first := len(into)
+	var fx effects
+	var err error
+	s.mu.Lock()
+	for range max {
+		s.purgeLocked(at, &fx) // as each single reserve does: a heap peek when nothing is due
+		into = into[:len(into)+1]
+		if err = s.reserveLocked(at, hwm, int64(visibility), &into[len(into)-1], &fx); err != nil {
+			into = into[:len(into)-1]
+			break
+		}
+	}
+	countsAttempts := s.cfg.MaxDeliveries > 0
+	s.mu.Unlock()
+	if granted := into[first:]; len(granted) > 0 {
+		err = nil
+		s.counters.Delivered.Add(uint64(len(granted)))
+		fx.deadline = granted[0].Expiry.UnixNano()
+		for i := range granted[1:] {
+			fx.deadline = min(fx.deadline, granted[i+1].Expiry.UnixNano())
+		}
+		fx.dirty = fx.dirty || countsAttempts
+	}
+	s.report(&fx)
+	return into, err
+}
+
+// builtinMax is max, for where a parameter named max hides it.
+func builtinMax(a, b int) int { return max(a, b) }
 
 func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effects) error {
 	if s.dropped {
@@ -300,10 +354,13 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 		if err != nil {
 			return err
 		}
+		// A fresh offset (at the cursor, above every pending entry Restore or a requeue
+		// made) has no pending entry: its lookups are skipped.
+		fresh := off >= s.cursor && off > s.pendingAbove
 		if off >= s.cursor {
 			s.cursor = off + 1
 		}
-		if s.cfg.MaxDeliveries > 0 {
+		if s.cfg.MaxDeliveries > 0 && !fresh {
 			if p, ok := s.pending[off]; ok && int(p.attempts) >= s.cfg.MaxDeliveries {
 				// Its last delivery was in flight when the process died (attempts persist,
 				// leases do not): that lease ended unsettled, so it is quarantined now.
@@ -314,7 +371,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 		if visibility <= 0 {
 			visibility = s.visibility
 		}
-		s.grantLocked(now, s.capLifetime(now, now+visibility), off, lease)
+		s.grantLocked(now, s.capLifetime(now, now+visibility), off, fresh, lease)
 		return nil
 	}
 }
@@ -368,6 +425,9 @@ func (s *Shard) isSettled(off int64) bool {
 	if off <= s.frontier {
 		return true
 	}
+	if off > s.settledAbove {
+		return false
+	}
 	// The length checks skip the hashing on the common path, where both sets are empty.
 	if len(s.ackedAhead) > 0 {
 		if _, ok := s.ackedAhead[off]; ok {
@@ -386,10 +446,10 @@ func (s *Shard) isSettled(off int64) bool {
 	return false
 }
 
-func (s *Shard) grantLocked(now, expiry, off int64, lease *Lease) {
+func (s *Shard) grantLocked(now, expiry, off int64, fresh bool, lease *Lease) {
 	var p pending
-	if off < s.cursor || off <= s.pendingAbove {
-		p = s.pending[off] // a fresh offset has no entry: skip the lookup on the hot path
+	if !fresh {
+		p = s.pending[off]
 	}
 	p.attempts++
 	p.nonce = s.nextNonce()
@@ -400,7 +460,6 @@ func (s *Shard) grantLocked(now, expiry, off int64, lease *Lease) {
 	s.pending[off] = p
 	s.leased++
 	s.pushDeadline(deadline{at: p.until, offset: off, nonce: p.nonce})
-	s.counters.Delivered.Add(1)
 	*lease = Lease{
 		Handle:  Handle{Partition: s.partition, Offset: off, Nonce: p.nonce},
 		Expiry:  time.Unix(0, p.until),
@@ -506,6 +565,43 @@ func (s *Shard) releaseLocked(off int64, p pending, fx *effects) {
 func (s *Shard) Ack(now time.Time, h Handle) error {
 	_, err := s.settle(now, h, opAck, 0)
 	return err
+}
+
+// AckMany acks the leases handles name, in order, under one acquisition of the shard's lock,
+// and sets errs[i] to what Ack(now, handles[i]) would have answered (a handle repeated in
+// handles is settled by its first ack and answers ErrAlreadySettled after). The hooks report
+// once for all of them. errs must be at least as long as handles.
+func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
+	errs = errs[:len(handles)]
+	at := now.UnixNano()
+	var fx effects
+	var acked, gone, settled uint64
+	s.mu.Lock()
+	for i, h := range handles {
+		s.purgeLocked(at, &fx) // as each single ack does: a heap peek when nothing is due
+		_, err := s.liveLease(h)
+		switch err {
+		case nil:
+			acked++
+			s.resolveLocked(h.Offset, false, &fx)
+		case ErrGone:
+			gone++
+		case ErrAlreadySettled:
+			settled++
+		}
+		errs[i] = err
+	}
+	s.mu.Unlock()
+	if acked > 0 {
+		s.counters.Acked.Add(acked)
+	}
+	if gone > 0 {
+		s.counters.Gone.Add(gone)
+	}
+	if settled > 0 {
+		s.counters.AlreadySettled.Add(settled)
+	}
+	s.report(&fx)
 }
 
 // Extend re-arms the lease h names to expire d after now (the visibility timeout when d is
@@ -649,8 +745,10 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 		fx.dirty = true
 	case off != s.frontier+1 && corrupt:
 		s.corrupt[off] = struct{}{} // memory only: nothing to persist
+		s.settledAbove = max(s.settledAbove, off)
 	case off != s.frontier+1:
 		s.ackedAhead[off] = struct{}{}
+		s.settledAbove = max(s.settledAbove, off)
 		fx.dirty = true
 	default:
 		s.frontier = off

@@ -16,10 +16,11 @@ import (
 
 // Invariant 1: the node reads only offsets it has reserved. Through a single consume, a
 // batch consume, a parked consume woken by the pump, a nack and an expired lease, every
-// read of the log comes right after the lease of its offset was granted (the node's
-// delivered count is one ahead of the reads before each read), and the reads since each
+// read of the log comes after the lease of its offset was granted (the node's delivered
+// count is never behind the reads at each read), and the reads since each
 // consume are exactly the offsets that consume delivered under those leases. Replay reads
-// without a lease by design, and is left out.
+// without a lease by design, and is left out. A batch reserves its offsets before its first
+// read, so the leases granted are at least the reads at every read.
 func TestNodeReadsOnlyLeasedOffsets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, clock, _ := newLoggedHarness(t)
@@ -32,7 +33,7 @@ func TestNodeReadsOnlyLeasedOffsets(t *testing.T) {
 				return
 			}
 			reads := leasedReads.Add(1)
-			if granted := h.node.Stats().Shards.Delivered; granted != reads {
+			if granted := h.node.Stats().Shards.Delivered; granted < reads {
 				t.Errorf("read %d of offset %d after %d leases", reads, offset, granted)
 			}
 		})

@@ -100,11 +100,13 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	}
 	now := n.clock.Now()
 	budget := batchBudget{max: req.max}
+	scratch := takePool.Get().(*takeScratch)
+	defer scratch.put()
 
 	first := order[start]
 	if log, err := n.logs.Get(req.topic, first); err != nil {
 		return out, err
-	} else if out, err = n.takeFrom(req, first, log, now, &budget, out); err != nil || budget.full() || len(order) == 1 {
+	} else if out, err = n.takeFrom(req, first, log, now, &budget, scratch, out); err != nil || budget.full() || len(order) == 1 {
 		return out, err
 	}
 	rest := len(order) - 1
@@ -135,7 +137,7 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 			}
 		}
 		var err error
-		if out, err = n.takeFrom(req, p, log, now, &budget, out); err != nil || budget.full() {
+		if out, err = n.takeFrom(req, p, log, now, &budget, scratch, out); err != nil || budget.full() {
 			return out, err
 		}
 	}
@@ -155,8 +157,11 @@ func (b *batchBudget) take(m *Message) {
 func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchPayloadBytes }
 
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
-// budget is spent. A reservation always comes before the read (invariant "one live holder").
-func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, out []Message) ([]Message, error) {
+// budget is spent. It reserves the partition's share of the batch in one call, then reads
+// the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
+// reservation always comes before the read (invariant "one live holder"). What the byte bound leaves undelivered is given
+// back at once, and not counted as an attempt.
+func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
 		var setAside *SetAsideError
@@ -165,50 +170,153 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		}
 		return out, err
 	}
+	ranged, _ := log.(RangeReader)
 	hwm := log.HighWatermark()
 	for !budget.full() {
-		lease, err := shard.ReserveNextFor(now, hwm, req.visibility)
+		want := budget.max - budget.taken
+		leases, err := shard.ReserveBatch(now, hwm, req.visibility, want, scratch.leases[:0])
+		scratch.leases = leases
 		if err != nil {
 			return out, nil // dry, all reserved or capped: the next partition
 		}
-		rec, err := log.Read(lease.Offset)
-		switch {
-		case err == nil:
-			out = append(out, Message{
-				Topic:     req.topic,
-				Partition: partition,
-				Offset:    lease.Offset,
-				Key:       rec.Key,
-				Value:     rec.Value,
-				Timestamp: rec.Timestamp,
-				Receipt:   lease.Handle,
-				Attempt:   lease.Attempt,
-				Reason:    lease.Reason,
-				Expiry:    lease.Expiry,
-				Fence:     lease.Fence,
-			})
-			budget.take(&out[len(out)-1])
-			n.stats.delivered.Add(1)
-		case errors.Is(err, ErrNotFound):
-			oldest := log.Oldest()
-			if shard.SkipRetention(now, lease.Handle, oldest) {
-				n.logRetentionJump(req.topic, partition, lease.Offset, oldest, now)
-			}
-		case errors.Is(err, ErrCorrupt):
-			if shard.SkipCorrupt(now, lease.Handle) == nil {
-				n.logCorruptSkip(req.topic, partition, lease.Offset, err, now)
-			}
-		default:
-			// ErrLogClosed, or any other read failure: transient. Give the reservation
-			// back (no jump, no skip) and fail this attempt unless something was taken.
-			shard.GiveBack(now, lease.Handle)
-			if len(out) > 0 {
-				return out, nil
-			}
+		out = slices.Grow(out, len(leases))
+		// Values only: a pointer to the caller's stack held in r would move it to the heap.
+		r := partitionRead{n: n, topic: req.topic, partition: partition, log: log, ranged: ranged,
+			shard: shard, now: now, budget: *budget, scratch: scratch}
+		before := len(out)
+		var settled bool
+		out, settled, err = r.deliver(leases, out)
+		*budget = r.budget
+		if err != nil {
 			return out, err
+		}
+		n.stats.delivered.Add(uint64(len(out) - before))
+		if len(leases) < want && !settled {
+			return out, nil // the partition gave what it had: nothing freed meanwhile
 		}
 	}
 	return out, nil
+}
+
+// takeScratch holds a scan's reservations and range reads, pooled so that a batch does not
+// allocate them.
+type takeScratch struct {
+	leases  []inflight.Lease
+	records []Record
+}
+
+var takePool = sync.Pool{New: func() any { return new(takeScratch) }}
+
+func (s *takeScratch) put() {
+	clear(s.records[:cap(s.records)]) // the records' slices belong to the messages now
+	s.records = s.records[:0]
+	takePool.Put(s)
+}
+
+// partitionRead reads the records of one partition's reservations into messages.
+type partitionRead struct {
+	n         *Node
+	topic     string
+	partition int32
+	log       Log
+	ranged    RangeReader // nil: the log reads one record at a time
+	shard     *inflight.Shard
+	now       time.Time
+	budget    batchBudget
+	scratch   *takeScratch
+}
+
+// deliver reads the records of leases, in order, appending them to out. A record below
+// retention jumps the frontier, a corrupt one is skipped (settled reports either); a closed
+// log, or any other failure, gives back the lease and every one after it, and fails unless
+// something was taken; once the byte bound is reached the rest are given back.
+func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Message, settled bool, err error) {
+	oldest := int64(-1) // the oldest retained offset, once a read found retention
+	for i := 0; i < len(leases); {
+		if r.budget.full() {
+			// Readable records the bound leaves out: a consumer parked for the partition
+			// (it may have parked while they were reserved) takes them now.
+			r.giveBack(leases[i:])
+			r.n.pump.NotifyPartition(r.topic, r.partition)
+			return out, settled, nil
+		}
+		lease := &leases[i]
+		if lease.Offset < oldest {
+			// Below what retention kept: the jump dropped this lease, or its own
+			// (requeued) record is gone too.
+			r.shard.SkipRetention(r.now, lease.Handle, oldest)
+			settled = true
+			i++
+			continue
+		}
+		var recs []Record
+		run := 1
+		for r.ranged != nil && i+run < len(leases) && leases[i+run].Offset == lease.Offset+int64(run) {
+			run++
+		}
+		if run > 1 {
+			recs, err = r.ranged.ReadRange(lease.Offset, run, BatchPayloadBytes-r.budget.bytes, r.scratch.records[:0])
+			r.scratch.records = recs
+			recs = recs[:min(len(recs), run)] // never a record the scan did not reserve
+		}
+		if run == 1 || (err == nil && len(recs) == 0) { // one record, or a range of nothing
+			var rec Record
+			if rec, err = r.log.Read(lease.Offset); err == nil {
+				recs = append(r.scratch.records[:0], rec)
+				r.scratch.records = recs
+			}
+		}
+		switch {
+		case err == nil:
+			for j := range recs {
+				l := &leases[i+j]
+				out = append(out, Message{
+					Topic:     r.topic,
+					Partition: r.partition,
+					Offset:    l.Offset,
+					Key:       recs[j].Key,
+					Value:     recs[j].Value,
+					Timestamp: recs[j].Timestamp,
+					Receipt:   l.Handle,
+					Attempt:   l.Attempt,
+					Reason:    l.Reason,
+					Expiry:    l.Expiry,
+					Fence:     l.Fence,
+				})
+				r.budget.take(&out[len(out)-1])
+			}
+			i += len(recs)
+		case errors.Is(err, ErrNotFound):
+			oldest = r.log.Oldest()
+			if r.shard.SkipRetention(r.now, lease.Handle, oldest) {
+				r.n.logRetentionJump(r.topic, r.partition, lease.Offset, oldest, r.now)
+			}
+			settled = true
+			i++
+		case errors.Is(err, ErrCorrupt):
+			if r.shard.SkipCorrupt(r.now, lease.Handle) == nil {
+				r.n.logCorruptSkip(r.topic, r.partition, lease.Offset, err, r.now)
+			}
+			settled = true
+			i++
+		default:
+			// ErrLogClosed, or any other read failure: transient. Give the reservations
+			// back (no jump, no skip) and fail this attempt unless something was taken.
+			r.giveBack(leases[i:])
+			if len(out) > 0 {
+				return out, settled, nil
+			}
+			return out, settled, err
+		}
+	}
+	return out, settled, nil
+}
+
+// giveBack returns reservations that were not delivered, as if never granted.
+func (r *partitionRead) giveBack(leases []inflight.Lease) {
+	for i := range leases {
+		r.shard.GiveBack(r.now, leases[i].Handle)
+	}
 }
 
 // logRetentionJump logs a retention jump, at most once a minute per partition.

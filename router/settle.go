@@ -1,9 +1,11 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,11 +108,12 @@ func (n *Node) Release(ctx context.Context, topic, handle string) error {
 }
 
 // AckBatch acks several handles of one topic and answers each on its own, in order, with
-// what Ack would have answered. Handles of partitions this node owns are applied here; the
-// others are grouped by owner, and each owner gets one AckBatch per 64 handles (single ops
-// for a group of one, or an owner on an older release), the owners in parallel, each on the
-// 2 s budget. A handle whose owner the routes do not name answers ErrUnavailable with no RPC
-// made; a transport failure answers ErrTransport for that owner's handles only.
+// what Ack would have answered. Handles of partitions this node owns are applied here, those
+// of one partition together under one lock of its shard; the others are grouped by owner,
+// and each owner gets one AckBatch per 64 handles (single ops for a group of one, or an owner
+// on an older release), the owners in parallel, each on the 2 s budget. A handle whose owner
+// the routes do not name answers ErrUnavailable with no RPC made; a transport failure
+// answers ErrTransport for that owner's handles only.
 func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
 	errs := make([]error, len(handles))
 	if !n.fence.enter() {
@@ -126,8 +129,10 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 		}
 		return errs
 	}
-	parsed := make([]inflight.Handle, len(handles))
-	groups := map[string][]int{} // owner → indexes into handles
+	scratch := ackPool.Get().(*ackScratch)
+	defer scratch.put()
+	parsed := slices.Grow(scratch.parsed[:0], len(handles))[:len(handles)]
+	byPartition := scratch.order[:0] // indexes of the parsed handles, by partition
 	for i, text := range handles {
 		h, err := inflight.ParseHandle(text)
 		if err != nil {
@@ -135,20 +140,55 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 			continue
 		}
 		parsed[i] = h
-		_, err = n.applyLocal(topic, wireRecord{op: opAck, handle: h})
-		if !errors.Is(err, ErrNotLocal) || n.transport == nil {
-			errs[i] = err
+		byPartition = append(byPartition, i)
+	}
+	scratch.parsed, scratch.order = parsed, byPartition
+	slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(parsed[a].Partition, parsed[b].Partition) })
+
+	var groups map[string][]int // owner → indexes into handles
+	now := n.clock.Now()
+	for len(byPartition) > 0 {
+		p := parsed[byPartition[0]].Partition
+		run := 1
+		for run < len(byPartition) && parsed[byPartition[run]].Partition == p {
+			run++
+		}
+		indexes := byPartition[:run]
+		byPartition = byPartition[run:]
+		shard, err := n.localShard(topic, p)
+		switch {
+		case err == nil:
+			hs, es := scratch.handles[:0], slices.Grow(scratch.errs[:0], run)[:run]
+			for _, i := range indexes {
+				hs = append(hs, parsed[i])
+			}
+			shard.AckMany(now, hs, es)
+			for j, i := range indexes {
+				errs[i] = es[j]
+			}
+			scratch.handles, scratch.errs = hs, es
+			continue
+		case !errors.Is(err, ErrNotLocal) || n.transport == nil:
+			for _, i := range indexes {
+				errs[i] = err
+			}
 			continue
 		}
-		owner, ok := n.ownerOf(topic, h.Partition)
+		owner, ok := n.ownerOf(topic, p)
 		if !ok {
-			errs[i] = fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, h.Partition)
+			for _, i := range indexes {
+				errs[i] = fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, p)
+			}
 			continue
 		}
-		groups[owner] = append(groups[owner], i)
+		if groups == nil {
+			groups = map[string][]int{}
+		}
+		groups[owner] = append(groups[owner], indexes...)
 	}
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
+		slices.Sort(indexes) // the owner applies them in the caller's order
 		wg.Go(func() {
 			l := n.lane(owner)
 			deadline := n.clock.Now().Add(ForwardBudget)
@@ -167,6 +207,22 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 	}
 	wg.Wait()
 	return errs
+}
+
+// ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only
+// its answers.
+type ackScratch struct {
+	parsed  []inflight.Handle
+	order   []int
+	handles []inflight.Handle
+	errs    []error
+}
+
+var ackPool = sync.Pool{New: func() any { return new(ackScratch) }}
+
+func (s *ackScratch) put() {
+	clear(s.errs[:cap(s.errs)])
+	ackPool.Put(s)
 }
 
 // settle parses a handle and applies op (an ack, an extend by arg, a nack with delay arg)

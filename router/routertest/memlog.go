@@ -10,21 +10,28 @@ import (
 	"narad.dev/consume/router"
 )
 
-// MemLog is an in-memory log of one partition that keeps the router.Log contract, with knobs
-// for the cases the contract names: retention (Trim), permanently unreadable records
-// (Corrupt) and closing (Close). It is safe for concurrent use.
+// MemLog is an in-memory log of one partition that keeps the router.Log contract and offers
+// router.RangeReader, with knobs for the cases the contract names: retention (Trim),
+// permanently unreadable records (Corrupt) and closing (Close). It is safe for concurrent
+// use.
 type MemLog struct {
 	mu      sync.RWMutex
 	oldest  int64
 	records []router.Record // records[i] is offset oldest+i
 	corrupt map[int64]bool
 	closed  bool
-	reads   int
-	read    []int64            // the offsets read, in order
 	onRead  func(offset int64) // called before each read, outside the lock
+	// Reads share mu for reading; what they record has its own lock, so that concurrent
+	// readers do not queue on the log.
+	reads  atomic.Int64
+	readMu sync.Mutex
+	read   []int64 // the offsets read, in order
 }
 
-var _ router.Log = (*MemLog)(nil)
+var (
+	_ router.Log         = (*MemLog)(nil)
+	_ router.RangeReader = (*MemLog)(nil)
+)
 
 // NewMemLog returns an empty log whose first offset is 0.
 func NewMemLog() *MemLog { return &MemLog{corrupt: map[int64]bool{}} }
@@ -68,17 +75,23 @@ func (l *MemLog) Close() {
 }
 
 // Reads returns how many times Read was called.
-func (l *MemLog) Reads() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.reads
-}
+func (l *MemLog) Reads() int { return int(l.reads.Load()) }
 
 // ReadOffsets returns the offsets Read was called with, in order.
 func (l *MemLog) ReadOffsets() []int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
 	return slices.Clone(l.read)
+}
+
+// count records reads of the n offsets from offset.
+func (l *MemLog) count(offset int64, n int) {
+	l.reads.Add(int64(n))
+	l.readMu.Lock()
+	for i := range n {
+		l.read = append(l.read, offset+int64(i))
+	}
+	l.readMu.Unlock()
 }
 
 // OnRead has f called with the offset of every later Read, before the read and without the
@@ -98,10 +111,89 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 	if onRead != nil {
 		onRead(offset)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reads++
-	l.read = append(l.read, offset)
+	l.count(offset, 1)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.readLocked(offset)
+}
+
+// ReadRange implements router.RangeReader. Each offset of the range counts as one read
+// (Reads, ReadOffsets, OnRead). The records' keys and values are copied into one buffer the
+// caller owns.
+func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Record) ([]router.Record, error) {
+	l.mu.RLock()
+	n, size := l.rangeLocked(offset, limit, maxBytes)
+	onRead := l.onRead
+	l.mu.RUnlock()
+	if onRead != nil {
+		for i := range max(n, 1) {
+			onRead(offset + int64(i))
+		}
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	// What the log holds may have changed since the range was measured: take what is still
+	// readable of it. With nothing, the first record fails, as Read answers.
+	if n = l.readableLocked(offset, n); n == 0 {
+		l.count(offset, 1)
+		_, err := l.readLocked(offset)
+		if err == nil {
+			err = fmt.Errorf("offset %d: the range changed while it was read", offset)
+		}
+		return dst, err
+	}
+	l.count(offset, n)
+	buf := make([]byte, 0, size)
+	for i := range n {
+		r := l.records[offset+int64(i)-l.oldest]
+		start := len(buf)
+		buf = append(buf, r.Key...)
+		key := buf[start:len(buf):len(buf)]
+		buf = append(buf, r.Value...)
+		value := buf[start+len(key) : len(buf) : len(buf)]
+		if r.Key == nil {
+			key = nil
+		}
+		if r.Value == nil {
+			value = nil
+		}
+		dst = append(dst, router.Record{Key: key, Value: value, Timestamp: r.Timestamp})
+	}
+	return dst, nil
+}
+
+// rangeLocked measures the range ReadRange returns from offset: how many records, and their
+// bytes. Zero means the first record fails.
+func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n, size int) {
+	if l.closed || offset < l.oldest {
+		return 0, 0
+	}
+	hwm := l.oldest + int64(len(l.records))
+	for off := offset; off < hwm && n < limit && !l.corrupt[off]; off++ {
+		r := l.records[off-l.oldest]
+		n++
+		size += len(r.Key) + len(r.Value)
+		if size >= maxBytes {
+			break
+		}
+	}
+	return n, size
+}
+
+// readableLocked returns how many of the n records from offset can be read now.
+func (l *MemLog) readableLocked(offset int64, n int) int {
+	if l.closed || offset < l.oldest {
+		return 0
+	}
+	readable := 0
+	for off := offset; readable < n && off < l.oldest+int64(len(l.records)) && !l.corrupt[off]; off++ {
+		readable++
+	}
+	return readable
+}
+
+// readLocked reads one record as Read does, without counting it.
+func (l *MemLog) readLocked(offset int64) (router.Record, error) {
 	switch {
 	case l.closed:
 		return router.Record{}, router.ErrLogClosed
