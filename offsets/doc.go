@@ -247,8 +247,8 @@
 // directory is synced even when the file existed, since a file created by a process that
 // crashed before its directory sync looks like an old one. Primes go in chunks (up to 256)
 // with one directory sync per directory per chunk; under Run a pool of 16 goroutines runs
-// them, off the tick, and a primed partition gets its first window on the tick after its
-// prime; inline, one at a time, before the tick's windows. A prime that fails (ENOSPC on the
+// them, off the tick, and each chunk that completes wakes Run for a tick at once, which writes
+// the first windows of its partitions; inline, one at a time, before the tick's windows. A prime that fails (ENOSPC on the
 // extension, say) leaves the partition unprimed, retried on the next tick, and nothing is
 // written into its window meanwhile.
 //

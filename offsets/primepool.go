@@ -169,6 +169,11 @@ func (c *Committer) primePool(stop <-chan struct{}) {
 			clear(chunk)
 			c.priming.Add(-1)
 			c.bg.Done()
+			if deferred < n {
+				// The partitions just primed get their first window at once rather than at
+				// the next tick: their acks wait for the prime, not for the cadence too.
+				c.kick(true)
+			}
 			if deferred == n {
 				break // no room: wait for the next tick's hand-off
 			}

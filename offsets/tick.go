@@ -195,8 +195,8 @@ func (c *Committer) addWork(p *partition) {
 
 // primeAll primes the partitions of this tick touched for the first time (see
 // docs/protocol.md, "Priming"). Inline, it primes them before any window write, with one device flush per chunk;
-// under Run it queues them for the pool, and each gets its first window on the tick after its
-// prime completes.
+// under Run it queues them for the pool, whose completed chunk wakes Run for a tick at once
+// that writes their first windows.
 func (c *Committer) primeAll(inline bool) {
 	queued := false
 	for _, p := range c.work {
