@@ -163,15 +163,22 @@ func (c *Committer) primePool(stop <-chan struct{}) {
 			for _, p := range chunk[:deferred] {
 				c.markPrimed(p) // queued again by the next tick
 			}
+			primed := 0
+			for _, p := range chunk[deferred:n] {
+				if p.primed {
+					primed++
+				}
+			}
 			c.ioMu.Unlock()
 			c.addAsyncErr(t)
 			t.release()
 			clear(chunk)
 			c.priming.Add(-1)
 			c.bg.Done()
-			if deferred < n {
+			if primed > 0 {
 				// The partitions just primed get their first window at once rather than at
-				// the next tick: their acks wait for the prime, not for the cadence too.
+				// the next tick: their acks wait for the prime, not for the cadence too. (A
+				// failed prime waits for the next tick: no busy retry.)
 				c.kick(true)
 			}
 			if deferred == n {
