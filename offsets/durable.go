@@ -133,7 +133,7 @@ func (c *Committer) answerFlipped(t *tickScratch) {
 	}
 	c.markMu.Lock()
 	for _, p := range t.flipped {
-		if n := c.answerWaiters(p, p.windowSnap, nil); n > 0 {
+		if n := c.answerWaiters(p, p.syncSnap, nil); n > 0 { // the snapshot the synced window holds
 			c.stats.durables.Add(uint64(n))
 		}
 	}
