@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -44,61 +43,22 @@ func (s pumpSource) Release(_ string, r reservation) {
 // reserveOne leases one record of topic from this node's partitions (pinned alone when
 // pinned >= 0) as the scan would take it, but reads nothing. It resolves the topic's routes,
 // generation and logs afresh on every call, as the scan does.
-func (n *Node) reserveOne(topic string, pinned int32) (reservation, bool) {
+func (n *Node) reserveOne(topic string, pinned int32) (r reservation, ok bool) {
 	gen := n.tracker.Generation(topic) // before the routes, as in the scan
-	local, _, ok := n.routes.Partitions(topic)
-	if !ok {
+	order, start, err := n.partitionOrder(topic, pinned)
+	if err != nil || len(order) == 0 {
 		return reservation{}, false
-	}
-	order := local
-	if pinned >= 0 {
-		if !slices.Contains(local, pinned) {
-			return reservation{}, false
-		}
-		order = []int32{pinned}
-	}
-	if len(order) == 0 {
-		return reservation{}, false
-	}
-	start := 0
-	if len(order) > 1 {
-		start = n.topic(topic).nextStart(len(order))
 	}
 	now := n.clock.Now()
-	first := order[start]
-	log, err := n.logs.Get(topic, first)
-	if err != nil {
-		return reservation{}, false
-	}
-	if r, ok, stop := n.reserveFrom(gen, pinned, first, log, now); ok || stop || len(order) == 1 {
-		return r, ok
-	}
-	rest := len(order) - 1
-	at := func(i int) int32 { return order[(start+1+i)%len(order)] }
-	var resolved []Log
-	if many, ok := n.logs.(ManyGetter); ok && rest <= manyLookupLimit {
-		scratch := scratchPool.Get().(*logsScratch)
-		defer func() { clear(scratch.logs[:]); scratchPool.Put(scratch) }()
-		for i := range rest {
-			scratch.partitions[i] = at(i)
+	n.walkPartitions(topic, order, start, func(p int32, log Log, lookupErr error) bool {
+		if lookupErr != nil {
+			return true
 		}
-		if many.GetMany(topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
-			resolved = scratch.logs[:rest]
-		}
-	}
-	for i := range rest {
-		p := at(i)
-		var log Log
-		if resolved != nil {
-			log = resolved[i]
-		} else if log, err = n.logs.Get(topic, p); err != nil {
-			return reservation{}, false
-		}
-		if r, ok, stop := n.reserveFrom(gen, pinned, p, log, now); ok || stop {
-			return r, ok
-		}
-	}
-	return reservation{}, false
+		var stop bool
+		r, ok, stop = n.reserveFrom(gen, pinned, p, log, now)
+		return ok || stop
+	})
+	return r, ok
 }
 
 // reserveFrom leases the next record of one partition, below the high watermark its log

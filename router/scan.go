@@ -79,35 +79,55 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	// The generation comes before everything the scan resolves, so a delete and recreate
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
 	req.gen = n.tracker.Generation(req.topic)
-	local, _, ok := n.routes.Partitions(req.topic)
-	if !ok {
-		return out, ErrUnknownTopic
-	}
-	var order []int32
-	if req.pinned >= 0 {
-		if !slices.Contains(local, req.pinned) {
-			return out, ErrNotLocal
-		}
-		order = []int32{req.pinned}
-	} else if len(local) == 0 {
-		return out, nil
-	} else {
-		order = local
-	}
-	start := 0
-	if len(order) > 1 {
-		start = n.topic(req.topic).nextStart(len(order))
+	order, start, err := n.partitionOrder(req.topic, req.pinned)
+	if err != nil || len(order) == 0 {
+		return out, err
 	}
 	now := n.clock.Now()
 	budget := batchBudget{max: req.max}
 	scratch := takePool.Get().(*takeScratch)
 	defer scratch.put()
+	n.walkPartitions(req.topic, order, start, func(p int32, log Log, lookupErr error) bool {
+		if lookupErr != nil {
+			if len(out) == 0 {
+				err = lookupErr
+			}
+			return true
+		}
+		out, err = n.takeFrom(req, p, log, now, &budget, scratch, out)
+		return err != nil || budget.full()
+	})
+	return out, err
+}
 
+// partitionOrder resolves the topic's routes into the partitions a pass visits (pinned
+// alone when pinned >= 0) and the index it starts at, which rotates per topic so partitions
+// drain evenly.
+func (n *Node) partitionOrder(topic string, pinned int32) (order []int32, start int, err error) {
+	local, _, ok := n.routes.Partitions(topic)
+	switch {
+	case !ok:
+		return nil, 0, ErrUnknownTopic
+	case pinned >= 0 && !slices.Contains(local, pinned):
+		return nil, 0, ErrNotLocal
+	case pinned >= 0:
+		return []int32{pinned}, 0, nil
+	case len(local) > 1:
+		return local, n.topic(topic).nextStart(len(local)), nil
+	}
+	return local, 0, nil
+}
+
+// walkPartitions visits order from start, round, with each partition's log, until visit
+// reports true. The first partition's log is resolved alone, so a pass that ends there
+// resolves nothing else; the rest are resolved in one GetMany when the host offers it and
+// there are at most manyLookupLimit, and otherwise, or when GetMany fails, each as the walk
+// reaches it. A log that cannot be resolved is passed to visit as lookupErr, with a nil log.
+func (n *Node) walkPartitions(topic string, order []int32, start int, visit func(p int32, log Log, lookupErr error) (stop bool)) {
 	first := order[start]
-	if log, err := n.logs.Get(req.topic, first); err != nil {
-		return out, err
-	} else if out, err = n.takeFrom(req, first, log, now, &budget, scratch, out); err != nil || budget.full() || len(order) == 1 {
-		return out, err
+	log, err := n.logs.Get(topic, first)
+	if visit(first, log, err) || len(order) == 1 {
+		return
 	}
 	rest := len(order) - 1
 	at := func(i int) int32 { return order[(start+1+i)%len(order)] }
@@ -118,30 +138,23 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 		for i := range rest {
 			scratch.partitions[i] = at(i)
 		}
-		if many.GetMany(req.topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
+		if many.GetMany(topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
 			resolved = scratch.logs[:rest]
 		}
 	}
 	for i := range rest {
 		p := at(i)
 		var log Log
+		var err error
 		if resolved != nil {
 			log = resolved[i]
 		} else {
-			var err error
-			if log, err = n.logs.Get(req.topic, p); err != nil {
-				if len(out) > 0 {
-					return out, nil
-				}
-				return out, err
-			}
+			log, err = n.logs.Get(topic, p)
 		}
-		var err error
-		if out, err = n.takeFrom(req, p, log, now, &budget, scratch, out); err != nil || budget.full() {
-			return out, err
+		if visit(p, log, err) {
+			return
 		}
 	}
-	return out, nil
 }
 
 // batchBudget counts what a scan has taken against its bounds.
