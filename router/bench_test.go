@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,75 +232,122 @@ func BenchmarkAppendedToDelivery(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
 
-// BenchmarkForwardedAcks acks records of a partition another node owns, with N acks in
-// flight at once and a 1 ms round trip, and reports RPCs per ack (target: at most 0.25 at 512
-// in flight, and never more than one RPC per ack).
+// BenchmarkForwardedAcks acks records of a partition another node owns over an in-memory
+// routertest.Network, with N acks in flight at once (each goroutine acks again as soon as its
+// previous ack is answered) and a round trip of D. Sub-benchmarks:
+//
+//	baseline-rpc/rtt=D:       one bare round trip on the same network, what an unbatched ack costs
+//	inflight=N/rtt=D:         the default window; past it, acks coalesce into AckBatches
+//	single/inflight=N/rtt=D:  coalescing off: an AckWindow no ack ever waits behind, so every
+//	                          ack is its own RPC and none ever queues
+//
+// Each reports rpcs/ack and cpu-ns/ack: the process's CPU time (user+sys, both nodes and the
+// network, from getrusage) over the timed acks, divided by the acks. Targets: at most 0.25
+// RPCs per ack at 512 in flight with a 1 ms round trip, never more than one RPC per ack, and
+// at most 1.5 µs of CPU per forwarded ack.
 func BenchmarkForwardedAcks(b *testing.B) {
-	// The baseline: one bare round trip on the same network, what an unbatched ack costs.
-	b.Run("baseline-rpc", func(b *testing.B) {
-		net := &routertest.Network{RTT: time.Millisecond}
-		net.Join("owner", func(context.Context, string, []byte) ([]byte, error) { return []byte{0, 0}, nil })
-		transport := net.Transport("fwd")
-		for b.Loop() {
-			if _, err := transport.Call(context.Background(), "owner", []byte{1}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	for _, inFlight := range []int{1, 64, 256, 512} {
-		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
-			net := &routertest.Network{RTT: time.Millisecond}
-			logs := &routertest.MemLogs{}
-			log := logs.Log("t", 0)
-			topic := func(string) router.TopicConfig {
-				return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
-			}
-			ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
-			ownerRoutes.Set("t", 0)
-			fwdRoutes.SetRemote("t", "owner", 0)
-			owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer owner.Close()
-			net.Join("owner", owner.Serve)
-			fwd, err := router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: net.Transport("fwd")})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer fwd.Close()
-			for range b.N {
-				log.Append(nil, []byte("x"), time.Time{})
-			}
-			handles := make(chan string, b.N)
-			for got := 0; got < b.N; {
-				msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: 10_000})
-				if err != nil || len(msgs) == 0 {
-					b.Fatal(err, len(msgs))
+	rtts := []struct {
+		name string
+		rtt  time.Duration
+	}{{"0", 0}, {"200us", 200 * time.Microsecond}, {"1ms", time.Millisecond}}
+	for _, rtt := range rtts {
+		b.Run("baseline-rpc/rtt="+rtt.name, func(b *testing.B) {
+			net := &routertest.Network{RTT: rtt.rtt}
+			net.Join("owner", func(context.Context, string, []byte) ([]byte, error) { return []byte{0, 0}, nil })
+			transport := net.Transport("fwd")
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				if _, err := transport.Call(context.Background(), "owner", []byte{1}); err != nil {
+					b.Fatal(err)
 				}
-				for _, m := range msgs {
-					handles <- m.Receipt.String()
-				}
-				got += len(msgs)
 			}
-			close(handles)
-			before := net.Calls()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for range inFlight {
-				wg.Go(func() {
-					for h := range handles {
-						if err := fwd.Ack(context.Background(), "t", h); err != nil {
-							b.Error(err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(net.Calls()-before)/float64(b.N), "rpcs/ack")
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/ack")
 		})
 	}
+	for _, single := range []bool{false, true} {
+		prefix := ""
+		if single {
+			prefix = "single/"
+		}
+		for _, inFlight := range []int{1, 64, 256, 512} {
+			for _, rtt := range rtts {
+				b.Run(fmt.Sprintf("%sinflight=%d/rtt=%s", prefix, inFlight, rtt.name), func(b *testing.B) {
+					benchForwardedAcks(b, inFlight, rtt.rtt, single)
+				})
+			}
+		}
+	}
+}
+
+func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bool) {
+	net := &routertest.Network{RTT: rtt}
+	logs := &routertest.MemLogs{}
+	log := logs.Log("t", 0)
+	topic := func(string) router.TopicConfig {
+		return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
+	}
+	ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
+	ownerRoutes.Set("t", 0)
+	fwdRoutes.SetRemote("t", "owner", 0)
+	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer owner.Close()
+	net.Join("owner", owner.Serve)
+	window := 0 // the default
+	if single {
+		window = 1 << 30 // never reached: every ack leaves at once, alone
+	}
+	fwd, err := router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: net.Transport("fwd"), AckWindow: window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fwd.Close()
+	for range b.N {
+		log.Append(nil, []byte("x"), time.Time{})
+	}
+	handles := make(chan string, b.N)
+	for got := 0; got < b.N; {
+		msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: 1000})
+		if err != nil || len(msgs) == 0 {
+			b.Fatal(err, len(msgs))
+		}
+		for _, m := range msgs {
+			handles <- m.Receipt.String()
+		}
+		got += len(msgs)
+	}
+	close(handles)
+	before := net.Calls()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	var wg sync.WaitGroup
+	for range inFlight {
+		wg.Go(func() {
+			for h := range handles {
+				if err := fwd.Ack(context.Background(), "t", h); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	cpu = processCPU() - cpu
+	b.StopTimer()
+	b.ReportMetric(float64(net.Calls()-before)/float64(b.N), "rpcs/ack")
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/ack")
+}
+
+// processCPU is the CPU time this process has used so far (user and system), in ns.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkConsumeAck is the node's throughput with N consumers on one topic of 12
