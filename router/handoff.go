@@ -74,20 +74,7 @@ func (n *Node) reserveFrom(gen *inflight.Generation, pinned, partition int32, lo
 	if err != nil {
 		return reservation{}, false, false // dry, all reserved or capped: the next partition
 	}
-	return reservation{
-		msg: Message{
-			Topic:     gen.Topic(),
-			Partition: partition,
-			Offset:    lease.Offset,
-			Receipt:   lease.Handle,
-			Attempt:   lease.Attempt,
-			Reason:    lease.Reason,
-			Expiry:    lease.Expiry,
-			Fence:     lease.Fence,
-		},
-		log:   log,
-		shard: shard,
-	}, true, false
+	return reservation{msg: leaseMessage(gen.Topic(), partition, &lease, nil), log: log, shard: shard}, true, false
 }
 
 // errSkipped: the reserved record is gone for good (below retention, or permanently
@@ -107,17 +94,7 @@ func (n *Node) read(r reservation) (Message, error) {
 		return m, nil
 	}
 	now := n.clock.Now()
-	switch {
-	case errors.Is(err, ErrNotFound):
-		oldest := r.log.Oldest()
-		if r.shard.SkipRetention(now, m.Receipt, oldest) {
-			n.logRetentionJump(m.Topic, m.Partition, m.Offset, oldest, now)
-		}
-		return Message{}, errSkipped
-	case errors.Is(err, ErrCorrupt):
-		if r.shard.SkipCorrupt(now, m.Receipt) == nil {
-			n.logCorruptSkip(m.Topic, m.Partition, m.Offset, err, now)
-		}
+	if _, skipped := n.skipUnreadable(r.shard, r.log, m.Topic, m.Partition, m.Receipt, err, now); skipped {
 		return Message{}, errSkipped
 	}
 	// No wake for it: the other waiters would read the same failing log. The next wake

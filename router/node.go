@@ -294,16 +294,13 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 	return filepath.Join(n.dir, topicDir(topic), strconv.Itoa(int(partition)))
 }
 
-// loadState reads a partition's persisted state at its shard's first touch.
-// A partition with no state it can trust starts just below its oldest retained offset. A
+// loadState reads the persisted state of a partition whose log is resolved, at its shard's
+// first touch. A partition with no state it can trust starts just below its oldest retained
+// offset. A
 // recovered frontier at or past the high watermark is clamped below it (a log that lost its
 // tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
 // The shard keeps the state's incarnation, so what it persists names the state it came from.
-func (n *Node) loadState(topic string, partition int32) (inflight.State, error) {
-	log, err := n.logs.Get(topic, partition)
-	if err != nil {
-		return inflight.State{}, err
-	}
+func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State, error) {
 	n.adoptLegacyTopicDir(topic)
 	dir := n.partitionDir(topic, partition)
 	if err := n.mkdirAll(dir); err != nil {

@@ -279,40 +279,13 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 				r.scratch.records = recs
 			}
 		}
-		switch {
-		case err == nil:
-			for j := range recs {
-				l := &leases[i+j]
-				out = append(out, Message{
-					Topic:     r.topic,
-					Partition: r.partition,
-					Offset:    l.Offset,
-					Key:       recs[j].Key,
-					Value:     recs[j].Value,
-					Timestamp: recs[j].Timestamp,
-					Receipt:   l.Handle,
-					Attempt:   l.Attempt,
-					Reason:    l.Reason,
-					Expiry:    l.Expiry,
-					Fence:     l.Fence,
-				})
-				r.budget.take(&out[len(out)-1])
+		if err != nil {
+			if jumpedTo, skipped := r.n.skipUnreadable(r.shard, r.log, r.topic, r.partition, lease.Handle, err, r.now); skipped {
+				oldest = max(oldest, jumpedTo)
+				settled = true
+				i++
+				continue
 			}
-			i += len(recs)
-		case errors.Is(err, ErrNotFound):
-			oldest = r.log.Oldest()
-			if r.shard.SkipRetention(r.now, lease.Handle, oldest) {
-				r.n.logRetentionJump(r.topic, r.partition, lease.Offset, oldest, r.now)
-			}
-			settled = true
-			i++
-		case errors.Is(err, ErrCorrupt):
-			if r.shard.SkipCorrupt(r.now, lease.Handle) == nil {
-				r.n.logCorruptSkip(r.topic, r.partition, lease.Offset, err, r.now)
-			}
-			settled = true
-			i++
-		default:
 			// ErrLogClosed, or any other read failure: transient. Give the reservations
 			// back (no jump, no skip) and fail this attempt unless something was taken.
 			r.giveBack(leases[i:])
@@ -321,8 +294,54 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			}
 			return out, settled, err
 		}
+		for j := range recs {
+			out = append(out, leaseMessage(r.topic, r.partition, &leases[i+j], &recs[j]))
+			r.budget.take(&out[len(out)-1])
+		}
+		i += len(recs)
 	}
 	return out, settled, nil
+}
+
+// skipUnreadable applies the rules for a reserved record its log cannot give: below
+// retention the frontier jumps to the oldest retained offset in one step (logged at most
+// once a minute), and a permanently unreadable record is skipped (logged), so the queue does
+// not block on it. It reports whether err was one of the two, and after a retention jump the
+// oldest retained offset (-1 otherwise). Any other failure is the caller's: a closed log is
+// transient, never a gap.
+func (n *Node) skipUnreadable(shard *inflight.Shard, log Log, topic string, partition int32, h inflight.Handle, err error, now time.Time) (oldest int64, skipped bool) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		oldest = log.Oldest()
+		if shard.SkipRetention(now, h, oldest) {
+			n.logRetentionJump(topic, partition, h.Offset, oldest, now)
+		}
+		return oldest, true
+	case errors.Is(err, ErrCorrupt):
+		if shard.SkipCorrupt(now, h) == nil {
+			n.logCorruptSkip(topic, partition, h.Offset, err, now)
+		}
+		return -1, true
+	}
+	return -1, false
+}
+
+// leaseMessage is the delivery of lease's record rec (nil for a reservation not read yet).
+func leaseMessage(topic string, partition int32, lease *inflight.Lease, rec *Record) Message {
+	m := Message{
+		Topic:     topic,
+		Partition: partition,
+		Offset:    lease.Offset,
+		Receipt:   lease.Handle,
+		Attempt:   lease.Attempt,
+		Reason:    lease.Reason,
+		Expiry:    lease.Expiry,
+		Fence:     lease.Fence,
+	}
+	if rec != nil {
+		m.Key, m.Value, m.Timestamp = rec.Key, rec.Value, rec.Timestamp
+	}
+	return m
 }
 
 // giveBack returns reservations that were not delivered, as if never granted.

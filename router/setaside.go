@@ -97,10 +97,11 @@ func (e *errStateLoad) Unwrap() error { return e.err }
 // loadPartition is the tracker's Load: the partition's log is resolved first, so a failure
 // of loadState past that is a failure of the partition's state (its directory, its files).
 func (n *Node) loadPartition(topic string, partition int32) (inflight.State, error) {
-	if _, err := n.logs.Get(topic, partition); err != nil {
+	log, err := n.logs.Get(topic, partition)
+	if err != nil {
 		return inflight.State{}, err
 	}
-	st, err := n.loadState(topic, partition)
+	st, err := n.loadState(topic, partition, log)
 	if err != nil {
 		return st, &errStateLoad{err}
 	}
