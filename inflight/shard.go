@@ -3,6 +3,7 @@ package inflight
 import (
 	"cmp"
 	crand "crypto/rand"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -929,4 +930,55 @@ func (s *Shard) report(fx *effects) {
 			s.hooks.Quarantine(s.topic, s.partition, q.Offset, q.Count)
 		}
 	}
+}
+
+// settledBelow counts the offsets acked ahead or skipped as corrupt below hwm: both sets
+// lengths, unless restored state reaches past hwm (a log that lost its tail).
+func (s *Shard) settledBelow(hwm int64) int64 {
+	if s.settledAbove < hwm {
+		return int64(len(s.ackedAhead) + len(s.corrupt))
+	}
+	var n int64
+	for off := range s.ackedAhead {
+		if off < hwm {
+			n++
+		}
+	}
+	for off := range s.corrupt {
+		if off < hwm {
+			n++
+		}
+	}
+	return n
+}
+
+// Available estimates how many records the shard could lease now below hwm, after purging
+// what is due: the offsets above the frontier less those leased, delayed, acked ahead or
+// skipped as corrupt, plus requeued ones, bounded by what the in-flight cap leaves (and by
+// the frontier hole alone at the acked-ahead cap). It errs high, never low (quarantined
+// offsets above the frontier are not subtracted): a node that tells a remote consumer
+// about a record that is not there costs that consumer one wasted claim, while one that
+// misses a record leaves the consumer waiting.
+func (s *Shard) Available(now time.Time, hwm int64) int {
+	var fx effects
+	s.mu.Lock()
+	s.purgeLocked(now.UnixNano(), &fx)
+	n := 0
+	if !s.dropped {
+		above := hwm - 1 - s.frontier - int64(s.leased+s.delayed) - s.settledBelow(hwm)
+		n = int(min(max(above, 0), math.MaxInt32)) + s.requeued
+		n = min(n, max(s.cfg.MaxInFlight-s.leased, 0))
+		// At the acked-ahead cap only the frontier hole is handed out; under MaxDeliveries a
+		// reserve can quarantine the hole and move the frontier, so the cap is not counted.
+		if len(s.ackedAhead) >= s.cfg.MaxAckedAhead && s.cfg.MaxDeliveries == 0 {
+			if p := s.pending[s.frontier+1]; p.nonce != 0 || p.delayed {
+				n = min(n, s.requeued)
+			} else {
+				n = min(n, 1+s.requeued)
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.report(&fx)
+	return n
 }
