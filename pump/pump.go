@@ -239,7 +239,8 @@ func (p *Pump[M]) Parked(topic string) int {
 }
 
 // ParkedOn returns the number of waiters parked on topic pinned to partition (those that only
-// that partition's records serve). Parked counts them too.
+// that partition's records serve), or, for a negative partition, those parked on the topic's
+// shared FIFO (any partition serves them). Parked counts them too.
 func (p *Pump[M]) ParkedOn(topic string, partition int32) int {
 	v, ok := p.topics.Load(topic)
 	if !ok {
@@ -248,6 +249,9 @@ func (p *Pump[M]) ParkedOn(topic string, partition int32) int {
 	t := v.(*topicQueue[M])
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if partition < 0 {
+		return t.shared.live()
+	}
 	if f := t.pinned[partition]; f != nil {
 		return f.live()
 	}
