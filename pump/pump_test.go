@@ -775,7 +775,7 @@ func TestParkedOn(t *testing.T) {
 		for _, c := range []struct {
 			partition int32
 			want      int
-		}{{0, 0}, {1, 2}, {2, 0}} {
+		}{{-1, 1}, {0, 0}, {1, 2}, {2, 0}} {
 			if n := p.ParkedOn("t", c.partition); n != c.want {
 				t.Fatalf("ParkedOn(t, %d) = %d, want %d", c.partition, n, c.want)
 			}
