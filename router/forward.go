@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"narad.dev/consume/internal/wire"
 )
 
 // Transport carries node-to-node frames: one request frame to a node, its reply frame back.
@@ -67,8 +69,8 @@ type queuedAck struct {
 	topic    string
 	rec      wireRecord
 	deadline time.Time
-	answer   chan wireAnswer // capacity 1; nil for a client's batch ack, answered in place
-	taken    bool            // sent, or given up: no longer in the queue's hands
+	answer   chan wire.Answer // capacity 1; nil for a client's batch ack, answered in place
+	taken    bool             // sent, or given up: no longer in the queue's hands
 }
 
 func (n *Node) lane(owner string) *lane {
@@ -82,11 +84,17 @@ func (n *Node) lane(owner string) *lane {
 	return l
 }
 
-// singlesOnly reports whether the owner refused AckBatch within the last two minutes.
+// singlesOnly reports whether acks to the owner go one at a time: this node speaks no
+// AckBatch (Config.WireVersion 1), or the owner refused one within the last two minutes.
 func (n *Node) singlesOnly(l *lane) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return n.clock.Now().Before(l.singleUntil)
+	return n.singlesLocked(l, n.clock.Now())
+}
+
+// singlesLocked is singlesOnly with l.mu held.
+func (n *Node) singlesLocked(l *lane, now time.Time) bool {
+	return !n.wireVersion.Knows(wire.OpAckBatch) || now.Before(l.singleUntil)
 }
 
 // ownerOf returns the node that owns a partition, from the routes.
@@ -108,7 +116,7 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	if len(topic) > MaxTopicLength {
 		return time.Time{}, fmt.Errorf("%w: a topic of %d bytes (at most %d)", ErrInvalidArgument, len(topic), MaxTopicLength)
 	}
-	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget), answer: make(chan wireAnswer, 1)}
+	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget), answer: make(chan wire.Answer, 1)}
 	l := n.lane(owner)
 	l.mu.Lock()
 	if l.inFlight < n.ackWindow {
@@ -154,12 +162,8 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	}
 }
 
-func answerResult(a wireAnswer) (time.Time, error) {
-	var expiry time.Time
-	if a.expiry != 0 {
-		expiry = time.Unix(0, a.expiry)
-	}
-	return expiry, errorOf(a)
+func answerResult(a wire.Answer) (time.Time, error) {
+	return wire.Time(a.Expiry), errorOf(a)
 }
 
 // budget is ctx, ending at deadline on the node's clock too.
@@ -181,14 +185,14 @@ func (n *Node) send(l *lane, batch []*queuedAck) {
 }
 
 // next gives a freed slot to the queue: up to 64 acks of the head's topic leave as one
-// AckBatch (a single op when one is queued, or for an owner that refused AckBatch), in a
-// goroutine of their own; with nothing queued the slot is freed. An ack whose budget is
-// spent is left for its waiter, which answers it 503.
+// AckBatch (a single op when one is queued, for an owner that refused AckBatch, or from a
+// node that speaks none), in a goroutine of their own; with nothing queued the slot is
+// freed. An ack whose budget is spent is left for its waiter, which answers it 503.
 func (n *Node) next(l *lane) {
 	l.mu.Lock()
 	now := n.clock.Now()
 	limit := maxBatch
-	if now.Before(l.singleUntil) {
+	if n.singlesLocked(l, now) {
 		limit = 1
 	}
 	var batch []*queuedAck
@@ -220,8 +224,9 @@ func (n *Node) next(l *lane) {
 
 // call sends batch to the owner and returns one answer per ack. An owner that refuses
 // AckBatch (a release before it) is remembered for two minutes: in that time a batch goes
-// one ack at a time, each on what is left of its budget, and so does the refused batch.
-func (n *Node) call(l *lane, batch []*queuedAck) []wireAnswer {
+// one ack at a time, each on what is left of its budget, and so does the refused batch. A
+// node that speaks no AckBatch sends every batch one ack at a time.
+func (n *Node) call(l *lane, batch []*queuedAck) []wire.Answer {
 	if len(batch) > 1 && n.singlesOnly(l) {
 		return n.oneByOne(l, batch)
 	}
@@ -235,8 +240,8 @@ func (n *Node) call(l *lane, batch []*queuedAck) []wireAnswer {
 	return answers
 }
 
-func (n *Node) oneByOne(l *lane, batch []*queuedAck) []wireAnswer {
-	answers := make([]wireAnswer, len(batch))
+func (n *Node) oneByOne(l *lane, batch []*queuedAck) []wire.Answer {
+	answers := make([]wire.Answer, len(batch))
 	for i, q := range batch {
 		one, _ := n.rpc(l.owner, []*queuedAck{q})
 		answers[i] = one[0]
@@ -249,14 +254,14 @@ func (n *Node) oneByOne(l *lane, batch []*queuedAck) []wireAnswer {
 // for all of them when no reply came back by the youngest one's deadline; 503 for an ack
 // whose budget was spent before it left, which is not sent; 400 for acks the frame cannot
 // carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining budget.
-func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wireAnswer, refused bool) {
-	answers = make([]wireAnswer, len(batch))
+func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wire.Answer, refused bool) {
+	answers = make([]wire.Answer, len(batch))
 	now := n.clock.Now()
 	var live []int // indexes of the acks with budget left
 	var deadline time.Time
 	for i, q := range batch {
 		if !now.Before(q.deadline) {
-			answers[i] = wireAnswer{status: statusUnavailable, message: "the budget was spent before it was sent: not applied"}
+			answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}
 			continue
 		}
 		live = append(live, i)
@@ -267,40 +272,40 @@ func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wireAnswer, refu
 	if len(live) == 0 {
 		return answers, false
 	}
-	records := make([]wireRecord, len(live))
+	records := make([]wire.Record, len(live))
 	for j, i := range live {
-		records[j] = batch[i].rec
+		records[j] = batch[i].rec.wire()
 		if len(live) > 1 {
-			records[j].budget = batch[i].deadline.Sub(now)
+			records[j].Budget = batch[i].deadline.Sub(now)
 		}
 	}
-	each := func(a wireAnswer) {
+	each := func(a wire.Answer) {
 		for _, i := range live {
 			answers[i] = a
 		}
 	}
-	frame, err := encodeRequest(batch[live[0]].topic, records)
+	frame, err := encodeRecords(batch[live[0]].topic, records)
 	if err != nil {
-		each(wireAnswer{status: statusBadRequest, message: err.Error()})
+		each(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
 		return answers, false
 	}
 	reply, err := n.exchange(owner, frame, deadline)
-	var got []wireAnswer
+	var got []wire.Answer
 	if err == nil {
-		got, err = decodeReply(reply)
+		got, err = wire.DecodeReply(reply)
 	}
 	switch {
 	case err != nil:
-		each(wireAnswer{status: statusTransport, message: err.Error()})
+		each(wire.Answer{Status: statusTransport, Message: err.Error()})
 	case len(got) == len(live):
 		for j, i := range live {
 			answers[i] = got[j]
 		}
-	case len(got) == 1 && (got[0].status == statusBadRequest || got[0].status == statusUnsupported):
+	case len(got) == 1 && (got[0].Status == wire.StatusBadRequest || got[0].Status == wire.StatusUnsupported):
 		each(got[0])
-		refused = got[0].status == statusUnsupported
+		refused = got[0].Status == wire.StatusUnsupported
 	default:
-		each(wireAnswer{status: statusTransport, message: fmt.Sprintf("%d answers for %d acks", len(got), len(live))})
+		each(wire.Answer{Status: statusTransport, Message: fmt.Sprintf("%d answers for %d acks", len(got), len(live))})
 	}
 	return answers, refused
 }
@@ -333,41 +338,57 @@ func (n *Node) exchange(owner string, frame []byte, deadline time.Time) ([]byte,
 	}
 }
 
-// Serve applies a frame another node forwarded (its acks, extends and nacks, record by record
-// in order) and returns the reply frame: each record answered as the single op would have
-// been. A frame it cannot read, or an op it does not know, is refused inside the reply. A
-// record whose requester gave up before it is applied (the Call's context ended, or, in an
-// AckBatch, the record's own budget ran out since the frame arrived) is answered 503
-// unapplied. Serve only
-// applies records of partitions this node owns: it never forwards again.
+// Serve answers a frame another node sent, decoded at the node's Config.WireVersion, and
+// returns the reply frame. An ack, extend, nack or AckBatch is applied record by record in
+// order, each record answered as the single op would have been. A frame it cannot read is
+// refused inside the reply: an op this node does not know (or newer than its WireVersion)
+// with the unsupported status, anything else malformed (a field newer than its WireVersion
+// included) with the bad-request status. The frames of cross-node consumption (Consume,
+// Replay, Cancel, Register, Notify, Pass, Drop) are not served yet: each is answered with
+// the unsupported status. A record whose requester gave up before it is applied (the Call's
+// context ended, or, in an AckBatch, the record's own budget ran out since the frame
+// arrived) is answered 503 unapplied. Serve only applies records of partitions this node
+// owns: it never forwards again.
 func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
 	start := n.clock.Now()
-	req, err := decodeRequest(frame)
+	req, err := wire.DecodeRequest(frame, n.wireVersion)
 	if err != nil {
-		status := statusBadRequest
+		status := wire.StatusBadRequest
 		if errors.Is(err, ErrUnsupportedOp) {
-			status = statusUnsupported
+			status = wire.StatusUnsupported
 		}
-		return encodeReply([]wireAnswer{{status: status, message: err.Error()}}), nil
+		return refusal(status, err.Error()), nil
 	}
-	answers := make([]wireAnswer, len(req.records))
+	switch req.Op {
+	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpAckBatch:
+		return n.serveAcks(ctx, start, &req), nil
+	default:
+		return refusal(wire.StatusUnsupported, fmt.Sprintf("op %d is not served by this node yet", req.Op)), nil
+	}
+}
+
+// serveAcks applies the records of an ack, extend, nack or AckBatch frame that arrived at
+// start, and returns the reply.
+func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request) []byte {
+	answers := make([]wire.Answer, len(req.Records))
 	entered := n.fence.enter()
 	if entered {
 		defer n.fence.leave()
 	}
-	for i, r := range req.records {
+	for i := range req.Records {
+		r := &req.Records[i]
 		if !entered {
 			answers[i] = answerOf(ErrClosed, time.Time{})
 			continue
 		}
-		if ctx.Err() != nil || (req.op == opAckBatch && n.clock.Now().Sub(start) >= r.budget) {
-			answers[i] = wireAnswer{status: statusUnavailable, message: "the requester gave up: not applied"}
+		if ctx.Err() != nil || (req.Op == wire.OpAckBatch && n.clock.Now().Sub(start) >= r.Budget) {
+			answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: "the requester gave up: not applied"}
 			continue
 		}
-		expiry, err := n.applyLocal(req.topic, r)
+		expiry, err := n.applyLocal(req.Topic, recordOf(r))
 		answers[i] = answerOf(err, expiry)
 	}
-	return encodeReply(answers), nil
+	return wire.EncodeReply(answers)
 }
 
 // applyLocal applies one record to the shard of a partition this node owns.

@@ -15,6 +15,7 @@ import (
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -27,6 +28,7 @@ const (
 	wireOK          = 0
 	wireSettled     = 1
 	wireGone        = 2
+	wireBadRequest  = 3
 	wireUnavailable = 4
 	wireUnsupported = 6
 )
@@ -165,7 +167,7 @@ func TestServeSkipsARecordPastItsBudget(t *testing.T) {
 // a batch is tried again.
 func TestClientBatchAckRemembersAnOlderOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPair(t, 0, 0)
+		p := newPairWith(t, 0, 0, atVersion("a", 1))
 		defer p.close()
 		older := &olderOwner{node: p.a.node}
 		p.net.Join("a", older.serve)
@@ -445,4 +447,117 @@ func replyStatuses(t *testing.T, reply []byte) []byte {
 		reply = reply[11+n:]
 	}
 	return out
+}
+
+// A node at WireVersion 1 plays a release before AckBatch: it refuses an AckBatch with the
+// unsupported status, applying none of it, and a newer requester then sends single ops,
+// which it applies.
+func TestWireVersionOneRefusesAckBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPairWith(t, 0, 0, atVersion("a", 1))
+		defer p.close()
+		p.a.produce(0, 2)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
+		frame := ackBatchFrame("orders", []inflight.Handle{msgs[0].Receipt, msgs[1].Receipt}, []time.Duration{time.Second, time.Second})
+		reply, err := p.a.node.Serve(context.Background(), "b", frame)
+		require.NoError(t, err)
+		assert.Equal(t, []byte{wireUnsupported}, replyStatuses(t, reply))
+		assert.Zero(t, p.a.node.Stats().Shards.Acked, "nothing of the refused batch applied")
+
+		r := p.record(nil)
+		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, [][2]int{{wireAckBatch, 2}, {wireAck, 1}, {wireAck, 1}}, r.Frames(), "one refused batch, then single ops")
+		assert.Equal(t, uint64(2), p.a.node.Stats().Shards.Acked)
+	})
+}
+
+// A requester at WireVersion 1 sends no AckBatch: its batch acks, and the acks queued behind
+// a full window, leave one at a time.
+func TestWireVersionOneSendsSingleOps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPairWith(t, 10*time.Millisecond, 1, atVersion("b", 1))
+		defer p.close()
+		r := p.record(nil)
+		p.a.produce(0, 6)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 6})
+		require.Len(t, msgs, 6)
+		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+			require.NoError(t, err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[2].Receipt.String())) })
+		synctest.Wait() // in flight, holding the only slot
+		for _, err := range ackAll(p, msgs[3:]) {
+			require.NoError(t, err)
+		}
+		wg.Wait()
+		frames := r.Frames()
+		require.Len(t, frames, 6)
+		for _, f := range frames {
+			assert.Equal(t, [2]int{wireAck, 1}, f)
+		}
+		assert.Equal(t, uint64(6), p.a.node.Stats().Shards.Acked)
+	})
+}
+
+// The frames of cross-node consumption are not served yet: a node that knows their op answers
+// each with the unsupported status; one whose version predates the op refuses it the same
+// way, and one whose version predates a Consume's field refuses it as a bad request, as an
+// older release does.
+func TestServeRefusesConsumptionFrames(t *testing.T) {
+	probe := wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1}}
+	claim, batch := probe, probe
+	claim.Consume.Claim = true
+	batch.Consume.Max = 10
+	for _, tc := range []struct {
+		name    string
+		version uint8
+		req     wire.Request
+		status  byte
+	}{
+		{"consume", 0, probe, wireUnsupported},
+		{"claim", 0, claim, wireUnsupported},
+		{"batch", 0, batch, wireUnsupported},
+		{"replay", 0, wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 1}}, wireUnsupported},
+		{"cancel", 0, wire.Request{Op: wire.OpCancel, Topic: "orders", RequestID: 1}, wireUnsupported},
+		{"register", 0, wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Minute}}}, wireUnsupported},
+		{"notify", 0, wire.Request{Op: wire.OpNotify, Topic: "orders", Hold: time.Second}, wireUnsupported},
+		{"pass", 0, wire.Request{Op: wire.OpPass, Topic: "orders"}, wireUnsupported},
+		{"drop", 0, wire.Request{Op: wire.OpDrop, Topic: "orders"}, wireUnsupported},
+		{"consume at v2", 2, probe, wireUnsupported},
+		{"register at v3", 3, wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Minute}}}, wireUnsupported},
+		{"claim at v4", 4, claim, wireBadRequest},
+		{"batch at v5", 5, batch, wireBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			routes := &routertest.Routes{}
+			routes.Set("orders", 0)
+			node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/state", FS: memfs.New(), WireVersion: tc.version})
+			require.NoError(t, err)
+			defer node.Close()
+			frame, err := wire.EncodeRequest(tc.req)
+			require.NoError(t, err)
+			reply, err := node.Serve(context.Background(), "b", frame)
+			require.NoError(t, err)
+			assert.Equal(t, []byte{tc.status}, replyStatuses(t, reply))
+		})
+	}
+}
+
+// Config.WireVersion is zero (the newest) or a version this release speaks.
+func TestNewRefusesAnUnknownWireVersion(t *testing.T) {
+	for version := range uint8(wire.Newest) + 2 {
+		fsys := memfs.New()
+		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: &routertest.Routes{}, Dir: "/state", FS: fsys, WireVersion: version})
+		if version <= uint8(wire.Newest) {
+			require.NoError(t, err, "version %d", version)
+			require.NoError(t, node.Close())
+			continue
+		}
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "Config.WireVersion")
+		assert.Equal(t, 400, router.HTTPStatus(err))
+	}
 }

@@ -26,6 +26,13 @@ type pair struct {
 
 func newPair(t *testing.T, rtt time.Duration, window int) *pair {
 	t.Helper()
+	return newPairWith(t, rtt, window, nil)
+}
+
+// newPairWith is newPair with edit, if not nil, applied to each node's Config before the
+// node starts.
+func newPairWith(t *testing.T, rtt time.Duration, window int, edit func(id string, cfg *router.Config)) *pair {
+	t.Helper()
 	net := &routertest.Network{RTT: rtt}
 	logs := &routertest.MemLogs{}
 	logs.Log("orders", 0)
@@ -36,6 +43,9 @@ func newPair(t *testing.T, rtt time.Duration, window int) *pair {
 		h.routes.SetRemote("orders", other, remote)
 		h.cfg = router.Config{Logs: logs, Routes: h.routes, Dir: h.dir, Transport: net.Transport(id), AckWindow: window,
 			Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }}
+		if edit != nil {
+			edit(id, &h.cfg)
+		}
 		h.start()
 		net.Join(id, h.node.Serve)
 		return h
@@ -135,7 +145,8 @@ func TestForwardedAcksCoalesce(t *testing.T) {
 	})
 }
 
-// olderOwner refuses AckBatch, as a release before it does, and serves single ops.
+// olderOwner is an owner on a release before AckBatch (a node at Config.WireVersion 1),
+// counting the AckBatch frames it is sent: it refuses each as an op it does not know.
 type olderOwner struct {
 	node    *router.Node
 	batches int
@@ -144,16 +155,24 @@ type olderOwner struct {
 func (o *olderOwner) serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
 	if frame[0] == 4 { // AckBatch
 		o.batches++
-		return o.node.Serve(ctx, from, append([]byte{200}, frame[1:]...)) // an op it does not know
 	}
 	return o.node.Serve(ctx, from, frame)
+}
+
+// atVersion pins node id of a pair to a node-wire version.
+func atVersion(id string, version uint8) func(string, *router.Config) {
+	return func(node string, cfg *router.Config) {
+		if node == id {
+			cfg.WireVersion = version
+		}
+	}
 }
 
 // Checklist 165: an owner that refuses AckBatch gets the queued acks one at a time, and only
 // single ops for two minutes.
 func TestForwardToAnOlderOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPair(t, 10*time.Millisecond, 1)
+		p := newPairWith(t, 10*time.Millisecond, 1, atVersion("a", 1))
 		defer p.close()
 		older := &olderOwner{node: p.a.node}
 		p.net.Join("a", older.serve)

@@ -16,6 +16,7 @@ import (
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/realclock"
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/offsets"
 	"narad.dev/consume/pump"
 )
@@ -79,6 +80,15 @@ type Config struct {
 	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS). It must not be
 	// negative.
 	AckWindow int
+	// WireVersion is the newest node-wire version this node speaks and accepts; zero means
+	// the newest (6). A host upgrading a cluster in place pins new nodes to the version of
+	// the oldest until all run the new release (as a broker's inter-node protocol version is
+	// pinned), and tests use it to play older releases. Version 1 is single acks, extends and
+	// nacks; 2 adds AckBatch (the releases before this field speak 2); 3 to 6 add the frames
+	// of cross-node consumption (see docs/protocol.md, "Forwarded acks and the node wire").
+	// A node refuses a frame newer than its version as an older release does, and at
+	// version 1 sends no AckBatch.
+	WireVersion uint8
 	// OnQuarantine is told of each record set aside after reaching its topic's
 	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
 	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
@@ -115,6 +125,9 @@ func (cfg *Config) validate() error {
 	if cfg.AckWindow < 0 {
 		bad("Config.AckWindow is %d; it must be zero (the default) or positive", cfg.AckWindow)
 	}
+	if cfg.WireVersion > uint8(wire.Newest) {
+		bad("Config.WireVersion is %d; it must be zero (the newest) or lie within 1 and %d", cfg.WireVersion, wire.Newest)
+	}
 	return errors.Join(errs...)
 }
 
@@ -147,6 +160,9 @@ type Node struct {
 	lanesMu    sync.Mutex
 	lanes      map[string]*lane // forwarding state per owner
 	forwarding sync.WaitGroup   // batches in flight to owners
+
+	// wireVersion is what Serve decodes at, and bounds the frames this node sends.
+	wireVersion wire.Version
 
 	// purgeAt is when the purger plans to wake (Unix nanoseconds; math.MaxInt64 while it
 	// plans no wake); a deadline set before it kicks the purger through purgeKick.
@@ -203,6 +219,10 @@ func New(cfg Config) (*Node, error) {
 		transport: cfg.Transport,
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
+	}
+	n.wireVersion = wire.Version(cfg.WireVersion)
+	if n.wireVersion == 0 {
+		n.wireVersion = wire.Newest
 	}
 	n.purgeAt.Store(math.MaxInt64)
 	if n.ackWindow == 0 {

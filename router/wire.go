@@ -1,66 +1,44 @@
 package router
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
 )
 
-// The node-to-node wire format of forwarded acks. A request frame is an op byte, the topic
-// (u16 length, bytes, at most MaxTopicLength), then the op's body; integers are big-endian.
-//
-//	opAck, opNack, opExtend: one record
-//	opAckBatch:              u16 count, then count records, each prefixed by its op byte
-//	                         and followed by its budget
-//	record:                  partition i32, offset i64, nonce u64, argument i64 (ns: the
-//	                         extension or the nack delay; 0 for an ack)
-//	budget:                  i64 ns: what was left of the record's 2 s budget when the
-//	                         frame left; the owner does not apply the record once that much
-//	                         time has passed since the frame reached it
-//
-// A single op carries no budget of its own: its RPC's context is its budget. A batch's RPC
-// runs until its youngest record's budget ends, so each record carries its own.
-//
-// A reply frame answers each record in order: u16 count, then per record a status byte, an
-// i64 (the new expiry of an extend, Unix ns; else 0) and a message (u16 length, bytes). A
-// refusal of the whole frame is a reply of one record: statusUnsupportedOp for an op this
-// node does not know, statusBadRequest for a frame it cannot decode. A peer's refusal
-// travels inside the reply, recognised by its status alone, and a transport error always
-// means no reply came back.
+// The node-to-node wire: its frames, versions and codec are package internal/wire's (see
+// docs/protocol.md, "Forwarded acks and the node wire"). What stays here is what depends on
+// router: its records, and the mapping between its errors and the statuses replies carry. A
+// peer's refusal travels inside the reply, recognised by its status alone, and a transport
+// error always means no reply came back.
 
+// Errors of the node wire, the codec's own values, so that errors.Is holds with either name.
+var (
+	// ErrUnsupportedOp is what a peer's refusal of an op it does not know decodes to.
+	ErrUnsupportedOp = wire.ErrUnsupportedOp
+	// ErrBadFrame is what decoding a malformed frame returns.
+	ErrBadFrame = wire.ErrBadFrame
+)
+
+// The ops of the records a node applies and forwards, and the most one AckBatch carries.
 const (
-	opAck      byte = 1
-	opExtend   byte = 2
-	opNack     byte = 3
-	opAckBatch byte = 4
+	opAck    = wire.OpAck
+	opExtend = wire.OpExtend
+	opNack   = wire.OpNack
+	maxBatch = wire.MaxBatch
 )
 
-// maxBatch is the most records one AckBatch carries.
-const maxBatch = 64
+// statusTransport never travels: the requester's own mark for "no reply came back" (a 502).
+const statusTransport byte = 255
 
-// Reply statuses, each the HTTP status the single op would have answered (HTTPStatus).
-const (
-	statusOK          byte = 0 // 204: done
-	statusSettled     byte = 1 // 410: inflight.ErrAlreadySettled, a repeated ack
-	statusGone        byte = 2 // 410: inflight.ErrGone
-	statusBadRequest  byte = 3 // 400: a malformed handle or frame, an unknown op
-	statusUnavailable byte = 4 // 503: try again (closed, not the owner, budget spent, requester gone), not applied
-	statusInternal    byte = 5 // 500
-	statusUnsupported byte = 6 // 400: the whole frame refused, its op unknown here
-	// statusTransport never travels: the requester's own mark for "no reply came back".
-	statusTransport byte = 255 // 502
-)
+// A frame carries a topic of at most MaxTopicLength bytes: this fails to compile if the two
+// limits part.
+const _ = uint(MaxTopicLength-wire.MaxTopic) + uint(wire.MaxTopic-MaxTopicLength)
 
-// ErrUnsupportedOp is what a peer's refusal of an op it does not know decodes to.
-var ErrUnsupportedOp = errors.New("router: unsupported rpc operation")
-
-// ErrBadFrame is what decoding a malformed frame returns.
-var ErrBadFrame = errors.New("router: malformed frame")
-
-// wireRecord is one ack, extend or nack on the wire.
+// wireRecord is one ack, extend or nack as a node applies or forwards it.
 type wireRecord struct {
 	op     byte
 	handle inflight.Handle
@@ -68,204 +46,57 @@ type wireRecord struct {
 	budget time.Duration // AckBatch only: what is left of the record's budget
 }
 
-type wireRequest struct {
-	op      byte
-	topic   string
-	records []wireRecord
+func (r *wireRecord) wire() wire.Record {
+	return wire.Record{Op: r.op, Handle: wire.Handle(r.handle), Arg: r.arg, Budget: r.budget}
 }
 
-// wireAnswer is the answer to one record.
-type wireAnswer struct {
-	status  byte
-	expiry  int64
-	message string
+func recordOf(r *wire.Record) wireRecord {
+	return wireRecord{op: r.Op, handle: inflight.Handle(r.Handle), arg: r.Arg, budget: r.Budget}
 }
 
-// recordSize is a record's size on the wire; batchRecordSize adds an AckBatch record's op
-// byte and budget.
-const (
-	recordSize      = 4 + 8 + 8 + 8
-	batchRecordSize = 1 + recordSize + 8
-)
-
-func appendRecord(b []byte, r wireRecord) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(r.handle.Partition))
-	b = binary.BigEndian.AppendUint64(b, uint64(r.handle.Offset))
-	b = binary.BigEndian.AppendUint64(b, r.handle.Nonce)
-	return binary.BigEndian.AppendUint64(b, uint64(r.arg))
-}
-
-// encodeRequest writes a request frame: a single op for one record, an AckBatch otherwise. A
-// topic longer than MaxTopicLength, or a count of records the frame cannot carry, is
+// encodeRecords writes the frame of records of one topic: the single op for one record, an
+// AckBatch otherwise. A topic over MaxTopicLength, or a count of records no frame carries, is
 // ErrInvalidArgument.
-func encodeRequest(topic string, records []wireRecord) ([]byte, error) {
-	if len(topic) > MaxTopicLength {
-		return nil, fmt.Errorf("%w: a topic of %d bytes (at most %d)", ErrInvalidArgument, len(topic), MaxTopicLength)
-	}
-	if len(records) == 0 || len(records) > maxBatch {
-		return nil, fmt.Errorf("%w: a frame of %d records (1 to %d)", ErrInvalidArgument, len(records), maxBatch)
-	}
-	op := opAckBatch
+func encodeRecords(topic string, records []wire.Record) ([]byte, error) {
+	op := wire.OpAckBatch
 	if len(records) == 1 {
-		op = records[0].op
+		op = records[0].Op
 	}
-	b := make([]byte, 0, 3+len(topic)+2+len(records)*batchRecordSize)
-	b = append(b, op)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
-	b = append(b, topic...)
-	if op != opAckBatch {
-		return appendRecord(b, records[0]), nil
+	frame, err := wire.EncodeRequest(wire.Request{Op: op, Topic: topic, Records: records})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(records)))
-	for _, r := range records {
-		b = append(b, r.op)
-		b = appendRecord(b, r)
-		b = binary.BigEndian.AppendUint64(b, uint64(r.budget))
-	}
-	return b, nil
+	return frame, nil
 }
 
-func readRecord(b []byte, op byte) (wireRecord, []byte, error) {
-	if len(b) < recordSize {
-		return wireRecord{}, nil, fmt.Errorf("%w: short record", ErrBadFrame)
-	}
-	r := wireRecord{
-		op: op,
-		handle: inflight.Handle{
-			Partition: int32(binary.BigEndian.Uint32(b)),
-			Offset:    int64(binary.BigEndian.Uint64(b[4:])),
-			Nonce:     binary.BigEndian.Uint64(b[12:]),
-		},
-		arg: time.Duration(binary.BigEndian.Uint64(b[20:])),
-	}
-	return r, b[recordSize:], nil
-}
-
-// decodeRequest reads a request frame. An op it does not know is ErrUnsupportedOp; anything
-// else malformed, trailing bytes included, is ErrBadFrame.
-func decodeRequest(b []byte) (wireRequest, error) {
-	var req wireRequest
-	if len(b) < 3 {
-		return req, fmt.Errorf("%w: short header", ErrBadFrame)
-	}
-	req.op = b[0]
-	if req.op < opAck || req.op > opAckBatch {
-		return req, fmt.Errorf("%w: op %d", ErrUnsupportedOp, req.op)
-	}
-	n := int(binary.BigEndian.Uint16(b[1:]))
-	b = b[3:]
-	if n > MaxTopicLength {
-		return req, fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
-	}
-	if len(b) < n {
-		return req, fmt.Errorf("%w: short topic", ErrBadFrame)
-	}
-	req.topic, b = string(b[:n]), b[n:]
-	if req.op != opAckBatch {
-		r, rest, err := readRecord(b, req.op)
-		if err != nil {
-			return req, err
-		}
-		if len(rest) > 0 {
-			return req, fmt.Errorf("%w: trailing data", ErrBadFrame)
-		}
-		req.records = []wireRecord{r}
-		return req, nil
-	}
-	if len(b) < 2 {
-		return req, fmt.Errorf("%w: short batch", ErrBadFrame)
-	}
-	count := int(binary.BigEndian.Uint16(b))
-	b = b[2:]
-	if count == 0 || count > maxBatch || len(b) != count*batchRecordSize {
-		return req, fmt.Errorf("%w: batch of %d records in %d bytes", ErrBadFrame, count, len(b))
-	}
-	req.records = make([]wireRecord, 0, count)
-	for range count {
-		op := b[0]
-		if op < opAck || op > opNack {
-			return req, fmt.Errorf("%w: record op %d", ErrBadFrame, op)
-		}
-		r, rest, err := readRecord(b[1:], op)
-		if err != nil {
-			return req, err
-		}
-		r.budget = time.Duration(binary.BigEndian.Uint64(rest))
-		req.records = append(req.records, r)
-		b = rest[8:]
-	}
-	return req, nil
-}
-
-func encodeReply(answers []wireAnswer) []byte {
-	b := binary.BigEndian.AppendUint16(nil, uint16(len(answers)))
-	for _, a := range answers {
-		b = append(b, a.status)
-		b = binary.BigEndian.AppendUint64(b, uint64(a.expiry))
-		msg := a.message
-		if len(msg) > 1<<10 {
-			msg = msg[:1<<10]
-		}
-		b = binary.BigEndian.AppendUint16(b, uint16(len(msg)))
-		b = append(b, msg...)
-	}
-	return b
-}
-
-func decodeReply(b []byte) ([]wireAnswer, error) {
-	if len(b) < 2 {
-		return nil, fmt.Errorf("%w: short reply", ErrBadFrame)
-	}
-	count := int(binary.BigEndian.Uint16(b))
-	b = b[2:]
-	if count > maxBatch {
-		return nil, fmt.Errorf("%w: reply of %d answers", ErrBadFrame, count)
-	}
-	answers := make([]wireAnswer, 0, count)
-	for range count {
-		if len(b) < 11 {
-			return nil, fmt.Errorf("%w: short answer", ErrBadFrame)
-		}
-		a := wireAnswer{status: b[0], expiry: int64(binary.BigEndian.Uint64(b[1:]))}
-		n := int(binary.BigEndian.Uint16(b[9:]))
-		b = b[11:]
-		if len(b) < n {
-			return nil, fmt.Errorf("%w: short message", ErrBadFrame)
-		}
-		a.message, b = string(b[:n]), b[n:]
-		answers = append(answers, a)
-	}
-	if len(b) > 0 {
-		return nil, fmt.Errorf("%w: trailing data", ErrBadFrame)
-	}
-	return answers, nil
+// refusal is the reply refusing a whole frame: one answer.
+func refusal(status byte, message string) []byte {
+	return wire.EncodeReply([]wire.Answer{{Status: status, Message: message}})
 }
 
 // answerOf turns the result of applying a record into its answer.
-func answerOf(err error, expiry time.Time) wireAnswer {
-	var a wireAnswer
+func answerOf(err error, expiry time.Time) wire.Answer {
+	var a wire.Answer
 	switch {
 	case err == nil:
-		a.status = statusOK
-		if !expiry.IsZero() {
-			a.expiry = expiry.UnixNano()
-		}
+		a.Status = wire.StatusOK
+		a.Expiry = wire.Nanos(expiry)
 		return a
 	case errors.Is(err, inflight.ErrAlreadySettled):
-		a.status = statusSettled
+		a.Status = wire.StatusSettled
 	case errors.Is(err, inflight.ErrGone):
-		a.status = statusGone
+		a.Status = wire.StatusGone
 	default:
 		switch HTTPStatus(err) {
 		case 400:
-			a.status = statusBadRequest
+			a.Status = wire.StatusBadRequest
 		case 503:
-			a.status = statusUnavailable
+			a.Status = wire.StatusUnavailable
 		default:
-			a.status = statusInternal
+			a.Status = wire.StatusInternal
 		}
 	}
-	a.message = err.Error()
+	a.Message = err.Error()
 	return a
 }
 
@@ -273,22 +104,22 @@ func answerOf(err error, expiry time.Time) wireAnswer {
 var ErrRemote = errors.New("router: the owner refused")
 
 // errorOf turns an answer back into what the single op would have returned here.
-func errorOf(a wireAnswer) error {
-	switch a.status {
-	case statusOK:
+func errorOf(a wire.Answer) error {
+	switch a.Status {
+	case wire.StatusOK:
 		return nil
-	case statusSettled:
+	case wire.StatusSettled:
 		return inflight.ErrAlreadySettled
-	case statusGone:
+	case wire.StatusGone:
 		return inflight.ErrGone
-	case statusBadRequest:
-		return fmt.Errorf("%w: %s", ErrInvalidArgument, a.message)
-	case statusUnsupported:
-		return fmt.Errorf("%w: %w: %s", ErrInvalidArgument, ErrUnsupportedOp, a.message)
-	case statusUnavailable:
-		return fmt.Errorf("%w: %s", ErrUnavailable, a.message)
+	case wire.StatusBadRequest:
+		return fmt.Errorf("%w: %s", ErrInvalidArgument, a.Message)
+	case wire.StatusUnsupported:
+		return fmt.Errorf("%w: %w: %s", ErrInvalidArgument, ErrUnsupportedOp, a.Message)
+	case wire.StatusUnavailable:
+		return fmt.Errorf("%w: %s", ErrUnavailable, a.Message)
 	case statusTransport:
-		return fmt.Errorf("%w: %s", ErrTransport, a.message)
+		return fmt.Errorf("%w: %s", ErrTransport, a.Message)
 	}
-	return fmt.Errorf("%w: %s", ErrRemote, a.message)
+	return fmt.Errorf("%w: %s", ErrRemote, a.Message)
 }

@@ -1,94 +1,30 @@
 package router
 
 import (
-	"bytes"
 	"errors"
-	"reflect"
+	"fmt"
 	"testing"
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
 )
 
-func TestWireRoundTrip(t *testing.T) {
-	records := []wireRecord{
-		{op: opAck, handle: inflight.Handle{Partition: 1, Offset: 2, Nonce: 3}},
-		{op: opExtend, handle: inflight.Handle{Partition: 4, Offset: 5, Nonce: 6}, arg: time.Minute},
-		{op: opNack, handle: inflight.Handle{Partition: 7, Offset: 8, Nonce: 9}, arg: time.Second},
+// The codec's tests and fuzz targets are package internal/wire's; these cover what router
+// keeps: its records, the frames it builds of them, and its errors as statuses.
+
+// encodeRequest writes the frame a node sends for records of one topic.
+func encodeRequest(topic string, records []wireRecord) ([]byte, error) {
+	recs := make([]wire.Record, len(records))
+	for i := range records {
+		recs[i] = records[i].wire()
 	}
-	batch := []wireRecord{records[0], records[1], records[2]}
-	for i := range batch {
-		batch[i].budget = time.Duration(i+1) * time.Second
-	}
-	for _, batch := range [][]wireRecord{records[:1], records[1:2], batch} {
-		req, err := decodeRequest(mustEncode(t, "orders", batch))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if req.topic != "orders" || !reflect.DeepEqual(req.records, batch) {
-			t.Fatalf("round trip: %+v, want %+v", req.records, batch)
-		}
-	}
-	answers := []wireAnswer{{status: statusOK, expiry: 42}, {status: statusGone, message: "gone"}}
-	back, err := decodeReply(encodeReply(answers))
-	if err != nil || !reflect.DeepEqual(back, answers) {
-		t.Fatalf("reply round trip: %+v, %v", back, err)
-	}
-	if _, err := decodeRequest([]byte{9, 0, 0}); !errors.Is(err, ErrUnsupportedOp) {
-		t.Fatalf("unknown op: %v", err)
-	}
+	return encodeRecords(topic, recs)
 }
 
-// FuzzDecodeRequest: the request decoder never panics, refuses with ErrBadFrame or
-// ErrUnsupportedOp, and what it accepts encodes back to a frame that decodes the same.
-func FuzzDecodeRequest(f *testing.F) {
-	f.Add(mustEncode(f, "orders", []wireRecord{{op: opAck, handle: inflight.Handle{Partition: 1, Offset: 2, Nonce: 3}}}))
-	f.Add(mustEncode(f, "t", []wireRecord{{op: opAck, budget: time.Second}, {op: opNack, arg: 5}}))
-	f.Add([]byte{})
-	f.Add([]byte{4, 0, 0, 0, 0})
-	f.Add([]byte{200, 0, 1, 'x'})
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		req, err := decodeRequest(frame)
-		if err != nil {
-			if !errors.Is(err, ErrBadFrame) && !errors.Is(err, ErrUnsupportedOp) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
-		}
-		frame, err = encodeRequest(req.topic, req.records)
-		if err != nil {
-			t.Fatalf("a decoded frame does not encode: %v", err)
-		}
-		again, err := decodeRequest(frame)
-		if err != nil || again.topic != req.topic || !reflect.DeepEqual(again.records, req.records) {
-			t.Fatalf("re-encoded frame decodes to %+v, %v; want %+v", again, err, req)
-		}
-	})
-}
-
-// FuzzDecodeReply: the reply decoder never panics, and what it accepts encodes back to the
-// same bytes.
-func FuzzDecodeReply(f *testing.F) {
-	f.Add(encodeReply([]wireAnswer{{status: statusOK, expiry: 1}, {status: statusGone, message: "x"}}))
-	f.Add([]byte{0, 1})
-	f.Add([]byte{0xff, 0xff})
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		answers, err := decodeReply(frame)
-		if err != nil {
-			if !errors.Is(err, ErrBadFrame) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
-		}
-		for _, a := range answers {
-			if len(a.message) > 1<<10 {
-				return // encodeReply shortens long messages
-			}
-		}
-		if !bytes.Equal(encodeReply(answers), frame) {
-			t.Fatalf("re-encoded reply differs")
-		}
-	})
+// decodeRequest reads a frame as a node at the newest version does.
+func decodeRequest(frame []byte) (wire.Request, error) {
+	return wire.DecodeRequest(frame, wire.Newest)
 }
 
 func mustEncode(t testing.TB, topic string, records []wireRecord) []byte {
@@ -98,4 +34,92 @@ func mustEncode(t testing.TB, topic string, records []wireRecord) []byte {
 		t.Fatal(err)
 	}
 	return frame
+}
+
+// One record leaves as its single op, several as an AckBatch, each with its budget; the
+// records come back as they left.
+func TestWireRecords(t *testing.T) {
+	records := []wireRecord{
+		{op: opAck, handle: inflight.Handle{Partition: 1, Offset: 2, Nonce: 3}, budget: time.Second},
+		{op: opExtend, handle: inflight.Handle{Partition: 4, Offset: 5, Nonce: 6}, arg: time.Minute, budget: 2 * time.Second},
+		{op: opNack, handle: inflight.Handle{Partition: 7, Offset: 8, Nonce: 9}, arg: time.Second, budget: 3 * time.Second},
+	}
+	for _, batch := range [][]wireRecord{records[:1], records[1:2], records[2:], records} {
+		req, err := decodeRequest(mustEncode(t, "orders", batch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOp := wire.OpAckBatch
+		if len(batch) == 1 {
+			wantOp = batch[0].op
+		}
+		if req.Op != wantOp || req.Topic != "orders" || len(req.Records) != len(batch) {
+			t.Fatalf("op %d, topic %q, %d records", req.Op, req.Topic, len(req.Records))
+		}
+		for i := range batch {
+			want := batch[i]
+			if len(batch) == 1 {
+				want.budget = 0 // a single op's RPC is its budget
+			}
+			if got := recordOf(&req.Records[i]); got != want {
+				t.Fatalf("record %d: %+v, want %+v", i, got, want)
+			}
+		}
+	}
+}
+
+// router's wire errors are the codec's values.
+func TestWireErrorsAreTheCodecs(t *testing.T) {
+	if ErrBadFrame != wire.ErrBadFrame || ErrUnsupportedOp != wire.ErrUnsupportedOp {
+		t.Fatal("router's wire errors are not the codec's")
+	}
+	if _, err := decodeRequest([]byte{200, 0, 0}); !errors.Is(err, ErrUnsupportedOp) {
+		t.Fatalf("an unknown op: %v", err)
+	}
+	if _, err := decodeRequest([]byte{wire.OpAck, 0, 0}); !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("a short record: %v", err)
+	}
+}
+
+// An outcome crosses the wire as a status and comes back as what the single op answers here.
+func TestAnswersCrossTheWire(t *testing.T) {
+	expiry := time.Unix(0, 1234567890)
+	for _, tc := range []struct {
+		err    error
+		status byte
+		is     error
+		http   int
+	}{
+		{nil, wire.StatusOK, nil, 204},
+		{inflight.ErrAlreadySettled, wire.StatusSettled, inflight.ErrAlreadySettled, 410},
+		{inflight.ErrGone, wire.StatusGone, inflight.ErrGone, 410},
+		{inflight.ErrMalformedHandle, wire.StatusBadRequest, ErrInvalidArgument, 400},
+		{ErrClosed, wire.StatusUnavailable, ErrUnavailable, 503},
+		{errors.New("disk on fire"), wire.StatusInternal, ErrRemote, 500},
+	} {
+		t.Run(fmt.Sprint(tc.err), func(t *testing.T) {
+			a := answerOf(tc.err, expiry)
+			if a.Status != tc.status {
+				t.Fatalf("status %d, want %d", a.Status, tc.status)
+			}
+			answers, err := wire.DecodeReply(wire.EncodeReply([]wire.Answer{a}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, back := answerResult(answers[0])
+			if !errors.Is(back, tc.is) || (tc.is == nil) != (back == nil) || HTTPStatus(back) != tc.http {
+				t.Fatalf("%v (%d), want %v (%d)", back, HTTPStatus(back), tc.is, tc.http)
+			}
+			if tc.err == nil && !got.Equal(expiry) {
+				t.Fatalf("expiry %v, want %v", got, expiry)
+			}
+		})
+	}
+	unsupported := errorOf(wire.Answer{Status: wire.StatusUnsupported, Message: "op 4"})
+	if !errors.Is(unsupported, ErrUnsupportedOp) || HTTPStatus(unsupported) != 400 {
+		t.Fatalf("an unsupported op: %v", unsupported)
+	}
+	if transport := errorOf(wire.Answer{Status: statusTransport}); !errors.Is(transport, ErrTransport) || HTTPStatus(transport) != 502 {
+		t.Fatalf("no reply: %v", transport)
+	}
 }

@@ -1,0 +1,66 @@
+// Package wire is the node-to-node frame codec of narad.dev/consume: the request frames a node
+// sends another (forwarded acks, and the frames of cross-node consumption) and the two reply
+// formats. It encodes and decodes only: what a frame means, and what a node does with it, is
+// package router's business (see docs/protocol.md, "Forwarded acks and the node wire").
+//
+// Integers are big-endian; a duration is an i64 of nanoseconds; a time is an i64 of Unix
+// nanoseconds, 0 for the zero time.
+//
+// # Versions
+//
+// Each Version adds to the one before, and a node decodes at the newest version it speaks:
+//
+//	V1  Ack (1), Extend (2), Nack (3)
+//	V2  AckBatch (4)
+//	V3  Consume (5), Cancel (10), Replay (11)
+//	V4  Register (6), Notify (7), Pass (8), Drop (9): delivery tokens
+//	V5  Consume's Claim byte
+//	V6  Consume's Max
+//
+// A frame whose op is newer than the decoder's version (or that no version knows) is
+// ErrUnsupportedOp. A Consume carrying a trailing field newer than the version is ErrBadFrame
+// ("trailing data"), exactly as an older release that does not know the field answers it.
+// Everything else malformed is ErrBadFrame too. An encoder always writes the newest form of a
+// request; a field it need not write is left out (a Consume of one record without a claim is
+// byte for byte the V3 frame), and a requester talking to an older node drops the newer fields
+// itself.
+//
+// # Request frames
+//
+// Every request starts with a header: the op byte, then the topic (u16 length, then at most
+// MaxTopic bytes). After the header:
+//
+//	Ack, Extend, Nack  one record: partition i32, offset i64, nonce u64, argument (a duration:
+//	                   the extension or the nack delay; 0 for an ack)
+//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3), the
+//	                   record, and its budget (a duration: what was left of the record's budget
+//	                   when the frame left)
+//	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a
+//	                   duration, 0: the topic's), then optionally the Claim byte (0 or 1), then
+//	                   optionally, after the Claim byte, Max i32 (at least 2)
+//	Replay             partition i32, offset i64, limit i32 (none negative)
+//	Cancel             request id u64
+//	Register           an empty topic in the header, then u16 count (1 to MaxRegistrations),
+//	                   then per entry: topic (u16 length, 1 to MaxTopic bytes), ttl (a
+//	                   duration, positive)
+//	Notify             hold (a duration, positive): how long the owner holds the record for a
+//	                   claim
+//	Pass, Drop         the header alone
+//
+// No frame has bytes after its last field, and none is longer than MaxFrame.
+//
+// # Reply frames
+//
+// The ack reply answers the ack ops, Register (an answer per entry), Notify, Pass, Drop and
+// Cancel, and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
+// per answer a status byte, an i64 (the new expiry of an extend, a time; else 0) and a message
+// (u16 length, at most MaxMessage bytes).
+//
+// The consume reply answers Consume and Replay: a status byte, a message (u16 length, at most
+// MaxMessage bytes), a u32 count, then per delivery: partition i32, offset i64, nonce u64,
+// attempt u32, reason u8, expiry (a time), fence u64, timestamp (a time), key (u32 length,
+// bytes), value (u32 length, bytes).
+//
+// Decoders never panic, and never allocate more than the frame's length justifies: every count
+// is bounded by the bytes left.
+package wire

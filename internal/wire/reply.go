@@ -1,0 +1,248 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// Reply statuses, each the HTTP status the op would have answered in process.
+const (
+	StatusOK          byte = 0 // 204 (200 for a consume): done
+	StatusSettled     byte = 1 // 410: a repeated ack (inflight.ErrAlreadySettled)
+	StatusGone        byte = 2 // 410: not the live lease (inflight.ErrGone)
+	StatusBadRequest  byte = 3 // 400: a malformed handle, argument or frame
+	StatusUnavailable byte = 4 // 503: try again (closed, not the owner, budget spent, requester gone), not applied
+	StatusInternal    byte = 5 // 500
+	StatusUnsupported byte = 6 // 400: the whole frame refused, its op unknown here
+	StatusPass        byte = 7 // a Notify answered: nobody here can use the record
+)
+
+// MaxAnswers is the most answers an ack reply carries: one per entry of the largest frame
+// answered entry by entry (a Register).
+const MaxAnswers = max(MaxBatch, MaxRegistrations)
+
+// Answer is one answer of an ack reply.
+type Answer struct {
+	Status  byte
+	Expiry  int64 // the new expiry of an extend, Unix ns; else 0
+	Message string
+}
+
+const answerSize = 1 + 8 + 2 // without its message
+
+// EncodeReply writes an ack reply: each answer in order, a message longer than MaxMessage cut
+// to it.
+func EncodeReply(answers []Answer) []byte {
+	size := 2
+	for i := range answers {
+		size += answerSize + min(len(answers[i].Message), MaxMessage)
+	}
+	b := make([]byte, 0, size)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(answers)))
+	for i := range answers {
+		a := &answers[i]
+		b = append(b, a.Status)
+		b = binary.BigEndian.AppendUint64(b, uint64(a.Expiry))
+		b = appendMessage(b, a.Message)
+	}
+	return b
+}
+
+func appendMessage(b []byte, msg string) []byte {
+	msg = msg[:min(len(msg), MaxMessage)]
+	b = binary.BigEndian.AppendUint16(b, uint16(len(msg)))
+	return append(b, msg...)
+}
+
+func (r *reader) message() string {
+	n := int(r.u16("message"))
+	if r.err == nil && n > MaxMessage {
+		r.fail("a message of %d bytes (at most %d)", n, MaxMessage)
+	}
+	return string(r.take(n, "message"))
+}
+
+// DecodeReply reads an ack reply. Anything malformed (a short reply, more than MaxAnswers
+// answers, a message over MaxMessage, bytes after the last answer, a reply over MaxFrame) is
+// ErrBadFrame. Status bytes are not checked: a status this node does not know is the caller's
+// to interpret.
+func DecodeReply(b []byte) ([]Answer, error) {
+	if len(b) > MaxFrame {
+		return nil, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	}
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: short reply", ErrBadFrame)
+	}
+	count := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if count > MaxAnswers || count > len(b)/answerSize {
+		return nil, fmt.Errorf("%w: reply of %d answers in %d bytes", ErrBadFrame, count, len(b))
+	}
+	// The forwarded acks' hot path: read directly, not through a reader.
+	answers := make([]Answer, 0, count)
+	for range count {
+		if len(b) < answerSize {
+			return nil, fmt.Errorf("%w: short answer", ErrBadFrame)
+		}
+		a := Answer{Status: b[0], Expiry: int64(binary.BigEndian.Uint64(b[1:]))}
+		n := int(binary.BigEndian.Uint16(b[9:]))
+		b = b[answerSize:]
+		switch {
+		case n > MaxMessage:
+			return nil, fmt.Errorf("%w: a message of %d bytes (at most %d)", ErrBadFrame, n, MaxMessage)
+		case len(b) < n:
+			return nil, fmt.Errorf("%w: short message", ErrBadFrame)
+		}
+		if n > 0 {
+			a.Message = string(b[:n])
+		}
+		b = b[n:]
+		answers = append(answers, a)
+	}
+	if len(b) > 0 {
+		return nil, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	return answers, nil
+}
+
+// Delivery is one record of a consume reply.
+type Delivery struct {
+	Partition int32
+	Offset    int64
+	Nonce     uint64
+	Attempt   uint32
+	Reason    uint8
+	Expiry    int64 // Unix ns, 0 for the zero time (see Nanos and Time)
+	Timestamp int64 // Unix ns, 0 for the zero time
+	Fence     uint64
+	Key       []byte
+	Value     []byte
+}
+
+// ConsumeReply answers a Consume or a Replay.
+type ConsumeReply struct {
+	Status     byte
+	Message    string
+	Deliveries []Delivery
+}
+
+// deliverySize is a delivery's size on the wire without its key and value.
+const deliverySize = 4 + 8 + 8 + 4 + 1 + 8 + 8 + 8 + 4 + 4
+
+// DeliverySize is d's size in a consume reply, so that an owner can bound a reply.
+func DeliverySize(d *Delivery) int { return deliverySize + len(d.Key) + len(d.Value) }
+
+// AppendConsumeReply appends r's consume reply to dst, growing it once to the reply's size;
+// a message longer than MaxMessage is cut to it. A key or value must be shorter than 4 GiB,
+// and the caller bounds the reply (DeliverySize) well below MaxFrame.
+func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
+	size := 1 + 2 + min(len(r.Message), MaxMessage) + 4
+	for i := range r.Deliveries {
+		size += DeliverySize(&r.Deliveries[i])
+	}
+	if free := cap(dst) - len(dst); free < size {
+		grown := make([]byte, len(dst), len(dst)+size)
+		copy(grown, dst)
+		dst = grown
+	}
+	b := append(dst, r.Status)
+	b = appendMessage(b, r.Message)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Deliveries)))
+	for i := range r.Deliveries {
+		d := &r.Deliveries[i]
+		b = binary.BigEndian.AppendUint32(b, uint32(d.Partition))
+		b = binary.BigEndian.AppendUint64(b, uint64(d.Offset))
+		b = binary.BigEndian.AppendUint64(b, d.Nonce)
+		b = binary.BigEndian.AppendUint32(b, d.Attempt)
+		b = append(b, d.Reason)
+		b = binary.BigEndian.AppendUint64(b, uint64(d.Expiry))
+		b = binary.BigEndian.AppendUint64(b, d.Fence)
+		b = binary.BigEndian.AppendUint64(b, uint64(d.Timestamp))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(d.Key)))
+		b = append(b, d.Key...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(d.Value)))
+		b = append(b, d.Value...)
+	}
+	return b
+}
+
+// DecodeConsumeReply reads a consume reply. Each delivery's Key and Value alias b (nil when
+// empty), each capped at its own length so that appending to one never writes into b; a
+// caller that keeps them past b's life copies them. Anything malformed (a short reply, a
+// count the bytes left cannot hold, a message over MaxMessage, bytes after the last delivery,
+// a reply over MaxFrame) is ErrBadFrame.
+func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
+	if len(b) > MaxFrame {
+		return ConsumeReply{}, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	}
+	r := reader{b: b}
+	var reply ConsumeReply
+	reply.Status = r.u8("consume reply")
+	reply.Message = r.message()
+	count := r.u32("consume reply")
+	if r.err == nil && uint64(count) > uint64(len(r.b)/deliverySize) {
+		r.fail("%d deliveries in %d bytes", count, len(r.b))
+	}
+	if r.err != nil {
+		return ConsumeReply{}, r.err
+	}
+	if count > 0 {
+		reply.Deliveries = make([]Delivery, 0, count)
+	}
+	for range count {
+		p := r.take(deliverySize-8, "delivery") // up to the key's length
+		if r.err != nil {
+			return ConsumeReply{}, r.err
+		}
+		d := Delivery{
+			Partition: int32(binary.BigEndian.Uint32(p)),
+			Offset:    int64(binary.BigEndian.Uint64(p[4:])),
+			Nonce:     binary.BigEndian.Uint64(p[12:]),
+			Attempt:   binary.BigEndian.Uint32(p[20:]),
+			Reason:    p[24],
+			Expiry:    int64(binary.BigEndian.Uint64(p[25:])),
+			Fence:     binary.BigEndian.Uint64(p[33:]),
+			Timestamp: int64(binary.BigEndian.Uint64(p[41:])),
+		}
+		d.Key = r.bytes("key")
+		d.Value = r.bytes("value")
+		if r.err != nil {
+			return ConsumeReply{}, r.err
+		}
+		reply.Deliveries = append(reply.Deliveries, d)
+	}
+	if len(r.b) > 0 {
+		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	return reply, nil
+}
+
+// bytes reads a u32 length and that many bytes, aliased; nil when empty.
+func (r *reader) bytes(what string) []byte {
+	n := r.u32(what)
+	if r.err == nil && uint64(n) > uint64(len(r.b)) {
+		r.fail("short %s", what)
+	}
+	p := r.take(int(n), what)
+	if len(p) == 0 {
+		return nil
+	}
+	return p
+}
+
+// Nanos is t as a frame carries it: Unix nanoseconds, 0 for the zero time.
+func Nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// Time is the time a frame's Unix nanoseconds name, the zero time for 0.
+func Time(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}

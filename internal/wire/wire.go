@@ -1,0 +1,503 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is a version of the node wire. Each adds to the one before (see the package
+// documentation); zero knows no op.
+type Version uint8
+
+// The versions of the node wire.
+const (
+	V1     Version = 1 + iota // single acks: Ack, Extend, Nack
+	V2                        // + AckBatch
+	V3                        // + Consume (a non-blocking probe), Replay, Cancel
+	V4                        // + delivery tokens: Register, Notify, Pass, Drop
+	V5                        // + Consume's Claim byte
+	V6                        // + Consume's Max
+	Newest = V6
+)
+
+// Ops: a request frame's first byte.
+const (
+	OpAck      byte = 1
+	OpExtend   byte = 2
+	OpNack     byte = 3
+	OpAckBatch byte = 4
+	OpConsume  byte = 5
+	OpRegister byte = 6
+	OpNotify   byte = 7
+	OpPass     byte = 8
+	OpDrop     byte = 9
+	OpCancel   byte = 10
+	OpReplay   byte = 11
+)
+
+// Limits of the frames.
+const (
+	// MaxTopic is the longest topic a frame carries, in bytes (router.MaxTopicLength).
+	MaxTopic = 249
+	// MaxBatch is the most records one AckBatch carries.
+	MaxBatch = 64
+	// MaxRegistrations is the most entries one Register carries.
+	MaxRegistrations = 1024
+	// MaxMessage is the longest message of a reply, in bytes; encoders cut longer ones.
+	MaxMessage = 1 << 10
+	// MaxFrame is the longest frame a decoder reads, request or reply.
+	MaxFrame = 16 << 20
+)
+
+// Errors of the codec. ErrBadFrame and ErrUnsupportedOp keep the text they had in package
+// router, which re-exports them and whose replies carry it.
+var (
+	// ErrBadFrame: the frame is malformed (or carries a field newer than the decoder's version).
+	ErrBadFrame = errors.New("router: malformed frame")
+	// ErrUnsupportedOp: the frame's op is unknown at the decoder's version.
+	ErrUnsupportedOp = errors.New("router: unsupported rpc operation")
+	// ErrInvalidRequest: the encoder was given a request no frame can carry.
+	ErrInvalidRequest = errors.New("wire: a request no frame can carry")
+)
+
+// Since returns the version that introduced op, or zero for an op no version knows.
+func Since(op byte) Version {
+	switch op {
+	case OpAck, OpExtend, OpNack:
+		return V1
+	case OpAckBatch:
+		return V2
+	case OpConsume, OpReplay, OpCancel:
+		return V3
+	case OpRegister, OpNotify, OpPass, OpDrop:
+		return V4
+	}
+	return 0
+}
+
+// Knows reports whether a node speaking v knows op.
+func (v Version) Knows(op byte) bool {
+	since := Since(op)
+	return since != 0 && since <= v
+}
+
+// Handle is a receipt handle: the same fields as inflight.Handle, which it converts to and
+// from (inflight.Handle(h), wire.Handle(h)).
+type Handle struct {
+	Partition int32
+	Offset    int64
+	Nonce     uint64
+}
+
+// Record is one ack, extend or nack.
+type Record struct {
+	Op     byte // OpAck, OpExtend or OpNack
+	Handle Handle
+	Arg    time.Duration // the extension or the nack delay; 0 for an ack
+	// Budget is what was left of the record's budget when the frame left. Only an AckBatch
+	// carries it: a single op's RPC is its budget, and a single op decodes with Budget 0.
+	Budget time.Duration
+}
+
+// Consume is the body of a Consume frame: a non-blocking probe of the owner's partitions.
+type Consume struct {
+	RequestID  uint64
+	Pinned     int32         // the partition, or -1 for any
+	Visibility time.Duration // 0: the topic's
+	Claim      bool          // V5
+	Max        int32         // V6: records wanted; 0 or 1 means one, and is not written
+}
+
+// Replay is the body of a Replay frame.
+type Replay struct {
+	Partition int32
+	Offset    int64
+	Limit     int32
+}
+
+// Registration is one entry of a Register frame.
+type Registration struct {
+	Topic string
+	TTL   time.Duration
+}
+
+// Request is a request frame, decoded. Op says which of the other fields it uses.
+type Request struct {
+	Op    byte
+	Topic string // empty for Register
+	// Records: the ack ops. Ack, Extend and Nack carry exactly one, of the frame's op;
+	// AckBatch 1 to MaxBatch, each with its own op and budget.
+	Records       []Record
+	Consume       Consume        // Consume
+	Replay        Replay         // Replay
+	RequestID     uint64         // Cancel
+	Registrations []Registration // Register
+	Hold          time.Duration  // Notify
+}
+
+// MinVersion is the oldest version that decodes the frame EncodeRequest writes for r.
+func (r *Request) MinVersion() Version {
+	if r.Op == OpConsume {
+		switch {
+		case r.Consume.Max > 1:
+			return V6
+		case r.Consume.Claim:
+			return V5
+		}
+	}
+	return Since(r.Op)
+}
+
+// Sizes of the fixed parts of request frames.
+const (
+	headerSize       = 1 + 2 // op, topic length
+	recordSize       = 4 + 8 + 8 + 8
+	batchRecordSize  = 1 + recordSize + 8
+	consumeSize      = 8 + 4 + 8
+	replaySize       = 4 + 8 + 4
+	registrationSize = 2 + 8 // without its topic
+)
+
+// EncodeRequest writes req's frame, in the newest form that carries it: a Consume's Max only
+// when above 1, its Claim byte when Claim is set or Max follows. A request no frame carries
+// (an unknown op, a topic over MaxTopic, counts or values out of range) is ErrInvalidRequest.
+func EncodeRequest(req Request) ([]byte, error) {
+	if err := check(&req); err != nil {
+		return nil, err
+	}
+	size := headerSize + len(req.Topic)
+	switch req.Op {
+	case OpAck, OpExtend, OpNack:
+		size += recordSize
+	case OpAckBatch:
+		size += 2 + len(req.Records)*batchRecordSize
+	case OpConsume:
+		size += consumeSize + 1 + 4
+	case OpReplay:
+		size += replaySize
+	case OpCancel:
+		size += 8
+	case OpRegister:
+		size += 2
+		for _, r := range req.Registrations {
+			size += registrationSize + len(r.Topic)
+		}
+	case OpNotify:
+		size += 8
+	}
+	b := make([]byte, 0, size)
+	b = append(b, req.Op)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(req.Topic)))
+	b = append(b, req.Topic...)
+	switch req.Op {
+	case OpAck, OpExtend, OpNack:
+		b = appendRecord(b, &req.Records[0])
+	case OpAckBatch:
+		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Records)))
+		for i := range req.Records {
+			r := &req.Records[i]
+			b = append(b, r.Op)
+			b = appendRecord(b, r)
+			b = binary.BigEndian.AppendUint64(b, uint64(r.Budget))
+		}
+	case OpConsume:
+		c := &req.Consume
+		b = binary.BigEndian.AppendUint64(b, c.RequestID)
+		b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
+		b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
+		if c.Claim || c.Max > 1 {
+			claim := byte(0)
+			if c.Claim {
+				claim = 1
+			}
+			b = append(b, claim)
+		}
+		if c.Max > 1 {
+			b = binary.BigEndian.AppendUint32(b, uint32(c.Max))
+		}
+	case OpReplay:
+		b = binary.BigEndian.AppendUint32(b, uint32(req.Replay.Partition))
+		b = binary.BigEndian.AppendUint64(b, uint64(req.Replay.Offset))
+		b = binary.BigEndian.AppendUint32(b, uint32(req.Replay.Limit))
+	case OpCancel:
+		b = binary.BigEndian.AppendUint64(b, req.RequestID)
+	case OpRegister:
+		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Registrations)))
+		for _, r := range req.Registrations {
+			b = binary.BigEndian.AppendUint16(b, uint16(len(r.Topic)))
+			b = append(b, r.Topic...)
+			b = binary.BigEndian.AppendUint64(b, uint64(r.TTL))
+		}
+	case OpNotify:
+		b = binary.BigEndian.AppendUint64(b, uint64(req.Hold))
+	}
+	return b, nil
+}
+
+func appendRecord(b []byte, r *Record) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Handle.Partition))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Handle.Offset))
+	b = binary.BigEndian.AppendUint64(b, r.Handle.Nonce)
+	return binary.BigEndian.AppendUint64(b, uint64(r.Arg))
+}
+
+// check refuses, with ErrInvalidRequest, a request that no frame carries, or whose frame the
+// decoder would refuse: what EncodeRequest writes, DecodeRequest reads back at the newest
+// version.
+func check(req *Request) error {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	if Since(req.Op) == 0 {
+		return invalid("op %d", req.Op)
+	}
+	if len(req.Topic) > MaxTopic {
+		return invalid("a topic of %d bytes (at most %d)", len(req.Topic), MaxTopic)
+	}
+	switch req.Op {
+	case OpAck, OpExtend, OpNack:
+		if len(req.Records) != 1 || req.Records[0].Op != req.Op {
+			return invalid("op %d carries one record of its op, not %d records", req.Op, len(req.Records))
+		}
+	case OpAckBatch:
+		if len(req.Records) == 0 || len(req.Records) > MaxBatch {
+			return invalid("a batch of %d records (1 to %d)", len(req.Records), MaxBatch)
+		}
+		for _, r := range req.Records {
+			if r.Op < OpAck || r.Op > OpNack {
+				return invalid("a batch record of op %d", r.Op)
+			}
+		}
+	case OpConsume:
+		c := &req.Consume
+		if c.Pinned < -1 || c.Visibility < 0 || c.Max < 0 {
+			return invalid("a consume pinned to %d, visibility %v, max %d", c.Pinned, c.Visibility, c.Max)
+		}
+	case OpReplay:
+		r := &req.Replay
+		if r.Partition < 0 || r.Offset < 0 || r.Limit < 0 {
+			return invalid("a replay of partition %d from %d, limit %d", r.Partition, r.Offset, r.Limit)
+		}
+	case OpRegister:
+		if req.Topic != "" {
+			return invalid("a Register names its topics in its entries, not its header")
+		}
+		if len(req.Registrations) == 0 || len(req.Registrations) > MaxRegistrations {
+			return invalid("%d registrations (1 to %d)", len(req.Registrations), MaxRegistrations)
+		}
+		for _, r := range req.Registrations {
+			if len(r.Topic) == 0 || len(r.Topic) > MaxTopic || r.TTL <= 0 {
+				return invalid("a registration of a topic of %d bytes for %v", len(r.Topic), r.TTL)
+			}
+		}
+	case OpNotify:
+		if req.Hold <= 0 {
+			return invalid("a hold of %v", req.Hold)
+		}
+	}
+	return nil
+}
+
+// reader reads a frame's fields in order; the first one missing sets err, after which
+// every read returns zero.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int, what string) []byte {
+	if r.err != nil || n < 0 || len(r.b) < n {
+		r.short(what)
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+// short sets err for a missing field, unless a read already did (apart from take, so that
+// take inlines).
+func (r *reader) short(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: short %s", ErrBadFrame, what)
+	}
+}
+
+func (r *reader) u8(what string) byte {
+	if p := r.take(1, what); r.err == nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (r *reader) u16(what string) uint16 {
+	if p := r.take(2, what); r.err == nil {
+		return binary.BigEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (r *reader) u32(what string) uint32 {
+	if p := r.take(4, what); r.err == nil {
+		return binary.BigEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (r *reader) u64(what string) uint64 {
+	if p := r.take(8, what); r.err == nil {
+		return binary.BigEndian.Uint64(p)
+	}
+	return 0
+}
+
+func (r *reader) duration(what string) time.Duration { return time.Duration(r.u64(what)) }
+
+// fail sets err, unless a read already did.
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: "+format, append([]any{ErrBadFrame}, args...)...)
+	}
+}
+
+func (r *reader) record(op byte) Record {
+	p := r.take(recordSize, "record")
+	if r.err != nil {
+		return Record{}
+	}
+	return Record{
+		Op: op,
+		Handle: Handle{
+			Partition: int32(binary.BigEndian.Uint32(p)),
+			Offset:    int64(binary.BigEndian.Uint64(p[4:])),
+			Nonce:     binary.BigEndian.Uint64(p[12:]),
+		},
+		Arg: time.Duration(binary.BigEndian.Uint64(p[20:])),
+	}
+}
+
+// DecodeRequest reads a request frame as a node speaking v does. An op newer than v, or one
+// no version knows, is ErrUnsupportedOp; a frame carrying a field newer than v (a Consume's
+// Claim byte below V5, its Max below V6) is ErrBadFrame ("trailing data"), as an older release
+// answers it; anything else malformed (a short frame, bytes after its last field, a value out
+// of range, a frame over MaxFrame) is ErrBadFrame. The strings it returns are copies: the
+// request does not alias b.
+func DecodeRequest(b []byte, v Version) (Request, error) {
+	if len(b) > MaxFrame {
+		return Request{}, fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	}
+	if len(b) < headerSize {
+		return Request{}, fmt.Errorf("%w: short header", ErrBadFrame)
+	}
+	req := Request{Op: b[0]}
+	if !v.Knows(req.Op) {
+		return Request{}, fmt.Errorf("%w: op %d", ErrUnsupportedOp, req.Op)
+	}
+	r := reader{b: b[1:]}
+	n := int(r.u16("header"))
+	if n > MaxTopic {
+		return Request{}, fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
+	}
+	req.Topic = string(r.take(n, "topic"))
+	switch req.Op {
+	case OpAck, OpExtend, OpNack:
+		rec := r.record(req.Op)
+		if r.err == nil {
+			req.Records = []Record{rec}
+		}
+	case OpAckBatch:
+		count := int(r.u16("batch"))
+		if r.err == nil && (count == 0 || count > MaxBatch || len(r.b) != count*batchRecordSize) {
+			r.fail("batch of %d records in %d bytes", count, len(r.b))
+		}
+		if r.err != nil {
+			break
+		}
+		req.Records = make([]Record, 0, count)
+		for range count {
+			op := r.u8("batch record")
+			if op < OpAck || op > OpNack {
+				r.fail("record op %d", op)
+				break
+			}
+			rec := r.record(op)
+			rec.Budget = r.duration("budget")
+			req.Records = append(req.Records, rec)
+		}
+	case OpConsume:
+		c := &req.Consume
+		c.RequestID = r.u64("consume")
+		c.Pinned = int32(r.u32("consume"))
+		c.Visibility = r.duration("consume")
+		if c.Pinned < -1 || c.Visibility < 0 {
+			r.fail("a consume pinned to %d, visibility %v", c.Pinned, c.Visibility)
+		}
+		// The optional fields, each read only by a version that knows it: to an older one
+		// it is trailing data.
+		if r.err == nil && len(r.b) > 0 && v >= V5 {
+			switch claim := r.u8("claim"); claim {
+			case 0, 1:
+				c.Claim = claim == 1
+			default:
+				r.fail("claim byte %d", claim)
+			}
+			if r.err == nil && len(r.b) > 0 && v >= V6 {
+				if c.Max = int32(r.u32("max")); c.Max < 2 {
+					r.fail("max %d (at least 2 when present)", c.Max)
+				}
+			}
+		}
+	case OpReplay:
+		p := &req.Replay
+		p.Partition = int32(r.u32("replay"))
+		p.Offset = int64(r.u64("replay"))
+		p.Limit = int32(r.u32("replay"))
+		if p.Partition < 0 || p.Offset < 0 || p.Limit < 0 {
+			r.fail("a replay of partition %d from %d, limit %d", p.Partition, p.Offset, p.Limit)
+		}
+	case OpCancel:
+		req.RequestID = r.u64("cancel")
+	case OpRegister:
+		if req.Topic != "" {
+			r.fail("a Register names a topic in its header")
+		}
+		count := int(r.u16("register"))
+		if r.err == nil && (count == 0 || count > MaxRegistrations || count > len(r.b)/(registrationSize+1)) {
+			r.fail("%d registrations in %d bytes", count, len(r.b))
+		}
+		if r.err != nil {
+			break
+		}
+		req.Registrations = make([]Registration, 0, count)
+		for range count {
+			n := int(r.u16("registration"))
+			if r.err == nil && (n == 0 || n > MaxTopic) {
+				r.fail("a registration of a topic of %d bytes", n)
+			}
+			topic := r.take(n, "registration topic")
+			ttl := r.duration("registration")
+			if r.err == nil && ttl <= 0 {
+				r.fail("a registration for %v", ttl)
+			}
+			if r.err != nil {
+				break
+			}
+			req.Registrations = append(req.Registrations, Registration{Topic: string(topic), TTL: ttl})
+		}
+	case OpNotify:
+		req.Hold = r.duration("notify")
+		if r.err == nil && req.Hold <= 0 {
+			r.fail("a hold of %v", req.Hold)
+		}
+	case OpPass, OpDrop:
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing data")
+	}
+	if r.err != nil {
+		return Request{}, r.err
+	}
+	return req, nil
+}

@@ -1,0 +1,592 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
+)
+
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6}
+
+// samples is a request of every op, and of every version's additions.
+func samples() []wire.Request {
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	return []wire.Request{
+		{Op: wire.OpAck, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: h}}},
+		{Op: wire.OpExtend, Topic: "orders", Records: []wire.Record{{Op: wire.OpExtend, Handle: h, Arg: time.Minute}}},
+		{Op: wire.OpNack, Topic: "", Records: []wire.Record{{Op: wire.OpNack, Handle: h, Arg: time.Second}}},
+		{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{
+			{Op: wire.OpAck, Handle: h, Budget: time.Second},
+			{Op: wire.OpExtend, Handle: wire.Handle{Partition: -1, Offset: -1, Nonce: 1<<64 - 1}, Arg: time.Hour, Budget: 2 * time.Second},
+			{Op: wire.OpNack, Handle: h, Arg: time.Millisecond},
+		}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 8, Pinned: 3, Visibility: time.Minute, Claim: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 9, Pinned: 0, Max: 2}},
+		{Op: wire.OpConsume, Topic: strings.Repeat("t", wire.MaxTopic), Consume: wire.Consume{RequestID: 1<<64 - 1, Pinned: 1<<31 - 1, Claim: true, Max: 1000}},
+		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Partition: 2, Offset: 100, Limit: 10}},
+		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{}},
+		{Op: wire.OpCancel, Topic: "orders", RequestID: 9},
+		{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: 30 * time.Second}, {Topic: strings.Repeat("p", wire.MaxTopic), TTL: 1}}},
+		{Op: wire.OpNotify, Topic: "orders", Hold: 5 * time.Second},
+		{Op: wire.OpPass, Topic: "orders"},
+		{Op: wire.OpDrop, Topic: "orders"},
+	}
+}
+
+func mustEncode(t testing.TB, req wire.Request) []byte {
+	t.Helper()
+	frame, err := wire.EncodeRequest(req)
+	if err != nil {
+		t.Fatalf("encode %+v: %v", req, err)
+	}
+	return frame
+}
+
+// Every op round trips, is read by every version from the one its frame needs, and is
+// refused by the version before: its op unknown there (ErrUnsupportedOp) or, for a Consume
+// carrying a newer field, that field taken for trailing data (ErrBadFrame).
+func TestRequestRoundTrip(t *testing.T) {
+	ops := map[byte]bool{}
+	for _, req := range samples() {
+		ops[req.Op] = true
+		frame := mustEncode(t, req)
+		need := req.MinVersion()
+		for _, v := range versions {
+			got, err := wire.DecodeRequest(frame, v)
+			switch {
+			case v >= need:
+				if err != nil || !reflect.DeepEqual(got, req) {
+					t.Fatalf("op %d at v%d: %+v, %v; want %+v", req.Op, v, got, err, req)
+				}
+			case !v.Knows(req.Op):
+				if !errors.Is(err, wire.ErrUnsupportedOp) {
+					t.Fatalf("op %d at v%d: %v, want ErrUnsupportedOp", req.Op, v, err)
+				}
+			default:
+				if !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), "trailing data") {
+					t.Fatalf("op %d needing v%d at v%d: %v, want trailing data", req.Op, need, v, err)
+				}
+			}
+		}
+	}
+	for op := byte(1); op <= 11; op++ {
+		if !ops[op] {
+			t.Errorf("no sample of op %d", op)
+		}
+	}
+}
+
+// The frames of ops 1 to 4, laid out by hand as the releases before package wire wrote them.
+func TestAckFramesAreUnchanged(t *testing.T) {
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	record := func(b []byte, arg time.Duration) []byte {
+		b = binary.BigEndian.AppendUint32(b, 1)
+		b = binary.BigEndian.AppendUint64(b, 2)
+		b = binary.BigEndian.AppendUint64(b, 3)
+		return binary.BigEndian.AppendUint64(b, uint64(arg))
+	}
+	header := func(op byte) []byte { return []byte{op, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'} }
+	for _, op := range []byte{wire.OpAck, wire.OpExtend, wire.OpNack} {
+		got := mustEncode(t, wire.Request{Op: op, Topic: "orders", Records: []wire.Record{{Op: op, Handle: h, Arg: 5}}})
+		if want := record(header(op), 5); !bytes.Equal(got, want) {
+			t.Fatalf("op %d: % x, want % x", op, got, want)
+		}
+	}
+	want := append(header(wire.OpAckBatch), 0, 2, wire.OpAck)
+	want = binary.BigEndian.AppendUint64(record(want, 0), uint64(time.Second))
+	want = append(want, wire.OpNack)
+	want = binary.BigEndian.AppendUint64(record(want, time.Minute), uint64(time.Millisecond))
+	got := mustEncode(t, wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{
+		{Op: wire.OpAck, Handle: h, Budget: time.Second},
+		{Op: wire.OpNack, Handle: h, Arg: time.Minute, Budget: time.Millisecond},
+	}})
+	if !bytes.Equal(got, want) {
+		t.Fatalf("AckBatch: % x, want % x", got, want)
+	}
+	reply := wire.EncodeReply([]wire.Answer{{Status: wire.StatusOK, Expiry: 42}, {Status: wire.StatusGone, Message: "gone"}})
+	wantReply := []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 'g', 'o', 'n', 'e'}
+	if !bytes.Equal(reply, wantReply) {
+		t.Fatalf("reply: % x, want % x", reply, wantReply)
+	}
+}
+
+// A plain single-record probe is byte for byte the V3 frame, whatever version encodes it.
+func TestPlainProbeIsTheV3Frame(t *testing.T) {
+	want := []byte{wire.OpConsume, 0, 1, 't'}
+	want = binary.BigEndian.AppendUint64(want, 7)
+	want = binary.BigEndian.AppendUint32(want, 0xffffffff)
+	want = binary.BigEndian.AppendUint64(want, uint64(time.Second))
+	for _, max := range []int32{0, 1} {
+		req := wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, Max: max}}
+		if got := mustEncode(t, req); !bytes.Equal(got, want) {
+			t.Fatalf("max %d: % x, want % x", max, got, want)
+		}
+		if req.MinVersion() != wire.V3 {
+			t.Fatalf("a plain probe needs v%d", req.MinVersion())
+		}
+	}
+	for _, v := range []wire.Version{wire.V3, wire.V6} {
+		got, err := wire.DecodeRequest(want, v)
+		if err != nil || got.Consume != (wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second}) {
+			t.Fatalf("v%d: %+v, %v", v, got, err)
+		}
+	}
+	// Max without a claim carries the Claim byte 0.
+	withMax := mustEncode(t, wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, Max: 5}})
+	if tail := withMax[len(want):]; !bytes.Equal(tail, []byte{0, 0, 0, 0, 5}) {
+		t.Fatalf("the fields after a V3 probe: % x", tail)
+	}
+}
+
+// Older decoders refuse what they do not know, each as its release answers it.
+func TestOlderDecodersRefuse(t *testing.T) {
+	probe := wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 1, Pinned: -1}}
+	claim, max := probe, probe
+	claim.Consume.Claim = true
+	max.Consume.Max = 10
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+		v    wire.Version
+		want error
+	}{
+		{"v3 reads no Claim byte", claim, wire.V3, wire.ErrBadFrame},
+		{"v4 reads no Claim byte", claim, wire.V4, wire.ErrBadFrame},
+		{"v5 reads no Max", max, wire.V5, wire.ErrBadFrame},
+		{"v2 knows no Consume", probe, wire.V2, wire.ErrUnsupportedOp},
+		{"v1 knows no AckBatch", samples()[3], wire.V1, wire.ErrUnsupportedOp},
+		{"v2 knows no Replay", samples()[8], wire.V2, wire.ErrUnsupportedOp},
+		{"v2 knows no Cancel", samples()[10], wire.V2, wire.ErrUnsupportedOp},
+		{"v3 knows no Register", samples()[11], wire.V3, wire.ErrUnsupportedOp},
+		{"v3 knows no Notify", samples()[12], wire.V3, wire.ErrUnsupportedOp},
+		{"v3 knows no Pass", samples()[13], wire.V3, wire.ErrUnsupportedOp},
+		{"v3 knows no Drop", samples()[14], wire.V3, wire.ErrUnsupportedOp},
+		{"version 0 knows nothing", samples()[0], 0, wire.ErrUnsupportedOp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := wire.DecodeRequest([]byte{12, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+		t.Fatalf("an op no version knows: %v", err)
+	}
+}
+
+// frame lays out a request by hand: op, topic, then the body's parts (byte slices, or
+// integers written at their own width).
+func frame(op byte, topic string, parts ...any) []byte {
+	b := []byte{op}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
+	b = append(b, topic...)
+	return appendParts(b, parts...)
+}
+
+func appendParts(b []byte, parts ...any) []byte {
+	for _, p := range parts {
+		switch p := p.(type) {
+		case []byte:
+			b = append(b, p...)
+		case string:
+			b = append(b, p...)
+		case uint8:
+			b = append(b, p)
+		case uint16:
+			b = binary.BigEndian.AppendUint16(b, p)
+		case int32:
+			b = binary.BigEndian.AppendUint32(b, uint32(p))
+		case uint32:
+			b = binary.BigEndian.AppendUint32(b, p)
+		case int64:
+			b = binary.BigEndian.AppendUint64(b, uint64(p))
+		case uint64:
+			b = binary.BigEndian.AppendUint64(b, p)
+		default:
+			panic(fmt.Sprintf("part %T", p))
+		}
+	}
+	return b
+}
+
+// Hostile and malformed requests are refused with ErrBadFrame (ErrUnsupportedOp for an
+// unknown op), never a panic.
+func TestDecodeRequestRefuses(t *testing.T) {
+	rec := appendParts(nil, int32(1), int64(2), uint64(3), int64(0))
+	consume := appendParts(nil, uint64(1), int32(-1), int64(0))
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"empty", nil},
+		{"short header", []byte{wire.OpAck, 0}},
+		{"topic over MaxTopic", frame(wire.OpAck, strings.Repeat("t", wire.MaxTopic+1), rec)},
+		{"topic longer than the frame", []byte{wire.OpAck, 0, 9, 't'}},
+		{"short record", frame(wire.OpAck, "t", rec[:27])},
+		{"trailing after a record", frame(wire.OpAck, "t", rec, uint8(0))},
+		{"batch of none", frame(wire.OpAckBatch, "t", uint16(0))},
+		{"batch over MaxBatch", frame(wire.OpAckBatch, "t", uint16(wire.MaxBatch+1), bytes.Repeat(append([]byte{1}, append(rec, 0, 0, 0, 0, 0, 0, 0, 0)...), wire.MaxBatch+1))},
+		{"batch count over its bytes", frame(wire.OpAckBatch, "t", uint16(2), uint8(1), rec, int64(0))},
+		{"batch record of op 4", frame(wire.OpAckBatch, "t", uint16(1), uint8(4), rec, int64(0))},
+		{"batch record of op 0", frame(wire.OpAckBatch, "t", uint16(1), uint8(0), rec, int64(0))},
+		{"short consume", frame(wire.OpConsume, "t", consume[:19])},
+		{"consume pinned to -2", frame(wire.OpConsume, "t", uint64(1), int32(-2), int64(0))},
+		{"consume of a negative visibility", frame(wire.OpConsume, "t", uint64(1), int32(-1), int64(-1))},
+		{"claim byte 2", frame(wire.OpConsume, "t", consume, uint8(2))},
+		{"max 1", frame(wire.OpConsume, "t", consume, uint8(0), int32(1))},
+		{"max 0", frame(wire.OpConsume, "t", consume, uint8(1), int32(0))},
+		{"max negative", frame(wire.OpConsume, "t", consume, uint8(1), int32(-5))},
+		{"short max", frame(wire.OpConsume, "t", consume, uint8(1), uint16(5))},
+		{"trailing after max", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0))},
+		{"replay of a negative limit", frame(wire.OpReplay, "t", int32(0), int64(0), int32(-1))},
+		{"replay of a negative partition", frame(wire.OpReplay, "t", int32(-1), int64(0), int32(1))},
+		{"replay from a negative offset", frame(wire.OpReplay, "t", int32(0), int64(-1), int32(1))},
+		{"short cancel", frame(wire.OpCancel, "t", uint32(1))},
+		{"register with a topic in its header", frame(wire.OpRegister, "t", uint16(1), uint16(1), "t", int64(1))},
+		{"register of none", frame(wire.OpRegister, "", uint16(0))},
+		{"register over MaxRegistrations", frame(wire.OpRegister, "", uint16(wire.MaxRegistrations+1), bytes.Repeat(appendParts(nil, uint16(1), "t", int64(1)), wire.MaxRegistrations+1))},
+		{"register count over its bytes", frame(wire.OpRegister, "", uint16(0xffff), uint16(1), "t", int64(1))},
+		{"registration of an empty topic", frame(wire.OpRegister, "", uint16(1), uint16(0), int64(1), uint8(0))},
+		{"registration topic over MaxTopic", frame(wire.OpRegister, "", uint16(1), uint16(wire.MaxTopic+1), strings.Repeat("t", wire.MaxTopic+1), int64(1))},
+		{"registration of no ttl", frame(wire.OpRegister, "", uint16(1), uint16(1), "t", int64(0))},
+		{"registration of a negative ttl", frame(wire.OpRegister, "", uint16(1), uint16(1), "t", int64(-1))},
+		{"registration topic longer than the frame", frame(wire.OpRegister, "", uint16(1), uint16(200), "t", int64(1))},
+		{"trailing after a register", frame(wire.OpRegister, "", uint16(1), uint16(1), "t", int64(1), uint8(0))},
+		{"notify of no hold", frame(wire.OpNotify, "t", int64(0))},
+		{"notify of a negative hold", frame(wire.OpNotify, "t", int64(-1))},
+		{"trailing after a pass", frame(wire.OpPass, "t", uint8(0))},
+		{"trailing after a drop", frame(wire.OpDrop, "t", uint8(0))},
+		{"over MaxFrame", frame(wire.OpPass, "t", make([]byte, wire.MaxFrame))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := wire.DecodeRequest(tc.frame, wire.Newest); !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("%v, want ErrBadFrame", err)
+			}
+		})
+	}
+}
+
+// A count a frame cannot hold is refused before anything is allocated for it.
+func TestHostileCountsAllocateLittle(t *testing.T) {
+	request := func(b []byte) error { _, err := wire.DecodeRequest(b, wire.Newest); return err }
+	reply := func(b []byte) error { _, err := wire.DecodeReply(b); return err }
+	consumeReply := func(b []byte) error { _, err := wire.DecodeConsumeReply(b); return err }
+	for _, tc := range []struct {
+		name   string
+		frame  []byte
+		decode func([]byte) error
+	}{
+		{"register", frame(wire.OpRegister, "", uint16(wire.MaxRegistrations), make([]byte, 11*wire.MaxRegistrations-1)), request},
+		{"ack reply", appendParts(nil, uint16(wire.MaxAnswers), make([]byte, 11*wire.MaxAnswers-1)), reply},
+		{"consume reply", appendParts([]byte{0}, uint16(0), uint32(0xffffffff), make([]byte, 1000)), consumeReply},
+		{"key length", appendParts([]byte{0}, uint16(0), uint32(1), make([]byte, 49), uint32(0xffffffff), uint32(0)), consumeReply},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.decode(tc.frame); !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("%v, want ErrBadFrame", err)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			const runs = 100
+			for range runs {
+				_ = tc.decode(tc.frame)
+			}
+			runtime.ReadMemStats(&after)
+			// The error, and nothing in proportion to the count.
+			if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 1<<10 {
+				t.Fatalf("%d bytes allocated per decode", per)
+			}
+		})
+	}
+}
+
+// The encoder refuses what no frame carries, and what the decoder would refuse.
+func TestEncodeRequestRefuses(t *testing.T) {
+	h := wire.Handle{}
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+	}{
+		{"unknown op", wire.Request{Op: 12}},
+		{"op 0", wire.Request{}},
+		{"topic over MaxTopic", wire.Request{Op: wire.OpPass, Topic: strings.Repeat("t", wire.MaxTopic+1)}},
+		{"topic over 64 KiB", wire.Request{Op: wire.OpPass, Topic: strings.Repeat("t", 1<<16+1)}},
+		{"ack of no record", wire.Request{Op: wire.OpAck}},
+		{"ack of two records", wire.Request{Op: wire.OpAck, Records: []wire.Record{{Op: wire.OpAck}, {Op: wire.OpAck}}}},
+		{"ack of a nack record", wire.Request{Op: wire.OpAck, Records: []wire.Record{{Op: wire.OpNack, Handle: h}}}},
+		{"batch of none", wire.Request{Op: wire.OpAckBatch}},
+		{"batch over MaxBatch", wire.Request{Op: wire.OpAckBatch, Records: make([]wire.Record, wire.MaxBatch+1)}},
+		{"batch record of op 0", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{}}}},
+		{"consume pinned to -2", wire.Request{Op: wire.OpConsume, Consume: wire.Consume{Pinned: -2}}},
+		{"consume of a negative visibility", wire.Request{Op: wire.OpConsume, Consume: wire.Consume{Visibility: -1}}},
+		{"consume of a negative max", wire.Request{Op: wire.OpConsume, Consume: wire.Consume{Max: -1}}},
+		{"replay of a negative limit", wire.Request{Op: wire.OpReplay, Replay: wire.Replay{Limit: -1}}},
+		{"register with a header topic", wire.Request{Op: wire.OpRegister, Topic: "t", Registrations: []wire.Registration{{Topic: "t", TTL: 1}}}},
+		{"register of none", wire.Request{Op: wire.OpRegister}},
+		{"register over MaxRegistrations", wire.Request{Op: wire.OpRegister, Registrations: make([]wire.Registration, wire.MaxRegistrations+1)}},
+		{"registration of no ttl", wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "t"}}}},
+		{"registration of an empty topic", wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{TTL: 1}}}},
+		{"notify of no hold", wire.Request{Op: wire.OpNotify}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := wire.EncodeRequest(tc.req); !errors.Is(err, wire.ErrInvalidRequest) {
+				t.Fatalf("%v, want ErrInvalidRequest", err)
+			}
+		})
+	}
+}
+
+func TestVersions(t *testing.T) {
+	for op, since := range map[byte]wire.Version{
+		wire.OpAck: wire.V1, wire.OpExtend: wire.V1, wire.OpNack: wire.V1, wire.OpAckBatch: wire.V2,
+		wire.OpConsume: wire.V3, wire.OpReplay: wire.V3, wire.OpCancel: wire.V3,
+		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
+		0: 0, 12: 0, 255: 0,
+	} {
+		if got := wire.Since(op); got != since {
+			t.Errorf("op %d since v%d, want v%d", op, got, since)
+		}
+		for _, v := range versions {
+			if want := since != 0 && v >= since; v.Knows(op) != want {
+				t.Errorf("v%d knows op %d: %v", v, op, !want)
+			}
+		}
+	}
+	if wire.Newest != wire.V6 {
+		t.Fatalf("Newest is v%d", wire.Newest)
+	}
+}
+
+// A handle converts to and from inflight's.
+func TestHandleConverts(t *testing.T) {
+	h := inflight.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	if back := inflight.Handle(wire.Handle(h)); back != h {
+		t.Fatalf("%+v", back)
+	}
+}
+
+func TestReplyRoundTrip(t *testing.T) {
+	answers := []wire.Answer{{Status: wire.StatusOK, Expiry: 42}, {Status: wire.StatusGone, Message: "gone"}, {Status: wire.StatusPass}}
+	back, err := wire.DecodeReply(wire.EncodeReply(answers))
+	if err != nil || !reflect.DeepEqual(back, answers) {
+		t.Fatalf("%+v, %v", back, err)
+	}
+	// A Register's reply answers each of up to MaxRegistrations entries.
+	many := make([]wire.Answer, wire.MaxRegistrations)
+	if back, err := wire.DecodeReply(wire.EncodeReply(many)); err != nil || len(back) != len(many) {
+		t.Fatalf("%d answers: %v", len(back), err)
+	}
+	long := wire.EncodeReply([]wire.Answer{{Message: strings.Repeat("m", 2*wire.MaxMessage)}})
+	if back, err := wire.DecodeReply(long); err != nil || len(back[0].Message) != wire.MaxMessage {
+		t.Fatalf("a long message: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		reply []byte
+	}{
+		{"empty", nil},
+		{"short answer", []byte{0, 1, 0, 0}},
+		{"short message", appendParts([]byte{0, 1, 0}, int64(0), uint16(5), "ab")},
+		{"message over MaxMessage", appendParts([]byte{0, 1, 0}, int64(0), uint16(wire.MaxMessage+1), strings.Repeat("m", wire.MaxMessage+1))},
+		{"trailing data", appendParts([]byte{0, 1, 0}, int64(0), uint16(0), uint8(0))},
+		{"over MaxAnswers", appendParts(nil, uint16(wire.MaxAnswers+1), make([]byte, 11*(wire.MaxAnswers+1)))},
+	} {
+		if _, err := wire.DecodeReply(tc.reply); !errors.Is(err, wire.ErrBadFrame) {
+			t.Errorf("%s: %v, want ErrBadFrame", tc.name, err)
+		}
+	}
+}
+
+func sampleConsumeReply() *wire.ConsumeReply {
+	return &wire.ConsumeReply{Status: wire.StatusOK, Message: "", Deliveries: []wire.Delivery{
+		{Partition: 1, Offset: 2, Nonce: 3, Attempt: 1, Reason: 0, Expiry: 100, Timestamp: 50, Fence: 7, Key: []byte("k"), Value: []byte("value")},
+		{Partition: 1, Offset: 3, Nonce: 1<<64 - 1, Attempt: 1<<32 - 1, Reason: 255, Fence: 1<<64 - 1, Value: bytes.Repeat([]byte("v"), 1000)},
+		{Partition: -1, Offset: -1, Expiry: -1, Timestamp: -1},
+	}}
+}
+
+func TestConsumeReplyRoundTrip(t *testing.T) {
+	for _, r := range []*wire.ConsumeReply{
+		sampleConsumeReply(),
+		{Status: wire.StatusUnavailable, Message: "closed"},
+		{Status: wire.StatusOK},
+	} {
+		b := wire.AppendConsumeReply(nil, r)
+		size := 1 + 2 + len(r.Message) + 4
+		for i := range r.Deliveries {
+			size += wire.DeliverySize(&r.Deliveries[i])
+		}
+		if len(b) != size || cap(b) != size {
+			t.Fatalf("%d bytes of capacity %d, want %d", len(b), cap(b), size)
+		}
+		back, err := wire.DecodeConsumeReply(b)
+		if err != nil || !reflect.DeepEqual(&back, r) {
+			t.Fatalf("%+v, %v; want %+v", back, err, r)
+		}
+	}
+	// Appended after what dst holds.
+	b := wire.AppendConsumeReply([]byte("prefix"), sampleConsumeReply())
+	if back, err := wire.DecodeConsumeReply(b[6:]); err != nil || !reflect.DeepEqual(&back, sampleConsumeReply()) || string(b[:6]) != "prefix" {
+		t.Fatalf("after a prefix: %v", err)
+	}
+	// Key and Value alias the frame, each capped at its own length.
+	back, _ := wire.DecodeConsumeReply(wire.AppendConsumeReply(nil, sampleConsumeReply()))
+	d := back.Deliveries[0]
+	_ = append(d.Key, 'X')
+	if string(d.Value) != "value" {
+		t.Fatalf("appending to a key wrote into the value: %q", d.Value)
+	}
+	long := wire.AppendConsumeReply(nil, &wire.ConsumeReply{Message: strings.Repeat("m", 2*wire.MaxMessage)})
+	if back, err := wire.DecodeConsumeReply(long); err != nil || len(back.Message) != wire.MaxMessage {
+		t.Fatalf("a long message: %v", err)
+	}
+}
+
+func TestDecodeConsumeReplyRefuses(t *testing.T) {
+	good := wire.AppendConsumeReply(nil, sampleConsumeReply())
+	for _, tc := range []struct {
+		name  string
+		reply []byte
+	}{
+		{"empty", nil},
+		{"short header", []byte{0, 0, 0, 0, 0, 0}},
+		{"cut short", good[:len(good)-1]},
+		{"trailing data", append(append([]byte(nil), good...), 0)},
+		{"message over MaxMessage", appendParts([]byte{0}, uint16(wire.MaxMessage+1), strings.Repeat("m", wire.MaxMessage+1), uint32(0))},
+		{"count over its bytes", appendParts([]byte{0}, uint16(0), uint32(2), good[7:])},
+		{"value longer than the frame", appendParts([]byte{0}, uint16(0), uint32(1), make([]byte, 49), uint32(0), uint32(1))},
+		{"over MaxFrame", appendParts([]byte{0}, uint16(0), uint32(1), make([]byte, 49), uint32(0), uint32(wire.MaxFrame), make([]byte, wire.MaxFrame))},
+	} {
+		if _, err := wire.DecodeConsumeReply(tc.reply); !errors.Is(err, wire.ErrBadFrame) {
+			t.Errorf("%s: %v, want ErrBadFrame", tc.name, err)
+		}
+	}
+}
+
+func TestTimes(t *testing.T) {
+	if wire.Nanos(time.Time{}) != 0 || !wire.Time(0).IsZero() {
+		t.Fatal("the zero time is 0")
+	}
+	now := time.Unix(0, 1234567890123)
+	if got := wire.Time(wire.Nanos(now)); !got.Equal(now) {
+		t.Fatalf("%v, want %v", got, now)
+	}
+}
+
+// FuzzDecodeRequest: the request decoder never panics and refuses with ErrBadFrame or
+// ErrUnsupportedOp (the latter exactly when the version does not know the op); a frame
+// accepted at a version is accepted, the same, at every newer one; what it accepts encodes
+// back to a frame that decodes the same, accepted from the version it needs on and refused
+// by the version before.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, req := range samples() {
+		f.Add(mustEncode(f, req))
+	}
+	consume := appendParts(nil, uint64(1), int32(-1), int64(0))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(2)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(1)))
+	f.Add(frame(wire.OpRegister, "", uint16(0xffff), uint16(1), "t", int64(1)))
+	f.Add([]byte{})
+	f.Add([]byte{wire.OpAckBatch, 0, 0, 0, 0})
+	f.Add([]byte{200, 0, 1, 'x'})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var accepted *wire.Request
+		first := wire.Version(0)
+		for _, v := range versions {
+			req, err := wire.DecodeRequest(frame, v)
+			if err != nil {
+				if !errors.Is(err, wire.ErrBadFrame) && !errors.Is(err, wire.ErrUnsupportedOp) {
+					t.Fatalf("v%d: untyped error %v", v, err)
+				}
+				unsupported := len(frame) >= 3 && len(frame) <= wire.MaxFrame && !v.Knows(frame[0])
+				if errors.Is(err, wire.ErrUnsupportedOp) != unsupported {
+					t.Fatalf("v%d, op %d: %v", v, frame[0], err)
+				}
+				if accepted != nil {
+					t.Fatalf("accepted at v%d, refused at v%d: %v", first, v, err)
+				}
+				continue
+			}
+			if accepted == nil {
+				accepted, first = &req, v
+			} else if !reflect.DeepEqual(req, *accepted) {
+				t.Fatalf("v%d decodes %+v, v%d %+v", v, req, first, *accepted)
+			}
+		}
+		if accepted == nil {
+			return
+		}
+		need := accepted.MinVersion()
+		if need > first {
+			t.Fatalf("accepted at v%d, needs v%d", first, need)
+		}
+		again, err := wire.EncodeRequest(*accepted)
+		if err != nil {
+			t.Fatalf("a decoded frame does not encode: %v", err)
+		}
+		for _, v := range versions {
+			req, err := wire.DecodeRequest(again, v)
+			if (err == nil) != (v >= need) {
+				t.Fatalf("the re-encoded frame needing v%d, at v%d: %v", need, v, err)
+			}
+			if err == nil && !reflect.DeepEqual(req, *accepted) {
+				t.Fatalf("re-encoded frame decodes to %+v; want %+v", req, *accepted)
+			}
+		}
+	})
+}
+
+// FuzzDecodeReply: the ack reply decoder never panics, refuses with ErrBadFrame, and what it
+// accepts encodes back to the same bytes.
+func FuzzDecodeReply(f *testing.F) {
+	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusOK, Expiry: 1}, {Status: wire.StatusGone, Message: "x"}}))
+	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusPass}}))
+	f.Add(wire.EncodeReply(nil))
+	f.Add([]byte{0, 1})
+	f.Add([]byte{0xff, 0xff})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		answers, err := wire.DecodeReply(frame)
+		if err != nil {
+			if !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(wire.EncodeReply(answers), frame) {
+			t.Fatalf("re-encoded reply differs")
+		}
+	})
+}
+
+// FuzzDecodeConsumeReply: the consume reply decoder never panics, refuses with ErrBadFrame,
+// and what it accepts encodes back to the same bytes.
+func FuzzDecodeConsumeReply(f *testing.F) {
+	f.Add(wire.AppendConsumeReply(nil, sampleConsumeReply()))
+	f.Add(wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: wire.StatusUnavailable, Message: "closed"}))
+	f.Add([]byte{0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		reply, err := wire.DecodeConsumeReply(frame)
+		if err != nil {
+			if !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(wire.AppendConsumeReply(nil, &reply), frame) {
+			t.Fatalf("re-encoded reply differs")
+		}
+	})
+}
