@@ -56,8 +56,9 @@
 // per answer a status byte, an i64 (the new expiry of an extend, a time; else 0) and a message
 // (u16 length, at most MaxMessage bytes).
 //
-// The consume reply answers Consume and Replay: a status byte, a message (u16 length, at most
-// MaxMessage bytes), a u32 count, then per delivery: partition i32, offset i64, nonce u64,
+// The consume reply answers Consume and Replay: a mark byte (0xC5, which no ack reply begins
+// with, so a refusal in the ack reply format reads apart), a status byte, a message (u16
+// length, at most MaxMessage bytes), a u32 count, then per delivery: partition i32, offset i64, nonce u64,
 // attempt u32, reason u8, expiry (a time), fence u64, timestamp (a time), key (u32 length,
 // bytes), value (u32 length, bytes).
 //

@@ -127,6 +127,12 @@ type ConsumeReply struct {
 	Deliveries []Delivery
 }
 
+// consumeReplyMark opens every consume reply. An ack reply opens with its count's high
+// byte, zero (MaxAnswers is below 256), so a refusal in the ack reply format (an older
+// release refusing an op or a field it does not know, in the only format it writes) is told
+// apart from a consume reply by its first byte.
+const consumeReplyMark byte = 0xC5
+
 // deliverySize is a delivery's size on the wire without its key and value.
 const deliverySize = 4 + 8 + 8 + 4 + 1 + 8 + 8 + 8 + 4 + 4
 
@@ -137,7 +143,7 @@ func DeliverySize(d *Delivery) int { return deliverySize + len(d.Key) + len(d.Va
 // a message longer than MaxMessage is cut to it. A key or value must be shorter than 4 GiB,
 // and the caller bounds the reply (DeliverySize) well below MaxFrame.
 func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
-	size := 1 + 2 + min(len(r.Message), MaxMessage) + 4
+	size := 2 + 2 + min(len(r.Message), MaxMessage) + 4
 	for i := range r.Deliveries {
 		size += DeliverySize(&r.Deliveries[i])
 	}
@@ -146,7 +152,7 @@ func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
 		copy(grown, dst)
 		dst = grown
 	}
-	b := append(dst, r.Status)
+	b := append(dst, consumeReplyMark, r.Status)
 	b = appendMessage(b, r.Message)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Deliveries)))
 	for i := range r.Deliveries {
@@ -167,7 +173,8 @@ func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
 	return b
 }
 
-// DecodeConsumeReply reads a consume reply. Each delivery's Key and Value alias b (nil when
+// DecodeConsumeReply reads a consume reply, or a refusal of the request in the ack reply
+// format (one answer: its status and message, no deliveries). Each delivery's Key and Value alias b (nil when
 // empty), each capped at its own length so that appending to one never writes into b; a
 // caller that keeps them past b's life copies them. Anything malformed (a short reply, a
 // count the bytes left cannot hold, a message over MaxMessage, bytes after the last delivery,
@@ -176,7 +183,18 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 	if len(b) > MaxFrame {
 		return ConsumeReply{}, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
 	}
+	if len(b) > 0 && b[0] != consumeReplyMark {
+		answers, err := DecodeReply(b)
+		if err != nil {
+			return ConsumeReply{}, err
+		}
+		if len(answers) != 1 || answers[0].Status == StatusOK {
+			return ConsumeReply{}, fmt.Errorf("%w: a refusal of %d answers", ErrBadFrame, len(answers))
+		}
+		return ConsumeReply{Status: answers[0].Status, Message: answers[0].Message}, nil
+	}
 	r := reader{b: b}
+	r.u8("consume reply") // the mark
 	var reply ConsumeReply
 	reply.Status = r.u8("consume reply")
 	reply.Message = r.message()

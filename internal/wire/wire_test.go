@@ -416,6 +416,24 @@ func sampleConsumeReply() *wire.ConsumeReply {
 	}}
 }
 
+// A refusal in the ack reply format (what an older release answers to an op or a field it
+// does not know) reads as a consume reply with that status and no deliveries.
+func TestConsumeReplyReadsARefusal(t *testing.T) {
+	refusal := wire.EncodeReply([]wire.Answer{{Status: wire.StatusBadRequest, Message: "trailing data"}})
+	reply, err := wire.DecodeConsumeReply(refusal)
+	if err != nil || reply.Status != wire.StatusBadRequest || reply.Message != "trailing data" || reply.Deliveries != nil {
+		t.Fatalf("%+v, %v", reply, err)
+	}
+	for _, bad := range [][]byte{
+		wire.EncodeReply([]wire.Answer{{Status: wire.StatusOK}}),
+		wire.EncodeReply([]wire.Answer{{Status: wire.StatusGone}, {Status: wire.StatusGone}}),
+	} {
+		if _, err := wire.DecodeConsumeReply(bad); !errors.Is(err, wire.ErrBadFrame) {
+			t.Fatalf("%v, want ErrBadFrame", err)
+		}
+	}
+}
+
 func TestConsumeReplyRoundTrip(t *testing.T) {
 	for _, r := range []*wire.ConsumeReply{
 		sampleConsumeReply(),
@@ -423,7 +441,7 @@ func TestConsumeReplyRoundTrip(t *testing.T) {
 		{Status: wire.StatusOK},
 	} {
 		b := wire.AppendConsumeReply(nil, r)
-		size := 1 + 2 + len(r.Message) + 4
+		size := 2 + 2 + len(r.Message) + 4
 		for i := range r.Deliveries {
 			size += wire.DeliverySize(&r.Deliveries[i])
 		}
@@ -575,13 +593,21 @@ func FuzzDecodeReply(f *testing.F) {
 func FuzzDecodeConsumeReply(f *testing.F) {
 	f.Add(wire.AppendConsumeReply(nil, sampleConsumeReply()))
 	f.Add(wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: wire.StatusUnavailable, Message: "closed"}))
-	f.Add([]byte{0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0xC5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 5"}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		reply, err := wire.DecodeConsumeReply(frame)
 		if err != nil {
 			if !errors.Is(err, wire.ErrBadFrame) {
 				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if frame[0] != 0xC5 {
+			// A refusal in the ack reply format: one answer, never a delivery.
+			if reply.Status == wire.StatusOK || len(reply.Deliveries) != 0 {
+				t.Fatalf("a refusal read as %+v", reply)
 			}
 			return
 		}
