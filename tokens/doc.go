@@ -5,8 +5,8 @@
 // A consume can land on any node, and the record it waits for usually commits on a partition
 // some other node owns. Rather than poll every owner, the node holding the parked consumer
 // (the requester) leaves a token with each remote owner of the topic, and an owner that sees
-// a record arrive tells exactly one requester, which then claims the record with an ordinary
-// consume.
+// a record arrive tells exactly one requester, which then claims the record: a consume aimed
+// at that owner, carrying the Claim flag.
 //
 // # Owner side
 //

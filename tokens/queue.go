@@ -119,7 +119,8 @@ func (q *Queue) Drop(from string) {
 // requester until now+Hold, and returns the requester, which the caller notifies.
 //
 // ok is false, and nothing changes but the lapsed tokens discarded, when there is no live
-// token or no record beyond those held. Fire costs O(1) amortized.
+// token or no record beyond those held. Fire costs O(1) amortized; only a hold made on a
+// clock that went back (or after Hold shrank) walks back past the later holds to its place.
 func (q *Queue) Fire(now time.Time, available int) (to string, ok bool) {
 	at := now.UnixNano()
 	q.expireHolds(at)
@@ -144,8 +145,8 @@ func (q *Queue) Fire(now time.Time, available int) (to string, ok bool) {
 }
 
 // Retire ends from's oldest live hold at once, because a claim carrying the Claim flag
-// arrived from from, or from passed (it could not use the record). It reports whether from
-// had a live hold. The record is then no longer held back: the next Fire may promise it to
+// arrived from that requester, or it passed (it could not use the record). It reports
+// whether from had a live hold. The record is then no longer held back: the next Fire may promise it to
 // another peer at once, rather than after the hold's deadline.
 //
 // A plain probe must never call Retire: it is not a claim, and it could end a hold that was
