@@ -33,14 +33,17 @@ type Queue struct {
 	Hold time.Duration
 
 	// tokens maps each requester with a token in the FIFO (live or lapsed) to its token.
-	tokens map[string]token
-	// fifo holds the requesters in registration order. A slot is current when its requester's
-	// token carries the slot's sequence number; the others are marked (a token dropped,
-	// spent, or lapsed and queued again at the tail) and skipped. Every token has exactly one
-	// current slot, so the marked slots number len(fifo) - len(tokens); they are swept out
-	// once they outnumber the current ones.
+	tokens map[string]*token
+	// fifo holds the tokens in registration order. A slot is current when its token carries
+	// the slot's sequence number; the others are marked (a token dropped, spent, or lapsed
+	// and queued again at the tail) and skipped. Every token has exactly one current slot, so
+	// the marked slots number len(fifo) - len(tokens); they are swept out once they outnumber
+	// the current ones.
 	fifo ring[slot]
 	seq  uint64 // sequence number of the latest slot pushed
+	// spare holds a few tokens dropped or spent, for reuse: a requester that registers again
+	// after each notification allocates nothing.
+	spare []*token
 
 	// holds are the records told about and not yet claimed, passed or past their deadline,
 	// sorted by deadline (ties in the order they were made). Every entry at the head is live
@@ -52,15 +55,21 @@ type Queue struct {
 
 // token is a requester's registration: live while now < until.
 type token struct {
+	from  string
 	until int64  // Unix nanoseconds
-	seq   uint64 // sequence number of its current slot in the FIFO
+	seq   uint64 // sequence number of its current slot in the FIFO; 0 once dropped or spent
 }
 
-// slot is one place in the FIFO.
+// maxSpare is how many dropped or spent tokens a queue keeps for reuse.
+const maxSpare = 8
+
+// slot is one place in the FIFO: current while tok.seq == seq.
 type slot struct {
-	from string
-	seq  uint64
+	tok *token
+	seq uint64
 }
+
+func (s *slot) current() bool { return s.tok.seq == s.seq }
 
 // hold is a record held back for from until its claim or pass, or until.
 type hold struct {
@@ -84,20 +93,19 @@ func (q *Queue) Register(from string, ttl time.Duration, now time.Time) {
 	}
 	at := now.UnixNano()
 	until := after(at, ttl)
-	t, queued := q.tokens[from]
-	if queued && at < t.until {
+	t := q.tokens[from]
+	if t != nil && at < t.until {
 		t.until = until
-		q.tokens[from] = t
 		return
 	}
-	if q.tokens == nil {
-		q.tokens = make(map[string]token)
+	if t == nil {
+		t = q.newToken(from)
 	}
 	// A lapsed token's slot is marked by the new sequence number: the requester goes to the
 	// tail, as a new one would.
 	q.seq++
-	q.tokens[from] = token{until: until, seq: q.seq}
-	q.fifo.pushBack(slot{from: from, seq: q.seq})
+	t.until, t.seq = until, q.seq
+	q.fifo.pushBack(slot{tok: t, seq: q.seq})
 	q.tidyTokens()
 }
 
@@ -105,11 +113,10 @@ func (q *Queue) Register(from string, ttl time.Duration, now time.Time) {
 // a frame that asks for it. Drop costs O(1) amortized: the token's slot in the FIFO is
 // marked where it stands, not searched for.
 func (q *Queue) Drop(from string) {
-	if _, ok := q.tokens[from]; !ok {
-		return
+	if t := q.tokens[from]; t != nil {
+		q.release(t)
+		q.tidyTokens()
 	}
-	delete(q.tokens, from)
-	q.tidyTokens()
 }
 
 // Fire tells one requester about one record, when there is a record left that no live hold
@@ -130,16 +137,16 @@ func (q *Queue) Fire(now time.Time, available int) (to string, ok bool) {
 	defer q.tidyTokens()
 	for q.fifo.n > 0 {
 		s := q.fifo.popFront()
-		t, queued := q.tokens[s.from]
-		if !queued || t.seq != s.seq {
+		if !s.current() {
 			continue // a marked slot
 		}
-		delete(q.tokens, s.from)
-		if at >= t.until {
-			continue // lapsed
+		t := s.tok
+		from, live := t.from, at < t.until
+		q.release(t)
+		if live {
+			q.addHold(from, after(at, q.holdFor()))
+			return from, true
 		}
-		q.addHold(s.from, after(at, q.holdFor()))
-		return s.from, true
 	}
 	return "", false
 }
@@ -227,12 +234,34 @@ func (q *Queue) holdFor() time.Duration {
 // amortized per mark, and the FIFO never holds more than twice as many slots as tokens.
 func (q *Queue) tidyTokens() {
 	if q.fifo.n-len(q.tokens) > len(q.tokens) {
-		q.fifo.filter(func(s *slot) bool {
-			t, queued := q.tokens[s.from]
-			return queued && t.seq == s.seq
-		})
+		q.fifo.filter((*slot).current)
 	}
 	q.fifo.shrink()
+}
+
+// newToken enters a token for from, a spare one if there is one.
+func (q *Queue) newToken(from string) *token {
+	if q.tokens == nil {
+		q.tokens = make(map[string]*token)
+	}
+	var t *token
+	if n := len(q.spare); n > 0 {
+		t, q.spare = q.spare[n-1], q.spare[:n-1]
+	} else {
+		t = new(token)
+	}
+	t.from = from
+	q.tokens[from] = t
+	return t
+}
+
+// release takes t out of the queue (its slot is left marked) and keeps it as a spare.
+func (q *Queue) release(t *token) {
+	delete(q.tokens, t.from)
+	*t = token{}
+	if len(q.spare) < maxSpare {
+		q.spare = append(q.spare, t)
+	}
 }
 
 // addHold records a hold for from until the given deadline, keeping the holds sorted by

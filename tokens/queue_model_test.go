@@ -201,8 +201,11 @@ func (qm *queueMachine) check(t *rapid.T) {
 	var queued []string
 	for i := range qm.q.fifo.n {
 		s := qm.q.fifo.at(i)
-		if tok, ok := qm.q.tokens[s.from]; ok && tok.seq == s.seq {
-			queued = append(queued, s.from)
+		if s.current() {
+			queued = append(queued, s.tok.from)
+			if qm.q.tokens[s.tok.from] != s.tok {
+				t.Fatalf("queued token of %s is not its token", s.tok.from)
+			}
 		}
 	}
 	var want []string
