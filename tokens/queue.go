@@ -1,0 +1,311 @@
+package tokens
+
+import "time"
+
+// DefaultHold is how long a notified record is held back for its requester when neither a
+// claim nor a pass comes from it: long enough for a notification and a claim to cross the
+// network, short enough that a requester that went away keeps the record from the other
+// peers only briefly.
+const DefaultHold = time.Second
+
+// A Queue holds one topic's delivery tokens on a node that owns partitions of the topic,
+// in the order they were registered, and the holds of the records it told requesters about.
+//
+// A token reserves nothing: it only says that the requesting node has consumers parked on
+// the topic and wants to hear when a record shows up. Each requesting node has at most one
+// token in the queue; registering again replaces it. Fire spends the oldest live token for
+// one record and holds that record back for the requester until its claim (or its pass)
+// arrives and the caller calls Retire, or until the hold's deadline, whichever comes first.
+// The live holds count against the records the caller says are available, so the same
+// record is never promised to two peers.
+//
+// Deadlines are kept as Unix nanoseconds: a token is live while now is before its
+// deadline, and so is a hold. A token whose deadline has passed has lapsed; Fire discards
+// the lapsed tokens it meets, and registering a lapsed token's requester again queues it
+// afresh at the tail. A hold whose deadline has passed ends for good at the first call that
+// sees it so, even if a later call's now lies before it again.
+//
+// The zero value is an empty queue ready to use. A Queue reads no clock and is not safe for
+// concurrent use: the caller holds its topic's lock around every call.
+type Queue struct {
+	// Hold is how long a record Fire told a requester about stays held when no claim or pass
+	// retires it. Zero or negative means DefaultHold.
+	Hold time.Duration
+
+	// tokens maps each requester with a token in the FIFO (live or lapsed) to its token.
+	tokens map[string]*token
+	// fifo holds the tokens in registration order. A slot is current when its token carries
+	// the slot's sequence number; the others are marked (a token dropped, spent, or lapsed
+	// and queued again at the tail) and skipped. Every token has exactly one current slot, so
+	// the marked slots number len(fifo) - len(tokens); they are swept out once they outnumber
+	// the current ones.
+	fifo ring[slot]
+	seq  uint64 // sequence number of the latest slot pushed
+	// spare holds a few tokens dropped or spent, for reuse: a requester that registers again
+	// after each notification allocates nothing.
+	spare []*token
+
+	// holds are the records told about and not yet claimed, passed or past their deadline,
+	// sorted by deadline (ties in the order they were made). Every entry at the head is live
+	// after expireHolds: retired ones are skipped and swept out once they outnumber the live.
+	holds     ring[hold]
+	liveHolds int // entries of holds neither retired nor, as last seen, past their deadline
+	retired   int // entries of holds retired and still in the ring
+}
+
+// token is a requester's registration: live while now < until.
+type token struct {
+	from  string
+	until int64  // Unix nanoseconds
+	seq   uint64 // sequence number of its current slot in the FIFO; 0 once dropped or spent
+}
+
+// maxSpare is how many dropped or spent tokens a queue keeps for reuse.
+const maxSpare = 8
+
+// slot is one place in the FIFO: current while tok.seq == seq.
+type slot struct {
+	tok *token
+	seq uint64
+}
+
+func (s *slot) current() bool { return s.tok.seq == s.seq }
+
+// hold is a record held back for from until its claim or pass, or until.
+type hold struct {
+	from    string
+	until   int64 // Unix nanoseconds
+	retired bool
+}
+
+// Register places from's token, living until now+ttl, as a registration from that node
+// asks. A live token of from is updated in place: its deadline becomes now+ttl and it keeps
+// its place in the FIFO, so a requester that registers again before its token is spent does
+// not lose its turn, and one requester never holds two tokens. A spent or lapsed token is
+// queued afresh at the tail. A ttl of zero or less drops from's token (see Drop).
+//
+// The ttl is a duration added to the owner's clock, never a deadline from the requester's:
+// clock skew between the two nodes cannot shorten a token. Register costs O(1) amortized.
+func (q *Queue) Register(from string, ttl time.Duration, now time.Time) {
+	if ttl <= 0 {
+		q.Drop(from)
+		return
+	}
+	at := now.UnixNano()
+	until := after(at, ttl)
+	t := q.tokens[from]
+	if t != nil && at < t.until {
+		t.until = until
+		return
+	}
+	if t == nil {
+		t = q.newToken(from)
+	}
+	// A lapsed token's slot is marked by the new sequence number: the requester goes to the
+	// tail, as a new one would.
+	q.seq++
+	t.until, t.seq = until, q.seq
+	q.fifo.pushBack(slot{tok: t, seq: q.seq})
+	q.tidyTokens()
+}
+
+// Drop removes from's token, if the queue holds one; holds are left alone. Older peers send
+// a frame that asks for it. Drop costs O(1) amortized: the token's slot in the FIFO is
+// marked where it stands, not searched for.
+func (q *Queue) Drop(from string) {
+	if t := q.tokens[from]; t != nil {
+		q.release(t)
+		q.tidyTokens()
+	}
+}
+
+// Fire tells one requester about one record, when there is a record left that no live hold
+// accounts for: available is the caller's estimate of the records ready to be consumed,
+// and Fire acts only when it exceeds Holds(now). It then spends the oldest live token,
+// discarding the lapsed tokens it meets on the way, holds the record for the token's
+// requester until now+Hold, and returns the requester, which the caller notifies.
+//
+// ok is false, and nothing changes but the lapsed tokens discarded, when there is no live
+// token or no record beyond those held. Fire costs O(1) amortized; only a hold made on a
+// clock that went back (or after Hold shrank) walks back past the later holds to its place.
+func (q *Queue) Fire(now time.Time, available int) (to string, ok bool) {
+	at := now.UnixNano()
+	q.expireHolds(at)
+	if available <= q.liveHolds {
+		return "", false
+	}
+	defer q.tidyTokens()
+	for q.fifo.n > 0 {
+		s := q.fifo.popFront()
+		if !s.current() {
+			continue // a marked slot
+		}
+		t := s.tok
+		from, live := t.from, at < t.until
+		q.release(t)
+		if live {
+			q.addHold(from, after(at, q.holdFor()))
+			return from, true
+		}
+	}
+	return "", false
+}
+
+// Retire ends from's oldest live hold at once, because a claim carrying the Claim flag
+// arrived from that requester, or it passed (it could not use the record). It reports
+// whether from had a live hold. The record is then no longer held back: the next Fire may promise it to
+// another peer at once, rather than after the hold's deadline.
+//
+// A plain probe must never call Retire: it is not a claim, and it could end a hold that was
+// promised to another peer. Retire is linear in the live holds, which are few: at most one
+// per record told about and not yet claimed.
+func (q *Queue) Retire(from string, now time.Time) bool {
+	q.expireHolds(now.UnixNano())
+	for i := range q.holds.n {
+		h := q.holds.at(i)
+		if h.retired || h.from != from {
+			continue
+		}
+		h.retired = true
+		q.retired++
+		q.liveHolds--
+		q.tidyHolds()
+		return true
+	}
+	return false
+}
+
+// Holds returns the number of live holds: records told about whose claim or pass has not
+// come and whose deadline is after now.
+func (q *Queue) Holds(now time.Time) int {
+	q.expireHolds(now.UnixNano())
+	return q.liveHolds
+}
+
+// Tokens returns the number of live tokens (deadline after now). It is linear in the tokens
+// queued, which number at most one per requesting node.
+func (q *Queue) Tokens(now time.Time) int {
+	at := now.UnixNano()
+	n := 0
+	for _, t := range q.tokens {
+		if at < t.until {
+			n++
+		}
+	}
+	return n
+}
+
+// NextChange returns the earliest deadline of a live hold: the moment Fire may answer
+// differently for the same available count, since a hold then stops counting against it.
+// ok is false when there is no live hold. A caller that could not fire for lack of records
+// beyond the holds fires again then.
+func (q *Queue) NextChange(now time.Time) (at time.Time, ok bool) {
+	q.expireHolds(now.UnixNano())
+	if q.holds.n == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, q.holds.at(0).until), true
+}
+
+// Idle reports that the queue holds no live token and no live hold, so the caller may
+// forget it: a new queue would behave the same. It is linear in the tokens queued.
+func (q *Queue) Idle(now time.Time) bool {
+	if q.Holds(now) > 0 {
+		return false
+	}
+	at := now.UnixNano()
+	for _, t := range q.tokens {
+		if at < t.until {
+			return false
+		}
+	}
+	return true
+}
+
+func (q *Queue) holdFor() time.Duration {
+	if q.Hold <= 0 {
+		return DefaultHold
+	}
+	return q.Hold
+}
+
+// tidyTokens sweeps the marked slots out of the FIFO once they outnumber the current ones,
+// and shrinks its ring. A slot is marked once and swept once, so the sweep costs O(1)
+// amortized per mark, and the FIFO never holds more than twice as many slots as tokens.
+func (q *Queue) tidyTokens() {
+	if q.fifo.n-len(q.tokens) > len(q.tokens) {
+		q.fifo.filter((*slot).current)
+	}
+	q.fifo.shrink()
+}
+
+// newToken enters a token for from, a spare one if there is one.
+func (q *Queue) newToken(from string) *token {
+	if q.tokens == nil {
+		q.tokens = make(map[string]*token)
+	}
+	var t *token
+	if n := len(q.spare); n > 0 {
+		t, q.spare = q.spare[n-1], q.spare[:n-1]
+	} else {
+		t = new(token)
+	}
+	t.from = from
+	q.tokens[from] = t
+	return t
+}
+
+// release takes t out of the queue (its slot is left marked) and keeps it as a spare.
+func (q *Queue) release(t *token) {
+	delete(q.tokens, t.from)
+	*t = token{}
+	if len(q.spare) < maxSpare {
+		q.spare = append(q.spare, t)
+	}
+}
+
+// addHold records a hold for from until the given deadline, keeping the holds sorted by
+// deadline. Made at now+Hold on a clock that does not go back, a hold goes at the tail in
+// O(1); one made earlier than the last (the clock went back, Hold shrank) walks back to its
+// place.
+func (q *Queue) addHold(from string, until int64) {
+	i := q.holds.n
+	for i > 0 && q.holds.at(i-1).until > until {
+		i--
+	}
+	q.holds.insert(i, hold{from: from, until: until})
+	q.liveHolds++
+}
+
+// expireHolds ends the holds whose deadline is at or before now. They are at the head,
+// since the holds are sorted by deadline.
+func (q *Queue) expireHolds(now int64) {
+	for q.holds.n > 0 {
+		h := q.holds.at(0)
+		if !h.retired && h.until > now {
+			break
+		}
+		if !h.retired {
+			q.liveHolds--
+		} else {
+			q.retired--
+		}
+		q.holds.popFront()
+	}
+	q.tidyHolds()
+}
+
+// tidyHolds drops the retired holds at the head, sweeps out the others once they outnumber
+// the live ones, and shrinks the ring. A hold is retired once and swept once, so the sweep
+// costs O(1) amortized per Retire.
+func (q *Queue) tidyHolds() {
+	for q.holds.n > 0 && q.holds.at(0).retired {
+		q.holds.popFront()
+		q.retired--
+	}
+	if q.retired > q.liveHolds {
+		q.holds.filter(func(h *hold) bool { return !h.retired })
+		q.retired = 0
+	}
+	q.holds.shrink()
+}
