@@ -55,39 +55,65 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		return nil, err // nobody to hand a record to: lease nothing
 	}
 	n.stats.consumes.Add(1)
-	if !opts.Pinned && opts.Wait > 0 && n.unassigned(topic) {
-		n.countEmpty(nil)
-		return nil, n.holdUnassigned(ctx, topic, opts.Wait)
-	}
+	msgs, err := n.consume(ctx, topic, opts)
+	n.countEmpty(msgs)
+	return msgs, err
+}
+
+// consume routes a consume: this node's partitions first (no round trip), then one probe to
+// each remote owner (one round trip), then the wait, parked on this node's queue and on
+// tokens left with the owners (two round trips: notify, then claim). A topic no node
+// serves yet is held for the wait, its routes looked at again every UnassignedRecheck.
+func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
 	req := scanRequest{topic: topic, pinned: -1, max: max(opts.Max, 1), visibility: opts.Visibility}
 	if opts.Pinned {
 		req.pinned = opts.Partition
 	}
-	msgs, err := n.scan(req, nil)
-	if len(msgs) > 0 || opts.Wait == 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
-		n.countEmpty(msgs)
-		return msgs, err
+	deadline := n.clock.Now().Add(opts.Wait)
+	local, _, ok := n.routes.Partitions(topic)
+	if !ok {
+		return nil, ErrUnknownTopic
 	}
-
-	m, ok, err := n.waitRecord(ctx, topic, req.pinned, opts.Wait)
-	if err != nil || !ok {
-		n.countEmpty(nil)
-		return nil, err
+	var owners []string
+	anyDown := false
+	if n.crossNode() {
+		owners, anyDown = n.remoteOwners(topic, req.pinned)
 	}
-	if opts.Visibility > 0 {
-		// The pump reserves with the topic's timeout; re-arm to the consume's own.
-		if shard, ok := n.tracker.Lookup(topic, m.Partition); ok {
-			if expiry, err := shard.Extend(n.clock.Now(), m.Receipt, opts.Visibility); err == nil {
-				m.Expiry = expiry
-			}
+	here := servesLocally(local, req.pinned)
+	if !here && len(owners) == 0 {
+		switch {
+		case req.pinned >= 0 && !anyDown:
+			return nil, ErrNotLocal
+		case opts.Wait == 0:
+			return nil, nil
+		}
+		var err error
+		if owners, err = n.holdUnassigned(ctx, topic, req.pinned, deadline); err != nil || len(owners) == 0 {
+			return nil, err
 		}
 	}
-	msgs = append(msgs[:0], m) // grown by what is delivered, never by what was asked
-	if req.max > 1 {
-		req.max--
-		msgs, _ = n.scan(req, msgs) // the top-up: what is there now, never an error
+	if here {
+		msgs, err := n.scan(req, nil)
+		if len(msgs) > 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
+			return msgs, err
+		}
+		if len(owners) == 0 {
+			if opts.Wait == 0 {
+				return nil, err
+			}
+			return n.park(ctx, req, nil, false, deadline)
+		}
 	}
-	return msgs, nil
+	return n.consumeRemote(ctx, req, owners, len(local) == 0, deadline)
+}
+
+// servesLocally reports whether a consume pinned to pinned (or to none, when negative) can
+// take records from this node's partitions local.
+func servesLocally(local []int32, pinned int32) bool {
+	if pinned < 0 {
+		return len(local) > 0
+	}
+	return slices.Contains(local, pinned)
 }
 
 // check refuses options out of their bounds, naming the field.
@@ -134,53 +160,9 @@ func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Dura
 
 var errWaitOver = errors.New("router: wait over")
 
-// UnassignedRecheck is how often a long-poll on a topic with no assigned partition looks at
-// the route table again.
+// UnassignedRecheck is how often a long-poll on a topic no node serves yet looks at the
+// route table again.
 const UnassignedRecheck = 50 * time.Millisecond
-
-// unassigned reports whether topic exists but no partition of it is assigned to any node
-// yet (created a moment ago, or the first seconds of a cold cluster).
-func (n *Node) unassigned(topic string) bool {
-	local, remote, ok := n.routes.Partitions(topic)
-	return ok && len(local) == 0 && len(remote) == 0
-}
-
-// holdUnassigned holds a long-poll on an unassigned topic for its wait instead of answering
-// at once, which would turn every looping consumer into a busy poll. It checks the route
-// table every UnassignedRecheck; once a partition is assigned it answers empty, so the
-// consumer's next poll takes the normal path with its full wait.
-func (n *Node) holdUnassigned(ctx context.Context, topic string, wait time.Duration) error {
-	tick := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-	}
-	deadline := n.clock.Now().Add(wait)
-	for {
-		left := deadline.Sub(n.clock.Now())
-		if left <= 0 {
-			return nil
-		}
-		stop := n.clock.AfterFunc(min(UnassignedRecheck, left), signal)
-		select {
-		case <-ctx.Done():
-			stop()
-			return ctx.Err()
-		case <-n.fence.closing:
-			stop()
-			return ErrClosed
-		case <-tick:
-		}
-		if n.closed.Load() {
-			return ErrClosed
-		}
-		if !n.unassigned(topic) {
-			return nil
-		}
-	}
-}
 
 func (n *Node) countEmpty(msgs []Message) {
 	if len(msgs) == 0 {
@@ -188,7 +170,8 @@ func (n *Node) countEmpty(msgs []Message) {
 	}
 }
 
-// Replay reads records of a local partition from offset on, within retention. It bypasses
+// Replay reads records of a partition from offset on, within retention: a local one here,
+// one another node owns from its owner (with a Transport). It bypasses
 // the queue state entirely: no lease, no frontier change, no receipt, and it is not counted
 // as consumed. It reads at most limit records (zero means one; there is no other cap) and
 // stops once they carry BatchPayloadBytes of keys and payloads, keeping the record that
@@ -213,8 +196,23 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 		return nil, ErrUnknownTopic
 	}
 	if !slices.Contains(local, partition) {
+		if !n.crossNode() {
+			return nil, ErrNotLocal
+		}
+		owners, anyDown := n.remoteOwners(topic, partition)
+		switch {
+		case len(owners) == 1:
+			return n.replayRemote(ctx, owners[0], topic, partition, offset, limit)
+		case anyDown:
+			return nil, fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
+		}
 		return nil, ErrNotLocal
 	}
+	return n.replayLocal(ctx, topic, partition, offset, limit)
+}
+
+// replayLocal is Replay of a partition this node owns.
+func (n *Node) replayLocal(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
 	log, err := n.logs.Get(topic, partition)
 	if err != nil {
 		return nil, err
@@ -273,7 +271,7 @@ func (n *Node) giveBack(msgs []Message) {
 	for i := range msgs {
 		m := &msgs[i]
 		if shard, ok := n.tracker.Lookup(m.Topic, m.Partition); ok && shard.GiveBack(now, m.Receipt) == nil {
-			n.pump.NotifyPartition(m.Topic, m.Partition)
+			n.wake(m.Topic, m.Partition)
 		}
 	}
 }

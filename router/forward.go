@@ -62,6 +62,9 @@ type lane struct {
 	inFlight    int
 	queue       []*queuedAck
 	singleUntil time.Time // the owner refused AckBatch: single ops until then
+	// The owner refused a field of the consume frame (an older release): frames without it
+	// until then.
+	noMaxUntil, noClaimUntil time.Time
 }
 
 // queuedAck is a forwarded ack waiting for a slot, and then for its answer.
@@ -215,11 +218,7 @@ func (n *Node) next(l *lane) {
 		return
 	}
 	l.mu.Unlock()
-	n.forwarding.Add(1)
-	go func() {
-		defer n.forwarding.Done()
-		n.send(l, batch)
-	}()
+	n.background(func() { n.send(l, batch) })
 }
 
 // call sends batch to the owner and returns one answer per ack. An owner that refuses
@@ -289,7 +288,7 @@ func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wire.Answer, ref
 		each(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
 		return answers, false
 	}
-	reply, err := n.exchange(owner, frame, deadline)
+	reply, err := n.exchange(context.Background(), owner, frame, deadline)
 	var got []wire.Answer
 	if err == nil {
 		got, err = wire.DecodeReply(reply)
@@ -313,8 +312,8 @@ func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wire.Answer, ref
 // exchange makes one Call, and stops waiting for it at deadline (on the node's clock) even if
 // the Transport ignores its context: the Call runs in a goroutine of its own, which ends when
 // the Call returns, and a reply that comes after the deadline is discarded.
-func (n *Node) exchange(owner string, frame []byte, deadline time.Time) ([]byte, error) {
-	ctx, cancel := n.budget(context.Background(), deadline)
+func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
+	ctx, cancel := n.budget(ctx, deadline)
 	defer cancel()
 	type result struct {
 		reply []byte
@@ -343,9 +342,9 @@ func (n *Node) exchange(owner string, frame []byte, deadline time.Time) ([]byte,
 // order, each record answered as the single op would have been. A frame it cannot read is
 // refused inside the reply: an op this node does not know (or newer than its WireVersion)
 // with the unsupported status, anything else malformed (a field newer than its WireVersion
-// included) with the bad-request status. The frames of cross-node consumption (Consume,
-// Replay, Cancel, Register, Notify, Pass, Drop) are not served yet: each is answered with
-// the unsupported status. A record whose requester gave up before it is applied (the Call's
+// included) with the bad-request status. The frames of consumption across nodes are served
+// by owner.go (Consume, Replay, Cancel, Register, Pass, Drop) and remote.go (Notify). A
+// record whose requester gave up before it is applied (the Call's
 // context ended, or, in an AckBatch, the record's own budget ran out since the frame
 // arrived) is answered 503 unapplied. Serve only applies records of partitions this node
 // owns: it never forwards again.
@@ -362,9 +361,31 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	switch req.Op {
 	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpAckBatch:
 		return n.serveAcks(ctx, start, &req), nil
-	default:
-		return refusal(wire.StatusUnsupported, fmt.Sprintf("op %d is not served by this node yet", req.Op)), nil
 	}
+	if !n.fence.enter() {
+		return refusal(wire.StatusUnavailable, ErrClosed.Error()), nil
+	}
+	defer n.fence.leave()
+	ok := []wire.Answer{{Status: wire.StatusOK}}
+	switch req.Op {
+	case wire.OpConsume:
+		return n.serveConsume(ctx, from, req.Topic, req.Consume), nil
+	case wire.OpReplay:
+		return n.serveReplay(ctx, req.Topic, req.Replay), nil
+	case wire.OpCancel:
+		n.serveCancel(from, req.RequestID)
+	case wire.OpRegister:
+		return wire.EncodeReply(n.serveRegister(from, req.Registrations)), nil
+	case wire.OpNotify:
+		ok[0] = n.serveNotify(from, req.Topic, req.Hold)
+	case wire.OpPass:
+		n.retire(req.Topic, from)
+	case wire.OpDrop:
+		n.serveDrop(from, req.Topic)
+	default:
+		return refusal(wire.StatusUnsupported, fmt.Sprintf("op %d is not served by this node", req.Op)), nil
+	}
+	return wire.EncodeReply(ok), nil
 }
 
 // serveAcks applies the records of an ack, extend, nack or AckBatch frame that arrived at
@@ -418,6 +439,9 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 	owner, ok := n.ownerOf(topic, r.handle.Partition)
 	if !ok {
 		return time.Time{}, fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, r.handle.Partition)
+	}
+	if n.down(owner) {
+		return time.Time{}, fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, r.handle.Partition)
 	}
 	return n.forward(ctx, owner, topic, r)
 }

@@ -502,45 +502,55 @@ func TestWireVersionOneSendsSingleOps(t *testing.T) {
 	})
 }
 
-// The frames of cross-node consumption are not served yet: a node that knows their op answers
-// each with the unsupported status; one whose version predates the op refuses it the same
-// way, and one whose version predates a Consume's field refuses it as a bad request, as an
-// older release does.
-func TestServeRefusesConsumptionFrames(t *testing.T) {
+// Checklist 152-154: a node answers each frame of consumption across nodes in its reply
+// format; one whose version predates the op refuses it with the unsupported status, and one
+// whose version predates a Consume's field refuses it as a bad request, as an older release
+// does (in the ack reply format, which a requester reads as a consume reply too).
+func TestServeAnswersConsumptionFrames(t *testing.T) {
 	probe := wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1}}
 	claim, batch := probe, probe
 	claim.Consume.Claim = true
 	batch.Consume.Max = 10
+	register := wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Minute}}}
 	for _, tc := range []struct {
 		name    string
 		version uint8
 		req     wire.Request
 		status  byte
 	}{
-		{"consume", 0, probe, wireUnsupported},
-		{"claim", 0, claim, wireUnsupported},
-		{"batch", 0, batch, wireUnsupported},
-		{"replay", 0, wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 1}}, wireUnsupported},
-		{"cancel", 0, wire.Request{Op: wire.OpCancel, Topic: "orders", RequestID: 1}, wireUnsupported},
-		{"register", 0, wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Minute}}}, wireUnsupported},
-		{"notify", 0, wire.Request{Op: wire.OpNotify, Topic: "orders", Hold: time.Second}, wireUnsupported},
-		{"pass", 0, wire.Request{Op: wire.OpPass, Topic: "orders"}, wireUnsupported},
-		{"drop", 0, wire.Request{Op: wire.OpDrop, Topic: "orders"}, wireUnsupported},
-		{"consume at v2", 2, probe, wireUnsupported},
-		{"register at v3", 3, wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Minute}}}, wireUnsupported},
-		{"claim at v4", 4, claim, wireBadRequest},
-		{"batch at v5", 5, batch, wireBadRequest},
+		{"consume", 0, probe, wire.StatusOK},
+		{"claim", 0, claim, wire.StatusOK},
+		{"batch", 0, batch, wire.StatusOK},
+		{"replay", 0, wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 1}}, wire.StatusOK},
+		{"replay elsewhere", 0, wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Partition: 7, Limit: 1}}, wire.StatusUnavailable},
+		{"cancel", 0, wire.Request{Op: wire.OpCancel, Topic: "orders", RequestID: 1}, wire.StatusOK},
+		{"register", 0, register, wire.StatusOK},
+		{"notify with nobody parked", 0, wire.Request{Op: wire.OpNotify, Topic: "orders", Hold: time.Second}, wire.StatusPass},
+		{"pass", 0, wire.Request{Op: wire.OpPass, Topic: "orders"}, wire.StatusOK},
+		{"drop", 0, wire.Request{Op: wire.OpDrop, Topic: "orders"}, wire.StatusOK},
+		{"consume at v2", 2, probe, wire.StatusUnsupported},
+		{"register at v3", 3, register, wire.StatusUnsupported},
+		{"claim at v4", 4, claim, wire.StatusBadRequest},
+		{"batch at v5", 5, batch, wire.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			routes := &routertest.Routes{}
 			routes.Set("orders", 0)
-			node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/state", FS: memfs.New(), WireVersion: tc.version})
+			logs := &routertest.MemLogs{}
+			logs.Log("orders", 0)
+			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), WireVersion: tc.version})
 			require.NoError(t, err)
 			defer node.Close()
 			frame, err := wire.EncodeRequest(tc.req)
 			require.NoError(t, err)
 			reply, err := node.Serve(context.Background(), "b", frame)
 			require.NoError(t, err)
+			if tc.req.Op == wire.OpConsume || tc.req.Op == wire.OpReplay {
+				r, err := wire.DecodeConsumeReply(reply)
+				require.NoError(t, err)
+				assert.Equal(t, tc.status, r.Status, r.Message)
+				return
+			}
 			assert.Equal(t, []byte{tc.status}, replyStatuses(t, reply))
 		})
 	}

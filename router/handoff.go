@@ -1,11 +1,11 @@
 package router
 
 import (
-	"context"
 	"errors"
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/tokens"
 )
 
 // The hand-off of a record to a parked consumer happens in two halves, so that no log read
@@ -18,10 +18,16 @@ import (
 // reservation is what the pump hands a parked consumer: a lease on one record, the log it
 // is to be read from, and the shard that holds the lease. Key, Value and Timestamp of msg
 // are empty until the consumer reads them.
+//
+// Or it is an owner's wake (fromOwner): another node holds a record of the topic for this
+// node, and the consumer it is handed claims it.
 type reservation struct {
 	msg   Message
 	log   Log
 	shard *inflight.Shard
+
+	fromOwner bool
+	wake      tokens.Wake
 }
 
 // pumpSource lets the pump reserve records for parked consumers.
@@ -29,14 +35,27 @@ type pumpSource struct{ n *Node }
 
 // Take reserves the next record of topic for the waiter the pump has just popped, without
 // reading it. It looks at the partitions in the scan's order (the rotation the scan keeps
-// per topic, pinned alone when pinned) and takes the first record any of them can lease.
+// per topic, pinned alone when pinned) and takes the first record any of them can lease;
+// with none, it hands the waiter an owner's wake, if one came (a local record costs no
+// round trip, so it goes first).
 func (s pumpSource) Take(topic string, pinned int32) (reservation, bool) {
-	return s.n.reserveOne(topic, pinned)
+	if r, ok := s.n.reserveOne(topic, pinned); ok {
+		return r, true
+	}
+	if w, ok := s.n.takeWake(topic, pinned); ok {
+		return reservation{fromOwner: true, wake: w}, true
+	}
+	return reservation{}, false
 }
 
 // Release gives back a reservation handed over at the instant its consumer left, so it is
-// visible again at once rather than after its visibility timeout.
-func (s pumpSource) Release(_ string, r reservation) {
+// visible again at once rather than after its visibility timeout; an owner's wake goes to
+// the next consumer parked here.
+func (s pumpSource) Release(topic string, r reservation) {
+	if r.fromOwner {
+		s.n.returnWake(topic, r.wake)
+		return
+	}
 	r.shard.GiveBack(s.n.clock.Now(), r.msg.Receipt)
 }
 
@@ -101,37 +120,4 @@ func (n *Node) read(r reservation) (Message, error) {
 	// (the host's Appended once it replaced the log) serves it.
 	r.shard.GiveBack(now, m.Receipt)
 	return Message{}, err
-}
-
-// waitRecord parks on the pump for up to d and reads the record it is handed. When that
-// record was skipped (retention, corruption) it waits again for what is left of d, so a
-// consumer whose wait has time left is not answered empty for a record it never got. When
-// its log failed (closed), the reservation went back and it waits again too, but for the
-// next wake (as a waiter whose scan hit a closed log did): a log replaced by its host is
-// read at the Appended that follows, and one that stays closed does not keep it spinning.
-func (n *Node) waitRecord(ctx context.Context, topic string, pinned int32, d time.Duration) (Message, bool, error) {
-	deadline := n.clock.Now().Add(d)
-	quiet := false
-	for {
-		r, ok, err := n.wait(ctx, topic, pinned, d, quiet)
-		if err != nil || !ok {
-			return Message{}, false, err
-		}
-		m, err := n.read(r)
-		if err == nil && ctx.Err() != nil {
-			// The consumer left while it read: nobody receives the record, so it is
-			// visible again at once, as a hand-over at the instant of a cancel is.
-			if r.shard.GiveBack(n.clock.Now(), m.Receipt) == nil {
-				n.pump.NotifyPartition(m.Topic, m.Partition)
-			}
-			return Message{}, false, ctx.Err()
-		}
-		if err == nil {
-			return m, true, nil
-		}
-		quiet = !errors.Is(err, errSkipped)
-		if d = deadline.Sub(n.clock.Now()); d <= 0 {
-			return Message{}, false, nil
-		}
-	}
 }

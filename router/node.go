@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/offsets"
 	"narad.dev/consume/pump"
+	"narad.dev/consume/tokens"
 )
 
 // Errors of the node's API. Test them with errors.Is. Ack, Extend and Nack also answer
@@ -93,6 +95,14 @@ type Config struct {
 	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
 	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
 	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
+	// HoldTimeout is how long this node, as an owner, holds a record back for the claim of
+	// a node it told about it; a claim that never comes lapses then, and the record goes
+	// to the next node waiting. Zero means tokens.DefaultHold (1 s).
+	HoldTimeout time.Duration
+	// NoCallbacks says owners cannot call this node (it has no address they can reach): its
+	// consumers poll the owners on a backoff (100 ms doubling to 1 s) instead of leaving
+	// tokens with them.
+	NoCallbacks bool
 }
 
 // The bounds of Config.CommitInterval.
@@ -121,6 +131,9 @@ func (cfg *Config) validate() error {
 	if d := cfg.CommitInterval; d != 0 && (d < MinCommitInterval || d > MaxCommitInterval) {
 		bad("Config.CommitInterval is %v; it must be zero (%v) or lie within %v and %v",
 			d, DefaultCommitInterval, MinCommitInterval, MaxCommitInterval)
+	}
+	if cfg.HoldTimeout < 0 || cfg.HoldTimeout > time.Minute {
+		bad("Config.HoldTimeout is %v; it must be zero (%v) or positive, at most a minute", cfg.HoldTimeout, tokens.DefaultHold)
 	}
 	if cfg.AckWindow < 0 {
 		bad("Config.AckWindow is %d; it must be zero (the default) or positive", cfg.AckWindow)
@@ -159,7 +172,15 @@ type Node struct {
 	ackWindow  int
 	lanesMu    sync.Mutex
 	lanes      map[string]*lane // forwarding state per owner
-	forwarding sync.WaitGroup   // batches in flight to owners
+	forwarding sync.WaitGroup   // RPCs in flight in the background (see background)
+
+	// Consumption across nodes: the tokens other nodes left here (topic → *ownerTopic),
+	// this node's tokens left with owners, and the replies whose cancel may race them.
+	ownerTopics sync.Map
+	requester   requester
+	cancels     cancelMemory
+	holdTimeout time.Duration
+	noCallbacks bool
 
 	// wireVersion is what Serve decodes at, and bounds the frames this node sends.
 	wireVersion wire.Version
@@ -184,7 +205,8 @@ type Node struct {
 
 // topicState is the node's per-topic memory besides the shards and the pump's queues.
 type topicState struct {
-	scanStart atomic.Uint32 // rotates the partition a scan starts at
+	scanStart  atomic.Uint32 // rotates the partition a scan starts at
+	probeStart atomic.Uint32 // rotates the owner a probe asks first
 
 	mu         sync.Mutex
 	jumpLogged map[int32]time.Time // rate limit of the retention-jump log line
@@ -193,8 +215,11 @@ type topicState struct {
 
 func (t *topicState) nextStart(n int) int { return int(t.scanStart.Add(1)-1) % n }
 
+func (t *topicState) nextProbe(n int) int { return int(t.probeStart.Add(1)-1) % n }
+
 type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
+	remote                                       remoteStats
 }
 
 // New builds a node and starts its goroutines. Settings out of range are refused first, before
@@ -219,6 +244,10 @@ func New(cfg Config) (*Node, error) {
 		transport: cfg.Transport,
 		ackWindow: cfg.AckWindow,
 		lanes:     map[string]*lane{},
+
+		requester:   requester{topics: map[string]*remoteTopic{}, kick: make(chan struct{}, 1)},
+		holdTimeout: cmp.Or(cfg.HoldTimeout, tokens.DefaultHold),
+		noCallbacks: cfg.NoCallbacks,
 	}
 	n.wireVersion = wire.Version(cfg.WireVersion)
 	if n.wireVersion == 0 {
@@ -280,7 +309,7 @@ func New(cfg Config) (*Node, error) {
 		ForgetTopic: n.removeTopicDir,
 		Seeds:       cfg.Seeds,
 		Hooks: inflight.Hooks{
-			Wake:     n.pump.NotifyPartition,
+			Wake:     n.wake,
 			Dirty:    n.committer.MarkDirty,
 			Deadline: n.deadlineSet,
 			Quarantine: func(topic string, partition int32, offset int64, attempts uint32) {
@@ -298,6 +327,7 @@ func New(cfg Config) (*Node, error) {
 	n.goroutine(func() { n.pump.Run(ctx) })
 	n.goroutine(func() { n.committer.Run(ctx, n.clock) })
 	n.goroutine(func() { n.runPurger(ctx) })
+	n.goroutine(func() { n.runKeeper(ctx) })
 	return n, nil
 }
 
@@ -305,6 +335,16 @@ func (n *Node) goroutine(f func()) {
 	n.done.Add(1)
 	go func() {
 		defer n.done.Done()
+		f()
+	}()
+}
+
+// background runs f, an RPC bounded by its budget, in a goroutine of its own that Close
+// waits for.
+func (n *Node) background(f func()) {
+	n.forwarding.Add(1)
+	go func() {
+		defer n.forwarding.Done()
 		f()
 	}()
 }
@@ -422,7 +462,7 @@ func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 // partition) makes the node look. hwm, the next offset to be written, is not used: the node
 // reads the high watermark from the log itself when it reserves.
 func (n *Node) Appended(topic string, partition int32, hwm int64) {
-	n.pump.NotifyPartition(topic, partition)
+	n.wake(topic, partition)
 }
 
 // ReloadTopic applies Config.Topic's current settings for topic (caps, visibility timeout,
@@ -435,6 +475,7 @@ func (n *Node) ReloadTopic(topic string) {
 	defer n.fence.leave()
 	n.tracker.Reconfigure(topic)
 	n.pump.Notify(topic) // a raised cap may free records for parked consumers
+	n.offer(topic)
 }
 
 // Parked returns how many consumers are parked on topic, waiting for a record.
@@ -460,6 +501,7 @@ func (n *Node) DeleteTopic(topic string) error {
 	err := n.tracker.DropTopic(topic)
 	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
+	n.forgetTopicTokens(topic)
 	n.topicsMu.Lock()
 	delete(n.topics, topic)
 	n.topicsMu.Unlock()
@@ -503,7 +545,7 @@ func (n *Node) DropPartition(topic string, partition int32) {
 	defer n.fence.leave()
 	n.tracker.Drop(topic, partition)
 	// Consumers parked for the partition look again: a copy just installed may hold records.
-	n.pump.NotifyPartition(topic, partition)
+	n.wake(topic, partition)
 }
 
 // Stats is a snapshot of the node's counters, for a host to export.
@@ -520,6 +562,7 @@ type Stats struct {
 	SetAsideNow       int64
 	Shards            ShardCounters
 	Committer         CommitterStats
+	Remote            RemoteStats
 }
 
 // Stats returns the node's counters.
@@ -534,6 +577,7 @@ func (n *Node) Stats() Stats {
 		SetAsideNow:       n.setAside.count.Load(),
 		Shards:            n.tracker.Counters().Load(),
 		Committer:         n.committer.Stats(),
+		Remote:            n.stats.remote.load(),
 	}
 }
 

@@ -250,7 +250,7 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			// Readable records the bound leaves out: a consumer parked for the partition
 			// (it may have parked while they were reserved) takes them now.
 			r.giveBack(leases[i:])
-			r.n.pump.NotifyPartition(r.topic, r.partition)
+			r.n.wake(r.topic, r.partition)
 			return out, settled, nil
 		}
 		lease := &leases[i]

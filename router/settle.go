@@ -103,7 +103,7 @@ func (n *Node) Release(ctx context.Context, topic, handle string) error {
 	if err := shard.GiveBack(n.clock.Now(), h); err != nil {
 		return err
 	}
-	n.pump.NotifyPartition(topic, h.Partition)
+	n.wake(topic, h.Partition)
 	return nil
 }
 

@@ -1,0 +1,280 @@
+package router_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router"
+)
+
+const rtt = time.Millisecond
+
+// Checklist 94, 110-112: the three delivery speeds. A record on a partition this node owns
+// costs no round trip; one that was there when the consumer asked comes back inline with the
+// probe, one round trip; one that arrives while the consumer waits costs a notification and
+// a claim (one and a half round trips on a network whose notification is answered by a
+// claim as soon as it lands).
+func TestThreeDeliverySpeeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		b, g := c.nodes["b"], c.nodes["g"]
+
+		c.produce(0, 1)
+		start := time.Now()
+		require.Len(t, b.consume(ctx, router.ConsumeOptions{}), 1)
+		assert.Zero(t, time.Since(start), "speed 0: local")
+
+		c.produce(0, 1)
+		start = time.Now()
+		msgs := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, msgs, 1)
+		assert.Equal(t, rtt, time.Since(start), "speed 1: the probe's round trip")
+		require.NoError(t, g.ack(msgs[0]), "acked through the gateway, forwarded to the owner")
+
+		got := g.async(ctx, router.ConsumeOptions{Wait: 10 * time.Second})
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 1, g.node.Parked("orders"))
+		produced := time.Now()
+		c.produce(0, 1)
+		msgs = <-got
+		require.Len(t, msgs, 1)
+		assert.Equal(t, int64(2), msgs[0].Offset)
+		assert.LessOrEqual(t, time.Since(produced), 2*rtt, "speed 2: notify, then claim")
+		st := g.node.Stats().Remote
+		assert.Equal(t, uint64(1), st.Notifications)
+		assert.Equal(t, uint64(1), st.ClaimHits)
+	})
+}
+
+// Checklist 96, 97: one token, one record, one peer told. Two gateways park on the same
+// owner; one record wakes exactly one of them, and the other waits on for the next.
+func TestOneRecordOnePeerTold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g1": nil, "g2": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		first := c.nodes["g1"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
+		second := c.nodes["g2"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
+		time.Sleep(100 * time.Millisecond)
+		c.produce(0, 1)
+		time.Sleep(5 * time.Second) // keepers re-register meanwhile: still nobody else told
+		synctest.Wait()
+		assert.Equal(t, uint64(1), c.nodes["b"].node.Stats().Remote.Notified, "one notification for one record")
+		var got []router.Message
+		select {
+		case got = <-first:
+		case got = <-second:
+		default:
+			t.Fatal("nobody got the record")
+		}
+		require.Len(t, got, 1)
+		assert.Equal(t, 1, c.nodes["g1"].node.Parked("orders")+c.nodes["g2"].node.Parked("orders"), "the other waits on")
+		c.produce(0, 1)
+		var again []router.Message
+		select {
+		case again = <-first:
+		case again = <-second:
+		}
+		require.Len(t, again, 1)
+		assert.Equal(t, int64(1), again[0].Offset)
+	})
+}
+
+// Checklist 99, 100: a claim carrying the Claim flag retires the owner's hold at once, so
+// a sparse stream reaches a consumer parked on another node one notification and claim
+// after each record, not a hold's deadline later (the bug: a hold kept until its deadline
+// counted against the next record, and each record of a sparse stream came about a second
+// late).
+func TestSparseStreamIsNotHeldBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		g := c.nodes["g"]
+		ctx := context.Background()
+		for i := range 5 {
+			got := g.async(ctx, router.ConsumeOptions{Wait: 10 * time.Second})
+			time.Sleep(300 * time.Millisecond)
+			produced := time.Now()
+			c.produce(0, 1)
+			msgs := <-got
+			require.Len(t, msgs, 1)
+			assert.Equal(t, int64(i), msgs[0].Offset)
+			assert.LessOrEqual(t, time.Since(produced), 2*rtt, "record %d held back", i)
+			require.NoError(t, g.ack(msgs[0]))
+		}
+		assert.Zero(t, c.nodes["b"].node.Stats().Remote.Passed)
+	})
+}
+
+// Checklist 98, 103: a notification that reaches a node with nobody parked is passed at
+// once, and the owner offers the record to its next token a round trip later, not after
+// the hold's deadline.
+func TestPassGoesToTheNextToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g1": nil, "g2": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		leaving, leave := context.WithCancel(ctx)
+		gone := c.nodes["g1"].async(leaving, router.ConsumeOptions{Wait: 30 * time.Second})
+		time.Sleep(50 * time.Millisecond)
+		stays := c.nodes["g2"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
+		time.Sleep(50 * time.Millisecond)
+		leave() // g1's token stays with the owner: tokens lapse, nothing retires them
+		<-gone
+		synctest.Wait()
+		produced := time.Now()
+		c.produce(0, 1)
+		msgs := <-stays
+		require.Len(t, msgs, 1)
+		assert.LessOrEqual(t, time.Since(produced), 3*rtt, "a pass, then the next token's notify and claim")
+		assert.Equal(t, uint64(1), c.nodes["g1"].node.Stats().Remote.Passes)
+	})
+}
+
+// Checklist 109, 132: a gateway parks its consumers on tokens; an owner that restarts
+// forgets them, and the gateway's keeper registers again, which wakes the owner: its
+// backlog reaches the parked consumer with no scan and no probe.
+func TestGatewaySurvivesAnOwnerRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		got := c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: time.Minute})
+		time.Sleep(100 * time.Millisecond)
+		b := c.nodes["b"]
+		require.NoError(t, b.node.Close())
+		log := c.logs.Log("orders", 0)
+		log.Append(nil, []byte("backlog"), time.Now()) // written while the owner was down: no Appended
+		b.start()
+		restarted := time.Now()
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		assert.Equal(t, "backlog", string(msgs[0].Value))
+		assert.LessOrEqual(t, time.Since(restarted), router.GatewayResend+2*rtt, "within one gateway re-registration")
+	})
+}
+
+// Checklist 113, 114: a long-poll on a topic no node serves yet is held, not answered at
+// once; once an owner appears it probes and parks for what is left of its wait.
+func TestUnassignedTopicWaitsForAnOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": nil, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		start := time.Now()
+		got := c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: 10 * time.Second})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("answered before the wait ended")
+		default:
+		}
+		c.assign("b", 0)
+		time.Sleep(time.Second)
+		c.produce(0, 1)
+		msgs := <-got
+		require.Len(t, msgs, 1, "the record, not an empty answer once the owner appeared")
+		assert.Less(t, time.Since(start), 3*time.Second)
+
+		// Every owner down: held for the wait, and an ack answers 503 with no RPC.
+		c.down.Store("b", true)
+		start = time.Now()
+		assert.Empty(t, c.nodes["g"].consume(ctx, router.ConsumeOptions{Wait: 2 * time.Second}))
+		assert.Equal(t, 2*time.Second, time.Since(start), "held for the wait")
+		calls := c.net.Calls()
+		err := c.nodes["g"].ack(msgs[0])
+		require.ErrorIs(t, err, router.ErrUnavailable)
+		assert.Equal(t, 503, router.HTTPStatus(err))
+		assert.Equal(t, calls, c.net.Calls(), "no RPC to a node the host says is down")
+	})
+}
+
+// Checklist 115: a partition that became local while a long-poll was held answers empty,
+// so the next poll takes the local path with its full wait.
+func TestHeldPollAnswersEmptyWhenThePartitionComesHere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": nil, "g": nil}, nil)
+		defer c.close()
+		start := time.Now()
+		got := c.nodes["g"].async(context.Background(), router.ConsumeOptions{Wait: 10 * time.Second})
+		time.Sleep(time.Second)
+		c.assign("g", 0)
+		assert.Empty(t, <-got)
+		assert.Less(t, time.Since(start), time.Second+router.UnassignedRecheck+time.Millisecond)
+	})
+}
+
+// Checklist 144-146: a batch travels to the owner as Max; the owner answers one scan
+// capped at RemoteBatch records, and the requester passes it through.
+func TestBatchConsumeAcrossNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		c.produce(0, 250)
+		g := c.nodes["g"]
+		assert.Len(t, g.consume(ctx, router.ConsumeOptions{Max: 10}), 10)
+		msgs := g.consume(ctx, router.ConsumeOptions{Max: 500})
+		assert.Len(t, msgs, router.RemoteBatch, "capped at the owner")
+		assert.Equal(t, int64(10), msgs[0].Offset)
+		errs := g.node.AckBatch(ctx, "orders", receipts(msgs))
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	})
+}
+
+// Checklist 147, 148: pinned consumes and replays of a partition another node owns go to
+// its owner.
+func TestPinnedAndReplayGoToTheOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}}, nil)
+		defer c.close()
+		ctx := context.Background()
+		c.produce(0, 2)
+		c.produce(1, 3)
+		a := c.nodes["a"]
+		msgs := a.consume(ctx, router.ConsumeOptions{Pinned: true, Partition: 1, Max: 5})
+		require.Len(t, msgs, 3)
+		for _, m := range msgs {
+			assert.Equal(t, int32(1), m.Partition)
+		}
+		replayed, err := a.node.Replay(ctx, "orders", 1, 0, 10)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{0, 1, 2}, offsetsOf(replayed))
+		assert.True(t, replayed[0].Expiry.IsZero())
+
+		// A pinned long-poll on the remote partition waits for its record.
+		got := a.async(ctx, router.ConsumeOptions{Pinned: true, Partition: 1, Wait: 10 * time.Second})
+		time.Sleep(100 * time.Millisecond)
+		c.produce(0, 1) // another partition: not for it
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case m := <-got:
+			t.Fatalf("a pinned consume answered before its partition had a record: %+v", m)
+		default:
+		}
+		c.produce(1, 1)
+		pinned := <-got
+		require.Len(t, pinned, 1)
+		assert.Equal(t, int32(1), pinned[0].Partition)
+	})
+}
+
+func receipts(msgs []router.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Receipt.String()
+	}
+	return out
+}

@@ -1,0 +1,353 @@
+package router
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/tokens"
+)
+
+// The owner's side of consumption across nodes (see docs/protocol.md, "Consumption across
+// nodes"): it serves the probes and claims other nodes send for its partitions, and keeps
+// the delivery tokens their parked consumers leave. A token reserves nothing: when records
+// show up here beyond what this node's own parked consumers will take and what is already
+// promised, the owner spends one token and tells its node, holding one record back for the
+// claim that follows; only the claim leases.
+
+const (
+	// RemoteBatch is the most records an owner hands one request from another node.
+	RemoteBatch = 100
+	// notifyBudget bounds a notification's round trip.
+	notifyBudget = time.Second
+)
+
+// ownerTopic is the tokens other nodes left for one topic of this node.
+type ownerTopic struct {
+	// armed says tokens or holds exist, so a wake must look: the one atomic load an append
+	// pays when no other node waits (invariant "idle costs nothing").
+	armed atomic.Bool
+
+	mu        sync.Mutex
+	queue     tokens.Queue
+	timerAt   time.Time   // when the armed hold timer fires
+	stopTimer func() bool // nil: no hold timer armed
+}
+
+// ownerTopic returns the tokens of topic, creating them when create is set (nil otherwise).
+func (n *Node) ownerTopic(topic string, create bool) *ownerTopic {
+	if v, ok := n.ownerTopics.Load(topic); ok {
+		return v.(*ownerTopic)
+	}
+	if !create {
+		return nil
+	}
+	ot := &ownerTopic{}
+	ot.queue.Hold = n.holdTimeout
+	v, _ := n.ownerTopics.LoadOrStore(topic, ot)
+	return v.(*ownerTopic)
+}
+
+// wake reports that records of (topic, partition) may have become available: it wakes
+// this node's parked consumers, then offers what is left to other nodes' tokens.
+func (n *Node) wake(topic string, partition int32) {
+	n.pump.NotifyPartition(topic, partition)
+	n.offer(topic)
+}
+
+// offer fires the tokens other nodes left for topic while this node holds records beyond
+// those its own parked consumers will take and those already promised: one token, one
+// record, one node told. With no token it is one map read and one atomic load.
+func (n *Node) offer(topic string) {
+	ot := n.ownerTopic(topic, false)
+	if ot == nil || !ot.armed.Load() || !n.fence.enter() {
+		return
+	}
+	defer n.fence.leave()
+	now := n.clock.Now()
+	available := n.available(topic, now) // outside ot.mu: it takes shard locks
+	var told []string
+	ot.mu.Lock()
+	for {
+		to, ok := ot.queue.Fire(now, available)
+		if !ok {
+			break
+		}
+		told = append(told, to)
+	}
+	n.armHoldTimer(topic, ot, now)
+	if ot.queue.Idle(now) {
+		ot.armed.Store(false)
+	}
+	ot.mu.Unlock()
+	for _, to := range told {
+		n.stats.remote.notified.Add(1)
+		n.background(func() { n.notify(topic, to) })
+	}
+}
+
+// available estimates the records of topic this node could hand another node now: each
+// local partition's (see inflight.Shard.Available), less what this node's own parked
+// consumers will take of them. A partition whose state is not loaded is loaded (its files
+// read as recovery reads them), so an owner restarting with a backlog offers it to the
+// first token without a scan.
+func (n *Node) available(topic string, now time.Time) int {
+	gen := n.tracker.Generation(topic)
+	local, _, ok := n.routes.Partitions(topic)
+	if !ok {
+		return 0
+	}
+	total := 0
+	for _, p := range local {
+		log, err := n.logs.Get(topic, p)
+		if err != nil {
+			continue
+		}
+		shard, err := n.shardFor(gen, p)
+		if err != nil {
+			continue
+		}
+		total += max(shard.Available(now, log.HighWatermark())-n.pump.ParkedOn(topic, p), 0)
+	}
+	return max(total-n.pump.ParkedOn(topic, -1), 0)
+}
+
+// armHoldTimer makes sure the owner looks again when the earliest hold lapses while tokens
+// wait: a record held for a claim that never came is offered to the next token then. One
+// timer per topic at most, and none while nothing is held (invariant "idle costs
+// nothing"). Called with ot.mu held.
+func (n *Node) armHoldTimer(topic string, ot *ownerTopic, now time.Time) {
+	at, ok := ot.queue.NextChange(now)
+	if !ok || ot.queue.Tokens(now) == 0 {
+		return
+	}
+	if ot.stopTimer != nil {
+		if !ot.timerAt.After(at) {
+			return
+		}
+		ot.stopTimer()
+	}
+	ot.timerAt = at
+	ot.stopTimer = n.clock.AfterFunc(at.Sub(now), func() {
+		ot.mu.Lock()
+		ot.stopTimer = nil
+		ot.mu.Unlock()
+		n.offer(topic)
+	})
+}
+
+// retire ends from's oldest hold on topic (its claim arrived with the Claim flag, or it
+// passed) and offers the record to the next token at once.
+func (n *Node) retire(topic, from string) {
+	ot := n.ownerTopic(topic, false)
+	if ot == nil {
+		return
+	}
+	ot.mu.Lock()
+	ot.queue.Retire(from, n.clock.Now())
+	ot.mu.Unlock()
+	n.offer(topic)
+}
+
+// notify tells node to that a record of topic is held for its claim. A node that answers
+// anything but yes (it passed: nobody parked there can use it), or no answer, retires the
+// hold at once, and the record goes to the next token.
+func (n *Node) notify(topic, to string) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpNotify, Topic: topic, Hold: n.holdTimeout})
+	if err == nil {
+		var reply []byte
+		if reply, err = n.exchange(context.Background(), to, frame, n.clock.Now().Add(notifyBudget)); err == nil {
+			var answers []wire.Answer
+			if answers, err = wire.DecodeReply(reply); err == nil && len(answers) == 1 && answers[0].Status == wire.StatusOK {
+				return
+			}
+		}
+	}
+	n.stats.remote.passed.Add(1)
+	n.retire(topic, to)
+}
+
+// serveRegister places the tokens a node left: one per (node, topic), replacing the one it
+// had. Registering wakes the topic here, so a backlog is offered to the token at once.
+func (n *Node) serveRegister(from string, regs []wire.Registration) []wire.Answer {
+	answers := make([]wire.Answer, len(regs))
+	now := n.clock.Now()
+	for i, r := range regs {
+		local, _, ok := n.routes.Partitions(r.Topic)
+		switch {
+		case !ok:
+			answers[i] = answerOf(ErrUnknownTopic, time.Time{})
+			continue
+		case len(local) == 0:
+			answers[i] = answerOf(ErrNotLocal, time.Time{})
+			continue
+		}
+		ot := n.ownerTopic(r.Topic, true)
+		ot.mu.Lock()
+		ot.queue.Register(from, r.TTL, now)
+		ot.armed.Store(true)
+		ot.mu.Unlock()
+		n.stats.remote.tokens.Add(1)
+		n.offer(r.Topic)
+	}
+	return answers
+}
+
+// serveDrop removes the token a node left (the frame older releases send; tokens lapse).
+func (n *Node) serveDrop(from, topic string) {
+	if ot := n.ownerTopic(topic, false); ot != nil {
+		ot.mu.Lock()
+		ot.queue.Drop(from)
+		ot.mu.Unlock()
+	}
+}
+
+// serveConsume answers a probe or a claim of another node: one non-blocking scan of this
+// node's partitions of the topic (the pinned one alone, when there is one), capped at
+// RemoteBatch records and BatchPayloadBytes of keys and payloads, its reply bounded at
+// ResponseLimit of encoded records with the records past it given back at once. A claim
+// carrying the Claim flag retires the sender's hold; a plain probe never does. The reply's
+// handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
+// all back.
+func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Consume) []byte {
+	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), RemoteBatch), visibility: c.Visibility}
+	if req.pinned < 0 {
+		req.pinned = -1
+	}
+	var msgs []Message
+	var err error
+	if c.Visibility < 0 || c.Visibility > MaxVisibility {
+		err = ErrInvalidArgument
+	} else {
+		msgs, err = n.scan(req, nil)
+	}
+	n.stats.remote.served.Add(1)
+	if c.Claim {
+		n.retire(topic, from)
+	}
+	reply := wire.ConsumeReply{}
+	if len(msgs) == 0 && err != nil {
+		a := answerOf(err, time.Time{})
+		reply.Status, reply.Message = a.Status, a.Message
+		return wire.AppendConsumeReply(nil, &reply)
+	}
+	reply.Deliveries = make([]wire.Delivery, 0, len(msgs))
+	size := 0
+	for i := range msgs {
+		d := deliveryOf(&msgs[i])
+		size += wire.DeliverySize(&d)
+		if i > 0 && size > ResponseLimit {
+			n.giveBack(msgs[i:]) // past the reply's bound: visible again at once
+			msgs = msgs[:i]
+			break
+		}
+		reply.Deliveries = append(reply.Deliveries, d)
+	}
+	if ctx.Err() != nil {
+		// The requester left before the reply: nobody will receive these.
+		n.giveBack(msgs)
+		a := answerOf(ErrUnavailable, time.Time{})
+		return wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: a.Status, Message: "the requester gave up: given back"})
+	}
+	if len(msgs) > 0 {
+		handles := make([]inflight.Handle, len(msgs))
+		for i := range msgs {
+			handles[i] = msgs[i].Receipt
+		}
+		n.cancels.remember(from, c.RequestID, topic, handles, n.clock.Now())
+	}
+	return wire.AppendConsumeReply(nil, &reply)
+}
+
+// serveCancel gives back every record of a reply whose request was cancelled as it came
+// back (within cancelMemoryTTL of the reply).
+func (n *Node) serveCancel(from string, id uint64) {
+	topic, handles, ok := n.cancels.take(from, id, n.clock.Now())
+	if !ok {
+		return
+	}
+	now := n.clock.Now()
+	for _, h := range handles {
+		if shard, ok := n.tracker.Lookup(topic, h.Partition); ok && shard.GiveBack(now, h) == nil {
+			n.wake(topic, h.Partition)
+		}
+	}
+	n.stats.remote.cancelled.Add(uint64(len(handles)))
+}
+
+// serveReplay answers another node's replay of a partition this node owns.
+func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []byte {
+	var msgs []Message
+	local, _, ok := n.routes.Partitions(topic)
+	err := ErrUnknownTopic
+	switch {
+	case !ok:
+	case !slices.Contains(local, r.Partition):
+		err = ErrNotLocal // never forwarded again
+	default:
+		msgs, err = n.replayLocal(ctx, topic, r.Partition, r.Offset, int(r.Limit))
+	}
+	reply := wire.ConsumeReply{}
+	if len(msgs) == 0 && err != nil {
+		a := answerOf(err, time.Time{})
+		reply.Status, reply.Message = a.Status, a.Message
+	}
+	size := 0
+	for i := range msgs {
+		d := deliveryOf(&msgs[i])
+		if size += wire.DeliverySize(&d); i > 0 && size > ResponseLimit {
+			break
+		}
+		reply.Deliveries = append(reply.Deliveries, d)
+	}
+	return wire.AppendConsumeReply(nil, &reply)
+}
+
+// deliveryOf is a delivered record as the wire carries it.
+func deliveryOf(m *Message) wire.Delivery {
+	d := wire.Delivery{
+		Partition: m.Partition, Offset: m.Offset, Nonce: m.Receipt.Nonce,
+		Attempt: m.Attempt, Reason: uint8(m.Reason), Fence: m.Fence, Key: m.Key, Value: m.Value,
+	}
+	if !m.Expiry.IsZero() {
+		d.Expiry = m.Expiry.UnixNano()
+	}
+	if !m.Timestamp.IsZero() {
+		d.Timestamp = m.Timestamp.UnixNano()
+	}
+	return d
+}
+
+// messageOf is a record another node delivered, as this node's caller receives it.
+func messageOf(topic string, d *wire.Delivery) Message {
+	m := Message{
+		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
+		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
+		Attempt: d.Attempt, Reason: Reason(d.Reason), Fence: d.Fence,
+	}
+	if d.Expiry != 0 {
+		m.Expiry = time.Unix(0, d.Expiry)
+	}
+	if d.Timestamp != 0 {
+		m.Timestamp = time.Unix(0, d.Timestamp)
+	}
+	return m
+}
+
+// forgetTopicTokens drops what the node holds for a deleted topic on either side.
+func (n *Node) forgetTopicTokens(topic string) {
+	if v, ok := n.ownerTopics.LoadAndDelete(topic); ok {
+		ot := v.(*ownerTopic)
+		ot.mu.Lock()
+		if ot.stopTimer != nil {
+			ot.stopTimer()
+			ot.stopTimer = nil
+		}
+		ot.mu.Unlock()
+	}
+	n.requester.forget(topic)
+}

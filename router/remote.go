@@ -1,0 +1,645 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/tokens"
+)
+
+// The requesting side of consumption across nodes (see docs/protocol.md, "Consumption
+// across nodes"). A consume that finds nothing on this node's partitions asks every remote
+// owner once with a non-blocking probe (the first with records answers: one round trip),
+// then parks on this node's queue and leaves a delivery token with each owner, shared by
+// every consumer parked here on the topic. An owner where a record shows up spends the
+// token and tells this node, which hands the wake to the consumer at the head of the queue;
+// that consumer claims the record (two round trips in all).
+
+const (
+	// ClaimBudget bounds a claim after a notification: its round trip and the fallbacks for
+	// an owner on an older release.
+	ClaimBudget = 500 * time.Millisecond
+	// ProbeBudget bounds a probe of one owner.
+	ProbeBudget = 2 * time.Second
+	// GatewayResend is how often a node that owns none of a topic's partitions registers its
+	// token again with each owner while consumers are parked: its safety net for a lost
+	// notification or a token an owner silently dropped (a restart). A registration wakes
+	// the owner, which notifies at once if it holds records, so the net costs one frame per
+	// owner per period, whatever the number of consumers parked.
+	GatewayResend = 2 * time.Second
+	// pollFirst and pollMax bound the backoff of a consumer that polls an owner instead of
+	// leaving a token (the owner refused registrations, or owners cannot call this node).
+	pollFirst = 100 * time.Millisecond
+	pollMax   = time.Second
+	// olderFieldMemory is how long an owner that refused a field of the consume frame gets
+	// frames without it.
+	olderFieldMemory = tokens.RefusalMemory
+)
+
+// requester is this node's tokens left with owners and the wakes they sent.
+type requester struct {
+	mu     sync.Mutex
+	regs   tokens.Registrations
+	topics map[string]*remoteTopic
+	kick   chan struct{} // capacity 1: the keeper has work
+	nextID atomic.Uint64 // request ids of consumes sent to owners
+}
+
+// remoteTopic is what this node keeps for one topic whose consumers wait on other nodes.
+type remoteTopic struct {
+	parked  int       // consumers parked here waiting on owners
+	latest  time.Time // the latest deadline of a consumer parked since the topic was last idle
+	gateway bool      // this node owns none of the topic's partitions
+	inbox   tokens.Inbox
+}
+
+func (r *requester) forget(topic string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.topics, topic)
+	r.regs.Forget(topic)
+}
+
+// crossNode reports whether this node consumes from other nodes: a Transport, and a wire
+// version that has the consume op.
+func (n *Node) crossNode() bool { return n.transport != nil && n.wireVersion >= wire.V3 }
+
+// consumeRemote serves a consume that found nothing local (or has no local partition to
+// look at) from the remote owners: one probe each, in turn, then, with a wait, parked on
+// this node's queue and on tokens left with the owners, until a record comes, the wait
+// ends or ctx ends.
+func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
+	msgs, probeErr := n.probe(ctx, req, owners)
+	if len(msgs) > 0 || ctx.Err() != nil {
+		return msgs, ctx.Err()
+	}
+	if !n.clock.Now().Before(deadline) {
+		return nil, probeErr
+	}
+	return n.park(ctx, req, owners, gateway, deadline)
+}
+
+// probe asks each owner in turn, starting at one that rotates per topic, for up to
+// req.max records; the first with records answers, and the batch is never filled from
+// several owners. It returns the last error when every owner failed.
+func (n *Node) probe(ctx context.Context, req scanRequest, owners []string) ([]Message, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	start := n.topic(req.topic).nextProbe(len(owners))
+	var lastErr error
+	failed := 0
+	for i := range owners {
+		owner := owners[(start+i)%len(owners)]
+		n.stats.remote.probes.Add(1)
+		msgs, err := n.remoteConsume(ctx, owner, req, false, ProbeBudget)
+		if len(msgs) > 0 {
+			n.stats.remote.probeHits.Add(1)
+			return msgs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			lastErr = err
+			failed++
+			n.logger.Debug("consume: probe of an owner failed", "topic", req.topic, "owner", owner, "err", err)
+		}
+	}
+	if failed == len(owners) {
+		return nil, lastErr
+	}
+	return nil, nil
+}
+
+// remoteConsume sends one probe (claim false) or claim to owner and returns the records it
+// answered. An owner on an older release refuses a field it does not know with a 400: the
+// frame goes again without it, Max first and then the Claim flag, within the same budget,
+// and the refusal is remembered for that owner for olderFieldMemory. When no reply comes
+// back, or ctx ends before the records reach the caller, the owner is asked to give back
+// whatever the reply carried.
+func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, budget time.Duration) ([]Message, error) {
+	l := n.lane(owner)
+	now := n.clock.Now()
+	deadline := now.Add(budget)
+	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
+	l.mu.Lock()
+	if claim && n.wireVersion >= wire.V5 && !now.Before(l.noClaimUntil) {
+		c.Claim = true
+	}
+	if req.max > 1 && n.wireVersion >= wire.V6 && !now.Before(l.noMaxUntil) {
+		c.Max = int32(req.max)
+	}
+	l.mu.Unlock()
+	for {
+		c.RequestID = n.requester.nextID.Add(1)
+		frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsume, Topic: req.topic, Consume: c})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		}
+		raw, err := n.exchange(ctx, owner, frame, deadline)
+		if err != nil {
+			n.cancelRemote(owner, req.topic, c.RequestID)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		reply, err := wire.DecodeConsumeReply(raw)
+		if err != nil {
+			n.cancelRemote(owner, req.topic, c.RequestID)
+			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		if reply.Status == wire.StatusBadRequest && (c.Max > 1 || c.Claim) {
+			l.mu.Lock()
+			if c.Max > 1 {
+				c.Max = 1
+				l.noMaxUntil = n.clock.Now().Add(olderFieldMemory)
+			} else {
+				c.Claim = false
+				l.noClaimUntil = n.clock.Now().Add(olderFieldMemory)
+			}
+			l.mu.Unlock()
+			continue
+		}
+		if reply.Status != wire.StatusOK {
+			return nil, errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
+		}
+		if ctx.Err() != nil {
+			n.cancelRemote(owner, req.topic, c.RequestID)
+			return nil, ctx.Err()
+		}
+		msgs := make([]Message, len(reply.Deliveries))
+		for i := range reply.Deliveries {
+			msgs[i] = messageOf(req.topic, &reply.Deliveries[i])
+		}
+		return msgs, nil
+	}
+}
+
+// cancelRemote asks owner, in the background, to give back the records of a reply its
+// requester will not receive.
+func (n *Node) cancelRemote(owner, topic string, id uint64) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpCancel, Topic: topic, RequestID: id})
+	if err != nil {
+		return
+	}
+	n.stats.remote.cancels.Add(1)
+	n.background(func() {
+		n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
+	})
+}
+
+// park waits for a record on this node's queue, where a local record and an owner's wake
+// both arrive, with tokens left with the owners, until deadline. An owner that cannot take
+// tokens (it refused a registration lately, or owners cannot call this node) is polled
+// instead, on a backoff from pollFirst to pollMax.
+func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
+	poll := n.parkRemote(req.topic, owners, gateway, deadline)
+	defer n.unparkRemote(req.topic)
+	backoff := pollFirst
+	quiet := false
+	for {
+		left := deadline.Sub(n.clock.Now())
+		if left <= 0 {
+			return nil, nil
+		}
+		d := left
+		if len(poll) > 0 {
+			d = min(d, backoff)
+		}
+		r, ok, err := n.wait(ctx, req.topic, req.pinned, d, quiet)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if len(poll) > 0 && n.clock.Now().Before(deadline) {
+				if msgs, _ := n.probe(ctx, req, poll); len(msgs) > 0 {
+					return msgs, nil
+				}
+				backoff = min(2*backoff, pollMax)
+			}
+			continue
+		}
+		if r.fromOwner {
+			n.stats.remote.claims.Add(1)
+			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, ClaimBudget)
+			if len(msgs) > 0 {
+				n.stats.remote.claimHits.Add(1)
+				return n.topUp(req, msgs), nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			quiet = false // the record went elsewhere: wait for the next
+			continue
+		}
+		m, err := n.read(r)
+		if err == nil && ctx.Err() != nil {
+			// The consumer left while it read: nobody receives the record, so it is
+			// visible again at once, as a hand-over at the instant of a cancel is.
+			if r.shard.GiveBack(n.clock.Now(), m.Receipt) == nil {
+				n.wake(m.Topic, m.Partition)
+			}
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			if req.visibility > 0 {
+				// The pump reserves with the topic's timeout; re-arm to the consume's own.
+				if expiry, err := r.shard.Extend(n.clock.Now(), m.Receipt, req.visibility); err == nil {
+					m.Expiry = expiry
+				}
+			}
+			return n.topUp(req, []Message{m}), nil
+		}
+		// Skipped (retention, corruption): wait on. A failed log (closed): the reservation
+		// went back; wait for the next wake rather than be handed it again at once.
+		quiet = !errors.Is(err, errSkipped)
+	}
+}
+
+// topUp adds what one local scan finds now to a batch consume the wait delivered a single
+// record to (a local one, or an older owner's): the one case where a batch holds records
+// of two owners. An owner's batch is passed through as it is.
+func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
+	if req.max <= 1 || len(msgs) != 1 {
+		return msgs
+	}
+	req.max--
+	more, _ := n.scan(req, msgs) // what is there now, never an error
+	return more
+}
+
+// parkRemote counts a consumer parked on topic waiting on owners, and leaves a token with
+// each owner that holds no fresh one from this node (consumers parking within
+// tokens.ShareWindow of a registration share it, unless its TTL ends before their wait
+// does). It returns the owners to poll instead.
+func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline time.Time) (poll []string) {
+	now := n.clock.Now()
+	ttl := tokenTTL(now, deadline)
+	var send []string
+	r := &n.requester
+	r.mu.Lock()
+	rt := r.topics[topic]
+	if rt == nil {
+		rt = &remoteTopic{}
+		r.topics[topic] = rt
+	}
+	first := rt.parked == 0 && len(r.topics) == 1
+	rt.parked++
+	rt.gateway = gateway
+	if deadline.After(rt.latest) {
+		rt.latest = deadline
+	}
+	for _, owner := range owners {
+		switch {
+		case n.noCallbacks || n.wireVersion < wire.V4 || r.regs.Refusing(owner, now):
+			poll = append(poll, owner)
+		case !r.regs.Share(topic, owner, now, earliest(deadline, now.Add(tokens.Resend))):
+			r.regs.Sent(topic, owner, now, ttl)
+			send = append(send, owner)
+		}
+	}
+	r.mu.Unlock()
+	for _, owner := range send {
+		n.register(owner, []wire.Registration{{Topic: topic, TTL: ttl}})
+	}
+	if first {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+	return poll
+}
+
+// tokenTTL sizes a token to a consumer's remaining wait plus the share window, at most two
+// keeper periods: the keeper sends it again before then while anyone is parked.
+func tokenTTL(now, deadline time.Time) time.Duration {
+	return min(max(deadline.Sub(now), 0), 2*tokens.Resend) + tokens.ShareWindow
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func (n *Node) unparkRemote(topic string) {
+	r := &n.requester
+	r.mu.Lock()
+	if rt := r.topics[topic]; rt != nil {
+		rt.parked--
+	}
+	r.mu.Unlock()
+}
+
+// register sends tokens to owner in one frame, in the background. An owner that refuses
+// the op (a release before tokens) is remembered, and polled instead, for
+// tokens.RefusalMemory; a token that did not arrive is forgotten, so the keeper sends it
+// again within tokens.KeepInterval.
+func (n *Node) register(owner string, regs []wire.Registration) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpRegister, Registrations: regs})
+	if err != nil {
+		return
+	}
+	n.stats.remote.registrations.Add(uint64(len(regs)))
+	n.background(func() {
+		raw, err := n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
+		var answers []wire.Answer
+		if err == nil {
+			answers, err = wire.DecodeReply(raw)
+		}
+		r := &n.requester
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case err == nil && len(answers) == 1 && answers[0].Status == wire.StatusUnsupported:
+			r.regs.Refused(owner, n.clock.Now())
+			for _, reg := range regs {
+				r.regs.Spent(reg.Topic, owner)
+			}
+		case err != nil || len(answers) != len(regs):
+			for _, reg := range regs {
+				r.regs.Spent(reg.Topic, owner)
+			}
+		default:
+			for i, a := range answers {
+				if a.Status != wire.StatusOK {
+					r.regs.Spent(regs[i].Topic, owner)
+				}
+			}
+		}
+	})
+}
+
+// serveNotify takes an owner's word that it holds a record of topic for this node: the
+// token is spent (forgotten here at once), and the wake goes to the consumer at the head of
+// this node's queue, which claims the record. With nobody parked here it is passed at once,
+// so the owner offers the record to its next token a round trip later.
+func (n *Node) serveNotify(from, topic string, hold time.Duration) wire.Answer {
+	now := n.clock.Now()
+	r := &n.requester
+	r.mu.Lock()
+	r.regs.Spent(topic, from)
+	rt := r.topics[topic]
+	if rt == nil || rt.parked == 0 {
+		r.mu.Unlock()
+		n.stats.remote.passes.Add(1)
+		return wire.Answer{Status: wire.StatusPass}
+	}
+	rt.inbox.Push(tokens.Wake{Owner: from, Claim: true, Until: now.Add(hold)})
+	r.mu.Unlock()
+	n.stats.remote.notifications.Add(1)
+	n.pump.Notify(topic)
+	return wire.Answer{Status: wire.StatusOK}
+}
+
+// takeWake hands the pump an owner's wake for a waiter of topic: from the owner of its
+// partition for a pinned waiter.
+func (n *Node) takeWake(topic string, pinned int32) (tokens.Wake, bool) {
+	owner := ""
+	if pinned >= 0 {
+		owners, _ := n.remoteOwners(topic, pinned)
+		if len(owners) != 1 {
+			return tokens.Wake{}, false
+		}
+		owner = owners[0]
+	}
+	now := n.clock.Now()
+	r := &n.requester
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rt := r.topics[topic]
+	if rt == nil {
+		return tokens.Wake{}, false
+	}
+	if owner != "" {
+		return rt.inbox.PopFrom(owner, now)
+	}
+	return rt.inbox.Pop(now)
+}
+
+// returnWake puts back a wake its consumer could not use (it left at that instant): the
+// next consumer parked here claims the record (the keeper passes it if none is left).
+func (n *Node) returnWake(topic string, w tokens.Wake) {
+	r := &n.requester
+	r.mu.Lock()
+	if rt := r.topics[topic]; rt != nil {
+		rt.inbox.PushFront(w)
+	}
+	r.mu.Unlock()
+}
+
+// pass tells owner that nobody here will claim the record it holds for this node.
+func (n *Node) pass(owner, topic string) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpPass, Topic: topic})
+	if err != nil {
+		return
+	}
+	n.stats.remote.passes.Add(1)
+	n.background(func() {
+		n.exchange(context.Background(), owner, frame, n.clock.Now().Add(notifyBudget))
+	})
+}
+
+// runKeeper keeps this node's tokens in place while consumers wait on owners: every
+// tokens.KeepInterval it makes sure each owner of a topic with parked consumers holds a
+// live token from this node, and sends each again after tokens.Resend (GatewayResend on a
+// gateway) regardless. With no consumer waiting on an owner it arms no timer and sleeps
+// until a consumer parks (invariant "idle costs nothing").
+func (n *Node) runKeeper(ctx context.Context) {
+	tick := make(chan struct{}, 1)
+	fire := func() {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		stop := func() bool { return false }
+		if n.keeping() {
+			stop = n.clock.AfterFunc(tokens.KeepInterval, fire)
+		}
+		select {
+		case <-ctx.Done():
+			stop()
+			return
+		case <-tick:
+		case <-n.requester.kick:
+			stop()
+		}
+		n.keep(n.clock.Now())
+	}
+}
+
+func (n *Node) keeping() bool {
+	r := &n.requester
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.topics) > 0
+}
+
+// keep is one pass of the keeper at now: it forgets topics nobody waits on any more
+// (their tokens lapse at the owners; nothing is sent), passes the wakes nobody took, and
+// sends the registrations due, one frame per owner.
+func (n *Node) keep(now time.Time) {
+	r := &n.requester
+	type wakeOf struct{ owner, topic string }
+	var passes []wakeOf
+	due := map[string][]wire.Registration{}
+	r.mu.Lock()
+	for topic, rt := range r.topics {
+		if rt.parked == 0 {
+			rt.inbox.Drain(now, func(w tokens.Wake) { passes = append(passes, wakeOf{w.Owner, topic}) })
+			r.regs.Forget(topic)
+			delete(r.topics, topic)
+			continue
+		}
+		if n.noCallbacks || n.wireVersion < wire.V4 {
+			continue
+		}
+		resend := tokens.Resend
+		if rt.gateway {
+			resend = GatewayResend
+		}
+		ttl := tokenTTL(now, rt.latest)
+		owners, _ := n.remoteOwners(topic, -1)
+		for _, owner := range owners {
+			if !r.regs.Refusing(owner, now) && r.regs.Due(topic, owner, now, resend) {
+				r.regs.Sent(topic, owner, now, ttl)
+				due[owner] = append(due[owner], wire.Registration{Topic: topic, TTL: ttl})
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range passes {
+		n.pass(p.owner, p.topic)
+	}
+	for owner, regs := range due {
+		for len(regs) > 0 {
+			k := min(len(regs), wire.MaxRegistrations)
+			n.register(owner, regs[:k])
+			regs = regs[k:]
+		}
+	}
+}
+
+// holdUnassigned holds a long-poll on a topic no node serves yet (none of its partitions
+// assigned, or every owner down) instead of answering at once, which would turn every
+// looping consumer into a busy poll. It looks at the routes every UnassignedRecheck, and
+// returns the live owners once some appear, so the consume probes them and parks for
+// what is left of its wait; once a partition this consume may take from is local, it
+// answers empty (no owners, no error), so the next poll takes the local path with its full
+// wait.
+func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, deadline time.Time) ([]string, error) {
+	tick := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		left := deadline.Sub(n.clock.Now())
+		if left <= 0 {
+			return nil, nil
+		}
+		stop := n.clock.AfterFunc(min(UnassignedRecheck, left), signal)
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-n.fence.closing:
+			stop()
+			return nil, ErrClosed
+		case <-tick:
+		}
+		if n.closed.Load() {
+			return nil, ErrClosed
+		}
+		local, _, ok := n.routes.Partitions(topic)
+		if !ok {
+			return nil, ErrUnknownTopic
+		}
+		if servesLocally(local, pinned) {
+			return nil, nil
+		}
+		if !n.crossNode() {
+			continue
+		}
+		if owners, _ := n.remoteOwners(topic, pinned); len(owners) > 0 {
+			return owners, nil
+		}
+	}
+}
+
+// replayRemote reads a partition another node owns, from its owner.
+func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition int32, offset int64, limit int) ([]Message, error) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpReplay, Topic: topic,
+		Replay: wire.Replay{Partition: partition, Offset: offset, Limit: int32(min(limit, 1<<30))}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	raw, err := n.exchange(ctx, owner, frame, n.clock.Now().Add(ForwardBudget))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+	}
+	reply, err := wire.DecodeConsumeReply(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+	}
+	if reply.Status != wire.StatusOK {
+		return nil, errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
+	}
+	msgs := make([]Message, len(reply.Deliveries))
+	for i := range reply.Deliveries {
+		msgs[i] = messageOf(topic, &reply.Deliveries[i])
+		msgs[i].Receipt, msgs[i].Expiry = Handle{}, time.Time{}
+	}
+	n.stats.replayed.Add(uint64(len(msgs)))
+	return msgs, nil
+}
+
+// RemoteStats counts consumption across nodes, on both sides.
+type RemoteStats struct {
+	// As the requesting node.
+	Probes        uint64 // probes sent to owners (a consume's opening ask, and polls)
+	ProbeHits     uint64 // of them, answered with records
+	Registrations uint64 // tokens sent to owners (each entry of a registration frame)
+	Notifications uint64 // owners' notifications taken for a parked consumer
+	Claims        uint64 // claims sent after a notification
+	ClaimHits     uint64 // of them, answered with records
+	Passes        uint64 // notifications declined: nobody parked here could use them
+	Cancels       uint64 // cancels sent for a reply nobody received
+	// As the owner.
+	Served    uint64 // probes and claims of other nodes served
+	Tokens    uint64 // tokens other nodes registered here
+	Notified  uint64 // notifications sent to other nodes (tokens fired)
+	Passed    uint64 // of them, passed or unanswered: the hold retired at once
+	Cancelled uint64 // records given back by a cancel that raced their reply
+}
+
+type remoteStats struct {
+	probes, probeHits, registrations, notifications, claims, claimHits, passes, cancels atomic.Uint64
+	served, tokens, notified, passed, cancelled                                         atomic.Uint64
+}
+
+func (s *remoteStats) load() RemoteStats {
+	return RemoteStats{
+		Probes: s.probes.Load(), ProbeHits: s.probeHits.Load(), Registrations: s.registrations.Load(),
+		Notifications: s.notifications.Load(), Claims: s.claims.Load(), ClaimHits: s.claimHits.Load(),
+		Passes: s.passes.Load(), Cancels: s.cancels.Load(),
+		Served: s.served.Load(), Tokens: s.tokens.Load(), Notified: s.notified.Load(),
+		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(),
+	}
+}
