@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -277,4 +278,93 @@ func receipts(msgs []router.Message) []string {
 		out[i] = m.Receipt.String()
 	}
 	return out
+}
+
+// atWire plays an older release on the named nodes.
+func atWire(version uint8, ids ...string) func(string, *router.Config) {
+	return func(id string, cfg *router.Config) {
+		if slices.Contains(ids, id) {
+			cfg.WireVersion = version
+		}
+	}
+}
+
+// Checklist 152-154: an owner on a release before Max refuses a batch probe with a 400;
+// the probe goes again for one record, and the owner is remembered for two minutes, so a
+// rolling upgrade costs one refused request per old owner per two minutes.
+func TestOwnerBeforeMaxCostsOneRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, atWire(5, "b"))
+		defer c.close()
+		ctx := context.Background()
+		c.produce(0, 10)
+		g := c.nodes["g"]
+		calls := c.net.Calls()
+		assert.Len(t, g.consume(ctx, router.ConsumeOptions{Max: 5}), 1, "an owner before Max answers one record")
+		assert.Equal(t, int64(2), c.net.Calls()-calls, "the refused request, then one for one record")
+		calls = c.net.Calls()
+		assert.Len(t, g.consume(ctx, router.ConsumeOptions{Max: 5}), 1)
+		assert.Equal(t, int64(1), c.net.Calls()-calls, "remembered: no refusal")
+		time.Sleep(2*time.Minute + time.Second)
+		calls = c.net.Calls()
+		assert.Len(t, g.consume(ctx, router.ConsumeOptions{Max: 5}), 1)
+		assert.Equal(t, int64(2), c.net.Calls()-calls, "tried again after two minutes")
+	})
+}
+
+// Checklist 101, 152: an owner on a release before the Claim flag refuses a claim with a
+// 400; the claimant drops the flag and claims as a plain probe, which leases the record
+// just the same, within the one claim budget.
+func TestOwnerBeforeClaimStillDelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, atWire(4, "b"))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		for i := range 2 {
+			got := g.async(ctx, router.ConsumeOptions{Wait: 10 * time.Second, Max: 3})
+			time.Sleep(100 * time.Millisecond)
+			produced := time.Now()
+			c.produce(0, 1)
+			msgs := <-got
+			require.Len(t, msgs, 1)
+			assert.Equal(t, int64(i), msgs[0].Offset)
+			if i == 0 {
+				assert.LessOrEqual(t, time.Since(produced), 4*rtt, "a refused claim with Max, then without, then plain")
+			} else {
+				// Remembered: a plain claim at once. But a plain claim never retires the
+				// hold the owner kept for it, so the next record waited for that hold's
+				// deadline: what an owner before the flag costs a sparse stream.
+				assert.LessOrEqual(t, time.Since(produced), time.Second+2*rtt)
+			}
+		}
+	})
+}
+
+// Checklist 109, 153: an owner on a release before tokens refuses a registration; the
+// consumer polls it on a backoff instead (100 ms doubling to 1 s), and still gets a record
+// that arrives while it waits. So does a consumer on a node owners cannot call back.
+func TestOwnerBeforeTokensIsPolled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(string, *router.Config)
+	}{
+		{"owner before tokens", atWire(3, "b")},
+		{"no callbacks", func(id string, cfg *router.Config) { cfg.NoCallbacks = id == "g" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, tc.tune)
+				defer c.close()
+				got := c.nodes["g"].async(context.Background(), router.ConsumeOptions{Wait: 30 * time.Second})
+				time.Sleep(5 * time.Second)
+				produced := time.Now()
+				c.produce(0, 1)
+				msgs := <-got
+				require.Len(t, msgs, 1)
+				assert.LessOrEqual(t, time.Since(produced), time.Second+2*rtt, "within one poll at the longest backoff")
+				assert.Zero(t, c.nodes["b"].node.Stats().Remote.Tokens, "no token placed")
+			})
+		})
+	}
 }

@@ -32,8 +32,9 @@ const (
 	// the owner, which notifies at once if it holds records, so the net costs one frame per
 	// owner per period, whatever the number of consumers parked.
 	GatewayResend = 2 * time.Second
-	// pollFirst and pollMax bound the backoff of a consumer that polls an owner instead of
-	// leaving a token (the owner refused registrations, or owners cannot call this node).
+	// pollFirst and pollMax bound the backoff at which a node polls an owner for its parked
+	// consumers instead of leaving a token (the owner refused registrations, or owners
+	// cannot call this node).
 	pollFirst = 100 * time.Millisecond
 	pollMax   = time.Second
 	// olderFieldMemory is how long an owner that refused a field of the consume frame gets
@@ -56,6 +57,14 @@ type remoteTopic struct {
 	latest  time.Time // the latest deadline of a consumer parked since the topic was last idle
 	gateway bool      // this node owns none of the topic's partitions
 	inbox   tokens.Inbox
+	polls   map[string]*poll // owners polled instead of holding a token
+}
+
+// poll is the backoff of an owner polled for a topic's parked consumers.
+type poll struct {
+	at      time.Time // when the next probe wake is due
+	backoff time.Duration
+	pending bool // a probe wake is in the inbox, not taken yet
 }
 
 func (r *requester) forget(topic string) {
@@ -196,41 +205,40 @@ func (n *Node) cancelRemote(owner, topic string, id uint64) {
 }
 
 // park waits for a record on this node's queue, where a local record and an owner's wake
-// both arrive, with tokens left with the owners, until deadline. An owner that cannot take
-// tokens (it refused a registration lately, or owners cannot call this node) is polled
-// instead, on a backoff from pollFirst to pollMax.
+// both arrive, with tokens left with the owners, until deadline. A wake is either an
+// owner's notification, which the consumer claims, or, for an owner that cannot take
+// tokens, the keeper's turn to poll it, which the consumer probes.
 func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
-	poll := n.parkRemote(req.topic, owners, gateway, deadline)
-	defer n.unparkRemote(req.topic)
-	backoff := pollFirst
+	if len(owners) > 0 {
+		n.parkRemote(req.topic, owners, gateway, deadline)
+		defer n.unparkRemote(req.topic)
+	}
 	quiet := false
 	for {
 		left := deadline.Sub(n.clock.Now())
 		if left <= 0 {
 			return nil, nil
 		}
-		d := left
-		if len(poll) > 0 {
-			d = min(d, backoff)
-		}
-		r, ok, err := n.wait(ctx, req.topic, req.pinned, d, quiet)
-		if err != nil {
+		r, ok, err := n.wait(ctx, req.topic, req.pinned, left, quiet)
+		if err != nil || !ok {
 			return nil, err
 		}
-		if !ok {
-			if len(poll) > 0 && n.clock.Now().Before(deadline) {
-				if msgs, _ := n.probe(ctx, req, poll); len(msgs) > 0 {
-					return msgs, nil
-				}
-				backoff = min(2*backoff, pollMax)
-			}
-			continue
-		}
 		if r.fromOwner {
-			n.stats.remote.claims.Add(1)
-			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, ClaimBudget)
+			budget := ClaimBudget
+			if !r.wake.Claim {
+				budget = ProbeBudget
+				n.stats.remote.probes.Add(1)
+			} else {
+				n.stats.remote.claims.Add(1)
+			}
+			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, budget)
 			if len(msgs) > 0 {
-				n.stats.remote.claimHits.Add(1)
+				if r.wake.Claim {
+					n.stats.remote.claimHits.Add(1)
+				} else {
+					n.stats.remote.probeHits.Add(1)
+					n.polled(req.topic, r.wake.Owner, true)
+				}
 				return n.topUp(req, msgs), nil
 			}
 			if ctx.Err() != nil {
@@ -278,8 +286,8 @@ func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
 // parkRemote counts a consumer parked on topic waiting on owners, and leaves a token with
 // each owner that holds no fresh one from this node (consumers parking within
 // tokens.ShareWindow of a registration share it, unless its TTL ends before their wait
-// does). It returns the owners to poll instead.
-func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline time.Time) (poll []string) {
+// does).
+func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline time.Time) {
 	now := n.clock.Now()
 	ttl := tokenTTL(now, deadline)
 	var send []string
@@ -290,17 +298,19 @@ func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline 
 		rt = &remoteTopic{}
 		r.topics[topic] = rt
 	}
-	first := rt.parked == 0 && len(r.topics) == 1
+	first := rt.parked == 0
 	rt.parked++
 	rt.gateway = gateway
 	if deadline.After(rt.latest) {
 		rt.latest = deadline
 	}
+	polls := false
 	for _, owner := range owners {
-		switch {
-		case n.noCallbacks || n.wireVersion < wire.V4 || r.regs.Refusing(owner, now):
-			poll = append(poll, owner)
-		case !r.regs.Share(topic, owner, now, earliest(deadline, now.Add(tokens.Resend))):
+		if !n.takesTokens(owner, now) {
+			polls = true // polled by the keeper
+			continue
+		}
+		if !r.regs.Share(topic, owner, now, earliest(deadline, now.Add(tokens.Resend))) {
 			r.regs.Sent(topic, owner, now, ttl)
 			send = append(send, owner)
 		}
@@ -309,13 +319,9 @@ func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline 
 	for _, owner := range send {
 		n.register(owner, []wire.Registration{{Topic: topic, TTL: ttl}})
 	}
-	if first {
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+	if first || polls {
+		n.kickKeeper() // to keep the tokens, or to poll the owners that take none
 	}
-	return poll
 }
 
 // tokenTTL sizes a token to a consumer's remaining wait plus the share window, at most two
@@ -365,6 +371,7 @@ func (n *Node) register(owner string, regs []wire.Registration) {
 			for _, reg := range regs {
 				r.regs.Spent(reg.Topic, owner)
 			}
+			n.kickKeeper() // to poll it
 		case err != nil || len(answers) != len(regs):
 			for _, reg := range regs {
 				r.regs.Spent(reg.Topic, owner)
@@ -420,10 +427,17 @@ func (n *Node) takeWake(topic string, pinned int32) (tokens.Wake, bool) {
 	if rt == nil {
 		return tokens.Wake{}, false
 	}
+	var w tokens.Wake
+	var ok bool
 	if owner != "" {
-		return rt.inbox.PopFrom(owner, now)
+		w, ok = rt.inbox.PopFrom(owner, now)
+	} else {
+		w, ok = rt.inbox.Pop(now)
 	}
-	return rt.inbox.Pop(now)
+	if p := rt.polls[w.Owner]; ok && !w.Claim && p != nil {
+		p.pending = false
+	}
+	return w, ok
 }
 
 // returnWake puts back a wake its consumer could not use (it left at that instant): the
@@ -452,7 +466,8 @@ func (n *Node) pass(owner, topic string) {
 // runKeeper keeps this node's tokens in place while consumers wait on owners: every
 // tokens.KeepInterval it makes sure each owner of a topic with parked consumers holds a
 // live token from this node, and sends each again after tokens.Resend (GatewayResend on a
-// gateway) regardless. With no consumer waiting on an owner it arms no timer and sleeps
+// gateway) regardless; and it polls, for the topic's parked consumers, the owners that
+// cannot take tokens. With no consumer waiting on an owner it arms no timer and sleeps
 // until a consumer parks (invariant "idle costs nothing").
 func (n *Node) runKeeper(ctx context.Context) {
 	tick := make(chan struct{}, 1)
@@ -462,10 +477,11 @@ func (n *Node) runKeeper(ctx context.Context) {
 		default:
 		}
 	}
+	var again time.Duration // when to keep again; zero: not until kicked
 	for {
 		stop := func() bool { return false }
-		if n.keeping() {
-			stop = n.clock.AfterFunc(tokens.KeepInterval, fire)
+		if again > 0 {
+			stop = n.clock.AfterFunc(again, fire)
 		}
 		select {
 		case <-ctx.Done():
@@ -475,36 +491,67 @@ func (n *Node) runKeeper(ctx context.Context) {
 		case <-n.requester.kick:
 			stop()
 		}
-		n.keep(n.clock.Now())
+		again = n.keep(n.clock.Now())
 	}
 }
 
-func (n *Node) keeping() bool {
+func (n *Node) kickKeeper() {
+	select {
+	case n.requester.kick <- struct{}{}:
+	default:
+	}
+}
+
+// takesTokens reports whether this node leaves tokens with owner (else it polls it): owners
+// can call this node, its wire version has tokens, and the owner did not refuse a
+// registration lately. Called with the requester's lock held.
+func (n *Node) takesTokens(owner string, now time.Time) bool {
+	return !n.noCallbacks && n.wireVersion >= wire.V4 && !n.requester.regs.Refusing(owner, now)
+}
+
+// polled records a poll of owner for topic that found records: the next comes at once,
+// and the backoff starts again.
+func (n *Node) polled(topic, owner string, hit bool) {
 	r := &n.requester
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.topics) > 0
+	if rt := r.topics[topic]; rt != nil && hit {
+		if p := rt.polls[owner]; p != nil {
+			p.at, p.backoff = n.clock.Now(), pollFirst
+		}
+	}
+	n.kickKeeper()
 }
 
 // keep is one pass of the keeper at now: it forgets topics nobody waits on any more
-// (their tokens lapse at the owners; nothing is sent), passes the wakes nobody took, and
-// sends the registrations due, one frame per owner.
-func (n *Node) keep(now time.Time) {
+// (their tokens lapse at the owners; nothing is sent), passes the wakes nobody took, sends
+// the registrations due, one frame per owner, and hands the parked consumers a probe wake
+// for each owner whose poll is due. It returns when to keep again (zero: when kicked).
+func (n *Node) keep(now time.Time) time.Duration {
 	r := &n.requester
 	type wakeOf struct{ owner, topic string }
 	var passes []wakeOf
+	var polled []string
 	due := map[string][]wire.Registration{}
+	again := time.Duration(0)
+	soon := func(d time.Duration) {
+		if again == 0 || d < again {
+			again = max(d, time.Millisecond)
+		}
+	}
 	r.mu.Lock()
 	for topic, rt := range r.topics {
 		if rt.parked == 0 {
-			rt.inbox.Drain(now, func(w tokens.Wake) { passes = append(passes, wakeOf{w.Owner, topic}) })
+			rt.inbox.Drain(now, func(w tokens.Wake) {
+				if w.Claim {
+					passes = append(passes, wakeOf{w.Owner, topic})
+				}
+			})
 			r.regs.Forget(topic)
 			delete(r.topics, topic)
 			continue
 		}
-		if n.noCallbacks || n.wireVersion < wire.V4 {
-			continue
-		}
+		soon(tokens.KeepInterval)
 		resend := tokens.Resend
 		if rt.gateway {
 			resend = GatewayResend
@@ -512,13 +559,34 @@ func (n *Node) keep(now time.Time) {
 		ttl := tokenTTL(now, rt.latest)
 		owners, _ := n.remoteOwners(topic, -1)
 		for _, owner := range owners {
-			if !r.regs.Refusing(owner, now) && r.regs.Due(topic, owner, now, resend) {
-				r.regs.Sent(topic, owner, now, ttl)
-				due[owner] = append(due[owner], wire.Registration{Topic: topic, TTL: ttl})
+			if n.takesTokens(owner, now) {
+				if r.regs.Due(topic, owner, now, resend) {
+					r.regs.Sent(topic, owner, now, ttl)
+					due[owner] = append(due[owner], wire.Registration{Topic: topic, TTL: ttl})
+				}
+				continue
 			}
+			if rt.polls == nil {
+				rt.polls = map[string]*poll{}
+			}
+			p := rt.polls[owner]
+			if p == nil {
+				p = &poll{at: now, backoff: pollFirst}
+				rt.polls[owner] = p
+			}
+			if !now.Before(p.at) && !p.pending {
+				rt.inbox.Push(tokens.Wake{Owner: owner, Until: now.Add(pollMax)})
+				p.pending = true
+				p.at, p.backoff = now.Add(p.backoff), min(2*p.backoff, pollMax)
+				polled = append(polled, topic)
+			}
+			soon(p.at.Sub(now))
 		}
 	}
 	r.mu.Unlock()
+	for _, topic := range polled {
+		n.pump.Notify(topic)
+	}
 	for _, p := range passes {
 		n.pass(p.owner, p.topic)
 	}
@@ -529,6 +597,7 @@ func (n *Node) keep(now time.Time) {
 			regs = regs[k:]
 		}
 	}
+	return again
 }
 
 // holdUnassigned holds a long-poll on a topic no node serves yet (none of its partitions
