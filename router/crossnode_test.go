@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
 )
 
 const rtt = time.Millisecond
@@ -191,11 +193,11 @@ func TestUnassignedTopicWaitsForAnOwner(t *testing.T) {
 		start = time.Now()
 		assert.Empty(t, c.nodes["g"].consume(ctx, router.ConsumeOptions{Wait: 2 * time.Second}))
 		assert.Equal(t, 2*time.Second, time.Since(start), "held for the wait")
-		calls := c.net.Calls()
+		calls := c.net.CallsTo("b")
 		err := c.nodes["g"].ack(msgs[0])
 		require.ErrorIs(t, err, router.ErrUnavailable)
 		assert.Equal(t, 503, router.HTTPStatus(err))
-		assert.Equal(t, calls, c.net.Calls(), "no RPC to a node the host says is down")
+		assert.Equal(t, calls, c.net.CallsTo("b"), "no RPC to a node the host says is down")
 	})
 }
 
@@ -367,4 +369,100 @@ func TestOwnerBeforeTokensIsPolled(t *testing.T) {
 			})
 		})
 	}
+}
+
+// dropFrames makes the network drop the frames of op from one node to another, while on.
+type dropFrames struct {
+	mu       sync.Mutex
+	from, to string
+	op       byte
+	what     routertest.Fault
+	on       bool
+}
+
+func (d *dropFrames) set(on bool) {
+	d.mu.Lock()
+	d.on = on
+	d.mu.Unlock()
+}
+
+func (d *dropFrames) fault(from, to string, frame []byte) routertest.Fault {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.on && from == d.from && to == d.to && len(frame) > 0 && frame[0] == d.op {
+		return d.what
+	}
+	return routertest.Deliver
+}
+
+// Checklist 100, 102: a claim that never comes falls back to the hold's deadline, and a
+// hold that ran to its deadline does not delay the next record: the record it held goes to
+// the next token at once, and so does a record that lands after it.
+func TestHoldWithoutClaimLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g1": nil, "g2": nil}, nil)
+		defer c.close()
+		drop := &dropFrames{from: "g1", to: "b", op: opConsumeFrame, what: routertest.DropRequest}
+		c.net.Fault = drop.fault
+		ctx := context.Background()
+		first := c.nodes["g1"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
+		time.Sleep(50 * time.Millisecond)
+		second := c.nodes["g2"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
+		time.Sleep(50 * time.Millisecond)
+		drop.set(true) // g1's claims are lost on the way
+		produced := time.Now()
+		c.produce(0, 1)
+		msgs := <-second
+		require.Len(t, msgs, 1)
+		assert.LessOrEqual(t, time.Since(produced), time.Second+2*rtt, "the hold lapsed, then the next token")
+		drop.set(false)
+		time.Sleep(time.Second) // g1's keeper registers again
+		produced = time.Now()
+		c.produce(0, 1)
+		msgs = <-first
+		require.Len(t, msgs, 1)
+		assert.LessOrEqual(t, time.Since(produced), 2*rtt, "a lapsed hold never counts against the next record")
+	})
+}
+
+// Checklist 107, 109: a notification lost on the way (or a token the owner silently
+// dropped) is made good by the gateway's next registration, which wakes the owner.
+func TestLostNotificationIsMadeGood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		drop := &dropFrames{from: "b", to: "g", op: opNotifyFrame, what: routertest.DropRequest, on: true}
+		c.net.Fault = drop.fault
+		got := c.nodes["g"].async(context.Background(), router.ConsumeOptions{Wait: time.Minute})
+		time.Sleep(100 * time.Millisecond)
+		produced := time.Now()
+		c.produce(0, 1)
+		time.Sleep(100 * time.Millisecond)
+		drop.set(false)
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		assert.LessOrEqual(t, time.Since(produced), router.GatewayResend+time.Second+3*rtt)
+	})
+}
+
+// Checklist 149-151: the owner remembers the handles of every forwarded reply; a cancel
+// that races the reply (the reply lost, the consumer gone) gives them all back at once
+// rather than after their visibility timeout.
+func TestCancelRaceGivesTheReplyBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		c.produce(0, 5)
+		drop := &dropFrames{from: "g", to: "b", op: opConsumeFrame, what: routertest.DropReply, on: true}
+		c.net.Fault = drop.fault
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := c.nodes["g"].node.Consume(ctx, "orders", router.ConsumeOptions{Max: 5})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		time.Sleep(10 * rtt) // the cancel reaches the owner
+		drop.set(false)
+		msgs := c.nodes["b"].consume(context.Background(), router.ConsumeOptions{Max: 5})
+		assert.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(msgs), "all five visible again, well before their timeout")
+		assert.Equal(t, uint64(5), c.nodes["b"].node.Stats().Remote.Cancelled)
+	})
 }
