@@ -265,13 +265,21 @@ func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) [
 const ResponseLimit = 8 << 20
 
 // giveBack returns delivered records that never reached their consumer, and wakes parked
-// consumers for them.
+// consumers for them. A record another node delivered through this one is nacked at its
+// owner, in the background (a nack, unlike a give-back here, counts as an attempt there).
 func (n *Node) giveBack(msgs []Message) {
 	now := n.clock.Now()
 	for i := range msgs {
 		m := &msgs[i]
-		if shard, ok := n.tracker.Lookup(m.Topic, m.Partition); ok && shard.GiveBack(now, m.Receipt) == nil {
-			n.wake(m.Topic, m.Partition)
+		if shard, ok := n.tracker.Lookup(m.Topic, m.Partition); ok {
+			if shard.GiveBack(now, m.Receipt) == nil {
+				n.wake(m.Topic, m.Partition)
+			}
+			continue
+		}
+		if owner, ok := n.ownerOf(m.Topic, m.Partition); ok && n.crossNode() {
+			topic, rec := m.Topic, wireRecord{op: opNack, handle: m.Receipt}
+			n.background(func() { n.forward(context.Background(), owner, topic, rec) })
 		}
 	}
 }

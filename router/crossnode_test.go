@@ -466,3 +466,21 @@ func TestCancelRaceGivesTheReplyBack(t *testing.T) {
 		assert.Equal(t, uint64(5), c.nodes["b"].node.Stats().Remote.Cancelled)
 	})
 }
+
+// Checklist 145: records an owner's batch carried that the response cannot hold are nacked
+// at their owner at once, not left invisible until their visibility timeout.
+func TestFitResponseNacksAnOwnersRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		c.produce(0, 4)
+		g := c.nodes["g"]
+		msgs := g.consume(context.Background(), router.ConsumeOptions{Max: 4})
+		require.Len(t, msgs, 4)
+		fit := g.node.FitResponse(msgs, func(*router.Message) int { return 10 }, 25)
+		assert.Len(t, fit, 2)
+		time.Sleep(10 * rtt)
+		again := c.nodes["b"].consume(context.Background(), router.ConsumeOptions{Max: 4})
+		assert.Equal(t, []int64{2, 3}, offsetsOf(again))
+	})
+}
