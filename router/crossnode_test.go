@@ -484,3 +484,34 @@ func TestFitResponseNacksAnOwnersRecords(t *testing.T) {
 		assert.Equal(t, []int64{2, 3}, offsetsOf(again))
 	})
 }
+
+// Checklist 106, 108: consumers parking within the share window of a registration share
+// it; one parking later sends its own (the owner's reply only says the frame arrived, not
+// that the token is still held).
+func TestParkersShareARecentRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		seen := &frames{}
+		c.net.Observe = seen.observe
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		g := c.nodes["g"]
+		var polls []<-chan []router.Message
+		polls = append(polls, g.async(ctx, router.ConsumeOptions{Wait: time.Minute}))
+		time.Sleep(100 * time.Millisecond)
+		polls = append(polls, g.async(ctx, router.ConsumeOptions{Wait: time.Minute}))
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, 1, seen.of(opRegisterFrame), "the second shares the first's registration")
+		time.Sleep(300 * time.Millisecond)
+		polls = append(polls, g.async(ctx, router.ConsumeOptions{Wait: time.Minute}))
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, 2, seen.of(opRegisterFrame), "past the window: its own")
+		cancel()
+		for _, p := range polls {
+			<-p
+		}
+	})
+}
