@@ -28,18 +28,22 @@ type ConsumeOptions struct {
 	Visibility time.Duration
 }
 
-// Consume leases and returns up to opts.Max records of topic from this node's partitions,
-// lowest unresolved offsets first. With nothing there it waits up to opts.Wait, parked on
-// the topic's queue (or the partition's, when pinned), and a record that arrives meanwhile
-// is handed to exactly one parked consumer. No records and no error is a 204.
+// Consume leases and returns up to opts.Max records of topic, lowest unresolved offsets
+// first: from this node's partitions, and, with a Transport, from the partitions other nodes
+// own (one probe per owner, the first with records answering). With nothing there it waits up
+// to opts.Wait, parked on the topic's queue (or the partition's, when pinned) and on delivery
+// tokens left with the owners, and a record that arrives meanwhile, here or on an owner, is
+// handed to exactly one parked consumer. No records and no error is a 204.
 //
 // A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
 // runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes
-// of keys and payloads. A record that the wait delivers is topped up with a second scan.
+// of keys and payloads; an owner's batch (at most RemoteBatch records) is passed through. A
+// single record that the wait delivers is topped up with a second local scan.
 //
-// Errors: ErrUnknownTopic, ErrNotLocal (pinned to a partition this node does not own),
-// ErrClosed, the host's errors resolving a log, ErrLogClosed (transient: try again), and
-// ctx's error if it ends first.
+// Errors: ErrUnknownTopic, ErrNotLocal (pinned to a partition no node owns, or, without a
+// Transport, that this node does not own), ErrClosed, the host's errors resolving a log,
+// ErrLogClosed (transient: try again), ErrTransport or ErrUnavailable when every owner asked
+// failed and nothing was there, and ctx's error if it ends first.
 func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
 	if !n.fence.enter() {
 		return nil, ErrClosed

@@ -108,8 +108,28 @@
 // abandoned at the deadline. A peer's refusal is recognised by its status in the reply alone:
 // an owner that refuses AckBatch as an unknown op gets the batch again as single ops, and
 // only single ops for the next two minutes. Node.AckBatch sends a client's remote handles to
-// their owners at once, one AckBatch per 64 handles, the owners in parallel. Consuming from partitions other nodes own is not built yet. The frames are
+// their owners at once, one AckBatch per 64 handles, the owners in parallel. The frames are
 // described in docs/protocol.md, "Forwarded acks and the node wire".
+//
+// # Consumption across nodes
+//
+// With a Transport, a cluster of nodes behaves as one queue: a consumer may land on any node
+// and gets a record from whichever node owns one, in 0, 1 or 2 round trips, with no broadcast
+// and no polling while idle. A consume scans this node's partitions first (no round trip),
+// then probes every remote owner once (the first with records answers: one round trip), then
+// parks on this node's queue and leaves a delivery token (package tokens) with each owner,
+// shared by every consumer parked here on the topic. A token reserves nothing: an owner where
+// records show up fires one token per record it can spare, tells that node, and holds the
+// record back for its claim; the consumer at the head of the node's queue claims it (two
+// round trips). A hold ends at once with the claim or a pass, or lapses after
+// Config.HoldTimeout. The node's keeper keeps the tokens in place while consumers wait, and
+// polls instead the owners that cannot take tokens (older releases, or Config.NoCallbacks).
+// Pinned consumes and replays of a partition another node owns go to its owner; a batch
+// travels as Max and is answered by one owner's scan of up to RemoteBatch records; an owner
+// gives back every record of a reply that never reached its consumer (the cancel race).
+// Liveness, an optional capability of Routes, says a node is down. Config.WireVersion pins
+// the wire version during a rolling upgrade. See docs/protocol.md, "Consumption across
+// nodes".
 //
 // # Beyond consume and ack
 //

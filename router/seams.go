@@ -98,11 +98,13 @@ type RangeReader interface {
 // false for a topic that does not exist. It must be safe for concurrent use, and what it
 // returns must not be modified by either side afterwards.
 //
-// A node consumes from its local partitions only. remote names the owner of each partition
-// other nodes own: with Config.Transport set, an ack, extend or nack of such a partition is
-// forwarded to its owner (a partition no owner names answers ErrUnavailable), and a topic
-// whose partitions are neither local nor remote counts as not assigned yet, so a long-poll
-// on it waits (see UnassignedRecheck). Consuming from remote partitions is not built yet.
+// remote names the owner of each partition other nodes own. With Config.Transport set, a
+// consume that finds nothing local probes those owners and parks on tokens left with them
+// (see docs/protocol.md, "Consumption across nodes"), a pinned consume or a replay of such a
+// partition goes to its owner, and an ack, extend or nack of one is forwarded to its owner
+// (a partition no owner names answers ErrUnavailable). A topic whose partitions are neither
+// local nor remote counts as not assigned yet, so a long-poll on it waits (see
+// UnassignedRecheck). Routes may also implement Liveness, to say a node is down.
 type Routes interface {
 	Partitions(topic string) (local []int32, remote map[string][]int32, ok bool)
 }
