@@ -197,6 +197,8 @@ func TestUnassignedTopicWaitsForAnOwner(t *testing.T) {
 		err := c.nodes["g"].ack(msgs[0])
 		require.ErrorIs(t, err, router.ErrUnavailable)
 		assert.Equal(t, 503, router.HTTPStatus(err))
+		errs := c.nodes["g"].node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String()})
+		require.ErrorIs(t, errs[0], router.ErrUnavailable)
 		assert.Equal(t, calls, c.net.CallsTo("b"), "no RPC to a node the host says is down")
 	})
 }

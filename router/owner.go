@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,9 @@ func (n *Node) serveRegister(from string, regs []wire.Registration) []wire.Answe
 	for i, r := range regs {
 		local, _, ok := n.routes.Partitions(r.Topic)
 		switch {
+		case n.transport == nil:
+			answers[i] = answerOf(fmt.Errorf("%w: this node has no transport to notify with", ErrUnavailable), time.Time{})
+			continue
 		case !ok:
 			answers[i] = answerOf(ErrUnknownTopic, time.Time{})
 			continue

@@ -175,9 +175,9 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 			continue
 		}
 		owner, ok := n.ownerOf(topic, p)
-		if !ok {
+		if !ok || n.down(owner) {
 			for _, i := range indexes {
-				errs[i] = fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, p)
+				errs[i] = fmt.Errorf("%w: no live owner of %s/%d", ErrUnavailable, topic, p)
 			}
 			continue
 		}

@@ -1,0 +1,75 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
+)
+
+// unreachable is a Transport to nowhere: every call fails at once.
+type unreachable struct{}
+
+func (unreachable) Call(context.Context, string, []byte) ([]byte, error) {
+	return nil, errors.New("unreachable")
+}
+
+// FuzzServe: whatever frame another node sends, Serve never panics and answers a reply the
+// requester can read (an ack reply, or a consume reply for Consume and Replay), so a bad
+// frame gets a 400-class refusal, never a crash (invariant "bad input is refused").
+func FuzzServe(f *testing.F) {
+	for _, req := range []wire.Request{
+		{Op: wire.OpAck, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: wire.Handle{Offset: 1, Nonce: 2}}}},
+		{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpNack, Budget: time.Second}, {Op: wire.OpExtend, Arg: time.Second, Budget: time.Second}}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1, Claim: true, Max: 5}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 2, Pinned: 0}},
+		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 3}},
+		{Op: wire.OpCancel, Topic: "orders", RequestID: 1},
+		{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Second}, {Topic: "other", TTL: time.Minute}}},
+		{Op: wire.OpNotify, Topic: "orders", Hold: time.Second},
+		{Op: wire.OpPass, Topic: "orders"},
+		{Op: wire.OpDrop, Topic: "orders"},
+	} {
+		frame, err := wire.EncodeRequest(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(frame)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{5, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'})
+	f.Add([]byte{200, 0, 0})
+	routes := &routertest.Routes{}
+	routes.Set("orders", 0)
+	routes.SetRemote("orders", "b", 1)
+	logs := &routertest.MemLogs{}
+	log := logs.Log("orders", 0)
+	for range 3 {
+		log.Append(nil, []byte("v"), time.Unix(1, 0))
+	}
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { node.Close() })
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		reply, err := node.Serve(context.Background(), "b", frame)
+		if err != nil {
+			t.Fatalf("Serve returned an error: %v", err)
+		}
+		if len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpReplay) {
+			if _, err := wire.DecodeConsumeReply(reply); err != nil {
+				t.Fatalf("unreadable consume reply: %v", err)
+			}
+			return
+		}
+		if _, err := wire.DecodeReply(reply); err != nil {
+			t.Fatalf("unreadable reply: %v", err)
+		}
+	})
+}
