@@ -538,7 +538,7 @@ func TestServeAnswersConsumptionFrames(t *testing.T) {
 			routes.Set("orders", 0)
 			logs := &routertest.MemLogs{}
 			logs.Log("orders", 0)
-			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), WireVersion: tc.version})
+			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), WireVersion: tc.version, Transport: unreachable{}})
 			require.NoError(t, err)
 			defer node.Close()
 			frame, err := wire.EncodeRequest(tc.req)
