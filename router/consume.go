@@ -74,10 +74,14 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		req.pinned = opts.Partition
 	}
 	deadline := n.clock.Now().Add(opts.Wait)
+	// The generation before the routes, as the scan takes them (see scan), so the first scan
+	// reuses both.
+	req.gen = n.tracker.Generation(topic)
 	local, _, ok := n.routes.Partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
 	}
+	req.local = local
 	var owners []string
 	anyDown := false
 	if n.crossNode() {

@@ -279,7 +279,8 @@ func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
 		return msgs
 	}
 	req.max--
-	more, _ := n.scan(req, msgs) // what is there now, never an error
+	req.gen, req.local = nil, nil // the routes and generation as they are now, after the wait
+	more, _ := n.scan(req, msgs)  // what is there now, never an error
 	return more
 }
 

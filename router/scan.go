@@ -48,7 +48,8 @@ func (m *Message) payloadBytes() int { return len(m.Key) + len(m.Value) }
 // scanRequest is one non-blocking pass over a topic's local partitions.
 type scanRequest struct {
 	topic      string
-	gen        *inflight.Generation // taken before the routes; set by scan
+	gen        *inflight.Generation // taken before the routes; set by scan unless the caller did
+	local      []int32              // the routes' local partitions, read after gen; nil: scan reads them
 	pinned     int32                // -1: any local partition
 	max        int                  // records to take at most (>= 1)
 	visibility time.Duration
@@ -78,8 +79,11 @@ var scratchPool = sync.Pool{New: func() any { return new(logsScratch) }}
 func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	// The generation comes before everything the scan resolves, so a delete and recreate
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
-	req.gen = n.tracker.Generation(req.topic)
-	order, start, err := n.partitionOrder(req.topic, req.pinned)
+	if req.gen == nil {
+		req.gen = n.tracker.Generation(req.topic)
+		req.local = nil // read after the generation, or not at all
+	}
+	order, start, err := n.partitionOrderOf(req.topic, req.pinned, req.local)
 	if err != nil || len(order) == 0 {
 		return out, err
 	}
@@ -104,7 +108,16 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 // alone when pinned >= 0) and the index it starts at, which rotates per topic so partitions
 // drain evenly.
 func (n *Node) partitionOrder(topic string, pinned int32) (order []int32, start int, err error) {
-	local, _, ok := n.routes.Partitions(topic)
+	return n.partitionOrderOf(topic, pinned, nil)
+}
+
+// partitionOrderOf is partitionOrder over local, the routes' local partitions of topic when
+// the caller read them already (nil: read them now).
+func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32) (order []int32, start int, err error) {
+	ok := true
+	if local == nil {
+		local, _, ok = n.routes.Partitions(topic)
+	}
 	switch {
 	case !ok:
 		return nil, 0, ErrUnknownTopic
