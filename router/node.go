@@ -656,6 +656,10 @@ func (n *Node) shutdown() {
 	n.fence.close()
 	n.pump.Close()
 	n.fence.wait()
+	n.ownerTopics.Range(func(topic, _ any) bool {
+		n.forgetTopicTokens(topic.(string)) // and their hold timers
+		return true
+	})
 	n.cancel()
 	n.done.Wait()
 	n.forwarding.Wait()
