@@ -1,0 +1,255 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/httpapi"
+)
+
+// fakeNode answers every call with err (and Consume with msgs), and records the calls.
+type fakeNode struct {
+	mu       sync.Mutex
+	err      error
+	msgs     []router.Message
+	consume  func(ctx context.Context) // run inside Consume
+	calls    []string
+	released []string
+	nacked   []string
+	fitLimit int
+	fitSizes []int
+}
+
+var _ httpapi.Node = (*fakeNode)(nil)
+
+func (f *fakeNode) record(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+func (f *fakeNode) Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error) {
+	f.record("Consume %s %+v", topic, opts)
+	if f.consume != nil {
+		f.consume(ctx)
+	}
+	return f.msgs, f.err
+}
+
+func (f *fakeNode) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]router.Message, error) {
+	f.record("Replay %s %d %d %d", topic, partition, offset, limit)
+	return f.msgs, f.err
+}
+
+func (f *fakeNode) FitResponse(msgs []router.Message, size func(*router.Message) int, limit int) []router.Message {
+	f.fitLimit = limit
+	f.fitSizes = f.fitSizes[:0]
+	for i := range msgs {
+		f.fitSizes = append(f.fitSizes, size(&msgs[i]))
+	}
+	return msgs
+}
+
+func (f *fakeNode) Ack(ctx context.Context, topic, handle string) error {
+	f.record("Ack %s %s", topic, handle)
+	return f.err
+}
+
+func (f *fakeNode) AckBatch(ctx context.Context, topic string, handles []string) []error {
+	f.record("AckBatch %s %v", topic, handles)
+	errs := make([]error, len(handles))
+	for i := range errs {
+		errs[i] = f.err
+	}
+	return errs
+}
+
+func (f *fakeNode) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
+	f.record("Extend %s %s %v", topic, handle, d)
+	return time.Unix(100, 0), f.err
+}
+
+func (f *fakeNode) Nack(ctx context.Context, topic, handle string, delay time.Duration) error {
+	f.record("Nack %s %s %v", topic, handle, delay)
+	f.mu.Lock()
+	f.nacked = append(f.nacked, handle)
+	f.mu.Unlock()
+	return f.err
+}
+
+func (f *fakeNode) Release(ctx context.Context, topic, handle string) error {
+	f.record("Release %s %s", topic, handle)
+	f.mu.Lock()
+	f.released = append(f.released, handle)
+	f.mu.Unlock()
+	return f.err
+}
+
+func fakeHandler(t *testing.T, f httpapi.Node) *httpapi.Handler {
+	h, err := httpapi.New(f, httpapi.Options{})
+	require.NoError(t, err)
+	return h
+}
+
+// TestErrorStatuses: each error of the node maps to its status and code.
+func TestErrorStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{router.ErrUnknownTopic, 404, "unknown_topic"},
+		{fmt.Errorf("x: %w", router.ErrTopicDropped), 500, "internal"},
+		{fmt.Errorf("%w: %w", router.ErrUnknownTopic, router.ErrTopicDropped), 404, "unknown_topic"},
+		{router.ErrGone, 410, "gone"},
+		{router.ErrAlreadySettled, 410, "already_settled"},
+		{router.ErrMalformedHandle, 400, "bad_request"},
+		{router.ErrInvalidArgument, 400, "bad_request"},
+		{fmt.Errorf("owner b: %w", router.ErrTransport), 502, "owner_unreachable"},
+		{fmt.Errorf("owner b: %w", router.ErrUnavailable), 503, "unavailable"},
+		{router.ErrClosed, 503, "unavailable"},
+		{router.ErrNotLocal, 503, "unavailable"},
+		{router.ErrLogClosed, 503, "unavailable"},
+		{context.Canceled, 503, "unavailable"},
+		{errors.New("disk on fire"), 500, "internal"},
+	} {
+		f := &fakeNode{err: tc.err}
+		h := fakeHandler(t, f)
+		for _, req := range [][2]string{
+			{"GET", "/consume?topic=orders"},
+			{"GET", "/consume?topic=orders&partition=0&offset=0"},
+			{"POST", "/ack?topic=orders&receipt_handle=0:0:1"},
+			{"POST", "/extend?topic=orders&receipt_handle=0:0:1"},
+			{"POST", "/nack?topic=orders&receipt_handle=0:0:1"},
+		} {
+			body := failed(t, do(h, req[0], req[1]), tc.status)
+			require.Equal(t, tc.code, body.Code, "%v %s", tc.err, req[1])
+			require.Equal(t, tc.err.Error(), body.Error)
+		}
+		rec := do(h, "POST", "/ack-batch?topic=orders", `{"receipt_handles":["0:0:1","0:0:2"]}`)
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Contains(t, rec.Body.String(), fmt.Sprintf(`"status":%d,`, tc.status))
+		require.Contains(t, rec.Body.String(), fmt.Sprintf(`"code":%q`, tc.code))
+	}
+}
+
+// TestRequestsReachTheNode: what each route hands the node, parsed.
+func TestRequestsReachTheNode(t *testing.T) {
+	f := &fakeNode{}
+	h := fakeHandler(t, f)
+	do(h, "GET", "/consume?topic=orders&max=7&wait=2500&visibility=1m&partition=3")
+	do(h, "GET", "/consume?topic=orders&wait=1.5s")
+	do(h, "GET", "/consume?topic=orders&partition=2&offset=40&max=9")
+	do(h, "POST", "/ack?topic=orders&receipt_handle=0:0:1")
+	do(h, "POST", "/extend?topic=orders&receipt_handle=0:0:1&visibility=90000")
+	do(h, "POST", "/nack", "topic=orders&receipt_handle=0:0:1&delay=2s")
+	do(h, "POST", "/ack-batch?topic=orders", `{"receipt_handles":["0:0:1","0:1:2"]}`)
+	require.Equal(t, []string{
+		"Consume orders {Max:7 Wait:2.5s Pinned:true Partition:3 Visibility:1m0s}",
+		"Consume orders {Max:1 Wait:1.5s Pinned:false Partition:0 Visibility:0s}",
+		"Replay orders 2 40 9",
+		"Ack orders 0:0:1",
+		"Extend orders 0:0:1 1m30s",
+		"Nack orders 0:0:1 2s",
+		"AckBatch orders [0:0:1 0:1:2]",
+	}, f.calls)
+	rec := do(h, "POST", "/extend?topic=orders&receipt_handle=0:0:1")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.JSONEq(t, `{"receipt_handle":"0:0:1","expiry":"1970-01-01T00:01:40Z"}`, rec.Body.String())
+}
+
+// TestContextReachesTheNode: the node is handed the request's context, so a client that
+// leaves ends its long-poll.
+func TestContextReachesTheNode(t *testing.T) {
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, "mine")
+	var got context.Context
+	f := &fakeNode{consume: func(ctx context.Context) { got = ctx }}
+	doCtx(ctx, fakeHandler(t, f), "/consume?topic=orders&wait=1s")
+	require.Equal(t, "mine", got.Value(key{}))
+}
+
+func leasedMessages(n int) []router.Message {
+	msgs := make([]router.Message, n)
+	for i := range msgs {
+		msgs[i] = router.Message{Topic: "orders", Offset: int64(i), Value: []byte("v<"),
+			Receipt: router.Handle{Offset: int64(i), Nonce: uint64(i + 1)}, Attempt: 1, Expiry: time.Unix(9, 0)}
+	}
+	return msgs
+}
+
+// TestGoneClientGetsNothing: records a consume delivered as its client left are given back
+// at once, not left invisible until their visibility timeout.
+func TestGoneClientGetsNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fakeNode{msgs: leasedMessages(2), consume: func(context.Context) { cancel() }}
+	rec := doCtx(ctx, fakeHandler(t, f), "/consume?topic=orders&max=2")
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.Equal(t, []string{"0:0:1", "0:1:2"}, f.released)
+}
+
+// failingWriter is a ResponseWriter whose client is gone: every Write fails.
+type failingWriter struct{ *httptest.ResponseRecorder }
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestFailedWriteGivesBack: records whose response could not be written are given back;
+// those of a partition another node owns are nacked there with no delay.
+func TestFailedWriteGivesBack(t *testing.T) {
+	f := &fakeNode{msgs: leasedMessages(3)}
+	h := fakeHandler(t, &notLocalReleases{fakeNode: f, remote: 2})
+	req := httptest.NewRequest(http.MethodGet, "/consume?topic=orders&max=3", nil)
+	h.ServeHTTP(failingWriter{httptest.NewRecorder()}, req)
+	require.Equal(t, []string{"0:0:1", "0:1:2", "0:2:3"}, f.released)
+	require.Equal(t, []string{"0:2:3"}, f.nacked)
+}
+
+// notLocalReleases answers Release of offsets from remote on with ErrNotLocal, as a node
+// does for a partition another node owns.
+type notLocalReleases struct {
+	*fakeNode
+	remote int64
+}
+
+func (n *notLocalReleases) Release(ctx context.Context, topic, handle string) error {
+	n.fakeNode.Release(ctx, topic, handle)
+	if h, _ := router.ParseHandle(handle); h.Offset >= n.remote {
+		return router.ErrNotLocal
+	}
+	return nil
+}
+
+// TestReleaseOfARemotePartition: POST /release of a partition another node owns is a nack
+// with no delay at its owner.
+func TestReleaseOfARemotePartition(t *testing.T) {
+	f := &fakeNode{}
+	h := fakeHandler(t, &notLocalReleases{fakeNode: f, remote: 0})
+	require.Equal(t, http.StatusNoContent, do(h, "POST", "/release?topic=orders&receipt_handle=0:0:1").Code)
+	require.Equal(t, []string{"Release orders 0:0:1", "Nack orders 0:0:1 0s"}, f.calls)
+}
+
+// TestFitMeasuresTheEncoding: FitResponse is handed the encoder's exact sizes (one
+// separator each) and what the envelope leaves of router.ResponseLimit.
+func TestFitMeasuresTheEncoding(t *testing.T) {
+	f := &fakeNode{msgs: leasedMessages(3)}
+	rec := do(fakeHandler(t, f), "GET", "/consume?topic=orders&max=3")
+	body := rec.Body.Len()
+	require.Len(t, messages(t, rec), 3)
+	require.Equal(t, httpapi.BodyLimit, f.fitLimit)
+	require.Equal(t, router.ResponseLimit-len(`{"messages":[]}`)+1, f.fitLimit)
+	sum := 0
+	for i, size := range f.fitSizes {
+		require.Equal(t, httpapi.MessageLen(&f.msgs[i])+1, size)
+		sum += size
+	}
+	require.Equal(t, len(`{"messages":[]}`)-1+sum, body)
+}
