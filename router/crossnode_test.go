@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -515,5 +516,32 @@ func TestParkersShareARecentRegistration(t *testing.T) {
 		for _, p := range polls {
 			<-p
 		}
+	})
+}
+
+// A restarted node never reuses the request ids of its previous life: an owner still
+// remembers the replies to those for the cancel race, and a cancel of the new request would
+// give back records the old one delivered (a second live holder). Found by the cluster state
+// machine.
+func TestRequestIDsDifferAcrossRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		var ids []uint64
+		c.net.Observe = func(from, _ string, frame []byte) {
+			if from != "g" {
+				return
+			}
+			if req, err := wire.DecodeRequest(frame, wire.Newest); err == nil && req.Op == wire.OpConsume {
+				ids = append(ids, req.Consume.RequestID)
+			}
+		}
+		g := c.nodes["g"]
+		g.consume(context.Background(), router.ConsumeOptions{})
+		require.NoError(t, g.node.Close())
+		g.start()
+		g.consume(context.Background(), router.ConsumeOptions{})
+		require.Len(t, ids, 2)
+		assert.NotEqual(t, ids[0], ids[1])
 	})
 }
