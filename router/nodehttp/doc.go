@@ -1,0 +1,64 @@
+// Package nodehttp carries the node wire over HTTP: a router.Transport that sends each frame
+// as the body of one HTTP POST to the peer node, and the http.Handler that hands the frames
+// it receives to the local node's Serve. Any host can use it as is; it needs nothing but the
+// standard library.
+//
+// # Mounting the handler
+//
+// The host mounts a Handler on a server its peers reach, and lets that server accept HTTP/2
+// cleartext (what the Transport speaks by default) with ConfigureServer:
+//
+//	node, err := router.New(router.Config{..., Transport: transport})
+//	mux.Handle("POST /consume/node", &nodehttp.Handler{Serve: node.Serve, Authorize: checkPeer})
+//	srv := &http.Server{Addr: ":7070", Handler: mux}
+//	nodehttp.ConfigureServer(srv) // HTTP/2 cleartext besides HTTP/1.1
+//	go srv.ListenAndServe()
+//
+// The handler answers 200 with the reply frame, and refuses anything else before the node
+// sees it: 400 without the caller's node header, 403 when Authorize refuses the caller, 405
+// for a method other than POST, 413 for a body over the bound; a Serve error is a 500.
+// router.Node.Serve takes the caller's name as given: a host whose network carries anyone
+// but its own nodes authenticates them in Authorize (a client certificate in r.TLS, say).
+//
+// # Building the transport
+//
+//	transport, err := nodehttp.NewTransport(nodehttp.TransportConfig{
+//		Self:    "node-a", // this node's name, as the other nodes' Routes name it
+//		Resolve: func(node string) (string, bool) { u, ok := peers[node]; return u, ok }, // "http://10.0.0.7:7070/consume/node"
+//	})
+//
+// Call resolves the node to the URL its handler is mounted at (an unknown node is
+// ErrUnknownNode) and POSTs the frame there. It returns an error whenever no complete reply
+// came back: a peer that is down (connection refused) fails at once, one that does not
+// answer fails when the caller's context ends; a reset, a status other than 200 (a
+// *StatusError), a reply cut short or over the bound are errors too, which the node answers
+// as "no reply came back" (a 502 for a forwarded ack). A peer node's own refusal of a frame
+// travels inside a 200 reply, as the node wire has it. Calls have no timeout of their own:
+// the node gives each its budget through the context.
+//
+// # The header and the bounds
+//
+// Every request carries the calling node's name in the Header (Narad-Consume-From),
+// path-escaped, so a name any Routes uses travels intact; the handler passes it to Serve
+// as from, which is also the name an owner calls back (a notification). Frames, requests and
+// replies alike, are at most MaxFrame (16 MiB, the node wire's own bound): the transport
+// sends none longer and reads at most one byte past the bound of a reply, the handler
+// likewise of a request (413).
+//
+// # HTTP/2 cleartext or HTTP/1.1
+//
+// By default the transport speaks HTTP/2 cleartext with prior knowledge (h2c, no upgrade):
+// a few connections to each peer (DefaultH2MaxConnsPerHost) carry every call at once as
+// streams, and an idle connection is checked with pings, so a peer that vanished without
+// closing its connections is found and its connections replaced. TransportConfig.HTTP1
+// speaks HTTP/1.1 with keep-alive instead, one connection per call in flight, pooled up to
+// DefaultH1MaxConnsPerHost: for a path through a proxy or balancer that does not pass h2c
+// through. A server set up with ConfigureServer accepts both. With
+// TransportConfig.TLSClientConfig, https URLs work too (HTTP/2 or HTTP/1.1 over TLS).
+//
+// # Shutting down
+//
+// Close the node first (its Close waits for the calls in progress and answers later frames
+// with a refusal), then shut the server down (http.Server.Shutdown), then call
+// Transport.CloseIdleConnections to close the connections to the peers.
+package nodehttp
