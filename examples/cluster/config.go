@@ -1,0 +1,168 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// configName is the cluster's config file, in the state directory.
+const configName = "cluster.json"
+
+// A clusterConfig is the one file every node reads at start: who the nodes are, where they
+// listen, and which partitions of the topic each owns. It stands for what a host's own
+// cluster hands its nodes (its consensus or metadata store): here it is static, and a node
+// started again reads the same file.
+type clusterConfig struct {
+	Topic string `json:"topic"`
+	// Visibility is the topic's visibility timeout, a Go duration ("2s").
+	Visibility string `json:"visibility"`
+	// AckedAhead is the topic's acked-ahead cap per partition (router.TopicConfig).
+	AckedAhead int          `json:"acked_ahead"`
+	Nodes      []nodeConfig `json:"nodes"`
+}
+
+// A nodeConfig is one node of the cluster.
+type nodeConfig struct {
+	ID string `json:"id"`
+	// Addr is where its HTTP server listens, for peers (/node) and clients (/queue).
+	Addr string `json:"addr"`
+	// Dir holds its state: Dir/log the file log of its partitions, Dir/consumer the ack
+	// state.
+	Dir string `json:"dir"`
+	// Partitions are the partitions of the topic it owns; none makes it a gateway.
+	Partitions []int32 `json:"partitions"`
+}
+
+// newClusterConfig lays out the three nodes in dir: node-1 and node-2 own two partitions
+// each, node-3 owns none. Their addresses are ports free on 127.0.0.1 now.
+func newClusterConfig(dir string, visibility time.Duration) (clusterConfig, error) {
+	addrs, err := freeAddrs(3)
+	if err != nil {
+		return clusterConfig{}, err
+	}
+	owned := [][]int32{{0, 1}, {2, 3}, {}}
+	cc := clusterConfig{Topic: topic, Visibility: visibility.String(), AckedAhead: 16384}
+	for i, parts := range owned {
+		id := fmt.Sprintf("node-%d", i+1)
+		cc.Nodes = append(cc.Nodes, nodeConfig{ID: id, Addr: addrs[i], Dir: filepath.Join(dir, id), Partitions: parts})
+	}
+	return cc, nil
+}
+
+// freeAddrs returns n addresses on 127.0.0.1 with ports that were free a moment ago: the
+// system picks them, all held at once so that they differ.
+func freeAddrs(n int) ([]string, error) {
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
+}
+
+func (cc clusterConfig) write(path string) error {
+	b, err := json.MarshalIndent(cc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func readConfig(path string) (clusterConfig, error) {
+	var cc clusterConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cc, err
+	}
+	if err := json.Unmarshal(b, &cc); err != nil {
+		return cc, fmt.Errorf("%s: %w", path, err)
+	}
+	if cc.Topic == "" || len(cc.Nodes) == 0 {
+		return cc, fmt.Errorf("%s: no topic or no nodes", path)
+	}
+	if _, err := cc.visibility(); err != nil {
+		return cc, fmt.Errorf("%s: visibility: %w", path, err)
+	}
+	return cc, nil
+}
+
+func (cc clusterConfig) visibility() (time.Duration, error) {
+	d, err := time.ParseDuration(cc.Visibility)
+	if err == nil && d <= 0 {
+		err = errors.New("not positive")
+	}
+	return d, err
+}
+
+// node returns the node named id.
+func (cc clusterConfig) node(id string) (nodeConfig, bool) {
+	i := slices.IndexFunc(cc.Nodes, func(n nodeConfig) bool { return n.ID == id })
+	if i < 0 {
+		return nodeConfig{}, false
+	}
+	return cc.Nodes[i], true
+}
+
+// owner returns the node that owns partition p.
+func (cc clusterConfig) owner(p int32) string {
+	for _, n := range cc.Nodes {
+		if slices.Contains(n.Partitions, p) {
+			return n.ID
+		}
+	}
+	return ""
+}
+
+// partitions returns every partition of the topic, ascending.
+func (cc clusterConfig) partitions() []int32 {
+	var all []int32
+	for _, n := range cc.Nodes {
+		all = append(all, n.Partitions...)
+	}
+	slices.Sort(all)
+	return all
+}
+
+// peerURL is where a node's nodehttp.Handler is mounted: what its peers' Transports call.
+func peerURL(n nodeConfig) string { return "http://" + n.Addr + "/node" }
+
+// routes returns the router.Routes of node self: its own partitions local, every other
+// owner's remote.
+func (cc clusterConfig) routes(self string) *staticRoutes {
+	r := &staticRoutes{topic: cc.Topic, remote: map[string][]int32{}}
+	for _, n := range cc.Nodes {
+		switch {
+		case n.ID == self:
+			r.local = slices.Clone(n.Partitions)
+		case len(n.Partitions) > 0:
+			r.remote[n.ID] = slices.Clone(n.Partitions)
+		}
+	}
+	return r
+}
+
+// staticRoutes is a router.Routes that never changes: one topic, the partitions this node
+// owns, and those each other node owns. A host's Routes would follow its metadata store
+// instead, returning slices it never modifies afterwards.
+type staticRoutes struct {
+	topic  string
+	local  []int32
+	remote map[string][]int32
+}
+
+func (r *staticRoutes) Partitions(topic string) (local []int32, remote map[string][]int32, ok bool) {
+	if topic != r.topic {
+		return nil, nil, false
+	}
+	return r.local, r.remote, true
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/examples/filelog"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/httpapi"
+	"narad.dev/consume/router/nodehttp"
+)
+
+// A node process: what a host runs on each machine of its cluster. One router.Node over
+// the file log of the partitions it owns, whose Routes come from the config file, calling
+// its peers through a nodehttp.Transport; and one HTTP server for everyone:
+//
+//	POST /node        nodehttp.Handler: frames from the other nodes (node.Serve)
+//	/queue/...        httpapi.Handler: the clients' consume API (consume, ack, nack, ...)
+//	POST /produce     ?partition=N, body = value: append to the file log (owners only)
+//	GET  /status      this example's own: the partitions' status and the node's counters
+//
+// It prints "ready" on its standard output once it serves, and shuts down gracefully on
+// SIGTERM or Ctrl-C, or when its standard input closes (the parent is gone).
+
+// maxValue bounds a produced value.
+const maxValue = 1 << 20
+
+// runNode is a node process.
+func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) error {
+	cc, err := readConfig(cfg.configPath)
+	if err != nil {
+		return err
+	}
+	self, ok := cc.node(cfg.id)
+	if !ok {
+		return fmt.Errorf("%s names no node %q", cfg.configPath, cfg.id)
+	}
+	visibility, _ := cc.visibility()
+
+	// The file log. filelog makes partitions 0 to n-1 of a topic, so an owner of partitions
+	// 2 and 3 has empty logs of 0 and 1 too; the node reads only the partitions its Routes
+	// say it owns. A gateway has no topic in its log at all.
+	var node *router.Node
+	store, err := filelog.Open(filepath.Join(self.Dir, "log"), filelog.Options{
+		SegmentBytes: 256 << 10,
+		// Each append tells the node, which wakes a consumer parked here, or fires a
+		// token another node left. node is set below, before the server takes a produce.
+		OnAppend: func(topic string, p int32, hwm int64) { node.Appended(topic, p, hwm) },
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if len(self.Partitions) > 0 {
+		if err := store.CreateTopic(cc.Topic, int(slices.Max(self.Partitions))+1); err != nil {
+			return err
+		}
+	}
+
+	// The transport: each frame to a peer is one POST to its /node.
+	peers := map[string]string{}
+	for _, n := range cc.Nodes {
+		peers[n.ID] = peerURL(n)
+	}
+	transport, err := nodehttp.NewTransport(nodehttp.TransportConfig{
+		Self:    self.ID,
+		Resolve: func(id string) (string, bool) { u, ok := peers[id]; return u, ok },
+	})
+	if err != nil {
+		return err
+	}
+	defer transport.CloseIdleConnections()
+	// A host passes the nodehttp.Transport itself; this example counts the calls too (see
+	// countingTransport).
+
+	node, err = router.New(router.Config{
+		Logs:      store,
+		Routes:    cc.routes(self.ID),
+		Dir:       filepath.Join(self.Dir, "consumer"),
+		Transport: countingTransport{transport},
+		Topic: func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: visibility, MaxAckedAhead: cc.AckedAhead}
+		},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", self.ID),
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close() // for the early returns; the shutdown below closes it first
+
+	api, err := httpapi.New(node, httpapi.Options{})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /node", &nodehttp.Handler{Serve: node.Serve})
+	mux.Handle("/queue/", http.StripPrefix("/queue", countCalls(api)))
+	if len(self.Partitions) > 0 {
+		mux.Handle("POST /produce", &produceHandler{topic: cc.Topic, owned: self.Partitions, store: store})
+	}
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, node, cc.Topic)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	nodehttp.ConfigureServer(srv) // peers speak HTTP/2 cleartext, clients HTTP/1.1
+
+	ln, err := net.Listen("tcp", self.Addr)
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintln(out, "ready")
+
+	parentGone := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, stdin)
+		close(parentGone)
+	}()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case <-parentGone:
+	case serveErr = <-served:
+	}
+
+	// The shutdown, in the order nodehttp documents: the node first (it waits for the calls
+	// in progress, persists every ack, and answers what comes later with a refusal), then
+	// the server, then the connections to the peers (deferred above), then the log.
+	closeErr := node.Close()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	shutErr := srv.Shutdown(shutCtx)
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	err = errors.Join(closeErr, shutErr, serveErr, store.Close())
+	if err == nil {
+		fmt.Fprintln(out, "stopped")
+	}
+	return err
+}
+
+// The example's instrumentation: how many calls to its peers a node made on a consume's
+// behalf, which tells the client how the records reached it. A node makes a consume's probes
+// and claims with the consume's own context (a client that leaves ends them), and its other
+// calls (registrations, notifications, forwarded acks, cancels) with contexts of their own.
+// So a transport that counts the calls it makes under a consume's context counts exactly
+// that consume's probes and claims, and the answer carries the count in the header
+// peerCallsHeader. A consume that took records from another node without waiting probed
+// at most once per other owner; one that waited probed every one of them, then claimed.
+
+// peerCallsHeader carries, on a consume's answer, the calls to peers it took.
+const peerCallsHeader = "Peer-Calls"
+
+type callsKey struct{}
+
+// countingTransport counts each call made under a context countCalls marked.
+type countingTransport struct{ router.Transport }
+
+func (t countingTransport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	if n, ok := ctx.Value(callsKey{}).(*atomic.Int32); ok {
+		n.Add(1)
+	}
+	return t.Transport.Call(ctx, to, frame)
+}
+
+// countCalls marks each request's context for countingTransport, and writes the count in
+// the answer's header: a consume calls its peers before the handler writes anything.
+func countCalls(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := new(atomic.Int32)
+		h.ServeHTTP(&callsWriter{ResponseWriter: w, calls: n}, r.WithContext(context.WithValue(r.Context(), callsKey{}, n)))
+	})
+}
+
+type callsWriter struct {
+	http.ResponseWriter
+	calls   *atomic.Int32
+	stamped bool
+}
+
+func (w *callsWriter) stamp() {
+	if !w.stamped {
+		w.stamped = true
+		w.Header().Set(peerCallsHeader, strconv.Itoa(int(w.calls.Load())))
+	}
+}
+
+func (w *callsWriter) WriteHeader(code int) {
+	w.stamp()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *callsWriter) Write(b []byte) (int, error) {
+	w.stamp()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *callsWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// produceHandler is the example's produce endpoint: POST /produce?partition=N with the value as
+// the body appends a record to the file log (whose OnAppend tells the node) and answers its
+// offset.
+type produceHandler struct {
+	topic string
+	owned []int32
+	store *filelog.Store
+}
+
+// produced is the produce endpoint's answer.
+type produced struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+func (p *produceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("partition"), 10, 32)
+	if err != nil {
+		http.Error(w, "partition: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	partition := int32(n)
+	if !slices.Contains(p.owned, partition) {
+		http.Error(w, fmt.Sprintf("partition %d is not this node's", partition), http.StatusNotFound)
+		return
+	}
+	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxValue))
+	if err != nil {
+		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	offset, err := p.store.Append(p.topic, partition, nil, value)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	writeJSON(w, produced{Partition: partition, Offset: offset})
+}
+
+// nodeStatus is the status endpoint's answer: this node's partitions, its counters of
+// consumption across nodes, and how many partitions its committer primed.
+type nodeStatus struct {
+	Partitions []partitionStatus  `json:"partitions"`
+	Remote     router.RemoteStats `json:"remote"`
+	Primes     uint64             `json:"primes"`
+}
+
+type partitionStatus struct {
+	Partition     int32 `json:"partition"`
+	Frontier      int64 `json:"frontier"`
+	HighWatermark int64 `json:"high_watermark"`
+	Backlog       int64 `json:"backlog"`
+	Drained       bool  `json:"drained"`
+}
+
+func writeStatus(w http.ResponseWriter, node *router.Node, topic string) {
+	parts, err := node.TopicStatus(topic)
+	if err != nil {
+		http.Error(w, err.Error(), router.HTTPStatus(err))
+		return
+	}
+	stats := node.Stats()
+	st := nodeStatus{Partitions: []partitionStatus{}, Remote: stats.Remote, Primes: stats.Committer.Primes}
+	for _, p := range parts {
+		st.Partitions = append(st.Partitions, partitionStatus{
+			Partition: p.Partition, Frontier: p.Frontier, HighWatermark: p.HighWatermark,
+			Backlog: p.Backlog, Drained: p.Drained(),
+		})
+	}
+	writeJSON(w, st)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}

@@ -1,0 +1,469 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/router"
+)
+
+// victim is the node killed midway: an owner.
+const victim = "node-1"
+
+// A clusterRun is the parent: it starts the nodes, plays the clients, kills and restarts
+// the victim, and checks what came of it.
+type clusterRun struct {
+	cfg        config
+	cc         clusterConfig
+	exe        string
+	configPath string
+	api        *api
+	led        *ledger
+	start      time.Time
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	down  string // a node killed on purpose and not started again yet
+}
+
+// report is what a run found.
+type report struct {
+	tally
+	elapsed  time.Duration
+	drained  bool                          // the run finished: every partition's owner reported it drained
+	remote   map[string]router.RemoteStats // each node's counters at the end
+	stopErrs []error                       // nodes that did not shut down cleanly
+	failures []string                      // what broke a promise, or the run
+}
+
+// runCluster is the demo. Its error says why it failed, if it did: a record lost, an acked
+// record delivered again outside the crash window, a node that failed, or the run itself.
+func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
+	var rep report
+	dir, cleanup, err := stateDir(cfg.dir)
+	if err != nil {
+		return rep, err
+	}
+	defer cleanup()
+	configPath := filepath.Join(dir, configName)
+	if _, err := os.Stat(configPath); err == nil {
+		return rep, errors.New("the state directory holds an earlier run: give -dir an empty or new directory")
+	}
+	cc, err := newClusterConfig(dir, cfg.visibility)
+	if err != nil {
+		return rep, err
+	}
+	if err := cc.write(configPath); err != nil {
+		return rep, err
+	}
+	exe := cfg.exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return rep, err
+		}
+	}
+	// The clients' HTTP: HTTP/1.1, a connection per call in flight, kept for the next.
+	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+	defer transport.CloseIdleConnections()
+	c := &clusterRun{
+		cfg: cfg, cc: cc, exe: exe, configPath: configPath, out: out,
+		api: &api{http: &http.Client{Transport: transport}}, led: newLedger(cc),
+		procs: map[string]*proc{},
+	}
+	defer c.killAll() // whatever is left running after an early return
+
+	fmt.Fprintf(out, "cluster: 3 node processes on 127.0.0.1, topic %q with %d partitions\n", topic, len(cc.partitions()))
+	for _, n := range cc.Nodes {
+		p, err := startNode(ctx, exe, configPath, n.ID)
+		if err != nil {
+			return rep, err
+		}
+		c.procs[n.ID] = p
+		owns := "owns none: a gateway"
+		if len(n.Partitions) > 0 {
+			owns = "owns partitions " + strings.Trim(fmt.Sprint(n.Partitions), "[]")
+		}
+		fmt.Fprintf(out, "  %s  %-15s  %-22s pid %d\n", n.ID, n.Addr, owns, p.pid())
+	}
+	fmt.Fprintf(out, "each: a router.Node over its own file log, serving peers at /node (nodehttp), clients at /queue (httpapi)\n")
+	fmt.Fprintf(out, "config: %s; state: %s (%s)\n", configPath, dir, stateNote(cfg.dir))
+	rate := "as fast as the owners take them"
+	if cfg.rate > 0 {
+		rate = fmt.Sprintf("%d/s", cfg.rate)
+	}
+	fmt.Fprintf(out, "%d records produced through their owners at %s; %d clients on each node, long-polls of %v,\n", cfg.records, rate, cfg.clients, consumeWait)
+	fmt.Fprintf(out, "  a batch of up to %d one consume in four; %.0f%% nacked, %.0f%% abandoned; visibility timeout %v\n",
+		batchMax, nackPerMille/10.0, abandonPerMille/10.0, cfg.visibility)
+	if !cfg.noKill {
+		fmt.Fprintf(out, "%s is killed with SIGKILL once half the records are produced, and started again %v later\n", victim, cfg.downtime)
+	}
+	fmt.Fprintln(out)
+
+	runErr := c.play(ctx)
+	rep = c.finish(runErr)
+	rep.print(out, c)
+	if len(rep.failures) > 0 {
+		return rep, errors.New(strings.Join(rep.failures, "; "))
+	}
+	return rep, nil
+}
+
+// play runs the clients until every record is acked and every partition drained, and
+// stops them.
+func (c *clusterRun) play(ctx context.Context) error {
+	c.start = time.Now()
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	consumeCtx, stopConsumers := context.WithCancel(runCtx)
+	defer stopConsumers()
+	errc := make(chan error, 1)
+	fail := func(err error) { // the first failure ends the run
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	var consumers, others sync.WaitGroup
+	defer others.Wait()
+	defer cancelRun()
+	defer consumers.Wait() // the consumers stop first, their last settles answered
+	defer stopConsumers()
+
+	// The consumers: cfg.clients on each node.
+	for i, n := range c.cc.Nodes {
+		for j := range c.cfg.clients {
+			cons := &consumer{via: n.ID, base: "http://" + n.Addr, api: c.api, led: c.led,
+				rng: rand.New(rand.NewPCG(c.cfg.seed, uint64(i*1000+j)))}
+			consumers.Go(func() {
+				if err := cons.run(consumeCtx, runCtx); err != nil {
+					fail(err)
+				}
+			})
+		}
+	}
+	// The producers: one per partition, each at its share of the rate.
+	var slots, seq atomic.Int64
+	slots.Store(int64(c.cfg.records))
+	parts := c.cc.partitions()
+	var producers sync.WaitGroup
+	for _, p := range parts {
+		owner, _ := c.cc.node(c.cc.owner(p))
+		prod := &producer{partition: p, base: "http://" + owner.Addr, api: c.api, led: c.led,
+			rate: float64(c.cfg.rate) / float64(len(parts)), slots: &slots, seq: &seq}
+		producers.Go(func() { prod.run(runCtx) })
+	}
+	produced := make(chan struct{})
+	others.Go(func() { producers.Wait(); close(produced) })
+	// The kill, midway.
+	killed := make(chan struct{})
+	if c.cfg.noKill {
+		close(killed)
+	} else {
+		others.Go(func() {
+			defer close(killed)
+			if err := c.killAndRestart(runCtx); err != nil {
+				fail(err)
+			}
+		})
+	}
+	if c.cfg.progress > 0 {
+		others.Go(func() { c.progress(runCtx) })
+	}
+
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
+	deadline := time.NewTimer(c.cfg.timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		case err := <-errc:
+			return err
+		case <-deadline.C:
+			return fmt.Errorf("not done after %v", c.cfg.timeout)
+		case <-check.C:
+		}
+		if err := c.checkNodes(); err != nil {
+			return err
+		}
+		select {
+		case <-produced:
+		default:
+			continue
+		}
+		select {
+		case <-killed:
+		default:
+			continue
+		}
+		if slots.Load() > 0 {
+			return errors.New("the producers stopped short")
+		}
+		// Every record acked as far as the clients know; the owners say whether every
+		// offset below their high watermark is settled (a record whose produce got no
+		// answer but landed, an ack whose answer was lost).
+		if c.led.allAcked() && c.drained(runCtx) {
+			return nil
+		}
+	}
+}
+
+// killAndRestart kills the victim with SIGKILL once half the records are produced, and
+// starts it again over the same directory after the downtime.
+func (c *clusterRun) killAndRestart(ctx context.Context) error {
+	// Midway, and once the victim's committer primed its partitions: a partition's acks
+	// wait for its prime (at its first touch after a start) before any reaches the page
+	// cache, the one exception to the tick's window a kill this early could run into.
+	node, _ := c.cc.node(victim)
+	for c.led.produced.Load() < int64(c.cfg.records/2) || !c.primed(ctx, node) {
+		if pause(ctx, 5*time.Millisecond); ctx.Err() != nil {
+			return nil
+		}
+	}
+	c.mu.Lock()
+	p := c.procs[victim]
+	c.down = victim
+	c.mu.Unlock()
+	at := time.Now()
+	p.kill() // SIGKILL: no deferred call, no Close, nothing
+	c.led.kill(victim, at)
+	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.pid(), c.led.produced.Load())
+	if pause(ctx, c.cfg.downtime); ctx.Err() != nil {
+		return nil
+	}
+	// Every ack the new process answers comes after this.
+	c.led.restarted(time.Now())
+	p, err := startNode(ctx, c.exe, c.configPath, victim)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("starting %s again: %w", victim, err)
+	}
+	c.mu.Lock()
+	c.procs[victim] = p
+	c.down = ""
+	c.mu.Unlock()
+	c.say("%s started again over the same directory (pid %d)", victim, p.pid())
+	return nil
+}
+
+// primed asks node n whether its committer primed all of its partitions.
+func (c *clusterRun) primed(ctx context.Context, n nodeConfig) bool {
+	st, err := c.api.status(ctx, "http://"+n.Addr)
+	return err == nil && st.Primes >= uint64(len(n.Partitions))
+}
+
+// checkNodes fails if a node exited that was not killed on purpose.
+func (c *clusterRun) checkNodes() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, p := range c.procs {
+		if id != c.down && !p.alive() {
+			return fmt.Errorf("%w: %s: %v", errExited, id, p.err)
+		}
+	}
+	return nil
+}
+
+// drained asks every owner whether each of its partitions is drained: every record below
+// its high watermark settled.
+func (c *clusterRun) drained(ctx context.Context) bool {
+	for _, n := range c.cc.Nodes {
+		if len(n.Partitions) == 0 {
+			continue
+		}
+		st, err := c.api.status(ctx, "http://"+n.Addr)
+		if err != nil || len(st.Partitions) != len(n.Partitions) {
+			return false
+		}
+		for _, p := range st.Partitions {
+			if !p.Drained {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// finish collects the nodes' counters, stops every node gracefully (SIGTERM: node.Close,
+// then server.Shutdown), and tallies the run.
+func (c *clusterRun) finish(runErr error) report {
+	rep := report{elapsed: time.Since(c.start), remote: map[string]router.RemoteStats{}}
+	ctx := context.Background()
+	if runErr == nil {
+		rep.drained = true
+	}
+	c.mu.Lock()
+	procs := c.procs
+	c.mu.Unlock()
+	for _, n := range c.cc.Nodes {
+		p := procs[n.ID]
+		if p == nil || !p.alive() {
+			continue
+		}
+		if st, err := c.api.status(ctx, "http://"+n.Addr); err == nil {
+			rep.remote[n.ID] = st.Remote
+		}
+	}
+	for _, n := range c.cc.Nodes {
+		if p := procs[n.ID]; p != nil {
+			if err := p.stop(); err != nil {
+				rep.stopErrs = append(rep.stopErrs, err)
+			}
+		}
+	}
+	rep.tally = c.led.tally()
+	if runErr != nil {
+		rep.failures = append(rep.failures, runErr.Error())
+	}
+	if n := len(rep.lost); n > 0 && rep.drained {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d records lost", n))
+	}
+	if n := len(rep.violations); n > 0 {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d acked records delivered again outside the crash window", n))
+	}
+	if n := len(rep.mismatches); n > 0 {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d records delivered with another value than produced", n))
+	}
+	for _, err := range rep.stopErrs {
+		rep.failures = append(rep.failures, "shutdown: "+err.Error())
+	}
+	return rep
+}
+
+// killAll kills every node still running.
+func (c *clusterRun) killAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.alive() {
+			p.kill()
+		}
+	}
+}
+
+// say prints a line stamped with the time since the clients started.
+func (c *clusterRun) say(format string, args ...any) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	fmt.Fprintf(c.out, "%5.1fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// progress prints a line every cfg.progress until ctx ends.
+func (c *clusterRun) progress(ctx context.Context) {
+	t := time.NewTicker(c.cfg.progress)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l := c.led
+		c.say("produced %6d  delivered %6d  acked %6d  nacked %4d  abandoned %4d  delivered again %4d  failed consumes %3d",
+			l.produced.Load(), l.deliveries.Load(), l.acks.Load(), l.nacks.Load(), l.abandons.Load(), l.again.Load(), l.consumeFailures.Load())
+	}
+}
+
+func (rep *report) print(out io.Writer, c *clusterRun) {
+	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	w("")
+	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.records, c.cfg.clients*len(c.cc.Nodes), rep.elapsed.Seconds())
+	produced := "answered by their owner"
+	if rep.landed > 0 {
+		produced += fmt.Sprintf(", and %d more whose produce got no answer but landed", rep.landed)
+	}
+	if rep.produceFailures > 0 {
+		produced += fmt.Sprintf("; %d produce calls failed (the owner down) and went again", rep.produceFailures)
+	}
+	w("  produced    %7d   %s", rep.produced, produced)
+	w("  delivered   %7d   to %d records; %d of them again:", rep.delivered, rep.records, rep.delivered-rep.records)
+	w("                        %d after a nack, %d after an abandoned lease lapsed, %d after %s's crash,",
+		rep.reasons[againNack], rep.reasons[againAbandoned], rep.reasons[againCrash], victim)
+	w("                        %d after an ack too late, %d otherwise", rep.reasons[againLate], rep.reasons[againOther])
+	acked := "every record"
+	if len(rep.lost) > 0 {
+		acked = fmt.Sprintf("all but %d records", len(rep.lost))
+	}
+	if rep.ackedUnsure > 0 {
+		acked += fmt.Sprintf(" (%d by an ack whose answer was lost: their partition drained)", rep.ackedUnsure)
+	}
+	w("  acked       %7d   %s", rep.acked+rep.ackedUnsure, acked)
+	w("  nacked      %7d   visible again at once", rep.nacks)
+	w("  abandoned   %7d   never settled: delivered again once their lease lapsed (%v)", rep.abandoned, c.cfg.visibility)
+	w("  unanswered  %7d   acks that got no answer (%s killed); %d refused unapplied (503), %d too late (410)",
+		rep.unsure, victim, rep.refused, rep.late)
+	w("  failed      %7d   consumes, through a node down or restarting, tried again", rep.consumeFailures)
+	if rep.drained {
+		w("  lost        %7d   produced, never acked", len(rep.lost))
+	} else {
+		w("  not acked   %7d   when the run stopped short (lost, or not delivered yet)", len(rep.lost))
+	}
+	for i, pos := range rep.lost {
+		if i == 5 {
+			w("                        ...")
+			break
+		}
+		w("                        %v", pos)
+	}
+	if !rep.killAt.IsZero() {
+		if rep.inWindow > 0 {
+			w("  window: the %d acked records delivered again had been acked at most %v before %s's kill;",
+				rep.inWindow, rep.windowOldest.Round(time.Millisecond), victim)
+		} else {
+			w("  window: no acked record of %s's partitions was delivered again;", victim)
+		}
+		w("    the library documents about one committer tick (%v) of acks delivered again after a", commitTick)
+		w("    process crash; clients had %d acks of %s's partitions answered in its last %v", rep.lastTick, victim, commitTick)
+		w("    (allowed here: %v, for a writeout that waits for its sync)", crashWindow)
+	}
+	for _, v := range rep.violations[:min(len(rep.violations), 5)] {
+		w("  BROKEN: %s", v)
+	}
+	for _, m := range rep.mismatches[:min(len(rep.mismatches), 5)] {
+		w("  BROKEN: %s", m)
+	}
+	w("  latency of first deliveries, by speed:")
+	for s, name := range speedNames {
+		w("    %-15s %v", name, rep.latency[s])
+	}
+	w("    to the consume's return from its start, or from the record's append (its timestamp) if")
+	w("    that came later. local: the node consumed through owns the record (no round trip);")
+	w("    probe: another node owns it and the consume took it without waiting (one round trip);")
+	w("    notify + claim: the consume waited, the owner told its node and the node claimed the")
+	w("    record (two round trips). The node says which in a header: the calls it made to peers.")
+	if len(rep.remote) > 0 {
+		w("  across nodes (each node's counters; %s's since it started again):", victim)
+		for _, n := range c.cc.Nodes {
+			st, ok := rep.remote[n.ID]
+			if !ok {
+				continue
+			}
+			w("    %s  probes %4d (hits %4d), notifications %3d, claims %3d (hits %3d); as an owner: served %4d, notified %3d",
+				n.ID, st.Probes, st.ProbeHits, st.Notifications, st.Claims, st.ClaimHits, st.Served, st.Notified)
+		}
+	}
+	if len(rep.stopErrs) == 0 {
+		w("  shutdown: every node stopped on SIGTERM (node.Close, then server.Shutdown)")
+	}
+	if len(rep.failures) > 0 {
+		w("FAILED: %s", strings.Join(rep.failures, "; "))
+	} else {
+		w("ok: nothing lost, and no acked record delivered again outside %s's crash window", victim)
+	}
+}
