@@ -446,12 +446,6 @@ func (n *Node) runPurger(ctx context.Context) {
 		// Until the next plan, every deadline set wakes the purger: one set during the sweep,
 		// after its shard was visited, brings it back at once.
 		n.purgeAt.Store(math.MaxInt64)
-		// Request ids start at a random point, so that a restarted node never reuses an id an
-		// owner still remembers from its previous life: a cancel meant for the new request
-		// would give back records the old one delivered.
-		var idBase [8]byte
-		crand.Read(idBase[:])
-		n.requester.nextID.Store(binary.LittleEndian.Uint64(idBase[:]))
 		_, next = n.tracker.Purge(n.clock.Now())
 	}
 }
