@@ -223,7 +223,7 @@ func (s *sim) start(nd *node) {
 		r = liveRoutes{routes{nd}, s}
 	}
 	cfg := router.Config{
-		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: s.nw.Transport(nd.id),
+		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: transport{s, nd, s.nw.Transport(nd.id)},
 		Topic:       func(string) router.TopicConfig { return s.topicCfg },
 		Seeds:       rand.NewChaCha8(seed),
 		WireVersion: nd.version,
@@ -280,8 +280,6 @@ func (s *sim) stop(nd *node, kind endKind) {
 		}
 		fsys = nd.fs.PowerCut(opt)
 		s.report.Faults.PowerCuts++
-	case graceful:
-		s.report.Faults.GracefulRestarts++
 	}
 	err := nd.rn.Close()
 	if kind == graceful && err != nil {
@@ -317,7 +315,6 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 		s.arrived(e, from, frame)
 		reply, err := rn.Serve(ctx, from, frame)
 		s.answered(e, from, frame, reply)
-		s.refused(e, from, frame, reply)
 		if s.opts.Logf != nil {
 			s.event(true, "frame %s>%s#%d: %s -> %s", from, nd.id, e.n, describeFrame(frame), describeReply(frame, reply))
 		}

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/router"
 	"narad.dev/consume/tokens"
 )
 
@@ -178,11 +180,12 @@ func (nd *node) knows(v wire.Version) bool {
 }
 
 // One refusal per upgrade (invariant 14): an owner on an older release costs at most one
-// refused request every 2 minutes per op or field it does not know. The tracker sees each
-// refusal as the owner answers it (status 6 for an op, 3 for a Consume frame's Claim byte or
-// Max), keyed by the requesting process, the owner and what was refused; a second refusal of
-// a request that left after the first refusal's answer reached the requester (two trips
-// later), within 2 minutes of it, breaks the promise.
+// refused request every 2 minutes per op or field it does not know. The tracker sits in
+// each node's Transport, where a request leaves and its reply comes back: a refusal (status
+// 6 for an op; 3 for a Consume frame carrying the Claim byte or Max, which is how the
+// requester reads it) is learned when its reply arrives, per requesting process, owner and
+// what was refused; a request that left after the requester learned of a refusal, within 2
+// minutes of it, and is refused again breaks the promise.
 
 // refusal is what an older owner refused a requesting process.
 type refusal struct {
@@ -191,23 +194,37 @@ type refusal struct {
 	what  string
 }
 
-// refused sees owner process e answer a frame from node from with a refusal. Called from
-// the network's goroutines.
-func (s *sim) refused(e *epoch, from string, frame, reply []byte) {
+// transport is a node's side of the network, seen by the refusal tracker.
+type transport struct {
+	s     *sim
+	nd    *node
+	inner router.Transport
+}
+
+func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	sent := time.Now()
+	reply, err := t.inner.Call(ctx, to, frame)
+	if err == nil {
+		t.s.refused(t.nd, to, sent, frame, reply)
+	}
+	return reply, err
+}
+
+// refused sees a reply reach node nd from owner to, for a frame that left at sent.
+func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) {
 	what := ""
 	switch {
-	case len(reply) > 3 && reply[0] == 0 && reply[1] == 1 && reply[2] == wire.StatusUnsupported:
+	case len(frame) == 0:
+	case len(reply) > 3 && reply[0] == 0 && reply[1] == 1 && reply[2] == wire.StatusUnsupported,
+		len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusUnsupported:
 		what = fmt.Sprintf("op %d", frame[0])
-	case len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusUnsupported:
-		what = fmt.Sprintf("op %d", frame[0])
-	case len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusBadRequest:
+	case len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusBadRequest && frame[0] == wire.OpConsume:
 		req, err := wire.DecodeRequest(frame, wire.Newest)
 		switch {
 		case err != nil:
-			return
-		case req.Consume.Max > 1 && !e.nd.knows(wire.V6):
+		case req.Consume.Max > 1:
 			what = "the consume frame's Max"
-		case req.Consume.Claim && !e.nd.knows(wire.V5):
+		case req.Consume.Claim:
 			what = "the consume frame's Claim byte"
 		}
 	}
@@ -216,22 +233,18 @@ func (s *sim) refused(e *epoch, from string, frame, reply []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	nd := s.byID[from]
-	if nd == nil || len(nd.epochs) == 0 {
-		return
-	}
-	k := refusal{nd.cur(), e.nd.id, what}
 	now := time.Now()
 	s.report.Refusals++
-	if last, ok := s.refusals[k]; ok && now.After(last.Add(2*s.maxTrip+time.Millisecond)) && now.Before(last.Add(2*time.Minute)) {
+	k := refusal{nd.cur(), to, what}
+	if learned, ok := s.refusals[k]; ok && sent.After(learned) && sent.Before(learned.Add(2*time.Minute)) {
 		kind := KindRefusals
 		if what == "op 5" || what == "op 10" || what == "op 11" {
 			kind = KindOldOwner400 // the same root: the consume ops have no refusal memory
 		}
-		s.failKind(kind, "%s#%d refused %s from %s#%d again %v after the last refusal (at most one refused request every 2 minutes per op or field)",
-			e.nd.id, e.n, what, nd.id, k.from.n, now.Sub(last))
+		s.failKind(kind, "%s refused %s from %s#%d again: the request left %v after the requester learned of the last refusal (at most one refused request every 2 minutes per op or field)",
+			to, what, nd.id, k.from.n, sent.Sub(learned))
 	}
-	if _, ok := s.refusals[k]; !ok || now.After(s.refusals[k].Add(2*time.Minute)) {
+	if learned, ok := s.refusals[k]; !ok || now.After(learned.Add(2*time.Minute)) {
 		s.refusals[k] = now
 	}
 }

@@ -686,6 +686,9 @@ func (s *sim) restart(kind endKind) {
 	if nd == nil {
 		return
 	}
+	if kind == graceful {
+		s.report.Faults.GracefulRestarts++
+	}
 	s.stop(nd, kind)
 	down := []time.Duration{0, 0, 200 * time.Millisecond, time.Second, 4 * time.Second}[s.rng.IntN(5)]
 	if down == 0 {
