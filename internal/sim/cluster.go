@@ -420,7 +420,7 @@ type link struct {
 	op       byte
 }
 
-// observe counts every frame and tracks the owners' notifications (see promise.go).
+// observe counts every frame by its op.
 func (s *sim) observe(from, to string, frame []byte) {
 	if len(frame) == 0 {
 		return
@@ -428,9 +428,6 @@ func (s *sim) observe(from, to string, frame []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.report.Frames[frame[0]]++
-	if frame[0] == wire.OpNotify {
-		s.notifySent(from, to)
-	}
 }
 
 // mix hashes its arguments (splitmix64 steps).

@@ -14,7 +14,7 @@ import (
 // nodes (notified and held for a claim) than it could hand out.
 //
 // The tracker mirrors each owner process's holds from the frames: a Notify the owner sends
-// (seen by the network's Observe hook as it leaves) makes a hold for the node told, until
+// (seen by its Transport, at the instant it fired the token) makes a hold for the node told, until
 // tokens.DefaultHold later; a claim (a Consume frame with the Claim byte) or a Pass arriving
 // from that node ends its oldest live hold, as does an answer other than yes to the Notify
 // (the owner retires the hold when it gets it, a round trip later: the tracker ends it
@@ -202,6 +202,14 @@ type transport struct {
 }
 
 func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	if len(frame) > 0 && frame[0] == wire.OpNotify {
+		t.s.mu.Lock()
+		t.s.notifySent(t.nd.id, to)
+		t.s.mu.Unlock()
+	}
+	if err := sleep(ctx, t.s.tieBreak(t.nd.id, to, frame)); err != nil {
+		return nil, err
+	}
 	sent := time.Now()
 	reply, err := t.inner.Call(ctx, to, frame)
 	if err == nil {
@@ -246,5 +254,31 @@ func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) 
 	}
 	if learned, ok := s.refusals[k]; !ok || now.After(learned.Add(2*time.Minute)) {
 		s.refusals[k] = now
+	}
+}
+
+// tieBreak is a delay below a microsecond, drawn from the seed, the link, the op and how
+// many frames of the op the link carried before, so that frames and timers that would meet
+// at one instant of the fake clock come in an order the seed decides, not the scheduler.
+func (s *sim) tieBreak(from, to string, frame []byte) time.Duration {
+	op := byte(0)
+	if len(frame) > 0 {
+		op = frame[0]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lk := link{from, to, op | 0x80}
+	s.linkCalls[lk]++
+	return time.Duration(1 + mix(s.seed, hashString(from), hashString(to), uint64(op), s.linkCalls[lk])%999)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
