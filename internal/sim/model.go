@@ -163,7 +163,6 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		}
 	}
 	if len(r.leases) > 0 {
-		s.report.Redelivered++
 		s.report.Duplicates++
 	}
 	// The documented redelivery window (invariant 6): an acked record comes back only after

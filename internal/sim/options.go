@@ -68,17 +68,15 @@ type Report struct {
 	Steps    int     // workload steps run
 	SimTime  time.Duration
 
-	Produced    int // records appended
-	Deliveries  int // leases handed to consumers
-	Remote      int // of them, through a node that does not own the record
-	Acked       int // acks answered success
-	AckedMaybe  int // acks answered 502: applied or not
-	Settles     int // acks, nacks, extends and releases sent
-	Replays     int // records read by Replay
-	Polls       int // long-polls started
-	Cancelled   int // long-polls whose context was cancelled mid-wait
-	Redelivered int // deliveries of a record leased before
-	Refusals    int // frames an older release refused
+	Produced   int // records appended
+	Deliveries int // leases handed to consumers
+	Remote     int // of them, through a node that does not own the record
+	Acked      int // acks answered success
+	AckedMaybe int // acks answered 502: applied or not
+	Settles    int // acks, nacks, extends and releases sent
+	Replays    int // records read by Replay
+	Polls      int // long-polls started
+	Refusals   int // frames an older release refused
 
 	// The history check. Lost: produced, retained, readable, never acked. Unexpected:
 	// delivered but never produced, or corrupt, or below retention when leased, or with
@@ -124,7 +122,7 @@ type Faults struct {
 	SyncErrors       int // periods of failing fdatasync (EIO)
 	Corrupted        int // records made unreadable
 	Trims            int // retention trims
-	ContextCancels   int // consumes whose context ended mid-wait
+	ContextCancels   int // long-polls that ended with their context, cancelled mid-wait
 }
 
 // Add adds o to f.

@@ -382,7 +382,6 @@ func (s *sim) cancelPoll() {
 	}
 	p := s.polls[s.rng.IntN(len(s.polls))]
 	p.cancel()
-	s.report.Faults.ContextCancels++
 	s.logf("cancel a long-poll on %s", p.via.id)
 }
 
@@ -417,7 +416,9 @@ func (s *sim) consumed(nd *node, vis time.Duration, r polled, waited bool) {
 	}
 	switch err := r.err; {
 	case err == nil, errors.Is(err, router.ErrTransport), errors.Is(err, router.ErrUnavailable):
-	case waited && (errors.Is(err, router.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case waited && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		s.report.Faults.ContextCancels++
+	case waited && errors.Is(err, router.ErrClosed):
 	case errors.Is(err, router.ErrUnsupportedOp):
 		s.failfKind(KindOldOwner400, "a consume on %s answered %v (HTTP %d): its owners run a release before the consume op; Consume documents ErrTransport or ErrUnavailable when every owner asked failed",
 			nd.id, err, router.HTTPStatus(err))

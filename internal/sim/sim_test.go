@@ -141,15 +141,16 @@ func TestSeeds(t *testing.T) {
 	n := seeds(t)
 	workers := runtime.GOMAXPROCS(0)
 	var (
-		mu       sync.Mutex
-		total    sim.Report
-		faults   sim.Faults
-		failures []string
-		simTime  time.Duration
-		maxDrain time.Duration
-		sparse   int
-		by       = map[string]int{}
-		known    = map[string][]uint64{} // seeds that hit each known library bug
+		mu        sync.Mutex
+		total     sim.Report
+		faults    sim.Faults
+		failures  []string
+		simTime   time.Duration
+		maxDrain  time.Duration
+		sparse    int
+		sparseMax time.Duration
+		by        = map[string]int{}
+		known     = map[string][]uint64{} // seeds that hit each known library bug
 	)
 	total.AckedRedeliveredBy = by
 	start := time.Now()
@@ -181,7 +182,15 @@ func TestSeeds(t *testing.T) {
 					total.Deliveries += rep.Deliveries
 					total.Acked += rep.Acked
 					total.AckedMaybe += rep.AckedMaybe
-					total.Redelivered += rep.Redelivered
+					total.Duplicates += rep.Duplicates
+					total.Remote += rep.Remote
+					total.Refusals += rep.Refusals
+					total.Settles += rep.Settles
+					total.Replays += rep.Replays
+					total.Polls += rep.Polls
+					if rep.Sparse > 0 {
+						sparseMax = max(sparseMax, rep.SparseMax)
+					}
 					total.AckedRedelivered += rep.AckedRedelivered
 					for k, v := range rep.AckedRedeliveredBy {
 						by[k] += v
@@ -200,10 +209,14 @@ func TestSeeds(t *testing.T) {
 	ran := int(min(next, end) - *fromFlag)
 	t.Logf("%d seeds in %v on %d workers: %.0f seeds/minute; %v of cluster time", ran, elapsed.Round(time.Millisecond),
 		workers, float64(ran)/elapsed.Minutes(), simTime.Round(time.Second))
-	t.Logf("workload: %d steps, %d records produced, %d deliveries, %d redeliveries, %d acks (+%d answered 502), %d sparse-stream records timed",
-		total.Steps, total.Produced, total.Deliveries, total.Redelivered, total.Acked, total.AckedMaybe, sparse)
+	t.Logf("workload: %d steps, %d records produced, %d deliveries (%d through a node not owning the record, %d of a record delivered before), "+
+		"%d settles (%d acks answered success, %d answered 502), %d long-polls, %d records replayed, %d frames refused by older releases",
+		total.Steps, total.Produced, total.Deliveries, total.Remote, total.Duplicates, total.Settles, total.Acked, total.AckedMaybe,
+		total.Polls, total.Replays, total.Refusals)
 	t.Logf("faults: %v", faults)
-	t.Logf("acked records delivered again: %d, by %v; slowest drain after the heal: %v", total.AckedRedelivered, by, maxDrain)
+	t.Logf("acked records delivered again: %d, each explained: %v", total.AckedRedelivered, by)
+	t.Logf("liveness: the slowest drain acked its last record %v after the faults healed (bound: visibility timeout + 6 s); "+
+		"sparse stream: %d records timed, the slowest %v", maxDrain, sparse, sparseMax)
 	for _, b := range knownBugs {
 		if seeds := known[b.kind]; len(seeds) > 0 {
 			t.Logf("known library bug %q (see TestLibraryRegressions) hit by %d seeds, the first %v", b.kind, len(seeds), seeds[:min(len(seeds), 5)])
