@@ -109,20 +109,20 @@ func (nd *node) epochAt(t time.Time) *epoch {
 }
 
 // routes is a node's view of the ownership table, which never changes during a run.
-type routes struct{ nd *node }
+type routes struct {
+	nd *node
+	s  *sim
+}
 
 func (r routes) Partitions(t string) ([]int32, map[string][]int32, bool) {
-	if t != topic {
+	if t != topic || r.s.topicGone.Load() {
 		return nil, nil, false
 	}
 	return r.nd.parts, r.nd.remote, true
 }
 
 // liveRoutes adds the host's failure detector.
-type liveRoutes struct {
-	routes
-	s *sim
-}
+type liveRoutes struct{ routes }
 
 func (r liveRoutes) Down(id string) bool { return r.s.byID[id].down.Load() }
 
@@ -218,9 +218,9 @@ func (s *sim) start(nd *node) {
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], s.rng.Uint64())
 	binary.LittleEndian.PutUint64(seed[8:], s.rng.Uint64())
-	var r router.Routes = routes{nd}
+	var r router.Routes = routes{nd, s}
 	if s.liveness {
-		r = liveRoutes{routes{nd}, s}
+		r = liveRoutes{routes{nd, s}}
 	}
 	cfg := router.Config{
 		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: transport{s, nd, s.nw.Transport(nd.id)},

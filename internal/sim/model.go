@@ -26,12 +26,20 @@ const (
 	powerCutWindow     = time.Second + 2*tick + time.Millisecond
 )
 
+// key names a record: its partition and offset in an incarnation of the topic (a topic
+// deleted and created again starts a new one).
 type key struct {
+	inc int
 	p   int32
 	off int64
 }
 
-func (k key) String() string { return fmt.Sprintf("%d/%d", k.p, k.off) }
+func (k key) String() string {
+	if k.inc == 0 {
+		return fmt.Sprintf("%d/%d", k.p, k.off)
+	}
+	return fmt.Sprintf("%d/%d@%d", k.p, k.off, k.inc)
+}
 
 // lease is one delivery a consumer received: a lease on one offset, under one nonce.
 type lease struct {
@@ -69,13 +77,22 @@ type record struct {
 	corrupt   bool
 	corruptAt time.Time
 	trimmedAt time.Time // retention removed it then (zero: retained)
+	deletedAt time.Time // its topic was deleted then (zero: its incarnation lives)
+	deletedBy time.Time // and every node had dropped it then
 	leases    []*lease
 	acks      []ack // acks answered success, not yet undone by a redelivery
 	maybe     []ack // acks answered 502, not yet undone by a redelivery
 	everAcked bool
 }
 
-func valueOf(k key) string { return fmt.Sprintf("p%d-o%d", k.p, k.off) }
+func valueOf(k key) string { return fmt.Sprintf("i%d-p%d-o%d", k.inc, k.p, k.off) }
+
+// incOf returns the incarnation a record's bytes name.
+func incOf(value []byte) int {
+	var inc int
+	fmt.Sscanf(string(value), "i%d-", &inc)
+	return inc
+}
 
 // endLeases ends the leases process e granted, as e ends. Called with s.mu held.
 func (s *sim) endLeases(e *epoch) {
@@ -92,7 +109,7 @@ func (s *sim) endLeases(e *epoch) {
 func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := key{m.Partition, m.Offset}
+	k := key{incOf(m.Value), m.Partition, m.Offset}
 	s.report.Deliveries++
 	owner := s.ownerOf(m.Partition)
 	r := s.records[k]
@@ -139,9 +156,18 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		// Granted by a process that ended before the reply arrived: dead on arrival.
 		l.endMin, l.endMax = earliest(l.endMin, l.ep.stop), earliest(l.endMax, l.ep.end)
 	}
+	if !r.deletedAt.IsZero() {
+		// Leased before the delete, received after: the delete ended it.
+		l.endMin, l.endMax = earliest(l.endMin, r.deletedAt), earliest(l.endMax, r.deletedBy)
+	}
 	if r.corrupt && granted.After(r.corruptAt) {
 		s.report.Unexpected++
 		s.failKind(KindUnexpected, "%v delivered (leased at %v) though it was made unreadable at %v", k, s.since(granted), s.since(r.corruptAt))
+		return
+	}
+	if !r.deletedAt.IsZero() && granted.After(r.deletedAt) {
+		s.report.Unexpected++
+		s.failKind(KindUnexpected, "%v delivered (leased at %v) though its topic was deleted at %v, and created again", k, s.since(granted), s.since(r.deletedAt))
 		return
 	}
 	if !r.trimmedAt.IsZero() && granted.After(r.trimmedAt) {
@@ -300,6 +326,9 @@ func (s *sim) undoable(r *record, a ack) bool {
 
 // settledSure reports whether the owner's live process certainly holds the record settled.
 func (s *sim) settledSure(r *record) bool {
+	if !r.deletedAt.IsZero() {
+		return false // an old handle meets the new incarnation's state: either answer
+	}
 	for _, a := range r.acks {
 		if !s.undoable(r, a) {
 			return true
@@ -311,7 +340,7 @@ func (s *sim) settledSure(r *record) bool {
 // unsettledSure reports whether the record was certainly never settled: no ack answered
 // success or 502 since its last delivery, not unreadable, not removed by retention.
 func (s *sim) unsettledSure(r *record) bool {
-	return len(r.acks) == 0 && len(r.maybe) == 0 && !r.corrupt && r.trimmedAt.IsZero()
+	return len(r.acks) == 0 && len(r.maybe) == 0 && !r.corrupt && r.trimmedAt.IsZero() && r.deletedAt.IsZero()
 }
 
 // Settle ops.

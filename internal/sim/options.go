@@ -123,6 +123,7 @@ type Faults struct {
 	Corrupted        int // records made unreadable
 	Trims            int // retention trims
 	ContextCancels   int // long-polls that ended with their context, cancelled mid-wait
+	TopicDeletes     int // the topic deleted and created again
 }
 
 // Add adds o to f.
@@ -140,13 +141,14 @@ func (f *Faults) Add(o Faults) {
 	f.Corrupted += o.Corrupted
 	f.Trims += o.Trims
 	f.ContextCancels += o.ContextCancels
+	f.TopicDeletes += o.TopicDeletes
 }
 
 func (f Faults) String() string {
 	return fmt.Sprintf("graceful restarts %d, process crashes %d, power cuts %d, frames dropped %d (request) + %d (reply), "+
 		"frames duplicated %d, partitions %d, isolations %d, disk full %d, sync errors %d, corrupt records %d, trims %d, "+
-		"context cancels %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
-		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels)
+		"context cancels %d, topic deletes %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
+		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes)
 }
 
 // A Violation is a promise the run caught broken: what, when (simulated time since the

@@ -151,7 +151,7 @@ func (s *sim) couldHandOut(e *epoch, now time.Time) int {
 	for _, p := range e.nd.parts {
 		hwm := s.logs.Log(topic, p).HighWatermark()
 		for off := range hwm {
-			r := s.records[key{p, off}]
+			r := s.records[key{s.inc, p, off}]
 			if r == nil {
 				n++
 				continue
@@ -202,6 +202,7 @@ type transport struct {
 }
 
 func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	sent := time.Now() // when the node decided to send it
 	if len(frame) > 0 && frame[0] == wire.OpNotify {
 		t.s.mu.Lock()
 		t.s.notifySent(t.nd.id, to)
@@ -210,7 +211,6 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 	if err := sleep(ctx, t.s.tieBreak(t.nd.id, to, frame)); err != nil {
 		return nil, err
 	}
-	sent := time.Now()
 	reply, err := t.inner.Call(ctx, to, frame)
 	if err == nil {
 		t.s.refused(t.nd, to, sent, frame, reply)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing/synctest"
 	"time"
 
@@ -26,14 +27,16 @@ type sim struct {
 	opts Options
 	rng  *rand.Rand // the driver's; every draw of the run comes from it
 
-	nodes    []*node
-	byID     map[string]*node
-	nw       *routertest.Network
-	logs     *routertest.MemLogs
-	liveness bool
-	vt       time.Duration
-	topicCfg router.TopicConfig
-	maxTrip  time.Duration // the longest one-way trip
+	nodes     []*node
+	byID      map[string]*node
+	nw        *routertest.Network
+	logs      *routertest.MemLogs
+	liveness  bool
+	inc       int         // the topic's incarnation: a delete and create starts the next
+	topicGone atomic.Bool // the topic is deleted: the routes do not know it
+	vt        time.Duration
+	topicCfg  router.TopicConfig
+	maxTrip   time.Duration // the longest one-way trip
 
 	mu         sync.Mutex // guards what the network's hooks and the nodes' goroutines reach
 	prof       profile    // the network faults in force
@@ -76,10 +79,11 @@ type weighted struct {
 
 // poll is a consume running in the background.
 type poll struct {
-	via    *node
-	vis    time.Duration
-	cancel context.CancelFunc
-	done   chan polled
+	spanned bool // its topic was deleted and created again while it ran
+	via     *node
+	vis     time.Duration
+	cancel  context.CancelFunc
+	done    chan polled
 }
 
 type polled struct {
@@ -198,6 +202,7 @@ func (s *sim) plan() {
 		{"netFaults", w(70, 2), s.toggleNetFaults},
 		{"diskFull", w(30, 1), s.diskFull},
 		{"syncErrors", w(30, 1), s.syncErrors},
+		{"deleteTopic", w(30, 1), s.deleteTopic},
 	}
 	if !s.opts.Calm {
 		p := []float64{0, 0.01, 0.05, 0.2}
@@ -314,7 +319,7 @@ func (s *sim) append(p int32, n int) {
 	owner := s.ownerOf(p)
 	for range n {
 		s.mu.Lock()
-		k := key{p, log.HighWatermark()}
+		k := key{s.inc, p, log.HighWatermark()}
 		s.records[k] = &record{owner: owner, value: valueOf(k)}
 		s.report.Produced++
 		s.mu.Unlock()
@@ -344,7 +349,7 @@ func (s *sim) consume() {
 	}
 	opts := s.consumeOptions()
 	msgs, err := nd.rn.Consume(context.Background(), topic, opts)
-	s.consumed(nd, opts.Visibility, polled{msgs, err, time.Now()}, false)
+	s.consumed(nd, opts.Visibility, polled{msgs, err, time.Now()}, false, false)
 }
 
 // longPoll starts a consume that waits, maybe cancelled before its wait ends.
@@ -405,17 +410,19 @@ func (s *sim) collect() {
 	s.polls = keep
 	slices.SortStableFunc(finished, func(a, b done) int { return a.r.at.Compare(b.r.at) })
 	for _, d := range finished {
-		s.consumed(d.p.via, d.p.vis, d.r, true)
+		s.consumed(d.p.via, d.p.vis, d.r, true, d.p.spanned)
 	}
 }
 
 // consumed checks what a consume on nd returned.
-func (s *sim) consumed(nd *node, vis time.Duration, r polled, waited bool) {
+func (s *sim) consumed(nd *node, vis time.Duration, r polled, waited, spanned bool) {
 	for _, m := range r.msgs {
 		s.delivered(m, r.at, nd.id, vis)
 	}
 	switch err := r.err; {
 	case err == nil, errors.Is(err, router.ErrTransport), errors.Is(err, router.ErrUnavailable):
+	case spanned:
+		// Deleted and created again under it: the topic was unknown for a while.
 	case waited && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		s.report.Faults.ContextCancels++
 	case waited && errors.Is(err, router.ErrClosed):
@@ -619,7 +626,7 @@ func (s *sim) replay() {
 	defer s.mu.Unlock()
 	next := max(from, oldest)
 	for _, m := range msgs {
-		k := key{m.Partition, m.Offset}
+		k := key{incOf(m.Value), m.Partition, m.Offset}
 		r := s.records[k]
 		switch {
 		case m.Partition != p || m.Offset != next:
@@ -649,7 +656,7 @@ func (s *sim) trim() {
 	now := time.Now()
 	s.mu.Lock()
 	for off := log.Oldest(); off < oldest; off++ {
-		r := s.records[key{p, off}]
+		r := s.records[key{s.inc, p, off}]
 		r.trimmedAt = now
 		for _, l := range r.leases {
 			l.endMin = earliest(l.endMin, now) // the frontier's jump drops it
@@ -670,7 +677,7 @@ func (s *sim) corrupt() {
 	}
 	off := log.Oldest() + s.rng.Int64N(log.HighWatermark()-log.Oldest())
 	s.mu.Lock()
-	r := s.records[key{p, off}]
+	r := s.records[key{s.inc, p, off}]
 	if !r.corrupt {
 		r.corrupt, r.corruptAt = true, time.Now()
 		s.report.Faults.Corrupted++
@@ -678,6 +685,53 @@ func (s *sim) corrupt() {
 	s.mu.Unlock()
 	log.Corrupt(off)
 	s.logf("corrupt %d/%d", p, off)
+}
+
+// deleteTopic deletes the topic and creates it again under its name with empty logs, as a
+// host does: the routes forget it, every node drops it (DeleteTopic), the logs start afresh,
+// the routes know it again. Nothing of the old incarnation (leases, acks, state) may serve
+// the new one. Only with every node running: a node down would need its state removed by the
+// host before it starts again.
+func (s *sim) deleteTopic() {
+	if len(s.upNodes()) < len(s.nodes) {
+		return
+	}
+	start := time.Now()
+	s.topicGone.Store(true)
+	for _, p := range s.polls {
+		p.spanned = true
+	}
+	for _, nd := range s.nodes {
+		if err := nd.rn.DeleteTopic(topic); err != nil {
+			s.failf("DeleteTopic on %s: %v", nd.id, err)
+		}
+	}
+	end := time.Now()
+	s.mu.Lock()
+	for _, r := range s.records {
+		if r.deletedAt.IsZero() {
+			r.deletedAt, r.deletedBy = start, end
+		}
+	}
+	for _, l := range s.leases {
+		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
+	}
+	for _, nd := range s.nodes {
+		nd.cur().touched = nil // the new incarnation's partitions are primed afresh
+	}
+	s.inc++
+	s.mu.Unlock()
+	for p := range s.partitions() {
+		s.logs.Replace(topic, p, routertest.NewMemLog())
+	}
+	s.topicGone.Store(false)
+	for _, nd := range s.nodes {
+		for _, p := range nd.parts {
+			nd.rn.Appended(topic, p, 0)
+		}
+	}
+	s.report.Faults.TopicDeletes++
+	s.logf("delete the topic and create it again: incarnation %d", s.inc)
 }
 
 // restart stops a node (gracefully, or crashing) and starts it again, at once or after a
@@ -859,11 +913,9 @@ func (s *sim) checkStep() {
 			s.failKind(KindCounters, "%s#%d counts %d notifications sent; the network saw %d", nd.id, e.n, st.Remote.Notified, e.notified)
 		}
 		corrupt := 0
-		for _, p := range nd.parts {
-			for off := range s.logs.Log(topic, p).HighWatermark() {
-				if s.records[key{p, off}].corrupt {
-					corrupt++
-				}
+		for _, r := range s.records {
+			if r.owner == nd && r.corrupt {
+				corrupt++
 			}
 		}
 		if st.Shards.CorruptSkipped > uint64(corrupt) {
@@ -977,7 +1029,7 @@ func (s *sim) drain() {
 	for _, k := range s.sortedKeys() {
 		r := s.records[k]
 		switch {
-		case r.corrupt || !r.trimmedAt.IsZero():
+		case r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero():
 		case len(r.acks) > 0:
 			// Not delivered again by now: the acks that a crash could have undone held.
 			r.acks = []ack{{s: time.Now(), r: time.Now(), l: r.acks[len(r.acks)-1].l}}
@@ -998,7 +1050,7 @@ func (s *sim) allSettledSure() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.records {
-		if r.corrupt || !r.trimmedAt.IsZero() {
+		if r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero() {
 			continue
 		}
 		if !s.settledSure(r) {
@@ -1014,6 +1066,9 @@ func (s *sim) sortedKeys() []key {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b key) int {
+		if a.inc != b.inc {
+			return a.inc - b.inc
+		}
 		if a.p != b.p {
 			return int(a.p - b.p)
 		}
@@ -1083,7 +1138,7 @@ func (s *sim) restartAll() {
 	for range 3 {
 		for _, nd := range s.nodes {
 			msgs, err := nd.rn.Consume(context.Background(), topic, router.ConsumeOptions{Max: 100})
-			s.consumed(nd, 0, polled{msgs, err, time.Now()}, false)
+			s.consumed(nd, 0, polled{msgs, err, time.Now()}, false, false)
 		}
 	}
 }
