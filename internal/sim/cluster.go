@@ -338,8 +338,8 @@ func claimAsProbe(frame []byte) []byte {
 	return frame
 }
 
-// replayReply, now and then, answers a consume with the last reply carrying records that
-// nd sent to from (the planted bug PlantReplayReply).
+// replayReply answers the next consume from node from with the last reply carrying records
+// that nd sent it (the planted bug PlantReplayReply).
 func (s *sim) replayReply(nd *node, from string, reply []byte) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -348,7 +348,7 @@ func (s *sim) replayReply(nd *node, from string, reply []byte) []byte {
 		return reply
 	}
 	k := nd.id + ">" + from
-	if old, ok := s.planted[k]; ok && s.plantRand.IntN(3) == 0 {
+	if old, ok := s.planted[k]; ok {
 		delete(s.planted, k)
 		s.plantedReplays++
 		return old

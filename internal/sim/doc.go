@@ -26,7 +26,9 @@
 // the network (calls to them fail at once, the failure detector noticing or not); partitions
 // between groups of nodes; frames lost on their way, replies lost, frames delivered twice;
 // a full disk (ENOSPC) and failing fdatasync (EIO, the dirty pages kept or dropped) on an
-// owner.
+// owner; the topic deleted and created again (every node drops it, the logs start afresh).
+// Partitions never move between nodes: moves (Persist, the copy, DropPartition) are not
+// simulated.
 //
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does
@@ -47,7 +49,8 @@
 //     durability interval and a tick, a disk fault meanwhile (which widens both), or a
 //     graceful stop whose final writeout failed; each is counted by its explanation;
 //   - nothing unexpected: every delivery is a record produced, with its bytes, not made
-//     unreadable and not removed by retention before it was leased;
+//     unreadable, not removed by retention and not of a deleted incarnation of the topic
+//     before it was leased;
 //   - one record, one promise (invariant 16): each time an owner notifies a node, its
 //     notifications not yet claimed, passed or lapsed number no more than the records it
 //     could hand out;

@@ -37,9 +37,9 @@ const (
 	// claimant is never retired and lapses instead, so the next record of a sparse stream
 	// waits for the lapse. The sparse-stream latency check catches it.
 	PlantClaimAsProbe
-	// PlantReplayReply answers a consume from another node, now and then, with the last
-	// reply carrying records that the owner sent to that node before: the same leases
-	// delivered twice. The one-live-holder check catches it.
+	// PlantReplayReply answers a consume from another node with the last reply carrying
+	// records that the owner sent to that node before: the same leases delivered twice. The
+	// one-live-holder check catches it.
 	PlantReplayReply
 )
 

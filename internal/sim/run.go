@@ -55,7 +55,6 @@ type sim struct {
 	polls []*poll
 
 	planted        map[string][]byte
-	plantRand      *rand.Rand
 	plantedReplays int
 
 	weights []weighted
@@ -113,7 +112,6 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		planted:    map[string][]byte{},
 		began:      time.Now(),
 	}
-	s.plantRand = rand.New(rand.NewPCG(seed, 1))
 	s.report.Seed = seed
 	s.report.Frames = map[byte]int{}
 	s.report.AckedRedeliveredBy = map[string]int{}

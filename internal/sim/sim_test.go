@@ -115,7 +115,12 @@ func runSeed(t *testing.T, seed uint64, opts sim.Options) (rep sim.Report, err e
 }
 
 // TestSeeds runs the simulation over many seeds (SIM_SEEDS, -from), or one (-seed), and
-// reports what they exercised: seeds per minute and the faults, for BENCHMARKS.md.
+// reports what they exercised: seeds per minute and the faults, for BENCHMARKS.md. Each seed
+// covers, as its swarm draws them, checklist 1 and 2 (process crashes and power cuts at any
+// point of the committer's work), 3 (failing syncs), 4 (ENOSPC), 6 (stale settles), 7
+// (forged handles), 9 (duplicated acks), 11 (loss, duplication, reordering, partitions), 12
+// (restarts with tokens outstanding), 13 (older releases), 14 (retention), 15 (corrupt
+// records), 16 (cancelled consumes) and 19 (the topic deleted and created again).
 func TestSeeds(t *testing.T) {
 	if *seedFlag != 0 {
 		// One thread replays a seed more exactly: goroutines that act at the same instant of
