@@ -36,6 +36,14 @@ const (
 	// wrapping ErrReplyLost and the context's error (a context that never ends blocks for
 	// good, as with DropRequest).
 	DropReply
+	// Duplicate delivers the frame twice: the node serves it as Deliver does and the call
+	// gets that reply, and a copy of the frame, sent at the same instant, takes a trip of its
+	// own (with its own jitter, so it may arrive first) and is served too, its reply
+	// discarded. The copy is served with the call's context values but not its cancellation
+	// (the node cannot tell it from a frame of its own), in a goroutine of its own that ends
+	// when the node has served it. Like the frame itself, it is lost if a partition cuts it
+	// off before it arrives.
+	Duplicate
 )
 
 // String returns the fault's name.
@@ -47,6 +55,8 @@ func (f Fault) String() string {
 		return "DropRequest"
 	case DropReply:
 		return "DropReply"
+	case Duplicate:
+		return "Duplicate"
 	}
 	return fmt.Sprintf("Fault(%d)", uint8(f))
 }
@@ -63,10 +73,16 @@ func (f Fault) String() string {
 // synctest bubble that orders them) is reproducible.
 //
 // Faults. Observe sees every call first, then Fault decides what becomes of its frame:
-// delivered, or dropped on its way to the node or on the way back (see the Fault constants).
-// A frame Fault drops on its way is lost even when the node is down (the caller learns
-// nothing until its context ends); otherwise a call to a node down or not joined fails at once
-// with ErrUnreachable.
+// delivered, dropped on its way to the node or on the way back, or delivered twice (see the
+// Fault constants). A frame Fault drops on its way is lost even when the node is down (the
+// caller learns nothing until its context ends); otherwise a call to a node down or not
+// joined fails at once with ErrUnreachable.
+//
+// Partitions. Partition splits the nodes into groups that cannot reach each other until
+// Heal: a frame between two groups is lost, whether the partition began before it was sent
+// or while it was on its way, and so is a reply on its way back across one (the node served
+// the frame). The caller learns nothing until its context ends, as with DropRequest and
+// DropReply; a node that is down behind a partition cannot be told from one that is up.
 //
 // Set the exported fields before the first call: they are read without a lock. Everything
 // else is safe for concurrent use.
@@ -89,6 +105,7 @@ type Network struct {
 	mu      sync.RWMutex
 	serve   map[string]func(ctx context.Context, from string, frame []byte) ([]byte, error)
 	down    map[string]bool
+	group   map[string]int // node → its group while partitioned; nil: no partition
 	callsTo map[string]*atomic.Int64
 	calls   atomic.Int64
 
@@ -115,6 +132,36 @@ func (nw *Network) SetDown(id string, down bool) {
 		nw.down = map[string]bool{}
 	}
 	nw.down[id] = down
+}
+
+// Partition splits the network into groups: two nodes reach each other only if they are in
+// the same group, and the nodes named in no group make up one more group together. A node
+// named in two groups belongs to the last. It replaces the partition in force, if any.
+// Frames already on their way are lost if they arrive across the new partition (see the
+// type's documentation).
+func (nw *Network) Partition(groups ...[]string) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.group = map[string]int{}
+	for i, g := range groups {
+		for _, id := range g {
+			nw.group[id] = i + 1 // 0: named in no group
+		}
+	}
+}
+
+// Heal ends the partition in force, if any: every node reaches every other again.
+func (nw *Network) Heal() {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.group = nil
+}
+
+// cut reports whether a partition separates from and to now.
+func (nw *Network) cut(from, to string) bool {
+	nw.mu.RLock()
+	defer nw.mu.RUnlock()
+	return nw.group != nil && nw.group[from] != nw.group[to]
 }
 
 // Calls returns how many calls were made, whatever became of them.
@@ -189,6 +236,9 @@ func (t networkTransport) Call(ctx context.Context, to string, frame []byte) ([]
 		<-ctx.Done()
 		return nil, fmt.Errorf("%w: the frame to %s was lost on its way: %w", ErrUnreachable, to, ctx.Err())
 	}
+	if nw.cut(t.from, to) {
+		return nil, t.lost(ctx, to)
+	}
 	nw.mu.RLock()
 	serve, ok := nw.serve[to]
 	down := nw.down[to]
@@ -196,8 +246,14 @@ func (t networkTransport) Call(ctx context.Context, to string, frame []byte) ([]
 	if !ok || down {
 		return nil, ErrUnreachable
 	}
+	if fault == Duplicate {
+		t.duplicate(ctx, to, serve, frame)
+	}
 	if err := wait(ctx, nw.trip()); err != nil {
 		return nil, err
+	}
+	if nw.cut(t.from, to) {
+		return nil, t.lost(ctx, to)
 	}
 	reply, err := serve(ctx, t.from, append([]byte(nil), frame...))
 	if fault == DropReply {
@@ -210,7 +266,35 @@ func (t networkTransport) Call(ctx context.Context, to string, frame []byte) ([]
 	if err := wait(ctx, nw.trip()); err != nil {
 		return nil, err
 	}
+	if nw.cut(to, t.from) {
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: %s served the frame, and a partition cut the way back: %w", ErrReplyLost, to, ctx.Err())
+	}
 	return reply, nil
+}
+
+// lost waits for the end of ctx for a frame a partition cut off on its way to node to.
+func (t networkTransport) lost(ctx context.Context, to string) error {
+	<-ctx.Done()
+	return fmt.Errorf("%w: a partition cut off the frame to %s: %w", ErrUnreachable, to, ctx.Err())
+}
+
+// duplicate sends a copy of frame to node to, served by serve after a trip of its own unless
+// a partition cut it off meanwhile, its reply discarded.
+func (t networkTransport) duplicate(ctx context.Context, to string, serve func(context.Context, string, []byte) ([]byte, error), frame []byte) {
+	nw := t.nw
+	trip := nw.trip()
+	frame = append([]byte(nil), frame...)
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		if err := wait(ctx, trip); err != nil {
+			return
+		}
+		if nw.cut(t.from, to) {
+			return
+		}
+		serve(ctx, t.from, frame)
+	}()
 }
 
 // wait spends d, or returns ctx's error if it ends first.

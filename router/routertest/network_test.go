@@ -394,3 +394,150 @@ func TestNetworkConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// Duplicate: the node serves the frame twice, each copy after its own trip; the call gets
+// one reply, and nothing else changes.
+func TestNetworkDuplicate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := &routertest.Network{RTT: 10 * time.Millisecond, Jitter: 4 * time.Millisecond, Seed: 5}
+		nw.Fault = func(_, _ string, frame []byte) routertest.Fault {
+			if frame[0] == 7 {
+				return routertest.Duplicate
+			}
+			return routertest.Deliver
+		}
+		var e echo
+		nw.Join("b", e.serve)
+		var ctxErrs []error // what the frames served by c saw of their context
+		nw.Join("c", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			e.mu.Lock()
+			ctxErrs = append(ctxErrs, ctx.Err())
+			e.mu.Unlock()
+			return e.serve(ctx, from, frame)
+		})
+		start := time.Now()
+		reply, err := nw.Transport("a").Call(t.Context(), "b", []byte{7})
+		if err != nil || string(reply) != "re:\x07" {
+			t.Fatalf("Call: %q, %v", reply, err)
+		}
+		if d := time.Since(start); d < 10*time.Millisecond || d >= 18*time.Millisecond {
+			t.Fatalf("the round trip took %v", d)
+		}
+		time.Sleep(time.Second)
+		if e.served() != 2 {
+			t.Fatalf("served %d copies, want 2", e.served())
+		}
+		for _, at := range e.arrivals {
+			if d := at.Sub(start); d < 5*time.Millisecond || d >= 9*time.Millisecond {
+				t.Fatalf("a copy arrived after %v, want [5ms, 9ms)", d)
+			}
+		}
+		// Another op goes once.
+		if _, err := nw.Transport("a").Call(t.Context(), "b", []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if e.served() != 3 {
+			t.Fatalf("served %d frames, want 3", e.served())
+		}
+		// The copy outlives the call's context: a call whose context ends on the way fails,
+		// and its copy is served all the same, its context live.
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Millisecond, cancel)
+		if _, err := nw.Transport("a").Call(ctx, "c", []byte{7}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a call cancelled on its way: %v", err)
+		}
+		time.Sleep(time.Second)
+		if e.served() != 4 || len(ctxErrs) != 1 || ctxErrs[0] != nil {
+			t.Fatalf("served %d frames (want 4); c saw context errors %v, want one nil", e.served(), ctxErrs)
+		}
+		// A copy a partition cuts off on its way is lost, as the frame is.
+		go nw.Transport("a").Call(t.Context(), "b", []byte{7})
+		time.Sleep(time.Millisecond)
+		nw.Partition([]string{"a"}, []string{"b"})
+		time.Sleep(time.Second)
+		if e.served() != 4 {
+			t.Fatalf("served %d frames, want 4: both copies were cut off", e.served())
+		}
+		if routertest.Duplicate.String() != "Duplicate" {
+			t.Fatal(routertest.Duplicate.String())
+		}
+	})
+}
+
+// Partition: frames between groups are lost (the call ends with its context), within a
+// group they go through; frames on their way when the partition begins are lost, and so are
+// replies on their way back; Heal ends it.
+func TestNetworkPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := &routertest.Network{RTT: 10 * time.Millisecond}
+		served := map[string]int{}
+		var mu sync.Mutex
+		for _, id := range []string{"a", "b", "c", "d"} {
+			nw.Join(id, func(_ context.Context, _ string, frame []byte) ([]byte, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				served[id]++
+				return frame, nil
+			})
+		}
+		call := func(from, to string) (time.Duration, error) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := nw.Transport(from).Call(ctx, to, []byte{1})
+			return time.Since(start), err
+		}
+		nw.Partition([]string{"a", "b"}, []string{"c"}) // d: a group of its own
+		for _, c := range []struct {
+			from, to string
+			ok       bool
+		}{{"a", "b", true}, {"b", "a", true}, {"a", "c", false}, {"c", "b", false}, {"d", "a", false}, {"c", "d", false}} {
+			d, err := call(c.from, c.to)
+			switch {
+			case c.ok && (err != nil || d != 10*time.Millisecond):
+				t.Fatalf("%s to %s: %v after %v, want a reply after 10ms", c.from, c.to, err, d)
+			case !c.ok && (!errors.Is(err, routertest.ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) || d != time.Second):
+				t.Fatalf("%s to %s: %v after %v, want ErrUnreachable at the deadline", c.from, c.to, err, d)
+			}
+		}
+		if served["c"] != 0 || served["d"] != 0 || served["a"] != 1 || served["b"] != 1 {
+			t.Fatalf("served %v", served)
+		}
+		// Nodes named in no group reach each other.
+		nw.Partition([]string{"a"})
+		if _, err := call("c", "d"); err != nil {
+			t.Fatalf("c to d, both in no group: %v", err)
+		}
+		if _, err := call("d", "a"); !errors.Is(err, routertest.ErrUnreachable) {
+			t.Fatalf("d to a: %v", err)
+		}
+		// A partition that begins while the frame is on its way loses it.
+		nw.Heal()
+		errc := make(chan error, 1)
+		go func() { _, err := call("a", "b"); errc <- err }()
+		time.Sleep(time.Millisecond)
+		nw.Partition([]string{"a"}, []string{"b"})
+		if err := <-errc; !errors.Is(err, routertest.ErrUnreachable) || served["b"] != 1 {
+			t.Fatalf("a frame cut off on its way: %v, b served %d", err, served["b"])
+		}
+		// One that begins while the reply is on its way loses the reply: the node served it.
+		nw.Heal()
+		go func() { _, err := call("a", "b"); errc <- err }()
+		time.Sleep(7 * time.Millisecond)
+		nw.Partition([]string{"a"}, []string{"b"})
+		if err := <-errc; !errors.Is(err, routertest.ErrReplyLost) || served["b"] != 2 {
+			t.Fatalf("a reply cut off on its way: %v, b served %d", err, served["b"])
+		}
+		// A node down behind a partition looks like one cut off.
+		nw.SetDown("b", true)
+		if d, err := call("a", "b"); !errors.Is(err, routertest.ErrUnreachable) || d != time.Second {
+			t.Fatalf("a to b, down behind a partition: %v after %v", err, d)
+		}
+		nw.SetDown("b", false)
+		nw.Heal()
+		if _, err := call("a", "b"); err != nil || served["b"] != 3 {
+			t.Fatalf("after Heal: %v, b served %d", err, served["b"])
+		}
+	})
+}

@@ -1,0 +1,485 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"narad.dev/consume/router"
+)
+
+// The model of what the cluster promised, and the checks made as each event comes in
+// (docs/protocol.md, "Invariants"; RELIABILITY I4 to I8).
+//
+// Time is the bubble's fake clock, which every node reads too, so a lease's grant is exact:
+// its expiry less the visibility it was granted with. What the model cannot know exactly (when
+// an owner applied an ack that took a round trip, whether an ack whose reply was lost was
+// applied, how far a duplicated extend pushed an expiry) it keeps as a range, and a check
+// fails only when every point of the range breaks the promise.
+
+// The crash windows of docs/protocol.md, "Crash windows": the tick T is 100 ms and the
+// durability interval D 1 s; a tick's work and a writeout take no fake time, so the margins
+// are for the ordering of events within an instant only.
+const (
+	tick               = 100 * time.Millisecond
+	processCrashWindow = tick + time.Millisecond
+	powerCutWindow     = time.Second + 2*tick + time.Millisecond
+)
+
+// key names a record: its partition and offset in an incarnation of the topic (a topic
+// deleted and created again starts a new one).
+type key struct {
+	inc int
+	p   int32
+	off int64
+}
+
+func (k key) String() string {
+	if k.inc == 0 {
+		return fmt.Sprintf("%d/%d", k.p, k.off)
+	}
+	return fmt.Sprintf("%d/%d@%d", k.p, k.off, k.inc)
+}
+
+// lease is one delivery a consumer received: a lease on one offset, under one nonce.
+type lease struct {
+	id      int
+	k       key
+	h       router.Handle
+	owner   *node
+	ep      *epoch // the owner's process that granted it
+	via     string // the node the consumer consumed on
+	granted time.Time
+	at      time.Time // when the consumer received it
+	vis     time.Duration
+	// The lease ended at the earliest at endMin and at the latest at endMax: it is
+	// certainly live before endMin and certainly over from endMax on.
+	endMin, endMax time.Time
+	held           bool // a consumer holds it and may settle it
+	// settling is how many settles of it are on their way: the owner may apply one at any
+	// moment, so the lease is not certainly held meanwhile.
+	settling int
+	attempt  uint32
+	reason   router.Reason
+}
+
+// ack is a settle answered success (ok) or 502 (maybe applied), sent at s and answered at
+// r: the owner applied it in between, if at all.
+type ack struct {
+	s, r time.Time
+	l    *lease
+}
+
+// record is the model of one produced record.
+type record struct {
+	owner     *node
+	value     string
+	corrupt   bool
+	corruptAt time.Time
+	trimmedAt time.Time // retention removed it then (zero: retained)
+	deletedAt time.Time // its topic was deleted then (zero: its incarnation lives)
+	deletedBy time.Time // and every node had dropped it then
+	leases    []*lease
+	acks      []ack // acks answered success, not yet undone by a redelivery
+	maybe     []ack // acks answered 502, not yet undone by a redelivery
+	everAcked bool
+}
+
+func valueOf(k key) string { return fmt.Sprintf("i%d-p%d-o%d", k.inc, k.p, k.off) }
+
+// incOf returns the incarnation a record's bytes name.
+func incOf(value []byte) int {
+	var inc int
+	fmt.Sscanf(string(value), "i%d-", &inc)
+	return inc
+}
+
+// endLeases ends the leases process e granted, as e ends. Called with s.mu held.
+func (s *sim) endLeases(e *epoch) {
+	for _, l := range s.leases {
+		if l.ep == e {
+			l.endMin = earliest(l.endMin, e.stop)
+			l.endMax = earliest(l.endMax, e.end)
+		}
+	}
+}
+
+// delivered checks a record a consumer received at at from a consume on node via with
+// visibility vis (0: the topic's), and records its lease.
+func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key{incOf(m.Value), m.Partition, m.Offset}
+	s.report.Deliveries++
+	owner := s.ownerOf(m.Partition)
+	r := s.records[k]
+	if owner == nil || r == nil {
+		s.report.Unexpected++
+		s.failKind(KindUnexpected, "%s delivered %v through %s, never produced", owner.idOr("nobody"), k, via)
+		return
+	}
+	if string(m.Value) != r.value {
+		s.report.Unexpected++
+		s.failKind(KindUnexpected, "%v delivered with %q, produced as %q (one offset, two values)", k, m.Value, r.value)
+		return
+	}
+	if owner.id != via {
+		s.report.Remote++
+	}
+	if vis == 0 {
+		vis = s.vt
+	}
+	granted := m.Expiry.Add(-vis)
+	l := &lease{id: len(s.leases), k: k, h: m.Receipt, owner: owner, via: via, granted: granted, at: at, vis: vis,
+		endMin: m.Expiry, endMax: m.Expiry, held: true, attempt: m.Attempt, reason: m.Reason}
+	s.trace("deliver %v nonce %x attempt %d (%v) via %s, granted %v, expires %v", k, m.Receipt.Nonce%0xffff, m.Attempt,
+		m.Reason, via, s.since(granted), s.since(m.Expiry))
+	for _, o := range r.leases {
+		if o.h == l.h {
+			s.report.Duplicates++
+			s.failKind(KindOneHolder, "%v: the lease granted at %v (nonce %x) delivered twice, through %s at %v and through %s at %v",
+				k, s.since(o.granted), o.h.Nonce, o.via, s.since(o.at), via, s.since(at))
+			return
+		}
+	}
+	if granted.After(at) {
+		s.failKind(KindOneHolder, "%v received at %v through %s, granted later, at %v", k, s.since(at), via, s.since(granted))
+		return
+	}
+	l.ep = owner.epochAt(granted)
+	if l.ep == nil {
+		s.failKind(KindOneHolder, "%v leased at %v, when its owner %s ran no process", k, s.since(granted), owner.id)
+		return
+	}
+	l.ep.touch(k.p, granted)
+	if !l.ep.end.IsZero() {
+		// Granted by a process that ended before the reply arrived: dead on arrival.
+		l.endMin, l.endMax = earliest(l.endMin, l.ep.stop), earliest(l.endMax, l.ep.end)
+	}
+	if !r.deletedAt.IsZero() {
+		// Leased before the delete, received after: the delete ended it.
+		l.endMin, l.endMax = earliest(l.endMin, r.deletedAt), earliest(l.endMax, r.deletedBy)
+	}
+	if r.corrupt && granted.After(r.corruptAt) {
+		s.report.Unexpected++
+		s.failKind(KindUnexpected, "%v delivered (leased at %v) though it was made unreadable at %v", k, s.since(granted), s.since(r.corruptAt))
+		return
+	}
+	if !r.deletedAt.IsZero() && granted.After(r.deletedAt) {
+		s.report.Unexpected++
+		s.failKind(KindUnexpected, "%v delivered (leased at %v) though its topic was deleted at %v, and created again", k, s.since(granted), s.since(r.deletedAt))
+		return
+	}
+	if !r.trimmedAt.IsZero() && granted.After(r.trimmedAt) {
+		s.report.Unexpected++
+		s.failKind(KindUnexpected, "%v delivered (leased at %v) though retention removed it at %v", k, s.since(granted), s.since(r.trimmedAt))
+		return
+	}
+	// One live holder (invariant 1): no two leases of an offset overlap, whichever nodes
+	// they were consumed on; the same lease delivered twice overlaps itself.
+	for _, o := range r.leases {
+		first, second := o, l
+		if l.granted.Before(o.granted) {
+			first, second = l, o
+		}
+		if second.granted.Before(first.endMin) {
+			s.failKind(KindOneHolder, "%v leased to two live holders: through %s from %v (live until at least %v), and through %s from %v",
+				k, first.via, s.since(first.granted), s.since(first.endMin), second.via, s.since(second.granted))
+			return
+		}
+	}
+	if len(r.leases) > 0 {
+		s.report.Duplicates++
+	}
+	// The documented redelivery window (invariant 6): an acked record comes back only after
+	// its owner crashed within the window of the ack, or its disk failed.
+	var kept []ack
+	for _, a := range r.acks {
+		if !a.s.Before(granted) {
+			kept = append(kept, a)
+			continue
+		}
+		why, documented := s.explain(owner, k.p, a, granted)
+		if why == "" {
+			s.failKind(KindAckUndone, "%v leased again at %v through %s (attempt %d, %v), after its ack through %s answered success within [%v, %v], with no crash window or disk fault to explain it",
+				k, s.since(granted), via, m.Attempt, m.Reason, a.l.via, s.since(a.s), s.since(a.r))
+			return
+		}
+		if !documented && s.failKind(KindCrashThenPowerCut, "%v leased again at %v through %s (attempt %d, %v), after its ack through %s answered success within [%v, %v]: undone by a %s, a window the documentation does not state",
+			k, s.since(granted), via, m.Attempt, m.Reason, a.l.via, s.since(a.s), s.since(a.r), why) {
+			return
+		}
+		s.report.AckedRedelivered++
+		s.report.AckedRedeliveredBy[why]++
+		s.trace("  %v: acked at %v, back by %s", k, s.since(a.s), why)
+	}
+	r.acks = kept
+	var maybe []ack
+	for _, a := range r.maybe {
+		if !a.s.Before(granted) {
+			maybe = append(maybe, a)
+		}
+	}
+	r.maybe = maybe
+	r.leases = append(r.leases, l)
+	s.leases = append(s.leases, l)
+	s.held = append(s.held, l)
+}
+
+// explain returns why an ack a of a record of partition p owned by owner may be undone
+// before a lease granted at granted, and whether the documentation promises that window;
+// "" if nothing explains it. It follows the ack through the owner's processes:
+//
+//   - the process that applied it has it in the page cache a tick after the ack
+//     (processCrashWindow) and on disk a durability interval and a tick later
+//     (powerCutWindow); a disk fault in force meanwhile (ENOSPC, failing syncs: the
+//     committer then holds the window back) pushes both to a window after the fault ends;
+//   - a process crash before the first loses it; a power cut before the second loses it; a
+//     graceful stop persists it, unless its Close failed (a disk fault), which is a crash
+//     as far as the ack is concerned;
+//   - an ack that outlived a process crash in the page cache only is made durable by the
+//     next process's prime of the partition, a tick after its first touch (the model knows
+//     of the touches its deliveries and settles made): a power cut before that loses it,
+//     a graceful stop of a process that touched it persists it.
+//
+// The last case, with no disk fault in play, is a window the documentation does not state
+// (invariant 6 names only a tick before a process crash and D + T before a power loss);
+// explain reports it as undocumented.
+func (s *sim) explain(owner *node, p int32, a ack, granted time.Time) (why string, documented bool) {
+	never := time.Unix(1<<40, 0)
+	push := func(from, to time.Time, window time.Duration) (time.Time, string) {
+		kind := ""
+		for _, f := range owner.periods {
+			if f.start.Before(to) && (f.end.IsZero() || f.end.After(from)) {
+				end := never
+				if !f.end.IsZero() {
+					end = f.end.Add(window)
+				}
+				to, kind = later(to, end), f.kind
+			}
+		}
+		return to, kind
+	}
+	carried := false
+	diskCarry := ""
+	for _, e := range owner.epochs {
+		if e.end.IsZero() || !e.end.Before(granted) {
+			return "", false // the ack reached the process that leased the record again
+		}
+		if e.end.Before(a.s) {
+			continue // before the ack
+		}
+		if !carried {
+			// The process that applied the ack (the first one live within [a.s, a.r]).
+			pcAt, pcDisk := push(a.s, a.r.Add(processCrashWindow), processCrashWindow)
+			durAt, durDisk := push(a.s, a.r.Add(powerCutWindow), powerCutWindow)
+			switch {
+			case e.kind == processCrash && e.stop.Before(pcAt):
+				return withDisk(pcDisk, "process crash"), true
+			case e.kind == powerCut && e.stop.Before(durAt):
+				return withDisk(durDisk, "power cut"), true
+			case e.kind == graceful && e.closeErr != nil && e.stop.Before(pcAt):
+				return withDisk(pcDisk, "graceful stop whose Close failed"), true
+			case e.kind == graceful && e.closeErr == nil, !e.stop.Before(durAt):
+				return "", false // persisted
+			}
+			carried, diskCarry = true, durDisk // in the page cache only
+			continue
+		}
+		// A later process: it makes the carried state durable when it primes the
+		// partition, a tick after its first touch.
+		primeAt := never
+		disk := diskCarry
+		if t, ok := e.touched[p]; ok {
+			primeAt, disk = push(t, t.Add(tick+time.Millisecond), tick+time.Millisecond)
+			if disk == "" {
+				disk = diskCarry
+			}
+		}
+		_, touched := e.touched[p]
+		switch {
+		case e.kind == powerCut && e.stop.Before(primeAt):
+			if disk != "" {
+				return withDisk(disk, "process crash, then power cut before the partition was primed again"), true
+			}
+			return "process crash, then power cut before the restarted process primed the partition", false
+		case e.kind == graceful && e.closeErr == nil && touched, !e.stop.Before(primeAt):
+			return "", false // persisted
+		}
+	}
+	return "", false
+}
+
+func withDisk(disk, why string) string {
+	if disk == "" {
+		return why
+	}
+	return "disk fault (" + disk + ") then " + why
+}
+
+// undoable reports whether a crash, a power cut or a disk fault of the record's owner since
+// ack a may have undone it.
+func (s *sim) undoable(r *record, a ack) bool {
+	why, _ := s.explain(r.owner, a.l.k.p, a, time.Now().Add(time.Hour))
+	return why != ""
+}
+
+// settledSure reports whether the owner's live process certainly holds the record settled.
+func (s *sim) settledSure(r *record) bool {
+	if !r.deletedAt.IsZero() {
+		return false // an old handle meets the new incarnation's state: either answer
+	}
+	for _, a := range r.acks {
+		if !s.undoable(r, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsettledSure reports whether the record was certainly never settled: no ack answered
+// success or 502 since its last delivery, not unreadable, not removed by retention.
+func (s *sim) unsettledSure(r *record) bool {
+	return len(r.acks) == 0 && len(r.maybe) == 0 && !r.corrupt && r.trimmedAt.IsZero() && r.deletedAt.IsZero()
+}
+
+// Settle ops.
+type settleOp uint8
+
+const (
+	opAck settleOp = iota
+	opNack
+	opExtend
+	opRelease
+)
+
+func (o settleOp) String() string { return [...]string{"ack", "nack", "extend", "release"}[o] }
+
+// settled checks the answer err to a settle op of lease l through node via, sent at start
+// and answered at end (an extend's new expiry is expiry, its argument d), and applies it to
+// the model. forged says the handle was l's with another nonce. pathFaulty says frames
+// between via and the owner could be lost.
+func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, err error, expiry time.Time, d time.Duration, forged, pathFaulty bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.records[l.k]
+	what := fmt.Sprintf("%s of %v (lease through %s granted at %v) through %s within [%v, %v]", op, l.k, l.via,
+		s.since(l.granted), via.id, s.since(start), s.since(end))
+	if forged {
+		what = "forged " + what
+	}
+	s.trace("%s: %v", what, err)
+	if err == nil || errors.Is(err, router.ErrGone) {
+		// The owner's shard answered: the partition was touched (loaded) by then.
+		if e := l.owner.epochAt(start); e != nil && e == l.owner.epochAt(end) {
+			e.touch(l.k.p, end)
+		}
+	}
+	live := !forged && end.Before(l.endMin)
+	dead := forged || !start.Before(l.endMax)
+	local := via == l.owner
+	// A duplicated frame's copy may have been applied first: the frame itself then answers
+	// as a repeated settle does.
+	dup := !forged && s.dupHandles[l.h]
+	switch {
+	case err == nil:
+		if dead {
+			s.failKind(KindSettleAnswer, "%s succeeded, though the lease was over by %v: only the live nonce settles", what, s.since(l.endMax))
+			return
+		}
+		switch op {
+		case opAck:
+			s.report.Acked++
+			r.acks = append(r.acks, ack{start, end, l})
+			r.everAcked = true
+			fallthrough
+		case opNack, opRelease:
+			l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
+		case opExtend:
+			l.endMin = expiry
+			l.endMax = later(l.endMax, expiry)
+			if dup {
+				l.endMax = later(l.endMax, expiry.Add(s.maxTrip))
+			}
+			if expiry.Before(start.Add(d)) || expiry.After(end.Add(d)) {
+				s.failKind(KindSettleAnswer, "%s by %v answered a new expiry of %v, outside [%v, %v]", what, d, s.since(expiry), s.since(start.Add(d)), s.since(end.Add(d)))
+			}
+		}
+	case errors.Is(err, router.ErrTransport), errors.Is(err, router.ErrUnavailable):
+		if !pathFaulty || local {
+			s.failKind(KindSettleAnswer, "%s answered %v on a healthy path", what, err)
+			return
+		}
+		if errors.Is(err, router.ErrTransport) && !forged { // it may have been applied
+			switch op {
+			case opAck:
+				s.report.AckedMaybe++
+				r.maybe = append(r.maybe, ack{start, end, l})
+				r.everAcked = true
+				l.endMin = earliest(l.endMin, start)
+			case opNack:
+				l.endMin = earliest(l.endMin, start)
+			case opExtend:
+				// Applied, it set the expiry to its arrival plus d: earlier or later.
+				l.endMin = earliest(l.endMin, start.Add(d))
+				l.endMax = later(l.endMax, end.Add(d+s.maxTrip))
+			}
+		}
+	case live && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || op == opNack && errors.Is(err, router.ErrGone)):
+		// The copy settled the live lease; this frame came second.
+		if op == opAck {
+			s.report.Acked++
+			r.acks = append(r.acks, ack{start, end, l})
+			r.everAcked = true
+		}
+		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
+	case !dead && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || op == opNack && errors.Is(err, router.ErrGone)):
+		// The lease was ending as the frames came: the copy may have settled it first.
+		if op == opAck {
+			s.report.AckedMaybe++
+			r.maybe = append(r.maybe, ack{start, end, l})
+			r.everAcked = true
+		}
+		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
+	case errors.Is(err, router.ErrAlreadySettled), errors.Is(err, router.ErrGone):
+		if live {
+			s.failKind(KindSettleAnswer, "%s answered %v, though the lease was live until at least %v", what, err, s.since(l.endMin))
+			return
+		}
+		if errors.Is(err, router.ErrAlreadySettled) {
+			if s.unsettledSure(r) {
+				s.failKind(KindSettleAnswer, "%s answered %v, though the record was never acked, skipped or removed", what, err)
+				return
+			}
+		} else if s.settledSure(r) {
+			s.failKind(KindSettleAnswer, "%s answered %v, though the record is settled for good: want ErrAlreadySettled", what, err)
+			return
+		}
+		if !forged {
+			l.endMax = earliest(l.endMax, end) // over when it was applied
+		}
+	default:
+		s.failKind(KindSettleAnswer, "%s answered %v", what, err)
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func (nd *node) idOr(def string) string {
+	if nd == nil {
+		return def
+	}
+	return nd.id
+}

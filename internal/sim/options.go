@@ -1,0 +1,194 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Options shape a run. The zero value is a full run: every fault class the seed enables.
+type Options struct {
+	// Steps is how many workload steps run before the faults heal; zero means 150.
+	Steps int
+	// Nodes is how many nodes run, 2 to 5; zero draws it from the seed.
+	Nodes int
+	// Calm turns every fault off: no restarts, no network or disk faults, no corrupt
+	// records or retention trims. The workload and the checks stay the same.
+	Calm bool
+	// Plant plants a bug in the network between the nodes, to show that the checker
+	// catches it (a checker that cannot fail proves nothing).
+	Plant Plant
+	// Logf, when set, receives every event of the run as it happens.
+	Logf func(format string, args ...any)
+	// Tolerate lists kinds of violations (the Kind constants) that do not end the run: each
+	// is counted in Report.Tolerated and the run goes on, checking everything else. It is
+	// for library bugs already reported and not yet fixed.
+	Tolerate []string
+}
+
+// Plant is a bug a run plants on purpose.
+type Plant uint8
+
+const (
+	// PlantNone plants nothing.
+	PlantNone Plant = iota
+	// PlantClaimAsProbe rewrites every claim (a Consume frame with the Claim byte) as a plain
+	// probe on its way: the owner leases the record all the same, but its hold for the
+	// claimant is never retired and lapses instead, so the next record of a sparse stream
+	// waits for the lapse. The sparse-stream latency check catches it.
+	PlantClaimAsProbe
+	// PlantReplayReply answers a consume from another node with the last reply carrying
+	// records that the owner sent to that node before: the same leases delivered twice. The
+	// one-live-holder check catches it.
+	PlantReplayReply
+)
+
+func (p Plant) String() string {
+	switch p {
+	case PlantNone:
+		return "none"
+	case PlantClaimAsProbe:
+		return "claim-as-probe"
+	case PlantReplayReply:
+		return "replay-reply"
+	}
+	return fmt.Sprintf("Plant(%d)", uint8(p))
+}
+
+// Report is what a run did: its shape, its workload, the faults it injected and what the
+// history check counted.
+type Report struct {
+	Seed     uint64
+	Nodes    int     // nodes in all
+	Owners   int     // nodes owning partitions of the topic
+	Gateways int     // nodes owning none
+	Parts    int     // partitions of the topic
+	Versions []uint8 // each node's Config.WireVersion (0: the newest)
+	Liveness bool    // the routes told the nodes which nodes were down
+	Steps    int     // workload steps run
+	SimTime  time.Duration
+
+	Produced   int // records appended
+	Deliveries int // leases handed to consumers
+	Remote     int // of them, through a node that does not own the record
+	Acked      int // acks answered success
+	AckedMaybe int // acks answered 502: applied or not
+	Settles    int // acks, nacks, extends and releases sent
+	Replays    int // records read by Replay
+	Polls      int // long-polls started
+	Refusals   int // frames an older release refused
+
+	// The history check. Lost: produced, retained, readable, never acked. Unexpected:
+	// delivered but never produced, or corrupt, or below retention when leased, or with
+	// another record's bytes. Duplicates: deliveries of a record already delivered (allowed,
+	// after an expiry, a nack, a give-back or a restart). AckedRedelivered: deliveries of an
+	// acked record, each explained by a crash window or a disk fault.
+	Lost, Unexpected, Duplicates int
+	AckedRedelivered             int
+	AckedRedeliveredBy           map[string]int // by the explanation
+
+	// Liveness: how long after the faults healed the last record was acked, and the bound
+	// it was held to.
+	Drain, DrainBound time.Duration
+	// Sparse is how many records the sparse-stream latency check timed (0: not eligible),
+	// and SparseMax the slowest, against SparseBound.
+	Sparse                 int
+	SparseMax, SparseBound time.Duration
+
+	Faults Faults
+	Frames map[byte]int // frames sent between nodes, by op
+
+	// Tolerated counts the violations of the kinds Options.Tolerate lists, by kind, and
+	// FirstTolerated describes the first of each.
+	Tolerated      map[string]int
+	FirstTolerated map[string]string
+
+	// Fingerprint hashes the run's events as the driver saw them: two runs of a seed with
+	// the same fingerprint took the same course.
+	Fingerprint uint64
+}
+
+// Faults counts the faults a run injected.
+type Faults struct {
+	GracefulRestarts int
+	ProcessCrashes   int
+	PowerCuts        int
+	DroppedRequests  int // frames lost on their way
+	DroppedReplies   int // frames served, their reply lost
+	Duplicated       int // frames delivered twice
+	Partitions       int // network partitions begun
+	Isolations       int // nodes taken off the network (their links cut) for a while
+	DiskFull         int // periods of ENOSPC on a node's disk
+	SyncErrors       int // periods of failing fdatasync (EIO)
+	Corrupted        int // records made unreadable
+	Trims            int // retention trims
+	ContextCancels   int // long-polls that ended with their context, cancelled mid-wait
+	TopicDeletes     int // the topic deleted and created again
+}
+
+// Add adds o to f.
+func (f *Faults) Add(o Faults) {
+	f.GracefulRestarts += o.GracefulRestarts
+	f.ProcessCrashes += o.ProcessCrashes
+	f.PowerCuts += o.PowerCuts
+	f.DroppedRequests += o.DroppedRequests
+	f.DroppedReplies += o.DroppedReplies
+	f.Duplicated += o.Duplicated
+	f.Partitions += o.Partitions
+	f.Isolations += o.Isolations
+	f.DiskFull += o.DiskFull
+	f.SyncErrors += o.SyncErrors
+	f.Corrupted += o.Corrupted
+	f.Trims += o.Trims
+	f.ContextCancels += o.ContextCancels
+	f.TopicDeletes += o.TopicDeletes
+}
+
+func (f Faults) String() string {
+	return fmt.Sprintf("graceful restarts %d, process crashes %d, power cuts %d, frames dropped %d (request) + %d (reply), "+
+		"frames duplicated %d, partitions %d, isolations %d, disk full %d, sync errors %d, corrupt records %d, trims %d, "+
+		"context cancels %d, topic deletes %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
+		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes)
+}
+
+// A Violation is a promise the run caught broken: what, when (simulated time since the
+// run began), and the run's last events.
+type Violation struct {
+	Kind  string // which promise (the Kind constants)
+	Seed  uint64
+	At    time.Duration
+	What  string
+	Trace []string
+}
+
+func (v *Violation) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d, at %v: %s: %s", v.Seed, v.At, v.Kind, v.What)
+	if len(v.Trace) > 0 {
+		b.WriteString("\nlast events:\n")
+		for _, l := range v.Trace {
+			b.WriteString("  ")
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// The kinds of violations.
+const (
+	KindOneHolder         = "one live holder"                // an offset leased to two live holders, or one lease delivered twice
+	KindAckUndone         = "redelivered after an ack"       // an acked record leased again with nothing to explain it
+	KindCrashThenPowerCut = "crash then power cut"           // an ack undone by a process crash, then a power cut before the restarted process primed
+	KindSettleAnswer      = "settle answer"                  // an ack, nack, extend or release answered what the lease's state forbids
+	KindConsumeError      = "consume error"                  // a consume answered an error it documents for no such case
+	KindOldOwner400       = "old owner: consume answers 400" // a consume whose owners all run a release before the consume op answered ErrInvalidArgument
+	KindRefusals          = "one refusal per upgrade"        // an older release refused the same op or field twice within 2 minutes
+	KindLost              = "lost"                           // a record never acked by the liveness bound after the faults healed
+	KindUnexpected        = "unexpected delivery"            // a record delivered that was never produced, corrupt, trimmed, or with other bytes
+	KindPromise           = "one record, one promise"        // an owner promised more records than it could hand out
+	KindSparseLatency     = "sparse-stream latency"          // a record of a sparse stream reached a parked consumer late
+	KindCounters          = "counters"                       // a node's counters disagree with what was seen
+	KindReplay            = "replay"                         // a replay read the wrong records
+	KindOther             = "other"
+)

@@ -1,0 +1,284 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/router"
+	"narad.dev/consume/tokens"
+)
+
+// One record, one promise (invariant 16): an owner never has more records promised to other
+// nodes (notified and held for a claim) than it could hand out.
+//
+// The tracker mirrors each owner process's holds from the frames: a Notify the owner sends
+// (seen by its Transport, at the instant it fired the token) makes a hold for the node told, until
+// tokens.DefaultHold later; a claim (a Consume frame with the Claim byte) or a Pass arriving
+// from that node ends its oldest live hold, as does an answer other than yes to the Notify
+// (the owner retires the hold when it gets it, a round trip later: the tracker ends it
+// earlier, never later), and a Notify to a node the network fails at once. A process's
+// holds end with it.
+//
+// What the owner could hand out is bounded from above by the model: the offsets of its
+// partitions below the high watermark that are neither certainly settled in its live
+// process nor certainly leased by it (a lease with a settle on its way counts as not
+// leased: the owner may have applied the settle already). The owner's own estimate (inflight.Shard.Available,
+// which errs high) never exceeds that bound, so more live holds than the bound is a broken
+// promise, checked at every notification and after every step.
+
+type hold struct {
+	to    string
+	until time.Time
+}
+
+// notifySent records a Notify that owner sent to node to. Called with s.mu held.
+func (s *sim) notifySent(owner, to string) {
+	nd := s.byID[owner]
+	if nd == nil || len(nd.epochs) == 0 {
+		return
+	}
+	e := nd.cur()
+	now := time.Now()
+	e.notified++
+	if at, ok := e.credit[to]; ok && at.Equal(now) {
+		// A claim from to arrived at this very instant, before this Notify was seen
+		// leaving: the owner retired the hold it made for it.
+		delete(e.credit, to)
+		return
+	}
+	e.holds = append(e.holds, hold{to: to, until: now.Add(tokens.DefaultHold)})
+	s.checkPromises(e)
+}
+
+// arrived sees a frame reach process e from node from.
+func (s *sim) arrived(e *epoch, from string, frame []byte) {
+	if len(frame) == 0 {
+		return
+	}
+	switch frame[0] {
+	case wire.OpConsume:
+		req, err := wire.DecodeRequest(frame, wire.Newest)
+		if err != nil || !req.Consume.Claim || !e.nd.knows(wire.V5) {
+			return
+		}
+	case wire.OpPass:
+		if !e.nd.knows(wire.V4) {
+			return
+		}
+	default:
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retire(e, from)
+}
+
+// notifyFailed records that a Notify from owner to node to failed at once (to is off the
+// network), so the owner retired the hold it made. Called with s.mu held.
+func (s *sim) notifyFailed(owner, to string) {
+	if nd := s.byID[owner]; nd != nil && len(nd.epochs) > 0 {
+		s.retire(nd.cur(), to)
+	}
+}
+
+// answered sees process e's reply to a frame from node from.
+func (s *sim) answered(e *epoch, from string, frame, reply []byte) {
+	if len(frame) == 0 || frame[0] != wire.OpNotify {
+		return
+	}
+	answers, err := wire.DecodeReply(reply)
+	if err == nil && len(answers) == 1 && answers[0].Status == wire.StatusOK {
+		return
+	}
+	// The owner retires its hold for e's node when this answer reaches it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if owner := s.byID[from]; owner != nil && len(owner.epochs) > 0 {
+		s.retire(owner.cur(), e.nd.id)
+	}
+}
+
+// retire ends from's oldest live hold in process e, as tokens.Queue.Retire does. Called with
+// s.mu held.
+func (s *sim) retire(e *epoch, from string) {
+	now := time.Now()
+	s.expireHolds(e, now)
+	for i, h := range e.holds {
+		if h.to == from {
+			e.holds = append(e.holds[:i], e.holds[i+1:]...)
+			return
+		}
+	}
+	if e.credit == nil {
+		e.credit = map[string]time.Time{}
+	}
+	e.credit[from] = now
+}
+
+func (s *sim) expireHolds(e *epoch, now time.Time) {
+	keep := e.holds[:0]
+	for _, h := range e.holds {
+		if now.Before(h.until) {
+			keep = append(keep, h)
+		}
+	}
+	e.holds = keep
+}
+
+// checkPromises checks process e's live holds against what it could hand out. Called with
+// s.mu held.
+func (s *sim) checkPromises(e *epoch) {
+	if !e.end.IsZero() {
+		return
+	}
+	now := time.Now()
+	s.expireHolds(e, now)
+	if len(e.holds) == 0 {
+		return
+	}
+	if bound := s.couldHandOut(e, now); len(e.holds) > bound {
+		s.failKind(KindPromise, "%s#%d holds %d records promised to other nodes (%v), more than the %d it could hand out (one record, one promise)",
+			e.nd.id, e.n, len(e.holds), e.holds, bound)
+	}
+}
+
+// couldHandOut bounds from above what process e could hand out at now. Called with s.mu
+// held.
+func (s *sim) couldHandOut(e *epoch, now time.Time) int {
+	n := 0
+	for _, p := range e.nd.parts {
+		hwm := s.logs.Log(topic, p).HighWatermark()
+		for off := range hwm {
+			r := s.records[key{s.inc, p, off}]
+			if r == nil {
+				n++
+				continue
+			}
+			if s.settledSure(r) {
+				continue
+			}
+			leased := false
+			for _, l := range r.leases {
+				if l.ep == e && l.settling == 0 && !now.Before(l.granted) && now.Before(l.endMin) {
+					leased = true
+					break
+				}
+			}
+			if !leased {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// knows reports whether nd's release speaks wire version v.
+func (nd *node) knows(v wire.Version) bool {
+	return nd.version == 0 || wire.Version(nd.version) >= v
+}
+
+// One refusal per upgrade (invariant 14): an owner on an older release costs at most one
+// refused request every 2 minutes per op or field it does not know. The tracker sits in
+// each node's Transport, where a request leaves and its reply comes back: a refusal (status
+// 6 for an op; 3 for a Consume frame carrying the Claim byte or Max, which is how the
+// requester reads it) is learned when its reply arrives, per requesting process, owner and
+// what was refused; a request that left after the requester learned of a refusal, within 2
+// minutes of it, and is refused again breaks the promise.
+
+// refusal is what an older owner refused a requesting process.
+type refusal struct {
+	from  *epoch
+	owner string
+	what  string
+}
+
+// transport is a node's side of the network, seen by the refusal tracker.
+type transport struct {
+	s     *sim
+	nd    *node
+	inner router.Transport
+}
+
+func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	sent := time.Now() // when the node decided to send it
+	if len(frame) > 0 && frame[0] == wire.OpNotify {
+		t.s.mu.Lock()
+		t.s.notifySent(t.nd.id, to)
+		t.s.mu.Unlock()
+	}
+	if err := sleep(ctx, t.s.tieBreak(t.nd.id, to, frame)); err != nil {
+		return nil, err
+	}
+	reply, err := t.inner.Call(ctx, to, frame)
+	if err == nil {
+		t.s.refused(t.nd, to, sent, frame, reply)
+	}
+	return reply, err
+}
+
+// refused sees a reply reach node nd from owner to, for a frame that left at sent.
+func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) {
+	what := ""
+	switch {
+	case len(frame) == 0:
+	case len(reply) > 3 && reply[0] == 0 && reply[1] == 1 && reply[2] == wire.StatusUnsupported,
+		len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusUnsupported:
+		what = fmt.Sprintf("op %d", frame[0])
+	case len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusBadRequest && frame[0] == wire.OpConsume:
+		req, err := wire.DecodeRequest(frame, wire.Newest)
+		switch {
+		case err != nil:
+		case req.Consume.Max > 1:
+			what = "the consume frame's Max"
+		case req.Consume.Claim:
+			what = "the consume frame's Claim byte"
+		}
+	}
+	if what == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.report.Refusals++
+	k := refusal{nd.cur(), to, what}
+	if learned, ok := s.refusals[k]; ok && sent.After(learned) && sent.Before(learned.Add(2*time.Minute)) {
+		kind := KindRefusals
+		if what == "op 5" || what == "op 10" || what == "op 11" {
+			kind = KindOldOwner400 // the same root: the consume ops have no refusal memory
+		}
+		s.failKind(kind, "%s refused %s from %s#%d again: the request left %v after the requester learned of the last refusal (at most one refused request every 2 minutes per op or field)",
+			to, what, nd.id, k.from.n, sent.Sub(learned))
+	}
+	if learned, ok := s.refusals[k]; !ok || now.After(learned.Add(2*time.Minute)) {
+		s.refusals[k] = now
+	}
+}
+
+// tieBreak is a delay below a microsecond, drawn from the seed, the link, the op and how
+// many frames of the op the link carried before, so that frames and timers that would meet
+// at one instant of the fake clock come in an order the seed decides, not the scheduler.
+func (s *sim) tieBreak(from, to string, frame []byte) time.Duration {
+	op := byte(0)
+	if len(frame) > 0 {
+		op = frame[0]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lk := link{from, to, op | 0x80}
+	s.linkCalls[lk]++
+	return time.Duration(1 + mix(s.seed, hashString(from), hashString(to), uint64(op), s.linkCalls[lk])%999)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
