@@ -85,7 +85,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	var owners []string
 	anyDown := false
 	if n.crossNode() {
-		owners, anyDown = n.remoteOwners(topic, req.pinned)
+		owners, anyDown = n.consumeOwners(topic, req.pinned)
 	}
 	here := servesLocally(local, req.pinned)
 	if !here && len(owners) == 0 {

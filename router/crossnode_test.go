@@ -545,3 +545,24 @@ func TestRequestIDsDifferAcrossRestarts(t *testing.T) {
 		assert.NotEqual(t, ids[0], ids[1])
 	})
 }
+
+// An owner on a release before consumption across nodes refuses the consume op: the consume
+// answers ErrUnavailable (503, not 400), and the owner is asked nothing more for two
+// minutes, so a rolling upgrade costs one refused frame per old owner, not one per consume
+// (found by the cluster simulation).
+func TestOwnerBeforeConsumeOpIsAskedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, atWire(2, "b"))
+		defer c.close()
+		c.produce(0, 1)
+		g := c.nodes["g"]
+		_, err := g.node.Consume(context.Background(), "orders", router.ConsumeOptions{})
+		require.ErrorIs(t, err, router.ErrUnavailable)
+		assert.Equal(t, 503, router.HTTPStatus(err))
+		calls := c.net.CallsTo("b")
+		assert.Empty(t, g.consume(context.Background(), router.ConsumeOptions{Wait: 20 * time.Second}), "held, asking nothing")
+		_, err = g.node.Replay(context.Background(), "orders", 0, 0, 1)
+		require.ErrorIs(t, err, router.ErrUnavailable)
+		assert.Equal(t, calls, c.net.CallsTo("b"), "no frame to the old owner within two minutes")
+	})
+}

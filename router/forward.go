@@ -65,6 +65,25 @@ type lane struct {
 	// The owner refused a field of the consume frame (an older release): frames without it
 	// until then.
 	noMaxUntil, noClaimUntil time.Time
+	// The owner refused the consume op itself (a release before consumption across nodes):
+	// it is neither probed, nor registered with, nor asked to replay until then.
+	noConsumeUntil time.Time
+}
+
+// refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
+func (n *Node) refusedConsumes(owner string) {
+	l := n.lane(owner)
+	l.mu.Lock()
+	l.noConsumeUntil = n.clock.Now().Add(olderFieldMemory)
+	l.mu.Unlock()
+}
+
+// servesConsumes reports whether owner did not refuse the consume op lately.
+func (n *Node) servesConsumes(owner string, now time.Time) bool {
+	l := n.lane(owner)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !now.Before(l.noConsumeUntil)
 }
 
 // queuedAck is a forwarded ack waiting for a slot, and then for its answer.

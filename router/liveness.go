@@ -40,3 +40,21 @@ func (n *Node) remoteOwners(topic string, pinned int32) (owners []string, anyDow
 	slices.Sort(owners)
 	return owners, anyDown
 }
+
+// consumeOwners is remoteOwners less the owners that refused the consume op within the last
+// olderFieldMemory (a release before consumption across nodes), which count as down for a
+// consume: nothing is asked of them, and a topic whose owners are all such is held like one
+// whose owners are down.
+func (n *Node) consumeOwners(topic string, pinned int32) (owners []string, anyOut bool) {
+	owners, anyOut = n.remoteOwners(topic, pinned)
+	now := n.clock.Now()
+	serving := owners[:0]
+	for _, owner := range owners {
+		if n.servesConsumes(owner, now) {
+			serving = append(serving, owner)
+		} else {
+			anyOut = true
+		}
+	}
+	return serving, anyOut
+}

@@ -291,6 +291,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := syncInherited(fsys, cfg.Dir); err != nil {
+		unlock()
+		return nil, err
+	}
 	n.unlock = unlock
 	committer, err := offsets.New(offsets.Config{
 		FS:       fsys, // nil stays nil: the committer's real file system

@@ -135,6 +135,10 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string) ([]M
 func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, budget time.Duration) ([]Message, error) {
 	l := n.lane(owner)
 	now := n.clock.Now()
+	if !n.servesConsumes(owner, now) {
+		// It refused the op since this consume chose it: one refusal per two minutes.
+		return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
+	}
 	deadline := now.Add(budget)
 	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
 	l.mu.Lock()
@@ -176,6 +180,10 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			l.mu.Unlock()
 			continue
 		}
+		if reply.Status == wire.StatusUnsupported {
+			n.refusedConsumes(owner) // a release before consumption across nodes
+			return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release): %s", ErrUnavailable, owner, reply.Message)
+		}
 		if reply.Status != wire.StatusOK {
 			return nil, errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
 		}
@@ -194,13 +202,22 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 // cancelRemote asks owner, in the background, to give back the records of a reply its
 // requester will not receive.
 func (n *Node) cancelRemote(owner, topic string, id uint64) {
+	if !n.servesConsumes(owner, n.clock.Now()) {
+		return // it refused consumes: it served none to cancel, and knows no Cancel either
+	}
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpCancel, Topic: topic, RequestID: id})
 	if err != nil {
 		return
 	}
 	n.stats.remote.cancels.Add(1)
 	n.background(func() {
-		n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
+		raw, err := n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
+		if err != nil {
+			return
+		}
+		if answers, err := wire.DecodeReply(raw); err == nil && len(answers) == 1 && answers[0].Status == wire.StatusUnsupported {
+			n.refusedConsumes(owner) // a release before consumption across nodes
+		}
 	})
 }
 
@@ -558,7 +575,7 @@ func (n *Node) keep(now time.Time) time.Duration {
 			resend = GatewayResend
 		}
 		ttl := tokenTTL(now, rt.latest)
-		owners, _ := n.remoteOwners(topic, -1)
+		owners, _ := n.consumeOwners(topic, -1)
 		for _, owner := range owners {
 			if n.takesTokens(owner, now) {
 				if r.regs.Due(topic, owner, now, resend) {
@@ -644,7 +661,7 @@ func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, d
 		if !n.crossNode() {
 			continue
 		}
-		if owners, _ := n.remoteOwners(topic, pinned); len(owners) > 0 {
+		if owners, _ := n.consumeOwners(topic, pinned); len(owners) > 0 {
 			return owners, nil
 		}
 	}
@@ -652,6 +669,9 @@ func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, d
 
 // replayRemote reads a partition another node owns, from its owner.
 func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition int32, offset int64, limit int) ([]Message, error) {
+	if !n.servesConsumes(owner, n.clock.Now()) {
+		return nil, fmt.Errorf("%w: %s serves no replays of other nodes (an older release)", ErrUnavailable, owner)
+	}
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpReplay, Topic: topic,
 		Replay: wire.Replay{Partition: partition, Offset: offset, Limit: int32(min(limit, 1<<30))}})
 	if err != nil {
@@ -667,6 +687,10 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 	reply, err := wire.DecodeConsumeReply(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+	}
+	if reply.Status == wire.StatusUnsupported {
+		n.refusedConsumes(owner)
+		return nil, fmt.Errorf("%w: %s serves no replays of other nodes (an older release): %s", ErrUnavailable, owner, reply.Message)
 	}
 	if reply.Status != wire.StatusOK {
 		return nil, errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})

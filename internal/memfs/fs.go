@@ -564,3 +564,35 @@ func clone(b []byte) []byte {
 	}
 	return append([]byte(nil), b...)
 }
+
+// SyncTree makes everything below dir durable, as syncfs(2) does for a whole file system:
+// every file's page cache and every directory's entries. A node calls it once at start, so
+// what a crashed process left in the page cache is durable before the new one serves. It is
+// counted and injected as one OpSyncDir at dir; on a failure nothing changes.
+func (f *FS) SyncTree(dir string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := clean(dir)
+	if err := f.begin(OpSyncDir, p); err != nil {
+		return pathErr("synctree", p, err)
+	}
+	n, err := walk(f.root, split(p))
+	if err != nil {
+		return pathErr("synctree", p, err)
+	}
+	var sync func(n *inode)
+	sync = func(n *inode) {
+		if !n.isDir() {
+			f.persist(n)
+			return
+		}
+		n.durable = make(map[string]*inode, len(n.entries))
+		for name, c := range n.entries {
+			n.durable[name] = c
+			sync(c)
+		}
+	}
+	sync(n)
+	f.applied(OpSyncDir)
+	return nil
+}
