@@ -4,8 +4,8 @@ import "narad.dev/consume/offsets"
 
 // FS is the file system a node keeps its ack state in (Config.FS; nil means the real one).
 // A host supplies its own to put the state somewhere else, or to test crashes and failing
-// disks. Its whole contract is here; DirLocker is the one optional capability, found by type
-// assertion. Implementations must be safe for concurrent use.
+// disks. Its whole contract is here; DirLocker and TreeSyncer are its optional capabilities,
+// found by type assertion. Implementations must be safe for concurrent use.
 //
 // Every path the node passes is Config.Dir or a path below it.
 type FS interface {

@@ -109,9 +109,9 @@ func TestLibraryRegressions(t *testing.T) {
 // alarm (a batch holding an expired and a live lease of one record, a duplicated frame's copy
 // applied first, an extend that shortened a lease, a settle on its way as the owner fired a
 // token, a disk that held the committer's window back, a drain too slow for a small in-flight
-// cap): each must pass.
+// cap, a retention jump that settled a live lease of a trimmed record): each must pass.
 func TestCheckerRegressions(t *testing.T) {
-	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589} {
+	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589, 4241, 5648, 5984} {
 		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds()}); err != nil {
 			t.Errorf("%v\nreplay: %s", err, replay(seed))
 		}
