@@ -227,8 +227,8 @@ func (n *Node) cancelRemote(owner, topic string, id uint64) {
 // tokens, the keeper's turn to poll it, which the consumer probes.
 func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
 	if len(owners) > 0 {
-		n.parkRemote(req.topic, owners, gateway, deadline)
-		defer n.unparkRemote(req.topic)
+		rt := n.parkRemote(req.topic, owners, gateway, deadline)
+		defer n.unparkRemote(rt)
 	}
 	quiet := false
 	for {
@@ -304,8 +304,8 @@ func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
 // parkRemote counts a consumer parked on topic waiting on owners, and leaves a token with
 // each owner that holds no fresh one from this node (consumers parking within
 // tokens.ShareWindow of a registration share it, unless its TTL ends before their wait
-// does).
-func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline time.Time) {
+// does). It returns the topic's state it counted the consumer in, for unparkRemote.
+func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline time.Time) *remoteTopic {
 	now := n.clock.Now()
 	ttl := tokenTTL(now, deadline)
 	var send []string
@@ -340,6 +340,7 @@ func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline 
 	if first || polls {
 		n.kickKeeper() // to keep the tokens, or to poll the owners that take none
 	}
+	return rt
 }
 
 // tokenTTL sizes a token to a consumer's remaining wait plus the share window, at most two
@@ -355,12 +356,13 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-func (n *Node) unparkRemote(topic string) {
+// unparkRemote uncounts a consumer parkRemote counted, in the state it counted it in: a
+// topic deleted and created again meanwhile has a state of its own, whose count the consumer
+// of the old one must not touch (a count too low passes notifications for parked consumers).
+func (n *Node) unparkRemote(rt *remoteTopic) {
 	r := &n.requester
 	r.mu.Lock()
-	if rt := r.topics[topic]; rt != nil {
-		rt.parked--
-	}
+	rt.parked--
 	r.mu.Unlock()
 }
 

@@ -73,6 +73,15 @@ var libraryBugs = []struct {
 		fixed: "router.New makes everything under Config.Dir durable before the node serves (syncfs on Linux, an " +
 			"fsync per file elsewhere, FS.SyncTree for a host's FS)",
 	},
+	{
+		kind:  sim.KindSparseLatency,
+		seeds: []uint64{9107, 11598},
+		diagnosis: "a consumer parked across a topic's delete and recreate uncounted itself from the new incarnation's " +
+			"state (the node looked the topic up by name when it left), so the count of consumers parked on the node " +
+			"fell below the truth and a notification for a consumer still parked was passed: its record came only " +
+			"with the next registration, seconds late",
+		fixed: "a consumer uncounts itself from the state it counted itself in (parkRemote returns it)",
+	},
 }
 
 // knownKinds are the kinds of violation of the bugs not fixed yet.
