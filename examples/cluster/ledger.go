@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"narad.dev/consume/examples/internal/latency"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -337,36 +338,17 @@ func (l *ledger) tally() tally {
 	return t
 }
 
-// percentiles of a set of durations.
-type percentiles struct {
-	n                  int
-	p50, p90, p99, max time.Duration
-}
+// percentiles of a set of durations, as the report prints them.
+type percentiles latency.Percentiles
 
-func percentilesOf(d []time.Duration) percentiles {
-	if len(d) == 0 {
-		return percentiles{}
-	}
-	d = slices.Clone(d)
-	slices.Sort(d)
-	at := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
-	return percentiles{n: len(d), p50: at(0.50), p90: at(0.90), p99: at(0.99), max: d[len(d)-1]}
-}
+func percentilesOf(d []time.Duration) percentiles { return percentiles(latency.Of(d)) }
 
 func (p percentiles) String() string {
-	if p.n == 0 {
+	if p.N == 0 {
 		return "no samples"
 	}
-	r := func(d time.Duration) time.Duration {
-		switch {
-		case d >= time.Second:
-			return d.Round(10 * time.Millisecond)
-		case d >= time.Millisecond:
-			return d.Round(10 * time.Microsecond)
-		}
-		return d.Round(time.Microsecond)
-	}
-	return fmt.Sprintf("p50 %-9v p90 %-9v p99 %-9v max %-9v (%d)", r(p.p50), r(p.p90), r(p.p99), r(p.max), p.n)
+	r := latency.Round
+	return fmt.Sprintf("p50 %-9v p90 %-9v p99 %-9v max %-9v (%d)", r(p.P50), r(p.P90), r(p.P99), r(p.Max), p.N)
 }
 
 // later returns the later of two times.

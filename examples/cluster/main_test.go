@@ -66,8 +66,8 @@ func TestCluster(t *testing.T) {
 	require.Positive(t, rep.nacks, "the seed nacks some")
 	require.Positive(t, rep.abandoned, "the seed abandons some")
 	require.Positive(t, rep.reasons[againAbandoned], "abandoned records came back after their visibility timeout")
-	require.Positive(t, rep.latency[local].n, "local deliveries")
-	require.Positive(t, rep.latency[probe].n+rep.latency[claim].n, "deliveries across nodes")
+	require.Positive(t, rep.latency[local].N, "local deliveries")
+	require.Positive(t, rep.latency[probe].N+rep.latency[claim].N, "deliveries across nodes")
 	require.Empty(t, rep.stopErrs, "every node shut down cleanly on SIGTERM")
 	require.Contains(t, out.String(), "ok: nothing lost")
 

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
+	"narad.dev/consume/examples/internal/latency"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,31 +155,12 @@ func (sum summary) print(out io.Writer) {
 	w("      calls that returned records, time parked in the long-poll included")
 }
 
-// percentiles of a set of durations.
-type percentiles struct {
-	n                  int
-	p50, p90, p99, max time.Duration
-}
+// percentiles of a set of durations, as the report prints them.
+type percentiles latency.Percentiles
 
-func percentilesOf(d []time.Duration) percentiles {
-	if len(d) == 0 {
-		return percentiles{}
-	}
-	d = slices.Clone(d)
-	slices.Sort(d)
-	at := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
-	return percentiles{n: len(d), p50: at(0.50), p90: at(0.90), p99: at(0.99), max: d[len(d)-1]}
-}
+func percentilesOf(d []time.Duration) percentiles { return percentiles(latency.Of(d)) }
 
 func (p percentiles) String() string {
-	r := func(d time.Duration) time.Duration {
-		switch {
-		case d >= time.Second:
-			return d.Round(10 * time.Millisecond)
-		case d >= time.Millisecond:
-			return d.Round(10 * time.Microsecond)
-		}
-		return d.Round(time.Microsecond)
-	}
-	return fmt.Sprintf("p50 %v  p90 %v  p99 %v  max %v  (%d samples)", r(p.p50), r(p.p90), r(p.p99), r(p.max), p.n)
+	r := latency.Round
+	return fmt.Sprintf("p50 %v  p90 %v  p99 %v  max %v  (%d samples)", r(p.P50), r(p.P90), r(p.P99), r(p.Max), p.N)
 }
