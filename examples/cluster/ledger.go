@@ -4,11 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"narad.dev/consume/examples/internal/latency"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"narad.dev/consume/examples/internal/latency"
 )
 
 // The window of acks a crash of their owner may deliver again. The library documents about

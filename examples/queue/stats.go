@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"narad.dev/consume/examples/internal/latency"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/examples/internal/latency"
 	"narad.dev/consume/router"
 )
 
