@@ -27,6 +27,7 @@ type node struct {
 	version     uint8   // Config.WireVersion
 	noCallbacks bool
 	remote      map[string][]int32 // the other owners' partitions, as its routes answer
+	everOwned   map[int32]bool     // the partitions it owned at some time in the run
 
 	fs     *memfs.FS
 	rn     *router.Node // nil while down
@@ -57,6 +58,13 @@ type epoch struct {
 	stats    router.RemoteStats // its counters as it ended
 	// touched is when the model first knew each partition to be loaded by this process.
 	touched map[int32]time.Time
+	// movedOut lists the partitions moved away from the node while this process ran: its
+	// promises made before a move may name their records.
+	movedOut []int32
+	// movedIn counts the moves of each partition to the node while this process ran: each
+	// loads the partition again, and skips its corrupt records again (the corrupt-skip set
+	// is memory only).
+	movedIn map[int32]int
 }
 
 func (e *epoch) touch(p int32, at time.Time) {
@@ -108,7 +116,9 @@ func (nd *node) epochAt(t time.Time) *epoch {
 	return nil
 }
 
-// routes is a node's view of the ownership table, which never changes during a run.
+// routes is a node's view of the ownership table, which changes only when a partition
+// moves (the move step); the driver replaces a node's parts and remote whole, under
+// s.routesMu, and never edits them in place.
 type routes struct {
 	nd *node
 	s  *sim
@@ -118,6 +128,8 @@ func (r routes) Partitions(t string) ([]int32, map[string][]int32, bool) {
 	if t != topic || r.s.topicGone.Load() {
 		return nil, nil, false
 	}
+	r.s.routesMu.RLock()
+	defer r.s.routesMu.RUnlock()
 	return r.nd.parts, r.nd.remote, true
 }
 
@@ -156,14 +168,15 @@ func (s *sim) setup() {
 	for _, nd := range s.nodes {
 		s.byID[nd.id] = nd
 	}
+	s.firstOwner = map[int32]*node{}
 	for _, nd := range s.nodes {
-		nd.remote = map[string][]int32{}
-		for _, o := range s.nodes {
-			if o != nd && o.owner() {
-				nd.remote[o.id] = o.parts
-			}
+		nd.everOwned = map[int32]bool{}
+		for _, p := range nd.parts {
+			nd.everOwned[p] = true
+			s.firstOwner[p] = nd
 		}
 	}
+	s.rebuildRemote()
 	// Older releases on some nodes: a rolling upgrade in progress.
 	if rng.IntN(3) == 0 {
 		for _, nd := range s.nodes {
@@ -199,6 +212,19 @@ func (s *sim) setup() {
 	}
 	for _, nd := range s.nodes {
 		s.start(nd)
+	}
+}
+
+// rebuildRemote gives every node a fresh map of the other owners' partitions.
+func (s *sim) rebuildRemote() {
+	for _, nd := range s.nodes {
+		remote := map[string][]int32{}
+		for _, o := range s.nodes {
+			if o != nd && o.owner() {
+				remote[o.id] = o.parts
+			}
+		}
+		nd.remote = remote
 	}
 }
 

@@ -27,8 +27,12 @@
 // between groups of nodes; frames lost on their way, replies lost, frames delivered twice;
 // a full disk (ENOSPC) and failing fdatasync (EIO, the dirty pages kept or dropped) on an
 // owner; the topic deleted and created again (every node drops it, the logs start afresh).
-// Partitions never move between nodes: moves (Persist, the copy, DropPartition) are not
-// simulated.
+// In some runs partitions move between nodes, as a host moves one (router.Node PartitionDir):
+// the routes stop naming the old owner, Persist there, the state files copied to the other
+// node's disk between two DropPartition calls there, the old owner drops it, and the routes
+// name the new owner (an owner, or a gateway that becomes one), which loads the copy. A move
+// is made only from a running owner whose Persist succeeds; the leases the old owner granted
+// end at its drop, and every ack not undone by then is durable for good.
 //
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does

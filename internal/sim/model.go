@@ -68,6 +68,11 @@ type lease struct {
 type ack struct {
 	s, r time.Time
 	l    *lease
+	// owner is the node that owned the record's partition when the ack was sent: its
+	// crashes may undo the ack. durable says a move's Persist made the ack durable: nothing
+	// undoes it.
+	owner   *node
+	durable bool
 }
 
 // record is the model of one produced record.
@@ -111,7 +116,11 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 	defer s.mu.Unlock()
 	k := key{incOf(m.Value), m.Partition, m.Offset}
 	s.report.Deliveries++
-	owner := s.ownerOf(m.Partition)
+	if vis == 0 {
+		vis = s.vt
+	}
+	granted := m.Expiry.Add(-vis)
+	owner := s.ownerAt(m.Partition, granted)
 	r := s.records[k]
 	if owner == nil || r == nil {
 		s.report.Unexpected++
@@ -126,10 +135,6 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 	if owner.id != via {
 		s.report.Remote++
 	}
-	if vis == 0 {
-		vis = s.vt
-	}
-	granted := m.Expiry.Add(-vis)
 	l := &lease{id: len(s.leases), k: k, h: m.Receipt, owner: owner, via: via, granted: granted, at: at, vis: vis,
 		endMin: m.Expiry, endMax: m.Expiry, held: true, attempt: m.Attempt, reason: m.Reason}
 	s.trace("deliver %v nonce %x attempt %d (%v) via %s, granted %v, expires %v", k, m.Receipt.Nonce%0xffff, m.Attempt,
@@ -156,6 +161,7 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		// Granted by a process that ended before the reply arrived: dead on arrival.
 		l.endMin, l.endMax = earliest(l.endMin, l.ep.stop), earliest(l.endMax, l.ep.end)
 	}
+	s.movedLease(l)
 	if !r.deletedAt.IsZero() {
 		// Leased before the delete, received after: the delete ended it.
 		l.endMin, l.endMax = earliest(l.endMin, r.deletedAt), earliest(l.endMax, r.deletedBy)
@@ -199,7 +205,7 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 			kept = append(kept, a)
 			continue
 		}
-		why, documented := s.explain(owner, k.p, a, granted)
+		why, documented := s.explain(a.owner, k.p, a, granted)
 		if why == "" {
 			s.failKind(KindAckUndone, "%v leased again at %v through %s (attempt %d, %v), after its ack through %s answered success within [%v, %v], with no crash window or disk fault to explain it",
 				k, s.since(granted), via, m.Attempt, m.Reason, a.l.via, s.since(a.s), s.since(a.r))
@@ -246,6 +252,9 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 // (invariant 6 names only a tick before a process crash and D + T before a power loss);
 // explain reports it as undocumented.
 func (s *sim) explain(owner *node, p int32, a ack, granted time.Time) (why string, documented bool) {
+	if a.durable {
+		return "", false // a move's Persist made it durable
+	}
 	never := time.Unix(1<<40, 0)
 	push := func(from, to time.Time, window time.Duration) (time.Time, string) {
 		kind := ""
@@ -320,7 +329,7 @@ func withDisk(disk, why string) string {
 // undoable reports whether a crash, a power cut or a disk fault of the record's owner since
 // ack a may have undone it.
 func (s *sim) undoable(r *record, a ack) bool {
-	why, _ := s.explain(r.owner, a.l.k.p, a, time.Now().Add(time.Hour))
+	why, _ := s.explain(a.owner, a.l.k.p, a, time.Now().Add(time.Hour))
 	return why != ""
 }
 
@@ -371,13 +380,16 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 	s.trace("%s: %v", what, err)
 	if err == nil || errors.Is(err, router.ErrGone) {
 		// The owner's shard answered: the partition was touched (loaded) by then.
-		if e := l.owner.epochAt(start); e != nil && e == l.owner.epochAt(end) {
-			e.touch(l.k.p, end)
+		if o := s.ownerOf(l.k.p); o != nil {
+			if e := o.epochAt(start); e != nil && e == o.epochAt(end) {
+				e.touch(l.k.p, end)
+			}
 		}
 	}
 	live := !forged && end.Before(l.endMin)
 	dead := forged || !start.Before(l.endMax)
-	local := via == l.owner
+	owner := s.ownerOf(l.k.p)
+	local := via == owner
 	// A duplicated frame's copy may have been applied first: the frame itself then answers
 	// as a repeated settle does.
 	dup := !forged && s.dupHandles[l.h]
@@ -390,7 +402,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		switch op {
 		case opAck:
 			s.report.Acked++
-			r.acks = append(r.acks, ack{start, end, l})
+			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
 			r.everAcked = true
 			fallthrough
 		case opNack, opRelease:
@@ -414,7 +426,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			switch op {
 			case opAck:
 				s.report.AckedMaybe++
-				r.maybe = append(r.maybe, ack{start, end, l})
+				r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
 				r.everAcked = true
 				l.endMin = earliest(l.endMin, start)
 			case opNack:
@@ -429,7 +441,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		// The copy settled the live lease; this frame came second.
 		if op == opAck {
 			s.report.Acked++
-			r.acks = append(r.acks, ack{start, end, l})
+			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
 			r.everAcked = true
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
@@ -437,7 +449,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		// The lease was ending as the frames came: the copy may have settled it first.
 		if op == opAck {
 			s.report.AckedMaybe++
-			r.maybe = append(r.maybe, ack{start, end, l})
+			r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
 			r.everAcked = true
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)

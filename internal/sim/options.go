@@ -15,6 +15,8 @@ type Options struct {
 	// Calm turns every fault off: no restarts, no network or disk faults, no corrupt
 	// records or retention trims. The workload and the checks stay the same.
 	Calm bool
+	// NoMoves turns the partition moves off (the move step, on in some runs).
+	NoMoves bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
 	// catches it (a checker that cannot fail proves nothing).
 	Plant Plant
@@ -124,6 +126,8 @@ type Faults struct {
 	Trims            int // retention trims
 	ContextCancels   int // long-polls that ended with their context, cancelled mid-wait
 	TopicDeletes     int // the topic deleted and created again
+	Moves            int // partitions moved to another node
+	MovesSkipped     int // moves abandoned: Persist at the old owner failed
 }
 
 // Add adds o to f.
@@ -142,13 +146,15 @@ func (f *Faults) Add(o Faults) {
 	f.Trims += o.Trims
 	f.ContextCancels += o.ContextCancels
 	f.TopicDeletes += o.TopicDeletes
+	f.Moves += o.Moves
+	f.MovesSkipped += o.MovesSkipped
 }
 
 func (f Faults) String() string {
 	return fmt.Sprintf("graceful restarts %d, process crashes %d, power cuts %d, frames dropped %d (request) + %d (reply), "+
 		"frames duplicated %d, partitions %d, isolations %d, disk full %d, sync errors %d, corrupt records %d, trims %d, "+
-		"context cancels %d, topic deletes %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
-		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes)
+		"context cancels %d, topic deletes %d, moves %d (%d skipped)", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
+		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes, f.Moves, f.MovesSkipped)
 }
 
 // A Violation is a promise the run caught broken: what, when (simulated time since the

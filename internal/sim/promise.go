@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"narad.dev/consume/internal/wire"
@@ -148,7 +149,7 @@ func (s *sim) checkPromises(e *epoch) {
 // held.
 func (s *sim) couldHandOut(e *epoch, now time.Time) int {
 	n := 0
-	for _, p := range e.nd.parts {
+	for _, p := range append(slices.Clone(e.nd.parts), e.movedOut...) {
 		hwm := s.logs.Log(topic, p).HighWatermark()
 		for off := range hwm {
 			r := s.records[key{s.inc, p, off}]

@@ -38,6 +38,12 @@ type sim struct {
 	topicCfg  router.TopicConfig
 	maxTrip   time.Duration // the longest one-way trip
 
+	// routesMu guards the nodes' parts and remote as their routes read them; the driver
+	// replaces them (a move) holding it and mu.
+	routesMu   sync.RWMutex
+	firstOwner map[int32]*node // each partition's owner as the run began
+	moves      []*move         // the partition moves so far, in order
+
 	mu         sync.Mutex // guards what the network's hooks and the nodes' goroutines reach
 	prof       profile    // the network faults in force
 	faultProf  profile    // the run's network faults, when on
@@ -201,6 +207,12 @@ func (s *sim) plan() {
 		{"diskFull", w(30, 1), s.diskFull},
 		{"syncErrors", w(30, 1), s.syncErrors},
 		{"deleteTopic", w(30, 1), s.deleteTopic},
+	}
+	// Partition moves, on in some runs, drawn from a stream of their own so that a run
+	// without them draws what it drew before moves were simulated.
+	mr := rand.New(rand.NewPCG(s.seed, 0x6d6f7665732e7369)) // "moves.si"
+	if !s.opts.Calm && !s.opts.NoMoves && mr.IntN(100) < 30 {
+		s.weights = append(s.weights, weighted{"move", 2, s.moveStep})
 	}
 	if !s.opts.Calm {
 		p := []float64{0, 0.01, 0.05, 0.2}
@@ -467,7 +479,7 @@ func (s *sim) settle() {
 	op := []settleOp{opAck, opAck, opAck, opAck, opAck, opNack, opNack, opExtend, opExtend, opRelease}[s.rng.IntN(10)]
 	via := s.pickUp()
 	if op == opRelease {
-		via = l.owner
+		via = s.ownerOf(l.k.p)
 	}
 	if via == nil || !via.up() {
 		return
@@ -480,7 +492,7 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	if forged {
 		h.Nonce ^= 1 + s.rng.Uint64N(1<<63)
 	}
-	faulty := s.pathFaulty(via, l.owner)
+	faulty := s.pathFaulty(via, s.ownerOf(l.k.p))
 	ctx := context.Background()
 	s.settling(l, 1)
 	defer s.settling(l, -1)
@@ -532,7 +544,7 @@ func (s *sim) ackAll(via *node, batch []*lease) {
 	faulty := make([]bool, n)
 	for i, l := range batch {
 		handles[i] = l.h.String()
-		faulty[i] = s.pathFaulty(via, l.owner)
+		faulty[i] = s.pathFaulty(via, s.ownerOf(l.k.p))
 	}
 	for _, l := range batch {
 		s.settling(l, 1)
@@ -911,9 +923,9 @@ func (s *sim) checkStep() {
 			s.failKind(KindCounters, "%s#%d counts %d notifications sent; the network saw %d", nd.id, e.n, st.Remote.Notified, e.notified)
 		}
 		corrupt := 0
-		for _, r := range s.records {
-			if r.owner == nd && r.corrupt {
-				corrupt++
+		for k, r := range s.records {
+			if nd.everOwned[k.p] && r.corrupt {
+				corrupt += 1 + e.movedIn[k.p]
 			}
 		}
 		if st.Shards.CorruptSkipped > uint64(corrupt) {
@@ -1030,7 +1042,7 @@ func (s *sim) drain() {
 		case r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero():
 		case len(r.acks) > 0:
 			// Not delivered again by now: the acks that a crash could have undone held.
-			r.acks = []ack{{s: time.Now(), r: time.Now(), l: r.acks[len(r.acks)-1].l}}
+			r.acks = []ack{{s: time.Now(), r: time.Now(), l: r.acks[len(r.acks)-1].l, owner: s.ownerOf(k.p)}}
 		case len(r.maybe) > 0:
 		default:
 			s.report.Lost++
