@@ -113,12 +113,15 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 			t := &c.wt
 			t.reset(job.now)
 			c.runWriteouts(t, job.batch, job.now, job.turn, false)
+			failed := len(t.errs) > 0
 			c.addAsyncErr(t)
 			t.release()
 			clear(job.batch)
 			c.woBusy.Store(false)
-			if c.waiting.Load() > 0 {
-				// Waits that came during this batch share the next writeout, at once.
+			if c.waiting.Load() > 0 && !failed {
+				// Waits that came during this batch share the next writeout, at once. After a
+				// failed one they wait for the next tick: retrying a failing disk at once
+				// would spin, and never let a waiter's deadline come.
 				c.kick(true)
 			}
 			c.bg.Done()

@@ -95,13 +95,6 @@ func (s *sim) moveStep() {
 	if !from.up() || !to.up() {
 		return
 	}
-	if from.diskFull != nil || from.syncErr != nil {
-		// Persist while fdatasync fails spins the committer (a library bug, reported, found
-		// by seeds 165 and 304: with a Durable wait pending, its writeout worker and prime
-		// pool stay runnable at one instant, so the bubble's clock stops and the wait's
-		// deadline never comes); no move while the old owner's disk fails.
-		return
-	}
 	m := &move{p: p, from: from, to: to}
 	// The shard is loaded before the routes change, so that Persist finds it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

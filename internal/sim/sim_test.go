@@ -82,6 +82,15 @@ var libraryBugs = []struct {
 			"with the next registration, seconds late",
 		fixed: "a consumer uncounts itself from the state it counted itself in (parkRemote returns it)",
 	},
+	{
+		kind:  sim.KindOther,
+		seeds: []uint64{165, 304},
+		diagnosis: "Persist (a Durable wait) while fdatasync fails spun the committer: after a failed writeout with a " +
+			"waiter pending, the writeout worker kicked Run at once, which wrote out again, failed again and kicked " +
+			"again, so the simulated clock stood still and the wait's deadline never came (a busy loop on a real " +
+			"machine); the seed hangs when the bug is back",
+		fixed: "after a failed writeout, pending waits wait for the next tick instead of an immediate retry",
+	},
 }
 
 // knownKinds are the kinds of violation of the bugs not fixed yet.
