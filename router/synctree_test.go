@@ -43,3 +43,27 @@ func TestRestartMakesInheritedStateDurable(t *testing.T) {
 		assert.Empty(t, msgs, "acked before the crash, 200 ms before: durable since the restart")
 	})
 }
+
+// A durable wait while every sync fails ends at its deadline: the committer retries on its
+// cadence, not at once (an immediate retry spun it, and the deadline never came; found by the
+// cluster simulation, whose Persist never returned).
+func TestDurableWaitEndsWhileSyncsFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 1)
+		m := h.one()
+		time.Sleep(time.Second) // primed
+		h.fs.Inject(func(op memfs.Op) error {
+			if op.Kind == memfs.OpSyncData {
+				return memfs.ErrInjected
+			}
+			return nil
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err := h.node.AckDurable(ctx, "orders", m.Receipt.String())
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		h.fs.Inject(nil)
+	})
+}
