@@ -77,17 +77,26 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	// The generation before the routes, as the scan takes them (see scan), so the first scan
 	// reuses both.
 	req.gen = n.tracker.Generation(topic)
-	local, _, ok := n.routes.Partitions(topic)
+	local, remote, ok := n.routes.Partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
 	}
 	req.local = local
+	here := servesLocally(local, req.pinned)
+	var scanErr error // a closed log: the wait may still serve
+	if here {
+		msgs, err := n.scan(req, nil)
+		if len(msgs) > 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
+			return msgs, err
+		}
+		scanErr = err
+	}
+	// The owners are worked out only now: a consume served here pays nothing for them.
 	var owners []string
 	anyDown := false
 	if n.crossNode() {
-		owners, anyDown = n.consumeOwners(topic, req.pinned)
+		owners, anyDown = n.consumeOwnersIn(remote, req.pinned)
 	}
-	here := servesLocally(local, req.pinned)
 	if !here && len(owners) == 0 {
 		switch {
 		case req.pinned >= 0 && !anyDown:
@@ -100,17 +109,11 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 			return nil, err
 		}
 	}
-	if here {
-		msgs, err := n.scan(req, nil)
-		if len(msgs) > 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
-			return msgs, err
+	if len(owners) == 0 { // here, and nothing there now
+		if opts.Wait == 0 {
+			return nil, scanErr
 		}
-		if len(owners) == 0 {
-			if opts.Wait == 0 {
-				return nil, err
-			}
-			return n.park(ctx, req, nil, false, deadline)
-		}
+		return n.park(ctx, req, nil, false, deadline)
 	}
 	return n.consumeRemote(ctx, req, owners, len(local) == 0, deadline)
 }
@@ -199,7 +202,7 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
-	local, _, ok := n.routes.Partitions(topic)
+	local, remote, ok := n.routes.Partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
 	}
@@ -207,7 +210,7 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 		if !n.crossNode() {
 			return nil, ErrNotLocal
 		}
-		owners, anyDown := n.remoteOwners(topic, partition)
+		owners, anyDown := n.remoteOwnersIn(remote, partition)
 		switch {
 		case len(owners) == 1:
 			return n.replayRemote(ctx, owners[0], topic, partition, offset, limit)

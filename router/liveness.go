@@ -27,6 +27,12 @@ func (n *Node) down(node string) bool {
 // does).
 func (n *Node) remoteOwners(topic string, pinned int32) (owners []string, anyDown bool) {
 	_, remote, _ := n.routes.Partitions(topic)
+	return n.remoteOwnersIn(remote, pinned)
+}
+
+// remoteOwnersIn is remoteOwners over remote, the routes' remote partitions of a topic read
+// already.
+func (n *Node) remoteOwnersIn(remote map[string][]int32, pinned int32) (owners []string, anyDown bool) {
 	for owner, parts := range remote {
 		if len(parts) == 0 || (pinned >= 0 && !slices.Contains(parts, pinned)) {
 			continue
@@ -46,7 +52,14 @@ func (n *Node) remoteOwners(topic string, pinned int32) (owners []string, anyDow
 // consume: nothing is asked of them, and a topic whose owners are all such is held like one
 // whose owners are down.
 func (n *Node) consumeOwners(topic string, pinned int32) (owners []string, anyOut bool) {
-	owners, anyOut = n.remoteOwners(topic, pinned)
+	_, remote, _ := n.routes.Partitions(topic)
+	return n.consumeOwnersIn(remote, pinned)
+}
+
+// consumeOwnersIn is consumeOwners over remote, the routes' remote partitions of a topic read
+// already.
+func (n *Node) consumeOwnersIn(remote map[string][]int32, pinned int32) (owners []string, anyOut bool) {
+	owners, anyOut = n.remoteOwnersIn(remote, pinned)
 	now := n.clock.Now()
 	serving := owners[:0]
 	for _, owner := range owners {

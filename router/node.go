@@ -351,6 +351,15 @@ func (n *Node) goroutine(f func()) {
 	}()
 }
 
+// notifyOne signals on ch (capacity 1) without blocking: a signal already pending there
+// stands for this one.
+func notifyOne(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
 // background runs f, an RPC bounded by its budget, in a goroutine of its own that Close
 // waits for.
 func (n *Node) background(f func()) {
@@ -421,12 +430,7 @@ func (n *Node) topic(name string) *topicState {
 // and sleeps until deadlineSet wakes it.
 func (n *Node) runPurger(ctx context.Context) {
 	tick := make(chan struct{}, 1)
-	fire := func() {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-	}
+	fire := func() { notifyOne(tick) }
 	var next time.Time // the earliest deadline after the last sweep; zero: none
 	for {
 		stop := func() bool { return false }
@@ -459,10 +463,7 @@ func (n *Node) runPurger(ctx context.Context) {
 // next sweep. The common case is one atomic load.
 func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 	if at.UnixNano() < n.purgeAt.Load() {
-		select {
-		case n.purgeKick <- struct{}{}:
-		default:
-		}
+		notifyOne(n.purgeKick)
 	}
 }
 

@@ -233,29 +233,18 @@ func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Cons
 	if c.Claim {
 		n.retire(topic, from)
 	}
-	reply := wire.ConsumeReply{}
 	if len(msgs) == 0 && err != nil {
-		a := answerOf(err, time.Time{})
-		reply.Status, reply.Message = a.Status, a.Message
-		return wire.AppendConsumeReply(nil, &reply)
+		return consumeRefusal(err)
 	}
-	reply.Deliveries = make([]wire.Delivery, 0, len(msgs))
-	size := 0
-	for i := range msgs {
-		d := deliveryOf(&msgs[i])
-		size += wire.DeliverySize(&d)
-		if i > 0 && size > ResponseLimit {
-			n.giveBack(msgs[i:]) // past the reply's bound: visible again at once
-			msgs = msgs[:i]
-			break
-		}
-		reply.Deliveries = append(reply.Deliveries, d)
+	reply := boundedReply(msgs)
+	if kept := len(reply.Deliveries); kept < len(msgs) {
+		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once
+		msgs = msgs[:kept]
 	}
 	if ctx.Err() != nil {
 		// The requester left before the reply: nobody will receive these.
 		n.giveBack(msgs)
-		a := answerOf(ErrUnavailable, time.Time{})
-		return wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: a.Status, Message: "the requester gave up: given back"})
+		return consumeRefusal(fmt.Errorf("%w: the requester gave up: given back", ErrUnavailable))
 	}
 	if len(msgs) > 0 {
 		handles := make([]inflight.Handle, len(msgs))
@@ -295,11 +284,24 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 	default:
 		msgs, err = n.replayLocal(ctx, topic, r.Partition, r.Offset, int(r.Limit))
 	}
-	reply := wire.ConsumeReply{}
 	if len(msgs) == 0 && err != nil {
-		a := answerOf(err, time.Time{})
-		reply.Status, reply.Message = a.Status, a.Message
+		return consumeRefusal(err)
 	}
+	reply := boundedReply(msgs) // a replay holds no leases: what is cut is only not sent
+	return wire.AppendConsumeReply(nil, &reply)
+}
+
+// consumeRefusal is the consume reply answering err, with no records.
+func consumeRefusal(err error) []byte {
+	a := answerOf(err, time.Time{})
+	return wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: a.Status, Message: a.Message})
+}
+
+// boundedReply carries msgs in order until the next would take the reply past
+// ResponseLimit of encoded records (the first is always carried); the caller deals with
+// the rest.
+func boundedReply(msgs []Message) wire.ConsumeReply {
+	reply := wire.ConsumeReply{Deliveries: make([]wire.Delivery, 0, len(msgs))}
 	size := 0
 	for i := range msgs {
 		d := deliveryOf(&msgs[i])
@@ -308,7 +310,7 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 		}
 		reply.Deliveries = append(reply.Deliveries, d)
 	}
-	return wire.AppendConsumeReply(nil, &reply)
+	return reply
 }
 
 // deliveryOf is a delivered record as the wire carries it.

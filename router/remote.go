@@ -180,22 +180,14 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			l.mu.Unlock()
 			continue
 		}
-		if reply.Status == wire.StatusUnsupported {
-			n.refusedConsumes(owner) // a release before consumption across nodes
-			return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release): %s", ErrUnavailable, owner, reply.Message)
-		}
-		if reply.Status != wire.StatusOK {
-			return nil, errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
+		if err := n.ownerRefusal(owner, &reply); err != nil {
+			return nil, err
 		}
 		if ctx.Err() != nil {
 			n.cancelRemote(owner, req.topic, c.RequestID)
 			return nil, ctx.Err()
 		}
-		msgs := make([]Message, len(reply.Deliveries))
-		for i := range reply.Deliveries {
-			msgs[i] = messageOf(req.topic, &reply.Deliveries[i])
-		}
-		return msgs, nil
+		return messagesOf(req.topic, reply.Deliveries), nil
 	}
 }
 
@@ -491,12 +483,7 @@ func (n *Node) pass(owner, topic string) {
 // until a consumer parks (invariant "idle costs nothing").
 func (n *Node) runKeeper(ctx context.Context) {
 	tick := make(chan struct{}, 1)
-	fire := func() {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-	}
+	fire := func() { notifyOne(tick) }
 	var again time.Duration // when to keep again; zero: not until kicked
 	for {
 		stop := func() bool { return false }
@@ -515,12 +502,7 @@ func (n *Node) runKeeper(ctx context.Context) {
 	}
 }
 
-func (n *Node) kickKeeper() {
-	select {
-	case n.requester.kick <- struct{}{}:
-	default:
-	}
-}
+func (n *Node) kickKeeper() { notifyOne(n.requester.kick) }
 
 // takesTokens reports whether this node leaves tokens with owner (else it polls it): owners
 // can call this node, its wire version has tokens, and the owner did not refuse a
@@ -629,12 +611,7 @@ func (n *Node) keep(now time.Time) time.Duration {
 // wait.
 func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, deadline time.Time) ([]string, error) {
 	tick := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-	}
+	signal := func() { notifyOne(tick) }
 	for {
 		left := deadline.Sub(n.clock.Now())
 		if left <= 0 {
@@ -690,17 +667,12 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 	}
-	if reply.Status == wire.StatusUnsupported {
-		n.refusedConsumes(owner)
-		return nil, fmt.Errorf("%w: %s serves no replays of other nodes (an older release): %s", ErrUnavailable, owner, reply.Message)
+	if err := n.ownerRefusal(owner, &reply); err != nil {
+		return nil, err
 	}
-	if reply.Status != wire.StatusOK {
-		return nil, errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
-	}
-	msgs := make([]Message, len(reply.Deliveries))
-	for i := range reply.Deliveries {
-		msgs[i] = messageOf(topic, &reply.Deliveries[i])
-		msgs[i].Receipt, msgs[i].Expiry = Handle{}, time.Time{}
+	msgs := messagesOf(topic, reply.Deliveries)
+	for i := range msgs {
+		msgs[i].Receipt, msgs[i].Expiry = Handle{}, time.Time{} // a replay leases nothing
 	}
 	n.stats.replayed.Add(uint64(len(msgs)))
 	return msgs, nil
@@ -738,4 +710,27 @@ func (s *remoteStats) load() RemoteStats {
 		Served: s.served.Load(), Tokens: s.tokens.Load(), Notified: s.notified.Load(),
 		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(),
 	}
+}
+
+// ownerRefusal is the error an owner's consume reply answers, nil for records. An owner that
+// does not know the op (a release before consumption across nodes) is remembered, and asked
+// nothing more for olderFieldMemory.
+func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
+	switch reply.Status {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusUnsupported:
+		n.refusedConsumes(owner)
+		return fmt.Errorf("%w: %s serves no consumes or replays of other nodes (an older release): %s", ErrUnavailable, owner, reply.Message)
+	}
+	return errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
+}
+
+// messagesOf is the records of an owner's reply, as this node's caller receives them.
+func messagesOf(topic string, deliveries []wire.Delivery) []Message {
+	msgs := make([]Message, len(deliveries))
+	for i := range deliveries {
+		msgs[i] = messageOf(topic, &deliveries[i])
+	}
+	return msgs
 }

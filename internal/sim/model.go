@@ -456,7 +456,8 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 	case errors.Is(err, router.ErrAlreadySettled), errors.Is(err, router.ErrGone):
 		if live && !r.trimmedAt.IsZero() && r.trimmedAt.Before(end) {
 			// Retention removed the record: a consume that reached the gap jumped the
-			// frontier over it, which settles its lease whatever lived of it (checklist 42).
+			// frontier over it, which settles its lease whatever lived of it (see
+			// docs/protocol.md, "Retention jumps, corrupt skips and closed logs").
 			l.endMax = earliest(l.endMax, end)
 			return
 		}
