@@ -843,17 +843,27 @@ func (s *Shard) jumpLocked(frontier int64) {
 // the acked-ahead set ascending, the attempts of unresolved offsets with at least one
 // delivery, and the quarantined and requeued offsets. Leases, nonces, the expiry heap and
 // the corrupt-skip set are memory only.
-func (s *Shard) Snapshot(dst *State) {
+func (s *Shard) Snapshot(dst *State) { s.SnapshotCapped(dst, math.MaxInt) }
+
+// SnapshotCapped is Snapshot keeping only the maxAttempts lowest offsets' attempts, and
+// returns how many it left out. A persisted record holds a bounded number of attempts, the
+// lowest first, so a caller that knows the bound asks for no more: the shard's leases are
+// then not all sorted on every snapshot, which with many leases held costs far more than
+// the record it feeds.
+func (s *Shard) SnapshotCapped(dst *State, maxAttempts int) (omitted int) {
 	s.mu.Lock()
 	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
 	dst.AckedAhead = dst.AckedAhead[:0]
 	for off := range s.ackedAhead {
 		dst.AckedAhead = append(dst.AckedAhead, off)
 	}
-	dst.Attempts = dst.Attempts[:0]
-	for off, p := range s.pending {
-		if p.attempts > 0 && off > s.frontier {
-			dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.attempts})
+	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)
+	if !inOrder {
+		dst.Attempts = dst.Attempts[:0]
+		for off, p := range s.pending {
+			if p.attempts > 0 && off > s.frontier {
+				dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.attempts})
+			}
 		}
 	}
 	dst.Quarantined, dst.Requeued = dst.Quarantined[:0], dst.Requeued[:0]
@@ -866,9 +876,13 @@ func (s *Shard) Snapshot(dst *State) {
 	}
 	s.mu.Unlock()
 	slices.Sort(dst.AckedAhead)
-	slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
+	if !inOrder {
+		dst.Attempts, omitted = lowestAttempts(dst.Attempts, maxAttempts)
+		slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
+	}
 	slices.Sort(dst.Quarantined)
 	slices.Sort(dst.Requeued)
+	return omitted
 }
 
 // Stats is a consistent view of a shard's counts, for metrics, tests and the delivery-token

@@ -19,6 +19,10 @@ type State struct {
 	// Attempts holds the newest valid slot's delivery attempts of offsets above Frontier
 	// that are not acked ahead, ascending by offset.
 	Attempts []Attempt
+	// OmittedAttempts is set by a Source only: how many attempts of offsets above the last
+	// of Attempts it left out, since no slot could hold them (see MaxSlotAttempts). They are
+	// counted as dropped, as the slot's own overflow is.
+	OmittedAttempts int
 	// Quarantine holds the newest valid slot's quarantined offsets, ascending, as written:
 	// on either side of Frontier.
 	Quarantine []int64

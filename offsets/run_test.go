@@ -2,6 +2,8 @@ package offsets
 
 import (
 	"context"
+	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -174,4 +176,46 @@ func TestDroppedSetsAreCountedAndLogged(t *testing.T) {
 	require.Greater(t, len(got.Requeued), 1500)
 	require.Equal(t, st.Requeued[:len(got.Requeued)], got.Requeued, "the lowest requeued offsets")
 	require.Empty(t, got.Attempts, "no room left for attempts")
+}
+
+// cappedSource hands over at most MaxSlotAttempts attempts and counts the rest as omitted,
+// as a Source with many leases held does.
+type cappedSource struct{ *Shards }
+
+func (s cappedSource) State(topic string, p int32, into *State) bool {
+	ok := s.Shards.State(topic, p, into)
+	if n := len(into.Attempts); n > MaxSlotAttempts {
+		into.Attempts, into.OmittedAttempts = into.Attempts[:MaxSlotAttempts], n-MaxSlotAttempts
+	}
+	return ok
+}
+
+// A Source that leaves out the attempts no slot could hold (State.OmittedAttempts) gets the
+// same record on disk, and the same count of dropped attempts, as one that hands them all.
+func TestOmittedAttemptsAreCountedAsDropped(t *testing.T) {
+	run := func(capped bool) (Stats, State, []map[string]slog.Value) {
+		var h *diskHarness
+		h = newDiskHarness(t, func(c *Config) {
+			if capped {
+				c.Source = cappedSource{c.Source.(*Shards)}
+			}
+		})
+		h.create("t", 0)
+		for o := int64(0); o < 3*MaxSlotAttempts; o++ {
+			h.shards.Deliver("t", 0, o) // every offset held: more attempts than any slot holds
+		}
+		h.c.MarkDirty("t", 0)
+		h.ticks(1)
+		require.NoError(t, h.c.Close())
+		return h.c.Stats(), h.load("t", 0), h.logs.Lines(msgDroppedSets)
+	}
+	allStats, allState, allLines := run(false)
+	cappedStats, cappedState, cappedLines := run(true)
+	require.Equal(t, uint64(3*MaxSlotAttempts-len(allState.Attempts)), allStats.DroppedAttempts)
+	require.Equal(t, allStats.DroppedAttempts, cappedStats.DroppedAttempts)
+	allState.Incarnation, cappedState.Incarnation = 0, 0 // each run's own
+	require.True(t, reflect.DeepEqual(allState, cappedState), "the same record on disk")
+	require.Len(t, cappedLines, 1)
+	require.Equal(t, allLines[0]["attempts_kept"].Int64(), cappedLines[0]["attempts_kept"].Int64())
+	require.Equal(t, int64(len(allState.Attempts)), cappedLines[0]["attempts_kept"].Int64())
 }

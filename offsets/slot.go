@@ -24,6 +24,11 @@ const (
 	// many entries per set, whatever its bytes say. The slot runs out of room long before this
 	// for scattered offsets; it only bites for long consecutive runs.
 	MaxAheadOffsets = 1 << 20
+
+	// MaxSlotAttempts is the most attempt counts one slot can hold (each takes at least two
+	// bytes). A Source may hand over only the lowest MaxSlotAttempts of a partition's
+	// attempts and count the rest in State.OmittedAttempts: no record would keep them.
+	MaxSlotAttempts = (maxBodyLen - sectionHeader) / 2
 )
 
 // Slot layout: a fixed header, the sections, zero padding, and the checksum in the last four

@@ -282,7 +282,7 @@ func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
 	snap = c.snaps.Add(1)
 	st := &c.st
 	st.Found, st.Frontier, st.Incarnation = false, -1, 0
-	st.Ahead, st.Attempts = st.Ahead[:0], st.Attempts[:0]
+	st.Ahead, st.Attempts, st.OmittedAttempts = st.Ahead[:0], st.Attempts[:0], 0
 	st.Quarantine, st.Requeued = st.Quarantine[:0], st.Requeued[:0]
 	return snap, c.src.State(p.topic, p.num, st)
 }
@@ -405,6 +405,7 @@ func (c *Committer) writeWindow(p *partition, snap uint64) error {
 		c.retryNextTick(p) // the shard's state broke the record's rules: ask it again
 		return err
 	}
+	over.Attempts += st.OmittedAttempts
 	if over != (Overflow{}) {
 		c.noteDropped(p, st, over)
 	}

@@ -116,7 +116,7 @@ func (c *Committer) noteDropped(p *partition, st *State, over Overflow) {
 		if ok, n := c.warnDroppedSets.allow(now); ok {
 			c.log.Warn(msgDroppedSets, "topic", p.topic, "partition", p.num,
 				"quarantine_kept", len(st.Quarantine)-over.Quarantine, "quarantine_dropped", over.Quarantine,
-				"attempts_kept", len(st.Attempts)-over.Attempts, "attempts_dropped", over.Attempts,
+				"attempts_kept", len(st.Attempts)+st.OmittedAttempts-over.Attempts, "attempts_dropped", over.Attempts,
 				"suppressed", n)
 		}
 	}

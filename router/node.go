@@ -684,7 +684,7 @@ func (s *committerSource) State(topic string, partition int32, into *offsets.Sta
 	}
 	snap := &s.snap
 	snap.AckedAhead, snap.Quarantined, snap.Requeued = into.Ahead[:0], into.Quarantine[:0], into.Requeued[:0]
-	shard.Snapshot(snap)
+	into.OmittedAttempts = shard.SnapshotCapped(snap, offsets.MaxSlotAttempts)
 	into.Frontier, into.Incarnation = snap.Frontier, snap.Incarnation
 	into.Ahead, into.Quarantine, into.Requeued = snap.AckedAhead, snap.Quarantined, snap.Requeued
 	into.Attempts = into.Attempts[:0]
