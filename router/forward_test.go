@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -231,4 +232,52 @@ type transportFunc func(ctx context.Context, to string, frame []byte) ([]byte, e
 
 func (f transportFunc) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
 	return f(ctx, to, frame)
+}
+
+// promptFunc is a transportFunc that promises to return once its context is done.
+type promptFunc transportFunc
+
+func (f promptFunc) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	return f(ctx, to, frame)
+}
+
+func (promptFunc) HonorsContext() {}
+
+// A ContextTransport is called from the goroutine that waits for the reply, with the
+// call's budget as its context: a Call that returns only when that context ends makes a
+// forwarded ack, a client's batch ack and a remote consume answer at their budgets.
+func TestContextTransportCallsEndAtTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		hang := promptFunc(func(ctx context.Context, to string, frame []byte) ([]byte, error) {
+			calls.Add(1)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		routes := &routertest.Routes{}
+		routes.SetRemote("orders", "a", 0)
+		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: hang})
+		require.NoError(t, err)
+		defer node.Close()
+		h := inflight.Handle{Partition: 0, Offset: 1, Nonce: 1}.String()
+
+		start := time.Now()
+		err = node.Ack(context.Background(), "orders", h)
+		assert.ErrorIs(t, err, router.ErrTransport)
+		assert.Equal(t, router.ForwardBudget, time.Since(start), "answered at its budget")
+
+		start = time.Now()
+		for _, err := range node.AckBatch(context.Background(), "orders", []string{h, h}) {
+			assert.ErrorIs(t, err, router.ErrTransport)
+		}
+		assert.Equal(t, router.ForwardBudget, time.Since(start))
+
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		_, err = node.Consume(ctx, "orders", router.ConsumeOptions{})
+		assert.Error(t, err)
+		assert.Equal(t, 300*time.Millisecond, time.Since(start), "the consume's own context ends the probe")
+		assert.Equal(t, int32(3), calls.Load())
+	})
 }

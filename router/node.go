@@ -170,11 +170,13 @@ type Node struct {
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
 
-	transport  Transport
-	ackWindow  int
-	lanesMu    sync.Mutex
-	lanes      map[string]*lane // forwarding state per owner
-	forwarding sync.WaitGroup   // RPCs in flight in the background (see background)
+	transport Transport
+	// promptTransport: transport is a ContextTransport, called from the waiting goroutine.
+	promptTransport bool
+	ackWindow       int
+	lanesMu         sync.RWMutex
+	lanes           map[string]*lane // forwarding state per owner
+	forwarding      sync.WaitGroup   // RPCs in flight in the background (see background)
 
 	// Consumption across nodes: the tokens other nodes left here (topic → *ownerTopic),
 	// this node's tokens left with owners, and the replies whose cancel may race them.
@@ -251,6 +253,7 @@ func New(cfg Config) (*Node, error) {
 		holdTimeout: cmp.Or(cfg.HoldTimeout, tokens.DefaultHold),
 		noCallbacks: cfg.NoCallbacks,
 	}
+	_, n.promptTransport = cfg.Transport.(ContextTransport)
 	n.wireVersion = wire.Version(cfg.WireVersion)
 	if n.wireVersion == 0 {
 		n.wireVersion = wire.Newest

@@ -173,6 +173,9 @@ type callsKey struct{}
 // countingTransport counts each call made under a context countCalls marked.
 type countingTransport struct{ router.Transport }
 
+// HonorsContext passes on nodehttp's promise that Call returns once ctx is done.
+func (t countingTransport) HonorsContext() {}
+
 func (t countingTransport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
 	if n, ok := ctx.Value(callsKey{}).(*atomic.Int32); ok {
 		n.Add(1)

@@ -248,8 +248,14 @@ func (s *sim) start(nd *node) {
 	if s.liveness {
 		r = liveRoutes{routes{nd, s}}
 	}
+	// Half the processes say their transport honours its context (every wait in it watches
+	// ctx), so that both ways a node makes its calls are run.
+	var tr router.Transport = transport{s, nd, s.nw.Transport(nd.id)}
+	if seed[0]&1 == 0 {
+		tr = promptTransport{transport{s, nd, s.nw.Transport(nd.id)}}
+	}
 	cfg := router.Config{
-		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: transport{s, nd, s.nw.Transport(nd.id)},
+		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: tr,
 		Topic:       func(string) router.TopicConfig { return s.topicCfg },
 		Seeds:       rand.NewChaCha8(seed),
 		WireVersion: nd.version,

@@ -202,6 +202,11 @@ type transport struct {
 	inner router.Transport
 }
 
+// promptTransport is a transport that says so: its Call returns once ctx is done.
+type promptTransport struct{ transport }
+
+func (promptTransport) HonorsContext() {}
+
 func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
 	sent := time.Now() // when the node decided to send it
 	if len(frame) > 0 && frame[0] == wire.OpNotify {

@@ -169,6 +169,11 @@ func newRoundTripper(cfg TransportConfig) *http.Transport {
 	}
 }
 
+// HonorsContext says that Call returns once its context is done (the request carries it),
+// so a node makes its calls from the goroutine that waits for the reply (see
+// router.ContextTransport).
+func (t *Transport) HonorsContext() {}
+
 // Call sends frame to node to and returns the reply frame. It returns an error when no
 // complete reply came back: the node is unknown to the resolver, the frame is over MaxFrame
 // (nothing is sent), the peer could not be reached, the connection failed, ctx ended, the

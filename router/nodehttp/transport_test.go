@@ -22,7 +22,7 @@ import (
 	"narad.dev/consume/router/nodehttp"
 )
 
-var _ router.Transport = (*nodehttp.Transport)(nil)
+var _ router.ContextTransport = (*nodehttp.Transport)(nil)
 
 // A frame goes as the body of one POST, in the mode asked for, with the caller's name
 // (escaped on the way, intact at the other end); the reply's body comes back whole.

@@ -219,7 +219,11 @@ type networkTransport struct {
 	from string
 }
 
-var _ router.Transport = networkTransport{}
+var _ router.ContextTransport = networkTransport{}
+
+// HonorsContext says that Call returns once its context is done: every wait on the network
+// watches it, and the served node's Serve does too.
+func (networkTransport) HonorsContext() {}
 
 // Call implements router.Transport.
 func (t networkTransport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
