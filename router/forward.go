@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -508,36 +509,71 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 }
 
 // serveAcks applies the records of an ack, extend, nack or AckBatch frame that arrived at
-// start, and returns the reply.
+// start, and returns the reply. A run of consecutive acks of one partition is settled under
+// one lock of its shard, in order, each answered as its single op would have been.
 func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request) []byte {
 	answers := make([]wire.Answer, len(req.Records))
-	entered := n.fence.enter()
-	if entered {
-		defer n.fence.leave()
-	}
-	for i := range req.Records {
-		r := &req.Records[i]
-		if !entered {
+	if !n.fence.enter() {
+		for i := range answers {
 			answers[i] = answerOf(ErrClosed, time.Time{})
+		}
+		return wire.EncodeReply(answers)
+	}
+	defer n.fence.leave()
+	gaveUp := func(r *wire.Record, now time.Time) bool {
+		return ctx.Err() != nil || (req.Op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
+	}
+	const unapplied = "the requester gave up: not applied"
+	var handleBuf [maxBatch]inflight.Handle
+	var errBuf [maxBatch]error
+	var indexBuf [maxBatch]int
+	for i := 0; i < len(req.Records); {
+		now := n.clock.Now()
+		r := &req.Records[i]
+		if r.Op != opAck {
+			if gaveUp(r, now) {
+				answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: unapplied}
+			} else {
+				expiry, err := n.applyLocal(now, req.Topic, recordOf(r))
+				answers[i] = answerOf(err, expiry)
+			}
+			i++
 			continue
 		}
-		if ctx.Err() != nil || (req.Op == wire.OpAckBatch && n.clock.Now().Sub(start) >= r.Budget) {
-			answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: "the requester gave up: not applied"}
+		handles, indexes := handleBuf[:0], indexBuf[:0]
+		for ; i < len(req.Records) && req.Records[i].Op == opAck && req.Records[i].Handle.Partition == r.Handle.Partition && len(handles) < maxBatch; i++ {
+			if gaveUp(&req.Records[i], now) {
+				answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: unapplied}
+				continue
+			}
+			handles = append(handles, inflight.Handle(req.Records[i].Handle))
+			indexes = append(indexes, i)
+		}
+		if len(handles) == 0 {
 			continue
 		}
-		expiry, err := n.applyLocal(req.Topic, recordOf(r))
-		answers[i] = answerOf(err, expiry)
+		shard, err := n.localShard(req.Topic, r.Handle.Partition)
+		if err != nil {
+			for _, k := range indexes {
+				answers[k] = answerOf(err, time.Time{})
+			}
+			continue
+		}
+		errs := errBuf[:len(handles)]
+		shard.AckMany(now, handles, errs)
+		for j, k := range indexes {
+			answers[k] = answerOf(errs[j], time.Time{})
+		}
 	}
 	return wire.EncodeReply(answers)
 }
 
-// applyLocal applies one record to the shard of a partition this node owns.
-func (n *Node) applyLocal(topic string, r wireRecord) (time.Time, error) {
+// applyLocal applies one record at now to the shard of a partition this node owns.
+func (n *Node) applyLocal(now time.Time, topic string, r wireRecord) (time.Time, error) {
 	shard, err := n.localShard(topic, r.handle.Partition)
 	if err != nil {
 		return time.Time{}, err
 	}
-	now := n.clock.Now()
 	switch r.op {
 	case opExtend:
 		return shard.Extend(now, r.handle, r.arg)
@@ -551,7 +587,7 @@ func (n *Node) applyLocal(topic string, r wireRecord) (time.Time, error) {
 // the owner otherwise (with a Transport configured); an owner the routes do not name is
 // unavailable, with no RPC made.
 func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
-	expiry, err := n.applyLocal(topic, r)
+	expiry, err := n.applyLocal(n.clock.Now(), topic, r)
 	if !errors.Is(err, ErrNotLocal) || n.transport == nil {
 		return expiry, err
 	}
