@@ -77,6 +77,11 @@ var scratchPool = sync.Pool{New: func() any { return new(logsScratch) }}
 // An error is returned only when the scan took nothing: a partition that could not be
 // resolved, or a closed log (transient: the reservation was given back).
 func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
+	return n.scanAt(req, n.clock.Now(), out)
+}
+
+// scanAt is scan at now, for a caller that read the clock already.
+func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message, error) {
 	// The generation comes before everything the scan resolves, so a delete and recreate
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
 	if req.gen == nil {
@@ -87,7 +92,6 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	if err != nil || len(order) == 0 {
 		return out, err
 	}
-	now := n.clock.Now()
 	budget := batchBudget{max: req.max}
 	scratch := takePool.Get().(*takeScratch)
 	defer scratch.put()
