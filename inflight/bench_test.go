@@ -170,3 +170,38 @@ func BenchmarkReserveBatchAck(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/record")
 }
+
+// benchHandles are handles as a shard hands them out: small partitions and offsets, and
+// nonces drawn over the whole uint64 range (mostly 19 and 20 digits).
+func benchHandles() []Handle {
+	rng := rand.New(rand.NewPCG(1, 2))
+	hs := make([]Handle, 256)
+	for i := range hs {
+		hs[i] = Handle{Partition: rng.Int32N(64), Offset: rng.Int64N(1 << 40), Nonce: rng.Uint64() | 1}
+	}
+	return hs
+}
+
+// BenchmarkHandleString formats a receipt handle as a consumer receives it.
+func BenchmarkHandleString(b *testing.B) {
+	hs := benchHandles()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = hs[i%len(hs)].String()
+	}
+}
+
+// BenchmarkParseHandle parses a receipt handle as an ack does.
+func BenchmarkParseHandle(b *testing.B) {
+	hs := benchHandles()
+	texts := make([]string, len(hs))
+	for i, h := range hs {
+		texts[i] = h.String()
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := ParseHandle(texts[i%len(texts)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,6 +2,9 @@ package inflight
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +22,8 @@ func TestParseHandle(t *testing.T) {
 		{"0:0:1", Handle{0, 0, 1}},
 		{"3:42:123456789", Handle{3, 42, 123456789}},
 		{"2147483647:9223372036854775807:18446744073709551615", Handle{1<<31 - 1, 1<<63 - 1, 1<<64 - 1}},
+		{"0:0:9999999999999999999", Handle{0, 0, 9999999999999999999}},
+		{"0:0:10000000000000000000", Handle{0, 0, 10000000000000000000}},
 	}
 	for _, tc := range valid {
 		got, err := ParseHandle(tc.in)
@@ -31,7 +36,8 @@ func TestParseHandle(t *testing.T) {
 		"", ":", "::", "1:2", "1:2:3:4", "-1:0:1", "1:-1:1", "+1:1:1", " 1:1:1", "1:1:1 ",
 		"01:1:1", "1:01:1", "1:1:01", "1:1:0", "1:1:0x1", "1::1", ":1:1", "1:1:",
 		"2147483648:0:1", "0:9223372036854775808:1", "0:0:18446744073709551616",
-		"9223372036854775808:0:0", "1:1:1\x00", "1%3A1%3A1", "١:١:١", "1:1:１",
+		"9223372036854775808:0:0", "0:0:99999999999999999999", "0:0:28446744073709551615",
+		"0:9999999999999999999:1", "0:0:1844674407370955161a", "0:0:184467440737095516150", "1:1:1\x00", "1%3A1%3A1", "١:١:١", "1:1:１",
 		strings.Repeat("1", 1<<20),
 	}
 	for _, in := range malformed {
@@ -91,5 +97,59 @@ func FuzzParseHandle(f *testing.F) {
 		if h.Partition < 0 || h.Offset < 0 || h.Nonce == 0 {
 			t.Fatalf("ParseHandle(%q) = %+v out of range", in, h)
 		}
+	})
+}
+
+// TestHandleTextIsDecimal: the text form is the three fields in Go's %d, for any handle,
+// including the negative ones no shard grants.
+func TestHandleTextIsDecimal(t *testing.T) {
+	edges := []Handle{{}, {-1, -1, 0}, {math.MinInt32, math.MinInt64, math.MaxUint64},
+		{math.MaxInt32, math.MaxInt64, math.MaxUint64}, {9, 10, 99}, {10, 99, 100}}
+	for _, h := range edges {
+		require.Equal(t, fmt.Sprintf("%d:%d:%d", h.Partition, h.Offset, h.Nonce), h.String())
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		h := Handle{Partition: rapid.Int32().Draw(t, "partition"), Offset: rapid.Int64().Draw(t, "offset"),
+			Nonce: rapid.Uint64().Draw(t, "nonce")}
+		want := fmt.Sprintf("%d:%d:%d", h.Partition, h.Offset, h.Nonce)
+		require.Equal(t, want, h.String())
+		require.Equal(t, "x"+want, string(h.AppendText([]byte("x"))))
+	})
+}
+
+// TestParseHandleMatchesReference: the one-pass parser accepts exactly what splitting on
+// colons and parsing each field with strconv, canonical form required, accepts.
+func TestParseHandleMatchesReference(t *testing.T) {
+	reference := func(s string) (Handle, bool) {
+		fields := strings.Split(s, ":")
+		if len(s) > maxHandleLen || len(fields) != 3 {
+			return Handle{}, false
+		}
+		var n [3]uint64
+		for i, bits := range []int{31, 63, 64} {
+			v, err := strconv.ParseUint(fields[i], 10, bits)
+			if err != nil || strconv.FormatUint(v, 10) != fields[i] {
+				return Handle{}, false
+			}
+			n[i] = v
+		}
+		if n[2] == 0 {
+			return Handle{}, false
+		}
+		return Handle{int32(n[0]), int64(n[1]), n[2]}, true
+	}
+	alphabet := []rune("0123456789::-+ x")
+	rapid.Check(t, func(t *rapid.T) {
+		s := string(rapid.SliceOfN(rapid.SampledFrom(alphabet), 0, maxHandleLen+2).Draw(t, "text"))
+		if rapid.Bool().Draw(t, "near valid") {
+			s = Handle{rapid.Int32Min(0).Draw(t, "p"), rapid.Int64Min(0).Draw(t, "o"), rapid.Uint64().Draw(t, "n")}.String()
+			if i := rapid.IntRange(0, len(s)).Draw(t, "at"); i < len(s) {
+				s = s[:i] + string(rapid.SampledFrom(alphabet).Draw(t, "edit")) + s[i+1:]
+			}
+		}
+		want, ok := reference(s)
+		got, err := ParseHandle(s)
+		require.Equal(t, ok, err == nil, "%q: %v", s, err)
+		require.Equal(t, want, got, "%q", s)
 	})
 }

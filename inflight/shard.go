@@ -317,8 +317,11 @@ func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	var fx effects
 	var err error
 	s.mu.Lock()
+	// One purge serves the whole batch: at the same now, a second finds nothing due (every
+	// lease granted here expires after now) and no stale top (a reserve never touches an
+	// offset with a live deadline).
+	s.purgeLocked(at, &fx)
 	for range max {
-		s.purgeLocked(at, &fx) // as each single reserve does: a heap peek when nothing is due
 		into = into[:len(into)+1]
 		if err = s.reserveLocked(at, hwm, int64(visibility), &into[len(into)-1], &fx); err != nil {
 			into = into[:len(into)-1]
@@ -578,12 +581,20 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 	var fx effects
 	var acked, gone, settled uint64
 	s.mu.Lock()
+	// As each single ack does, a purge comes before each ack, but after the first it is only
+	// needed when the ack before left the top of the heap stale: at the same now nothing else
+	// falls due (an ack sets no deadline).
+	staleTop := false
 	for i, h := range handles {
-		s.purgeLocked(at, &fx) // as each single ack does: a heap peek when nothing is due
+		if i == 0 || staleTop {
+			s.purgeLocked(at, &fx)
+		}
 		_, err := s.liveLease(h)
+		staleTop = false
 		switch err {
 		case nil:
 			acked++
+			staleTop = len(s.deadlines) > 0 && s.deadlines[0].offset == h.Offset
 			s.resolveLocked(h.Offset, false, &fx)
 		case ErrGone:
 			gone++

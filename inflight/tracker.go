@@ -56,9 +56,61 @@ type TrackerConfig struct {
 	Seeds io.Reader
 }
 
-type shardKey struct {
-	topic     string
-	partition int32
+// topicShards holds the shards of one topic: partitions below denseLimit by index (hosts
+// number partitions from zero), any others in a map. A lookup then hashes only the topic
+// name, and a partition indexes a slice.
+type topicShards struct {
+	dense  []*Shard
+	sparse map[int32]*Shard
+	len    int
+}
+
+// denseLimit bounds the partitions a topic's slice holds: 32 KiB of pointers at most.
+const denseLimit = 4096
+
+func (ts *topicShards) get(partition int32) *Shard {
+	if uint32(partition) < uint32(len(ts.dense)) {
+		return ts.dense[partition]
+	}
+	return ts.sparse[partition] // nil when sparse is
+}
+
+// set stores s as the shard of partition; a nil s removes it.
+func (ts *topicShards) set(partition int32, s *Shard) {
+	if had := ts.get(partition) != nil; had != (s != nil) {
+		if had {
+			ts.len--
+		} else {
+			ts.len++
+		}
+	}
+	switch {
+	case uint32(partition) < uint32(len(ts.dense)):
+		ts.dense[partition] = s
+	case partition >= 0 && partition < denseLimit && s != nil:
+		ts.dense = append(ts.dense, make([]*Shard, int(partition)+1-len(ts.dense))...)
+		ts.dense[partition] = s
+	case s != nil:
+		if ts.sparse == nil {
+			ts.sparse = make(map[int32]*Shard)
+		}
+		ts.sparse[partition] = s
+	default:
+		delete(ts.sparse, partition)
+	}
+}
+
+// appendTo appends the topic's shards to shards.
+func (ts *topicShards) appendTo(shards []*Shard) []*Shard {
+	for _, s := range ts.dense {
+		if s != nil {
+			shards = append(shards, s)
+		}
+	}
+	for _, s := range ts.sparse {
+		shards = append(shards, s)
+	}
+	return shards
 }
 
 // A Tracker holds the shards of the partitions a node owns, keyed by topic name and
@@ -77,8 +129,8 @@ type Tracker struct {
 	fence sync.RWMutex
 
 	mu     sync.RWMutex
-	shards map[shardKey]*Shard
-	gens   map[string]*Generation // the live generation of each topic in use
+	shards map[string]*topicShards // by topic, then partition; a topic with none has no entry
+	gens   map[string]*Generation  // the live generation of each topic in use
 
 	seedMu sync.Mutex // serialises reads of cfg.Seeds
 }
@@ -88,7 +140,7 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 	if cfg.Seeds == nil {
 		cfg.Seeds = rand.Reader
 	}
-	return &Tracker{cfg: cfg, shards: make(map[shardKey]*Shard), gens: make(map[string]*Generation)}
+	return &Tracker{cfg: cfg, shards: make(map[string]*topicShards), gens: make(map[string]*Generation)}
 }
 
 // Generation returns the live generation of topic, starting one if the topic has none (first
@@ -115,9 +167,17 @@ func (t *Tracker) Counters() *Counters { return &t.counters }
 // Lookup returns the shard of (topic, partition) if it exists. It never creates one.
 func (t *Tracker) Lookup(topic string, partition int32) (*Shard, bool) {
 	t.mu.RLock()
-	s, ok := t.shards[shardKey{topic, partition}]
+	s := t.lookupLocked(topic, partition)
 	t.mu.RUnlock()
-	return s, ok
+	return s, s != nil
+}
+
+// lookupLocked is Lookup with t.mu held.
+func (t *Tracker) lookupLocked(topic string, partition int32) *Shard {
+	if ts := t.shards[topic]; ts != nil {
+		return ts.get(partition)
+	}
+	return nil
 }
 
 // Shard returns the shard of (topic, partition), creating it from the persisted state if it
@@ -165,11 +225,16 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	fresh := NewShard(topic, partition, opts, state)
 
 	t.mu.Lock()
-	if s, ok := t.shards[shardKey{topic, partition}]; ok {
+	if s := t.lookupLocked(topic, partition); s != nil {
 		t.mu.Unlock()
 		return s, nil // a concurrent create won; both read the same files under the fence
 	}
-	t.shards[shardKey{topic, partition}] = fresh
+	ts := t.shards[topic]
+	if ts == nil {
+		ts = new(topicShards)
+		t.shards[topic] = ts
+	}
+	ts.set(partition, fresh)
 	t.mu.Unlock()
 	if t.cfg.Load != nil && t.cfg.Hooks.Dirty != nil {
 		// What Load read may exist only in the page cache of a process that crashed: report
@@ -197,10 +262,15 @@ func (t *Tracker) Drop(topic string, partition int32) {
 	t.fence.Lock()
 	defer t.fence.Unlock()
 	t.mu.Lock()
-	s, ok := t.shards[shardKey{topic, partition}]
-	delete(t.shards, shardKey{topic, partition})
+	s := t.lookupLocked(topic, partition)
+	if s != nil {
+		ts := t.shards[topic]
+		if ts.set(partition, nil); ts.len == 0 {
+			delete(t.shards, topic)
+		}
+	}
 	t.mu.Unlock()
-	if ok {
+	if s != nil {
 		s.drop()
 	}
 	t.forget(topic, partition)
@@ -218,11 +288,9 @@ func (t *Tracker) DropTopic(topic string) error {
 		g.ended.Store(true)
 		delete(t.gens, topic)
 	}
-	for key, s := range t.shards {
-		if key.topic == topic {
-			dropped = append(dropped, s)
-			delete(t.shards, key)
-		}
+	if ts := t.shards[topic]; ts != nil {
+		dropped = ts.appendTo(nil)
+		delete(t.shards, topic)
 	}
 	t.mu.Unlock()
 	for _, s := range dropped {
@@ -247,9 +315,9 @@ func (t *Tracker) forget(topic string, partition int32) {
 // Each shard reports its own wake.
 func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
 	t.mu.RLock()
-	shards := make([]*Shard, 0, len(t.shards))
-	for _, s := range t.shards {
-		shards = append(shards, s)
+	shards := make([]*Shard, 0, t.lenLocked())
+	for _, ts := range t.shards {
+		shards = ts.appendTo(shards)
 	}
 	t.mu.RUnlock()
 	for _, s := range shards {
@@ -270,8 +338,8 @@ func (t *Tracker) Reconfigure(topic string) {
 	cfg := t.cfg.Topic(topic)
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	for key, s := range t.shards {
-		if key.topic == topic {
+	if ts := t.shards[topic]; ts != nil {
+		for _, s := range ts.appendTo(nil) {
 			s.SetConfig(cfg)
 		}
 	}
@@ -281,5 +349,13 @@ func (t *Tracker) Reconfigure(topic string) {
 func (t *Tracker) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.shards)
+	return t.lenLocked()
+}
+
+func (t *Tracker) lenLocked() int {
+	n := 0
+	for _, ts := range t.shards {
+		n += ts.len
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -195,4 +196,59 @@ func TestTrackerReconfigure(t *testing.T) {
 	tr.Reconfigure("t")
 	_, err = s.ReserveNext(epoch, 10)
 	assert.NoError(t, err, "the new cap applies to the live shard")
+}
+
+// Shards of any partition number, dense from zero or not, are found, counted, purged,
+// dropped one at a time and with their topic, and never found under another topic.
+func TestTrackerPartitionNumbers(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	partitions := []int32{0, 7, denseLimit - 1, denseLimit, 1 << 30, -1}
+	shards := map[int32]*Shard{}
+	for _, p := range partitions {
+		s, err := tr.Shard("a", p)
+		require.NoError(t, err)
+		shards[p] = s
+		_, err = tr.Shard("b", p)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2*len(partitions), tr.Len())
+	for _, p := range partitions {
+		s, ok := tr.Lookup("a", p)
+		require.True(t, ok, "partition %d", p)
+		assert.Same(t, shards[p], s)
+		other, _ := tr.Lookup("b", p)
+		assert.NotSame(t, s, other)
+	}
+	for _, p := range []int32{1, 6, 8, denseLimit + 1, math.MaxInt32, math.MinInt32} {
+		_, ok := tr.Lookup("a", p)
+		assert.False(t, ok, "partition %d", p)
+	}
+	for _, p := range partitions {
+		_, err := shards[p].ReserveNext(epoch, 1)
+		require.NoError(t, err)
+	}
+	released, _ := tr.Purge(epoch.Add(DefaultVisibilityTimeout))
+	assert.Equal(t, len(partitions), released, "the purge visits every shard")
+
+	tr.Drop("a", 7)
+	tr.Drop("a", 1<<30)
+	tr.Drop("a", 7) // dropped already
+	_, ok := tr.Lookup("a", 7)
+	assert.False(t, ok)
+	_, ok = tr.Lookup("a", 1<<30)
+	assert.False(t, ok)
+	assert.Equal(t, 2*len(partitions)-2, tr.Len())
+	assert.ErrorIs(t, shards[7].Ack(epoch, Handle{Partition: 7, Nonce: 1}), ErrGone, "a dropped shard settles nothing")
+
+	require.NoError(t, tr.DropTopic("a"))
+	assert.Equal(t, len(partitions), tr.Len())
+	for _, p := range partitions {
+		_, ok := tr.Lookup("a", p)
+		assert.False(t, ok, "partition %d", p)
+		_, ok = tr.Lookup("b", p)
+		assert.True(t, ok, "partition %d", p)
+	}
+	again, err := tr.Shard("a", 0)
+	require.NoError(t, err)
+	assert.NotSame(t, shards[0], again, "a dropped topic's partition gets a new shard")
 }

@@ -73,7 +73,8 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	if opts.Pinned {
 		req.pinned = opts.Partition
 	}
-	deadline := n.clock.Now().Add(opts.Wait)
+	now := n.clock.Now() // one clock read: the wait's deadline and the first scan's leases
+	deadline := now.Add(opts.Wait)
 	// The generation before the routes, as the scan takes them (see scan), so the first scan
 	// reuses both.
 	req.gen = n.tracker.Generation(topic)
@@ -85,7 +86,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	here := servesLocally(local, req.pinned)
 	var scanErr error // a closed log: the wait may still serve
 	if here {
-		msgs, err := n.scan(req, nil)
+		msgs, err := n.scanAt(req, now, nil)
 		if len(msgs) > 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
 			return msgs, err
 		}

@@ -77,6 +77,11 @@ var scratchPool = sync.Pool{New: func() any { return new(logsScratch) }}
 // An error is returned only when the scan took nothing: a partition that could not be
 // resolved, or a closed log (transient: the reservation was given back).
 func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
+	return n.scanAt(req, n.clock.Now(), out)
+}
+
+// scanAt is scan at now, for a caller that read the clock already.
+func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message, error) {
 	// The generation comes before everything the scan resolves, so a delete and recreate
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
 	if req.gen == nil {
@@ -87,10 +92,12 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	if err != nil || len(order) == 0 {
 		return out, err
 	}
-	now := n.clock.Now()
 	budget := batchBudget{max: req.max}
-	scratch := takePool.Get().(*takeScratch)
-	defer scratch.put()
+	var scratch *takeScratch // only a batch reserves and reads several records at once
+	if req.max > 1 {
+		scratch = takePool.Get().(*takeScratch)
+		defer scratch.put()
+	}
 	n.walkPartitions(req.topic, order, start, func(p int32, log Log, lookupErr error) bool {
 		if lookupErr != nil {
 			if len(out) == 0 {
@@ -198,14 +205,26 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	}
 	ranged, _ := log.(RangeReader)
 	hwm := log.HighWatermark()
+	var one [1]inflight.Lease
 	for !budget.full() {
 		want := budget.max - budget.taken
-		leases, err := shard.ReserveBatch(now, hwm, req.visibility, want, scratch.leases[:0])
-		scratch.leases = leases
+		var leases []inflight.Lease
+		if want == 1 { // a single consume, the common case, needs no batch machinery
+			one[0], err = shard.ReserveNextFor(now, hwm, req.visibility)
+			leases = one[:]
+		} else {
+			// Assigned through the scratch, so that one never flows to the heap.
+			scratch.leases, err = shard.ReserveBatch(now, hwm, req.visibility, want, scratch.leases[:0])
+			leases = scratch.leases
+		}
 		if err != nil {
 			return out, nil // dry, all reserved or capped: the next partition
 		}
-		out = slices.Grow(out, len(leases))
+		if out == nil {
+			out = make([]Message, 0, len(leases))
+		} else {
+			out = slices.Grow(out, len(leases))
+		}
 		// Values only: a pointer to the caller's stack held in r would move it to the heap.
 		r := partitionRead{n: n, topic: req.topic, partition: partition, log: log, ranged: ranged,
 			shard: shard, now: now, budget: *budget, scratch: scratch}
@@ -224,8 +243,8 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	return out, nil
 }
 
-// takeScratch holds a scan's reservations and range reads, pooled so that a batch does not
-// allocate them.
+// takeScratch holds a batch scan's reservations and range reads, pooled so that a batch does
+// not allocate them.
 type takeScratch struct {
 	leases  []inflight.Lease
 	records []Record
@@ -249,7 +268,7 @@ type partitionRead struct {
 	shard     *inflight.Shard
 	now       time.Time
 	budget    batchBudget
-	scratch   *takeScratch
+	scratch   *takeScratch // nil for a single record: a range needs several leases
 }
 
 // deliver reads the records of leases, in order, appending them to out. A record below
@@ -258,6 +277,7 @@ type partitionRead struct {
 // something was taken; once the byte bound is reached the rest are given back.
 func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Message, settled bool, err error) {
 	oldest := int64(-1) // the oldest retained offset, once a read found retention
+	var one [1]Record   // a record read alone
 	for i := 0; i < len(leases); {
 		if r.budget.full() {
 			// Readable records the bound leaves out: a consumer parked for the partition
@@ -281,15 +301,12 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			run++
 		}
 		if run > 1 {
-			recs, err = r.ranged.ReadRange(lease.Offset, run, BatchPayloadBytes-r.budget.bytes, r.scratch.records[:0])
-			r.scratch.records = recs
-			recs = recs[:min(len(recs), run)] // never a record the scan did not reserve
+			r.scratch.records, err = r.ranged.ReadRange(lease.Offset, run, BatchPayloadBytes-r.budget.bytes, r.scratch.records[:0])
+			recs = r.scratch.records[:min(len(r.scratch.records), run)] // never a record the scan did not reserve
 		}
 		if run == 1 || (err == nil && len(recs) == 0) { // one record, or a range of nothing
-			var rec Record
-			if rec, err = r.log.Read(lease.Offset); err == nil {
-				recs = append(r.scratch.records[:0], rec)
-				r.scratch.records = recs
+			if one[0], err = r.log.Read(lease.Offset); err == nil {
+				recs = one[:]
 			}
 		}
 		if err != nil {
