@@ -26,9 +26,8 @@ type Transport interface {
 // routertest's network are such). The node then makes each call from the goroutine that
 // waits for its reply. A plain Transport's calls each run in a goroutine of their own, which
 // the node stops waiting for at the call's deadline, so that a Call that ignores its context
-// cannot hold an ack, a consume or Close past its budget; that goroutine is most of what a
-// lone forwarded ack costs besides the transport itself (about two thirds, measured over an
-// in-memory network).
+// cannot hold an ack, a consume or Close past its budget; that goroutine is more than half
+// of what a lone forwarded ack costs over an in-memory network.
 type ContextTransport interface {
 	Transport
 	// HonorsContext is never called: implementing it is the promise above.
