@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -82,7 +83,10 @@ type Hooks struct {
 	Wake func(topic string, partition int32)
 	// Dirty reports that the persisted state changed: a lease was granted (its attempt
 	// counts), the frontier advanced or jumped, or the acked-ahead, quarantined or
-	// requeued sets changed.
+	// requeued sets changed. It is called for the first change after a Snapshot only:
+	// every later change before the next Snapshot is in that Snapshot, so a host that
+	// snapshots the shard after each Dirty (a committer) sees every change, and pays for
+	// one call per snapshot rather than one per ack.
 	Dirty func(topic string, partition int32)
 	// Quarantine reports an offset set aside after its attempts reached the topic's
 	// MaxDeliveries: a host copies the record to a dead-letter topic here, say.
@@ -163,6 +167,11 @@ type Shard struct {
 	// fence is the latest fencing token: max(previous + 1, grant time), so tokens grow
 	// across the shard's leases and, with a clock that moves on, across restarts.
 	fence uint64
+	// dirtyReported: Dirty was called since the last Snapshot, which clears it under mu
+	// before it copies the state. A change whose report finds it set is in the snapshot the
+	// call that set it leads to: that snapshot clears the flag after the setter's report,
+	// and a change made before the clear is copied by it (see Hooks.Dirty).
+	dirtyReported atomic.Bool
 }
 
 // NewShard returns a shard for (topic, partition) seeded with state and holding no leases.
@@ -863,6 +872,7 @@ func (s *Shard) Snapshot(dst *State) { s.SnapshotCapped(dst, math.MaxInt) }
 // the record it feeds.
 func (s *Shard) SnapshotCapped(dst *State, maxAttempts int) (omitted int) {
 	s.mu.Lock()
+	s.dirtyReported.Store(false)
 	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
 	dst.AckedAhead = dst.AckedAhead[:0]
 	for off := range s.ackedAhead {
@@ -944,7 +954,7 @@ func (s *Shard) report(fx *effects) {
 	if fx.released > 0 && s.hooks.Wake != nil {
 		s.hooks.Wake(s.topic, s.partition)
 	}
-	if fx.dirty && s.hooks.Dirty != nil {
+	if fx.dirty && s.hooks.Dirty != nil && !s.dirtyReported.Load() && s.dirtyReported.CompareAndSwap(false, true) {
 		s.hooks.Dirty(s.topic, s.partition)
 	}
 	if fx.deadline != 0 && s.hooks.Deadline != nil {

@@ -12,16 +12,26 @@ import (
 
 const vt = 30 * time.Second
 
-// hookLog records the hooks a shard calls.
+// hookLog records the hooks a shard calls. Like a committer, it snapshots the shard on
+// each Dirty, so that the next change reports again.
 type hookLog struct {
 	mu           sync.Mutex
 	wakes, dirty int
+	shard        *Shard
 }
 
 func (l *hookLog) hooks() Hooks {
 	return Hooks{
-		Wake:  func(string, int32) { l.mu.Lock(); l.wakes++; l.mu.Unlock() },
-		Dirty: func(string, int32) { l.mu.Lock(); l.dirty++; l.mu.Unlock() },
+		Wake: func(string, int32) { l.mu.Lock(); l.wakes++; l.mu.Unlock() },
+		Dirty: func(string, int32) {
+			l.mu.Lock()
+			l.dirty++
+			shard := l.shard
+			l.mu.Unlock()
+			if shard != nil {
+				shard.Snapshot(&State{})
+			}
+		},
 	}
 }
 
@@ -34,7 +44,30 @@ func (l *hookLog) counts() (wakes, dirty int) {
 func newTestShard(t *testing.T, cfg Config, state State) (*Shard, *hookLog) {
 	t.Helper()
 	log := new(hookLog)
-	return NewShard("orders", 3, Options{Config: cfg, Seed: [32]byte{7}, Hooks: log.hooks()}, state), log
+	s := NewShard("orders", 3, Options{Config: cfg, Seed: [32]byte{7}, Hooks: log.hooks()}, state)
+	log.shard = s
+	return s, log
+}
+
+// Dirty reports the first change after a snapshot only: the changes after it, until the next
+// snapshot, are in that snapshot.
+func TestDirtyReportsOncePerSnapshot(t *testing.T) {
+	var dirty int
+	s := NewShard("orders", 3, Options{Hooks: Hooks{Dirty: func(string, int32) { dirty++ }}}, State{Frontier: -1})
+	leases := []Lease{reserve(t, s, epoch, 10), reserve(t, s, epoch, 10), reserve(t, s, epoch, 10)}
+	require.NoError(t, s.Ack(epoch, leases[2].Handle))
+	require.NoError(t, s.Ack(epoch, leases[1].Handle))
+	assert.Equal(t, 1, dirty, "two changes, no snapshot between: one report")
+	var snap State
+	s.Snapshot(&snap)
+	assert.Equal(t, []int64{1, 2}, snap.AckedAhead, "the snapshot holds both")
+	require.NoError(t, s.Ack(epoch, leases[0].Handle))
+	assert.Equal(t, 2, dirty, "the first change after the snapshot reports")
+	s.SnapshotCapped(&snap, 0)
+	assert.Equal(t, int64(2), snap.Frontier)
+	lease := reserve(t, s, epoch, 10)
+	require.NoError(t, s.Ack(epoch, lease.Handle))
+	assert.Equal(t, 3, dirty, "a capped snapshot clears it too")
 }
 
 func reserve(t *testing.T, s *Shard, now time.Time, hwm int64) Lease {
