@@ -55,7 +55,10 @@ func TestConnectionReuse(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, append([]byte("a:"), frame...), reply)
 		}
-		assert.Equal(t, int64(1), srv.conns.Load(), "one connection for every call")
+		// One connection serves them all. Once in a few thousand runs, on a loaded machine
+		// under -race, the standard library's HTTP/2 client dialled a second one (seen once in
+		// CI); a reply left unread would instead cost a connection per call.
+		assert.LessOrEqual(t, srv.conns.Load(), int64(2), "one connection for every call")
 	})
 }
 
