@@ -105,7 +105,9 @@
 // answered if the reply came in time; ErrUnavailable (503) if the ack never left, which
 // guarantees it was not applied; ErrTransport (502) if it left and no reply came back in
 // time, since the owner may have applied it. A Transport that ignores its context is
-// abandoned at the deadline. A peer's refusal is recognised by its status in the reply alone:
+// abandoned at the deadline: each call runs in a goroutine of its own, unless the Transport
+// is a ContextTransport (it promises to return once its context ends), which is called from
+// the goroutine that waits for the reply. A peer's refusal is recognised by its status in the reply alone:
 // an owner that refuses AckBatch as an unknown op gets the batch again as single ops, and
 // only single ops for the next two minutes. Node.AckBatch sends a client's remote handles to
 // their owners at once, one AckBatch per 64 handles, the owners in parallel. The frames are
