@@ -273,14 +273,25 @@ func BenchmarkForwardedAcks(b *testing.B) {
 		for _, inFlight := range []int{1, 64, 256, 512} {
 			for _, rtt := range rtts {
 				b.Run(fmt.Sprintf("%sinflight=%d/rtt=%s", prefix, inFlight, rtt.name), func(b *testing.B) {
-					benchForwardedAcks(b, inFlight, rtt.rtt, single)
+					benchForwardedAcks(b, inFlight, rtt.rtt, single, 1)
 				})
 			}
 		}
 	}
+	// Clients that ack many handles at once (Node.AckBatch, one RPC per 64 handles of an
+	// owner): inFlight goroutines each acking 64 at a time.
+	for _, inFlight := range []int{1, 8} {
+		for _, rtt := range rtts {
+			b.Run(fmt.Sprintf("client-batch=64/inflight=%d/rtt=%s", inFlight, rtt.name), func(b *testing.B) {
+				benchForwardedAcks(b, inFlight, rtt.rtt, false, 64)
+			})
+		}
+	}
 }
 
-func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bool) {
+// benchForwardedAcks runs b.N forwarded acks from inFlight goroutines, each acking perCall
+// handles at a time: with Ack for one, with AckBatch for more.
+func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bool, perCall int) {
 	net := &routertest.Network{RTT: rtt}
 	logs := &routertest.MemLogs{}
 	log := logs.Log("t", 0)
@@ -344,10 +355,30 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	var wg sync.WaitGroup
 	for range inFlight {
 		wg.Go(func() {
-			for h := range handles {
-				if err := fwd.Ack(context.Background(), "t", h); err != nil {
-					b.Error(err)
+			if perCall == 1 {
+				for h := range handles {
+					if err := fwd.Ack(context.Background(), "t", h); err != nil {
+						b.Error(err)
+					}
 				}
+				return
+			}
+			batch := make([]string, 0, perCall)
+			for h := range handles {
+				batch = append(batch, h)
+				for len(batch) < perCall {
+					more, ok := <-handles
+					if !ok {
+						break
+					}
+					batch = append(batch, more)
+				}
+				for _, err := range fwd.AckBatch(context.Background(), "t", batch) {
+					if err != nil {
+						b.Error(err)
+					}
+				}
+				batch = batch[:0]
 			}
 		})
 	}
