@@ -310,6 +310,10 @@ func (l *lane) queueEmpty() bool {
 func (n *Node) next(l *lane) []*queuedAck {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.queue) == 0 { // the common case below the window: no clock read
+		l.inFlight--
+		return nil
+	}
 	now := n.clock.Now()
 	limit := maxBatch
 	if n.singlesLocked(l, now) {
@@ -427,6 +431,9 @@ func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wire.Answer, ref
 	return answers, refused
 }
 
+// errNoReplyInBudget is what exchange answers when a call's budget ended before its reply.
+var errNoReplyInBudget = fmt.Errorf("no reply within the budget: %w", context.DeadlineExceeded)
+
 // exchange makes one Call, and stops waiting for it at deadline (on the node's clock) even if
 // the Transport ignores its context: unless the Transport is a ContextTransport, the Call
 // runs in a goroutine of its own, which ends when the Call returns, and a reply that comes
@@ -437,7 +444,7 @@ func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadlin
 	if n.promptTransport {
 		reply, err := n.transport.Call(ctx, owner, frame)
 		if err != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("no reply within the budget: %w", context.DeadlineExceeded)
+			return nil, errNoReplyInBudget
 		}
 		return reply, err
 	}
@@ -458,7 +465,7 @@ func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadlin
 		case r := <-done: // it returned at the same instant
 			return r.reply, r.err
 		default:
-			return nil, fmt.Errorf("no reply within the budget: %w", context.DeadlineExceeded)
+			return nil, errNoReplyInBudget
 		}
 	}
 }
@@ -580,6 +587,11 @@ func (n *Node) applyLocal(now time.Time, topic string, r wireRecord) (time.Time,
 	if err != nil {
 		return time.Time{}, err
 	}
+	return apply(shard, now, r)
+}
+
+// apply applies one record at now to shard.
+func apply(shard *inflight.Shard, now time.Time, r wireRecord) (time.Time, error) {
 	switch r.op {
 	case opExtend:
 		return shard.Extend(now, r.handle, r.arg)
@@ -593,9 +605,12 @@ func (n *Node) applyLocal(now time.Time, topic string, r wireRecord) (time.Time,
 // the owner otherwise (with a Transport configured); an owner the routes do not name is
 // unavailable, with no RPC made.
 func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
-	expiry, err := n.applyLocal(n.clock.Now(), topic, r)
+	shard, err := n.localShard(topic, r.handle.Partition)
+	if err == nil {
+		return apply(shard, n.clock.Now(), r) // the clock is read only for a record applied here
+	}
 	if !errors.Is(err, ErrNotLocal) || n.transport == nil {
-		return expiry, err
+		return time.Time{}, err
 	}
 	owner, ok := n.ownerOf(topic, r.handle.Partition)
 	if !ok {

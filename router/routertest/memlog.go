@@ -28,7 +28,6 @@ type MemLog struct {
 	onRead  func(offset int64) // called before each read, outside the lock
 	// Reads share mu for reading; what they record has its own lock, so that concurrent
 	// readers do not queue on the log.
-	reads  atomic.Int64
 	readMu sync.Mutex
 	read   []readRun // the offsets read, in order, consecutive ones as one run
 }
@@ -143,7 +142,15 @@ func (l *MemLog) Close() {
 }
 
 // Reads returns how many times Read was called.
-func (l *MemLog) Reads() int { return int(l.reads.Load()) }
+func (l *MemLog) Reads() int {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	n := 0
+	for _, run := range l.read {
+		n += int(run.n)
+	}
+	return n
+}
 
 // ReadOffsets returns the offsets Read was called with, in order.
 func (l *MemLog) ReadOffsets() []int64 {
@@ -160,7 +167,6 @@ func (l *MemLog) ReadOffsets() []int64 {
 
 // count records reads of the n offsets from offset.
 func (l *MemLog) count(offset int64, n int) {
-	l.reads.Add(int64(n))
 	l.readMu.Lock()
 	if last := len(l.read) - 1; last >= 0 && l.read[last].first+l.read[last].n == offset {
 		l.read[last].n += int64(n)
