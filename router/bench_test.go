@@ -323,12 +323,23 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	// owner holds about as many leases as its consumers have in hand (a few times the acks
 	// in flight) rather than all b.N of them, whose per-tick snapshot, map and expiry heap
 	// would be charged to the acks. It runs on a thread of its own, whose CPU time is taken
-	// out of the figure where the system reports a thread's time (Linux). It hands the
-	// handles over in chunks: a thread locked to its goroutine costs a futex wake-up and a
-	// handoff of the scheduler each time it is readied, which, once per ack, would be charged
-	// to the acks (the thread's own CPU is subtracted, not what readying it costs the others).
-	const chunk = 16
-	chunks := make(chan []string, max(4*inFlight, 1024)/chunk)
+	// out of the figure where the system reports a thread's time (Linux). It refills the
+	// channel only once it is half empty (the ackers signal room): a thread locked to its
+	// goroutine costs a futex wake-up and a handoff of the scheduler each time it is readied,
+	// which, once per ack, would be charged to the acks (the thread's own CPU is subtracted,
+	// not what readying it costs the others).
+	handles := make(chan string, max(4*inFlight, 1024))
+	room := make(chan struct{}, 1)
+	take := func() (string, bool) {
+		h, ok := <-handles
+		if len(handles) <= cap(handles)/2 {
+			select {
+			case room <- struct{}{}:
+			default:
+			}
+		}
+		return h, ok
+	}
 	var feederCPU atomic.Int64
 	feederDone := make(chan struct{})
 	before := net.Calls()
@@ -340,26 +351,26 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		start, ok := threadCPU()
-		pending := make([]string, 0, chunk)
 		for fed := 0; fed < b.N; {
-			msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: min(100, b.N-fed)})
-			if err != nil || len(msgs) == 0 {
-				b.Error(err, len(msgs))
-				break
+			for len(handles) > cap(handles)/2 {
+				<-room
 			}
-			for _, m := range msgs {
-				pending = append(pending, m.Receipt.String())
-				if len(pending) == chunk {
-					chunks <- pending
-					pending = make([]string, 0, chunk)
+			want := min(cap(handles)-len(handles), b.N-fed)
+			for want > 0 {
+				msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: min(100, want)})
+				if err != nil || len(msgs) == 0 {
+					b.Error(err, len(msgs))
+					fed = b.N
+					break
 				}
+				for _, m := range msgs {
+					handles <- m.Receipt.String()
+				}
+				fed += len(msgs)
+				want -= len(msgs)
 			}
-			fed += len(msgs)
 		}
-		if len(pending) > 0 {
-			chunks <- pending
-		}
-		close(chunks)
+		close(handles)
 		if end, _ := threadCPU(); ok {
 			feederCPU.Store(end - start)
 		}
@@ -368,11 +379,9 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	for range inFlight {
 		wg.Go(func() {
 			if perCall == 1 {
-				for handles := range chunks {
-					for _, h := range handles {
-						if err := fwd.Ack(context.Background(), "t", h); err != nil {
-							b.Error(err)
-						}
+				for h, ok := take(); ok; h, ok = take() {
+					if err := fwd.Ack(context.Background(), "t", h); err != nil {
+						b.Error(err)
 					}
 				}
 				return
@@ -386,12 +395,9 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 				}
 				batch = batch[:0]
 			}
-			for handles := range chunks {
-				for _, h := range handles {
-					batch = append(batch, h)
-					if len(batch) == perCall {
-						send()
-					}
+			for h, ok := take(); ok; h, ok = take() {
+				if batch = append(batch, h); len(batch) == perCall {
+					send()
 				}
 			}
 			if len(batch) > 0 {

@@ -71,7 +71,8 @@ func defaultAckWindow() int { return max(128, 8*runtime.GOMAXPROCS(0)) }
 
 // lane is the forwarding state of one owner.
 type lane struct {
-	owner string
+	owner   string
+	budgets budgets // of the calls to the owner in flight
 
 	mu       sync.Mutex
 	inFlight int
@@ -145,12 +146,12 @@ func (n *Node) lane(owner string) *lane {
 	return l
 }
 
-// singlesOnly reports whether acks to the owner go one at a time: this node speaks no
+// singlesOnly reports whether acks to the owner go one at a time at now: this node speaks no
 // AckBatch (Config.WireVersion 1), or the owner refused one within the last two minutes.
-func (n *Node) singlesOnly(l *lane) bool {
+func (n *Node) singlesOnly(l *lane, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return n.singlesLocked(l, n.clock.Now())
+	return n.singlesLocked(l, now)
 }
 
 // singlesLocked is singlesOnly with l.mu held.
@@ -177,20 +178,22 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	if len(topic) > MaxTopicLength {
 		return time.Time{}, fmt.Errorf("%w: a topic of %d bytes (at most %d)", ErrInvalidArgument, len(topic), MaxTopicLength)
 	}
-	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget)}
+	now := n.clock.Now()
+	deadline := now.Add(ForwardBudget)
 	l := n.lane(owner)
 	l.mu.Lock()
 	if l.inFlight < n.ackWindow {
 		l.inFlight++
-		q.taken = true
 		l.mu.Unlock()
 		// It leaves at once, from this goroutine: the RPC ends by its deadline (see
 		// exchange), and its answer is the reply's.
-		a := n.call(l, []*queuedAck{q})[0]
+		one := queuedAck{topic: topic, rec: rec, deadline: deadline, taken: true}
+		var answer [1]wire.Answer
+		n.call(l, now, []*queuedAck{&one}, answer[:])
 		n.handOn(l)
-		return answerResult(a)
+		return answerResult(answer[0])
 	}
-	q.answer = make(chan wire.Answer, 1)
+	q := &queuedAck{topic: topic, rec: rec, deadline: deadline, answer: make(chan wire.Answer, 1)}
 	l.queue = append(l.queue, q)
 	n.trackLocked(l, q)
 	l.mu.Unlock()
@@ -220,7 +223,8 @@ func answerResult(a wire.Answer) (time.Time, error) {
 	return wire.Time(a.Expiry), errorOf(a)
 }
 
-// budget is ctx, ending at deadline on the node's clock too.
+// budget is ctx, ending at deadline on the node's clock too: for a ctx that can end by
+// itself (the exchange of a context that never ends uses its lane's budgets instead).
 func (n *Node) budget(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
 	budget, cancel := context.WithCancel(ctx)
 	stop := n.clock.AfterFunc(deadline.Sub(n.clock.Now()), cancel)
@@ -272,18 +276,21 @@ func (n *Node) sweep(l *lane) {
 // handOn gives the slot an RPC made from a caller's goroutine held to what queued
 // meanwhile, in a goroutine of its own, or frees it.
 func (n *Node) handOn(l *lane) {
-	if batch := n.next(l); batch != nil {
-		n.background(func() { n.drain(l, batch) })
+	if batch, _ := n.next(l); batch != nil {
+		n.background(func() { n.drain(l, n.clock.Now(), batch) })
 	}
 }
 
 // drain sends batch (taken from the queue, holding one slot) and answers each ack, then the
 // batches that queued meanwhile, one after the other on the same slot, until the queue is
 // empty and the slot is freed. An answer its ack no longer waits for (its deadline passed,
-// and sweep answered it) is dropped.
-func (n *Node) drain(l *lane, batch []*queuedAck) {
+// and sweep answered it) is dropped. now is the clock's reading when batch was taken.
+func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
+	var answerBuf [maxBatch]wire.Answer
 	for batch != nil {
-		for i, a := range n.call(l, batch) {
+		answers := answerBuf[:len(batch)]
+		n.call(l, now, batch, answers)
+		for i, a := range answers {
 			batch[i].give(a)
 		}
 		if l.queueEmpty() {
@@ -292,7 +299,7 @@ func (n *Node) drain(l *lane, batch []*queuedAck) {
 			// leave together, rather than the first taking the freed slot alone.
 			runtime.Gosched()
 		}
-		batch = n.next(l)
+		batch, now = n.next(l)
 	}
 }
 
@@ -307,12 +314,13 @@ func (l *lane) queueEmpty() bool {
 // head's topic, to leave as one AckBatch (a single op when one is queued, for an owner that
 // refused AckBatch, or from a node that speaks none). With nothing queued it frees the slot
 // and returns nil. An ack whose budget is spent is left for sweep, which answers it 503.
-func (n *Node) next(l *lane) []*queuedAck {
+// It returns the clock's reading it took the batch at.
+func (n *Node) next(l *lane) ([]*queuedAck, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.queue) == 0 { // the common case below the window: no clock read
 		l.inFlight--
-		return nil
+		return nil, time.Time{}
 	}
 	now := n.clock.Now()
 	limit := maxBatch
@@ -335,36 +343,37 @@ func (n *Node) next(l *lane) []*queuedAck {
 	l.queue = keep
 	if len(batch) == 0 {
 		l.inFlight--
-		return nil
+		return nil, now
 	}
-	return batch
+	return batch, now
 }
 
-// call sends batch to the owner and returns one answer per ack. An owner that refuses
-// AckBatch (a release before it) is remembered for two minutes: in that time a batch goes
-// one ack at a time, each on what is left of its budget, and so does the refused batch. A
-// node that speaks no AckBatch sends every batch one ack at a time.
-func (n *Node) call(l *lane, batch []*queuedAck) []wire.Answer {
-	if len(batch) > 1 && n.singlesOnly(l) {
-		return n.oneByOne(l, batch)
+// call sends batch to the owner and puts one answer per ack in answers. An owner that
+// refuses AckBatch (a release before it) is remembered for two minutes: in that time a batch
+// goes one ack at a time, each on what is left of its budget, and so does the refused batch.
+// A node that speaks no AckBatch sends every batch one ack at a time. now is a clock reading
+// taken just before.
+func (n *Node) call(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) {
+	if len(batch) > 1 && n.singlesOnly(l, now) {
+		n.oneByOne(l, now, batch, answers)
+		return
 	}
-	answers, refused := n.rpc(l.owner, batch)
-	if refused && len(batch) > 1 {
+	if refused := n.rpc(l.owner, now, batch, answers); refused && len(batch) > 1 {
+		now = n.clock.Now()
 		l.mu.Lock()
-		l.singleUntil = n.clock.Now().Add(olderPeerMemory)
+		l.singleUntil = now.Add(olderPeerMemory)
 		l.mu.Unlock()
-		return n.oneByOne(l, batch)
+		n.oneByOne(l, now, batch, answers)
 	}
-	return answers
 }
 
-func (n *Node) oneByOne(l *lane, batch []*queuedAck) []wire.Answer {
-	answers := make([]wire.Answer, len(batch))
+func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) {
 	for i, q := range batch {
-		one, _ := n.rpc(l.owner, []*queuedAck{q})
-		answers[i] = one[0]
+		if i > 0 {
+			now = n.clock.Now()
+		}
+		n.rpc(l.owner, now, []*queuedAck{q}, answers[i:i+1])
 	}
-	return answers
 }
 
 // rpc makes one RPC for acks of one topic and returns an answer per ack: the owner's; the
@@ -372,63 +381,93 @@ func (n *Node) oneByOne(l *lane, batch []*queuedAck) []wire.Answer {
 // for all of them when no reply came back by the youngest one's deadline; 503 for an ack
 // whose budget was spent before it left, which is not sent; 400 for acks the frame cannot
 // carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining budget.
-func (n *Node) rpc(owner string, batch []*queuedAck) (answers []wire.Answer, refused bool) {
-	answers = make([]wire.Answer, len(batch))
-	now := n.clock.Now()
-	var liveBuf [maxBatch]int
-	live := liveBuf[:0] // indexes of the acks with budget left
+func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer) (refused bool) {
+	if len(batch) == 1 { // a lone ack, most often: nothing to sort out, nothing on the heap
+		q := batch[0]
+		if !now.Before(q.deadline) {
+			answers[0] = spentBeforeSent
+			return false
+		}
+		records := [1]wire.Record{q.rec.wire()}
+		return n.exchangeRecords(owner, q.topic, records[:], q.deadline, answers)
+	}
+	scratch := rpcPool.Get().(*rpcScratch)
+	defer rpcPool.Put(scratch)
+	live, records := scratch.live[:0], scratch.records[:0] // the acks with budget left
 	var deadline time.Time
 	for i, q := range batch {
 		if !now.Before(q.deadline) {
-			answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}
+			answers[i] = spentBeforeSent
 			continue
 		}
 		live = append(live, i)
+		r := q.rec.wire()
+		r.Budget = q.deadline.Sub(now)
+		records = append(records, r)
 		if q.deadline.After(deadline) {
 			deadline = q.deadline
 		}
 	}
-	if len(live) == 0 {
-		return answers, false
+	switch len(live) {
+	case 0:
+		return false
+	case 1: // it leaves as a single op, whose RPC is its budget
+		records[0].Budget = 0
+	case len(batch):
+		return n.exchangeRecords(owner, batch[0].topic, records, deadline, answers)
 	}
-	var recordBuf [maxBatch]wire.Record
-	records := recordBuf[:0] // on the stack up to a frame's worth
-	for _, i := range live {
-		r := batch[i].rec.wire()
-		if len(live) > 1 {
-			r.Budget = batch[i].deadline.Sub(now)
-		}
-		records = append(records, r)
+	got := scratch.answers[:len(live)]
+	refused = n.exchangeRecords(owner, batch[live[0]].topic, records, deadline, got)
+	for j, i := range live {
+		answers[i] = got[j]
 	}
+	return refused
+}
+
+// spentBeforeSent answers an ack whose budget ran out before it could leave.
+var spentBeforeSent = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}
+
+// rpcScratch is what rpc sorts a batch out in, pooled: a frame's worth of each.
+type rpcScratch struct {
+	live    [maxBatch]int
+	records [maxBatch]wire.Record
+	answers [maxBatch]wire.Answer
+}
+
+var rpcPool = sync.Pool{New: func() any { return new(rpcScratch) }}
+
+// exchangeRecords sends records of topic (one op, or an AckBatch of several) to owner within
+// deadline and puts the answer to each in answers: the owner's; the owner's refusal of the
+// whole frame for each (refused reports an op it does not know); 502 for all of them when no
+// reply came back; 400 when the frame cannot carry them.
+func (n *Node) exchangeRecords(owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (refused bool) {
 	each := func(a wire.Answer) {
-		for _, i := range live {
+		for i := range answers {
 			answers[i] = a
 		}
 	}
-	frame, err := encodeRecords(batch[live[0]].topic, records)
+	frame, err := encodeRecords(topic, records)
 	if err != nil {
 		each(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
-		return answers, false
+		return false
 	}
 	reply, err := n.exchange(context.Background(), owner, frame, deadline)
-	var got []wire.Answer
-	if err == nil {
-		got, err = wire.DecodeReply(reply)
+	if err != nil {
+		each(wire.Answer{Status: statusTransport, Message: err.Error()})
+		return false
 	}
+	got, err := wire.DecodeReplyInto(answers[:0], reply)
 	switch {
 	case err != nil:
 		each(wire.Answer{Status: statusTransport, Message: err.Error()})
-	case len(got) == len(live):
-		for j, i := range live {
-			answers[i] = got[j]
-		}
+	case len(got) == len(answers):
 	case len(got) == 1 && (got[0].Status == wire.StatusBadRequest || got[0].Status == wire.StatusUnsupported):
 		each(got[0])
 		refused = got[0].Status == wire.StatusUnsupported
 	default:
-		each(wire.Answer{Status: statusTransport, Message: fmt.Sprintf("%d answers for %d acks", len(got), len(live))})
+		each(wire.Answer{Status: statusTransport, Message: fmt.Sprintf("%d answers for %d acks", len(got), len(answers))})
 	}
-	return answers, refused
+	return refused
 }
 
 // errNoReplyInBudget is what exchange answers when a call's budget ended before its reply.
@@ -439,8 +478,19 @@ var errNoReplyInBudget = fmt.Errorf("no reply within the budget: %w", context.De
 // runs in a goroutine of its own, which ends when the Call returns, and a reply that comes
 // after the deadline is discarded.
 func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
+	if ctx.Done() == nil { // only the deadline ends it: no timer of its own (see rpcBudget)
+		l := n.lane(owner)
+		b := l.budgets.open(n.clock, deadline)
+		defer l.budgets.close(b)
+		return n.callWithin(b, owner, frame)
+	}
 	ctx, cancel := n.budget(ctx, deadline)
 	defer cancel()
+	return n.callWithin(ctx, owner, frame)
+}
+
+// callWithin makes exchange's Call within ctx, the call's budget.
+func (n *Node) callWithin(ctx context.Context, owner string, frame []byte) ([]byte, error) {
 	if n.promptTransport {
 		reply, err := n.transport.Call(ctx, owner, frame)
 		if err != nil && ctx.Err() != nil {
@@ -525,27 +575,36 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 // start, and returns the reply. A run of consecutive acks of one partition is settled under
 // one lock of its shard, in order, each answered as its single op would have been.
 func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request) []byte {
-	answers := make([]wire.Answer, len(req.Records))
 	if !n.fence.enter() {
+		answers := make([]wire.Answer, len(req.Records))
 		for i := range answers {
 			answers[i] = answerOf(ErrClosed, time.Time{})
 		}
 		return wire.EncodeReply(answers)
 	}
 	defer n.fence.leave()
-	gaveUp := func(r *wire.Record, now time.Time) bool {
-		return ctx.Err() != nil || (req.Op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
+	if len(req.Records) == 1 { // a single op, most often
+		var answer [1]wire.Answer
+		if r := &req.Records[0]; gaveUp(ctx, req, r, start, start) {
+			answer[0] = unapplied
+		} else {
+			expiry, err := n.applyLocal(start, req.Topic, recordOf(r))
+			answer[0] = answerOf(err, expiry)
+		}
+		return wire.EncodeReply(answer[:])
 	}
-	const unapplied = "the requester gave up: not applied"
-	var handleBuf [maxBatch]inflight.Handle
-	var errBuf [maxBatch]error
-	var indexBuf [maxBatch]int
+	scratch := servePool.Get().(*serveScratch)
+	defer servePool.Put(scratch)
+	answers := scratch.answers[:len(req.Records)]
+	now := start // the first run's: the frame just arrived
 	for i := 0; i < len(req.Records); {
-		now := n.clock.Now()
+		if i > 0 {
+			now = n.clock.Now()
+		}
 		r := &req.Records[i]
 		if r.Op != opAck {
-			if gaveUp(r, now) {
-				answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: unapplied}
+			if gaveUp(ctx, req, r, start, now) {
+				answers[i] = unapplied
 			} else {
 				expiry, err := n.applyLocal(now, req.Topic, recordOf(r))
 				answers[i] = answerOf(err, expiry)
@@ -553,10 +612,10 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request
 			i++
 			continue
 		}
-		handles, indexes := handleBuf[:0], indexBuf[:0]
+		handles, indexes := scratch.handles[:0], scratch.indexes[:0]
 		for ; i < len(req.Records) && req.Records[i].Op == opAck && req.Records[i].Handle.Partition == r.Handle.Partition && len(handles) < maxBatch; i++ {
-			if gaveUp(&req.Records[i], now) {
-				answers[i] = wire.Answer{Status: wire.StatusUnavailable, Message: unapplied}
+			if gaveUp(ctx, req, &req.Records[i], start, now) {
+				answers[i] = unapplied
 				continue
 			}
 			handles = append(handles, inflight.Handle(req.Records[i].Handle))
@@ -572,14 +631,36 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request
 			}
 			continue
 		}
-		errs := errBuf[:len(handles)]
+		errs := scratch.errs[:len(handles)]
 		shard.AckMany(now, handles, errs)
 		for j, k := range indexes {
 			answers[k] = answerOf(errs[j], time.Time{})
 		}
+		clear(errs)
 	}
-	return wire.EncodeReply(answers)
+	reply := wire.EncodeReply(answers)
+	clear(answers) // their messages
+	return reply
 }
+
+// unapplied answers a record whose requester gave up before it was applied.
+var unapplied = wire.Answer{Status: wire.StatusUnavailable, Message: "the requester gave up: not applied"}
+
+// gaveUp reports whether the requester of r, a record of req that arrived at start, gave up
+// by now: the call's context ended, or, in an AckBatch, the record's own budget ran out.
+func gaveUp(ctx context.Context, req *wire.Request, r *wire.Record, start, now time.Time) bool {
+	return ctx.Err() != nil || (req.Op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
+}
+
+// serveScratch is what serveAcks works in for a frame of several records, pooled.
+type serveScratch struct {
+	handles [maxBatch]inflight.Handle
+	errs    [maxBatch]error
+	indexes [maxBatch]int
+	answers [maxBatch]wire.Answer
+}
+
+var servePool = sync.Pool{New: func() any { return new(serveScratch) }}
 
 // applyLocal applies one record at now to the shard of a partition this node owns.
 func (n *Node) applyLocal(now time.Time, topic string, r wireRecord) (time.Time, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
 )
 
 // Ack settles the delivery a receipt handle names. Only the live lease's handle settles:
@@ -191,7 +192,8 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 		slices.Sort(indexes) // the owner applies them in the caller's order
 		wg.Go(func() {
 			l := n.lane(owner)
-			deadline := n.clock.Now().Add(ForwardBudget)
+			now := n.clock.Now()
+			deadline := now.Add(ForwardBudget)
 			for len(indexes) > 0 {
 				chunk := indexes[:min(len(indexes), maxBatch)]
 				indexes = indexes[len(chunk):]
@@ -199,9 +201,12 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 				for j, i := range chunk {
 					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline}
 				}
-				for j, a := range n.call(l, batch) {
+				answers := make([]wire.Answer, len(chunk))
+				n.call(l, now, batch, answers)
+				for j, a := range answers {
 					_, errs[chunk[j]] = answerResult(a)
 				}
+				now = n.clock.Now()
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -67,7 +68,12 @@ func (r *reader) message() string {
 // answers, a message over MaxMessage, bytes after the last answer, a reply over MaxFrame) is
 // ErrBadFrame. Status bytes are not checked: a status this node does not know is the caller's
 // to interpret.
-func DecodeReply(b []byte) ([]Answer, error) {
+func DecodeReply(b []byte) ([]Answer, error) { return DecodeReplyInto(nil, b) }
+
+// DecodeReplyInto is DecodeReply appending the answers to dst[:0], so that a caller that
+// knows how many to expect can read them without allocating. The returned slice is dst's
+// when it has room, and dst's contents are then overwritten even when the reply is refused.
+func DecodeReplyInto(dst []Answer, b []byte) ([]Answer, error) {
 	if len(b) > MaxFrame {
 		return nil, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
 	}
@@ -80,7 +86,7 @@ func DecodeReply(b []byte) ([]Answer, error) {
 		return nil, fmt.Errorf("%w: reply of %d answers in %d bytes", ErrBadFrame, count, len(b))
 	}
 	// The forwarded acks' hot path: read directly, not through a reader.
-	answers := make([]Answer, 0, count)
+	answers := slices.Grow(dst[:0], count)
 	for range count {
 		if len(b) < answerSize {
 			return nil, fmt.Errorf("%w: short answer", ErrBadFrame)

@@ -1,0 +1,226 @@
+package router
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// rpcBudget is the context of one node-to-node call that nothing but its deadline can end
+// early: the call's budget. It ends at deadline on the node's clock (DeadlineExceeded), or
+// when the call is over (Canceled). It needs no timer of its own: the lane of the node it
+// calls keeps its open budgets in a heap under one timer, armed for the earliest deadline
+// (see budgets). An RPC that returns before its deadline, as almost all do, costs a heap push
+// and a pop, where a context.WithDeadline costs a runtime timer set and stopped, a closure
+// and a cancel context. Its Done channel is made only when someone asks for it: a transport
+// that answers in place and only reads Err makes none.
+type rpcBudget struct {
+	deadline time.Time
+	index    int // in its heap; -1 once out of it
+
+	mu     sync.Mutex
+	err    error         // context.Canceled or DeadlineExceeded once it ended
+	done   chan struct{} // made by the first Done
+	afters []*afterFunc  // what AfterFunc registered and is still to run
+}
+
+// afterFunc is a function registered with rpcBudget.AfterFunc.
+type afterFunc struct {
+	f       func()
+	settled bool // it ran or was stopped (under the budget's mu)
+}
+
+var _ context.Context = (*rpcBudget)(nil)
+
+// Deadline implements context.Context.
+func (b *rpcBudget) Deadline() (time.Time, bool) { return b.deadline, true }
+
+// Value implements context.Context: a budget carries no values.
+func (b *rpcBudget) Value(any) any { return nil }
+
+// Err implements context.Context.
+func (b *rpcBudget) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// Done implements context.Context.
+func (b *rpcBudget) Done() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done == nil {
+		b.done = make(chan struct{})
+		if b.err != nil {
+			close(b.done)
+		}
+	}
+	return b.done
+}
+
+// AfterFunc arranges for f to run in its own goroutine once b ends, as context.AfterFunc
+// does; stop reports whether it kept f from running. A context derived from b with
+// context.WithCancel finds it and uses it rather than a goroutine that waits on Done.
+func (b *rpcBudget) AfterFunc(f func()) (stop func() bool) {
+	a := &afterFunc{f: f}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		a.settled = true
+		go f()
+	} else {
+		b.afters = append(b.afters, a)
+	}
+	return func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if a.settled {
+			return false
+		}
+		a.settled = true
+		return true
+	}
+}
+
+// end ends b with err, unless it ended already.
+func (b *rpcBudget) end(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return
+	}
+	b.err = err
+	if b.done != nil {
+		close(b.done)
+	}
+	for _, a := range b.afters {
+		if !a.settled {
+			a.settled = true
+			go a.f()
+		}
+	}
+	b.afters = nil
+}
+
+// budgets are the open rpcBudgets of one lane, in a min-heap by deadline, and the one timer
+// that ends those whose deadline passes. The timer is not moved when the earliest budget
+// leaves the heap: when it fires early it is armed again for the new earliest, so a steady
+// stream of calls that return in time costs one firing per budget's length (2 s for acks),
+// and a lane that falls idle wakes once more at most, then sleeps.
+type budgets struct {
+	mu       sync.Mutex
+	heap     []*rpcBudget
+	armedFor time.Time   // the armed timer's deadline; zero: none armed
+	stop     func() bool // stops the armed timer
+	// armings counts the timers armed: a timer that fires after another replaced it (its
+	// stop came too late) ends what is due but leaves the arming to the newer one.
+	armings uint64
+}
+
+// open returns a budget ending at deadline, in the heap.
+func (s *budgets) open(clock Clock, deadline time.Time) *rpcBudget {
+	b := &rpcBudget{deadline: deadline}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.index = len(s.heap)
+	s.heap = append(s.heap, b)
+	s.up(b.index)
+	if s.armedFor.IsZero() || deadline.Before(s.armedFor) {
+		if s.stop != nil {
+			s.stop()
+		}
+		s.arm(clock, clock.Now(), deadline)
+	}
+	return b
+}
+
+// close ends b as over (Canceled) and takes it out of the heap, if its deadline did not end
+// it first.
+func (s *budgets) close(b *rpcBudget) {
+	s.mu.Lock()
+	if b.index >= 0 {
+		s.remove(b.index)
+	}
+	s.mu.Unlock()
+	b.end(context.Canceled)
+}
+
+// arm sets the timer for deadline. Called with s.mu held.
+func (s *budgets) arm(clock Clock, now, deadline time.Time) {
+	s.armings++
+	arming := s.armings
+	s.armedFor = deadline
+	s.stop = clock.AfterFunc(deadline.Sub(now), func() { s.fire(clock, arming) })
+}
+
+// fire ends the budgets whose deadline passed and, if the timer of arming is the armed one,
+// arms it for the next deadline.
+func (s *budgets) fire(clock Clock, arming uint64) {
+	now := clock.Now()
+	var due []*rpcBudget
+	s.mu.Lock()
+	for len(s.heap) > 0 && !now.Before(s.heap[0].deadline) {
+		due = append(due, s.heap[0])
+		s.remove(0)
+	}
+	if arming == s.armings {
+		s.armedFor, s.stop = time.Time{}, nil
+		if len(s.heap) > 0 {
+			s.arm(clock, now, s.heap[0].deadline)
+		}
+	}
+	s.mu.Unlock()
+	for _, b := range due {
+		b.end(context.DeadlineExceeded)
+	}
+}
+
+// remove takes the budget at heap index i out of the heap. Called with s.mu held.
+func (s *budgets) remove(i int) {
+	last := len(s.heap) - 1
+	gone := s.heap[i]
+	s.swap(i, last)
+	s.heap[last] = nil
+	s.heap = s.heap[:last]
+	gone.index = -1
+	if i < last {
+		s.down(i)
+		s.up(i)
+	}
+}
+
+func (s *budgets) less(i, j int) bool { return s.heap[i].deadline.Before(s.heap[j].deadline) }
+
+func (s *budgets) swap(i, j int) {
+	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
+	s.heap[i].index = i
+	s.heap[j].index = j
+}
+
+func (s *budgets) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !s.less(i, parent) {
+			return
+		}
+		s.swap(i, parent)
+		i = parent
+	}
+}
+
+func (s *budgets) down(i int) {
+	for {
+		smallest, left, right := i, 2*i+1, 2*i+2
+		if left < len(s.heap) && s.less(left, smallest) {
+			smallest = left
+		}
+		if right < len(s.heap) && s.less(right, smallest) {
+			smallest = right
+		}
+		if smallest == i {
+			return
+		}
+		s.swap(i, smallest)
+		i = smallest
+	}
+}
