@@ -13,7 +13,8 @@ import (
 // (see budgets). An RPC that returns before its deadline, as almost all do, costs a heap push
 // and a pop, where a context.WithDeadline costs a runtime timer set and stopped, a closure
 // and a cancel context. Its Done channel is made only when someone asks for it: a transport
-// that answers in place and only reads Err makes none.
+// that answers in place and only reads Err makes none. A budget opened with its deadline
+// passed already ends when the timer runs, a moment later, rather than at once.
 type rpcBudget struct {
 	deadline time.Time
 	index    int // in its heap; -1 once out of it
