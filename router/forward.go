@@ -276,6 +276,9 @@ func (n *Node) sweep(l *lane) {
 // handOn gives the slot an RPC made from a caller's goroutine held to what queued
 // meanwhile, in a goroutine of its own, or frees it.
 func (n *Node) handOn(l *lane) {
+	if l.fullAndIdle(n.ackWindow) {
+		runtime.Gosched()
+	}
 	if batch, _ := n.next(l); batch != nil {
 		n.background(func() { n.drain(l, n.clock.Now(), batch) })
 	}
@@ -286,13 +289,15 @@ func (n *Node) handOn(l *lane) {
 // empty and the slot is freed. An answer its ack no longer waits for (its deadline passed,
 // and sweep answered it) is dropped. now is the clock's reading when batch was taken.
 func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
-	var answerBuf [maxBatch]wire.Answer
+	answerBuf := answersPool.Get().(*[maxBatch]wire.Answer) // off the stack: this goroutine's is small
+	defer answersPool.Put(answerBuf)
 	for batch != nil {
 		answers := answerBuf[:len(batch)]
 		n.call(l, now, batch, answers)
 		for i, a := range answers {
 			batch[i].give(a)
 		}
+		clear(answers) // their messages
 		if l.queueEmpty() {
 			// The acks just answered are runnable and usually come straight back with
 			// the next ack; let them run first, so that they queue behind this slot and
@@ -301,6 +306,13 @@ func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
 		}
 		batch, now = n.next(l)
 	}
+}
+
+// fullAndIdle reports whether every slot of the window is taken and no ack waits for one.
+func (l *lane) fullAndIdle(window int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue) == 0 && l.inFlight >= window
 }
 
 // queueEmpty reports whether no ack waits for a slot.
@@ -434,7 +446,10 @@ type rpcScratch struct {
 	answers [maxBatch]wire.Answer
 }
 
-var rpcPool = sync.Pool{New: func() any { return new(rpcScratch) }}
+var (
+	rpcPool     = sync.Pool{New: func() any { return new(rpcScratch) }}
+	answersPool = sync.Pool{New: func() any { return new([maxBatch]wire.Answer) }}
+)
 
 // exchangeRecords sends records of topic (one op, or an AckBatch of several) to owner within
 // deadline and puts the answer to each in answers: the owner's; the owner's refusal of the
