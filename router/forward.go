@@ -558,7 +558,7 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	}
 	switch req.Op {
 	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpAckBatch:
-		return n.serveAcks(ctx, start, &req), nil
+		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
 	}
 	if !n.fence.enter() {
 		return refusal(wire.StatusUnavailable, ErrClosed.Error()), nil
@@ -589,57 +589,57 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 // serveAcks applies the records of an ack, extend, nack or AckBatch frame that arrived at
 // start, and returns the reply. A run of consecutive acks of one partition is settled under
 // one lock of its shard, in order, each answered as its single op would have been.
-func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request) []byte {
+func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic string, records []wire.Record) []byte {
 	if !n.fence.enter() {
-		answers := make([]wire.Answer, len(req.Records))
+		answers := make([]wire.Answer, len(records))
 		for i := range answers {
 			answers[i] = answerOf(ErrClosed, time.Time{})
 		}
 		return wire.EncodeReply(answers)
 	}
 	defer n.fence.leave()
-	if len(req.Records) == 1 { // a single op, most often
+	if len(records) == 1 { // a single op, most often
 		var answer [1]wire.Answer
-		if r := &req.Records[0]; gaveUp(ctx, req, r, start, start) {
+		if r := &records[0]; gaveUp(ctx, op, r, start, start) {
 			answer[0] = unapplied
 		} else {
-			expiry, err := n.applyLocal(start, req.Topic, recordOf(r))
+			expiry, err := n.applyLocal(start, topic, recordOf(r))
 			answer[0] = answerOf(err, expiry)
 		}
 		return wire.EncodeReply(answer[:])
 	}
 	scratch := servePool.Get().(*serveScratch)
 	defer servePool.Put(scratch)
-	answers := scratch.answers[:len(req.Records)]
+	answers := scratch.answers[:len(records)]
 	now := start // the first run's: the frame just arrived
-	for i := 0; i < len(req.Records); {
+	for i := 0; i < len(records); {
 		if i > 0 {
 			now = n.clock.Now()
 		}
-		r := &req.Records[i]
+		r := &records[i]
 		if r.Op != opAck {
-			if gaveUp(ctx, req, r, start, now) {
+			if gaveUp(ctx, op, r, start, now) {
 				answers[i] = unapplied
 			} else {
-				expiry, err := n.applyLocal(now, req.Topic, recordOf(r))
+				expiry, err := n.applyLocal(now, topic, recordOf(r))
 				answers[i] = answerOf(err, expiry)
 			}
 			i++
 			continue
 		}
 		handles, indexes := scratch.handles[:0], scratch.indexes[:0]
-		for ; i < len(req.Records) && req.Records[i].Op == opAck && req.Records[i].Handle.Partition == r.Handle.Partition && len(handles) < maxBatch; i++ {
-			if gaveUp(ctx, req, &req.Records[i], start, now) {
+		for ; i < len(records) && records[i].Op == opAck && records[i].Handle.Partition == r.Handle.Partition && len(handles) < maxBatch; i++ {
+			if gaveUp(ctx, op, &records[i], start, now) {
 				answers[i] = unapplied
 				continue
 			}
-			handles = append(handles, inflight.Handle(req.Records[i].Handle))
+			handles = append(handles, inflight.Handle(records[i].Handle))
 			indexes = append(indexes, i)
 		}
 		if len(handles) == 0 {
 			continue
 		}
-		shard, err := n.localShard(req.Topic, r.Handle.Partition)
+		shard, err := n.localShard(topic, r.Handle.Partition)
 		if err != nil {
 			for _, k := range indexes {
 				answers[k] = answerOf(err, time.Time{})
@@ -661,10 +661,11 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, req *wire.Request
 // unapplied answers a record whose requester gave up before it was applied.
 var unapplied = wire.Answer{Status: wire.StatusUnavailable, Message: "the requester gave up: not applied"}
 
-// gaveUp reports whether the requester of r, a record of req that arrived at start, gave up
-// by now: the call's context ended, or, in an AckBatch, the record's own budget ran out.
-func gaveUp(ctx context.Context, req *wire.Request, r *wire.Record, start, now time.Time) bool {
-	return ctx.Err() != nil || (req.Op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
+// gaveUp reports whether the requester of r, a record of a frame of op that arrived at
+// start, gave up by now: the call's context ended, or, in an AckBatch, the record's own
+// budget ran out.
+func gaveUp(ctx context.Context, op byte, r *wire.Record, start, now time.Time) bool {
+	return ctx.Err() != nil || (op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
 }
 
 // serveScratch is what serveAcks works in for a frame of several records, pooled.
