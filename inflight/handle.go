@@ -1,8 +1,9 @@
 package inflight
 
 import (
+	"encoding/binary"
 	"fmt"
-	"math"
+	"math/bits"
 )
 
 // A Handle is a receipt handle, partition:offset:nonce in text. It names one lease: the
@@ -26,62 +27,74 @@ const maxHandleLen = 10 + 1 + 19 + 1 + 20
 // "-2147483648:-9223372036854775808:18446744073709551615", formats all the same.
 const maxSignedHandleLen = maxHandleLen + 2
 
+// formatBuf holds a handle's text while it is formatted, back to front, at its end. Digits
+// are stored eight at a time, so up to seven bytes before the text are written too: the
+// buffer has room for them ahead of the longest text.
+type formatBuf [maxSignedHandleLen + 8]byte
+
 // String formats h as partition:offset:nonce, each in canonical decimal.
 func (h Handle) String() string {
-	var buf [maxSignedHandleLen]byte
+	var buf formatBuf
 	return string(buf[h.format(&buf):])
 }
 
 // AppendText appends the text form of h to b, allocation-free when b has room.
 func (h Handle) AppendText(b []byte) []byte {
-	var buf [maxSignedHandleLen]byte
+	var buf formatBuf
 	return append(b, buf[h.format(&buf):]...)
 }
 
 // format writes the text form of h at the end of buf and returns where it starts: the
-// digits go back to front, two at a time, and the caller copies them out once.
-func (h Handle) format(buf *[maxSignedHandleLen]byte) int {
-	i := putDecimal(buf[:], len(buf), h.Nonce)
+// fields go back to front, eight digits at a time, and the caller copies them out once.
+func (h Handle) format(buf *formatBuf) int {
+	i := putDecimal(buf, len(buf), h.Nonce)
 	buf[i-1] = ':'
-	i = putSigned(buf[:], i-1, h.Offset)
+	i = putSigned(buf, i-1, h.Offset)
 	buf[i-1] = ':'
-	return putSigned(buf[:], i-1, int64(h.Partition))
+	return putSigned(buf, i-1, int64(h.Partition))
 }
 
-// digitPairs holds "00" to "99", for writing two digits at a time.
-const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
-	"4041424344454647484950515253545556575859606162636465666768697071727374757677787980" +
-	"81828384858687888990919293949596979899"
-
 // putDecimal writes v in decimal to buf, ending just before end, and returns where the
-// digits start.
-func putDecimal(buf []byte, end int, v uint64) int {
-	i := end
-	for v >= 100 {
-		q := v / 100
-		r := (v - q*100) * 2
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[r], digitPairs[r+1]
+// digits start. It stores eight digits at a time, the lowest first: the last store also
+// writes the leading zeros of its eight digits, before the start it returns.
+func putDecimal(buf *formatBuf, end int, v uint64) int {
+	for v >= 1e8 {
+		q := v / 1e8
+		binary.LittleEndian.PutUint64(buf[end-8:], eightDigits(uint32(v-q*1e8))|asciiZeros)
+		end -= 8
 		v = q
 	}
-	if v >= 10 {
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[v*2], digitPairs[v*2+1]
-		return i
-	}
-	i--
-	buf[i] = byte('0' + v)
-	return i
+	digits := eightDigits(uint32(v))
+	binary.LittleEndian.PutUint64(buf[end-8:], digits|asciiZeros)
+	leadingZeros := bits.TrailingZeros64(digits) / 8 // the first digit is the lowest byte
+	return end - max(8-leadingZeros, 1)              // zero itself is one digit
 }
 
 // putSigned is putDecimal with a leading minus sign for a negative v.
-func putSigned(buf []byte, end int, v int64) int {
+func putSigned(buf *formatBuf, end int, v int64) int {
 	if v >= 0 {
 		return putDecimal(buf, end, uint64(v))
 	}
 	i := putDecimal(buf, end, uint64(-v)) // -MinInt64 wraps to its own magnitude as a uint64
 	buf[i-1] = '-'
 	return i - 1
+}
+
+// asciiZeros is '0' in each byte: added to (or'ed with) digit values 0 to 9, their text.
+const asciiZeros = 0x3030303030303030
+
+// eightDigits returns the eight decimal digits of x < 1e8, leading zeros included, as byte
+// values 0 to 9, the most significant in the lowest byte (the first in memory, stored little
+// endian). It splits x into two halves of four digits in 32-bit lanes, each half into two
+// pairs in 16-bit lanes, and each pair into two digits in bytes: a division per step for all
+// lanes at once, by a multiply and a shift that is exact over the lane's range (x/100 is
+// x*10486>>20 below 10,000; x/10 is x*103>>10 below 100).
+func eightDigits(x uint32) uint64 {
+	v := uint64(x/10000) | uint64(x%10000)<<32
+	hundreds := (v * 10486 >> 20) & 0x0000_007f_0000_007f
+	v = hundreds | (v-hundreds*100)<<16
+	tens := (v * 103 >> 10) & 0x000f_000f_000f_000f
+	return tens | (v-tens*10)<<8
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -133,28 +146,30 @@ func parseHandle[T string | []byte](text T) (Handle, error) {
 }
 
 // parseCanonical parses the field of text that starts at from and runs to the next colon or
-// the end, in one pass: ASCII decimal digits with no sign and no leading zero (except "0"
-// itself). It returns the value and where the field ends, and reports whether the field is
-// such a number and at most limit. Nineteen digits cannot overflow a uint64, so only a
-// twentieth needs an overflow check.
+// the end: ASCII decimal digits with no sign and no leading zero (except "0" itself). It
+// returns the value and where the field ends, and reports whether the field is such a
+// number and at most limit. It reads eight bytes at a time: up to twenty digits, the most a
+// uint64 has, in three reads, of which only the third can overflow.
 func parseCanonical[T string | []byte](text T, from int, limit uint64) (n uint64, end int, ok bool) {
-	const safeDigits = 19
-	end = from
-	for end < len(text) && end-from < safeDigits {
-		d := text[end] - '0'
-		if d > 9 {
-			break
-		}
-		n = n*10 + uint64(d)
-		end++
-	}
-	if end-from == safeDigits && end < len(text) {
-		if d := text[end] - '0'; d <= 9 {
-			if n > (math.MaxUint64-uint64(d))/10 {
-				return 0, end, false
+	chunk := load8(text, from)
+	count := leadingDigits(chunk)
+	n, end = digitsValue(chunk, count), from+count
+	if count == 8 {
+		chunk = load8(text, end)
+		count = leadingDigits(chunk)
+		n, end = n*powersOf10[count]+digitsValue(chunk, count), end+count
+		if count == 8 {
+			chunk = load8(text, end)
+			count = leadingDigits(chunk)
+			if count > 4 { // more than twenty digits
+				return 0, end + count, false
 			}
-			n = n*10 + uint64(d)
-			end++
+			hi, lo := bits.Mul64(n, powersOf10[count])
+			lo, carry := bits.Add64(lo, digitsValue(chunk, count), 0)
+			if hi != 0 || carry != 0 {
+				return 0, end + count, false
+			}
+			n, end = lo, end+count
 		}
 	}
 	digits := end - from
@@ -165,4 +180,53 @@ func parseCanonical[T string | []byte](text T, from int, limit uint64) (n uint64
 		return 0, end, false
 	}
 	return n, end, n <= limit
+}
+
+// load8 returns the eight bytes of text from at (at most len(text)), little endian (the
+// first byte lowest), with zeros for those past its end: a zero byte is not a digit, so a
+// field never runs past the text.
+func load8[T string | []byte](text T, at int) uint64 {
+	if at+8 <= len(text) {
+		return loadLittleEndian(text[at : at+8])
+	}
+	if len(text) >= 8 { // the last eight bytes, those before at shifted out
+		return loadLittleEndian(text[len(text)-8:]) >> (8 * (at + 8 - len(text)))
+	}
+	var v uint64
+	for i := len(text) - 1; i >= at; i-- {
+		v = v<<8 | uint64(text[i])
+	}
+	return v
+}
+
+// loadLittleEndian is binary.LittleEndian.Uint64 for a string as well; the compiler makes
+// it one load.
+func loadLittleEndian[T string | []byte](b T) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// powersOf10 holds 10^0 to 10^8.
+var powersOf10 = [9]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8}
+
+// leadingDigits returns how many of the eight bytes of chunk, read little endian (the first
+// byte lowest), are ASCII digits before the first that is not one.
+func leadingDigits(chunk uint64) int {
+	t := chunk ^ asciiZeros // a digit's byte becomes its value, 0 to 9; any other byte is above 9
+	// A byte's high bit ends up set when it is above 9: its low seven bits plus 0x76 carry
+	// into the high bit from 10 on (and never into the next byte), or its high bit was set.
+	notDigit := ((t & 0x7f7f7f7f7f7f7f7f) + 0x7676767676767676 | t) & 0x8080808080808080
+	return bits.TrailingZeros64(notDigit) / 8 // 8 when all are digits
+}
+
+// digitsValue returns the number the first count bytes of chunk spell, read little endian,
+// when they are ASCII digits (count at most 8). The digits are shifted to the top of the word
+// (zeros in front of a number leave it as it is) and combined in pairs, then in fours, then
+// in eights, each step for all lanes at once by one multiply.
+func digitsValue(chunk uint64, count int) uint64 {
+	v := (chunk & 0x0f0f0f0f0f0f0f0f) << (64 - 8*count) // a shift of 64 leaves 0
+	v = (v * (10<<8 + 1)) >> 8 & 0x00ff00ff00ff00ff
+	v = (v * (100<<16 + 1)) >> 16 & 0x0000ffff0000ffff
+	return (v * (10000<<32 + 1)) >> 32
 }

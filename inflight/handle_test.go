@@ -1,6 +1,7 @@
 package inflight
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -152,4 +153,68 @@ func TestParseHandleMatchesReference(t *testing.T) {
 		require.Equal(t, ok, err == nil, "%q: %v", s, err)
 		require.Equal(t, want, got, "%q", s)
 	})
+}
+
+// TestHandleTextAtEveryLength: every field at every length it can have, at the values where
+// a length begins and ends (where a digit-group boundary of the formatter and the parser
+// falls), formats as %d and parses back; short texts and the longest ones included.
+func TestHandleTextAtEveryLength(t *testing.T) {
+	var edges []uint64
+	for p := uint64(1); ; p *= 10 {
+		edges = append(edges, p-1, p, p+1)
+		if p > math.MaxUint64/10 {
+			break
+		}
+	}
+	edges = append(edges, math.MaxUint64-1, math.MaxUint64)
+	for _, v := range edges {
+		handles := []Handle{{0, 0, max(v, 1)}, {0, int64(min(v, math.MaxInt64)), 1},
+			{int32(min(v, math.MaxInt32)), 0, 1}, {int32(min(v, math.MaxInt32)), int64(min(v, math.MaxInt64)), max(v, 1)}}
+		for _, h := range handles {
+			text := h.String()
+			require.Equal(t, fmt.Sprintf("%d:%d:%d", h.Partition, h.Offset, h.Nonce), text)
+			back, err := ParseHandle(text)
+			require.NoError(t, err, text)
+			require.Equal(t, h, back, text)
+			neg := Handle{-h.Partition, -h.Offset, h.Nonce}
+			require.Equal(t, fmt.Sprintf("%d:%d:%d", neg.Partition, neg.Offset, neg.Nonce), neg.String())
+		}
+	}
+}
+
+// TestEightDigits: the eight-digit split is exact for every value of each four-digit half
+// (the halves are computed in lanes that do not mix, so this covers every x below 1e8).
+func TestEightDigits(t *testing.T) {
+	spell := func(digits uint64) string {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(digits>>(8*i)) + '0'
+		}
+		return string(b[:])
+	}
+	for x := uint32(0); x < 10000; x++ {
+		require.Equal(t, fmt.Sprintf("%08d", x), spell(eightDigits(x)))
+		require.Equal(t, fmt.Sprintf("%08d", x*10000), spell(eightDigits(x*10000)))
+		require.Equal(t, fmt.Sprintf("%08d", x*10000+9999-x), spell(eightDigits(x*10000+9999-x)))
+	}
+}
+
+// TestLeadingDigits: every byte value, at every place of a chunk, stops the count exactly
+// when it is not an ASCII digit.
+func TestLeadingDigits(t *testing.T) {
+	for at := range 8 {
+		for b := range 256 {
+			var chunk [8]byte
+			for i := range chunk {
+				chunk[i] = '7'
+			}
+			chunk[at] = byte(b)
+			want := 8
+			if b < '0' || b > '9' {
+				want = at
+			}
+			require.Equal(t, want, leadingDigits(binary.LittleEndian.Uint64(chunk[:])), "byte %#x at %d", b, at)
+			require.Equal(t, want, leadingDigits(loadLittleEndian(string(chunk[:]))), "byte %#x at %d", b, at)
+		}
+	}
 }

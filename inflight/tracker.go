@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,7 +60,8 @@ type TrackerConfig struct {
 
 // topicShards holds the shards of one topic: partitions below denseLimit by index (hosts
 // number partitions from zero), any others in a map. A lookup then hashes only the topic
-// name, and a partition indexes a slice.
+// name, and a partition indexes a slice. Once in a tracker's tables it is never changed: a
+// change sets a clone.
 type topicShards struct {
 	dense  []*Shard
 	sparse map[int32]*Shard
@@ -73,6 +76,14 @@ func (ts *topicShards) get(partition int32) *Shard {
 		return ts.dense[partition]
 	}
 	return ts.sparse[partition] // nil when sparse is
+}
+
+// clone returns a copy of ts that set can change while ts is being read.
+func (ts *topicShards) clone() *topicShards {
+	if ts == nil {
+		return new(topicShards)
+	}
+	return &topicShards{dense: slices.Clone(ts.dense), sparse: maps.Clone(ts.sparse), len: ts.len}
 }
 
 // set stores s as the shard of partition; a nil s removes it.
@@ -128,11 +139,37 @@ type Tracker struct {
 	// as it is now.
 	fence sync.RWMutex
 
-	mu     sync.RWMutex
-	shards map[string]*topicShards // by topic, then partition; a topic with none has no entry
-	gens   map[string]*Generation  // the live generation of each topic in use
+	// The tables are read without a lock, since every consume and ack looks a shard up:
+	// a change copies what it changes, under mu, and publishes the copy. Creates and drops
+	// are rare (once per partition per incarnation) and pay for the copy.
+	mu     sync.Mutex
+	tables atomic.Pointer[trackerTables]
 
 	seedMu sync.Mutex // serialises reads of cfg.Seeds
+}
+
+// trackerTables is what a Tracker holds, never changed once published.
+type trackerTables struct {
+	shards map[string]*topicShards // by topic, then partition; a topic with none has no entry
+	gens   map[string]*Generation  // the live generation of each topic in use
+}
+
+func (tt *trackerTables) lookup(topic string, partition int32) *Shard {
+	if ts := tt.shards[topic]; ts != nil {
+		return ts.get(partition)
+	}
+	return nil
+}
+
+// withShards returns a copy of tt whose shards of topic are ts (none when ts is empty).
+func (tt *trackerTables) withShards(topic string, ts *topicShards) *trackerTables {
+	next := &trackerTables{shards: maps.Clone(tt.shards), gens: tt.gens}
+	if ts.len == 0 {
+		delete(next.shards, topic)
+	} else {
+		next.shards[topic] = ts
+	}
+	return next
 }
 
 // NewTracker returns an empty tracker.
@@ -140,24 +177,27 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 	if cfg.Seeds == nil {
 		cfg.Seeds = rand.Reader
 	}
-	return &Tracker{cfg: cfg, shards: make(map[string]*topicShards), gens: make(map[string]*Generation)}
+	t := &Tracker{cfg: cfg}
+	t.tables.Store(&trackerTables{shards: make(map[string]*topicShards), gens: make(map[string]*Generation)})
+	return t
 }
 
 // Generation returns the live generation of topic, starting one if the topic has none (first
 // use, or first use since its DropTopic).
 func (t *Tracker) Generation(topic string) *Generation {
-	t.mu.RLock()
-	g := t.gens[topic]
-	t.mu.RUnlock()
-	if g != nil {
+	if g := t.tables.Load().gens[topic]; g != nil {
 		return g
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if g = t.gens[topic]; g == nil {
-		g = &Generation{topic: topic}
-		t.gens[topic] = g
+	tables := t.tables.Load()
+	if g := tables.gens[topic]; g != nil {
+		return g
 	}
+	g := &Generation{topic: topic}
+	next := &trackerTables{shards: tables.shards, gens: maps.Clone(tables.gens)}
+	next.gens[topic] = g
+	t.tables.Store(next)
 	return g
 }
 
@@ -166,18 +206,8 @@ func (t *Tracker) Counters() *Counters { return &t.counters }
 
 // Lookup returns the shard of (topic, partition) if it exists. It never creates one.
 func (t *Tracker) Lookup(topic string, partition int32) (*Shard, bool) {
-	t.mu.RLock()
-	s := t.lookupLocked(topic, partition)
-	t.mu.RUnlock()
+	s := t.tables.Load().lookup(topic, partition)
 	return s, s != nil
-}
-
-// lookupLocked is Lookup with t.mu held.
-func (t *Tracker) lookupLocked(topic string, partition int32) *Shard {
-	if ts := t.shards[topic]; ts != nil {
-		return ts.get(partition)
-	}
-	return nil
 }
 
 // Shard returns the shard of (topic, partition), creating it from the persisted state if it
@@ -225,16 +255,14 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	fresh := NewShard(topic, partition, opts, state)
 
 	t.mu.Lock()
-	if s := t.lookupLocked(topic, partition); s != nil {
+	tables := t.tables.Load()
+	if s := tables.lookup(topic, partition); s != nil {
 		t.mu.Unlock()
 		return s, nil // a concurrent create won; both read the same files under the fence
 	}
-	ts := t.shards[topic]
-	if ts == nil {
-		ts = new(topicShards)
-		t.shards[topic] = ts
-	}
+	ts := tables.shards[topic].clone()
 	ts.set(partition, fresh)
+	t.tables.Store(tables.withShards(topic, ts))
 	t.mu.Unlock()
 	if t.cfg.Load != nil && t.cfg.Hooks.Dirty != nil {
 		// What Load read may exist only in the page cache of a process that crashed: report
@@ -262,12 +290,12 @@ func (t *Tracker) Drop(topic string, partition int32) {
 	t.fence.Lock()
 	defer t.fence.Unlock()
 	t.mu.Lock()
-	s := t.lookupLocked(topic, partition)
+	tables := t.tables.Load()
+	s := tables.lookup(topic, partition)
 	if s != nil {
-		ts := t.shards[topic]
-		if ts.set(partition, nil); ts.len == 0 {
-			delete(t.shards, topic)
-		}
+		ts := tables.shards[topic].clone()
+		ts.set(partition, nil)
+		t.tables.Store(tables.withShards(topic, ts))
 	}
 	t.mu.Unlock()
 	if s != nil {
@@ -284,14 +312,19 @@ func (t *Tracker) DropTopic(topic string) error {
 	defer t.fence.Unlock()
 	var dropped []*Shard
 	t.mu.Lock()
-	if g := t.gens[topic]; g != nil {
+	tables := t.tables.Load()
+	next := &trackerTables{shards: tables.shards, gens: tables.gens}
+	if g := tables.gens[topic]; g != nil {
 		g.ended.Store(true)
-		delete(t.gens, topic)
+		next.gens = maps.Clone(tables.gens)
+		delete(next.gens, topic)
 	}
-	if ts := t.shards[topic]; ts != nil {
+	if ts := tables.shards[topic]; ts != nil {
 		dropped = ts.appendTo(nil)
-		delete(t.shards, topic)
+		next.shards = maps.Clone(tables.shards)
+		delete(next.shards, topic)
 	}
+	t.tables.Store(next)
 	t.mu.Unlock()
 	for _, s := range dropped {
 		s.drop()
@@ -314,12 +347,11 @@ func (t *Tracker) forget(topic string, partition int32) {
 // when there is none), so the purger can sleep until then rather than a whole cadence.
 // Each shard reports its own wake.
 func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
-	t.mu.RLock()
-	shards := make([]*Shard, 0, t.lenLocked())
-	for _, ts := range t.shards {
+	tables := t.tables.Load()
+	shards := make([]*Shard, 0, tables.len())
+	for _, ts := range tables.shards {
 		shards = ts.appendTo(shards)
 	}
-	t.mu.RUnlock()
 	for _, s := range shards {
 		released += s.Purge(now)
 		if at, ok := s.NextDeadline(); ok && (next.IsZero() || at.Before(next)) {
@@ -336,9 +368,7 @@ func (t *Tracker) Reconfigure(topic string) {
 		return
 	}
 	cfg := t.cfg.Topic(topic)
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if ts := t.shards[topic]; ts != nil {
+	if ts := t.tables.Load().shards[topic]; ts != nil {
 		for _, s := range ts.appendTo(nil) {
 			s.SetConfig(cfg)
 		}
@@ -346,15 +376,11 @@ func (t *Tracker) Reconfigure(topic string) {
 }
 
 // Len returns how many shards the tracker holds.
-func (t *Tracker) Len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.lenLocked()
-}
+func (t *Tracker) Len() int { return t.tables.Load().len() }
 
-func (t *Tracker) lenLocked() int {
+func (tt *trackerTables) len() int {
 	n := 0
-	for _, ts := range t.shards {
+	for _, ts := range tt.shards {
 		n += ts.len
 	}
 	return n

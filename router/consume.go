@@ -73,8 +73,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	if opts.Pinned {
 		req.pinned = opts.Partition
 	}
-	now := n.clock.Now() // one clock read: the wait's deadline and the first scan's leases
-	deadline := now.Add(opts.Wait)
+	now := n.clock.Now() // one clock read: the first scan's leases and the wait's deadline
 	// The generation before the routes, as the scan takes them (see scan), so the first scan
 	// reuses both.
 	req.gen = n.tracker.Generation(topic)
@@ -92,6 +91,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		}
 		scanErr = err
 	}
+	deadline := now.Add(opts.Wait) // only a consume the local scan did not serve needs it
 	// The owners are worked out only now: a consume served here pays nothing for them.
 	var owners []string
 	anyDown := false

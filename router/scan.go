@@ -324,9 +324,14 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			}
 			return out, settled, err
 		}
+		// Filled in place (takeFrom made room for every lease): a message built apart and
+		// appended would be copied once more.
+		base := len(out)
+		out = out[:base+len(recs)]
 		for j := range recs {
-			out = append(out, leaseMessage(r.topic, r.partition, &leases[i+j], &recs[j]))
-			r.budget.take(&out[len(out)-1])
+			m := &out[base+j]
+			setLeaseMessage(m, r.topic, r.partition, &leases[i+j], &recs[j])
+			r.budget.take(m)
 		}
 		i += len(recs)
 	}
@@ -358,7 +363,14 @@ func (n *Node) skipUnreadable(shard *inflight.Shard, log Log, topic string, part
 
 // leaseMessage is the delivery of lease's record rec (nil for a reservation not read yet).
 func leaseMessage(topic string, partition int32, lease *inflight.Lease, rec *Record) Message {
-	m := Message{
+	var m Message
+	setLeaseMessage(&m, topic, partition, lease, rec)
+	return m
+}
+
+// setLeaseMessage sets every field of *m to leaseMessage's.
+func setLeaseMessage(m *Message, topic string, partition int32, lease *inflight.Lease, rec *Record) {
+	*m = Message{
 		Topic:     topic,
 		Partition: partition,
 		Offset:    lease.Offset,
@@ -371,7 +383,6 @@ func leaseMessage(topic string, partition int32, lease *inflight.Lease, rec *Rec
 	if rec != nil {
 		m.Key, m.Value, m.Timestamp = rec.Key, rec.Value, rec.Timestamp
 	}
-	return m
 }
 
 // giveBack returns reservations that were not delivered, as if never granted.

@@ -1,7 +1,9 @@
 package router_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -112,6 +114,39 @@ func TestBatchScanReadsAroundGaps(t *testing.T) {
 		assert.Equal(t, []int64{1, 4, 6, 7}, offsetsOf(again))
 		for _, m := range again {
 			assert.Equal(t, []byte("v"), m.Value)
+		}
+	})
+}
+
+// AckBatch answers handles already in partition order (as one consume returns them) each on
+// its own too, with a malformed one among them and a repeat in the run.
+func TestAckBatchInPartitionOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0, 1)
+		defer h.close()
+		h.produce(0, 3)
+		h.produce(1, 3)
+		msgs := h.consume(router.ConsumeOptions{Max: 6})
+		require.Len(t, msgs, 6)
+		slices.SortStableFunc(msgs, func(a, b router.Message) int { return cmp.Compare(a.Partition, b.Partition) })
+		handles := []string{msgs[0].Receipt.String(), msgs[1].Receipt.String(), msgs[1].Receipt.String(),
+			msgs[2].Receipt.String(), "not-a-handle", msgs[3].Receipt.String(), msgs[4].Receipt.String(), msgs[5].Receipt.String()}
+		errs := h.node.AckBatch(context.Background(), "orders", handles)
+		require.Len(t, errs, len(handles))
+		for i, err := range errs {
+			switch i {
+			case 2:
+				assert.ErrorIs(t, err, router.ErrAlreadySettled, "the repeat")
+			case 4:
+				assert.ErrorIs(t, err, router.ErrMalformedHandle)
+			default:
+				assert.NoError(t, err, "handle %d", i)
+			}
+		}
+		for _, p := range []int32{0, 1} {
+			st, err := h.node.PartitionStatus("orders", p)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), st.Frontier, "partition %d", p)
 		}
 	})
 }

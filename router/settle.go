@@ -134,6 +134,7 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 	defer scratch.put()
 	parsed := slices.Grow(scratch.parsed[:0], len(handles))[:len(handles)]
 	byPartition := scratch.order[:0] // indexes of the parsed handles, by partition
+	sorted := true                   // a batch from one consume usually is
 	for i, text := range handles {
 		h, err := inflight.ParseHandle(text)
 		if err != nil {
@@ -141,10 +142,15 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 			continue
 		}
 		parsed[i] = h
+		if len(byPartition) > 0 && h.Partition < parsed[byPartition[len(byPartition)-1]].Partition {
+			sorted = false
+		}
 		byPartition = append(byPartition, i)
 	}
 	scratch.parsed, scratch.order = parsed, byPartition
-	slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(parsed[a].Partition, parsed[b].Partition) })
+	if !sorted {
+		slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(parsed[a].Partition, parsed[b].Partition) })
+	}
 
 	var groups map[string][]int // owner → indexes into handles
 	now := n.clock.Now()
@@ -158,6 +164,12 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 		byPartition = byPartition[run:]
 		shard, err := n.localShard(topic, p)
 		switch {
+		case err == nil && indexes[run-1]-indexes[0] == run-1:
+			// The run is handles[first:last+1] in order (the indexes ascend): acked where
+			// it lies, with no copy.
+			first, last := indexes[0], indexes[run-1]
+			shard.AckMany(now, parsed[first:last+1], errs[first:last+1])
+			continue
 		case err == nil:
 			hs, es := scratch.handles[:0], slices.Grow(scratch.errs[:0], run)[:run]
 			for _, i := range indexes {

@@ -2,6 +2,7 @@ package routertest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,9 @@ import (
 type MemLog struct {
 	mu     sync.RWMutex
 	oldest int64
+	// low and high are oldest and oldest+len(entries), set under mu and read without it:
+	// Oldest and HighWatermark, which a node asks on every consume, take no lock.
+	low, high atomic.Int64
 	// entries[i] is offset oldest+i: where its key and value lie in the arena. Neither
 	// holds a pointer, so a log of millions of records costs the garbage collector nothing
 	// to scan, and benchmarks over it measure the node rather than the log.
@@ -79,6 +83,7 @@ func (l *MemLog) Append(key, value []byte, at time.Time) int64 {
 		l.stamps = append(l.stamps, at)
 	}
 	l.entries = append(l.entries, e)
+	l.high.Store(l.oldest + int64(len(l.entries)))
 	return l.oldest + int64(len(l.entries)) - 1
 }
 
@@ -125,6 +130,7 @@ func (l *MemLog) Trim(oldest int64) {
 	}
 	clear(l.arena[:max(below, 0)])
 	l.oldest += drop
+	l.low.Store(l.oldest)
 }
 
 // Corrupt makes the record at offset permanently unreadable.
@@ -188,14 +194,13 @@ func (l *MemLog) OnRead(f func(offset int64)) {
 // Read implements router.Log.
 func (l *MemLog) Read(offset int64) (router.Record, error) {
 	l.mu.RLock()
-	onRead := l.onRead
-	l.mu.RUnlock()
-	if onRead != nil {
+	if onRead := l.onRead; onRead != nil {
+		l.mu.RUnlock()
 		onRead(offset)
+		l.mu.RLock()
 	}
-	l.count(offset, 1)
-	l.mu.RLock()
 	defer l.mu.RUnlock()
+	l.count(offset, 1)
 	return l.readLocked(offset)
 }
 
@@ -205,18 +210,18 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Record) ([]router.Record, error) {
 	l.mu.RLock()
 	n, size := l.rangeLocked(offset, limit, maxBytes)
-	onRead := l.onRead
-	l.mu.RUnlock()
-	if onRead != nil {
+	if onRead := l.onRead; onRead != nil {
+		l.mu.RUnlock()
 		for i := range max(n, 1) {
 			onRead(offset + int64(i))
 		}
+		l.mu.RLock()
+		// What the log holds may have changed since the range was measured: take what is
+		// still readable of it.
+		n = l.readableLocked(offset, n)
 	}
-	l.mu.RLock()
 	defer l.mu.RUnlock()
-	// What the log holds may have changed since the range was measured: take what is still
-	// readable of it. With nothing, the first record fails, as Read answers.
-	if n = l.readableLocked(offset, n); n == 0 {
+	if n == 0 { // the first record fails, as Read answers
 		l.count(offset, 1)
 		_, err := l.readLocked(offset)
 		if err == nil {
@@ -292,32 +297,24 @@ func (l *MemLog) readLocked(offset int64) (router.Record, error) {
 }
 
 // HighWatermark implements router.Log.
-func (l *MemLog) HighWatermark() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.oldest + int64(len(l.entries))
-}
+func (l *MemLog) HighWatermark() int64 { return l.high.Load() }
 
 // Oldest implements router.Log.
-func (l *MemLog) Oldest() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.oldest
-}
+func (l *MemLog) Oldest() int64 { return l.low.Load() }
 
 // MemLogs is a set of MemLogs by (topic, partition), implementing router.Logs and
-// router.ManyGetter. The zero value is empty and ready to use.
+// router.ManyGetter. The zero value is empty and ready to use. Get and GetMany take no lock,
+// since a node resolves a log on every consume: a change copies the topic's table (and, for
+// a new topic, the table of topics) and replaces it.
 type MemLogs struct {
-	mu       sync.RWMutex
-	logs     map[partitionKey]*MemLog
+	mu       sync.Mutex                           // serialises Log and Replace
+	logs     atomic.Pointer[map[string]topicLogs] // never changed once stored; nil: none
 	gets     atomic.Int64
 	getManys atomic.Int64
 }
 
-type partitionKey struct {
-	topic     string
-	partition int32
-}
+// topicLogs holds the logs of one topic by partition; never changed once stored.
+type topicLogs map[int32]*MemLog
 
 var (
 	_ router.Logs       = (*MemLogs)(nil)
@@ -328,14 +325,11 @@ var (
 func (m *MemLogs) Log(topic string, partition int32) *MemLog {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.logs == nil {
-		m.logs = map[partitionKey]*MemLog{}
+	if l, ok := m.lookup(topic, partition); ok {
+		return l
 	}
-	l, ok := m.logs[partitionKey{topic, partition}]
-	if !ok {
-		l = NewMemLog()
-		m.logs[partitionKey{topic, partition}] = l
-	}
+	l := NewMemLog()
+	m.store(topic, partition, l)
 	return l
 }
 
@@ -343,10 +337,32 @@ func (m *MemLogs) Log(topic string, partition int32) *MemLog {
 func (m *MemLogs) Replace(topic string, partition int32, l *MemLog) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.logs == nil {
-		m.logs = map[partitionKey]*MemLog{}
+	m.store(topic, partition, l)
+}
+
+// lookup returns the log of (topic, partition).
+func (m *MemLogs) lookup(topic string, partition int32) (*MemLog, bool) {
+	if topics := m.logs.Load(); topics != nil {
+		l, ok := (*topics)[topic][partition]
+		return l, ok
 	}
-	m.logs[partitionKey{topic, partition}] = l
+	return nil, false
+}
+
+// store publishes copies of the tables with l as the log of (topic, partition). The caller
+// holds m.mu.
+func (m *MemLogs) store(topic string, partition int32, l *MemLog) {
+	topics := map[string]topicLogs{}
+	if old := m.logs.Load(); old != nil {
+		topics = maps.Clone(*old)
+	}
+	logs := maps.Clone(topics[topic])
+	if logs == nil {
+		logs = topicLogs{}
+	}
+	logs[partition] = l
+	topics[topic] = logs
+	m.logs.Store(&topics)
 }
 
 // Lookups returns how many Get and GetMany calls were made.
@@ -357,22 +373,22 @@ func (m *MemLogs) Lookups() (gets, getManys int) {
 // Get implements router.Logs. An unknown partition is an error.
 func (m *MemLogs) Get(topic string, partition int32) (router.Log, error) {
 	m.gets.Add(1)
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	l, ok := m.logs[partitionKey{topic, partition}]
+	l, ok := m.lookup(topic, partition)
 	if !ok {
 		return nil, fmt.Errorf("routertest: no log for %s/%d", topic, partition)
 	}
 	return l, nil
 }
 
-// GetMany implements router.ManyGetter under one lock.
+// GetMany implements router.ManyGetter, from one version of the tables.
 func (m *MemLogs) GetMany(topic string, partitions []int32, into []router.Log) error {
 	m.getManys.Add(1)
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	var logs topicLogs
+	if topics := m.logs.Load(); topics != nil {
+		logs = (*topics)[topic]
+	}
 	for i, p := range partitions {
-		l, ok := m.logs[partitionKey{topic, p}]
+		l, ok := logs[p]
 		if !ok {
 			return fmt.Errorf("routertest: no log for %s/%d", topic, p)
 		}
