@@ -118,16 +118,23 @@ func TestBatchScanReadsAroundGaps(t *testing.T) {
 	})
 }
 
+// leaseThreeEach starts a node owning partitions 0 and 1 of "orders", produces three
+// records to each and consumes all six.
+func leaseThreeEach(t *testing.T) (*harness, []router.Message) {
+	h := newHarness(t, 0, 1)
+	h.produce(0, 3)
+	h.produce(1, 3)
+	msgs := h.consume(router.ConsumeOptions{Max: 6})
+	require.Len(t, msgs, 6)
+	return h, msgs
+}
+
 // AckBatch answers handles already in partition order (as one consume returns them) each on
 // its own too, with a malformed one among them and a repeat in the run.
 func TestAckBatchInPartitionOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, 0, 1)
+		h, msgs := leaseThreeEach(t)
 		defer h.close()
-		h.produce(0, 3)
-		h.produce(1, 3)
-		msgs := h.consume(router.ConsumeOptions{Max: 6})
-		require.Len(t, msgs, 6)
 		slices.SortStableFunc(msgs, func(a, b router.Message) int { return cmp.Compare(a.Partition, b.Partition) })
 		handles := []string{msgs[0].Receipt.String(), msgs[1].Receipt.String(), msgs[1].Receipt.String(),
 			msgs[2].Receipt.String(), "not-a-handle", msgs[3].Receipt.String(), msgs[4].Receipt.String(), msgs[5].Receipt.String()}
@@ -155,12 +162,8 @@ func TestAckBatchInPartitionOrder(t *testing.T) {
 // Ack would have, in order: repeats, stale and malformed handles included.
 func TestAckBatchLocalByPartition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, 0, 1)
+		h, msgs := leaseThreeEach(t)
 		defer h.close()
-		h.produce(0, 3)
-		h.produce(1, 3)
-		msgs := h.consume(router.ConsumeOptions{Max: 6})
-		require.Len(t, msgs, 6)
 		stale := msgs[5]
 		require.NoError(t, h.node.Nack(context.Background(), "orders", stale.Receipt.String(), time.Hour))
 		var handles []string
