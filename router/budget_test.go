@@ -237,3 +237,20 @@ func TestRPCBudgetClosed(t *testing.T) {
 	require.Empty(t, set.heap)
 	require.Zero(t, slices.Index(set.heap, b)+1)
 }
+
+// A lane whose calls all returned arms nothing more once its timer has fired: the calls of a
+// steady stream share one firing per budget's length, and an owner no longer called costs
+// the node one wake-up at most, then none.
+func TestBudgetsSleepWhenIdle(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1000, 0)}
+	var set budgets
+	for range 1000 { // a steady stream over one second
+		set.close(set.open(clock, clock.now.Add(ForwardBudget)))
+		clock.advance(time.Millisecond)
+	}
+	require.Equal(t, 1, len(clock.timers), "one timer armed for the stream")
+	require.Equal(t, 1, clock.pending())
+	clock.advance(time.Hour)
+	require.Zero(t, clock.pending(), "nothing armed once idle")
+	require.Equal(t, 1, len(clock.timers), "it fired once and armed nothing more")
+}
