@@ -1,6 +1,7 @@
 package inflight
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -203,5 +204,38 @@ func BenchmarkParseHandle(b *testing.B) {
 		if _, err := ParseHandle(texts[i%len(texts)]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAckOldestOfHeld is a shard that holds N leases, granted one at a time at
+// increasing times (a consumer or a forwarding owner with N in hand): each op grants one
+// more and acks the oldest, so the expiry queue's earliest entry goes stale every time.
+func BenchmarkAckOldestOfHeld(b *testing.B) {
+	for _, held := range []int{16, 1024, 16384} {
+		b.Run(fmt.Sprint(held), func(b *testing.B) {
+			s := benchShard(Config{MaxInFlight: 1 << 20})
+			now := epoch
+			var window []Handle
+			for range held {
+				now = now.Add(time.Microsecond)
+				lease, err := s.ReserveNext(now, 1<<62)
+				if err != nil {
+					b.Fatal(err)
+				}
+				window = append(window, lease.Handle)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				now = now.Add(time.Microsecond)
+				lease, err := s.ReserveNext(now, 1<<62)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Ack(now, window[i%held]); err != nil {
+					b.Fatal(err)
+				}
+				window[i%held] = lease.Handle
+			}
+		})
 	}
 }

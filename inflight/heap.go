@@ -1,7 +1,7 @@
 package inflight
 
-// The two heaps of a shard (deadlines, released offsets) share one min-heap written over a
-// value slice. container/heap is not used: its interface boxes every pushed element, and
+// A shard's released offsets and its out-of-order deadlines (see deadlineQueue) share one
+// min-heap written over a value slice. container/heap is not used: its interface boxes every pushed element, and
 // reserve → ack must not allocate.
 
 // ordered is what a heap element provides: a strict order.
@@ -70,14 +70,14 @@ func (h *minHeap[T]) retain(keep func(T) bool) {
 	}
 }
 
-// deadline is an expiry-heap entry: at time at (Unix nanoseconds) the lease (offset, nonce)
-// expires, or, with nonce 0, the nack delay of offset ends.
+// deadline is an entry of the expiry queue (deadlineQueue): at time at (Unix nanoseconds)
+// the lease (offset, nonce) expires, or, with nonce 0, the nack delay of offset ends.
 //
-// Entries are not removed when a lease is settled, extended or released: the heap uses lazy
+// Entries are not removed when a lease is settled, extended or released: the queue uses lazy
 // deletion. A popped entry counts only if the offset still holds a lease
 // with the same nonce and the same expiry (or a delay ending at the same instant), so an
 // extended lease is never evicted by its own superseded deadline. The shard
-// compacts the heap when stale entries outnumber live ones, so its size stays proportional
+// compacts the queue when stale entries outnumber live ones, so its size stays proportional
 // to the live leases at O(1) amortized cost.
 type deadline struct {
 	at     int64

@@ -122,7 +122,7 @@ type pending struct {
 }
 
 // A Shard is the in-flight state of one (topic, partition): the committed frontier, the
-// leases, the expiry heap, the acked-ahead set, the corrupt-skip set and the quarantine. It
+// leases, the expiry queue, the acked-ahead set, the corrupt-skip set and the quarantine. It
 // never reads a clock: every method that depends on time takes now. It is safe for
 // concurrent use.
 type Shard struct {
@@ -161,7 +161,7 @@ type Shard struct {
 	requeued   int // entries of quarantine that are requeued
 	leased     int // offsets with a live lease
 	delayed    int // offsets invisible until their nack delay ends
-	deadlines  minHeap[deadline]
+	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
 	nonces     *rand.ChaCha8
 	// fence is the latest fencing token: max(previous + 1, grant time), so tokens grow
@@ -226,7 +226,7 @@ func (s *Shard) restoreLocked(state State) {
 	clear(s.corrupt)
 	clear(s.quarantine)
 	s.leased, s.delayed, s.requeued = 0, 0, 0
-	s.deadlines = s.deadlines[:0]
+	s.deadlines.reset()
 	s.released = s.released[:0]
 	s.settledAbove = s.frontier
 	for _, off := range state.AckedAhead {
@@ -491,11 +491,11 @@ func (s *Shard) nextNonce() uint64 {
 	}
 }
 
-// pushDeadline adds d to the expiry heap and compacts the heap once stale entries outnumber
+// pushDeadline adds d to the expiry queue and compacts the queue once stale entries outnumber
 // the live ones (one per lease and per delay), which keeps it O(1) amortized per push.
 func (s *Shard) pushDeadline(d deadline) {
 	s.deadlines.push(d)
-	if live := s.leased + s.delayed; len(s.deadlines) > 2*live+64 {
+	if live := s.leased + s.delayed; s.deadlines.len() > 2*live+64 {
 		s.deadlines.retain(s.isLiveDeadline)
 	}
 }
@@ -528,7 +528,7 @@ func (s *Shard) Purge(now time.Time) int {
 // An expired lease is released (or delayed by the backoff policy, or quarantined); a delay
 // that ended makes its offset visible again.
 func (s *Shard) purgeLocked(now int64, fx *effects) {
-	for len(s.deadlines) > 0 && s.deadlines[0].at <= now {
+	for first, ok := s.deadlines.first(); ok && first.at <= now; first, ok = s.deadlines.first() {
 		d := s.deadlines.pop()
 		if !s.isLiveDeadline(d) {
 			continue // superseded by an extend, or the lease was settled or released
@@ -545,7 +545,7 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 	}
 	// Pop stale entries off the top as well (each is popped once, now or later), so the top
 	// is the next real deadline: NextDeadline reports it and the purger sleeps until then.
-	for len(s.deadlines) > 0 && !s.isLiveDeadline(s.deadlines[0]) {
+	for first, ok := s.deadlines.first(); ok && !s.isLiveDeadline(first); first, ok = s.deadlines.first() {
 		s.deadlines.pop()
 	}
 }
@@ -555,10 +555,11 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 func (s *Shard) NextDeadline() (at time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.deadlines) == 0 {
+	first, ok := s.deadlines.first()
+	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, s.deadlines[0].at), true
+	return time.Unix(0, first.at), true
 }
 
 // releaseLocked makes the unleased offset off visible again at once.
@@ -590,20 +591,22 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 	var fx effects
 	var acked, gone, settled uint64
 	s.mu.Lock()
-	// As each single ack does, a purge comes before each ack, but after the first it is only
-	// needed when the ack before left the top of the heap stale: at the same now nothing else
-	// falls due (an ack sets no deadline).
-	staleTop := false
+	// As a single ack does, it first purges what fell due; at the same now nothing else falls
+	// due after that (an ack sets no deadline). An ack whose lease holds the expiry queue's
+	// first entry, as it does for leases acked in the order they were granted, takes that
+	// entry out itself: it is stale now, and no lookup is needed to know it. Other stale
+	// entries wait for a later purge or compaction, as single acks leave theirs.
+	if len(handles) > 0 {
+		s.purgeLocked(at, &fx)
+	}
 	for i, h := range handles {
-		if i == 0 || staleTop {
-			s.purgeLocked(at, &fx)
-		}
 		_, err := s.liveLease(h)
-		staleTop = false
 		switch err {
 		case nil:
 			acked++
-			staleTop = len(s.deadlines) > 0 && s.deadlines[0].offset == h.Offset
+			if first, ok := s.deadlines.first(); ok && first.offset == h.Offset {
+				s.deadlines.pop()
+			}
 			s.resolveLocked(h.Offset, false, &fx)
 		case ErrGone:
 			gone++
@@ -861,7 +864,7 @@ func (s *Shard) jumpLocked(frontier int64) {
 
 // Snapshot fills dst with the shard's persisted state, reusing dst's slices: the frontier,
 // the acked-ahead set ascending, the attempts of unresolved offsets with at least one
-// delivery, and the quarantined and requeued offsets. Leases, nonces, the expiry heap and
+// delivery, and the quarantined and requeued offsets. Leases, nonces, the expiry queue and
 // the corrupt-skip set are memory only.
 func (s *Shard) Snapshot(dst *State) { s.SnapshotCapped(dst, math.MaxInt) }
 

@@ -395,7 +395,7 @@ func TestStaleDeadlinesStayBounded(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	assert.LessOrEqual(t, len(s.deadlines), 2*(s.leased+s.delayed)+64)
+	assert.LessOrEqual(t, s.deadlines.len(), 2*(s.leased+s.delayed)+64)
 }
 
 func TestDroppedShardSettlesNothing(t *testing.T) {

@@ -1,0 +1,90 @@
+package inflight
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// The deadline queue against a model, a plain list: every pop returns a deadline the list
+// holds with the earliest expiry, first reports the same one, len matches, and retain
+// keeps exactly what the predicate keeps. Expiries are drawn mostly in order (what grants
+// with one visibility timeout push) with some earlier ones among them, and from a small range,
+// so that ties between the run and the heap happen.
+func TestDeadlineQueueAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var q deadlineQueue
+		var model []deadline
+		last := int64(0)
+		next := 0
+		check := func() {
+			require.Equal(t, len(model), q.len())
+			first, ok := q.first()
+			require.Equal(t, len(model) > 0, ok)
+			if ok {
+				earliest := slices.MinFunc(model, func(a, b deadline) int { return int(a.at - b.at) })
+				require.Equal(t, earliest.at, first.at)
+				require.Contains(t, model, first)
+			}
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"push": func(t *rapid.T) {
+				at := last + int64(rapid.IntRange(0, 3).Draw(t, "step"))
+				if rapid.IntRange(0, 4).Draw(t, "out of order") == 0 {
+					at = last - int64(rapid.IntRange(1, 5).Draw(t, "back"))
+				}
+				last = max(last, at)
+				next++
+				d := deadline{at: at, offset: int64(next), nonce: uint64(next)}
+				q.push(d)
+				model = append(model, d)
+				check()
+			},
+			"pop": func(t *rapid.T) {
+				if len(model) == 0 {
+					t.Skip("empty")
+				}
+				first, _ := q.first()
+				d := q.pop()
+				require.Equal(t, first, d, "pop returns what first reported")
+				i := slices.Index(model, d)
+				require.GreaterOrEqual(t, i, 0, "popped a deadline never pushed, or twice")
+				model = slices.Delete(model, i, i+1)
+				check()
+			},
+			"retain": func(t *rapid.T) {
+				mod := int64(rapid.IntRange(2, 4).Draw(t, "drop every"))
+				keep := func(d deadline) bool { return d.offset%mod != 0 }
+				q.retain(keep)
+				model = slices.DeleteFunc(model, func(d deadline) bool { return !keep(d) })
+				check()
+			},
+			"reset": func(t *rapid.T) {
+				if rapid.IntRange(0, 9).Draw(t, "rarely") != 0 {
+					t.Skip("kept")
+				}
+				q.reset()
+				model = model[:0]
+				check()
+			},
+		})
+	})
+}
+
+// A run that never empties (each pop followed by a push, far more than the compaction
+// threshold) keeps a backing array proportional to what it holds.
+func TestDeadlineQueueRunStaysSmall(t *testing.T) {
+	var q deadlineQueue
+	for i := range 100 {
+		q.push(deadline{at: int64(i), offset: int64(i)})
+	}
+	for i := 100; i < 100_000; i++ {
+		require.Equal(t, int64(i-100), q.pop().at)
+		q.push(deadline{at: int64(i), offset: int64(i)})
+	}
+	require.Equal(t, 100, q.len())
+	require.Empty(t, q.heap, "in-order pushes never reach the heap")
+	require.LessOrEqual(t, cap(q.run), 4096)
+}
