@@ -69,14 +69,18 @@
 //
 // # Implementation notes
 //
-// Expiry uses a min-heap with lazy deletion rather than an indexed heap: an ack
-// or extend leaves the old entry in place, and a popped entry is skipped unless the offset
-// still holds a lease with the same nonce and expiry. An ack then costs two map operations
-// and no heap work, and an extended lease is never evicted by its superseded deadline. The
-// heap is compacted in place when stale entries outnumber live ones, so its size stays
-// proportional to the live leases at O(1) amortized cost. Both heaps are written over value
-// slices, without container/heap, whose interface boxes elements: reserve → ack allocates
-// nothing.
+// Expiry uses a queue with lazy deletion rather than an indexed heap: an ack or extend
+// leaves the old entry in place, and a popped entry is skipped unless the offset still holds
+// a lease with the same nonce and expiry. An ack then costs two map operations and no
+// reordering, and an extended lease is never evicted by its superseded deadline. Deadlines
+// mostly arrive in order (a lease granted later with the same visibility timeout expires
+// later), so the queue keeps those in a run, pushed and popped in O(1), and only the others
+// (a shorter visibility, an extension, a nack delay) in a min-heap; the earlier head comes
+// first. A shard holding thousands of leases acked oldest first then pays no heap sift per
+// ack. The queue is compacted in place when stale entries outnumber live ones, so its size
+// stays proportional to the live leases at O(1) amortized cost. The heaps are written over
+// value slices, without container/heap, whose interface boxes elements: reserve → ack
+// allocates nothing.
 //
 // ReserveNext finds the lowest unresolved offset in O(log n): a cursor marks the lowest
 // offset never leased in this incarnation, and the released offsets below it (expired,
