@@ -161,6 +161,9 @@ func (n *Node) singlesLocked(l *lane, now time.Time) bool {
 
 // ownerOf returns the node that owns a partition, from the routes.
 func (n *Node) ownerOf(topic string, partition int32) (string, bool) {
+	if n.ownerFinder != nil {
+		return n.ownerFinder.Owner(topic, partition)
+	}
 	_, remote, _ := n.routes.Partitions(topic)
 	for owner, parts := range remote {
 		for _, p := range parts {

@@ -62,11 +62,28 @@ func (p *pair) close() {
 	p.b.close()
 }
 
+// partitionsOnly hides every optional capability of the routes it wraps (OwnerFinder among
+// them): the node finds a partition's owner in what Partitions returns.
+type partitionsOnly struct{ router.Routes }
+
+// routesModes runs test with the routes as routertest gives them (an OwnerFinder) and with
+// Partitions only, the two ways a node finds the owner of a forwarded ack's partition.
+func routesModes(t *testing.T, test func(t *testing.T, edit func(id string, cfg *router.Config))) {
+	t.Run("OwnerFinder", func(t *testing.T) { test(t, nil) })
+	t.Run("PartitionsOnly", func(t *testing.T) {
+		test(t, func(_ string, cfg *router.Config) { cfg.Routes = partitionsOnly{cfg.Routes} })
+	})
+}
+
 // Checklist 158, 164: an ack, extend or nack for a partition another node owns is forwarded
 // and answered as the owner answers.
 func TestForwardedSettles(t *testing.T) {
+	routesModes(t, testForwardedSettles)
+}
+
+func testForwardedSettles(t *testing.T, edit func(id string, cfg *router.Config)) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPair(t, time.Millisecond, 0)
+		p := newPairWith(t, time.Millisecond, 0, edit)
 		defer p.close()
 		p.a.produce(0, 3)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 3})
@@ -95,8 +112,12 @@ func TestForwardedSettles(t *testing.T) {
 // Checklist 166, 167: a down owner's handles get 502 (no reply came back), an owner the
 // routes do not name 503 with no RPC, and the others are unaffected.
 func TestForwardFailures(t *testing.T) {
+	routesModes(t, testForwardFailures)
+}
+
+func testForwardFailures(t *testing.T, edit func(id string, cfg *router.Config)) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPair(t, 0, 0)
+		p := newPairWith(t, 0, 0, edit)
 		defer p.close()
 		p.a.produce(0, 2)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 2})

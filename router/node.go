@@ -173,6 +173,7 @@ type Node struct {
 	transport Transport
 	// promptTransport: transport is a ContextTransport, called from the waiting goroutine.
 	promptTransport bool
+	ownerFinder     OwnerFinder // the routes', if they offer it
 	ackWindow       int
 	lanesMu         sync.RWMutex
 	lanes           map[string]*lane // forwarding state per owner
@@ -254,6 +255,7 @@ func New(cfg Config) (*Node, error) {
 		noCallbacks: cfg.NoCallbacks,
 	}
 	_, n.promptTransport = cfg.Transport.(ContextTransport)
+	n.ownerFinder, _ = cfg.Routes.(OwnerFinder)
 	n.wireVersion = wire.Version(cfg.WireVersion)
 	if n.wireVersion == 0 {
 		n.wireVersion = wire.Newest

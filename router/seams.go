@@ -109,6 +109,16 @@ type Routes interface {
 	Partitions(topic string) (local []int32, remote map[string][]int32, ok bool)
 }
 
+// OwnerFinder is an optional capability of Routes, found by type assertion: the node that
+// owns one partition, in one lookup. It must agree with the remote map Partitions returns.
+// Without it the node finds the owner of a forwarded ack's partition by searching that map,
+// owner by owner, on every ack: a cost that grows with the cluster.
+type OwnerFinder interface {
+	// Owner returns the other node that owns partition of topic; ok is false when no other
+	// node does.
+	Owner(topic string, partition int32) (owner string, ok bool)
+}
+
 // Clock is the node's time. Only its goroutines (the pump, the purger, the committer) and
 // its timestamps read it; the data structures take now as an argument.
 type Clock interface {

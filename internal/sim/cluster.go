@@ -133,10 +133,37 @@ func (r routes) Partitions(t string) ([]int32, map[string][]int32, bool) {
 	return r.nd.parts, r.nd.remote, true
 }
 
+// Owner implements router.OwnerFinder.
+func (r routes) Owner(t string, partition int32) (string, bool) {
+	if t != topic || r.s.topicGone.Load() {
+		return "", false
+	}
+	r.s.routesMu.RLock()
+	defer r.s.routesMu.RUnlock()
+	for owner, parts := range r.nd.remote {
+		if slices.Contains(parts, partition) {
+			return owner, true
+		}
+	}
+	return "", false
+}
+
 // liveRoutes adds the host's failure detector.
 type liveRoutes struct{ routes }
 
 func (r liveRoutes) Down(id string) bool { return r.s.byID[id].down.Load() }
+
+// partitionsOnly offers the node nothing but Partitions (no OwnerFinder), and the failure
+// detector when live is set.
+type partitionsOnly struct{ r routes }
+
+func (r partitionsOnly) Partitions(t string) ([]int32, map[string][]int32, bool) {
+	return r.r.Partitions(t)
+}
+
+type livePartitionsOnly struct{ partitionsOnly }
+
+func (r livePartitionsOnly) Down(id string) bool { return liveRoutes{r.r}.Down(id) }
 
 // setup draws the cluster's shape and starts every node.
 func (s *sim) setup() {
@@ -245,8 +272,13 @@ func (s *sim) start(nd *node) {
 	binary.LittleEndian.PutUint64(seed[:], s.rng.Uint64())
 	binary.LittleEndian.PutUint64(seed[8:], s.rng.Uint64())
 	var r router.Routes = routes{nd, s}
-	if s.liveness {
+	switch plain := seed[0]&2 == 0; { // half the processes' routes offer no OwnerFinder
+	case s.liveness && plain:
+		r = livePartitionsOnly{partitionsOnly{routes{nd, s}}}
+	case s.liveness:
 		r = liveRoutes{routes{nd, s}}
+	case plain:
+		r = partitionsOnly{routes{nd, s}}
 	}
 	// Half the processes say their transport honours its context (every wait in it watches
 	// ctx), so that both ways a node makes its calls are run.

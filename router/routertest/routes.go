@@ -24,9 +24,13 @@ type Routes struct {
 type topicRoutes struct {
 	local  []int32
 	remote map[string][]int32 // owner → partitions; nil when no other node owns any
+	owners map[int32]string   // partition → its owner in remote
 }
 
-var _ router.Routes = (*Routes)(nil)
+var (
+	_ router.Routes      = (*Routes)(nil)
+	_ router.OwnerFinder = (*Routes)(nil)
+)
 
 // Set makes this node the owner of exactly the given partitions of topic.
 func (r *Routes) Set(topic string, local ...int32) {
@@ -34,7 +38,7 @@ func (r *Routes) Set(topic string, local ...int32) {
 	defer r.mu.Unlock()
 	next := &topicRoutes{local: slices.Clone(local)}
 	if old, ok := r.load(topic); ok {
-		next.remote = old.remote
+		next.remote, next.owners = old.remote, old.owners
 	}
 	r.store(topic, next)
 }
@@ -52,6 +56,12 @@ func (r *Routes) SetRemote(topic, owner string, partitions ...int32) {
 		next.remote = map[string][]int32{}
 	}
 	next.remote[owner] = slices.Clone(partitions)
+	next.owners = map[int32]string{}
+	for _, o := range slices.Sorted(maps.Keys(next.remote)) { // a partition named twice: the last owner in name order
+		for _, p := range next.remote[o] {
+			next.owners[p] = o
+		}
+	}
 	r.store(topic, next)
 }
 
@@ -97,4 +107,14 @@ func (r *Routes) Partitions(topic string) ([]int32, map[string][]int32, bool) {
 		return nil, nil, false
 	}
 	return routes.local, routes.remote, true
+}
+
+// Owner implements router.OwnerFinder.
+func (r *Routes) Owner(topic string, partition int32) (string, bool) {
+	routes, ok := r.load(topic)
+	if !ok {
+		return "", false
+	}
+	owner, ok := routes.owners[partition]
+	return owner, ok
 }
