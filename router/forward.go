@@ -301,10 +301,11 @@ func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
 			batch[i].give(a)
 		}
 		clear(answers) // their messages
-		if l.queueEmpty() {
+		if l.queueShorter(len(answers)) {
 			// The acks just answered are runnable and usually come straight back with
 			// the next ack; let them run first, so that they queue behind this slot and
-			// leave together, rather than the first taking the freed slot alone.
+			// leave together, rather than the first taking the freed slot alone or a
+			// few leaving ahead of the rest.
 			runtime.Gosched()
 		}
 		batch, now = n.next(l)
@@ -318,11 +319,11 @@ func (l *lane) fullAndIdle(window int) bool {
 	return len(l.queue) == 0 && l.inFlight >= window
 }
 
-// queueEmpty reports whether no ack waits for a slot.
-func (l *lane) queueEmpty() bool {
+// queueShorter reports whether fewer than n acks wait for a slot.
+func (l *lane) queueShorter(n int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.queue) == 0
+	return len(l.queue) < n
 }
 
 // next takes the queue's next batch for a slot that just came free: up to 64 acks of the
