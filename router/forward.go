@@ -392,11 +392,12 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wi
 	}
 }
 
-// rpc makes one RPC for acks of one topic and returns an answer per ack: the owner's; the
-// owner's refusal of the whole frame for each (refused reports an op it does not know); 502
-// for all of them when no reply came back by the youngest one's deadline; 503 for an ack
-// whose budget was spent before it left, which is not sent; 400 for acks the frame cannot
-// carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining budget.
+// rpc makes one RPC for acks of one topic and puts an answer per ack in answers: the
+// owner's; the owner's refusal of the whole frame for each (refused reports an op it does not
+// know); 502 for all of them when no reply came back by the youngest one's deadline; 503 for
+// an ack whose budget was spent before it left, which is not sent; 400 for acks the frame
+// cannot carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining
+// budget.
 func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer) (refused bool) {
 	if len(batch) == 1 { // a lone ack, most often: nothing to sort out, nothing on the heap
 		q := batch[0]
@@ -437,6 +438,7 @@ func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wi
 	for j, i := range live {
 		answers[i] = got[j]
 	}
+	clear(got) // their messages, not to be kept by the pool
 	return refused
 }
 
