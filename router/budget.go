@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,8 +20,10 @@ type rpcBudget struct {
 	deadline time.Time
 	index    int // in its heap; -1 once out of it
 
+	// err is context.Canceled or DeadlineExceeded once it ended: set under mu, read without
+	// it, since a transport and the owner's Serve ask for it on every call.
+	err    atomic.Pointer[error]
 	mu     sync.Mutex
-	err    error         // context.Canceled or DeadlineExceeded once it ended
 	done   chan struct{} // made by the first Done
 	afters []*afterFunc  // what AfterFunc registered and is still to run
 }
@@ -41,9 +44,10 @@ func (b *rpcBudget) Value(any) any { return nil }
 
 // Err implements context.Context.
 func (b *rpcBudget) Err() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.err
+	if err := b.err.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // Done implements context.Context.
@@ -52,7 +56,7 @@ func (b *rpcBudget) Done() <-chan struct{} {
 	defer b.mu.Unlock()
 	if b.done == nil {
 		b.done = make(chan struct{})
-		if b.err != nil {
+		if b.err.Load() != nil {
 			close(b.done)
 		}
 	}
@@ -66,7 +70,7 @@ func (b *rpcBudget) AfterFunc(f func()) (stop func() bool) {
 	a := &afterFunc{f: f}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
+	if b.err.Load() != nil {
 		a.settled = true
 		go f()
 	} else {
@@ -87,10 +91,10 @@ func (b *rpcBudget) AfterFunc(f func()) (stop func() bool) {
 func (b *rpcBudget) end(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
+	if b.err.Load() != nil {
 		return
 	}
-	b.err = err
+	b.err.Store(&err)
 	if b.done != nil {
 		close(b.done)
 	}

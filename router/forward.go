@@ -279,7 +279,15 @@ func (n *Node) sweep(l *lane) {
 // handOn gives the slot an RPC made from a caller's goroutine held to what queued
 // meanwhile, in a goroutine of its own, or frees it.
 func (n *Node) handOn(l *lane) {
-	if l.fullAndIdle(n.ackWindow) {
+	l.mu.Lock()
+	if len(l.queue) == 0 && l.inFlight < n.ackWindow { // below the window: free the slot
+		l.inFlight--
+		l.mu.Unlock()
+		return
+	}
+	hold := len(l.queue) == 0 // every slot is taken: the acks it answered may come back
+	l.mu.Unlock()
+	if hold {
 		runtime.Gosched()
 	}
 	if batch, _ := n.next(l); batch != nil {
@@ -310,13 +318,6 @@ func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
 		}
 		batch, now = n.next(l)
 	}
-}
-
-// fullAndIdle reports whether every slot of the window is taken and no ack waits for one.
-func (l *lane) fullAndIdle(window int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue) == 0 && l.inFlight >= window
 }
 
 // queueShorter reports whether fewer than n acks wait for a slot.
