@@ -1,6 +1,7 @@
 package router
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -87,14 +88,21 @@ func (b *rpcBudget) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// end ends b with err, unless it ended already.
-func (b *rpcBudget) end(err error) {
+// The two ways a budget ends, stored in rpcBudget.err by pointer: ending one allocates
+// nothing.
+var (
+	budgetOver    error = context.Canceled
+	budgetExpired error = context.DeadlineExceeded
+)
+
+// end ends b with *err (budgetOver or budgetExpired), unless it ended already.
+func (b *rpcBudget) end(err *error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err.Load() != nil {
 		return
 	}
-	b.err.Store(&err)
+	b.err.Store(err)
 	if b.done != nil {
 		close(b.done)
 	}
@@ -114,7 +122,7 @@ func (b *rpcBudget) end(err error) {
 // and a lane that falls idle wakes once more at most, then sleeps.
 type budgets struct {
 	mu       sync.Mutex
-	heap     []*rpcBudget
+	heap     budgetHeap
 	armedFor time.Time   // the armed timer's deadline; zero: none armed
 	stop     func() bool // stops the armed timer
 	// armings counts the timers armed: a timer that fires after another replaced it (its
@@ -127,9 +135,7 @@ func (s *budgets) open(clock Clock, deadline time.Time) *rpcBudget {
 	b := &rpcBudget{deadline: deadline}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b.index = len(s.heap)
-	s.heap = append(s.heap, b)
-	s.up(b.index)
+	heap.Push(&s.heap, b)
 	if s.armedFor.IsZero() || deadline.Before(s.armedFor) {
 		if s.stop != nil {
 			s.stop()
@@ -144,10 +150,10 @@ func (s *budgets) open(clock Clock, deadline time.Time) *rpcBudget {
 func (s *budgets) close(b *rpcBudget) {
 	s.mu.Lock()
 	if b.index >= 0 {
-		s.remove(b.index)
+		heap.Remove(&s.heap, b.index)
 	}
 	s.mu.Unlock()
-	b.end(context.Canceled)
+	b.end(&budgetOver)
 }
 
 // arm sets the timer for deadline. Called with s.mu held.
@@ -165,8 +171,7 @@ func (s *budgets) fire(clock Clock, arming uint64) {
 	var due []*rpcBudget
 	s.mu.Lock()
 	for len(s.heap) > 0 && !now.Before(s.heap[0].deadline) {
-		due = append(due, s.heap[0])
-		s.remove(0)
+		due = append(due, heap.Pop(&s.heap).(*rpcBudget))
 	}
 	if arming == s.armings {
 		s.armedFor, s.stop = time.Time{}, nil
@@ -176,56 +181,33 @@ func (s *budgets) fire(clock Clock, arming uint64) {
 	}
 	s.mu.Unlock()
 	for _, b := range due {
-		b.end(context.DeadlineExceeded)
+		b.end(&budgetExpired)
 	}
 }
 
-// remove takes the budget at heap index i out of the heap. Called with s.mu held.
-func (s *budgets) remove(i int) {
-	last := len(s.heap) - 1
-	gone := s.heap[i]
-	s.swap(i, last)
-	s.heap[last] = nil
-	s.heap = s.heap[:last]
-	gone.index = -1
-	if i < last {
-		s.down(i)
-		s.up(i)
-	}
+// budgetHeap orders open budgets by deadline for container/heap, keeping each one's index so
+// that a call that returns in time takes its budget out wherever it is.
+type budgetHeap []*rpcBudget
+
+func (h budgetHeap) Len() int           { return len(h) }
+func (h budgetHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+
+func (h budgetHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
 }
 
-func (s *budgets) less(i, j int) bool { return s.heap[i].deadline.Before(s.heap[j].deadline) }
-
-func (s *budgets) swap(i, j int) {
-	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.heap[i].index = i
-	s.heap[j].index = j
+func (h *budgetHeap) Push(x any) {
+	b := x.(*rpcBudget)
+	b.index = len(*h)
+	*h = append(*h, b)
 }
 
-func (s *budgets) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			return
-		}
-		s.swap(i, parent)
-		i = parent
-	}
-}
-
-func (s *budgets) down(i int) {
-	for {
-		smallest, left, right := i, 2*i+1, 2*i+2
-		if left < len(s.heap) && s.less(left, smallest) {
-			smallest = left
-		}
-		if right < len(s.heap) && s.less(right, smallest) {
-			smallest = right
-		}
-		if smallest == i {
-			return
-		}
-		s.swap(i, smallest)
-		i = smallest
-	}
+func (h *budgetHeap) Pop() any {
+	old := *h
+	b := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	b.index = -1
+	return b
 }

@@ -606,13 +606,7 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 	}
 	defer n.fence.leave()
 	if len(records) == 1 { // a single op, most often
-		var answer [1]wire.Answer
-		if r := &records[0]; gaveUp(ctx, op, r, start, start) {
-			answer[0] = unapplied
-		} else {
-			expiry, err := n.applyLocal(start, topic, recordOf(r))
-			answer[0] = answerOf(err, expiry)
-		}
+		answer := [1]wire.Answer{n.serveOne(ctx, op, topic, &records[0], start, start)}
 		return wire.EncodeReply(answer[:])
 	}
 	scratch := servePool.Get().(*serveScratch)
@@ -625,12 +619,7 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 		}
 		r := &records[i]
 		if r.Op != opAck {
-			if gaveUp(ctx, op, r, start, now) {
-				answers[i] = unapplied
-			} else {
-				expiry, err := n.applyLocal(now, topic, recordOf(r))
-				answers[i] = answerOf(err, expiry)
-			}
+			answers[i] = n.serveOne(ctx, op, topic, r, start, now)
 			i++
 			continue
 		}
@@ -663,6 +652,16 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 	reply := wire.EncodeReply(answers)
 	clear(answers) // their messages
 	return reply
+}
+
+// serveOne applies r, a record of a frame of op that arrived at start, at now, and answers
+// it: unapplied if its requester gave up by then.
+func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Record, start, now time.Time) wire.Answer {
+	if gaveUp(ctx, op, r, start, now) {
+		return unapplied
+	}
+	expiry, err := n.applyLocal(now, topic, recordOf(r))
+	return answerOf(err, expiry)
 }
 
 // unapplied answers a record whose requester gave up before it was applied.
