@@ -155,17 +155,23 @@ func (n *Node) retire(topic, from string) {
 }
 
 // notify tells node to that a record of topic is held for its claim. A node that answers
-// anything but yes (it passed: nobody parked there can use it), or no answer, retires the
-// hold at once, and the record goes to the next token.
+// anything but yes (it passed: nobody parked there can use it) retires the hold at once,
+// and the record goes to the next token. A notification that got no answer (or one this
+// node cannot read) keeps its hold until the hold's deadline: the node may have been told
+// all the same and may claim, and a record is never promised to two peers. Retiring then
+// would also be late, since the notification's budget is the hold's length: at its end the
+// hold has lapsed, and the retire would end a later hold of the same node, one it answered
+// yes to.
 func (n *Node) notify(topic, to string) {
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpNotify, Topic: topic, Hold: n.holdTimeout})
 	if err == nil {
-		var reply []byte
-		if reply, err = n.exchange(context.Background(), to, frame, n.clock.Now().Add(notifyBudget)); err == nil {
-			var answers []wire.Answer
-			if answers, err = wire.DecodeReply(reply); err == nil && len(answers) == 1 && answers[0].Status == wire.StatusOK {
-				return
-			}
+		reply, err := n.exchange(context.Background(), to, frame, n.clock.Now().Add(notifyBudget))
+		if err != nil {
+			return // no answer: the hold lapses at its deadline
+		}
+		answers, err := wire.DecodeReply(reply)
+		if err != nil || len(answers) != 1 || answers[0].Status == wire.StatusOK {
+			return
 		}
 	}
 	n.stats.remote.passed.Add(1)

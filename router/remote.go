@@ -693,7 +693,7 @@ type RemoteStats struct {
 	Served    uint64 // probes and claims of other nodes served
 	Tokens    uint64 // tokens other nodes registered here
 	Notified  uint64 // notifications sent to other nodes (tokens fired)
-	Passed    uint64 // of them, passed or unanswered: the hold retired at once
+	Passed    uint64 // of them, passed: the hold retired at once
 	Cancelled uint64 // records given back by a cancel that raced their reply
 }
 

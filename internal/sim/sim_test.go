@@ -83,6 +83,17 @@ var libraryBugs = []struct {
 		fixed: "a consumer uncounts itself from the state it counted itself in (parkRemote returns it)",
 	},
 	{
+		kind:  sim.KindPromise,
+		seeds: []uint64{50540},
+		diagnosis: "an owner retired a hold when its notification got no reply, at the end of the notification's " +
+			"budget, which is the hold's length: by then that hold had lapsed, and the retire ended the requester's " +
+			"next hold instead, one the requester had answered yes to and could still claim, so the record was " +
+			"promised again (seed 50540: notify at 1.173 s, reply dropped, a second notify at 1.428 s answered yes, " +
+			"the first's budget ends at 2.173 s and retires the second's hold; three holds for two records at 2.224 s)",
+		fixed: "a notification without an answer keeps its hold until the hold's deadline; only a peer's answer other " +
+			"than yes retires it at once",
+	},
+	{
 		kind:  sim.KindOther,
 		seeds: []uint64{165, 304},
 		diagnosis: "Persist (a Durable wait) while fdatasync fails spun the committer: after a failed writeout with a " +
