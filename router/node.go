@@ -177,7 +177,7 @@ type Node struct {
 	ackWindow       int
 	lanesMu         sync.RWMutex
 	lanes           map[string]*lane // forwarding state per owner
-	forwarding      sync.WaitGroup   // RPCs in flight in the background (see background)
+	forwarding      *workers         // RPCs in flight in the background (see background)
 
 	// Consumption across nodes: the tokens other nodes left here (topic → *ownerTopic),
 	// this node's tokens left with owners, and the replies whose cancel may race them.
@@ -270,6 +270,7 @@ func New(cfg Config) (*Node, error) {
 	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}
+	n.forwarding = newWorkers(min(n.ackWindow, maxIdleWorkers))
 	if n.clock == nil {
 		n.clock = realclock.Clock{}
 	}
@@ -365,15 +366,13 @@ func notifyOne(ch chan struct{}) {
 	}
 }
 
-// background runs f, an RPC bounded by its budget, in a goroutine of its own that Close
-// waits for.
-func (n *Node) background(f func()) {
-	n.forwarding.Add(1)
-	go func() {
-		defer n.forwarding.Done()
-		f()
-	}()
-}
+// background runs f, an RPC bounded by its budget, in a goroutine that Close waits for (a
+// parked worker's, see workers).
+func (n *Node) background(f func()) { n.forwarding.run(f) }
+
+// maxIdleWorkers caps the workers kept parked for background RPCs: a lane keeps at most its
+// window of them in flight.
+const maxIdleWorkers = 1024
 
 // partitionDir is where a partition's consumer state lives.
 func (n *Node) partitionDir(topic string, partition int32) string {
@@ -666,7 +665,7 @@ func (n *Node) shutdown() {
 	})
 	n.cancel()
 	n.done.Wait()
-	n.forwarding.Wait()
+	n.forwarding.close()
 	err := n.committer.Close()
 	n.closing.err = errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
 	close(n.closing.done)
