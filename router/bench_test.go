@@ -482,6 +482,7 @@ func benchConsumeAck(b *testing.B, batch, consumers int) {
 			handles := make([]string, 0, batch)
 			ends := make([]int, 0, batch)
 			var text []byte
+			var msgs []router.Message
 			for {
 				rest := left.Add(-int64(batch))
 				want := int64(batch)
@@ -491,7 +492,8 @@ func benchConsumeAck(b *testing.B, batch, consumers int) {
 				if want <= 0 {
 					return
 				}
-				msgs, err := node.Consume(ctx, "t", router.ConsumeOptions{Max: int(want)})
+				var err error
+				msgs, err = node.ConsumeAppend(ctx, msgs[:0], "t", router.ConsumeOptions{Max: int(want)})
 				if err != nil || len(msgs) == 0 {
 					b.Error("starved:", err)
 					return

@@ -45,30 +45,55 @@ type ConsumeOptions struct {
 // ErrLogClosed (transient: try again), ErrTransport or ErrUnavailable when every owner asked
 // failed and nothing was there, and ctx's error if it ends first.
 func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
+	return n.ConsumeAppend(ctx, nil, topic, opts)
+}
+
+// ConsumeAppend is Consume appending the messages to dst and returning the extended slice,
+// as strconv.AppendInt does: a consumer that passes the same slice back each time (dst[:0])
+// consumes without allocating for its messages once the slice has grown to its batches,
+// and writes them into memory its cache holds. On error dst comes back extended by what
+// Consume would have returned with the error, if anything.
+func (n *Node) ConsumeAppend(ctx context.Context, dst []Message, topic string, opts ConsumeOptions) ([]Message, error) {
 	if !n.fence.enter() {
-		return nil, ErrClosed
+		return dst, ErrClosed
 	}
 	defer n.fence.leave()
 	if err := opts.check(); err != nil {
-		return nil, err
+		return dst, err
 	}
 	if err := checkTopic(topic); err != nil {
-		return nil, err
+		return dst, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err // nobody to hand a record to: lease nothing
+		return dst, err // nobody to hand a record to: lease nothing
 	}
 	n.stats.consumes.Add(1)
-	msgs, err := n.consume(ctx, topic, opts)
+	msgs, err := n.consume(ctx, topic, opts, dst[len(dst):])
 	n.countEmpty(msgs)
-	return msgs, err
+	return extend(dst, msgs), err
+}
+
+// extend returns dst followed by tail, which is either in dst's spare capacity already (a
+// local scan appends there) or elsewhere.
+func extend(dst, tail []Message) []Message {
+	if len(tail) == 0 {
+		return dst
+	}
+	if len(dst) < cap(dst) && &dst[:len(dst)+1][len(dst)] == &tail[0] {
+		return dst[:len(dst)+len(tail)]
+	}
+	if dst == nil {
+		return tail
+	}
+	return append(dst, tail...)
 }
 
 // consume routes a consume: this node's partitions first (no round trip), then one probe to
 // each remote owner (one round trip), then the wait, parked on this node's queue and on
 // tokens left with the owners (two round trips: notify, then claim). A topic no node
 // serves yet is held for the wait, its routes looked at again every UnassignedRecheck.
-func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
+// The local scan appends to into, an empty slice whose capacity it may use.
+func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, into []Message) ([]Message, error) {
 	req := scanRequest{topic: topic, pinned: -1, max: max(opts.Max, 1), visibility: opts.Visibility}
 	if opts.Pinned {
 		req.pinned = opts.Partition
@@ -85,7 +110,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	here := servesLocally(local, req.pinned)
 	var scanErr error // a closed log: the wait may still serve
 	if here {
-		msgs, err := n.scanAt(req, now, nil)
+		msgs, err := n.scanAt(req, now, into)
 		if len(msgs) > 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
 			return msgs, err
 		}

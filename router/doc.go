@@ -28,6 +28,9 @@
 //
 // # Consume
 //
+// ConsumeAppend is Consume appending to a slice the caller passes back, batch after batch,
+// so that the messages cost no allocation.
+//
 // A consume scans this node's partitions of the topic, starting at a partition that rotates
 // per topic so partitions drain evenly. For each it reserves the lowest unresolved offset
 // above the committed frontier, then reads it: a reservation precedes every read, so no

@@ -75,6 +75,7 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 		w.free <- struct{}{}
 	}
 	defer w.running.Wait()
+	var msgs []Message // reused: each handler gets its message by value
 	for {
 		// Take as many free slots as there are, at least one.
 		select {
@@ -92,7 +93,8 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 				break more
 			}
 		}
-		msgs, err := n.Consume(ctx, topic, ConsumeOptions{
+		var err error
+		msgs, err = n.ConsumeAppend(ctx, msgs[:0], topic, ConsumeOptions{
 			Max: take, Wait: wait, Visibility: opts.Visibility, Pinned: opts.Pinned, Partition: opts.Partition,
 		})
 		for range take - len(msgs) {

@@ -166,8 +166,10 @@ func benchConsumeAck(b *testing.B, ranges bool, batch, consumers int) {
 	b.ResetTimer()
 	for range consumers {
 		wg.Go(func() {
+			var msgs []router.Message
 			for acked.Load() < int64(b.N) {
-				msgs, err := node.Consume(ctx, "bench", router.ConsumeOptions{Max: batch})
+				var err error
+				msgs, err = node.ConsumeAppend(ctx, msgs[:0], "bench", router.ConsumeOptions{Max: batch})
 				if err != nil {
 					b.Error(err)
 					return

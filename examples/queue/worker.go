@@ -62,9 +62,11 @@ func (w *worker) run(ctx context.Context) error {
 	defer func() { w.stats.addLatencies(w.ackLatency, w.consumeLatency) }()
 	var handles []string
 	var acking []*router.Message
+	var msgs []router.Message // reused batch after batch: no allocation for the messages
 	for {
 		start := time.Now()
-		msgs, err := w.node.Consume(ctx, topic, router.ConsumeOptions{Max: consumeMax, Wait: consumeWait})
+		var err error
+		msgs, err = w.node.ConsumeAppend(ctx, msgs[:0], topic, router.ConsumeOptions{Max: consumeMax, Wait: consumeWait})
 		switch {
 		case ctx.Err() != nil:
 			return nil
