@@ -727,7 +727,11 @@ func (s *sim) deleteTopic() {
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
 	}
 	for _, nd := range s.nodes {
-		nd.cur().touched = nil // the new incarnation's partitions are primed afresh
+		e := nd.cur()
+		e.touched = nil // the new incarnation's partitions are primed afresh
+		// DeleteTopic drops the owner's tokens and holds with the topic: the records they
+		// held back are gone, and they count against none of the new incarnation's.
+		e.holds, e.credit = nil, nil
 	}
 	s.inc++
 	s.mu.Unlock()
