@@ -454,10 +454,12 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
 	case errors.Is(err, router.ErrAlreadySettled), errors.Is(err, router.ErrGone):
-		if live && !r.trimmedAt.IsZero() && r.trimmedAt.Before(end) {
-			// Retention removed the record: a consume that reached the gap jumped the
-			// frontier over it, which settles its lease whatever lived of it (see
-			// docs/protocol.md, "Retention jumps, corrupt skips and closed logs").
+		if live && !r.trimmedAt.IsZero() && !r.trimmedAt.After(end) {
+			// Retention removed the record (at the settle's last instant at the latest: a
+			// trim and a settle at one instant of the fake clock run in either order): a
+			// consume that reached the gap jumped the frontier over it, which settles its
+			// lease whatever lived of it (see docs/protocol.md, "Retention jumps, corrupt
+			// skips and closed logs").
 			l.endMax = earliest(l.endMax, end)
 			return
 		}

@@ -139,9 +139,10 @@ func TestLibraryRegressions(t *testing.T) {
 // applied first, an extend that shortened a lease, a settle on its way as the owner fired a
 // token, a disk that held the committer's window back, a drain too slow for a small in-flight
 // cap, a retention jump that settled a live lease of a trimmed record, holds of a deleted
-// incarnation of the topic counted against the new one's records): each must pass.
+// incarnation of the topic counted against the new one's records, a trim and the jump it
+// caused at the very instant of a settle): each must pass.
 func TestCheckerRegressions(t *testing.T) {
-	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589, 4241, 5648, 5984, 113315, 119873} {
+	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589, 4241, 5648, 5984, 113315, 119873, 214062} {
 		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), NoMoves: true}); err != nil { // the schedule that fooled it
 			t.Errorf("%v\nreplay: %s", err, replay(seed))
 		}
