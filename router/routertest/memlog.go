@@ -205,11 +205,11 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 }
 
 // ReadRange implements router.RangeReader. Each offset of the range counts as one read
-// (Reads, ReadOffsets, OnRead). The records' keys and values are the log's own bytes, as
-// Read's are: the log only ever appends to them, so they never change under the caller.
+// (Reads, ReadOffsets, OnRead). The records' keys and values are copied into one buffer the
+// caller owns.
 func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Record) ([]router.Record, error) {
 	l.mu.RLock()
-	n := l.rangeLocked(offset, limit, maxBytes)
+	n, size := l.rangeLocked(offset, limit, maxBytes)
 	if onRead := l.onRead; onRead != nil {
 		l.mu.RUnlock()
 		for i := range max(n, 1) {
@@ -230,23 +230,33 @@ func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Recor
 		return dst, err
 	}
 	l.count(offset, n)
+	buf := make([]byte, 0, size)
 	for i := range n {
 		index := offset + int64(i) - l.oldest
-		key, value := l.bytesOf(index)
+		k, v := l.bytesOf(index)
+		start := len(buf)
+		buf = append(buf, k...)
+		key := buf[start:len(buf):len(buf)]
+		buf = append(buf, v...)
+		value := buf[start+len(key) : len(buf) : len(buf)]
+		if k == nil {
+			key = nil
+		}
+		if v == nil {
+			value = nil
+		}
 		dst = append(dst, router.Record{Key: key, Value: value, Timestamp: l.stampOf(index)})
 	}
 	return dst, nil
 }
 
-// rangeLocked measures the range ReadRange returns from offset: how many records, up to
-// limit, and up to the first whose keys and values bring the range to maxBytes. Zero means
-// the first record fails.
-func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n int) {
+// rangeLocked measures the range ReadRange returns from offset: how many records, and their
+// bytes. Zero means the first record fails.
+func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n, size int) {
 	if l.closed || offset < l.oldest {
-		return 0
+		return 0, 0
 	}
 	hwm := l.oldest + int64(len(l.entries))
-	size := 0
 	for off := offset; off < hwm && n < limit && !l.corrupt[off]; off++ {
 		e := l.entries[off-l.oldest]
 		n++
@@ -255,7 +265,7 @@ func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n int) {
 			break
 		}
 	}
-	return n
+	return n, size
 }
 
 // readableLocked returns how many of the n records from offset can be read now.
