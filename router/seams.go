@@ -88,7 +88,8 @@ type ManyGetter interface {
 // offset, ErrCorrupt for a permanently unreadable record, ErrLogClosed once closed, and
 // nothing appended. A later record that would fail ends the range before it, with a nil
 // error: the caller reads it on its own next. The node calls it only for offsets it has
-// reserved, below the high watermark it read before.
+// reserved, below the high watermark it read before. The records' keys and values are the
+// caller's, as Read's are: the node hands them to consumers, who may change them.
 type RangeReader interface {
 	ReadRange(offset int64, max, maxBytes int, dst []Record) ([]Record, error)
 }
