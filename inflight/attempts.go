@@ -52,12 +52,12 @@ func siftDownByOffset(h []Attempt, i int) {
 // pendingAbove, so the walk misses none.
 func (s *Shard) attemptsInOrderLocked(dst *State, maxAttempts int) bool {
 	last := max(s.cursor-1, s.pendingAbove)
-	if last-s.frontier > 2*int64(len(s.pending))+64 {
+	if last-s.frontier > 2*int64(s.pending.len())+64 {
 		return false
 	}
 	dst.Attempts = dst.Attempts[:0]
 	for off := s.frontier + 1; off <= last; off++ {
-		if p, ok := s.pending[off]; ok && p.attempts > 0 {
+		if p, ok := s.pending.get(off); ok && p.attempts > 0 {
 			if len(dst.Attempts) == maxAttempts {
 				return false
 			}

@@ -71,8 +71,8 @@
 //
 // Expiry uses a queue with lazy deletion rather than an indexed heap: an ack or extend
 // leaves the old entry in place, and a popped entry is skipped unless the offset still holds
-// a lease with the same nonce and expiry. An ack then costs two map operations and no
-// reordering, and an extended lease is never evicted by its superseded deadline. Deadlines
+// a lease with the same nonce and expiry. An ack then costs two lookups in the lease table
+// and no reordering, and an extended lease is never evicted by its superseded deadline. Deadlines
 // mostly arrive in order (a lease granted later with the same visibility timeout expires
 // later), so the queue keeps those in a run, pushed and popped in O(1), and only the others
 // (a shorter visibility, an extension, a nack delay) in a min-heap; the earlier head comes
@@ -81,6 +81,12 @@
 // stays proportional to the live leases at O(1) amortized cost. The heaps are written over
 // value slices, without container/heap, whose interface boxes elements: reserve → ack
 // allocates nothing.
+//
+// The lease table keeps each touched offset's state in a ring slot chosen by the offset:
+// a partition's leases are granted in offset order and settled near it, so they fill a
+// window little wider than the leases held, and a lookup is an index and a comparison. An
+// offset whose slot another holds goes to a map beside the ring, which doubles once it is
+// over half full when that happens.
 //
 // ReserveNext finds the lowest unresolved offset in O(log n): a cursor marks the lowest
 // offset never leased in this incarnation, and the released offsets below it (expired,

@@ -74,7 +74,7 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 		p.delayed = true
 		p.until = until
 		s.delayed++
-		s.pending[off] = p
+		s.pending.set(off, p)
 		s.pushDeadline(deadline{at: until, offset: off})
 		fx.deadline = max(fx.deadline, until)
 		return
@@ -85,7 +85,7 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 // quarantineLocked sets off aside: settled as far as the frontier is concerned, persisted,
 // reported.
 func (s *Shard) quarantineLocked(off int64, attempts uint32, fx *effects) {
-	delete(s.pending, off)
+	s.pending.remove(off)
 	s.setQuarantine(off, false)
 	if off == s.frontier+1 {
 		s.advanceLocked()
@@ -126,7 +126,7 @@ func (s *Shard) lowestRequeued(off *int64) bool {
 		if !requeued || (found && q >= *off) {
 			continue
 		}
-		if p := s.pending[q]; p.nonce != 0 || p.delayed {
+		if p := s.pending.lookup(q); p.nonce != 0 || p.delayed {
 			continue
 		}
 		*off, found = q, true
@@ -208,7 +208,7 @@ func (s *Shard) requeueLocked(off int64, fx *effects) bool {
 	fresh := pending{reason: ReasonRequeued}
 	if off > s.frontier {
 		delete(s.quarantine, off)
-		s.pending[off] = fresh
+		s.pending.set(off, fresh)
 		if off < s.cursor {
 			s.released.push(releasedOffset(off))
 		} else {
@@ -216,7 +216,7 @@ func (s *Shard) requeueLocked(off int64, fx *effects) bool {
 		}
 	} else {
 		s.setQuarantine(off, true)
-		s.pending[off] = fresh
+		s.pending.set(off, fresh)
 	}
 	s.counters.Requeued.Add(1)
 	fx.released++

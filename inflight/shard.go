@@ -150,7 +150,7 @@ type Shard struct {
 	// them, and isSettled skips their lookups. The cursor runs above it once it has passed
 	// what Restore brought, so a fresh offset is never looked up in them.
 	settledAbove int64
-	pending      map[int64]pending
+	pending      leaseTable
 	ackedAhead   map[int64]struct{}
 	corrupt      map[int64]struct{}
 	// quarantine holds the offsets set aside after MaxDeliveries attempts (false), and the
@@ -192,7 +192,6 @@ func NewShard(topic string, partition int32, opts Options, state State) *Shard {
 		counters:   counters,
 		cfg:        cfg,
 		visibility: int64(cfg.VisibilityTimeout),
-		pending:    make(map[int64]pending),
 		ackedAhead: make(map[int64]struct{}),
 		corrupt:    make(map[int64]struct{}),
 		quarantine: make(map[int64]bool),
@@ -221,7 +220,7 @@ func (s *Shard) Restore(state State) {
 func (s *Shard) restoreLocked(state State) {
 	s.frontier, s.incarnation = state.Frontier, state.Incarnation
 	s.cursor = state.Frontier + 1
-	clear(s.pending)
+	s.pending.reset()
 	clear(s.ackedAhead)
 	clear(s.corrupt)
 	clear(s.quarantine)
@@ -242,13 +241,13 @@ func (s *Shard) restoreLocked(state State) {
 	for _, off := range state.Requeued {
 		if off <= s.frontier {
 			s.setQuarantine(off, true)
-			s.pending[off] = pending{reason: ReasonRequeued}
+			s.pending.set(off, pending{reason: ReasonRequeued})
 		}
 	}
 	s.pendingAbove = s.frontier
 	for _, a := range state.Attempts {
 		if _, settled := s.ackedAhead[a.Offset]; a.Offset > s.frontier && !settled && a.Count > 0 {
-			s.pending[a.Offset] = pending{attempts: a.Count, reason: ReasonRestart}
+			s.pending.set(a.Offset, pending{attempts: a.Count, reason: ReasonRestart})
 			s.pendingAbove = max(s.pendingAbove, a.Offset)
 		}
 	}
@@ -374,7 +373,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 			s.cursor = off + 1
 		}
 		if s.cfg.MaxDeliveries > 0 && !fresh {
-			if p, ok := s.pending[off]; ok && int(p.attempts) >= s.cfg.MaxDeliveries {
+			if p, ok := s.pending.get(off); ok && int(p.attempts) >= s.cfg.MaxDeliveries {
 				// Its last delivery was in flight when the process died (attempts persist,
 				// leases do not): that lease ended unsettled, so it is quarantined now.
 				s.quarantineLocked(off, p.attempts, fx)
@@ -404,7 +403,7 @@ func (s *Shard) chooseLocked(hwm int64) (int64, error) {
 		// At the acked-ahead cap only the frontier hole is handed out, so that the gap can
 		// close and the set drain. The hole is never settled: the frontier
 		// would have advanced over it.
-		if p := s.pending[hole]; p.nonce != 0 || p.delayed {
+		if p := s.pending.lookup(hole); p.nonce != 0 || p.delayed {
 			return 0, ErrAckedAheadCap
 		}
 		return hole, nil
@@ -426,7 +425,7 @@ func (s *Shard) chooseLocked(hwm int64) (int64, error) {
 func (s *Shard) lowestReleased() (int64, bool) {
 	for len(s.released) > 0 {
 		off := int64(s.released[0])
-		if p, ok := s.pending[off]; ok && off > s.frontier && off < s.cursor && p.nonce == 0 && !p.delayed {
+		if p, ok := s.pending.get(off); ok && off > s.frontier && off < s.cursor && p.nonce == 0 && !p.delayed {
 			return off, true
 		}
 		s.released.pop()
@@ -462,7 +461,7 @@ func (s *Shard) isSettled(off int64) bool {
 func (s *Shard) grantLocked(now, expiry, off int64, fresh bool, lease *Lease) {
 	var p pending
 	if !fresh {
-		p = s.pending[off]
+		p = s.pending.lookup(off)
 	}
 	p.attempts++
 	p.nonce = s.nextNonce()
@@ -470,7 +469,7 @@ func (s *Shard) grantLocked(now, expiry, off int64, fresh bool, lease *Lease) {
 	p.leasedAt = now
 	s.fence = max(s.fence+1, uint64(max(now, 0)))
 	p.delayed = false
-	s.pending[off] = p
+	s.pending.set(off, p)
 	s.leased++
 	s.pushDeadline(deadline{at: p.until, offset: off, nonce: p.nonce})
 	*lease = Lease{
@@ -502,7 +501,7 @@ func (s *Shard) pushDeadline(d deadline) {
 
 // isLiveDeadline reports whether d is the current deadline of a lease or of a nack delay.
 func (s *Shard) isLiveDeadline(d deadline) bool {
-	p, ok := s.pending[d.offset]
+	p, ok := s.pending.get(d.offset)
 	if !ok || p.until != d.at {
 		return false
 	}
@@ -533,7 +532,7 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 		if !s.isLiveDeadline(d) {
 			continue // superseded by an extend, or the lease was settled or released
 		}
-		p := s.pending[d.offset]
+		p := s.pending.lookup(d.offset)
 		if d.nonce == 0 {
 			p.delayed = false
 			s.delayed--
@@ -564,7 +563,7 @@ func (s *Shard) NextDeadline() (at time.Time, ok bool) {
 
 // releaseLocked makes the unleased offset off visible again at once.
 func (s *Shard) releaseLocked(off int64, p pending, fx *effects) {
-	s.pending[off] = p
+	s.pending.set(off, p)
 	if off > s.frontier {
 		s.released.push(releasedOffset(off))
 	} // a requeued offset below the frontier is found by lowestRequeued
@@ -648,7 +647,7 @@ func (s *Shard) extendLocked(now int64, h Handle, p pending, d time.Duration, fx
 	expiry := s.extendedExpiry(now, p, d)
 	if expiry != p.until {
 		p.until = expiry
-		s.pending[h.Offset] = p
+		s.pending.set(h.Offset, p)
 		s.pushDeadline(deadline{at: expiry, offset: h.Offset, nonce: h.Nonce})
 	}
 	s.counters.Extended.Add(1)
@@ -746,7 +745,7 @@ func (s *Shard) liveLease(h Handle) (pending, error) {
 	if s.dropped || h.Partition != s.partition {
 		return pending{}, ErrGone
 	}
-	p, ok := s.pending[h.Offset]
+	p, ok := s.pending.get(h.Offset)
 	if ok && p.nonce != 0 && p.nonce == h.Nonce {
 		return p, nil
 	}
@@ -761,7 +760,7 @@ func (s *Shard) liveLease(h Handle) (pending, error) {
 // acked-ahead or the corrupt-skip set; a requeued offset below the frontier leaves the
 // quarantine for good.
 func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
-	delete(s.pending, off)
+	s.pending.remove(off)
 	s.leased--
 	switch {
 	case off <= s.frontier:
@@ -810,7 +809,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 	if p, err := s.liveLease(h); err == nil {
 		if h.Offset < oldest {
 			// A requeued offset below the frontier that retention removed: it is gone.
-			delete(s.pending, h.Offset)
+			s.pending.remove(h.Offset)
 			s.leased--
 			s.clearQuarantine(h.Offset)
 			fx.dirty = true
@@ -832,7 +831,7 @@ func (s *Shard) jumpLocked(frontier int64) {
 			delete(s.quarantine, off) // its record is gone: nothing left to requeue
 		}
 	}
-	for off, p := range s.pending {
+	for off, p := range s.pending.all {
 		if off > frontier {
 			continue
 		}
@@ -845,7 +844,7 @@ func (s *Shard) jumpLocked(frontier int64) {
 		if p.delayed {
 			s.delayed--
 		}
-		delete(s.pending, off)
+		s.pending.remove(off)
 	}
 	for off := range s.ackedAhead {
 		if off <= frontier {
@@ -884,7 +883,7 @@ func (s *Shard) SnapshotCapped(dst *State, maxAttempts int) (omitted int) {
 	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)
 	if !inOrder {
 		dst.Attempts = dst.Attempts[:0]
-		for off, p := range s.pending {
+		for off, p := range s.pending.all {
 			if p.attempts > 0 && off > s.frontier {
 				dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.attempts})
 			}
@@ -1009,7 +1008,7 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 		// At the acked-ahead cap only the frontier hole is handed out; under MaxDeliveries a
 		// reserve can quarantine the hole and move the frontier, so the cap is not counted.
 		if len(s.ackedAhead) >= s.cfg.MaxAckedAhead && s.cfg.MaxDeliveries == 0 {
-			if p := s.pending[s.frontier+1]; p.nonce != 0 || p.delayed {
+			if p := s.pending.lookup(s.frontier + 1); p.nonce != 0 || p.delayed {
 				n = min(n, s.requeued)
 			} else {
 				n = min(n, 1+s.requeued)

@@ -1,0 +1,166 @@
+package inflight
+
+import "math"
+
+// leaseTable maps the offsets a shard has touched above its frontier to their pending state.
+// A partition's leases are granted in offset order and mostly settled near it, so the live
+// offsets fill a window only a little wider than the leases held: the table keeps each
+// entry in a ring slot chosen by its offset (offset modulo the ring's length), where a
+// lookup is one index and one comparison and an insert or removal touches one slot. An
+// entry whose slot another offset holds goes to a map, far; the ring doubles (its entries
+// and far's placed again) when that happens with the table over half full, so that a window
+// of leases that outgrew it fits again. A Go map in its place cost a hash and a probe
+// per operation, and a fifth of a batch's consume-and-ack.
+//
+// Invariant: an offset's entry is in its ring slot or in far, never in both.
+type leaseTable struct {
+	ring  []leaseSlot // power-of-two length
+	count int         // entries in ring
+	far   map[int64]pending
+}
+
+// leaseSlot is a ring slot: empty when off is vacant.
+type leaseSlot struct {
+	off int64
+	p   pending
+}
+
+// vacant is the offset of an empty slot; an entry for that offset itself lives in far.
+const vacant = math.MinInt64
+
+const (
+	minLeaseRing = 16
+	// maxLeaseRing bounds the ring's growth (at 40 bytes a slot, 2.5 MiB): the leases of a
+	// window wider than that spill to far.
+	maxLeaseRing = 1 << 16
+)
+
+// get returns off's entry, and whether there is one.
+func (t *leaseTable) get(off int64) (pending, bool) {
+	if len(t.ring) > 0 {
+		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
+			return s.p, true
+		}
+	}
+	if len(t.far) == 0 {
+		return pending{}, false
+	}
+	p, ok := t.far[off]
+	return p, ok
+}
+
+// lookup returns off's entry, or the zero pending when there is none.
+func (t *leaseTable) lookup(off int64) pending {
+	p, _ := t.get(off)
+	return p
+}
+
+// set makes p off's entry.
+func (t *leaseTable) set(off int64, p pending) {
+	if len(t.ring) == 0 {
+		t.resize(minLeaseRing)
+	}
+	s := &t.ring[t.slot(off)]
+	switch {
+	case s.off == off && off != vacant:
+		s.p = p
+		return
+	case s.off == vacant && off != vacant:
+		if len(t.far) > 0 {
+			if _, ok := t.far[off]; ok {
+				t.far[off] = p
+				return
+			}
+		}
+		s.off, s.p = off, p
+		t.count++
+		return
+	}
+	if _, ok := t.far[off]; !ok && off != vacant && 2*(t.len()+1) > len(t.ring) && len(t.ring) < maxLeaseRing {
+		// Another offset holds the slot and the table is over half full: the window of
+		// leases outgrew the ring. Double it, and place off again. (A collision in a ring
+		// mostly empty is offsets far apart, as a lease stuck at the frontier and the
+		// window far above it: one of them goes to far.)
+		t.resize(2 * len(t.ring))
+		t.set(off, p)
+		return
+	}
+	if t.far == nil {
+		t.far = make(map[int64]pending)
+	}
+	t.far[off] = p
+}
+
+// remove drops off's entry, if any.
+func (t *leaseTable) remove(off int64) {
+	if len(t.ring) > 0 {
+		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
+			s.off, s.p = vacant, pending{}
+			t.count--
+			return
+		}
+	}
+	if len(t.far) > 0 {
+		delete(t.far, off)
+	}
+}
+
+// len returns the number of entries.
+func (t *leaseTable) len() int { return t.count + len(t.far) }
+
+// reset drops every entry, keeping the ring's memory.
+func (t *leaseTable) reset() {
+	for i := range t.ring {
+		t.ring[i] = leaseSlot{off: vacant}
+	}
+	t.count = 0
+	clear(t.far)
+}
+
+// all yields every entry, in no particular order. The caller may remove the entry it is
+// given, and no other, and may not set any while it ranges.
+func (t *leaseTable) all(yield func(off int64, p pending) bool) {
+	for i := range t.ring {
+		if s := &t.ring[i]; s.off != vacant {
+			if !yield(s.off, s.p) {
+				return
+			}
+		}
+	}
+	for off, p := range t.far {
+		if !yield(off, p) {
+			return
+		}
+	}
+}
+
+func (t *leaseTable) slot(off int64) int { return int(uint64(off) & uint64(len(t.ring)-1)) }
+
+// resize places every entry again in a ring of n slots: those whose slot is taken stay in
+// (or go to) far.
+func (t *leaseTable) resize(n int) {
+	old, far := t.ring, t.far
+	t.ring, t.count, t.far = make([]leaseSlot, n), 0, nil
+	for i := range t.ring {
+		t.ring[i].off = vacant
+	}
+	place := func(off int64, p pending) {
+		if s := &t.ring[t.slot(off)]; s.off == vacant && off != vacant {
+			s.off, s.p = off, p
+			t.count++
+			return
+		}
+		if t.far == nil {
+			t.far = make(map[int64]pending)
+		}
+		t.far[off] = p
+	}
+	for i := range old {
+		if old[i].off != vacant {
+			place(old[i].off, old[i].p)
+		}
+	}
+	for off, p := range far {
+		place(off, p)
+	}
+}
