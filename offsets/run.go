@@ -29,7 +29,7 @@ type Clock interface {
 // the next tick. A nil clk means the system clock. Run must not be called twice at once.
 func (c *Committer) Run(ctx context.Context, clk Clock) error {
 	if clk == nil {
-		clk = realclock.Clock{}
+		clk = realclock.New()
 	}
 	stop := c.startBackground()
 	defer c.stopBackground(stop)

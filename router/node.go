@@ -63,7 +63,9 @@ type Config struct {
 	// FS is the file system the state is written through (see FS for its contract). Nil
 	// means the real one.
 	FS FS
-	// Clock is the node's time. Nil means the system clock.
+	// Clock is the node's time. Nil means the system clock: the wall clock read once, when
+	// the node starts, and moved on from there by the monotonic clock, so that a step of
+	// the system's wall clock neither cuts short nor stretches a lease or a wait.
 	Clock Clock
 	// Logger receives the node's logs. Nil discards them.
 	Logger *slog.Logger
@@ -272,7 +274,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.forwarding = newWorkers(min(n.ackWindow, maxIdleWorkers))
 	if n.clock == nil {
-		n.clock = realclock.Clock{}
+		n.clock = realclock.New()
 	}
 	if n.logger == nil {
 		n.logger = slog.New(slog.DiscardHandler)
