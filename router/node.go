@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -166,8 +167,10 @@ type Node struct {
 	stat      func(string) error          // nil when the path exists
 	rename    func(from, to string) error // nil: a custom FS that cannot rename
 
-	topicsMu sync.RWMutex
-	topics   map[string]*topicState
+	// topics is read on every consume without a lock: a change (a topic's first use, a
+	// delete) copies the table under topicsMu and replaces it.
+	topicsMu sync.Mutex
+	topics   atomic.Pointer[map[string]*topicState]
 
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
@@ -244,7 +247,6 @@ func New(cfg Config) (*Node, error) {
 		clock:  cfg.Clock,
 		logger: cfg.Logger,
 		dir:    cfg.Dir,
-		topics: map[string]*topicState{},
 
 		purgeKick: make(chan struct{}, 1),
 		fence:     newCallFence(),
@@ -414,19 +416,31 @@ func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State
 
 // topic returns the node's state of a topic, creating it.
 func (n *Node) topic(name string) *topicState {
-	n.topicsMu.RLock()
-	t, ok := n.topics[name]
-	n.topicsMu.RUnlock()
-	if ok {
+	if t := n.topicsNow()[name]; t != nil {
 		return t
 	}
 	n.topicsMu.Lock()
 	defer n.topicsMu.Unlock()
-	if t, ok = n.topics[name]; !ok {
+	topics := n.topicsNow()
+	t := topics[name]
+	if t == nil {
 		t = &topicState{jumpLogged: map[int32]time.Time{}}
-		n.topics[name] = t
+		next := maps.Clone(topics)
+		if next == nil {
+			next = map[string]*topicState{}
+		}
+		next[name] = t
+		n.topics.Store(&next)
 	}
 	return t
+}
+
+// topicsNow returns the table of topics in force (nil before the first).
+func (n *Node) topicsNow() map[string]*topicState {
+	if m := n.topics.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // runPurger releases expired leases and ends nack delays on partitions nobody touches
@@ -522,7 +536,11 @@ func (n *Node) DeleteTopic(topic string) error {
 	n.pump.DropTopic(topic)
 	n.forgetTopicTokens(topic)
 	n.topicsMu.Lock()
-	delete(n.topics, topic)
+	if topics := n.topicsNow(); topics[topic] != nil {
+		next := maps.Clone(topics)
+		delete(next, topic)
+		n.topics.Store(&next)
+	}
 	n.topicsMu.Unlock()
 	return err
 }
