@@ -72,7 +72,9 @@ func TestConsumeAppendReusesDst(t *testing.T) {
 		}
 		phase(false)
 		fresh, reused := phase(false), phase(true)
-		assert.Equal(t, fresh-1, reused, "%v allocations per batch into a new slice", fresh)
+		if !raceDetector {
+			assert.Equal(t, fresh-1, reused, "%v allocations per batch into a new slice", fresh)
+		}
 
 		full := []router.Message{sentinel} // no spare capacity: appended elsewhere
 		got, err = h.node.ConsumeAppend(ctx, full, "orders", router.ConsumeOptions{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -577,15 +578,12 @@ func TestUnansweredNotificationKeepsItsHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
 		defer c.close()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel() // before the close: the consume never gets a record
-		b := c.nodes["b"].node
-		c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: time.Minute})
-		time.Sleep(100 * time.Millisecond)
-		// Parked: from now on g is told (its answers lost on the way back) but its claims
+		// Once g is parked, g is told (its answers lost on the way back) but its claims
 		// never arrive. Its keeper registers again within 500 ms of each notification.
+		var faults atomic.Bool
 		c.net.Fault = func(from, to string, frame []byte) routertest.Fault {
 			switch {
+			case !faults.Load():
 			case from == "b" && to == "g" && frame[0] == opNotifyFrame:
 				return routertest.DropReply
 			case from == "g" && to == "b" && frame[0] == opConsumeFrame:
@@ -593,6 +591,12 @@ func TestUnansweredNotificationKeepsItsHold(t *testing.T) {
 			}
 			return routertest.Deliver
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // before the close: the consume never gets a record
+		b := c.nodes["b"].node
+		c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: time.Minute})
+		time.Sleep(100 * time.Millisecond)
+		faults.Store(true)
 		var start time.Time
 		notified := func(at time.Duration, want uint64, why string) {
 			t.Helper()
