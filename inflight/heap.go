@@ -1,8 +1,8 @@
 package inflight
 
 // A shard's released offsets and its out-of-order deadlines (see deadlineQueue) share one
-// min-heap written over a value slice. container/heap is not used: its interface boxes every pushed element, and
-// reserve → ack must not allocate.
+// min-heap written over a value slice. container/heap is not used: its interface boxes every
+// pushed element, and reserve → ack must not allocate.
 
 // ordered is what a heap element provides: a strict order.
 type ordered[T any] interface {

@@ -275,6 +275,7 @@ func New(cfg Config) (*Node, error) {
 		n.ackWindow = defaultAckWindow()
 	}
 	n.forwarding = newWorkers(min(n.ackWindow, maxIdleWorkers))
+	n.topics.Store(&map[string]*topicState{})
 	if n.clock == nil {
 		n.clock = realclock.New()
 	}
@@ -416,31 +417,20 @@ func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State
 
 // topic returns the node's state of a topic, creating it.
 func (n *Node) topic(name string) *topicState {
-	if t := n.topicsNow()[name]; t != nil {
+	if t := (*n.topics.Load())[name]; t != nil {
 		return t
 	}
 	n.topicsMu.Lock()
 	defer n.topicsMu.Unlock()
-	topics := n.topicsNow()
+	topics := *n.topics.Load()
 	t := topics[name]
 	if t == nil {
 		t = &topicState{jumpLogged: map[int32]time.Time{}}
 		next := maps.Clone(topics)
-		if next == nil {
-			next = map[string]*topicState{}
-		}
 		next[name] = t
 		n.topics.Store(&next)
 	}
 	return t
-}
-
-// topicsNow returns the table of topics in force (nil before the first).
-func (n *Node) topicsNow() map[string]*topicState {
-	if m := n.topics.Load(); m != nil {
-		return *m
-	}
-	return nil
 }
 
 // runPurger releases expired leases and ends nack delays on partitions nobody touches
@@ -536,7 +526,7 @@ func (n *Node) DeleteTopic(topic string) error {
 	n.pump.DropTopic(topic)
 	n.forgetTopicTokens(topic)
 	n.topicsMu.Lock()
-	if topics := n.topicsNow(); topics[topic] != nil {
+	if topics := *n.topics.Load(); topics[topic] != nil {
 		next := maps.Clone(topics)
 		delete(next, topic)
 		n.topics.Store(&next)
