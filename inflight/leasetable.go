@@ -13,6 +13,10 @@ import "math"
 // per operation, and a fifth of a batch's consume-and-ack.
 //
 // Invariant: an offset's entry is in its ring slot or in far, never in both.
+//
+// get and remove test the slot themselves rather than through a shared helper: so they stay
+// small enough to be inlined into the shard's hot paths (through a helper, reserve → ack
+// took 20% longer).
 type leaseTable struct {
 	ring  []leaseSlot // power-of-two length
 	count int         // entries in ring
@@ -37,8 +41,10 @@ const (
 
 // get returns off's entry, and whether there is one.
 func (t *leaseTable) get(off int64) (pending, bool) {
-	if s := t.held(off); s != nil {
-		return s.p, true
+	if len(t.ring) > 0 {
+		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
+			return s.p, true
+		}
 	}
 	if len(t.far) == 0 {
 		return pending{}, false
@@ -55,64 +61,49 @@ func (t *leaseTable) lookup(off int64) pending {
 
 // set makes p off's entry.
 func (t *leaseTable) set(off int64, p pending) {
-	if s := t.held(off); s != nil {
-		s.p = p
-		return
-	}
-	if len(t.far) > 0 {
-		if _, ok := t.far[off]; ok {
-			t.far[off] = p
-			return
-		}
-	}
 	if len(t.ring) == 0 {
 		t.resize(minLeaseRing)
 	}
-	if off != vacant && t.ring[t.slot(off)].off != vacant && 2*(t.len()+1) > len(t.ring) && len(t.ring) < maxLeaseRing {
-		// Another offset holds the slot and the table is over half full: the window of
-		// leases outgrew the ring. Double it before placing off. (A collision in a ring
-		// mostly empty is offsets far apart, as a lease stuck at the frontier and the
-		// window far above it: one of them goes to far.)
-		t.resize(2 * len(t.ring))
-	}
-	t.place(off, p)
-}
-
-// remove drops off's entry, if any.
-func (t *leaseTable) remove(off int64) {
-	if s := t.held(off); s != nil {
-		*s = leaseSlot{off: vacant}
-		t.count--
+	s := &t.ring[t.slot(off)]
+	switch {
+	case s.off == off && off != vacant:
+		s.p = p
 		return
-	}
-	if len(t.far) > 0 {
-		delete(t.far, off)
-	}
-}
-
-// held returns the ring slot holding off's entry, or nil when the ring does not hold it.
-func (t *leaseTable) held(off int64) *leaseSlot {
-	if len(t.ring) == 0 || off == vacant {
-		return nil
-	}
-	if s := &t.ring[t.slot(off)]; s.off == off {
-		return s
-	}
-	return nil
-}
-
-// place stores p as the entry of off, which has none: in its ring slot when that is empty,
-// in far otherwise.
-func (t *leaseTable) place(off int64, p pending) {
-	if s := &t.ring[t.slot(off)]; s.off == vacant && off != vacant {
+	case s.off == vacant && off != vacant:
+		if len(t.far) > 0 {
+			if _, ok := t.far[off]; ok {
+				t.far[off] = p
+				return
+			}
+		}
 		s.off, s.p = off, p
 		t.count++
 		return
 	}
-	if t.far == nil {
-		t.far = make(map[int64]pending)
+	if _, ok := t.far[off]; !ok && off != vacant && 2*(t.len()+1) > len(t.ring) && len(t.ring) < maxLeaseRing {
+		// Another offset holds the slot and the table is over half full: the window of
+		// leases outgrew the ring. Double it, and place off again. (A collision in a ring
+		// mostly empty is offsets far apart, as a lease stuck at the frontier and the
+		// window far above it: one of them goes to far.)
+		t.resize(2 * len(t.ring))
+		t.set(off, p)
+		return
 	}
-	t.far[off] = p
+	t.setFar(off, p)
+}
+
+// remove drops off's entry, if any.
+func (t *leaseTable) remove(off int64) {
+	if len(t.ring) > 0 {
+		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
+			s.off, s.p = vacant, pending{}
+			t.count--
+			return
+		}
+	}
+	if len(t.far) > 0 {
+		delete(t.far, off)
+	}
 }
 
 // len returns the number of entries.
@@ -162,4 +153,23 @@ func (t *leaseTable) resize(n int) {
 	for off, p := range far {
 		t.place(off, p)
 	}
+}
+
+// place stores p as the entry of off, which has none: in its ring slot when that is empty,
+// in far otherwise.
+func (t *leaseTable) place(off int64, p pending) {
+	if s := &t.ring[t.slot(off)]; s.off == vacant && off != vacant {
+		s.off, s.p = off, p
+		t.count++
+		return
+	}
+	t.setFar(off, p)
+}
+
+// setFar makes p off's entry in far.
+func (t *leaseTable) setFar(off int64, p pending) {
+	if t.far == nil {
+		t.far = make(map[int64]pending)
+	}
+	t.far[off] = p
 }
