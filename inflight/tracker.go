@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"narad.dev/consume/internal/partitionmap"
 )
 
 // ErrTopicDropped is what a create or lookup through a Generation answers once its topic was
@@ -58,71 +59,10 @@ type TrackerConfig struct {
 	Seeds io.Reader
 }
 
-// topicShards holds the shards of one topic: partitions below denseLimit by index (hosts
-// number partitions from zero), any others in a map. A lookup then hashes only the topic
+// topicShards holds the shards of one topic by partition: a lookup hashes only the topic
 // name, and a partition indexes a slice. Once in a tracker's tables it is never changed: a
 // change sets a clone.
-type topicShards struct {
-	dense  []*Shard
-	sparse map[int32]*Shard
-	len    int
-}
-
-// denseLimit bounds the partitions a topic's slice holds: 32 KiB of pointers at most.
-const denseLimit = 4096
-
-func (ts *topicShards) get(partition int32) *Shard {
-	if uint32(partition) < uint32(len(ts.dense)) {
-		return ts.dense[partition]
-	}
-	return ts.sparse[partition] // nil when sparse is
-}
-
-// clone returns a copy of ts that set can change while ts is being read.
-func (ts *topicShards) clone() *topicShards {
-	if ts == nil {
-		return new(topicShards)
-	}
-	return &topicShards{dense: slices.Clone(ts.dense), sparse: maps.Clone(ts.sparse), len: ts.len}
-}
-
-// set stores s as the shard of partition; a nil s removes it.
-func (ts *topicShards) set(partition int32, s *Shard) {
-	if had := ts.get(partition) != nil; had != (s != nil) {
-		if had {
-			ts.len--
-		} else {
-			ts.len++
-		}
-	}
-	switch {
-	case uint32(partition) < uint32(len(ts.dense)):
-		ts.dense[partition] = s
-	case partition >= 0 && partition < denseLimit && s != nil:
-		ts.dense = append(ts.dense, make([]*Shard, int(partition)+1-len(ts.dense))...)
-		ts.dense[partition] = s
-	case s != nil:
-		if ts.sparse == nil {
-			ts.sparse = make(map[int32]*Shard)
-		}
-		ts.sparse[partition] = s
-	default:
-		delete(ts.sparse, partition)
-	}
-}
-
-// appendTo appends the topic's shards to shards.
-func (ts *topicShards) appendTo(shards []*Shard) []*Shard {
-	for _, s := range ts.dense {
-		if s != nil {
-			shards = append(shards, s)
-		}
-	}
-	for _, s := range ts.sparse {
-		shards = append(shards, s)
-	}
-	return shards
-}
+type topicShards = partitionmap.Map[Shard]
 
 // A Tracker holds the shards of the partitions a node owns, keyed by topic name and
 // partition, so a recreated topic maps to its successor's shard. It creates a
@@ -156,7 +96,7 @@ type trackerTables struct {
 
 func (tt *trackerTables) lookup(topic string, partition int32) *Shard {
 	if ts := tt.shards[topic]; ts != nil {
-		return ts.get(partition)
+		return ts.Get(partition)
 	}
 	return nil
 }
@@ -164,7 +104,7 @@ func (tt *trackerTables) lookup(topic string, partition int32) *Shard {
 // withShards returns a copy of tt whose shards of topic are ts (none when ts is empty).
 func (tt *trackerTables) withShards(topic string, ts *topicShards) *trackerTables {
 	next := &trackerTables{shards: maps.Clone(tt.shards), gens: tt.gens}
-	if ts.len == 0 {
+	if ts.Len() == 0 {
 		delete(next.shards, topic)
 	} else {
 		next.shards[topic] = ts
@@ -260,8 +200,8 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 		t.mu.Unlock()
 		return s, nil // a concurrent create won; both read the same files under the fence
 	}
-	ts := tables.shards[topic].clone()
-	ts.set(partition, fresh)
+	ts := tables.shards[topic].Clone()
+	ts.Set(partition, fresh)
 	t.tables.Store(tables.withShards(topic, ts))
 	t.mu.Unlock()
 	if t.cfg.Load != nil && t.cfg.Hooks.Dirty != nil {
@@ -293,8 +233,8 @@ func (t *Tracker) Drop(topic string, partition int32) {
 	tables := t.tables.Load()
 	s := tables.lookup(topic, partition)
 	if s != nil {
-		ts := tables.shards[topic].clone()
-		ts.set(partition, nil)
+		ts := tables.shards[topic].Clone()
+		ts.Set(partition, nil)
 		t.tables.Store(tables.withShards(topic, ts))
 	}
 	t.mu.Unlock()
@@ -320,7 +260,7 @@ func (t *Tracker) DropTopic(topic string) error {
 		delete(next.gens, topic)
 	}
 	if ts := tables.shards[topic]; ts != nil {
-		dropped = ts.appendTo(nil)
+		dropped = ts.AppendTo(nil)
 		next.shards = maps.Clone(tables.shards)
 		delete(next.shards, topic)
 	}
@@ -350,7 +290,7 @@ func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
 	tables := t.tables.Load()
 	shards := make([]*Shard, 0, tables.len())
 	for _, ts := range tables.shards {
-		shards = ts.appendTo(shards)
+		shards = ts.AppendTo(shards)
 	}
 	for _, s := range shards {
 		released += s.Purge(now)
@@ -369,7 +309,7 @@ func (t *Tracker) Reconfigure(topic string) {
 	}
 	cfg := t.cfg.Topic(topic)
 	if ts := t.tables.Load().shards[topic]; ts != nil {
-		for _, s := range ts.appendTo(nil) {
+		for _, s := range ts.AppendTo(nil) {
 			s.SetConfig(cfg)
 		}
 	}
@@ -381,7 +321,7 @@ func (t *Tracker) Len() int { return t.tables.Load().len() }
 func (tt *trackerTables) len() int {
 	n := 0
 	for _, ts := range tt.shards {
-		n += ts.len
+		n += ts.Len()
 	}
 	return n
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/partitionmap"
 )
 
 func TestTrackerLazyCreateRestores(t *testing.T) {
@@ -202,7 +204,7 @@ func TestTrackerReconfigure(t *testing.T) {
 // dropped one at a time and with their topic, and never found under another topic.
 func TestTrackerPartitionNumbers(t *testing.T) {
 	tr := NewTracker(TrackerConfig{})
-	partitions := []int32{0, 7, denseLimit - 1, denseLimit, 1 << 30, -1}
+	partitions := []int32{0, 7, partitionmap.DenseLimit - 1, partitionmap.DenseLimit, 1 << 30, -1}
 	shards := map[int32]*Shard{}
 	for _, p := range partitions {
 		s, err := tr.Shard("a", p)
@@ -219,7 +221,7 @@ func TestTrackerPartitionNumbers(t *testing.T) {
 		other, _ := tr.Lookup("b", p)
 		assert.NotSame(t, s, other)
 	}
-	for _, p := range []int32{1, 6, 8, denseLimit + 1, math.MaxInt32, math.MinInt32} {
+	for _, p := range []int32{1, 6, 8, partitionmap.DenseLimit + 1, math.MaxInt32, math.MinInt32} {
 		_, ok := tr.Lookup("a", p)
 		assert.False(t, ok, "partition %d", p)
 	}

@@ -131,19 +131,10 @@ func (q *queuedAck) give(a wire.Answer) bool {
 }
 
 func (n *Node) lane(owner string) *lane {
-	n.lanesMu.RLock()
-	l, ok := n.lanes[owner]
-	n.lanesMu.RUnlock()
-	if ok {
+	if l, ok := n.lanes.load(owner); ok {
 		return l
 	}
-	n.lanesMu.Lock()
-	defer n.lanesMu.Unlock()
-	if l, ok = n.lanes[owner]; !ok {
-		l = &lane{owner: owner}
-		n.lanes[owner] = l
-	}
-	return l
+	return n.lanes.loadOrAdd(owner, func() *lane { return &lane{owner: owner} })
 }
 
 // singlesOnly reports whether acks to the owner go one at a time at now: this node speaks no

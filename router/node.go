@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -167,10 +166,7 @@ type Node struct {
 	stat      func(string) error          // nil when the path exists
 	rename    func(from, to string) error // nil: a custom FS that cannot rename
 
-	// topics is read on every consume without a lock: a change (a topic's first use, a
-	// delete) copies the table under topicsMu and replaces it.
-	topicsMu sync.Mutex
-	topics   atomic.Pointer[map[string]*topicState]
+	topics readMap[*topicState] // read on every consume; changed at a topic's first use and delete
 
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
@@ -180,9 +176,8 @@ type Node struct {
 	promptTransport bool
 	ownerFinder     OwnerFinder // the routes', if they offer it
 	ackWindow       int
-	lanesMu         sync.RWMutex
-	lanes           map[string]*lane // forwarding state per owner
-	forwarding      *workers         // RPCs in flight in the background (see background)
+	lanes           readMap[*lane] // forwarding state per owner
+	forwarding      *workers       // RPCs in flight in the background (see background)
 
 	// Consumption across nodes: the tokens other nodes left here (topic → *ownerTopic),
 	// this node's tokens left with owners, and the replies whose cancel may race them.
@@ -252,7 +247,6 @@ func New(cfg Config) (*Node, error) {
 		fence:     newCallFence(),
 		transport: cfg.Transport,
 		ackWindow: cfg.AckWindow,
-		lanes:     map[string]*lane{},
 
 		requester:   requester{topics: map[string]*remoteTopic{}, kick: make(chan struct{}, 1)},
 		holdTimeout: cmp.Or(cfg.HoldTimeout, tokens.DefaultHold),
@@ -275,7 +269,6 @@ func New(cfg Config) (*Node, error) {
 		n.ackWindow = defaultAckWindow()
 	}
 	n.forwarding = newWorkers(min(n.ackWindow, maxIdleWorkers))
-	n.topics.Store(&map[string]*topicState{})
 	if n.clock == nil {
 		n.clock = realclock.New()
 	}
@@ -417,21 +410,10 @@ func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State
 
 // topic returns the node's state of a topic, creating it.
 func (n *Node) topic(name string) *topicState {
-	if t := (*n.topics.Load())[name]; t != nil {
-		return t
-	}
-	n.topicsMu.Lock()
-	defer n.topicsMu.Unlock()
-	topics := *n.topics.Load()
-	t := topics[name]
-	if t == nil {
-		t = &topicState{jumpLogged: map[int32]time.Time{}}
-		next := maps.Clone(topics)
-		next[name] = t
-		n.topics.Store(&next)
-	}
-	return t
+	return n.topics.loadOrAdd(name, newTopicState)
 }
+
+func newTopicState() *topicState { return &topicState{jumpLogged: map[int32]time.Time{}} }
 
 // runPurger releases expired leases and ends nack delays on partitions nobody touches
 // on the node's clock, at the earliest deadline the shards hold. A dead
@@ -525,13 +507,7 @@ func (n *Node) DeleteTopic(topic string) error {
 	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
 	n.forgetTopicTokens(topic)
-	n.topicsMu.Lock()
-	if topics := *n.topics.Load(); topics[topic] != nil {
-		next := maps.Clone(topics)
-		delete(next, topic)
-		n.topics.Store(&next)
-	}
-	n.topicsMu.Unlock()
+	n.topics.remove(topic)
 	return err
 }
 

@@ -1134,7 +1134,14 @@ func (s *sim) sparse() {
 	for i := range 4 {
 		ctx, cancel := context.WithCancel(context.Background())
 		pl := s.startPoll(via, router.ConsumeOptions{Wait: 5 * time.Second}, ctx, cancel)
-		time.Sleep(100 * time.Millisecond)
+		// The record is appended once the consumer is parked and its registration had time
+		// to reach the owner: before that, its probes of each owner in turn (one round trip
+		// each) may still be under way, and a notification on the token of the consumer before
+		// it is rightly passed, as the token is stale.
+		for start := time.Now(); via.rn.Parked(topic) == 0 && time.Since(start) < time.Second; {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(max(100*time.Millisecond, 2*s.maxTrip+10*time.Millisecond))
 		synctest.Wait()
 		sent := time.Now()
 		s.append(p, 1)

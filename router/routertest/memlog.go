@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/internal/partitionmap"
 	"narad.dev/consume/router"
 )
 
@@ -16,7 +17,7 @@ import (
 // permanently unreadable records (Corrupt) and closing (Close). It is safe for concurrent
 // use.
 type MemLog struct {
-	mu     sync.RWMutex
+	mu     sync.Mutex // one lock for reads too: each records what it read
 	oldest int64
 	// low and high are oldest and oldest+len(entries), set under mu and read without it:
 	// Oldest and HighWatermark, which a node asks on every consume, take no lock.
@@ -30,10 +31,7 @@ type MemLog struct {
 	corrupt map[int64]bool
 	closed  bool
 	onRead  func(offset int64) // called before each read, outside the lock
-	// Reads share mu for reading; what they record has its own lock, so that concurrent
-	// readers do not queue on the log.
-	readMu sync.Mutex
-	read   []readRun // the offsets read, in order, consecutive ones as one run
+	read    []readRun          // the offsets read, in order, consecutive ones as one run
 }
 
 // memEntry places one record's key and value in its log's arena: chunk, then the key at
@@ -149,8 +147,8 @@ func (l *MemLog) Close() {
 
 // Reads returns how many times Read was called.
 func (l *MemLog) Reads() int {
-	l.readMu.Lock()
-	defer l.readMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	n := 0
 	for _, run := range l.read {
 		n += int(run.n)
@@ -160,8 +158,8 @@ func (l *MemLog) Reads() int {
 
 // ReadOffsets returns the offsets Read was called with, in order.
 func (l *MemLog) ReadOffsets() []int64 {
-	l.readMu.Lock()
-	defer l.readMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var offsets []int64
 	for _, run := range l.read {
 		for off := run.first; off < run.first+run.n; off++ {
@@ -171,15 +169,13 @@ func (l *MemLog) ReadOffsets() []int64 {
 	return offsets
 }
 
-// count records reads of the n offsets from offset.
-func (l *MemLog) count(offset int64, n int) {
-	l.readMu.Lock()
+// countLocked records reads of the n offsets from offset.
+func (l *MemLog) countLocked(offset int64, n int) {
 	if last := len(l.read) - 1; last >= 0 && l.read[last].first+l.read[last].n == offset {
 		l.read[last].n += int64(n)
 	} else {
 		l.read = append(l.read, readRun{offset, int64(n)})
 	}
-	l.readMu.Unlock()
 }
 
 // OnRead has f called with the offset of every later Read, before the read and without the
@@ -193,14 +189,14 @@ func (l *MemLog) OnRead(f func(offset int64)) {
 
 // Read implements router.Log.
 func (l *MemLog) Read(offset int64) (router.Record, error) {
-	l.mu.RLock()
+	l.mu.Lock()
 	if onRead := l.onRead; onRead != nil {
-		l.mu.RUnlock()
+		l.mu.Unlock()
 		onRead(offset)
-		l.mu.RLock()
+		l.mu.Lock()
 	}
-	defer l.mu.RUnlock()
-	l.count(offset, 1)
+	defer l.mu.Unlock()
+	l.countLocked(offset, 1)
 	return l.readLocked(offset)
 }
 
@@ -208,43 +204,34 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 // (Reads, ReadOffsets, OnRead). The records' keys and values are copied into one buffer the
 // caller owns.
 func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Record) ([]router.Record, error) {
-	l.mu.RLock()
+	l.mu.Lock()
 	n, size := l.rangeLocked(offset, limit, maxBytes)
 	if onRead := l.onRead; onRead != nil {
-		l.mu.RUnlock()
+		l.mu.Unlock()
 		for i := range max(n, 1) {
 			onRead(offset + int64(i))
 		}
-		l.mu.RLock()
+		l.mu.Lock()
 		// What the log holds may have changed since the range was measured: take what is
 		// still readable of it.
 		n = l.readableLocked(offset, n)
 	}
-	defer l.mu.RUnlock()
+	defer l.mu.Unlock()
 	if n == 0 { // the first record fails, as Read answers
-		l.count(offset, 1)
+		l.countLocked(offset, 1)
 		_, err := l.readLocked(offset)
 		if err == nil {
 			err = fmt.Errorf("offset %d: the range changed while it was read", offset)
 		}
 		return dst, err
 	}
-	l.count(offset, n)
+	l.countLocked(offset, n)
 	buf := make([]byte, 0, size)
 	for i := range n {
 		index := offset + int64(i) - l.oldest
 		k, v := l.bytesOf(index)
-		start := len(buf)
-		buf = append(buf, k...)
-		key := buf[start:len(buf):len(buf)]
-		buf = append(buf, v...)
-		value := buf[start+len(key) : len(buf) : len(buf)]
-		if k == nil {
-			key = nil
-		}
-		if v == nil {
-			value = nil
-		}
+		var key, value []byte
+		buf, key, value = appendRecord(buf, k, v)
 		dst = append(dst, router.Record{Key: key, Value: value, Timestamp: l.stampOf(index)})
 	}
 	return dst, nil
@@ -292,8 +279,26 @@ func (l *MemLog) readLocked(offset int64) (router.Record, error) {
 	case l.corrupt[offset]:
 		return router.Record{}, fmt.Errorf("offset %d: checksum mismatch: %w", offset, router.ErrCorrupt)
 	}
-	key, value := l.bytesOf(offset - l.oldest)
-	return router.Record{Key: slices.Clone(key), Value: slices.Clone(value), Timestamp: l.stampOf(offset - l.oldest)}, nil
+	k, v := l.bytesOf(offset - l.oldest)
+	_, key, value := appendRecord(make([]byte, 0, len(k)+len(v)), k, v) // one allocation for both
+	return router.Record{Key: key, Value: value, Timestamp: l.stampOf(offset - l.oldest)}, nil
+}
+
+// appendRecord copies a record's key and value after what buf holds and returns them as
+// slices of it, a nil key or value staying nil: the records a log returns are the caller's.
+func appendRecord(buf, k, v []byte) (_, key, value []byte) {
+	start := len(buf)
+	buf = append(buf, k...)
+	key = buf[start:len(buf):len(buf)]
+	buf = append(buf, v...)
+	value = buf[start+len(key) : len(buf) : len(buf)]
+	if k == nil {
+		key = nil
+	}
+	if v == nil {
+		value = nil
+	}
+	return buf, key, value
 }
 
 // HighWatermark implements router.Log.
@@ -307,14 +312,14 @@ func (l *MemLog) Oldest() int64 { return l.low.Load() }
 // since a node resolves a log on every consume: a change copies the topic's table (and, for
 // a new topic, the table of topics) and replaces it.
 type MemLogs struct {
-	mu       sync.Mutex                           // serialises Log and Replace
-	logs     atomic.Pointer[map[string]topicLogs] // never changed once stored; nil: none
+	mu       sync.Mutex                            // serialises Log and Replace
+	logs     atomic.Pointer[map[string]*topicLogs] // never changed once stored; nil: none
 	gets     atomic.Int64
 	getManys atomic.Int64
 }
 
 // topicLogs holds the logs of one topic by partition; never changed once stored.
-type topicLogs map[int32]*MemLog
+type topicLogs = partitionmap.Map[MemLog]
 
 var (
 	_ router.Logs       = (*MemLogs)(nil)
@@ -343,8 +348,10 @@ func (m *MemLogs) Replace(topic string, partition int32, l *MemLog) {
 // lookup returns the log of (topic, partition).
 func (m *MemLogs) lookup(topic string, partition int32) (*MemLog, bool) {
 	if topics := m.logs.Load(); topics != nil {
-		l, ok := (*topics)[topic][partition]
-		return l, ok
+		if logs := (*topics)[topic]; logs != nil {
+			l := logs.Get(partition)
+			return l, l != nil
+		}
 	}
 	return nil, false
 }
@@ -352,15 +359,12 @@ func (m *MemLogs) lookup(topic string, partition int32) (*MemLog, bool) {
 // store publishes copies of the tables with l as the log of (topic, partition). The caller
 // holds m.mu.
 func (m *MemLogs) store(topic string, partition int32, l *MemLog) {
-	topics := map[string]topicLogs{}
+	topics := map[string]*topicLogs{}
 	if old := m.logs.Load(); old != nil {
 		topics = maps.Clone(*old)
 	}
-	logs := maps.Clone(topics[topic])
-	if logs == nil {
-		logs = topicLogs{}
-	}
-	logs[partition] = l
+	logs := topics[topic].Clone()
+	logs.Set(partition, l)
 	topics[topic] = logs
 	m.logs.Store(&topics)
 }
@@ -383,13 +387,16 @@ func (m *MemLogs) Get(topic string, partition int32) (router.Log, error) {
 // GetMany implements router.ManyGetter, from one version of the tables.
 func (m *MemLogs) GetMany(topic string, partitions []int32, into []router.Log) error {
 	m.getManys.Add(1)
-	var logs topicLogs
+	var logs *topicLogs
 	if topics := m.logs.Load(); topics != nil {
 		logs = (*topics)[topic]
 	}
 	for i, p := range partitions {
-		l, ok := logs[p]
-		if !ok {
+		var l *MemLog
+		if logs != nil {
+			l = logs.Get(p)
+		}
+		if l == nil {
 			return fmt.Errorf("routertest: no log for %s/%d", topic, p)
 		}
 		into[i] = l
