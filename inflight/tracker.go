@@ -26,6 +26,9 @@ var ErrTopicDropped = errors.New("inflight: topic dropped")
 type Generation struct {
 	topic string
 	ended atomic.Bool
+	// shards is the topic's table in the tracker while g is live, stored with it, so that a
+	// caller holding g finds a shard without looking the topic up by name (see LookupIn).
+	shards atomic.Pointer[topicShards]
 }
 
 // Topic returns the topic g is a generation of.
@@ -135,6 +138,7 @@ func (t *Tracker) Generation(topic string) *Generation {
 		return g
 	}
 	g := &Generation{topic: topic}
+	g.shards.Store(tables.shards[topic]) // none: DropTopic ends a generation with its shards
 	next := &trackerTables{shards: tables.shards, gens: maps.Clone(tables.gens)}
 	next.gens[topic] = g
 	t.tables.Store(next)
@@ -150,6 +154,17 @@ func (t *Tracker) Lookup(topic string, partition int32) (*Shard, bool) {
 	return s, s != nil
 }
 
+// LookupIn returns the shard of (g's topic, partition) if it exists, as Lookup does, without
+// looking the topic up by name. It does not check that g is live: the caller does, after.
+func (t *Tracker) LookupIn(g *Generation, partition int32) (*Shard, bool) {
+	if ts := g.shards.Load(); ts != nil {
+		if s := ts.Get(partition); s != nil {
+			return s, true
+		}
+	}
+	return t.Lookup(g.topic, partition) // a shard stored a moment ago, or g ended
+}
+
 // Shard returns the shard of (topic, partition), creating it from the persisted state if it
 // does not exist yet. It is ShardIn with the topic's live generation.
 func (t *Tracker) Shard(topic string, partition int32) (*Shard, error) {
@@ -162,7 +177,7 @@ func (t *Tracker) Shard(topic string, partition int32) (*Shard, error) {
 // drops it) or sees the generation ended and stores nothing.
 func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	topic := g.topic
-	if s, ok := t.Lookup(topic, partition); ok {
+	if s, ok := t.LookupIn(g, partition); ok {
 		if g.ended.Load() {
 			return nil, ErrTopicDropped
 		}
@@ -202,7 +217,7 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	}
 	ts := tables.shards[topic].Clone()
 	ts.Set(partition, fresh)
-	t.tables.Store(tables.withShards(topic, ts))
+	t.storeShards(tables, topic, ts)
 	t.mu.Unlock()
 	if t.cfg.Load != nil && t.cfg.Hooks.Dirty != nil {
 		// What Load read may exist only in the page cache of a process that crashed: report
@@ -211,6 +226,15 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 		t.cfg.Hooks.Dirty(topic, partition)
 	}
 	return fresh, nil
+}
+
+// storeShards publishes tables with ts as the shards of topic, in the tables and in the
+// topic's live generation. Called with t.mu held.
+func (t *Tracker) storeShards(tables *trackerTables, topic string, ts *topicShards) {
+	t.tables.Store(tables.withShards(topic, ts))
+	if g := tables.gens[topic]; g != nil {
+		g.shards.Store(ts)
+	}
 }
 
 func (t *Tracker) readSeed(seed *[32]byte) error {
@@ -235,7 +259,7 @@ func (t *Tracker) Drop(topic string, partition int32) {
 	if s != nil {
 		ts := tables.shards[topic].Clone()
 		ts.Set(partition, nil)
-		t.tables.Store(tables.withShards(topic, ts))
+		t.storeShards(tables, topic, ts)
 	}
 	t.mu.Unlock()
 	if s != nil {
@@ -256,6 +280,7 @@ func (t *Tracker) DropTopic(topic string) error {
 	next := &trackerTables{shards: tables.shards, gens: tables.gens}
 	if g := tables.gens[topic]; g != nil {
 		g.ended.Store(true)
+		g.shards.Store(nil)
 		next.gens = maps.Clone(tables.gens)
 		delete(next.gens, topic)
 	}

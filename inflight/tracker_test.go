@@ -254,3 +254,46 @@ func TestTrackerPartitionNumbers(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotSame(t, shards[0], again, "a dropped topic's partition gets a new shard")
 }
+
+// LookupIn finds, through a generation, what Lookup finds by name: shards created through
+// it or by name, none once dropped, and after a delete and recreate the old generation
+// reports it ended whatever the lookup found, while the new one finds the new shards.
+func TestTrackerLookupIn(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	gen := tr.Generation("a")
+	_, ok := tr.LookupIn(gen, 0)
+	assert.False(t, ok, "nothing created yet")
+
+	viaGen, err := tr.ShardIn(gen, 0)
+	require.NoError(t, err)
+	byName, err := tr.Shard("a", 5000) // past the slice: in the map
+	require.NoError(t, err)
+	for p, want := range map[int32]*Shard{0: viaGen, 5000: byName} {
+		got, ok := tr.LookupIn(gen, p)
+		require.True(t, ok, "partition %d", p)
+		assert.Same(t, want, got, "partition %d", p)
+	}
+	_, ok = tr.LookupIn(gen, 1)
+	assert.False(t, ok)
+
+	tr.Drop("a", 0)
+	_, ok = tr.LookupIn(gen, 0)
+	assert.False(t, ok, "a dropped partition is not found through the generation")
+	assert.False(t, gen.Ended(), "dropping a partition does not end the topic")
+
+	require.NoError(t, tr.DropTopic("a"))
+	assert.True(t, gen.Ended())
+	_, ok = tr.LookupIn(gen, 5000)
+	assert.False(t, ok, "a dropped topic's shards are not found through its generation")
+	_, err = tr.ShardIn(gen, 0)
+	assert.ErrorIs(t, err, ErrTopicDropped)
+
+	next := tr.Generation("a")
+	require.NotSame(t, gen, next)
+	recreated, err := tr.ShardIn(next, 0)
+	require.NoError(t, err)
+	got, ok := tr.LookupIn(next, 0)
+	require.True(t, ok)
+	assert.Same(t, recreated, got)
+	assert.True(t, gen.Ended(), "the old generation stays ended, whatever a lookup through it finds")
+}

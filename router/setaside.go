@@ -116,7 +116,7 @@ func (n *Node) loadPartition(topic string, partition int32) (inflight.State, err
 // routes: a topic deleted since answers ErrUnknownTopic, and nothing is created for it.
 func (n *Node) shardFor(gen *inflight.Generation, partition int32) (*inflight.Shard, error) {
 	topic := gen.Topic()
-	if shard, ok := n.tracker.Lookup(topic, partition); ok {
+	if shard, ok := n.tracker.LookupIn(gen, partition); ok {
 		if gen.Ended() {
 			return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, ErrTopicDropped)
 		}
