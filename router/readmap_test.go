@@ -76,3 +76,18 @@ func TestReadMapAddsOncePerKey(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadMapLoad is a lookup of one of a few keys, as a consume resolves its topic.
+func BenchmarkReadMapLoad(b *testing.B) {
+	var table readMap[*int]
+	keys := []string{"orders", "payments", "events", "audit"}
+	for _, k := range keys {
+		table.loadOrAdd(k, func() *int { return new(int) })
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := table.load(keys[i%len(keys)]); !ok {
+			b.Fatal("missing")
+		}
+	}
+}
