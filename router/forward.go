@@ -81,8 +81,12 @@ type lane struct {
 	// order they queued, which is the order of their deadlines; answered ones leave it
 	// lazily from the front. One timer, armed for the front's deadline while it is not
 	// empty, answers what its budget ran out for (see sweep): the acks need no timer each.
-	tracked     []*queuedAck
-	sweepArmed  bool
+	tracked    []*queuedAck
+	sweepArmed bool
+	// answerChans holds the answer channels of queued acks that were answered, for the next
+	// ones. The lane's own, not the process's: a channel made inside a testing/synctest
+	// bubble may not be used outside it, and a host's tests run nodes in bubbles.
+	answerChans sync.Pool
 	singleUntil time.Time // the owner refused AckBatch: single ops until then
 	// The owner refused a field of the consume frame (an older release): frames without it
 	// until then.
@@ -187,10 +191,13 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 		n.handOn(l)
 		return answerResult(answer[0])
 	}
-	q := &queuedAck{topic: topic, rec: rec, deadline: deadline, answer: make(chan wire.Answer, 1)}
+	q := &queuedAck{topic: topic, rec: rec, deadline: deadline, answer: l.answerChan()}
 	l.queue = append(l.queue, q)
 	n.trackLocked(l, q)
 	l.mu.Unlock()
+	// Whichever way the wait ends, the channel is empty then and nobody sends on it again
+	// (give sends once, and not at all once the waiter gave up first): it is reused.
+	defer l.answerChans.Put(q.answer)
 
 	done := ctx.Done()
 	if done == nil { // a context that never ends: a plain receive is cheaper than a select
@@ -211,6 +218,14 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	// It left (or was answered meanwhile): the owner may apply it, so it is answered as the
 	// owner answers, or at its deadline as a single op whose reply did not come back.
 	return answerResult(<-q.answer)
+}
+
+// answerChan returns a channel for a queued ack's one answer, reused if one is free.
+func (l *lane) answerChan() chan wire.Answer {
+	if ch, ok := l.answerChans.Get().(chan wire.Answer); ok {
+		return ch
+	}
+	return make(chan wire.Answer, 1)
 }
 
 func answerResult(a wire.Answer) (time.Time, error) {
