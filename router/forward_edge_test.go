@@ -3,6 +3,8 @@ package router_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -570,4 +572,64 @@ func TestNewRefusesAnUnknownWireVersion(t *testing.T) {
 		assert.Contains(t, err.Error(), "Config.WireVersion")
 		assert.Equal(t, 400, router.HTTPStatus(err))
 	}
+}
+
+// Queued forwarded acks given up at random moments, round after round on one lane (whose
+// answer channels are reused), half of them with a handle whose nonce is wrong: each call
+// gets its own ack's answer. One answered success was applied on the owner and was a real
+// handle; one given up before its batch left (context.Canceled) was not applied; a wrong
+// handle is never answered success, a real one never ErrGone.
+func TestQueuedAcksGetTheirOwnAnswersUnderCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 10*time.Millisecond, 1) // one slot: every ack but one queues
+		defer p.close()
+		p.record(func(int) { time.Sleep(40 * time.Millisecond) }) // the slot is held a while
+		rng := rand.New(rand.NewPCG(7, 11))
+		counts := map[string]int{}
+		for round := range 4 {
+			const acks = 24
+			p.a.produce(0, acks)
+			msgs := p.a.consume(router.ConsumeOptions{Max: acks})
+			require.Len(t, msgs, acks)
+			errs := make([]error, acks)
+			wrong := make([]bool, acks)
+			var wg sync.WaitGroup
+			for i, m := range msgs {
+				handle := m.Receipt
+				if wrong[i] = rng.IntN(2) == 0; wrong[i] {
+					handle.Nonce++
+				}
+				cancelAfter := time.Duration(rng.IntN(120)) * time.Millisecond
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), cancelAfter)
+					defer cancel()
+					errs[i] = p.b.node.Ack(ctx, "orders", handle.String())
+				})
+			}
+			wg.Wait()
+			for i, m := range msgs {
+				again := p.a.ack(m) // on the owner: settled already, or still leased
+				switch {
+				case wrong[i]:
+					assert.Error(t, errs[i], "round %d, ack %d: a wrong nonce is never answered success", round, i)
+					assert.NoError(t, again, "round %d, ack %d: a wrong nonce settles nothing", round, i)
+					counts["wrong"]++
+				case errs[i] == nil:
+					assert.ErrorIs(t, again, router.ErrAlreadySettled, "round %d, ack %d answered success: applied", round, i)
+					counts["applied"]++
+				case errors.Is(errs[i], context.DeadlineExceeded):
+					assert.NoError(t, again, "round %d, ack %d given up before it left: not applied", round, i)
+					counts["given up"]++
+				default: // a 502 or 503: no answer came back in time, or no slot
+					assert.NotErrorIs(t, errs[i], router.ErrGone, "round %d, ack %d: a real handle", round, i)
+					if again != nil {
+						assert.ErrorIs(t, again, router.ErrAlreadySettled, "round %d, ack %d", round, i)
+					}
+				}
+			}
+		}
+		for _, outcome := range []string{"wrong", "applied", "given up"} {
+			assert.Positive(t, counts[outcome], outcome)
+		}
+	})
 }
