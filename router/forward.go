@@ -135,9 +135,6 @@ func (q *queuedAck) give(a wire.Answer) bool {
 }
 
 func (n *Node) lane(owner string) *lane {
-	if l, ok := n.lanes.load(owner); ok {
-		return l
-	}
 	return n.lanes.loadOrAdd(owner, func() *lane { return &lane{owner: owner} })
 }
 
