@@ -273,7 +273,7 @@ func BenchmarkForwardedAcks(b *testing.B) {
 		for _, inFlight := range []int{1, 64, 256, 512} {
 			for _, rtt := range rtts {
 				b.Run(fmt.Sprintf("%sinflight=%d/rtt=%s", prefix, inFlight, rtt.name), func(b *testing.B) {
-					benchForwardedAcks(b, inFlight, rtt.rtt, single, 1)
+					benchForwardedAcks(b, inFlight, rtt.rtt, single, blockingAcks)
 				})
 			}
 		}
@@ -287,10 +287,29 @@ func BenchmarkForwardedAcks(b *testing.B) {
 			})
 		}
 	}
+	// A client that acks one record at a time without waiting (Node.AckAsync): one goroutine
+	// with up to inFlight acks unanswered.
+	for _, inFlight := range []int{1, 64, 512} {
+		for _, rtt := range rtts {
+			b.Run(fmt.Sprintf("async/inflight=%d/rtt=%s", inFlight, rtt.name), func(b *testing.B) {
+				benchForwardedAcks(b, inFlight, rtt.rtt, false, asyncAcks)
+			})
+		}
+	}
 }
 
+// How benchForwardedAcks's clients ack: a number of handles per call (Ack for one,
+// AckBatch for more), or asyncAcks.
+const (
+	blockingAcks = 1
+	// asyncAcks: one goroutine calls AckAsync for every handle, with at most inFlight acks
+	// not yet answered.
+	asyncAcks = 0
+)
+
 // benchForwardedAcks runs b.N forwarded acks from inFlight goroutines, each acking perCall
-// handles at a time: with Ack for one, with AckBatch for more.
+// handles at a time: with Ack for one, with AckBatch for more; or, with perCall asyncAcks,
+// from one goroutine that keeps up to inFlight AckAsyncs unanswered.
 func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bool, perCall int) {
 	net := &routertest.Network{RTT: rtt}
 	logs := &routertest.MemLogs{}
@@ -376,7 +395,25 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 		}
 	}()
 	var wg sync.WaitGroup
-	for range inFlight {
+	if perCall == asyncAcks {
+		unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
+		done := func(err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			<-unanswered
+		}
+		wg.Go(func() {
+			for h, ok := take(); ok; h, ok = take() {
+				unanswered <- struct{}{}
+				fwd.AckAsync("t", h, done)
+			}
+			for range inFlight { // every ack answered
+				unanswered <- struct{}{}
+			}
+		})
+	}
+	for range inFlight * min(perCall, 1) {
 		wg.Go(func() {
 			if perCall == 1 {
 				for h, ok := take(); ok; h, ok = take() {

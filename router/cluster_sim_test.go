@@ -148,7 +148,7 @@ func (s *clusterSim) delivered(m router.Message, at time.Time) {
 	s.live[k] = l
 }
 
-// settle acks or nacks a held handle through a random node.
+// settle acks (waiting, or with AckAsync) or nacks a held handle through a random node.
 func (s *clusterSim) settle(rt *rapid.T) {
 	if len(s.held) == 0 {
 		rt.Skip("nothing held")
@@ -159,9 +159,14 @@ func (s *clusterSim) settle(rt *rapid.T) {
 	ack := rapid.Bool().Draw(rt, "ack")
 	var err error
 	sent := time.Now()
-	if ack {
+	switch {
+	case ack && rapid.Bool().Draw(rt, "async"):
+		answered := make(chan error, 1)
+		via.node.AckAsync("orders", l.msg.Receipt.String(), func(err error) { answered <- err })
+		err = <-answered
+	case ack:
 		err = via.node.Ack(context.Background(), "orders", l.msg.Receipt.String())
-	} else {
+	default:
 		err = via.node.Nack(context.Background(), "orders", l.msg.Receipt.String(), 0)
 	}
 	k := simKey{l.msg.Partition, l.msg.Offset}

@@ -83,6 +83,9 @@ type lane struct {
 	// empty, answers what its budget ran out for (see sweep): the acks need no timer each.
 	tracked    []*queuedAck
 	sweepArmed bool
+	// pickingUp: a goroutine holds a slot for the acks AckAsync queued and has not taken its
+	// batch yet (see claimPickupLocked).
+	pickingUp bool
 	// answerChans holds the answer channels of queued acks that were answered, for the next
 	// ones. The lane's own, not the process's: a channel made inside a testing/synctest
 	// bubble may not be used outside it, and a host's tests run nodes in bubbles.
@@ -118,8 +121,12 @@ type queuedAck struct {
 	rec      wireRecord
 	deadline time.Time
 	// answer carries the ack's one answer (capacity 1); nil for an ack answered in place
-	// (one that left at once, or a client's batch ack).
-	answer   chan wire.Answer
+	// (one that left at once, or a client's batch ack) or through done.
+	answer chan wire.Answer
+	// done, when set, is given the answer instead of answer: an AckAsync's, whose call then
+	// leaves fence.
+	done     func(error)
+	fence    *callFence
 	answered atomic.Bool // the answer was given: the first to give it wins (see give)
 	taken    bool        // sent, or given up: no longer in the queue's hands (under lane.mu)
 }
@@ -129,6 +136,11 @@ type queuedAck struct {
 func (q *queuedAck) give(a wire.Answer) bool {
 	if !q.answered.CompareAndSwap(false, true) {
 		return false
+	}
+	if q.done != nil {
+		q.done(errorOf(a))
+		q.fence.leave() // after done: Close returns once every done has
+		return true
 	}
 	q.answer <- a
 	return true
@@ -217,6 +229,56 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	return answerResult(<-q.answer)
 }
 
+// forwardAsync queues one ack, extend or nack (of a topic checkTopic passed) for the owner of
+// its partition and returns at once; done is given what the owner answered, or what the
+// budget did, from the goroutine that learns it, and the call that entered the node's fence
+// then leaves it. With a slot free, a goroutine of the node takes it and sends what has
+// queued by the time it runs (this ack, and any queued just after it): nothing waits for a
+// round trip that is not its own, and the caller never waits for the network.
+func (n *Node) forwardAsync(owner, topic string, rec wireRecord, done func(error)) {
+	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget), done: done, fence: &n.fence}
+	l := n.lane(owner)
+	l.mu.Lock()
+	l.queue = append(l.queue, q)
+	n.trackLocked(l, q)
+	start := n.claimPickupLocked(l)
+	l.mu.Unlock()
+	if start {
+		n.pickUp(l)
+	}
+}
+
+// claimPickupLocked takes a free slot for a goroutine that picks up the queued acks, unless
+// one is on its way already: the acks that queue meanwhile leave with it, rather than each
+// taking a slot and an RPC of its own. Called with l.mu held.
+func (n *Node) claimPickupLocked(l *lane) bool {
+	if l.pickingUp || l.inFlight >= n.ackWindow {
+		return false
+	}
+	l.inFlight++
+	l.pickingUp = true
+	return true
+}
+
+// pickUp starts the goroutine of a slot claimed by claimPickupLocked: it takes what has
+// queued by the time it runs and drains the lane from there. When more is left queued than
+// one batch carries and another slot is free, it starts the next one first.
+func (n *Node) pickUp(l *lane) {
+	n.background(func() {
+		l.mu.Lock()
+		l.pickingUp = false
+		batch, now := n.nextLocked(l)
+		more := len(l.queue) > 0 && n.claimPickupLocked(l)
+		l.mu.Unlock()
+		if more {
+			n.pickUp(l)
+		}
+		if batch != nil {
+			n.drain(l, now, batch)
+		}
+	})
+}
+
 // answerChan returns a channel for a queued ack's one answer, reused if one is free.
 func (l *lane) answerChan() chan wire.Answer {
 	if ch, ok := l.answerChans.Get().(chan wire.Answer); ok {
@@ -256,7 +318,18 @@ func (n *Node) trackLocked(l *lane, q *queuedAck) {
 // answered 502 (no reply came back by its deadline; the owner may have applied it), and its
 // batch's late reply is then dropped. It re-arms the timer for the next deadline.
 func (n *Node) sweep(l *lane) {
+	// The answers are given once the lane's lock is released: an AckAsync's runs its
+	// caller's function, which may ack again through this lane.
+	for _, e := range n.expire(l) {
+		e.q.give(e.answer)
+	}
+}
+
+// expire takes the tracked acks whose budget ran out out of the lane's hands, with the
+// answer each is owed, and re-arms the lane's timer for the next deadline.
+func (n *Node) expire(l *lane) []expiredAck {
 	now := n.clock.Now()
+	var expired []expiredAck
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for len(l.tracked) > 0 {
@@ -266,17 +339,26 @@ func (n *Node) sweep(l *lane) {
 		}
 		l.tracked[0] = nil
 		l.tracked = l.tracked[1:]
-		if !q.taken {
+		switch {
+		case q.answered.Load():
+		case !q.taken:
 			q.taken = true
-			q.give(wire.Answer{Status: wire.StatusUnavailable, Message: fmt.Sprintf("no slot to %s within the budget: not applied", l.owner)})
-			continue
+			expired = append(expired, expiredAck{q, wire.Answer{Status: wire.StatusUnavailable, Message: fmt.Sprintf("no slot to %s within the budget: not applied", l.owner)}})
+		default:
+			expired = append(expired, expiredAck{q, wire.Answer{Status: statusTransport, Message: fmt.Sprintf("no reply from %s within the budget", l.owner)}})
 		}
-		q.give(wire.Answer{Status: statusTransport, Message: fmt.Sprintf("no reply from %s within the budget", l.owner)})
 	}
 	l.sweepArmed = len(l.tracked) > 0
 	if l.sweepArmed {
 		n.clock.AfterFunc(l.tracked[0].deadline.Sub(now), func() { n.sweep(l) })
 	}
+	return expired
+}
+
+// expiredAck is an answer sweep gives once it released the lane.
+type expiredAck struct {
+	q      *queuedAck
+	answer wire.Answer
 }
 
 // handOn gives the slot an RPC made from a caller's goroutine held to what queued
@@ -348,6 +430,11 @@ func (l *lane) queueShorter(n int) bool {
 func (n *Node) next(l *lane) ([]*queuedAck, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return n.nextLocked(l)
+}
+
+// nextLocked is next, called with l.mu held.
+func (n *Node) nextLocked(l *lane) ([]*queuedAck, time.Time) {
 	if len(l.queue) == 0 { // the common case below the window: no clock read
 		l.inFlight--
 		return nil, time.Time{}
@@ -721,19 +808,33 @@ func apply(shard *inflight.Shard, now time.Time, r wireRecord) (time.Time, error
 // the owner otherwise (with a Transport configured); an owner the routes do not name is
 // unavailable, with no RPC made.
 func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
-	shard, err := n.localShard(topic, r.handle.Partition)
-	if err == nil {
+	shard, owner, err := n.shardOrOwner(topic, r.handle.Partition)
+	switch {
+	case err != nil:
+		return time.Time{}, err
+	case shard != nil:
 		return apply(shard, n.clock.Now(), r) // the clock is read only for a record applied here
 	}
-	if !errors.Is(err, ErrNotLocal) || n.transport == nil {
-		return time.Time{}, err
+	return n.forward(ctx, owner, topic, r)
+}
+
+// shardOrOwner finds where a record of partition is settled: the live shard when this node
+// owns it, and otherwise (with a Transport configured) the owner to forward it to; an owner
+// the routes do not name, or one that is down, is unavailable, with no RPC made.
+func (n *Node) shardOrOwner(topic string, partition int32) (*inflight.Shard, string, error) {
+	shard, err := n.localShard(topic, partition)
+	if err == nil {
+		return shard, "", nil
 	}
-	owner, ok := n.ownerOf(topic, r.handle.Partition)
+	if !errors.Is(err, ErrNotLocal) || n.transport == nil {
+		return nil, "", err
+	}
+	owner, ok := n.ownerOf(topic, partition)
 	if !ok {
-		return time.Time{}, fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, r.handle.Partition)
+		return nil, "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
 	}
 	if n.down(owner) {
-		return time.Time{}, fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, r.handle.Partition)
+		return nil, "", fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
 	}
-	return n.forward(ctx, owner, topic, r)
+	return nil, owner, nil
 }

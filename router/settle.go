@@ -33,6 +33,44 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 	return err
 }
 
+// AckAsync is Ack that does not wait: it returns at once, and done is called exactly once
+// with what Ack would have returned (nil when done is nil: fire and forget). It is for
+// consumers that settle many records one at a time and need not stop for each answer, as
+// librdkafka's asynchronous commit with its callback is: forwarded acks to one owner share
+// RPCs and the goroutine that answers them, so an ack costs a small part of a blocking one.
+//
+// An ack applied here, or refused before it could leave (a malformed handle, a closed node,
+// no live owner), calls done on the caller's goroutine before AckAsync returns. A forwarded
+// one calls it from a goroutine of the node once the owner answered or the 2 s budget ran
+// out (ErrUnavailable when it never left, ErrTransport when no reply came back, as for Ack).
+// done must return promptly: the answers to one RPC's acks are given one after the other,
+// and the next RPC to that owner waits for them. It may call the node again (AckAsync
+// included), but not Close or Shutdown: Close waits until every done has returned.
+func (n *Node) AckAsync(topic, handle string, done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
+	if !n.fence.enter() {
+		done(ErrClosed)
+		return
+	}
+	rec, err := settleRecord(topic, handle, opAck, 0)
+	var shard *inflight.Shard
+	var owner string
+	if err == nil {
+		shard, owner, err = n.shardOrOwner(topic, rec.handle.Partition)
+	}
+	if err == nil && shard != nil {
+		_, err = apply(shard, n.clock.Now(), rec)
+	}
+	if err != nil || shard != nil {
+		done(err)
+		n.fence.leave()
+		return
+	}
+	n.forwardAsync(owner, topic, rec, done) // which leaves the fence once done returned
+}
+
 // AckDurable is Ack that returns only once the ack is on disk: after a writeout of the
 // partition that the first durable ack starts at once. It is a group commit, as a
 // database's log is: durable acks that arrive while that sync runs share the next one, so a
@@ -251,17 +289,26 @@ func (n *Node) settle(ctx context.Context, topic, handle string, op byte, arg ti
 		return time.Time{}, ErrClosed
 	}
 	defer n.fence.leave()
-	h, err := inflight.ParseHandle(handle)
+	rec, err := settleRecord(topic, handle, op, arg)
 	if err != nil {
 		return time.Time{}, err
 	}
+	return n.remoteOrLocal(ctx, topic, rec)
+}
+
+// settleRecord checks a settle's arguments and returns the record it applies.
+func settleRecord(topic, handle string, op byte, arg time.Duration) (wireRecord, error) {
+	h, err := inflight.ParseHandle(handle)
+	if err != nil {
+		return wireRecord{}, err
+	}
 	if err := checkTopic(topic); err != nil {
-		return time.Time{}, err
+		return wireRecord{}, err
 	}
 	if err := checkDuration(op, arg); err != nil {
-		return time.Time{}, err
+		return wireRecord{}, err
 	}
-	return n.remoteOrLocal(ctx, topic, wireRecord{op: op, handle: h, arg: arg})
+	return wireRecord{op: op, handle: h, arg: arg}, nil
 }
 
 // checkDuration refuses, before anything is applied or forwarded, an extension or a
