@@ -116,6 +116,13 @@
 // their owners at once, one AckBatch per 64 handles, the owners in parallel. The frames are
 // described in docs/protocol.md, "Forwarded acks and the node wire".
 //
+// AckAsync is an ack that does not wait: done gets what Ack would have answered, at once for
+// an ack applied here or refused before it leaves, and from a goroutine of the node for a
+// forwarded one. A forwarded AckAsync queues; while a slot is free, one goroutine picks up
+// what queued by the time it runs and sends it as one RPC, so that a consumer acking one
+// record at a time shares RPCs and wake-ups, and no caller parks per ack. Close waits until
+// every done has returned.
+//
 // # Consumption across nodes
 //
 // With a Transport, a cluster of nodes behaves as one queue: a consumer may land on any node

@@ -86,6 +86,7 @@ type lane struct {
 	// pickingUp: a goroutine holds a slot for the acks AckAsync queued and has not taken its
 	// batch yet (see claimPickupLocked).
 	pickingUp bool
+	returning int // slots answering what their RPC carried, each to take the queue next
 	// answerChans holds the answer channels of queued acks that were answered, for the next
 	// ones. The lane's own, not the process's: a channel made inside a testing/synctest
 	// bubble may not be used outside it, and a host's tests run nodes in bubbles.
@@ -249,10 +250,11 @@ func (n *Node) forwardAsync(owner, topic string, rec wireRecord, done func(error
 }
 
 // claimPickupLocked takes a free slot for a goroutine that picks up the queued acks, unless
-// one is on its way already: the acks that queue meanwhile leave with it, rather than each
-// taking a slot and an RPC of its own. Called with l.mu held.
+// one is on its way already, or a slot is answering the acks its RPC carried and takes the
+// queue next: the acks that queue meanwhile leave with it, rather than each taking a slot
+// and an RPC of its own. Called with l.mu held.
 func (n *Node) claimPickupLocked(l *lane) bool {
-	if l.pickingUp || l.inFlight >= n.ackWindow {
+	if l.pickingUp || l.returning > 0 || l.inFlight >= n.ackWindow {
 		return false
 	}
 	l.inFlight++
@@ -390,6 +392,9 @@ func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
 	for batch != nil {
 		answers := answerBuf[:len(batch)]
 		n.call(l, now, batch, answers)
+		l.mu.Lock()
+		l.returning++ // it takes what queues while it answers (see claimPickupLocked)
+		l.mu.Unlock()
 		for i, a := range answers {
 			batch[i].give(a)
 		}
@@ -405,7 +410,7 @@ func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
 			}
 			runtime.Gosched()
 		}
-		batch, now = n.next(l)
+		batch, now = n.nextReturning(l)
 	}
 }
 
@@ -431,6 +436,21 @@ func (n *Node) next(l *lane) ([]*queuedAck, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return n.nextLocked(l)
+}
+
+// nextReturning is next for a slot whose RPC came back and whose acks it answered. What it
+// leaves queued (more than a batch, or another topic's) gets a goroutine on a free slot, if
+// there is one: those acks queued while no other goroutine was to pick them up.
+func (n *Node) nextReturning(l *lane) ([]*queuedAck, time.Time) {
+	l.mu.Lock()
+	l.returning--
+	batch, now := n.nextLocked(l)
+	more := len(l.queue) > 0 && n.claimPickupLocked(l)
+	l.mu.Unlock()
+	if more {
+		n.pickUp(l)
+	}
+	return batch, now
 }
 
 // nextLocked is next, called with l.mu held.

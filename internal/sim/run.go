@@ -26,6 +26,9 @@ type sim struct {
 	seed uint64
 	opts Options
 	rng  *rand.Rand // the driver's; every draw of the run comes from it
+	// asyncAcks draws whether an ack waits (Ack) or not (AckAsync), from a stream of its
+	// own so that the driver's draws are what they were before AckAsync was simulated.
+	asyncAcks *rand.Rand
 
 	nodes     []*node
 	byID      map[string]*node
@@ -109,6 +112,7 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 	s := &sim{
 		seed: seed, opts: opts,
 		rng:        rand.New(rand.NewPCG(seed, 0x73696d2e6e617261)), // "sim.nara"
+		asyncAcks:  rand.New(rand.NewPCG(seed, 0x61636b732e617379)), // "acks.asy"
 		logs:       &routertest.MemLogs{},
 		linkCalls:  map[link]uint64{},
 		dupHandles: map[router.Handle]bool{},
@@ -502,7 +506,13 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	var d time.Duration
 	switch op {
 	case opAck:
-		err = via.rn.Ack(ctx, topic, h.String())
+		if s.asyncAcks.IntN(2) == 0 {
+			answered := make(chan error, 1)
+			via.rn.AckAsync(topic, h.String(), func(err error) { answered <- err })
+			err = <-answered
+		} else {
+			err = via.rn.Ack(ctx, topic, h.String())
+		}
 	case opNack:
 		d = []time.Duration{0, 0, 0, 300 * time.Millisecond}[s.rng.IntN(4)]
 		err = via.rn.Nack(ctx, topic, h.String(), d)
