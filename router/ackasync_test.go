@@ -195,7 +195,8 @@ func TestCloseWaitsForAckAsync(t *testing.T) {
 
 // Many AckAsyncs from several goroutines, through a narrow window and a network whose trips
 // overtake each other, some handles with a wrong nonce: every done runs exactly once, with
-// the answer of its own ack, and the right acks share RPCs.
+// the answer of its own ack, within a few round trips (none is left queued with nobody to
+// take it), and the right acks share RPCs.
 func TestAckAsyncAnswersEachOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPair(t, time.Millisecond, 4)
@@ -219,6 +220,7 @@ func TestAckAsyncAnswersEachOnce(t *testing.T) {
 		}
 		answers := make([]atomic.Int32, acks)
 		errs := make([]error, acks)
+		waited := make([]time.Duration, acks)
 		var answered sync.WaitGroup
 		answered.Add(acks)
 		calls := p.net.Calls()
@@ -226,8 +228,10 @@ func TestAckAsyncAnswersEachOnce(t *testing.T) {
 		for c := range clients {
 			wg.Go(func() {
 				for i := c; i < acks; i += clients {
+					sent := time.Now()
 					p.b.node.AckAsync("orders", handles[i], func(err error) {
 						errs[i] = err
+						waited[i] = time.Since(sent)
 						answers[i].Add(1)
 						answered.Done()
 					})
@@ -242,6 +246,9 @@ func TestAckAsyncAnswersEachOnce(t *testing.T) {
 		synctest.Wait()
 		for i, m := range msgs {
 			require.Equal(t, int32(1), answers[i].Load(), "ack %d: done ran once", i)
+			// Nothing is left queued with a slot free: every ack is answered in a few round
+			// trips, far inside its budget.
+			assert.Less(t, waited[i], 50*time.Millisecond, "ack %d", i)
 			if wrong[i] {
 				assert.True(t, errors.Is(errs[i], inflight.ErrGone), "ack %d, a wrong nonce: %v", i, errs[i])
 				continue
@@ -250,5 +257,45 @@ func TestAckAsyncAnswersEachOnce(t *testing.T) {
 			assert.ErrorIs(t, p.a.ack(m), inflight.ErrAlreadySettled, "ack %d: applied", i)
 		}
 		assert.Less(t, p.net.Calls()-calls, int64(acks/4), "the acks shared RPCs")
+	})
+}
+
+// Acks queued while a slot answers its RPC's acks (here, from one of their dones) are taken
+// by that slot, 64 to a batch, and what it leaves goes out at once on other free slots: all
+// of them are answered one round trip after they queued, none waits for a batch ahead of it.
+func TestAckAsyncLeftoversTakeFreeSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rtt, burst = 10 * time.Millisecond, 200
+		p := newPair(t, rtt, 0)
+		defer p.close()
+		p.a.produce(0, burst+1)
+		msgs := make([]router.Message, 0, burst+1)
+		for len(msgs) < burst+1 {
+			msgs = append(msgs, p.a.consume(router.ConsumeOptions{Max: 100})...)
+		}
+		var mu sync.Mutex
+		var queuedAt time.Time
+		var waited []time.Duration
+		var all sync.WaitGroup
+		all.Add(burst)
+		calls := p.net.Calls()
+		p.b.node.AckAsync("orders", msgs[0].Receipt.String(), func(err error) {
+			require.NoError(t, err)
+			queuedAt = time.Now()
+			for _, m := range msgs[1:] {
+				p.b.node.AckAsync("orders", m.Receipt.String(), func(err error) {
+					assert.NoError(t, err)
+					mu.Lock()
+					waited = append(waited, time.Since(queuedAt))
+					mu.Unlock()
+					all.Done()
+				})
+			}
+		})
+		all.Wait()
+		for i, w := range waited {
+			assert.Equal(t, rtt, w, "ack %d of the burst", i)
+		}
+		assert.Equal(t, int64(1+(burst+63)/64), p.net.Calls()-calls, "the burst left in full batches")
 	})
 }

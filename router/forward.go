@@ -263,23 +263,23 @@ func (n *Node) claimPickupLocked(l *lane) bool {
 }
 
 // pickUp starts the goroutine of a slot claimed by claimPickupLocked: it takes what has
-// queued by the time it runs and drains the lane from there. When more is left queued than
-// one batch carries and another slot is free, it starts the next one first.
+// queued by the time it runs and drains the lane from there.
 func (n *Node) pickUp(l *lane) {
 	n.background(func() {
-		l.mu.Lock()
-		l.pickingUp = false
-		batch, now := n.nextLocked(l)
-		more := len(l.queue) > 0 && n.claimPickupLocked(l)
-		l.mu.Unlock()
-		if more {
-			n.pickUp(l)
-		}
-		if batch != nil {
+		if batch, now := n.next(l, pickupSlot); batch != nil {
 			n.drain(l, now, batch)
 		}
 	})
 }
+
+// taker is the slot that takes a batch from the queue (see next).
+type taker int
+
+const (
+	heldSlot     taker = iota // a slot whose RPC was made from its caller's goroutine
+	returnedSlot              // a slot whose RPC came back and whose acks it answered
+	pickupSlot                // a slot claimed for what AckAsync queued (claimPickupLocked)
+)
 
 // answerChan returns a channel for a queued ack's one answer, reused if one is free.
 func (l *lane) answerChan() chan wire.Answer {
@@ -377,7 +377,7 @@ func (n *Node) handOn(l *lane) {
 	if hold {
 		runtime.Gosched()
 	}
-	if batch, _ := n.next(l); batch != nil {
+	if batch, _ := n.next(l, heldSlot); batch != nil {
 		n.background(func() { n.drain(l, n.clock.Now(), batch) })
 	}
 }
@@ -410,7 +410,7 @@ func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
 			}
 			runtime.Gosched()
 		}
-		batch, now = n.nextReturning(l)
+		batch, now = n.next(l, returnedSlot)
 	}
 }
 
@@ -432,18 +432,18 @@ func (l *lane) queueShorter(n int) bool {
 // refused AckBatch, or from a node that speaks none). With nothing queued it frees the slot
 // and returns nil. An ack whose budget is spent is left for sweep, which answers it 503.
 // It returns the clock's reading it took the batch at.
-func (n *Node) next(l *lane) ([]*queuedAck, time.Time) {
+//
+// What it leaves queued (more than a batch, or another topic's) gets a goroutine on a free
+// slot, if there is one: acks AckAsync queued while no goroutine was to pick them up. The
+// taker says which slot takes the batch.
+func (n *Node) next(l *lane, by taker) ([]*queuedAck, time.Time) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return n.nextLocked(l)
-}
-
-// nextReturning is next for a slot whose RPC came back and whose acks it answered. What it
-// leaves queued (more than a batch, or another topic's) gets a goroutine on a free slot, if
-// there is one: those acks queued while no other goroutine was to pick them up.
-func (n *Node) nextReturning(l *lane) ([]*queuedAck, time.Time) {
-	l.mu.Lock()
-	l.returning--
+	switch by {
+	case returnedSlot:
+		l.returning--
+	case pickupSlot:
+		l.pickingUp = false
+	}
 	batch, now := n.nextLocked(l)
 	more := len(l.queue) > 0 && n.claimPickupLocked(l)
 	l.mu.Unlock()
