@@ -240,6 +240,12 @@ func BenchmarkAppendedToDelivery(b *testing.B) {
 //	inflight=N/rtt=D:         the default window; past it, acks coalesce into AckBatches
 //	single/inflight=N/rtt=D:  coalescing off: an AckWindow no ack ever waits behind, so every
 //	                          ack is its own RPC and none ever queues
+//	client-batch=64/...:      clients that ack 64 handles per Node.AckBatch
+//	async/inflight=N/rtt=D:   one client calling Node.AckAsync, N acks unanswered at most
+//	baseline-park/inflight=N: no node and no network: N goroutines each queue a request and
+//	                          park on a channel until one goroutine, taking up to 64 at a
+//	                          time, readies it; the runtime's share of a blocking ack with N
+//	                          in flight, a floor under inflight=N
 //
 // Each reports rpcs/ack and cpu-ns/ack: the process's CPU time (user+sys, both nodes and the
 // network, from getrusage) over the timed acks, divided by the acks. Targets: at most 0.25
@@ -263,6 +269,11 @@ func BenchmarkForwardedAcks(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/ack")
+		})
+	}
+	for _, inFlight := range []int{64, 512} {
+		b.Run(fmt.Sprintf("baseline-park/inflight=%d", inFlight), func(b *testing.B) {
+			benchParkReady(b, inFlight)
 		})
 	}
 	for _, single := range []bool{false, true} {
@@ -296,6 +307,54 @@ func BenchmarkForwardedAcks(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchParkReady is the floor under a blocking ack with inFlight in flight: goroutines that
+// queue a request and park until a draining goroutine answers it, 64 at a time, and nothing
+// else (a slot of the lane, with no RPC).
+func benchParkReady(b *testing.B, inFlight int) {
+	var mu sync.Mutex
+	var queue []chan struct{}
+	draining := false
+	drain := func() {
+		for {
+			mu.Lock()
+			batch := queue[:min(len(queue), 64)]
+			queue = queue[len(batch):]
+			if len(batch) == 0 {
+				draining = false
+				mu.Unlock()
+				return
+			}
+			mu.Unlock() // appends go after batch: it stays as it is
+			for _, answer := range batch {
+				answer <- struct{}{}
+			}
+		}
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	var wg sync.WaitGroup
+	for range inFlight {
+		wg.Go(func() {
+			answer := make(chan struct{}, 1)
+			for next.Add(1) <= int64(b.N) {
+				mu.Lock()
+				queue = append(queue, answer)
+				start := !draining
+				draining = true
+				mu.Unlock()
+				if start {
+					go drain()
+				}
+				<-answer
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/ack")
 }
 
 // How benchForwardedAcks's clients ack: a number of handles per call (Ack for one,

@@ -1,0 +1,139 @@
+package nodehttp_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/nodehttp"
+	"narad.dev/consume/router/routertest"
+)
+
+// BenchmarkForwardedAcksOverHTTP acks records of a partition node "owner" holds through node
+// "fwd", which forwards them over real loopback HTTP/2 cleartext (a nodehttp.Transport to the
+// owner's nodehttp.Handler), with 512 acks unanswered at a time: from 512 goroutines each
+// calling Ack (ack=blocking), or from one goroutine calling AckAsync (ack=async). The records
+// are consumed on the owner before the timer starts. Reported: acks/s, the process's CPU time
+// per ack (both nodes and both ends of HTTP), and RPCs per ack.
+func BenchmarkForwardedAcksOverHTTP(b *testing.B) {
+	for _, async := range []bool{false, true} {
+		name := "ack=blocking/inflight=512"
+		if async {
+			name = "ack=async/inflight=512"
+		}
+		b.Run(name, func(b *testing.B) { benchAcksOverHTTP(b, async, 512) })
+	}
+}
+
+func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
+	logs := &routertest.MemLogs{}
+	log := logs.Log("t", 0)
+	for range b.N {
+		log.Append(nil, []byte("x"), time.Time{})
+	}
+	topic := func(string) router.TopicConfig {
+		return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
+	}
+	ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
+	ownerRoutes.Set("t", 0)
+	fwdRoutes.SetRemote("t", "owner", 0)
+	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer owner.Close()
+	var rpcs atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("/node", &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+		rpcs.Add(1)
+		return owner.Serve(ctx, from, frame)
+	}})
+	srv := httptest.NewUnstartedServer(mux)
+	nodehttp.ConfigureServer(srv.Config)
+	srv.Start()
+	defer srv.Close()
+	tr, err := nodehttp.NewTransport(nodehttp.TransportConfig{Self: "fwd",
+		Resolve: func(string) (string, bool) { return srv.URL + "/node", true }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	fwd, err := router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: tr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	handles := make([]string, 0, b.N)
+	for len(handles) < b.N {
+		msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: min(100, b.N-len(handles))})
+		if err != nil || len(msgs) == 0 {
+			b.Fatal(err, len(msgs))
+		}
+		for _, m := range msgs {
+			handles = append(handles, m.Receipt.String())
+		}
+	}
+	var failed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpu := time.Now(), processCPU()
+	if async {
+		unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
+		done := func(err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			<-unanswered
+		}
+		for _, h := range handles {
+			unanswered <- struct{}{}
+			fwd.AckAsync("t", h, done)
+		}
+		for range inFlight {
+			unanswered <- struct{}{}
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range inFlight {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(len(handles)); i = next.Add(1) - 1 {
+					if err := fwd.Ack(context.Background(), "t", handles[i]); err != nil {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	elapsed, used := time.Since(start), processCPU()-cpu
+	b.StopTimer()
+	if err := fwd.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if failed.Load() > 0 {
+		b.Fatalf("%d acks failed", failed.Load())
+	}
+	if acked := owner.Stats().Shards.Acked; acked != uint64(b.N) {
+		b.Fatalf("the owner acked %d of %d", acked, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acks/s")
+	b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/ack")
+	b.ReportMetric(float64(rpcs.Load())/float64(b.N), "rpcs/ack")
+}
+
+// processCPU is the CPU time this process has used so far (user and system), in ns.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(fmt.Sprint("getrusage: ", err))
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
