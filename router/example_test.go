@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/router"
@@ -84,4 +85,53 @@ func ExampleNode_Work() {
 	// processed a
 	// processed b
 	// processed c
+}
+
+// AckAsync acks without waiting: a consumer hands each handle over and goes on, and done
+// gets what Ack would have answered. Here node b forwards the acks of node a's partition,
+// sharing RPCs between them.
+func ExampleNode_AckAsync() {
+	logs := &routertest.MemLogs{}
+	log := logs.Log("orders", 0)
+	network := &routertest.Network{}
+	var dirs []string
+	defer func() {
+		for _, dir := range dirs {
+			os.RemoveAll(dir)
+		}
+	}()
+	start := func(id string, routes *routertest.Routes) *router.Node {
+		dir, _ := os.MkdirTemp("", "consume-example")
+		dirs = append(dirs, dir)
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: dir, Transport: network.Transport(id)})
+		if err != nil {
+			panic(err)
+		}
+		network.Join(id, node.Serve)
+		return node
+	}
+	routesA, routesB := &routertest.Routes{}, &routertest.Routes{}
+	routesA.Set("orders", 0)
+	routesB.SetRemote("orders", "a", 0)
+	a, b := start("a", routesA), start("b", routesB)
+	defer a.Close()
+
+	for range 100 {
+		off := log.Append(nil, []byte("order"), time.Now())
+		a.Appended("orders", 0, off+1)
+	}
+	msgs, _ := a.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 100})
+
+	var failed atomic.Int64
+	for _, m := range msgs {
+		b.AckAsync("orders", m.Receipt.String(), func(err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	b.Close() // waits until every done has returned
+	fmt.Printf("%d acked through b, %d failed; the owner applied %d\n", len(msgs), failed.Load(), a.Stats().Shards.Acked)
+	// Output:
+	// 100 acked through b, 0 failed; the owner applied 100
 }
