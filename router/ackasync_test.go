@@ -299,3 +299,17 @@ func TestAckAsyncLeftoversTakeFreeSlots(t *testing.T) {
 		assert.Equal(t, int64(1+(burst+63)/64), p.net.Calls()-calls, "the burst left in full batches")
 	})
 }
+
+// A done that panics on the caller's goroutine (an ack applied here) panics there, and the
+// call has left the node all the same: Close does not wait for it.
+func TestAckAsyncDonePanicHereLeavesTheNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		h.produce(0, 1)
+		m := h.one()
+		assert.PanicsWithValue(t, "from done", func() {
+			h.node.AckAsync("orders", m.Receipt.String(), func(error) { panic("from done") })
+		})
+		require.NoError(t, h.node.Close())
+	})
+}

@@ -139,8 +139,8 @@ func (q *queuedAck) give(a wire.Answer) bool {
 		return false
 	}
 	if q.done != nil {
+		defer q.fence.leave() // after done: Close returns once every done has
 		q.done(errorOf(a))
-		q.fence.leave() // after done: Close returns once every done has
 		return true
 	}
 	q.answer <- a
