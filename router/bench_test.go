@@ -7,10 +7,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"narad.dev/consume/internal/cputime"
 	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -262,13 +262,13 @@ func BenchmarkForwardedAcks(b *testing.B) {
 			net.Join("owner", func(context.Context, string, []byte) ([]byte, error) { return []byte{0, 0}, nil })
 			transport := net.Transport("fwd")
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				if _, err := transport.Call(context.Background(), "owner", []byte{1}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/ack")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/ack")
 		})
 	}
 	for _, inFlight := range []int{64, 512} {
@@ -335,7 +335,7 @@ func benchParkReady(b *testing.B, inFlight int) {
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	var wg sync.WaitGroup
 	for range inFlight {
 		wg.Go(func() {
@@ -354,7 +354,7 @@ func benchParkReady(b *testing.B, inFlight int) {
 		})
 	}
 	wg.Wait()
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/ack")
+	b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/ack")
 }
 
 // How benchForwardedAcks's clients ack: a number of handles per call (Ack for one,
@@ -423,12 +423,12 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	before := net.Calls()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	go func() {
 		defer close(feederDone)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		start, ok := threadCPU()
+		start, ok := cputime.Thread()
 		for fed := 0; fed < b.N; {
 			for len(handles) > cap(handles)/2 {
 				<-room
@@ -449,7 +449,7 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 			}
 		}
 		close(handles)
-		if end, _ := threadCPU(); ok {
+		if end, _ := cputime.Thread(); ok {
 			feederCPU.Store(end - start)
 		}
 	}()
@@ -503,19 +503,10 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	}
 	wg.Wait()
 	<-feederDone
-	cpu = processCPU() - cpu - feederCPU.Load()
+	cpu = cputime.Process() - cpu - feederCPU.Load()
 	b.StopTimer()
 	b.ReportMetric(float64(net.Calls()-before)/float64(b.N), "rpcs/ack")
 	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/ack")
-}
-
-// processCPU is the CPU time this process has used so far (user and system), in ns.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkConsumeAck is the node's throughput with N consumers on one topic of 12

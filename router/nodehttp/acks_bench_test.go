@@ -2,15 +2,14 @@ package nodehttp_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"narad.dev/consume/internal/cputime"
 	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/nodehttp"
@@ -83,7 +82,7 @@ func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
 	var failed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	start, cpu := time.Now(), processCPU()
+	start, cpu := time.Now(), cputime.Process()
 	if async {
 		unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
 		done := func(err error) {
@@ -113,7 +112,7 @@ func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
 		}
 		wg.Wait()
 	}
-	elapsed, used := time.Since(start), processCPU()-cpu
+	elapsed, used := time.Since(start), cputime.Process()-cpu
 	b.StopTimer()
 	if err := fwd.Close(); err != nil {
 		b.Fatal(err)
@@ -127,13 +126,4 @@ func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acks/s")
 	b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/ack")
 	b.ReportMetric(float64(rpcs.Load())/float64(b.N), "rpcs/ack")
-}
-
-// processCPU is the CPU time this process has used so far (user and system), in ns.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(fmt.Sprint("getrusage: ", err))
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
