@@ -828,33 +828,31 @@ func apply(shard *inflight.Shard, now time.Time, r wireRecord) (time.Time, error
 // the owner otherwise (with a Transport configured); an owner the routes do not name is
 // unavailable, with no RPC made.
 func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
-	shard, owner, err := n.shardOrOwner(topic, r.handle.Partition)
-	switch {
-	case err != nil:
-		return time.Time{}, err
-	case shard != nil:
+	shard, err := n.localShard(topic, r.handle.Partition)
+	if err == nil {
 		return apply(shard, n.clock.Now(), r) // the clock is read only for a record applied here
+	}
+	owner, err := n.ownerFor(topic, r.handle.Partition, err)
+	if err != nil {
+		return time.Time{}, err
 	}
 	return n.forward(ctx, owner, topic, r)
 }
 
-// shardOrOwner finds where a record of partition is settled: the live shard when this node
-// owns it, and otherwise (with a Transport configured) the owner to forward it to; an owner
-// the routes do not name, or one that is down, is unavailable, with no RPC made.
-func (n *Node) shardOrOwner(topic string, partition int32) (*inflight.Shard, string, error) {
-	shard, err := n.localShard(topic, partition)
-	if err == nil {
-		return shard, "", nil
-	}
-	if !errors.Is(err, ErrNotLocal) || n.transport == nil {
-		return nil, "", err
+// ownerFor returns the owner to forward a record of partition to, given why localShard did
+// not find it here: ErrNotLocal, with a Transport configured, names the owner; any other
+// reason is the answer. An owner the routes do not name, or one that is down, is
+// unavailable, with no RPC made.
+func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
+	if !errors.Is(notHere, ErrNotLocal) || n.transport == nil {
+		return "", notHere
 	}
 	owner, ok := n.ownerOf(topic, partition)
 	if !ok {
-		return nil, "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
+		return "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
 	}
 	if n.down(owner) {
-		return nil, "", fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
+		return "", fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
 	}
-	return nil, owner, nil
+	return owner, nil
 }

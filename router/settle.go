@@ -56,16 +56,18 @@ func (n *Node) AckAsync(topic, handle string, done func(error)) {
 		done(ErrClosed)
 		return
 	}
-	rec, err := settleRecord(topic, handle, opAck, 0)
-	var shard *inflight.Shard
 	var owner string
+	forwarded := false
+	rec, err := settleRecord(topic, handle, opAck, 0)
 	if err == nil {
-		shard, owner, err = n.shardOrOwner(topic, rec.handle.Partition)
+		var shard *inflight.Shard
+		if shard, err = n.localShard(topic, rec.handle.Partition); err == nil {
+			_, err = apply(shard, n.clock.Now(), rec)
+		} else if owner, err = n.ownerFor(topic, rec.handle.Partition, err); err == nil {
+			forwarded = true
+		}
 	}
-	if err == nil && shard != nil {
-		_, err = apply(shard, n.clock.Now(), rec)
-	}
-	if err != nil || shard != nil {
+	if !forwarded {
 		defer n.fence.leave() // after done, even if it panics
 		done(err)
 		return
