@@ -31,7 +31,10 @@ type WorkOptions struct {
 	Pinned    bool
 	Partition int32
 	// OnError, if set, is told of every failure: a handler's error or panic, or an ack,
-	// extend or nack the node refused. Nil ignores them.
+	// extend or nack the node refused. Nil ignores them. It is called from the record's
+	// handler goroutine, or, for the ack of a record another node owns, from a goroutine of
+	// the node once the owner answered (see Node.AckAsync): it must return promptly, and
+	// may be called for several records at once.
 	OnError func(m Message, err error)
 }
 
@@ -54,9 +57,11 @@ func stopsWork(err error) bool {
 // Work runs handler on the records of topic until ctx ends, with at most
 // opts.Concurrency handlers at a time: it consumes as many records as it has free handlers,
 // extends each lease while its handler runs, acks on success and nacks on error or panic.
+// An ack does not hold its handler's slot: the slot takes the next record while the ack of a
+// record another node owns is on its way (Node.AckAsync).
 // When ctx ends it releases at once every record it holds whose handler has not finished,
 // so a local consumer never strands a lease until its timeout, then waits for its handlers
-// to return. It returns nil when ctx ends, or the error that stopped it (the node closed,
+// to return and their acks to be answered. It returns nil when ctx ends, or the error that stopped it (the node closed,
 // the topic deleted).
 func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts WorkOptions) error {
 	if n.closed.Load() {
@@ -153,7 +158,13 @@ func (w *worker) run(ctx context.Context, m Message) {
 	stopExtending()
 	switch {
 	case err == nil:
-		w.report(m, w.n.Ack(context.Background(), w.topic, handle))
+		// Without waiting for the answer: the slot takes the next record while an ack of a
+		// record another node owns travels to its owner (and shares an RPC with others).
+		w.running.Add(1) // Work returns once the ack is answered
+		w.n.AckAsync(w.topic, handle, func(err error) {
+			w.report(m, err)
+			w.running.Done()
+		})
 	case ctx.Err() != nil:
 		// The handler gave up because the worker is shutting down (ctx ended before the
 		// release could be scheduled): a shutdown, not a failure of the record.

@@ -236,3 +236,46 @@ func TestWorkRidesOutTransientErrors(t *testing.T) {
 		assert.InDelta(t, 10, resolveErrs.Load()-before, 1, "one attempt per 100 ms pause, not a hot loop")
 	})
 }
+
+// A record another node owns is acked without holding its handler's slot: with one slot and
+// an owner that takes a second to answer each ack, the next records are handled meanwhile,
+// and Work returns once every ack has been answered.
+func TestWorkDoesNotWaitForAForwardedAck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 10*time.Millisecond, 0)
+		defer p.close()
+		p.net.Join("a", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			if frame[0] == wireAck || frame[0] == wireAckBatch {
+				time.Sleep(time.Second) // a slow owner, for acks only
+			}
+			return p.a.node.Serve(ctx, from, frame)
+		})
+		const records = 5
+		p.a.produce(0, records)
+		start := time.Now()
+		var mu sync.Mutex
+		var began []time.Duration
+		stop := p.b.work(func(ctx context.Context, m router.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			began = append(began, time.Since(start))
+			return nil
+		}, router.WorkOptions{Concurrency: 1, OnError: func(m router.Message, err error) {
+			t.Errorf("offset %d: %v", m.Offset, err)
+		}})
+		for {
+			time.Sleep(10 * time.Millisecond)
+			mu.Lock()
+			n := len(began)
+			mu.Unlock()
+			if n == records {
+				break
+			}
+		}
+		assert.Less(t, began[records-1], 500*time.Millisecond, "every record handled before the first ack's answer: %v", began)
+		assert.Zero(t, p.a.node.Stats().Shards.Acked, "no ack answered yet")
+		require.NoError(t, stop())
+		assert.Equal(t, uint64(records), p.a.node.Stats().Shards.Acked, "Work returned once its acks were answered")
+		assert.GreaterOrEqual(t, time.Since(start), time.Second)
+	})
+}
