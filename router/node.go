@@ -84,7 +84,7 @@ type Config struct {
 	Transport Transport
 	// AckWindow is how many forwarded-ack RPCs to one owner may be in flight before acks
 	// queue and leave in batches; zero means max(128, 8 × GOMAXPROCS). It must not be
-	// negative.
+	// negative. AckAsync's acks share RPCs below it too (see Node.AckAsync).
 	AckWindow int
 	// WireVersion is the newest node-wire version this node speaks and accepts; zero means
 	// the newest (6). A host upgrading a cluster in place pins new nodes to the version of
