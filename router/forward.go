@@ -86,7 +86,8 @@ type lane struct {
 	// pickingUp: a goroutine holds a slot for the acks AckAsync queued and has not taken its
 	// batch yet (see claimPickupLocked).
 	pickingUp bool
-	returning int // slots answering what their RPC carried, each to take the queue next
+	returning int         // slots answering what their RPC carried, each to take the queue next
+	spare     []queuedAck // the rest of the block newQueuedAckLocked hands out
 	// answerChans holds the answer channels of queued acks that were answered, for the next
 	// ones. The lane's own, not the process's: a channel made inside a testing/synctest
 	// bubble may not be used outside it, and a host's tests run nodes in bubbles.
@@ -201,7 +202,8 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 		n.handOn(l)
 		return answerResult(answer[0])
 	}
-	q := &queuedAck{topic: topic, rec: rec, deadline: deadline, answer: l.answerChan()}
+	q := l.newQueuedAckLocked()
+	q.topic, q.rec, q.deadline, q.answer = topic, rec, deadline, l.answerChan()
 	l.queue = append(l.queue, q)
 	n.trackLocked(l, q)
 	l.mu.Unlock()
@@ -237,9 +239,11 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 // queued by the time it runs (this ack, and any queued just after it): nothing waits for a
 // round trip that is not its own, and the caller never waits for the network.
 func (n *Node) forwardAsync(owner, topic string, rec wireRecord, done func(error)) {
-	q := &queuedAck{topic: topic, rec: rec, deadline: n.clock.Now().Add(ForwardBudget), done: done, fence: &n.fence}
+	deadline := n.clock.Now().Add(ForwardBudget)
 	l := n.lane(owner)
 	l.mu.Lock()
+	q := l.newQueuedAckLocked()
+	q.topic, q.rec, q.deadline, q.done, q.fence = topic, rec, deadline, done, &n.fence
 	l.queue = append(l.queue, q)
 	n.trackLocked(l, q)
 	start := n.claimPickupLocked(l)
@@ -280,6 +284,23 @@ const (
 	returnedSlot              // a slot whose RPC came back and whose acks it answered
 	pickupSlot                // a slot claimed for what AckAsync queued (claimPickupLocked)
 )
+
+// newQueuedAckLocked returns a zero queuedAck for the lane's queue, from a block of them
+// allocated together: one allocation per queuedAckBlock acks instead of one each, which was
+// a tenth of an AckAsync's CPU. Each is used once, never reused (the tracked list may still
+// point at an answered one): a block stays in memory until none of its acks is referenced.
+// Called with l.mu held.
+func (l *lane) newQueuedAckLocked() *queuedAck {
+	if len(l.spare) == 0 {
+		l.spare = make([]queuedAck, queuedAckBlock)
+	}
+	q := &l.spare[0]
+	l.spare = l.spare[1:]
+	return q
+}
+
+// queuedAckBlock is how many queuedAcks newQueuedAckLocked allocates at once: a batch's worth.
+const queuedAckBlock = maxBatch
 
 // answerChan returns a channel for a queued ack's one answer, reused if one is free.
 func (l *lane) answerChan() chan wire.Answer {
