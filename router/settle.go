@@ -39,7 +39,7 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 // asynchronous commit with its callback is, or a broker whose own protocol's acks carry no
 // reply: forwarded acks to one owner share RPCs and the goroutines that answer them, and
 // none parks a goroutine of the caller's (with 512 unanswered, a third to a half of the CPU
-// of blocking acks, a fifth over HTTP).
+// of 512 blocked in Ack; a fifth over HTTP).
 //
 // An ack applied here, or refused before it could leave (a malformed handle, a closed node,
 // no live owner), calls done on the caller's goroutine before AckAsync returns. A forwarded
