@@ -139,9 +139,12 @@ func (q *queuedAck) give(a wire.Answer) bool {
 	if !q.answered.CompareAndSwap(false, true) {
 		return false
 	}
-	if q.done != nil {
+	if done := q.done; done != nil {
+		// Not kept: the block q came from outlives it (see newQueuedAckLocked), and done
+		// may hold on to the caller's state.
+		q.done = nil
 		defer q.fence.leave() // after done: Close returns once every done has
-		q.done(errorOf(a))
+		done(errorOf(a))
 		return true
 	}
 	q.answer <- a
