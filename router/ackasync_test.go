@@ -3,11 +3,13 @@ package router_test
 import (
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -311,5 +313,29 @@ func TestAckAsyncDonePanicHereLeavesTheNode(t *testing.T) {
 			h.node.AckAsync("orders", m.Receipt.String(), func(error) { panic("from done") })
 		})
 		require.NoError(t, h.node.Close())
+	})
+}
+
+// An answered AckAsync keeps nothing of its done: the caller's state that done holds can go,
+// though the queued ack it rode in is still referenced (a block of them is allocated
+// together, and the lane keeps the rest for the next acks).
+func TestAckAsyncKeepsNoDoneAfterItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, time.Millisecond, 0)
+		defer p.close()
+		p.a.produce(0, 1)
+		m := p.a.one()
+		state := new([1 << 16]byte)
+		kept := weak.Make(state)
+		answered := make(chan error, 1)
+		p.b.node.AckAsync("orders", m.Receipt.String(), func(err error) {
+			state[0]++
+			answered <- err
+		})
+		require.NoError(t, <-answered)
+		synctest.Wait()
+		runtime.GC()
+		runtime.GC()
+		assert.True(t, kept.Value() == nil, "the caller's state outlived its answered done")
 	})
 }
