@@ -371,32 +371,12 @@ const (
 // from one goroutine that keeps up to inFlight AckAsyncs unanswered.
 func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bool, perCall int) {
 	net := &routertest.Network{RTT: rtt}
-	logs := &routertest.MemLogs{}
-	log := logs.Log("t", 0)
-	topic := func(string) router.TopicConfig {
-		return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
-	}
-	ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
-	ownerRoutes.Set("t", 0)
-	fwdRoutes.SetRemote("t", "owner", 0)
-	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer owner.Close()
-	net.Join("owner", owner.Serve)
 	window := 0 // the default
 	if single {
 		window = 1 << 30 // never reached: every ack leaves at once, alone
 	}
-	fwd, err := router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: net.Transport("fwd"), AckWindow: window})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fwd.Close()
-	for range b.N {
-		log.Append(nil, []byte("x"), time.Time{})
-	}
+	owner, fwd := forwardingPair(b, net.Transport("fwd"), window)
+	net.Join("owner", owner.Serve)
 	// A feeder delivers the records on the owner a little ahead of the acks, so that the
 	// owner holds about as many leases as its consumers have in hand (a few times the acks
 	// in flight) rather than all b.N of them, whose per-tick snapshot, map and expiry heap
@@ -456,27 +436,16 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 		}
 	}()
 	var wg sync.WaitGroup
+	clients := inFlight
 	if perCall == asyncAcks {
-		unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
-		done := func(err error) {
-			if err != nil {
-				b.Error(err)
-			}
-			<-unanswered
-		}
+		clients = 0
 		wg.Go(func() {
-			for h, ok := take(); ok; h, ok = take() {
-				unanswered <- struct{}{}
-				fwd.AckAsync("t", h, done)
-			}
-			for range inFlight { // every ack answered
-				unanswered <- struct{}{}
-			}
+			ackAsyncAll(fwd, inFlight, take, func(err error) { b.Error(err) })
 		})
 	}
-	for range inFlight * min(perCall, 1) {
+	for range clients {
 		wg.Go(func() {
-			if perCall == 1 {
+			if perCall == blockingAcks {
 				for h, ok := take(); ok; h, ok = take() {
 					if err := fwd.Ack(context.Background(), "t", h); err != nil {
 						b.Error(err)
@@ -509,6 +478,57 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	b.StopTimer()
 	b.ReportMetric(float64(net.Calls()-before)/float64(b.N), "rpcs/ack")
 	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/ack")
+}
+
+// forwardingPair starts the two nodes of a forwarded-ack benchmark over one MemLogs, with
+// b.N records on partition 0 of topic "t" and the topic's caps out of the way: the owner of
+// the partition, which the caller makes reachable as "owner" on transport's network, and a
+// node that forwards its acks there through transport with the given AckWindow (0: the
+// default). Both close when b ends.
+func forwardingPair(b *testing.B, transport router.Transport, window int) (owner, fwd *router.Node) {
+	b.Helper()
+	logs := &routertest.MemLogs{}
+	log := logs.Log("t", 0)
+	for range b.N {
+		log.Append(nil, []byte("x"), time.Time{})
+	}
+	topic := func(string) router.TopicConfig {
+		return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
+	}
+	ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
+	ownerRoutes.Set("t", 0)
+	fwdRoutes.SetRemote("t", "owner", 0)
+	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { owner.Close() })
+	fwd, err = router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: transport, AckWindow: window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fwd.Close() }) // first: cleanups run last in, first out
+	return owner, fwd
+}
+
+// ackAsyncAll calls fwd.AckAsync for every handle next gives, with at most inFlight acks
+// unanswered (a buffered channel as the counting semaphore, released in done), and returns
+// once every one has been answered; failed gets each error.
+func ackAsyncAll(fwd *router.Node, inFlight int, next func() (string, bool), failed func(error)) {
+	unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
+	done := func(err error) {
+		if err != nil {
+			failed(err)
+		}
+		<-unanswered
+	}
+	for h, ok := next(); ok; h, ok = next() {
+		unanswered <- struct{}{}
+		fwd.AckAsync("t", h, done)
+	}
+	for range inFlight { // every ack answered
+		unanswered <- struct{}{}
+	}
 }
 
 // BenchmarkConsumeAck is the node's throughput with N consumers on one topic of 12

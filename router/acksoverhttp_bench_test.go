@@ -1,4 +1,4 @@
-package nodehttp_test
+package router_test
 
 import (
 	"context"
@@ -10,19 +10,17 @@ import (
 	"time"
 
 	"narad.dev/consume/internal/cputime"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/nodehttp"
-	"narad.dev/consume/router/routertest"
 )
 
-// BenchmarkForwardedAcksOverHTTP acks records of a partition node "owner" holds through node
-// "fwd", which forwards them over real loopback HTTP/2 cleartext (a nodehttp.Transport to the
+// BenchmarkAcksOverHTTP acks records of a partition node "owner" holds through node "fwd",
+// which forwards them over real loopback HTTP/2 cleartext (a nodehttp.Transport to the
 // owner's nodehttp.Handler), with 512 acks unanswered at a time: from 512 goroutines each
 // calling Ack (ack=blocking), or from one goroutine calling AckAsync (ack=async). The records
 // are consumed on the owner before the timer starts. Reported: acks/s, the process's CPU time
 // per ack (both nodes and both ends of HTTP), and RPCs per ack.
-func BenchmarkForwardedAcksOverHTTP(b *testing.B) {
+func BenchmarkAcksOverHTTP(b *testing.B) {
 	for _, async := range []bool{false, true} {
 		name := "ack=blocking/inflight=512"
 		if async {
@@ -33,22 +31,7 @@ func BenchmarkForwardedAcksOverHTTP(b *testing.B) {
 }
 
 func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
-	logs := &routertest.MemLogs{}
-	log := logs.Log("t", 0)
-	for range b.N {
-		log.Append(nil, []byte("x"), time.Time{})
-	}
-	topic := func(string) router.TopicConfig {
-		return router.TopicConfig{MaxInFlight: 1 << 30, MaxAckedAhead: 1 << 30, VisibilityTimeout: time.Hour}
-	}
-	ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
-	ownerRoutes.Set("t", 0)
-	fwdRoutes.SetRemote("t", "owner", 0)
-	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer owner.Close()
+	var owner *router.Node // set below, before any frame is sent
 	var rpcs atomic.Int64
 	mux := http.NewServeMux()
 	mux.Handle("/node", &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
@@ -65,10 +48,7 @@ func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
 		b.Fatal(err)
 	}
 	defer tr.CloseIdleConnections()
-	fwd, err := router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: tr})
-	if err != nil {
-		b.Fatal(err)
-	}
+	owner, fwd := forwardingPair(b, tr, 0)
 	handles := make([]string, 0, b.N)
 	for len(handles) < b.N {
 		msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: min(100, b.N-len(handles))})
@@ -79,33 +59,26 @@ func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
 			handles = append(handles, m.Receipt.String())
 		}
 	}
-	var failed atomic.Int64
+	var taken, failed atomic.Int64
+	take := func() (string, bool) {
+		if i := taken.Add(1) - 1; i < int64(len(handles)) {
+			return handles[i], true
+		}
+		return "", false
+	}
+	fail := func(error) { failed.Add(1) }
 	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu := time.Now(), cputime.Process()
 	if async {
-		unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
-		done := func(err error) {
-			if err != nil {
-				failed.Add(1)
-			}
-			<-unanswered
-		}
-		for _, h := range handles {
-			unanswered <- struct{}{}
-			fwd.AckAsync("t", h, done)
-		}
-		for range inFlight {
-			unanswered <- struct{}{}
-		}
+		ackAsyncAll(fwd, inFlight, take, fail)
 	} else {
-		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range inFlight {
 			wg.Go(func() {
-				for i := next.Add(1) - 1; i < int64(len(handles)); i = next.Add(1) - 1 {
-					if err := fwd.Ack(context.Background(), "t", handles[i]); err != nil {
-						failed.Add(1)
+				for h, ok := take(); ok; h, ok = take() {
+					if err := fwd.Ack(context.Background(), "t", h); err != nil {
+						fail(err)
 					}
 				}
 			})
