@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,5 +338,84 @@ func TestAckAsyncKeepsNoDoneAfterItsAnswer(t *testing.T) {
 		runtime.GC()
 		runtime.GC()
 		assert.True(t, kept.Value() == nil, "the caller's state outlived its answered done")
+	})
+}
+
+// Hostile input is refused in the call, with a typed error, no RPC and nothing applied: an
+// empty or overlong topic, handles that are malformed, negative or out of range.
+func TestAckAsyncRefusesHostileInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, time.Millisecond, 0)
+		defer p.close()
+		p.a.produce(0, 1)
+		m := p.a.one()
+		good := m.Receipt.String()
+		calls := p.net.Calls()
+		for _, c := range []struct {
+			topic, handle string
+			want          error
+		}{
+			{"", good, router.ErrInvalidArgument},
+			{strings.Repeat("t", router.MaxTopicLength+1), good, router.ErrInvalidArgument},
+			{"orders", "", inflight.ErrMalformedHandle},
+			{"orders", "-1:0:1", inflight.ErrMalformedHandle},
+			{"orders", "0:-5:1", inflight.ErrMalformedHandle},
+			{"orders", "0:99999999999999999999999:1", inflight.ErrMalformedHandle},
+			{"orders", good + ":7", inflight.ErrMalformedHandle},
+			{"orders", strings.Repeat("9", 1<<16), inflight.ErrMalformedHandle},
+		} {
+			var got error
+			answered := false
+			p.b.node.AckAsync(c.topic, c.handle, func(err error) { got, answered = err, true })
+			assert.True(t, answered, "refused in the call: topic of %d bytes, handle %.40q", len(c.topic), c.handle)
+			assert.ErrorIs(t, got, c.want, "topic of %d bytes, handle %.40q", len(c.topic), c.handle)
+		}
+		assert.Equal(t, calls, p.net.Calls(), "no RPC for any of them")
+		require.NoError(t, p.a.ack(m), "nothing was applied: the lease is still live")
+	})
+}
+
+// A topic deleted on its owner while AckAsyncs for it are on their way: each done runs once,
+// none answers success for an ack the deleted topic could not apply, and both nodes close.
+func TestAckAsyncRacingADeleteOnTheOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 2*time.Millisecond, 4)
+		const acks = 200
+		p.a.produce(0, acks)
+		msgs := make([]router.Message, 0, acks)
+		for len(msgs) < acks {
+			msgs = append(msgs, p.a.consume(router.ConsumeOptions{Max: 100})...)
+		}
+		answers := make([]atomic.Int32, acks)
+		var succeeded atomic.Int32
+		var answered sync.WaitGroup
+		answered.Add(acks)
+		var sent sync.WaitGroup
+		sent.Go(func() {
+			for i, m := range msgs {
+				p.b.node.AckAsync("orders", m.Receipt.String(), func(err error) {
+					if err == nil {
+						succeeded.Add(1)
+					}
+					answers[i].Add(1)
+					answered.Done()
+				})
+				if i%20 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+		time.Sleep(3 * time.Millisecond) // some acks applied, some on their way, some not sent
+		require.NoError(t, p.a.node.DeleteTopic("orders"))
+		applied := p.a.node.Stats().Shards.Acked
+		sent.Wait()
+		answered.Wait()
+		for i := range answers {
+			require.Equal(t, int32(1), answers[i].Load(), "ack %d: done ran once", i)
+		}
+		assert.LessOrEqual(t, uint64(succeeded.Load()), applied, "no success beyond what the owner applied before the delete")
+		assert.Positive(t, succeeded.Load(), "some acks landed before the delete")
+		assert.Less(t, int(succeeded.Load()), acks, "some acks came after it")
+		p.close()
 	})
 }
