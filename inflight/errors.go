@@ -20,6 +20,11 @@ var (
 	// MaxVisibility, and a nack delay that is negative or above MaxDelay. Nothing changed.
 	ErrInvalidDuration = errors.New("inflight: duration negative or above its maximum")
 
+	// ErrMoved answers a settle of a shard that was handed off (Shard.HandOff): the
+	// partition moved, the lease (if it was live) moved with it to the next owner, and
+	// nothing changed here. Ask the partition's owner now.
+	ErrMoved = errors.New("inflight: partition moved to another owner")
+
 	// ErrMalformedHandle is returned by ParseHandle for anything that is not a canonical
 	// partition:offset:nonce handle. It is a client error (400), distinct from ErrGone.
 	ErrMalformedHandle = errors.New("inflight: malformed receipt handle")

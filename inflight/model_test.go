@@ -490,6 +490,34 @@ func (sm *shardMachine) restart(t *rapid.T) {
 	}
 }
 
+// move hands the shard off to a new one (another owner) and goes on with that: a move
+// changes nothing the model sees (every lease, delay, attempt and reason moves with it, the
+// handles consumers hold settle on the new shard), and the old shard, fenced, settles and
+// hands out nothing.
+func (sm *shardMachine) move(t *rapid.T) {
+	var st State
+	old := sm.s
+	old.HandOff(sm.now, &st)
+	seed := [32]byte{byte(rapid.IntRange(0, 255).Draw(t, "seed")), 1}
+	sm.s = NewShard("model", 0, Options{Config: sm.m.cfg, Seed: seed, Hooks: old.hooks}, st)
+	for _, h := range sm.held {
+		if _, err := old.Extend(sm.now, h, 0); !errors.Is(err, ErrMoved) {
+			t.Fatalf("extend of %v on the handed-off shard: %v, want ErrMoved", h, err)
+		}
+		if err := old.Ack(sm.now, h); !errors.Is(err, ErrMoved) {
+			t.Fatalf("ack of %v on the handed-off shard: %v, want ErrMoved", h, err)
+		}
+	}
+	if _, err := old.ReserveNext(sm.now, sm.m.hwm); err == nil {
+		t.Fatalf("the handed-off shard leased a record")
+	}
+	var again State
+	old.HandOff(sm.now.Add(time.Hour), &again)
+	if !slices.Equal(again.Held, st.Held) || again.Frontier != st.Frontier {
+		t.Fatalf("a second HandOff gave another state")
+	}
+}
+
 // check runs after every step: the shard agrees with the model and the invariants hold.
 func (sm *shardMachine) check(t *rapid.T) {
 	st := sm.s.Stats()
@@ -553,6 +581,7 @@ func TestShardAgainstModel(t *testing.T) {
 			"retention":    sm.retention,
 			"toggleClosed": sm.toggleClosed,
 			"restart":      sm.restart,
+			"move":         sm.move,
 			"":             sm.check,
 		})
 	})

@@ -67,6 +67,33 @@ type State struct {
 	// hands it back in Snapshot, so the state it persists names the incarnation it came from;
 	// it never interprets it.
 	Incarnation uint64
+	// Held is what only memory knows of the unresolved offsets: the live leases (with their
+	// nonces, so the receipt handles consumers hold keep settling), the nack delays, and the
+	// attempts and reasons of offsets released for redelivery. HandOff fills it for a move;
+	// the state of a restart has none. Restore installs it as given: a lease whose Until has
+	// passed by the shard's first touch expires then, as it would have where it was granted.
+	Held []Held
+	// Corrupt holds the offsets above the frontier skipped as permanently unreadable,
+	// ascending: memory only (a restart finds them again by reading), carried by a move.
+	Corrupt []int64
+	// Fence is the latest fencing token the shard granted: a shard restored from the state
+	// grants larger ones, whatever its clock says.
+	Fence uint64
+}
+
+// Held is the in-memory state of one unresolved offset that a move carries to the
+// partition's next owner (State.Held).
+type Held struct {
+	Offset int64
+	// Nonce is the live lease's nonce; 0 for a delayed or a released offset.
+	Nonce uint64
+	// Until is the lease's expiry, or the end of the nack delay; zero for a released offset.
+	Until time.Time
+	// LeasedAt is when the live lease was granted (MaxLeaseLifetime counts from it).
+	LeasedAt time.Time
+	Attempts uint32 // leases granted so far, the live one included
+	Reason   Reason // of the live lease, or of the next one
+	Delayed  bool   // invisible until Until (a nack delay or a backoff)
 }
 
 // Attempt is the number of times an unresolved offset was leased.
@@ -131,10 +158,13 @@ type Shard struct {
 	hooks     Hooks
 	counters  *Counters
 
-	mu          sync.Mutex
-	cfg         Config
-	visibility  int64 // cfg.VisibilityTimeout in nanoseconds
-	dropped     bool
+	mu         sync.Mutex
+	cfg        Config
+	visibility int64 // cfg.VisibilityTimeout in nanoseconds
+	dropped    bool
+	// handedOff: HandOff fenced the shard for a move (dropped is set with it). Its settles
+	// answer ErrMoved rather than ErrGone: the lease may live on at the next owner.
+	handedOff   bool
 	incarnation uint64 // State.Incarnation, kept for Snapshot
 	frontier    int64
 	// cursor is the lowest offset above the frontier not leased in this incarnation: every
@@ -207,6 +237,14 @@ func (s *Shard) Topic() string { return s.topic }
 // Partition returns the shard's partition.
 func (s *Shard) Partition() int32 { return s.partition }
 
+// Incarnation returns the incarnation of the state the shard was restored from
+// (State.Incarnation).
+func (s *Shard) Incarnation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.incarnation
+}
+
 // Restore reseeds the shard with persisted state, as after a restart: every lease, delay,
 // release and corrupt skip is forgotten, and every offset above the frontier that is not
 // acked ahead will be delivered again. Handles issued before never match a
@@ -251,7 +289,50 @@ func (s *Shard) restoreLocked(state State) {
 			s.pendingAbove = max(s.pendingAbove, a.Offset)
 		}
 	}
+	for _, h := range state.Held {
+		s.restoreHeldLocked(h)
+	}
+	for _, off := range state.Corrupt {
+		if off > s.frontier && !s.isSettled(off) {
+			if _, held := s.pending.get(off); !held {
+				s.corrupt[off] = struct{}{}
+				s.settledAbove = max(s.settledAbove, off)
+			}
+		}
+	}
+	s.fence = max(s.fence, state.Fence)
 	s.advanceLocked()
+}
+
+// restoreHeldLocked installs what a move carried of one unresolved offset, over the entry
+// its attempts made. An offset the state settles, or one already held (the same offset
+// twice), is skipped. A lease or a delay above the cursor stays where it is: the reserve
+// that reaches it steps over it (see reserveLocked).
+func (s *Shard) restoreHeldLocked(h Held) {
+	off := h.Offset
+	requeued, quarantined := s.quarantine[off]
+	switch _, acked := s.ackedAhead[off]; {
+	case acked, quarantined && !requeued, off <= s.frontier && !requeued:
+		return
+	}
+	if old, ok := s.pending.get(off); ok && (old.nonce != 0 || old.delayed) {
+		return
+	}
+	p := pending{attempts: h.Attempts, reason: h.Reason}
+	switch {
+	case h.Nonce != 0:
+		p.nonce, p.until, p.leasedAt = h.Nonce, h.Until.UnixNano(), h.LeasedAt.UnixNano()
+		s.leased++
+		s.deadlines.push(deadline{at: p.until, offset: off, nonce: p.nonce})
+	case h.Delayed:
+		p.delayed, p.until = true, h.Until.UnixNano()
+		s.delayed++
+		s.deadlines.push(deadline{at: p.until, offset: off})
+	}
+	s.pending.set(off, p)
+	if off > s.frontier {
+		s.pendingAbove = max(s.pendingAbove, off)
+	}
 }
 
 // SetConfig changes the shard's settings. Live leases keep their expiry.
@@ -372,8 +453,13 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 		if off >= s.cursor {
 			s.cursor = off + 1
 		}
-		if s.cfg.MaxDeliveries > 0 && !fresh {
-			if p, ok := s.pending.get(off); ok && int(p.attempts) >= s.cfg.MaxDeliveries {
+		if !fresh {
+			p, ok := s.pending.get(off)
+			switch {
+			case ok && (p.nonce != 0 || p.delayed):
+				// A lease or a delay a move brought, above the cursor: not to be leased.
+				continue
+			case ok && s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries:
 				// Its last delivery was in flight when the process died (attempts persist,
 				// leases do not): that lease ended unsettled, so it is quarantined now.
 				s.quarantineLocked(off, p.attempts, fx)
@@ -527,6 +613,9 @@ func (s *Shard) Purge(now time.Time) int {
 // An expired lease is released (or delayed by the backoff policy, or quarantined); a delay
 // that ended makes its offset visible again.
 func (s *Shard) purgeLocked(now int64, fx *effects) {
+	if s.dropped {
+		return // a dropped or handed-off shard's state is frozen: nothing it holds is served
+	}
 	for first, ok := s.deadlines.first(); ok && first.at <= now; first, ok = s.deadlines.first() {
 		d := s.deadlines.pop()
 		if !s.isLiveDeadline(d) {
@@ -719,6 +808,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 		s.counters.Gone.Add(1)
 	case err == ErrAlreadySettled:
 		s.counters.AlreadySettled.Add(1)
+	case err != nil: // ErrMoved: the shard was handed off
 	case op == opAck:
 		s.counters.Acked.Add(1)
 		s.resolveLocked(h.Offset, false, &fx)
@@ -742,6 +832,9 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 // liveLease returns the pending state of the live lease h names, or why there is none. The
 // lease is looked up first, since a requeued offset is leased below the frontier.
 func (s *Shard) liveLease(h Handle) (pending, error) {
+	if s.handedOff {
+		return pending{}, ErrMoved
+	}
 	if s.dropped || h.Partition != s.partition {
 		return pending{}, ErrGone
 	}
@@ -875,6 +968,55 @@ func (s *Shard) Snapshot(dst *State) { s.SnapshotCapped(dst, math.MaxInt) }
 func (s *Shard) SnapshotCapped(dst *State, maxAttempts int) (omitted int) {
 	s.mu.Lock()
 	s.dirtyReported.Store(false)
+	inOrder := s.copyStateLocked(dst, maxAttempts)
+	s.mu.Unlock()
+	return sortState(dst, inOrder, maxAttempts)
+}
+
+// HandOff fences the shard for a move and fills dst with its whole state as of now, the
+// leases with their nonces included (State.Held, State.Fence): from the instant it takes the
+// shard's lock, every settle of the shard answers ErrMoved and changes nothing, no reserve
+// hands anything out, and nothing expires, so dst is the partition's last state here and
+// every settle that succeeded before is in it. Snapshot still reports that state, so the
+// committer can make it durable. A shard restored from dst (NewShard, Restore) on the next
+// owner honours the handles of its live leases. A second call fills dst with the same state.
+func (s *Shard) HandOff(now time.Time, dst *State) {
+	var fx effects
+	s.mu.Lock()
+	if !s.handedOff {
+		s.purgeLocked(now.UnixNano(), &fx)
+		s.handedOff, s.dropped = true, true
+	}
+	inOrder := s.copyStateLocked(dst, math.MaxInt)
+	dst.Fence = s.fence
+	dst.Held = dst.Held[:0]
+	for off, p := range s.pending.all {
+		if p.nonce == 0 && !p.delayed && p.attempts == 0 && p.reason == ReasonFirst {
+			continue
+		}
+		h := Held{Offset: off, Nonce: p.nonce, Attempts: p.attempts, Reason: p.reason, Delayed: p.delayed}
+		if p.nonce != 0 || p.delayed {
+			h.Until = time.Unix(0, p.until)
+		}
+		if p.nonce != 0 {
+			h.LeasedAt = time.Unix(0, p.leasedAt)
+		}
+		dst.Held = append(dst.Held, h)
+	}
+	dst.Corrupt = dst.Corrupt[:0]
+	for off := range s.corrupt {
+		dst.Corrupt = append(dst.Corrupt, off)
+	}
+	s.mu.Unlock()
+	s.report(&fx) // what the purge quarantined is reported, as any touch reports it
+	sortState(dst, inOrder, math.MaxInt)
+	slices.SortFunc(dst.Held, func(a, b Held) int { return cmp.Compare(a.Offset, b.Offset) })
+	slices.Sort(dst.Corrupt)
+}
+
+// copyStateLocked copies the persisted state into dst, reusing its slices, unsorted except
+// for the attempts when it reports them in order (see SnapshotCapped).
+func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bool) {
 	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
 	dst.AckedAhead = dst.AckedAhead[:0]
 	for off := range s.ackedAhead {
@@ -897,9 +1039,14 @@ func (s *Shard) SnapshotCapped(dst *State, maxAttempts int) (omitted int) {
 			dst.Quarantined = append(dst.Quarantined, off)
 		}
 	}
-	s.mu.Unlock()
+	return inOrder
+}
+
+// sortState sorts what copyStateLocked copied, outside the shard's lock, and keeps the
+// maxAttempts lowest attempts; it returns how many it left out.
+func sortState(dst *State, attemptsInOrder bool, maxAttempts int) (omitted int) {
 	slices.Sort(dst.AckedAhead)
-	if !inOrder {
+	if !attemptsInOrder {
 		dst.Attempts, omitted = lowestAttempts(dst.Attempts, maxAttempts)
 		slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
 	}

@@ -200,15 +200,10 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	} else {
 		state.Frontier = -1
 	}
-	opts := Options{Hooks: t.cfg.Hooks, Counters: &t.counters}
-	if t.cfg.Topic != nil {
-		opts.Config = t.cfg.Topic(topic)
-	}
-	if err := t.readSeed(&opts.Seed); err != nil {
+	fresh, err := t.newShard(topic, partition, state)
+	if err != nil {
 		return nil, err
 	}
-	fresh := NewShard(topic, partition, opts, state)
-
 	t.mu.Lock()
 	tables := t.tables.Load()
 	if s := tables.lookup(topic, partition); s != nil {
@@ -219,13 +214,66 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	ts.Set(partition, fresh)
 	t.storeShards(tables, topic, ts)
 	t.mu.Unlock()
-	if t.cfg.Load != nil && t.cfg.Hooks.Dirty != nil {
+	if t.cfg.Load != nil {
 		// What Load read may exist only in the page cache of a process that crashed: report
 		// the new shard dirty so the committer primes the partition and makes it durable
 		// before a later power loss could take back what this incarnation started from.
-		t.cfg.Hooks.Dirty(topic, partition)
+		t.reportDirty(topic, partition)
 	}
 	return fresh, nil
+}
+
+// Install replaces the shard of (topic, partition) with one restored from state, as the
+// adoption of a partition from its previous owner does, all inside the create fence: the
+// shard held now, if any, is dropped and forgotten as Drop does it, reset runs (the node
+// clears the partition's directory there), and the new shard is stored and reported dirty,
+// so that no create reads the partition's files between the reset and the install. It
+// answers ErrTopicDropped once g's topic was dropped, and reset's error; either way it
+// stores nothing (a shard held before is dropped all the same once reset ran).
+func (t *Tracker) Install(g *Generation, partition int32, state State, reset func() error) (*Shard, error) {
+	topic := g.topic
+	t.fence.Lock()
+	defer t.fence.Unlock()
+	if g.ended.Load() {
+		return nil, ErrTopicDropped
+	}
+	t.dropLocked(topic, partition)
+	if reset != nil {
+		if err := reset(); err != nil {
+			return nil, err
+		}
+	}
+	fresh, err := t.newShard(topic, partition, state)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	tables := t.tables.Load()
+	ts := tables.shards[topic].Clone()
+	ts.Set(partition, fresh)
+	t.storeShards(tables, topic, ts)
+	t.mu.Unlock()
+	t.reportDirty(topic, partition)
+	return fresh, nil
+}
+
+// newShard returns a shard of (topic, partition) restored from state, with the topic's
+// settings, the tracker's hooks and counters, and a seed of its own.
+func (t *Tracker) newShard(topic string, partition int32, state State) (*Shard, error) {
+	opts := Options{Hooks: t.cfg.Hooks, Counters: &t.counters}
+	if t.cfg.Topic != nil {
+		opts.Config = t.cfg.Topic(topic)
+	}
+	if err := t.readSeed(&opts.Seed); err != nil {
+		return nil, err
+	}
+	return NewShard(topic, partition, opts, state), nil
+}
+
+func (t *Tracker) reportDirty(topic string, partition int32) {
+	if t.cfg.Hooks.Dirty != nil {
+		t.cfg.Hooks.Dirty(topic, partition)
+	}
 }
 
 // storeShards publishes tables with ts as the shards of topic, in the tables and in the
@@ -253,6 +301,11 @@ func (t *Tracker) readSeed(seed *[32]byte) error {
 func (t *Tracker) Drop(topic string, partition int32) {
 	t.fence.Lock()
 	defer t.fence.Unlock()
+	t.dropLocked(topic, partition)
+}
+
+// dropLocked is Drop inside the create fence.
+func (t *Tracker) dropLocked(topic string, partition int32) {
 	t.mu.Lock()
 	tables := t.tables.Load()
 	s := tables.lookup(topic, partition)

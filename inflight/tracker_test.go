@@ -297,3 +297,50 @@ func TestTrackerLookupIn(t *testing.T) {
 	assert.Same(t, recreated, got)
 	assert.True(t, gen.Ended(), "the old generation stays ended, whatever a lookup through it finds")
 }
+
+// Install replaces a partition's shard with one restored from a given state: the old shard
+// is dropped (its handles ErrGone) and forgotten, reset runs inside the create fence (no
+// create reads meanwhile), the new shard is stored and reported dirty; after DropTopic it
+// answers ErrTopicDropped and stores nothing.
+func TestTrackerInstall(t *testing.T) {
+	var forgot, dirty []int32
+	var tr *Tracker
+	loads := 0
+	tr = NewTracker(TrackerConfig{
+		Load:   func(string, int32) (State, error) { loads++; return State{Frontier: 1}, nil },
+		Forget: func(_ string, p int32) { forgot = append(forgot, p) },
+		Hooks:  Hooks{Dirty: func(_ string, p int32) { dirty = append(dirty, p) }},
+	})
+	old, err := tr.Shard("t", 0)
+	require.NoError(t, err)
+	lease, err := old.ReserveNext(epoch, 10)
+	require.NoError(t, err)
+	dirty = nil
+
+	g := tr.Generation("t")
+	created := make(chan *Shard)
+	fresh, err := tr.Install(g, 0, State{Frontier: 5, Incarnation: 9}, func() error {
+		go func() { s, _ := tr.Shard("t", 0); created <- s }() // waits for the fence
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Same(t, fresh, <-created, "a create racing the install finds the installed shard")
+	assert.Equal(t, 1, loads, "nothing read the files between the reset and the install")
+	assert.Equal(t, []int32{0}, forgot)
+	assert.Equal(t, []int32{0}, dirty)
+	assert.Equal(t, uint64(9), fresh.Incarnation())
+	assert.Equal(t, int64(5), fresh.Stats().Frontier)
+	assert.ErrorIs(t, old.Ack(epoch, lease.Handle), ErrGone, "the old shard was dropped")
+
+	failed := errors.New("reset failed")
+	_, err = tr.Install(g, 1, State{Frontier: 5}, func() error { return failed })
+	assert.ErrorIs(t, err, failed)
+	_, ok := tr.Lookup("t", 1)
+	assert.False(t, ok, "nothing stored")
+
+	require.NoError(t, tr.DropTopic("t"))
+	_, err = tr.Install(g, 0, State{Frontier: 5}, nil)
+	assert.ErrorIs(t, err, ErrTopicDropped)
+	_, ok = tr.Lookup("t", 0)
+	assert.False(t, ok)
+}

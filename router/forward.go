@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -854,7 +855,11 @@ func apply(shard *inflight.Shard, now time.Time, r wireRecord) (time.Time, error
 func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
 	shard, err := n.localShard(topic, r.handle.Partition)
 	if err == nil {
-		return apply(shard, n.clock.Now(), r) // the clock is read only for a record applied here
+		// The clock is read only for a record applied here.
+		if expiry, err := apply(shard, n.clock.Now(), r); err != inflight.ErrMoved {
+			return expiry, err
+		}
+		err = inflight.ErrMoved // handed off since it was found: the new owner has the lease
 	}
 	owner, err := n.ownerFor(topic, r.handle.Partition, err)
 	if err != nil {
@@ -864,15 +869,26 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 }
 
 // ownerFor returns the owner to forward a record of partition to, given why localShard did
-// not find it here: ErrNotLocal, with a Transport configured, names the owner; any other
-// reason is the answer. An owner the routes do not name, or one that is down, is
-// unavailable, with no RPC made.
+// not find it here (or why applying it here failed): ErrNotLocal, with a Transport
+// configured, names the owner; so does ErrMoved (the partition was handed off from here)
+// once the routes name another owner, and until then it is the answer; any other reason is
+// the answer. An owner the routes do not name, or one that is down, is unavailable, with no
+// RPC made.
 func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
-	if !errors.Is(notHere, ErrNotLocal) || n.transport == nil {
+	moved := errors.Is(notHere, ErrMoved)
+	if !(moved || errors.Is(notHere, ErrNotLocal)) || n.transport == nil {
 		return "", notHere
+	}
+	if moved {
+		if local, _, _ := n.routes.Partitions(topic); slices.Contains(local, partition) {
+			return "", notHere // the routes have not moved on yet
+		}
 	}
 	owner, ok := n.ownerOf(topic, partition)
 	if !ok {
+		if moved {
+			return "", notHere
+		}
 		return "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
 	}
 	if n.down(owner) {

@@ -86,8 +86,7 @@ func (n *Node) reserveOne(topic string, pinned int32) (r reservation, ok bool) {
 func (n *Node) reserveFrom(gen *inflight.Generation, pinned, partition int32, log Log, now time.Time) (r reservation, ok, stop bool) {
 	shard, err := n.shardFor(gen, partition)
 	if err != nil {
-		var setAside *SetAsideError
-		return reservation{}, false, pinned >= 0 || !errors.As(err, &setAside)
+		return reservation{}, false, pinned >= 0 || !skippedByScans(err)
 	}
 	lease, err := shard.ReserveNextFor(now, log.HighWatermark(), 0)
 	if err != nil {

@@ -170,6 +170,7 @@ type Node struct {
 
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
+	moves    moves         // partitions handed off from here, hand-offs adopted here
 
 	transport Transport
 	// promptTransport: transport is a ContextTransport, called from the waiting goroutine.
@@ -504,6 +505,14 @@ func (n *Node) DeleteTopic(topic string) error {
 		return err
 	}
 	err := n.tracker.DropTopic(topic)
+	n.moves.mu.Lock()
+	n.moves.unfenceLocked(topic, -1)
+	for key := range n.moves.adopted {
+		if key.topic == topic {
+			delete(n.moves.adopted, key)
+		}
+	}
+	n.moves.mu.Unlock()
 	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
 	n.forgetTopicTokens(topic)
@@ -538,14 +547,20 @@ func (n *Node) PartitionDir(topic string, partition int32) string {
 
 // DropPartition drops the node's state of one partition: its shard goes (leases with it)
 // and the committer forgets the partition, so no ack of the old shard is written into the
-// partition's directory afterwards. A host calls it before and after it installs a copy of
-// the partition (a move), when it reclaims it, and when it retires an incarnation. The next
-// touch loads the state afresh from disk.
+// partition's directory afterwards, and it ends the fence of a partition handed off from
+// here (HandOff). A host calls it when it reclaims a partition, when it retires an
+// incarnation, and around an install of the partition's files it made itself; for a move it
+// uses HandOff and Adopt. The next touch loads the state afresh from disk.
 func (n *Node) DropPartition(topic string, partition int32) {
 	if !n.fence.enter() {
 		return // the node's state went with Close
 	}
 	defer n.fence.leave()
+	if partition >= 0 {
+		n.moves.mu.Lock()
+		n.moves.unfenceLocked(topic, partition)
+		n.moves.mu.Unlock()
+	}
 	n.tracker.Drop(topic, partition)
 	// Consumers parked for the partition look again: a copy just installed may hold records.
 	n.wake(topic, partition)

@@ -197,9 +197,8 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
-		var setAside *SetAsideError
-		if len(out) > 0 || (req.pinned < 0 && errors.As(err, &setAside)) {
-			return out, nil // set aside: the topic's other partitions serve
+		if len(out) > 0 || (req.pinned < 0 && skippedByScans(err)) {
+			return out, nil // set aside or handed off: the topic's other partitions serve
 		}
 		return out, err
 	}

@@ -97,6 +97,12 @@ func (e *errStateLoad) Unwrap() error { return e.err }
 // loadPartition is the tracker's Load: the partition's log is resolved first, so a failure
 // of loadState past that is a failure of the partition's state (its directory, its files).
 func (n *Node) loadPartition(topic string, partition int32) (inflight.State, error) {
+	if n.moves.isFenced(topic, partition) {
+		// Handed off: its files hold the state as of the hand-off, which the next owner
+		// serves now. Checked inside the create fence, so no load that began before the
+		// hand-off's drop stores a shard after it.
+		return inflight.State{}, fmt.Errorf("%w: %s/%d was handed off from this node", ErrMoved, topic, partition)
+	}
 	log, err := n.logs.Get(topic, partition)
 	if err != nil {
 		return inflight.State{}, err
@@ -152,6 +158,14 @@ func (n *Node) shardFor(gen *inflight.Generation, partition int32) (*inflight.Sh
 		n.setAside.unclaim(key)
 	}
 	return nil, err
+}
+
+// skippedByScans reports whether err, from loading a partition's shard, leaves the
+// partition out of an unpinned scan rather than failing it: the partition is set aside, or
+// was handed off from this node while the routes still name it here.
+func skippedByScans(err error) bool {
+	var setAside *SetAsideError
+	return errors.As(err, &setAside) || errors.Is(err, ErrMoved)
 }
 
 // admit says whether a load of key may go ahead: not set aside (false, nil), due for its

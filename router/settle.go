@@ -63,8 +63,11 @@ func (n *Node) AckAsync(topic, handle string, done func(error)) {
 		var shard *inflight.Shard
 		if shard, err = n.localShard(topic, rec.handle.Partition); err == nil {
 			_, err = apply(shard, n.clock.Now(), rec)
-		} else if owner, err = n.ownerFor(topic, rec.handle.Partition, err); err == nil {
-			forwarded = true
+		}
+		if err != nil && (shard == nil || err == inflight.ErrMoved) {
+			if owner, err = n.ownerFor(topic, rec.handle.Partition, err); err == nil {
+				forwarded = true
+			}
 		}
 	}
 	if !forwarded {
@@ -211,7 +214,6 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 			// it lies, with no copy.
 			first, last := indexes[0], indexes[run-1]
 			shard.AckMany(now, parsed[first:last+1], errs[first:last+1])
-			continue
 		case err == nil:
 			hs, es := scratch.handles[:0], slices.Grow(scratch.errs[:0], run)[:run]
 			for _, i := range indexes {
@@ -222,17 +224,18 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 				errs[i] = es[j]
 			}
 			scratch.handles, scratch.errs = hs, es
-			continue
-		case !errors.Is(err, ErrNotLocal) || n.transport == nil:
+		}
+		if err == nil {
+			// One acquisition of the shard's lock answered the run: all moved, or none.
+			if errs[indexes[0]] != inflight.ErrMoved {
+				continue
+			}
+			err = inflight.ErrMoved
+		}
+		owner, err := n.ownerFor(topic, p, err)
+		if err != nil {
 			for _, i := range indexes {
 				errs[i] = err
-			}
-			continue
-		}
-		owner, ok := n.ownerOf(topic, p)
-		if !ok || n.down(owner) {
-			for _, i := range indexes {
-				errs[i] = fmt.Errorf("%w: no live owner of %s/%d", ErrUnavailable, topic, p)
 			}
 			continue
 		}

@@ -35,6 +35,7 @@ func HTTPStatus(err error) int {
 	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal), errors.Is(err, ErrUnavailable),
+		errors.Is(err, ErrMoved),
 		errors.Is(err, offsets.ErrShardGone), errors.Is(err, offsets.ErrStranded), errors.Is(err, offsets.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable

@@ -1,0 +1,234 @@
+package handoff
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"narad.dev/consume/inflight"
+)
+
+var now = time.Unix(1_700_000_000, 0)
+
+// example is a state with every section filled.
+func example() Partition {
+	return Partition{
+		Topic: "orders", Partition: 7, ID: 0xfeed, Live: true,
+		State: inflight.State{
+			Frontier: 10, Incarnation: 0xabc, Fence: 12345,
+			AckedAhead:  []int64{12, 13, 20},
+			Attempts:    []inflight.Attempt{{Offset: 11, Count: 3}, {Offset: 14, Count: 300}},
+			Quarantined: []int64{5, 6, 11},
+			Requeued:    []int64{2, 9},
+			Corrupt:     []int64{16, 18},
+			Held: []inflight.Held{
+				{Offset: 9, Nonce: 77, Until: now.Add(3 * time.Second), LeasedAt: now.Add(-time.Second), Attempts: 1, Reason: inflight.ReasonRequeued},
+				{Offset: 11, Attempts: 3, Reason: inflight.ReasonNacked},
+				{Offset: 14, Nonce: 99, Until: now.Add(30 * time.Second), LeasedAt: now, Attempts: 300, Reason: inflight.ReasonExpired},
+				{Offset: 15, Delayed: true, Until: now.Add(time.Minute), Attempts: 2, Reason: inflight.ReasonNacked},
+			},
+		},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	p := example()
+	b := Append(nil, &p, now)
+	got, err := Decode(b, now)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+}
+
+// Times travel as durations: decoded on a clock 5 s ahead, every lease and delay ends 5 s
+// later by that clock, the same time left.
+func TestTimesTravelAsDurations(t *testing.T) {
+	p := example()
+	b := Append(nil, &p, now)
+	skew := 5 * time.Second
+	got, err := Decode(b, now.Add(skew))
+	require.NoError(t, err)
+	for i, h := range got.State.Held {
+		want := p.State.Held[i]
+		if !want.Until.IsZero() {
+			require.Equal(t, want.Until.Add(skew), h.Until)
+		}
+		if !want.LeasedAt.IsZero() {
+			require.Equal(t, want.LeasedAt.Add(skew), h.LeasedAt)
+		}
+	}
+}
+
+// A lease already expired at the encoding travels with no time left.
+func TestPassedExpiryTravelsAsZero(t *testing.T) {
+	p := example()
+	p.State.Held[0].Until = now.Add(-time.Hour)
+	got, err := Decode(Append(nil, &p, now), now)
+	require.NoError(t, err)
+	require.Equal(t, now, got.State.Held[0].Until)
+}
+
+// Every single-bit flip and every truncation is refused with ErrDamaged (the checksum
+// catches them; a flip in the version byte may read as ErrVersion).
+func TestEveryFlipAndTruncationIsRefused(t *testing.T) {
+	p := example()
+	b := Append(nil, &p, now)
+	for i := range len(b) * 8 {
+		c := slices.Clone(b)
+		c[i/8] ^= 1 << (i % 8)
+		_, err := Decode(c, now)
+		require.Truef(t, errors.Is(err, ErrDamaged) || errors.Is(err, ErrVersion), "bit %d: %v", i, err)
+	}
+	for n := range len(b) {
+		_, err := Decode(b[:n], now)
+		require.ErrorIsf(t, err, ErrDamaged, "truncated to %d", n)
+	}
+	_, err := Decode(append(slices.Clone(b), 0), now)
+	require.ErrorIs(t, err, ErrDamaged)
+}
+
+func TestNewerVersionIsRefused(t *testing.T) {
+	p := example()
+	b := Append(nil, &p, now)
+	b[4] = Version + 1
+	b = reseal(b)
+	_, err := Decode(b, now)
+	require.ErrorIs(t, err, ErrVersion)
+}
+
+// reseal recomputes the checksum of b, so a test can forge well-checksummed nonsense.
+func reseal(b []byte) []byte {
+	body := b[:len(b)-4]
+	return binary.BigEndian.AppendUint32(slices.Clone(body), crc32.Checksum(body, castagnoli))
+}
+
+// Well-checksummed nonsense (as a buggy or hostile writer makes it) is refused too.
+func TestCheckedNonsenseIsRefused(t *testing.T) {
+	cases := map[string]func(p *Partition){
+		"empty topic":           func(p *Partition) { p.Topic = "" },
+		"negative partition":    func(p *Partition) { p.Partition = -1 },
+		"incarnation 0":         func(p *Partition) { p.State.Incarnation = 0 },
+		"id 0":                  func(p *Partition) { p.ID = 0 },
+		"frontier below -1":     func(p *Partition) { p.State.Frontier = -2 },
+		"requeued above":        func(p *Partition) { p.State.Requeued = []int64{11} },
+		"reason out of range":   func(p *Partition) { p.State.Held[1].Reason = 9 },
+		"attempt count 0":       func(p *Partition) { p.State.Attempts[0].Count = 0 },
+		"acked at the frontier": func(p *Partition) { p.State.AckedAhead = []int64{10} },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := example()
+			mutate(&p)
+			_, err := Decode(Append(nil, &p, now), now)
+			require.ErrorIs(t, err, ErrDamaged)
+		})
+	}
+}
+
+func TestRoundTripProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := genPartition(t)
+		got, err := Decode(Append(nil, &p, now), now)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if !equal(p, got) {
+			t.Fatalf("round trip:\n%+v\n%+v", p, got)
+		}
+	})
+}
+
+func genOffsets(t *rapid.T, label string, from int64) []int64 {
+	n := rapid.IntRange(0, 20).Draw(t, label+"-n")
+	var offs []int64
+	prev := from
+	for range n {
+		prev += 1 + rapid.Int64Range(0, 1<<40).Draw(t, label)
+		offs = append(offs, prev)
+	}
+	return offs
+}
+
+func genPartition(t *rapid.T) Partition {
+	frontier := rapid.Int64Range(-1, 1<<50).Draw(t, "frontier")
+	p := Partition{
+		Topic:     rapid.StringN(1, 40, 250).Draw(t, "topic"),
+		Partition: rapid.Int32Range(0, 1<<30).Draw(t, "partition"),
+		ID:        rapid.Uint64Min(1).Draw(t, "id"),
+		Live:      rapid.Bool().Draw(t, "live"),
+		State: inflight.State{
+			Frontier:    frontier,
+			Incarnation: rapid.Uint64Min(1).Draw(t, "incarnation"),
+			Fence:       rapid.Uint64().Draw(t, "fence"),
+			AckedAhead:  genOffsets(t, "ahead", frontier),
+			Quarantined: genOffsets(t, "quarantine", -1),
+			Corrupt:     genOffsets(t, "corrupt", frontier),
+		},
+	}
+	for _, off := range genOffsets(t, "attempts", frontier) {
+		p.State.Attempts = append(p.State.Attempts, inflight.Attempt{Offset: off, Count: rapid.Uint32Min(1).Draw(t, "count")})
+	}
+	for _, off := range genOffsets(t, "requeued", -1) {
+		if off <= frontier {
+			p.State.Requeued = append(p.State.Requeued, off)
+		}
+	}
+	for _, off := range genOffsets(t, "held", -1) {
+		h := inflight.Held{Offset: off, Attempts: rapid.Uint32().Draw(t, "attempts"),
+			Reason: inflight.Reason(rapid.IntRange(0, int(maxReason)).Draw(t, "reason"))}
+		switch rapid.IntRange(0, 2).Draw(t, "kind") {
+		case 1:
+			h.Nonce = rapid.Uint64Min(1).Draw(t, "nonce")
+			h.Until = now.Add(time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "left")))
+			h.LeasedAt = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "age")))
+		case 2:
+			h.Delayed = true
+			h.Until = now.Add(time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "left")))
+		}
+		p.State.Held = append(p.State.Held, h)
+	}
+	return p
+}
+
+// equal compares two partitions, nil and empty slices alike, times by instant.
+func equal(a, b Partition) bool {
+	sa, sb := a.State, b.State
+	if a.Topic != b.Topic || a.Partition != b.Partition || a.ID != b.ID || a.Live != b.Live ||
+		sa.Frontier != sb.Frontier || sa.Incarnation != sb.Incarnation || sa.Fence != sb.Fence ||
+		!slices.Equal(sa.AckedAhead, sb.AckedAhead) || !slices.Equal(sa.Attempts, sb.Attempts) ||
+		!slices.Equal(sa.Quarantined, sb.Quarantined) || !slices.Equal(sa.Requeued, sb.Requeued) ||
+		!slices.Equal(sa.Corrupt, sb.Corrupt) {
+		return false
+	}
+	return slices.EqualFunc(sa.Held, sb.Held, func(x, y inflight.Held) bool {
+		return x.Offset == y.Offset && x.Nonce == y.Nonce && x.Until.Equal(y.Until) &&
+			x.LeasedAt.Equal(y.LeasedAt) && x.Attempts == y.Attempts && x.Reason == y.Reason && x.Delayed == y.Delayed
+	})
+}
+
+func FuzzDecode(f *testing.F) {
+	p := example()
+	f.Add(Append(nil, &p, now))
+	empty := Partition{Topic: "t", ID: 1, State: inflight.State{Frontier: -1, Incarnation: 1}}
+	f.Add(Append(nil, &empty, now))
+	f.Add([]byte("NRCH"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := Decode(b, now)
+		if err != nil {
+			if !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			return
+		}
+		// What decodes encodes back to bytes that decode to the same partition.
+		again, err := Decode(Append(nil, &got, now), now)
+		if err != nil || !equal(got, again) {
+			t.Fatalf("re-encoding: %v\n%+v\n%+v", err, got, again)
+		}
+	})
+}

@@ -1,0 +1,329 @@
+package router
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/handoff"
+	"narad.dev/consume/offsets"
+)
+
+// A partition moves between nodes by hand-off, never by copying files under a live node:
+// the old owner's HandOff fences the partition, makes its state durable and returns it as
+// bytes, leases included; the new owner's Adopt installs them. From the fence on, every
+// settle of the partition on the old owner is either in those bytes or refused with
+// ErrMoved, so no settle answered with success is lost, and since the leases move with the
+// state, a graceful move changes no consumer's lease. A failover (the old owner is dead)
+// adopts the last durable state instead (ReadState): see docs/protocol.md, "Moving a
+// partition", for the window each case leaves.
+
+// Errors of a move.
+var (
+	// ErrMoved: the partition was handed off from this node (HandOff), and the routes do not
+	// name another owner to forward the call to. Nothing changed; ask the partition's new
+	// owner (HTTPStatus answers 503: a client retries, and by then the routes lead there).
+	ErrMoved = inflight.ErrMoved
+	// ErrDamagedState: bytes given to Adopt are not a partition's state (truncated,
+	// damaged, of a version this release does not read). Nothing changed.
+	ErrDamagedState = handoff.ErrDamaged
+	// ErrForeignState: bytes given to Adopt are another partition's state.
+	ErrForeignState = errors.New("router: the state is another partition's")
+	// ErrStaleState: bytes given to Adopt are older than the state this node holds of the
+	// same incarnation of the partition (a lower frontier). Nothing changed.
+	ErrStaleState = errors.New("router: the state is older than the one held here")
+)
+
+// moves is the node's memory of partitions it handed off (their fence) and of the hand-offs
+// it adopted (so a retried Adopt of the same bytes installs nothing again).
+type moves struct {
+	mu       sync.Mutex // serialises HandOff and Adopt; moves are rare
+	fenced   sync.Map   // shardKey → *handedOff: read on a shard's load, which is rare too
+	adopted  map[shardKey]uint64
+	fencedOf map[string]int // topic → partitions fenced, so DeleteTopic forgets them
+}
+
+// handedOff is what HandOff keeps of a partition it fenced: the state it returned (times on
+// this node's clock), so that a retried HandOff returns the same state.
+type handedOff struct {
+	id    uint64
+	state inflight.State
+	done  bool // state is durable and the shard dropped
+}
+
+// isFenced reports whether the partition was handed off from this node.
+func (m *moves) isFenced(topic string, partition int32) bool {
+	_, ok := m.fenced.Load(shardKey{topic, partition})
+	return ok
+}
+
+// unfence forgets the fence of one partition (partition >= 0) or of every partition of topic.
+// Called with mu held.
+func (m *moves) unfenceLocked(topic string, partition int32) {
+	if m.fencedOf[topic] == 0 {
+		return
+	}
+	m.fenced.Range(func(k, _ any) bool {
+		if key := k.(shardKey); key.topic == topic && (partition < 0 || key.partition == partition) {
+			m.fenced.Delete(key)
+			m.fencedOf[topic]--
+		}
+		return true
+	})
+	if m.fencedOf[topic] == 0 {
+		delete(m.fencedOf, topic)
+	}
+}
+
+// HandOff fences a partition of this node for a move to another node and returns its state,
+// to be given to the new owner's Adopt: the frontier, the acked-ahead offsets, the attempts,
+// the quarantine, the requeues and the live leases (their nonces, the time each has left
+// and its attempt) and the latest fencing token. The bytes are versioned, checksummed and
+// name the partition; they carry no absolute time.
+//
+// From the instant HandOff takes the partition's shard, every ack, extend, nack and release
+// of the partition here is either in the returned state or refused: forwarded to the owner
+// the routes name once they name another node, ErrMoved until then. No consume is served
+// from it here any more. HandOff returns once the state is durable on this node's disk too
+// (a crash of the new owner before its Adopt is durable loses nothing), and then drops the
+// partition's shard. A retried HandOff (its ctx ended, say) returns the same state.
+//
+// The fence lasts until an Adopt of the partition here, DeleteTopic, or DropPartition: a
+// host calls DropPartition only once its Routes no longer name the partition here. It is
+// memory: a node restarted before its Routes changed would serve the partition again from
+// the durable state it handed off, so a host changes its Routes before it restarts the old
+// owner. A partition this node never loaded and its Routes do not name here answers
+// ErrNotLocal.
+func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]byte, error) {
+	if !n.fence.enter() {
+		return nil, ErrClosed
+	}
+	defer n.fence.leave()
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
+	if partition < 0 {
+		return nil, fmt.Errorf("%w: partition %d", ErrInvalidArgument, partition)
+	}
+	key := shardKey{topic, partition}
+	n.moves.mu.Lock()
+	defer n.moves.mu.Unlock()
+	h := n.fencedState(key)
+	if h == nil || !h.done {
+		var err error
+		if h, err = n.fenceShard(ctx, key, h); err != nil {
+			return nil, err
+		}
+	}
+	p := handoff.Partition{Topic: topic, Partition: partition, ID: h.id, Live: true, State: h.state}
+	return handoff.Append(nil, &p, n.clock.Now()), nil
+}
+
+func (n *Node) fencedState(key shardKey) *handedOff {
+	if v, ok := n.moves.fenced.Load(key); ok {
+		return v.(*handedOff)
+	}
+	return nil
+}
+
+// fenceShard is HandOff's work: find the shard (loading it if this node has not yet), fence
+// it, make its state durable and drop it. h is what an earlier call that did not finish
+// left. Called with moves.mu held.
+func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) (*handedOff, error) {
+	topic, partition := key.topic, key.partition
+	gen := n.tracker.Generation(topic)
+	shard, ok := n.tracker.LookupIn(gen, partition)
+	if !ok && h == nil {
+		// Loaded before the fence is set, since a fenced partition's shard is never loaded.
+		local, _, known := n.routes.Partitions(topic)
+		if !known || !slices.Contains(local, partition) {
+			return nil, fmt.Errorf("%w: %s/%d has no state here to hand off", ErrNotLocal, topic, partition)
+		}
+		var err error
+		if shard, err = n.shardFor(gen, partition); err != nil {
+			return nil, err
+		}
+	}
+	if h == nil {
+		h = &handedOff{id: randomID()}
+		n.moves.fenced.Store(key, h)
+		if n.moves.fencedOf == nil {
+			n.moves.fencedOf = map[string]int{}
+		}
+		n.moves.fencedOf[topic]++
+		// A drop and a reload between the lookup and the mark would have made another shard:
+		// after the mark none is made, so this lookup finds the last one.
+		if s, ok := n.tracker.LookupIn(gen, partition); ok {
+			shard = s
+		}
+	}
+	if shard == nil {
+		// An earlier call fenced the partition and its shard is gone (DropPartition): what
+		// it captured is the state, as the committer had it durable by then or not.
+		return nil, fmt.Errorf("%w: %s/%d was dropped during its hand-off; adopt from its durable state (ReadState)", ErrUnavailable, topic, partition)
+	}
+	shard.HandOff(n.clock.Now(), &h.state)
+	if err := n.committer.Durable(ctx, topic, partition); err != nil {
+		return nil, fmt.Errorf("router: hand-off of %s/%d: %w", topic, partition, err)
+	}
+	h.done = true
+	n.tracker.Drop(topic, partition)
+	n.wake(topic, partition) // pinned consumers look again: the partition serves nothing here
+	return h, nil
+}
+
+// Adopt installs a partition's state that the previous owner's HandOff returned, or that
+// ReadState read from a dead owner's files, and returns once it is durable here. Whatever
+// this node held of the partition is replaced (its directory is cleared and written
+// afresh). The live leases a hand-off carries are honoured: the receipt handles their
+// consumers hold ack, extend and nack here (or through any node that forwards to here) until
+// their leases end, each having the time it had left at the hand-off, by this node's clock.
+// Adopt the state before the Routes name the partition here: a consume or ack that reaches
+// the partition first would load what this node's own files say.
+//
+// Damaged bytes answer ErrDamagedState (wrapping ErrInvalidArgument), another partition's
+// ErrForeignState, and a state older than the one held here of the same incarnation
+// ErrStaleState; none of them changes anything. Adopting the same bytes again installs
+// nothing and waits for durability again, so a host may retry an Adopt that failed (its ctx
+// ended before the state was durable: it is installed, and durable at the committer's
+// pace).
+func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state []byte) error {
+	if !n.fence.enter() {
+		return ErrClosed
+	}
+	defer n.fence.leave()
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	p, err := handoff.Decode(state, n.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if p.Topic != topic || p.Partition != partition {
+		return fmt.Errorf("%w: %w: the state of %s/%d, adopted as %s/%d", ErrInvalidArgument, ErrForeignState, p.Topic, p.Partition, topic, partition)
+	}
+	key := shardKey{topic, partition}
+	n.moves.mu.Lock()
+	if n.moves.adopted[key] == p.ID {
+		n.moves.mu.Unlock()
+		return n.committer.Durable(ctx, topic, partition) // installed by an earlier call
+	}
+	err = n.install(key, &p)
+	n.moves.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	n.wake(topic, partition)
+	return n.committer.Durable(ctx, topic, partition)
+}
+
+// install replaces the partition's shard with one restored from p, its directory cleared.
+// Called with moves.mu held.
+func (n *Node) install(key shardKey, p *handoff.Partition) error {
+	topic, partition := key.topic, key.partition
+	gen := n.tracker.Generation(topic)
+	if err := n.checkNotStale(gen, key, &p.State); err != nil {
+		return err
+	}
+	n.adoptLegacyTopicDir(topic)
+	dir := n.partitionDir(topic, partition)
+	reset := func() error {
+		if err := n.removeAll(dir); err != nil {
+			return fmt.Errorf("router: clear %s before adopting %s/%d: %w", dir, topic, partition, err)
+		}
+		return n.mkdirAll(dir)
+	}
+	if _, err := n.tracker.Install(gen, partition, p.State, reset); err != nil {
+		if errors.Is(err, inflight.ErrTopicDropped) {
+			return fmt.Errorf("%w: %w", ErrUnknownTopic, err)
+		}
+		return err
+	}
+	n.moves.unfenceLocked(topic, partition)
+	if n.moves.adopted == nil {
+		n.moves.adopted = map[shardKey]uint64{}
+	}
+	n.moves.adopted[key] = p.ID
+	return nil
+}
+
+// checkNotStale refuses a state older than what this node holds of the same incarnation:
+// its live shard's, or its durable files'.
+func (n *Node) checkNotStale(gen *inflight.Generation, key shardKey, st *inflight.State) error {
+	held, found := int64(0), false
+	if shard, ok := n.tracker.LookupIn(gen, key.partition); ok && shard.Incarnation() == st.Incarnation {
+		held, found = shard.Stats().Frontier, true
+	} else if !ok {
+		if files, err := n.committer.Load(key.topic, key.partition); err == nil && files.Found && files.Incarnation == st.Incarnation {
+			held, found = files.Frontier, true
+		}
+	}
+	if found && held > st.Frontier {
+		return fmt.Errorf("%w: %w: frontier %d of %s/%d, this node holds %d", ErrInvalidArgument, ErrStaleState,
+			st.Frontier, key.topic, key.partition, held)
+	}
+	return nil
+}
+
+// ReadState reads the durable state of a partition from the state directory of a node that
+// is not running (its Config.Dir, through fsys as its Config.FS was, nil for the real file
+// system: a dead owner's disk, or a copy of it) and returns it as Adopt takes it: the
+// frontier, acked-ahead offsets, attempts, quarantine and requeues that recovery would take
+// from the files (damaged or foreign files are ignored, so the new owner delivers again
+// rather than skips), and no leases, which a node keeps in memory only. A partition with no
+// trusted state reads as nothing acked. It never writes.
+//
+// A failover from this state delivers again what the dead owner had not yet made durable:
+// after a process crash, with its page cache intact, about one commit tick (100 ms) of acks;
+// after a power loss or the machine's loss (a copy of the disk as it was), about one commit
+// interval plus a tick and its sync. The records the dead owner had leased are delivered
+// again at once: their consumers' handles answer ErrGone on the new owner.
+func ReadState(fsys FS, dir, topic string, partition int32) ([]byte, error) {
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
+	if partition < 0 {
+		return nil, fmt.Errorf("%w: partition %d", ErrInvalidArgument, partition)
+	}
+	var rfs offsets.FS // nil: the real file system
+	if fsys != nil {
+		rfs = fsys
+	}
+	rec, err := offsets.ReadDir(rfs, filepath.Join(dir, topicDir(topic), strconv.Itoa(int(partition))), topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	st := inflight.State{Frontier: -1, Incarnation: rec.Incarnation}
+	if rec.Found && !rec.Unverified {
+		// A legacy frontier (no checksum, no identity) cannot be checked against the log
+		// here, so it is not trusted: the new owner delivers the retained records again.
+		st.Frontier, st.AckedAhead, st.Quarantined, st.Requeued = rec.Frontier, rec.Ahead, rec.Quarantine, rec.Requeued
+		for _, a := range rec.Attempts {
+			st.Attempts = append(st.Attempts, inflight.Attempt{Offset: a.Offset, Count: a.Count})
+		}
+	}
+	if st.Incarnation == 0 {
+		st.Incarnation = randomID() // no consumer.id to trust: the state starts a new life
+	}
+	p := handoff.Partition{Topic: topic, Partition: partition, ID: randomID(), State: st}
+	return handoff.Append(nil, &p, time.Time{}), nil // a state with no leases carries no times
+}
+
+// randomID returns 64 random bits, never 0.
+func randomID() uint64 {
+	var b [8]byte
+	for {
+		crand.Read(b[:])
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
