@@ -123,6 +123,17 @@
 // record at a time shares RPCs and wake-ups, and no caller parks per ack. Close waits until
 // every done has returned.
 //
+// # Moving a partition
+//
+// A partition moves by hand-off: HandOff on the old owner fences it (from its first instant
+// every settle of the partition there is in the state it returns or refused with ErrMoved,
+// forwarded once the routes name another owner), makes the state durable and returns it,
+// live leases included; Adopt on the new owner installs it, and the receipt handles of those
+// leases settle there until their leases end. A graceful move thus delivers no acked record
+// again and leaves no record with two holders. For an owner that died, ReadState reads its
+// last durable state from its state directory for Adopt; what it had not made durable comes
+// back within the crash windows (docs/protocol.md, "Moving a partition").
+//
 // # Consumption across nodes
 //
 // With a Transport, a cluster of nodes behaves as one queue: a consumer may land on any node

@@ -521,8 +521,8 @@ func (n *Node) DeleteTopic(topic string) error {
 }
 
 // Persist returns once the partition's ack state as of the call is durable on disk (the
-// committer's next writeout, group-committed like AckDurable). A host moving a partition
-// calls it before copying the state files.
+// committer's next writeout, group-committed like AckDurable). A partition handed off from
+// here answers ErrMoved.
 func (n *Node) Persist(ctx context.Context, topic string, partition int32) error {
 	if !n.fence.enter() {
 		return ErrClosed
@@ -535,12 +535,11 @@ func (n *Node) Persist(ctx context.Context, topic string, partition int32) error
 }
 
 // PartitionDir returns the directory holding a partition's ack state (consumer.id,
-// consumer.ahead and consumer.offset). A host moving a partition to another node stops serving
-// it here, calls Persist, copies every file of the directory into the same place under the
-// other node's Config.Dir between two DropPartition calls there, and drops it here; the other
-// node's first touch then loads the copy, taking the larger frontier of the two state files.
-// consumer.id names the incarnation the state files belong to: copied without it, they cannot
-// be trusted, and the other node delivers the partition's retained records again.
+// consumer.ahead and consumer.offset), for an operator to read or back up. A partition moves
+// to another node by HandOff and Adopt, not by copying these files under a live node: acks
+// answered after a copy would be lost, and its leases with them. consumer.id names the
+// incarnation the state files belong to: files restored without it cannot be trusted, and the
+// node delivers the partition's retained records again.
 func (n *Node) PartitionDir(topic string, partition int32) string {
 	return n.partitionDir(topic, partition)
 }
