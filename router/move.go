@@ -233,9 +233,12 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 	if err := n.checkNotStale(gen, key, &p.State); err != nil {
 		return err
 	}
-	n.adoptLegacyTopicDir(topic)
 	dir := n.partitionDir(topic, partition)
 	reset := func() error {
+		if n.store != nil {
+			return nil // the installed shard's first save replaces what the store holds
+		}
+		n.adoptLegacyTopicDir(topic)
 		if err := n.removeAll(dir); err != nil {
 			return fmt.Errorf("router: clear %s before adopting %s/%d: %w", dir, topic, partition, err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/realclock"
+	"narad.dev/consume/internal/storecommit"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/offsets"
 	"narad.dev/consume/pump"
@@ -75,6 +76,9 @@ type Config struct {
 	// DefaultCommitInterval (1 s), anything else must lie within MinCommitInterval (10 ms) and
 	// MaxCommitInterval (60 s). A power loss redelivers up to about D + 100 ms of acks.
 	CommitInterval time.Duration
+	// Store keeps the ack state in the host's own storage instead of files under Dir (see
+	// StateStore); nil means files. Dir is still locked, one node per directory.
+	Store StateStore
 	// Seeds supplies the seeds of the nonce streams. Nil means crypto/rand, as production
 	// must; tests may pass a deterministic reader.
 	Seeds io.Reader
@@ -159,7 +163,8 @@ type Node struct {
 	logger    *slog.Logger
 	dir       string
 	tracker   *inflight.Tracker
-	committer *offsets.Committer
+	committer ackStore
+	store     *storecommit.Committer // Config.Store's committer; nil with the file committer
 	pump      *pump.Pump[reservation]
 	mkdirAll  func(string) error
 	removeAll func(string) error
@@ -301,18 +306,24 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.unlock = unlock
-	committer, err := offsets.New(offsets.Config{
-		FS:       fsys, // nil stays nil: the committer's real file system
-		Dir:      n.partitionDir,
-		Interval: cfg.CommitInterval,
-		Source:   &committerSource{n: n},
-		Logger:   n.logger,
-	})
-	if err != nil {
-		unlock()
-		return nil, err
+	if cfg.Store != nil {
+		n.store = storecommit.New(storecommit.Config{Store: cfg.Store, Source: &committerSource{n: n},
+			Interval: cfg.CommitInterval, Logger: n.logger})
+		n.committer = n.store
+	} else {
+		committer, err := offsets.New(offsets.Config{
+			FS:       fsys, // nil stays nil: the committer's real file system
+			Dir:      n.partitionDir,
+			Interval: cfg.CommitInterval,
+			Source:   &committerSource{n: n},
+			Logger:   n.logger,
+		})
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		n.committer = committer
 	}
-	n.committer = committer
 	n.pump = pump.New[reservation](pumpSource{n: n})
 	n.tracker = inflight.NewTracker(inflight.TrackerConfig{
 		Topic: cfg.Topic,
@@ -385,10 +396,11 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 // tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
 // The shard keeps the state's incarnation, so what it persists names the state it came from.
 func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State, error) {
-	n.adoptLegacyTopicDir(topic)
-	dir := n.partitionDir(topic, partition)
-	if err := n.mkdirAll(dir); err != nil {
-		return inflight.State{}, err
+	if n.store == nil {
+		n.adoptLegacyTopicDir(topic)
+		if err := n.mkdirAll(n.partitionDir(topic, partition)); err != nil {
+			return inflight.State{}, err
+		}
 	}
 	persisted, err := n.committer.Load(topic, partition)
 	if err != nil {

@@ -112,6 +112,9 @@ func (n *Node) adoptLegacyTopicDir(topic string) {
 // removeTopicDir removes a deleted topic's state, under its name and under the name an
 // earlier release gave it, so neither is read as the state of a topic created again.
 func (n *Node) removeTopicDir(topic string) error {
+	if n.store != nil {
+		return n.store.Delete(topic)
+	}
 	err := n.removeAll(filepath.Join(n.dir, topicDir(topic)))
 	if legacy := legacyTopicDir(topic); legacy != topicDir(topic) {
 		err = errors.Join(err, n.removeAll(filepath.Join(n.dir, legacy)))

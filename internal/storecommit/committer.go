@@ -1,0 +1,482 @@
+package storecommit
+
+import (
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/handoff"
+	"narad.dev/consume/offsets"
+)
+
+// Store is where the states go: the host's replicated storage.
+type Store interface {
+	// Load returns what Save last stored for the partition, or nil with no error when it
+	// holds none.
+	Load(ctx context.Context, topic string, partition int32) ([]byte, error)
+	// Save stores each entry's state in place of what the store held for its partition, and
+	// returns once all of them are durable, or an error (then none counts as saved).
+	Save(ctx context.Context, batch []Entry) error
+	// Delete removes the states of every partition of topic.
+	Delete(ctx context.Context, topic string) error
+}
+
+// Entry is one partition's state in a Save.
+type Entry struct {
+	Topic     string
+	Partition int32
+	// State is the partition's encoded state: self-verifying and naming its partition. The
+	// store keeps it as given; the slice is the store's to keep.
+	State []byte
+}
+
+// Defaults of Config's zero fields.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultMaxBatch = 1024
+)
+
+// Config configures a Committer. Store and Source are required.
+type Config struct {
+	Store  Store
+	Source offsets.Source
+	// Interval is the durability interval D; zero means offsets.DefaultInterval.
+	Interval time.Duration
+	// Timeout bounds each Load and Save; zero means DefaultTimeout.
+	Timeout time.Duration
+	// MaxBatch bounds the partitions of one Save; zero means DefaultMaxBatch.
+	MaxBatch int
+	Logger   *slog.Logger
+}
+
+type key struct {
+	topic     string
+	partition int32
+}
+
+// part is the committer's state of one partition.
+type part struct {
+	marked  bool
+	waiters []*waiter // Durable waits registered since the last snapshot
+	saving  int       // saves in flight holding a snapshot of it
+}
+
+type waiter struct {
+	done chan error // buffered: the answer
+}
+
+// A Committer saves partitions' states to a Store. It is safe for concurrent use.
+type Committer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	parts   map[key]*part
+	marked  []key // in the order they were marked
+	urgent  bool  // a Durable wait is registered
+	closed  bool
+	saved   *sync.Cond // signalled when a save ends (Forget waits on it)
+	running bool       // a save is in flight
+
+	wake chan struct{} // a mark or a wait since Run last looked
+
+	stats      counters
+	lastWarned atomic.Int64 // Unix nanoseconds of the last failure log line
+}
+
+type counters struct {
+	saves, partitionsSaved, failures, durables, early, overruns, ignored, clamps atomic.Uint64
+}
+
+// New returns a committer.
+func New(cfg Config) *Committer {
+	cfg.Interval = cmp.Or(cfg.Interval, offsets.DefaultInterval)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, DefaultMaxBatch)
+	c := &Committer{cfg: cfg, log: cfg.Logger, parts: map[key]*part{}, wake: make(chan struct{}, 1)}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.saved = sync.NewCond(&c.mu)
+	return c
+}
+
+func (c *Committer) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// MarkDirty says the partition's state changed: it is saved with the next batch.
+func (c *Committer) MarkDirty(topic string, partition int32) {
+	c.mu.Lock()
+	first := c.markLocked(key{topic, partition})
+	c.mu.Unlock()
+	if first {
+		c.kick()
+	}
+}
+
+// markLocked marks k, reporting whether the committer had nothing marked before.
+func (c *Committer) markLocked(k key) bool {
+	p := c.parts[k]
+	if p == nil {
+		p = &part{}
+		c.parts[k] = p
+	}
+	if p.marked {
+		return false
+	}
+	p.marked = true
+	c.marked = append(c.marked, k)
+	return len(c.marked) == 1
+}
+
+// Durable returns once every change of the partition reported before the call is saved: a
+// save whose snapshot was taken after the call returned from Save. It answers ctx's error
+// when ctx ends first, an error matching offsets.ErrShardGone when Forget drops the partition
+// or its shard is gone, and offsets.ErrClosed after Close.
+func (c *Committer) Durable(ctx context.Context, topic string, partition int32) error {
+	w := &waiter{done: make(chan error, 1)}
+	k := key{topic, partition}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return offsets.ErrClosed
+	}
+	c.markLocked(k)
+	p := c.parts[k]
+	p.waiters = append(p.waiters, w)
+	c.urgent = true
+	c.mu.Unlock()
+	c.kick()
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if p := c.parts[k]; p != nil {
+			p.waiters = deleteWaiter(p.waiters, w)
+		}
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func deleteWaiter(ws []*waiter, w *waiter) []*waiter {
+	for i, x := range ws {
+		if x == w {
+			return append(ws[:i], ws[i+1:]...)
+		}
+	}
+	return ws
+}
+
+// Forget drops the partition (its shard was dropped): its mark goes, its waits answer
+// ErrShardGone, and once Forget returns no snapshot taken before it is saved.
+func (c *Committer) Forget(topic string, partition int32) {
+	k := key{topic, partition}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		p := c.parts[k]
+		if p == nil {
+			return
+		}
+		if p.saving > 0 {
+			c.saved.Wait() // the save in flight holds a snapshot taken before
+			continue
+		}
+		for _, w := range p.waiters {
+			w.done <- gone(topic, partition, "forgotten")
+		}
+		delete(c.parts, k) // its entry in c.marked is skipped at the next save
+		return
+	}
+}
+
+func gone(topic string, partition int32, why string) error {
+	return &offsets.PartitionError{Topic: topic, Partition: partition, Op: "durable",
+		Err: fmt.Errorf("%w: %s", offsets.ErrShardGone, why)}
+}
+
+// Load reads the partition's state from the store, for its shard's creation: bytes that do
+// not verify, or name another partition, are ignored (logged, counted) and read as no state;
+// no bytes are no state. State.Incarnation is always set.
+func (c *Committer) Load(topic string, partition int32) (offsets.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	b, err := c.cfg.Store.Load(ctx, topic, partition)
+	if err != nil {
+		return offsets.State{Frontier: -1}, &offsets.PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
+	}
+	none := offsets.State{Frontier: -1, Incarnation: randomNonzero()}
+	if b == nil {
+		return none, nil
+	}
+	p, err := handoff.Decode(b, time.Time{})
+	if err == nil && (p.Topic != topic || p.Partition != partition) {
+		err = fmt.Errorf("the state of %s/%d", p.Topic, p.Partition)
+	}
+	if err != nil {
+		c.stats.ignored.Add(1)
+		c.log.Error("consume: ignoring damaged or foreign state from the state store; the partition's retained records are delivered again",
+			"topic", topic, "partition", partition, "err", err)
+		return none, nil
+	}
+	return fromInflight(&p.State), nil
+}
+
+// ClampToWatermark clamps a loaded frontier at or above hwm (a log that lost its tail), as
+// the file committer does, logged and counted.
+func (c *Committer) ClampToWatermark(topic string, partition int32, st offsets.State, hwm int64) offsets.State {
+	clamped, changed := offsets.ClampState(st, hwm)
+	if changed {
+		c.stats.clamps.Add(1)
+		c.log.Error("consume: stored frontier at or above the log's high watermark; clamped below it",
+			"topic", topic, "partition", partition, "frontier", st.Frontier, "high_watermark", hwm,
+			"clamped_to", clamped.Frontier)
+	}
+	return clamped
+}
+
+// Delete removes the states of every partition of topic from the store.
+func (c *Committer) Delete(topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	if err := c.cfg.Store.Delete(ctx, topic); err != nil {
+		return fmt.Errorf("router: delete the stored state of topic %q: %w", topic, err)
+	}
+	return nil
+}
+
+// Run saves until ctx is done or the committer is closed: each batch once the interval since
+// the last has passed, or at once for a Durable wait. It arms no timer while nothing is marked.
+func (c *Committer) Run(ctx context.Context, clk offsets.Clock) error {
+	var last time.Time
+	timer := make(chan struct{}, 1)
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		pending, urgent, closed := len(c.marked) > 0, c.urgent, c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil
+		}
+		now := clk.Now()
+		due := last.Add(c.cfg.Interval)
+		if pending && (urgent || !now.Before(due)) {
+			if urgent && now.Before(due) {
+				c.stats.early.Add(1)
+			}
+			last = now
+			c.saveAll(ctx)
+			if took := clk.Now().Sub(now); took > c.cfg.Interval {
+				c.stats.overruns.Add(1)
+			}
+			continue
+		}
+		if pending && stop == nil {
+			stop = clk.AfterFunc(due.Sub(now), func() {
+				select {
+				case timer <- struct{}{}:
+				default:
+				}
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-timer:
+			stop = nil
+		}
+	}
+}
+
+// saveAll saves every partition marked now, in batches.
+func (c *Committer) saveAll(ctx context.Context) error {
+	c.mu.Lock()
+	keys := c.marked
+	c.marked = nil
+	c.urgent = false
+	c.mu.Unlock()
+	var firstErr error
+	for len(keys) > 0 {
+		n := min(len(keys), c.cfg.MaxBatch)
+		if err := c.saveBatch(ctx, keys[:n]); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		keys = keys[n:]
+	}
+	return firstErr
+}
+
+// saveBatch takes the snapshots of keys, saves them as one batch, and answers the waits
+// registered before the snapshots; on failure it marks them again, their waits kept.
+func (c *Committer) saveBatch(ctx context.Context, keys []key) error {
+	type taken struct {
+		k       key
+		waiters []*waiter
+	}
+	var batch []Entry
+	var held []taken
+	var snap offsets.State
+	for _, k := range keys {
+		c.mu.Lock()
+		p := c.parts[k]
+		if p == nil || !p.marked {
+			c.mu.Unlock()
+			continue // forgotten since it was marked
+		}
+		p.marked = false
+		waiters := p.waiters
+		p.waiters = nil
+		p.saving++
+		c.mu.Unlock()
+		// The snapshot follows the waits' registration: it holds every change they wait for.
+		if !c.cfg.Source.State(k.topic, k.partition, &snap) {
+			c.mu.Lock()
+			p.saving--
+			c.mu.Unlock()
+			c.saved.Broadcast()
+			for _, w := range waiters {
+				w.done <- gone(k.topic, k.partition, "its shard is gone")
+			}
+			continue
+		}
+		st := toInflight(&snap)
+		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: randomNonzero(), State: st}
+		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{})})
+		held = append(held, taken{k, waiters})
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	err := c.cfg.Store.Save(sctx, batch)
+	cancel()
+	c.mu.Lock()
+	for _, t := range held {
+		p := c.parts[t.k]
+		if p == nil {
+			continue // cannot happen: Forget waits for saving to reach zero
+		}
+		p.saving--
+		if err != nil {
+			p.waiters = append(t.waiters, p.waiters...)
+			c.markLocked(t.k)
+		}
+	}
+	c.mu.Unlock()
+	c.saved.Broadcast()
+	if err != nil {
+		c.stats.failures.Add(1)
+		c.warn("consume: the state store refused a save; the partitions are saved again at the next interval",
+			"partitions", len(batch), "err", err)
+		return err
+	}
+	c.stats.saves.Add(1)
+	c.stats.partitionsSaved.Add(uint64(len(batch)))
+	for _, t := range held {
+		for _, w := range t.waiters {
+			c.stats.durables.Add(1)
+			w.done <- nil
+		}
+	}
+	return nil
+}
+
+func (c *Committer) warn(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	if last := c.lastWarned.Load(); now-last >= int64(time.Minute) && c.lastWarned.CompareAndSwap(last, now) {
+		c.log.Warn(msg, args...)
+	}
+}
+
+// Close saves every partition marked, answers the waits it saved with nil and the others with
+// offsets.ErrClosed joined with its error, and returns that error. Run returns.
+func (c *Committer) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.kick()
+	err := c.saveAll(context.Background())
+	c.mu.Lock()
+	for _, p := range c.parts {
+		for _, w := range p.waiters {
+			w.done <- errors.Join(offsets.ErrClosed, err)
+		}
+		p.waiters = nil
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// Stats returns the committer's counters, in the file committer's terms: a save is a
+// writeout, a failed save a sync failure.
+func (c *Committer) Stats() offsets.Stats {
+	return offsets.Stats{
+		Ticks:          c.stats.saves.Load() + c.stats.failures.Load(),
+		Windows:        c.stats.partitionsSaved.Load(),
+		Writeouts:      c.stats.saves.Load(),
+		SyncFailures:   c.stats.failures.Load(),
+		Durables:       c.stats.durables.Load(),
+		EarlyWriteouts: c.stats.early.Load(),
+		Overruns:       c.stats.overruns.Load(),
+		IgnoredFiles:   c.stats.ignored.Load(),
+		Clamps:         c.stats.clamps.Load(),
+	}
+}
+
+func randomNonzero() uint64 {
+	var b [8]byte
+	for {
+		crand.Read(b[:])
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+func toInflight(st *offsets.State) inflight.State {
+	out := inflight.State{Frontier: st.Frontier, AckedAhead: st.Ahead, Quarantined: st.Quarantine,
+		Requeued: st.Requeued, Incarnation: st.Incarnation}
+	if len(st.Attempts) > 0 {
+		out.Attempts = make([]inflight.Attempt, len(st.Attempts))
+		for i, a := range st.Attempts {
+			out.Attempts[i] = inflight.Attempt{Offset: a.Offset, Count: a.Count}
+		}
+	}
+	return out
+}
+
+func fromInflight(st *inflight.State) offsets.State {
+	out := offsets.State{Found: true, Frontier: st.Frontier, Ahead: st.AckedAhead, Quarantine: st.Quarantined,
+		Requeued: st.Requeued, Incarnation: st.Incarnation}
+	if len(st.Attempts) > 0 {
+		out.Attempts = make([]offsets.Attempt, len(st.Attempts))
+		for i, a := range st.Attempts {
+			out.Attempts[i] = offsets.Attempt{Offset: a.Offset, Count: a.Count}
+		}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package router
+
+import (
+	"context"
+
+	"narad.dev/consume/internal/storecommit"
+	"narad.dev/consume/offsets"
+)
+
+// StateStore keeps the node's ack state in the host's own storage (Config.Store) instead of
+// files under Config.Dir: a broker that replicates its log keeps the frontier beside it, so a
+// machine's loss loses no ack state, as raft leaves storage to the application. The node
+// hands it each dirty partition's compact state at most once per commit interval, in
+// batches, and loads a partition's state at its first touch. Implementations must be safe
+// for concurrent use; routertest.TestStateStore checks one.
+//
+// The states are opaque bytes to the store: versioned, checksummed and naming their
+// partition and incarnation, so that what a store answers is verified, never trusted. A
+// state that is damaged or another partition's is ignored, loudly, and the partition is
+// delivered again from its oldest retained record; an older state of the partition (a stale
+// replica) costs the acks since, delivered again. No answer of the store makes the node skip
+// a record that was not acked. The bytes a store holds are what Adopt takes: a host fails a
+// dead owner's partition over by loading its state from the store and adopting it on another
+// node.
+type StateStore interface {
+	// Load returns what Save last stored for the partition, or nil with no error when the
+	// store holds nothing for it. An error sets the partition aside (retried with backoff).
+	Load(ctx context.Context, topic string, partition int32) ([]byte, error)
+	// Save stores each entry's state in place of what the store held for its partition and
+	// returns once all are durable, or an error, after which the node treats none of them as
+	// saved and saves them again one commit interval later. The slices are the store's to keep.
+	Save(ctx context.Context, batch []PartitionState) error
+	// Delete removes the states of every partition of topic (DeleteTopic).
+	Delete(ctx context.Context, topic string) error
+}
+
+// PartitionState is one partition's state in a StateStore's Save.
+type PartitionState = storecommit.Entry
+
+// ackStore is what the node asks of the place its ack state lives: the file committer
+// (package offsets, the default) or a host's StateStore (package internal/storecommit).
+type ackStore interface {
+	Load(topic string, partition int32) (offsets.State, error)
+	ClampToWatermark(topic string, partition int32, st offsets.State, hwm int64) offsets.State
+	MarkDirty(topic string, partition int32)
+	Durable(ctx context.Context, topic string, partition int32) error
+	Forget(topic string, partition int32)
+	Run(ctx context.Context, clk offsets.Clock) error
+	Stats() offsets.Stats
+	Close() error
+}
+
+var (
+	_ ackStore          = (*offsets.Committer)(nil)
+	_ ackStore          = (*storecommit.Committer)(nil)
+	_ storecommit.Store = StateStore(nil)
+)
