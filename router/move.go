@@ -45,7 +45,7 @@ var (
 // moves is the node's memory of partitions it handed off (their fence) and of the hand-offs
 // it adopted (so a retried Adopt of the same bytes installs nothing again).
 type moves struct {
-	mu       sync.Mutex // serialises HandOff and Adopt; moves are rare
+	mu       sync.Mutex // guards adopted and fencedOf, and serialises Adopt's installs
 	fenced   sync.Map   // shardKey → *handedOff: read on a shard's load, which is rare too
 	adopted  map[shardKey]uint64
 	fencedOf map[string]int // topic → partitions fenced, so DeleteTopic forgets them
@@ -54,9 +54,12 @@ type moves struct {
 // handedOff is what HandOff keeps of a partition it fenced: the state it returned (times on
 // this node's clock), so that a retried HandOff returns the same state.
 type handedOff struct {
-	id    uint64
-	state inflight.State
-	done  bool // state is durable and the shard dropped
+	id uint64
+
+	mu     sync.Mutex // serialises the HandOff calls of the partition
+	state  inflight.State
+	fenced bool // state holds the fenced shard's state
+	done   bool // and it is durable, the shard dropped
 }
 
 // isFenced reports whether the partition was handed off from this node.
@@ -114,12 +117,14 @@ func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]by
 		return nil, fmt.Errorf("%w: partition %d", ErrInvalidArgument, partition)
 	}
 	key := shardKey{topic, partition}
-	n.moves.mu.Lock()
-	defer n.moves.mu.Unlock()
-	h := n.fencedState(key)
-	if h == nil || !h.done {
-		var err error
-		if h, err = n.fenceShard(ctx, key, h); err != nil {
+	h, err := n.fencedEntry(key)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		if err := n.fenceShard(ctx, key, h); err != nil {
 			return nil, err
 		}
 	}
@@ -127,57 +132,61 @@ func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]by
 	return handoff.Append(nil, &p, n.clock.Now()), nil
 }
 
-func (n *Node) fencedState(key shardKey) *handedOff {
+// fencedEntry returns the fence of a partition, setting it if it has none: the partition's
+// shard is loaded first (a fenced partition's shard is never loaded), so that a partition
+// this node has not touched since it started hands off what its files say.
+func (n *Node) fencedEntry(key shardKey) (*handedOff, error) {
 	if v, ok := n.moves.fenced.Load(key); ok {
-		return v.(*handedOff)
+		return v.(*handedOff), nil
 	}
-	return nil
-}
-
-// fenceShard is HandOff's work: find the shard (loading it if this node has not yet), fence
-// it, make its state durable and drop it. h is what an earlier call that did not finish
-// left. Called with moves.mu held.
-func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) (*handedOff, error) {
-	topic, partition := key.topic, key.partition
-	gen := n.tracker.Generation(topic)
-	shard, ok := n.tracker.LookupIn(gen, partition)
-	if !ok && h == nil {
-		// Loaded before the fence is set, since a fenced partition's shard is never loaded.
-		local, _, known := n.routes.Partitions(topic)
-		if !known || !slices.Contains(local, partition) {
-			return nil, fmt.Errorf("%w: %s/%d has no state here to hand off", ErrNotLocal, topic, partition)
+	gen := n.tracker.Generation(key.topic)
+	if _, ok := n.tracker.LookupIn(gen, key.partition); !ok {
+		local, _, known := n.routes.Partitions(key.topic)
+		if !known || !slices.Contains(local, key.partition) {
+			return nil, fmt.Errorf("%w: %s/%d has no state here to hand off", ErrNotLocal, key.topic, key.partition)
 		}
-		var err error
-		if shard, err = n.shardFor(gen, partition); err != nil {
+		if _, err := n.shardFor(gen, key.partition); err != nil {
 			return nil, err
 		}
 	}
-	if h == nil {
-		h = &handedOff{id: randomID()}
-		n.moves.fenced.Store(key, h)
-		if n.moves.fencedOf == nil {
-			n.moves.fencedOf = map[string]int{}
-		}
-		n.moves.fencedOf[topic]++
-		// A drop and a reload between the lookup and the mark would have made another shard:
-		// after the mark none is made, so this lookup finds the last one.
-		if s, ok := n.tracker.LookupIn(gen, partition); ok {
-			shard = s
-		}
+	n.moves.mu.Lock()
+	defer n.moves.mu.Unlock()
+	if v, ok := n.moves.fenced.Load(key); ok {
+		return v.(*handedOff), nil // a concurrent HandOff set it
 	}
-	if shard == nil {
-		// An earlier call fenced the partition and its shard is gone (DropPartition): what
-		// it captured is the state, as the committer had it durable by then or not.
-		return nil, fmt.Errorf("%w: %s/%d was dropped during its hand-off; adopt from its durable state (ReadState)", ErrUnavailable, topic, partition)
+	h := &handedOff{id: randomID()}
+	n.moves.fenced.Store(key, h)
+	if n.moves.fencedOf == nil {
+		n.moves.fencedOf = map[string]int{}
 	}
-	shard.HandOff(n.clock.Now(), &h.state)
-	if err := n.committer.Durable(ctx, topic, partition); err != nil {
-		return nil, fmt.Errorf("router: hand-off of %s/%d: %w", topic, partition, err)
-	}
-	h.done = true
-	n.tracker.Drop(topic, partition)
-	n.wake(topic, partition) // pinned consumers look again: the partition serves nothing here
+	n.moves.fencedOf[key.topic]++
 	return h, nil
+}
+
+// fenceShard is HandOff's work once the partition is fenced: fence its shard, make its
+// state durable and drop it. Called with h.mu held; a call after one that failed in its
+// wait finds the fenced shard still there (the drop comes after the wait) and waits again.
+func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) error {
+	topic, partition := key.topic, key.partition
+	// After the fence no shard of the partition is loaded: this lookup finds the last one.
+	shard, ok := n.tracker.Lookup(topic, partition)
+	switch {
+	case ok:
+		shard.HandOff(n.clock.Now(), &h.state)
+		h.fenced = true
+		if err := n.committer.Durable(ctx, topic, partition); err != nil {
+			return fmt.Errorf("router: hand-off of %s/%d: %w", topic, partition, err)
+		}
+		n.tracker.Drop(topic, partition)
+	case !h.fenced:
+		// Dropped (DropPartition) between its load and the fence: nothing was captured.
+		return fmt.Errorf("%w: %s/%d was dropped during its hand-off; try again", ErrUnavailable, topic, partition)
+	}
+	// Else the fenced shard was dropped (DropPartition) after a failed wait: what was
+	// captured stands, durable at the committer's pace.
+	h.done = true
+	n.wake(topic, partition) // pinned consumers look again: the partition serves nothing here
+	return nil
 }
 
 // Adopt installs a partition's state that the previous owner's HandOff returned, or that
