@@ -53,15 +53,30 @@
 //
 // consumer.id names the incarnation of the partition's state: one life of it, from the first
 // touch of a partition with no trusted state to the removal of its directory (a topic deleted
-// and created again under the name starts a new one). 24 bytes, big-endian:
+// and created again under the name starts a new one). Big-endian, 24 bytes, or 44 when the
+// incarnation began by adopting legacy records (below):
 //
 //	offset  size  field
 //	     0     4  magic "NRCI"
 //	     4     1  version: 1
-//	     5     3  flags and reserved: 0
+//	     5     1  flags: 0x01 the incarnation adopted legacy state (the 44-byte form);
+//	              0x02 among it a consumer.ahead record (only with 0x01); others 0
+//	     6     2  reserved: 0
 //	     8     4  partition key (as in consumer.ahead, below)
 //	    12     8  incarnation: 64 random bits, never 0
-//	    20     4  CRC-32C of bytes 0 to 19
+//	    20     4  CRC-32C of bytes 0 to 19 (the 24-byte form)
+//
+// and in the 44-byte form, from byte 20:
+//
+//	offset  size  field
+//	    20     8  adopted frontier (int64, at least -1): what the legacy records gave
+//	    28     8  the adopted record's sequence number (with 0x02; else 0)
+//	    36     4  the adopted record's checksum, its slot's bytes 4092 to 4095 (with 0x02;
+//	              else 0)
+//	    40     4  CRC-32C of bytes 0 to 39
+//
+// The checksum is always the file's last four bytes, over all the bytes before them. A flag
+// this release does not know, or a size its flags do not call for, is damage.
 //
 // Load draws a fresh incarnation when consumer.id is missing or damaged; the host keeps it with
 // the shard and gives it back through Source, and the prime writes consumer.id and syncs it,
@@ -69,6 +84,36 @@
 // naming another incarnation than the live shard's (the directory was replaced or restored
 // under it) strands the partition. A host moving a partition copies consumer.id with the other
 // two files.
+//
+// Legacy records are those of releases before consumer.id: slots without tag 5 and the 8-byte
+// consumer.offset. They name no incarnation, so consumer.id says which of them its incarnation
+// owns: only those it adopted. The upgrade is the first run of this release over a partition
+// with legacy records and no valid consumer.id: Load reads them (as recovery does without a
+// consumer.id, below), and the prime writes the 44-byte form, naming the legacy record it
+// anchors on (by sequence number and checksum) and the frontier the legacy state gave (that
+// record's, or the legacy consumer.offset's when there is no legacy slot). Under it that very
+// record still counts, and a legacy consumer.offset at or below the adopted frontier, so the
+// upgrade keeps its frontier through a crash before this incarnation's first record is
+// durable; no other legacy record ever counts under a valid consumer.id. A backup of a deleted
+// topic's earlier life restored into the directory of the topic created again, whose
+// consumer.id (24 bytes, fresh) adopted nothing, is ignored: the partition delivers again
+// rather than skip. Two narrow windows cost a redelivery, never a skip:
+//   - The release that introduced consumer.id wrote the 24-byte form at its upgrade. One that
+//     crashed after that prime and before its first record naming the incarnation was durable
+//     left legacy records beside a consumer.id that did not adopt them: this release ignores
+//     them, and the partition delivers its retained records again.
+//   - The adopted record is the one the prime read. If the older release crashed before its
+//     writeout (its newest record only in the page cache) and the machine loses power during
+//     the upgrade's prime, an older legacy record comes back, which is not the one adopted: the
+//     partition falls back to a legacy consumer.offset within the adopted frontier, or
+//     delivers again.
+//
+// A downgrade to the release that introduced consumer.id, whose reader refuses a nonzero flags
+// byte, takes the 44-byte form for damage: it ignores the partition's records naming the
+// incarnation, logs and counts that, delivers the partition's retained records again (or from
+// a legacy record still there, the adopted one) and writes a fresh 24-byte consumer.id. So a
+// downgrade skips nothing, but costs one redelivery of each partition upgraded from a release
+// before consumer.id. The releases before consumer.id ignore the file.
 //
 // consumer.ahead is 8 KiB: two 4 KiB slots, each holding one checksummed record. Integers are
 // big-endian. A slot of version 1:
@@ -112,7 +157,8 @@
 //	       delivered again), as runs with prev starting at -1, each within [0, frontier]. A
 //	       record holding one above its frontier is malformed.
 //	tag 5  the incarnation the record belongs to: 8 bytes, never 0. Records of releases
-//	       before consumer.id carry none.
+//	       before consumer.id (legacy records) carry none; see consumer.id for when they
+//	       count.
 //
 // For example, frontier 10, acked ahead {12, 13}, attempts {11: 3, 14: 300}, quarantine
 // {5, 6, 7, 11}, requeued {2, 9} make these 27 bytes of sections
@@ -157,7 +203,9 @@
 // Recovery (Load, Recover) trusts what it can verify:
 //   - consumer.id must be valid for the records that name an incarnation to count; without it
 //     (missing: copied or restored without it; damaged) only legacy records, which name none,
-//     count. Records of another partition or incarnation never count.
+//     count. Under a valid one a legacy record counts only when its incarnation adopted it
+//     (see consumer.id): where consumer.id and a slot disagree, the slot does not win.
+//     Records of another partition or incarnation never count.
 //   - It takes the newest counting slot, then the larger of its frontier and a counting
 //     consumer.offset's. A legacy consumer.offset counts only when no slot does (an older
 //     release levels it with the slots, never ahead of them), and its frontier is marked
@@ -165,8 +213,13 @@
 //     starts the partition afresh rather than clamp it (a verified frontier there is a log that
 //     lost its tail, and is clamped).
 //   - Whatever it ignored is logged as an error and counted (Stats.IgnoredFiles): a damaged or
-//     foreign file, and a consumer.ahead that is present but has no usable slot (short, torn,
-//     both slots bad). Blank slots (a prime's extension before its first window) are no damage.
+//     foreign file, a consumer.ahead that is present but has no usable slot (short, torn,
+//     both slots bad), and a legacy record consumer.id did not adopt where it would have been
+//     taken before consumer.id said which count: a slot newer than the slot taken, if any, or
+//     a consumer.offset with no slot taken (the field legacy_under_incarnation counts them; a
+//     legacy slot older than the slot taken changes nothing and is passed over silently, as
+//     the previous anchor of an upgrade is). Blank slots (a prime's extension before its
+//     first window) are no damage.
 //
 // Acked-ahead offsets and attempts at or below the recovered frontier are settled, and so are
 // the attempts of offsets acked ahead. The quarantine comes back as

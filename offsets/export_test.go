@@ -73,8 +73,24 @@ func Turn(c *Committer, topic string, partition int32) (turn, next uint64) {
 	return uint64(PartitionKey(topic, partition)) % c.turns, (c.tickNo + 1) % c.turns
 }
 
-// EncodeIDForTest writes a consumer.id, for the external tests' fuzz seeds.
-func EncodeIDForTest(dst []byte, key uint32, incarnation uint64) { encodeID(dst, key, incarnation) }
+// EncodeIDForTest writes a consumer.id that adopted nothing, for the external tests' fuzz seeds.
+func EncodeIDForTest(dst []byte, key uint32, incarnation uint64) {
+	encodeID(dst, key, identity{incarnation: incarnation})
+}
+
+// EncodeAdoptedIDForTest writes a consumer.id whose incarnation adopted legacy state at its
+// upgrade: the frontier, and the legacy slot (nil for none) whose record it took. It returns
+// the file's size.
+func EncodeAdoptedIDForTest(dst []byte, key uint32, incarnation uint64, frontier int64, slot []byte) int {
+	return encodeID(dst, key, identity{incarnation: incarnation, adopted: adoptionOf(frontier, slot)})
+}
+
+// IDAdoptsLegacy reports whether b is a valid consumer.id of the partition whose incarnation
+// adopted legacy state, and the frontier it adopted.
+func IDAdoptsLegacy(b []byte, topic string, partition int32) (bool, int64) {
+	id, err := decodeID(b, PartitionKey(topic, partition))
+	return err == nil && id.adopted.legacy, id.adopted.frontier
+}
 
 // OffsetFrontier decodes a consumer.offset of either form for the partition: its frontier, or
 // false when the bytes are not a valid file of the partition.

@@ -115,12 +115,19 @@ func FuzzDecodeSlot(f *testing.F) {
 // frontier one of the files holds, and acked-ahead offsets, attempts, quarantined and requeued
 // offsets that one valid slot of the partition holds, all from the same slot; attempts only
 // above the frontier and not acked ahead, requeued offsets only at or below it (RELIABILITY
-// row 17, invariants I1 and 8). An empty slot1 is a file that ends after slot 0
-// (a move's copy); an empty offsetFile is a missing consumer.offset.
+// row 17, invariants I1 and 8), under no consumer.id, one that adopted nothing, and ones
+// whose incarnation adopted legacy state at its upgrade. An empty slot1 is a file that ends
+// after slot 0 (a move's copy); an empty offsetFile is a missing consumer.offset.
 func FuzzRecover(f *testing.F) {
 	fuzzID := make([]byte, offsets.IDFileSize)
 	offsets.EncodeIDForTest(fuzzID, offsets.PartitionKey("f", 1), 7)
 	seeds := fuzzSeeds(f)
+	// A consumer.id whose incarnation adopted, at its upgrade, the legacy record of seeds[4]
+	// (which seeds[0] seals back into), and one that adopted a legacy consumer.offset alone.
+	adoptedSlotID := make([]byte, offsets.AdoptedIDFileSize)
+	offsets.EncodeAdoptedIDForTest(adoptedSlotID, offsets.PartitionKey("f", 1), 7, 100, seeds[4])
+	adoptedOffsetID := make([]byte, offsets.AdoptedIDFileSize)
+	offsets.EncodeAdoptedIDForTest(adoptedOffsetID, offsets.PartitionKey("f", 1), 7, 50, nil)
 	f.Add(seeds[0], seeds[1], []byte{0, 0, 0, 0, 0, 0, 0, 50})
 	f.Add(seeds[1], seeds[0], []byte{})
 	f.Add(seeds[0], []byte{}, []byte{0xff, 0, 0, 0, 0, 0, 0, 1})
@@ -130,6 +137,8 @@ func FuzzRecover(f *testing.F) {
 	f.Add(seeds[2], seeds[9], []byte{0, 0, 0, 0, 0, 0, 0, 11})
 	f.Add(seeds[9], seeds[10], []byte{0, 0, 0, 0, 0, 0, 0x9c, 0x40})
 	f.Add(seeds[11], seeds[12], []byte{})
+	f.Add(seeds[4], seeds[0], []byte{0, 0, 0, 0, 0, 0, 0, 100})
+	f.Add(seeds[1], seeds[4], []byte{0, 0, 0, 0, 0, 0, 0, 101})
 	f.Fuzz(func(t *testing.T, slot0, slot1, offsetFile []byte) {
 		for _, seal := range []bool{false, true} {
 			s0, s1 := fit(slot0, seal), slot1
@@ -140,7 +149,7 @@ func FuzzRecover(f *testing.F) {
 			if len(offsetFile) > 0 {
 				off = offsetFile
 			}
-			for _, id := range [][]byte{nil, fuzzID} {
+			for _, id := range [][]byte{nil, fuzzID, adoptedSlotID, adoptedOffsetID} {
 				st, err := offsets.Recover("f", 1, id, append(slices.Clone(s0), s1...), off)
 				if err != nil {
 					require.ErrorIs(t, err, offsets.ErrNewerSlot)

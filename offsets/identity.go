@@ -13,7 +13,12 @@ import (
 // package doc, "Files", for the layouts and the rules recovery applies).
 const (
 	IDFile     = "consumer.id" // the incarnation of the partition's state
-	IDFileSize = 24
+	IDFileSize = 24            // consumer.id of an incarnation that adopted no legacy records
+
+	// AdoptedIDFileSize is the size of consumer.id when its incarnation began by adopting the
+	// legacy records of a release before consumer.id (the upgrade): it then also names what
+	// it adopted, the only legacy records that count under it.
+	AdoptedIDFileSize = 44
 
 	// LegacyOffsetFileSize is the size of consumer.offset as older releases write it: the
 	// frontier alone, 8 bytes, with no checksum. Recovery still reads it, with care.
@@ -23,11 +28,19 @@ const (
 // Byte layouts (big-endian).
 const (
 	// consumer.id
-	idOffVersion = 4  // uint8: 1
-	idOffFlags   = 5  // uint8: 0, and two reserved zero bytes
-	idOffKey     = 8  // uint32 PartitionKey
-	idOffIncarn  = 12 // uint64 incarnation, never 0
-	idOffCRC     = 20 // CRC-32C of bytes [0, 20)
+	idOffVersion      = 4  // uint8: 1
+	idOffFlags        = 5  // uint8: idAdoptedLegacy, idAdoptedSlot; then two reserved zero bytes
+	idOffKey          = 8  // uint32 PartitionKey
+	idOffIncarn       = 12 // uint64 incarnation, never 0
+	idOffAdoptFront   = 20 // int64: the frontier adopted (adopted form only)
+	idOffAdoptSeq     = 28 // uint64: the adopted slot's sequence number (adopted form only)
+	idOffAdoptSlotCRC = 36 // uint32: the adopted slot's checksum (adopted form only)
+	// The checksum is the file's last four bytes, CRC-32C of all the bytes before them: at
+	// 20 in the plain form, at 40 in the adopted one.
+
+	// consumer.id flags
+	idAdoptedLegacy = 1 << 0 // the incarnation began by adopting legacy records: the adopted form
+	idAdoptedSlot   = 1 << 1 // among them a consumer.ahead slot, named by its sequence number and checksum
 
 	// consumer.offset
 	offOffVersion  = 4  // uint8: 1
@@ -50,37 +63,127 @@ var (
 // another size, or another partition's. Recovery ignores such a file, loudly.
 var ErrDamagedStateFile = errors.New("offsets: damaged or foreign state file")
 
-// encodeID writes consumer.id for the partition key and incarnation into dst[:IDFileSize].
-func encodeID(dst []byte, key uint32, incarnation uint64) {
-	dst = dst[:IDFileSize]
+// identity is what consumer.id says: the incarnation of the partition's state and, when that
+// incarnation began by adopting the legacy records of a release before consumer.id, what it
+// adopted. The zero identity is a missing or damaged consumer.id: no incarnation to trust.
+type identity struct {
+	incarnation uint64 // never 0 in a valid consumer.id
+	adopted     adoption
+}
+
+// adoption is the legacy state an incarnation took over at the upgrade that began it: the
+// state recovery read from records naming no incarnation, with no consumer.id beside them.
+// Under a valid consumer.id only these legacy records count, so a legacy record put beside
+// the incarnation later (a backup of a deleted topic's earlier life restored into the
+// directory of the topic created again) is never taken for its state.
+type adoption struct {
+	legacy   bool   // anything was adopted; false in a consumer.id of the plain form
+	frontier int64  // the frontier the adopted records gave, at least -1
+	slot     bool   // a consumer.ahead record was adopted (else consumer.offset alone)
+	seq      uint64 // the adopted record's sequence number, when slot
+	slotCRC  uint32 // the adopted record's checksum (its slot's last four bytes), when slot
+}
+
+// size is how many bytes consumer.id takes for id.
+func (id identity) size() int {
+	if id.adopted.legacy {
+		return AdoptedIDFileSize
+	}
+	return IDFileSize
+}
+
+// countsSlot says whether a decoded record of the partition (its checksum being slotCRC)
+// belongs with the identity. A record naming an incarnation counts only under a consumer.id
+// naming the same one. A legacy record, naming none, counts when there is no consumer.id to
+// go by (missing or damaged: the state of a release before it, as far as recovery can tell),
+// and under a valid one only when it is the very record the incarnation adopted: a slot and
+// consumer.id that disagree are settled for consumer.id.
+func (id identity) countsSlot(r *Record, slotCRC uint32) bool {
+	switch {
+	case r.Incarnation != 0:
+		return id.incarnation != 0 && r.Incarnation == id.incarnation
+	case id.incarnation == 0:
+		return true
+	default:
+		a := &id.adopted
+		return a.slot && r.Seq == a.seq && slotCRC == a.slotCRC
+	}
+}
+
+// countsLegacyOffset says whether a legacy consumer.offset holding frontier belongs with the
+// identity: always without a consumer.id to go by, and under a valid one only when the
+// incarnation adopted legacy state and the frontier is no newer than what it adopted (every
+// offset up to the adopted frontier was settled when the upgrade took it over).
+func (id identity) countsLegacyOffset(frontier int64) bool {
+	return id.incarnation == 0 || (id.adopted.legacy && frontier <= id.adopted.frontier)
+}
+
+// encodeID writes consumer.id for the partition key and identity into dst[:id.size()] and
+// returns the size.
+func encodeID(dst []byte, key uint32, id identity) int {
+	n := id.size()
+	dst = dst[:n]
 	clear(dst)
 	copy(dst, idMagic[:])
 	dst[idOffVersion] = stateFileVersion
 	binary.BigEndian.PutUint32(dst[idOffKey:], key)
-	binary.BigEndian.PutUint64(dst[idOffIncarn:], incarnation)
-	binary.BigEndian.PutUint32(dst[idOffCRC:], crc32.Checksum(dst[:idOffCRC], castagnoli))
+	binary.BigEndian.PutUint64(dst[idOffIncarn:], id.incarnation)
+	if a := id.adopted; a.legacy {
+		dst[idOffFlags] = idAdoptedLegacy
+		binary.BigEndian.PutUint64(dst[idOffAdoptFront:], uint64(a.frontier))
+		if a.slot {
+			dst[idOffFlags] |= idAdoptedSlot
+			binary.BigEndian.PutUint64(dst[idOffAdoptSeq:], a.seq)
+			binary.BigEndian.PutUint32(dst[idOffAdoptSlotCRC:], a.slotCRC)
+		}
+	}
+	binary.BigEndian.PutUint32(dst[n-4:], crc32.Checksum(dst[:n-4], castagnoli))
+	return n
 }
 
-// decodeID reads consumer.id and returns the incarnation it names, or ErrDamagedStateFile
-// (wrapped with the reason) for anything but a valid file of the partition key.
-func decodeID(b []byte, key uint32) (uint64, error) {
+// decodeID reads consumer.id and returns the identity it names, or ErrDamagedStateFile
+// (wrapped with the reason) for anything but a valid file of the partition key. Its size
+// must be the one its flags call for; a flag this release does not know is damage.
+func decodeID(b []byte, key uint32) (identity, error) {
+	if len(b) != IDFileSize && len(b) != AdoptedIDFileSize {
+		return identity{}, damaged("consumer.id is neither 24 nor 44 bytes")
+	}
+	n := len(b)
+	flags := b[idOffFlags]
 	switch {
-	case len(b) != IDFileSize:
-		return 0, damaged("consumer.id is not 24 bytes")
 	case [4]byte(b) != idMagic:
-		return 0, damaged("consumer.id: bad magic")
-	case binary.BigEndian.Uint32(b[idOffCRC:]) != crc32.Checksum(b[:idOffCRC], castagnoli):
-		return 0, damaged("consumer.id: checksum mismatch")
-	case b[idOffVersion] != stateFileVersion || b[idOffFlags] != 0 || b[idOffFlags+1] != 0 || b[idOffFlags+2] != 0:
-		return 0, damaged("consumer.id: unknown version or flags")
+		return identity{}, damaged("consumer.id: bad magic")
+	case binary.BigEndian.Uint32(b[n-4:]) != crc32.Checksum(b[:n-4], castagnoli):
+		return identity{}, damaged("consumer.id: checksum mismatch")
+	case b[idOffVersion] != stateFileVersion || b[idOffFlags+1] != 0 || b[idOffFlags+2] != 0 ||
+		flags&^(idAdoptedLegacy|idAdoptedSlot) != 0:
+		return identity{}, damaged("consumer.id: unknown version or flags")
+	case (flags&idAdoptedLegacy != 0) != (n == AdoptedIDFileSize) ||
+		(flags&idAdoptedSlot != 0 && flags&idAdoptedLegacy == 0):
+		return identity{}, damaged("consumer.id: flags that do not match its size")
 	case binary.BigEndian.Uint32(b[idOffKey:]) != key:
-		return 0, damaged("consumer.id of another partition")
+		return identity{}, damaged("consumer.id of another partition")
 	}
-	inc := binary.BigEndian.Uint64(b[idOffIncarn:])
-	if inc == 0 {
-		return 0, damaged("consumer.id: incarnation 0")
+	id := identity{incarnation: binary.BigEndian.Uint64(b[idOffIncarn:])}
+	if id.incarnation == 0 {
+		return identity{}, damaged("consumer.id: incarnation 0")
 	}
-	return inc, nil
+	if flags&idAdoptedLegacy == 0 {
+		return id, nil
+	}
+	a := adoption{legacy: true, frontier: int64(binary.BigEndian.Uint64(b[idOffAdoptFront:]))}
+	if flags&idAdoptedSlot != 0 {
+		a.slot = true
+		a.seq = binary.BigEndian.Uint64(b[idOffAdoptSeq:])
+		a.slotCRC = binary.BigEndian.Uint32(b[idOffAdoptSlotCRC:])
+	} else if !isZero(b[idOffAdoptSeq : n-4]) {
+		return identity{}, damaged("consumer.id: an adopted slot named without its flag")
+	}
+	if a.frontier < -1 {
+		return identity{}, damaged("consumer.id: adopted frontier below -1")
+	}
+	id.adopted = a
+	return id, nil
 }
 
 // encodeOffset writes consumer.offset for the partition into dst[:OffsetFileSize].

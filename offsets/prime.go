@@ -33,7 +33,7 @@ type primeResult struct {
 type primeBuf struct {
 	file   [AheadFileSize]byte
 	offBuf [OffsetFileSize]byte
-	idBuf  [IDFileSize]byte
+	idBuf  [AdoptedIDFileSize]byte
 }
 
 // prime pins the partition directory, opens (creating inside the pinned directory only)
@@ -144,18 +144,30 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 		return err
 	}
 	pr.fileDev, pr.fileIno = fi.ID()
-	// Read what there is before changing anything: a newer release's record must stay as it is.
+	// Read what there is before changing anything: a newer release's record must stay as it
+	// is, and so must the consumer.id beside it.
 	buf := pb.file[:]
 	clear(buf)
 	if err := readFull(pr.f, buf[:min(fi.Size(), AheadFileSize)]); err != nil {
 		return err
 	}
-	if err := c.primeIncarnation(p, root, pr, pb, limit); err != nil {
+	var slots [2]decodedSlot
+	for i := range slots {
+		slots[i].decode(buf[i*SlotSize : (i+1)*SlotSize])
+		if errors.Is(slots[i].err, ErrNewerSlot) {
+			return slots[i].err
+		}
+	}
+	off, err := c.primeReadOffset(root, pr, pb, limit)
+	if err != nil {
 		return err
 	}
-	if err := chooseAnchor(buf, p.key, p.incarnation, pr); err != nil {
+	pr.offFile = off.f // closed by closePrime if the prime fails before primeOffset decides
+	id, err := c.primeIncarnation(p, root, pr, pb, limit, &slots, off)
+	if err != nil {
 		return err
 	}
+	chooseAnchor(&slots, p.key, id, pr)
 	if fi.Size() < AheadFileSize {
 		if err := pr.f.Truncate(AheadFileSize); err != nil {
 			return err
@@ -167,111 +179,151 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 			return err
 		}
 	}
-	return c.primeOffset(root, pr, pb, limit)
+	return c.primeOffset(pr, pb, id, off)
 }
 
-// primeIncarnation settles the incarnation the partition's records name: the one consumer.id
-// holds when it is valid, and otherwise the shard's (from Load). It writes consumer.id and
-// leaves it in pr.idFile for prime to sync before any record naming the incarnation is
-// written. A valid file is written again too: it may sit only in the page cache, clean but
-// never durable (a process that crashed before its sync, or a failed sync), as the anchor may.
-// A valid consumer.id naming another incarnation than the live shard's means the directory
-// was replaced or restored under it: errStranded, so the shard never writes into state it did
-// not load. Called with ioMu held.
-func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, pb *primeBuf, limit int64) error {
+// primeIncarnation settles the identity the partition's records go by: the one consumer.id
+// holds when it is valid, and otherwise the shard's incarnation (from Load). It writes
+// consumer.id and leaves it in pr.idFile for prime to sync before any record naming the
+// incarnation is written. A valid file is written again too: it may sit only in the page
+// cache, clean but never durable (a process that crashed before its sync, or a failed sync),
+// as the anchor may. A valid consumer.id naming another incarnation than the live shard's
+// means the directory was replaced or restored under it: errStranded, so the shard never
+// writes into state it did not load. Called with ioMu held.
+//
+// Without a valid consumer.id, the state the shard loaded came from the legacy records of a
+// release before consumer.id, if any (the upgrade; see adoptLegacy): the consumer.id written
+// then names the record and frontier adopted, so that they still count under it after a
+// crash before this incarnation's first record is durable, and no other legacy record ever
+// does.
+func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, pb *primeBuf, limit int64,
+	slots *[2]decodedSlot, off primeOffsetFile) (identity, error) {
 	f, err := c.openIn(root, IDFile, os.O_RDWR|os.O_CREATE, 0o644, limit)
 	if err != nil {
-		return c.pathErr(p, err)
+		return identity{}, c.pathErr(p, err)
 	}
 	pr.idFile = f // closed by prime, or by closePrime on failure
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return identity{}, err
 	}
 	b := pb.idBuf[:]
-	if fi.Size() == IDFileSize {
-		if err := readFull(f, b); err != nil {
-			return err
+	var id identity
+	if size := fi.Size(); size == IDFileSize || size == AdoptedIDFileSize {
+		if err := readFull(f, b[:size]); err != nil {
+			return identity{}, err
 		}
-		if inc, derr := decodeID(b, p.key); derr == nil {
-			if p.incarnation != 0 && inc != p.incarnation {
-				return errStranded
+		if got, derr := decodeID(b[:size], p.key); derr == nil {
+			if p.incarnation != 0 && got.incarnation != p.incarnation {
+				return identity{}, errStranded
 			}
-			p.incarnation = inc
+			id = got
+			p.incarnation = got.incarnation
 		}
 	}
-	if p.incarnation == 0 {
-		p.incarnation = newIncarnation() // a Source that keeps none: the committer names it
+	if id.incarnation == 0 {
+		if p.incarnation == 0 {
+			p.incarnation = newIncarnation() // a Source that keeps none: the committer names it
+		}
+		id = identity{incarnation: p.incarnation, adopted: adoptLegacy(slots, p.key, off)}
 	}
-	encodeID(b, p.key, p.incarnation)
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return err
+	n := encodeID(b, p.key, id)
+	if _, err := f.WriteAt(b[:n], 0); err != nil {
+		return identity{}, err
 	}
-	if fi.Size() != IDFileSize {
-		return f.Truncate(IDFileSize)
+	if fi.Size() != int64(n) {
+		if err := f.Truncate(int64(n)); err != nil {
+			return identity{}, err
+		}
 	}
-	return nil
+	return id, nil
 }
 
-// chooseAnchor decodes both slots and picks the newest valid one of this partition and
-// incarnation (a record naming none, an older release's, counts). A record from a newer
-// release stops the prime: this release must not overwrite what it cannot read.
-func chooseAnchor(buf []byte, key uint32, incarnation uint64, pr *primeResult) error {
-	var recs [2]Record
-	var valid [2]bool
-	for i := range recs {
-		err := DecodeSlot(buf[i*SlotSize:(i+1)*SlotSize], &recs[i])
-		if errors.Is(err, ErrNewerSlot) {
-			return err
-		}
-		valid[i] = err == nil && recs[i].Key == key && sameIncarnation(recs[i].Incarnation, incarnation, nil)
+// adoptLegacy is what an incarnation named at the upgrade takes over: the legacy state that
+// recovery reads when there is no consumer.id to go by, which is what the shard loaded (the
+// newest legacy slot of the partition, or else a legacy consumer.offset); the zero adoption
+// when there is none.
+func adoptLegacy(slots *[2]decodedSlot, key uint32, off primeOffsetFile) adoption {
+	if n, _, _ := chooseSlot(slots, key, identity{}); n >= 0 {
+		s := &slots[n]
+		return adoption{legacy: true, frontier: s.rec.Frontier, slot: true, seq: s.rec.Seq, slotCRC: s.crc}
 	}
-	n := newestSlot(valid, &recs)
+	if off.f != nil && off.o.legacy {
+		return adoption{legacy: true, frontier: off.o.frontier}
+	}
+	return adoption{}
+}
+
+// chooseAnchor picks the newest valid slot of the partition that counts under id, the way
+// recovery does (see chooseSlot).
+func chooseAnchor(slots *[2]decodedSlot, key uint32, id identity, pr *primeResult) {
+	n, _, _ := chooseSlot(slots, key, id)
 	if n < 0 {
 		// Nothing to anchor on: slot 1 plays the anchor (holding nothing), so the first
 		// window goes to slot 0.
 		pr.anchor, pr.rec = 1, Record{Frontier: -1}
-		return nil
+		return
 	}
-	pr.anchor, pr.rec, pr.hasAnchor = n, recs[n], true
-	return nil
+	pr.anchor, pr.rec, pr.hasAnchor = n, Record{Seq: slots[n].rec.Seq, Frontier: slots[n].rec.Frontier}, true
 }
 
-// primeOffset reads consumer.offset, if present, and rewrites a valid frontier of the
-// partition's incarnation (or of the legacy form) in place so the prime's sync makes it
-// durable.
-func (c *Committer) primeOffset(root Root, pr *primeResult, pb *primeBuf, limit int64) error {
+// primeOffsetFile is consumer.offset as the prime read it: open, with its bytes and what
+// they decode to, when it is a valid file of the partition (of either form); f is nil
+// otherwise.
+type primeOffsetFile struct {
+	f    File
+	dev  uint64
+	size int64
+	o    offsetFile
+}
+
+// primeReadOffset reads consumer.offset, if present, and keeps it open when it decodes.
+func (c *Committer) primeReadOffset(root Root, pr *primeResult, pb *primeBuf, limit int64) (primeOffsetFile, error) {
 	f, err := c.openIn(root, OffsetFile, os.O_RDWR, 0, limit)
 	if gone(err) {
-		return nil
+		return primeOffsetFile{}, nil
 	}
 	if err != nil {
-		return err
+		return primeOffsetFile{}, err
 	}
 	pr.offsetPresent = true
 	fi, err := f.Stat()
 	if err != nil || (fi.Size() != OffsetFileSize && fi.Size() != LegacyOffsetFileSize) {
 		c.closeFD(f)
-		return err
+		return primeOffsetFile{}, err
 	}
 	b := pb.offBuf[:fi.Size()]
 	if err := readFull(f, b); err != nil {
 		c.closeFD(f)
-		return err
+		return primeOffsetFile{}, err
 	}
 	o, err := decodeOffset(b, pr.p.key)
-	if err != nil || (!o.legacy && o.incarnation != pr.p.incarnation) {
+	if err != nil {
 		c.closeFD(f)
+		return primeOffsetFile{}, nil
+	}
+	dev, _ := fi.ID()
+	return primeOffsetFile{f: f, dev: dev, size: fi.Size(), o: o}, nil
+}
+
+// primeOffset rewrites consumer.offset in place, when it holds a frontier that counts under
+// id (of the partition's incarnation, or a legacy one the incarnation adopted), so the
+// prime's sync makes it durable; it closes it otherwise.
+func (c *Committer) primeOffset(pr *primeResult, pb *primeBuf, id identity, off primeOffsetFile) error {
+	if off.f == nil {
 		return nil
 	}
-	v := o.frontier
-	if _, err := f.WriteAt(b, 0); err != nil {
-		c.closeFD(f)
-		return err
+	o := off.o
+	if (o.legacy && !id.countsLegacyOffset(o.frontier)) || (!o.legacy && o.incarnation != id.incarnation) {
+		c.closeFD(off.f)
+		pr.offFile = nil
+		return nil
 	}
-	pr.offFile = f // synced by prime, with consumer.ahead
-	pr.offDev, _ = fi.ID()
-	pr.levelled, pr.levelledOK = v, true
+	if _, err := off.f.WriteAt(pb.offBuf[:off.size], 0); err != nil {
+		return err // closed by closePrime
+	}
+	pr.offDev = off.dev // pr.offFile is synced by prime, with consumer.ahead
+	pr.levelled, pr.levelledOK = o.frontier, true
 	return nil
 }
 

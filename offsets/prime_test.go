@@ -128,6 +128,13 @@ func TestUpgradePrimesTogether(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2*parts, creates, "consumer.id and consumer.ahead of each partition")
+	for p := range int32(parts) {
+		id, err := h.fs.ReadFile(dirOf("t", p) + "/" + offsets.IDFile)
+		require.NoError(t, err)
+		adopts, frontier := offsets.IDAdoptsLegacy(id, "t", p)
+		require.True(t, adopts, "consumer.id says the incarnation adopted the legacy state")
+		require.Equal(t, int64(100+p), frontier)
+	}
 	require.Equal(t, 1, fullSyncsBeforeWindows, "one device flush for all the primes")
 	require.Equal(t, uint64(parts), h.c.Stats().Primes)
 

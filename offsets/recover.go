@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -45,13 +46,15 @@ type State struct {
 type recoveryNotes struct {
 	foreignSlots  int    // valid records of another partition or incarnation
 	damagedSlots  int    // slots neither blank nor valid (torn, bit-flipped, truncated)
+	legacyIgnored int    // legacy records that would have been taken, not adopted by consumer.id's incarnation
 	unusableAhead bool   // consumer.ahead present and not empty, but no slot usable
 	badOffset     string // why consumer.offset was ignored, "" when it was not
 	badID         string // why consumer.id was ignored, "" when it was not
 }
 
 func (n *recoveryNotes) ignored() bool {
-	return n.foreignSlots > 0 || n.damagedSlots > 0 || n.unusableAhead || n.badOffset != "" || n.badID != ""
+	return n.foreignSlots > 0 || n.damagedSlots > 0 || n.legacyIgnored > 0 || n.unusableAhead ||
+		n.badOffset != "" || n.badID != ""
 }
 
 // stateFiles are the raw bytes of a partition's three files; nil when missing.
@@ -69,10 +72,15 @@ type stateFiles struct {
 //     the records that name an incarnation cannot be trusted and are ignored, and only the
 //     legacy records of an older release, which name none, are used.
 //   - A slot counts when its checksum holds, it belongs to the partition and it names the
-//     incarnation (or none: an older release's). The newest such slot gives every set.
+//     incarnation. A legacy slot counts without a valid consumer.id, and under one only when
+//     it is the record the incarnation adopted at its upgrade (consumer.id says which): where
+//     consumer.id and a slot disagree, the slot does not win. The newest counting slot gives
+//     every set.
 //   - consumer.offset counts when it verifies for the partition and the incarnation; then the
 //     larger of its frontier and the slot's is taken. The legacy 8-byte form counts only when
-//     no slot does, and its frontier is marked Unverified.
+//     no slot does, and under a valid consumer.id only when its incarnation adopted legacy
+//     state and the frontier is no newer than the one adopted; its frontier is marked
+//     Unverified.
 //
 // The slot's acked-ahead offsets and attempts at or below the recovered frontier are settled
 // and dropped, and so are attempts of offsets acked ahead; its quarantine is returned as
@@ -88,16 +96,16 @@ func Recover(topic string, partition int32, idFile, aheadFile, offsetFile []byte
 func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 	var notes recoveryNotes
 	st := State{Frontier: -1}
-	incarnation, idErr := uint64(0), error(nil)
+	var id identity
 	if files.id != nil {
-		if incarnation, idErr = decodeID(files.id, key); idErr != nil {
-			notes.badID = idErr.Error()
+		var err error
+		if id, err = decodeID(files.id, key); err != nil {
+			notes.badID = err.Error()
 		}
 	}
-	var recs [2]Record
-	var valid [2]bool
+	slots := [2]decodedSlot{{err: errShort}, {err: errShort}} // until read whole
 	present := 0
-	for i := range recs {
+	for i := range slots {
 		lo, hi := i*SlotSize, (i+1)*SlotSize
 		if len(files.ahead) <= lo {
 			break
@@ -107,26 +115,23 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 			notes.damagedSlots++ // a torn or truncated file: a partial slot
 			break
 		}
-		err := DecodeSlot(files.ahead[lo:hi], &recs[i])
-		switch {
+		slots[i].decode(files.ahead[lo:hi])
+		switch err := slots[i].err; {
 		case errors.Is(err, ErrNewerSlot):
 			return State{Frontier: -1}, notes, err
 		case errors.Is(err, errBlank):
 			present--
 		case err != nil:
 			notes.damagedSlots++
-		case recs[i].Key != key || !sameIncarnation(recs[i].Incarnation, incarnation, idErr):
-			notes.foreignSlots++
-		default:
-			valid[i] = true
 		}
 	}
-	n := newestSlot(valid, &recs)
+	n, foreign, legacyPassed := chooseSlot(&slots, key, id)
+	notes.foreignSlots, notes.legacyIgnored = foreign, legacyPassed
 	if n >= 0 {
-		r := &recs[n]
+		r := &slots[n].rec
 		st = State{Found: true, Frontier: r.Frontier, Ahead: r.Ahead, Attempts: r.Attempts,
 			Quarantine: r.Quarantine, Requeued: r.Requeued}
-	} else if present > 0 && notes.foreignSlots == 0 {
+	} else if present > 0 && foreign == 0 && legacyPassed == 0 {
 		notes.unusableAhead = true
 	}
 	if files.offset != nil {
@@ -137,9 +142,11 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 		case o.legacy && n >= 0:
 			// An older release levels it with the slots and never ahead of them: with a
 			// slot to go by, the unverifiable copy adds nothing but risk.
+		case o.legacy && !id.countsLegacyOffset(o.frontier):
+			notes.legacyIgnored++
 		case o.legacy:
 			st = State{Found: true, Frontier: o.frontier, Unverified: true}
-		case !sameIncarnation(o.incarnation, incarnation, idErr):
+		case id.incarnation == 0 || o.incarnation != id.incarnation:
 			notes.badOffset = "consumer.offset of another incarnation"
 		case !st.Found || o.frontier > st.Frontier:
 			st.Found, st.Frontier = true, o.frontier
@@ -148,21 +155,64 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 	st.Ahead = above(st.Ahead, st.Frontier)
 	st.Attempts = unresolved(st.Attempts, st.Frontier, st.Ahead)
 	st.Requeued = atOrBelow(st.Requeued, st.Frontier)
-	if files.id != nil && idErr == nil {
-		st.Incarnation = incarnation
-	}
+	st.Incarnation = id.incarnation
 	return st, notes, nil
 }
 
-// sameIncarnation says whether a record naming incarnation rec (0: an older release's record,
-// naming none) belongs with consumer.id's incarnation id (0 when consumer.id is missing or
-// damaged, idErr then saying why when it is damaged). Without an incarnation to go by, only
-// records naming none are trusted.
-func sameIncarnation(rec, id uint64, idErr error) bool {
-	if rec == 0 {
-		return true
+// decodedSlot is one consumer.ahead slot as read: its record, why it is not one (nil when it
+// is), and its checksum, by which consumer.id names an adopted record.
+type decodedSlot struct {
+	rec Record
+	err error
+	crc uint32
+}
+
+func (d *decodedSlot) decode(b []byte) {
+	d.err = DecodeSlot(b, &d.rec)
+	if len(b) == SlotSize {
+		d.crc = binary.BigEndian.Uint32(b[offCRC:])
 	}
-	return idErr == nil && id != 0 && rec == id
+}
+
+// chooseSlot picks the newest valid slot of the partition that counts under id (see
+// identity.countsSlot), or -1. It also counts the valid records of another partition or
+// incarnation (foreign), and the legacy records it passed over that are newer than the slot
+// taken, or with none taken (legacyPassed): before consumer.id said which legacy records
+// count, such a record would have been taken, and the partition now delivers again what it
+// would have settled. A legacy record older than the slot taken changes nothing and is passed
+// over without being counted (the previous anchor of an upgrade, say).
+func chooseSlot(slots *[2]decodedSlot, key uint32, id identity) (n, foreign, legacyPassed int) {
+	var counts, legacyOnly [2]bool
+	var recs [2]Record
+	for i := range slots {
+		s := &slots[i]
+		if s.err != nil {
+			continue
+		}
+		switch {
+		case s.rec.Key != key:
+			foreign++
+		case id.countsSlot(&s.rec, s.crc):
+			counts[i] = true
+		case s.rec.Incarnation == 0:
+			legacyOnly[i] = true
+		default:
+			foreign++
+		}
+		recs[i] = s.rec // newestSlot reads the header fields only
+	}
+	n = newestSlot(counts, &recs)
+	for i := range slots {
+		if !legacyOnly[i] {
+			continue
+		}
+		withIt := counts
+		withIt[i] = true
+		if newestSlot(withIt, &recs) == i {
+			legacyPassed++
+		}
+	}
+	return n, foreign, legacyPassed
 }
 
 // unresolved keeps, in place, the attempts of offsets above frontier that are not in ahead
@@ -233,6 +283,7 @@ func (c *Committer) Load(topic string, partition int32) (State, error) {
 		c.stats.ignoredFiles.Add(1)
 		c.log.Error(msgIgnored, "topic", topic, "partition", partition,
 			"foreign_slots", notes.foreignSlots, "damaged_slots", notes.damagedSlots,
+			"legacy_under_incarnation", notes.legacyIgnored,
 			"unusable_consumer_ahead", notes.unusableAhead, "consumer_offset", notes.badOffset,
 			"consumer_id", notes.badID, "frontier_kept", st.Frontier, "found", st.Found)
 	}
@@ -255,7 +306,7 @@ func readStateFiles(fsys FS, dir string) (stateFiles, error) {
 		return files, err
 	}
 	defer root.Close()
-	if files.id, err = readPrefix(root, IDFile, IDFileSize+1); err != nil {
+	if files.id, err = readPrefix(root, IDFile, AdoptedIDFileSize+1); err != nil {
 		return stateFiles{}, err
 	}
 	if files.ahead, err = readPrefix(root, AheadFile, AheadFileSize); err != nil {

@@ -15,7 +15,27 @@ func offsetBytes(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uin
 // idBytes is a consumer.id of the partition naming incarnation inc.
 func idBytes(topic string, part int32, inc uint64) []byte {
 	b := make([]byte, IDFileSize)
-	encodeID(b, PartitionKey(topic, part), inc)
+	encodeID(b, PartitionKey(topic, part), identity{incarnation: inc})
+	return b
+}
+
+// adoptionOf is the adoption of a legacy slot (nil: consumer.offset alone) with frontier.
+func adoptionOf(frontier int64, slot []byte) adoption {
+	a := adoption{legacy: true, frontier: frontier}
+	if slot != nil {
+		var r Record
+		if DecodeSlot(slot, &r) == nil {
+			a.slot, a.seq, a.slotCRC = true, r.Seq, binary.BigEndian.Uint32(slot[offCRC:])
+		}
+	}
+	return a
+}
+
+// adoptedIDBytes is a consumer.id of the partition naming incarnation inc, which adopted the
+// legacy slot (nil: consumer.offset alone) and frontier at its upgrade.
+func adoptedIDBytes(topic string, part int32, inc uint64, frontier int64, slot []byte) []byte {
+	b := make([]byte, AdoptedIDFileSize)
+	encodeID(b, PartitionKey(topic, part), identity{incarnation: inc, adopted: adoptionOf(frontier, slot)})
 	return b
 }
 
@@ -91,12 +111,12 @@ func TestRecover(t *testing.T) {
 func TestRecoverSets(t *testing.T) {
 	const topic, part = "orders", int32(4)
 	k := PartitionKey(topic, part)
-	older := encode(t, Record{Seq: 4, Key: k, Frontier: 10, Ahead: []int64{13},
+	older := encode(t, Record{Seq: 4, Key: k, Incarnation: 7, Frontier: 10, Ahead: []int64{13},
 		Attempts: []Attempt{{11, 2}, {12, 1}}, Quarantine: []int64{3, 14}, Requeued: []int64{1}})
-	newer := encode(t, Record{Seq: 5, Key: k, Frontier: 20, Ahead: []int64{22, 30},
+	newer := encode(t, Record{Seq: 5, Key: k, Incarnation: 7, Frontier: 20, Ahead: []int64{22, 30},
 		Attempts: []Attempt{{21, 3}, {22, 1}, {25, 7}, {31, 1}}, Quarantine: []int64{3, 14, 24}, Requeued: []int64{5, 18}})
 	torn := append(slices.Clone(newer[:1024]), older[1024:]...)
-	foreign := encode(t, Record{Seq: 9, Key: k + 1, Frontier: 50, Quarantine: []int64{40}, Requeued: []int64{41}})
+	foreign := encode(t, Record{Seq: 9, Key: k + 1, Incarnation: 7, Frontier: 50, Quarantine: []int64{40}, Requeued: []int64{41}})
 	type want struct {
 		frontier   int64
 		ahead      []int64
@@ -119,7 +139,7 @@ func TestRecoverSets(t *testing.T) {
 			want{10, []int64{13}, []Attempt{{11, 2}, {12, 1}}, []int64{3, 14}, []int64{1}}},
 		{"move copy: slot 0 only", older, offsetOf(topic, part, 7, 11),
 			want{11, []int64{13}, []Attempt{{12, 1}}, []int64{3, 14}, []int64{1}}},
-		{"consumer.offset only: no sets", nil, offsetBytes(7), want{7, nil, nil, nil, nil}},
+		{"consumer.offset only: no sets", nil, offsetOf(topic, part, 7, 7), want{7, nil, nil, nil, nil}},
 		{"another partition's sets ignored", aheadFile(foreign, older), nil,
 			want{10, []int64{13}, []Attempt{{11, 2}, {12, 1}}, []int64{3, 14}, []int64{1}}},
 	}
@@ -216,4 +236,103 @@ func TestClampToWatermarkLogs(t *testing.T) {
 	require.Equal(t, int64(1), lines[0]["dropped_quarantine"].Int64())
 	require.Equal(t, int64(1), lines[0]["dropped_requeued"].Int64())
 	require.Equal(t, uint64(1), c.Stats().Clamps)
+}
+
+// A legacy record (a slot naming no incarnation, an 8-byte consumer.offset) beside a valid
+// consumer.id whose incarnation did not adopt it is not this incarnation's: a backup of a
+// deleted topic's earlier life restored under the topic created again. It must not count,
+// whatever frontier it holds; the partition delivers again rather than skip.
+func TestRecoverIgnoresLegacyUnderAnotherIncarnation(t *testing.T) {
+	const topic, part = "orders", int32(5)
+	k := PartitionKey(topic, part)
+	const inc = 7
+	id := idBytes(topic, part, inc)
+	ours := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 5, Ahead: []int64{7}})
+	legacyNewer := encode(t, Record{Seq: 9, Key: k, Frontier: 40, Ahead: []int64{45},
+		Quarantine: []int64{41}, Attempts: []Attempt{{42, 3}}})
+	legacyOlder := encode(t, Record{Seq: 8, Key: k, Frontier: 30, Ahead: []int64{33}})
+	tests := []struct {
+		name         string
+		ahead, off   []byte
+		wantFound    bool
+		wantFrontier int64
+		wantAhead    []int64
+		wantIgnored  int
+	}{
+		{"legacy slots only", aheadFile(legacyOlder, legacyNewer), nil, false, -1, nil, 2},
+		{"a newer legacy slot beside this incarnation's", aheadFile(ours, legacyNewer), nil, true, 5, []int64{7}, 1},
+		{"legacy consumer.offset only", nil, offsetBytes(40), false, -1, nil, 1},
+		{"legacy slots and consumer.offset", aheadFile(legacyNewer, legacyOlder), offsetBytes(40), false, -1, nil, 3},
+		{"legacy consumer.offset beside this incarnation's slot", aheadFile(ours, nil), offsetBytes(40), true, 5, []int64{7}, 0},
+		{"this incarnation's consumer.offset beside legacy slots", aheadFile(legacyNewer, nil), offsetOf(topic, part, inc, 6), true, 6, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, notes, err := recoverState(k, stateFiles{id, tt.ahead, tt.off})
+			require.NoError(t, err)
+			require.Equal(t, tt.wantFound, st.Found)
+			require.Equal(t, tt.wantFrontier, st.Frontier)
+			require.True(t, slices.Equal(tt.wantAhead, st.Ahead), "ahead %v", st.Ahead)
+			require.Empty(t, st.Quarantine)
+			require.Empty(t, st.Attempts)
+			require.Equal(t, uint64(inc), st.Incarnation)
+			require.Equal(t, tt.wantIgnored, notes.legacyIgnored)
+			require.Equal(t, tt.wantIgnored > 0, notes.ignored())
+			require.False(t, notes.unusableAhead, "an ignored legacy slot is not damage")
+		})
+	}
+}
+
+// Under a consumer.id whose incarnation began by adopting legacy state (the upgrade from a
+// release before consumer.id), the legacy record it adopted still counts, and a legacy
+// consumer.offset no newer than the frontier adopted; no other legacy record does, whatever
+// it holds.
+func TestRecoverAdoptedLegacy(t *testing.T) {
+	const topic, part = "orders", int32(6)
+	k := PartitionKey(topic, part)
+	const inc = 9
+	adopted := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: []int64{12, 14}, Quarantine: []int64{4}})
+	olderLegacy := encode(t, Record{Seq: 2, Key: k, Frontier: 8, Ahead: []int64{10}})
+	sameSeqOtherLife := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: []int64{11, 12, 13, 14}})
+	newerLegacy := encode(t, Record{Seq: 4, Key: k, Frontier: 30})
+	window := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 12, Ahead: []int64{14}})
+	tornWindow := append(slices.Clone(window[:1000]), make([]byte, SlotSize-1000)...)
+	bySlot := adoptedIDBytes(topic, part, inc, 10, adopted)
+	byOffset := adoptedIDBytes(topic, part, inc, 20, nil)
+	tests := []struct {
+		name         string
+		id, ahead    []byte
+		off          []byte
+		wantFound    bool
+		wantFrontier int64
+		wantAhead    []int64
+		wantIgnored  int
+		unverified   bool
+	}{
+		{"the adopted record", bySlot, aheadFile(adopted, nil), offsetBytes(7), true, 10, []int64{12, 14}, 0, false},
+		{"this incarnation's window over it", bySlot, aheadFile(adopted, window), offsetBytes(7), true, 12, []int64{14}, 0, false},
+		{"a torn window: the adopted record", bySlot, aheadFile(adopted, tornWindow), nil, true, 10, []int64{12, 14}, 0, false},
+		{"an older legacy record beside the adopted one, silently", bySlot, aheadFile(olderLegacy, adopted), nil, true, 10, []int64{12, 14}, 0, false},
+		{"an older legacy record alone", bySlot, aheadFile(olderLegacy, nil), nil, false, -1, nil, 1, false},
+		{"a legacy record of the same number but other bytes", bySlot, aheadFile(sameSeqOtherLife, nil), nil, false, -1, nil, 1, false},
+		{"a newer legacy record beside the adopted one", bySlot, aheadFile(adopted, newerLegacy), nil, true, 10, []int64{12, 14}, 1, false},
+		{"the adopted slot lost: a legacy consumer.offset within the adopted frontier", bySlot, nil, offsetBytes(7), true, 7, nil, 0, true},
+		{"the adopted slot lost: a legacy consumer.offset past it", bySlot, nil, offsetBytes(11), false, -1, nil, 1, false},
+		{"adopted consumer.offset: legacy consumer.offset within it", byOffset, nil, offsetBytes(20), true, 20, nil, 0, true},
+		{"adopted consumer.offset: legacy consumer.offset past it", byOffset, nil, offsetBytes(21), false, -1, nil, 1, false},
+		{"adopted consumer.offset: a legacy slot", byOffset, aheadFile(adopted, nil), offsetBytes(20), true, 20, nil, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, notes, err := recoverState(k, stateFiles{tt.id, tt.ahead, tt.off})
+			require.NoError(t, err)
+			require.Equal(t, tt.wantFound, st.Found)
+			require.Equal(t, tt.wantFrontier, st.Frontier)
+			require.True(t, slices.Equal(tt.wantAhead, st.Ahead), "ahead %v", st.Ahead)
+			require.Equal(t, tt.unverified, st.Unverified)
+			require.Equal(t, uint64(inc), st.Incarnation)
+			require.Equal(t, tt.wantIgnored, notes.legacyIgnored)
+			require.Empty(t, notes.badID)
+		})
+	}
 }
