@@ -30,7 +30,10 @@ type StateStore interface {
 	// returns once all are durable, or an error, after which the node treats none of them as
 	// saved and saves them again one commit interval later. The slices are the store's to keep.
 	Save(ctx context.Context, batch []PartitionState) error
-	// Delete removes the states of every partition of topic (DeleteTopic).
+	// Delete removes the states of every partition of topic (DeleteTopic), durably: the
+	// states name the incarnation of their partition, but the store is the only witness of
+	// it, so a store that answered a deleted topic's state after Delete returned would give
+	// the topic created again under the name its old frontier.
 	Delete(ctx context.Context, topic string) error
 }
 
