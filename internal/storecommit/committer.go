@@ -69,8 +69,16 @@ type part struct {
 	saving  int       // saves in flight holding a snapshot of it
 }
 
+// mark is an entry of Committer.marked: the partition, and its part when it was marked, so
+// that the entry of a part Forget dropped is told from the one of the part marked since.
+type mark struct {
+	k key
+	p *part
+}
+
 type waiter struct {
-	done chan error // buffered: the answer
+	done      chan error // buffered: the answer
+	withdrawn bool       // its ctx ended: answered, neither kept nor counted (guarded by mu)
 }
 
 // A Committer saves partitions' states to a Store. It is safe for concurrent use.
@@ -78,13 +86,18 @@ type Committer struct {
 	cfg Config
 	log *slog.Logger
 
+	// pass holds a token while a save pass runs, Run's or Close's: one at a time, so one
+	// Save is in flight and one caller in Source. (A channel: a wait for it is a blocked
+	// goroutine to testing/synctest, where a mutex's is not.)
+	pass chan struct{}
+
 	mu      sync.Mutex
 	parts   map[key]*part
-	marked  []key // in the order they were marked
-	urgent  bool  // a Durable wait is registered
+	marked  []mark // in the order they were marked; forgotten ones stay until the next pass
+	nmarked int    // partitions marked now (marked, less the forgotten)
+	urgent  bool   // a Durable wait is registered
 	closed  bool
 	saved   *sync.Cond // signalled when a save ends (Forget waits on it)
-	running bool       // a save is in flight
 
 	wake chan struct{} // a mark or a wait since Run last looked
 
@@ -101,7 +114,8 @@ func New(cfg Config) *Committer {
 	cfg.Interval = cmp.Or(cfg.Interval, offsets.DefaultInterval)
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, DefaultMaxBatch)
-	c := &Committer{cfg: cfg, log: cfg.Logger, parts: map[key]*part{}, wake: make(chan struct{}, 1)}
+	c := &Committer{cfg: cfg, log: cfg.Logger, parts: map[key]*part{}, wake: make(chan struct{}, 1),
+		pass: make(chan struct{}, 1)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,8 +151,9 @@ func (c *Committer) markLocked(k key) bool {
 		return false
 	}
 	p.marked = true
-	c.marked = append(c.marked, k)
-	return len(c.marked) == 1
+	c.marked = append(c.marked, mark{k, p})
+	c.nmarked++
+	return c.nmarked == 1
 }
 
 // Durable returns once every change of the partition reported before the call is saved: a
@@ -164,6 +179,7 @@ func (c *Committer) Durable(ctx context.Context, topic string, partition int32) 
 		return err
 	case <-ctx.Done():
 		c.mu.Lock()
+		w.withdrawn = true // a save in flight holding it neither gives it back nor counts it
 		if p := c.parts[k]; p != nil {
 			p.waiters = deleteWaiter(p.waiters, w)
 		}
@@ -186,10 +202,10 @@ func deleteWaiter(ws []*waiter, w *waiter) []*waiter {
 func (c *Committer) Forget(topic string, partition int32) {
 	k := key{topic, partition}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for {
 		p := c.parts[k]
 		if p == nil {
+			c.mu.Unlock()
 			return
 		}
 		if p.saving > 0 {
@@ -200,6 +216,15 @@ func (c *Committer) Forget(topic string, partition int32) {
 			w.done <- gone(topic, partition, "forgotten")
 		}
 		delete(c.parts, k) // its entry in c.marked is skipped at the next save
+		none := false
+		if p.marked {
+			c.nmarked--
+			none = c.nmarked == 0
+		}
+		c.mu.Unlock()
+		if none {
+			c.kick() // Run disarms its timer: nothing is marked
+		}
 		return
 	}
 }
@@ -260,19 +285,24 @@ func (c *Committer) Delete(topic string) error {
 }
 
 // Run saves until ctx is done or the committer is closed: each batch once the interval since
-// the last has passed, or at once for a Durable wait. It arms no timer while nothing is marked.
+// the last has passed, or at once for a Durable wait; a failed save is retried one interval
+// after it failed. It arms no timer while nothing is marked.
 func (c *Committer) Run(ctx context.Context, clk offsets.Clock) error {
 	var last time.Time
-	timer := make(chan struct{}, 1)
 	var stop func() bool
-	defer func() {
+	var fired chan struct{} // the armed timer's; nil when none is
+	disarm := func() {
 		if stop != nil {
 			stop()
+			stop, fired = nil, nil
 		}
-	}()
-	for {
+	}
+	defer disarm()
+	// ctx is looked at on every turn: saves that overrun the interval follow one another
+	// without reaching the select.
+	for ctx.Err() == nil {
 		c.mu.Lock()
-		pending, urgent, closed := len(c.marked) > 0, c.urgent, c.closed
+		pending, urgent, closed := c.nmarked > 0, c.urgent, c.closed
 		c.mu.Unlock()
 		if closed {
 			return nil
@@ -280,36 +310,54 @@ func (c *Committer) Run(ctx context.Context, clk offsets.Clock) error {
 		now := clk.Now()
 		due := last.Add(c.cfg.Interval)
 		if pending && (urgent || !now.Before(due)) {
+			disarm()
 			if urgent && now.Before(due) {
 				c.stats.early.Add(1)
 			}
 			last = now
-			c.saveAll(ctx)
-			if took := clk.Now().Sub(now); took > c.cfg.Interval {
+			err := c.saveAll(ctx)
+			end := clk.Now()
+			if end.Sub(now) > c.cfg.Interval {
 				c.stats.overruns.Add(1)
+			}
+			if err != nil {
+				last = end
 			}
 			continue
 		}
-		if pending && stop == nil {
-			stop = clk.AfterFunc(due.Sub(now), func() {
-				select {
-				case timer <- struct{}{}:
-				default:
-				}
-			})
+		if !pending {
+			disarm()
+		} else if stop == nil {
+			ch := make(chan struct{}, 1)
+			fired = ch
+			stop = clk.AfterFunc(due.Sub(now), func() { ch <- struct{}{} })
 		}
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-c.wake:
-		case <-timer:
-			stop = nil
+		case <-fired:
+			stop, fired = nil, nil
 		}
 	}
+	return nil
 }
 
-// saveAll saves every partition marked now, in batches.
+// saveAll saves every partition marked now, in batches, unless the committer is closed (Close
+// makes the last pass).
 func (c *Committer) saveAll(ctx context.Context) error {
+	c.pass <- struct{}{}
+	defer func() { <-c.pass }()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	return c.savePass(ctx)
+}
+
+// savePass saves every partition marked now, in batches. The caller holds the pass token.
+func (c *Committer) savePass(ctx context.Context) error {
 	c.mu.Lock()
 	keys := c.marked
 	c.marked = nil
@@ -328,7 +376,7 @@ func (c *Committer) saveAll(ctx context.Context) error {
 
 // saveBatch takes the snapshots of keys, saves them as one batch, and answers the waits
 // registered before the snapshots; on failure it marks them again, their waits kept.
-func (c *Committer) saveBatch(ctx context.Context, keys []key) error {
+func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 	type taken struct {
 		k       key
 		waiters []*waiter
@@ -336,14 +384,16 @@ func (c *Committer) saveBatch(ctx context.Context, keys []key) error {
 	var batch []Entry
 	var held []taken
 	var snap offsets.State
-	for _, k := range keys {
+	for _, m := range keys {
+		k := m.k
 		c.mu.Lock()
 		p := c.parts[k]
-		if p == nil || !p.marked {
+		if p != m.p || !p.marked {
 			c.mu.Unlock()
-			continue // forgotten since it was marked
+			continue // forgotten since it was marked (and maybe marked again since)
 		}
 		p.marked = false
+		c.nmarked--
 		waiters := p.waiters
 		p.waiters = nil
 		p.saving++
@@ -370,6 +420,12 @@ func (c *Committer) saveBatch(ctx context.Context, keys []key) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	err := c.cfg.Store.Save(sctx, batch)
 	cancel()
+	if err != nil {
+		c.stats.failures.Add(1)
+	} else {
+		c.stats.saves.Add(1)
+		c.stats.partitionsSaved.Add(uint64(len(batch)))
+	}
 	c.mu.Lock()
 	for _, t := range held {
 		p := c.parts[t.k]
@@ -377,26 +433,26 @@ func (c *Committer) saveBatch(ctx context.Context, keys []key) error {
 			continue // cannot happen: Forget waits for saving to reach zero
 		}
 		p.saving--
+		for _, w := range t.waiters {
+			switch {
+			case w.withdrawn:
+			case err != nil:
+				p.waiters = append(p.waiters, w)
+			default:
+				c.stats.durables.Add(1)
+				w.done <- nil
+			}
+		}
 		if err != nil {
-			p.waiters = append(t.waiters, p.waiters...)
 			c.markLocked(t.k)
 		}
 	}
 	c.mu.Unlock()
 	c.saved.Broadcast()
 	if err != nil {
-		c.stats.failures.Add(1)
 		c.warn("consume: the state store refused a save; the partitions are saved again at the next interval",
 			"partitions", len(batch), "err", err)
 		return err
-	}
-	c.stats.saves.Add(1)
-	c.stats.partitionsSaved.Add(uint64(len(batch)))
-	for _, t := range held {
-		for _, w := range t.waiters {
-			c.stats.durables.Add(1)
-			w.done <- nil
-		}
 	}
 	return nil
 }
@@ -419,7 +475,9 @@ func (c *Committer) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.kick()
-	err := c.saveAll(context.Background())
+	c.pass <- struct{}{} // after a pass of Run's in flight: what it failed to save is marked again
+	defer func() { <-c.pass }()
+	err := c.savePass(context.Background())
 	c.mu.Lock()
 	for _, p := range c.parts {
 		for _, w := range p.waiters {
