@@ -55,8 +55,9 @@ func (s *faultyStore) Load(ctx context.Context, topic string, p int32) ([]byte, 
 			}
 		}
 	case "slow":
+		d := time.Duration(s.rng.IntN(3000)) * time.Millisecond
 		s.mu.Unlock()
-		time.Sleep(time.Duration(s.rng.IntN(3000)) * time.Millisecond)
+		time.Sleep(d)
 		s.mu.Lock()
 	}
 	return b, nil
@@ -71,8 +72,9 @@ func (s *faultyStore) Save(ctx context.Context, batch []router.PartitionState) e
 			return errors.New("store unavailable")
 		}
 	case "slow":
+		d := time.Duration(s.rng.IntN(3000)) * time.Millisecond
 		s.mu.Unlock()
-		time.Sleep(time.Duration(s.rng.IntN(3000)) * time.Millisecond)
+		time.Sleep(d)
 		s.mu.Lock()
 		if ctx.Err() != nil {
 			return ctx.Err()
