@@ -22,6 +22,12 @@ import (
 // a record that was not acked. The bytes a store holds are what Adopt takes: a host fails a
 // dead owner's partition over by loading its state from the store and adopting it on another
 // node.
+//
+// A store shared by the nodes of a cluster must refuse the saves of a node that no longer
+// owns the partition (one failed over while it was cut off, not dead): its saves would put
+// an older state over the new owner's. Make Save conditional on the owner the host's
+// metadata names (a transaction that compares the assignment, as examples/failover does
+// with etcd) and answer an error for the saves it refuses.
 type StateStore interface {
 	// Load returns what Save last stored for the partition, or nil with no error when the
 	// store holds nothing for it. An error sets the partition aside (retried with backoff).
