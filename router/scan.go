@@ -193,7 +193,9 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // budget is spent. It reserves the partition's share of the batch in one call, then reads
 // the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
 // reservation always comes before the read (invariant "one live holder"). What the byte bound leaves undelivered is given
-// back at once, and not counted as an attempt.
+// back at once, and not counted as an attempt. A read that fails (a closed log, say) ends
+// the partition's turn with its reservations given back, and fails unless the scan took
+// something.
 func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
@@ -232,10 +234,15 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
 		*budget = r.budget
+		n.stats.delivered.Add(uint64(len(out) - before))
 		if err != nil {
+			// The failed read's reservations went back: the partition is done for this
+			// scan, which would only reserve them again. What was taken stands.
+			if len(out) > 0 {
+				return out, nil
+			}
 			return out, err
 		}
-		n.stats.delivered.Add(uint64(len(out) - before))
 		if len(leases) < want && !settled {
 			return out, nil // the partition gave what it had: nothing freed meanwhile
 		}
@@ -273,8 +280,8 @@ type partitionRead struct {
 
 // deliver reads the records of leases, in order, appending them to out. A record below
 // retention jumps the frontier, a corrupt one is skipped (settled reports either); a closed
-// log, or any other failure, gives back the lease and every one after it, and fails unless
-// something was taken; once the byte bound is reached the rest are given back.
+// log, or any other failure, gives back the lease and every one after it, and fails, with
+// what was read before it in out; once the byte bound is reached the rest are given back.
 func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Message, settled bool, err error) {
 	oldest := int64(-1) // the oldest retained offset, once a read found retention
 	var one [1]Record   // a record read alone
@@ -317,11 +324,8 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 				continue
 			}
 			// ErrLogClosed, or any other read failure: transient. Give the reservations
-			// back (no jump, no skip) and fail this attempt unless something was taken.
+			// back (no jump, no skip) and fail; what was taken before stands (see takeFrom).
 			r.giveBack(leases[i:])
-			if len(out) > 0 {
-				return out, settled, nil
-			}
 			return out, settled, err
 		}
 		// Filled in place (takeFrom made room for every lease): a message built apart and
