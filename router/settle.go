@@ -229,10 +229,13 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 			}
 			continue
 		}
-		owner, ok := n.ownerOf(topic, p)
-		if !ok || n.down(owner) {
+		owner, ok, err := n.ownerOf(topic, p)
+		if err == nil && (!ok || n.down(owner)) {
+			err = fmt.Errorf("%w: no live owner of %s/%d", ErrUnavailable, topic, p)
+		}
+		if err != nil {
 			for _, i := range indexes {
-				errs[i] = fmt.Errorf("%w: no live owner of %s/%d", ErrUnavailable, topic, p)
+				errs[i] = err
 			}
 			continue
 		}
