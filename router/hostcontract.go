@@ -116,11 +116,13 @@ func (n *Node) nameless(topic string, partition int32) error {
 // routesVerdict is what the node found wrong in one answer of Routes.Partitions: the
 // partitions it names wrongly, each with why. It keeps the answer it judged, to know it
 // again: Routes never changes what it returned, so the same local slice and remote map are
-// the same answer, and the next call that returns them costs one comparison.
+// the same answer, and the next call that returns them costs an atomic load and two
+// comparisons.
 type routesVerdict struct {
-	local  []int32
-	remote map[string][]int32
-	bad    map[int32]error // nil: the answer is sound
+	local    []int32
+	remote   map[string][]int32
+	bad      map[int32]error // nil: the answer is sound
+	refusing *routesVerdict  // itself when bad is not nil, else nil: what callers are handed
 }
 
 // refuses returns the error of a partition the routes named wrongly, or nil; nil v (a sound
@@ -159,9 +161,36 @@ func (n *Node) partitions(topic string) (local []int32, remote map[string][]int3
 
 // judgeRoutes returns the verdict on an answer of Routes.Partitions for topic (nil when it is
 // sound), judging it only if it is not the answer judged last; t is the topic's state, when
-// the caller has it (nil: looked up here, if needed). An answer of at most one partition,
-// all of them local, is judged on the spot: the single-partition consume pays one comparison.
+// the caller has it (nil: looked up here, if needed).
 func (n *Node) judgeRoutes(t *topicState, topic string, local []int32, remote map[string][]int32) *routesVerdict {
+	if t == nil && len(local) > 1 {
+		t = n.topic(topic)
+	}
+	if verdict, known := t.judged(local, remote); known {
+		return verdict
+	}
+	return n.judgeRoutesOf(t, topic, local, remote)
+}
+
+// judged is judgeRoutes's answer where it needs no judging, small enough for the consume
+// path to inline: an answer of at most one partition, all local, or the answer judged last
+// when it names no other node. known is false otherwise. t may be nil only for an answer of
+// at most one partition.
+func (t *topicState) judged(local []int32, remote map[string][]int32) (verdict *routesVerdict, known bool) {
+	switch {
+	case len(remote) != 0:
+		return nil, false
+	case len(local) <= 1:
+		return nil, len(local) == 0 || local[0] >= 0
+	}
+	if last := t.routes.Load(); last.remote == nil && sameSlice(last.local, local) {
+		return last.refusing, true
+	}
+	return nil, false
+}
+
+// judgeRoutesOf is judgeRoutes past judged.
+func (n *Node) judgeRoutesOf(t *topicState, topic string, local []int32, remote map[string][]int32) *routesVerdict {
 	if len(remote) == 0 && (len(local) == 0 || len(local) == 1 && local[0] >= 0) {
 		return nil
 	}
@@ -169,33 +198,31 @@ func (n *Node) judgeRoutes(t *topicState, topic string, local []int32, remote ma
 		t = n.topic(topic)
 	}
 	last := t.routes.Load()
-	if last == nil || !last.judges(local, remote) {
-		next := &routesVerdict{local: local, remote: remote, bad: judgeRoutes(topic, local, remote)}
-		if !t.routes.CompareAndSwap(last, next) {
-			// Another call stored its verdict meanwhile, most likely on this same answer:
-			// it counted and logged it.
-			return next.sound()
-		}
-		for _, p := range slices.Sorted(maps.Keys(next.bad)) {
-			n.hostFault(topic, p, next.bad[p])
-		}
-		last = next
+	if last.judges(local, remote) {
+		return last.refusing
 	}
-	return last.sound()
+	next := &routesVerdict{local: local, bad: wrongPartitions(topic, local, remote)}
+	if len(remote) != 0 {
+		next.remote = remote // else nil, for judged
+	}
+	if next.bad != nil {
+		next.refusing = next
+	}
+	if !t.routes.CompareAndSwap(last, next) {
+		// Another call stored its verdict meanwhile, most likely on this same answer: it
+		// counted and logged it.
+		return next.refusing
+	}
+	for _, p := range slices.Sorted(maps.Keys(next.bad)) {
+		n.hostFault(topic, p, next.bad[p])
+	}
+	return next.refusing
 }
 
-// sound is v when it refuses something, and nil otherwise: the callers' one nil check.
-func (v *routesVerdict) sound() *routesVerdict {
-	if v.bad == nil {
-		return nil
-	}
-	return v
-}
-
-// judgeRoutes finds the partitions an answer of Routes.Partitions for topic names wrongly:
+// wrongPartitions finds the partitions an answer of Routes.Partitions for topic names wrongly:
 // negative ones, and those it names more than once (twice as local, here and on another
 // node, on two other nodes), or under an owner named "".
-func judgeRoutes(topic string, local []int32, remote map[string][]int32) map[int32]error {
+func wrongPartitions(topic string, local []int32, remote map[string][]int32) map[int32]error {
 	var bad map[int32]error
 	refuse := func(p int32, format string, args ...any) {
 		if _, ok := bad[p]; ok {

@@ -215,7 +215,7 @@ type topicState struct {
 	probeStart atomic.Uint32 // rotates the owner a probe asks first
 
 	// routes is the verdict on the topic's last answer of Routes.Partitions that needed
-	// judging (see judgeRoutes).
+	// judging (see judgeRoutes); never nil: at first, on an answer of no partitions.
 	routes atomic.Pointer[routesVerdict]
 
 	mu             sync.Mutex
@@ -428,7 +428,11 @@ func (n *Node) topic(name string) *topicState {
 	return n.topics.loadOrAdd(name, newTopicState)
 }
 
-func newTopicState() *topicState { return &topicState{jumpLogged: map[int32]time.Time{}} }
+func newTopicState() *topicState {
+	t := &topicState{jumpLogged: map[int32]time.Time{}}
+	t.routes.Store(&routesVerdict{})
+	return t
+}
 
 // runPurger releases expired leases and ends nack delays on partitions nobody touches
 // on the node's clock, at the earliest deadline the shards hold. A dead

@@ -102,10 +102,9 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 		scratch = takePool.Get().(*takeScratch)
 		defer scratch.put()
 	}
-	visited, broken := 0, 0
+	broken := 0
 	var brokenErr error // the last ErrHostContract met
 	n.walkPartitions(req.topic, order, start, verdict, func(p int32, log Log, failed error) bool {
-		visited++
 		if failed == nil {
 			if out, failed = n.takeFrom(req, p, log, now, &budget, scratch, out); failed == nil {
 				return budget.full()
@@ -123,7 +122,8 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 		}
 		return true
 	})
-	if len(out) == 0 && broken > 0 && broken == visited {
+	// Nothing taken and no other failure: the walk visited every partition.
+	if len(out) == 0 && err == nil && broken == len(order) {
 		return out, brokenErr
 	}
 	return out, err
@@ -151,7 +151,10 @@ func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32, remot
 	if len(local) > 1 {
 		t = n.topic(topic)
 	}
-	verdict = n.judgeRoutes(t, topic, local, remote)
+	verdict, known := t.judged(local, remote) // written out: every consume's path
+	if !known {
+		verdict = n.judgeRoutesOf(t, topic, local, remote)
+	}
 	switch {
 	case pinned >= 0 && !slices.Contains(local, pinned):
 		return nil, 0, nil, ErrNotLocal
@@ -172,44 +175,65 @@ func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32, remot
 // there are at most manyLookupLimit, and otherwise, or when GetMany fails, each as the walk
 // reaches it. A log that cannot be resolved is passed to visit as failed, with a nil log: a
 // host's error, a nil Log from Get or GetMany, or a partition the routes named wrongly
-// (verdict), which is not resolved at all.
+// (verdict).
+//
+// This is every consume's path: a partition resolved pays one test for the checks (see
+// vetLog), not a call.
 func (n *Node) walkPartitions(topic string, order []int32, start int, verdict *routesVerdict, visit func(p int32, log Log, failed error) (stop bool)) {
 	first := order[start]
-	log, err := n.resolveLog(topic, first, verdict)
+	log, err := n.logs.Get(topic, first)
+	if verdict != nil || log == nil && err == nil {
+		log, err = n.vetLog(topic, first, log, err, verdict, nil)
+	}
 	if visit(first, log, err) || len(order) == 1 {
 		return
 	}
 	rest := len(order) - 1
 	at := func(i int) int32 { return order[(start+1+i)%len(order)] }
 	var resolved []Log
-	var scratch *logsScratch
+	var asked []int32 // what GetMany resolved, for its error
 	if many, ok := n.logs.(ManyGetter); ok && rest <= manyLookupLimit {
-		scratch = scratchPool.Get().(*logsScratch)
+		scratch := scratchPool.Get().(*logsScratch)
 		defer func() { clear(scratch.logs[:]); scratchPool.Put(scratch) }()
 		for i := range rest {
 			scratch.partitions[i] = at(i)
 		}
 		if many.GetMany(topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
-			resolved = scratch.logs[:rest]
+			resolved, asked = scratch.logs[:rest], scratch.partitions[:rest]
 		}
 	}
 	for i := range rest {
 		p := at(i)
 		var log Log
-		err := verdict.refuses(p)
-		switch {
-		case err != nil: // named wrongly: not resolved at all
-		case resolved == nil:
-			log, err = n.getLog(topic, p)
-		default:
-			if log = resolved[i]; log == nil {
-				err = n.nilFromGetMany(topic, scratch.partitions[:rest], p)
-			}
+		var err error
+		if resolved != nil {
+			log = resolved[i]
+		} else {
+			log, err = n.logs.Get(topic, p)
+		}
+		if verdict != nil || log == nil && err == nil {
+			log, err = n.vetLog(topic, p, log, err, verdict, asked)
 		}
 		if visit(p, log, err) {
 			return
 		}
 	}
+}
+
+// vetLog is what the walk does with a partition's log when the routes' verdict refuses
+// something or the log is nil with no error: the verdict's error for a partition the
+// routes named wrongly, a nil Log refused (from GetMany, asked for asked, when asked is not
+// nil; from Get otherwise), or else log and err as they are.
+func (n *Node) vetLog(topic string, partition int32, log Log, err error, verdict *routesVerdict, asked []int32) (Log, error) {
+	switch refused := verdict.refuses(partition); {
+	case refused != nil:
+		return nil, refused
+	case log != nil || err != nil:
+		return log, err
+	case asked != nil:
+		return nil, n.nilFromGetMany(topic, asked, partition)
+	}
+	return nil, n.nilLog(topic, partition)
 }
 
 // resolveLog is getLog for a partition the routes named, unless the verdict on them refuses
