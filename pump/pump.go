@@ -31,6 +31,12 @@ type Source[M any] interface {
 	//
 	// Only the pump calls Take, one call at a time, with no lock of the pump held; Take may call
 	// Notify or NotifyPartition.
+	//
+	// Take must not panic: a panic ends the goroutine that pumps (and, under Run, the
+	// process). If it does, it goes up out of Step or Run as it was raised, with the pump's
+	// locks released and the waiter back at the head of its FIFO, so that a caller of Step
+	// that recovers it finds the pump as it was. The router's Take contains its host's
+	// panics itself.
 	Take(topic string, pinned int32) (m M, ok bool)
 	// Release gives back a record Take returned that nobody received: its waiter left at the
 	// instant it was handed over, or its topic was dropped. The record must be visible again at
@@ -167,11 +173,7 @@ func (p *Pump[M]) pumpFIFO(t *topicQueue[M], f *fifo[M]) {
 		if w.state.Load() != waiting {
 			continue // its context ended; leave() is on its way and finds it no longer queued
 		}
-		f.held = true
-		t.mu.Unlock()
-		m, ok := p.src.Take(t.name, f.partition)
-		t.mu.Lock()
-		f.held = false
+		m, ok := p.take(t, f, w)
 		if !ok {
 			if t.dropped != nil {
 				w.hand(result[M]{err: t.dropped})
@@ -196,12 +198,38 @@ func (p *Pump[M]) pumpFIFO(t *topicQueue[M], f *fifo[M]) {
 	t.forgetIfIdle(f)
 }
 
+// take calls the Source's Take for w, just popped from f, with t.mu released, and takes
+// t.mu again however Take ends. A Take that panics thus leaves the pump as it was, w back at
+// the head of f, and the panic goes on up as it was raised: without this, the deferred
+// unlock of pumpTopic would meet an unlocked mutex, a fatal error that no recover catches.
+func (p *Pump[M]) take(t *topicQueue[M], f *fifo[M], w *waiter[M]) (m M, ok bool) {
+	f.held = true
+	t.mu.Unlock()
+	returned := false
+	defer func() {
+		t.mu.Lock()
+		f.held = false
+		if !returned && t.dropped == nil && w.state.Load() == waiting {
+			f.pushFront(w)
+		}
+	}()
+	m, ok = p.src.Take(t.name, f.partition)
+	returned = true
+	return m, ok
+}
+
 // release hands m back to the Source with t.mu released, and wakes the topic.
 func (p *Pump[M]) release(t *topicQueue[M], m M) {
-	t.mu.Unlock()
-	p.src.Release(t.name, m)
-	t.mu.Lock()
+	p.releaseUnlocked(t, m)
 	t.wakeAll(p)
+}
+
+// releaseUnlocked calls the Source's Release with t.mu released, taking it again however
+// Release ends (see take).
+func (p *Pump[M]) releaseUnlocked(t *topicQueue[M], m M) {
+	t.mu.Unlock()
+	defer t.mu.Lock()
+	p.src.Release(t.name, m)
 }
 
 // DropTopic drops the queue state of a deleted topic: its parked waiters return ErrTopicDropped,

@@ -790,3 +790,41 @@ func TestParkedOn(t *testing.T) {
 		}
 	})
 }
+
+// TestTakePanics: a Source whose Take panics makes Step panic with that value, not with the
+// runtime's fatal "unlock of unlocked mutex" (which no recover catches), and leaves the pump
+// as it was: the waiter keeps its place, and the next Step serves it.
+func TestTakePanics(t *testing.T) {
+	withSteppedPump(t, func(t *testing.T, ctx context.Context, p *Pump[rec], src *memSource) {
+		ch := goWait(ctx, p, "t", -1)
+		synctest.Wait()
+		src.add("t", 0, 7)
+		armed := true
+		src.beforeTake = func(string, int32) {
+			if armed {
+				armed = false
+				panic("the host's bug")
+			}
+		}
+		p.Notify("t")
+		func() {
+			defer func() {
+				if r := recover(); r != "the host's bug" {
+					t.Fatalf("Step recovered %v, want the Take's own panic", r)
+				}
+			}()
+			p.Step()
+		}()
+		synctest.Wait()
+		if _, ok := ready(ch); ok {
+			t.Fatal("the waiter returned though its Take panicked")
+		}
+		if got := p.Parked("t"); got != 1 {
+			t.Fatalf("Parked = %d after the panic, want 1", got)
+		}
+		p.Notify("t")
+		stepAll(p)
+		synctest.Wait()
+		mustGet(t, ch, 7)
+	})
+}

@@ -43,7 +43,9 @@ type ConsumeOptions struct {
 // Errors: ErrUnknownTopic, ErrNotLocal (pinned to a partition no node owns, or, without a
 // Transport, that this node does not own), ErrClosed, the host's errors resolving a log,
 // ErrLogClosed (transient: try again), ErrTransport or ErrUnavailable when every owner asked
-// failed and nothing was there, and ctx's error if it ends first.
+// failed and nothing was there, and ctx's error if it ends first. ErrHostContract when the
+// host answered wrongly about the pinned partition, or about every partition here; a
+// partition it answers wrongly about is otherwise passed over, and the rest serve.
 func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]Message, error) {
 	return n.ConsumeAppend(ctx, nil, topic, opts)
 }
@@ -106,15 +108,26 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 	if !ok {
 		return nil, ErrUnknownTopic
 	}
-	req.local = local
+	req.local, req.remote = local, remote
 	here := servesLocally(local, req.pinned)
 	var scanErr error // a closed log: the wait may still serve
 	if here {
 		msgs, err := n.scanAt(req, now, into)
-		if len(msgs) > 0 || (err != nil && !errors.Is(err, ErrLogClosed)) {
+		switch {
+		case len(msgs) > 0:
+			return msgs, err
+		case err == nil || errors.Is(err, ErrLogClosed):
+			scanErr = err
+		case req.pinned < 0 && len(remote) > 0 && errors.Is(err, ErrHostContract):
+			scanErr = err // every partition here is broken: those of other nodes may serve
+		default:
 			return msgs, err
 		}
-		scanErr = err
+	}
+	if !here && req.pinned >= 0 {
+		if err := n.judgeRoutes(nil, topic, local, remote).refuses(req.pinned); err != nil {
+			return nil, err // named wrongly: no owner to ask
+		}
 	}
 	deadline := now.Add(opts.Wait) // only a consume the local scan did not serve needs it
 	// The owners are worked out only now: a consume served here pays nothing for them.
@@ -228,9 +241,12 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
-	local, remote, ok := n.routes.Partitions(topic)
+	local, remote, ok, verdict := n.partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
+	}
+	if err := verdict.refuses(partition); err != nil {
+		return nil, err
 	}
 	if !slices.Contains(local, partition) {
 		if !n.crossNode() {
@@ -250,12 +266,15 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 
 // replayLocal is Replay of a partition this node owns.
 func (n *Node) replayLocal(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
-	log, err := n.logs.Get(topic, partition)
+	log, err := n.getLog(topic, partition)
 	if err != nil {
 		return nil, err
 	}
-	offset = max(offset, log.Oldest())
-	hwm := log.HighWatermark()
+	oldest, hwm := log.Oldest(), log.HighWatermark()
+	if err := n.checkWatermarks(topic, partition, oldest, hwm); err != nil {
+		return nil, err
+	}
+	offset = max(offset, oldest)
 	limit = max(limit, 1)
 	var out []Message
 	bytes := 0
@@ -314,7 +333,7 @@ func (n *Node) giveBack(msgs []Message) {
 			}
 			continue
 		}
-		if owner, ok := n.ownerOf(m.Topic, m.Partition); ok && n.crossNode() {
+		if owner, ok, err := n.ownerOf(m.Topic, m.Partition); ok && err == nil && n.crossNode() {
 			topic, rec := m.Topic, wireRecord{op: opNack, handle: m.Receipt}
 			n.background(func() { n.forward(context.Background(), owner, topic, rec) })
 		}

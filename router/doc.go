@@ -55,6 +55,15 @@
 // it, so the next touch retries at once. A host error resolving the partition's log is not
 // a broken state and keeps failing the scan that reaches it.
 //
+// An answer of the host's seams that their contract rules out (a nil Log, a negative
+// watermark, routes naming a partition twice, ...; see seams.go) is refused where it enters
+// the node with an error wrapping ErrHostContract, which names the seam and the call, and
+// changes nothing: a scan passes over the partition as over a set-aside one, counting it in
+// Stats.HostContractViolations and logging it at most once a minute per partition, while a
+// pinned consume, an ack or a replay of it answers the error. A panic of the host's code on
+// the node's own goroutines (the pump, the keeper, offers to other nodes) is recovered,
+// counted in Stats.HostPanics and logged; on the caller's goroutine it propagates.
+//
 // Read failures (see docs/protocol.md, "Retention jumps, corrupt skips and closed logs"): an
 // offset below retention jumps the frontier to the oldest retained offset in one step
 // (logged at most once a minute per partition); a permanently unreadable record is skipped,
@@ -171,7 +180,8 @@
 // ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
 // ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400), ErrTopicDropped (with
 // ErrUnknownTopic: a call whose topic was deleted while it ran), and from AckDurable and Persist ErrShardGone and
-// ErrStranded. The names a host needs from the packages the node is built of (Handle,
+// ErrStranded. ErrHostContract (500) is an answer of the host's seams that their contract
+// rules out. The names a host needs from the packages the node is built of (Handle,
 // Reason, Backoff, the file-system seam) are declared here too, as aliases, so a host
 // imports router alone. A call naming a set-aside partition gets a *SetAsideError (errors.As), which wraps
 // why its state could not be loaded.

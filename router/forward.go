@@ -169,20 +169,28 @@ func (n *Node) singlesLocked(l *lane, now time.Time) bool {
 	return !n.wireVersion.Knows(wire.OpAckBatch) || now.Before(l.singleUntil)
 }
 
-// ownerOf returns the node that owns a partition, from the routes.
-func (n *Node) ownerOf(topic string, partition int32) (string, bool) {
+// ownerOf returns the node that owns a partition, from the routes; err is the host's
+// answer refused (ErrHostContract: an owner named "", or routes that name the partition
+// wrongly), and then there is no owner to forward to.
+func (n *Node) ownerOf(topic string, partition int32) (owner string, ok bool, err error) {
 	if n.ownerFinder != nil {
-		return n.ownerFinder.Owner(topic, partition)
+		if owner, ok = n.ownerFinder.Owner(topic, partition); ok && owner == "" {
+			return "", false, n.nameless(topic, partition)
+		}
+		return owner, ok, nil
 	}
-	_, remote, _ := n.routes.Partitions(topic)
+	_, remote, _, verdict := n.partitions(topic)
+	if err := verdict.refuses(partition); err != nil {
+		return "", false, err
+	}
 	for owner, parts := range remote {
 		for _, p := range parts {
 			if p == partition {
-				return owner, true
+				return owner, true, nil
 			}
 		}
 	}
-	return "", false
+	return "", false, nil
 }
 
 // forward sends one ack, extend or nack to the owner of its partition and returns what the
@@ -656,10 +664,18 @@ func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadlin
 	return n.callWithin(ctx, owner, frame)
 }
 
+// transportCall is Transport.Call with a panic of the host's Transport recovered as the
+// call's error (see recoverHostPanic): it runs on the node's goroutines as well as the
+// caller's, and a Call that panicked is one that brought no reply.
+func (n *Node) transportCall(ctx context.Context, owner string, frame []byte) (reply []byte, err error) {
+	defer n.recoverHostPanic("Transport.Call", owner, &err)
+	return n.transport.Call(ctx, owner, frame)
+}
+
 // callWithin makes exchange's Call within ctx, the call's budget.
 func (n *Node) callWithin(ctx context.Context, owner string, frame []byte) ([]byte, error) {
 	if n.promptTransport {
-		reply, err := n.transport.Call(ctx, owner, frame)
+		reply, err := n.transportCall(ctx, owner, frame)
 		if err != nil && ctx.Err() != nil {
 			return nil, errNoReplyInBudget
 		}
@@ -671,7 +687,7 @@ func (n *Node) callWithin(ctx context.Context, owner string, frame []byte) ([]by
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := n.transport.Call(ctx, owner, frame)
+		reply, err := n.transportCall(ctx, owner, frame)
 		done <- result{reply, err}
 	}()
 	select {
@@ -884,11 +900,13 @@ func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, e
 			return "", notHere // the routes have not moved on yet
 		}
 	}
-	owner, ok := n.ownerOf(topic, partition)
-	if !ok {
-		if moved {
-			return "", notHere
-		}
+	owner, ok, err := n.ownerOf(topic, partition)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok && moved:
+		return "", notHere
+	case !ok:
 		return "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
 	}
 	if n.down(owner) {

@@ -21,6 +21,9 @@ import (
 //
 // Or it is an owner's wake (fromOwner): another node holds a record of the topic for this
 // node, and the consumer it is handed claims it.
+//
+// Or it is an error the consumer answers (err), and nothing was reserved: the host broke a
+// seam's contract on the consumer's pinned partition, or panicked, while the pump reserved.
 type reservation struct {
 	msg   Message
 	log   Log
@@ -28,6 +31,8 @@ type reservation struct {
 
 	fromOwner bool
 	wake      tokens.Wake
+
+	err error
 }
 
 // pumpSource lets the pump reserve records for parked consumers.
@@ -38,7 +43,16 @@ type pumpSource struct{ n *Node }
 // per topic, pinned alone when pinned) and takes the first record any of them can lease;
 // with none, it hands the waiter an owner's wake, if one came (a local record costs no
 // round trip, so it goes first).
-func (s pumpSource) Take(topic string, pinned int32) (reservation, bool) {
+//
+// It runs on the pump goroutine, where a panic would end the process: a panic of the host's
+// code it calls (the routes, the logs) is recovered, and the waiter answers it as an error.
+func (s pumpSource) Take(topic string, pinned int32) (r reservation, ok bool) {
+	defer func() {
+		if r.err != nil {
+			r, ok = reservation{err: r.err}, true
+		}
+	}()
+	defer s.n.recoverHostPanic("the pump reserving for a parked consumer", topic, &r.err)
 	if r, ok := s.n.reserveOne(topic, pinned); ok {
 		return r, true
 	}
@@ -52,47 +66,64 @@ func (s pumpSource) Take(topic string, pinned int32) (reservation, bool) {
 // visible again at once rather than after its visibility timeout; an owner's wake goes to
 // the next consumer parked here.
 func (s pumpSource) Release(topic string, r reservation) {
-	if r.fromOwner {
+	switch {
+	case r.err != nil: // nothing was reserved
+	case r.fromOwner:
 		s.n.returnWake(topic, r.wake)
-		return
+	default:
+		r.shard.GiveBack(s.n.clock.Now(), r.msg.Receipt)
 	}
-	r.shard.GiveBack(s.n.clock.Now(), r.msg.Receipt)
 }
 
 // reserveOne leases one record of topic from this node's partitions (pinned alone when
 // pinned >= 0) as the scan would take it, but reads nothing. It resolves the topic's routes,
-// generation and logs afresh on every call, as the scan does.
+// generation and logs afresh on every call, as the scan does. A partition the host answers
+// wrongly about (ErrHostContract) is passed over, as the scan passes over it; a pinned
+// waiter is handed that error instead (in r.err, ok true).
 func (n *Node) reserveOne(topic string, pinned int32) (r reservation, ok bool) {
 	gen := n.tracker.Generation(topic) // before the routes, as in the scan
-	order, start, err := n.partitionOrder(topic, pinned)
+	order, start, verdict, err := n.partitionOrder(topic, pinned)
 	if err != nil || len(order) == 0 {
+		if pinned >= 0 && errors.Is(err, ErrHostContract) {
+			return reservation{err: err}, true
+		}
 		return reservation{}, false
 	}
 	now := n.clock.Now()
-	n.walkPartitions(topic, order, start, func(p int32, log Log, lookupErr error) bool {
-		if lookupErr != nil {
-			return true
+	n.walkPartitions(topic, order, start, verdict, func(p int32, log Log, failed error) bool {
+		if failed == nil {
+			if r, ok, failed = n.reserveFrom(gen, p, log, now); failed == nil {
+				return ok // reserved, or dry: the next partition
+			}
 		}
-		var stop bool
-		r, ok, stop = n.reserveFrom(gen, pinned, p, log, now)
-		return ok || stop
+		switch contract := errors.Is(failed, ErrHostContract); {
+		case contract && pinned >= 0:
+			r, ok = reservation{err: failed}, true
+		case pinned < 0 && (contract || skippedByScans(failed)):
+			return false // the topic's other partitions may serve
+		}
+		return true // the scan would fail here: nothing to hand out
 	})
 	return r, ok
 }
 
 // reserveFrom leases the next record of one partition, below the high watermark its log
-// reports. stop says the pass ends here with nothing (the scan would fail: a partition that
-// cannot be loaded, unless it is set aside and the topic's other partitions may serve).
-func (n *Node) reserveFrom(gen *inflight.Generation, pinned, partition int32, log Log, now time.Time) (r reservation, ok, stop bool) {
+// reports. Nothing there (dry, all reserved, capped) is not ok with no error; a partition that
+// cannot be loaded, or whose high watermark is negative, is the error.
+func (n *Node) reserveFrom(gen *inflight.Generation, partition int32, log Log, now time.Time) (r reservation, ok bool, err error) {
 	shard, err := n.shardFor(gen, partition)
 	if err != nil {
-		return reservation{}, false, pinned >= 0 || !skippedByScans(err)
+		return reservation{}, false, err
 	}
-	lease, err := shard.ReserveNextFor(now, log.HighWatermark(), 0)
+	hwm := log.HighWatermark()
+	if hwm < 0 {
+		return reservation{}, false, n.negativeWatermark(gen.Topic(), partition, hwm)
+	}
+	lease, err := shard.ReserveNextFor(now, hwm, 0)
 	if err != nil {
-		return reservation{}, false, false // dry, all reserved or capped: the next partition
+		return reservation{}, false, nil
 	}
-	return reservation{msg: leaseMessage(gen.Topic(), partition, &lease, nil), log: log, shard: shard}, true, false
+	return reservation{msg: leaseMessage(gen.Topic(), partition, &lease, nil), log: log, shard: shard}, true, nil
 }
 
 // errSkipped: the reserved record is gone for good (below retention, or permanently
@@ -101,8 +132,8 @@ var errSkipped = errors.New("router: reserved record skipped")
 
 // read reads the record of a reservation the pump handed over, with the scan's rules: a
 // record below retention jumps the frontier and a permanently unreadable one is skipped
-// (both errSkipped); any other failure (a closed log) gives the reservation back and is
-// returned.
+// (both errSkipped); any other failure (a closed log, a retention miss the log contradicts)
+// gives the reservation back and is returned.
 func (n *Node) read(r reservation) (Message, error) {
 	m := r.msg
 	rec, err := r.log.Read(m.Offset)
@@ -112,7 +143,8 @@ func (n *Node) read(r reservation) (Message, error) {
 		return m, nil
 	}
 	now := n.clock.Now()
-	if _, skipped := n.skipUnreadable(r.shard, r.log, m.Topic, m.Partition, m.Receipt, err, now); skipped {
+	_, skipped, err := n.skipUnreadable(r.shard, r.log, m.Topic, m.Partition, m.Receipt, err, now)
+	if skipped {
 		return Message{}, errSkipped
 	}
 	// No wake for it: the other waiters would read the same failing log. The next wake

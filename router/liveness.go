@@ -34,8 +34,8 @@ func (n *Node) remoteOwners(topic string, pinned int32) (owners []string, anyDow
 // already.
 func (n *Node) remoteOwnersIn(remote map[string][]int32, pinned int32) (owners []string, anyDown bool) {
 	for owner, parts := range remote {
-		if len(parts) == 0 || (pinned >= 0 && !slices.Contains(parts, pinned)) {
-			continue
+		if owner == "" || len(parts) == 0 || (pinned >= 0 && !slices.Contains(parts, pinned)) {
+			continue // "": no node to ask (the verdict on the routes refuses its partitions)
 		}
 		if n.down(owner) {
 			anyDown = true

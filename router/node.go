@@ -176,6 +176,7 @@ type Node struct {
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
 	moves    moves         // partitions handed off from here, hand-offs adopted here
+	faults   hostFaults    // what the host's seams answered wrong, and their panics
 
 	transport Transport
 	// promptTransport: transport is a ContextTransport, called from the waiting goroutine.
@@ -219,9 +220,14 @@ type topicState struct {
 	scanStart  atomic.Uint32 // rotates the partition a scan starts at
 	probeStart atomic.Uint32 // rotates the owner a probe asks first
 
-	mu         sync.Mutex
-	jumpLogged map[int32]time.Time // rate limit of the retention-jump log line
-	skipLogged map[int32]logLimit  // rate limit of the corrupt-skip log line (made on first use)
+	// routes is the verdict on the topic's last answer of Routes.Partitions that needed
+	// judging (see judgeRoutes); never nil: at first, on an answer of no partitions.
+	routes atomic.Pointer[routesVerdict]
+
+	mu             sync.Mutex
+	jumpLogged     map[int32]time.Time // rate limit of the retention-jump log line
+	skipLogged     map[int32]logLimit  // rate limit of the corrupt-skip log line (made on first use)
+	contractLogged map[int32]logLimit  // rate limit of the host-contract log line (made on first use)
 }
 
 func (t *topicState) nextStart(n int) int { return int(t.scanStart.Add(1)-1) % n }
@@ -344,7 +350,7 @@ func New(cfg Config) (*Node, error) {
 				n.logger.Warn("consume: record quarantined after too many deliveries; Requeue brings it back",
 					"topic", topic, "partition", partition, "offset", offset, "attempts", attempts)
 				if cfg.OnQuarantine != nil {
-					cfg.OnQuarantine(topic, partition, offset, attempts)
+					n.tellQuarantine(cfg.OnQuarantine, topic, partition, offset, attempts)
 				}
 			},
 		},
@@ -357,6 +363,14 @@ func New(cfg Config) (*Node, error) {
 	n.goroutine(func() { n.runPurger(ctx) })
 	n.goroutine(func() { n.runKeeper(ctx) })
 	return n, nil
+}
+
+// tellQuarantine calls the host's OnQuarantine with a panic of it recovered (see
+// recoverHostPanic): it runs on whichever goroutine ended the record's last lease, the
+// purger's included, and the record is quarantined whatever it does.
+func (n *Node) tellQuarantine(onQuarantine func(string, int32, int64, uint32), topic string, partition int32, offset int64, attempts uint32) {
+	defer n.recoverHostPanic("Config.OnQuarantine", topic, nil)
+	onQuarantine(topic, partition, offset, attempts)
 }
 
 func (n *Node) goroutine(f func()) {
@@ -390,12 +404,13 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 }
 
 // loadState reads the persisted state of a partition whose log is resolved, at its shard's
-// first touch. A partition with no state it can trust starts just below its oldest retained
+// first touch; oldest and hwm are its log's Oldest and HighWatermark, read and checked just
+// before. A partition with no state it can trust starts just below its oldest retained
 // offset. A
 // recovered frontier at or past the high watermark is clamped below it (a log that lost its
 // tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
 // The shard keeps the state's incarnation, so what it persists names the state it came from.
-func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State, error) {
+func (n *Node) loadState(topic string, partition int32, oldest, hwm int64) (inflight.State, error) {
 	if n.store == nil {
 		n.adoptLegacyTopicDir(topic)
 		if err := n.mkdirAll(n.partitionDir(topic, partition)); err != nil {
@@ -406,9 +421,9 @@ func (n *Node) loadState(topic string, partition int32, log Log) (inflight.State
 	if err != nil {
 		return inflight.State{}, err
 	}
-	persisted = n.committer.ClampToWatermark(topic, partition, persisted, log.HighWatermark())
+	persisted = n.committer.ClampToWatermark(topic, partition, persisted, hwm)
 	if !persisted.Found {
-		return inflight.State{Frontier: log.Oldest() - 1, Incarnation: persisted.Incarnation}, nil
+		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation}, nil
 	}
 	var attempts []inflight.Attempt
 	if len(persisted.Attempts) > 0 {
@@ -426,7 +441,11 @@ func (n *Node) topic(name string) *topicState {
 	return n.topics.loadOrAdd(name, newTopicState)
 }
 
-func newTopicState() *topicState { return &topicState{jumpLogged: map[int32]time.Time{}} }
+func newTopicState() *topicState {
+	t := &topicState{jumpLogged: map[int32]time.Time{}}
+	t.routes.Store(&routesVerdict{})
+	return t
+}
 
 // runPurger releases expired leases and ends nack delays on partitions nobody touches
 // on the node's clock, at the earliest deadline the shards hold. A dead
@@ -589,24 +608,32 @@ type Stats struct {
 	SetAsides         uint64
 	SetAsideRecovered uint64
 	SetAsideNow       int64
-	Shards            ShardCounters
-	Committer         CommitterStats
-	Remote            RemoteStats
+	// HostContractViolations counts the answers of the host's seams the node refused with
+	// ErrHostContract (a nil Log, a negative watermark, routes naming a partition twice, ...;
+	// a wrong routes answer once, however often it is returned). HostPanics counts the
+	// panics of the host's code the node recovered on its own goroutines.
+	HostContractViolations uint64
+	HostPanics             uint64
+	Shards                 ShardCounters
+	Committer              CommitterStats
+	Remote                 RemoteStats
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	return Stats{
-		Consumes:          n.stats.consumes.Load(),
-		EmptyConsumes:     n.stats.emptyConsumes.Load(),
-		Delivered:         n.stats.delivered.Load(),
-		Replayed:          n.stats.replayed.Load(),
-		SetAsides:         n.setAside.total.Load(),
-		SetAsideRecovered: n.setAside.recovered.Load(),
-		SetAsideNow:       n.setAside.count.Load(),
-		Shards:            n.tracker.Counters().Load(),
-		Committer:         n.committer.Stats(),
-		Remote:            n.stats.remote.load(),
+		Consumes:               n.stats.consumes.Load(),
+		EmptyConsumes:          n.stats.emptyConsumes.Load(),
+		Delivered:              n.stats.delivered.Load(),
+		Replayed:               n.stats.replayed.Load(),
+		SetAsides:              n.setAside.total.Load(),
+		SetAsideRecovered:      n.setAside.recovered.Load(),
+		SetAsideNow:            n.setAside.count.Load(),
+		HostContractViolations: n.faults.violations.Load(),
+		HostPanics:             n.faults.panics.Load(),
+		Shards:                 n.tracker.Counters().Load(),
+		Committer:              n.committer.Stats(),
+		Remote:                 n.stats.remote.load(),
 	}
 }
 

@@ -70,7 +70,7 @@ func (n *Node) offer(topic string) {
 	}
 	defer n.fence.leave()
 	now := n.clock.Now()
-	available := n.available(topic, now) // outside ot.mu: it takes shard locks
+	available := n.availableContained(topic, now) // outside ot.mu: it takes shard locks
 	var told []string
 	ot.mu.Lock()
 	for {
@@ -91,20 +91,28 @@ func (n *Node) offer(topic string) {
 	}
 }
 
+// availableContained is available with a panic of the host's code it calls recovered (see
+// recoverHostPanic): offer runs from the purger and from timers, and no caller asked for it.
+// A panic offers nothing.
+func (n *Node) availableContained(topic string, now time.Time) (available int) {
+	defer n.recoverHostPanic("offering records to other nodes", topic, nil)
+	return n.available(topic, now)
+}
+
 // available estimates the records of topic this node could hand another node now: each
 // local partition's (see inflight.Shard.Available), less what this node's own parked
 // consumers will take of them. A partition whose state is not loaded is loaded (its files
 // read as recovery reads them), so an owner restarting with a backlog offers it to the
-// first token without a scan.
+// first token without a scan. A partition the host answers wrongly about offers nothing.
 func (n *Node) available(topic string, now time.Time) int {
 	gen := n.tracker.Generation(topic)
-	local, _, ok := n.routes.Partitions(topic)
+	local, _, ok, verdict := n.partitions(topic)
 	if !ok {
 		return 0
 	}
 	total := 0
 	for _, p := range local {
-		log, err := n.logs.Get(topic, p)
+		log, err := n.resolveLog(topic, p, verdict)
 		if err != nil {
 			continue
 		}
@@ -112,7 +120,12 @@ func (n *Node) available(topic string, now time.Time) int {
 		if err != nil {
 			continue
 		}
-		total += max(shard.Available(now, log.HighWatermark())-n.pump.ParkedOn(topic, p), 0)
+		hwm := log.HighWatermark()
+		if hwm < 0 {
+			n.negativeWatermark(topic, p, hwm)
+			continue
+		}
+		total += max(shard.Available(now, hwm)-n.pump.ParkedOn(topic, p), 0)
 	}
 	return max(total-n.pump.ParkedOn(topic, -1), 0)
 }
@@ -281,10 +294,12 @@ func (n *Node) serveCancel(from string, id uint64) {
 // serveReplay answers another node's replay of a partition this node owns.
 func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []byte {
 	var msgs []Message
-	local, _, ok := n.routes.Partitions(topic)
+	local, _, ok, verdict := n.partitions(topic)
 	err := ErrUnknownTopic
 	switch {
 	case !ok:
+	case verdict.refuses(r.Partition) != nil:
+		err = verdict.refuses(r.Partition)
 	case !slices.Contains(local, r.Partition):
 		err = ErrNotLocal // never forwarded again
 	default:

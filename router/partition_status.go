@@ -35,7 +35,9 @@ type PartitionStatus struct {
 	// SetAside is set when the partition's state could not be loaded (see Health): the
 	// partition serves nothing until a retry loads it.
 	SetAside *SetAsideError
-	// Err is the host's error resolving the partition's log (Logs.Get), if it failed.
+	// Err is the host's error resolving the partition's log (Logs.Get), if it failed, or
+	// what the host answered wrongly about it (ErrHostContract: a nil Log, watermarks that
+	// break the Log's contract, routes that name the partition wrongly).
 	Err error
 }
 
@@ -56,14 +58,14 @@ func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, 
 		return PartitionStatus{}, ErrClosed
 	}
 	defer n.fence.leave()
-	local, _, ok := n.routes.Partitions(topic)
+	local, _, ok, verdict := n.partitions(topic)
 	switch {
 	case !ok:
 		return PartitionStatus{}, ErrUnknownTopic
 	case !slices.Contains(local, partition):
 		return PartitionStatus{}, ErrNotLocal
 	}
-	return n.partitionStatus(topic, partition, n.pump.Parked(topic)), nil
+	return n.partitionStatus(topic, partition, n.pump.Parked(topic), verdict), nil
 }
 
 // TopicStatus returns the PartitionStatus of each of the topic's partitions this node owns,
@@ -73,7 +75,7 @@ func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
 		return nil, ErrClosed
 	}
 	defer n.fence.leave()
-	local, _, ok := n.routes.Partitions(topic)
+	local, _, ok, verdict := n.partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
 	}
@@ -82,21 +84,24 @@ func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
 	parked := n.pump.Parked(topic)
 	out := make([]PartitionStatus, 0, len(partitions))
 	for _, p := range slices.Compact(partitions) {
-		out = append(out, n.partitionStatus(topic, p, parked))
+		out = append(out, n.partitionStatus(topic, p, parked, verdict))
 	}
 	return out, nil
 }
 
-func (n *Node) partitionStatus(topic string, partition int32, parked int) PartitionStatus {
+func (n *Node) partitionStatus(topic string, partition int32, parked int, verdict *routesVerdict) PartitionStatus {
 	st := PartitionStatus{
 		Topic: topic, Partition: partition, Frontier: -1, HighWatermark: -1,
 		ParkedOnTopic: parked, ParkedOnPartition: n.pump.ParkedOn(topic, partition),
 	}
-	if log, err := n.logs.Get(topic, partition); err != nil {
-		st.Err = err
-	} else {
-		st.HighWatermark = log.HighWatermark()
+	log, err := n.resolveLog(topic, partition, verdict)
+	if err == nil {
+		oldest, hwm := log.Oldest(), log.HighWatermark() // in this order: see checkWatermarks
+		if err = n.checkWatermarks(topic, partition, oldest, hwm); err == nil {
+			st.HighWatermark = hwm
+		}
 	}
+	st.Err = err
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
 		s := shard.Stats()
 		st.Loaded = true

@@ -59,7 +59,10 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 		return shard, nil
 	}
 	gen := n.tracker.Generation(topic) // before the routes: a delete from here on ends it
-	local, _, known := n.routes.Partitions(topic)
+	local, _, known, verdict := n.partitions(topic)
+	if err := verdict.refuses(partition); err != nil {
+		return nil, err // named wrongly: neither here nor forwarded
+	}
 	switch {
 	case !known:
 		return nil, ErrUnknownTopic

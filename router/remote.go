@@ -232,6 +232,9 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 		if err != nil || !ok {
 			return nil, err
 		}
+		if r.err != nil {
+			return nil, r.err // the host broke a seam's contract, or panicked, as the pump reserved
+		}
 		if r.fromOwner {
 			budget := ClaimBudget
 			if !r.wake.Claim {
@@ -274,8 +277,19 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 			}
 			return n.topUp(req, []Message{m}), nil
 		}
-		// Skipped (retention, corruption): wait on. A failed log (closed): the reservation
-		// went back; wait for the next wake rather than be handed it again at once.
+		// Skipped (retention, corruption): wait on. A failed log (closed, or one whose host
+		// answered wrongly): the reservation went back; wait for the next wake rather than
+		// be handed it again at once.
+		if errors.Is(err, ErrHostContract) {
+			if req.pinned >= 0 {
+				return nil, err // nothing else to wait for
+			}
+			// The other partitions may hold what woke it: the scan passes over this one.
+			req.gen, req.local, req.remote = nil, nil, nil
+			if msgs, _ := n.scan(req, nil); len(msgs) > 0 {
+				return msgs, nil
+			}
+		}
 		quiet = !errors.Is(err, errSkipped)
 	}
 }
@@ -504,6 +518,16 @@ func (n *Node) runKeeper(ctx context.Context) {
 
 func (n *Node) kickKeeper() { notifyOne(n.requester.kick) }
 
+// keptOwners is consumeOwners of every partition of topic, for the keeper, with a panic of
+// the host's routes or failure detector recovered (see recoverHostPanic): the keeper holds
+// the requester's lock around it, which the recovery leaves held for keep to release. A
+// panic keeps no owner for this pass.
+func (n *Node) keptOwners(topic string) (owners []string) {
+	defer n.recoverHostPanic("the keeper looking up the owners", topic, nil)
+	owners, _ = n.consumeOwners(topic, -1)
+	return owners
+}
+
 // takesTokens reports whether this node leaves tokens with owner (else it polls it): owners
 // can call this node, its wire version has tokens, and the owner did not refuse a
 // registration lately. Called with the requester's lock held.
@@ -559,7 +583,7 @@ func (n *Node) keep(now time.Time) time.Duration {
 			resend = GatewayResend
 		}
 		ttl := tokenTTL(now, rt.latest)
-		owners, _ := n.consumeOwners(topic, -1)
+		owners := n.keptOwners(topic)
 		for _, owner := range owners {
 			if n.takesTokens(owner, now) {
 				if r.regs.Due(topic, owner, now, resend) {

@@ -50,6 +50,7 @@ type scanRequest struct {
 	topic      string
 	gen        *inflight.Generation // taken before the routes; set by scan unless the caller did
 	local      []int32              // the routes' local partitions, read after gen; nil: scan reads them
+	remote     map[string][]int32   // the routes' remote partitions, read with local
 	pinned     int32                // -1: any local partition
 	max        int                  // records to take at most (>= 1)
 	visibility time.Duration
@@ -75,7 +76,10 @@ var scratchPool = sync.Pool{New: func() any { return new(logsScratch) }}
 // only when it is reached and never hides a record before it.
 //
 // An error is returned only when the scan took nothing: a partition that could not be
-// resolved, or a closed log (transient: the reservation was given back).
+// resolved, or a closed log (transient: the reservation was given back). A partition whose
+// host broke a seam's contract (ErrHostContract) is passed over, as a set-aside one is, so
+// that it never breaks its topic: the scan answers its error only when pinned to it, or when
+// every partition it visited was such.
 func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	return n.scanAt(req, n.clock.Now(), out)
 }
@@ -86,9 +90,9 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
 	if req.gen == nil {
 		req.gen = n.tracker.Generation(req.topic)
-		req.local = nil // read after the generation, or not at all
+		req.local, req.remote = nil, nil // read after the generation, or not at all
 	}
-	order, start, err := n.partitionOrderOf(req.topic, req.pinned, req.local)
+	order, start, verdict, err := n.partitionOrderOf(req.topic, req.pinned, req.local, req.remote)
 	if err != nil || len(order) == 0 {
 		return out, err
 	}
@@ -98,60 +102,96 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 		scratch = takePool.Get().(*takeScratch)
 		defer scratch.put()
 	}
-	n.walkPartitions(req.topic, order, start, func(p int32, log Log, lookupErr error) bool {
-		if lookupErr != nil {
-			if len(out) == 0 {
-				err = lookupErr
+	broken := 0
+	var brokenErr error // the last ErrHostContract met
+	n.walkPartitions(req.topic, order, start, verdict, func(p int32, log Log, failed error) bool {
+		if failed == nil {
+			if out, failed = n.takeFrom(req, p, log, now, &budget, scratch, out); failed == nil {
+				return budget.full()
 			}
-			return true
 		}
-		out, err = n.takeFrom(req, p, log, now, &budget, scratch, out)
-		return err != nil || budget.full()
+		if errors.Is(failed, ErrHostContract) {
+			broken++
+			brokenErr = failed
+			if req.pinned < 0 {
+				return false // counted and logged where it was found; the others serve
+			}
+		}
+		if len(out) == 0 {
+			err = failed
+		}
+		return true
 	})
+	// Nothing taken and no other failure: the walk visited every partition.
+	if len(out) == 0 && err == nil && broken == len(order) {
+		return out, brokenErr
+	}
 	return out, err
 }
 
 // partitionOrder resolves the topic's routes into the partitions a pass visits (pinned
 // alone when pinned >= 0) and the index it starts at, which rotates per topic so partitions
-// drain evenly.
-func (n *Node) partitionOrder(topic string, pinned int32) (order []int32, start int, err error) {
-	return n.partitionOrderOf(topic, pinned, nil)
+// drain evenly, with the verdict on the routes (nil when sound: see judgeRoutes). A pinned
+// partition the routes name wrongly is the error.
+func (n *Node) partitionOrder(topic string, pinned int32) (order []int32, start int, verdict *routesVerdict, err error) {
+	return n.partitionOrderOf(topic, pinned, nil, nil)
 }
 
-// partitionOrderOf is partitionOrder over local, the routes' local partitions of topic when
-// the caller read them already (nil: read them now).
-func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32) (order []int32, start int, err error) {
+// partitionOrderOf is partitionOrder over local and remote, the routes' partitions of topic
+// when the caller read them already (local nil: read them now).
+func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32, remote map[string][]int32) (order []int32, start int, verdict *routesVerdict, err error) {
 	ok := true
 	if local == nil {
-		local, _, ok = n.routes.Partitions(topic)
+		local, remote, ok = n.routes.Partitions(topic)
+	}
+	if !ok {
+		return nil, 0, nil, ErrUnknownTopic
+	}
+	var t *topicState // looked up once, for the verdict and the rotation
+	if len(local) > 1 {
+		t = n.topic(topic)
+	}
+	verdict, known := t.judged(local, remote) // written out: every consume's path
+	if !known {
+		verdict = n.judgeRoutesOf(t, topic, local, remote)
 	}
 	switch {
-	case !ok:
-		return nil, 0, ErrUnknownTopic
 	case pinned >= 0 && !slices.Contains(local, pinned):
-		return nil, 0, ErrNotLocal
+		return nil, 0, nil, ErrNotLocal
 	case pinned >= 0:
-		return []int32{pinned}, 0, nil
+		if err := verdict.refuses(pinned); err != nil {
+			return nil, 0, nil, err
+		}
+		return []int32{pinned}, 0, nil, nil
 	case len(local) > 1:
-		return local, n.topic(topic).nextStart(len(local)), nil
+		return local, t.nextStart(len(local)), verdict, nil
 	}
-	return local, 0, nil
+	return local, 0, verdict, nil
 }
 
 // walkPartitions visits order from start, round, with each partition's log, until visit
 // reports true. The first partition's log is resolved alone, so a pass that ends there
 // resolves nothing else; the rest are resolved in one GetMany when the host offers it and
 // there are at most manyLookupLimit, and otherwise, or when GetMany fails, each as the walk
-// reaches it. A log that cannot be resolved is passed to visit as lookupErr, with a nil log.
-func (n *Node) walkPartitions(topic string, order []int32, start int, visit func(p int32, log Log, lookupErr error) (stop bool)) {
+// reaches it. A log that cannot be resolved is passed to visit as failed, with a nil log: a
+// host's error, a nil Log from Get or GetMany, or a partition the routes named wrongly
+// (verdict).
+//
+// This is every consume's path: a partition resolved pays one test for the checks (see
+// vetLog), not a call.
+func (n *Node) walkPartitions(topic string, order []int32, start int, verdict *routesVerdict, visit func(p int32, log Log, failed error) (stop bool)) {
 	first := order[start]
 	log, err := n.logs.Get(topic, first)
+	if verdict != nil || log == nil && err == nil {
+		log, err = n.vetLog(topic, first, log, err, verdict, nil)
+	}
 	if visit(first, log, err) || len(order) == 1 {
 		return
 	}
 	rest := len(order) - 1
 	at := func(i int) int32 { return order[(start+1+i)%len(order)] }
 	var resolved []Log
+	var asked []int32 // what GetMany resolved, for its error
 	if many, ok := n.logs.(ManyGetter); ok && rest <= manyLookupLimit {
 		scratch := scratchPool.Get().(*logsScratch)
 		defer func() { clear(scratch.logs[:]); scratchPool.Put(scratch) }()
@@ -159,7 +199,7 @@ func (n *Node) walkPartitions(topic string, order []int32, start int, visit func
 			scratch.partitions[i] = at(i)
 		}
 		if many.GetMany(topic, scratch.partitions[:rest], scratch.logs[:rest]) == nil {
-			resolved = scratch.logs[:rest]
+			resolved, asked = scratch.logs[:rest], scratch.partitions[:rest]
 		}
 	}
 	for i := range rest {
@@ -171,10 +211,38 @@ func (n *Node) walkPartitions(topic string, order []int32, start int, visit func
 		} else {
 			log, err = n.logs.Get(topic, p)
 		}
+		if verdict != nil || log == nil && err == nil {
+			log, err = n.vetLog(topic, p, log, err, verdict, asked)
+		}
 		if visit(p, log, err) {
 			return
 		}
 	}
+}
+
+// vetLog is what the walk does with a partition's log when the routes' verdict refuses
+// something or the log is nil with no error: the verdict's error for a partition the
+// routes named wrongly, a nil Log refused (from GetMany, asked for asked, when asked is not
+// nil; from Get otherwise), or else log and err as they are.
+func (n *Node) vetLog(topic string, partition int32, log Log, err error, verdict *routesVerdict, asked []int32) (Log, error) {
+	switch refused := verdict.refuses(partition); {
+	case refused != nil:
+		return nil, refused
+	case log != nil || err != nil:
+		return log, err
+	case asked != nil:
+		return nil, n.nilFromGetMany(topic, asked, partition)
+	}
+	return nil, n.nilLog(topic, partition)
+}
+
+// resolveLog is getLog for a partition the routes named, unless the verdict on them refuses
+// it.
+func (n *Node) resolveLog(topic string, partition int32, verdict *routesVerdict) (Log, error) {
+	if err := verdict.refuses(partition); err != nil {
+		return nil, err
+	}
+	return n.getLog(topic, partition)
 }
 
 // batchBudget counts what a scan has taken against its bounds.
@@ -193,7 +261,9 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // budget is spent. It reserves the partition's share of the batch in one call, then reads
 // the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
 // reservation always comes before the read (invariant "one live holder"). What the byte bound leaves undelivered is given
-// back at once, and not counted as an attempt.
+// back at once, and not counted as an attempt. A read that fails (a closed log, say) ends
+// the partition's turn with its reservations given back, and fails unless the scan took
+// something.
 func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
@@ -204,6 +274,9 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	}
 	ranged, _ := log.(RangeReader)
 	hwm := log.HighWatermark()
+	if hwm < 0 {
+		return out, n.negativeWatermark(req.topic, partition, hwm)
+	}
 	var one [1]inflight.Lease
 	for !budget.full() {
 		want := budget.max - budget.taken
@@ -231,10 +304,15 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
 		*budget = r.budget
+		n.stats.delivered.Add(uint64(len(out) - before))
 		if err != nil {
+			// The failed read's reservations went back: the partition is done for this
+			// scan, which would only reserve them again. What was taken stands.
+			if len(out) > 0 {
+				return out, nil
+			}
 			return out, err
 		}
-		n.stats.delivered.Add(uint64(len(out) - before))
 		if len(leases) < want && !settled {
 			return out, nil // the partition gave what it had: nothing freed meanwhile
 		}
@@ -272,8 +350,8 @@ type partitionRead struct {
 
 // deliver reads the records of leases, in order, appending them to out. A record below
 // retention jumps the frontier, a corrupt one is skipped (settled reports either); a closed
-// log, or any other failure, gives back the lease and every one after it, and fails unless
-// something was taken; once the byte bound is reached the rest are given back.
+// log, or any other failure, gives back the lease and every one after it, and fails, with
+// what was read before it in out; once the byte bound is reached the rest are given back.
 func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Message, settled bool, err error) {
 	oldest := int64(-1) // the oldest retained offset, once a read found retention
 	var one [1]Record   // a record read alone
@@ -300,8 +378,12 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			run++
 		}
 		if run > 1 {
-			r.scratch.records, err = r.ranged.ReadRange(lease.Offset, run, BatchPayloadBytes-r.budget.bytes, r.scratch.records[:0])
-			recs = r.scratch.records[:min(len(r.scratch.records), run)] // never a record the scan did not reserve
+			maxBytes := BatchPayloadBytes - r.budget.bytes
+			r.scratch.records, err = r.ranged.ReadRange(lease.Offset, run, maxBytes, r.scratch.records[:0])
+			if err == nil && len(r.scratch.records) > run { // never a record the scan did not reserve
+				err = r.n.overlongRange(r.topic, r.partition, lease.Offset, run, maxBytes, len(r.scratch.records))
+			}
+			recs = r.scratch.records
 		}
 		if run == 1 || (err == nil && len(recs) == 0) { // one record, or a range of nothing
 			if one[0], err = r.log.Read(lease.Offset); err == nil {
@@ -309,18 +391,18 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 			}
 		}
 		if err != nil {
-			if jumpedTo, skipped := r.n.skipUnreadable(r.shard, r.log, r.topic, r.partition, lease.Handle, err, r.now); skipped {
+			var jumpedTo int64
+			var skipped bool
+			if jumpedTo, skipped, err = r.n.skipUnreadable(r.shard, r.log, r.topic, r.partition, lease.Handle, err, r.now); skipped {
 				oldest = max(oldest, jumpedTo)
 				settled = true
 				i++
 				continue
 			}
-			// ErrLogClosed, or any other read failure: transient. Give the reservations
-			// back (no jump, no skip) and fail this attempt unless something was taken.
+			// ErrLogClosed, a host's answer refused (ErrHostContract), or any other read
+			// failure: transient. Give the reservations back (no jump, no skip) and fail;
+			// what was taken before stands (see takeFrom).
 			r.giveBack(leases[i:])
-			if len(out) > 0 {
-				return out, settled, nil
-			}
 			return out, settled, err
 		}
 		// Filled in place (takeFrom made room for every lease): a message built apart and
@@ -341,23 +423,27 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 // retention the frontier jumps to the oldest retained offset in one step (logged at most
 // once a minute), and a permanently unreadable record is skipped (logged), so the queue does
 // not block on it. It reports whether err was one of the two, and after a retention jump the
-// oldest retained offset (-1 otherwise). Any other failure is the caller's: a closed log is
-// transient, never a gap.
-func (n *Node) skipUnreadable(shard *inflight.Shard, log Log, topic string, partition int32, h inflight.Handle, err error, now time.Time) (oldest int64, skipped bool) {
+// oldest retained offset (-1 otherwise). Any other failure is the caller's, returned as
+// failure: a closed log is transient, never a gap, and so is a retention miss the log's
+// Oldest contradicts (ErrHostContract, in place of err), which jumps nothing.
+func (n *Node) skipUnreadable(shard *inflight.Shard, log Log, topic string, partition int32, h inflight.Handle, err error, now time.Time) (oldest int64, skipped bool, failure error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		oldest = log.Oldest()
+		if bad := n.checkRetentionMiss(topic, partition, h.Offset, oldest, log); bad != nil {
+			return -1, false, bad
+		}
 		if shard.SkipRetention(now, h, oldest) {
 			n.logRetentionJump(topic, partition, h.Offset, oldest, now)
 		}
-		return oldest, true
+		return oldest, true, nil
 	case errors.Is(err, ErrCorrupt):
 		if shard.SkipCorrupt(now, h) == nil {
 			n.logCorruptSkip(topic, partition, h.Offset, err, now)
 		}
-		return -1, true
+		return -1, true, nil
 	}
-	return -1, false
+	return -1, false, err
 }
 
 // leaseMessage is the delivery of lease's record rec (nil for a reservation not read yet).
@@ -415,26 +501,33 @@ type logLimit struct {
 	suppressed int
 }
 
-// logCorruptSkip logs a permanently unreadable record being skipped, at most once a minute
-// per partition; the line says how many skips of the partition were not logged since the
-// previous line (Stats().Shards.CorruptSkipped counts every one).
-func (n *Node) logCorruptSkip(topic string, partition int32, offset int64, err error, now time.Time) {
-	t := n.topic(topic)
+// due reports whether a line that lines limits to one a minute per partition may be logged
+// for partition at now, and how many were held back since the last one; lines is one of
+// t's rate-limit maps, made on first use.
+func (t *topicState) due(lines *map[int32]logLimit, partition int32, now time.Time) (due bool, suppressed int) {
 	t.mu.Lock()
-	if t.skipLogged == nil {
-		t.skipLogged = map[int32]logLimit{}
+	defer t.mu.Unlock()
+	if *lines == nil {
+		*lines = map[int32]logLimit{}
 	}
-	lim, seen := t.skipLogged[partition]
-	due := !seen || now.Sub(lim.last) >= time.Minute
-	suppressed := lim.suppressed
+	lim, seen := (*lines)[partition]
+	due = !seen || now.Sub(lim.last) >= time.Minute
+	suppressed = lim.suppressed
 	if due {
 		lim = logLimit{last: now}
 	} else {
 		lim.suppressed++
 	}
-	t.skipLogged[partition] = lim
-	t.mu.Unlock()
-	if due {
+	(*lines)[partition] = lim
+	return due, suppressed
+}
+
+// logCorruptSkip logs a permanently unreadable record being skipped, at most once a minute
+// per partition; the line says how many skips of the partition were not logged since the
+// previous line (Stats().Shards.CorruptSkipped counts every one).
+func (n *Node) logCorruptSkip(topic string, partition int32, offset int64, err error, now time.Time) {
+	t := n.topic(topic)
+	if due, suppressed := t.due(&t.skipLogged, partition, now); due {
 		n.logger.Error("consume: skipping a permanently unreadable record; it will not be delivered",
 			slog.String("topic", topic), slog.Int("partition", int(partition)),
 			slog.Int64("offset", offset), slog.Int("suppressed", suppressed), slog.Any("err", err))

@@ -184,3 +184,23 @@ func TestAckBatchLocalByPartition(t *testing.T) {
 		assert.Equal(t, int64(2), st.Frontier)
 	})
 }
+
+// A batch that took records from one partition and then meets a closed log on the next
+// returns what it took, with the closed partition's reservations given back, and the next
+// consume finds them: the scan does not reserve them again and again (it did, forever).
+func TestBatchScanEndsAtAClosedLogAfterTakingRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0, 1)
+		defer h.close()
+		h.produce(0, 2)
+		h.produce(1, 10)
+		h.logs.Log("orders", 1).Close()
+		msgs := h.consume(router.ConsumeOptions{Max: 5}) // starts at partition 0
+		assert.Equal(t, []int64{0, 1}, offsetsOf(msgs))
+		_, err := h.node.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 5})
+		require.ErrorIs(t, err, router.ErrLogClosed, "given back, read again, closed again")
+		st, err := h.node.PartitionStatus("orders", 1)
+		require.NoError(t, err)
+		assert.Zero(t, st.Leased, "nothing kept leased")
+	})
+}

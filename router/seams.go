@@ -8,6 +8,36 @@ import (
 // The host's side of the library: its log, its partition ownership and its clock. Each
 // interface is small and uses only built-in and standard-library types, so one host value can
 // satisfy the interfaces other packages declare for the same thing.
+//
+// What a seam answers is checked where it enters the node, as far as the node can tell it
+// wrong: a nil Log with no error, a GetMany that leaves a Log nil, a watermark that is
+// negative or below Oldest, a ReadRange of more records than asked, a retention miss at an
+// offset Oldest says is retained, routes that name a partition negative, twice, or both here
+// and on another node, an owner with no name. Such an answer is refused with an error
+// wrapping ErrHostContract that names the seam and the call; it changes no state, and the
+// node goes on serving everything else. The node relies on nothing more: a Record carries no
+// offset, so a Read that returns another offset's record, or a ReadRange that returns them
+// out of order, delivers that record under the lease's offset.
+//
+// A panic in the host's code is the host's bug. On the caller's goroutine (a consume's
+// Logs.Get or Read, an ack's Routes.Partitions) it propagates to the caller as any panic
+// does; the node's locks are released on the way, and a record reserved for the call lapses
+// with its visibility timeout. On the node's own goroutines, where nothing of the host's
+// could recover it and the process would end, it is recovered: the pump reserving for a
+// parked consumer (the consumer answers an error wrapping ErrHostContract), the keeper, and
+// the offer of records to other nodes' tokens, which also runs from the purger and timers.
+// That offer, Config.OnQuarantine and Transport.Call are contained wherever they run, since
+// the node cannot tell its goroutines from the caller's there; a Call that panicked is one
+// that got no reply. Each recovered panic is counted (Stats.HostPanics) and logged with its
+// stack, at most once a minute.
+
+// ErrHostContract: a seam of the host answered what its contract rules out (see each
+// seam), or panicked on a goroutine of the node. The error names the seam and the call.
+// The node refuses the answer and changes nothing for it: a scan passes over the partition
+// (a pinned consume, an ack or a replay of it answers the error), counts it in
+// Stats.HostContractViolations and logs it at most once a minute per partition. HTTPStatus
+// answers 500: the fault is the host's, not the client's.
+var ErrHostContract = errors.New("router: the host broke a seam's contract")
 
 // Errors a Log returns from Read. A Log may wrap them; the node tests with errors.Is.
 var (
@@ -43,7 +73,11 @@ type Record struct {
 //     Oldest() <= HighWatermark().
 //
 // The node reads only offsets it has reserved, below the high watermark it read before.
-// The returned Record's slices belong to the caller.
+// The returned Record's slices belong to the caller. Oldest or HighWatermark negative, or
+// HighWatermark below Oldest (where the node reads both: when a partition loads, at a
+// retention jump, in Replay and PartitionStatus), and a Read answering ErrNotFound at or
+// above Oldest, or with Oldest past HighWatermark, are ErrHostContract: the record is given
+// back, and no frontier moves on the strength of them.
 //
 // Whether HighWatermark covers records not yet durable in the host's log is the host's
 // choice: the node delivers whatever lies below it, so consumers may receive, and ack,
@@ -65,7 +99,8 @@ type Log interface {
 // reaches the partition fails with it, unless the scan already took records from the
 // partitions before it (the next scan starts at another partition); an ack, extend or nack of
 // a partition whose state is not loaded yet answers it (HTTPStatus: 500); PartitionStatus
-// reports it in Err. The next call resolves the partition again.
+// reports it in Err. The next call resolves the partition again. A nil Log with a nil error
+// is ErrHostContract, which a scan passes over rather than fails on.
 type Logs interface {
 	Get(topic string, partition int32) (Log, error)
 }
@@ -73,7 +108,8 @@ type Logs interface {
 // ManyGetter is an optional capability of Logs, found by type assertion: resolve several
 // partitions of one topic at once (one lock, one version read), filling into[i] with the log
 // of partitions[i]. An error means none of into is to be used; the node then resolves each
-// partition on its own as its scan reaches it.
+// partition on its own as its scan reaches it. An entry left nil with a nil error (into not
+// filled to its end, say) is ErrHostContract for that partition, which the scan passes over.
 type ManyGetter interface {
 	GetMany(topic string, partitions []int32, into []Log) error
 }
@@ -89,7 +125,8 @@ type ManyGetter interface {
 // nothing appended. A later record that would fail ends the range before it, with a nil
 // error: the caller reads it on its own next. The node calls it only for offsets it has
 // reserved, below the high watermark it read before. The records' keys and values are the
-// caller's, as Read's are: the node hands them to consumers, who may change them.
+// caller's, as Read's are: the node hands them to consumers, who may change them. More than
+// max records is ErrHostContract: the range is given back unread.
 type RangeReader interface {
 	ReadRange(offset int64, max, maxBytes int, dst []Record) ([]Record, error)
 }
@@ -106,6 +143,13 @@ type RangeReader interface {
 // (a partition no owner names answers ErrUnavailable). A topic whose partitions are neither
 // local nor remote counts as not assigned yet, so a long-poll on it waits (see
 // UnassignedRecheck). Routes may also implement Liveness, to say a node is down.
+//
+// A partition is never negative, and one answer names it once: as local, or as one owner's.
+// A partition an answer names otherwise (negative, twice, here and on another node, on two
+// other nodes, or under an owner named "") is ErrHostContract: the node neither serves nor
+// forwards it until the routes answer otherwise, since it cannot tell which owner is right,
+// and serves the topic's other partitions meanwhile. The node judges each answer once: an
+// answer with the same local slice and remote map as the one before is the same answer.
 type Routes interface {
 	Partitions(topic string) (local []int32, remote map[string][]int32, ok bool)
 }
@@ -116,7 +160,9 @@ type Routes interface {
 // owner by owner, on every ack: a cost that grows with the cluster.
 type OwnerFinder interface {
 	// Owner returns the other node that owns partition of topic; ok is false when no other
-	// node does.
+	// node does. An owner named "" is ErrHostContract, and the ack is not forwarded. The node
+	// has no name of its own to compare with: an Owner naming this node costs one round trip
+	// to itself, which answers ErrNotLocal (Serve never forwards).
 	Owner(topic string, partition int32) (owner string, ok bool)
 }
 

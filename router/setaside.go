@@ -94,8 +94,11 @@ type errStateLoad struct{ err error }
 func (e *errStateLoad) Error() string { return e.err.Error() }
 func (e *errStateLoad) Unwrap() error { return e.err }
 
-// loadPartition is the tracker's Load: the partition's log is resolved first, so a failure
-// of loadState past that is a failure of the partition's state (its directory, its files).
+// loadPartition is the tracker's Load: the partition's log is resolved and its watermarks
+// read and checked first, so a failure of loadState past that is a failure of the
+// partition's state (its directory, its files). A log whose watermarks break its contract
+// fails the load as the host's fault (ErrHostContract), not the state's: nothing is set
+// aside, and nothing is loaded on the strength of them.
 func (n *Node) loadPartition(topic string, partition int32) (inflight.State, error) {
 	if n.moves.isFenced(topic, partition) {
 		// Handed off: its files hold the state as of the hand-off, which the next owner
@@ -103,11 +106,15 @@ func (n *Node) loadPartition(topic string, partition int32) (inflight.State, err
 		// hand-off's drop stores a shard after it.
 		return inflight.State{}, fmt.Errorf("%w: %s/%d was handed off from this node", ErrMoved, topic, partition)
 	}
-	log, err := n.logs.Get(topic, partition)
+	log, err := n.getLog(topic, partition)
 	if err != nil {
 		return inflight.State{}, err
 	}
-	st, err := n.loadState(topic, partition, log)
+	oldest, hwm := log.Oldest(), log.HighWatermark() // in this order: see checkWatermarks
+	if err := n.checkWatermarks(topic, partition, oldest, hwm); err != nil {
+		return inflight.State{}, err
+	}
+	st, err := n.loadState(topic, partition, oldest, hwm)
 	if err != nil {
 		return st, &errStateLoad{err}
 	}

@@ -23,11 +23,14 @@ import (
 //     is not served here, its owner is unavailable, a durable ack could not be made durable, or the request's context
 //     ended first;
 //   - 502: a forwarded ack whose owner sent no reply (ErrTransport);
-//   - 500: anything else (a host error resolving a log, say).
+//   - 500: anything else (a host error resolving a log, say), and ErrHostContract whatever
+//     it wraps.
 func HTTPStatus(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusNoContent
+	case errors.Is(err, ErrHostContract): // whatever else it wraps: the host's fault
+		return http.StatusInternalServerError
 	case errors.Is(err, inflight.ErrGone): // ErrAlreadySettled too
 		return http.StatusGone
 	case errors.Is(err, ErrTransport):
