@@ -61,9 +61,9 @@ type epoch struct {
 	// movedOut lists the partitions moved away from the node while this process ran: its
 	// promises made before a move may name their records.
 	movedOut []int32
-	// movedIn counts the moves of each partition to the node while this process ran: each
-	// loads the partition again, and skips its corrupt records again (the corrupt-skip set
-	// is memory only).
+	// movedIn counts the moves of each partition to the node while this process ran: a
+	// failover's state carries no corrupt skips (the set is memory only), so the adopter
+	// skips them again; a hand-off's does, counted all the same (the bound errs high).
 	movedIn map[int32]int
 }
 

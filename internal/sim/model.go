@@ -419,8 +419,16 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 	dup := !forged && s.dupHandles[l.h]
 	// A settle made while its partition moves may meet no node holding its state for the
 	// routes it took: the old owner after its hand-off (ErrMoved, or 503 forwarded), or no
-	// owner in the routes at all.
-	refused := s.moving != nil && s.moving.p == l.k.p && (errors.Is(err, router.ErrMoved) || errors.Is(err, router.ErrUnavailable))
+	// owner in the routes at all. Through the node holding the state live (the old owner
+	// before HandOff, the new one once Adopt returned) it is applied there.
+	refused := false
+	if m := s.moving; m != nil && m.p == l.k.p && (errors.Is(err, router.ErrMoved) || errors.Is(err, router.ErrUnavailable)) {
+		if live := m.handedOff.IsZero() || !m.adopted.IsZero(); local && live {
+			s.failKind(KindSettleAnswer, "%s answered %v while its partition moved, through %s, which held its state", what, err, via.id)
+			return
+		}
+		refused = true
+	}
 	switch {
 	case refused:
 		s.report.MoveRefusals++ // nothing changed
@@ -428,6 +436,9 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		if dead {
 			s.failKind(KindSettleAnswer, "%s succeeded, though the lease was over by %v: only the live nonce settles", what, s.since(l.endMax))
 			return
+		}
+		if l.holder != l.ep {
+			s.report.CarriedSettles++
 		}
 		switch op {
 		case opAck:

@@ -276,7 +276,7 @@ func (s *sim) moveStep() {
 	}
 	s.mu.Unlock()
 	s.logf("move %d: %s adopted it within [%v, %v]; its leases stood still %v", p, to.id, s.since(m.adopting), s.since(m.adopted), m.shift())
-	s.settleDuring(p, "adopted, the routes unchanged")
+	s.settleDuring(p, "adopted, the routes not naming the new owner yet")
 	switch order {
 	case routesOutLate:
 		s.moveOut(from, p)

@@ -18,7 +18,8 @@ type Options struct {
 	// NoMoves turns the partition moves off (the hand-off and failover steps, each on in
 	// some runs).
 	NoMoves bool
-	// Moves turns the hand-off step on whatever the seed draws, in a calm run too.
+	// Moves turns the hand-off step on whatever the seed draws, in a calm run too, and twice
+	// as often as a run drawing it.
 	Moves bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
 	// catches it (a checker that cannot fail proves nothing).
@@ -91,8 +92,9 @@ type Report struct {
 	Polls      int // long-polls started
 	Refusals   int // frames an older release refused
 	// MoveRefusals counts the settles refused (ErrMoved, or 503 forwarded) while their
-	// partition moved.
-	MoveRefusals int
+	// partition moved, and CarriedSettles those that succeeded on a lease a hand-off carried
+	// to a new owner.
+	MoveRefusals, CarriedSettles int
 
 	// The history check. Lost: produced, retained, readable, never acked. Unexpected:
 	// delivered but never produced, or corrupt, or below retention when leased, or with

@@ -228,7 +228,11 @@ func (s *sim) plan() {
 	// Partition moves and failovers, each on in some runs, drawn from a stream of their own
 	// so that a run without them draws what it drew before moves were simulated.
 	mr := rand.New(rand.NewPCG(s.seed, 0x6d6f7665732e7369)) // "moves.si"
-	if !s.opts.NoMoves && (s.opts.Moves || !s.opts.Calm && mr.IntN(100) < 30) {
+	switch {
+	case s.opts.NoMoves:
+	case s.opts.Moves:
+		s.weights = append(s.weights, weighted{"move", 4, s.moveStep})
+	case !s.opts.Calm && mr.IntN(100) < 30:
 		s.weights = append(s.weights, weighted{"move", 2, s.moveStep})
 	}
 	if !s.opts.Calm && !s.opts.NoMoves && mr.IntN(100) < 30 {
