@@ -107,10 +107,11 @@ func incOf(value []byte) int {
 	return inc
 }
 
-// endLeases ends the leases process e holds, as e ends. Called with s.mu held.
+// endLeases ends the leases process e holds, as e ends, but those in the state e handed off
+// for a move not adopted yet: they live on at the adopter. Called with s.mu held.
 func (s *sim) endLeases(e *epoch) {
 	for _, l := range s.leases {
-		if l.holder == e {
+		if l.holder == e && !s.inTransit(l) {
 			l.endMin = earliest(l.endMin, e.stop)
 			l.endMax = earliest(l.endMax, e.end)
 		}
@@ -179,7 +180,7 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 	l.ep.touch(k.p, granted)
 	l.holder = l.ep
 	s.movedLease(l) // the hand-offs since its grant, if its reply came after them
-	if !l.holder.end.IsZero() {
+	if !l.holder.end.IsZero() && !s.inTransit(l) {
 		// Held by a process that ended before the reply arrived: dead on arrival.
 		l.endMin, l.endMax = earliest(l.endMin, l.holder.stop), earliest(l.endMax, l.holder.end)
 	}
@@ -419,11 +420,13 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 	dup := !forged && s.dupHandles[l.h]
 	// A settle made while its partition moves may meet no node holding its state for the
 	// routes it took: the old owner after its hand-off (ErrMoved, or 503 forwarded), or no
-	// owner in the routes at all. Through the node holding the state live (the old owner
-	// before HandOff, the new one once Adopt returned) it is applied there.
+	// owner in the routes at all. Through the process holding the state live (the old
+	// owner's before HandOff, the one that adopted it once Adopt returned) it is applied
+	// there.
 	refused := false
 	if m := s.moving; m != nil && m.p == l.k.p && (errors.Is(err, router.ErrMoved) || errors.Is(err, router.ErrUnavailable)) {
-		if live := m.handedOff.IsZero() || !m.adopted.IsZero(); local && live {
+		e := via.cur()
+		if live := m.handedOff.IsZero() && e == m.fromEp || !m.adopted.IsZero() && e == m.toEp; local && live {
 			s.failKind(KindSettleAnswer, "%s answered %v while its partition moved, through %s, which held its state", what, err, via.id)
 			return
 		}

@@ -83,6 +83,14 @@ func (s *sim) movedLease(l *lease) {
 	}
 }
 
+// inTransit reports whether lease l is in the state of the move under way, handed off and not
+// adopted yet: its holder's end no longer ends it. Called with s.mu held.
+func (s *sim) inTransit(l *lease) bool {
+	m := s.moving
+	return m != nil && !m.handedOff.IsZero() && m.adopted.IsZero() && m.p == l.k.p && l.holder == m.fromEp &&
+		!l.granted.After(m.handedOff)
+}
+
 // resolveAcks settles, as partition p leaves node from (at: the fence of a hand-off, or a
 // failover's read of the dead owner's disk), what became of the acks from applied: each is
 // either durable for good (it is in the state the new owner adopted, which Adopt made
@@ -179,11 +187,15 @@ const (
 // settle the partition's leases through any node, the old owner included, and are refused
 // (ErrMoved, 503) where nothing holds the state for the routes they took. HandOff and Adopt
 // are retried now and then, with the same bytes, and time passes between them now and then.
-// Only from a running owner to a running node, neither with a disk fault in force.
+// In runs that crash processes, the old owner dies now and then once HandOff returned (and
+// starts again after the routes changed), or the new owner once Adopt returned (and starts
+// again at once, before the routes name it). Only from a running owner to a running node,
+// neither with a disk fault in force.
 //
 // The model: the leases the old owner held at the fence live on at the destination, their
-// ends shifted by the time the state stood still (resolved when Adopt returns: a crash of the
-// destination ends them from then on, a crash of the old owner no longer does); every ack the
+// ends shifted by the time the state stood still (resolved when Adopt returns; a crash of the
+// old owner after HandOff returned no longer ends them, one of the destination after Adopt
+// returned does); every ack the
 // old owner applied, unless its crashes undid it before the fence, is durable for good once
 // Adopt returns; a settle refused changed nothing.
 func (s *sim) moveStep() {
@@ -249,6 +261,12 @@ func (s *sim) moveStep() {
 	s.mu.Unlock()
 	s.logf("move %d: %s handed it off within [%v, %v] (%d bytes)", p, from.id, s.since(m.fenced), s.since(m.handedOff), len(state))
 	s.settleDuring(p, "handed off, not adopted")
+	if s.crashes() && s.rng.IntN(6) == 0 {
+		// The old owner dies with the state in the host's hands; it starts again once the
+		// routes no longer name the partition there.
+		s.stop(from, []endKind{processCrash, powerCut}[s.rng.IntN(2)])
+		from.downUntil = time.Now().Add(time.Second)
+	}
 	time.Sleep([]time.Duration{0, 0, 0, 10 * time.Millisecond, 300 * time.Millisecond}[s.rng.IntN(5)])
 	m.adopting = time.Now()
 	adopt := func(ctx context.Context) error { return to.rn.Adopt(ctx, topic, p, state) }
@@ -277,6 +295,12 @@ func (s *sim) moveStep() {
 	s.mu.Unlock()
 	s.logf("move %d: %s adopted it within [%v, %v]; its leases stood still %v", p, to.id, s.since(m.adopting), s.since(m.adopted), m.shift())
 	s.settleDuring(p, "adopted, the routes not naming the new owner yet")
+	if s.crashes() && s.rng.IntN(6) == 0 {
+		// The new owner dies before the routes name it, and starts again at once: it loads
+		// the adopted state from its disk, the leases carried gone with the process.
+		s.stop(to, []endKind{processCrash, powerCut}[s.rng.IntN(2)])
+		s.start(to)
+	}
 	switch order {
 	case routesOutLate:
 		s.moveOut(from, p)
@@ -292,12 +316,22 @@ func (s *sim) moveStep() {
 		m.end = time.Now()
 		s.switchRoutes(from, to, p)
 	}
-	if s.rng.IntN(2) == 0 {
+	if from.up() && s.rng.IntN(2) == 0 {
 		from.rn.DropPartition(topic, p) // the routes no longer name it there: the fence ends
 	}
 	to.rn.Appended(topic, p, s.logs.Log(topic, p).HighWatermark())
 	s.report.Faults.Moves++
 	s.logf("move %d from %s to %s: the routes name %s", p, from.id, to.id, to.id)
+}
+
+// crashes reports whether the run crashes processes (its swarm drew the class).
+func (s *sim) crashes() bool {
+	for _, x := range s.weights {
+		if x.name == "processCrash" {
+			return x.w > 0
+		}
+	}
+	return false
 }
 
 // within makes one call of a move (Persist, HandOff, Adopt) with 2 s to return: on a
