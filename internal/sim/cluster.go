@@ -61,9 +61,9 @@ type epoch struct {
 	// movedOut lists the partitions moved away from the node while this process ran: its
 	// promises made before a move may name their records.
 	movedOut []int32
-	// movedIn counts the moves of each partition to the node while this process ran: each
-	// loads the partition again, and skips its corrupt records again (the corrupt-skip set
-	// is memory only).
+	// movedIn counts the moves of each partition to the node while this process ran: a
+	// failover's state carries no corrupt skips (the set is memory only), so the adopter
+	// skips them again; a hand-off's does, counted all the same (the bound errs high).
 	movedIn map[int32]int
 }
 
@@ -196,11 +196,13 @@ func (s *sim) setup() {
 		s.byID[nd.id] = nd
 	}
 	s.firstOwner = map[int32]*node{}
+	s.holder = map[int32]*node{}
 	for _, nd := range s.nodes {
 		nd.everOwned = map[int32]bool{}
 		for _, p := range nd.parts {
 			nd.everOwned[p] = true
 			s.firstOwner[p] = nd
+			s.holder[p] = nd
 		}
 	}
 	s.rebuildRemote()
@@ -265,8 +267,14 @@ func (s *sim) noCallbackIDs() []string {
 	return ids
 }
 
-// start starts a new process of nd on its file system.
+// start starts a new process of nd on its file system. Its routes name only the partitions
+// whose state it holds: not those failed over from it while it was down.
 func (s *sim) start(nd *node) {
+	for _, p := range nd.parts {
+		if s.holder[p] != nd {
+			s.fatalf("starting %s with routes naming partition %d, whose state %s holds", nd.id, p, s.holder[p].idOr("no node"))
+		}
+	}
 	time.Sleep(time.Microsecond) // the new process's leases are granted after the old one ended
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], s.rng.Uint64())
@@ -376,9 +384,17 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 		if s.opts.Plant == PlantClaimAsProbe && len(frame) > 0 && frame[0] == wire.OpConsume {
 			frame = claimAsProbe(frame)
 		}
+		if s.opts.Plant == PlantUnfencedSettle {
+			if reply, ok := s.unfencedSettle(nd, frame); ok {
+				return reply, nil
+			}
+		}
 		s.arrived(e, from, frame)
 		reply, err := rn.Serve(ctx, from, frame)
 		s.answered(e, from, frame, reply)
+		if len(frame) > 0 && frame[0] == wire.OpConsume {
+			s.servedLeases(nd, reply)
+		}
 		if s.opts.Logf != nil {
 			s.event(true, "frame %s>%s#%d: %s -> %s", from, nd.id, e.n, describeFrame(frame), describeReply(frame, reply))
 		}
@@ -386,6 +402,19 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 			reply = s.replayReply(nd, from, reply)
 		}
 		return reply, err
+	}
+}
+
+// servedLeases records nd as the node that granted the leases of a consume reply it sent.
+func (s *sim) servedLeases(nd *node, reply []byte) {
+	r, err := wire.DecodeConsumeReply(reply)
+	if err != nil || len(r.Deliveries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range r.Deliveries {
+		s.served[router.Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce}] = nd
 	}
 }
 

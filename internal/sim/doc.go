@@ -27,12 +27,20 @@
 // between groups of nodes; frames lost on their way, replies lost, frames delivered twice;
 // a full disk (ENOSPC) and failing fdatasync (EIO, the dirty pages kept or dropped) on an
 // owner; the topic deleted and created again (every node drops it, the logs start afresh).
-// In some runs partitions move between nodes, as a host moves one (router.Node PartitionDir):
-// the routes stop naming the old owner, Persist there, the state files copied to the other
-// node's disk between two DropPartition calls there, the old owner drops it, and the routes
-// name the new owner (an owner, or a gateway that becomes one), which loads the copy. A move
-// is made only from a running owner whose Persist succeeds; the leases the old owner granted
-// end at its drop, and every ack not undone by then is durable for good.
+// In some runs partitions move between nodes by hand-off, as a host moves one: HandOff on
+// the old owner, Adopt on another node (an owner, or a gateway that becomes one), then the
+// routes name that node. The old owner's routes stop naming the partition before HandOff,
+// or after Adopt as the new owner's name it, or after Adopt alone; between the changes
+// consumers settle the partition's leases through any node, the old owner included, and a
+// settle that meets no node holding the state for the routes it took is refused (ErrMoved,
+// or 503 forwarded). HandOff and Adopt are retried now and then with the same bytes, time
+// passes between them now and then, and the old owner drops the partition (DropPartition)
+// once its routes no longer name it, or not. In some runs an owner that is down (crashed,
+// cut or stopped and not started again, or killed for the purpose, until the faults heal
+// or for a while) fails over: ReadState from its disk as it survived, Adopt on a running
+// node, and the routes name that node; started again, the dead owner's routes name the
+// partition no more. Moves and failovers are made only between nodes with no disk fault in
+// force.
 //
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does
@@ -44,14 +52,29 @@
 // As each event comes in:
 //
 //   - one live holder (invariant 1): no two leases of an offset overlap, whichever nodes
-//     they were consumed on, and no lease is delivered twice;
+//     they were consumed on, and no lease is delivered twice. A hand-off carries the leases
+//     the old owner held at its fence to the new owner, each with the time it had left (the
+//     model shifts its end by the time the state stood still between HandOff's reading of
+//     it and Adopt's), so a graceful move leaves no record with two holders; from then on a
+//     crash of the new owner ends them, one of the old owner does not. A failover carries
+//     none: the dead owner's leases ended at its death;
+//   - only the owner serves: each lease is granted by the node the routes named the
+//     partition's owner at its grant (the owner whose consume reply carried it between
+//     nodes, or the node consumed on): never by an old owner after its hand-off, nor by any
+//     node while the partition is on its way, nor by a dead owner started again after its
+//     partitions failed over;
 //   - the nonce is the authority, one settle per ack (invariants 2, 8): an ack, nack,
 //     extend or release succeeds only on a live lease, answers ErrAlreadySettled for a
-//     settled record and ErrGone otherwise, never a transport error on a healthy path;
+//     settled record and ErrGone otherwise, never a transport error on a healthy path; a
+//     settle refused while its partition moves (ErrMoved, 503) changed nothing;
 //   - the documented redelivery window (invariant 6): an acked record is leased again only
 //     if the owner lost the ack: a process crash within a tick of it, a power cut within the
 //     durability interval and a tick, a disk fault meanwhile (which widens both), or a
-//     graceful stop whose final writeout failed; each is counted by its explanation;
+//     graceful stop whose final writeout failed; each is counted by its explanation. A
+//     hand-off leaves no window: each ack the old owner answered before its fence, unless
+//     one of its crashes undid it before then, is in the state, and durable for good once
+//     Adopt returns. A failover leaves the dead owner's window: its acks are resolved by its
+//     crash windows at its death, as for a restart;
 //   - nothing unexpected: every delivery is a record produced, with its bytes, not made
 //     unreadable, not removed by retention and not of a deleted incarnation of the topic
 //     before it was leased;
@@ -72,8 +95,9 @@
 //
 // What the model cannot know exactly (when an owner applied a settle that took a round
 // trip, whether one answered 502 was applied, how far a duplicated extend pushed an expiry,
-// whether a duplicated frame's copy was applied first) it keeps as a range, and a check
-// fails only when every point of the range breaks the promise.
+// whether a duplicated frame's copy was applied first, at which instant of HandOff the
+// fence came) it keeps as a range, and a check fails only when every point of the range
+// breaks the promise.
 //
 // # Replaying a seed
 //
@@ -84,6 +108,8 @@
 // (TestSeedsReplay measures how many), more with one thread, which a single-seed run uses;
 // the failing seeds found so far failed the same way on every replay.
 //
-// Options.Plant plants a bug in the network, to show that the checker catches it;
-// Options.Tolerate lets a run go on past the violations of library bugs already reported.
+// Options.Plant plants a bug in the network (a claim turned into a probe, a consume reply
+// delivered twice, an old owner answering settles after its hand-off), to show that the
+// checker catches it; Options.Tolerate lets a run go on past the violations of library bugs
+// already reported.
 package sim

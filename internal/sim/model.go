@@ -46,7 +46,7 @@ type lease struct {
 	id      int
 	k       key
 	h       router.Handle
-	owner   *node
+	owner   *node  // the node that granted it
 	ep      *epoch // the owner's process that granted it
 	via     string // the node the consumer consumed on
 	granted time.Time
@@ -61,6 +61,11 @@ type lease struct {
 	settling int
 	attempt  uint32
 	reason   router.Reason
+	// holder is the process that holds it now: ep, or the one that adopted it in the
+	// latest hand-off of its partition it lived through; holder's end ends it.
+	holder *epoch
+	// movesSeen is how many of the run's moves (sim.moves) it has been carried through.
+	movesSeen int
 }
 
 // ack is a settle answered success (ok) or 502 (maybe applied), sent at s and answered at
@@ -68,11 +73,14 @@ type lease struct {
 type ack struct {
 	s, r time.Time
 	l    *lease
-	// owner is the node that owned the record's partition when the ack was sent: its
-	// crashes may undo the ack. durable says a move's Persist made the ack durable: nothing
-	// undoes it.
-	owner   *node
-	durable bool
+	// owner is the node that held the record's partition's state when the ack was
+	// answered: its crashes may undo the ack, until the partition moves. durable says it
+	// survived to the move, which made it durable for good; lost says that a crash of owner
+	// undid it before a move (why, and whether the documentation states the window).
+	owner          *node
+	durable        bool
+	lost           string
+	lostDocumented bool
 }
 
 // record is the model of one produced record.
@@ -99,10 +107,11 @@ func incOf(value []byte) int {
 	return inc
 }
 
-// endLeases ends the leases process e granted, as e ends. Called with s.mu held.
+// endLeases ends the leases process e holds, as e ends, but those in the state e handed off
+// for a move not adopted yet: they live on at the adopter. Called with s.mu held.
 func (s *sim) endLeases(e *epoch) {
 	for _, l := range s.leases {
-		if l.ep == e {
+		if l.holder == e && !s.inTransit(l) {
 			l.endMin = earliest(l.endMin, e.stop)
 			l.endMax = earliest(l.endMax, e.end)
 		}
@@ -120,16 +129,28 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		vis = s.vt
 	}
 	granted := m.Expiry.Add(-vis)
-	owner := s.ownerAt(m.Partition, granted)
+	// The node that granted the lease: the owner whose consume reply carried it, or the node
+	// consumed on.
+	owner := s.byID[via]
+	if o, ok := s.served[m.Receipt]; ok {
+		owner = o
+	}
 	r := s.records[k]
-	if owner == nil || r == nil {
+	if r == nil {
 		s.report.Unexpected++
-		s.failKind(KindUnexpected, "%s delivered %v through %s, never produced", owner.idOr("nobody"), k, via)
+		s.failKind(KindUnexpected, "%s delivered %v through %s, never produced", owner.id, k, via)
 		return
 	}
 	if string(m.Value) != r.value {
 		s.report.Unexpected++
 		s.failKind(KindUnexpected, "%v delivered with %q, produced as %q (one offset, two values)", k, m.Value, r.value)
+		return
+	}
+	// Only the partition's owner of the instant serves it: not an old owner after its
+	// hand-off, nor a dead one started again after its partitions failed over.
+	if want := s.ownerAt(m.Partition, granted); owner != want {
+		s.failKind(KindNotOwner, "%v leased at %v by %s, which did not own partition %d then (%s did)", k, s.since(granted), owner.id, k.p,
+			want.idOr("nobody: it was on its way to another node"))
 		return
 	}
 	if owner.id != via {
@@ -157,11 +178,12 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		return
 	}
 	l.ep.touch(k.p, granted)
-	if !l.ep.end.IsZero() {
-		// Granted by a process that ended before the reply arrived: dead on arrival.
-		l.endMin, l.endMax = earliest(l.endMin, l.ep.stop), earliest(l.endMax, l.ep.end)
+	l.holder = l.ep
+	s.movedLease(l) // the hand-offs since its grant, if its reply came after them
+	if !l.holder.end.IsZero() && !s.inTransit(l) {
+		// Held by a process that ended before the reply arrived: dead on arrival.
+		l.endMin, l.endMax = earliest(l.endMin, l.holder.stop), earliest(l.endMax, l.holder.end)
 	}
-	s.movedLease(l)
 	if !r.deletedAt.IsZero() {
 		// Leased before the delete, received after: the delete ended it.
 		l.endMin, l.endMax = earliest(l.endMin, r.deletedAt), earliest(l.endMax, r.deletedBy)
@@ -253,7 +275,10 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 // explain reports it as undocumented.
 func (s *sim) explain(owner *node, p int32, a ack, granted time.Time) (why string, documented bool) {
 	if a.durable {
-		return "", false // a move's Persist made it durable
+		return "", false // a move made it durable
+	}
+	if a.lost != "" {
+		return a.lost, a.lostDocumented // a move found it undone
 	}
 	never := time.Unix(1<<40, 0)
 	push := func(from, to time.Time, window time.Duration) (time.Time, string) {
@@ -380,7 +405,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 	s.trace("%s: %v", what, err)
 	if err == nil || errors.Is(err, router.ErrGone) {
 		// The owner's shard answered: the partition was touched (loaded) by then.
-		if o := s.ownerOf(l.k.p); o != nil {
+		if o := s.holder[l.k.p]; o != nil {
 			if e := o.epochAt(start); e != nil && e == o.epochAt(end) {
 				e.touch(l.k.p, end)
 			}
@@ -388,16 +413,35 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 	}
 	live := !forged && end.Before(l.endMin)
 	dead := forged || !start.Before(l.endMax)
-	owner := s.ownerOf(l.k.p)
+	owner := s.holder[l.k.p] // the node holding the partition's state, which applies settles
 	local := via == owner
 	// A duplicated frame's copy may have been applied first: the frame itself then answers
 	// as a repeated settle does.
 	dup := !forged && s.dupHandles[l.h]
+	// A settle made while its partition moves may meet no node holding its state for the
+	// routes it took: the old owner after its hand-off (ErrMoved, or 503 forwarded), or no
+	// owner in the routes at all. Through the process holding the state live (the old
+	// owner's before HandOff, the one that adopted it once Adopt returned) it is applied
+	// there.
+	refused := false
+	if m := s.moving; m != nil && m.p == l.k.p && (errors.Is(err, router.ErrMoved) || errors.Is(err, router.ErrUnavailable)) {
+		e := via.cur()
+		if live := m.handedOff.IsZero() && e == m.fromEp || !m.adopted.IsZero() && e == m.toEp; local && live {
+			s.failKind(KindSettleAnswer, "%s answered %v while its partition moved, through %s, which held its state", what, err, via.id)
+			return
+		}
+		refused = true
+	}
 	switch {
+	case refused:
+		s.report.MoveRefusals++ // nothing changed
 	case err == nil:
 		if dead {
 			s.failKind(KindSettleAnswer, "%s succeeded, though the lease was over by %v: only the live nonce settles", what, s.since(l.endMax))
 			return
+		}
+		if l.holder != l.ep {
+			s.report.CarriedSettles++
 		}
 		switch op {
 		case opAck:

@@ -15,8 +15,12 @@ type Options struct {
 	// Calm turns every fault off: no restarts, no network or disk faults, no corrupt
 	// records or retention trims. The workload and the checks stay the same.
 	Calm bool
-	// NoMoves turns the partition moves off (the move step, on in some runs).
+	// NoMoves turns the partition moves off (the hand-off and failover steps, each on in
+	// some runs).
 	NoMoves bool
+	// Moves turns the hand-off step on whatever the seed draws, in a calm run too, and twice
+	// as often as a run drawing it.
+	Moves bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
 	// catches it (a checker that cannot fail proves nothing).
 	Plant Plant
@@ -43,6 +47,12 @@ const (
 	// records that the owner sent to that node before: the same leases delivered twice. The
 	// one-live-holder check catches it.
 	PlantReplayReply
+	// PlantUnfencedSettle answers with success, applying it nowhere, every settle frame that
+	// reaches an old owner for a partition it handed off, as an owner that applied settles
+	// after its fence would: the ack is lost with the state that left before it, so the
+	// record is delivered again (or the lease it "extended" lapses under its consumer). The
+	// redelivery-after-an-ack, one-live-holder and settle checks catch it.
+	PlantUnfencedSettle
 )
 
 func (p Plant) String() string {
@@ -53,6 +63,8 @@ func (p Plant) String() string {
 		return "claim-as-probe"
 	case PlantReplayReply:
 		return "replay-reply"
+	case PlantUnfencedSettle:
+		return "unfenced-settle"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
@@ -79,6 +91,10 @@ type Report struct {
 	Replays    int // records read by Replay
 	Polls      int // long-polls started
 	Refusals   int // frames an older release refused
+	// MoveRefusals counts the settles refused (ErrMoved, or 503 forwarded) while their
+	// partition moved, and CarriedSettles those that succeeded on a lease a hand-off carried
+	// to a new owner.
+	MoveRefusals, CarriedSettles int
 
 	// The history check. Lost: produced, retained, readable, never acked. Unexpected:
 	// delivered but never produced, or corrupt, or below retention when leased, or with
@@ -126,8 +142,9 @@ type Faults struct {
 	Trims            int // retention trims
 	ContextCancels   int // long-polls that ended with their context, cancelled mid-wait
 	TopicDeletes     int // the topic deleted and created again
-	Moves            int // partitions moved to another node
-	MovesSkipped     int // moves abandoned: Persist at the old owner failed
+	Moves            int // partitions handed off to another node
+	MovesSkipped     int // moves abandoned: the old owner's shard could not be loaded
+	Failovers        int // partitions of a dead owner adopted from its disk by another node
 }
 
 // Add adds o to f.
@@ -148,13 +165,14 @@ func (f *Faults) Add(o Faults) {
 	f.TopicDeletes += o.TopicDeletes
 	f.Moves += o.Moves
 	f.MovesSkipped += o.MovesSkipped
+	f.Failovers += o.Failovers
 }
 
 func (f Faults) String() string {
 	return fmt.Sprintf("graceful restarts %d, process crashes %d, power cuts %d, frames dropped %d (request) + %d (reply), "+
 		"frames duplicated %d, partitions %d, isolations %d, disk full %d, sync errors %d, corrupt records %d, trims %d, "+
-		"context cancels %d, topic deletes %d, moves %d (%d skipped)", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
-		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes, f.Moves, f.MovesSkipped)
+		"context cancels %d, topic deletes %d, moves %d (%d skipped), failovers %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
+		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes, f.Moves, f.MovesSkipped, f.Failovers)
 }
 
 // A Violation is a promise the run caught broken: what, when (simulated time since the
@@ -196,5 +214,6 @@ const (
 	KindSparseLatency     = "sparse-stream latency"          // a record of a sparse stream reached a parked consumer late
 	KindCounters          = "counters"                       // a node's counters disagree with what was seen
 	KindReplay            = "replay"                         // a replay read the wrong records
+	KindNotOwner          = "served by a non-owner"          // a lease granted by a node that did not own the partition then
 	KindOther             = "other"
 )

@@ -45,7 +45,7 @@ type sim struct {
 	// replaces them (a move) holding it and mu.
 	routesMu   sync.RWMutex
 	firstOwner map[int32]*node // each partition's owner as the run began
-	moves      []*move         // the partition moves so far, in order
+	moves      []*move         // the partition moves so far, in order, from their Adopt on
 
 	mu         sync.Mutex // guards what the network's hooks and the nodes' goroutines reach
 	prof       profile    // the network faults in force
@@ -61,10 +61,21 @@ type sim struct {
 	report     Report
 	failure    *Violation
 
+	// holder is the node holding each partition's state, which applies its settles: its
+	// owner, but while a move is under way, the old owner until Adopt returns.
+	holder map[int32]*node
+	moving *move // the move under way (moveStep), if any
+	// handedOff lists the partitions each node handed off (HandOff) and has not adopted
+	// since: the planted bug PlantUnfencedSettle answers their settles.
+	handedOff map[*node]map[int32]bool
+	// served names the node that granted each lease a consume reply carried between nodes.
+	served map[router.Handle]*node
+
 	polls []*poll
 
 	planted        map[string][]byte
 	plantedReplays int
+	plantedSettles int
 
 	weights []weighted
 	began   time.Time
@@ -119,6 +130,8 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		refusals:   map[refusal]time.Time{},
 		netDown:    map[string]bool{},
 		records:    map[key]*record{},
+		handedOff:  map[*node]map[int32]bool{},
+		served:     map[router.Handle]*node{},
 		planted:    map[string][]byte{},
 		began:      time.Now(),
 	}
@@ -212,11 +225,18 @@ func (s *sim) plan() {
 		{"syncErrors", w(30, 1), s.syncErrors},
 		{"deleteTopic", w(30, 1), s.deleteTopic},
 	}
-	// Partition moves, on in some runs, drawn from a stream of their own so that a run
-	// without them draws what it drew before moves were simulated.
+	// Partition moves and failovers, each on in some runs, drawn from a stream of their own
+	// so that a run without them draws what it drew before moves were simulated.
 	mr := rand.New(rand.NewPCG(s.seed, 0x6d6f7665732e7369)) // "moves.si"
-	if !s.opts.Calm && !s.opts.NoMoves && mr.IntN(100) < 30 {
+	switch {
+	case s.opts.NoMoves:
+	case s.opts.Moves:
+		s.weights = append(s.weights, weighted{"move", 4, s.moveStep})
+	case !s.opts.Calm && mr.IntN(100) < 30:
 		s.weights = append(s.weights, weighted{"move", 2, s.moveStep})
+	}
+	if !s.opts.Calm && !s.opts.NoMoves && mr.IntN(100) < 30 {
+		s.weights = append(s.weights, weighted{"failover", 1, s.failoverStep})
 	}
 	if !s.opts.Calm {
 		p := []float64{0, 0.01, 0.05, 0.2}
@@ -451,11 +471,21 @@ func (s *sim) consumed(nd *node, vis time.Duration, r polled, waited, spanned bo
 	}
 }
 
+// settlePathFaulty reports whether frames of a settle of partition p through via may be lost
+// now: on their way to the node holding p's state, or, while p moves, to the owner the routes
+// name.
+func (s *sim) settlePathFaulty(via *node, p int32) bool {
+	s.mu.Lock()
+	holder := s.holder[p]
+	s.mu.Unlock()
+	return s.pathFaulty(via, holder) || s.pathFaulty(via, s.ownerOf(p))
+}
+
 // pathFaulty reports whether frames between via and owner may be lost now.
 func (s *sim) pathFaulty(via, owner *node) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return via != owner && (s.prof != profile{} || s.cut(via.id, owner.id) || s.netDown[owner.id] || !owner.up() || owner.down.Load())
+	return owner != nil && via != owner && (s.prof != profile{} || s.cut(via.id, owner.id) || s.netDown[owner.id] || !owner.up() || owner.down.Load())
 }
 
 func (s *sim) pickHeld() (int, *lease) {
@@ -496,7 +526,7 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	if forged {
 		h.Nonce ^= 1 + s.rng.Uint64N(1<<63)
 	}
-	faulty := s.pathFaulty(via, s.ownerOf(l.k.p))
+	faulty := s.settlePathFaulty(via, l.k.p)
 	ctx := context.Background()
 	s.settling(l, 1)
 	defer s.settling(l, -1)
@@ -554,7 +584,7 @@ func (s *sim) ackAll(via *node, batch []*lease) {
 	faulty := make([]bool, n)
 	for i, l := range batch {
 		handles[i] = l.h.String()
-		faulty[i] = s.pathFaulty(via, s.ownerOf(l.k.p))
+		faulty[i] = s.settlePathFaulty(via, l.k.p)
 	}
 	for _, l := range batch {
 		s.settling(l, 1)
@@ -743,6 +773,7 @@ func (s *sim) deleteTopic() {
 		// held back are gone, and they count against none of the new incarnation's.
 		e.holds, e.credit = nil, nil
 	}
+	clear(s.handedOff) // DeleteTopic ends the fences
 	s.inc++
 	s.mu.Unlock()
 	for p := range s.partitions() {
@@ -1134,7 +1165,7 @@ func (s *sim) sparse() {
 	now := time.Now()
 	s.mu.Lock()
 	for _, l := range s.leases {
-		if l.owner == owner && l.endMax.After(now) {
+		if l.holder.nd == owner && l.endMax.After(now) {
 			wait = max(wait, l.endMax.Sub(now)+100*time.Millisecond)
 		}
 	}

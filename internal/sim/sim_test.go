@@ -235,6 +235,8 @@ func TestSeeds(t *testing.T) {
 					total.Duplicates += rep.Duplicates
 					total.Remote += rep.Remote
 					total.Refusals += rep.Refusals
+					total.MoveRefusals += rep.MoveRefusals
+					total.CarriedSettles += rep.CarriedSettles
 					total.Settles += rep.Settles
 					total.Replays += rep.Replays
 					total.Polls += rep.Polls
@@ -264,6 +266,8 @@ func TestSeeds(t *testing.T) {
 		total.Steps, total.Produced, total.Deliveries, total.Remote, total.Duplicates, total.Settles, total.Acked, total.AckedMaybe,
 		total.Polls, total.Replays, total.Refusals)
 	t.Logf("faults: %v", faults)
+	t.Logf("moves: %d settles refused while their partition moved, %d settles of leases a hand-off carried to a new owner",
+		total.MoveRefusals, total.CarriedSettles)
 	t.Logf("acked records delivered again: %d, each explained: %v", total.AckedRedelivered, by)
 	t.Logf("liveness: the slowest drain acked its last record %v after the faults healed (bound: visibility timeout + 6 s); "+
 		"sparse stream: %d records timed, the slowest %v", maxDrain, sparse, sparseMax)
