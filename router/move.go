@@ -97,7 +97,13 @@ func (m *moves) unfenceLocked(topic string, partition int32) {
 // the routes name once they name another node, ErrMoved until then. No consume is served
 // from it here any more. HandOff returns once the state is durable on this node's disk too
 // (a crash of the new owner before its Adopt is durable loses nothing), and then drops the
-// partition's shard. A retried HandOff (its ctx ended, say) returns the same state.
+// partition's shard. A retried HandOff returns the same state.
+//
+// If the state could not be made durable here (ctx ended first, or the disk fails), HandOff
+// returns it all the same, with the error: the partition is fenced and the state complete, so
+// adopting it elsewhere loses nothing (Adopt makes it durable there before it returns), and a
+// HandOff called again waits for the durability again. A host moving partitions off a failing
+// disk adopts what it got.
 //
 // The fence lasts until an Adopt of the partition here, DeleteTopic, or DropPartition: a
 // host calls DropPartition only once its Routes no longer name the partition here. It is
@@ -124,12 +130,12 @@ func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]by
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.done {
-		if err := n.fenceShard(ctx, key, h); err != nil {
+		if err = n.fenceShard(ctx, key, h); err != nil && !h.fenced {
 			return nil, err
 		}
 	}
 	p := handoff.Partition{Topic: topic, Partition: partition, ID: h.id, Live: true, State: h.state}
-	return handoff.Append(nil, &p, n.clock.Now()), nil
+	return handoff.Append(nil, &p, n.clock.Now()), err
 }
 
 // fencedEntry returns the fence of a partition, setting it if it has none: the partition's

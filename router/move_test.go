@@ -294,3 +294,31 @@ func TestFailoverFromDurableState(t *testing.T) {
 		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[2].Receipt.String()), router.ErrGone, "a dead owner's lease")
 	})
 }
+
+// A hand-off whose state cannot be made durable here (its ctx ended first) returns the state
+// with the error: the partition is fenced, and adopting the state elsewhere loses nothing.
+func TestHandOffNotDurableStillReturnsTheState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTrio(t, 0)
+		defer tr.close()
+		ctx := context.Background()
+		tr.a.produce(0, 3)
+		acked := tr.a.one()
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", acked.Receipt.String()))
+		held := tr.a.one()
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		state, err := tr.a.node.HandOff(done, "orders", 0)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotNil(t, state, "the state comes with the error")
+		assert.ErrorIs(t, tr.a.node.Ack(ctx, "orders", held.Receipt.String()), router.ErrMoved, "fenced all the same")
+
+		require.NoError(t, tr.b.node.Adopt(ctx, "orders", 0, state))
+		tr.route(map[int32]string{0: "b", 1: "b"})
+		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", acked.Receipt.String()), router.ErrAlreadySettled)
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", held.Receipt.String()))
+		again, err := tr.a.node.HandOff(ctx, "orders", 0)
+		require.NoError(t, err, "called again, it waits for the durability")
+		assert.Equal(t, len(state), len(again))
+	})
+}

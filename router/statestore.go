@@ -28,6 +28,10 @@ import (
 // an older state over the new owner's. Make Save conditional on the owner the host's
 // metadata names (a transaction that compares the assignment, as examples/failover does
 // with etcd) and answer an error for the saves it refuses.
+//
+// Each Load and Save runs under a context that ends after 10 s (a store that hangs costs the
+// partition's load a set-aside and its save a retry one interval later, never the node); a
+// store that needs a shorter bound keeps its own.
 type StateStore interface {
 	// Load returns what Save last stored for the partition, or nil with no error when the
 	// store holds nothing for it. An error sets the partition aside (retried with backoff).
