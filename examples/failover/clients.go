@@ -87,6 +87,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 // ack acks one record, trying again while the answer is a 503.
 func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
 	for attempt := 0; ; attempt++ {
+		c.led.acking(pos, c.via, time.Now())
 		o, fatal := outcomeOf(c.api.ack(ctx, c.base, handle))
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)

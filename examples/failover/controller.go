@@ -154,9 +154,7 @@ func leastLoaded(s *snapshot) string {
 // it, then the assignment changes.
 func (c *controller) failover(ctx context.Context, p int32, a assignment, to string) {
 	start := time.Now()
-	var answer struct {
-		StateBytes int `json:"state_bytes"`
-	}
+	var answer adopted
 	if err := c.call(ctx, to, "/admin/adopt?from=store&partition="+strconv.Itoa(int(p)), nil, &answer, nil); err != nil {
 		c.say.say("event controller: failover of %s/%d to %s: adopt: %v", c.cc.Topic, p, to, err)
 		return
@@ -165,8 +163,8 @@ func (c *controller) failover(ctx context.Context, p int32, a assignment, to str
 	if !ok {
 		return
 	}
-	c.say.say("event failover %s/%d: %s down (no lease key) -> %s adopted its state from etcd (%d bytes) -> assigned at revision %d, in %v",
-		c.cc.Topic, p, a.owner, to, answer.StateBytes, rev, time.Since(start).Round(time.Millisecond))
+	c.say.say("event failover %s/%d: %s down (no lease key) -> %s read its state from etcd (%d bytes, %s) and adopted it (%s) -> assigned at revision %d, in %v",
+		c.cc.Topic, p, a.owner, to, answer.StateBytes, answer.Read, answer.Adopt, rev, time.Since(start).Round(time.Millisecond))
 }
 
 // move hands partition p off its live owner to node to.

@@ -63,6 +63,8 @@ type record struct {
 	lastEnd    time.Time // and returned
 	last       outcome   // of the last delivery
 	ackedAt    time.Time // when the latest 204 to an ack of it came back
+	ackSent    time.Time // when that ack was sent
+	ackVia     string    // and the node it went through
 	settled    bool      // answered 204 or already_settled: the owner settled it
 	unsure     bool      // an ack of it got no answer
 }
@@ -75,6 +77,7 @@ type counts struct {
 	refused, retried, unsure                   int
 	lost                                       int
 	ackedAgainIn                               int           // acked records delivered again within the window
+	answeredDying                              int           // of them, acks whose answer came back after the kill
 	windowOldest                               time.Duration // the longest before the kill one of them was acked
 	ackedAgainOut                              int           // acked records delivered again outside it: a violation
 	twoHolders                                 int           // delivered while another lease could still be live: a violation
@@ -99,8 +102,9 @@ type ledger struct {
 	moveAt      time.Time
 	killAt      time.Time
 	victim      string
-	victimParts map[int32]bool // the partitions the victim owned when it was killed
-	lastWindow  int            // acks of the victim's partitions answered within the window before the kill
+	victimParts map[int32]bool      // the partitions the victim owned when it was killed
+	failedOver  map[int32]time.Time // when the parent's view saw each of them assigned elsewhere
+	lastWindow  int                 // acks of the victim's partitions answered within the window before the kill
 }
 
 func newLedger(visibility, commitInterval time.Duration) *ledger {
@@ -174,14 +178,23 @@ func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
 	case r.deliveries == 0:
 		c.firstDeliveries++
 	case !r.ackedAt.IsZero():
+		// The victim's own acks may come back: those it answered within the window before
+		// the kill, or as it died (an answer already on its way when the kill landed reads
+		// as answered after it), which is any ack of its partitions answered before they
+		// were failed over, since no other node answers them until then.
 		before := l.killAt.Sub(r.ackedAt)
-		if ofVictim && r.ackedAt.Before(l.killAt) && before <= l.window {
+		failedOver, ok := l.failedOver[pos.partition]
+		if ofVictim && (!ok || r.ackedAt.Before(failedOver)) && before <= l.window {
 			c.ackedAgainIn++
 			c.windowOldest = max(c.windowOldest, before)
+			if before < 0 {
+				c.answeredDying++
+			}
 		} else {
 			c.ackedAgainOut++
-			l.violation(c, "%v was acked at %s and delivered again at %s", pos,
-				r.ackedAt.Format("15:04:05.000"), end.Format("15:04:05.000"))
+			l.violation(c, "%v was acked through %s (sent %s, answered %s; the kill at %s) and delivered again at %s", pos,
+				r.ackVia, r.ackSent.Format("15:04:05.000"), r.ackedAt.Format("15:04:05.000"),
+				l.killAt.Format("15:04:05.000"), end.Format("15:04:05.000"))
 		}
 	case leaseMayLive(r.last) && end.Before(r.lastStart.Add(l.visibility)):
 		// The earlier lease began after r.lastStart and lasts the visibility timeout; this
@@ -205,6 +218,14 @@ func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
 	r.deliveries++
 	r.lastStart, r.lastEnd, r.last = start, end, held
 	return again
+}
+
+// acking notes an ack of the record at pos sent through node via at sent, for the report.
+func (l *ledger) acking(pos position, via string, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.rec(pos)
+	r.ackVia, r.ackSent = via, sent
 }
 
 // settle records how a delivery of the record at pos ended, answered at at; retried says a
@@ -256,13 +277,25 @@ func (l *ledger) move(at time.Time) {
 func (l *ledger) kill(victim string, parts []int32, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.victim, l.killAt, l.victimParts = victim, at, map[int32]bool{}
+	l.victim, l.killAt, l.victimParts, l.failedOver = victim, at, map[int32]bool{}, map[int32]time.Time{}
 	for _, p := range parts {
 		l.victimParts[p] = true
 	}
 	for pos, r := range l.records {
 		if l.victimParts[pos.partition] && !r.ackedAt.IsZero() && at.Sub(r.ackedAt) <= l.window {
 			l.lastWindow++
+		}
+	}
+}
+
+// assigned notes the victim's partitions that next assigns to another node.
+func (l *ledger) assigned(next *snapshot) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.victimParts {
+		if _, seen := l.failedOver[p]; !seen && next.owner(p) != l.victim {
+			l.failedOver[p] = now
 		}
 	}
 }

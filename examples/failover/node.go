@@ -204,16 +204,18 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		io.Copy(io.Discard, stdin)
 		close(parentGone)
 	}()
+	leaseLost := make(chan error, 1)
+	bg.Go(func() { leaseLost <- keepLease(runCtx, cli, sess, say, self.ID) })
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case <-parentGone:
 	case serveErr = <-served:
-	case <-sess.Done():
-		// The lease lapsed (this process stalled, or lost its member's quorum): the
-		// controller may be failing this node's partitions over. Stop serving at once,
-		// as a deposed owner must; nothing of the node's is closed or saved.
-		say.say("event %s lost its etcd lease: exiting", self.ID)
+	case err := <-leaseLost:
+		// The lease lapsed (this process stalled, or lost its member's quorum for longer
+		// than the TTL): the controller may be failing this node's partitions over. Stop
+		// serving at once, as a deposed owner must; nothing of the node's is closed or saved.
+		say.say("event %s lost its etcd lease (%v): exiting", self.ID, err)
 		os.Exit(3)
 	}
 
@@ -246,6 +248,46 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	stopEtcd()
 	say.say("stopped")
 	return nil
+}
+
+// keepLease keeps the node's lease alive until ctx ends, and returns why it could not once
+// the lease is gone. A session's keep-alive gives up when no answer comes within the TTL,
+// which happens to a live lease too while etcd elects a new leader (the new leader extends
+// every lease): then it asks etcd whether the lease is still there, and keeps it alive
+// again if it is. It returns an error only when etcd says the lease expired, or cannot say
+// for longer than leaseCheckFor.
+func keepLease(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session, say *lines, id string) error {
+	const leaseCheckFor = 10 * time.Second
+	lease := sess.Lease()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+		}
+		deadline := time.Now().Add(leaseCheckFor)
+		for {
+			if ctx.Err() != nil {
+				return nil
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			resp, err := cli.TimeToLive(cctx, lease)
+			cancel()
+			if err == nil && resp.TTL <= 0 {
+				return errors.New("etcd says it expired")
+			}
+			if err == nil {
+				if sess, err = concurrency.NewSession(cli, concurrency.WithLease(lease), concurrency.WithTTL(leaseTTL)); err == nil {
+					say.say("event %s: its lease's keep-alive went unanswered for %ds (etcd was electing a leader); the lease is live: keeping it alive again", id, leaseTTL)
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("etcd could not say for %v: %w", leaseCheckFor, err)
+			}
+			pause(ctx, 200*time.Millisecond)
+		}
+	}
 }
 
 // admin is the node's HTTP endpoints beside the two handlers: produce, status, and the
@@ -370,6 +412,7 @@ func (a *admin) adopt(w http.ResponseWriter, r *http.Request) {
 	}
 	var state []byte
 	var err error
+	start := time.Now()
 	if r.URL.Query().Get("from") == "store" {
 		state, err = a.store.Load(r.Context(), a.topic, p)
 	} else {
@@ -383,13 +426,22 @@ func (a *admin) adopt(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	loaded := time.Now()
 	if len(state) > 0 { // none stored: nothing was ever acked, the partition loads empty
 		if err := a.node.Adopt(r.Context(), a.topic, p, state); err != nil {
 			http.Error(w, err.Error(), router.HTTPStatus(err))
 			return
 		}
 	}
-	writeJSON(w, map[string]int{"state_bytes": len(state)})
+	writeJSON(w, adopted{StateBytes: len(state), Read: loaded.Sub(start).String(), Adopt: time.Since(loaded).String()})
+}
+
+// adopted is the adopt endpoint's answer: the state's size, how long reading it took (from
+// etcd, for a failover) and how long the Adopt (until the state was durable here, in etcd).
+type adopted struct {
+	StateBytes int    `json:"state_bytes"`
+	Read       string `json:"read"`
+	Adopt      string `json:"adopt"`
 }
 
 // drop forgets a partition adopted here that the assignment then did not name here.

@@ -102,6 +102,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	viewCtx, stopView := context.WithCancel(ctx)
 	defer stopView()
 	c.view = newView(topic, "")
+	c.view.changed = func(_, next *snapshot) { c.led.assigned(next) }
 	viewReady := make(chan struct{})
 	go c.view.run(viewCtx, c.cli, viewReady)
 	<-viewReady
@@ -294,6 +295,12 @@ func (c *clusterRun) script(ctx context.Context) error {
 	}
 	victim := string(resp.Kvs[0].Value)
 	parts := c.view.snap().owned(victim)
+	role := "the controller"
+	if vn, ok := c.cc.node(victim); ok {
+		if st, err := c.cli.Status(ctx, vn.Member.ClientURL); err == nil && st.Leader == st.Header.MemberId {
+			role += ", and its etcd member the raft leader"
+		}
+	}
 	c.mu.Lock()
 	p := c.procs[victim]
 	c.victim = victim
@@ -301,7 +308,7 @@ func (c *clusterRun) script(ctx context.Context) error {
 	at := time.Now()
 	p.kill()
 	c.led.kill(victim, parts, at)
-	c.say("phase 3: %s (the controller) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, p.pid(), topic, partitionList(parts))
+	c.say("phase 3: %s (%s) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, role, p.pid(), topic, partitionList(parts))
 	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 	s = c.view.wait(wctx, func(s *snapshot) bool {
 		_, live := s.live[victim]
@@ -358,7 +365,15 @@ func (c *clusterRun) finish(runErr error) report {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if c.cli != nil {
-		if _, err := c.cli.Put(ctx, haltKey, "stopping"); err != nil {
+		// Tried again: the client's connection may be to the dead member.
+		var err error
+		for range 10 {
+			if _, err = c.cli.Put(ctx, haltKey, "stopping"); err == nil {
+				break
+			}
+			pause(ctx, 200*time.Millisecond)
+		}
+		if err != nil {
 			rep.stopErrs = append(rep.stopErrs, fmt.Errorf("halting the controller: %w", err))
 		}
 	}
@@ -470,7 +485,11 @@ func (rep *report) print(out io.Writer, c *clusterRun) {
 			w("        may come back (ack state reaches etcd at most once per commit interval); clients had %d such acks of %s's partitions;",
 				rep.lastWindow, rep.victim)
 			if pc.ackedAgainIn > 0 {
-				w("        %d came back, acked at most %v before the kill", pc.ackedAgainIn, pc.windowOldest.Round(time.Millisecond))
+				dying := ""
+				if pc.answeredDying > 0 {
+					dying = fmt.Sprintf(" (%d answered as it died: the answer read after the kill)", pc.answeredDying)
+				}
+				w("        %d came back, acked at most %v before the kill%s", pc.ackedAgainIn, pc.windowOldest.Round(time.Millisecond), dying)
 			} else {
 				w("        none came back")
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -31,6 +32,15 @@ type etcdStore struct {
 
 // maxTxnOps is etcd's default bound on the operations of one Txn (embed.DefaultMaxTxnOps).
 const maxTxnOps = 128
+
+// txnTimeout bounds each Txn of a Save. etcd holds a proposal that was lost with its leader
+// until its own request timeout (5 s + 2 election timeouts: 7 s by default); the node's
+// committer waits up to 10 s for a Save. A Txn that fails sooner lets the committer's next
+// save, one commit interval later, go to the new leader: a node's acks are durable again
+// about a second after etcd has a leader, rather than seven. (A Txn timed out here may still
+// be applied: it holds an older state than the next save's, and it is ordered before it in
+// etcd's log, or lost.)
+const txnTimeout = time.Second
 
 var _ router.StateStore = (*etcdStore)(nil)
 
@@ -69,7 +79,10 @@ func (s *etcdStore) Save(ctx context.Context, batch []router.PartitionState) err
 		for i, e := range batch[:n] {
 			ops[i] = clientv3.OpPut(s.key(e.Topic, e.Partition), string(e.State))
 		}
-		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		tctx, cancel := context.WithTimeout(ctx, txnTimeout)
+		_, err := s.cli.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
 			return fmt.Errorf("etcd txn of %d puts: %w", n, err)
 		}
 		batch = batch[n:]
