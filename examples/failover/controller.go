@@ -57,7 +57,7 @@ func (c *controller) campaign(ctx context.Context, sess *concurrency.Session) {
 		}
 		pause(ctx, 200*time.Millisecond)
 	}
-	c.say.say("event controller: %s won the election", c.id)
+	c.say.say("event won the controller's election")
 	c.assignFirst(ctx)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()

@@ -114,7 +114,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		for _, p := range next.local {
 			if !slices.Contains(prev.local, p) {
 				if err := logs.open(p); err != nil {
-					say.say("event %s: %v", self.ID, err)
+					say.say("event %v", err)
 				}
 			}
 		}
@@ -205,7 +205,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		close(parentGone)
 	}()
 	leaseLost := make(chan error, 1)
-	bg.Go(func() { leaseLost <- keepLease(runCtx, cli, sess, say, self.ID) })
+	bg.Go(func() { leaseLost <- keepLease(runCtx, cli, sess, say) })
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -215,7 +215,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		// The lease lapsed (this process stalled, or lost its member's quorum for longer
 		// than the TTL): the controller may be failing this node's partitions over. Stop
 		// serving at once, as a deposed owner must; nothing of the node's is closed or saved.
-		say.say("event %s lost its etcd lease (%v): exiting", self.ID, err)
+		say.say("event lost its etcd lease (%v): exiting", err)
 		os.Exit(3)
 	}
 
@@ -256,7 +256,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 // every lease): then it asks etcd whether the lease is still there, and keeps it alive
 // again if it is. It returns an error only when etcd says the lease expired, or cannot say
 // for longer than leaseCheckFor.
-func keepLease(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session, say *lines, id string) error {
+func keepLease(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session, say *lines) error {
 	const leaseCheckFor = 10 * time.Second
 	lease := sess.Lease()
 	for {
@@ -278,7 +278,7 @@ func keepLease(ctx context.Context, cli *clientv3.Client, sess *concurrency.Sess
 			}
 			if err == nil {
 				if sess, err = concurrency.NewSession(cli, concurrency.WithLease(lease), concurrency.WithTTL(leaseTTL)); err == nil {
-					say.say("event %s: its lease's keep-alive went unanswered for %ds (etcd was electing a leader); the lease is live: keeping it alive again", id, leaseTTL)
+					say.say("event its lease's keep-alive went unanswered for %ds (etcd was electing a leader); etcd says the lease is live: keeping it alive again", leaseTTL)
 					break
 				}
 			}

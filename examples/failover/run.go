@@ -392,8 +392,9 @@ func (c *clusterRun) finish(runErr error) report {
 	}
 	wg.Wait()
 	for i, p := range live {
-		errs[i] = errors.Join(errs[i], p.finish())
+		wg.Go(func() { errs[i] = errors.Join(errs[i], p.finish()) })
 	}
+	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			rep.stopErrs = append(rep.stopErrs, err)
