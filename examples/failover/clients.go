@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// What a client does (as in examples/cluster). Each consume asks for one record, or for a
+// batch of up to batchMax one time in four, and long-polls for up to consumeWait. A
+// record's first delivery is mostly acked; nackPerMille of them are nacked (visible again
+// at once) and abandonPerMille abandoned: never settled, as if the client had died holding
+// it, so that it is delivered again once its lease lapses. A record delivered again is
+// acked. Acks go through the node the record was consumed through, which forwards those of
+// another node's partitions to their owner. An ack refused unapplied (503: its partition is
+// between owners, or its owner is down) is tried again a few times, as a client would.
+const (
+	batchMax        = 8
+	consumeWait     = time.Second
+	nackPerMille    = 40
+	abandonPerMille = 20
+	retryPause      = 50 * time.Millisecond // after a failed consume or produce
+	ackRetries      = 8
+	ackRetryPause   = 100 * time.Millisecond
+)
+
+// A consumer is one client goroutine consuming through one node.
+type consumer struct {
+	via  string // the node it consumes through
+	base string // http://addr of that node
+	api  *api
+	led  *ledger
+	rng  *rand.Rand
+}
+
+// run consumes until consumeCtx ends; settles go on ctx, so that a settle already sent
+// when the run is told to stop gets its answer. A consumer on a node that died stops.
+func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error {
+	for consumeCtx.Err() == nil {
+		batch := 1
+		if c.rng.IntN(4) == 0 {
+			batch = batchMax
+		}
+		start := time.Now()
+		msgs, err := c.api.consume(consumeCtx, c.base, batch, consumeWait)
+		end := time.Now()
+		if consumeCtx.Err() != nil {
+			return nil // the run is over: what it handed over goes back when its lease lapses
+		}
+		if err != nil {
+			if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+				return fmt.Errorf("consume through %s: %w", c.via, err)
+			}
+			if dead() {
+				return nil
+			}
+			pause(consumeCtx, retryPause)
+			continue
+		}
+		for i := range msgs {
+			m := &msgs[i]
+			pos := position{m.Partition, m.Offset}
+			if !c.led.delivered(m, start, end) {
+				switch n := c.rng.IntN(1000); {
+				case n < abandonPerMille:
+					c.led.settle(pos, abandoned, end, false)
+					continue
+				case n < abandonPerMille+nackPerMille:
+					// Noted first: the record may be delivered again before the nack's
+					// answer comes back. A nack that fails leaves the lease to lapse.
+					c.led.settle(pos, nacked, time.Now(), false)
+					c.api.nack(ctx, c.base, m.Receipt)
+					continue
+				}
+			}
+			if err := c.ack(ctx, m.Receipt, pos); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ack acks one record, trying again while the answer is a 503.
+func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
+	for attempt := 0; ; attempt++ {
+		c.led.acking(pos, c.via, time.Now())
+		o, fatal := outcomeOf(c.api.ack(ctx, c.base, handle))
+		if fatal != nil {
+			return fmt.Errorf("through %s: %w", c.via, fatal)
+		}
+		if o != ackRefused || attempt == ackRetries || ctx.Err() != nil {
+			c.led.settle(pos, o, time.Now(), attempt > 0)
+			return nil
+		}
+		pause(ctx, ackRetryPause)
+	}
+}
+
+// A producer appends records to one partition through its owner (as the parent's view of
+// etcd names it), at its share of the rate, until the run has its records. A node that
+// does not own the partition (any more) answers 409, a dead one does not answer: the
+// producer looks the owner up again and retries.
+type producer struct {
+	partition int32
+	view      *view
+	api       *api
+	led       *ledger
+	rate      float64       // records per second
+	slots     *atomic.Int64 // records the run still wants, shared by the producers
+	seq       *atomic.Int64 // numbers the records' values
+}
+
+const produceEvery = 20 * time.Millisecond
+
+func (p *producer) run(ctx context.Context) {
+	start := time.Now()
+	sent := 0
+	tick := time.NewTicker(produceEvery)
+	defer tick.Stop()
+	for {
+		due := int(time.Since(start).Seconds()*p.rate) - sent
+		for ; due > 0; due-- {
+			if p.slots.Add(-1) < 0 {
+				p.slots.Add(1)
+				return // the run has every record it wants
+			}
+			s := p.view.snap()
+			addr := s.known[s.owner(p.partition)]
+			value := fmt.Sprintf(`{"order":%d}`, p.seq.Add(1))
+			offset, err := p.api.produce(ctx, "http://"+addr, p.partition, value)
+			if err != nil {
+				// Not the owner (409), the owner down (refused: nothing was appended), or
+				// the answer never came (the record may have landed: the ledger meets it
+				// when it is delivered). Another attempt takes the slot.
+				p.slots.Add(1)
+				if ctx.Err() != nil {
+					return
+				}
+				pause(ctx, retryPause)
+				break
+			}
+			sent++
+			p.led.producedAt(position{p.partition, offset}, value, time.Now())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,156 @@
+// Command failover runs a queue over three node processes whose routes, liveness and ack
+// state live in etcd, and shows a partition moved gracefully and an owner's partitions
+// failed over after it is killed for good.
+//
+// Each node process embeds one member of a three-member etcd cluster
+// (go.etcd.io/etcd/server/v3/embed) and a router.Node:
+//
+//   - routes and liveness come from etcd: each node keeps a lease (TTL 2 s) with its key
+//     under it, /failover/nodes/<id>; the partitions' owners are /failover/assign/<topic>/<p>;
+//     every node watches both and serves router.Routes (and OwnerFinder, Liveness) from what
+//     it saw last. A controller, in whichever node holds an etcd election, fails a dead
+//     node's partitions over and makes the moves asked for, each ending in one Txn that
+//     compares the assignment's mod revision.
+//   - the ack state goes to etcd through the library's store seam (Config.Store): etcdStore,
+//     a Get to load, a Txn of up to 128 puts per batch to save, a prefix delete.
+//   - the log is a directory all three reach (examples/filelog, one Store per partition),
+//     standing for the host's replicated log; only a partition's owner opens and appends to
+//     its files.
+//
+// The parent starts the three (this program again, with hidden flags), then plays clients
+// through every node's consume API (router/httpapi) while producing through each
+// partition's owner, in three phases: steady; one partition moved by hand-off (HandOff,
+// bytes, Adopt, assignment Txn); and the controller's node killed with SIGKILL for good,
+// its lease expiring and its partitions failed over from the state etcd holds. It keeps a
+// ledger of every record and prints, per phase, what was lost, acked again outside the
+// window the library allows, and held by two clients at once, and exits non-zero on any
+// violation.
+//
+//	cd examples/failover && go run .
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// topic is the one topic of the cluster.
+const topic = "orders"
+
+// config is what the flags set.
+type config struct {
+	records        int           // confirmed produces to make
+	duration       time.Duration // how long the production takes: three equal phases
+	partitions     int           // of the topic
+	clients        int           // consumers per node
+	visibility     time.Duration // the topic's visibility timeout
+	commitInterval time.Duration // each node's Config.CommitInterval: how often ack state goes to etcd
+	dir            string        // the run's directory; empty: a temporary one, removed at the end
+	progress       time.Duration // between progress lines; 0: none
+	timeout        time.Duration // the whole run's bound
+	seed           uint64        // of the clients' choices
+	exe            string        // the program started as the nodes; empty: this one
+
+	// A node process (hidden flags).
+	node       bool
+	configPath string
+	id         string
+}
+
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	cfg := config{}
+	visible := flag.NewFlagSet("failover", flag.ContinueOnError)
+	visible.SetOutput(errOut)
+	visible.IntVar(&cfg.records, "records", 3000, "records to produce, spread over the three phases")
+	visible.DurationVar(&cfg.duration, "duration", 9*time.Second, "how long production takes (three equal phases: steady, move, failover)")
+	visible.IntVar(&cfg.partitions, "partitions", 6, "partitions of the topic (at least 3)")
+	visible.IntVar(&cfg.clients, "clients", 2, "consumers on each node")
+	visible.DurationVar(&cfg.visibility, "visibility", 2*time.Second, "visibility timeout of a lease")
+	visible.DurationVar(&cfg.commitInterval, "commit-interval", 200*time.Millisecond, "how often a node saves dirty ack state to etcd (router.Config.CommitInterval)")
+	visible.StringVar(&cfg.dir, "dir", "", "the run's directory, kept afterwards (default: a temporary directory, removed)")
+	visible.DurationVar(&cfg.progress, "progress", 0, "interval between progress lines (0: none)")
+	visible.DurationVar(&cfg.timeout, "timeout", 90*time.Second, "give up after this long")
+	visible.Uint64Var(&cfg.seed, "seed", 1, "seed of the clients' random choices")
+
+	all := flag.NewFlagSet("failover", flag.ContinueOnError)
+	all.SetOutput(errOut)
+	visible.VisitAll(func(f *flag.Flag) { all.Var(f.Value, f.Name, f.Usage) })
+	all.BoolVar(&cfg.node, "node", false, "")
+	all.StringVar(&cfg.configPath, "config", "", "")
+	all.StringVar(&cfg.id, "id", "", "")
+	all.Usage = func() {
+		fmt.Fprintf(errOut, "usage: go run . [flags]   (from examples/failover)\n\n"+
+			"A queue over three node processes with routes, liveness and ack state in etcd:\n"+
+			"a graceful move, then a node killed for good and failed over. See README.md.\n\n")
+		visible.PrintDefaults()
+	}
+	if err := all.Parse(args); err != nil {
+		return cfg, err
+	}
+	switch {
+	case all.NArg() > 0:
+		return cfg, fmt.Errorf("unexpected arguments: %q", all.Args())
+	case cfg.node && (cfg.configPath == "" || cfg.id == ""):
+		return cfg, errors.New("-node needs -config and -id")
+	case cfg.records < 1 || cfg.clients < 1 || cfg.visibility <= 0 || cfg.timeout <= 0 || cfg.duration <= 0:
+		return cfg, errors.New("-records, -clients, -visibility, -duration and -timeout must be positive")
+	case cfg.partitions < 3:
+		return cfg, errors.New("-partitions must be at least 3")
+	case cfg.commitInterval < 10*time.Millisecond || cfg.commitInterval > time.Minute:
+		return cfg, errors.New("-commit-interval must lie within 10ms and 1m")
+	case cfg.progress < 0:
+		return cfg, errors.New("-progress must not be negative")
+	}
+	return cfg, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "failover:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "failover:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	if cfg.node {
+		return runNode(ctx, cfg, out, os.Stdin)
+	}
+	_, err := runCluster(ctx, cfg, out)
+	return err
+}
+
+// runDir returns the directory to keep the run in, and what to do with it at the end.
+func runDir(dir string) (path string, cleanup func(), err error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	dir, err = os.MkdirTemp("", "failover-")
+	return dir, func() { os.RemoveAll(dir) }, err
+}
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

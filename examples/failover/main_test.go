@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	// The scenario test starts this test binary as its node processes (the os.Args[0]
+	// re-exec pattern): run the node and leave before the tests.
+	if len(os.Args) > 1 && os.Args[1] == "-node" {
+		cfg, err := parseFlags(os.Args[1:], os.Stderr)
+		if err == nil {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			err = run(ctx, cfg, os.Stdout)
+			stop()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestFailover runs the whole scenario end to end in short: three node processes (this test
+// binary, started again as each), each an etcd member; a few hundred records; one partition
+// moved by hand-off; the controller's node killed with SIGKILL and its partitions failed
+// over. It asserts the ledger, not timings.
+func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes and a three-member etcd cluster")
+	}
+	cfg := config{
+		records:        600,
+		duration:       4500 * time.Millisecond,
+		partitions:     6,
+		clients:        2,
+		visibility:     2 * time.Second,
+		commitInterval: 200 * time.Millisecond,
+		dir:            t.TempDir(),
+		timeout:        45 * time.Second,
+		seed:           2,
+	}
+	var out bytes.Buffer
+	rep, err := runCluster(t.Context(), cfg, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.produced != cfg.records || !rep.drained || len(rep.lost) > 0 {
+		t.Fatalf("produced %d, drained %v, lost %d", rep.produced, rep.drained, len(rep.lost))
+	}
+	if got := rep.acked + rep.ackedUnsure; got != rep.produced+rep.landed {
+		t.Fatalf("%d records acked of %d", got, rep.produced+rep.landed)
+	}
+	for ph, c := range rep.c {
+		if c.ackedAgainOut != 0 || c.twoHolders != 0 || c.mismatches != 0 || c.lost != 0 {
+			t.Errorf("phase %s: acked again outside the window %d, two holders %d, mismatches %d, lost %d",
+				phaseNames[ph], c.ackedAgainOut, c.twoHolders, c.mismatches, c.lost)
+		}
+		if c.produced == 0 || c.acked == 0 {
+			t.Errorf("phase %s: produced %d, acked %d: the phase did not happen", phaseNames[ph], c.produced, c.acked)
+		}
+	}
+	if c := rep.c[moving]; c.ackedAgainIn != 0 || c.leasesDropped != 0 {
+		t.Errorf("the graceful move let %d acked records and %d leased ones come back", c.ackedAgainIn, c.leasesDropped)
+	}
+	if rep.c[failing].windowOldest > rep.window {
+		t.Errorf("an acked record came back %v before the kill, past the window %v", rep.c[failing].windowOldest, rep.window)
+	}
+	if rep.victim == "" || rep.killAt.IsZero() || rep.moveAt.IsZero() {
+		t.Fatalf("the script did not run: victim %q", rep.victim)
+	}
+	if len(rep.stopErrs) > 0 {
+		t.Fatalf("shutdown: %v", rep.stopErrs)
+	}
+	for _, want := range []string{"move orders/0:", "failover orders/", "phase 3: every partition of", "ok: nothing lost"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output has no %q", want)
+		}
+	}
+	// The run's directory is kept, and a second run over it is refused.
+	if _, err := runCluster(t.Context(), cfg, &out); err == nil || !strings.Contains(err.Error(), "earlier run") {
+		t.Fatalf("a second run over the same directory: %v", err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	var errOut bytes.Buffer
+	cfg, err := parseFlags(nil, &errOut)
+	if err != nil || cfg.records != 3000 || cfg.commitInterval != 200*time.Millisecond || cfg.node {
+		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+	cfg, err = parseFlags([]string{"-node", "-config", "x.json", "-id", "node-2"}, &errOut)
+	if err != nil || !cfg.node || cfg.id != "node-2" {
+		t.Fatalf("a node's flags: %+v, %v", cfg, err)
+	}
+	if _, err := parseFlags([]string{"-h"}, &errOut); err == nil {
+		t.Fatal("-h: no error")
+	}
+	if s := errOut.String(); !strings.Contains(s, "-records") || !strings.Contains(s, "-duration") || strings.Contains(s, "-node") {
+		t.Fatalf("-h lists:\n%s", s)
+	}
+	for _, bad := range [][]string{{"-records", "0"}, {"-partitions", "2"}, {"extra"}, {"-commit-interval", "1ms"}, {"-node"}, {"-duration", "0s"}} {
+		if _, err := parseFlags(bad, &errOut); err == nil {
+			t.Errorf("%s: no error", strings.Join(bad, " "))
+		}
+	}
+}

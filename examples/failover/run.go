@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// moved is the partition the graceful move takes to the next node.
+const moved = 0
+
+// A clusterRun is the parent: it starts the nodes, plays the clients, asks for the move,
+// kills the controller's node, and checks what came of it.
+type clusterRun struct {
+	cfg   config
+	cc    clusterConfig
+	api   *api
+	led   *ledger
+	cli   *clientv3.Client // of every member
+	view  *view            // of etcd, as the parent sees it: the producers' routes
+	start time.Time
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu     sync.Mutex
+	procs  map[string]*proc
+	victim string // the node killed, once it is
+}
+
+// report is what a run found.
+type report struct {
+	tally
+	elapsed  time.Duration
+	drained  bool    // every partition's owner reported it drained
+	stopErrs []error // nodes that did not shut down cleanly
+	failures []string
+}
+
+// runCluster is the demo. Its error says why it failed, if it did.
+func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
+	var rep report
+	dir, cleanup, err := runDir(cfg.dir)
+	if err != nil {
+		return rep, err
+	}
+	defer cleanup()
+	configPath := filepath.Join(dir, configName)
+	if _, err := os.Stat(configPath); err == nil {
+		return rep, errors.New("the run's directory holds an earlier run: give -dir an empty or new directory")
+	}
+	cc, err := newClusterConfig(dir, cfg.partitions, cfg.visibility, cfg.commitInterval)
+	if err != nil {
+		return rep, err
+	}
+	if err := cc.write(configPath); err != nil {
+		return rep, err
+	}
+	exe := cfg.exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return rep, err
+		}
+	}
+	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+	defer transport.CloseIdleConnections()
+	c := &clusterRun{cfg: cfg, cc: cc, out: out, procs: map[string]*proc{},
+		api: &api{http: &http.Client{Transport: transport}}, led: newLedger(cfg.visibility, cfg.commitInterval)}
+	defer c.killAll() // whatever is left running after an early return
+
+	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	w("failover: 3 node processes on 127.0.0.1, each an etcd member (embed) and a router.Node; topic %q, %d partitions", topic, cfg.partitions)
+	c.start = time.Now()
+	for _, n := range cc.Nodes {
+		p, err := startProc(exe, configPath, n.ID, c.event)
+		if err != nil {
+			return rep, err
+		}
+		c.procs[n.ID] = p
+	}
+	for _, n := range cc.Nodes {
+		if err := c.procs[n.ID].waitReady(); err != nil {
+			return rep, err
+		}
+	}
+	if c.cli, err = newClient(cc.endpoints()...); err != nil {
+		return rep, err
+	}
+	defer c.cli.Close()
+	viewCtx, stopView := context.WithCancel(ctx)
+	defer stopView()
+	c.view = newView(topic, "")
+	c.view.changed = func(_, next *snapshot) { c.led.assigned(next) }
+	viewReady := make(chan struct{})
+	go c.view.run(viewCtx, c.cli, viewReady)
+	<-viewReady
+	if err := c.assigned(ctx); err != nil {
+		return rep, err
+	}
+	for _, n := range cc.Nodes {
+		w("  %s  http %-15s  etcd client %s  peer %s  pid %-7d first owns %s", n.ID, n.Addr,
+			strings.TrimPrefix(n.Member.ClientURL, "http://"), strings.TrimPrefix(n.Member.PeerURL, "http://"),
+			c.procs[n.ID].pid(), partitionList(n.Initial))
+	}
+	w("etcd: routes /failover/assign/, liveness /failover/nodes/ (leases of %ds), ack state /failover/state/", leaseTTL)
+	w("  (router.Config.Store; saved at most once per commit interval, %v)", cfg.commitInterval)
+	w("log: %s, a directory all three reach: it stands for the host's replicated log", cc.LogDir)
+	w("run directory: %s (%s)", dir, dirNote(cfg.dir))
+	w("%d records over %v through each partition's owner; %d clients on each node, long-polls of %v,", cfg.records, cfg.duration, cfg.clients, consumeWait)
+	w("  a batch of up to %d one consume in four; %.0f%% nacked, %.0f%% abandoned; visibility timeout %v", batchMax, nackPerMille/10.0, abandonPerMille/10.0, cfg.visibility)
+	third := cfg.duration / 3
+	w("phase 1 steady; at %v phase 2: orders/%d moved by hand-off; at %v phase 3: the controller's node killed with SIGKILL, for good",
+		third.Round(10*time.Millisecond), moved, (2 * third).Round(10*time.Millisecond))
+	w("")
+
+	c.start = time.Now()
+	runErr := c.play(ctx)
+	rep = c.finish(runErr)
+	rep.print(out, c)
+	if len(rep.failures) > 0 {
+		return rep, errors.New(strings.Join(rep.failures, "; "))
+	}
+	return rep, nil
+}
+
+func dirNote(dir string) string {
+	if dir == "" {
+		return "a temporary directory, removed at the end"
+	}
+	return "kept"
+}
+
+func partitionList(ps []int32) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	return strings.Trim(strings.ReplaceAll(fmt.Sprint(ps), " ", ", "), "[]")
+}
+
+// assigned waits until etcd assigns every partition to a live node, and each node's routes
+// say so (its status lists its partitions).
+func (c *clusterRun) assigned(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	s := c.view.wait(ctx, func(s *snapshot) bool { return len(s.assign) == c.cc.Partitions && len(s.live) == len(c.cc.Nodes) })
+	if s == nil {
+		return errors.New("the controller did not assign the partitions")
+	}
+	for _, n := range c.cc.Nodes {
+		for {
+			st, err := c.api.status(ctx, "http://"+n.Addr)
+			if err == nil && st.Revision >= s.rev {
+				break
+			}
+			if pause(ctx, 20*time.Millisecond); ctx.Err() != nil {
+				return fmt.Errorf("%s's routes did not catch up with etcd", n.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// event shows a node's event line.
+func (c *clusterRun) event(id, text string) { c.say("%s: %s", id, text) }
+
+// play runs the clients and the script until every record is acked and every partition
+// drained, and stops them.
+func (c *clusterRun) play(ctx context.Context) error {
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	consumeCtx, stopConsumers := context.WithCancel(runCtx)
+	defer stopConsumers()
+	errc := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	var consumers, others sync.WaitGroup
+	defer others.Wait()
+	defer cancelRun()
+	defer consumers.Wait()
+	defer stopConsumers()
+
+	for i, n := range c.cc.Nodes {
+		for j := range c.cfg.clients {
+			cons := &consumer{via: n.ID, base: "http://" + n.Addr, api: c.api, led: c.led,
+				rng: rand.New(rand.NewPCG(c.cfg.seed, uint64(i*1000+j)))}
+			dead := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.victim == n.ID }
+			consumers.Go(func() {
+				if err := cons.run(consumeCtx, runCtx, dead); err != nil {
+					fail(err)
+				}
+			})
+		}
+	}
+	var slots, seq atomic.Int64
+	slots.Store(int64(c.cfg.records))
+	rate := float64(c.cfg.records) / c.cfg.duration.Seconds() / float64(c.cc.Partitions)
+	var producers sync.WaitGroup
+	for _, p := range c.cc.partitions() {
+		prod := &producer{partition: p, view: c.view, api: c.api, led: c.led, rate: rate, slots: &slots, seq: &seq}
+		producers.Go(func() { prod.run(runCtx) })
+	}
+	produced := make(chan struct{})
+	others.Go(func() { producers.Wait(); close(produced) })
+	scripted := make(chan struct{})
+	others.Go(func() {
+		defer close(scripted)
+		if err := c.script(runCtx); err != nil && runCtx.Err() == nil {
+			fail(err)
+		}
+	})
+	if c.cfg.progress > 0 {
+		others.Go(func() { c.progress(runCtx) })
+	}
+
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
+	deadline := time.NewTimer(c.cfg.timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		case err := <-errc:
+			return err
+		case <-deadline.C:
+			return fmt.Errorf("not done after %v", c.cfg.timeout)
+		case <-check.C:
+		}
+		if err := c.checkNodes(); err != nil {
+			return err
+		}
+		select {
+		case <-produced:
+		default:
+			continue
+		}
+		select {
+		case <-scripted:
+		default:
+			continue
+		}
+		if c.led.allAcked() && c.drained(runCtx) {
+			return nil
+		}
+	}
+}
+
+// script asks for the move at a third of the duration and kills the controller's node at two
+// thirds, waiting for each to take effect in etcd.
+func (c *clusterRun) script(ctx context.Context) error {
+	third := c.cfg.duration / 3
+	if pause(ctx, time.Until(c.start.Add(third))); ctx.Err() != nil {
+		return nil
+	}
+	// Phase 2: one graceful move, by the controller (HandOff, bytes, Adopt, Txn).
+	s := c.view.snap()
+	from := s.owner(moved)
+	to := c.cc.Nodes[(slices.IndexFunc(c.cc.Nodes, func(n nodeConfig) bool { return n.ID == from })+1)%len(c.cc.Nodes)].ID
+	c.led.move(time.Now())
+	if _, err := c.cli.Put(ctx, moveKey(topic, moved), to); err != nil {
+		return fmt.Errorf("asking for the move: %w", err)
+	}
+	c.say("phase 2: asked the controller to move %s/%d from %s to %s (put %s)", topic, moved, from, to, moveKey(topic, moved))
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	s = c.view.wait(wctx, func(s *snapshot) bool { return s.owner(moved) == to })
+	cancel()
+	if s == nil {
+		return fmt.Errorf("%s/%d was not moved to %s within 15s", topic, moved, to)
+	}
+	c.say("phase 2: etcd names %s the owner of %s/%d (revision %d)", to, topic, moved, s.assign[moved].modRev)
+
+	if pause(ctx, time.Until(c.start.Add(2*third))); ctx.Err() != nil {
+		return nil
+	}
+	// Phase 3: the controller's node, killed for good.
+	resp, err := c.cli.Get(ctx, electionName, clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		return fmt.Errorf("finding the controller: %v", err)
+	}
+	victim := string(resp.Kvs[0].Value)
+	parts := c.view.snap().owned(victim)
+	role := "the controller"
+	if vn, ok := c.cc.node(victim); ok {
+		if st, err := c.cli.Status(ctx, vn.Member.ClientURL); err == nil && st.Leader == st.Header.MemberId {
+			role += ", and its etcd member the raft leader"
+		}
+	}
+	c.mu.Lock()
+	p := c.procs[victim]
+	c.victim = victim
+	c.mu.Unlock()
+	at := time.Now()
+	p.kill()
+	c.led.kill(victim, parts, at)
+	c.say("phase 3: %s (%s) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, role, p.pid(), topic, partitionList(parts))
+	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	s = c.view.wait(wctx, func(s *snapshot) bool {
+		_, live := s.live[victim]
+		return !live && len(s.owned(victim)) == 0
+	})
+	cancel()
+	if s == nil {
+		return fmt.Errorf("%s's partitions were not failed over within 30s", victim)
+	}
+	c.say("phase 3: every partition of %s failed over, %v after the kill", victim, time.Since(at).Round(10*time.Millisecond))
+	return nil
+}
+
+// checkNodes fails if a node exited that was not killed on purpose.
+func (c *clusterRun) checkNodes() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, p := range c.procs {
+		if id != c.victim && !p.alive() {
+			return fmt.Errorf("%w: %s: %v", errExited, id, p.err)
+		}
+	}
+	return nil
+}
+
+// drained asks each partition's owner, as etcd names it, whether the partition is drained:
+// every record below its high watermark settled.
+func (c *clusterRun) drained(ctx context.Context) bool {
+	s := c.view.snap()
+	status := map[string]nodeStatus{}
+	for _, p := range c.cc.partitions() {
+		owner := s.owner(p)
+		st, ok := status[owner]
+		if !ok {
+			var err error
+			if st, err = c.api.status(ctx, "http://"+s.known[owner]); err != nil {
+				return false
+			}
+			status[owner] = st
+		}
+		i := slices.IndexFunc(st.Partitions, func(ps partitionStatus) bool { return ps.Partition == p })
+		if i < 0 || !st.Partitions[i].Drained {
+			return false
+		}
+	}
+	return true
+}
+
+// finish stops every node gracefully and tallies the run: the controller is halted first
+// (haltKey) so that nothing fails over while the nodes stop; every node closes (its last acks
+// saved to etcd) before any etcd member stops.
+func (c *clusterRun) finish(runErr error) report {
+	rep := report{elapsed: time.Since(c.start), drained: runErr == nil}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c.cli != nil {
+		// Tried again: the client's connection may be to the dead member.
+		var err error
+		for range 10 {
+			if _, err = c.cli.Put(ctx, haltKey, "stopping"); err == nil {
+				break
+			}
+			pause(ctx, 200*time.Millisecond)
+		}
+		if err != nil {
+			rep.stopErrs = append(rep.stopErrs, fmt.Errorf("halting the controller: %w", err))
+		}
+	}
+	c.mu.Lock()
+	var live []*proc
+	for _, n := range c.cc.Nodes {
+		if p := c.procs[n.ID]; p != nil && p.alive() {
+			live = append(live, p)
+		}
+	}
+	c.mu.Unlock()
+	errs := make([]error, len(live))
+	var wg sync.WaitGroup
+	for i, p := range live {
+		wg.Go(func() { errs[i] = p.closeNode() })
+	}
+	wg.Wait()
+	for i, p := range live {
+		wg.Go(func() { errs[i] = errors.Join(errs[i], p.finish()) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			rep.stopErrs = append(rep.stopErrs, err)
+		}
+	}
+	rep.tally = c.led.tally()
+	if runErr != nil {
+		rep.failures = append(rep.failures, runErr.Error())
+	}
+	var lost, again, two, mism int
+	for _, pc := range rep.c {
+		again += pc.ackedAgainOut
+		two += pc.twoHolders
+		mism += pc.mismatches
+	}
+	lost = len(rep.lost)
+	if lost > 0 && rep.drained {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d records lost", lost))
+	}
+	if again > 0 {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d acked records delivered again outside the window", again))
+	}
+	if two > 0 {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d records held by two clients at once", two))
+	}
+	if mism > 0 {
+		rep.failures = append(rep.failures, fmt.Sprintf("%d records delivered with another value than produced", mism))
+	}
+	for _, err := range rep.stopErrs {
+		rep.failures = append(rep.failures, "shutdown: "+err.Error())
+	}
+	return rep
+}
+
+// killAll kills every node still running.
+func (c *clusterRun) killAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.alive() {
+			p.kill()
+		}
+	}
+}
+
+// say prints a line stamped with the time since the clients started.
+func (c *clusterRun) say(format string, args ...any) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	fmt.Fprintf(c.out, "%5.1fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (c *clusterRun) progress(ctx context.Context) {
+	t := time.NewTicker(c.cfg.progress)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.say("produced %6d  delivered %6d  acked %6d", c.led.produced.Load(), c.led.deliveries.Load(), c.led.acks.Load())
+	}
+}
+
+func (rep *report) print(out io.Writer, c *clusterRun) {
+	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	w("")
+	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.records, c.cfg.clients*len(c.cc.Nodes), rep.elapsed.Seconds())
+	bounds := [phases + 1]time.Duration{0, rep.moveAt.Sub(c.start), rep.killAt.Sub(c.start), rep.elapsed}
+	for ph := range phases {
+		pc := &rep.c[ph]
+		from, to := bounds[ph], bounds[ph+1]
+		span := fmt.Sprintf("%4.1fs-%4.1fs", from.Seconds(), to.Seconds())
+		if from <= 0 && ph > 0 || to <= 0 {
+			span = "  (not reached)"
+		}
+		w("  phase %-16s %s  produced %5d  delivered %5d (%d again: %d after a nack, %d after an abandoned lease lapsed)",
+			phaseNames[ph], span, pc.produced, pc.delivered, pc.again, pc.nackAgain, pc.abandonedAgain)
+		w("      acked %5d  nacked %4d  abandoned %4d  acks: %d too late (410), %d refused (503) after %d tries, %d unanswered",
+			pc.acked, pc.nacked, pc.abandoned, pc.late, pc.refused, ackRetries+1, pc.unsure)
+		w("      lost %d  acked again outside the window %d  two holders at once %d", pc.lost, pc.ackedAgainOut, pc.twoHolders)
+		switch phase(ph) {
+		case moving:
+			w("      acks refused (503) while %s/%d was between owners, then answered after a retry: %d", topic, moved, pc.retried)
+		case failing:
+			w("      the window: acks answered within one commit interval (%v) + %v for the save in flight = %v before the kill",
+				c.cfg.commitInterval, saveSlack, rep.window)
+			w("        may come back (ack state reaches etcd at most once per commit interval); clients had %d such acks of %s's partitions;",
+				rep.lastWindow, rep.victim)
+			if pc.ackedAgainIn > 0 {
+				dying := ""
+				if pc.answeredDying > 0 {
+					dying = fmt.Sprintf(" (%d answered as it died: the answer read after the kill)", pc.answeredDying)
+				}
+				w("        %d came back, acked at most %v before the kill%s", pc.ackedAgainIn, pc.windowOldest.Round(time.Millisecond), dying)
+			} else {
+				w("        none came back")
+			}
+			w("      records %s had leased, delivered again before their lease would have lapsed: %d (a failover carries no leases)",
+				rep.victim, pc.leasesDropped)
+			if pc.retried > 0 {
+				w("      acks refused (503) while a partition was between owners, then answered after a retry: %d", pc.retried)
+			}
+		}
+		for _, v := range pc.violations {
+			w("      BROKEN: %s", v)
+		}
+	}
+	produced := "answered by their owner"
+	if rep.landed > 0 {
+		produced += fmt.Sprintf(", and %d more whose produce got no answer but landed", rep.landed)
+	}
+	w("  produced    %6d   %s", rep.produced, produced)
+	acked := "every record"
+	if len(rep.lost) > 0 {
+		acked = fmt.Sprintf("all but %d records", len(rep.lost))
+	}
+	if rep.ackedUnsure > 0 {
+		acked += fmt.Sprintf(" (%d by an ack whose answer was lost: their partition drained)", rep.ackedUnsure)
+	}
+	w("  acked       %6d   %s", rep.acked+rep.ackedUnsure, acked)
+	for i, pos := range rep.lost {
+		if i == 5 {
+			w("                       ...")
+			break
+		}
+		w("    not acked: %v", pos)
+	}
+	if len(rep.stopErrs) == 0 {
+		w("  shutdown: the controller halted, every node closed (its last acks saved to etcd), then the etcd members stopped")
+	}
+	if len(rep.failures) > 0 {
+		w("FAILED: %s", strings.Join(rep.failures, "; "))
+	} else {
+		w("ok: nothing lost, no acked record delivered again outside the failover's window, no record held twice")
+	}
+}
