@@ -25,9 +25,10 @@ import (
 //
 // A store shared by the nodes of a cluster must refuse the saves of a node that no longer
 // owns the partition (one failed over while it was cut off, not dead): its saves would put
-// an older state over the new owner's. Make Save conditional on the owner the host's
-// metadata names (a transaction that compares the assignment, as examples/failover does
-// with etcd) and answer an error for the saves it refuses.
+// an older state over the new owner's. Make Save conditional on who may write the
+// partition's state (a transaction that compares a key of the host's metadata), and answer
+// an error for the saves it refuses. That key moves at the hand-off, before Adopt (whose
+// saves must pass) and before the routes: the old owner saves nothing once HandOff returned.
 //
 // Each Load and Save runs under a context that ends after 10 s (a store that hangs costs the
 // partition's load a set-aside and its save a retry one interval later, never the node); a
