@@ -209,7 +209,10 @@ func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) error
 // ErrStaleState; none of them changes anything. Adopting the same bytes again installs
 // nothing and waits for durability again, so a host may retry an Adopt that failed (its ctx
 // ended before the state was durable: it is installed, and durable at the committer's
-// pace).
+// pace). Retry only while the routes do not name the partition here: once they do, this
+// node's state is newer than the bytes (settles applied since), and a node restarted since
+// has forgotten which bytes it adopted, so adopting them again would undo those settles
+// wherever the frontier has not moved past the bytes' (ErrStaleState catches the rest).
 func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state []byte) error {
 	if !n.fence.enter() {
 		return ErrClosed
