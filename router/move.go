@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -106,11 +107,11 @@ func (m *moves) unfenceLocked(topic string, partition int32) {
 // disk adopts what it got.
 //
 // The fence lasts until an Adopt of the partition here, DeleteTopic, or DropPartition: a
-// host calls DropPartition only once its Routes no longer name the partition here. It is
-// memory: a node restarted before its Routes changed would serve the partition again from
-// the durable state it handed off, so a host changes its Routes before it restarts the old
-// owner. A partition this node never loaded and its Routes do not name here answers
-// ErrNotLocal.
+// host calls DropPartition only once its Routes no longer name the partition here. It
+// outlives a restart: HandOff leaves MovedFile in the partition's directory, and a node does
+// not load a partition marked so. (With Config.Store the fence is memory: a host changes its
+// Routes before it restarts the old owner.) A partition this node never loaded and its Routes
+// do not name here answers ErrNotLocal.
 func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]byte, error) {
 	if !n.fence.enter() {
 		return nil, ErrClosed
@@ -182,6 +183,12 @@ func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) error
 		h.fenced = true
 		if err := n.committer.Durable(ctx, topic, partition); err != nil {
 			return fmt.Errorf("router: hand-off of %s/%d: %w", topic, partition, err)
+		}
+		if err := n.markMoved(topic, partition); err != nil {
+			// The fence holds in memory; only a restart before the routes change would
+			// serve the partition again.
+			n.logger.Error("consume: hand-off: cannot mark the partition's directory as handed off; restart this node only once its routes no longer name the partition",
+				"topic", topic, "partition", partition, "err", err)
 		}
 		n.tracker.Drop(topic, partition)
 	case !h.fenced:
@@ -294,13 +301,49 @@ func (n *Node) checkNotStale(gen *inflight.Generation, key shardKey, st *infligh
 	return nil
 }
 
+// MovedFile marks a partition's directory as handed off from its node (HandOff), so that the
+// fence outlives a restart: a node does not load a partition whose directory holds it, and
+// ReadState refuses it (the state lives on elsewhere). Adopt and DropPartition remove it.
+const MovedFile = "consumer.moved"
+
+// markMoved writes MovedFile into the partition's directory, durably (the file and the
+// directory's entry). With Config.Store there is no directory: the fence is memory.
+func (n *Node) markMoved(topic string, partition int32) error {
+	if n.store != nil {
+		return nil
+	}
+	root, err := n.openRoot(n.partitionDir(topic, partition))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(MovedFile, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.SyncData()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Sync()
+	}
+	return err
+}
+
+// markedMoved reports whether the partition's directory holds MovedFile.
+func (n *Node) markedMoved(topic string, partition int32) bool {
+	return n.store == nil && n.stat(filepath.Join(n.partitionDir(topic, partition), MovedFile)) == nil
+}
+
 // ReadState reads the durable state of a partition from the state directory of a node that
 // is not running (its Config.Dir, through fsys as its Config.FS was, nil for the real file
 // system: a dead owner's disk, or a copy of it) and returns it as Adopt takes it: the
 // frontier, acked-ahead offsets, attempts, quarantine and requeues that recovery would take
 // from the files (damaged or foreign files are ignored, so the new owner delivers again
 // rather than skips), and no leases, which a node keeps in memory only. A partition with no
-// trusted state reads as nothing acked. It never writes.
+// trusted state reads as nothing acked. A partition the node handed off (its directory holds
+// MovedFile) answers ErrMoved: its state lives on at the next owner. It never writes.
 //
 // A failover from this state delivers again what the dead owner had not yet made durable:
 // after a process crash, with its page cache intact, about one commit tick (100 ms) of acks;
@@ -318,7 +361,18 @@ func ReadState(fsys FS, dir, topic string, partition int32) ([]byte, error) {
 	if fsys != nil {
 		rfs = fsys
 	}
-	rec, err := offsets.ReadDir(rfs, filepath.Join(dir, topicDir(topic), strconv.Itoa(int(partition))), topic, partition)
+	partDir := filepath.Join(dir, topicDir(topic), strconv.Itoa(int(partition)))
+	if rfs == nil {
+		rfs = offsets.OS()
+	}
+	if root, err := rfs.OpenRoot(partDir); err == nil {
+		_, statErr := root.Stat(MovedFile)
+		root.Close()
+		if statErr == nil {
+			return nil, fmt.Errorf("%w: %s/%d was handed off from the node of %s: its state lives on at the next owner", ErrMoved, topic, partition, dir)
+		}
+	}
+	rec, err := offsets.ReadDir(rfs, partDir, topic, partition)
 	if err != nil {
 		return nil, err
 	}

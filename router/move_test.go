@@ -322,3 +322,31 @@ func TestHandOffNotDurableStillReturnsTheState(t *testing.T) {
 		assert.Equal(t, len(state), len(again))
 	})
 }
+
+// The fence outlives a restart of the old owner: a node restarted with routes that still name
+// the partition serves nothing of it and refuses its settles, ReadState of its directory
+// answers ErrMoved, and DropPartition ends the fence.
+func TestHandOffFenceOutlivesARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTrio(t, 0)
+		defer tr.b.close()
+		defer tr.c.close()
+		ctx := context.Background()
+		tr.a.produce(0, 3)
+		m := tr.a.one()
+		_, err := tr.a.node.HandOff(ctx, "orders", 0)
+		require.NoError(t, err)
+		tr.a.close()
+		tr.a.start() // the same directory; its routes still name partition 0 here
+		defer tr.a.close()
+
+		assert.Empty(t, tr.a.consume(router.ConsumeOptions{Max: 10}), "nothing of the handed-off partition")
+		assert.ErrorIs(t, tr.a.node.Ack(ctx, "orders", m.Receipt.String()), router.ErrMoved)
+		_, err = router.ReadState(tr.a.fs, tr.a.dir, "orders", 0)
+		assert.ErrorIs(t, err, router.ErrMoved, "its state lives on elsewhere")
+
+		tr.a.node.DropPartition("orders", 0)
+		got := tr.a.consume(router.ConsumeOptions{Max: 10, Pinned: true, Partition: 0})
+		assert.Len(t, got, 3, "the fence ended: the durable state as handed off, its lease gone with the restart")
+	})
+}

@@ -170,6 +170,7 @@ type Node struct {
 	removeAll func(string) error
 	stat      func(string) error          // nil when the path exists
 	rename    func(from, to string) error // nil: a custom FS that cannot rename
+	openRoot  func(dir string) (Root, error)
 
 	topics readMap[*topicState] // read on every consume; changed at a topic's first use and delete
 
@@ -292,7 +293,9 @@ func New(cfg Config) (*Node, error) {
 	n.removeAll = os.RemoveAll
 	n.stat = func(path string) error { _, err := os.Stat(path); return err }
 	n.rename = os.Rename
+	n.openRoot = offsets.OS().OpenRoot
 	if fsys != nil {
+		n.openRoot = fsys.OpenRoot
 		n.mkdirAll, n.removeAll = fsys.MkdirAll, fsys.RemoveAll
 		n.stat = func(path string) error { _, err := fsys.Stat(path); return err }
 		n.rename = nil
@@ -590,6 +593,9 @@ func (n *Node) DropPartition(topic string, partition int32) {
 		n.moves.mu.Lock()
 		n.moves.unfenceLocked(topic, partition)
 		n.moves.mu.Unlock()
+		if n.store == nil {
+			_ = n.removeAll(filepath.Join(n.partitionDir(topic, partition), MovedFile))
+		}
 	}
 	n.tracker.Drop(topic, partition)
 	// Consumers parked for the partition look again: a copy just installed may hold records.

@@ -100,7 +100,7 @@ func (e *errStateLoad) Unwrap() error { return e.err }
 // fails the load as the host's fault (ErrHostContract), not the state's: nothing is set
 // aside, and nothing is loaded on the strength of them.
 func (n *Node) loadPartition(topic string, partition int32) (inflight.State, error) {
-	if n.moves.isFenced(topic, partition) {
+	if n.moves.isFenced(topic, partition) || n.markedMoved(topic, partition) {
 		// Handed off: its files hold the state as of the hand-off, which the next owner
 		// serves now. Checked inside the create fence, so no load that began before the
 		// hand-off's drop stores a shard after it.
