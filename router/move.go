@@ -47,7 +47,7 @@ var (
 // it adopted (so a retried Adopt of the same bytes installs nothing again).
 type moves struct {
 	mu       sync.Mutex // guards adopted and fencedOf, and serialises Adopt's installs
-	fenced   sync.Map   // shardKey → *handedOff: read on a shard's load, which is rare too
+	fenced   sync.Map   // shardKey → *handedOff: read at every load of a shard
 	adopted  map[shardKey]uint64
 	fencedOf map[string]int // topic → partitions fenced, so DeleteTopic forgets them
 }
@@ -69,7 +69,7 @@ func (m *moves) isFenced(topic string, partition int32) bool {
 	return ok
 }
 
-// unfence forgets the fence of one partition (partition >= 0) or of every partition of topic.
+// unfenceLocked forgets the fence of one partition (partition >= 0) or of every partition of topic.
 // Called with mu held.
 func (m *moves) unfenceLocked(topic string, partition int32) {
 	if m.fencedOf[topic] == 0 {
