@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // What a client does. Each consume asks for one record, or for a batch of up to batchMax
@@ -45,7 +48,8 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 			batch = batchMax
 		}
 		start := time.Now()
-		msgs, calls, err := c.api.consume(consumeCtx, c.base, batch, consumeWait)
+		msgs, header, err := c.api.ConsumeHeader(consumeCtx, c.base, batch, consumeWait)
+		calls, _ := strconv.Atoi(header.Get(peerCallsHeader)) // the calls to peers it took
 		end := time.Now()
 		if consumeCtx.Err() != nil {
 			// The run is over (every record settled), or was interrupted: a record handed
@@ -54,7 +58,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+			if ae, ok := errors.AsType[*queueclient.Error](err); ok && ae.Status < 500 {
 				return fmt.Errorf("consume through %s: %w", c.via, err)
 			}
 			// The node is down, or restarting, or said to try again.
@@ -76,7 +80,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
 					c.led.settle(pos, nacked, time.Now())
-					if err := c.api.nack(ctx, c.base, m.Receipt); err != nil {
+					if err := c.api.Nack(ctx, c.base, m.Receipt); err != nil {
 						c.led.nackFailures.Add(1)
 					}
 					continue
@@ -98,7 +102,7 @@ func (c *consumer) ack(ctx context.Context, handles []string, acking []position)
 	case 0:
 		return nil
 	case 1:
-		err := c.api.ack(ctx, c.base, handles[0])
+		err := c.api.Ack(ctx, c.base, handles[0])
 		o, fatal := outcomeOf(err)
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
@@ -106,12 +110,12 @@ func (c *consumer) ack(ctx context.Context, handles []string, acking []position)
 		c.led.settle(acking[0], o, time.Now())
 		return nil
 	}
-	errs, err := c.api.ackBatch(ctx, c.base, handles)
+	errs, err := c.api.AckBatch(ctx, c.base, handles)
 	at := time.Now()
 	if err != nil {
 		// The request got no answer (or one the consume API would not give): every ack
 		// in it may or may not have been applied.
-		if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+		if ae, ok := errors.AsType[*queueclient.Error](err); ok && ae.Status < 500 {
 			return fmt.Errorf("ack-batch through %s: %w", c.via, err)
 		}
 		for _, pos := range acking {
@@ -160,7 +164,7 @@ func (p *producer) run(ctx context.Context) {
 				return // the run has every record it wants, or will once the others' calls return
 			}
 			value := fmt.Sprintf(`{"order":%d}`, p.seq.Add(1))
-			offset, err := p.api.produce(ctx, p.base, p.partition, value)
+			offset, err := p.api.Produce(ctx, p.base, p.partition, value)
 			if err != nil {
 				// The owner is down (refused: nothing was appended), or the append's
 				// answer never came (a record may have landed all the same: the

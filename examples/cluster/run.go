@@ -80,7 +80,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{
 		cfg: cfg, cc: cc, exe: exe, configPath: configPath, out: out,
-		api: &api{http: &http.Client{Transport: transport}}, led: newLedger(cc),
+		api: newAPI(transport), led: newLedger(cc),
 		procs: map[string]*proc{},
 	}
 	defer c.killAll() // whatever is left running after an early return
@@ -264,7 +264,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 
 // primed asks node n whether its committer primed all of its partitions.
 func (c *clusterRun) primed(ctx context.Context, n nodeConfig) bool {
-	st, err := c.api.status(ctx, "http://"+n.Addr)
+	st, err := c.status(ctx, "http://"+n.Addr)
 	return err == nil && st.Primes >= uint64(len(n.Partitions))
 }
 
@@ -287,7 +287,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		if len(n.Partitions) == 0 {
 			continue
 		}
-		st, err := c.api.status(ctx, "http://"+n.Addr)
+		st, err := c.status(ctx, "http://"+n.Addr)
 		if err != nil || len(st.Partitions) != len(n.Partitions) {
 			return false
 		}
@@ -316,7 +316,7 @@ func (c *clusterRun) finish(runErr error) report {
 		if p == nil || !p.alive() {
 			continue
 		}
-		if st, err := c.api.status(ctx, "http://"+n.Addr); err == nil {
+		if st, err := c.status(ctx, "http://"+n.Addr); err == nil {
 			rep.remote[n.ID] = st.Remote
 		}
 	}

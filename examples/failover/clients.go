@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // What a client does (as in examples/cluster). Each consume asks for one record, or for a
@@ -45,13 +47,13 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 			batch = batchMax
 		}
 		start := time.Now()
-		msgs, err := c.api.consume(consumeCtx, c.base, batch, consumeWait)
+		msgs, err := c.api.Consume(consumeCtx, c.base, batch, consumeWait)
 		end := time.Now()
 		if consumeCtx.Err() != nil {
 			return nil // the run is over: what it handed over goes back when its lease lapses
 		}
 		if err != nil {
-			if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+			if ae, ok := errors.AsType[*queueclient.Error](err); ok && ae.Status < 500 {
 				return fmt.Errorf("consume through %s: %w", c.via, err)
 			}
 			if dead() {
@@ -72,7 +74,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
 					c.led.settle(pos, nacked, time.Now(), false)
-					c.api.nack(ctx, c.base, m.Receipt)
+					c.api.Nack(ctx, c.base, m.Receipt)
 					continue
 				}
 			}
@@ -88,7 +90,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
 	for attempt := 0; ; attempt++ {
 		c.led.acking(pos, c.via, time.Now())
-		o, fatal := outcomeOf(c.api.ack(ctx, c.base, handle))
+		o, fatal := outcomeOf(c.api.Ack(ctx, c.base, handle))
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
@@ -131,7 +133,7 @@ func (p *producer) run(ctx context.Context) {
 			s := p.view.snap()
 			addr := s.known[s.owner(p.partition)]
 			value := fmt.Sprintf(`{"order":%d}`, p.seq.Add(1))
-			offset, err := p.api.produce(ctx, "http://"+addr, p.partition, value)
+			offset, err := p.api.Produce(ctx, "http://"+addr, p.partition, value)
 			if err != nil {
 				// Not the owner (409), the owner down (refused: nothing was appended), or
 				// the answer never came (the record may have landed: the ledger meets it

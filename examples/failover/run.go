@@ -77,7 +77,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{cfg: cfg, cc: cc, out: out, procs: map[string]*proc{},
-		api: &api{http: &http.Client{Transport: transport}}, led: newLedger(cfg.visibility, cfg.commitInterval)}
+		api: newAPI(transport), led: newLedger(cfg.visibility, cfg.commitInterval)}
 	defer c.killAll() // whatever is left running after an early return
 
 	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
@@ -160,7 +160,7 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 	}
 	for _, n := range c.cc.Nodes {
 		for {
-			st, err := c.api.status(ctx, "http://"+n.Addr)
+			st, err := c.status(ctx, "http://"+n.Addr)
 			if err == nil && st.Revision >= s.rev {
 				break
 			}
@@ -344,7 +344,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		st, ok := status[owner]
 		if !ok {
 			var err error
-			if st, err = c.api.status(ctx, "http://"+s.known[owner]); err != nil {
+			if st, err = c.status(ctx, "http://"+s.known[owner]); err != nil {
 				return false
 			}
 			status[owner] = st
