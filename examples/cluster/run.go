@@ -96,7 +96,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 		if len(n.Partitions) > 0 {
 			owns = "owns partitions " + strings.Trim(fmt.Sprint(n.Partitions), "[]")
 		}
-		fmt.Fprintf(out, "  %s  %-15s  %-22s pid %d\n", n.ID, n.Addr, owns, p.pid())
+		fmt.Fprintf(out, "  %s  %-15s  %-22s pid %d\n", n.ID, n.Addr, owns, p.Pid())
 	}
 	fmt.Fprintf(out, "each: a router.Node over its own file log, serving peers at /node (nodehttp), clients at /queue (httpapi)\n")
 	fmt.Fprintf(out, "config: %s; state: %s (%s)\n", configPath, dir, stateNote(cfg.dir))
@@ -239,9 +239,9 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	c.down = victim
 	c.mu.Unlock()
 	at := time.Now()
-	p.kill() // SIGKILL: no deferred call, no Close, nothing
+	p.Kill() // SIGKILL: no deferred call, no Close, nothing
 	c.led.kill(victim, at)
-	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.pid(), c.led.produced.Load())
+	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.Pid(), c.led.produced.Load())
 	if pause(ctx, c.cfg.downtime); ctx.Err() != nil {
 		return nil
 	}
@@ -258,7 +258,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	c.procs[victim] = p
 	c.down = ""
 	c.mu.Unlock()
-	c.say("%s started again over the same directory (pid %d)", victim, p.pid())
+	c.say("%s started again over the same directory (pid %d)", victim, p.Pid())
 	return nil
 }
 
@@ -273,8 +273,8 @@ func (c *clusterRun) checkNodes() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, p := range c.procs {
-		if id != c.down && !p.alive() {
-			return fmt.Errorf("%w: %s: %v", errExited, id, p.err)
+		if id != c.down && !p.Alive() {
+			return fmt.Errorf("%w: %s: %v", errExited, id, p.Err())
 		}
 	}
 	return nil
@@ -313,7 +313,7 @@ func (c *clusterRun) finish(runErr error) report {
 	c.mu.Unlock()
 	for _, n := range c.cc.Nodes {
 		p := procs[n.ID]
-		if p == nil || !p.alive() {
+		if p == nil || !p.Alive() {
 			continue
 		}
 		if st, err := c.status(ctx, "http://"+n.Addr); err == nil {
@@ -351,8 +351,8 @@ func (c *clusterRun) killAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.alive() {
-			p.kill()
+		if p.Alive() {
+			p.Kill()
 		}
 	}
 }

@@ -112,7 +112,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	for _, n := range cc.Nodes {
 		w("  %s  http %-15s  etcd client %s  peer %s  pid %-7d first owns %s", n.ID, n.Addr,
 			strings.TrimPrefix(n.Member.ClientURL, "http://"), strings.TrimPrefix(n.Member.PeerURL, "http://"),
-			c.procs[n.ID].pid(), partitionList(n.Initial))
+			c.procs[n.ID].Pid(), partitionList(n.Initial))
 	}
 	w("etcd: routes /failover/assign/, liveness /failover/nodes/ (leases of %ds), ack state /failover/state/", leaseTTL)
 	w("  (router.Config.Store; saved at most once per commit interval, %v)", cfg.commitInterval)
@@ -306,9 +306,9 @@ func (c *clusterRun) script(ctx context.Context) error {
 	c.victim = victim
 	c.mu.Unlock()
 	at := time.Now()
-	p.kill()
+	p.Kill()
 	c.led.kill(victim, parts, at)
-	c.say("phase 3: %s (%s) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, role, p.pid(), topic, partitionList(parts))
+	c.say("phase 3: %s (%s) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, role, p.Pid(), topic, partitionList(parts))
 	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 	s = c.view.wait(wctx, func(s *snapshot) bool {
 		_, live := s.live[victim]
@@ -327,8 +327,8 @@ func (c *clusterRun) checkNodes() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, p := range c.procs {
-		if id != c.victim && !p.alive() {
-			return fmt.Errorf("%w: %s: %v", errExited, id, p.err)
+		if id != c.victim && !p.Alive() {
+			return fmt.Errorf("%w: %s: %v", errExited, id, p.Err())
 		}
 	}
 	return nil
@@ -380,7 +380,7 @@ func (c *clusterRun) finish(runErr error) report {
 	c.mu.Lock()
 	var live []*proc
 	for _, n := range c.cc.Nodes {
-		if p := c.procs[n.ID]; p != nil && p.alive() {
+		if p := c.procs[n.ID]; p != nil && p.Alive() {
 			live = append(live, p)
 		}
 	}
@@ -434,8 +434,8 @@ func (c *clusterRun) killAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.alive() {
-			p.kill()
+		if p.Alive() {
+			p.Kill()
 		}
 	}
 }
