@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/examples/internal/queueclient"
 )
 
@@ -63,7 +64,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 			}
 			// The node is down, or restarting, or said to try again.
 			c.led.consumeFailures.Add(1)
-			pause(consumeCtx, retryPause)
+			launch.Pause(consumeCtx, retryPause)
 			continue
 		}
 		handles, acking = handles[:0], acking[:0]
@@ -187,15 +188,5 @@ func (p *producer) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-	}
-}
-
-// pause waits d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

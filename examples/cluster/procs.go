@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/examples/internal/procs"
 )
 
@@ -34,7 +35,7 @@ func startNode(ctx context.Context, exe, path, id string) (*proc, error) {
 		if err == nil || !errors.Is(err, errExited) || attempt == startAttempts {
 			return p, err
 		}
-		if pause(ctx, 200*time.Millisecond); ctx.Err() != nil {
+		if launch.Pause(ctx, 200*time.Millisecond); ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}

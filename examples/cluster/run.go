@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/router"
 )
 
@@ -53,7 +54,7 @@ type report struct {
 // record delivered again outside the crash window, a node that failed, or the run itself.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	var rep report
-	dir, cleanup, err := stateDir(cfg.dir)
+	dir, cleanup, err := launch.RunDir(cfg.dir, "cluster-")
 	if err != nil {
 		return rep, err
 	}
@@ -230,7 +231,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	// cache, the one exception to the tick's window a kill this early could run into.
 	node, _ := c.cc.node(victim)
 	for c.led.produced.Load() < int64(c.cfg.records/2) || !c.primed(ctx, node) {
-		if pause(ctx, 5*time.Millisecond); ctx.Err() != nil {
+		if launch.Pause(ctx, 5*time.Millisecond); ctx.Err() != nil {
 			return nil
 		}
 	}
@@ -242,7 +243,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	p.Kill() // SIGKILL: no deferred call, no Close, nothing
 	c.led.kill(victim, at)
 	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.Pid(), c.led.produced.Load())
-	if pause(ctx, c.cfg.downtime); ctx.Err() != nil {
+	if launch.Pause(ctx, c.cfg.downtime); ctx.Err() != nil {
 		return nil
 	}
 	// Every ack the new process answers comes after this.

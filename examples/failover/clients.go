@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/examples/internal/queueclient"
 )
 
@@ -59,7 +60,7 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 			if dead() {
 				return nil
 			}
-			pause(consumeCtx, retryPause)
+			launch.Pause(consumeCtx, retryPause)
 			continue
 		}
 		for i := range msgs {
@@ -98,7 +99,7 @@ func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
 			c.led.settle(pos, o, time.Now(), attempt > 0)
 			return nil
 		}
-		pause(ctx, ackRetryPause)
+		launch.Pause(ctx, ackRetryPause)
 	}
 }
 
@@ -142,7 +143,7 @@ func (p *producer) run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				pause(ctx, retryPause)
+				launch.Pause(ctx, retryPause)
 				break
 			}
 			sent++

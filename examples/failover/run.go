@@ -16,6 +16,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // moved is the partition the graceful move takes to the next node.
@@ -52,7 +54,7 @@ type report struct {
 // runCluster is the demo. Its error says why it failed, if it did.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	var rep report
-	dir, cleanup, err := runDir(cfg.dir)
+	dir, cleanup, err := launch.RunDir(cfg.dir, "failover-")
 	if err != nil {
 		return rep, err
 	}
@@ -164,7 +166,7 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 			if err == nil && st.Revision >= s.rev {
 				break
 			}
-			if pause(ctx, 20*time.Millisecond); ctx.Err() != nil {
+			if launch.Pause(ctx, 20*time.Millisecond); ctx.Err() != nil {
 				return fmt.Errorf("%s's routes did not catch up with etcd", n.ID)
 			}
 		}
@@ -265,7 +267,7 @@ func (c *clusterRun) play(ctx context.Context) error {
 // thirds, waiting for each to take effect in etcd.
 func (c *clusterRun) script(ctx context.Context) error {
 	third := c.cfg.duration / 3
-	if pause(ctx, time.Until(c.start.Add(third))); ctx.Err() != nil {
+	if launch.Pause(ctx, time.Until(c.start.Add(third))); ctx.Err() != nil {
 		return nil
 	}
 	// Phase 2: one graceful move, by the controller (HandOff, bytes, Adopt, Txn).
@@ -285,7 +287,7 @@ func (c *clusterRun) script(ctx context.Context) error {
 	}
 	c.say("phase 2: etcd names %s the owner of %s/%d (revision %d)", to, topic, moved, s.assign[moved].modRev)
 
-	if pause(ctx, time.Until(c.start.Add(2*third))); ctx.Err() != nil {
+	if launch.Pause(ctx, time.Until(c.start.Add(2*third))); ctx.Err() != nil {
 		return nil
 	}
 	// Phase 3: the controller's node, killed for good.
@@ -371,7 +373,7 @@ func (c *clusterRun) finish(runErr error) report {
 			if _, err = c.cli.Put(ctx, haltKey, "stopping"); err == nil {
 				break
 			}
-			pause(ctx, 200*time.Millisecond)
+			launch.Pause(ctx, 200*time.Millisecond)
 		}
 		if err != nil {
 			rep.stopErrs = append(rep.stopErrs, fmt.Errorf("halting the controller: %w", err))
