@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"narad.dev/consume/examples/internal/queueclient"
@@ -25,19 +24,4 @@ func (c *clusterRun) status(ctx context.Context, base string) (nodeStatus, error
 	var st nodeStatus
 	err := c.api.Status(ctx, base, &st)
 	return st, err
-}
-
-// answerOutcomes are the outcomes of an ack's answers; Rejected is none (the call was wrong).
-var answerOutcomes = [...]outcome{
-	queueclient.Acked: acked, queueclient.Settled: ackSettled, queueclient.Late: ackLate,
-	queueclient.Refused: ackRefused, queueclient.Unsure: ackUnsure, queueclient.Rejected: held,
-}
-
-// outcomeOf says how an ack answered err ended: see queueclient.AckAnswer.
-func outcomeOf(err error) (outcome, error) {
-	a := queueclient.AckAnswer(err)
-	if a == queueclient.Rejected {
-		return held, fmt.Errorf("ack: %w", err)
-	}
-	return answerOutcomes[a], nil
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"narad.dev/consume/examples/internal/delivery"
 	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/examples/internal/queueclient"
 )
@@ -42,7 +43,7 @@ type consumer struct {
 // when the run is told to stop gets its answer.
 func (c *consumer) run(consumeCtx, ctx context.Context) error {
 	var handles []string
-	var acking []position
+	var acking []delivery.Position
 	for consumeCtx.Err() == nil {
 		batch := 1
 		if c.rng.IntN(4) == 0 {
@@ -70,17 +71,17 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 		handles, acking = handles[:0], acking[:0]
 		for i := range msgs {
 			m := &msgs[i]
-			pos := position{m.Partition, m.Offset}
+			pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 			again := c.led.delivered(c.via, m, calls, start, end)
 			if !again {
 				switch n := c.rng.IntN(1000); {
 				case n < abandonPerMille:
-					c.led.settle(pos, abandoned, end)
+					c.led.settle(pos, delivery.Abandoned, end)
 					continue
 				case n < abandonPerMille+nackPerMille:
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
-					c.led.settle(pos, nacked, time.Now())
+					c.led.settle(pos, delivery.Nacked, time.Now())
 					if err := c.api.Nack(ctx, c.base, m.Receipt); err != nil {
 						c.led.nackFailures.Add(1)
 					}
@@ -98,13 +99,13 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 }
 
 // ack acks the records: one alone, several in one batch request.
-func (c *consumer) ack(ctx context.Context, handles []string, acking []position) error {
+func (c *consumer) ack(ctx context.Context, handles []string, acking []delivery.Position) error {
 	switch len(handles) {
 	case 0:
 		return nil
 	case 1:
 		err := c.api.Ack(ctx, c.base, handles[0])
-		o, fatal := outcomeOf(err)
+		o, fatal := delivery.OutcomeOf(err)
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
@@ -120,12 +121,12 @@ func (c *consumer) ack(ctx context.Context, handles []string, acking []position)
 			return fmt.Errorf("ack-batch through %s: %w", c.via, err)
 		}
 		for _, pos := range acking {
-			c.led.settle(pos, ackUnsure, at)
+			c.led.settle(pos, delivery.AckUnsure, at)
 		}
 		return nil
 	}
 	for i, pos := range acking {
-		o, fatal := outcomeOf(errs[i])
+		o, fatal := delivery.OutcomeOf(errs[i])
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
@@ -181,7 +182,7 @@ func (p *producer) run(ctx context.Context) {
 				break
 			}
 			sent++
-			p.led.producedAt(position{p.partition, offset}, value)
+			p.led.producedAt(delivery.Position{Partition: p.partition, Offset: offset}, value)
 		}
 		select {
 		case <-ctx.Done():

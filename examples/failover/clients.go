@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/examples/internal/delivery"
 	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/examples/internal/queueclient"
 )
@@ -65,16 +66,16 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			pos := position{m.Partition, m.Offset}
+			pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 			if !c.led.delivered(m, start, end) {
 				switch n := c.rng.IntN(1000); {
 				case n < abandonPerMille:
-					c.led.settle(pos, abandoned, end, false)
+					c.led.settle(pos, delivery.Abandoned, end, false)
 					continue
 				case n < abandonPerMille+nackPerMille:
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
-					c.led.settle(pos, nacked, time.Now(), false)
+					c.led.settle(pos, delivery.Nacked, time.Now(), false)
 					c.api.Nack(ctx, c.base, m.Receipt)
 					continue
 				}
@@ -88,14 +89,14 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 }
 
 // ack acks one record, trying again while the answer is a 503.
-func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
+func (c *consumer) ack(ctx context.Context, handle string, pos delivery.Position) error {
 	for attempt := 0; ; attempt++ {
 		c.led.acking(pos, c.via, time.Now())
-		o, fatal := outcomeOf(c.api.Ack(ctx, c.base, handle))
+		o, fatal := delivery.OutcomeOf(c.api.Ack(ctx, c.base, handle))
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
-		if o != ackRefused || attempt == ackRetries || ctx.Err() != nil {
+		if o != delivery.AckRefused || attempt == ackRetries || ctx.Err() != nil {
 			c.led.settle(pos, o, time.Now(), attempt > 0)
 			return nil
 		}
@@ -147,7 +148,7 @@ func (p *producer) run(ctx context.Context) {
 				break
 			}
 			sent++
-			p.led.producedAt(position{p.partition, offset}, value, time.Now())
+			p.led.producedAt(delivery.Position{Partition: p.partition, Offset: offset}, value, time.Now())
 		}
 		select {
 		case <-ctx.Done():
