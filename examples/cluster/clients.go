@@ -34,7 +34,7 @@ const (
 type consumer struct {
 	via  string // the node it consumes through
 	base string // http://addr of that node
-	api  *api
+	api  *queueclient.Client
 	led  *ledger
 	rng  *rand.Rand
 }
@@ -141,7 +141,7 @@ func (c *consumer) ack(ctx context.Context, handles []string, acking []delivery.
 type producer struct {
 	partition int32
 	base      string // http://addr of its owner
-	api       *api
+	api       *queueclient.Client
 	led       *ledger
 	rate      float64       // records per second; 0: as fast as it can
 	slots     *atomic.Int64 // records the run still wants, shared by the producers

@@ -10,6 +10,7 @@ import (
 
 	"narad.dev/consume/examples/internal/delivery"
 	"narad.dev/consume/examples/internal/latency"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // The window of acks a crash of their owner may deliver again. The library documents about
@@ -128,7 +129,7 @@ func (l *ledger) producedAt(pos delivery.Position, value string) {
 // delivered records the delivery of m to a client that consumed through node via, in a
 // consume that began at start, returned at end, and made calls calls to other nodes, and
 // reports whether the record was delivered before.
-func (l *ledger) delivered(via string, m *message, calls int, start, end time.Time) (again bool) {
+func (l *ledger) delivered(via string, m *queueclient.Message, calls int, start, end time.Time) (again bool) {
 	pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 	l.deliveries.Add(1)
 	l.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/queueclient"
 	"narad.dev/consume/router"
 )
 
@@ -28,7 +29,7 @@ type clusterRun struct {
 	cc         clusterConfig
 	exe        string
 	configPath string
-	api        *api
+	api        *queueclient.Client
 	led        *ledger
 	start      time.Time
 
@@ -81,7 +82,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{
 		cfg: cfg, cc: cc, exe: exe, configPath: configPath, out: out,
-		api: newAPI(transport), led: newLedger(cc),
+		api: queueclient.New(transport, topic), led: newLedger(cc),
 		procs: map[string]*proc{},
 	}
 	defer c.killAll() // whatever is left running after an early return
@@ -265,7 +266,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 
 // primed asks node n whether its committer primed all of its partitions.
 func (c *clusterRun) primed(ctx context.Context, n nodeConfig) bool {
-	st, err := c.status(ctx, "http://"+n.Addr)
+	st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
 	return err == nil && st.Primes >= uint64(len(n.Partitions))
 }
 
@@ -288,7 +289,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		if len(n.Partitions) == 0 {
 			continue
 		}
-		st, err := c.status(ctx, "http://"+n.Addr)
+		st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
 		if err != nil || len(st.Partitions) != len(n.Partitions) {
 			return false
 		}
@@ -317,7 +318,7 @@ func (c *clusterRun) finish(runErr error) report {
 		if p == nil || !p.Alive() {
 			continue
 		}
-		if st, err := c.status(ctx, "http://"+n.Addr); err == nil {
+		if st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr); err == nil {
 			rep.remote[n.ID] = st.Remote
 		}
 	}

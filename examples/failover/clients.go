@@ -35,7 +35,7 @@ const (
 type consumer struct {
 	via  string // the node it consumes through
 	base string // http://addr of that node
-	api  *api
+	api  *queueclient.Client
 	led  *ledger
 	rng  *rand.Rand
 }
@@ -111,7 +111,7 @@ func (c *consumer) ack(ctx context.Context, handle string, pos delivery.Position
 type producer struct {
 	partition int32
 	view      *view
-	api       *api
+	api       *queueclient.Client
 	led       *ledger
 	rate      float64       // records per second
 	slots     *atomic.Int64 // records the run still wants, shared by the producers

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"narad.dev/consume/examples/internal/delivery"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // saveSlack is what the window allows beyond the commit interval: the save in flight at the
@@ -140,7 +141,7 @@ func (l *ledger) producedAt(pos delivery.Position, value string, at time.Time) {
 
 // delivered records the delivery of m to a client, by a consume that began at start and
 // returned at end, and reports whether the record was delivered before.
-func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
+func (l *ledger) delivered(m *queueclient.Message, start, end time.Time) (again bool) {
 	l.deliveries.Add(1)
 	pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 	l.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // moved is the partition the graceful move takes to the next node.
@@ -28,7 +29,7 @@ const moved = 0
 type clusterRun struct {
 	cfg   config
 	cc    clusterConfig
-	api   *api
+	api   *queueclient.Client
 	led   *ledger
 	cli   *clientv3.Client // of every member
 	view  *view            // of etcd, as the parent sees it: the producers' routes
@@ -79,7 +80,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{cfg: cfg, cc: cc, out: out, procs: map[string]*proc{},
-		api: newAPI(transport), led: newLedger(cfg.visibility, cfg.commitInterval)}
+		api: queueclient.New(transport, topic), led: newLedger(cfg.visibility, cfg.commitInterval)}
 	defer c.killAll() // whatever is left running after an early return
 
 	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
@@ -162,7 +163,7 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 	}
 	for _, n := range c.cc.Nodes {
 		for {
-			st, err := c.status(ctx, "http://"+n.Addr)
+			st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
 			if err == nil && st.Revision >= s.rev {
 				break
 			}
@@ -346,7 +347,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		st, ok := status[owner]
 		if !ok {
 			var err error
-			if st, err = c.status(ctx, "http://"+s.known[owner]); err != nil {
+			if st, err = queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+s.known[owner]); err != nil {
 				return false
 			}
 			status[owner] = st

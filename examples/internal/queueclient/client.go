@@ -58,6 +58,11 @@ type Client struct {
 	Topic string
 }
 
+// New returns a client of topic's nodes over transport.
+func New(transport http.RoundTripper, topic string) *Client {
+	return &Client{HTTP: &http.Client{Transport: transport}, Topic: topic}
+}
+
 // do sends req and decodes a want answer into into (if not nil). A consume's 204 (nothing
 // to deliver) is taken for a 200. header, if not nil, is given the answer's header, whatever
 // its status.
@@ -199,6 +204,13 @@ func (c *Client) Status(ctx context.Context, base string, into any) error {
 		return err
 	}
 	return c.do(req, http.StatusOK, into, nil)
+}
+
+// StatusOf asks node base for its status, as a T.
+func StatusOf[T any](ctx context.Context, c *Client, base string) (T, error) {
+	var st T
+	err := c.Status(ctx, base, &st)
+	return st, err
 }
 
 // An Answer is what an ack's answer says of the record: see the consume API's errors.

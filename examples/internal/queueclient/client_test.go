@@ -147,4 +147,9 @@ func TestProduceStatus(t *testing.T) {
 	}
 	require.NoError(t, c.Status(t.Context(), base, &st))
 	require.Equal(t, "node-1", st.ID)
+	st, err = StatusOf[struct {
+		ID string `json:"id"`
+	}](t.Context(), New(c.HTTP.Transport, "orders"), base)
+	require.NoError(t, err)
+	require.Equal(t, "node-1", st.ID)
 }
