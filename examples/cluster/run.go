@@ -7,8 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,28 +53,19 @@ type report struct {
 // record delivered again outside the crash window, a node that failed, or the run itself.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	var rep report
-	dir, cleanup, err := launch.RunDir(cfg.dir, "cluster-")
+	var cc clusterConfig
+	r, cleanup, err := launch.NewRun(cfg.dir, "cluster-", configName, "the state directory", cfg.exe, func(dir, path string) error {
+		var err error
+		if cc, err = newClusterConfig(dir, cfg.visibility); err != nil {
+			return err
+		}
+		return cc.write(path)
+	})
 	if err != nil {
 		return rep, err
 	}
 	defer cleanup()
-	configPath := filepath.Join(dir, configName)
-	if _, err := os.Stat(configPath); err == nil {
-		return rep, errors.New("the state directory holds an earlier run: give -dir an empty or new directory")
-	}
-	cc, err := newClusterConfig(dir, cfg.visibility)
-	if err != nil {
-		return rep, err
-	}
-	if err := cc.write(configPath); err != nil {
-		return rep, err
-	}
-	exe := cfg.exe
-	if exe == "" {
-		if exe, err = os.Executable(); err != nil {
-			return rep, err
-		}
-	}
+	dir, configPath, exe := r.Dir, r.ConfigPath, r.Exe
 	// The clients' HTTP: HTTP/1.1, a connection per call in flight, kept for the next.
 	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()

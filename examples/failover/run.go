@@ -7,8 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -55,28 +53,19 @@ type report struct {
 // runCluster is the demo. Its error says why it failed, if it did.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	var rep report
-	dir, cleanup, err := launch.RunDir(cfg.dir, "failover-")
+	var cc clusterConfig
+	r, cleanup, err := launch.NewRun(cfg.dir, "failover-", configName, "the run's directory", cfg.exe, func(dir, path string) error {
+		var err error
+		if cc, err = newClusterConfig(dir, cfg.partitions, cfg.visibility, cfg.commitInterval); err != nil {
+			return err
+		}
+		return cc.write(path)
+	})
 	if err != nil {
 		return rep, err
 	}
 	defer cleanup()
-	configPath := filepath.Join(dir, configName)
-	if _, err := os.Stat(configPath); err == nil {
-		return rep, errors.New("the run's directory holds an earlier run: give -dir an empty or new directory")
-	}
-	cc, err := newClusterConfig(dir, cfg.partitions, cfg.visibility, cfg.commitInterval)
-	if err != nil {
-		return rep, err
-	}
-	if err := cc.write(configPath); err != nil {
-		return rep, err
-	}
-	exe := cfg.exe
-	if exe == "" {
-		if exe, err = os.Executable(); err != nil {
-			return rep, err
-		}
-	}
+	dir, configPath, exe := r.Dir, r.ConfigPath, r.Exe
 	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{cfg: cfg, cc: cc, out: out, procs: map[string]*proc{},

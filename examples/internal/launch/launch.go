@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -74,6 +75,43 @@ func RunDir(dir, pattern string) (path string, cleanup func(), err error) {
 	}
 	dir, err = os.MkdirTemp("", pattern)
 	return dir, func() { os.RemoveAll(dir) }, err
+}
+
+// A Run is where a parent keeps a run, and what it starts as the nodes.
+type Run struct {
+	Dir        string // the run's directory (see RunDir)
+	ConfigPath string // the config file, in Dir
+	Exe        string // the program started as the nodes
+}
+
+// NewRun makes the run's directory, RunDir(dir, pattern), and writes the config file in it,
+// named configName, with write (given the directory and the file's path). A directory that
+// holds the file already is refused: it holds an earlier run (what names it in the error).
+// The program started as the nodes is exe, or if empty this one. The run's cleanup is to
+// be called at its end; on an error, NewRun has called it.
+func NewRun(dir, pattern, configName, what, exe string, write func(dir, path string) error) (_ Run, _ func(), err error) {
+	dir, cleanup, err := RunDir(dir, pattern)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	path := filepath.Join(dir, configName)
+	if _, err := os.Stat(path); err == nil {
+		return Run{}, nil, fmt.Errorf("%s holds an earlier run: give -dir an empty or new directory", what)
+	}
+	if err := write(dir, path); err != nil {
+		return Run{}, nil, err
+	}
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return Run{}, nil, err
+		}
+	}
+	return Run{Dir: dir, ConfigPath: path, Exe: exe}, cleanup, nil
 }
 
 // FreeAddrs returns n addresses on 127.0.0.1 with ports that were free a moment ago: the

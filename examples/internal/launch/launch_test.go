@@ -85,6 +85,40 @@ func TestRunDir(t *testing.T) {
 	require.NoDirExists(t, dir)
 }
 
+func TestNewRun(t *testing.T) {
+	kept := t.TempDir()
+	write := func(dir, path string) error {
+		require.Equal(t, filepath.Join(dir, "c.json"), path)
+		return WriteJSON(path, dir)
+	}
+	run, cleanup, err := NewRun(kept, "launch-", "c.json", "the dir", "/bin/node", write)
+	require.NoError(t, err)
+	require.Equal(t, Run{Dir: kept, ConfigPath: filepath.Join(kept, "c.json"), Exe: "/bin/node"}, run)
+	cleanup()
+	require.FileExists(t, run.ConfigPath)
+
+	_, _, err = NewRun(kept, "launch-", "c.json", "the dir", "", write)
+	require.EqualError(t, err, "the dir holds an earlier run: give -dir an empty or new directory")
+
+	var made string
+	run, cleanup, err = NewRun("", "launch-", "c.json", "the dir", "", func(dir, path string) error {
+		made = dir
+		return nil
+	})
+	require.NoError(t, err)
+	exe, _ := os.Executable()
+	require.Equal(t, exe, run.Exe, "this program")
+	cleanup()
+	require.NoDirExists(t, made)
+
+	_, _, err = NewRun("", "launch-", "c.json", "the dir", "", func(dir, path string) error {
+		made = dir
+		return errors.New("no room")
+	})
+	require.EqualError(t, err, "no room")
+	require.NoDirExists(t, made, "removed on the error")
+}
+
 func TestFreeAddrs(t *testing.T) {
 	addrs, err := FreeAddrs(3)
 	require.NoError(t, err)
