@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"narad.dev/consume/examples/internal/delivery"
+	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // What a client does. Each consume asks for one record, or for a batch of up to batchMax
@@ -29,7 +34,7 @@ const (
 type consumer struct {
 	via  string // the node it consumes through
 	base string // http://addr of that node
-	api  *api
+	api  *queueclient.Client
 	led  *ledger
 	rng  *rand.Rand
 }
@@ -38,14 +43,15 @@ type consumer struct {
 // when the run is told to stop gets its answer.
 func (c *consumer) run(consumeCtx, ctx context.Context) error {
 	var handles []string
-	var acking []position
+	var acking []delivery.Position
 	for consumeCtx.Err() == nil {
 		batch := 1
 		if c.rng.IntN(4) == 0 {
 			batch = batchMax
 		}
 		start := time.Now()
-		msgs, calls, err := c.api.consume(consumeCtx, c.base, batch, consumeWait)
+		msgs, header, err := c.api.ConsumeHeader(consumeCtx, c.base, batch, consumeWait)
+		calls, _ := strconv.Atoi(header.Get(peerCallsHeader)) // the calls to peers it took
 		end := time.Now()
 		if consumeCtx.Err() != nil {
 			// The run is over (every record settled), or was interrupted: a record handed
@@ -54,29 +60,29 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+			if ae, ok := errors.AsType[*queueclient.Error](err); ok && ae.Status < 500 {
 				return fmt.Errorf("consume through %s: %w", c.via, err)
 			}
 			// The node is down, or restarting, or said to try again.
 			c.led.consumeFailures.Add(1)
-			pause(consumeCtx, retryPause)
+			launch.Pause(consumeCtx, retryPause)
 			continue
 		}
 		handles, acking = handles[:0], acking[:0]
 		for i := range msgs {
 			m := &msgs[i]
-			pos := position{m.Partition, m.Offset}
+			pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 			again := c.led.delivered(c.via, m, calls, start, end)
 			if !again {
 				switch n := c.rng.IntN(1000); {
 				case n < abandonPerMille:
-					c.led.settle(pos, abandoned, end)
+					c.led.settle(pos, delivery.Abandoned, end)
 					continue
 				case n < abandonPerMille+nackPerMille:
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
-					c.led.settle(pos, nacked, time.Now())
-					if err := c.api.nack(ctx, c.base, m.Receipt); err != nil {
+					c.led.settle(pos, delivery.Nacked, time.Now())
+					if err := c.api.Nack(ctx, c.base, m.Receipt); err != nil {
 						c.led.nackFailures.Add(1)
 					}
 					continue
@@ -93,34 +99,34 @@ func (c *consumer) run(consumeCtx, ctx context.Context) error {
 }
 
 // ack acks the records: one alone, several in one batch request.
-func (c *consumer) ack(ctx context.Context, handles []string, acking []position) error {
+func (c *consumer) ack(ctx context.Context, handles []string, acking []delivery.Position) error {
 	switch len(handles) {
 	case 0:
 		return nil
 	case 1:
-		err := c.api.ack(ctx, c.base, handles[0])
-		o, fatal := outcomeOf(err)
+		err := c.api.Ack(ctx, c.base, handles[0])
+		o, fatal := delivery.OutcomeOf(err)
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
 		c.led.settle(acking[0], o, time.Now())
 		return nil
 	}
-	errs, err := c.api.ackBatch(ctx, c.base, handles)
+	errs, err := c.api.AckBatch(ctx, c.base, handles)
 	at := time.Now()
 	if err != nil {
 		// The request got no answer (or one the consume API would not give): every ack
 		// in it may or may not have been applied.
-		if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+		if ae, ok := errors.AsType[*queueclient.Error](err); ok && ae.Status < 500 {
 			return fmt.Errorf("ack-batch through %s: %w", c.via, err)
 		}
 		for _, pos := range acking {
-			c.led.settle(pos, ackUnsure, at)
+			c.led.settle(pos, delivery.AckUnsure, at)
 		}
 		return nil
 	}
 	for i, pos := range acking {
-		o, fatal := outcomeOf(errs[i])
+		o, fatal := delivery.OutcomeOf(errs[i])
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
@@ -135,7 +141,7 @@ func (c *consumer) ack(ctx context.Context, handles []string, acking []position)
 type producer struct {
 	partition int32
 	base      string // http://addr of its owner
-	api       *api
+	api       *queueclient.Client
 	led       *ledger
 	rate      float64       // records per second; 0: as fast as it can
 	slots     *atomic.Int64 // records the run still wants, shared by the producers
@@ -160,7 +166,7 @@ func (p *producer) run(ctx context.Context) {
 				return // the run has every record it wants, or will once the others' calls return
 			}
 			value := fmt.Sprintf(`{"order":%d}`, p.seq.Add(1))
-			offset, err := p.api.produce(ctx, p.base, p.partition, value)
+			offset, err := p.api.Produce(ctx, p.base, p.partition, value)
 			if err != nil {
 				// The owner is down (refused: nothing was appended), or the append's
 				// answer never came (a record may have landed all the same: the
@@ -176,22 +182,12 @@ func (p *producer) run(ctx context.Context) {
 				break
 			}
 			sent++
-			p.led.producedAt(position{p.partition, offset}, value)
+			p.led.producedAt(delivery.Position{Partition: p.partition, Offset: offset}, value)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-	}
-}
-
-// pause waits d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // configName is the cluster's config file, in the state directory.
@@ -42,7 +41,7 @@ type nodeConfig struct {
 // newClusterConfig lays out the three nodes in dir: node-1 and node-2 own two partitions
 // each, node-3 owns none. Their addresses are ports free on 127.0.0.1 now.
 func newClusterConfig(dir string, visibility time.Duration) (clusterConfig, error) {
-	addrs, err := freeAddrs(3)
+	addrs, err := launch.FreeAddrs(3)
 	if err != nil {
 		return clusterConfig{}, err
 	}
@@ -55,37 +54,12 @@ func newClusterConfig(dir string, visibility time.Duration) (clusterConfig, erro
 	return cc, nil
 }
 
-// freeAddrs returns n addresses on 127.0.0.1 with ports that were free a moment ago: the
-// system picks them, all held at once so that they differ.
-func freeAddrs(n int) ([]string, error) {
-	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		addrs = append(addrs, ln.Addr().String())
-	}
-	return addrs, nil
-}
-
-func (cc clusterConfig) write(path string) error {
-	b, err := json.MarshalIndent(cc, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+func (cc clusterConfig) write(path string) error { return launch.WriteJSON(path, cc) }
 
 func readConfig(path string) (clusterConfig, error) {
 	var cc clusterConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if err := launch.ReadJSON(path, &cc); err != nil {
 		return cc, err
-	}
-	if err := json.Unmarshal(b, &cc); err != nil {
-		return cc, fmt.Errorf("%s: %w", path, err)
 	}
 	if cc.Topic == "" || len(cc.Nodes) == 0 {
 		return cc, fmt.Errorf("%s: no topic or no nodes", path)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,7 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/examples/internal/delivery"
 	"narad.dev/consume/examples/internal/latency"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // The window of acks a crash of their owner may deliver again. The library documents about
@@ -22,39 +23,17 @@ const (
 	crashWindow = 2 * commitTick
 )
 
-// A position is where a record is: partition and offset.
-type position struct {
-	partition int32
-	offset    int64
-}
-
-func (p position) String() string { return fmt.Sprintf("%d:%d", p.partition, p.offset) }
-
-// An outcome is how a delivery ended, as far as its client knows.
-type outcome uint8
-
-const (
-	held       outcome = iota // delivered; the client has not settled it yet
-	acked                     // the ack was answered 204
-	ackSettled                // the ack was answered already_settled (410): an earlier ack took it
-	ackUnsure                 // the ack got no answer (no reply, 502): the owner may have applied it
-	ackRefused                // the ack was refused unapplied (503: the owner was down)
-	ackLate                   // the ack was answered gone (410): the lease had lapsed first
-	nacked                    // nacked: visible again at once
-	abandoned                 // never settled: delivered again once its lease lapses
-)
-
 // A record is what the parent knows of one record of the log.
 type record struct {
 	confirmed    bool   // its produce was answered
 	value        string // as produced, or as first delivered
 	deliveries   int
-	lastDelivery time.Time // when the last delivery returned
-	lastVia      string    // the node it was consumed through
-	last         outcome   // of the last delivery
-	ackedAt      time.Time // when the latest 204 to an ack of it came back
-	settled      bool      // answered 204 or already_settled: the owner settled it
-	unsure       bool      // an ack of it got no answer
+	lastDelivery time.Time        // when the last delivery returned
+	lastVia      string           // the node it was consumed through
+	last         delivery.Outcome // of the last delivery
+	ackedAt      time.Time        // when the latest 204 to an ack of it came back
+	settled      bool             // answered 204 or already_settled: the owner settled it
+	unsure       bool             // an ack of it got no answer
 }
 
 // A speed is how a delivery reached its client (see "Consumption across nodes").
@@ -91,7 +70,7 @@ type ledger struct {
 	nackFailures                           atomic.Int64
 
 	mu        sync.Mutex
-	records   map[position]*record
+	records   map[delivery.Position]*record
 	killed    string    // the node killed, once it is
 	killAt    time.Time // when it was killed
 	restartAt time.Time // when it served again
@@ -106,7 +85,7 @@ type ledger struct {
 }
 
 func newLedger(cc clusterConfig) *ledger {
-	l := &ledger{owner: map[int32]string{}, owners: map[string]int{}, records: map[position]*record{}, reasons: map[string]int{}}
+	l := &ledger{owner: map[int32]string{}, owners: map[string]int{}, records: map[delivery.Position]*record{}, reasons: map[string]int{}}
 	for _, n := range cc.Nodes {
 		for _, p := range n.Partitions {
 			l.owner[p] = n.ID
@@ -118,7 +97,7 @@ func newLedger(cc clusterConfig) *ledger {
 }
 
 // rec returns the record at pos, adding it. The caller holds l.mu.
-func (l *ledger) rec(pos position) *record {
+func (l *ledger) rec(pos delivery.Position) *record {
 	r := l.records[pos]
 	if r == nil {
 		r = &record{}
@@ -128,7 +107,7 @@ func (l *ledger) rec(pos position) *record {
 }
 
 // checkValue compares a value seen at pos with the one known. The caller holds l.mu.
-func (l *ledger) checkValue(pos position, r *record, value string) {
+func (l *ledger) checkValue(pos delivery.Position, r *record, value string) {
 	switch {
 	case r.value == "":
 		r.value = value
@@ -138,7 +117,7 @@ func (l *ledger) checkValue(pos position, r *record, value string) {
 }
 
 // producedAt records a produce the owner answered.
-func (l *ledger) producedAt(pos position, value string) {
+func (l *ledger) producedAt(pos delivery.Position, value string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.rec(pos)
@@ -150,8 +129,8 @@ func (l *ledger) producedAt(pos position, value string) {
 // delivered records the delivery of m to a client that consumed through node via, in a
 // consume that began at start, returned at end, and made calls calls to other nodes, and
 // reports whether the record was delivered before.
-func (l *ledger) delivered(via string, m *message, calls int, start, end time.Time) (again bool) {
-	pos := position{m.Partition, m.Offset}
+func (l *ledger) delivered(via string, m *queueclient.Message, calls int, start, end time.Time) (again bool) {
+	pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 	l.deliveries.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -180,11 +159,11 @@ func (l *ledger) delivered(via string, m *message, calls int, start, end time.Ti
 			s = probe
 		}
 		l.latency[s] = append(l.latency[s], end.Sub(later(start, m.Timestamp)))
-	case r.last == nacked:
+	case r.last == delivery.Nacked:
 		l.reasons[againNack]++
-	case r.last == abandoned:
+	case r.last == delivery.Abandoned:
 		l.reasons[againAbandoned]++
-	case r.last == ackLate:
+	case r.last == delivery.AckLate:
 		l.reasons[againLate]++
 	case crashed:
 		l.reasons[againCrash]++
@@ -210,24 +189,24 @@ func (l *ledger) delivered(via string, m *message, calls int, start, end time.Ti
 	}
 	r.deliveries++
 	r.lastDelivery, r.lastVia = end, via
-	r.last = held
+	r.last = delivery.Held
 	return again
 }
 
 // settle records how a delivery of the record at pos ended, answered at at.
-func (l *ledger) settle(pos position, o outcome, at time.Time) {
+func (l *ledger) settle(pos delivery.Position, o delivery.Outcome, at time.Time) {
 	switch o {
-	case acked:
+	case delivery.Acked:
 		l.acks.Add(1)
-	case nacked:
+	case delivery.Nacked:
 		l.nacks.Add(1)
-	case abandoned:
+	case delivery.Abandoned:
 		l.abandons.Add(1)
-	case ackLate:
+	case delivery.AckLate:
 		l.late.Add(1)
-	case ackRefused:
+	case delivery.AckRefused:
 		l.refused.Add(1)
-	case ackUnsure:
+	case delivery.AckUnsure:
 		l.unsure.Add(1)
 	}
 	l.mu.Lock()
@@ -235,11 +214,11 @@ func (l *ledger) settle(pos position, o outcome, at time.Time) {
 	r := l.rec(pos)
 	r.last = o
 	switch o {
-	case acked:
+	case delivery.Acked:
 		r.ackedAt, r.settled = at, true
-	case ackSettled:
+	case delivery.AckSettled:
 		r.settled = true
-	case ackUnsure:
+	case delivery.AckUnsure:
 		r.unsure = true
 	}
 }
@@ -250,7 +229,7 @@ func (l *ledger) kill(id string, at time.Time) {
 	defer l.mu.Unlock()
 	l.killed, l.killAt = id, at
 	for pos, r := range l.records {
-		if l.owner[pos.partition] == id && !r.ackedAt.IsZero() && at.Sub(r.ackedAt) <= commitTick {
+		if l.owner[pos.Partition] == id && !r.ackedAt.IsZero() && at.Sub(r.ackedAt) <= commitTick {
 			l.lastTick++
 		}
 	}
@@ -278,14 +257,14 @@ func (l *ledger) allAcked() bool {
 
 // tally is what the ledger found, at the end.
 type tally struct {
-	produced    int            // records whose produce their owner answered
-	landed      int            // records whose produce got no answer, delivered all the same
-	delivered   int            // deliveries
-	records     int            // records delivered at least once
-	acked       int            // records acked: an ack answered 204 (or already_settled)
-	ackedUnsure int            // records whose acks all went unanswered, in a partition that drained
-	lost        []position     // records produced and never acked
-	reasons     map[string]int // deliveries again, by why
+	produced    int                 // records whose produce their owner answered
+	landed      int                 // records whose produce got no answer, delivered all the same
+	delivered   int                 // deliveries
+	records     int                 // records delivered at least once
+	acked       int                 // records acked: an ack answered 204 (or already_settled)
+	ackedUnsure int                 // records whose acks all went unanswered, in a partition that drained
+	lost        []delivery.Position // records produced and never acked
+	reasons     map[string]int      // deliveries again, by why
 
 	killAt, restartAt time.Time
 	inWindow          int           // acked records delivered again within the crash window
@@ -333,9 +312,7 @@ func (l *ledger) tally() tally {
 			t.lost = append(t.lost, pos)
 		}
 	}
-	slices.SortFunc(t.lost, func(a, b position) int {
-		return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
-	})
+	slices.SortFunc(t.lost, delivery.Compare)
 	return t
 }
 

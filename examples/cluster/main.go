@@ -32,9 +32,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // topic is the one topic of the cluster.
@@ -103,22 +103,9 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 }
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster:", err)
-		os.Exit(2)
-	}
 	// Ctrl-C stops the run (and SIGTERM a node) gracefully: the nodes persist every ack as
 	// they close.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "cluster:", err)
-		os.Exit(1)
-	}
+	launch.Main("cluster", parseFlags, run)
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
@@ -127,15 +114,6 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	_, err := runCluster(ctx, cfg, out)
 	return err
-}
-
-// stateDir returns the directory to keep the state in, and what to do with it at the end.
-func stateDir(dir string) (path string, cleanup func(), err error) {
-	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o755)
-	}
-	dir, err = os.MkdirTemp("", "cluster-")
-	return dir, func() { os.RemoveAll(dir) }, err
 }
 
 // stateNote says what becomes of the state directory.

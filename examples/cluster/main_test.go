@@ -2,35 +2,20 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 func TestMain(m *testing.M) {
 	// The cluster test starts this test binary as its node processes (the os.Args[0]
 	// re-exec pattern): run the node and leave before the tests.
-	if len(os.Args) > 1 && os.Args[1] == "-node" {
-		cfg, err := parseFlags(os.Args[1:], os.Stderr)
-		if err == nil {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			err = run(ctx, cfg, os.Stdout)
-			stop()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "node:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	launch.Child("-node", parseFlags, run)
 	goleak.VerifyTestMain(m)
 }
 

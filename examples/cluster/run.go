@@ -7,13 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/queueclient"
 	"narad.dev/consume/router"
 )
 
@@ -27,7 +27,7 @@ type clusterRun struct {
 	cc         clusterConfig
 	exe        string
 	configPath string
-	api        *api
+	api        *queueclient.Client
 	led        *ledger
 	start      time.Time
 
@@ -53,34 +53,25 @@ type report struct {
 // record delivered again outside the crash window, a node that failed, or the run itself.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	var rep report
-	dir, cleanup, err := stateDir(cfg.dir)
+	var cc clusterConfig
+	r, cleanup, err := launch.NewRun(cfg.dir, "cluster-", configName, "the state directory", cfg.exe, func(dir, path string) error {
+		var err error
+		if cc, err = newClusterConfig(dir, cfg.visibility); err != nil {
+			return err
+		}
+		return cc.write(path)
+	})
 	if err != nil {
 		return rep, err
 	}
 	defer cleanup()
-	configPath := filepath.Join(dir, configName)
-	if _, err := os.Stat(configPath); err == nil {
-		return rep, errors.New("the state directory holds an earlier run: give -dir an empty or new directory")
-	}
-	cc, err := newClusterConfig(dir, cfg.visibility)
-	if err != nil {
-		return rep, err
-	}
-	if err := cc.write(configPath); err != nil {
-		return rep, err
-	}
-	exe := cfg.exe
-	if exe == "" {
-		if exe, err = os.Executable(); err != nil {
-			return rep, err
-		}
-	}
+	dir, configPath, exe := r.Dir, r.ConfigPath, r.Exe
 	// The clients' HTTP: HTTP/1.1, a connection per call in flight, kept for the next.
 	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{
 		cfg: cfg, cc: cc, exe: exe, configPath: configPath, out: out,
-		api: &api{http: &http.Client{Transport: transport}}, led: newLedger(cc),
+		api: queueclient.New(transport, topic), led: newLedger(cc),
 		procs: map[string]*proc{},
 	}
 	defer c.killAll() // whatever is left running after an early return
@@ -96,7 +87,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 		if len(n.Partitions) > 0 {
 			owns = "owns partitions " + strings.Trim(fmt.Sprint(n.Partitions), "[]")
 		}
-		fmt.Fprintf(out, "  %s  %-15s  %-22s pid %d\n", n.ID, n.Addr, owns, p.pid())
+		fmt.Fprintf(out, "  %s  %-15s  %-22s pid %d\n", n.ID, n.Addr, owns, p.Pid())
 	}
 	fmt.Fprintf(out, "each: a router.Node over its own file log, serving peers at /node (nodehttp), clients at /queue (httpapi)\n")
 	fmt.Fprintf(out, "config: %s; state: %s (%s)\n", configPath, dir, stateNote(cfg.dir))
@@ -230,7 +221,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	// cache, the one exception to the tick's window a kill this early could run into.
 	node, _ := c.cc.node(victim)
 	for c.led.produced.Load() < int64(c.cfg.records/2) || !c.primed(ctx, node) {
-		if pause(ctx, 5*time.Millisecond); ctx.Err() != nil {
+		if launch.Pause(ctx, 5*time.Millisecond); ctx.Err() != nil {
 			return nil
 		}
 	}
@@ -239,10 +230,10 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	c.down = victim
 	c.mu.Unlock()
 	at := time.Now()
-	p.kill() // SIGKILL: no deferred call, no Close, nothing
+	p.Kill() // SIGKILL: no deferred call, no Close, nothing
 	c.led.kill(victim, at)
-	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.pid(), c.led.produced.Load())
-	if pause(ctx, c.cfg.downtime); ctx.Err() != nil {
+	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.Pid(), c.led.produced.Load())
+	if launch.Pause(ctx, c.cfg.downtime); ctx.Err() != nil {
 		return nil
 	}
 	// Every ack the new process answers comes after this.
@@ -258,13 +249,13 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	c.procs[victim] = p
 	c.down = ""
 	c.mu.Unlock()
-	c.say("%s started again over the same directory (pid %d)", victim, p.pid())
+	c.say("%s started again over the same directory (pid %d)", victim, p.Pid())
 	return nil
 }
 
 // primed asks node n whether its committer primed all of its partitions.
 func (c *clusterRun) primed(ctx context.Context, n nodeConfig) bool {
-	st, err := c.api.status(ctx, "http://"+n.Addr)
+	st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
 	return err == nil && st.Primes >= uint64(len(n.Partitions))
 }
 
@@ -273,8 +264,8 @@ func (c *clusterRun) checkNodes() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, p := range c.procs {
-		if id != c.down && !p.alive() {
-			return fmt.Errorf("%w: %s: %v", errExited, id, p.err)
+		if id != c.down && !p.Alive() {
+			return fmt.Errorf("%w: %s: %v", errExited, id, p.Err())
 		}
 	}
 	return nil
@@ -287,7 +278,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		if len(n.Partitions) == 0 {
 			continue
 		}
-		st, err := c.api.status(ctx, "http://"+n.Addr)
+		st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
 		if err != nil || len(st.Partitions) != len(n.Partitions) {
 			return false
 		}
@@ -313,10 +304,10 @@ func (c *clusterRun) finish(runErr error) report {
 	c.mu.Unlock()
 	for _, n := range c.cc.Nodes {
 		p := procs[n.ID]
-		if p == nil || !p.alive() {
+		if p == nil || !p.Alive() {
 			continue
 		}
-		if st, err := c.api.status(ctx, "http://"+n.Addr); err == nil {
+		if st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr); err == nil {
 			rep.remote[n.ID] = st.Remote
 		}
 	}
@@ -351,8 +342,8 @@ func (c *clusterRun) killAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.alive() {
-			p.kill()
+		if p.Alive() {
+			p.Kill()
 		}
 	}
 }

@@ -7,6 +7,10 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"narad.dev/consume/examples/internal/delivery"
+	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // What a client does (as in examples/cluster). Each consume asks for one record, or for a
@@ -31,7 +35,7 @@ const (
 type consumer struct {
 	via  string // the node it consumes through
 	base string // http://addr of that node
-	api  *api
+	api  *queueclient.Client
 	led  *ledger
 	rng  *rand.Rand
 }
@@ -45,34 +49,34 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 			batch = batchMax
 		}
 		start := time.Now()
-		msgs, err := c.api.consume(consumeCtx, c.base, batch, consumeWait)
+		msgs, err := c.api.Consume(consumeCtx, c.base, batch, consumeWait)
 		end := time.Now()
 		if consumeCtx.Err() != nil {
 			return nil // the run is over: what it handed over goes back when its lease lapses
 		}
 		if err != nil {
-			if ae, ok := errors.AsType[*apiError](err); ok && ae.status < 500 {
+			if ae, ok := errors.AsType[*queueclient.Error](err); ok && ae.Status < 500 {
 				return fmt.Errorf("consume through %s: %w", c.via, err)
 			}
 			if dead() {
 				return nil
 			}
-			pause(consumeCtx, retryPause)
+			launch.Pause(consumeCtx, retryPause)
 			continue
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			pos := position{m.Partition, m.Offset}
+			pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 			if !c.led.delivered(m, start, end) {
 				switch n := c.rng.IntN(1000); {
 				case n < abandonPerMille:
-					c.led.settle(pos, abandoned, end, false)
+					c.led.settle(pos, delivery.Abandoned, end, false)
 					continue
 				case n < abandonPerMille+nackPerMille:
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
-					c.led.settle(pos, nacked, time.Now(), false)
-					c.api.nack(ctx, c.base, m.Receipt)
+					c.led.settle(pos, delivery.Nacked, time.Now(), false)
+					c.api.Nack(ctx, c.base, m.Receipt)
 					continue
 				}
 			}
@@ -85,18 +89,18 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 }
 
 // ack acks one record, trying again while the answer is a 503.
-func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
+func (c *consumer) ack(ctx context.Context, handle string, pos delivery.Position) error {
 	for attempt := 0; ; attempt++ {
 		c.led.acking(pos, c.via, time.Now())
-		o, fatal := outcomeOf(c.api.ack(ctx, c.base, handle))
+		o, fatal := delivery.OutcomeOf(c.api.Ack(ctx, c.base, handle))
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
-		if o != ackRefused || attempt == ackRetries || ctx.Err() != nil {
+		if o != delivery.AckRefused || attempt == ackRetries || ctx.Err() != nil {
 			c.led.settle(pos, o, time.Now(), attempt > 0)
 			return nil
 		}
-		pause(ctx, ackRetryPause)
+		launch.Pause(ctx, ackRetryPause)
 	}
 }
 
@@ -107,7 +111,7 @@ func (c *consumer) ack(ctx context.Context, handle string, pos position) error {
 type producer struct {
 	partition int32
 	view      *view
-	api       *api
+	api       *queueclient.Client
 	led       *ledger
 	rate      float64       // records per second
 	slots     *atomic.Int64 // records the run still wants, shared by the producers
@@ -131,7 +135,7 @@ func (p *producer) run(ctx context.Context) {
 			s := p.view.snap()
 			addr := s.known[s.owner(p.partition)]
 			value := fmt.Sprintf(`{"order":%d}`, p.seq.Add(1))
-			offset, err := p.api.produce(ctx, "http://"+addr, p.partition, value)
+			offset, err := p.api.Produce(ctx, "http://"+addr, p.partition, value)
 			if err != nil {
 				// Not the owner (409), the owner down (refused: nothing was appended), or
 				// the answer never came (the record may have landed: the ledger meets it
@@ -140,11 +144,11 @@ func (p *producer) run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				pause(ctx, retryPause)
+				launch.Pause(ctx, retryPause)
 				break
 			}
 			sent++
-			p.led.producedAt(position{p.partition, offset}, value, time.Now())
+			p.led.producedAt(delivery.Position{Partition: p.partition, Offset: offset}, value, time.Now())
 		}
 		select {
 		case <-ctx.Done():

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // configName is the cluster's config file, in the run's directory.
@@ -44,7 +43,7 @@ type nodeConfig struct {
 // first, on ports free on 127.0.0.1 now.
 func newClusterConfig(dir string, partitions int, visibility, commitInterval time.Duration) (clusterConfig, error) {
 	const nodes = 3
-	addrs, err := freeAddrs(3 * nodes)
+	addrs, err := launch.FreeAddrs(3 * nodes)
 	if err != nil {
 		return clusterConfig{}, err
 	}
@@ -67,37 +66,12 @@ func newClusterConfig(dir string, partitions int, visibility, commitInterval tim
 	return cc, nil
 }
 
-// freeAddrs returns n addresses on 127.0.0.1 with ports that were free a moment ago: the
-// system picks them, all held at once so that they differ.
-func freeAddrs(n int) ([]string, error) {
-	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		addrs = append(addrs, ln.Addr().String())
-	}
-	return addrs, nil
-}
-
-func (cc clusterConfig) write(path string) error {
-	b, err := json.MarshalIndent(cc, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+func (cc clusterConfig) write(path string) error { return launch.WriteJSON(path, cc) }
 
 func readConfig(path string) (clusterConfig, error) {
 	var cc clusterConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if err := launch.ReadJSON(path, &cc); err != nil {
 		return cc, err
-	}
-	if err := json.Unmarshal(b, &cc); err != nil {
-		return cc, fmt.Errorf("%s: %w", path, err)
 	}
 	if cc.Topic == "" || len(cc.Nodes) == 0 || cc.Partitions < 1 || cc.LogDir == "" {
 		return cc, fmt.Errorf("%s: no topic, nodes, partitions or log directory", path)

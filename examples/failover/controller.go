@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // The controller: the one process that changes the assignment. It runs in whichever node
@@ -55,7 +57,7 @@ func (c *controller) campaign(ctx context.Context, sess *concurrency.Session) {
 		if err == nil {
 			break
 		}
-		pause(ctx, 200*time.Millisecond)
+		launch.Pause(ctx, 200*time.Millisecond)
 	}
 	c.say.say("event won the controller's election")
 	c.assignFirst(ctx)
@@ -85,7 +87,7 @@ func (c *controller) assignFirst(ctx context.Context) {
 			if err == nil {
 				break
 			}
-			pause(ctx, 100*time.Millisecond)
+			launch.Pause(ctx, 100*time.Millisecond)
 		}
 	}
 }
@@ -189,7 +191,7 @@ func (c *controller) move(ctx context.Context, p int32, a assignment, to string)
 		if err == nil || attempt == 5 || ctx.Err() != nil {
 			break
 		}
-		pause(ctx, 200*time.Millisecond)
+		launch.Pause(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
 		c.say.say("event controller: move of %s/%d: adopt by %s: %v (the partition stays fenced on %s)", c.cc.Topic, p, to, err, a.owner)

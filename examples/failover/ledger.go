@@ -1,44 +1,24 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"narad.dev/consume/examples/internal/delivery"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // saveSlack is what the window allows beyond the commit interval: the save in flight at the
 // kill (one etcd Txn, a quorum's fsyncs), as a crash window allows a writeout's sync.
 const saveSlack = 100 * time.Millisecond
 
-// A position is where a record is: partition and offset.
-type position struct {
-	partition int32
-	offset    int64
-}
-
-func (p position) String() string { return fmt.Sprintf("%d:%d", p.partition, p.offset) }
-
-// An outcome is how a delivery ended, as far as its client knows.
-type outcome uint8
-
-const (
-	held       outcome = iota // delivered; the client has not settled it yet
-	acked                     // the ack was answered 204
-	ackSettled                // the ack was answered already_settled (410): an earlier ack took it
-	ackUnsure                 // the ack got no answer (no reply, 502): the owner may have applied it
-	ackRefused                // the ack was refused unapplied (503), retries included
-	ackLate                   // the ack was answered gone (410): the lease had lapsed first, or was dropped
-	nacked                    // nacked: visible again at once
-	abandoned                 // never settled: delivered again once its lease lapses
-)
-
 // leaseMayLive says a delivery that ended so may still hold its lease: a delivery of the
 // record before the lease's expiry is a second holder.
-func leaseMayLive(o outcome) bool {
-	return o == held || o == abandoned || o == ackUnsure || o == ackRefused
+func leaseMayLive(o delivery.Outcome) bool {
+	return o == delivery.Held || o == delivery.Abandoned || o == delivery.AckUnsure || o == delivery.AckRefused
 }
 
 // A phase of the run.
@@ -59,14 +39,14 @@ type record struct {
 	value      string
 	producedAt time.Time
 	deliveries int
-	lastStart  time.Time // when the consume of its last delivery began: its lease began later
-	lastEnd    time.Time // and returned
-	last       outcome   // of the last delivery
-	ackedAt    time.Time // when the latest 204 to an ack of it came back
-	ackSent    time.Time // when that ack was sent
-	ackVia     string    // and the node it went through
-	settled    bool      // answered 204 or already_settled: the owner settled it
-	unsure     bool      // an ack of it got no answer
+	lastStart  time.Time        // when the consume of its last delivery began: its lease began later
+	lastEnd    time.Time        // and returned
+	last       delivery.Outcome // of the last delivery
+	ackedAt    time.Time        // when the latest 204 to an ack of it came back
+	ackSent    time.Time        // when that ack was sent
+	ackVia     string           // and the node it went through
+	settled    bool             // answered 204 or already_settled: the owner settled it
+	unsure     bool             // an ack of it got no answer
 }
 
 // counts are one phase's, each by when it happened (a delivery by its consume's return,
@@ -97,7 +77,7 @@ type ledger struct {
 	produced, deliveries, acks atomic.Int64
 
 	mu          sync.Mutex
-	records     map[position]*record
+	records     map[delivery.Position]*record
 	c           [phases]counts
 	moveAt      time.Time
 	killAt      time.Time
@@ -108,10 +88,10 @@ type ledger struct {
 }
 
 func newLedger(visibility, commitInterval time.Duration) *ledger {
-	return &ledger{visibility: visibility, window: commitInterval + saveSlack, records: map[position]*record{}}
+	return &ledger{visibility: visibility, window: commitInterval + saveSlack, records: map[delivery.Position]*record{}}
 }
 
-func (l *ledger) rec(pos position) *record {
+func (l *ledger) rec(pos delivery.Position) *record {
 	r := l.records[pos]
 	if r == nil {
 		r = &record{}
@@ -137,7 +117,7 @@ func (l *ledger) violation(c *counts, format string, args ...any) {
 	}
 }
 
-func (l *ledger) checkValue(c *counts, pos position, r *record, value string) {
+func (l *ledger) checkValue(c *counts, pos delivery.Position, r *record, value string) {
 	switch {
 	case r.value == "":
 		r.value = value
@@ -148,7 +128,7 @@ func (l *ledger) checkValue(c *counts, pos position, r *record, value string) {
 }
 
 // producedAt records a produce the owner answered.
-func (l *ledger) producedAt(pos position, value string, at time.Time) {
+func (l *ledger) producedAt(pos delivery.Position, value string, at time.Time) {
 	l.produced.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -161,9 +141,9 @@ func (l *ledger) producedAt(pos position, value string, at time.Time) {
 
 // delivered records the delivery of m to a client, by a consume that began at start and
 // returned at end, and reports whether the record was delivered before.
-func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
+func (l *ledger) delivered(m *queueclient.Message, start, end time.Time) (again bool) {
 	l.deliveries.Add(1)
-	pos := position{m.Partition, m.Offset}
+	pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ph := l.phaseAt(end)
@@ -173,7 +153,7 @@ func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
 	l.checkValue(c, pos, r, m.Value)
 	// Only the failover may hand out again what the victim held or had acked: its leases
 	// are not carried (they were in its memory), and its last acks may not have reached etcd.
-	ofVictim := ph == failing && l.victimParts[pos.partition]
+	ofVictim := ph == failing && l.victimParts[pos.Partition]
 	switch {
 	case r.deliveries == 0:
 		c.firstDeliveries++
@@ -183,7 +163,7 @@ func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
 		// as answered after it), which is any ack of its partitions answered before they
 		// were failed over, since no other node answers them until then.
 		before := l.killAt.Sub(r.ackedAt)
-		failedOver, ok := l.failedOver[pos.partition]
+		failedOver, ok := l.failedOver[pos.Partition]
 		if ofVictim && (!ok || r.ackedAt.Before(failedOver)) && before <= l.window {
 			c.ackedAgainIn++
 			c.windowOldest = max(c.windowOldest, before)
@@ -206,9 +186,9 @@ func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
 			l.violation(c, "%v was delivered at %s while the lease of its delivery at %s could still be live",
 				pos, end.Format("15:04:05.000"), r.lastEnd.Format("15:04:05.000"))
 		}
-	case r.last == nacked:
+	case r.last == delivery.Nacked:
 		c.nackAgain++
-	case r.last == abandoned:
+	case r.last == delivery.Abandoned:
 		c.abandonedAgain++
 	}
 	again = r.deliveries > 0
@@ -216,12 +196,12 @@ func (l *ledger) delivered(m *message, start, end time.Time) (again bool) {
 		c.again++
 	}
 	r.deliveries++
-	r.lastStart, r.lastEnd, r.last = start, end, held
+	r.lastStart, r.lastEnd, r.last = start, end, delivery.Held
 	return again
 }
 
 // acking notes an ack of the record at pos sent through node via at sent, for the report.
-func (l *ledger) acking(pos position, via string, sent time.Time) {
+func (l *ledger) acking(pos delivery.Position, via string, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.rec(pos)
@@ -230,38 +210,38 @@ func (l *ledger) acking(pos position, via string, sent time.Time) {
 
 // settle records how a delivery of the record at pos ended, answered at at; retried says a
 // 503 came first.
-func (l *ledger) settle(pos position, o outcome, at time.Time, retried bool) {
-	if o == acked {
+func (l *ledger) settle(pos delivery.Position, o delivery.Outcome, at time.Time, retried bool) {
+	if o == delivery.Acked {
 		l.acks.Add(1)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := &l.c[l.phaseAt(at)]
 	switch o {
-	case acked:
+	case delivery.Acked:
 		c.acked++
-	case nacked:
+	case delivery.Nacked:
 		c.nacked++
-	case abandoned:
+	case delivery.Abandoned:
 		c.abandoned++
-	case ackLate:
+	case delivery.AckLate:
 		c.late++
-	case ackRefused:
+	case delivery.AckRefused:
 		c.refused++
-	case ackUnsure:
+	case delivery.AckUnsure:
 		c.unsure++
 	}
-	if retried && (o == acked || o == ackSettled) {
+	if retried && (o == delivery.Acked || o == delivery.AckSettled) {
 		c.retried++
 	}
 	r := l.rec(pos)
 	r.last = o
 	switch o {
-	case acked:
+	case delivery.Acked:
 		r.ackedAt, r.settled = at, true
-	case ackSettled:
+	case delivery.AckSettled:
 		r.settled = true
-	case ackUnsure:
+	case delivery.AckUnsure:
 		r.unsure = true
 	}
 }
@@ -282,7 +262,7 @@ func (l *ledger) kill(victim string, parts []int32, at time.Time) {
 		l.victimParts[p] = true
 	}
 	for pos, r := range l.records {
-		if l.victimParts[pos.partition] && !r.ackedAt.IsZero() && at.Sub(r.ackedAt) <= l.window {
+		if l.victimParts[pos.Partition] && !r.ackedAt.IsZero() && at.Sub(r.ackedAt) <= l.window {
 			l.lastWindow++
 		}
 	}
@@ -320,11 +300,11 @@ type tally struct {
 	victim         string
 	lastWindow     int
 	window         time.Duration
-	produced       int        // records whose produce was answered
-	landed         int        // records whose produce got no answer, delivered all the same
-	acked          int        // records settled: an ack answered 204 or already_settled
-	ackedUnsure    int        // records whose acks all went unanswered
-	lost           []position // records produced and never acked
+	produced       int                 // records whose produce was answered
+	landed         int                 // records whose produce got no answer, delivered all the same
+	acked          int                 // records settled: an ack answered 204 or already_settled
+	ackedUnsure    int                 // records whose acks all went unanswered
+	lost           []delivery.Position // records produced and never acked
 }
 
 // violations counts what broke a promise, in every phase.
@@ -360,8 +340,6 @@ func (l *ledger) tally() tally {
 			t.c[l.phaseAt(r.producedAt)].lost++
 		}
 	}
-	slices.SortFunc(t.lost, func(a, b position) int {
-		return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
-	})
+	slices.SortFunc(t.lost, delivery.Compare)
 	return t
 }

@@ -36,9 +36,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // topic is the one topic of the cluster.
@@ -112,20 +112,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 }
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		os.Exit(1)
-	}
+	launch.Main("failover", parseFlags, run)
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
@@ -134,23 +121,4 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	_, err := runCluster(ctx, cfg, out)
 	return err
-}
-
-// runDir returns the directory to keep the run in, and what to do with it at the end.
-func runDir(dir string) (path string, cleanup func(), err error) {
-	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o755)
-	}
-	dir, err = os.MkdirTemp("", "failover-")
-	return dir, func() { os.RemoveAll(dir) }, err
-}
-
-// pause waits d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -2,32 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 func TestMain(m *testing.M) {
 	// The scenario test starts this test binary as its node processes (the os.Args[0]
 	// re-exec pattern): run the node and leave before the tests.
-	if len(os.Args) > 1 && os.Args[1] == "-node" {
-		cfg, err := parseFlags(os.Args[1:], os.Stderr)
-		if err == nil {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			err = run(ctx, cfg, os.Stdout)
-			stop()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "node:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	launch.Child("-node", parseFlags, run)
 	os.Exit(m.Run())
 }
 

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/nodehttp"
@@ -285,7 +286,7 @@ func keepLease(ctx context.Context, cli *clientv3.Client, sess *concurrency.Sess
 			if time.Now().After(deadline) {
 				return fmt.Errorf("etcd could not say for %v: %w", leaseCheckFor, err)
 			}
-			pause(ctx, 200*time.Millisecond)
+			launch.Pause(ctx, 200*time.Millisecond)
 		}
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +14,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/queueclient"
 )
 
 // moved is the partition the graceful move takes to the next node.
@@ -26,7 +27,7 @@ const moved = 0
 type clusterRun struct {
 	cfg   config
 	cc    clusterConfig
-	api   *api
+	api   *queueclient.Client
 	led   *ledger
 	cli   *clientv3.Client // of every member
 	view  *view            // of etcd, as the parent sees it: the producers' routes
@@ -52,32 +53,23 @@ type report struct {
 // runCluster is the demo. Its error says why it failed, if it did.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	var rep report
-	dir, cleanup, err := runDir(cfg.dir)
+	var cc clusterConfig
+	r, cleanup, err := launch.NewRun(cfg.dir, "failover-", configName, "the run's directory", cfg.exe, func(dir, path string) error {
+		var err error
+		if cc, err = newClusterConfig(dir, cfg.partitions, cfg.visibility, cfg.commitInterval); err != nil {
+			return err
+		}
+		return cc.write(path)
+	})
 	if err != nil {
 		return rep, err
 	}
 	defer cleanup()
-	configPath := filepath.Join(dir, configName)
-	if _, err := os.Stat(configPath); err == nil {
-		return rep, errors.New("the run's directory holds an earlier run: give -dir an empty or new directory")
-	}
-	cc, err := newClusterConfig(dir, cfg.partitions, cfg.visibility, cfg.commitInterval)
-	if err != nil {
-		return rep, err
-	}
-	if err := cc.write(configPath); err != nil {
-		return rep, err
-	}
-	exe := cfg.exe
-	if exe == "" {
-		if exe, err = os.Executable(); err != nil {
-			return rep, err
-		}
-	}
+	dir, configPath, exe := r.Dir, r.ConfigPath, r.Exe
 	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()
 	c := &clusterRun{cfg: cfg, cc: cc, out: out, procs: map[string]*proc{},
-		api: &api{http: &http.Client{Transport: transport}}, led: newLedger(cfg.visibility, cfg.commitInterval)}
+		api: queueclient.New(transport, topic), led: newLedger(cfg.visibility, cfg.commitInterval)}
 	defer c.killAll() // whatever is left running after an early return
 
 	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
@@ -112,7 +104,7 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	for _, n := range cc.Nodes {
 		w("  %s  http %-15s  etcd client %s  peer %s  pid %-7d first owns %s", n.ID, n.Addr,
 			strings.TrimPrefix(n.Member.ClientURL, "http://"), strings.TrimPrefix(n.Member.PeerURL, "http://"),
-			c.procs[n.ID].pid(), partitionList(n.Initial))
+			c.procs[n.ID].Pid(), partitionList(n.Initial))
 	}
 	w("etcd: routes /failover/assign/, liveness /failover/nodes/ (leases of %ds), ack state /failover/state/", leaseTTL)
 	w("  (router.Config.Store; saved at most once per commit interval, %v)", cfg.commitInterval)
@@ -160,11 +152,11 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 	}
 	for _, n := range c.cc.Nodes {
 		for {
-			st, err := c.api.status(ctx, "http://"+n.Addr)
+			st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
 			if err == nil && st.Revision >= s.rev {
 				break
 			}
-			if pause(ctx, 20*time.Millisecond); ctx.Err() != nil {
+			if launch.Pause(ctx, 20*time.Millisecond); ctx.Err() != nil {
 				return fmt.Errorf("%s's routes did not catch up with etcd", n.ID)
 			}
 		}
@@ -265,7 +257,7 @@ func (c *clusterRun) play(ctx context.Context) error {
 // thirds, waiting for each to take effect in etcd.
 func (c *clusterRun) script(ctx context.Context) error {
 	third := c.cfg.duration / 3
-	if pause(ctx, time.Until(c.start.Add(third))); ctx.Err() != nil {
+	if launch.Pause(ctx, time.Until(c.start.Add(third))); ctx.Err() != nil {
 		return nil
 	}
 	// Phase 2: one graceful move, by the controller (HandOff, bytes, Adopt, Txn).
@@ -285,7 +277,7 @@ func (c *clusterRun) script(ctx context.Context) error {
 	}
 	c.say("phase 2: etcd names %s the owner of %s/%d (revision %d)", to, topic, moved, s.assign[moved].modRev)
 
-	if pause(ctx, time.Until(c.start.Add(2*third))); ctx.Err() != nil {
+	if launch.Pause(ctx, time.Until(c.start.Add(2*third))); ctx.Err() != nil {
 		return nil
 	}
 	// Phase 3: the controller's node, killed for good.
@@ -306,9 +298,9 @@ func (c *clusterRun) script(ctx context.Context) error {
 	c.victim = victim
 	c.mu.Unlock()
 	at := time.Now()
-	p.kill()
+	p.Kill()
 	c.led.kill(victim, parts, at)
-	c.say("phase 3: %s (%s) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, role, p.pid(), topic, partitionList(parts))
+	c.say("phase 3: %s (%s) killed with SIGKILL (pid %d), for good; it owned %s/%s", victim, role, p.Pid(), topic, partitionList(parts))
 	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 	s = c.view.wait(wctx, func(s *snapshot) bool {
 		_, live := s.live[victim]
@@ -327,8 +319,8 @@ func (c *clusterRun) checkNodes() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, p := range c.procs {
-		if id != c.victim && !p.alive() {
-			return fmt.Errorf("%w: %s: %v", errExited, id, p.err)
+		if id != c.victim && !p.Alive() {
+			return fmt.Errorf("%w: %s: %v", errExited, id, p.Err())
 		}
 	}
 	return nil
@@ -344,7 +336,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		st, ok := status[owner]
 		if !ok {
 			var err error
-			if st, err = c.api.status(ctx, "http://"+s.known[owner]); err != nil {
+			if st, err = queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+s.known[owner]); err != nil {
 				return false
 			}
 			status[owner] = st
@@ -371,7 +363,7 @@ func (c *clusterRun) finish(runErr error) report {
 			if _, err = c.cli.Put(ctx, haltKey, "stopping"); err == nil {
 				break
 			}
-			pause(ctx, 200*time.Millisecond)
+			launch.Pause(ctx, 200*time.Millisecond)
 		}
 		if err != nil {
 			rep.stopErrs = append(rep.stopErrs, fmt.Errorf("halting the controller: %w", err))
@@ -380,7 +372,7 @@ func (c *clusterRun) finish(runErr error) report {
 	c.mu.Lock()
 	var live []*proc
 	for _, n := range c.cc.Nodes {
-		if p := c.procs[n.ID]; p != nil && p.alive() {
+		if p := c.procs[n.ID]; p != nil && p.Alive() {
 			live = append(live, p)
 		}
 	}
@@ -434,8 +426,8 @@ func (c *clusterRun) killAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.alive() {
-			p.kill()
+		if p.Alive() {
+			p.Kill()
 		}
 	}
 }

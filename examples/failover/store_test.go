@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"narad.dev/consume/examples/internal/launch"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -15,7 +16,7 @@ import (
 // client of it; both end with the test.
 func testEtcd(t *testing.T) *clientv3.Client {
 	t.Helper()
-	addrs, err := freeAddrs(2)
+	addrs, err := launch.FreeAddrs(2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // A view follows what etcd says about the cluster: which nodes are live (their lease keys),
@@ -74,7 +76,7 @@ func (v *view) run(ctx context.Context, cli *clientv3.Client, ready chan<- struc
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, watchFrom, clientv3.WithRange(watchEnd))
 		if err != nil {
-			if pause(ctx, 100*time.Millisecond); ctx.Err() != nil {
+			if launch.Pause(ctx, 100*time.Millisecond); ctx.Err() != nil {
 				break
 			}
 			continue
