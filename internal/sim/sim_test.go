@@ -295,3 +295,36 @@ func maxFailures() int {
 	}
 	return 5
 }
+
+// TestStoreSeeds runs seeds with the shared state store and the hand-off step on whatever
+// they draw (SIM_STORE_SEEDS, or 150), so that every run checks the store's window and
+// that a deposed owner saves nothing.
+func TestStoreSeeds(t *testing.T) {
+	n := 150
+	if v := os.Getenv("SIM_STORE_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SIM_STORE_SEEDS=%q: want a positive count", v)
+		}
+	}
+	if sim.Race {
+		n = min(n, 20)
+	}
+	var moves, failovers int
+	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
+		rep, err := runSeed(t, seed, sim.Options{Store: true, Moves: true, Tolerate: knownKinds()})
+		if err != nil {
+			t.Errorf("%v\nreplay: SIM_STORE_SEEDS=1 go test ./internal/sim -run 'TestStoreSeeds$' -from=%d", err, seed)
+			continue
+		}
+		if !rep.Store {
+			t.Fatalf("seed %d: Options.Store set, and the run kept its ack state in files", seed)
+		}
+		moves += rep.Faults.Moves
+		failovers += rep.Faults.Failovers
+	}
+	t.Logf("%d seeds with the state store: %d hand-offs, %d failovers from the store", n, moves, failovers)
+	if moves == 0 {
+		t.Errorf("no hand-off in %d seeds with Options.Moves", n)
+	}
+}
