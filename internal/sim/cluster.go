@@ -65,6 +65,11 @@ type epoch struct {
 	// failover's state carries no corrupt skips (the set is memory only), so the adopter
 	// skips them again; a hand-off's does, counted all the same (the bound errs high).
 	movedIn map[int32]int
+	// saved lists, per partition, the instants at which a Save of it by this process (to the
+	// shared state store) was called and returned success; crashed says the process died
+	// (a crash or a power cut): its saves from then on fail, as a dead process makes none.
+	saved   map[int32][]time.Time
+	crashed bool
 }
 
 func (e *epoch) touch(p int32, at time.Time) {
@@ -232,8 +237,8 @@ func (s *sim) setup() {
 	for _, nd := range s.nodes {
 		s.report.Versions = append(s.report.Versions, nd.version)
 	}
-	s.logf("cluster: %d nodes (%d owners), %d partitions, versions %v, liveness %v, no callbacks %v, VT %v, caps %d/%d, RTT %v, jitter %v",
-		n, owners, parts, s.report.Versions, s.liveness, s.noCallbackIDs(), s.vt, s.topicCfg.MaxInFlight, s.topicCfg.MaxAckedAhead, rtt, jitter)
+	s.logf("cluster: %d nodes (%d owners), %d partitions, versions %v, liveness %v, no callbacks %v, VT %v, caps %d/%d, RTT %v, jitter %v, state store %v",
+		n, owners, parts, s.report.Versions, s.liveness, s.noCallbackIDs(), s.vt, s.topicCfg.MaxInFlight, s.topicCfg.MaxAckedAhead, rtt, jitter, s.store != nil)
 	for _, nd := range s.nodes {
 		for _, p := range nd.parts {
 			s.logs.Log(topic, p)
@@ -303,12 +308,15 @@ func (s *sim) start(nd *node) {
 		Logger:      s.logger(nd.id),
 	}
 	start := time.Now()
+	e := &epoch{nd: nd, n: len(nd.epochs), start: start}
+	if s.store != nil {
+		cfg.Store = &nodeStore{s: s, e: e}
+	}
 	rn, err := router.New(cfg)
 	if err != nil {
 		s.fatalf("starting %s: %v", nd.id, err)
 	}
 	s.mu.Lock()
-	e := &epoch{nd: nd, n: len(nd.epochs), start: start}
 	nd.epochs = append(nd.epochs, e)
 	nd.rn = rn
 	s.mu.Unlock()
@@ -336,6 +344,11 @@ func (s *sim) stop(nd *node, kind endKind) {
 	s.mu.Unlock()
 	s.nw.SetDown(nd.id, true)
 	stop := time.Now()
+	if kind != graceful {
+		s.mu.Lock()
+		e.crashed = true // the dead process saves nothing more: its Close's saves fail
+		s.mu.Unlock()
+	}
 	fsys := nd.fs
 	switch kind {
 	case processCrash:

@@ -42,6 +42,15 @@
 // partition no more. Moves and failovers are made only between nodes with no disk fault in
 // force.
 //
+// In some runs (drawn from a stream of their own, as the moves' are, so that a run without
+// it draws what it drew before) the nodes keep their ack state in one shared state store
+// (Config.Store: a routertest.MemStore, which survives every crash and power cut of every
+// node; the nodes' disks then hold no ack state) instead of files, and a failover adopts the
+// state the store holds (Load, then Adopt; a partition never saved is not failed over). Each
+// process reaches the store through a wrapper of its own, which tells the model which
+// process saved which partition when, and fails the saves of a process that crashed (a dead
+// process saves nothing, its Close included).
+//
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does
 // not own it, timed), then a graceful restart of every node and a last sweep (nothing acked
@@ -74,7 +83,12 @@
 //     hand-off leaves no window: each ack the old owner answered before its fence, unless
 //     one of its crashes undid it before then, is in the state, and durable for good once
 //     Adopt returns. A failover leaves the dead owner's window: its acks are resolved by its
-//     crash windows at its death, as for a restart;
+//     crash windows at its death, as for a restart. With the state store, the window is the store's: an ack is durable for good once a
+//     Save of its partition by the process that applied it, called after the ack was
+//     answered, returned; a crash or a power cut before such a save loses it, a graceful
+//     stop saves it, and disk faults play no part;
+//   - a deposed owner saves nothing (with the state store): the store receives no Save of a
+//     partition from a node whose HandOff of it returned, until that node adopts it again;
 //   - nothing unexpected: every delivery is a record produced, with its bytes, not made
 //     unreadable, not removed by retention and not of a deleted incarnation of the topic
 //     before it was leased;

@@ -280,6 +280,9 @@ func (s *sim) explain(owner *node, p int32, a ack, granted time.Time) (why strin
 	if a.lost != "" {
 		return a.lost, a.lostDocumented // a move found it undone
 	}
+	if s.store != nil {
+		return s.explainStore(owner, p, a, granted)
+	}
 	never := time.Unix(1<<40, 0)
 	push := func(from, to time.Time, window time.Duration) (time.Time, string) {
 		kind := ""

@@ -258,6 +258,10 @@ func (s *sim) moveStep() {
 		s.handedOff[from] = map[int32]bool{}
 	}
 	s.handedOff[from][p] = true
+	if s.deposed[from] == nil {
+		s.deposed[from] = map[int32]bool{}
+	}
+	s.deposed[from][p] = true
 	s.mu.Unlock()
 	s.logf("move %d: %s handed it off within [%v, %v] (%d bytes)", p, from.id, s.since(m.fenced), s.since(m.handedOff), len(state))
 	s.settleDuring(p, "handed off, not adopted")
@@ -269,6 +273,9 @@ func (s *sim) moveStep() {
 	}
 	time.Sleep([]time.Duration{0, 0, 0, 10 * time.Millisecond, 300 * time.Millisecond}[s.rng.IntN(5)])
 	m.adopting = time.Now()
+	s.mu.Lock()
+	delete(s.deposed[to], p) // its Adopt saves the partition (a node adopting what it handed off)
+	s.mu.Unlock()
 	adopt := func(ctx context.Context) error { return to.rn.Adopt(ctx, topic, p, state) }
 	err = within(adopt)
 	if err == nil && s.rng.IntN(4) == 0 {
@@ -413,11 +420,32 @@ func (s *sim) failoverStep() {
 			continue
 		}
 		m := &move{p: p, from: dead, to: to, failover: true, fromEp: dead.cur(), toEp: to.cur(), start: time.Now()}
-		state, err := router.ReadState(dead.fs, "/state", topic, p)
-		if err != nil {
-			s.fatalf("failover of %d from %s: ReadState: %v", p, dead.id, err)
+		var state []byte
+		if s.store != nil {
+			// The state the dead owner last saved to the shared store, which survived it.
+			err := within(func(ctx context.Context) (err error) {
+				state, err = s.store.Load(ctx, topic, p)
+				return err
+			})
+			if err != nil {
+				s.fatalf("failover of %d from %s: the store's Load: %v", p, dead.id, err)
+			}
+			if state == nil {
+				// Never saved: there is nothing to adopt, and the partition waits for its owner.
+				s.logf("fail over %d from %s (down): the store holds no state of it; skipped", p, dead.id)
+				continue
+			}
+		} else {
+			var err error
+			state, err = router.ReadState(dead.fs, "/state", topic, p)
+			if err != nil {
+				s.fatalf("failover of %d from %s: ReadState: %v", p, dead.id, err)
+			}
 		}
 		m.fenced, m.handedOff, m.adopting = m.start, m.start, m.start
+		s.mu.Lock()
+		delete(s.deposed[to], p)
+		s.mu.Unlock()
 		if err := within(func(ctx context.Context) error { return to.rn.Adopt(ctx, topic, p, state) }); err != nil {
 			s.fatalf("failover of %d from %s to %s: Adopt on a healthy disk: %v", p, dead.id, to.id, err)
 		}

@@ -21,6 +21,9 @@ type Options struct {
 	// Moves turns the hand-off step on whatever the seed draws, in a calm run too, and twice
 	// as often as a run drawing it.
 	Moves bool
+	// Store keeps every node's ack state in one shared state store (Config.Store) whatever
+	// the seed draws; NoStore keeps it in files whatever the seed draws.
+	Store, NoStore bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
 	// catches it (a checker that cannot fail proves nothing).
 	Plant Plant
@@ -79,6 +82,7 @@ type Report struct {
 	Parts    int     // partitions of the topic
 	Versions []uint8 // each node's Config.WireVersion (0: the newest)
 	Liveness bool    // the routes told the nodes which nodes were down
+	Store    bool    // the nodes kept their ack state in one shared state store, not in files
 	Steps    int     // workload steps run
 	SimTime  time.Duration
 
@@ -215,5 +219,6 @@ const (
 	KindCounters          = "counters"                       // a node's counters disagree with what was seen
 	KindReplay            = "replay"                         // a replay read the wrong records
 	KindNotOwner          = "served by a non-owner"          // a lease granted by a node that did not own the partition then
+	KindDeposedSave       = "deposed owner saved"            // the state store received a save of a partition from a node that handed it off
 	KindOther             = "other"
 )

@@ -73,6 +73,13 @@ type sim struct {
 
 	polls []*poll
 
+	// store is the state store every node keeps its ack state in, shared, surviving every
+	// crash and power cut (nil: each node keeps it in files on its disk). deposed lists the
+	// partitions each node handed off and has not begun to adopt again since: it must not
+	// save them.
+	store   *routertest.MemStore
+	deposed map[*node]map[int32]bool
+
 	planted        map[string][]byte
 	plantedReplays int
 	plantedSettles int
@@ -133,7 +140,15 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		handedOff:  map[*node]map[int32]bool{},
 		served:     map[router.Handle]*node{},
 		planted:    map[string][]byte{},
+		deposed:    map[*node]map[int32]bool{},
 		began:      time.Now(),
+	}
+	// The shared state store, on in some runs, drawn from a stream of its own so that a run
+	// without it draws what it drew before the store was simulated.
+	sr := rand.New(rand.NewPCG(seed, 0x73746f72652e7369)) // "store.si"
+	if opts.Store || !opts.NoStore && sr.IntN(100) < 30 {
+		s.store = &routertest.MemStore{}
+		s.report.Store = true
 	}
 	s.report.Seed = seed
 	s.report.Frames = map[byte]int{}

@@ -121,7 +121,7 @@ func TestLibraryRegressions(t *testing.T) {
 	for _, b := range libraryBugs {
 		for _, seed := range b.seeds {
 			t.Run(fmt.Sprintf("%s/%d", b.kind, seed), func(t *testing.T) {
-				_, err := runSeed(t, seed, sim.Options{NoMoves: true}) // the schedule that found it
+				_, err := runSeed(t, seed, sim.Options{NoMoves: true, NoStore: true}) // the schedule that found it
 				if err != nil {
 					state := "reported, not fixed yet"
 					if b.fixed != "" {
@@ -145,7 +145,7 @@ func TestLibraryRegressions(t *testing.T) {
 // appended while its consumer still probed the owners one by one): each must pass.
 func TestCheckerRegressions(t *testing.T) {
 	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589, 4241, 5648, 5984, 113315, 119873, 214062, 507640, 781841} {
-		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), NoMoves: true}); err != nil { // the schedule that fooled it
+		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), NoMoves: true, NoStore: true}); err != nil { // the schedule that fooled it
 			t.Errorf("%v\nreplay: %s", err, replay(seed))
 		}
 	}
@@ -201,6 +201,8 @@ func TestSeeds(t *testing.T) {
 		sparseMax time.Duration
 		by        = map[string]int{}
 		known     = map[string][]uint64{} // seeds that hit each known library bug
+		storeRuns int                     // runs keeping the ack state in the shared store
+		storeFail int                     // failovers of those runs, from the store
 	)
 	total.AckedRedeliveredBy = by
 	start := time.Now()
@@ -225,6 +227,10 @@ func TestSeeds(t *testing.T) {
 						failures = append(failures, fmt.Sprintf("%v\nreplay: %s", err, replay(seed)))
 					}
 					faults.Add(rep.Faults)
+					if rep.Store {
+						storeRuns++
+						storeFail += rep.Faults.Failovers
+					}
 					simTime += rep.SimTime
 					maxDrain = max(maxDrain, rep.Drain)
 					sparse += rep.Sparse
@@ -268,6 +274,7 @@ func TestSeeds(t *testing.T) {
 	t.Logf("faults: %v", faults)
 	t.Logf("moves: %d settles refused while their partition moved, %d settles of leases a hand-off carried to a new owner",
 		total.MoveRefusals, total.CarriedSettles)
+	t.Logf("state store: %d runs kept the ack state in one shared store, %d failovers adopted from it", storeRuns, storeFail)
 	t.Logf("acked records delivered again: %d, each explained: %v", total.AckedRedelivered, by)
 	t.Logf("liveness: the slowest drain acked its last record %v after the faults healed (bound: visibility timeout + 6 s); "+
 		"sparse stream: %d records timed, the slowest %v", maxDrain, sparse, sparseMax)
@@ -287,4 +294,37 @@ func maxFailures() int {
 		return n
 	}
 	return 5
+}
+
+// TestStoreSeeds runs seeds with the shared state store and the hand-off step on whatever
+// they draw (SIM_STORE_SEEDS, or 150), so that every run checks the store's window and
+// that a deposed owner saves nothing.
+func TestStoreSeeds(t *testing.T) {
+	n := 150
+	if v := os.Getenv("SIM_STORE_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SIM_STORE_SEEDS=%q: want a positive count", v)
+		}
+	}
+	if sim.Race {
+		n = min(n, 20)
+	}
+	var moves, failovers int
+	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
+		rep, err := runSeed(t, seed, sim.Options{Store: true, Moves: true, Tolerate: knownKinds()})
+		if err != nil {
+			t.Errorf("%v\nreplay: SIM_STORE_SEEDS=1 go test ./internal/sim -run 'TestStoreSeeds$' -from=%d", err, seed)
+			continue
+		}
+		if !rep.Store {
+			t.Fatalf("seed %d: Options.Store set, and the run kept its ack state in files", seed)
+		}
+		moves += rep.Faults.Moves
+		failovers += rep.Faults.Failovers
+	}
+	t.Logf("%d seeds with the state store: %d hand-offs, %d failovers from the store", n, moves, failovers)
+	if moves == 0 {
+		t.Errorf("no hand-off in %d seeds with Options.Moves", n)
+	}
 }
