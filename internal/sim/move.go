@@ -286,16 +286,7 @@ func (s *sim) moveStep() {
 	}
 	m.adopted = time.Now()
 	s.mu.Lock()
-	s.holder[p] = to
-	delete(s.handedOff[to], p)
-	to.everOwned[p] = true
-	if e := to.cur(); e.movedIn == nil {
-		e.movedIn = map[int32]int{p: 1}
-	} else {
-		e.movedIn[p]++
-	}
-	s.resolveAcks(from, p, m.handedOff)
-	s.moves = append(s.moves, m)
+	s.adoptedLocked(m, to, from, m.handedOff)
 	for _, l := range s.leases {
 		s.movedLease(l)
 	}
@@ -451,16 +442,7 @@ func (s *sim) failoverStep() {
 		}
 		m.adopted = time.Now()
 		s.mu.Lock()
-		s.holder[p] = to
-		delete(s.handedOff[to], p)
-		to.everOwned[p] = true
-		if e := to.cur(); e.movedIn == nil {
-			e.movedIn = map[int32]int{p: 1}
-		} else {
-			e.movedIn[p]++
-		}
-		s.resolveAcks(dead, p, m.start)
-		s.moves = append(s.moves, m)
+		s.adoptedLocked(m, to, dead, m.start)
 		s.mu.Unlock()
 		time.Sleep(time.Microsecond)
 		m.end = time.Now()
@@ -502,4 +484,21 @@ func (s *sim) unfencedSettle(nd *node, frame []byte) (reply []byte, ok bool) {
 	}
 	s.plantedSettles += len(answers)
 	return wire.EncodeReply(answers), true
+}
+
+// adoptedLocked records that to adopted partition m.p from its previous owner, whose acks
+// answered by the instant upTo are judged against what the adoption carried. Called with
+// s.mu held.
+func (s *sim) adoptedLocked(m *move, to, from *node, upTo time.Time) {
+	p := m.p
+	s.holder[p] = to
+	delete(s.handedOff[to], p)
+	to.everOwned[p] = true
+	if e := to.cur(); e.movedIn == nil {
+		e.movedIn = map[int32]int{p: 1}
+	} else {
+		e.movedIn[p]++
+	}
+	s.resolveAcks(from, p, upTo)
+	s.moves = append(s.moves, m)
 }
