@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -46,10 +44,9 @@ var (
 // moves is the node's memory of partitions it handed off (their fence) and of the hand-offs
 // it adopted (so a retried Adopt of the same bytes installs nothing again).
 type moves struct {
-	mu       sync.Mutex // guards adopted and fencedOf, and serialises Adopt's installs
-	fenced   sync.Map   // shardKey → *handedOff: read at every load of a shard
-	adopted  map[shardKey]uint64
-	fencedOf map[string]int // topic → partitions fenced, so DeleteTopic forgets them
+	mu      sync.Mutex // guards adopted, and serialises Adopt's installs
+	fenced  sync.Map   // shardKey → *handedOff: read at every load of a shard
+	adopted map[shardKey]uint64
 }
 
 // handedOff is what HandOff keeps of a partition it fenced: the state it returned (times on
@@ -72,19 +69,16 @@ func (m *moves) isFenced(topic string, partition int32) bool {
 // unfenceLocked forgets the fence of one partition (partition >= 0) or of every partition of topic.
 // Called with mu held.
 func (m *moves) unfenceLocked(topic string, partition int32) {
-	if m.fencedOf[topic] == 0 {
+	if partition >= 0 {
+		m.fenced.Delete(shardKey{topic, partition})
 		return
 	}
 	m.fenced.Range(func(k, _ any) bool {
-		if key := k.(shardKey); key.topic == topic && (partition < 0 || key.partition == partition) {
-			m.fenced.Delete(key)
-			m.fencedOf[topic]--
+		if k.(shardKey).topic == topic {
+			m.fenced.Delete(k)
 		}
 		return true
 	})
-	if m.fencedOf[topic] == 0 {
-		delete(m.fencedOf, topic)
-	}
 }
 
 // HandOff fences a partition of this node for a move to another node and returns its state,
@@ -161,12 +155,8 @@ func (n *Node) fencedEntry(key shardKey) (*handedOff, error) {
 	if v, ok := n.moves.fenced.Load(key); ok {
 		return v.(*handedOff), nil // a concurrent HandOff set it
 	}
-	h := &handedOff{id: randomID()}
+	h := &handedOff{id: handoff.NewID()}
 	n.moves.fenced.Store(key, h)
-	if n.moves.fencedOf == nil {
-		n.moves.fencedOf = map[string]int{}
-	}
-	n.moves.fencedOf[key.topic]++
 	return h, nil
 }
 
@@ -380,25 +370,11 @@ func ReadState(fsys FS, dir, topic string, partition int32) ([]byte, error) {
 	if rec.Found && !rec.Unverified {
 		// A legacy frontier (no checksum, no identity) cannot be checked against the log
 		// here, so it is not trusted: the new owner delivers the retained records again.
-		st.Frontier, st.AckedAhead, st.Quarantined, st.Requeued = rec.Frontier, rec.Ahead, rec.Quarantine, rec.Requeued
-		for _, a := range rec.Attempts {
-			st.Attempts = append(st.Attempts, inflight.Attempt{Offset: a.Offset, Count: a.Count})
-		}
+		st = shardState(&rec)
 	}
 	if st.Incarnation == 0 {
-		st.Incarnation = randomID() // no consumer.id to trust: the state starts a new life
+		st.Incarnation = handoff.NewID() // no consumer.id to trust: the state starts a new life
 	}
-	p := handoff.Partition{Topic: topic, Partition: partition, ID: randomID(), State: st}
+	p := handoff.Partition{Topic: topic, Partition: partition, ID: handoff.NewID(), State: st}
 	return handoff.Append(nil, &p, time.Time{}), nil // a state with no leases carries no times
-}
-
-// randomID returns 64 random bits, never 0.
-func randomID() uint64 {
-	var b [8]byte
-	for {
-		crand.Read(b[:])
-		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
-			return id
-		}
-	}
 }

@@ -428,6 +428,11 @@ func (n *Node) loadState(topic string, partition int32, oldest, hwm int64) (infl
 	if !persisted.Found {
 		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation}, nil
 	}
+	return shardState(&persisted), nil
+}
+
+// shardState is the persisted state a shard is restored from.
+func shardState(persisted *offsets.State) inflight.State {
 	var attempts []inflight.Attempt
 	if len(persisted.Attempts) > 0 {
 		attempts = make([]inflight.Attempt, len(persisted.Attempts))
@@ -436,7 +441,7 @@ func (n *Node) loadState(topic string, partition int32, oldest, hwm int64) (infl
 		}
 	}
 	return inflight.State{Frontier: persisted.Frontier, AckedAhead: persisted.Ahead, Attempts: attempts,
-		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation}, nil
+		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation}
 }
 
 // topic returns the node's state of a topic, creating it.

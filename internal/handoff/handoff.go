@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -109,6 +110,17 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	}
 	dst = appendOffsets(dst, st.Corrupt, st.Frontier)
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// NewID returns 64 random bits, never 0: a hand-off's ID, or a fresh incarnation.
+func NewID() uint64 {
+	var b [8]byte
+	for {
+		crand.Read(b[:]) // never fails (crypto/rand documents it)
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
 }
 
 // span clamps a duration to what the format carries: [0, maxSpan].

@@ -9,7 +9,7 @@ import (
 )
 
 // The model of what the cluster promised, and the checks made as each event comes in
-// (docs/protocol.md, "Invariants"; RELIABILITY I4 to I8).
+// (docs/protocol.md, "Invariants").
 //
 // Time is the bubble's fake clock, which every node reads too, so a lease's grant is exact:
 // its expiry less the visibility it was granted with. What the model cannot know exactly (when

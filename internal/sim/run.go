@@ -1036,7 +1036,7 @@ func (s *sim) drainBound() time.Duration {
 }
 
 // drain consumes and acks everything on every node until every record is settled, and holds
-// the cluster to the liveness bound (RELIABILITY I7, I12; invariant 7): each node runs a
+// the cluster to the liveness bound (invariant "nothing lost"): each node runs a
 // consumer that long-polls and acks what it got (one AckBatch through that node), again and
 // again.
 func (s *sim) drain() {

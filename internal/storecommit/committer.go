@@ -3,8 +3,6 @@ package storecommit
 import (
 	"cmp"
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -244,7 +242,7 @@ func (c *Committer) Load(topic string, partition int32) (offsets.State, error) {
 	if err != nil {
 		return offsets.State{Frontier: -1}, &offsets.PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
 	}
-	none := offsets.State{Frontier: -1, Incarnation: randomNonzero()}
+	none := offsets.State{Frontier: -1, Incarnation: handoff.NewID()}
 	if b == nil {
 		return none, nil
 	}
@@ -410,7 +408,7 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 			continue
 		}
 		st := toInflight(&snap)
-		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: randomNonzero(), State: st}
+		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: handoff.NewID(), State: st}
 		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{})})
 		held = append(held, taken{k, waiters})
 	}
@@ -502,16 +500,6 @@ func (c *Committer) Stats() offsets.Stats {
 		Overruns:       c.stats.overruns.Load(),
 		IgnoredFiles:   c.stats.ignored.Load(),
 		Clamps:         c.stats.clamps.Load(),
-	}
-}
-
-func randomNonzero() uint64 {
-	var b [8]byte
-	for {
-		crand.Read(b[:])
-		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
-			return v
-		}
 	}
 }
 
