@@ -20,6 +20,9 @@ import (
 type rpcBudget struct {
 	deadline time.Time
 	index    int // in its heap; -1 once out of it
+	// values is the context whose values the call carries (a trace, a request's
+	// credentials), never its cancellation; nil carries none.
+	values context.Context
 
 	// err is context.Canceled or DeadlineExceeded once it ended: set under mu, read without
 	// it, since a transport and the owner's Serve ask for it on every call.
@@ -40,8 +43,14 @@ var _ context.Context = (*rpcBudget)(nil)
 // Deadline implements context.Context.
 func (b *rpcBudget) Deadline() (time.Time, bool) { return b.deadline, true }
 
-// Value implements context.Context: a budget carries no values.
-func (b *rpcBudget) Value(any) any { return nil }
+// Value implements context.Context: the values of the context the budget was opened with,
+// as context.WithoutCancel keeps them, without the allocation of wrapping it.
+func (b *rpcBudget) Value(key any) any {
+	if b.values == nil {
+		return nil
+	}
+	return b.values.Value(key)
+}
 
 // Err implements context.Context.
 func (b *rpcBudget) Err() error {
@@ -130,9 +139,10 @@ type budgets struct {
 	armings uint64
 }
 
-// open returns a budget ending at deadline, in the heap.
-func (s *budgets) open(clock Clock, deadline time.Time) *rpcBudget {
-	b := &rpcBudget{deadline: deadline}
+// open returns a budget ending at deadline, in the heap, carrying the values of values (nil:
+// none).
+func (s *budgets) open(clock Clock, deadline time.Time, values context.Context) *rpcBudget {
+	b := &rpcBudget{deadline: deadline, values: values}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	heap.Push(&s.heap, b)

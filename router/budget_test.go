@@ -114,7 +114,7 @@ func TestBudgetsAgainstModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"open": func(t *rapid.T) {
 				d := time.Duration(rapid.IntRange(0, 5000).Draw(t, "budget ms")) * time.Millisecond
-				all = append(all, &entry{b: set.open(clock, clock.now.Add(d))})
+				all = append(all, &entry{b: set.open(clock, clock.now.Add(d), nil)})
 				check()
 			},
 			"close": func(t *rapid.T) {
@@ -153,10 +153,10 @@ func TestBudgetsAgainstModel(t *testing.T) {
 func TestBudgetsStaleTimerArmsNothing(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
 	var set budgets
-	late := set.open(clock, clock.now.Add(2*time.Second))
+	late := set.open(clock, clock.now.Add(2*time.Second), nil)
 	stale := set.armings
-	early := set.open(clock, clock.now.Add(time.Second)) // replaces the timer
-	set.fire(clock, stale)                               // the replaced timer, run anyway
+	early := set.open(clock, clock.now.Add(time.Second), nil) // replaces the timer
+	set.fire(clock, stale)                                    // the replaced timer, run anyway
 	require.Equal(t, 1, clock.pending())
 	require.NoError(t, early.Err())
 	clock.advance(time.Second)
@@ -174,7 +174,7 @@ func TestRPCBudgetIsAContext(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
 	var set budgets
 	deadline := clock.now.Add(time.Second)
-	b := set.open(clock, deadline)
+	b := set.open(clock, deadline, nil)
 	got, ok := b.Deadline()
 	require.True(t, ok)
 	require.Equal(t, deadline, got)
@@ -225,7 +225,7 @@ type budgetKey struct{}
 func TestRPCBudgetClosed(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
 	var set budgets
-	b := set.open(clock, clock.now.Add(time.Second))
+	b := set.open(clock, clock.now.Add(time.Second), nil)
 	ran := make(chan struct{})
 	b.AfterFunc(func() { close(ran) })
 	set.close(b)
@@ -245,7 +245,7 @@ func TestBudgetsSleepWhenIdle(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
 	var set budgets
 	for range 1000 { // a steady stream over one second
-		set.close(set.open(clock, clock.now.Add(ForwardBudget)))
+		set.close(set.open(clock, clock.now.Add(ForwardBudget), nil))
 		clock.advance(time.Millisecond)
 	}
 	require.Equal(t, 1, len(clock.timers), "one timer armed for the stream")

@@ -13,8 +13,12 @@ import (
 
 // cancelMemoryTTL is how long an owner remembers the receipt handles of a forwarded consume's
 // reply, so that a Cancel naming the request can give them all back at once. A Cancel that
-// comes later finds nothing, and the records come back when their leases lapse.
-const cancelMemoryTTL = 2 * time.Second
+// comes later finds nothing, and the records come back when their leases lapse. The latest
+// a Cancel comes is when a reply was lost at once: its requester sends the Cancel at the end
+// of the consume's budget (ProbeBudget at most, from before the reply), and the Cancel
+// itself travels within ForwardBudget; the memory outlives both by a second, on the owner's
+// own clock, so no clock skew between the nodes shortens it.
+const cancelMemoryTTL = ProbeBudget + ForwardBudget + time.Second
 
 // cancelMemory is the owner's side of the cancel race: a requester whose consume was cancelled
 // while the owner's reply was in flight names its request in a Cancel frame, and the owner

@@ -100,6 +100,10 @@ type lane struct {
 	// The owner refused the consume op itself (a release before consumption across nodes):
 	// it is neither probed, nor registered with, nor asked to replay until then.
 	noConsumeUntil time.Time
+	// slow: a consume's RPC to the owner ran out of its budget, and no reply of its came
+	// back since; recheckAt is when it is asked again in the background (see answering).
+	slow      bool
+	recheckAt time.Time
 }
 
 // refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
@@ -123,6 +127,9 @@ type queuedAck struct {
 	topic    string
 	rec      wireRecord
 	deadline time.Time
+	// values is the caller's context, for its values alone (see exchangeDetached): a batch
+	// carries its first member's. Nil for AckAsync, which has no context.
+	values context.Context
 	// answer carries the ack's one answer (capacity 1); nil for an ack answered in place
 	// (one that left at once, or a client's batch ack) or through done.
 	answer chan wire.Answer
@@ -208,14 +215,14 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 		l.mu.Unlock()
 		// It leaves at once, from this goroutine: the RPC ends by its deadline (see
 		// exchange), and its answer is the reply's.
-		one := queuedAck{topic: topic, rec: rec, deadline: deadline, taken: true}
+		one := queuedAck{topic: topic, rec: rec, deadline: deadline, values: ctx, taken: true}
 		var answer [1]wire.Answer
 		n.call(l, now, []*queuedAck{&one}, answer[:])
 		n.handOn(l)
 		return answerResult(answer[0])
 	}
 	q := l.newQueuedAckLocked()
-	q.topic, q.rec, q.deadline, q.answer = topic, rec, deadline, l.answerChan()
+	q.topic, q.rec, q.deadline, q.values, q.answer = topic, rec, deadline, ctx, l.answerChan()
 	l.queue = append(l.queue, q)
 	n.trackLocked(l, q)
 	l.mu.Unlock()
@@ -560,7 +567,7 @@ func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wi
 			return false
 		}
 		records := [1]wire.Record{q.rec.wire()}
-		return n.exchangeRecords(owner, q.topic, records[:], q.deadline, answers)
+		return n.exchangeRecords(q.values, owner, q.topic, records[:], q.deadline, answers)
 	}
 	scratch := rpcPool.Get().(*rpcScratch)
 	defer rpcPool.Put(scratch)
@@ -585,10 +592,10 @@ func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wi
 	case 1: // it leaves as a single op, whose RPC is its budget
 		records[0].Budget = 0
 	case len(batch):
-		return n.exchangeRecords(owner, batch[0].topic, records, deadline, answers)
+		return n.exchangeRecords(batch[0].values, owner, batch[0].topic, records, deadline, answers)
 	}
 	got := scratch.answers[:len(live)]
-	refused = n.exchangeRecords(owner, batch[live[0]].topic, records, deadline, got)
+	refused = n.exchangeRecords(batch[live[0]].values, owner, batch[live[0]].topic, records, deadline, got)
 	for j, i := range live {
 		answers[i] = got[j]
 	}
@@ -615,7 +622,7 @@ var (
 // deadline and puts the answer to each in answers: the owner's; the owner's refusal of the
 // whole frame for each (refused reports an op it does not know); 502 for all of them when no
 // reply came back; 400 when the frame cannot carry them.
-func (n *Node) exchangeRecords(owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (refused bool) {
+func (n *Node) exchangeRecords(values context.Context, owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (refused bool) {
 	each := func(a wire.Answer) {
 		for i := range answers {
 			answers[i] = a
@@ -626,7 +633,7 @@ func (n *Node) exchangeRecords(owner, topic string, records []wire.Record, deadl
 		each(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
 		return false
 	}
-	reply, err := n.exchange(context.Background(), owner, frame, deadline)
+	reply, err := n.exchangeDetached(values, owner, frame, deadline)
 	if err != nil {
 		each(wire.Answer{Status: statusTransport, Message: err.Error()})
 		return false
@@ -654,14 +661,22 @@ var errNoReplyInBudget = fmt.Errorf("no reply within the budget: %w", context.De
 // after the deadline is discarded.
 func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
 	if ctx.Done() == nil { // only the deadline ends it: no timer of its own (see rpcBudget)
-		l := n.lane(owner)
-		b := l.budgets.open(n.clock, deadline)
-		defer l.budgets.close(b)
-		return n.callWithin(b, owner, frame)
+		return n.exchangeDetached(ctx, owner, frame, deadline)
 	}
 	ctx, cancel := n.budget(ctx, deadline)
 	defer cancel()
 	return n.callWithin(ctx, owner, frame)
+}
+
+// exchangeDetached is exchange carrying the values of values (a trace, the caller's
+// credentials; nil: none) but not its cancellation, as context.WithoutCancel would: only the
+// deadline ends the call. A settle that left is answered as the owner answers it, whatever
+// its caller's context does meanwhile, and the owner still sees the caller's trace.
+func (n *Node) exchangeDetached(values context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
+	l := n.lane(owner)
+	b := l.budgets.open(n.clock, deadline, values)
+	defer l.budgets.close(b)
+	return n.callWithin(b, owner, frame)
 }
 
 // transportCall is Transport.Call with a panic of the host's Transport recovered as the

@@ -1,7 +1,10 @@
 package router
 
 import (
+	"context"
+	"math/rand/v2"
 	"slices"
+	"time"
 )
 
 // Liveness is an optional capability of Routes, found by type assertion: whether a node is
@@ -70,4 +73,82 @@ func (n *Node) consumeOwnersIn(remote map[string][]int32, pinned int32) (owners 
 		}
 	}
 	return serving, anyOut
+}
+
+// Slow owners. An owner that let a consume's RPC (a probe or a claim) run out of its budget
+// with no reply is slow, as this node sees it: consumes stop probing it on their own time,
+// so one owner that hangs (it neither answers nor refuses) costs the consumes of every
+// other node one budget once, not each. It is asked again in the background instead: a
+// consume that passes over it sends it, at most every SlowOwnerRecheck, a Cancel naming no
+// request (the cheapest frame every owner answers, changing nothing), and any reply from it
+// (that one, a late probe's, a registration's) ends its slowness. Tokens are still left with
+// a slow owner meanwhile, so a parked consumer still hears of its records: a slow owner is
+// passed over, not forgotten. Nothing of this runs while no consume comes (invariant "idle
+// costs nothing").
+
+// SlowOwnerRecheck is how often, at most, a slow owner is asked in the background whether it
+// answers again, while consumes pass over it.
+const SlowOwnerRecheck = time.Second
+
+// answering returns owners less the slow ones, and sends each slow one its background
+// recheck when one is due. The result reuses nothing of owners.
+func (n *Node) answering(owners []string) []string {
+	now := n.clock.Now()
+	asked := make([]string, 0, len(owners))
+	for _, owner := range owners {
+		l := n.lane(owner)
+		l.mu.Lock()
+		slow, due := l.slow, l.slow && !now.Before(l.recheckAt)
+		if due {
+			l.recheckAt = now.Add(SlowOwnerRecheck)
+		}
+		l.mu.Unlock()
+		if due {
+			n.recheck(owner)
+		}
+		if !slow {
+			asked = append(asked, owner)
+		}
+	}
+	return asked
+}
+
+// slowOwner marks owner slow: a consume's RPC to it ran out of its budget with no reply.
+func (n *Node) slowOwner(owner string) {
+	l := n.lane(owner)
+	l.mu.Lock()
+	if !l.slow {
+		l.slow = true
+		l.recheckAt = n.clock.Now().Add(SlowOwnerRecheck)
+		n.stats.remote.slowOwners.Add(1)
+		n.logger.Info("consume: an owner gave no reply within the budget: passed over until it answers", "owner", owner)
+	}
+	l.mu.Unlock()
+}
+
+// ownerAnswered ends owner's slowness, if it was slow: a reply of its came back.
+func (n *Node) ownerAnswered(owner string) {
+	l := n.lane(owner)
+	l.mu.Lock()
+	was := l.slow
+	l.slow = false
+	l.mu.Unlock()
+	if was {
+		n.logger.Info("consume: a slow owner answers again", "owner", owner)
+	}
+}
+
+// recheck asks a slow owner, in the background, whether it answers: a Cancel of request id
+// zero, which no consume uses (see requestID).
+func (n *Node) recheck(owner string) { n.sendCancel(context.Background(), owner, "", 0) }
+
+// requestID draws the id of a consume sent to an owner: unpredictable (the runtime's
+// ChaCha8 generator, seeded by the system), so that no frame of one request tells a peer
+// the id of another, and never zero (see recheck).
+func requestID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
 }

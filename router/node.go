@@ -3,8 +3,6 @@ package router
 import (
 	"cmp"
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -275,9 +273,6 @@ func New(cfg Config) (*Node, error) {
 	// Request ids start at a random point, so that a restarted node never reuses an id an
 	// owner still remembers from its previous life: a cancel meant for the new request
 	// would give back records the old one delivered.
-	var idBase [8]byte
-	crand.Read(idBase[:])
-	n.requester.nextID.Store(binary.LittleEndian.Uint64(idBase[:]))
 	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}

@@ -24,8 +24,18 @@ const (
 	// ClaimBudget bounds a claim after a notification: its round trip and the fallbacks for
 	// an owner on an older release.
 	ClaimBudget = 500 * time.Millisecond
-	// ProbeBudget bounds a probe of one owner.
+	// ProbeBudget bounds a probe of one owner; a consume's own wait bounds it further (see
+	// ConsumeOverrun).
 	ProbeBudget = 2 * time.Second
+	// ProbeHedge is how long a consume waits for one owner's answer to its probe before it
+	// probes the next owner as well: well above a round trip within a data centre, and short
+	// enough that an owner that hangs costs a consume little.
+	ProbeHedge = 50 * time.Millisecond
+	// ConsumeOverrun bounds how long after the end of its wait a consume returns, whatever
+	// the owners do: a probe or a claim still out when the wait ends gets this long for its
+	// reply, then is abandoned (what its reply carried is given back). A consume with no
+	// wait returns within ConsumeOverrun.
+	ConsumeOverrun = 250 * time.Millisecond
 	// GatewayResend is how often a node that owns none of a topic's partitions registers its
 	// token again with each owner while consumers are parked: its safety net for a lost
 	// notification or a token an owner silently dropped (a restart). A registration wakes
@@ -48,16 +58,20 @@ type requester struct {
 	regs   tokens.Registrations
 	topics map[string]*remoteTopic
 	kick   chan struct{} // capacity 1: the keeper has work
-	nextID atomic.Uint64 // request ids of consumes sent to owners
 }
 
 // remoteTopic is what this node keeps for one topic whose consumers wait on other nodes.
 type remoteTopic struct {
-	parked  int       // consumers parked here waiting on owners
-	latest  time.Time // the latest deadline of a consumer parked since the topic was last idle
-	gateway bool      // this node owns none of the topic's partitions
-	inbox   tokens.Inbox
-	polls   map[string]*poll // owners polled instead of holding a token
+	parked int // consumers parked here waiting on owners
+	// pinnedTo counts, per owner, the parked consumers pinned to a partition of that owner:
+	// they wait on it alone. The others (parked - the sum) take a record from any owner.
+	// Tokens are left only with owners some parked consumer can take from, and a
+	// notification from any other owner is passed at once.
+	pinnedTo map[string]int
+	latest   time.Time // the latest deadline of a consumer parked since the topic was last idle
+	gateway  bool      // this node owns none of the topic's partitions
+	inbox    tokens.Inbox
+	polls    map[string]*poll // owners polled instead of holding a token
 }
 
 // poll is the backoff of an owner polled for a topic's parked consumers.
@@ -79,11 +93,11 @@ func (r *requester) forget(topic string) {
 func (n *Node) crossNode() bool { return n.transport != nil && n.wireVersion >= wire.V3 }
 
 // consumeRemote serves a consume that found nothing local (or has no local partition to
-// look at) from the remote owners: one probe each, in turn, then, with a wait, parked on
-// this node's queue and on tokens left with the owners, until a record comes, the wait
-// ends or ctx ends.
+// look at) from the remote owners: a probe of each (see probe), then, with a wait, parked on
+// this node's queue and on tokens left with the owners, until a record comes, the wait ends
+// or ctx ends. It returns within ConsumeOverrun of deadline, whatever the owners do.
 func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
-	msgs, probeErr := n.probe(ctx, req, owners)
+	msgs, probeErr := n.probe(ctx, req, owners, deadline)
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs, ctx.Err()
 	}
@@ -93,37 +107,98 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	return n.park(ctx, req, owners, gateway, deadline)
 }
 
-// probe asks each owner in turn, starting at one that rotates per topic, for up to
-// req.max records; the first with records answers, and the batch is never filled from
-// several owners. It returns the last error when every owner failed.
-func (n *Node) probe(ctx context.Context, req scanRequest, owners []string) ([]Message, error) {
+// probe asks the owners for up to req.max records, starting at one that rotates per topic;
+// the first with records answers, and the batch is never filled from several owners. An
+// owner that has not answered within ProbeHedge does not hold up the next: it is probed
+// too, and so on, so a hung owner costs a consume ProbeHedge, not its budget; a reply that
+// comes after another owner's records were taken is given back. Owners that let a consume's
+// RPC run out of its budget lately are not probed at all (see answering). Each probe ends by
+// ConsumeOverrun past deadline at the latest. It returns the last error when every owner
+// asked failed, or ErrUnavailable when none was asked.
+func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, deadline time.Time) ([]Message, error) {
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	start := n.topic(req.topic).nextProbe(len(owners))
-	var lastErr error
-	failed := 0
-	for i := range owners {
-		owner := owners[(start+i)%len(owners)]
+	asked := n.answering(owners)
+	if len(asked) == 0 {
+		return nil, fmt.Errorf("%w: no owner of %s answered lately (asked again in the background)", ErrUnavailable, req.topic)
+	}
+	until := deadline.Add(ConsumeOverrun)
+	start := n.topic(req.topic).nextProbe(len(asked))
+	if len(asked) == 1 { // nobody to hedge with: the probe runs on the caller's goroutine
 		n.stats.remote.probes.Add(1)
-		msgs, err := n.remoteConsume(ctx, owner, req, false, ProbeBudget)
+		msgs, err := n.remoteConsume(ctx, asked[0], req, false, n.rpcDeadline(ProbeBudget, until))
 		if len(msgs) > 0 {
 			n.stats.remote.probeHits.Add(1)
-			return msgs, nil
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			lastErr = err
-			failed++
-			n.logger.Debug("consume: probe of an owner failed", "topic", req.topic, "owner", owner, "err", err)
+		return msgs, err
+	}
+
+	type answer struct {
+		msgs []Message
+		err  error
+	}
+	// The probes still out when probe returns see probeCtx end: what their replies carry
+	// is given back at once (see remoteConsume).
+	probeCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan answer, len(asked))
+	hedge := make(chan struct{}, 1)
+	stopHedge := func() bool { return false }
+	defer func() { stopHedge() }()
+	sent := 0
+	send := func() {
+		owner := asked[(start+sent)%len(asked)]
+		sent++
+		n.stats.remote.probes.Add(1)
+		budget := n.rpcDeadline(ProbeBudget, until)
+		n.background(func() {
+			msgs, err := n.remoteConsume(probeCtx, owner, req, false, budget)
+			answers <- answer{msgs, err}
+		})
+		stopHedge()
+		if sent < len(asked) {
+			stopHedge = n.clock.AfterFunc(ProbeHedge, func() { notifyOne(hedge) })
 		}
 	}
-	if failed == len(owners) {
+	send()
+	var lastErr error
+	failed := 0
+	for got := 0; got < len(asked); {
+		select {
+		case a := <-answers:
+			got++
+			if len(a.msgs) > 0 {
+				n.stats.remote.probeHits.Add(1)
+				return a.msgs, nil
+			}
+			if a.err != nil {
+				lastErr = a.err
+				failed++
+				n.logger.Debug("consume: probe of an owner failed", "topic", req.topic, "err", a.err)
+			}
+			if got == sent && sent < len(asked) {
+				send() // the owners out so far answered: the next at once
+			}
+		case <-hedge:
+			if sent < len(asked) {
+				n.stats.remote.hedges.Add(1)
+				send()
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if failed == len(asked) {
 		return nil, lastErr
 	}
 	return nil, nil
+}
+
+// rpcDeadline is the deadline of a consume's RPC sent now with budget, cut to until (the
+// consume's deadline plus ConsumeOverrun).
+func (n *Node) rpcDeadline(budget time.Duration, until time.Time) time.Time {
+	return earliest(n.clock.Now().Add(budget), until)
 }
 
 // remoteConsume sends one probe (claim false) or claim to owner and returns the records it
@@ -132,14 +207,13 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string) ([]M
 // and the refusal is remembered for that owner for olderFieldMemory. When no reply comes
 // back, or ctx ends before the records reach the caller, the owner is asked to give back
 // whatever the reply carried.
-func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, budget time.Duration) ([]Message, error) {
+func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, deadline time.Time) ([]Message, error) {
 	l := n.lane(owner)
 	now := n.clock.Now()
 	if !n.servesConsumes(owner, now) {
 		// It refused the op since this consume chose it: one refusal per two minutes.
 		return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
 	}
-	deadline := now.Add(budget)
 	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
 	l.mu.Lock()
 	if claim && n.wireVersion >= wire.V5 && !now.Before(l.noClaimUntil) {
@@ -150,22 +224,26 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	}
 	l.mu.Unlock()
 	for {
-		c.RequestID = n.requester.nextID.Add(1)
+		c.RequestID = requestID()
 		frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsume, Topic: req.topic, Consume: c})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
 		raw, err := n.exchange(ctx, owner, frame, deadline)
 		if err != nil {
-			n.cancelRemote(owner, req.topic, c.RequestID)
+			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if errors.Is(err, errNoReplyInBudget) {
+				n.slowOwner(owner)
+			}
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
+		n.ownerAnswered(owner)
 		reply, err := wire.DecodeConsumeReply(raw)
 		if err != nil {
-			n.cancelRemote(owner, req.topic, c.RequestID)
+			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
 		if reply.Status == wire.StatusBadRequest && (c.Max > 1 || c.Claim) {
@@ -184,7 +262,7 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			n.cancelRemote(owner, req.topic, c.RequestID)
+			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, ctx.Err()
 		}
 		return messagesOf(req.topic, reply.Deliveries), nil
@@ -192,25 +270,35 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 }
 
 // cancelRemote asks owner, in the background, to give back the records of a reply its
-// requester will not receive.
-func (n *Node) cancelRemote(owner, topic string, id uint64) {
+// requester will not receive. The cancel carries ctx's values, not its cancellation.
+func (n *Node) cancelRemote(ctx context.Context, owner, topic string, id uint64) {
+	if n.sendCancel(ctx, owner, topic, id) {
+		n.stats.remote.cancels.Add(1)
+	}
+}
+
+// sendCancel sends owner a Cancel of request id in the background, unless owner refused
+// the consume op lately (it served none to cancel, and knows no Cancel either), and reports
+// whether it did. Any reply ends owner's slowness; a refusal of the op is remembered.
+func (n *Node) sendCancel(ctx context.Context, owner, topic string, id uint64) bool {
 	if !n.servesConsumes(owner, n.clock.Now()) {
-		return // it refused consumes: it served none to cancel, and knows no Cancel either
+		return false
 	}
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpCancel, Topic: topic, RequestID: id})
 	if err != nil {
-		return
+		return false
 	}
-	n.stats.remote.cancels.Add(1)
 	n.background(func() {
-		raw, err := n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
+		raw, err := n.exchangeDetached(ctx, owner, frame, n.clock.Now().Add(ForwardBudget))
 		if err != nil {
 			return
 		}
+		n.ownerAnswered(owner)
 		if answers, err := wire.DecodeReply(raw); err == nil && len(answers) == 1 && answers[0].Status == wire.StatusUnsupported {
 			n.refusedConsumes(owner) // a release before consumption across nodes
 		}
 	})
+	return true
 }
 
 // park waits for a record on this node's queue, where a local record and an owner's wake
@@ -219,8 +307,12 @@ func (n *Node) cancelRemote(owner, topic string, id uint64) {
 // tokens, the keeper's turn to poll it, which the consumer probes.
 func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
 	if len(owners) > 0 {
-		rt := n.parkRemote(req.topic, owners, gateway, deadline)
-		defer n.unparkRemote(rt)
+		pinnedTo := ""
+		if req.pinned >= 0 {
+			pinnedTo = owners[0] // the pinned partition's owner, alone
+		}
+		rt := n.parkRemote(req.topic, owners, pinnedTo, gateway, deadline)
+		defer n.unparkRemote(rt, pinnedTo)
 	}
 	quiet := false
 	for {
@@ -243,7 +335,8 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 			} else {
 				n.stats.remote.claims.Add(1)
 			}
-			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, budget)
+			until := n.rpcDeadline(budget, deadline.Add(ConsumeOverrun))
+			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, until)
 			if len(msgs) > 0 {
 				if r.wake.Claim {
 					n.stats.remote.claimHits.Add(1)
@@ -307,11 +400,12 @@ func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
 	return more
 }
 
-// parkRemote counts a consumer parked on topic waiting on owners, and leaves a token with
-// each owner that holds no fresh one from this node (consumers parking within
-// tokens.ShareWindow of a registration share it, unless its TTL ends before their wait
-// does). It returns the topic's state it counted the consumer in, for unparkRemote.
-func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline time.Time) *remoteTopic {
+// parkRemote counts a consumer parked on topic waiting on owners (on pinnedTo alone, when
+// it is pinned to a partition of that owner), and leaves a token with each owner that holds
+// no fresh one from this node (consumers parking within tokens.ShareWindow of a
+// registration share it, unless its TTL ends before their wait does). It returns the
+// topic's state it counted the consumer in, for unparkRemote.
+func (n *Node) parkRemote(topic string, owners []string, pinnedTo string, gateway bool, deadline time.Time) *remoteTopic {
 	now := n.clock.Now()
 	ttl := tokenTTL(now, deadline)
 	var send []string
@@ -324,6 +418,12 @@ func (n *Node) parkRemote(topic string, owners []string, gateway bool, deadline 
 	}
 	first := rt.parked == 0
 	rt.parked++
+	if pinnedTo != "" {
+		if rt.pinnedTo == nil {
+			rt.pinnedTo = map[string]int{}
+		}
+		rt.pinnedTo[pinnedTo]++
+	}
 	rt.gateway = gateway
 	if deadline.After(rt.latest) {
 		rt.latest = deadline
@@ -365,11 +465,26 @@ func earliest(a, b time.Time) time.Time {
 // unparkRemote uncounts a consumer parkRemote counted, in the state it counted it in: a
 // topic deleted and created again meanwhile has a state of its own, whose count the consumer
 // of the old one must not touch (a count too low passes notifications for parked consumers).
-func (n *Node) unparkRemote(rt *remoteTopic) {
+func (n *Node) unparkRemote(rt *remoteTopic, pinnedTo string) {
 	r := &n.requester
 	r.mu.Lock()
 	rt.parked--
+	if pinnedTo != "" {
+		if rt.pinnedTo[pinnedTo]--; rt.pinnedTo[pinnedTo] == 0 {
+			delete(rt.pinnedTo, pinnedTo)
+		}
+	}
 	r.mu.Unlock()
+}
+
+// waitsOn reports whether a consumer parked on rt can take a record from owner: one not
+// pinned, or one pinned to a partition of owner. Called with the requester's lock held.
+func (rt *remoteTopic) waitsOn(owner string) bool {
+	pinned := 0
+	for _, c := range rt.pinnedTo {
+		pinned += c
+	}
+	return rt.parked > pinned || rt.pinnedTo[owner] > 0
 }
 
 // register sends tokens to owner in one frame, in the background. An owner that refuses
@@ -386,6 +501,7 @@ func (n *Node) register(owner string, regs []wire.Registration) {
 		raw, err := n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
 		var answers []wire.Answer
 		if err == nil {
+			n.ownerAnswered(owner) // a registration doubles as a slow owner's recheck
 			answers, err = wire.DecodeReply(raw)
 		}
 		r := &n.requester
@@ -422,7 +538,7 @@ func (n *Node) serveNotify(from, topic string, hold time.Duration) wire.Answer {
 	r.mu.Lock()
 	r.regs.Spent(topic, from)
 	rt := r.topics[topic]
-	if rt == nil || rt.parked == 0 {
+	if rt == nil || !rt.waitsOn(from) {
 		r.mu.Unlock()
 		n.stats.remote.passes.Add(1)
 		return wire.Answer{Status: wire.StatusPass}
@@ -585,6 +701,9 @@ func (n *Node) keep(now time.Time) time.Duration {
 		ttl := tokenTTL(now, rt.latest)
 		owners := n.keptOwners(topic)
 		for _, owner := range owners {
+			if !rt.waitsOn(owner) {
+				continue // its records serve nobody parked here: no token, no poll
+			}
 			if n.takesTokens(owner, now) {
 				if r.regs.Due(topic, owner, now, resend) {
 					r.regs.Sent(topic, owner, now, ttl)
@@ -713,6 +832,8 @@ type RemoteStats struct {
 	ClaimHits     uint64 // of them, answered with records
 	Passes        uint64 // notifications declined: nobody parked here could use them
 	Cancels       uint64 // cancels sent for a reply nobody received
+	Hedges        uint64 // probes sent while another owner's was still out past ProbeHedge
+	SlowOwners    uint64 // owners found slow: a consume's RPC ran out of its budget
 	// As the owner.
 	Served    uint64 // probes and claims of other nodes served
 	Tokens    uint64 // tokens other nodes registered here
@@ -723,6 +844,7 @@ type RemoteStats struct {
 
 type remoteStats struct {
 	probes, probeHits, registrations, notifications, claims, claimHits, passes, cancels atomic.Uint64
+	hedges, slowOwners                                                                  atomic.Uint64
 	served, tokens, notified, passed, cancelled                                         atomic.Uint64
 }
 
@@ -730,7 +852,7 @@ func (s *remoteStats) load() RemoteStats {
 	return RemoteStats{
 		Probes: s.probes.Load(), ProbeHits: s.probeHits.Load(), Registrations: s.registrations.Load(),
 		Notifications: s.notifications.Load(), Claims: s.claims.Load(), ClaimHits: s.claimHits.Load(),
-		Passes: s.passes.Load(), Cancels: s.cancels.Load(),
+		Passes: s.passes.Load(), Cancels: s.cancels.Load(), Hedges: s.hedges.Load(), SlowOwners: s.slowOwners.Load(),
 		Served: s.served.Load(), Tokens: s.tokens.Load(), Notified: s.notified.Load(),
 		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(),
 	}

@@ -256,7 +256,7 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 				indexes = indexes[len(chunk):]
 				batch := make([]*queuedAck, len(chunk))
 				for j, i := range chunk {
-					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline}
+					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline, values: ctx}
 				}
 				answers := make([]wire.Answer, len(chunk))
 				n.call(l, now, batch, answers)
