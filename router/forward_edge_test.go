@@ -558,12 +558,53 @@ func TestServeAnswersConsumptionFrames(t *testing.T) {
 	}
 }
 
-// Config.WireVersion is zero (the newest) or a version this release speaks.
+// A node refuses the frames of wire versions newer than it serves, whatever the codec knows,
+// as a version 6 release does: a record op it does not know as unsupported, a batch carrying
+// one or a Consume carrying a newer field as a bad request.
+func TestServeRefusesFramesNewerThanItServes(t *testing.T) {
+	h := wire.Handle{Partition: 0, Offset: 0, Nonce: 1}
+	relative := wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1, Max: 5, RelativeExpiry: true}}
+	for _, tc := range []struct {
+		name   string
+		req    wire.Request
+		status byte
+	}{
+		{"release", wire.Request{Op: wire.OpRelease, Topic: "orders", Records: []wire.Record{{Op: wire.OpRelease, Handle: h}}}, wire.StatusUnsupported},
+		{"extend-left", wire.Request{Op: wire.OpExtendLeft, Topic: "orders", Records: []wire.Record{{Op: wire.OpExtendLeft, Handle: h, Arg: time.Second}}}, wire.StatusUnsupported},
+		{"durable ack", wire.Request{Op: wire.OpAckDurable, Topic: "orders", Records: []wire.Record{{Op: wire.OpAckDurable, Handle: h}}}, wire.StatusUnsupported},
+		{"a batch with a release", wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: h, Budget: time.Second}, {Op: wire.OpRelease, Handle: h, Budget: time.Second}}}, wire.StatusBadRequest},
+		{"relative expiry", relative, wire.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			routes := &routertest.Routes{}
+			routes.Set("orders", 0)
+			logs := &routertest.MemLogs{}
+			logs.Log("orders", 0)
+			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}})
+			require.NoError(t, err)
+			defer node.Close()
+			frame, err := wire.EncodeRequest(tc.req)
+			require.NoError(t, err)
+			reply, err := node.Serve(context.Background(), "b", frame)
+			require.NoError(t, err)
+			if tc.req.Op == wire.OpConsume {
+				r, err := wire.DecodeConsumeReply(reply)
+				require.NoError(t, err)
+				assert.Equal(t, tc.status, r.Status, r.Message)
+				return
+			}
+			assert.Equal(t, []byte{tc.status}, replyStatuses(t, reply))
+		})
+	}
+}
+
+// Config.WireVersion is zero (the newest) or a version this release speaks, which a version
+// the codec knows but router does not serve yet is not.
 func TestNewRefusesAnUnknownWireVersion(t *testing.T) {
-	for version := range uint8(wire.Newest) + 2 {
+	for version := range uint8(max(wire.Newest, router.NewestWire)) + 2 {
 		fsys := memfs.New()
 		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: &routertest.Routes{}, Dir: "/state", FS: fsys, WireVersion: version})
-		if version <= uint8(wire.Newest) {
+		if version <= uint8(router.NewestWire) {
 			require.NoError(t, err, "version %d", version)
 			require.NoError(t, node.Close())
 			continue

@@ -31,6 +31,12 @@ const (
 	maxBatch = wire.MaxBatch
 )
 
+// newestWire is the newest node-wire version a node speaks and accepts (Config.WireVersion's
+// zero and its upper bound). It stays behind the codec's wire.Newest until router serves what
+// the newer versions add: a node claiming version 7 would accept its frames, apply a batched
+// Release, ExtendLeft or AckDurable as an ack, and answer a relative-expiry Consume with times.
+const newestWire = wire.V6
+
 // statusTransport never travels: the requester's own mark for "no reply came back" (a 502).
 const statusTransport byte = 255
 

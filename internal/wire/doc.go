@@ -16,28 +16,39 @@
 //	V4  Register (6), Notify (7), Pass (8), Drop (9): delivery tokens
 //	V5  Consume's Claim byte
 //	V6  Consume's Max
+//	V7  Release (12), ExtendLeft (13), AckDurable (14); Consume's flags byte (relative expiry)
+//
+// Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
+// requester as a duration, the lease's time left) and so that every settle of a lease can be
+// forwarded.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
-// ErrUnsupportedOp. A Consume carrying a trailing field newer than the version is ErrBadFrame
-// ("trailing data"), exactly as an older release that does not know the field answers it.
-// Everything else malformed is ErrBadFrame too. An encoder always writes the newest form of a
-// request; a field it need not write is left out (a Consume of one record without a claim is
-// byte for byte the V3 frame), and a requester talking to an older node drops the newer fields
-// itself.
+// ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
+// carrying a trailing field newer than the version is ErrBadFrame ("trailing data"), exactly
+// as an older release that does not know the field answers it (V6 reads the Max of 1 that
+// only a flags byte follows as out of range, "max 1", as a V6 release does). Everything else malformed is
+// ErrBadFrame too. An encoder always writes the newest form of a request; a field it need not
+// write is left out (a Consume of one record without a claim is byte for byte the V3 frame),
+// and a requester talking to an older node drops the newer fields itself.
 //
 // # Request frames
 //
 // Every request starts with a header: the op byte, then the topic (u16 length, then at most
 // MaxTopic bytes). After the header:
 //
-//	Ack, Extend, Nack  one record: partition i32, offset i64, nonce u64, argument (a duration:
-//	                   the extension or the nack delay; 0 for an ack)
-//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3), the
-//	                   record, and its budget (a duration: what was left of the record's budget
-//	                   when the frame left)
+//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable
+//	                   one record: partition i32, offset i64, nonce u64, argument (a duration:
+//	                   the extension of an Extend or ExtendLeft, the delay of a Nack; 0 for the
+//	                   others)
+//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3, or 12
+//	                   to 14 from V7), the record, and its budget (a duration: what was left
+//	                   of the record's budget when the frame left)
 //	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a
 //	                   duration, 0: the topic's), then optionally the Claim byte (0 or 1), then
-//	                   optionally, after the Claim byte, Max i32 (at least 2)
+//	                   optionally, after the Claim byte, Max i32 (at least 2; at least 1 when
+//	                   the flags byte follows), then optionally, after Max, the flags byte
+//	                   (bit 0: RelativeExpiry, the other bits zero; written only with a flag
+//	                   set)
 //	Replay             partition i32, offset i64, limit i32 (none negative)
 //	Cancel             request id u64
 //	Register           an empty topic in the header, then u16 count (1 to MaxRegistrations),
@@ -53,13 +64,15 @@
 //
 // The ack reply answers the ack ops, Register (an answer per entry), Notify, Pass, Drop and
 // Cancel, and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
-// per answer a status byte, an i64 (the new expiry of an extend, a time; else 0) and a message
-// (u16 length, at most MaxMessage bytes).
+// per answer a status byte, an i64 (the new expiry of an extend (a time), or, for ExtendLeft,
+// the lease's time left (a duration); else 0) and a message (u16 length, at most MaxMessage
+// bytes).
 //
 // The consume reply answers Consume and Replay: a mark byte (0xC5, which no ack reply begins
 // with, so a refusal in the ack reply format reads apart), a status byte, a message (u16
 // length, at most MaxMessage bytes), a u32 count, then per delivery: partition i32, offset i64, nonce u64,
-// attempt u32, reason u8, expiry (a time), fence u64, timestamp (a time), key (u32 length,
+// attempt u32, reason u8, expiry (a time, or, answering a Consume with RelativeExpiry, the
+// lease's time left: a duration), fence u64, timestamp (a time), key (u32 length,
 // bytes), value (u32 length, bytes).
 //
 // Decoders never panic, and never allocate more than the frame's length justifies: every count

@@ -25,8 +25,10 @@ const MaxAnswers = max(MaxBatch, MaxRegistrations)
 
 // Answer is one answer of an ack reply.
 type Answer struct {
-	Status  byte
-	Expiry  int64 // the new expiry of an extend, Unix ns; else 0
+	Status byte
+	// Expiry is the new expiry of an Extend (a time, Unix ns), or, for an ExtendLeft, the
+	// lease's time left at the owner when it applied the extension (a duration, ns); else 0.
+	Expiry  int64
 	Message string
 }
 
@@ -119,7 +121,10 @@ type Delivery struct {
 	Nonce     uint64
 	Attempt   uint32
 	Reason    uint8
-	Expiry    int64 // Unix ns, 0 for the zero time (see Nanos and Time)
+	// Expiry is when the lease ends: a time (Unix ns, 0 for the zero time; see Nanos and
+	// Time), or, answering a Consume with RelativeExpiry, the lease's time left at the owner
+	// when it replied (a duration, ns).
+	Expiry    int64
 	Timestamp int64 // Unix ns, 0 for the zero time
 	Fence     uint64
 	Key       []byte

@@ -19,7 +19,8 @@ const (
 	V4                        // + delivery tokens: Register, Notify, Pass, Drop
 	V5                        // + Consume's Claim byte
 	V6                        // + Consume's Max
-	Newest = V6
+	V7                        // + Release, ExtendLeft, AckDurable; Consume's flags byte (relative expiry)
+	Newest = V7
 )
 
 // Ops: a request frame's first byte.
@@ -35,6 +36,15 @@ const (
 	OpDrop     byte = 9
 	OpCancel   byte = 10
 	OpReplay   byte = 11
+	// OpRelease gives a lease back unprocessed, as if it was never granted: the record is
+	// visible at once, and the delivery does not count as an attempt.
+	OpRelease byte = 12
+	// OpExtendLeft is an Extend whose answer carries the lease's time left at the owner when
+	// it applied the extension (a duration), not its new expiry (a time): no clock crosses
+	// the wire.
+	OpExtendLeft byte = 13
+	// OpAckDurable is an Ack that the owner answers only once the ack is on its disk.
+	OpAckDurable byte = 14
 )
 
 // Limits of the frames.
@@ -73,8 +83,20 @@ func Since(op byte) Version {
 		return V3
 	case OpRegister, OpNotify, OpPass, OpDrop:
 		return V4
+	case OpRelease, OpExtendLeft, OpAckDurable:
+		return V7
 	}
 	return 0
+}
+
+// isRecordOp reports whether op is the op of a record: one that travels as a single-op frame
+// or as a member of an AckBatch.
+func isRecordOp(op byte) bool {
+	switch op {
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
+		return true
+	}
+	return false
 }
 
 // Knows reports whether a node speaking v knows op.
@@ -91,11 +113,12 @@ type Handle struct {
 	Nonce     uint64
 }
 
-// Record is one ack, extend or nack.
+// Record is one settle of a lease: an ack, extend, nack, release, extend-left or durable ack.
 type Record struct {
-	Op     byte // OpAck, OpExtend or OpNack
+	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft or OpAckDurable
 	Handle Handle
-	Arg    time.Duration // the extension or the nack delay; 0 for an ack
+	// Arg is the extension (Extend, ExtendLeft) or the nack delay (Nack); 0 for the others.
+	Arg time.Duration
 	// Budget is what was left of the record's budget when the frame left. Only an AckBatch
 	// carries it: a single op's RPC is its budget, and a single op decodes with Budget 0.
 	Budget time.Duration
@@ -107,8 +130,19 @@ type Consume struct {
 	Pinned     int32         // the partition, or -1 for any
 	Visibility time.Duration // 0: the topic's
 	Claim      bool          // V5
-	Max        int32         // V6: records wanted; 0 or 1 means one, and is not written
+	// Max (V6) is the records wanted; 0 or 1 means one. It is written only when above 1, or
+	// when the flags byte follows it, and then as at least 1; it is read as written (a
+	// RelativeExpiry consume of Max 0 reads back as Max 1).
+	Max int32
+	// RelativeExpiry (V7) asks for each delivery's Expiry as the lease's time left at the
+	// owner when it replied (a duration), not as a time: no clock crosses the wire. It
+	// travels as bit 0 of the flags byte, after Max.
+	RelativeExpiry bool
 }
+
+// flagRelativeExpiry is Consume.RelativeExpiry's bit of the flags byte. The flags byte is
+// written only with a flag set, and a decoder refuses a bit it does not know.
+const flagRelativeExpiry byte = 1 << 0
 
 // Replay is the body of a Replay frame.
 type Replay struct {
@@ -127,8 +161,9 @@ type Registration struct {
 type Request struct {
 	Op    byte
 	Topic string // empty for Register
-	// Records: the ack ops. Ack, Extend and Nack carry exactly one, of the frame's op;
-	// AckBatch 1 to MaxBatch, each with its own op and budget.
+	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
+	// AckDurable) carries exactly one, of the frame's op; AckBatch 1 to MaxBatch, each with
+	// its own op and budget.
 	Records       []Record
 	Consume       Consume        // Consume
 	Replay        Replay         // Replay
@@ -139,13 +174,23 @@ type Request struct {
 
 // MinVersion is the oldest version that decodes the frame EncodeRequest writes for r.
 func (r *Request) MinVersion() Version {
-	if r.Op == OpConsume {
+	switch r.Op {
+	case OpConsume:
 		switch {
+		case r.Consume.RelativeExpiry:
+			return V7
 		case r.Consume.Max > 1:
 			return V6
 		case r.Consume.Claim:
 			return V5
 		}
+	case OpAckBatch:
+		// A batch needs the version of its newest record op.
+		need := Since(OpAckBatch)
+		for i := range r.Records {
+			need = max(need, Since(r.Records[i].Op))
+		}
+		return need
 	}
 	return Since(r.Op)
 }
@@ -160,21 +205,22 @@ const (
 	registrationSize = 2 + 8 // without its topic
 )
 
-// EncodeRequest writes req's frame, in the newest form that carries it: a Consume's Max only
-// when above 1, its Claim byte when Claim is set or Max follows. A request no frame carries
-// (an unknown op, a topic over MaxTopic, counts or values out of range) is ErrInvalidRequest.
+// EncodeRequest writes req's frame, in the newest form that carries it: a Consume's flags
+// byte only when a flag is set, its Max when above 1 or the flags byte follows, its Claim
+// byte when Claim is set or Max follows. A request no frame carries (an unknown op, a topic
+// over MaxTopic, counts or values out of range) is ErrInvalidRequest.
 func EncodeRequest(req Request) ([]byte, error) {
 	if err := check(&req); err != nil {
 		return nil, err
 	}
 	size := headerSize + len(req.Topic)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
 		size += recordSize
 	case OpAckBatch:
 		size += 2 + len(req.Records)*batchRecordSize
 	case OpConsume:
-		size += consumeSize + 1 + 4
+		size += consumeSize + 1 + 4 + 1
 	case OpReplay:
 		size += replaySize
 	case OpCancel:
@@ -192,7 +238,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(req.Topic)))
 	b = append(b, req.Topic...)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
 		b = appendRecord(b, &req.Records[0])
 	case OpAckBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Records)))
@@ -207,15 +253,23 @@ func EncodeRequest(req Request) ([]byte, error) {
 		b = binary.BigEndian.AppendUint64(b, c.RequestID)
 		b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
-		if c.Claim || c.Max > 1 {
+		var flags byte
+		if c.RelativeExpiry {
+			flags |= flagRelativeExpiry
+		}
+		writeMax := c.Max > 1 || flags != 0
+		if c.Claim || writeMax {
 			claim := byte(0)
 			if c.Claim {
 				claim = 1
 			}
 			b = append(b, claim)
 		}
-		if c.Max > 1 {
-			b = binary.BigEndian.AppendUint32(b, uint32(c.Max))
+		if writeMax {
+			b = binary.BigEndian.AppendUint32(b, uint32(max(c.Max, 1)))
+		}
+		if flags != 0 {
+			b = append(b, flags)
 		}
 	case OpReplay:
 		b = binary.BigEndian.AppendUint32(b, uint32(req.Replay.Partition))
@@ -257,7 +311,7 @@ func check(req *Request) error {
 		return invalid("a topic of %d bytes (at most %d)", len(req.Topic), MaxTopic)
 	}
 	switch req.Op {
-	case OpAck, OpExtend, OpNack:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
 		if len(req.Records) != 1 || req.Records[0].Op != req.Op {
 			return invalid("op %d carries one record of its op, not %d records", req.Op, len(req.Records))
 		}
@@ -266,7 +320,7 @@ func check(req *Request) error {
 			return invalid("a batch of %d records (1 to %d)", len(req.Records), MaxBatch)
 		}
 		for _, r := range req.Records {
-			if r.Op < OpAck || r.Op > OpNack {
+			if !isRecordOp(r.Op) {
 				return invalid("a batch record of op %d", r.Op)
 			}
 		}
@@ -379,11 +433,12 @@ func (r *reader) record(op byte) Record {
 }
 
 // DecodeRequest reads a request frame as a node speaking v does. An op newer than v, or one
-// no version knows, is ErrUnsupportedOp; a frame carrying a field newer than v (a Consume's
-// Claim byte below V5, its Max below V6) is ErrBadFrame ("trailing data"), as an older release
-// answers it; anything else malformed (a short frame, bytes after its last field, a value out
-// of range, a frame over MaxFrame) is ErrBadFrame. The strings it returns are copies: the
-// request does not alias b.
+// no version knows, is ErrUnsupportedOp; an AckBatch with a record of an op newer than v is
+// ErrBadFrame, as an older release answers it, and so is a frame carrying a field newer than
+// v (a Consume's Claim byte below V5, its Max below V6, its flags byte below V7: "trailing
+// data", or "max 1" at V6 for the Max of 1 that only a flags byte follows); anything else
+// malformed (a short frame, bytes after its last field, a value out of range, a frame over
+// MaxFrame) is ErrBadFrame. The strings it returns are copies: the request does not alias b.
 func DecodeRequest(b []byte, v Version) (Request, error) {
 	if len(b) > MaxFrame {
 		return Request{}, fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
@@ -402,7 +457,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 	}
 	req.Topic = string(r.take(n, "topic"))
 	switch req.Op {
-	case OpAck, OpExtend, OpNack:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
 		rec := r.record(req.Op)
 		if r.err == nil {
 			req.Records = []Record{rec}
@@ -418,7 +473,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 		req.Records = make([]Record, 0, count)
 		for range count {
 			op := r.u8("batch record")
-			if op < OpAck || op > OpNack {
+			if !isRecordOp(op) || !v.Knows(op) {
 				r.fail("record op %d", op)
 				break
 			}
@@ -444,7 +499,19 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 				r.fail("claim byte %d", claim)
 			}
 			if r.err == nil && len(r.b) > 0 && v >= V6 {
-				if c.Max = int32(r.u32("max")); c.Max < 2 {
+				c.Max = int32(r.u32("max"))
+				if r.err == nil && len(r.b) > 0 && v >= V7 {
+					// Before the flags byte Max is written as at least 1, and read as written.
+					if c.Max < 1 {
+						r.fail("max %d (at least 1 before the flags byte)", c.Max)
+					}
+					switch flags := r.u8("flags"); flags {
+					case flagRelativeExpiry:
+						c.RelativeExpiry = true
+					default:
+						r.fail("flags byte %#x (bit 0 is the one flag, and the byte is written only with it set)", flags)
+					}
+				} else if c.Max < 2 {
 					r.fail("max %d (at least 2 when present)", c.Max)
 				}
 			}

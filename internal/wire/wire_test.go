@@ -15,7 +15,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -40,6 +40,22 @@ func samples() []wire.Request {
 		{Op: wire.OpNotify, Topic: "orders", Hold: 5 * time.Second},
 		{Op: wire.OpPass, Topic: "orders"},
 		{Op: wire.OpDrop, Topic: "orders"},
+		// Version 7's.
+		{Op: wire.OpRelease, Topic: "orders", Records: []wire.Record{{Op: wire.OpRelease, Handle: h}}},
+		{Op: wire.OpExtendLeft, Topic: "orders", Records: []wire.Record{{Op: wire.OpExtendLeft, Handle: h, Arg: time.Minute}}},
+		{Op: wire.OpAckDurable, Topic: "", Records: []wire.Record{{Op: wire.OpAckDurable, Handle: h}}},
+		{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{
+			{Op: wire.OpAck, Handle: h, Budget: time.Second},
+			{Op: wire.OpRelease, Handle: h, Budget: time.Second},
+			{Op: wire.OpExtendLeft, Handle: wire.Handle{Partition: -1, Offset: -1, Nonce: 1<<64 - 1}, Arg: time.Hour, Budget: 2 * time.Second},
+			{Op: wire.OpAckDurable, Handle: h},
+			{Op: wire.OpNack, Handle: h, Arg: time.Millisecond},
+			{Op: wire.OpExtend, Handle: h, Arg: time.Second},
+		}},
+		{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{{Op: wire.OpAckDurable, Handle: h, Budget: time.Second}}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 10, Pinned: -1, Max: 1, RelativeExpiry: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 11, Pinned: 2, Visibility: time.Minute, Claim: true, Max: 1, RelativeExpiry: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 12, Pinned: -1, Claim: true, Max: 100, RelativeExpiry: true}},
 	}
 }
 
@@ -53,8 +69,10 @@ func mustEncode(t testing.TB, req wire.Request) []byte {
 }
 
 // Every op round trips, is read by every version from the one its frame needs, and is
-// refused by the version before: its op unknown there (ErrUnsupportedOp) or, for a Consume
-// carrying a newer field, that field taken for trailing data (ErrBadFrame).
+// refused by the version before: its op unknown there (ErrUnsupportedOp); for an AckBatch
+// carrying a newer record op, that op refused (ErrBadFrame); for a Consume carrying a newer
+// field, that field taken for trailing data, or, at V6, the Max of 1 before a flags byte
+// taken for out of range (ErrBadFrame), as the release of that version answers.
 func TestRequestRoundTrip(t *testing.T) {
 	ops := map[byte]bool{}
 	for _, req := range samples() {
@@ -73,13 +91,20 @@ func TestRequestRoundTrip(t *testing.T) {
 					t.Fatalf("op %d at v%d: %v, want ErrUnsupportedOp", req.Op, v, err)
 				}
 			default:
-				if !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), "trailing data") {
-					t.Fatalf("op %d needing v%d at v%d: %v, want trailing data", req.Op, need, v, err)
+				want := "trailing data"
+				switch {
+				case req.Op == wire.OpAckBatch:
+					want = "record op"
+				case v == wire.V6 && req.Consume.Max <= 1:
+					want = "max 1"
+				}
+				if !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("op %d needing v%d at v%d: %v, want %q", req.Op, need, v, err, want)
 				}
 			}
 		}
 	}
-	for op := byte(1); op <= 11; op++ {
+	for op := byte(1); op <= 14; op++ {
 		if !ops[op] {
 			t.Errorf("no sample of op %d", op)
 		}
@@ -120,6 +145,130 @@ func TestAckFramesAreUnchanged(t *testing.T) {
 	}
 }
 
+// The frames of ops 5 to 11, laid out by hand as the releases of versions 3 to 6 wrote them.
+func TestConsumptionFramesAreUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+		want []byte
+	}{
+		{"probe", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1}},
+			frame(wire.OpConsume, "orders", uint64(7), int32(-1), int64(0))},
+		{"claim", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 8, Pinned: 3, Visibility: time.Minute, Claim: true}},
+			frame(wire.OpConsume, "orders", uint64(8), int32(3), int64(time.Minute), uint8(1))},
+		{"max", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 9, Pinned: 0, Max: 2}},
+			frame(wire.OpConsume, "orders", uint64(9), int32(0), int64(0), uint8(0), int32(2))},
+		{"claim and max", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 1, Pinned: -1, Claim: true, Max: 1000}},
+			frame(wire.OpConsume, "t", uint64(1), int32(-1), int64(0), uint8(1), int32(1000))},
+		{"claim, max 1", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 1, Pinned: -1, Claim: true, Max: 1}},
+			frame(wire.OpConsume, "t", uint64(1), int32(-1), int64(0), uint8(1))},
+		{"replay", wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Partition: 2, Offset: 100, Limit: 10}},
+			frame(wire.OpReplay, "orders", int32(2), int64(100), int32(10))},
+		{"cancel", wire.Request{Op: wire.OpCancel, Topic: "orders", RequestID: 9},
+			frame(wire.OpCancel, "orders", uint64(9))},
+		{"register", wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: 30 * time.Second}, {Topic: "p", TTL: 1}}},
+			frame(wire.OpRegister, "", uint16(2), uint16(6), "orders", int64(30*time.Second), uint16(1), "p", int64(1))},
+		{"notify", wire.Request{Op: wire.OpNotify, Topic: "orders", Hold: 5 * time.Second},
+			frame(wire.OpNotify, "orders", int64(5*time.Second))},
+		{"pass", wire.Request{Op: wire.OpPass, Topic: "orders"}, frame(wire.OpPass, "orders")},
+		{"drop", wire.Request{Op: wire.OpDrop, Topic: "orders"}, frame(wire.OpDrop, "orders")},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The frames version 7 adds, laid out by hand: the new ops' records as Ack's, single or in
+// a batch, and a Consume's flags byte after its Claim byte and a Max of at least 1.
+func TestV7Frames(t *testing.T) {
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	rec := func(arg time.Duration) []byte { return appendParts(nil, int32(1), int64(2), uint64(3), int64(arg)) }
+	consume := appendParts(nil, uint64(7), int32(-1), int64(time.Second))
+	probe := wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, RelativeExpiry: true}
+	withMax := func(c wire.Consume, claim bool, max int32) wire.Consume {
+		c.Claim, c.Max = claim, max
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+		want []byte
+	}{
+		{"release", wire.Request{Op: wire.OpRelease, Topic: "orders", Records: []wire.Record{{Op: wire.OpRelease, Handle: h}}},
+			frame(wire.OpRelease, "orders", rec(0))},
+		{"extend-left", wire.Request{Op: wire.OpExtendLeft, Topic: "orders", Records: []wire.Record{{Op: wire.OpExtendLeft, Handle: h, Arg: time.Minute}}},
+			frame(wire.OpExtendLeft, "orders", rec(time.Minute))},
+		{"durable ack", wire.Request{Op: wire.OpAckDurable, Topic: "orders", Records: []wire.Record{{Op: wire.OpAckDurable, Handle: h}}},
+			frame(wire.OpAckDurable, "orders", rec(0))},
+		{"batch", wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{
+			{Op: wire.OpRelease, Handle: h, Budget: time.Second},
+			{Op: wire.OpExtendLeft, Handle: h, Arg: time.Minute, Budget: 2 * time.Second},
+			{Op: wire.OpAckDurable, Handle: h, Budget: 3 * time.Second},
+		}}, frame(wire.OpAckBatch, "orders", uint16(3),
+			wire.OpRelease, rec(0), int64(time.Second),
+			wire.OpExtendLeft, rec(time.Minute), int64(2*time.Second),
+			wire.OpAckDurable, rec(0), int64(3*time.Second))},
+		{"relative expiry", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: probe},
+			frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(1))},
+		{"relative expiry, max 1", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: withMax(probe, false, 1)},
+			frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(1))},
+		{"relative expiry, claim and max", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: withMax(probe, true, 7)},
+			frame(wire.OpConsume, "t", consume, uint8(1), int32(7), uint8(1))},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+		if need := tc.req.MinVersion(); need != wire.V7 {
+			t.Errorf("%s needs v%d", tc.name, need)
+		}
+	}
+	// A Max of 0 is written as 1 before the flags byte, and read as written.
+	got, err := wire.DecodeRequest(mustEncode(t, wire.Request{Op: wire.OpConsume, Topic: "t", Consume: probe}), wire.V7)
+	if err != nil || got.Consume != withMax(probe, false, 1) {
+		t.Fatalf("a relative-expiry probe reads back as %+v, %v", got.Consume, err)
+	}
+}
+
+// The version each frame needs: its op's, or, for a batch, its newest record op's, or, for a
+// Consume, its newest field's.
+func TestMinVersion(t *testing.T) {
+	one := func(op byte) wire.Request { return wire.Request{Op: op, Records: []wire.Record{{Op: op}}} }
+	batch := func(ops ...byte) wire.Request {
+		req := wire.Request{Op: wire.OpAckBatch}
+		for _, op := range ops {
+			req.Records = append(req.Records, wire.Record{Op: op})
+		}
+		return req
+	}
+	consume := func(c wire.Consume) wire.Request { return wire.Request{Op: wire.OpConsume, Consume: c} }
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+		want wire.Version
+	}{
+		{"ack", one(wire.OpAck), wire.V1},
+		{"nack", one(wire.OpNack), wire.V1},
+		{"release", one(wire.OpRelease), wire.V7},
+		{"extend-left", one(wire.OpExtendLeft), wire.V7},
+		{"durable ack", one(wire.OpAckDurable), wire.V7},
+		{"batch of the first ops", batch(wire.OpAck, wire.OpExtend, wire.OpNack), wire.V2},
+		{"batch with a release", batch(wire.OpAck, wire.OpRelease), wire.V7},
+		{"batch with an extend-left", batch(wire.OpExtendLeft), wire.V7},
+		{"batch with a durable ack", batch(wire.OpNack, wire.OpAckDurable), wire.V7},
+		{"probe", consume(wire.Consume{Max: 1}), wire.V3},
+		{"claim", consume(wire.Consume{Claim: true}), wire.V5},
+		{"max", consume(wire.Consume{Max: 2}), wire.V6},
+		{"relative expiry", consume(wire.Consume{RelativeExpiry: true}), wire.V7},
+		{"relative expiry with claim and max", consume(wire.Consume{Claim: true, Max: 9, RelativeExpiry: true}), wire.V7},
+		{"pass", wire.Request{Op: wire.OpPass}, wire.V4},
+	} {
+		if got := tc.req.MinVersion(); got != tc.want {
+			t.Errorf("%s needs v%d, want v%d", tc.name, got, tc.want)
+		}
+	}
+}
+
 // A plain single-record probe is byte for byte the V3 frame, whatever version encodes it.
 func TestPlainProbeIsTheV3Frame(t *testing.T) {
 	want := []byte{wire.OpConsume, 0, 1, 't'}
@@ -151,9 +300,18 @@ func TestPlainProbeIsTheV3Frame(t *testing.T) {
 // Older decoders refuse what they do not know, each as its release answers it.
 func TestOlderDecodersRefuse(t *testing.T) {
 	probe := wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 1, Pinned: -1}}
-	claim, max := probe, probe
+	claim, max, relative, relativeMax := probe, probe, probe, probe
 	claim.Consume.Claim = true
 	max.Consume.Max = 10
+	relative.Consume.RelativeExpiry = true
+	relativeMax.Consume.RelativeExpiry, relativeMax.Consume.Max = true, 10
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	single := func(op byte) wire.Request {
+		return wire.Request{Op: op, Topic: "t", Records: []wire.Record{{Op: op, Handle: h}}}
+	}
+	batch := func(op byte) wire.Request {
+		return wire.Request{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{{Op: wire.OpAck, Handle: h}, {Op: op, Handle: h}}}
+	}
 	for _, tc := range []struct {
 		name string
 		req  wire.Request
@@ -172,6 +330,18 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v3 knows no Pass", samples()[13], wire.V3, wire.ErrUnsupportedOp},
 		{"v3 knows no Drop", samples()[14], wire.V3, wire.ErrUnsupportedOp},
 		{"version 0 knows nothing", samples()[0], 0, wire.ErrUnsupportedOp},
+		{"v6 knows no Release", single(wire.OpRelease), wire.V6, wire.ErrUnsupportedOp},
+		{"v6 knows no ExtendLeft", single(wire.OpExtendLeft), wire.V6, wire.ErrUnsupportedOp},
+		{"v6 knows no AckDurable", single(wire.OpAckDurable), wire.V6, wire.ErrUnsupportedOp},
+		{"v1 knows no Release", single(wire.OpRelease), wire.V1, wire.ErrUnsupportedOp},
+		{"v6 reads no batched Release", batch(wire.OpRelease), wire.V6, wire.ErrBadFrame},
+		{"v6 reads no batched ExtendLeft", batch(wire.OpExtendLeft), wire.V6, wire.ErrBadFrame},
+		{"v6 reads no batched AckDurable", batch(wire.OpAckDurable), wire.V6, wire.ErrBadFrame},
+		{"v2 reads no batched Release", batch(wire.OpRelease), wire.V2, wire.ErrBadFrame},
+		{"v6 reads no flags byte", relativeMax, wire.V6, wire.ErrBadFrame},
+		{"v6 reads no flags byte after a Max of 1", relative, wire.V6, wire.ErrBadFrame},
+		{"v5 reads no flags byte", relative, wire.V5, wire.ErrBadFrame},
+		{"v3 reads no flags byte", relative, wire.V3, wire.ErrBadFrame},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
@@ -180,7 +350,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{12, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{15, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -248,7 +418,22 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"max 0", frame(wire.OpConsume, "t", consume, uint8(1), int32(0))},
 		{"max negative", frame(wire.OpConsume, "t", consume, uint8(1), int32(-5))},
 		{"short max", frame(wire.OpConsume, "t", consume, uint8(1), uint16(5))},
-		{"trailing after max", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0))},
+		{"flags byte 0", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0))},
+		{"flags byte 2", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(2))},
+		{"flags byte 3", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(3))},
+		{"flags byte 0x80", frame(wire.OpConsume, "t", consume, uint8(0), int32(5), uint8(0x80))},
+		{"flags byte 0xff", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0xff))},
+		{"max 0 before the flags byte", frame(wire.OpConsume, "t", consume, uint8(0), int32(0), uint8(1))},
+		{"max negative before the flags byte", frame(wire.OpConsume, "t", consume, uint8(0), int32(-1), uint8(1))},
+		{"claim byte 2 before the flags byte", frame(wire.OpConsume, "t", consume, uint8(2), int32(1), uint8(1))},
+		{"trailing after the flags byte", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(1), uint8(0))},
+		{"short release", frame(wire.OpRelease, "t", rec[:27])},
+		{"trailing after a release", frame(wire.OpRelease, "t", rec, uint8(0))},
+		{"trailing after an extend-left", frame(wire.OpExtendLeft, "t", rec, uint8(0))},
+		{"short durable ack", frame(wire.OpAckDurable, "t", rec[:20])},
+		{"batch record of op 11", frame(wire.OpAckBatch, "t", uint16(1), uint8(11), rec, int64(0))},
+		{"batch record of op 15", frame(wire.OpAckBatch, "t", uint16(1), uint8(15), rec, int64(0))},
+		{"batch record of op 5", frame(wire.OpAckBatch, "t", uint16(2), uint8(12), rec, int64(0), uint8(5), rec, int64(0))},
 		{"replay of a negative limit", frame(wire.OpReplay, "t", int32(0), int64(0), int32(-1))},
 		{"replay of a negative partition", frame(wire.OpReplay, "t", int32(-1), int64(0), int32(1))},
 		{"replay from a negative offset", frame(wire.OpReplay, "t", int32(0), int64(-1), int32(1))},
@@ -318,16 +503,24 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		name string
 		req  wire.Request
 	}{
-		{"unknown op", wire.Request{Op: 12}},
+		{"unknown op", wire.Request{Op: 15}},
 		{"op 0", wire.Request{}},
 		{"topic over MaxTopic", wire.Request{Op: wire.OpPass, Topic: strings.Repeat("t", wire.MaxTopic+1)}},
 		{"topic over 64 KiB", wire.Request{Op: wire.OpPass, Topic: strings.Repeat("t", 1<<16+1)}},
 		{"ack of no record", wire.Request{Op: wire.OpAck}},
 		{"ack of two records", wire.Request{Op: wire.OpAck, Records: []wire.Record{{Op: wire.OpAck}, {Op: wire.OpAck}}}},
 		{"ack of a nack record", wire.Request{Op: wire.OpAck, Records: []wire.Record{{Op: wire.OpNack, Handle: h}}}},
+		{"ack of a durable ack record", wire.Request{Op: wire.OpAck, Records: []wire.Record{{Op: wire.OpAckDurable, Handle: h}}}},
+		{"release of no record", wire.Request{Op: wire.OpRelease}},
+		{"release of an ack record", wire.Request{Op: wire.OpRelease, Records: []wire.Record{{Op: wire.OpAck, Handle: h}}}},
+		{"extend-left of two records", wire.Request{Op: wire.OpExtendLeft, Records: []wire.Record{{Op: wire.OpExtendLeft}, {Op: wire.OpExtendLeft}}}},
+		{"extend-left of an extend record", wire.Request{Op: wire.OpExtendLeft, Records: []wire.Record{{Op: wire.OpExtend, Handle: h}}}},
+		{"durable ack of a release record", wire.Request{Op: wire.OpAckDurable, Records: []wire.Record{{Op: wire.OpRelease, Handle: h}}}},
 		{"batch of none", wire.Request{Op: wire.OpAckBatch}},
 		{"batch over MaxBatch", wire.Request{Op: wire.OpAckBatch, Records: make([]wire.Record, wire.MaxBatch+1)}},
 		{"batch record of op 0", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{}}}},
+		{"batch record of op 4", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{Op: wire.OpAck}, {Op: wire.OpAckBatch}}}},
+		{"batch record of op 15", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{Op: wire.OpRelease}, {Op: 15}}}},
 		{"consume pinned to -2", wire.Request{Op: wire.OpConsume, Consume: wire.Consume{Pinned: -2}}},
 		{"consume of a negative visibility", wire.Request{Op: wire.OpConsume, Consume: wire.Consume{Visibility: -1}}},
 		{"consume of a negative max", wire.Request{Op: wire.OpConsume, Consume: wire.Consume{Max: -1}}},
@@ -352,7 +545,8 @@ func TestVersions(t *testing.T) {
 		wire.OpAck: wire.V1, wire.OpExtend: wire.V1, wire.OpNack: wire.V1, wire.OpAckBatch: wire.V2,
 		wire.OpConsume: wire.V3, wire.OpReplay: wire.V3, wire.OpCancel: wire.V3,
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
-		0: 0, 12: 0, 255: 0,
+		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
+		0: 0, 15: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -363,7 +557,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V6 {
+	if wire.Newest != wire.V7 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -515,6 +709,18 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpConsume, "t", consume, uint8(0)))
 	f.Add(frame(wire.OpConsume, "t", consume, uint8(2)))
 	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(1)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(1)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(0), uint8(1)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(9), uint8(0)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(9), uint8(3)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(1), uint8(1)))
+	rec := appendParts(nil, int32(1), int64(2), uint64(3), int64(0))
+	f.Add(frame(wire.OpRelease, "t", rec))
+	f.Add(frame(wire.OpExtendLeft, "t", rec))
+	f.Add(frame(wire.OpAckDurable, "t", rec, uint8(0)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(3), uint8(12), rec, int64(1), uint8(13), rec, int64(2), uint8(14), rec, int64(3)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(15), rec, int64(1)))
+	f.Add([]byte{15, 0, 0})
 	f.Add(frame(wire.OpRegister, "", uint16(0xffff), uint16(1), "t", int64(1)))
 	f.Add([]byte{})
 	f.Add([]byte{wire.OpAckBatch, 0, 0, 0, 0})
