@@ -321,8 +321,9 @@ func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) [
 const ResponseLimit = 8 << 20
 
 // giveBack returns delivered records that never reached their consumer, and wakes parked
-// consumers for them. A record another node delivered through this one is nacked at its
-// owner, in the background (a nack, unlike a give-back here, counts as an attempt there).
+// consumers for them, without counting the delivery as an attempt. A record another node
+// delivered through this one is released at its owner, in the background (an owner on a
+// release before the node wire's version 7 gets a nack with no delay, which counts there).
 func (n *Node) giveBack(msgs []Message) {
 	now := n.clock.Now()
 	for i := range msgs {
@@ -334,7 +335,7 @@ func (n *Node) giveBack(msgs []Message) {
 			continue
 		}
 		if owner, ok, err := n.ownerOf(m.Topic, m.Partition); ok && err == nil && n.crossNode() {
-			topic, rec := m.Topic, wireRecord{op: opNack, handle: m.Receipt}
+			topic, rec := m.Topic, wireRecord{op: opRelease, handle: m.Receipt}
 			n.background(func() { n.forward(context.Background(), owner, topic, rec) })
 		}
 	}

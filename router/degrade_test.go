@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -231,7 +232,7 @@ func TestContextValuesCrossTheNodeWire(t *testing.T) {
 				defer mu.Unlock()
 				assert.Equal(t, 1, traced[opConsumeFrame], "the consume")
 				assert.Equal(t, 1, traced[opAckFrame], "the ack")
-				assert.Equal(t, 1, traced[2], "the extend")
+				assert.Equal(t, 1, traced[wire.OpExtendLeft], "the extend")
 				assert.Equal(t, 1, traced[3], "the nack")
 				assert.Equal(t, 1, traced[4], "the batch ack")
 				assert.Empty(t, untraced)

@@ -100,6 +100,11 @@ type lane struct {
 	// The owner refused the consume op itself (a release before consumption across nodes):
 	// it is neither probed, nor registered with, nor asked to replay until then.
 	noConsumeUntil time.Time
+	// The owner refused the version 7 settles (Release, ExtendLeft, AckDurable) or the
+	// Consume's relative expiry: the older forms until then (Unix nanoseconds; atomic, since
+	// every forwarded ack reads it).
+	olderSettlesUntil atomic.Int64
+	noRelativeUntil   time.Time
 	// slow: a consume's RPC to the owner ran out of its budget, and no reply of its came
 	// back since; recheckAt is when it is asked again in the background (see answering).
 	slow      bool
@@ -535,7 +540,7 @@ func (n *Node) call(l *lane, now time.Time, batch []*queuedAck, answers []wire.A
 		n.oneByOne(l, now, batch, answers)
 		return
 	}
-	if refused := n.rpc(l.owner, now, batch, answers); refused && len(batch) > 1 {
+	if refused := n.rpc(l, now, batch, answers); refused && len(batch) > 1 {
 		now = n.clock.Now()
 		l.mu.Lock()
 		l.singleUntil = now.Add(olderPeerMemory)
@@ -549,7 +554,7 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wi
 		if i > 0 {
 			now = n.clock.Now()
 		}
-		n.rpc(l.owner, now, []*queuedAck{q}, answers[i:i+1])
+		n.rpc(l, now, []*queuedAck{q}, answers[i:i+1])
 	}
 }
 
@@ -558,16 +563,40 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wi
 // know); 502 for all of them when no reply came back by the youngest one's deadline; 503 for
 // an ack whose budget was spent before it left, which is not sent; 400 for acks the frame
 // cannot carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining
-// budget.
-func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer) (refused bool) {
+// budget. An owner that refuses the version 7 settles (an older release) is remembered for
+// olderPeerMemory, and the frame goes again at once in the older form (see wireAs), on what
+// is left of its budgets.
+func (n *Node) rpc(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) (refused bool) {
+	newer := n.wireVersion >= wire.V7 && now.UnixNano() >= l.olderSettlesUntil.Load()
+	refused, older := n.rpcAs(l.owner, now, batch, answers, newer)
+	if older {
+		now = n.clock.Now()
+		l.olderSettlesUntil.Store(now.Add(olderPeerMemory).UnixNano())
+		refused, _ = n.rpcAs(l.owner, now, batch, answers, false)
+	}
+	return refused
+}
+
+// rpcAs is rpc's one RPC, its records in the version 7 form (newer) or the older one. older
+// reports that the owner refused the frame for a version 7 op it carried: an older release.
+// An ExtendLeft's answer comes back converted to an expiry on this node's clock: the time
+// left at the owner, counted from now, before the frame left, so a lease never looks longer
+// here than it is there.
+func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer, newer bool) (refused, older bool) {
 	if len(batch) == 1 { // a lone ack, most often: nothing to sort out, nothing on the heap
 		q := batch[0]
 		if !now.Before(q.deadline) {
 			answers[0] = spentBeforeSent
-			return false
+			return false, false
 		}
-		records := [1]wire.Record{q.rec.wire()}
-		return n.exchangeRecords(q.values, owner, q.topic, records[:], q.deadline, answers)
+		r, ok := q.rec.wireAs(newer)
+		if !ok {
+			answers[0] = notDurableThere
+			return false, false
+		}
+		records := [1]wire.Record{r}
+		status := n.exchangeRecords(q.values, owner, q.topic, records[:], q.deadline, answers)
+		return settled(now, records[:], answers, status, newer)
 	}
 	scratch := rpcPool.Get().(*rpcScratch)
 	defer rpcPool.Put(scratch)
@@ -578,8 +607,12 @@ func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wi
 			answers[i] = spentBeforeSent
 			continue
 		}
+		r, ok := q.rec.wireAs(newer)
+		if !ok {
+			answers[i] = notDurableThere
+			continue
+		}
 		live = append(live, i)
-		r := q.rec.wire()
 		r.Budget = q.deadline.Sub(now)
 		records = append(records, r)
 		if q.deadline.After(deadline) {
@@ -588,20 +621,51 @@ func (n *Node) rpc(owner string, now time.Time, batch []*queuedAck, answers []wi
 	}
 	switch len(live) {
 	case 0:
-		return false
+		return false, false
 	case 1: // it leaves as a single op, whose RPC is its budget
 		records[0].Budget = 0
 	case len(batch):
-		return n.exchangeRecords(batch[0].values, owner, batch[0].topic, records, deadline, answers)
+		status := n.exchangeRecords(batch[0].values, owner, batch[0].topic, records, deadline, answers)
+		return settled(now, records, answers, status, newer)
 	}
 	got := scratch.answers[:len(live)]
-	refused = n.exchangeRecords(batch[live[0]].values, owner, batch[live[0]].topic, records, deadline, got)
+	q := batch[live[0]]
+	status := n.exchangeRecords(q.values, owner, q.topic, records, deadline, got)
+	refused, older = settled(now, records, got, status, newer)
 	for j, i := range live {
 		answers[i] = got[j]
 	}
 	clear(got) // their messages, not to be kept by the pool
-	return refused
+	return refused, older
 }
+
+// settled reads the answers to records sent at now, given the frame's refusal status (zero
+// when each record was answered): whether the owner refused the op (refused) or a version 7
+// op it does not know (older), and each ExtendLeft's time left made an expiry here.
+func settled(now time.Time, records []wire.Record, answers []wire.Answer, status byte, newer bool) (refused, older bool) {
+	if newer && status != 0 {
+		// A single op of version 7 refused as unknown, or a batch carrying one refused as
+		// malformed: what a release before version 7 answers.
+		for i := range records {
+			if wire.Since(records[i].Op) >= wire.V7 {
+				if (len(records) == 1 && status == wire.StatusUnsupported) || (len(records) > 1 && status == wire.StatusBadRequest) {
+					return false, true
+				}
+				break
+			}
+		}
+	}
+	for i := range records {
+		if a := &answers[i]; records[i].Op == wire.OpExtendLeft && a.Status == wire.StatusOK {
+			a.Expiry = now.Add(time.Duration(a.Expiry)).UnixNano()
+		}
+	}
+	return status == wire.StatusUnsupported, false
+}
+
+// notDurableThere answers a durable ack for an owner on a release before version 7, which
+// would apply it without waiting for its disk: it is not sent.
+var notDurableThere = wire.Answer{Status: wire.StatusUnavailable, Message: "the owner runs a release that cannot make an ack durable: not applied"}
 
 // spentBeforeSent answers an ack whose budget ran out before it could leave.
 var spentBeforeSent = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}
@@ -620,9 +684,10 @@ var (
 
 // exchangeRecords sends records of topic (one op, or an AckBatch of several) to owner within
 // deadline and puts the answer to each in answers: the owner's; the owner's refusal of the
-// whole frame for each (refused reports an op it does not know); 502 for all of them when no
-// reply came back; 400 when the frame cannot carry them.
-func (n *Node) exchangeRecords(values context.Context, owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (refused bool) {
+// whole frame for each (status is then the refusal's: a single op's answer counts as one
+// when it says the op is unknown); 502 for all of them when no reply came back; 400 when the
+// frame cannot carry them.
+func (n *Node) exchangeRecords(values context.Context, owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (status byte) {
 	each := func(a wire.Answer) {
 		for i := range answers {
 			answers[i] = a
@@ -631,25 +696,28 @@ func (n *Node) exchangeRecords(values context.Context, owner, topic string, reco
 	frame, err := encodeRecords(topic, records)
 	if err != nil {
 		each(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
-		return false
+		return 0
 	}
 	reply, err := n.exchangeDetached(values, owner, frame, deadline)
 	if err != nil {
 		each(wire.Answer{Status: statusTransport, Message: err.Error()})
-		return false
+		return 0
 	}
 	got, err := wire.DecodeReplyInto(answers[:0], reply)
 	switch {
 	case err != nil:
 		each(wire.Answer{Status: statusTransport, Message: err.Error()})
 	case len(got) == len(answers):
+		if len(got) == 1 && got[0].Status == wire.StatusUnsupported {
+			return wire.StatusUnsupported
+		}
 	case len(got) == 1 && (got[0].Status == wire.StatusBadRequest || got[0].Status == wire.StatusUnsupported):
 		each(got[0])
-		refused = got[0].Status == wire.StatusUnsupported
+		return got[0].Status
 	default:
 		each(wire.Answer{Status: statusTransport, Message: fmt.Sprintf("%d answers for %d acks", len(got), len(answers))})
 	}
-	return refused
+	return 0
 }
 
 // errNoReplyInBudget is what exchange answers when a call's budget ended before its reply.
@@ -740,7 +808,7 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 		return refusal(status, err.Error()), nil
 	}
 	switch req.Op {
-	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpAckBatch:
+	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpAckBatch:
 		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
 	}
 	if !n.fence.enter() {
@@ -836,8 +904,20 @@ func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Reco
 	if gaveUp(ctx, op, r, start, now) {
 		return unapplied
 	}
-	expiry, err := n.applyLocal(now, topic, recordOf(r))
-	return answerOf(err, expiry)
+	rec := recordOf(r)
+	if rec.op == wire.OpExtendLeft {
+		rec.op = opExtend
+	}
+	shard, err := n.localShard(topic, rec.handle.Partition)
+	if err != nil {
+		return answerOf(err, time.Time{})
+	}
+	expiry, err := n.settleHere(ctx, shard, now, topic, rec)
+	a := answerOf(err, expiry)
+	if r.Op == wire.OpExtendLeft && err == nil {
+		a.Expiry = int64(max(expiry.Sub(now), 1)) // the time left, not a time: see wire.OpExtendLeft
+	}
+	return a
 }
 
 // unapplied answers a record whose requester gave up before it was applied.
@@ -860,24 +940,38 @@ type serveScratch struct {
 
 var servePool = sync.Pool{New: func() any { return new(serveScratch) }}
 
-// applyLocal applies one record at now to the shard of a partition this node owns.
-func (n *Node) applyLocal(now time.Time, topic string, r wireRecord) (time.Time, error) {
-	shard, err := n.localShard(topic, r.handle.Partition)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return apply(shard, now, r)
-}
-
-// apply applies one record at now to shard.
-func apply(shard *inflight.Shard, now time.Time, r wireRecord) (time.Time, error) {
+// apply applies one record at now to shard, a partition of topic this node owns: a durable
+// ack as an ack (settleHere waits for its disk). A release wakes the partition's consumers:
+// the record is visible again.
+func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
 	switch r.op {
 	case opExtend:
 		return shard.Extend(now, r.handle, r.arg)
 	case opNack:
 		return time.Time{}, shard.Nack(now, r.handle, r.arg)
+	case opRelease:
+		err := shard.GiveBack(now, r.handle)
+		if err == nil {
+			n.wake(topic, r.handle.Partition)
+		}
+		return time.Time{}, err
 	}
 	return time.Time{}, shard.Ack(now, r.handle)
+}
+
+// settleHere is apply, and for a durable ack the wait until the partition's state is on
+// disk (within ctx): a retried durable ack of a settled offset waits too, then answers
+// ErrAlreadySettled. An ack that could not be made durable answers why (ErrShardGone,
+// ErrStranded, ctx's error), though it was applied in memory.
+func (n *Node) settleHere(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
+	expiry, err := n.apply(shard, now, topic, r)
+	if r.op != opAckDurable || (err != nil && !errors.Is(err, inflight.ErrAlreadySettled)) {
+		return expiry, err
+	}
+	if werr := n.committer.Durable(ctx, topic, r.handle.Partition); werr != nil {
+		return expiry, werr
+	}
+	return expiry, err
 }
 
 // remoteOrLocal applies a record here when this node owns its partition, and forwards it to
@@ -887,7 +981,7 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 	shard, err := n.localShard(topic, r.handle.Partition)
 	if err == nil {
 		// The clock is read only for a record applied here.
-		if expiry, err := apply(shard, n.clock.Now(), r); err != inflight.ErrMoved {
+		if expiry, err := n.settleHere(ctx, shard, n.clock.Now(), topic, r); err != inflight.ErrMoved {
 			return expiry, err
 		}
 		err = inflight.ErrMoved // handed off since it was found: the new owner has the lease

@@ -558,9 +558,9 @@ func TestServeAnswersConsumptionFrames(t *testing.T) {
 	}
 }
 
-// A node refuses the frames of wire versions newer than it serves, whatever the codec knows,
-// as a version 6 release does: a record op it does not know as unsupported, a batch carrying
-// one or a Consume carrying a newer field as a bad request.
+// A node pinned to version 6 (a rolling upgrade) refuses the frames of version 7 as a version
+// 6 release does: a record op it does not know as unsupported, a batch carrying one or a
+// Consume carrying a newer field as a bad request.
 func TestServeRefusesFramesNewerThanItServes(t *testing.T) {
 	h := wire.Handle{Partition: 0, Offset: 0, Nonce: 1}
 	relative := wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1, Max: 5, RelativeExpiry: true}}
@@ -580,7 +580,7 @@ func TestServeRefusesFramesNewerThanItServes(t *testing.T) {
 			routes.Set("orders", 0)
 			logs := &routertest.MemLogs{}
 			logs.Log("orders", 0)
-			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}})
+			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}, WireVersion: 6})
 			require.NoError(t, err)
 			defer node.Close()
 			frame, err := wire.EncodeRequest(tc.req)
@@ -601,10 +601,10 @@ func TestServeRefusesFramesNewerThanItServes(t *testing.T) {
 // Config.WireVersion is zero (the newest) or a version this release speaks, which a version
 // the codec knows but router does not serve yet is not.
 func TestNewRefusesAnUnknownWireVersion(t *testing.T) {
-	for version := range uint8(max(wire.Newest, router.NewestWire)) + 2 {
+	for version := range uint8(wire.Newest) + 2 {
 		fsys := memfs.New()
 		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: &routertest.Routes{}, Dir: "/state", FS: fsys, WireVersion: version})
-		if version <= uint8(router.NewestWire) {
+		if version <= uint8(wire.Newest) {
 			require.NoError(t, err, "version %d", version)
 			require.NoError(t, node.Close())
 			continue

@@ -144,8 +144,8 @@ func (cfg *Config) validate() error {
 	if cfg.AckWindow < 0 {
 		bad("Config.AckWindow is %d; it must be zero (the default) or positive", cfg.AckWindow)
 	}
-	if cfg.WireVersion > uint8(newestWire) {
-		bad("Config.WireVersion is %d; it must be zero (the newest) or lie within 1 and %d", cfg.WireVersion, newestWire)
+	if cfg.WireVersion > uint8(wire.Newest) {
+		bad("Config.WireVersion is %d; it must be zero (the newest) or lie within 1 and %d", cfg.WireVersion, wire.Newest)
 	}
 	return errors.Join(errs...)
 }
@@ -267,7 +267,7 @@ func New(cfg Config) (*Node, error) {
 	n.ownerFinder, _ = cfg.Routes.(OwnerFinder)
 	n.wireVersion = wire.Version(cfg.WireVersion)
 	if n.wireVersion == 0 {
-		n.wireVersion = newestWire
+		n.wireVersion = wire.Newest
 	}
 	n.purgeAt.Store(math.MaxInt64)
 	// Request ids start at a random point, so that a restarted node never reuses an id an

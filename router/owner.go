@@ -255,7 +255,11 @@ func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Cons
 	if len(msgs) == 0 && err != nil {
 		return consumeRefusal(err)
 	}
-	reply := boundedReply(msgs)
+	var relativeTo time.Time // zero: expiries as times, for a requester before version 7
+	if c.RelativeExpiry {
+		relativeTo = n.clock.Now()
+	}
+	reply := boundedReply(msgs, relativeTo)
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once
 		msgs = msgs[:kept]
@@ -308,7 +312,7 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 	if len(msgs) == 0 && err != nil {
 		return consumeRefusal(err)
 	}
-	reply := boundedReply(msgs) // a replay holds no leases: what is cut is only not sent
+	reply := boundedReply(msgs, time.Time{}) // a replay holds no leases: what is cut is only not sent
 	return wire.AppendConsumeReply(nil, &reply)
 }
 
@@ -320,12 +324,12 @@ func consumeRefusal(err error) []byte {
 
 // boundedReply carries msgs in order until the next would take the reply past
 // ResponseLimit of encoded records (the first is always carried); the caller deals with
-// the rest.
-func boundedReply(msgs []Message) wire.ConsumeReply {
+// the rest. With relativeTo set, each lease's expiry goes as its time left from then.
+func boundedReply(msgs []Message, relativeTo time.Time) wire.ConsumeReply {
 	reply := wire.ConsumeReply{Deliveries: make([]wire.Delivery, 0, len(msgs))}
 	size := 0
 	for i := range msgs {
-		d := deliveryOf(&msgs[i])
+		d := deliveryOf(&msgs[i], relativeTo)
 		if size += wire.DeliverySize(&d); i > 0 && size > ResponseLimit {
 			break
 		}
@@ -334,13 +338,18 @@ func boundedReply(msgs []Message) wire.ConsumeReply {
 	return reply
 }
 
-// deliveryOf is a delivered record as the wire carries it.
-func deliveryOf(m *Message) wire.Delivery {
+// deliveryOf is a delivered record as the wire carries it: its lease's expiry as a time, or,
+// with relativeTo set, as the time left from then (at least a nanosecond: zero means none).
+func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
 	d := wire.Delivery{
 		Partition: m.Partition, Offset: m.Offset, Nonce: m.Receipt.Nonce,
 		Attempt: m.Attempt, Reason: uint8(m.Reason), Fence: m.Fence, Key: m.Key, Value: m.Value,
 	}
-	if !m.Expiry.IsZero() {
+	switch {
+	case m.Expiry.IsZero():
+	case !relativeTo.IsZero():
+		d.Expiry = int64(max(m.Expiry.Sub(relativeTo), 1))
+	default:
 		d.Expiry = m.Expiry.UnixNano()
 	}
 	if !m.Timestamp.IsZero() {
@@ -349,14 +358,21 @@ func deliveryOf(m *Message) wire.Delivery {
 	return d
 }
 
-// messageOf is a record another node delivered, as this node's caller receives it.
-func messageOf(topic string, d *wire.Delivery) Message {
+// messageOf is a record another node delivered, as this node's caller receives it. With
+// sent set, the delivery's expiry is the lease's time left at the owner (see
+// wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
+// never looks longer here than it is at the owner, whatever the two clocks say.
+func messageOf(topic string, d *wire.Delivery, sent time.Time) Message {
 	m := Message{
 		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
 		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
 		Attempt: d.Attempt, Reason: Reason(d.Reason), Fence: d.Fence,
 	}
-	if d.Expiry != 0 {
+	switch {
+	case d.Expiry == 0:
+	case !sent.IsZero():
+		m.Expiry = sent.Add(time.Duration(d.Expiry))
+	default:
 		m.Expiry = time.Unix(0, d.Expiry)
 	}
 	if d.Timestamp != 0 {

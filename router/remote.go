@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,8 +154,13 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, dead
 		n.stats.remote.probes.Add(1)
 		budget := n.rpcDeadline(ProbeBudget, until)
 		n.background(func() {
-			msgs, err := n.remoteConsume(probeCtx, owner, req, false, budget)
-			answers <- answer{msgs, err}
+			var a answer
+			func() {
+				// The host's routes and transport run here, on a goroutine of the node.
+				defer n.recoverHostPanic("probing an owner", owner, &a.err)
+				a.msgs, a.err = n.remoteConsume(probeCtx, owner, req, false, budget)
+			}()
+			answers <- a
 		})
 		stopHedge()
 		if sent < len(asked) {
@@ -222,9 +228,13 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	if req.max > 1 && n.wireVersion >= wire.V6 && !now.Before(l.noMaxUntil) {
 		c.Max = int32(req.max)
 	}
+	if n.wireVersion >= wire.V7 && !now.Before(l.noRelativeUntil) {
+		c.RelativeExpiry = true
+	}
 	l.mu.Unlock()
 	for {
 		c.RequestID = requestID()
+		sent := n.clock.Now()
 		frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsume, Topic: req.topic, Consume: c})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
@@ -246,12 +256,17 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
-		if reply.Status == wire.StatusBadRequest && (c.Max > 1 || c.Claim) {
+		if reply.Status == wire.StatusBadRequest && (c.RelativeExpiry || c.Max > 1 || c.Claim) {
+			// An older release refused the newest field the frame carried: again without it.
 			l.mu.Lock()
-			if c.Max > 1 {
+			switch {
+			case c.RelativeExpiry:
+				c.RelativeExpiry = false
+				l.noRelativeUntil = n.clock.Now().Add(olderFieldMemory)
+			case c.Max > 1:
 				c.Max = 1
 				l.noMaxUntil = n.clock.Now().Add(olderFieldMemory)
-			} else {
+			default:
 				c.Claim = false
 				l.noClaimUntil = n.clock.Now().Add(olderFieldMemory)
 			}
@@ -265,8 +280,34 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, ctx.Err()
 		}
-		return messagesOf(req.topic, reply.Deliveries), nil
+		if !c.RelativeExpiry {
+			sent = time.Time{} // expiries as the owner's times
+		}
+		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
+}
+
+// owned keeps the records of owner's reply that this node's routes say owner owns (of the
+// pinned partition alone, for a pinned consume), and gives the others back to owner at
+// once: a peer is believed only where the routes back it. A reply a peer forged carries
+// records no consumer here receives; one from an owner whose routes are ahead of this
+// node's (a partition moving) costs those records nothing but a round trip.
+func (n *Node) owned(owner string, req scanRequest, msgs []Message) []Message {
+	_, remote, _ := n.routes.Partitions(req.topic)
+	parts := remote[owner]
+	kept := msgs[:0]
+	for i := range msgs {
+		m := &msgs[i]
+		if (req.pinned < 0 || m.Partition == req.pinned) && slices.Contains(parts, m.Partition) {
+			kept = append(kept, *m)
+			continue
+		}
+		n.stats.remote.unbacked.Add(1)
+		n.logger.Warn("consume: an owner answered a record of a partition the routes do not give it: given back", "owner", owner, "topic", req.topic, "partition", m.Partition)
+		rec := wireRecord{op: opRelease, handle: m.Receipt}
+		n.background(func() { n.forward(context.Background(), owner, req.topic, rec) })
+	}
+	return kept
 }
 
 // cancelRemote asks owner, in the background, to give back the records of a reply its
@@ -813,7 +854,7 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 	if err := n.ownerRefusal(owner, &reply); err != nil {
 		return nil, err
 	}
-	msgs := messagesOf(topic, reply.Deliveries)
+	msgs := messagesOf(topic, reply.Deliveries, time.Time{})
 	for i := range msgs {
 		msgs[i].Receipt, msgs[i].Expiry = Handle{}, time.Time{} // a replay leases nothing
 	}
@@ -833,6 +874,7 @@ type RemoteStats struct {
 	Passes        uint64 // notifications declined: nobody parked here could use them
 	Cancels       uint64 // cancels sent for a reply nobody received
 	Hedges        uint64 // probes sent while another owner's was still out past ProbeHedge
+	Unbacked      uint64 // a peer's notifications and records refused: the routes give it no such partition, or no token was left with it
 	SlowOwners    uint64 // owners found slow: a consume's RPC ran out of its budget
 	// As the owner.
 	Served    uint64 // probes and claims of other nodes served
@@ -844,7 +886,7 @@ type RemoteStats struct {
 
 type remoteStats struct {
 	probes, probeHits, registrations, notifications, claims, claimHits, passes, cancels atomic.Uint64
-	hedges, slowOwners                                                                  atomic.Uint64
+	hedges, slowOwners, unbacked                                                        atomic.Uint64
 	served, tokens, notified, passed, cancelled                                         atomic.Uint64
 }
 
@@ -852,7 +894,7 @@ func (s *remoteStats) load() RemoteStats {
 	return RemoteStats{
 		Probes: s.probes.Load(), ProbeHits: s.probeHits.Load(), Registrations: s.registrations.Load(),
 		Notifications: s.notifications.Load(), Claims: s.claims.Load(), ClaimHits: s.claimHits.Load(),
-		Passes: s.passes.Load(), Cancels: s.cancels.Load(), Hedges: s.hedges.Load(), SlowOwners: s.slowOwners.Load(),
+		Passes: s.passes.Load(), Cancels: s.cancels.Load(), Hedges: s.hedges.Load(), SlowOwners: s.slowOwners.Load(), Unbacked: s.unbacked.Load(),
 		Served: s.served.Load(), Tokens: s.tokens.Load(), Notified: s.notified.Load(),
 		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(),
 	}
@@ -872,11 +914,12 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 	return errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
 }
 
-// messagesOf is the records of an owner's reply, as this node's caller receives them.
-func messagesOf(topic string, deliveries []wire.Delivery) []Message {
+// messagesOf is the records of an owner's reply, as this node's caller receives them; sent
+// as for messageOf.
+func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
 	msgs := make([]Message, len(deliveries))
 	for i := range deliveries {
-		msgs[i] = messageOf(topic, &deliveries[i])
+		msgs[i] = messageOf(topic, &deliveries[i], sent)
 	}
 	return msgs
 }

@@ -3,7 +3,6 @@ package router
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -62,7 +61,7 @@ func (n *Node) AckAsync(topic, handle string, done func(error)) {
 	if err == nil {
 		var shard *inflight.Shard
 		if shard, err = n.localShard(topic, rec.handle.Partition); err == nil {
-			_, err = apply(shard, n.clock.Now(), rec)
+			_, err = n.apply(shard, n.clock.Now(), topic, rec)
 		}
 		if err != nil && (shard == nil || err == inflight.ErrMoved) {
 			if owner, err = n.ownerFor(topic, rec.handle.Partition, err); err == nil {
@@ -89,26 +88,11 @@ func (n *Node) AckAsync(topic, handle string, done func(error)) {
 // only the wait for the disk: an AckDurable that answers ctx's error has still applied the
 // ack, which reaches the disk at the committer's usual pace.
 //
-// A durable ack is not forwarded: a partition another node owns answers ErrNotLocal.
+// A durable ack of a partition another node owns is forwarded to it, and answered once it is
+// on the owner's disk (within the 2 s budget). An owner on a release before the node wire's
+// version 7 cannot wait for its disk: the ack is not sent, and answers ErrUnavailable.
 func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
-	if !n.fence.enter() {
-		return ErrClosed
-	}
-	defer n.fence.leave()
-	h, err := inflight.ParseHandle(handle)
-	if err != nil {
-		return err
-	}
-	if _, err := n.localShard(topic, h.Partition); err != nil {
-		return err
-	}
-	_, err = n.remoteOrLocal(ctx, topic, wireRecord{op: opAck, handle: h})
-	if err != nil && !errors.Is(err, inflight.ErrAlreadySettled) {
-		return err
-	}
-	if werr := n.committer.Durable(ctx, topic, h.Partition); werr != nil {
-		return werr
-	}
+	_, err := n.settle(ctx, topic, handle, opAckDurable, 0)
 	return err
 }
 
@@ -131,26 +115,12 @@ func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Durati
 // Release gives the lease a handle names back unprocessed, as if it had never been granted:
 // the record is visible again at once, a parked consumer gets it, and the delivery does not
 // count as an attempt. A consumer that shuts down calls it for what it holds but has not
-// begun to process. It is not forwarded: a partition another node owns answers ErrNotLocal.
-// Errors otherwise as for Ack.
+// begun to process. A release of a partition another node owns is forwarded to it; an owner
+// on a release before the node wire's version 7 knows no release, and gets a nack with no
+// delay instead, which there counts as an attempt. Errors otherwise as for Ack.
 func (n *Node) Release(ctx context.Context, topic, handle string) error {
-	if !n.fence.enter() {
-		return ErrClosed
-	}
-	defer n.fence.leave()
-	h, err := inflight.ParseHandle(handle)
-	if err != nil {
-		return err
-	}
-	shard, err := n.localShard(topic, h.Partition)
-	if err != nil {
-		return err
-	}
-	if err := shard.GiveBack(n.clock.Now(), h); err != nil {
-		return err
-	}
-	n.wake(topic, h.Partition)
-	return nil
+	_, err := n.settle(ctx, topic, handle, opRelease, 0)
+	return err
 }
 
 // AckBatch acks several handles of one topic and answers each on its own, in order, with

@@ -23,19 +23,17 @@ var (
 	ErrBadFrame = wire.ErrBadFrame
 )
 
-// The ops of the records a node applies and forwards, and the most one AckBatch carries.
+// The ops of the records a node applies and forwards, and the most one AckBatch carries. An
+// extend goes to an owner of version 7 as wire.OpExtendLeft, whose answer is the lease's time
+// left rather than its expiry (see wireAs).
 const (
-	opAck    = wire.OpAck
-	opExtend = wire.OpExtend
-	opNack   = wire.OpNack
-	maxBatch = wire.MaxBatch
+	opAck        = wire.OpAck
+	opExtend     = wire.OpExtend
+	opNack       = wire.OpNack
+	opRelease    = wire.OpRelease
+	opAckDurable = wire.OpAckDurable
+	maxBatch     = wire.MaxBatch
 )
-
-// newestWire is the newest node-wire version a node speaks and accepts (Config.WireVersion's
-// zero and its upper bound). It stays behind the codec's wire.Newest until router serves what
-// the newer versions add: a node claiming version 7 would accept its frames, apply a batched
-// Release, ExtendLeft or AckDurable as an ack, and answer a relative-expiry Consume with times.
-const newestWire = wire.V6
 
 // statusTransport never travels: the requester's own mark for "no reply came back" (a 502).
 const statusTransport byte = 255
@@ -54,6 +52,25 @@ type wireRecord struct {
 
 func (r *wireRecord) wire() wire.Record {
 	return wire.Record{Op: r.op, Handle: wire.Handle(r.handle), Arg: r.arg, Budget: r.budget}
+}
+
+// wireAs is the record as it goes to an owner that speaks the version 7 settles (newer) or
+// not. To one that does, an extend goes as ExtendLeft, answered with a duration: no clock
+// crosses the wire. To one that does not, a release goes as a nack with no delay (which
+// counts as an attempt there: the older release has no other way to give a lease back),
+// and a durable ack cannot go at all (ok false): nothing there would wait for the disk.
+func (r *wireRecord) wireAs(newer bool) (w wire.Record, ok bool) {
+	w = r.wire()
+	switch {
+	case newer && r.op == opExtend:
+		w.Op = wire.OpExtendLeft
+	case newer:
+	case r.op == opRelease:
+		w.Op, w.Arg = opNack, 0
+	case r.op == opAckDurable:
+		return w, false
+	}
+	return w, true
 }
 
 func recordOf(r *wire.Record) wireRecord {

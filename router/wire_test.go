@@ -13,9 +13,6 @@ import (
 // The codec's tests and fuzz targets are package internal/wire's; these cover what router
 // keeps: its records, the frames it builds of them, and its errors as statuses.
 
-// NewestWire is newestWire, for the external tests.
-const NewestWire = newestWire
-
 // encodeRequest writes the frame a node sends for records of one topic.
 func encodeRequest(topic string, records []wireRecord) ([]byte, error) {
 	recs := make([]wire.Record, len(records))

@@ -46,11 +46,12 @@ func TestThroughAGateway(t *testing.T) {
 		m := one(t, <-done)
 		require.Equal(t, "v", string(m.value()))
 
-		// A release from the gateway is a nack at the owner: visible again at once.
+		// A release from the gateway is a release at the owner: visible again at once, and
+		// the delivery not counted.
 		require.Equal(t, http.StatusNoContent, do(h, http.MethodPost, settle("/release", m.ReceiptHandle)).Code)
 		m2 := one(t, do(h, http.MethodGet, "/consume?topic=orders"))
 		require.Equal(t, int64(0), m2.Offset)
-		require.Equal(t, "nacked", m2.Reason)
+		require.Equal(t, "first", m2.Reason)
 		require.Equal(t, http.StatusNoContent, do(h, http.MethodPost, settle("/ack", m2.ReceiptHandle)).Code)
 		require.Equal(t, "already_settled", failed(t, do(h, http.MethodPost, settle("/ack", m2.ReceiptHandle)), http.StatusGone).Code)
 

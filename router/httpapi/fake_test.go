@@ -202,39 +202,16 @@ type failingWriter struct{ *httptest.ResponseRecorder }
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
-// TestFailedWriteGivesBack: records whose response could not be written are given back;
-// those of a partition another node owns are nacked there with no delay.
+// TestFailedWriteGivesBack: records whose response could not be written are given back,
+// released (at their owner, by the node, for a partition another node owns), so none counts
+// as an attempt.
 func TestFailedWriteGivesBack(t *testing.T) {
 	f := &fakeNode{msgs: leasedMessages(3)}
-	h := fakeHandler(t, &notLocalReleases{fakeNode: f, remote: 2})
+	h := fakeHandler(t, f)
 	req := httptest.NewRequest(http.MethodGet, "/consume?topic=orders&max=3", nil)
 	h.ServeHTTP(failingWriter{httptest.NewRecorder()}, req)
 	require.Equal(t, []string{"0:0:1", "0:1:2", "0:2:3"}, f.released)
-	require.Equal(t, []string{"0:2:3"}, f.nacked)
-}
-
-// notLocalReleases answers Release of offsets from remote on with ErrNotLocal, as a node
-// does for a partition another node owns.
-type notLocalReleases struct {
-	*fakeNode
-	remote int64
-}
-
-func (n *notLocalReleases) Release(ctx context.Context, topic, handle string) error {
-	n.fakeNode.Release(ctx, topic, handle)
-	if h, _ := router.ParseHandle(handle); h.Offset >= n.remote {
-		return router.ErrNotLocal
-	}
-	return nil
-}
-
-// TestReleaseOfARemotePartition: POST /release of a partition another node owns is a nack
-// with no delay at its owner.
-func TestReleaseOfARemotePartition(t *testing.T) {
-	f := &fakeNode{}
-	h := fakeHandler(t, &notLocalReleases{fakeNode: f, remote: 0})
-	require.Equal(t, http.StatusNoContent, do(h, "POST", "/release?topic=orders&receipt_handle=0:0:1").Code)
-	require.Equal(t, []string{"Release orders 0:0:1", "Nack orders 0:0:1 0s"}, f.calls)
+	require.Empty(t, f.nacked)
 }
 
 // TestFitMeasuresTheEncoding: FitResponse is handed the encoder's exact sizes (one

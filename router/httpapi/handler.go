@@ -281,24 +281,16 @@ func fitReplay(msgs []router.Message) []router.Message {
 	return msgs
 }
 
-// giveBack returns records that never reached the client: released, so they are visible
-// again at once without counting as an attempt, or, for a record of a partition another
-// node owns, nacked with no delay at its owner.
+// giveBack returns records that never reached the client: released (at their owner, for a
+// partition another node owns), so they are visible again at once without counting as an
+// attempt.
 func (h *Handler) giveBack(r *http.Request, topic string, msgs []router.Message) {
 	ctx := context.WithoutCancel(r.Context())
 	for i := range msgs {
 		if leased(&msgs[i]) {
-			h.releaseOrNack(ctx, topic, msgs[i].Receipt.String())
+			h.node.Release(ctx, topic, msgs[i].Receipt.String())
 		}
 	}
-}
-
-func (h *Handler) releaseOrNack(ctx context.Context, topic, handle string) error {
-	err := h.node.Release(ctx, topic, handle)
-	if errors.Is(err, router.ErrNotLocal) {
-		err = h.node.Nack(ctx, topic, handle, 0)
-	}
-	return err
 }
 
 // writeMessages writes 204 for no messages, otherwise 200 and {"messages":[...]}, streamed
@@ -383,7 +375,7 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeSettled(w, h.releaseOrNack(r.Context(), topic, handle))
+	writeSettled(w, h.node.Release(r.Context(), topic, handle))
 }
 
 // settleParams reads topic, receipt_handle and, when duration names one, that duration
