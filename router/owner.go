@@ -74,11 +74,11 @@ func (n *Node) offer(topic string) {
 	var told []string
 	ot.mu.Lock()
 	for {
-		to, ok := ot.queue.Fire(now, available)
+		h, ok := ot.queue.Fire(now, available)
 		if !ok {
 			break
 		}
-		told = append(told, to)
+		told = append(told, h.To)
 	}
 	n.armHoldTimer(topic, ot, now)
 	if ot.queue.Idle(now) {

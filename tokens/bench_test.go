@@ -36,13 +36,37 @@ func BenchmarkFire(b *testing.B) {
 	q, _ := queued(1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		to, ok := q.Fire(epoch, 1)
+		h, ok := q.Fire(epoch, 1)
 		if !ok {
 			b.Fatal("no fire")
 		}
-		if !q.Retire(to, epoch) {
+		if !q.Retire(h.To, epoch) {
 			b.Fatal("no hold")
 		}
-		q.Register(to, time.Hour, epoch)
+		q.Register(h.To, time.Hour, epoch)
+	}
+}
+
+// BenchmarkLapsingRegistrations is one op of 100,000 registrations on a fresh queue from
+// requesters of distinct names, as an owner's router sees them: each registration is
+// followed by Tokens and Idle, one arrives every millisecond and each lives 10 ms, so all
+// but the last few have lapsed when the next arrives. Each method's cost must not grow with
+// the tokens that lapsed before.
+func BenchmarkLapsingRegistrations(b *testing.B) {
+	names := make([]string, 100_000)
+	for i := range names {
+		names[i] = "node-" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var q Queue
+		now := epoch
+		for _, name := range names {
+			q.Register(name, 10*time.Millisecond, now)
+			if q.Tokens(now) == 0 || q.Idle(now) {
+				b.Fatal("the token just registered is not live")
+			}
+			now = now.Add(time.Millisecond)
+		}
 	}
 }

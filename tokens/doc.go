@@ -17,15 +17,20 @@
 // A Queue holds one topic's tokens, at most one per requesting node: a node with many
 // consumers parked on the topic registers once for all of them, and registering again
 // replaces its token in place (keeping its turn) rather than stacking a second one.
-// Replacing and dropping a token cost O(1) amortized: the old entry is marked where it stands
-// and skipped, not searched for, and marked entries are swept out once they outnumber the
-// live ones.
+//
+// Tokens lapse at their TTL, and a lapsed token leaves the queue, and memory, at the first
+// call that sees it lapsed, on a quiet topic as on a busy one: a heap on the tokens'
+// deadlines finds them. Every call of a Queue costs O(log n) amortized in the n tokens
+// queued: a token's place in the registration order is marked where it stands when it
+// leaves, skipped rather than searched for, and marked places are swept out once they
+// outnumber the live ones.
 //
 // Firing a token spends it: one record, one token, one peer told, never a broadcast. A stale
 // token thus costs one notification, not one per record for the rest of its life. Between
 // the notification and the requester's claim, the owner holds the record back so that it is
 // not promised to a second peer: Fire fires only while the caller's estimate of available
-// records exceeds the live holds. A hold ends in one of three ways:
+// records exceeds the live holds. Fire returns the hold it made (a Hold), which names the
+// requester to notify. A hold ends in one of four ways:
 //
 //   - the requester's claim arrives carrying the Claim flag, and the caller retires the hold
 //     at once (Retire). A plain probe is not a claim and never retires a hold: it could end a
@@ -33,8 +38,12 @@
 //   - the requester passes (the consumer the wake was for was served meanwhile, or left, and
 //     nobody else parked there could use it), and the caller retires the hold at once, so the
 //     record goes to the next token a round trip later;
-//   - neither comes (the requester went away, or its claim was refused and sent again as a
-//     plain probe, which takes the record without the flag), and the hold ends at its
+//   - the notification fails, and the caller abandons that very hold at once (Abandon), not
+//     the requester's oldest one, which may be a later hold it already answered. The
+//     requester's token goes with it: a node that could not be told is presumed gone, and its
+//     next registration brings it back;
+//   - none of these comes (the requester went away, or its claim was refused and sent again
+//     as a plain probe, which takes the record without the flag), and the hold ends at its
 //     deadline, Queue.Hold after the notification (DefaultHold, 1 s).
 //
 // A hold that ends, however it ends, no longer counts against later records. Holds that
@@ -68,6 +77,11 @@
 // costs at most one notification, answered with a pass, where retiring tokens would cost a
 // frame to every owner each time the parked count touched zero. Owners still accept the drop
 // frame some peers send (Queue.Drop).
+//
+// A registration is outstanding from its send until a notification spends it or the topic is
+// forgotten, whether or not it lapsed here meanwhile (the owner's clock decides that). A
+// notification from an owner with no outstanding registration for its topic answers no token
+// this node left there (Outstanding).
 //
 // An owner that refuses a registration (it runs a release that does not know the frame) is
 // remembered for RefusalMemory (2 min), and consumers poll it meanwhile (Refused, Refusing).

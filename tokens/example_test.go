@@ -19,8 +19,8 @@ func ExampleQueue() {
 	q.Register("node-c", 10*time.Second, now)
 
 	// A record commits: one record available, one peer told.
-	to, ok := q.Fire(now, 1)
-	fmt.Println("notify", to, ok)
+	h, ok := q.Fire(now, 1)
+	fmt.Println("notify", h.To, ok)
 	// The same record is not promised again while node-b's claim is on its way.
 	_, ok = q.Fire(now, 1)
 	fmt.Println("again:", ok, "holds", q.Holds(now))
@@ -29,8 +29,8 @@ func ExampleQueue() {
 	// fires at once too.
 	now = now.Add(2 * time.Millisecond)
 	q.Retire("node-b", now)
-	to, ok = q.Fire(now, 1)
-	fmt.Println("next record: notify", to, ok)
+	h, ok = q.Fire(now, 1)
+	fmt.Println("next record: notify", h.To, ok)
 
 	// node-c never claims: its hold ends at its deadline.
 	at, _ := q.NextChange(now)
@@ -42,6 +42,30 @@ func ExampleQueue() {
 	// next record: notify node-c true
 	// hold ends in 1s
 	// idle after it: true
+}
+
+// A notification that fails ends its own hold at once, and the requester's token with it:
+// the record goes to the next token, and the requester that could not be told comes back
+// with its next registration.
+func ExampleQueue_Abandon() {
+	now := time.Unix(1_700_000_000, 0)
+	var q tokens.Queue
+
+	q.Register("node-b", 10*time.Second, now)
+	q.Register("node-c", 10*time.Second, now)
+	first, _ := q.Fire(now, 2)
+	q.Register("node-b", 10*time.Second, now) // node-b is still parked: it registers again
+	second, _ := q.Fire(now, 2)
+	fmt.Println("notify", first.To, "and", second.To)
+
+	// node-b cannot be reached: its hold ends, not node-c's, and its token goes.
+	fmt.Println("abandoned:", q.Abandon(first, now), "holds", q.Holds(now), "tokens", q.Tokens(now))
+	// Abandoning it again, or after its deadline, changes nothing.
+	fmt.Println("again:", q.Abandon(first, now))
+	// Output:
+	// notify node-b and node-c
+	// abandoned: true holds 1 tokens 0
+	// again: false
 }
 
 // The requester keeps one Registrations for the node and one Inbox per topic with parked

@@ -10,7 +10,7 @@ import (
 
 // The model of a Queue: the tokens as a slice in FIFO order and the holds as a slice in the
 // order they were made, every rule written the obvious way (scan, remove, append), against
-// which the queue's marked slots, sweeps and sorted hold ring are checked.
+// which the queue's marked slots, sweeps, deadline heap and sorted hold ring are checked.
 
 type modelToken struct {
 	from  string
@@ -20,18 +20,21 @@ type modelToken struct {
 type modelHold struct {
 	from  string
 	until time.Time
+	id    int // the hold's number in the order made, from 1
 }
 
 type queueModel struct {
-	tokens []modelToken // FIFO order, lapsed ones included until Fire discards them
+	tokens []modelToken // FIFO order, live as last seen
 	holds  []modelHold  // in the order made
 	hold   time.Duration
+	made   int // holds made so far
 }
 
-// expire ends the holds whose deadline is at or before now: every call of the queue that
-// takes now does it first, and an ended hold stays ended.
+// expire ends the holds whose deadline is at or before now and the tokens that lapsed:
+// every call of the queue that takes now does it first, and what ended stays ended.
 func (m *queueModel) expire(now time.Time) {
 	m.holds = slices.DeleteFunc(m.holds, func(h modelHold) bool { return !h.until.After(now) })
+	m.tokens = slices.DeleteFunc(m.tokens, func(t modelToken) bool { return !t.until.After(now) })
 }
 
 func (m *queueModel) find(from string) int {
@@ -39,17 +42,14 @@ func (m *queueModel) find(from string) int {
 }
 
 func (m *queueModel) register(from string, ttl time.Duration, now time.Time) {
-	i := m.find(from)
+	m.expire(now)
 	if ttl <= 0 {
 		m.drop(from)
 		return
 	}
-	if i >= 0 && now.Before(m.tokens[i].until) {
+	if i := m.find(from); i >= 0 {
 		m.tokens[i].until = now.Add(ttl)
 		return
-	}
-	if i >= 0 {
-		m.tokens = slices.Delete(m.tokens, i, i+1)
 	}
 	m.tokens = append(m.tokens, modelToken{from, now.Add(ttl)})
 }
@@ -60,20 +60,17 @@ func (m *queueModel) drop(from string) {
 	}
 }
 
-func (m *queueModel) fire(now time.Time, available int) (string, bool) {
+// fire returns the requester told and the number of the hold made.
+func (m *queueModel) fire(now time.Time, available int) (string, int, bool) {
 	m.expire(now)
-	if available <= len(m.holds) {
-		return "", false
+	if available <= len(m.holds) || len(m.tokens) == 0 {
+		return "", 0, false
 	}
-	for len(m.tokens) > 0 {
-		t := m.tokens[0]
-		m.tokens = m.tokens[1:]
-		if now.Before(t.until) {
-			m.holds = append(m.holds, modelHold{t.from, now.Add(m.hold)})
-			return t.from, true
-		}
-	}
-	return "", false
+	t := m.tokens[0]
+	m.tokens = m.tokens[1:]
+	m.made++
+	m.holds = append(m.holds, modelHold{t.from, now.Add(m.hold), m.made})
+	return t.from, m.made, true
 }
 
 // retire ends from's hold with the earliest deadline (the first made among equal ones).
@@ -92,14 +89,17 @@ func (m *queueModel) retire(from string, now time.Time) bool {
 	return true
 }
 
-func (m *queueModel) liveTokens(now time.Time) int {
-	n := 0
-	for _, t := range m.tokens {
-		if now.Before(t.until) {
-			n++
-		}
+// abandon ends the hold numbered id, if it is live, and drops its requester's token.
+func (m *queueModel) abandon(id int, now time.Time) bool {
+	m.expire(now)
+	i := slices.IndexFunc(m.holds, func(h modelHold) bool { return h.id == id })
+	if i < 0 {
+		return false
 	}
-	return n
+	from := m.holds[i].from
+	m.holds = slices.Delete(m.holds, i, i+1)
+	m.drop(from)
+	return true
 }
 
 func (m *queueModel) nextChange(now time.Time) (time.Time, bool) {
@@ -117,9 +117,10 @@ func (m *queueModel) nextChange(now time.Time) (time.Time, bool) {
 }
 
 type queueMachine struct {
-	q   Queue
-	m   queueModel
-	now time.Time
+	q    Queue
+	m    queueModel
+	now  time.Time
+	made []Hold // the holds the queue made, the i-th the model's number i+1
 }
 
 var requesters = []string{"A", "B", "C", "D", "E", "F"}
@@ -136,8 +137,7 @@ func (qm *queueMachine) advance(t *rapid.T) {
 	qm.now = qm.now.Add(step)
 }
 
-// clockBack moves the clock back: holds already over stay over, lapsed tokens not yet
-// discarded come back, and nothing else changes.
+// clockBack moves the clock back: holds already over stay over, and so do lapsed tokens.
 func (qm *queueMachine) clockBack(t *rapid.T) {
 	qm.now = qm.now.Add(-rapid.SampledFrom([]time.Duration{time.Nanosecond, 150 * time.Millisecond, 2 * time.Second}).Draw(t, "back"))
 }
@@ -151,7 +151,14 @@ func (qm *queueMachine) setHold(t *rapid.T) {
 	qm.m.hold = h
 }
 
+// skip moves the clock forward, often by nothing, before a call: the call itself, rather
+// than the check after the last step, then meets the tokens and holds that ended.
+func (qm *queueMachine) skip(t *rapid.T) {
+	qm.now = qm.now.Add(rapid.SampledFrom([]time.Duration{0, 0, 0, time.Nanosecond, 300 * time.Millisecond, time.Second}).Draw(t, "skip"))
+}
+
 func (qm *queueMachine) register(t *rapid.T) {
+	qm.skip(t)
 	from := qm.from(t)
 	ttl := rapid.SampledFrom([]time.Duration{-time.Second, 0, time.Nanosecond, 300 * time.Millisecond, time.Second, 5 * time.Second}).Draw(t, "ttl")
 	qm.q.Register(from, ttl, qm.now)
@@ -165,15 +172,36 @@ func (qm *queueMachine) drop(t *rapid.T) {
 }
 
 func (qm *queueMachine) fire(t *rapid.T) {
+	qm.skip(t)
 	available := rapid.IntRange(0, 4).Draw(t, "available")
-	to, ok := qm.q.Fire(qm.now, available)
-	wantTo, wantOK := qm.m.fire(qm.now, available)
-	if to != wantTo || ok != wantOK {
-		t.Fatalf("Fire(%d) = %q %v, model %q %v", available, to, ok, wantTo, wantOK)
+	h, ok := qm.q.Fire(qm.now, available)
+	wantTo, id, wantOK := qm.m.fire(qm.now, available)
+	if h.To != wantTo || ok != wantOK {
+		t.Fatalf("Fire(%d) = %q %v, model %q %v", available, h.To, ok, wantTo, wantOK)
+	}
+	if ok {
+		if id != len(qm.made)+1 {
+			t.Fatalf("model made hold %d after %d", id, len(qm.made))
+		}
+		qm.made = append(qm.made, h)
+	}
+}
+
+// abandon abandons one of the holds made so far, live or not, or the zero Hold.
+func (qm *queueMachine) abandon(t *rapid.T) {
+	qm.skip(t)
+	i := rapid.IntRange(-1, len(qm.made)-1).Draw(t, "hold")
+	var h Hold
+	if i >= 0 {
+		h = qm.made[i]
+	}
+	if got, want := qm.q.Abandon(h, qm.now), qm.m.abandon(i+1, qm.now); got != want {
+		t.Fatalf("Abandon(hold %d of %s) = %v, model %v", i+1, h.To, got, want)
 	}
 }
 
 func (qm *queueMachine) retire(t *rapid.T) {
+	qm.skip(t)
 	from := qm.from(t)
 	if got, want := qm.q.Retire(from, qm.now), qm.m.retire(from, qm.now); got != want {
 		t.Fatalf("Retire(%s) = %v, model %v", from, got, want)
@@ -182,10 +210,10 @@ func (qm *queueMachine) retire(t *rapid.T) {
 
 // check runs after every step and asks every query of the queue.
 func (qm *queueMachine) check(t *rapid.T) {
-	if got, want := qm.q.Tokens(qm.now), qm.m.liveTokens(qm.now); got != want {
+	qm.m.expire(qm.now)
+	if got, want := qm.q.Tokens(qm.now), len(qm.m.tokens); got != want {
 		t.Fatalf("Tokens = %d, model %d", got, want)
 	}
-	qm.m.expire(qm.now)
 	if got, want := qm.q.Holds(qm.now), len(qm.m.holds); got != want {
 		t.Fatalf("Holds = %d, model %d", got, want)
 	}
@@ -194,10 +222,11 @@ func (qm *queueMachine) check(t *rapid.T) {
 	if ok != wantOK || !at.Equal(wantAt) {
 		t.Fatalf("NextChange = %v %v, model %v %v", at, ok, wantAt, wantOK)
 	}
-	if got, want := qm.q.Idle(qm.now), qm.m.liveTokens(qm.now) == 0 && len(qm.m.holds) == 0; got != want {
+	if got, want := qm.q.Idle(qm.now), len(qm.m.tokens) == 0 && len(qm.m.holds) == 0; got != want {
 		t.Fatalf("Idle = %v, model %v", got, want)
 	}
-	// Every token of the model, live or lapsed, is queued, in the model's order.
+	// Every token of the model is queued, in the model's order, and no other: a lapsed token
+	// has left the queue.
 	var queued []string
 	for i := range qm.q.fifo.n {
 		s := qm.q.fifo.at(i)
@@ -229,6 +258,7 @@ func TestQueueAgainstModel(t *testing.T) {
 			"drop":      qm.drop,
 			"fire":      qm.fire,
 			"retire":    qm.retire,
+			"abandon":   qm.abandon,
 			"":          qm.check,
 		})
 	})

@@ -18,14 +18,16 @@ var epoch = time.Unix(1_700_000_000, 0)
 //	hold 200ms       set Queue.Hold
 //	reg A 5s         Register(A, 5s, now)
 //	drop A           Drop(A)
-//	fire 1 A         Fire(now, 1) must return A; "fire 1 -" must not fire
+//	fire 1 A         Fire(now, 1) must return a hold for A; "fire 1 -" must not fire
 //	retire A true    Retire(A, now) must return true
+//	abandon 2 true   Abandon(h, now) must return true, h the second hold Fire made
 //	holds 1          Holds(now) must be 1; tokens 2 the same for Tokens
 //	next +1s         NextChange(now) must be now+1s; "next -" must report none
 //	idle true        Idle(now) must be true
 func runQueue(t *testing.T, script string) {
 	t.Helper()
 	var q Queue
+	var made []Hold // the holds Fire made, in order
 	now := epoch
 	for n, line := range strings.Split(strings.TrimSpace(script), "\n") {
 		f := strings.Fields(line)
@@ -42,15 +44,19 @@ func runQueue(t *testing.T, script string) {
 		case f[0] == "fire":
 			available, err := strconv.Atoi(f[1])
 			require.NoError(t, err, where)
-			to, ok := q.Fire(now, available)
+			h, ok := q.Fire(now, available)
 			if f[2] == "-" {
-				require.False(t, ok, "%s: fired to %q", where, to)
+				require.False(t, ok, "%s: fired to %q", where, h.To)
 			} else {
 				require.True(t, ok, where)
-				require.Equal(t, f[2], to, where)
+				require.Equal(t, f[2], h.To, where)
+				made = append(made, h)
 			}
 		case f[0] == "retire":
 			require.Equal(t, f[2] == "true", q.Retire(f[1], now), where)
+		case f[0] == "abandon":
+			h := made[atoi(t, f[1])-1]
+			require.Equal(t, f[2] == "true", q.Abandon(h, now), where)
 		case f[0] == "holds":
 			require.Equal(t, atoi(t, f[1]), q.Holds(now), where)
 		case f[0] == "tokens":
@@ -86,14 +92,29 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// checkQueueBounds checks the memory bounds of a queue: marked slots never outnumber the
-// tokens, retired holds never outnumber the live ones, and each ring is at most four entries
-// long per entry it holds (or its minimum length), a power of two.
+// checkQueueBounds checks the memory bounds of a queue and its deadline heap: marked slots
+// never outnumber the tokens, retired holds never outnumber the live ones, each ring is at
+// most four entries long per entry it holds (or its minimum length), a power of two, and so
+// is the heap's backing array (but for the power of two); the token map was rebuilt since it
+// held four times its tokens; the heap holds exactly the queue's tokens, each at the index
+// it records, in heap order.
 func checkQueueBounds(t require.TestingT, q *Queue) {
 	require.LessOrEqual(t, q.fifo.n-len(q.tokens), len(q.tokens), "marked slots outnumber tokens")
 	require.LessOrEqual(t, q.retired, q.liveHolds, "retired holds outnumber live ones")
 	checkRing(t, &q.fifo)
 	checkRing(t, &q.holds)
+	h := q.byDeadline
+	require.LessOrEqual(t, cap(h), max(minRing, 4*len(h)), "heap array of %d for %d tokens", cap(h), len(h))
+	require.True(t, q.tokensPeak <= minMap || len(q.tokens) > q.tokensPeak/4,
+		"token map not rebuilt: %d tokens, %d at its peak", len(q.tokens), q.tokensPeak)
+	require.Len(t, h, len(q.tokens), "heap and map disagree")
+	for i, tok := range h {
+		require.Equal(t, i, tok.index, "token of %s at %d records %d", tok.from, i, tok.index)
+		require.Same(t, q.tokens[tok.from], tok, "heap token of %s is not its token", tok.from)
+		if i > 0 {
+			require.LessOrEqual(t, h[(i-1)/2].until, tok.until, "heap order broken at %d", i)
+		}
+	}
 }
 
 func checkRing[T any](t require.TestingT, r *ring[T]) {
@@ -329,16 +350,83 @@ func TestQueueTable(t *testing.T) {
 			holds 0
 			reg B 5s
 			fire 1 B`},
-		{"a lapsed token comes back with the clock unless fire discarded it", `
+		{"a lapsed token stays lapsed when the clock goes back", `
 			reg A 1s
 			+1s
 			tokens 0
 			-1ms
-			tokens 1
-			+1ms
+			tokens 0
 			fire 1 -
+			reg A 5s
+			reg B 5s
+			+5s
 			-1ms
-			tokens 0`},
+			reg B 5s
+			+2ms
+			holds 0
+			-2ms
+			tokens 1
+			fire 1 B
+			fire 1 -`},
+		{"a lapsed token leaves at the first call that sees it lapsed", `
+			reg A 1s
+			reg B 3s
+			+1s
+			holds 0
+			-1ms
+			idle false
+			tokens 1
+			fire 1 B`},
+		{"abandon ends that hold and drops the requester's token", `
+			reg A 5s
+			reg B 5s
+			fire 2 A
+			reg A 5s
+			tokens 2
+			abandon 1 true
+			holds 0
+			tokens 1
+			fire 1 B
+			fire 1 -
+			abandon 1 false
+			holds 1`},
+		{"abandon ends exactly its hold, not the requester's oldest", `
+			reg A 5s
+			fire 3 A
+			+100ms
+			reg A 5s
+			fire 3 A
+			holds 2
+			abandon 2 true
+			holds 1
+			next +900ms
+			retire A true
+			idle true`},
+		{"abandon after the deadline leaves a later hold and the token", `
+			reg A 5s
+			fire 3 A
+			+100ms
+			reg A 5s
+			fire 3 A
+			reg A 5s
+			+900ms
+			abandon 1 false
+			holds 1
+			tokens 1
+			next +100ms`},
+		{"abandon after a retire finds nothing", `
+			reg A 5s
+			fire 1 A
+			reg A 5s
+			retire A true
+			abandon 1 false
+			tokens 1
+			retire A false`},
+		{"abandon without a token ends the hold", `
+			reg A 5s
+			fire 1 A
+			abandon 1 true
+			idle true`},
 		{"holds made on a clock that went back keep deadline order", `
 			reg A 5s
 			reg B 5s
@@ -374,9 +462,9 @@ func TestQueueSparseStreamNotLate(t *testing.T) {
 	for record := range 10 {
 		// A record commits; the estimate of available records is 1 (the previous one was
 		// claimed and acked).
-		to, ok := q.Fire(now, 1)
+		h, ok := q.Fire(now, 1)
 		require.True(t, ok, "record %d not fired at once: %d holds counted against it", record, q.Holds(now))
-		require.Equal(t, "A", to)
+		require.Equal(t, "A", h.To)
 		// A's claim, with the Claim flag, arrives a round trip later; then A registers again
 		// for its consumer, which is still parked.
 		now = now.Add(2 * time.Millisecond)
@@ -397,27 +485,29 @@ func TestQueueHoldRunOutNeverCountsAgain(t *testing.T) {
 	q.Register("A", time.Minute, now)
 	q.Register("B", time.Minute, now)
 	q.Register("C", time.Minute, now)
-	to, ok := q.Fire(now, 1)
+	h, ok := q.Fire(now, 1)
 	require.True(t, ok)
-	require.Equal(t, "A", to)
+	require.Equal(t, "A", h.To)
 	// A never claims. Until the deadline its hold gates the record.
 	_, ok = q.Fire(now.Add(DefaultHold-time.Nanosecond), 1)
 	require.False(t, ok)
 	// At the deadline the record goes to the next token at once.
 	now = now.Add(DefaultHold)
-	to, ok = q.Fire(now, 1)
+	h, ok = q.Fire(now, 1)
 	require.True(t, ok)
-	require.Equal(t, "B", to)
+	require.Equal(t, "B", h.To)
 	require.True(t, q.Retire("B", now))
 	// A's hold is over: a new record fires at once to C.
-	to, ok = q.Fire(now, 1)
+	h, ok = q.Fire(now, 1)
 	require.True(t, ok)
-	require.Equal(t, "C", to)
+	require.Equal(t, "C", h.To)
 }
 
 func TestQueueZeroValue(t *testing.T) {
 	var q Queue
 	require.False(t, q.Retire("A", epoch))
+	require.False(t, q.Abandon(Hold{}, epoch))
+	require.False(t, q.Abandon(Hold{To: "A"}, epoch))
 	q.Drop("A")
 	_, ok := q.Fire(epoch, math.MaxInt)
 	require.False(t, ok)
@@ -429,9 +519,9 @@ func TestQueueHugeTTLSaturates(t *testing.T) {
 	q.Register("A", math.MaxInt64, epoch)
 	require.Equal(t, 1, q.Tokens(time.Unix(0, math.MaxInt64-1)))
 	q.Hold = math.MaxInt64
-	to, ok := q.Fire(epoch, 1)
+	h, ok := q.Fire(epoch, 1)
 	require.True(t, ok)
-	require.Equal(t, "A", to)
+	require.Equal(t, "A", h.To)
 	at, ok := q.NextChange(epoch)
 	require.True(t, ok)
 	require.Equal(t, int64(math.MaxInt64), at.UnixNano())
@@ -460,9 +550,9 @@ func TestQueueChurnStaysSmall(t *testing.T) {
 		checkQueueBounds(t, &q)
 	}
 	require.LessOrEqual(t, q.fifo.n, 2)
-	to, ok := q.Fire(epoch.Add(100*time.Minute), 1)
+	h, ok := q.Fire(epoch.Add(100*time.Minute), 1)
 	require.True(t, ok)
-	require.Equal(t, names[999], to)
+	require.Equal(t, names[999], h.To)
 	require.Zero(t, q.fifo.n)
 }
 
@@ -478,14 +568,68 @@ func TestQueueSteadyStateAllocatesNothing(t *testing.T) {
 		name := names[i%len(names)]
 		i++
 		q.Register(name, time.Minute, epoch)
-		to, ok := q.Fire(epoch, 1)
+		h, ok := q.Fire(epoch, 1)
 		if !ok {
 			t.Fatal("no fire")
 		}
-		q.Retire(to, epoch)
-		q.Register(to, time.Minute, epoch)
-		q.Drop(to)
-		q.Register(to, time.Minute, epoch)
+		q.Retire(h.To, epoch)
+		q.Register(h.To, time.Minute, epoch)
+		q.Drop(h.To)
+		q.Register(h.To, time.Minute, epoch)
+		// A notification that fails: its hold ends and the requester's token goes.
+		h, ok = q.Fire(epoch, 1)
+		if !ok || !q.Abandon(h, epoch) {
+			t.Fatal("no hold to abandon")
+		}
+		q.Register(h.To, time.Minute, epoch)
 	})
 	require.Zero(t, allocs)
+}
+
+// TestQueueLapsedTokensLeave checks that tokens that lapse leave the queue, and its memory,
+// with no Fire to meet them: on a topic with no record, one registration a millisecond from
+// a new requester each time, each living 10 ms, as an owner sees many short waits from many
+// nodes. Tokens and Idle after each registration, as the owner's router asks, see only the
+// live ones. Then a burst of as many tokens lapsing at once leaves nothing behind either.
+func TestQueueLapsedTokensLeave(t *testing.T) {
+	const n = 100_000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "node-" + strconv.Itoa(i)
+	}
+	var q Queue
+	now := epoch
+	for i, name := range names {
+		q.Register(name, 10*time.Millisecond, now)
+		require.Equal(t, min(i+1, 10), q.Tokens(now))
+		require.False(t, q.Idle(now))
+		if len(q.tokens) > 10 || q.fifo.n > 20 {
+			t.Fatalf("after %d registrations the queue holds %d tokens in %d slots", i+1, len(q.tokens), q.fifo.n)
+		}
+		now = now.Add(time.Millisecond)
+	}
+	now = now.Add(9 * time.Millisecond)
+	require.True(t, q.Idle(now))
+	requireEmpty(t, &q)
+
+	for _, name := range names {
+		q.Register(name, 10*time.Millisecond, now)
+	}
+	require.Equal(t, n, q.Tokens(now))
+	require.Equal(t, n, q.fifo.n)
+	require.Zero(t, q.Tokens(now.Add(10*time.Millisecond)))
+	requireEmpty(t, &q)
+}
+
+// requireEmpty checks that q keeps no token and no room for one beyond its minimum.
+func requireEmpty(t *testing.T, q *Queue) {
+	t.Helper()
+	require.Empty(t, q.tokens)
+	require.LessOrEqual(t, q.tokensPeak, minMap, "the token map keeps the room of its peak")
+	require.Zero(t, q.fifo.n)
+	require.LessOrEqual(t, len(q.fifo.buf), minRing)
+	require.Empty(t, q.byDeadline)
+	require.LessOrEqual(t, cap(q.byDeadline), minRing)
+	require.LessOrEqual(t, len(q.spare), maxSpare)
+	checkQueueBounds(t, q)
 }

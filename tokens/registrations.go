@@ -75,6 +75,19 @@ func (r *Registrations) Due(topic, owner string, now time.Time, resend time.Dura
 	return at >= g.until || at-g.sent >= int64(resend)
 }
 
+// Outstanding reports whether a registration with owner for topic was sent and has not been
+// spent or forgotten since, whether or not it lapsed at its TTL: whether owner may hold a
+// token from this node for topic, as far as this node knows. A notification from an owner
+// with no outstanding registration answers no token this node left there, so it may be
+// refused.
+//
+// A lapsed registration still counts: the owner adds the TTL to its own clock, so its token
+// may outlive the registration here, and its notification must not be refused for that.
+func (r *Registrations) Outstanding(topic, owner string) bool {
+	_, ok := r.lookup(topic, owner)
+	return ok
+}
+
 // Sent records that a registration with owner for topic was sent now, with the given TTL.
 // It replaces the previous one, as it does at the owner. A ttl of zero or less forgets the
 // registration, since the owner drops the token on such a frame.

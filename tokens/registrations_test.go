@@ -16,6 +16,7 @@ func TestRegistrationsZeroValue(t *testing.T) {
 	require.True(t, r.Due("t", "o", epoch, Resend))
 	require.False(t, r.Share("t", "o", epoch, epoch.Add(time.Second)))
 	require.False(t, r.Refusing("o", epoch))
+	require.False(t, r.Outstanding("t", "o"))
 	r.Spent("t", "o")
 	r.Forget("t")
 	require.Zero(t, r.Len())
@@ -149,6 +150,52 @@ func TestRegistrationsForgetAndLen(t *testing.T) {
 	require.Empty(t, r.topics)
 }
 
+// A registration is outstanding from its send until it is spent or forgotten, lapsed or not:
+// a notification from that owner may answer it.
+func TestRegistrationsOutstanding(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(r *Registrations)
+		want  bool
+	}{
+		{"never sent", func(*Registrations) {}, false},
+		{"sent", func(r *Registrations) { r.Sent("t", "o", epoch, time.Second) }, true},
+		{"lapsed at its TTL", func(r *Registrations) { r.Sent("t", "o", epoch.Add(-time.Hour), time.Second) }, true},
+		{"spent", func(r *Registrations) {
+			r.Sent("t", "o", epoch, time.Second)
+			r.Spent("t", "o")
+		}, false},
+		{"spent and sent again", func(r *Registrations) {
+			r.Sent("t", "o", epoch, time.Second)
+			r.Spent("t", "o")
+			r.Sent("t", "o", epoch, time.Second)
+		}, true},
+		{"forgotten", func(r *Registrations) {
+			r.Sent("t", "o", epoch, time.Second)
+			r.Forget("t")
+		}, false},
+		{"sent with no TTL", func(r *Registrations) {
+			r.Sent("t", "o", epoch, time.Second)
+			r.Sent("t", "o", epoch, 0)
+		}, false},
+		{"another owner's", func(r *Registrations) { r.Sent("t", "p", epoch, time.Second) }, false},
+		{"another topic's", func(r *Registrations) { r.Sent("u", "o", epoch, time.Second) }, false},
+		{"another topic forgotten", func(r *Registrations) {
+			r.Sent("t", "o", epoch, time.Second)
+			r.Sent("u", "o", epoch, time.Second)
+			r.Forget("u")
+		}, true},
+		{"refused", func(r *Registrations) { r.Refused("o", epoch) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Registrations
+			tc.setup(&r)
+			require.Equal(t, tc.want, r.Outstanding("t", "o"))
+		})
+	}
+}
+
 // An owner that refused a registration is remembered as refusing for RefusalMemory.
 func TestRegistrationsRefusal(t *testing.T) {
 	var r Registrations
@@ -207,6 +254,10 @@ func (m *registrationsModel) share(topic, owner string, now, deadline time.Time)
 func (m *registrationsModel) due(topic, owner string, now time.Time, resend time.Duration) bool {
 	i := m.find(topic, owner)
 	return i < 0 || !now.Before(m.regs[i].until) || now.Sub(m.regs[i].sent) >= resend
+}
+
+func (m *registrationsModel) outstanding(topic, owner string) bool {
+	return m.find(topic, owner) >= 0
 }
 
 func (m *registrationsModel) sent(topic, owner string, now time.Time, ttl time.Duration) {
@@ -298,6 +349,9 @@ func (rm *registrationsMachine) check(t *rapid.T) {
 	}
 	for _, topic := range regTopics {
 		for _, owner := range regOwners {
+			if got, want := rm.r.Outstanding(topic, owner), rm.m.outstanding(topic, owner); got != want {
+				t.Fatalf("Outstanding(%s, %s) = %v, model %v", topic, owner, got, want)
+			}
 			for _, resend := range []time.Duration{0, KeepInterval, Resend} {
 				if got, want := rm.r.Due(topic, owner, rm.now, resend), rm.m.due(topic, owner, rm.now, resend); got != want {
 					t.Fatalf("Due(%s, %s, %v) = %v, model %v", topic, owner, resend, got, want)
