@@ -28,6 +28,7 @@ import (
 //   - a record acked comes back only after its owner crashed within the documented window;
 //   - nothing is lost and nothing is stuck: at the end, with every node up, every record
 //     produced is delivered and acked, through the gateway alone.
+//
 // simSlack bounds how much earlier than the owner's a lease's Expiry is on the node that
 // consumed it: a one-way trip with its jitter (the simulation's network: rtt/2 plus jitter
 // below rtt), rounded up.
