@@ -23,8 +23,9 @@ import (
 const (
 	// RemoteBatch is the most records an owner hands one request from another node.
 	RemoteBatch = 100
-	// notifyBudget bounds a notification's round trip.
-	notifyBudget = time.Second
+	// notifyBudget bounds a notification's round trip (and half the hold, at most): a
+	// requester that does not answer within it is presumed gone (see notify).
+	notifyBudget = 250 * time.Millisecond
 )
 
 // ownerTopic is the tokens other nodes left for one topic of this node.
@@ -71,23 +72,23 @@ func (n *Node) offer(topic string) {
 	defer n.fence.leave()
 	now := n.clock.Now()
 	available := n.availableContained(topic, now) // outside ot.mu: it takes shard locks
-	var told []string
+	var told []tokens.Hold
 	ot.mu.Lock()
 	for {
 		h, ok := ot.queue.Fire(now, available)
 		if !ok {
 			break
 		}
-		told = append(told, h.To)
+		told = append(told, h)
 	}
 	n.armHoldTimer(topic, ot, now)
 	if ot.queue.Idle(now) {
 		ot.armed.Store(false)
 	}
 	ot.mu.Unlock()
-	for _, to := range told {
+	for _, h := range told {
 		n.stats.remote.notified.Add(1)
-		n.background(func() { n.notify(topic, to) })
+		n.background(func() { n.notify(topic, h) })
 	}
 }
 
@@ -167,20 +168,23 @@ func (n *Node) retire(topic, from string) {
 	n.offer(topic)
 }
 
-// notify tells node to that a record of topic is held for its claim. A node that answers
-// anything but yes (it passed: nobody parked there can use it) retires the hold at once,
-// and the record goes to the next token. A notification that got no answer (or one this
-// node cannot read) keeps its hold until the hold's deadline: the node may have been told
-// all the same and may claim, and a record is never promised to two peers. Retiring then
-// would also be late, since the notification's budget is the hold's length: at its end the
-// hold has lapsed, and the retire would end a later hold of the same node, one it answered
-// yes to.
-func (n *Node) notify(topic, to string) {
+// notify tells the requester of hold h that a record of topic is held for its claim. A
+// requester that answers anything but yes (it passed: nobody parked there can use it)
+// retires its hold at once, and the record goes to the next token. One that gives no answer
+// within notifyBudget (or half the hold, if shorter) is presumed gone: that hold ends and
+// its token goes (tokens.Queue.Abandon), and the record is offered to the next token at
+// once, so a requester that died costs one notification, not a hold per record. It may have
+// been told all the same: its claim then leases what is there, as any probe does, and a
+// record is never leased twice, only perhaps promised to a second peer that then finds
+// nothing.
+func (n *Node) notify(topic string, h tokens.Hold) {
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpNotify, Topic: topic, Hold: n.holdTimeout})
 	if err == nil {
-		reply, err := n.exchange(context.Background(), to, frame, n.clock.Now().Add(notifyBudget))
+		budget := min(notifyBudget, n.holdTimeout/2)
+		reply, err := n.exchange(context.Background(), h.To, frame, n.clock.Now().Add(budget))
 		if err != nil {
-			return // no answer: the hold lapses at its deadline
+			n.abandon(topic, h)
+			return
 		}
 		answers, err := wire.DecodeReply(reply)
 		if err != nil || len(answers) != 1 || answers[0].Status == wire.StatusOK {
@@ -188,7 +192,23 @@ func (n *Node) notify(topic, to string) {
 		}
 	}
 	n.stats.remote.passed.Add(1)
-	n.retire(topic, to)
+	n.retire(topic, h.To)
+}
+
+// abandon ends hold h on topic and drops its requester's token (its notification got no
+// answer), and offers the record to the next token.
+func (n *Node) abandon(topic string, h tokens.Hold) {
+	ot := n.ownerTopic(topic, false)
+	if ot == nil {
+		return
+	}
+	ot.mu.Lock()
+	abandoned := ot.queue.Abandon(h, n.clock.Now())
+	ot.mu.Unlock()
+	if abandoned {
+		n.stats.remote.abandoned.Add(1)
+		n.offer(topic)
+	}
 }
 
 // serveRegister places the tokens a node left: one per (node, topic), replacing the one it

@@ -575,8 +575,22 @@ func (n *Node) register(owner string, regs []wire.Registration) {
 // so the owner offers the record to its next token a round trip later.
 func (n *Node) serveNotify(from, topic string, hold time.Duration) wire.Answer {
 	now := n.clock.Now()
+	if _, remote, _ := n.routes.Partitions(topic); len(remote[from]) == 0 {
+		// The routes give the notifier no partition of the topic: nothing it says is
+		// believed. Passed, so an owner whose routes are ahead of this node's (a partition
+		// moving here) offers the record to its next token.
+		n.stats.remote.unbacked.Add(1)
+		return wire.Answer{Status: wire.StatusPass}
+	}
 	r := &n.requester
 	r.mu.Lock()
+	if !r.regs.Outstanding(topic, from) {
+		// No token of this node's is outstanding there: this notification spends none (a
+		// second one for one token, or one from a peer it never registered with).
+		r.mu.Unlock()
+		n.stats.remote.unbacked.Add(1)
+		return wire.Answer{Status: wire.StatusPass}
+	}
 	r.regs.Spent(topic, from)
 	rt := r.topics[topic]
 	if rt == nil || !rt.waitsOn(from) {
@@ -881,13 +895,14 @@ type RemoteStats struct {
 	Tokens    uint64 // tokens other nodes registered here
 	Notified  uint64 // notifications sent to other nodes (tokens fired)
 	Passed    uint64 // of them, passed: the hold retired at once
+	Abandoned uint64 // of them, unanswered: the hold ended and the requester's token dropped
 	Cancelled uint64 // records given back by a cancel that raced their reply
 }
 
 type remoteStats struct {
 	probes, probeHits, registrations, notifications, claims, claimHits, passes, cancels atomic.Uint64
 	hedges, slowOwners, unbacked                                                        atomic.Uint64
-	served, tokens, notified, passed, cancelled                                         atomic.Uint64
+	served, tokens, notified, passed, cancelled, abandoned                              atomic.Uint64
 }
 
 func (s *remoteStats) load() RemoteStats {
@@ -896,7 +911,7 @@ func (s *remoteStats) load() RemoteStats {
 		Notifications: s.notifications.Load(), Claims: s.claims.Load(), ClaimHits: s.claimHits.Load(),
 		Passes: s.passes.Load(), Cancels: s.cancels.Load(), Hedges: s.hedges.Load(), SlowOwners: s.slowOwners.Load(), Unbacked: s.unbacked.Load(),
 		Served: s.served.Load(), Tokens: s.tokens.Load(), Notified: s.notified.Load(),
-		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(),
+		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(), Abandoned: s.abandoned.Load(),
 	}
 }
 

@@ -406,7 +406,7 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 		reply, err := rn.Serve(ctx, from, frame)
 		s.answered(e, from, frame, reply)
 		if len(frame) > 0 && frame[0] == wire.OpConsume {
-			s.servedLeases(nd, reply)
+			s.servedLeases(nd, frame, reply)
 		}
 		if s.opts.Logf != nil {
 			s.event(true, "frame %s>%s#%d: %s -> %s", from, nd.id, e.n, describeFrame(frame), describeReply(frame, reply))
@@ -418,16 +418,27 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 	}
 }
 
-// servedLeases records nd as the node that granted the leases of a consume reply it sent.
-func (s *sim) servedLeases(nd *node, reply []byte) {
+// servedLeases records nd as the node that granted the leases of a consume reply it sent
+// for request frame, and each lease's expiry on nd's clock: the reply carries it as a time,
+// or, for a request asking for relative expiries, as the time left from now, when nd sent
+// the reply. The consumer's Expiry is then its node's count from when the request left,
+// up to a trip early: the model judges a lease by the owner's.
+func (s *sim) servedLeases(nd *node, frame, reply []byte) {
 	r, err := wire.DecodeConsumeReply(reply)
 	if err != nil || len(r.Deliveries) == 0 {
 		return
 	}
+	req, err := wire.DecodeRequest(frame, wire.Newest)
+	relative := err == nil && req.Consume.RelativeExpiry
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range r.Deliveries {
-		s.served[router.Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce}] = nd
+		expiry := time.Unix(0, d.Expiry)
+		if relative {
+			expiry = now.Add(time.Duration(d.Expiry))
+		}
+		s.served[router.Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce}] = servedLease{nd, expiry}
 	}
 }
 

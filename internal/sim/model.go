@@ -41,6 +41,13 @@ func (k key) String() string {
 	return fmt.Sprintf("%d/%d@%d", k.p, k.off, k.inc)
 }
 
+// servedLease is what an owner's consume reply said of one lease it granted: the owner, and
+// the lease's expiry on its clock.
+type servedLease struct {
+	node   *node
+	expiry time.Time
+}
+
 // lease is one delivery a consumer received: a lease on one offset, under one nonce.
 type lease struct {
 	id      int
@@ -128,13 +135,13 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 	if vis == 0 {
 		vis = s.vt
 	}
-	granted := m.Expiry.Add(-vis)
-	// The node that granted the lease: the owner whose consume reply carried it, or the node
-	// consumed on.
-	owner := s.byID[via]
+	// The node that granted the lease: the owner whose consume reply carried it, with the
+	// expiry it set, or the node consumed on.
+	owner, expiry := s.byID[via], m.Expiry
 	if o, ok := s.served[m.Receipt]; ok {
-		owner = o
+		owner, expiry = o.node, o.expiry
 	}
+	granted := expiry.Add(-vis)
 	r := s.records[k]
 	if r == nil {
 		s.report.Unexpected++
@@ -157,9 +164,13 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		s.report.Remote++
 	}
 	l := &lease{id: len(s.leases), k: k, h: m.Receipt, owner: owner, via: via, granted: granted, at: at, vis: vis,
-		endMin: m.Expiry, endMax: m.Expiry, held: true, attempt: m.Attempt, reason: m.Reason}
+		endMin: expiry, endMax: expiry, held: true, attempt: m.Attempt, reason: m.Reason}
 	s.trace("deliver %v nonce %x attempt %d (%v) via %s, granted %v, expires %v", k, m.Receipt.Nonce%0xffff, m.Attempt,
-		m.Reason, via, s.since(granted), s.since(m.Expiry))
+		m.Reason, via, s.since(granted), s.since(expiry))
+	if m.Expiry.After(expiry) {
+		s.failKind(KindSettleAnswer, "%v delivered through %s with an expiry of %v, after its owner's %v: a lease looks longer to its consumer than it is",
+			k, via, s.since(m.Expiry), s.since(expiry))
+	}
 	for _, o := range r.leases {
 		if o.h == l.h {
 			s.report.Duplicates++
@@ -455,8 +466,13 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		case opNack, opRelease:
 			l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
 		case opExtend:
+			// A forwarded extend's expiry is the owner's time left counted from when it left
+			// here: the owner's own is up to the call's length later.
 			l.endMin = expiry
 			l.endMax = later(l.endMax, expiry)
+			if !local {
+				l.endMax = later(l.endMax, expiry.Add(end.Sub(start)))
+			}
 			if dup {
 				l.endMax = later(l.endMax, expiry.Add(s.maxTrip))
 			}

@@ -69,7 +69,7 @@ type sim struct {
 	// since: the planted bug PlantUnfencedSettle answers their settles.
 	handedOff map[*node]map[int32]bool
 	// served names the node that granted each lease a consume reply carried between nodes.
-	served map[router.Handle]*node
+	served map[router.Handle]servedLease
 
 	polls []*poll
 
@@ -138,7 +138,7 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		netDown:    map[string]bool{},
 		records:    map[key]*record{},
 		handedOff:  map[*node]map[int32]bool{},
-		served:     map[router.Handle]*node{},
+		served:     map[router.Handle]servedLease{},
 		planted:    map[string][]byte{},
 		deposed:    map[*node]map[int32]bool{},
 		began:      time.Now(),
