@@ -139,11 +139,25 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, dead
 		msgs []Message
 		err  error
 	}
-	// The probes still out when probe returns see probeCtx end: what their replies carry
-	// is given back at once (see remoteConsume).
-	probeCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The probes still out when probe returns run on to their replies or their budgets
+	// (so an owner that hangs is found slow, not merely outrun), and the records a late
+	// reply carries are given back at once, uncounted: nobody takes them (left).
+	var mu sync.Mutex
+	left := false
 	answers := make(chan answer, len(asked))
+	defer func() {
+		mu.Lock()
+		left = true
+		mu.Unlock()
+		for {
+			select {
+			case a := <-answers:
+				n.giveBack(a.msgs)
+			default:
+				return
+			}
+		}
+	}()
 	hedge := make(chan struct{}, 1)
 	stopHedge := func() bool { return false }
 	defer func() { stopHedge() }()
@@ -158,8 +172,14 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, dead
 			func() {
 				// The host's routes and transport run here, on a goroutine of the node.
 				defer n.recoverHostPanic("probing an owner", owner, &a.err)
-				a.msgs, a.err = n.remoteConsume(probeCtx, owner, req, false, budget)
+				a.msgs, a.err = n.remoteConsume(ctx, owner, req, false, budget)
 			}()
+			mu.Lock()
+			defer mu.Unlock()
+			if left {
+				n.giveBack(a.msgs)
+				return
+			}
 			answers <- a
 		})
 		stopHedge()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +166,37 @@ func TestGatewayConsumeOverHTTP(t *testing.T) {
 		assert.Equal(t, uint64(2), b.Stats().Shards.Acked)
 		assert.True(t, c.servers["b"].sawOnly(m.proto))
 		assert.True(t, c.servers["g"].sawOnly(m.proto))
+	})
+}
+
+// An owner that hangs over real HTTP (its handler takes frames and never answers) stalls no
+// consume of a gateway: the live owner's records are served while a probe of the hung one is
+// still out, and once a probe ran out of its budget the hung owner is passed over.
+func TestHungOwnerOverHTTP(t *testing.T) {
+	eachMode(t, func(t *testing.T, m mode) {
+		var hanging atomic.Bool
+		release := make(chan struct{})
+		c := newCluster(t, m, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, func(to, _ string, _ []byte) {
+			if to == "b" && hanging.Load() {
+				<-release // held until the test ends, as a hung process holds a request
+			}
+		})
+		t.Cleanup(func() { close(release) }) // before the nodes close
+		hanging.Store(true)
+		g := c.nodes["g"]
+		ctx := context.Background()
+		c.produce("a", 0, 20)
+		for i := range 20 {
+			msgs, err := g.Consume(ctx, "orders", router.ConsumeOptions{})
+			require.NoError(t, err, "consume %d", i)
+			require.Len(t, msgs, 1, "consume %d: the live owner's record", i)
+			assert.Equal(t, int32(0), msgs[0].Partition)
+			require.NoError(t, g.Ack(ctx, "orders", msgs[0].Receipt.String()))
+		}
+		msgs, _ := g.Consume(ctx, "orders", router.ConsumeOptions{}) // nothing at a: waits for b's probe to run out
+		assert.Empty(t, msgs)
+		st := g.Stats().Remote
+		assert.Equal(t, uint64(1), st.SlowOwners, "b passed over")
+		assert.NotZero(t, st.Hedges, "a probed while b's probe was out")
 	})
 }
