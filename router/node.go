@@ -270,9 +270,6 @@ func New(cfg Config) (*Node, error) {
 		n.wireVersion = wire.Newest
 	}
 	n.purgeAt.Store(math.MaxInt64)
-	// Request ids start at a random point, so that a restarted node never reuses an id an
-	// owner still remembers from its previous life: a cancel meant for the new request
-	// would give back records the old one delivered.
 	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}

@@ -99,9 +99,9 @@
 //
 //	{"receipt_handle":"0:42:1311768467294899695","expiry":"2026-01-02T15:05:05Z"}
 //
-// A release of a record of a partition another node owns cannot give it back from here: it
-// is nacked at its owner with no delay instead (visible again at once, but counted as an
-// attempt).
+// A release of a record of a partition another node owns is forwarded to its owner, as every
+// settle is (an owner on a release before the node wire's version 7 gets a nack with no delay
+// instead, which counts as an attempt there).
 //
 // A batch ack is a 200 answering each handle, in order, with the status a single ack would
 // have had, and the error and code of a failure:

@@ -366,9 +366,8 @@ func (h *Handler) nack(w http.ResponseWriter, r *http.Request) {
 	writeSettled(w, h.node.Nack(r.Context(), topic, handle, delay))
 }
 
-// release serves POST /release. A record of a partition another node owns cannot be given
-// back from here: it is nacked at its owner with no delay instead (visible again at once,
-// counted as an attempt).
+// release serves POST /release: the record is visible again at once, the delivery not
+// counted as an attempt (see Node.Release, which forwards it to another owner).
 func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	topic, handle, _, err := h.settleParams(w, r, "")
 	if err != nil {
