@@ -30,10 +30,12 @@ type ConsumeOptions struct {
 
 // Consume leases and returns up to opts.Max records of topic, lowest unresolved offsets
 // first: from this node's partitions, and, with a Transport, from the partitions other nodes
-// own (one probe per owner, the first with records answering). With nothing there it waits up
-// to opts.Wait, parked on the topic's queue (or the partition's, when pinned) and on delivery
-// tokens left with the owners, and a record that arrives meanwhile, here or on an owner, is
-// handed to exactly one parked consumer. No records and no error is a 204.
+// own (a probe per owner, the next sent when one has not answered within ProbeHedge, the
+// first with records answering). With nothing there it waits up to opts.Wait, parked on the
+// topic's queue (or the partition's, when pinned) and on delivery tokens left with the
+// owners, and a record that arrives meanwhile, here or on an owner, is handed to exactly one
+// parked consumer. No records and no error is a 204. It returns within opts.Wait plus
+// ConsumeOverrun, whatever the owners do.
 //
 // A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
 // runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes

@@ -103,10 +103,13 @@
 //
 // # Forwarded acks
 //
-// With Config.Transport set, an ack, extend or nack whose partition another node owns (as
-// Routes says) goes to that node, whose host hands the frame to its Serve; the owner answers
-// each record as the single op would have. A handle whose owner Routes does not name answers
-// ErrUnavailable with no RPC made. AckDurable and Release are never forwarded.
+// With Config.Transport set, every settle (Ack, AckAsync, AckBatch, AckDurable, Extend, Nack,
+// Release) whose partition another node owns (as Routes says) goes to that node, whose host
+// hands the frame to its Serve; the owner answers each record as the single op would have,
+// a durable ack once it is on the owner's disk. The call carries the caller's context values
+// but not its cancellation. A handle whose owner Routes does not name answers ErrUnavailable
+// with no RPC made. No time crosses the wire: a lease's expiry comes back as the time it has
+// left, counted here from when the request left.
 //
 // Each forwarded ack has its own budget, ForwardBudget (2 s), for the wait for a slot and the
 // round trip; ctx bounds only the wait for a slot. While fewer than Config.AckWindow RPCs to
