@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/internal/memfs"
@@ -124,6 +125,19 @@ func (c *cluster) produce(p int32, n int) {
 		off := log.Append(nil, []byte("v"), time.Now())
 		owner.node.Appended("orders", p, off+1)
 	}
+}
+
+// produceTo appends one record to partition p and returns the one record the consume behind
+// got delivers, checking it arrived within bound of the append (why, with args, says what
+// the bound allows).
+func (c *cluster) produceTo(got <-chan []router.Message, p int32, bound time.Duration, why string, args ...any) router.Message {
+	c.t.Helper()
+	produced := time.Now()
+	c.produce(p, 1)
+	msgs := <-got
+	require.Len(c.t, msgs, 1)
+	assert.LessOrEqual(c.t, time.Since(produced), bound, append([]any{why}, args...)...)
+	return msgs[0]
 }
 
 // assign changes who owns what, as the host's metadata would.

@@ -46,12 +46,8 @@ func TestThreeDeliverySpeeds(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
 		require.Equal(t, 1, g.node.Parked("orders"))
-		produced := time.Now()
-		c.produce(0, 1)
-		msgs = <-got
-		require.Len(t, msgs, 1)
-		assert.Equal(t, int64(2), msgs[0].Offset)
-		assert.LessOrEqual(t, time.Since(produced), 2*rtt, "speed 2: notify, then claim")
+		m := c.produceTo(got, 0, 2*rtt, "speed 2: notify, then claim")
+		assert.Equal(t, int64(2), m.Offset)
 		st := g.node.Stats().Remote
 		assert.Equal(t, uint64(1), st.Notifications)
 		assert.Equal(t, uint64(1), st.ClaimHits)
@@ -106,13 +102,9 @@ func TestSparseStreamIsNotHeldBack(t *testing.T) {
 		for i := range 5 {
 			got := g.async(ctx, router.ConsumeOptions{Wait: 10 * time.Second})
 			time.Sleep(300 * time.Millisecond)
-			produced := time.Now()
-			c.produce(0, 1)
-			msgs := <-got
-			require.Len(t, msgs, 1)
-			assert.Equal(t, int64(i), msgs[0].Offset)
-			assert.LessOrEqual(t, time.Since(produced), 2*rtt, "record %d held back", i)
-			require.NoError(t, g.ack(msgs[0]))
+			m := c.produceTo(got, 0, 2*rtt, "record %d held back", i)
+			assert.Equal(t, int64(i), m.Offset)
+			require.NoError(t, g.ack(m))
 		}
 		assert.Zero(t, c.nodes["b"].node.Stats().Remote.Passed)
 	})
@@ -134,11 +126,7 @@ func TestPassGoesToTheNextToken(t *testing.T) {
 		leave() // g1's token stays with the owner: tokens lapse, nothing retires them
 		<-gone
 		synctest.Wait()
-		produced := time.Now()
-		c.produce(0, 1)
-		msgs := <-stays
-		require.Len(t, msgs, 1)
-		assert.LessOrEqual(t, time.Since(produced), 3*rtt, "a pass, then the next token's notify and claim")
+		c.produceTo(stays, 0, 3*rtt, "a pass, then the next token's notify and claim")
 		assert.Equal(t, uint64(1), c.nodes["g1"].node.Stats().Remote.Passes)
 	})
 }
@@ -364,11 +352,7 @@ func TestOwnerBeforeTokensIsPolled(t *testing.T) {
 				defer c.close()
 				got := c.nodes["g"].async(context.Background(), router.ConsumeOptions{Wait: 30 * time.Second})
 				time.Sleep(5 * time.Second)
-				produced := time.Now()
-				c.produce(0, 1)
-				msgs := <-got
-				require.Len(t, msgs, 1)
-				assert.LessOrEqual(t, time.Since(produced), time.Second+2*rtt, "within one poll at the longest backoff")
+				c.produceTo(got, 0, time.Second+2*rtt, "within one poll at the longest backoff")
 				assert.Zero(t, c.nodes["b"].node.Stats().Remote.Tokens, "no token placed")
 			})
 		})
@@ -414,18 +398,10 @@ func TestHoldWithoutClaimLapses(t *testing.T) {
 		second := c.nodes["g2"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
 		time.Sleep(50 * time.Millisecond)
 		drop.set(true) // g1's claims are lost on the way
-		produced := time.Now()
-		c.produce(0, 1)
-		msgs := <-second
-		require.Len(t, msgs, 1)
-		assert.LessOrEqual(t, time.Since(produced), time.Second+2*rtt, "the hold lapsed, then the next token")
+		c.produceTo(second, 0, time.Second+2*rtt, "the hold lapsed, then the next token")
 		drop.set(false)
 		time.Sleep(time.Second) // g1's keeper registers again
-		produced = time.Now()
-		c.produce(0, 1)
-		msgs = <-first
-		require.Len(t, msgs, 1)
-		assert.LessOrEqual(t, time.Since(produced), 2*rtt, "a lapsed hold never counts against the next record")
+		c.produceTo(first, 0, 2*rtt, "a lapsed hold never counts against the next record")
 	})
 }
 
@@ -587,11 +563,7 @@ func TestUnansweredNotificationMovesOn(t *testing.T) {
 		time.Sleep(10 * rtt)
 		synctest.Wait()
 		hole.on.Store(true) // g1 hangs: b's notifications to it go unanswered
-		produced := time.Now()
-		c.produce(0, 1)
-		msgs := <-got
-		require.Len(t, msgs, 1)
-		assert.LessOrEqual(t, time.Since(produced), 250*time.Millisecond+2*rtt, "the unanswered hold moved on at the notification's budget, not the hold's deadline")
+		c.produceTo(got, 0, 250*time.Millisecond+2*rtt, "the unanswered hold moved on at the notification's budget, not the hold's deadline")
 		st := c.nodes["b"].node.Stats().Remote
 		assert.Equal(t, uint64(1), st.Abandoned)
 		assert.Equal(t, uint64(2), st.Notified)

@@ -105,11 +105,7 @@ func TestHungOwnerLeavesTheWaitAlone(t *testing.T) {
 		got := g.async(context.Background(), router.ConsumeOptions{Wait: 10 * time.Second})
 		time.Sleep(router.ProbeBudget + time.Second) // the hung owner's probe ran out meanwhile
 		synctest.Wait()
-		produced := time.Now()
-		c.produce(0, 1)
-		msgs := <-got
-		require.Len(t, msgs, 1)
-		assert.LessOrEqual(t, time.Since(produced), 2*rtt, "notify, then claim")
+		c.produceTo(got, 0, 2*rtt, "notify, then claim")
 	})
 }
 
@@ -156,13 +152,9 @@ func TestPinnedConsumerHoldsNoOtherOwnersRecords(t *testing.T) {
 		time.Sleep(10 * rtt)
 		synctest.Wait()
 		for i := range 3 {
-			produced := time.Now()
-			c.produce(1, 1)
-			msgs := <-other
-			require.Len(t, msgs, 1)
-			assert.Equal(t, int32(1), msgs[0].Partition)
-			assert.LessOrEqual(t, time.Since(produced), 2*rtt, "record %d: no hold for a node that cannot use it", i)
-			require.NoError(t, c.nodes["h"].ack(msgs[0]))
+			m := c.produceTo(other, 1, 2*rtt, "record %d: no hold for a node that cannot use it", i)
+			assert.Equal(t, int32(1), m.Partition)
+			require.NoError(t, c.nodes["h"].ack(m))
 			other = c.nodes["h"].async(ctx, router.ConsumeOptions{Wait: 30 * time.Second})
 			time.Sleep(10 * rtt)
 			synctest.Wait()
