@@ -16,9 +16,14 @@ import (
 // comes later finds nothing, and the records come back when their leases lapse. The latest
 // a Cancel comes is when a reply was lost at once: its requester sends the Cancel at the end
 // of the consume's budget (ProbeBudget at most, from before the reply), and the Cancel
-// itself travels within ForwardBudget; the memory outlives both by a second, on the owner's
-// own clock, so no clock skew between the nodes shortens it.
-const cancelMemoryTTL = ProbeBudget + ForwardBudget + time.Second
+// itself travels within cancelBudget; the memory outlives both by half a second, on the
+// owner's own clock, so no clock skew between the nodes shortens it. (Every reply is held
+// this long, so it is kept as short as that allows: the memory's cost per delivery grows
+// with the replies it holds.)
+const cancelMemoryTTL = ProbeBudget + cancelBudget + 500*time.Millisecond
+
+// cancelBudget bounds a Cancel's round trip (and a slow owner's recheck, which is one).
+const cancelBudget = 500 * time.Millisecond
 
 // cancelMemory is the owner's side of the cancel race: a requester whose consume was cancelled
 // while the owner's reply was in flight names its request in a Cancel frame, and the owner

@@ -257,7 +257,7 @@ func TestCancelMemoryConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	checkCancelMemory(t, &m)
-	// Each goroutine's clock runs under 2 s, and the memory's is the latest of them: nothing
+	// Each goroutine's clock runs under 2 s (less than cancelMemoryTTL), and the memory's is the latest of them: nothing
 	// expired, and only the takes removed replies.
 	if got, want := m.len(), 8*(2000-667); got != want {
 		t.Fatalf("len %d, want the %d remembered and not taken", got, want)
@@ -403,7 +403,8 @@ func TestCancelMemoryAgainstModel(t *testing.T) {
 }
 
 // BenchmarkCancelMemory: an owner answering 50,000 forwarded consumes a second, on a simulated
-// clock (20 µs per delivery, so about 100,000 entries are held at steady state), each reply
+// clock (20 µs per delivery, so 50,000 entries per second of cancelMemoryTTL are held at
+// steady state: 150,000 at 3 s), each reply
 // carrying one record, and one request in a hundred cancelled. An op is one delivery.
 //
 // The memory owns the handles it is given, so each reply needs a slice of its own; they are
@@ -412,7 +413,7 @@ func TestCancelMemoryAgainstModel(t *testing.T) {
 func BenchmarkCancelMemory(b *testing.B) {
 	const (
 		perDelivery = 20 * time.Microsecond
-		ring        = 1 << 18 // > 2 TTLs of deliveries: a slot is reused long after it expired
+		ring        = 1 << 19 // > 2 TTLs of deliveries: a slot is reused long after it expired
 	)
 	froms := []string{"node-1", "node-2", "node-3", "node-4"}
 	handles := make([]inflight.Handle, ring)
@@ -449,8 +450,8 @@ func BenchmarkCancelMemory(b *testing.B) {
 }
 
 // BenchmarkCancelMemoryBuiltinMap is the floor a Go map sets for the same load: per delivery,
-// one insert into a map keyed by (node, request id) and one delete of the key remembered 2 s
-// before, at 100,000 keys held, on the same simulated clock; no queue, no handles.
+// one insert into a map keyed by (node, request id) and one delete of the key remembered
+// cancelMemoryTTL before, as many keys held, on the same simulated clock; no queue, no handles.
 func BenchmarkCancelMemoryBuiltinMap(b *testing.B) {
 	const perDelivery = 20 * time.Microsecond
 	const held = uint64(cancelMemoryTTL / perDelivery)

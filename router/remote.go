@@ -350,7 +350,7 @@ func (n *Node) sendCancel(ctx context.Context, owner, topic string, id uint64) b
 		return false
 	}
 	n.background(func() {
-		raw, err := n.exchangeDetached(ctx, owner, frame, n.clock.Now().Add(ForwardBudget))
+		raw, err := n.exchangeDetached(ctx, owner, frame, n.clock.Now().Add(cancelBudget))
 		if err != nil {
 			return
 		}
