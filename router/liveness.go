@@ -90,12 +90,12 @@ func (n *Node) consumeOwnersIn(remote map[string][]int32, pinned int32) (owners 
 // answers again, while consumes pass over it.
 const SlowOwnerRecheck = time.Second
 
-// answering returns owners less the slow ones, and sends each slow one its background
-// recheck when one is due. The result reuses nothing of owners.
+// answering returns owners less the slow ones (owners itself when none is), and sends each
+// slow one its background recheck when one is due. It never writes into owners.
 func (n *Node) answering(owners []string) []string {
 	now := n.clock.Now()
-	asked := make([]string, 0, len(owners))
-	for _, owner := range owners {
+	var asked []string // nil until an owner is left out
+	for i, owner := range owners {
 		l := n.lane(owner)
 		l.mu.Lock()
 		slow, due := l.slow, l.slow && !now.Before(l.recheckAt)
@@ -106,9 +106,15 @@ func (n *Node) answering(owners []string) []string {
 		if due {
 			n.recheck(owner)
 		}
-		if !slow {
+		switch {
+		case slow && asked == nil:
+			asked = append(make([]string, 0, len(owners)-1), owners[:i]...)
+		case !slow && asked != nil:
 			asked = append(asked, owner)
 		}
+	}
+	if asked == nil {
+		return owners
 	}
 	return asked
 }
