@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,37 +81,40 @@ type Tracker struct {
 	// as it is now.
 	fence sync.RWMutex
 
-	// The tables are read without a lock, since every consume and ack looks a shard up:
-	// a change copies what it changes, under mu, and publishes the copy. Creates and drops
-	// are rare (once per partition per incarnation) and pay for the copy.
+	// The tables are read without a lock, since every consume and ack looks a shard up;
+	// changes are made under mu. Each is a concurrent hash trie (sync.Map), so a topic's
+	// first touch costs the same at 100,000 topics as at 1,000: a table copied per new
+	// topic made reaching N topics cost O(N²). A topic's shards are a value never changed
+	// once stored: a change stores a clone.
 	mu     sync.Mutex
-	tables atomic.Pointer[trackerTables]
+	shards sync.Map     // topic → *topicShards; a topic with none has no entry
+	gens   sync.Map     // topic → *Generation: the live generation of each topic in use
+	held   atomic.Int64 // shards held, over all topics
 
 	seedMu sync.Mutex // serialises reads of cfg.Seeds
 }
 
-// trackerTables is what a Tracker holds, never changed once published.
-type trackerTables struct {
-	shards map[string]*topicShards // by topic, then partition; a topic with none has no entry
-	gens   map[string]*Generation  // the live generation of each topic in use
-}
-
-func (tt *trackerTables) lookup(topic string, partition int32) *Shard {
-	if ts := tt.shards[topic]; ts != nil {
-		return ts.Get(partition)
+// topicShardsOf returns the shards of topic held now, nil when there are none.
+func (t *Tracker) topicShardsOf(topic string) *topicShards {
+	if v, ok := t.shards.Load(topic); ok {
+		return v.(*topicShards)
 	}
 	return nil
 }
 
-// withShards returns a copy of tt whose shards of topic are ts (none when ts is empty).
-func (tt *trackerTables) withShards(topic string, ts *topicShards) *trackerTables {
-	next := &trackerTables{shards: maps.Clone(tt.shards), gens: tt.gens}
-	if ts.Len() == 0 {
-		delete(next.shards, topic)
-	} else {
-		next.shards[topic] = ts
+// generationOf returns the live generation of topic, nil when it has none.
+func (t *Tracker) generationOf(topic string) *Generation {
+	if v, ok := t.gens.Load(topic); ok {
+		return v.(*Generation)
 	}
-	return next
+	return nil
+}
+
+func (t *Tracker) lookup(topic string, partition int32) *Shard {
+	if ts := t.topicShardsOf(topic); ts != nil {
+		return ts.Get(partition)
+	}
+	return nil
 }
 
 // NewTracker returns an empty tracker.
@@ -120,28 +122,23 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 	if cfg.Seeds == nil {
 		cfg.Seeds = rand.Reader
 	}
-	t := &Tracker{cfg: cfg}
-	t.tables.Store(&trackerTables{shards: make(map[string]*topicShards), gens: make(map[string]*Generation)})
-	return t
+	return &Tracker{cfg: cfg}
 }
 
 // Generation returns the live generation of topic, starting one if the topic has none (first
 // use, or first use since its DropTopic).
 func (t *Tracker) Generation(topic string) *Generation {
-	if g := t.tables.Load().gens[topic]; g != nil {
+	if g := t.generationOf(topic); g != nil {
 		return g
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tables := t.tables.Load()
-	if g := tables.gens[topic]; g != nil {
+	if g := t.generationOf(topic); g != nil {
 		return g
 	}
 	g := &Generation{topic: topic}
-	g.shards.Store(tables.shards[topic]) // none: DropTopic ends a generation with its shards
-	next := &trackerTables{shards: tables.shards, gens: maps.Clone(tables.gens)}
-	next.gens[topic] = g
-	t.tables.Store(next)
+	g.shards.Store(t.topicShardsOf(topic)) // none: DropTopic ends a generation with its shards
+	t.gens.Store(topic, g)
 	return g
 }
 
@@ -150,7 +147,7 @@ func (t *Tracker) Counters() *Counters { return &t.counters }
 
 // Lookup returns the shard of (topic, partition) if it exists. It never creates one.
 func (t *Tracker) Lookup(topic string, partition int32) (*Shard, bool) {
-	s := t.tables.Load().lookup(topic, partition)
+	s := t.lookup(topic, partition)
 	return s, s != nil
 }
 
@@ -205,14 +202,11 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 		return nil, err
 	}
 	t.mu.Lock()
-	tables := t.tables.Load()
-	if s := tables.lookup(topic, partition); s != nil {
+	if s := t.lookup(topic, partition); s != nil {
 		t.mu.Unlock()
 		return s, nil // a concurrent create won; both read the same files under the fence
 	}
-	ts := tables.shards[topic].Clone()
-	ts.Set(partition, fresh)
-	t.storeShards(tables, topic, ts)
+	t.setShard(topic, partition, fresh)
 	t.mu.Unlock()
 	if t.cfg.Load != nil {
 		// What Load read may exist only in the page cache of a process that crashed: report
@@ -248,10 +242,7 @@ func (t *Tracker) Install(g *Generation, partition int32, state State, reset fun
 		return nil, err
 	}
 	t.mu.Lock()
-	tables := t.tables.Load()
-	ts := tables.shards[topic].Clone()
-	ts.Set(partition, fresh)
-	t.storeShards(tables, topic, ts)
+	t.setShard(topic, partition, fresh)
 	t.mu.Unlock()
 	t.reportDirty(topic, partition)
 	return fresh, nil
@@ -276,11 +267,19 @@ func (t *Tracker) reportDirty(topic string, partition int32) {
 	}
 }
 
-// storeShards publishes tables with ts as the shards of topic, in the tables and in the
-// topic's live generation. Called with t.mu held.
-func (t *Tracker) storeShards(tables *trackerTables, topic string, ts *topicShards) {
-	t.tables.Store(tables.withShards(topic, ts))
-	if g := tables.gens[topic]; g != nil {
+// setShard publishes a clone of topic's shards with partition's set to s (nil: removed), in
+// the table and in the topic's live generation. Called with t.mu held.
+func (t *Tracker) setShard(topic string, partition int32, s *Shard) {
+	old := t.topicShardsOf(topic)
+	ts := old.Clone()
+	ts.Set(partition, s)
+	t.held.Add(int64(ts.Len() - old.Len()))
+	if ts.Len() == 0 {
+		t.shards.Delete(topic)
+	} else {
+		t.shards.Store(topic, ts)
+	}
+	if g := t.generationOf(topic); g != nil {
 		g.shards.Store(ts)
 	}
 }
@@ -307,12 +306,9 @@ func (t *Tracker) Drop(topic string, partition int32) {
 // dropLocked is Drop inside the create fence.
 func (t *Tracker) dropLocked(topic string, partition int32) {
 	t.mu.Lock()
-	tables := t.tables.Load()
-	s := tables.lookup(topic, partition)
+	s := t.lookup(topic, partition)
 	if s != nil {
-		ts := tables.shards[topic].Clone()
-		ts.Set(partition, nil)
-		t.storeShards(tables, topic, ts)
+		t.setShard(topic, partition, nil)
 	}
 	t.mu.Unlock()
 	if s != nil {
@@ -329,20 +325,16 @@ func (t *Tracker) DropTopic(topic string) error {
 	defer t.fence.Unlock()
 	var dropped []*Shard
 	t.mu.Lock()
-	tables := t.tables.Load()
-	next := &trackerTables{shards: tables.shards, gens: tables.gens}
-	if g := tables.gens[topic]; g != nil {
+	if g := t.generationOf(topic); g != nil {
 		g.ended.Store(true)
 		g.shards.Store(nil)
-		next.gens = maps.Clone(tables.gens)
-		delete(next.gens, topic)
+		t.gens.Delete(topic)
 	}
-	if ts := tables.shards[topic]; ts != nil {
+	if ts := t.topicShardsOf(topic); ts != nil {
 		dropped = ts.AppendTo(nil)
-		next.shards = maps.Clone(tables.shards)
-		delete(next.shards, topic)
+		t.held.Add(-int64(ts.Len()))
+		t.shards.Delete(topic)
 	}
-	t.tables.Store(next)
 	t.mu.Unlock()
 	for _, s := range dropped {
 		s.drop()
@@ -365,11 +357,11 @@ func (t *Tracker) forget(topic string, partition int32) {
 // when there is none), so the purger can sleep until then rather than a whole cadence.
 // Each shard reports its own wake.
 func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
-	tables := t.tables.Load()
-	shards := make([]*Shard, 0, tables.len())
-	for _, ts := range tables.shards {
-		shards = ts.AppendTo(shards)
-	}
+	shards := make([]*Shard, 0, t.held.Load())
+	t.shards.Range(func(_, v any) bool {
+		shards = v.(*topicShards).AppendTo(shards)
+		return true
+	})
 	for _, s := range shards {
 		released += s.Purge(now)
 		if at, ok := s.NextDeadline(); ok && (next.IsZero() || at.Before(next)) {
@@ -386,7 +378,7 @@ func (t *Tracker) Reconfigure(topic string) {
 		return
 	}
 	cfg := t.cfg.Topic(topic)
-	if ts := t.tables.Load().shards[topic]; ts != nil {
+	if ts := t.topicShardsOf(topic); ts != nil {
 		for _, s := range ts.AppendTo(nil) {
 			s.SetConfig(cfg)
 		}
@@ -394,12 +386,4 @@ func (t *Tracker) Reconfigure(topic string) {
 }
 
 // Len returns how many shards the tracker holds.
-func (t *Tracker) Len() int { return t.tables.Load().len() }
-
-func (tt *trackerTables) len() int {
-	n := 0
-	for _, ts := range tt.shards {
-		n += ts.Len()
-	}
-	return n
-}
+func (t *Tracker) Len() int { return int(t.held.Load()) }

@@ -1,25 +1,22 @@
 package router
 
-import (
-	"maps"
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
-// readMap is a table by name read on every call without a lock: a change copies the map
-// under mu and replaces it, so it suits tables whose keys change rarely (a node's topics, its
-// lanes to owners). The zero value is empty and ready to use.
+// readMap is a table by name read on every call without a lock (a node's topics, its lanes
+// to owners). It is a concurrent hash trie (sync.Map): a read costs a few pointer hops, and
+// adding a key costs the same at 100,000 keys as at 1,000, where a map copied per change made
+// reaching N keys cost O(N²). The zero value is empty and ready to use.
 type readMap[V any] struct {
-	mu sync.Mutex                   // serialises changes
-	m  atomic.Pointer[map[string]V] // never changed once stored; nil: empty
+	mu sync.Mutex // serialises adds, so that add runs once per key
+	m  sync.Map   // string → V
 }
 
 // load returns the value of key, if it has one.
 func (r *readMap[V]) load(key string) (v V, ok bool) {
-	if m := r.m.Load(); m != nil {
-		v, ok = (*m)[key]
+	if x, found := r.m.Load(key); found {
+		return x.(V), true
 	}
-	return v, ok
+	return v, false
 }
 
 // loadOrAdd returns the value of key, adding the one add makes if it has none.
@@ -33,7 +30,7 @@ func (r *readMap[V]) loadOrAdd(key string, add func() V) V {
 		return v
 	}
 	v := add()
-	r.store(key, v, true)
+	r.m.Store(key, v)
 	return v
 }
 
@@ -41,23 +38,5 @@ func (r *readMap[V]) loadOrAdd(key string, add func() V) V {
 func (r *readMap[V]) remove(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.load(key); ok {
-		var zero V
-		r.store(key, zero, false)
-	}
-}
-
-// store publishes a copy of the table with key set to v (keep) or removed. The caller holds
-// r.mu.
-func (r *readMap[V]) store(key string, v V, keep bool) {
-	next := map[string]V{}
-	if m := r.m.Load(); m != nil {
-		next = maps.Clone(*m)
-	}
-	if keep {
-		next[key] = v
-	} else {
-		delete(next, key)
-	}
-	r.m.Store(&next)
+	r.m.Delete(key)
 }

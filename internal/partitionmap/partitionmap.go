@@ -24,8 +24,13 @@ func (m *Map[T]) Get(partition int32) *T {
 	return m.sparse[partition] // nil when sparse is
 }
 
-// Len returns how many partitions have a value.
-func (m *Map[T]) Len() int { return m.len }
+// Len returns how many partitions have a value (none for a nil m).
+func (m *Map[T]) Len() int {
+	if m == nil {
+		return 0
+	}
+	return m.len
+}
 
 // Clone returns a copy of m that Set can change while m is being read. A nil m clones to an
 // empty Map.
