@@ -33,9 +33,11 @@ type node struct {
 	rn     *router.Node // nil while down
 	epochs []*epoch     // its processes, the last one live unless down
 
-	down      atomic.Bool // what the host's failure detector says (Liveness)
-	downUntil time.Time   // a stopped node comes back then
-	isolated  bool        // taken off the network (calls to it fail) without a restart
+	down      atomic.Bool   // what the host's failure detector says (Liveness)
+	downUntil time.Time     // a stopped node comes back then
+	isolated  bool          // taken off the network (calls to it fail) without a restart
+	hungUntil time.Time     // hung (frames sent to it lost, unnoticed) until then; zero: not hung
+	skew      time.Duration // its clock's offset from the bubble's
 
 	diskFull, syncErr *period // the disk faults in force
 	periods           []*period
@@ -70,6 +72,9 @@ type epoch struct {
 	// (a crash or a power cut): its saves from then on fail, as a dead process makes none.
 	saved   map[int32][]time.Time
 	crashed bool
+	// forgedPassed counts the lying peer's notifications this process answered with a pass:
+	// its Stats().Remote.Unbacked counts at least as many.
+	forgedPassed uint64
 }
 
 func (e *epoch) touch(p int32, at time.Time) {
@@ -231,6 +236,8 @@ func (s *sim) setup() {
 	jitter := []time.Duration{0, rtt / 2, rtt, 2 * rtt}[rng.IntN(4)]
 	s.nw = &routertest.Network{RTT: rtt, Jitter: jitter, Seed: rng.Uint64(), Fault: s.fault, Observe: s.observe}
 	s.maxTrip = rtt/2 + jitter
+	s.drawSkew()
+	s.drawMaxDeliveries()
 
 	s.report.Nodes, s.report.Owners, s.report.Gateways, s.report.Parts = n, owners, n-owners, parts
 	s.report.Liveness = s.liveness
@@ -239,6 +246,9 @@ func (s *sim) setup() {
 	}
 	s.logf("cluster: %d nodes (%d owners), %d partitions, versions %v, liveness %v, no callbacks %v, VT %v, caps %d/%d, RTT %v, jitter %v, state store %v",
 		n, owners, parts, s.report.Versions, s.liveness, s.noCallbackIDs(), s.vt, s.topicCfg.MaxInFlight, s.topicCfg.MaxAckedAhead, rtt, jitter, s.store != nil)
+	if s.report.Skew != nil || s.topicCfg.MaxDeliveries > 0 {
+		s.logf("cluster: clock offsets %v, max deliveries %d", s.report.Skew, s.topicCfg.MaxDeliveries)
+	}
 	for _, nd := range s.nodes {
 		for _, p := range nd.parts {
 			s.logs.Log(topic, p)
@@ -295,9 +305,9 @@ func (s *sim) start(nd *node) {
 	}
 	// Half the processes say their transport honours its context (every wait in it watches
 	// ctx), so that both ways a node makes its calls are run.
-	var tr router.Transport = transport{s, nd, s.nw.Transport(nd.id)}
+	var tr router.Transport = transport{s: s, nd: nd, inner: s.nw.Transport(nd.id)}
 	if seed[0]&1 == 0 {
-		tr = promptTransport{transport{s, nd, s.nw.Transport(nd.id)}}
+		tr = promptTransport{transport{s: s, nd: nd, inner: s.nw.Transport(nd.id), prompt: true}}
 	}
 	cfg := router.Config{
 		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: tr,
@@ -306,9 +316,13 @@ func (s *sim) start(nd *node) {
 		WireVersion: nd.version,
 		NoCallbacks: nd.noCallbacks,
 		Logger:      s.logger(nd.id),
+		Clock:       nd.clock(),
 	}
 	start := time.Now()
 	e := &epoch{nd: nd, n: len(nd.epochs), start: start}
+	if s.topicCfg.MaxDeliveries > 0 {
+		cfg.OnQuarantine = func(t string, p int32, off int64, attempts uint32) { s.quarantined(e, t, p, off, attempts) }
+	}
 	if s.store != nil {
 		cfg.Store = &nodeStore{s: s, e: e}
 	}
@@ -402,11 +416,20 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 				return reply, nil
 			}
 		}
+		sent := frame // as the requester sent it: a planted bug may bend what arrives
+		if s.opts.Plant == PlantReleaseAsNack {
+			frame = releaseAsNack(frame)
+		}
 		s.arrived(e, from, frame)
+		arrived := time.Now()
 		reply, err := rn.Serve(ctx, from, frame)
 		s.answered(e, from, frame, reply)
 		if len(frame) > 0 && frame[0] == wire.OpConsume {
 			s.servedLeases(nd, frame, reply)
+		}
+		s.releasesServed(e, sent, reply, arrived)
+		if from == liarID {
+			s.forgedServed(e, frame, reply)
 		}
 		if s.opts.Logf != nil {
 			s.event(true, "frame %s>%s#%d: %s -> %s", from, nd.id, e.n, describeFrame(frame), describeReply(frame, reply))
@@ -419,10 +442,11 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 }
 
 // servedLeases records nd as the node that granted the leases of a consume reply it sent
-// for request frame, and each lease's expiry on nd's clock: the reply carries it as a time,
-// or, for a request asking for relative expiries, as the time left from now, when nd sent
-// the reply. The consumer's Expiry is then its node's count from when the request left,
-// up to a trip early: the model judges a lease by the owner's.
+// for request frame, and each lease's expiry in true time: the reply carries it as a time
+// on nd's clock, or, for a request asking for relative expiries, as the time left from now,
+// when nd sent the reply. The consumer's Expiry is then its node's count from when the
+// request left, up to a trip early: the model judges a lease by the owner's. Each lease is
+// a grant of its record (quarantine.go), whether a consumer receives it or not.
 func (s *sim) servedLeases(nd *node, frame, reply []byte) {
 	r, err := wire.DecodeConsumeReply(reply)
 	if err != nil || len(r.Deliveries) == 0 {
@@ -434,11 +458,13 @@ func (s *sim) servedLeases(nd *node, frame, reply []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range r.Deliveries {
-		expiry := time.Unix(0, d.Expiry)
+		expiry := nd.trueTime(time.Unix(0, d.Expiry))
 		if relative {
 			expiry = now.Add(time.Duration(d.Expiry))
 		}
-		s.served[router.Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce}] = servedLease{nd, expiry}
+		h := router.Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce}
+		s.served[h] = servedLease{nd, expiry}
+		s.grantedLocked(key{incOf(d.Value), d.Partition, d.Offset}, h)
 	}
 }
 
@@ -486,11 +512,27 @@ func (s *sim) fault(from, to string, frame []byte) routertest.Fault {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.hung[to] {
+		s.report.Faults.HungFrames++
+		s.event(true, "network: op %d from %s to %s lost: %s hangs", op, from, to, to)
+		if op == wire.OpNotify {
+			s.unanswered(from, to)
+		}
+		return routertest.DropRequest
+	}
 	fate := s.fate(from, to, op)
 	if fate != routertest.Deliver {
 		s.event(true, "network: %v of op %d from %s to %s", fate, op, from, to)
 	}
-	if fate == routertest.Duplicate && (op == wire.OpAck || op == wire.OpExtend || op == wire.OpNack || op == wire.OpAckBatch) {
+	if op == wire.OpNotify && (fate == routertest.DropRequest || fate == routertest.DropReply || s.cut(from, to)) {
+		s.unanswered(from, to)
+	}
+	settles := false
+	switch op {
+	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpAckBatch:
+		settles = true
+	}
+	if fate == routertest.Duplicate && settles {
 		// The settles it carries may be applied by the copy first: remember their handles.
 		if req, err := wire.DecodeRequest(frame, wire.Newest); err == nil {
 			for _, r := range req.Records {
@@ -537,13 +579,17 @@ type link struct {
 	op       byte
 }
 
-// observe counts every frame by its op.
+// observe counts every frame between the nodes by its op; in a run with the lying peer,
+// that peer's frames are its own (liar.go), and it watches the others.
 func (s *sim) observe(from, to string, frame []byte) {
 	if len(frame) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.liar != nil && s.liar.observe(s, from, to, frame) {
+		return
+	}
 	s.report.Frames[frame[0]]++
 }
 

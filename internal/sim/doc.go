@@ -11,8 +11,8 @@
 // runs and off in others), and the workload. Each node is the real router.Node, on a strict
 // memfs.FS of its own, its nonce streams seeded through Config.Seeds; all of them talk over
 // one routertest.Network. The caller runs Run inside a testing/synctest bubble: time is the
-// bubble's fake clock, which every node reads too, so a minute of cluster time takes
-// milliseconds and every deadline is exact.
+// bubble's fake clock, which every node reads too (plus an offset of its own, in runs with
+// clock skew), so a minute of cluster time takes milliseconds and every deadline is exact.
 //
 // The workload, one step at a time: producers append to the owners' logs
 // (routertest.MemLogs, then Node.Appended); consumers on any node take records with and
@@ -50,6 +50,33 @@
 // process reaches the store through a wrapper of its own, which tells the model which
 // process saved which partition when, and fails the saves of a process that crashed (a dead
 // process saves nothing, its Close included).
+//
+// The faults behind graceful degradation, each a class on in some runs and drawn from a
+// stream of its own as well (Options.OldSchedule turns them all off, Options.Hangs, Skew,
+// Liar and MaxDeliveries on):
+//
+//   - hung nodes (hang.go): for a while every frame sent to a node is lost on its way
+//     (routertest.DropRequest: its caller learns nothing until its budget ends), while the
+//     node runs on and the failure detector does not report it down; an owner most often,
+//     a gateway now and then, whose notifications go unanswered;
+//   - clock skew (skew.go): each node's Config.Clock reads the bubble's clock plus an offset
+//     of its own (-vt, -1 s, -1 ms, 0, 1 ms, 1 s or vt, vt being the visibility timeout),
+//     its AfterFunc unchanged; only in runs whose nodes all speak the newest wire version,
+//     since an older release sends a lease's expiry as a time on its own clock and a skewed
+//     requester then really believes a lease longer than it is (that release's documented
+//     limit). The model keeps every time in the bubble's true time and converts what a node
+//     reports on its own clock by its offset;
+//   - a lying peer (liar.go): a peer that is no router.Node, named by no node's routes,
+//     sends the nodes notifications of records it never held, cancels naming request ids
+//     (at random, or ids it saw other nodes send), passes of holds it was never given, and
+//     registrations of tokens of its own, whose notifications it answers with yes (and never
+//     claims), a pass or silence;
+//   - MaxDeliveries (quarantine.go): the topic sets TopicConfig.MaxDeliveries to 1, 2 or 3,
+//     each process reports its quarantines through Config.OnQuarantine, and consumers
+//     release leases through any node (forwarded, a release must not count an attempt).
+//
+// They heal with the other faults (the lying peer passing every notification from then on
+// and forging nothing more).
 //
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does
@@ -93,19 +120,36 @@
 //     unreadable, not removed by retention and not of a deleted incarnation of the topic
 //     before it was leased;
 //   - one record, one promise (invariant 16): each time an owner notifies a node, its
-//     notifications not yet claimed, passed or lapsed number no more than the records it
-//     could hand out;
+//     notifications not yet claimed, passed, abandoned (unanswered within the
+//     notification's budget) or lapsed number no more than the records it could hand out;
 //   - one refusal per upgrade (invariant 14): an older release refuses a requesting process
 //     an op or field at most once every 2 minutes after it learned of a refusal;
 //   - the nodes' counters agree with what the network saw (notifications sent; records
-//     skipped as corrupt).
+//     skipped as corrupt);
+//   - a consume's wait is bounded (returns.go): a consume issued at t with a wait w returns
+//     by t + w + router.ConsumeOverrun, whatever the owners do (hang, lose frames, answer
+//     late), give or take a margin of two one-way trips and 10 ms for the ordering of
+//     events within an instant (a consume spends no other fake time: local scans, log reads
+//     and disk work take none); one whose context ended first is exempt from then on;
+//   - no early quarantine (quarantine.go): a record is quarantined only after MaxDeliveries
+//     deliveries that count, the model counting every lease of it a consumer received or an
+//     owner's consume reply carried to another node, less those given back with success (a
+//     consumer's release on a path that speaks wire version 7 end to end, a Release a node
+//     sent for a reply it never handed over), unless the process that applied the give-back
+//     crashed since; a lease given back by a Cancel, or whose reply was lost, counts (the
+//     count errs high);
+//   - a node believes a peer only where its routes and tokens back it (liar.go): each of the
+//     lying peer's notifications is passed and counted in Stats().Remote.Unbacked, and no
+//     node sends the peer anything but the notifications its own tokens ask for (no
+//     consume, cancel or settle); whatever else it forged, the other checks see that no
+//     consumer received a record not produced, not leased by its owner, or leased twice.
 //
 // At the end, a Jepsen-style history check: every record produced and neither made
-// unreadable nor removed by retention is acked within the liveness bound after the faults
-// healed (lost otherwise; an ack answered 502 and never followed by a delivery counts as
-// applied); deliveries are counted unexpected and duplicate; and the sparse stream reaches
-// its consumer within a few one-way trips per record (a notification and a claim), never
-// after a lapsed hold.
+// unreadable, removed by retention nor quarantined is acked within the liveness bound after
+// the faults healed (lost otherwise; an ack answered 502 and never followed by a delivery
+// counts as applied); deliveries are counted unexpected and duplicate; and the sparse
+// stream reaches its consumer within a few one-way trips per record (a notification and a
+// claim), never after a lapsed hold.
 //
 // What the model cannot know exactly (when an owner applied a settle that took a round
 // trip, whether one answered 502 was applied, how far a duplicated extend pushed an expiry,
@@ -123,7 +167,8 @@
 // the failing seeds found so far failed the same way on every replay.
 //
 // Options.Plant plants a bug in the network (a claim turned into a probe, a consume reply
-// delivered twice, an old owner answering settles after its hand-off), to show that the
-// checker catches it; Options.Tolerate lets a run go on past the violations of library bugs
-// already reported.
+// delivered twice, an old owner answering settles after its hand-off, a transport that
+// holds consume replies though it says it honours its context, a release turned into a
+// nack), to show that the checker catches it; Options.Tolerate lets a run go on past the
+// violations of library bugs already reported.
 package sim

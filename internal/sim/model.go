@@ -11,11 +11,12 @@ import (
 // The model of what the cluster promised, and the checks made as each event comes in
 // (docs/protocol.md, "Invariants").
 //
-// Time is the bubble's fake clock, which every node reads too, so a lease's grant is exact:
-// its expiry less the visibility it was granted with. What the model cannot know exactly (when
-// an owner applied an ack that took a round trip, whether an ack whose reply was lost was
-// applied, how far a duplicated extend pushed an expiry) it keeps as a range, and a check
-// fails only when every point of the range breaks the promise.
+// Time is the bubble's fake clock, which every node reads too (plus an offset of its own,
+// which the model takes off: skew.go), so a lease's grant is exact: its expiry less the
+// visibility it was granted with. What the model cannot know exactly (when an owner applied
+// an ack that took a round trip, whether an ack whose reply was lost was applied, how far a
+// duplicated extend pushed an expiry) it keeps as a range, and a check fails only when
+// every point of the range breaks the promise.
 
 // The crash windows of docs/protocol.md, "Crash windows": the tick T is 100 ms and the
 // durability interval D 1 s; a tick's work and a writeout take no fake time, so the margins
@@ -103,6 +104,12 @@ type record struct {
 	acks      []ack // acks answered success, not yet undone by a redelivery
 	maybe     []ack // acks answered 502, not yet undone by a redelivery
 	everAcked bool
+	// grants are the leases of the record that its owners granted, as far as the model
+	// knows, under MaxDeliveries (quarantine.go); quarantined says an owner set it aside,
+	// and it has not been leased since (quarantinedAt: when it was last set aside).
+	grants        map[router.Handle]*grant
+	quarantined   bool
+	quarantinedAt time.Time
 }
 
 func valueOf(k key) string { return fmt.Sprintf("i%d-p%d-o%d", k.inc, k.p, k.off) }
@@ -136,8 +143,10 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		vis = s.vt
 	}
 	// The node that granted the lease: the owner whose consume reply carried it, with the
-	// expiry it set, or the node consumed on.
-	owner, expiry := s.byID[via], m.Expiry
+	// expiry it set, or the node consumed on. The consumer's Expiry is on the clock of the
+	// node it consumed on (skew.go); the model's times are true times.
+	seen := s.byID[via].trueTime(m.Expiry)
+	owner, expiry := s.byID[via], seen
 	if o, ok := s.served[m.Receipt]; ok {
 		owner, expiry = o.node, o.expiry
 	}
@@ -167,9 +176,13 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		endMin: expiry, endMax: expiry, held: true, attempt: m.Attempt, reason: m.Reason}
 	s.trace("deliver %v nonce %x attempt %d (%v) via %s, granted %v, expires %v", k, m.Receipt.Nonce%0xffff, m.Attempt,
 		m.Reason, via, s.since(granted), s.since(expiry))
-	if m.Expiry.After(expiry) {
+	if seen.After(expiry) {
 		s.failKind(KindSettleAnswer, "%v delivered through %s with an expiry of %v, after its owner's %v: a lease looks longer to its consumer than it is",
-			k, via, s.since(m.Expiry), s.since(expiry))
+			k, via, s.since(seen), s.since(expiry))
+	}
+	s.grantedLocked(k, m.Receipt)
+	if r.quarantined && granted.After(r.quarantinedAt) {
+		r.quarantined = false // a quarantine a crash undid
 	}
 	for _, o := range r.leases {
 		if o.h == l.h {
@@ -388,7 +401,7 @@ func (s *sim) settledSure(r *record) bool {
 // unsettledSure reports whether the record was certainly never settled: no ack answered
 // success or 502 since its last delivery, not unreadable, not removed by retention.
 func (s *sim) unsettledSure(r *record) bool {
-	return len(r.acks) == 0 && len(r.maybe) == 0 && !r.corrupt && r.trimmedAt.IsZero() && r.deletedAt.IsZero()
+	return len(r.acks) == 0 && len(r.maybe) == 0 && !r.corrupt && r.trimmedAt.IsZero() && r.deletedAt.IsZero() && !s.mayBeQuarantined(r)
 }
 
 // Settle ops.
@@ -465,6 +478,9 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			fallthrough
 		case opNack, opRelease:
 			l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
+			if op == opRelease {
+				s.released(l, via, owner.epochAt(end), start)
+			}
 		case opExtend:
 			// A forwarded extend's expiry is the owner's time left counted from when it left
 			// here: the owner's own is up to the call's length later.
@@ -492,7 +508,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 				r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
 				r.everAcked = true
 				l.endMin = earliest(l.endMin, start)
-			case opNack:
+			case opNack, opRelease:
 				l.endMin = earliest(l.endMin, start)
 			case opExtend:
 				// Applied, it set the expiry to its arrival plus d: earlier or later.
@@ -500,7 +516,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 				l.endMax = later(l.endMax, end.Add(d+s.maxTrip))
 			}
 		}
-	case live && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || op == opNack && errors.Is(err, router.ErrGone)):
+	case live && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || (op == opNack || op == opRelease) && errors.Is(err, router.ErrGone)):
 		// The copy settled the live lease; this frame came second.
 		if op == opAck {
 			s.report.Acked++
@@ -508,7 +524,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			r.everAcked = true
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
-	case !dead && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || op == opNack && errors.Is(err, router.ErrGone)):
+	case !dead && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || (op == opNack || op == opRelease) && errors.Is(err, router.ErrGone)):
 		// The lease was ending as the frames came: the copy may have settled it first.
 		if op == opAck {
 			s.report.AckedMaybe++

@@ -24,6 +24,16 @@ type Options struct {
 	// Store keeps every node's ack state in one shared state store (Config.Store) whatever
 	// the seed draws; NoStore keeps it in files whatever the seed draws.
 	Store, NoStore bool
+	// Hangs, Skew and Liar turn on, whatever the seed draws and in a calm run too, the hung
+	// nodes, the nodes' clock skew (in a run whose nodes all speak the newest wire version)
+	// and the lying peer. MaxDeliveries, when positive, sets the topic's
+	// TopicConfig.MaxDeliveries whatever the seed draws.
+	Hangs, Skew, Liar bool
+	MaxDeliveries     int
+	// OldSchedule turns off the hung nodes, the clock skew, the lying peer and the drawn
+	// MaxDeliveries: a seed then runs the course it ran before they were simulated (the
+	// schedules that found the library bugs of the past).
+	OldSchedule bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
 	// catches it (a checker that cannot fail proves nothing).
 	Plant Plant
@@ -56,6 +66,16 @@ const (
 	// record is delivered again (or the lease it "extended" lapses under its consumer). The
 	// redelivery-after-an-ack, one-live-holder and settle checks catch it.
 	PlantUnfencedSettle
+	// PlantLateReply holds every consume reply for a second in the transports that say they
+	// honour their context (router.ContextTransport), whatever the context does: the node
+	// waits for such a transport's Call, so a consume returns late. The consume-return
+	// check catches it.
+	PlantLateReply
+	// PlantReleaseAsNack rewrites every release (wire.OpRelease, alone or in an AckBatch) as
+	// a nack with no delay on its way to the owner: the owner counts an attempt for a
+	// delivery its consumer gave back, or that never reached one, and MaxDeliveries
+	// quarantines the record early. The early-quarantine check catches it.
+	PlantReleaseAsNack
 )
 
 func (p Plant) String() string {
@@ -68,6 +88,10 @@ func (p Plant) String() string {
 		return "replay-reply"
 	case PlantUnfencedSettle:
 		return "unfenced-settle"
+	case PlantLateReply:
+		return "late-reply"
+	case PlantReleaseAsNack:
+		return "release-as-nack"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
@@ -85,6 +109,16 @@ type Report struct {
 	Store    bool    // the nodes kept their ack state in one shared state store, not in files
 	Steps    int     // workload steps run
 	SimTime  time.Duration
+	// Skew is each node's clock offset from the bubble's (nil: every node reads the
+	// bubble's clock).
+	Skew []time.Duration
+	// MaxDeliveries is the topic's TopicConfig.MaxDeliveries (0: unlimited), and Quarantined
+	// how many records it set aside (Config.OnQuarantine).
+	MaxDeliveries, Quarantined int
+	// ForwardedReleases counts the releases answered success through a node that does not
+	// hold the lease's partition, end to end on the node wire's version 7: each must not
+	// count an attempt at the owner.
+	ForwardedReleases int
 
 	Produced   int // records appended
 	Deliveries int // leases handed to consumers
@@ -116,6 +150,9 @@ type Report struct {
 	// and SparseMax the slowest, against SparseBound.
 	Sparse                 int
 	SparseMax, SparseBound time.Duration
+	// Overrun is the latest any consume returned past the end of its wait, against
+	// OverrunBound (router.ConsumeOverrun and a margin).
+	Overrun, OverrunBound time.Duration
 
 	Faults Faults
 	Frames map[byte]int // frames sent between nodes, by op
@@ -149,6 +186,11 @@ type Faults struct {
 	Moves            int // partitions handed off to another node
 	MovesSkipped     int // moves abandoned: the old owner's shard could not be loaded
 	Failovers        int // partitions of a dead owner adopted from its disk by another node
+	Hangs            int // nodes hung for a while: every frame sent to them lost, unnoticed
+	HungFrames       int // frames lost on their way to a hung node
+	SkewedNodes      int // nodes whose clock is off the bubble's
+	Forged           int // frames the lying peer sent
+	ForgedNotifies   int // of them, notifications of records it never held
 }
 
 // Add adds o to f.
@@ -170,13 +212,20 @@ func (f *Faults) Add(o Faults) {
 	f.Moves += o.Moves
 	f.MovesSkipped += o.MovesSkipped
 	f.Failovers += o.Failovers
+	f.Hangs += o.Hangs
+	f.HungFrames += o.HungFrames
+	f.SkewedNodes += o.SkewedNodes
+	f.Forged += o.Forged
+	f.ForgedNotifies += o.ForgedNotifies
 }
 
 func (f Faults) String() string {
 	return fmt.Sprintf("graceful restarts %d, process crashes %d, power cuts %d, frames dropped %d (request) + %d (reply), "+
 		"frames duplicated %d, partitions %d, isolations %d, disk full %d, sync errors %d, corrupt records %d, trims %d, "+
-		"context cancels %d, topic deletes %d, moves %d (%d skipped), failovers %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
-		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes, f.Moves, f.MovesSkipped, f.Failovers)
+		"context cancels %d, topic deletes %d, moves %d (%d skipped), failovers %d, hangs %d (%d frames lost to them), skewed clocks %d, "+
+		"forged frames %d (%d notifications)", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
+		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes, f.Moves, f.MovesSkipped, f.Failovers,
+		f.Hangs, f.HungFrames, f.SkewedNodes, f.Forged, f.ForgedNotifies)
 }
 
 // A Violation is a promise the run caught broken: what, when (simulated time since the
@@ -220,5 +269,8 @@ const (
 	KindReplay            = "replay"                         // a replay read the wrong records
 	KindNotOwner          = "served by a non-owner"          // a lease granted by a node that did not own the partition then
 	KindDeposedSave       = "deposed owner saved"            // the state store received a save of a partition from a node that handed it off
+	KindLateReturn        = "consume returned late"          // a consume returned later than its wait plus router.ConsumeOverrun (and a margin)
+	KindEarlyQuarantine   = "quarantined early"              // a record quarantined before MaxDeliveries deliveries that count
+	KindBelievedLiar      = "believed a lying peer"          // a node took a forged frame's word, or did not count it unbacked
 	KindOther             = "other"
 )

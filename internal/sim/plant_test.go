@@ -18,13 +18,26 @@ var calm = sim.Options{Calm: true, Steps: 80}
 // plantedRuns runs seeds with and without plant (with opts) and returns how many runs the
 // checker could judge (eligible reports whether a run without the plant exercised what the
 // plant breaks), how many of those it caught, and the seeds of those it missed. A catch of
-// another kind than kinds fails the test.
+// another kind than kinds fails the test. The runs tolerate the known library bugs of other
+// kinds than kinds; a seed whose run without the plant shows a known bug of one of kinds
+// cannot be judged (the bug hides the plant), and is left out.
 func plantedRuns(t *testing.T, opts sim.Options, plant sim.Plant, kinds []string, seeds int, eligible func(sim.Report) bool) (judged, caught int, missed []uint64) {
 	seen := map[string]bool{}
-	opts.Tolerate = knownKinds()
+	opts.Tolerate = slices.DeleteFunc(knownKinds(), func(k string) bool { return slices.Contains(kinds, k) })
+	hidden := 0
+	defer func() {
+		if hidden > 0 {
+			t.Logf("%d seeds left out: a known library bug of the kind the plant breaks shows without it", hidden)
+		}
+	}()
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		opts.Plant = sim.PlantNone
 		rep, err := runSeed(t, seed, opts)
+		var bug *sim.Violation
+		if errors.As(err, &bug) && slices.Contains(kinds, bug.Kind) && slices.Contains(knownKinds(), bug.Kind) {
+			hidden++
+			continue
+		}
 		if err != nil {
 			t.Fatalf("seed %d without a plant: %v", seed, err)
 		}
@@ -103,5 +116,41 @@ func TestCheckerCatchesUnfencedSettle(t *testing.T) {
 	}
 	if caught*2 <= judged {
 		t.Errorf("the checker caught the planted unfenced settle in %d of %d runs that moved partitions, want most", caught, judged)
+	}
+}
+
+// A transport that says it honours its context (router.ContextTransport) but holds each
+// consume reply for a second whatever its context does: the node waits for such a
+// transport's Call, so its consumes return up to a second after their wait, and the
+// consume-return check catches it. Only the processes with such a transport (half of them)
+// are bent, so a run catches it if one of them consumed across nodes.
+func TestCheckerCatchesLateReply(t *testing.T) {
+	judged, caught, missed := plantedRuns(t, calm, sim.PlantLateReply, []string{sim.KindLateReturn}, 20,
+		func(r sim.Report) bool { return r.Remote > 0 })
+	t.Logf("late reply: caught in %d of %d runs with consumes across nodes; missed %v", caught, judged, missed)
+	if judged < 10 {
+		t.Fatalf("only %d runs consumed across nodes", judged)
+	}
+	if caught*4 < judged*3 {
+		t.Errorf("the checker caught the planted late reply in %d of %d runs with consumes across nodes, want most", caught, judged)
+	}
+}
+
+// A release rewritten as a nack on its way to the owner: the owner counts the attempt of a
+// delivery its consumer gave back (or that never reached one), and with MaxDeliveries 1 it
+// quarantines the record at once, which the early-quarantine check catches. A run can catch
+// it only if a consumer released a live lease through a node that does not own it, on a
+// path that speaks the node wire's version 7 (an older owner gets a nack by design).
+func TestCheckerCatchesReleaseAsNack(t *testing.T) {
+	opts := calm
+	opts.MaxDeliveries = 1
+	judged, caught, missed := plantedRuns(t, opts, sim.PlantReleaseAsNack, []string{sim.KindEarlyQuarantine}, 40,
+		func(r sim.Report) bool { return r.ForwardedReleases > 0 })
+	t.Logf("release as nack: caught in %d of %d runs that forwarded releases; missed %v", caught, judged, missed)
+	if judged < 10 {
+		t.Fatalf("only %d runs forwarded releases", judged)
+	}
+	if caught*4 < judged*3 {
+		t.Errorf("the checker caught the planted release-as-nack in %d of %d runs that forwarded releases, want most", caught, judged)
 	}
 }

@@ -19,8 +19,10 @@ import (
 // tokens.DefaultHold later; a claim (a Consume frame with the Claim byte) or a Pass arriving
 // from that node ends its oldest live hold, as does an answer other than yes to the Notify
 // (the owner retires the hold when it gets it, a round trip later: the tracker ends it
-// earlier, never later), and a Notify to a node the network fails at once. A process's
-// holds end with it.
+// earlier, never later), and a Notify to a node the network fails at once. A Notify that
+// will get no answer (the network lost it or its reply, a partition cut it off, its node
+// hangs, the lying peer keeps silent) ends its hold when the notification's budget runs
+// out, when the owner abandons it. A process's holds end with it.
 //
 // What the owner could hand out is bounded from above by the model: the offsets of its
 // partitions below the high watermark that are neither certainly settled in its live
@@ -30,9 +32,14 @@ import (
 // promise, checked at every notification and after every step.
 
 type hold struct {
-	to    string
-	until time.Time
+	to          string
+	made, until time.Time
 }
+
+// notifyBudget is how long an owner waits for the answer to a notification before it
+// abandons the hold it made: the router's budget for a Notify, 250 ms or half of
+// Config.HoldTimeout if shorter (the run's nodes keep the default hold, a second).
+const notifyBudget = 250 * time.Millisecond
 
 // notifySent records a Notify that owner sent to node to. Called with s.mu held.
 func (s *sim) notifySent(owner, to string) {
@@ -49,8 +56,24 @@ func (s *sim) notifySent(owner, to string) {
 		delete(e.credit, to)
 		return
 	}
-	e.holds = append(e.holds, hold{to: to, until: now.Add(tokens.DefaultHold)})
+	e.holds = append(e.holds, hold{to: to, made: now, until: now.Add(tokens.DefaultHold)})
 	s.checkPromises(e)
+}
+
+// unanswered records that the Notify owner sent to node to will get no answer: the owner
+// abandons its hold when the notification's budget runs out. Called with s.mu held.
+func (s *sim) unanswered(owner, to string) {
+	nd := s.byID[owner]
+	if nd == nil || len(nd.epochs) == 0 {
+		return
+	}
+	e := nd.cur()
+	for i := len(e.holds) - 1; i >= 0; i-- {
+		if h := &e.holds[i]; h.to == to && h.until.After(h.made.Add(notifyBudget)) {
+			h.until = h.made.Add(notifyBudget)
+			return
+		}
+	}
 }
 
 // arrived sees a frame reach process e from node from.
@@ -195,11 +218,13 @@ type refusal struct {
 	what  string
 }
 
-// transport is a node's side of the network, seen by the refusal tracker.
+// transport is a node's side of the network, seen by the refusal tracker. prompt says it
+// is a promptTransport.
 type transport struct {
-	s     *sim
-	nd    *node
-	inner router.Transport
+	s      *sim
+	nd     *node
+	inner  router.Transport
+	prompt bool
 }
 
 // promptTransport is a transport that says so: its Call returns once ctx is done.
@@ -220,6 +245,9 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 	reply, err := t.inner.Call(ctx, to, frame)
 	if err == nil {
 		t.s.refused(t.nd, to, sent, frame, reply)
+	}
+	if t.s.opts.Plant == PlantLateReply && t.prompt && err == nil && len(frame) > 0 && frame[0] == wire.OpConsume {
+		time.Sleep(time.Second) // whatever ctx does, though the transport says it honours it
 	}
 	return reply, err
 }

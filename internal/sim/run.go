@@ -53,6 +53,7 @@ type sim struct {
 	linkCalls  map[link]uint64
 	group      map[string]int         // the partition in force; nil: none
 	netDown    map[string]bool        // nodes the network fails calls to at once
+	hung       map[string]bool        // nodes every frame sent to is lost (hang.go)
 	dupHandles map[router.Handle]bool // handles a duplicated frame settled, maybe first
 	refusals   map[refusal]time.Time  // when an older owner last refused each op or field
 	records    map[key]*record
@@ -84,6 +85,11 @@ type sim struct {
 	plantedReplays int
 	plantedSettles int
 
+	// The fault classes of graceful degradation, each nil when the run draws it off: hung
+	// nodes (hang.go) and the lying peer (liar.go).
+	hangs *hangs
+	liar  *liar
+
 	weights []weighted
 	began   time.Time
 	healAt  time.Time
@@ -110,6 +116,11 @@ type poll struct {
 	vis     time.Duration
 	cancel  context.CancelFunc
 	done    chan polled
+	// start is when it began, wait its ConsumeOptions.Wait, and ctxEnd when its context
+	// ended (cancelled, or its deadline came), if it did before it returned: the bound on
+	// its return holds until then (returns.go).
+	start, ctxEnd time.Time
+	wait          time.Duration
 }
 
 type polled struct {
@@ -136,6 +147,7 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		dupHandles: map[router.Handle]bool{},
 		refusals:   map[refusal]time.Time{},
 		netDown:    map[string]bool{},
+		hung:       map[string]bool{},
 		records:    map[key]*record{},
 		handedOff:  map[*node]map[int32]bool{},
 		served:     map[router.Handle]servedLease{},
@@ -253,6 +265,8 @@ func (s *sim) plan() {
 	if !s.opts.Calm && !s.opts.NoMoves && mr.IntN(100) < 30 {
 		s.weights = append(s.weights, weighted{"failover", 1, s.failoverStep})
 	}
+	s.planHangs()
+	s.planLiar()
 	if !s.opts.Calm {
 		p := []float64{0, 0.01, 0.05, 0.2}
 		s.faultProf = profile{drop: p[s.rng.IntN(4)], dropReply: p[s.rng.IntN(4)], dup: []float64{0, 0.05, 0.3}[s.rng.IntN(3)]}
@@ -397,8 +411,12 @@ func (s *sim) consume() {
 		return
 	}
 	opts := s.consumeOptions()
+	start := time.Now()
 	msgs, err := nd.rn.Consume(context.Background(), topic, opts)
-	s.consumed(nd, opts.Visibility, polled{msgs, err, time.Now()}, false, false)
+	s.received(msgs)
+	r := polled{msgs, err, time.Now()}
+	s.checkReturn(nd, start, 0, time.Time{}, r)
+	s.consumed(nd, opts.Visibility, r, false, false)
 }
 
 // longPoll starts a consume that waits, maybe cancelled before its wait ends.
@@ -413,14 +431,18 @@ func (s *sim) longPoll() {
 	if s.rng.IntN(4) == 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), time.Duration(s.rng.Int64N(int64(opts.Wait))))
 	}
-	s.startPoll(nd, opts, ctx, cancel)
+	p := s.startPoll(nd, opts, ctx, cancel)
+	if deadline, ok := ctx.Deadline(); ok {
+		p.ctxEnd = deadline
+	}
 }
 
 func (s *sim) startPoll(nd *node, opts router.ConsumeOptions, ctx context.Context, cancel context.CancelFunc) *poll {
-	p := &poll{via: nd, vis: opts.Visibility, cancel: cancel, done: make(chan polled, 1)}
+	p := &poll{via: nd, vis: opts.Visibility, cancel: cancel, done: make(chan polled, 1), start: time.Now(), wait: opts.Wait}
 	rn := nd.rn
 	go func() {
 		msgs, err := rn.Consume(ctx, topic, opts)
+		s.received(msgs)
 		p.done <- polled{msgs, err, time.Now()}
 		cancel()
 	}()
@@ -435,8 +457,16 @@ func (s *sim) cancelPoll() {
 		return
 	}
 	p := s.polls[s.rng.IntN(len(s.polls))]
-	p.cancel()
+	p.end()
 	s.logf("cancel a long-poll on %s", p.via.id)
+}
+
+// end cancels p's context.
+func (p *poll) end() {
+	if now := time.Now(); p.ctxEnd.IsZero() || now.Before(p.ctxEnd) {
+		p.ctxEnd = now
+	}
+	p.cancel()
 }
 
 // collect takes what the finished consumes returned, in the order they returned.
@@ -459,6 +489,7 @@ func (s *sim) collect() {
 	s.polls = keep
 	slices.SortStableFunc(finished, func(a, b done) int { return a.r.at.Compare(b.r.at) })
 	for _, d := range finished {
+		s.checkReturn(d.p.via, d.p.start, d.p.wait, d.p.ctxEnd, d.r)
 		s.consumed(d.p.via, d.p.vis, d.r, true, d.p.spanned)
 	}
 }
@@ -500,7 +531,7 @@ func (s *sim) settlePathFaulty(via *node, p int32) bool {
 func (s *sim) pathFaulty(via, owner *node) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return owner != nil && via != owner && (s.prof != profile{} || s.cut(via.id, owner.id) || s.netDown[owner.id] || !owner.up() || owner.down.Load())
+	return owner != nil && via != owner && (s.prof != profile{} || s.cut(via.id, owner.id) || s.netDown[owner.id] || s.hung[owner.id] || !owner.up() || owner.down.Load())
 }
 
 func (s *sim) pickHeld() (int, *lease) {
@@ -518,8 +549,10 @@ func (s *sim) dropHeld(l *lease) {
 	l.held = false
 }
 
-// settle acks, nacks, extends or releases a held lease, through any node (a release
-// through its owner only: it is not forwarded).
+// settle acks, nacks, extends or releases a held lease, through any node. A release goes
+// through any node only in runs with MaxDeliveries, where a forwarded release must not
+// count an attempt (quarantine.go); through its owner in the others, as before releases
+// were forwarded.
 func (s *sim) settle() {
 	_, l := s.pickHeld()
 	if l == nil {
@@ -527,7 +560,7 @@ func (s *sim) settle() {
 	}
 	op := []settleOp{opAck, opAck, opAck, opAck, opAck, opNack, opNack, opExtend, opExtend, opRelease}[s.rng.IntN(10)]
 	via := s.pickUp()
-	if op == opRelease {
+	if op == opRelease && s.topicCfg.MaxDeliveries == 0 {
 		via = s.ownerOf(l.k.p)
 	}
 	if via == nil || !via.up() {
@@ -564,6 +597,7 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	case opExtend:
 		d = []time.Duration{time.Second, s.vt / 2, s.vt}[s.rng.IntN(3)]
 		expiry, err = via.rn.Extend(ctx, topic, h.String(), d)
+		expiry = via.trueTime(expiry) // on via's clock
 	case opRelease:
 		err = via.rn.Release(ctx, topic, h.String())
 	}
@@ -827,6 +861,7 @@ func (s *sim) restart(kind endKind) {
 // time is up.
 func (s *sim) revive() {
 	now := time.Now()
+	s.reviveHung(now)
 	for _, nd := range s.nodes {
 		if !nd.downUntil.IsZero() && !now.Before(nd.downUntil) {
 			nd.downUntil = time.Time{}
@@ -976,9 +1011,16 @@ func (s *sim) endPeriod(nd *node, p **period) {
 // record it was made for, which a local consumer of the owner may take meanwhile.)
 func (s *sim) checkStep() {
 	for _, nd := range s.upNodes() {
+		s.mu.Lock()
+		forgedPassed := nd.cur().forgedPassed // counted after the node's own count
+		s.mu.Unlock()
 		st := nd.rn.Stats()
 		s.mu.Lock()
 		e := nd.cur()
+		if st.Remote.Unbacked < forgedPassed {
+			s.failKind(KindBelievedLiar, "%s#%d counts %d unbacked notifications and records; it passed %d forged notifications of the lying peer",
+				nd.id, e.n, st.Remote.Unbacked, forgedPassed)
+		}
 		if st.Remote.Notified != uint64(e.notified) {
 			s.failKind(KindCounters, "%s#%d counts %d notifications sent; the network saw %d", nd.id, e.n, st.Remote.Notified, e.notified)
 		}
@@ -1003,6 +1045,8 @@ func (s *sim) heal() {
 	s.prof = profile{}
 	s.mu.Unlock()
 	s.healPartition()
+	s.healHangs()
+	s.healLiar()
 	for _, nd := range s.nodes {
 		if nd.isolated {
 			s.connect(nd)
@@ -1081,7 +1125,7 @@ func (s *sim) drain() {
 		return
 	}
 	for _, p := range s.polls {
-		p.cancel()
+		p.end()
 	}
 	synctest.Wait()
 	s.collect()
@@ -1099,7 +1143,7 @@ func (s *sim) drain() {
 	for _, k := range s.sortedKeys() {
 		r := s.records[k]
 		switch {
-		case r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero():
+		case r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero() || r.quarantined:
 		case len(r.acks) > 0:
 			// Not delivered again by now: the acks that a crash could have undone held.
 			r.acks = []ack{{s: time.Now(), r: time.Now(), l: r.acks[len(r.acks)-1].l, owner: s.ownerOf(k.p)}}
@@ -1120,7 +1164,7 @@ func (s *sim) allSettledSure() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.records {
-		if r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero() {
+		if r.corrupt || !r.trimmedAt.IsZero() || !r.deletedAt.IsZero() || r.quarantined {
 			continue
 		}
 		if !s.settledSure(r) {
@@ -1227,8 +1271,12 @@ func (s *sim) restartAll() {
 	}
 	for range 3 {
 		for _, nd := range s.nodes {
+			start := time.Now()
 			msgs, err := nd.rn.Consume(context.Background(), topic, router.ConsumeOptions{Max: 100})
-			s.consumed(nd, 0, polled{msgs, err, time.Now()}, false, false)
+			s.received(msgs)
+			r := polled{msgs, err, time.Now()}
+			s.checkReturn(nd, start, 0, time.Time{}, r)
+			s.consumed(nd, 0, r, false, false)
 		}
 	}
 }
@@ -1236,7 +1284,7 @@ func (s *sim) restartAll() {
 // shutdown stops every node and waits for every goroutine the run started.
 func (s *sim) shutdown() {
 	for _, p := range s.polls {
-		p.cancel()
+		p.end()
 	}
 	for _, nd := range s.nodes {
 		if nd.rn != nil {
@@ -1245,6 +1293,9 @@ func (s *sim) shutdown() {
 	}
 	time.Sleep(5 * time.Second) // duplicated frames still on their way arrive
 	synctest.Wait()
+	if s.liar != nil {
+		s.liar.wg.Wait() // its calls gave up long ago
+	}
 }
 
 // --- events ----------------------------------------------------------------------------------
