@@ -767,12 +767,17 @@ func (s *Shard) GiveBack(now time.Time, h Handle) error {
 	return err
 }
 
-func (s *Shard) giveBackLocked(off int64, p pending) {
+// giveBackLocked releases the lease p of off uncounted. Under MaxDeliveries the attempt
+// count is persisted state, so the uncounting is too: the shard is reported dirty (else the
+// count the lease's grant persisted comes back at the next start, and the record is
+// quarantined a delivery early). It reports no wake: the caller decides (see GiveBack).
+func (s *Shard) giveBackLocked(off int64, p pending, fx *effects) {
 	p.nonce = 0
 	p.attempts--
 	s.leased--
-	var fx effects // no wake: the caller decides (see GiveBack)
-	s.releaseLocked(off, p, &fx)
+	var release effects
+	s.releaseLocked(off, p, &release)
+	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 }
 
 // SkipCorrupt settles the lease h names as a permanently unreadable record: the offset goes
@@ -819,7 +824,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 		s.endLeaseLocked(h.Offset, p, at, at, ReasonNacked, d, &fx)
 	case op == opGiveBack:
 		s.counters.GivenBack.Add(1)
-		s.giveBackLocked(h.Offset, p)
+		s.giveBackLocked(h.Offset, p, &fx)
 	case op == opSkipCorrupt:
 		s.counters.CorruptSkipped.Add(1)
 		s.resolveLocked(h.Offset, true, &fx)
@@ -907,7 +912,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 			s.clearQuarantine(h.Offset)
 			fx.dirty = true
 		} else {
-			s.giveBackLocked(h.Offset, p)
+			s.giveBackLocked(h.Offset, p, &fx)
 		}
 	}
 	s.mu.Unlock()

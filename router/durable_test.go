@@ -119,3 +119,34 @@ func TestAttemptsSurviveProcessCrashes(t *testing.T) {
 		assert.Equal(t, []int64{0}, dead, "the record that took down two processes is quarantined")
 	})
 }
+
+// A release uncounts its delivery on disk too, under MaxDeliveries: the count the lease's
+// grant persisted is written again without it. Before, a give-back changed the count in
+// memory only, so after a restart (graceful or not) the record was quarantined a delivery
+// early, never having failed that often (found by the cluster simulation, seeds 15 and 1555).
+func TestReleaseUncountsOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var quarantined []int64
+		h := newHarness(t, 0)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 2}
+		}
+		h.cfg.OnQuarantine = func(_ string, _ int32, off int64, _ uint32) { quarantined = append(quarantined, off) }
+		h.close()
+		h.start()
+		ctx := context.Background()
+		h.produce(0, 1)
+		m := h.one()
+		require.NoError(t, h.node.Nack(ctx, "orders", m.Receipt.String(), 0)) // attempt 1 counts
+		m = h.one()
+		require.Equal(t, uint32(2), m.Attempt)
+		time.Sleep(time.Second) // the count of 2 is written out
+		require.NoError(t, h.node.Release(ctx, "orders", m.Receipt.String())) // attempt 2 does not count
+		h.close()
+		h.start()
+		m = h.one()
+		assert.Equal(t, uint32(2), m.Attempt, "the released delivery was not counted")
+		assert.Empty(t, quarantined)
+		h.close()
+	})
+}

@@ -95,8 +95,9 @@ var libraryBugs = []struct {
 			"next hold instead, one the requester had answered yes to and could still claim, so the record was " +
 			"promised again (seed 50540: notify at 1.173 s, reply dropped, a second notify at 1.428 s answered yes, " +
 			"the first's budget ends at 2.173 s and retires the second's hold; three holds for two records at 2.224 s)",
-		fixed: "a notification without an answer keeps its hold until the hold's deadline; only a peer's answer other " +
-			"than yes retires it at once",
+		fixed: "a hold has an identity (tokens.Hold): a notification without an answer ends its own hold " +
+			"(tokens.Queue.Abandon) after the notification's budget, never another; a peer's answer other than yes " +
+			"retires its hold at once",
 	},
 	{
 		kind:  sim.KindOther,
@@ -119,6 +120,8 @@ var libraryBugs = []struct {
 			"MaxDeliveries 2 on the first reserve of the new process; seed 1555: 0/17@1 leased through g0, its owner, once, " +
 			"released through g1 with a forwarded Release at 14.850 s, graceful restart of g0 at 14.885 s, quarantined " +
 			"\"after 1 attempts\" with MaxDeliveries 1)",
+		fixed: "giveBackLocked reports the shard dirty under MaxDeliveries, so the uncounted attempt is written out " +
+			"like the count it undoes (router.TestReleaseUncountsOnDisk)",
 		schedule: &sim.Options{},
 	},
 }
