@@ -140,7 +140,7 @@ func TestReleaseUncountsOnDisk(t *testing.T) {
 		require.NoError(t, h.node.Nack(ctx, "orders", m.Receipt.String(), 0)) // attempt 1 counts
 		m = h.one()
 		require.Equal(t, uint32(2), m.Attempt)
-		time.Sleep(time.Second) // the count of 2 is written out
+		time.Sleep(time.Second)                                               // the count of 2 is written out
 		require.NoError(t, h.node.Release(ctx, "orders", m.Receipt.String())) // attempt 2 does not count
 		h.close()
 		h.start()
