@@ -106,23 +106,10 @@ func (c *Committer) adopt(p *partition, f File) bool {
 // evict closes the least recently written descriptor whose window is durable. A partition
 // whose writes wait for a writeout keeps its descriptor (its sync must see the writeback
 // errors of its writes), and so does one whose writeout is in flight or whose prime just
-// opened it for its first window. Such a partition met at the head goes to the tail, as
-// if written now (it was written since its window was last durable), and the search looks
-// at evictScan descriptors at most: with thousands of partitions whose windows wait for
-// their writeout (a burst of fresh ones), a search of every descriptor on every open made
-// the opens quadratic. A search that finds none answers false, and the caller writes
-// through a one-shot descriptor. Called with ioMu held.
+// opened it for its first window. Called with ioMu held.
 func (c *Committer) evict(except *partition) bool {
-	for range evictScan {
-		q := c.lru.head
-		if q == nil {
-			return false
-		}
+	for q := c.lru.head; q != nil; q = q.lruNext {
 		if q == except || !q.primed || q.fresh || q.pending || q.needRewrite || q.woBusy {
-			if q == c.lru.tail {
-				return false // alone: nothing else to look at
-			}
-			c.lru.touch(q)
 			continue
 		}
 		c.lru.remove(q)
@@ -135,9 +122,6 @@ func (c *Committer) evict(except *partition) bool {
 	}
 	return false
 }
-
-// evictScan bounds the descriptors one eviction looks at.
-const evictScan = 64
 
 // dropDescriptors gives up the partition's held descriptor. One a writeout batch is syncing
 // or flushing through is closed when the batch ends; the batch closes its own (woFile).
