@@ -122,6 +122,7 @@ type Committer struct {
 	woCh     chan woJob     // to the writeout worker
 	woBusy   atomic.Bool    // a writeout batch is in flight
 	woSince  time.Time      // tickMu: when the batch in flight was handed
+	woCount  int            // tickMu: how many partitions it holds
 	woLate   bool           // tickMu: the batch in flight was reported late already
 	wt       tickScratch    // the writeout worker's
 	woSpare  []*partition   // the writeout batch not in use
