@@ -20,7 +20,8 @@ type ConsumeOptions struct {
 	// MaxWait. A waiting consumer costs no polling and no wake-up: it blocks on one channel,
 	// and its only timer is its own deadline, which fires only if nothing arrives.
 	Wait time.Duration
-	// Pinned restricts the consume to Partition, which this node must own.
+	// Pinned restricts the consume to Partition: this node's, or, with a Transport, another
+	// node's, whose owner serves it (a pinned long-poll waits on that owner alone).
 	Pinned    bool
 	Partition int32
 	// Visibility is the lease's visibility timeout; zero means the topic's, at most

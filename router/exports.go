@@ -17,8 +17,10 @@ var (
 	// ErrGone: the handle names no live lease (it expired, a newer lease superseded it, it
 	// was nacked, or it was never issued). The call changed nothing; HTTPStatus answers 410.
 	ErrGone = inflight.ErrGone
-	// ErrAlreadySettled: the handle's offset is settled already. Nothing changed; a host
-	// answers a repeated ack (the retry of an ack whose reply was lost) with success.
+	// ErrAlreadySettled: the handle's offset is settled already. Nothing changed. It matches
+	// ErrGone, and HTTPStatus answers it 410 as it does ErrGone; an in-process caller tells
+	// the retry of an ack whose reply was lost apart by it (errors.Is), and may take it as
+	// success.
 	ErrAlreadySettled = inflight.ErrAlreadySettled
 	// ErrMalformedHandle: the text is not a receipt handle String produced (a 400).
 	ErrMalformedHandle = inflight.ErrMalformedHandle
