@@ -905,9 +905,6 @@ func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Reco
 		return unapplied
 	}
 	rec := recordOf(r)
-	if rec.op == wire.OpExtendLeft {
-		rec.op = opExtend
-	}
 	shard, err := n.localShard(topic, rec.handle.Partition)
 	if err != nil {
 		return answerOf(err, time.Time{})
@@ -941,11 +938,12 @@ type serveScratch struct {
 var servePool = sync.Pool{New: func() any { return new(serveScratch) }}
 
 // apply applies one record at now to shard, a partition of topic this node owns: a durable
-// ack as an ack (settleHere waits for its disk). A release wakes the partition's consumers:
-// the record is visible again.
+// ack as an ack (settleHere waits for its disk), an ExtendLeft as an extend (serveOne answers
+// it with the time left). A release wakes the partition's consumers: the record is visible
+// again.
 func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
 	switch r.op {
-	case opExtend:
+	case opExtend, wire.OpExtendLeft:
 		return shard.Extend(now, r.handle, r.arg)
 	case opNack:
 		return time.Time{}, shard.Nack(now, r.handle, r.arg)

@@ -15,6 +15,17 @@ import (
 // liveness.go, "Slow owners"); a notification to a hung node gets no answer, and its
 // owner abandons the hold. Hangs heal with the other faults.
 
+// degradeClass draws whether a fault class of graceful degradation (hangs, skew, the lying
+// peer, MaxDeliveries) is on in this run, from a stream of its own named by tag, so that a
+// run without the class draws what it drew before the class was simulated: on when forced
+// by its option, off in calm runs and with Options.OldSchedule, otherwise on in 30 % of
+// runs. It returns the stream for the class's other draws.
+func (s *sim) degradeClass(tag uint64, forced bool) (r *rand.Rand, on bool) {
+	r = rand.New(rand.NewPCG(s.seed, tag))
+	drawn := r.IntN(100) < 30
+	return r, forced || (drawn && !s.opts.Calm && !s.opts.OldSchedule)
+}
+
 // hangs is the state of the hung-node fault class of a run.
 type hangs struct {
 	rng *rand.Rand // its own stream: which node hangs, and for how long
@@ -22,11 +33,8 @@ type hangs struct {
 
 // planHangs turns the class on in some runs, as a step of the workload.
 func (s *sim) planHangs() {
-	hr := rand.New(rand.NewPCG(s.seed, 0x68616e672e73696d)) // "hang.sim"
-	drawn := hr.IntN(100) < 30
-	switch {
-	case s.opts.Hangs:
-	case s.opts.Calm, s.opts.OldSchedule, !drawn:
+	hr, on := s.degradeClass(0x68616e672e73696d, s.opts.Hangs) // "hang.sim"
+	if !on {
 		return
 	}
 	s.hangs = &hangs{rng: hr}

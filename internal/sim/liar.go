@@ -44,11 +44,8 @@ type liar struct {
 // planLiar turns the lying peer on in some runs: it joins the network, and forging is a
 // step of the workload.
 func (s *sim) planLiar() {
-	lr := rand.New(rand.NewPCG(s.seed, 0x6c6961722e73696d)) // "liar.sim"
-	drawn := lr.IntN(100) < 30
-	switch {
-	case s.opts.Liar:
-	case s.opts.Calm, s.opts.OldSchedule, !drawn:
+	lr, on := s.degradeClass(0x6c6961722e73696d, s.opts.Liar) // "liar.sim"
+	if !on {
 		return
 	}
 	s.liar = &liar{rng: lr, sniffed: map[string][]uint64{}}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"narad.dev/consume/internal/wire"
@@ -42,14 +41,13 @@ type grant struct {
 // own, so that a run without it draws what it drew before it was simulated), or as
 // Options.MaxDeliveries says.
 func (s *sim) drawMaxDeliveries() {
-	qr := rand.New(rand.NewPCG(s.seed, 0x6d61786465762e73)) // "maxdev.s"
-	drawn := qr.IntN(100) < 30
-	value := 1 + qr.IntN(3)
-	switch {
-	case s.opts.MaxDeliveries > 0:
-		value = s.opts.MaxDeliveries
-	case s.opts.Calm, s.opts.OldSchedule, !drawn:
+	qr, on := s.degradeClass(0x6d61786465762e73, s.opts.MaxDeliveries > 0) // "maxdev.s"
+	if !on {
 		return
+	}
+	value := 1 + qr.IntN(3)
+	if s.opts.MaxDeliveries > 0 {
+		value = s.opts.MaxDeliveries
 	}
 	s.topicCfg.MaxDeliveries = value
 	s.report.MaxDeliveries = value

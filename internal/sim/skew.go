@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"narad.dev/consume/router"
@@ -42,11 +41,8 @@ func (c skewClock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
 // whose nodes all speak the newest wire version: one of -vt, -1 s, -1 ms, 0, 1 ms, 1 s
 // and vt, vt being the topic's visibility timeout.
 func (s *sim) drawSkew() {
-	sk := rand.New(rand.NewPCG(s.seed, 0x736b65772e73696d)) // "skew.sim"
-	drawn := sk.IntN(100) < 30
-	switch {
-	case s.opts.Skew:
-	case s.opts.Calm, s.opts.OldSchedule, !drawn:
+	sk, on := s.degradeClass(0x736b65772e73696d, s.opts.Skew) // "skew.sim"
+	if !on {
 		return
 	}
 	for _, nd := range s.nodes {
