@@ -131,7 +131,13 @@ func TestConsumeAppendAfterWaitAndFromOwner(t *testing.T) {
 			done <- got
 		}()
 		synctest.Wait()
-		h.produce(0, 2)
+		// Both records are in the log before the node hears of them: the wait delivers the
+		// first, and the top-up finds the second (telling the node of each in turn raced the
+		// top-up against the second append).
+		log := h.logs.Log("orders", 0)
+		log.Append(nil, []byte("v"), time.Now())
+		log.Append(nil, []byte("v"), time.Now())
+		h.node.Appended("orders", 0, 2)
 		got := <-done
 		require.Len(t, got, 3)
 		assert.Equal(t, sentinel, got[0])
