@@ -209,54 +209,77 @@ func TestSlowSyncKeepsProcessCrashWindow(t *testing.T) {
 	})
 }
 
-// Issue 9 item 5: 2,000 fresh partitions whose primes sync slowly do not hold back the windows
-// of partitions already primed; their own first windows wait for their primes, which is
-// counted and logged; and no more descriptors than the cap are ever open meanwhile.
+// Issue 9 item 5, and issue 25 item 2: 2,000 new partitions whose syncs are slow do not hold
+// back the windows of partitions already primed, and no more descriptors than the cap are
+// ever open meanwhile. Partitions whose directories were blank get their first windows
+// within a tick, their syncs owed to their first writeout; 2,000 whose directories hold
+// state wait for their primes' syncs, which is counted and logged.
 func TestFreshPartitionsKeepPrimedCadence(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const hot, fresh = 2, 2000
-		w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond, dirDelay: 20 * time.Millisecond}
-		r := newCadenceRig(t, w, func(c *offsets.Config) { c.MaxDescriptors = 64 })
+	for _, withState := range []bool{false, true} {
+		t.Run(map[bool]string{false: "blank", true: "with state"}[withState], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testFreshCadence(t, withState) })
+		})
+	}
+}
+
+func testFreshCadence(t *testing.T, withState bool) {
+	const hot, fresh = 2, 2000
+	w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond, dirDelay: 20 * time.Millisecond}
+	r := newCadenceRig(t, w, func(c *offsets.Config) { c.MaxDescriptors = 64 })
+	for p := range int32(hot) {
+		r.create("hot", p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.start(ctx)
+	r.ackEvery(ctx, "hot", hot)
+	time.Sleep(time.Second) // the hot partitions are primed
+	synctest.Wait()
+	require.Equal(t, uint64(hot), r.c.Stats().Primes)
+
+	acked := func(p int32) int64 { return 0 } // the first offset of a new partition
+	if withState {
+		acked = func(p int32) int64 { return int64(p) + 1 } // past its frontier on disk
+	}
+	for p := range int32(fresh) {
+		if withState {
+			require.NoError(t, w.FS.MkdirAll(dirOf("new", p)))
+			require.NoError(t, w.FS.WriteFile(offsetPath("new", p), be64(int64(p))))
+		}
+		r.create("new", p)
+		r.shards.Ack("new", p, acked(p))
+	}
+	maxLag := int64(0)
+	for i := 0; r.c.Stats().Primes < hot+fresh; i++ {
+		require.Less(t, i, 1200, "primes done within a minute: %+v", r.c.Stats())
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
 		for p := range int32(hot) {
-			r.create("hot", p)
+			maxLag = max(maxLag, r.lag("hot", p))
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r.start(ctx)
-		r.ackEvery(ctx, "hot", hot)
-		time.Sleep(time.Second) // the hot partitions are primed
-		synctest.Wait()
-		require.Equal(t, uint64(hot), r.c.Stats().Primes)
+	}
+	time.Sleep(200 * time.Millisecond)
+	synctest.Wait()
+	for p := range int32(fresh) {
+		require.Equal(t, acked(p), recoverOn(t, r.fs, "new", p).Frontier, "partition %d", p)
+	}
+	cancel()
+	r.stop()
 
-		for p := range int32(fresh) {
-			r.create("new", p)
-			r.shards.Ack("new", p, 0)
-		}
-		maxLag := int64(0)
-		for i := 0; r.c.Stats().Primes < hot+fresh; i++ {
-			require.Less(t, i, 1200, "primes done within a minute: %+v", r.c.Stats())
-			time.Sleep(50 * time.Millisecond)
-			synctest.Wait()
-			for p := range int32(hot) {
-				maxLag = max(maxLag, r.lag("hot", p))
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-		synctest.Wait()
-		for p := range int32(fresh) {
-			require.Equal(t, int64(0), recoverOn(t, r.fs, "new", p).Frontier, "partition %d", p)
-		}
-		cancel()
-		r.stop()
-
-		require.LessOrEqual(t, maxLag, int64(20), "primed partitions' page-cache lag, in acks 10 ms apart")
-		require.LessOrEqual(t, w.maxOpen.Load(), int64(64), "descriptors open at once")
-		s := r.c.Stats()
-		require.NotZero(t, s.SlowPrimes)
-		lines := r.logs.Lines("consumer offsets: priming new partitions holds back their first window: " +
-			"a process crash would redeliver more than a tick of their acks")
-		require.NotEmpty(t, lines)
-		require.Greater(t, lines[0]["waited"].Duration(), 100*time.Millisecond)
-	})
+	require.LessOrEqual(t, maxLag, int64(20), "primed partitions' page-cache lag, in acks 10 ms apart")
+	require.LessOrEqual(t, w.maxOpen.Load(), int64(64), "descriptors open at once")
+	s := r.c.Stats()
+	lines := r.logs.Lines("consumer offsets: priming new partitions holds back their first window: " +
+		"a process crash would redeliver more than a tick of their acks")
+	if !withState {
+		require.Equal(t, uint64(fresh+hot), s.BlankPrimes)
+		require.Zero(t, s.SlowPrimes, "a blank partition's first window waits for no sync")
+		require.Empty(t, lines)
+		return
+	}
+	require.Equal(t, uint64(hot), s.BlankPrimes)
+	require.NotZero(t, s.SlowPrimes)
+	require.NotEmpty(t, lines)
+	require.Greater(t, lines[0]["waited"].Duration(), 100*time.Millisecond)
 }
 
 // Issue 9 item 6: every descriptor counts against the cap, one-shot ones (closed right after

@@ -29,8 +29,12 @@ const (
 // transientReserve is what the held descriptors leave free under a cap of limit: room for one
 // prime at least (a root, consumer.ahead, consumer.id and consumer.offset), and up to the
 // one-shot, reopen and levelling descriptors of the tick and the writeout worker (2 each) and
-// those of the prime pool (3 or 4 per prime).
-func transientReserve(limit int) int { return max(4, min(limit/2, 4+3*primeWorkers)) }
+// those of the prime pool (3 or 4 per prime, 2 per prime held to the end of its chunk). An
+// eighth of a large cap: when thousands of new partitions wait for their first writeout, the
+// held descriptors (which a partition keeps until its window is durable) fill their share,
+// and the pool's chunks take what is left; a chunk of about a hundred primes keeps the
+// pool's syscalls, not the cap, the bound on how fast new partitions get their windows.
+func transientReserve(limit int) int { return max(4, min(limit/2, max(4+3*primeWorkers, limit/8))) }
 
 // Source gives the committer the live state of a partition. The router adapts the in-flight
 // tracker to it.
@@ -195,19 +199,26 @@ type partition struct {
 	strandedW bool         // markMu: stranded; Durable fails at once
 	nwait     atomic.Int32 // len(waiters), for the tick to read without markMu
 
-	forgotten        bool // Forget detached it; never touched again
+	forgotten bool // Forget detached it; never touched again. Set under fileMu too.
+	// fileMu serialises a prime's file work for the partition with its Forget, so that
+	// nothing is created or written for it once Forget returned, without holding ioMu
+	// (which every tick takes per partition) through the prime's syscalls.
+	fileMu           sync.Mutex
 	f                File // held descriptor
 	woFile           File // a descriptor the writeout batch opened for this writeout only
 	lruPrev, lruNext *partition
 
 	stranded bool
 	primed   bool
-	priming  bool   // handed to the prime pool
-	fresh    bool   // primed, its first window not written yet: its descriptor is not evicted
-	queuedAt uint64 // tick: the tick that first found it unprimed (0: none)
-	inWork   bool   // tick
-	inPend   bool   // tick
-	inUnlev  bool   // the writeout batch's
+	priming  bool // handed to the prime pool
+	fresh    bool // primed, its first window not written yet: its descriptor is not evicted
+	// syncsOwed: primed from a blank directory without the prime's syncs; its first
+	// writeout makes consumer.id and the directory entries durable before it may flip.
+	syncsOwed bool
+	queuedAt  time.Time // tick: when a tick first found it unprimed (zero: none)
+	inWork    bool      // tick
+	inPend    bool      // tick
+	inUnlev   bool      // the writeout batch's
 
 	woBusy      bool   // in a writeout batch: its descriptor is in use outside ioMu
 	syncStarted bool   // its window's sync has begun and the batch has not completed
@@ -391,7 +402,9 @@ func (c *Committer) Forget(topic string, partition int32) {
 	}
 	c.failWaiters(p, math.MaxUint64, ErrShardGone)
 	c.markMu.Unlock()
+	p.fileMu.Lock() // waits for a prime's file work in progress
 	p.forgotten = true
+	p.fileMu.Unlock()
 	c.dropDescriptors(p)
 	if p.stranded {
 		c.stats.strandedNow.Add(-1)

@@ -305,6 +305,15 @@
 // extension, say) leaves the partition unprimed, retried on the next tick, and nothing is
 // written into its window meanwhile.
 //
+// A blank directory (consumer.ahead missing or empty, no consumer.offset, consumer.id missing
+// or empty) holds no record to protect: its prime creates the files and writes consumer.id,
+// syncs nothing, and the partition takes windows at once. It owes the syncs to its first
+// writeout, which makes the directory's entries, consumer.id and the directory's own entry in
+// its parent and grandparent durable before it syncs the window and may flip
+// (Stats.BlankPrimes). A power loss before that leaves files recovery takes for no state, or a
+// record without its consumer.id, whose incarnation Load does not trust: delivered again,
+// never skipped.
+//
 // # Durable waits
 //
 // Durable(ctx, topic, p) returns once every change to the partition's acked state reported by
@@ -357,7 +366,7 @@
 // At most min(4096, soft RLIMIT_NOFILE / 4) descriptors (at least 5) are open at once, counting
 // every one: consumer.ahead descriptors held between ticks, one-shot ones, those of primes and
 // levellings, and directory roots (Stats.OpenDescriptors); the host keeps three quarters of
-// its limit. Held ones stay under the cap less a reserve (max(4, min(cap/2, 52))) for the
+// its limit. Held ones stay under the cap less a reserve (max(4, min(cap/2, max(52, cap/8)))) for the
 // others. Past that the committer closes the held one written longest ago among partitions
 // whose window is durable, and when there is none, writes through a one-shot descriptor,
 // closed right after its write or sync. An open that finds no room is put off: a window write
@@ -368,7 +377,8 @@
 // After a process crash the page cache survives: recovery finds the last window written, so the
 // acks of about one tick are delivered again, whatever the syncs take (under Run). Two
 // exceptions: a partition's window held back for its sync (writes waited more than 2·D) trails
-// by up to that sync's duration plus a tick, and a fresh partition's acks wait for its prime
+// by up to that sync's duration plus a tick, and a partition whose directory held state has its
+// acks wait for its prime (a blank one's do not)
 // (counted and logged when more than a tick). Driven inline by Tick, the window trails by the
 // previous tick's syncs too. After a power loss or a kernel crash only what was written out
 // survives: up to about D + T + the writeout time of acks are delivered again; a slow disk
@@ -390,9 +400,12 @@
 // page-cache write, or an open, read and its checks, at a time: never across a sync, and
 // never while calling Source, so Source may take the shard's lock and Forget waits for at
 // most one partition's write (a sync in flight finishes on the old descriptor, closed at the
-// end of its batch); primeMu guards the pool's queue; markMu guards the changes of the
-// partition map, the marked list and the Durable waiters, and is held only for in-memory
-// work. The order is tickMu, ioMu, primeMu, markMu. MarkDirty of a partition already marked
+// end of its batch); a partition's fileMu is held instead by a prime's opens, reads and
+// page-cache writes (and by the opens of the syncs a blank prime owes), which Forget waits
+// for, so that the pool's syscalls never hold up the tick's writes of other partitions;
+// primeMu guards the pool's queue; markMu guards the changes of the partition map, the
+// marked list and the Durable waiters, and is held only for in-memory work. The order is
+// tickMu, ioMu, a partition's fileMu, primeMu, markMu. MarkDirty of a partition already marked
 // since the last tick takes no lock: the map is a sync.Map and the mark an atomic flag, set
 // and cleared under markMu; the tick clears a mark before it asks the Source, so a mark seen
 // set is one whose change the tick has yet to snapshot, and Forget moves a mark it finds to

@@ -27,6 +27,11 @@ type primeResult struct {
 	levelled         int64
 	levelledOK       bool
 	offsetPresent    bool
+	idBlank          bool // consumer.id was missing or empty
+	// blank says the directory held no state of the partition: consumer.ahead empty or
+	// missing, no consumer.offset, consumer.id empty or missing. With no record to protect,
+	// the prime owes its syncs to the partition's first writeout (see syncsOwed).
+	blank bool
 }
 
 // primeBuf is one prime worker's memory.
@@ -51,16 +56,24 @@ type primeBuf struct {
 // directory is synced whether or not this prime created the file: a file created by a process
 // that crashed before its directory sync looks like an old one.
 //
-// It runs on the tick or in the pool. Its opens, reads and page-cache writes hold ioMu, so
-// that nothing is created or written for a partition once Forget returned; its syncs do not.
+// It runs on the tick or in the pool. Its opens, reads and page-cache writes hold the
+// partition's fileMu, so that nothing is created or written for a partition once Forget
+// returned; its syncs do not.
 // A path that is gone or names another directory returns errStranded for completePrime to
 // strand the partition; any other error leaves it unprimed, retried next tick.
 func (c *Committer) prime(p *partition, pr *primeResult, buf *primeBuf, limit int64) error {
-	c.ioMu.Lock()
+	p.fileMu.Lock()
 	err := c.primeOpen(p, pr, buf, limit)
-	c.ioMu.Unlock()
+	p.fileMu.Unlock()
 	if err != nil {
 		return err
+	}
+	if pr.blank {
+		// Nothing durable to protect: the partition takes windows at once, and its first
+		// writeout makes consumer.id and the directory entries durable before its flip.
+		c.closeFD(pr.idFile)
+		pr.idFile = nil
+		return nil
 	}
 	// consumer.id is made durable before any record naming its incarnation is written,
 	// beside the other syncs rather than after them: a slow disk then costs a prime one
@@ -106,7 +119,7 @@ func (c *Committer) closePrime(pr *primeResult) {
 	pr.f, pr.root, pr.offFile, pr.idFile = nil, nil, nil, nil
 }
 
-// primeOpen is prime's part under ioMu: everything but the syncs.
+// primeOpen is prime's part under the partition's fileMu: everything but the syncs.
 func (c *Committer) primeOpen(p *partition, pr *primeResult, buf *primeBuf, limit int64) error {
 	if p.forgotten {
 		return errForgotten
@@ -168,6 +181,7 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 		return err
 	}
 	chooseAnchor(&slots, p.key, id, pr)
+	pr.blank = fi.Size() == 0 && !pr.offsetPresent && pr.idBlank
 	if fi.Size() < AheadFileSize {
 		if err := pr.f.Truncate(AheadFileSize); err != nil {
 			return err
@@ -189,7 +203,7 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 // cache, clean but never durable (a process that crashed before its sync, or a failed sync),
 // as the anchor may. A valid consumer.id naming another incarnation than the live shard's
 // means the directory was replaced or restored under it: errStranded, so the shard never
-// writes into state it did not load. Called with ioMu held.
+// writes into state it did not load. Called with the partition's fileMu held.
 //
 // Without a valid consumer.id, the state the shard loaded came from the legacy records of a
 // release before consumer.id, if any (the upgrade; see adoptLegacy): the consumer.id written
@@ -207,6 +221,7 @@ func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, p
 	if err != nil {
 		return identity{}, err
 	}
+	pr.idBlank = fi.Size() == 0
 	b := pb.idBuf[:]
 	var id identity
 	if size := fi.Size(); size == IDFileSize || size == AdoptedIDFileSize {
@@ -371,6 +386,10 @@ func (c *Committer) completePrime(t *tickScratch, pr *primeResult, pool bool) (d
 	p.levelled, p.levelledOK, p.offsetEntryOK = pr.levelled, pr.levelledOK, pr.offsetPresent
 	p.windowOK, p.needRewrite, p.pending = false, false, false
 	p.primed, p.fresh = true, true
+	p.syncsOwed = pr.blank
+	if pr.blank {
+		c.stats.blankPrimes.Add(1)
+	}
 	if !c.adopt(p, pr.f) {
 		c.closeFD(pr.f) // reopened as a one-shot at its window write
 	}

@@ -1,6 +1,7 @@
 package offsets_test
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -81,19 +82,54 @@ func TestPrimeExtendsMoveCopy(t *testing.T) {
 	require.Len(t, d, offsets.AheadFileSize, "the extension was written out by the prime")
 }
 
-// Checklist item 54: a created consumer.ahead has its directory entry made durable by the
-// prime, before any window.
-func TestPrimeCreatesDurableEntry(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = offsets.MaxInterval })
-	h.mkdir("t", 0)
-	h.create("t", 0)
-	h.ack("t", 0, 0)
-	h.ticks(1)
+// Checklist item 54, as issue 25 changes it for a partition with no state files: the prime
+// of a blank directory waits for no sync, so the first tick writes the window into the page
+// cache at once (a process crash keeps it); the directory entries and consumer.id are made
+// durable by the partition's first writeout, before its flip, and a power cut before that
+// leaves nothing recovery would take for state (the partition is delivered again).
+func TestBlankPrimeOwesItsSyncsToTheFirstWriteout(t *testing.T) {
+	blank := func() *memHarness {
+		h := newMemHarness(t, memfs.New(), nil)
+		h.mkdir("t", 0)
+		h.create("t", 0)
+		h.ack("t", 0, 0)
+		h.ticks(1)
+		return h
+	}
+	h := blank()
+	st := h.c.Stats()
+	require.Equal(t, uint64(1), st.BlankPrimes)
+	require.Equal(t, uint64(1), st.Windows, "the first tick writes the window")
+	require.Zero(t, st.Writeouts)
+	crashed := h.fs.ProcessCrash()
+	got := recoverOn(t, crashed, "t", 0)
+	require.True(t, got.Found, "a process crash keeps the window")
+	require.Equal(t, int64(0), got.Frontier)
+	got = recoverOn(t, h.fs.PowerCut(memfs.PowerCut{}), "t", 0)
+	require.False(t, got.Found, "before its first writeout a power cut leaves no state to take")
+	h.closeCommitter()
+
+	// Partly kept unsynced writes never make recovery take a record it should not.
+	for seed := range uint64(32) {
+		h := blank()
+		cut := h.fs.PowerCut(memfs.PowerCut{Rand: rand.New(rand.NewPCG(seed, 1)), KeepUnsynced: 0.5})
+		if got := recoverOn(t, cut, "t", 0); got.Found {
+			require.Equal(t, int64(0), got.Frontier, "seed %d", seed)
+		}
+		h.closeCommitter()
+	}
+
+	h = blank()
+	h.ticks(int(offsets.DefaultInterval / h.c.TickPeriod()))
+	require.Equal(t, uint64(1), h.c.Stats().Writeouts)
 	cut := h.fs.PowerCut(memfs.PowerCut{})
 	h.closeCommitter()
 	b, err := cut.ReadFile(aheadPath("t", 0))
 	require.NoError(t, err, "the entry survived the power cut")
 	require.Len(t, b, offsets.AheadFileSize)
+	got = recoverOn(t, cut, "t", 0)
+	require.True(t, got.Found, "the first writeout made the files and their entries durable")
+	require.Equal(t, int64(0), got.Frontier)
 }
 
 // Checklist item 56: the first tick after an upgrade from consumer.offset creates consumer.ahead

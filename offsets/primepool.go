@@ -24,8 +24,8 @@ func (c *Committer) primeChunk(t *tickScratch, chunk []*partition, res []primeRe
 	first := make(map[[2]uint64]int, len(res))
 	var syncs []int
 	for i := range res {
-		if res[i].err != nil {
-			continue
+		if res[i].err != nil || res[i].blank {
+			continue // a blank prime's directory is synced by its first writeout
 		}
 		k := [2]uint64{res[i].dirDev, res[i].dirIno}
 		if _, ok := first[k]; !ok {
@@ -41,14 +41,20 @@ func (c *Committer) primeChunk(t *tickScratch, chunk []*partition, res []primeRe
 			dirErr[i] = err
 		}
 	})
-	parentErr := c.syncParents(res, limit)
+	var dirs []string
+	for i := range res {
+		if res[i].err == nil && !res[i].blank {
+			dirs = append(dirs, res[i].p.dir)
+		}
+	}
+	parentErr := c.syncParents(dirs, limit)
 	for i := range res {
 		pr := &res[i]
 		if pr.root != nil {
 			c.closeFD(pr.root)
 			pr.root = nil
 		}
-		if pr.err != nil {
+		if pr.err != nil || pr.blank {
 			continue
 		}
 		if err := cmp.Or(dirErr[first[[2]uint64{pr.dirDev, pr.dirIno}]], parentErr[filepath.Dir(pr.p.dir)]); err != nil {
@@ -194,13 +200,13 @@ func (c *Committer) primeLimit() int64 {
 	return c.maxOpen - int64(min(4, int(c.maxOpen)-c.maxHeld-2))
 }
 
-// syncParents makes the entries of the chunk's partition directories durable: the host
-// created each directory (the committer never does) and the entry lives in its parent, which
-// nothing else syncs; so does the parent's own entry, in the grandparent, for a topic created
-// with it. One sync per distinct parent and grandparent of the chunk, so many partitions of a
-// topic share two. It returns the error met for each parent; a prime whose parent could not
-// be synced is retried.
-func (c *Committer) syncParents(res []primeResult, limit int64) map[string]error {
+// syncParents makes the entries of partition directories durable: the host created each
+// directory (the committer never does) and the entry lives in its parent, which nothing else
+// syncs; so does the parent's own entry, in the grandparent, for a topic created with it. One
+// sync per distinct parent and grandparent of dirs, so many partitions of a topic share two.
+// It returns the error met for each parent; a prime whose parent could not be synced is
+// retried.
+func (c *Committer) syncParents(dirs []string, limit int64) map[string]error {
 	errs := map[string]error{}
 	synced := map[string]error{}
 	syncDir := func(dir string) error {
@@ -217,11 +223,8 @@ func (c *Committer) syncParents(res []primeResult, limit int64) map[string]error
 		synced[dir] = err
 		return err
 	}
-	for i := range res {
-		if res[i].err != nil {
-			continue
-		}
-		parent := filepath.Dir(res[i].p.dir)
+	for _, dir := range dirs {
+		parent := filepath.Dir(dir)
 		if _, done := errs[parent]; done {
 			continue
 		}

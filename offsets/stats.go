@@ -5,8 +5,11 @@ import "sync/atomic"
 // Stats are the committer's counters, for a host to export. Counters only grow; Descriptors
 // and StrandedNow are gauges.
 type Stats struct {
-	Ticks         uint64 // ticks run (Close's final pass included)
-	Primes        uint64 // partitions primed
+	Ticks  uint64 // ticks run (Close's final pass included)
+	Primes uint64 // partitions primed
+	// BlankPrimes counts primes of partitions whose directory held no state: they take
+	// windows at once, and their first writeout makes their files' entries durable.
+	BlankPrimes   uint64
 	Windows       uint64 // window records written into the page cache
 	Writeouts     uint64 // successful writeouts (anchor and window flipped)
 	Levels        uint64 // consumer.offset files brought level
@@ -61,7 +64,7 @@ type counters struct {
 	droppedAttempts, durables, earlyWriteouts       atomic.Uint64
 	overruns, lateWriteouts, clamps, ignoredFiles   atomic.Uint64
 	slowWriteouts, rewrittenDuringSync, heldBack    atomic.Uint64
-	slowPrimes, deferred                            atomic.Uint64
+	slowPrimes, deferred, blankPrimes               atomic.Uint64
 	descriptors, strandedNow                        atomic.Int64
 }
 
@@ -69,7 +72,7 @@ type counters struct {
 func (c *Committer) Stats() Stats {
 	s := &c.stats
 	return Stats{
-		Ticks: s.ticks.Load(), Primes: s.primes.Load(), Windows: s.windows.Load(),
+		Ticks: s.ticks.Load(), Primes: s.primes.Load(), BlankPrimes: s.blankPrimes.Load(), Windows: s.windows.Load(),
 		Writeouts: s.writeouts.Load(), Levels: s.levels.Load(),
 		WriteFailures: s.writeFailures.Load(), SyncFailures: s.syncFailures.Load(),
 		Evictions: s.evictions.Load(), OneShotWrites: s.oneShots.Load(), Reopens: s.reopens.Load(),

@@ -18,7 +18,7 @@ type tickScratch struct {
 	wrote      int           // window records written
 	heldBack   int           // window writes held back for a writeout (see holdBack)
 	late       int           // partitions whose first window waited more than a tick for its prime
-	lateOldest uint64        // the most ticks one of them waited
+	lateOldest time.Duration // the longest one of them waited
 	primedAny  bool
 }
 
@@ -218,8 +218,8 @@ func (c *Committer) primeAll(inline bool) {
 		if p.incarnation == 0 {
 			p.incarnation = c.st.Incarnation // the shard's, from Load; settled at the prime
 		}
-		if p.queuedAt == 0 {
-			p.queuedAt = c.tickNo
+		if p.queuedAt.IsZero() {
+			p.queuedAt = c.t.now
 		}
 		c.ioMu.Lock()
 		forgotten := p.forgotten // by a Forget during the Source call
@@ -362,13 +362,13 @@ func (c *Committer) writeWindows() {
 			}
 		}
 		c.ioMu.Unlock()
-		if p.queuedAt != 0 {
-			if waited := c.tickNo - p.queuedAt; waited > 1 {
+		if !p.queuedAt.IsZero() {
+			if waited := t.now.Sub(p.queuedAt); waited > c.period {
 				t.late++
 				t.lateOldest = max(t.lateOldest, waited)
 				c.stats.slowPrimes.Add(1)
 			}
-			p.queuedAt = 0
+			p.queuedAt = time.Time{}
 		}
 	}
 	c.work = c.work[:0]

@@ -83,9 +83,9 @@ func (c *Committer) warnLateWriteouts(partitions int, oldest time.Duration) {
 
 // warnPrimeLate reports partitions whose first window waited more than one tick for its
 // prime, the longest wait being ticks tick periods.
-func (c *Committer) warnPrimeLate(partitions int, ticks uint64) {
+func (c *Committer) warnPrimeLate(partitions int, waited time.Duration) {
 	if ok, n := c.warnPrime.allow(c.t.now); ok {
-		c.log.Warn(msgPrimeLate, "partitions", partitions, "waited", time.Duration(ticks)*c.period,
+		c.log.Warn(msgPrimeLate, "partitions", partitions, "waited", waited,
 			"interval", c.period, "suppressed", n)
 	}
 }

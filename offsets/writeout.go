@@ -1,6 +1,11 @@
 package offsets
 
-import "time"
+import (
+	"cmp"
+	"os"
+	"path/filepath"
+	"time"
+)
 
 // woJob is a writeout batch handed to the worker.
 type woJob struct {
@@ -34,7 +39,7 @@ func (c *Committer) writeOuts(closing, inline bool) {
 		return // nothing for the worker: it stays idle, and Run may sleep
 	}
 	if inline {
-		c.runWriteouts(t, batch, t.now, turn, closing)
+		c.runWriteouts(t, batch, t.now, turn, closing, 1)
 		clear(batch)
 		c.wobatch = batch[:0]
 		return
@@ -113,7 +118,7 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 		case job := <-c.woCh:
 			t := &c.wt
 			t.reset(job.now)
-			c.runWriteouts(t, job.batch, job.now, job.turn, false)
+			c.runWriteouts(t, job.batch, job.now, job.turn, false, 4)
 			failed := len(t.errs) > 0
 			c.addAsyncErr(t)
 			t.release()
@@ -133,7 +138,8 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 // runWriteouts writes out batch one partition at a time, levels consumer.offset
 // where due, flushes each device once and then flips the
 // partitions whose writeout held with no window write since its sync began.
-func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Time, turn uint64, closing bool) {
+func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Time, turn uint64, closing bool, workers int) {
+	c.payOwed(t, batch, workers)
 	for _, p := range batch {
 		c.writeOut(t, p, closing)
 	}
@@ -147,7 +153,7 @@ func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Ti
 // this one's included; a write of it started after the sync began denies the flip.
 func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	c.ioMu.Lock()
-	if p.forgotten || p.stranded || !p.windowOK || p.needRewrite {
+	if p.forgotten || p.stranded || !p.windowOK || p.needRewrite || p.syncsOwed {
 		c.ioMu.Unlock()
 		return
 	}
@@ -210,6 +216,87 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	if clean && c.levelDue(t, p, p.syncFront, closing) {
 		c.level(t, p, p.syncFront)
 	}
+}
+
+// payOwed pays the syncs the blank primes among batch owe, before their first flip: each
+// one's directory (the entries of consumer.ahead and consumer.id), consumer.id's bytes, and
+// the directory's own entry in its parent and grandparent, as the prime does for the others;
+// the batch's device flush comes after. Their window's sync follows in writeOut. A partition
+// whose syncs did not all hold keeps owing them and is not written out this batch; its
+// writes wait for the next one.
+func (c *Committer) payOwed(t *tickScratch, batch []*partition, workers int) {
+	var owed []*partition
+	c.ioMu.Lock()
+	for _, p := range batch {
+		if p.syncsOwed && !p.forgotten && !p.stranded {
+			owed = append(owed, p)
+		}
+	}
+	c.ioMu.Unlock()
+	if len(owed) == 0 {
+		return
+	}
+	errs := make([]error, len(owed))
+	each(len(owed), workers, func(i int, _ *primeBuf) { errs[i] = c.syncBlank(owed[i]) })
+	var dirs []string
+	for i, p := range owed {
+		if errs[i] == nil {
+			dirs = append(dirs, p.dir)
+		}
+	}
+	parentErr := c.syncParents(dirs, c.maxOpen)
+	c.ioMu.Lock()
+	defer c.ioMu.Unlock()
+	for i, p := range owed {
+		err := cmp.Or(errs[i], parentErr[filepath.Dir(p.dir)])
+		switch {
+		case p.forgotten || err == errForgotten || err == errNoDescriptor:
+			// Forgotten meanwhile, or no room under the cap: the next batch tries again.
+		case err == errStranded:
+			c.strand(p)
+		case err != nil:
+			if !p.stranded {
+				t.fail(p, "sync entries", err)
+			}
+		default:
+			p.syncsOwed = false
+		}
+	}
+}
+
+// syncBlank makes a blank prime's directory entries and consumer.id durable. The opens go
+// by path, never create, and hold the partition's fileMu; the directory must be the one
+// the prime pinned.
+func (c *Committer) syncBlank(p *partition) error {
+	p.fileMu.Lock()
+	if p.forgotten {
+		p.fileMu.Unlock()
+		return errForgotten
+	}
+	root, err := c.openRoot(p.dir, c.maxOpen)
+	if err != nil {
+		p.fileMu.Unlock()
+		return c.pathErr(p, err)
+	}
+	defer c.closeFD(root)
+	if err := c.checkPinned(p, root); err != nil {
+		p.fileMu.Unlock()
+		return err
+	}
+	id, err := c.openIn(root, IDFile, os.O_RDWR, 0, c.maxOpen)
+	p.fileMu.Unlock()
+	if err != nil {
+		return c.pathErr(p, err)
+	}
+	err = id.SyncData()
+	c.closeFD(id)
+	if err == nil {
+		err = root.Sync()
+	}
+	if err != nil {
+		c.stats.syncFailures.Add(1)
+	}
+	return err
 }
 
 // syncFailed leaves the anchor alone and has the next tick rewrite the window in full: after a

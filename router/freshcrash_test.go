@@ -1,0 +1,151 @@
+package router_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/offsets"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
+)
+
+// freshCrashEnv names the state directory of the child of TestFreshPartitionsCrashWindow, and
+// freshCrashPartitionsEnv how many partitions it acks.
+const (
+	freshCrashEnv           = "ROUTER_TEST_FRESH_CRASH_DIR"
+	freshCrashPartitionsEnv = "ROUTER_TEST_FRESH_CRASH_PARTITIONS"
+)
+
+// freshCrashConfig is the node of the fresh-partition crash test: one topic of n local
+// partitions, each with one record, over the real file system in dir.
+func freshCrashConfig(dir string, n int) router.Config {
+	routes := &routertest.Routes{}
+	parts := make([]int32, n)
+	logs := &routertest.MemLogs{}
+	for p := range parts {
+		parts[p] = int32(p)
+		logs.Log("fresh", int32(p)).Append(nil, []byte("record"), time.Unix(0, 0))
+	}
+	routes.Set("fresh", parts...)
+	return router.Config{Logs: logs, Routes: routes, Dir: dir}
+}
+
+// drainFresh consumes and acks every record the node has for the topic, a batch at a time,
+// and returns how many it took.
+func drainFresh(ctx context.Context, node *router.Node) (int, error) {
+	taken := 0
+	for {
+		msgs, err := node.Consume(ctx, "fresh", router.ConsumeOptions{Max: router.MaxBatch})
+		if err != nil {
+			return taken, err
+		}
+		if len(msgs) == 0 {
+			return taken, nil
+		}
+		handles := make([]string, len(msgs))
+		for i, m := range msgs {
+			handles[i] = m.Receipt.String()
+		}
+		for i, err := range node.AckBatch(ctx, "fresh", handles) {
+			if err != nil {
+				return taken, fmt.Errorf("ack %s: %w", handles[i], err)
+			}
+		}
+		taken += len(msgs)
+	}
+}
+
+// TestFreshCrashChild is the child of TestFreshPartitionsCrashWindow: it acks the one record
+// of each fresh partition, says so, and waits to be killed.
+func TestFreshCrashChild(t *testing.T) {
+	dir := os.Getenv(freshCrashEnv)
+	if dir == "" {
+		t.Skip("the child process of TestFreshPartitionsCrashWindow")
+	}
+	n, err := strconv.Atoi(os.Getenv(freshCrashPartitionsEnv))
+	require.NoError(t, err)
+	node, err := router.New(freshCrashConfig(dir, n))
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	acked, err := drainFresh(context.Background(), node)
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	fmt.Println("acked", acked)
+	bufio.NewReader(os.Stdin).ReadString('\n') // until the parent kills this process
+}
+
+// Issue 25 item 2: a process that acks one record on each of 16,000 fresh partitions (no
+// state files yet) and is killed 1 s later, with no Close, delivers again at most 5 % of those
+// records after a restart. A partition with no state has no durable record for its prime to
+// protect, so its first window goes to the page cache within a tick, as a primed
+// partition's does; before, each waited for its prime's syncs (9 to 14 s for 16,000), and 57 %
+// came back. Under the race detector or -short the child acks 2,000 (the README's command);
+// ROUTER_FRESH_CRASH_PARTITIONS sets the count, and CI runs 16,000 in a step of its own.
+func TestFreshPartitionsCrashWindow(t *testing.T) {
+	switch runtime.GOOS {
+	case "windows", "plan9":
+		t.Skip("SIGKILL of a child process")
+	}
+	n := 16_000
+	if raceDetector || testing.Short() {
+		n = 2_000
+	}
+	if v, err := strconv.Atoi(os.Getenv("ROUTER_FRESH_CRASH_PARTITIONS")); err == nil && v > 0 {
+		n = v
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	child := exec.Command(os.Args[0], "-test.run=^TestFreshCrashChild$", "-test.count=1")
+	child.Env = append(os.Environ(), freshCrashEnv+"="+dir, freshCrashPartitionsEnv+"="+strconv.Itoa(n))
+	stdin, err := child.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	stdout, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("acked %d\n", n), line)
+
+	time.Sleep(time.Second) // the scenario: the process dies a second after its last ack
+	require.NoError(t, child.Process.Kill())
+	var exit *exec.ExitError
+	require.True(t, errors.As(child.Wait(), &exit), "killed")
+
+	// What a restart would take, read from the files the killed process left: a partition
+	// whose recovered frontier is below its one record delivers it again.
+	node, err := router.New(freshCrashConfig(dir, n))
+	require.NoError(t, err)
+	again := 0
+	for p := range int32(n) {
+		read := func(name string) []byte {
+			b, err := os.ReadFile(filepath.Join(node.PartitionDir("fresh", p), name))
+			if !errors.Is(err, os.ErrNotExist) {
+				require.NoError(t, err)
+			}
+			return b
+		}
+		st, err := offsets.Recover("fresh", p, read(offsets.IDFile), read(offsets.AheadFile), read(offsets.OffsetFile))
+		require.NoError(t, err)
+		if st.Frontier < 0 {
+			again++
+		}
+	}
+	require.NoError(t, node.Close())
+	t.Logf("%d of %d acked records delivered again after the kill (%.1f %%)", again, n, 100*float64(again)/float64(n))
+	require.LessOrEqual(t, again, n/20, "at most 5 %% delivered again")
+}
