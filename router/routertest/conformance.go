@@ -17,7 +17,8 @@ import (
 )
 
 // LogUnderTest is a host's log as the conformance suite drives it: the router.Log the node
-// reads, plus a way to append.
+// reads, plus a way to append. Append may run while other goroutines read, one appender at
+// a time, as it does in a host.
 type LogUnderTest interface {
 	router.Log
 	Append(key, value []byte) (offset int64, err error)

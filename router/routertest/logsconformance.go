@@ -43,6 +43,7 @@ func testLogs(t suite, h LogsHarness) {
 	if ok {
 		checkGetMany(t, logs, many, h.Known, unknown)
 	}
+	_, known := byTopic(h.Known)
 	var w workers
 	for range 4 {
 		w.goCheck(func(t failer) {
@@ -51,7 +52,7 @@ func testLogs(t suite, h LogsHarness) {
 					getKnown(t, logs, p)
 				}
 				if many != nil {
-					for topic, ps := range byTopic(h.Known) {
+					for topic, ps := range known {
 						if err := many.GetMany(topic, ps, make([]router.Log, len(ps))); err != nil {
 							broke(t, ruleGetMany, "GetMany(%q, %v) beside other Gets answered %v", topic, ps, err)
 						}
@@ -70,19 +71,24 @@ func unknownPartitions(h LogsHarness) []Partition {
 		return h.Unknown
 	}
 	var unknown []Partition
-	for topic, ps := range byTopic(h.Known) {
-		unknown = append(unknown, Partition{topic, slices.Max(ps) + 1})
+	topics, of := byTopic(h.Known)
+	for _, topic := range topics {
+		unknown = append(unknown, Partition{topic, slices.Max(of[topic]) + 1})
 	}
 	return append(unknown, Partition{noSuchTopic, 0})
 }
 
-// byTopic groups partitions by topic, keeping their order.
-func byTopic(ps []Partition) map[string][]int32 {
-	m := map[string][]int32{}
+// byTopic groups partitions by topic, keeping their order: topics in the order they first
+// come, of[topic] the topic's partitions.
+func byTopic(ps []Partition) (topics []string, of map[string][]int32) {
+	of = map[string][]int32{}
 	for _, p := range ps {
-		m[p.Topic] = append(m[p.Topic], p.Partition)
+		if of[p.Topic] == nil {
+			topics = append(topics, p.Topic)
+		}
+		of[p.Topic] = append(of[p.Topic], p.Partition)
 	}
-	return m
+	return topics, of
 }
 
 // isNil reports whether l is nil or holds a nil pointer (or map, or func, ...), which a
@@ -167,8 +173,9 @@ func sameLog(a, b router.Log) bool {
 // reversed, against Get, and with an unknown partition among them.
 func checkGetMany(t failer, logs router.Logs, many router.ManyGetter, known, unknown []Partition) {
 	t.Helper()
-	topics := byTopic(known)
-	for topic, ps := range topics {
+	topics, of := byTopic(known)
+	for _, topic := range topics {
+		ps := of[topic]
 		reversed := slices.Clone(ps)
 		slices.Reverse(reversed)
 		for _, order := range [][]int32{ps, reversed} {
@@ -190,7 +197,7 @@ func checkGetMany(t failer, logs router.Logs, many router.ManyGetter, known, unk
 	}
 	for _, u := range unknown {
 		// The unknown partition after the known ones of its topic, and before them.
-		ps := topics[u.Topic]
+		ps := of[u.Topic]
 		for _, order := range [][]int32{append(slices.Clone(ps), u.Partition), append([]int32{u.Partition}, ps...)} {
 			into := make([]router.Log, len(order))
 			if err := many.GetMany(u.Topic, order, into); err == nil {

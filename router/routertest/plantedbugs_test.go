@@ -537,7 +537,7 @@ func plantedBugs() []plantedBug {
 				}
 				return got, err
 			}}),
-			rule: ruleRangeFirst,
+			rule: ruleRangeErr,
 		},
 		{
 			name: "concurrent readers: Read answers torn values",
