@@ -40,6 +40,11 @@ func ExampleMemLog() {
 //			New:   func(t *testing.T) routertest.LogUnderTest { return openMyLog(t) },
 //			Trim:  func(l routertest.LogUnderTest, oldest int64) error { return l.(*myLog).DeleteBefore(oldest) },
 //			Close: func(l routertest.LogUnderTest) error { return l.(*myLog).Close() },
+//			// The host's router.Logs too: Get of the partitions it has, and of others.
+//			Logs: routertest.LogsHarness{
+//				New:   func(t *testing.T) router.Logs { return openMyStore(t) }, // orders/0 and orders/1, of 1 and 2 records
+//				Known: []routertest.Partition{{Topic: "orders", Partition: 0}, {Topic: "orders", Partition: 1}},
+//			},
 //		})
 //	}
 func ExampleTestLog() {}
