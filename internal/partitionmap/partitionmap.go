@@ -1,25 +1,34 @@
 package partitionmap
 
-import (
-	"maps"
-	"slices"
-)
+import "maps"
 
-// DenseLimit bounds the partitions a Map's slice holds (32 KiB of pointers at most); a
-// partition at or above it, or a negative one, is kept in a map.
-const DenseLimit = 4096
+// DenseLimit bounds the partitions a Map indexes (in chunks of chunkSize); a partition at or
+// above it, or a negative one, is kept in a map.
+const DenseLimit = 1 << 20
+
+// chunkSize is how many partitions one chunk of the index holds: a Set after a Clone copies
+// one chunk and the table of chunks (DenseLimit/chunkSize pointers at most), never the whole
+// table, so a topic's n-th partition costs its first touch O(n/chunkSize + chunkSize), not
+// O(n).
+const chunkSize = 256
+
+type chunk[T any] [chunkSize]*T
 
 // Map holds a *T per partition. The zero value is empty and ready to use.
 type Map[T any] struct {
-	dense  []*T
+	chunks []*chunk[T]
+	owned  []bool // owned[i]: chunks[i] is this Map's own, not shared with a Clone's source
 	sparse map[int32]*T
 	len    int
 }
 
 // Get returns the value of partition, or nil.
 func (m *Map[T]) Get(partition int32) *T {
-	if uint32(partition) < uint32(len(m.dense)) {
-		return m.dense[partition]
+	if i := uint32(partition) / chunkSize; i < uint32(len(m.chunks)) {
+		if c := m.chunks[i]; c != nil {
+			return c[uint32(partition)%chunkSize]
+		}
+		return nil
 	}
 	return m.sparse[partition] // nil when sparse is
 }
@@ -33,12 +42,20 @@ func (m *Map[T]) Len() int {
 }
 
 // Clone returns a copy of m that Set can change while m is being read. A nil m clones to an
-// empty Map.
+// empty Map. The two share m's chunks until a Set on either copies the chunk it changes:
+// Clone gives up m's claim on them, so it is, like Set, for m's one writer (readers of m may
+// go on meanwhile).
 func (m *Map[T]) Clone() *Map[T] {
 	if m == nil {
 		return new(Map[T])
 	}
-	return &Map[T]{dense: slices.Clone(m.dense), sparse: maps.Clone(m.sparse), len: m.len}
+	c := &Map[T]{sparse: maps.Clone(m.sparse), len: m.len}
+	if len(m.chunks) > 0 {
+		c.chunks = append(make([]*chunk[T], 0, len(m.chunks)), m.chunks...)
+		c.owned = make([]bool, len(m.chunks))
+		clear(m.owned)
+	}
+	return c
 }
 
 // Set stores v as the value of partition; a nil v removes it.
@@ -50,12 +67,26 @@ func (m *Map[T]) Set(partition int32, v *T) {
 			m.len++
 		}
 	}
+	i := uint32(partition) / chunkSize
 	switch {
-	case uint32(partition) < uint32(len(m.dense)):
-		m.dense[partition] = v
-	case partition >= 0 && partition < DenseLimit && v != nil:
-		m.dense = append(m.dense, make([]*T, int(partition)+1-len(m.dense))...)
-		m.dense[partition] = v
+	case partition >= 0 && partition < DenseLimit && (v != nil || i < uint32(len(m.chunks))):
+		if i >= uint32(len(m.chunks)) {
+			n := int(i) + 1
+			m.chunks = append(m.chunks, make([]*chunk[T], n-len(m.chunks))...)
+			m.owned = append(m.owned, make([]bool, n-len(m.owned))...)
+		}
+		c := m.chunks[i]
+		switch {
+		case c == nil && v == nil:
+			return
+		case c == nil:
+			c = new(chunk[T])
+		case !m.owned[i]:
+			own := *c // shared with the Map this one was cloned from, which may be read
+			c = &own
+		}
+		m.chunks[i], m.owned[i] = c, true
+		c[uint32(partition)%chunkSize] = v
 	case v != nil:
 		if m.sparse == nil {
 			m.sparse = make(map[int32]*T)
@@ -66,12 +97,17 @@ func (m *Map[T]) Set(partition int32, v *T) {
 	}
 }
 
-// AppendTo appends m's values to values: those of the slice in partition order, then the
-// others in no particular order.
+// AppendTo appends m's values to values: those indexed in partition order, then the others
+// in no particular order.
 func (m *Map[T]) AppendTo(values []*T) []*T {
-	for _, v := range m.dense {
-		if v != nil {
-			values = append(values, v)
+	for _, c := range m.chunks {
+		if c == nil {
+			continue
+		}
+		for _, v := range c {
+			if v != nil {
+				values = append(values, v)
+			}
 		}
 	}
 	for _, v := range m.sparse {
