@@ -29,7 +29,7 @@ var _ Node = (*router.Node)(nil)
 
 // DefaultMaxInFlight is Options.MaxInFlight's zero value: the consume requests one client
 // identity may have in flight at once.
-const DefaultMaxInFlight = 64
+const DefaultMaxInFlight = frontend.DefaultMaxInFlight
 
 // DefaultRetryAfter is Options.RetryAfter's zero value.
 const DefaultRetryAfter = time.Second

@@ -48,6 +48,10 @@ func GiveBack(ctx context.Context, n Node, topic string, msgs []router.Message) 
 // Leased reports whether m carries a lease: a consumed record does, a replayed one does not.
 func Leased(m *router.Message) bool { return m.Receipt != (router.Handle{}) }
 
+// DefaultMaxInFlight is the front ends' default bound on one client identity's consume
+// requests in flight.
+const DefaultMaxInFlight = 64
+
 // Slots bounds the consume requests each client identity has in flight. It is safe for
 // concurrent use.
 type Slots struct {
