@@ -361,9 +361,9 @@ func TestGetQueueURL(t *testing.T) {
 	ok(t, e.call("GetQueueUrl", `{"QueueName":"orders","QueueOwnerAWSAccountId":"123"}`), &out)
 	require.Equal(t, "https://broker.example.com/sqs/orders", out.QueueUrl)
 	for body, code := range map[string]string{
-		`{"QueueName":"nope"}`:                             "QueueDoesNotExist",
-		`{"QueueName":"a/b"}`:                              "InvalidParameterValue",
-		`{"QueueName":""}`:                                 "InvalidParameterValue",
+		`{"QueueName":"nope"}`:                            "QueueDoesNotExist",
+		`{"QueueName":"a/b"}`:                             "InvalidParameterValue",
+		`{"QueueName":""}`:                                "InvalidParameterValue",
 		`{"QueueName":"` + strings.Repeat("a", 81) + `"}`: "InvalidParameterValue",
 		`{}`: "MissingParameter",
 	} {

@@ -27,28 +27,28 @@ func (c *code) Error() string { return c.name }
 // The codes the handler answers with.
 var (
 	// Modeled by SQS.
-	codeQueueDoesNotExist         = &code{"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", 400, true}
-	codeReceiptHandleIsInvalid    = &code{"ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 404, true}
-	codeMessageNotInflight        = &code{"MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", 400, true}
-	codeInvalidAddress            = &code{"InvalidAddress", "InvalidAddress", 404, true}
-	codeInvalidAttributeName      = &code{"InvalidAttributeName", "InvalidAttributeName", 400, true}
-	codeInvalidMessageContents    = &code{"InvalidMessageContents", "InvalidMessageContents", 400, true}
-	codeUnsupportedOperation      = &code{"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400, true}
-	codeEmptyBatchRequest         = &code{"EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", 400, true}
-	codeTooManyEntriesInBatch     = &code{"TooManyEntriesInBatchRequest", "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400, true}
-	codeBatchEntryIdsNotDistinct  = &code{"BatchEntryIdsNotDistinct", "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400, true}
-	codeInvalidBatchEntryID       = &code{"InvalidBatchEntryId", "AWS.SimpleQueueService.InvalidBatchEntryId", 400, true}
-	codeBatchRequestTooLong       = &code{"BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong", 400, true}
-	codeRequestThrottled          = &code{"RequestThrottled", "RequestThrottled", 403, true}
-	codeInvalidParameterValue     = &code{"InvalidParameterValue", "InvalidParameterValue", 400, true}
-	codeMissingParameter          = &code{"MissingParameter", "MissingParameter", 400, true}
-	codeMissingAction             = &code{"MissingAction", "MissingAction", 400, true}
-	codeInvalidAction             = &code{"InvalidAction", "InvalidAction", 400, true}
-	codeSerialization             = &code{"SerializationException", "SerializationException", 400, true}
-	codeAccessDenied              = &code{"AccessDenied", "AccessDenied", 403, true}
-	codeMethodNotAllowed          = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
-	codeServiceUnavailable        = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}
-	codeInternalFailure           = &code{"InternalFailure", "InternalFailure", 500, false}
+	codeQueueDoesNotExist        = &code{"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", 400, true}
+	codeReceiptHandleIsInvalid   = &code{"ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 404, true}
+	codeMessageNotInflight       = &code{"MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", 400, true}
+	codeInvalidAddress           = &code{"InvalidAddress", "InvalidAddress", 404, true}
+	codeInvalidAttributeName     = &code{"InvalidAttributeName", "InvalidAttributeName", 400, true}
+	codeInvalidMessageContents   = &code{"InvalidMessageContents", "InvalidMessageContents", 400, true}
+	codeUnsupportedOperation     = &code{"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400, true}
+	codeEmptyBatchRequest        = &code{"EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", 400, true}
+	codeTooManyEntriesInBatch    = &code{"TooManyEntriesInBatchRequest", "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400, true}
+	codeBatchEntryIdsNotDistinct = &code{"BatchEntryIdsNotDistinct", "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400, true}
+	codeInvalidBatchEntryID      = &code{"InvalidBatchEntryId", "AWS.SimpleQueueService.InvalidBatchEntryId", 400, true}
+	codeBatchRequestTooLong      = &code{"BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong", 400, true}
+	codeRequestThrottled         = &code{"RequestThrottled", "RequestThrottled", 403, true}
+	codeInvalidParameterValue    = &code{"InvalidParameterValue", "InvalidParameterValue", 400, true}
+	codeMissingParameter         = &code{"MissingParameter", "MissingParameter", 400, true}
+	codeMissingAction            = &code{"MissingAction", "MissingAction", 400, true}
+	codeInvalidAction            = &code{"InvalidAction", "InvalidAction", 400, true}
+	codeSerialization            = &code{"SerializationException", "SerializationException", 400, true}
+	codeAccessDenied             = &code{"AccessDenied", "AccessDenied", 403, true}
+	codeMethodNotAllowed         = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
+	codeServiceUnavailable       = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}
+	codeInternalFailure          = &code{"InternalFailure", "InternalFailure", 500, false}
 )
 
 // Causes a refused request's error wraps besides its code, for what the decoder refuses
