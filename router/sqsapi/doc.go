@@ -69,26 +69,28 @@
 //
 // A received message is
 //
-//		{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
-//		 "MD5OfBody":"<hex MD5 of Body>","Body":"...",
-//		 "Attributes":{"ApproximateReceiveCount":"1","SentTimestamp":"1767366245123",
-//		               "ApproximateFirstReceiveTimestamp":"1767366250000"}}
+//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
+//	 "MD5OfBody":"<hex MD5 of Body>","Body":"...",
+//	 "Attributes":{"ApproximateReceiveCount":"1","SentTimestamp":"1767366245123",
+//	               "ApproximateFirstReceiveTimestamp":"1767366250000"}}
 //
-//	  - MessageId is partition:offset, the same for every delivery of the record and what
-//	    SendMessage answered for it.
-//	  - ReceiptHandle is the node's receipt handle (router.Handle's text): opaque to the
-//	    client, and unforgeable (its nonce is drawn from the shard's stream).
-//	  - Body is the record's value when it is valid UTF-8, and its standard base64 (with
-//	    padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
-//	    the MD5 of Body as written. The record's key is not delivered.
-//	  - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
-//	    the older AttributeNames; "All" is all three): ApproximateReceiveCount is the
-//	    delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
-//	    ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time of
-//	    this receive on a first delivery, and left out on any later one (the node keeps no
-//	    time of a record's first delivery). SQS's other names are accepted and not answered.
-//	  - Message attributes: records carry no headers yet, so no message has any;
-//	    MessageAttributeNames is accepted and answered with none.
+// where:
+//
+//   - MessageId is partition:offset, the same for every delivery of the record and what
+//     SendMessage answered for it.
+//   - ReceiptHandle is the node's receipt handle (router.Handle's text): opaque to the
+//     client, and unforgeable (its nonce is drawn from the shard's stream).
+//   - Body is the record's value when it is valid UTF-8, and its standard base64 (with
+//     padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
+//     the MD5 of Body as written. The record's key is not delivered.
+//   - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
+//     the older AttributeNames; "All" is all three): ApproximateReceiveCount is the
+//     delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
+//     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time of
+//     this receive on a first delivery, and left out on any later one (the node keeps no
+//     time of a record's first delivery). SQS's other names are accepted and not answered.
+//   - Message attributes: records carry no headers yet, so no message has any;
+//     MessageAttributeNames is accepted and answered with none.
 //
 // A receive with nothing to deliver (its wait ran out) answers {}. The response holds at
 // most router.ResponseLimit bytes: the handler measures each message at its encoded size and
