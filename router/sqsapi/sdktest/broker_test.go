@@ -129,4 +129,3 @@ func (b *broker) drainConsumes() {
 		}
 	}
 }
-
