@@ -147,7 +147,9 @@ const benchQueueURL = "http://sqs.test/orders"
 
 // sqsRound is one ReceiveMessage of up to 10 and a DeleteMessageBatch of what came.
 func sqsRound(c *http.Client, url string) (int, error) {
-	var got struct{ Messages []struct{ ReceiptHandle string } }
+	var got struct {
+		Messages []struct{ ReceiptHandle string }
+	}
 	if err := post(c, sqsRequest(url, "ReceiveMessage", `{"QueueUrl":"`+benchQueueURL+`","MaxNumberOfMessages":10}`), &got); err != nil {
 		return 0, err
 	}
