@@ -183,6 +183,10 @@ func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, firstRece
 		msgs = node.FitResponse(msgs, e.size, bodyLimit)
 		e.msgs = nil
 	}
+	if len(msgs) == 0 { // FitResponse keeps the first; a node that closed keeps them all
+		e.buf = append(e.buf[:0], "{}"...)
+		return msgs
+	}
 	e.buf = append(e.buf[:e.ends[len(msgs)-1]], envelopeClose...)
 	return msgs
 }

@@ -157,10 +157,7 @@ func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body 
 			id, err = h.send(r, topic, msg)
 		}
 		if err != nil {
-			if c, _ := codeOf(err); c == codeInternalFailure {
-				h.log.Error("sqsapi: produce failed", "action", "SendMessageBatch", "remote", r.RemoteAddr, "err", err)
-			}
-			resp.fail(*e.Id, err)
+			h.failEntry(&resp, r, "SendMessageBatch", *e.Id, err)
 			continue
 		}
 		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg)})

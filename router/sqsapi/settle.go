@@ -81,8 +81,13 @@ type batchFailure struct {
 	Message     string `json:"Message"`
 }
 
-func (b *batchResponse) fail(id string, err error) {
+// failEntry answers a batch's entry id with err in Failed, logging what is the service's
+// fault as a failed request's is.
+func (h *Handler) failEntry(b *batchResponse, r *http.Request, action, id string, err error) {
 	c, msg := codeOf(err)
+	if c == codeInternalFailure {
+		h.log.Error("sqsapi: internal failure", "action", action, "entry", id, "remote", r.RemoteAddr, "err", err)
+	}
 	b.Failed = append(b.Failed, batchFailure{Id: id, SenderFault: c.sender, Code: c.query, Message: msg})
 }
 
@@ -132,7 +137,7 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 	for _, e := range in.Entries {
 		handle, err := receiptHandle(e.ReceiptHandle)
 		if err != nil {
-			resp.fail(*e.Id, err)
+			h.failEntry(&resp, r, "DeleteMessageBatch", *e.Id, err)
 			continue
 		}
 		handles = append(handles, handle)
@@ -146,7 +151,7 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 				err = deleted(errs[i])
 			}
 			if err != nil {
-				resp.fail(id, err)
+				h.failEntry(&resp, r, "DeleteMessageBatch", id, err)
 				continue
 			}
 			resp.Successful = append(resp.Successful, batchSuccess{Id: id})
@@ -239,7 +244,7 @@ func (h *Handler) changeMessageVisibilityBatch(w http.ResponseWriter, r *http.Re
 			}
 		}
 		if err != nil {
-			resp.fail(*e.Id, err)
+			h.failEntry(&resp, r, "ChangeMessageVisibilityBatch", *e.Id, err)
 			continue
 		}
 		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id})
