@@ -13,7 +13,8 @@
 //		},
 //	})
 //	...
-//	mux.Handle("/sqs", api) // what clients use as the SDK's BaseEndpoint
+//	mux.Handle("/sqs", api)  // what clients use as the SDK's BaseEndpoint
+//	mux.Handle("/sqs/", api) // for the SDKs that post to the queue's URL
 //	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 //
 // A ReceiveMessage long-polls for up to 20 s: a server with a WriteTimeout sets it above
