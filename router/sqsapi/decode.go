@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/internal/frontend"
@@ -32,7 +33,7 @@ const (
 	MaxWaitSeconds = 20
 	// MaxVisibilitySeconds is the longest visibility timeout a ReceiveMessage or a
 	// ChangeMessageVisibility may ask for: SQS's 12 hours, router.MaxVisibility.
-	MaxVisibilitySeconds = int64(router.MaxVisibility / 1e9)
+	MaxVisibilitySeconds = int64(router.MaxVisibility / time.Second)
 	// maxQueueName is SQS's bound on a queue name.
 	maxQueueName = 80
 	// maxQueueURL bounds a QueueUrl before it is parsed.
