@@ -5,13 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/frontend"
 )
 
 // Node is what the handler uses of a *router.Node; tests may fake it.
@@ -30,7 +29,7 @@ var _ Node = (*router.Node)(nil)
 
 // DefaultMaxInFlight is Options.MaxInFlight's zero value: the consume requests one client
 // identity may have in flight at once.
-const DefaultMaxInFlight = 64
+const DefaultMaxInFlight = frontend.DefaultMaxInFlight
 
 // DefaultRetryAfter is Options.RetryAfter's zero value.
 const DefaultRetryAfter = time.Second
@@ -58,12 +57,9 @@ type Options struct {
 type Handler struct {
 	node       Node
 	identity   func(*http.Request) string
-	maxFlight  int
+	slots      *frontend.Slots
 	retryAfter string
 	maxWait    time.Duration
-
-	mu       sync.Mutex
-	inFlight map[string]int // identity → consume requests in flight; no zero entries
 }
 
 // New returns a handler serving the consume API over node.
@@ -76,13 +72,15 @@ func New(node Node, opts Options) (*Handler, error) {
 	case opts.RetryAfter < 0:
 		return nil, fmt.Errorf("httpapi: Options.RetryAfter %v is negative", opts.RetryAfter)
 	}
-	h := &Handler{node: node, identity: opts.Identity, maxFlight: opts.MaxInFlight, maxWait: opts.MaxWait, inFlight: map[string]int{}}
+	h := &Handler{node: node, identity: opts.Identity, maxWait: opts.MaxWait}
 	if h.identity == nil {
-		h.identity = remoteHost
+		h.identity = frontend.RemoteHost
 	}
-	if h.maxFlight == 0 {
-		h.maxFlight = DefaultMaxInFlight
+	maxFlight := opts.MaxInFlight
+	if maxFlight == 0 {
+		maxFlight = DefaultMaxInFlight
 	}
+	h.slots = frontend.NewSlots(maxFlight)
 	if h.maxWait == 0 {
 		h.maxWait = router.MaxWait
 	}
@@ -92,14 +90,6 @@ func New(node Node, opts Options) (*Handler, error) {
 	}
 	h.retryAfter = strconv.FormatInt(int64((retry+time.Second-1)/time.Second), 10)
 	return h, nil
-}
-
-// remoteHost is the default identity: the host part of the remote address.
-func remoteHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }
 
 // ServeHTTP implements http.Handler.
@@ -131,25 +121,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serve(w, r)
 }
 
-// acquireSlot counts a consume request of id in flight, unless id is at its bound.
-func (h *Handler) acquireSlot(id string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.maxFlight > 0 && h.inFlight[id] >= h.maxFlight {
-		return false
-	}
-	h.inFlight[id]++
-	return true
-}
-
-func (h *Handler) releaseSlot(id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.inFlight[id]--; h.inFlight[id] <= 0 {
-		delete(h.inFlight, id)
-	}
-}
-
 // consume serves GET /consume: a queue consume, or with offset a replay.
 func (h *Handler) consume(w http.ResponseWriter, r *http.Request) {
 	p, err := queryParams(r, "topic", "max", "wait", "partition", "offset", "visibility")
@@ -163,13 +134,13 @@ func (h *Handler) consume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := h.identity(r)
-	if !h.acquireSlot(id) {
+	if !h.slots.Acquire(id) {
 		w.Header().Set("Retry-After", h.retryAfter)
 		writeError(w, http.StatusTooManyRequests, "too_many_requests",
-			fmt.Sprintf("%d consume requests of this client are in flight already", h.maxFlight))
+			fmt.Sprintf("%d consume requests of this client are in flight already", h.slots.Max()))
 		return
 	}
-	defer h.releaseSlot(id)
+	defer h.slots.Release(id)
 	ctx := r.Context()
 	if req.replay {
 		msgs, err := h.node.Replay(ctx, req.topic, req.opts.Partition, req.offset, req.opts.Max)
@@ -180,21 +151,15 @@ func (h *Handler) consume(w http.ResponseWriter, r *http.Request) {
 		writeMessages(w, fitReplay(msgs))
 		return
 	}
-	msgs, err := h.node.Consume(ctx, req.topic, req.opts)
-	switch {
-	case err != nil:
-		h.giveBack(r, req.topic, msgs) // none, as the node answers; never stranded if some
+	// A record taken as the client left is given back, not left invisible.
+	msgs, err := frontend.Consume(ctx, h.node, req.topic, req.opts)
+	if err != nil {
 		writeErr(w, err)
-		return
-	case len(msgs) > 0 && ctx.Err() != nil:
-		// The client left as the records came: nobody would read them.
-		h.giveBack(r, req.topic, msgs)
-		writeErr(w, ctx.Err())
 		return
 	}
 	msgs = h.fit(msgs)
 	if err := writeMessages(w, msgs); err != nil {
-		h.giveBack(r, req.topic, msgs) // the client cannot parse a cut body: none reached it
+		frontend.GiveBack(ctx, h.node, req.topic, msgs) // the client cannot parse a cut body: none reached it
 	}
 }
 
@@ -279,18 +244,6 @@ func fitReplay(msgs []router.Message) []router.Message {
 		}
 	}
 	return msgs
-}
-
-// giveBack returns records that never reached the client: released (at their owner, for a
-// partition another node owns), so they are visible again at once without counting as an
-// attempt.
-func (h *Handler) giveBack(r *http.Request, topic string, msgs []router.Message) {
-	ctx := context.WithoutCancel(r.Context())
-	for i := range msgs {
-		if leased(&msgs[i]) {
-			h.node.Release(ctx, topic, msgs[i].Receipt.String())
-		}
-	}
 }
 
 // writeMessages writes 204 for no messages, otherwise 200 and {"messages":[...]}, streamed

@@ -1,0 +1,185 @@
+package sqsapi
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"narad.dev/consume/router"
+)
+
+// decodeActions are the decoding and validation each action does before anything reaches
+// the host or the node, by FuzzDecode's first argument.
+var decodeActions = []func(t *testing.T, body []byte) error{
+	func(t *testing.T, body []byte) error { // ReceiveMessage
+		var in receiveInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		req, err := in.request()
+		if err != nil {
+			return err
+		}
+		o := req.opts
+		if o.Max < 1 || o.Max > MaxReceive || o.Wait < 0 || o.Wait > MaxWaitSeconds*time.Second ||
+			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs > 7 {
+			t.Fatalf("accepted %+v", req)
+		}
+		_, err = queueName(in.QueueUrl)
+		return err
+	},
+	func(t *testing.T, body []byte) error { // DeleteMessage, ChangeMessageVisibility
+		var in visibilityInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		h, err := receiptHandle(in.ReceiptHandle)
+		if err != nil {
+			return err
+		}
+		checkHandle(t, h)
+		d, err := visibility(in.VisibilityTimeout, "VisibilityTimeout")
+		if err != nil {
+			return err
+		}
+		if d < 0 || d > router.MaxVisibility {
+			t.Fatalf("accepted a visibility of %v", d)
+		}
+		_, err = queueName(in.QueueUrl)
+		return err
+	},
+	func(t *testing.T, body []byte) error { // DeleteMessageBatch, ChangeMessageVisibilityBatch
+		in, err := decodeBatch(body)
+		if err != nil {
+			return err
+		}
+		if len(in.Entries) < 1 || len(in.Entries) > MaxBatchEntries {
+			t.Fatalf("accepted %d entries", len(in.Entries))
+		}
+		for _, e := range in.Entries {
+			if !validBatchID(*e.Id) {
+				t.Fatalf("accepted the entry id %q", *e.Id)
+			}
+			h, err := receiptHandle(e.ReceiptHandle)
+			if err == nil {
+				checkHandle(t, h)
+				_, err = visibility(e.VisibilityTimeout, "VisibilityTimeout")
+			}
+			checkRefusal(t, err)
+		}
+		_, err = queueName(in.QueueUrl)
+		return err
+	},
+	func(t *testing.T, body []byte) error { // SendMessage
+		var in sendInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		msg, err := in.body("")
+		if err != nil {
+			return err
+		}
+		if len(msg) == 0 || len(msg) > MaxMessageBytes {
+			t.Fatalf("accepted a body of %d bytes", len(msg))
+		}
+		if _, ok := invalidCharacter(string(msg)); !ok {
+			t.Fatalf("accepted %q", msg)
+		}
+		_, err = queueName(in.QueueUrl)
+		return err
+	},
+	func(t *testing.T, body []byte) error { // SendMessageBatch
+		var in sendBatchInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		if err := batchIDs(len(in.Entries), func(i int) *string { return in.Entries[i].Id }); err != nil {
+			return err
+		}
+		for i := range in.Entries {
+			_, err := in.Entries[i].body("Entries.1.")
+			checkRefusal(t, err)
+		}
+		return nil
+	},
+	func(t *testing.T, body []byte) error { // GetQueueUrl
+		var in getQueueURLInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		if in.QueueName == nil {
+			return missing("QueueName")
+		}
+		return checkQueueName(*in.QueueName)
+	},
+	func(t *testing.T, body []byte) error { // GetQueueAttributes
+		var in getQueueAttributesInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		set, err := attributeNames("AttributeNames", in.AttributeNames, knownQueueAttributeNames, queueAttributes)
+		if err == nil && set > 7 {
+			t.Fatalf("accepted the attributes %b", set)
+		}
+		return err
+	},
+}
+
+func checkHandle(t *testing.T, h string) {
+	if _, err := router.ParseHandle(h); err != nil {
+		t.Fatalf("accepted the handle %q", h)
+	}
+}
+
+// checkRefusal checks that a refusal carries an SQS code and a message.
+func checkRefusal(t *testing.T, err error) {
+	if err == nil {
+		return
+	}
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.code == nil || ae.msg == "" {
+		t.Fatalf("a refusal without a code or a message: %v", err)
+	}
+	if ae.code.status < 400 || ae.code.status >= 500 || !ae.code.sender {
+		t.Fatalf("a malformed request answered as the service's fault: %v", err)
+	}
+}
+
+// FuzzDecode: whatever body an action is given, its decoding never panics, refuses with an
+// SQS code of the client's fault and a message, and accepts only values within their bounds.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []struct {
+		action uint8
+		body   string
+	}{
+		{0, `{"QueueUrl":"http://h/q/orders","MaxNumberOfMessages":10,"WaitTimeSeconds":20,"VisibilityTimeout":30,"MessageSystemAttributeNames":["All"],"MessageAttributeNames":["All"]}`},
+		{0, `{"QueueUrl":"orders","AttributeNames":["SentTimestamp","Bogus"]}`},
+		{0, `{"QueueUrl":"http://[::1","MaxNumberOfMessages":-1}`},
+		{0, `{"MaxNumberOfMessages":1e3,"WaitTimeSeconds":"1"}`},
+		{0, `{"QueueUrl":null,"VisibilityTimeout":43201}`},
+		{0, `[]`},
+		{0, `{} x`},
+		{1, `{"QueueUrl":"http://h/orders","ReceiptHandle":"0:42:1311768467294899695","VisibilityTimeout":0}`},
+		{1, `{"QueueUrl":"http://h/orders","ReceiptHandle":"0:42","VisibilityTimeout":1}`},
+		{1, `{"QueueUrl":"http://h/orders","ReceiptHandle":"-1:0:1"}`},
+		{2, `{"QueueUrl":"http://h/orders","Entries":[{"Id":"a","ReceiptHandle":"0:0:1","VisibilityTimeout":5},{"Id":"b","ReceiptHandle":"x"}]}`},
+		{2, `{"QueueUrl":"http://h/orders","Entries":[{"Id":"a","ReceiptHandle":"0:0:1"},{"Id":"a","ReceiptHandle":"0:0:1"}]}`},
+		{2, `{"QueueUrl":"http://h/orders","Entries":[{"Id":"a b"}]}`},
+		{2, `{"Entries":[]}`},
+		{3, `{"QueueUrl":"http://h/orders","MessageBody":"hello","DelaySeconds":0}`},
+		{3, `{"QueueUrl":"http://h/orders","MessageBody":"\u0000"}`},
+		{3, `{"QueueUrl":"http://h/orders","MessageBody":"x","MessageAttributes":{"a":{}}}`},
+		{3, `{"MessageBody":"\ud800"}`},
+		{4, `{"QueueUrl":"http://h/orders","Entries":[{"Id":"a","MessageBody":"1"},{"Id":"b","MessageGroupId":"g","MessageBody":"2"}]}`},
+		{5, `{"QueueName":"orders"}`},
+		{5, `{"QueueName":"a/b"}`},
+		{6, `{"QueueUrl":"http://h/orders","AttributeNames":["All","QueueArn"]}`},
+		{6, `{"QueueUrl":"http://h/orders","AttributeNames":["Nope"]}`},
+	} {
+		f.Add(seed.action, []byte(seed.body))
+	}
+	f.Fuzz(func(t *testing.T, action uint8, body []byte) {
+		err := decodeActions[int(action)%len(decodeActions)](t, body)
+		checkRefusal(t, err)
+	})
+}

@@ -1,0 +1,196 @@
+// Package sqsapi is an SQS-compatible front end over a node: an http.Handler a broker
+// mounts, serving the actions an SQS consumer uses in SQS's JSON protocol (AWS JSON 1.0), so
+// that the AWS SDKs and the tools built on them consume the node's topics as SQS queues.
+//
+// # Mounting
+//
+//	api, err := sqsapi.New(node, sqsapi.Config{
+//		Queues:  func(name string) (string, bool) { return name, topics.Has(name) },
+//		BaseURL: "https://broker.example.com/sqs",
+//		Produce: produce, // optional: SendMessage and SendMessageBatch
+//		Authorize: func(r *http.Request, req sqsapi.Request) error {
+//			return verifySigV4(r, req.Body) // the host's: the handler verifies no signature
+//		},
+//	})
+//	...
+//	mux.Handle("/sqs", api)  // what clients use as the SDK's BaseEndpoint
+//	mux.Handle("/sqs/", api) // for the SDKs that post to the queue's URL
+//	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+//
+// A ReceiveMessage long-polls for up to 20 s: a server with a WriteTimeout sets it above
+// 20 s plus router.ConsumeOverrun. A client points an SDK at the handler with its base
+// endpoint (aws.String("https://broker.example.com/sqs")), any region, and the credentials
+// the host's Authorize checks.
+//
+// # The protocol
+//
+// Every request is a POST with X-Amz-Target: AmazonSQS.<Action> and a JSON body whose
+// members have SQS's names (QueueUrl, MaxNumberOfMessages, ReceiptHandle, Entries, ...).
+// Its Content-Type, when it has one, is application/x-amz-json-1.0 (or -1.1); the query
+// protocol (form bodies with Action=) is not served. The path is not looked at: most SDKs
+// post to the base endpoint, some to the queue's URL. A response is a 200 with a JSON body
+// (application/x-amz-json-1.0), or an error (below). Members a request carries that the
+// handler does not know are ignored, as SQS ignores them; a known member of the wrong JSON
+// type, or a body that is not one JSON object, is a SerializationException. A body is read
+// through an http.MaxBytesReader of MaxRequestBytes: never more.
+//
+// The actions served:
+//
+//	ReceiveMessage                 consume up to MaxNumberOfMessages (1 to 10, default 1),
+//	                               long-polling up to WaitTimeSeconds (0 to 20, default 0),
+//	                               leased for VisibilityTimeout (1 to 43200 s; absent, the
+//	                               topic's visibility timeout)
+//	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
+//	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
+//	                               shorten the lease too); 0 releases at once
+//	SendMessage(Batch)             Config.Produce, one record per message
+//	GetQueueUrl                    Config.BaseURL + "/" + QueueName
+//	GetQueueAttributes             ApproximateNumberOfMessages, ...NotVisible, ...Delayed
+//
+// SQS's other actions (CreateQueue, DeleteQueue, PurgeQueue, ListQueues, SetQueueAttributes,
+// the tags, permissions and message moves) answer UnsupportedOperation; an action SQS does
+// not have answers InvalidAction.
+//
+// # Queues
+//
+// A queue is named by the last path segment of a request's QueueUrl, which Config.Queues
+// maps to a topic (ok false: QueueDoesNotExist); the rest of the URL is not checked, so a
+// queue is reached whatever host name the client knows the broker by. A queue name is 1 to
+// 80 letters, digits, hyphens, underscores and dots. A topic the node does not know
+// (router.ErrUnknownTopic) is QueueDoesNotExist too. GetQueueAttributes counts what the
+// node's router.Node.TopicStatus reports, the partitions this node owns: in a cluster the
+// host sums the nodes' answers if it needs the queue's, and a partition not loaded since
+// the node started counts nothing until a call loads it. ApproximateNumberOfMessages is the
+// backlog that is visible now (not leased, delayed, acked ahead of a gap or quarantined),
+// ApproximateNumberOfMessagesNotVisible the leased records, ApproximateNumberOfMessagesDelayed
+// those a release's delay or a topic's backoff holds back. SQS's other queue attribute names
+// are accepted and not answered; a name SQS does not have is InvalidAttributeName.
+//
+// # Receiving
+//
+// A received message is
+//
+//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
+//	 "MD5OfBody":"<hex MD5 of Body>","Body":"...",
+//	 "Attributes":{"ApproximateReceiveCount":"1","SentTimestamp":"1767366245123",
+//	               "ApproximateFirstReceiveTimestamp":"1767366250000"}}
+//
+// where:
+//
+//   - MessageId is partition:offset, the same for every delivery of the record and what
+//     SendMessage answered for it.
+//   - ReceiptHandle is the node's receipt handle (router.Handle's text): opaque to the
+//     client, and unforgeable (its nonce is drawn from the shard's stream).
+//   - Body is the record's value when it is valid UTF-8, and its standard base64 (with
+//     padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
+//     the MD5 of Body as written. The record's key is not delivered.
+//   - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
+//     the older AttributeNames; "All" is all three): ApproximateReceiveCount is the
+//     delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
+//     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time of
+//     this receive on a first delivery, and left out on any later one (the node keeps no
+//     time of a record's first delivery). SQS's other names are accepted and not answered.
+//   - Message attributes: records carry no headers yet, so no message has any;
+//     MessageAttributeNames is accepted and answered with none.
+//
+// A receive with nothing to deliver (its wait ran out) answers {}. The response holds at
+// most router.ResponseLimit bytes: the handler measures each message at its encoded size and
+// cuts the batch with router.Node.FitResponse, which gives the rest back at once. A client
+// that disconnects ends its long-poll at once (the request's context is the consume's), and a
+// record taken for a client that left, or whose response could not be written, is given back
+// (released), so it is visible again at once rather than after its visibility timeout.
+//
+// Each client identity (Config.Identity) may have at most Config.MaxInFlight ReceiveMessage
+// requests in flight (DefaultMaxInFlight); one more is answered RequestThrottled, which the
+// SDKs retry with backoff.
+//
+// # Receipt handles
+//
+// A handle that does not parse is ReceiptHandleIsInvalid, and reaches no node. One that
+// parses but names no live lease, or a message deleted already, is answered as SQS answers
+// a stale handle:
+//
+//	node's answer                         DeleteMessage   ChangeMessageVisibility
+//	the live lease                        deleted (acked) visibility changed
+//	router.ErrGone: the lease lapsed,     success,        MessageNotInflight
+//	  was released, or was superseded       nothing deleted
+//	  (or the handle was never issued)
+//	router.ErrAlreadySettled: the message success         InvalidParameterValue ("Message
+//	  was deleted already                                   does not exist or is not
+//	                                                        available for visibility
+//	                                                        timeout change")
+//
+// ChangeMessageVisibility with VisibilityTimeout 0 releases the lease (router.Node.Release):
+// the message is visible again at once, whatever backoff the topic has, and the delivery
+// does not count as an attempt, so the next delivery's ApproximateReceiveCount (and the
+// topic's MaxDeliveries) does not count the released one, where SQS's would. A longer
+// timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
+// MaxLeaseLifetime cap. The batches answer each entry as the single action would, in Failed
+// (Code, SenderFault, Message) or in Successful.
+//
+// # Sending
+//
+// SendMessage and SendMessageBatch hand each body to Config.Produce (without it they answer
+// UnsupportedOperation), and answer the MessageId partition:offset it returns and the
+// body's MD5, which the SDKs check. A body is 1 to MaxMessageBytes (256 KiB) of SQS's
+// characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF;
+// another is InvalidMessageContents), and a batch's bodies together at most MaxMessageBytes
+// (BatchRequestTooLong). What a record cannot carry is refused, not dropped:
+// MessageAttributes and MessageSystemAttributes (records carry no headers yet), a non-zero
+// DelaySeconds, and the FIFO queues' MessageGroupId and MessageDeduplicationId are each
+// InvalidParameterValue, the message not sent.
+//
+// # Errors
+//
+// An error is the status below, an x-amzn-query-error header with the query code and
+// ;Sender or ;Receiver (which the SDKs read for the error's code), and a body
+//
+//	{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}
+//
+// from which the AWS SDK for Go builds its typed errors (*types.QueueDoesNotExist, ...):
+//
+//	status  __type                        x-amzn-query-error code                   when
+//	400     QueueDoesNotExist             AWS.SimpleQueueService.NonExistentQueue   no such queue or topic
+//	404     ReceiptHandleIsInvalid        ReceiptHandleIsInvalid                    a handle that does not parse
+//	400     MessageNotInflight            AWS.SimpleQueueService.MessageNotInflight see Receipt handles
+//	404     InvalidAddress                InvalidAddress                            a QueueUrl that is no URL
+//	400     InvalidAttributeName          InvalidAttributeName                      an attribute name SQS has not
+//	400     InvalidMessageContents        InvalidMessageContents                    a body character SQS refuses
+//	400     UnsupportedOperation          AWS.SimpleQueueService.UnsupportedOperation an SQS action not served
+//	400     EmptyBatchRequest, TooManyEntriesInBatchRequest, BatchEntryIdsNotDistinct,
+//	        InvalidBatchEntryId, BatchRequestTooLong (AWS.SimpleQueueService.<name>)  a batch's entries
+//	403     RequestThrottled              RequestThrottled                          MaxInFlight receives already
+//	400     InvalidParameterValue         InvalidParameterValue                     a value out of range; see Sending
+//	400     MissingParameter              MissingParameter                          a required member absent
+//	400     MissingAction, InvalidAction  (the same)                                no or an unknown X-Amz-Target
+//	400     SerializationException        SerializationException                    not one JSON object; a member of
+//	                                                                                the wrong type; another Content-Type
+//	403     AccessDenied                  AccessDenied                              Config.Authorize refused it
+//	405     MethodNotAllowed              MethodNotAllowed                          not a POST
+//	503     ServiceUnavailable            ServiceUnavailable                        try again: the node is closing, an
+//	                                                                                owner is down or unreachable, the
+//	                                                                                client's context ended
+//	500     InternalFailure               InternalFailure                           anything else (a host error), logged
+//
+// A body over MaxRequestBytes is InvalidParameterValue (BatchRequestTooLong for a batch).
+// Nothing malformed reaches the node; no request panics the handler.
+//
+// # Authentication
+//
+// The handler authenticates nobody and verifies no signature. The Authorization,
+// X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK sends with its
+// SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
+// request once it has been decoded, with its action, its queue and its body (the payload
+// the signature covers); its refusal is AccessDenied. A request refused as malformed is
+// refused before Authorize is asked, and nothing reaches Config.Queues, Config.Produce or
+// the node before Authorize allowed it.
+//
+// # Not supported
+//
+// FIFO queues (MessageGroupId, MessageDeduplicationId, ReceiveRequestAttemptId, which is
+// ignored); creating, deleting, purging, listing and configuring queues; dead-letter
+// queues and redrive (the topic's MaxDeliveries quarantines instead); per-message delays
+// and queue delays; message attributes, until records carry headers; a receive's
+// VisibilityTimeout of 0; SigV4 verification, which is the host's (Authorize); the query
+// protocol (XML); message bodies over 256 KiB.
+package sqsapi

@@ -1,0 +1,224 @@
+package sqsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/frontend"
+)
+
+// Node is what the handler uses of a *router.Node; tests may fake it.
+type Node interface {
+	Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error)
+	FitResponse(msgs []router.Message, size func(*router.Message) int, limit int) []router.Message
+	Ack(ctx context.Context, topic, handle string) error
+	AckBatch(ctx context.Context, topic string, handles []string) []error
+	Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error)
+	Release(ctx context.Context, topic, handle string) error
+	TopicStatus(topic string) ([]router.PartitionStatus, error)
+}
+
+var _ Node = (*router.Node)(nil)
+
+// DefaultMaxInFlight is Config.MaxInFlight's zero value: the ReceiveMessage requests one
+// client identity may have in flight at once (httpapi's bound on consumes).
+const DefaultMaxInFlight = frontend.DefaultMaxInFlight
+
+// Config shapes a Handler. Queues and BaseURL are required; the rest may be left zero.
+type Config struct {
+	// Queues names the topic a queue name stands for; ok false means there is no such
+	// queue (QueueDoesNotExist). It is asked on every request, so that a queue may come and
+	// go with its topic; it must be fast and safe for concurrent use.
+	Queues func(name string) (topic string, ok bool)
+	// BaseURL is where the handler is reached, as clients see it: an absolute http or https
+	// URL such as "https://broker.example.com/sqs". A queue's URL (GetQueueUrl) is BaseURL,
+	// a slash and the queue's name.
+	BaseURL string
+	// Produce, when set, serves SendMessage and SendMessageBatch: it appends body as one
+	// record of topic to the host's log (telling the node, as the host's producers always
+	// do) and returns where it landed, which becomes the MessageId. Without it the two
+	// actions answer UnsupportedOperation. An error it returns is answered as a node's error
+	// is (router.ErrUnknownTopic is QueueDoesNotExist, router.ErrUnavailable
+	// ServiceUnavailable, anything else InternalFailure). It must be safe for concurrent use.
+	Produce func(ctx context.Context, topic string, body []byte) (partition int32, offset int64, err error)
+	// Authorize, when set, is asked whether a request may proceed, once it has been read
+	// and decoded and before the queue is resolved or anything reaches the node; a non-nil
+	// error is answered AccessDenied (403) with the error's text. The handler verifies no
+	// signature itself: this is where a host checks SigV4 (Request.Body is the payload the
+	// signature covers), an API key or a client certificate.
+	Authorize func(r *http.Request, req Request) error
+	// Identity names the client a request comes from, for the bound on ReceiveMessage
+	// requests in flight (an access key ID, an authenticated principal). Nil means the host
+	// part of the request's RemoteAddr.
+	Identity func(*http.Request) string
+	// MaxInFlight is how many ReceiveMessage requests (long-polls held included) one
+	// identity may have in flight; one more is answered RequestThrottled (403), which the
+	// AWS SDKs retry with backoff. Zero means DefaultMaxInFlight; a negative value means no
+	// bound.
+	MaxInFlight int
+	// Logger receives a line for each request answered InternalFailure. Nil means none.
+	Logger *slog.Logger
+	// Now is the clock of ApproximateFirstReceiveTimestamp. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Request is what Config.Authorize is told of a request besides its *http.Request.
+type Request struct {
+	// Action is the SQS action, X-Amz-Target's part after "AmazonSQS." ("ReceiveMessage").
+	Action string
+	// Queue is the queue the request names: its QueueUrl's last path segment, or
+	// GetQueueUrl's QueueName.
+	Queue string
+	// Body is the request's body as it arrived, the payload a SigV4 signature covers. It is
+	// the handler's: Authorize must neither modify nor keep it.
+	Body []byte
+}
+
+// A Handler serves SQS's JSON protocol over a node. It is safe for concurrent use.
+type Handler struct {
+	node      Node
+	queues    func(string) (string, bool)
+	baseURL   string
+	produce   func(context.Context, string, []byte) (int32, int64, error)
+	authorize func(*http.Request, Request) error
+	identity  func(*http.Request) string
+	slots     *frontend.Slots
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New returns a handler serving SQS's JSON protocol over node.
+func New(node Node, cfg Config) (*Handler, error) {
+	switch {
+	case node == nil:
+		return nil, errors.New("sqsapi: nil node")
+	case cfg.Queues == nil:
+		return nil, errors.New("sqsapi: Config.Queues is required")
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" || base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("sqsapi: Config.BaseURL %q is not an absolute http or https URL without a query", cfg.BaseURL)
+	}
+	h := &Handler{
+		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
+		produce: cfg.Produce, authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+	}
+	if h.identity == nil {
+		h.identity = frontend.RemoteHost
+	}
+	maxFlight := cfg.MaxInFlight
+	if maxFlight == 0 {
+		maxFlight = DefaultMaxInFlight
+	}
+	h.slots = frontend.NewSlots(maxFlight)
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	return h, nil
+}
+
+// An action serves one SQS action from its decoded body.
+type action func(h *Handler, w http.ResponseWriter, r *http.Request, body []byte) error
+
+// actions are the SQS actions the handler serves, by X-Amz-Target's action name; batch
+// says a body over the bound is BatchRequestTooLong.
+var actions = map[string]struct {
+	serve action
+	batch bool
+}{
+	"ReceiveMessage":               {serve: (*Handler).receiveMessage},
+	"DeleteMessage":                {serve: (*Handler).deleteMessage},
+	"DeleteMessageBatch":           {serve: (*Handler).deleteMessageBatch, batch: true},
+	"ChangeMessageVisibility":      {serve: (*Handler).changeMessageVisibility},
+	"ChangeMessageVisibilityBatch": {serve: (*Handler).changeMessageVisibilityBatch, batch: true},
+	"SendMessage":                  {serve: (*Handler).sendMessage},
+	"SendMessageBatch":             {serve: (*Handler).sendMessageBatch, batch: true},
+	"GetQueueUrl":                  {serve: (*Handler).getQueueURL},
+	"GetQueueAttributes":           {serve: (*Handler).getQueueAttributes},
+}
+
+// unsupported are SQS's other actions: answered UnsupportedOperation, where an action SQS
+// does not have is InvalidAction.
+var unsupported = map[string]bool{
+	"AddPermission": true, "CancelMessageMoveTask": true, "CreateQueue": true, "DeleteQueue": true,
+	"ListDeadLetterSourceQueues": true, "ListMessageMoveTasks": true, "ListQueueTags": true,
+	"ListQueues": true, "PurgeQueue": true, "RemovePermission": true, "SetQueueAttributes": true,
+	"StartMessageMoveTask": true, "TagQueue": true, "UntagQueue": true,
+}
+
+// targetPrefix is what X-Amz-Target starts with for every SQS action.
+const targetPrefix = "AmazonSQS."
+
+// ServeHTTP implements http.Handler. The action is X-Amz-Target's; the path is not looked
+// at (some SDKs post to the queue's URL, most to /).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, codeMethodNotAllowed, "SQS's JSON protocol takes POST, not "+truncate(r.Method)+".")
+		return
+	}
+	target := r.Header.Get("X-Amz-Target")
+	if target == "" {
+		writeError(w, codeMissingAction, "The request has no X-Amz-Target header naming its action (AmazonSQS.ReceiveMessage, say).")
+		return
+	}
+	name, ok := strings.CutPrefix(target, targetPrefix)
+	act, served := actions[name]
+	switch {
+	case ok && unsupported[name]:
+		writeError(w, codeUnsupportedOperation, name+" is not supported by this endpoint.")
+		return
+	case !ok || !served:
+		writeError(w, codeInvalidAction, "The action "+truncate(target)+" is not valid for this endpoint.")
+		return
+	}
+	body, err := readBody(w, r, act.batch)
+	if err == nil {
+		err = act.serve(h, w, r, body)
+	}
+	if err != nil {
+		h.writeErr(w, r, name, err)
+	}
+}
+
+// writeErr answers a failed action, logging what is the service's fault.
+func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, action string, err error) {
+	c, msg := codeOf(err)
+	if c == codeInternalFailure {
+		h.log.Error("sqsapi: internal failure", "action", action, "remote", r.RemoteAddr, "err", err)
+	}
+	writeError(w, c, msg)
+}
+
+// open authorizes a request naming queue and resolves the queue to its topic.
+func (h *Handler) open(r *http.Request, action, queue string, body []byte) (string, error) {
+	if h.authorize != nil {
+		if err := h.authorize(r, Request{Action: action, Queue: queue, Body: body}); err != nil {
+			return "", fail(codeAccessDenied, err.Error())
+		}
+	}
+	topic, ok := h.queues(queue)
+	if !ok {
+		return "", fail(codeQueueDoesNotExist, "The specified queue does not exist.")
+	}
+	return topic, nil
+}
+
+// openURL is open for a request naming its queue by QueueUrl.
+func (h *Handler) openURL(r *http.Request, action string, queueURL *string, body []byte) (string, error) {
+	name, err := queueName(queueURL)
+	if err != nil {
+		return "", err
+	}
+	return h.open(r, action, name, body)
+}

@@ -1,0 +1,296 @@
+package sqsapi
+
+import (
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/frontend"
+)
+
+// receiveInput is ReceiveMessage's body.
+type receiveInput struct {
+	QueueUrl                    *string
+	MaxNumberOfMessages         *int64
+	WaitTimeSeconds             *int64
+	VisibilityTimeout           *int64
+	AttributeNames              []string // the older name of MessageSystemAttributeNames
+	MessageSystemAttributeNames []string
+	MessageAttributeNames       []string
+	ReceiveRequestAttemptId     *string // FIFO queues only: ignored
+}
+
+// The system attributes a received message can carry, by bit (systemAttributes[i] is bit i).
+const (
+	attrReceiveCount = 1 << iota
+	attrSentTimestamp
+	attrFirstReceive
+)
+
+var systemAttributes = []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"}
+
+// knownMessageAttributeNames are the names SQS knows in a ReceiveMessage's
+// MessageSystemAttributeNames, and in its older AttributeNames (which the SDKs type as queue
+// attribute names): any other is InvalidAttributeName. Those not in systemAttributes are
+// accepted and not returned.
+var knownMessageAttributeNames = setOf(
+	"SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
+	"SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
+	"DeadLetterQueueSourceArn",
+)
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// receiveRequest is a validated ReceiveMessage.
+type receiveRequest struct {
+	opts  router.ConsumeOptions
+	attrs uint // the system attributes asked for
+}
+
+// request validates a ReceiveMessage's parameters.
+func (in *receiveInput) request() (receiveRequest, error) {
+	var req receiveRequest
+	max, err := integer("MaxNumberOfMessages", in.MaxNumberOfMessages, 1, MaxReceive, 1)
+	if err != nil {
+		return req, err
+	}
+	wait, err := integer("WaitTimeSeconds", in.WaitTimeSeconds, 0, MaxWaitSeconds, 0)
+	if err != nil {
+		return req, err
+	}
+	// A lease of 0 s (visible again at once) is refused rather than stretched: absent, the
+	// topic's visibility timeout applies.
+	vis, err := integer("VisibilityTimeout", in.VisibilityTimeout, 1, MaxVisibilitySeconds, 0)
+	if err != nil {
+		return req, err
+	}
+	req.opts = router.ConsumeOptions{Max: int(max), Wait: time.Duration(wait) * time.Second, Visibility: time.Duration(vis) * time.Second}
+	for _, list := range []struct {
+		param string
+		names []string
+	}{{"AttributeNames", in.AttributeNames}, {"MessageSystemAttributeNames", in.MessageSystemAttributeNames}} {
+		set, err := attributeNames(list.param, list.names, knownMessageAttributeNames, systemAttributes)
+		if err != nil {
+			return req, err
+		}
+		req.attrs |= set
+	}
+	for _, name := range in.MessageAttributeNames {
+		if name == "" || len(name) > maxAttributeName {
+			return req, invalidValue("MessageAttributeNames", strconv.Quote(truncate(name)), fmt.Sprintf("A message attribute name is 1 to %d characters long.", maxAttributeName))
+		}
+	}
+	return req, nil
+}
+
+// receiveMessage serves ReceiveMessage: a consume of up to MaxNumberOfMessages records,
+// long-polling up to WaitTimeSeconds, leased for VisibilityTimeout.
+func (h *Handler) receiveMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+	var in receiveInput
+	if err := decode(body, &in); err != nil {
+		return err
+	}
+	req, err := in.request()
+	if err != nil {
+		return err
+	}
+	topic, err := h.openURL(r, "ReceiveMessage", in.QueueUrl, body)
+	if err != nil {
+		return err
+	}
+	id := h.identity(r)
+	if !h.slots.Acquire(id) {
+		return fail(codeRequestThrottled, fmt.Sprintf("%d ReceiveMessage requests of this client are in flight already.", h.slots.Max()))
+	}
+	defer h.slots.Release(id)
+	ctx := r.Context()
+	// A record taken as the client left is given back, not left invisible.
+	msgs, err := frontend.Consume(ctx, h.node, topic, req.opts)
+	if err != nil {
+		return err
+	}
+	enc := encoders.Get().(*encoder)
+	defer enc.release()
+	msgs = enc.encode(h.node, msgs, req.attrs, h.now().UnixMilli())
+	if _, err := writeJSON(w, enc.buf); err != nil {
+		frontend.GiveBack(ctx, h.node, topic, msgs) // the client cannot parse a cut body: none reached it
+	}
+	return nil
+}
+
+// The envelope of a ReceiveMessage's response: {"Messages":[m1,m2,...]}, and {} for none.
+const (
+	envelopeOpen  = `{"Messages":[`
+	envelopeClose = `]}`
+	// bodyLimit is what FitResponse may give a response's messages, each counted with the
+	// comma before it (none for the first).
+	bodyLimit = router.ResponseLimit - len(envelopeOpen) - len(envelopeClose)
+)
+
+// An encoder writes a ReceiveMessage response. Pooled: its buffer is reused.
+type encoder struct {
+	buf  []byte
+	ends []int // ends[i]: where message i's encoding ends in buf
+	msgs []router.Message
+}
+
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// maxPooledBuffer bounds the buffer an encoder keeps in the pool: a rare large response
+// does not pin its memory.
+const maxPooledBuffer = 1 << 20
+
+func (e *encoder) release() {
+	if cap(e.buf) <= maxPooledBuffer {
+		encoders.Put(e)
+	}
+}
+
+// encode writes the response for msgs into e.buf and returns the messages it holds: the
+// longest prefix within router.ResponseLimit, as the node's FitResponse cuts it (giving back
+// the rest at once). firstReceive is the time of this receive, in ms since the epoch.
+func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, firstReceive int64) []router.Message {
+	if len(msgs) == 0 {
+		e.buf = append(e.buf[:0], "{}"...)
+		return msgs
+	}
+	e.buf = append(e.buf[:0], envelopeOpen...)
+	e.ends = e.ends[:0]
+	for i := range msgs {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		// Records carry no headers yet, so no message carries message attributes; once they
+		// do, the ones MessageAttributeNames selects are passed here.
+		e.buf = appendMessage(e.buf, &msgs[i], attrs, firstReceive, nil)
+		e.ends = append(e.ends, len(e.buf))
+	}
+	if len(msgs) > 1 {
+		e.msgs = msgs
+		msgs = node.FitResponse(msgs, e.size, bodyLimit)
+		e.msgs = nil
+	}
+	if len(msgs) == 0 { // FitResponse keeps the first; a node that closed keeps them all
+		e.buf = append(e.buf[:0], "{}"...)
+		return msgs
+	}
+	e.buf = append(e.buf[:e.ends[len(msgs)-1]], envelopeClose...)
+	return msgs
+}
+
+// size is what message m adds to a response: its encoding, with the comma before it.
+func (e *encoder) size(m *router.Message) int {
+	start := len(envelopeOpen)
+	for i := range e.msgs {
+		if &e.msgs[i] == m {
+			return e.ends[i] - start
+		}
+		start = e.ends[i]
+	}
+	return 0 // not one of the batch's: FitResponse measures only those
+}
+
+// appendMessage appends one received message's JSON object:
+//
+//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
+//	 "MD5OfBody":"...","Body":"...",
+//	 "Attributes":{"ApproximateReceiveCount":"1","SentTimestamp":"1700000000000",...},
+//	 "MD5OfMessageAttributes":"...","MessageAttributes":{...}}
+//
+// The body is the record's value when it is valid UTF-8, and its standard base64 otherwise
+// (an SQS body is text); MD5OfBody is the MD5 of the body as written. Attributes holds the
+// system attributes asked for (none: no Attributes); MessageAttributes, with its MD5, the
+// message attributes given, ordered by name.
+func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64, mattrs []messageAttribute) []byte {
+	dst = append(dst, `{"MessageId":"`...)
+	dst = appendMessageID(dst, m.Partition, m.Offset)
+	dst = append(dst, `","ReceiptHandle":"`...)
+	dst = m.Receipt.AppendText(dst)
+	body := m.Value
+	if !utf8.Valid(body) {
+		body = base64.StdEncoding.AppendEncode(nil, body)
+	}
+	sum := md5.Sum(body)
+	dst = append(dst, `","MD5OfBody":"`...)
+	dst = hex.AppendEncode(dst, sum[:])
+	dst = append(dst, `","Body":`...)
+	dst = frontend.AppendString(dst, body)
+	attrs &^= absentAttributes(m)
+	if attrs != 0 {
+		dst = append(dst, `,"Attributes":{`...)
+		first := true
+		attribute := func(name string, v int64) {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, '"')
+			dst = append(dst, name...)
+			dst = append(dst, `":"`...)
+			dst = strconv.AppendInt(dst, v, 10)
+			dst = append(dst, '"')
+		}
+		if attrs&attrReceiveCount != 0 {
+			attribute("ApproximateReceiveCount", int64(m.Attempt))
+		}
+		if attrs&attrSentTimestamp != 0 {
+			attribute("SentTimestamp", m.Timestamp.UnixMilli())
+		}
+		if attrs&attrFirstReceive != 0 {
+			attribute("ApproximateFirstReceiveTimestamp", firstReceive)
+		}
+		dst = append(dst, '}')
+	}
+	if len(mattrs) > 0 {
+		sum := md5OfMessageAttributes(mattrs)
+		dst = append(dst, `,"MD5OfMessageAttributes":"`...)
+		dst = hex.AppendEncode(dst, sum[:])
+		dst = append(dst, `","MessageAttributes":`...)
+		dst = appendMessageAttributes(dst, mattrs)
+	}
+	return append(dst, '}')
+}
+
+// absentAttributes are the system attributes m cannot answer: a SentTimestamp for a record
+// without a timestamp, and an ApproximateFirstReceiveTimestamp for any delivery but the
+// first (the node keeps no time of a record's first delivery, and this one is not it).
+func absentAttributes(m *router.Message) uint {
+	var absent uint
+	if m.Timestamp.IsZero() {
+		absent |= attrSentTimestamp
+	}
+	if m.Attempt != 1 {
+		absent |= attrFirstReceive
+	}
+	return absent
+}
+
+// appendMessageID appends a record's MessageId, partition:offset: the same for every
+// delivery of the record, and what SendMessage answered for it.
+func appendMessageID(dst []byte, partition int32, offset int64) []byte {
+	dst = strconv.AppendInt(dst, int64(partition), 10)
+	dst = append(dst, ':')
+	return strconv.AppendInt(dst, offset, 10)
+}
+
+// writeJSON writes a 200 with body.
+func writeJSON(w http.ResponseWriter, body []byte) (int, error) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", contentType)
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	return w.Write(body)
+}

@@ -1,0 +1,167 @@
+package sqsapi
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+)
+
+// sendInput is SendMessage's body, and one entry of SendMessageBatch's (with Id).
+type sendInput struct {
+	QueueUrl                *string
+	Id                      *string
+	MessageBody             *string
+	DelaySeconds            *int64
+	MessageAttributes       map[string]json.RawMessage
+	MessageSystemAttributes map[string]json.RawMessage
+	MessageDeduplicationId  *string
+	MessageGroupId          *string
+}
+
+// body validates a message to send and returns its body. What a record cannot carry yet is
+// refused rather than dropped: message attributes (records have no headers), a delay, and
+// the FIFO queues' group and deduplication ids.
+func (in *sendInput) body(prefix string) ([]byte, error) {
+	switch {
+	case in.MessageBody == nil:
+		return nil, missing(prefix + "MessageBody")
+	case len(in.MessageAttributes) > 0:
+		return nil, invalidValue(prefix+"MessageAttributes", "(set)", "Message attributes are not supported by this endpoint yet: the message was not sent.")
+	case len(in.MessageSystemAttributes) > 0:
+		return nil, invalidValue(prefix+"MessageSystemAttributes", "(set)", "Message system attributes are not supported by this endpoint: the message was not sent.")
+	case in.DelaySeconds != nil && *in.DelaySeconds != 0:
+		return nil, invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "Delayed messages are not supported by this endpoint.")
+	case in.MessageGroupId != nil:
+		return nil, invalidValue(prefix+"MessageGroupId", strconv.Quote(truncate(*in.MessageGroupId)), "The request include parameter that is not valid for this queue type.")
+	case in.MessageDeduplicationId != nil:
+		return nil, invalidValue(prefix+"MessageDeduplicationId", strconv.Quote(truncate(*in.MessageDeduplicationId)), "The request include parameter that is not valid for this queue type.")
+	}
+	body := *in.MessageBody
+	switch {
+	case body == "":
+		return nil, invalidValue(prefix+"MessageBody", `""`, "The message body must be at least one character long.")
+	case len(body) > MaxMessageBytes:
+		return nil, invalidValue(prefix+"MessageBody", "(a body)", fmt.Sprintf("Message must be shorter than %d bytes.", MaxMessageBytes))
+	}
+	if r, ok := invalidCharacter(body); !ok {
+		return nil, fail(codeInvalidMessageContents, fmt.Sprintf("Invalid binary character '#x%X' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF", r))
+	}
+	return []byte(body), nil
+}
+
+// invalidCharacter finds the first character of s outside SQS's set for a body (the XML
+// characters), reporting ok when there is none. A byte that is not UTF-8 is refused too (the
+// JSON decoder has made it U+FFFD already, so this never finds one in a decoded body).
+func invalidCharacter(s string) (rune, bool) {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return r, false
+			}
+		case r == 0x9 || r == 0xA || r == 0xD:
+		case r < 0x20, r >= 0xFFFE && r <= 0xFFFF:
+			return r, false
+		}
+	}
+	return 0, true
+}
+
+// sendResponse answers SendMessage.
+type sendResponse struct {
+	MD5OfMessageBody string `json:"MD5OfMessageBody"`
+	MessageId        string `json:"MessageId"`
+}
+
+// sendMessage serves SendMessage through Config.Produce.
+func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+	var in sendInput
+	if err := decode(body, &in); err != nil {
+		return err
+	}
+	if h.produce == nil {
+		return fail(codeUnsupportedOperation, "SendMessage is not supported by this endpoint.")
+	}
+	msg, err := in.body("")
+	if err != nil {
+		return err
+	}
+	topic, err := h.openURL(r, "SendMessage", in.QueueUrl, body)
+	if err != nil {
+		return err
+	}
+	id, err := h.send(r, topic, msg)
+	if err != nil {
+		return err
+	}
+	resp, _ := json.Marshal(sendResponse{MD5OfMessageBody: md5Hex(msg), MessageId: id})
+	writeJSON(w, resp)
+	return nil
+}
+
+// send produces one message and returns its MessageId.
+func (h *Handler) send(r *http.Request, topic string, body []byte) (string, error) {
+	partition, offset, err := h.produce(r.Context(), topic, body)
+	if err != nil {
+		return "", err
+	}
+	return string(appendMessageID(nil, partition, offset)), nil
+}
+
+func md5Hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+type sendBatchInput struct {
+	QueueUrl *string
+	Entries  []sendInput
+}
+
+// sendMessageBatch serves SendMessageBatch through Config.Produce, one record per entry, in
+// order; an entry refused or failed is answered in Failed, the others are sent.
+func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
+	var in sendBatchInput
+	if err := decode(body, &in); err != nil {
+		return err
+	}
+	if h.produce == nil {
+		return fail(codeUnsupportedOperation, "SendMessageBatch is not supported by this endpoint.")
+	}
+	if err := batchIDs(len(in.Entries), func(i int) *string { return in.Entries[i].Id }); err != nil {
+		return err
+	}
+	total := 0
+	for _, e := range in.Entries {
+		if e.MessageBody != nil {
+			total += len(*e.MessageBody)
+		}
+	}
+	if total > MaxMessageBytes {
+		return fail(codeBatchRequestTooLong, fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxMessageBytes, total))
+	}
+	topic, err := h.openURL(r, "SendMessageBatch", in.QueueUrl, body)
+	if err != nil {
+		return err
+	}
+	var resp batchResponse
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		msg, err := e.body("Entries." + strconv.Itoa(i+1) + ".")
+		var id string
+		if err == nil {
+			id, err = h.send(r, topic, msg)
+		}
+		if err != nil {
+			h.failEntry(&resp, r, "SendMessageBatch", *e.Id, err)
+			continue
+		}
+		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg)})
+	}
+	writeBatch(w, &resp)
+	return nil
+}
