@@ -67,6 +67,11 @@ type State struct {
 	// hands it back in Snapshot, so the state it persists names the incarnation it came from;
 	// it never interprets it.
 	Incarnation uint64
+	// NothingPersisted says the state was not read from persisted files (Load found none it
+	// could trust): a shard created from it is not reported dirty until it changes, since
+	// there is nothing read to make durable, so a partition that is only looked at writes
+	// nothing.
+	NothingPersisted bool
 	// Held is what only memory knows of the unresolved offsets: the live leases (with their
 	// nonces, so the receipt handles consumers hold keep settling), the nack delays, and the
 	// attempts and reasons of offsets released for redelivery. HandOff fills it for a move;

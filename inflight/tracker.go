@@ -45,7 +45,7 @@ type TrackerConfig struct {
 	// touch, from disk). It runs outside the tracker's lock but inside the
 	// create fence, so a drop waits for it. Nil means every shard starts at frontier -1.
 	// An error fails the create and stores nothing. A shard created from Load reports
-	// Hooks.Dirty once it is stored.
+	// Hooks.Dirty once it is stored, unless its State says NothingPersisted.
 	Load func(topic string, partition int32) (State, error)
 	// Forget is called on every drop, inside the create fence, after the shard left the
 	// tracker: the committer forgets the partition there.
@@ -142,6 +142,11 @@ func (t *Tracker) Generation(topic string) *Generation {
 	return g
 }
 
+// LiveGeneration returns the live generation of topic, nil when it has none; unlike
+// Generation it starts none, so that a caller can look at the host's routes first and keep
+// nothing for a topic that does not exist.
+func (t *Tracker) LiveGeneration(topic string) *Generation { return t.generationOf(topic) }
+
 // Counters returns the counters every shard of the tracker counts into.
 func (t *Tracker) Counters() *Counters { return &t.counters }
 
@@ -208,7 +213,7 @@ func (t *Tracker) ShardIn(g *Generation, partition int32) (*Shard, error) {
 	}
 	t.setShard(topic, partition, fresh)
 	t.mu.Unlock()
-	if t.cfg.Load != nil {
+	if t.cfg.Load != nil && !state.NothingPersisted {
 		// What Load read may exist only in the page cache of a process that crashed: report
 		// the new shard dirty so the committer primes the partition and makes it durable
 		// before a later power loss could take back what this incarnation started from.

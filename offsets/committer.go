@@ -148,6 +148,11 @@ type Committer struct {
 	ioMu    sync.Mutex
 	held    int
 	lru     lruList
+	// noneEvictable: the last eviction scan found no held descriptor it may close, and no
+	// writeout has flipped or ended since (only those make one evictable), so the next is
+	// not made: with thousands of windows waiting for their writeouts, each of the many
+	// opens past the cap would otherwise scan every held descriptor.
+	noneEvictable bool
 	orphans []File               // descriptors Forget dropped while a writeout batch used them
 	offBuf  [OffsetFileSize]byte // levelling's buffer
 	// fds counts every descriptor open (held, one-shot, priming, levelling, roots); it never

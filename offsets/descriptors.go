@@ -108,6 +108,9 @@ func (c *Committer) adopt(p *partition, f File) bool {
 // errors of its writes), and so does one whose writeout is in flight or whose prime just
 // opened it for its first window. Called with ioMu held.
 func (c *Committer) evict(except *partition) bool {
+	if c.noneEvictable {
+		return false
+	}
 	for q := c.lru.head; q != nil; q = q.lruNext {
 		if q == except || !q.primed || q.fresh || q.pending || q.needRewrite || q.woBusy {
 			continue
@@ -120,6 +123,8 @@ func (c *Committer) evict(except *partition) bool {
 		c.stats.evictions.Add(1)
 		return true
 	}
+	c.noneEvictable = except == nil || !except.primed || except.fresh || except.pending ||
+		except.needRewrite || except.woBusy // the one passed over may be evictable later
 	return false
 }
 

@@ -419,6 +419,7 @@ func (c *Committer) completeWriteouts(t *tickScratch, batch []*partition) {
 	}
 	clear(t.closeAfter)
 	t.closeAfter = t.closeAfter[:0]
+	c.noneEvictable = false // the batch's partitions are out of it
 	for _, p := range batch {
 		p.woBusy, p.syncStarted = false, false
 		if p.woFile != nil {
@@ -435,6 +436,7 @@ func (c *Committer) completeWriteouts(t *tickScratch, batch []*partition) {
 
 // flip makes the window, now durable, the anchor. Called with ioMu held.
 func (c *Committer) flip(p *partition) {
+	c.noneEvictable = false
 	p.anchor = p.window()
 	p.anchorSeq++
 	p.anchorFrontier = p.syncFront

@@ -106,11 +106,11 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 	now := n.clock.Now() // one clock read: the first scan's leases and the wait's deadline
 	// The generation before the routes, as the scan takes them (see scan), so the first scan
 	// reuses both.
-	req.gen = n.tracker.Generation(topic)
-	local, remote, ok := n.routes.Partitions(topic)
+	gen, local, remote, ok := n.generationAndRoutes(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
 	}
+	req.gen = gen
 	req.local, req.remote = local, remote
 	here := servesLocally(local, req.pinned)
 	var scanErr error // a closed log: the wait may still serve

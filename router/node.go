@@ -418,7 +418,7 @@ func (n *Node) loadState(topic string, partition int32, oldest, hwm int64) (infl
 	}
 	persisted = n.committer.ClampToWatermark(topic, partition, persisted, hwm)
 	if !persisted.Found {
-		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation}, nil
+		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation, NothingPersisted: true}, nil
 	}
 	return shardState(&persisted), nil
 }

@@ -106,7 +106,10 @@ func (n *Node) availableContained(topic string, now time.Time) (available int) {
 // read as recovery reads them), so an owner restarting with a backlog offers it to the
 // first token without a scan. A partition the host answers wrongly about offers nothing.
 func (n *Node) available(topic string, now time.Time) int {
-	gen := n.tracker.Generation(topic)
+	gen := n.liveGeneration(topic)
+	if gen == nil {
+		return 0
+	}
 	local, _, ok, verdict := n.partitions(topic)
 	if !ok {
 		return 0

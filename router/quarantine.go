@@ -58,7 +58,10 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
 		return shard, nil
 	}
-	gen := n.tracker.Generation(topic) // before the routes: a delete from here on ends it
+	gen := n.liveGeneration(topic) // before the routes: a delete from here on ends it
+	if gen == nil {
+		return nil, ErrUnknownTopic
+	}
 	local, _, known, verdict := n.partitions(topic)
 	if err := verdict.refuses(partition); err != nil {
 		return nil, err // named wrongly: neither here nor forwarded

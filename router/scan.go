@@ -84,12 +84,39 @@ func (n *Node) scan(req scanRequest, out []Message) ([]Message, error) {
 	return n.scanAt(req, n.clock.Now(), out)
 }
 
+// generationAndRoutes returns the live generation of topic, then its routes, in that order
+// (a delete and recreate in between then cannot pair the old routes with the new shards). A
+// topic's first call looks at the routes before it starts a generation, and reads them
+// again after: a name no host knows leaves nothing behind.
+func (n *Node) generationAndRoutes(topic string) (gen *inflight.Generation, local []int32, remote map[string][]int32, ok bool) {
+	if gen = n.liveGeneration(topic); gen == nil {
+		return nil, nil, nil, false
+	}
+	local, remote, ok = n.routes.Partitions(topic)
+	return gen, local, remote, ok
+}
+
+// liveGeneration returns the live generation of topic, starting one only for a topic the
+// routes know; nil for one they do not, which then leaves nothing behind. The caller reads
+// the routes after it.
+func (n *Node) liveGeneration(topic string) *inflight.Generation {
+	if gen := n.tracker.LiveGeneration(topic); gen != nil {
+		return gen
+	}
+	if _, _, ok := n.routes.Partitions(topic); !ok {
+		return nil
+	}
+	return n.tracker.Generation(topic)
+}
+
 // scanAt is scan at now, for a caller that read the clock already.
 func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message, error) {
 	// The generation comes before everything the scan resolves, so a delete and recreate
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
 	if req.gen == nil {
-		req.gen = n.tracker.Generation(req.topic)
+		if req.gen = n.liveGeneration(req.topic); req.gen == nil {
+			return out, ErrUnknownTopic
+		}
 		req.local, req.remote = nil, nil // read after the generation, or not at all
 	}
 	order, start, verdict, err := n.partitionOrderOf(req.topic, req.pinned, req.local, req.remote)
