@@ -144,7 +144,7 @@ func (t *tool) verify(args []string, asJSON bool) int {
 			summary = append(summary, fmt.Sprintf("%d %s", counts[v], v))
 		}
 	}
-	fmt.Fprintf(w, "\n%d partitions", len(rep.Partitions))
+	fmt.Fprintf(w, "\n%s", plural(int64(len(rep.Partitions)), "partition"))
 	if len(summary) > 0 {
 		fmt.Fprintf(w, ": %s", strings.Join(summary, ", "))
 	}

@@ -33,7 +33,8 @@
 // What recovery takes comes from offsets.Inspect, which runs recovery's own code, so the tool
 // and a node cannot disagree. list, show and verify only read, and take no lock: beside a
 // running node what they print may be a moment old (a node writes each partition's window
-// every tick, 100 ms).
+// every tick, 100 ms), and a slot read while the node rewrites it can show as damaged: run
+// verify again.
 //
 // reset renames a partition's directory to PARTITION.reset-TIME beside it (TIME in UTC),
 // which the node never reads, and syncs the topic's directory. It writes only with -confirm,

@@ -12,16 +12,21 @@ import (
 	"narad.dev/consume/offsets"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata: the healthy state directory (from a real node) and the golden outputs")
+var (
+	update      = flag.Bool("update", false, "rewrite the golden outputs in testdata")
+	updateState = flag.Bool("update-state", false, "rewrite testdata/healthy from a real node's run, then the golden outputs")
+)
 
 // healthyDir is a state directory a real node left at a graceful Close (buildState), kept in
 // testdata so that the golden outputs over it do not change with each run's incarnations.
 const healthyDir = "testdata/healthy"
 
 // Issue 26: the output for one healthy state directory, as an operator sees it, is what the
-// golden files hold (go test ./cmd/consumestate -update rewrites them, and the directory).
+// golden files hold (go test ./cmd/consumestate -update rewrites them; -update-state the
+// state directory too, whose incarnations then change).
 func TestGolden(t *testing.T) {
-	if *update {
+	if *updateState {
+		*update = true
 		c := newCluster(t.TempDir())
 		buildState(t, c)
 		require.NoError(t, os.RemoveAll(healthyDir))

@@ -41,7 +41,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"reset", dir, "orders"}, exitTrouble, "", "reset needs DIR TOPIC PARTITION"},
 		{[]string{"reset", dir, "orders", "0", "-confirm"}, exitTrouble, "", "nothing to reset"},
 		{[]string{"list", dir}, exitOK, "No partitions.", ""},
-		{[]string{"verify", dir}, exitOK, "0 partitions.", ""},
+		{[]string{"verify", dir}, exitOK, "\n0 partitions.\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
