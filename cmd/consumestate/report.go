@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"narad.dev/consume/offsets"
@@ -204,7 +205,7 @@ func inspectPartition(ref partitionRef) partitionReport {
 		return r
 	case !fi.IsDir():
 		r.Verdict, r.Error = verdictUnreadable, "a file where the partition's directory should be"
-		r.NextStart = "the node cannot create the partition's directory: it sets the partition aside and retries with backoff; remove the file"
+		r.NextStart = "the node cannot create the partition's directory: it sets the partition aside and retries with backoff; remove the file, or reset the partition"
 		return r
 	}
 	moved := false
@@ -227,7 +228,7 @@ func inspectPartition(ref partitionRef) partitionReport {
 	}
 	if entries, err := os.ReadDir(ref.path); err == nil {
 		for _, e := range entries {
-			if !isStateFile(e.Name()) {
+			if !slices.Contains(stateFileNames, e.Name()) {
 				r.OtherEntries = append(r.OtherEntries, e.Name())
 			}
 		}
@@ -277,15 +278,6 @@ func describe(r *partitionReport, in *offsets.Inspection, ref partitionRef, move
 		r.Verdict = verdictOK
 		r.NextStart = nextStart(in, ref)
 	}
-}
-
-func isStateFile(name string) bool {
-	for _, n := range stateFileNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // nextStart says what the partition's next load does with what recovery takes.

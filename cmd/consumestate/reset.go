@@ -84,8 +84,8 @@ func setAside(stateDir, from, to string) (err error) {
 			err = fmt.Errorf("release the lock: %w", uerr)
 		}
 	}()
-	if fi, err := os.Stat(from); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%s is no longer a directory: %v", from, err)
+	if _, err := os.Lstat(from); err != nil {
+		return fmt.Errorf("%s is gone: %w", from, err) // a file there is set aside too: the node cannot use it
 	}
 	if _, err := os.Lstat(filepath.Join(from, router.MovedFile)); err == nil {
 		return fmt.Errorf("%s was handed off meanwhile (it holds %s)", from, router.MovedFile)

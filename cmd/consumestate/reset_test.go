@@ -173,3 +173,24 @@ func TestResetRefuses(t *testing.T) {
 	_, err := os.Stat(orders0)
 	require.NoError(t, err)
 }
+
+// Issue 26: a file where a partition's directory should be (the node sets the partition aside
+// for good) is set aside by reset like a directory, and the partition starts as new.
+func TestResetAFileInAPartitionsPlace(t *testing.T) {
+	c := newCluster(t.TempDir())
+	buildState(t, c)
+	orders1 := filepath.Join(c.dir, topicOrders, "1")
+	require.NoError(t, os.RemoveAll(orders1))
+	require.NoError(t, os.WriteFile(orders1, []byte("not a directory"), 0o644))
+	res := runTool(t, resetTime, "reset", c.dir, topicOrders, "1", "-confirm")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "orders/1: unreadable")
+	data, err := os.ReadFile(filepath.Join(c.dir, topicOrders, "1.reset-20300102T030405.000000006Z"))
+	require.NoError(t, err)
+	require.Equal(t, "not a directory", string(data))
+
+	n := c.start(t)
+	msgs := consume(t, n, topicOrders, 1, 3)
+	require.Len(t, msgs, 3, "the partition starts as new")
+	require.NoError(t, n.Close())
+}
