@@ -221,6 +221,9 @@
 //     the previous anchor of an upgrade is). Blank slots (a prime's extension before its
 //     first window) are no damage.
 //
+// Inspect and InspectFiles give the same reading file by file and slot by slot, with what
+// recovery makes of each and why, for an operator's tool (cmd/consumestate); they never write.
+//
 // Acked-ahead offsets and attempts at or below the recovered frontier are settled, and so are
 // the attempts of offsets acked ahead. The quarantine comes back as
 // written, and the requeued offsets all (they lie at or below the slot's frontier, so at or

@@ -42,19 +42,11 @@ type State struct {
 	Unverified bool
 }
 
-// recoveryNotes says what recovery had to ignore, for the log and the counters.
+// recoveryNotes says what recovery had to ignore, for the log and the counters, and what it
+// made of consumer.offset, for Inspect.
 type recoveryNotes struct {
-	foreignSlots  int    // valid records of another partition or incarnation
-	damagedSlots  int    // slots neither blank nor valid (torn, bit-flipped, truncated)
-	legacyIgnored int    // legacy records that would have been taken, not adopted by consumer.id's incarnation
-	unusableAhead bool   // consumer.ahead present and not empty, but no slot usable
-	badOffset     string // why consumer.offset was ignored, "" when it was not
-	badID         string // why consumer.id was ignored, "" when it was not
-}
-
-func (n *recoveryNotes) ignored() bool {
-	return n.foreignSlots > 0 || n.damagedSlots > 0 || n.legacyIgnored > 0 || n.unusableAhead ||
-		n.badOffset != "" || n.badID != ""
+	Ignored
+	offset OffsetUse
 }
 
 // stateFiles are the raw bytes of a partition's three files; nil when missing.
@@ -100,7 +92,7 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 	if files.id != nil {
 		var err error
 		if id, err = decodeID(files.id, key); err != nil {
-			notes.badID = err.Error()
+			notes.ConsumerID = err.Error()
 		}
 	}
 	slots := [2]decodedSlot{{err: errShort}, {err: errShort}} // until read whole
@@ -112,7 +104,7 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 		}
 		present++
 		if len(files.ahead) < hi {
-			notes.damagedSlots++ // a torn or truncated file: a partial slot
+			notes.DamagedSlots++ // a torn or truncated file: a partial slot
 			break
 		}
 		slots[i].decode(files.ahead[lo:hi])
@@ -122,34 +114,41 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 		case errors.Is(err, errBlank):
 			present--
 		case err != nil:
-			notes.damagedSlots++
+			notes.DamagedSlots++
 		}
 	}
 	n, foreign, legacyPassed := chooseSlot(&slots, key, id)
-	notes.foreignSlots, notes.legacyIgnored = foreign, legacyPassed
+	notes.ForeignSlots, notes.LegacyUnderIncarnation = foreign, legacyPassed
 	if n >= 0 {
 		r := &slots[n].rec
 		st = State{Found: true, Frontier: r.Frontier, Ahead: r.Ahead, Attempts: r.Attempts,
 			Quarantine: r.Quarantine, Requeued: r.Requeued}
 	} else if present > 0 && foreign == 0 && legacyPassed == 0 {
-		notes.unusableAhead = true
+		notes.UnusableAhead = true
 	}
 	if files.offset != nil {
 		o, err := decodeOffset(files.offset, key)
 		switch {
 		case err != nil:
-			notes.badOffset = err.Error()
+			notes.ConsumerOffset, notes.offset = err.Error(), OffsetDamaged
 		case o.legacy && n >= 0:
 			// An older release levels it with the slots and never ahead of them: with a
 			// slot to go by, the unverifiable copy adds nothing but risk.
+			notes.offset = OffsetLegacyBeside
 		case o.legacy && !id.countsLegacyOffset(o.frontier):
-			notes.legacyIgnored++
+			notes.LegacyUnderIncarnation++
+			notes.offset = OffsetLegacyIgnored
 		case o.legacy:
 			st = State{Found: true, Frontier: o.frontier, Unverified: true}
+			notes.offset = OffsetLegacyGivesFrontier
 		case id.incarnation == 0 || o.incarnation != id.incarnation:
-			notes.badOffset = "consumer.offset of another incarnation"
+			notes.ConsumerOffset = "consumer.offset of another incarnation"
+			notes.offset = OffsetOtherIncarnation
 		case !st.Found || o.frontier > st.Frontier:
 			st.Found, st.Frontier = true, o.frontier
+			notes.offset = OffsetGivesFrontier
+		default:
+			notes.offset = OffsetBehind
 		}
 	}
 	st.Ahead = above(st.Ahead, st.Frontier)
@@ -182,26 +181,50 @@ func (d *decodedSlot) decode(b []byte) {
 // would have settled. A legacy record older than the slot taken changes nothing and is passed
 // over without being counted (the previous anchor of an upgrade, say).
 func chooseSlot(slots *[2]decodedSlot, key uint32, id identity) (n, foreign, legacyPassed int) {
+	n, status := classifySlots(slots, key, id)
+	for _, s := range status {
+		switch s {
+		case SlotForeign, SlotOtherIncarnation:
+			foreign++
+		case SlotLegacyIgnored:
+			legacyPassed++
+		}
+	}
+	return n, foreign, legacyPassed
+}
+
+// classifySlots is chooseSlot's decision, slot by slot: the slot taken (or -1), and what each
+// slot is to recovery. A slot that holds no valid record is SlotBlank, SlotNewer or
+// SlotDamaged by its decode error.
+func classifySlots(slots *[2]decodedSlot, key uint32, id identity) (n int, status [2]SlotStatus) {
 	var counts, legacyOnly [2]bool
 	var recs [2]Record
 	for i := range slots {
 		s := &slots[i]
-		if s.err != nil {
-			continue
-		}
 		switch {
+		case errors.Is(s.err, errBlank):
+			status[i] = SlotBlank
+		case errors.Is(s.err, ErrNewerSlot):
+			status[i] = SlotNewer
+		case s.err != nil:
+			status[i] = SlotDamaged
 		case s.rec.Key != key:
-			foreign++
+			status[i] = SlotForeign
 		case id.countsSlot(&s.rec, s.crc):
-			counts[i] = true
+			status[i], counts[i] = SlotOlder, true // SlotTaken, if newestSlot takes it
 		case s.rec.Incarnation == 0:
-			legacyOnly[i] = true
+			status[i], legacyOnly[i] = SlotLegacyPassed, true
 		default:
-			foreign++
+			status[i] = SlotOtherIncarnation
 		}
-		recs[i] = s.rec // newestSlot reads the header fields only
+		if s.err == nil {
+			recs[i] = s.rec // newestSlot reads the header fields only
+		}
 	}
 	n = newestSlot(counts, &recs)
+	if n >= 0 {
+		status[n] = SlotTaken
+	}
 	for i := range slots {
 		if !legacyOnly[i] {
 			continue
@@ -209,10 +232,10 @@ func chooseSlot(slots *[2]decodedSlot, key uint32, id identity) (n, foreign, leg
 		withIt := counts
 		withIt[i] = true
 		if newestSlot(withIt, &recs) == i {
-			legacyPassed++
+			status[i] = SlotLegacyIgnored
 		}
 	}
-	return n, foreign, legacyPassed
+	return n, status
 }
 
 // unresolved keeps, in place, the attempts of offsets above frontier that are not in ahead
@@ -279,13 +302,13 @@ func (c *Committer) Load(topic string, partition int32) (State, error) {
 	if err != nil {
 		return st, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
 	}
-	if notes.ignored() {
+	if notes.Any() {
 		c.stats.ignoredFiles.Add(1)
 		c.log.Error(msgIgnored, "topic", topic, "partition", partition,
-			"foreign_slots", notes.foreignSlots, "damaged_slots", notes.damagedSlots,
-			"legacy_under_incarnation", notes.legacyIgnored,
-			"unusable_consumer_ahead", notes.unusableAhead, "consumer_offset", notes.badOffset,
-			"consumer_id", notes.badID, "frontier_kept", st.Frontier, "found", st.Found)
+			"foreign_slots", notes.ForeignSlots, "damaged_slots", notes.DamagedSlots,
+			"legacy_under_incarnation", notes.LegacyUnderIncarnation,
+			"unusable_consumer_ahead", notes.UnusableAhead, "consumer_offset", notes.ConsumerOffset,
+			"consumer_id", notes.ConsumerID, "frontier_kept", st.Frontier, "found", st.Found)
 	}
 	if st.Incarnation == 0 {
 		st.Incarnation = newIncarnation()

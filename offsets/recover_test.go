@@ -276,9 +276,9 @@ func TestRecoverIgnoresLegacyUnderAnotherIncarnation(t *testing.T) {
 			require.Empty(t, st.Quarantine)
 			require.Empty(t, st.Attempts)
 			require.Equal(t, uint64(inc), st.Incarnation)
-			require.Equal(t, tt.wantIgnored, notes.legacyIgnored)
-			require.Equal(t, tt.wantIgnored > 0, notes.ignored())
-			require.False(t, notes.unusableAhead, "an ignored legacy slot is not damage")
+			require.Equal(t, tt.wantIgnored, notes.LegacyUnderIncarnation)
+			require.Equal(t, tt.wantIgnored > 0, notes.Any())
+			require.False(t, notes.UnusableAhead, "an ignored legacy slot is not damage")
 		})
 	}
 }
@@ -331,8 +331,8 @@ func TestRecoverAdoptedLegacy(t *testing.T) {
 			require.True(t, slices.Equal(tt.wantAhead, st.Ahead), "ahead %v", st.Ahead)
 			require.Equal(t, tt.unverified, st.Unverified)
 			require.Equal(t, uint64(inc), st.Incarnation)
-			require.Equal(t, tt.wantIgnored, notes.legacyIgnored)
-			require.Empty(t, notes.badID)
+			require.Equal(t, tt.wantIgnored, notes.LegacyUnderIncarnation)
+			require.Empty(t, notes.ConsumerID)
 		})
 	}
 }

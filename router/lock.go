@@ -28,6 +28,13 @@ type DirLocker interface {
 	TryLock(path string) (unlock func() error, ok bool, err error)
 }
 
+// LockDir takes the lock a node holds on its state directory dir (Dir/LockName, on the real
+// file system), for a tool that must not write beside a running node: it answers an error
+// matching ErrDirLocked while a node, of this process or another, holds dir, and a node
+// started while the tool holds it fails New the same way. dir must exist; LockDir creates
+// the lock file as New does. The returned unlock releases it.
+func LockDir(dir string) (unlock func() error, err error) { return lockDir(nil, dir) }
+
 // heldDirs are the lock paths nodes of this process hold, so a second node of the process
 // is refused even where the platform's lock is per process (or absent).
 var heldDirs struct {

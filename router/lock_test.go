@@ -130,3 +130,29 @@ func TestKilledHolderReleasesTheLock(t *testing.T) {
 	require.NoError(t, err, "the kernel released the dead process's lock")
 	require.NoError(t, node.Close())
 }
+
+// Issue 26 (the state tool): LockDir is the node's own lock. A tool holding it keeps a node
+// from starting, and a running node keeps the tool out.
+func TestLockDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	node, err := router.New(realConfig(dir))
+	require.NoError(t, err)
+	_, err = router.LockDir(dir)
+	require.ErrorIs(t, err, router.ErrDirLocked, "a node holds it")
+	require.NoError(t, node.Close())
+
+	unlock, err := router.LockDir(dir)
+	require.NoError(t, err)
+	_, err = router.New(realConfig(dir))
+	require.ErrorIs(t, err, router.ErrDirLocked, "the tool holds it")
+	_, err = router.LockDir(dir)
+	require.ErrorIs(t, err, router.ErrDirLocked, "one holder at a time")
+	require.NoError(t, unlock())
+	node, err = router.New(realConfig(dir))
+	require.NoError(t, err)
+	require.NoError(t, node.Close())
+
+	_, err = router.LockDir(filepath.Join(dir, "missing"))
+	require.Error(t, err)
+	require.NotErrorIs(t, err, router.ErrDirLocked)
+}

@@ -27,6 +27,37 @@ import (
 //
 // The empty topic, and topics longer than MaxTopicLength, are refused before they get here.
 
+// TopicDir is the name of the directory of Config.Dir that holds a topic's ack state, one
+// directory per partition inside it named by the partition's number (see PartitionDir): for
+// an operator's tool that finds a partition's files on a node that may not be running. It
+// does not check the name (see MaxTopicLength).
+func TopicDir(topic string) string { return topicDir(topic) }
+
+// TopicOfDir says whose state a directory of Config.Dir named name holds: the topic, and
+// legacy true when name is the one a release before this one gave the topic's directory (a
+// node moves such a directory to TopicDir(topic) at the topic's first touch, unless that one
+// exists, which it then reads instead). ok is false for a name no topic has, among them the
+// names of long topics, which end in a hash of the topic and do not give it back (a topic
+// of an earlier release whose name ended so is taken for one of them).
+func TopicOfDir(name string) (topic string, legacy, ok bool) {
+	if hashedDir(name) {
+		return "", false, false
+	}
+	for _, escaped := range []string{name, strings.TrimSuffix(name, "%")} {
+		t, err := url.PathUnescape(escaped)
+		if err != nil || checkTopic(t) != nil {
+			continue
+		}
+		switch name {
+		case topicDir(t):
+			return t, false, true
+		case legacyTopicDir(t):
+			return t, true, true
+		}
+	}
+	return "", false, false
+}
+
 // dirNameBudget is the longest escaped name kept whole, and the most a hashed one takes.
 const dirNameBudget = 200
 
@@ -53,6 +84,17 @@ func topicDir(topic string) string {
 	}
 	sum := sha256.Sum256([]byte(topic))
 	return name[:keep] + "~" + hex.EncodeToString(sum[:16])
+}
+
+// hashedDir reports whether name has the shape topicDir gives a long topic's directory: '~'
+// (which it escapes everywhere else) and the hexadecimal digits of the topic's hash.
+func hashedDir(name string) bool {
+	i := len(name) - hashSuffix
+	if i < 0 || name[i] != '~' {
+		return false
+	}
+	_, err := hex.DecodeString(name[i+1:])
+	return err == nil
 }
 
 func plain(c byte) bool {

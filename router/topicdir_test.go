@@ -72,3 +72,56 @@ func TestCheckTopic(t *testing.T) {
 		}
 	}
 }
+
+// Issue 26 (the state tool): a directory name gives back its topic, whether the name is this
+// release's or an earlier one's, and no name gives a topic whose directory it is not.
+func TestTopicOfDir(t *testing.T) {
+	for _, tt := range []struct {
+		name, topic string
+		legacy, ok  bool
+	}{
+		{"orders", "orders", false, true},
+		{"%4Frders", "Orders", false, true},
+		{"Orders", "Orders", true, true},
+		{"a%2Fb", "a/b", false, true},
+		{"%2E", ".", false, true},
+		{"%2E%", ".", true, true},
+		{"%2E%2E%", "..", true, true},
+		{"%63on", "con", false, true},
+		{"%E6%B3%A8%E6%96%87", "注文", false, true},
+		{"~", "~", true, true}, // url.PathEscape leaves '~' alone
+		{"%", "", false, false},
+		{LockName, "", false, false},
+		{"a%2fb", "", false, false}, // topicDir writes uppercase escapes; PathEscape too
+		{"%6Frders", "", false, false},
+		{"abc%", "", false, false},
+		{topicDir(strings.Repeat("x", 300)), "", false, false},
+	} {
+		topic, legacy, ok := TopicOfDir(tt.name)
+		if topic != tt.topic || legacy != tt.legacy || ok != tt.ok {
+			t.Errorf("TopicOfDir(%q) = %q, %v, %v; want %q, %v, %v", tt.name, topic, legacy, ok, tt.topic, tt.legacy, tt.ok)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		topic := rapid.OneOf(rapid.StringN(1, -1, MaxTopicLength), rapid.StringMatching(`[a-zA-Z.~%/]{1,90}`)).Draw(t, "topic")
+		if checkTopic(topic) != nil {
+			t.Skip("a topic no node accepts")
+		}
+		if name := TopicDir(topic); !hashedDir(name) {
+			if got, legacy, ok := TopicOfDir(name); got != topic || legacy || !ok {
+				t.Fatalf("TopicOfDir(TopicDir(%q)) = %q, %v, %v", topic, got, legacy, ok)
+			}
+		}
+		if name := legacyTopicDir(topic); name != topicDir(topic) && !hashedDir(name) {
+			if got, legacy, ok := TopicOfDir(name); got != topic || !legacy || !ok {
+				t.Fatalf("TopicOfDir(legacyTopicDir(%q)) = %q, %v, %v", topic, got, legacy, ok)
+			}
+		}
+		name := rapid.StringMatching(`[a-zA-Z0-9.~%]{1,40}`).Draw(t, "name")
+		if got, legacy, ok := TopicOfDir(name); ok {
+			if want := map[bool]string{false: topicDir(got), true: legacyTopicDir(got)}[legacy]; want != name {
+				t.Fatalf("TopicOfDir(%q) = %q, %v, whose directory is %q", name, got, legacy, want)
+			}
+		}
+	})
+}
