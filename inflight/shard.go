@@ -870,8 +870,11 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 		s.clearQuarantine(off)
 		fx.dirty = true
 	case off != s.frontier+1 && corrupt:
-		s.corrupt[off] = struct{}{} // memory only: nothing to persist
+		s.corrupt[off] = struct{}{} // memory only: a restart finds it again by reading
 		s.settledAbove = max(s.settledAbove, off)
+		// Its reservation's attempt, counted under MaxDeliveries, may be persisted already:
+		// the next snapshot drops it, or a restart would quarantine the record unread.
+		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 	case off != s.frontier+1:
 		s.ackedAhead[off] = struct{}{}
 		s.settledAbove = max(s.settledAbove, off)

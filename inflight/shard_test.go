@@ -318,6 +318,25 @@ func TestSkipCorrupt(t *testing.T) {
 	assert.ErrorIs(t, s.SkipCorrupt(epoch, l1.Handle), ErrAlreadySettled)
 }
 
+// Under MaxDeliveries the attempt a reservation counted is persisted state, and so is a
+// corrupt skip's end of it: else the snapshot a committer took between the two keeps the
+// attempt, and a restart quarantines the record unread rather than skip it (found by the
+// cluster simulation, TestStoreSeeds seed 19).
+func TestSkipCorruptDropsItsPersistedAttempt(t *testing.T) {
+	s, hooks := newTestShard(t, Config{MaxDeliveries: 1}, State{Frontier: -1})
+	l0 := reserve(t, s, epoch, 10)
+	l1 := reserve(t, s, epoch, 10)
+	var snap State
+	s.Snapshot(&snap)
+	require.Len(t, snap.Attempts, 2, "the grants' attempts are persisted")
+	_, dirtyBefore := hooks.counts()
+	require.NoError(t, s.SkipCorrupt(epoch, l1.Handle))
+	_, dirty := hooks.counts()
+	assert.Greater(t, dirty, dirtyBefore, "the skip changed persisted state")
+	s.Snapshot(&snap)
+	assert.Equal(t, []Attempt{{Offset: l0.Offset, Count: 1}}, snap.Attempts, "the skipped offset's attempt is gone")
+}
+
 // Checklist 30: a closed log gives the reservation back, no jump, no attempt counted.
 func TestGiveBack(t *testing.T) {
 	s, hooks := newTestShard(t, Config{}, State{Frontier: -1})

@@ -19,7 +19,7 @@ import (
 // cluster is several nodes in one process on one routertest.Network, sharing one set of
 // logs: each owns the partitions of "orders" it was given (a gateway owns none).
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *routertest.Network
 	logs  *routertest.MemLogs
 	mu    sync.RWMutex // guards owned
@@ -67,7 +67,7 @@ func (r *clusterRoutes) Down(node string) bool {
 
 // newCluster starts a node per entry of owned (its partitions of "orders"; none for a
 // gateway), each configured further by tune when it is not nil.
-func newCluster(t *testing.T, rtt time.Duration, owned map[string][]int32, tune func(id string, cfg *router.Config)) *cluster {
+func newCluster(t testing.TB, rtt time.Duration, owned map[string][]int32, tune func(id string, cfg *router.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, net: &routertest.Network{RTT: rtt}, logs: &routertest.MemLogs{}, owned: owned, nodes: map[string]*member{}}
 	for _, parts := range owned {

@@ -93,8 +93,8 @@ func extend(dst, tail []Message) []Message {
 	return append(dst, tail...)
 }
 
-// consume routes a consume: this node's partitions first (no round trip), then one probe to
-// each remote owner (one round trip), then the wait, parked on this node's queue and on
+// consume routes a consume: this node's partitions first (no round trip), then a probe of
+// up to two remote owners (all of them without a wait), then the wait, parked on this node's queue and on
 // tokens left with the owners (two round trips: notify, then claim). A topic no node
 // serves yet is held for the wait, its routes looked at again every UnassignedRecheck.
 // The local scan appends to into, an empty slice whose capacity it may use.

@@ -151,8 +151,8 @@
 // With a Transport, a cluster of nodes behaves as one queue: a consumer may land on any node
 // and gets a record from whichever node owns one, in 0, 1 or 2 round trips, with no broadcast
 // and no polling while idle. A consume scans this node's partitions first (no round trip),
-// then probes every remote owner once (the first with records answers: one round trip), then
-// parks on this node's queue and leaves a delivery token (package tokens) with each owner,
+// then probes remote owners (the first with records answers: one round trip; two owners at
+// most when it has a wait, every owner when it has none), then parks on this node's queue and leaves a delivery token (package tokens) with each owner,
 // shared by every consumer parked here on the topic. A token reserves nothing: an owner where
 // records show up fires one token per record it can spare, tells that node, and holds the
 // record back for its claim; the consumer at the head of the node's queue claims it (two

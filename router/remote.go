@@ -14,8 +14,9 @@ import (
 )
 
 // The requesting side of consumption across nodes (see docs/protocol.md, "Consumption
-// across nodes"). A consume that finds nothing on this node's partitions asks every remote
-// owner once with a non-blocking probe (the first with records answers: one round trip),
+// across nodes"). A consume that finds nothing on this node's partitions asks remote owners
+// with a non-blocking probe (the first with records answers: one round trip; two at most
+// when it has a wait, so it parks within two round trips however many owners there are),
 // then parks on this node's queue and leaves a delivery token with each owner, shared by
 // every consumer parked here on the topic. An owner where a record shows up spends the
 // token and tells this node, which hands the wake to the consumer at the head of the queue;
@@ -28,6 +29,9 @@ const (
 	// ProbeBudget bounds a probe of one owner; a consume's own wait bounds it further (see
 	// ConsumeOverrun).
 	ProbeBudget = 2 * time.Second
+	// probeOwners is how many owners a consume with a wait probes before it parks, its
+	// tokens then left with every owner.
+	probeOwners = 2
 	// ProbeHedge is how long a consume waits for one owner's answer to its probe before it
 	// probes the next owner as well: well above a round trip within a data centre, and short
 	// enough that an owner that hangs costs a consume little.
@@ -98,7 +102,11 @@ func (n *Node) crossNode() bool { return n.transport != nil && n.wireVersion >= 
 // this node's queue and on tokens left with the owners, until a record comes, the wait ends
 // or ctx ends. It returns within ConsumeOverrun of deadline, whatever the owners do.
 func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
-	msgs, probeErr := n.probe(ctx, req, owners, deadline)
+	limit := 0 // a consume with no wait asks every owner: it has no tokens to wait on
+	if n.clock.Now().Before(deadline) {
+		limit = probeOwners
+	}
+	msgs, probeErr := n.probe(ctx, req, owners, limit, deadline)
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs, ctx.Err()
 	}
@@ -108,15 +116,16 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	return n.park(ctx, req, owners, gateway, deadline)
 }
 
-// probe asks the owners for up to req.max records, starting at one that rotates per topic;
-// the first with records answers, and the batch is never filled from several owners. An
+// probe asks the owners for up to req.max records, starting at one that rotates per topic,
+// limit of them at most (0: all); the first with records answers, and the batch is never
+// filled from several owners. An
 // owner that has not answered within ProbeHedge does not hold up the next: it is probed
 // too, and so on, so a hung owner costs a consume ProbeHedge, not its budget; a reply that
 // comes after another owner's records were taken is given back. Owners that let a consume's
 // RPC run out of its budget lately are not probed at all (see answering). Each probe ends by
 // ConsumeOverrun past deadline at the latest. It returns the last error when every owner
 // asked failed, or ErrUnavailable when none was asked.
-func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, deadline time.Time) ([]Message, error) {
+func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, limit int, deadline time.Time) ([]Message, error) {
 	if len(owners) == 0 {
 		return nil, nil
 	}
@@ -126,6 +135,13 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, dead
 	}
 	until := deadline.Add(ConsumeOverrun)
 	start := n.topic(req.topic).nextProbe(len(asked))
+	if limit > 0 && len(asked) > limit {
+		// The rest are reached by the tokens the wait leaves with every owner: an owner
+		// holding records spends one at once, so the consume parks within two round trips
+		// however many owners there are.
+		asked = append(slices.Clone(asked[start:]), asked[:start]...)[:limit]
+		start = 0
+	}
 	if len(asked) == 1 { // nobody to hedge with: the probe runs on the caller's goroutine
 		n.stats.remote.probes.Add(1)
 		msgs, err := n.remoteConsume(ctx, asked[0], req, false, n.rpcDeadline(ProbeBudget, until))
@@ -468,7 +484,8 @@ func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
 // topic's state it counted the consumer in, for unparkRemote.
 func (n *Node) parkRemote(topic string, owners []string, pinnedTo string, gateway bool, deadline time.Time) *remoteTopic {
 	now := n.clock.Now()
-	ttl := tokenTTL(now, deadline)
+	resend := resendEvery(gateway, len(owners))
+	ttl := tokenTTL(now, deadline, resend)
 	var send []string
 	r := &n.requester
 	r.mu.Lock()
@@ -495,7 +512,7 @@ func (n *Node) parkRemote(topic string, owners []string, pinnedTo string, gatewa
 			polls = true // polled by the keeper
 			continue
 		}
-		if !r.regs.Share(topic, owner, now, earliest(deadline, now.Add(tokens.Resend))) {
+		if !r.regs.Share(topic, owner, now, earliest(deadline, now.Add(resend))) {
 			r.regs.Sent(topic, owner, now, ttl)
 			send = append(send, owner)
 		}
@@ -511,9 +528,28 @@ func (n *Node) parkRemote(topic string, owners []string, pinnedTo string, gatewa
 }
 
 // tokenTTL sizes a token to a consumer's remaining wait plus the share window, at most two
-// keeper periods: the keeper sends it again before then while anyone is parked.
-func tokenTTL(now, deadline time.Time) time.Duration {
-	return min(max(deadline.Sub(now), 0), 2*tokens.Resend) + tokens.ShareWindow
+// periods of resend: the keeper sends it again before then while anyone is parked.
+func tokenTTL(now, deadline time.Time, resend time.Duration) time.Duration {
+	return min(max(deadline.Sub(now), 0), 2*resend) + tokens.ShareWindow
+}
+
+// resendOwners is how many owners a topic's tokens may be kept with at the base period;
+// each resendOwners more stretch it by one base period.
+const resendOwners = 8
+
+// resendEvery is how often the keeper registers a topic's token again with each of owners
+// owners while consumers are parked: GatewayResend for a node that owns none of the topic,
+// tokens.Resend otherwise, times one per resendOwners owners, so that the registrations an
+// idle node sends per second do not grow with the cluster (at most resendOwners frames per
+// base period per topic). A lost token then comes back later in a large cluster; a consume
+// that parks probes two owners first, and a registration is also sent at each park past
+// the share window.
+func resendEvery(gateway bool, owners int) time.Duration {
+	base := tokens.Resend
+	if gateway {
+		base = GatewayResend
+	}
+	return base * time.Duration(max(1, (owners+resendOwners-1)/resendOwners))
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -769,12 +805,9 @@ func (n *Node) keep(now time.Time) time.Duration {
 			continue
 		}
 		soon(tokens.KeepInterval)
-		resend := tokens.Resend
-		if rt.gateway {
-			resend = GatewayResend
-		}
-		ttl := tokenTTL(now, rt.latest)
 		owners := n.keptOwners(topic)
+		resend := resendEvery(rt.gateway, len(owners))
+		ttl := tokenTTL(now, rt.latest, resend)
 		for _, owner := range owners {
 			if !rt.waitsOn(owner) {
 				continue // its records serve nobody parked here: no token, no poll
