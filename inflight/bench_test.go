@@ -129,12 +129,8 @@ func BenchmarkPurgeExpire10000(b *testing.B) {
 // acked ahead, and the offset after the run, as a restored shard does: the run is passed
 // once, not scanned per reserve.
 func BenchmarkReserveAfterAckedAheadRun(b *testing.B) {
-	run := make([]int64, 1000)
-	for i := range run {
-		run[i] = int64(i + 1)
-	}
 	s := benchShard(Config{MaxAckedAhead: 1 << 20})
-	s.Restore(State{Frontier: -1, AckedAhead: run})
+	s.Restore(State{Frontier: -1, AckedAhead: []Run{{1, 1000}}})
 	b.ReportAllocs()
 	for b.Loop() {
 		lease, err := s.ReserveNext(epoch, 1<<40)

@@ -38,7 +38,8 @@ func transientReserve(limit int) int { return max(4, min(limit/2, 4+3*primeWorke
 // State fills *into with the partition's live acked state and reports whether the partition
 // has a shard: the incarnation Load gave the shard (0 lets the committer take consumer.id's or
 // name a new one), the frontier (inclusive: the last offset up to which everything is settled, -1
-// while offset 0 is not), the offsets acked above it (ascending, each above the frontier), the
+// while offset 0 is not), the offsets acked above it as runs (ascending, each above the
+// frontier; runs that touch are joined; AppendRuns makes them from offsets), the
 // delivery attempts of unresolved offsets above it (ascending by offset, each above the
 // frontier), the quarantined offsets (ascending, at least 0, on either side of the frontier)
 // and the requeued ones (ascending, within [0, frontier]). It reuses into's slices, appending
