@@ -86,23 +86,64 @@ func (t *runSet) removeFirst() {
 	t.release(n)
 }
 
-// insert adds the offset off, which must not be in the set. An offset that widens one run
-// (the next after a run, or the one before) changes that node in place; one that joins two
-// runs, or starts a new one, goes through add.
+// insert adds the offset off, which must not be in the set: an ack above the frontier. An
+// offset that widens one run (the next after a run, or the one before) changes that node in
+// place; one that joins two runs widens the first and removes the second; any other starts
+// a run of its own. Each is one or two descents of the tree.
 func (t *runSet) insert(off int64) {
 	pred, succ := t.around(off)
 	joinsPred := pred != 0 && t.nodes[pred].run.Last == off-1
 	joinsSucc := succ != 0 && t.nodes[succ].run.First == off+1
 	switch {
-	case joinsPred && !joinsSucc:
+	case joinsPred && joinsSucc:
+		next := t.nodes[succ].run
+		t.nodes[pred].run.Last = next.Last
+		t.offsets += 1 + next.Len() // removing succ takes its offsets back off
+		t.root = t.remove(t.root, next.First)
+	case joinsPred:
 		t.nodes[pred].run.Last = off
 		t.offsets++
-	case joinsSucc && !joinsPred:
+	case joinsSucc:
 		t.nodes[succ].run.First = off
 		t.offsets++
 	default:
-		t.add(off, off)
+		t.root = t.place(t.root, t.alloc(Run{off, off}))
 	}
+}
+
+// place puts the new node x into the tree n, none of whose runs touches x's, and returns the
+// tree: down the search path to where x's priority ranks it, where x takes the subtree there
+// split around its run.
+func (t *runSet) place(n, x int32) int32 {
+	if n == 0 {
+		return x
+	}
+	first := t.nodes[x].run.First
+	if t.nodes[x].prio > t.nodes[n].prio {
+		t.nodes[x].left, t.nodes[x].right = t.split(n, first)
+		return x
+	}
+	if first < t.nodes[n].run.First {
+		t.nodes[n].left = t.place(t.nodes[n].left, x)
+	} else {
+		t.nodes[n].right = t.place(t.nodes[n].right, x)
+	}
+	return n
+}
+
+// remove removes the run starting at first from the tree n and returns the tree.
+func (t *runSet) remove(n int32, first int64) int32 {
+	switch f := t.nodes[n].run.First; {
+	case first < f:
+		t.nodes[n].left = t.remove(t.nodes[n].left, first)
+	case first > f:
+		t.nodes[n].right = t.remove(t.nodes[n].right, first)
+	default:
+		joined := t.merge(t.nodes[n].left, t.nodes[n].right)
+		t.release(n)
+		return joined
+	}
+	return n
 }
 
 // add adds the offsets first through last (first <= last), merging the runs they overlap

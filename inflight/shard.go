@@ -1137,7 +1137,7 @@ func (s *Shard) Stats() Stats {
 		Frontier:       s.frontier,
 		Leased:         s.leased,
 		Delayed:        s.delayed,
-		AckedAhead:     int(min(s.ahead.offsets, math.MaxInt32)),
+		AckedAhead:     int(s.ahead.offsets),
 		AckedAheadRuns: s.ahead.runs,
 		Corrupt:        len(s.corrupt),
 		Quarantined:    len(s.quarantine),
