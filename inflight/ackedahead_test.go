@@ -1,6 +1,7 @@
 package inflight
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -99,4 +100,27 @@ func TestAckedAheadStallEpisodes(t *testing.T) {
 	s.SetConfig(Config{MaxAckedAheadRuns: 2})
 	refused()
 	assert.Len(t, stalls, 4, "lowered again: a new episode")
+}
+
+// A run acked up to the top of int64, past the log's high watermark (restored state above
+// a log that lost its tail) is passed without wrapping: the cursor stops at the high
+// watermark, and the frontier at the run's end.
+func TestAckedAheadRunAtTheTopOfInt64(t *testing.T) {
+	const top = math.MaxInt64
+	s, _ := newTestShard(t, Config{}, State{Frontier: top - 10, AckedAhead: []Run{{top - 5, top - 1}}})
+	var leases []Lease
+	for range 4 {
+		leases = append(leases, reserve(t, s, epoch, top-3))
+	}
+	assert.Equal(t, int64(top-6), leases[3].Offset)
+	for _, hwm := range []int64{top - 3, top} {
+		_, err := s.ReserveNext(epoch, hwm)
+		assert.ErrorIs(t, err, ErrAllReserved)
+	}
+	for _, l := range leases {
+		require.NoError(t, s.Ack(epoch, l.Handle))
+	}
+	assert.Equal(t, Stats{Frontier: top - 1}, s.Stats())
+	_, err := s.ReserveNext(epoch, top)
+	assert.ErrorIs(t, err, ErrEmpty)
 }

@@ -532,6 +532,10 @@ func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 	// ahead in one step.
 	for s.cursor <= s.settledAbove {
 		if r, ok := s.ahead.runAt(s.cursor); ok {
+			if r.Last >= hwm {
+				s.cursor = hwm // the rest of the run waits for the log to grow (and r.Last+1 may not exist)
+				break
+			}
 			s.cursor = r.Last + 1
 			continue
 		}
@@ -934,7 +938,8 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 // advanceLocked moves the frontier over the settled run above it: a run of the acked-ahead
 // set in one step, corrupt and quarantined offsets one at a time.
 func (s *Shard) advanceLocked() {
-	for next := s.frontier + 1; next <= s.settledAbove; next = s.frontier + 1 {
+	for s.frontier < s.settledAbove {
+		next := s.frontier + 1
 		if r, ok := s.ahead.first(); ok && r.First == next {
 			s.ahead.removeFirst()
 			s.frontier = r.Last
