@@ -58,6 +58,7 @@ func newBatchPair(t *rapid.T) *batchPair {
 		VisibilityTimeout: 10 * time.Second,
 		MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "inFlightCap"),
 		MaxAckedAhead:     rapid.IntRange(1, 8).Draw(t, "ackedAheadCap"),
+		MaxAckedAheadRuns: rapid.IntRange(1, 4).Draw(t, "ackedAheadRunsCap"),
 		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
 		Backoff: Backoff{Delays: rapid.SampledFrom([][]time.Duration{
 			nil, {time.Second},
@@ -66,12 +67,11 @@ func newBatchPair(t *rapid.T) *batchPair {
 	}
 	frontier := rapid.Int64Range(-1, 5).Draw(t, "frontier")
 	state := State{Frontier: frontier}
-	for _, off := range rapid.SliceOfNDistinct(rapid.Int64Range(frontier+2, frontier+20), 0, 5, rapid.ID).Draw(t, "ahead") {
-		state.AckedAhead = append(state.AckedAhead, off)
-	}
-	slices.Sort(state.AckedAhead)
+	ahead := rapid.SliceOfNDistinct(rapid.Int64Range(frontier+2, frontier+20), 0, 5, rapid.ID).Draw(t, "ahead")
+	slices.Sort(ahead)
+	state.AckedAhead = runsOf(ahead...)
 	for _, off := range rapid.SliceOfNDistinct(rapid.Int64Range(frontier+1, frontier+20), 0, 4, rapid.ID).Draw(t, "attempts") {
-		if !slices.Contains(state.AckedAhead, off) {
+		if !slices.Contains(ahead, off) {
 			state.Attempts = append(state.Attempts, Attempt{Offset: off, Count: uint32(rapid.IntRange(1, 3).Draw(t, "count"))})
 		}
 	}
@@ -234,7 +234,7 @@ func TestReserveBatchRefusesBadVisibility(t *testing.T) {
 // Once the cursor has passed every offset Restore brought acked ahead, a fresh offset is not
 // looked up in the settled sets: the watermark stays below the cursor.
 func TestSettledWatermark(t *testing.T) {
-	s, _ := newTestShard(t, Config{}, State{Frontier: -1, AckedAhead: []int64{2, 4}})
+	s, _ := newTestShard(t, Config{}, State{Frontier: -1, AckedAhead: runsOf(2, 4)})
 	leases, err := s.ReserveBatch(epoch, 10, 0, 10, nil)
 	require.NoError(t, err)
 	var offs []int64

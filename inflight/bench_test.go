@@ -3,6 +3,7 @@ package inflight
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -129,12 +130,8 @@ func BenchmarkPurgeExpire10000(b *testing.B) {
 // acked ahead, and the offset after the run, as a restored shard does: the run is passed
 // once, not scanned per reserve.
 func BenchmarkReserveAfterAckedAheadRun(b *testing.B) {
-	run := make([]int64, 1000)
-	for i := range run {
-		run[i] = int64(i + 1)
-	}
 	s := benchShard(Config{MaxAckedAhead: 1 << 20})
-	s.Restore(State{Frontier: -1, AckedAhead: run})
+	s.Restore(State{Frontier: -1, AckedAhead: []Run{{1, 1000}}})
 	b.ReportAllocs()
 	for b.Loop() {
 		lease, err := s.ReserveNext(epoch, 1<<40)
@@ -236,6 +233,92 @@ func BenchmarkAckOldestOfHeld(b *testing.B) {
 				}
 				window[i%held] = lease.Handle
 			}
+		})
+	}
+}
+
+// BenchmarkAckAboveHole acks leases above a held frontier hole, then the hole, in cycles
+// of 1,024 leases, reported per record (a reserve and an ack): the acked-ahead set's
+// bookkeeping on the ack path and the frontier's advance over what it parked. run acks in grant order, so every ack above
+// the hole extends one run; scattered acks the odd offsets first (512 runs of one) and then
+// the even ones, each joining two runs.
+func BenchmarkAckAboveHole(b *testing.B) {
+	const window = 1024
+	for _, order := range []string{"run", "scattered"} {
+		b.Run(order, func(b *testing.B) {
+			s := benchShard(Config{})
+			now := epoch
+			leases := make([]Handle, window)
+			acks := make([]int, 0, window)
+			for i := 1; i < window; i += 2 {
+				acks = append(acks, i)
+			}
+			for i := 2; i < window; i += 2 {
+				acks = append(acks, i)
+			}
+			if order == "run" {
+				acks = acks[:0]
+				for i := 1; i < window; i++ {
+					acks = append(acks, i)
+				}
+			}
+			acks = append(acks, 0) // the hole last: the frontier advances over the window
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(time.Millisecond)
+				for i := range leases {
+					lease, err := s.ReserveNext(now, 1<<62)
+					if err != nil {
+						b.Fatal(err)
+					}
+					leases[i] = lease.Handle
+				}
+				for _, i := range acks {
+					if err := s.Ack(now, leases[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/window, "ns/record")
+		})
+	}
+}
+
+// BenchmarkSnapshotAboveHole is the committer's snapshot of a shard whose frontier hole is
+// held while n offsets are acked above it, each leased and acked in turn (one run): what a
+// tick pays while a hole lasts (up to a visibility timeout). It also reports the heap the
+// acked-ahead set took (B/set: the heap's growth over the n acks, measured once;
+// indicative).
+func BenchmarkSnapshotAboveHole(b *testing.B) {
+	for _, n := range []int{1024, 65536} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s := benchShard(Config{MaxAckedAhead: 1 << 20})
+			if _, err := s.ReserveNext(epoch, 1<<62); err != nil { // the hole, held
+				b.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for range n {
+				lease, err := s.ReserveNext(epoch, 1<<62)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Ack(epoch, lease.Handle); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if s.Stats().AckedAhead != n {
+				b.Fatalf("acked ahead %d, want %d", s.Stats().AckedAhead, n)
+			}
+			var st State
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Snapshot(&st)
+			}
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "B/set")
 		})
 	}
 }

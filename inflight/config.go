@@ -6,8 +6,21 @@ import "time"
 const (
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultMaxInFlight       = 1024
-	DefaultMaxAckedAhead     = 1024
+	// DefaultMaxAckedAheadRuns is sized to what one 4 KiB consumer.ahead slot holds beside
+	// the other sets: a run costs 2 bytes of it when the gap below it and its length are
+	// both under 128, 3 when they are under 16,384, so 1,000 runs take at most about 3,000
+	// of the slot's 4,060 bytes of sections, and leave over 1,000 for the requeued and
+	// quarantined offsets (a few poison records; about 500 scattered ones fit) and the
+	// incarnation. Delivery attempts, which count afresh when left out, take what is left.
+	DefaultMaxAckedAheadRuns = 1000
+	// DefaultMaxAckedAhead is the hard ceiling: no cap on the offsets below it.
+	DefaultMaxAckedAhead = MaxAckedAheadCeiling
 )
+
+// MaxAckedAheadCeiling is the most offsets MaxAckedAhead can allow: what one persisted
+// record holds of the acked-ahead set (offsets.MaxAheadOffsets; a decoder, an older
+// release's included, refuses a record with more). A larger MaxAckedAhead means this.
+const MaxAckedAheadCeiling = 1 << 20
 
 // Bounds of the durations a lease takes. They keep every deadline far inside the range of
 // time (no expiry wraps into the past), and they are what a caller may ask for: Extend and
@@ -32,10 +45,19 @@ type Config struct {
 	// MaxInFlight is the in-flight cap: the most live leases a partition holds. At the cap
 	// ReserveNext answers ErrInFlightCap. Zero means DefaultMaxInFlight.
 	MaxInFlight int
-	// MaxAckedAhead is max_acked_ahead_per_partition: once the acked-ahead set holds this
-	// many offsets, ReserveNext hands out only the frontier hole until the gap closes. Acks
-	// of leases already handed out are still accepted, so the set is bounded by
-	// MaxInFlight + MaxAckedAhead. Zero means DefaultMaxAckedAhead.
+	// MaxAckedAheadRuns is the acked-ahead cap (max_acked_ahead_per_partition), counted in
+	// what the persisted state must hold: runs of consecutive offsets acked above the
+	// frontier, about one per hole (an unsettled offset) below an ack, however many offsets
+	// each run holds. Once the set holds this many runs, ReserveNext hands out only the
+	// frontier hole until the gap closes and the set drains below the cap (a stall episode:
+	// Hooks.AckedAheadStall, Counters.AckedAheadStalls). Acks of leases already handed out
+	// are still accepted, and each adds at most one run, so the set holds at most
+	// MaxInFlight + MaxAckedAheadRuns runs. Zero means DefaultMaxAckedAheadRuns.
+	MaxAckedAheadRuns int
+	// MaxAckedAhead caps the offsets of the acked-ahead set, whatever their runs: once it
+	// holds this many, only the frontier hole is handed out, as at MaxAckedAheadRuns. Zero,
+	// or a value above MaxAckedAheadCeiling, means MaxAckedAheadCeiling. Releases before the
+	// run cap capped only this, at 1024 by default; a topic that set it keeps that bound.
 	MaxAckedAhead int
 
 	// MaxDeliveries quarantines a record whose lease ended unsettled (expired or nacked)
@@ -63,8 +85,11 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
-	if c.MaxAckedAhead <= 0 {
-		c.MaxAckedAhead = DefaultMaxAckedAhead
+	if c.MaxAckedAheadRuns <= 0 {
+		c.MaxAckedAheadRuns = DefaultMaxAckedAheadRuns
+	}
+	if c.MaxAckedAhead <= 0 || c.MaxAckedAhead > MaxAckedAheadCeiling {
+		c.MaxAckedAhead = MaxAckedAheadCeiling
 	}
 	c.VisibilityTimeout = min(c.VisibilityTimeout, MaxVisibility)
 	c.MaxExtension = min(c.MaxExtension, MaxVisibility)

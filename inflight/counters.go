@@ -17,29 +17,33 @@ type Counters struct {
 	RetentionJumps atomic.Uint64 // frontier jumps to the oldest retained offset
 	Quarantined    atomic.Uint64 // records set aside after MaxDeliveries attempts
 	Requeued       atomic.Uint64 // quarantined records brought back for delivery
+	// AckedAheadStalls counts the episodes in which a partition's acked-ahead set stood at
+	// its cap, so that only the frontier hole was handed out (see Hooks.AckedAheadStall).
+	AckedAheadStalls atomic.Uint64
 }
 
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
 	Delivered, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
-	CorruptSkipped, RetentionJumps, Quarantined, Requeued uint64
+	CorruptSkipped, RetentionJumps, Quarantined, Requeued, AckedAheadStalls uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
 // one atomic snapshot.
 func (c *Counters) Load() CounterValues {
 	return CounterValues{
-		Delivered:      c.Delivered.Load(),
-		Acked:          c.Acked.Load(),
-		Extended:       c.Extended.Load(),
-		Nacked:         c.Nacked.Load(),
-		GivenBack:      c.GivenBack.Load(),
-		Gone:           c.Gone.Load(),
-		AlreadySettled: c.AlreadySettled.Load(),
-		Expired:        c.Expired.Load(),
-		CorruptSkipped: c.CorruptSkipped.Load(),
-		RetentionJumps: c.RetentionJumps.Load(),
-		Quarantined:    c.Quarantined.Load(),
-		Requeued:       c.Requeued.Load(),
+		Delivered:        c.Delivered.Load(),
+		Acked:            c.Acked.Load(),
+		Extended:         c.Extended.Load(),
+		Nacked:           c.Nacked.Load(),
+		GivenBack:        c.GivenBack.Load(),
+		Gone:             c.Gone.Load(),
+		AlreadySettled:   c.AlreadySettled.Load(),
+		Expired:          c.Expired.Load(),
+		CorruptSkipped:   c.CorruptSkipped.Load(),
+		RetentionJumps:   c.RetentionJumps.Load(),
+		Quarantined:      c.Quarantined.Load(),
+		Requeued:         c.Requeued.Load(),
+		AckedAheadStalls: c.AckedAheadStalls.Load(),
 	}
 }

@@ -14,11 +14,25 @@
 //     a new partition whose oldest retained offset is o starts at o-1);
 //   - the leases: offset → (nonce, expiry). The receipt handle a consumer holds is
 //     partition:offset:nonce (Handle); only the live lease's nonce acks, extends or nacks;
-//   - the acked-ahead set: acks above a gap, parked until the gap beneath them closes;
+//   - the acked-ahead set: acks above a gap, parked until the gap beneath them closes, kept
+//     as runs of consecutive offsets (State.AckedAhead is []Run);
 //   - the corrupt-skip set: offsets whose record is permanently unreadable, which the
 //     frontier passes over as over acked ones;
 //   - the caps, per topic (Config): in-flight (at the cap nothing is handed out) and
 //     acked-ahead (at the cap only the frontier hole is handed out).
+//
+// # The acked-ahead cap
+//
+// The acked-ahead cap bounds what the persisted state must hold, not a count of acks:
+// MaxAckedAheadRuns counts the set's runs, about one per hole (an unsettled offset) below an
+// ack, so a partition with a few holes keeps serving however many acks pile up above them,
+// and a full set fits one persisted record beside the other sets (DefaultMaxAckedAheadRuns
+// says how it is sized). MaxAckedAhead caps the offsets, at most MaxAckedAheadCeiling, what
+// one record may hold. A partition still stalls when more holes are open at once than the run
+// cap allows (abandoned records alone leave about abandons per second × visibility timeout of
+// them: the default 1,000 is 5 % of 10,000 records/s with a 2 s visibility timeout): then only
+// the frontier hole is handed out until it is settled. Each such stall episode is counted
+// (Counters.AckedAheadStalls) and reported once, as it begins, through Hooks.AckedAheadStall.
 //
 // Only the frontier and the acked-ahead set are persisted (Snapshot, Restore), with the
 // quarantined and requeued offsets and the delivery attempts of redelivery control;
@@ -65,7 +79,8 @@
 // A shard reports to its caller, always after releasing its lock: Wake (records became
 // visible again: a nack, an expiry, the end of a delay; the pump listens), Dirty (the
 // persisted state changed; the committer listens), Deadline (a lease expiry or delay end was
-// set; a purger sleeping past it wakes) and Quarantine.
+// set; a purger sleeping past it wakes), Quarantine and AckedAheadStall (a stall episode at
+// the acked-ahead cap began).
 //
 // # Implementation notes
 //
@@ -91,5 +106,13 @@
 // ReserveNext finds the lowest unresolved offset in O(log n): a cursor marks the lowest
 // offset never leased in this incarnation, and the released offsets below it (expired,
 // nacked, given back) sit in a second min-heap. Offsets acked ahead before a restart are
-// passed by the cursor once.
+// passed by the cursor once, a run in one step.
+//
+// The acked-ahead set is a treap of maximal runs (a search tree by the run's first offset
+// that is also a heap by a random priority, so its depth stays O(log runs) whatever order
+// acks arrive in), in an arena of nodes reused as runs come and go. An ack above a gap costs
+// O(log runs): it widens the run before or after it in place, or joins two, or starts one;
+// the frontier passes a whole run in one step, and a snapshot copies the runs in order. Its
+// memory, and what a tick copies for the committer, grow with the runs, never with the
+// offsets acked while a hole lasts (up to a visibility timeout, 12 hours at most).
 package inflight

@@ -50,7 +50,8 @@ var (
 	// ErrInFlightCap: the partition holds as many live leases as its in-flight cap allows.
 	ErrInFlightCap = errors.New("inflight: in-flight cap reached")
 
-	// ErrAckedAheadCap: the acked-ahead set is full and the frontier hole (the only offset
-	// handed out in that state) is leased or delayed.
+	// ErrAckedAheadCap: the acked-ahead set is at its cap (Config.MaxAckedAheadRuns runs, or
+	// MaxAckedAhead offsets) and the frontier hole, the only offset handed out in that state,
+	// is leased or delayed.
 	ErrAckedAheadCap = errors.New("inflight: acked-ahead cap reached")
 )

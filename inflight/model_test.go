@@ -44,6 +44,8 @@ type model struct {
 	corruptAt   map[int64]bool // the log's permanently unreadable offsets
 	closed      bool           // the log answers every read with ErrLogClosed
 	quarantines int            // quarantine events so far
+	capped      bool           // the last choice found the acked-ahead cap reached
+	stalls      int            // episodes at the acked-ahead cap so far
 }
 
 func (m *model) at(off int64) *modelOffset {
@@ -65,6 +67,33 @@ func (m *model) count(st modelState) int {
 		}
 	}
 	return n
+}
+
+// aheadRuns counts the maximal runs of consecutive acked offsets above the frontier.
+func (m *model) aheadRuns() int {
+	runs := 0
+	for off, o := range m.offsets {
+		if o.state != acked || off <= m.frontier {
+			continue
+		}
+		if prev, ok := m.offsets[off-1]; !ok || prev.state != acked || off-1 <= m.frontier {
+			runs++
+		}
+	}
+	return runs
+}
+
+// atCap reports whether the acked-ahead set is at either of its caps.
+func (m *model) atCap() bool {
+	return m.count(acked) >= m.cfg.MaxAckedAhead || m.aheadRuns() >= m.cfg.MaxAckedAheadRuns
+}
+
+// checkCap ends a stall episode once the set is below its caps (an episode lasts while the
+// set stays at the cap).
+func (m *model) checkCap() {
+	if m.capped && !m.atCap() {
+		m.capped = false
+	}
 }
 
 func (m *model) quarantineSize() int {
@@ -122,14 +151,17 @@ func (m *model) purge(now time.Time) {
 	}
 }
 
+// advance moves the frontier over what is settled above it, after a change that may have
+// shrunk the acked-ahead set's runs (an ack joining two runs too).
 func (m *model) advance() {
 	for {
 		o, ok := m.offsets[m.frontier+1]
 		if !ok || (o.state != acked && o.state != corrupt && o.state != quarantined) {
-			return
+			break
 		}
 		m.frontier++
 	}
+	m.checkCap()
 }
 
 // reserve predicts ReserveNext: the offset it leases, or the error. A candidate whose
@@ -168,7 +200,11 @@ func (m *model) choose() (int64, error) {
 	if hole >= m.hwm {
 		return 0, ErrEmpty
 	}
-	if m.count(acked) >= m.cfg.MaxAckedAhead {
+	if m.atCap() {
+		if !m.capped {
+			m.capped = true
+			m.stalls++
+		}
 		if st := m.at(hole).state; st == leased || st == delayed {
 			return 0, ErrAckedAheadCap
 		}
@@ -242,6 +278,7 @@ type shardMachine struct {
 	frontier    int64    // the highest frontier seen, to check it never moves back
 	fences      map[int64]uint64
 	quarantined int // Quarantine hook calls
+	stalls      int // AckedAheadStall hook calls
 	// clockWentBack: fences are promised to grow across restarts only while the clock does
 	// not go back, so a restart after a backward jump starts the fence check afresh.
 	clockWentBack bool
@@ -251,7 +288,8 @@ func (sm *shardMachine) init(t *rapid.T) {
 	cfg := Config{
 		VisibilityTimeout: 10 * time.Second,
 		MaxInFlight:       rapid.IntRange(1, 6).Draw(t, "inFlightCap"),
-		MaxAckedAhead:     rapid.IntRange(1, 6).Draw(t, "ackedAheadCap"),
+		MaxAckedAhead:     rapid.IntRange(1, 8).Draw(t, "ackedAheadCap"),
+		MaxAckedAheadRuns: rapid.IntRange(1, 4).Draw(t, "ackedAheadRunsCap"),
 		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
 		Backoff: Backoff{Delays: rapid.SampledFrom([][]time.Duration{
 			nil, {time.Second}, {time.Second, 3 * time.Second},
@@ -274,7 +312,10 @@ func (sm *shardMachine) init(t *rapid.T) {
 	sm.frontier = sm.m.frontier
 	sm.fences = map[int64]uint64{}
 	seed := [32]byte{byte(rapid.IntRange(0, 255).Draw(t, "seed"))}
-	hooks := Hooks{Quarantine: func(string, int32, int64, uint32) { sm.quarantined++ }}
+	hooks := Hooks{
+		Quarantine:      func(string, int32, int64, uint32) { sm.quarantined++ },
+		AckedAheadStall: func(string, int32, AckedAheadStall) { sm.stalls++ },
+	}
 	sm.s = NewShard("model", 0, Options{Config: cfg, Seed: seed, Hooks: hooks}, State{Frontier: sm.m.frontier})
 }
 
@@ -474,6 +515,7 @@ func (sm *shardMachine) restart(t *rapid.T) {
 		sm.clockWentBack = false
 	}
 	sm.unread = sm.unread[:0]
+	sm.m.capped = false // a restored shard starts a new episode if it is at the cap
 	for off, o := range sm.m.offsets {
 		switch {
 		case o.below:
@@ -500,6 +542,7 @@ func (sm *shardMachine) move(t *rapid.T) {
 	old.HandOff(sm.now, &st)
 	seed := [32]byte{byte(rapid.IntRange(0, 255).Draw(t, "seed")), 1}
 	sm.s = NewShard("model", 0, Options{Config: sm.m.cfg, Seed: seed, Hooks: old.hooks}, st)
+	sm.m.capped = false
 	for _, h := range sm.held {
 		if _, err := old.Extend(sm.now, h, 0); !errors.Is(err, ErrMoved) {
 			t.Fatalf("extend of %v on the handed-off shard: %v, want ErrMoved", h, err)
@@ -529,13 +572,14 @@ func (sm *shardMachine) check(t *rapid.T) {
 	sm.m.purge(sm.now)
 	sm.s.Purge(sm.now)
 	want := Stats{
-		Frontier:    sm.m.frontier,
-		Leased:      sm.m.count(leased),
-		Delayed:     sm.m.count(delayed),
-		AckedAhead:  sm.m.count(acked),
-		Corrupt:     sm.m.count(corrupt),
-		Quarantined: sm.m.quarantineSize(),
-		Requeued:    sm.m.requeuedBelow(),
+		Frontier:       sm.m.frontier,
+		Leased:         sm.m.count(leased),
+		Delayed:        sm.m.count(delayed),
+		AckedAhead:     sm.m.count(acked),
+		AckedAheadRuns: sm.m.aheadRuns(),
+		Corrupt:        sm.m.count(corrupt),
+		Quarantined:    sm.m.quarantineSize(),
+		Requeued:       sm.m.requeuedBelow(),
 	}
 	if st = sm.s.Stats(); st != want {
 		t.Fatalf("shard %+v, model %+v", st, want)
@@ -543,18 +587,30 @@ func (sm *shardMachine) check(t *rapid.T) {
 	if sm.quarantined != sm.m.quarantines {
 		t.Fatalf("Quarantine hook called %d times, want %d", sm.quarantined, sm.m.quarantines)
 	}
+	if sm.stalls != sm.m.stalls {
+		t.Fatalf("AckedAheadStall hook called %d times, want %d episodes", sm.stalls, sm.m.stalls)
+	}
 	if st.AckedAhead > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAhead {
 		t.Fatalf("acked-ahead set %d exceeds in-flight cap + acked-ahead cap (checklist 24)", st.AckedAhead)
 	}
+	if st.AckedAheadRuns > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAheadRuns {
+		t.Fatalf("acked-ahead set of %d runs exceeds in-flight cap + run cap (checklist 24)", st.AckedAheadRuns)
+	}
 	var snap State
 	sm.s.Snapshot(&snap)
-	if !slices.IsSorted(snap.AckedAhead) || (len(snap.AckedAhead) > 0 && snap.AckedAhead[0] <= snap.Frontier) {
-		t.Fatalf("snapshot acked-ahead %v not ascending above frontier %d", snap.AckedAhead, snap.Frontier)
-	}
-	for _, off := range snap.AckedAhead {
-		if sm.m.at(off).state != acked {
-			t.Fatalf("snapshot holds %d acked ahead, which was never acked (invariant 3)", off)
+	// Runs ascend, none touches the next, and the first starts above the frontier hole (the
+	// frontier would have advanced over a run at the hole).
+	prev := snap.Frontier
+	for _, r := range snap.AckedAhead {
+		if r.First <= prev+1 || r.Last < r.First {
+			t.Fatalf("snapshot acked-ahead %v: not maximal runs ascending above frontier %d", snap.AckedAhead, snap.Frontier)
 		}
+		for off := r.First; off <= r.Last; off++ {
+			if sm.m.at(off).state != acked {
+				t.Fatalf("snapshot holds %d acked ahead, which was never acked (invariant 3)", off)
+			}
+		}
+		prev = r.Last
 	}
 	for _, off := range snap.Quarantined {
 		if sm.m.at(off).state != quarantined {

@@ -51,8 +51,11 @@ type State struct {
 	// Frontier is the committed frontier, inclusive: every offset at or below it is settled.
 	// A new partition whose oldest retained offset is o starts at o-1.
 	Frontier int64
-	// AckedAhead holds the offsets acked above the frontier, ascending.
-	AckedAhead []int64
+	// AckedAhead holds the offsets acked above the frontier, as runs of consecutive
+	// offsets: Snapshot and HandOff give maximal runs (no two overlap or touch), ascending.
+	// Restore takes any runs: overlapping or touching ones merge, and offsets at or below
+	// Frontier are ignored.
+	AckedAhead []Run
 	// Attempts holds the delivery attempts of unresolved offsets above the frontier,
 	// ascending by offset. Restore marks them delivered before a restart.
 	Attempts []Attempt
@@ -126,6 +129,19 @@ type Hooks struct {
 	// Deadline reports that a lease expiry or the end of a nack delay was set for at, so a
 	// purger sleeping past it can wake in time.
 	Deadline func(topic string, partition int32, at time.Time)
+	// AckedAheadStall reports that a reserve found the partition's acked-ahead set at its
+	// cap (Config.MaxAckedAheadRuns or MaxAckedAhead): until the frontier hole is settled
+	// and the set drains below the cap, only the hole is handed out. It is called once per
+	// such episode, when it begins (Counters.AckedAheadStalls counts them): a host logs it.
+	AckedAheadStall func(topic string, partition int32, stall AckedAheadStall)
+}
+
+// AckedAheadStall is what Hooks.AckedAheadStall reports of a partition whose acked-ahead
+// set reached its cap.
+type AckedAheadStall struct {
+	Hole    int64 // the frontier hole (frontier + 1): the one offset still handed out
+	Runs    int   // runs of consecutive offsets the set holds
+	Offsets int64 // offsets the set holds
 }
 
 // Options configure a shard.
@@ -186,8 +202,10 @@ type Shard struct {
 	// what Restore brought, so a fresh offset is never looked up in them.
 	settledAbove int64
 	pending      leaseTable
-	ackedAhead   map[int64]struct{}
-	corrupt      map[int64]struct{}
+	// ahead is the acked-ahead set, kept as runs: its memory, and the snapshot's cost, grow
+	// with the runs (the holes below acked offsets), not with the offsets acked.
+	ahead   runSet
+	corrupt map[int64]struct{}
 	// quarantine holds the offsets set aside after MaxDeliveries attempts (false), and the
 	// requeued ones at or below the frontier waiting for delivery again (true). Quarantined
 	// offsets count as settled for the frontier; unlike the other sets, entries stay below
@@ -198,7 +216,11 @@ type Shard struct {
 	delayed    int // offsets invisible until their nack delay ends
 	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
-	nonces     *rand.ChaCha8
+	// capped: a reserve found the acked-ahead set at its cap, and it has stayed there since,
+	// so only the frontier hole is handed out (a stall episode, counted and reported once
+	// when it begins).
+	capped bool
+	nonces *rand.ChaCha8
 	// fence is the latest fencing token: max(previous + 1, grant time), so tokens grow
 	// across the shard's leases and, with a clock that moves on, across restarts.
 	fence uint64
@@ -227,7 +249,6 @@ func NewShard(topic string, partition int32, opts Options, state State) *Shard {
 		counters:   counters,
 		cfg:        cfg,
 		visibility: int64(cfg.VisibilityTimeout),
-		ackedAhead: make(map[int64]struct{}),
 		corrupt:    make(map[int64]struct{}),
 		quarantine: make(map[int64]bool),
 		nonces:     rand.NewChaCha8(seed),
@@ -264,17 +285,18 @@ func (s *Shard) restoreLocked(state State) {
 	s.frontier, s.incarnation = state.Frontier, state.Incarnation
 	s.cursor = state.Frontier + 1
 	s.pending.reset()
-	clear(s.ackedAhead)
+	s.ahead.reset()
+	s.capped = false
 	clear(s.corrupt)
 	clear(s.quarantine)
 	s.leased, s.delayed, s.requeued = 0, 0, 0
 	s.deadlines.reset()
 	s.released = s.released[:0]
 	s.settledAbove = s.frontier
-	for _, off := range state.AckedAhead {
-		if off > s.frontier {
-			s.ackedAhead[off] = struct{}{}
-			s.settledAbove = max(s.settledAbove, off)
+	for _, r := range state.AckedAhead {
+		if first := max(r.First, s.frontier+1); first <= r.Last {
+			s.ahead.add(first, r.Last)
+			s.settledAbove = max(s.settledAbove, r.Last)
 		}
 	}
 	for _, off := range state.Quarantined {
@@ -289,7 +311,7 @@ func (s *Shard) restoreLocked(state State) {
 	}
 	s.pendingAbove = s.frontier
 	for _, a := range state.Attempts {
-		if _, settled := s.ackedAhead[a.Offset]; a.Offset > s.frontier && !settled && a.Count > 0 {
+		if a.Offset > s.frontier && !s.ahead.contains(a.Offset) && a.Count > 0 {
 			s.pending.set(a.Offset, pending{attempts: a.Count, reason: ReasonRestart})
 			s.pendingAbove = max(s.pendingAbove, a.Offset)
 		}
@@ -316,8 +338,8 @@ func (s *Shard) restoreLocked(state State) {
 func (s *Shard) restoreHeldLocked(h Held) {
 	off := h.Offset
 	requeued, quarantined := s.quarantine[off]
-	switch _, acked := s.ackedAhead[off]; {
-	case acked, quarantined && !requeued, off <= s.frontier && !requeued:
+	switch {
+	case s.ahead.contains(off), quarantined && !requeued, off <= s.frontier && !requeued:
 		return
 	}
 	if old, ok := s.pending.get(off); ok && (old.nonce != 0 || old.delayed) {
@@ -346,6 +368,7 @@ func (s *Shard) SetConfig(cfg Config) {
 	s.mu.Lock()
 	s.cfg = cfg
 	s.visibility = int64(cfg.VisibilityTimeout)
+	s.checkCapLocked()
 	s.mu.Unlock()
 }
 
@@ -448,7 +471,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 		return ErrInFlightCap
 	}
 	for {
-		off, err := s.chooseLocked(hwm)
+		off, err := s.chooseLocked(hwm, fx)
 		if err != nil {
 			return err
 		}
@@ -481,16 +504,23 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 
 // chooseLocked picks the offset ReserveNext leases: a requeued one below the frontier first,
 // then, at the acked-ahead cap, only the frontier hole; otherwise the lowest released offset,
-// or the cursor.
-func (s *Shard) chooseLocked(hwm int64) (int64, error) {
+// or the cursor. A reserve that finds the cap reached, after one that did not, begins a
+// stall episode: it is counted and reported (fx).
+func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 	hole := s.frontier + 1
 	var off int64
-	switch lowest, ok := s.lowestReleased(); {
+	switch {
 	case s.requeued > 0 && s.lowestRequeued(&off):
 		return off, nil
 	case hole >= hwm:
 		return 0, ErrEmpty
-	case len(s.ackedAhead) >= s.cfg.MaxAckedAhead:
+	case s.atAckedAheadCap():
+		if !s.capped {
+			s.capped = true
+			s.counters.AckedAheadStalls.Add(1)
+			fx.stalled = true
+			fx.stall = AckedAheadStall{Hole: hole, Runs: s.ahead.runs, Offsets: s.ahead.offsets}
+		}
 		// At the acked-ahead cap only the frontier hole is handed out, so that the gap can
 		// close and the set drain. The hole is never settled: the frontier
 		// would have advanced over it.
@@ -498,17 +528,45 @@ func (s *Shard) chooseLocked(hwm int64) (int64, error) {
 			return 0, ErrAckedAheadCap
 		}
 		return hole, nil
-	case ok && lowest < hwm:
+	}
+	if lowest, ok := s.lowestReleased(); ok && lowest < hwm {
 		s.released.pop()
 		return lowest, nil
 	}
-	for s.isSettled(s.cursor) {
-		s.cursor++ // past offsets Restore brought acked ahead; each is passed once
+	// Past what Restore brought settled above the frontier, each passed once: a run acked
+	// ahead in one step.
+	for s.cursor <= s.settledAbove {
+		if r, ok := s.ahead.runAt(s.cursor); ok {
+			if r.Last >= hwm {
+				s.cursor = hwm // the rest of the run waits for the log to grow (and r.Last+1 may not exist)
+				break
+			}
+			s.cursor = r.Last + 1
+			continue
+		}
+		if !s.isSettled(s.cursor) {
+			break
+		}
+		s.cursor++
 	}
 	if s.cursor >= hwm {
 		return 0, ErrAllReserved
 	}
 	return s.cursor, nil
+}
+
+// atAckedAheadCap reports whether the acked-ahead set is at its cap: as many runs as
+// MaxAckedAheadRuns, or as many offsets as MaxAckedAhead.
+func (s *Shard) atAckedAheadCap() bool {
+	return s.ahead.runs >= s.cfg.MaxAckedAheadRuns || s.ahead.offsets >= int64(s.cfg.MaxAckedAhead)
+}
+
+// checkCapLocked ends a stall episode once the acked-ahead set is below its cap again: the
+// frontier advanced over runs, an ack joined two runs, or the caps were raised.
+func (s *Shard) checkCapLocked() {
+	if s.capped && !s.atAckedAheadCap() {
+		s.capped = false
+	}
 }
 
 // lowestReleased returns the lowest offset of the released heap that is still released,
@@ -531,11 +589,9 @@ func (s *Shard) isSettled(off int64) bool {
 	if off > s.settledAbove {
 		return false
 	}
-	// The length checks skip the hashing on the common path, where both sets are empty.
-	if len(s.ackedAhead) > 0 {
-		if _, ok := s.ackedAhead[off]; ok {
-			return true
-		}
+	// The size checks skip the lookups on the common path, where the sets are empty.
+	if s.ahead.runs > 0 && s.ahead.contains(off) {
+		return true
 	}
 	if len(s.corrupt) > 0 {
 		if _, ok := s.corrupt[off]; ok {
@@ -876,7 +932,8 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 		// the next snapshot drops it, or a restart would quarantine the record unread.
 		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 	case off != s.frontier+1:
-		s.ackedAhead[off] = struct{}{}
+		s.ahead.insert(off)
+		s.checkCapLocked()
 		s.settledAbove = max(s.settledAbove, off)
 		fx.dirty = true
 	default:
@@ -886,14 +943,24 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	}
 }
 
-// advanceLocked moves the frontier over the settled run above it.
+// advanceLocked moves the frontier over the settled run above it: a run of the acked-ahead
+// set in one step, corrupt and quarantined offsets one at a time.
 func (s *Shard) advanceLocked() {
-	for next := s.frontier + 1; s.isSettled(next); next++ {
-		delete(s.ackedAhead, next)
+	for s.frontier < s.settledAbove {
+		next := s.frontier + 1
+		if r, ok := s.ahead.first(); ok && r.First == next {
+			s.ahead.removeFirst()
+			s.frontier = r.Last
+			continue
+		}
+		if !s.isSettled(next) {
+			break
+		}
 		delete(s.corrupt, next)
 		s.frontier = next
 	}
 	s.cursor = max(s.cursor, s.frontier+1)
+	s.checkCapLocked()
 }
 
 // SkipRetention handles a read of the lease h names that found the offset below the log's
@@ -952,11 +1019,7 @@ func (s *Shard) jumpLocked(frontier int64) {
 		}
 		s.pending.remove(off)
 	}
-	for off := range s.ackedAhead {
-		if off <= frontier {
-			delete(s.ackedAhead, off)
-		}
-	}
+	s.ahead.removeThrough(frontier)
 	for off := range s.corrupt {
 		if off <= frontier {
 			delete(s.corrupt, off)
@@ -1031,10 +1094,7 @@ func (s *Shard) HandOff(now time.Time, dst *State) {
 // for the attempts when it reports them in order (see SnapshotCapped).
 func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bool) {
 	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
-	dst.AckedAhead = dst.AckedAhead[:0]
-	for off := range s.ackedAhead {
-		dst.AckedAhead = append(dst.AckedAhead, off)
-	}
+	dst.AckedAhead = s.ahead.appendTo(dst.AckedAhead[:0])
 	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)
 	if !inOrder {
 		dst.Attempts = dst.Attempts[:0]
@@ -1058,7 +1118,6 @@ func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bo
 // sortState sorts what copyStateLocked copied, outside the shard's lock, and keeps the
 // maxAttempts lowest attempts; it returns how many it left out.
 func sortState(dst *State, attemptsInOrder bool, maxAttempts int) (omitted int) {
-	slices.Sort(dst.AckedAhead)
 	if !attemptsInOrder {
 		dst.Attempts, omitted = lowestAttempts(dst.Attempts, maxAttempts)
 		slices.SortFunc(dst.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
@@ -1071,13 +1130,16 @@ func sortState(dst *State, attemptsInOrder bool, maxAttempts int) (omitted int) 
 // Stats is a consistent view of a shard's counts, for metrics, tests and the delivery-token
 // estimate of available records.
 type Stats struct {
-	Frontier    int64 // committed frontier (inclusive)
-	Leased      int   // live leases
-	Delayed     int   // offsets invisible until their nack delay ends
-	AckedAhead  int   // offsets acked above the frontier
-	Corrupt     int   // offsets skipped as corrupt above the frontier
-	Quarantined int   // offsets quarantined, requeued ones included
-	Requeued    int   // of them, requeued ones waiting for delivery again
+	Frontier   int64 // committed frontier (inclusive)
+	Leased     int   // live leases
+	Delayed    int   // offsets invisible until their nack delay ends
+	AckedAhead int   // offsets acked above the frontier
+	// AckedAheadRuns is how many runs of consecutive offsets the acked-ahead set holds: what
+	// MaxAckedAheadRuns bounds, and about one per hole (an unsettled offset) below an ack.
+	AckedAheadRuns int
+	Corrupt        int // offsets skipped as corrupt above the frontier
+	Quarantined    int // offsets quarantined, requeued ones included
+	Requeued       int // of them, requeued ones waiting for delivery again
 }
 
 // Stats returns the shard's counts. It does not purge.
@@ -1085,13 +1147,14 @@ func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{
-		Frontier:    s.frontier,
-		Leased:      s.leased,
-		Delayed:     s.delayed,
-		AckedAhead:  len(s.ackedAhead),
-		Corrupt:     len(s.corrupt),
-		Quarantined: len(s.quarantine),
-		Requeued:    s.requeued,
+		Frontier:       s.frontier,
+		Leased:         s.leased,
+		Delayed:        s.delayed,
+		AckedAhead:     int(s.ahead.offsets),
+		AckedAheadRuns: s.ahead.runs,
+		Corrupt:        len(s.corrupt),
+		Quarantined:    len(s.quarantine),
+		Requeued:       s.requeued,
 	}
 }
 
@@ -1110,6 +1173,8 @@ type effects struct {
 	dirty       bool      // the persisted state changed
 	deadline    int64     // a deadline set (Unix nanoseconds), 0 if none
 	quarantined []Attempt // offsets quarantined, with their attempts
+	stalled     bool      // a stall episode began, as stall says
+	stall       AckedAheadStall
 }
 
 func (s *Shard) report(fx *effects) {
@@ -1127,20 +1192,18 @@ func (s *Shard) report(fx *effects) {
 			s.hooks.Quarantine(s.topic, s.partition, q.Offset, q.Count)
 		}
 	}
+	if fx.stalled && s.hooks.AckedAheadStall != nil {
+		s.hooks.AckedAheadStall(s.topic, s.partition, fx.stall)
+	}
 }
 
 // settledBelow counts the offsets acked ahead or skipped as corrupt below hwm: both sets
 // lengths, unless restored state reaches past hwm (a log that lost its tail).
 func (s *Shard) settledBelow(hwm int64) int64 {
 	if s.settledAbove < hwm {
-		return int64(len(s.ackedAhead) + len(s.corrupt))
+		return s.ahead.offsets + int64(len(s.corrupt))
 	}
-	var n int64
-	for off := range s.ackedAhead {
-		if off < hwm {
-			n++
-		}
-	}
+	n := s.ahead.countBelow(hwm)
 	for off := range s.corrupt {
 		if off < hwm {
 			n++
@@ -1167,7 +1230,7 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 		n = min(n, max(s.cfg.MaxInFlight-s.leased, 0))
 		// At the acked-ahead cap only the frontier hole is handed out; under MaxDeliveries a
 		// reserve can quarantine the hole and move the frontier, so the cap is not counted.
-		if len(s.ackedAhead) >= s.cfg.MaxAckedAhead && s.cfg.MaxDeliveries == 0 {
+		if s.atAckedAheadCap() && s.cfg.MaxDeliveries == 0 {
 			if p := s.pending.lookup(s.frontier + 1); p.nonce != 0 || p.delayed {
 				n = min(n, s.requeued)
 			} else {

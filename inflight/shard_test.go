@@ -60,7 +60,7 @@ func TestDirtyReportsOncePerSnapshot(t *testing.T) {
 	assert.Equal(t, 1, dirty, "two changes, no snapshot between: one report")
 	var snap State
 	s.Snapshot(&snap)
-	assert.Equal(t, []int64{1, 2}, snap.AckedAhead, "the snapshot holds both")
+	assert.Equal(t, []Run{{1, 2}}, snap.AckedAhead, "the snapshot holds both, as one run")
 	require.NoError(t, s.Ack(epoch, leases[0].Handle))
 	assert.Equal(t, 2, dirty, "the first change after the snapshot reports")
 	s.SnapshotCapped(&snap, 0)
@@ -91,7 +91,7 @@ func TestReserveAckAdvancesFrontier(t *testing.T) {
 
 	// Out of order: 2 is parked ahead, then 1, then 0 closes the gap (checklist 5, 11).
 	require.NoError(t, s.Ack(epoch, l2.Handle))
-	assert.Equal(t, Stats{Frontier: -1, Leased: 2, AckedAhead: 1}, s.Stats())
+	assert.Equal(t, Stats{Frontier: -1, Leased: 2, AckedAhead: 1, AckedAheadRuns: 1}, s.Stats())
 	require.NoError(t, s.Ack(epoch, l1.Handle))
 	require.NoError(t, s.Ack(epoch, l0.Handle))
 	assert.Equal(t, Stats{Frontier: 2}, s.Stats())
@@ -370,10 +370,10 @@ func TestGiveBack(t *testing.T) {
 func TestRestore(t *testing.T) {
 	s, _ := newTestShard(t, Config{}, State{
 		Frontier:   9,
-		AckedAhead: []int64{3, 11, 12, 14},
+		AckedAhead: runsOf(3, 11, 12, 14),
 		Attempts:   []Attempt{{Offset: 10, Count: 2}, {Offset: 11, Count: 5}},
 	})
-	assert.Equal(t, Stats{Frontier: 9, AckedAhead: 3}, s.Stats(), "entries at or below the frontier are ignored")
+	assert.Equal(t, Stats{Frontier: 9, AckedAhead: 3, AckedAheadRuns: 2}, s.Stats(), "entries at or below the frontier are ignored")
 	l := reserve(t, s, epoch, 20)
 	assert.Equal(t, int64(10), l.Offset)
 	assert.Equal(t, uint32(3), l.Attempt, "attempts survive a restart")
@@ -384,8 +384,8 @@ func TestRestore(t *testing.T) {
 	assert.Equal(t, int64(12), s.Stats().Frontier)
 
 	// An acked-ahead set that starts at the hole is folded into the frontier.
-	s.Restore(State{Frontier: 1, AckedAhead: []int64{2, 3, 5}})
-	assert.Equal(t, Stats{Frontier: 3, AckedAhead: 1}, s.Stats())
+	s.Restore(State{Frontier: 1, AckedAhead: runsOf(2, 3, 5)})
+	assert.Equal(t, Stats{Frontier: 3, AckedAhead: 1, AckedAheadRuns: 1}, s.Stats())
 }
 
 // Checklist 34: hooks run after the lock is released, so they may call back into the shard.

@@ -21,7 +21,7 @@ func TestTrackerLazyCreateRestores(t *testing.T) {
 	tr := NewTracker(TrackerConfig{
 		Load: func(topic string, p int32) (State, error) {
 			loads = append(loads, fmt.Sprintf("%s/%d", topic, p))
-			return State{Frontier: 41, AckedAhead: []int64{43}}, nil
+			return State{Frontier: 41, AckedAhead: []Run{{43, 43}}}, nil
 		},
 		Topic: func(topic string) Config { return Config{MaxInFlight: 1} },
 	})
@@ -33,7 +33,7 @@ func TestTrackerLazyCreateRestores(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, s, again)
 	assert.Equal(t, []string{"orders/2"}, loads, "state is read once, at first touch")
-	assert.Equal(t, Stats{Frontier: 41, AckedAhead: 1}, s.Stats())
+	assert.Equal(t, Stats{Frontier: 41, AckedAhead: 1, AckedAheadRuns: 1}, s.Stats())
 	l, err := s.ReserveNext(epoch, 100)
 	require.NoError(t, err)
 	assert.Equal(t, int64(42), l.Offset)

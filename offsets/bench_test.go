@@ -18,7 +18,7 @@ type benchSource struct {
 }
 
 func (s *benchSource) State(_ string, _ int32, into *State) bool {
-	into.Frontier, into.Ahead = s.frontier, append(into.Ahead[:0], s.ahead...)
+	into.Frontier, into.Ahead = s.frontier, AppendRuns(into.Ahead[:0], s.ahead)
 	return true
 }
 

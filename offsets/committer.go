@@ -42,7 +42,8 @@ func transientReserve(limit int) int { return max(4, min(limit/2, max(4+3*primeW
 // State fills *into with the partition's live acked state and reports whether the partition
 // has a shard: the incarnation Load gave the shard (0 lets the committer take consumer.id's or
 // name a new one), the frontier (inclusive: the last offset up to which everything is settled, -1
-// while offset 0 is not), the offsets acked above it (ascending, each above the frontier), the
+// while offset 0 is not), the offsets acked above it as runs (ascending, each above the
+// frontier; runs that touch are joined; AppendRuns makes them from offsets), the
 // delivery attempts of unresolved offsets above it (ascending by offset, each above the
 // frontier), the quarantined offsets (ascending, at least 0, on either side of the frontier)
 // and the requeued ones (ascending, within [0, frontier]). It reuses into's slices, appending
@@ -145,16 +146,16 @@ type Committer struct {
 	// for one partition's page-cache write, or an open and its checks, at a time, never across
 	// a sync and never while calling Source, so Forget and the tick wait for at most one
 	// partition's write.
-	ioMu    sync.Mutex
-	held    int
-	lru     lruList
+	ioMu sync.Mutex
+	held int
+	lru  lruList
 	// noneEvictable: the last eviction scan found no held descriptor it may close, and no
 	// writeout has flipped or ended since (only those make one evictable), so the next is
 	// not made: with thousands of windows waiting for their writeouts, each of the many
 	// opens past the cap would otherwise scan every held descriptor.
 	noneEvictable bool
-	orphans []File               // descriptors Forget dropped while a writeout batch used them
-	offBuf  [OffsetFileSize]byte // levelling's buffer
+	orphans       []File               // descriptors Forget dropped while a writeout batch used them
+	offBuf        [OffsetFileSize]byte // levelling's buffer
 	// fds counts every descriptor open (held, one-shot, priming, levelling, roots); it never
 	// exceeds maxOpen.
 	fds atomic.Int64

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,10 +44,10 @@ func w1Setup(t testing.TB, fsys *memfs.FS) {
 // w1InitialRecord is the durable consumer.ahead record a partition starts from, if any: the
 // anchor every recovery must keep before the committer has made anything else durable.
 var w1InitialRecord = [w1Parts]offsets.Record{
-	2: {Seq: 3, Key: offsets.PartitionKey("w", 2), Frontier: 10, Ahead: []int64{12, 14},
+	2: {Seq: 3, Key: offsets.PartitionKey("w", 2), Frontier: 10, Ahead: offsets.RunsOf(12, 14),
 		Attempts: []offsets.Attempt{{Offset: 11, Count: 2}, {Offset: 13, Count: 1}}, Quarantine: []int64{4, 9, 16},
 		Requeued: []int64{6}},
-	3: {Seq: 1, Key: offsets.PartitionKey("w", 3), Frontier: 50, Ahead: []int64{52}, Quarantine: []int64{30}},
+	3: {Seq: 1, Key: offsets.PartitionKey("w", 3), Frontier: 50, Ahead: offsets.RunsOf(52), Quarantine: []int64{30}},
 }
 
 // w1Run runs the workload until it ends or the file system freezes (CrashAfter). It returns
@@ -267,9 +266,9 @@ func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts
 		}
 		require.GreaterOrEqual(t, st.Frontier, floor, "I2 frontier below the durable floor: %s", msg)
 		if a := anchors[p]; a != nil {
-			for _, o := range a.Ahead {
+			for _, o := range offsets.OffsetsOf(a.Ahead) {
 				if o > st.Frontier {
-					require.True(t, slices.Contains(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
+					require.True(t, offsets.RunsContain(st.Ahead, o), "I2: anchor's acked-ahead %d lost: %s", o, msg)
 				}
 			}
 		}
@@ -296,9 +295,9 @@ func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, 
 		st := recoverOn(t, cut, "w", p)
 		require.GreaterOrEqual(t, st.Frontier, observed[p].Frontier,
 			"I3: partition %d lost what the restart observed, %s", p, where)
-		for _, o := range observed[p].Ahead {
+		for _, o := range offsets.OffsetsOf(observed[p].Ahead) {
 			if o > st.Frontier {
-				require.True(t, slices.Contains(st.Ahead, o), "I3: acked-ahead %d lost, partition %d, %s", o, p, where)
+				require.True(t, offsets.RunsContain(st.Ahead, o), "I3: acked-ahead %d lost, partition %d, %s", o, p, where)
 			}
 		}
 		// Nothing was requeued or delivered since: the sets the restart observed are all there.

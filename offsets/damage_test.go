@@ -55,13 +55,13 @@ func newDamageFixture(t *testing.T) damageFixture {
 // ahead) was acked in truth: recovery may forget acks, never invent them.
 func requireNothingSkipped(t *testing.T, truth, st offsets.State, what string) {
 	t.Helper()
-	acked := func(o int64) bool { return o <= truth.Frontier || slices.Contains(truth.Ahead, o) }
+	acked := func(o int64) bool { return o <= truth.Frontier || offsets.RunsContain(truth.Ahead, o) }
 	for o := int64(0); o <= st.Frontier; o++ {
 		if !acked(o) {
 			t.Fatalf("%s: recovered frontier %d passes offset %d, never acked", what, st.Frontier, o)
 		}
 	}
-	for _, o := range st.Ahead {
+	for _, o := range offsets.OffsetsOf(st.Ahead) {
 		if !acked(o) {
 			t.Fatalf("%s: recovered acked-ahead offset %d was never acked", what, o)
 		}
@@ -77,9 +77,9 @@ func upgradeDamageFixture(t *testing.T) damageFixture {
 	fsys := memfs.New()
 	require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
 	k := offsets.PartitionKey("d", 0)
-	adopted := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: []int64{12, 15},
+	adopted := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: offsets.RunsOf(12, 15),
 		Quarantine: []int64{3}, Attempts: []offsets.Attempt{{Offset: 10, Count: 2}}})
-	older := slot(t, offsets.Record{Seq: 6, Key: k, Frontier: 6, Ahead: []int64{8}})
+	older := slot(t, offsets.Record{Seq: 6, Key: k, Frontier: 6, Ahead: offsets.RunsOf(8)})
 	require.NoError(t, fsys.WriteFile(aheadPath("d", 0), append(adopted, older...)))
 	require.NoError(t, fsys.WriteFile(offsetPath("d", 0), be64(6)))
 	h := newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = time.Second })
@@ -312,9 +312,9 @@ func TestLegacyStateRestoredUnderNewIncarnationIgnored(t *testing.T) {
 	require.NoError(t, err)
 
 	k := offsets.PartitionKey("d", 0)
-	legacyNew := slot(t, offsets.Record{Seq: 90, Key: k, Frontier: 39, Ahead: []int64{41, 44},
+	legacyNew := slot(t, offsets.Record{Seq: 90, Key: k, Frontier: 39, Ahead: offsets.RunsOf(41, 44),
 		Quarantine: []int64{40}, Attempts: []offsets.Attempt{{Offset: 42, Count: 2}}})
-	legacyOld := slot(t, offsets.Record{Seq: 89, Key: k, Frontier: 17, Ahead: []int64{20}})
+	legacyOld := slot(t, offsets.Record{Seq: 89, Key: k, Frontier: 17, Ahead: offsets.RunsOf(20)})
 	// A legacy slot in place of the older of this incarnation's two.
 	mixed := slices.Clone(ours)
 	older := 0

@@ -175,7 +175,11 @@
 // acked-ahead offsets of a record of this release, and ignores the rest.
 //
 // A scattered offset costs 2 bytes and a run 2 to 6, so a slot holds about 2,000 scattered
-// offsets and any number in long runs, up to MaxAheadOffsets (2^20) per set. When the sets do
+// offsets and any number in long runs, up to MaxAheadOffsets (2^20) per set. The acked-ahead
+// set comes from the Source, and goes to and from a slot, as runs (State.Ahead,
+// Record.Ahead: []Run), so neither a tick nor a recovery costs more with a long run than
+// with one offset; the bytes are those the offsets make (runs that touch are joined), so
+// every release reads them alike. When the sets do
 // not all fit, each keeps its lowest offsets and they take the room in this order: requeued
 // offsets first (one left out is a record never delivered again after a restart: logged as an
 // error), then acked-ahead offsets (delivered again), quarantined offsets

@@ -460,17 +460,8 @@ func TestDurableConcurrent(t *testing.T) {
 		st := recoverOn(t, cut, "c", p)
 		require.Len(t, covered[p], workers/2*rounds)
 		for _, o := range covered[p] {
-			require.True(t, o <= st.Frontier || contains(st.Ahead, o), "offset %d of partition %d lost", o, p)
+			require.True(t, o <= st.Frontier || offsets.RunsContain(st.Ahead, o), "offset %d of partition %d lost", o, p)
 		}
 	}
 	require.Equal(t, uint64(workers*rounds), c.Stats().Durables)
-}
-
-func contains(s []int64, o int64) bool {
-	for _, v := range s {
-		if v == o {
-			return true
-		}
-	}
-	return false
 }

@@ -14,12 +14,12 @@ import (
 // acked partition's state from it at tick time.
 type shardState struct {
 	frontier int64
-	ahead    []int64
+	ahead    []int64 // acked above the frontier, one by one
 }
 
 func (s *shardState) State(topic string, partition int32, into *offsets.State) bool {
 	into.Frontier = s.frontier
-	into.Ahead = append(into.Ahead[:0], s.ahead...)
+	into.Ahead = offsets.AppendRuns(into.Ahead[:0], s.ahead)
 	return true
 }
 
@@ -31,7 +31,7 @@ func Example() {
 	dir := func(topic string, p int32) string { return filepath.Join(root, topic, strconv.Itoa(int(p))) }
 	os.MkdirAll(dir("orders", 0), 0o755) // the host creates partition directories
 
-	shard := &shardState{frontier: 41, ahead: []int64{43, 44}}
+	shard := &shardState{frontier: 41, ahead: []int64{43, 44, 46}}
 	c, err := offsets.New(offsets.Config{Dir: dir, Source: shard})
 	if err != nil {
 		panic(err)
@@ -49,5 +49,5 @@ func Example() {
 	defer again.Close()
 	st, _ := again.Load("orders", 0)
 	fmt.Println(st.Found, st.Frontier, st.Ahead)
-	// Output: true 41 [43 44]
+	// Output: true 41 [{43 44} {46 46}]
 }

@@ -98,3 +98,7 @@ func OffsetFrontier(b []byte, topic string, partition int32) (int64, bool) {
 	o, err := decodeOffset(b, PartitionKey(topic, partition))
 	return o.frontier, err == nil
 }
+
+// RunsOf and OffsetsOf convert between ascending offsets and runs (State.Ahead);
+// RunsContain looks an offset up in runs.
+var RunsOf, OffsetsOf, RunsContain = runsOf, offsetsOf, runsContain

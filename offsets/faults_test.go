@@ -263,7 +263,7 @@ func TestNoConsumerOffsetForFrontierMinusOne(t *testing.T) {
 	cut := h.fs.PowerCut(memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true})
 	st := recoverOn(t, cut, "t", 0)
 	require.Equal(t, int64(-1), st.Frontier)
-	require.Equal(t, []int64{3}, st.Ahead)
+	require.Equal(t, []offsets.Run{{First: 3, Last: 3}}, st.Ahead)
 	h.closeCommitter()
 
 	h = newMemHarness(t, cut, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })

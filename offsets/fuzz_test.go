@@ -26,16 +26,16 @@ func sealed(b []byte) []byte {
 
 func fuzzSeeds(t testing.TB) [][]byte {
 	k := offsets.PartitionKey("f", 1)
-	good := slot(t, offsets.Record{Seq: 5, Key: k, Frontier: 100, Ahead: []int64{102, 103, 104, 900}})
-	full := slot(t, offsets.Record{Seq: 6, Key: k, Frontier: 0, Ahead: seqOf(2, 20_000, 2)})
-	sets := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: []int64{11},
+	good := slot(t, offsets.Record{Seq: 5, Key: k, Frontier: 100, Ahead: offsets.RunsOf(102, 103, 104, 900)})
+	full := slot(t, offsets.Record{Seq: 6, Key: k, Frontier: 0, Ahead: offsets.RunsOf(seqOf(2, 20_000, 2)...)})
+	sets := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: offsets.RunsOf(11),
 		Attempts:   []offsets.Attempt{{Offset: 10, Count: 4}, {Offset: 12, Count: 1}},
 		Quarantine: []int64{2, 3, 9, 13}, Requeued: []int64{0, 4, 5}})
 	newer := slices.Clone(good)
 	newer[4] = offsets.SlotVersion + 1
 	torn := append(slices.Clone(full[:1024]), good[1024:]...)
 	fullSets := slot(t, offsets.Record{Seq: 8, Key: k, Frontier: 50_000, Requeued: seqOf(0, 2000, 7),
-		Ahead: seqOf(50_002, 60_000, 5), Quarantine: seqOf(1, 40_000, 3),
+		Ahead: offsets.RunsOf(seqOf(50_002, 60_000, 5)...), Quarantine: seqOf(1, 40_000, 3),
 		Attempts: []offsets.Attempt{{Offset: 50_001, Count: 3}}})
 	requeuedOnly := slot(t, offsets.Record{Seq: 9, Key: k, Frontier: 1 << 40, Requeued: []int64{7, 1 << 39, 1 << 40}})
 	// Trimmed seeds (no padding, no checksum) keep the fuzzer's inputs small; the targets pad and
@@ -78,9 +78,8 @@ func FuzzDecodeSlot(f *testing.F) {
 				continue
 			}
 			require.GreaterOrEqual(t, r.Frontier, int64(-1))
-			require.LessOrEqual(t, len(r.Ahead), offsets.MaxAheadOffsets)
-			if !ascendingAbove(r.Ahead, r.Frontier) {
-				t.Fatalf("acked-ahead offsets not ascending above the frontier %d", r.Frontier)
+			if !maximalRunsAbove(r.Ahead, r.Frontier) {
+				t.Fatalf("acked-ahead runs %v not maximal, ascending above the frontier %d", r.Ahead, r.Frontier)
 			}
 			if !ascendingAbove(r.Quarantine, -1) || !ascendingAbove(r.Requeued, -1) {
 				t.Fatalf("quarantined or requeued offsets not ascending from 0")
@@ -176,11 +175,11 @@ func FuzzRecover(f *testing.F) {
 				if !st.Found {
 					require.Equal(t, int64(-1), st.Frontier)
 				}
-				if !ascendingAbove(st.Ahead, st.Frontier) {
-					t.Fatalf("acked-ahead offsets not ascending above the frontier %d", st.Frontier)
+				if !maximalRunsAbove(st.Ahead, st.Frontier) {
+					t.Fatalf("acked-ahead runs %v not maximal, ascending above the frontier %d", st.Ahead, st.Frontier)
 				}
 				for _, a := range st.Attempts {
-					if _, acked := slices.BinarySearch(st.Ahead, a.Offset); a.Offset <= st.Frontier || acked {
+					if a.Offset <= st.Frontier || offsets.RunsContain(st.Ahead, a.Offset) {
 						t.Fatalf("attempts of offset %d, settled", a.Offset)
 					}
 				}
@@ -206,7 +205,7 @@ func fromOneSlot(recs []offsets.Record, st offsets.State) bool {
 		if st.Frontier < r.Frontier {
 			continue
 		}
-		ok := subset(st.Ahead, r.Ahead) && subset(st.Quarantine, r.Quarantine) && slices.Equal(st.Quarantine, r.Quarantine) &&
+		ok := runsWithin(st.Ahead, r.Ahead) && subset(st.Quarantine, r.Quarantine) && slices.Equal(st.Quarantine, r.Quarantine) &&
 			slices.Equal(st.Requeued, r.Requeued)
 		for _, a := range st.Attempts {
 			ok = ok && slices.Contains(r.Attempts, a)
@@ -226,6 +225,34 @@ func subset(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// runsWithin reports whether every offset of the ascending runs a is in the ascending runs b.
+func runsWithin(a, b []offsets.Run) bool {
+	j := 0
+	for _, r := range a {
+		for j < len(b) && b[j].Last < r.First {
+			j++
+		}
+		if j == len(b) || b[j].First > r.First || b[j].Last < r.Last {
+			return false
+		}
+	}
+	return true
+}
+
+// maximalRunsAbove reports whether runs are as a decoder gives them: nonempty, ascending,
+// none touching the next, the first above floor, and at most MaxAheadOffsets offsets.
+func maximalRunsAbove(runs []offsets.Run, floor int64) bool {
+	var total int64
+	for i, r := range runs {
+		if r.Last < r.First || r.First <= floor || (i > 0 && r.First == floor+1) {
+			return false
+		}
+		total += r.Len()
+		floor = r.Last
+	}
+	return total <= offsets.MaxAheadOffsets
 }
 
 // fit makes b one slot: sealed (padded, checksummed) or cut/padded with zeros as it is.

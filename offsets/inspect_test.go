@@ -18,8 +18,8 @@ func TestInspectFiles(t *testing.T) {
 	k := PartitionKey(topic, part)
 	const inc, otherInc = 7, 8
 	id := idBytes(topic, part, inc)
-	anchor := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 5, Ahead: []int64{7}})
-	window := encode(t, Record{Seq: 5, Key: k, Incarnation: inc, Frontier: 6, Ahead: []int64{7, 8}})
+	anchor := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 5, Ahead: []Run{{7, 7}}})
+	window := encode(t, Record{Seq: 5, Key: k, Incarnation: inc, Frontier: 6, Ahead: []Run{{7, 8}}})
 	foreign := encode(t, Record{Seq: 9, Key: k + 1, Incarnation: inc, Frontier: 50})
 	otherLife := encode(t, Record{Seq: 9, Key: k, Incarnation: otherInc, Frontier: 50})
 	legacyNewer := encode(t, Record{Seq: 9, Key: k, Frontier: 40})
@@ -90,9 +90,9 @@ func TestInspectFiles(t *testing.T) {
 func TestInspectFilesDecodes(t *testing.T) {
 	const topic, part = "orders", int32(3)
 	k := PartitionKey(topic, part)
-	adopted := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: []int64{12}, Quarantine: []int64{4},
+	adopted := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: []Run{{12, 12}}, Quarantine: []int64{4},
 		Attempts: []Attempt{{Offset: 11, Count: 2}}, Requeued: []int64{1}})
-	window := encode(t, Record{Seq: 4, Key: k, Incarnation: 9, Frontier: 11, Ahead: []int64{12}})
+	window := encode(t, Record{Seq: 4, Key: k, Incarnation: 9, Frontier: 11, Ahead: []Run{{12, 12}}})
 	in := InspectFiles(topic, part, adoptedIDBytes(topic, part, 9, 10, adopted), aheadFile(adopted, window), offsetBytes(10))
 	require.Equal(t, FileRead{Present: true, Size: AdoptedIDFileSize}, in.ID.FileRead)
 	require.NoError(t, in.ID.Err)
@@ -223,7 +223,7 @@ func FuzzInspectFiles(f *testing.F) {
 	k := PartitionKey(topic, part)
 	id := idBytes(topic, part, 7)
 	trim := func(s []byte) []byte { return bytes.TrimRight(s[:offCRC], "\x00") }
-	good := trim(encode(f, Record{Seq: 4, Key: k, Incarnation: 7, Frontier: 5, Ahead: []int64{7}, Quarantine: []int64{1}}))
+	good := trim(encode(f, Record{Seq: 4, Key: k, Incarnation: 7, Frontier: 5, Ahead: []Run{{7, 7}}, Quarantine: []int64{1}}))
 	legacy := encode(f, Record{Seq: 5, Key: k, Frontier: 9})
 	f.Add(id, good, trim(legacy), offsetOf(topic, part, 7, 5), true)
 	f.Add(adoptedIDBytes(topic, part, 7, 9, legacy), trim(legacy), good, offsetBytes(9), true)

@@ -60,7 +60,7 @@ func TestPrimeExtendsMoveCopy(t *testing.T) {
 	h := newMemHarness(t, memfs.New(), nil)
 	h.mkdir("t", 0)
 	k := offsets.PartitionKey("t", 0)
-	copySlot := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 40, Ahead: []int64{42}})
+	copySlot := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 40, Ahead: offsets.RunsOf(42)})
 	require.NoError(t, h.fs.WriteFile(aheadPath("t", 0), copySlot))
 	require.Equal(t, int64(40), h.create("t", 0).Frontier)
 	h.ack("t", 0, 41)

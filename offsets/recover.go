@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"os"
 )
 
@@ -15,8 +16,10 @@ type State struct {
 	// Frontier is the inclusive committed frontier: the larger of the newest valid slot's and
 	// consumer.offset's. -1 when !Found.
 	Frontier int64
-	// Ahead holds the newest valid slot's acked-ahead offsets above Frontier, ascending.
-	Ahead []int64
+	// Ahead holds the newest valid slot's acked-ahead offsets above Frontier, as runs of
+	// consecutive offsets, ascending and maximal. A Source may hand runs that touch; the
+	// committer joins them.
+	Ahead []Run
 	// Attempts holds the newest valid slot's delivery attempts of offsets above Frontier
 	// that are not acked ahead, ascending by offset.
 	Attempts []Attempt
@@ -240,17 +243,17 @@ func classifySlots(slots *[2]decodedSlot, key uint32, id identity) (n int, statu
 
 // unresolved keeps, in place, the attempts of offsets above frontier that are not in ahead
 // (both ascending).
-func unresolved(as []Attempt, frontier int64, ahead []int64) []Attempt {
+func unresolved(as []Attempt, frontier int64, ahead []Run) []Attempt {
 	out, i := as[:0], 0
 	for _, a := range as {
 		if a.Offset <= frontier {
 			continue
 		}
-		for i < len(ahead) && ahead[i] < a.Offset {
+		for i < len(ahead) && ahead[i].Last < a.Offset {
 			i++
 		}
-		if i < len(ahead) && ahead[i] == a.Offset {
-			continue
+		if i < len(ahead) && ahead[i].First <= a.Offset {
+			continue // acked ahead
 		}
 		out = append(out, a)
 	}
@@ -266,11 +269,15 @@ func atOrBelow(offs []int64, frontier int64) []int64 {
 	return offs[:n]
 }
 
-// above drops the leading offsets at or below frontier, in place.
-func above(ahead []int64, frontier int64) []int64 {
+// above drops the leading offsets at or below frontier, in place: the runs that end there,
+// and the part of a run that straddles it.
+func above(ahead []Run, frontier int64) []Run {
 	i := 0
-	for i < len(ahead) && ahead[i] <= frontier {
+	for i < len(ahead) && ahead[i].Last <= frontier {
 		i++
+	}
+	if i < len(ahead) && ahead[i].First <= frontier {
+		ahead[i].First = frontier + 1
 	}
 	if i == 0 {
 		return ahead
@@ -404,7 +411,7 @@ func clampState(st State, hwm int64) (State, clampDrops) {
 	if st.Frontier > hwm-1 {
 		st.Frontier = hwm - 1
 	}
-	st.Ahead, d.ahead = below(st.Ahead, hwm)
+	st.Ahead, d.ahead = runsBelow(st.Ahead, hwm)
 	st.Quarantine, d.quarantine = below(st.Quarantine, hwm)
 	st.Requeued, d.requeued = below(st.Requeued, hwm) // at or below the clamped frontier, then
 	n := len(st.Attempts)
@@ -413,6 +420,23 @@ func clampState(st State, hwm int64) (State, clampDrops) {
 	}
 	st.Attempts, d.attempts = st.Attempts[:n], len(st.Attempts)-n
 	return st, d
+}
+
+// runsBelow cuts the offsets at or above hwm off the end of runs and says how many it cut.
+// A run that straddles hwm is shortened in a copy, so st's slices are never written.
+func runsBelow(runs []Run, hwm int64) ([]Run, int) {
+	n := len(runs)
+	for n > 0 && runs[n-1].First >= hwm {
+		n--
+	}
+	cut := runsLen(runs[n:])
+	kept := runs[:n]
+	if n > 0 && runs[n-1].Last >= hwm {
+		cut += Run{hwm, runs[n-1].Last}.Len()
+		kept = append([]Run(nil), kept...)
+		kept[n-1].Last = hwm - 1
+	}
+	return kept, int(min(cut, math.MaxInt))
 }
 
 // below cuts the trailing offsets at or above hwm and says how many it cut.

@@ -64,8 +64,8 @@ func aheadFile(slots ...[]byte) []byte {
 func TestRecover(t *testing.T) {
 	const topic, part = "orders", int32(3)
 	k := PartitionKey(topic, part)
-	older := encode(t, Record{Seq: 4, Key: k, Frontier: 10, Ahead: []int64{12, 15}})
-	newer := encode(t, Record{Seq: 5, Key: k, Frontier: 20, Ahead: []int64{22, 30}})
+	older := encode(t, Record{Seq: 4, Key: k, Frontier: 10, Ahead: runsOf(12, 15)})
+	newer := encode(t, Record{Seq: 5, Key: k, Frontier: 20, Ahead: runsOf(22, 30)})
 	foreign := encode(t, Record{Seq: 9, Key: k + 1, Frontier: 500})
 	torn := append(slices.Clone(newer[:1024]), older[1024:]...)
 	tests := []struct {
@@ -99,8 +99,8 @@ func TestRecover(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.wantFound, st.Found)
 			require.Equal(t, tt.wantFrontier, st.Frontier)
-			require.Equal(t, len(tt.wantAhead), len(st.Ahead))
-			require.True(t, slices.Equal(tt.wantAhead, st.Ahead))
+			require.Equal(t, len(tt.wantAhead), int(runsLen(st.Ahead)))
+			require.True(t, slices.Equal(tt.wantAhead, offsetsOf(st.Ahead)))
 		})
 	}
 }
@@ -111,9 +111,9 @@ func TestRecover(t *testing.T) {
 func TestRecoverSets(t *testing.T) {
 	const topic, part = "orders", int32(4)
 	k := PartitionKey(topic, part)
-	older := encode(t, Record{Seq: 4, Key: k, Incarnation: 7, Frontier: 10, Ahead: []int64{13},
+	older := encode(t, Record{Seq: 4, Key: k, Incarnation: 7, Frontier: 10, Ahead: runsOf(13),
 		Attempts: []Attempt{{11, 2}, {12, 1}}, Quarantine: []int64{3, 14}, Requeued: []int64{1}})
-	newer := encode(t, Record{Seq: 5, Key: k, Incarnation: 7, Frontier: 20, Ahead: []int64{22, 30},
+	newer := encode(t, Record{Seq: 5, Key: k, Incarnation: 7, Frontier: 20, Ahead: runsOf(22, 30),
 		Attempts: []Attempt{{21, 3}, {22, 1}, {25, 7}, {31, 1}}, Quarantine: []int64{3, 14, 24}, Requeued: []int64{5, 18}})
 	torn := append(slices.Clone(newer[:1024]), older[1024:]...)
 	foreign := encode(t, Record{Seq: 9, Key: k + 1, Incarnation: 7, Frontier: 50, Quarantine: []int64{40}, Requeued: []int64{41}})
@@ -149,7 +149,7 @@ func TestRecoverSets(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, st.Found)
 			require.Equal(t, tt.want.frontier, st.Frontier)
-			require.True(t, slices.Equal(tt.want.ahead, st.Ahead), "ahead %v", st.Ahead)
+			require.True(t, slices.Equal(tt.want.ahead, offsetsOf(st.Ahead)), "ahead %v", st.Ahead)
 			require.True(t, slices.Equal(tt.want.attempts, st.Attempts), "attempts %v", st.Attempts)
 			require.True(t, slices.Equal(tt.want.quarantine, st.Quarantine), "quarantine %v", st.Quarantine)
 			require.True(t, slices.Equal(tt.want.requeued, st.Requeued), "requeued %v", st.Requeued)
@@ -162,7 +162,7 @@ func TestRecoverSets(t *testing.T) {
 
 func TestUnresolvedAndAtOrBelow(t *testing.T) {
 	as := []Attempt{{3, 1}, {5, 2}, {6, 1}, {9, 4}, {12, 1}}
-	require.Equal(t, []Attempt{{6, 1}, {12, 1}}, unresolved(slices.Clone(as), 5, []int64{7, 8, 9}))
+	require.Equal(t, []Attempt{{6, 1}, {12, 1}}, unresolved(slices.Clone(as), 5, []Run{{7, 9}}))
 	require.Empty(t, unresolved(slices.Clone(as), 12, nil))
 	require.Equal(t, as, unresolved(slices.Clone(as), -1, nil))
 	require.Equal(t, []int64{1, 4}, atOrBelow([]int64{1, 4, 5, 9}, 4))
@@ -190,20 +190,20 @@ func TestClampToWatermark(t *testing.T) {
 		dropped clampDrops
 	}{
 		{"no state", State{Frontier: -1}, 10, State{Frontier: -1}, clampDrops{}},
-		{"below", State{Found: true, Frontier: 5, Ahead: []int64{7}}, 10, State{Found: true, Frontier: 5, Ahead: []int64{7}}, clampDrops{}},
+		{"below", State{Found: true, Frontier: 5, Ahead: runsOf(7)}, 10, State{Found: true, Frontier: 5, Ahead: runsOf(7)}, clampDrops{}},
 		{"at hwm-1", State{Found: true, Frontier: 9}, 10, State{Found: true, Frontier: 9}, clampDrops{}},
 		{"at hwm", State{Found: true, Frontier: 10}, 10, State{Found: true, Frontier: 9}, clampDrops{}},
-		{"bit flip far above", State{Found: true, Frontier: 1 << 60, Ahead: []int64{1<<60 + 2}}, 10, State{Found: true, Frontier: 9, Ahead: []int64{}}, clampDrops{ahead: 1}},
-		{"ahead above hwm", State{Found: true, Frontier: 3, Ahead: []int64{5, 10, 11}}, 10, State{Found: true, Frontier: 3, Ahead: []int64{5}}, clampDrops{ahead: 2}},
+		{"bit flip far above", State{Found: true, Frontier: 1 << 60, Ahead: runsOf(1<<60 + 2)}, 10, State{Found: true, Frontier: 9, Ahead: []Run{}}, clampDrops{ahead: 1}},
+		{"ahead above hwm", State{Found: true, Frontier: 3, Ahead: runsOf(5, 10, 11)}, 10, State{Found: true, Frontier: 3, Ahead: runsOf(5)}, clampDrops{ahead: 2}},
 		{"empty log", State{Found: true, Frontier: 4}, 0, State{Found: true, Frontier: -1}, clampDrops{}},
-		{"every set", State{Found: true, Frontier: 20, Ahead: []int64{22},
+		{"every set", State{Found: true, Frontier: 20, Ahead: runsOf(22),
 			Attempts: []Attempt{{21, 2}, {23, 1}}, Quarantine: []int64{2, 9, 10, 15}, Requeued: []int64{3, 8, 12}},
-			10, State{Found: true, Frontier: 9, Ahead: []int64{}, Attempts: []Attempt{},
+			10, State{Found: true, Frontier: 9, Ahead: []Run{}, Attempts: []Attempt{},
 				Quarantine: []int64{2, 9}, Requeued: []int64{3, 8}},
 			clampDrops{ahead: 1, attempts: 2, quarantine: 2, requeued: 1}},
-		{"sets below hwm kept", State{Found: true, Frontier: 5, Ahead: []int64{7},
+		{"sets below hwm kept", State{Found: true, Frontier: 5, Ahead: runsOf(7),
 			Attempts: []Attempt{{6, 3}}, Quarantine: []int64{1, 8}, Requeued: []int64{4}},
-			10, State{Found: true, Frontier: 5, Ahead: []int64{7},
+			10, State{Found: true, Frontier: 5, Ahead: runsOf(7),
 				Attempts: []Attempt{{6, 3}}, Quarantine: []int64{1, 8}, Requeued: []int64{4}}, clampDrops{}},
 	}
 	for _, tt := range tests {
@@ -247,10 +247,10 @@ func TestRecoverIgnoresLegacyUnderAnotherIncarnation(t *testing.T) {
 	k := PartitionKey(topic, part)
 	const inc = 7
 	id := idBytes(topic, part, inc)
-	ours := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 5, Ahead: []int64{7}})
-	legacyNewer := encode(t, Record{Seq: 9, Key: k, Frontier: 40, Ahead: []int64{45},
+	ours := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 5, Ahead: runsOf(7)})
+	legacyNewer := encode(t, Record{Seq: 9, Key: k, Frontier: 40, Ahead: runsOf(45),
 		Quarantine: []int64{41}, Attempts: []Attempt{{42, 3}}})
-	legacyOlder := encode(t, Record{Seq: 8, Key: k, Frontier: 30, Ahead: []int64{33}})
+	legacyOlder := encode(t, Record{Seq: 8, Key: k, Frontier: 30, Ahead: runsOf(33)})
 	tests := []struct {
 		name         string
 		ahead, off   []byte
@@ -272,7 +272,7 @@ func TestRecoverIgnoresLegacyUnderAnotherIncarnation(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.wantFound, st.Found)
 			require.Equal(t, tt.wantFrontier, st.Frontier)
-			require.True(t, slices.Equal(tt.wantAhead, st.Ahead), "ahead %v", st.Ahead)
+			require.True(t, slices.Equal(tt.wantAhead, offsetsOf(st.Ahead)), "ahead %v", st.Ahead)
 			require.Empty(t, st.Quarantine)
 			require.Empty(t, st.Attempts)
 			require.Equal(t, uint64(inc), st.Incarnation)
@@ -291,11 +291,11 @@ func TestRecoverAdoptedLegacy(t *testing.T) {
 	const topic, part = "orders", int32(6)
 	k := PartitionKey(topic, part)
 	const inc = 9
-	adopted := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: []int64{12, 14}, Quarantine: []int64{4}})
-	olderLegacy := encode(t, Record{Seq: 2, Key: k, Frontier: 8, Ahead: []int64{10}})
-	sameSeqOtherLife := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: []int64{11, 12, 13, 14}})
+	adopted := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: runsOf(12, 14), Quarantine: []int64{4}})
+	olderLegacy := encode(t, Record{Seq: 2, Key: k, Frontier: 8, Ahead: runsOf(10)})
+	sameSeqOtherLife := encode(t, Record{Seq: 3, Key: k, Frontier: 10, Ahead: runsOf(11, 12, 13, 14)})
 	newerLegacy := encode(t, Record{Seq: 4, Key: k, Frontier: 30})
-	window := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 12, Ahead: []int64{14}})
+	window := encode(t, Record{Seq: 4, Key: k, Incarnation: inc, Frontier: 12, Ahead: runsOf(14)})
 	tornWindow := append(slices.Clone(window[:1000]), make([]byte, SlotSize-1000)...)
 	bySlot := adoptedIDBytes(topic, part, inc, 10, adopted)
 	byOffset := adoptedIDBytes(topic, part, inc, 20, nil)
@@ -328,7 +328,7 @@ func TestRecoverAdoptedLegacy(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.wantFound, st.Found)
 			require.Equal(t, tt.wantFrontier, st.Frontier)
-			require.True(t, slices.Equal(tt.wantAhead, st.Ahead), "ahead %v", st.Ahead)
+			require.True(t, slices.Equal(tt.wantAhead, offsetsOf(st.Ahead)), "ahead %v", st.Ahead)
 			require.Equal(t, tt.unverified, st.Unverified)
 			require.Equal(t, uint64(inc), st.Incarnation)
 			require.Equal(t, tt.wantIgnored, notes.LegacyUnderIncarnation)

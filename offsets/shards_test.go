@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -69,7 +70,7 @@ func (s *Shards) Seed(topic string, partition int32, st State) {
 	if !st.Found {
 		sh.frontier = -1
 	}
-	for _, o := range st.Ahead {
+	for _, o := range offsetsOf(st.Ahead) {
 		if o > sh.frontier {
 			sh.ahead[o] = true
 		}
@@ -273,9 +274,7 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 		return false
 	}
 	into.Frontier = sh.frontier
-	for o := range sh.ahead {
-		into.Ahead = append(into.Ahead, o)
-	}
+	into.Ahead = AppendRuns(into.Ahead, slices.Sorted(maps.Keys(sh.ahead)))
 	for o, n := range sh.attempts {
 		into.Attempts = append(into.Attempts, Attempt{Offset: o, Count: n})
 	}
@@ -286,7 +285,6 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 			into.Quarantine = append(into.Quarantine, o)
 		}
 	}
-	slices.Sort(into.Ahead)
 	slices.SortFunc(into.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
 	slices.Sort(into.Quarantine)
 	slices.Sort(into.Requeued)

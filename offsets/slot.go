@@ -129,8 +129,10 @@ type Record struct {
 	// Frontier is the inclusive committed frontier: every offset up to it is settled; -1 when
 	// offset 0 is not.
 	Frontier int64
-	// Ahead holds the offsets acked above the frontier, ascending, each above Frontier.
-	Ahead []int64
+	// Ahead holds the offsets acked above the frontier as runs of consecutive offsets,
+	// ascending, each above Frontier. DecodeSlot gives maximal runs; EncodeSlot joins runs
+	// that touch (a run starting right after the previous one ends).
+	Ahead []Run
 	// Attempts holds the delivery attempts of unresolved offsets above the frontier,
 	// ascending by offset, each above Frontier.
 	Attempts []Attempt
@@ -149,6 +151,14 @@ type Record struct {
 	// other sets' losses are reported by Overflow only.
 	Dropped uint32
 }
+
+// Run is a run of consecutive offsets, First through Last inclusive: how a record holds the
+// acked-ahead set, so that its cost (in memory, and in a tick's copy of a partition's
+// state) is the runs, not the offsets, however long a hole below them lasts.
+type Run struct{ First, Last int64 }
+
+// Len is the number of offsets in r.
+func (r Run) Len() int64 { return r.Last - r.First + 1 }
 
 // Attempt is the number of deliveries of one offset above the frontier.
 type Attempt struct {
@@ -200,32 +210,35 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 
 	// Plan: the room each set gets, by priority.
 	requeued, cutR := capOffsets(r.Requeued)
-	ahead, cutA := capOffsets(r.Ahead)
+	ahead, aheadLimit := r.Ahead, min(runsLen(r.Ahead), MaxAheadOffsets)
 	quarantine, cutQ := capOffsets(r.Quarantine)
 	attempts, cutT := capAttempts(r.Attempts)
 	room := maxBodyLen
 	if r.Incarnation != 0 {
 		room -= incarnationSection
 	}
-	usedR, keptR := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, -1, requeued) })
-	usedA, keptA := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, r.Frontier, ahead) })
-	usedQ, keptQ := planSection(&room, func(n int) (int, int) { return putRuns(nil, n, -1, quarantine) })
+	usedR, keptR := planSection(&room, func(n int) (int, int) { return putOffsets(nil, n, -1, requeued) })
+	usedA, keptA := planSection(&room, func(n int) (int, int) {
+		used, kept := putRuns(nil, n, r.Frontier, ahead, aheadLimit)
+		return used, int(kept)
+	})
+	usedQ, keptQ := planSection(&room, func(n int) (int, int) { return putOffsets(nil, n, -1, quarantine) })
 	usedT, keptT := planSection(&room, func(n int) (int, int) { return putAttempts(nil, n, r.Frontier, attempts) })
 	over.Requeued = cutR + len(requeued) - keptR
-	over.Ahead = cutA + len(ahead) - keptA
+	over.Ahead = int(runsLen(ahead)) - keptA
 	over.Quarantine = cutQ + len(quarantine) - keptQ
 	over.Attempts = cutT + len(attempts) - keptT
 
 	// Write: by ascending tag. A set's kept prefix encodes to the very bytes the plan counted.
 	pos := headerSize
 	pos = sectionAt(dst, pos, tagAhead, usedA)
-	putRuns(dst[pos-usedA:pos], usedA, r.Frontier, ahead[:keptA])
+	putRuns(dst[pos-usedA:pos], usedA, r.Frontier, ahead, int64(keptA))
 	pos = sectionAt(dst, pos, tagAttempts, usedT)
 	putAttempts(dst[pos-usedT:pos], usedT, r.Frontier, attempts[:keptT])
 	pos = sectionAt(dst, pos, tagQuarantine, usedQ)
-	putRuns(dst[pos-usedQ:pos], usedQ, -1, quarantine[:keptQ])
+	putOffsets(dst[pos-usedQ:pos], usedQ, -1, quarantine[:keptQ])
 	pos = sectionAt(dst, pos, tagRequeued, usedR)
-	putRuns(dst[pos-usedR:pos], usedR, -1, requeued[:keptR])
+	putOffsets(dst[pos-usedR:pos], usedR, -1, requeued[:keptR])
 	if r.Incarnation != 0 {
 		pos = sectionAt(dst, pos, tagIncarnation, 8)
 		binary.BigEndian.PutUint64(dst[pos-8:pos], r.Incarnation)
@@ -305,9 +318,9 @@ func (r *Record) decodeSections(body []byte) error {
 		case tagAttempts:
 			r.Attempts, err = readAttempts(payload, r.Frontier, r.Attempts)
 		case tagQuarantine:
-			r.Quarantine, err = readRuns(payload, -1, r.Quarantine)
+			r.Quarantine, err = readOffsets(payload, -1, r.Quarantine)
 		case tagRequeued:
-			r.Requeued, err = readRuns(payload, -1, r.Requeued)
+			r.Requeued, err = readOffsets(payload, -1, r.Requeued)
 			if err == nil && len(r.Requeued) > 0 && r.Requeued[len(r.Requeued)-1] > r.Frontier {
 				err = errRequeued
 			}
@@ -332,7 +345,7 @@ func (r *Record) validate() error {
 	if r.Frontier < -1 {
 		return ErrInvalidRecord
 	}
-	if !ascendingAbove(r.Ahead, r.Frontier) || !ascendingAbove(r.Quarantine, -1) ||
+	if !runsAscendingAbove(r.Ahead, r.Frontier) || !ascendingAbove(r.Quarantine, -1) ||
 		!ascendingAbove(r.Requeued, -1) {
 		return ErrInvalidRecord
 	}
@@ -357,6 +370,27 @@ func ascendingAbove(offs []int64, floor int64) bool {
 		floor = o
 	}
 	return true
+}
+
+// runsAscendingAbove reports whether runs ascend above floor: each nonempty, starting above
+// the previous one's end (touching it is allowed: the encoder joins them).
+func runsAscendingAbove(runs []Run, floor int64) bool {
+	for _, r := range runs {
+		if r.First <= floor || r.Last < r.First {
+			return false
+		}
+		floor = r.Last
+	}
+	return true
+}
+
+// runsLen is the number of offsets in runs.
+func runsLen(runs []Run) int64 {
+	var n int64
+	for _, r := range runs {
+		n += r.Len()
+	}
+	return n
 }
 
 // capOffsets keeps at most MaxAheadOffsets of the lowest offsets and says how many it cut.
@@ -401,32 +435,60 @@ func sectionAt(dst []byte, pos int, tag byte, used int) int {
 	return pos + sectionHeader + used
 }
 
-// putRuns encodes ascending offsets, all above base, as runs: for each maximal run of
-// consecutive offsets, uvarint(start - prev - 1) then uvarint(end - start), where prev is base
-// for the first run and the previous run's end after it. It keeps the lowest offsets that fit
-// in room bytes (a run that does not fit whole is shortened) and returns the bytes used and
-// the number of offsets encoded. With a nil dst it only counts; otherwise dst holds room bytes.
-func putRuns(dst []byte, room int, base int64, offs []int64) (used, kept int) {
+// putRun encodes the run r after prev, uvarint(r.First - prev - 1) then
+// uvarint(r.Last - r.First), into the room - used bytes left at dst[used:], shortening r to
+// what fits (a shortened run fills the room exactly), and returns the bytes it wrote and the
+// offsets of r it kept: 0 when not even its first fits. With a nil dst it only counts.
+func putRun(dst []byte, room, used int, prev int64, r Run) (n int, kept int64) {
+	gap, extra := uint64(r.First-prev-1), uint64(r.Last-r.First)
+	left := room - used - uvarintLen(gap)
+	if left < 1 {
+		return 0, 0
+	}
+	extra = min(extra, maxUvarint(left))
+	if dst != nil {
+		binary.PutUvarint(dst[used:], gap)
+		binary.PutUvarint(dst[used+uvarintLen(gap):], extra)
+	}
+	return uvarintLen(gap) + uvarintLen(extra), int64(extra) + 1
+}
+
+// putRuns encodes runs, ascending and all above base, as maximal runs (runs that touch are
+// joined): for each, uvarint(start - prev - 1) then uvarint(end - start), where prev is base
+// for the first run and the previous run's end after it. It keeps at most limit of the
+// lowest offsets, and only what fits in room bytes (a run that does not fit whole is
+// shortened), and returns the bytes used and the offsets encoded. With a nil dst it only
+// counts; otherwise dst holds room bytes.
+func putRuns(dst []byte, room int, base int64, runs []Run, limit int64) (used int, kept int64) {
 	prev := base
-	for kept < len(offs) {
-		start := offs[kept]
-		end := kept
-		for end+1 < len(offs) && offs[end+1] == offs[end]+1 {
-			end++
+	for i := 0; i < len(runs) && kept < limit; {
+		r := runs[i]
+		for i++; i < len(runs) && runs[i].First == r.Last+1; i++ {
+			r.Last = runs[i].Last
 		}
-		gap, extra := uint64(start-prev-1), uint64(end-kept)
-		left := room - used - uvarintLen(gap)
-		if left < 1 {
-			break
+		r.Last = min(r.Last, r.First+(limit-kept)-1)
+		n, k := putRun(dst, room, used, prev, r)
+		used, kept, prev = used+n, kept+k, r.First+k-1
+		if k < r.Len() {
+			break // out of room
 		}
-		extra = min(extra, maxUvarint(left))
-		if dst != nil {
-			binary.PutUvarint(dst[used:], gap)
-			binary.PutUvarint(dst[used+uvarintLen(gap):], extra)
+	}
+	return used, kept
+}
+
+// putOffsets is putRuns for ascending offsets, every maximal run of consecutive ones a run.
+func putOffsets(dst []byte, room int, base int64, offs []int64) (used, kept int) {
+	prev := base
+	for i := 0; i < len(offs); {
+		r := Run{offs[i], offs[i]}
+		for i++; i < len(offs) && offs[i] == r.Last+1; i++ {
+			r.Last = offs[i]
 		}
-		used += uvarintLen(gap) + uvarintLen(extra)
-		kept += int(extra) + 1
-		prev = start + int64(extra)
+		n, k := putRun(dst, room, used, prev, r)
+		used, kept, prev = used+n, kept+int(k), r.First+k-1
+		if k < r.Len() {
+			break // out of room
+		}
 	}
 	return used, kept
 }
@@ -453,36 +515,68 @@ func putAttempts(dst []byte, room int, base int64, as []Attempt) (used, kept int
 	return used, kept
 }
 
-// readRuns decodes what putRuns wrote, appending to dst. Runs must be maximal (a gap of zero
-// is allowed only before the first run) and stay within int64.
-func readRuns(p []byte, base int64, dst []int64) ([]int64, error) {
+// readRuns decodes what putRuns wrote, appending the runs to dst. Runs must be maximal (a gap
+// of zero is allowed only before the first run), stay within int64 and hold at most
+// MaxAheadOffsets offsets together, as an expanding reader would allow.
+func readRuns(p []byte, base int64, dst []Run) ([]Run, error) {
+	var total uint64
+	err := walkRuns(p, base, func(r Run) error {
+		extra := uint64(r.Last - r.First)
+		if total+extra >= MaxAheadOffsets {
+			return errTooMany
+		}
+		total += extra + 1
+		dst = append(dst, r)
+		return nil
+	})
+	return dst, err
+}
+
+// readOffsets decodes what putOffsets wrote, appending every offset to dst, at most
+// MaxAheadOffsets of them.
+func readOffsets(p []byte, base int64, dst []int64) ([]int64, error) {
+	err := walkRuns(p, base, func(r Run) error {
+		if uint64(len(dst))+uint64(r.Last-r.First) >= MaxAheadOffsets {
+			return errTooMany
+		}
+		for off := r.First; ; off++ {
+			dst = append(dst, off)
+			if off == r.Last {
+				return nil
+			}
+		}
+	})
+	return dst, err
+}
+
+// walkRuns decodes the runs of p, prev starting at base, and calls each with every run in
+// order, stopping at the first error.
+func walkRuns(p []byte, base int64, each func(Run) error) error {
 	prev, first := base, true
 	for len(p) > 0 {
 		gap, n := readUvarint(p)
 		if n <= 0 {
-			return dst, errVarint
+			return errVarint
 		}
 		extra, m := readUvarint(p[n:])
 		if m <= 0 {
-			return dst, errVarint
+			return errVarint
 		}
 		p = p[n+m:]
 		if !first && gap == 0 {
-			return dst, errRun
+			return errRun
 		}
 		start, ok := after(prev, gap)
 		if !ok || extra > uint64(math.MaxInt64-start) {
-			return dst, errRange
+			return errRange
 		}
-		if uint64(len(dst))+extra >= MaxAheadOffsets {
-			return dst, errTooMany
+		r := Run{start, start + int64(extra)}
+		if err := each(r); err != nil {
+			return err
 		}
-		for k := uint64(0); k <= extra; k++ {
-			dst = append(dst, start+int64(k))
-		}
-		prev, first = start+int64(extra), false
+		prev, first = r.Last, false
 	}
-	return dst, nil
+	return nil
 }
 
 // readAttempts decodes what putAttempts wrote, appending to dst.
@@ -575,4 +669,18 @@ func newestSlot(valid [2]bool, recs *[2]Record) int {
 		return 1
 	}
 	return 0
+}
+
+// AppendRuns appends the runs of consecutive offsets of offs, which must ascend, to dst: how
+// a Source that keeps acked offsets one by one hands them over in State.Ahead.
+func AppendRuns(dst []Run, offs []int64) []Run {
+	start := len(dst)
+	for _, off := range offs {
+		if n := len(dst); n > start && dst[n-1].Last == off-1 {
+			dst[n-1].Last = off
+			continue
+		}
+		dst = append(dst, Run{off, off})
+	}
+	return dst
 }

@@ -1,7 +1,9 @@
 package offsets
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"math"
@@ -44,23 +46,23 @@ func TestSlotRoundTrip(t *testing.T) {
 	}{
 		{"empty partition", Record{Seq: 1, Frontier: -1}},
 		{"frontier only", Record{Seq: 7, Key: 42, Frontier: 1234}},
-		{"one ahead right above", Record{Seq: 2, Frontier: 5, Ahead: []int64{6}}},
-		{"scattered", Record{Seq: 3, Frontier: 10, Ahead: []int64{12, 14, 15, 16, 40, 1 << 40}}},
-		{"one long run", Record{Seq: 4, Frontier: 0, Ahead: seq(2, 100_001, 1)}},
-		{"near the top of int64", Record{Seq: math.MaxUint64, Frontier: math.MaxInt64 - 3, Ahead: []int64{math.MaxInt64 - 1, math.MaxInt64}}},
-		{"every set", Record{Seq: 5, Frontier: 9, Ahead: []int64{11},
+		{"one ahead right above", Record{Seq: 2, Frontier: 5, Ahead: runsOf(6)}},
+		{"scattered", Record{Seq: 3, Frontier: 10, Ahead: runsOf(12, 14, 15, 16, 40, 1<<40)}},
+		{"one long run", Record{Seq: 4, Frontier: 0, Ahead: runsOf(seq(2, 100_001, 1)...)}},
+		{"near the top of int64", Record{Seq: math.MaxUint64, Frontier: math.MaxInt64 - 3, Ahead: runsOf(math.MaxInt64-1, math.MaxInt64)}},
+		{"every set", Record{Seq: 5, Frontier: 9, Ahead: runsOf(11),
 			Attempts:   []Attempt{{Offset: 10, Count: 3}, {Offset: 12, Count: math.MaxUint32}},
 			Quarantine: []int64{13, 14, 20}}},
 		{"quarantine on both sides of the frontier, requeued below", Record{Seq: 6, Frontier: 100,
-			Ahead: []int64{102}, Attempts: []Attempt{{101, 1}, {104, 9}},
+			Ahead: runsOf(102), Attempts: []Attempt{{101, 1}, {104, 9}},
 			Quarantine: []int64{0, 1, 2, 50, 99, 100, 101, 103}, Requeued: []int64{3, 4, 60}}},
 		{"requeued at the frontier", Record{Seq: 7, Frontier: 40, Requeued: []int64{0, 40}}},
 		{"requeued only", Record{Seq: 8, Frontier: 1 << 50, Requeued: []int64{1 << 49, 1<<50 - 1}}},
 		{"quarantine only, from offset 0", Record{Seq: 9, Frontier: -1, Quarantine: []int64{0, 1, 2, 7}}},
 		{"attempts only", Record{Seq: 10, Frontier: 5, Attempts: []Attempt{{6, 1}, {7, 0}, {1 << 40, 2}}}},
-		{"long runs in every run set", Record{Seq: 11, Frontier: 300_000, Ahead: seq(300_002, 400_000, 1),
+		{"long runs in every run set", Record{Seq: 11, Frontier: 300_000, Ahead: runsOf(seq(300_002, 400_000, 1)...),
 			Quarantine: seq(0, 200_000, 1), Requeued: seq(200_001, 300_000, 1)}},
-		{"near the top of int64, every set", Record{Seq: 12, Frontier: math.MaxInt64 - 3, Ahead: []int64{math.MaxInt64 - 1},
+		{"near the top of int64, every set", Record{Seq: 12, Frontier: math.MaxInt64 - 3, Ahead: runsOf(math.MaxInt64 - 1),
 			Attempts: []Attempt{{math.MaxInt64 - 2, 1}, {math.MaxInt64, 5}}, Quarantine: []int64{math.MaxInt64},
 			Requeued: []int64{math.MaxInt64 - 3}}},
 	}
@@ -87,7 +89,7 @@ func TestSlotRoundTrip(t *testing.T) {
 // The format of the new sections, byte for byte: quarantined and requeued offsets are runs
 // from -1 (so from offset 0, whatever the frontier), attempts pairs from the frontier.
 func TestSlotSectionBytes(t *testing.T) {
-	b := encode(t, Record{Seq: 1, Frontier: 10, Ahead: []int64{12, 13},
+	b := encode(t, Record{Seq: 1, Frontier: 10, Ahead: runsOf(12, 13),
 		Attempts: []Attempt{{11, 3}, {14, 300}}, Quarantine: []int64{5, 6, 7, 11}, Requeued: []int64{2, 9}})
 	want := []byte{
 		tagAhead, 0, 2, 1, 1, // run 12..13: gap 12-10-1, extra 1
@@ -117,19 +119,19 @@ func TestSlotOverflowPriority(t *testing.T) {
 		whole, over []string
 	}{
 		{"requeued crowd out everything else", Record{Frontier: 100_000, Requeued: scattered(0, 3000),
-			Ahead: scattered(100_002, 10), Quarantine: scattered(1, 10), Attempts: attempts(100_001, 10)},
+			Ahead: runsOf(scattered(100_002, 10)...), Quarantine: scattered(1, 10), Attempts: attempts(100_001, 10)},
 			nil, []string{"requeued", "ahead", "quarantine", "attempts"}},
 		{"requeued whole, ahead cut", Record{Frontier: 100_000, Requeued: scattered(0, 500),
-			Ahead: scattered(100_002, 3000), Quarantine: scattered(1, 10), Attempts: attempts(100_001, 10)},
+			Ahead: runsOf(scattered(100_002, 3000)...), Quarantine: scattered(1, 10), Attempts: attempts(100_001, 10)},
 			[]string{"requeued"}, []string{"ahead", "quarantine", "attempts"}},
 		{"ahead whole, quarantine cut", Record{Frontier: 100_000, Requeued: scattered(0, 10),
-			Ahead: scattered(100_002, 500), Quarantine: scattered(1, 3000), Attempts: attempts(100_001, 10)},
+			Ahead: runsOf(scattered(100_002, 500)...), Quarantine: scattered(1, 3000), Attempts: attempts(100_001, 10)},
 			[]string{"requeued", "ahead"}, []string{"quarantine", "attempts"}},
 		{"quarantine whole, attempts cut", Record{Frontier: 100_000, Requeued: scattered(0, 10),
-			Ahead: scattered(100_002, 500), Quarantine: scattered(1, 500), Attempts: attempts(100_001, 3000)},
+			Ahead: runsOf(scattered(100_002, 500)...), Quarantine: scattered(1, 500), Attempts: attempts(100_001, 3000)},
 			[]string{"requeued", "ahead", "quarantine"}, []string{"attempts"}},
 		{"everything fits", Record{Frontier: 100_000, Requeued: scattered(0, 300),
-			Ahead: scattered(100_002, 300), Quarantine: scattered(1, 300), Attempts: attempts(100_001, 300)},
+			Ahead: runsOf(scattered(100_002, 300)...), Quarantine: scattered(1, 300), Attempts: attempts(100_001, 300)},
 			[]string{"requeued", "ahead", "quarantine", "attempts"}, nil},
 	}
 	for _, tt := range tests {
@@ -141,7 +143,7 @@ func TestSlotOverflowPriority(t *testing.T) {
 			require.NoError(t, DecodeSlot(b, &got))
 			lens := map[string][2]int{ // kept, dropped
 				"requeued":   {len(got.Requeued), over.Requeued},
-				"ahead":      {len(got.Ahead), over.Ahead},
+				"ahead":      {int(runsLen(got.Ahead)), over.Ahead},
 				"quarantine": {len(got.Quarantine), over.Quarantine},
 				"attempts":   {len(got.Attempts), over.Attempts},
 			}
@@ -152,11 +154,11 @@ func TestSlotOverflowPriority(t *testing.T) {
 				require.NotZero(t, lens[name][1], "%s overflows", name)
 			}
 			require.Equal(t, len(tt.rec.Requeued), len(got.Requeued)+over.Requeued)
-			require.Equal(t, len(tt.rec.Ahead), len(got.Ahead)+over.Ahead)
+			require.Equal(t, runsLen(tt.rec.Ahead), runsLen(got.Ahead)+int64(over.Ahead))
 			require.Equal(t, len(tt.rec.Quarantine), len(got.Quarantine)+over.Quarantine)
 			require.Equal(t, len(tt.rec.Attempts), len(got.Attempts)+over.Attempts)
 			require.True(t, slices.Equal(tt.rec.Requeued[:len(got.Requeued)], got.Requeued), "kept the lowest")
-			require.True(t, slices.Equal(tt.rec.Ahead[:len(got.Ahead)], got.Ahead), "kept the lowest")
+			require.True(t, slices.Equal(offsetsOf(tt.rec.Ahead)[:runsLen(got.Ahead)], offsetsOf(got.Ahead)), "kept the lowest")
 			require.True(t, slices.Equal(tt.rec.Quarantine[:len(got.Quarantine)], got.Quarantine), "kept the lowest")
 			require.True(t, slices.Equal(tt.rec.Attempts[:len(got.Attempts)], got.Attempts), "kept the lowest")
 			require.Equal(t, uint32(over.Ahead), got.Dropped, "the header counts acked-ahead offsets only")
@@ -184,16 +186,17 @@ func TestSlotFullKeepsLowest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Record{Seq: 1, Frontier: 0, Ahead: tt.ahead}
+			r := Record{Seq: 1, Frontier: 0, Ahead: runsOf(tt.ahead...)}
 			b := make([]byte, SlotSize)
 			over, err := EncodeSlot(b, &r)
 			require.NoError(t, err)
 			require.Equal(t, tt.overflow, over.Ahead > 0)
 			var got Record
 			require.NoError(t, DecodeSlot(b, &got))
-			require.GreaterOrEqual(t, len(got.Ahead), tt.minKept)
-			require.Equal(t, len(tt.ahead), len(got.Ahead)+over.Ahead)
-			require.True(t, slices.Equal(tt.ahead[:len(got.Ahead)], got.Ahead), "kept a prefix: the lowest offsets")
+			kept := offsetsOf(got.Ahead)
+			require.GreaterOrEqual(t, len(kept), tt.minKept)
+			require.Equal(t, len(tt.ahead), len(kept)+over.Ahead)
+			require.True(t, slices.Equal(tt.ahead[:len(kept)], kept), "kept a prefix: the lowest offsets")
 			require.Equal(t, uint32(over.Ahead), got.Dropped)
 		})
 	}
@@ -205,9 +208,9 @@ func TestEncodeSlotRejectsInvalidRecord(t *testing.T) {
 		rec  Record
 	}{
 		{"frontier below -1", Record{Frontier: -2}},
-		{"ahead at the frontier", Record{Frontier: 5, Ahead: []int64{5}}},
-		{"ahead not ascending", Record{Frontier: 5, Ahead: []int64{9, 7}}},
-		{"ahead repeated", Record{Frontier: 5, Ahead: []int64{7, 7}}},
+		{"ahead at the frontier", Record{Frontier: 5, Ahead: runsOf(5)}},
+		{"ahead not ascending", Record{Frontier: 5, Ahead: runsOf(9, 7)}},
+		{"ahead repeated", Record{Frontier: 5, Ahead: runsOf(7, 7)}},
 		{"quarantine below 0", Record{Frontier: 5, Quarantine: []int64{-1, 3}}},
 		{"quarantine not ascending", Record{Frontier: 5, Quarantine: []int64{3, 3}}},
 		{"requeued above the frontier", Record{Frontier: 5, Requeued: []int64{4, 6}}},
@@ -228,7 +231,7 @@ func TestEncodeSlotRejectsInvalidRecord(t *testing.T) {
 
 // Invariant 8 and checklist item 74: anything but a whole valid record is ErrCorruptSlot.
 func TestDecodeSlotCorrupt(t *testing.T) {
-	good := encode(t, Record{Seq: 9, Frontier: 100, Ahead: []int64{102, 103, 200}})
+	good := encode(t, Record{Seq: 9, Frontier: 100, Ahead: runsOf(102, 103, 200)})
 	edit := func(f func(b []byte)) []byte {
 		b := slices.Clone(good)
 		f(b)
@@ -292,7 +295,7 @@ func rawSlot(frontier int64, tag byte, payload ...byte) []byte {
 
 // Checklist item 74: every single-bit flip of a slot is caught by the checksum.
 func TestDecodeSlotEveryBitFlip(t *testing.T) {
-	good := encode(t, Record{Seq: 3, Key: 7, Frontier: 55, Ahead: seq(57, 400, 3)})
+	good := encode(t, Record{Seq: 3, Key: 7, Frontier: 55, Ahead: runsOf(seq(57, 400, 3)...)})
 	var r Record
 	for i := range SlotSize * 8 {
 		b := slices.Clone(good)
@@ -304,8 +307,8 @@ func TestDecodeSlotEveryBitFlip(t *testing.T) {
 // Checklist item 74, RELIABILITY row 2: a window torn at any sector boundary or byte, mixing a
 // new record with the old bytes of the slot, fails its checksum.
 func TestDecodeSlotTorn(t *testing.T) {
-	old := encode(t, Record{Seq: 4, Frontier: 10, Ahead: seq(12, 3000, 2)})
-	next := encode(t, Record{Seq: 6, Frontier: 900, Ahead: seq(902, 4000, 3)})
+	old := encode(t, Record{Seq: 4, Frontier: 10, Ahead: runsOf(seq(12, 3000, 2)...)})
+	next := encode(t, Record{Seq: 6, Frontier: 900, Ahead: runsOf(seq(902, 4000, 3)...)})
 	var r Record
 	for cut := 1; cut < SlotSize; cut++ {
 		if cut%512 != 0 && cut%97 != 0 {
@@ -334,7 +337,7 @@ func TestDecodeSlotNewerVersion(t *testing.T) {
 // Version-1 readers skip sections they do not know, so a later release can add data older
 // releases may ignore.
 func TestDecodeSlotSkipsUnknownSection(t *testing.T) {
-	b := encode(t, Record{Seq: 1, Frontier: 3, Ahead: []int64{5}})
+	b := encode(t, Record{Seq: 1, Frontier: 3, Ahead: runsOf(5)})
 	n := int(binary.BigEndian.Uint16(b[offBodyLen:]))
 	at := headerSize + n
 	b[at] = 9
@@ -344,7 +347,7 @@ func TestDecodeSlotSkipsUnknownSection(t *testing.T) {
 	reseal(b)
 	var r Record
 	require.NoError(t, DecodeSlot(b, &r))
-	require.Equal(t, []int64{5}, r.Ahead)
+	require.Equal(t, []Run{{5, 5}}, r.Ahead)
 }
 
 func TestNewestSlot(t *testing.T) {
@@ -373,9 +376,51 @@ func TestNewestSlot(t *testing.T) {
 
 // EncodeSlot must not allocate: a tick encodes one record per partition.
 func TestEncodeSlotAllocatesNothing(t *testing.T) {
-	r := Record{Seq: 1, Frontier: 10, Ahead: seq(12, 2000, 3), Attempts: []Attempt{{11, 2}, {13, 1}},
+	r := Record{Seq: 1, Frontier: 10, Ahead: runsOf(seq(12, 2000, 3)...), Attempts: []Attempt{{11, 2}, {13, 1}},
 		Quarantine: seq(0, 9000, 5), Requeued: []int64{1, 2, 3}}
 	b := make([]byte, SlotSize)
 	allocs := testing.AllocsPerRun(100, func() { _, _ = EncodeSlot(b, &r) })
 	require.Zero(t, allocs)
+}
+
+// Acked-ahead runs reach the disk as the offsets did: each record below encodes to the very
+// bytes (SHA-256 of the slot) the release before runs wrote for the same record given as
+// offsets, and leaves out as many, so an older release reads what this one writes. Runs
+// that touch are joined as consecutive offsets were.
+func TestEncodeSlotWritesThePreviousReleasesBytes(t *testing.T) {
+	tests := []struct {
+		name    string
+		rec     Record
+		dropped int
+		sha256  string
+	}{
+		{"empty", Record{Seq: 1, Key: 7, Frontier: -1}, 0,
+			"5bf1fa4dc12137c8d7e6912a5faaa2dd11d22ec3e459d0bc60630a66c7fdec74"},
+		{"scattered", Record{Seq: 2, Key: 7, Frontier: 10, Ahead: runsOf(12, 14, 15, 16, 40, 1<<40)}, 0,
+			"e6f0260795846031be8897554a6202bbec2d318fdd900b8d265f5844da01e15c"},
+		{"right above the frontier, touching runs", Record{Seq: 3, Key: 7, Frontier: 5, Ahead: []Run{{6, 6}, {7, 7}, {9, 9}}}, 0,
+			"e92972914a6a5f4df1f7459b7ecaff7f5874f714fecc300cb97df7682ae56fc0"},
+		{"every other past the slot", Record{Seq: 4, Key: 7, Frontier: 0, Ahead: runsOf(seq(2, 20_000, 2)...)}, 7972,
+			"7d60e96557fcf27ddd1acc8d943eebdd7fd9921a7da98464247a89e31886661d"},
+		{"long run past MaxAheadOffsets", Record{Seq: 5, Key: 7, Frontier: 0, Ahead: []Run{{2, MaxAheadOffsets + 10}}}, 9,
+			"d936db367c830752af5e3abe17593945a8899e2b4a9ae3bb8b884164b482d1bf"},
+		{"runs of 3", Record{Seq: 6, Key: 7, Incarnation: 99, Frontier: 100, Ahead: []Run{{102, 104}, {200, 202}},
+			Attempts: []Attempt{{101, 2}, {105, 1}}, Quarantine: []int64{3, 4, 5, 50}, Requeued: []int64{1, 2}}, 0,
+			"2f7bda5e466fab04e4f3999f87438fa1133bd55df156ec2620cd4214536cea9f"},
+		{"near the top of int64", Record{Seq: math.MaxUint64, Key: 7, Frontier: math.MaxInt64 - 3, Ahead: []Run{{math.MaxInt64 - 1, math.MaxInt64}}}, 0,
+			"c2852911a4b67e8c13413d69359910e6450117957c9e3f7b1b5a4c579430d33a"},
+		{"ahead crowding the others", Record{Seq: 8, Key: 7, Frontier: 1000, Ahead: runsOf(seq(1002, 9000, 3)...),
+			Quarantine: seq(1, 900, 2), Attempts: []Attempt{{1001, 3}}, Requeued: []int64{7}}, 641,
+			"d12eb7ecc05813b668d150981fd728c0732be6a294790bf4eafc4b82ec3c3772"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := make([]byte, SlotSize)
+			over, err := EncodeSlot(b, &tt.rec)
+			require.NoError(t, err)
+			require.Equal(t, tt.dropped, over.Ahead)
+			sum := sha256.Sum256(b)
+			require.Equal(t, tt.sha256, hex.EncodeToString(sum[:]))
+		})
+	}
 }

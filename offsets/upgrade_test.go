@@ -2,7 +2,6 @@ package offsets_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +20,10 @@ const upgradeParts = 3
 
 // upgradeRecords are the legacy slots each partition starts from (slot 0, then slot 1).
 var upgradeRecords = [upgradeParts][]offsets.Record{
-	0: {{Seq: 3, Key: offsets.PartitionKey("u", 0), Frontier: 10, Ahead: []int64{12, 14},
+	0: {{Seq: 3, Key: offsets.PartitionKey("u", 0), Frontier: 10, Ahead: offsets.RunsOf(12, 14),
 		Attempts: []offsets.Attempt{{Offset: 11, Count: 2}}, Quarantine: []int64{4, 13}, Requeued: []int64{2}},
-		{Seq: 2, Key: offsets.PartitionKey("u", 0), Frontier: 8, Ahead: []int64{10}}},
-	2: {{Seq: 1, Key: offsets.PartitionKey("u", 2), Frontier: 5, Ahead: []int64{7}}},
+		{Seq: 2, Key: offsets.PartitionKey("u", 0), Frontier: 8, Ahead: offsets.RunsOf(10)}},
+	2: {{Seq: 1, Key: offsets.PartitionKey("u", 2), Frontier: 5, Ahead: offsets.RunsOf(7)}},
 }
 
 // upgradeAdopted is the frontier each partition's legacy state gives: what the upgrade loads
@@ -147,9 +146,9 @@ func checkUpgradeRecovery(t *testing.T, h *memHarness, after *memfs.FS, p int32,
 		anchor = anchorRecord(t, h.fs, "u", p, floor)
 	}
 	if anchor != nil {
-		for _, o := range anchor.Ahead {
+		for _, o := range offsets.OffsetsOf(anchor.Ahead) {
 			if o > st.Frontier {
-				require.True(t, slices.Contains(st.Ahead, o), "anchor's acked-ahead %d lost: %s", o, msg)
+				require.True(t, offsets.RunsContain(st.Ahead, o), "anchor's acked-ahead %d lost: %s", o, msg)
 			}
 		}
 	}
@@ -181,9 +180,9 @@ func restartUpgradedThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *me
 		st := recoverOn(t, cut, "u", p)
 		require.GreaterOrEqual(t, st.Frontier, observed[p].Frontier,
 			"the restart's observed state lost, partition %d, %s", p, where)
-		for _, o := range observed[p].Ahead {
+		for _, o := range offsets.OffsetsOf(observed[p].Ahead) {
 			if o > st.Frontier {
-				require.True(t, slices.Contains(st.Ahead, o), "acked-ahead %d lost, partition %d, %s", o, p, where)
+				require.True(t, offsets.RunsContain(st.Ahead, o), "acked-ahead %d lost, partition %d, %s", o, p, where)
 			}
 		}
 	}

@@ -106,8 +106,8 @@ func (c *Committer) noteDropped(p *partition, st *State, over Overflow) {
 	if over.Ahead > 0 {
 		c.stats.dropped.Add(uint64(over.Ahead))
 		if ok, n := c.warnDropped.allow(now); ok {
-			c.log.Warn(msgDropped, "topic", p.topic, "partition", p.num, "kept", len(st.Ahead)-over.Ahead,
-				"dropped", over.Ahead, "suppressed", n)
+			c.log.Warn(msgDropped, "topic", p.topic, "partition", p.num, "kept", runsLen(st.Ahead)-int64(over.Ahead),
+				"dropped", over.Ahead, "runs", len(st.Ahead), "suppressed", n)
 		}
 	}
 	if over.Quarantine > 0 || over.Attempts > 0 {

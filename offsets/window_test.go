@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/offsets"
 )
 
 // Checklist item 76, invariant I4: the acks a restart delivers again are the documented ones.
@@ -63,7 +64,7 @@ func TestRedeliveryWindow(t *testing.T) {
 				for p := range int32(parts) {
 					st := recoverOn(t, after, "t", p)
 					held := map[int64]bool{}
-					for _, o := range st.Ahead {
+					for _, o := range offsets.OffsetsOf(st.Ahead) {
 						held[o] = true
 					}
 					for o, at := range ackedAt[p] {

@@ -73,7 +73,12 @@ const (
 	DefaultVisibilityTimeout time.Duration = inflight.DefaultVisibilityTimeout
 	DefaultMaxInFlight                     = inflight.DefaultMaxInFlight
 	DefaultMaxAckedAhead                   = inflight.DefaultMaxAckedAhead
+	DefaultMaxAckedAheadRuns               = inflight.DefaultMaxAckedAheadRuns
 )
+
+// MaxAckedAheadCeiling is the most offsets TopicConfig.MaxAckedAhead can allow: what one
+// persisted record holds of a partition's acked-ahead set.
+const MaxAckedAheadCeiling = inflight.MaxAckedAheadCeiling
 
 // ShardCounters is Stats.Shards: what the partitions' shards did (leases granted, acks,
 // expiries, records skipped as corrupt, ...).

@@ -226,6 +226,7 @@ type topicState struct {
 	mu             sync.Mutex
 	jumpLogged     map[int32]time.Time // rate limit of the retention-jump log line
 	skipLogged     map[int32]logLimit  // rate limit of the corrupt-skip log line (made on first use)
+	stallLogged    map[int32]logLimit  // rate limit of the acked-ahead stall log line (made on first use)
 	contractLogged map[int32]logLimit  // rate limit of the host-contract log line (made on first use)
 }
 
@@ -338,9 +339,10 @@ func New(cfg Config) (*Node, error) {
 		ForgetTopic: n.removeTopicDir,
 		Seeds:       cfg.Seeds,
 		Hooks: inflight.Hooks{
-			Wake:     n.wake,
-			Dirty:    n.committer.MarkDirty,
-			Deadline: n.deadlineSet,
+			Wake:            n.wake,
+			Dirty:           n.committer.MarkDirty,
+			Deadline:        n.deadlineSet,
+			AckedAheadStall: n.logAckedAheadStall,
 			Quarantine: func(topic string, partition int32, offset int64, attempts uint32) {
 				n.logger.Warn("consume: record quarantined after too many deliveries; Requeue brings it back",
 					"topic", topic, "partition", partition, "offset", offset, "attempts", attempts)
@@ -358,6 +360,18 @@ func New(cfg Config) (*Node, error) {
 	n.goroutine(func() { n.runPurger(ctx) })
 	n.goroutine(func() { n.runKeeper(ctx) })
 	return n, nil
+}
+
+// logAckedAheadStall logs a stall episode of a partition at its acked-ahead cap, at most once
+// a minute per partition; the line says how many episodes of the partition were not logged
+// since the previous one (Stats().Shards.AckedAheadStalls counts every one).
+func (n *Node) logAckedAheadStall(topic string, partition int32, stall inflight.AckedAheadStall) {
+	t := n.topic(topic)
+	if due, suppressed := t.due(&t.stallLogged, partition, n.clock.Now()); due {
+		n.logger.Warn("consume: partition at its acked-ahead cap; only the frontier hole is handed out until it is settled",
+			slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Int64("hole", stall.Hole),
+			slog.Int("runs", stall.Runs), slog.Int64("offsets", stall.Offsets), slog.Int("suppressed", suppressed))
+	}
 }
 
 // tellQuarantine calls the host's OnQuarantine with a panic of it recovered (see
@@ -432,7 +446,14 @@ func shardState(persisted *offsets.State) inflight.State {
 			attempts[i] = inflight.Attempt{Offset: a.Offset, Count: a.Count}
 		}
 	}
-	return inflight.State{Frontier: persisted.Frontier, AckedAhead: persisted.Ahead, Attempts: attempts,
+	var ahead []inflight.Run
+	if len(persisted.Ahead) > 0 {
+		ahead = make([]inflight.Run, len(persisted.Ahead))
+		for i, r := range persisted.Ahead {
+			ahead[i] = inflight.Run{First: r.First, Last: r.Last}
+		}
+	}
+	return inflight.State{Frontier: persisted.Frontier, AckedAhead: ahead, Attempts: attempts,
 		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation}
 }
 
@@ -716,8 +737,9 @@ func (n *Node) shutdown() {
 // committerSource gives the committer the live state of a partition: a
 // partition whose shard is gone writes nothing. The committer calls it from one goroutine, one
 // call at a time, so the snapshot it holds is reused without a lock: the shard fills the
-// committer's own buffers for the offset sets, and snap's for the attempts, which are then
-// converted. A steady tick allocates nothing here.
+// committer's own buffers for the offset sets, and snap's for the acked-ahead runs and the
+// attempts, which are then converted. A steady tick allocates nothing here, and copies the
+// acked-ahead set's runs, never its offsets.
 type committerSource struct {
 	n    *Node
 	snap inflight.State
@@ -729,15 +751,19 @@ func (s *committerSource) State(topic string, partition int32, into *offsets.Sta
 		return false
 	}
 	snap := &s.snap
-	snap.AckedAhead, snap.Quarantined, snap.Requeued = into.Ahead[:0], into.Quarantine[:0], into.Requeued[:0]
+	snap.Quarantined, snap.Requeued = into.Quarantine[:0], into.Requeued[:0]
 	into.OmittedAttempts = shard.SnapshotCapped(snap, offsets.MaxSlotAttempts)
 	into.Frontier, into.Incarnation = snap.Frontier, snap.Incarnation
-	into.Ahead, into.Quarantine, into.Requeued = snap.AckedAhead, snap.Quarantined, snap.Requeued
+	into.Quarantine, into.Requeued = snap.Quarantined, snap.Requeued
+	into.Ahead = into.Ahead[:0]
+	for _, r := range snap.AckedAhead {
+		into.Ahead = append(into.Ahead, offsets.Run{First: r.First, Last: r.Last})
+	}
 	into.Attempts = into.Attempts[:0]
 	for _, a := range snap.Attempts {
 		into.Attempts = append(into.Attempts, offsets.Attempt{Offset: a.Offset, Count: a.Count})
 	}
 	// Drop the references to the committer's buffers: they are its own between calls.
-	snap.AckedAhead, snap.Quarantined, snap.Requeued = nil, nil, nil
+	snap.Quarantined, snap.Requeued = nil, nil
 	return true
 }

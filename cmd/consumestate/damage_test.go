@@ -106,8 +106,8 @@ func upgradeState(t testing.TB, c *cluster) {
 	k := offsets.PartitionKey(topicOrders, 0)
 	legacy := make([]byte, offsets.AheadFileSize)
 	for i, r := range []offsets.Record{
-		{Seq: 7, Key: k, Frontier: 5, Ahead: []int64{7, 9}, Quarantine: []int64{2}, Attempts: []offsets.Attempt{{Offset: 6, Count: 1}}},
-		{Seq: 6, Key: k, Frontier: 3, Ahead: []int64{5}},
+		{Seq: 7, Key: k, Frontier: 5, Ahead: []offsets.Run{{First: 7, Last: 7}, {First: 9, Last: 9}}, Quarantine: []int64{2}, Attempts: []offsets.Attempt{{Offset: 6, Count: 1}}},
+		{Seq: 6, Key: k, Frontier: 3, Ahead: []offsets.Run{{First: 5, Last: 5}}},
 	} {
 		_, err := offsets.EncodeSlot(legacy[i*offsets.SlotSize:], &r)
 		require.NoError(t, err)
@@ -182,7 +182,7 @@ func checkVariant(t *testing.T, v variant, ref partitionRef) (verdict string) {
 	}
 	require.Equal(t, st.Found, r.Recovery.Found, v.what)
 	require.Equal(t, st.Frontier, r.Recovery.Frontier, v.what)
-	require.Equal(t, len(st.Ahead), r.Recovery.AckedAheadCount, v.what)
+	require.Equal(t, int(aheadCount(st.Ahead)), r.Recovery.AckedAheadCount, v.what)
 	require.NotEmpty(t, r.Recovery.Why, v.what)
 
 	var out bytes.Buffer

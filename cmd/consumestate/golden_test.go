@@ -65,6 +65,6 @@ func TestGolden(t *testing.T) {
 	st, err := offsets.ReadDir(nil, filepath.Join(healthyDir, topicOrders, "0"), topicOrders, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(9), st.Frontier)
-	require.Equal(t, []int64{12, 13, 15}, st.Ahead)
+	require.Equal(t, []offsets.Run{{First: 12, Last: 13}, {First: 15, Last: 15}}, st.Ahead)
 	require.Equal(t, []int64{11}, st.Quarantine)
 }

@@ -173,6 +173,24 @@ func runsOf(offs []int64) []run {
 	return runs
 }
 
+// aheadRuns is an acked-ahead set, kept as runs, as the tool prints runs.
+func aheadRuns(rs []offsets.Run) []run {
+	runs := make([]run, len(rs))
+	for i, r := range rs {
+		runs[i] = run{r.First, r.Last}
+	}
+	return runs
+}
+
+// aheadCount is how many offsets an acked-ahead set holds.
+func aheadCount(rs []offsets.Run) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Len()
+	}
+	return n
+}
+
 func attemptsOf(as []offsets.Attempt) []attempts {
 	out := make([]attempts, len(as))
 	for i, a := range as {
@@ -291,8 +309,8 @@ func nextStart(in *offsets.Inspection, ref partitionRef) string {
 		b.WriteString("no trusted frontier: the partition starts at the log's oldest retained offset, every retained record delivered")
 	} else {
 		fmt.Fprintf(&b, "the partition resumes after frontier %d", st.Frontier)
-		if n := len(st.Ahead); n > 0 {
-			fmt.Fprintf(&b, ", skipping the %s acked ahead", plural(int64(n), "offset"))
+		if n := aheadCount(st.Ahead); n > 0 {
+			fmt.Fprintf(&b, ", skipping the %s acked ahead", plural(n, "offset"))
 		}
 		if n := len(st.Quarantine); n > 0 {
 			fmt.Fprintf(&b, "; %s stay%s set aside in quarantine", plural(int64(n), "offset"), agree(n, "s", ""))
@@ -326,7 +344,7 @@ func nextStart(in *offsets.Inspection, ref partitionRef) string {
 func recoveryOf(in *offsets.Inspection) *recovery {
 	st := &in.State
 	rec := &recovery{Found: st.Found, Frontier: st.Frontier, Unverified: st.Unverified,
-		AckedAhead: runsOf(st.Ahead), AckedAheadCount: len(st.Ahead), Attempts: attemptsOf(st.Attempts),
+		AckedAhead: aheadRuns(st.Ahead), AckedAheadCount: int(aheadCount(st.Ahead)), Attempts: attemptsOf(st.Attempts),
 		Quarantine: runsOf(st.Quarantine), QuarantineCount: len(st.Quarantine), Requeued: runsOf(st.Requeued),
 		Why: []string{}}
 	if st.Incarnation != 0 {
@@ -483,7 +501,7 @@ func decode(in *offsets.Inspection, key uint32) *decoded {
 			if r.Incarnation != 0 {
 				v.Incarnation = hex64(r.Incarnation)
 			}
-			v.AckedAhead, v.AckedAheadCount = runsOf(r.Ahead), len(r.Ahead)
+			v.AckedAhead, v.AckedAheadCount = aheadRuns(r.Ahead), int(aheadCount(r.Ahead))
 			v.Attempts, v.Quarantine, v.Requeued = attemptsOf(r.Attempts), runsOf(r.Quarantine), runsOf(r.Requeued)
 			v.Dropped = r.Dropped
 		}

@@ -75,7 +75,7 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(st.Frontier))
 	dst = binary.BigEndian.AppendUint64(dst, st.Fence)
 
-	dst = appendOffsets(dst, st.AckedAhead, st.Frontier)
+	dst = appendRuns(dst, st.AckedAhead, st.Frontier)
 	dst = binary.AppendUvarint(dst, uint64(len(st.Attempts)))
 	prev := st.Frontier
 	for _, a := range st.Attempts {
@@ -125,6 +125,24 @@ func NewID() uint64 {
 
 // span clamps a duration to what the format carries: [0, maxSpan].
 func span(d time.Duration) time.Duration { return min(max(d, 0), maxSpan) }
+
+// appendRuns appends the offsets of runs as appendOffsets does, one by one: the format
+// predates runs, and a peer on an older release reads them so.
+func appendRuns(dst []byte, runs []inflight.Run, prev int64) []byte {
+	var n int64
+	for _, r := range runs {
+		n += r.Len()
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for _, r := range runs {
+		dst = binary.AppendUvarint(dst, uint64(r.First-prev-1))
+		for range r.Len() - 1 {
+			dst = append(dst, 0) // the next offset: a gap of 0
+		}
+		prev = r.Last
+	}
+	return dst
+}
 
 func appendOffsets(dst []byte, offs []int64, prev int64) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(offs)))
@@ -176,7 +194,7 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 			r.fail("frontier below -1")
 		}
 	}
-	st.AckedAhead = r.offsets(st.Frontier)
+	st.AckedAhead = r.runs(st.Frontier)
 	if n := r.count(); n > 0 {
 		st.Attempts = make([]inflight.Attempt, n)
 		prev := st.Frontier
@@ -327,6 +345,22 @@ func (r *reader) span() time.Duration {
 		return 0
 	}
 	return time.Duration(v)
+}
+
+// runs reads what appendRuns wrote, joining consecutive offsets into runs.
+func (r *reader) runs(prev int64) []inflight.Run {
+	n := r.count()
+	var runs []inflight.Run
+	for range n {
+		off := r.next(prev)
+		if k := len(runs); k > 0 && runs[k-1].Last == off-1 {
+			runs[k-1].Last = off
+		} else {
+			runs = append(runs, inflight.Run{First: off, Last: off})
+		}
+		prev = off
+	}
+	return runs
 }
 
 func (r *reader) offsets(prev int64) []int64 {

@@ -22,7 +22,7 @@ func example() Partition {
 		Topic: "orders", Partition: 7, ID: 0xfeed, Live: true,
 		State: inflight.State{
 			Frontier: 10, Incarnation: 0xabc, Fence: 12345,
-			AckedAhead:  []int64{12, 13, 20},
+			AckedAhead:  []inflight.Run{{First: 12, Last: 13}, {First: 20, Last: 20}},
 			Attempts:    []inflight.Attempt{{Offset: 11, Count: 3}, {Offset: 14, Count: 300}},
 			Quarantined: []int64{5, 6, 11},
 			Requeued:    []int64{2, 9},
@@ -118,7 +118,7 @@ func TestCheckedNonsenseIsRefused(t *testing.T) {
 		"requeued above":        func(p *Partition) { p.State.Requeued = []int64{11} },
 		"reason out of range":   func(p *Partition) { p.State.Held[1].Reason = 9 },
 		"attempt count 0":       func(p *Partition) { p.State.Attempts[0].Count = 0 },
-		"acked at the frontier": func(p *Partition) { p.State.AckedAhead = []int64{10} },
+		"acked at the frontier": func(p *Partition) { p.State.AckedAhead = []inflight.Run{{First: 10, Last: 10}} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -154,6 +154,23 @@ func genOffsets(t *rapid.T, label string, from int64) []int64 {
 	return offs
 }
 
+// genRuns draws maximal runs above from (none touches the next), as a shard's snapshot holds.
+func genRuns(t *rapid.T, label string, from int64) []inflight.Run {
+	n := rapid.IntRange(0, 20).Draw(t, label+"-n")
+	var runs []inflight.Run
+	prev := from
+	for range n {
+		first := prev + 2 + rapid.Int64Range(0, 1<<40).Draw(t, label)
+		if len(runs) == 0 {
+			first-- // the first may start right above from
+		}
+		r := inflight.Run{First: first, Last: first + rapid.Int64Range(0, 40).Draw(t, label+"-len")}
+		runs = append(runs, r)
+		prev = r.Last
+	}
+	return runs
+}
+
 func genPartition(t *rapid.T) Partition {
 	frontier := rapid.Int64Range(-1, 1<<50).Draw(t, "frontier")
 	p := Partition{
@@ -165,7 +182,7 @@ func genPartition(t *rapid.T) Partition {
 			Frontier:    frontier,
 			Incarnation: rapid.Uint64Min(1).Draw(t, "incarnation"),
 			Fence:       rapid.Uint64().Draw(t, "fence"),
-			AckedAhead:  genOffsets(t, "ahead", frontier),
+			AckedAhead:  genRuns(t, "ahead", frontier),
 			Quarantined: genOffsets(t, "quarantine", -1),
 			Corrupt:     genOffsets(t, "corrupt", frontier),
 		},
@@ -231,4 +248,21 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoding: %v\n%+v\n%+v", err, got, again)
 		}
 	})
+}
+
+// The acked-ahead runs go on the wire as the offsets did, one by one, so a peer on a release
+// before runs reads them; reading joins them into runs again.
+func TestRunsTravelAsOffsets(t *testing.T) {
+	runs := []inflight.Run{{First: 11, Last: 11}, {First: 13, Last: 16}, {First: 1 << 40, Last: 1<<40 + 2}}
+	var offs []int64
+	for _, r := range runs {
+		for off := r.First; off <= r.Last; off++ {
+			offs = append(offs, off)
+		}
+	}
+	b := appendRuns(nil, runs, 10)
+	require.Equal(t, appendOffsets(nil, offs, 10), b)
+	r := reader{b: b}
+	require.Equal(t, runs, r.runs(10))
+	require.NoError(t, r.err)
 }

@@ -21,7 +21,7 @@ type benchSource struct{}
 func (benchSource) State(topic string, p int32, into *offsets.State) bool {
 	f := int64(p) * 1000
 	into.Frontier, into.Incarnation = f, uint64(p)+1
-	into.Ahead = append(into.Ahead[:0], f+2, f+5)
+	into.Ahead = append(into.Ahead[:0], offsets.Run{First: f + 2, Last: f + 2}, offsets.Run{First: f + 5, Last: f + 5})
 	into.Attempts = append(into.Attempts[:0], offsets.Attempt{Offset: f + 1, Count: 2})
 	into.Quarantine, into.Requeued = into.Quarantine[:0], into.Requeued[:0]
 	return true

@@ -504,8 +504,14 @@ func (c *Committer) Stats() offsets.Stats {
 }
 
 func toInflight(st *offsets.State) inflight.State {
-	out := inflight.State{Frontier: st.Frontier, AckedAhead: st.Ahead, Quarantined: st.Quarantine,
+	out := inflight.State{Frontier: st.Frontier, Quarantined: st.Quarantine,
 		Requeued: st.Requeued, Incarnation: st.Incarnation}
+	if len(st.Ahead) > 0 {
+		out.AckedAhead = make([]inflight.Run, len(st.Ahead))
+		for i, r := range st.Ahead {
+			out.AckedAhead[i] = inflight.Run{First: r.First, Last: r.Last}
+		}
+	}
 	if len(st.Attempts) > 0 {
 		out.Attempts = make([]inflight.Attempt, len(st.Attempts))
 		for i, a := range st.Attempts {
@@ -516,8 +522,14 @@ func toInflight(st *offsets.State) inflight.State {
 }
 
 func fromInflight(st *inflight.State) offsets.State {
-	out := offsets.State{Found: true, Frontier: st.Frontier, Ahead: st.AckedAhead, Quarantine: st.Quarantined,
+	out := offsets.State{Found: true, Frontier: st.Frontier, Quarantine: st.Quarantined,
 		Requeued: st.Requeued, Incarnation: st.Incarnation}
+	if len(st.AckedAhead) > 0 {
+		out.Ahead = make([]offsets.Run, len(st.AckedAhead))
+		for i, r := range st.AckedAhead {
+			out.Ahead[i] = offsets.Run{First: r.First, Last: r.Last}
+		}
+	}
 	if len(st.Attempts) > 0 {
 		out.Attempts = make([]offsets.Attempt, len(st.Attempts))
 		for i, a := range st.Attempts {

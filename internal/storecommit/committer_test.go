@@ -658,7 +658,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
-	rich := offsets.State{Frontier: 41, Ahead: []int64{43, 50}, Attempts: []offsets.Attempt{{Offset: 42, Count: 3}, {Offset: 44, Count: 1}},
+	rich := offsets.State{Frontier: 41, Ahead: []offsets.Run{{First: 43, Last: 43}, {First: 50, Last: 50}}, Attempts: []offsets.Attempt{{Offset: 42, Count: 3}, {Offset: 44, Count: 1}},
 		Quarantine: []int64{7, 60}, Requeued: []int64{9, 30}, Incarnation: 99}
 	saved := func(t *testing.T, h *harness, topic string, p int32, st offsets.State) []byte {
 		t.Helper()
@@ -685,7 +685,7 @@ func TestLoad(t *testing.T) {
 
 	t.Run("RoundTrip", func(t *testing.T) {
 		h := newHarness(t, Config{})
-		for i, st := range []offsets.State{rich, {Frontier: -1, Incarnation: 5}, {Frontier: 1 << 40, Ahead: []int64{1<<40 + 1}, Incarnation: 1<<64 - 1}} {
+		for i, st := range []offsets.State{rich, {Frontier: -1, Incarnation: 5}, {Frontier: 1 << 40, Ahead: []offsets.Run{{First: 1<<40 + 1, Last: 1<<40 + 2}}, Incarnation: 1<<64 - 1}} {
 			p := int32(i)
 			saved(t, h, "orders", p, st)
 			got, err := h.c.Load("orders", p)

@@ -36,7 +36,7 @@ func (s *fakeSource) set(topic string, p int32, st offsets.State) {
 
 // setFrontier sets a simple state at frontier f.
 func (s *fakeSource) setFrontier(topic string, p int32, f int64) {
-	s.set(topic, p, offsets.State{Frontier: f, Ahead: []int64{f + 2}})
+	s.set(topic, p, offsets.State{Frontier: f, Ahead: []offsets.Run{{First: f + 2, Last: f + 2}}})
 }
 
 // frontier returns the partition's frontier now.
