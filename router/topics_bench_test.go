@@ -2,11 +2,13 @@ package router_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -57,4 +59,63 @@ func BenchmarkFirstTouch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// dropTransport answers every call with an error: an owner's notifications go nowhere.
+type dropTransport struct{}
+
+func (dropTransport) Call(context.Context, string, []byte) ([]byte, error) {
+	return nil, errors.New("bench: no peers")
+}
+
+// BenchmarkRegister50000 is a peer's Register frames for 50,000 topics the owner owns, as a
+// gateway sends them when consumers park on every topic (1,024 registrations a frame, the
+// most one carries). Each op is the whole set on a new owner; q1..q4 report the ns per
+// registration of each quarter, and q4/q1 their ratio. A ratio above 1 is a cost that grows
+// with the topics registered: before, each quarter took longer than the last (4.5 s to 57 s).
+func BenchmarkRegister50000(b *testing.B) {
+	const topics = 50_000
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("topic-%d", i)
+	}
+	var quarters [4]time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		hosts := everyTopic{log: routertest.NewMemLog()}
+		node, err := router.New(router.Config{Logs: hosts, Routes: hosts, Dir: "/state", FS: memfs.New(),
+			Transport: dropTransport{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		frames := make([][]byte, 0, topics/wire.MaxRegistrations+1)
+		for from := 0; from < topics; from += wire.MaxRegistrations {
+			regs := make([]wire.Registration, 0, wire.MaxRegistrations)
+			for _, name := range names[from:min(from+wire.MaxRegistrations, topics)] {
+				regs = append(regs, wire.Registration{Topic: name, TTL: time.Minute})
+			}
+			frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpRegister, Registrations: regs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			frames = append(frames, frame)
+		}
+		b.StartTimer()
+		for i, frame := range frames {
+			start := time.Now()
+			if _, err := node.Serve(context.Background(), "gateway", frame); err != nil {
+				b.Fatal(err)
+			}
+			quarters[min(4*i/len(frames), 3)] += time.Since(start)
+		}
+		b.StopTimer()
+		node.Close()
+		b.StartTimer()
+	}
+	per := float64(b.N) * topics / 4
+	for q, d := range quarters {
+		b.ReportMetric(float64(d)/per, fmt.Sprintf("q%d-ns/reg", q+1))
+	}
+	b.ReportMetric(float64(quarters[3])/float64(quarters[0]), "q4/q1")
 }

@@ -12,11 +12,13 @@ const DenseLimit = 1 << 20
 // O(n).
 const chunkSize = 256
 
-type chunk[T any] [chunkSize]*T
+// chunk holds the values of up to chunkSize consecutive partitions; it grows to the highest
+// it holds (doubling), so a topic of one partition costs one pointer, not a whole chunk.
+type chunk[T any] []*T
 
 // Map holds a *T per partition. The zero value is empty and ready to use.
 type Map[T any] struct {
-	chunks []*chunk[T]
+	chunks []chunk[T]
 	owned  []bool // owned[i]: chunks[i] is this Map's own, not shared with a Clone's source
 	sparse map[int32]*T
 	len    int
@@ -25,8 +27,8 @@ type Map[T any] struct {
 // Get returns the value of partition, or nil.
 func (m *Map[T]) Get(partition int32) *T {
 	if i := uint32(partition) / chunkSize; i < uint32(len(m.chunks)) {
-		if c := m.chunks[i]; c != nil {
-			return c[uint32(partition)%chunkSize]
+		if c, j := m.chunks[i], uint32(partition)%chunkSize; j < uint32(len(c)) {
+			return c[j]
 		}
 		return nil
 	}
@@ -51,7 +53,7 @@ func (m *Map[T]) Clone() *Map[T] {
 	}
 	c := &Map[T]{sparse: maps.Clone(m.sparse), len: m.len}
 	if len(m.chunks) > 0 {
-		c.chunks = append(make([]*chunk[T], 0, len(m.chunks)), m.chunks...)
+		c.chunks = append(make([]chunk[T], 0, len(m.chunks)), m.chunks...)
 		c.owned = make([]bool, len(m.chunks))
 		clear(m.owned)
 	}
@@ -72,21 +74,22 @@ func (m *Map[T]) Set(partition int32, v *T) {
 	case partition >= 0 && partition < DenseLimit && (v != nil || i < uint32(len(m.chunks))):
 		if i >= uint32(len(m.chunks)) {
 			n := int(i) + 1
-			m.chunks = append(m.chunks, make([]*chunk[T], n-len(m.chunks))...)
+			m.chunks = append(m.chunks, make([]chunk[T], n-len(m.chunks))...)
 			m.owned = append(m.owned, make([]bool, n-len(m.owned))...)
 		}
-		c := m.chunks[i]
+		c, j := m.chunks[i], int(uint32(partition)%chunkSize)
 		switch {
-		case c == nil && v == nil:
+		case j >= len(c) && v == nil:
 			return
-		case c == nil:
-			c = new(chunk[T])
-		case !m.owned[i]:
-			own := *c // shared with the Map this one was cloned from, which may be read
-			c = &own
+		case j >= len(c) || !m.owned[i]:
+			// Grown, or copied: a chunk shared with the Map this one was cloned from, which
+			// may be read, is never written in place.
+			grown := make(chunk[T], max(len(c), min(max(j+1, 2*len(c)), chunkSize)))
+			copy(grown, c)
+			c = grown
 		}
 		m.chunks[i], m.owned[i] = c, true
-		c[uint32(partition)%chunkSize] = v
+		c[j] = v
 	case v != nil:
 		if m.sparse == nil {
 			m.sparse = make(map[int32]*T)
