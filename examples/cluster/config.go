@@ -46,7 +46,7 @@ func newClusterConfig(dir string, visibility time.Duration) (clusterConfig, erro
 		return clusterConfig{}, err
 	}
 	owned := [][]int32{{0, 1}, {2, 3}, {}}
-	cc := clusterConfig{Topic: topic, Visibility: visibility.String(), AckedAhead: 16384}
+	cc := clusterConfig{Topic: topic, Visibility: visibility.String()}
 	for i, parts := range owned {
 		id := fmt.Sprintf("node-%d", i+1)
 		cc.Nodes = append(cc.Nodes, nodeConfig{ID: id, Addr: addrs[i], Dir: filepath.Join(dir, id), Partitions: parts})

@@ -49,7 +49,7 @@ func newClusterConfig(dir string, partitions int, visibility, commitInterval tim
 	}
 	cc := clusterConfig{
 		Topic: topic, Partitions: partitions, Visibility: visibility.String(),
-		CommitInterval: commitInterval.String(), AckedAhead: 16384, LogDir: filepath.Join(dir, "shared-log"),
+		CommitInterval: commitInterval.String(), LogDir: filepath.Join(dir, "shared-log"),
 	}
 	for i := range nodes {
 		id := fmt.Sprintf("node-%d", i+1)

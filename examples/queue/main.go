@@ -63,7 +63,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	visible.IntVar(&cfg.workers, "workers", 8, "consumer goroutines")
 	visible.IntVar(&cfg.rate, "rate", 10_000, "messages produced per second (0: as fast as possible)")
 	visible.DurationVar(&cfg.visibility, "visibility", time.Second, "visibility timeout of a lease")
-	visible.IntVar(&cfg.ackedAhead, "acked-ahead", 16384, "acked-ahead cap per partition (the library's default is 1024)")
+	visible.IntVar(&cfg.ackedAhead, "acked-ahead", 0, "acked-ahead offsets cap per partition (0: the library's default; the cap that binds is its runs, router.DefaultMaxAckedAheadRuns)")
 	visible.StringVar(&cfg.dir, "dir", "", "state directory, kept afterwards (default: a temporary directory, removed)")
 	visible.DurationVar(&cfg.progress, "progress", time.Second, "interval between progress lines (0: none)")
 	visible.Uint64Var(&cfg.seed, "seed", 1, "seed of the workers' random choices")
