@@ -4,8 +4,8 @@ import "narad.dev/consume/offsets"
 
 // FS is the file system a node keeps its ack state in (Config.FS; nil means the real one).
 // A host supplies its own to put the state somewhere else, or to test crashes and failing
-// disks. Its whole contract is here; DirLocker and TreeSyncer are its optional capabilities,
-// found by type assertion. Implementations must be safe for concurrent use.
+// disks. Its whole contract is here; DirLocker, TreeSyncer and Renamer are its optional
+// capabilities, found by type assertion. Implementations must be safe for concurrent use.
 //
 // Every path the node passes is Config.Dir or a path below it.
 type FS interface {
@@ -26,6 +26,16 @@ type FS interface {
 	// no error. DeleteTopic calls it for the topic's directory, so the topic created again
 	// starts afresh.
 	RemoveAll(path string) error
+}
+
+// Renamer is an optional capability of an FS, found by type assertion: rename a directory,
+// as os.Rename does. A topic's first touch uses it to move the topic's directory from the
+// name a release before the current directory names gave it (a name the new encoding
+// changed) to its current one, so an upgrade keeps the topic's ack state. An FS without it
+// leaves such a directory where it is: the topic's records are delivered again, none
+// skipped. The real file system has it.
+type Renamer interface {
+	Rename(from, to string) error
 }
 
 // Root is a directory FS.OpenRoot pinned: a partition's directory, holding its state files.

@@ -292,7 +292,7 @@ func New(cfg Config) (*Node, error) {
 		n.mkdirAll, n.removeAll = fsys.MkdirAll, fsys.RemoveAll
 		n.stat = func(path string) error { _, err := fsys.Stat(path); return err }
 		n.rename = nil
-		if r, ok := fsys.(interface{ Rename(from, to string) error }); ok {
+		if r, ok := fsys.(Renamer); ok {
 			n.rename = r.Rename
 		}
 	}
