@@ -50,9 +50,9 @@ type Kind uint8
 
 // The kinds of families.
 const (
-	Counter Kind = iota + 1 // only grows (it restarts from zero with the node)
-	Gauge                   // a value now
-	Histogram               // observations in fixed buckets (router.HistogramBounds)
+	Counter   Kind = iota + 1 // only grows (it restarts from zero with the node)
+	Gauge                     // a value now
+	Histogram                 // observations in fixed buckets (router.HistogramBounds)
 )
 
 // String is the kind's name in the text format's TYPE line.
