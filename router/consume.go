@@ -133,6 +133,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		}
 	}
 	deadline := now.Add(opts.Wait) // only a consume the local scan did not serve needs it
+	req.calledAt = now             // a consume that parks observes its wait (see park)
 	// The owners are worked out only now: a consume served here pays nothing for them.
 	var owners []string
 	anyDown := false
@@ -147,9 +148,14 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 			return nil, nil
 		}
 		var err error
-		if owners, err = n.holdUnassigned(ctx, topic, req.pinned, deadline); err != nil || len(owners) == 0 {
+		owners, err = n.holdUnassigned(ctx, topic, req.pinned, deadline)
+		if err != nil || len(owners) == 0 {
+			n.observeWait(now)
 			return nil, err
 		}
+		// It waited: its wait is observed once, when it returns, whether it parks or not.
+		req.calledAt = time.Time{}
+		defer n.observeWait(now)
 	}
 	if len(owners) == 0 { // here, and nothing there now
 		if opts.Wait == 0 {
@@ -157,7 +163,19 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		}
 		return n.park(ctx, req, nil, false, deadline)
 	}
-	return n.consumeRemote(ctx, req, owners, len(local) == 0, deadline)
+	msgs, err := n.consumeRemote(ctx, req, owners, len(local) == 0, deadline)
+	if len(msgs) > 0 && !slices.Contains(local, msgs[0].Partition) { // an owner's records
+		n.stats.remoteDelivery.observe(n.clock.Now().Sub(now))
+	}
+	return msgs, err
+}
+
+// observeWait counts, in Stats.ConsumeWait, the wait of a consume called at calledAt that
+// returns now; a zero calledAt is a wait observed elsewhere.
+func (n *Node) observeWait(calledAt time.Time) {
+	if !calledAt.IsZero() {
+		n.stats.consumeWait.observe(n.clock.Now().Sub(calledAt))
+	}
 }
 
 // servesLocally reports whether a consume pinned to pinned (or to none, when negative) can

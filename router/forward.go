@@ -698,7 +698,9 @@ func (n *Node) exchangeRecords(values context.Context, owner, topic string, reco
 		each(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
 		return 0
 	}
+	sent := n.clock.Now()
 	reply, err := n.exchangeDetached(values, owner, frame, deadline)
+	n.stats.forwardedAckRPC.observe(n.clock.Now().Sub(sent))
 	if err != nil {
 		each(wire.Answer{Status: statusTransport, Message: err.Error()})
 		return 0

@@ -237,6 +237,8 @@ func (t *topicState) nextProbe(n int) int { return int(t.probeStart.Add(1)-1) % 
 type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
 	remote                                       remoteStats
+	// The latency histograms (see Stats).
+	consumeWait, remoteDelivery, forwardedAckRPC histogram
 }
 
 // New builds a node and starts its goroutines. Settings out of range are refused first, before
@@ -620,7 +622,8 @@ func (n *Node) DropPartition(topic string, partition int32) {
 	n.wake(topic, partition)
 }
 
-// Stats is a snapshot of the node's counters, for a host to export.
+// Stats is a snapshot of the node's counters and latency histograms, for a host to export
+// (package router/metrics exports it for Prometheus, OpenTelemetry and expvar).
 type Stats struct {
 	Consumes      uint64 // Consume calls
 	EmptyConsumes uint64 // Consume calls that delivered nothing (the 204s)
@@ -641,6 +644,18 @@ type Stats struct {
 	Shards                 ShardCounters
 	Committer              CommitterStats
 	Remote                 RemoteStats
+	// ConsumeWait is how long the consumes that waited for a record took, from the call to
+	// its return, whether a record came or the wait ran out: those that parked, and those
+	// held for a topic no node served yet. A consume served without waiting is not in it.
+	ConsumeWait Histogram
+	// RemoteDelivery is how long the consumes served with another node's records took, from
+	// the call to the records' arrival (a probe's one round trip; a parked consume's wait,
+	// then the notification and the claim).
+	RemoteDelivery Histogram
+	// ForwardedAckRPC is the round trip of each RPC carrying forwarded acks, extends, nacks
+	// or releases to their owner (a single op or an AckBatch), from its send to its reply,
+	// or to the end of its budget when no reply came back.
+	ForwardedAckRPC Histogram
 }
 
 // Stats returns the node's counters.
@@ -658,6 +673,9 @@ func (n *Node) Stats() Stats {
 		Shards:                 n.tracker.Counters().Load(),
 		Committer:              n.committer.Stats(),
 		Remote:                 n.stats.remote.load(),
+		ConsumeWait:            n.stats.consumeWait.load(),
+		RemoteDelivery:         n.stats.remoteDelivery.load(),
+		ForwardedAckRPC:        n.stats.forwardedAckRPC.load(),
 	}
 }
 

@@ -1,6 +1,9 @@
 package router
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // PartitionStatus is where one partition of this node stands: how far its consumers are
 // behind, and what holds them back. It is a snapshot; each count is exact at its read, the
@@ -23,6 +26,19 @@ type PartitionStatus struct {
 	// HighWatermark - 1 - Frontier: the records not yet settled, whether leased, acked
 	// ahead of a gap, delayed or never delivered. Zero means drained.
 	Backlog int64
+	// OldestUnsettledAge is the age of the oldest record not yet settled, the one just above
+	// Frontier (as SQS's ApproximateAgeOfOldestMessage is the age of a queue's oldest
+	// message): the node's clock at the call less the record's Record.Timestamp, which one
+	// Read of the log at the call fetches. It is worked out at each call, never kept. A
+	// dashboard alerts on it: a consumer that stalls makes it grow with the clock, a backlog
+	// that merely grows does not.
+	//
+	// It is zero when nothing is unsettled (Backlog zero), and zero too for a record stamped
+	// after the node's now (the host's clock ahead of the node's). It is -1 when it is not
+	// known: the partition is not loaded (its frontier is on disk), the log keeps no
+	// timestamps (a zero Record.Timestamp), the Read failed (the record is corrupt, retention
+	// removed it meanwhile, the log closed), or the log could not be resolved (Err).
+	OldestUnsettledAge time.Duration
 	// Leased: records held under a live lease (in flight). Delayed: records a nack or a
 	// backoff keeps invisible for now. AckedAhead: records acked above the frontier,
 	// waiting for the gap below them to close. Quarantined: records set aside after
@@ -91,12 +107,14 @@ func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
 
 func (n *Node) partitionStatus(topic string, partition int32, parked int, verdict *routesVerdict) PartitionStatus {
 	st := PartitionStatus{
-		Topic: topic, Partition: partition, Frontier: -1, HighWatermark: -1,
+		Topic: topic, Partition: partition, Frontier: -1, HighWatermark: -1, OldestUnsettledAge: -1,
 		ParkedOnTopic: parked, ParkedOnPartition: n.pump.ParkedOn(topic, partition),
 	}
 	log, err := n.resolveLog(topic, partition, verdict)
+	var oldest int64
 	if err == nil {
-		oldest, hwm := log.Oldest(), log.HighWatermark() // in this order: see checkWatermarks
+		var hwm int64
+		oldest, hwm = log.Oldest(), log.HighWatermark() // in this order: see checkWatermarks
 		if err = n.checkWatermarks(topic, partition, oldest, hwm); err == nil {
 			st.HighWatermark = hwm
 		}
@@ -110,10 +128,54 @@ func (n *Node) partitionStatus(topic string, partition int32, parked int, verdic
 		st.Quarantined, st.Requeued = s.Quarantined-s.Requeued, s.Requeued
 		if st.HighWatermark >= 0 {
 			st.Backlog = max(0, st.HighWatermark-1-st.Frontier)
+			st.OldestUnsettledAge = n.oldestUnsettledAge(log, max(st.Frontier+1, oldest), st.Backlog)
 		}
 	}
 	st.SetAside = n.setAside.lookup(shardKey{topic, partition})
 	return st
+}
+
+// oldestUnsettledAge is PartitionStatus.OldestUnsettledAge of a partition whose oldest
+// unsettled offset is off, with backlog records unsettled: one Read of log, none when
+// nothing is unsettled.
+func (n *Node) oldestUnsettledAge(log Log, off, backlog int64) time.Duration {
+	if backlog == 0 {
+		return 0
+	}
+	rec, err := log.Read(off)
+	if err != nil || rec.Timestamp.IsZero() {
+		return -1
+	}
+	return max(n.clock.Now().Sub(rec.Timestamp), 0)
+}
+
+// TopicSummary is what a topic's PartitionStatus add up to (see Summarize), for a dashboard
+// that watches topics rather than partitions.
+type TopicSummary struct {
+	Partitions int   // the statuses summed
+	Backlog    int64 // the sum of their Backlog
+	// OldestUnsettledAge is the greatest OldestUnsettledAge of those known: the age of the
+	// topic's oldest unsettled record, as far as it is known; -1 when none is known.
+	OldestUnsettledAge time.Duration
+	// AgeUnknown counts the partitions whose OldestUnsettledAge is not known (not loaded, no
+	// timestamps, a failed read): the age above is a lower bound while it is not zero.
+	AgeUnknown int
+}
+
+// Summarize sums statuses (a topic's, as TopicStatus returns them): the backlogs add up, and
+// the age of the oldest unsettled record is the greatest known.
+func Summarize(statuses []PartitionStatus) TopicSummary {
+	sum := TopicSummary{Partitions: len(statuses), OldestUnsettledAge: -1}
+	for i := range statuses {
+		s := &statuses[i]
+		sum.Backlog += s.Backlog
+		if s.OldestUnsettledAge < 0 {
+			sum.AgeUnknown++
+			continue
+		}
+		sum.OldestUnsettledAge = max(sum.OldestUnsettledAge, s.OldestUnsettledAge)
+	}
+	return sum
 }
 
 // lookup returns the error a call naming a set-aside partition answers, or nil.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
 )
 
 // PartitionStatus and TopicStatus say how far behind each partition is and whether it is
@@ -31,8 +32,8 @@ func TestPartitionStatus(t *testing.T) {
 		all, err := h.node.TopicStatus("orders")
 		require.NoError(t, err)
 		require.Len(t, all, 2)
-		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Frontier: -1, HighWatermark: 5}, all[0])
-		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 1, Frontier: -1, HighWatermark: 0}, all[1])
+		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Frontier: -1, HighWatermark: 5, OldestUnsettledAge: -1}, all[0])
+		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 1, Frontier: -1, HighWatermark: 0, OldestUnsettledAge: -1}, all[1])
 		assert.False(t, all[0].Drained())
 		assert.False(t, status(1).Loaded, "asking loaded nothing")
 		_, err = h.fs.Stat("/state/orders")
@@ -44,7 +45,7 @@ func TestPartitionStatus(t *testing.T) {
 		require.NoError(t, h.ack(msgs[1]))
 		require.NoError(t, h.node.Nack(ctx, "orders", msgs[2].Receipt.String(), time.Minute))
 		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Loaded: true, Frontier: -1, HighWatermark: 5,
-			Backlog: 5, Leased: 1, Delayed: 1, AckedAhead: 1}, status(0))
+			Backlog: 5, Leased: 1, Delayed: 1, AckedAhead: 1, OldestUnsettledAge: 0}, status(0))
 
 		require.NoError(t, h.ack(msgs[0]))
 		st := status(0)
@@ -135,4 +136,103 @@ func TestPartitionStatusSetAside(t *testing.T) {
 		require.NoError(t, err)
 		assert.Nil(t, st.SetAside)
 	})
+}
+
+// OldestUnsettledAge is the age of the record just above the frontier, read from the log at
+// each status call on the node's clock, and TopicSummary's is the greatest known of a
+// topic's (checklist: issue 26, lag a dashboard can alert on).
+func TestPartitionStatusOldestUnsettledAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0, 1, 2)
+		defer h.close()
+		ctx := context.Background()
+		status := func(p int32) router.PartitionStatus {
+			t.Helper()
+			st, err := h.node.PartitionStatus("orders", p)
+			require.NoError(t, err)
+			return st
+		}
+		load := func(p int32) {
+			t.Helper()
+			_, err := h.node.PartitionStatus("orders", p)
+			require.NoError(t, err)
+			require.NoError(t, h.node.Persist(ctx, "orders", p)) // touches (loads) the partition
+		}
+
+		// Drained and loaded: nothing is unsettled, and no Read is made for it.
+		load(1)
+		reads := h.logs.Log("orders", 1).Reads()
+		assert.Equal(t, time.Duration(0), status(1).OldestUnsettledAge)
+		assert.Equal(t, reads, h.logs.Log("orders", 1).Reads(), "a drained partition's status read the log")
+
+		h.produce(0, 3) // stamped now
+		assert.Equal(t, time.Duration(-1), status(0).OldestUnsettledAge, "not loaded: its frontier is on disk")
+		load(0)
+		time.Sleep(90 * time.Second)
+		h.produce(0, 1) // offset 3, 90 s younger
+		log0 := h.logs.Log("orders", 0)
+		before := log0.Reads()
+		st := status(0)
+		assert.Equal(t, 90*time.Second, st.OldestUnsettledAge)
+		assert.Equal(t, before+1, log0.Reads(), "one Read per partition per status call")
+		assert.Equal(t, int64(0), log0.ReadOffsets()[len(log0.ReadOffsets())-1], "the record just above the frontier")
+
+		// Settling the three old records leaves the young one the oldest; leasing does not
+		// settle, and neither does an ack ahead of a gap.
+		msgs, err := h.node.Consume(ctx, "orders", router.ConsumeOptions{Max: 3, Pinned: true, Partition: 0})
+		require.NoError(t, err)
+		require.Len(t, msgs, 3)
+		require.NoError(t, h.ack(msgs[1]))
+		assert.Equal(t, 90*time.Second, status(0).OldestUnsettledAge, "leased and acked ahead are not settled")
+		require.NoError(t, h.ack(msgs[0]))
+		require.NoError(t, h.ack(msgs[2]))
+		time.Sleep(time.Second)
+		assert.Equal(t, time.Second, status(0).OldestUnsettledAge)
+
+		// A log that keeps no timestamps: not known.
+		log2 := h.logs.Log("orders", 2)
+		log2.Append(nil, []byte("v"), time.Time{})
+		load(2)
+		assert.Equal(t, time.Duration(-1), status(2).OldestUnsettledAge)
+
+		sum := router.Summarize([]router.PartitionStatus{status(0), status(1), status(2)})
+		assert.Equal(t, router.TopicSummary{Partitions: 3, Backlog: 2, OldestUnsettledAge: time.Second, AgeUnknown: 1}, sum)
+		all, err := h.node.TopicStatus("orders")
+		require.NoError(t, err)
+		assert.Equal(t, sum, router.Summarize(all))
+		assert.Equal(t, router.TopicSummary{OldestUnsettledAge: -1}, router.Summarize(nil))
+	})
+}
+
+// What a failed Read or a stamp from the future makes of the age, table-driven.
+func TestPartitionStatusOldestUnsettledAgeEdges(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(log *routertest.MemLog, now time.Time)
+		want  time.Duration
+	}{
+		{"stamped a minute ago", func(log *routertest.MemLog, now time.Time) { log.Append(nil, []byte("v"), now.Add(-time.Minute)) }, time.Minute},
+		{"stamped after the node's now", func(log *routertest.MemLog, now time.Time) { log.Append(nil, []byte("v"), now.Add(time.Hour)) }, 0},
+		{"corrupt", func(log *routertest.MemLog, now time.Time) {
+			log.Append(nil, []byte("v"), now)
+			log.Corrupt(0)
+		}, -1},
+		{"log closed", func(log *routertest.MemLog, now time.Time) {
+			log.Append(nil, []byte("v"), now)
+			log.Close()
+		}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, 0)
+				defer h.close()
+				require.NoError(t, h.node.Persist(context.Background(), "orders", 0)) // loaded, frontier -1
+				tc.setup(h.logs.Log("orders", 0), time.Now())
+				st, err := h.node.PartitionStatus("orders", 0)
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, st.OldestUnsettledAge)
+				assert.Equal(t, int64(1), st.Backlog)
+			})
+		})
+	}
 }

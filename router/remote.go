@@ -383,6 +383,7 @@ func (n *Node) sendCancel(ctx context.Context, owner, topic string, id uint64) b
 // owner's notification, which the consumer claims, or, for an owner that cannot take
 // tokens, the keeper's turn to poll it, which the consumer probes.
 func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
+	defer n.observeWait(req.calledAt)
 	if len(owners) > 0 {
 		pinnedTo := ""
 		if req.pinned >= 0 {

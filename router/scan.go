@@ -54,6 +54,7 @@ type scanRequest struct {
 	pinned     int32                // -1: any local partition
 	max        int                  // records to take at most (>= 1)
 	visibility time.Duration
+	calledAt   time.Time // when the consume was called: park observes its wait from then (zero: not)
 }
 
 // logsScratch holds what a GetMany resolves, pooled so an empty scan allocates nothing.

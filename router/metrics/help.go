@@ -1,0 +1,89 @@
+package metrics
+
+// help holds the HELP line of each family drawn from router.Stats, keyed by the field's
+// path in it: what it counts, and why one watches it. A field of Stats with no entry here
+// fails TestEveryFamilyExplainsItself.
+var help = map[string]string{
+	"Consumes":               "Consume calls this node answered, served or not; the rate of consumer polls.",
+	"EmptyConsumes":          "Consume calls that delivered nothing (the 204s); a high share of Consumes means consumers poll an empty topic and may wait longer per call.",
+	"Delivered":              "Records delivered to consumers under a lease (replays are not counted); the consume throughput.",
+	"Replayed":               "Records read by Replay, which leases nothing; reads beside the queue's consumption.",
+	"SetAsides":              "Partitions set aside because their ack state could not be loaded; each one serves nothing until a retry loads it.",
+	"SetAsideRecovered":      "Set-aside partitions whose state loaded on a later try and rejoined.",
+	"SetAsideNow":            "Partitions set aside now (Node.Health lists them); alert on any above zero: they serve nothing.",
+	"HostContractViolations": "Answers of the host's seams (logs, routes) the node refused as breaking their contract; above zero, the host has a bug to fix.",
+	"HostPanics":             "Panics of the host's code the node recovered on its own goroutines; above zero, the host has a bug to fix.",
+
+	"Shards.Delivered":      "Leases the shards granted (deliveries, redeliveries included).",
+	"Shards.Acked":          "Acks that settled an offset; with Delivered, the share of deliveries that end well.",
+	"Shards.Extended":       "Extends that re-armed a lease; consumers that need more than the visibility timeout.",
+	"Shards.Nacked":         "Nacks that released a lease for redelivery; records consumers could not handle.",
+	"Shards.GivenBack":      "Reservations given back unread (a closed log, a consumer that left as its record was handed over).",
+	"Shards.Gone":           "Acks, extends and nacks answered 410 because their lease was no longer live (expired, superseded); consumers slower than their visibility timeout.",
+	"Shards.AlreadySettled": "Acks, extends and nacks of an offset already settled (a repeated ack).",
+	"Shards.Expired":        "Leases that ran out of their visibility timeout, so their records are delivered again; consumers that die or stall.",
+	"Shards.CorruptSkipped": "Offsets skipped as permanently unreadable: the audit trail of records no consumer received.",
+	"Shards.RetentionJumps": "Frontier jumps to the oldest retained offset: retention removed records before they were consumed.",
+	"Shards.Quarantined":    "Records set aside after reaching their topic's MaxDeliveries (poison records); each waits for a Requeue.",
+	"Shards.Requeued":       "Quarantined records brought back for delivery by Requeue.",
+
+	"Committer.Ticks":               "Ticks of the ack-state committer (its final pass at close included).",
+	"Committer.Primes":              "Partitions whose state files the committer primed.",
+	"Committer.BlankPrimes":         "Primes of partitions whose directory held no state yet.",
+	"Committer.Windows":             "Window records of ack state written into the page cache.",
+	"Committer.Writeouts":           "Successful writeouts of ack state (synced and flipped); what makes acks durable against power loss.",
+	"Committer.Levels":              "consumer.offset files brought level with the durable state.",
+	"Committer.WriteFailures":       "Failed window writes (the next tick writes the window again); above zero, the disk is failing.",
+	"Committer.SyncFailures":        "Failed syncs of ack state (file, directory or device); above zero, acks are not being made durable.",
+	"Committer.Evictions":           "Held descriptors closed to stay under the descriptor cap.",
+	"Committer.OneShotWrites":       "Descriptors opened for one tick only because the cap was full.",
+	"Committer.Reopens":             "Descriptors reopened after an eviction; steadily rising, the cap is too small for the partitions written.",
+	"Committer.Stranded":            "Partitions stranded because their directory was removed or replaced under the node.",
+	"Committer.DroppedAhead":        "Acked-ahead offsets left out of the state record for lack of room; a restart delivers them again.",
+	"Committer.DroppedRequeued":     "Requeued offsets left out of the state record for lack of room.",
+	"Committer.DroppedQuarantine":   "Quarantined offsets left out of the state record for lack of room.",
+	"Committer.DroppedAttempts":     "Delivery-attempt counts left out of the state record for lack of room.",
+	"Committer.Durables":            "Durable-ack waits (AckDurable, Persist) answered by a writeout.",
+	"Committer.EarlyWriteouts":      "Writeouts made before their turn because a durable ack waited.",
+	"Committer.Overruns":            "Committer ticks that took longer than the tick period; persisted offsets then lag acks.",
+	"Committer.LateWriteouts":       "Ticks that found writes waiting more than twice the durability interval; a power loss would redeliver more acks than promised.",
+	"Committer.Clamps":              "Recovered frontiers at or above the log's high watermark, clamped or dropped.",
+	"Committer.IgnoredFiles":        "State files ignored as damaged or foreign at load; their partitions redeliver what the files held.",
+	"Committer.SlowWriteouts":       "Writeout batches still running when the next tick came; durability lagged by their duration.",
+	"Committer.RewrittenDuringSync": "Writeouts that did not flip because the window was written again during their sync.",
+	"Committer.HeldBack":            "Window writes put off so that a late sync could flip.",
+	"Committer.SlowPrimes":          "Partitions whose first window waited more than one tick for its prime.",
+	"Committer.DeferredWrites":      "Window writes put off to the next tick because no descriptor could be opened under the cap.",
+	"Committer.Descriptors":         "consumer.ahead descriptors the committer holds open now.",
+	"Committer.OpenDescriptors":     "Descriptors the committer has open now, of every kind; never above its cap.",
+	"Committer.StrandedNow":         "Partitions stranded now (until the host drops them); above zero, state is not being written for them.",
+
+	"Remote.Probes":        "Probes this node sent to other nodes owning a topic's partitions (a consume's first ask, and polls).",
+	"Remote.ProbeHits":     "Probes answered with records.",
+	"Remote.Registrations": "Delivery tokens this node left with owners for its parked consumers.",
+	"Remote.Notifications": "Owners' notifications of a record taken for a consumer parked here.",
+	"Remote.Claims":        "Claims sent to owners after a notification.",
+	"Remote.ClaimHits":     "Claims answered with records; the rest went to another consumer.",
+	"Remote.Passes":        "Notifications declined because nobody parked here could use them.",
+	"Remote.Cancels":       "Cancels sent for a reply no consumer here received (its records go back).",
+	"Remote.Hedges":        "Probes sent to a further owner while another's was still out past ProbeHedge; owners slow to answer.",
+	"Remote.Unbacked":      "A peer's notifications and records refused because the routes give it no such partition; above zero, the routes disagree between nodes.",
+	"Remote.SlowOwners":    "Owners found slow: a consume's RPC to them ran out of its budget.",
+	"Remote.Served":        "Probes and claims of other nodes this node served as an owner.",
+	"Remote.Tokens":        "Delivery tokens other nodes registered here.",
+	"Remote.Notified":      "Notifications this node sent to other nodes (tokens fired).",
+	"Remote.Passed":        "Of those notifications, passed: nobody there could use the record.",
+	"Remote.Abandoned":     "Of those notifications, unanswered: the hold ended and the requester's token was dropped.",
+	"Remote.Cancelled":     "Records given back because a cancel raced their reply.",
+
+	"ConsumeWait":     "How long the consumes that waited for a record took, from the call to its return, whether a record came or the wait ran out; consumes served at once are not in it.",
+	"RemoteDelivery":  "How long the consumes served with another node's records took, from the call to the records' arrival (a probe's round trip, or a parked consume's wait and claim).",
+	"ForwardedAckRPC": "Round trip of each RPC carrying forwarded acks, extends or nacks to their owner (one op or a batch), up to the end of its budget when no reply came; a slow or failing owner shows here.",
+}
+
+// The families of a topic's lag, labelled by topic (see Options.Topics).
+const (
+	topicAgeHelp     = "Age of the oldest unsettled record of the topic on this node's partitions, by its log timestamp against the node's clock (the greatest known; absent when none is known); alert when consumers stall."
+	topicBacklogHelp = "Records above the frontier of the topic's partitions on this node, leased, delayed or not yet delivered; the work left."
+	topicUnknownHelp = "Partitions of the topic on this node whose oldest unsettled record's age is not known (not loaded, a log without timestamps, a failed read); the age is a lower bound while above zero."
+)
