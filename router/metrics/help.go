@@ -26,6 +26,8 @@ var help = map[string]string{
 	"Shards.RetentionJumps": "Frontier jumps to the oldest retained offset: retention removed records before they were consumed.",
 	"Shards.Quarantined":    "Records set aside after reaching their topic's MaxDeliveries (poison records); each waits for a Requeue.",
 	"Shards.Requeued":       "Quarantined records brought back for delivery by Requeue.",
+	"Shards.AckedAheadStalls": "Times a partition reached its acked-ahead cap and served only its oldest unsettled record until it settled; " +
+		"a hole (a stuck or abandoned lease) outlived what the state slot holds.",
 
 	"Committer.Ticks":               "Ticks of the ack-state committer (its final pass at close included).",
 	"Committer.Primes":              "Partitions whose state files the committer primed.",
