@@ -113,17 +113,8 @@ func TestFreshPartitionsCrashWindow(t *testing.T) {
 		grace = 5 * time.Second
 	}
 	dir := filepath.Join(t.TempDir(), "state")
-	child := exec.Command(os.Args[0], "-test.run=^TestFreshCrashChild$", "-test.count=1")
-	child.Env = append(os.Environ(), freshCrashEnv+"="+dir, freshCrashPartitionsEnv+"="+strconv.Itoa(n))
-	stdin, err := child.StdinPipe()
-	require.NoError(t, err)
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, fmt.Sprintf("acked %d\n", n), line)
+	child := startChild(t, "TestFreshCrashChild", fmt.Sprintf("acked %d", n),
+		freshCrashEnv+"="+dir, freshCrashPartitionsEnv+"="+strconv.Itoa(n))
 
 	time.Sleep(grace)
 	require.NoError(t, child.Process.Kill())

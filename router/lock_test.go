@@ -80,6 +80,25 @@ func TestDirectoryLockThroughTheFS(t *testing.T) {
 	require.NoError(t, after.Close())
 }
 
+// startChild runs this test binary again as a child process running only test run (which
+// skips itself unless env names what it is to do), and waits for the first line it prints,
+// which must be ready. The child waits on its standard input, closed when the test ends.
+func startChild(t *testing.T, run, ready string, env ...string) *exec.Cmd {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
+	child.Env = append(os.Environ(), env...)
+	stdin, err := child.StdinPipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { stdin.Close() })
+	stdout, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, ready+"\n", line)
+	return child
+}
+
 // lockHolderEnv names the directory a re-executed test binary locks (TestLockHolderProcess).
 const lockHolderEnv = "ROUTER_TEST_LOCK_HOLDER"
 
@@ -106,19 +125,9 @@ func TestKilledHolderReleasesTheLock(t *testing.T) {
 		t.Skip("the cross-process lock is tested where flock is used")
 	}
 	dir := filepath.Join(t.TempDir(), "state")
-	child := exec.Command(os.Args[0], "-test.run=^TestLockHolderProcess$", "-test.count=1")
-	child.Env = append(os.Environ(), lockHolderEnv+"="+dir)
-	stdin, err := child.StdinPipe()
-	require.NoError(t, err)
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "locked\n", line)
+	child := startChild(t, "TestLockHolderProcess", "locked", lockHolderEnv+"="+dir)
 
-	_, err = router.New(realConfig(dir))
+	_, err := router.New(realConfig(dir))
 	require.ErrorIs(t, err, router.ErrDirLocked, "held by the other process")
 
 	require.NoError(t, child.Process.Kill())
