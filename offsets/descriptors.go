@@ -112,7 +112,7 @@ func (c *Committer) evict(except *partition) bool {
 		return false
 	}
 	for q := c.lru.head; q != nil; q = q.lruNext {
-		if q == except || !q.primed || q.fresh || q.pending || q.needRewrite || q.woBusy {
+		if q == except || !q.evictable() {
 			continue
 		}
 		c.lru.remove(q)
@@ -123,9 +123,15 @@ func (c *Committer) evict(except *partition) bool {
 		c.stats.evictions.Add(1)
 		return true
 	}
-	c.noneEvictable = except == nil || !except.primed || except.fresh || except.pending ||
-		except.needRewrite || except.woBusy // the one passed over may be evictable later
+	c.noneEvictable = except == nil || !except.evictable() // the one passed over may be later
 	return false
+}
+
+// evictable says whether p's held descriptor may be closed: its window is durable (nothing
+// pending or to rewrite), no writeout is using it, and its first window is written.
+// Called with ioMu held.
+func (p *partition) evictable() bool {
+	return p.primed && !p.fresh && !p.pending && !p.needRewrite && !p.woBusy
 }
 
 // dropDescriptors gives up the partition's held descriptor. One a writeout batch is syncing
