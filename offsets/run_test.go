@@ -2,9 +2,11 @@ package offsets
 
 import (
 	"context"
+	"io/fs"
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,20 +66,33 @@ func (c *fakeClock) fire(d time.Duration) {
 // is warned about, at most once a minute, with the spec's fields; a tick that primed does not
 // count. Run returns nil when its context ends, and leaves nothing running.
 func TestRunOverrun(t *testing.T) {
-	h := newDiskHarness(t, nil)
+	gated := &syncGateFS{FS: OS(), gate: make(chan struct{})}
+	h := newDiskHarness(t, func(c *Config) { c.FS = gated })
 	h.create("t", 0)
+	// Primed before Run, and the writeout under Run held at its sync until the end: a prime
+	// or a writeout ending under Run would start a tick at once or leave none to arm a timer,
+	// at moments the test does not control.
 	h.ack("t", 0, 0)
+	h.ticks(3)
+	gated.hold.Store(true)
+	release := sync.OnceFunc(func() { close(gated.gate) })
+	defer release() // before the harness's Close, which waits for the writeout
+	h.ack("t", 0, 1)
+	ticked := h.c.Stats().Ticks
 	const slow = 150 * time.Millisecond
 	// Two Now calls per tick (start, end): ticks 1 to 3 take 150 ms, later ones nothing.
 	clk := newFakeClock(0, slow, 0, slow, 0, slow)
+	clk.now = h.now
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.c.Run(ctx, clk) }()
 
 	require.Equal(t, 100*time.Millisecond, <-clk.armed, "the first timer comes after tick 4")
 	s := h.c.Stats()
-	require.Equal(t, uint64(4), s.Ticks, "ticks 2 to 4 started at once")
-	require.Equal(t, uint64(3), s.Overruns, "under Run the pool primes: tick 1 counts too")
+	require.Equal(t, ticked+4, s.Ticks, "ticks 2 to 4 started at once")
+	require.Equal(t, uint64(3), s.Overruns)
+	h.c.afterTick(clk.Now(), 2*slow, tickReport{primed: true}, nil)
+	require.Equal(t, uint64(3), h.c.Stats().Overruns, "a tick that primed is not an overrun")
 	lines := h.logs.Lines("consumer offset commits cannot keep to their interval: " +
 		"persisted offsets lag acks by about the flush time")
 	require.Len(t, lines, 1, "at most one warning a minute")
@@ -87,10 +102,51 @@ func TestRunOverrun(t *testing.T) {
 
 	clk.fire(100 * time.Millisecond)
 	require.Equal(t, 100*time.Millisecond, <-clk.armed)
-	require.Equal(t, uint64(5), h.c.Stats().Ticks)
+	require.Equal(t, ticked+5, h.c.Stats().Ticks)
 
+	release()
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// syncGateFS holds every SyncData, while hold is set, until gate is closed.
+type syncGateFS struct {
+	FS
+	hold atomic.Bool
+	gate chan struct{}
+}
+
+func (g *syncGateFS) OpenRoot(dir string) (Root, error) {
+	r, err := g.FS.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return syncGateRoot{Root: r, g: g}, nil
+}
+
+type syncGateRoot struct {
+	Root
+	g *syncGateFS
+}
+
+func (r syncGateRoot) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := r.Root.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return syncGateFile{File: f, g: r.g}, nil
+}
+
+type syncGateFile struct {
+	File
+	g *syncGateFS
+}
+
+func (f syncGateFile) SyncData() error {
+	if f.g.hold.Load() {
+		<-f.g.gate
+	}
+	return f.File.SyncData()
 }
 
 // Run returns at once when the committer is closed under it.
