@@ -51,7 +51,7 @@ func startServer(t *testing.T, h http.Handler) *server {
 
 // newServer is a server listening, not serving yet: its address is known (base), and calls
 // to it wait until start.
-func newServer(t *testing.T) *server {
+func newServer(t testing.TB) *server {
 	t.Helper()
 	s := &server{Server: httptest.NewUnstartedServer(nil), protos: map[string]int{}}
 	nodehttp.ConfigureServer(s.Config)
@@ -98,7 +98,7 @@ func newTransport(t *testing.T, m mode, self string, p peers) *nodehttp.Transpor
 	return newTransportWith(t, nodehttp.TransportConfig{Self: self, Resolve: p.resolve, HTTP1: m.http1})
 }
 
-func newTransportWith(t *testing.T, cfg nodehttp.TransportConfig) *nodehttp.Transport {
+func newTransportWith(t testing.TB, cfg nodehttp.TransportConfig) *nodehttp.Transport {
 	t.Helper()
 	tr, err := nodehttp.NewTransport(cfg)
 	require.NoError(t, err)

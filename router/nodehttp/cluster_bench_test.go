@@ -1,0 +1,213 @@
+package nodehttp_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"narad.dev/consume/internal/cputime"
+	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/nodehttp"
+	"narad.dev/consume/router/routertest"
+)
+
+// benchTransport chooses how the nodes of BenchmarkClusterConsumeAck talk: "h2c" (the
+// default, HTTP/2 cleartext) or "http1" (HTTP/1.1 keep-alive). Passed after -args.
+var benchTransport = flag.String("nodehttp.transport", "h2c", "the transport BenchmarkClusterConsumeAck's nodes speak: h2c or http1")
+
+// BenchmarkClusterConsumeAck is a cluster's throughput over the real transport: three
+// nodes in one process, each behind its own loopback server (a nodehttp.Handler) and
+// calling the others through a nodehttp.Transport. Owners "a" and "b" hold six partitions
+// each of one topic; "g" owns none.
+//
+//	path=gateway  the consumers are on g: every consume is a probe of an owner (one RPC,
+//	              starting at an owner that rotates), every ack is forwarded
+//	path=local    the consumers are on the owners, half on each (one consumer: on a), and
+//	              find their records on their own node
+//
+// Each consumer consumes a batch (Max 1 or 100, no wait) and acks every record it got:
+// with AckAsync at batch 1 (at most 128 unanswered per consumer) and AckBatch at batch 100,
+// until b.N records are consumed and acked between them. One op is one record consumed and
+// acked. Every record is produced before the timer starts (each owner holds b.N plus a
+// batch per consumer, spread over its partitions), so no consume finds the topic empty.
+// The topic's caps are raised out of the way.
+//
+// Reported: cpu-ns/rec (the process's CPU time, both ends of every RPC and all three
+// nodes, over the records), rpcs/rec (the frames the three handlers served, over the
+// records) and consume-rpcs/rec (of them, the Consume frames), records/s, and allocations
+// per record. The nodes speak HTTP/2 cleartext; -args -nodehttp.transport=http1 makes them
+// speak HTTP/1.1.
+func BenchmarkClusterConsumeAck(b *testing.B) {
+	for _, path := range []string{"gateway", "local"} {
+		for _, batch := range []int{1, 100} {
+			for _, consumers := range []int{1, 8, 64} {
+				b.Run(fmt.Sprintf("path=%s/batch=%d/consumers=%d", path, batch, consumers), func(b *testing.B) {
+					benchClusterConsumeAck(b, path == "gateway", batch, consumers)
+				})
+			}
+		}
+	}
+}
+
+// benchCluster is BenchmarkClusterConsumeAck's three nodes.
+type benchCluster struct {
+	nodes    map[string]*router.Node
+	frames   atomic.Int64 // frames served, by every node
+	consumes atomic.Int64 // of them, Consume frames
+}
+
+// benchOwned is the partitions each node of a benchCluster owns.
+var benchOwned = map[string][]int32{"a": {0, 1, 2, 3, 4, 5}, "b": {6, 7, 8, 9, 10, 11}, "g": nil}
+
+// newBenchCluster starts the three nodes, each owner's partitions holding per records, over
+// the transport -nodehttp.transport names. Everything closes when the benchmark ends.
+func newBenchCluster(b *testing.B, per int) *benchCluster {
+	b.Helper()
+	c := &benchCluster{nodes: map[string]*router.Node{}}
+	logs := &routertest.MemLogs{}
+	value := []byte("a payload of 32 bytes, or so...")
+	addrs := peers{}
+	servers := map[string]*server{}
+	for id, parts := range benchOwned {
+		servers[id] = newServer(b)
+		addrs[id] = servers[id].base + "/consume/node"
+		for _, p := range parts {
+			log := logs.Log("t", p)
+			for range per {
+				log.Append(nil, value, time.Time{})
+			}
+		}
+	}
+	http1 := false
+	switch *benchTransport {
+	case "h2c":
+	case "http1":
+		http1 = true
+	default:
+		b.Fatalf("-nodehttp.transport=%s: h2c or http1", *benchTransport)
+	}
+	topic := func(string) router.TopicConfig {
+		return router.TopicConfig{MaxInFlight: 1 << 20, MaxAckedAhead: 1 << 20}
+	}
+	for id, parts := range benchOwned {
+		routes := &routertest.Routes{}
+		routes.Set("t", parts...)
+		for other, theirs := range benchOwned {
+			if other != id && len(theirs) > 0 {
+				routes.SetRemote("t", other, theirs...)
+			}
+		}
+		tr := newTransportWith(b, nodehttp.TransportConfig{Self: id, Resolve: addrs.resolve, HTTP1: http1})
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state-" + id, FS: memfs.New(),
+			Transport: tr, Topic: topic})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.nodes[id] = node
+		b.Cleanup(func() { node.Close() }) // before the transports and the servers close
+		handler := &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			c.frames.Add(1)
+			if len(frame) > 0 && frame[0] == wire.OpConsume {
+				c.consumes.Add(1)
+			}
+			return node.Serve(ctx, from, frame)
+		}}
+		mux := http.NewServeMux()
+		mux.Handle("POST /consume/node", handler)
+		servers[id].Config.Handler = mux
+		servers[id].Start()
+	}
+	return c
+}
+
+func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
+	c := newBenchCluster(b, (b.N+consumers*batch)/len(benchOwned["a"])+1)
+	on := func(i int) *router.Node { // the node consumer i consumes on
+		switch {
+		case gateway:
+			return c.nodes["g"]
+		case i%2 == 0:
+			return c.nodes["a"]
+		}
+		return c.nodes["b"]
+	}
+	ctx := context.Background()
+	var left, failed atomic.Int64
+	left.Store(int64(b.N))
+	var acks sync.WaitGroup // the AckAsyncs unanswered
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpu, frames, consumes := time.Now(), cputime.Process(), c.frames.Load(), c.consumes.Load()
+	for i := range consumers {
+		node := on(i)
+		wg.Go(func() {
+			unanswered := make(chan struct{}, 128)
+			done := func(err error) {
+				if err != nil {
+					failed.Add(1)
+				}
+				<-unanswered
+				acks.Done()
+			}
+			handles := make([]string, 0, batch)
+			var msgs []router.Message
+			for {
+				rest := left.Add(-int64(batch))
+				want := int64(batch)
+				if rest < 0 {
+					want += rest
+				}
+				if want <= 0 {
+					return
+				}
+				var err error
+				msgs, err = node.ConsumeAppend(ctx, msgs[:0], "t", router.ConsumeOptions{Max: int(want)})
+				if err != nil || len(msgs) == 0 {
+					b.Error("starved:", err)
+					return
+				}
+				left.Add(want - int64(len(msgs)))
+				if batch == 1 {
+					unanswered <- struct{}{}
+					acks.Add(1)
+					node.AckAsync("t", msgs[0].Receipt.String(), done)
+					continue
+				}
+				handles = handles[:0]
+				for i := range msgs {
+					handles = append(handles, msgs[i].Receipt.String())
+				}
+				for _, err := range node.AckBatch(ctx, "t", handles) {
+					if err != nil {
+						failed.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	acks.Wait()
+	elapsed, used := time.Since(start), cputime.Process()-cpu
+	frames, consumes = c.frames.Load()-frames, c.consumes.Load()-consumes
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d acks failed", n)
+	}
+	acked := c.nodes["a"].Stats().Shards.Acked + c.nodes["b"].Stats().Shards.Acked
+	if acked != uint64(b.N) {
+		b.Fatalf("the owners acked %d of %d", acked, b.N)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(used)/n, "cpu-ns/rec")
+	b.ReportMetric(float64(frames)/n, "rpcs/rec")
+	b.ReportMetric(float64(consumes)/n, "consume-rpcs/rec")
+	b.ReportMetric(n/elapsed.Seconds(), "records/s")
+}
