@@ -29,6 +29,8 @@ type Handler struct {
 	// host's own): an error refuses it with 403, the error's text as the body. The node
 	// takes from as given, so a host whose peers are not all trusted checks it here.
 	Authorize func(r *http.Request, from string) error
+
+	framed framedConns // the connections upgraded to framed calls
 }
 
 // ServeHTTP implements http.Handler.
@@ -57,6 +59,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
+	}
+	if wantsUpgrade(r) {
+		h.upgrade(w, r, from)
+		return
 	}
 	if r.ContentLength > MaxFrame {
 		http.Error(w, fmt.Sprintf("nodehttp: a frame of %d bytes (at most %d)", r.ContentLength, MaxFrame), http.StatusRequestEntityTooLarge)
