@@ -656,8 +656,7 @@ func TestVersions(t *testing.T) {
 		wire.OpConsume: wire.V3, wire.OpReplay: wire.V3, wire.OpCancel: wire.V3,
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
-		wire.OpConsumeBatch: wire.V8,
-		0:                   0, 16: 0, 255: 0,
+		wire.OpConsumeBatch: wire.V8, 0: 0, 16: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
