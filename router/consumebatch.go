@@ -14,11 +14,15 @@ import (
 // probes and claims this node sends one owner go alone while fewer than the lane's consume
 // window of them are in flight there, each from its consumer's goroutine, as before. Past
 // that they queue, and each consume RPC that comes back sends what queued meanwhile (up to
-// MaxConsumeBatch of the head's topic) as one ConsumeBatch, a queue of one as its own
-// Consume frame: N consumers waiting on one owner cost it about window frames per round
-// trip, not N. Every consume keeps its own deadline, queued or sent; a consumer that leaves
-// (its context ended, or its deadline passed) before its batch came back is answered at
-// once, and what its member of the reply carried is given back when the reply comes.
+// MaxConsumeBatch of the head's topic, asking for RemoteBatch records in all) as one
+// ConsumeBatch, a queue of one as its own Consume frame: N consumers waiting on one owner
+// cost it about window frames per round trip, not N. A full batch (MaxConsumeBatch
+// consumes, or RemoteBatch records asked for) does not wait for a slot: it leaves at once,
+// so consumes that ask for much (which gain little from sharing a frame, since the owner
+// serves a frame's members one after the other) are not held behind each other. Every
+// consume keeps its own deadline, queued or sent; a consumer that leaves (its context ended,
+// or its deadline passed) before its batch came back is answered at once, and what its
+// member of the reply carried is given back when the reply comes.
 
 // consumeWindow is the consume RPCs to one owner in flight before the next consumes queue:
 // one per processor (at least two), since an owner serves one frame's members one after the
@@ -32,6 +36,7 @@ type consumeQueue struct {
 	mu       sync.Mutex
 	inFlight int              // consume RPCs to the owner in flight
 	queue    []*queuedConsume // waiting for a slot, in order (given up ones leave lazily)
+	asked    int              // the records the consumes in queue ask for (given up ones not counted)
 	noBatch  time.Time        // the owner refused ConsumeBatch: consumes go alone until then
 	ready    sync.Pool        // chan consumeResult, reused (the lane's own: see lane.answerChans)
 }
@@ -65,9 +70,10 @@ type consumeResult struct {
 
 // exchangeConsume sends the Consume c of topic (frame is its own frame) to owner within
 // deadline and returns the consume reply, with exchange's errors: one when no reply came
-// back. While fewer than the lane's consume window are in flight to owner, or for an owner
-// that refused ConsumeBatch, or from a node below wire version 8, it goes at once, alone,
-// from this goroutine; otherwise it queues for a batch (see consumeQueue).
+// back. While fewer than the lane's consume window are in flight to owner, for a consume
+// that asks for RemoteBatch records or more, for an owner that refused ConsumeBatch, or from
+// a node below wire version 8, it goes at once, alone, from this goroutine; otherwise it
+// queues for a batch (see consumeQueue).
 func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.Consume, frame []byte, deadline time.Time) ([]byte, error) {
 	if n.wireVersion < wire.V8 {
 		return n.exchange(ctx, owner, frame, deadline)
@@ -75,7 +81,8 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 	l := n.lane(owner)
 	q := &l.consumes
 	q.mu.Lock()
-	alone := q.inFlight < q.window
+	// One that asks for a batch's worth of records has nothing to share a frame with.
+	alone := q.inFlight < q.window || int(c.Max) >= RemoteBatch
 	var now time.Time
 	if !alone {
 		now = n.clock.Now()
@@ -90,9 +97,22 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 	}
 	m := &queuedConsume{topic: topic, c: c, frame: frame, deadline: deadline, values: ctx, ready: q.readyChan()}
 	q.queue = append(q.queue, m)
+	q.asked += m.asks()
+	var full []*queuedConsume
+	if q.asked >= RemoteBatch || len(q.queue) >= wire.MaxConsumeBatch {
+		if full = q.takeLocked(); full != nil {
+			q.inFlight++ // a slot of its own, past the window
+		}
+	}
 	q.mu.Unlock()
+	if full != nil {
+		n.background(func() { n.sendConsumes(l, full) })
+	}
 	return n.awaitConsume(ctx, q, m, now)
 }
+
+// asks is the records m asks for.
+func (m *queuedConsume) asks() int { return max(int(m.c.Max), 1) }
 
 // readyChan returns a channel for a queued consume's one result, reused if one is free.
 func (q *consumeQueue) readyChan() chan consumeResult {
@@ -132,11 +152,15 @@ func (n *Node) awaitConsume(ctx context.Context, q *consumeQueue, m *queuedConsu
 func (q *consumeQueue) leave(m *queuedConsume) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if m.state == consumeQueued || m.state == consumeSent {
-		m.state = consumeAbandoned
-		return true
+	switch m.state {
+	case consumeQueued:
+		q.asked -= m.asks()
+	case consumeSent:
+	default:
+		return false
 	}
-	return false
+	m.state = consumeAbandoned
+	return true
 }
 
 // consumeSlotFreed hands a consume slot whose RPC came back to what queued meanwhile, sent
@@ -155,20 +179,24 @@ func (n *Node) consumeSlotFreed(l *lane) {
 }
 
 // takeLocked takes the queue's next batch: up to MaxConsumeBatch consumes of the head's
-// topic, each marked sent; nil when nothing waits. Called with q.mu held.
+// topic asking for RemoteBatch records in all (the head whatever it asks for), each marked
+// sent; nil when nothing waits. Called with q.mu held.
 func (q *consumeQueue) takeLocked() []*queuedConsume {
 	var batch []*queuedConsume
+	asked := 0
 	keep := q.queue[:0]
 	for _, m := range q.queue {
 		switch {
 		case m.state != consumeQueued:
-		case len(batch) < wire.MaxConsumeBatch && (len(batch) == 0 || m.topic == batch[0].topic):
+		case len(batch) == 0 || (len(batch) < wire.MaxConsumeBatch && m.topic == batch[0].topic && asked+m.asks() <= RemoteBatch):
 			m.state = consumeSent
 			batch = append(batch, m)
+			asked += m.asks()
 		default:
 			keep = append(keep, m)
 		}
 	}
+	q.asked -= asked
 	clear(q.queue[len(keep):])
 	q.queue = keep
 	return batch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -76,6 +77,46 @@ func TestConsumesShareAFrame(t *testing.T) {
 		msgs := g.consume(context.Background(), router.ConsumeOptions{})
 		require.Len(t, msgs, 1)
 		assert.Equal(t, consumeWindow+1, seen.of(opConsumeFrame))
+	})
+}
+
+// A batch asks for RemoteBatch records at most, and a full one does not wait for a slot: two
+// consumes of 40 queued behind the window leave together at once (a third would take the
+// frame past 100, and waits for a slot), and a consume of RemoteBatch records goes alone,
+// whatever is in flight.
+func TestFullBatchLeavesAtOnce(t *testing.T) {
+	withTwoProcs(t)
+	synctest.Test(t, func(t *testing.T) {
+		var seen frames
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, func(id string, cfg *router.Config) {
+			cfg.Transport = observedTransport{cfg.Transport, &seen}
+		})
+		defer c.close()
+		c.produce(0, 500)
+		g := c.nodes["g"]
+		ctx := context.Background()
+		start := time.Now()
+		first := startConsumers(ctx, g, consumeWindow, router.ConsumeOptions{})
+		time.Sleep(rtt / 10) // the window is taken
+		forty := startConsumers(ctx, g, 3, router.ConsumeOptions{Max: 40})
+		hundred := startConsumers(ctx, g, 1, router.ConsumeOptions{Max: router.RemoteBatch})
+		all := append(append(first, forty...), hundred...)
+		took := make([]time.Duration, len(all))
+		var wg sync.WaitGroup
+		for i, ch := range all {
+			wg.Go(func() {
+				assert.NotEmpty(t, <-ch)
+				took[i] = time.Since(start)
+			})
+		}
+		wg.Wait()
+		pair, third := rtt+rtt/10, 2*rtt
+		assert.Equal(t, []time.Duration{rtt, rtt}, took[:2], "the window")
+		slices.Sort(took[2:5])
+		assert.Equal(t, []time.Duration{pair, pair, third}, took[2:5], "the full pair at once, the third behind a slot")
+		assert.Equal(t, pair, took[5], "the hundred alone, at once")
+		assert.Equal(t, 1, seen.of(opConsumeBatchFrame), "the pair")
+		assert.Equal(t, consumeWindow+2, seen.of(opConsumeFrame), "the window, the third and the hundred alone")
 	})
 }
 
