@@ -62,19 +62,22 @@ const (
 	consumeAbandoned                     // its consumer left; nothing more is handed over
 )
 
-// consumeResult is a consume's reply (its consume reply frame), or why none came back.
+// consumeResult is a consume's reply (its consume reply frame), or why none came back, and
+// when the frame that carried it left.
 type consumeResult struct {
-	raw []byte
-	err error
+	raw  []byte
+	err  error
+	sent time.Time
 }
 
 // exchangeConsume sends the Consume c of topic (frame is its own frame) to owner within
 // deadline and returns the consume reply, with exchange's errors: one when no reply came
-// back. While fewer than the lane's consume window are in flight to owner, for a consume
+// back. *sent is when the caller sent it; for a consume that queued, it is moved to when its
+// frame left, from which the reply's relative expiries count (see wire.Consume). While fewer than the lane's consume window are in flight to owner, for a consume
 // that asks for RemoteBatch records or more, for an owner that refused ConsumeBatch, or from
 // a node below wire version 8, it goes at once, alone, from this goroutine; otherwise it
 // queues for a batch (see consumeQueue).
-func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.Consume, frame []byte, deadline time.Time) ([]byte, error) {
+func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.Consume, frame []byte, deadline time.Time, sent *time.Time) ([]byte, error) {
 	if n.wireVersion < wire.V8 {
 		return n.exchange(ctx, owner, frame, deadline)
 	}
@@ -108,7 +111,11 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 	if full != nil {
 		n.background(func() { n.sendConsumes(l, full) })
 	}
-	return n.awaitConsume(ctx, q, m, now)
+	r := n.awaitConsume(ctx, q, m, now)
+	if !r.sent.IsZero() {
+		*sent = r.sent
+	}
+	return r.raw, r.err
 }
 
 // asks is the records m asks for.
@@ -125,7 +132,7 @@ func (q *consumeQueue) readyChan() chan consumeResult {
 // awaitConsume waits for m's result: its member of a batch's reply, or the answer to its own
 // frame; or, when ctx ends or m's deadline passes first, leaves m (its member's records are
 // given back when the reply comes) and answers ctx's error or errNoReplyInBudget.
-func (n *Node) awaitConsume(ctx context.Context, q *consumeQueue, m *queuedConsume, now time.Time) ([]byte, error) {
+func (n *Node) awaitConsume(ctx context.Context, q *consumeQueue, m *queuedConsume, now time.Time) consumeResult {
 	stop := n.clock.AfterFunc(m.deadline.Sub(now), func() {
 		if q.leave(m) {
 			m.ready <- consumeResult{err: errNoReplyInBudget}
@@ -138,13 +145,13 @@ func (n *Node) awaitConsume(ctx context.Context, q *consumeQueue, m *queuedConsu
 		if q.leave(m) {
 			stop()
 			q.ready.Put(m.ready) // nothing is sent on it any more
-			return nil, ctx.Err()
+			return consumeResult{err: ctx.Err()}
 		}
 		r = <-m.ready // answered, or timed out, at the same instant
 	}
 	stop()
 	q.ready.Put(m.ready)
-	return r.raw, r.err
+	return r
 }
 
 // leave marks m abandoned unless its result was handed over already, and reports whether it
@@ -252,20 +259,20 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 	}
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsumeBatch, Topic: live[0].topic, Consumes: members})
 	if err != nil {
-		n.answerConsumes(l, live, nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err))
+		n.answerConsumes(l, live, nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err), now)
 		return
 	}
 	raw, err := n.exchangeDetached(live[0].values, l.owner, frame, deadline)
 	if err != nil {
-		n.answerConsumes(l, live, nil, err)
+		n.answerConsumes(l, live, nil, err, now)
 		return
 	}
 	reply, err := wire.DecodeConsumeBatchReply(raw, len(live))
 	switch {
 	case err != nil:
-		n.answerConsumes(l, live, nil, err)
+		n.answerConsumes(l, live, nil, err, now)
 	case reply.Members != nil:
-		n.answerConsumes(l, live, reply.Members, nil)
+		n.answerConsumes(l, live, reply.Members, nil, now)
 	case reply.Refusal.Status == wire.StatusUnsupported:
 		q.mu.Lock()
 		q.noBatch = n.clock.Now().Add(olderFieldMemory)
@@ -279,7 +286,7 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 		for i := range members {
 			members[i] = refusal
 		}
-		n.answerConsumes(l, live, members, nil)
+		n.answerConsumes(l, live, members, nil, now)
 	}
 }
 
@@ -287,8 +294,9 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 // and the others from goroutines of the node, and hands each its result.
 func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 	send := func(m *queuedConsume) {
+		sent := n.clock.Now()
 		raw, err := n.exchangeDetached(m.values, l.owner, m.frame, m.deadline)
-		n.answerConsumes(l, []*queuedConsume{m}, [][]byte{raw}, err)
+		n.answerConsumes(l, []*queuedConsume{m}, [][]byte{raw}, err, sent)
 	}
 	var wg sync.WaitGroup
 	for _, m := range batch[1:] {
@@ -302,13 +310,13 @@ func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 	wg.Wait()
 }
 
-// answerConsumes hands each consume of batch its result: members[i] (its consume reply), or
-// err for all of them. A consume whose consumer left meanwhile is handed nothing, and the
-// records its member carried are given back.
-func (n *Node) answerConsumes(l *lane, batch []*queuedConsume, members [][]byte, err error) {
+// answerConsumes hands each consume of batch, whose frame left at sent, its result:
+// members[i] (its consume reply), or err for all of them. A consume whose consumer left
+// meanwhile is handed nothing, and the records its member carried are given back.
+func (n *Node) answerConsumes(l *lane, batch []*queuedConsume, members [][]byte, err error, sent time.Time) {
 	q := &l.consumes
 	for i, m := range batch {
-		r := consumeResult{err: err}
+		r := consumeResult{err: err, sent: sent}
 		if err == nil {
 			r.raw = members[i]
 		}

@@ -120,6 +120,35 @@ func TestFullBatchLeavesAtOnce(t *testing.T) {
 	})
 }
 
+// A lease that came back in a batch counts its time left from when the batch left, not from
+// when its consume queued: its Expiry is what the owner granted, less the trip out, however
+// long it waited for a slot.
+func TestQueuedConsumeCountsItsLeaseFromItsFrame(t *testing.T) {
+	withTwoProcs(t)
+	synctest.Test(t, func(t *testing.T) {
+		const trip = 10 * time.Millisecond
+		c := newCluster(t, trip, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		c.produce(0, 4)
+		g := c.nodes["g"]
+		ctx := context.Background()
+		start := time.Now()
+		first := startConsumers(ctx, g, consumeWindow, router.ConsumeOptions{})
+		time.Sleep(time.Millisecond) // the window is taken: the next ones queue
+		queued := startConsumers(ctx, g, 2, router.ConsumeOptions{})
+		for _, ch := range first {
+			msgs := <-ch
+			require.Len(t, msgs, 1)
+			assert.Equal(t, start.Add(vt), msgs[0].Expiry, "alone: from when it was sent")
+		}
+		for _, ch := range queued {
+			msgs := <-ch
+			require.Len(t, msgs, 1)
+			assert.Equal(t, start.Add(trip+vt), msgs[0].Expiry, "from when its batch left, a round trip in")
+		}
+	})
+}
+
 // A consumer that leaves while its batch is out (its context ends) is answered at once, and
 // the records its member of the reply carried are given back when the reply comes: visible
 // again at the owner, well before their visibility timeout, while the other members keep
