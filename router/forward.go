@@ -109,6 +109,8 @@ type lane struct {
 	// back since; recheckAt is when it is asked again in the background (see answering).
 	slow      bool
 	recheckAt time.Time
+
+	consumes consumeQueue // the probes and claims to the owner (see consumebatch.go)
 }
 
 // refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
@@ -165,7 +167,7 @@ func (q *queuedAck) give(a wire.Answer) bool {
 }
 
 func (n *Node) lane(owner string) *lane {
-	return n.lanes.loadOrAdd(owner, func() *lane { return &lane{owner: owner} })
+	return n.lanes.loadOrAdd(owner, func() *lane { return &lane{owner: owner, consumes: consumeQueue{window: consumeWindow()}} })
 }
 
 // singlesOnly reports whether acks to the owner go one at a time at now: this node speaks no
@@ -794,7 +796,8 @@ func (n *Node) callWithin(ctx context.Context, owner string, frame []byte) ([]by
 // refused inside the reply: an op this node does not know (or newer than its WireVersion)
 // with the unsupported status, anything else malformed (a field newer than its WireVersion
 // included) with the bad-request status. The frames of consumption across nodes are served
-// by owner.go (Consume, Replay, Cancel, Register, Pass, Drop) and remote.go (Notify). A
+// by owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and remote.go
+// (Notify). A
 // record whose requester gave up before it is applied (the Call's
 // context ended, or, in an AckBatch, the record's own budget ran out since the frame
 // arrived) is answered 503 unapplied. Serve only applies records of partitions this node
@@ -821,6 +824,8 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	switch req.Op {
 	case wire.OpConsume:
 		return n.serveConsume(ctx, from, req.Topic, req.Consume), nil
+	case wire.OpConsumeBatch:
+		return n.serveConsumeBatch(ctx, from, req.Topic, req.Consumes, start), nil
 	case wire.OpReplay:
 		return n.serveReplay(ctx, req.Topic, req.Replay), nil
 	case wire.OpCancel:

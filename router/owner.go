@@ -260,6 +260,39 @@ func (n *Node) serveDrop(from, topic string) {
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
 // all back.
 func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Consume) []byte {
+	reply := n.consumeReply(ctx, from, topic, c, ResponseLimit)
+	return wire.AppendConsumeReply(nil, &reply)
+}
+
+// serveConsumeBatch answers a ConsumeBatch of another node: each member as serveConsume
+// answers a Consume, in order, the whole reply bounded at ResponseLimit of encoded records
+// (a member past the bound is answered unavailable, unserved, and asks again). A member
+// whose budget ran out since the frame arrived at start is answered unavailable, unserved:
+// its requester no longer waits for it.
+func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, members []wire.Consume, start time.Time) []byte {
+	b := wire.BeginConsumeBatchReply(make([]byte, 0, 256*len(members)), len(members))
+	used := 0
+	for i := range members {
+		c := &members[i]
+		var reply wire.ConsumeReply
+		switch {
+		case used >= ResponseLimit:
+			reply = refusalReply(fmt.Errorf("%w: the batch's reply is full", ErrUnavailable))
+		case i > 0 && n.clock.Now().Sub(start) >= c.Budget:
+			reply = refusalReply(fmt.Errorf("%w: the requester gave up: not served", ErrUnavailable))
+		default:
+			reply = n.consumeReply(ctx, from, topic, *c, ResponseLimit-used)
+		}
+		before := len(b)
+		b = wire.AppendConsumeBatchMember(b, &reply)
+		used += len(b) - before
+	}
+	return b
+}
+
+// consumeReply is serveConsume's reply, its encoded records bounded at limit (the first is
+// always carried).
+func (n *Node) consumeReply(ctx context.Context, from, topic string, c wire.Consume, limit int) wire.ConsumeReply {
 	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), RemoteBatch), visibility: c.Visibility}
 	if req.pinned < 0 {
 		req.pinned = -1
@@ -276,13 +309,13 @@ func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Cons
 		n.retire(topic, from)
 	}
 	if len(msgs) == 0 && err != nil {
-		return consumeRefusal(err)
+		return refusalReply(err)
 	}
 	var relativeTo time.Time // zero: expiries as times, for a requester before version 7
 	if c.RelativeExpiry {
 		relativeTo = n.clock.Now()
 	}
-	reply := boundedReply(msgs, relativeTo)
+	reply := boundedReply(msgs, relativeTo, limit)
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once
 		msgs = msgs[:kept]
@@ -290,7 +323,7 @@ func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Cons
 	if ctx.Err() != nil {
 		// The requester left before the reply: nobody will receive these.
 		n.giveBack(msgs)
-		return consumeRefusal(fmt.Errorf("%w: the requester gave up: given back", ErrUnavailable))
+		return refusalReply(fmt.Errorf("%w: the requester gave up: given back", ErrUnavailable))
 	}
 	if len(msgs) > 0 {
 		handles := make([]inflight.Handle, len(msgs))
@@ -299,7 +332,7 @@ func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Cons
 		}
 		n.cancels.remember(from, c.RequestID, topic, handles, n.clock.Now())
 	}
-	return wire.AppendConsumeReply(nil, &reply)
+	return reply
 }
 
 // serveCancel gives back every record of a reply whose request was cancelled as it came
@@ -335,25 +368,31 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 	if len(msgs) == 0 && err != nil {
 		return consumeRefusal(err)
 	}
-	reply := boundedReply(msgs, time.Time{}) // a replay holds no leases: what is cut is only not sent
+	reply := boundedReply(msgs, time.Time{}, ResponseLimit) // a replay holds no leases: what is cut is only not sent
 	return wire.AppendConsumeReply(nil, &reply)
 }
 
 // consumeRefusal is the consume reply answering err, with no records.
 func consumeRefusal(err error) []byte {
-	a := answerOf(err, time.Time{})
-	return wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: a.Status, Message: a.Message})
+	reply := refusalReply(err)
+	return wire.AppendConsumeReply(nil, &reply)
 }
 
-// boundedReply carries msgs in order until the next would take the reply past
-// ResponseLimit of encoded records (the first is always carried); the caller deals with
-// the rest. With relativeTo set, each lease's expiry goes as its time left from then.
-func boundedReply(msgs []Message, relativeTo time.Time) wire.ConsumeReply {
+// refusalReply is consumeRefusal, not encoded.
+func refusalReply(err error) wire.ConsumeReply {
+	a := answerOf(err, time.Time{})
+	return wire.ConsumeReply{Status: a.Status, Message: a.Message}
+}
+
+// boundedReply carries msgs in order until the next would take the reply past limit bytes
+// of encoded records (the first is always carried); the caller deals with the rest. With
+// relativeTo set, each lease's expiry goes as its time left from then.
+func boundedReply(msgs []Message, relativeTo time.Time, limit int) wire.ConsumeReply {
 	reply := wire.ConsumeReply{Deliveries: make([]wire.Delivery, 0, len(msgs))}
 	size := 0
 	for i := range msgs {
 		d := deliveryOf(&msgs[i], relativeTo)
-		if size += wire.DeliverySize(&d); i > 0 && size > ResponseLimit {
+		if size += wire.DeliverySize(&d); i > 0 && size > limit {
 			break
 		}
 		reply.Deliveries = append(reply.Deliveries, d)

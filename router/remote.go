@@ -275,7 +275,7 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
-		raw, err := n.exchange(ctx, owner, frame, deadline)
+		raw, err := n.exchangeConsume(ctx, owner, req.topic, c, frame, deadline, &sent)
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			if ctx.Err() != nil {

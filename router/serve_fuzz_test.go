@@ -20,7 +20,8 @@ func (unreachable) Call(context.Context, string, []byte) ([]byte, error) {
 }
 
 // FuzzServe: whatever frame another node sends, Serve never panics and answers a reply the
-// requester can read (an ack reply, or a consume reply for Consume and Replay), so a bad
+// requester can read (an ack reply, a consume reply for Consume and Replay, a consume batch
+// reply of one readable consume reply per member for a ConsumeBatch it reads), so a bad
 // frame gets a 400-class refusal, never a crash (invariant "bad input is refused").
 func FuzzServe(f *testing.F) {
 	for _, req := range []wire.Request{
@@ -34,6 +35,8 @@ func FuzzServe(f *testing.F) {
 		{Op: wire.OpNotify, Topic: "orders", Hold: time.Second},
 		{Op: wire.OpPass, Topic: "orders"},
 		{Op: wire.OpDrop, Topic: "orders"},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 3, Pinned: -1, Max: 2, Budget: time.Second}, {RequestID: 4, Pinned: 0, Claim: true, Max: 1, Budget: time.Second}}},
 	} {
 		frame, err := wire.EncodeRequest(req)
 		if err != nil {
@@ -65,6 +68,18 @@ func FuzzServe(f *testing.F) {
 		if len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpReplay) {
 			if _, err := wire.DecodeConsumeReply(reply); err != nil {
 				t.Fatalf("unreadable consume reply: %v", err)
+			}
+			return
+		}
+		if req, err := wire.DecodeRequest(frame, wire.Newest); err == nil && req.Op == wire.OpConsumeBatch {
+			batch, err := wire.DecodeConsumeBatchReply(reply, len(req.Consumes))
+			if err != nil || batch.Members == nil {
+				t.Fatalf("unreadable consume batch reply: %+v, %v", batch, err)
+			}
+			for _, m := range batch.Members {
+				if _, err := wire.DecodeConsumeReply(m); err != nil {
+					t.Fatalf("unreadable member of a consume batch reply: %v", err)
+				}
 			}
 			return
 		}

@@ -20,6 +20,17 @@ func TestDefaultAckWindow(t *testing.T) {
 	}
 }
 
+// Issue 25: the consume window is one per processor, at least two.
+func TestConsumeWindow(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for procs, want := range map[int]int{1: 2, 2: 2, 3: 3, 16: 16} {
+		runtime.GOMAXPROCS(procs)
+		if got := consumeWindow(); got != want {
+			t.Errorf("GOMAXPROCS %d: window %d, want %d", procs, got, want)
+		}
+	}
+}
+
 // Issue 11: a topic whose length does not fit the frame (or is over MaxTopicLength) is
 // refused by the encoder, and a frame naming one is refused by the decoder.
 func TestEncoderRefusesALongTopic(t *testing.T) {

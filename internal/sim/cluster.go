@@ -408,7 +408,7 @@ func (s *sim) stop(nd *node, kind endKind) {
 // the promise tracker before and after, and bent by a planted bug.
 func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Context, from string, frame []byte) ([]byte, error) {
 	return func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-		if s.opts.Plant == PlantClaimAsProbe && len(frame) > 0 && frame[0] == wire.OpConsume {
+		if s.opts.Plant == PlantClaimAsProbe && len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpConsumeBatch) {
 			frame = claimAsProbe(frame)
 		}
 		if s.opts.Plant == PlantUnfencedSettle {
@@ -424,8 +424,8 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 		arrived := time.Now()
 		reply, err := rn.Serve(ctx, from, frame)
 		s.answered(e, from, frame, reply)
-		if len(frame) > 0 && frame[0] == wire.OpConsume {
-			s.servedLeases(nd, frame, reply)
+		for i, member := range consumesOf(frame) {
+			s.servedLeases(nd, member, memberReply(frame, reply, i))
 		}
 		s.releasesServed(e, sent, reply, arrived)
 		if from == liarID {
@@ -468,13 +468,64 @@ func (s *sim) servedLeases(nd *node, frame, reply []byte) {
 	}
 }
 
-// claimAsProbe rewrites a claim as a plain probe (the planted bug PlantClaimAsProbe).
+// consumesOf is the Consume frames a request frame carries: itself for a Consume, each
+// member as a Consume frame of its own for a ConsumeBatch (the owner serves each as it
+// serves a Consume), none for any other frame.
+func consumesOf(frame []byte) [][]byte {
+	if len(frame) == 0 || (frame[0] != wire.OpConsume && frame[0] != wire.OpConsumeBatch) {
+		return nil
+	}
+	if frame[0] == wire.OpConsume {
+		return [][]byte{frame}
+	}
+	req, err := wire.DecodeRequest(frame, wire.Newest)
+	if err != nil {
+		return nil
+	}
+	members := make([][]byte, 0, len(req.Consumes))
+	for _, c := range req.Consumes {
+		c.Budget = 0
+		if out, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsume, Topic: req.Topic, Consume: c}); err == nil {
+			members = append(members, out)
+		}
+	}
+	return members
+}
+
+// memberReply is the consume reply that answered the i-th of consumesOf(frame): reply
+// itself for a Consume, the i-th member of a ConsumeBatch's reply (nil when the owner
+// refused the whole frame).
+func memberReply(frame, reply []byte, i int) []byte {
+	if frame[0] == wire.OpConsume {
+		return reply
+	}
+	req, err := wire.DecodeRequest(frame, wire.Newest)
+	if err != nil {
+		return nil
+	}
+	r, err := wire.DecodeConsumeBatchReply(reply, len(req.Consumes))
+	if err != nil || i >= len(r.Members) {
+		return nil
+	}
+	return r.Members[i]
+}
+
+// claimAsProbe rewrites a claim as a plain probe, and each claim of a ConsumeBatch (the
+// planted bug PlantClaimAsProbe).
 func claimAsProbe(frame []byte) []byte {
 	req, err := wire.DecodeRequest(frame, wire.Newest)
-	if err != nil || !req.Consume.Claim {
+	if err != nil {
 		return frame
 	}
+	claims := req.Consume.Claim
 	req.Consume.Claim = false
+	for i := range req.Consumes {
+		claims = claims || req.Consumes[i].Claim
+		req.Consumes[i].Claim = false
+	}
+	if !claims {
+		return frame
+	}
 	if out, err := wire.EncodeRequest(req); err == nil {
 		return out
 	}
@@ -624,6 +675,13 @@ func describeFrame(frame []byte) string {
 	switch req.Op {
 	case wire.OpConsume:
 		return fmt.Sprintf("consume id %x pinned %d claim %v max %d vis %v", req.Consume.RequestID%0xffff, req.Consume.Pinned, req.Consume.Claim, req.Consume.Max, req.Consume.Visibility)
+	case wire.OpConsumeBatch:
+		var b strings.Builder
+		b.WriteString("consume batch")
+		for _, c := range req.Consumes {
+			fmt.Fprintf(&b, " [id %x pinned %d claim %v max %d vis %v]", c.RequestID%0xffff, c.Pinned, c.Claim, c.Max, c.Visibility)
+		}
+		return b.String()
 	case wire.OpNotify:
 		return fmt.Sprintf("notify hold %v", req.Hold)
 	case wire.OpPass:
@@ -644,6 +702,13 @@ func describeFrame(frame []byte) string {
 }
 
 func describeReply(frame, reply []byte) string {
+	if members := consumesOf(frame); len(members) > 1 || (len(members) == 1 && frame[0] == wire.OpConsumeBatch) {
+		var b strings.Builder
+		for i, member := range members {
+			fmt.Fprintf(&b, "[%s] ", describeReply(member, memberReply(frame, reply, i)))
+		}
+		return b.String()
+	}
 	if len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpReplay) {
 		r, err := wire.DecodeConsumeReply(reply)
 		if err == nil {

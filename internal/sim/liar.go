@@ -143,10 +143,12 @@ func (l *liar) observe(s *sim, from, to string, frame []byte) bool {
 		return true
 	case from == liarID:
 		return true
-	case frame[0] == wire.OpConsume && !l.healed:
-		if req, err := wire.DecodeRequest(frame, wire.Newest); err == nil {
-			ids := append(l.sniffed[to], req.Consume.RequestID)
-			l.sniffed[to] = ids[max(0, len(ids)-8):]
+	case !l.healed:
+		for _, member := range consumesOf(frame) {
+			if req, err := wire.DecodeRequest(member, wire.Newest); err == nil {
+				ids := append(l.sniffed[to], req.Consume.RequestID)
+				l.sniffed[to] = ids[max(0, len(ids)-8):]
+			}
 		}
 	}
 	return false

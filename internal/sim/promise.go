@@ -87,6 +87,12 @@ func (s *sim) arrived(e *epoch, from string, frame []byte) {
 		if err != nil || !req.Consume.Claim || !e.nd.knows(wire.V5) {
 			return
 		}
+	case wire.OpConsumeBatch:
+		// Each claim of the batch retires a hold, as a claim of its own does.
+		for _, member := range consumesOf(frame) {
+			s.arrived(e, from, member)
+		}
+		return
 	case wire.OpPass:
 		if !e.nd.knows(wire.V4) {
 			return
@@ -246,7 +252,7 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 	if err == nil {
 		t.s.refused(t.nd, to, sent, frame, reply)
 	}
-	if t.s.opts.Plant == PlantLateReply && t.prompt && err == nil && len(frame) > 0 && frame[0] == wire.OpConsume {
+	if t.s.opts.Plant == PlantLateReply && t.prompt && err == nil && len(consumesOf(frame)) > 0 {
 		time.Sleep(time.Second) // whatever ctx does, though the transport says it honours it
 	}
 	return reply, err

@@ -17,6 +17,7 @@
 //	V5  Consume's Claim byte
 //	V6  Consume's Max
 //	V7  Release (12), ExtendLeft (13), AckDurable (14); Consume's flags byte (relative expiry)
+//	V8  ConsumeBatch (15): the consumes of several consumers of one topic in one frame
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -49,6 +50,11 @@
 //	                   the flags byte follows), then optionally, after Max, the flags byte
 //	                   (bit 0: RelativeExpiry, the other bits zero; written only with a flag
 //	                   set)
+//	ConsumeBatch       u16 count (1 to MaxConsumeBatch), then per consume: request id u64,
+//	                   pinned partition i32, visibility (a duration), the Claim byte (0 or
+//	                   1), Max i32 (at least 1), the flags byte (bit 0: RelativeExpiry, the
+//	                   other bits zero) and its budget (a duration, positive: what was left
+//	                   of the consume's budget when the frame left), every field written
 //	Replay             partition i32, offset i64, limit i32 (none negative)
 //	Cancel             request id u64
 //	Register           an empty topic in the header, then u16 count (1 to MaxRegistrations),
@@ -74,6 +80,10 @@
 // attempt u32, reason u8, expiry (a time, or, answering a Consume with RelativeExpiry, the
 // lease's time left: a duration), fence u64, timestamp (a time), key (u32 length,
 // bytes), value (u32 length, bytes).
+//
+// The consume batch reply answers ConsumeBatch: a mark byte (0xC6), a u16 count (the
+// request's), then per consume, in the request's order, a u32 length and that consume's
+// consume reply. A refusal of the whole frame is an ack reply of one answer.
 //
 // Decoders never panic, and never allocate more than the frame's length justifies: every count
 // is bounded by the bytes left.

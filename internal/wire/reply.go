@@ -150,7 +150,7 @@ const deliverySize = 4 + 8 + 8 + 4 + 1 + 8 + 8 + 8 + 4 + 4
 // DeliverySize is d's size in a consume reply, so that an owner can bound a reply.
 func DeliverySize(d *Delivery) int { return deliverySize + len(d.Key) + len(d.Value) }
 
-// AppendConsumeReply appends r's consume reply to dst, growing it once to the reply's size;
+// AppendConsumeReply appends r's consume reply to dst, growing it once to hold the reply;
 // a message longer than MaxMessage is cut to it. A key or value must be shorter than 4 GiB,
 // and the caller bounds the reply (DeliverySize) well below MaxFrame.
 func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
@@ -158,10 +158,12 @@ func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
 	for i := range r.Deliveries {
 		size += DeliverySize(&r.Deliveries[i])
 	}
-	if free := cap(dst) - len(dst); free < size {
-		grown := make([]byte, len(dst), len(dst)+size)
-		copy(grown, dst)
-		dst = grown
+	if cap(dst)-len(dst) < size {
+		if len(dst) == 0 {
+			dst = make([]byte, 0, size) // a reply alone: exactly its size
+		} else {
+			dst = slices.Grow(dst, size) // after others (a ConsumeBatch's): amortized
+		}
 	}
 	b := append(dst, consumeReplyMark, r.Status)
 	b = appendMessage(b, r.Message)
@@ -243,6 +245,92 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 	}
 	if len(r.b) > 0 {
 		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	return reply, nil
+}
+
+// consumeBatchReplyMark opens a ConsumeBatch's reply, as consumeReplyMark opens a consume
+// reply: an ack reply (a refusal of the whole frame) opens with zero.
+const consumeBatchReplyMark byte = 0xC6
+
+// minConsumeReply is the shortest consume reply: mark, status, an empty message, a count.
+const minConsumeReply = 1 + 1 + 2 + 4
+
+// BeginConsumeBatchReply appends to dst the head of the reply to a ConsumeBatch of count
+// consumes. Each member's consume reply follows, appended in the request's order by
+// AppendConsumeBatchMember.
+func BeginConsumeBatchReply(dst []byte, count int) []byte {
+	dst = append(dst, consumeBatchReplyMark)
+	return binary.BigEndian.AppendUint16(dst, uint16(count))
+}
+
+// AppendConsumeBatchMember appends one member's consume reply to a ConsumeBatch's reply: its
+// length (u32), then the reply as AppendConsumeReply writes it.
+func AppendConsumeBatchMember(dst []byte, r *ConsumeReply) []byte {
+	at := len(dst)
+	dst = AppendConsumeReply(append(dst, 0, 0, 0, 0), r)
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return dst
+}
+
+// ConsumeBatchReply is a ConsumeBatch's reply: Members holds each member's consume reply
+// in the order of the request's consumes, each to be read with DecodeConsumeReply (they
+// alias the reply); or, when the owner refused the whole frame, Members is nil and Refusal
+// is the refusal: StatusUnsupported from a release that does not know the op, another
+// status from one that could not serve the frame at all.
+type ConsumeBatchReply struct {
+	Members [][]byte
+	Refusal Answer
+}
+
+// DecodeConsumeBatchReply reads the reply to a ConsumeBatch of count consumes. A reply of
+// another count of members, a member too short for a consume reply or not opening as one,
+// a short reply, trailing data or a reply over MaxFrame is ErrBadFrame, and so is an ack
+// reply that is not a refusal of one answer. The members are checked only that far: each
+// is read by DecodeConsumeReply.
+func DecodeConsumeBatchReply(b []byte, count int) (ConsumeBatchReply, error) {
+	if len(b) > MaxFrame {
+		return ConsumeBatchReply{}, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	}
+	if len(b) > 0 && b[0] != consumeBatchReplyMark {
+		answers, err := DecodeReply(b)
+		if err != nil {
+			return ConsumeBatchReply{}, err
+		}
+		if len(answers) != 1 || answers[0].Status == StatusOK {
+			return ConsumeBatchReply{}, fmt.Errorf("%w: a refusal of %d answers", ErrBadFrame, len(answers))
+		}
+		return ConsumeBatchReply{Refusal: answers[0]}, nil
+	}
+	r := reader{b: b}
+	r.u8("consume batch reply") // the mark
+	n := int(r.u16("consume batch reply"))
+	if r.err == nil && n != count {
+		r.fail("%d members answering %d consumes", n, count)
+	}
+	if r.err == nil && n > len(r.b)/(4+minConsumeReply) {
+		r.fail("%d members in %d bytes", n, len(r.b))
+	}
+	if r.err != nil {
+		return ConsumeBatchReply{}, r.err
+	}
+	reply := ConsumeBatchReply{Members: make([][]byte, 0, n)}
+	for range n {
+		size := r.u32("consume batch member")
+		if r.err == nil && (size < minConsumeReply || uint64(size) > uint64(len(r.b))) {
+			r.fail("a member of %d bytes in %d", size, len(r.b))
+		}
+		member := r.take(int(size), "consume batch member")
+		if r.err == nil && member[0] != consumeReplyMark {
+			r.fail("a member opening with %#x", member[0])
+		}
+		if r.err != nil {
+			return ConsumeBatchReply{}, r.err
+		}
+		reply.Members = append(reply.Members, member)
+	}
+	if len(r.b) > 0 {
+		return ConsumeBatchReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
 	}
 	return reply, nil
 }

@@ -20,7 +20,8 @@ const (
 	V5                        // + Consume's Claim byte
 	V6                        // + Consume's Max
 	V7                        // + Release, ExtendLeft, AckDurable; Consume's flags byte (relative expiry)
-	Newest = V7
+	V8                        // + ConsumeBatch: the consumes of several consumers in one frame
+	Newest = V8
 )
 
 // Ops: a request frame's first byte.
@@ -45,6 +46,10 @@ const (
 	OpExtendLeft byte = 13
 	// OpAckDurable is an Ack that the owner answers only once the ack is on its disk.
 	OpAckDurable byte = 14
+	// OpConsumeBatch carries the Consumes of several consumers of one topic, each answered
+	// by a consume reply of its own inside one reply (see ConsumeBatchReply): the consumes
+	// one requester sends one owner at once share a frame, as its acks share an AckBatch.
+	OpConsumeBatch byte = 15
 )
 
 // Limits of the frames.
@@ -55,6 +60,8 @@ const (
 	MaxBatch = 64
 	// MaxRegistrations is the most entries one Register carries.
 	MaxRegistrations = 1024
+	// MaxConsumeBatch is the most consumes one ConsumeBatch carries.
+	MaxConsumeBatch = 64
 	// MaxMessage is the longest message of a reply, in bytes; encoders cut longer ones.
 	MaxMessage = 1 << 10
 	// MaxFrame is the longest frame a decoder reads, request or reply.
@@ -85,6 +92,8 @@ func Since(op byte) Version {
 		return V4
 	case OpRelease, OpExtendLeft, OpAckDurable:
 		return V7
+	case OpConsumeBatch:
+		return V8
 	}
 	return 0
 }
@@ -138,6 +147,10 @@ type Consume struct {
 	// owner when it replied (a duration), not as a time: no clock crosses the wire. It
 	// travels as bit 0 of the flags byte, after Max.
 	RelativeExpiry bool
+	// Budget is what was left of the consume's budget when the frame left. Only a member
+	// of a ConsumeBatch carries it (positive): a Consume frame's RPC is its budget, and a
+	// Consume decodes with Budget 0.
+	Budget time.Duration
 }
 
 // flagRelativeExpiry is Consume.RelativeExpiry's bit of the flags byte. The flags byte is
@@ -166,6 +179,7 @@ type Request struct {
 	// its own op and budget.
 	Records       []Record
 	Consume       Consume        // Consume
+	Consumes      []Consume      // ConsumeBatch: 1 to MaxConsumeBatch, each with its budget
 	Replay        Replay         // Replay
 	RequestID     uint64         // Cancel
 	Registrations []Registration // Register
@@ -184,6 +198,8 @@ func (r *Request) MinVersion() Version {
 		case r.Consume.Claim:
 			return V5
 		}
+	case OpConsumeBatch:
+		return V8
 	case OpAckBatch:
 		// A batch needs the version of its newest record op.
 		need := Since(OpAckBatch)
@@ -201,6 +217,7 @@ const (
 	recordSize       = 4 + 8 + 8 + 8
 	batchRecordSize  = 1 + recordSize + 8
 	consumeSize      = 8 + 4 + 8
+	batchConsumeSize = consumeSize + 1 + 4 + 1 + 8 // claim, max, flags, budget
 	replaySize       = 4 + 8 + 4
 	registrationSize = 2 + 8 // without its topic
 )
@@ -221,6 +238,8 @@ func EncodeRequest(req Request) ([]byte, error) {
 		size += 2 + len(req.Records)*batchRecordSize
 	case OpConsume:
 		size += consumeSize + 1 + 4 + 1
+	case OpConsumeBatch:
+		size += 2 + len(req.Consumes)*batchConsumeSize
 	case OpReplay:
 		size += replaySize
 	case OpCancel:
@@ -270,6 +289,25 @@ func EncodeRequest(req Request) ([]byte, error) {
 		}
 		if flags != 0 {
 			b = append(b, flags)
+		}
+	case OpConsumeBatch:
+		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Consumes)))
+		for i := range req.Consumes {
+			c := &req.Consumes[i]
+			b = binary.BigEndian.AppendUint64(b, c.RequestID)
+			b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
+			claim, flags := byte(0), byte(0)
+			if c.Claim {
+				claim = 1
+			}
+			if c.RelativeExpiry {
+				flags = flagRelativeExpiry
+			}
+			b = append(b, claim)
+			b = binary.BigEndian.AppendUint32(b, uint32(max(c.Max, 1)))
+			b = append(b, flags)
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Budget))
 		}
 	case OpReplay:
 		b = binary.BigEndian.AppendUint32(b, uint32(req.Replay.Partition))
@@ -328,6 +366,16 @@ func check(req *Request) error {
 		c := &req.Consume
 		if c.Pinned < -1 || c.Visibility < 0 || c.Max < 0 {
 			return invalid("a consume pinned to %d, visibility %v, max %d", c.Pinned, c.Visibility, c.Max)
+		}
+	case OpConsumeBatch:
+		if len(req.Consumes) == 0 || len(req.Consumes) > MaxConsumeBatch {
+			return invalid("a batch of %d consumes (1 to %d)", len(req.Consumes), MaxConsumeBatch)
+		}
+		for i := range req.Consumes {
+			c := &req.Consumes[i]
+			if c.Pinned < -1 || c.Visibility < 0 || c.Max < 0 || c.Budget <= 0 {
+				return invalid("a batch consume pinned to %d, visibility %v, max %d, budget %v", c.Pinned, c.Visibility, c.Max, c.Budget)
+			}
 		}
 	case OpReplay:
 		r := &req.Replay
@@ -515,6 +563,38 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 					r.fail("max %d (at least 2 when present)", c.Max)
 				}
 			}
+		}
+	case OpConsumeBatch:
+		count := int(r.u16("consume batch"))
+		if r.err == nil && (count == 0 || count > MaxConsumeBatch || len(r.b) != count*batchConsumeSize) {
+			r.fail("batch of %d consumes in %d bytes", count, len(r.b))
+		}
+		if r.err != nil {
+			break
+		}
+		req.Consumes = make([]Consume, count)
+		for i := range req.Consumes {
+			p := r.take(batchConsumeSize, "batch consume")
+			c := &req.Consumes[i]
+			c.RequestID = binary.BigEndian.Uint64(p)
+			c.Pinned = int32(binary.BigEndian.Uint32(p[8:]))
+			c.Visibility = time.Duration(binary.BigEndian.Uint64(p[12:]))
+			claim := p[20]
+			c.Max = int32(binary.BigEndian.Uint32(p[21:]))
+			flags := p[25]
+			c.Budget = time.Duration(binary.BigEndian.Uint64(p[26:]))
+			switch {
+			case c.Pinned < -1 || c.Visibility < 0 || c.Max < 1 || c.Budget <= 0:
+				r.fail("a batch consume pinned to %d, visibility %v, max %d, budget %v", c.Pinned, c.Visibility, c.Max, c.Budget)
+			case claim > 1:
+				r.fail("claim byte %d", claim)
+			case flags&^flagRelativeExpiry != 0:
+				r.fail("flags byte %#x", flags)
+			}
+			if r.err != nil {
+				break
+			}
+			c.Claim, c.RelativeExpiry = claim == 1, flags&flagRelativeExpiry != 0
 		}
 	case OpReplay:
 		p := &req.Replay

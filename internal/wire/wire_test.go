@@ -15,7 +15,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -56,6 +56,13 @@ func samples() []wire.Request {
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 10, Pinned: -1, Max: 1, RelativeExpiry: true}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 11, Pinned: 2, Visibility: time.Minute, Claim: true, Max: 1, RelativeExpiry: true}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 12, Pinned: -1, Claim: true, Max: 100, RelativeExpiry: true}},
+		// Version 8's.
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 13, Pinned: -1, Max: 1, Budget: time.Second},
+			{RequestID: 1<<64 - 1, Pinned: 1<<31 - 1, Visibility: time.Minute, Claim: true, Max: 1000, RelativeExpiry: true, Budget: 2 * time.Second},
+			{RequestID: 14, Pinned: 0, Max: 100, RelativeExpiry: true, Budget: 1},
+		}},
+		{Op: wire.OpConsumeBatch, Topic: "", Consumes: []wire.Consume{{RequestID: 15, Pinned: 3, Claim: true, Max: 1, Budget: time.Second}}},
 	}
 }
 
@@ -104,7 +111,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for op := byte(1); op <= 14; op++ {
+	for op := byte(1); op <= wire.OpConsumeBatch; op++ {
 		if !ops[op] {
 			t.Errorf("no sample of op %d", op)
 		}
@@ -342,6 +349,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v6 reads no flags byte after a Max of 1", relative, wire.V6, wire.ErrBadFrame},
 		{"v5 reads no flags byte", relative, wire.V5, wire.ErrBadFrame},
 		{"v3 reads no flags byte", relative, wire.V3, wire.ErrBadFrame},
+		{"v7 knows no ConsumeBatch", samples()[len(samples())-1], wire.V7, wire.ErrUnsupportedOp},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
@@ -350,7 +358,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{15, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{16, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -453,12 +461,104 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"trailing after a pass", frame(wire.OpPass, "t", uint8(0))},
 		{"trailing after a drop", frame(wire.OpDrop, "t", uint8(0))},
 		{"over MaxFrame", frame(wire.OpPass, "t", make([]byte, wire.MaxFrame))},
+		{"consume batch of none", frame(wire.OpConsumeBatch, "t", uint16(0))},
+		{"consume batch over MaxConsumeBatch", frame(wire.OpConsumeBatch, "t", uint16(wire.MaxConsumeBatch+1), bytes.Repeat(member(0, 1, 0, time.Second), wire.MaxConsumeBatch+1))},
+		{"consume batch count over its bytes", frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 0, time.Second))},
+		{"short consume batch member", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0, time.Second)[:33])},
+		{"trailing after a consume batch", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0, time.Second), uint8(0))},
+		{"consume batch member pinned to -2", frame(wire.OpConsumeBatch, "t", uint16(1), uint64(1), int32(-2), int64(0), uint8(0), int32(1), uint8(0), int64(1))},
+		{"consume batch member of a negative visibility", frame(wire.OpConsumeBatch, "t", uint16(1), uint64(1), int32(-1), int64(-1), uint8(0), int32(1), uint8(0), int64(1))},
+		{"consume batch member of claim byte 2", frame(wire.OpConsumeBatch, "t", uint16(1), member(2, 1, 0, time.Second))},
+		{"consume batch member of max 0", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 0, 0, time.Second))},
+		{"consume batch member of a negative max", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, -1, 0, time.Second))},
+		{"consume batch member of flags byte 2", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 2, time.Second))},
+		{"consume batch member of no budget", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0, 0))},
+		{"consume batch member of a negative budget", frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 1, time.Second), member(0, 1, 0, -1))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := wire.DecodeRequest(tc.frame, wire.Newest); !errors.Is(err, wire.ErrBadFrame) {
 				t.Fatalf("%v, want ErrBadFrame", err)
 			}
 		})
+	}
+}
+
+// member lays out one consume of a ConsumeBatch by hand: request id 1, any partition, the
+// topic's visibility, and the fields given.
+func member(claim uint8, max int32, flags uint8, budget time.Duration) []byte {
+	return appendParts(nil, uint64(1), int32(-1), int64(0), claim, max, flags, int64(budget))
+}
+
+// A ConsumeBatch, laid out by hand: every field of every member written, in order.
+func TestConsumeBatchFrame(t *testing.T) {
+	req := wire.Request{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+		{RequestID: 7, Pinned: -1, Budget: time.Second},
+		{RequestID: 8, Pinned: 3, Visibility: time.Minute, Claim: true, Max: 5, RelativeExpiry: true, Budget: 2},
+	}}
+	want := frame(wire.OpConsumeBatch, "orders", uint16(2),
+		uint64(7), int32(-1), int64(0), uint8(0), int32(1), uint8(0), int64(time.Second),
+		uint64(8), int32(3), int64(time.Minute), uint8(1), int32(5), uint8(1), int64(2))
+	if got := mustEncode(t, req); !bytes.Equal(got, want) {
+		t.Fatalf("% x\nwant % x", got, want)
+	}
+	back, err := wire.DecodeRequest(want, wire.V8)
+	req.Consumes[0].Max = 1 // written as at least 1, read as written
+	if err != nil || !reflect.DeepEqual(back, req) {
+		t.Fatalf("%+v, %v", back, err)
+	}
+}
+
+// A ConsumeBatch's reply carries each member's consume reply, in order, each read back by
+// DecodeConsumeReply; a refusal of the whole frame reads as no members and that refusal.
+func TestConsumeBatchReplyRoundTrip(t *testing.T) {
+	members := []*wire.ConsumeReply{sampleConsumeReply(), {Status: wire.StatusUnavailable, Message: "closed"}, {Status: wire.StatusOK}}
+	b := wire.BeginConsumeBatchReply([]byte("prefix"), len(members))
+	for _, m := range members {
+		b = wire.AppendConsumeBatchMember(b, m)
+	}
+	reply, err := wire.DecodeConsumeBatchReply(b[6:], len(members))
+	if err != nil || len(reply.Members) != len(members) || reply.Refusal != (wire.Answer{}) {
+		t.Fatalf("%+v, %v", reply, err)
+	}
+	for i, raw := range reply.Members {
+		back, err := wire.DecodeConsumeReply(raw)
+		if err != nil || !reflect.DeepEqual(&back, members[i]) {
+			t.Fatalf("member %d: %+v, %v; want %+v", i, back, err, members[i])
+		}
+		if i+1 < len(reply.Members) && cap(raw) != len(raw) {
+			t.Fatalf("member %d may be appended to over the next", i)
+		}
+	}
+	refusal := wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 15"}})
+	reply, err = wire.DecodeConsumeBatchReply(refusal, 3)
+	if err != nil || reply.Members != nil || reply.Refusal.Status != wire.StatusUnsupported || reply.Refusal.Message != "op 15" {
+		t.Fatalf("a refusal: %+v, %v", reply, err)
+	}
+}
+
+func TestDecodeConsumeBatchReplyRefuses(t *testing.T) {
+	one := wire.AppendConsumeBatchMember(wire.BeginConsumeBatchReply(nil, 1), &wire.ConsumeReply{})
+	for _, tc := range []struct {
+		name  string
+		reply []byte
+		count int
+	}{
+		{"empty", nil, 1},
+		{"another count", one, 2},
+		{"no count", []byte{0xC6, 0}, 1},
+		{"cut short", one[:len(one)-1], 1},
+		{"trailing data", append(append([]byte(nil), one...), 0), 1},
+		{"a member too short", appendParts([]byte{0xC6}, uint16(1), uint32(3), []byte{0xC5, 0, 0}), 1},
+		{"a member longer than the reply", appendParts([]byte{0xC6}, uint16(1), uint32(100), []byte{0xC5, 0, 0, 0, 0, 0, 0, 0}), 1},
+		{"a member not a consume reply", appendParts([]byte{0xC6}, uint16(1), uint32(8), make([]byte, 8)), 1},
+		{"a count over its bytes", appendParts([]byte{0xC6}, uint16(64), make([]byte, 20)), 64},
+		{"an ack reply of OK", wire.EncodeReply([]wire.Answer{{Status: wire.StatusOK}}), 1},
+		{"an ack reply of two answers", wire.EncodeReply([]wire.Answer{{Status: wire.StatusGone}, {Status: wire.StatusGone}}), 2},
+		{"over MaxFrame", make([]byte, wire.MaxFrame+1), 1},
+	} {
+		if _, err := wire.DecodeConsumeBatchReply(tc.reply, tc.count); !errors.Is(err, wire.ErrBadFrame) {
+			t.Errorf("%s: %v, want ErrBadFrame", tc.name, err)
+		}
 	}
 }
 
@@ -476,6 +576,11 @@ func TestHostileCountsAllocateLittle(t *testing.T) {
 		{"ack reply", appendParts(nil, uint16(wire.MaxAnswers), make([]byte, 11*wire.MaxAnswers-1)), reply},
 		{"consume reply", appendParts([]byte{0}, uint16(0), uint32(0xffffffff), make([]byte, 1000)), consumeReply},
 		{"key length", appendParts([]byte{0}, uint16(0), uint32(1), make([]byte, 49), uint32(0xffffffff), uint32(0)), consumeReply},
+		{"consume batch", frame(wire.OpConsumeBatch, "t", uint16(wire.MaxConsumeBatch), make([]byte, 34*wire.MaxConsumeBatch-1)), request},
+		{"consume batch reply", appendParts([]byte{0xC6}, uint16(wire.MaxConsumeBatch), make([]byte, 12*wire.MaxConsumeBatch-1)), func(b []byte) error {
+			_, err := wire.DecodeConsumeBatchReply(b, wire.MaxConsumeBatch)
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.decode(tc.frame); !errors.Is(err, wire.ErrBadFrame) {
@@ -503,7 +608,12 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		name string
 		req  wire.Request
 	}{
-		{"unknown op", wire.Request{Op: 15}},
+		{"unknown op", wire.Request{Op: 16}},
+		{"consume batch of none", wire.Request{Op: wire.OpConsumeBatch}},
+		{"consume batch over MaxConsumeBatch", wire.Request{Op: wire.OpConsumeBatch, Consumes: make([]wire.Consume, wire.MaxConsumeBatch+1)}},
+		{"consume batch member of no budget", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{Pinned: -1}}}},
+		{"consume batch member of a negative max", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{Pinned: -1, Max: -1, Budget: 1}}}},
+		{"consume batch member pinned to -2", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{Pinned: -2, Budget: 1}}}},
 		{"op 0", wire.Request{}},
 		{"topic over MaxTopic", wire.Request{Op: wire.OpPass, Topic: strings.Repeat("t", wire.MaxTopic+1)}},
 		{"topic over 64 KiB", wire.Request{Op: wire.OpPass, Topic: strings.Repeat("t", 1<<16+1)}},
@@ -546,7 +656,7 @@ func TestVersions(t *testing.T) {
 		wire.OpConsume: wire.V3, wire.OpReplay: wire.V3, wire.OpCancel: wire.V3,
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
-		0: 0, 15: 0, 255: 0,
+		wire.OpConsumeBatch: wire.V8, 0: 0, 16: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -557,7 +667,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V7 {
+	if wire.Newest != wire.V8 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -789,6 +899,49 @@ func FuzzDecodeReply(f *testing.F) {
 			return
 		}
 		if !bytes.Equal(wire.EncodeReply(answers), frame) {
+			t.Fatalf("re-encoded reply differs")
+		}
+	})
+}
+
+// FuzzDecodeConsumeBatchReply: the consume batch reply decoder never panics, refuses with
+// ErrBadFrame, accepts exactly count members or a refusal of the whole frame, and what it
+// accepts, members read back by DecodeConsumeReply, encodes back to the same bytes.
+func FuzzDecodeConsumeBatchReply(f *testing.F) {
+	two := wire.BeginConsumeBatchReply(nil, 2)
+	two = wire.AppendConsumeBatchMember(two, sampleConsumeReply())
+	two = wire.AppendConsumeBatchMember(two, &wire.ConsumeReply{Status: wire.StatusUnavailable, Message: "closed"})
+	f.Add(two, uint8(2))
+	f.Add(wire.AppendConsumeBatchMember(wire.BeginConsumeBatchReply(nil, 1), &wire.ConsumeReply{}), uint8(1))
+	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 15"}}), uint8(3))
+	f.Add([]byte{0xC6, 0, 1, 0, 0, 0, 8, 0xC5, 0, 0, 0, 0, 0, 0, 0}, uint8(1))
+	f.Add([]byte{}, uint8(0))
+	f.Fuzz(func(t *testing.T, frame []byte, count uint8) {
+		reply, err := wire.DecodeConsumeBatchReply(frame, int(count))
+		if err != nil {
+			if !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if reply.Members == nil {
+			if frame[0] == 0xC6 || reply.Refusal.Status == wire.StatusOK {
+				t.Fatalf("a refusal read as %+v", reply)
+			}
+			return
+		}
+		if len(reply.Members) != int(count) {
+			t.Fatalf("%d members for %d consumes", len(reply.Members), count)
+		}
+		again := wire.BeginConsumeBatchReply(nil, len(reply.Members))
+		for _, raw := range reply.Members {
+			member, err := wire.DecodeConsumeReply(raw)
+			if err != nil {
+				return // a member the consume reply decoder refuses: the caller's to answer
+			}
+			again = wire.AppendConsumeBatchMember(again, &member)
+		}
+		if !bytes.Equal(again, frame) {
 			t.Fatalf("re-encoded reply differs")
 		}
 	})

@@ -56,9 +56,37 @@
 // through. A server set up with ConfigureServer accepts both. With
 // TransportConfig.TLSClientConfig, https URLs work too (HTTP/2 or HTTP/1.1 over TLS).
 //
+// # Framed connections
+//
+// With TransportConfig.Framed, the transport keeps one connection to each peer and sends
+// every frame over it, multiplexed, instead of one HTTP request per frame. It opens the
+// connection with an HTTP/1.1 POST to the peer's URL carrying the caller's node header and
+// "Upgrade: narad-frames/1"; the Handler checks it as it checks a frame (the method, the
+// header, Authorize, which sees the request and its r.TLS) and switches the connection
+// (101 Switching Protocols). From then on each call travels behind a header of 13 bytes
+// (length, kind, call id) and is answered by a reply or a refusal carrying its id, in any
+// order; calls in flight at once share the connection, and what queues while a write is in
+// progress leaves in the next one, one system call for many frames. A call whose context ends
+// sends a cancel, which ends the call's context at the handler, as a reset stream does over
+// HTTP/2. A connection with calls in flight from which nothing arrived for 15 s is pinged and
+// closed if the ping brings nothing back within 15 s; an idle one closes after 90 s. A frame
+// over MaxFrame, or anything that is not a frame of the connection (ErrMalformed), closes
+// the connection and fails the calls on it; the next call dials again. https URLs upgrade
+// over TLS (HTTP/1.1 negotiated). The same server and handler serve both ways at once: the
+// handler needs nothing to accept framed connections, and a node chooses by its
+// transport's config.
+//
+// A peer whose handler answers the upgrade with a plain reply (a release before framed
+// connections, or a proxy between the nodes that drops the Upgrade header) is called as
+// without Framed (HTTP/2 cleartext, or HTTP/1.1 with HTTP1) for two minutes, then asked
+// again. The profile that chose this: on loopback, an HTTP/2 round trip costs several times
+// the CPU of a framed one (see BENCHMARKS.md, "Across nodes").
+//
 // # Shutting down
 //
 // Close the node first (its Close waits for the calls in progress and answers later frames
-// with a refusal), then shut the server down (http.Server.Shutdown), then call
-// Transport.CloseIdleConnections to close the connections to the peers.
+// with a refusal), then shut the server down (http.Server.Shutdown, which does not wait
+// for upgraded connections), then close the Handler (Handler.Close ends its framed
+// connections and waits for them), then call Transport.CloseIdleConnections to close the
+// connections to the peers.
 package nodehttp

@@ -20,7 +20,14 @@ import (
 //	413  a body over MaxFrame
 //	500  Serve failed, or its reply is over MaxFrame
 //
-// A Handler is safe for concurrent use; set its fields before it serves.
+// A POST over HTTP/1.1 asking to upgrade (Upgrade: narad-frames/1, what a Transport with
+// Framed sends) that passes the same checks switches its connection to framed calls from that
+// node (101), served until the connection ends or Close (see the package documentation,
+// "Framed connections"); one after Close is refused (503). HTTP/2 has no upgrade: a request
+// over it is served as a frame, whatever its headers.
+//
+// A Handler is safe for concurrent use; set its fields before it serves, and do not copy it
+// once it has.
 type Handler struct {
 	// Serve answers one frame from node from: a router.Node's Serve method. Required.
 	Serve func(ctx context.Context, from string, frame []byte) ([]byte, error)
@@ -29,6 +36,8 @@ type Handler struct {
 	// host's own): an error refuses it with 403, the error's text as the body. The node
 	// takes from as given, so a host whose peers are not all trusted checks it here.
 	Authorize func(r *http.Request, from string) error
+
+	framed framedConns // the connections upgraded to framed calls
 }
 
 // ServeHTTP implements http.Handler.
@@ -57,6 +66,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
+	}
+	if wantsUpgrade(r) {
+		h.upgrade(w, r, from)
+		return
 	}
 	if r.ContentLength > MaxFrame {
 		http.Error(w, fmt.Sprintf("nodehttp: a frame of %d bytes (at most %d)", r.ContentLength, MaxFrame), http.StatusRequestEntityTooLarge)

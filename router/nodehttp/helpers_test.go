@@ -16,12 +16,13 @@ import (
 
 // mode is one way the transport speaks.
 type mode struct {
-	name  string
-	http1 bool
-	proto string // what the server sees
+	name   string
+	http1  bool
+	framed bool   // framed connections, upgraded from HTTP/1.1
+	proto  string // what the server sees
 }
 
-var modes = []mode{{"h2c", false, "HTTP/2.0"}, {"http1", true, "HTTP/1.1"}}
+var modes = []mode{{"h2c", false, false, "HTTP/2.0"}, {"http1", true, false, "HTTP/1.1"}, {"framed", false, true, "HTTP/1.1"}}
 
 // eachMode runs f as a subtest per mode.
 func eachMode(t *testing.T, f func(t *testing.T, m mode)) {
@@ -95,7 +96,7 @@ func (p peers) resolve(node string) (string, bool) {
 // the test ends (before the servers close).
 func newTransport(t *testing.T, m mode, self string, p peers) *nodehttp.Transport {
 	t.Helper()
-	return newTransportWith(t, nodehttp.TransportConfig{Self: self, Resolve: p.resolve, HTTP1: m.http1})
+	return newTransportWith(t, nodehttp.TransportConfig{Self: self, Resolve: p.resolve, HTTP1: m.http1, Framed: m.framed})
 }
 
 func newTransportWith(t testing.TB, cfg nodehttp.TransportConfig) *nodehttp.Transport {
@@ -116,7 +117,7 @@ func echo(_ context.Context, from string, frame []byte) ([]byte, error) {
 func rawClient(t *testing.T, m mode) *http.Client {
 	t.Helper()
 	var p http.Protocols
-	if m.http1 {
+	if m.http1 || m.framed {
 		p.SetHTTP1(true)
 	} else {
 		p.SetUnencryptedHTTP2(true)

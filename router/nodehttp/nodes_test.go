@@ -23,10 +23,11 @@ import (
 // cluster is real router.Nodes on real loopback servers, each calling the others through
 // its nodehttp.Transport.
 type cluster struct {
-	t       *testing.T
-	logs    *routertest.MemLogs
-	nodes   map[string]*router.Node
-	servers map[string]*server
+	t        *testing.T
+	logs     *routertest.MemLogs
+	nodes    map[string]*router.Node
+	servers  map[string]*server
+	handlers map[string]*nodehttp.Handler
 	// frames, when set before the cluster starts, sees every frame a node's handler takes,
 	// before the node serves it.
 	frames func(to, from string, frame []byte)
@@ -37,7 +38,8 @@ type cluster struct {
 // then the transports' idle connections.
 func newCluster(t *testing.T, m mode, owned map[string][]int32, frames func(to, from string, frame []byte)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, logs: &routertest.MemLogs{}, nodes: map[string]*router.Node{}, servers: map[string]*server{}, frames: frames}
+	c := &cluster{t: t, logs: &routertest.MemLogs{}, nodes: map[string]*router.Node{}, servers: map[string]*server{},
+		handlers: map[string]*nodehttp.Handler{}, frames: frames}
 	addrs := peers{}
 	ids := slices.Sorted(maps.Keys(owned))
 	for _, id := range ids {
@@ -69,10 +71,18 @@ func newCluster(t *testing.T, m mode, owned map[string][]int32, frames func(to, 
 			}
 		}
 		mux := http.NewServeMux()
-		mux.Handle("POST /consume/node", &nodehttp.Handler{Serve: serve})
+		c.handlers[id] = &nodehttp.Handler{Serve: serve}
+		mux.Handle("POST /consume/node", c.handlers[id])
 		c.servers[id].start(mux)
 	}
 	return c
+}
+
+// down takes node id's server away, as a host shutting it down does: the server closes,
+// then its handler, which ends the framed connections the server no longer knows of.
+func (c *cluster) down(id string) {
+	c.servers[id].Close()
+	require.NoError(c.t, c.handlers[id].Close())
 }
 
 // produce appends n records to partition p, which owner owns, and tells it.
@@ -114,7 +124,7 @@ func TestForwardedAckOverHTTP(t *testing.T) {
 		assert.NotZero(t, c.servers["a"].requests.Load())
 		assert.True(t, c.servers["a"].sawOnly(m.proto))
 
-		c.servers["a"].Close() // the owner's server goes: nothing listens there any more
+		c.down("a") // the owner's server goes: nothing listens there any more
 		err = b.Ack(ctx, "orders", msgs[3].Receipt.String())
 		assert.ErrorIs(t, err, router.ErrTransport)
 		assert.Equal(t, 502, router.HTTPStatus(err))

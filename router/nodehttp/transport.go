@@ -98,6 +98,14 @@ type TransportConfig struct {
 	// TLSClientConfig, when set, is used for https URLs (HTTP/2 over TLS, or HTTP/1.1 with
 	// HTTP1); http URLs stay cleartext.
 	TLSClientConfig *tls.Config
+	// Framed carries the frames over one connection to each peer, upgraded from HTTP/1.1 at
+	// the peer's Handler (see the package documentation, "Framed connections"), instead of
+	// one HTTP request per frame: the calls in flight to a peer share the connection, each
+	// behind a header of 13 bytes, and what queues while a write is in progress leaves in
+	// the next. A peer whose handler answers the upgrade with a plain reply (a release
+	// before framed connections) is called as without Framed for two minutes, then asked
+	// again.
+	Framed bool
 }
 
 // Transport carries a node's frames to its peers: each frame is the body of one HTTP POST to
@@ -106,7 +114,8 @@ type TransportConfig struct {
 type Transport struct {
 	from    []string // the Header's value
 	resolve func(string) (string, bool)
-	rt      *http.Transport
+	rt      *http.Transport // every call without Framed; with it, those to peers that do not upgrade
+	framed  *framedPool     // nil without Framed
 }
 
 // octetStream is the Content-Type of a long reply (never modified).
@@ -123,11 +132,15 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.MaxConnsPerHost < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, errors.New("nodehttp: a negative pool size")
 	}
-	return &Transport{
+	t := &Transport{
 		from:    []string{url.PathEscape(cfg.Self)},
 		resolve: cfg.Resolve,
 		rt:      newRoundTripper(cfg),
-	}, nil
+	}
+	if cfg.Framed {
+		t.framed = &framedPool{from: t.from[0], dial: (&net.Dialer{}).DialContext, tls: t.rt.TLSClientConfig, timings: defaultFramedTimings}
+	}
+	return t, nil
 }
 
 // newRoundTripper is the HTTP client side of cfg.
@@ -187,6 +200,19 @@ func (t *Transport) Call(ctx context.Context, to string, frame []byte) ([]byte, 
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownNode, to)
 	}
+	if t.framed != nil {
+		reply, plain, err := t.framed.call(ctx, to, target, frame)
+		if !plain {
+			if status, ok := errors.AsType[*StatusError](err); ok {
+				status.Node = to
+				return nil, status
+			}
+			if err != nil {
+				return nil, callError(ctx, to, err)
+			}
+			return reply, nil
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(frame))
 	if err != nil {
 		return nil, fmt.Errorf("nodehttp: call to %s: %w", to, err)
@@ -211,7 +237,12 @@ func (t *Transport) Call(ctx context.Context, to string, frame []byte) ([]byte, 
 // CloseIdleConnections closes the connections no call is using. A host shutting down closes
 // its node first (Close waits for the calls in progress), then calls this; calls made after
 // it open connections again.
-func (t *Transport) CloseIdleConnections() { t.rt.CloseIdleConnections() }
+func (t *Transport) CloseIdleConnections() {
+	t.rt.CloseIdleConnections()
+	if t.framed != nil {
+		t.framed.closeIdle()
+	}
+}
 
 // callError wraps err, a failed call to node to, with ctx's error if ctx ended, so that
 // errors.Is finds context.Canceled or context.DeadlineExceeded whatever net/http said.

@@ -358,13 +358,15 @@ func TestBrokenReplies(t *testing.T) {
 // Many calls at once, to two peers, each answered with its own reply, over a bounded pool.
 // Over HTTP/1.1 a connection carries one call at a time, so the bound shows as the calls a
 // peer serves at once; over HTTP/2 as the connections it accepts (an HTTP/1.1 connection
-// may be closed and replaced under load, an HTTP/2 one is not).
+// may be closed and replaced under load, an HTTP/2 one is not). A framed transport keeps
+// one connection to each peer, whatever the bound: one request (its upgrade) carries every
+// call.
 func TestConcurrentCalls(t *testing.T) {
 	eachMode(t, func(t *testing.T, m mode) {
 		const maxConns = 2
 		type peer struct {
-			srv            *server
-			inFlight, peak atomic.Int64
+			srv                    *server
+			inFlight, peak, served atomic.Int64
 		}
 		p := peers{}
 		var all []*peer
@@ -373,6 +375,7 @@ func TestConcurrentCalls(t *testing.T) {
 			pe.srv = startServer(t, &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
 				n := pe.inFlight.Add(1)
 				defer pe.inFlight.Add(-1)
+				pe.served.Add(1)
 				for peak := pe.peak.Load(); n > peak && !pe.peak.CompareAndSwap(peak, n); peak = pe.peak.Load() {
 				}
 				return echo(ctx, from, frame)
@@ -380,7 +383,7 @@ func TestConcurrentCalls(t *testing.T) {
 			p[id] = pe.srv.URL
 			all = append(all, pe)
 		}
-		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: p.resolve, HTTP1: m.http1, MaxConnsPerHost: maxConns})
+		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: p.resolve, HTTP1: m.http1, Framed: m.framed, MaxConnsPerHost: maxConns})
 		var wg sync.WaitGroup
 		for g := range 16 {
 			wg.Go(func() {
@@ -397,19 +400,26 @@ func TestConcurrentCalls(t *testing.T) {
 		}
 		wg.Wait()
 		for _, pe := range all {
-			assert.Equal(t, int64(16*50/2), pe.srv.requests.Load())
+			assert.Equal(t, int64(16*50/2), pe.served.Load())
 			assert.True(t, pe.srv.sawOnly(m.proto))
-			if m.http1 {
+			switch {
+			case m.framed:
+				assert.Equal(t, int64(1), pe.srv.requests.Load(), "the upgrade alone")
+				assert.Equal(t, int64(1), pe.srv.conns.Load(), "connections")
+			case m.http1:
 				assert.LessOrEqual(t, pe.peak.Load(), int64(maxConns), "calls served at once")
-			} else {
+				assert.Equal(t, int64(16*50/2), pe.srv.requests.Load())
+			default:
 				assert.LessOrEqual(t, pe.srv.conns.Load(), int64(maxConns), "connections")
+				assert.Equal(t, int64(16*50/2), pe.srv.requests.Load())
 			}
 		}
 	})
 }
 
 // With a TLS client configuration, https URLs work: HTTP/2 over TLS by default, HTTP/1.1
-// over TLS with HTTP1; Authorize sees the TLS state.
+// over TLS with HTTP1, and a framed connection upgraded from HTTP/1.1 over TLS with Framed;
+// Authorize sees the TLS state.
 func TestTLS(t *testing.T) {
 	eachMode(t, func(t *testing.T, m mode) {
 		var sawTLS atomic.Bool
@@ -424,7 +434,7 @@ func TestTLS(t *testing.T) {
 		t.Cleanup(srv.Close)
 		roots := srv.Client().Transport.(*http.Transport).TLSClientConfig
 		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: peers{"b": srv.URL}.resolve,
-			HTTP1: m.http1, TLSClientConfig: &tls.Config{RootCAs: roots.RootCAs}})
+			HTTP1: m.http1, Framed: m.framed, TLSClientConfig: &tls.Config{RootCAs: roots.RootCAs}})
 		reply, err := tr.Call(context.Background(), "b", []byte("x"))
 		require.NoError(t, err)
 		assert.Equal(t, "a:x", string(reply))

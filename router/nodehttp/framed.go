@@ -1,0 +1,274 @@
+package nodehttp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Framed connections (see the package documentation, "Framed connections"). Once a
+// connection is upgraded from HTTP/1.1, it carries the node wire's frames both ways, each
+// behind a header of the connection's own:
+//
+//	length   u32   the bytes after this field: 9 plus the payload's
+//	kind     u8    call, reply, refusal, cancel, ping or pong
+//	id       u64   the call's (the caller numbers its calls), or a ping's
+//	payload        a call's request frame, a reply's frame, a refusal's status (u16) and
+//	               text (at most maxStatusText bytes); nothing for the others
+//
+// A caller sends calls, cancels and pings; the handler answers each call with a reply or a
+// refusal carrying its id, in any order, and each ping with a pong. A cancel says the caller
+// gave up on a call: the call's context ends at the handler, and its answer is not sent.
+
+// Upgrade is the protocol a Transport with Framed asks a Handler to switch its connection
+// to, in the request's Upgrade header.
+const Upgrade = "narad-frames/1"
+
+// The kinds of what crosses a framed connection.
+const (
+	kindCall    byte = 1
+	kindReply   byte = 2
+	kindRefusal byte = 3
+	kindCancel  byte = 4
+	kindPing    byte = 5
+	kindPong    byte = 6
+)
+
+// framedHeaderSize is the bytes before a payload: length, kind, id.
+const framedHeaderSize = 4 + 1 + 8
+
+// framedChunk is the most a frame read allocates before its bytes arrive: a longer one
+// grows its buffer as they do, so a declared length costs nothing it was not sent.
+const framedChunk = 64 << 10
+
+// maxBacklog bounds the bytes a framed connection holds for its writer: a call that would
+// pass it fails at once rather than queue behind a peer that does not read.
+const maxBacklog = 2 * MaxFrame
+
+// writeStall is how long a framed connection's write may block before the peer is taken to
+// have stopped reading and the connection is closed.
+const writeStall = 15 * time.Second
+
+// ErrMalformed is a framed connection whose peer sent something that is not a frame of the
+// connection (a length below the header's, an unknown kind, a kind that does not go that
+// way, a payload a kind does not have): the connection is closed, and the calls on it fail.
+var ErrMalformed = errors.New("nodehttp: malformed data on a framed connection")
+
+// framed is one frame of a framed connection.
+type framed struct {
+	kind    byte
+	id      uint64
+	payload []byte
+}
+
+// appendFramed appends the frame of kind and id carrying payload to b.
+func appendFramed(b []byte, kind byte, id uint64, payload []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(framedHeaderSize-4+len(payload)))
+	b = append(b, kind)
+	b = binary.BigEndian.AppendUint64(b, id)
+	return append(b, payload...)
+}
+
+// appendRefusal appends the refusal of call id with HTTP status code and text (cut to
+// maxStatusText bytes).
+func appendRefusal(b []byte, id uint64, code int, text string) []byte {
+	text = text[:min(len(text), maxStatusText)]
+	b = binary.BigEndian.AppendUint32(b, uint32(framedHeaderSize-4+2+len(text)))
+	b = append(b, kindRefusal)
+	b = binary.BigEndian.AppendUint64(b, id)
+	b = binary.BigEndian.AppendUint16(b, uint16(code))
+	return append(b, text...)
+}
+
+// refusalOf reads a refusal's payload.
+func refusalOf(payload []byte) (code int, text string) {
+	return int(binary.BigEndian.Uint16(payload)), string(payload[2:])
+}
+
+// readFramed reads the next frame from r, which a caller reads from (replies, refusals and
+// pongs) or a handler does (calls, cancels, pings), as toCaller says. A clean end between
+// frames is io.EOF, an end inside one io.ErrUnexpectedEOF; a length over MaxFrame plus the
+// header is ErrFrameTooLarge and anything else that is not a frame going that way is
+// ErrMalformed, read no further. hdr is the caller's scratch for the header.
+func readFramed(r io.Reader, hdr *[framedHeaderSize]byte, toCaller bool) (framed, error) {
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return framed{}, err
+	}
+	length := binary.BigEndian.Uint32(hdr[0:4])
+	if length < framedHeaderSize-4 {
+		return framed{}, fmt.Errorf("%w: a length of %d", ErrMalformed, length)
+	}
+	size := int64(length) - (framedHeaderSize - 4)
+	if size > MaxFrame {
+		return framed{}, fmt.Errorf("a frame of %d bytes (at most %d): %w", size, MaxFrame, ErrFrameTooLarge)
+	}
+	f := framed{kind: hdr[4], id: binary.BigEndian.Uint64(hdr[5:])}
+	switch {
+	case !toCaller && f.kind == kindCall, toCaller && f.kind == kindReply:
+	case !toCaller && (f.kind == kindCancel || f.kind == kindPing), toCaller && f.kind == kindPong:
+		if size != 0 {
+			return framed{}, fmt.Errorf("%w: a %s carrying %d bytes", ErrMalformed, kindName(f.kind), size)
+		}
+	case toCaller && f.kind == kindRefusal:
+		if size < 2 || size > 2+maxStatusText {
+			return framed{}, fmt.Errorf("%w: a refusal of %d bytes", ErrMalformed, size)
+		}
+	default:
+		return framed{}, fmt.Errorf("%w: a frame of kind %d", ErrMalformed, f.kind)
+	}
+	payload, err := readN(r, int(size))
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return framed{}, err
+	}
+	f.payload = payload
+	return f, nil
+}
+
+// readN reads exactly n bytes from r, allocating framedChunk at first and more only as
+// bytes arrive.
+func readN(r io.Reader, n int) ([]byte, error) {
+	if n <= framedChunk {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, framedChunk)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf[:cap(buf)], make([]byte, min(cap(buf), n-len(buf)))...)[:len(buf)]
+		}
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+func kindName(kind byte) string {
+	switch kind {
+	case kindCall:
+		return "call"
+	case kindReply:
+		return "reply"
+	case kindRefusal:
+		return "refusal"
+	case kindCancel:
+		return "cancel"
+	case kindPing:
+		return "ping"
+	case kindPong:
+		return "pong"
+	}
+	return fmt.Sprintf("kind %d", kind)
+}
+
+// frameWriter writes the frames of one framed connection from a goroutine of its own, so
+// that nobody who queues a frame waits for the network: what queues while it writes leaves
+// in its next write, one system call for however many frames, and a write blocked for
+// writeStall (a peer that stopped reading) closes the connection.
+type frameWriter struct {
+	conn net.Conn
+
+	mu      sync.Mutex
+	out     []byte // the frames queued, in order
+	spare   []byte // the buffer of the last write, for the next queue
+	err     error  // the connection failed: nothing is queued any more
+	wake    chan struct{}
+	stopped chan struct{} // closed when the goroutine returned
+}
+
+func newFrameWriter(conn net.Conn) *frameWriter {
+	w := &frameWriter{conn: conn, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// queue appends to the frames queued what add appends, and reports the connection's error
+// if it failed (nothing is queued then) or the backlog is full.
+func (w *frameWriter) queue(add func([]byte) []byte) error {
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if len(w.out) > maxBacklog {
+		w.mu.Unlock()
+		return fmt.Errorf("nodehttp: %d bytes queued for the connection already", len(w.out))
+	}
+	first := len(w.out) == 0
+	w.out = add(w.out)
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// stop fails the writer with err (the first error wins) and closes the connection; it
+// returns once the goroutine returned.
+func (w *frameWriter) stop(err error) {
+	w.fail(err)
+	<-w.stopped
+}
+
+// fail records err and closes the connection, which ends a write in progress.
+func (w *frameWriter) fail(err error) {
+	w.mu.Lock()
+	first := w.err == nil
+	if first {
+		w.err = err
+		w.out = nil
+	}
+	w.mu.Unlock()
+	if first {
+		w.conn.Close()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *frameWriter) run() {
+	defer close(w.stopped)
+	for range w.wake {
+		for {
+			w.mu.Lock()
+			if w.err != nil {
+				w.mu.Unlock()
+				return
+			}
+			out := w.out
+			if len(out) == 0 {
+				w.mu.Unlock()
+				break
+			}
+			w.out = w.spare[:0]
+			w.mu.Unlock()
+			w.conn.SetWriteDeadline(time.Now().Add(writeStall))
+			if _, err := w.conn.Write(out); err != nil {
+				w.fail(fmt.Errorf("nodehttp: writing to the connection: %w", err))
+				return
+			}
+			if cap(out) > framedChunk {
+				out = nil // not kept: a frame that big is rare
+			}
+			w.mu.Lock()
+			w.spare = out[:0]
+			w.mu.Unlock()
+		}
+	}
+}
