@@ -260,8 +260,30 @@ func (n *Node) serveDrop(from, topic string) {
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
 // all back.
 func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Consume) []byte {
-	reply := n.consumeReply(ctx, from, topic, c, ResponseLimit)
+	s := getConsumeScratch()
+	defer s.release()
+	reply := n.consumeReply(ctx, s, from, topic, c, ResponseLimit)
 	return wire.AppendConsumeReply(nil, &reply)
+}
+
+// consumeScratch is what serving one consume works with: the records scanned and their
+// deliveries, which reference the log's bytes and live only until the reply is encoded.
+// Pooled, so that an owner's per-record cost is the encoding alone.
+type consumeScratch struct {
+	msgs       []Message
+	deliveries []wire.Delivery
+}
+
+var consumeScratchPool = sync.Pool{New: func() any { return new(consumeScratch) }}
+
+func getConsumeScratch() *consumeScratch { return consumeScratchPool.Get().(*consumeScratch) }
+
+// release drops the scratch's references to the log's bytes and pools it.
+func (s *consumeScratch) release() {
+	clear(s.msgs[:cap(s.msgs)])
+	clear(s.deliveries[:cap(s.deliveries)])
+	s.msgs, s.deliveries = s.msgs[:0], s.deliveries[:0]
+	consumeScratchPool.Put(s)
 }
 
 // serveConsumeBatch answers a ConsumeBatch of another node: each member as serveConsume
@@ -271,6 +293,8 @@ func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Cons
 // its requester no longer waits for it.
 func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, members []wire.Consume, start time.Time) []byte {
 	b := wire.BeginConsumeBatchReply(make([]byte, 0, 256*len(members)), len(members))
+	s := getConsumeScratch()
+	defer s.release()
 	used := 0
 	for i := range members {
 		c := &members[i]
@@ -281,7 +305,7 @@ func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, member
 		case i > 0 && n.clock.Now().Sub(start) >= c.Budget:
 			reply = refusalReply(fmt.Errorf("%w: the requester gave up: not served", ErrUnavailable))
 		default:
-			reply = n.consumeReply(ctx, from, topic, *c, ResponseLimit-used)
+			reply = n.consumeReply(ctx, s, from, topic, *c, ResponseLimit-used)
 		}
 		before := len(b)
 		b = wire.AppendConsumeBatchMember(b, &reply)
@@ -292,7 +316,7 @@ func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, member
 
 // consumeReply is serveConsume's reply, its encoded records bounded at limit (the first is
 // always carried).
-func (n *Node) consumeReply(ctx context.Context, from, topic string, c wire.Consume, limit int) wire.ConsumeReply {
+func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic string, c wire.Consume, limit int) wire.ConsumeReply {
 	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), RemoteBatch), visibility: c.Visibility}
 	if req.pinned < 0 {
 		req.pinned = -1
@@ -302,7 +326,8 @@ func (n *Node) consumeReply(ctx context.Context, from, topic string, c wire.Cons
 	if c.Visibility < 0 || c.Visibility > MaxVisibility {
 		err = ErrInvalidArgument
 	} else {
-		msgs, err = n.scan(req, nil)
+		msgs, err = n.scan(req, s.msgs[:0])
+		s.msgs = msgs[:0]
 	}
 	n.stats.remote.served.Add(1)
 	if c.Claim {
@@ -315,7 +340,8 @@ func (n *Node) consumeReply(ctx context.Context, from, topic string, c wire.Cons
 	if c.RelativeExpiry {
 		relativeTo = n.clock.Now()
 	}
-	reply := boundedReply(msgs, relativeTo, limit)
+	reply := boundedReply(msgs, relativeTo, limit, s.deliveries[:0])
+	s.deliveries = reply.Deliveries[:0]
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once
 		msgs = msgs[:kept]
@@ -368,7 +394,7 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 	if len(msgs) == 0 && err != nil {
 		return consumeRefusal(err)
 	}
-	reply := boundedReply(msgs, time.Time{}, ResponseLimit) // a replay holds no leases: what is cut is only not sent
+	reply := boundedReply(msgs, time.Time{}, ResponseLimit, nil) // a replay holds no leases: what is cut is only not sent
 	return wire.AppendConsumeReply(nil, &reply)
 }
 
@@ -386,9 +412,10 @@ func refusalReply(err error) wire.ConsumeReply {
 
 // boundedReply carries msgs in order until the next would take the reply past limit bytes
 // of encoded records (the first is always carried); the caller deals with the rest. With
-// relativeTo set, each lease's expiry goes as its time left from then.
-func boundedReply(msgs []Message, relativeTo time.Time, limit int) wire.ConsumeReply {
-	reply := wire.ConsumeReply{Deliveries: make([]wire.Delivery, 0, len(msgs))}
+// relativeTo set, each lease's expiry goes as its time left from then. The deliveries are
+// appended to into.
+func boundedReply(msgs []Message, relativeTo time.Time, limit int, into []wire.Delivery) wire.ConsumeReply {
+	reply := wire.ConsumeReply{Deliveries: slices.Grow(into[:0], len(msgs))}
 	size := 0
 	for i := range msgs {
 		d := deliveryOf(&msgs[i], relativeTo)

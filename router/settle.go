@@ -225,8 +225,10 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 				chunk := indexes[:min(len(indexes), maxBatch)]
 				indexes = indexes[len(chunk):]
 				batch := make([]*queuedAck, len(chunk))
+				blocks := make([]queuedAck, len(chunk)) // one allocation for the chunk
 				for j, i := range chunk {
-					batch[j] = &queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline, values: ctx}
+					blocks[j] = queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline, values: ctx}
+					batch[j] = &blocks[j]
 				}
 				answers := make([]wire.Answer, len(chunk))
 				n.call(l, now, batch, answers)
