@@ -3,10 +3,21 @@ package router
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/offsets"
+)
+
+// The HTTP statuses HTTPStatus answers, as net/http names them. Spelled out here so that a
+// host that serves no HTTP does not link net/http (and crypto/tls) through this package.
+const (
+	statusOK                  = 200
+	statusNoContent           = 204
+	statusBadRequest          = 400
+	statusGone                = 410
+	statusInternalServerError = 500
+	statusBadGateway          = 502
+	statusServiceUnavailable  = 503
 )
 
 // HTTPStatus maps what a node call returned to the HTTP status the protocol answers with, for a
@@ -28,22 +39,22 @@ import (
 func HTTPStatus(err error) int {
 	switch {
 	case err == nil:
-		return http.StatusNoContent
+		return statusNoContent
 	case errors.Is(err, ErrHostContract): // whatever else it wraps: the host's fault
-		return http.StatusInternalServerError
+		return statusInternalServerError
 	case errors.Is(err, inflight.ErrGone): // ErrAlreadySettled too
-		return http.StatusGone
+		return statusGone
 	case errors.Is(err, ErrTransport):
-		return http.StatusBadGateway
+		return statusBadGateway
 	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
-		return http.StatusBadRequest
+		return statusBadRequest
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal), errors.Is(err, ErrUnavailable),
 		errors.Is(err, ErrMoved),
 		errors.Is(err, offsets.ErrShardGone), errors.Is(err, offsets.ErrStranded), errors.Is(err, offsets.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable
+		return statusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return statusInternalServerError
 }
 
 // ConsumeStatus is HTTPStatus for the result of Consume: 200 with records, 204 when it
@@ -53,7 +64,7 @@ func ConsumeStatus(msgs []Message, err error) int {
 	case err != nil:
 		return HTTPStatus(err)
 	case len(msgs) == 0:
-		return http.StatusNoContent
+		return statusNoContent
 	}
-	return http.StatusOK
+	return statusOK
 }

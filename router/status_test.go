@@ -26,6 +26,7 @@ func TestHTTPStatus(t *testing.T) {
 		{router.ErrClosed, 503},
 		{router.ErrLogClosed, 503},
 		{router.ErrNotLocal, 503},
+		{router.ErrTransport, 502},
 		{context.Canceled, 503},
 		{errors.New("host exploded"), 500},
 	} {
