@@ -35,18 +35,22 @@ var (
 	ErrInvalidArgument = errors.New("router: invalid argument")
 )
 
-// PurgeInterval was the cadence of a periodic sweep for expired leases.
-//
-// Deprecated: the purger wakes at the earliest lease expiry or nack delay end only, and not
-// at all while there is none; nothing uses this value.
-const PurgeInterval = time.Second
-
 // purgeResolution is the finest the purger resolves a deadline: a lease expiry or the end
 // of a nack delay on a partition nobody touches is acted on within this much of it.
 const purgeResolution = 10 * time.Millisecond
 
-// TopicConfig is a topic's consume settings: visibility timeout and caps, enforced per
-// partition. The zero value means the defaults (30 s, 1024, 1024).
+// TopicConfig is a topic's consume settings, enforced per partition; the zero value of each
+// field means its default. Its fields (each documented at inflight.Config):
+//
+//   - VisibilityTimeout: how long a lease lasts unless extended (30 s);
+//   - MaxInFlight: the most live leases a partition holds (1,024);
+//   - MaxAckedAheadRuns: the runs of acked offsets a partition parks above its oldest
+//     unsettled one before it hands out only that one (1,000);
+//   - MaxAckedAhead: the same cap counted in offsets (2^20);
+//   - MaxDeliveries: the deliveries after which an unsettled record is quarantined
+//     (unlimited);
+//   - Backoff: the delay before a record whose lease lapsed is delivered again (none);
+//   - MaxExtension, MaxLeaseLifetime: caps on one Extend and on a lease's whole life (none).
 type TopicConfig = inflight.Config
 
 // Config is what a host supplies to build a node. Logs, Routes and Dir are required; every
