@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/offsets"
 )
 
@@ -174,7 +175,7 @@ func lastUnsyncedWrite(ops []memfs.Op) string {
 // minutes; CI sweeps all four without it).
 func TestCrashSweep(t *testing.T) {
 	seeds := 4
-	if raceDetector {
+	if testflags.Race {
 		seeds = 1
 	}
 	if v, err := strconv.Atoi(os.Getenv("OFFSETS_SWEEP_SEEDS")); err == nil && v > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/router"
 )
 
@@ -72,7 +73,7 @@ func TestConsumeAppendReusesDst(t *testing.T) {
 		}
 		phase(false)
 		fresh, reused := phase(false), phase(true)
-		if !raceDetector {
+		if !testflags.Race {
 			assert.Equal(t, fresh-1, reused, "%v allocations per batch into a new slice", fresh)
 		}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/offsets"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -107,7 +108,7 @@ func TestFreshPartitionsCrashWindow(t *testing.T) {
 		n = v
 	}
 	grace := time.Second // the scenario: the process dies a second after its last ack
-	if raceDetector {
+	if testflags.Race {
 		// The race detector makes the child's file work 5 to 10 times slower, beside the
 		// other packages' tests: the same claim, scaled to that.
 		grace = 5 * time.Second

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -111,7 +112,7 @@ func (h *churnHost) Get(topic string, _ int32) (router.Log, error) {
 // detector) leave the heap as it was and no directory.
 func TestTopicChurnLeavesNothing(t *testing.T) {
 	n := 100_000
-	if testing.Short() || raceDetector {
+	if testing.Short() || testflags.Race {
 		n = 10_000
 	}
 	host := &churnHost{}

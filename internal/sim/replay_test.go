@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"narad.dev/consume/internal/sim"
+	"narad.dev/consume/internal/testflags"
 )
 
 // A seed replays: two runs of it take the same course (their fingerprints, a hash of every
@@ -12,7 +13,7 @@ import (
 // test reports how many seeds replayed exactly.
 func TestSeedsReplay(t *testing.T) {
 	n := uint64(100)
-	if sim.Race {
+	if testflags.Race {
 		n = 30
 	}
 	same := 0

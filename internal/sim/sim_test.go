@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"narad.dev/consume/internal/sim"
+	"narad.dev/consume/internal/testflags"
 )
 
 var (
@@ -29,7 +30,7 @@ func seeds(t *testing.T) int {
 		}
 		return n
 	}
-	if sim.Race {
+	if testflags.Race {
 		return 200
 	}
 	return 2000
@@ -360,7 +361,7 @@ func TestStoreSeeds(t *testing.T) {
 			t.Fatalf("SIM_STORE_SEEDS=%q: want a positive count", v)
 		}
 	}
-	if sim.Race {
+	if testflags.Race {
 		n = min(n, 20)
 	}
 	var moves, failovers int
@@ -394,7 +395,7 @@ func TestDegradeSeeds(t *testing.T) {
 			t.Fatalf("SIM_DEGRADE_SEEDS=%q: want a positive count", v)
 		}
 	}
-	if sim.Race {
+	if testflags.Race {
 		n = min(n, 10)
 	}
 	var faults sim.Faults

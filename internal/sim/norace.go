@@ -1,6 +1,0 @@
-//go:build !race
-
-package sim
-
-// Race reports whether the race detector is on: the tests run fewer seeds under it.
-const Race = false
