@@ -416,7 +416,8 @@
 // since the last tick takes no lock: the map is a sync.Map and the mark an atomic flag, set
 // and cleared under markMu; the tick clears a mark before it asks the Source, so a mark seen
 // set is one whose change the tick has yet to snapshot, and Forget moves a mark it finds to
-// the partition's fresh state. Source is called only by the tick. An atomic counter numbers the Source's snapshots for the Durable waits, and a
+// the partition's fresh state (a sharded RWMutex would not do: its RLock still writes a
+// shared reader count, which a hot partition's acks would contend on). Source is called only by the tick. An atomic counter numbers the Source's snapshots for the Durable waits, and a
 // per-partition atomic count of waiters lets the tick decide a writeout without markMu. A
 // steady tick allocates nothing. Time enters only as Tick's now and Run's Clock; Durable is
 // purely event-driven inside a tick.

@@ -8,7 +8,9 @@ import "sync/atomic"
 // inside the fence (a forwarding goroutine, a shard load) therefore starts before Close goes
 // on to stop the node's goroutines and write out its state, never after.
 //
-// A call costs two atomic adds; there is no lock and no allocation.
+// A call costs two atomic adds; there is no lock and no allocation. The counter is one word
+// shared by every call, not striped: the fence was 1.5% of the CPU of single-record consumes
+// and acks from 64 goroutines on two cores, less than striping could win back.
 type callFence struct {
 	// state is the number of calls inside, plus fenceClosed once Close began.
 	state atomic.Int64

@@ -80,7 +80,7 @@
 // connections, or a proxy between the nodes that drops the Upgrade header) is called as
 // without Framed (HTTP/2 cleartext, or HTTP/1.1 with HTTP1) for two minutes, then asked
 // again. The profile that chose this: on loopback, an HTTP/2 round trip costs several times
-// the CPU of a framed one (see BENCHMARKS.md, "Across nodes").
+// the CPU of a framed one (see BENCHMARKS.md, "The node wire and its transports").
 //
 // # Shutting down
 //

@@ -174,7 +174,8 @@ func kindName(kind byte) string {
 // frameWriter writes the frames of one framed connection from a goroutine of its own, so
 // that nobody who queues a frame waits for the network: what queues while it writes leaves
 // in its next write, one system call for however many frames, and a write blocked for
-// writeStall (a peer that stopped reading) closes the connection.
+// writeStall (a peer that stopped reading) closes the connection. A caller writing its own
+// frame instead of waking the writer was tried and measured: no cheaper per call.
 type frameWriter struct {
 	conn net.Conn
 
