@@ -12,7 +12,7 @@ import (
 // HTTPStatus maps what a node call returned to the HTTP status the protocol answers with, for a
 // host that serves the consume path over HTTP:
 //
-//   - 204: an ack, extend or nack that took effect (a bare 204, no body); a consume that
+//   - 204: an ack, extend, nack or reject that took effect (a bare 204, no body); a consume that
 //     found nothing (see ConsumeStatus, which answers 200 for a consume with records);
 //   - 400: a request the node refuses as malformed: a bad receipt handle, a bad argument,
 //     an unknown topic;
@@ -23,6 +23,8 @@ import (
 //     is not served here, its owner is unavailable, a durable ack could not be made durable, or the request's context
 //     ended first;
 //   - 502: a forwarded ack whose owner sent no reply (ErrTransport);
+//   - 501: a settle the owner of its partition runs a release too old to apply (a reject
+//     to an owner before the node wire's version 10: ErrUnsupportedOp, not applied);
 //   - 500: anything else (a host error resolving a log, say), and ErrHostContract whatever
 //     it wraps.
 func HTTPStatus(err error) int {
@@ -35,6 +37,10 @@ func HTTPStatus(err error) int {
 		return http.StatusGone
 	case errors.Is(err, ErrTransport):
 		return http.StatusBadGateway
+	case errors.Is(err, ErrUnsupportedOp) && !errors.Is(err, ErrInvalidArgument):
+		// A settle the owner's release cannot apply (a reject before version 10); a frame
+		// refused as unknown is a bad request (ErrInvalidArgument), as ever.
+		return http.StatusNotImplemented
 	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal), errors.Is(err, ErrUnavailable),
