@@ -384,4 +384,3 @@ func TestServeRefusesRejectBelowV10(t *testing.T) {
 		require.NoError(t, node.Close())
 	}
 }
-
