@@ -184,7 +184,9 @@
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
 // ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
-// ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400), ErrTopicDropped (with
+// ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400),
+// ErrUnsupportedOp (501 alone: a Reject whose owner runs a release before the node wire's
+// version 10, not applied), ErrTopicDropped (with
 // ErrUnknownTopic: a call whose topic was deleted while it ran), and from AckDurable and Persist ErrShardGone and
 // ErrStranded. ErrHostContract (500) is an answer of the host's seams that their contract
 // rules out. The names a host needs from the packages the node is built of (Handle,
