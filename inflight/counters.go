@@ -10,12 +10,13 @@ type Counters struct {
 	Extended       atomic.Uint64 // extends that re-armed a lease
 	Nacked         atomic.Uint64 // nacks that released a lease
 	GivenBack      atomic.Uint64 // reservations given back unread (closed log, cancel race)
-	Gone           atomic.Uint64 // ack, extend or nack answered ErrGone
-	AlreadySettled atomic.Uint64 // ack, extend or nack answered ErrAlreadySettled
+	Gone           atomic.Uint64 // ack, extend, nack or reject answered ErrGone
+	AlreadySettled atomic.Uint64 // ack, extend, nack or reject answered ErrAlreadySettled
 	Expired        atomic.Uint64 // leases released by expiry
 	CorruptSkipped atomic.Uint64 // offsets skipped as permanently unreadable
 	RetentionJumps atomic.Uint64 // frontier jumps to the oldest retained offset
-	Quarantined    atomic.Uint64 // records set aside after MaxDeliveries attempts
+	Quarantined    atomic.Uint64 // records set aside after MaxDeliveries attempts or by a reject
+	Rejected       atomic.Uint64 // rejects that quarantined a lease (counted in Quarantined too)
 	Requeued       atomic.Uint64 // quarantined records brought back for delivery
 	// AckedAheadStalls counts the episodes in which a partition's acked-ahead set stood at
 	// its cap, so that only the frontier hole was handed out (see Hooks.AckedAheadStall).
@@ -25,7 +26,7 @@ type Counters struct {
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
 	Delivered, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
-	CorruptSkipped, RetentionJumps, Quarantined, Requeued, AckedAheadStalls uint64
+	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, AckedAheadStalls uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
@@ -43,6 +44,7 @@ func (c *Counters) Load() CounterValues {
 		CorruptSkipped:   c.CorruptSkipped.Load(),
 		RetentionJumps:   c.RetentionJumps.Load(),
 		Quarantined:      c.Quarantined.Load(),
+		Rejected:         c.Rejected.Load(),
 		Requeued:         c.Requeued.Load(),
 		AckedAheadStalls: c.AckedAheadStalls.Load(),
 	}

@@ -52,7 +52,7 @@
 //	case log closed:       shard.GiveBack(now, lease.Handle) // transient, not a gap
 //	}
 //	// ... the consumer processes the record, then:
-//	err = shard.Ack(now, handle) // or Extend, or Nack; ErrGone is the 410
+//	err = shard.Ack(now, handle) // or Extend, Nack, or Reject; ErrGone is the 410
 //
 // A Tracker keeps the shards of a node by topic name and partition, creates them lazily from
 // persisted state, and drops them (a partition move, a deleted topic) behind a create fence.
@@ -62,7 +62,8 @@
 // A topic's Config can bound what one record that never succeeds costs:
 // MaxDeliveries quarantines it after that many deliveries (the frontier passes over it; the
 // quarantine is persisted, reported through Hooks.Quarantine, and Requeue brings a record
-// back), Backoff delays redelivery after an expiry or a nack without a delay of its own, and
+// back; Reject quarantines a record at once, on the consumer's word that it will never
+// succeed), Backoff delays redelivery after an expiry or a nack without a delay of its own, and
 // MaxExtension and MaxLeaseLifetime bound how long a stuck consumer can hold a record. Every
 // lease says which attempt it is, why it is delivered (Reason) and carries a fencing token.
 //

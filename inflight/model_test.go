@@ -44,6 +44,7 @@ type model struct {
 	corruptAt   map[int64]bool // the log's permanently unreadable offsets
 	closed      bool           // the log answers every read with ErrLogClosed
 	quarantines int            // quarantine events so far
+	rejects     int            // rejects that quarantined a lease so far
 	capped      bool           // the last choice found the acked-ahead cap reached
 	stalls      int            // episodes at the acked-ahead cap so far
 }
@@ -123,9 +124,7 @@ func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay tim
 	o := m.at(off)
 	o.nonce, o.reason = 0, reason
 	if m.cfg.MaxDeliveries > 0 && int(o.attempts) >= m.cfg.MaxDeliveries {
-		o.state, o.below = quarantined, false
-		m.quarantines++
-		m.advance()
+		m.quarantine(off)
 		return
 	}
 	if delay <= 0 {
@@ -136,6 +135,21 @@ func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay tim
 		return
 	}
 	o.state = free
+}
+
+// quarantine sets off aside, whatever it was: the frontier may pass it now.
+func (m *model) quarantine(off int64) {
+	o := m.at(off)
+	o.nonce = 0
+	o.state, o.below = quarantined, false
+	m.quarantines++
+	m.advance()
+}
+
+// reject quarantines a live lease at once, whatever its attempts and MaxDeliveries.
+func (m *model) reject(off int64) {
+	m.rejects++
+	m.quarantine(off)
 }
 
 func (m *model) purge(now time.Time) {
@@ -477,6 +491,18 @@ func (sm *shardMachine) nack(t *rapid.T) {
 	}
 }
 
+func (sm *shardMachine) reject(t *rapid.T) {
+	h := sm.handle(t)
+	sm.m.purge(sm.now)
+	want := sm.m.live(h)
+	if err := sm.s.Reject(sm.now, h); !errors.Is(err, want) {
+		t.Fatalf("Reject(%v): got %v, want %v", h, err, want)
+	}
+	if want == nil {
+		sm.m.reject(h.Offset)
+	}
+}
+
 func (sm *shardMachine) requeue(t *rapid.T) {
 	quarantine := sm.s.Quarantined()
 	off := rapid.Int64Range(0, sm.m.hwm).Draw(t, "offset")
@@ -541,7 +567,7 @@ func (sm *shardMachine) move(t *rapid.T) {
 	old := sm.s
 	old.HandOff(sm.now, &st)
 	seed := [32]byte{byte(rapid.IntRange(0, 255).Draw(t, "seed")), 1}
-	sm.s = NewShard("model", 0, Options{Config: sm.m.cfg, Seed: seed, Hooks: old.hooks}, st)
+	sm.s = NewShard("model", 0, Options{Config: sm.m.cfg, Seed: seed, Hooks: old.hooks, Counters: old.counters}, st)
 	sm.m.capped = false
 	for _, h := range sm.held {
 		if _, err := old.Extend(sm.now, h, 0); !errors.Is(err, ErrMoved) {
@@ -586,6 +612,9 @@ func (sm *shardMachine) check(t *rapid.T) {
 	}
 	if sm.quarantined != sm.m.quarantines {
 		t.Fatalf("Quarantine hook called %d times, want %d", sm.quarantined, sm.m.quarantines)
+	}
+	if got := sm.s.counters.Rejected.Load(); got != uint64(sm.m.rejects) {
+		t.Fatalf("Rejected counted %d, want %d", got, sm.m.rejects)
 	}
 	if sm.stalls != sm.m.stalls {
 		t.Fatalf("AckedAheadStall hook called %d times, want %d episodes", sm.stalls, sm.m.stalls)
@@ -632,6 +661,7 @@ func TestShardAgainstModel(t *testing.T) {
 			"ack":          sm.ack,
 			"extend":       sm.extend,
 			"nack":         sm.nack,
+			"reject":       sm.reject,
 			"requeue":      sm.requeue,
 			"purge":        sm.purge,
 			"retention":    sm.retention,

@@ -207,3 +207,97 @@ func TestPoisonRecordHoldsTheFrontierBoundedly(t *testing.T) {
 		}
 	})
 }
+
+// A reject quarantines its record at once, whatever its attempts and MaxDeliveries (none at
+// all included): the frontier passes it, the hook reports it once, the quarantine persists,
+// and Requeue brings it back. A handle that names no live lease changes nothing.
+func TestReject(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		maxDeliveries int
+		firstOffset   int64 // the rejected record: the frontier hole, or above it
+	}{
+		{"no delivery limit, at the frontier hole", 0, 0},
+		{"no delivery limit, above the hole", 0, 1},
+		{"first of five deliveries", 5, 0},
+		{"first of five deliveries, above the hole", 5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reported []Attempt
+			hooks := Hooks{Quarantine: func(_ string, _ int32, off int64, n uint32) {
+				reported = append(reported, Attempt{Offset: off, Count: n})
+			}}
+			s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: tc.maxDeliveries}, Hooks: hooks}, State{Frontier: -1})
+			now := epoch
+			first := reserve(t, s, now, 3)
+			second := reserve(t, s, now, 3)
+			rejected, other := first, second
+			if tc.firstOffset == 1 {
+				rejected, other = second, first
+			}
+			require.NoError(t, s.Reject(now, rejected.Handle))
+			assert.Equal(t, []Attempt{{Offset: rejected.Offset, Count: 1}}, reported, "told once, with its one attempt")
+			assert.Equal(t, []int64{rejected.Offset}, s.Quarantined())
+			c := s.counters.Load()
+			assert.Equal(t, uint64(1), c.Rejected)
+			assert.Equal(t, uint64(1), c.Quarantined, "counted as a quarantine too")
+			assert.Equal(t, 1, s.Stats().Leased, "the other lease is untouched")
+
+			// Every later settle of the rejected handle finds the offset settled, and changes nothing.
+			assert.ErrorIs(t, s.Reject(now, rejected.Handle), ErrAlreadySettled)
+			assert.ErrorIs(t, s.Ack(now, rejected.Handle), ErrAlreadySettled)
+			assert.ErrorIs(t, s.Nack(now, rejected.Handle, 0), ErrAlreadySettled)
+			assert.Len(t, reported, 1)
+			assert.Equal(t, uint64(1), s.counters.Load().Rejected)
+
+			// The frontier passes the rejected record once everything below it is settled.
+			require.NoError(t, s.Ack(now, other.Handle))
+			assert.Equal(t, int64(1), s.Stats().Frontier)
+			third := reserve(t, s, now, 3)
+			assert.Equal(t, int64(2), third.Offset, "not delivered again")
+
+			var snap State
+			s.Snapshot(&snap)
+			assert.Equal(t, []int64{rejected.Offset}, snap.Quarantined, "persisted as a quarantine")
+			s.Restore(snap)
+			assert.Equal(t, []int64{rejected.Offset}, s.Quarantined(), "the quarantine survives a restart")
+
+			assert.True(t, s.Requeue(now, rejected.Offset))
+			again := reserve(t, s, now, 3)
+			assert.Equal(t, rejected.Offset, again.Offset, "Requeue brings it back")
+			assert.Equal(t, ReasonRequeued, again.Reason)
+			assert.Equal(t, uint32(1), again.Attempt)
+			require.NoError(t, s.Reject(now, again.Handle), "a requeued record can be rejected again")
+			assert.Equal(t, []int64{rejected.Offset}, s.Quarantined())
+			assert.Len(t, reported, 2)
+		})
+	}
+}
+
+// A reject with a handle that names no live lease answers as an ack would and changes
+// nothing: an expired lease, one leased again since, a forged nonce, another partition.
+func TestRejectStaleHandle(t *testing.T) {
+	var reported int
+	hooks := Hooks{Quarantine: func(string, int32, int64, uint32) { reported++ }}
+	s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt}, Hooks: hooks}, State{Frontier: -1})
+	old := reserve(t, s, epoch, 2)
+	now := old.Expiry // it expired
+	for _, tc := range []struct {
+		name string
+		h    Handle
+	}{
+		{"expired", old.Handle},
+		{"forged nonce", Handle{Offset: old.Offset, Nonce: old.Nonce + 1}},
+		{"another partition", Handle{Partition: 1, Offset: old.Offset, Nonce: old.Nonce}},
+		{"never leased", Handle{Offset: 1, Nonce: 7}},
+	} {
+		assert.ErrorIs(t, s.Reject(now, tc.h), ErrGone, tc.name)
+	}
+	current := reserve(t, s, now, 2)
+	assert.Equal(t, old.Offset, current.Offset)
+	assert.ErrorIs(t, s.Reject(now, old.Handle), ErrGone, "superseded by a new lease")
+	assert.Zero(t, reported)
+	assert.Empty(t, s.Quarantined())
+	assert.Equal(t, uint64(0), s.counters.Load().Rejected)
+	require.NoError(t, s.Ack(now, current.Handle), "the new lease is untouched")
+}

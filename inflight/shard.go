@@ -124,7 +124,8 @@ type Hooks struct {
 	// one call per snapshot rather than one per ack.
 	Dirty func(topic string, partition int32)
 	// Quarantine reports an offset set aside after its attempts reached the topic's
-	// MaxDeliveries: a host copies the record to a dead-letter topic here, say.
+	// MaxDeliveries, or rejected (Reject): a host copies the record to a dead-letter topic
+	// here, say.
 	Quarantine func(topic string, partition int32, offset int64, attempts uint32)
 	// Deadline reports that a lease expiry or the end of a nack delay was set for at, so a
 	// purger sleeping past it can wake in time.
@@ -206,7 +207,7 @@ type Shard struct {
 	// with the runs (the holes below acked offsets), not with the offsets acked.
 	ahead   runSet
 	corrupt map[int64]struct{}
-	// quarantine holds the offsets set aside after MaxDeliveries attempts (false), and the
+	// quarantine holds the offsets set aside after MaxDeliveries attempts or a reject (false), and the
 	// requeued ones at or below the frontier waiting for delivery again (true). Quarantined
 	// offsets count as settled for the frontier; unlike the other sets, entries stay below
 	// the frontier, since they are persisted until requeued.
@@ -841,6 +842,17 @@ func (s *Shard) giveBackLocked(off int64, p pending, fx *effects) {
 	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 }
 
+// Reject settles the lease h names as failed for good, as Kafka share groups' REJECT and
+// JetStream's TERM do: the record is quarantined at once, whatever its attempts and the
+// topic's MaxDeliveries, exactly as one that reached MaxDeliveries is (the frontier passes
+// over it, the quarantine is persisted and reported through Hooks.Quarantine, and Requeue
+// brings it back). A handle that names no live lease gets ErrGone or ErrAlreadySettled, as
+// for Ack, and changes nothing.
+func (s *Shard) Reject(now time.Time, h Handle) error {
+	_, err := s.settle(now, h, opReject, 0)
+	return err
+}
+
 // SkipCorrupt settles the lease h names as a permanently unreadable record: the offset goes
 // into the corrupt-skip set (memory only; the next incarnation finds it again by reading)
 // and the frontier advances over it as over an acked offset.
@@ -858,6 +870,7 @@ const (
 	opNack
 	opGiveBack
 	opSkipCorrupt
+	opReject
 )
 
 // settle applies op to the live lease h names, after the purge every touch does, and reports
@@ -889,6 +902,10 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 	case op == opSkipCorrupt:
 		s.counters.CorruptSkipped.Add(1)
 		s.resolveLocked(h.Offset, true, &fx)
+	case op == opReject:
+		s.counters.Rejected.Add(1)
+		s.leased--
+		s.quarantineLocked(h.Offset, p.attempts, &fx)
 	}
 	s.mu.Unlock()
 	s.report(&fx)

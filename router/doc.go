@@ -104,7 +104,7 @@
 // # Forwarded acks
 //
 // With Config.Transport set, every settle (Ack, AckAsync, AckBatch, AckDurable, Extend, Nack,
-// Release) whose partition another node owns (as Routes says) goes to that node, whose host
+// Release, Reject) whose partition another node owns (as Routes says) goes to that node, whose host
 // hands the frame to its Serve; the owner answers each record as the single op would have,
 // a durable ack once it is on the owner's disk. The call carries the caller's context values
 // but not its cancellation. A handle whose owner Routes does not name answers ErrUnavailable
@@ -124,7 +124,9 @@
 // is a ContextTransport (it promises to return once its context ends), which is called from
 // the goroutine that waits for the reply. A peer's refusal is recognised by its status in the reply alone:
 // an owner that refuses AckBatch as an unknown op gets the batch again as single ops, and
-// only single ops for the next two minutes. Node.AckBatch sends a client's remote handles to
+// only single ops for the next two minutes; an owner on a release before the node wire's
+// version 10 gets no Reject for two minutes, which answers ErrUnsupportedOp (501), unapplied:
+// a reject has no older form, and no nack or ack stands in for it. Node.AckBatch sends a client's remote handles to
 // their owners at once, one AckBatch per 64 handles, the owners in parallel. The frames are
 // described in docs/protocol.md, "Forwarded acks and the node wire".
 //
@@ -172,7 +174,8 @@
 // Work runs a handler per record for in-process consumers (extending leases while handlers
 // run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
 // group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
-// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Stats
+// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Reject
+// quarantines a record at once, on its consumer's word that it will never succeed; Stats
 // returns the counters, which package router/metrics exports for Prometheus and expvar;
 // PartitionStatus and TopicStatus say how far behind a partition is and whether it is
 // drained; HTTPStatus maps errors to HTTP statuses.
@@ -181,7 +184,9 @@
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
 // ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
-// ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400), ErrTopicDropped (with
+// ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400),
+// ErrUnsupportedOp (501 alone: a Reject whose owner runs a release before the node wire's
+// version 10, not applied), ErrTopicDropped (with
 // ErrUnknownTopic: a call whose topic was deleted while it ran), and from AckDurable and Persist ErrShardGone and
 // ErrStranded. ErrHostContract (500) is an answer of the host's seams that their contract
 // rules out. The names a host needs from the packages the node is built of (Handle,

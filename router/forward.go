@@ -104,7 +104,10 @@ type lane struct {
 	// Consume's relative expiry: the older forms until then (Unix nanoseconds; atomic, since
 	// every forwarded ack reads it).
 	olderSettlesUntil atomic.Int64
-	noRelativeUntil   time.Time
+	// The owner refused the version 10 reject: rejects to it are not sent until then (Unix
+	// nanoseconds; atomic, as olderSettlesUntil).
+	noRejectUntil   atomic.Int64
+	noRelativeUntil time.Time
 	// slow: a consume's RPC to the owner ran out of its budget, and no reply of its came
 	// back since; recheckAt is when it is asked again in the background (see answering).
 	slow      bool
@@ -568,40 +571,63 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wi
 // know); 502 for all of them when no reply came back by the youngest one's deadline; 503 for
 // an ack whose budget was spent before it left, which is not sent; 400 for acks the frame
 // cannot carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining
-// budget. An owner that refuses the version 7 settles (an older release) is remembered for
-// olderPeerMemory, and the frame goes again at once in the older form (see wireAs), on what
-// is left of its budgets.
+// budget. An owner that refuses the version 7 settles or the version 10 reject (an older
+// release) is remembered for olderPeerMemory, and the frame goes again at once in the form
+// that owner reads (see wireAs), on what is left of its budgets: at most twice, since each
+// refusal lowers the form.
 func (n *Node) rpc(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) (refused bool) {
-	newer := n.wireVersion >= wire.V7 && now.UnixNano() >= l.olderSettlesUntil.Load()
-	refused, older := n.rpcAs(l.owner, now, batch, answers, newer)
-	if older {
+	form := n.settleForm(l, now)
+	refused, older := n.rpcAs(l.owner, now, batch, answers, form)
+	for older != 0 {
 		now = n.clock.Now()
-		l.olderSettlesUntil.Store(now.Add(olderPeerMemory).UnixNano())
-		refused, _ = n.rpcAs(l.owner, now, batch, answers, false)
+		until := now.Add(olderPeerMemory).UnixNano()
+		if older >= wire.V10 {
+			l.noRejectUntil.Store(until)
+			form = min(form, wire.V9)
+		} else {
+			l.olderSettlesUntil.Store(until)
+			form = min(form, wire.V6)
+		}
+		refused, older = n.rpcAs(l.owner, now, batch, answers, form)
 	}
 	return refused
 }
 
-// rpcAs is rpc's one RPC, its records in the version 7 form (newer) or the older one. older
-// reports that the owner refused the frame for a version 7 op it carried: an older release.
+// settleForm is the version whose settles go to the owner of l at now: this node's, less
+// what the owner refused within the last olderPeerMemory (the version 10 reject, the
+// version 7 settles).
+func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
+	at := now.UnixNano()
+	switch {
+	case at < l.olderSettlesUntil.Load():
+		return min(n.wireVersion, wire.V6)
+	case at < l.noRejectUntil.Load():
+		return min(n.wireVersion, wire.V9)
+	}
+	return n.wireVersion
+}
+
+// rpcAs is rpc's one RPC, its records in the form of version form (see wireAs). older is the
+// version of the newest op the frame carried when the owner refused the frame for it, a
+// version 7 or later op it does not know (an older release), and zero otherwise.
 // An ExtendLeft's answer comes back converted to an expiry on this node's clock: the time
 // left at the owner, counted from now, before the frame left, so a lease never looks longer
 // here than it is there.
-func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer, newer bool) (refused, older bool) {
+func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer, form wire.Version) (refused bool, older wire.Version) {
 	if len(batch) == 1 { // a lone ack, most often: nothing to sort out, nothing on the heap
 		q := batch[0]
 		if !now.Before(q.deadline) {
 			answers[0] = spentBeforeSent
-			return false, false
+			return false, 0
 		}
-		r, ok := q.rec.wireAs(newer)
-		if !ok {
-			answers[0] = notDurableThere
-			return false, false
+		r, unsent := q.rec.wireAs(form)
+		if unsent != nil {
+			answers[0] = *unsent
+			return false, 0
 		}
 		records := [1]wire.Record{r}
 		status := n.exchangeRecords(q.values, owner, q.topic, records[:], q.deadline, answers)
-		return settled(now, records[:], answers, status, newer)
+		return settled(now, records[:], answers, status)
 	}
 	scratch := rpcPool.Get().(*rpcScratch)
 	defer rpcPool.Put(scratch)
@@ -612,9 +638,9 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []
 			answers[i] = spentBeforeSent
 			continue
 		}
-		r, ok := q.rec.wireAs(newer)
-		if !ok {
-			answers[i] = notDurableThere
+		r, unsent := q.rec.wireAs(form)
+		if unsent != nil {
+			answers[i] = *unsent
 			continue
 		}
 		live = append(live, i)
@@ -626,17 +652,17 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []
 	}
 	switch len(live) {
 	case 0:
-		return false, false
+		return false, 0
 	case 1: // it leaves as a single op, whose RPC is its budget
 		records[0].Budget = 0
 	case len(batch):
 		status := n.exchangeRecords(batch[0].values, owner, batch[0].topic, records, deadline, answers)
-		return settled(now, records, answers, status, newer)
+		return settled(now, records, answers, status)
 	}
 	got := scratch.answers[:len(live)]
 	q := batch[live[0]]
 	status := n.exchangeRecords(q.values, owner, q.topic, records, deadline, got)
-	refused, older = settled(now, records, got, status, newer)
+	refused, older = settled(now, records, got, status)
 	for j, i := range live {
 		answers[i] = got[j]
 	}
@@ -645,19 +671,20 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []
 }
 
 // settled reads the answers to records sent at now, given the frame's refusal status (zero
-// when each record was answered): whether the owner refused the op (refused) or a version 7
-// op it does not know (older), and each ExtendLeft's time left made an expiry here.
-func settled(now time.Time, records []wire.Record, answers []wire.Answer, status byte, newer bool) (refused, older bool) {
-	if newer && status != 0 {
-		// A single op of version 7 refused as unknown, or a batch carrying one refused as
-		// malformed: what a release before version 7 answers.
+// when each record was answered): whether the owner refused the op (refused), or the version
+// of the newest op the records carry when the owner refused them for an op of version 7 or
+// later it does not know (older), and each ExtendLeft's time left made an expiry here.
+func settled(now time.Time, records []wire.Record, answers []wire.Answer, status byte) (refused bool, older wire.Version) {
+	if status != 0 {
+		// A single op of version 7 or later refused as unknown, or a batch carrying one
+		// refused as malformed: what an older release answers. A batch's refusal does not say
+		// which op it is for: the newest is taken out first.
+		newest := wire.Version(0)
 		for i := range records {
-			if wire.Since(records[i].Op) >= wire.V7 {
-				if (len(records) == 1 && status == wire.StatusUnsupported) || (len(records) > 1 && status == wire.StatusBadRequest) {
-					return false, true
-				}
-				break
-			}
+			newest = max(newest, wire.Since(records[i].Op))
+		}
+		if newest >= wire.V7 && ((len(records) == 1 && status == wire.StatusUnsupported) || (len(records) > 1 && status == wire.StatusBadRequest)) {
+			return false, newest
 		}
 	}
 	for i := range records {
@@ -665,12 +692,17 @@ func settled(now time.Time, records []wire.Record, answers []wire.Answer, status
 			a.Expiry = now.Add(time.Duration(a.Expiry)).UnixNano()
 		}
 	}
-	return status == wire.StatusUnsupported, false
+	return status == wire.StatusUnsupported, 0
 }
 
 // notDurableThere answers a durable ack for an owner on a release before version 7, which
 // would apply it without waiting for its disk: it is not sent.
 var notDurableThere = wire.Answer{Status: wire.StatusUnavailable, Message: "the owner runs a release that cannot make an ack durable: not applied"}
+
+// noRejectThere answers a reject for an owner on a release before version 10 (or from a node
+// pinned below it), which knows no reject: it is not sent, and no other settle stands in for
+// it (a nack would deliver the record again, an ack would lose it).
+var noRejectThere = wire.Answer{Status: statusUnsupportedThere, Message: "the owner runs a release before node wire version 10, which cannot reject: not applied"}
 
 // spentBeforeSent answers an ack whose budget ran out before it could leave.
 var spentBeforeSent = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}
@@ -816,7 +848,7 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 		return refusal(status, err.Error()), nil
 	}
 	switch req.Op {
-	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpAckBatch:
+	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpAckBatch:
 		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
 	}
 	if !n.fence.enter() {
@@ -957,6 +989,8 @@ func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireR
 		return shard.Extend(now, r.handle, r.arg)
 	case opNack:
 		return time.Time{}, shard.Nack(now, r.handle, r.arg)
+	case opReject:
+		return time.Time{}, shard.Reject(now, r.handle)
 	case opRelease:
 		err := shard.GiveBack(now, r.handle)
 		if err == nil {

@@ -93,18 +93,19 @@ type Config struct {
 	// negative. AckAsync's acks share RPCs below it too (see Node.AckAsync).
 	AckWindow int
 	// WireVersion is the newest node-wire version this node speaks and accepts; zero means
-	// the newest (8). A host upgrading a cluster in place pins new nodes to the version of
+	// the newest (10). A host upgrading a cluster in place pins new nodes to the version of
 	// the oldest until all run the new release (as a broker's inter-node protocol version is
 	// pinned), and tests use it to play older releases. Version 1 is single acks, extends and
 	// nacks; 2 adds AckBatch (the releases before this field speak 2); 3 to 6 add the frames
-	// of cross-node consumption, 7 the settles that carry no clock, 8 ConsumeBatch (see
-	// docs/protocol.md, "Forwarded acks and the node wire").
+	// of cross-node consumption, 7 the settles that carry no clock, 8 ConsumeBatch, 9 is
+	// reserved, 10 Reject (see docs/protocol.md, "Forwarded acks and the node wire").
 	// A node refuses a frame newer than its version as an older release does, and at
 	// version 1 sends no AckBatch.
 	WireVersion uint8
 	// OnQuarantine is told of each record set aside after reaching its topic's
-	// MaxDeliveries (to copy it to a dead-letter topic, say); it runs on the goroutine that
-	// ended the record's last lease, with no lock held. Nil: the quarantine is only logged.
+	// MaxDeliveries, or rejected (Node.Reject, here or forwarded here), to copy it to a
+	// dead-letter topic, say; it runs on the goroutine that ended the record's last lease,
+	// with no lock held. Nil: the quarantine is only logged.
 	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
 	// HoldTimeout is how long this node, as an owner, holds a record back for the claim of
 	// a node it told about it; a claim that never comes lapses then, and the record goes
@@ -351,7 +352,7 @@ func New(cfg Config) (*Node, error) {
 			Deadline:        n.deadlineSet,
 			AckedAheadStall: n.logAckedAheadStall,
 			Quarantine: func(topic string, partition int32, offset int64, attempts uint32) {
-				n.logger.Warn("consume: record quarantined after too many deliveries; Requeue brings it back",
+				n.logger.Warn("consume: record quarantined (rejected, or after too many deliveries); Requeue brings it back",
 					"topic", topic, "partition", partition, "offset", offset, "attempts", attempts)
 				if cfg.OnQuarantine != nil {
 					n.tellQuarantine(cfg.OnQuarantine, topic, partition, offset, attempts)

@@ -27,6 +27,8 @@ func FuzzServe(f *testing.F) {
 	for _, req := range []wire.Request{
 		{Op: wire.OpAck, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: wire.Handle{Offset: 1, Nonce: 2}}}},
 		{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpNack, Budget: time.Second}, {Op: wire.OpExtend, Arg: time.Second, Budget: time.Second}}},
+		{Op: wire.OpReject, Topic: "orders", Records: []wire.Record{{Op: wire.OpReject, Handle: wire.Handle{Offset: 1, Nonce: 2}}}},
+		{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpReject, Budget: time.Second}, {Op: wire.OpAck, Handle: wire.Handle{Offset: 2, Nonce: 3}, Budget: time.Second}}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1, Claim: true, Max: 5}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 2, Pinned: 0}},
 		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 3}},

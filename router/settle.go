@@ -123,6 +123,23 @@ func (n *Node) Release(ctx context.Context, topic, handle string) error {
 	return err
 }
 
+// Reject settles the delivery a handle names as failed for good, as Kafka share groups'
+// REJECT and JetStream's TERM do: the record is quarantined at once, whatever its attempts
+// and the topic's MaxDeliveries, exactly as a record that reached MaxDeliveries is. It is
+// listed by Quarantined, counted in Stats (Shards.Quarantined, and Shards.Rejected), passed
+// by the frontier, persisted, and Config.OnQuarantine is told (on the partition's owner);
+// Requeue brings it back. For a consumer that knows a record will never succeed (it cannot
+// be parsed, say), so that it costs no further deliveries.
+//
+// A reject of a partition another node owns is forwarded to it. An owner on a release before
+// the node wire's version 10 (or a node pinned below it, Config.WireVersion) knows no
+// reject: it is not applied, and answers ErrUnsupportedOp (a 501); no nack or ack stands in
+// for it. Errors otherwise as for Ack.
+func (n *Node) Reject(ctx context.Context, topic, handle string) error {
+	_, err := n.settle(ctx, topic, handle, opReject, 0)
+	return err
+}
+
 // AckBatch acks several handles of one topic and answers each on its own, in order, with
 // what Ack would have answered. Handles of partitions this node owns are applied here, those
 // of one partition together under one lock of its shard; the others are grouped by owner,

@@ -16,6 +16,7 @@ const (
 	statusBadRequest          = 400
 	statusGone                = 410
 	statusInternalServerError = 500
+	statusNotImplemented      = 501
 	statusBadGateway          = 502
 	statusServiceUnavailable  = 503
 )
@@ -23,7 +24,7 @@ const (
 // HTTPStatus maps what a node call returned to the HTTP status the protocol answers with, for a
 // host that serves the consume path over HTTP:
 //
-//   - 204: an ack, extend or nack that took effect (a bare 204, no body); a consume that
+//   - 204: an ack, extend, nack or reject that took effect (a bare 204, no body); a consume that
 //     found nothing (see ConsumeStatus, which answers 200 for a consume with records);
 //   - 400: a request the node refuses as malformed: a bad receipt handle, a bad argument,
 //     an unknown topic;
@@ -34,6 +35,8 @@ const (
 //     is not served here, its owner is unavailable, a durable ack could not be made durable, or the request's context
 //     ended first;
 //   - 502: a forwarded ack whose owner sent no reply (ErrTransport);
+//   - 501: a settle the owner of its partition runs a release too old to apply (a reject
+//     to an owner before the node wire's version 10: ErrUnsupportedOp, not applied);
 //   - 500: anything else (a host error resolving a log, say), and ErrHostContract whatever
 //     it wraps.
 func HTTPStatus(err error) int {
@@ -46,6 +49,10 @@ func HTTPStatus(err error) int {
 		return statusGone
 	case errors.Is(err, ErrTransport):
 		return statusBadGateway
+	case errors.Is(err, ErrUnsupportedOp) && !errors.Is(err, ErrInvalidArgument):
+		// A settle the owner's release cannot apply (a reject before version 10); a frame
+		// refused as unknown is a bad request (ErrInvalidArgument), as ever.
+		return statusNotImplemented
 	case errors.Is(err, inflight.ErrMalformedHandle), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnknownTopic):
 		return statusBadRequest
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrLogClosed), errors.Is(err, ErrNotLocal), errors.Is(err, ErrUnavailable),

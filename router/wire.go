@@ -17,7 +17,10 @@ import (
 
 // Errors of the node wire, the codec's own values, so that errors.Is holds with either name.
 var (
-	// ErrUnsupportedOp is what a peer's refusal of an op it does not know decodes to.
+	// ErrUnsupportedOp is what a peer's refusal of an op it does not know decodes to, and
+	// what a settle answers when the owner of its partition runs a release that cannot
+	// apply it (Reject, to an owner before the node wire's version 10): not applied, and no
+	// other settle stands in for it.
 	ErrUnsupportedOp = wire.ErrUnsupportedOp
 	// ErrBadFrame is what decoding a malformed frame returns.
 	ErrBadFrame = wire.ErrBadFrame
@@ -32,17 +35,24 @@ const (
 	opNack       = wire.OpNack
 	opRelease    = wire.OpRelease
 	opAckDurable = wire.OpAckDurable
+	opReject     = wire.OpReject
 	maxBatch     = wire.MaxBatch
 )
 
-// statusTransport never travels: the requester's own mark for "no reply came back" (a 502).
-const statusTransport byte = 255
+// The requester's own statuses, which never travel: statusTransport marks "no reply came
+// back" (a 502), statusUnsupportedThere a record not sent since the owner's release cannot
+// apply it (ErrUnsupportedOp, a 501).
+const (
+	statusTransport        byte = 255
+	statusUnsupportedThere byte = 254
+)
 
 // A frame carries a topic of at most MaxTopicLength bytes: this fails to compile if the two
 // limits part.
 const _ = uint(MaxTopicLength-wire.MaxTopic) + uint(wire.MaxTopic-MaxTopicLength)
 
-// wireRecord is one ack, extend or nack as a node applies or forwards it.
+// wireRecord is one settle (an ack, extend, nack, release, durable ack or reject) as a node
+// applies or forwards it.
 type wireRecord struct {
 	op     byte
 	handle inflight.Handle
@@ -54,23 +64,27 @@ func (r *wireRecord) wire() wire.Record {
 	return wire.Record{Op: r.op, Handle: wire.Handle(r.handle), Arg: r.arg, Budget: r.budget}
 }
 
-// wireAs is the record as it goes to an owner that speaks the version 7 settles (newer) or
-// not. To one that does, an extend goes as ExtendLeft, answered with a duration: no clock
-// crosses the wire. To one that does not, a release goes as a nack with no delay (which
-// counts as an attempt there: the older release has no other way to give a lease back),
-// and a durable ack cannot go at all (ok false): nothing there would wait for the disk.
-func (r *wireRecord) wireAs(newer bool) (w wire.Record, ok bool) {
+// wireAs is the record as it goes to an owner whose settles are those of version form, or
+// the answer it gets unsent (unsent not nil) when that owner cannot apply it. To one of
+// version 7 or later, an extend goes as ExtendLeft, answered with a duration: no clock
+// crosses the wire. To an older one, a release goes as a nack with no delay (which counts as
+// an attempt there: the older release has no other way to give a lease back), and a durable
+// ack cannot go at all: nothing there would wait for the disk. A reject goes only to an owner
+// of version 10 or later: there is no older form of it.
+func (r *wireRecord) wireAs(form wire.Version) (w wire.Record, unsent *wire.Answer) {
 	w = r.wire()
 	switch {
-	case newer && r.op == opExtend:
+	case r.op == opReject && form < wire.V10:
+		return w, &noRejectThere
+	case form >= wire.V7 && r.op == opExtend:
 		w.Op = wire.OpExtendLeft
-	case newer:
+	case form >= wire.V7:
 	case r.op == opRelease:
 		w.Op, w.Arg = opNack, 0
 	case r.op == opAckDurable:
-		return w, false
+		return w, &notDurableThere
 	}
-	return w, true
+	return w, nil
 }
 
 func recordOf(r *wire.Record) wireRecord {
@@ -143,6 +157,8 @@ func errorOf(a wire.Answer) error {
 		return fmt.Errorf("%w: %s", ErrUnavailable, a.Message)
 	case statusTransport:
 		return fmt.Errorf("%w: %s", ErrTransport, a.Message)
+	case statusUnsupportedThere:
+		return fmt.Errorf("%w: %s", ErrUnsupportedOp, a.Message)
 	}
 	return fmt.Errorf("%w: %s", ErrRemote, a.Message)
 }

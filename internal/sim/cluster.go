@@ -238,6 +238,7 @@ func (s *sim) setup() {
 	s.maxTrip = rtt/2 + jitter
 	s.drawSkew()
 	s.drawMaxDeliveries()
+	s.planRejects()
 
 	s.report.Nodes, s.report.Owners, s.report.Gateways, s.report.Parts = n, owners, n-owners, parts
 	s.report.Liveness = s.liveness
@@ -320,7 +321,7 @@ func (s *sim) start(nd *node) {
 	}
 	start := time.Now()
 	e := &epoch{nd: nd, n: len(nd.epochs), start: start}
-	if s.topicCfg.MaxDeliveries > 0 {
+	if s.topicCfg.MaxDeliveries > 0 || s.rejects != nil {
 		cfg.OnQuarantine = func(t string, p int32, off int64, attempts uint32) { s.quarantined(e, t, p, off, attempts) }
 	}
 	if s.store != nil {
@@ -417,8 +418,11 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 			}
 		}
 		sent := frame // as the requester sent it: a planted bug may bend what arrives
-		if s.opts.Plant == PlantReleaseAsNack {
-			frame = releaseAsNack(frame)
+		switch s.opts.Plant {
+		case PlantReleaseAsNack:
+			frame = rewriteOp(frame, wire.OpRelease)
+		case PlantRejectAsNack:
+			frame = rewriteOp(frame, wire.OpReject)
 		}
 		s.arrived(e, from, frame)
 		arrived := time.Now()
@@ -580,7 +584,7 @@ func (s *sim) fault(from, to string, frame []byte) routertest.Fault {
 	}
 	settles := false
 	switch op {
-	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpAckBatch:
+	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpReject, wire.OpAckBatch:
 		settles = true
 	}
 	if fate == routertest.Duplicate && settles {

@@ -53,7 +53,7 @@
 //
 // The faults behind graceful degradation, each a class on in some runs and drawn from a
 // stream of its own as well (Options.OldSchedule turns them all off, Options.Hangs, Skew,
-// Liar and MaxDeliveries on):
+// Liar, MaxDeliveries and Rejects on):
 //
 //   - hung nodes (hang.go): for a while every frame sent to a node is lost on its way
 //     (routertest.DropRequest: its caller learns nothing until its budget ends), while the
@@ -74,6 +74,13 @@
 //   - MaxDeliveries (quarantine.go): the topic sets TopicConfig.MaxDeliveries to 1, 2 or 3,
 //     each process reports its quarantines through Config.OnQuarantine, and consumers
 //     release leases through any node (forwarded, a release must not count an attempt).
+//   - rejects (reject.go): about one settle in six is a reject (Node.Reject) through any
+//     node. The checker takes a reject answered success as a settle for good, as an ack:
+//     the record is not lost, and is not delivered again unless a crash window or a disk
+//     fault of its owner explains it; its quarantine, told through Config.OnQuarantine, is
+//     not an early one under MaxDeliveries. A reject answered ErrUnsupportedOp must come
+//     from a path with a node before the node wire's version 10 on it, and change nothing
+//     (the lease stays live: a nack in its place breaks one live holder).
 //
 // They heal with the other faults (the lying peer passing every notification from then on
 // and forging nothing more).

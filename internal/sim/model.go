@@ -110,6 +110,7 @@ type record struct {
 	grants        map[router.Handle]*grant
 	quarantined   bool
 	quarantinedAt time.Time
+	rejectState   // reject.go
 }
 
 func valueOf(k key) string { return fmt.Sprintf("i%d-p%d-o%d", k.inc, k.p, k.off) }
@@ -412,9 +413,16 @@ const (
 	opNack
 	opExtend
 	opRelease
+	opReject
 )
 
-func (o settleOp) String() string { return [...]string{"ack", "nack", "extend", "release"}[o] }
+func (o settleOp) String() string {
+	return [...]string{"ack", "nack", "extend", "release", "reject"}[o]
+}
+
+// forGood reports whether op settles a record for good: an ack, or a reject (which
+// quarantines it).
+func (o settleOp) forGood() bool { return o == opAck || o == opReject }
 
 // settled checks the answer err to a settle op of lease l through node via, sent at start
 // and answered at end (an extend's new expiry is expiry, its argument d), and applies it to
@@ -471,6 +479,15 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			s.report.CarriedSettles++
 		}
 		switch op {
+		case opReject:
+			// Quarantined for good: as far as the checks go, an ack (reject.go).
+			s.report.Rejected++
+			if !local {
+				s.report.ForwardedRejects++
+			}
+			r.maybeRejected = true
+			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
+			l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
 		case opAck:
 			s.report.Acked++
 			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
@@ -496,6 +513,8 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 				s.failKind(KindSettleAnswer, "%s by %v answered a new expiry of %v, outside [%v, %v]", what, d, s.since(expiry), s.since(start.Add(d)), s.since(end.Add(d)))
 			}
 		}
+	case op == opReject && errors.Is(err, router.ErrUnsupportedOp):
+		s.rejectRefusedLocked(what, via, owner) // nothing changed: the lease lives on
 	case errors.Is(err, router.ErrTransport), errors.Is(err, router.ErrUnavailable):
 		if !pathFaulty || local {
 			s.failKind(KindSettleAnswer, "%s answered %v on a healthy path", what, err)
@@ -503,6 +522,10 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		}
 		if errors.Is(err, router.ErrTransport) && !forged { // it may have been applied
 			switch op {
+			case opReject:
+				r.maybeRejected = true
+				r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
+				l.endMin = earliest(l.endMin, start)
 			case opAck:
 				s.report.AckedMaybe++
 				r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
@@ -516,16 +539,24 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 				l.endMax = later(l.endMax, end.Add(d+s.maxTrip))
 			}
 		}
-	case live && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || (op == opNack || op == opRelease) && errors.Is(err, router.ErrGone)):
+	case live && dup && (op.forGood() && errors.Is(err, router.ErrAlreadySettled) || (op == opNack || op == opRelease) && errors.Is(err, router.ErrGone)):
 		// The copy settled the live lease; this frame came second.
+		if op == opReject {
+			r.maybeRejected = true
+			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
+		}
 		if op == opAck {
 			s.report.Acked++
 			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
 			r.everAcked = true
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
-	case !dead && dup && (op == opAck && errors.Is(err, router.ErrAlreadySettled) || (op == opNack || op == opRelease) && errors.Is(err, router.ErrGone)):
+	case !dead && dup && (op.forGood() && errors.Is(err, router.ErrAlreadySettled) || (op == opNack || op == opRelease) && errors.Is(err, router.ErrGone)):
 		// The lease was ending as the frames came: the copy may have settled it first.
+		if op == opReject {
+			r.maybeRejected = true
+			r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
+		}
 		if op == opAck {
 			s.report.AckedMaybe++
 			r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})

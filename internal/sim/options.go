@@ -30,8 +30,10 @@ type Options struct {
 	// TopicConfig.MaxDeliveries whatever the seed draws.
 	Hangs, Skew, Liar bool
 	MaxDeliveries     int
-	// OldSchedule turns off the hung nodes, the clock skew, the lying peer and the drawn
-	// MaxDeliveries: a seed then runs the course it ran before they were simulated (the
+	// Rejects turns rejects on (reject.go), whatever the seed draws and in a calm run too.
+	Rejects bool
+	// OldSchedule turns off the hung nodes, the clock skew, the lying peer, the drawn
+	// MaxDeliveries and the rejects: a seed then runs the course it ran before they were simulated (the
 	// schedules that found the library bugs of the past).
 	OldSchedule bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
@@ -76,6 +78,10 @@ const (
 	// delivery its consumer gave back, or that never reached one, and MaxDeliveries
 	// quarantines the record early. The early-quarantine check catches it.
 	PlantReleaseAsNack
+	// PlantRejectAsNack rewrites every reject (wire.OpReject, alone or in an AckBatch) as a
+	// nack with no delay on its way to the owner: the reject is answered success, and the
+	// record is delivered again. The check of a settled record's redelivery catches it.
+	PlantRejectAsNack
 )
 
 func (p Plant) String() string {
@@ -92,6 +98,8 @@ func (p Plant) String() string {
 		return "late-reply"
 	case PlantReleaseAsNack:
 		return "release-as-nack"
+	case PlantRejectAsNack:
+		return "reject-as-nack"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
@@ -119,13 +127,17 @@ type Report struct {
 	// hold the lease's partition, end to end on the node wire's version 7: each must not
 	// count an attempt at the owner.
 	ForwardedReleases int
+	// Rejected counts the rejects answered success, ForwardedRejects those of them through a
+	// node that does not hold the lease's partition, and RejectsRefused the rejects answered
+	// ErrUnsupportedOp by a path with a node before the node wire's version 10 on it.
+	Rejected, ForwardedRejects, RejectsRefused int
 
 	Produced   int // records appended
 	Deliveries int // leases handed to consumers
 	Remote     int // of them, through a node that does not own the record
 	Acked      int // acks answered success
 	AckedMaybe int // acks answered 502: applied or not
-	Settles    int // acks, nacks, extends and releases sent
+	Settles    int // acks, nacks, extends, releases and rejects sent
 	Replays    int // records read by Replay
 	Polls      int // long-polls started
 	Refusals   int // frames an older release refused

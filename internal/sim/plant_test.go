@@ -154,3 +154,22 @@ func TestCheckerCatchesReleaseAsNack(t *testing.T) {
 		t.Errorf("the checker caught the planted release-as-nack in %d of %d runs that forwarded releases, want most", caught, judged)
 	}
 }
+
+// A reject rewritten as a nack on its way to the owner: the reject is answered success, the
+// record is delivered again, and the check of a settled record's redelivery catches it (no
+// crash window explains it in a calm run), or a later settle of its handle answers ErrGone
+// where a settled record answers ErrAlreadySettled (the settle check). A run can catch it only if a consumer rejected
+// a lease with success through a node that does not own it.
+func TestCheckerCatchesRejectAsNack(t *testing.T) {
+	opts := calm
+	opts.Rejects = true
+	judged, caught, missed := plantedRuns(t, opts, sim.PlantRejectAsNack, []string{sim.KindAckUndone, sim.KindOneHolder, sim.KindSettleAnswer}, 40,
+		func(r sim.Report) bool { return r.ForwardedRejects > 0 })
+	t.Logf("reject as nack: caught in %d of %d runs that forwarded rejects; missed %v", caught, judged, missed)
+	if judged < 10 {
+		t.Fatalf("only %d runs forwarded rejects", judged)
+	}
+	if caught*4 < judged*3 {
+		t.Errorf("the checker caught the planted reject-as-nack in %d of %d runs that forwarded rejects, want most", caught, judged)
+	}
+}

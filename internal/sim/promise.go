@@ -186,7 +186,10 @@ func (s *sim) couldHandOut(e *epoch, now time.Time) int {
 				n++
 				continue
 			}
-			if s.settledSure(r) {
+			// A quarantined record above the frontier counts in the owner's estimate
+			// (inflight.Shard.Available errs high there by design), so a rejected one is
+			// not taken for settled here (reject.go).
+			if s.settledSure(r) && !r.maybeRejected {
 				continue
 			}
 			leased := false

@@ -129,7 +129,7 @@ func (s *sim) recheckQuarantine(k key, r *record, since time.Time) {
 	if !r.quarantined || r.quarantinedAt.Before(since) {
 		return
 	}
-	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max {
+	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.rejectExempt() {
 		s.failKind(KindEarlyQuarantine, "%v quarantined at %v as a give-back of it was applied; %d of its %d deliveries count (MaxDeliveries %d): a lease given back unprocessed counted",
 			k, s.since(r.quarantinedAt), n, len(r.grants), max)
 	}
@@ -185,33 +185,10 @@ func (s *sim) quarantined(e *epoch, t string, p int32, off int64, attempts uint3
 	// finds the record unreadable, and a crash after a save that persisted the attempt and
 	// before the save after the skip leaves it counted, so the record is quarantined at the
 	// restart instead of skipped. It could not be delivered either way: nothing is lost.
-	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.corrupt {
+	// A record a reject may have set aside is exempt too (reject.go).
+	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.corrupt && !r.rejectExempt() {
 		s.failKind(KindEarlyQuarantine, "%s#%d quarantined %v after %d attempts; %d of its %d deliveries count (MaxDeliveries %d): a lease given back unprocessed counted",
 			e.nd.id, e.n, k, attempts, n, len(r.grants), max)
 	}
 	r.quarantined, r.quarantinedAt = true, time.Now()
-}
-
-// releaseAsNack rewrites the releases of a settle frame as nacks with no delay (the
-// planted bug PlantReleaseAsNack).
-func releaseAsNack(frame []byte) []byte {
-	if len(frame) == 0 || frame[0] != wire.OpRelease && frame[0] != wire.OpAckBatch {
-		return frame
-	}
-	req, err := wire.DecodeRequest(frame, wire.Newest)
-	if err != nil {
-		return frame
-	}
-	if req.Op == wire.OpRelease {
-		req.Op = wire.OpNack
-	}
-	for i := range req.Records {
-		if req.Records[i].Op == wire.OpRelease {
-			req.Records[i].Op, req.Records[i].Arg = wire.OpNack, 0
-		}
-	}
-	if out, err := wire.EncodeRequest(req); err == nil {
-		return out
-	}
-	return frame
 }

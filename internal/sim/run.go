@@ -29,6 +29,8 @@ type sim struct {
 	// asyncAcks draws whether an ack waits (Ack) or not (AckAsync), from a stream of its
 	// own so that the driver's draws are what they were before AckAsync was simulated.
 	asyncAcks *rand.Rand
+	// rejects draws which settles are rejects, in runs with rejects (reject.go); nil: none.
+	rejects *rand.Rand
 
 	nodes     []*node
 	byID      map[string]*node
@@ -549,7 +551,8 @@ func (s *sim) dropHeld(l *lease) {
 	l.held = false
 }
 
-// settle acks, nacks, extends or releases a held lease, through any node. A release goes
+// settle acks, nacks, extends, releases or rejects (in runs with rejects) a held lease,
+// through any node. A release goes
 // through any node only in runs with MaxDeliveries, where a forwarded release must not
 // count an attempt (quarantine.go); through its owner in the others, as before releases
 // were forwarded.
@@ -559,6 +562,7 @@ func (s *sim) settle() {
 		return
 	}
 	op := []settleOp{opAck, opAck, opAck, opAck, opAck, opNack, opNack, opExtend, opExtend, opRelease}[s.rng.IntN(10)]
+	op = s.maybeReject(op)
 	via := s.pickUp()
 	if op == opRelease && s.topicCfg.MaxDeliveries == 0 {
 		via = s.ownerOf(l.k.p)
@@ -600,6 +604,10 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 		expiry = via.trueTime(expiry) // on via's clock
 	case opRelease:
 		err = via.rn.Release(ctx, topic, h.String())
+	case opReject:
+		s.rejecting(l.k, 1)
+		defer s.rejecting(l.k, -1) // once settled below knows how it was answered
+		err = via.rn.Reject(ctx, topic, h.String())
 	}
 	s.report.Settles++
 	s.settled(l, op, via, start, time.Now(), err, expiry, d, forged, faulty)

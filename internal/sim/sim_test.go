@@ -419,3 +419,37 @@ func TestDegradeSeeds(t *testing.T) {
 		t.Errorf("a fault class forced on never showed in %d seeds", n)
 	}
 }
+
+// TestRejectSeeds runs seeds with rejects on whatever they draw (SIM_REJECT_SEEDS, or 40),
+// so that every run checks that a rejected record is settled for good (not lost, and not
+// delivered again unless a crash or a disk fault of its owner undid the reject) and that a
+// reject refused as unsupported changed nothing, on a path with an older release on it only.
+func TestRejectSeeds(t *testing.T) {
+	n := 40
+	if v := os.Getenv("SIM_REJECT_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SIM_REJECT_SEEDS=%q: want a positive count", v)
+		}
+	}
+	if testflags.Race {
+		n = min(n, 10)
+	}
+	var rejected, forwarded, refused, quarantined int
+	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
+		rep, err := runSeed(t, seed, sim.Options{Rejects: true, Tolerate: knownKinds()})
+		if err != nil {
+			t.Errorf("%v\nreplay: SIM_REJECT_SEEDS=1 go test ./internal/sim -run 'TestRejectSeeds$' -from=%d", err, seed)
+			continue
+		}
+		rejected += rep.Rejected
+		forwarded += rep.ForwardedRejects
+		refused += rep.RejectsRefused
+		quarantined += rep.Quarantined
+	}
+	t.Logf("%d seeds with rejects: %d answered success (%d forwarded), %d refused by a path with an older release, %d records quarantined",
+		n, rejected, forwarded, refused, quarantined)
+	if rejected == 0 || forwarded == 0 || refused == 0 {
+		t.Errorf("rejects forced on, and in %d seeds %d succeeded, %d forwarded, %d refused", n, rejected, forwarded, refused)
+	}
+}

@@ -18,10 +18,13 @@
 //	V6  Consume's Max
 //	V7  Release (12), ExtendLeft (13), AckDurable (14); Consume's flags byte (relative expiry)
 //	V8  ConsumeBatch (15): the consumes of several consumers of one topic in one frame
+//	V9  reserved
+//	V10 Reject (16): a settle that quarantines the record at once
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
-// forwarded.
+// forwarded. Version 10's Reject has no older form: a requester never sends an owner of an
+// older version a reject as some other settle.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -37,12 +40,12 @@
 // Every request starts with a header: the op byte, then the topic (u16 length, then at most
 // MaxTopic bytes). After the header:
 //
-//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable
+//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable, Reject
 //	                   one record: partition i32, offset i64, nonce u64, argument (a duration:
 //	                   the extension of an Extend or ExtendLeft, the delay of a Nack; 0 for the
 //	                   others)
-//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3, or 12
-//	                   to 14 from V7), the record, and its budget (a duration: what was left
+//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3, 12
+//	                   to 14 from V7, 16 from V10), the record, and its budget (a duration: what was left
 //	                   of the record's budget when the frame left)
 //	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a
 //	                   duration, 0: the topic's), then optionally the Claim byte (0 or 1), then

@@ -21,7 +21,9 @@ const (
 	V6                        // + Consume's Max
 	V7                        // + Release, ExtendLeft, AckDurable; Consume's flags byte (relative expiry)
 	V8                        // + ConsumeBatch: the consumes of several consumers in one frame
-	Newest = V8
+	V9                        // reserved
+	V10                       // + Reject
+	Newest = V10
 )
 
 // Ops: a request frame's first byte.
@@ -50,6 +52,9 @@ const (
 	// by a consume reply of its own inside one reply (see ConsumeBatchReply): the consumes
 	// one requester sends one owner at once share a frame, as its acks share an AckBatch.
 	OpConsumeBatch byte = 15
+	// OpReject settles a lease as failed for good: the owner quarantines the record at once,
+	// whatever its attempts (Kafka share groups' REJECT, JetStream's TERM).
+	OpReject byte = 16
 )
 
 // Limits of the frames.
@@ -94,6 +99,8 @@ func Since(op byte) Version {
 		return V7
 	case OpConsumeBatch:
 		return V8
+	case OpReject:
+		return V10
 	}
 	return 0
 }
@@ -102,7 +109,7 @@ func Since(op byte) Version {
 // or as a member of an AckBatch.
 func isRecordOp(op byte) bool {
 	switch op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
 		return true
 	}
 	return false
@@ -122,9 +129,10 @@ type Handle struct {
 	Nonce     uint64
 }
 
-// Record is one settle of a lease: an ack, extend, nack, release, extend-left or durable ack.
+// Record is one settle of a lease: an ack, extend, nack, release, extend-left, durable ack or
+// reject.
 type Record struct {
-	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft or OpAckDurable
+	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable or OpReject
 	Handle Handle
 	// Arg is the extension (Extend, ExtendLeft) or the nack delay (Nack); 0 for the others.
 	Arg time.Duration
@@ -175,7 +183,7 @@ type Request struct {
 	Op    byte
 	Topic string // empty for Register
 	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
-	// AckDurable) carries exactly one, of the frame's op; AckBatch 1 to MaxBatch, each with
+	// AckDurable, Reject) carries exactly one, of the frame's op; AckBatch 1 to MaxBatch, each with
 	// its own op and budget.
 	Records       []Record
 	Consume       Consume        // Consume
@@ -232,7 +240,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	}
 	size := headerSize + len(req.Topic)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
 		size += recordSize
 	case OpAckBatch:
 		size += 2 + len(req.Records)*batchRecordSize
@@ -257,7 +265,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(req.Topic)))
 	b = append(b, req.Topic...)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
 		b = appendRecord(b, &req.Records[0])
 	case OpAckBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Records)))
@@ -349,7 +357,7 @@ func check(req *Request) error {
 		return invalid("a topic of %d bytes (at most %d)", len(req.Topic), MaxTopic)
 	}
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
 		if len(req.Records) != 1 || req.Records[0].Op != req.Op {
 			return invalid("op %d carries one record of its op, not %d records", req.Op, len(req.Records))
 		}
@@ -505,7 +513,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 	}
 	req.Topic = string(r.take(n, "topic"))
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
 		rec := r.record(req.Op)
 		if r.err == nil {
 			req.Records = []Record{rec}

@@ -15,7 +15,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -57,6 +57,12 @@ func samples() []wire.Request {
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 11, Pinned: 2, Visibility: time.Minute, Claim: true, Max: 1, RelativeExpiry: true}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 12, Pinned: -1, Claim: true, Max: 100, RelativeExpiry: true}},
 		// Version 8's.
+		{Op: wire.OpReject, Topic: "orders", Records: []wire.Record{{Op: wire.OpReject, Handle: h}}},
+		{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{
+			{Op: wire.OpAck, Handle: h, Budget: time.Second},
+			{Op: wire.OpReject, Handle: wire.Handle{Partition: -1, Offset: -1, Nonce: 1<<64 - 1}, Budget: 2 * time.Second},
+			{Op: wire.OpRelease, Handle: h, Budget: time.Second},
+		}},
 		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
 			{RequestID: 13, Pinned: -1, Max: 1, Budget: time.Second},
 			{RequestID: 1<<64 - 1, Pinned: 1<<31 - 1, Visibility: time.Minute, Claim: true, Max: 1000, RelativeExpiry: true, Budget: 2 * time.Second},
@@ -111,7 +117,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for op := byte(1); op <= wire.OpConsumeBatch; op++ {
+	for op := byte(1); op <= wire.OpReject; op++ {
 		if !ops[op] {
 			t.Errorf("no sample of op %d", op)
 		}
@@ -237,6 +243,38 @@ func TestV7Frames(t *testing.T) {
 	}
 }
 
+// The frame version 10 adds, laid out by hand: a Reject's record is an Ack's, single or in a
+// batch.
+func TestV10Frames(t *testing.T) {
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	rec := appendParts(nil, int32(1), int64(2), uint64(3), int64(0))
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+		want []byte
+	}{
+		{"reject", wire.Request{Op: wire.OpReject, Topic: "orders", Records: []wire.Record{{Op: wire.OpReject, Handle: h}}},
+			frame(wire.OpReject, "orders", rec)},
+		{"batch", wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{
+			{Op: wire.OpReject, Handle: h, Budget: time.Second},
+			{Op: wire.OpAck, Handle: h, Budget: 2 * time.Second},
+		}}, frame(wire.OpAckBatch, "orders", uint16(2),
+			wire.OpReject, rec, int64(time.Second),
+			wire.OpAck, rec, int64(2*time.Second))},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+		if need := tc.req.MinVersion(); need != wire.V10 {
+			t.Errorf("%s needs v%d", tc.name, need)
+		}
+		got, err := wire.DecodeRequest(tc.want, wire.V10)
+		if err != nil || !reflect.DeepEqual(got, tc.req) {
+			t.Errorf("%s reads back as %+v, %v", tc.name, got, err)
+		}
+	}
+}
+
 // The version each frame needs: its op's, or, for a batch, its newest record op's, or, for a
 // Consume, its newest field's.
 func TestMinVersion(t *testing.T) {
@@ -263,6 +301,9 @@ func TestMinVersion(t *testing.T) {
 		{"batch with a release", batch(wire.OpAck, wire.OpRelease), wire.V7},
 		{"batch with an extend-left", batch(wire.OpExtendLeft), wire.V7},
 		{"batch with a durable ack", batch(wire.OpNack, wire.OpAckDurable), wire.V7},
+		{"reject", one(wire.OpReject), wire.V10},
+		{"batch with a reject", batch(wire.OpReject), wire.V10},
+		{"batch with a reject and a release", batch(wire.OpRelease, wire.OpReject, wire.OpAck), wire.V10},
 		{"probe", consume(wire.Consume{Max: 1}), wire.V3},
 		{"claim", consume(wire.Consume{Claim: true}), wire.V5},
 		{"max", consume(wire.Consume{Max: 2}), wire.V6},
@@ -350,6 +391,12 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v5 reads no flags byte", relative, wire.V5, wire.ErrBadFrame},
 		{"v3 reads no flags byte", relative, wire.V3, wire.ErrBadFrame},
 		{"v7 knows no ConsumeBatch", samples()[len(samples())-1], wire.V7, wire.ErrUnsupportedOp},
+		{"v9 knows no Reject", single(wire.OpReject), wire.V9, wire.ErrUnsupportedOp},
+		{"v8 knows no Reject", single(wire.OpReject), wire.V8, wire.ErrUnsupportedOp},
+		{"v1 knows no Reject", single(wire.OpReject), wire.V1, wire.ErrUnsupportedOp},
+		{"v9 reads no batched Reject", batch(wire.OpReject), wire.V9, wire.ErrBadFrame},
+		{"v8 reads no batched Reject", batch(wire.OpReject), wire.V8, wire.ErrBadFrame},
+		{"v2 reads no batched Reject", batch(wire.OpReject), wire.V2, wire.ErrBadFrame},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
@@ -358,7 +405,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{16, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{17, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -656,7 +703,7 @@ func TestVersions(t *testing.T) {
 		wire.OpConsume: wire.V3, wire.OpReplay: wire.V3, wire.OpCancel: wire.V3,
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
-		wire.OpConsumeBatch: wire.V8, 0: 0, 16: 0, 255: 0,
+		wire.OpConsumeBatch: wire.V8, wire.OpReject: wire.V10, 0: 0, 17: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -667,7 +714,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V8 {
+	if wire.Newest != wire.V10 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -830,6 +877,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpAckDurable, "t", rec, uint8(0)))
 	f.Add(frame(wire.OpAckBatch, "t", uint16(3), uint8(12), rec, int64(1), uint8(13), rec, int64(2), uint8(14), rec, int64(3)))
 	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(15), rec, int64(1)))
+	f.Add(frame(wire.OpReject, "t", rec))
+	f.Add(frame(wire.OpReject, "t", rec, uint8(0)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(2), uint8(16), rec, int64(1), uint8(1), rec, int64(2)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(17), rec, int64(1)))
+	f.Add([]byte{17, 0, 0})
 	f.Add([]byte{15, 0, 0})
 	f.Add(frame(wire.OpRegister, "", uint16(0xffff), uint16(1), "t", int64(1)))
 	f.Add([]byte{})

@@ -98,6 +98,32 @@ func TestExtendNackRelease(t *testing.T) {
 	require.Equal(t, http.StatusGone, e.do(http.MethodPost, settle("/extend", m3.ReceiptHandle)).Code)
 }
 
+// TestReject: a reject quarantines the record at once, with no delivery limit set: it is not
+// delivered again until Requeue, and its handle then answers as a settled one's does.
+func TestReject(t *testing.T) {
+	var told []int64
+	e := newEnv(t, httpapi.Options{}, func(c *router.Config) {
+		c.OnQuarantine = func(_ string, _ int32, offset int64, _ uint32) { told = append(told, offset) }
+	})
+	e.produce(0, "poison", "fine")
+	m := one(t, e.do(http.MethodGet, "/consume?topic=orders"))
+	rec := e.do(http.MethodPost, "/reject", url.Values{"topic": {"orders"}, "receipt_handle": {m.ReceiptHandle}}.Encode())
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	require.Empty(t, rec.Body.String())
+	require.Equal(t, []int64{0}, told)
+	require.Equal(t, "already_settled", failed(t, e.do(http.MethodPost, settle("/reject", m.ReceiptHandle)), http.StatusGone).Code)
+	require.Equal(t, "bad_request", failed(t, e.do(http.MethodPost, settle("/reject", m.ReceiptHandle, "delay", "1s")), http.StatusBadRequest).Code)
+
+	next := one(t, e.do(http.MethodGet, "/consume?topic=orders&max=10"))
+	require.Equal(t, int64(1), next.Offset, "the rejected record is not delivered again")
+	ok, err := e.node.Requeue("orders", 0, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	again := one(t, e.do(http.MethodGet, "/consume?topic=orders"))
+	require.Equal(t, int64(0), again.Offset)
+	require.Equal(t, "requeued", again.Reason)
+}
+
 func TestAckBatch(t *testing.T) {
 	e := newEnv(t, httpapi.Options{})
 	e.produce(0, "a", "b", "c")
@@ -195,7 +221,7 @@ func TestRoutesAndMethods(t *testing.T) {
 	e := newEnv(t, httpapi.Options{})
 	require.Equal(t, "no_route", failed(t, e.do(http.MethodGet, "/nope"), http.StatusNotFound).Code)
 	require.Equal(t, "no_route", failed(t, e.do(http.MethodGet, "/consume/"), http.StatusNotFound).Code)
-	for path, method := range map[string]string{"/consume": "GET", "/ack": "POST", "/ack-batch": "POST", "/extend": "POST", "/nack": "POST", "/release": "POST"} {
+	for path, method := range map[string]string{"/consume": "GET", "/ack": "POST", "/ack-batch": "POST", "/extend": "POST", "/nack": "POST", "/release": "POST", "/reject": "POST"} {
 		for _, other := range []string{"GET", "POST", "PUT", "DELETE", "HEAD"} {
 			if other == method {
 				continue
@@ -218,7 +244,7 @@ func TestUnknownTopic(t *testing.T) {
 	} {
 		require.Equal(t, "unknown_topic", failed(t, e.do(http.MethodGet, target), http.StatusNotFound).Code, target)
 	}
-	for _, path := range []string{"/ack", "/nack", "/extend", "/release"} {
+	for _, path := range []string{"/ack", "/nack", "/extend", "/release", "/reject"} {
 		rec := e.do(http.MethodPost, path+"?topic=nope&receipt_handle=0:1:2")
 		require.Equal(t, "unknown_topic", failed(t, rec, http.StatusNotFound).Code, path)
 	}
@@ -235,7 +261,7 @@ func TestClosedNode(t *testing.T) {
 	require.NoError(t, e.node.Close())
 	failed(t, e.do(http.MethodGet, "/consume?topic=orders"), http.StatusServiceUnavailable)
 	failed(t, e.do(http.MethodGet, "/consume?topic=orders&partition=0&offset=0"), http.StatusServiceUnavailable)
-	for _, path := range []string{"/ack", "/nack", "/extend", "/release"} {
+	for _, path := range []string{"/ack", "/nack", "/extend", "/release", "/reject"} {
 		failed(t, e.do(http.MethodPost, settle(path, m.ReceiptHandle)), http.StatusServiceUnavailable)
 	}
 	rec := e.do(http.MethodPost, "/ack-batch?topic=orders", `{"receipt_handles":["`+m.ReceiptHandle+`"]}`)

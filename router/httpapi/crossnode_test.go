@@ -63,3 +63,42 @@ func TestThroughAGateway(t *testing.T) {
 		nw.SetDown("a", false)
 	})
 }
+
+// TestRejectThroughAGateway: a reject on a gateway is a reject at the owner; an owner on a
+// release before the node wire's version 10 (pinned to 9 here) cannot apply it, which is a
+// 501 that changes nothing there.
+func TestRejectThroughAGateway(t *testing.T) {
+	for _, ownerVersion := range []uint8{0, 9} {
+		synctest.Test(t, func(t *testing.T) {
+			nw := &routertest.Network{RTT: time.Millisecond}
+			logs := &routertest.MemLogs{}
+			logs.Log("orders", 0).Append(nil, []byte("v"), time.Unix(1, 0))
+			ownerRoutes, gatewayRoutes := &routertest.Routes{}, &routertest.Routes{}
+			ownerRoutes.Set("orders", 0)
+			gatewayRoutes.SetRemote("orders", "a", 0)
+			owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/a", FS: memfs.New(), Transport: nw.Transport("a"), WireVersion: ownerVersion})
+			require.NoError(t, err)
+			defer owner.Close()
+			gateway, err := router.New(router.Config{Logs: logs, Routes: gatewayRoutes, Dir: "/g", FS: memfs.New(), Transport: nw.Transport("g")})
+			require.NoError(t, err)
+			defer gateway.Close()
+			nw.Join("a", owner.Serve)
+			nw.Join("g", gateway.Serve)
+			h, err := httpapi.New(gateway, httpapi.Options{})
+			require.NoError(t, err)
+
+			m := one(t, do(h, http.MethodGet, "/consume?topic=orders"))
+			rec := do(h, http.MethodPost, settle("/reject", m.ReceiptHandle))
+			q, err := owner.Quarantined("orders", 0)
+			require.NoError(t, err)
+			if ownerVersion == 9 {
+				require.Equal(t, "unsupported", failed(t, rec, http.StatusNotImplemented).Code)
+				require.Empty(t, q)
+				require.Equal(t, http.StatusNoContent, do(h, http.MethodPost, settle("/ack", m.ReceiptHandle)).Code, "the lease lives on")
+				return
+			}
+			require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+			require.Equal(t, []int64{0}, q)
+		})
+	}
+}

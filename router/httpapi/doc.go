@@ -1,6 +1,6 @@
 // Package httpapi is the client-facing HTTP consume API over a node: an http.Handler a
 // broker mounts, serving consume (long-poll, batch, pinned, replay), ack, batch ack,
-// extend, nack and release as JSON over HTTP.
+// extend, nack, release and reject as JSON over HTTP.
 //
 // # Mounting
 //
@@ -27,9 +27,10 @@
 //	POST /extend     topic=, receipt_handle= [, visibility=]
 //	POST /nack       topic=, receipt_handle= [, delay=]
 //	POST /release    topic=, receipt_handle=
+//	POST /reject     topic=, receipt_handle=
 //	POST /ack-batch  [?topic=], JSON body {"topic"?: "...", "receipt_handles": ["...", ...]}
 //
-// The settles (ack, extend, nack, release) take their parameters from the query string,
+// The settles (ack, extend, nack, release, reject) take their parameters from the query string,
 // from a URL-encoded form body (Content-Type application/x-www-form-urlencoded, or none), or
 // from both; a parameter may appear once in all. The batch ack takes its topic from the
 // query or the body (both must then agree) and its handles from the JSON body
@@ -94,7 +95,7 @@
 // gives its records back too: released, or for a record of a partition another node owns,
 // nacked there with no delay.
 //
-// An ack, nack or release that took effect is a 204 with no body. An extend is a 200 with
+// An ack, nack, release or reject that took effect is a 204 with no body. An extend is a 200 with
 // the lease's new expiry:
 //
 //	{"receipt_handle":"0:42:1311768467294899695","expiry":"2026-01-02T15:05:05Z"}
@@ -102,6 +103,13 @@
 // A release of a record of a partition another node owns is forwarded to its owner, as every
 // settle is (an owner on a release before the node wire's version 7 gets a nack with no delay
 // instead, which counts as an attempt there).
+//
+// A reject settles a record as failed for good: it is quarantined at once, whatever its
+// attempts and the topic's MaxDeliveries, as one that reached MaxDeliveries is (see
+// router.Node.Reject: the node's Config.OnQuarantine is told, Requeue brings it back). Its
+// handle is checked as an ack's is, with the same answers. A reject of a record whose owner
+// runs a release before the node wire's version 10 is a 501 (unsupported) and changes
+// nothing; so is every reject when the Node given to New has no Reject method (Rejecter).
 //
 // A batch ack is a 200 answering each handle, in order, with the status a single ack would
 // have had, and the error and code of a failure:
@@ -130,6 +138,8 @@
 //	429     too_many_requests  the client's identity has Options.MaxInFlight consume
 //	                           requests in flight already; Retry-After says when to retry
 //	502     owner_unreachable  the partition's owner sent no reply (router.ErrTransport)
+//	501     unsupported        a reject the record's owner cannot apply (a release before
+//	                           the node wire's version 10), or a Node without Reject
 //	503     unavailable        try again: the node is closed or closing, the owner is down or
 //	                           unknown (router.ErrUnavailable), the partition is not served
 //	                           here or anywhere now, the log was closed under the read, or

@@ -38,6 +38,8 @@ func statusOf(err error) (int, string) {
 		return status, "owner_unreachable"
 	case http.StatusServiceUnavailable:
 		return status, "unavailable"
+	case http.StatusNotImplemented:
+		return status, "unsupported"
 	}
 	return http.StatusInternalServerError, "internal"
 }

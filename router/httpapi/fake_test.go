@@ -94,6 +94,13 @@ func (f *fakeNode) Release(ctx context.Context, topic, handle string) error {
 	return f.err
 }
 
+func (f *fakeNode) Reject(ctx context.Context, topic, handle string) error {
+	f.record("Reject %s %s", topic, handle)
+	return f.err
+}
+
+var _ httpapi.Rejecter = (*fakeNode)(nil)
+
 func fakeHandler(t *testing.T, f httpapi.Node) *httpapi.Handler {
 	h, err := httpapi.New(f, httpapi.Options{})
 	require.NoError(t, err)
@@ -116,6 +123,8 @@ func TestErrorStatuses(t *testing.T) {
 		{router.ErrInvalidArgument, 400, "bad_request"},
 		{fmt.Errorf("owner b: %w", router.ErrTransport), 502, "owner_unreachable"},
 		{fmt.Errorf("owner b: %w", router.ErrUnavailable), 503, "unavailable"},
+		{fmt.Errorf("owner b: %w", router.ErrUnsupportedOp), 501, "unsupported"},
+		{fmt.Errorf("%w: %w", router.ErrInvalidArgument, router.ErrUnsupportedOp), 400, "bad_request"},
 		{router.ErrClosed, 503, "unavailable"},
 		{router.ErrNotLocal, 503, "unavailable"},
 		{router.ErrLogClosed, 503, "unavailable"},
@@ -130,6 +139,7 @@ func TestErrorStatuses(t *testing.T) {
 			{"POST", "/ack?topic=orders&receipt_handle=0:0:1"},
 			{"POST", "/extend?topic=orders&receipt_handle=0:0:1"},
 			{"POST", "/nack?topic=orders&receipt_handle=0:0:1"},
+			{"POST", "/reject?topic=orders&receipt_handle=0:0:1"},
 		} {
 			body := failed(t, do(h, req[0], req[1]), tc.status)
 			require.Equal(t, tc.code, body.Code, "%v %s", tc.err, req[1])
@@ -153,6 +163,7 @@ func TestRequestsReachTheNode(t *testing.T) {
 	do(h, "POST", "/extend?topic=orders&receipt_handle=0:0:1&visibility=90000")
 	do(h, "POST", "/nack", "topic=orders&receipt_handle=0:0:1&delay=2s")
 	do(h, "POST", "/ack-batch?topic=orders", `{"receipt_handles":["0:0:1","0:1:2"]}`)
+	do(h, "POST", "/reject", "topic=orders&receipt_handle=0:2:3")
 	require.Equal(t, []string{
 		"Consume orders {Max:7 Wait:2.5s Pinned:true Partition:3 Visibility:1m0s}",
 		"Consume orders {Max:1 Wait:1.5s Pinned:false Partition:0 Visibility:0s}",
@@ -161,6 +172,7 @@ func TestRequestsReachTheNode(t *testing.T) {
 		"Extend orders 0:0:1 1m30s",
 		"Nack orders 0:0:1 2s",
 		"AckBatch orders [0:0:1 0:1:2]",
+		"Reject orders 0:2:3",
 	}, f.calls)
 	rec := do(h, "POST", "/extend?topic=orders&receipt_handle=0:0:1")
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -229,4 +241,18 @@ func TestFitMeasuresTheEncoding(t *testing.T) {
 		sum += size
 	}
 	require.Equal(t, len(`{"messages":[]}`)-1+sum, body)
+}
+
+// noReject is a Node written before Reject: the embedded interface hides fakeNode's.
+type noReject struct{ httpapi.Node }
+
+// TestRejectWithoutRejecter: over a Node that has no Reject, POST /reject is a 501 once its
+// parameters are checked (a malformed one is still a 400), and the node is not called.
+func TestRejectWithoutRejecter(t *testing.T) {
+	f := &fakeNode{}
+	h := fakeHandler(t, noReject{f})
+	body := failed(t, do(h, "POST", "/reject?topic=orders&receipt_handle=0:0:1"), http.StatusNotImplemented)
+	require.Equal(t, "unsupported", body.Code)
+	require.Equal(t, "bad_request", failed(t, do(h, "POST", "/reject?topic=orders&receipt_handle=junk"), http.StatusBadRequest).Code)
+	require.Empty(t, f.calls)
 }

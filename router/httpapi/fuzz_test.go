@@ -94,10 +94,17 @@ func (c *checkedNode) Release(ctx context.Context, topic, handle string) error {
 	return c.Node.Release(ctx, topic, handle)
 }
 
+func (c *checkedNode) Reject(ctx context.Context, topic, handle string) error {
+	c.topic(topic)
+	c.handle(handle)
+	return c.Node.Reject(ctx, topic, handle)
+}
+
 // fuzzRoutes are the routes FuzzQuery picks from by its first argument.
 var fuzzRoutes = []struct{ path, method string }{
 	{"/consume", http.MethodGet}, {"/ack", http.MethodPost}, {"/ack-batch", http.MethodPost},
 	{"/extend", http.MethodPost}, {"/nack", http.MethodPost}, {"/release", http.MethodPost}, {"/other", http.MethodGet},
+	{"/reject", http.MethodPost},
 }
 
 // documented are the statuses doc.go lists, but 500 (a host error resolving a log, which
@@ -143,6 +150,8 @@ func FuzzQuery(f *testing.F) {
 		{4, "topic=orders&receipt_handle=0:0:1&delay=-0", "", "", false},
 		{5, "topic=orders&receipt_handle=1:0:1", "", "", false},
 		{6, "topic=orders", "", "", false},
+		{7, "topic=orders&receipt_handle=0:0:1", "", "", false},
+		{7, "topic=orders&receipt_handle=0:0:1&delay=1s", "", "", false},
 	} {
 		f.Add(seed.route, seed.wrongMethod, seed.query, seed.ct, []byte(seed.body))
 	}

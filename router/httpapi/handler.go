@@ -27,6 +27,15 @@ type Node interface {
 
 var _ Node = (*router.Node)(nil)
 
+// Rejecter is the optional capability of a Node that rejects a delivery
+// (router.Node.Reject), found by type assertion so that a Node written before it still is
+// one; without it, POST /reject answers 501.
+type Rejecter interface {
+	Reject(ctx context.Context, topic, handle string) error
+}
+
+var _ Rejecter = (*router.Node)(nil)
+
 // DefaultMaxInFlight is Options.MaxInFlight's zero value: the consume requests one client
 // identity may have in flight at once.
 const DefaultMaxInFlight = frontend.DefaultMaxInFlight
@@ -56,6 +65,7 @@ type Options struct {
 // A Handler serves the consume API over a node. It is safe for concurrent use.
 type Handler struct {
 	node       Node
+	rejecter   Rejecter // nil when node has no Reject
 	identity   func(*http.Request) string
 	slots      *frontend.Slots
 	retryAfter string
@@ -73,6 +83,7 @@ func New(node Node, opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("httpapi: Options.RetryAfter %v is negative", opts.RetryAfter)
 	}
 	h := &Handler{node: node, identity: opts.Identity, maxWait: opts.MaxWait}
+	h.rejecter, _ = node.(Rejecter)
 	if h.identity == nil {
 		h.identity = frontend.RemoteHost
 	}
@@ -109,6 +120,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		method, serve = http.MethodPost, h.nack
 	case "/release":
 		method, serve = http.MethodPost, h.release
+	case "/reject":
+		method, serve = http.MethodPost, h.reject
 	default:
 		writeError(w, http.StatusNotFound, "no_route", "no such route")
 		return
@@ -330,6 +343,21 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	writeSettled(w, h.node.Release(r.Context(), topic, handle))
 }
 
+// reject serves POST /reject: the record is quarantined at once (see Node.Reject, which
+// forwards it to another owner).
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request) {
+	topic, handle, _, err := h.settleParams(w, r, "")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if h.rejecter == nil {
+		writeError(w, http.StatusNotImplemented, "unsupported", "httpapi: the node does not reject")
+		return
+	}
+	writeSettled(w, h.rejecter.Reject(r.Context(), topic, handle))
+}
+
 // settleParams reads topic, receipt_handle and, when duration names one, that duration
 // (visibility for an extend, delay for a nack) from the query or a form body.
 func (h *Handler) settleParams(w http.ResponseWriter, r *http.Request, duration string) (topic, handle string, d time.Duration, err error) {
@@ -356,7 +384,7 @@ func (h *Handler) settleParams(w http.ResponseWriter, r *http.Request, duration 
 	return topic, handle, d, err
 }
 
-// writeSettled answers an ack, nack or release: 204 when done.
+// writeSettled answers an ack, nack, release or reject: 204 when done.
 func writeSettled(w http.ResponseWriter, err error) {
 	if err != nil {
 		writeErr(w, err)

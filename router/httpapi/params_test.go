@@ -76,6 +76,8 @@ func TestMalformedRequests(t *testing.T) {
 		{"POST", "/nack?topic=orders" + handle + "&delay=13h", "", "delay"},
 		{"POST", "/nack?topic=orders" + handle + "&delay=x", "", "delay"},
 		{"POST", "/release?topic=orders&receipt_handle=abc", "", "receipt_handle"},
+		{"POST", "/reject?topic=orders&receipt_handle=abc", "", "receipt_handle"},
+		{"POST", "/reject?topic=orders" + handle + "&delay=1s", "", "delay"},
 		{"POST", "/ack-batch?topic=orders", "", "body"},
 		{"POST", "/ack-batch?topic=orders", "{", "body"},
 		{"POST", "/ack-batch?topic=orders", `{"receipt_handles":[]}`, "receipt_handles"},

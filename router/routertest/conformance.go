@@ -589,8 +589,9 @@ func (o oneLog) Get(topic string, partition int32) (router.Log, error) {
 }
 
 // testConsume drives a node over the log: records produced, consumed, some nacked, some
-// left to expire, a graceful restart in the middle; every record ends acked, none twice
-// after its ack.
+// left to expire, one rejected, a graceful restart in the middle; every record ends acked
+// but the rejected one, which stays quarantined across the restart, and none is delivered
+// again after its ack or its reject.
 func testConsume(t suite, h LogHarness) {
 	l := h.New(t.host())
 	routes := &Routes{}
@@ -607,6 +608,7 @@ func testConsume(t suite, h LogHarness) {
 	appendN(t, l, 100)
 	node.Appended("conformance", 0, l.HighWatermark())
 	acked := map[int64]bool{}
+	rejected := int64(-1)
 	consumeAll := func(round int) {
 		for i := 0; ; i++ {
 			msgs, err := node.Consume(ctx, "conformance", router.ConsumeOptions{Max: 7})
@@ -623,7 +625,15 @@ func testConsume(t suite, h LogHarness) {
 				if acked[m.Offset] {
 					t.Fatalf("offset %d delivered again after its ack", m.Offset)
 				}
+				if m.Offset == rejected {
+					t.Fatalf("offset %d delivered again after its reject", m.Offset)
+				}
 				switch {
+				case round == 0 && rejected < 0 && j == 2:
+					if err := node.Reject(ctx, "conformance", m.Receipt.String()); err != nil {
+						t.Fatalf("Reject: %v", err)
+					}
+					rejected = m.Offset
 				case round == 0 && j == 0 && i%3 == 0:
 					// left to expire: delivered again after the visibility timeout
 				case round == 0 && j == 1:
@@ -649,8 +659,11 @@ func testConsume(t suite, h LogHarness) {
 	}
 	defer node.Close()
 	consumeAll(1)
+	if q, err := node.Quarantined("conformance", 0); err != nil || len(q) != 1 || q[0] != rejected {
+		t.Fatalf("Quarantined after the restart: %v, %v; want the rejected offset %d", q, err, rejected)
+	}
 	for off := first; off < l.HighWatermark(); off++ {
-		if !acked[off] {
+		if !acked[off] && off != rejected {
 			t.Fatalf("offset %d never delivered and acked", off)
 		}
 	}

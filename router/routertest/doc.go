@@ -14,5 +14,6 @@
 //   - concurrent readers beside an appender and retention (run it under -race too);
 //   - the host's router.Logs, when the harness hands it over (LogsHarness): Get of known and
 //     unknown partitions, nil answers, router.ManyGetter;
-//   - a model-based property test, and consumption end to end through a router.Node.
+//   - a model-based property test, and consumption end to end through a router.Node (acks,
+//     nacks, expiries, a reject that stays quarantined, a graceful restart).
 package routertest

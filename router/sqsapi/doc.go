@@ -189,7 +189,10 @@
 //
 // FIFO queues (MessageGroupId, MessageDeduplicationId, ReceiveRequestAttemptId, which is
 // ignored); creating, deleting, purging, listing and configuring queues; dead-letter
-// queues and redrive (the topic's MaxDeliveries quarantines instead); per-message delays
+// queues and redrive (the topic's MaxDeliveries quarantines instead); a reject
+// (router.Node.Reject), since SQS has no action that fails a message for good: an SQS client
+// leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
+// wants it quarantined at once serves the reject over router/httpapi; per-message delays
 // and queue delays; message attributes, until records carry headers; a receive's
 // VisibilityTimeout of 0; SigV4 verification, which is the host's (Authorize); the query
 // protocol (XML); message bodies over 256 KiB.
