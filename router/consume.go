@@ -310,7 +310,7 @@ func (n *Node) replayLocal(ctx context.Context, topic string, partition int32, o
 			}
 			return nil, err
 		}
-		out = append(out, Message{Topic: topic, Partition: partition, Offset: off, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp})
+		out = append(out, Message{Topic: topic, Partition: partition, Offset: off, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
 		bytes += out[len(out)-1].payloadBytes()
 	}
 	n.stats.replayed.Add(uint64(len(out)))

@@ -315,7 +315,7 @@ func (n *Node) consumeReply(ctx context.Context, from, topic string, c wire.Cons
 	if c.RelativeExpiry {
 		relativeTo = n.clock.Now()
 	}
-	reply := boundedReply(msgs, relativeTo, limit)
+	reply := boundedReply(msgs, relativeTo, c.Headers, limit)
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once
 		msgs = msgs[:kept]
@@ -368,7 +368,7 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 	if len(msgs) == 0 && err != nil {
 		return consumeRefusal(err)
 	}
-	reply := boundedReply(msgs, time.Time{}, ResponseLimit) // a replay holds no leases: what is cut is only not sent
+	reply := boundedReply(msgs, time.Time{}, r.Headers, ResponseLimit) // a replay holds no leases: what is cut is only not sent
 	return wire.AppendConsumeReply(nil, &reply)
 }
 
@@ -386,12 +386,31 @@ func refusalReply(err error) wire.ConsumeReply {
 
 // boundedReply carries msgs in order until the next would take the reply past limit bytes
 // of encoded records (the first is always carried); the caller deals with the rest. With
-// relativeTo set, each lease's expiry goes as its time left from then.
-func boundedReply(msgs []Message, relativeTo time.Time, limit int) wire.ConsumeReply {
+// relativeTo set, each lease's expiry goes as its time left from then; with headers set
+// (the requester asked for them, so it speaks wire version 9), each record's headers go
+// too, and otherwise they are dropped: an older requester could not read them.
+func boundedReply(msgs []Message, relativeTo time.Time, headers bool, limit int) wire.ConsumeReply {
 	reply := wire.ConsumeReply{Deliveries: make([]wire.Delivery, 0, len(msgs))}
+	var all []wire.Header // every delivery's headers, in one allocation
+	if headers {
+		count := 0
+		for i := range msgs {
+			count += len(msgs[i].Headers)
+		}
+		if count > 0 {
+			all = make([]wire.Header, 0, count)
+		}
+	}
 	size := 0
 	for i := range msgs {
 		d := deliveryOf(&msgs[i], relativeTo)
+		if all != nil && len(msgs[i].Headers) > 0 {
+			start := len(all)
+			for _, h := range msgs[i].Headers {
+				all = append(all, wire.Header(h))
+			}
+			d.Headers = all[start:len(all):len(all)]
+		}
 		if size += wire.DeliverySize(&d); i > 0 && size > limit {
 			break
 		}
@@ -420,11 +439,12 @@ func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
 	return d
 }
 
-// messageOf is a record another node delivered, as this node's caller receives it. With
+// messageOf is a record another node delivered, as this node's caller receives it, with
+// its headers converted into headers (the caller's: len(d.Headers) of them). With
 // sent set, the delivery's expiry is the lease's time left at the owner (see
 // wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
 // never looks longer here than it is at the owner, whatever the two clocks say.
-func messageOf(topic string, d *wire.Delivery, sent time.Time) Message {
+func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header) Message {
 	m := Message{
 		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
 		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
@@ -439,6 +459,12 @@ func messageOf(topic string, d *wire.Delivery, sent time.Time) Message {
 	}
 	if d.Timestamp != 0 {
 		m.Timestamp = time.Unix(0, d.Timestamp)
+	}
+	if len(d.Headers) > 0 {
+		for i, h := range d.Headers {
+			headers[i] = Header(h)
+		}
+		m.Headers = headers
 	}
 	return m
 }
