@@ -51,10 +51,10 @@ func newBroker(t testing.TB) *broker {
 	b.srv.Start()
 	base := b.srv.URL + "/sqs"
 	api, err = sqsapi.New(&signalling{Node: node, consumes: b.consumes}, sqsapi.Config{
-		Queues:    func(name string) (string, bool) { return name, name == "orders" },
-		BaseURL:   base,
+		Queues:        func(name string) (string, bool) { return name, name == "orders" },
+		BaseURL:       base,
 		ProduceRecord: b.produce,
-		Authorize: authorize,
+		Authorize:     authorize,
 	})
 	require.NoError(t, err)
 	mux.Handle("/sqs", api)
