@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 )
 
@@ -192,4 +193,53 @@ func TestHeadersAcrossNodes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Checklist: an owner writes headers into a consume or replay reply only for a frame that
+// asks for them (a requester at version 9): to one that does not, the reply is the version
+// 8 reply, byte for byte in form (mark 0xC5, no headers after the values).
+func TestServeSendsHeadersOnlyWhenAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		log := h.logs.Log("orders", 0)
+		for off := range int64(4) {
+			log.AppendRecord(router.Record{Value: []byte("v"), Headers: headersOf(0, off)})
+		}
+		h.node.Appended("orders", 0, 4)
+		for _, tc := range []struct {
+			name    string
+			req     wire.Request
+			headers bool
+		}{
+			{"consume at version 8", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1, Max: 2, RelativeExpiry: true}}, false},
+			{"consume at version 9", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 2, Pinned: -1, Max: 2, RelativeExpiry: true, Headers: true}}, true},
+			{"replay at version 8", wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 4}}, false},
+			{"replay at version 9", wire.Request{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 4, Headers: true}}, true},
+		} {
+			frame, err := wire.EncodeRequest(tc.req)
+			require.NoError(t, err)
+			raw, err := h.node.Serve(context.Background(), "b", frame)
+			require.NoError(t, err)
+			reply, err := wire.DecodeConsumeReply(raw)
+			require.NoError(t, err, tc.name)
+			require.NotEmpty(t, reply.Deliveries, tc.name)
+			want := byte(0xC5)
+			if tc.headers {
+				want = 0xC7
+			}
+			assert.Equal(t, want, raw[0], "%s: the reply's mark", tc.name)
+			for _, d := range reply.Deliveries {
+				var got []router.Header
+				for _, hd := range d.Headers {
+					got = append(got, router.Header(hd))
+				}
+				wantHeaders := headersOf(0, d.Offset)
+				if !tc.headers {
+					wantHeaders = nil
+				}
+				assert.Equal(t, normalized(wantHeaders), normalized(got), "%s: offset %d", tc.name, d.Offset)
+			}
+		}
+	})
 }
