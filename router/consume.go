@@ -245,7 +245,7 @@ func (n *Node) countEmpty(msgs []Message) {
 // one another node owns from its owner (with a Transport). It bypasses
 // the queue state entirely: no lease, no frontier change, no receipt, and it is not counted
 // as consumed. It reads at most limit records (zero means one; there is no other cap) and
-// stops once they carry BatchPayloadBytes of keys and payloads, keeping the record that
+// stops once they carry BatchPayloadBytes of keys, payloads and headers, keeping the record that
 // crosses the bound; it never reads at or past the high watermark it read first. An offset
 // below the oldest retained one starts the replay there. A read error (an unreadable record,
 // one retention removed meanwhile, a closed log) or ctx ending ends the replay before it: the
@@ -310,7 +310,7 @@ func (n *Node) replayLocal(ctx context.Context, topic string, partition int32, o
 			}
 			return nil, err
 		}
-		out = append(out, Message{Topic: topic, Partition: partition, Offset: off, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp})
+		out = append(out, Message{Topic: topic, Partition: partition, Offset: off, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
 		bytes += out[len(out)-1].payloadBytes()
 	}
 	n.stats.replayed.Add(uint64(len(out)))

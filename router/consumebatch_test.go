@@ -224,8 +224,13 @@ func TestOwnerBeforeConsumeBatchGetsThemAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen frames
 		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, func(id string, cfg *router.Config) {
-			if id == "b" {
+			switch id {
+			case "b":
 				cfg.WireVersion = 7
+			case "g":
+				// Version 8, so that its consumes carry no field the owner refuses alone
+				// (the Headers flag, each consume's own refusal: TestHeadersOlderOwner).
+				cfg.WireVersion = 8
 			}
 			cfg.Transport = observedTransport{cfg.Transport, &seen}
 		})

@@ -161,6 +161,11 @@
 // round trips). A hold ends at once with the claim or a pass, or lapses after
 // Config.HoldTimeout. The node's keeper keeps the tokens in place while consumers wait, and
 // polls instead the owners that cannot take tokens (older releases, or Config.NoCallbacks).
+// A record's headers (Record.Headers) travel with it to the consumer (Message.Headers) on
+// every path, local or across nodes; across nodes only when both speak wire version 9 or
+// later (an owner sends them only to a requester that asks, which an older one cannot, and
+// an owner before 9 refuses the asking once per olderFieldMemory): an older node on the way
+// drops them.
 // Pinned consumes and replays of a partition another node owns go to its owner; a batch
 // travels as Max and is answered by one owner's scan of up to RemoteBatch records; an owner
 // gives back every record of a reply that never reached its consumer (the cancel race).

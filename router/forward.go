@@ -108,6 +108,9 @@ type lane struct {
 	// nanoseconds; atomic, as olderSettlesUntil).
 	noRejectUntil   atomic.Int64
 	noRelativeUntil time.Time
+	// The owner refused the Headers flag of a consume or a replay (a release before wire
+	// version 9): frames without it, and deliveries without headers, until then.
+	noHeadersUntil time.Time
 	// slow: a consume's RPC to the owner ran out of its budget, and no reply of its came
 	// back since; recheckAt is when it is asked again in the background (see answering).
 	slow      bool

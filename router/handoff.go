@@ -138,7 +138,7 @@ func (n *Node) read(r reservation) (Message, error) {
 	m := r.msg
 	rec, err := r.log.Read(m.Offset)
 	if err == nil {
-		m.Key, m.Value, m.Timestamp = rec.Key, rec.Value, rec.Timestamp
+		m.Key, m.Value, m.Timestamp, m.Headers = rec.Key, rec.Value, rec.Timestamp, rec.Headers
 		n.stats.delivered.Add(1)
 		return m, nil
 	}

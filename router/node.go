@@ -97,8 +97,10 @@ type Config struct {
 	// the oldest until all run the new release (as a broker's inter-node protocol version is
 	// pinned), and tests use it to play older releases. Version 1 is single acks, extends and
 	// nacks; 2 adds AckBatch (the releases before this field speak 2); 3 to 6 add the frames
-	// of cross-node consumption, 7 the settles that carry no clock, 8 ConsumeBatch, 9 is
-	// reserved, 10 Reject (see docs/protocol.md, "Forwarded acks and the node wire").
+	// of cross-node consumption, 7 the settles that carry no clock, 8 ConsumeBatch, 9 the
+	// records' headers in deliveries (a node at 8 or below, on either side, delivers another
+	// node's records without their headers), 10 Reject (see docs/protocol.md, "Forwarded acks
+	// and the node wire").
 	// A node refuses a frame newer than its version as an older release does, and at
 	// version 1 sends no AckBatch.
 	WireVersion uint8

@@ -254,7 +254,7 @@ func (n *Node) serveDrop(from, topic string) {
 
 // serveConsume answers a probe or a claim of another node: one non-blocking scan of this
 // node's partitions of the topic (the pinned one alone, when there is one), capped at
-// RemoteBatch records and BatchPayloadBytes of keys and payloads, its reply bounded at
+// RemoteBatch records and BatchPayloadBytes of keys, payloads and headers, its reply bounded at
 // ResponseLimit of encoded records with the records past it given back at once. A claim
 // carrying the Claim flag retires the sender's hold; a plain probe never does. The reply's
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
@@ -340,7 +340,7 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 	if c.RelativeExpiry {
 		relativeTo = n.clock.Now()
 	}
-	reply := boundedReply(msgs, relativeTo, limit, s.deliveries[:0])
+	reply := boundedReply(msgs, relativeTo, c.Headers, limit, s.deliveries[:0])
 	s.deliveries = reply.Deliveries[:0]
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once
@@ -394,7 +394,7 @@ func (n *Node) serveReplay(ctx context.Context, topic string, r wire.Replay) []b
 	if len(msgs) == 0 && err != nil {
 		return consumeRefusal(err)
 	}
-	reply := boundedReply(msgs, time.Time{}, ResponseLimit, nil) // a replay holds no leases: what is cut is only not sent
+	reply := boundedReply(msgs, time.Time{}, r.Headers, ResponseLimit, nil) // a replay holds no leases: what is cut is only not sent
 	return wire.AppendConsumeReply(nil, &reply)
 }
 
@@ -412,13 +412,32 @@ func refusalReply(err error) wire.ConsumeReply {
 
 // boundedReply carries msgs in order until the next would take the reply past limit bytes
 // of encoded records (the first is always carried); the caller deals with the rest. With
-// relativeTo set, each lease's expiry goes as its time left from then. The deliveries are
-// appended to into.
-func boundedReply(msgs []Message, relativeTo time.Time, limit int, into []wire.Delivery) wire.ConsumeReply {
+// relativeTo set, each lease's expiry goes as its time left from then; with headers set
+// (the requester asked for them, so it speaks wire version 9), each record's headers go
+// too, and otherwise they are dropped: an older requester could not read them. The
+// deliveries are appended to into.
+func boundedReply(msgs []Message, relativeTo time.Time, headers bool, limit int, into []wire.Delivery) wire.ConsumeReply {
 	reply := wire.ConsumeReply{Deliveries: slices.Grow(into[:0], len(msgs))}
+	var all []wire.Header // every delivery's headers, in one allocation
+	if headers {
+		count := 0
+		for i := range msgs {
+			count += len(msgs[i].Headers)
+		}
+		if count > 0 {
+			all = make([]wire.Header, 0, count)
+		}
+	}
 	size := 0
 	for i := range msgs {
 		d := deliveryOf(&msgs[i], relativeTo)
+		if all != nil && len(msgs[i].Headers) > 0 {
+			start := len(all)
+			for _, h := range msgs[i].Headers {
+				all = append(all, wire.Header(h))
+			}
+			d.Headers = all[start:len(all):len(all)]
+		}
 		if size += wire.DeliverySize(&d); i > 0 && size > limit {
 			break
 		}
@@ -447,11 +466,12 @@ func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
 	return d
 }
 
-// messageOf is a record another node delivered, as this node's caller receives it. With
+// messageOf is a record another node delivered, as this node's caller receives it, with
+// its headers converted into headers (the caller's: len(d.Headers) of them). With
 // sent set, the delivery's expiry is the lease's time left at the owner (see
 // wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
 // never looks longer here than it is at the owner, whatever the two clocks say.
-func messageOf(topic string, d *wire.Delivery, sent time.Time) Message {
+func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header) Message {
 	m := Message{
 		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
 		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
@@ -466,6 +486,12 @@ func messageOf(topic string, d *wire.Delivery, sent time.Time) Message {
 	}
 	if d.Timestamp != 0 {
 		m.Timestamp = time.Unix(0, d.Timestamp)
+	}
+	if len(d.Headers) > 0 {
+		for i, h := range d.Headers {
+			headers[i] = Header(h)
+		}
+		m.Headers = headers
 	}
 	return m
 }

@@ -245,7 +245,8 @@ func (n *Node) rpcDeadline(budget time.Duration, until time.Time) time.Time {
 
 // remoteConsume sends one probe (claim false) or claim to owner and returns the records it
 // answered. An owner on an older release refuses a field it does not know with a 400: the
-// frame goes again without it, Max first and then the Claim flag, within the same budget,
+// frame goes again without it, newest first (the Headers flag, relative expiry, Max, then
+// the Claim flag), within the same budget,
 // and the refusal is remembered for that owner for olderFieldMemory. When no reply comes
 // back, or ctx ends before the records reach the caller, the owner is asked to give back
 // whatever the reply carried.
@@ -267,6 +268,7 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	if n.wireVersion >= wire.V7 && !now.Before(l.noRelativeUntil) {
 		c.RelativeExpiry = true
 	}
+	c.Headers = n.asksHeadersLocked(l, now)
 	l.mu.Unlock()
 	for {
 		c.RequestID = requestID()
@@ -292,10 +294,13 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
-		if reply.Status == wire.StatusBadRequest && (c.RelativeExpiry || c.Max > 1 || c.Claim) {
+		if reply.Status == wire.StatusBadRequest && (c.Headers || c.RelativeExpiry || c.Max > 1 || c.Claim) {
 			// An older release refused the newest field the frame carried: again without it.
 			l.mu.Lock()
 			switch {
+			case c.Headers:
+				c.Headers = false
+				l.noHeadersUntil = n.clock.Now().Add(olderFieldMemory)
 			case c.RelativeExpiry:
 				c.RelativeExpiry = false
 				l.noRelativeUntil = n.clock.Now().Add(olderFieldMemory)
@@ -898,26 +903,43 @@ func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, d
 	}
 }
 
-// replayRemote reads a partition another node owns, from its owner.
+// replayRemote reads a partition another node owns, from its owner. An owner on a release
+// before wire version 9 refuses the Headers flag with a 400: the frame goes again without
+// it, within the same budget, and the refusal is remembered for olderFieldMemory.
 func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition int32, offset int64, limit int) ([]Message, error) {
-	if !n.servesConsumes(owner, n.clock.Now()) {
+	now := n.clock.Now()
+	if !n.servesConsumes(owner, now) {
 		return nil, fmt.Errorf("%w: %s serves no replays of other nodes (an older release)", ErrUnavailable, owner)
 	}
-	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpReplay, Topic: topic,
-		Replay: wire.Replay{Partition: partition, Offset: offset, Limit: int32(min(limit, 1<<30))}})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	raw, err := n.exchange(ctx, owner, frame, n.clock.Now().Add(ForwardBudget))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	l := n.lane(owner)
+	l.mu.Lock()
+	r := wire.Replay{Partition: partition, Offset: offset, Limit: int32(min(limit, 1<<30)), Headers: n.asksHeadersLocked(l, now)}
+	l.mu.Unlock()
+	deadline := now.Add(ForwardBudget)
+	var reply wire.ConsumeReply
+	for {
+		frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpReplay, Topic: topic, Replay: r})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrTransport, err)
-	}
-	reply, err := wire.DecodeConsumeReply(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		raw, err := n.exchange(ctx, owner, frame, deadline)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		if reply, err = wire.DecodeConsumeReply(raw); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		if reply.Status != wire.StatusBadRequest || !r.Headers {
+			break
+		}
+		// An older release refused the flags byte: again without it.
+		r.Headers = false
+		l.mu.Lock()
+		l.noHeadersUntil = n.clock.Now().Add(olderFieldMemory)
+		l.mu.Unlock()
 	}
 	if err := n.ownerRefusal(owner, &reply); err != nil {
 		return nil, err
@@ -969,6 +991,13 @@ func (s *remoteStats) load() RemoteStats {
 	}
 }
 
+// asksHeadersLocked reports whether a consume or replay sent to the owner of lane l now asks
+// for the records' headers: this node speaks wire version 9, and the owner did not refuse
+// the flag lately. Called with l.mu held.
+func (n *Node) asksHeadersLocked(l *lane, now time.Time) bool {
+	return n.wireVersion >= wire.V9 && !now.Before(l.noHeadersUntil)
+}
+
 // ownerRefusal is the error an owner's consume reply answers, nil for records. An owner that
 // does not know the op (a release before consumption across nodes) is remembered, and asked
 // nothing more for olderFieldMemory.
@@ -984,11 +1013,21 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 }
 
 // messagesOf is the records of an owner's reply, as this node's caller receives them; sent
-// as for messageOf.
+// as for messageOf. Their headers share one allocation, each message's capped at its own.
 func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
 	msgs := make([]Message, len(deliveries))
+	count := 0
 	for i := range deliveries {
-		msgs[i] = messageOf(topic, &deliveries[i], sent)
+		count += len(deliveries[i].Headers)
+	}
+	var all []Header // every message's headers, in one allocation
+	if count > 0 {
+		all = make([]Header, count)
+	}
+	for i := range deliveries {
+		n := len(deliveries[i].Headers)
+		msgs[i] = messageOf(topic, &deliveries[i], sent, all[:n:n])
+		all = all[n:]
 	}
 	return msgs
 }

@@ -16,7 +16,7 @@ const (
 	// resolves each log as it reaches it.
 	manyLookupLimit = 16
 	// BatchPayloadBytes bounds a batch scan: it stops once the records taken carry this
-	// many bytes of keys and payloads. The first record is always taken, and the record
+	// many bytes of keys, payloads and headers (Record.PayloadBytes). The first record is always taken, and the record
 	// that crosses the bound is kept.
 	BatchPayloadBytes = 4 << 20
 )
@@ -29,6 +29,10 @@ type Message struct {
 	Key       []byte
 	Value     []byte
 	Timestamp time.Time
+	// Headers are the record's headers, as the host's log read them (Record.Headers). A
+	// record delivered through another node carries them only when both nodes speak wire
+	// version 9 or later (see Config.WireVersion): an older node on the way drops them.
+	Headers []Header
 	// Receipt is the handle that acks, extends or nacks this delivery; its text form
 	// (Receipt.String()) is what a consumer holds. Zero for a replayed record.
 	Receipt Handle
@@ -42,8 +46,8 @@ type Message struct {
 	Fence uint64
 }
 
-// payloadBytes is what the batch bound counts: keys and payloads.
-func (m *Message) payloadBytes() int { return len(m.Key) + len(m.Value) }
+// payloadBytes is what the batch bound counts: keys, payloads and headers.
+func (m *Message) payloadBytes() int { return payloadBytes(m.Key, m.Value, m.Headers) }
 
 // scanRequest is one non-blocking pass over a topic's local partitions.
 type scanRequest struct {
@@ -494,7 +498,7 @@ func setLeaseMessage(m *Message, topic string, partition int32, lease *inflight.
 		Fence:     lease.Fence,
 	}
 	if rec != nil {
-		m.Key, m.Value, m.Timestamp = rec.Key, rec.Value, rec.Timestamp
+		m.Key, m.Value, m.Timestamp, m.Headers = rec.Key, rec.Value, rec.Timestamp, rec.Headers
 	}
 }
 

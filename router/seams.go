@@ -59,6 +59,32 @@ type Record struct {
 	Key       []byte
 	Value     []byte
 	Timestamp time.Time // when the record was produced, if the log keeps it
+	// Headers are the record's headers (a Kafka record's headers, an SQS message's
+	// attributes), if the log keeps them: in the order they were produced, a key perhaps
+	// repeated. The node hands them to consumers as they are, and counts their keys and
+	// values in its batch bound (PayloadBytes).
+	Headers []Header
+}
+
+// A Header is one header of a record: a key and a value, as a Kafka record header is. A
+// record's headers are ordered and may repeat a key; what they mean is the host's and its
+// consumers' business.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// PayloadBytes is what the node's byte bounds count of r (BatchPayloadBytes, and
+// RangeReader's maxBytes): its key and value, and each header's key and value.
+func (r *Record) PayloadBytes() int { return payloadBytes(r.Key, r.Value, r.Headers) }
+
+// payloadBytes is PayloadBytes of a record's parts.
+func payloadBytes(key, value []byte, headers []Header) int {
+	n := len(key) + len(value)
+	for i := range headers {
+		n += len(headers[i].Key) + len(headers[i].Value)
+	}
+	return n
 }
 
 // Log is one (topic, partition) of the host's log. It must be safe for concurrent use.
@@ -73,7 +99,7 @@ type Record struct {
 //     Oldest() <= HighWatermark().
 //
 // The node reads only offsets it has reserved, below the high watermark it read before.
-// The returned Record's slices belong to the caller. Oldest or HighWatermark negative, or
+// The returned Record's slices (its headers and their values too) belong to the caller. Oldest or HighWatermark negative, or
 // HighWatermark below Oldest (where the node reads both: when a partition loads, at a
 // retention jump, in Replay and PartitionStatus), and a Read answering ErrNotFound at or
 // above Oldest, or with Oldest past HighWatermark, are ErrHostContract: the record is given
@@ -119,13 +145,13 @@ type ManyGetter interface {
 //
 // ReadRange appends to dst the records at offset, offset+1, ... and returns it: at most max
 // of them (max >= 1), stopping at the high watermark, and after the record whose keys and
-// values bring the total to maxBytes or more (that record is kept, so at least one comes
-// back). The first record's errors are Read's: ErrNotFound below the oldest retained
+// values (and headers: Record.PayloadBytes) bring the total to maxBytes or more (that
+// record is kept, so at least one comes back). The first record's errors are Read's: ErrNotFound below the oldest retained
 // offset, ErrCorrupt for a permanently unreadable record, ErrLogClosed once closed, and
 // nothing appended. A later record that would fail ends the range before it, with a nil
 // error: the caller reads it on its own next. The node calls it only for offsets it has
-// reserved, below the high watermark it read before. The records' keys and values are the
-// caller's, as Read's are: the node hands them to consumers, who may change them. More than
+// reserved, below the high watermark it read before. The records' keys, values and headers
+// are the caller's, as Read's are: the node hands them to consumers, who may change them. More than
 // max records is ErrHostContract: the range is given back unread.
 type RangeReader interface {
 	ReadRange(offset int64, max, maxBytes int, dst []Record) ([]Record, error)

@@ -39,6 +39,8 @@ func FuzzServe(f *testing.F) {
 		{Op: wire.OpDrop, Topic: "orders"},
 		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
 			{RequestID: 3, Pinned: -1, Max: 2, Budget: time.Second}, {RequestID: 4, Pinned: 0, Claim: true, Max: 1, Budget: time.Second}}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 5, Pinned: -1, Max: 3, Headers: true}},
+		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 3, Headers: true}},
 	} {
 		frame, err := wire.EncodeRequest(req)
 		if err != nil {
@@ -54,8 +56,12 @@ func FuzzServe(f *testing.F) {
 	routes.SetRemote("orders", "b", 1)
 	logs := &routertest.MemLogs{}
 	log := logs.Log("orders", 0)
-	for range 3 {
-		log.Append(nil, []byte("v"), time.Unix(1, 0))
+	for i := range 3 {
+		var headers []router.Header
+		if i == 1 { // a reply with headers, for a frame asking for them
+			headers = []router.Header{{Key: "h", Value: []byte("v")}}
+		}
+		log.AppendRecord(router.Record{Value: []byte("v"), Timestamp: time.Unix(1, 0), Headers: headers})
 	}
 	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}})
 	if err != nil {

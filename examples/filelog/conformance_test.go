@@ -7,14 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
 
 // conformanceLog adapts a Log to the library's conformance suite.
 type conformanceLog struct{ *Log }
 
+var _ routertest.RecordAppender = conformanceLog{}
+
 func (c conformanceLog) Append(key, value []byte) (int64, error) {
 	return c.Log.Append(key, value, time.Time{})
+}
+
+// AppendRecord appends with headers and a timestamp: the suite checks the log keeps both.
+func (c conformanceLog) AppendRecord(rec router.Record) (int64, error) {
+	return c.Log.AppendRecord(rec)
 }
 
 // The file log keeps the router.Log contract: the library's conformance suite, run as any

@@ -26,7 +26,11 @@
 // named by the offset of their first record (00000000000000000000.log, ...). Appends go to
 // the last segment; once it would grow past Options.SegmentBytes a new one starts at the
 // high watermark. Each record is one frame: its length, a CRC32-C of the frame, its offset,
-// a timestamp, its key and its value (see frame.go for the bytes).
+// a timestamp, its key, its headers if it has some, and its value (see frame.go for the
+// bytes). A frame without headers is byte for byte the frame of the release before headers,
+// so segments it wrote read as before; that release reads a frame with headers as damaged.
+// Store.AppendRecord and Log.AppendRecord append a record with its headers, which Read and
+// ReadRange return in order (router.Record.Headers).
 //
 // # The router.Log contract
 //
@@ -41,8 +45,10 @@
 //   - Read at or past the high watermark returns ErrOutOfRange (the node never asks).
 //
 // A Log is also a router.RangeReader: ReadRange reads consecutive records of one segment
-// with a single pread, checks each frame as Read does, and ends the range before a damaged
-// frame (an error only when the first one is damaged).
+// with a single pread (records with headers may take a few: their frames' length fields are
+// not counted in maxBytes, so the pos index alone cannot say where the bound falls), checks
+// each frame as Read does, and ends the range before a damaged frame (an error only when
+// the first one is damaged).
 //
 // # Durability and recovery
 //

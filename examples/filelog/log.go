@@ -156,11 +156,7 @@ func (l *Log) Read(offset int64) (router.Record, error) {
 	case n != len(buf) || f.offset != offset:
 		return router.Record{}, l.corrupt(offset, errBadLength)
 	}
-	rec := router.Record{Value: f.value, Timestamp: timestamp(f.ts)}
-	if len(f.key) > 0 {
-		rec.Key = f.key
-	}
-	return rec, nil
+	return f.record(), nil
 }
 
 func (l *Log) corrupt(offset int64, why error) error {
@@ -173,11 +169,18 @@ func (l *Log) corrupt(offset int64, why error) error {
 // lose. Errors: ErrTooLarge, router.ErrLogClosed, and I/O errors; a failed append leaves
 // nothing behind, or, if it cannot undo a partial write, fails every later append.
 func (l *Log) Append(key, value []byte, ts time.Time) (int64, error) {
-	if len(key)+len(value) > MaxRecordBytes {
+	return l.AppendRecord(router.Record{Key: key, Value: value, Timestamp: ts})
+}
+
+// AppendRecord is Append of rec: its key, value, timestamp and headers, which Read and
+// ReadRange return in order. ErrTooLarge bounds the key, value and headers together
+// (MaxRecordBytes).
+func (l *Log) AppendRecord(rec router.Record) (int64, error) {
+	if frameSize(rec.Key, rec.Value, rec.Headers)-minFrameSize > MaxRecordBytes {
 		return 0, ErrTooLarge
 	}
 	l.mu.Lock()
-	offset, hwm, err := l.appendLocked(key, value, ts)
+	offset, hwm, err := l.appendLocked(&rec)
 	notify := l.notify
 	l.mu.Unlock()
 	if err != nil {
@@ -189,14 +192,14 @@ func (l *Log) Append(key, value []byte, ts time.Time) (int64, error) {
 	return offset, nil
 }
 
-func (l *Log) appendLocked(key, value []byte, ts time.Time) (offset, hwm int64, err error) {
+func (l *Log) appendLocked(rec *router.Record) (offset, hwm int64, err error) {
 	switch {
 	case l.closed:
 		return 0, 0, router.ErrLogClosed
 	case l.failed != nil:
 		return 0, 0, l.failed
 	}
-	size := int64(frameSize(key, value))
+	size := int64(frameSize(rec.Key, rec.Value, rec.Headers))
 	if active := l.segs[len(l.segs)-1]; active.end > 0 && active.end+size > l.opts.SegmentBytes {
 		if err := l.roll(); err != nil {
 			return 0, 0, err
@@ -207,7 +210,7 @@ func (l *Log) appendLocked(key, value []byte, ts time.Time) (offset, hwm int64, 
 	}
 	seg := l.segs[len(l.segs)-1]
 	offset = l.hwm.Load()
-	l.buf = appendFrame(l.buf[:0], offset, ts, key, value)
+	l.buf = appendFrame(l.buf[:0], offset, rec.Timestamp, rec.Key, rec.Value, rec.Headers)
 	if _, err := seg.f.WriteAt(l.buf, seg.end); err != nil {
 		return 0, 0, l.undo(seg, fmt.Errorf("filelog: append to %s: %w", l.dir, err))
 	}

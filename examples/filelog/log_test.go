@@ -72,7 +72,7 @@ func segmentFiles(t *testing.T, dir string) []int64 {
 
 // testFrame is the size of a record appendN writes: 28 bytes of frame, 8 of key and 10 of
 // value. 200-byte segments hold four of them.
-var testFrame = frameSize([]byte("key-0000"), value(0))
+var testFrame = frameSize([]byte("key-0000"), value(0), nil)
 
 const smallSegments = 200
 
@@ -321,7 +321,7 @@ func TestCorruptRecords(t *testing.T) {
 				path := filepath.Join(dir, segmentName(4))
 				b, err := os.ReadFile(path)
 				require.NoError(t, err)
-				wrong := appendFrame(nil, 99, time.Unix(1000, 5), []byte("key-0005"), value(5))
+				wrong := appendFrame(nil, 99, time.Unix(1000, 5), []byte("key-0005"), value(5), nil)
 				copy(b[frame:], wrong)
 				require.NoError(t, os.WriteFile(path, b, 0o644))
 			},
@@ -404,7 +404,7 @@ func TestBadFilesAreHarmless(t *testing.T) {
 func frames(first, n int64) []byte {
 	var b []byte
 	for off := first; off < first+n; off++ {
-		b = appendFrame(b, off, time.Unix(1000, off), fmt.Appendf(nil, "key-%04d", off), value(off))
+		b = appendFrame(b, off, time.Unix(1000, off), fmt.Appendf(nil, "key-%04d", off), value(off), nil)
 	}
 	return b
 }

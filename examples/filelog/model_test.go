@@ -50,7 +50,7 @@ func (m *logModel) retain() {
 }
 
 func (m *logModel) append(r modelRecord) int64 {
-	size := int64(frameSize(r.key, r.value))
+	size := int64(frameSize(r.key, r.value, nil))
 	if last := &m.segs[len(m.segs)-1]; last.bytes > 0 && last.bytes+size > m.opts.SegmentBytes {
 		m.segs = append(m.segs, modelSegment{base: m.hwm()})
 	}
@@ -148,7 +148,7 @@ func TestLogAgainstModel(t *testing.T) {
 			"crash with a torn tail": func(t *rapid.T) {
 				// The process dies in the middle of writing a frame: what reached the file
 				// is a prefix of a frame, or junk. Either way it is cut on open.
-				torn := appendFrame(nil, m.hwm(), now, []byte("torn"), []byte("frame"))
+				torn := appendFrame(nil, m.hwm(), now, []byte("torn"), []byte("frame"), nil)
 				tail := rapid.SampledFrom([][]byte{
 					torn[:rapid.IntRange(1, len(torn)-1).Draw(t, "cut")],
 					rapid.SliceOfN(rapid.Byte(), 1, 50).Draw(t, "junk"),

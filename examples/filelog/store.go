@@ -228,6 +228,19 @@ func (s *Store) Append(topic string, partition int32, key, value []byte) (int64,
 	return l.Append(key, value, time.Now())
 }
 
+// AppendRecord appends rec, its headers too, to a partition and returns its offset; a zero
+// Timestamp is now. It is Log(topic, partition) followed by Log.AppendRecord.
+func (s *Store) AppendRecord(topic string, partition int32, rec router.Record) (int64, error) {
+	l, err := s.Log(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	if rec.Timestamp.IsZero() {
+		rec.Timestamp = time.Now()
+	}
+	return l.AppendRecord(rec)
+}
+
 // Get implements router.Logs. After Close it still returns the (closed) logs, whose reads
 // answer router.ErrLogClosed.
 func (s *Store) Get(topic string, partition int32) (router.Log, error) {

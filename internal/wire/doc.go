@@ -18,19 +18,25 @@
 //	V6  Consume's Max
 //	V7  Release (12), ExtendLeft (13), AckDurable (14); Consume's flags byte (relative expiry)
 //	V8  ConsumeBatch (15): the consumes of several consumers of one topic in one frame
-//	V9  reserved
+//	V9  headers in deliveries: the Headers flag (bit 1) of Consume's and a ConsumeBatch
+//	    member's flags byte, and Replay's flags byte; the consume reply's headers mark
 //	V10 Reject (16): a settle that quarantines the record at once
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
-// forwarded. Version 10's Reject has no older form: a requester never sends an owner of an
-// older version a reject as some other settle.
+// forwarded. Version 9 carries the records' headers: a requester asks for them with the
+// Headers flag, and only then does an owner send them (a requester before V9 could not read
+// them, so its deliveries come without: the headers are lost to it). Version 10's Reject has
+// no older form: a requester never sends an owner of an older version a reject as some other
+// settle.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
 // carrying a trailing field newer than the version is ErrBadFrame ("trailing data"), exactly
 // as an older release that does not know the field answers it (V6 reads the Max of 1 that
-// only a flags byte follows as out of range, "max 1", as a V6 release does). Everything else malformed is
+// only a flags byte follows as out of range, "max 1", as a V6 release does), and so is a
+// Replay's flags byte below V9, and a flag bit newer than the version ("flags byte": V7 and
+// V8 know bit 0 alone). Everything else malformed is
 // ErrBadFrame too. An encoder always writes the newest form of a request; a field it need not
 // write is left out (a Consume of one record without a claim is byte for byte the V3 frame),
 // and a requester talking to an older node drops the newer fields itself.
@@ -55,10 +61,12 @@
 //	                   set)
 //	ConsumeBatch       u16 count (1 to MaxConsumeBatch), then per consume: request id u64,
 //	                   pinned partition i32, visibility (a duration), the Claim byte (0 or
-//	                   1), Max i32 (at least 1), the flags byte (bit 0: RelativeExpiry, the
-//	                   other bits zero) and its budget (a duration, positive: what was left
+//	                   1), Max i32 (at least 1), the flags byte (bit 0: RelativeExpiry; bit
+//	                   1, from V9: Headers; the other bits zero) and its budget (a duration, positive: what was left
 //	                   of the consume's budget when the frame left), every field written
-//	Replay             partition i32, offset i64, limit i32 (none negative)
+//	Replay             partition i32, offset i64, limit i32 (none negative), then optionally
+//	                   (V9) the flags byte (bit 1: Headers, the other bits zero; written only
+//	                   with it set)
 //	Cancel             request id u64
 //	Register           an empty topic in the header, then u16 count (1 to MaxRegistrations),
 //	                   then per entry: topic (u16 length, 1 to MaxTopic bytes), ttl (a
@@ -82,12 +90,17 @@
 // length, at most MaxMessage bytes), a u32 count, then per delivery: partition i32, offset i64, nonce u64,
 // attempt u32, reason u8, expiry (a time, or, answering a Consume with RelativeExpiry, the
 // lease's time left: a duration), fence u64, timestamp (a time), key (u32 length,
-// bytes), value (u32 length, bytes).
+// bytes), value (u32 length, bytes). A reply some delivery of which carries headers (V9,
+// sent only to a requester that asked with the Headers flag) opens with another mark, 0xC7,
+// and every delivery's value is then followed by its headers: a u32 count (0 for one
+// without), then per header a key (u32 length, bytes) and a value (u32 length, bytes), in
+// the record's order. A reply of the headers mark with no header in it is malformed: each
+// reply has one form.
 //
 // The consume batch reply answers ConsumeBatch: a mark byte (0xC6), a u16 count (the
 // request's), then per consume, in the request's order, a u32 length and that consume's
 // consume reply. A refusal of the whole frame is an ack reply of one answer.
 //
 // Decoders never panic, and never allocate more than the frame's length justifies: every count
-// is bounded by the bytes left.
+// (a delivery's headers included) and every length is bounded by the bytes left.
 package wire

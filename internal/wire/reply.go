@@ -129,6 +129,17 @@ type Delivery struct {
 	Fence     uint64
 	Key       []byte
 	Value     []byte
+	// Headers are the record's headers, in order. An owner sets them only for a requester
+	// that asked (Consume.Headers, Replay.Headers): a reply carrying any opens with the
+	// headers mark, which a requester before V9 cannot read.
+	Headers []Header
+}
+
+// Header is one header of a delivery, as router.Header is one of a record: a key and a
+// value, in the record's order, a key perhaps repeated.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // ConsumeReply answers a Consume or a Replay.
@@ -138,25 +149,68 @@ type ConsumeReply struct {
 	Deliveries []Delivery
 }
 
-// consumeReplyMark opens every consume reply. An ack reply opens with its count's high
-// byte, zero (MaxAnswers is below 256), so a refusal in the ack reply format (an older
-// release refusing an op or a field it does not know, in the only format it writes) is told
-// apart from a consume reply by its first byte.
+// consumeReplyMark opens every consume reply whose deliveries carry no headers. An ack
+// reply opens with its count's high byte, zero (MaxAnswers is below 256), so a refusal in
+// the ack reply format (an older release refusing an op or a field it does not know, in the
+// only format it writes) is told apart from a consume reply by its first byte.
 const consumeReplyMark byte = 0xC5
 
-// deliverySize is a delivery's size on the wire without its key and value.
+// consumeReplyHeadersMark opens a consume reply (V9) in which some delivery carries
+// headers: each delivery's headers then follow its value. Only a requester that asked for
+// headers is sent one.
+const consumeReplyHeadersMark byte = 0xC7
+
+// isConsumeReplyMark reports whether b opens a consume reply.
+func isConsumeReplyMark(b byte) bool { return b == consumeReplyMark || b == consumeReplyHeadersMark }
+
+// deliverySize is a delivery's size on the wire without its key, value and headers.
 const deliverySize = 4 + 8 + 8 + 4 + 1 + 8 + 8 + 8 + 4 + 4
 
-// DeliverySize is d's size in a consume reply, so that an owner can bound a reply.
-func DeliverySize(d *Delivery) int { return deliverySize + len(d.Key) + len(d.Value) }
+// headerFieldsSize is a header's size on the wire without its key and value: their lengths.
+const headerFieldsSize = 4 + 4
+
+// DeliverySize is d's size in a consume reply, so that an owner can bound a reply. With
+// headers it counts their count too; a delivery without headers in a reply where another
+// has some takes 4 bytes more (its count of none).
+func DeliverySize(d *Delivery) int {
+	size := deliverySize + len(d.Key) + len(d.Value)
+	if len(d.Headers) > 0 {
+		size += headersSize(d.Headers)
+	}
+	return size
+}
+
+// headersSize is the size of headers on the wire: their count, then each header.
+func headersSize(headers []Header) int {
+	size := 4
+	for i := range headers {
+		size += headerFieldsSize + len(headers[i].Key) + len(headers[i].Value)
+	}
+	return size
+}
 
 // AppendConsumeReply appends r's consume reply to dst, growing it once to hold the reply;
-// a message longer than MaxMessage is cut to it. A key or value must be shorter than 4 GiB,
-// and the caller bounds the reply (DeliverySize) well below MaxFrame.
+// a message longer than MaxMessage is cut to it. A reply with a delivery carrying headers
+// opens with the headers mark, and every delivery then carries its headers (a count of
+// none for one without); one without opens with the plain mark, byte for byte the reply
+// before V9. A key, value, header key or header value must be shorter than 4 GiB, and the
+// caller bounds the reply (DeliverySize) well below MaxFrame.
 func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
 	size := 2 + 2 + min(len(r.Message), MaxMessage) + 4
+	mark := consumeReplyMark
 	for i := range r.Deliveries {
-		size += DeliverySize(&r.Deliveries[i])
+		d := &r.Deliveries[i]
+		size += DeliverySize(d)
+		if len(d.Headers) > 0 {
+			mark = consumeReplyHeadersMark
+		}
+	}
+	if mark == consumeReplyHeadersMark {
+		for i := range r.Deliveries {
+			if len(r.Deliveries[i].Headers) == 0 {
+				size += 4
+			}
+		}
 	}
 	if cap(dst)-len(dst) < size {
 		if len(dst) == 0 {
@@ -165,7 +219,7 @@ func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
 			dst = slices.Grow(dst, size) // after others (a ConsumeBatch's): amortized
 		}
 	}
-	b := append(dst, consumeReplyMark, r.Status)
+	b := append(dst, mark, r.Status)
 	b = appendMessage(b, r.Message)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Deliveries)))
 	for i := range r.Deliveries {
@@ -182,21 +236,63 @@ func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
 		b = append(b, d.Key...)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(d.Value)))
 		b = append(b, d.Value...)
+		if mark == consumeReplyHeadersMark {
+			b = appendHeaders(b, d.Headers)
+		}
 	}
 	return b
 }
 
+// appendHeaders appends headers as a consume reply with the headers mark carries them: a
+// u32 count, then per header its key and value, each a u32 length and the bytes.
+func appendHeaders(b []byte, headers []Header) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(headers)))
+	for i := range headers {
+		h := &headers[i]
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Key)))
+		b = append(b, h.Key...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
+		b = append(b, h.Value...)
+	}
+	return b
+}
+
+// headers reads the headers of one delivery: a count the bytes left can hold (each header
+// takes headerFieldsSize at least), then each header. Keys are copies; values alias the frame,
+// capped, nil when empty. No headers is nil.
+func (r *reader) headers() []Header {
+	count := r.u32("headers")
+	if r.err == nil && uint64(count) > uint64(len(r.b)/headerFieldsSize) {
+		r.fail("%d headers in %d bytes", count, len(r.b))
+	}
+	if r.err != nil || count == 0 {
+		return nil
+	}
+	headers := make([]Header, 0, count)
+	for range count {
+		key := r.bytes("header key")
+		value := r.bytes("header value")
+		if r.err != nil {
+			return nil
+		}
+		headers = append(headers, Header{Key: string(key), Value: value})
+	}
+	return headers
+}
+
 // DecodeConsumeReply reads a consume reply, or a refusal of the request in the ack reply
-// format (one answer: its status and message, no deliveries). Each delivery's Key and Value alias b (nil when
-// empty), each capped at its own length so that appending to one never writes into b; a
-// caller that keeps them past b's life copies them. Anything malformed (a short reply, a
-// count the bytes left cannot hold, a message over MaxMessage, bytes after the last delivery,
-// a reply over MaxFrame) is ErrBadFrame.
+// format (one answer: its status and message, no deliveries). Each delivery's Key and Value,
+// and its headers' values, alias b (nil when empty), each capped at its own length so that
+// appending to one never writes into b; a caller that keeps them past b's life copies them.
+// Header keys are copies. Anything malformed (a short reply, a count the bytes left cannot
+// hold, of deliveries or of a delivery's headers, a length past the end, a message over
+// MaxMessage, bytes after the last delivery, a reply over MaxFrame, a reply opening with the
+// headers mark whose deliveries carry none) is ErrBadFrame.
 func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 	if len(b) > MaxFrame {
 		return ConsumeReply{}, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
 	}
-	if len(b) > 0 && b[0] != consumeReplyMark {
+	if len(b) > 0 && !isConsumeReplyMark(b[0]) {
 		answers, err := DecodeReply(b)
 		if err != nil {
 			return ConsumeReply{}, err
@@ -207,7 +303,7 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 		return ConsumeReply{Status: answers[0].Status, Message: answers[0].Message}, nil
 	}
 	r := reader{b: b}
-	r.u8("consume reply") // the mark
+	withHeaders := r.u8("consume reply") == consumeReplyHeadersMark
 	var reply ConsumeReply
 	reply.Status = r.u8("consume reply")
 	reply.Message = r.message()
@@ -221,6 +317,7 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 	if count > 0 {
 		reply.Deliveries = make([]Delivery, 0, count)
 	}
+	anyHeaders := false
 	for range count {
 		p := r.take(deliverySize-8, "delivery") // up to the key's length
 		if r.err != nil {
@@ -238,6 +335,10 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 		}
 		d.Key = r.bytes("key")
 		d.Value = r.bytes("value")
+		if withHeaders {
+			d.Headers = r.headers()
+			anyHeaders = anyHeaders || len(d.Headers) > 0
+		}
 		if r.err != nil {
 			return ConsumeReply{}, r.err
 		}
@@ -245,6 +346,11 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 	}
 	if len(r.b) > 0 {
 		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	if withHeaders && !anyHeaders {
+		// The encoder writes the headers mark only for a delivery that has some: one
+		// form per reply.
+		return ConsumeReply{}, fmt.Errorf("%w: the headers mark, and no headers", ErrBadFrame)
 	}
 	return reply, nil
 }
@@ -321,7 +427,7 @@ func DecodeConsumeBatchReply(b []byte, count int) (ConsumeBatchReply, error) {
 			r.fail("a member of %d bytes in %d", size, len(r.b))
 		}
 		member := r.take(int(size), "consume batch member")
-		if r.err == nil && member[0] != consumeReplyMark {
+		if r.err == nil && !isConsumeReplyMark(member[0]) {
 			r.fail("a member opening with %#x", member[0])
 		}
 		if r.err != nil {

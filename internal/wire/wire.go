@@ -21,7 +21,7 @@ const (
 	V6                        // + Consume's Max
 	V7                        // + Release, ExtendLeft, AckDurable; Consume's flags byte (relative expiry)
 	V8                        // + ConsumeBatch: the consumes of several consumers in one frame
-	V9                        // reserved
+	V9                        // + headers in deliveries: the Headers flag of Consume, ConsumeBatch and Replay
 	V10                       // + Reject
 	Newest = V10
 )
@@ -155,21 +155,52 @@ type Consume struct {
 	// owner when it replied (a duration), not as a time: no clock crosses the wire. It
 	// travels as bit 0 of the flags byte, after Max.
 	RelativeExpiry bool
+	// Headers (V9) asks for each delivery's headers: an owner answering a consume without
+	// it leaves them out, since a requester before V9 could not read them. It travels as
+	// bit 1 of the flags byte.
+	Headers bool
 	// Budget is what was left of the consume's budget when the frame left. Only a member
 	// of a ConsumeBatch carries it (positive): a Consume frame's RPC is its budget, and a
 	// Consume decodes with Budget 0.
 	Budget time.Duration
 }
 
-// flagRelativeExpiry is Consume.RelativeExpiry's bit of the flags byte. The flags byte is
-// written only with a flag set, and a decoder refuses a bit it does not know.
-const flagRelativeExpiry byte = 1 << 0
+// The bits of a Consume's flags byte (and of a Replay's, which knows flagHeaders alone).
+// The flags byte is written only with a flag set, and a decoder refuses a bit it does not
+// know at its version.
+const (
+	flagRelativeExpiry byte = 1 << 0 // Consume.RelativeExpiry (V7)
+	flagHeaders        byte = 1 << 1 // Consume.Headers, Replay.Headers (V9)
+)
+
+// consumeFlags returns the flags a decoder speaking v knows in a Consume's flags byte.
+func consumeFlags(v Version) byte {
+	if v >= V9 {
+		return flagRelativeExpiry | flagHeaders
+	}
+	return flagRelativeExpiry
+}
+
+// flags returns c's flags byte.
+func (c *Consume) flags() byte {
+	var flags byte
+	if c.RelativeExpiry {
+		flags |= flagRelativeExpiry
+	}
+	if c.Headers {
+		flags |= flagHeaders
+	}
+	return flags
+}
 
 // Replay is the body of a Replay frame.
 type Replay struct {
 	Partition int32
 	Offset    int64
 	Limit     int32
+	// Headers (V9) asks for the records' headers, as Consume.Headers does. It travels as
+	// bit 1 of a flags byte after Limit, written only when set.
+	Headers bool
 }
 
 // Registration is one entry of a Register frame.
@@ -199,6 +230,8 @@ func (r *Request) MinVersion() Version {
 	switch r.Op {
 	case OpConsume:
 		switch {
+		case r.Consume.Headers:
+			return V9
 		case r.Consume.RelativeExpiry:
 			return V7
 		case r.Consume.Max > 1:
@@ -207,7 +240,16 @@ func (r *Request) MinVersion() Version {
 			return V5
 		}
 	case OpConsumeBatch:
+		for i := range r.Consumes {
+			if r.Consumes[i].Headers {
+				return V9
+			}
+		}
 		return V8
+	case OpReplay:
+		if r.Replay.Headers {
+			return V9
+		}
 	case OpAckBatch:
 		// A batch needs the version of its newest record op.
 		need := Since(OpAckBatch)
@@ -249,7 +291,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	case OpConsumeBatch:
 		size += 2 + len(req.Consumes)*batchConsumeSize
 	case OpReplay:
-		size += replaySize
+		size += replaySize + 1
 	case OpCancel:
 		size += 8
 	case OpRegister:
@@ -280,10 +322,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 		b = binary.BigEndian.AppendUint64(b, c.RequestID)
 		b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
-		var flags byte
-		if c.RelativeExpiry {
-			flags |= flagRelativeExpiry
-		}
+		flags := c.flags()
 		writeMax := c.Max > 1 || flags != 0
 		if c.Claim || writeMax {
 			claim := byte(0)
@@ -305,22 +344,22 @@ func EncodeRequest(req Request) ([]byte, error) {
 			b = binary.BigEndian.AppendUint64(b, c.RequestID)
 			b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
 			b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
-			claim, flags := byte(0), byte(0)
+			claim := byte(0)
 			if c.Claim {
 				claim = 1
 			}
-			if c.RelativeExpiry {
-				flags = flagRelativeExpiry
-			}
 			b = append(b, claim)
 			b = binary.BigEndian.AppendUint32(b, uint32(max(c.Max, 1)))
-			b = append(b, flags)
+			b = append(b, c.flags())
 			b = binary.BigEndian.AppendUint64(b, uint64(c.Budget))
 		}
 	case OpReplay:
 		b = binary.BigEndian.AppendUint32(b, uint32(req.Replay.Partition))
 		b = binary.BigEndian.AppendUint64(b, uint64(req.Replay.Offset))
 		b = binary.BigEndian.AppendUint32(b, uint32(req.Replay.Limit))
+		if req.Replay.Headers {
+			b = append(b, flagHeaders)
+		}
 	case OpCancel:
 		b = binary.BigEndian.AppendUint64(b, req.RequestID)
 	case OpRegister:
@@ -491,8 +530,10 @@ func (r *reader) record(op byte) Record {
 // DecodeRequest reads a request frame as a node speaking v does. An op newer than v, or one
 // no version knows, is ErrUnsupportedOp; an AckBatch with a record of an op newer than v is
 // ErrBadFrame, as an older release answers it, and so is a frame carrying a field newer than
-// v (a Consume's Claim byte below V5, its Max below V6, its flags byte below V7: "trailing
-// data", or "max 1" at V6 for the Max of 1 that only a flags byte follows); anything else
+// v (a Consume's Claim byte below V5, its Max below V6, its flags byte below V7, or a
+// Replay's flags byte below V9: "trailing data", or "max 1" at V6 for the Max of 1 that
+// only a flags byte follows; the Headers flag below V9 of a Consume or a ConsumeBatch
+// member: "flags byte"); anything else
 // malformed (a short frame, bytes after its last field, a value out of range, a frame over
 // MaxFrame) is ErrBadFrame. The strings it returns are copies: the request does not alias b.
 func DecodeRequest(b []byte, v Version) (Request, error) {
@@ -561,12 +602,11 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 					if c.Max < 1 {
 						r.fail("max %d (at least 1 before the flags byte)", c.Max)
 					}
-					switch flags := r.u8("flags"); flags {
-					case flagRelativeExpiry:
-						c.RelativeExpiry = true
-					default:
-						r.fail("flags byte %#x (bit 0 is the one flag, and the byte is written only with it set)", flags)
+					flags := r.u8("flags")
+					if r.err == nil && (flags == 0 || flags&^consumeFlags(v) != 0) {
+						r.fail("flags byte %#x (bits %#x are the flags at v%d, and the byte is written only with one set)", flags, consumeFlags(v), v)
 					}
+					c.RelativeExpiry, c.Headers = flags&flagRelativeExpiry != 0, flags&flagHeaders != 0
 				} else if c.Max < 2 {
 					r.fail("max %d (at least 2 when present)", c.Max)
 				}
@@ -596,13 +636,13 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 				r.fail("a batch consume pinned to %d, visibility %v, max %d, budget %v", c.Pinned, c.Visibility, c.Max, c.Budget)
 			case claim > 1:
 				r.fail("claim byte %d", claim)
-			case flags&^flagRelativeExpiry != 0:
+			case flags&^consumeFlags(v) != 0:
 				r.fail("flags byte %#x", flags)
 			}
 			if r.err != nil {
 				break
 			}
-			c.Claim, c.RelativeExpiry = claim == 1, flags&flagRelativeExpiry != 0
+			c.Claim, c.RelativeExpiry, c.Headers = claim == 1, flags&flagRelativeExpiry != 0, flags&flagHeaders != 0
 		}
 	case OpReplay:
 		p := &req.Replay
@@ -611,6 +651,14 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 		p.Limit = int32(r.u32("replay"))
 		if p.Partition < 0 || p.Offset < 0 || p.Limit < 0 {
 			r.fail("a replay of partition %d from %d, limit %d", p.Partition, p.Offset, p.Limit)
+		}
+		// The flags byte, read only by a version that knows it: to an older one it is
+		// trailing data.
+		if r.err == nil && len(r.b) > 0 && v >= V9 {
+			if flags := r.u8("replay flags"); flags != flagHeaders {
+				r.fail("replay flags byte %#x (bit 1 is the one flag, and the byte is written only with it set)", flags)
+			}
+			p.Headers = true
 		}
 	case OpCancel:
 		req.RequestID = r.u64("cancel")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,14 @@ func samples() []wire.Request {
 			{RequestID: 14, Pinned: 0, Max: 100, RelativeExpiry: true, Budget: 1},
 		}},
 		{Op: wire.OpConsumeBatch, Topic: "", Consumes: []wire.Consume{{RequestID: 15, Pinned: 3, Claim: true, Max: 1, Budget: time.Second}}},
+		// Version 9's.
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 16, Pinned: -1, Max: 1, Headers: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 17, Pinned: 2, Claim: true, Max: 100, RelativeExpiry: true, Headers: true}},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 18, Pinned: -1, Max: 1, RelativeExpiry: true, Budget: time.Second},
+			{RequestID: 19, Pinned: 0, Max: 5, RelativeExpiry: true, Headers: true, Budget: time.Second},
+		}},
+		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Partition: 2, Offset: 100, Limit: 10, Headers: true}},
 	}
 }
 
@@ -108,7 +117,9 @@ func TestRequestRoundTrip(t *testing.T) {
 				switch {
 				case req.Op == wire.OpAckBatch:
 					want = "record op"
-				case v == wire.V6 && req.Consume.Max <= 1:
+				case req.Op == wire.OpConsumeBatch, req.Op == wire.OpConsume && v >= wire.V7:
+					want = "flags byte" // the Headers bit, unknown before V9
+				case req.Op == wire.OpConsume && v == wire.V6 && req.Consume.Max <= 1:
 					want = "max 1"
 				}
 				if !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), want) {
@@ -309,6 +320,12 @@ func TestMinVersion(t *testing.T) {
 		{"max", consume(wire.Consume{Max: 2}), wire.V6},
 		{"relative expiry", consume(wire.Consume{RelativeExpiry: true}), wire.V7},
 		{"relative expiry with claim and max", consume(wire.Consume{Claim: true, Max: 9, RelativeExpiry: true}), wire.V7},
+		{"headers", consume(wire.Consume{Headers: true}), wire.V9},
+		{"headers with every other field", consume(wire.Consume{Claim: true, Max: 9, RelativeExpiry: true, Headers: true}), wire.V9},
+		{"consume batch", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{RelativeExpiry: true}, {Claim: true}}}, wire.V8},
+		{"consume batch with headers", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{}, {Headers: true}}}, wire.V9},
+		{"replay", wire.Request{Op: wire.OpReplay}, wire.V3},
+		{"replay with headers", wire.Request{Op: wire.OpReplay, Replay: wire.Replay{Headers: true}}, wire.V9},
 		{"pass", wire.Request{Op: wire.OpPass}, wire.V4},
 	} {
 		if got := tc.req.MinVersion(); got != tc.want {
@@ -353,6 +370,12 @@ func TestOlderDecodersRefuse(t *testing.T) {
 	max.Consume.Max = 10
 	relative.Consume.RelativeExpiry = true
 	relativeMax.Consume.RelativeExpiry, relativeMax.Consume.Max = true, 10
+	headers, headersRelative := probe, probe
+	headers.Consume.Headers = true
+	headersRelative.Consume.Headers, headersRelative.Consume.RelativeExpiry = true, true
+	batchHeaders := wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{
+		{Pinned: -1, Budget: time.Second}, {Pinned: -1, Headers: true, Budget: time.Second}}}
+	replayHeaders := wire.Request{Op: wire.OpReplay, Topic: "t", Replay: wire.Replay{Limit: 1, Headers: true}}
 	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
 	single := func(op byte) wire.Request {
 		return wire.Request{Op: op, Topic: "t", Records: []wire.Record{{Op: op, Handle: h}}}
@@ -390,13 +413,20 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v6 reads no flags byte after a Max of 1", relative, wire.V6, wire.ErrBadFrame},
 		{"v5 reads no flags byte", relative, wire.V5, wire.ErrBadFrame},
 		{"v3 reads no flags byte", relative, wire.V3, wire.ErrBadFrame},
-		{"v7 knows no ConsumeBatch", samples()[len(samples())-1], wire.V7, wire.ErrUnsupportedOp},
+		{"v7 knows no ConsumeBatch", samples()[len(samples())-5], wire.V7, wire.ErrUnsupportedOp},
 		{"v9 knows no Reject", single(wire.OpReject), wire.V9, wire.ErrUnsupportedOp},
 		{"v8 knows no Reject", single(wire.OpReject), wire.V8, wire.ErrUnsupportedOp},
 		{"v1 knows no Reject", single(wire.OpReject), wire.V1, wire.ErrUnsupportedOp},
 		{"v9 reads no batched Reject", batch(wire.OpReject), wire.V9, wire.ErrBadFrame},
 		{"v8 reads no batched Reject", batch(wire.OpReject), wire.V8, wire.ErrBadFrame},
 		{"v2 reads no batched Reject", batch(wire.OpReject), wire.V2, wire.ErrBadFrame},
+		{"v8 reads no Headers flag", headers, wire.V8, wire.ErrBadFrame},
+		{"v7 reads no Headers flag", headers, wire.V7, wire.ErrBadFrame},
+		{"v8 reads no Headers flag beside relative expiry", headersRelative, wire.V8, wire.ErrBadFrame},
+		{"v6 reads no flags byte of Headers", headers, wire.V6, wire.ErrBadFrame},
+		{"v8 reads no batched Headers flag", batchHeaders, wire.V8, wire.ErrBadFrame},
+		{"v8 reads no Replay flags byte", replayHeaders, wire.V8, wire.ErrBadFrame},
+		{"v3 reads no Replay flags byte", replayHeaders, wire.V3, wire.ErrBadFrame},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
@@ -474,8 +504,8 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"max negative", frame(wire.OpConsume, "t", consume, uint8(1), int32(-5))},
 		{"short max", frame(wire.OpConsume, "t", consume, uint8(1), uint16(5))},
 		{"flags byte 0", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0))},
-		{"flags byte 2", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(2))},
-		{"flags byte 3", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(3))},
+		{"flags byte 4", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(4))},
+		{"flags byte 7", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(7))},
 		{"flags byte 0x80", frame(wire.OpConsume, "t", consume, uint8(0), int32(5), uint8(0x80))},
 		{"flags byte 0xff", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0xff))},
 		{"max 0 before the flags byte", frame(wire.OpConsume, "t", consume, uint8(0), int32(0), uint8(1))},
@@ -492,6 +522,10 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"replay of a negative limit", frame(wire.OpReplay, "t", int32(0), int64(0), int32(-1))},
 		{"replay of a negative partition", frame(wire.OpReplay, "t", int32(-1), int64(0), int32(1))},
 		{"replay from a negative offset", frame(wire.OpReplay, "t", int32(0), int64(-1), int32(1))},
+		{"replay flags byte 0", frame(wire.OpReplay, "t", int32(0), int64(0), int32(1), uint8(0))},
+		{"replay flags byte 1", frame(wire.OpReplay, "t", int32(0), int64(0), int32(1), uint8(1))},
+		{"replay flags byte 3", frame(wire.OpReplay, "t", int32(0), int64(0), int32(1), uint8(3))},
+		{"trailing after the replay flags byte", frame(wire.OpReplay, "t", int32(0), int64(0), int32(1), uint8(2), uint8(0))},
 		{"short cancel", frame(wire.OpCancel, "t", uint32(1))},
 		{"register with a topic in its header", frame(wire.OpRegister, "t", uint16(1), uint16(1), "t", int64(1))},
 		{"register of none", frame(wire.OpRegister, "", uint16(0))},
@@ -518,7 +552,8 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"consume batch member of claim byte 2", frame(wire.OpConsumeBatch, "t", uint16(1), member(2, 1, 0, time.Second))},
 		{"consume batch member of max 0", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 0, 0, time.Second))},
 		{"consume batch member of a negative max", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, -1, 0, time.Second))},
-		{"consume batch member of flags byte 2", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 2, time.Second))},
+		{"consume batch member of flags byte 4", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 4, time.Second))},
+		{"consume batch member of flags byte 0x83", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0x83, time.Second))},
 		{"consume batch member of no budget", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0, 0))},
 		{"consume batch member of a negative budget", frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 1, time.Second), member(0, 1, 0, -1))},
 	} {
@@ -883,6 +918,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(17), rec, int64(1)))
 	f.Add([]byte{17, 0, 0})
 	f.Add([]byte{15, 0, 0})
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(2)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(9), uint8(7)))
+	f.Add(frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 2, time.Second), member(1, 3, 3, time.Second)))
+	f.Add(frame(wire.OpReplay, "t", int32(0), int64(0), int32(1), uint8(2)))
+	f.Add(frame(wire.OpReplay, "t", int32(0), int64(0), int32(1), uint8(1)))
 	f.Add(frame(wire.OpRegister, "", uint16(0xffff), uint16(1), "t", int64(1)))
 	f.Add([]byte{})
 	f.Add([]byte{wire.OpAckBatch, 0, 0, 0, 0})
@@ -968,6 +1008,10 @@ func FuzzDecodeConsumeBatchReply(f *testing.F) {
 	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 15"}}), uint8(3))
 	f.Add([]byte{0xC6, 0, 1, 0, 0, 0, 8, 0xC5, 0, 0, 0, 0, 0, 0, 0}, uint8(1))
 	f.Add([]byte{}, uint8(0))
+	withHeaders := wire.BeginConsumeBatchReply(nil, 2)
+	withHeaders = wire.AppendConsumeBatchMember(withHeaders, headersConsumeReply())
+	withHeaders = wire.AppendConsumeBatchMember(withHeaders, sampleConsumeReply())
+	f.Add(withHeaders, uint8(2))
 	f.Fuzz(func(t *testing.T, frame []byte, count uint8) {
 		reply, err := wire.DecodeConsumeBatchReply(frame, int(count))
 		if err != nil {
@@ -1007,6 +1051,12 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 	f.Add([]byte{0xC5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 5"}}))
 	f.Add([]byte{})
+	// Version 9's: headers after each value, and hostile header counts and lengths.
+	f.Add(wire.AppendConsumeReply(nil, headersConsumeReply()))
+	f.Add(wire.AppendConsumeReply(nil, &wire.ConsumeReply{Deliveries: []wire.Delivery{{Headers: []wire.Header{{Key: "k"}}}}}))
+	for _, tail := range hostileHeaders() {
+		f.Add(tail.reply)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		reply, err := wire.DecodeConsumeReply(frame)
 		if err != nil {
@@ -1015,7 +1065,7 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 			}
 			return
 		}
-		if frame[0] != 0xC5 {
+		if frame[0] != 0xC5 && frame[0] != 0xC7 {
 			// A refusal in the ack reply format: one answer, never a delivery.
 			if reply.Status == wire.StatusOK || len(reply.Deliveries) != 0 {
 				t.Fatalf("a refusal read as %+v", reply)
@@ -1026,4 +1076,151 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 			t.Fatalf("re-encoded reply differs")
 		}
 	})
+}
+
+// Version 9's frames, laid out by hand: the Headers flag is bit 1 of a Consume's flags byte
+// (and of a ConsumeBatch member's), and a Replay's flags byte follows its limit.
+func TestV9Frames(t *testing.T) {
+	consume := appendParts(nil, uint64(7), int32(-1), int64(time.Second))
+	for _, tc := range []struct {
+		name string
+		req  wire.Request
+		want []byte
+	}{
+		{"headers", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, Max: 1, Headers: true}},
+			frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(2))},
+		{"headers and relative expiry", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, Claim: true, Max: 3, RelativeExpiry: true, Headers: true}},
+			frame(wire.OpConsume, "t", consume, uint8(1), int32(3), uint8(3))},
+		{"batch member with headers", wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{{RequestID: 1, Pinned: -1, Max: 1, Headers: true, Budget: time.Second}}},
+			frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 2, time.Second))},
+		{"replay with headers", wire.Request{Op: wire.OpReplay, Topic: "t", Replay: wire.Replay{Partition: 1, Offset: 2, Limit: 3, Headers: true}},
+			frame(wire.OpReplay, "t", int32(1), int64(2), int32(3), uint8(2))},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+		if need := tc.req.MinVersion(); need != wire.V9 {
+			t.Errorf("%s needs v%d", tc.name, need)
+		}
+		if back, err := wire.DecodeRequest(tc.want, wire.V9); err != nil || !reflect.DeepEqual(back, tc.req) {
+			t.Errorf("%s reads back as %+v, %v", tc.name, back, err)
+		}
+	}
+	// A replay without headers is byte for byte the V3 frame.
+	plain := mustEncode(t, wire.Request{Op: wire.OpReplay, Topic: "t", Replay: wire.Replay{Partition: 1, Offset: 2, Limit: 3}})
+	if want := frame(wire.OpReplay, "t", int32(1), int64(2), int32(3)); !bytes.Equal(plain, want) {
+		t.Fatalf("a replay without headers: % x, want % x", plain, want)
+	}
+}
+
+// headersConsumeReply is a consume reply whose deliveries carry headers: several, none,
+// duplicated keys, empty keys and values, a long value.
+func headersConsumeReply() *wire.ConsumeReply {
+	return &wire.ConsumeReply{Status: wire.StatusOK, Deliveries: []wire.Delivery{
+		{Partition: 1, Offset: 2, Nonce: 3, Attempt: 1, Key: []byte("k"), Value: []byte("value"), Headers: []wire.Header{
+			{Key: "trace-id", Value: []byte("abc")}, {Key: "retry", Value: []byte{0xff, 0}}, {Key: "retry", Value: []byte("2")},
+		}},
+		{Partition: 1, Offset: 3, Nonce: 4, Value: []byte("no headers")},
+		{Partition: 2, Offset: 0, Nonce: 5, Headers: []wire.Header{{Key: ""}, {Key: "big", Value: bytes.Repeat([]byte("h"), 1000)}}},
+	}}
+}
+
+// Headers travel after each value in a reply opening with the headers mark, and read back
+// as written: keys copied, values aliasing the frame, capped; a reply of deliveries without
+// headers is byte for byte the reply before V9.
+func TestConsumeReplyHeadersRoundTrip(t *testing.T) {
+	r := headersConsumeReply()
+	b := wire.AppendConsumeReply(nil, r)
+	size := 2 + 2 + 4 + 4 // the fields before the deliveries, and the second's count of none
+	for i := range r.Deliveries {
+		size += wire.DeliverySize(&r.Deliveries[i])
+	}
+	if b[0] != 0xC7 || len(b) != size || cap(b) != size {
+		t.Fatalf("mark %#x, %d bytes of capacity %d, want 0xC7 and %d", b[0], len(b), cap(b), size)
+	}
+	back, err := wire.DecodeConsumeReply(b)
+	if err != nil || !reflect.DeepEqual(&back, r) {
+		t.Fatalf("%+v, %v; want %+v", back, err, r)
+	}
+	hs := back.Deliveries[0].Headers
+	_ = append(hs[0].Value, 'X')
+	if string(hs[1].Value) != "\xff\x00" {
+		t.Fatalf("appending to a header value wrote into the next: %q", hs[1].Value)
+	}
+	// The same deliveries without headers: the V8 reply, mark 0xC5, nothing after values.
+	plain := *r
+	plain.Deliveries = slices.Clone(r.Deliveries)
+	for i := range plain.Deliveries {
+		plain.Deliveries[i].Headers = nil
+	}
+	old := wire.AppendConsumeReply(nil, &plain)
+	want := appendParts([]byte{0xC5, 0}, uint16(0), uint32(3))
+	for _, d := range plain.Deliveries {
+		want = appendParts(want, d.Partition, d.Offset, d.Nonce, d.Attempt, d.Reason, d.Expiry, d.Fence, d.Timestamp,
+			uint32(len(d.Key)), d.Key, uint32(len(d.Value)), d.Value)
+	}
+	if !bytes.Equal(old, want) {
+		t.Fatalf("a reply without headers: % x\nwant the V8 reply % x", old, want)
+	}
+	if back, err := wire.DecodeConsumeReply(want); err != nil || !reflect.DeepEqual(back, plain) {
+		t.Fatalf("the V8 reply reads back as %+v, %v", back, err)
+	}
+	// In a batch's reply too.
+	batch := wire.AppendConsumeBatchMember(wire.BeginConsumeBatchReply(nil, 1), r)
+	members, err := wire.DecodeConsumeBatchReply(batch, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := wire.DecodeConsumeReply(members.Members[0]); err != nil || !reflect.DeepEqual(&back, r) {
+		t.Fatalf("a batch member with headers: %+v, %v", back, err)
+	}
+}
+
+// hostileHeaders are consume replies with headers whose counts or lengths their bytes
+// cannot hold, or whose form is not the encoder's.
+func hostileHeaders() []struct {
+	name  string
+	reply []byte
+} {
+	delivery := make([]byte, 48) // a delivery's fixed fields, up to its key's length
+	one := func(tail ...any) []byte {
+		return appendParts([]byte{0xC7, 0}, uint16(0), uint32(1), delivery, uint32(0), uint32(0), appendParts(nil, tail...))
+	}
+	return []struct {
+		name  string
+		reply []byte
+	}{
+		{"a header count of 2^32-1", one(uint32(0xffffffff), make([]byte, 64))},
+		{"a header count over its bytes", one(uint32(3), uint32(0), uint32(0), uint32(0), uint32(0))},
+		{"a header key length of 2^32-1", one(uint32(1), uint32(0xffffffff), uint32(0))},
+		{"a header value length of 2^32-1", one(uint32(1), uint32(1), "k", uint32(0xffffffff))},
+		{"a header value longer than the frame", one(uint32(1), uint32(1), "k", uint32(2), "v")},
+		{"a short header", one(uint32(1), uint32(1), "k")},
+		{"no header count", one()},
+		{"the headers mark and no headers", one(uint32(0))},
+		{"trailing after the headers", one(uint32(1), uint32(1), "k", uint32(0), uint8(0))},
+		{"headers after the plain mark", appendParts([]byte{0xC5, 0}, uint16(0), uint32(1), delivery, uint32(0), uint32(0), uint32(1), uint32(1), "k", uint32(0))},
+	}
+}
+
+// Hostile header counts and lengths are refused with ErrBadFrame, never a panic, and
+// allocate nothing in proportion to what they claim.
+func TestDecodeConsumeReplyRefusesHostileHeaders(t *testing.T) {
+	for _, tc := range hostileHeaders() {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := wire.DecodeConsumeReply(tc.reply); !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("%v, want ErrBadFrame", err)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			const runs = 100
+			for range runs {
+				_, _ = wire.DecodeConsumeReply(tc.reply)
+			}
+			runtime.ReadMemStats(&after)
+			if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 1<<10 {
+				t.Fatalf("%d bytes allocated per decode", per)
+			}
+		})
+	}
 }

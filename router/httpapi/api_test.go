@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,4 +285,26 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, failed(t, do(h, http.MethodGet, "/consume?topic=orders&wait=61s"), http.StatusBadRequest).Error, "wait")
 	require.Equal(t, http.StatusNoContent, do(h, http.MethodGet, "/consume?topic=orders&wait=0").Code)
+}
+
+// TestHeaders: a record's headers come back in "headers", in order, keys as strings and
+// values as base64, byte for byte, for a consume and a replay; a record without any has no
+// "headers" field at all.
+func TestHeaders(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	log := e.logs.Log("orders", 0)
+	headers := []router.Header{{Key: "trace-id", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xff, 0}}, {Key: "trace-id", Value: nil}}
+	log.AppendRecord(router.Record{Value: []byte("with"), Headers: headers})
+	log.Append(nil, []byte("without"), time.Unix(6, 0))
+	e.node.Appended("orders", 0, 2)
+	for _, target := range []string{"/consume?topic=orders&max=2", "/consume?topic=orders&partition=0&offset=0&max=2"} {
+		rec := e.do(http.MethodGet, target)
+		body := rec.Body.String()
+		msgs := messages(t, rec)
+		require.Len(t, msgs, 2)
+		require.Equal(t, []wireHeader{{"trace-id", []byte("abc")}, {"bin", []byte{0xff, 0}}, {"trace-id", []byte{}}}, msgs[0].Headers, target)
+		require.Nil(t, msgs[1].Headers)
+		require.Contains(t, body, `"headers":[{"key":"trace-id","value":"YWJj"},{"key":"bin","value":"/wA="},{"key":"trace-id","value":""}]`)
+		require.Equal(t, 1, strings.Count(body, `"headers"`), "left out for a record without")
+	}
 }

@@ -71,6 +71,7 @@
 //	  {"topic":"orders","partition":0,"offset":42,
 //	   "key":"user-7","value":"{\"total\":12}",
 //	   "timestamp":"2026-01-02T15:04:05.123456789Z",
+//	   "headers":[{"key":"trace-id","value":"YWJj"}],
 //	   "receipt_handle":"0:42:1311768467294899695","attempt":1,"reason":"first",
 //	   "expiry":"2026-01-02T15:04:35.2Z","fence":"1767366245123456789"}
 //	]}
@@ -80,6 +81,11 @@
 //   - key, value: a key or value that is valid UTF-8 is a JSON string; any other is
 //     standard base64 with padding in key_base64 or value_base64 instead. An empty key is
 //     left out; the value is always there. Either way the bytes come back exactly.
+//   - headers: the record's headers (router.Message.Headers), in order, a key perhaps
+//     repeated; left out when it has none. Each key is a JSON string (a key that is not
+//     valid UTF-8 has each invalid byte replaced by U+FFFD, as encoding/json does), each
+//     value standard base64 with padding, whatever its bytes. A record delivered through a
+//     node of a release before wire version 9 comes without them (see router.Message).
 //   - timestamp, expiry: RFC 3339 with nanoseconds, in UTC.
 //   - attempt: 1 for a first delivery. reason: first, expired, nacked, restart or requeued.
 //   - fence: the lease's fencing token (router.Message.Fence), a decimal string since it

@@ -30,8 +30,9 @@ const timeFormat = time.RFC3339Nano
 //
 // A key or value that is valid UTF-8 is a JSON string ("key", "value"); any other is base64
 // with padding in "key_base64" or "value_base64". An empty key is left out; the value is
-// always there. A replayed record (no receipt) carries no receipt_handle, attempt, reason,
-// expiry or fence.
+// always there. Headers, when the record has some, are "headers": an array of {"key": a
+// JSON string, "value": base64 with padding}, in the record's order. A replayed record (no
+// receipt) carries no receipt_handle, attempt, reason, expiry or fence.
 func appendMessage(dst []byte, m *router.Message) []byte {
 	dst = append(dst, `{"topic":`...)
 	dst = frontend.AppendString(dst, m.Topic)
@@ -46,6 +47,9 @@ func appendMessage(dst []byte, m *router.Message) []byte {
 	dst = append(dst, `,"timestamp":"`...)
 	dst = m.Timestamp.UTC().AppendFormat(dst, timeFormat)
 	dst = append(dst, '"')
+	if len(m.Headers) > 0 {
+		dst = appendHeaders(dst, m.Headers)
+	}
 	if !frontend.Leased(m) {
 		return append(dst, '}')
 	}
@@ -73,6 +77,9 @@ func messageLen(m *router.Message) int {
 	}
 	n += bytesLen("value", m.Value)
 	n += len(`,"timestamp":"`) + timeLen(m.Timestamp) + 1
+	if len(m.Headers) > 0 {
+		n += headersLen(m.Headers)
+	}
 	if !frontend.Leased(m) {
 		return n + 1
 	}
@@ -95,6 +102,31 @@ func appendBytes(dst []byte, name string, b []byte) []byte {
 	dst = append(dst, `_base64":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, b)
 	return append(dst, '"')
+}
+
+// appendHeaders appends ,"headers":[{"key":...,"value":"<base64>"},...].
+func appendHeaders(dst []byte, headers []router.Header) []byte {
+	dst = append(dst, `,"headers":[`...)
+	for i := range headers {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"key":`...)
+		dst = frontend.AppendString(dst, headers[i].Key)
+		dst = append(dst, `,"value":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, headers[i].Value)
+		dst = append(dst, `"}`...)
+	}
+	return append(dst, ']')
+}
+
+// headersLen is len(appendHeaders(nil, headers)).
+func headersLen(headers []router.Header) int {
+	n := len(`,"headers":[]`) + len(headers) - 1 // the commas between them
+	for i := range headers {
+		n += len(`{"key":,"value":""}`) + frontend.StringLen(headers[i].Key) + base64.StdEncoding.EncodedLen(len(headers[i].Value))
+	}
+	return n
 }
 
 func bytesLen(name string, b []byte) int {

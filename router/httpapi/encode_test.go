@@ -31,6 +31,9 @@ func mirror(m *router.Message) wireMessage {
 	} else {
 		w.ValueBase64 = m.Value
 	}
+	for _, h := range m.Headers {
+		w.Headers = append(w.Headers, wireHeader{Key: h.Key, Value: orEmpty(h.Value)})
+	}
 	if m.Receipt != (router.Handle{}) {
 		w.ReceiptHandle = m.Receipt.String()
 		w.Attempt = m.Attempt
@@ -77,6 +80,9 @@ func messageGen() *rapid.Generator[router.Message] {
 			Key:       bytesGen().Draw(t, "key"),
 			Value:     bytesGen().Draw(t, "value"),
 			Timestamp: time.Unix(rapid.Int64Range(-62135596800, 253402300799).Draw(t, "sec"), rapid.Int64Range(0, 999999999).Draw(t, "nsec")),
+			Headers: rapid.SliceOfN(rapid.Custom(func(t *rapid.T) router.Header {
+				return router.Header{Key: string(bytesGen().Draw(t, "header key")), Value: bytesGen().Draw(t, "header value")}
+			}), 0, 3).Draw(t, "headers"),
 		}
 		if rapid.Bool().Draw(t, "leased") {
 			m.Receipt = router.Handle{Partition: m.Partition, Offset: m.Offset, Nonce: rapid.Uint64Min(1).Draw(t, "nonce")}
@@ -106,6 +112,13 @@ func TestEncodingIsEncodingJSONs(t *testing.T) {
 		require.Equal(t, orEmpty(m.Value), orEmpty(back.value()))
 		require.Equal(t, orEmpty(m.Key), orEmpty(back.key()))
 		require.True(t, m.Timestamp.Equal(back.Timestamp))
+		require.Len(t, back.Headers, len(m.Headers))
+		for i, h := range m.Headers {
+			require.Equal(t, orEmpty(h.Value), orEmpty(back.Headers[i].Value), "header %d's value", i)
+			if utf8.ValidString(h.Key) {
+				require.Equal(t, h.Key, back.Headers[i].Key, "header %d's key", i)
+			}
+		}
 	})
 }
 

@@ -92,19 +92,26 @@ func doCtx(ctx context.Context, h http.Handler, target string, header ...string)
 // wireMessage is the JSON of one message, as a client decodes it. Its fields are in the
 // order the handler writes them, so json.Marshal of it is the handler's encoding.
 type wireMessage struct {
-	Topic         string     `json:"topic"`
-	Partition     int32      `json:"partition"`
-	Offset        int64      `json:"offset"`
-	Key           *string    `json:"key,omitempty"`
-	KeyBase64     []byte     `json:"key_base64,omitempty"`
-	Value         *string    `json:"value,omitempty"`
-	ValueBase64   []byte     `json:"value_base64,omitempty"`
-	Timestamp     time.Time  `json:"timestamp"`
-	ReceiptHandle string     `json:"receipt_handle,omitempty"`
-	Attempt       uint32     `json:"attempt,omitempty"`
-	Reason        string     `json:"reason,omitempty"`
-	Expiry        *time.Time `json:"expiry,omitempty"`
-	Fence         string     `json:"fence,omitempty"`
+	Topic         string       `json:"topic"`
+	Partition     int32        `json:"partition"`
+	Offset        int64        `json:"offset"`
+	Key           *string      `json:"key,omitempty"`
+	KeyBase64     []byte       `json:"key_base64,omitempty"`
+	Value         *string      `json:"value,omitempty"`
+	ValueBase64   []byte       `json:"value_base64,omitempty"`
+	Timestamp     time.Time    `json:"timestamp"`
+	Headers       []wireHeader `json:"headers,omitempty"`
+	ReceiptHandle string       `json:"receipt_handle,omitempty"`
+	Attempt       uint32       `json:"attempt,omitempty"`
+	Reason        string       `json:"reason,omitempty"`
+	Expiry        *time.Time   `json:"expiry,omitempty"`
+	Fence         string       `json:"fence,omitempty"`
+}
+
+// wireHeader is one header of a message on the wire.
+type wireHeader struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
 }
 
 // value is the message's value, from whichever field carries it.

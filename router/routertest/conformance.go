@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +32,17 @@ type LogUnderTest interface {
 // agree.
 type TimestampedAppender interface {
 	AppendTimestamped(key, value []byte, ts time.Time) (offset int64, err error)
+}
+
+// RecordAppender is an optional capability of a LogUnderTest whose log keeps the records'
+// headers and timestamps, found by type assertion: append rec, with its key, value,
+// timestamp and headers. With it the suite appends records with headers of their own (none,
+// one, several, a key repeated, an empty value) and timestamps, and checks that Read and
+// ReadRange return them in order, as they do the key and value, in slices the caller owns,
+// and that a node delivers them. Without it the suite appends no headers, and a record read
+// back must carry none.
+type RecordAppender interface {
+	AppendRecord(rec router.Record) (offset int64, err error)
 }
 
 // LogHarness tells TestLog how to make and handle the host's log. New is required; each
@@ -76,9 +88,10 @@ type Partition struct {
 // the contract (router.Log, router.RangeReader, router.Logs, router.ManyGetter) that a
 // failure breaks. It checks:
 //   - appends and reads: Append writes at the high watermark; Read(off) returns the record
-//     appended at off (an off-by-one is named as such), its key, value and timestamp as
-//     appended (timestamps when the log is a TimestampedAppender), into slices the caller
-//     owns (changing or appending to one changes nothing stored, nor the other);
+//     appended at off (an off-by-one is named as such), its key, value, timestamp and
+//     headers as appended (timestamps when the log is a TimestampedAppender or a
+//     RecordAppender, headers when it is a RecordAppender), into slices the caller owns
+//     (changing or appending to one changes nothing stored, nor the other);
 //   - the watermarks, at every step: never negative, Oldest <= HighWatermark, neither
 //     decreasing;
 //   - retention (Trim): Oldest moves up to the point asked at most, also when that lies
@@ -91,7 +104,7 @@ type Partition struct {
 //   - a router.RangeReader, when the log offers one: at every start offset, ranges of
 //     every bound (max of 1, 2, 3 and around the log's reach; maxBytes below, at and past
 //     each record's end) hold at most max records, stop at the high watermark and after
-//     the record that brings their keys and values to maxBytes (that record kept, so at
+//     the record that brings their keys, values and headers to maxBytes (that record kept, so at
 //     least one), return the records at consecutive offsets as appended, append to dst
 //     and keep what it holds; long ranges (hundreds of records, read end to end) skip
 //     none; the first record fails as Read does, appending nothing; a later one that would
@@ -105,7 +118,7 @@ type Partition struct {
 //     log of partitions[i] and answers an error when a partition is unknown;
 //   - a model-based property test of appends, reads, retention, damage and ranges;
 //   - end-to-end consumption through a router.Node with a restart: every record is
-//     delivered and, once acked, never delivered again.
+//     delivered, with its headers, and, once acked, never delivered again.
 //
 // The checks that need no hook run first, the property tests and the node last, so that a
 // broken log fails on the plainest case that shows it.
@@ -121,10 +134,10 @@ const (
 	ruleNeverDecrease         = "HighWatermark and Oldest never decrease"
 	ruleAppend                = "Append writes at the high watermark and moves it up by one"
 	ruleRead                  = "Read(off) for Oldest <= off < HighWatermark returns the record appended at off"
-	ruleReadAsAppended        = "Read returns the key, value and timestamp as appended"
+	ruleReadAsAppended        = "Read returns the key, value, timestamp and headers as appended"
 	ruleNotFoundBelow         = "Read below Oldest answers ErrNotFound"
 	ruleNotFoundOnlyBelow     = "ErrNotFound is for offsets below Oldest only"
-	ruleCallerOwns            = "a record's key and value belong to the caller: changing or appending to them changes nothing else"
+	ruleCallerOwns            = "a record's key, value and headers belong to the caller: changing or appending to them changes nothing else"
 	ruleTrim                  = "retention removes records below the offset asked only, and leaves the high watermark"
 	ruleCorrupt               = "a corrupt record answers ErrCorrupt on every later Read, and damages no other"
 	ruleClosedRead            = "once closed, every Read answers ErrLogClosed and nothing else"
@@ -238,14 +251,57 @@ func appendedAt(rec router.Record) (int64, bool) {
 	return off, err == nil
 }
 
+// headersAt returns the headers the suite appends at off to a log that keeps them: none,
+// one, or several with a key repeated, an empty key and an empty value, naming off, so
+// that headers read back tell which record they were appended with.
+func headersAt(off int64) []router.Header {
+	n := strconv.FormatInt(off, 10)
+	switch off % 4 {
+	case 1:
+		return []router.Header{{Key: "trace", Value: []byte("t-" + n)}}
+	case 2:
+		return []router.Header{{Key: "retry", Value: []byte(n)}, {Key: "", Value: []byte{0xff, 0}}, {Key: "retry", Value: nil}}
+	case 3:
+		return []router.Header{{Key: "h-" + n, Value: []byte(strings.Repeat("v", int(off%7)))}, {Key: "h-" + n, Value: []byte("again")}}
+	}
+	return nil
+}
+
+// keepsHeaders reports whether the suite appends headers to l.
+func keepsHeaders(l LogUnderTest) bool {
+	_, ok := l.(RecordAppender)
+	return ok
+}
+
+// equalHeaders reports whether two records' headers are the same: in order, keys and
+// values equal (an empty value and a nil one alike).
+func equalHeaders(a, b []router.Header) bool {
+	return slices.EqualFunc(a, b, func(x, y router.Header) bool { return x.Key == y.Key && bytes.Equal(x.Value, y.Value) })
+}
+
 // expected returns the record the suite appended at off, and whether the log keeps its
 // timestamp.
 func expected(l LogUnderTest, off int64) (router.Record, bool) {
 	key, val := recordAt(off)
+	if keepsHeaders(l) {
+		return router.Record{Key: key, Value: val, Timestamp: stampAt(off), Headers: headersAt(off)}, true
+	}
 	if _, ok := l.(TimestampedAppender); ok {
 		return router.Record{Key: key, Value: val, Timestamp: stampAt(off)}, true
 	}
 	return router.Record{Key: key, Value: val}, false
+}
+
+// cloneHeaders returns a deep copy of headers.
+func cloneHeaders(headers []router.Header) []router.Header {
+	if headers == nil {
+		return nil
+	}
+	copies := make([]router.Header, len(headers))
+	for i, h := range headers {
+		copies[i] = router.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+	}
+	return copies
 }
 
 // appendOne appends the suite's record at the high watermark and returns its offset.
@@ -255,7 +311,9 @@ func appendOne(t failer, l LogUnderTest) int64 {
 	key, val := recordAt(hwm)
 	var off int64
 	var err error
-	if ta, ok := l.(TimestampedAppender); ok {
+	if ra, ok := l.(RecordAppender); ok {
+		off, err = ra.AppendRecord(router.Record{Key: key, Value: val, Timestamp: stampAt(hwm), Headers: headersAt(hwm)})
+	} else if ta, ok := l.(TimestampedAppender); ok {
 		off, err = ta.AppendTimestamped(key, val, stampAt(hwm))
 	} else {
 		off, err = l.Append(key, val)
@@ -313,14 +371,15 @@ func (w *watermarks) check(t failer, l router.Log, after string) (oldest, hwm in
 func checkRecord(t failer, l LogUnderTest, call string, off int64, got router.Record, offsetRule, contentRule string) {
 	t.Helper()
 	want, stamped := expected(l, off)
-	if bytes.Equal(got.Key, want.Key) && bytes.Equal(got.Value, want.Value) && (!stamped || got.Timestamp.Equal(want.Timestamp)) {
+	if bytes.Equal(got.Key, want.Key) && bytes.Equal(got.Value, want.Value) && (!stamped || got.Timestamp.Equal(want.Timestamp)) &&
+		equalHeaders(got.Headers, want.Headers) {
 		return
 	}
 	if at, ok := appendedAt(got); ok && at != off {
 		broke(t, offsetRule, "%s answered the record appended at %d for offset %d", call, at, off)
 	}
-	broke(t, contentRule, "%s answered key %q, value %q, timestamp %v for offset %d, appended with %q, %q, %v",
-		call, got.Key, got.Value, got.Timestamp, off, want.Key, want.Value, want.Timestamp)
+	broke(t, contentRule, "%s answered key %q, value %q, timestamp %v, headers %q for offset %d, appended with %q, %q, %v, %q",
+		call, got.Key, got.Value, got.Timestamp, got.Headers, off, want.Key, want.Value, want.Timestamp, want.Headers)
 }
 
 // readOK reads off, at or above Oldest and below the high watermark, and checks it answers
@@ -359,34 +418,49 @@ func describeRead(rec router.Record, err error) string {
 	return fmt.Sprintf("a record (value %q) and no error", rec.Value)
 }
 
-// checkOwned checks that the records' keys and values are the caller's: appending to each
-// (writing its spare capacity, if the log left any) and then overwriting them changes no
-// other record of recs, nor the other of the pair, nor anything the log holds (records
-// the suite appended, all readable). call names what answered recs.
+// checkOwned checks that the records' keys, values and header values are the caller's:
+// appending to each (writing its spare capacity, if the log left any) and then overwriting
+// them, and overwriting the headers themselves, changes no other record of recs, nor another
+// part of one, nor anything the log holds (records the suite appended, all readable). call
+// names what answered recs.
 func checkOwned(t failer, l LogUnderTest, call string, recs []router.Record) {
 	t.Helper()
 	copies := make([]router.Record, len(recs))
 	for i, rec := range recs {
-		copies[i] = router.Record{Key: bytes.Clone(rec.Key), Value: bytes.Clone(rec.Value)}
+		copies[i] = router.Record{Key: bytes.Clone(rec.Key), Value: bytes.Clone(rec.Value), Headers: cloneHeaders(rec.Headers)}
+	}
+	same := func(j int) bool {
+		return bytes.Equal(recs[j].Key, copies[j].Key) && bytes.Equal(recs[j].Value, copies[j].Value) && equalHeaders(recs[j].Headers, copies[j].Headers)
 	}
 	for i := range recs {
-		for part, b := range map[string][]byte{"key": recs[i].Key, "value": recs[i].Value} {
+		parts := map[string][]byte{"key": recs[i].Key, "value": recs[i].Value}
+		for k, h := range recs[i].Headers {
+			parts[fmt.Sprintf("header %d", k)] = h.Value
+		}
+		for part, b := range parts {
 			for k, spare := len(b), b[:cap(b)]; k < len(spare); k++ {
 				spare[k] ^= 0xff // what an append writes in place
 			}
 			for j := range recs {
-				if !bytes.Equal(recs[j].Key, copies[j].Key) || !bytes.Equal(recs[j].Value, copies[j].Value) {
-					broke(t, ruleCallerOwns, "appending to the %s of record %d that %s answered changed record %d to %q=%q",
-						part, i, call, j, recs[j].Key, recs[j].Value)
+				if !same(j) {
+					broke(t, ruleCallerOwns, "appending to the %s of record %d that %s answered changed record %d to %q=%q %q",
+						part, i, call, j, recs[j].Key, recs[j].Value, recs[j].Headers)
 				}
 			}
 		}
 	}
 	for _, rec := range recs {
-		for _, b := range [][]byte{rec.Key, rec.Value} {
+		parts := [][]byte{rec.Key, rec.Value}
+		for _, h := range rec.Headers {
+			parts = append(parts, h.Value)
+		}
+		for _, b := range parts {
 			for i := range b {
 				b[i] ^= 0xff
 			}
+		}
+		for k := range rec.Headers {
+			rec.Headers[k].Key += "~" // the caller's to change too
 		}
 	}
 	for off := l.Oldest(); off < l.HighWatermark(); off++ {
@@ -394,9 +468,9 @@ func checkOwned(t failer, l LogUnderTest, call string, recs []router.Record) {
 		if err != nil {
 			t.Fatalf("Read(%d) after the caller changed what %s answered: %v", off, call, err)
 		}
-		if want, _ := expected(l, off); !bytes.Equal(rec.Key, want.Key) || !bytes.Equal(rec.Value, want.Value) {
-			broke(t, ruleCallerOwns, "after the caller changed what %s answered, Read(%d) answers %q=%q, appended as %q=%q",
-				call, off, rec.Key, rec.Value, want.Key, want.Value)
+		if want, _ := expected(l, off); !bytes.Equal(rec.Key, want.Key) || !bytes.Equal(rec.Value, want.Value) || !equalHeaders(rec.Headers, want.Headers) {
+			broke(t, ruleCallerOwns, "after the caller changed what %s answered, Read(%d) answers %q=%q %q, appended as %q=%q %q",
+				call, off, rec.Key, rec.Value, rec.Headers, want.Key, want.Value, want.Headers)
 		}
 	}
 }
@@ -621,6 +695,9 @@ func testConsume(t suite, h LogHarness) {
 			for j, m := range msgs {
 				if !bytes.Equal(m.Value, value(m.Offset)) {
 					t.Fatalf("delivered %d with value %q", m.Offset, m.Value)
+				}
+				if want, _ := expected(l, m.Offset); !equalHeaders(m.Headers, want.Headers) {
+					t.Fatalf("delivered %d with headers %q, appended with %q", m.Offset, m.Headers, want.Headers)
 				}
 				if acked[m.Offset] {
 					t.Fatalf("offset %d delivered again after its ack", m.Offset)

@@ -14,7 +14,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // memLogUnderTest adapts MemLog to the suite.
 type memLogUnderTest struct{ *MemLog }
 
-var _ TimestampedAppender = memLogUnderTest{}
+var (
+	_ TimestampedAppender = memLogUnderTest{}
+	_ RecordAppender      = memLogUnderTest{}
+)
 
 func (m memLogUnderTest) Append(key, value []byte) (int64, error) {
 	return m.MemLog.Append(key, value, time.Time{}), nil
@@ -22,6 +25,10 @@ func (m memLogUnderTest) Append(key, value []byte) (int64, error) {
 
 func (m memLogUnderTest) AppendTimestamped(key, value []byte, ts time.Time) (int64, error) {
 	return m.MemLog.Append(key, value, ts), nil
+}
+
+func (m memLogUnderTest) AppendRecord(rec router.Record) (int64, error) {
+	return m.MemLog.AppendRecord(rec), nil
 }
 
 // memHarness runs the suite on MemLog, and on MemLogs as the host's Logs.

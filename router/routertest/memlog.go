@@ -13,7 +13,7 @@ import (
 )
 
 // MemLog is an in-memory log of one partition that keeps the router.Log contract and offers
-// router.RangeReader, with knobs for the cases the contract names: retention (Trim),
+// router.RangeReader, keeping each record's key, value, timestamp and headers, with knobs for the cases the contract names: retention (Trim),
 // permanently unreadable records (Corrupt) and closing (Close). It is safe for concurrent
 // use.
 type MemLog struct {
@@ -28,6 +28,9 @@ type MemLog struct {
 	entries []memEntry
 	arena   [][]byte    // chunks of the records' bytes, each arenaChunk long or one record's
 	stamps  []time.Time // the records' timestamps, once one is not zero; stamps[i] is entries[i]'s
+	// headers[i] is entries[i]'s headers (copies), once a record has some: a log of records
+	// without headers holds no pointer per record.
+	headers [][]router.Header
 	corrupt map[int64]bool
 	closed  bool
 	onRead  func(offset int64) // called before each read, outside the lock
@@ -58,8 +61,14 @@ func NewMemLog() *MemLog { return &MemLog{corrupt: map[int64]bool{}} }
 
 // Append appends a record and returns its offset.
 func (l *MemLog) Append(key, value []byte, at time.Time) int64 {
+	return l.AppendRecord(router.Record{Key: key, Value: value, Timestamp: at})
+}
+
+// AppendRecord appends rec, its headers too (copied, in order), and returns its offset.
+func (l *MemLog) AppendRecord(rec router.Record) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	key, value, at := rec.Key, rec.Value, rec.Timestamp
 	size := len(key) + len(value)
 	last := len(l.arena) - 1
 	if last < 0 || len(l.arena[last])+size > cap(l.arena[last]) {
@@ -79,6 +88,16 @@ func (l *MemLog) Append(key, value []byte, at time.Time) int64 {
 	}
 	if l.stamps != nil {
 		l.stamps = append(l.stamps, at)
+	}
+	if len(rec.Headers) > 0 && l.headers == nil {
+		l.headers = make([][]router.Header, len(l.entries), cap(l.entries))
+	}
+	if l.headers != nil {
+		var kept []router.Header
+		if len(rec.Headers) > 0 {
+			_, kept = appendHeaders(nil, rec.Headers)
+		}
+		l.headers = append(l.headers, kept)
 	}
 	l.entries = append(l.entries, e)
 	l.high.Store(l.oldest + int64(len(l.entries)))
@@ -100,6 +119,41 @@ func (l *MemLog) bytesOf(i int64) (key, value []byte) {
 	return key, value
 }
 
+// headersOf returns the headers of the entry at index i, as stored (not copies).
+func (l *MemLog) headersOf(i int64) []router.Header {
+	if l.headers == nil {
+		return nil
+	}
+	return l.headers[i]
+}
+
+// headerBytes is what the headers of the entry at index i count in a byte bound.
+func (l *MemLog) headerBytes(i int64) int {
+	n := 0
+	for _, h := range l.headersOf(i) {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// appendHeaders copies the values of headers after what buf holds and returns headers
+// naming those copies (nil for none): the headers a log returns are the caller's.
+func appendHeaders(buf []byte, headers []router.Header) (_ []byte, copies []router.Header) {
+	if len(headers) == 0 {
+		return buf, nil
+	}
+	copies = make([]router.Header, len(headers))
+	for i, h := range headers {
+		start := len(buf)
+		buf = append(buf, h.Value...)
+		copies[i] = router.Header{Key: h.Key, Value: buf[start:len(buf):len(buf)]}
+		if h.Value == nil {
+			copies[i].Value = nil
+		}
+	}
+	return buf, copies
+}
+
 // stampOf returns the timestamp of the entry at index i.
 func (l *MemLog) stampOf(i int64) time.Time {
 	if l.stamps == nil {
@@ -119,6 +173,9 @@ func (l *MemLog) Trim(oldest int64) {
 	l.entries = slices.Delete(l.entries, 0, int(drop))
 	if l.stamps != nil {
 		l.stamps = slices.Delete(l.stamps, 0, int(drop))
+	}
+	if l.headers != nil {
+		l.headers = slices.Delete(l.headers, 0, int(drop))
 	}
 	// Chunks below the first record kept hold only dropped records: let them go (their
 	// indexes stay, so the entries still name theirs).
@@ -201,8 +258,8 @@ func (l *MemLog) Read(offset int64) (router.Record, error) {
 }
 
 // ReadRange implements router.RangeReader. Each offset of the range counts as one read
-// (Reads, ReadOffsets, OnRead). The records' keys and values are copied into one buffer the
-// caller owns.
+// (Reads, ReadOffsets, OnRead). The records' keys, values and header values are copied into
+// one buffer the caller owns.
 func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Record) ([]router.Record, error) {
 	l.mu.Lock()
 	n, size := l.rangeLocked(offset, limit, maxBytes)
@@ -231,8 +288,10 @@ func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Recor
 		index := offset + int64(i) - l.oldest
 		k, v := l.bytesOf(index)
 		var key, value []byte
+		var headers []router.Header
 		buf, key, value = appendRecord(buf, k, v)
-		dst = append(dst, router.Record{Key: key, Value: value, Timestamp: l.stampOf(index)})
+		buf, headers = appendHeaders(buf, l.headersOf(index))
+		dst = append(dst, router.Record{Key: key, Value: value, Timestamp: l.stampOf(index), Headers: headers})
 	}
 	return dst, nil
 }
@@ -247,7 +306,7 @@ func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n, size int) {
 	for off := offset; off < hwm && n < limit && !l.corrupt[off]; off++ {
 		e := l.entries[off-l.oldest]
 		n++
-		size += int(max(e.keyLen, 0) + max(e.valueLen, 0))
+		size += int(max(e.keyLen, 0)+max(e.valueLen, 0)) + l.headerBytes(off-l.oldest)
 		if size >= maxBytes {
 			break
 		}
@@ -279,9 +338,11 @@ func (l *MemLog) readLocked(offset int64) (router.Record, error) {
 	case l.corrupt[offset]:
 		return router.Record{}, fmt.Errorf("offset %d: checksum mismatch: %w", offset, router.ErrCorrupt)
 	}
-	k, v := l.bytesOf(offset - l.oldest)
-	_, key, value := appendRecord(make([]byte, 0, len(k)+len(v)), k, v) // one allocation for both
-	return router.Record{Key: key, Value: value, Timestamp: l.stampOf(offset - l.oldest)}, nil
+	index := offset - l.oldest
+	k, v := l.bytesOf(index)
+	buf, key, value := appendRecord(make([]byte, 0, len(k)+len(v)+l.headerBytes(index)), k, v) // one allocation for all
+	_, headers := appendHeaders(buf, l.headersOf(index))
+	return router.Record{Key: key, Value: value, Timestamp: l.stampOf(index), Headers: headers}, nil
 }
 
 // appendRecord copies a record's key and value after what buf holds and returns them as

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,7 +129,7 @@ func readSlots(l *bugLog, off int64, n, maxBytes int, dst []router.Record) ([]ro
 			}
 			break
 		}
-		total += len(rec.Key) + len(rec.Value)
+		total += rec.PayloadBytes()
 		dst = append(dst, rec)
 	}
 	return dst, nil
@@ -233,7 +234,7 @@ func plantedBugs() []plantedBug {
 							}
 							break
 						}
-						total += len(rec.Key) + len(rec.Value)
+						total += rec.PayloadBytes()
 						dst = append(dst, rec)
 					}
 					return dst, nil
@@ -394,7 +395,7 @@ func plantedBugs() []plantedBug {
 						}
 						break
 					}
-					if total += len(rec.Key) + len(rec.Value); total > maxBytes {
+					if total += rec.PayloadBytes(); total > maxBytes {
 						break // never more than maxBytes, not even the first record
 					}
 					dst = append(dst, rec)
@@ -418,7 +419,7 @@ func plantedBugs() []plantedBug {
 						}
 						break
 					}
-					if total += len(rec.Key) + len(rec.Value); k > 0 && total >= maxBytes {
+					if total += rec.PayloadBytes(); k > 0 && total >= maxBytes {
 						break
 					}
 					dst = append(dst, rec)
@@ -497,7 +498,65 @@ func plantedBugs() []plantedBug {
 			harness: bugHarness(logBugs{read: func(l *bugLog, off int64) (router.Record, error) {
 				rec, err := l.MemLog.Read(off)
 				buf := append(append([]byte(nil), rec.Key...), rec.Value...)
-				return router.Record{Key: buf[:len(rec.Key)], Value: buf[len(rec.Key):], Timestamp: rec.Timestamp}, err
+				return router.Record{Key: buf[:len(rec.Key)], Value: buf[len(rec.Key):], Timestamp: rec.Timestamp, Headers: rec.Headers}, err
+			}}),
+			rule: ruleCallerOwns,
+		},
+		{
+			name: "13: Read drops the headers",
+			harness: bugHarness(logBugs{read: func(l *bugLog, off int64) (router.Record, error) {
+				rec, err := l.MemLog.Read(off)
+				rec.Headers = nil
+				return rec, err
+			}}),
+			rule:   ruleReadAsAppended,
+			detail: "headers",
+		},
+		{
+			name: "13: Read answers the headers in reverse order",
+			harness: bugHarness(logBugs{read: func(l *bugLog, off int64) (router.Record, error) {
+				rec, err := l.MemLog.Read(off)
+				slices.Reverse(rec.Headers)
+				return rec, err
+			}}),
+			rule: ruleReadAsAppended,
+		},
+		{
+			name: "13: Read keeps one header of a repeated key",
+			harness: bugHarness(logBugs{read: func(l *bugLog, off int64) (router.Record, error) {
+				rec, err := l.MemLog.Read(off)
+				seen := map[string]bool{}
+				rec.Headers = slices.DeleteFunc(rec.Headers, func(h router.Header) bool {
+					dup := seen[h.Key]
+					seen[h.Key] = true
+					return dup
+				})
+				return rec, err
+			}}),
+			rule: ruleReadAsAppended,
+		},
+		{
+			name: "ReadRange drops the headers",
+			harness: bugHarness(logBugs{readRange: func(l *bugLog, off int64, max, maxBytes int, dst []router.Record) ([]router.Record, error) {
+				got, err := l.MemLog.ReadRange(off, max, maxBytes, dst)
+				for i := len(dst); i < len(got); i++ {
+					got[i].Headers = nil
+				}
+				return got, err
+			}}),
+			rule:   ruleRangeConsecutive,
+			detail: "headers",
+		},
+		{
+			name: "Read answers the header values the log holds, not copies",
+			harness: bugHarness(logBugs{read: func(l *bugLog, off int64) (router.Record, error) {
+				rec, err := l.MemLog.Read(off)
+				if err == nil {
+					l.MemLog.mu.Lock()
+					rec.Headers = l.MemLog.headersOf(off - l.MemLog.oldest)
+					l.MemLog.mu.Unlock()
+				}
+				return rec, err
 			}}),
 			rule: ruleCallerOwns,
 		},

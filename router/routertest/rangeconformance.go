@@ -16,7 +16,7 @@ const (
 	ruleRangeMax          = "a range holds at most max records"
 	ruleRangeHWM          = "a range stops at the high watermark"
 	ruleRangeConsecutive  = "a range returns the records at consecutive offsets, as Read returns them"
-	ruleRangeBytes        = "a range stops after the record that brings its keys and values to maxBytes or more"
+	ruleRangeBytes        = "a range stops after the record that brings its keys, values and headers to maxBytes or more"
 	ruleRangeCrossingKept = "the record that brings a range to maxBytes is kept: a range stops early only where it does without maxBytes"
 	ruleRangeNonEmpty     = "a range whose first record reads returns at least one record"
 	ruleRangeFirst        = "a range fails as Read does on its first record, and appends nothing"
@@ -108,7 +108,16 @@ func testRangeModel(t suite, h LogHarness) {
 				for range rapid.IntRange(1, 8).Draw(rt, "n") {
 					key := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(rt, "key")
 					val := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(rt, "value")
-					if _, err := l.Append(key, val); err != nil {
+					var err error
+					if ra, ok := l.(RecordAppender); ok {
+						headers := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) router.Header {
+							return router.Header{Key: rapid.StringN(0, 4, -1).Draw(rt, "header key"), Value: rapid.SliceOfN(rapid.Byte(), 0, 12).Draw(rt, "header value")}
+						}), 0, 3).Draw(rt, "headers")
+						_, err = ra.AppendRecord(router.Record{Key: key, Value: val, Headers: headers})
+					} else {
+						_, err = l.Append(key, val)
+					}
+					if err != nil {
 						rt.Fatalf("Append: %v", err)
 					}
 				}
@@ -207,7 +216,7 @@ func firstValue(recs []router.Record) []byte {
 
 // checkRange reads a range from off and checks it against want: the error of Read(off) and
 // nothing appended when that fails; otherwise 1 to max records, those want holds, none at
-// or above the high watermark, none after the record that brought the keys and values to
+// or above the high watermark, none after the record that brought the keys, values and headers to
 // maxBytes. It returns the records.
 func checkRange(t failer, l LogUnderTest, off int64, max, maxBytes int, want expect) []router.Record {
 	t.Helper()
@@ -248,7 +257,7 @@ func checkRange(t failer, l LogUnderTest, off int64, max, maxBytes int, want exp
 			}
 		}
 		checkRangeRecord(t, call, off, k, rec, first, stamped)
-		total += len(rec.Key) + len(rec.Value)
+		total += rec.PayloadBytes()
 	}
 	return recs
 }
@@ -257,7 +266,7 @@ func checkRange(t failer, l LogUnderTest, off int64, max, maxBytes int, want exp
 func checkRangeRecord(t failer, call string, off int64, k int, got, want router.Record, stamped bool) {
 	t.Helper()
 	if bytes.Equal(got.Key, want.Key) && bytes.Equal(got.Value, want.Value) &&
-		(!stamped || got.Timestamp.Equal(want.Timestamp)) {
+		(!stamped || got.Timestamp.Equal(want.Timestamp)) && equalHeaders(got.Headers, want.Headers) {
 		return
 	}
 	at := off + int64(k)
@@ -267,8 +276,8 @@ func checkRangeRecord(t failer, call string, off int64, k int, got, want router.
 		}
 		broke(t, ruleRangeConsecutive, "%s answered the record of offset %d after that of %d", call, was, at-1)
 	}
-	broke(t, ruleRangeConsecutive, "%s answered %q=%q at %v for offset %d, where Read answers %q=%q at %v",
-		call, got.Key, got.Value, got.Timestamp, at, want.Key, want.Value, want.Timestamp)
+	broke(t, ruleRangeConsecutive, "%s answered %q=%q at %v with headers %q for offset %d, where Read answers %q=%q at %v with %q",
+		call, got.Key, got.Value, got.Timestamp, got.Headers, at, want.Key, want.Value, want.Timestamp, want.Headers)
 }
 
 // checkRangeFails checks that a range from off fails with want, as Read does, appending
@@ -309,11 +318,11 @@ func checkRangeBounds(t failer, l LogUnderTest, offs []int64) {
 				checkRange(t, l, start, max, unboundedBytes, want)
 			}
 		}
-		// ends[j] is the keys' and values' total of the reach's first j records.
+		// ends[j] is the keys', values' and headers' total of the reach's first j records.
 		ends := make([]int, reach+1)
 		for j := range reach {
-			key, val := recordAt(start + int64(j))
-			ends[j+1] = ends[j] + len(key) + len(val)
+			rec, _ := expected(l, start+int64(j))
+			ends[j+1] = ends[j] + rec.PayloadBytes()
 		}
 		// A bound the first record reaches: that record alone.
 		for _, maxBytes := range []int{-1, 0, 1, ends[1] - 1, ends[1]} {

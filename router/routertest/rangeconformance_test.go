@@ -18,7 +18,7 @@ func (l *rangeLog) ReadRange(offset int64, max, maxBytes int, dst []router.Recor
 
 // rangeByRead reads a range one Read at a time, as a host's first ReadRange might: the
 // records from offset on, at most max, below the high watermark, up to the one that brings
-// the keys and values to maxBytes, ending before a later record that fails.
+// the keys, values and headers to maxBytes, ending before a later record that fails.
 func rangeByRead(l router.Log, offset int64, max, maxBytes int, dst []router.Record) ([]router.Record, error) {
 	hwm := l.HighWatermark()
 	total := 0
@@ -30,7 +30,7 @@ func rangeByRead(l router.Log, offset int64, max, maxBytes int, dst []router.Rec
 			}
 			break
 		}
-		total += len(rec.Key) + len(rec.Value)
+		total += rec.PayloadBytes()
 		dst = append(dst, rec)
 	}
 	return dst, nil

@@ -5,22 +5,237 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"narad.dev/consume/router"
 	"narad.dev/consume/router/internal/frontend"
 )
 
-// A messageAttribute is one of a message's message attributes, as ReceiveMessage returns
-// them: a name, a data type ("String", "Number", "Binary", optionally with a custom suffix
-// such as "Number.int") and a value, binary for a Binary type.
-//
-// Records carry no headers yet, so no received message has any: this is where they plug in
-// (appendMessage takes them, with their MD5) once records carry headers.
+// A messageAttribute is one of a message's message attributes: a name, a data type
+// ("String", "Number", "Binary", optionally with a custom suffix such as "Number.int") and a
+// value, binary for a Binary type. A sent one becomes a header of the record (its name and
+// value: the data type is not kept); a received one is a header of the record, of type
+// String when its value is valid UTF-8 and Binary otherwise.
 type messageAttribute struct {
 	name     string
 	dataType string
 	value    []byte
+}
+
+// maxMessageAttributes is the most message attributes SQS lets a message carry.
+const maxMessageAttributes = 10
+
+// attributeValue is one entry of a sent message's MessageAttributes.
+type attributeValue struct {
+	DataType         *string
+	StringValue      *string
+	BinaryValue      []byte // base64 in the JSON
+	StringListValues []json.RawMessage
+	BinaryListValues []json.RawMessage
+}
+
+// size is what an attribute's type and value count towards a message's size, as SQS counts
+// it (its name besides).
+func (v *attributeValue) size() int {
+	n := len(v.BinaryValue)
+	if v.DataType != nil {
+		n += len(*v.DataType)
+	}
+	if v.StringValue != nil {
+		n += len(*v.StringValue)
+	}
+	return n
+}
+
+// attributesSize is what attrs count towards a message's size: names, types and values.
+func attributesSize(attrs []messageAttribute) int {
+	n := 0
+	for i := range attrs {
+		n += len(attrs[i].name) + len(attrs[i].dataType) + len(attrs[i].value)
+	}
+	return n
+}
+
+// sentAttributes validates a sent message's MessageAttributes as SQS does and returns them
+// in order of name: at most 10; each name 1 to 256 of A-Z, a-z, 0-9, '_', '-' and '.', no
+// period first, last or twice in a row, not beginning with "AWS." or "Amazon."; each data
+// type String, Number or Binary, perhaps with a custom suffix after a period (256 bytes in
+// all); a String's or Number's StringValue non-empty, of the characters a body may hold (a
+// Number's a number), a Binary's BinaryValue non-empty; no list values. prefix is the
+// batch entry's, for the parameter's name in an error.
+func sentAttributes(prefix string, in map[string]attributeValue) ([]messageAttribute, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	param := prefix + "MessageAttributes"
+	if len(in) > maxMessageAttributes {
+		return nil, invalidValue(param, "(set)", fmt.Sprintf("Number of message attributes [%d] exceeds the allowed maximum [%d].", len(in), maxMessageAttributes))
+	}
+	attrs := make([]messageAttribute, 0, len(in))
+	for name, v := range in {
+		if err := checkAttributeName(param, name); err != nil {
+			return nil, err
+		}
+		a, err := v.attribute(param, name)
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, a)
+	}
+	slices.SortFunc(attrs, func(a, b messageAttribute) int { return cmp.Compare(a.name, b.name) })
+	return attrs, nil
+}
+
+// checkAttributeName refuses a message attribute name SQS refuses.
+func checkAttributeName(param, name string) error {
+	bad := func(why string) error {
+		return invalidValue(param, strconv.Quote(truncate(name)), "Message attribute name "+why)
+	}
+	switch {
+	case name == "" || len(name) > maxAttributeName:
+		return bad(fmt.Sprintf("must be 1 to %d characters long.", maxAttributeName))
+	case name[0] == '.' || name[len(name)-1] == '.' || strings.Contains(name, ".."):
+		return bad("must not begin or end with a period, nor hold two in a row.")
+	case hasPrefixFold(name, "AWS.") || hasPrefixFold(name, "Amazon."):
+		return bad("must not begin with AWS. or Amazon., which are reserved.")
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			return bad("can only contain alphanumeric characters, hyphens, underscores and periods.")
+		}
+	}
+	return nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// attribute validates one sent attribute value, named name, and returns it.
+func (v *attributeValue) attribute(param, name string) (messageAttribute, error) {
+	bad := func(why string) error {
+		return invalidValue(param, strconv.Quote(truncate(name)), "Message attribute "+why)
+	}
+	if v.DataType == nil || *v.DataType == "" {
+		return messageAttribute{}, bad("has no DataType.")
+	}
+	dataType := *v.DataType
+	base, custom, _ := strings.Cut(dataType, ".")
+	switch {
+	case len(dataType) > maxAttributeName:
+		return messageAttribute{}, bad(fmt.Sprintf("has a DataType longer than %d characters.", maxAttributeName))
+	case base != "String" && base != "Number" && base != "Binary":
+		return messageAttribute{}, bad("has DataType " + strconv.Quote(truncate(dataType)) + ": it must be String, Number or Binary, perhaps with a custom type after a period.")
+	case strings.Contains(dataType, ".") && custom == "":
+		return messageAttribute{}, bad("has an empty custom type.")
+	case v.StringListValues != nil || v.BinaryListValues != nil:
+		return messageAttribute{}, bad("has list values, which SQS does not support.")
+	}
+	a := messageAttribute{name: name, dataType: dataType}
+	if base == "Binary" {
+		if len(v.BinaryValue) == 0 || v.StringValue != nil {
+			return messageAttribute{}, bad("of type Binary must have a non-empty BinaryValue, and no StringValue.")
+		}
+		a.value = v.BinaryValue
+		return a, nil
+	}
+	switch {
+	case v.StringValue == nil || *v.StringValue == "" || v.BinaryValue != nil:
+		return messageAttribute{}, bad("of type " + base + " must have a non-empty StringValue, and no BinaryValue.")
+	case base == "Number" && !isNumber(*v.StringValue):
+		return messageAttribute{}, bad("of type Number must hold a number.")
+	}
+	if r, ok := invalidCharacter(*v.StringValue); !ok {
+		return messageAttribute{}, fail(codeInvalidMessageContents, fmt.Sprintf("Invalid binary character '#x%X' was found in the value of message attribute %q.", r, truncate(name)))
+	}
+	a.value = []byte(*v.StringValue)
+	return a, nil
+}
+
+// isNumber reports whether s is a number as SQS takes one: an integer or a decimal, perhaps
+// signed, perhaps with an exponent.
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && !strings.ContainsAny(s, "xXpP_") && !strings.EqualFold(strings.TrimLeft(s, "+-"), "inf") &&
+		!strings.EqualFold(strings.TrimLeft(s, "+-"), "infinity") && !strings.EqualFold(s, "nan")
+}
+
+// attributeSelection is a ReceiveMessage's MessageAttributeNames: the message attributes it
+// asks for. The zero value selects none.
+type attributeSelection struct {
+	all      bool            // "All" or ".*"
+	names    map[string]bool // names asked for exactly
+	prefixes []string        // "foo.*" asks for every name beginning with "foo."
+}
+
+// selectAttributes reads MessageAttributeNames, whose names have been checked already.
+func selectAttributes(names []string) attributeSelection {
+	var sel attributeSelection
+	for _, name := range names {
+		switch {
+		case name == "All" || name == ".*":
+			sel.all = true
+		case strings.HasSuffix(name, ".*"):
+			sel.prefixes = append(sel.prefixes, strings.TrimSuffix(name, "*"))
+		default:
+			if sel.names == nil {
+				sel.names = map[string]bool{}
+			}
+			sel.names[name] = true
+		}
+	}
+	return sel
+}
+
+// selects reports whether sel asks for the attribute named name.
+func (sel *attributeSelection) selects(name string) bool {
+	if sel.all || sel.names[name] {
+		return true
+	}
+	for _, p := range sel.prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// none reports whether sel asks for no attribute.
+func (sel *attributeSelection) none() bool {
+	return !sel.all && len(sel.names) == 0 && len(sel.prefixes) == 0
+}
+
+// receivedAttributes appends to dst[:0] the message attributes sel asks for of a message
+// whose record carries headers, in order of name: one per header key, the last header of a
+// repeated key (SQS's attributes are a map); String when the value is valid UTF-8, Binary
+// otherwise. A header whose key is empty or not valid UTF-8 is left out, since no SQS client
+// could name it (nor check its MD5).
+func receivedAttributes(dst []messageAttribute, headers []router.Header, sel *attributeSelection) []messageAttribute {
+	dst = dst[:0]
+	if sel.none() {
+		return dst
+	}
+	for i := len(headers) - 1; i >= 0; i-- { // the last of a repeated key first
+		h := &headers[i]
+		if h.Key == "" || !utf8.ValidString(h.Key) || !sel.selects(h.Key) ||
+			slices.ContainsFunc(dst, func(a messageAttribute) bool { return a.name == h.Key }) {
+			continue
+		}
+		a := messageAttribute{name: h.Key, dataType: "Binary", value: h.Value}
+		if utf8.Valid(h.Value) {
+			a.dataType = "String"
+		}
+		dst = append(dst, a)
+	}
+	slices.SortFunc(dst, func(a, b messageAttribute) int { return cmp.Compare(a.name, b.name) })
+	return dst
 }
 
 func (a *messageAttribute) binary() bool { return strings.HasPrefix(a.dataType, "Binary") }

@@ -2,6 +2,8 @@ package sqsapi
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,12 +77,20 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		if err := decode(body, &in); err != nil {
 			return err
 		}
-		msg, err := in.body("")
+		msg, attrs, err := in.message("", true)
 		if err != nil {
 			return err
 		}
-		if len(msg) == 0 || len(msg) > MaxMessageBytes {
-			t.Fatalf("accepted a body of %d bytes", len(msg))
+		if len(msg) == 0 || len(msg)+attributesSize(attrs) > MaxMessageBytes {
+			t.Fatalf("accepted a body of %d bytes with %d attributes", len(msg), len(attrs))
+		}
+		if len(attrs) > maxMessageAttributes || !slices.IsSortedFunc(attrs, func(a, b messageAttribute) int { return strings.Compare(a.name, b.name) }) {
+			t.Fatalf("accepted attributes %+v", attrs)
+		}
+		for _, a := range attrs {
+			if checkAttributeName("p", a.name) != nil || len(a.value) == 0 {
+				t.Fatalf("accepted attribute %+v", a)
+			}
 		}
 		if _, ok := invalidCharacter(string(msg)); !ok {
 			t.Fatalf("accepted %q", msg)
@@ -97,7 +107,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 			return err
 		}
 		for i := range in.Entries {
-			_, err := in.Entries[i].body("Entries.1.")
+			_, _, err := in.Entries[i].message("Entries.1.", true)
 			checkRefusal(t, err)
 		}
 		return nil

@@ -7,7 +7,7 @@
 //	api, err := sqsapi.New(node, sqsapi.Config{
 //		Queues:  func(name string) (string, bool) { return name, topics.Has(name) },
 //		BaseURL: "https://broker.example.com/sqs",
-//		Produce: produce, // optional: SendMessage and SendMessageBatch
+//		Produce: produce, // optional: SendMessage and SendMessageBatch (or ProduceRecord, to keep message attributes)
 //		Authorize: func(r *http.Request, req sqsapi.Request) error {
 //			return verifySigV4(r, req.Body) // the host's: the handler verifies no signature
 //		},
@@ -43,7 +43,8 @@
 //	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
 //	                               shorten the lease too); 0 releases at once
-//	SendMessage(Batch)             Config.Produce, one record per message
+//	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
+//	                               message, its message attributes the record's headers
 //	GetQueueUrl                    Config.BaseURL + "/" + QueueName
 //	GetQueueAttributes             ApproximateNumberOfMessages, ...NotVisible, ...Delayed
 //
@@ -90,8 +91,15 @@
 //     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time of
 //     this receive on a first delivery, and left out on any later one (the node keeps no
 //     time of a record's first delivery). SQS's other names are accepted and not answered.
-//   - Message attributes: records carry no headers yet, so no message has any;
-//     MessageAttributeNames is accepted and answered with none.
+//   - MessageAttributes holds the record's headers (router.Message.Headers) that
+//     MessageAttributeNames asks for ("All" or ".*" every one, a name that one, "prefix.*"
+//     every name beginning with "prefix."; none asked, none answered), in order of name,
+//     each a String when its value is valid UTF-8 and a Binary otherwise (a Number sent
+//     comes back a String: the data type is not kept), with MD5OfMessageAttributes
+//     computed as SQS computes it over what is answered. SQS's attributes are a map: of a
+//     key the record repeats, the last header is answered; a header whose key is empty or
+//     not valid UTF-8, which no SQS client could name, is left out. A record delivered
+//     through a node of a release before wire version 9 carries no headers.
 //
 // A receive with nothing to deliver (its wait ran out) answers {}. The response holds at
 // most router.ResponseLimit bytes: the handler measures each message at its encoded size and
@@ -130,15 +138,24 @@
 //
 // # Sending
 //
-// SendMessage and SendMessageBatch hand each body to Config.Produce (without it they answer
-// UnsupportedOperation), and answer the MessageId partition:offset it returns and the
-// body's MD5, which the SDKs check. A body is 1 to MaxMessageBytes (256 KiB) of SQS's
-// characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF;
-// another is InvalidMessageContents), and a batch's bodies together at most MaxMessageBytes
-// (BatchRequestTooLong). What a record cannot carry is refused, not dropped:
-// MessageAttributes and MessageSystemAttributes (records carry no headers yet), a non-zero
-// DelaySeconds, and the FIFO queues' MessageGroupId and MessageDeduplicationId are each
-// InvalidParameterValue, the message not sent.
+// SendMessage and SendMessageBatch hand each body to Config.Produce, or, with its message
+// attributes as the record's headers (in order of name: each its name and its value, a
+// String's or Number's text or a Binary's bytes), to Config.ProduceRecord (without either
+// they answer UnsupportedOperation), and answer the MessageId partition:offset it returns,
+// the body's MD5, which the SDKs check, and, for a message with attributes, their MD5
+// (MD5OfMessageAttributes, over the attributes as sent). A body is 1 to MaxMessageBytes
+// (256 KiB) of SQS's characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000
+// to #x10FFFF; another is InvalidMessageContents), with its attributes (names, types and
+// values) at most MaxMessageBytes, and a batch's together at most MaxMessageBytes
+// (BatchRequestTooLong). Attributes are checked as SQS checks them: at most 10; names of 1
+// to 256 letters, digits, '_', '-' and '.', no period first, last or twice in a row, none
+// beginning with AWS. or Amazon.; a data type of String, Number or Binary, perhaps with a
+// custom type after a period; a non-empty value of the type's kind (a Number's a number, a
+// String's of the body's characters); no list values. What a record cannot carry is
+// refused, not dropped: MessageAttributes with Config.Produce (which has nowhere to keep
+// them), MessageSystemAttributes, a non-zero DelaySeconds, and the FIFO queues'
+// MessageGroupId and MessageDeduplicationId are each InvalidParameterValue, the message not
+// sent.
 //
 // # Errors
 //
@@ -182,7 +199,7 @@
 // SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
 // request once it has been decoded, with its action, its queue and its body (the payload
 // the signature covers); its refusal is AccessDenied. A request refused as malformed is
-// refused before Authorize is asked, and nothing reaches Config.Queues, Config.Produce or
+// refused before Authorize is asked, and nothing reaches Config.Queues, Config.Produce(Record) or
 // the node before Authorize allowed it.
 //
 // # Not supported
@@ -193,7 +210,8 @@
 // (router.Node.Reject), since SQS has no action that fails a message for good: an SQS client
 // leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
 // wants it quarantined at once serves the reject over router/httpapi; per-message delays
-// and queue delays; message attributes, until records carry headers; a receive's
+// and queue delays; message attributes' data types (they come back String or Binary) and
+// list values; a receive's
 // VisibilityTimeout of 0; SigV4 verification, which is the host's (Authorize); the query
 // protocol (XML); message bodies over 256 KiB.
 package sqsapi

@@ -55,8 +55,8 @@ type wireMessage struct {
 	}
 }
 
-// TestMessageAttributesEncoding: once records carry headers, a received message's message
-// attributes are written as SQS writes them, with their MD5.
+// TestMessageAttributesEncoding: a received message's message attributes are written as
+// SQS writes them, with their MD5.
 func TestMessageAttributesEncoding(t *testing.T) {
 	m := router.Message{Partition: 2, Offset: 7, Value: []byte("v"), Receipt: router.Handle{Partition: 2, Offset: 7, Nonce: 9}, Attempt: 1}
 	attrs := []messageAttribute{

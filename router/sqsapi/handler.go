@@ -48,6 +48,13 @@ type Config struct {
 	// is (router.ErrUnknownTopic is QueueDoesNotExist, router.ErrUnavailable
 	// ServiceUnavailable, anything else InternalFailure). It must be safe for concurrent use.
 	Produce func(ctx context.Context, topic string, body []byte) (partition int32, offset int64, err error)
+	// ProduceRecord, when set, serves SendMessage and SendMessageBatch as Produce does, and
+	// keeps the message's attributes: rec.Value is the body, rec.Headers one header per
+	// message attribute, in order of name, its key the attribute's name and its value the
+	// attribute's (a String or Number's text, a Binary's bytes). Set Produce or
+	// ProduceRecord, not both. With Produce, which has nowhere to keep them, a message with
+	// attributes is refused (InvalidParameterValue) rather than sent without them.
+	ProduceRecord func(ctx context.Context, topic string, rec router.Record) (partition int32, offset int64, err error)
 	// Authorize, when set, is asked whether a request may proceed, once it has been read
 	// and decoded and before the queue is resolved or anything reaches the node; a non-nil
 	// error is answered AccessDenied (403) with the error's text. The handler verifies no
@@ -83,15 +90,17 @@ type Request struct {
 
 // A Handler serves SQS's JSON protocol over a node. It is safe for concurrent use.
 type Handler struct {
-	node      Node
-	queues    func(string) (string, bool)
-	baseURL   string
-	produce   func(context.Context, string, []byte) (int32, int64, error)
-	authorize func(*http.Request, Request) error
-	identity  func(*http.Request) string
-	slots     *frontend.Slots
-	log       *slog.Logger
-	now       func() time.Time
+	node    Node
+	queues  func(string) (string, bool)
+	baseURL string
+	produce func(context.Context, string, router.Record) (int32, int64, error)
+	// keepsAttributes: produce keeps message attributes (Config.ProduceRecord).
+	keepsAttributes bool
+	authorize       func(*http.Request, Request) error
+	identity        func(*http.Request) string
+	slots           *frontend.Slots
+	log             *slog.Logger
+	now             func() time.Time
 }
 
 // New returns a handler serving SQS's JSON protocol over node.
@@ -101,6 +110,8 @@ func New(node Node, cfg Config) (*Handler, error) {
 		return nil, errors.New("sqsapi: nil node")
 	case cfg.Queues == nil:
 		return nil, errors.New("sqsapi: Config.Queues is required")
+	case cfg.Produce != nil && cfg.ProduceRecord != nil:
+		return nil, errors.New("sqsapi: set Config.Produce or Config.ProduceRecord, not both")
 	}
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" || base.RawQuery != "" || base.Fragment != "" {
@@ -108,7 +119,13 @@ func New(node Node, cfg Config) (*Handler, error) {
 	}
 	h := &Handler{
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
-		produce: cfg.Produce, authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
+		authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+	}
+	if produce := cfg.Produce; produce != nil {
+		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
+			return produce(ctx, topic, rec.Value)
+		}
 	}
 	if h.identity == nil {
 		h.identity = frontend.RemoteHost

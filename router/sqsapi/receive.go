@@ -56,8 +56,9 @@ func setOf(names ...string) map[string]bool {
 
 // receiveRequest is a validated ReceiveMessage.
 type receiveRequest struct {
-	opts  router.ConsumeOptions
-	attrs uint // the system attributes asked for
+	opts   router.ConsumeOptions
+	attrs  uint               // the system attributes asked for
+	mattrs attributeSelection // the message attributes asked for
 }
 
 // request validates a ReceiveMessage's parameters.
@@ -93,6 +94,7 @@ func (in *receiveInput) request() (receiveRequest, error) {
 			return req, invalidValue("MessageAttributeNames", strconv.Quote(truncate(name)), fmt.Sprintf("A message attribute name is 1 to %d characters long.", maxAttributeName))
 		}
 	}
+	req.mattrs = selectAttributes(in.MessageAttributeNames)
 	return req, nil
 }
 
@@ -124,7 +126,7 @@ func (h *Handler) receiveMessage(w http.ResponseWriter, r *http.Request, body []
 	}
 	enc := encoders.Get().(*encoder)
 	defer enc.release()
-	msgs = enc.encode(h.node, msgs, req.attrs, h.now().UnixMilli())
+	msgs = enc.encode(h.node, msgs, req.attrs, &req.mattrs, h.now().UnixMilli())
 	if _, err := writeJSON(w, enc.buf); err != nil {
 		frontend.GiveBack(ctx, h.node, topic, msgs) // the client cannot parse a cut body: none reached it
 	}
@@ -142,9 +144,10 @@ const (
 
 // An encoder writes a ReceiveMessage response. Pooled: its buffer is reused.
 type encoder struct {
-	buf  []byte
-	ends []int // ends[i]: where message i's encoding ends in buf
-	msgs []router.Message
+	buf    []byte
+	ends   []int // ends[i]: where message i's encoding ends in buf
+	msgs   []router.Message
+	mattrs []messageAttribute // one message's attributes, reused
 }
 
 var encoders = sync.Pool{New: func() any { return new(encoder) }}
@@ -154,6 +157,8 @@ var encoders = sync.Pool{New: func() any { return new(encoder) }}
 const maxPooledBuffer = 1 << 20
 
 func (e *encoder) release() {
+	clear(e.mattrs[:cap(e.mattrs)]) // the messages' values: not kept past the response
+	e.mattrs = e.mattrs[:0]
 	if cap(e.buf) <= maxPooledBuffer {
 		encoders.Put(e)
 	}
@@ -161,8 +166,9 @@ func (e *encoder) release() {
 
 // encode writes the response for msgs into e.buf and returns the messages it holds: the
 // longest prefix within router.ResponseLimit, as the node's FitResponse cuts it (giving back
-// the rest at once). firstReceive is the time of this receive, in ms since the epoch.
-func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, firstReceive int64) []router.Message {
+// the rest at once). firstReceive is the time of this receive, in ms since the epoch; sel
+// selects each message's attributes among its record's headers.
+func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, sel *attributeSelection, firstReceive int64) []router.Message {
 	if len(msgs) == 0 {
 		e.buf = append(e.buf[:0], "{}"...)
 		return msgs
@@ -173,9 +179,8 @@ func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, firstRece
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		// Records carry no headers yet, so no message carries message attributes; once they
-		// do, the ones MessageAttributeNames selects are passed here.
-		e.buf = appendMessage(e.buf, &msgs[i], attrs, firstReceive, nil)
+		e.mattrs = receivedAttributes(e.mattrs, msgs[i].Headers, sel)
+		e.buf = appendMessage(e.buf, &msgs[i], attrs, firstReceive, e.mattrs)
 		e.ends = append(e.ends, len(e.buf))
 	}
 	if len(msgs) > 1 {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+
+	"narad.dev/consume/router"
 )
 
 // sendInput is SendMessage's body, and one entry of SendMessageBatch's (with Id).
@@ -16,21 +18,38 @@ type sendInput struct {
 	Id                      *string
 	MessageBody             *string
 	DelaySeconds            *int64
-	MessageAttributes       map[string]json.RawMessage
+	MessageAttributes       map[string]attributeValue
 	MessageSystemAttributes map[string]json.RawMessage
 	MessageDeduplicationId  *string
 	MessageGroupId          *string
 }
 
-// body validates a message to send and returns its body. What a record cannot carry yet is
-// refused rather than dropped: message attributes (records have no headers), a delay, and
-// the FIFO queues' group and deduplication ids.
-func (in *sendInput) body(prefix string) ([]byte, error) {
+// message validates a message to send and returns its body and message attributes (in order
+// of name). What a record cannot carry is refused rather than dropped: message attributes
+// when the host's produce cannot keep them (keepsAttributes false), system attributes, a
+// delay, and the FIFO queues' group and deduplication ids.
+func (in *sendInput) message(prefix string, keepsAttributes bool) ([]byte, []messageAttribute, error) {
+	body, err := in.body(prefix, keepsAttributes)
+	if err != nil {
+		return nil, nil, err
+	}
+	attrs, err := sentAttributes(prefix, in.MessageAttributes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if size := len(body) + attributesSize(attrs); size > MaxMessageBytes {
+		return nil, nil, invalidValue(prefix+"MessageBody", "(a body)", fmt.Sprintf("Message must be shorter than %d bytes, its attributes included.", MaxMessageBytes))
+	}
+	return body, attrs, nil
+}
+
+// body validates a message's body and its other parameters, and returns the body.
+func (in *sendInput) body(prefix string, keepsAttributes bool) ([]byte, error) {
 	switch {
 	case in.MessageBody == nil:
 		return nil, missing(prefix + "MessageBody")
-	case len(in.MessageAttributes) > 0:
-		return nil, invalidValue(prefix+"MessageAttributes", "(set)", "Message attributes are not supported by this endpoint yet: the message was not sent.")
+	case len(in.MessageAttributes) > 0 && !keepsAttributes:
+		return nil, invalidValue(prefix+"MessageAttributes", "(set)", "Message attributes are not supported by this endpoint: the message was not sent.")
 	case len(in.MessageSystemAttributes) > 0:
 		return nil, invalidValue(prefix+"MessageSystemAttributes", "(set)", "Message system attributes are not supported by this endpoint: the message was not sent.")
 	case in.DelaySeconds != nil && *in.DelaySeconds != 0:
@@ -73,11 +92,12 @@ func invalidCharacter(s string) (rune, bool) {
 
 // sendResponse answers SendMessage.
 type sendResponse struct {
-	MD5OfMessageBody string `json:"MD5OfMessageBody"`
-	MessageId        string `json:"MessageId"`
+	MD5OfMessageBody       string `json:"MD5OfMessageBody"`
+	MD5OfMessageAttributes string `json:"MD5OfMessageAttributes,omitempty"`
+	MessageId              string `json:"MessageId"`
 }
 
-// sendMessage serves SendMessage through Config.Produce.
+// sendMessage serves SendMessage through Config.Produce or Config.ProduceRecord.
 func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
 	var in sendInput
 	if err := decode(body, &in); err != nil {
@@ -86,7 +106,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byt
 	if h.produce == nil {
 		return fail(codeUnsupportedOperation, "SendMessage is not supported by this endpoint.")
 	}
-	msg, err := in.body("")
+	msg, attrs, err := in.message("", h.keepsAttributes)
 	if err != nil {
 		return err
 	}
@@ -94,22 +114,40 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byt
 	if err != nil {
 		return err
 	}
-	id, err := h.send(r, topic, msg)
+	id, err := h.send(r, topic, msg, attrs)
 	if err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(sendResponse{MD5OfMessageBody: md5Hex(msg), MessageId: id})
+	resp, _ := json.Marshal(sendResponse{MD5OfMessageBody: md5Hex(msg), MD5OfMessageAttributes: attributesMD5Hex(attrs), MessageId: id})
 	writeJSON(w, resp)
 	return nil
 }
 
-// send produces one message and returns its MessageId.
-func (h *Handler) send(r *http.Request, topic string, body []byte) (string, error) {
-	partition, offset, err := h.produce(r.Context(), topic, body)
+// send produces one message, its attributes as the record's headers, and returns its
+// MessageId.
+func (h *Handler) send(r *http.Request, topic string, body []byte, attrs []messageAttribute) (string, error) {
+	rec := router.Record{Value: body}
+	if len(attrs) > 0 {
+		rec.Headers = make([]router.Header, len(attrs))
+		for i := range attrs {
+			rec.Headers[i] = router.Header{Key: attrs[i].name, Value: attrs[i].value}
+		}
+	}
+	partition, offset, err := h.produce(r.Context(), topic, rec)
 	if err != nil {
 		return "", err
 	}
 	return string(appendMessageID(nil, partition, offset)), nil
+}
+
+// attributesMD5Hex is MD5OfMessageAttributes in hex, or "" for a message without any (the
+// field is then left out).
+func attributesMD5Hex(attrs []messageAttribute) string {
+	if len(attrs) == 0 {
+		return ""
+	}
+	sum := md5OfMessageAttributes(attrs)
+	return hex.EncodeToString(sum[:])
 }
 
 func md5Hex(b []byte) string {
@@ -140,6 +178,9 @@ func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body 
 		if e.MessageBody != nil {
 			total += len(*e.MessageBody)
 		}
+		for name, v := range e.MessageAttributes {
+			total += len(name) + v.size()
+		}
 	}
 	if total > MaxMessageBytes {
 		return fail(codeBatchRequestTooLong, fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxMessageBytes, total))
@@ -151,16 +192,16 @@ func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body 
 	var resp batchResponse
 	for i := range in.Entries {
 		e := &in.Entries[i]
-		msg, err := e.body("Entries." + strconv.Itoa(i+1) + ".")
+		msg, attrs, err := e.message("Entries."+strconv.Itoa(i+1)+".", h.keepsAttributes)
 		var id string
 		if err == nil {
-			id, err = h.send(r, topic, msg)
+			id, err = h.send(r, topic, msg, attrs)
 		}
 		if err != nil {
 			h.failEntry(&resp, r, "SendMessageBatch", *e.Id, err)
 			continue
 		}
-		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg)})
+		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg), MD5OfMessageAttributes: attributesMD5Hex(attrs)})
 	}
 	writeBatch(w, &resp)
 	return nil

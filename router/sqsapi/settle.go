@@ -72,6 +72,8 @@ type batchSuccess struct {
 	Id               string `json:"Id"`
 	MessageId        string `json:"MessageId,omitempty"`        // SendMessageBatch's
 	MD5OfMessageBody string `json:"MD5OfMessageBody,omitempty"` // SendMessageBatch's
+	// SendMessageBatch's, for an entry with message attributes.
+	MD5OfMessageAttributes string `json:"MD5OfMessageAttributes,omitempty"`
 }
 
 type batchFailure struct {

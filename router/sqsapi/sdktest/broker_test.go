@@ -24,8 +24,8 @@ import (
 const accessKey = "AKIDSQSAPITEST"
 
 // broker is a node serving topic "orders" (partition 0) behind an sqsapi handler on
-// 127.0.0.1, mounted at /sqs as doc.go's example mounts it, with a Produce that appends to
-// the node's log and an Authorize that takes only requests SigV4-signed with accessKey.
+// 127.0.0.1, mounted at /sqs as doc.go's example mounts it, with a ProduceRecord that
+// appends to the node's log (message attributes as headers) and an Authorize that takes only requests SigV4-signed with accessKey.
 type broker struct {
 	t        testing.TB
 	logs     *routertest.MemLogs
@@ -51,10 +51,10 @@ func newBroker(t testing.TB) *broker {
 	b.srv.Start()
 	base := b.srv.URL + "/sqs"
 	api, err = sqsapi.New(&signalling{Node: node, consumes: b.consumes}, sqsapi.Config{
-		Queues:    func(name string) (string, bool) { return name, name == "orders" },
-		BaseURL:   base,
-		Produce:   b.produce,
-		Authorize: authorize,
+		Queues:        func(name string) (string, bool) { return name, name == "orders" },
+		BaseURL:       base,
+		ProduceRecord: b.produce,
+		Authorize:     authorize,
 	})
 	require.NoError(t, err)
 	mux.Handle("/sqs", api)
@@ -67,12 +67,13 @@ func newBroker(t testing.TB) *broker {
 	return b
 }
 
-// produce is the broker's Config.Produce: append to the log, tell the node.
-func (b *broker) produce(_ context.Context, topic string, body []byte) (int32, int64, error) {
+// produce is the broker's Config.ProduceRecord: append to the log, tell the node.
+func (b *broker) produce(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
 	if topic != "orders" {
 		return 0, 0, router.ErrUnknownTopic
 	}
-	off := b.logs.Log(topic, 0).Append(nil, body, time.Now())
+	rec.Timestamp = time.Now()
+	off := b.logs.Log(topic, 0).AppendRecord(rec)
 	b.node.Appended(topic, 0, off+1)
 	return 0, off, nil
 }
