@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"narad.dev/consume/router"
@@ -275,21 +276,44 @@ func writeMessages(w http.ResponseWriter, msgs []router.Message) error {
 	hdr.Set("Content-Length", strconv.Itoa(size))
 	hdr.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	var scratch []byte
+	b := bodyWriters.Get().(*bodyWriter)
+	defer b.release()
+	bw := b.bw
+	bw.Reset(w)
 	bw.WriteString(envelopeOpen)
 	for i := range msgs {
-		scratch = scratch[:0]
+		b.scratch = b.scratch[:0]
 		if i > 0 {
-			scratch = append(scratch, ',')
+			b.scratch = append(b.scratch, ',')
 		}
-		scratch = appendMessage(scratch, &msgs[i])
-		if _, err := bw.Write(scratch); err != nil {
+		b.scratch = appendMessage(b.scratch, &msgs[i])
+		if _, err := bw.Write(b.scratch); err != nil {
 			return err
 		}
 	}
 	bw.WriteString(envelopeClose)
 	return bw.Flush()
+}
+
+// bodyWriter is what writeMessages streams a body through: a 64 KiB buffer and the scratch
+// one message is encoded in. Pooled: allocated per response, the buffer was most of a
+// consume's bytes.
+type bodyWriter struct {
+	bw      *bufio.Writer
+	scratch []byte
+}
+
+var bodyWriters = sync.Pool{New: func() any { return &bodyWriter{bw: bufio.NewWriterSize(nil, 64<<10)} }}
+
+// release drops the response writer and pools b; a scratch grown past a buffer's size by a
+// large message is dropped with it rather than kept.
+func (b *bodyWriter) release() {
+	b.bw.Reset(nil)
+	if cap(b.scratch) > 64<<10 {
+		b.scratch = nil
+	}
+	b.scratch = b.scratch[:0]
+	bodyWriters.Put(b)
 }
 
 // ack serves POST /ack.
