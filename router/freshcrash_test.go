@@ -95,25 +95,28 @@ func TestFreshCrashChild(t *testing.T) {
 // records after a restart. A partition with no state has no durable record for its prime to
 // protect, so its first window goes to the page cache within a tick, as a primed
 // partition's does; before, each waited for its prime's syncs (9 to 14 s for 16,000), and 57 %
-// came back. By default the child acks 2,000 (under the race detector: killed 5 s after its
-// last ack, and only the recovery checked); ROUTER_FRESH_CRASH_PARTITIONS sets the count, and
-// CI runs 16,000 in a step of its own, on the real build, alone.
+// came back. By default the child acks 2,000 and only the recovery is checked (killed 5 s
+// after its last ack under the race detector); ROUTER_FRESH_CRASH_PARTITIONS sets the count and
+// asserts the bound, and CI runs 16,000 so, in a step of its own, on the real build, alone.
 func TestFreshPartitionsCrashWindow(t *testing.T) {
 	switch runtime.GOOS {
 	case "windows", "plan9":
 		t.Skip("SIGKILL of a child process")
 	}
 	n := 2_000
+	// The bound is a claim about a process that has the machine: asserted when the test is
+	// run alone for it (ROUTER_FRESH_CRASH_PARTITIONS set, as CI's step does). Beside the
+	// other packages' tests the child's file work waits for the processors (11.6 % came back
+	// at 2,000 with offsets and the simulation running; under the race detector, 37 % after
+	// 5 s at a load of 6), so there the test checks that what the kill left recovers, and
+	// reports the share.
+	alone := false
 	if v, err := strconv.Atoi(os.Getenv("ROUTER_FRESH_CRASH_PARTITIONS")); err == nil && v > 0 {
-		n = v
+		n, alone = v, true
 	}
 	grace := time.Second // the scenario: the process dies a second after its last ack
 	if testflags.Race {
-		// The race detector makes the child's file work 5 to 10 times slower, and beside the
-		// other packages' tests on a loaded machine slower still (37 % came back after 5 s
-		// at a load of 6): under it the test checks what the kill left recovers, and
-		// reports the share; the bound is CI's, on the real build.
-		grace = 5 * time.Second
+		grace = 5 * time.Second // the race detector makes the child's file work 5 to 10 times slower
 	}
 	dir := filepath.Join(t.TempDir(), "state")
 	child := startChild(t, "TestFreshCrashChild", fmt.Sprintf("acked %d", n),
@@ -145,7 +148,7 @@ func TestFreshPartitionsCrashWindow(t *testing.T) {
 	}
 	require.NoError(t, node.Close())
 	t.Logf("%d of %d acked records delivered again after the kill (%.1f %%)", again, n, 100*float64(again)/float64(n))
-	if !testflags.Race {
+	if alone {
 		require.LessOrEqual(t, again, n/20, "at most 5 %% delivered again")
 	}
 }
