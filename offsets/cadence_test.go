@@ -18,21 +18,25 @@ import (
 
 // wrapFS is an offsets.FS over memfs that counts the descriptors open (roots and files) and can
 // make syncs slow: SyncData and directory syncs sleep first (on synctest's clock in a bubble).
+// It counts the SyncData calls too, and the most in progress at once.
 type wrapFS struct {
 	*memfs.FS
 	syncDelay, dirDelay time.Duration
 	open, maxOpen       atomic.Int64
+	syncing, maxSyncing atomic.Int64 // SyncData calls in progress, and the most at once
+	syncs               atomic.Int64 // SyncData calls made
 }
 
-func (w *wrapFS) opened() {
-	n := w.open.Add(1)
+// raise sets m to n if n is larger.
+func raise(m *atomic.Int64, n int64) {
 	for {
-		m := w.maxOpen.Load()
-		if n <= m || w.maxOpen.CompareAndSwap(m, n) {
+		if old := m.Load(); n <= old || m.CompareAndSwap(old, n) {
 			return
 		}
 	}
 }
+
+func (w *wrapFS) opened() { raise(&w.maxOpen, w.open.Add(1)) }
 
 func (w *wrapFS) OpenRoot(dir string) (offsets.Root, error) {
 	r, err := w.FS.OpenRoot(dir)
@@ -73,6 +77,9 @@ type wrapFile struct {
 }
 
 func (f *wrapFile) SyncData() error {
+	f.w.syncs.Add(1)
+	raise(&f.w.maxSyncing, f.w.syncing.Add(1))
+	defer f.w.syncing.Add(-1)
 	time.Sleep(f.w.syncDelay)
 	return f.File.SyncData()
 }
@@ -338,5 +345,45 @@ func TestQuickDurableWaitsAreNoOverrun(t *testing.T) {
 		require.Zero(t, r.c.Stats().SlowWriteouts)
 		require.Empty(t, r.logs.Lines("consumer offset commits cannot keep to their interval: "+
 			"persisted offsets lag acks by about the flush time"))
+	})
+}
+
+// A writeout batch of many partitions syncs them four at a time, not one after another: with
+// every sync taking 20 ms, 64 new partitions acked at once (a prime's sync, a window's and a
+// levelling's each) are all durable in about a quarter of their syncs' sum, and Close's final
+// pass, after Run, writes out and levels as many at once too.
+func TestWriteoutsSyncPartitionsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond}
+		r := newCadenceRig(t, w, nil)
+		const parts = 64
+		for p := range int32(parts) {
+			r.create("t", p)
+		}
+		r.start(context.Background())
+		synctest.Wait()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for p := range int32(parts) {
+			require.True(t, r.shards.Ack("t", p, 0))
+			r.c.MarkDirty("t", p)
+			wg.Go(func() { require.NoError(t, r.c.Durable(context.Background(), "t", p)) })
+		}
+		wg.Wait()
+		took, sum := time.Since(start), time.Duration(w.syncs.Load())*w.syncDelay
+		require.Equal(t, int64(4), w.maxSyncing.Load(), "four syncs at once")
+		require.Less(t, took, sum/3, "durable in about a quarter of the syncs' sum %v: %v", sum, took)
+
+		// Close after Run: the final pass has every partition to write out, at once.
+		for p := range int32(parts) {
+			require.True(t, r.shards.Ack("t", p, 1))
+			r.c.MarkDirty("t", p)
+		}
+		w.maxSyncing.Store(0)
+		r.stop()
+		require.Equal(t, int64(4), w.maxSyncing.Load(), "Close syncs four at once")
+		for p := range int32(parts) {
+			require.Equal(t, int64(1), recoverOn(t, r.fs, "t", p).Frontier)
+		}
 	})
 }

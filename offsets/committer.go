@@ -123,6 +123,7 @@ type Committer struct {
 	// Background work, while Run runs (async). The tick hands a writeout batch to one worker
 	// and the partitions to prime to a pool; a Tick without Run does both inline.
 	async    bool           // tickMu
+	ranAsync bool           // tickMu: Run has run, so Close's final writeouts may use workers
 	bgStop   chan struct{}  // tickMu: closed to stop the background goroutines
 	woCh     chan woJob     // to the writeout worker
 	woBusy   atomic.Bool    // a writeout batch is in flight

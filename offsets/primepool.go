@@ -87,33 +87,36 @@ func (c *Committer) primeChunk(t *tickScratch, chunk []*partition, res []primeRe
 	return deferred
 }
 
-// each calls f(i) for i in [0, n) on up to workers goroutines, each with its own buffer.
-func each(n, workers int, f func(i int, buf *primeBuf)) {
+// each calls f(i, s) for i in [0, n) on up to workers goroutines, s being the calling
+// goroutine's own state (a zero S for each), and returns the states used.
+func each[S any](n, workers int, f func(i int, s *S)) []S {
 	if n == 0 {
-		return
+		return nil
 	}
 	if workers <= 1 || n == 1 {
-		var buf primeBuf
+		states := make([]S, 1)
 		for i := range n {
-			f(i, &buf)
+			f(i, &states[0])
 		}
-		return
+		return states
 	}
+	states := make([]S, min(workers, n))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(workers, n) {
+	for w := range states {
+		s := &states[w]
 		wg.Go(func() {
-			var buf primeBuf
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
 				}
-				f(i, &buf)
+				f(i, s)
 			}
 		})
 	}
 	wg.Wait()
+	return states
 }
 
 // primeChunkInline primes the front of q on the tick's goroutine. It returns the size of the

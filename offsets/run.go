@@ -127,7 +127,7 @@ func (c *Committer) running(ctx context.Context) bool {
 func (c *Committer) startBackground() *sync.WaitGroup {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
-	c.async = true
+	c.async, c.ranAsync = true, true
 	c.primeMu.Lock()
 	c.primeOff = false
 	c.primeMu.Unlock()

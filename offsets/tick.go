@@ -63,12 +63,50 @@ func (t *tickScratch) err() error {
 	return errors.Join(t.errs...)
 }
 
-// addDevice notes that f's device needs its flush this phase, if f offers one (FullSyncer).
-func (t *tickScratch) addDevice(dev uint64, f File) {
-	fs, ok := f.(FullSyncer)
-	if !ok {
+// spread calls f(s, i) for i in [0, n): with s = t, on this goroutine, for one worker or one
+// item; otherwise on up to workers goroutines, each with a scratch of its own merged into t
+// once all are done. For a phase's file work on distinct partitions (writeouts,
+// levellings): concurrent syncs of different files cost a journaling file system about one
+// commit together (ext4 here: 2,000 fdatasyncs took 2.1 s one after another, 0.11 s four at
+// a time), so a batch of many partitions takes a few syncs' time rather than the sum of its
+// syncs, which was the power-loss window of a node with thousands of partitions and the
+// length of its Close. f must touch only its own partition outside ioMu.
+func (t *tickScratch) spread(n, workers int, f func(s *tickScratch, i int)) {
+	if workers <= 1 || n <= 1 {
+		for i := range n {
+			f(t, i)
+		}
 		return
 	}
+	for _, sub := range each(n, workers, func(i int, sub *tickScratch) {
+		sub.now = t.now
+		f(sub, i)
+	}) {
+		t.merge(&sub)
+	}
+}
+
+// merge takes what another scratch of the same phase collected (a writeout worker's).
+func (t *tickScratch) merge(s *tickScratch) {
+	t.errs = append(t.errs, s.errs...)
+	for _, d := range s.devices {
+		t.addFlush(d.dev, d.f)
+	}
+	t.synced = append(t.synced, s.synced...)
+	t.flipped = append(t.flipped, s.flipped...)
+	t.levels = append(t.levels, s.levels...)
+	t.closeAfter = append(t.closeAfter, s.closeAfter...)
+}
+
+// addDevice notes that f's device needs its flush this phase, if f offers one (FullSyncer).
+func (t *tickScratch) addDevice(dev uint64, f File) {
+	if fs, ok := f.(FullSyncer); ok {
+		t.addFlush(dev, fs)
+	}
+}
+
+// addFlush notes that device dev needs its flush this phase, through fs.
+func (t *tickScratch) addFlush(dev uint64, fs FullSyncer) {
 	for i := range t.devices {
 		if t.devices[i].dev == dev {
 			t.devices[i].f = fs

@@ -39,7 +39,13 @@ func (c *Committer) writeOuts(closing, inline bool) {
 		return // nothing for the worker: it stays idle, and Run may sleep
 	}
 	if inline {
-		c.runWriteouts(t, batch, t.now, turn, closing, 1)
+		// A Tick without Run stays on its goroutine, as a simulator needs; Close after Run
+		// has no cadence to keep and every partition to write out.
+		workers := 1
+		if closing && c.ranAsync {
+			workers = c.writeoutWorkers()
+		}
+		c.runWriteouts(t, batch, t.now, turn, closing, workers)
 		clear(batch)
 		c.wobatch = batch[:0]
 		return
@@ -118,7 +124,7 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 		case job := <-c.woCh:
 			t := &c.wt
 			t.reset(job.now)
-			c.runWriteouts(t, job.batch, job.now, job.turn, false, 4)
+			c.runWriteouts(t, job.batch, job.now, job.turn, false, c.writeoutWorkers())
 			failed := len(t.errs) > 0
 			c.addAsyncErr(t)
 			t.release()
@@ -140,13 +146,26 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 // partitions whose writeout held with no window write since its sync began.
 func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Time, turn uint64, closing bool, workers int) {
 	c.payOwed(t, batch, workers)
-	for _, p := range batch {
-		c.writeOut(t, p, closing)
-	}
-	c.levelQuiet(t, turn, closing)
+	c.writeOutAll(t, batch, closing, workers)
+	c.levelQuiet(t, turn, closing, workers)
 	c.flushDevices(t)
 	c.completeWriteouts(t, batch)
 	c.answerFlipped(t)
+}
+
+// writeoutWorkers is how many partitions a writeout batch syncs at once: four, where the
+// descriptor cap leaves room for each worker's own (a window's one-shot descriptor and a
+// levelling's two, beside the pool's and the tick's); one under a tight cap.
+func (c *Committer) writeoutWorkers() int {
+	if c.maxOpen >= 64 {
+		return 4
+	}
+	return 1
+}
+
+// writeOutAll writes out batch, workers partitions at a time (see tickScratch.spread).
+func (c *Committer) writeOutAll(t *tickScratch, batch []*partition, closing bool, workers int) {
+	t.spread(len(batch), workers, func(s *tickScratch, i int) { c.writeOut(s, batch[i], closing) })
 }
 
 // writeOut syncs p's window. The sync runs without ioMu, so the tick keeps writing windows,
@@ -310,7 +329,8 @@ func (c *Committer) syncFailed(t *tickScratch, p *partition, op string, err erro
 }
 
 // levelQuiet levels consumer.offset of partitions with nothing to write out, on their turn.
-func (c *Committer) levelQuiet(t *tickScratch, turn uint64, closing bool) {
+func (c *Committer) levelQuiet(t *tickScratch, turn uint64, closing bool, workers int) {
+	var due []levelWrite
 	kept := c.unlevel[:0]
 	for _, p := range c.unlevel {
 		c.ioMu.Lock()
@@ -326,10 +346,11 @@ func (c *Committer) levelQuiet(t *tickScratch, turn uint64, closing bool) {
 		if busy || (!closing && p.turn != turn) || !c.levelDue(t, p, v, closing) {
 			continue
 		}
-		c.level(t, p, v)
+		due = append(due, levelWrite{p: p, v: v})
 	}
 	clear(c.unlevel[len(kept):])
 	c.unlevel = kept
+	t.spread(len(due), workers, func(s *tickScratch, i int) { c.level(s, due[i].p, due[i].v) })
 }
 
 // levelWanted says whether levelQuiet would level a partition on this turn. The writeout
