@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/cancelmemory"
 	"narad.dev/consume/internal/realclock"
 	"narad.dev/consume/internal/storecommit"
 	"narad.dev/consume/internal/wire"
@@ -197,7 +198,7 @@ type Node struct {
 	// this node's tokens left with owners, and the replies whose cancel may race them.
 	ownerTopics sync.Map
 	requester   requester
-	cancels     cancelMemory
+	cancels     *cancelmemory.Memory
 	holdTimeout time.Duration
 	noCallbacks bool
 
@@ -271,6 +272,7 @@ func New(cfg Config) (*Node, error) {
 		ackWindow: cfg.AckWindow,
 
 		requester:   requester{topics: map[string]*remoteTopic{}, kick: make(chan struct{}, 1)},
+		cancels:     cancelmemory.New(cancelMemoryTTL),
 		holdTimeout: cmp.Or(cfg.HoldTimeout, tokens.DefaultHold),
 		noCallbacks: cfg.NoCallbacks,
 	}
