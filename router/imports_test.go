@@ -28,7 +28,7 @@ func TestImportGraph(t *testing.T) {
 	// The node's mechanisms (internal/cancelmemory and those after it) have contracts of their
 	// own: router uses them, and they know nothing of it.
 	for _, pkg := range append(core, "internal/wire", "internal/partitionmap", "internal/handoff", "internal/storecommit",
-		"internal/cancelmemory", "internal/workers") {
+		"internal/cancelmemory", "internal/workers", "internal/budget") {
 		d := deps(pkg)
 		require.False(t, slices.Contains(d, "narad.dev/consume/router"), "%s imports router", pkg)
 		for _, other := range core {
