@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/budget"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -73,7 +74,7 @@ func defaultAckWindow() int { return max(128, 8*runtime.GOMAXPROCS(0)) }
 // lane is the forwarding state of one owner.
 type lane struct {
 	owner   string
-	budgets budgets // of the calls to the owner in flight
+	budgets budget.Set // of the calls to the owner in flight
 
 	mu       sync.Mutex
 	inFlight int
@@ -770,7 +771,7 @@ var errNoReplyInBudget = fmt.Errorf("no reply within the budget: %w", context.De
 // runs in a goroutine of its own, which ends when the Call returns, and a reply that comes
 // after the deadline is discarded.
 func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
-	if ctx.Done() == nil { // only the deadline ends it: no timer of its own (see rpcBudget)
+	if ctx.Done() == nil { // only the deadline ends it: no timer of its own (see internal/budget)
 		return n.exchangeDetached(ctx, owner, frame, deadline)
 	}
 	ctx, cancel := n.budget(ctx, deadline)
@@ -784,8 +785,8 @@ func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadlin
 // its caller's context does meanwhile, and the owner still sees the caller's trace.
 func (n *Node) exchangeDetached(values context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
 	l := n.lane(owner)
-	b := l.budgets.open(n.clock, deadline, values)
-	defer l.budgets.close(b)
+	b := l.budgets.Open(n.clock, deadline, values)
+	defer l.budgets.Close(b)
 	return n.callWithin(b, owner, frame)
 }
 

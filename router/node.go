@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/cancelmemory"
 	"narad.dev/consume/internal/realclock"
 	"narad.dev/consume/internal/storecommit"
 	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/internal/workers"
 	"narad.dev/consume/offsets"
 	"narad.dev/consume/pump"
 	"narad.dev/consume/tokens"
@@ -191,13 +193,13 @@ type Node struct {
 	ownerFinder     OwnerFinder // the routes', if they offer it
 	ackWindow       int
 	lanes           readMap[*lane] // forwarding state per owner
-	forwarding      *workers       // RPCs in flight in the background (see background)
+	forwarding      *workers.Pool  // RPCs in flight in the background (see background)
 
 	// Consumption across nodes: the tokens other nodes left here (topic → *ownerTopic),
 	// this node's tokens left with owners, and the replies whose cancel may race them.
 	ownerTopics sync.Map
 	requester   requester
-	cancels     cancelMemory
+	cancels     *cancelmemory.Memory
 	holdTimeout time.Duration
 	noCallbacks bool
 
@@ -271,6 +273,7 @@ func New(cfg Config) (*Node, error) {
 		ackWindow: cfg.AckWindow,
 
 		requester:   requester{topics: map[string]*remoteTopic{}, kick: make(chan struct{}, 1)},
+		cancels:     cancelmemory.New(cancelMemoryTTL),
 		holdTimeout: cmp.Or(cfg.HoldTimeout, tokens.DefaultHold),
 		noCallbacks: cfg.NoCallbacks,
 	}
@@ -284,7 +287,7 @@ func New(cfg Config) (*Node, error) {
 	if n.ackWindow == 0 {
 		n.ackWindow = defaultAckWindow()
 	}
-	n.forwarding = newWorkers(min(n.ackWindow, maxIdleWorkers))
+	n.forwarding = workers.New(min(n.ackWindow, maxIdleWorkers))
 	if n.clock == nil {
 		n.clock = realclock.New()
 	}
@@ -410,8 +413,8 @@ func notifyOne(ch chan struct{}) {
 }
 
 // background runs f, an RPC bounded by its budget, in a goroutine that Close waits for (a
-// parked worker's, see workers).
-func (n *Node) background(f func()) { n.forwarding.run(f) }
+// parked worker's, see internal/workers).
+func (n *Node) background(f func()) { n.forwarding.Run(f) }
 
 // maxIdleWorkers caps the workers kept parked for background RPCs: a lane keeps at most its
 // window of them in flight.
@@ -754,7 +757,7 @@ func (n *Node) shutdown() {
 	})
 	n.cancel()
 	n.done.Wait()
-	n.forwarding.close()
+	n.forwarding.Close()
 	err := n.committer.Close()
 	n.closing.err = errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
 	close(n.closing.done)

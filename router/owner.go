@@ -356,15 +356,29 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 		for i := range msgs {
 			handles[i] = msgs[i].Receipt
 		}
-		n.cancels.remember(from, c.RequestID, topic, handles, n.clock.Now())
+		n.cancels.Remember(from, c.RequestID, topic, handles, n.clock.Now())
 	}
 	return reply
 }
 
+// cancelMemoryTTL is how long an owner remembers the receipt handles of a forwarded consume's
+// reply, so that a Cancel naming the request can give them all back at once (see
+// internal/cancelmemory). A Cancel that comes later finds nothing, and the records come back
+// when their leases lapse. The latest a Cancel comes is when a reply was lost at once: its
+// requester sends the Cancel at the end of the consume's budget (ProbeBudget at most, from
+// before the reply), and the Cancel itself travels within cancelBudget; the memory outlives
+// both by half a second, on the owner's own clock, so no clock skew between the nodes
+// shortens it. (Every reply is held this long, so it is kept as short as that allows: the
+// memory's cost per delivery grows with the replies it holds.)
+const cancelMemoryTTL = ProbeBudget + cancelBudget + 500*time.Millisecond
+
+// cancelBudget bounds a Cancel's round trip (and a slow owner's recheck, which is one).
+const cancelBudget = 500 * time.Millisecond
+
 // serveCancel gives back every record of a reply whose request was cancelled as it came
 // back (within cancelMemoryTTL of the reply).
 func (n *Node) serveCancel(from string, id uint64) {
-	topic, handles, ok := n.cancels.take(from, id, n.clock.Now())
+	topic, handles, ok := n.cancels.Take(from, id, n.clock.Now())
 	if !ok {
 		return
 	}

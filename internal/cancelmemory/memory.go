@@ -1,4 +1,4 @@
-package router
+package cancelmemory
 
 import (
 	"hash/maphash"
@@ -11,25 +11,9 @@ import (
 	"narad.dev/consume/inflight"
 )
 
-// cancelMemoryTTL is how long an owner remembers the receipt handles of a forwarded consume's
-// reply, so that a Cancel naming the request can give them all back at once. A Cancel that
-// comes later finds nothing, and the records come back when their leases lapse. The latest
-// a Cancel comes is when a reply was lost at once: its requester sends the Cancel at the end
-// of the consume's budget (ProbeBudget at most, from before the reply), and the Cancel
-// itself travels within cancelBudget; the memory outlives both by half a second, on the
-// owner's own clock, so no clock skew between the nodes shortens it. (Every reply is held
-// this long, so it is kept as short as that allows: the memory's cost per delivery grows
-// with the replies it holds.)
-const cancelMemoryTTL = ProbeBudget + cancelBudget + 500*time.Millisecond
-
-// cancelBudget bounds a Cancel's round trip (and a slow owner's recheck, which is one).
-const cancelBudget = 500 * time.Millisecond
-
-// cancelMemory is the owner's side of the cancel race: a requester whose consume was cancelled
-// while the owner's reply was in flight names its request in a Cancel frame, and the owner
-// gives back every record that reply carried. It remembers, for cancelMemoryTTL, the handles
-// of each forwarded reply, keyed by the requesting node and its request id (ids are the
-// requester's, so the same id from two nodes names two requests).
+// Memory is the owner's memory of the replies it sent to other nodes' consumes: for each
+// reply, the requesting node, its request id, the topic and the receipt handles, held for the
+// TTL given to New. See the package doc for why and how.
 //
 // Every call costs O(1) amortized, and nothing is allocated per reply once the memory has
 // grown to its working size. Three structures share the work, each touched once per reply:
@@ -41,16 +25,16 @@ const cancelBudget = 500 * time.Millisecond
 //     only once the head has passed half of the slice: a compaction copies at most as many
 //     places as the head passed since the one before. Each reply is numbered in this order
 //     (its sequence number: the place at queue[seq-base]).
-//   - The entries: a ring, by sequence number, of what take hands back (the key, the topic
+//   - The entries: a ring, by sequence number, of what Take hands back (the key, the topic
 //     and the handles). Nothing in it moves when the queue compacts, and expiry does not
 //     touch it.
 //   - The index, which finds a key's replies: an open-addressing hash table (linear probing)
 //     of 4-byte entries, each the low 32 bits of a reply's sequence number, placed by the
 //     hash of the reply's key. It is generational: a reply is indexed in the current table,
-//     and each cancelMemoryTTL the current table becomes the previous one and the previous
+//     and each TTL the current table becomes the previous one and the previous
 //     one, all of whose replies have expired by then, is cleared in one sweep. So expiry
 //     never touches the index, and an entry whose reply was taken or expired stays until its
-//     table is cleared. A lookup (a take: rare) checks each entry of its probe run against
+//     table is cleared. A lookup (a Take: rare) checks each entry of its probe run against
 //     the queue and the entries.
 //
 // So a reply costs one random access into the index (1 MiB at 100,000 replies held), where a
@@ -60,12 +44,13 @@ const cancelBudget = 500 * time.Millisecond
 // BenchmarkCancelMemory). The queue and the index hold no pointers, so the garbage collector
 // does not scan them.
 //
-// The zero value is ready to use; it is safe for concurrent use.
-type cancelMemory struct {
-	mu sync.Mutex
+// Use New; a Memory is safe for concurrent use.
+type Memory struct {
+	mu  sync.Mutex
+	ttl time.Duration // how long each reply is held
 
 	// The expiry queue: queue[head:] holds the deadline of each reply from sequence number
-	// base+head on, or cancelSpent.
+	// base+head on, or spent.
 	queue []int64
 	head  int
 	base  uint64
@@ -75,7 +60,7 @@ type cancelMemory struct {
 	// reply was forgotten keeps it, unread, until a later reply takes the place or the ring
 	// is resized (at most a ring's worth of garbage: what was held a TTL ago); a taken reply's
 	// is cleared. Its length is a power of two.
-	entries []cancelEntry
+	entries []entry
 
 	// The index: cur and prev hold uint32(seq)+1 per reply indexed at the place its key's
 	// hash gives, 0 in an empty place. Each length is a power of two at least twice the
@@ -91,30 +76,33 @@ type cancelMemory struct {
 	clock int64 // the latest now given, in Unix nanoseconds: the memory's clock never goes back
 }
 
-// cancelEntry is what a reply left for take.
-type cancelEntry struct {
+// entry is what a reply left for Take.
+type entry struct {
 	from    string
 	id      uint64
 	topic   string
 	handles []inflight.Handle
 }
 
-const (
-	cancelSpent = math.MinInt64 // the deadline of a spent place in the queue
+// New returns an empty memory that holds each reply for ttl.
+func New(ttl time.Duration) *Memory { return &Memory{ttl: ttl} }
 
-	// cancelMemoryKeep bounds what the queue, the entries and each index table keep
+const (
+	spent = math.MinInt64 // the deadline of a spent place in the queue
+
+	// keepSize bounds what the queue, the entries and each index table keep
 	// across a lull: a burst's memory is let go once it is spent.
-	cancelMemoryKeep = 4096
-	cancelMemoryMin  = 64
+	keepSize = 4096
+	minSize  = 64
 )
 
-// remember records the handles a forwarded reply to from's request id carried, topic being
-// the request's, for cancelMemoryTTL from now. The memory takes ownership of handles: the
-// caller must not read or write the slice afterwards (take hands it over again). A reply
+// Remember records the handles a forwarded reply to from's request id carried, topic being
+// the request's, for the memory's TTL from now. The memory takes ownership of handles: the
+// caller must not read or write the slice afterwards (Take hands it over again). A reply
 // that carried nothing is not remembered. Replies whose TTL has run out are forgotten on the
 // way.
 //
-// Each reply is remembered on its own: should a request get two replies, take returns the
+// Each reply is remembered on its own: should a request get two replies, Take returns the
 // handles of both (of those still held).
 //
 // The memory's clock is the latest now any call gave it, read as Unix time (a monotonic
@@ -123,7 +111,7 @@ const (
 // is kept longer (giving back a handle whose lease has ended since changes nothing); should
 // it step forward, replies are forgotten early, and their records come back when their
 // leases lapse, as without a Cancel.
-func (m *cancelMemory) remember(from string, id uint64, topic string, handles []inflight.Handle, now time.Time) {
+func (m *Memory) Remember(from string, id uint64, topic string, handles []inflight.Handle, now time.Time) {
 	if len(handles) == 0 {
 		return
 	}
@@ -131,14 +119,14 @@ func (m *cancelMemory) remember(from string, id uint64, topic string, handles []
 	defer m.mu.Unlock()
 	if !m.ready {
 		m.seed, m.clock, m.epoch, m.ready = maphash.MakeSeed(), now.UnixNano(), now.UnixNano(), true
-		m.entries = make([]cancelEntry, cancelMemoryMin)
-		m.cur = make([]uint32, cancelMemoryMin)
-		m.prev = make([]uint32, cancelMemoryMin)
+		m.entries = make([]entry, minSize)
+		m.cur = make([]uint32, minSize)
+		m.prev = make([]uint32, minSize)
 	}
 	m.tick(now)
 	if uint32(m.base+uint64(len(m.queue))) == math.MaxUint32 {
 		// This number would index as an empty place: pass over it.
-		m.queue = append(m.queue, cancelSpent)
+		m.queue = append(m.queue, spent)
 	}
 	seq := m.base + uint64(len(m.queue))
 	if len(m.queue)-m.head >= len(m.entries) {
@@ -147,18 +135,18 @@ func (m *cancelMemory) remember(from string, id uint64, topic string, handles []
 	if 2*(m.curN+1) > len(m.cur) {
 		m.growIndex()
 	}
-	m.queue = append(m.queue, m.clock+int64(cancelMemoryTTL))
-	m.entries[seq&uint64(len(m.entries)-1)] = cancelEntry{from: from, id: id, topic: topic, handles: handles}
+	m.queue = append(m.queue, m.clock+int64(m.ttl))
+	m.entries[seq&uint64(len(m.entries)-1)] = entry{from: from, id: id, topic: topic, handles: handles}
 	m.count++
-	placeCancelIndex(m.cur, m.hash(from, id), seq)
+	placeIndex(m.cur, m.hash(from, id), seq)
 	m.curN++
 }
 
-// take removes and returns what was remembered for (from, id) and has not expired: the handles
+// Take removes and returns what was remembered for (from, id) and has not expired: the handles
 // of every reply to that request still held, oldest first, and the request's topic (should
 // replies name two topics, the newest's, and the handles of the replies of that topic). The
 // caller owns the handles. Replies whose TTL has run out are forgotten on the way.
-func (m *cancelMemory) take(from string, id uint64, now time.Time) (topic string, handles []inflight.Handle, ok bool) {
+func (m *Memory) Take(from string, id uint64, now time.Time) (topic string, handles []inflight.Handle, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.ready {
@@ -186,15 +174,15 @@ func (m *cancelMemory) take(from string, id uint64, now time.Time) (topic string
 				handles = append(handles[:len(handles):len(handles)], e.handles...)
 			}
 		}
-		*e = cancelEntry{}
-		m.queue[seq-m.base] = cancelSpent
+		*e = entry{}
+		m.queue[seq-m.base] = spent
 		m.count--
 	}
 	return topic, handles, true
 }
 
 // len returns the number of replies held: remembered, neither taken nor forgotten yet.
-func (m *cancelMemory) len() int {
+func (m *Memory) len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.count
@@ -202,20 +190,20 @@ func (m *cancelMemory) len() int {
 
 // tick moves the memory's clock to now, if now is later, rotates the index when an epoch has
 // passed, and forgets the replies whose deadline has come.
-func (m *cancelMemory) tick(now time.Time) {
+func (m *Memory) tick(now time.Time) {
 	m.clock = max(m.clock, now.UnixNano())
-	if since := m.clock - m.epoch; since >= int64(cancelMemoryTTL) {
+	if since := m.clock - m.epoch; since >= int64(m.ttl) {
 		// Every reply prev indexes was remembered before epoch, so its deadline, before
 		// epoch+TTL, has come: prev can go, and cur becomes prev. When two epochs have
 		// passed, cur's replies have all expired too.
 		old := m.prev
 		m.prev = m.cur
-		want := max(cancelMemoryMin, 2<<bits.Len(uint(m.curN))) // for the epoch that ended
-		if since >= 2*int64(cancelMemoryTTL) {
+		want := max(minSize, 2<<bits.Len(uint(m.curN))) // for the epoch that ended
+		if since >= 2*int64(m.ttl) {
 			clear(m.prev)
-			want = cancelMemoryMin
+			want = minSize
 		}
-		if len(old) == want || (len(old) > want && len(old) <= cancelMemoryKeep) {
+		if len(old) == want || (len(old) > want && len(old) <= keepSize) {
 			clear(old)
 			m.cur = old
 		} else {
@@ -230,11 +218,11 @@ func (m *cancelMemory) tick(now time.Time) {
 // forgetting those, and compacts the queue once the head has passed half of it. It touches
 // the queue alone: a forgotten reply's entry stays in the ring, unread, until its place is
 // reused or the ring is resized.
-func (m *cancelMemory) expire() {
+func (m *Memory) expire() {
 	q := m.queue
 	h := m.head
 	for ; h < len(q); h++ {
-		if d := q[h]; d != cancelSpent {
+		if d := q[h]; d != spent {
 			if m.clock < d {
 				break
 			}
@@ -248,11 +236,11 @@ func (m *cancelMemory) expire() {
 		m.base += uint64(h)
 		m.head = 0
 		m.queue = q[:0]
-		if cap(q) > cancelMemoryKeep {
+		if cap(q) > keepSize {
 			m.queue = nil
 		}
-		if len(m.entries) > cancelMemoryKeep {
-			m.entries = make([]cancelEntry, cancelMemoryMin)
+		if len(m.entries) > keepSize {
+			m.entries = make([]entry, minSize)
 		}
 	case h >= len(q)-h:
 		// The spent prefix is at least half: move the rest to the front.
@@ -260,20 +248,20 @@ func (m *cancelMemory) expire() {
 		m.base += uint64(h)
 		m.head = 0
 		m.queue = q[:n]
-		if cap(q) > cancelMemoryKeep && n < cap(q)/4 {
+		if cap(q) > keepSize && n < cap(q)/4 {
 			// Traffic fell: keep room for twice what is queued, not for the burst's peak.
 			m.queue = append(make([]int64, 0, 2*n), q[:n]...)
 		}
-		if len(m.entries) > cancelMemoryKeep && n < len(m.entries)/8 {
+		if len(m.entries) > keepSize && n < len(m.entries)/8 {
 			m.resizeEntries(2 << bits.Len(uint(n)))
 		}
 	}
 }
 
 // resizeEntries moves the entries of the replies queued to a ring of n places.
-func (m *cancelMemory) resizeEntries(n int) {
+func (m *Memory) resizeEntries(n int) {
 	old, oldMask := m.entries, uint64(len(m.entries)-1)
-	m.entries = make([]cancelEntry, n)
+	m.entries = make([]entry, n)
 	mask := uint64(n - 1)
 	for seq := m.base + uint64(m.head); seq < m.base+uint64(len(m.queue)); seq++ {
 		m.entries[seq&mask] = old[seq&oldMask]
@@ -282,14 +270,14 @@ func (m *cancelMemory) resizeEntries(n int) {
 
 // lookup appends to found the sequence number of every reply held for (from, id) that table
 // indexes.
-func (m *cancelMemory) lookup(table []uint32, from string, id uint64, found []uint64) []uint64 {
+func (m *Memory) lookup(table []uint32, from string, id uint64, found []uint64) []uint64 {
 	lo, end := m.base+uint64(m.head), m.base+uint64(len(m.queue))
 	mask := uint64(len(table) - 1)
 	for at := m.hash(from, id) & mask; table[at] != 0; at = (at + 1) & mask {
 		// Fewer than 2^32 replies are remembered while an index entry lives, so 32 bits
 		// of the sequence number place it; an entry from before lo lands past end.
 		seq := lo + uint64(table[at]-1-uint32(lo))
-		if seq >= end || m.queue[seq-m.base] == cancelSpent {
+		if seq >= end || m.queue[seq-m.base] == spent {
 			continue
 		}
 		if en := &m.entries[seq&uint64(len(m.entries)-1)]; en.id == id && en.from == from {
@@ -300,7 +288,7 @@ func (m *cancelMemory) lookup(table []uint32, from string, id uint64, found []ui
 }
 
 // hash is the index's hash of (from, id).
-func (m *cancelMemory) hash(from string, id uint64) uint64 {
+func (m *Memory) hash(from string, id uint64) uint64 {
 	x := maphash.String(m.seed, from) ^ id
 	// splitmix64's finalizer: every bit of the id reaches the bits the index uses.
 	x ^= x >> 30
@@ -310,8 +298,8 @@ func (m *cancelMemory) hash(from string, id uint64) uint64 {
 	return x ^ x>>31
 }
 
-// placeCancelIndex indexes seq in the first empty place of the probe run of hash h.
-func placeCancelIndex(table []uint32, h, seq uint64) {
+// placeIndex indexes seq in the first empty place of the probe run of hash h.
+func placeIndex(table []uint32, h, seq uint64) {
 	mask := uint64(len(table) - 1)
 	at := h & mask
 	for table[at] != 0 {
@@ -322,7 +310,7 @@ func placeCancelIndex(table []uint32, h, seq uint64) {
 
 // growIndex doubles cur, indexing again the replies of the epoch still held (the entries of
 // those taken or expired go).
-func (m *cancelMemory) growIndex() {
+func (m *Memory) growIndex() {
 	m.cur = make([]uint32, 2*len(m.cur))
 	m.curN = 0
 	mask := uint64(len(m.entries) - 1)
@@ -331,10 +319,10 @@ func (m *cancelMemory) growIndex() {
 		from = int(m.epochSeq - m.base)
 	}
 	for i := from; i < len(m.queue); i++ {
-		if m.queue[i] != cancelSpent {
+		if m.queue[i] != spent {
 			seq := m.base + uint64(i)
 			e := &m.entries[seq&mask]
-			placeCancelIndex(m.cur, m.hash(e.from, e.id), seq)
+			placeIndex(m.cur, m.hash(e.from, e.id), seq)
 			m.curN++
 		}
 	}

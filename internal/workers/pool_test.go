@@ -1,4 +1,4 @@
-package router
+package workers
 
 import (
 	"sync"
@@ -10,58 +10,58 @@ import (
 )
 
 // A function run after another has finished goes to the parked worker rather than a new
-// goroutine, close waits for what runs, and parked workers end at close (goleak checks that
+// goroutine, Close waits for what runs, and parked workers end at Close (goleak checks that
 // none is left).
-func TestWorkersReuseParkedGoroutines(t *testing.T) {
+func TestPoolReuseParkedGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorkers(4)
+		w := New(4)
 		var ran atomic.Int32
 		for range 10 {
-			w.run(func() { ran.Add(1) })
+			w.Run(func() { ran.Add(1) })
 			synctest.Wait() // the worker has run it and parked
 		}
 		require.EqualValues(t, 10, ran.Load())
 		require.EqualValues(t, 1, w.idle.Load(), "one worker served all ten, one after the other")
-		w.close()
+		w.Close()
 		require.EqualValues(t, 10, ran.Load())
 	})
 }
 
 // At most maxIdle workers stay parked; the others end when their function returns.
-func TestWorkersParkAtMostMaxIdle(t *testing.T) {
+func TestPoolParkAtMostMaxIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorkers(2)
+		w := New(2)
 		release := make(chan struct{})
 		var started sync.WaitGroup
 		for range 5 {
 			started.Add(1)
-			w.run(func() { started.Done(); <-release })
+			w.Run(func() { started.Done(); <-release })
 		}
 		started.Wait()
 		require.EqualValues(t, 0, w.idle.Load())
 		close(release)
 		synctest.Wait()
 		require.EqualValues(t, 2, w.idle.Load())
-		w.close()
+		w.Close()
 	})
 }
 
-// close waits for a function that is still running, including one it runs in turn.
-func TestWorkersCloseWaitsForRunningFunctions(t *testing.T) {
+// Close waits for a function that is still running, including one it runs in turn.
+func TestPoolCloseWaitsForRunningFunctions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorkers(1)
+		w := New(1)
 		release := make(chan struct{})
 		var nestedRan atomic.Bool
-		w.run(func() {
+		w.Run(func() {
 			<-release
-			w.run(func() { nestedRan.Store(true) })
+			w.Run(func() { nestedRan.Store(true) })
 		})
 		closed := make(chan struct{})
-		go func() { w.close(); close(closed) }()
+		go func() { w.Close(); close(closed) }()
 		synctest.Wait()
 		select {
 		case <-closed:
-			t.Fatal("close returned while a function was running")
+			t.Fatal("Close returned while a function was running")
 		default:
 		}
 		close(release)

@@ -1,4 +1,4 @@
-package router
+package budget
 
 import (
 	"context"
@@ -75,9 +75,9 @@ func (c *manualClock) advance(d time.Duration) {
 func TestBudgetsAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := &manualClock{now: time.Unix(1000, 0)}
-		var set budgets
+		var set Set
 		type entry struct {
-			b       *rpcBudget
+			b       *Context
 			ended   error // how the model says it ended; nil: it runs
 			watched bool  // Done was asked for
 		}
@@ -114,7 +114,7 @@ func TestBudgetsAgainstModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"open": func(t *rapid.T) {
 				d := time.Duration(rapid.IntRange(0, 5000).Draw(t, "budget ms")) * time.Millisecond
-				all = append(all, &entry{b: set.open(clock, clock.now.Add(d), nil)})
+				all = append(all, &entry{b: set.Open(clock, clock.now.Add(d), nil)})
 				check()
 			},
 			"close": func(t *rapid.T) {
@@ -122,7 +122,7 @@ func TestBudgetsAgainstModel(t *testing.T) {
 					t.Skip("nothing opened")
 				}
 				e := all[rapid.IntRange(0, len(all)-1).Draw(t, "which")]
-				set.close(e.b)
+				set.Close(e.b)
 				if e.ended == nil {
 					e.ended = context.Canceled
 				}
@@ -152,10 +152,10 @@ func TestBudgetsAgainstModel(t *testing.T) {
 // running) ends what is due but arms nothing: at most one timer stays pending.
 func TestBudgetsStaleTimerArmsNothing(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
-	var set budgets
-	late := set.open(clock, clock.now.Add(2*time.Second), nil)
+	var set Set
+	late := set.Open(clock, clock.now.Add(2*time.Second), nil)
 	stale := set.armings
-	early := set.open(clock, clock.now.Add(time.Second), nil) // replaces the timer
+	early := set.Open(clock, clock.now.Add(time.Second), nil) // replaces the timer
 	set.fire(clock, stale)                                    // the replaced timer, run anyway
 	require.Equal(t, 1, clock.pending())
 	require.NoError(t, early.Err())
@@ -167,14 +167,14 @@ func TestBudgetsStaleTimerArmsNothing(t *testing.T) {
 	require.Zero(t, clock.pending())
 }
 
-// An rpcBudget is a context as the standard library's are: Deadline, Done closed and Err set
+// A Context is a context as the standard library's are: Deadline, Done closed and Err set
 // once it ends, AfterFunc run once (in a goroutine) unless stopped first, and contexts
 // derived from it cancelled with it.
-func TestRPCBudgetIsAContext(t *testing.T) {
+func TestBudgetIsAContext(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
-	var set budgets
+	var set Set
 	deadline := clock.now.Add(time.Second)
-	b := set.open(clock, deadline, nil)
+	b := set.Open(clock, deadline, nil)
 	got, ok := b.Deadline()
 	require.True(t, ok)
 	require.Equal(t, deadline, got)
@@ -215,20 +215,20 @@ func TestRPCBudgetIsAContext(t *testing.T) {
 	require.EqualValues(t, 1, runs.Load())
 
 	// Closing after the deadline changes nothing.
-	set.close(b)
+	set.Close(b)
 	require.ErrorIs(t, b.Err(), context.DeadlineExceeded)
 }
 
 type budgetKey struct{}
 
 // A budget closed before its deadline ends as Canceled, and its Done, made after, is closed.
-func TestRPCBudgetClosed(t *testing.T) {
+func TestBudgetClosed(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
-	var set budgets
-	b := set.open(clock, clock.now.Add(time.Second), nil)
+	var set Set
+	b := set.Open(clock, clock.now.Add(time.Second), nil)
 	ran := make(chan struct{})
 	b.AfterFunc(func() { close(ran) })
-	set.close(b)
+	set.Close(b)
 	<-ran
 	<-b.Done()
 	require.True(t, errors.Is(b.Err(), context.Canceled))
@@ -243,9 +243,11 @@ func TestRPCBudgetClosed(t *testing.T) {
 // the node one wake-up at most, then none.
 func TestBudgetsSleepWhenIdle(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1000, 0)}
-	var set budgets
-	for range 1000 { // a steady stream over one second
-		set.close(set.open(clock, clock.now.Add(ForwardBudget), nil))
+	var set Set
+	const ackBudget = 2 * time.Second // an ack's, router.ForwardBudget
+	// A steady stream over one second.
+	for range 1000 {
+		set.Close(set.Open(clock, clock.now.Add(ackBudget), nil))
 		clock.advance(time.Millisecond)
 	}
 	require.Equal(t, 1, len(clock.timers), "one timer armed for the stream")

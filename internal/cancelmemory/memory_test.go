@@ -1,4 +1,4 @@
-package router
+package cancelmemory
 
 import (
 	"fmt"
@@ -15,6 +15,10 @@ import (
 
 var cancelEpoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// ttl is the TTL the tests hold replies for: router's (ProbeBudget + the Cancel's budget +
+// half a second), so the benchmarks measure the memory at the size a node holds.
+const ttl = 3 * time.Second
+
 func cancelHandles(offsets ...int64) []inflight.Handle {
 	out := make([]inflight.Handle, len(offsets))
 	for i, off := range offsets {
@@ -26,7 +30,7 @@ func cancelHandles(offsets ...int64) []inflight.Handle {
 // checkCancelMemory checks the memory's own bookkeeping: every reply held is in the queue,
 // has its entry and is found through the index; the head never passed half of the queue
 // without a compaction; the index tables are at most half full.
-func checkCancelMemory(t interface{ Fatalf(string, ...any) }, m *cancelMemory) {
+func checkCancelMemory(t interface{ Fatalf(string, ...any) }, m *Memory) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.ready {
@@ -39,7 +43,7 @@ func checkCancelMemory(t interface{ Fatalf(string, ...any) }, m *cancelMemory) {
 	live := 0
 	for i := m.head; i < len(m.queue); i++ {
 		d := m.queue[i]
-		if d == cancelSpent {
+		if d == spent {
 			continue
 		}
 		live++
@@ -90,7 +94,6 @@ func TestCancelMemoryTable(t *testing.T) {
 	take := func(at time.Duration, from string, id uint64, topic string, offs ...int64) op {
 		return op{at: at, take: true, from: from, id: id, topic: topic, handles: offs}
 	}
-	const ttl = cancelMemoryTTL
 	for _, tc := range []struct {
 		name    string
 		ops     []op
@@ -148,18 +151,18 @@ func TestCancelMemoryTable(t *testing.T) {
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var m cancelMemory
+			m := New(ttl)
 			for i, o := range tc.ops {
 				now := cancelEpoch.Add(o.at)
 				if !o.take {
-					m.remember(o.from, o.id, o.topic, cancelHandles(o.handles...), now)
+					m.Remember(o.from, o.id, o.topic, cancelHandles(o.handles...), now)
 				} else {
-					topic, got, ok := m.take(o.from, o.id, now)
+					topic, got, ok := m.Take(o.from, o.id, now)
 					if ok != (o.handles != nil) || topic != o.topic || !slices.Equal(got, cancelHandles(o.handles...)) {
 						t.Fatalf("op %d: take(%s, %d) = %q, %v, %v; want %q, %v", i, o.from, o.id, topic, got, ok, o.topic, cancelHandles(o.handles...))
 					}
 				}
-				checkCancelMemory(t, &m)
+				checkCancelMemory(t, m)
 			}
 			if got := m.len(); got != tc.wantLen {
 				t.Fatalf("len %d, want %d", got, tc.wantLen)
@@ -171,23 +174,23 @@ func TestCancelMemoryTable(t *testing.T) {
 // TestCancelMemoryCompactsAtHalf: expiry moves the head over the replies it forgets and moves
 // nothing else until the head has passed half of the queue.
 func TestCancelMemoryCompactsAtHalf(t *testing.T) {
-	var m cancelMemory
+	m := New(ttl)
 	for i := range 10 {
-		m.remember("a", uint64(i), "orders", cancelHandles(int64(i)), cancelEpoch.Add(time.Duration(i)*time.Millisecond))
+		m.Remember("a", uint64(i), "orders", cancelHandles(int64(i)), cancelEpoch.Add(time.Duration(i)*time.Millisecond))
 	}
-	m.take("a", 3, cancelEpoch) // spent in the middle
-	tick := func(at time.Duration) { m.take("x", 0, cancelEpoch.Add(at)) }
-	tick(cancelMemoryTTL + 2*time.Millisecond) // forgets 0, 1, 2; passes 3
+	m.Take("a", 3, cancelEpoch) // spent in the middle
+	tick := func(at time.Duration) { m.Take("x", 0, cancelEpoch.Add(at)) }
+	tick(ttl + 2*time.Millisecond) // forgets 0, 1, 2; passes 3
 	if m.head != 4 || len(m.queue) != 10 || m.len() != 6 {
 		t.Fatalf("head %d, queue %d, len %d; want 4, 10, 6", m.head, len(m.queue), m.len())
 	}
-	tick(cancelMemoryTTL + 4*time.Millisecond) // forgets 4: the head passed half
+	tick(ttl + 4*time.Millisecond) // forgets 4: the head passed half
 	if m.head != 0 || len(m.queue) != 5 || m.len() != 5 || m.base != 5 {
 		t.Fatalf("head %d, queue %d, len %d, base %d; want 0, 5, 5, 5", m.head, len(m.queue), m.len(), m.base)
 	}
-	checkCancelMemory(t, &m)
+	checkCancelMemory(t, m)
 	for i := 5; i < 10; i++ {
-		if _, got, ok := m.take("a", uint64(i), cancelEpoch.Add(cancelMemoryTTL+4*time.Millisecond)); !ok || got[0].Offset != int64(i) {
+		if _, got, ok := m.Take("a", uint64(i), cancelEpoch.Add(ttl+4*time.Millisecond)); !ok || got[0].Offset != int64(i) {
 			t.Fatalf("take(%d) = %v, %v after the compaction", i, got, ok)
 		}
 	}
@@ -196,41 +199,41 @@ func TestCancelMemoryCompactsAtHalf(t *testing.T) {
 // TestCancelMemoryLetsGoOfABurst: once a burst's entries are all spent, the memory does not
 // keep the burst's queue and map.
 func TestCancelMemoryLetsGoOfABurst(t *testing.T) {
-	var m cancelMemory
+	m := New(ttl)
 	now := cancelEpoch
 	for i := range 100_000 {
-		m.remember("a", uint64(i), "orders", cancelHandles(int64(i)), now)
+		m.Remember("a", uint64(i), "orders", cancelHandles(int64(i)), now)
 		now = now.Add(time.Microsecond)
 	}
 	if m.len() != 100_000 {
 		t.Fatalf("len %d, want 100000", m.len())
 	}
-	now = now.Add(cancelMemoryTTL)
-	m.remember("a", 1e9, "orders", cancelHandles(1), now)
-	checkCancelMemory(t, &m)
-	if m.len() != 1 || cap(m.queue) > cancelMemoryKeep || len(m.entries) > cancelMemoryKeep {
+	now = now.Add(ttl)
+	m.Remember("a", 1e9, "orders", cancelHandles(1), now)
+	checkCancelMemory(t, m)
+	if m.len() != 1 || cap(m.queue) > keepSize || len(m.entries) > keepSize {
 		t.Fatalf("after the burst: len %d, queue capacity %d, entries %d", m.len(), cap(m.queue), len(m.entries))
 	}
 	// The index lets go of the burst within two epochs.
-	now = now.Add(cancelMemoryTTL)
-	m.remember("a", 1e9+1, "orders", cancelHandles(1), now)
-	now = now.Add(cancelMemoryTTL)
-	m.remember("a", 1e9+2, "orders", cancelHandles(1), now)
-	if len(m.cur)+len(m.prev) > 2*cancelMemoryKeep {
+	now = now.Add(ttl)
+	m.Remember("a", 1e9+1, "orders", cancelHandles(1), now)
+	now = now.Add(ttl)
+	m.Remember("a", 1e9+2, "orders", cancelHandles(1), now)
+	if len(m.cur)+len(m.prev) > 2*keepSize {
 		t.Fatalf("after the burst: index tables of %d and %d places", len(m.cur), len(m.prev))
 	}
 	// A burst whose last entries outlive it: the compaction that moves them to the front
 	// keeps room for what is held, not for the burst.
 	for i := range 50_000 {
-		m.remember("a", uint64(i), "orders", cancelHandles(int64(i)), now)
+		m.Remember("a", uint64(i), "orders", cancelHandles(int64(i)), now)
 	}
-	now = now.Add(cancelMemoryTTL - time.Millisecond)
+	now = now.Add(ttl - time.Millisecond)
 	for i := range 10 {
-		m.remember("b", uint64(i), "orders", cancelHandles(int64(i)), now)
+		m.Remember("b", uint64(i), "orders", cancelHandles(int64(i)), now)
 	}
 	now = now.Add(time.Millisecond)
-	m.remember("c", 1, "orders", cancelHandles(1), now)
-	checkCancelMemory(t, &m)
+	m.Remember("c", 1, "orders", cancelHandles(1), now)
+	checkCancelMemory(t, m)
 	if m.len() != 11 || cap(m.queue) > 64 || len(m.entries) > 64 {
 		t.Fatalf("after the second burst: len %d, queue capacity %d, entries %d", m.len(), cap(m.queue), len(m.entries))
 	}
@@ -238,16 +241,16 @@ func TestCancelMemoryLetsGoOfABurst(t *testing.T) {
 
 // TestCancelMemoryConcurrent: remember and take from many goroutines (run it with -race).
 func TestCancelMemoryConcurrent(t *testing.T) {
-	var m cancelMemory
+	m := New(ttl)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		from := fmt.Sprintf("node-%d", g)
 		wg.Go(func() {
 			now := cancelEpoch
 			for i := range 2000 {
-				m.remember(from, uint64(i), "orders", cancelHandles(int64(i)), now)
+				m.Remember(from, uint64(i), "orders", cancelHandles(int64(i)), now)
 				if i%3 == 0 {
-					if _, got, ok := m.take(from, uint64(i), now); !ok || got[0].Offset != int64(i) {
+					if _, got, ok := m.Take(from, uint64(i), now); !ok || got[0].Offset != int64(i) {
 						t.Errorf("%s: take(%d) = %v, %v", from, i, got, ok)
 					}
 				}
@@ -256,8 +259,8 @@ func TestCancelMemoryConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	checkCancelMemory(t, &m)
-	// Each goroutine's clock runs under 2 s (less than cancelMemoryTTL), and the memory's is the latest of them: nothing
+	checkCancelMemory(t, m)
+	// Each goroutine's clock runs under 2 s (less than ttl), and the memory's is the latest of them: nothing
 	// expired, and only the takes removed replies.
 	if got, want := m.len(), 8*(2000-667); got != want {
 		t.Fatalf("len %d, want the %d remembered and not taken", got, want)
@@ -280,7 +283,7 @@ type cancelModelReply struct {
 }
 
 type cancelMachine struct {
-	m       cancelMemory
+	m       *Memory
 	replies []cancelModelReply
 	ready   bool      // a reply was remembered: the memory's clock runs
 	clock   time.Time // the latest now given since
@@ -313,7 +316,7 @@ func (cm *cancelMachine) remember(t *rapid.T) {
 		cm.next++
 	}
 	want := slices.Clone(handles)
-	cm.m.remember(k.from, k.id, topic, handles, cm.now)
+	cm.m.Remember(k.from, k.id, topic, handles, cm.now)
 	if n == 0 {
 		return
 	}
@@ -321,12 +324,12 @@ func (cm *cancelMachine) remember(t *rapid.T) {
 		cm.ready, cm.clock = true, cm.now
 	}
 	cm.tick()
-	cm.replies = append(cm.replies, cancelModelReply{key: k, topic: topic, handles: want, deadline: cm.clock.Add(cancelMemoryTTL)})
+	cm.replies = append(cm.replies, cancelModelReply{key: k, topic: topic, handles: want, deadline: cm.clock.Add(ttl)})
 }
 
 func (cm *cancelMachine) take(t *rapid.T) {
 	k := cm.key(t)
-	topic, handles, ok := cm.m.take(k.from, k.id, cm.now)
+	topic, handles, ok := cm.m.Take(k.from, k.id, cm.now)
 	var wantTopic string
 	var want []inflight.Handle
 	if cm.ready {
@@ -351,14 +354,14 @@ func (cm *cancelMachine) take(t *rapid.T) {
 
 func (cm *cancelMachine) advanceTime(t *rapid.T) {
 	step := rapid.SampledFrom([]time.Duration{
-		0, time.Nanosecond, 500 * time.Millisecond, cancelMemoryTTL - 1, cancelMemoryTTL, 3 * time.Second, 5 * cancelMemoryTTL,
+		0, time.Nanosecond, 500 * time.Millisecond, ttl - 1, ttl, 3 * time.Second, 5 * ttl,
 	}).Draw(t, "step")
 	cm.now = cm.now.Add(step)
 }
 
 // stepBack moves the clock back, as a host's clock can be.
 func (cm *cancelMachine) stepBack(t *rapid.T) {
-	cm.now = cm.now.Add(-rapid.SampledFrom([]time.Duration{time.Second, cancelMemoryTTL, time.Hour}).Draw(t, "back"))
+	cm.now = cm.now.Add(-rapid.SampledFrom([]time.Duration{time.Second, ttl, time.Hour}).Draw(t, "back"))
 }
 
 // burst remembers many replies at once, so that the queue, the ring and the index grow and
@@ -369,13 +372,13 @@ func (cm *cancelMachine) burst(t *rapid.T) {
 	for i := range n {
 		h := inflight.Handle{Offset: cm.next}
 		cm.next++
-		cm.m.remember(from, uint64(1000+i), "orders", []inflight.Handle{h}, cm.now)
+		cm.m.Remember(from, uint64(1000+i), "orders", []inflight.Handle{h}, cm.now)
 		if !cm.ready {
 			cm.ready, cm.clock = true, cm.now
 		}
 		cm.tick()
 		cm.replies = append(cm.replies, cancelModelReply{key: cancelModelKey{from, uint64(1000 + i)}, topic: "orders",
-			handles: []inflight.Handle{h}, deadline: cm.clock.Add(cancelMemoryTTL)})
+			handles: []inflight.Handle{h}, deadline: cm.clock.Add(ttl)})
 	}
 }
 
@@ -383,12 +386,12 @@ func (cm *cancelMachine) check(t *rapid.T) {
 	if got, want := cm.m.len(), len(cm.replies); got != want {
 		t.Fatalf("len %d, model %d", got, want)
 	}
-	checkCancelMemory(t, &cm.m)
+	checkCancelMemory(t, cm.m)
 }
 
 func TestCancelMemoryAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cm := &cancelMachine{now: cancelEpoch}
+		cm := &cancelMachine{m: New(ttl), now: cancelEpoch}
 		// Sequence numbers that cross 2^32, where the index's 32 bits wrap.
 		cm.m.base = rapid.SampledFrom([]uint64{0, math.MaxUint32 - 40}).Draw(t, "base")
 		t.Repeat(map[string]func(*rapid.T){
@@ -403,7 +406,7 @@ func TestCancelMemoryAgainstModel(t *testing.T) {
 }
 
 // BenchmarkCancelMemory: an owner answering 50,000 forwarded consumes a second, on a simulated
-// clock (20 µs per delivery, so 50,000 entries per second of cancelMemoryTTL are held at
+// clock (20 µs per delivery, so 50,000 entries per second of ttl are held at
 // steady state: 150,000 at 3 s), each reply
 // carrying one record, and one request in a hundred cancelled. An op is one delivery.
 //
@@ -420,15 +423,15 @@ func BenchmarkCancelMemory(b *testing.B) {
 	for i := range handles {
 		handles[i] = inflight.Handle{Partition: int32(i % 12), Offset: int64(i), Nonce: uint64(i)*0x9E3779B97F4A7C15 | 1}
 	}
-	var m cancelMemory
+	m := New(ttl)
 	now := cancelEpoch
 	var i uint64
 	deliver := func() {
 		j := i % ring
-		m.remember(froms[i%4], i, "orders", handles[j:j+1:j+1], now)
+		m.Remember(froms[i%4], i, "orders", handles[j:j+1:j+1], now)
 		if i%100 == 99 {
 			// A cancel of a request answered 50 deliveries ago: it is held.
-			if _, _, ok := m.take(froms[(i-50)%4], i-50, now); !ok {
+			if _, _, ok := m.Take(froms[(i-50)%4], i-50, now); !ok {
 				b.Fatalf("request %d not held", i-50)
 			}
 		}
@@ -436,7 +439,7 @@ func BenchmarkCancelMemory(b *testing.B) {
 		i++
 	}
 	// Reach steady state first: two TTLs of deliveries.
-	for range 2 * int(cancelMemoryTTL/perDelivery) {
+	for range 2 * int(ttl/perDelivery) {
 		deliver()
 	}
 	held := m.len()
@@ -451,10 +454,10 @@ func BenchmarkCancelMemory(b *testing.B) {
 
 // BenchmarkCancelMemoryBuiltinMap is the floor a Go map sets for the same load: per delivery,
 // one insert into a map keyed by (node, request id) and one delete of the key remembered
-// cancelMemoryTTL before, as many keys held, on the same simulated clock; no queue, no handles.
+// ttl before, as many keys held, on the same simulated clock; no queue, no handles.
 func BenchmarkCancelMemoryBuiltinMap(b *testing.B) {
 	const perDelivery = 20 * time.Microsecond
-	const held = uint64(cancelMemoryTTL / perDelivery)
+	const held = uint64(ttl / perDelivery)
 	froms := []string{"node-1", "node-2", "node-3", "node-4"}
 	m := map[cancelModelKey]int64{}
 	now := cancelEpoch
