@@ -72,8 +72,16 @@ func testConcurrent(t suite, h LogHarness) {
 	var w workers
 	var reads atomic.Int64
 	_, ranges := l.(router.RangeReader)
+	// The appender starts once both readers have read: the reads counter it checks after
+	// its first concurrentAppends orders the reads before its later appends, so under -race
+	// only those first appends can show a data race between Read and Append, and they must
+	// not all come before the readers run (on a loaded machine, they did).
+	var started sync.WaitGroup
+	started.Add(2)
 	for reader := range 2 {
 		w.goCheck(func(t failer) {
+			begun := sync.OnceFunc(started.Done)
+			defer begun() // a reader that fails at once still lets the appender go
 			var marks watermarks
 			rng := rand.New(rand.NewPCG(uint64(reader), 27))
 			for i := 0; ; i++ {
@@ -93,6 +101,7 @@ func testConcurrent(t suite, h LogHarness) {
 					}
 				}
 				reads.Add(1) // a round, read or not: the appender waits for rounds, never for records
+				begun()
 				if done {
 					return
 				}
@@ -101,6 +110,7 @@ func testConcurrent(t suite, h LogHarness) {
 	}
 	w.goCheck(func(t failer) {
 		defer w.stop.Store(true)
+		started.Wait()
 		for i := 0; i < concurrentAppends || reads.Load() < concurrentReads; i++ {
 			if w.stop.Load() {
 				return
