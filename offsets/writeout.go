@@ -146,7 +146,7 @@ func (c *Committer) writeoutWorker(stop <-chan struct{}) {
 // partitions whose writeout held with no window write since its sync began.
 func (c *Committer) runWriteouts(t *tickScratch, batch []*partition, now time.Time, turn uint64, closing bool, workers int) {
 	c.payOwed(t, batch, workers)
-	c.writeOutAll(t, batch, closing, workers)
+	t.spread(len(batch), workers, func(s *tickScratch, i int) { c.writeOut(s, batch[i], closing) })
 	c.levelQuiet(t, turn, closing, workers)
 	c.flushDevices(t)
 	c.completeWriteouts(t, batch)
@@ -161,11 +161,6 @@ func (c *Committer) writeoutWorkers() int {
 		return 4
 	}
 	return 1
-}
-
-// writeOutAll writes out batch, workers partitions at a time (see tickScratch.spread).
-func (c *Committer) writeOutAll(t *tickScratch, batch []*partition, closing bool, workers int) {
-	t.spread(len(batch), workers, func(s *tickScratch, i int) { c.writeOut(s, batch[i], closing) })
 }
 
 // writeOut syncs p's window. The sync runs without ioMu, so the tick keeps writing windows,
