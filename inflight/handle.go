@@ -139,10 +139,24 @@ func parseHandle[T string | []byte](text T) (Handle, error) {
 		}
 		from = end + 1
 	}
-	if fields[2] == 0 {
-		return Handle{}, fmt.Errorf("%w: zero nonce", ErrMalformedHandle)
+	h := Handle{Partition: int32(fields[0]), Offset: int64(fields[1]), Nonce: fields[2]}
+	if err := h.Check(); err != nil {
+		return Handle{}, err
 	}
-	return Handle{Partition: int32(fields[0]), Offset: int64(fields[1]), Nonce: fields[2]}, nil
+	return h, nil
+}
+
+// Check answers ErrMalformedHandle for a handle no lease can have (and whose text ParseHandle
+// refuses): a negative partition or offset, or a zero nonce, which is what the zero Handle of
+// a replayed record holds. It says nothing of whether the lease is live.
+func (h Handle) Check() error {
+	switch {
+	case h.Partition < 0 || h.Offset < 0:
+		return fmt.Errorf("%w: negative partition or offset", ErrMalformedHandle)
+	case h.Nonce == 0:
+		return fmt.Errorf("%w: zero nonce", ErrMalformedHandle)
+	}
+	return nil
 }
 
 // parseCanonical parses the field of text that starts at from and runs to the next colon or

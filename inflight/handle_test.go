@@ -50,6 +50,43 @@ func TestParseHandle(t *testing.T) {
 	}
 }
 
+// Check refuses exactly the handles whose text ParseHandle refuses for their values (the
+// settles that take a Handle refuse what the text form could not carry), and every handle it
+// accepts round-trips through its text.
+func TestHandleCheck(t *testing.T) {
+	for _, tc := range []struct {
+		h  Handle
+		ok bool
+	}{
+		{Handle{0, 0, 1}, true},
+		{Handle{1<<31 - 1, 1<<63 - 1, 1<<64 - 1}, true},
+		{Handle{}, false},
+		{Handle{3, 4, 0}, false},
+		{Handle{-1, 0, 1}, false},
+		{Handle{0, -1, 1}, false},
+		{Handle{math.MinInt32, math.MinInt64, 1}, false},
+	} {
+		err := tc.h.Check()
+		if tc.ok {
+			assert.NoError(t, err, "%+v", tc.h)
+			continue
+		}
+		assert.ErrorIs(t, err, ErrMalformedHandle, "%+v", tc.h)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		h := Handle{Partition: rapid.Int32().Draw(t, "partition"), Offset: rapid.Int64().Draw(t, "offset"),
+			Nonce: rapid.Uint64Range(0, 3).Draw(t, "nonce")}
+		parsed, parseErr := ParseHandle(h.String())
+		if err := h.Check(); err != nil {
+			require.ErrorIs(t, err, ErrMalformedHandle)
+			require.Error(t, parseErr, "%+v is refused, its text %q is not", h, h.String())
+			return
+		}
+		require.NoError(t, parseErr)
+		require.Equal(t, h, parsed)
+	})
+}
+
 func TestHandleTextRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := Handle{

@@ -28,7 +28,7 @@ type answer struct {
 }
 
 // ackAsync calls AckAsync through node and returns a channel that gets its answer.
-func ackAsync(node *router.Node, handle string) <-chan answer {
+func ackAsync(node *router.Node, handle router.Handle) <-chan answer {
 	ch := make(chan answer, 1)
 	returned := false
 	var mu sync.Mutex
@@ -55,34 +55,34 @@ func TestAckAsyncAnswersAsAckWould(t *testing.T) {
 		require.Len(t, msgs, 3)
 		start := time.Now()
 
-		local := <-ackAsync(p.a.node, msgs[0].Receipt.String())
+		local := <-ackAsync(p.a.node, msgs[0].Receipt)
 		assert.Equal(t, answer{inline: true, at: start}, local, "applied on the owner itself, in the call")
-		assert.ErrorIs(t, (<-ackAsync(p.a.node, msgs[0].Receipt.String())).err, inflight.ErrAlreadySettled)
-		malformed := <-ackAsync(p.b.node, "junk")
+		assert.ErrorIs(t, (<-ackAsync(p.a.node, msgs[0].Receipt)).err, inflight.ErrAlreadySettled)
+		malformed := <-ackAsync(p.b.node, router.Handle{Partition: -1, Nonce: 1})
 		assert.ErrorIs(t, malformed.err, inflight.ErrMalformedHandle)
 		assert.True(t, malformed.inline, "refused in the call, no RPC")
 		calls := p.net.Calls()
-		unowned := <-ackAsync(p.b.node, "9:0:1")
+		unowned := <-ackAsync(p.b.node, router.Handle{Partition: 9, Nonce: 1})
 		assert.ErrorIs(t, unowned.err, router.ErrUnavailable)
 		assert.True(t, unowned.inline)
 		assert.Equal(t, calls, p.net.Calls(), "no RPC for an owner nobody names")
 
-		forwarded := ackAsync(p.b.node, msgs[1].Receipt.String())
+		forwarded := ackAsync(p.b.node, msgs[1].Receipt)
 		assert.Equal(t, start, time.Now(), "AckAsync returned without waiting for the owner")
 		got := <-forwarded
 		require.NoError(t, got.err)
 		assert.False(t, got.inline, "answered from the node's goroutine")
 		assert.Equal(t, start.Add(10*time.Millisecond), got.at, "after one round trip")
 		assert.ErrorIs(t, p.a.ack(msgs[1]), inflight.ErrAlreadySettled, "applied on the owner")
-		assert.ErrorIs(t, (<-ackAsync(p.b.node, msgs[1].Receipt.String())).err, inflight.ErrAlreadySettled, "the owner's answer")
+		assert.ErrorIs(t, (<-ackAsync(p.b.node, msgs[1].Receipt)).err, inflight.ErrAlreadySettled, "the owner's answer")
 
 		stale := msgs[2].Receipt
 		stale.Nonce++
-		gone := (<-ackAsync(p.b.node, stale.String())).err
+		gone := (<-ackAsync(p.b.node, stale)).err
 		assert.ErrorIs(t, gone, inflight.ErrGone)
 		assert.Equal(t, 410, router.HTTPStatus(gone))
 
-		p.b.node.AckAsync("orders", msgs[2].Receipt.String(), nil) // fire and forget
+		p.b.node.AckAsync("orders", msgs[2].Receipt, nil) // fire and forget
 		synctest.Wait()
 		time.Sleep(10 * time.Millisecond)
 		assert.ErrorIs(t, p.a.ack(msgs[2]), inflight.ErrAlreadySettled, "a nil done acks all the same")
@@ -103,9 +103,9 @@ func TestAckAsyncBudget(t *testing.T) {
 		p.a.produce(0, 2)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
 		start := time.Now()
-		inFlight := ackAsync(p.b.node, msgs[0].Receipt.String())
+		inFlight := ackAsync(p.b.node, msgs[0].Receipt)
 		synctest.Wait()
-		queued := ackAsync(p.b.node, msgs[1].Receipt.String())
+		queued := ackAsync(p.b.node, msgs[1].Receipt)
 
 		got := <-inFlight
 		assert.ErrorIs(t, got.err, router.ErrTransport, "no reply within its budget")
@@ -132,7 +132,7 @@ func TestAckAsyncDoneMayAckAgain(t *testing.T) {
 		errs := make(chan error, chain)
 		var next func(i int)
 		next = func(i int) {
-			p.b.node.AckAsync("orders", msgs[i].Receipt.String(), func(err error) {
+			p.b.node.AckAsync("orders", msgs[i].Receipt, func(err error) {
 				errs <- err
 				if i+1 < chain {
 					next(i + 1)
@@ -155,12 +155,12 @@ func TestAckAsyncDoneMayAckAgain(t *testing.T) {
 		p.a.produce(0, 3)
 		more := p.a.consume(router.ConsumeOptions{Max: 3})
 		require.Len(t, more, 3)
-		first := ackAsync(p.b.node, more[0].Receipt.String())
+		first := ackAsync(p.b.node, more[0].Receipt)
 		synctest.Wait()
 		again := make(chan error, 1)
-		p.b.node.AckAsync("orders", more[1].Receipt.String(), func(err error) {
+		p.b.node.AckAsync("orders", more[1].Receipt, func(err error) {
 			assert.ErrorIs(t, err, router.ErrUnavailable, "it waited for the slot past its budget")
-			p.b.node.AckAsync("orders", more[2].Receipt.String(), func(err error) { again <- err })
+			p.b.node.AckAsync("orders", more[2].Receipt, func(err error) { again <- err })
 		})
 		time.Sleep(router.ForwardBudget)
 		synctest.Wait()
@@ -179,7 +179,7 @@ func TestCloseWaitsForAckAsync(t *testing.T) {
 		p.a.produce(0, 2)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
 		var doneReturned atomic.Bool
-		p.b.node.AckAsync("orders", msgs[0].Receipt.String(), func(err error) {
+		p.b.node.AckAsync("orders", msgs[0].Receipt, func(err error) {
 			assert.NoError(t, err)
 			time.Sleep(time.Millisecond) // done is still running when the reply is in
 			doneReturned.Store(true)
@@ -190,7 +190,7 @@ func TestCloseWaitsForAckAsync(t *testing.T) {
 		assert.Equal(t, start.Add(101*time.Millisecond), time.Now())
 		assert.ErrorIs(t, p.a.ack(msgs[0]), inflight.ErrAlreadySettled)
 
-		closed := <-ackAsync(p.b.node, msgs[1].Receipt.String())
+		closed := <-ackAsync(p.b.node, msgs[1].Receipt)
 		assert.ErrorIs(t, closed.err, router.ErrClosed)
 		assert.True(t, closed.inline)
 	})
@@ -213,13 +213,13 @@ func TestAckAsyncAnswersEachOnce(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(3, 5))
 		wrong := make([]bool, acks)
-		handles := make([]string, acks)
+		handles := make([]router.Handle, acks)
 		for i, m := range msgs {
 			h := m.Receipt
 			if wrong[i] = rng.IntN(4) == 0; wrong[i] {
 				h.Nonce++
 			}
-			handles[i] = h.String()
+			handles[i] = h
 		}
 		answers := make([]atomic.Int32, acks)
 		errs := make([]error, acks)
@@ -282,11 +282,11 @@ func TestAckAsyncLeftoversTakeFreeSlots(t *testing.T) {
 		var all sync.WaitGroup
 		all.Add(burst)
 		calls := p.net.Calls()
-		p.b.node.AckAsync("orders", msgs[0].Receipt.String(), func(err error) {
+		p.b.node.AckAsync("orders", msgs[0].Receipt, func(err error) {
 			require.NoError(t, err)
 			queuedAt = time.Now()
 			for _, m := range msgs[1:] {
-				p.b.node.AckAsync("orders", m.Receipt.String(), func(err error) {
+				p.b.node.AckAsync("orders", m.Receipt, func(err error) {
 					assert.NoError(t, err)
 					mu.Lock()
 					waited = append(waited, time.Since(queuedAt))
@@ -311,7 +311,7 @@ func TestAckAsyncDonePanicHereLeavesTheNode(t *testing.T) {
 		h.produce(0, 1)
 		m := h.one()
 		assert.PanicsWithValue(t, "from done", func() {
-			h.node.AckAsync("orders", m.Receipt.String(), func(error) { panic("from done") })
+			h.node.AckAsync("orders", m.Receipt, func(error) { panic("from done") })
 		})
 		require.NoError(t, h.node.Close())
 	})
@@ -329,7 +329,7 @@ func TestAckAsyncKeepsNoDoneAfterItsAnswer(t *testing.T) {
 		state := new([1 << 16]byte)
 		kept := weak.Make(state)
 		answered := make(chan error, 1)
-		p.b.node.AckAsync("orders", m.Receipt.String(), func(err error) {
+		p.b.node.AckAsync("orders", m.Receipt, func(err error) {
 			state[0]++
 			answered <- err
 		})
@@ -349,26 +349,25 @@ func TestAckAsyncRefusesHostileInput(t *testing.T) {
 		defer p.close()
 		p.a.produce(0, 1)
 		m := p.a.one()
-		good := m.Receipt.String()
+		good := m.Receipt
 		calls := p.net.Calls()
 		for _, c := range []struct {
-			topic, handle string
-			want          error
+			topic  string
+			handle router.Handle
+			want   error
 		}{
 			{"", good, router.ErrInvalidArgument},
 			{strings.Repeat("t", router.MaxTopicLength+1), good, router.ErrInvalidArgument},
-			{"orders", "", inflight.ErrMalformedHandle},
-			{"orders", "-1:0:1", inflight.ErrMalformedHandle},
-			{"orders", "0:-5:1", inflight.ErrMalformedHandle},
-			{"orders", "0:99999999999999999999999:1", inflight.ErrMalformedHandle},
-			{"orders", good + ":7", inflight.ErrMalformedHandle},
-			{"orders", strings.Repeat("9", 1<<16), inflight.ErrMalformedHandle},
+			{"orders", router.Handle{}, inflight.ErrMalformedHandle},
+			{"orders", router.Handle{Partition: -1, Nonce: 1}, inflight.ErrMalformedHandle},
+			{"orders", router.Handle{Offset: -5, Nonce: 1}, inflight.ErrMalformedHandle},
+			{"orders", router.Handle{Partition: good.Partition, Offset: good.Offset}, inflight.ErrMalformedHandle},
 		} {
 			var got error
 			answered := false
 			p.b.node.AckAsync(c.topic, c.handle, func(err error) { got, answered = err, true })
-			assert.True(t, answered, "refused in the call: topic of %d bytes, handle %.40q", len(c.topic), c.handle)
-			assert.ErrorIs(t, got, c.want, "topic of %d bytes, handle %.40q", len(c.topic), c.handle)
+			assert.True(t, answered, "refused in the call: topic of %d bytes, handle %v", len(c.topic), c.handle)
+			assert.ErrorIs(t, got, c.want, "topic of %d bytes, handle %v", len(c.topic), c.handle)
 		}
 		assert.Equal(t, calls, p.net.Calls(), "no RPC for any of them")
 		require.NoError(t, p.a.ack(m), "nothing was applied: the lease is still live")
@@ -393,7 +392,7 @@ func TestAckAsyncRacingADeleteOnTheOwner(t *testing.T) {
 		var sent sync.WaitGroup
 		sent.Go(func() {
 			for i, m := range msgs {
-				p.b.node.AckAsync("orders", m.Receipt.String(), func(err error) {
+				p.b.node.AckAsync("orders", m.Receipt, func(err error) {
 					if err == nil {
 						succeeded.Add(1)
 					}

@@ -49,22 +49,22 @@ func benchAcksOverHTTP(b *testing.B, async bool, inFlight int) {
 	}
 	defer tr.CloseIdleConnections()
 	owner, fwd := forwardingPair(b, tr, 0)
-	handles := make([]string, 0, b.N)
+	handles := make([]router.Handle, 0, b.N)
 	for len(handles) < b.N {
 		msgs, err := owner.Consume(context.Background(), "t", router.ConsumeOptions{Max: min(100, b.N-len(handles))})
 		if err != nil || len(msgs) == 0 {
 			b.Fatal(err, len(msgs))
 		}
 		for _, m := range msgs {
-			handles = append(handles, m.Receipt.String())
+			handles = append(handles, m.Receipt)
 		}
 	}
 	var taken, failed atomic.Int64
-	take := func() (string, bool) {
+	take := func() (router.Handle, bool) {
 		if i := taken.Add(1) - 1; i < int64(len(handles)) {
 			return handles[i], true
 		}
-		return "", false
+		return router.Handle{}, false
 	}
 	fail := func(error) { failed.Add(1) }
 	b.ReportAllocs()

@@ -79,7 +79,7 @@ func benchDeliver(b *testing.B, parked int, cycling bool) {
 					return
 				}
 				for _, m := range msgs {
-					node.Ack(ctx, "t", m.Receipt.String())
+					node.Ack(ctx, "t", m.Receipt)
 				}
 				delivered <- struct{}{}
 			}
@@ -213,7 +213,7 @@ func BenchmarkAppendedToDelivery(b *testing.B) {
 				return
 			}
 			at := time.Now()
-			node.Ack(ctx, "t", msgs[0].Receipt.String())
+			node.Ack(ctx, "t", msgs[0].Receipt)
 			got <- at
 		}
 	}()
@@ -386,9 +386,9 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 	// goroutine costs a futex wake-up and a handoff of the scheduler each time it is readied,
 	// which, once per ack, would be charged to the acks (the thread's own CPU is subtracted,
 	// not what readying it costs the others).
-	handles := make(chan string, max(4*inFlight, 1024))
+	handles := make(chan router.Handle, max(4*inFlight, 1024))
 	room := make(chan struct{}, 1)
-	take := func() (string, bool) {
+	take := func() (router.Handle, bool) {
 		h, ok := <-handles
 		if len(handles) <= cap(handles)/2 {
 			select {
@@ -424,7 +424,7 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 					break
 				}
 				for _, m := range msgs {
-					handles <- m.Receipt.String()
+					handles <- m.Receipt
 				}
 				fed += len(msgs)
 				want -= len(msgs)
@@ -453,7 +453,7 @@ func benchForwardedAcks(b *testing.B, inFlight int, rtt time.Duration, single bo
 				}
 				return
 			}
-			batch := make([]string, 0, perCall)
+			batch := make([]router.Handle, 0, perCall)
 			send := func() {
 				for _, err := range fwd.AckBatch(context.Background(), "t", batch) {
 					if err != nil {
@@ -514,7 +514,7 @@ func forwardingPair(b *testing.B, transport router.Transport, window int) (owner
 // ackAsyncAll calls fwd.AckAsync for every handle next gives, with at most inFlight acks
 // unanswered (a buffered channel as the counting semaphore, released in done), and returns
 // once every one has been answered; failed gets each error.
-func ackAsyncAll(fwd *router.Node, inFlight int, next func() (string, bool), failed func(error)) {
+func ackAsyncAll(fwd *router.Node, inFlight int, next func() (router.Handle, bool), failed func(error)) {
 	unanswered := make(chan struct{}, inFlight) // one token per ack not yet answered
 	done := func(err error) {
 		if err != nil {
@@ -603,9 +603,7 @@ func benchConsumeAck(b *testing.B, batch, consumers int, headers []router.Header
 	b.ResetTimer()
 	for range consumers {
 		wg.Go(func() {
-			handles := make([]string, 0, batch)
-			ends := make([]int, 0, batch)
-			var text []byte
+			handles := make([]router.Handle, 0, batch)
 			var msgs []router.Message
 			for {
 				rest := left.Add(-int64(batch))
@@ -624,22 +622,14 @@ func benchConsumeAck(b *testing.B, batch, consumers int, headers []router.Header
 				}
 				left.Add(want - int64(len(msgs)))
 				if batch == 1 {
-					if err := node.Ack(ctx, "t", msgs[0].Receipt.String()); err != nil {
+					if err := node.Ack(ctx, "t", msgs[0].Receipt); err != nil {
 						b.Error(err)
 					}
 					continue
 				}
-				// The handles' text in one string: a consumer's own allocation per batch.
-				text, ends = text[:0], ends[:0]
-				for i := range msgs {
-					text = msgs[i].Receipt.AppendText(text)
-					ends = append(ends, len(text))
-				}
-				all, start := string(text), 0
 				handles = handles[:0]
-				for _, end := range ends {
-					handles = append(handles, all[start:end])
-					start = end
+				for i := range msgs {
+					handles = append(handles, msgs[i].Receipt)
 				}
 				for _, err := range node.AckBatch(ctx, "t", handles) {
 					if err != nil {

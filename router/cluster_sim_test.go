@@ -171,12 +171,12 @@ func (s *clusterSim) settle(rt *rapid.T) {
 	switch {
 	case ack && rapid.Bool().Draw(rt, "async"):
 		answered := make(chan error, 1)
-		via.node.AckAsync("orders", l.msg.Receipt.String(), func(err error) { answered <- err })
+		via.node.AckAsync("orders", l.msg.Receipt, func(err error) { answered <- err })
 		err = <-answered
 	case ack:
-		err = via.node.Ack(context.Background(), "orders", l.msg.Receipt.String())
+		err = via.node.Ack(context.Background(), "orders", l.msg.Receipt)
 	default:
-		err = via.node.Nack(context.Background(), "orders", l.msg.Receipt.String(), 0)
+		err = via.node.Nack(context.Background(), "orders", l.msg.Receipt, 0)
 	}
 	k := simKey{l.msg.Partition, l.msg.Offset}
 	owner := partitionOwner[k.partition]

@@ -171,7 +171,7 @@ func (m *member) async(ctx context.Context, opts router.ConsumeOptions) <-chan [
 }
 
 func (m *member) ack(msg router.Message) error {
-	return m.node.Ack(context.Background(), "orders", msg.Receipt.String())
+	return m.node.Ack(context.Background(), "orders", msg.Receipt)
 }
 
 // frames counts the frames of one op sent on the network (by its first byte).

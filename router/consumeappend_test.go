@@ -66,7 +66,7 @@ func TestConsumeAppendReusesDst(t *testing.T) {
 		phase := func(reuse bool) float64 {
 			allocs := testing.AllocsPerRun(10, batch(reuse))
 			for _, handle := range held {
-				require.NoError(t, h.node.Ack(ctx, "orders", handle.String()))
+				require.NoError(t, h.node.Ack(ctx, "orders", handle))
 			}
 			held = held[:0]
 			return allocs

@@ -169,7 +169,7 @@ func benchCrossNode(b *testing.B, speed int) {
 		if err != nil || len(msgs) != 1 {
 			b.Fatalf("speed %d: %d records, %v", speed, len(msgs), err)
 		}
-		if err := consumer.Ack(ctx, "orders", msgs[0].Receipt.String()); err != nil {
+		if err := consumer.Ack(ctx, "orders", msgs[0].Receipt); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

@@ -186,7 +186,7 @@ func TestUnassignedTopicWaitsForAnOwner(t *testing.T) {
 		err := c.nodes["g"].ack(msgs[0])
 		require.ErrorIs(t, err, router.ErrUnavailable)
 		assert.Equal(t, 503, router.HTTPStatus(err))
-		errs := c.nodes["g"].node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String()})
+		errs := c.nodes["g"].node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt})
 		require.ErrorIs(t, errs[0], router.ErrUnavailable)
 		assert.Equal(t, calls, c.net.CallsTo("b"), "no RPC to a node the host says is down")
 	})
@@ -265,10 +265,10 @@ func TestPinnedAndReplayGoToTheOwner(t *testing.T) {
 	})
 }
 
-func receipts(msgs []router.Message) []string {
-	out := make([]string, len(msgs))
+func receipts(msgs []router.Message) []router.Handle {
+	out := make([]router.Handle, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.Receipt.String()
+		out[i] = m.Receipt
 	}
 	return out
 }

@@ -77,7 +77,7 @@ func benchHungOwner(b *testing.B, hung bool) {
 	produce(64)
 	for warm := time.Now(); time.Since(warm) < router.ConsumeOverrun+100*time.Millisecond; {
 		if msgs, _ := g.Consume(ctx, "orders", router.ConsumeOptions{}); len(msgs) == 1 {
-			g.Ack(ctx, "orders", msgs[0].Receipt.String())
+			g.Ack(ctx, "orders", msgs[0].Receipt)
 		}
 	}
 	produce(b.N + 64)
@@ -100,7 +100,7 @@ func benchHungOwner(b *testing.B, hung bool) {
 				for {
 					msgs, _ := g.Consume(ctx, "orders", router.ConsumeOptions{})
 					if len(msgs) == 1 {
-						g.Ack(ctx, "orders", msgs[0].Receipt.String())
+						g.Ack(ctx, "orders", msgs[0].Receipt)
 						break
 					}
 				}

@@ -213,11 +213,11 @@ func TestContextValuesCrossTheNodeWire(t *testing.T) {
 				msgs, err := g.node.Consume(ctx, "orders", router.ConsumeOptions{Max: 4})
 				require.NoError(t, err)
 				require.Len(t, msgs, 4)
-				require.NoError(t, g.node.Ack(ctx, "orders", msgs[0].Receipt.String()))
-				_, err = g.node.Extend(ctx, "orders", msgs[1].Receipt.String(), time.Minute)
+				require.NoError(t, g.node.Ack(ctx, "orders", msgs[0].Receipt))
+				_, err = g.node.Extend(ctx, "orders", msgs[1].Receipt, time.Minute)
 				require.NoError(t, err)
-				require.NoError(t, g.node.Nack(ctx, "orders", msgs[1].Receipt.String(), 0))
-				for _, err := range g.node.AckBatch(ctx, "orders", []string{msgs[2].Receipt.String(), msgs[3].Receipt.String()}) {
+				require.NoError(t, g.node.Nack(ctx, "orders", msgs[1].Receipt, 0))
+				for _, err := range g.node.AckBatch(ctx, "orders", []router.Handle{msgs[2].Receipt, msgs[3].Receipt}) {
 					require.NoError(t, err)
 				}
 				mu.Lock()

@@ -23,7 +23,7 @@
 //	msgs, err := node.Consume(ctx, topic, router.ConsumeOptions{Max: 10, Wait: 20 * time.Second})
 //	for _, m := range msgs {
 //		process(m.Value)
-//		err = node.Ack(ctx, topic, m.Receipt.String()) // ErrGone: the lease lapsed
+//		err = node.Ack(ctx, topic, m.Receipt) // ErrGone: the lease lapsed
 //	}
 //
 // # Consume

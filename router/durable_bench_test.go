@@ -46,7 +46,7 @@ func benchAckDurable(b *testing.B, waiters int) {
 		if len(msgs) != 1 {
 			return fmt.Errorf("consumed %d records", len(msgs))
 		}
-		return node.AckDurable(ctx, "t", msgs[0].Receipt.String())
+		return node.AckDurable(ctx, "t", msgs[0].Receipt)
 	}
 	for range b.N + waiters + 1 {
 		off := log.Append(nil, []byte("payload"), time.Time{})

@@ -33,7 +33,7 @@ func TestAckDurableSurvivesPowerLoss(t *testing.T) {
 		start := time.Now()
 		errs := make(chan error, 8)
 		for _, m := range msgs[:8] {
-			go func() { errs <- h.node.AckDurable(context.Background(), "orders", m.Receipt.String()) }()
+			go func() { errs <- h.node.AckDurable(context.Background(), "orders", m.Receipt) }()
 		}
 		for range 8 {
 			require.NoError(t, <-errs)
@@ -70,7 +70,7 @@ func TestQuarantineSurvivesPowerLoss(t *testing.T) {
 		h.produce(0, 3)
 		msgs := h.consume(router.ConsumeOptions{Max: 3})
 		for _, m := range msgs {
-			require.NoError(t, h.node.Nack(context.Background(), "orders", m.Receipt.String(), 0))
+			require.NoError(t, h.node.Nack(context.Background(), "orders", m.Receipt, 0))
 		}
 		ok, err := h.node.Requeue("orders", 0, 1)
 		require.NoError(t, err)
@@ -138,11 +138,11 @@ func TestReleaseUncountsOnDisk(t *testing.T) {
 		ctx := context.Background()
 		h.produce(0, 1)
 		m := h.one()
-		require.NoError(t, h.node.Nack(ctx, "orders", m.Receipt.String(), 0)) // attempt 1 counts
+		require.NoError(t, h.node.Nack(ctx, "orders", m.Receipt, 0)) // attempt 1 counts
 		m = h.one()
 		require.Equal(t, uint32(2), m.Attempt)
-		time.Sleep(time.Second)                                               // the count of 2 is written out
-		require.NoError(t, h.node.Release(ctx, "orders", m.Receipt.String())) // attempt 2 does not count
+		time.Sleep(time.Second)                                      // the count of 2 is written out
+		require.NoError(t, h.node.Release(ctx, "orders", m.Receipt)) // attempt 2 does not count
 		h.close()
 		h.start()
 		m = h.one()

@@ -35,8 +35,8 @@ func Example() {
 	m := msgs[0]
 	fmt.Printf("%s at %d/%d, attempt %d\n", m.Value, m.Partition, m.Offset, m.Attempt)
 
-	fmt.Println(node.Ack(ctx, "orders", m.Receipt.String()))
-	err = node.Ack(ctx, "orders", m.Receipt.String())
+	fmt.Println(node.Ack(ctx, "orders", m.Receipt))
+	err = node.Ack(ctx, "orders", m.Receipt)
 	fmt.Println(errors.Is(err, router.ErrAlreadySettled), router.HTTPStatus(err))
 
 	off = log.Append([]byte("k"), []byte("second order"), time.Now())
@@ -44,7 +44,7 @@ func Example() {
 	msgs, _ = node.Consume(ctx, "orders", router.ConsumeOptions{})
 	forged := msgs[0].Receipt
 	forged.Nonce++ // a handle nobody was given
-	_, err = node.Extend(ctx, "orders", forged.String(), time.Minute)
+	_, err = node.Extend(ctx, "orders", forged, time.Minute)
 	fmt.Println(errors.Is(err, router.ErrGone), router.HTTPStatus(err))
 	// Output:
 	// first order at 0/0, attempt 1
@@ -124,7 +124,7 @@ func ExampleNode_AckAsync() {
 
 	var failed atomic.Int64
 	for _, m := range msgs {
-		b.AckAsync("orders", m.Receipt.String(), func(err error) {
+		b.AckAsync("orders", m.Receipt, func(err error) {
 			if err != nil {
 				failed.Add(1)
 			}

@@ -47,8 +47,9 @@ var ErrTopicDropped = pump.ErrTopicDropped
 type Handle = inflight.Handle
 
 // ParseHandle parses the text form of a receipt handle: exactly what Handle.String produces.
-// Anything else answers ErrMalformedHandle; it never panics. Ack, Extend and Nack parse the
-// handle themselves, so a host needs this only to look inside one (its partition, say).
+// Anything else answers ErrMalformedHandle; it never panics. The settles (Ack, Extend, Nack,
+// ...) take the Handle itself: an in-process consumer passes Message.Receipt as it came, and
+// only a host that carries handles as text (an HTTP or SQS front end) formats and parses them.
 func ParseHandle(s string) (Handle, error) { return inflight.ParseHandle(s) }
 
 // Reason says why a record is delivered (Message.Reason).

@@ -31,7 +31,7 @@ func TestCloseWaitsForForwardedAcks(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, m := range msgs {
 			wg.Go(func() {
-				errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt.String())
+				errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt)
 			})
 		}
 		time.Sleep(time.Millisecond / 4) // the first ack is on the wire, the rest queue
@@ -49,7 +49,7 @@ func TestCloseWaitsForForwardedAcks(t *testing.T) {
 			assert.ErrorIs(t, err, router.ErrClosed)
 		}
 		assert.Equal(t, uint64(applied), p.a.node.Stats().Shards.Acked, "every ack answered nil was applied")
-		assert.ErrorIs(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String()), router.ErrClosed)
+		assert.ErrorIs(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt), router.ErrClosed)
 	})
 }
 
@@ -72,7 +72,7 @@ func TestCallsAfterCloseAnswerErrClosed(t *testing.T) {
 		assert.ErrorIs(t, <-held, router.ErrClosed, "woken by Close, not held for its wait")
 
 		ctx := context.Background()
-		handle := m.Receipt.String()
+		handle := m.Receipt
 		_, err := h.node.Consume(ctx, "orders", router.ConsumeOptions{})
 		assert.ErrorIs(t, err, router.ErrClosed)
 		_, err = h.node.Replay(ctx, "orders", 0, 0, 1)
@@ -83,7 +83,7 @@ func TestCallsAfterCloseAnswerErrClosed(t *testing.T) {
 		assert.ErrorIs(t, err, router.ErrClosed)
 		assert.ErrorIs(t, h.node.Nack(ctx, "orders", handle, 0), router.ErrClosed)
 		assert.ErrorIs(t, h.node.Release(ctx, "orders", handle), router.ErrClosed)
-		for _, err := range h.node.AckBatch(ctx, "orders", []string{handle, "junk"}) {
+		for _, err := range h.node.AckBatch(ctx, "orders", []router.Handle{handle, {}}) {
 			assert.ErrorIs(t, err, router.ErrClosed)
 		}
 		assert.ErrorIs(t, h.node.Persist(ctx, "orders", 0), router.ErrClosed)

@@ -79,7 +79,7 @@ func ackAll(p *pair, msgs []router.Message) []error {
 	errs := make([]error, len(msgs))
 	var wg sync.WaitGroup
 	for i, m := range msgs {
-		wg.Go(func() { errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt.String()) })
+		wg.Go(func() { errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt) })
 	}
 	wg.Wait()
 	return errs
@@ -104,9 +104,9 @@ func TestForwardedAckKeepsItsOwnBudget(t *testing.T) {
 
 		var first, old error
 		var wg sync.WaitGroup
-		wg.Go(func() { first = p.b.node.Ack(ctx, "orders", msgs[0].Receipt.String()) })
+		wg.Go(func() { first = p.b.node.Ack(ctx, "orders", msgs[0].Receipt) })
 		synctest.Wait()
-		wg.Go(func() { old = p.b.node.Ack(ctx, "orders", msgs[1].Receipt.String()) }) // queued at 0 s
+		wg.Go(func() { old = p.b.node.Ack(ctx, "orders", msgs[1].Receipt) }) // queued at 0 s
 		time.Sleep(1900 * time.Millisecond)
 		late := ackAll(p, msgs[2:]) // queued at 1.9 s, sent at 1.95 s with the old one
 		wg.Wait()
@@ -115,7 +115,7 @@ func TestForwardedAckKeepsItsOwnBudget(t *testing.T) {
 		assert.ErrorIs(t, old, router.ErrTransport, "in flight at its own deadline: no reply came back in time")
 		for i, err := range late {
 			require.NoError(t, err, "ack %d queued at 1.9 s", i)
-			assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", msgs[2+i].Receipt.String()), inflight.ErrAlreadySettled, "applied")
+			assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", msgs[2+i].Receipt), inflight.ErrAlreadySettled, "applied")
 		}
 	})
 }
@@ -135,9 +135,9 @@ func TestQueuedAckPastItsBudgetIsNotApplied(t *testing.T) {
 		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
 		var first error
 		var wg sync.WaitGroup
-		wg.Go(func() { first = p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String()) })
+		wg.Go(func() { first = p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt) })
 		synctest.Wait()
-		queued := p.b.node.Ack(context.Background(), "orders", msgs[1].Receipt.String())
+		queued := p.b.node.Ack(context.Background(), "orders", msgs[1].Receipt)
 		assert.ErrorIs(t, queued, router.ErrUnavailable)
 		assert.Equal(t, 503, router.HTTPStatus(queued))
 		wg.Wait()
@@ -179,7 +179,7 @@ func TestClientBatchAckRemembersAnOlderOwner(t *testing.T) {
 			p.a.produce(0, 2)
 			msgs := p.a.consume(router.ConsumeOptions{Max: 2})
 			require.Len(t, msgs, 2)
-			for _, err := range p.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+			for _, err := range p.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 				require.NoError(t, err)
 			}
 		}
@@ -215,7 +215,7 @@ func TestRefusalIsAStatus(t *testing.T) {
 		p.a.produce(0, 4)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 4})
 		ctx := context.Background()
-		for _, err := range p.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+		for _, err := range p.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			require.NoError(t, err, "sent again one by one")
 		}
 		assert.Equal(t, int32(1), refusals.Load())
@@ -228,7 +228,7 @@ func TestRefusalIsAStatus(t *testing.T) {
 		})
 		p2.a.produce(0, 4)
 		msgs = p2.a.consume(router.ConsumeOptions{Max: 4})
-		for _, err := range p2.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+		for _, err := range p2.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			assert.ErrorIs(t, err, router.ErrInvalidArgument)
 		}
 		assert.Equal(t, int32(2), refusals.Load(), "no single ops: a malformed frame is no older owner")
@@ -252,7 +252,7 @@ func TestForwardOutlastsATransportIgnoringContext(t *testing.T) {
 		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: stuck})
 		require.NoError(t, err)
 		ctx := context.Background()
-		h := inflight.Handle{Partition: 0, Offset: 1, Nonce: 1}.String()
+		h := router.Handle{Partition: 0, Offset: 1, Nonce: 1}
 
 		var ackErr error
 		var batchErrs []error
@@ -260,7 +260,7 @@ func TestForwardOutlastsATransportIgnoringContext(t *testing.T) {
 		go func() {
 			defer close(answered)
 			ackErr = node.Ack(ctx, "orders", h)
-			batchErrs = node.AckBatch(ctx, "orders", []string{h, h})
+			batchErrs = node.AckBatch(ctx, "orders", []router.Handle{h, h})
 		}()
 		time.Sleep(2 * router.ForwardBudget)
 		synctest.Wait()
@@ -290,14 +290,14 @@ func TestForwardRefusesALongTopic(t *testing.T) {
 		p := newPair(t, 0, 0)
 		defer p.close()
 		ctx := context.Background()
-		h := inflight.Handle{Partition: 0, Offset: 1, Nonce: 1}.String()
+		h := router.Handle{Partition: 0, Offset: 1, Nonce: 1}
 		for _, topic := range []string{strings.Repeat("t", 1<<16+6), strings.Repeat("t", router.MaxTopicLength+1)} {
 			p.b.routes.SetRemote(topic, "a", 0)
 			calls := p.net.Calls()
 			err := p.b.node.Ack(ctx, topic, h)
 			assert.ErrorIs(t, err, router.ErrInvalidArgument)
 			assert.Equal(t, 400, router.HTTPStatus(err))
-			for _, err := range p.b.node.AckBatch(ctx, topic, []string{h, h}) {
+			for _, err := range p.b.node.AckBatch(ctx, topic, []router.Handle{h, h}) {
 				assert.ErrorIs(t, err, router.ErrInvalidArgument)
 			}
 			assert.Equal(t, calls, p.net.Calls(), "nothing reached the wire")
@@ -337,7 +337,7 @@ func TestForwardBatchCapAndQueueOfOne(t *testing.T) {
 		msgs := p.a.consume(router.ConsumeOptions{Max: acks})
 		require.Len(t, msgs, acks)
 		var wg sync.WaitGroup
-		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String())) })
+		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt)) })
 		synctest.Wait() // in flight, holding the only slot
 		for _, err := range ackAll(p, msgs[1:]) {
 			require.NoError(t, err)
@@ -347,9 +347,9 @@ func TestForwardBatchCapAndQueueOfOne(t *testing.T) {
 
 		p.a.produce(0, 2)
 		msgs = p.a.consume(router.ConsumeOptions{Max: 2})
-		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt.String())) })
+		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[0].Receipt)) })
 		synctest.Wait()
-		require.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[1].Receipt.String()))
+		require.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[1].Receipt))
 		wg.Wait()
 		assert.Equal(t, [][2]int{{wireAck, 1}, {wireAck, 1}}, r.Frames()[4:], "a queue of one leaves as the single op")
 	})
@@ -364,13 +364,13 @@ func TestClientBatchAckMixedOutcomes(t *testing.T) {
 		p.a.produce(0, 3)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 3})
 		ctx := context.Background()
-		require.NoError(t, p.a.node.Nack(ctx, "orders", msgs[1].Receipt.String(), time.Hour))
+		require.NoError(t, p.a.node.Nack(ctx, "orders", msgs[1].Receipt, time.Hour))
 		require.NoError(t, p.a.ack(msgs[2]))
 		p.b.routes.SetRemote("orders", "a", 0, 7) // a does not own 7
 		calls := p.net.Calls()
-		errs := p.b.node.AckBatch(ctx, "orders", []string{
-			msgs[0].Receipt.String(), msgs[1].Receipt.String(), msgs[2].Receipt.String(),
-			inflight.Handle{Partition: 7, Offset: 0, Nonce: 1}.String(), "9:0:1", "bad",
+		errs := p.b.node.AckBatch(ctx, "orders", []router.Handle{
+			msgs[0].Receipt, msgs[1].Receipt, msgs[2].Receipt,
+			{Partition: 7, Offset: 0, Nonce: 1}, {Partition: 9, Nonce: 1}, {},
 		})
 		require.NoError(t, errs[0])
 		assert.ErrorIs(t, errs[1], inflight.ErrGone)
@@ -467,7 +467,7 @@ func TestWireVersionOneRefusesAckBatch(t *testing.T) {
 		assert.Zero(t, p.a.node.Stats().Shards.Acked, "nothing of the refused batch applied")
 
 		r := p.record(nil)
-		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			require.NoError(t, err)
 		}
 		assert.Equal(t, [][2]int{{wireAckBatch, 2}, {wireAck, 1}, {wireAck, 1}}, r.Frames(), "one refused batch, then single ops")
@@ -485,11 +485,11 @@ func TestWireVersionOneSendsSingleOps(t *testing.T) {
 		p.a.produce(0, 6)
 		msgs := p.a.consume(router.ConsumeOptions{Max: 6})
 		require.Len(t, msgs, 6)
-		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []string{msgs[0].Receipt.String(), msgs[1].Receipt.String()}) {
+		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			require.NoError(t, err)
 		}
 		var wg sync.WaitGroup
-		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[2].Receipt.String())) })
+		wg.Go(func() { assert.NoError(t, p.b.node.Ack(context.Background(), "orders", msgs[2].Receipt)) })
 		synctest.Wait() // in flight, holding the only slot
 		for _, err := range ackAll(p, msgs[3:]) {
 			require.NoError(t, err)
@@ -644,7 +644,7 @@ func TestQueuedAcksGetTheirOwnAnswersUnderCancels(t *testing.T) {
 				wg.Go(func() {
 					ctx, cancel := context.WithTimeout(context.Background(), cancelAfter)
 					defer cancel()
-					errs[i] = p.b.node.Ack(ctx, "orders", handle.String())
+					errs[i] = p.b.node.Ack(ctx, "orders", handle)
 				})
 			}
 			wg.Wait()

@@ -90,21 +90,21 @@ func testForwardedSettles(t *testing.T, edit func(id string, cfg *router.Config)
 		require.Len(t, msgs, 3)
 		ctx := context.Background()
 
-		require.NoError(t, p.b.node.Ack(ctx, "orders", msgs[0].Receipt.String()), "acked through b")
-		assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", msgs[0].Receipt.String()), inflight.ErrAlreadySettled)
+		require.NoError(t, p.b.node.Ack(ctx, "orders", msgs[0].Receipt), "acked through b")
+		assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", msgs[0].Receipt), inflight.ErrAlreadySettled)
 		sent := time.Now()
-		expiry, err := p.b.node.Extend(ctx, "orders", msgs[1].Receipt.String(), time.Minute)
+		expiry, err := p.b.node.Extend(ctx, "orders", msgs[1].Receipt, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, sent.Add(time.Minute), expiry, "the time left at the owner, counted from when the extend left: never later than the owner's expiry")
-		require.NoError(t, p.b.node.Nack(ctx, "orders", msgs[2].Receipt.String(), 0))
+		require.NoError(t, p.b.node.Nack(ctx, "orders", msgs[2].Receipt, 0))
 		again := p.a.one()
 		assert.Equal(t, msgs[2].Offset, again.Offset, "the forwarded nack made it visible at once")
 
 		stale := msgs[2].Receipt
-		err = p.b.node.Ack(ctx, "orders", stale.String())
+		err = p.b.node.Ack(ctx, "orders", stale)
 		assert.ErrorIs(t, err, inflight.ErrGone)
 		assert.Equal(t, 410, router.HTTPStatus(err))
-		assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", "junk"), inflight.ErrMalformedHandle, "refused here, no RPC")
+		assert.ErrorIs(t, p.b.node.Ack(ctx, "orders", router.Handle{Partition: -1, Nonce: 1}), inflight.ErrMalformedHandle, "refused here, no RPC")
 		assert.Equal(t, uint64(1), p.a.node.Stats().Shards.Acked, "applied on the owner")
 	})
 }
@@ -123,18 +123,18 @@ func testForwardFailures(t *testing.T, edit func(id string, cfg *router.Config))
 		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
 		ctx := context.Background()
 		p.net.SetDown("a", true)
-		err := p.b.node.Ack(ctx, "orders", msgs[0].Receipt.String())
+		err := p.b.node.Ack(ctx, "orders", msgs[0].Receipt)
 		assert.ErrorIs(t, err, router.ErrTransport)
 		assert.Equal(t, 502, router.HTTPStatus(err))
 		p.net.SetDown("a", false)
 
 		calls := p.net.Calls()
-		err = p.b.node.Ack(ctx, "orders", "9:0:1")
+		err = p.b.node.Ack(ctx, "orders", router.Handle{Partition: 9, Nonce: 1})
 		assert.ErrorIs(t, err, router.ErrUnavailable)
 		assert.Equal(t, 503, router.HTTPStatus(err))
 		assert.Equal(t, calls, p.net.Calls(), "no RPC for an owner nobody names")
 
-		errs := p.b.node.AckBatch(ctx, "orders", []string{msgs[0].Receipt.String(), "9:0:1", msgs[1].Receipt.String(), "bad"})
+		errs := p.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, {Partition: 9, Nonce: 1}, msgs[1].Receipt, {}})
 		require.NoError(t, errs[0])
 		assert.ErrorIs(t, errs[1], router.ErrUnavailable)
 		require.NoError(t, errs[2])
@@ -157,7 +157,7 @@ func TestForwardedAcksCoalesce(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, m := range msgs {
 			wg.Go(func() {
-				assert.NoError(t, p.b.node.Ack(context.Background(), "orders", m.Receipt.String()))
+				assert.NoError(t, p.b.node.Ack(context.Background(), "orders", m.Receipt))
 			})
 		}
 		wg.Wait()
@@ -203,7 +203,7 @@ func TestForwardToAnOlderOwner(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, m := range msgs {
 			wg.Go(func() {
-				assert.NoError(t, p.b.node.Ack(context.Background(), "orders", m.Receipt.String()))
+				assert.NoError(t, p.b.node.Ack(context.Background(), "orders", m.Receipt))
 			})
 		}
 		wg.Wait()
@@ -245,7 +245,7 @@ func forwardFrame(t *testing.T, m router.Message) []byte {
 	node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: capture})
 	require.NoError(t, err)
 	defer node.Close()
-	node.Ack(context.Background(), "orders", m.Receipt.String())
+	node.Ack(context.Background(), "orders", m.Receipt)
 	return frame
 }
 
@@ -280,7 +280,7 @@ func TestContextTransportCallsEndAtTheBudget(t *testing.T) {
 		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: hang})
 		require.NoError(t, err)
 		defer node.Close()
-		h := inflight.Handle{Partition: 0, Offset: 1, Nonce: 1}.String()
+		h := router.Handle{Partition: 0, Offset: 1, Nonce: 1}
 
 		start := time.Now()
 		err = node.Ack(context.Background(), "orders", h)
@@ -288,7 +288,7 @@ func TestContextTransportCallsEndAtTheBudget(t *testing.T) {
 		assert.Equal(t, router.ForwardBudget, time.Since(start), "answered at its budget")
 
 		start = time.Now()
-		for _, err := range node.AckBatch(context.Background(), "orders", []string{h, h}) {
+		for _, err := range node.AckBatch(context.Background(), "orders", []router.Handle{h, h}) {
 			assert.ErrorIs(t, err, router.ErrTransport)
 		}
 		assert.Equal(t, router.ForwardBudget, time.Since(start))

@@ -54,9 +54,9 @@ func drainFresh(ctx context.Context, node *router.Node) (int, error) {
 		if len(msgs) == 0 {
 			return taken, nil
 		}
-		handles := make([]string, len(msgs))
+		handles := make([]router.Handle, len(msgs))
 		for i, m := range msgs {
-			handles[i] = m.Receipt.String()
+			handles[i] = m.Receipt
 		}
 		for i, err := range node.AckBatch(ctx, "fresh", handles) {
 			if err != nil {

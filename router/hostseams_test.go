@@ -3,7 +3,6 @@ package router_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -301,7 +300,7 @@ func (h *hostileHarness) consumeAsync(topic string, opts router.ConsumeOptions) 
 
 func (h *hostileHarness) ackAll(msgs []router.Message) {
 	for _, m := range msgs {
-		require.NoError(h.t, h.node.Ack(context.Background(), m.Topic, m.Receipt.String()), "ack %s/%d@%d", m.Topic, m.Partition, m.Offset)
+		require.NoError(h.t, h.node.Ack(context.Background(), m.Topic, m.Receipt), "ack %s/%d@%d", m.Topic, m.Partition, m.Offset)
 	}
 }
 
@@ -439,7 +438,7 @@ func exerciseHostileSeam(t *testing.T, c *hostileCase) {
 	h.restart()
 	h.produce("orders", 0, 1)
 	if c.broken >= 0 {
-		err = h.node.Ack(ctx, "orders", fmt.Sprintf("%d:0:1", c.broken))
+		err = h.node.Ack(ctx, "orders", router.Handle{Partition: int32(c.broken), Nonce: 1})
 		wantContract(t, c.want.ack, err, "an ack")
 	}
 	msgs, err = h.node.Consume(ctx, "orders", router.ConsumeOptions{Pinned: true, Partition: 0})
@@ -593,7 +592,7 @@ func TestTransportPanics(t *testing.T) {
 			Transport: panickingTransport{}})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, node.Close()) }()
-		err = node.Ack(context.Background(), "orders", "1:0:1")
+		err = node.Ack(context.Background(), "orders", router.Handle{Partition: 1, Nonce: 1})
 		require.Error(t, err)
 		assert.True(t, errors.Is(err, router.ErrTransport) || errors.Is(err, router.ErrHostContract), "%v", err)
 		assert.Equal(t, uint64(1), node.Stats().HostPanics)

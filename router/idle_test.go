@@ -41,8 +41,8 @@ func TestIdleNodeSleeps(t *testing.T) {
 		msgs := h.consume(router.ConsumeOptions{Max: 4})
 		require.Len(t, msgs, 4)
 		require.NoError(t, h.ack(msgs[0]))
-		require.NoError(t, h.node.AckDurable(context.Background(), "orders", msgs[1].Receipt.String()))
-		require.NoError(t, h.node.Nack(context.Background(), "orders", msgs[2].Receipt.String(), time.Second))
+		require.NoError(t, h.node.AckDurable(context.Background(), "orders", msgs[1].Receipt))
+		require.NoError(t, h.node.Nack(context.Background(), "orders", msgs[2].Receipt, time.Second))
 		// msgs[3]'s lease expires (visibility timeout vt), then msgs[2]'s delay ends: both are
 		// delivered again and acked.
 		time.Sleep(2 * vt)

@@ -78,7 +78,7 @@ func TestDeleteAndRecreateRace(t *testing.T) {
 	gate.arm()
 	reached, release = gate.reached, gate.release
 	acked := make(chan error, 1)
-	go func() { acked <- h.node.Ack(context.Background(), "orders", "0:3:12345") }()
+	go func() { acked <- h.node.Ack(context.Background(), "orders", router.Handle{Offset: 3, Nonce: 12345}) }()
 	<-reached
 	require.NoError(t, h.node.DeleteTopic("orders"))
 	close(release)

@@ -65,15 +65,15 @@ func TestSettleDurationBounds(t *testing.T) {
 	m := h.one()
 	ctx := context.Background()
 	for _, d := range []time.Duration{-time.Hour, router.MaxVisibility + 1, 232 * 365 * 24 * time.Hour, 1<<63 - 1} {
-		_, err := h.node.Extend(ctx, "orders", m.Receipt.String(), d)
+		_, err := h.node.Extend(ctx, "orders", m.Receipt, d)
 		require.ErrorIs(t, err, router.ErrInvalidArgument, "extend %v", d)
 		require.ErrorIs(t, err, inflight.ErrInvalidDuration)
 	}
 	for _, d := range []time.Duration{-time.Nanosecond, router.MaxDelay + 1, 1<<63 - 1} {
-		err := h.node.Nack(ctx, "orders", m.Receipt.String(), d)
+		err := h.node.Nack(ctx, "orders", m.Receipt, d)
 		require.ErrorIs(t, err, router.ErrInvalidArgument, "nack %v", d)
 	}
-	expiry, err := h.node.Extend(ctx, "orders", m.Receipt.String(), router.MaxVisibility)
+	expiry, err := h.node.Extend(ctx, "orders", m.Receipt, router.MaxVisibility)
 	require.NoError(t, err, "the lease is still live and extends to the maximum")
 	require.True(t, expiry.After(time.Now()))
 	require.NoError(t, h.ack(m))
@@ -89,11 +89,11 @@ func TestTopicNameBounds(t *testing.T) {
 	for _, topic := range []string{"", strings.Repeat("x", router.MaxTopicLength+1), strings.Repeat("y", 1<<16+1)} {
 		_, err := h.node.Consume(ctx, topic, router.ConsumeOptions{})
 		require.ErrorIs(t, err, router.ErrInvalidArgument)
-		require.ErrorIs(t, h.node.Ack(ctx, topic, "0:1:2"), router.ErrInvalidArgument)
-		_, err = h.node.Extend(ctx, topic, "0:1:2", 0)
+		require.ErrorIs(t, h.node.Ack(ctx, topic, router.Handle{Offset: 1, Nonce: 2}), router.ErrInvalidArgument)
+		_, err = h.node.Extend(ctx, topic, router.Handle{Offset: 1, Nonce: 2}, 0)
 		require.ErrorIs(t, err, router.ErrInvalidArgument)
-		require.ErrorIs(t, h.node.Nack(ctx, topic, "0:1:2", 0), router.ErrInvalidArgument)
-		require.ErrorIs(t, h.node.AckBatch(ctx, topic, []string{"0:1:2"})[0], router.ErrInvalidArgument)
+		require.ErrorIs(t, h.node.Nack(ctx, topic, router.Handle{Offset: 1, Nonce: 2}, 0), router.ErrInvalidArgument)
+		require.ErrorIs(t, h.node.AckBatch(ctx, topic, []router.Handle{{Offset: 1, Nonce: 2}})[0], router.ErrInvalidArgument)
 		require.ErrorIs(t, h.node.Persist(ctx, topic, 0), router.ErrInvalidArgument)
 		_, err = h.node.Replay(ctx, topic, 0, 0, 1)
 		require.ErrorIs(t, err, router.ErrInvalidArgument)
@@ -110,7 +110,7 @@ func TestTopicNameBounds(t *testing.T) {
 		msgs, err := h.node.Consume(ctx, topic, router.ConsumeOptions{})
 		require.NoError(t, err)
 		require.Len(t, msgs, 1)
-		require.NoError(t, h.node.AckDurable(ctx, topic, msgs[0].Receipt.String()))
+		require.NoError(t, h.node.AckDurable(ctx, topic, msgs[0].Receipt))
 	}
 }
 
@@ -127,7 +127,7 @@ func TestTopicsDifferingInCase(t *testing.T) {
 	require.False(t, strings.EqualFold(h.node.PartitionDir("Orders", 0), h.node.PartitionDir("orders", 0)))
 	m, err := h.node.Consume(ctx, "Orders", router.ConsumeOptions{})
 	require.NoError(t, err)
-	require.NoError(t, h.node.AckDurable(ctx, "Orders", m[0].Receipt.String()))
+	require.NoError(t, h.node.AckDurable(ctx, "Orders", m[0].Receipt))
 	h.routes.Delete("orders")
 	require.NoError(t, h.node.DeleteTopic("orders"))
 	_, err = h.fs.Stat(h.node.PartitionDir("Orders", 0) + "/consumer.ahead")
@@ -167,7 +167,7 @@ func TestLegacyTopicDirAdopted(t *testing.T) {
 	msgs, err := h.node.Consume(ctx, "Orders", router.ConsumeOptions{Max: 2})
 	require.NoError(t, err)
 	for _, m := range msgs {
-		require.NoError(t, h.node.Ack(ctx, "Orders", m.Receipt.String()))
+		require.NoError(t, h.node.Ack(ctx, "Orders", m.Receipt))
 	}
 	h.close()
 	require.NoError(t, h.fs.Rename("/state/%4Frders", "/state/Orders")) // the old layout

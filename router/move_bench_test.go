@@ -60,7 +60,7 @@ func benchHandOff(b *testing.B, partitions int) {
 			b.Fatalf("consume: %d, %v", len(msgs), err)
 		}
 		for _, i := range []int{0, 1, 3} { // frontier 1, 3 acked ahead, 2, 4 and 5 leased
-			if err := nodes["a"].Ack(ctx, "t", msgs[i].Receipt.String()); err != nil {
+			if err := nodes["a"].Ack(ctx, "t", msgs[i].Receipt); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -93,9 +93,9 @@ func TestHandOffMovesLeasesAndAcks(t *testing.T) {
 		tr.a.produce(0, 6)
 		msgs := tr.a.consume(router.ConsumeOptions{Max: 5})
 		require.Len(t, msgs, 5)
-		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[0].Receipt.String()))
-		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[2].Receipt.String()), "acked ahead of a gap")
-		require.NoError(t, tr.a.node.Nack(ctx, "orders", msgs[4].Receipt.String(), time.Minute), "delayed a minute")
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[0].Receipt))
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[2].Receipt), "acked ahead of a gap")
+		require.NoError(t, tr.a.node.Nack(ctx, "orders", msgs[4].Receipt, time.Minute), "delayed a minute")
 
 		handedAt := time.Now()
 		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
@@ -108,12 +108,12 @@ func TestHandOffMovesLeasesAndAcks(t *testing.T) {
 		assert.Equal(t, router.ReasonFirst, got[0].Reason)
 
 		// The old handles settle on the new owner, whichever node they come through.
-		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[1].Receipt.String()), "through the old owner, forwarded")
-		expiry, err := tr.c.node.Extend(ctx, "orders", msgs[3].Receipt.String(), 2*time.Minute)
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[1].Receipt), "through the old owner, forwarded")
+		expiry, err := tr.c.node.Extend(ctx, "orders", msgs[3].Receipt, 2*time.Minute)
 		require.NoError(t, err, "through the gateway")
 		assert.True(t, expiry.After(handedAt.Add(2*time.Minute-time.Second)))
-		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[0].Receipt.String()), router.ErrAlreadySettled, "acked before the move")
-		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[2].Receipt.String()), router.ErrAlreadySettled, "acked ahead before the move")
+		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[0].Receipt), router.ErrAlreadySettled, "acked before the move")
+		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[2].Receipt), router.ErrAlreadySettled, "acked ahead before the move")
 		status, err := tr.b.node.PartitionStatus("orders", 0)
 		require.NoError(t, err)
 		assert.Equal(t, int64(2), status.Frontier, "0, 1 and 2 settled")
@@ -157,7 +157,7 @@ func TestSettleRacingHandOff(t *testing.T) {
 		for w := range 4 {
 			wg.Go(func() {
 				for i := w; i < n; i += 4 {
-					answers[i] = tr.a.node.Ack(ctx, "orders", msgs[i].Receipt.String())
+					answers[i] = tr.a.node.Ack(ctx, "orders", msgs[i].Receipt)
 				}
 			})
 		}
@@ -169,7 +169,7 @@ func TestSettleRacingHandOff(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, tr.b.node.Adopt(ctx, "orders", 0, state))
 		for i, err := range answers {
-			again := tr.b.node.Ack(ctx, "orders", msgs[i].Receipt.String())
+			again := tr.b.node.Ack(ctx, "orders", msgs[i].Receipt)
 			switch {
 			case err == nil:
 				require.ErrorIsf(t, again, router.ErrAlreadySettled, "round %d: offset %d acked on the old owner", round, i)
@@ -203,14 +203,14 @@ func TestHandedOffPartitionServesNothing(t *testing.T) {
 		assert.Empty(t, tr.a.consume(router.ConsumeOptions{}), "unpinned: the partition is skipped")
 		_, err = tr.a.node.Consume(ctx, "orders", router.ConsumeOptions{Pinned: true, Partition: 0})
 		assert.ErrorIs(t, err, router.ErrMoved, "pinned")
-		err = tr.a.node.Ack(ctx, "orders", m.Receipt.String())
+		err = tr.a.node.Ack(ctx, "orders", m.Receipt)
 		assert.ErrorIs(t, err, router.ErrMoved)
 		assert.Equal(t, 503, router.HTTPStatus(err))
 		assert.ErrorIs(t, tr.a.node.Persist(ctx, "orders", 0), router.ErrMoved)
 
 		require.NoError(t, tr.b.node.Adopt(ctx, "orders", 0, state))
 		tr.route(map[int32]string{0: "b", 1: "b"})
-		require.NoError(t, tr.a.node.Ack(ctx, "orders", m.Receipt.String()), "forwarded to the new owner")
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", m.Receipt), "forwarded to the new owner")
 		assert.Equal(t, uint64(1), tr.b.node.Stats().Shards.Acked)
 	})
 }
@@ -223,7 +223,7 @@ func TestAdoptRefusesBadState(t *testing.T) {
 		ctx := context.Background()
 		tr.a.produce(0, 4)
 		for range 2 {
-			require.NoError(t, tr.a.node.Ack(ctx, "orders", tr.a.one().Receipt.String()))
+			require.NoError(t, tr.a.node.Ack(ctx, "orders", tr.a.one().Receipt))
 		}
 		first, err := tr.a.node.HandOff(ctx, "orders", 0)
 		require.NoError(t, err)
@@ -245,7 +245,7 @@ func TestAdoptRefusesBadState(t *testing.T) {
 		// Moved on to b, acked further there, and back to a: the first state is stale now.
 		require.NoError(t, tr.b.node.Adopt(ctx, "orders", 0, first))
 		tr.route(map[int32]string{0: "b", 1: "b"})
-		require.NoError(t, tr.b.node.Ack(ctx, "orders", tr.b.consume(router.ConsumeOptions{Pinned: true, Partition: 0})[0].Receipt.String()))
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", tr.b.consume(router.ConsumeOptions{Pinned: true, Partition: 0})[0].Receipt))
 		second, err := tr.b.node.HandOff(ctx, "orders", 0)
 		require.NoError(t, err)
 		require.NoError(t, tr.a.node.Adopt(ctx, "orders", 0, second))
@@ -271,9 +271,9 @@ func TestFailoverFromDurableState(t *testing.T) {
 		msgs := tr.a.consume(router.ConsumeOptions{Max: 4})
 		require.Len(t, msgs, 4)
 		for _, m := range msgs[:2] {
-			require.NoError(t, tr.a.node.AckDurable(ctx, "orders", m.Receipt.String()))
+			require.NoError(t, tr.a.node.AckDurable(ctx, "orders", m.Receipt))
 		}
-		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[3].Receipt.String()))
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[3].Receipt))
 		// The owner's machine loses power: what was not synced is gone.
 		disk := tr.a.fs.PowerCut(memfs.PowerCut{})
 		tr.net.SetDown("a", true)
@@ -291,7 +291,7 @@ func TestFailoverFromDurableState(t *testing.T) {
 		assert.Subset(t, offsets, []int64{2, 4}, "the lease that died with the owner, and the record nobody had")
 		assert.NotContains(t, offsets, int64(0), "durable before the loss")
 		assert.NotContains(t, offsets, int64(1), "durable before the loss")
-		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[2].Receipt.String()), router.ErrGone, "a dead owner's lease")
+		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", msgs[2].Receipt), router.ErrGone, "a dead owner's lease")
 	})
 }
 
@@ -304,19 +304,19 @@ func TestHandOffNotDurableStillReturnsTheState(t *testing.T) {
 		ctx := context.Background()
 		tr.a.produce(0, 3)
 		acked := tr.a.one()
-		require.NoError(t, tr.a.node.Ack(ctx, "orders", acked.Receipt.String()))
+		require.NoError(t, tr.a.node.Ack(ctx, "orders", acked.Receipt))
 		held := tr.a.one()
 		done, cancel := context.WithCancel(ctx)
 		cancel()
 		state, err := tr.a.node.HandOff(done, "orders", 0)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotNil(t, state, "the state comes with the error")
-		assert.ErrorIs(t, tr.a.node.Ack(ctx, "orders", held.Receipt.String()), router.ErrMoved, "fenced all the same")
+		assert.ErrorIs(t, tr.a.node.Ack(ctx, "orders", held.Receipt), router.ErrMoved, "fenced all the same")
 
 		require.NoError(t, tr.b.node.Adopt(ctx, "orders", 0, state))
 		tr.route(map[int32]string{0: "b", 1: "b"})
-		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", acked.Receipt.String()), router.ErrAlreadySettled)
-		require.NoError(t, tr.b.node.Ack(ctx, "orders", held.Receipt.String()))
+		assert.ErrorIs(t, tr.b.node.Ack(ctx, "orders", acked.Receipt), router.ErrAlreadySettled)
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", held.Receipt))
 		again, err := tr.a.node.HandOff(ctx, "orders", 0)
 		require.NoError(t, err, "called again, it waits for the durability")
 		assert.Equal(t, len(state), len(again))
@@ -341,7 +341,7 @@ func TestHandOffFenceOutlivesARestart(t *testing.T) {
 		defer tr.a.close()
 
 		assert.Empty(t, tr.a.consume(router.ConsumeOptions{Max: 10}), "nothing of the handed-off partition")
-		assert.ErrorIs(t, tr.a.node.Ack(ctx, "orders", m.Receipt.String()), router.ErrMoved)
+		assert.ErrorIs(t, tr.a.node.Ack(ctx, "orders", m.Receipt), router.ErrMoved)
 		_, err = router.ReadState(tr.a.fs, tr.a.dir, "orders", 0)
 		assert.ErrorIs(t, err, router.ErrMoved, "its state lives on elsewhere")
 

@@ -90,7 +90,7 @@ func (h *harness) one() router.Message {
 }
 
 func (h *harness) ack(m router.Message) error {
-	return h.node.Ack(context.Background(), "orders", m.Receipt.String())
+	return h.node.Ack(context.Background(), "orders", m.Receipt)
 }
 
 // async runs a consume in its own goroutine; the result arrives on the channel.
@@ -126,9 +126,9 @@ func TestConsumeAckAndEmpty(t *testing.T) {
 		assert.Equal(t, time.Now().Add(vt), m.Expiry)
 		require.NoError(t, h.ack(m))
 		assert.ErrorIs(t, h.ack(m), inflight.ErrAlreadySettled)
-		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", "not-a-handle"), inflight.ErrMalformedHandle)
-		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", "7:0:1"), router.ErrNotLocal)
-		assert.ErrorIs(t, h.node.Ack(context.Background(), "nope", "0:0:1"), router.ErrUnknownTopic)
+		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", router.Handle{Offset: -1, Nonce: 1}), inflight.ErrMalformedHandle)
+		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", router.Handle{Partition: 7, Nonce: 1}), router.ErrNotLocal)
+		assert.ErrorIs(t, h.node.Ack(context.Background(), "nope", router.Handle{Nonce: 1}), router.ErrUnknownTopic)
 		st := h.node.Stats()
 		assert.Equal(t, uint64(1), st.Delivered)
 		assert.Equal(t, uint64(1), st.EmptyConsumes)
@@ -189,7 +189,7 @@ func TestNackWakesParkedConsumer(t *testing.T) {
 				got := h.async(router.ConsumeOptions{Wait: time.Minute})
 				synctest.Wait()
 				start := time.Now()
-				require.NoError(t, h.node.Nack(context.Background(), "orders", first.Receipt.String(), delay))
+				require.NoError(t, h.node.Nack(context.Background(), "orders", first.Receipt, delay))
 				msgs := <-got
 				require.Len(t, msgs, 1)
 				assert.Equal(t, delay, time.Since(start))

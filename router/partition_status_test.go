@@ -43,7 +43,7 @@ func TestPartitionStatus(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, msgs, 3)
 		require.NoError(t, h.ack(msgs[1]))
-		require.NoError(t, h.node.Nack(ctx, "orders", msgs[2].Receipt.String(), time.Minute))
+		require.NoError(t, h.node.Nack(ctx, "orders", msgs[2].Receipt, time.Minute))
 		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Loaded: true, Frontier: -1, HighWatermark: 5,
 			Backlog: 5, Leased: 1, Delayed: 1, AckedAhead: 1, OldestUnsettledAge: 0}, status(0))
 

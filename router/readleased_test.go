@@ -85,13 +85,13 @@ func TestNodeReadsOnlyLeasedOffsets(t *testing.T) {
 
 type offsetLease struct {
 	offset int64
-	handle string
+	handle router.Handle
 }
 
 func leasesOf(msgs []router.Message) []offsetLease {
 	out := make([]offsetLease, len(msgs))
 	for i, m := range msgs {
-		out[i] = offsetLease{m.Offset, m.Receipt.String()}
+		out[i] = offsetLease{m.Offset, m.Receipt}
 	}
 	return out
 }

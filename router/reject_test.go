@@ -55,7 +55,7 @@ func TestRejectQuarantinesAtOnce(t *testing.T) {
 				h.produce(0, 3)
 				poison := h.one()
 				require.Equal(t, uint32(1), poison.Attempt)
-				require.NoError(t, h.node.Reject(ctx, "orders", poison.Receipt.String()))
+				require.NoError(t, h.node.Reject(ctx, "orders", poison.Receipt))
 				assert.Equal(t, []inflight.Attempt{{Offset: poison.Offset, Count: 1}}, told.load(), "told once, at once")
 				q, err := h.node.Quarantined("orders", 0)
 				require.NoError(t, err)
@@ -64,10 +64,10 @@ func TestRejectQuarantinesAtOnce(t *testing.T) {
 				assert.Equal(t, uint64(1), shards.Rejected)
 				assert.Equal(t, uint64(1), shards.Quarantined, "counted as any quarantine")
 
-				err = h.node.Reject(ctx, "orders", poison.Receipt.String())
+				err = h.node.Reject(ctx, "orders", poison.Receipt)
 				assert.ErrorIs(t, err, router.ErrAlreadySettled, "a second reject finds it settled")
 				assert.Equal(t, 410, router.HTTPStatus(err))
-				assert.ErrorIs(t, h.node.Ack(ctx, "orders", poison.Receipt.String()), router.ErrAlreadySettled)
+				assert.ErrorIs(t, h.node.Ack(ctx, "orders", poison.Receipt), router.ErrAlreadySettled)
 
 				rest := h.consume(router.ConsumeOptions{Max: 3})
 				assert.Equal(t, []int64{1, 2}, offsetsOf(rest), "the rejected record is not delivered again")
@@ -106,16 +106,16 @@ func TestRejectStaleHandle(t *testing.T) {
 		first := h.one()
 		time.Sleep(vt) // the lease expires
 		synctest.Wait()
-		err := h.node.Reject(ctx, "orders", first.Receipt.String())
+		err := h.node.Reject(ctx, "orders", first.Receipt)
 		assert.ErrorIs(t, err, router.ErrGone, "expired")
 		assert.NotErrorIs(t, err, router.ErrAlreadySettled)
 		second := h.one()
 		require.Equal(t, first.Offset, second.Offset)
-		assert.ErrorIs(t, h.node.Reject(ctx, "orders", first.Receipt.String()), router.ErrGone, "superseded")
-		err = h.node.Reject(ctx, "orders", "0:0")
+		assert.ErrorIs(t, h.node.Reject(ctx, "orders", first.Receipt), router.ErrGone, "superseded")
+		err = h.node.Reject(ctx, "orders", router.Handle{})
 		assert.ErrorIs(t, err, router.ErrMalformedHandle)
 		assert.Equal(t, 400, router.HTTPStatus(err))
-		assert.ErrorIs(t, h.node.Reject(ctx, "nope", second.Receipt.String()), router.ErrUnknownTopic)
+		assert.ErrorIs(t, h.node.Reject(ctx, "nope", second.Receipt), router.ErrUnknownTopic)
 
 		assert.Empty(t, told.load())
 		q, err := h.node.Quarantined("orders", 0)
@@ -137,8 +137,8 @@ func TestRejectSurvivesRestart(t *testing.T) {
 				msgs := h.consume(router.ConsumeOptions{Max: 4})
 				require.Len(t, msgs, 4)
 				// Reject the frontier hole and one above an unsettled gap.
-				require.NoError(t, h.node.Reject(context.Background(), "orders", msgs[0].Receipt.String()))
-				require.NoError(t, h.node.Reject(context.Background(), "orders", msgs[2].Receipt.String()))
+				require.NoError(t, h.node.Reject(context.Background(), "orders", msgs[0].Receipt))
+				require.NoError(t, h.node.Reject(context.Background(), "orders", msgs[2].Receipt))
 				if powerCut {
 					time.Sleep(3 * time.Second) // more than the durability interval
 					synctest.Wait()
@@ -176,19 +176,19 @@ func TestForwardedReject(t *testing.T) {
 		msgs := p.a.consume(router.ConsumeOptions{Max: 2})
 		require.Len(t, msgs, 2)
 
-		require.NoError(t, p.b.node.Reject(ctx, "orders", msgs[0].Receipt.String()), "rejected through b")
+		require.NoError(t, p.b.node.Reject(ctx, "orders", msgs[0].Receipt), "rejected through b")
 		assert.Equal(t, []inflight.Attempt{{Offset: msgs[0].Offset, Count: 1}}, told.load(), "the owner is told")
 		q, err := p.a.node.Quarantined("orders", 0)
 		require.NoError(t, err)
 		assert.Equal(t, []int64{msgs[0].Offset}, q)
 		assert.Equal(t, uint64(1), p.a.node.Stats().Shards.Rejected)
 		assert.Equal(t, uint64(0), p.b.node.Stats().Shards.Rejected)
-		assert.ErrorIs(t, p.b.node.Reject(ctx, "orders", msgs[0].Receipt.String()), router.ErrAlreadySettled)
+		assert.ErrorIs(t, p.b.node.Reject(ctx, "orders", msgs[0].Receipt), router.ErrAlreadySettled)
 
 		stale := msgs[1].Receipt
 		stale.Nonce++
-		assert.ErrorIs(t, p.b.node.Reject(ctx, "orders", stale.String()), router.ErrGone)
-		require.NoError(t, p.b.node.Ack(ctx, "orders", msgs[1].Receipt.String()), "the live lease is untouched")
+		assert.ErrorIs(t, p.b.node.Reject(ctx, "orders", stale), router.ErrGone)
+		require.NoError(t, p.b.node.Ack(ctx, "orders", msgs[1].Receipt), "the live lease is untouched")
 		assert.Len(t, told.load(), 1)
 	})
 }
@@ -207,9 +207,9 @@ func TestForwardedRejectInABatch(t *testing.T) {
 		for i, m := range msgs {
 			wg.Go(func() {
 				if i%2 == 0 {
-					assert.NoError(t, p.b.node.Reject(context.Background(), "orders", m.Receipt.String()))
+					assert.NoError(t, p.b.node.Reject(context.Background(), "orders", m.Receipt))
 				} else {
-					assert.NoError(t, p.b.node.Ack(context.Background(), "orders", m.Receipt.String()))
+					assert.NoError(t, p.b.node.Ack(context.Background(), "orders", m.Receipt))
 				}
 			})
 		}
@@ -265,27 +265,27 @@ func TestRejectToAnOlderOwner(t *testing.T) {
 				msgs := p.a.consume(router.ConsumeOptions{Max: 3})
 				require.Len(t, msgs, 3)
 
-				err := p.b.node.Reject(ctx, "orders", msgs[0].Receipt.String())
+				err := p.b.node.Reject(ctx, "orders", msgs[0].Receipt)
 				require.ErrorIs(t, err, router.ErrUnsupportedOp)
 				assert.NotErrorIs(t, err, router.ErrInvalidArgument, "the caller's request was well formed")
 				assert.Equal(t, 501, router.HTTPStatus(err))
 				assert.Equal(t, 1, frames.count(wire.OpReject), "sent once, refused")
 				assert.Zero(t, frames.count(wire.OpNack)+frames.count(wire.OpAck)+frames.count(wire.OpAckBatch), "nothing sent in its place")
 
-				err = p.b.node.Reject(ctx, "orders", msgs[1].Receipt.String())
+				err = p.b.node.Reject(ctx, "orders", msgs[1].Receipt)
 				require.ErrorIs(t, err, router.ErrUnsupportedOp)
 				assert.Equal(t, 1, frames.count(wire.OpReject), "remembered: not sent again")
 
 				shards := p.a.node.Stats().Shards
 				assert.Zero(t, shards.Nacked+shards.Acked+shards.Quarantined+shards.Rejected, "the owner applied nothing")
-				_, err = p.b.node.Extend(ctx, "orders", msgs[0].Receipt.String(), time.Minute)
+				_, err = p.b.node.Extend(ctx, "orders", msgs[0].Receipt, time.Minute)
 				require.NoError(t, err, "the lease lives on")
 				assert.Equal(t, 1, frames.count(wire.OpExtendLeft), "the owner is not taken for one before version 7")
 				assert.Zero(t, frames.count(wire.OpExtend))
 
 				time.Sleep(2*time.Minute + time.Second) // past the memory of the refusal
 				synctest.Wait()
-				err = p.b.node.Reject(ctx, "orders", msgs[0].Receipt.String())
+				err = p.b.node.Reject(ctx, "orders", msgs[0].Receipt)
 				require.ErrorIs(t, err, router.ErrUnsupportedOp)
 				assert.Equal(t, 2, frames.count(wire.OpReject), "asked again once the memory lapsed")
 				assert.Zero(t, p.a.node.Stats().Shards.Quarantined)
@@ -308,9 +308,9 @@ func TestRejectInABatchToAnOlderOwner(t *testing.T) {
 		for i, m := range msgs {
 			wg.Go(func() {
 				if i == 3 {
-					errs[i] = p.b.node.Reject(context.Background(), "orders", m.Receipt.String())
+					errs[i] = p.b.node.Reject(context.Background(), "orders", m.Receipt)
 				} else {
-					errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt.String())
+					errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt)
 				}
 			})
 		}
@@ -340,14 +340,14 @@ func TestRejectFromAnOlderGateway(t *testing.T) {
 		p.a.produce(0, 1)
 		p.b.produce(1, 1)
 		m := p.a.one()
-		err := p.b.node.Reject(context.Background(), "orders", m.Receipt.String())
+		err := p.b.node.Reject(context.Background(), "orders", m.Receipt)
 		require.ErrorIs(t, err, router.ErrUnsupportedOp)
 		assert.Zero(t, frames.count(wire.OpReject))
 		require.NoError(t, p.a.ack(m))
 
 		own := p.b.consume(router.ConsumeOptions{Pinned: true, Partition: 1})
 		require.Len(t, own, 1)
-		require.NoError(t, p.b.node.Reject(context.Background(), "orders", own[0].Receipt.String()))
+		require.NoError(t, p.b.node.Reject(context.Background(), "orders", own[0].Receipt))
 		q, err := p.b.node.Quarantined("orders", 1)
 		require.NoError(t, err)
 		assert.Equal(t, []int64{own[0].Offset}, q)

@@ -33,8 +33,9 @@ type Message struct {
 	// record delivered through another node carries them only when both nodes speak wire
 	// version 9 or later (see Config.WireVersion): an older node on the way drops them.
 	Headers []Header
-	// Receipt is the handle that acks, extends or nacks this delivery; its text form
-	// (Receipt.String()) is what a consumer holds. Zero for a replayed record.
+	// Receipt is the handle that acks, extends or nacks this delivery, passed as it is to
+	// Ack and the other settles; its text form (Receipt.String(), parsed by ParseHandle) is
+	// what a remote consumer holds. Zero for a replayed record.
 	Receipt Handle
 	Attempt uint32    // delivery attempt, 1 for the first; 0 for a replayed record
 	Reason  Reason    // why this delivery happens

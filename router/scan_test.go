@@ -108,8 +108,8 @@ func TestBatchScanReadsAroundGaps(t *testing.T) {
 		h.produce(0, 8)
 		msgs := h.consume(router.ConsumeOptions{Max: 6})
 		require.Len(t, msgs, 6)
-		require.NoError(t, h.node.Nack(context.Background(), "orders", msgs[1].Receipt.String(), 0))
-		require.NoError(t, h.node.Nack(context.Background(), "orders", msgs[4].Receipt.String(), 0))
+		require.NoError(t, h.node.Nack(context.Background(), "orders", msgs[1].Receipt, 0))
+		require.NoError(t, h.node.Nack(context.Background(), "orders", msgs[4].Receipt, 0))
 		again := h.consume(router.ConsumeOptions{Max: 10})
 		assert.Equal(t, []int64{1, 4, 6, 7}, offsetsOf(again))
 		for _, m := range again {
@@ -136,8 +136,8 @@ func TestAckBatchInPartitionOrder(t *testing.T) {
 		h, msgs := leaseThreeEach(t)
 		defer h.close()
 		slices.SortStableFunc(msgs, func(a, b router.Message) int { return cmp.Compare(a.Partition, b.Partition) })
-		handles := []string{msgs[0].Receipt.String(), msgs[1].Receipt.String(), msgs[1].Receipt.String(),
-			msgs[2].Receipt.String(), "not-a-handle", msgs[3].Receipt.String(), msgs[4].Receipt.String(), msgs[5].Receipt.String()}
+		handles := []router.Handle{msgs[0].Receipt, msgs[1].Receipt, msgs[1].Receipt,
+			msgs[2].Receipt, {}, msgs[3].Receipt, msgs[4].Receipt, msgs[5].Receipt}
 		errs := h.node.AckBatch(context.Background(), "orders", handles)
 		require.Len(t, errs, len(handles))
 		for i, err := range errs {
@@ -165,12 +165,12 @@ func TestAckBatchLocalByPartition(t *testing.T) {
 		h, msgs := leaseThreeEach(t)
 		defer h.close()
 		stale := msgs[5]
-		require.NoError(t, h.node.Nack(context.Background(), "orders", stale.Receipt.String(), time.Hour))
-		var handles []string
+		require.NoError(t, h.node.Nack(context.Background(), "orders", stale.Receipt, time.Hour))
+		var handles []router.Handle
 		for i := len(msgs) - 1; i >= 0; i-- { // in reverse order
-			handles = append(handles, msgs[i].Receipt.String())
+			handles = append(handles, msgs[i].Receipt)
 		}
-		handles = append(handles, msgs[0].Receipt.String(), "not-a-handle")
+		handles = append(handles, msgs[0].Receipt, router.Handle{})
 		errs := h.node.AckBatch(context.Background(), "orders", handles)
 		require.Len(t, errs, len(handles))
 		assert.ErrorIs(t, errs[0], router.ErrGone, "the nacked lease")

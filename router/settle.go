@@ -16,7 +16,10 @@ import (
 // a handle whose lease expired (leased again or not), was nacked, or comes from before a
 // restart gets inflight.ErrGone (the 410) and changes nothing; a handle of an offset already
 // settled (a repeated ack) gets inflight.ErrAlreadySettled, which matches ErrGone too and
-// tells an in-process caller why; a malformed handle gets inflight.ErrMalformedHandle (a 400).
+// tells an in-process caller why; a handle no lease can have (the zero Handle of a replay, a
+// negative partition or offset) gets inflight.ErrMalformedHandle (a 400). An in-process
+// consumer passes Message.Receipt as it came; a host that carries handles as text parses
+// them with ParseHandle first.
 //
 // The ack is in memory at once, in the page cache within about 100 ms and on disk within
 // about the commit interval; a graceful Close persists it. An ack for a partition another
@@ -27,7 +30,7 @@ import (
 // ctx is not used for an ack applied here: it is in memory when Ack returns, whatever ctx.
 // For a forwarded ack, ctx bounds only its wait for a slot to the owner (it then answers
 // ctx's error, not applied); once sent, it is answered as the owner answers or by its budget.
-func (n *Node) Ack(ctx context.Context, topic, handle string) error {
+func (n *Node) Ack(ctx context.Context, topic string, handle Handle) error {
 	_, err := n.settle(ctx, topic, handle, opAck, 0)
 	return err
 }
@@ -47,7 +50,7 @@ func (n *Node) Ack(ctx context.Context, topic, handle string) error {
 // done must return promptly: the answers to one RPC's acks are given one after the other,
 // and the next RPC to that owner waits for them. It may call the node again (AckAsync
 // included), but not Close or Shutdown: Close waits until every done has returned.
-func (n *Node) AckAsync(topic, handle string, done func(error)) {
+func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 	if done == nil {
 		done = func(error) {}
 	}
@@ -91,7 +94,7 @@ func (n *Node) AckAsync(topic, handle string, done func(error)) {
 // A durable ack of a partition another node owns is forwarded to it, and answered once it is
 // on the owner's disk (within the 2 s budget). An owner on a release before the node wire's
 // version 7 cannot wait for its disk: the ack is not sent, and answers ErrUnavailable.
-func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
+func (n *Node) AckDurable(ctx context.Context, topic string, handle Handle) error {
 	_, err := n.settle(ctx, topic, handle, opAckDurable, 0)
 	return err
 }
@@ -100,14 +103,14 @@ func (n *Node) AckDurable(ctx context.Context, topic, handle string) error {
 // timeout when d is zero), within the topic's MaxExtension and MaxLeaseLifetime, and returns
 // the new expiry. A negative d or one above MaxVisibility is ErrInvalidArgument. Errors
 // otherwise as for Ack.
-func (n *Node) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
+func (n *Node) Extend(ctx context.Context, topic string, handle Handle, d time.Duration) (time.Time, error) {
 	return n.settle(ctx, topic, handle, opExtend, d)
 }
 
 // Nack releases the lease a handle names. With delay zero the record is visible again at
 // once and a parked consumer gets it; otherwise it stays invisible for delay. A negative
 // delay or one above MaxDelay is ErrInvalidArgument. Errors otherwise as for Ack.
-func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Duration) error {
+func (n *Node) Nack(ctx context.Context, topic string, handle Handle, delay time.Duration) error {
 	_, err := n.settle(ctx, topic, handle, opNack, delay)
 	return err
 }
@@ -118,7 +121,7 @@ func (n *Node) Nack(ctx context.Context, topic, handle string, delay time.Durati
 // begun to process. A release of a partition another node owns is forwarded to it; an owner
 // on a release before the node wire's version 7 knows no release, and gets a nack with no
 // delay instead, which there counts as an attempt. Errors otherwise as for Ack.
-func (n *Node) Release(ctx context.Context, topic, handle string) error {
+func (n *Node) Release(ctx context.Context, topic string, handle Handle) error {
 	_, err := n.settle(ctx, topic, handle, opRelease, 0)
 	return err
 }
@@ -135,7 +138,7 @@ func (n *Node) Release(ctx context.Context, topic, handle string) error {
 // the node wire's version 10 (or a node pinned below it, Config.WireVersion) knows no
 // reject: it is not applied, and answers ErrUnsupportedOp (a 501); no nack or ack stands in
 // for it. Errors otherwise as for Ack.
-func (n *Node) Reject(ctx context.Context, topic, handle string) error {
+func (n *Node) Reject(ctx context.Context, topic string, handle Handle) error {
 	_, err := n.settle(ctx, topic, handle, opReject, 0)
 	return err
 }
@@ -147,7 +150,7 @@ func (n *Node) Reject(ctx context.Context, topic, handle string) error {
 // on an older release), the owners in parallel, each on the 2 s budget. A handle whose owner
 // the routes do not name answers ErrUnavailable with no RPC made; a transport failure
 // answers ErrTransport for that owner's handles only.
-func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []error {
+func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []error {
 	errs := make([]error, len(handles))
 	if !n.fence.enter() {
 		for i := range errs {
@@ -164,22 +167,20 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 	}
 	scratch := ackPool.Get().(*ackScratch)
 	defer scratch.put()
-	parsed := slices.Grow(scratch.parsed[:0], len(handles))[:len(handles)]
-	byPartition := scratch.order[:0] // indexes of the parsed handles, by partition
+	parsed := handles
+	byPartition := scratch.order[:0] // indexes of the well-formed handles, by partition
 	sorted := true                   // a batch from one consume usually is
-	for i, text := range handles {
-		h, err := inflight.ParseHandle(text)
-		if err != nil {
+	for i, h := range handles {
+		if err := h.Check(); err != nil {
 			errs[i] = err
 			continue
 		}
-		parsed[i] = h
 		if len(byPartition) > 0 && h.Partition < parsed[byPartition[len(byPartition)-1]].Partition {
 			sorted = false
 		}
 		byPartition = append(byPartition, i)
 	}
-	scratch.parsed, scratch.order = parsed, byPartition
+	scratch.order = byPartition
 	if !sorted {
 		slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(parsed[a].Partition, parsed[b].Partition) })
 	}
@@ -263,7 +264,6 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []string) []e
 // ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only
 // its answers.
 type ackScratch struct {
-	parsed  []inflight.Handle
 	order   []int
 	handles []inflight.Handle
 	errs    []error
@@ -280,7 +280,7 @@ func (s *ackScratch) put() {
 // to the live shard of its partition here, or forwards it to the partition's owner. A
 // partition this node owns but has not touched since it started is loaded, so that a handle
 // of an offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
-func (n *Node) settle(ctx context.Context, topic, handle string, op byte, arg time.Duration) (time.Time, error) {
+func (n *Node) settle(ctx context.Context, topic string, handle Handle, op byte, arg time.Duration) (time.Time, error) {
 	if !n.fence.enter() {
 		return time.Time{}, ErrClosed
 	}
@@ -293,9 +293,8 @@ func (n *Node) settle(ctx context.Context, topic, handle string, op byte, arg ti
 }
 
 // settleRecord checks a settle's arguments and returns the record it applies.
-func settleRecord(topic, handle string, op byte, arg time.Duration) (wireRecord, error) {
-	h, err := inflight.ParseHandle(handle)
-	if err != nil {
+func settleRecord(topic string, h Handle, op byte, arg time.Duration) (wireRecord, error) {
+	if err := h.Check(); err != nil {
 		return wireRecord{}, err
 	}
 	if err := checkTopic(topic); err != nil {

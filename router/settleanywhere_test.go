@@ -136,12 +136,12 @@ func TestReleaseAndDurableAckThroughAGateway(t *testing.T) {
 		c.produce(0, 2)
 
 		m := g.consume(ctx, router.ConsumeOptions{})[0]
-		require.NoError(t, g.node.Release(ctx, "orders", m.Receipt.String()))
+		require.NoError(t, g.node.Release(ctx, "orders", m.Receipt))
 		again := g.consume(ctx, router.ConsumeOptions{})[0]
 		assert.Equal(t, m.Offset, again.Offset, "visible again at once")
 		assert.Equal(t, uint32(1), again.Attempt, "a release is not an attempt")
-		require.NoError(t, g.node.AckDurable(ctx, "orders", again.Receipt.String()))
-		assert.ErrorIs(t, g.node.AckDurable(ctx, "orders", again.Receipt.String()), router.ErrAlreadySettled)
+		require.NoError(t, g.node.AckDurable(ctx, "orders", again.Receipt))
+		assert.ErrorIs(t, g.node.AckDurable(ctx, "orders", again.Receipt), router.ErrAlreadySettled)
 
 		// Durable: the owner's process dies at once, and the ack survives it (an ack that is
 		// not durable may not survive a power cut).
@@ -157,7 +157,7 @@ func TestReleaseAndDurableAckThroughAGateway(t *testing.T) {
 		workCtx, cancel := context.WithCancel(ctx)
 		started := make(chan struct{})
 		done := make(chan error, 1)
-		require.NoError(t, g.node.Release(ctx, "orders", next[0].Receipt.String()))
+		require.NoError(t, g.node.Release(ctx, "orders", next[0].Receipt))
 		go func() {
 			done <- g.node.Work(workCtx, "orders", func(ctx context.Context, m router.Message) error {
 				close(started)
@@ -190,11 +190,11 @@ func TestOlderOwnerGetsTheOlderSettles(t *testing.T) {
 		assert.False(t, msgs[0].Expiry.IsZero())
 
 		sent := time.Now()
-		expiry, err := g.node.Extend(ctx, "orders", msgs[0].Receipt.String(), time.Minute)
+		expiry, err := g.node.Extend(ctx, "orders", msgs[0].Receipt, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, sent.Add(rtt+rtt/2+time.Minute), expiry, "the older release's own expiry, after the refused ExtendLeft's round trip")
-		assert.ErrorIs(t, g.node.AckDurable(ctx, "orders", msgs[0].Receipt.String()), router.ErrUnavailable)
-		require.NoError(t, g.node.Release(ctx, "orders", msgs[0].Receipt.String()))
+		assert.ErrorIs(t, g.node.AckDurable(ctx, "orders", msgs[0].Receipt), router.ErrUnavailable)
+		require.NoError(t, g.node.Release(ctx, "orders", msgs[0].Receipt))
 		again := g.consume(ctx, router.ConsumeOptions{})
 		require.Len(t, again, 1)
 		assert.Equal(t, int64(0), again[0].Offset)

@@ -146,7 +146,7 @@ func (s *nodeSim) answers(l simLease, err error) bool {
 
 func (s *nodeSim) ack(rt *rapid.T) {
 	i, l := s.pick(rt)
-	err := s.h.node.Ack(context.Background(), "orders", l.msg.Receipt.String())
+	err := s.h.node.Ack(context.Background(), "orders", l.msg.Receipt)
 	if !s.answers(l, err) {
 		rt.Fatalf("Ack of %d/%d answered %v (I6, I8)", l.msg.Partition, l.msg.Offset, err)
 	}
@@ -160,7 +160,7 @@ func (s *nodeSim) ack(rt *rapid.T) {
 
 func (s *nodeSim) nack(rt *rapid.T) {
 	i, l := s.pick(rt)
-	err := s.h.node.Nack(context.Background(), "orders", l.msg.Receipt.String(), 0)
+	err := s.h.node.Nack(context.Background(), "orders", l.msg.Receipt, 0)
 	if !s.answers(l, err) {
 		rt.Fatalf("Nack of %d/%d answered %v (I6)", l.msg.Partition, l.msg.Offset, err)
 	}

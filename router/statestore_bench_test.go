@@ -73,7 +73,7 @@ func BenchmarkStoreWrites16000(b *testing.B) {
 					last = m
 					continue
 				}
-				if err := node.Ack(ctx, "orders", m.Receipt.String()); err != nil {
+				if err := node.Ack(ctx, "orders", m.Receipt); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -81,7 +81,7 @@ func BenchmarkStoreWrites16000(b *testing.B) {
 		}
 		s0, p0 := store.saves.Load(), store.partitions.Load()
 		b.StartTimer()
-		if err := node.AckDurable(ctx, "orders", last.Receipt.String()); err != nil {
+		if err := node.AckDurable(ctx, "orders", last.Receipt); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

@@ -133,11 +133,11 @@ func testStoreFaults(t *testing.T, mode string, seed uint64) {
 				k := key(m.Topic, m.Partition) + fmt.Sprint(":", m.Offset)
 				delivered[k] = true
 				if rng.IntN(3) > 0 {
-					if err := node.Ack(ctx, "orders", m.Receipt.String()); err == nil {
+					if err := node.Ack(ctx, "orders", m.Receipt); err == nil {
 						everAcked[k] = true
 					}
 				} else {
-					require.NoError(t, node.Release(ctx, "orders", m.Receipt.String()))
+					require.NoError(t, node.Release(ctx, "orders", m.Receipt))
 				}
 			}
 			time.Sleep(150 * time.Millisecond)
@@ -158,7 +158,7 @@ func testStoreFaults(t *testing.T, mode string, seed uint64) {
 		}
 		for _, m := range msgs {
 			remaining[key(m.Topic, m.Partition)+fmt.Sprint(":", m.Offset)] = true
-			require.NoError(t, node.Ack(ctx, "orders", m.Receipt.String()))
+			require.NoError(t, node.Ack(ctx, "orders", m.Receipt))
 		}
 	}
 	for p := range int32(2) {

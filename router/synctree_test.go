@@ -62,7 +62,7 @@ func TestDurableWaitEndsWhileSyncsFail(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		err := h.node.AckDurable(ctx, "orders", m.Receipt.String())
+		err := h.node.AckDurable(ctx, "orders", m.Receipt)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		h.fs.Inject(nil)
 	})

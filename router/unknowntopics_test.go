@@ -48,11 +48,11 @@ func TestUnknownTopicsLeaveNothing(t *testing.T) {
 			require.ErrorIs(t, err, router.ErrUnknownTopic)
 			_, err = node.Consume(ctx, topic, router.ConsumeOptions{Pinned: true, Partition: 3})
 			require.ErrorIs(t, err, router.ErrUnknownTopic)
-			require.Error(t, node.Ack(ctx, topic, "0:0:12345"))
-			require.Error(t, node.Nack(ctx, topic, "0:0:12345", 0))
-			_, err = node.Extend(ctx, topic, "0:0:12345", time.Second)
+			require.Error(t, node.Ack(ctx, topic, router.Handle{Nonce: 12345}))
+			require.Error(t, node.Nack(ctx, topic, router.Handle{Nonce: 12345}, 0))
+			_, err = node.Extend(ctx, topic, router.Handle{Nonce: 12345}, time.Second)
 			require.Error(t, err)
-			for _, err := range node.AckBatch(ctx, topic, []string{"0:0:1", "1:2:3"}) {
+			for _, err := range node.AckBatch(ctx, topic, []router.Handle{{Nonce: 1}, {Partition: 1, Offset: 2, Nonce: 3}}) {
 				require.Error(t, err)
 			}
 			_, err = node.TopicStatus(topic)
@@ -128,7 +128,7 @@ func TestTopicChurnLeavesNothing(t *testing.T) {
 			msgs, err := node.Consume(ctx, topic, router.ConsumeOptions{})
 			require.NoError(t, err)
 			require.Len(t, msgs, 1)
-			require.NoError(t, node.AckDurable(ctx, topic, msgs[0].Receipt.String()))
+			require.NoError(t, node.AckDurable(ctx, topic, msgs[0].Receipt))
 			host.live.Delete(topic)
 			dir := path.Dir(node.PartitionDir(topic, 0))
 			require.NoError(t, node.DeleteTopic(topic))

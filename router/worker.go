@@ -142,7 +142,7 @@ type worker struct {
 func (w *worker) run(ctx context.Context, m Message) {
 	defer w.running.Done()
 	defer func() { w.free <- struct{}{} }()
-	handle := m.Receipt.String()
+	handle := m.Receipt
 	stopExtending := w.keepAlive(handle, m.Expiry)
 	w.running.Add(1) // the release below, if it runs
 	keep := context.AfterFunc(ctx, func() {
@@ -187,7 +187,7 @@ func (w *worker) call(ctx context.Context, m Message) (err error) {
 
 // keepAlive extends the lease every half of its remaining life, on the node's clock, until
 // the returned stop is called.
-func (w *worker) keepAlive(handle string, expiry time.Time) (stop func()) {
+func (w *worker) keepAlive(handle Handle, expiry time.Time) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	var cancel func() bool
@@ -234,7 +234,7 @@ func (w *worker) pause(ctx context.Context, d time.Duration) bool {
 // release gives back records taken but not handed to a handler.
 func (w *worker) release(msgs []Message) {
 	for _, m := range msgs {
-		w.report(m, w.n.Release(context.Background(), w.topic, m.Receipt.String()))
+		w.report(m, w.n.Release(context.Background(), w.topic, m.Receipt))
 		w.free <- struct{}{}
 	}
 }

@@ -71,9 +71,9 @@ func settle(t testing.TB, n *router.Node, msgs []router.Message, acked, nacked [
 	for _, m := range msgs {
 		switch {
 		case slices.Contains(acked, m.Offset):
-			require.NoError(t, n.Ack(context.Background(), m.Topic, m.Receipt.String()))
+			require.NoError(t, n.Ack(context.Background(), m.Topic, m.Receipt))
 		case slices.Contains(nacked, m.Offset):
-			require.NoError(t, n.Nack(context.Background(), m.Topic, m.Receipt.String(), 0))
+			require.NoError(t, n.Nack(context.Background(), m.Topic, m.Receipt, 0))
 		}
 	}
 }

@@ -179,7 +179,7 @@ func benchConsumeAck(b *testing.B, ranges bool, batch, consumers int) {
 					continue
 				}
 				for i := range msgs {
-					if err := node.Ack(ctx, "bench", msgs[i].Receipt.String()); err != nil {
+					if err := node.Ack(ctx, "bench", msgs[i].Receipt); err != nil {
 						b.Error(err)
 						return
 					}

@@ -164,7 +164,7 @@ func TestStoreUnderNode(t *testing.T) {
 	require.Len(t, msgs, 1)
 	require.Equal(t, "hello", string(msgs[0].Value))
 	require.Equal(t, int32(1), msgs[0].Partition)
-	require.NoError(t, node.Ack(t.Context(), "t", msgs[0].Receipt.String()))
+	require.NoError(t, node.Ack(t.Context(), "t", msgs[0].Receipt))
 
 	msgs, err = node.Consume(t.Context(), "t", router.ConsumeOptions{Max: 10})
 	require.NoError(t, err)

@@ -340,10 +340,10 @@ func drain(ctx context.Context, node *router.Node, seen func(*router.Message)) (
 		if len(msgs) == 0 {
 			return n, nil
 		}
-		handles := make([]string, len(msgs))
+		handles := make([]router.Handle, len(msgs))
 		for i := range msgs {
 			seen(&msgs[i])
-			handles[i] = msgs[i].Receipt.String()
+			handles[i] = msgs[i].Receipt
 		}
 		for i, err := range node.AckBatch(ctx, topic, handles) {
 			if err != nil {

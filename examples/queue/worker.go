@@ -60,7 +60,7 @@ type worker struct {
 
 func (w *worker) run(ctx context.Context) error {
 	defer func() { w.stats.addLatencies(w.ackLatency, w.consumeLatency) }()
-	var handles []string
+	var handles []router.Handle
 	var acking []*router.Message
 	var msgs []router.Message // reused batch after batch: no allocation for the messages
 	for {
@@ -83,7 +83,7 @@ func (w *worker) run(ctx context.Context) error {
 		for i := range msgs {
 			m := &msgs[i]
 			w.stats.delivered(m)
-			handle := m.Receipt.String() // what a remote consumer would hold
+			handle := m.Receipt
 			switch choose(w.rng, m) {
 			case doDrop:
 				w.stats.dropped.Add(1)

@@ -590,24 +590,24 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	case opAck:
 		if s.asyncAcks.IntN(2) == 0 {
 			answered := make(chan error, 1)
-			via.rn.AckAsync(topic, h.String(), func(err error) { answered <- err })
+			via.rn.AckAsync(topic, h, func(err error) { answered <- err })
 			err = <-answered
 		} else {
-			err = via.rn.Ack(ctx, topic, h.String())
+			err = via.rn.Ack(ctx, topic, h)
 		}
 	case opNack:
 		d = []time.Duration{0, 0, 0, 300 * time.Millisecond}[s.rng.IntN(4)]
-		err = via.rn.Nack(ctx, topic, h.String(), d)
+		err = via.rn.Nack(ctx, topic, h, d)
 	case opExtend:
 		d = []time.Duration{time.Second, s.vt / 2, s.vt}[s.rng.IntN(3)]
-		expiry, err = via.rn.Extend(ctx, topic, h.String(), d)
+		expiry, err = via.rn.Extend(ctx, topic, h, d)
 		expiry = via.trueTime(expiry) // on via's clock
 	case opRelease:
-		err = via.rn.Release(ctx, topic, h.String())
+		err = via.rn.Release(ctx, topic, h)
 	case opReject:
 		s.rejecting(l.k, 1)
 		defer s.rejecting(l.k, -1) // once settled below knows how it was answered
-		err = via.rn.Reject(ctx, topic, h.String())
+		err = via.rn.Reject(ctx, topic, h)
 	}
 	s.report.Settles++
 	s.settled(l, op, via, start, time.Now(), err, expiry, d, forged, faulty)
@@ -637,10 +637,10 @@ func (s *sim) ackBatch() {
 // ackAll acks leases in one AckBatch through node via.
 func (s *sim) ackAll(via *node, batch []*lease) {
 	n := len(batch)
-	handles := make([]string, n)
+	handles := make([]router.Handle, n)
 	faulty := make([]bool, n)
 	for i, l := range batch {
-		handles[i] = l.h.String()
+		handles[i] = l.h
 		faulty[i] = s.settlePathFaulty(via, l.k.p)
 	}
 	for _, l := range batch {

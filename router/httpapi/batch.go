@@ -36,15 +36,26 @@ func (h *Handler) ackBatch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	errs := h.node.AckBatch(r.Context(), topic, handles)
+	// A handle whose text does not parse is answered 400 by its parse error; the node gets
+	// the zero handle in its place, which it refuses as malformed with no effect.
+	parsed := make([]router.Handle, len(handles))
+	malformed := make([]error, len(handles))
+	for i, text := range handles {
+		parsed[i], malformed[i] = router.ParseHandle(text)
+	}
+	errs := h.node.AckBatch(r.Context(), topic, parsed)
 	resp := batchResponse{Results: make([]batchResult, len(handles))}
 	for i, handle := range handles {
 		res := &resp.Results[i]
 		res.ReceiptHandle = handle
 		res.Status = http.StatusNoContent
-		if i < len(errs) && errs[i] != nil {
-			res.Status, res.Code = statusOf(errs[i])
-			res.Error = errs[i].Error()
+		err := malformed[i]
+		if err == nil && i < len(errs) {
+			err = errs[i]
+		}
+		if err != nil {
+			res.Status, res.Code = statusOf(err)
+			res.Error = err.Error()
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)

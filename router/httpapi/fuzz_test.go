@@ -33,9 +33,9 @@ func (c *checkedNode) topic(topic string) {
 	}
 }
 
-func (c *checkedNode) handle(handle string) {
-	if _, err := router.ParseHandle(handle); err != nil {
-		c.t.Fatalf("handle %q reached the node", handle)
+func (c *checkedNode) handle(handle router.Handle) {
+	if err := handle.Check(); err != nil {
+		c.t.Fatalf("handle %+v reached the node", handle)
 	}
 }
 
@@ -56,13 +56,13 @@ func (c *checkedNode) Replay(ctx context.Context, topic string, partition int32,
 	return c.Node.Replay(ctx, topic, partition, offset, limit)
 }
 
-func (c *checkedNode) Ack(ctx context.Context, topic, handle string) error {
+func (c *checkedNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
 	c.topic(topic)
 	c.handle(handle)
 	return c.Node.Ack(ctx, topic, handle)
 }
 
-func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []string) []error {
+func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
 	c.topic(topic)
 	if len(handles) < 1 || len(handles) > router.MaxBatch {
 		c.t.Fatalf("a batch of %d reached the node", len(handles))
@@ -70,7 +70,7 @@ func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []stri
 	return c.Node.AckBatch(ctx, topic, handles)
 }
 
-func (c *checkedNode) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
+func (c *checkedNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
 	c.topic(topic)
 	c.handle(handle)
 	if d < 0 || d > router.MaxVisibility {
@@ -79,7 +79,7 @@ func (c *checkedNode) Extend(ctx context.Context, topic, handle string, d time.D
 	return c.Node.Extend(ctx, topic, handle, d)
 }
 
-func (c *checkedNode) Nack(ctx context.Context, topic, handle string, delay time.Duration) error {
+func (c *checkedNode) Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error {
 	c.topic(topic)
 	c.handle(handle)
 	if delay < 0 || delay > router.MaxDelay {
@@ -88,13 +88,13 @@ func (c *checkedNode) Nack(ctx context.Context, topic, handle string, delay time
 	return c.Node.Nack(ctx, topic, handle, delay)
 }
 
-func (c *checkedNode) Release(ctx context.Context, topic, handle string) error {
+func (c *checkedNode) Release(ctx context.Context, topic string, handle router.Handle) error {
 	c.topic(topic)
 	c.handle(handle)
 	return c.Node.Release(ctx, topic, handle)
 }
 
-func (c *checkedNode) Reject(ctx context.Context, topic, handle string) error {
+func (c *checkedNode) Reject(ctx context.Context, topic string, handle router.Handle) error {
 	c.topic(topic)
 	c.handle(handle)
 	return c.Node.Reject(ctx, topic, handle)

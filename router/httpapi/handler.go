@@ -19,11 +19,11 @@ type Node interface {
 	Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error)
 	Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]router.Message, error)
 	FitResponse(msgs []router.Message, size func(*router.Message) int, limit int) []router.Message
-	Ack(ctx context.Context, topic, handle string) error
-	AckBatch(ctx context.Context, topic string, handles []string) []error
-	Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error)
-	Nack(ctx context.Context, topic, handle string, delay time.Duration) error
-	Release(ctx context.Context, topic, handle string) error
+	Ack(ctx context.Context, topic string, handle router.Handle) error
+	AckBatch(ctx context.Context, topic string, handles []router.Handle) []error
+	Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error)
+	Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error
+	Release(ctx context.Context, topic string, handle router.Handle) error
 }
 
 var _ Node = (*router.Node)(nil)
@@ -32,7 +32,7 @@ var _ Node = (*router.Node)(nil)
 // (router.Node.Reject), found by type assertion so that a Node written before it still is
 // one; without it, POST /reject answers 501.
 type Rejecter interface {
-	Reject(ctx context.Context, topic, handle string) error
+	Reject(ctx context.Context, topic string, handle router.Handle) error
 }
 
 var _ Rejecter = (*router.Node)(nil)
@@ -338,7 +338,7 @@ func (h *Handler) extend(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, extendResponse{ReceiptHandle: handle, Expiry: expiry.UTC()})
+	writeJSON(w, http.StatusOK, extendResponse{ReceiptHandle: handle.String(), Expiry: expiry.UTC()})
 }
 
 type extendResponse struct {
@@ -384,20 +384,20 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request) {
 
 // settleParams reads topic, receipt_handle and, when duration names one, that duration
 // (visibility for an extend, delay for a nack) from the query or a form body.
-func (h *Handler) settleParams(w http.ResponseWriter, r *http.Request, duration string) (topic, handle string, d time.Duration, err error) {
+func (h *Handler) settleParams(w http.ResponseWriter, r *http.Request, duration string) (topic string, handle router.Handle, d time.Duration, err error) {
 	allowed := []string{"topic", "receipt_handle"}
 	if duration != "" {
 		allowed = append(allowed, duration)
 	}
 	p, err := formParams(w, r, allowed...)
 	if err != nil {
-		return "", "", 0, err
+		return "", router.Handle{}, 0, err
 	}
 	if topic, err = p.topic(); err != nil {
-		return "", "", 0, err
+		return "", router.Handle{}, 0, err
 	}
 	if handle, err = p.handle(); err != nil {
-		return "", "", 0, err
+		return "", router.Handle{}, 0, err
 	}
 	switch duration {
 	case "visibility":

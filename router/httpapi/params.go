@@ -141,16 +141,17 @@ func (p params) topic() (string, error) {
 }
 
 // handle reads the required receipt_handle parameter, which must parse.
-func (p params) handle() (string, error) {
-	h, ok := p["receipt_handle"]
+func (p params) handle() (router.Handle, error) {
+	text, ok := p["receipt_handle"]
 	switch {
 	case !ok:
-		return "", badParam("receipt_handle", "missing")
-	case h == "":
-		return "", badParam("receipt_handle", "empty")
+		return router.Handle{}, badParam("receipt_handle", "missing")
+	case text == "":
+		return router.Handle{}, badParam("receipt_handle", "empty")
 	}
-	if _, err := router.ParseHandle(h); err != nil {
-		return "", badParam("receipt_handle", "not a receipt handle (partition:offset:nonce)")
+	h, err := router.ParseHandle(text)
+	if err != nil {
+		return router.Handle{}, badParam("receipt_handle", "not a receipt handle (partition:offset:nonce)")
 	}
 	return h, nil
 }

@@ -185,7 +185,7 @@ func TestHandlerAndExpvarOfANode(t *testing.T) {
 		msgs, err := node.Consume(ctx, "orders", router.ConsumeOptions{Max: 2})
 		require.NoError(t, err)
 		require.Len(t, msgs, 2)
-		require.NoError(t, node.Ack(ctx, "orders", msgs[0].Receipt.String()))
+		require.NoError(t, node.Ack(ctx, "orders", msgs[0].Receipt))
 		time.Sleep(45 * time.Second)
 
 		e, err := metrics.New(node, metrics.Options{Topics: []string{"orders", "unknown"}})

@@ -162,7 +162,7 @@ func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
 				<-unanswered
 				acks.Done()
 			}
-			handles := make([]string, 0, batch)
+			handles := make([]router.Handle, 0, batch)
 			var msgs []router.Message
 			for {
 				rest := left.Add(-int64(batch))
@@ -189,12 +189,12 @@ func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
 				if batch == 1 {
 					unanswered <- struct{}{}
 					acks.Add(1)
-					node.AckAsync("t", msgs[0].Receipt.String(), done)
+					node.AckAsync("t", msgs[0].Receipt, done)
 					continue
 				}
 				handles = handles[:0]
 				for i := range msgs {
-					handles = append(handles, msgs[i].Receipt.String())
+					handles = append(handles, msgs[i].Receipt)
 				}
 				for _, err := range node.AckBatch(ctx, "t", handles) {
 					if err != nil {

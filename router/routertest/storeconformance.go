@@ -200,7 +200,7 @@ func testStoreThroughNode(t *testing.T, h StoreHarness) {
 	}
 	for i, m := range msgs {
 		if i%3 != 1 { // gaps, so that acked-ahead offsets are stored too
-			if err := first.Ack(ctx, "orders", m.Receipt.String()); err != nil {
+			if err := first.Ack(ctx, "orders", m.Receipt); err != nil {
 				t.Fatalf("ack: %v", err)
 			}
 			acked[m.Offset] = true
@@ -221,7 +221,7 @@ func testStoreThroughNode(t *testing.T, h StoreHarness) {
 				t.Fatalf("%s: offset %d acked before the restart was delivered again: the store lost it", what, m.Offset)
 			}
 			seen[m.Offset] = true
-			if err := n.Release(ctx, "orders", m.Receipt.String()); err != nil {
+			if err := n.Release(ctx, "orders", m.Receipt); err != nil {
 				t.Fatalf("%s: release: %v", what, err)
 			}
 		}

@@ -111,11 +111,11 @@ func TestStaleHandles(t *testing.T) {
 	}{
 		{name: "live", stale: func(e *env, h string) string { return h }},
 		{name: "released", stale: func(e *env, h string) string {
-			require.NoError(e.t, e.node.Release(context.Background(), "orders", h))
+			require.NoError(e.t, e.node.Release(context.Background(), "orders", handleOf(e.t, h)))
 			return h
 		}, changeCode: "MessageNotInflight"},
 		{name: "superseded", stale: func(e *env, h string) string {
-			require.NoError(e.t, e.node.Release(context.Background(), "orders", h))
+			require.NoError(e.t, e.node.Release(context.Background(), "orders", handleOf(e.t, h)))
 			e.receiveOne() // leased again: a new nonce
 			return h
 		}, changeCode: "MessageNotInflight"},
@@ -125,7 +125,7 @@ func TestStaleHandles(t *testing.T) {
 			return parsed.String()
 		}, changeCode: "MessageNotInflight"},
 		{name: "deleted", stale: func(e *env, h string) string {
-			require.NoError(e.t, e.node.Ack(context.Background(), "orders", h))
+			require.NoError(e.t, e.node.Ack(context.Background(), "orders", handleOf(e.t, h)))
 			return h
 		}, changeCode: "InvalidParameterValue"},
 		{name: "malformed", stale: func(e *env, h string) string { return h + "x" }, deleteCode: "ReceiptHandleIsInvalid", changeCode: "ReceiptHandleIsInvalid"},
@@ -163,7 +163,7 @@ func TestDeleteMessageBatch(t *testing.T) {
 	e.produce(0, "a", "b", "c")
 	msgs := e.receive(`{"QueueUrl":"` + queueURL + `","MaxNumberOfMessages":3}`)
 	require.Len(t, msgs, 3)
-	require.NoError(t, e.node.Release(context.Background(), "orders", msgs[2].ReceiptHandle)) // stale: visible again
+	require.NoError(t, e.node.Release(context.Background(), "orders", handleOf(t, msgs[2].ReceiptHandle))) // stale: visible again
 	body := `{"QueueUrl":"` + queueURL + `","Entries":[` +
 		`{"Id":"a","ReceiptHandle":"` + msgs[0].ReceiptHandle + `"},` +
 		`{"Id":"bad","ReceiptHandle":"nope"},` +
@@ -185,7 +185,7 @@ func TestChangeMessageVisibilityBatch(t *testing.T) {
 	e.produce(0, "a", "b", "c")
 	msgs := e.receive(`{"QueueUrl":"` + queueURL + `","MaxNumberOfMessages":3}`)
 	require.Len(t, msgs, 3)
-	require.NoError(t, e.node.Ack(context.Background(), "orders", msgs[2].ReceiptHandle))
+	require.NoError(t, e.node.Ack(context.Background(), "orders", handleOf(t, msgs[2].ReceiptHandle)))
 	body := `{"QueueUrl":"` + queueURL + `","Entries":[` +
 		`{"Id":"release","ReceiptHandle":"` + msgs[0].ReceiptHandle + `","VisibilityTimeout":0},` +
 		`{"Id":"extend","ReceiptHandle":"` + msgs[1].ReceiptHandle + `","VisibilityTimeout":600},` +
@@ -391,7 +391,7 @@ func TestGetQueueAttributes(t *testing.T) {
 	msgs := e.receive(`{"QueueUrl":"` + queueURL + `","MaxNumberOfMessages":2}`) // loads partitions
 	require.Len(t, msgs, 2)
 	m := e.receiveOne()
-	require.NoError(t, e.node.Nack(context.Background(), "orders", m.ReceiptHandle, time.Hour))
+	require.NoError(t, e.node.Nack(context.Background(), "orders", handleOf(t, m.ReceiptHandle), time.Hour))
 	require.Equal(t, map[string]string{
 		"ApproximateNumberOfMessages":           "2",
 		"ApproximateNumberOfMessagesNotVisible": "2",

@@ -149,19 +149,15 @@ func checkQueueName(name string) error {
 }
 
 // receiptHandle reads a required receipt handle: the node's handle text, which must parse.
-func receiptHandle(handle *string) (string, error) {
-	switch {
-	case handle == nil:
-		return "", missing("ReceiptHandle")
-	case !validHandle(*handle):
-		return "", fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(*handle))+" is not valid.")
+func receiptHandle(text *string) (router.Handle, error) {
+	if text == nil {
+		return router.Handle{}, missing("ReceiptHandle")
 	}
-	return *handle, nil
-}
-
-func validHandle(h string) bool {
-	_, err := router.ParseHandle(h)
-	return err == nil
+	h, err := router.ParseHandle(*text)
+	if err != nil {
+		return router.Handle{}, fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(*text))+" is not valid.")
+	}
+	return h, nil
 }
 
 // integer reads an optional integer parameter within [lo, hi]; absent, it is def.

@@ -135,9 +135,9 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 	},
 }
 
-func checkHandle(t *testing.T, h string) {
-	if _, err := router.ParseHandle(h); err != nil {
-		t.Fatalf("accepted the handle %q", h)
+func checkHandle(t *testing.T, h router.Handle) {
+	if err := h.Check(); err != nil {
+		t.Fatalf("accepted the handle %+v", h)
 	}
 }
 

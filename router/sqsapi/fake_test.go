@@ -61,12 +61,12 @@ func (f *fakeNode) FitResponse(msgs []router.Message, size func(*router.Message)
 	return msgs
 }
 
-func (f *fakeNode) Ack(ctx context.Context, topic, handle string) error {
+func (f *fakeNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
 	f.record("Ack %s %s", topic, handle)
 	return f.err
 }
 
-func (f *fakeNode) AckBatch(ctx context.Context, topic string, handles []string) []error {
+func (f *fakeNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
 	f.record("AckBatch %s %v", topic, handles)
 	errs := make([]error, len(handles))
 	for i := range errs {
@@ -75,15 +75,15 @@ func (f *fakeNode) AckBatch(ctx context.Context, topic string, handles []string)
 	return errs
 }
 
-func (f *fakeNode) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
+func (f *fakeNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
 	f.record("Extend %s %s %v", topic, handle, d)
 	return time.Unix(100, 0), f.err
 }
 
-func (f *fakeNode) Release(ctx context.Context, topic, handle string) error {
+func (f *fakeNode) Release(ctx context.Context, topic string, handle router.Handle) error {
 	f.record("Release %s %s", topic, handle)
 	f.mu.Lock()
-	f.released = append(f.released, handle)
+	f.released = append(f.released, handle.String())
 	f.mu.Unlock()
 	return f.err
 }

@@ -31,9 +31,9 @@ func (c *checkedNode) topic(topic string) {
 	}
 }
 
-func (c *checkedNode) handle(handle string) {
-	if _, err := router.ParseHandle(handle); err != nil {
-		c.t.Fatalf("the node was handed the handle %q", handle)
+func (c *checkedNode) handle(handle router.Handle) {
+	if err := handle.Check(); err != nil {
+		c.t.Fatalf("the node was handed the handle %+v", handle)
 	}
 }
 
@@ -45,13 +45,13 @@ func (c *checkedNode) Consume(ctx context.Context, topic string, opts router.Con
 	return c.Node.Consume(ctx, topic, opts)
 }
 
-func (c *checkedNode) Ack(ctx context.Context, topic, handle string) error {
+func (c *checkedNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
 	c.topic(topic)
 	c.handle(handle)
 	return c.Node.Ack(ctx, topic, handle)
 }
 
-func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []string) []error {
+func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
 	c.topic(topic)
 	if len(handles) < 1 || len(handles) > sqsapi.MaxBatchEntries {
 		c.t.Fatalf("the node was handed %d handles", len(handles))
@@ -62,7 +62,7 @@ func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []stri
 	return c.Node.AckBatch(ctx, topic, handles)
 }
 
-func (c *checkedNode) Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error) {
+func (c *checkedNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
 	c.topic(topic)
 	c.handle(handle)
 	if d <= 0 || d > router.MaxVisibility {
@@ -71,7 +71,7 @@ func (c *checkedNode) Extend(ctx context.Context, topic, handle string, d time.D
 	return c.Node.Extend(ctx, topic, handle, d)
 }
 
-func (c *checkedNode) Release(ctx context.Context, topic, handle string) error {
+func (c *checkedNode) Release(ctx context.Context, topic string, handle router.Handle) error {
 	c.topic(topic)
 	c.handle(handle)
 	return c.Node.Release(ctx, topic, handle)

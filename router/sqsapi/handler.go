@@ -18,10 +18,10 @@ import (
 type Node interface {
 	Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error)
 	FitResponse(msgs []router.Message, size func(*router.Message) int, limit int) []router.Message
-	Ack(ctx context.Context, topic, handle string) error
-	AckBatch(ctx context.Context, topic string, handles []string) []error
-	Extend(ctx context.Context, topic, handle string, d time.Duration) (time.Time, error)
-	Release(ctx context.Context, topic, handle string) error
+	Ack(ctx context.Context, topic string, handle router.Handle) error
+	AckBatch(ctx context.Context, topic string, handles []router.Handle) []error
+	Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error)
+	Release(ctx context.Context, topic string, handle router.Handle) error
 	TopicStatus(topic string) ([]router.PartitionStatus, error)
 }
 

@@ -98,6 +98,14 @@ func (e *env) produce(partition int32, values ...string) {
 }
 
 // call serves one SQS action through the handler.
+// handleOf parses a receipt handle a response carried, for a call of the node itself.
+func handleOf(t testing.TB, text string) router.Handle {
+	t.Helper()
+	h, err := router.ParseHandle(text)
+	require.NoError(t, err)
+	return h
+}
+
 func (e *env) call(action, body string) *httptest.ResponseRecorder {
 	return call(e.h, action, body)
 }

@@ -134,7 +134,7 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 		return err
 	}
 	var resp batchResponse
-	handles := make([]string, 0, len(in.Entries))
+	handles := make([]router.Handle, 0, len(in.Entries))
 	ids := make([]string, 0, len(in.Entries))
 	for _, e := range in.Entries {
 		handle, err := receiptHandle(e.ReceiptHandle)
@@ -209,7 +209,7 @@ func visibility(v *int64, param string) (time.Duration, error) {
 // shorten the lease), or for 0 a release, which makes it visible at once and does not count
 // the delivery as an attempt. A handle whose lease is gone is MessageNotInflight; one of a
 // message deleted already is InvalidParameterValue, as SQS answers both.
-func (h *Handler) changeVisibility(r *http.Request, topic, handle string, d time.Duration) error {
+func (h *Handler) changeVisibility(r *http.Request, topic string, handle router.Handle, d time.Duration) error {
 	var err error
 	if d == 0 {
 		err = h.node.Release(r.Context(), topic, handle)
@@ -218,9 +218,9 @@ func (h *Handler) changeVisibility(r *http.Request, topic, handle string, d time
 	}
 	switch {
 	case errors.Is(err, router.ErrAlreadySettled):
-		return invalidValue("ReceiptHandle", truncate(handle), "Message does not exist or is not available for visibility timeout change.")
+		return invalidValue("ReceiptHandle", handle.String(), "Message does not exist or is not available for visibility timeout change.")
 	case errors.Is(err, router.ErrGone):
-		return fail(codeMessageNotInflight, "Message "+truncate(handle)+" is not in flight: its visibility timeout lapsed, or it was released.")
+		return fail(codeMessageNotInflight, "Message "+handle.String()+" is not in flight: its visibility timeout lapsed, or it was released.")
 	}
 	return err
 }

@@ -12,7 +12,7 @@ import (
 // Node is what the helpers below use of a *router.Node.
 type Node interface {
 	Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error)
-	Release(ctx context.Context, topic, handle string) error
+	Release(ctx context.Context, topic string, handle router.Handle) error
 }
 
 // Consume consumes for a client request whose context is ctx, and returns only records that
@@ -40,7 +40,7 @@ func GiveBack(ctx context.Context, n Node, topic string, msgs []router.Message) 
 	ctx = context.WithoutCancel(ctx)
 	for i := range msgs {
 		if Leased(&msgs[i]) {
-			n.Release(ctx, topic, msgs[i].Receipt.String())
+			n.Release(ctx, topic, msgs[i].Receipt)
 		}
 	}
 }

@@ -141,8 +141,8 @@ func (f *fakeNode) Consume(ctx context.Context, topic string, opts router.Consum
 	return f.msgs, f.err
 }
 
-func (f *fakeNode) Release(ctx context.Context, topic, handle string) error {
-	f.released = append(f.released, topic+"/"+handle)
+func (f *fakeNode) Release(ctx context.Context, topic string, handle router.Handle) error {
+	f.released = append(f.released, topic+"/"+handle.String())
 	f.ctxDone = append(f.ctxDone, ctx.Err() != nil)
 	return nil
 }
