@@ -21,6 +21,25 @@ import (
 	"narad.dev/consume/router/routertest"
 )
 
+// startChild runs this test binary again as a child process running only test run (which
+// skips itself unless env names what it is to do), and waits for the first line it prints,
+// which must be ready. The child waits on its standard input, closed when the test ends.
+func startChild(t *testing.T, run, ready string, env ...string) *exec.Cmd {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
+	child.Env = append(os.Environ(), env...)
+	stdin, err := child.StdinPipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { stdin.Close() })
+	stdout, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, ready+"\n", line)
+	return child
+}
+
 // freshCrashEnv names the state directory of the child of TestFreshPartitionsCrashWindow, and
 // freshCrashPartitionsEnv how many partitions it acks.
 const (

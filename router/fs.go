@@ -1,6 +1,9 @@
 package router
 
-import "narad.dev/consume/offsets"
+import (
+	"narad.dev/consume/internal/statedir"
+	"narad.dev/consume/offsets"
+)
 
 // FS is the file system a node keeps its ack state in (Config.FS; nil means the real one).
 // A host supplies its own to put the state somewhere else, or to test crashes and failing
@@ -38,6 +41,18 @@ type Renamer interface {
 	Rename(from, to string) error
 }
 
+// TreeSyncer is an optional capability of an FS, found by type assertion: make everything
+// below dir durable (every file's data and every directory's entries), as syncfs(2) does
+// for a whole file system. New calls it once for Config.Dir, before the node serves, so that
+// the acks a crashed process left only in the page cache are durable before a new process
+// builds on them: a power loss after a restart then never undoes a frontier the restarted
+// node loaded and served. A host FS without it gets no such sync: the node's first touch of
+// each partition makes that partition's state durable within a commit tick instead. The real
+// file system (a nil Config.FS) has it.
+type TreeSyncer interface {
+	SyncTree(dir string) error
+}
+
 // Root is a directory FS.OpenRoot pinned: a partition's directory, holding its state files.
 type Root = offsets.Root
 
@@ -54,5 +69,12 @@ type FileInfo = offsets.FileInfo
 // per writeout after the SyncData calls.
 type FullSyncer = offsets.FullSyncer
 
-// The FS a node passes to its committer is an FS: the two contracts agree.
-var _ offsets.FS = FS(nil)
+// The FS a node passes to its committer and its state directory is an FS: the contracts
+// agree, and the state directory finds the capabilities hosts read of here.
+var (
+	_ offsets.FS          = FS(nil)
+	_ statedir.FS         = FS(nil)
+	_ statedir.Locker     = DirLocker(nil)
+	_ statedir.Renamer    = Renamer(nil)
+	_ statedir.TreeSyncer = TreeSyncer(nil)
+)

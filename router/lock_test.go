@@ -1,19 +1,15 @@
 package router_test
 
 import (
-	"bufio"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/internal/statedir"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -80,66 +76,6 @@ func TestDirectoryLockThroughTheFS(t *testing.T) {
 	require.NoError(t, after.Close())
 }
 
-// startChild runs this test binary again as a child process running only test run (which
-// skips itself unless env names what it is to do), and waits for the first line it prints,
-// which must be ready. The child waits on its standard input, closed when the test ends.
-func startChild(t *testing.T, run, ready string, env ...string) *exec.Cmd {
-	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
-	child.Env = append(os.Environ(), env...)
-	stdin, err := child.StdinPipe()
-	require.NoError(t, err)
-	t.Cleanup(func() { stdin.Close() })
-	stdout, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, ready+"\n", line)
-	return child
-}
-
-// lockHolderEnv names the directory a re-executed test binary locks (TestLockHolderProcess).
-const lockHolderEnv = "ROUTER_TEST_LOCK_HOLDER"
-
-// TestLockHolderProcess is the child of TestKilledHolderReleasesTheLock: it opens a node on
-// the directory, says so, and waits to be killed.
-func TestLockHolderProcess(t *testing.T) {
-	dir := os.Getenv(lockHolderEnv)
-	if dir == "" {
-		t.Skip("the child process of TestKilledHolderReleasesTheLock")
-	}
-	if _, err := router.New(realConfig(dir)); err != nil {
-		fmt.Println("error", err)
-		return
-	}
-	fmt.Println("locked")
-	bufio.NewReader(os.Stdin).ReadString('\n') // until the parent kills this process
-}
-
-// Issue 9 item 7: a node in another process holds the directory; once that process is killed
-// (SIGKILL: no Close, no cleanup), the kernel releases its lock and New succeeds.
-func TestKilledHolderReleasesTheLock(t *testing.T) {
-	switch runtime.GOOS {
-	case "windows", "solaris", "aix", "illumos":
-		t.Skip("the cross-process lock is tested where flock is used")
-	}
-	dir := filepath.Join(t.TempDir(), "state")
-	child := startChild(t, "TestLockHolderProcess", "locked", lockHolderEnv+"="+dir)
-
-	_, err := router.New(realConfig(dir))
-	require.ErrorIs(t, err, router.ErrDirLocked, "held by the other process")
-
-	require.NoError(t, child.Process.Kill())
-	err = child.Wait()
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "killed: %v", err)
-
-	node, err := router.New(realConfig(dir))
-	require.NoError(t, err, "the kernel released the dead process's lock")
-	require.NoError(t, node.Close())
-}
-
 // Issue 26 (the state tool): LockDir is the node's own lock. A tool holding it keeps a node
 // from starting, and a running node keeps the tool out.
 func TestLockDir(t *testing.T) {
@@ -164,4 +100,10 @@ func TestLockDir(t *testing.T) {
 	_, err = router.LockDir(filepath.Join(dir, "missing"))
 	require.Error(t, err)
 	require.NotErrorIs(t, err, router.ErrDirLocked)
+}
+
+// The lock file New and LockDir take is the one router documents.
+func TestLockName(t *testing.T) {
+	require.Equal(t, statedir.LockName, router.LockName)
+	require.Same(t, statedir.ErrLocked, router.ErrDirLocked)
 }

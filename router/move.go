@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/handoff"
+	"narad.dev/consume/internal/statedir"
 	"narad.dev/consume/offsets"
 )
 
@@ -248,16 +248,16 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 	if err := n.checkNotStale(gen, key, &p.State); err != nil {
 		return err
 	}
-	dir := n.partitionDir(topic, partition)
+	dir := n.dir.Partition(topic, partition)
 	reset := func() error {
 		if n.store != nil {
 			return nil // the installed shard's first save replaces what the store holds
 		}
 		n.adoptLegacyTopicDir(topic)
-		if err := n.removeAll(dir); err != nil {
+		if err := n.dir.RemoveAll(dir); err != nil {
 			return fmt.Errorf("router: clear %s before adopting %s/%d: %w", dir, topic, partition, err)
 		}
-		return n.mkdirAll(dir)
+		return n.dir.MkdirAll(dir)
 	}
 	if _, err := n.tracker.Install(gen, partition, p.State, reset); err != nil {
 		if errors.Is(err, inflight.ErrTopicDropped) {
@@ -302,7 +302,7 @@ func (n *Node) markMoved(topic string, partition int32) error {
 	if n.store != nil {
 		return nil
 	}
-	root, err := n.openRoot(n.partitionDir(topic, partition))
+	root, err := n.dir.OpenRoot(n.dir.Partition(topic, partition))
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func (n *Node) markMoved(topic string, partition int32) error {
 
 // markedMoved reports whether the partition's directory holds MovedFile.
 func (n *Node) markedMoved(topic string, partition int32) bool {
-	return n.store == nil && n.stat(filepath.Join(n.partitionDir(topic, partition), MovedFile)) == nil
+	return n.store == nil && n.dir.Exists(filepath.Join(n.dir.Partition(topic, partition), MovedFile))
 }
 
 // ReadState reads the durable state of a partition from the state directory of a node that
@@ -351,7 +351,7 @@ func ReadState(fsys FS, dir, topic string, partition int32) ([]byte, error) {
 	if fsys != nil {
 		rfs = fsys
 	}
-	partDir := filepath.Join(dir, topicDir(topic), strconv.Itoa(int(partition)))
+	partDir := statedir.PartitionPath(dir, topic, partition)
 	if rfs == nil {
 		rfs = offsets.OS()
 	}

@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/cancelmemory"
 	"narad.dev/consume/internal/realclock"
+	"narad.dev/consume/internal/statedir"
 	"narad.dev/consume/internal/storecommit"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/internal/workers"
@@ -169,16 +168,11 @@ type Node struct {
 	routes    Routes
 	clock     Clock
 	logger    *slog.Logger
-	dir       string
+	dir       *statedir.Dir // Config.Dir, open and locked
 	tracker   *inflight.Tracker
 	committer ackStore
 	store     *storecommit.Committer // Config.Store's committer; nil with the file committer
 	pump      *pump.Pump[reservation]
-	mkdirAll  func(string) error
-	removeAll func(string) error
-	stat      func(string) error          // nil when the path exists
-	rename    func(from, to string) error // nil: a custom FS that cannot rename
-	openRoot  func(dir string) (Root, error)
 
 	topics readMap[*topicState] // read on every consume; changed at a topic's first use and delete
 
@@ -218,8 +212,7 @@ type Node struct {
 		err       error         // the close's outcome, set before done closes
 		unclaimed bool          // a Shutdown gave up on the close: the next call takes the outcome
 	}
-	fence  callFence    // API calls in progress, for Close to wait for
-	unlock func() error // releases the lock of Dir
+	fence  callFence // API calls in progress, for Close to wait for
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -265,7 +258,6 @@ func New(cfg Config) (*Node, error) {
 		routes: cfg.Routes,
 		clock:  cfg.Clock,
 		logger: cfg.Logger,
-		dir:    cfg.Dir,
 
 		purgeKick: make(chan struct{}, 1),
 		fence:     newCallFence(),
@@ -294,47 +286,25 @@ func New(cfg Config) (*Node, error) {
 	if n.logger == nil {
 		n.logger = slog.New(slog.DiscardHandler)
 	}
-	fsys := cfg.FS
-	n.mkdirAll = func(dir string) error { return os.MkdirAll(dir, 0o755) }
-	n.removeAll = os.RemoveAll
-	n.stat = func(path string) error { _, err := os.Stat(path); return err }
-	n.rename = os.Rename
-	n.openRoot = offsets.OS().OpenRoot
-	if fsys != nil {
-		n.openRoot = fsys.OpenRoot
-		n.mkdirAll, n.removeAll = fsys.MkdirAll, fsys.RemoveAll
-		n.stat = func(path string) error { _, err := fsys.Stat(path); return err }
-		n.rename = nil
-		if r, ok := fsys.(Renamer); ok {
-			n.rename = r.Rename
-		}
-	}
-	if err := n.mkdirAll(cfg.Dir); err != nil {
-		return nil, fmt.Errorf("router: create state directory: %w", err)
-	}
-	unlock, err := lockDir(fsys, cfg.Dir)
+	dir, err := statedir.Open(cfg.FS, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := syncInherited(fsys, cfg.Dir); err != nil {
-		unlock()
-		return nil, err
-	}
-	n.unlock = unlock
+	n.dir = dir
 	if cfg.Store != nil {
 		n.store = storecommit.New(storecommit.Config{Store: cfg.Store, Source: &committerSource{n: n},
 			Interval: cfg.CommitInterval, Logger: n.logger})
 		n.committer = n.store
 	} else {
 		committer, err := offsets.New(offsets.Config{
-			FS:       fsys, // nil stays nil: the committer's real file system
-			Dir:      n.partitionDir,
+			FS:       cfg.FS, // nil stays nil: the committer's real file system
+			Dir:      n.dir.Partition,
 			Interval: cfg.CommitInterval,
 			Source:   &committerSource{n: n},
 			Logger:   n.logger,
 		})
 		if err != nil {
-			unlock()
+			n.dir.Close()
 			return nil, err
 		}
 		n.committer = committer
@@ -420,11 +390,6 @@ func (n *Node) background(f func()) { n.forwarding.Run(f) }
 // window of them in flight.
 const maxIdleWorkers = 1024
 
-// partitionDir is where a partition's consumer state lives.
-func (n *Node) partitionDir(topic string, partition int32) string {
-	return filepath.Join(n.dir, topicDir(topic), strconv.Itoa(int(partition)))
-}
-
 // loadState reads the persisted state of a partition whose log is resolved, at its shard's
 // first touch; oldest and hwm are its log's Oldest and HighWatermark, read and checked just
 // before. A partition with no state it can trust starts just below its oldest retained
@@ -435,7 +400,7 @@ func (n *Node) partitionDir(topic string, partition int32) string {
 func (n *Node) loadState(topic string, partition int32, oldest, hwm int64) (inflight.State, error) {
 	if n.store == nil {
 		n.adoptLegacyTopicDir(topic)
-		if err := n.mkdirAll(n.partitionDir(topic, partition)); err != nil {
+		if err := n.dir.MkdirAll(n.dir.Partition(topic, partition)); err != nil {
 			return inflight.State{}, err
 		}
 	}
@@ -606,7 +571,7 @@ func (n *Node) Persist(ctx context.Context, topic string, partition int32) error
 // incarnation the state files belong to: files restored without it cannot be trusted, and the
 // node delivers the partition's retained records again.
 func (n *Node) PartitionDir(topic string, partition int32) string {
-	return n.partitionDir(topic, partition)
+	return n.dir.Partition(topic, partition)
 }
 
 // DropPartition drops the node's state of one partition: its shard goes (leases with it)
@@ -625,7 +590,7 @@ func (n *Node) DropPartition(topic string, partition int32) {
 		n.moves.unfenceLocked(topic, partition)
 		n.moves.mu.Unlock()
 		if n.store == nil {
-			_ = n.removeAll(filepath.Join(n.partitionDir(topic, partition), MovedFile))
+			_ = n.dir.RemoveAll(filepath.Join(n.dir.Partition(topic, partition), MovedFile))
 		}
 	}
 	n.tracker.Drop(topic, partition)
@@ -759,7 +724,7 @@ func (n *Node) shutdown() {
 	n.done.Wait()
 	n.forwarding.Close()
 	err := n.committer.Close()
-	n.closing.err = errors.Join(err, n.unlock()) // the last thing: a new node may open Dir now
+	n.closing.err = errors.Join(err, n.dir.Close()) // the last thing: a new node may open Dir now
 	close(n.closing.done)
 }
 

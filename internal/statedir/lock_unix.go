@@ -1,6 +1,6 @@
 //go:build unix && !solaris && !aix
 
-package router
+package statedir
 
 import (
 	"errors"

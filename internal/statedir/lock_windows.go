@@ -1,6 +1,6 @@
 //go:build windows
 
-package router
+package statedir
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package router
+package statedir
 
 import (
 	"fmt"
@@ -8,20 +8,17 @@ import (
 	"runtime"
 )
 
-// TreeSyncer is an optional capability of an FS, found by type assertion: make everything
-// below dir durable (every file's data and every directory's entries), as syncfs(2) does
-// for a whole file system. New calls it once for Config.Dir, before the node serves, so that
-// the acks a crashed process left only in the page cache are durable before a new process
-// builds on them: a power loss after a restart then never undoes a frontier the restarted
-// node loaded and served. A host FS without it gets no such sync: the node's first touch of
-// each partition makes that partition's state durable within a commit tick instead. The real
-// file system (a nil Config.FS) has it.
+// TreeSyncer is the capability of a custom FS that Open uses to make inherited state
+// durable, found by type assertion: make everything below dir durable (every file's data
+// and every directory's entries), as syncfs(2) does for a whole file system. (router.TreeSyncer
+// is this contract as hosts read it.)
 type TreeSyncer interface {
 	SyncTree(dir string) error
 }
 
 // syncInherited makes what a previous process left below dir durable, through the FS's
-// TreeSyncer, or on the real file system when fsys is nil.
+// TreeSyncer, or on the real file system when fsys is nil; a custom FS without TreeSyncer
+// gets no such sync.
 func syncInherited(fsys FS, dir string) error {
 	var err error
 	switch s := fsys.(type) {

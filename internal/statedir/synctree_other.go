@@ -1,6 +1,6 @@
 //go:build !linux
 
-package router
+package statedir
 
 // syncTree makes everything below dir durable, one fsync per file and directory (no
 // syncfs here).
