@@ -27,8 +27,9 @@ type Config[P any] struct {
 	MaxBatch int
 	// Send sends batch (settles of one topic, at most MaxBatch, taken from the queue of l,
 	// or given to Admit's caller) to the owner of l and puts one answer per settle in
-	// answers. now is a clock reading taken just before. It runs on the runner's goroutines
-	// as well as its callers'.
+	// answers. now is a clock reading taken just before. A member whose deadline passed by
+	// now is Send's to answer unsent (a batch taken in time may run later). It runs on the
+	// runner's goroutines as well as its callers'.
 	Send func(l *Lane[P], now time.Time, batch []*Ack, answers []wire.Answer)
 	// Run runs f in the background, as the node's goroutine pool does.
 	Run func(f func())
