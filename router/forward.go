@@ -155,11 +155,12 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	now := n.clock.Now()
 	deadline := now.Add(ForwardBudget)
 	l := n.lane(owner)
-	q := l.Admit(ctx, topic, rec.wire(), deadline)
+	r := rec.wire()
+	q := l.Admit(ctx, topic, r, deadline)
 	if q == nil {
 		// It leaves at once, from this goroutine: the RPC ends by its deadline (see
 		// exchange), and its answer is the reply's.
-		one := acklane.Ack{Topic: topic, Record: rec.wire(), Deadline: deadline, Values: ctx}
+		one := acklane.Ack{Topic: topic, Record: r, Deadline: deadline, Values: ctx}
 		var answer [1]wire.Answer
 		n.call(l, now, []*acklane.Ack{&one}, answer[:])
 		l.HandOn()
