@@ -38,7 +38,7 @@ type consumeQueue struct {
 	queue    []*queuedConsume // waiting for a slot, in order (given up ones leave lazily)
 	asked    int              // the records the consumes in queue ask for (given up ones not counted)
 	noBatch  time.Time        // the owner refused ConsumeBatch: consumes go alone until then
-	ready    sync.Pool        // chan consumeResult, reused (the lane's own: see lane.answerChans)
+	ready    sync.Pool        // chan consumeResult, reused (the peer's own, as a lane's answer channels are)
 }
 
 // queuedConsume is one consume waiting for a slot, then for its member of a batch's reply.
@@ -82,7 +82,7 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 		return n.exchange(ctx, owner, frame, deadline)
 	}
 	l := n.lane(owner)
-	q := &l.consumes
+	q := &l.Peer.consumes
 	q.mu.Lock()
 	// One that asks for a batch's worth of records has nothing to share a frame with.
 	alone := q.inFlight < q.window || int(c.Max) >= RemoteBatch
@@ -173,7 +173,7 @@ func (q *consumeQueue) leave(m *queuedConsume) bool {
 // consumeSlotFreed hands a consume slot whose RPC came back to what queued meanwhile, sent
 // from a goroutine of the node, or frees it.
 func (n *Node) consumeSlotFreed(l *lane) {
-	q := &l.consumes
+	q := &l.Peer.consumes
 	q.mu.Lock()
 	batch := q.takeLocked()
 	if batch == nil {
@@ -212,7 +212,7 @@ func (q *consumeQueue) takeLocked() []*queuedConsume {
 // sendConsumes sends batch on a slot, then what queued meanwhile, on the same slot, until
 // nothing waits and the slot is freed.
 func (n *Node) sendConsumes(l *lane, batch []*queuedConsume) {
-	q := &l.consumes
+	q := &l.Peer.consumes
 	for batch != nil {
 		n.consumeRPC(l, batch)
 		q.mu.Lock()
@@ -230,7 +230,7 @@ func (n *Node) sendConsumes(l *lane, batch []*queuedConsume) {
 // version 8) is remembered for olderFieldMemory, and the refused batch goes again member by
 // member.
 func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
-	q := &l.consumes
+	q := &l.Peer.consumes
 	now := n.clock.Now()
 	q.mu.Lock()
 	alone := len(batch) == 1 || now.Before(q.noBatch)
@@ -262,7 +262,7 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 		n.answerConsumes(l, live, nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err), now)
 		return
 	}
-	raw, err := n.exchangeDetached(live[0].values, l.owner, frame, deadline)
+	raw, err := n.exchangeDetached(live[0].values, l.Owner(), frame, deadline)
 	if err != nil {
 		n.answerConsumes(l, live, nil, err, now)
 		return
@@ -295,7 +295,7 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 	send := func(m *queuedConsume) {
 		sent := n.clock.Now()
-		raw, err := n.exchangeDetached(m.values, l.owner, m.frame, m.deadline)
+		raw, err := n.exchangeDetached(m.values, l.Owner(), m.frame, m.deadline)
 		n.answerConsumes(l, []*queuedConsume{m}, [][]byte{raw}, err, sent)
 	}
 	var wg sync.WaitGroup
@@ -314,7 +314,7 @@ func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 // members[i] (its consume reply), or err for all of them. A consume whose consumer left
 // meanwhile is handed nothing, and the records its member carried are given back.
 func (n *Node) answerConsumes(l *lane, batch []*queuedConsume, members [][]byte, err error, sent time.Time) {
-	q := &l.consumes
+	q := &l.Peer.consumes
 	for i, m := range batch {
 		r := consumeResult{err: err, sent: sent}
 		if err == nil {

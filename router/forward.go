@@ -7,10 +7,10 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/budget"
 	"narad.dev/consume/internal/wire"
 )
@@ -71,47 +71,15 @@ var (
 // holds the owner's slot only while it runs there, not while it crosses the network.
 func defaultAckWindow() int { return max(128, 8*runtime.GOMAXPROCS(0)) }
 
-// lane is the forwarding state of one owner.
-type lane struct {
-	owner   string
+// lane is the forwarding state of one owner (see internal/acklane), with the node's own
+// state of that owner as its Peer.
+type lane = acklane.Lane[*peer]
+
+// peer is what the node keeps of one owner besides its lane's forwarding.
+type peer struct {
 	budgets budget.Set // of the calls to the owner in flight
 
-	mu       sync.Mutex
-	inFlight int
-	queue    []*queuedAck
-	// tracked holds the acks that queued for a slot and may not be answered yet, in the
-	// order they queued, which is the order of their deadlines; answered ones leave it
-	// lazily from the front. One timer, armed for the front's deadline while it is not
-	// empty, answers what its budget ran out for (see sweep): the acks need no timer each.
-	tracked    []*queuedAck
-	sweepArmed bool
-	// pickingUp: a goroutine holds a slot for the acks AckAsync queued and has not taken its
-	// batch yet (see claimPickupLocked).
-	pickingUp bool
-	returning int         // slots answering what their RPC carried, each to take the queue next
-	spare     []queuedAck // the rest of the block newQueuedAckLocked hands out
-	// answerChans holds the answer channels of queued acks that were answered, for the next
-	// ones. The lane's own, not the process's: a channel made inside a testing/synctest
-	// bubble may not be used outside it, and a host's tests run nodes in bubbles.
-	answerChans sync.Pool
-	singleUntil time.Time // the owner refused AckBatch: single ops until then
-	// The owner refused a field of the consume frame (an older release): frames without it
-	// until then.
-	noMaxUntil, noClaimUntil time.Time
-	// The owner refused the consume op itself (a release before consumption across nodes):
-	// it is neither probed, nor registered with, nor asked to replay until then.
-	noConsumeUntil time.Time
-	// The owner refused the version 7 settles (Release, ExtendLeft, AckDurable) or the
-	// Consume's relative expiry: the older forms until then (Unix nanoseconds; atomic, since
-	// every forwarded ack reads it).
-	olderSettlesUntil atomic.Int64
-	// The owner refused the version 10 reject: rejects to it are not sent until then (Unix
-	// nanoseconds; atomic, as olderSettlesUntil).
-	noRejectUntil   atomic.Int64
-	noRelativeUntil time.Time
-	// The owner refused the Headers flag of a consume or a replay (a release before wire
-	// version 9): frames without it, and deliveries without headers, until then.
-	noHeadersUntil time.Time
+	mu sync.Mutex
 	// slow: a consume's RPC to the owner ran out of its budget, and no reply of its came
 	// back since; recheckAt is when it is asked again in the background (see answering).
 	slow      bool
@@ -120,75 +88,39 @@ type lane struct {
 	consumes consumeQueue // the probes and claims to the owner (see consumebatch.go)
 }
 
+func newPeer(string) *peer { return &peer{consumes: consumeQueue{window: consumeWindow()}} }
+
+// newLanes makes the node's lanes to owners, window RPCs in flight to each.
+func (n *Node) newLanes(window int) *acklane.Lanes[*peer] {
+	maxSettles := maxBatch
+	if !n.wireVersion.Knows(wire.OpAckBatch) {
+		maxSettles = 1
+	}
+	return acklane.New(acklane.Config[*peer]{
+		Clock: n.clock, Window: window, MaxBatch: maxSettles,
+		Send: n.call, Run: n.background, Answered: n.answered,
+		NoReply: statusTransport, NewPeer: newPeer,
+	})
+}
+
+// answered gives an AckAsync's done its answer, and its call then leaves the fence: Close
+// returns once every done has.
+func (n *Node) answered(done func(error), a wire.Answer) {
+	defer n.fence.leave()
+	done(errorOf(a))
+}
+
 // refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
 func (n *Node) refusedConsumes(owner string) {
-	l := n.lane(owner)
-	l.mu.Lock()
-	l.noConsumeUntil = n.clock.Now().Add(olderFieldMemory)
-	l.mu.Unlock()
+	n.lane(owner).Refuse(acklane.ConsumeOp, n.clock.Now().Add(olderFieldMemory))
 }
 
 // servesConsumes reports whether owner did not refuse the consume op lately.
 func (n *Node) servesConsumes(owner string, now time.Time) bool {
-	l := n.lane(owner)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !now.Before(l.noConsumeUntil)
+	return !n.lane(owner).Refuses(acklane.ConsumeOp, now)
 }
 
-// queuedAck is a forwarded ack waiting for a slot, and then for its answer.
-type queuedAck struct {
-	topic    string
-	rec      wireRecord
-	deadline time.Time
-	// values is the caller's context, for its values alone (see exchangeDetached): a batch
-	// carries its first member's. Nil for AckAsync, which has no context.
-	values context.Context
-	// answer carries the ack's one answer (capacity 1); nil for an ack answered in place
-	// (one that left at once, or a client's batch ack) or through done.
-	answer chan wire.Answer
-	// done, when set, is given the answer instead of answer: an AckAsync's, whose call then
-	// leaves fence.
-	done     func(error)
-	fence    *callFence
-	answered atomic.Bool // the answer was given: the first to give it wins (see give)
-	taken    bool        // sent, or given up: no longer in the queue's hands (under lane.mu)
-}
-
-// give answers q unless it was answered already (its reply and its deadline race), and
-// reports whether this answer was the one.
-func (q *queuedAck) give(a wire.Answer) bool {
-	if !q.answered.CompareAndSwap(false, true) {
-		return false
-	}
-	if done := q.done; done != nil {
-		// Not kept: the block q came from outlives it (see newQueuedAckLocked), and done
-		// may hold on to the caller's state.
-		q.done = nil
-		defer q.fence.leave() // after done: Close returns once every done has
-		done(errorOf(a))
-		return true
-	}
-	q.answer <- a
-	return true
-}
-
-func (n *Node) lane(owner string) *lane {
-	return n.lanes.loadOrAdd(owner, func() *lane { return &lane{owner: owner, consumes: consumeQueue{window: consumeWindow()}} })
-}
-
-// singlesOnly reports whether acks to the owner go one at a time at now: this node speaks no
-// AckBatch (Config.WireVersion 1), or the owner refused one within the last two minutes.
-func (n *Node) singlesOnly(l *lane, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return n.singlesLocked(l, now)
-}
-
-// singlesLocked is singlesOnly with l.mu held.
-func (n *Node) singlesLocked(l *lane, now time.Time) bool {
-	return !n.wireVersion.Knows(wire.OpAckBatch) || now.Before(l.singleUntil)
-}
+func (n *Node) lane(owner string) *lane { return n.lanes.Lane(owner) }
 
 // ownerOf returns the node that owns a partition, from the routes; err is the host's
 // answer refused (ErrHostContract: an owner named "", or routes that name the partition
@@ -223,46 +155,25 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	now := n.clock.Now()
 	deadline := now.Add(ForwardBudget)
 	l := n.lane(owner)
-	l.mu.Lock()
-	if l.inFlight < n.ackWindow {
-		l.inFlight++
-		l.mu.Unlock()
+	r := rec.wire()
+	q := l.Admit(ctx, topic, r, deadline)
+	if q == nil {
 		// It leaves at once, from this goroutine: the RPC ends by its deadline (see
 		// exchange), and its answer is the reply's.
-		one := queuedAck{topic: topic, rec: rec, deadline: deadline, values: ctx, taken: true}
+		one := acklane.Ack{Topic: topic, Record: r, Deadline: deadline, Values: ctx}
 		var answer [1]wire.Answer
-		n.call(l, now, []*queuedAck{&one}, answer[:])
-		n.handOn(l)
+		n.call(l, now, []*acklane.Ack{&one}, answer[:])
+		l.HandOn()
 		return answerResult(answer[0])
 	}
-	q := l.newQueuedAckLocked()
-	q.topic, q.rec, q.deadline, q.values, q.answer = topic, rec, deadline, ctx, l.answerChan()
-	l.queue = append(l.queue, q)
-	n.trackLocked(l, q)
-	l.mu.Unlock()
-	// Whichever way the wait ends, the channel is empty then and nobody sends on it again
-	// (give sends once, and not at all once the waiter gave up first): it is reused.
-	defer l.answerChans.Put(q.answer)
-
-	done := ctx.Done()
-	if done == nil { // a context that never ends: a plain receive is cheaper than a select
-		return answerResult(<-q.answer)
+	// It queued: when ctx ends before it left, it is never applied; once it left, the
+	// owner may apply it, so it is answered as the owner answers, or at its deadline as a
+	// single op whose reply did not come back.
+	a, err := l.Wait(ctx, q)
+	if err != nil {
+		return time.Time{}, err
 	}
-	select {
-	case a := <-q.answer:
-		return answerResult(a)
-	case <-done:
-	}
-	l.mu.Lock()
-	left := q.taken
-	q.taken = true
-	l.mu.Unlock()
-	if !left && q.answered.CompareAndSwap(false, true) {
-		return time.Time{}, ctx.Err() // given up before its batch left: never applied
-	}
-	// It left (or was answered meanwhile): the owner may apply it, so it is answered as the
-	// owner answers, or at its deadline as a single op whose reply did not come back.
-	return answerResult(<-q.answer)
+	return answerResult(a)
 }
 
 // forwardAsync queues one ack, extend or nack (of a topic checkTopic passed) for the owner of
@@ -274,75 +185,7 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 // acks back until a busy slot came back was tried: it shared frames a little more, 0.239
 // to 0.221 per record through a gateway with 64 consumers, and would break that.)
 func (n *Node) forwardAsync(owner, topic string, rec wireRecord, done func(error)) {
-	deadline := n.clock.Now().Add(ForwardBudget)
-	l := n.lane(owner)
-	l.mu.Lock()
-	q := l.newQueuedAckLocked()
-	q.topic, q.rec, q.deadline, q.done, q.fence = topic, rec, deadline, done, &n.fence
-	l.queue = append(l.queue, q)
-	n.trackLocked(l, q)
-	start := n.claimPickupLocked(l)
-	l.mu.Unlock()
-	if start {
-		n.pickUp(l)
-	}
-}
-
-// claimPickupLocked takes a free slot for a goroutine that picks up the queued acks, unless
-// one is on its way already, or a slot is answering the acks its RPC carried and takes the
-// queue next: the acks that queue meanwhile leave with it, rather than each taking a slot
-// and an RPC of its own. Called with l.mu held.
-func (n *Node) claimPickupLocked(l *lane) bool {
-	if l.pickingUp || l.returning > 0 || l.inFlight >= n.ackWindow {
-		return false
-	}
-	l.inFlight++
-	l.pickingUp = true
-	return true
-}
-
-// pickUp starts the goroutine of a slot claimed by claimPickupLocked: it takes what has
-// queued by the time it runs and drains the lane from there.
-func (n *Node) pickUp(l *lane) {
-	n.background(func() {
-		if batch, now := n.next(l, pickupSlot); batch != nil {
-			n.drain(l, now, batch)
-		}
-	})
-}
-
-// taker is the slot that takes a batch from the queue (see next).
-type taker int
-
-const (
-	heldSlot     taker = iota // a slot whose RPC was made from its caller's goroutine
-	returnedSlot              // a slot whose RPC came back and whose acks it answered
-	pickupSlot                // a slot claimed for what AckAsync queued (claimPickupLocked)
-)
-
-// newQueuedAckLocked returns a zero queuedAck for the lane's queue, from a block of them
-// allocated together: one allocation per queuedAckBlock acks instead of one each, which was
-// a tenth of an AckAsync's CPU. Each is used once, never reused (the tracked list may still
-// point at an answered one): a block stays in memory until none of its acks is referenced.
-// Called with l.mu held.
-func (l *lane) newQueuedAckLocked() *queuedAck {
-	if len(l.spare) == 0 {
-		l.spare = make([]queuedAck, queuedAckBlock)
-	}
-	q := &l.spare[0]
-	l.spare = l.spare[1:]
-	return q
-}
-
-// queuedAckBlock is how many queuedAcks newQueuedAckLocked allocates at once: a batch's worth.
-const queuedAckBlock = maxBatch
-
-// answerChan returns a channel for a queued ack's one answer, reused if one is free.
-func (l *lane) answerChan() chan wire.Answer {
-	if ch, ok := l.answerChans.Get().(chan wire.Answer); ok {
-		return ch
-	}
-	return make(chan wire.Answer, 1)
+	n.lane(owner).Enqueue(topic, rec.wire(), n.clock.Now().Add(ForwardBudget), done)
 }
 
 func answerResult(a wire.Answer) (time.Time, error) {
@@ -357,216 +200,29 @@ func (n *Node) budget(ctx context.Context, deadline time.Time) (context.Context,
 	return budget, func() { stop(); cancel() }
 }
 
-// trackLocked keeps q, just queued, for sweep: it drops answered acks from the front and
-// arms the lane's timer if none is armed. Called with l.mu held.
-func (n *Node) trackLocked(l *lane, q *queuedAck) {
-	for len(l.tracked) > 0 && l.tracked[0].answered.Load() {
-		l.tracked[0] = nil
-		l.tracked = l.tracked[1:]
-	}
-	l.tracked = append(l.tracked, q)
-	if !l.sweepArmed {
-		l.sweepArmed = true
-		n.clock.AfterFunc(l.tracked[0].deadline.Sub(n.clock.Now()), func() { n.sweep(l) })
-	}
-}
-
-// sweep answers the tracked acks whose budget ran out: one still queued is taken out of the
-// queue's hands and answered 503 (it never left, so it is never applied); one in flight is
-// answered 502 (no reply came back by its deadline; the owner may have applied it), and its
-// batch's late reply is then dropped. It re-arms the timer for the next deadline.
-func (n *Node) sweep(l *lane) {
-	// The answers are given once the lane's lock is released: an AckAsync's runs its
-	// caller's function, which may ack again through this lane.
-	for _, e := range n.expire(l) {
-		e.q.give(e.answer)
-	}
-}
-
-// expire takes the tracked acks whose budget ran out out of the lane's hands, with the
-// answer each is owed, and re-arms the lane's timer for the next deadline.
-func (n *Node) expire(l *lane) []expiredAck {
-	now := n.clock.Now()
-	var expired []expiredAck
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for len(l.tracked) > 0 {
-		q := l.tracked[0]
-		if !q.answered.Load() && now.Before(q.deadline) {
-			break
-		}
-		l.tracked[0] = nil
-		l.tracked = l.tracked[1:]
-		switch {
-		case q.answered.Load():
-		case !q.taken:
-			q.taken = true
-			expired = append(expired, expiredAck{q, wire.Answer{Status: wire.StatusUnavailable, Message: fmt.Sprintf("no slot to %s within the budget: not applied", l.owner)}})
-		default:
-			expired = append(expired, expiredAck{q, wire.Answer{Status: statusTransport, Message: fmt.Sprintf("no reply from %s within the budget", l.owner)}})
-		}
-	}
-	l.sweepArmed = len(l.tracked) > 0
-	if l.sweepArmed {
-		n.clock.AfterFunc(l.tracked[0].deadline.Sub(now), func() { n.sweep(l) })
-	}
-	return expired
-}
-
-// expiredAck is an answer sweep gives once it released the lane.
-type expiredAck struct {
-	q      *queuedAck
-	answer wire.Answer
-}
-
-// handOn gives the slot an RPC made from a caller's goroutine held to what queued
-// meanwhile, in a goroutine of its own, or frees it.
-func (n *Node) handOn(l *lane) {
-	l.mu.Lock()
-	if len(l.queue) == 0 && l.inFlight < n.ackWindow { // below the window: free the slot
-		l.inFlight--
-		l.mu.Unlock()
-		return
-	}
-	hold := len(l.queue) == 0 // every slot is taken: the acks it answered may come back
-	l.mu.Unlock()
-	if hold {
-		runtime.Gosched()
-	}
-	if batch, _ := n.next(l, heldSlot); batch != nil {
-		n.background(func() { n.drain(l, n.clock.Now(), batch) })
-	}
-}
-
-// drain sends batch (taken from the queue, holding one slot) and answers each ack, then the
-// batches that queued meanwhile, one after the other on the same slot, until the queue is
-// empty and the slot is freed. An answer its ack no longer waits for (its deadline passed,
-// and sweep answered it) is dropped. now is the clock's reading when batch was taken.
-func (n *Node) drain(l *lane, now time.Time, batch []*queuedAck) {
-	answerBuf := answersPool.Get().(*[maxBatch]wire.Answer) // off the stack: this goroutine's is small
-	defer answersPool.Put(answerBuf)
-	for batch != nil {
-		answers := answerBuf[:len(batch)]
-		n.call(l, now, batch, answers)
-		l.mu.Lock()
-		l.returning++ // it takes what queues while it answers (see claimPickupLocked)
-		l.mu.Unlock()
-		for i, a := range answers {
-			batch[i].give(a)
-		}
-		clear(answers) // their messages
-		// The acks just answered are runnable and usually come straight back with the
-		// next ack; let them run first (a few turns of the scheduler, as long as fewer have
-		// queued than just left), so that they queue behind this slot and leave together,
-		// rather than the first taking the freed slot alone or a few leaving ahead of the
-		// rest.
-		for range comebackTurns {
-			if !l.queueShorter(len(answers)) {
-				break
-			}
-			runtime.Gosched()
-		}
-		batch, now = n.next(l, returnedSlot)
-	}
-}
-
-// comebackTurns bounds the turns of the scheduler a slot waits for the acks it just answered
-// to come back: each is a Gosched, microseconds, and the wait happens only while every slot
-// is busy. One turn let about half of them back on two cores (0.37 RPCs per ack at 256 in
-// flight with a 200 µs round trip); four, nearly all (0.26). Stopping at the first turn
-// that brought none back saved fewer RPCs (0.34) and no CPU.
-const comebackTurns = 4
-
-// queueShorter reports whether fewer than n acks wait for a slot.
-func (l *lane) queueShorter(n int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue) < n
-}
-
-// next takes the queue's next batch for a slot that just came free: up to 64 acks of the
-// head's topic, to leave as one AckBatch (a single op when one is queued, for an owner that
-// refused AckBatch, or from a node that speaks none). With nothing queued it frees the slot
-// and returns nil. An ack whose budget is spent is left for sweep, which answers it 503.
-// It returns the clock's reading it took the batch at.
-//
-// What it leaves queued (more than a batch, or another topic's) gets a goroutine on a free
-// slot, if there is one: acks AckAsync queued while no goroutine was to pick them up. The
-// taker says which slot takes the batch.
-func (n *Node) next(l *lane, by taker) ([]*queuedAck, time.Time) {
-	l.mu.Lock()
-	switch by {
-	case returnedSlot:
-		l.returning--
-	case pickupSlot:
-		l.pickingUp = false
-	}
-	batch, now := n.nextLocked(l)
-	more := len(l.queue) > 0 && n.claimPickupLocked(l)
-	l.mu.Unlock()
-	if more {
-		n.pickUp(l)
-	}
-	return batch, now
-}
-
-// nextLocked is next, called with l.mu held.
-func (n *Node) nextLocked(l *lane) ([]*queuedAck, time.Time) {
-	if len(l.queue) == 0 { // the common case below the window: no clock read
-		l.inFlight--
-		return nil, time.Time{}
-	}
-	now := n.clock.Now()
-	limit := maxBatch
-	if n.singlesLocked(l, now) {
-		limit = 1
-	}
-	var batch []*queuedAck
-	keep := l.queue[:0]
-	for _, q := range l.queue {
-		switch {
-		case q.taken:
-		case now.Before(q.deadline) && len(batch) < limit && (len(batch) == 0 || q.topic == batch[0].topic):
-			q.taken = true
-			batch = append(batch, q)
-		default:
-			keep = append(keep, q)
-		}
-	}
-	clear(l.queue[len(keep):])
-	l.queue = keep
-	if len(batch) == 0 {
-		l.inFlight--
-		return nil, now
-	}
-	return batch, now
-}
-
 // call sends batch to the owner and puts one answer per ack in answers. An owner that
 // refuses AckBatch (a release before it) is remembered for two minutes: in that time a batch
 // goes one ack at a time, each on what is left of its budget, and so does the refused batch.
 // A node that speaks no AckBatch sends every batch one ack at a time. now is a clock reading
 // taken just before.
-func (n *Node) call(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) {
-	if len(batch) > 1 && n.singlesOnly(l, now) {
+func (n *Node) call(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.Answer) {
+	if len(batch) > 1 && l.Singles(now) {
 		n.oneByOne(l, now, batch, answers)
 		return
 	}
 	if refused := n.rpc(l, now, batch, answers); refused && len(batch) > 1 {
 		now = n.clock.Now()
-		l.mu.Lock()
-		l.singleUntil = now.Add(olderPeerMemory)
-		l.mu.Unlock()
+		l.Refuse(acklane.AckBatch, now.Add(olderPeerMemory))
 		n.oneByOne(l, now, batch, answers)
 	}
 }
 
-func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) {
+func (n *Node) oneByOne(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.Answer) {
 	for i, q := range batch {
 		if i > 0 {
 			now = n.clock.Now()
 		}
-		n.rpc(l, now, []*queuedAck{q}, answers[i:i+1])
+		n.rpc(l, now, []*acklane.Ack{q}, answers[i:i+1])
 	}
 }
 
@@ -579,20 +235,20 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*queuedAck, answers []wi
 // release) is remembered for olderPeerMemory, and the frame goes again at once in the form
 // that owner reads (see wireAs), on what is left of its budgets: at most twice, since each
 // refusal lowers the form.
-func (n *Node) rpc(l *lane, now time.Time, batch []*queuedAck, answers []wire.Answer) (refused bool) {
+func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.Answer) (refused bool) {
 	form := n.settleForm(l, now)
-	refused, older := n.rpcAs(l.owner, now, batch, answers, form)
+	refused, older := n.rpcAs(l.Owner(), now, batch, answers, form)
 	for older != 0 {
 		now = n.clock.Now()
-		until := now.Add(olderPeerMemory).UnixNano()
+		until := now.Add(olderPeerMemory)
 		if older >= wire.V10 {
-			l.noRejectUntil.Store(until)
+			l.Refuse(acklane.Reject, until)
 			form = min(form, wire.V9)
 		} else {
-			l.olderSettlesUntil.Store(until)
+			l.Refuse(acklane.OlderSettles, until)
 			form = min(form, wire.V6)
 		}
-		refused, older = n.rpcAs(l.owner, now, batch, answers, form)
+		refused, older = n.rpcAs(l.Owner(), now, batch, answers, form)
 	}
 	return refused
 }
@@ -601,11 +257,10 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*queuedAck, answers []wire.An
 // what the owner refused within the last olderPeerMemory (the version 10 reject, the
 // version 7 settles).
 func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
-	at := now.UnixNano()
 	switch {
-	case at < l.olderSettlesUntil.Load():
+	case l.Refuses(acklane.OlderSettles, now):
 		return min(n.wireVersion, wire.V6)
-	case at < l.noRejectUntil.Load():
+	case l.Refuses(acklane.Reject, now):
 		return min(n.wireVersion, wire.V9)
 	}
 	return n.wireVersion
@@ -617,20 +272,21 @@ func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 // An ExtendLeft's answer comes back converted to an expiry on this node's clock: the time
 // left at the owner, counted from now, before the frame left, so a lease never looks longer
 // here than it is there.
-func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []wire.Answer, form wire.Version) (refused bool, older wire.Version) {
+func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers []wire.Answer, form wire.Version) (refused bool, older wire.Version) {
 	if len(batch) == 1 { // a lone ack, most often: nothing to sort out, nothing on the heap
 		q := batch[0]
-		if !now.Before(q.deadline) {
+		if !now.Before(q.Deadline) {
 			answers[0] = spentBeforeSent
 			return false, 0
 		}
-		r, unsent := q.rec.wireAs(form)
+		rec := recordOf(&q.Record)
+		r, unsent := rec.wireAs(form)
 		if unsent != nil {
 			answers[0] = *unsent
 			return false, 0
 		}
 		records := [1]wire.Record{r}
-		status := n.exchangeRecords(q.values, owner, q.topic, records[:], q.deadline, answers)
+		status := n.exchangeRecords(q.Values, owner, q.Topic, records[:], q.Deadline, answers)
 		return settled(now, records[:], answers, status)
 	}
 	scratch := rpcPool.Get().(*rpcScratch)
@@ -638,20 +294,21 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []
 	live, records := scratch.live[:0], scratch.records[:0] // the acks with budget left
 	var deadline time.Time
 	for i, q := range batch {
-		if !now.Before(q.deadline) {
+		if !now.Before(q.Deadline) {
 			answers[i] = spentBeforeSent
 			continue
 		}
-		r, unsent := q.rec.wireAs(form)
+		rec := recordOf(&q.Record)
+		r, unsent := rec.wireAs(form)
 		if unsent != nil {
 			answers[i] = *unsent
 			continue
 		}
 		live = append(live, i)
-		r.Budget = q.deadline.Sub(now)
+		r.Budget = q.Deadline.Sub(now)
 		records = append(records, r)
-		if q.deadline.After(deadline) {
-			deadline = q.deadline
+		if q.Deadline.After(deadline) {
+			deadline = q.Deadline
 		}
 	}
 	switch len(live) {
@@ -660,12 +317,12 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*queuedAck, answers []
 	case 1: // it leaves as a single op, whose RPC is its budget
 		records[0].Budget = 0
 	case len(batch):
-		status := n.exchangeRecords(batch[0].values, owner, batch[0].topic, records, deadline, answers)
+		status := n.exchangeRecords(batch[0].Values, owner, batch[0].Topic, records, deadline, answers)
 		return settled(now, records, answers, status)
 	}
 	got := scratch.answers[:len(live)]
 	q := batch[live[0]]
-	status := n.exchangeRecords(q.values, owner, q.topic, records, deadline, got)
+	status := n.exchangeRecords(q.Values, owner, q.Topic, records, deadline, got)
 	refused, older = settled(now, records, got, status)
 	for j, i := range live {
 		answers[i] = got[j]
@@ -718,10 +375,7 @@ type rpcScratch struct {
 	answers [maxBatch]wire.Answer
 }
 
-var (
-	rpcPool     = sync.Pool{New: func() any { return new(rpcScratch) }}
-	answersPool = sync.Pool{New: func() any { return new([maxBatch]wire.Answer) }}
-)
+var rpcPool = sync.Pool{New: func() any { return new(rpcScratch) }}
 
 // exchangeRecords sends records of topic (one op, or an AckBatch of several) to owner within
 // deadline and puts the answer to each in answers: the owner's; the owner's refusal of the
@@ -784,9 +438,9 @@ func (n *Node) exchange(ctx context.Context, owner string, frame []byte, deadlin
 // deadline ends the call. A settle that left is answered as the owner answers it, whatever
 // its caller's context does meanwhile, and the owner still sees the caller's trace.
 func (n *Node) exchangeDetached(values context.Context, owner string, frame []byte, deadline time.Time) ([]byte, error) {
-	l := n.lane(owner)
-	b := l.budgets.Open(n.clock, deadline, values)
-	defer l.budgets.Close(b)
+	budgets := &n.lane(owner).Peer.budgets
+	b := budgets.Open(n.clock, deadline, values)
+	defer budgets.Close(b)
 	return n.callWithin(b, owner, frame)
 }
 

@@ -96,13 +96,13 @@ func (n *Node) answering(owners []string) []string {
 	now := n.clock.Now()
 	var asked []string // nil until an owner is left out
 	for i, owner := range owners {
-		l := n.lane(owner)
-		l.mu.Lock()
-		slow, due := l.slow, l.slow && !now.Before(l.recheckAt)
+		p := n.lane(owner).Peer
+		p.mu.Lock()
+		slow, due := p.slow, p.slow && !now.Before(p.recheckAt)
 		if due {
-			l.recheckAt = now.Add(SlowOwnerRecheck)
+			p.recheckAt = now.Add(SlowOwnerRecheck)
 		}
-		l.mu.Unlock()
+		p.mu.Unlock()
 		if due {
 			n.recheck(owner)
 		}
@@ -121,24 +121,24 @@ func (n *Node) answering(owners []string) []string {
 
 // slowOwner marks owner slow: a consume's RPC to it ran out of its budget with no reply.
 func (n *Node) slowOwner(owner string) {
-	l := n.lane(owner)
-	l.mu.Lock()
-	if !l.slow {
-		l.slow = true
-		l.recheckAt = n.clock.Now().Add(SlowOwnerRecheck)
+	p := n.lane(owner).Peer
+	p.mu.Lock()
+	if !p.slow {
+		p.slow = true
+		p.recheckAt = n.clock.Now().Add(SlowOwnerRecheck)
 		n.stats.remote.slowOwners.Add(1)
 		n.logger.Info("consume: an owner gave no reply within the budget: passed over until it answers", "owner", owner)
 	}
-	l.mu.Unlock()
+	p.mu.Unlock()
 }
 
 // ownerAnswered ends owner's slowness, if it was slow: a reply of its came back.
 func (n *Node) ownerAnswered(owner string) {
-	l := n.lane(owner)
-	l.mu.Lock()
-	was := l.slow
-	l.slow = false
-	l.mu.Unlock()
+	p := n.lane(owner).Peer
+	p.mu.Lock()
+	was := p.slow
+	p.slow = false
+	p.mu.Unlock()
 	if was {
 		n.logger.Info("consume: a slow owner answers again", "owner", owner)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/cancelmemory"
 	"narad.dev/consume/internal/realclock"
 	"narad.dev/consume/internal/statedir"
@@ -184,10 +185,9 @@ type Node struct {
 	transport Transport
 	// promptTransport: transport is a ContextTransport, called from the waiting goroutine.
 	promptTransport bool
-	ownerFinder     OwnerFinder // the routes', if they offer it
-	ackWindow       int
-	lanes           readMap[*lane] // forwarding state per owner
-	forwarding      *workers.Pool  // RPCs in flight in the background (see background)
+	ownerFinder     OwnerFinder           // the routes', if they offer it
+	lanes           *acklane.Lanes[*peer] // forwarding state per owner
+	forwarding      *workers.Pool         // RPCs in flight in the background (see background)
 
 	// Consumption across nodes: the tokens other nodes left here (topic → *ownerTopic),
 	// this node's tokens left with owners, and the replies whose cancel may race them.
@@ -262,7 +262,6 @@ func New(cfg Config) (*Node, error) {
 		purgeKick: make(chan struct{}, 1),
 		fence:     newCallFence(),
 		transport: cfg.Transport,
-		ackWindow: cfg.AckWindow,
 
 		requester:   requester{topics: map[string]*remoteTopic{}, kick: make(chan struct{}, 1)},
 		cancels:     cancelmemory.New(cancelMemoryTTL),
@@ -276,13 +275,12 @@ func New(cfg Config) (*Node, error) {
 		n.wireVersion = wire.Newest
 	}
 	n.purgeAt.Store(math.MaxInt64)
-	if n.ackWindow == 0 {
-		n.ackWindow = defaultAckWindow()
-	}
-	n.forwarding = workers.New(min(n.ackWindow, maxIdleWorkers))
+	ackWindow := cmp.Or(cfg.AckWindow, defaultAckWindow())
+	n.forwarding = workers.New(min(ackWindow, maxIdleWorkers))
 	if n.clock == nil {
 		n.clock = realclock.New()
 	}
+	n.lanes = n.newLanes(ackWindow)
 	if n.logger == nil {
 		n.logger = slog.New(slog.DiscardHandler)
 	}

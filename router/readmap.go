@@ -2,10 +2,10 @@ package router
 
 import "sync"
 
-// readMap is a table by name read on every call without a lock (a node's topics, its lanes
-// to owners). It is a concurrent hash trie (sync.Map): a read costs a few pointer hops, and
-// adding a key costs the same at 100,000 keys as at 1,000, where a map copied per change made
-// reaching N keys cost O(N²). The zero value is empty and ready to use.
+// readMap is a table by name read on every call without a lock (a node's topics; its lanes
+// to owners are internal/acklane's). It is a concurrent hash trie (sync.Map): a read costs a
+// few pointer hops, and adding a key costs the same at 100,000 keys as at 1,000, where a map
+// copied per change made reaching N keys cost O(N²). The zero value is empty and ready to use.
 type readMap[V any] struct {
 	mu sync.Mutex // serialises adds, so that add runs once per key
 	m  sync.Map   // string → V

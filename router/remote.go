@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/tokens"
 )
@@ -258,18 +259,16 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
 	}
 	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
-	l.mu.Lock()
-	if claim && n.wireVersion >= wire.V5 && !now.Before(l.noClaimUntil) {
+	if claim && n.wireVersion >= wire.V5 && !l.Refuses(acklane.ConsumeClaim, now) {
 		c.Claim = true
 	}
-	if req.max > 1 && n.wireVersion >= wire.V6 && !now.Before(l.noMaxUntil) {
+	if req.max > 1 && n.wireVersion >= wire.V6 && !l.Refuses(acklane.ConsumeMax, now) {
 		c.Max = int32(req.max)
 	}
-	if n.wireVersion >= wire.V7 && !now.Before(l.noRelativeUntil) {
+	if n.wireVersion >= wire.V7 && !l.Refuses(acklane.RelativeExpiry, now) {
 		c.RelativeExpiry = true
 	}
-	c.Headers = n.asksHeadersLocked(l, now)
-	l.mu.Unlock()
+	c.Headers = n.asksHeaders(l, now)
 	for {
 		c.RequestID = requestID()
 		sent := n.clock.Now()
@@ -296,22 +295,21 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		if reply.Status == wire.StatusBadRequest && (c.Headers || c.RelativeExpiry || c.Max > 1 || c.Claim) {
 			// An older release refused the newest field the frame carried: again without it.
-			l.mu.Lock()
+			until := n.clock.Now().Add(olderFieldMemory)
 			switch {
 			case c.Headers:
 				c.Headers = false
-				l.noHeadersUntil = n.clock.Now().Add(olderFieldMemory)
+				l.Refuse(acklane.Headers, until)
 			case c.RelativeExpiry:
 				c.RelativeExpiry = false
-				l.noRelativeUntil = n.clock.Now().Add(olderFieldMemory)
+				l.Refuse(acklane.RelativeExpiry, until)
 			case c.Max > 1:
 				c.Max = 1
-				l.noMaxUntil = n.clock.Now().Add(olderFieldMemory)
+				l.Refuse(acklane.ConsumeMax, until)
 			default:
 				c.Claim = false
-				l.noClaimUntil = n.clock.Now().Add(olderFieldMemory)
+				l.Refuse(acklane.ConsumeClaim, until)
 			}
-			l.mu.Unlock()
 			continue
 		}
 		if err := n.ownerRefusal(owner, &reply); err != nil {
@@ -912,9 +910,7 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 		return nil, fmt.Errorf("%w: %s serves no replays of other nodes (an older release)", ErrUnavailable, owner)
 	}
 	l := n.lane(owner)
-	l.mu.Lock()
-	r := wire.Replay{Partition: partition, Offset: offset, Limit: int32(min(limit, 1<<30)), Headers: n.asksHeadersLocked(l, now)}
-	l.mu.Unlock()
+	r := wire.Replay{Partition: partition, Offset: offset, Limit: int32(min(limit, 1<<30)), Headers: n.asksHeaders(l, now)}
 	deadline := now.Add(ForwardBudget)
 	var reply wire.ConsumeReply
 	for {
@@ -937,9 +933,7 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 		}
 		// An older release refused the flags byte: again without it.
 		r.Headers = false
-		l.mu.Lock()
-		l.noHeadersUntil = n.clock.Now().Add(olderFieldMemory)
-		l.mu.Unlock()
+		l.Refuse(acklane.Headers, n.clock.Now().Add(olderFieldMemory))
 	}
 	if err := n.ownerRefusal(owner, &reply); err != nil {
 		return nil, err
@@ -991,11 +985,11 @@ func (s *remoteStats) load() RemoteStats {
 	}
 }
 
-// asksHeadersLocked reports whether a consume or replay sent to the owner of lane l now asks
-// for the records' headers: this node speaks wire version 9, and the owner did not refuse
-// the flag lately. Called with l.mu held.
-func (n *Node) asksHeadersLocked(l *lane, now time.Time) bool {
-	return n.wireVersion >= wire.V9 && !now.Before(l.noHeadersUntil)
+// asksHeaders reports whether a consume or replay sent to the owner of lane l now asks for
+// the records' headers: this node speaks wire version 9, and the owner did not refuse the
+// flag lately.
+func (n *Node) asksHeaders(l *lane, now time.Time) bool {
+	return n.wireVersion >= wire.V9 && !l.Refuses(acklane.Headers, now)
 }
 
 // ownerRefusal is the error an owner's consume reply answers, nil for records. An owner that

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -242,10 +243,10 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 			for len(indexes) > 0 {
 				chunk := indexes[:min(len(indexes), maxBatch)]
 				indexes = indexes[len(chunk):]
-				batch := make([]*queuedAck, len(chunk))
-				blocks := make([]queuedAck, len(chunk)) // one allocation for the chunk
+				batch := make([]*acklane.Ack, len(chunk))
+				blocks := make([]acklane.Ack, len(chunk)) // one allocation for the chunk
 				for j, i := range chunk {
-					blocks[j] = queuedAck{topic: topic, rec: wireRecord{op: opAck, handle: parsed[i]}, deadline: deadline, values: ctx}
+					blocks[j] = acklane.Ack{Topic: topic, Record: wire.Record{Op: opAck, Handle: wire.Handle(parsed[i])}, Deadline: deadline, Values: ctx}
 					batch[j] = &blocks[j]
 				}
 				answers := make([]wire.Answer, len(chunk))

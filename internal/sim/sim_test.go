@@ -61,10 +61,10 @@ var libraryBugs = []struct {
 			"as during the rolling restart that lifts the version pin) probes them on every consume: the owner refuses op 5 " +
 			"(status 6), remoteConsume returns errorOf(StatusUnsupported), which wraps ErrInvalidArgument, and Consume answers it " +
 			"(HTTP 400) when every owner failed, where it documents ErrTransport or ErrUnavailable; nothing remembers the " +
-			"refusal (as lane.noClaimUntil does for a field), so every consume, every keeper poll (100 ms to 1 s) and every " +
+			"refusal (as a lane's acklane.ConsumeClaim does for a field), so every consume, every keeper poll (100 ms to 1 s) and every " +
 			"Cancel and Replay costs another refused frame: a 20 s long-poll on a gateway costs 26 (invariant 14)",
 		fixed: "a refusal of the consume op answers ErrUnavailable and is remembered per owner for two minutes " +
-			"(lane.noConsumeUntil): the owner counts as down for consumes, registrations, polls and replays",
+			"(a lane's acklane.ConsumeOp): the owner counts as down for consumes, registrations, polls and replays",
 	},
 	{
 		kind:  sim.KindCrashThenPowerCut,

@@ -1,0 +1,43 @@
+package acklane
+
+import "time"
+
+// Refusal is a field or an op of the node wire that an owner refused, as a release that
+// does not read it does: the node leaves it out of what it sends that owner for a while.
+type Refusal uint8
+
+// The refusals a lane remembers.
+const (
+	// AckBatch: the AckBatch op. Batches of one go, each as its single op.
+	AckBatch Refusal = iota
+	// ConsumeOp: the Consume op itself (consumption across nodes). The owner is neither
+	// probed, nor registered with, nor asked to replay.
+	ConsumeOp
+	// ConsumeClaim: a consume's Claim flag.
+	ConsumeClaim
+	// ConsumeMax: a consume's Max field.
+	ConsumeMax
+	// RelativeExpiry: a consume's relative expiries.
+	RelativeExpiry
+	// Headers: the Headers flag of a consume or a replay; deliveries come without headers.
+	Headers
+	// OlderSettles: the version 7 settles (Release, ExtendLeft, AckDurable).
+	OlderSettles
+	// Reject: the version 10 reject.
+	Reject
+
+	refusals // how many there are
+)
+
+// Refuse remembers that the owner refused r, until until. A later refusal replaces an
+// earlier one's time.
+func (l *Lane[P]) Refuse(r Refusal, until time.Time) {
+	l.refused[r].Store(until.UnixNano())
+}
+
+// Refuses reports whether the owner's refusal of r still holds at now. It is lock-free: a
+// forwarded settle asks on its way out.
+func (l *Lane[P]) Refuses(r Refusal, now time.Time) bool {
+	until := l.refused[r].Load()
+	return until != 0 && now.UnixNano() < until
+}
