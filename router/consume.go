@@ -59,10 +59,10 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 // and writes them into memory its cache holds. On error dst comes back extended by what
 // Consume would have returned with the error, if anything.
 func (n *Node) ConsumeAppend(ctx context.Context, dst []Message, topic string, opts ConsumeOptions) ([]Message, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return dst, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if err := opts.check(); err != nil {
 		return dst, err
 	}
@@ -221,7 +221,7 @@ func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Dura
 		return m, false, nil
 	case ctx.Err() != nil:
 		return m, false, ctx.Err()
-	case n.closed.Load():
+	case n.life.closed.Load():
 		return m, false, ErrClosed
 	case errors.Is(err, pump.ErrTopicDropped):
 		return m, false, fmt.Errorf("%w: %w", ErrUnknownTopic, err) // deleted while waiting
@@ -252,10 +252,10 @@ func (n *Node) countEmpty(msgs []Message) {
 // records read so far come back without the error, or the error alone when there are none
 // (ctx's error comes back with what was read).
 func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]Message, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return nil, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if offset < 0 || limit < 0 {
 		return nil, fmt.Errorf("%w: negative offset or limit", ErrInvalidArgument)
 	}
@@ -322,10 +322,10 @@ func (n *Node) replayLocal(ctx context.Context, topic string, partition int32, o
 // back every record past it before the host writes its response, so the next consume takes
 // them at once rather than after their visibility timeout. ResponseLimit is the usual limit.
 func (n *Node) FitResponse(msgs []Message, size func(*Message) int, limit int) []Message {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return msgs // the node closed: its leases went with it
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	total := 0
 	for i := range msgs {
 		total += size(&msgs[i])

@@ -106,7 +106,7 @@ func (n *Node) newLanes(window int) *acklane.Lanes[*peer] {
 // answered gives an AckAsync's done its answer, and its call then leaves the fence: Close
 // returns once every done has.
 func (n *Node) answered(done func(error), a wire.Answer) {
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	done(errorOf(a))
 }
 
@@ -509,10 +509,10 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpAckBatch:
 		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
 	}
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return refusal(wire.StatusUnavailable, ErrClosed.Error()), nil
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	ok := []wire.Answer{{Status: wire.StatusOK}}
 	switch req.Op {
 	case wire.OpConsume:
@@ -541,14 +541,14 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 // start, and returns the reply. A run of consecutive acks of one partition is settled under
 // one lock of its shard, in order, each answered as its single op would have been.
 func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic string, records []wire.Record) []byte {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		answers := make([]wire.Answer, len(records))
 		for i := range answers {
 			answers[i] = answerOf(ErrClosed, time.Time{})
 		}
 		return wire.EncodeReply(answers)
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if len(records) == 1 { // a single op, most often
 		answer := [1]wire.Answer{n.serveOne(ctx, op, topic, &records[0], start, start)}
 		return wire.EncodeReply(answer[:])

@@ -107,10 +107,10 @@ func (m *moves) unfenceLocked(topic string, partition int32) {
 // Routes before it restarts the old owner.) A partition this node never loaded and its Routes
 // do not name here answers ErrNotLocal.
 func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]byte, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return nil, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
@@ -211,10 +211,10 @@ func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) error
 // has forgotten which bytes it adopted, so adopting them again would undo those settles
 // wherever the frontier has not moved past the bytes' (ErrStaleState catches the rest).
 func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state []byte) error {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if err := checkTopic(topic); err != nil {
 		return err
 	}

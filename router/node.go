@@ -200,11 +200,14 @@ type Node struct {
 	// wireVersion is what Serve decodes at, and bounds the frames this node sends.
 	wireVersion wire.Version
 
-	// purgeAt is when the purger plans to wake (Unix nanoseconds; math.MaxInt64 while it
-	// plans no wake); a deadline set before it kicks the purger through purgeKick.
-	purgeAt   atomic.Int64
-	purgeKick chan struct{}
+	purge purgeWake // when the purger wakes, and its kick
 
+	life lifecycle // what Close and Shutdown end, and the calls they wait for
+}
+
+// lifecycle is what ends a node: Close and Shutdown set closed, take closing's outcome,
+// wait for the calls the fence counts, then cancel the goroutines and wait for them.
+type lifecycle struct {
 	closed  atomic.Bool
 	closing struct {
 		sync.Mutex
@@ -259,8 +262,8 @@ func New(cfg Config) (*Node, error) {
 		clock:  cfg.Clock,
 		logger: cfg.Logger,
 
-		purgeKick: make(chan struct{}, 1),
-		fence:     newCallFence(),
+		purge:     purgeWake{kick: make(chan struct{}, 1)},
+		life:      lifecycle{fence: newCallFence()},
 		transport: cfg.Transport,
 
 		requester:   requester{topics: map[string]*remoteTopic{}, kick: make(chan struct{}, 1)},
@@ -274,7 +277,7 @@ func New(cfg Config) (*Node, error) {
 	if n.wireVersion == 0 {
 		n.wireVersion = wire.Newest
 	}
-	n.purgeAt.Store(math.MaxInt64)
+	n.purge.at.Store(math.MaxInt64)
 	ackWindow := cmp.Or(cfg.AckWindow, defaultAckWindow())
 	n.forwarding = workers.New(min(ackWindow, maxIdleWorkers))
 	if n.clock == nil {
@@ -335,7 +338,7 @@ func New(cfg Config) (*Node, error) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
+	n.life.cancel = cancel
 	n.goroutine(func() { n.pump.Run(ctx) })
 	n.goroutine(func() { n.committer.Run(ctx, n.clock) })
 	n.goroutine(func() { n.runPurger(ctx) })
@@ -364,9 +367,9 @@ func (n *Node) tellQuarantine(onQuarantine func(string, int32, int64, uint32), t
 }
 
 func (n *Node) goroutine(f func()) {
-	n.done.Add(1)
+	n.life.done.Add(1)
 	go func() {
-		defer n.done.Done()
+		defer n.life.done.Done()
 		f()
 	}()
 }
@@ -444,6 +447,13 @@ func newTopicState() *topicState {
 	return t
 }
 
+// purgeWake is the purger's plan: at is when it wakes (Unix nanoseconds; math.MaxInt64
+// while it plans no wake), and a deadline set before that sends on kick.
+type purgeWake struct {
+	at   atomic.Int64
+	kick chan struct{} // capacity 1
+}
+
 // runPurger releases expired leases and ends nack delays on partitions nobody touches
 // on the node's clock, at the earliest deadline the shards hold. A dead
 // consumer's record is then delivered again exactly one visibility timeout later, and a
@@ -461,7 +471,7 @@ func (n *Node) runPurger(ctx context.Context) {
 			// spin. A sweep visits every shard, so under a steady stream of expiries the
 			// purger sweeps at most every purgeResolution.
 			sleep := max(next.Sub(now), purgeResolution)
-			n.purgeAt.Store(now.Add(sleep).UnixNano())
+			n.purge.at.Store(now.Add(sleep).UnixNano())
 			stop = n.clock.AfterFunc(sleep, fire)
 		}
 		select {
@@ -469,12 +479,12 @@ func (n *Node) runPurger(ctx context.Context) {
 			stop()
 			return
 		case <-tick:
-		case <-n.purgeKick:
+		case <-n.purge.kick:
 			stop()
 		}
 		// Until the next plan, every deadline set wakes the purger: one set during the sweep,
 		// after its shard was visited, brings it back at once.
-		n.purgeAt.Store(math.MaxInt64)
+		n.purge.at.Store(math.MaxInt64)
 		_, next = n.tracker.Purge(n.clock.Now())
 	}
 }
@@ -483,8 +493,8 @@ func (n *Node) runPurger(ctx context.Context) {
 // wake: a 200 ms nack delay on a partition nobody touches ends after 200 ms, not at the
 // next sweep. The common case is one atomic load.
 func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
-	if at.UnixNano() < n.purgeAt.Load() {
-		notifyOne(n.purgeKick)
+	if at.UnixNano() < n.purge.at.Load() {
+		notifyOne(n.purge.kick)
 	}
 }
 
@@ -503,10 +513,10 @@ func (n *Node) Appended(topic string, partition int32, hwm int64) {
 // redelivery control) to the partitions this node has loaded; the others take them when they
 // load. Live leases keep their expiry.
 func (n *Node) ReloadTopic(topic string) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	n.tracker.Reconfigure(topic)
 	n.pump.Notify(topic) // a raised cap may free records for parked consumers
 	n.offer(topic)
@@ -525,10 +535,10 @@ func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 // serve, write or are read as the next one's. After Close it answers ErrClosed and removes
 // nothing.
 func (n *Node) DeleteTopic(topic string) error {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if err := checkTopic(topic); err != nil {
 		return err
 	}
@@ -552,10 +562,10 @@ func (n *Node) DeleteTopic(topic string) error {
 // committer's next writeout, group-committed like AckDurable). A partition handed off from
 // here answers ErrMoved.
 func (n *Node) Persist(ctx context.Context, topic string, partition int32) error {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if _, err := n.localShard(topic, partition); err != nil {
 		return err
 	}
@@ -579,10 +589,10 @@ func (n *Node) PartitionDir(topic string, partition int32) string {
 // incarnation, and around an install of the partition's files it made itself; for a move it
 // uses HandOff and Adopt. The next touch loads the state afresh from disk.
 func (n *Node) DropPartition(topic string, partition int32) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return // the node's state went with Close
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if partition >= 0 {
 		n.moves.mu.Lock()
 		n.moves.unfenceLocked(topic, partition)
@@ -678,52 +688,52 @@ func (n *Node) Close() error { return n.Shutdown(context.Background()) }
 //     error Close would have returned. So a host that gave up on a bounded shutdown can still
 //     learn whether everything was persisted by calling Close.
 func (n *Node) Shutdown(ctx context.Context) error {
-	n.closing.Lock()
+	n.life.closing.Lock()
 	switch {
-	case n.closing.done == nil:
-		n.closing.done = make(chan struct{})
-		n.closed.Store(true)
+	case n.life.closing.done == nil:
+		n.life.closing.done = make(chan struct{})
+		n.life.closed.Store(true)
 		go n.shutdown()
-	case n.closing.unclaimed:
-		n.closing.unclaimed = false
+	case n.life.closing.unclaimed:
+		n.life.closing.unclaimed = false
 	default:
-		n.closing.Unlock()
+		n.life.closing.Unlock()
 		return ErrClosed
 	}
-	done := n.closing.done
-	n.closing.Unlock()
+	done := n.life.closing.done
+	n.life.closing.Unlock()
 	select {
 	case <-done:
-		return n.closing.err
+		return n.life.closing.err
 	case <-ctx.Done():
 	}
 	select {
 	case <-done: // finished as ctx ended: the outcome is here, hand it over
-		return n.closing.err
+		return n.life.closing.err
 	default:
 	}
-	n.closing.Lock()
-	n.closing.unclaimed = true
-	n.closing.Unlock()
+	n.life.closing.Lock()
+	n.life.closing.unclaimed = true
+	n.life.closing.Unlock()
 	return ctx.Err()
 }
 
 // shutdown is the close itself, in its own goroutine so that Shutdown can stop waiting for
 // it. It records its outcome and closes closing.done.
 func (n *Node) shutdown() {
-	n.fence.close()
+	n.life.fence.close()
 	n.pump.Close()
-	n.fence.wait()
+	n.life.fence.wait()
 	n.ownerTopics.Range(func(topic, _ any) bool {
 		n.forgetTopicTokens(topic.(string)) // and their hold timers
 		return true
 	})
-	n.cancel()
-	n.done.Wait()
+	n.life.cancel()
+	n.life.done.Wait()
 	n.forwarding.Close()
 	err := n.committer.Close()
-	n.closing.err = errors.Join(err, n.dir.Close()) // the last thing: a new node may open Dir now
-	close(n.closing.done)
+	n.life.closing.err = errors.Join(err, n.dir.Close()) // the last thing: a new node may open Dir now
+	close(n.life.closing.done)
 }
 
 // committerSource gives the committer the live state of a partition: a

@@ -66,10 +66,10 @@ func (n *Node) wake(topic string, partition int32) {
 // record, one node told. With no token it is one map read and one atomic load.
 func (n *Node) offer(topic string) {
 	ot := n.ownerTopic(topic, false)
-	if ot == nil || !ot.armed.Load() || !n.fence.enter() {
+	if ot == nil || !ot.armed.Load() || !n.life.fence.enter() {
 		return
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	now := n.clock.Now()
 	available := n.availableContained(topic, now) // outside ot.mu: it takes shard locks
 	var told []tokens.Hold

@@ -70,10 +70,10 @@ func (s PartitionStatus) Drained() bool {
 // created for it. It answers ErrUnknownTopic for a topic Routes does not know, ErrNotLocal
 // for a partition another node owns, and ErrClosed once Close has begun.
 func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return PartitionStatus{}, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	local, _, ok, verdict := n.partitions(topic)
 	switch {
 	case !ok:
@@ -87,10 +87,10 @@ func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, 
 // TopicStatus returns the PartitionStatus of each of the topic's partitions this node owns,
 // ascending by partition. It answers ErrUnknownTopic for a topic Routes does not know.
 func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return nil, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	local, _, ok, verdict := n.partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic

@@ -9,10 +9,10 @@ import (
 // Quarantined returns the offsets of a partition set aside after reaching the topic's
 // TopicConfig.MaxDeliveries, ascending (requeued ones waiting for delivery excluded).
 func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return nil, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return nil, err
@@ -23,10 +23,10 @@ func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
 // Requeue brings a quarantined record back for delivery, with its attempts counted afresh;
 // it reports whether offset was quarantined. A parked consumer gets it at once.
 func (n *Node) Requeue(topic string, partition int32, offset int64) (bool, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return false, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return false, err
@@ -36,10 +36,10 @@ func (n *Node) Requeue(topic string, partition int32, offset int64) (bool, error
 
 // RequeueAll requeues every quarantined record of a partition and returns how many.
 func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return 0, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return 0, err
@@ -52,7 +52,7 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
-	if n.closed.Load() {
+	if n.life.closed.Load() {
 		return nil, ErrClosed
 	}
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {

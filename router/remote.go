@@ -877,12 +877,12 @@ func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, d
 		case <-ctx.Done():
 			stop()
 			return nil, ctx.Err()
-		case <-n.fence.closing:
+		case <-n.life.fence.closing:
 			stop()
 			return nil, ErrClosed
 		case <-tick:
 		}
-		if n.closed.Load() {
+		if n.life.closed.Load() {
 			return nil, ErrClosed
 		}
 		local, _, ok := n.routes.Partitions(topic)

@@ -55,7 +55,7 @@ func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 	if done == nil {
 		done = func(error) {}
 	}
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		done(ErrClosed)
 		return
 	}
@@ -74,7 +74,7 @@ func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 		}
 	}
 	if !forwarded {
-		defer n.fence.leave() // after done, even if it panics
+		defer n.life.fence.leave() // after done, even if it panics
 		done(err)
 		return
 	}
@@ -153,13 +153,13 @@ func (n *Node) Reject(ctx context.Context, topic string, handle Handle) error {
 // answers ErrTransport for that owner's handles only.
 func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []error {
 	errs := make([]error, len(handles))
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		for i := range errs {
 			errs[i] = ErrClosed
 		}
 		return errs
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	if err := checkTopic(topic); err != nil {
 		for i := range errs {
 			errs[i] = err
@@ -282,10 +282,10 @@ func (s *ackScratch) put() {
 // partition this node owns but has not touched since it started is loaded, so that a handle
 // of an offset settled before the restart answers ErrAlreadySettled rather than ErrGone.
 func (n *Node) settle(ctx context.Context, topic string, handle Handle, op byte, arg time.Duration) (time.Time, error) {
-	if !n.fence.enter() {
+	if !n.life.fence.enter() {
 		return time.Time{}, ErrClosed
 	}
-	defer n.fence.leave()
+	defer n.life.fence.leave()
 	rec, err := settleRecord(topic, handle, op, arg)
 	if err != nil {
 		return time.Time{}, err

@@ -64,7 +64,7 @@ func stopsWork(err error) bool {
 // to return and their acks to be answered. It returns nil when ctx ends, or the error that stopped it (the node closed,
 // the topic deleted).
 func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts WorkOptions) error {
-	if n.closed.Load() {
+	if n.life.closed.Load() {
 		return ErrClosed
 	}
 	if err := checkTopic(topic); err != nil {
