@@ -67,6 +67,7 @@ func (ls *Lanes[P]) Lane(owner string) *Lane[P] {
 		return l.(*Lane[P])
 	}
 	l := &Lane[P]{owner: owner, cfg: &ls.cfg, Peer: ls.cfg.NewPeer(owner)}
+	l.sweep = l.sweepDue
 	ls.m.Store(owner, l)
 	return l
 }
@@ -80,6 +81,7 @@ type Lane[P any] struct {
 
 	owner string
 	cfg   *Config[P]
+	sweep func() // the sweep, bound once: arming its timer makes no closure
 
 	mu       sync.Mutex
 	inFlight int

@@ -21,12 +21,12 @@ func (l *Lane[P]) trackLocked(q *Ack) {
 	}
 }
 
-// sweep answers the tracked settles whose budget ran out: one still queued is taken out of
+// sweepDue answers the tracked settles whose budget ran out: one still queued is taken out of
 // the queue's hands and answered 503 (it never left, so it is never applied); one in flight
 // is answered the no-reply status (no reply came back by its deadline; the owner may have
 // applied it), and its batch's late reply is then dropped. It re-arms the timer for the
 // next deadline.
-func (l *Lane[P]) sweep() {
+func (l *Lane[P]) sweepDue() {
 	// The answers are given once the lane's lock is released: an Enqueue's runs its
 	// caller's function, which may settle again through this lane.
 	for _, e := range l.expire() {
