@@ -387,3 +387,65 @@ func TestWriteoutsSyncPartitionsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A power cut while a batch's writeouts sync four partitions at once loses no ack a Durable
+// answered for and gives back no frontier past what was acked, whichever of the concurrent
+// syncs had finished: each partition's window is synced on its own, so a cut between them
+// leaves each at its last synced window. The cut falls at moments across the batch (its syncs
+// take 20 ms each, four at a time, 64 partitions: about 320 ms).
+func TestPowerCutDuringParallelWriteouts(t *testing.T) {
+	for _, cutAt := range []time.Duration{0, 5 * time.Millisecond, 25 * time.Millisecond, 110 * time.Millisecond, 250 * time.Millisecond, time.Second} {
+		t.Run(cutAt.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond}
+				r := newCadenceRig(t, w, nil)
+				const parts, rounds = 64, 3
+				for p := range int32(parts) {
+					r.create("t", p)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				r.wg.Go(func() { _ = r.c.Run(ctx, nil) })
+				synctest.Wait()
+				durable := make([]int64, parts) // the frontier each partition's last Durable answered for
+				for p := range durable {
+					durable[p] = -1
+				}
+				for round := range int64(rounds) {
+					var wg sync.WaitGroup
+					for p := range int32(parts) {
+						require.True(t, r.shards.Ack("t", p, round))
+						r.c.MarkDirty("t", p)
+						wg.Go(func() {
+							if r.c.Durable(context.Background(), "t", p) == nil {
+								durable[p] = round
+							}
+						})
+					}
+					wg.Wait()
+				}
+				// The last round's acks, then the cut while their writeouts run.
+				for p := range int32(parts) {
+					require.True(t, r.shards.Ack("t", p, rounds))
+					r.c.MarkDirty("t", p)
+				}
+				time.Sleep(100*time.Millisecond + cutAt) // a tick, then into the batch
+				syncing := w.syncing.Load()
+				cut := w.FS.PowerCut(memfs.PowerCut{})
+				cancel()
+				r.wg.Wait()
+				_ = r.c.Close() // on the frozen file system: its errors are the cut's
+				newest := 0
+				for p := range int32(parts) {
+					st := recoverOn(t, cut, "t", p)
+					if st.Frontier == rounds {
+						newest++
+					}
+					require.GreaterOrEqual(t, st.Frontier, durable[p], "partition %d lost an ack Durable answered for (%d syncs in flight at the cut)", p, syncing)
+					require.LessOrEqual(t, st.Frontier, int64(rounds), "partition %d recovered past its acks", p)
+				}
+				require.Equal(t, int64(4), w.maxSyncing.Load(), "the writeouts ran four at once")
+				t.Logf("cut at %v: %d syncs in flight, %d of %d partitions had their last window on disk, max at once %d", cutAt, syncing, newest, parts, w.maxSyncing.Load())
+			})
+		})
+	}
+}
