@@ -31,7 +31,7 @@ type ConsumeOptions struct {
 
 // Consume leases and returns up to opts.Max records of topic, lowest unresolved offsets
 // first: from this node's partitions, and, with a Transport, from the partitions other nodes
-// own (a probe per owner, the next sent when one has not answered within ProbeHedge, the
+// own (a probe per owner, the next sent when one has not answered within 50 ms, the
 // first with records answering). With nothing there it waits up to opts.Wait, parked on the
 // topic's queue (or the partition's, when pinned) and on delivery tokens left with the
 // owners, and a record that arrives meanwhile, here or on an owner, is handed to exactly one
@@ -40,7 +40,7 @@ type ConsumeOptions struct {
 //
 // A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
 // runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes
-// of keys and payloads; an owner's batch (at most RemoteBatch records) is passed through. A
+// of keys and payloads; an owner's batch (at most 100 records) is passed through. A
 // single record that the wait delivers is topped up with a second local scan.
 //
 // Errors: ErrUnknownTopic, ErrNotLocal (pinned to a partition no node owns, or, without a
@@ -96,7 +96,7 @@ func extend(dst, tail []Message) []Message {
 // consume routes a consume: this node's partitions first (no round trip), then a probe of
 // up to two remote owners (all of them without a wait), then the wait, parked on this node's queue and on
 // tokens left with the owners (two round trips: notify, then claim). A topic no node
-// serves yet is held for the wait, its routes looked at again every UnassignedRecheck.
+// serves yet is held for the wait, its routes looked at again every unassignedRecheck.
 // The local scan appends to into, an empty slice whose capacity it may use.
 func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, into []Message) ([]Message, error) {
 	req := scanRequest{topic: topic, pinned: -1, max: max(opts.Max, 1), visibility: opts.Visibility}
@@ -231,9 +231,9 @@ func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Dura
 
 var errWaitOver = errors.New("router: wait over")
 
-// UnassignedRecheck is how often a long-poll on a topic no node serves yet looks at the
+// unassignedRecheck is how often a long-poll on a topic no node serves yet looks at the
 // route table again.
-const UnassignedRecheck = 50 * time.Millisecond
+const unassignedRecheck = 50 * time.Millisecond
 
 func (n *Node) countEmpty(msgs []Message) {
 	if len(msgs) == 0 {

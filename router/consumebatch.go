@@ -14,10 +14,10 @@ import (
 // probes and claims this node sends one owner go alone while fewer than the lane's consume
 // window of them are in flight there, each from its consumer's goroutine, as before. Past
 // that they queue, and each consume RPC that comes back sends what queued meanwhile (up to
-// MaxConsumeBatch of the head's topic, asking for RemoteBatch records in all) as one
+// MaxConsumeBatch of the head's topic, asking for remoteBatch records in all) as one
 // ConsumeBatch, a queue of one as its own Consume frame: N consumers waiting on one owner
 // cost it about window frames per round trip, not N. A full batch (MaxConsumeBatch
-// consumes, or RemoteBatch records asked for) does not wait for a slot: it leaves at once,
+// consumes, or remoteBatch records asked for) does not wait for a slot: it leaves at once,
 // so consumes that ask for much (which gain little from sharing a frame, since the owner
 // serves a frame's members one after the other) are not held behind each other. Every
 // consume keeps its own deadline, queued or sent; a consumer that leaves (its context ended,
@@ -74,7 +74,7 @@ type consumeResult struct {
 // deadline and returns the consume reply, with exchange's errors: one when no reply came
 // back. *sent is when the caller sent it; for a consume that queued, it is moved to when its
 // frame left, from which the reply's relative expiries count (see wire.Consume). While fewer than the lane's consume window are in flight to owner, for a consume
-// that asks for RemoteBatch records or more, for an owner that refused ConsumeBatch, or from
+// that asks for remoteBatch records or more, for an owner that refused ConsumeBatch, or from
 // a node below wire version 8, it goes at once, alone, from this goroutine; otherwise it
 // queues for a batch (see consumeQueue).
 func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.Consume, frame []byte, deadline time.Time, sent *time.Time) ([]byte, error) {
@@ -85,7 +85,7 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 	q := &l.Peer.consumes
 	q.mu.Lock()
 	// One that asks for a batch's worth of records has nothing to share a frame with.
-	alone := q.inFlight < q.window || int(c.Max) >= RemoteBatch
+	alone := q.inFlight < q.window || int(c.Max) >= remoteBatch
 	var now time.Time
 	if !alone {
 		now = n.clock.Now()
@@ -102,7 +102,7 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 	q.queue = append(q.queue, m)
 	q.asked += m.asks()
 	var full []*queuedConsume
-	if q.asked >= RemoteBatch || len(q.queue) >= wire.MaxConsumeBatch {
+	if q.asked >= remoteBatch || len(q.queue) >= wire.MaxConsumeBatch {
 		if full = q.takeLocked(); full != nil {
 			q.inFlight++ // a slot of its own, past the window
 		}
@@ -186,7 +186,7 @@ func (n *Node) consumeSlotFreed(l *lane) {
 }
 
 // takeLocked takes the queue's next batch: up to MaxConsumeBatch consumes of the head's
-// topic asking for RemoteBatch records in all (the head whatever it asks for), each marked
+// topic asking for remoteBatch records in all (the head whatever it asks for), each marked
 // sent; nil when nothing waits. Called with q.mu held.
 func (q *consumeQueue) takeLocked() []*queuedConsume {
 	var batch []*queuedConsume
@@ -195,7 +195,7 @@ func (q *consumeQueue) takeLocked() []*queuedConsume {
 	for _, m := range q.queue {
 		switch {
 		case m.state != consumeQueued:
-		case len(batch) == 0 || (len(batch) < wire.MaxConsumeBatch && m.topic == batch[0].topic && asked+m.asks() <= RemoteBatch):
+		case len(batch) == 0 || (len(batch) < wire.MaxConsumeBatch && m.topic == batch[0].topic && asked+m.asks() <= remoteBatch):
 			m.state = consumeSent
 			batch = append(batch, m)
 			asked += m.asks()

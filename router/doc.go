@@ -167,7 +167,7 @@
 // an owner before 9 refuses the asking once per olderFieldMemory): an older node on the way
 // drops them.
 // Pinned consumes and replays of a partition another node owns go to its owner; a batch
-// travels as Max and is answered by one owner's scan of up to RemoteBatch records; an owner
+// travels as Max and is answered by one owner's scan of up to 100 records; an owner
 // gives back every record of a reply that never reached its consumer (the cancel race).
 // Liveness, an optional capability of Routes, says a node is down; OwnerFinder, another, names
 // a partition's owner in one lookup for each forwarded ack. Config.WireVersion pins

@@ -79,16 +79,16 @@ func (n *Node) consumeOwnersIn(remote map[string][]int32, pinned int32) (owners 
 // with no reply is slow, as this node sees it: consumes stop probing it on their own time,
 // so one owner that hangs (it neither answers nor refuses) costs the consumes of every
 // other node one budget once, not each. It is asked again in the background instead: a
-// consume that passes over it sends it, at most every SlowOwnerRecheck, a Cancel naming no
+// consume that passes over it sends it, at most once a second, a Cancel naming no
 // request (the cheapest frame every owner answers, changing nothing), and any reply from it
 // (that one, a late probe's, a registration's) ends its slowness. Tokens are still left with
 // a slow owner meanwhile, so a parked consumer still hears of its records: a slow owner is
 // passed over, not forgotten. Nothing of this runs while no consume comes (invariant "idle
 // costs nothing").
 
-// SlowOwnerRecheck is how often, at most, a slow owner is asked in the background whether it
+// slowOwnerRecheck is how often, at most, a slow owner is asked in the background whether it
 // answers again, while consumes pass over it.
-const SlowOwnerRecheck = time.Second
+const slowOwnerRecheck = time.Second
 
 // answering returns owners less the slow ones (owners itself when none is), and sends each
 // slow one its background recheck when one is due. It never writes into owners.
@@ -100,7 +100,7 @@ func (n *Node) answering(owners []string) []string {
 		p.mu.Lock()
 		slow, due := p.slow, p.slow && !now.Before(p.recheckAt)
 		if due {
-			p.recheckAt = now.Add(SlowOwnerRecheck)
+			p.recheckAt = now.Add(slowOwnerRecheck)
 		}
 		p.mu.Unlock()
 		if due {
@@ -125,7 +125,7 @@ func (n *Node) slowOwner(owner string) {
 	p.mu.Lock()
 	if !p.slow {
 		p.slow = true
-		p.recheckAt = n.clock.Now().Add(SlowOwnerRecheck)
+		p.recheckAt = n.clock.Now().Add(slowOwnerRecheck)
 		n.stats.remote.slowOwners.Add(1)
 		n.logger.Info("consume: an owner gave no reply within the budget: passed over until it answers", "owner", owner)
 	}

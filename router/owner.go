@@ -21,8 +21,8 @@ import (
 // claim that follows; only the claim leases.
 
 const (
-	// RemoteBatch is the most records an owner hands one request from another node.
-	RemoteBatch = 100
+	// remoteBatch is the most records an owner hands one request from another node.
+	remoteBatch = 100
 	// notifyBudget bounds a notification's round trip (and half the hold, at most): a
 	// requester that does not answer within it is presumed gone (see notify).
 	notifyBudget = 250 * time.Millisecond
@@ -254,7 +254,7 @@ func (n *Node) serveDrop(from, topic string) {
 
 // serveConsume answers a probe or a claim of another node: one non-blocking scan of this
 // node's partitions of the topic (the pinned one alone, when there is one), capped at
-// RemoteBatch records and BatchPayloadBytes of keys, payloads and headers, its reply bounded at
+// remoteBatch records and BatchPayloadBytes of keys, payloads and headers, its reply bounded at
 // ResponseLimit of encoded records with the records past it given back at once. A claim
 // carrying the Claim flag retires the sender's hold; a plain probe never does. The reply's
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
@@ -317,7 +317,7 @@ func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, member
 // consumeReply is serveConsume's reply, its encoded records bounded at limit (the first is
 // always carried).
 func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic string, c wire.Consume, limit int) wire.ConsumeReply {
-	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), RemoteBatch), visibility: c.Visibility}
+	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), remoteBatch), visibility: c.Visibility}
 	if req.pinned < 0 {
 		req.pinned = -1
 	}

@@ -33,21 +33,21 @@ const (
 	// probeOwners is how many owners a consume with a wait probes before it parks, its
 	// tokens then left with every owner.
 	probeOwners = 2
-	// ProbeHedge is how long a consume waits for one owner's answer to its probe before it
+	// probeHedge is how long a consume waits for one owner's answer to its probe before it
 	// probes the next owner as well: well above a round trip within a data centre, and short
 	// enough that an owner that hangs costs a consume little.
-	ProbeHedge = 50 * time.Millisecond
+	probeHedge = 50 * time.Millisecond
 	// ConsumeOverrun bounds how long after the end of its wait a consume returns, whatever
 	// the owners do: a probe or a claim still out when the wait ends gets this long for its
 	// reply, then is abandoned (what its reply carried is given back). A consume with no
 	// wait returns within ConsumeOverrun.
 	ConsumeOverrun = 250 * time.Millisecond
-	// GatewayResend is how often a node that owns none of a topic's partitions registers its
+	// gatewayResend is how often a node that owns none of a topic's partitions registers its
 	// token again with each owner while consumers are parked: its safety net for a lost
 	// notification or a token an owner silently dropped (a restart). A registration wakes
 	// the owner, which notifies at once if it holds records, so the net costs one frame per
 	// owner per period, whatever the number of consumers parked.
-	GatewayResend = 2 * time.Second
+	gatewayResend = 2 * time.Second
 	// pollFirst and pollMax bound the backoff at which a node polls an owner for its parked
 	// consumers instead of leaving a token (the owner refused registrations, or owners
 	// cannot call this node).
@@ -120,8 +120,8 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 // probe asks the owners for up to req.max records, starting at one that rotates per topic,
 // limit of them at most (0: all); the first with records answers, and the batch is never
 // filled from several owners. An
-// owner that has not answered within ProbeHedge does not hold up the next: it is probed
-// too, and so on, so a hung owner costs a consume ProbeHedge, not its budget; a reply that
+// owner that has not answered within probeHedge does not hold up the next: it is probed
+// too, and so on, so a hung owner costs a consume probeHedge, not its budget; a reply that
 // comes after another owner's records were taken is given back. Owners that let a consume's
 // RPC run out of its budget lately are not probed at all (see answering). Each probe ends by
 // ConsumeOverrun past deadline at the latest. It returns the last error when every owner
@@ -201,7 +201,7 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, limi
 		})
 		stopHedge()
 		if sent < len(asked) {
-			stopHedge = n.clock.AfterFunc(ProbeHedge, func() { notifyOne(hedge) })
+			stopHedge = n.clock.AfterFunc(probeHedge, func() { notifyOne(hedge) })
 		}
 	}
 	send()
@@ -542,7 +542,7 @@ func tokenTTL(now, deadline time.Time, resend time.Duration) time.Duration {
 const resendOwners = 8
 
 // resendEvery is how often the keeper registers a topic's token again with each of owners
-// owners while consumers are parked: GatewayResend for a node that owns none of the topic,
+// owners while consumers are parked: gatewayResend for a node that owns none of the topic,
 // tokens.Resend otherwise, times one per resendOwners owners, so that the registrations an
 // idle node sends per second do not grow with the cluster (at most resendOwners frames per
 // base period per topic). A lost token then comes back later in a large cluster; a consume
@@ -551,7 +551,7 @@ const resendOwners = 8
 func resendEvery(gateway bool, owners int) time.Duration {
 	base := tokens.Resend
 	if gateway {
-		base = GatewayResend
+		base = gatewayResend
 	}
 	return base * time.Duration(max(1, (owners+resendOwners-1)/resendOwners))
 }
@@ -722,7 +722,7 @@ func (n *Node) pass(owner, topic string) {
 
 // runKeeper keeps this node's tokens in place while consumers wait on owners: every
 // tokens.KeepInterval it makes sure each owner of a topic with parked consumers holds a
-// live token from this node, and sends each again after tokens.Resend (GatewayResend on a
+// live token from this node, and sends each again after tokens.Resend (gatewayResend on a
 // gateway) regardless; and it polls, for the topic's parked consumers, the owners that
 // cannot take tokens. With no consumer waiting on an owner it arms no timer and sleeps
 // until a consumer parks (invariant "idle costs nothing").
@@ -859,7 +859,7 @@ func (n *Node) keep(now time.Time) time.Duration {
 
 // holdUnassigned holds a long-poll on a topic no node serves yet (none of its partitions
 // assigned, or every owner down) instead of answering at once, which would turn every
-// looping consumer into a busy poll. It looks at the routes every UnassignedRecheck, and
+// looping consumer into a busy poll. It looks at the routes every unassignedRecheck, and
 // returns the live owners once some appear, so the consume probes them and parks for
 // what is left of its wait; once a partition this consume may take from is local, it
 // answers empty (no owners, no error), so the next poll takes the local path with its full
@@ -872,7 +872,7 @@ func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, d
 		if left <= 0 {
 			return nil, nil
 		}
-		stop := n.clock.AfterFunc(min(UnassignedRecheck, left), signal)
+		stop := n.clock.AfterFunc(min(unassignedRecheck, left), signal)
 		select {
 		case <-ctx.Done():
 			stop()
@@ -957,7 +957,7 @@ type RemoteStats struct {
 	ClaimHits     uint64 // of them, answered with records
 	Passes        uint64 // notifications declined: nobody parked here could use them
 	Cancels       uint64 // cancels sent for a reply nobody received
-	Hedges        uint64 // probes sent while another owner's was still out past ProbeHedge
+	Hedges        uint64 // probes sent while another owner's was still out past 50 ms (a hedge)
 	Unbacked      uint64 // a peer's notifications and records refused: the routes give it no such partition, or no token was left with it
 	SlowOwners    uint64 // owners found slow: a consume's RPC ran out of its budget
 	// As the owner.
