@@ -33,7 +33,7 @@ func TestImportGraph(t *testing.T) {
 	mayImport := map[string][]string{
 		"inflight": nil, "offsets": nil, "pump": nil, "tokens": nil,
 		"internal/wire": nil, "internal/partitionmap": nil, "internal/workers": nil, "internal/budget": nil,
-		"internal/acklane": nil,
+		"internal/acklane": nil, "internal/readmap": nil,
 		"internal/handoff": {"inflight"}, "internal/cancelmemory": {"inflight"},
 		"internal/storecommit": {"inflight", "offsets"}, "internal/statedir": {"offsets"},
 	}

@@ -16,6 +16,7 @@ import (
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/cancelmemory"
+	"narad.dev/consume/internal/readmap"
 	"narad.dev/consume/internal/realclock"
 	"narad.dev/consume/internal/statedir"
 	"narad.dev/consume/internal/storecommit"
@@ -175,7 +176,7 @@ type Node struct {
 	store     *storecommit.Committer // Config.Store's committer; nil with the file committer
 	pump      *pump.Pump[reservation]
 
-	topics readMap[*topicState] // read on every consume; changed at a topic's first use and delete
+	topics readmap.Map[*topicState] // read on every consume; changed at a topic's first use and delete
 
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
@@ -438,7 +439,7 @@ func shardState(persisted *offsets.State) inflight.State {
 
 // topic returns the node's state of a topic, creating it.
 func (n *Node) topic(name string) *topicState {
-	return n.topics.loadOrAdd(name, newTopicState)
+	return n.topics.LoadOrAdd(name, newTopicState)
 }
 
 func newTopicState() *topicState {
@@ -554,7 +555,7 @@ func (n *Node) DeleteTopic(topic string) error {
 	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
 	n.forgetTopicTokens(topic)
-	n.topics.remove(topic)
+	n.topics.Remove(topic)
 	return err
 }
 

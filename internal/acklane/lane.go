@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"narad.dev/consume/internal/readmap"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -46,9 +47,8 @@ type Config[P any] struct {
 // Lanes holds a node's lanes, one per owner, made at first use and kept. The node's state of
 // each owner besides forwarding rides along as the lane's Peer. Safe for concurrent use.
 type Lanes[P any] struct {
-	cfg Config[P]
-	mu  sync.Mutex // serialises adds, so that a lane is made once per owner
-	m   sync.Map   // owner → *Lane[P]: read on every settle without a lock
+	cfg   Config[P]
+	lanes readmap.Map[*Lane[P]] // by owner: read on every settle without a lock
 }
 
 // New returns a Lanes with no lanes yet.
@@ -58,18 +58,14 @@ func New[P any](cfg Config[P]) *Lanes[P] {
 
 // Lane returns the lane to owner, made if there is none.
 func (ls *Lanes[P]) Lane(owner string) *Lane[P] {
-	if l, ok := ls.m.Load(owner); ok {
-		return l.(*Lane[P])
+	if l, ok := ls.lanes.Load(owner); ok { // the common case, with no closure to make
+		return l
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if l, ok := ls.m.Load(owner); ok {
-		return l.(*Lane[P])
-	}
-	l := &Lane[P]{owner: owner, cfg: &ls.cfg, Peer: ls.cfg.NewPeer(owner)}
-	l.sweep = l.sweepDue
-	ls.m.Store(owner, l)
-	return l
+	return ls.lanes.LoadOrAdd(owner, func() *Lane[P] {
+		l := &Lane[P]{owner: owner, cfg: &ls.cfg, Peer: ls.cfg.NewPeer(owner)}
+		l.sweep = l.sweepDue
+		return l
+	})
 }
 
 // Lane is the forwarding state of one owner: the RPCs in flight to it, the settles queued for

@@ -1,4 +1,4 @@
-package router
+package readmap
 
 import (
 	"fmt"
@@ -9,48 +9,48 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestReadMapAgainstMap runs a readMap's operations against a plain map.
-func TestReadMapAgainstMap(t *testing.T) {
+// TestMapAgainstMap runs a Map's operations against a plain map.
+func TestMapAgainstMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var table readMap[int]
+		var table Map[int]
 		model := map[string]int{}
 		keys := rapid.SampledFrom([]string{"", "a", "b", "topic", "node-2"})
 		t.Repeat(map[string]func(*rapid.T){
 			"load": func(t *rapid.T) {
 				key := keys.Draw(t, "key")
-				v, ok := table.load(key)
+				v, ok := table.Load(key)
 				want, wantOK := model[key]
 				if v != want || ok != wantOK {
-					t.Fatalf("load(%q) = %d, %v; want %d, %v", key, v, ok, want, wantOK)
+					t.Fatalf("Load(%q) = %d, %v; want %d, %v", key, v, ok, want, wantOK)
 				}
 			},
 			"loadOrAdd": func(t *rapid.T) {
 				key := keys.Draw(t, "key")
 				fresh := rapid.Int().Draw(t, "fresh")
 				added := false
-				got := table.loadOrAdd(key, func() int { added = true; return fresh })
+				got := table.LoadOrAdd(key, func() int { added = true; return fresh })
 				want, had := model[key]
 				if !had {
 					want = fresh
 					model[key] = fresh
 				}
 				if got != want || added == had {
-					t.Fatalf("loadOrAdd(%q) = %d (added %v); want %d (had %v)", key, got, added, want, had)
+					t.Fatalf("LoadOrAdd(%q) = %d (added %v); want %d (had %v)", key, got, added, want, had)
 				}
 			},
 			"remove": func(t *rapid.T) {
 				key := keys.Draw(t, "key")
-				table.remove(key)
+				table.Remove(key)
 				delete(model, key)
 			},
 		})
 	})
 }
 
-// TestReadMapAddsOncePerKey has goroutines race to add the same keys: each key's add runs
+// TestMapAddsOncePerKey has goroutines race to add the same keys: each key's add runs
 // once, and every caller gets the value it made.
-func TestReadMapAddsOncePerKey(t *testing.T) {
-	var table readMap[*int]
+func TestMapAddsOncePerKey(t *testing.T) {
+	var table Map[*int]
 	var mu sync.Mutex
 	adds := map[string]int{}
 	var wg sync.WaitGroup
@@ -59,7 +59,7 @@ func TestReadMapAddsOncePerKey(t *testing.T) {
 		wg.Go(func() {
 			for k := range 16 {
 				key := fmt.Sprint(k)
-				got[g] = append(got[g], table.loadOrAdd(key, func() *int {
+				got[g] = append(got[g], table.LoadOrAdd(key, func() *int {
 					mu.Lock()
 					defer mu.Unlock()
 					adds[key]++
@@ -77,16 +77,16 @@ func TestReadMapAddsOncePerKey(t *testing.T) {
 	}
 }
 
-// BenchmarkReadMapLoad is a lookup of one of a few keys, as a consume resolves its topic.
-func BenchmarkReadMapLoad(b *testing.B) {
-	var table readMap[*int]
+// BenchmarkLoad is a lookup of one of a few keys, as a consume resolves its topic.
+func BenchmarkLoad(b *testing.B) {
+	var table Map[*int]
 	keys := []string{"orders", "payments", "events", "audit"}
 	for _, k := range keys {
-		table.loadOrAdd(k, func() *int { return new(int) })
+		table.LoadOrAdd(k, func() *int { return new(int) })
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if _, ok := table.load(keys[i%len(keys)]); !ok {
+		if _, ok := table.Load(keys[i%len(keys)]); !ok {
 			b.Fatal("missing")
 		}
 	}
