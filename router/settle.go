@@ -168,7 +168,6 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 	}
 	scratch := ackPool.Get().(*ackScratch)
 	defer scratch.put()
-	parsed := handles
 	byPartition := scratch.order[:0] // indexes of the well-formed handles, by partition
 	sorted := true                   // a batch from one consume usually is
 	for i, h := range handles {
@@ -176,22 +175,22 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 			errs[i] = err
 			continue
 		}
-		if len(byPartition) > 0 && h.Partition < parsed[byPartition[len(byPartition)-1]].Partition {
+		if len(byPartition) > 0 && h.Partition < handles[byPartition[len(byPartition)-1]].Partition {
 			sorted = false
 		}
 		byPartition = append(byPartition, i)
 	}
 	scratch.order = byPartition
 	if !sorted {
-		slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(parsed[a].Partition, parsed[b].Partition) })
+		slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(handles[a].Partition, handles[b].Partition) })
 	}
 
 	var groups map[string][]int // owner → indexes into handles
 	now := n.clock.Now()
 	for len(byPartition) > 0 {
-		p := parsed[byPartition[0]].Partition
+		p := handles[byPartition[0]].Partition
 		run := 1
-		for run < len(byPartition) && parsed[byPartition[run]].Partition == p {
+		for run < len(byPartition) && handles[byPartition[run]].Partition == p {
 			run++
 		}
 		indexes := byPartition[:run]
@@ -202,11 +201,11 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 			// The run is handles[first:last+1] in order (the indexes ascend): acked where
 			// it lies, with no copy.
 			first, last := indexes[0], indexes[run-1]
-			shard.AckMany(now, parsed[first:last+1], errs[first:last+1])
+			shard.AckMany(now, handles[first:last+1], errs[first:last+1])
 		case err == nil:
 			hs, es := scratch.handles[:0], slices.Grow(scratch.errs[:0], run)[:run]
 			for _, i := range indexes {
-				hs = append(hs, parsed[i])
+				hs = append(hs, handles[i])
 			}
 			shard.AckMany(now, hs, es)
 			for j, i := range indexes {
@@ -246,7 +245,7 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 				batch := make([]*acklane.Ack, len(chunk))
 				blocks := make([]acklane.Ack, len(chunk)) // one allocation for the chunk
 				for j, i := range chunk {
-					blocks[j] = acklane.Ack{Topic: topic, Record: wire.Record{Op: opAck, Handle: wire.Handle(parsed[i])}, Deadline: deadline, Values: ctx}
+					blocks[j] = acklane.Ack{Topic: topic, Record: wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}, Deadline: deadline, Values: ctx}
 					batch[j] = &blocks[j]
 				}
 				answers := make([]wire.Answer, len(chunk))
