@@ -179,7 +179,7 @@ func (s *Shard) Requeue(now time.Time, off int64) bool {
 	var fx effects
 	s.mu.Lock()
 	s.purgeLocked(now.UnixNano(), &fx)
-	ok := s.requeueLocked(off, &fx)
+	ok := !s.lapsedAt(now.UnixNano()) && s.requeueLocked(off, &fx)
 	s.mu.Unlock()
 	s.report(&fx)
 	return ok
@@ -191,8 +191,9 @@ func (s *Shard) RequeueAll(now time.Time) int {
 	s.mu.Lock()
 	s.purgeLocked(now.UnixNano(), &fx)
 	n := 0
+	lapsed := s.lapsedAt(now.UnixNano())
 	for off, requeued := range s.quarantine {
-		if !requeued && s.requeueLocked(off, &fx) {
+		if !requeued && !lapsed && s.requeueLocked(off, &fx) {
 			n++
 		}
 	}

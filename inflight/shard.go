@@ -87,6 +87,14 @@ type State struct {
 	// Fence is the latest fencing token the shard granted: a shard restored from the state
 	// grants larger ones, whatever its clock says.
 	Fence uint64
+	// Epoch names the ownership grant the state was kept under (the host's, see
+	// router.Ownership); 0 when the host grants none. A shard restored from the state serves
+	// under it, and Snapshot reports it, so that a store can refuse the saves of an older one.
+	Epoch uint64
+	// GrantUntil is when the grant the shard serves under lapses: from then on (see
+	// Shard.Lapsed) the shard is frozen until Renew moves it on. Zero: it never lapses.
+	// Memory only: Snapshot leaves it zero.
+	GrantUntil time.Time
 }
 
 // Held is the in-memory state of one unresolved offset that a move carries to the
@@ -135,6 +143,10 @@ type Hooks struct {
 	// and the set drains below the cap, only the hole is handed out. It is called once per
 	// such episode, when it begins (Counters.AckedAheadStalls counts them): a host logs it.
 	AckedAheadStall func(topic string, partition int32, stall AckedAheadStall)
+	// Lapsed reports, from Tracker.Purge, a shard whose ownership grant has lapsed (see
+	// Shard.Lapsed): the host renews it (Shard.Renew) or deposes it (Tracker.Depose). A
+	// lapsed shard's deadlines wait: the purger does not wake for them.
+	Lapsed func(topic string, partition int32)
 }
 
 // AckedAheadStall is what Hooks.AckedAheadStall reports of a partition whose acked-ahead
@@ -184,11 +196,16 @@ type Shard struct {
 	cfg        Config
 	visibility int64 // cfg.VisibilityTimeout in nanoseconds
 	dropped    bool
-	// handedOff: HandOff fenced the shard for a move (dropped is set with it). Its settles
-	// answer ErrMoved rather than ErrGone: the lease may live on at the next owner.
+	// handedOff: HandOff fenced the shard for a move, or Depose took it from this node
+	// (dropped is set with it). Its settles answer ErrMoved rather than ErrGone: the lease
+	// may live on at the next owner.
 	handedOff   bool
 	incarnation uint64 // State.Incarnation, kept for Snapshot
-	frontier    int64
+	epoch       uint64 // State.Epoch, kept for Snapshot
+	// grantUntil is when the ownership grant lapses, Unix nanoseconds; 0: never. Read
+	// without the lock by Lapsed, so that a caller can learn it needs a renewal first.
+	grantUntil atomic.Int64
+	frontier   int64
 	// cursor is the lowest offset above the frontier not leased in this incarnation: every
 	// offset in (frontier, cursor) has been leased, settled or skipped, so the offsets that
 	// can be leased below the cursor are exactly the released ones.
@@ -272,6 +289,37 @@ func (s *Shard) Incarnation() uint64 {
 	return s.incarnation
 }
 
+// Epoch returns the ownership epoch the shard serves under (State.Epoch).
+func (s *Shard) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// Lapsed reports whether the ownership grant the shard serves under has lapsed by now. From
+// that instant, checked under the shard's lock against the now of each call, the shard is
+// frozen: it grants no lease, every settle, requeue and hand-off answers ErrMoved and changes
+// nothing, and nothing expires, so no state that a successor may already serve changes here.
+// Renew thaws it, when the host says the same grant still holds. It costs one atomic load.
+func (s *Shard) Lapsed(now time.Time) bool { return s.lapsedAt(now.UnixNano()) }
+
+func (s *Shard) lapsedAt(now int64) bool {
+	until := s.grantUntil.Load()
+	return until != 0 && now >= until
+}
+
+// Renew moves the lapse of the shard's grant to until, if that is later (a renewal of the
+// same grant: the host's lease was kept alive). A grant that never lapses stays so.
+func (s *Shard) Renew(until time.Time) {
+	at := max(until.UnixNano(), 1)
+	for {
+		old := s.grantUntil.Load()
+		if old == 0 || at <= old || s.grantUntil.CompareAndSwap(old, at) {
+			return
+		}
+	}
+}
+
 // Restore reseeds the shard with persisted state, as after a restart: every lease, delay,
 // release and corrupt skip is forgotten, and every offset above the frontier that is not
 // acked ahead will be delivered again. Handles issued before never match a
@@ -283,7 +331,11 @@ func (s *Shard) Restore(state State) {
 }
 
 func (s *Shard) restoreLocked(state State) {
-	s.frontier, s.incarnation = state.Frontier, state.Incarnation
+	s.frontier, s.incarnation, s.epoch = state.Frontier, state.Incarnation, state.Epoch
+	s.grantUntil.Store(0)
+	if !state.GrantUntil.IsZero() {
+		s.grantUntil.Store(max(state.GrantUntil.UnixNano(), 1))
+	}
 	s.cursor = state.Frontier + 1
 	s.pending.reset()
 	s.ahead.reset()
@@ -467,6 +519,9 @@ func builtinMax(a, b int) int { return max(a, b) }
 func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effects) error {
 	if s.dropped {
 		return ErrEmpty
+	}
+	if s.lapsedAt(now) {
+		return ErrMoved
 	}
 	if s.leased >= s.cfg.MaxInFlight {
 		return ErrInFlightCap
@@ -675,8 +730,8 @@ func (s *Shard) Purge(now time.Time) int {
 // An expired lease is released (or delayed by the backoff policy, or quarantined); a delay
 // that ended makes its offset visible again.
 func (s *Shard) purgeLocked(now int64, fx *effects) {
-	if s.dropped {
-		return // a dropped or handed-off shard's state is frozen: nothing it holds is served
+	if s.dropped || s.lapsedAt(now) {
+		return // a dropped, handed-off or lapsed shard's state is frozen: nothing it holds is served
 	}
 	for first, ok := s.deadlines.first(); ok && first.at <= now; first, ok = s.deadlines.first() {
 		d := s.deadlines.pop()
@@ -749,8 +804,12 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 	if len(handles) > 0 {
 		s.purgeLocked(at, &fx)
 	}
+	lapsed := s.lapsedAt(at)
 	for i, h := range handles {
 		_, err := s.liveLease(h)
+		if lapsed {
+			err = ErrMoved
+		}
 		switch err {
 		case nil:
 			acked++
@@ -882,12 +941,15 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
 	p, err := s.liveLease(h)
+	if s.lapsedAt(at) {
+		err = ErrMoved
+	}
 	switch {
 	case err == ErrGone:
 		s.counters.Gone.Add(1)
 	case err == ErrAlreadySettled:
 		s.counters.AlreadySettled.Add(1)
-	case err != nil: // ErrMoved: the shard was handed off
+	case err != nil: // ErrMoved: the shard was handed off, deposed, or its grant lapsed
 	case op == opAck:
 		s.counters.Acked.Add(1)
 		s.resolveLocked(h.Offset, false, &fx)
@@ -1111,6 +1173,7 @@ func (s *Shard) HandOff(now time.Time, dst *State) {
 // for the attempts when it reports them in order (see SnapshotCapped).
 func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bool) {
 	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
+	dst.Epoch, dst.Fence, dst.GrantUntil = s.epoch, s.fence, time.Time{}
 	dst.AckedAhead = s.ahead.appendTo(dst.AckedAhead[:0])
 	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)
 	if !inOrder {
@@ -1176,11 +1239,13 @@ func (s *Shard) Stats() Stats {
 }
 
 // drop retires the shard: its leases are gone, ReserveNext hands out nothing and every
-// handle gets ErrGone, so a caller still holding it cannot settle anything that the
-// successor shard would not know about.
-func (s *Shard) drop() {
+// handle gets ErrGone (ErrMoved when moved: the partition was taken from this node and the
+// lease may live on at its owner), so a caller still holding it cannot settle anything that
+// the successor shard would not know about.
+func (s *Shard) drop(moved bool) {
 	s.mu.Lock()
 	s.dropped = true
+	s.handedOff = s.handedOff || moved
 	s.mu.Unlock()
 }
 

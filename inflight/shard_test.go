@@ -423,7 +423,7 @@ func TestStaleDeadlinesStayBounded(t *testing.T) {
 func TestDroppedShardSettlesNothing(t *testing.T) {
 	s, _ := newTestShard(t, Config{}, State{Frontier: -1})
 	l := reserve(t, s, epoch, 10)
-	s.drop()
+	s.drop(false)
 	assert.ErrorIs(t, s.Ack(epoch, l.Handle), ErrGone)
 	_, err := s.ReserveNext(epoch, 10)
 	assert.ErrorIs(t, err, ErrEmpty)

@@ -236,7 +236,7 @@ func (t *Tracker) Install(g *Generation, partition int32, state State, reset fun
 	if g.ended.Load() {
 		return nil, ErrTopicDropped
 	}
-	t.dropLocked(topic, partition)
+	t.dropLocked(topic, partition, false)
 	if reset != nil {
 		if err := reset(); err != nil {
 			return nil, err
@@ -305,11 +305,22 @@ func (t *Tracker) readSeed(seed *[32]byte) error {
 func (t *Tracker) Drop(topic string, partition int32) {
 	t.fence.Lock()
 	defer t.fence.Unlock()
-	t.dropLocked(topic, partition)
+	t.dropLocked(topic, partition, false)
 }
 
-// dropLocked is Drop inside the create fence.
-func (t *Tracker) dropLocked(topic string, partition int32) {
+// Depose is Drop for a partition taken from this node while its shard was live (the routes
+// name another owner, or its ownership grant lapsed): a caller still holding the shard gets
+// ErrMoved for every settle, as after a hand-off, so the settle goes to the partition's
+// owner rather than answering ErrGone for a lease that may live on there. It reports whether
+// a shard was there.
+func (t *Tracker) Depose(topic string, partition int32) bool {
+	t.fence.Lock()
+	defer t.fence.Unlock()
+	return t.dropLocked(topic, partition, true)
+}
+
+// dropLocked is Drop inside the create fence; moved as for Depose.
+func (t *Tracker) dropLocked(topic string, partition int32, moved bool) bool {
 	t.mu.Lock()
 	s := t.lookup(topic, partition)
 	if s != nil {
@@ -317,9 +328,10 @@ func (t *Tracker) dropLocked(topic string, partition int32) {
 	}
 	t.mu.Unlock()
 	if s != nil {
-		s.drop()
+		s.drop(moved)
 	}
 	t.forget(topic, partition)
+	return s != nil
 }
 
 // DropTopic drops every shard of topic (a deleted topic), as Drop does for each, ends the
@@ -342,7 +354,7 @@ func (t *Tracker) DropTopic(topic string) error {
 	}
 	t.mu.Unlock()
 	for _, s := range dropped {
-		s.drop()
+		s.drop(false)
 		t.forget(topic, s.partition)
 	}
 	if t.cfg.ForgetTopic != nil {
@@ -368,12 +380,28 @@ func (t *Tracker) Purge(now time.Time) (released int, next time.Time) {
 		return true
 	})
 	for _, s := range shards {
+		if s.Lapsed(now) {
+			if t.cfg.Hooks.Lapsed != nil {
+				t.cfg.Hooks.Lapsed(s.topic, s.partition)
+			}
+			if s.Lapsed(now) {
+				continue // frozen: deposed, or lapsed still
+			}
+		}
 		released += s.Purge(now)
 		if at, ok := s.NextDeadline(); ok && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
 	return released, next
+}
+
+// Held returns the shards of topic held now.
+func (t *Tracker) Held(topic string) []*Shard {
+	if ts := t.topicShardsOf(topic); ts != nil {
+		return ts.AppendTo(nil)
+	}
+	return nil
 }
 
 // Reconfigure applies TrackerConfig.Topic's current settings to every shard of topic held

@@ -39,6 +39,11 @@ type State struct {
 	// ignored). Load always sets it; the host keeps it with the shard and hands it back to the
 	// committer through Source, which writes it into every record (see consumer.id).
 	Incarnation uint64
+	// Fence and Epoch are the latest fencing token the partition's shard granted and the
+	// ownership epoch it served under, for a committer whose encoding carries them (a host's
+	// store, see internal/storecommit). The files of this package do not keep them: Load
+	// leaves them zero.
+	Fence, Epoch uint64
 	// Unverified is true when Frontier comes from a consumer.offset of the legacy 8-byte form,
 	// which carries no checksum and no identity: ClampToWatermark then takes a frontier at or
 	// above the high watermark for damage rather than a lost tail.

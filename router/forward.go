@@ -587,7 +587,7 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 			continue
 		}
 		errs := scratch.errs[:len(handles)]
-		shard.AckMany(now, handles, errs)
+		n.ackManyLocal(shard, now, handles, errs)
 		for j, k := range indexes {
 			answers[k] = answerOf(errs[j], time.Time{})
 		}
@@ -609,7 +609,7 @@ func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Reco
 	if err != nil {
 		return answerOf(err, time.Time{})
 	}
-	expiry, err := n.settleHere(ctx, shard, now, topic, rec)
+	expiry, err := n.settleLocal(ctx, shard, now, topic, rec)
 	a := answerOf(err, expiry)
 	if r.Op == wire.OpExtendLeft && err == nil {
 		a.Expiry = int64(max(expiry.Sub(now), 1)) // the time left, not a time: see wire.OpExtendLeft
@@ -674,6 +674,38 @@ func (n *Node) settleHere(ctx context.Context, shard *inflight.Shard, now time.T
 	return expiry, err
 }
 
+// settleLocal is settleHere on a partition this node serves, within its ownership grant: a
+// shard whose grant lapsed is tried again once the host renewed it, and a success stands only
+// if the grant still held after the apply; otherwise the answer is ErrMoved (the partition
+// may be served elsewhere now, and this node saves nothing of it any more).
+func (n *Node) settleLocal(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
+	expiry, err := n.settleHere(ctx, shard, now, topic, r)
+	if n.lapsedRetry(shard, now, err) {
+		expiry, err = n.settleHere(ctx, shard, now, topic, r)
+	}
+	if err == nil && !n.stillHeld(shard) {
+		return time.Time{}, inflight.ErrMoved
+	}
+	return expiry, err
+}
+
+// ackManyLocal is shard.AckMany on a partition this node serves, within its grant as
+// settleLocal applies one record: answered ErrMoved, every one, unless the grant held.
+func (n *Node) ackManyLocal(shard *inflight.Shard, now time.Time, handles []inflight.Handle, errs []error) {
+	shard.AckMany(now, handles, errs)
+	if len(handles) == 0 {
+		return
+	}
+	if n.lapsedRetry(shard, now, errs[0]) {
+		shard.AckMany(now, handles, errs)
+	}
+	if !n.stillHeld(shard) {
+		for i := range handles {
+			errs[i] = inflight.ErrMoved
+		}
+	}
+}
+
 // remoteOrLocal applies a record here when this node owns its partition, and forwards it to
 // the owner otherwise (with a Transport configured); an owner the routes do not name is
 // unavailable, with no RPC made.
@@ -681,7 +713,7 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 	shard, err := n.localShard(topic, r.handle.Partition)
 	if err == nil {
 		// The clock is read only for a record applied here.
-		if expiry, err := n.settleHere(ctx, shard, n.clock.Now(), topic, r); err != inflight.ErrMoved {
+		if expiry, err := n.settleLocal(ctx, shard, n.clock.Now(), topic, r); err != inflight.ErrMoved {
 			return expiry, err
 		}
 		err = inflight.ErrMoved // handed off since it was found: the new owner has the lease

@@ -120,6 +120,9 @@ func (n *Node) reserveFrom(gen *inflight.Generation, partition int32, log Log, n
 		return reservation{}, false, n.negativeWatermark(gen.Topic(), partition, hwm)
 	}
 	lease, err := shard.ReserveNextFor(now, hwm, 0)
+	if n.lapsedRetry(shard, now, err) {
+		lease, err = shard.ReserveNextFor(now, hwm, 0)
+	}
 	if err != nil {
 		return reservation{}, false, nil
 	}
@@ -137,6 +140,9 @@ var errSkipped = errors.New("router: reserved record skipped")
 func (n *Node) read(r reservation) (Message, error) {
 	m := r.msg
 	rec, err := r.log.Read(m.Offset)
+	if err == nil && !n.stillHeld(r.shard) {
+		return Message{}, errSkipped // the grant lapsed: not handed over, the consumer waits on
+	}
 	if err == nil {
 		m.Key, m.Value, m.Timestamp, m.Headers = rec.Key, rec.Value, rec.Timestamp, rec.Headers
 		n.stats.delivered.Add(1)

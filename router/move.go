@@ -141,14 +141,20 @@ func (n *Node) fencedEntry(key shardKey) (*handedOff, error) {
 		return v.(*handedOff), nil
 	}
 	gen := n.tracker.Generation(key.topic)
-	if _, ok := n.tracker.LookupIn(gen, key.partition); !ok {
+	shard, ok := n.tracker.LookupIn(gen, key.partition)
+	if !ok {
 		local, _, known := n.routes.Partitions(key.topic)
 		if !known || !slices.Contains(local, key.partition) {
 			return nil, fmt.Errorf("%w: %s/%d has no state here to hand off", ErrNotLocal, key.topic, key.partition)
 		}
-		if _, err := n.shardFor(gen, key.partition); err != nil {
+		var err error
+		if shard, err = n.shardFor(gen, key.partition); err != nil {
 			return nil, err
 		}
+	}
+	if now := n.clock.Now(); n.ownership != nil && shard.Lapsed(now) && !n.renew(shard, now) {
+		// Another node may serve it now: what this node holds is not the partition's state.
+		return nil, errNoGrant(key.topic, key.partition)
 	}
 	n.moves.mu.Lock()
 	defer n.moves.mu.Unlock()
@@ -246,6 +252,9 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 	topic, partition := key.topic, key.partition
 	gen := n.tracker.Generation(topic)
 	if err := n.checkNotStale(gen, key, &p.State); err != nil {
+		return err
+	}
+	if err := n.takeGrant(topic, partition, &p.State, n.clock.Now()); err != nil {
 		return err
 	}
 	dir := n.dir.Partition(topic, partition)

@@ -116,6 +116,11 @@ type Config struct {
 	// a node it told about it; a claim that never comes lapses then, and the record goes
 	// to the next node waiting. Zero means tokens.DefaultHold (1 s).
 	HoldTimeout time.Duration
+	// Ownership is the host's grant of partitions in time (see Ownership): with it, the node
+	// serves a partition only while the host's grant of it is valid on the node's own clock,
+	// and the ownership epoch travels with the partition's state. Nil: the Routes alone say
+	// what this node owns (RoutesChanged still deposes what they no longer name).
+	Ownership Ownership
 	// NoCallbacks says owners cannot call this node (it has no address they can reach): its
 	// consumers poll the owners on a backoff (100 ms doubling to 1 s) instead of leaving
 	// tokens with them.
@@ -187,6 +192,8 @@ type Node struct {
 	// promptTransport: transport is a ContextTransport, called from the waiting goroutine.
 	promptTransport bool
 	ownerFinder     OwnerFinder           // the routes', if they offer it
+	ownership       Ownership             // Config.Ownership
+	fencedEpochs    sync.Map              // shardKey → the epoch whose save the store refused (see fenced)
 	lanes           *acklane.Lanes[*peer] // forwarding state per owner
 	forwarding      *workers.Pool         // RPCs in flight in the background (see background)
 
@@ -243,6 +250,7 @@ func (t *topicState) nextProbe(n int) int { return int(t.probeStart.Add(1)-1) % 
 
 type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
+	deposed                                      atomic.Uint64 // partitions taken from this node while live
 	remote                                       remoteStats
 	// The latency histograms (see Stats).
 	consumeWait, remoteDelivery, forwardedAckRPC histogram
@@ -274,6 +282,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	_, n.promptTransport = cfg.Transport.(ContextTransport)
 	n.ownerFinder, _ = cfg.Routes.(OwnerFinder)
+	n.ownership = cfg.Ownership
 	n.wireVersion = wire.Version(cfg.WireVersion)
 	if n.wireVersion == 0 {
 		n.wireVersion = wire.Newest
@@ -295,7 +304,7 @@ func New(cfg Config) (*Node, error) {
 	n.dir = dir
 	if cfg.Store != nil {
 		n.store = storecommit.New(storecommit.Config{Store: cfg.Store, Source: &committerSource{n: n},
-			Interval: cfg.CommitInterval, Logger: n.logger})
+			Interval: cfg.CommitInterval, Logger: n.logger, Fenced: n.fenced})
 		n.committer = n.store
 	} else {
 		committer, err := offsets.New(offsets.Config{
@@ -328,6 +337,7 @@ func New(cfg Config) (*Node, error) {
 			Dirty:           n.committer.MarkDirty,
 			Deadline:        n.deadlineSet,
 			AckedAheadStall: n.logAckedAheadStall,
+			Lapsed:          n.deposeLapsed,
 			Quarantine: func(topic string, partition int32, offset int64, attempts uint32) {
 				n.logger.Warn("consume: record quarantined (rejected, or after too many deliveries); Requeue brings it back",
 					"topic", topic, "partition", partition, "offset", offset, "attempts", attempts)
@@ -434,7 +444,8 @@ func shardState(persisted *offsets.State) inflight.State {
 		}
 	}
 	return inflight.State{Frontier: persisted.Frontier, AckedAhead: ahead, Attempts: attempts,
-		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation}
+		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation,
+		Fence: persisted.Fence, Epoch: persisted.Epoch}
 }
 
 // topic returns the node's state of a topic, creating it.
@@ -595,6 +606,7 @@ func (n *Node) DropPartition(topic string, partition int32) {
 	}
 	defer n.life.fence.leave()
 	if partition >= 0 {
+		n.fencedEpochs.Delete(shardKey{topic, partition})
 		n.moves.mu.Lock()
 		n.moves.unfenceLocked(topic, partition)
 		n.moves.mu.Unlock()
@@ -614,6 +626,10 @@ type Stats struct {
 	EmptyConsumes uint64 // Consume calls that delivered nothing (the 204s)
 	Delivered     uint64 // records delivered under a lease
 	Replayed      uint64 // records read by Replay (not counted as consumed)
+	// Deposed counts partitions taken from this node while it served them: RoutesChanged
+	// found the routes naming another owner, the ownership grant lapsed or changed, or the
+	// state store refused a save as fenced (ErrFenced).
+	Deposed uint64
 	// SetAsides counts partitions set aside because their state could not be loaded,
 	// SetAsideRecovered those that rejoined, and SetAsideNow is how many are set aside now
 	// (Health lists them).
@@ -650,6 +666,7 @@ func (n *Node) Stats() Stats {
 		EmptyConsumes:          n.stats.emptyConsumes.Load(),
 		Delivered:              n.stats.delivered.Load(),
 		Replayed:               n.stats.replayed.Load(),
+		Deposed:                n.stats.deposed.Load(),
 		SetAsides:              n.setAside.total.Load(),
 		SetAsideRecovered:      n.setAside.recovered.Load(),
 		SetAsideNow:            n.setAside.count.Load(),
@@ -750,13 +767,14 @@ type committerSource struct {
 
 func (s *committerSource) State(topic string, partition int32, into *offsets.State) bool {
 	shard, ok := s.n.tracker.Lookup(topic, partition)
-	if !ok {
+	if !ok || !s.n.mayWrite(shard) {
 		return false
 	}
 	snap := &s.snap
 	snap.Quarantined, snap.Requeued = into.Quarantine[:0], into.Requeued[:0]
 	into.OmittedAttempts = shard.SnapshotCapped(snap, offsets.MaxSlotAttempts)
 	into.Frontier, into.Incarnation = snap.Frontier, snap.Incarnation
+	into.Fence, into.Epoch = snap.Fence, snap.Epoch
 	into.Quarantine, into.Requeued = snap.Quarantined, snap.Requeued
 	into.Ahead = into.Ahead[:0]
 	for _, r := range snap.AckedAhead {

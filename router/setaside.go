@@ -118,6 +118,11 @@ func (n *Node) loadPartition(topic string, partition int32) (inflight.State, err
 	if err != nil {
 		return st, &errStateLoad{err}
 	}
+	// Last: the grant's time counts from the load's end, and a partition not granted here
+	// is neither set aside nor served.
+	if err := n.takeGrant(topic, partition, &st, n.clock.Now()); err != nil {
+		return inflight.State{}, err
+	}
 	return st, nil
 }
 

@@ -65,7 +65,7 @@ func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 	if err == nil {
 		var shard *inflight.Shard
 		if shard, err = n.localShard(topic, rec.handle.Partition); err == nil {
-			_, err = n.apply(shard, n.clock.Now(), topic, rec)
+			_, err = n.settleLocal(context.Background(), shard, n.clock.Now(), topic, rec)
 		}
 		if err != nil && (shard == nil || err == inflight.ErrMoved) {
 			if owner, err = n.ownerFor(topic, rec.handle.Partition, err); err == nil {
@@ -201,13 +201,13 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 			// The run is handles[first:last+1] in order (the indexes ascend): acked where
 			// it lies, with no copy.
 			first, last := indexes[0], indexes[run-1]
-			shard.AckMany(now, handles[first:last+1], errs[first:last+1])
+			n.ackManyLocal(shard, now, handles[first:last+1], errs[first:last+1])
 		case err == nil:
 			hs, es := scratch.handles[:0], slices.Grow(scratch.errs[:0], run)[:run]
 			for _, i := range indexes {
 				hs = append(hs, handles[i])
 			}
-			shard.AckMany(now, hs, es)
+			n.ackManyLocal(shard, now, hs, es)
 			for j, i := range indexes {
 				errs[i] = es[j]
 			}

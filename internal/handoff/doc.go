@@ -9,13 +9,17 @@
 // the encoding, and a lease's grant as its age, so the new owner's clock reads them against its
 // own now, and no clock error between the two shortens a lease.
 //
-// # Format, version 1
+// # Format, versions 1 and 2
+//
+// Version 2 is version 1 with the ownership epoch the state was kept under (8 bytes, never
+// 0) after the fence; Append writes version 1 for a state with no epoch, so that a release
+// that reads only version 1 reads every state of a host that grants no epochs.
 //
 // Integers are big-endian; a uvarint is encoding/binary's unsigned LEB128.
 //
 //	offset  size  field
 //	     0     4  magic "NRCH"
-//	     4     1  version: 1. A decoder refuses another (ErrVersion).
+//	     4     1  version: 1 or 2. A decoder refuses another (ErrVersion).
 //	     5     1  flags: bit 0 set for a live hand-off (Held carries the leases); clear for a
 //	              state read from durable files (a failover: no leases). Other bits are 0.
 //	     6     2  T: length of the topic's name, 1 to 65535
@@ -26,6 +30,7 @@
 //	              retried adoption of the same bytes from a different state
 //	  28+T     8  frontier (int64, at least -1)
 //	  36+T     8  fence: the latest fencing token granted
+//	  44+T     8  version 2 only: the ownership epoch (never 0); the offsets below move by 8
 //	  44+T     -  sections, each a uvarint count and that many entries, in this order:
 //	                acked ahead: uvarint(offset - prev - 1), prev the frontier, then the
 //	                  previous offset (ascending, above the frontier)

@@ -21,8 +21,9 @@ var (
 	ErrVersion = errors.New("handoff: partition state of an unknown version")
 )
 
-// Version is the version Append writes.
-const Version = 1
+// Version is the newest version Append writes: 2 for a state with an ownership epoch, 1
+// (which an older release reads) for one without.
+const Version = 2
 
 var magic = [4]byte{'N', 'R', 'C', 'H'}
 
@@ -65,8 +66,12 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	if p.Live {
 		flags |= flagLive
 	}
+	version := byte(1)
+	if st.Epoch != 0 {
+		version = 2
+	}
 	dst = append(dst, magic[:]...)
-	dst = append(dst, Version, flags)
+	dst = append(dst, version, flags)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(p.Topic)))
 	dst = append(dst, p.Topic...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(p.Partition))
@@ -74,6 +79,9 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, p.ID)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(st.Frontier))
 	dst = binary.BigEndian.AppendUint64(dst, st.Fence)
+	if version >= 2 {
+		dst = binary.BigEndian.AppendUint64(dst, st.Epoch)
+	}
 
 	dst = appendRuns(dst, st.AckedAhead, st.Frontier)
 	dst = binary.AppendUvarint(dst, uint64(len(st.Attempts)))
@@ -164,8 +172,9 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return p, fmt.Errorf("%w: checksum mismatch", ErrDamaged)
 	}
-	if b[4] != Version {
-		return p, fmt.Errorf("%w: version %d (this release reads %d)", ErrVersion, b[4], Version)
+	version := b[4]
+	if version < 1 || version > Version {
+		return p, fmt.Errorf("%w: version %d (this release reads 1 to %d)", ErrVersion, version, Version)
 	}
 	r := reader{b: body[5:]}
 	flags := r.byte()
@@ -180,6 +189,11 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 	p.ID = r.uint64()
 	st.Frontier = int64(r.uint64())
 	st.Fence = r.uint64()
+	if version >= 2 {
+		if st.Epoch = r.uint64(); st.Epoch == 0 {
+			r.fail("epoch 0 in a version 2 state")
+		}
+	}
 	if r.err == nil {
 		switch {
 		case p.Topic == "":

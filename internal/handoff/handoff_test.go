@@ -101,6 +101,28 @@ func TestNewerVersionIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrVersion)
 }
 
+// A state with an ownership epoch is version 2, and carries it; one without is version 1,
+// which a release that reads version 1 only reads as before.
+func TestEpochMakesVersion2(t *testing.T) {
+	p := example()
+	v1 := Append(nil, &p, now)
+	require.Equal(t, byte(1), v1[4])
+	p.State.Epoch = 1 << 40
+	v2 := Append(nil, &p, now)
+	require.Equal(t, byte(2), v2[4])
+	require.Len(t, v2, len(v1)+8)
+	got, err := Decode(v2, now)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+
+	// Version 2 with an epoch of 0 is nonsense: Append never writes it.
+	forged := slices.Clone(v2)
+	at := 4 + 2 + 2 + len(p.Topic) + 4 + 8 + 8 + 8 + 8
+	clear(forged[at : at+8])
+	_, err = Decode(reseal(forged), now)
+	require.ErrorIs(t, err, ErrDamaged)
+}
+
 // reseal recomputes the checksum of b, so a test can forge well-checksummed nonsense.
 func reseal(b []byte) []byte {
 	body := b[:len(b)-4]
@@ -182,6 +204,7 @@ func genPartition(t *rapid.T) Partition {
 			Frontier:    frontier,
 			Incarnation: rapid.Uint64Min(1).Draw(t, "incarnation"),
 			Fence:       rapid.Uint64().Draw(t, "fence"),
+			Epoch:       rapid.Uint64().Draw(t, "epoch"),
 			AckedAhead:  genRuns(t, "ahead", frontier),
 			Quarantined: genOffsets(t, "quarantine", -1),
 			Corrupt:     genOffsets(t, "corrupt", frontier),
@@ -216,7 +239,7 @@ func genPartition(t *rapid.T) Partition {
 func equal(a, b Partition) bool {
 	sa, sb := a.State, b.State
 	if a.Topic != b.Topic || a.Partition != b.Partition || a.ID != b.ID || a.Live != b.Live ||
-		sa.Frontier != sb.Frontier || sa.Incarnation != sb.Incarnation || sa.Fence != sb.Fence ||
+		sa.Frontier != sb.Frontier || sa.Incarnation != sb.Incarnation || sa.Fence != sb.Fence || sa.Epoch != sb.Epoch ||
 		!slices.Equal(sa.AckedAhead, sb.AckedAhead) || !slices.Equal(sa.Attempts, sb.Attempts) ||
 		!slices.Equal(sa.Quarantined, sb.Quarantined) || !slices.Equal(sa.Requeued, sb.Requeued) ||
 		!slices.Equal(sa.Corrupt, sb.Corrupt) {
@@ -231,6 +254,8 @@ func equal(a, b Partition) bool {
 func FuzzDecode(f *testing.F) {
 	p := example()
 	f.Add(Append(nil, &p, now))
+	p.State.Epoch = 42
+	f.Add(Append(nil, &p, now)) // version 2
 	empty := Partition{Topic: "t", ID: 1, State: inflight.State{Frontier: -1, Incarnation: 1}}
 	f.Add(Append(nil, &empty, now))
 	f.Add([]byte("NRCH"))

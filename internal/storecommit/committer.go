@@ -34,7 +34,18 @@ type Entry struct {
 	// State is the partition's encoded state: self-verifying and naming its partition. The
 	// store keeps it as given; the slice is the store's to keep.
 	State []byte
+	// Epoch is the ownership epoch the partition's state was kept under (the host's grant,
+	// router.Grant.Epoch); 0 when the host grants none. A store shared by the nodes of a
+	// cluster refuses a save whose epoch is below the one it holds for the partition, so
+	// that an owner deposed while alive never writes over its successor's state.
+	Epoch uint64
 }
+
+// ErrFenced is what a Store wraps in its error when it refuses a save because the
+// partition's state is kept under a newer ownership epoch than the entry's: the node that
+// saved no longer owns the partition. The committer then saves each entry of the batch on
+// its own, and tells Config.Fenced of each one refused so.
+var ErrFenced = errors.New("router: the state store holds the partition under a newer ownership epoch")
 
 // Defaults of Config's zero fields.
 const (
@@ -53,6 +64,10 @@ type Config struct {
 	// MaxBatch bounds the partitions of one Save; zero means DefaultMaxBatch.
 	MaxBatch int
 	Logger   *slog.Logger
+	// Fenced is told of each partition whose save the store refused with ErrFenced (off the
+	// committer's locks, so it may Forget the partition): its state is not marked again, and
+	// the durable waits on it answer that it is gone. Nil: nobody is told.
+	Fenced func(topic string, partition int32)
 }
 
 type key struct {
@@ -409,12 +424,79 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 		}
 		st := toInflight(&snap)
 		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: handoff.NewID(), State: st}
-		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{})})
+		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{}), Epoch: st.Epoch})
 		held = append(held, taken{k, waiters})
 	}
 	if len(batch) == 0 {
 		return nil
 	}
+	errs, err := c.save(ctx, batch)
+	var fenced []key
+	c.mu.Lock()
+	for i, t := range held {
+		p := c.parts[t.k]
+		if p == nil {
+			continue // cannot happen: Forget waits for saving to reach zero
+		}
+		p.saving--
+		isFenced := errors.Is(errs[i], ErrFenced)
+		for _, w := range t.waiters {
+			switch {
+			case w.withdrawn:
+			case isFenced:
+				w.done <- gone(t.k.topic, t.k.partition, "the store holds it under a newer ownership epoch")
+			case errs[i] != nil:
+				p.waiters = append(p.waiters, w)
+			default:
+				c.stats.durables.Add(1)
+				w.done <- nil
+			}
+		}
+		switch {
+		case isFenced:
+			fenced = append(fenced, t.k)
+		case errs[i] != nil:
+			c.markLocked(t.k)
+		}
+	}
+	c.mu.Unlock()
+	c.saved.Broadcast()
+	if c.cfg.Fenced != nil {
+		for _, k := range fenced {
+			c.cfg.Fenced(k.topic, k.partition)
+		}
+	}
+	if err != nil {
+		c.warn("consume: the state store refused a save; the partitions are saved again at the next interval",
+			"partitions", len(batch), "err", err)
+		return err
+	}
+	return nil
+}
+
+// save stores batch and returns each entry's outcome, and the first error. A batch the store
+// refuses as fenced (ErrFenced) is saved again one entry at a time, to learn which entries
+// it refuses: the others are saved.
+func (c *Committer) save(ctx context.Context, batch []Entry) ([]error, error) {
+	errs := make([]error, len(batch))
+	err := c.saveOnce(ctx, batch)
+	if err != nil && errors.Is(err, ErrFenced) && len(batch) > 1 {
+		err = nil
+		for i := range batch {
+			if errs[i] = c.saveOnce(ctx, batch[i:i+1]); err == nil {
+				err = errs[i]
+			}
+		}
+		return errs, err
+	}
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs, err
+}
+
+// saveOnce is one Save, bounded by the store's timeout, and counted.
+func (c *Committer) saveOnce(ctx context.Context, batch []Entry) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	err := c.cfg.Store.Save(sctx, batch)
 	cancel()
@@ -424,35 +506,7 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 		c.stats.saves.Add(1)
 		c.stats.partitionsSaved.Add(uint64(len(batch)))
 	}
-	c.mu.Lock()
-	for _, t := range held {
-		p := c.parts[t.k]
-		if p == nil {
-			continue // cannot happen: Forget waits for saving to reach zero
-		}
-		p.saving--
-		for _, w := range t.waiters {
-			switch {
-			case w.withdrawn:
-			case err != nil:
-				p.waiters = append(p.waiters, w)
-			default:
-				c.stats.durables.Add(1)
-				w.done <- nil
-			}
-		}
-		if err != nil {
-			c.markLocked(t.k)
-		}
-	}
-	c.mu.Unlock()
-	c.saved.Broadcast()
-	if err != nil {
-		c.warn("consume: the state store refused a save; the partitions are saved again at the next interval",
-			"partitions", len(batch), "err", err)
-		return err
-	}
-	return nil
+	return err
 }
 
 func (c *Committer) warn(msg string, args ...any) {
@@ -505,7 +559,7 @@ func (c *Committer) Stats() offsets.Stats {
 
 func toInflight(st *offsets.State) inflight.State {
 	out := inflight.State{Frontier: st.Frontier, Quarantined: st.Quarantine,
-		Requeued: st.Requeued, Incarnation: st.Incarnation}
+		Requeued: st.Requeued, Incarnation: st.Incarnation, Fence: st.Fence, Epoch: st.Epoch}
 	if len(st.Ahead) > 0 {
 		out.AckedAhead = make([]inflight.Run, len(st.Ahead))
 		for i, r := range st.Ahead {
@@ -523,7 +577,7 @@ func toInflight(st *offsets.State) inflight.State {
 
 func fromInflight(st *inflight.State) offsets.State {
 	out := offsets.State{Found: true, Frontier: st.Frontier, Quarantine: st.Quarantined,
-		Requeued: st.Requeued, Incarnation: st.Incarnation}
+		Requeued: st.Requeued, Incarnation: st.Incarnation, Fence: st.Fence, Epoch: st.Epoch}
 	if len(st.AckedAhead) > 0 {
 		out.Ahead = make([]offsets.Run, len(st.AckedAhead))
 		for i, r := range st.AckedAhead {

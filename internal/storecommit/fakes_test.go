@@ -68,7 +68,7 @@ func (s *fakeSource) State(topic string, p int32, into *offsets.State) bool {
 	if !ok {
 		return false
 	}
-	into.Frontier, into.Incarnation = st.Frontier, st.Incarnation
+	into.Frontier, into.Incarnation, into.Fence, into.Epoch = st.Frontier, st.Incarnation, st.Fence, st.Epoch
 	into.Ahead = append(into.Ahead[:0], st.Ahead...)
 	into.Attempts = append(into.Attempts[:0], st.Attempts...)
 	into.Quarantine = append(into.Quarantine[:0], st.Quarantine...)
@@ -104,7 +104,8 @@ type fakeStore struct {
 	delay   time.Duration
 	gate    chan struct{}
 	loadErr error
-	onSave  func(batch []Entry) // called inside Save, before it waits
+	onSave  func(batch []Entry)       // called inside Save, before it waits
+	refuse  func(batch []Entry) error // called after the waits: a refusal of the batch, or nil
 
 	busy     atomic.Int32
 	overlaps atomic.Int64
@@ -128,12 +129,12 @@ func (s *fakeStore) Save(ctx context.Context, batch []Entry) error {
 	defer s.busy.Add(-1)
 	entries := make([]Entry, len(batch))
 	for i, e := range batch {
-		entries[i] = Entry{Topic: e.Topic, Partition: e.Partition, State: slices.Clone(e.State)}
+		entries[i] = Entry{Topic: e.Topic, Partition: e.Partition, State: slices.Clone(e.State), Epoch: e.Epoch}
 	}
 	s.mu.Lock()
 	i := len(s.calls)
 	s.calls = append(s.calls, saveCall{start: time.Now(), entries: entries})
-	delay, gate, onSave := s.delay, s.gate, s.onSave
+	delay, gate, onSave, refuse := s.delay, s.gate, s.onSave, s.refuse
 	s.mu.Unlock()
 	if onSave != nil {
 		onSave(batch)
@@ -151,6 +152,11 @@ func (s *fakeStore) Save(ctx context.Context, batch []Entry) error {
 			case <-gate:
 			case <-ctx.Done():
 				return ctx.Err()
+			}
+		}
+		if refuse != nil {
+			if err := refuse(entries); err != nil {
+				return err
 			}
 		}
 		s.mu.Lock()

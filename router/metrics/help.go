@@ -8,6 +8,7 @@ var help = map[string]string{
 	"EmptyConsumes":          "Consume calls that delivered nothing (the 204s); a high share of Consumes means consumers poll an empty topic and may wait longer per call.",
 	"Delivered":              "Records delivered to consumers under a lease (replays are not counted); the consume throughput.",
 	"Replayed":               "Records read by Replay, which leases nothing; reads beside the queue's consumption.",
+	"Deposed":                "Partitions taken from this node while it served them: the routes named another owner, its ownership grant lapsed or changed, or the state store refused a save as fenced.",
 	"SetAsides":              "Partitions set aside because their ack state could not be loaded; each one serves nothing until a retry loads it.",
 	"SetAsideRecovered":      "Set-aside partitions whose state loaded on a later try and rejoined.",
 	"SetAsideNow":            "Partitions set aside now (Node.Health lists them); alert on any above zero: they serve nothing.",

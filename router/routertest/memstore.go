@@ -2,6 +2,7 @@ package routertest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -10,12 +11,16 @@ import (
 
 // MemStore is an in-memory router.StateStore, for tests: a map from partition to the state
 // Save last stored for it. A store shared by nodes that start and stop plays the host's
-// replicated storage, which outlives any one machine. The zero value is ready to use; it is
-// safe for concurrent use.
+// replicated storage, which outlives any one machine. It fences as a shared store must: it
+// refuses, with router.ErrFenced, a save whose ownership epoch is below the one it holds for
+// the partition (the newest saved, or set by Fence when the host grants the partition anew).
+// The zero value is ready to use; it is safe for concurrent use.
 type MemStore struct {
 	mu     sync.Mutex
 	states map[storeKey][]byte
+	epochs map[storeKey]uint64
 	saves  int
+	fenced int
 }
 
 type storeKey struct {
@@ -43,13 +48,41 @@ func (s *MemStore) Save(ctx context.Context, batch []router.PartitionState) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.states == nil {
-		s.states = map[storeKey][]byte{}
+		s.states, s.epochs = map[storeKey][]byte{}, map[storeKey]uint64{}
+	}
+	for _, e := range batch { // all or nothing, as a transaction that compares the epochs
+		if held := s.epochs[storeKey{e.Topic, e.Partition}]; e.Epoch < held {
+			s.fenced++
+			return fmt.Errorf("%w: %s/%d saved under epoch %d, the store holds epoch %d", router.ErrFenced, e.Topic, e.Partition, e.Epoch, held)
+		}
 	}
 	for _, e := range batch {
-		s.states[storeKey{e.Topic, e.Partition}] = slices.Clone(e.State)
+		k := storeKey{e.Topic, e.Partition}
+		s.states[k] = slices.Clone(e.State)
+		s.epochs[k] = max(s.epochs[k], e.Epoch)
 	}
 	s.saves++
 	return nil
+}
+
+// Fence raises the epoch the store holds for a partition to epoch, as a host's failover
+// does when it grants the partition to a new owner: from then on a save under an older epoch
+// is refused.
+func (s *MemStore) Fence(topic string, partition int32, epoch uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epochs == nil {
+		s.states, s.epochs = map[storeKey][]byte{}, map[storeKey]uint64{}
+	}
+	k := storeKey{topic, partition}
+	s.epochs[k] = max(s.epochs[k], epoch)
+}
+
+// Fenced returns how many saves the store refused as fenced.
+func (s *MemStore) Fenced() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced
 }
 
 // Delete removes every state of topic.
@@ -62,6 +95,11 @@ func (s *MemStore) Delete(ctx context.Context, topic string) error {
 	for k := range s.states {
 		if k.topic == topic {
 			delete(s.states, k)
+		}
+	}
+	for k := range s.epochs {
+		if k.topic == topic {
+			delete(s.epochs, k)
 		}
 	}
 	return nil
