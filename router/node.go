@@ -512,8 +512,8 @@ func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 
 // Appended tells the node that the log of (topic, partition) grew. It wakes a consumer
 // parked for the partition if there is one; with none parked it returns at once on an
-// atomic flag and allocates nothing. A host also calls it when the node gains a partition,
-// so consumers parked on the topic look at it at once. Without it, a parked consumer waits
+// atomic flag and allocates nothing. When the node gains or loses partitions, the host calls
+// RoutesChanged, which also makes consumers parked on the topic look again. Without it, a parked consumer waits
 // until its deadline or until another wake (a nack, a lease expiry, an append to another
 // partition) makes the node look. hwm, the next offset to be written, is not used: the node
 // reads the high watermark from the log itself when it reserves.
@@ -599,7 +599,9 @@ func (n *Node) PartitionDir(topic string, partition int32) string {
 // partition's directory afterwards, and it ends the fence of a partition handed off from
 // here (HandOff). A host calls it when it reclaims a partition, when it retires an
 // incarnation, and around an install of the partition's files it made itself; for a move it
-// uses HandOff and Adopt. The next touch loads the state afresh from disk.
+// uses HandOff and Adopt, and after a failover away from this node RoutesChanged, which
+// deposes what the routes no longer name here (with Config.Ownership a partition whose grant
+// lapsed stops by itself). The next touch loads the state afresh from disk.
 func (n *Node) DropPartition(topic string, partition int32) {
 	if !n.life.fence.enter() {
 		return // the node's state went with Close

@@ -24,11 +24,16 @@ import (
 // node.
 //
 // A store shared by the nodes of a cluster must refuse the saves of a node that no longer
-// owns the partition (one failed over while it was cut off, not dead): its saves would put
-// an older state over the new owner's. Make Save conditional on who may write the
-// partition's state (a transaction that compares a key of the host's metadata), and answer
-// an error for the saves it refuses. That key moves at the hand-off, before Adopt (whose
-// saves must pass) and before the routes: the old owner saves nothing once HandOff returned.
+// owns the partition (one failed over while it was paused or cut off, not dead): its saves
+// would put an older state over the new owner's. Each entry carries the ownership epoch it
+// was saved under (PartitionState.Epoch, from Config.Ownership): refuse an entry whose epoch
+// is below the one the store holds for the partition (a transaction that compares a key the
+// host's failover raises when it grants the partition anew, or that the newest save wrote),
+// and answer an error wrapping ErrFenced. The node then saves the batch's entries one by one
+// to learn which are refused, and deposes those partitions at once (see Ownership). A host
+// without epochs compares a key of its own metadata the same way. The fence moves at the
+// hand-off or failover, before Adopt (whose saves must pass) and before the routes: the old
+// owner saves nothing once HandOff returned or its grant lapsed.
 //
 // Each Load and Save runs under a context that ends after 10 s (a store that hangs costs the
 // partition's load a set-aside and its save a retry one interval later, never the node); a
