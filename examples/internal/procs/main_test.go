@@ -40,8 +40,9 @@ func child(mode string) int {
 		return 0
 	case "fail": // exits before it serves
 		return 3
-	case "hang": // never serves, ignores SIGTERM and its input
+	case "hang": // never serves, ignores SIGTERM (and says so) and its input
 		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring SIGTERM")
 		time.Sleep(time.Minute)
 	}
 	return 2

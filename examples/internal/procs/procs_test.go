@@ -13,12 +13,23 @@ import (
 
 // start starts the test binary as a child in mode, collecting its other lines.
 func start(t *testing.T, mode string) (*Proc, func() []string) {
+	p, lines, _ := startWaiting(t, mode, "")
+	return p, lines
+}
+
+// startWaiting is start, with a channel closed once the child printed line.
+func startWaiting(t *testing.T, mode, line string) (*Proc, func() []string, <-chan struct{}) {
 	var mu sync.Mutex
 	var lines []string
+	printed := make(chan struct{})
+	var once sync.Once
 	p, err := Start("child-"+mode, os.Args[0], []string{"-child", mode}, func(s string) {
 		mu.Lock()
 		lines = append(lines, s)
 		mu.Unlock()
+		if s == line {
+			once.Do(func() { close(printed) })
+		}
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -26,7 +37,7 @@ func start(t *testing.T, mode string) (*Proc, func() []string) {
 			p.Kill()
 		}
 	})
-	return p, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), lines...) }
+	return p, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), lines...) }, printed
 }
 
 func TestTerminate(t *testing.T) {
@@ -63,8 +74,11 @@ func TestExitedBeforeReady(t *testing.T) {
 }
 
 func TestKill(t *testing.T) {
-	p, _ := start(t, "hang")
+	p, _, ignoring := startWaiting(t, "hang", "ignoring SIGTERM")
 	require.ErrorContains(t, p.WaitReady(t.Context(), 100*time.Millisecond), "did not serve within 100ms")
+	// Only once the child ignores SIGTERM: on a busy machine the signal could otherwise come
+	// first, and end the child as SIGTERM does by default.
+	<-ignoring
 	require.NoError(t, p.Terminate()) // ignored
 	err := p.WaitExit(200 * time.Millisecond)
 	require.ErrorContains(t, err, "did not stop within 200ms: killed")
