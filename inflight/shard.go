@@ -70,6 +70,11 @@ type State struct {
 	// hands it back in Snapshot, so the state it persists names the incarnation it came from;
 	// it never interprets it.
 	Incarnation uint64
+	// HostIncarnation is the host's incarnation of the topic the state is bound to (see
+	// offsets.State.HostIncarnation), 0 when unbound. The shard keeps it beside Incarnation
+	// and hands it back, uninterpreted, so that what it persists stays bound to the life of
+	// the topic it was loaded under.
+	HostIncarnation uint64
 	// NothingPersisted says the state was not read from persisted files (Load found none it
 	// could trust): a shard created from it is not reported dirty until it changes, since
 	// there is nothing read to make durable, so a partition that is only looked at writes
@@ -188,6 +193,7 @@ type Shard struct {
 	// answer ErrMoved rather than ErrGone: the lease may live on at the next owner.
 	handedOff   bool
 	incarnation uint64 // State.Incarnation, kept for Snapshot
+	host        uint64 // State.HostIncarnation, kept for Snapshot
 	frontier    int64
 	// cursor is the lowest offset above the frontier not leased in this incarnation: every
 	// offset in (frontier, cursor) has been leased, settled or skipped, so the offsets that
@@ -283,7 +289,7 @@ func (s *Shard) Restore(state State) {
 }
 
 func (s *Shard) restoreLocked(state State) {
-	s.frontier, s.incarnation = state.Frontier, state.Incarnation
+	s.frontier, s.incarnation, s.host = state.Frontier, state.Incarnation, state.HostIncarnation
 	s.cursor = state.Frontier + 1
 	s.pending.reset()
 	s.ahead.reset()
@@ -1110,7 +1116,7 @@ func (s *Shard) HandOff(now time.Time, dst *State) {
 // copyStateLocked copies the persisted state into dst, reusing its slices, unsorted except
 // for the attempts when it reports them in order (see SnapshotCapped).
 func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bool) {
-	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
+	dst.Frontier, dst.Incarnation, dst.HostIncarnation = s.frontier, s.incarnation, s.host
 	dst.AckedAhead = s.ahead.appendTo(dst.AckedAhead[:0])
 	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)
 	if !inOrder {

@@ -17,7 +17,9 @@
 //	     0     4  magic "NRCH"
 //	     4     1  version: 1. A decoder refuses another (ErrVersion).
 //	     5     1  flags: bit 0 set for a live hand-off (Held carries the leases); clear for a
-//	              state read from durable files (a failover: no leases). Other bits are 0.
+//	              state read from durable files (a failover: no leases). Bit 1 set for a
+//	              state bound to the host's incarnation of the topic (the trailing field
+//	              below). Other bits are 0.
 //	     6     2  T: length of the topic's name, 1 to 65535
 //	     8     T  the topic's name
 //	   8+T     4  partition (int32, at least 0)
@@ -38,7 +40,14 @@
 //	                  delay uvarint(nanoseconds left until its expiry or end); for a lease
 //	                  uvarint(nanoseconds since its grant)
 //	                corrupt: offsets skipped as unreadable, as acked ahead
+//	              with flag bit 1 only: 8 bytes, the host's incarnation of the topic the state
+//	                is bound to (as the node digests the host's answer; never 0)
 //	   n-4     4  CRC-32C (Castagnoli) of bytes 0 to n-5
+//
+// A state with no host incarnation sets no bit 1 and has no trailing field, so it is the same
+// bytes as before the field existed. A release before it refuses bit 1 as damage (ErrDamaged):
+// an Adopt there changes nothing, and a state store's load ignores the state loudly and
+// delivers the partition's retained records again; neither skips a record.
 //
 // Every count is bounded by the bytes left (an entry takes at least one byte), so a decoder
 // allocates no more than its input warrants. Anything else (a short or long buffer, a bad

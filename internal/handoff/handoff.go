@@ -28,6 +28,11 @@ var magic = [4]byte{'N', 'R', 'C', 'H'}
 
 const (
 	flagLive = 1 << 0
+	// flagHostIncarnation: the state is bound to the host's incarnation of the topic
+	// (inflight.State.HostIncarnation), written in 8 bytes after the sections. Set only
+	// for a bound state, so that an unbound one encodes as before and every release reads
+	// it; an older release refuses a bound one as damaged, which redelivers, never skips.
+	flagHostIncarnation = 1 << 1
 
 	kindReleased = 0
 	kindLeased   = 1
@@ -64,6 +69,9 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	flags := byte(0)
 	if p.Live {
 		flags |= flagLive
+	}
+	if st.HostIncarnation != 0 {
+		flags |= flagHostIncarnation
 	}
 	dst = append(dst, magic[:]...)
 	dst = append(dst, Version, flags)
@@ -109,6 +117,9 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 		}
 	}
 	dst = appendOffsets(dst, st.Corrupt, st.Frontier)
+	if st.HostIncarnation != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, st.HostIncarnation)
+	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -169,7 +180,7 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 	}
 	r := reader{b: body[5:]}
 	flags := r.byte()
-	if flags&^flagLive != 0 {
+	if flags&^(flagLive|flagHostIncarnation) != 0 {
 		return p, fmt.Errorf("%w: unknown flags %#x", ErrDamaged, flags)
 	}
 	p.Live = flags&flagLive != 0
@@ -242,6 +253,11 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 		}
 	}
 	st.Corrupt = r.offsets(st.Frontier)
+	if flags&flagHostIncarnation != 0 {
+		if st.HostIncarnation = r.uint64(); r.err == nil && st.HostIncarnation == 0 {
+			r.fail("bound to host incarnation 0")
+		}
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
 	}
