@@ -70,6 +70,11 @@ type State struct {
 	// hands it back in Snapshot, so the state it persists names the incarnation it came from;
 	// it never interprets it.
 	Incarnation uint64
+	// HostIncarnation is the host's incarnation of the topic the state is bound to (see
+	// offsets.State.HostIncarnation), 0 when unbound. The shard keeps it beside Incarnation
+	// and hands it back, uninterpreted, so that what it persists stays bound to the life of
+	// the topic it was loaded under.
+	HostIncarnation uint64
 	// NothingPersisted says the state was not read from persisted files (Load found none it
 	// could trust): a shard created from it is not reported dirty until it changes, since
 	// there is nothing read to make durable, so a partition that is only looked at writes
@@ -201,6 +206,7 @@ type Shard struct {
 	// may live on at the next owner.
 	handedOff   bool
 	incarnation uint64 // State.Incarnation, kept for Snapshot
+	host        uint64 // State.HostIncarnation, kept for Snapshot
 	epoch       uint64 // State.Epoch, kept for Snapshot
 	// grantUntil is when the ownership grant lapses, Unix nanoseconds; 0: never. Read
 	// without the lock by Lapsed, so that a caller can learn it needs a renewal first.
@@ -331,7 +337,7 @@ func (s *Shard) Restore(state State) {
 }
 
 func (s *Shard) restoreLocked(state State) {
-	s.frontier, s.incarnation, s.epoch = state.Frontier, state.Incarnation, state.Epoch
+	s.frontier, s.incarnation, s.host, s.epoch = state.Frontier, state.Incarnation, state.HostIncarnation, state.Epoch
 	s.grantUntil.Store(0)
 	if !state.GrantUntil.IsZero() {
 		s.grantUntil.Store(max(state.GrantUntil.UnixNano(), 1))
@@ -1172,7 +1178,7 @@ func (s *Shard) HandOff(now time.Time, dst *State) {
 // copyStateLocked copies the persisted state into dst, reusing its slices, unsorted except
 // for the attempts when it reports them in order (see SnapshotCapped).
 func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bool) {
-	dst.Frontier, dst.Incarnation = s.frontier, s.incarnation
+	dst.Frontier, dst.Incarnation, dst.HostIncarnation = s.frontier, s.incarnation, s.host
 	dst.Epoch, dst.Fence, dst.GrantUntil = s.epoch, s.fence, time.Time{}
 	dst.AckedAhead = s.ahead.appendTo(dst.AckedAhead[:0])
 	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)

@@ -200,6 +200,9 @@ type partition struct {
 	// incarnation is what the partition's records name: the live shard's (from Load), or
 	// consumer.id's when the Source keeps none; settled at the prime.
 	incarnation uint64
+	// host is the host's incarnation of the topic the shard was loaded under (State.
+	// HostIncarnation), taken with incarnation; the prime binds consumer.id to it.
+	host uint64
 
 	marked    atomic.Bool  // acked since the last tick; changed under markMu, read by MarkDirty
 	waiters   []*waiter    // markMu: Durable waits not yet answered

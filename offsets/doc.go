@@ -54,13 +54,15 @@
 // consumer.id names the incarnation of the partition's state: one life of it, from the first
 // touch of a partition with no trusted state to the removal of its directory (a topic deleted
 // and created again under the name starts a new one). Big-endian, 24 bytes, or 44 when the
-// incarnation began by adopting legacy records (below):
+// incarnation began by adopting legacy records (below), each 8 bytes longer (32 or 52) when
+// the state is bound to the host's incarnation of the topic (below):
 //
 //	offset  size  field
 //	     0     4  magic "NRCI"
 //	     4     1  version: 1
 //	     5     1  flags: 0x01 the incarnation adopted legacy state (the 44-byte form);
-//	              0x02 among it a consumer.ahead record (only with 0x01); others 0
+//	              0x02 among it a consumer.ahead record (only with 0x01); 0x04 the state is
+//	              bound to a host incarnation (8 more bytes); others 0
 //	     6     2  reserved: 0
 //	     8     4  partition key (as in consumer.ahead, below)
 //	    12     8  incarnation: 64 random bits, never 0
@@ -75,8 +77,31 @@
 //	              else 0)
 //	    40     4  CRC-32C of bytes 0 to 39
 //
+// With 0x04, the 8 bytes before the checksum (from byte 20 in the plain form, 40 in the
+// adopted one) hold the host incarnation: the host's incarnation of the topic the state is
+// bound to (State.HostIncarnation: a Kafka topic ID, a table's row version, as the router
+// digests it to 64 bits; never 0). The fields before it keep their places.
+//
 // The checksum is always the file's last four bytes, over all the bytes before them. A flag
 // this release does not know, or a size its flags do not call for, is damage.
+//
+// The host incarnation tells the lives of a topic apart where consumer.id alone cannot: a new
+// life writes its consumer.id at its first prime, which a partition with no state gets only
+// with its first ack, so until then a backup of an earlier life restored whole into its
+// directory (the earlier consumer.id with it) would be taken for this life's. A host that
+// knows its topic's incarnation loads with it (LoadBound): a consumer.id bound to another is
+// ignored with every record beside it, logged and counted (Stats.IgnoredFiles), and the
+// partition starts as new under a fresh incarnation, delivering its retained records again;
+// its prime then replaces that consumer.id, adopting nothing, rather than strand the
+// partition. An unbound consumer.id (written before the binding, or under a host that names
+// none) is trusted as before and bound at the partition's next prime, its records kept: so an
+// unbound backup of an earlier life restored into a new life that has not written its own
+// consumer.id is still taken for this life's, as it is for a host that knows no incarnation
+// (Load). A consumer.id bound to an incarnation keeps it under a host that names none. A
+// power loss during the prime that binds may tear consumer.id: the partition's records are
+// then ignored and delivered again, never skipped. A release before the binding takes a bound
+// consumer.id (32 or 52 bytes) for damage: a downgrade redelivers each bound partition's
+// retained records once.
 //
 // Load draws a fresh incarnation when consumer.id is missing or damaged; the host keeps it with
 // the shard and gives it back through Source, and the prime writes consumer.id and syncs it,
@@ -204,7 +229,7 @@
 // begins with the magic is a torn new one, not a frontier). The levelling after an upgrade
 // replaces the legacy form.
 //
-// Recovery (Load, Recover) trusts what it can verify:
+// Recovery (Load, LoadBound, Recover) trusts what it can verify:
 //   - consumer.id must be valid for the records that name an incarnation to count; without it
 //     (missing: copied or restored without it; damaged) only legacy records, which name none,
 //     count. Under a valid one a legacy record counts only when its incarnation adopted it
@@ -216,6 +241,8 @@
 //     Unverified: ClampToWatermark takes one at or above the log's high watermark for damage and
 //     starts the partition afresh rather than clamp it (a verified frontier there is a log that
 //     lost its tail, and is clamped).
+//   - Under LoadBound, a consumer.id bound to another host incarnation than the host's is an
+//     earlier life's: nothing in the directory counts (see consumer.id).
 //   - Whatever it ignored is logged as an error and counted (Stats.IgnoredFiles): a damaged or
 //     foreign file, a consumer.ahead that is present but has no usable slot (short, torn,
 //     both slots bad), and a legacy record consumer.id did not adopt where it would have been

@@ -85,6 +85,17 @@ func EncodeAdoptedIDForTest(dst []byte, key uint32, incarnation uint64, frontier
 	return encodeID(dst, key, identity{incarnation: incarnation, adopted: adoptionOf(frontier, slot)})
 }
 
+// EncodeBoundIDForTest writes a consumer.id bound to the host incarnation host, adopting
+// legacy state when adopted (frontier and slot as in EncodeAdoptedIDForTest). It returns the
+// file's size.
+func EncodeBoundIDForTest(dst []byte, key uint32, incarnation, host uint64, adopted bool, frontier int64, slot []byte) int {
+	id := identity{incarnation: incarnation, host: host}
+	if adopted {
+		id.adopted = adoptionOf(frontier, slot)
+	}
+	return encodeID(dst, key, id)
+}
+
 // IDAdoptsLegacy reports whether b is a valid consumer.id of the partition whose incarnation
 // adopted legacy state, and the frontier it adopted.
 func IDAdoptsLegacy(b []byte, topic string, partition int32) (bool, int64) {

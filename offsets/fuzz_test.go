@@ -127,6 +127,14 @@ func FuzzRecover(f *testing.F) {
 	offsets.EncodeAdoptedIDForTest(adoptedSlotID, offsets.PartitionKey("f", 1), 7, 100, seeds[4])
 	adoptedOffsetID := make([]byte, offsets.AdoptedIDFileSize)
 	offsets.EncodeAdoptedIDForTest(adoptedOffsetID, offsets.PartitionKey("f", 1), 7, 50, nil)
+	// The same three bound to a host incarnation of the topic: recovery reads them alike
+	// (the binding is LoadBound's to compare).
+	boundID := make([]byte, offsets.MaxIDFileSize)
+	boundID = boundID[:offsets.EncodeBoundIDForTest(boundID, offsets.PartitionKey("f", 1), 7, 0xb0b, false, 0, nil)]
+	boundSlotID := make([]byte, offsets.MaxIDFileSize)
+	boundSlotID = boundSlotID[:offsets.EncodeBoundIDForTest(boundSlotID, offsets.PartitionKey("f", 1), 7, 0xb0b, true, 100, seeds[4])]
+	boundOffsetID := make([]byte, offsets.MaxIDFileSize)
+	boundOffsetID = boundOffsetID[:offsets.EncodeBoundIDForTest(boundOffsetID, offsets.PartitionKey("f", 1), 7, 0xb0b, true, 50, nil)]
 	f.Add(seeds[0], seeds[1], []byte{0, 0, 0, 0, 0, 0, 0, 50})
 	f.Add(seeds[1], seeds[0], []byte{})
 	f.Add(seeds[0], []byte{}, []byte{0xff, 0, 0, 0, 0, 0, 0, 1})
@@ -148,12 +156,17 @@ func FuzzRecover(f *testing.F) {
 			if len(offsetFile) > 0 {
 				off = offsetFile
 			}
-			for _, id := range [][]byte{nil, fuzzID, adoptedSlotID, adoptedOffsetID} {
+			for _, id := range [][]byte{nil, fuzzID, adoptedSlotID, adoptedOffsetID, boundID, boundSlotID, boundOffsetID} {
 				st, err := offsets.Recover("f", 1, id, append(slices.Clone(s0), s1...), off)
 				if err != nil {
 					require.ErrorIs(t, err, offsets.ErrNewerSlot)
 					continue
 				}
+				wantHost := uint64(0)
+				if len(id) == offsets.IDFileSize+offsets.HostIncarnationSize || len(id) == offsets.MaxIDFileSize {
+					wantHost = 0xb0b
+				}
+				require.Equal(t, wantHost, st.HostIncarnation, "the binding is consumer.id's")
 				frontiers, valid := []int64{-1}, []offsets.Record{}
 				for _, s := range [][]byte{s0, s1} {
 					var r offsets.Record

@@ -20,6 +20,12 @@ const (
 	// it adopted, the only legacy records that count under it.
 	AdoptedIDFileSize = 44
 
+	// HostIncarnationSize is what consumer.id grows by when its state is bound to the host's
+	// incarnation of the topic (State.HostIncarnation): 32 bytes, or 52 in the adopted form.
+	// MaxIDFileSize is the largest consumer.id.
+	HostIncarnationSize = 8
+	MaxIDFileSize       = AdoptedIDFileSize + HostIncarnationSize
+
 	// LegacyOffsetFileSize is the size of consumer.offset as older releases write it: the
 	// frontier alone, 8 bytes, with no checksum. Recovery still reads it, with care.
 	LegacyOffsetFileSize = 8
@@ -35,12 +41,15 @@ const (
 	idOffAdoptFront   = 20 // int64: the frontier adopted (adopted form only)
 	idOffAdoptSeq     = 28 // uint64: the adopted slot's sequence number (adopted form only)
 	idOffAdoptSlotCRC = 36 // uint32: the adopted slot's checksum (adopted form only)
-	// The checksum is the file's last four bytes, CRC-32C of all the bytes before them: at
-	// 20 in the plain form, at 40 in the adopted one.
+	idAdoptedEnd      = 40 // where the adopted fields end
+	// A bound consumer.id (idBoundToHost) holds the host's incarnation of the topic in the 8
+	// bytes before the checksum: at 20 in the plain form, at 40 in the adopted one. The
+	// checksum is the file's last four bytes, CRC-32C of all the bytes before them.
 
 	// consumer.id flags
 	idAdoptedLegacy = 1 << 0 // the incarnation began by adopting legacy records: the adopted form
 	idAdoptedSlot   = 1 << 1 // among them a consumer.ahead slot, named by its sequence number and checksum
+	idBoundToHost   = 1 << 2 // the state is bound to the host's incarnation of the topic: 8 more bytes
 
 	// consumer.offset
 	offOffVersion  = 4  // uint8: 1
@@ -69,6 +78,10 @@ var ErrDamagedStateFile = errors.New("offsets: damaged or foreign state file")
 type identity struct {
 	incarnation uint64 // never 0 in a valid consumer.id
 	adopted     adoption
+	// host is the host's incarnation of the topic the state is bound to (see
+	// State.HostIncarnation); 0 when unbound: written by a release before the binding, or
+	// under a host that names none.
+	host uint64
 }
 
 // adoption is the legacy state an incarnation took over at the upgrade that began it: the
@@ -86,10 +99,14 @@ type adoption struct {
 
 // size is how many bytes consumer.id takes for id.
 func (id identity) size() int {
+	n := IDFileSize
 	if id.adopted.legacy {
-		return AdoptedIDFileSize
+		n = AdoptedIDFileSize
 	}
-	return IDFileSize
+	if id.host != 0 {
+		n += HostIncarnationSize
+	}
+	return n
 }
 
 // countsSlot says whether a decoded record of the partition (its checksum being slotCRC)
@@ -137,6 +154,10 @@ func encodeID(dst []byte, key uint32, id identity) int {
 			binary.BigEndian.PutUint32(dst[idOffAdoptSlotCRC:], a.slotCRC)
 		}
 	}
+	if id.host != 0 {
+		dst[idOffFlags] |= idBoundToHost
+		binary.BigEndian.PutUint64(dst[n-4-HostIncarnationSize:], id.host)
+	}
 	binary.BigEndian.PutUint32(dst[n-4:], crc32.Checksum(dst[:n-4], castagnoli))
 	return n
 }
@@ -145,21 +166,27 @@ func encodeID(dst []byte, key uint32, id identity) int {
 // (wrapped with the reason) for anything but a valid file of the partition key. Its size
 // must be the one its flags call for; a flag this release does not know is damage.
 func decodeID(b []byte, key uint32) (identity, error) {
-	if len(b) != IDFileSize && len(b) != AdoptedIDFileSize {
-		return identity{}, damaged("consumer.id is neither 24 nor 44 bytes")
-	}
 	n := len(b)
+	if n != IDFileSize && n != AdoptedIDFileSize && n != IDFileSize+HostIncarnationSize && n != MaxIDFileSize {
+		return identity{}, damaged("consumer.id is none of 24, 32, 44 and 52 bytes")
+	}
 	flags := b[idOffFlags]
+	want := identity{}
+	if flags&idAdoptedLegacy != 0 {
+		want.adopted.legacy = true
+	}
+	if flags&idBoundToHost != 0 {
+		want.host = 1
+	}
 	switch {
 	case [4]byte(b) != idMagic:
 		return identity{}, damaged("consumer.id: bad magic")
 	case binary.BigEndian.Uint32(b[n-4:]) != crc32.Checksum(b[:n-4], castagnoli):
 		return identity{}, damaged("consumer.id: checksum mismatch")
 	case b[idOffVersion] != stateFileVersion || b[idOffFlags+1] != 0 || b[idOffFlags+2] != 0 ||
-		flags&^(idAdoptedLegacy|idAdoptedSlot) != 0:
+		flags&^(idAdoptedLegacy|idAdoptedSlot|idBoundToHost) != 0:
 		return identity{}, damaged("consumer.id: unknown version or flags")
-	case (flags&idAdoptedLegacy != 0) != (n == AdoptedIDFileSize) ||
-		(flags&idAdoptedSlot != 0 && flags&idAdoptedLegacy == 0):
+	case want.size() != n || (flags&idAdoptedSlot != 0 && flags&idAdoptedLegacy == 0):
 		return identity{}, damaged("consumer.id: flags that do not match its size")
 	case binary.BigEndian.Uint32(b[idOffKey:]) != key:
 		return identity{}, damaged("consumer.id of another partition")
@@ -167,6 +194,11 @@ func decodeID(b []byte, key uint32) (identity, error) {
 	id := identity{incarnation: binary.BigEndian.Uint64(b[idOffIncarn:])}
 	if id.incarnation == 0 {
 		return identity{}, damaged("consumer.id: incarnation 0")
+	}
+	if flags&idBoundToHost != 0 {
+		if id.host = binary.BigEndian.Uint64(b[n-4-HostIncarnationSize:]); id.host == 0 {
+			return identity{}, damaged("consumer.id: bound to host incarnation 0")
+		}
 	}
 	if flags&idAdoptedLegacy == 0 {
 		return id, nil
@@ -176,7 +208,7 @@ func decodeID(b []byte, key uint32) (identity, error) {
 		a.slot = true
 		a.seq = binary.BigEndian.Uint64(b[idOffAdoptSeq:])
 		a.slotCRC = binary.BigEndian.Uint32(b[idOffAdoptSlotCRC:])
-	} else if !isZero(b[idOffAdoptSeq : n-4]) {
+	} else if !isZero(b[idOffAdoptSeq:idAdoptedEnd]) {
 		return identity{}, damaged("consumer.id: an adopted slot named without its flag")
 	}
 	if a.frontier < -1 {

@@ -78,6 +78,9 @@ type IDInspection struct {
 	AdoptedSlot     bool
 	AdoptedSeq      uint64
 	AdoptedChecksum uint32
+	// HostIncarnation is the host's incarnation of the topic the state is bound to (the
+	// 32- and 52-byte forms), 0 when unbound. Inspect knows no host to compare it with.
+	HostIncarnation uint64
 }
 
 // AheadInspection is consumer.ahead as read: its two slots.
@@ -220,7 +223,7 @@ func inspect(key uint32, files stateFiles) Inspection {
 	in.ID.FileRead = FileRead{Present: files.id != nil, Size: len(files.id)}
 	if files.id != nil {
 		id, in.ID.Err = decodeID(files.id, key)
-		in.ID.Incarnation = id.incarnation
+		in.ID.Incarnation, in.ID.HostIncarnation = id.incarnation, id.host
 		if a := id.adopted; a.legacy {
 			in.ID.Adopted, in.ID.AdoptedFrontier = true, a.frontier
 			in.ID.AdoptedSlot, in.ID.AdoptedSeq, in.ID.AdoptedChecksum = a.slot, a.seq, a.slotCRC

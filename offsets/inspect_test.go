@@ -229,8 +229,14 @@ func FuzzInspectFiles(f *testing.F) {
 	f.Add(adoptedIDBytes(topic, part, 7, 9, legacy), trim(legacy), good, offsetBytes(9), true)
 	f.Add([]byte{}, good[:20], []byte{}, []byte{1, 2, 3}, false)
 	f.Add(id[:23], []byte{}, good, offsetBytes(-1), true)
+	bound := make([]byte, MaxIDFileSize)
+	bound = bound[:encodeID(bound, k, identity{incarnation: 7, host: 0xb0b})]
+	f.Add(bound, good, []byte{}, offsetOf(topic, part, 7, 5), true)
+	boundAdopted := make([]byte, MaxIDFileSize)
+	boundAdopted = boundAdopted[:encodeID(boundAdopted, k, identity{incarnation: 7, host: 0xb0b, adopted: adoptionOf(9, legacy)})]
+	f.Add(boundAdopted, trim(legacy), good, offsetBytes(9), true)
 	f.Fuzz(func(t *testing.T, idFile, slot0, slot1, off []byte, seal bool) {
-		if len(slot0) > offCRC || len(slot1) > offCRC || len(idFile) > AdoptedIDFileSize+1 || len(off) > OffsetFileSize+1 {
+		if len(slot0) > offCRC || len(slot1) > offCRC || len(idFile) > MaxIDFileSize+1 || len(off) > OffsetFileSize+1 {
 			t.Skip("longer than recovery reads")
 		}
 		ahead := slot0

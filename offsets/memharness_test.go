@@ -68,6 +68,16 @@ func (h *memHarness) create(topic string, p int32) offsets.State {
 	return st
 }
 
+// createBound is create for a host that knows the topic's incarnation, host (0: it names
+// none), and keeps the loaded state's identity with the shard.
+func (h *memHarness) createBound(topic string, p int32, host uint64) offsets.State {
+	st, err := h.c.LoadBound(topic, p, host)
+	require.NoError(h.t, err)
+	h.shards.SeedBound(topic, p, st)
+	h.c.MarkDirty(topic, p)
+	return st
+}
+
 func (h *memHarness) ack(topic string, p int32, offs ...int64) {
 	for _, o := range offs {
 		if h.shards.Ack(topic, p, o) {

@@ -38,7 +38,7 @@ type primeResult struct {
 type primeBuf struct {
 	file   [AheadFileSize]byte
 	offBuf [OffsetFileSize]byte
-	idBuf  [AdoptedIDFileSize]byte
+	idBuf  [MaxIDFileSize]byte
 }
 
 // prime pins the partition directory, opens (creating inside the pinned directory only)
@@ -210,6 +210,12 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 // then names the record and frontier adopted, so that they still count under it after a
 // crash before this incarnation's first record is durable, and no other legacy record ever
 // does.
+//
+// The host's incarnation of the topic the shard was loaded under (p.host, 0 when the host
+// names none) binds consumer.id: an unbound one is bound to it here, its records kept (the
+// upgrade LoadBound trusted), and one bound to another is an earlier life's, which LoadBound
+// ignored: it is replaced, adopting nothing, rather than stranding the partition, since the
+// shard's state is this life's and that file never will be.
 func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, pb *primeBuf, limit int64,
 	slots *[2]decodedSlot, off primeOffsetFile) (identity, error) {
 	f, err := c.openIn(root, IDFile, os.O_RDWR|os.O_CREATE, 0o644, limit)
@@ -224,23 +230,36 @@ func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, p
 	pr.idBlank = fi.Size() == 0
 	b := pb.idBuf[:]
 	var id identity
-	if size := fi.Size(); size == IDFileSize || size == AdoptedIDFileSize {
+	otherLife := false
+	if size := fi.Size(); size >= IDFileSize && size <= MaxIDFileSize {
 		if err := readFull(f, b[:size]); err != nil {
 			return identity{}, err
 		}
 		if got, derr := decodeID(b[:size], p.key); derr == nil {
-			if p.incarnation != 0 && got.incarnation != p.incarnation {
+			otherLife = p.host != 0 && got.host != 0 && got.host != p.host
+			switch {
+			case otherLife && got.incarnation != p.incarnation:
+				// Replaced below, as a damaged file is.
+			case otherLife || (p.incarnation != 0 && got.incarnation != p.incarnation):
 				return identity{}, errStranded
+			default:
+				id = got
+				p.incarnation = got.incarnation
+				if id.host == 0 {
+					id.host = p.host
+				}
 			}
-			id = got
-			p.incarnation = got.incarnation
 		}
 	}
 	if id.incarnation == 0 {
 		if p.incarnation == 0 {
 			p.incarnation = newIncarnation() // a Source that keeps none: the committer names it
 		}
-		id = identity{incarnation: p.incarnation, adopted: adoptLegacy(slots, p.key, off)}
+		id = identity{incarnation: p.incarnation, host: p.host}
+		if !otherLife {
+			// An earlier life's legacy records are not what the shard loaded.
+			id.adopted = adoptLegacy(slots, p.key, off)
+		}
 	}
 	n := encodeID(b, p.key, id)
 	if _, err := f.WriteAt(b[:n], 0); err != nil {

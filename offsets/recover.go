@@ -3,6 +3,7 @@ package offsets
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -39,6 +40,13 @@ type State struct {
 	// ignored). Load always sets it; the host keeps it with the shard and hands it back to the
 	// committer through Source, which writes it into every record (see consumer.id).
 	Incarnation uint64
+	// HostIncarnation is the host's incarnation of the topic the state is bound to (a Kafka
+	// topic ID, a table's row version, as the host's router digests it; never 0 when set):
+	// consumer.id's, 0 when the state is unbound (written before the binding, or under a
+	// host that names none). LoadBound sets it to the host's when the host names one. The
+	// host keeps it with the shard and hands it back through Source, as Incarnation, and the
+	// prime binds consumer.id to it (see consumer.id).
+	HostIncarnation uint64
 	// Fence and Epoch are the latest fencing token the partition's shard granted and the
 	// ownership epoch it served under, for a committer whose encoding carries them (a host's
 	// store, see internal/storecommit). The files of this package do not keep them: Load
@@ -87,7 +95,9 @@ type stateFiles struct {
 // written and its requeued offsets at or below the frontier. Short files are read as far as
 // they go (a move's copy may carry slot 0 only). A record from a newer release makes it fail
 // with an error matching ErrNewerSlot rather than guess. It never panics. State.Incarnation
-// is consumer.id's, or 0 when there is none to trust (Load draws a fresh one).
+// is consumer.id's, or 0 when there is none to trust (Load draws a fresh one), and
+// State.HostIncarnation the host incarnation consumer.id is bound to (Recover knows none to
+// compare it with: LoadBound does).
 func Recover(topic string, partition int32, idFile, aheadFile, offsetFile []byte) (State, error) {
 	st, _, err := recoverState(PartitionKey(topic, partition), stateFiles{idFile, aheadFile, offsetFile})
 	return st, err
@@ -162,7 +172,7 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 	st.Ahead = above(st.Ahead, st.Frontier)
 	st.Attempts = unresolved(st.Attempts, st.Frontier, st.Ahead)
 	st.Requeued = atOrBelow(st.Requeued, st.Frontier)
-	st.Incarnation = id.incarnation
+	st.Incarnation, st.HostIncarnation = id.incarnation, id.host
 	return st, notes, nil
 }
 
@@ -297,7 +307,8 @@ func above(ahead []Run, frontier int64) []Run {
 // not an error; a read error is an error, so the host retries rather than start the partition
 // over. What recovery ignored (a damaged or foreign file, an unusable consumer.ahead) is logged
 // as an error and counted (Stats.IgnoredFiles). State.Incarnation is always set: consumer.id's,
-// or a fresh one. Load takes no lock of the committer and may run beside a tick.
+// or a fresh one. Load takes no lock of the committer and may run beside a tick. It is
+// LoadBound for a host that names no incarnation of the topic.
 //
 // A host creating a shard from the result passes it through ClampToWatermark, installs
 // the shard, and then calls MarkDirty for the partition. What Load read may sit only in the page
@@ -306,6 +317,18 @@ func above(ahead []Run, frontier int64) []Run {
 // what the restart observed even if the partition is never acked again (invariant "monotone across restarts" in docs/protocol.md), and a
 // clamped frontier replaces the bad one in both files.
 func (c *Committer) Load(topic string, partition int32) (State, error) {
+	return c.LoadBound(topic, partition, 0)
+}
+
+// LoadBound is Load for a host that knows the incarnation of the topic in its own log, host
+// (0: it names none). A state bound to another host incarnation (consumer.id says which) is
+// not this life's: an earlier life of the topic restored from a backup, or a recreated
+// topic's stale files. It is ignored as a whole, logged and counted as Load's other ignored
+// files are, and the partition starts as new under a fresh incarnation, delivering its
+// retained records again. An unbound state (written before the binding, or under a host that
+// named none) is trusted, as Load trusts it, and bound to host at the partition's next prime:
+// the upgrade. State.HostIncarnation is host, or consumer.id's binding when host is 0.
+func (c *Committer) LoadBound(topic string, partition int32, host uint64) (State, error) {
 	files, err := readStateFiles(c.fs, c.dir(topic, partition))
 	if err != nil {
 		return State{Frontier: -1}, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
@@ -313,6 +336,11 @@ func (c *Committer) Load(topic string, partition int32) (State, error) {
 	st, notes, err := recoverState(PartitionKey(topic, partition), files)
 	if err != nil {
 		return st, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
+	}
+	if bound := st.HostIncarnation; host != 0 && bound != 0 && bound != host {
+		notes.ConsumerID = fmt.Sprintf("bound to host incarnation %016x of the topic, not the host's %016x: an earlier life's state",
+			bound, host)
+		st = State{Frontier: -1}
 	}
 	if notes.Any() {
 		c.stats.ignoredFiles.Add(1)
@@ -324,6 +352,9 @@ func (c *Committer) Load(topic string, partition int32) (State, error) {
 	}
 	if st.Incarnation == 0 {
 		st.Incarnation = newIncarnation()
+	}
+	if host != 0 {
+		st.HostIncarnation = host
 	}
 	return st, nil
 }
@@ -341,7 +372,7 @@ func readStateFiles(fsys FS, dir string) (stateFiles, error) {
 		return files, err
 	}
 	defer root.Close()
-	if files.id, err = readPrefix(root, IDFile, AdoptedIDFileSize+1); err != nil {
+	if files.id, err = readPrefix(root, IDFile, MaxIDFileSize+1); err != nil {
 		return stateFiles{}, err
 	}
 	if files.ahead, err = readPrefix(root, AheadFile, AheadFileSize); err != nil {
@@ -390,7 +421,7 @@ func (c *Committer) ClampToWatermark(topic string, partition int32, st State, hw
 		c.stats.clamps.Add(1)
 		c.log.Error(msgUnverifiedFrontier, "topic", topic, "partition", partition,
 			"frontier", st.Frontier, "high_watermark", hwm)
-		return State{Frontier: -1, Incarnation: st.Incarnation}
+		return State{Frontier: -1, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation}
 	}
 	clamped, d := clampState(st, hwm)
 	if clamped.Frontier != st.Frontier || d != (clampDrops{}) {

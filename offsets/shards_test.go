@@ -19,10 +19,13 @@ type Shards struct {
 }
 
 type shard struct {
-	frontier   int64
-	ahead      map[int64]bool
-	attempts   map[int64]uint32
-	quarantine map[int64]bool // true: requeued (then at or below the frontier)
+	// incarnation and host are what SeedBound installed, handed back by State as the
+	// router's shards hand back theirs; 0 after Seed (a Source that keeps none).
+	incarnation, host uint64
+	frontier          int64
+	ahead             map[int64]bool
+	attempts          map[int64]uint32
+	quarantine        map[int64]bool // true: requeued (then at or below the frontier)
 	*history
 }
 
@@ -92,6 +95,17 @@ func (s *Shards) Seed(topic string, partition int32, st State) {
 		}
 	}
 	s.parts[k] = sh
+}
+
+// SeedBound is Seed for a host that keeps the state's identity with the shard, as the router
+// does: State hands back st.Incarnation and st.HostIncarnation, so the prime binds consumer.id
+// to the host incarnation the state was loaded under.
+func (s *Shards) SeedBound(topic string, partition int32, st State) {
+	s.Seed(topic, partition, st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	sh.incarnation, sh.host = st.Incarnation, st.HostIncarnation
 }
 
 // Drop removes the shard: State answers ok=false for it from now on.
@@ -273,7 +287,7 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 		into.Frontier = -1
 		return false
 	}
-	into.Frontier = sh.frontier
+	into.Frontier, into.Incarnation, into.HostIncarnation = sh.frontier, sh.incarnation, sh.host
 	into.Ahead = AppendRuns(into.Ahead, slices.Sorted(maps.Keys(sh.ahead)))
 	for o, n := range sh.attempts {
 		into.Attempts = append(into.Attempts, Attempt{Offset: o, Count: n})

@@ -255,6 +255,7 @@ func (c *Committer) primeAll(inline bool) {
 		}
 		if p.incarnation == 0 {
 			p.incarnation = c.st.Incarnation // the shard's, from Load; settled at the prime
+			p.host = c.st.HostIncarnation
 		}
 		if p.queuedAt.IsZero() {
 			p.queuedAt = c.t.now
@@ -319,7 +320,7 @@ func (c *Committer) primeInline() {
 func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
 	snap = c.snaps.Add(1)
 	st := &c.st
-	st.Found, st.Frontier, st.Incarnation = false, -1, 0
+	st.Found, st.Frontier, st.Incarnation, st.HostIncarnation = false, -1, 0, 0
 	st.Ahead, st.Attempts, st.OmittedAttempts = st.Ahead[:0], st.Attempts[:0], 0
 	st.Quarantine, st.Requeued = st.Quarantine[:0], st.Requeued[:0]
 	return snap, c.src.State(p.topic, p.num, st)

@@ -1,11 +1,11 @@
 // Package router assembles the library into a Node: the member of a deployment that serves
 // queue-style consumption over the partitions it owns.
 //
-// The host supplies its log (Logs, and optionally ManyGetter), who owns what (Routes), a
-// state directory, and optionally a Clock, a *slog.Logger and a file system (FS). The node wires
-// the in-flight shards (package inflight), the pump that parks long-polls (package pump)
-// and the committer that persists ack state (package offsets), and owns every goroutine it
-// starts.
+// The host supplies its log (Logs, and optionally ManyGetter and TopicIncarnation), who owns
+// what (Routes), a state directory, and optionally a Clock, a *slog.Logger and a file system
+// (FS). The node wires the in-flight shards (package inflight), the pump that parks
+// long-polls (package pump) and the committer that persists ack state (package offsets), and
+// owns every goroutine it starts.
 //
 // The protocol the node implements (leases, receipt handles, the frontier, the state files,
 // the node wire) and the invariants the packages cite by name are described in
@@ -83,7 +83,9 @@
 //     ignored (logged, counted), and the partition then delivers again rather than skips.
 //   - A deleted topic stays deleted: a call that resolved it before DeleteTopic and ends
 //     after creates and serves nothing of it, so the topic created again under the name
-//     starts afresh (its first consume answers every record of the new log).
+//     starts afresh (its first consume answers every record of the new log). A backup of the
+//     deleted life's state restored afterwards is told apart only with TopicIncarnation (see
+//     PartitionDir for the limit without it).
 //
 // # The state directory and Close
 //

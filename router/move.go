@@ -216,6 +216,10 @@ func (n *Node) fenceShard(ctx context.Context, key shardKey, h *handedOff) error
 // node's state is newer than the bytes (settles applied since), and a node restarted since
 // has forgotten which bytes it adopted, so adopting them again would undo those settles
 // wherever the frontier has not moved past the bytes' (ErrStaleState catches the rest).
+//
+// With Logs' TopicIncarnation, a state bound to another incarnation of the topic than the
+// host names answers ErrOtherIncarnation (wrapping ErrInvalidArgument), changing nothing, and
+// an unbound one is bound to the host's (see TopicIncarnation).
 func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state []byte) error {
 	if !n.life.fence.enter() {
 		return ErrClosed
@@ -230,6 +234,9 @@ func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state [
 	}
 	if p.Topic != topic || p.Partition != partition {
 		return fmt.Errorf("%w: %w: the state of %s/%d, adopted as %s/%d", ErrInvalidArgument, ErrForeignState, p.Topic, p.Partition, topic, partition)
+	}
+	if err := n.bindAdopted(topic, partition, &p.State); err != nil {
+		return err
 	}
 	key := shardKey{topic, partition}
 	n.moves.mu.Lock()

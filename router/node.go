@@ -194,6 +194,7 @@ type Node struct {
 	ownerFinder     OwnerFinder           // the routes', if they offer it
 	ownership       Ownership             // Config.Ownership
 	fencedEpochs    sync.Map              // shardKey → the epoch whose save the store refused (see fenced)
+	incarnations    TopicIncarnation      // the logs', if they offer it
 	lanes           *acklane.Lanes[*peer] // forwarding state per owner
 	forwarding      *workers.Pool         // RPCs in flight in the background (see background)
 
@@ -283,6 +284,7 @@ func New(cfg Config) (*Node, error) {
 	_, n.promptTransport = cfg.Transport.(ContextTransport)
 	n.ownerFinder, _ = cfg.Routes.(OwnerFinder)
 	n.ownership = cfg.Ownership
+	n.incarnations, _ = cfg.Logs.(TopicIncarnation)
 	n.wireVersion = wire.Version(cfg.WireVersion)
 	if n.wireVersion == 0 {
 		n.wireVersion = wire.Newest
@@ -404,25 +406,31 @@ const maxIdleWorkers = 1024
 
 // loadState reads the persisted state of a partition whose log is resolved, at its shard's
 // first touch; oldest and hwm are its log's Oldest and HighWatermark, read and checked just
-// before. A partition with no state it can trust starts just below its oldest retained
-// offset. A
+// before, and host the host's incarnation of the topic, asked before them (0: none; see
+// TopicIncarnation). A partition with no state it can trust starts just below its oldest
+// retained offset. A
 // recovered frontier at or past the high watermark is clamped below it (a log that lost its
 // tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
-// The shard keeps the state's incarnation, so what it persists names the state it came from.
-func (n *Node) loadState(topic string, partition int32, oldest, hwm int64) (inflight.State, error) {
+// The shard keeps the state's incarnation and its binding to the host's, so what it persists
+// names the state it came from and the life of the topic it was loaded under.
+func (n *Node) loadState(topic string, partition int32, oldest, hwm int64, host uint64) (inflight.State, error) {
 	if n.store == nil {
 		n.adoptLegacyTopicDir(topic)
 		if err := n.dir.MkdirAll(n.dir.Partition(topic, partition)); err != nil {
 			return inflight.State{}, err
 		}
 	}
-	persisted, err := n.committer.Load(topic, partition)
+	persisted, err := n.committer.LoadBound(topic, partition, host)
 	if err != nil {
+		return inflight.State{}, err
+	}
+	if err := n.checkLoadedIncarnation(topic, partition, host, persisted.HostIncarnation); err != nil {
 		return inflight.State{}, err
 	}
 	persisted = n.committer.ClampToWatermark(topic, partition, persisted, hwm)
 	if !persisted.Found {
-		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation, NothingPersisted: true}, nil
+		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation,
+			HostIncarnation: persisted.HostIncarnation, NothingPersisted: true}, nil
 	}
 	return shardState(&persisted), nil
 }
@@ -445,7 +453,7 @@ func shardState(persisted *offsets.State) inflight.State {
 	}
 	return inflight.State{Frontier: persisted.Frontier, AckedAhead: ahead, Attempts: attempts,
 		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation,
-		Fence: persisted.Fence, Epoch: persisted.Epoch}
+		HostIncarnation: persisted.HostIncarnation, Fence: persisted.Fence, Epoch: persisted.Epoch}
 }
 
 // topic returns the node's state of a topic, creating it.
@@ -546,6 +554,14 @@ func (n *Node) Parked(topic string) int { return n.pump.Parked(topic) }
 // topic: the shards, the committer's entries and the directory of a deleted incarnation never
 // serve, write or are read as the next one's. After Close it answers ErrClosed and removes
 // nothing.
+//
+// What the node cannot see is the deleted life's state put back after the delete: a backup
+// restored into the partition's directory (or into the StateStore). Unless Logs offers
+// TopicIncarnation, such a restore, whole (consumer.id included), into a partition of the new
+// life that has acked nothing yet (and so has written no consumer.id of its own), or over the
+// new life's whole state, is taken as this life's: the new life's records up to the old
+// frontier are never delivered. With TopicIncarnation the state is bound to the topic's
+// incarnation and such a restore is ignored (see PartitionDir).
 func (n *Node) DeleteTopic(topic string) error {
 	if !n.life.fence.enter() {
 		return ErrClosed
@@ -590,6 +606,18 @@ func (n *Node) Persist(ctx context.Context, topic string, partition int32) error
 // answered after a copy would be lost, and its leases with them. consumer.id names the
 // incarnation the state files belong to: files restored without it cannot be trusted, and the
 // node delivers the partition's retained records again.
+//
+// Restoring a backup is safe within one life of the topic; across a delete it needs the
+// host's help. With TopicIncarnation, consumer.id is bound to the topic's incarnation in the
+// host's log, and the files of another life (a deleted topic's earlier life restored under
+// the topic created again) are ignored, logged and counted (Stats.Committer.IgnoredFiles):
+// the partition delivers its retained records again. Without it, the limit: a backup of a
+// deleted topic's earlier life, restored whole into the directory of a new life that has not
+// yet written its own consumer.id (it has acked nothing), is taken as this life's, and the
+// new life's records up to the old frontier are never delivered; so is one restored over all
+// three files of a new life that wrote its own. The same holds of a state written before the
+// binding (by a release before it, or under a host that named no incarnation): it is trusted,
+// and bound at its next write.
 func (n *Node) PartitionDir(topic string, partition int32) string {
 	return n.dir.Partition(topic, partition)
 }
@@ -775,7 +803,7 @@ func (s *committerSource) State(topic string, partition int32, into *offsets.Sta
 	snap := &s.snap
 	snap.Quarantined, snap.Requeued = into.Quarantine[:0], into.Requeued[:0]
 	into.OmittedAttempts = shard.SnapshotCapped(snap, offsets.MaxSlotAttempts)
-	into.Frontier, into.Incarnation = snap.Frontier, snap.Incarnation
+	into.Frontier, into.Incarnation, into.HostIncarnation = snap.Frontier, snap.Incarnation, snap.HostIncarnation
 	into.Fence, into.Epoch = snap.Fence, snap.Epoch
 	into.Quarantine, into.Requeued = snap.Quarantined, snap.Requeued
 	into.Ahead = into.Ahead[:0]

@@ -140,6 +140,45 @@ type ManyGetter interface {
 	GetMany(topic string, partitions []int32, into []Log) error
 }
 
+// TopicIncarnation is an optional capability of Logs, found by type assertion: the host's name
+// for the life of a topic in its own log, such as a Kafka topic ID, a table's row version or a
+// generation number its metadata keeps.
+//
+// Incarnation returns the topic's incarnation now; ok is false (or id "") when the host's log
+// keeps none for the topic. The id must change whenever the topic is deleted and created
+// again under the name, and stay the same for the whole of one life of the topic: across
+// restarts of the host and of the node, on every node, for every partition of the topic. Any
+// string does: the node keeps 64 bits of its SHA-256. It must be safe for concurrent use; the
+// node asks it at a partition's first touch and at Adopt, never on the consume path.
+//
+// With it, the state the node persists for a partition (consumer.id in the partition's
+// directory, or the bytes a StateStore keeps and Adopt takes) is bound to the incarnation it
+// was loaded under, and a state bound to another is not trusted: a backup of a deleted
+// topic's earlier life restored into the directory of the topic created again, stale files,
+// or a stale store entry. Such a state is ignored as a damaged file is: logged, counted
+// (Stats.Committer.IgnoredFiles), and the partition starts at its oldest retained record, so
+// it is delivered again, never skipped; Adopt refuses it with ErrOtherIncarnation. A state
+// written before the binding existed (or while the host named none) is trusted once, as
+// before, and bound to the host's incarnation at its next write. A host that names none for a
+// topic whose state is bound breaks the contract: the partition does not load
+// (ErrHostContract) until it names one.
+//
+// It is a capability of Logs rather than of each Log because an incarnation belongs to the
+// topic, which all its partitions share, and because the node needs it where it resolves no
+// log (Adopt, a StateStore's state). The node asks it before it resolves the partition's
+// log: a topic created again between the two leaves the state bound to the earlier life,
+// which costs a redelivery, never a skip. A bound state's bytes (HandOff, ReadState, a
+// StateStore's) are refused as damaged by a release before the binding, which changes
+// nothing: a host that gives incarnations upgrades every node before it moves partitions.
+//
+// Without it the node has only its own witness of a topic's lives, consumer.id, which a new
+// life writes at its first ack: a backup of the earlier life restored into the directory of a
+// new life that has acked nothing yet (or a store answering the earlier life's state) is taken
+// as this life's, and the new life's records up to the old frontier are never delivered.
+type TopicIncarnation interface {
+	Incarnation(topic string) (id string, ok bool)
+}
+
 // RangeReader is an optional capability of a Log, found by type assertion: read consecutive
 // records in one call rather than one Read each (a file log reads a range with one pread).
 //

@@ -106,6 +106,10 @@ func (n *Node) loadPartition(topic string, partition int32) (inflight.State, err
 		// hand-off's drop stores a shard after it.
 		return inflight.State{}, fmt.Errorf("%w: %s/%d was handed off from this node", ErrMoved, topic, partition)
 	}
+	// Asked before the log is resolved: a topic created again in between binds the state
+	// to the earlier life (a redelivery at the next load), never the log's offsets of the
+	// earlier life to the new one (a skip).
+	host := n.hostIncarnation(topic)
 	log, err := n.getLog(topic, partition)
 	if err != nil {
 		return inflight.State{}, err
@@ -114,7 +118,10 @@ func (n *Node) loadPartition(topic string, partition int32) (inflight.State, err
 	if err := n.checkWatermarks(topic, partition, oldest, hwm); err != nil {
 		return inflight.State{}, err
 	}
-	st, err := n.loadState(topic, partition, oldest, hwm)
+	st, err := n.loadState(topic, partition, oldest, hwm, host)
+	if errors.Is(err, ErrHostContract) {
+		return st, err // the host's fault, not the state's: not set aside
+	}
 	if err != nil {
 		return st, &errStateLoad{err}
 	}

@@ -49,7 +49,8 @@ type StateStore interface {
 	// Delete removes the states of every partition of topic (DeleteTopic), durably: the
 	// states name the incarnation of their partition, but the store is the only witness of
 	// it, so a store that answered a deleted topic's state after Delete returned would give
-	// the topic created again under the name its old frontier.
+	// the topic created again under the name its old frontier (unless Logs offers
+	// TopicIncarnation, which binds each state to the topic's life in the host's log).
 	Delete(ctx context.Context, topic string) error
 }
 
@@ -60,6 +61,7 @@ type PartitionState = storecommit.Entry
 // (package offsets, the default) or a host's StateStore (package internal/storecommit).
 type ackStore interface {
 	Load(topic string, partition int32) (offsets.State, error)
+	LoadBound(topic string, partition int32, host uint64) (offsets.State, error)
 	ClampToWatermark(topic string, partition int32, st offsets.State, hwm int64) offsets.State
 	MarkDirty(topic string, partition int32)
 	Durable(ctx context.Context, topic string, partition int32) error

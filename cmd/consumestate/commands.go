@@ -319,6 +319,10 @@ func printID(w io.Writer, v *idView) {
 		return
 	}
 	fmt.Fprintf(w, ", valid\n  incarnation    %s\n", v.Incarnation)
+	if v.HostIncarnation != "" {
+		// Only a node whose host names the same incarnation of the topic trusts the state.
+		fmt.Fprintf(w, "  bound to       host incarnation %s of the topic\n", v.HostIncarnation)
+	}
 	switch {
 	case !v.Adopted:
 		fmt.Fprintln(w, "  adopted        nothing (a fresh incarnation)")

@@ -112,6 +112,9 @@ type idView struct {
 	AdoptedFrontier *int64 `json:"adopted_frontier,omitempty"`
 	AdoptedSeq      *int64 `json:"adopted_seq,omitempty"`
 	AdoptedChecksum string `json:"adopted_checksum,omitempty"`
+	// HostIncarnation is the host's incarnation of the topic the state is bound to (as the
+	// node digests it), "" when unbound.
+	HostIncarnation string `json:"host_incarnation,omitempty"`
 }
 
 type aheadView struct {
@@ -480,6 +483,9 @@ func decode(in *offsets.Inspection, key uint32) *decoded {
 	}
 	if d.ID.Valid {
 		d.ID.Incarnation = hex64(id.Incarnation)
+		if id.HostIncarnation != 0 {
+			d.ID.HostIncarnation = hex64(id.HostIncarnation)
+		}
 		if id.Adopted {
 			d.ID.Adopted, d.ID.AdoptedFrontier = true, &id.AdoptedFrontier
 			if id.AdoptedSlot {

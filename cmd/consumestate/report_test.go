@@ -58,6 +58,12 @@ func FuzzShow(f *testing.F) {
 	f.Add(seed[0], slot1, slot0, seed[2][:8], true)
 	f.Add(seed[0][:20], slot0[:40], []byte{}, []byte{}, false)
 	f.Add([]byte{}, slot1, []byte{}, binary.BigEndian.AppendUint64(nil, 3), true)
+	// consumer.id bound to a host incarnation of the topic (flag 0x04, 8 bytes before the
+	// checksum), as a node whose host names one writes it.
+	bound := append(slices.Clone(seed[0][:20]), 0, 0, 0, 0, 0, 0, 0x0b, 0x0b)
+	bound[5] |= 0x04
+	bound = binary.BigEndian.AppendUint32(bound, crc32.Checksum(bound, crc32.MakeTable(crc32.Castagnoli)))
+	f.Add(bound, slot0, slot1, seed[2], true)
 	ref := partitionRef{topic: topicOrders, topicKnown: true, topicDir: topicOrders, partition: 0, path: dir}
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	f.Fuzz(func(t *testing.T, id, s0, s1, off []byte, seal bool) {

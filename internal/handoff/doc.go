@@ -9,19 +9,17 @@
 // the encoding, and a lease's grant as its age, so the new owner's clock reads them against its
 // own now, and no clock error between the two shortens a lease.
 //
-// # Format, versions 1 and 2
-//
-// Version 2 is version 1 with the ownership epoch the state was kept under (8 bytes, never
-// 0) after the fence; Append writes version 1 for a state with no epoch, so that a release
-// that reads only version 1 reads every state of a host that grants no epochs.
+// # Format, version 1
 //
 // Integers are big-endian; a uvarint is encoding/binary's unsigned LEB128.
 //
 //	offset  size  field
 //	     0     4  magic "NRCH"
-//	     4     1  version: 1 or 2. A decoder refuses another (ErrVersion).
+//	     4     1  version: 1. A decoder refuses another (ErrVersion).
 //	     5     1  flags: bit 0 set for a live hand-off (Held carries the leases); clear for a
-//	              state read from durable files (a failover: no leases). Other bits are 0.
+//	              state read from durable files (a failover: no leases). Bit 1 set for a
+//	              state bound to the host's incarnation of the topic, bit 2 for a state kept
+//	              under an ownership epoch (the trailing fields below). Other bits are 0.
 //	     6     2  T: length of the topic's name, 1 to 65535
 //	     8     T  the topic's name
 //	   8+T     4  partition (int32, at least 0)
@@ -30,7 +28,6 @@
 //	              retried adoption of the same bytes from a different state
 //	  28+T     8  frontier (int64, at least -1)
 //	  36+T     8  fence: the latest fencing token granted
-//	  44+T     8  version 2 only: the ownership epoch (never 0); the offsets below move by 8
 //	  44+T     -  sections, each a uvarint count and that many entries, in this order:
 //	                acked ahead: uvarint(offset - prev - 1), prev the frontier, then the
 //	                  previous offset (ascending, above the frontier)
@@ -43,7 +40,17 @@
 //	                  delay uvarint(nanoseconds left until its expiry or end); for a lease
 //	                  uvarint(nanoseconds since its grant)
 //	                corrupt: offsets skipped as unreadable, as acked ahead
+//	              with flag bit 1 only: 8 bytes, the host's incarnation of the topic the state
+//	                is bound to (as the node digests the host's answer; never 0)
+//	              with flag bit 2 only: 8 bytes, the ownership epoch the state was kept under
+//	                (router.Grant.Epoch; never 0)
 //	   n-4     4  CRC-32C (Castagnoli) of bytes 0 to n-5
+//
+// A state with no host incarnation and no epoch sets neither bit and has no trailing field, so
+// it is the same bytes as before the fields existed. A release before them refuses either bit
+// as damage (ErrDamaged):
+// an Adopt there changes nothing, and a state store's load ignores the state loudly and
+// delivers the partition's retained records again; neither skips a record.
 //
 // Every count is bounded by the bytes left (an entry takes at least one byte), so a decoder
 // allocates no more than its input warrants. Anything else (a short or long buffer, a bad

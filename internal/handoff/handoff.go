@@ -21,14 +21,23 @@ var (
 	ErrVersion = errors.New("handoff: partition state of an unknown version")
 )
 
-// Version is the newest version Append writes: 2 for a state with an ownership epoch, 1
-// (which an older release reads) for one without.
-const Version = 2
+// Version is the version Append writes.
+const Version = 1
 
 var magic = [4]byte{'N', 'R', 'C', 'H'}
 
 const (
 	flagLive = 1 << 0
+	// flagHostIncarnation: the state is bound to the host's incarnation of the topic
+	// (inflight.State.HostIncarnation), written in 8 bytes after the sections. Set only
+	// for a bound state, so that an unbound one encodes as before and every release reads
+	// it; an older release refuses a bound one as damaged, which redelivers, never skips.
+	flagHostIncarnation = 1 << 1
+	// flagEpoch: the state carries the ownership epoch it was kept under
+	// (inflight.State.Epoch), in 8 bytes after the host's incarnation. Set only when there is
+	// one, as flagHostIncarnation is, so a host that grants no epochs writes what every
+	// release reads.
+	flagEpoch = 1 << 2
 
 	kindReleased = 0
 	kindLeased   = 1
@@ -66,12 +75,14 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	if p.Live {
 		flags |= flagLive
 	}
-	version := byte(1)
+	if st.HostIncarnation != 0 {
+		flags |= flagHostIncarnation
+	}
 	if st.Epoch != 0 {
-		version = 2
+		flags |= flagEpoch
 	}
 	dst = append(dst, magic[:]...)
-	dst = append(dst, version, flags)
+	dst = append(dst, Version, flags)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(p.Topic)))
 	dst = append(dst, p.Topic...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(p.Partition))
@@ -79,9 +90,6 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, p.ID)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(st.Frontier))
 	dst = binary.BigEndian.AppendUint64(dst, st.Fence)
-	if version >= 2 {
-		dst = binary.BigEndian.AppendUint64(dst, st.Epoch)
-	}
 
 	dst = appendRuns(dst, st.AckedAhead, st.Frontier)
 	dst = binary.AppendUvarint(dst, uint64(len(st.Attempts)))
@@ -117,6 +125,12 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 		}
 	}
 	dst = appendOffsets(dst, st.Corrupt, st.Frontier)
+	if st.HostIncarnation != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, st.HostIncarnation)
+	}
+	if st.Epoch != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, st.Epoch)
+	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -172,13 +186,12 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return p, fmt.Errorf("%w: checksum mismatch", ErrDamaged)
 	}
-	version := b[4]
-	if version < 1 || version > Version {
-		return p, fmt.Errorf("%w: version %d (this release reads 1 to %d)", ErrVersion, version, Version)
+	if b[4] != Version {
+		return p, fmt.Errorf("%w: version %d (this release reads %d)", ErrVersion, b[4], Version)
 	}
 	r := reader{b: body[5:]}
 	flags := r.byte()
-	if flags&^flagLive != 0 {
+	if flags&^(flagLive|flagHostIncarnation|flagEpoch) != 0 {
 		return p, fmt.Errorf("%w: unknown flags %#x", ErrDamaged, flags)
 	}
 	p.Live = flags&flagLive != 0
@@ -189,11 +202,6 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 	p.ID = r.uint64()
 	st.Frontier = int64(r.uint64())
 	st.Fence = r.uint64()
-	if version >= 2 {
-		if st.Epoch = r.uint64(); st.Epoch == 0 {
-			r.fail("epoch 0 in a version 2 state")
-		}
-	}
 	if r.err == nil {
 		switch {
 		case p.Topic == "":
@@ -256,6 +264,16 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 		}
 	}
 	st.Corrupt = r.offsets(st.Frontier)
+	if flags&flagHostIncarnation != 0 {
+		if st.HostIncarnation = r.uint64(); r.err == nil && st.HostIncarnation == 0 {
+			r.fail("bound to host incarnation 0")
+		}
+	}
+	if flags&flagEpoch != 0 {
+		if st.Epoch = r.uint64(); r.err == nil && st.Epoch == 0 {
+			r.fail("ownership epoch 0")
+		}
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
 	}

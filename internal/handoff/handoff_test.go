@@ -76,20 +76,23 @@ func TestPassedExpiryTravelsAsZero(t *testing.T) {
 // Every single-bit flip and every truncation is refused with ErrDamaged (the checksum
 // catches them; a flip in the version byte may read as ErrVersion).
 func TestEveryFlipAndTruncationIsRefused(t *testing.T) {
-	p := example()
-	b := Append(nil, &p, now)
-	for i := range len(b) * 8 {
-		c := slices.Clone(b)
-		c[i/8] ^= 1 << (i % 8)
-		_, err := Decode(c, now)
-		require.Truef(t, errors.Is(err, ErrDamaged) || errors.Is(err, ErrVersion), "bit %d: %v", i, err)
+	for _, host := range []uint64{0, 0xb0b} { // unbound and bound
+		p := example()
+		p.State.HostIncarnation = host
+		b := Append(nil, &p, now)
+		for i := range len(b) * 8 {
+			c := slices.Clone(b)
+			c[i/8] ^= 1 << (i % 8)
+			_, err := Decode(c, now)
+			require.Truef(t, errors.Is(err, ErrDamaged) || errors.Is(err, ErrVersion), "bit %d: %v", i, err)
+		}
+		for n := range len(b) {
+			_, err := Decode(b[:n], now)
+			require.ErrorIsf(t, err, ErrDamaged, "truncated to %d", n)
+		}
+		_, err := Decode(append(slices.Clone(b), 0), now)
+		require.ErrorIs(t, err, ErrDamaged)
 	}
-	for n := range len(b) {
-		_, err := Decode(b[:n], now)
-		require.ErrorIsf(t, err, ErrDamaged, "truncated to %d", n)
-	}
-	_, err := Decode(append(slices.Clone(b), 0), now)
-	require.ErrorIs(t, err, ErrDamaged)
 }
 
 func TestNewerVersionIsRefused(t *testing.T) {
@@ -101,24 +104,22 @@ func TestNewerVersionIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrVersion)
 }
 
-// A state with an ownership epoch is version 2, and carries it; one without is version 1,
-// which a release that reads version 1 only reads as before.
-func TestEpochMakesVersion2(t *testing.T) {
+// A state kept under an ownership epoch carries it (flag bit 2 and 8 trailing bytes); one
+// without is the bytes of a release before epochs.
+func TestEpochIsOptional(t *testing.T) {
 	p := example()
-	v1 := Append(nil, &p, now)
-	require.Equal(t, byte(1), v1[4])
+	without := Append(nil, &p, now)
 	p.State.Epoch = 1 << 40
-	v2 := Append(nil, &p, now)
-	require.Equal(t, byte(2), v2[4])
-	require.Len(t, v2, len(v1)+8)
-	got, err := Decode(v2, now)
+	with := Append(nil, &p, now)
+	require.Equal(t, without[5]|flagEpoch, with[5])
+	require.Len(t, with, len(without)+8)
+	got, err := Decode(with, now)
 	require.NoError(t, err)
 	require.Equal(t, p, got)
 
-	// Version 2 with an epoch of 0 is nonsense: Append never writes it.
-	forged := slices.Clone(v2)
-	at := 4 + 2 + 2 + len(p.Topic) + 4 + 8 + 8 + 8 + 8
-	clear(forged[at : at+8])
+	// An epoch of 0 under the flag is nonsense: Append never writes it.
+	forged := slices.Clone(with)
+	clear(forged[len(forged)-12 : len(forged)-4])
 	_, err = Decode(reseal(forged), now)
 	require.ErrorIs(t, err, ErrDamaged)
 }
@@ -142,14 +143,48 @@ func TestCheckedNonsenseIsRefused(t *testing.T) {
 		"attempt count 0":       func(p *Partition) { p.State.Attempts[0].Count = 0 },
 		"acked at the frontier": func(p *Partition) { p.State.AckedAhead = []inflight.Run{{First: 10, Last: 10}} },
 	}
+	cases["bound to host incarnation 0"] = nil // forged below: Append writes no field for 0
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := example()
-			mutate(&p)
-			_, err := Decode(Append(nil, &p, now), now)
+			var b []byte
+			if mutate != nil {
+				mutate(&p)
+				b = Append(nil, &p, now)
+			} else {
+				p.State.HostIncarnation = 1
+				b = Append(nil, &p, now)
+				clear(b[len(b)-12 : len(b)-4])
+				b = reseal(b)
+			}
+			_, err := Decode(b, now)
 			require.ErrorIs(t, err, ErrDamaged)
 		})
 	}
+}
+
+// The host incarnation a state is bound to is optional: a state bound to none encodes as the
+// releases before the field did (flag bit 1 clear, no trailing field), so they read it; a
+// bound one sets bit 1 and carries 8 bytes more, which those releases refuse as damaged
+// (they know no bit 1), as they do any flag they do not know.
+func TestHostIncarnationIsOptional(t *testing.T) {
+	unbound := example()
+	bound := example()
+	bound.State.HostIncarnation = 0x0123456789abcdef
+	ub, bb := Append(nil, &unbound, now), Append(nil, &bound, now)
+	require.Zero(t, ub[5]&flagHostIncarnation)
+	require.NotZero(t, bb[5]&flagHostIncarnation)
+	require.Len(t, bb, len(ub)+8)
+	require.Equal(t, ub[6:len(ub)-4], bb[6:len(ub)-4], "the fields before it where they were")
+	require.Equal(t, uint64(0x0123456789abcdef), binary.BigEndian.Uint64(bb[len(bb)-12:]))
+	got, err := Decode(bb, now)
+	require.NoError(t, err)
+	require.Equal(t, bound, got)
+
+	unknown := slices.Clone(ub)
+	unknown[5] |= 1 << 2
+	_, err = Decode(reseal(unknown), now)
+	require.ErrorIs(t, err, ErrDamaged, "a flag no release defines")
 }
 
 func TestRoundTripProperty(t *testing.T) {
@@ -204,10 +239,13 @@ func genPartition(t *rapid.T) Partition {
 			Frontier:    frontier,
 			Incarnation: rapid.Uint64Min(1).Draw(t, "incarnation"),
 			Fence:       rapid.Uint64().Draw(t, "fence"),
-			Epoch:       rapid.Uint64().Draw(t, "epoch"),
-			AckedAhead:  genRuns(t, "ahead", frontier),
-			Quarantined: genOffsets(t, "quarantine", -1),
-			Corrupt:     genOffsets(t, "corrupt", frontier),
+			// Unbound (0) half the time: the bytes of a state before the binding; and with no
+			// epoch half the time: a host that grants none.
+			HostIncarnation: rapid.SampledFrom([]uint64{0, rapid.Uint64Min(1).Draw(t, "host")}).Draw(t, "bound"),
+			Epoch:           rapid.SampledFrom([]uint64{0, rapid.Uint64Min(1).Draw(t, "epoch")}).Draw(t, "granted"),
+			AckedAhead:      genRuns(t, "ahead", frontier),
+			Quarantined:     genOffsets(t, "quarantine", -1),
+			Corrupt:         genOffsets(t, "corrupt", frontier),
 		},
 	}
 	for _, off := range genOffsets(t, "attempts", frontier) {
@@ -239,7 +277,8 @@ func genPartition(t *rapid.T) Partition {
 func equal(a, b Partition) bool {
 	sa, sb := a.State, b.State
 	if a.Topic != b.Topic || a.Partition != b.Partition || a.ID != b.ID || a.Live != b.Live ||
-		sa.Frontier != sb.Frontier || sa.Incarnation != sb.Incarnation || sa.Fence != sb.Fence || sa.Epoch != sb.Epoch ||
+		sa.Frontier != sb.Frontier || sa.Incarnation != sb.Incarnation || sa.Fence != sb.Fence ||
+		sa.HostIncarnation != sb.HostIncarnation || sa.Epoch != sb.Epoch ||
 		!slices.Equal(sa.AckedAhead, sb.AckedAhead) || !slices.Equal(sa.Attempts, sb.Attempts) ||
 		!slices.Equal(sa.Quarantined, sb.Quarantined) || !slices.Equal(sa.Requeued, sb.Requeued) ||
 		!slices.Equal(sa.Corrupt, sb.Corrupt) {
@@ -255,8 +294,11 @@ func FuzzDecode(f *testing.F) {
 	p := example()
 	f.Add(Append(nil, &p, now))
 	p.State.Epoch = 42
-	f.Add(Append(nil, &p, now)) // version 2
+	f.Add(Append(nil, &p, now)) // with an ownership epoch
 	empty := Partition{Topic: "t", ID: 1, State: inflight.State{Frontier: -1, Incarnation: 1}}
+	f.Add(Append(nil, &empty, now))
+	p.State.HostIncarnation, empty.State.HostIncarnation = 0xb0b, 1
+	f.Add(Append(nil, &p, now))
 	f.Add(Append(nil, &empty, now))
 	f.Add([]byte("NRCH"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -249,21 +249,37 @@ func gone(topic string, partition int32, why string) error {
 
 // Load reads the partition's state from the store, for its shard's creation: bytes that do
 // not verify, or name another partition, are ignored (logged, counted) and read as no state;
-// no bytes are no state. State.Incarnation is always set.
+// no bytes are no state. State.Incarnation is always set. It is LoadBound for a host that
+// names no incarnation of the topic.
 func (c *Committer) Load(topic string, partition int32) (offsets.State, error) {
+	return c.LoadBound(topic, partition, 0)
+}
+
+// LoadBound is Load for a host that knows the incarnation of the topic in its own log, host
+// (0: it names none), as the file committer's LoadBound is: a state bound to another host
+// incarnation (a stale entry of a deleted topic's earlier life, a backup of it restored) is
+// ignored like a damaged one, logged and counted, and the partition starts as new; an
+// unbound state is trusted and bound to host at its next save. State.HostIncarnation is
+// host, or the stored state's binding when host is 0.
+func (c *Committer) LoadBound(topic string, partition int32, host uint64) (offsets.State, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()
 	b, err := c.cfg.Store.Load(ctx, topic, partition)
 	if err != nil {
 		return offsets.State{Frontier: -1}, &offsets.PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
 	}
-	none := offsets.State{Frontier: -1, Incarnation: handoff.NewID()}
+	none := offsets.State{Frontier: -1, Incarnation: handoff.NewID(), HostIncarnation: host}
 	if b == nil {
 		return none, nil
 	}
 	p, err := handoff.Decode(b, time.Time{})
-	if err == nil && (p.Topic != topic || p.Partition != partition) {
+	switch bound := p.State.HostIncarnation; {
+	case err != nil:
+	case p.Topic != topic || p.Partition != partition:
 		err = fmt.Errorf("the state of %s/%d", p.Topic, p.Partition)
+	case host != 0 && bound != 0 && bound != host:
+		err = fmt.Errorf("a state bound to host incarnation %016x of the topic, not the host's %016x: an earlier life's state",
+			bound, host)
 	}
 	if err != nil {
 		c.stats.ignored.Add(1)
@@ -271,7 +287,11 @@ func (c *Committer) Load(topic string, partition int32) (offsets.State, error) {
 			"topic", topic, "partition", partition, "err", err)
 		return none, nil
 	}
-	return fromInflight(&p.State), nil
+	st := fromInflight(&p.State)
+	if host != 0 {
+		st.HostIncarnation = host
+	}
+	return st, nil
 }
 
 // ClampToWatermark clamps a loaded frontier at or above hwm (a log that lost its tail), as
@@ -559,7 +579,8 @@ func (c *Committer) Stats() offsets.Stats {
 
 func toInflight(st *offsets.State) inflight.State {
 	out := inflight.State{Frontier: st.Frontier, Quarantined: st.Quarantine,
-		Requeued: st.Requeued, Incarnation: st.Incarnation, Fence: st.Fence, Epoch: st.Epoch}
+		Requeued: st.Requeued, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation,
+		Fence: st.Fence, Epoch: st.Epoch}
 	if len(st.Ahead) > 0 {
 		out.AckedAhead = make([]inflight.Run, len(st.Ahead))
 		for i, r := range st.Ahead {
@@ -577,7 +598,8 @@ func toInflight(st *offsets.State) inflight.State {
 
 func fromInflight(st *inflight.State) offsets.State {
 	out := offsets.State{Found: true, Frontier: st.Frontier, Quarantine: st.Quarantined,
-		Requeued: st.Requeued, Incarnation: st.Incarnation, Fence: st.Fence, Epoch: st.Epoch}
+		Requeued: st.Requeued, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation,
+		Fence: st.Fence, Epoch: st.Epoch}
 	if len(st.AckedAhead) > 0 {
 		out.Ahead = make([]offsets.Run, len(st.AckedAhead))
 		for i, r := range st.AckedAhead {

@@ -743,6 +743,54 @@ func TestLoad(t *testing.T) {
 		requireIgnored(t, h, "t", 0, 1)
 	})
 
+	// A state saved bound to one life of the topic in the host's log is trusted only under that
+	// life: under another (a stale entry, or an earlier life's state restored) it is ignored as
+	// a damaged one is; a host that names none gets the state with its binding; an unbound state
+	// (saved before the binding) is trusted and bound to the host's at its next save.
+	t.Run("HostIncarnation", func(t *testing.T) {
+		const lifeOne, lifeTwo = 0x1111, 0x2222
+		tests := []struct {
+			name        string
+			saved, host uint64
+			wantFound   bool
+			wantBinding uint64
+			wantIgnored uint64
+		}{
+			{"the same life", lifeOne, lifeOne, true, lifeOne, 0},
+			{"another life", lifeOne, lifeTwo, false, lifeTwo, 1},
+			{"a host that names none", lifeOne, 0, true, lifeOne, 0},
+			{"unbound, trusted once", 0, lifeOne, true, lifeOne, 0},
+			{"unbound, under a host that names none", 0, 0, true, 0, 0},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				h := newHarness(t, Config{})
+				st := rich
+				st.HostIncarnation = tt.saved
+				saved(t, h, "t", 0, st)
+				got, err := h.c.LoadBound("t", 0, tt.host)
+				require.NoError(t, err)
+				require.Equal(t, tt.wantFound, got.Found)
+				require.Equal(t, tt.wantBinding, got.HostIncarnation)
+				require.Equal(t, tt.wantIgnored, h.c.Stats().IgnoredFiles)
+				if !tt.wantFound {
+					require.EqualValues(t, -1, got.Frontier)
+					require.NotEqual(t, rich.Incarnation, got.Incarnation, "a fresh incarnation")
+					return
+				}
+				want := st
+				want.Found, want.HostIncarnation = true, tt.wantBinding
+				require.Equal(t, want, got)
+
+				// The shard keeps the binding and the next save writes it.
+				saved(t, h, "t", 0, got)
+				again, err := h.c.LoadBound("t", 0, tt.wantBinding^lifeTwo)
+				require.NoError(t, err)
+				require.Equal(t, tt.wantBinding != 0, !again.Found, "bound, the state is not another life's")
+			})
+		}
+	})
+
 	t.Run("StoreError", func(t *testing.T) {
 		h := newHarness(t, Config{})
 		h.store.loadErr = errStore

@@ -28,7 +28,12 @@
 // Load trusts what it can verify, as the file committer does: bytes that fail their checksum,
 // that name another partition, or that are of an unknown version are ignored, logged and counted
 // (Stats.IgnoredFiles), and the partition starts again from its oldest retained record, so a
-// store that answers damaged or foreign state costs redeliveries, never a skipped record. A
+// store that answers damaged or foreign state costs redeliveries, never a skipped record. With
+// the host's incarnation of the topic (LoadBound), a state bound to another one (a deleted
+// topic's earlier life: a stale entry, or a backup of it restored) is ignored the same way; an
+// unbound one, saved before the binding, is trusted and bound at its next save. Without it, the
+// store is the only witness of a topic's lives: a state of an earlier life that the store
+// answers for a topic created again under the name is taken as this life's. A
 // store that answers an older state of the partition (stale) costs the acks since then, also
 // delivered again. A failed Load is an error: the node sets the partition aside and retries.
 //

@@ -68,7 +68,8 @@ func (s *fakeSource) State(topic string, p int32, into *offsets.State) bool {
 	if !ok {
 		return false
 	}
-	into.Frontier, into.Incarnation, into.Fence, into.Epoch = st.Frontier, st.Incarnation, st.Fence, st.Epoch
+	into.Frontier, into.Incarnation, into.HostIncarnation = st.Frontier, st.Incarnation, st.HostIncarnation
+	into.Fence, into.Epoch = st.Fence, st.Epoch
 	into.Ahead = append(into.Ahead[:0], st.Ahead...)
 	into.Attempts = append(into.Attempts[:0], st.Attempts...)
 	into.Quarantine = append(into.Quarantine[:0], st.Quarantine...)
