@@ -230,18 +230,26 @@ type partition struct {
 	inPend    bool      // tick
 	inUnlev   bool      // the writeout batch's
 
-	woBusy      bool   // in a writeout batch: its descriptor is in use outside ioMu
-	syncStarted bool   // its window's sync has begun and the batch has not completed
-	wgen        uint64 // window writes started
-	syncGen     uint64 // wgen when the sync began: a flip needs it unchanged
-	syncFront   int64  // windowFrontier and windowSnap when the sync began
+	woBusy      bool               // in a writeout batch: its descriptor is in use outside ioMu
+	syncStarted bool               // a sync of slot syncSlot has begun and the batch has not completed
+	syncSlot    int                // the slot that sync makes durable: the window when it began
+	gen         [AheadSlots]uint64 // writes started, per slot
+	syncGen     uint64             // gen[syncSlot] when the sync began: a flip needs it unchanged
+	syncFront   int64              // windowFrontier and windowSnap when the sync began
 	syncSnap    uint64
 
 	dirDev, dirIno   uint64 // identity of the directory the prime pinned
 	fileDev, fileIno uint64 // identity of the consumer.ahead the prime opened
 
-	anchor         int    // slot index of the anchor (the window is the other one)
-	anchorSeq      uint64 // 0 when neither slot held a valid record at the prime
+	anchor int // slot index of the anchor
+	// win is the slot index of the window, the slot ticks write: never the anchor, and never
+	// the slot a sync in flight makes durable (a tick then moves it to the spare, the third).
+	win int
+	// seqs is the sequence number of each slot's record (a record of the partition that
+	// counts, or one this committer wrote or tried to), 0 for none: a record written into a
+	// slot outranks the other two (see writeWindow).
+	seqs           [AheadSlots]uint64
+	spareSince     time.Time // when the window moved to the spare while its sync ran
 	anchorFrontier int64
 	hasAnchor      bool // the anchor slot holds a valid record
 	anchorOurs     bool // the anchor is a record this committer wrote out
@@ -259,7 +267,30 @@ type partition struct {
 	offsetEntryOK bool      // consumer.offset's directory entry is durable
 }
 
-func (p *partition) window() int { return 1 - p.anchor }
+// window returns the slot a window write goes to now: the window, unless a sync of it is in
+// flight. Then the write goes to the spare slot, which is neither the anchor nor the slot
+// being synced, and which becomes the window: a page-cache write never waits for a sync, and
+// the sync, its slot untouched, can flip (see "Anchor and window"). Called with ioMu held.
+func (p *partition) window(now time.Time) int {
+	if p.syncStarted && p.win == p.syncSlot {
+		p.win = AheadSlots - p.anchor - p.syncSlot // the slot indexes sum to 3
+		p.windowOK, p.spareSince = false, now
+	}
+	return p.win
+}
+
+// nextSeq is the sequence number of a record written into slot s: above those of the other
+// two, so that recovery takes the newest record written whichever slot holds it. Rewrites of
+// the window while the others stand keep its number. Called with ioMu held.
+func (p *partition) nextSeq(s int) uint64 {
+	var top uint64
+	for i, q := range p.seqs {
+		if i != s {
+			top = max(top, q)
+		}
+	}
+	return top + 1
+}
 
 // New validates cfg and returns a committer. It touches no file: partitions are primed at
 // their first tick.

@@ -123,7 +123,7 @@ func TestEveryFlipAndTruncationRecoversNothingUnacked(t *testing.T) {
 	// In the upgrade's consumer.ahead, the bytes past each record's sections are zero padding,
 	// whose flips all fail the checksum alike: one bit of each such byte is flipped there.
 	upgrade := upgradeDamageFixture(t)
-	var padFrom [2]int
+	var padFrom [offsets.AheadSlots]int
 	for i := range padFrom {
 		s := upgrade.ahead[i*offsets.SlotSize:]
 		padFrom[i] = 32 + int(binary.BigEndian.Uint16(s[6:]))

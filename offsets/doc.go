@@ -140,8 +140,13 @@
 // downgrade skips nothing, but costs one redelivery of each partition upgraded from a release
 // before consumer.id. The releases before consumer.id ignore the file.
 //
-// consumer.ahead is 8 KiB: two 4 KiB slots, each holding one checksummed record. Integers are
-// big-endian. A slot of version 1:
+// consumer.ahead is 12 KiB: three 4 KiB slots, each holding one checksummed record (older
+// releases wrote two, 8 KiB, and read only those; see "Anchor and window" for the third).
+// A downgrade to a release that reads two slots takes the newest of slots 0 and 1: where the
+// anchor was the third, an older record, and the partition delivers again what was acked
+// since; back on this release, a record the older release left in the third slot may outrank
+// what it wrote since, with the same effect. Either way records are delivered again, never
+// skipped. Integers are big-endian. A slot of version 1:
 //
 //	offset  size  field
 //	     0     4  magic "NRCA" (0x4E 0x52 0x43 0x41)
@@ -149,7 +154,7 @@
 //	              (VersionError) rather than misread or overwrite it.
 //	     5     1  flags: 0 (reserved)
 //	     6     2  L: length of the sections that follow the header, 0 to 4060
-//	     8     8  sequence number (uint64): of two valid slots the larger is the newer
+//	     8     8  sequence number (uint64): of the valid slots the largest is the newest
 //	    16     8  frontier (int64, at least -1): every offset up to it is settled
 //	    24     4  partition key: CRC-32C of the topic's bytes followed by the partition as an
 //	              int32; recovery ignores a record of another partition
@@ -245,7 +250,7 @@
 //     earlier life's: nothing in the directory counts (see consumer.id).
 //   - Whatever it ignored is logged as an error and counted (Stats.IgnoredFiles): a damaged or
 //     foreign file, a consumer.ahead that is present but has no usable slot (short, torn,
-//     both slots bad), and a legacy record consumer.id did not adopt where it would have been
+//     every slot bad), and a legacy record consumer.id did not adopt where it would have been
 //     taken before consumer.id said which count: a slot newer than the slot taken, if any, or
 //     a consumer.offset with no slot taken (the field legacy_under_incarnation counts them; a
 //     legacy slot older than the slot taken changes nothing and is passed over silently, as
@@ -258,10 +263,10 @@
 // Acked-ahead offsets and attempts at or below the recovered frontier are settled, and so are
 // the attempts of offsets acked ahead. The quarantine comes back as
 // written, and the requeued offsets all (they lie at or below the slot's frontier, so at or
-// below the recovered one). Every set comes from the one slot chosen, never a mix of the two:
-// the newest-valid-slot rule applies to the whole record. A short consumer.ahead (a move's copy
-// carries slot 0 only) is read as far as it goes. ClampToWatermark drops offsets at or above
-// the high watermark from every set.
+// below the recovered one). Every set comes from the one slot chosen, never a mix of slots:
+// the newest-valid-slot rule applies to the whole record. A short consumer.ahead (an older
+// release's two slots; a move's copy carries slot 0 only) is read as far as it goes.
+// ClampToWatermark drops offsets at or above the high watermark from every set.
 //
 // # Cadences
 //
@@ -279,13 +284,12 @@
 // Under Run the tick only writes windows: it hands the due partitions, as one batch, to a
 // writeout worker (syncs, device flush, flips, levellings) and never waits for it; while a
 // batch is in flight the next waits, and a batch still running at the next tick is counted
-// (Stats.SlowWriteouts) and logged with the overrun line. A window whose sync is in flight is
-// still written each tick (it is not the anchor); the flip is then denied (a write of the
-// slot started after its sync began leaves it not known durable; Stats.RewrittenDuringSync)
-// and the next writeout syncs again. So that durability cannot starve under syncs slower than
-// T with acks every tick, a partition whose writes waited more than 2·D has its window write
-// held back while its sync runs (Stats.HeldBack), so the flip lands. A Tick called without Run
-// does all of it inline, in a fixed order, as a simulator needs.
+// (Stats.SlowWriteouts) and logged with the overrun line. A partition whose window's sync is in
+// flight still gets its record each tick, written into its spare slot (see "Anchor and
+// window"; Stats.WrittenToSpareSlots): no page-cache write waits for a sync, and no sync is
+// spoiled by a write, so durability does not starve under syncs slower than T with acks every
+// tick. A Tick called without Run does all of it inline, in a fixed order, as a simulator
+// needs.
 //
 // consumer.offset is brought level with the anchor's frontier at a writeout, or on a quiet
 // partition's turn, at most every 30 s, and by Close. It is only ever levelled with a record
@@ -315,24 +319,35 @@
 // # Anchor and window
 //
 // The anchor slot holds the newest record known durable and is never written while it is the
-// anchor; ticks write only the window (invariant "slot discipline"). A writeout that succeeds, with its device
-// flush, flips the roles. One that fails leaves the anchor alone, and the next tick rewrites
-// the window in full, acked or not: after a failed sync the page cache is not trusted, since
-// Linux may have dropped the dirty pages and reports the error once, so that a later sync
-// "succeeds" persisting nothing (fsyncgate). A flip therefore needs a whole window rewrite
-// followed by a successful sync with no failed sync in between. Under a persistent
-// failure acks are still accepted and windows still written, and the lag warning fires.
+// anchor; ticks write only the window (invariant "slot discipline"). A writeout syncs the
+// window, and while that sync runs no tick writes the slot it syncs: a tick then writes the
+// third slot, the spare, which becomes the window. A writeout that succeeds, with its device
+// flush, makes the synced slot the anchor; the old anchor becomes the window, or, when ticks
+// went on in the spare meanwhile, the spare stays the window and its writes wait for the next
+// writeout. Until a tick meets a sync, slots 0 and 1 take turns as in a file of two slots;
+// from then on the roles rotate through all three. Each record written takes a sequence
+// number above those of the other two slots, so recovery takes the newest record written
+// (after a process crash, a spare written during a sync), and after a power loss a valid slot
+// that outranks the anchor holds a record written after it. A writeout that fails
+// leaves the anchor alone, and the next tick rewrites the window in full, acked or not,
+// whichever slot it is (a spare written during the failed sync included): after a failed
+// sync the page cache is not trusted, since Linux may have dropped the dirty pages and
+// reports the error once, so that a later sync "succeeds" persisting nothing (fsyncgate). A
+// flip therefore needs a whole window rewrite followed by a successful sync with no failed
+// sync in between. Under a persistent failure acks are still accepted and windows still
+// written, and the lag warning fires.
 //
 // A partition's first touch after a start, or after Forget, primes it before any window write:
 // pin the directory, open or create consumer.ahead inside it, check the path still names the
-// pinned directory, extend a short file to 8 KiB, read both slots, anchor on the newest valid
+// pinned directory, extend a short file to 12 KiB, read its slots, anchor on the newest valid
 // one, rewrite its bytes and those of a valid consumer.offset, and sync both and the directory,
 // with one device flush for all the primes of the tick. The rewrite matters: the newest record
 // may sit only in the page cache, clean but not durable (a crashed process before its writeout,
 // or fsyncgate), and a sync with nothing dirty persists nothing; without the prime's writeout
-// the first window would overwrite the other slot, possibly the only durable record. The
-// directory is synced even when the file existed, since a file created by a process that
-// crashed before its directory sync looks like an old one. Primes go in chunks (up to 256)
+// the first window would overwrite another slot, possibly the only durable record. The
+// extension matters too: a spare write never grows the file, so a full disk cannot refuse
+// it. The directory is synced even when the file existed, since a file created by a process
+// that crashed before its directory sync looks like an old one. Primes go in chunks (up to 256)
 // with one directory sync per directory per chunk; under Run a pool of 16 goroutines runs
 // them, off the tick, and each chunk that completes wakes Run for a tick at once, which writes
 // the first windows of its partitions; inline, one at a time, before the tick's windows. A prime that fails (ENOSPC on the
@@ -360,9 +375,9 @@
 // registered, and a flip answers exactly the waiters registered before the flipped window's
 // snapshot, as soon as that partition flips (not at the end of its batch, except where a
 // device flush must come first). It is a group commit, as a database's log does it: while a
-// sync of the partition's window runs with waiters left, ticks do not write that window (the
-// write would deny the flip), the waiters that came meanwhile wait, and when the batch ends
-// the worker wakes Run at once, whose tick writes one window for all of them and starts their
+// sync of the partition's window runs, the waiters that came meanwhile wait (the ticks write
+// their acks into the spare slot, leaving the synced one alone), and when the batch ends the
+// worker wakes Run at once, whose tick writes one window for all of them and starts their
 // one sync. Under load a sync answers every wait that arrived during the one before it. A
 // waiter registered while the tick holds its snapshot waits for the next writeout. A
 // writeout batch already running (other partitions' syncs, a levelling) delays the start.
@@ -409,16 +424,15 @@
 // # Crash windows
 //
 // After a process crash the page cache survives: recovery finds the last window written, so the
-// acks of about one tick are delivered again, whatever the syncs take (under Run). Two
-// exceptions: a partition's window held back for its sync (writes waited more than 2·D) trails
-// by up to that sync's duration plus a tick, and a partition whose directory held state has its
-// acks wait for its prime (a blank one's do not)
-// (counted and logged when more than a tick). Driven inline by Tick, the window trails by the
+// acks of about one tick are delivered again, whatever the syncs take (under Run: a tick that
+// meets a sync writes the spare slot). One exception: a partition whose directory held state
+// has its acks wait for its prime (a blank one's do not) (counted and logged when more than a
+// tick). Driven inline by Tick, the window trails by the
 // previous tick's syncs too. After a power loss or a kernel crash only what was written out
 // survives: up to about D + T + the writeout time of acks are delivered again; a slow disk
 // widens that by however long the writeout batches queue behind each other (a batch of n
 // partitions takes n syncs), which the overrun and late-writeout warnings report; a window
-// torn by the power loss fails its checksum and recovery falls back to the anchor. A
+// or spare torn by the power loss fails its checksum and recovery falls back to the anchor. A
 // graceful Close writes out and levels every partition: nothing acked is delivered again.
 // consumer.offset is written in place within one sector; a torn or bit-flipped one fails its
 // checksum and is ignored, like a torn slot. No single-bit flip and no truncation of any of the

@@ -41,7 +41,7 @@ type File interface {
 	io.WriterAt
 	io.Closer
 	Stat() (FileInfo, error)
-	// Truncate changes the size of the file (the prime extends a short consumer.ahead to 8 KiB).
+	// Truncate changes the size of the file (the prime extends a short consumer.ahead to 12 KiB).
 	Truncate(size int64) error
 	// SyncData makes the file's data durable: fdatasync on Linux, fsync(2) on macOS (which gets
 	// the data to the drive but not past its cache; see FullSyncer).

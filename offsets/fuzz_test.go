@@ -116,7 +116,8 @@ func FuzzDecodeSlot(f *testing.F) {
 // above the frontier and not acked ahead, requeued offsets only at or below it (RELIABILITY
 // row 17, invariants I1 and 8), under no consumer.id, one that adopted nothing, and ones
 // whose incarnation adopted legacy state at its upgrade. An empty slot1 is a file that ends
-// after slot 0 (a move's copy); an empty offsetFile is a missing consumer.offset.
+// after slot 0 (a move's copy); an empty offsetFile is a missing consumer.offset. A whole
+// slot1 is also tried in the third slot, and both in the last two (a file of three slots).
 func FuzzRecover(f *testing.F) {
 	fuzzID := make([]byte, offsets.IDFileSize)
 	offsets.EncodeIDForTest(fuzzID, offsets.PartitionKey("f", 1), 7)
@@ -156,14 +157,26 @@ func FuzzRecover(f *testing.F) {
 			if len(offsetFile) > 0 {
 				off = offsetFile
 			}
-			for _, id := range [][]byte{nil, fuzzID, adoptedSlotID, adoptedOffsetID, boundID, boundSlotID, boundOffsetID} {
-				st, err := offsets.Recover("f", 1, id, append(slices.Clone(s0), s1...), off)
+			layouts := [][]byte{slices.Concat(s0, s1)}
+			if len(s1) == offsets.SlotSize {
+				blank := make([]byte, offsets.SlotSize)
+				layouts = append(layouts, slices.Concat(s0, blank, s1), slices.Concat(blank, s1, s0))
+			}
+			type input struct{ id, ahead []byte }
+			var inputs []input
+			for _, ahead := range layouts {
+				for _, id := range [][]byte{nil, fuzzID, adoptedSlotID, adoptedOffsetID, boundID, boundSlotID, boundOffsetID} {
+					inputs = append(inputs, input{id, ahead})
+				}
+			}
+			for _, in := range inputs {
+				st, err := offsets.Recover("f", 1, in.id, in.ahead, off)
 				if err != nil {
 					require.ErrorIs(t, err, offsets.ErrNewerSlot)
 					continue
 				}
 				wantHost := uint64(0)
-				if len(id) == offsets.IDFileSize+offsets.HostIncarnationSize || len(id) == offsets.MaxIDFileSize {
+				if len(in.id) == offsets.IDFileSize+offsets.HostIncarnationSize || len(in.id) == offsets.MaxIDFileSize {
 					wantHost = 0xb0b
 				}
 				require.Equal(t, wantHost, st.HostIncarnation, "the binding is consumer.id's")

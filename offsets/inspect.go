@@ -36,7 +36,7 @@ type Ignored struct {
 	LegacyUnderIncarnation int
 	// UnusableAhead is set when consumer.ahead holds more than blank slots and no slot of it
 	// counts, none being another partition's, another incarnation's or a legacy record: the
-	// file is damaged as a whole (short, torn, both slots bad) (unusable_consumer_ahead).
+	// file is damaged as a whole (short, torn, every slot bad) (unusable_consumer_ahead).
 	UnusableAhead bool
 	// ConsumerOffset says why consumer.offset was ignored, "" when it was not
 	// (consumer_offset).
@@ -83,10 +83,11 @@ type IDInspection struct {
 	HostIncarnation uint64
 }
 
-// AheadInspection is consumer.ahead as read: its two slots.
+// AheadInspection is consumer.ahead as read: its slots (an older release's file ends before
+// the third, SlotMissing).
 type AheadInspection struct {
 	FileRead
-	Slots [2]SlotInspection
+	Slots [AheadSlots]SlotInspection
 }
 
 // SlotInspection is one slot of consumer.ahead as read.
@@ -231,7 +232,7 @@ func inspect(key uint32, files stateFiles) Inspection {
 	}
 
 	in.Ahead.FileRead = FileRead{Present: files.ahead != nil, Size: len(files.ahead)}
-	var slots [2]decodedSlot
+	var slots [AheadSlots]decodedSlot
 	for i := range slots {
 		lo, hi := i*SlotSize, (i+1)*SlotSize
 		switch {

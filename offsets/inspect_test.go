@@ -101,7 +101,8 @@ func TestInspectFilesDecodes(t *testing.T) {
 	require.Equal(t, int64(10), in.ID.AdoptedFrontier)
 	require.Equal(t, uint64(3), in.ID.AdoptedSeq)
 	require.Equal(t, in.Ahead.Slots[0].Checksum, in.ID.AdoptedChecksum, "consumer.id names slot 0 by its checksum")
-	require.Equal(t, FileRead{Present: true, Size: AheadFileSize}, in.Ahead.FileRead)
+	require.Equal(t, FileRead{Present: true, Size: 2 * SlotSize}, in.Ahead.FileRead, "an older release's two slots")
+	require.Equal(t, SlotMissing, in.Ahead.Slots[2].Status)
 	s0 := in.Ahead.Slots[0]
 	require.Equal(t, SlotOlder, s0.Status, "the adopted record counts; the window is newer")
 	require.Equal(t, []int64{4}, s0.Record.Quarantine)

@@ -21,7 +21,8 @@ type primeResult struct {
 	offDev           uint64
 	dirDev, dirIno   uint64
 	fileDev, fileIno uint64
-	anchor           int
+	anchor, window   int                // slot indexes
+	seqs             [AheadSlots]uint64 // sequence number of each slot's record that counts, 0 for none
 	hasAnchor        bool
 	rec              Record // the anchor's record, when hasAnchor
 	levelled         int64
@@ -43,7 +44,7 @@ type primeBuf struct {
 
 // prime pins the partition directory, opens (creating inside the pinned directory only)
 // consumer.ahead, checks the path still names the pinned directory, extends a short file to
-// 8 KiB, reads both slots, anchors on the newest valid one and writes it out, before the tick
+// 12 KiB, reads its slots, anchors on the newest valid one and writes it out, before the tick
 // writes any window. The directory entry is synced by the
 // chunk, once per directory (see primeChunk).
 //
@@ -51,7 +52,7 @@ type primeBuf struct {
 // clean but never durable (a process that crashed before its writeout, or a failed sync that
 // dropped them), and a sync with nothing dirty would persist nothing. consumer.offset, if it
 // holds a valid frontier, is rewritten and synced for the same reason: what the host loaded
-// must be durable before the first window overwrites the other slot (invariant "monotone across restarts" in
+// must be durable before the first window overwrites another slot (invariant "monotone across restarts" in
 // docs/protocol.md). The
 // directory is synced whether or not this prime created the file: a file created by a process
 // that crashed before its directory sync looks like an old one.
@@ -164,7 +165,7 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 	if err := readFull(pr.f, buf[:min(fi.Size(), AheadFileSize)]); err != nil {
 		return err
 	}
-	var slots [2]decodedSlot
+	var slots [AheadSlots]decodedSlot
 	for i := range slots {
 		slots[i].decode(buf[i*SlotSize : (i+1)*SlotSize])
 		if errors.Is(slots[i].err, ErrNewerSlot) {
@@ -217,7 +218,7 @@ func (c *Committer) primeFile(p *partition, root Root, pr *primeResult, pb *prim
 // ignored: it is replaced, adopting nothing, rather than stranding the partition, since the
 // shard's state is this life's and that file never will be.
 func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, pb *primeBuf, limit int64,
-	slots *[2]decodedSlot, off primeOffsetFile) (identity, error) {
+	slots *[AheadSlots]decodedSlot, off primeOffsetFile) (identity, error) {
 	f, err := c.openIn(root, IDFile, os.O_RDWR|os.O_CREATE, 0o644, limit)
 	if err != nil {
 		return identity{}, c.pathErr(p, err)
@@ -277,7 +278,7 @@ func (c *Committer) primeIncarnation(p *partition, root Root, pr *primeResult, p
 // recovery reads when there is no consumer.id to go by, which is what the shard loaded (the
 // newest legacy slot of the partition, or else a legacy consumer.offset); the zero adoption
 // when there is none.
-func adoptLegacy(slots *[2]decodedSlot, key uint32, off primeOffsetFile) adoption {
+func adoptLegacy(slots *[AheadSlots]decodedSlot, key uint32, off primeOffsetFile) adoption {
 	if n, _, _ := chooseSlot(slots, key, identity{}); n >= 0 {
 		s := &slots[n]
 		return adoption{legacy: true, frontier: s.rec.Frontier, slot: true, seq: s.rec.Seq, slotCRC: s.crc}
@@ -289,16 +290,27 @@ func adoptLegacy(slots *[2]decodedSlot, key uint32, off primeOffsetFile) adoptio
 }
 
 // chooseAnchor picks the newest valid slot of the partition that counts under id, the way
-// recovery does (see chooseSlot).
-func chooseAnchor(slots *[2]decodedSlot, key uint32, id identity, pr *primeResult) {
-	n, _, _ := chooseSlot(slots, key, id)
+// recovery does (see chooseSlot), and the window: the other one of slots 0 and 1 (as in a
+// file of two slots), or slot 0 when the anchor is slot 2. It notes the sequence numbers of
+// the slots that count, which the records written next must exceed (see writeWindow).
+func chooseAnchor(slots *[AheadSlots]decodedSlot, key uint32, id identity, pr *primeResult) {
+	n, status := classifySlots(slots, key, id)
+	for i := range status {
+		if status[i] == SlotTaken || status[i] == SlotOlder {
+			pr.seqs[i] = slots[i].rec.Seq
+		}
+	}
 	if n < 0 {
 		// Nothing to anchor on: slot 1 plays the anchor (holding nothing), so the first
 		// window goes to slot 0.
-		pr.anchor, pr.rec = 1, Record{Frontier: -1}
+		pr.anchor, pr.window, pr.rec = 1, 0, Record{Frontier: -1}
 		return
 	}
 	pr.anchor, pr.rec, pr.hasAnchor = n, Record{Seq: slots[n].rec.Seq, Frontier: slots[n].rec.Frontier}, true
+	pr.window = 0
+	if n == 0 {
+		pr.window = 1
+	}
 }
 
 // primeOffsetFile is consumer.offset as the prime read it: open, with its bytes and what
@@ -400,7 +412,7 @@ func (c *Committer) completePrime(t *tickScratch, pr *primeResult, pool bool) (d
 		return false
 	}
 	p.dirDev, p.dirIno, p.fileDev, p.fileIno = pr.dirDev, pr.dirIno, pr.fileDev, pr.fileIno
-	p.anchor, p.anchorSeq, p.anchorFrontier = pr.anchor, pr.rec.Seq, pr.rec.Frontier
+	p.anchor, p.win, p.seqs, p.anchorFrontier = pr.anchor, pr.window, pr.seqs, pr.rec.Frontier
 	p.hasAnchor, p.anchorOurs, p.windowFrontier = pr.hasAnchor, false, -1
 	p.levelled, p.levelledOK, p.offsetEntryOK = pr.levelled, pr.levelledOK, pr.offsetPresent
 	p.windowOK, p.needRewrite, p.pending = false, false, false

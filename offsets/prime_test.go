@@ -54,7 +54,7 @@ func TestPrimeMakesNewestSlotDurableBeforeWindow(t *testing.T) {
 	require.GreaterOrEqual(t, st.Frontier, observed.Frontier, "I3: never below what a restart observed")
 }
 
-// Checklist item 54: a consumer.ahead shorter than 8 KiB (a move's copy, slot 0 only) is
+// Checklist item 54: a consumer.ahead shorter than 12 KiB (a move's copy, slot 0 only) is
 // extended, anchored on its valid slot 0, and the first window goes to slot 1.
 func TestPrimeExtendsMoveCopy(t *testing.T) {
 	h := newMemHarness(t, memfs.New(), nil)
@@ -71,7 +71,7 @@ func TestPrimeExtendsMoveCopy(t *testing.T) {
 	require.Len(t, b, offsets.AheadFileSize)
 	require.Equal(t, copySlot, b[:offsets.SlotSize], "the anchor is not written while it is the anchor")
 	var window offsets.Record
-	require.NoError(t, offsets.DecodeSlot(b[offsets.SlotSize:], &window))
+	require.NoError(t, offsets.DecodeSlot(b[offsets.SlotSize:2*offsets.SlotSize], &window))
 	require.Equal(t, uint64(8), window.Seq)
 	require.Equal(t, int64(42), window.Frontier)
 
@@ -80,6 +80,40 @@ func TestPrimeExtendsMoveCopy(t *testing.T) {
 	d, err := cut.ReadFile(aheadPath("t", 0))
 	require.NoError(t, err)
 	require.Len(t, d, offsets.AheadFileSize, "the extension was written out by the prime")
+}
+
+// A consumer.ahead whose newest record is in the third slot (a spare a tick wrote during a
+// sync, then a crash): recovery takes it, the prime anchors on it and makes it durable, the
+// first window goes to slot 0 with a sequence number above it, and slots 1 and 2 are left
+// alone; a power cut then keeps what the restart loaded, and a process crash the window.
+func TestPrimeAnchorsOnTheSpareSlot(t *testing.T) {
+	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = offsets.MaxInterval })
+	h.mkdir("t", 0)
+	k := offsets.PartitionKey("t", 0)
+	recs := []offsets.Record{{Seq: 5, Key: k, Frontier: 10}, {Seq: 6, Key: k, Frontier: 11}, {Seq: 7, Key: k, Frontier: 12}}
+	var file []byte
+	for _, r := range recs {
+		file = append(file, slot(t, r)...)
+	}
+	require.NoError(t, h.fs.WriteFile(aheadPath("t", 0), file))
+	require.Equal(t, int64(12), h.create("t", 0).Frontier, "the newest record, in slot 2")
+	h.ack("t", 0, 13)
+	h.ticks(1)
+
+	slots := [3]offsets.Record{}
+	b, err := h.fs.ReadFile(aheadPath("t", 0))
+	require.NoError(t, err)
+	for i := range slots {
+		require.NoError(t, offsets.DecodeSlot(b[i*offsets.SlotSize:(i+1)*offsets.SlotSize], &slots[i]))
+	}
+	require.Equal(t, int64(13), slots[0].Frontier, "the window")
+	require.Equal(t, uint64(8), slots[0].Seq, "above the anchor's")
+	require.Equal(t, file[offsets.SlotSize:], b[offsets.SlotSize:], "slots 1 and 2 untouched")
+	require.Equal(t, 2, offsets.Floors(h.c, "t", 0).AnchorSlot)
+	require.Equal(t, int64(13), recoverOn(t, h.fs.ProcessCrash(), "t", 0).Frontier)
+	cut := h.fs.PowerCut(memfs.PowerCut{})
+	h.closeCommitter()
+	require.Equal(t, int64(12), recoverOn(t, cut, "t", 0).Frontier, "what the restart loaded is durable")
 }
 
 // Checklist item 54, as issue 25 changes it for a partition with no state files: the prime

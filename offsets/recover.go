@@ -93,11 +93,11 @@ type stateFiles struct {
 // The slot's acked-ahead offsets and attempts at or below the recovered frontier are settled
 // and dropped, and so are attempts of offsets acked ahead; its quarantine is returned as
 // written and its requeued offsets at or below the frontier. Short files are read as far as
-// they go (a move's copy may carry slot 0 only). A record from a newer release makes it fail
-// with an error matching ErrNewerSlot rather than guess. It never panics. State.Incarnation
-// is consumer.id's, or 0 when there is none to trust (Load draws a fresh one), and
-// State.HostIncarnation the host incarnation consumer.id is bound to (Recover knows none to
-// compare it with: LoadBound does).
+// they go (an older release's holds two slots; a move's copy may carry slot 0 only). A
+// record from a newer release makes it fail with an error matching ErrNewerSlot rather than
+// guess. It never panics. State.Incarnation is consumer.id's, or 0 when there is none to
+// trust (Load draws a fresh one), and State.HostIncarnation the host incarnation consumer.id
+// is bound to (Recover knows none to compare it with: LoadBound does).
 func Recover(topic string, partition int32, idFile, aheadFile, offsetFile []byte) (State, error) {
 	st, _, err := recoverState(PartitionKey(topic, partition), stateFiles{idFile, aheadFile, offsetFile})
 	return st, err
@@ -113,7 +113,10 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 			notes.ConsumerID = err.Error()
 		}
 	}
-	slots := [2]decodedSlot{{err: errShort}, {err: errShort}} // until read whole
+	var slots [AheadSlots]decodedSlot
+	for i := range slots {
+		slots[i].err = errShort // until read whole
+	}
 	present := 0
 	for i := range slots {
 		lo, hi := i*SlotSize, (i+1)*SlotSize
@@ -198,7 +201,7 @@ func (d *decodedSlot) decode(b []byte) {
 // count, such a record would have been taken, and the partition now delivers again what it
 // would have settled. A legacy record older than the slot taken changes nothing and is passed
 // over without being counted (the previous anchor of an upgrade, say).
-func chooseSlot(slots *[2]decodedSlot, key uint32, id identity) (n, foreign, legacyPassed int) {
+func chooseSlot(slots *[AheadSlots]decodedSlot, key uint32, id identity) (n, foreign, legacyPassed int) {
 	n, status := classifySlots(slots, key, id)
 	for _, s := range status {
 		switch s {
@@ -214,9 +217,9 @@ func chooseSlot(slots *[2]decodedSlot, key uint32, id identity) (n, foreign, leg
 // classifySlots is chooseSlot's decision, slot by slot: the slot taken (or -1), and what each
 // slot is to recovery. A slot that holds no valid record is SlotBlank, SlotNewer or
 // SlotDamaged by its decode error.
-func classifySlots(slots *[2]decodedSlot, key uint32, id identity) (n int, status [2]SlotStatus) {
-	var counts, legacyOnly [2]bool
-	var recs [2]Record
+func classifySlots(slots *[AheadSlots]decodedSlot, key uint32, id identity) (n int, status [AheadSlots]SlotStatus) {
+	var counts, legacyOnly [AheadSlots]bool
+	var recs [AheadSlots]Record
 	for i := range slots {
 		s := &slots[i]
 		switch {

@@ -10,11 +10,12 @@ import (
 
 // File names and sizes (see the package doc for the byte layouts).
 const (
-	AheadFile      = "consumer.ahead"  // two slots: the anchor and the window
-	OffsetFile     = "consumer.offset" // the frontier, checksummed (older releases wrote 8 bytes)
-	SlotSize       = 4096              // one consumer.ahead slot
-	AheadFileSize  = 2 * SlotSize      // what the prime extends a short consumer.ahead to
-	OffsetFileSize = 32                // consumer.offset as this release writes it
+	AheadFile      = "consumer.ahead"      // three slots: the anchor, the window and a spare
+	OffsetFile     = "consumer.offset"     // the frontier, checksummed (older releases wrote 8 bytes)
+	SlotSize       = 4096                  // one consumer.ahead slot
+	AheadSlots     = 3                     // slots in consumer.ahead (older releases wrote two)
+	AheadFileSize  = AheadSlots * SlotSize // what the prime extends a short consumer.ahead to
+	OffsetFileSize = 32                    // consumer.offset as this release writes it
 
 	// SlotVersion is the record version this release writes and the newest it reads.
 	SlotVersion = 1
@@ -39,7 +40,7 @@ const (
 	offVersion  = 4  // uint8
 	offFlags    = 5  // uint8, zero in version 1
 	offBodyLen  = 6  // uint16: bytes of sections after the header
-	offSeq      = 8  // uint64: orders the two slots
+	offSeq      = 8  // uint64: orders the slots
 	offFrontier = 16 // int64 >= -1
 	offKey      = 24 // uint32: PartitionKey of the partition the record belongs to
 	offDropped  = 28 // uint32: acked-ahead offsets left out for lack of room (informational)
@@ -121,7 +122,7 @@ const (
 
 // Record is one consumer.ahead slot's content.
 type Record struct {
-	// Seq orders the two slots: recovery takes the valid slot with the larger one.
+	// Seq orders the slots: recovery takes the valid slot with the largest one.
 	Seq uint64
 	// Key is PartitionKey of the partition the record belongs to; recovery ignores a slot
 	// whose key is not the partition's (a file copied from elsewhere).
@@ -652,23 +653,26 @@ func isZero(b []byte) bool {
 	return true
 }
 
-// newestSlot says which of two slots recovery takes, or -1 when neither is valid: the larger
-// sequence number; on a tie (two copies that should not exist) the larger frontier, then slot 0.
-// Both candidates hold only acked values, so either choice keeps invariant "no frontier past an ack" (docs/protocol.md).
-func newestSlot(valid [2]bool, recs *[2]Record) int {
-	switch {
-	case !valid[0] && !valid[1]:
-		return -1
-	case !valid[1]:
-		return 0
-	case !valid[0]:
-		return 1
+// newestSlot says which slot recovery takes, or -1 when none is valid: the larger sequence
+// number; on a tie (copies that should not exist) the larger frontier, then the lower slot.
+// Every candidate holds only acked values, so any choice keeps invariant "no frontier past an
+// ack" (docs/protocol.md).
+func newestSlot(valid [AheadSlots]bool, recs *[AheadSlots]Record) int {
+	n := -1
+	for i := range valid {
+		if !valid[i] {
+			continue
+		}
+		if n < 0 {
+			n = i
+			continue
+		}
+		a, b := &recs[n], &recs[i]
+		if b.Seq > a.Seq || (b.Seq == a.Seq && b.Frontier > a.Frontier) {
+			n = i
+		}
 	}
-	a, b := &recs[0], &recs[1]
-	if b.Seq > a.Seq || (b.Seq == a.Seq && b.Frontier > a.Frontier) {
-		return 1
-	}
-	return 0
+	return n
 }
 
 // AppendRuns appends the runs of consecutive offsets of offs, which must ascend, to dst: how

@@ -353,22 +353,28 @@ func TestDecodeSlotSkipsUnknownSection(t *testing.T) {
 func TestNewestSlot(t *testing.T) {
 	tests := []struct {
 		name  string
-		valid [2]bool
-		seqs  [2]uint64
-		front [2]int64
+		valid [AheadSlots]bool
+		seqs  [AheadSlots]uint64
+		front [AheadSlots]int64
 		want  int
 	}{
-		{"neither", [2]bool{}, [2]uint64{5, 6}, [2]int64{}, -1},
-		{"only 0", [2]bool{true, false}, [2]uint64{5, 6}, [2]int64{}, 0},
-		{"only 1", [2]bool{false, true}, [2]uint64{9, 6}, [2]int64{}, 1},
-		{"larger sequence", [2]bool{true, true}, [2]uint64{5, 6}, [2]int64{9, 1}, 1},
-		{"larger sequence in 0", [2]bool{true, true}, [2]uint64{7, 6}, [2]int64{1, 9}, 0},
-		{"tie: larger frontier", [2]bool{true, true}, [2]uint64{6, 6}, [2]int64{1, 9}, 1},
-		{"tie: slot 0", [2]bool{true, true}, [2]uint64{6, 6}, [2]int64{4, 4}, 0},
+		{"none", [3]bool{}, [3]uint64{5, 6, 7}, [3]int64{}, -1},
+		{"only 0", [3]bool{true, false, false}, [3]uint64{5, 6, 7}, [3]int64{}, 0},
+		{"only 1", [3]bool{false, true, false}, [3]uint64{9, 6, 7}, [3]int64{}, 1},
+		{"only 2", [3]bool{false, false, true}, [3]uint64{9, 8, 6}, [3]int64{}, 2},
+		{"larger sequence", [3]bool{true, true, false}, [3]uint64{5, 6, 9}, [3]int64{9, 1, 9}, 1},
+		{"larger sequence in 0", [3]bool{true, true, false}, [3]uint64{7, 6, 0}, [3]int64{1, 9, 0}, 0},
+		{"largest in the spare", [3]bool{true, true, true}, [3]uint64{7, 6, 8}, [3]int64{9, 9, 1}, 2},
+		{"tie: larger frontier", [3]bool{true, true, false}, [3]uint64{6, 6, 0}, [3]int64{1, 9, 0}, 1},
+		{"tie of three: larger frontier", [3]bool{true, true, true}, [3]uint64{6, 6, 6}, [3]int64{1, 2, 3}, 2},
+		{"tie: lower slot", [3]bool{true, true, true}, [3]uint64{5, 6, 6}, [3]int64{4, 4, 4}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			recs := [2]Record{{Seq: tt.seqs[0], Frontier: tt.front[0]}, {Seq: tt.seqs[1], Frontier: tt.front[1]}}
+			var recs [AheadSlots]Record
+			for i := range recs {
+				recs[i] = Record{Seq: tt.seqs[i], Frontier: tt.front[i]}
+			}
 			require.Equal(t, tt.want, newestSlot(tt.valid, &recs))
 		})
 	}

@@ -35,14 +35,10 @@ type Stats struct {
 	// when the next tick came, under Run: durability against power loss lagged by their
 	// duration, while page-cache windows kept their cadence.
 	SlowWriteouts uint64
-	// RewrittenDuringSync counts writeouts that did not flip because the tick wrote the
-	// window again while its sync ran: the slot is not known durable, and the next writeout
-	// syncs it again.
-	RewrittenDuringSync uint64
-	// HeldBack counts window writes put off by a tick so that a sync in flight, for writes
-	// that waited more than 2·D, can flip (the page cache then trails those acks by up to the
-	// sync's duration).
-	HeldBack uint64
+	// WrittenToSpareSlots counts window writes made while a sync of the partition's window
+	// was in flight: into the spare slot, so that the page cache kept its cadence and the
+	// sync could still flip.
+	WrittenToSpareSlots uint64
 	// SlowPrimes counts partitions whose first window waited more than one tick for its prime
 	// (under Run, a prime runs in the pool and the window follows on the next tick).
 	SlowPrimes uint64
@@ -63,7 +59,7 @@ type counters struct {
 	droppedRequeued, droppedQuarantine              atomic.Uint64
 	droppedAttempts, durables, earlyWriteouts       atomic.Uint64
 	overruns, lateWriteouts, clamps, ignoredFiles   atomic.Uint64
-	slowWriteouts, rewrittenDuringSync, heldBack    atomic.Uint64
+	slowWriteouts, writtenToSpare                   atomic.Uint64
 	slowPrimes, deferred, blankPrimes               atomic.Uint64
 	descriptors, strandedNow                        atomic.Int64
 }
@@ -81,8 +77,8 @@ func (c *Committer) Stats() Stats {
 		DroppedAttempts: s.droppedAttempts.Load(), Durables: s.durables.Load(), EarlyWriteouts: s.earlyWriteouts.Load(),
 		Overruns: s.overruns.Load(), LateWriteouts: s.lateWriteouts.Load(), Clamps: s.clamps.Load(),
 		IgnoredFiles:  s.ignoredFiles.Load(),
-		SlowWriteouts: s.slowWriteouts.Load(), RewrittenDuringSync: s.rewrittenDuringSync.Load(),
-		HeldBack: s.heldBack.Load(), SlowPrimes: s.slowPrimes.Load(), DeferredWrites: s.deferred.Load(),
+		SlowWriteouts: s.slowWriteouts.Load(), WrittenToSpareSlots: s.writtenToSpare.Load(),
+		SlowPrimes: s.slowPrimes.Load(), DeferredWrites: s.deferred.Load(),
 		Descriptors: s.descriptors.Load(), OpenDescriptors: c.fds.Load(), StrandedNow: s.strandedNow.Load(),
 	}
 }

@@ -16,7 +16,6 @@ type tickScratch struct {
 	levels     []levelWrite  // consumer.offset writes waiting for their device flush
 	closeAfter []File        // files to close once the phase's flushes are done
 	wrote      int           // window records written
-	heldBack   int           // window writes held back for a writeout (see holdBack)
 	late       int           // partitions whose first window waited more than a tick for its prime
 	lateOldest time.Duration // the longest one of them waited
 	primedAny  bool
@@ -36,7 +35,7 @@ type levelWrite struct {
 
 func (t *tickScratch) reset(now time.Time) {
 	t.now = now
-	t.wrote, t.heldBack, t.primedAny = 0, 0, false
+	t.wrote, t.primedAny = 0, false
 	t.late, t.lateOldest = 0, 0
 }
 
@@ -366,27 +365,16 @@ func (c *Committer) discardIfIdle(p *partition) {
 }
 
 // writeWindows writes a fresh record into the window slot of each primed partition of this
-// tick, from the live shard's state. A window whose sync is in
-// flight is written too (it is not the anchor; the flip is then denied and the sync made
-// again), except when holdBack says the writeout must land first.
+// tick, from the live shard's state. It waits for no sync: a partition whose window is being
+// synced has its record written into the spare slot (see partition.window).
 func (c *Committer) writeWindows() {
 	t := &c.t
 	for _, p := range c.work {
 		p.inWork = false
 		c.ioMu.Lock()
 		ready := p.primed && !p.stranded && !p.forgotten
-		held := ready && c.holdBack(p)
-		durable := ready && !held && c.holdForDurable(p)
 		c.ioMu.Unlock()
 		if !ready {
-			continue
-		}
-		if held || durable {
-			if held {
-				t.heldBack++
-				c.stats.heldBack.Add(1)
-			}
-			c.retryNextTick(p)
 			continue
 		}
 		snap, ok := c.pull(p)
@@ -413,30 +401,14 @@ func (c *Committer) writeWindows() {
 	c.work = c.work[:0]
 }
 
-// holdBack says whether to skip p's window write this tick so that its sync in flight, begun
-// after its last write, can flip: once its writes have waited more than 2·D. Without it a sync
-// slower than T under acks every tick would never see its slot unwritten, and durability
-// would starve. The cost: while held back (at most one sync), the page cache trails p's acks
-// by up to that sync's duration. Called with ioMu held.
-func (c *Committer) holdBack(p *partition) bool {
-	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite &&
-		c.t.now.Sub(p.pendingSince) > 2*c.interval
-}
-
-// holdForDurable says whether to skip p's window write this tick because Durable waits on p
-// and a sync of its window is in flight: a write now would deny that sync's flip, and the
-// waits it covers would wait for another sync. The writeout worker wakes Run at once when the
-// batch ends, for the waits it left. Called with ioMu held.
-func (c *Committer) holdForDurable(p *partition) bool {
-	return p.syncStarted && p.wgen == p.syncGen && p.windowOK && !p.needRewrite && p.nwait.Load() > 0
-}
-
 // writeWindow writes the state c.pull left in c.st, snapshot snap, into p's window. Called
 // with ioMu held.
 func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	t := &c.t
 	st := &c.st
-	c.rec = Record{Seq: p.anchorSeq + 1, Key: p.key, Incarnation: p.incarnation, Frontier: st.Frontier, Ahead: st.Ahead,
+	slot := p.window(t.now)
+	seq := p.nextSeq(slot)
+	c.rec = Record{Seq: seq, Key: p.key, Incarnation: p.incarnation, Frontier: st.Frontier, Ahead: st.Ahead,
 		Attempts: st.Attempts, Quarantine: st.Quarantine, Requeued: st.Requeued}
 	over, err := EncodeSlot(c.slot[:], &c.rec)
 	c.rec = Record{}
@@ -458,12 +430,15 @@ func (c *Committer) writeWindow(p *partition, snap uint64) error {
 		return err
 	}
 	// From here on the window is in play: whatever fails, it is rewritten whole by the next
-	// tick before any writeout may flip it (the slot may now hold part of a record), and a
-	// sync that began before this write no longer makes the slot durable.
+	// tick before any writeout may flip it (the slot may now hold part of a record).
 	c.setPending(p)
 	p.windowOK, p.needRewrite = false, true
-	p.wgen++
-	_, err = f.WriteAt(c.slot[:], int64(p.window())*SlotSize)
+	p.gen[slot]++
+	if p.syncStarted {
+		c.stats.writtenToSpare.Add(1)
+	}
+	p.seqs[slot] = max(p.seqs[slot], seq) // what the slot may hold, whether or not the write holds
+	_, err = f.WriteAt(c.slot[:], int64(slot)*SlotSize)
 	if oneShot {
 		c.closeFD(f) // a one-shot descriptor lives for its write only
 	}

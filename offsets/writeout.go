@@ -164,7 +164,8 @@ func (c *Committer) writeoutWorkers() int {
 }
 
 // writeOut syncs p's window. The sync runs without ioMu, so the tick keeps writing windows,
-// this one's included; a write of it started after the sync began denies the flip.
+// this partition's into its spare slot (partition.window), which leaves the synced slot as
+// the sync found it.
 func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	c.ioMu.Lock()
 	if p.forgotten || p.stranded || !p.windowOK || p.needRewrite || p.syncsOwed {
@@ -183,8 +184,8 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 		p.woFile = f
 	}
 	fullSyncer, flush := f.(FullSyncer)
-	p.syncStarted = true
-	p.syncGen, p.syncFront, p.syncSnap = p.wgen, p.windowFrontier, p.windowSnap
+	p.syncStarted, p.syncSlot = true, p.win
+	p.syncGen, p.syncFront, p.syncSnap = p.gen[p.win], p.windowFrontier, p.windowSnap
 	c.ioMu.Unlock()
 
 	err = f.SyncData()
@@ -208,11 +209,11 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 		c.ioMu.Unlock()
 		return
 	}
-	clean := p.wgen == p.syncGen && !p.forgotten && !p.stranded
+	clean := p.gen[p.syncSlot] == p.syncGen && !p.forgotten && !p.stranded
 	switch {
 	case clean && !flush:
-		// Nothing more to wait for: flip now, so a held-back window waits for this sync
-		// alone, not for the whole batch.
+		// Nothing more to wait for: flip now, so the partition's Durable waits and its
+		// next writeout wait for this sync alone, not for the whole batch.
 		c.flip(p)
 		p.syncStarted = false
 		if p.nwait.Load() > 0 {
@@ -222,8 +223,6 @@ func (c *Committer) writeOut(t *tickScratch, p *partition, closing bool) {
 	case clean:
 		t.synced = append(t.synced, p)
 		t.addDevice(p.fileDev, f)
-	case !p.forgotten:
-		c.stats.rewrittenDuringSync.Add(1)
 	}
 	c.ioMu.Unlock()
 	c.answerFlipped(t) // a Durable wait does not wait for the batch's other syncs
@@ -402,10 +401,10 @@ func (c *Committer) completeWriteouts(t *tickScratch, batch []*partition) {
 			c.syncFailed(t, p, "device flush", err)
 			continue
 		}
-		if p.wgen != p.syncGen {
-			// Written again after the sync began (a flip needs the slot untouched until now:
-			// an unsynced write over the new anchor could be torn by a power loss).
-			c.stats.rewrittenDuringSync.Add(1)
+		if p.gen[p.syncSlot] != p.syncGen {
+			// Written again after the sync began, which ticks never do (a flip needs the
+			// slot untouched until now: an unsynced write over the new anchor could be torn
+			// by a power loss).
 			continue
 		}
 		c.flip(p)
@@ -450,14 +449,21 @@ func (c *Committer) completeWriteouts(t *tickScratch, batch []*partition) {
 	c.orphans = c.orphans[:0]
 }
 
-// flip makes the window, now durable, the anchor. Called with ioMu held.
+// flip makes the synced slot, now durable, the anchor. The old anchor becomes the window,
+// unless ticks went on in the spare slot during the sync: that one stays the window, its
+// writes waiting for the next writeout. Called with ioMu held.
 func (c *Committer) flip(p *partition) {
 	c.noneEvictable = false
-	p.anchor = p.window()
-	p.anchorSeq++
+	old := p.anchor
+	p.anchor = p.syncSlot
 	p.anchorFrontier = p.syncFront
 	p.hasAnchor, p.anchorOurs = true, true
-	p.pending, p.windowOK = false, false
+	if p.win == p.syncSlot {
+		p.win = old
+		p.pending, p.windowOK = false, false
+	} else {
+		p.pendingSince = p.spareSince
+	}
 	c.stats.writeouts.Add(1)
 }
 

@@ -15,7 +15,7 @@
 // list prints each partition of DIR with a one-line summary: its verdict (below), frontier,
 // acked-ahead offsets and runs, quarantined offsets, incarnation and the state files
 // present; then what else DIR holds (the lock file, partitions set aside by reset, entries
-// the node does not read). show prints one partition's files decoded: consumer.id, both slots
+// the node does not read). show prints one partition's files decoded: consumer.id, the slots
 // of consumer.ahead (status, sequence number, frontier, key, incarnation, acked-ahead runs,
 // attempts, quarantine, requeued, dropped, checksum) and consumer.offset. verify says what
 // recovery would take from each partition, why, which files or slots it would ignore and for

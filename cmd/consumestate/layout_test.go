@@ -29,8 +29,8 @@ func TestVerdicts(t *testing.T) {
 	healthy := readStateFiles(t, orders0)
 	newer := clone(healthy)
 	newer[1][offsets.SlotSize+4] = offsets.SlotVersion + 1 // slot 1's version, resealed
-	binary.BigEndian.PutUint32(newer[1][offsets.AheadFileSize-4:],
-		crc32.Checksum(newer[1][offsets.SlotSize:offsets.AheadFileSize-4], crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(newer[1][2*offsets.SlotSize-4:],
+		crc32.Checksum(newer[1][offsets.SlotSize:2*offsets.SlotSize-4], crc32.MakeTable(crc32.Castagnoli)))
 	torn := clone(healthy)
 	torn[1] = torn[1][:offsets.SlotSize+100]
 

@@ -62,7 +62,7 @@ func (t *tool) commands() []command {
 		{
 			name: "show", args: "DIR TOPIC PARTITION | PARTITION_DIR",
 			summary: "Print every state file of one partition decoded: consumer.id (the incarnation, what an\n" +
-				"upgrade adopted), both slots of consumer.ahead (status, sequence number, frontier, key,\n" +
+				"upgrade adopted), the slots of consumer.ahead (status, sequence number, frontier, key,\n" +
 				"incarnation, acked-ahead runs, attempts, quarantine, requeued, dropped) and\n" +
 				"consumer.offset, then what recovery takes from them.",
 			flags: jsonFlag,

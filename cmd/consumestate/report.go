@@ -381,9 +381,10 @@ func recoveryOf(in *offsets.Inspection) *recovery {
 		}
 		rec.Why = append(rec.Why, fmt.Sprintf("slot %d (seq %d, frontier %d) is the newest record that counts: %s",
 			taken, s.Record.Seq, s.Record.Frontier, why))
-		other := &in.Ahead.Slots[1-taken]
-		if other.Status == offsets.SlotOlder {
-			rec.Why = append(rec.Why, fmt.Sprintf("slot %d (seq %d, frontier %d) counts too, but is older", 1-taken, other.Record.Seq, other.Record.Frontier))
+		for i := range in.Ahead.Slots {
+			if other := &in.Ahead.Slots[i]; other.Status == offsets.SlotOlder {
+				rec.Why = append(rec.Why, fmt.Sprintf("slot %d (seq %d, frontier %d) counts too, but is older", i, other.Record.Seq, other.Record.Frontier))
+			}
 		}
 	}
 	o := &in.Offset
