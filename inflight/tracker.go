@@ -236,7 +236,7 @@ func (t *Tracker) Install(g *Generation, partition int32, state State, reset fun
 	if g.ended.Load() {
 		return nil, ErrTopicDropped
 	}
-	t.dropLocked(topic, partition, false)
+	t.dropLocked(topic, partition)
 	if reset != nil {
 		if err := reset(); err != nil {
 			return nil, err
@@ -305,22 +305,33 @@ func (t *Tracker) readSeed(seed *[32]byte) error {
 func (t *Tracker) Drop(topic string, partition int32) {
 	t.fence.Lock()
 	defer t.fence.Unlock()
-	t.dropLocked(topic, partition, false)
+	t.dropLocked(topic, partition)
 }
 
-// Depose is Drop for a partition taken from this node while its shard was live (the routes
-// name another owner, or its ownership grant lapsed): a caller still holding the shard gets
-// ErrMoved for every settle, as after a hand-off, so the settle goes to the partition's
-// owner rather than answering ErrGone for a lease that may live on there. It reports whether
-// a shard was there.
-func (t *Tracker) Depose(topic string, partition int32) bool {
+// Depose is Drop of shard, the partition's shard now, for a partition taken from this node
+// while the shard was live (the routes name another owner, or its ownership grant lapsed): a
+// caller still holding the shard gets ErrMoved for every settle, as after a hand-off, so the
+// settle goes to the partition's owner rather than answering ErrGone for a lease that may live
+// on there. It reports whether it deposed shard: a partition whose shard is another by now
+// (installed since) is left alone.
+func (t *Tracker) Depose(shard *Shard) bool {
 	t.fence.Lock()
 	defer t.fence.Unlock()
-	return t.dropLocked(topic, partition, true)
+	t.mu.Lock()
+	current := t.lookup(shard.topic, shard.partition)
+	if current != shard {
+		t.mu.Unlock()
+		return false
+	}
+	t.setShard(shard.topic, shard.partition, nil)
+	t.mu.Unlock()
+	shard.drop(true)
+	t.forget(shard.topic, shard.partition)
+	return true
 }
 
-// dropLocked is Drop inside the create fence; moved as for Depose.
-func (t *Tracker) dropLocked(topic string, partition int32, moved bool) bool {
+// dropLocked is Drop inside the create fence.
+func (t *Tracker) dropLocked(topic string, partition int32) {
 	t.mu.Lock()
 	s := t.lookup(topic, partition)
 	if s != nil {
@@ -328,10 +339,9 @@ func (t *Tracker) dropLocked(topic string, partition int32, moved bool) bool {
 	}
 	t.mu.Unlock()
 	if s != nil {
-		s.drop(moved)
+		s.drop(false)
 	}
 	t.forget(topic, partition)
-	return s != nil
 }
 
 // DropTopic drops every shard of topic (a deleted topic), as Drop does for each, ends the

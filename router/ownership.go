@@ -153,10 +153,7 @@ func (n *Node) lapsedRetry(shard *inflight.Shard, now time.Time, err error) bool
 // consumers parked for it look elsewhere. shard is the one found deposable; a newer shard
 // of the partition (loaded since under a new grant) is left alone.
 func (n *Node) depose(topic string, partition int32, shard *inflight.Shard, why string) {
-	if current, ok := n.tracker.Lookup(topic, partition); !ok || current != shard {
-		return
-	}
-	if !n.tracker.Depose(topic, partition) {
+	if !n.tracker.Depose(shard) {
 		return
 	}
 	n.stats.deposed.Add(1)

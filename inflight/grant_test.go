@@ -1,0 +1,144 @@
+package inflight
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A shard whose grant lapsed is frozen from the instant it lapses, on the now of each call:
+// no lease, no settle (ErrMoved, nothing changed), no requeue, no expiry; Renew thaws it, and
+// what it held is as it was.
+func TestLapsedGrantFreezesTheShard(t *testing.T) {
+	start := time.Unix(1000, 0)
+	until := start.Add(5 * time.Second)
+	s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: time.Minute}},
+		State{Frontier: -1, Epoch: 3, GrantUntil: until})
+	require.Equal(t, uint64(3), s.Epoch())
+	a, err := s.ReserveNext(start, 10)
+	require.NoError(t, err)
+	b, err := s.ReserveNext(start, 10)
+	require.NoError(t, err)
+	q, err := s.ReserveNext(start, 10)
+	require.NoError(t, err)
+	require.NoError(t, s.Reject(start, q.Handle))
+
+	assert.False(t, s.Lapsed(until.Add(-1)))
+	require.True(t, s.Lapsed(until))
+	cases := map[string]func() error{
+		"ack":    func() error { return s.Ack(until, a.Handle) },
+		"extend": func() error { _, err := s.Extend(until, a.Handle, time.Minute); return err },
+		"nack":   func() error { return s.Nack(until, a.Handle, 0) },
+		"give back": func() error {
+			return s.GiveBack(until, a.Handle)
+		},
+		"reject":  func() error { return s.Reject(until, a.Handle) },
+		"reserve": func() error { _, err := s.ReserveNext(until, 10); return err },
+		"ack many": func() error {
+			errs := make([]error, 2)
+			s.AckMany(until, []Handle{a.Handle, b.Handle}, errs)
+			assert.Equal(t, errs[0], errs[1])
+			return errs[0]
+		},
+	}
+	for name, op := range cases {
+		assert.ErrorIs(t, op(), ErrMoved, name)
+	}
+	assert.False(t, s.Requeue(until, q.Offset), "no requeue under a lapsed grant")
+	assert.Zero(t, s.RequeueAll(until))
+	assert.Zero(t, s.Purge(until.Add(time.Hour)), "nothing expires while frozen")
+	st := s.Stats()
+	assert.Equal(t, int64(-1), st.Frontier)
+	assert.Equal(t, 2, st.Leased, "both leases as they were")
+
+	s.Renew(until.Add(-time.Second))
+	assert.True(t, s.Lapsed(until), "a renewal never shortens the grant")
+	s.Renew(until.Add(time.Minute))
+	require.False(t, s.Lapsed(until))
+	require.NoError(t, s.Ack(until, a.Handle), "thawed: the live lease settles")
+	assert.Equal(t, 1, s.Purge(until.Add(56*time.Second)), "b's lease expires, within the renewed grant")
+}
+
+// A shard with no grant in time never lapses, and Renew leaves it so. Snapshot reports the
+// epoch and the fence, not the grant's end (memory only).
+func TestNoGrantNeverLapses(t *testing.T) {
+	s := NewShard("t", 0, Options{}, State{Frontier: -1, Epoch: 9, Fence: 100})
+	s.Renew(time.Unix(1, 0))
+	assert.False(t, s.Lapsed(time.Unix(1<<40, 0)))
+	lease, err := s.ReserveNext(time.Unix(0, 50), 1)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(101), lease.Fence, "above the restored fence")
+	var st State
+	s.Snapshot(&st)
+	assert.Equal(t, uint64(9), st.Epoch)
+	assert.Equal(t, uint64(101), st.Fence)
+	assert.True(t, st.GrantUntil.IsZero())
+}
+
+// Depose drops the shard it is given, whose settles then answer ErrMoved (not ErrGone: the
+// lease may live on at the partition's owner), and leaves alone a shard installed since.
+func TestTrackerDepose(t *testing.T) {
+	var forgot int
+	tr := NewTracker(TrackerConfig{
+		Load:   func(string, int32) (State, error) { return State{Frontier: -1}, nil },
+		Forget: func(string, int32) { forgot++ },
+	})
+	old, err := tr.Shard("t", 0)
+	require.NoError(t, err)
+	lease, err := old.ReserveNext(time.Unix(1, 0), 5)
+	require.NoError(t, err)
+	require.True(t, tr.Depose(old))
+	assert.Equal(t, 1, forgot)
+	assert.ErrorIs(t, old.Ack(time.Unix(1, 0), lease.Handle), ErrMoved)
+	_, ok := tr.Lookup("t", 0)
+	assert.False(t, ok)
+
+	fresh, err := tr.Shard("t", 0)
+	require.NoError(t, err)
+	assert.False(t, tr.Depose(old), "the partition's shard is another now")
+	current, ok := tr.Lookup("t", 0)
+	require.True(t, ok)
+	assert.Same(t, fresh, current)
+}
+
+// The purger asks the Lapsed hook about a lapsed shard and purges it only once renewed; a
+// lapsed shard's deadlines do not count.
+func TestPurgeAsksAboutLapsedShards(t *testing.T) {
+	start := time.Unix(1000, 0)
+	var asked []int32
+	var tr *Tracker
+	renew := true
+	tr = NewTracker(TrackerConfig{
+		Load: func(_ string, p int32) (State, error) {
+			return State{Frontier: -1, GrantUntil: start.Add(time.Second)}, nil
+		},
+		Hooks: Hooks{Lapsed: func(topic string, p int32) {
+			asked = append(asked, p)
+			if s, ok := tr.Lookup(topic, p); ok && renew {
+				s.Renew(start.Add(time.Hour))
+			}
+		}},
+	})
+	s, err := tr.Shard("t", 0)
+	require.NoError(t, err)
+	_, err = s.ReserveNextFor(start, 5, 2*time.Second)
+	require.NoError(t, err)
+	released, _ := tr.Purge(start.Add(3 * time.Second))
+	assert.Equal(t, []int32{0}, asked)
+	assert.Equal(t, 1, released, "renewed, then purged")
+
+	renew = false
+	s.Renew(start) // no-op: a renewal never shortens
+	tr2 := NewTracker(TrackerConfig{Load: func(string, int32) (State, error) {
+		return State{Frontier: -1, GrantUntil: start.Add(time.Second)}, nil
+	}})
+	s2, err := tr2.Shard("t", 1)
+	require.NoError(t, err)
+	_, err = s2.ReserveNextFor(start, 5, 2*time.Second)
+	require.NoError(t, err)
+	released, next := tr2.Purge(start.Add(3 * time.Second))
+	assert.Zero(t, released, "frozen: nothing expires")
+	assert.True(t, next.IsZero(), "a lapsed shard's deadline does not wake the purger")
+}
