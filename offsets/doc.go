@@ -359,7 +359,8 @@
 // syncs nothing, and the partition takes windows at once. It owes the syncs to its first
 // writeout, which makes the directory's entries, consumer.id and the directory's own entry in
 // its parent and grandparent durable before it syncs the window and may flip
-// (Stats.BlankPrimes). A power loss before that leaves files recovery takes for no state, or a
+// (Stats.BlankPrimes), writing consumer.id again before each try, since a failed sync may
+// have dropped its bytes (fsyncgate). A power loss before that leaves files recovery takes for no state, or a
 // record without its consumer.id, whose incarnation Load does not trust: delivered again,
 // never skipped.
 //

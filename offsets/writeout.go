@@ -278,8 +278,13 @@ func (c *Committer) payOwed(t *tickScratch, batch []*partition, workers int) {
 }
 
 // syncBlank makes a blank prime's directory entries and consumer.id durable. The opens go
-// by path, never create, and hold the partition's fileMu; the directory must be the one
-// the prime pinned.
+// by path, never create, and hold the partition's fileMu, as does consumer.id's write; the
+// directory must be the one the prime pinned.
+//
+// consumer.id is written again before its sync: a sync that failed may have dropped the
+// bytes the prime wrote from the page cache without reaching the disk (fsyncgate), and the
+// next sync would then succeed having made nothing durable. A blank prime's incarnation
+// adopted nothing, so its bytes follow from the incarnation alone.
 func (c *Committer) syncBlank(p *partition) error {
 	p.fileMu.Lock()
 	if p.forgotten {
@@ -297,9 +302,16 @@ func (c *Committer) syncBlank(p *partition) error {
 		return err
 	}
 	id, err := c.openIn(root, IDFile, os.O_RDWR, 0, c.maxOpen)
+	if err != nil {
+		p.fileMu.Unlock()
+		return c.pathErr(p, err)
+	}
+	var b [IDFileSize]byte
+	_, err = id.WriteAt(b[:encodeID(b[:], p.key, identity{incarnation: p.incarnation})], 0)
 	p.fileMu.Unlock()
 	if err != nil {
-		return c.pathErr(p, err)
+		c.closeFD(id)
+		return err
 	}
 	err = id.SyncData()
 	c.closeFD(id)

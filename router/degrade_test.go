@@ -109,6 +109,57 @@ func TestHungOwnerLeavesTheWaitAlone(t *testing.T) {
 	})
 }
 
+// cutOff makes the frames between two nodes vanish, both ways, as a network split between
+// them alone does: each learns nothing of the other until its budget ends, while both still
+// reach every other node.
+func cutOff(x, y string) func(from, to string, _ []byte) routertest.Fault {
+	return func(from, to string, _ []byte) routertest.Fault {
+		if (from == x && to == y) || (from == y && to == x) {
+			return routertest.DropRequest
+		}
+		return routertest.Deliver
+	}
+}
+
+// A requester cut off from one owner gets another owner's records, and its own, within a few
+// round trips: the probe of the owner it cannot reach holds up a consume with a wait for
+// ProbeHedge at most, then it parks and leaves its tokens. Before, it waited for that probe's
+// whole budget before it parked: a record that landed meanwhile on a reachable owner (or on
+// the requester's own partition) waited for it, 1.9 s here (and 1.0-1.26 s for a consumer
+// polling with a 1 s wait, whose probe ran out at its wait plus ConsumeOverrun).
+func TestCutOffOwnerDelaysNoOtherRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		owned     map[string][]int32
+		partition int32 // where the record lands
+	}{
+		{"gateway, record on a reachable owner", map[string][]int32{"a": nil, "b": {1}, "c": {0}}, 0},
+		{"owner, record on a reachable owner", map[string][]int32{"a": {2}, "b": {1}, "c": {0}}, 0},
+		{"owner, record on its own partition", map[string][]int32{"a": {2}, "b": {1}, "c": {0}}, 2},
+		{"owner, the cut-off owner the only other", map[string][]int32{"a": {2}, "b": {1}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCluster(t, rtt, tc.owned, nil)
+				c.net.Fault = cutOff("a", "b")
+				defer c.close()
+				a := c.nodes["a"]
+				// Twice: the probes start at an owner that rotates, so with two owners the
+				// cut-off one is probed first once, and last once. Its probes run out only
+				// after both.
+				for i := range 2 {
+					got := a.async(context.Background(), router.ConsumeOptions{Wait: 30 * time.Second})
+					time.Sleep(75 * time.Millisecond) // its probes are out, and b's hangs
+					m := c.produceTo(got, tc.partition, router.ProbeHedge+3*rtt,
+						"consume %d: b costs ProbeHedge at most, then a registration, a notification and a claim", i)
+					require.NoError(t, a.ack(m))
+				}
+				assert.Zero(t, a.node.Stats().Remote.SlowOwners, "both records came before b's probes ran out")
+			})
+		})
+	}
+}
+
 // Checklist 114: the cancel of a probe whose reply was lost arrives while the owner still
 // remembers the reply, so its records are visible again at once. Before, the owner
 // remembered a reply for 2 s, the probe's own budget: the cancel sent at the end of that

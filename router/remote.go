@@ -103,11 +103,8 @@ func (n *Node) crossNode() bool { return n.transport != nil && n.wireVersion >= 
 // this node's queue and on tokens left with the owners, until a record comes, the wait ends
 // or ctx ends. It returns within ConsumeOverrun of deadline, whatever the owners do.
 func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
-	limit := 0 // a consume with no wait asks every owner: it has no tokens to wait on
-	if n.clock.Now().Before(deadline) {
-		limit = probeOwners
-	}
-	msgs, probeErr := n.probe(ctx, req, owners, limit, deadline)
+	parks := n.clock.Now().Before(deadline)
+	msgs, probeErr := n.probe(ctx, req, owners, parks, !gateway && req.pinned < 0, deadline)
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs, ctx.Err()
 	}
@@ -117,16 +114,23 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	return n.park(ctx, req, owners, gateway, deadline)
 }
 
-// probe asks the owners for up to req.max records, starting at one that rotates per topic,
-// limit of them at most (0: all); the first with records answers, and the batch is never
-// filled from several owners. An
+// probe asks the owners for up to req.max records, starting at one that rotates per topic;
+// the first with records answers, and the batch is never filled from several owners. An
 // owner that has not answered within probeHedge does not hold up the next: it is probed
 // too, and so on, so a hung owner costs a consume probeHedge, not its budget; a reply that
 // comes after another owner's records were taken is given back. Owners that let a consume's
 // RPC run out of its budget lately are not probed at all (see answering). Each probe ends by
 // ConsumeOverrun past deadline at the latest. It returns the last error when every owner
 // asked failed, or ErrUnavailable when none was asked.
-func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, limit int, deadline time.Time) ([]Message, error) {
+//
+// A consume that parks (it has a wait, and tokens that reach every owner) asks probeOwners
+// owners at most, and waits for no probe past probeHedge after the last one left: then it
+// returns empty and the consume parks, the replies still out given back when they come. A
+// record reaches a parked consumer, not one still probing, so an owner that hangs would
+// otherwise keep another owner's records (and, with localToo set, this node's own: its
+// partitions serve the consume too) from it for a probe's budget. A lone owner is probed
+// from the caller's goroutine when nothing else serves the consume.
+func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, parks, localToo bool, deadline time.Time) ([]Message, error) {
 	if len(owners) == 0 {
 		return nil, nil
 	}
@@ -136,14 +140,14 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, limi
 	}
 	until := deadline.Add(ConsumeOverrun)
 	start := n.topic(req.topic).nextProbe(len(asked))
-	if limit > 0 && len(asked) > limit {
+	if parks && len(asked) > probeOwners {
 		// The rest are reached by the tokens the wait leaves with every owner: an owner
 		// holding records spends one at once, so the consume parks within two round trips
 		// however many owners there are.
-		asked = append(slices.Clone(asked[start:]), asked[:start]...)[:limit]
+		asked = append(slices.Clone(asked[start:]), asked[:start]...)[:probeOwners]
 		start = 0
 	}
-	if len(asked) == 1 { // nobody to hedge with: the probe runs on the caller's goroutine
+	if len(asked) == 1 && !(parks && localToo) { // nothing else serves the consume meanwhile
 		n.stats.remote.probes.Add(1)
 		msgs, err := n.remoteConsume(ctx, asked[0], req, false, n.rpcDeadline(ProbeBudget, until))
 		if len(msgs) > 0 {
@@ -200,7 +204,11 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, limi
 			answers <- a
 		})
 		stopHedge()
-		if sent < len(asked) {
+		select {
+		case <-hedge: // the previous probe's, fired as this one left: spent
+		default:
+		}
+		if sent < len(asked) || parks {
 			stopHedge = n.clock.AfterFunc(probeHedge, func() { notifyOne(hedge) })
 		}
 	}
@@ -224,9 +232,14 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, limi
 				send() // the owners out so far answered: the next at once
 			}
 		case <-hedge:
-			if sent < len(asked) {
+			switch {
+			case sent < len(asked):
 				n.stats.remote.hedges.Add(1)
 				send()
+			case n.clock.Now().Before(deadline):
+				// Every probe is out past probeHedge or answered empty: park, with tokens
+				// left with the owners still silent too.
+				return nil, nil
 			}
 		case <-ctx.Done():
 			return nil, ctx.Err()

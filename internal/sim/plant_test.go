@@ -122,10 +122,13 @@ func TestCheckerCatchesUnfencedSettle(t *testing.T) {
 // A transport that says it honours its context (router.ContextTransport) but holds each
 // consume reply for a second whatever its context does: the node waits for such a
 // transport's Call, so its consumes return up to a second after their wait, and the
-// consume-return check catches it. Only the processes with such a transport (half of them)
-// are bent, so a run catches it if one of them consumed across nodes.
+// consume-return check catches it; or, where every consume of the run returned within its
+// wait (a consume with a wait parks rather than wait long on a probe), the sparse stream's
+// claim reply comes a second late, and the sparse-stream check catches it. Only the
+// processes with such a transport (half of them) are bent, so a run catches it if one of
+// them consumed across nodes.
 func TestCheckerCatchesLateReply(t *testing.T) {
-	judged, caught, missed := plantedRuns(t, calm, sim.PlantLateReply, []string{sim.KindLateReturn}, 20,
+	judged, caught, missed := plantedRuns(t, calm, sim.PlantLateReply, []string{sim.KindLateReturn, sim.KindSparseLatency}, 20,
 		func(r sim.Report) bool { return r.Remote > 0 })
 	t.Logf("late reply: caught in %d of %d runs with consumes across nodes; missed %v", caught, judged, missed)
 	if judged < 10 {
