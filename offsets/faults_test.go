@@ -2,6 +2,7 @@ package offsets_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"syscall"
@@ -83,10 +84,16 @@ func TestFsyncgate(t *testing.T) {
 // after a power cut consumer.id held zeros: the partition's state was ignored as foreign and
 // its acked records delivered again (found by the cluster simulation, seed 1727).
 func TestFsyncgateOnANewPartitionsID(t *testing.T) {
+	for _, host := range []uint64{0, 0xb0b} { // unbound, and bound to a host's incarnation
+		t.Run(fmt.Sprintf("host=%x", host), func(t *testing.T) { fsyncgateOnANewPartitionsID(t, host) })
+	}
+}
+
+func fsyncgateOnANewPartitionsID(t *testing.T, host uint64) {
 	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 	h.fs.SetSyncFailureMode(memfs.SyncDropDirty)
 	h.mkdir("t", 0)
-	h.create("t", 0)
+	h.createBound("t", 0, host)
 	h.ack("t", 0, 0, 1)
 	fail := true
 	h.record(failOn(memfs.OpSyncData, path.Join(dirOf("t", 0), offsets.IDFile), memfs.ErrInjected, &fail))
@@ -97,7 +104,9 @@ func TestFsyncgateOnANewPartitionsID(t *testing.T) {
 	require.Equal(t, int64(1), offsets.Floors(h.c, "t", 0).Durable)
 	cut := h.fs.PowerCut(memfs.PowerCut{})
 	h.closeCommitter()
-	require.Equal(t, int64(1), recoverOn(t, cut, "t", 0).Frontier, "the flipped frontier is durable")
+	got := recoverOn(t, cut, "t", 0)
+	require.Equal(t, int64(1), got.Frontier, "the flipped frontier is durable")
+	require.Equal(t, host, got.HostIncarnation, "and consumer.id written again keeps its binding")
 }
 
 // Gap G4, checklist item 71: under a persistent sync failure acks are still accepted and

@@ -284,7 +284,7 @@ func (c *Committer) payOwed(t *tickScratch, batch []*partition, workers int) {
 // consumer.id is written again before its sync: a sync that failed may have dropped the
 // bytes the prime wrote from the page cache without reaching the disk (fsyncgate), and the
 // next sync would then succeed having made nothing durable. A blank prime's incarnation
-// adopted nothing, so its bytes follow from the incarnation alone.
+// adopted nothing, so its bytes follow from the incarnation and the host's binding alone.
 func (c *Committer) syncBlank(p *partition) error {
 	p.fileMu.Lock()
 	if p.forgotten {
@@ -306,8 +306,8 @@ func (c *Committer) syncBlank(p *partition) error {
 		p.fileMu.Unlock()
 		return c.pathErr(p, err)
 	}
-	var b [IDFileSize]byte
-	_, err = id.WriteAt(b[:encodeID(b[:], p.key, identity{incarnation: p.incarnation})], 0)
+	var b [MaxIDFileSize]byte
+	_, err = id.WriteAt(b[:encodeID(b[:], p.key, identity{incarnation: p.incarnation, host: p.host})], 0)
 	p.fileMu.Unlock()
 	if err != nil {
 		c.closeFD(id)
