@@ -1,11 +1,14 @@
 package inflight
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // A shard whose grant lapsed is frozen from the instant it lapses, on the now of each call:
@@ -141,4 +144,81 @@ func TestPurgeAsksAboutLapsedShards(t *testing.T) {
 	released, next := tr2.Purge(start.Add(3 * time.Second))
 	assert.Zero(t, released, "frozen: nothing expires")
 	assert.True(t, next.IsZero(), "a lapsed shard's deadline does not wake the purger")
+}
+
+// A property against a simple model: a shard under a grant behaves exactly as a twin with no
+// grant while the grant holds; from its lapse to its renewal every op answers ErrMoved and its
+// state stays as it was (the twin sits those ops out); once renewed the two go on alike.
+func TestLapsedIsFrozenProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		start := time.Unix(1000, 0)
+		now := start
+		seed := [32]byte{1, byte(rapid.IntRange(0, 255).Draw(t, "seed"))} // never zero: a zero seed is crypto/rand's
+		cfg := Config{VisibilityTimeout: 10 * time.Second, MaxInFlight: 4}
+		granted := NewShard("g", 0, Options{Config: cfg, Seed: seed}, State{Frontier: -1, GrantUntil: start.Add(time.Minute)})
+		twin := NewShard("g", 0, Options{Config: cfg, Seed: seed}, State{Frontier: -1})
+		var leases []Lease
+		hwm := int64(0)
+		t.Repeat(map[string]func(*rapid.T){
+			"produce": func(t *rapid.T) { hwm += int64(rapid.IntRange(1, 3).Draw(t, "n")) },
+			"time": func(t *rapid.T) {
+				now = now.Add(rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second, 11 * time.Second}).Draw(t, "step"))
+			},
+			// The host renews the grant now and then; time passing without it lapses the grant.
+			"renew": func(t *rapid.T) {
+				granted.Renew(now.Add(rapid.SampledFrom([]time.Duration{time.Second, 20 * time.Second}).Draw(t, "left")))
+			},
+			"reserve": func(t *rapid.T) {
+				got, err := granted.ReserveNext(now, hwm)
+				if granted.Lapsed(now) {
+					if !errors.Is(err, ErrMoved) {
+						t.Fatalf("reserve under a lapsed grant: %v", err)
+					}
+					return
+				}
+				want, werr := twin.ReserveNext(now, hwm)
+				if !errors.Is(err, werr) || got != want {
+					t.Fatalf("reserve: %+v %v, twin %+v %v", got, err, want, werr)
+				}
+				if err == nil {
+					leases = append(leases, got)
+				}
+			},
+			"settle": func(t *rapid.T) {
+				if len(leases) == 0 {
+					t.Skip("no lease")
+				}
+				h := leases[rapid.IntRange(0, len(leases)-1).Draw(t, "lease")].Handle
+				op := rapid.IntRange(0, 2).Draw(t, "op")
+				do := func(s *Shard) error {
+					switch op {
+					case 0:
+						return s.Ack(now, h)
+					case 1:
+						return s.Nack(now, h, 0)
+					}
+					_, err := s.Extend(now, h, 0)
+					return err
+				}
+				err := do(granted)
+				if granted.Lapsed(now) {
+					if !errors.Is(err, ErrMoved) {
+						t.Fatalf("settle under a lapsed grant: %v", err)
+					}
+					return
+				}
+				if werr := do(twin); !errors.Is(err, werr) {
+					t.Fatalf("settle: %v, twin %v", err, werr)
+				}
+			},
+			"": func(t *rapid.T) {
+				var a, b State
+				granted.Snapshot(&a)
+				twin.Snapshot(&b)
+				if a.Frontier != b.Frontier || !slices.Equal(a.AckedAhead, b.AckedAhead) || granted.Stats() != twin.Stats() {
+					t.Fatalf("granted %+v %+v, twin %+v %+v", a, granted.Stats(), b, twin.Stats())
+				}
+			},
+		})
+	})
 }
