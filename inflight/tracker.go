@@ -236,7 +236,7 @@ func (t *Tracker) Install(g *Generation, partition int32, state State, reset fun
 	if g.ended.Load() {
 		return nil, ErrTopicDropped
 	}
-	t.dropLocked(topic, partition, false)
+	t.dropLocked(topic, partition, nil, false)
 	if reset != nil {
 		if err := reset(); err != nil {
 			return nil, err
@@ -305,24 +305,32 @@ func (t *Tracker) readSeed(seed *[32]byte) error {
 func (t *Tracker) Drop(topic string, partition int32) {
 	t.fence.Lock()
 	defer t.fence.Unlock()
-	t.dropLocked(topic, partition, false)
+	t.dropLocked(topic, partition, nil, false)
 }
 
-// Depose is Drop for a partition taken from this node while its shard was live (the routes
-// name another owner, or its ownership grant lapsed): a caller still holding the shard gets
-// ErrMoved for every settle, as after a hand-off, so the settle goes to the partition's
-// owner rather than answering ErrGone for a lease that may live on there. It reports whether
-// a shard was there.
-func (t *Tracker) Depose(topic string, partition int32) bool {
+// Depose is Drop of shard, a partition's shard taken from this node while it was live (the
+// routes name another owner, or its ownership grant lapsed): a caller still holding the shard
+// gets ErrMoved for every settle, as after a hand-off, so the settle goes to the partition's
+// owner rather than answering ErrGone for a lease that may live on there. It drops shard
+// only if shard is the partition's shard held now, in one step with that check: a caller
+// that found shard stale may come after another deposed it and a newer shard was loaded
+// (under a new grant), and must leave that one alone. A nil shard drops whichever is held.
+// It reports whether it dropped a shard.
+func (t *Tracker) Depose(topic string, partition int32, shard *Shard) bool {
 	t.fence.Lock()
 	defer t.fence.Unlock()
-	return t.dropLocked(topic, partition, true)
+	return t.dropLocked(topic, partition, shard, true)
 }
 
-// dropLocked is Drop inside the create fence; moved as for Depose.
-func (t *Tracker) dropLocked(topic string, partition int32, moved bool) bool {
+// dropLocked is Drop inside the create fence; with only non-nil, it drops the partition's
+// shard only if it is only; moved as for Depose.
+func (t *Tracker) dropLocked(topic string, partition int32, only *Shard, moved bool) bool {
 	t.mu.Lock()
 	s := t.lookup(topic, partition)
+	if only != nil && s != only {
+		t.mu.Unlock()
+		return false
+	}
 	if s != nil {
 		t.setShard(topic, partition, nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -156,7 +157,10 @@ func (n *Node) depose(topic string, partition int32, shard *inflight.Shard, why 
 	if current, ok := n.tracker.Lookup(topic, partition); !ok || current != shard {
 		return
 	}
-	if !n.tracker.Depose(topic, partition) {
+	if f := deposing.Load(); f != nil {
+		(*f)()
+	}
+	if !n.tracker.Depose(topic, partition, shard) { // shard alone: not a newer one loaded since
 		return
 	}
 	n.stats.deposed.Add(1)
@@ -164,6 +168,11 @@ func (n *Node) depose(topic string, partition int32, shard *inflight.Shard, why 
 		"topic", topic, "partition", partition, "why", why)
 	n.wake(topic, partition)
 }
+
+// deposing, when set by the package's tests (export_test.go), runs in depose once the
+// shard was found the partition's current one, just before it is dropped: where another
+// caller may depose the same shard, and a newer one be loaded, first.
+var deposing atomic.Pointer[func()]
 
 // mayWrite reports whether the committer may save shard's state now: without
 // Config.Ownership always; with it, while its grant is valid at a clock reading taken now (or
