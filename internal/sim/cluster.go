@@ -351,7 +351,9 @@ func (s *sim) start(nd *node) {
 	e := &epoch{nd: nd, n: len(nd.epochs), start: start}
 	if s.ctl != nil {
 		s.ctl.begin(e)
-		cfg.Ownership = nodeOwnership{s.ctl, e}
+		if s.opts.Plant != PlantUnfencedZombie {
+			cfg.Ownership = nodeOwnership{s.ctl, e}
+		}
 	}
 	if s.topicCfg.MaxDeliveries > 0 || s.rejects != nil {
 		cfg.OnQuarantine = func(t string, p int32, off int64, attempts uint32) { s.quarantined(e, t, p, off, attempts) }

@@ -224,6 +224,8 @@
 // Options.Plant plants a bug in the network (a claim turned into a probe, a consume reply
 // delivered twice, an old owner answering settles after its hand-off, a transport that
 // holds consume replies though it says it honours its context, a release turned into a
-// nack, a reject turned into a nack), to show that the checker catches it; Options.Tolerate
-// lets a run go on past the violations of library bugs already reported.
+// nack, a reject turned into a nack) or in the nodes (nodes that ignore their grants, the
+// store not fenced: a zombie serves what failed over from it), to show that the checker
+// catches it; Options.Tolerate lets a run go on past the violations of library bugs
+// already reported.
 package sim

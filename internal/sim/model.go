@@ -450,7 +450,7 @@ func (o settleOp) forGood() bool { return o == opAck || o == opReject || o == op
 // held.
 func (s *sim) newAck(start, end time.Time, l *lease, owner *node, op settleOp, err error) ack {
 	a := ack{s: start, r: end, l: l, owner: owner, waited: op == opAckDurable && err == nil}
-	if s.ctl != nil && owner != nil {
+	if s.ctl != nil && owner != nil && s.opts.Plant != PlantUnfencedZombie { // (whose nodes save no epoch)
 		a.epoch = s.ctl.epochOf(owner, l.k.p)
 	}
 	return a

@@ -88,6 +88,15 @@ const (
 	// nack with no delay on its way to the owner: the reject is answered success, and the
 	// record is delivered again. The check of a settled record's redelivery catches it.
 	PlantRejectAsNack
+	// PlantUnfencedZombie runs every node without its grant (Config.Ownership nil) in runs
+	// with grants: a node that ignores the host's grant in time. A paused owner resuming
+	// with stale routes (nobody calls RoutesChanged on it at first) serves the partitions
+	// that failed over while it was paused, until its first save meets the store's fence:
+	// it leases records the new owner serves, and answers settles of leases that are over
+	// with success. The lease checks (a lease granted with no valid grant, two live
+	// holders), the settle check and the redelivery-after-an-ack check catch it; so does
+	// the check of a save after a lapse, for an owner cut off.
+	PlantUnfencedZombie
 )
 
 func (p Plant) String() string {
@@ -106,6 +115,8 @@ func (p Plant) String() string {
 		return "release-as-nack"
 	case PlantRejectAsNack:
 		return "reject-as-nack"
+	case PlantUnfencedZombie:
+		return "unfenced-zombie"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
