@@ -80,32 +80,6 @@ func TestNoGrantNeverLapses(t *testing.T) {
 	assert.True(t, st.GrantUntil.IsZero())
 }
 
-// Depose drops the shard it is given, whose settles then answer ErrMoved (not ErrGone: the
-// lease may live on at the partition's owner), and leaves alone a shard installed since.
-func TestTrackerDepose(t *testing.T) {
-	var forgot int
-	tr := NewTracker(TrackerConfig{
-		Load:   func(string, int32) (State, error) { return State{Frontier: -1}, nil },
-		Forget: func(string, int32) { forgot++ },
-	})
-	old, err := tr.Shard("t", 0)
-	require.NoError(t, err)
-	lease, err := old.ReserveNext(time.Unix(1, 0), 5)
-	require.NoError(t, err)
-	require.True(t, tr.Depose(old))
-	assert.Equal(t, 1, forgot)
-	assert.ErrorIs(t, old.Ack(time.Unix(1, 0), lease.Handle), ErrMoved)
-	_, ok := tr.Lookup("t", 0)
-	assert.False(t, ok)
-
-	fresh, err := tr.Shard("t", 0)
-	require.NoError(t, err)
-	assert.False(t, tr.Depose(old), "the partition's shard is another now")
-	current, ok := tr.Lookup("t", 0)
-	require.True(t, ok)
-	assert.Same(t, fresh, current)
-}
-
 // The purger asks the Lapsed hook about a lapsed shard and purges it only once renewed; a
 // lapsed shard's deadlines do not count.
 func TestPurgeAsksAboutLapsedShards(t *testing.T) {

@@ -104,6 +104,31 @@ func TestTrackerDrop(t *testing.T) {
 	assert.NotSame(t, a0, fresh, "a recreated topic gets its successor's shard (checklist 1)")
 }
 
+// A depose drops the shard its caller found stale and no other: one that comes after
+// another caller deposed that shard and the partition was loaded again leaves the new shard,
+// its leases and its committer's state (Forget) alone.
+func TestTrackerDeposeOnlyThatShard(t *testing.T) {
+	var forgotten []string
+	tr := NewTracker(TrackerConfig{Forget: func(topic string, p int32) {
+		forgotten = append(forgotten, fmt.Sprintf("%s/%d", topic, p))
+	}})
+	stale, _ := tr.Shard("a", 0)
+	staleLease, err := stale.ReserveNext(epoch, 10)
+	require.NoError(t, err)
+	require.True(t, tr.Depose(stale))
+	assert.ErrorIs(t, stale.Ack(epoch, staleLease.Handle), ErrMoved, "a deposed shard's lease may live on at the owner")
+
+	fresh, _ := tr.Shard("a", 0)
+	l, err := fresh.ReserveNext(epoch, 10)
+	require.NoError(t, err)
+	assert.False(t, tr.Depose(stale), "the late caller's shard is gone already")
+	held, ok := tr.Lookup("a", 0)
+	assert.True(t, ok)
+	assert.Same(t, fresh, held)
+	assert.NoError(t, fresh.Ack(epoch, l.Handle), "the new shard and its lease live on")
+	assert.Equal(t, []string{"a/0"}, forgotten, "forgotten once, for the stale shard")
+}
+
 // Checklist 35: a drop waits for a create that is already reading, and the create's shard is
 // dropped with it.
 func TestTrackerCreateFence(t *testing.T) {

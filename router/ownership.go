@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -153,7 +154,10 @@ func (n *Node) lapsedRetry(shard *inflight.Shard, now time.Time, err error) bool
 // consumers parked for it look elsewhere. shard is the one found deposable; a newer shard
 // of the partition (loaded since under a new grant) is left alone.
 func (n *Node) depose(topic string, partition int32, shard *inflight.Shard, why string) {
-	if !n.tracker.Depose(shard) {
+	if f := deposing.Load(); f != nil {
+		(*f)() // a test's: a caller between finding shard stale and deposing it
+	}
+	if !n.tracker.Depose(shard) { // shard alone: not a newer one loaded since
 		return
 	}
 	n.stats.deposed.Add(1)
@@ -161,6 +165,11 @@ func (n *Node) depose(topic string, partition int32, shard *inflight.Shard, why 
 		"topic", topic, "partition", partition, "why", why)
 	n.wake(topic, partition)
 }
+
+// deposing, when set by the package's tests (export_test.go), runs in depose just before
+// the shard found stale is dropped: where another caller may depose the same shard, and a
+// newer one be loaded, first.
+var deposing atomic.Pointer[func()]
 
 // mayWrite reports whether the committer may save shard's state now: without
 // Config.Ownership always; with it, while its grant is valid at a clock reading taken now (or

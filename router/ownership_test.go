@@ -345,3 +345,36 @@ func TestGrantLapseSavesNothingAfter(t *testing.T) {
 		assert.Equal(t, uint64(1), h.node.Stats().Deposed, "and the committer deposed it")
 	})
 }
+
+// Callers that found the same stale shard current (a settle whose grant failed its check,
+// the purger, the committer, RoutesChanged) may depose it at once. If the host granted the
+// partition anew meanwhile and a consume loaded it again under the new grant, the caller
+// that comes last must leave the new shard alone: dropping it would take the leases and the
+// acks it holds under a valid grant (an ack answered success, then lost; a record leased
+// again while its holder's lease runs on).
+func TestLateDeposeLeavesTheNewShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &grants{}
+		g.set(0, 1, time.Now().Add(time.Hour))
+		h := newGranted(t, g, &routertest.MemStore{})
+		defer h.close()
+		defer router.SetDeposing(nil)
+		h.produce(0, 3)
+		require.Len(t, h.consume(router.ConsumeOptions{Max: 1}), 1)
+
+		// Granted anew (its session lapsed and came back): the shard of epoch 1 is stale.
+		g.set(0, 2, time.Now().Add(time.Hour))
+		var fresh []router.Message
+		router.SetDeposing(func() {
+			router.SetDeposing(nil)
+			// Another caller deposes the stale shard first, and a consume loads the
+			// partition again, under the new grant.
+			h.node.RoutesChanged("orders")
+			fresh = h.consume(router.ConsumeOptions{Max: 2})
+		})
+		h.node.RoutesChanged("orders") // found the stale shard current: about to depose it
+		require.Len(t, fresh, 2)
+		assert.NoError(t, h.ack(fresh[0]), "the new shard and its leases live on")
+		assert.Equal(t, uint64(1), h.node.Stats().Deposed, "the stale shard alone was deposed")
+	})
+}

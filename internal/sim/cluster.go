@@ -41,6 +41,17 @@ type node struct {
 
 	diskFull, syncErr *period // the disk faults in force
 	periods           []*period
+
+	// Ownership in time (ownership.go, zombie.go). frozen is the reading its clock stands
+	// still at while it is paused (nil: its clock runs). paused and cut say it is paused or
+	// cut off, until until, its partitions failing over at failoverAt (zero: not); pauses
+	// are its pauses so far. view is what its routes answer while they are stale (nil: the
+	// routes as they are; guarded by sim.routesMu), until staleUntil.
+	frozen                        atomic.Pointer[time.Time]
+	paused, cut                   bool
+	until, failoverAt, staleUntil time.Time
+	pauses                        []span
+	view                          *routeView
 }
 
 // epoch is one process of a node: from its start to the end of its Close.
@@ -67,11 +78,15 @@ type epoch struct {
 	// failover's state carries no corrupt skips (the set is memory only), so the adopter
 	// skips them again; a hand-off's does, counted all the same (the bound errs high).
 	movedIn map[int32]int
-	// saved lists, per partition, the instants at which a Save of it by this process (to the
-	// shared state store) was called and returned success; crashed says the process died
-	// (a crash or a power cut): its saves from then on fail, as a dead process makes none.
-	saved   map[int32][]time.Time
+	// saved lists, per partition, the saves of it by this process (to the shared state
+	// store) that returned success: when (the call and its return are one instant) and under
+	// which ownership epoch; crashed says the process died (a crash or a power cut): its
+	// saves from then on fail, as a dead process makes none.
+	saved   map[int32][]save
 	crashed bool
+	// lostGrant says a grant of this process lapsed: a give-back it applied may not have
+	// been saved (quarantine.go).
+	lostGrant bool
 	// forgedPassed counts the lying peer's notifications this process answered with a pass:
 	// its Stats().Remote.Unbacked counts at least as many.
 	forgedPassed uint64
@@ -140,6 +155,9 @@ func (r routes) Partitions(t string) ([]int32, map[string][]int32, bool) {
 	}
 	r.s.routesMu.RLock()
 	defer r.s.routesMu.RUnlock()
+	if v := r.nd.view; v != nil {
+		return v.parts, v.remote, true
+	}
 	return r.nd.parts, r.nd.remote, true
 }
 
@@ -150,7 +168,11 @@ func (r routes) Owner(t string, partition int32) (string, bool) {
 	}
 	r.s.routesMu.RLock()
 	defer r.s.routesMu.RUnlock()
-	for owner, parts := range r.nd.remote {
+	remote := r.nd.remote
+	if v := r.nd.view; v != nil {
+		remote = v.remote
+	}
+	for owner, parts := range remote {
 		if slices.Contains(parts, partition) {
 			return owner, true
 		}
@@ -291,6 +313,12 @@ func (s *sim) start(nd *node) {
 			s.fatalf("starting %s with routes naming partition %d, whose state %s holds", nd.id, p, s.holder[p].idOr("no node"))
 		}
 	}
+	if nd.view != nil {
+		s.routesMu.Lock()
+		nd.view = nil // a new process reads the routes as they are
+		s.routesMu.Unlock()
+		nd.staleUntil = time.Time{}
+	}
 	time.Sleep(time.Microsecond) // the new process's leases are granted after the old one ended
 	var seed [32]byte
 	binary.LittleEndian.PutUint64(seed[:], s.rng.Uint64())
@@ -317,10 +345,16 @@ func (s *sim) start(nd *node) {
 		WireVersion: nd.version,
 		NoCallbacks: nd.noCallbacks,
 		Logger:      s.logger(nd.id),
-		Clock:       nd.clock(),
+		Clock:       s.clockOf(nd),
 	}
 	start := time.Now()
 	e := &epoch{nd: nd, n: len(nd.epochs), start: start}
+	if s.ctl != nil {
+		s.ctl.begin(e)
+		if s.opts.Plant != PlantUnfencedZombie {
+			cfg.Ownership = nodeOwnership{s.ctl, e}
+		}
+	}
 	if s.topicCfg.MaxDeliveries > 0 || s.rejects != nil {
 		cfg.OnQuarantine = func(t string, p int32, off int64, attempts uint32) { s.quarantined(e, t, p, off, attempts) }
 	}
@@ -382,6 +416,9 @@ func (s *sim) stop(nd *node, kind endKind) {
 		s.report.Faults.PowerCuts++
 	}
 	err := nd.rn.Close()
+	if s.ctl != nil {
+		s.ctl.end(e) // after its Close, which saves under its grants
+	}
 	if kind == graceful && err != nil {
 		s.logf("%s#%d: Close: %v", nd.id, e.n, err)
 	}
@@ -409,6 +446,15 @@ func (s *sim) stop(nd *node, kind endKind) {
 // the promise tracker before and after, and bent by a planted bug.
 func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Context, from string, frame []byte) ([]byte, error) {
 	return func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+		if ch := s.pausedChan(nd); ch != nil {
+			// Paused: the frame waits until the node resumes, and is served then if its
+			// caller still waits for it.
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if s.opts.Plant == PlantClaimAsProbe && len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpConsumeBatch) {
 			frame = claimAsProbe(frame)
 		}
@@ -575,6 +621,14 @@ func (s *sim) fault(from, to string, frame []byte) routertest.Fault {
 		}
 		return routertest.DropRequest
 	}
+	if s.pausedCh[from] != nil || s.cutOff[from] || s.cutOff[to] {
+		// A paused node sends nothing; a node cut off reaches no peer, nor a peer it.
+		s.event(true, "network: op %d from %s to %s lost: paused or cut off", op, from, to)
+		if op == wire.OpNotify {
+			s.unanswered(from, to)
+		}
+		return routertest.DropRequest
+	}
 	fate := s.fate(from, to, op)
 	if fate != routertest.Deliver {
 		s.event(true, "network: %v of op %d from %s to %s", fate, op, from, to)
@@ -584,7 +638,7 @@ func (s *sim) fault(from, to string, frame []byte) routertest.Fault {
 	}
 	settles := false
 	switch op {
-	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpReject, wire.OpAckBatch:
+	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpReject, wire.OpAckBatch, wire.OpAckDurable:
 		settles = true
 	}
 	if fate == routertest.Duplicate && settles {

@@ -85,6 +85,36 @@
 // They heal with the other faults (the lying peer passing every notification from then on
 // and forging nothing more).
 //
+// Two classes take ownership from owners that live on (zombie.go), each on in 15 % of the
+// runs, drawn from a stream of its own (Options.Zombies and CutOffs turn them on,
+// OldSchedule and NoStore off). A run with either keeps its ack state in the shared store,
+// and its nodes serve under grants in time (Config.Ownership, ownership.go): a controller
+// grants each partition to one node at a time under an epoch larger than any before it
+// (fencing the store at it, routertest.MemStore.Fence), and keeps the grant alive while the
+// node's process keeps its session, a keep-alive every third of the TTL (2, 3 or 5 s); a
+// session lost lapses the TTL after its last keep-alive, and one that comes back after
+// that is granted anew, under new epochs. Every move and failover goes through the
+// controller: a hand-off revokes the old owner's grant once HandOff returned and grants the
+// new owner before its Adopt; a failover (from a dead owner too: the host cannot tell it
+// from a paused one) waits out the old owner's grant, its lapse plus a margin, grants the
+// new owner, loads the stored state and Adopts it; after every change of the routes the
+// nodes whose routes are current hear RoutesChanged. Some acks are AckDurable.
+//
+//   - paused owners: an owner stops for a while, as a process stopped by the kernel or a
+//     migrated machine does: no call goes into it (frames sent to it wait, and are served
+//     when it resumes if their caller still waits), it sends nothing, its keep-alives stop,
+//     its clock stands still (so it jumps forward by the pause's length when it resumes)
+//     and its timers wait for the resume. A long pause outlives its grants, and its
+//     partitions fail over while it is paused, all or all but one; it resumes with stale
+//     routes (still naming local what it owned; no RoutesChanged), and the consumers that
+//     held its leases settle them through it at once, new consumers consume through it,
+//     until the host catches its routes up (and calls RoutesChanged) a while later. A short
+//     pause ends before anything lapses.
+//   - owners cut off: an owner loses its peers (every frame between them is lost) and the
+//     controller (its keep-alives stop), while its clients and the store still reach it: it
+//     serves and saves until its grants lapse on its own clock; a long cut outlives them and
+//     its partitions fail over, its clients going on through its stale routes.
+//
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does
 // not own it, timed), then a graceful restart of every node and a last sweep (nothing acked
@@ -122,7 +152,25 @@
 //     answered, returned; a crash or a power cut before such a save loses it, a graceful
 //     stop saves it, and disk faults play no part;
 //   - a deposed owner saves nothing (with the state store): the store receives no Save of a
-//     partition from a node whose HandOff of it returned, until that node adopts it again;
+//     partition from a node whose HandOff of it returned, until that node adopts it again,
+//     nor, with grants, a save under a grant after it lapsed from a node whose clock runs (a
+//     paused node's stands still: only the store's fence stops it);
+//   - with grants, a node acts on a partition only under its grant (ownership.go): no lease
+//     is granted under a grant that is not valid then (the lease check, as for a node that
+//     does not own the partition); a lapse ends every lease granted under the grant, so
+//     its holder is live until then, no longer (a settle of it answered success after the
+//     lapse fails the settle check, and the new owner's leases, granted after the lapse and
+//     the margin, never overlap it); a settle through a node whose routes are stale, or of
+//     a lease whose owner lost its grant, may be refused (ErrMoved, or 503 forwarded) and
+//     changed nothing, an ack so refused counting as one answered 502 if it met the grant
+//     still valid;
+//   - the failover's window (ownership.go): an ack answered success by an owner whose grant
+//     then lapsed and that did not save it under that grant afterwards is lost, and may be
+//     delivered again, only if it was answered within a commit interval, a tick and a
+//     margin of the owner's running time before the lapse (a paused owner's committer runs
+//     no more than its other goroutines: for the acks, a pause that outlives the grant is a
+//     crash at its start); one lost outside it breaks the promise, and so does any
+//     AckDurable answered success that is delivered again;
 //   - nothing unexpected: every delivery is a record produced, with its bytes, not made
 //     unreadable, not removed by retention and not of a deleted incarnation of the topic
 //     before it was leased;
@@ -176,6 +224,8 @@
 // Options.Plant plants a bug in the network (a claim turned into a probe, a consume reply
 // delivered twice, an old owner answering settles after its hand-off, a transport that
 // holds consume replies though it says it honours its context, a release turned into a
-// nack), to show that the checker catches it; Options.Tolerate lets a run go on past the
-// violations of library bugs already reported.
+// nack, a reject turned into a nack) or in the nodes (nodes that ignore their grants, the
+// store not fenced: a zombie serves what failed over from it), to show that the checker
+// catches it; Options.Tolerate lets a run go on past the violations of library bugs
+// already reported.
 package sim

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"narad.dev/consume/router"
@@ -89,6 +90,11 @@ type ack struct {
 	durable        bool
 	lost           string
 	lostDocumented bool
+	// epoch is the ownership epoch owner held the partition under when the ack was
+	// answered (0 without grants), and waited says it was an AckDurable answered success:
+	// in the store by then.
+	epoch  uint64
+	waited bool
 }
 
 // record is the model of one produced record.
@@ -138,6 +144,7 @@ func (s *sim) endLeases(e *epoch) {
 func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lapsesLocked()
 	k := key{incOf(m.Value), m.Partition, m.Offset}
 	s.report.Deliveries++
 	if vis == 0 {
@@ -168,6 +175,11 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 	if want := s.ownerAt(m.Partition, granted); owner != want {
 		s.failKind(KindNotOwner, "%v leased at %v by %s, which did not own partition %d then (%s did)", k, s.since(granted), owner.id, k.p,
 			want.idOr("nobody: it was on its way to another node"))
+		return
+	}
+	// With grants, only under a grant valid then (ownership.go): not after it lapsed.
+	if s.ctl != nil && !s.ctl.validAt(owner, m.Partition, granted) {
+		s.failKind(KindNotOwner, "%v leased at %v by %s, which held no valid ownership grant of partition %d then", k, s.since(granted), owner.id, k.p)
 		return
 	}
 	if owner.id != via {
@@ -205,6 +217,7 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 	l.ep.touch(k.p, granted)
 	l.holder = l.ep
 	s.movedLease(l) // the hand-offs since its grant, if its reply came after them
+	s.lapsedLease(l)
 	if !l.holder.end.IsZero() && !s.inTransit(l) {
 		// Held by a process that ended before the reply arrived: dead on arrival.
 		l.endMin, l.endMax = earliest(l.endMin, l.holder.stop), earliest(l.endMax, l.holder.end)
@@ -258,6 +271,12 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 				k, s.since(granted), via, m.Attempt, m.Reason, a.l.via, s.since(a.s), s.since(a.r))
 			return
 		}
+		if !documented && strings.HasPrefix(why, lapseWhy) {
+			// Lost with a lapsed grant, outside the failover's window (ownership.go).
+			s.failKind(KindAckUndone, "%v leased again at %v through %s (attempt %d, %v), after its ack through %s answered success within [%v, %v] by %s: %s",
+				k, s.since(granted), via, m.Attempt, m.Reason, a.l.via, s.since(a.s), s.since(a.r), a.owner.idOr("?"), why)
+			return
+		}
 		if !documented && s.failKind(KindCrashThenPowerCut, "%v leased again at %v through %s (attempt %d, %v), after its ack through %s answered success within [%v, %v]: undone by a %s, a window the documentation does not state",
 			k, s.since(granted), via, m.Attempt, m.Reason, a.l.via, s.since(a.s), s.since(a.r), why) {
 			return
@@ -299,6 +318,7 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 // (invariant 6 names only a tick before a process crash and D + T before a power loss);
 // explain reports it as undocumented.
 func (s *sim) explain(owner *node, p int32, a ack, granted time.Time) (why string, documented bool) {
+	s.lapsesLocked()
 	if a.durable {
 		return "", false // a move made it durable
 	}
@@ -414,15 +434,27 @@ const (
 	opExtend
 	opRelease
 	opReject
+	opAckDurable // an AckDurable, in runs with grants (zombie.go)
 )
 
 func (o settleOp) String() string {
-	return [...]string{"ack", "nack", "extend", "release", "reject"}[o]
+	return [...]string{"ack", "nack", "extend", "release", "reject", "durable ack"}[o]
 }
 
 // forGood reports whether op settles a record for good: an ack, or a reject (which
 // quarantines it).
-func (o settleOp) forGood() bool { return o == opAck || o == opReject }
+func (o settleOp) forGood() bool { return o == opAck || o == opReject || o == opAckDurable }
+
+// newAck is an ack of lease l answered err (nil or 502 or another that may have applied
+// it) within [start, end], its record's partition held by owner then. Called with s.mu
+// held.
+func (s *sim) newAck(start, end time.Time, l *lease, owner *node, op settleOp, err error) ack {
+	a := ack{s: start, r: end, l: l, owner: owner, waited: op == opAckDurable && err == nil}
+	if s.ctl != nil && owner != nil && s.opts.Plant != PlantUnfencedZombie { // (whose nodes save no epoch)
+		a.epoch = s.ctl.epochOf(owner, l.k.p)
+	}
+	return a
+}
 
 // settled checks the answer err to a settle op of lease l through node via, sent at start
 // and answered at end (an extend's new expiry is expiry, its argument d), and applies it to
@@ -431,6 +463,7 @@ func (o settleOp) forGood() bool { return o == opAck || o == opReject }
 func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, err error, expiry time.Time, d time.Duration, forged, pathFaulty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lapsesLocked()
 	r := s.records[l.k]
 	what := fmt.Sprintf("%s of %v (lease through %s granted at %v) through %s within [%v, %v]", op, l.k, l.via,
 		s.since(l.granted), via.id, s.since(start), s.since(end))
@@ -467,9 +500,27 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		}
 		refused = true
 	}
+	// With grants, a settle that met a node whose routes are stale, or an owner that no
+	// longer holds the lease's partition (its grant lapsed, or it was revoked), is refused
+	// (ErrMoved; 503, ErrUnavailable, forwarded). It changed nothing, unless the owner
+	// applied it while its grant held and answered after the lapse: an ack so answered is
+	// as one answered 502, applied or not.
+	deposed := false
+	if s.ctl != nil && !refused && (errors.Is(err, router.ErrMoved) || errors.Is(err, router.ErrUnavailable) || errors.Is(err, router.ErrNotLocal)) &&
+		(s.staleFor(via, l.k.p) || l.holder != nil && s.ctl.disowned(l.holder, l.k.p, end)) {
+		deposed = true
+		if op.forGood() && !forged && (l.holder == nil || !s.ctl.disowned(l.holder, l.k.p, start)) {
+			r.maybeRejected = r.maybeRejected || op == opReject
+			r.maybe = append(r.maybe, s.newAck(start, end, l, owner, op, err))
+			r.everAcked = r.everAcked || op != opReject
+			l.endMin = earliest(l.endMin, start)
+		}
+	}
 	switch {
 	case refused:
 		s.report.MoveRefusals++ // nothing changed
+	case deposed:
+		s.report.DeposedRefusals++
 	case err == nil:
 		if dead {
 			s.failKind(KindSettleAnswer, "%s succeeded, though the lease was over by %v: only the live nonce settles", what, s.since(l.endMax))
@@ -486,11 +537,14 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 				s.report.ForwardedRejects++
 			}
 			r.maybeRejected = true
-			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
+			r.acks = append(r.acks, s.newAck(start, end, l, owner, op, err))
 			l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
-		case opAck:
+		case opAck, opAckDurable:
 			s.report.Acked++
-			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
+			if op == opAckDurable {
+				s.report.DurableAcks++
+			}
+			r.acks = append(r.acks, s.newAck(start, end, l, owner, op, err))
 			r.everAcked = true
 			fallthrough
 		case opNack, opRelease:
@@ -515,6 +569,12 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		}
 	case op == opReject && errors.Is(err, router.ErrUnsupportedOp):
 		s.rejectRefusedLocked(what, via, owner) // nothing changed: the lease lives on
+	case op == opAckDurable && !forged && !errors.Is(err, router.ErrGone):
+		// Not made durable (its partition deposed or fenced meanwhile, an owner that cannot
+		// wait for its store, no reply): applied in memory or not, as a 502.
+		r.maybe = append(r.maybe, s.newAck(start, end, l, owner, op, err))
+		r.everAcked = true
+		l.endMin = earliest(l.endMin, start)
 	case errors.Is(err, router.ErrTransport), errors.Is(err, router.ErrUnavailable):
 		if !pathFaulty || local {
 			s.failKind(KindSettleAnswer, "%s answered %v on a healthy path", what, err)
@@ -524,11 +584,11 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			switch op {
 			case opReject:
 				r.maybeRejected = true
-				r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
+				r.maybe = append(r.maybe, s.newAck(start, end, l, owner, op, err))
 				l.endMin = earliest(l.endMin, start)
 			case opAck:
 				s.report.AckedMaybe++
-				r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
+				r.maybe = append(r.maybe, s.newAck(start, end, l, owner, op, err))
 				r.everAcked = true
 				l.endMin = earliest(l.endMin, start)
 			case opNack, opRelease:
@@ -543,11 +603,11 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		// The copy settled the live lease; this frame came second.
 		if op == opReject {
 			r.maybeRejected = true
-			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
+			r.acks = append(r.acks, s.newAck(start, end, l, owner, op, err))
 		}
-		if op == opAck {
+		if op == opAck || op == opAckDurable {
 			s.report.Acked++
-			r.acks = append(r.acks, ack{s: start, r: end, l: l, owner: owner})
+			r.acks = append(r.acks, s.newAck(start, end, l, owner, op, err))
 			r.everAcked = true
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)
@@ -555,11 +615,11 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 		// The lease was ending as the frames came: the copy may have settled it first.
 		if op == opReject {
 			r.maybeRejected = true
-			r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
+			r.maybe = append(r.maybe, s.newAck(start, end, l, owner, op, err))
 		}
-		if op == opAck {
+		if op == opAck || op == opAckDurable {
 			s.report.AckedMaybe++
-			r.maybe = append(r.maybe, ack{s: start, r: end, l: l, owner: owner})
+			r.maybe = append(r.maybe, s.newAck(start, end, l, owner, op, err))
 			r.everAcked = true
 		}
 		l.endMin, l.endMax = earliest(l.endMin, start), earliest(l.endMax, end)

@@ -159,7 +159,8 @@ func (nd *node) diskFaulty() bool { return nd.diskFull != nil || nd.syncErr != n
 func (s *sim) moveTarget(from *node) *node {
 	var cands []*node
 	for _, nd := range s.nodes {
-		if nd != from && !nd.noCallbacks {
+		// Not a node out of the host's reach (paused, cut off, its routes stale: zombie.go).
+		if nd != from && !nd.noCallbacks && !nd.paused && !nd.cut && nd.view == nil {
 			cands = append(cands, nd)
 		}
 	}
@@ -202,7 +203,7 @@ func (s *sim) moveStep() {
 	p := int32(s.rng.IntN(int(s.partitions())))
 	from := s.ownerOf(p)
 	to := s.moveTarget(from)
-	if to == nil || !from.up() || from.diskFaulty() {
+	if to == nil || !from.up() || from.diskFaulty() || from.paused || from.cut || from.view != nil {
 		return
 	}
 	order := s.rng.IntN(3)
@@ -252,6 +253,9 @@ func (s *sim) moveStep() {
 		s.logf("move %d from %s to %s abandoned: HandOff: %v", p, from.id, to.id, err)
 		return
 	}
+	if s.ctl != nil {
+		s.ctl.revoke(from, p) // the state left with HandOff: the old owner's grant goes
+	}
 	s.mu.Lock()
 	from.cur().movedOut = append(from.cur().movedOut, p)
 	if s.handedOff[from] == nil {
@@ -276,6 +280,9 @@ func (s *sim) moveStep() {
 	s.mu.Lock()
 	delete(s.deposed[to], p) // its Adopt saves the partition (a node adopting what it handed off)
 	s.mu.Unlock()
+	if s.ctl != nil {
+		s.ctl.grant(to, p) // Adopt installs only what the node is granted
+	}
 	adopt := func(ctx context.Context) error { return to.rn.Adopt(ctx, topic, p, state) }
 	err = within(adopt)
 	if err == nil && s.rng.IntN(4) == 0 {
@@ -317,6 +324,7 @@ func (s *sim) moveStep() {
 	if from.up() && s.rng.IntN(2) == 0 {
 		from.rn.DropPartition(topic, p) // the routes no longer name it there: the fence ends
 	}
+	s.routesChanged()
 	to.rn.Appended(topic, p, s.logs.Log(topic, p).HighWatermark())
 	s.report.Faults.Moves++
 	s.logf("move %d from %s to %s: the routes name %s", p, from.id, to.id, to.id)
@@ -391,7 +399,7 @@ func (s *sim) failoverStep() {
 	}
 	if len(down) == 0 {
 		nd := s.pickUp()
-		if nd == nil || !nd.owner() {
+		if nd == nil || !nd.owner() || nd.cut || nd.view != nil {
 			return
 		}
 		s.stop(nd, []endKind{processCrash, powerCut}[s.rng.IntN(2)])
@@ -401,6 +409,9 @@ func (s *sim) failoverStep() {
 	}
 	dead := down[s.rng.IntN(len(down))]
 	time.Sleep(time.Microsecond) // the failover comes after the death
+	// With grants, the host cannot tell a dead owner from a paused one: it waits out the
+	// grants of its last process first.
+	s.waitOutDown(dead)
 	parts := slices.Clone(dead.parts)
 	if s.rng.IntN(2) == 0 {
 		parts = parts[s.rng.IntN(len(parts)):][:1]
@@ -437,6 +448,9 @@ func (s *sim) failoverStep() {
 		s.mu.Lock()
 		delete(s.deposed[to], p)
 		s.mu.Unlock()
+		if s.ctl != nil {
+			s.ctl.grant(to, p)
+		}
 		if err := within(func(ctx context.Context) error { return to.rn.Adopt(ctx, topic, p, state) }); err != nil {
 			s.fatalf("failover of %d from %s to %s: Adopt on a healthy disk: %v", p, dead.id, to.id, err)
 		}
@@ -447,6 +461,7 @@ func (s *sim) failoverStep() {
 		time.Sleep(time.Microsecond)
 		m.end = time.Now()
 		s.switchRoutes(dead, to, p)
+		s.routesChanged()
 		to.rn.Appended(topic, p, s.logs.Log(topic, p).HighWatermark())
 		s.report.Faults.Failovers++
 		s.logf("fail over %d from %s (down) to %s: %d bytes of durable state", p, dead.id, to.id, len(state))

@@ -32,9 +32,15 @@ type Options struct {
 	MaxDeliveries     int
 	// Rejects turns rejects on (reject.go), whatever the seed draws and in a calm run too.
 	Rejects bool
+	// Zombies and CutOffs turn on, whatever the seed draws and in a calm run too, the
+	// paused owners and the owners cut off from their peers and the controller (zombie.go):
+	// the run then keeps its ack state in the shared store (unless NoStore, which turns
+	// them off) and grants ownership in time (ownership.go).
+	Zombies, CutOffs bool
 	// OldSchedule turns off the hung nodes, the clock skew, the lying peer, the drawn
-	// MaxDeliveries and the rejects: a seed then runs the course it ran before they were simulated (the
-	// schedules that found the library bugs of the past).
+	// MaxDeliveries, the rejects, the paused and the cut-off owners: a seed then runs the
+	// course it ran before they were simulated (the schedules that found the library bugs
+	// of the past).
 	OldSchedule bool
 	// Plant plants a bug in the network between the nodes, to show that the checker
 	// catches it (a checker that cannot fail proves nothing).
@@ -82,6 +88,15 @@ const (
 	// nack with no delay on its way to the owner: the reject is answered success, and the
 	// record is delivered again. The check of a settled record's redelivery catches it.
 	PlantRejectAsNack
+	// PlantUnfencedZombie runs every node without its grant (Config.Ownership nil) in runs
+	// with grants: a node that ignores the host's grant in time. A paused owner resuming
+	// with stale routes (nobody calls RoutesChanged on it at first) serves the partitions
+	// that failed over while it was paused, until its first save meets the store's fence:
+	// it leases records the new owner serves, and answers settles of leases that are over
+	// with success. The lease checks (a lease granted with no valid grant, two live
+	// holders), the settle check and the redelivery-after-an-ack check catch it; so does
+	// the check of a save after a lapse, for an owner cut off.
+	PlantUnfencedZombie
 )
 
 func (p Plant) String() string {
@@ -100,6 +115,8 @@ func (p Plant) String() string {
 		return "release-as-nack"
 	case PlantRejectAsNack:
 		return "reject-as-nack"
+	case PlantUnfencedZombie:
+		return "unfenced-zombie"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
@@ -131,6 +148,15 @@ type Report struct {
 	// node that does not hold the lease's partition, and RejectsRefused the rejects answered
 	// ErrUnsupportedOp by a path with a node before the node wire's version 10 on it.
 	Rejected, ForwardedRejects, RejectsRefused int
+	// Grants says the nodes served under grants in time (Config.Ownership: runs with paused
+	// or cut-off owners), with GrantTTL as the grants' time to live after a keep-alive.
+	// StaleSettles and StaleConsumes count the settles and the consumes made through a node
+	// whose routes were stale (a resumed zombie, a node cut off), DeposedRefusals the
+	// settles refused (ErrMoved, 503) by an owner whose grant lapsed or through stale
+	// routes, and DurableAcks the AckDurable calls answered success.
+	Grants                                                    bool
+	GrantTTL                                                  time.Duration
+	StaleSettles, StaleConsumes, DeposedRefusals, DurableAcks int
 
 	Produced   int // records appended
 	Deliveries int // leases handed to consumers
@@ -203,6 +229,9 @@ type Faults struct {
 	SkewedNodes      int // nodes whose clock is off the bubble's
 	Forged           int // frames the lying peer sent
 	ForgedNotifies   int // of them, notifications of records it never held
+	Pauses           int // owners paused (zombie.go)
+	CutOffs          int // owners cut off from their peers and the controller
+	LiveFailovers    int // partitions failed over from a live owner (paused or cut off) once its grant lapsed
 }
 
 // Add adds o to f.
@@ -229,15 +258,18 @@ func (f *Faults) Add(o Faults) {
 	f.SkewedNodes += o.SkewedNodes
 	f.Forged += o.Forged
 	f.ForgedNotifies += o.ForgedNotifies
+	f.Pauses += o.Pauses
+	f.CutOffs += o.CutOffs
+	f.LiveFailovers += o.LiveFailovers
 }
 
 func (f Faults) String() string {
 	return fmt.Sprintf("graceful restarts %d, process crashes %d, power cuts %d, frames dropped %d (request) + %d (reply), "+
 		"frames duplicated %d, partitions %d, isolations %d, disk full %d, sync errors %d, corrupt records %d, trims %d, "+
 		"context cancels %d, topic deletes %d, moves %d (%d skipped), failovers %d, hangs %d (%d frames lost to them), skewed clocks %d, "+
-		"forged frames %d (%d notifications)", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
+		"forged frames %d (%d notifications), pauses %d, cut-offs %d, live failovers %d", f.GracefulRestarts, f.ProcessCrashes, f.PowerCuts, f.DroppedRequests, f.DroppedReplies,
 		f.Duplicated, f.Partitions, f.Isolations, f.DiskFull, f.SyncErrors, f.Corrupted, f.Trims, f.ContextCancels, f.TopicDeletes, f.Moves, f.MovesSkipped, f.Failovers,
-		f.Hangs, f.HungFrames, f.SkewedNodes, f.Forged, f.ForgedNotifies)
+		f.Hangs, f.HungFrames, f.SkewedNodes, f.Forged, f.ForgedNotifies, f.Pauses, f.CutOffs, f.LiveFailovers)
 }
 
 // A Violation is a promise the run caught broken: what, when (simulated time since the
@@ -280,7 +312,7 @@ const (
 	KindCounters          = "counters"                       // a node's counters disagree with what was seen
 	KindReplay            = "replay"                         // a replay read the wrong records
 	KindNotOwner          = "served by a non-owner"          // a lease granted by a node that did not own the partition then
-	KindDeposedSave       = "deposed owner saved"            // the state store received a save of a partition from a node that handed it off
+	KindDeposedSave       = "deposed owner saved"            // the state store received a save of a partition from a node that handed it off, or under a grant that had lapsed
 	KindLateReturn        = "consume returned late"          // a consume returned later than its wait plus router.ConsumeOverrun (and a margin)
 	KindEarlyQuarantine   = "quarantined early"              // a record quarantined before MaxDeliveries deliveries that count
 	KindBelievedLiar      = "believed a lying peer"          // a node took a forged frame's word, or did not count it unbacked

@@ -176,3 +176,26 @@ func TestCheckerCatchesRejectAsNack(t *testing.T) {
 		t.Errorf("the checker caught the planted reject-as-nack in %d of %d runs that forwarded rejects, want most", caught, judged)
 	}
 }
+
+// A node that ignores its grant in time (Config.Ownership nil), paused past its grant while
+// its partitions fail over, resumes with stale routes (nobody calls RoutesChanged on it at
+// first): nothing fences it but the store, which refuses its next save. Until then it serves
+// the partitions it lost: it leases records the new owner serves (a lease granted with no
+// valid grant, or two live holders), answers settles of leases that ended with its grant
+// with success (the settle check), or acks what is then delivered again (the redelivery
+// check). A run can catch it only if a partition failed over from the paused owner and
+// consumers went through it with its routes stale.
+func TestCheckerCatchesUnfencedZombie(t *testing.T) {
+	opts := calm
+	opts.Zombies = true
+	judged, caught, missed := plantedRuns(t, opts, sim.PlantUnfencedZombie,
+		[]string{sim.KindNotOwner, sim.KindOneHolder, sim.KindSettleAnswer, sim.KindAckUndone, sim.KindDeposedSave}, 30,
+		func(r sim.Report) bool { return r.Faults.LiveFailovers > 0 && r.StaleSettles+r.StaleConsumes > 0 })
+	t.Logf("unfenced zombie: caught in %d of %d runs that failed over from a paused owner; missed %v", caught, judged, missed)
+	if judged < 10 {
+		t.Fatalf("only %d runs failed over from a paused owner", judged)
+	}
+	if caught*4 < judged*3 {
+		t.Errorf("the checker caught the planted unfenced zombie in %d of %d runs that failed over from a paused owner, want most", caught, judged)
+	}
+}

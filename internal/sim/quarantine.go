@@ -86,7 +86,7 @@ func (s *sim) received(msgs []router.Message) {
 func (s *sim) countable(r *record) int {
 	n := 0
 	for _, g := range r.grants {
-		if e := g.returned; e == nil || !e.end.IsZero() && (e.kind != graceful || e.closeErr != nil) {
+		if e := g.returned; e == nil || !e.end.IsZero() && (e.kind != graceful || e.closeErr != nil) || e.lostGrant {
 			n++
 		}
 	}
@@ -185,8 +185,11 @@ func (s *sim) quarantined(e *epoch, t string, p int32, off int64, attempts uint3
 	// finds the record unreadable, and a crash after a save that persisted the attempt and
 	// before the save after the skip leaves it counted, so the record is quarantined at the
 	// restart instead of skipped. It could not be delivered either way: nothing is lost.
-	// A record a reject may have set aside is exempt too (reject.go).
-	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.corrupt && !r.rejectExempt() {
+	// A record a reject may have set aside is exempt too (reject.go), and so is one retention
+	// removed: a reserve counts its attempt before the read finds it gone, and a process that
+	// stops before it saves the frontier's jump over it (a crash, a pause that outlives its
+	// grant) leaves the attempt counted, so the next owner quarantines it instead of jumping.
+	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.corrupt && r.trimmedAt.IsZero() && !r.rejectExempt() {
 		s.failKind(KindEarlyQuarantine, "%s#%d quarantined %v after %d attempts; %d of its %d deliveries count (MaxDeliveries %d): a lease given back unprocessed counted",
 			e.nd.id, e.n, k, attempts, n, len(r.grants), max)
 	}

@@ -92,6 +92,16 @@ type sim struct {
 	hangs *hangs
 	liar  *liar
 
+	// Ownership in time (ownership.go, zombie.go), nil when the run draws neither paused
+	// nor cut-off owners: the controller of the grants, the two classes' streams (nil when
+	// off), and the stream that makes some acks durable. pausedCh holds, for each paused
+	// node, the channel that closes when it resumes; cutOff the nodes cut off (both guarded
+	// by mu).
+	ctl                       *controller
+	zombies, cutoffs, durable *rand.Rand
+	pausedCh                  map[string]chan struct{}
+	cutOff                    map[string]bool
+
 	weights []weighted
 	began   time.Time
 	healAt  time.Time
@@ -155,6 +165,8 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		served:     map[router.Handle]servedLease{},
 		planted:    map[string][]byte{},
 		deposed:    map[*node]map[int32]bool{},
+		pausedCh:   map[string]chan struct{}{},
+		cutOff:     map[string]bool{},
 		began:      time.Now(),
 	}
 	// The shared state store, on in some runs, drawn from a stream of its own so that a run
@@ -164,6 +176,7 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		s.store = &routertest.MemStore{}
 		s.report.Store = true
 	}
+	s.planOwnership()
 	s.report.Seed = seed
 	s.report.Frames = map[byte]int{}
 	s.report.AckedRedeliveredBy = map[string]int{}
@@ -178,6 +191,7 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 				panic(r)
 			}
 		}
+		s.unpauseAll()
 		s.shutdown()
 		s.report.SimTime = time.Since(s.began)
 		s.report.Fingerprint = s.fingerprint
@@ -269,6 +283,7 @@ func (s *sim) plan() {
 	}
 	s.planHangs()
 	s.planLiar()
+	s.planZombies()
 	if !s.opts.Calm {
 		p := []float64{0, 0.01, 0.05, 0.2}
 		s.faultProf = profile{drop: p[s.rng.IntN(4)], dropReply: p[s.rng.IntN(4)], dup: []float64{0, 0.05, 0.3}[s.rng.IntN(3)]}
@@ -346,7 +361,7 @@ func (s *sim) fatalf(format string, args ...any) {
 func (s *sim) upNodes() []*node {
 	var up []*node
 	for _, nd := range s.nodes {
-		if nd.up() {
+		if nd.up() && !nd.paused { // a paused node takes no call
 			up = append(up, nd)
 		}
 	}
@@ -392,7 +407,7 @@ func (s *sim) append(p int32, n int) {
 		if off != k.off {
 			s.fatalf("appended %v at offset %d", k, off)
 		}
-		if owner.up() {
+		if owner.up() && !owner.paused { // a paused host tells its node when it resumes
 			owner.rn.Appended(topic, p, off+1)
 		}
 	}
@@ -408,9 +423,15 @@ func (s *sim) consumeOptions() router.ConsumeOptions {
 
 // consume takes records without waiting.
 func (s *sim) consume() {
-	nd := s.pickUp()
-	if nd == nil {
-		return
+	if nd := s.pickUp(); nd != nil {
+		s.consumeOn(nd)
+	}
+}
+
+// consumeOn takes records without waiting through nd.
+func (s *sim) consumeOn(nd *node) {
+	if nd.view != nil {
+		s.report.StaleConsumes++
 	}
 	opts := s.consumeOptions()
 	start := time.Now()
@@ -526,14 +547,17 @@ func (s *sim) settlePathFaulty(via *node, p int32) bool {
 	s.mu.Lock()
 	holder := s.holder[p]
 	s.mu.Unlock()
-	return s.pathFaulty(via, holder) || s.pathFaulty(via, s.ownerOf(p))
+	// Stale routes (zombie.go) may send it to a node that holds nothing of p any more, or
+	// that hangs as paused, or that is cut off: no reply is one answer.
+	return s.pathFaulty(via, holder) || s.pathFaulty(via, s.ownerOf(p)) || s.staleFor(via, p)
 }
 
 // pathFaulty reports whether frames between via and owner may be lost now.
 func (s *sim) pathFaulty(via, owner *node) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return owner != nil && via != owner && (s.prof != profile{} || s.cut(via.id, owner.id) || s.netDown[owner.id] || s.hung[owner.id] || !owner.up() || owner.down.Load())
+	return owner != nil && via != owner && (s.prof != profile{} || s.cut(via.id, owner.id) || s.netDown[owner.id] || s.hung[owner.id] || !owner.up() || owner.down.Load() ||
+		s.pausedCh[owner.id] != nil || s.cutOff[owner.id] || s.cutOff[via.id])
 }
 
 func (s *sim) pickHeld() (int, *lease) {
@@ -567,7 +591,7 @@ func (s *sim) settle() {
 	if op == opRelease && s.topicCfg.MaxDeliveries == 0 {
 		via = s.ownerOf(l.k.p)
 	}
-	if via == nil || !via.up() {
+	if via == nil || !via.up() || via.paused {
 		return
 	}
 	s.settleOne(l, op, via, false)
@@ -582,11 +606,19 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	ctx := context.Background()
 	s.settling(l, 1)
 	defer s.settling(l, -1)
+	if via.view != nil {
+		s.report.StaleSettles++
+	}
+	if op == opAck && !forged && s.durable != nil && s.durable.IntN(4) == 0 {
+		op = opAckDurable // in runs with grants, a durable ack now and then
+	}
 	start := time.Now()
 	var err error
 	var expiry time.Time
 	var d time.Duration
 	switch op {
+	case opAckDurable:
+		err = via.rn.AckDurable(ctx, topic, h)
 	case opAck:
 		if s.asyncAcks.IntN(2) == 0 {
 			answered := make(chan error, 1)
@@ -611,8 +643,8 @@ func (s *sim) settleOne(l *lease, op settleOp, via *node, forged bool) {
 	}
 	s.report.Settles++
 	s.settled(l, op, via, start, time.Now(), err, expiry, d, forged, faulty)
-	if !forged && (err == nil && op != opExtend || errors.Is(err, router.ErrGone)) {
-		s.dropHeld(l)
+	if !forged && (err == nil && op != opExtend || errors.Is(err, router.ErrGone) || op == opAckDurable && err != nil) {
+		s.dropHeld(l) // a durable ack that failed may have been applied: its consumer lets it go
 	}
 }
 
@@ -803,6 +835,11 @@ func (s *sim) deleteTopic() {
 	if len(s.upNodes()) < len(s.nodes) {
 		return
 	}
+	for _, nd := range s.nodes {
+		if nd.cut || nd.view != nil {
+			return // a host out of touch with it would not hear of the delete
+		}
+	}
 	start := time.Now()
 	s.topicGone.Store(true)
 	for _, p := range s.polls {
@@ -850,7 +887,7 @@ func (s *sim) deleteTopic() {
 // while down.
 func (s *sim) restart(kind endKind) {
 	nd := s.pickUp()
-	if nd == nil {
+	if nd == nil || nd.cut {
 		return
 	}
 	if kind == graceful {
@@ -869,6 +906,7 @@ func (s *sim) restart(kind endKind) {
 // time is up.
 func (s *sim) revive() {
 	now := time.Now()
+	s.reviveOwnership(now)
 	s.reviveHung(now)
 	for _, nd := range s.nodes {
 		if !nd.downUntil.IsZero() && !now.Before(nd.downUntil) {
@@ -887,7 +925,7 @@ func (s *sim) revive() {
 // failure detector notices, or not.
 func (s *sim) isolate() {
 	nd := s.pickUp()
-	if nd == nil || nd.isolated {
+	if nd == nil || nd.isolated || nd.cut {
 		return
 	}
 	nd.isolated = true
@@ -1055,6 +1093,7 @@ func (s *sim) heal() {
 	s.healPartition()
 	s.healHangs()
 	s.healLiar()
+	s.healOwnership()
 	for _, nd := range s.nodes {
 		if nd.isolated {
 			s.connect(nd)

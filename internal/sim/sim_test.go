@@ -212,6 +212,9 @@ func TestSeeds(t *testing.T) {
 		if testing.Verbose() {
 			opts.Logf = t.Logf
 		}
+		if os.Getenv("SIM_ZOMBIES") != "" { // TestZombieSeeds's options
+			opts.Zombies, opts.CutOffs = true, true
+		}
 		rep, err := runSeed(t, *seedFlag, opts)
 		if err != nil {
 			t.Fatalf("%v\nreplay: %s", err, replay(*seedFlag))
@@ -240,6 +243,8 @@ func TestSeeds(t *testing.T) {
 		// The runs with each fault class of graceful degradation, and with MaxDeliveries.
 		hangRuns, skewRuns, liarRuns, maxDevRuns, quarantined int
 		overrun, overrunBound                                 time.Duration
+		// The runs whose nodes served under grants in time (paused or cut-off owners).
+		grantRuns int
 	)
 	total.AckedRedeliveredBy = by
 	start := time.Now()
@@ -299,6 +304,13 @@ func TestSeeds(t *testing.T) {
 						maxDevRuns++
 						quarantined += rep.Quarantined
 					}
+					if rep.Grants {
+						grantRuns++
+					}
+					total.StaleSettles += rep.StaleSettles
+					total.StaleConsumes += rep.StaleConsumes
+					total.DeposedRefusals += rep.DeposedRefusals
+					total.DurableAcks += rep.DurableAcks
 					overrun, overrunBound = max(overrun, rep.Overrun), max(overrunBound, rep.OverrunBound)
 					total.AckedRedelivered += rep.AckedRedelivered
 					for k, v := range rep.AckedRedeliveredBy {
@@ -329,6 +341,9 @@ func TestSeeds(t *testing.T) {
 	t.Logf("degradation: %d runs with hung nodes (%d hangs, %d frames lost to them), %d with skewed clocks (%d nodes), "+
 		"%d with a lying peer (%d frames forged, %d of them notifications), %d with MaxDeliveries (%d records quarantined)",
 		hangRuns, faults.Hangs, faults.HungFrames, skewRuns, faults.SkewedNodes, liarRuns, faults.Forged, faults.ForgedNotifies, maxDevRuns, quarantined)
+	t.Logf("ownership in time: %d runs with grants (%d owners paused, %d cut off, %d partitions failed over from a live owner); "+
+		"%d settles and %d consumes through stale routes, %d settles refused by a deposed owner or stale routes, %d durable acks",
+		grantRuns, faults.Pauses, faults.CutOffs, faults.LiveFailovers, total.StaleSettles, total.StaleConsumes, total.DeposedRefusals, total.DurableAcks)
 	t.Logf("consume returns: the latest came %v after the end of its wait (bound: ConsumeOverrun + 2 trips + 10 ms, at most %v)", overrun, overrunBound)
 	t.Logf("acked records delivered again: %d, each explained: %v", total.AckedRedelivered, by)
 	t.Logf("liveness: the slowest drain acked its last record %v after the faults healed (bound: visibility timeout + 6 s); "+
@@ -451,5 +466,51 @@ func TestRejectSeeds(t *testing.T) {
 		n, rejected, forwarded, refused, quarantined)
 	if rejected == 0 || forwarded == 0 || refused == 0 {
 		t.Errorf("rejects forced on, and in %d seeds %d succeeded, %d forwarded, %d refused", n, rejected, forwarded, refused)
+	}
+}
+
+// TestZombieSeeds runs seeds with the paused and the cut-off owners on whatever they draw
+// (SIM_ZOMBIE_SEEDS, or 40), so that every run grants ownership in time and fails
+// partitions over from owners that live on: no lease granted, settle answered success or
+// save made under a lapsed grant, no ack answered success lost outside the window, through
+// stale routes too.
+func TestZombieSeeds(t *testing.T) {
+	n := 40
+	if v := os.Getenv("SIM_ZOMBIE_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SIM_ZOMBIE_SEEDS=%q: want a positive count", v)
+		}
+	}
+	if testflags.Race {
+		n = min(n, 10)
+	}
+	var faults sim.Faults
+	var total sim.Report
+	by := map[string]int{}
+	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
+		rep, err := runSeed(t, seed, sim.Options{Zombies: true, CutOffs: true, Tolerate: knownKinds()})
+		if err != nil {
+			t.Errorf("%v\nreplay: SIM_ZOMBIES=1 %s", err, replay(seed))
+			continue
+		}
+		if !rep.Grants {
+			t.Fatalf("seed %d: Options.Zombies set, and the nodes served without grants", seed)
+		}
+		faults.Add(rep.Faults)
+		total.StaleSettles += rep.StaleSettles
+		total.StaleConsumes += rep.StaleConsumes
+		total.DeposedRefusals += rep.DeposedRefusals
+		total.DurableAcks += rep.DurableAcks
+		for k, v := range rep.AckedRedeliveredBy {
+			by[k] += v
+		}
+	}
+	t.Logf("%d seeds with paused and cut-off owners: %d pauses, %d cut-offs, %d partitions failed over from a live owner (%d from dead ones); "+
+		"%d settles and %d consumes through stale routes, %d settles refused by a deposed owner or stale routes, %d durable acks; acked records delivered again: %v",
+		n, faults.Pauses, faults.CutOffs, faults.LiveFailovers, faults.Failovers, total.StaleSettles, total.StaleConsumes, total.DeposedRefusals,
+		total.DurableAcks, by)
+	if faults.Pauses == 0 || faults.CutOffs == 0 || faults.LiveFailovers == 0 || total.StaleSettles == 0 {
+		t.Errorf("a fault class forced on never showed in %d seeds", n)
 	}
 }

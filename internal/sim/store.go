@@ -40,34 +40,52 @@ func (st *nodeStore) Save(ctx context.Context, batch []router.PartitionState) er
 	if e.crashed {
 		return errCrashed
 	}
+	now := time.Now()
+	s.lapsesLocked()
 	for _, ps := range batch {
 		if ps.Topic == topic && s.deposed[e.nd][ps.Partition] {
 			s.failKind(KindDeposedSave, "%s#%d saved the state of partition %d to the store, after its HandOff of it returned", e.nd.id, e.n, ps.Partition)
+		}
+		// A node saves nothing under a grant that lapsed on its clock; only a paused node,
+		// whose clock stands still, may still believe its grant valid (the store's fence
+		// refuses it once the partition failed over).
+		if s.ctl != nil && ps.Topic == topic && !e.nd.pausedNow(now) {
+			if rec, ok := s.ctl.recOf(e.nd, ps.Partition, ps.Epoch); ok && rec.e == e && !rec.lapsed.IsZero() && now.After(rec.lapsed) {
+				s.failKind(KindDeposedSave, "%s#%d saved the state of partition %d under epoch %d at %v, after that grant lapsed at %v",
+					e.nd.id, e.n, ps.Partition, ps.Epoch, s.since(now), s.since(rec.lapsed))
+			}
 		}
 	}
 	if err := s.store.Save(ctx, batch); err != nil {
 		return err
 	}
-	now := time.Now()
 	if e.saved == nil {
-		e.saved = map[int32][]time.Time{}
+		e.saved = map[int32][]save{}
 	}
 	for _, ps := range batch {
 		if ps.Topic == topic {
-			e.saved[ps.Partition] = append(e.saved[ps.Partition], now)
+			e.saved[ps.Partition] = append(e.saved[ps.Partition], save{now, ps.Epoch})
 		}
 	}
 	return nil
 }
 
+// save is a save of a partition's state to the store by a process: when, and under which
+// ownership epoch (0 without grants).
+type save struct {
+	at    time.Time
+	epoch uint64
+}
+
 func (st *nodeStore) Delete(ctx context.Context, t string) error { return st.s.store.Delete(ctx, t) }
 
-// savedAfter reports whether process e saved partition p to the store at an instant after t
-// and before until: a save whose snapshot (taken at the instant of the call) holds every
-// change applied by t.
-func (e *epoch) savedAfter(p int32, t, until time.Time) bool {
-	for _, at := range e.saved[p] {
-		if at.After(t) && at.Before(until) {
+// savedAfter reports whether process e saved partition p to the store under ownership
+// epoch at an instant after t and before until: a save whose snapshot (taken at the instant
+// of the call) holds every change applied by t under that epoch (a shard of the partition
+// loaded again under a newer grant holds only what the store gave it).
+func (e *epoch) savedAfter(p int32, t, until time.Time, epoch uint64) bool {
+	for _, sv := range e.saved[p] {
+		if sv.at.After(t) && sv.at.Before(until) && sv.epoch == epoch {
 			return true
 		}
 	}
@@ -81,6 +99,9 @@ func (e *epoch) savedAfter(p int32, t, until time.Time) bool {
 // it (Close saves every dirty partition, and the store refuses nothing). Disk faults play no
 // part: the nodes' disks hold no ack state.
 func (s *sim) explainStore(owner *node, p int32, a ack, granted time.Time) (why string, documented bool) {
+	if a.waited {
+		return "", false // an AckDurable answered success: in the store when answered
+	}
 	// The processes that may have applied it: live at some instant of [a.s, a.r].
 	var cands []*epoch
 	for _, e := range owner.epochs {
@@ -97,9 +118,13 @@ func (s *sim) explainStore(owner *node, p int32, a ack, granted time.Time) (why 
 		}
 	}
 	e := cands[len(cands)-1]
-	switch {
-	case e.savedAfter(p, a.r, granted):
+	if e.savedAfter(p, a.r, granted, a.epoch) {
 		return "", false // in the store
+	}
+	if why, documented, ok := s.explainLapse(owner, e, p, a, granted); ok {
+		return why, documented // its grant lapsed before a save under it
+	}
+	switch {
 	case e.end.IsZero() || !e.end.Before(granted):
 		return "", false // the ack reached the process that leased the record again
 	case e.kind == graceful:
