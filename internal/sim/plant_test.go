@@ -189,7 +189,7 @@ func TestCheckerCatchesUnfencedZombie(t *testing.T) {
 	opts := calm
 	opts.Zombies = true
 	judged, caught, missed := plantedRuns(t, opts, sim.PlantUnfencedZombie,
-		[]string{sim.KindNotOwner, sim.KindOneHolder, sim.KindSettleAnswer, sim.KindAckUndone, sim.KindDeposedSave}, 30,
+		[]string{sim.KindNotOwner, sim.KindOneHolder, sim.KindSettleAnswer, sim.KindAckUndone, sim.KindDeposedSave}, 80,
 		func(r sim.Report) bool { return r.Faults.LiveFailovers > 0 && r.StaleSettles+r.StaleConsumes > 0 })
 	t.Logf("unfenced zombie: caught in %d of %d runs that failed over from a paused owner; missed %v", caught, judged, missed)
 	if judged < 10 {
