@@ -193,10 +193,11 @@ func (n *Node) mayWrite(shard *inflight.Shard) bool {
 // fenced, so another node owns it under a newer epoch. It is deposed at once (the store
 // committer calls it off its own locks), and not served again under the same grant: every
 // ack it answered would be lost with the next refused save. A newer grant (or, without
-// Config.Ownership, RoutesChanged or DropPartition) ends that.
-func (n *Node) fenced(topic string, partition int32) {
-	if shard, ok := n.tracker.Lookup(topic, partition); ok {
-		n.fencedEpochs.Store(shardKey{topic, partition}, shard.Epoch())
+// Config.Ownership, RoutesChanged or DropPartition) ends that. A shard loaded since under a
+// newer grant than the refused save's epoch is left alone.
+func (n *Node) fenced(topic string, partition int32, epoch uint64) {
+	if shard, ok := n.tracker.Lookup(topic, partition); ok && shard.Epoch() <= epoch {
+		n.fencedEpochs.Store(shardKey{topic, partition}, epoch)
 		n.depose(topic, partition, shard, "the state store refused its save as fenced")
 	}
 }

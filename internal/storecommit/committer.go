@@ -64,10 +64,11 @@ type Config struct {
 	// MaxBatch bounds the partitions of one Save; zero means DefaultMaxBatch.
 	MaxBatch int
 	Logger   *slog.Logger
-	// Fenced is told of each partition whose save the store refused with ErrFenced (off the
-	// committer's locks, so it may Forget the partition): its state is not marked again, and
-	// the durable waits on it answer that it is gone. Nil: nobody is told.
-	Fenced func(topic string, partition int32)
+	// Fenced is told of each partition whose save the store refused with ErrFenced, and the
+	// epoch of the refused entry (off the committer's locks, so it may Forget the partition):
+	// its state is not marked again, and the durable waits on it answer that it is gone. Nil:
+	// nobody is told.
+	Fenced func(topic string, partition int32, epoch uint64)
 }
 
 type key struct {
@@ -413,6 +414,7 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 	type taken struct {
 		k       key
 		waiters []*waiter
+		epoch   uint64 // the saved state's
 	}
 	var batch []Entry
 	var held []taken
@@ -445,13 +447,13 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 		st := toInflight(&snap)
 		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: handoff.NewID(), State: st}
 		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{}), Epoch: st.Epoch})
-		held = append(held, taken{k, waiters})
+		held = append(held, taken{k, waiters, st.Epoch})
 	}
 	if len(batch) == 0 {
 		return nil
 	}
 	errs, err := c.save(ctx, batch)
-	var fenced []key
+	var fenced []taken
 	c.mu.Lock()
 	for i, t := range held {
 		p := c.parts[t.k]
@@ -474,7 +476,7 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 		}
 		switch {
 		case isFenced:
-			fenced = append(fenced, t.k)
+			fenced = append(fenced, t)
 		case errs[i] != nil:
 			c.markLocked(t.k)
 		}
@@ -482,8 +484,8 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 	c.mu.Unlock()
 	c.saved.Broadcast()
 	if c.cfg.Fenced != nil {
-		for _, k := range fenced {
-			c.cfg.Fenced(k.topic, k.partition)
+		for _, t := range fenced {
+			c.cfg.Fenced(t.k.topic, t.k.partition, t.epoch)
 		}
 	}
 	if err != nil {

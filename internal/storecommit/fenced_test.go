@@ -21,7 +21,8 @@ func TestFencedSaveIsSplit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var fenced []int32
-		h := newHarness(t, Config{Interval: time.Second, Fenced: func(topic string, p int32) {
+		h := newHarness(t, Config{Interval: time.Second, Fenced: func(topic string, p int32, epoch uint64) {
+			require.Equal(t, uint64(4), epoch, "the refused entry's")
 			mu.Lock()
 			fenced = append(fenced, p)
 			mu.Unlock()
