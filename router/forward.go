@@ -674,35 +674,23 @@ func (n *Node) settleHere(ctx context.Context, shard *inflight.Shard, now time.T
 	return expiry, err
 }
 
-// settleLocal is settleHere on a partition this node serves, within its ownership grant: a
-// shard whose grant lapsed is tried again once the host renewed it, and a success stands only
-// if the grant still held after the apply; otherwise the answer is ErrMoved (the partition
-// may be served elsewhere now, and this node saves nothing of it any more).
+// settleLocal is settleHere on a partition this node serves, within its ownership grant at
+// now: a shard whose grant lapsed answers ErrMoved, unless the host renewed the grant, and
+// then the record is applied.
 func (n *Node) settleLocal(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
 	expiry, err := n.settleHere(ctx, shard, now, topic, r)
 	if n.lapsedRetry(shard, now, err) {
 		expiry, err = n.settleHere(ctx, shard, now, topic, r)
 	}
-	if err == nil && !n.stillHeld(shard) {
-		return time.Time{}, inflight.ErrMoved
-	}
 	return expiry, err
 }
 
-// ackManyLocal is shard.AckMany on a partition this node serves, within its grant as
-// settleLocal applies one record: answered ErrMoved, every one, unless the grant held.
+// ackManyLocal is shard.AckMany on a partition this node serves, within its grant at now as
+// settleLocal applies one record.
 func (n *Node) ackManyLocal(shard *inflight.Shard, now time.Time, handles []inflight.Handle, errs []error) {
 	shard.AckMany(now, handles, errs)
-	if len(handles) == 0 {
-		return
-	}
-	if n.lapsedRetry(shard, now, errs[0]) {
+	if len(handles) > 0 && n.lapsedRetry(shard, now, errs[0]) {
 		shard.AckMany(now, handles, errs)
-	}
-	if !n.stillHeld(shard) {
-		for i := range handles {
-			errs[i] = inflight.ErrMoved
-		}
 	}
 }
 

@@ -129,18 +129,6 @@ func (n *Node) renewed(shard *inflight.Shard, now time.Time) bool {
 	return !shard.Lapsed(now)
 }
 
-// stillHeld reports whether shard's grant is valid at a clock reading taken now: after an
-// op applied to it, so that a success is answered only for an op applied while the grant
-// held (a node paused between its clock reading and the op's lock would otherwise answer
-// for an op applied after a successor took over). Without Config.Ownership it reads no clock.
-func (n *Node) stillHeld(shard *inflight.Shard) bool {
-	if n.ownership == nil {
-		return true
-	}
-	now := n.clock.Now()
-	return !shard.Lapsed(now) || n.renew(shard, now)
-}
-
 // lapsedRetry reports whether an op that answered err on shard at now should be tried again:
 // it answered ErrMoved because the shard's grant lapsed, and the host renewed the same grant.
 // A shard whose grant the host did not renew is deposed, and err stands.

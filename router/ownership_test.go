@@ -181,43 +181,6 @@ func TestGrantLapseFoundByThePurger(t *testing.T) {
 	})
 }
 
-// A node that is paused after it applied a settle, past the end of its grant, does not answer
-// that settle with success: the grant is checked again on a clock reading taken after the
-// apply. (The pause is played by the host's OnQuarantine, which a reject calls after its
-// apply, before the answer.)
-func TestGrantCheckedAfterTheApply(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := &grants{}
-		g.set(0, 1, time.Now().Add(5*time.Second))
-		h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state"}
-		h.routes.Set("orders", 0)
-		h.logs.Log("orders", 0)
-		paused := false
-		h.cfg = router.Config{Logs: h.logs, Routes: h.routes, Dir: h.dir, Store: &routertest.MemStore{}, Ownership: g,
-			OnQuarantine: func(string, int32, int64, uint32) {
-				if paused {
-					time.Sleep(10 * time.Second)
-				}
-			}}
-		h.start()
-		defer h.close()
-		h.produce(0, 2)
-		msgs := h.consume(router.ConsumeOptions{Max: 2})
-		require.Len(t, msgs, 2)
-		ctx := context.Background()
-		require.NoError(t, h.node.Reject(ctx, "orders", msgs[0].Receipt))
-		paused = true
-		assert.ErrorIs(t, h.node.Reject(ctx, "orders", msgs[1].Receipt), router.ErrMoved,
-			"applied, then paused past the grant: not answered with success")
-
-		// And a consume whose records are read past the grant's end hands none over.
-		g.set(0, 2, time.Now().Add(5*time.Second))
-		h.produce(0, 1)
-		h.logs.Log("orders", 0).OnRead(func(int64) { time.Sleep(10 * time.Second) })
-		assert.Empty(t, h.consume(router.ConsumeOptions{Max: 1}), "read past the grant: not handed over")
-	})
-}
-
 // A save the store refuses as fenced (another node holds the partition under a newer epoch)
 // deposes the partition at once, and the node does not serve it again under the same grant,
 // whose every ack would be lost with the next refused save.
