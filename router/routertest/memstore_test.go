@@ -12,5 +12,6 @@ func TestMemStoreConforms(t *testing.T) {
 	routertest.TestStateStore(t, routertest.StoreHarness{
 		New:    func(*testing.T) router.StateStore { return &routertest.MemStore{} },
 		Reopen: func(_ *testing.T, s router.StateStore) router.StateStore { return s },
+		Fences: true,
 	})
 }

@@ -3,6 +3,7 @@ package routertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -21,6 +22,11 @@ type StoreHarness struct {
 	// Reopen, if set, returns the store s as a new process would find it after s's process
 	// ended (s is not used again): what Save returned for must be there.
 	Reopen func(t *testing.T, s router.StateStore) router.StateStore
+	// Fences says the store fences by ownership epoch, as a store shared by the nodes of a
+	// cluster must (see router.StateStore): TestStateStore then checks that it refuses a save
+	// under an older epoch than the partition's, with an error wrapping router.ErrFenced, and
+	// changes nothing for it.
+	Fences bool
 }
 
 // TestStateStore runs the library's conformance suite against a host's router.StateStore:
@@ -36,6 +42,40 @@ func TestStateStore(t *testing.T, h StoreHarness) {
 		t.Run("Reopen", func(t *testing.T) { testStoreReopen(t, h) })
 	}
 	t.Run("ThroughANode", func(t *testing.T) { testStoreThroughNode(t, h) })
+	if h.Fences {
+		t.Run("Fences", func(t *testing.T) { testStoreFences(t, h) })
+	}
+}
+
+// testStoreFences checks a fencing store: a save under the partition's epoch or a newer one
+// passes, one under an older epoch is refused with router.ErrFenced and changes nothing, and
+// another partition's epoch is its own.
+func testStoreFences(t *testing.T, h StoreHarness) {
+	s := h.New(t)
+	save := func(p int32, gen int, epoch uint64) error {
+		return s.Save(context.Background(), []router.PartitionState{{Topic: "orders", Partition: p, State: state("orders", p, gen), Epoch: epoch}})
+	}
+	if err := save(0, 1, 5); err != nil {
+		t.Fatalf("a first save under epoch 5: %v", err)
+	}
+	if err := save(0, 2, 5); err != nil {
+		t.Fatalf("a save under the same epoch: %v", err)
+	}
+	for _, older := range []uint64{4, 0} {
+		err := save(0, 3, older)
+		if !errors.Is(err, router.ErrFenced) {
+			t.Fatalf("a save under epoch %d after epoch 5: %v, want an error wrapping router.ErrFenced", older, err)
+		}
+		if b := mustLoad(t, s, "orders", 0); !bytes.Equal(b, state("orders", 0, 2)) {
+			t.Fatalf("a refused save changed the state: %q", b)
+		}
+	}
+	if err := save(0, 4, 6); err != nil {
+		t.Fatalf("a save under a newer epoch: %v", err)
+	}
+	if err := save(1, 1, 1); err != nil {
+		t.Fatalf("another partition's first save, under an older epoch than partition 0's: %v", err)
+	}
 }
 
 func state(topic string, p int32, gen int) []byte {
