@@ -39,6 +39,9 @@ type nodeLease struct {
 	cli    *clientv3.Client
 	say    *lines
 	rejoin func(ctx context.Context, id clientv3.LeaseID) error // puts the node's liveness key under a new lease
+	// lapsed is told when the node's grants lapsed (the lease's end passed with no
+	// keep-alive answered), at the tick that finds it: st is the lease, at its end.
+	lapsed func(st *leaseState)
 
 	cur atomic.Pointer[leaseState]
 
@@ -46,6 +49,8 @@ type nodeLease struct {
 	paused  bool          // the partition's test hook: no keep-alive is sent
 	resumed chan struct{} // closed when paused ends
 	sending sync.WaitGroup
+
+	lapsedAt time.Time // the end of the lease whose lapse was told, until a keep-alive answers again; run's
 }
 
 // A leaseState is one lease and how long it lives, as far as this node can tell.
@@ -114,17 +119,28 @@ func (l *nodeLease) run(ctx context.Context) {
 		}
 		l.sending.Add(1)
 		l.mu.Unlock()
-		l.keepAlive(ctx)
+		if st := l.state(); l.lapsedAt.IsZero() && !st.until.After(time.Now()) {
+			l.lapsedAt = st.until
+			if l.lapsed != nil {
+				l.lapsed(st)
+			}
+		}
+		if l.keepAlive(ctx) && !l.lapsedAt.IsZero() {
+			l.say.say("event its grants hold again: a keep-alive was answered %v after they lapsed", time.Since(l.lapsedAt).Round(time.Millisecond))
+			l.lapsedAt = time.Time{}
+		}
 		l.sending.Done()
 	}
 }
 
 // keepAlive sends one keep-alive and extends the lease's end by its answer, or takes a new
-// lease if etcd says it is gone.
-func (l *nodeLease) keepAlive(ctx context.Context) {
+// lease if etcd says it is gone. It reports whether the node's grants hold now.
+func (l *nodeLease) keepAlive(ctx context.Context) bool {
 	st := l.state()
 	sent := time.Now()
-	kctx, cancel := context.WithTimeout(ctx, st.ttl)
+	// Bounded by the interval: a keep-alive that etcd holds (it has no leader) is given up
+	// for the next, so that the first one a new leader can answer goes at once.
+	kctx, cancel := context.WithTimeout(ctx, st.ttl/keepAlivesPerTTL)
 	resp, err := l.cli.KeepAliveOnce(kctx, st.id)
 	cancel()
 	switch {
@@ -135,16 +151,18 @@ func (l *nodeLease) keepAlive(ctx context.Context) {
 			next.until = until
 			l.cur.CompareAndSwap(st, &next)
 		}
+		return l.state().left() > 0
 	case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
-		l.replace(ctx, st)
+		return l.replace(ctx, st)
 	default:
 		// No answer: the lease may live or not. Nothing is extended; the next tick tries again.
+		return false
 	}
 }
 
 // replace takes a new lease in place of st, which etcd says expired, and puts the node's
 // liveness key under it.
-func (l *nodeLease) replace(ctx context.Context, st *leaseState) {
+func (l *nodeLease) replace(ctx context.Context, st *leaseState) bool {
 	l.say.say("event its etcd lease %x expired (it was paused, or cut off from etcd, for longer than its TTL): every grant it held went with it; taking a new lease", int64(st.id))
 	for ctx.Err() == nil {
 		next, err := l.grant(ctx)
@@ -153,11 +171,12 @@ func (l *nodeLease) replace(ctx context.Context, st *leaseState) {
 				l.cur.Store(next)
 				close(st.lost)
 				l.say.say("event rejoined under a new lease %x: live again, with no partition", int64(next.id))
-				return
+				return true
 			}
 		}
 		launch.Pause(ctx, 200*time.Millisecond)
 	}
+	return false
 }
 
 // pause stops (on) or restarts the keep-alives: the partition's test hook, which plays a

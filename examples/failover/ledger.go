@@ -68,7 +68,13 @@ type failover struct {
 	parts    map[int32]int64 // its partitions → the epoch it held each under
 	anchor   time.Time       // when it stopped acting on them: the SIGSTOP, its grant's lapse, the kill
 	how      string          // that, in words
+	scripted bool            // a phase's event; else a lapse of a node's grants that the node told of
 	takeover map[int32]time.Time
+
+	ackedAgainIn  int           // acked records delivered again within its window
+	answeredDying int           // of them, acks whose answer came back after the anchor
+	windowOldest  time.Duration // the longest before the anchor one of them was answered
+	leasesDropped int           // leased by the victim, leased again (by the new owner) while the old lease's time ran
 }
 
 // counts are one phase's, each by when it happened (a delivery by its consume's return,
@@ -78,13 +84,9 @@ type counts struct {
 	acked, nacked, abandoned, late             int
 	refused, retried, unsure                   int
 	lost                                       int
-	ackedAgainIn                               int           // acked records delivered again within the window of this phase's failover
-	answeredDying                              int           // of them, acks whose answer came back after the victim stopped
-	windowOldest                               time.Duration // the longest before the anchor one of them was acked
-	ackedAgainOut                              int           // acked records delivered again outside it: a violation
-	twoHolders                                 int           // two leases both settleable at once: a violation
-	leasesDropped                              int           // leased by the failed-over owner, leased again by the new one while the old lease's time ran
-	mismatches                                 int           // a record delivered with another value than produced: a violation
+	ackedAgainOut                              int // acked records delivered again outside every failover's window: a violation
+	twoHolders                                 int // two leases both settleable at once: a violation
+	mismatches                                 int // a record delivered with another value than produced: a violation
 	violations                                 []string
 	firstDeliveries, nackAgain, abandonedAgain int
 }
@@ -218,7 +220,7 @@ func (l *ledger) delivered(m *queueclient.Message, via string, start, end time.T
 				l.ackedAndLeased(pos, j, nl)
 			case leaseMayLive(j.outcome) && l.surelyOverlap(j, nl):
 				if f := l.tookOver(pos.Partition, j, nl); f != nil {
-					l.c[f.phase].leasesDropped++
+					f.leasesDropped++
 				} else {
 					c.twoHolders++
 					l.violation(c, "%v was delivered through %s at %s while the lease of its delivery through %s at %s still ran",
@@ -304,12 +306,11 @@ func (l *ledger) ackedAndLeased(pos delivery.Position, j, n *lease) {
 		return
 	}
 	if f := l.inWindow(pos.Partition, j); f != nil {
-		c := &l.c[f.phase]
-		c.ackedAgainIn++
+		f.ackedAgainIn++
 		before := f.anchor.Sub(j.ackedAt)
-		c.windowOldest = max(c.windowOldest, before)
+		f.windowOldest = max(f.windowOldest, before)
 		if before < 0 {
-			c.answeredDying++
+			f.answeredDying++
 		}
 		return
 	}
@@ -382,7 +383,27 @@ func (l *ledger) failover(ph phase, victim string, parts map[int32]int64, anchor
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.failovers = append(l.failovers, &failover{phase: ph, victim: victim, parts: parts, anchor: anchor, how: how,
-		takeover: map[int32]time.Time{}})
+		scripted: true, takeover: map[int32]time.Time{}})
+}
+
+// lapse records that node's grants of parts lapsed at anchor, as the node told: the library
+// deposed them at once (whether or not the same grants came back a moment later), so the
+// failover's window applies. A lapse of a phase's victim within a TTL of its event is that
+// event's, already recorded. It reports whether it recorded it.
+func (l *ledger) lapse(node string, parts map[int32]int64, anchor time.Time, ttl time.Duration) bool {
+	if len(parts) == 0 {
+		return false // nothing deposed
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.failovers {
+		if f.victim == node && f.scripted && anchor.After(f.anchor.Add(-ttl)) && anchor.Before(f.anchor.Add(ttl)) {
+			return false
+		}
+	}
+	l.failovers = append(l.failovers, &failover{phase: l.phaseAt(anchor), victim: node, parts: parts, anchor: anchor,
+		how: "its grants' lapse on its clock, unscripted", takeover: map[int32]time.Time{}})
+	return true
 }
 
 // granted notes the failed-over partitions that next grants anew: the takeover.

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"narad.dev/consume/examples/filelog"
@@ -115,7 +114,7 @@ func (l *sharedLogs) open(p int32, epoch uint64) error {
 	if err := lockWait(sp.owner, ownerLockWait); err != nil {
 		return fmt.Errorf("the shared log of partition %d: %w", p, err)
 	}
-	defer syscall.Flock(int(sp.owner.Fd()), syscall.LOCK_UN)
+	defer unlock(sp.owner)
 	held, err := readEpoch(sp.owner)
 	if err != nil {
 		return err
@@ -138,21 +137,6 @@ func (l *sharedLogs) open(p int32, epoch uint64) error {
 	}
 	sp.store, sp.epoch, sp.appends = store, epoch, true
 	return nil
-}
-
-// lockWait takes an exclusive flock on f, waiting up to d.
-func lockWait(f *os.File, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
-			return fmt.Errorf("flock %s: %w", f.Name(), err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func readEpoch(f *os.File) (uint64, error) {
@@ -240,7 +224,7 @@ func (sp *sharedPartition) appendLocked(p int32, value []byte, topic string, hol
 	if err := lockWait(sp.owner, ownerLockWait); err != nil {
 		return 0, err
 	}
-	defer syscall.Flock(int(sp.owner.Fd()), syscall.LOCK_UN)
+	defer unlock(sp.owner)
 	held, err := readEpoch(sp.owner)
 	if err != nil {
 		return 0, err

@@ -80,7 +80,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	cfg := config{}
 	visible := flag.NewFlagSet("failover", flag.ContinueOnError)
 	visible.SetOutput(errOut)
-	visible.IntVar(&cfg.records, "records", 3000, "records to produce, spread over the three phases")
+	visible.IntVar(&cfg.records, "records", 3000, "records to produce, spread over the phases")
 	visible.DurationVar(&cfg.duration, "duration", 9*time.Second, "how long the timed phases take (steady, move and kill share it equally; zombie and partition last about 3 lease TTLs each)")
 	visible.IntVar(&cfg.partitions, "partitions", 6, "partitions of the topic (at least 3)")
 	visible.IntVar(&cfg.clients, "clients", 2, "consumers on each node")

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +57,13 @@ import (
 // peers, with no partition until the controller grants it one.
 
 // leaseTTL is each node's etcd lease, in seconds: a node killed is found down this long
-// after its last keep-alive.
-const leaseTTL = 2
+// after its last keep-alive, and a failover waits this long and 10% more besides. It must
+// outlast an etcd leader election (1 to 2 s with etcd's default election timeout of 1 s,
+// during which no keep-alive is answered) with the keep-alive interval to spare: the
+// library deposes a partition the moment its grant lapses, even if the same grant comes
+// back a moment later, and a 2 s lease lapsed in about one run in four at the kill of the
+// raft leader.
+const leaseTTL = 3
 
 // maxValue bounds a produced value.
 const maxValue = 1 << 20
@@ -136,6 +142,19 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	var node *router.Node
 	v := newView(cc.Topic, self.ID)
 	own := &etcdOwnership{topic: cc.Topic, self: self.ID, view: v, lease: lease}
+	// Every lapse of its grants is told to the parent, with the partitions it held: the
+	// library deposes them at once, so the acks it answered within a commit interval before
+	// may come back, and their leases are dropped, as in a failover (the ledger's window).
+	lease.lapsed = func(st *leaseState) {
+		parts := []string{}
+		for p, g := range v.snap().owners {
+			if g.node == self.ID && g.lease == int64(st.id) {
+				parts = append(parts, fmt.Sprintf("%d:%d", p, g.modRev))
+			}
+		}
+		say.say("event lapsed %d %s", st.until.UnixNano(), strings.Join(parts, ","))
+	}
+
 	logs := newSharedLogs(cc.LogDir, cc.Topic, func(p int32, hwm int64) { node.Appended(cc.Topic, p, hwm) }, own.holds)
 	routes := etcdRoutes{v}
 	v.prepare = func(prev, next *snapshot) {

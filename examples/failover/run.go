@@ -8,10 +8,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -204,8 +204,37 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 	return nil
 }
 
-// event shows a node's event line.
-func (c *clusterRun) event(id, text string) { c.say("%s: %s", id, text) }
+// event shows a node's event line. A lapse of its grants ("lapsed <unix ns> <p>:<epoch>,...")
+// is recorded in the ledger: its acks within the window before may come back.
+func (c *clusterRun) event(id, text string) {
+	rest, ok := strings.CutPrefix(text, "lapsed ")
+	if !ok {
+		c.say("%s: %s", id, text)
+		return
+	}
+	at, list, _ := strings.Cut(rest, " ")
+	ns, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		c.say("%s: %s (unreadable)", id, text)
+		return
+	}
+	anchor := time.Unix(0, ns)
+	parts := map[int32]int64{}
+	for item := range strings.SplitSeq(list, ",") {
+		ps, es, _ := strings.Cut(item, ":")
+		p, perr := strconv.ParseInt(ps, 10, 32)
+		e, eerr := strconv.ParseInt(es, 10, 64)
+		if perr == nil && eerr == nil {
+			parts[int32(p)] = e
+		}
+	}
+	if c.led.lapse(id, parts, anchor, leaseTTL*time.Second) {
+		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (no keep-alive answered in time: etcd electing a leader?): deposed, the failover's window applies",
+			id, topic, partsList(parts), anchor.Sub(c.start).Seconds())
+	} else {
+		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock", id, topic, partsList(parts), anchor.Sub(c.start).Seconds())
+	}
+}
 
 // play runs the clients and the script until every record is acked and every partition
 // drained, and stops them.
@@ -340,7 +369,7 @@ func (c *clusterRun) finish(runErr error) report {
 	stopped, cutOff := c.stopped, c.cutOff
 	c.mu.Unlock()
 	if p := c.procs[stopped]; p != nil {
-		syscall.Kill(p.Pid(), syscall.SIGCONT)
+		pause(p.Pid(), false)
 	}
 	if cutOff != "" {
 		c.cut(ctx, cutOff, false, nil)
@@ -470,25 +499,30 @@ func (rep *report) print(out io.Writer, c *clusterRun) {
 			if f.phase != ph {
 				continue
 			}
-			anchor := fmt.Sprintf("%s, at %.2fs", f.how, f.anchor.Sub(c.start).Seconds())
+			if !f.scripted {
+				w("      %s's grants of %s lapsed at %.2fs, not by this phase's doing (no keep-alive answered in time): the library",
+					f.victim, partsList(f.parts), f.anchor.Sub(c.start).Seconds())
+				w("        deposed them, so the window below applies as to a failover")
+			}
 			w("      the window: acks applied within one commit interval + tick (%v + %v = %v) before %s stopped acting on its",
 				c.cfg.commitInterval, saveSlack, rep.window, f.victim)
-			w("        partitions (%s) may come back: ack state reaches etcd at most once per commit interval;", anchor)
+			w("        partitions (%s, at %.2fs) may come back: ack state reaches etcd at most once per commit interval;",
+				f.how, f.anchor.Sub(c.start).Seconds())
 			w("        clients had %d such acks of its partitions (sent by then, answered within the window before or after)", f.windowAcks)
-			if pc.ackedAgainIn > 0 {
+			if f.ackedAgainIn > 0 {
 				dying := ""
-				if pc.answeredDying > 0 {
-					dying = fmt.Sprintf(" (%d answered after it: the answer was on its way)", pc.answeredDying)
+				if f.answeredDying > 0 {
+					dying = fmt.Sprintf(" (%d answered after it: the answer was on its way)", f.answeredDying)
 				}
-				w("        %d came back, answered at most %v before%s", pc.ackedAgainIn, pc.windowOldest.Round(time.Millisecond), dying)
+				w("        %d came back, answered at most %v before%s", f.ackedAgainIn, f.windowOldest.Round(time.Millisecond), dying)
 			} else {
 				w("        none came back")
 			}
-			w("      records %s had leased, leased again by the new owner while the old lease's time ran: %d", f.victim, pc.leasesDropped)
-			w("        (a failover carries no leases; the old ones were no longer settleable: none was answered 204 after)")
-			if ph != moving && pc.retried > 0 {
-				w("      acks refused (503) while a partition was between owners, then answered after a retry: %d", pc.retried)
-			}
+			w("      records %s had leased, leased again while the old lease's time ran: %d (a failover carries no leases; the", f.victim, f.leasesDropped)
+			w("        old ones were not settleable any more: no ack of one sent after was answered 204, or it would count above)")
+		}
+		if ph != moving && pc.retried > 0 {
+			w("      acks refused (503) while a partition was between owners, then answered after a retry: %d", pc.retried)
 		}
 		for _, v := range pc.violations {
 			w("      BROKEN: %s", v)

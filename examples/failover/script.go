@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -271,7 +270,7 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 	c.mu.Lock()
 	p := c.procs[victim]
 	c.mu.Unlock()
-	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+	if err := pause(p.Pid(), true); err != nil {
 		return fmt.Errorf("SIGSTOP %s: %w", victim, err)
 	}
 	at := time.Now()
@@ -287,7 +286,7 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 	if s != nil {
 		c.say("%s: every partition of %s failed over while it was stopped, %v after the SIGSTOP", label, victim, failed.Round(10*time.Millisecond))
 	}
-	if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
+	if err := pause(p.Pid(), false); err != nil {
 		return fmt.Errorf("SIGCONT %s: %w", victim, err)
 	}
 	cont := time.Now()
