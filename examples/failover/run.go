@@ -78,9 +78,9 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 		api: queueclient.New(transport, topic), led: newLedger(cfg.visibility, cfg.commitInterval, cfg.phases)}
 	defer c.killAll() // whatever is left running after an early return
 
-	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	w := func(format string, args ...any) { c.writeLine(format, args...) }
 	w("failover: 3 node processes on 127.0.0.1, each an etcd member (embed) and a router.Node; topic %q, %d partitions", topic, cfg.partitions)
-	c.start = time.Now()
+	c.setStart(time.Now())
 	for _, n := range cc.Nodes {
 		p, err := startProc(exe, configPath, n.ID, c.event)
 		if err != nil {
@@ -135,11 +135,11 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	w("phases: %s", strings.Join(script, ", "))
 	w("")
 
-	c.start = time.Now()
+	c.setStart(time.Now())
 	c.begin(cfg.phases[0], c.start)
 	runErr := c.play(ctx)
 	rep = c.finish(runErr)
-	rep.print(out, c)
+	rep.print(c)
 	if len(rep.failures) > 0 {
 		return rep, errors.New(strings.Join(rep.failures, "; "))
 	}
@@ -230,9 +230,9 @@ func (c *clusterRun) event(id, text string) {
 	}
 	if c.led.lapse(id, parts, anchor, leaseTTL*time.Second) {
 		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (no keep-alive answered in time: etcd electing a leader?): deposed, the failover's window applies",
-			id, topic, partsList(parts), anchor.Sub(c.start).Seconds())
+			id, topic, partsList(parts), c.sinceStart(anchor))
 	} else {
-		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock", id, topic, partsList(parts), anchor.Sub(c.start).Seconds())
+		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock", id, topic, partsList(parts), c.sinceStart(anchor))
 	}
 }
 
@@ -457,6 +457,28 @@ func (c *clusterRun) say(format string, args ...any) {
 	fmt.Fprintf(c.out, "%5.1fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
+// writeLine prints a line as it is, between the nodes' event lines.
+func (c *clusterRun) writeLine(format string, args ...any) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	fmt.Fprintf(c.out, format+"\n", args...)
+}
+
+// setStart sets the moment the lines' times count from. The nodes' event lines read it,
+// from their own goroutines.
+func (c *clusterRun) setStart(t time.Time) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	c.start = t
+}
+
+// sinceStart is t as the lines' times count it.
+func (c *clusterRun) sinceStart(t time.Time) float64 {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return t.Sub(c.start).Seconds()
+}
+
 func (c *clusterRun) progress(ctx context.Context) {
 	t := time.NewTicker(c.cfg.progress)
 	defer t.Stop()
@@ -470,8 +492,8 @@ func (c *clusterRun) progress(ctx context.Context) {
 	}
 }
 
-func (rep *report) print(out io.Writer, c *clusterRun) {
-	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+func (rep *report) print(c *clusterRun) {
+	w := c.writeLine
 	w("")
 	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.records, c.cfg.clients*len(c.cc.Nodes), rep.elapsed.Seconds())
 	for i, ph := range c.cfg.phases {
