@@ -422,6 +422,27 @@ func (l *ledger) granted(next *snapshot) {
 	}
 }
 
+// through counts the deliveries through node whose consume began after after, and the acks
+// through it of any delivery answered 204 after after: what its clients got from it.
+func (l *ledger) through(node string, after time.Time) (delivered, acked int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.records {
+		for _, j := range r.leases {
+			if j.via != node {
+				continue
+			}
+			if j.start.After(after) {
+				delivered++
+			}
+			if j.acked && j.ackedAt.After(after) {
+				acked++
+			}
+		}
+	}
+	return delivered, acked
+}
+
 // allAcked reports whether every record whose produce was answered has been acked, or had
 // an ack that got no answer (the owner's status tells whether it took it).
 func (l *ledger) allAcked() bool {

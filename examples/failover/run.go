@@ -45,6 +45,7 @@ type clusterRun struct {
 	stopped string // the node stopped with SIGSTOP, while it is
 	cutOff  string // the node cut off, while it is
 	notes   [phases][]string
+	later   []func() // notes written once the run is over
 }
 
 // report is what a run found.
@@ -411,6 +412,12 @@ func (c *clusterRun) finish(runErr error) report {
 		}
 	}
 	rep.tally = c.led.tally()
+	c.mu.Lock()
+	later := c.later
+	c.mu.Unlock()
+	for _, f := range later {
+		f()
+	}
 	if runErr != nil {
 		rep.failures = append(rep.failures, runErr.Error())
 	}

@@ -303,6 +303,7 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 	c.say("%s: %s is live again under a new lease, %v after its SIGCONT, with no partition", label, victim, time.Since(cont).Round(10*time.Millisecond))
 	c.note(zombie, "%s (granted %s) stopped for %v: failed over %v after the SIGSTOP, live again under a new lease %v after the SIGCONT",
 		victim, partsList(parts), cont.Sub(at).Round(10*time.Millisecond), failed.Round(10*time.Millisecond), time.Since(cont).Round(10*time.Millisecond))
+	c.afterwards(zombie, victim, cont, "the SIGCONT")
 	return nil
 }
 
@@ -372,7 +373,20 @@ func (c *clusterRun) partition(ctx context.Context) error {
 	c.note(partitioned, "%s (granted %s) cut off for %v: its grants lapsed %v after the cut, failed over %v after the cut, live again under a new lease %v after the healing",
 		victim, partsList(parts), healed.Sub(at).Round(10*time.Millisecond), time.Duration(ans.LapseInNs).Round(time.Millisecond),
 		failed.Round(10*time.Millisecond), time.Since(healed).Round(10*time.Millisecond))
+	c.afterwards(partitioned, victim, healed, "the healing")
 	return nil
+}
+
+// afterwards notes, at the end of the run, what node's clients got through it after the
+// moment after: they kept calling it, and it served them through its peers.
+func (c *clusterRun) afterwards(ph phase, node string, after time.Time, what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.later = append(c.later, func() {
+		d, a := c.led.through(node, after)
+		c.notes[ph] = append(c.notes[ph], fmt.Sprintf("from %s to the end of the run its clients kept calling it: %d deliveries and %d acks answered 204 through it",
+			what, d, a))
+	})
 }
 
 // cut calls node's /admin/cut.
