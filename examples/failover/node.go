@@ -46,7 +46,7 @@ import (
 //	  POST /admin/adopt     ?partition=N&epoch=E, body = a HandOff's bytes, or &from=store:
 //	                        Load them from etcd (a failover); once this node's view has the
 //	                        grant of epoch E, open the log under it, Adopt
-//	  POST /admin/cut       ?on=1 or 0: the partition's test hook (see cut)
+//	  POST /admin/cut       ?on=1 or 0: the partition phase's test hook (see cutOff)
 //
 // It prints "ready" once it serves, "event ..." lines for the parent to show, and on SIGTERM
 // it closes the node and its server ("closed"), then waits for its standard input to close
@@ -332,7 +332,7 @@ func routesChanged(prev, next *snapshot) bool {
 }
 
 // admin is the node's HTTP endpoints beside the two handlers: produce, status, and the
-// controller's hand-off, adopt and drop.
+// controller's hand-off and adopt, and the partition phase's test hook.
 type admin struct {
 	id    string
 	topic string

@@ -34,7 +34,7 @@ type clusterRun struct {
 	start   time.Time
 
 	viewMu   sync.Mutex
-	stopView context.CancelFunc // ends the view's watch through its current client
+	stopView func() // ends the view's watch through its current client, and waits for it
 
 	outMu sync.Mutex
 	out   io.Writer
@@ -152,12 +152,16 @@ func (c *clusterRun) watch(ctx context.Context, cli *clientv3.Client) error {
 	c.viewMu.Lock()
 	defer c.viewMu.Unlock()
 	if c.stopView != nil {
-		c.stopView()
+		c.stopView() // one watch publishes at a time
 	}
 	vctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.stopView = stop
+	done := make(chan struct{})
+	c.stopView = func() { stop(); <-done }
 	ready := make(chan struct{})
-	go c.view.run(vctx, cli, ready)
+	go func() {
+		defer close(done)
+		c.view.run(vctx, cli, ready)
+	}()
 	select {
 	case <-ready:
 		return nil
