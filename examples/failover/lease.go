@@ -39,9 +39,10 @@ type nodeLease struct {
 	cli    *clientv3.Client
 	say    *lines
 	rejoin func(ctx context.Context, id clientv3.LeaseID) error // puts the node's liveness key under a new lease
-	// lapsed is told when the node's grants lapsed (the lease's end passed with no
-	// keep-alive answered), at the tick that finds it: st is the lease, at its end.
-	lapsed func(st *leaseState)
+	// lapsed is told when the node's grants lapsed at at: the lease's end passed with no
+	// keep-alive answered (told at the tick that finds it), or etcd said the lease is gone
+	// before its end on this node's clock (told at once).
+	lapsed func(st *leaseState, at time.Time)
 
 	cur atomic.Pointer[leaseState]
 
@@ -122,7 +123,7 @@ func (l *nodeLease) run(ctx context.Context) {
 		if st := l.state(); l.lapsedAt.IsZero() && !st.until.After(time.Now()) {
 			l.lapsedAt = st.until
 			if l.lapsed != nil {
-				l.lapsed(st)
+				l.lapsed(st, st.until)
 			}
 		}
 		if l.keepAlive(ctx) && !l.lapsedAt.IsZero() {
@@ -161,8 +162,21 @@ func (l *nodeLease) keepAlive(ctx context.Context) bool {
 }
 
 // replace takes a new lease in place of st, which etcd says expired, and puts the node's
-// liveness key under it.
+// liveness key under it. The grants under st end at once, whatever this node's clock said
+// of st: its keys are gone, and the controller counts its wait from then.
 func (l *nodeLease) replace(ctx context.Context, st *leaseState) bool {
+	if now := time.Now(); st.until.After(now) {
+		ended := *st
+		ended.until = now
+		l.cur.CompareAndSwap(st, &ended)
+		if l.lapsedAt.IsZero() {
+			l.lapsedAt = now
+			if l.lapsed != nil {
+				l.lapsed(st, now)
+			}
+		}
+		st = &ended
+	}
 	l.say.say("event its etcd lease %x expired (it was paused, or cut off from etcd, for longer than its TTL): every grant it held went with it; taking a new lease", int64(st.id))
 	for ctx.Err() == nil {
 		next, err := l.grant(ctx)

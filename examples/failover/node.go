@@ -145,14 +145,14 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	// Every lapse of its grants is told to the parent, with the partitions it held: the
 	// library deposes them at once, so the acks it answered within a commit interval before
 	// may come back, and their leases are dropped, as in a failover (the ledger's window).
-	lease.lapsed = func(st *leaseState) {
+	lease.lapsed = func(st *leaseState, at time.Time) {
 		parts := []string{}
 		for p, g := range v.snap().owners {
 			if g.node == self.ID && g.lease == int64(st.id) {
 				parts = append(parts, fmt.Sprintf("%d:%d", p, g.modRev))
 			}
 		}
-		say.say("event lapsed %d %s", st.until.UnixNano(), strings.Join(parts, ","))
+		say.say("event lapsed %d %s", at.UnixNano(), strings.Join(parts, ","))
 	}
 
 	logs := newSharedLogs(cc.LogDir, cc.Topic, func(p int32, hwm int64) { node.Appended(cc.Topic, p, hwm) }, own.holds)

@@ -150,6 +150,59 @@ func TestStoreFencesOlderEpochs(t *testing.T) {
 	}
 }
 
+// A save that times out may be committed later than the saves that follow it (etcd forwards
+// a proposal held by a raft leader that was paused to the next leader when it continues):
+// it then changes nothing, since its comparison of the state key's revision no longer holds.
+// The save after a timeout reads the revision again, and saves.
+func TestStoreLateSaveChangesNothing(t *testing.T) {
+	s := newEtcdStore(testEtcd(t), "/late/state/", "/late/epoch/")
+	ctx := t.Context()
+	epoch := grantEpoch(t, s, "orders", 0)
+	state := func(v string) []router.PartitionState {
+		return []router.PartitionState{{Topic: "orders", Partition: 0, State: []byte(v), Epoch: epoch}}
+	}
+	if err := s.Save(ctx, state("v1")); err != nil {
+		t.Fatal(err)
+	}
+	// v2's Txn is built and sent, and its answer never comes: the store forgets what it knew.
+	late, err := s.build(ctx, state("v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.forget(late.keys...)
+	if err := s.Save(ctx, state("v3")); err != nil {
+		t.Fatalf("the save after a timeout: %v", err)
+	}
+	resp, err := s.cli.Txn(ctx).If(late.cmps...).Then(late.puts...).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Succeeded {
+		t.Fatal("the late save was committed over a newer state")
+	}
+	if got, err := s.Load(ctx, "orders", 0); err != nil || string(got) != "v3" {
+		t.Fatalf("Load = %q, %v; want v3", got, err)
+	}
+
+	// The other order: the timed-out save is committed first, then the next save finds the
+	// key moved on, reads it again, and saves.
+	late, err = s.build(ctx, state("v4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.forget(late.keys...)
+	if resp, err := s.cli.Txn(ctx).If(late.cmps...).Then(late.puts...).Commit(); err != nil || !resp.Succeeded {
+		t.Fatalf("the timed-out save, committed: %v, %v", resp, err)
+	}
+	s.seen(late.keys[0], 1) // a revision it believes, wrongly: the next save compares it first
+	if err := s.Save(ctx, state("v5")); err != nil {
+		t.Fatalf("the save after the late one: %v", err)
+	}
+	if got, err := s.Load(ctx, "orders", 0); err != nil || string(got) != "v5" {
+		t.Fatalf("Load = %q, %v; want v5", got, err)
+	}
+}
+
 // The library deposes a partition whose save the store refused as fenced: a node granted a
 // partition under an epoch that a newer grant replaced (the host never told it: a stale
 // grant) stops serving it at its next save, and what it acked since is not in the store.
