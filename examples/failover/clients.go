@@ -67,20 +67,22 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 		for i := range msgs {
 			m := &msgs[i]
 			pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
-			if !c.led.delivered(m, start, end) {
-				switch n := c.rng.IntN(1000); {
-				case n < abandonPerMille:
-					c.led.settle(pos, delivery.Abandoned, end, false)
+			n, again := c.led.delivered(m, c.via, start, end)
+			if !again {
+				switch r := c.rng.IntN(1000); {
+				case r < abandonPerMille:
+					c.led.settle(pos, n, delivery.Abandoned, end, end, false)
 					continue
-				case n < abandonPerMille+nackPerMille:
+				case r < abandonPerMille+nackPerMille:
 					// Noted first: the record may be delivered again before the nack's
 					// answer comes back. A nack that fails leaves the lease to lapse.
-					c.led.settle(pos, delivery.Nacked, time.Now(), false)
+					now := time.Now()
+					c.led.settle(pos, n, delivery.Nacked, now, now, false)
 					c.api.Nack(ctx, c.base, m.Receipt)
 					continue
 				}
 			}
-			if err := c.ack(ctx, m.Receipt, pos); err != nil {
+			if err := c.ack(ctx, m.Receipt, pos, n); err != nil {
 				return err
 			}
 		}
@@ -88,16 +90,17 @@ func (c *consumer) run(consumeCtx, ctx context.Context, dead func() bool) error 
 	return nil
 }
 
-// ack acks one record, trying again while the answer is a 503.
-func (c *consumer) ack(ctx context.Context, handle string, pos delivery.Position) error {
+// ack acks delivery n of one record, trying again while the answer is a 503 (refused
+// unapplied: only the last attempt can have been applied, after it was sent).
+func (c *consumer) ack(ctx context.Context, handle string, pos delivery.Position, n int) error {
 	for attempt := 0; ; attempt++ {
-		c.led.acking(pos, c.via, time.Now())
+		sent := time.Now()
 		o, fatal := delivery.OutcomeOf(c.api.Ack(ctx, c.base, handle))
 		if fatal != nil {
 			return fmt.Errorf("through %s: %w", c.via, fatal)
 		}
 		if o != delivery.AckRefused || attempt == ackRetries || ctx.Err() != nil {
-			c.led.settle(pos, o, time.Now(), attempt > 0)
+			c.led.settle(pos, n, o, sent, time.Now(), attempt > 0)
 			return nil
 		}
 		launch.Pause(ctx, ackRetryPause)
@@ -105,28 +108,28 @@ func (c *consumer) ack(ctx context.Context, handle string, pos delivery.Position
 }
 
 // A producer appends records to one partition through its owner (as the parent's view of
-// etcd names it), at its share of the rate, until the run has its records. A node that
-// does not own the partition (any more) answers 409, a dead one does not answer: the
-// producer looks the owner up again and retries.
+// etcd names it), at its share of the pace, until the run has its records. A node that
+// does not own the partition (any more, or whose grant lapsed) answers 409, a dead one does
+// not answer: the producer looks the owner up again and retries.
 type producer struct {
 	partition int32
+	share     float64 // of the records: 1 / partitions
 	view      *view
 	api       *queueclient.Client
 	led       *ledger
-	rate      float64       // records per second
-	slots     *atomic.Int64 // records the run still wants, shared by the producers
-	seq       *atomic.Int64 // numbers the records' values
+	pace      func(time.Time) float64 // records the run may have produced by then, over every partition
+	slots     *atomic.Int64           // records the run still wants, shared by the producers
+	seq       *atomic.Int64           // numbers the records' values
 }
 
 const produceEvery = 20 * time.Millisecond
 
 func (p *producer) run(ctx context.Context) {
-	start := time.Now()
 	sent := 0
 	tick := time.NewTicker(produceEvery)
 	defer tick.Stop()
 	for {
-		due := int(time.Since(start).Seconds()*p.rate) - sent
+		due := int(p.pace(time.Now())*p.share) - sent
 		for ; due > 0; due-- {
 			if p.slots.Add(-1) < 0 {
 				p.slots.Add(1)

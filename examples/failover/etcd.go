@@ -20,6 +20,8 @@ const (
 	nodesPrefix   = keyRoot + "nodes/"      // nodes/<id> → its address; under the node's lease
 	assignPrefix  = keyRoot + "assign/"     // assign/<topic>/<partition> → the owner's id
 	movePrefix    = keyRoot + "move/"       // move/<topic>/<partition> → the node to move it to
+	ownerPrefix   = keyRoot + "owner/"      // owner/<topic>/<partition> → the node granted it; under that node's lease
+	epochPrefix   = keyRoot + "epoch/"      // epoch/<topic>/<partition>: its mod revision is the partition's newest epoch (etcdStore fences with it)
 	statePrefix   = keyRoot + "state/"      // state/<topic>/<partition> → its ack state (etcdStore)
 	electionName  = keyRoot + "controller/" // the controller's election
 	haltKey       = keyRoot + "halt"        // set: the controller changes nothing (a planned stop)
@@ -31,6 +33,8 @@ func nodeKey(id string) string { return nodesPrefix + id }
 func assignKey(topic string, p int32) string { return fmt.Sprintf("%s%s/%d", assignPrefix, topic, p) }
 
 func moveKey(topic string, p int32) string { return fmt.Sprintf("%s%s/%d", movePrefix, topic, p) }
+
+func ownerKey(topic string, p int32) string { return fmt.Sprintf("%s%s/%d", ownerPrefix, topic, p) }
 
 // A member is one etcd member of the cluster, as the config lays it out.
 type member struct {

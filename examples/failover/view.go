@@ -16,7 +16,8 @@ import (
 )
 
 // A view follows what etcd says about the cluster: which nodes are live (their lease keys),
-// who owns each partition of the topic, the moves asked for, and whether the cluster is
+// which node each partition of the topic is granted to (its owner key, under that node's
+// lease) and routed to (its assignment), the moves asked for, and whether the cluster is
 // being stopped. It reads everything at one revision, then watches from the next, and
 // publishes each change as a new immutable snapshot. A node's Routes and Liveness answer
 // from it (etcdRoutes), its controller reconciles from it, and the parent's producers find
@@ -34,12 +35,27 @@ type view struct {
 
 	mu      sync.Mutex
 	updated chan struct{} // closed and replaced at each publish
+
+	// The partition's test hook: while held, the view hears nothing from etcd (its watch
+	// is ended, and it reads afresh once released), as a node cut off from etcd.
+	held      atomic.Bool
+	stopWatch context.CancelFunc // ends the watch in progress; under mu
 }
 
-// An assignment is who owns a partition, and the revision that said so last (the
-// controller's transactions compare it).
+// An assignment is the node a partition is routed to, and the revision that said so last
+// (the controller's transactions compare it).
 type assignment struct {
 	owner  string
+	modRev int64
+}
+
+// A grant is a partition's owner key: the node it is granted to, the lease the key lives
+// under (that node's, when it was granted), and the key's mod revision, which is the grant's
+// epoch (router.Grant.Epoch): it grows with every grant of the partition, since the
+// controller puts the key once per grant.
+type grant struct {
+	node   string
+	lease  int64
 	modRev int64
 }
 
@@ -47,7 +63,9 @@ type assignment struct {
 type snapshot struct {
 	rev    int64
 	assign map[int32]assignment
+	owners map[int32]grant   // partition → its owner key; none while it is granted to nobody
 	live   map[string]string // live node → its HTTP address
+	leases map[string]int64  // live node → the lease its liveness key is under
 	known  map[string]string // every node ever seen live → its last address
 	moves  map[int32]string  // partition → the node a move was asked to
 	halt   bool
@@ -59,21 +77,25 @@ type snapshot struct {
 
 func newView(topic, self string) *view {
 	v := &view{topic: topic, self: self, updated: make(chan struct{})}
-	v.cur.Store(&snapshot{assign: map[int32]assignment{}, live: map[string]string{}, known: map[string]string{},
-		moves: map[int32]string{}, remote: map[string][]int32{}})
+	v.cur.Store(&snapshot{assign: map[int32]assignment{}, owners: map[int32]grant{}, live: map[string]string{},
+		leases: map[string]int64{}, known: map[string]string{}, moves: map[int32]string{}, remote: map[string][]int32{}})
 	return v
 }
 
 func (v *view) snap() *snapshot { return v.cur.Load() }
 
-// watched is the key range the view follows: assign/ to nodes/, which takes in
-// controller/, halt and move/ and leaves out state/ (the ack states, written at every
-// commit interval).
-var watchFrom, watchEnd = assignPrefix, clientv3.GetPrefixRangeEnd(nodesPrefix)
+// watched is the key range the view follows: assign/ to owner/, which takes in
+// controller/, halt, move/ and nodes/ and leaves out state/ (the ack states, written at
+// every commit interval) and epoch/ (the store's).
+var watchFrom, watchEnd = assignPrefix, clientv3.GetPrefixRangeEnd(ownerPrefix)
 
 // run reads and watches until ctx ends. ready is closed after the first publish.
 func (v *view) run(ctx context.Context, cli *clientv3.Client, ready chan<- struct{}) error {
 	for ctx.Err() == nil {
+		if v.held.Load() {
+			launch.Pause(ctx, 20*time.Millisecond)
+			continue
+		}
 		resp, err := cli.Get(ctx, watchFrom, clientv3.WithRange(watchEnd))
 		if err != nil {
 			if launch.Pause(ctx, 100*time.Millisecond); ctx.Err() != nil {
@@ -83,25 +105,31 @@ func (v *view) run(ctx context.Context, cli *clientv3.Client, ready chan<- struc
 		}
 		next := v.build(v.snap(), resp.Header.Revision, func(apply applyFunc) {
 			for _, kv := range resp.Kvs {
-				apply(string(kv.Key), kv.Value, kv.ModRevision, true)
+				apply(string(kv.Key), kv.Value, kv.ModRevision, kv.Lease, true)
 			}
 		}, true)
+		if v.held.Load() {
+			continue // cut off meanwhile: what it read is not heard
+		}
 		v.publish(next)
 		if ready != nil {
 			close(ready)
 			ready = nil
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		v.mu.Lock()
+		v.stopWatch = cancel
+		v.mu.Unlock()
 		for wr := range cli.Watch(wctx, watchFrom, clientv3.WithRange(watchEnd), clientv3.WithRev(next.rev+1)) {
-			if wr.Err() != nil {
-				break // compacted, or the member lost its leader: read afresh
+			if wr.Err() != nil || v.held.Load() {
+				break // compacted, the member lost its leader, or cut off: read afresh
 			}
 			if len(wr.Events) == 0 {
 				continue
 			}
 			next = v.build(v.snap(), wr.Header.Revision, func(apply applyFunc) {
 				for _, ev := range wr.Events {
-					apply(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision, ev.Type == clientv3.EventTypePut)
+					apply(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision, ev.Kv.Lease, ev.Type == clientv3.EventTypePut)
 				}
 			}, false)
 			v.publish(next)
@@ -111,19 +139,33 @@ func (v *view) run(ctx context.Context, cli *clientv3.Client, ready chan<- struc
 	return nil
 }
 
+// hold cuts the view off from etcd (on) or lets it hear again: the partition's test hook.
+func (v *view) hold(on bool) {
+	v.held.Store(on)
+	if on {
+		v.mu.Lock()
+		if v.stopWatch != nil {
+			v.stopWatch()
+		}
+		v.mu.Unlock()
+	}
+}
+
 // build returns the snapshot after the changes each calls apply for: from scratch when
 // full (a fresh read), over prev otherwise.
-// applyFunc takes one key's change: put (value, at modRev) or deleted.
-type applyFunc func(key string, value []byte, modRev int64, put bool)
+// applyFunc takes one key's change: put (value, at modRev, under lease) or deleted.
+type applyFunc func(key string, value []byte, modRev, lease int64, put bool)
 
 func (v *view) build(prev *snapshot, rev int64, each func(apply applyFunc), full bool) *snapshot {
 	next := &snapshot{rev: rev, known: maps.Clone(prev.known)}
 	if full {
-		next.assign, next.live, next.moves = map[int32]assignment{}, map[string]string{}, map[int32]string{}
+		next.assign, next.owners, next.live, next.leases, next.moves = map[int32]assignment{}, map[int32]grant{},
+			map[string]string{}, map[string]int64{}, map[int32]string{}
 	} else {
-		next.assign, next.live, next.moves, next.halt = maps.Clone(prev.assign), maps.Clone(prev.live), maps.Clone(prev.moves), prev.halt
+		next.assign, next.owners, next.live, next.leases, next.moves, next.halt = maps.Clone(prev.assign), maps.Clone(prev.owners),
+			maps.Clone(prev.live), maps.Clone(prev.leases), maps.Clone(prev.moves), prev.halt
 	}
-	each(func(key string, value []byte, modRev int64, put bool) {
+	each(func(key string, value []byte, modRev, lease int64, put bool) {
 		switch {
 		case key == haltKey:
 			next.halt = put
@@ -132,8 +174,18 @@ func (v *view) build(prev *snapshot, rev int64, each func(apply applyFunc), full
 			if put {
 				next.live[id] = string(value)
 				next.known[id] = string(value)
+				next.leases[id] = lease
 			} else {
 				delete(next.live, id)
+				delete(next.leases, id)
+			}
+		case strings.HasPrefix(key, ownerPrefix):
+			if p, ok := v.partitionOf(key, ownerPrefix); ok {
+				if put {
+					next.owners[p] = grant{node: string(value), lease: lease, modRev: modRev}
+				} else {
+					delete(next.owners, p)
+				}
 			}
 		case strings.HasPrefix(key, assignPrefix):
 			if p, ok := v.partitionOf(key, assignPrefix); ok {
@@ -216,10 +268,28 @@ func (v *view) changes() <-chan struct{} {
 	return v.updated
 }
 
-// owner returns who owns partition p.
+// owner returns the node partition p is routed to.
 func (s *snapshot) owner(p int32) string { return s.assign[p].owner }
 
-// owned returns the partitions node owns, ascending.
+// granted returns the partitions whose owner key names node, ascending.
+func (s *snapshot) granted(node string) []int32 {
+	var ps []int32
+	for p, g := range s.owners {
+		if g.node == node {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// settled reports whether partition p is granted and routed to one node.
+func (s *snapshot) settled(p int32) bool {
+	g, ok := s.owners[p]
+	return ok && s.assign[p].owner == g.node
+}
+
+// owned returns the partitions routed to node, ascending.
 func (s *snapshot) owned(node string) []int32 {
 	var ps []int32
 	for p, a := range s.assign {
