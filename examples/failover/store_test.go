@@ -58,6 +58,17 @@ func TestStateStore(t *testing.T) {
 			es := s.(*etcdStore)
 			return newEtcdStore(testClient(t, endpoint), es.prefix, es.epochs)
 		},
+		Fences: true,
+		// The controller grants a partition by putting its epoch key: the put's revision is
+		// the grant's epoch.
+		Grant: func(t *testing.T, s router.StateStore, topic string, partition int32) uint64 {
+			es := s.(*etcdStore)
+			resp, err := es.cli.Put(context.Background(), es.epochKey(topic, partition), "granted")
+			if err != nil {
+				t.Fatalf("granting %s/%d: %v", topic, partition, err)
+			}
+			return uint64(resp.Header.Revision)
+		},
 	})
 }
 

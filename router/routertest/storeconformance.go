@@ -27,6 +27,11 @@ type StoreHarness struct {
 	// under an older epoch than the partition's, with an error wrapping router.ErrFenced, and
 	// changes nothing for it.
 	Fences bool
+	// Grant, for a store that learns a partition's epoch from the host's grant (a key the
+	// host's failover writes) rather than from the saves, grants the partition anew as the
+	// host does and returns the grant's epoch, larger than the last. Nil: the store holds the
+	// newest epoch saved, and the suite makes epochs up.
+	Grant func(t *testing.T, s router.StateStore, topic string, partition int32) (epoch uint64)
 }
 
 // TestStateStore runs the library's conformance suite against a host's router.StateStore:
@@ -47,34 +52,52 @@ func TestStateStore(t *testing.T, h StoreHarness) {
 	}
 }
 
-// testStoreFences checks a fencing store: a save under the partition's epoch or a newer one
-// passes, one under an older epoch is refused with router.ErrFenced and changes nothing, and
-// another partition's epoch is its own.
+// testStoreFences checks a fencing store: a save under the partition's epoch passes, one
+// under an older epoch (the owner it was taken from) is refused with router.ErrFenced and
+// changes nothing, and another partition's epoch is its own.
 func testStoreFences(t *testing.T, h StoreHarness) {
 	s := h.New(t)
+	grant := h.Grant
+	if grant == nil {
+		last := uint64(4)
+		grant = func(*testing.T, router.StateStore, string, int32) uint64 { last++; return last }
+	}
 	save := func(p int32, gen int, epoch uint64) error {
 		return s.Save(context.Background(), []router.PartitionState{{Topic: "orders", Partition: p, State: state("orders", p, gen), Epoch: epoch}})
 	}
-	if err := save(0, 1, 5); err != nil {
-		t.Fatalf("a first save under epoch 5: %v", err)
+	old := grant(t, s, "orders", 0)
+	if err := save(0, 1, old); err != nil {
+		t.Fatalf("a first save under epoch %d: %v", old, err)
 	}
-	if err := save(0, 2, 5); err != nil {
+	if err := save(0, 2, old); err != nil {
 		t.Fatalf("a save under the same epoch: %v", err)
 	}
-	for _, older := range []uint64{4, 0} {
-		err := save(0, 3, older)
-		if !errors.Is(err, router.ErrFenced) {
-			t.Fatalf("a save under epoch %d after epoch 5: %v, want an error wrapping router.ErrFenced", older, err)
+	current := grant(t, s, "orders", 0) // failed over: the new owner's epoch
+	if current <= old {
+		t.Fatalf("Grant returned epoch %d after %d: epochs must grow", current, old)
+	}
+	want := state("orders", 0, 2)
+	if h.Grant == nil { // the store learns the epoch from the new owner's first save
+		if err := save(0, 3, current); err != nil {
+			t.Fatalf("the new owner's save under epoch %d: %v", current, err)
 		}
-		if b := mustLoad(t, s, "orders", 0); !bytes.Equal(b, state("orders", 0, 2)) {
+		want = state("orders", 0, 3)
+	}
+	for _, older := range []uint64{old, 0} {
+		err := save(0, 9, older)
+		if !errors.Is(err, router.ErrFenced) {
+			t.Fatalf("a save under epoch %d after epoch %d: %v, want an error wrapping router.ErrFenced", older, current, err)
+		}
+		if b := mustLoad(t, s, "orders", 0); !bytes.Equal(b, want) {
 			t.Fatalf("a refused save changed the state: %q", b)
 		}
 	}
-	if err := save(0, 4, 6); err != nil {
-		t.Fatalf("a save under a newer epoch: %v", err)
+	if err := save(0, 4, current); err != nil {
+		t.Fatalf("a save under the partition's epoch: %v", err)
 	}
-	if err := save(1, 1, 1); err != nil {
-		t.Fatalf("another partition's first save, under an older epoch than partition 0's: %v", err)
+	other := grant(t, s, "orders", 1)
+	if err := save(1, 1, other); err != nil {
+		t.Fatalf("another partition's save under its own epoch: %v", err)
 	}
 }
 
