@@ -69,6 +69,7 @@ type failover struct {
 	anchor   time.Time       // when it stopped acting on them: the SIGSTOP, its grant's lapse, the kill
 	how      string          // that, in words
 	scripted bool            // a phase's event; else a lapse of a node's grants that the node told of
+	why      string          // of a lapse: what the node said
 	takeover map[int32]time.Time
 
 	ackedAgainIn  int           // acked records delivered again within its window
@@ -390,7 +391,7 @@ func (l *ledger) failover(ph phase, victim string, parts map[int32]int64, anchor
 // deposed them at once (whether or not the same grants came back a moment later), so the
 // failover's window applies. A lapse of a phase's victim within a TTL of its event is that
 // event's, already recorded. It reports whether it recorded it.
-func (l *ledger) lapse(node string, parts map[int32]int64, anchor time.Time, ttl time.Duration) bool {
+func (l *ledger) lapse(node string, parts map[int32]int64, anchor time.Time, ttl time.Duration, why string) bool {
 	if len(parts) == 0 {
 		return false // nothing deposed
 	}
@@ -402,7 +403,7 @@ func (l *ledger) lapse(node string, parts map[int32]int64, anchor time.Time, ttl
 		}
 	}
 	l.failovers = append(l.failovers, &failover{phase: l.phaseAt(anchor), victim: node, parts: parts, anchor: anchor,
-		how: "its grants' lapse on its clock, unscripted", takeover: map[int32]time.Time{}})
+		how: "its grants' lapse on its clock, unscripted", why: why, takeover: map[int32]time.Time{}})
 	return true
 }
 
