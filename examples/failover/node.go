@@ -146,10 +146,20 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	// library deposes them at once, so the acks it answered within a commit interval before
 	// may come back, and their leases are dropped, as in a failover (the ledger's window).
 	held := &heldGrants{}
+	// Each partition comes with when its last save reached etcd (0: none in this process):
+	// the acks applied since may be lost, which is one commit interval while etcd answers.
+	var store *etcdStore
 	lease.lapsed = func(st *leaseState, at time.Time, revoked bool) {
 		parts := []string{}
 		for p, epoch := range held.of(int64(st.id)) {
-			parts = append(parts, fmt.Sprintf("%d:%d", p, epoch))
+			var saved int64
+			if t, ok := store.lastSaved(cc.Topic, p); ok {
+				saved = t.UnixNano()
+			}
+			parts = append(parts, fmt.Sprintf("%d:%d:%d", p, epoch, saved))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "-")
 		}
 		why := "unanswered" // no keep-alive answered before the lease's end
 		if revoked {
@@ -196,7 +206,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		return err
 	}
 	defer transport.CloseIdleConnections()
-	store := newEtcdStore(cli, statePrefix, epochPrefix)
+	store = newEtcdStore(cli, statePrefix, epochPrefix)
 	node, err = router.New(router.Config{
 		Logs:           logs,
 		Routes:         routes,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -225,20 +226,27 @@ func (c *clusterRun) event(id, text string) {
 		return
 	}
 	anchor := time.Unix(0, ns)
-	parts := map[int32]int64{}
+	parts, saved := map[int32]int64{}, map[int32]time.Time{}
 	for item := range strings.SplitSeq(fields[1], ",") {
-		ps, es, _ := strings.Cut(item, ":")
-		p, perr := strconv.ParseInt(ps, 10, 32)
-		e, eerr := strconv.ParseInt(es, 10, 64)
-		if perr == nil && eerr == nil {
+		f := strings.Split(item, ":")
+		if len(f) != 3 {
+			continue // "-": none
+		}
+		p, perr := strconv.ParseInt(f[0], 10, 32)
+		e, eerr := strconv.ParseInt(f[1], 10, 64)
+		t, terr := strconv.ParseInt(f[2], 10, 64)
+		if perr == nil && eerr == nil && terr == nil {
 			parts[int32(p)] = e
+			if t > 0 {
+				saved[int32(p)] = time.Unix(0, t)
+			}
 		}
 	}
 	why := "no keep-alive answered before its lease's end: etcd electing a leader?"
 	if fields[2] == "revoked" {
 		why = "etcd revoked its lease before its end on the node's clock"
 	}
-	if c.led.lapse(id, parts, anchor, leaseTTL*time.Second, why) {
+	if c.led.lapse(id, parts, saved, anchor, leaseTTL*time.Second, why) {
 		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (%s): deposed, the failover's window applies",
 			id, topic, partsList(parts), c.sinceStart(anchor), why)
 	} else {
@@ -546,6 +554,14 @@ func (rep *report) print(c *clusterRun) {
 				c.cfg.commitInterval, saveSlack, rep.window, f.victim)
 			w("        partitions (%s, at %.2fs) may come back: ack state reaches etcd at most once per commit interval;",
 				f.how, f.anchor.Sub(c.start).Seconds())
+			if len(f.from) > 0 {
+				var ext []string
+				for _, p := range slices.Sorted(maps.Keys(f.from)) {
+					ext = append(ext, fmt.Sprintf("%d since %.2fs", p, f.from[p].Sub(c.start).Seconds()))
+				}
+				w("        or since its last save that reached etcd, where that was earlier (etcd did not take its saves")
+				w("        meanwhile): partitions %s", strings.Join(ext, ", "))
+			}
 			w("        clients had %d such acks of its partitions (sent by then, answered within the window before or after)", f.windowAcks)
 			if f.ackedAgainIn > 0 {
 				dying := ""
