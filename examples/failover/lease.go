@@ -127,7 +127,7 @@ func (l *nodeLease) run(ctx context.Context) {
 			}
 		}
 		if l.keepAlive(ctx) && !l.lapsedAt.IsZero() {
-			l.say.say("event its grants hold again: a keep-alive was answered %v after they lapsed", time.Since(l.lapsedAt).Round(time.Millisecond))
+			l.say.say("event a keep-alive was answered again, %v after its grants lapsed", time.Since(l.lapsedAt).Round(time.Millisecond))
 			l.lapsedAt = time.Time{}
 		}
 		l.sending.Done()
