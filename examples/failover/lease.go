@@ -42,7 +42,7 @@ type nodeLease struct {
 	// lapsed is told when the node's grants lapsed at at: the lease's end passed with no
 	// keep-alive answered (told at the tick that finds it), or etcd said the lease is gone
 	// before its end on this node's clock (told at once).
-	lapsed func(st *leaseState, at time.Time)
+	lapsed func(st *leaseState, at time.Time, revoked bool)
 
 	cur atomic.Pointer[leaseState]
 
@@ -123,11 +123,11 @@ func (l *nodeLease) run(ctx context.Context) {
 		if st := l.state(); l.lapsedAt.IsZero() && !st.until.After(time.Now()) {
 			l.lapsedAt = st.until
 			if l.lapsed != nil {
-				l.lapsed(st, st.until)
+				l.lapsed(st, st.until, false)
 			}
 		}
 		if l.keepAlive(ctx) && !l.lapsedAt.IsZero() {
-			l.say.say("event its grants hold again: a keep-alive was answered %v after they lapsed", time.Since(l.lapsedAt).Round(time.Millisecond))
+			l.say.say("event a keep-alive was answered again, %v after its grants lapsed", time.Since(l.lapsedAt).Round(time.Millisecond))
 			l.lapsedAt = time.Time{}
 		}
 		l.sending.Done()
@@ -172,7 +172,7 @@ func (l *nodeLease) replace(ctx context.Context, st *leaseState) bool {
 		if l.lapsedAt.IsZero() {
 			l.lapsedAt = now
 			if l.lapsed != nil {
-				l.lapsed(st, now)
+				l.lapsed(st, now, true)
 			}
 		}
 		st = &ended

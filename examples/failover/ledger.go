@@ -69,7 +69,12 @@ type failover struct {
 	anchor   time.Time       // when it stopped acting on them: the SIGSTOP, its grant's lapse, the kill
 	how      string          // that, in words
 	scripted bool            // a phase's event; else a lapse of a node's grants that the node told of
+	why      string          // of a lapse: what the node said
 	takeover map[int32]time.Time
+	// from extends the window, per partition, back to the victim's last save that reached
+	// etcd when that was earlier than the window's start: the node answers acks while etcd
+	// does not take its saves, and they are durable only once a save takes them.
+	from map[int32]time.Time
 
 	ackedAgainIn  int           // acked records delivered again within its window
 	answeredDying int           // of them, acks whose answer came back after the anchor
@@ -101,7 +106,10 @@ type counts struct {
 //     anchor: the SIGSTOP, its grant's lapse on its clock, the kill) may not have reached
 //     etcd. The ack was applied between its sending and its answer, so it is within the
 //     window when it was sent at or before the anchor and answered at or after the anchor
-//     less the window.
+//     less the window. While etcd takes none of the owner's saves (it has no leader, or it
+//     stalls), the owner answers acks all the same: those are durable only once a save takes
+//     them, so when the owner's last save of the partition that reached etcd (which the
+//     owner tells) was earlier than the window's start, the window reaches back to it.
 //   - two holders at once: two leases of one record both settleable at one time. Either a
 //     delivery while an earlier lease surely still ran (it was handed over before, began
 //     less than the visibility timeout before, and its client has not settled it), except
@@ -322,10 +330,15 @@ func (l *ledger) ackedAndLeased(pos delivery.Position, j, n *lease) {
 
 // inWindow returns the failover whose window the 204 to lease j's ack falls in: the record's
 // partition failed over, and the ack may have been applied within the window before the old
-// owner stopped acting on it (sent by then, answered no earlier than the window before).
+// owner stopped acting on it (sent by then, answered no earlier than the window's start:
+// the window before, or the old owner's last save that reached etcd if that was earlier).
 func (l *ledger) inWindow(p int32, j *lease) *failover {
 	for _, f := range l.failovers {
-		if _, ok := f.parts[p]; ok && !j.ackSent.After(f.anchor) && !j.ackedAt.Before(f.anchor.Add(-l.window)) {
+		start := f.anchor.Add(-l.window)
+		if from, ok := f.from[p]; ok {
+			start = from
+		}
+		if _, ok := f.parts[p]; ok && !j.ackSent.After(f.anchor) && !j.ackedAt.Before(start) {
 			return f
 		}
 	}
@@ -388,22 +401,45 @@ func (l *ledger) failover(ph phase, victim string, parts map[int32]int64, anchor
 
 // lapse records that node's grants of parts lapsed at anchor, as the node told: the library
 // deposed them at once (whether or not the same grants came back a moment later), so the
-// failover's window applies. A lapse of a phase's victim within a TTL of its event is that
-// event's, already recorded. It reports whether it recorded it.
-func (l *ledger) lapse(node string, parts map[int32]int64, anchor time.Time, ttl time.Duration) bool {
-	if len(parts) == 0 {
-		return false // nothing deposed
-	}
+// failover's window applies, reaching back to the node's last save of a partition that
+// reached etcd (saved) where that was earlier. A lapse of a phase's victim within a TTL of
+// its event is that event's, already recorded: only its window is extended. It reports
+// whether it recorded a new one.
+func (l *ledger) lapse(node string, parts map[int32]int64, saved map[int32]time.Time, anchor time.Time, ttl time.Duration, why string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, f := range l.failovers {
 		if f.victim == node && f.scripted && anchor.After(f.anchor.Add(-ttl)) && anchor.Before(f.anchor.Add(ttl)) {
+			l.extend(f, saved)
 			return false
 		}
 	}
-	l.failovers = append(l.failovers, &failover{phase: l.phaseAt(anchor), victim: node, parts: parts, anchor: anchor,
-		how: "its grants' lapse on its clock, unscripted", takeover: map[int32]time.Time{}})
+	if len(parts) == 0 {
+		return false // nothing deposed
+	}
+	f := &failover{phase: l.phaseAt(anchor), victim: node, parts: parts, anchor: anchor,
+		how: "its grants' lapse on its clock, unscripted", why: why, takeover: map[int32]time.Time{}}
+	l.extend(f, saved)
+	l.failovers = append(l.failovers, f)
 	return true
+}
+
+// extend reaches f's window back to the victim's last saves that reached etcd (saved),
+// where they were earlier than the window's start. The caller holds l.mu.
+func (l *ledger) extend(f *failover, saved map[int32]time.Time) {
+	start := f.anchor.Add(-l.window)
+	for p, t := range saved {
+		if _, ok := f.parts[p]; !ok {
+			continue
+		}
+		// The save took a state the node took just before it: saveSlack covers that.
+		if from := t.Add(-saveSlack); from.Before(start) {
+			if f.from == nil {
+				f.from = map[int32]time.Time{}
+			}
+			f.from[p] = from
+		}
+	}
 }
 
 // granted notes the failed-over partitions that next grants anew: the takeover.

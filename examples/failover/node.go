@@ -145,14 +145,27 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	// Every lapse of its grants is told to the parent, with the partitions it held: the
 	// library deposes them at once, so the acks it answered within a commit interval before
 	// may come back, and their leases are dropped, as in a failover (the ledger's window).
-	lease.lapsed = func(st *leaseState, at time.Time) {
+	held := &heldGrants{}
+	// Each partition comes with when its last save reached etcd (0: none in this process):
+	// the acks applied since may be lost, which is one commit interval while etcd answers.
+	var store *etcdStore
+	lease.lapsed = func(st *leaseState, at time.Time, revoked bool) {
 		parts := []string{}
-		for p, g := range v.snap().owners {
-			if g.node == self.ID && g.lease == int64(st.id) {
-				parts = append(parts, fmt.Sprintf("%d:%d", p, g.modRev))
+		for p, epoch := range held.of(int64(st.id)) {
+			var saved int64
+			if t, ok := store.lastSaved(cc.Topic, p); ok {
+				saved = t.UnixNano()
 			}
+			parts = append(parts, fmt.Sprintf("%d:%d:%d", p, epoch, saved))
 		}
-		say.say("event lapsed %d %s", at.UnixNano(), strings.Join(parts, ","))
+		if len(parts) == 0 {
+			parts = append(parts, "-")
+		}
+		why := "unanswered" // no keep-alive answered before the lease's end
+		if revoked {
+			why = "revoked" // etcd said the lease is gone before its end on this node's clock
+		}
+		say.say("event lapsed %d %s %s", at.UnixNano(), strings.Join(parts, ","), why)
 	}
 
 	logs := newSharedLogs(cc.LogDir, cc.Topic, func(p int32, hwm int64) { node.Appended(cc.Topic, p, hwm) }, own.holds)
@@ -169,6 +182,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		}
 	}
 	v.changed = func(prev, next *snapshot) {
+		held.update(next, self.ID, int64(lease.state().id))
 		if routesChanged(prev, next) {
 			// Deposes at once what is no longer routed or granted here.
 			node.RoutesChanged(cc.Topic)
@@ -192,7 +206,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		return err
 	}
 	defer transport.CloseIdleConnections()
-	store := newEtcdStore(cli, statePrefix, epochPrefix)
+	store = newEtcdStore(cli, statePrefix, epochPrefix)
 	node, err = router.New(router.Config{
 		Logs:           logs,
 		Routes:         routes,

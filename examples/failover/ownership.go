@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"sync"
 	"time"
 
 	"narad.dev/consume/router"
@@ -52,6 +54,46 @@ func (o *etcdOwnership) Grant(topic string, partition int32) (router.Grant, bool
 func (o *etcdOwnership) holds(p int32, epoch uint64) bool {
 	g, ok := o.Grant(o.topic, p)
 	return ok && g.Epoch == epoch
+}
+
+// heldGrants follows the partitions granted to this node under its current lease: those
+// whose owner key names it under the lease, and those whose owner key was deleted since (the
+// controller replaces owner keys, never deletes them: a deleted one went with the lease).
+// When the lease lapses, or etcd revokes it, that is what the node held, even if its view
+// has seen the keys go by then.
+type heldGrants struct {
+	mu    sync.Mutex
+	lease int64
+	parts map[int32]int64 // partition → the grant's epoch
+}
+
+// update follows snapshot s, for node self under lease.
+func (h *heldGrants) update(s *snapshot, self string, lease int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if lease != h.lease || h.parts == nil {
+		h.lease, h.parts = lease, map[int32]int64{}
+	}
+	for p := range h.parts {
+		if g, ok := s.owners[p]; ok && (g.node != self || g.lease != lease) {
+			delete(h.parts, p) // granted anew, to another node or under another lease
+		}
+	}
+	for p, g := range s.owners {
+		if g.node == self && g.lease == lease {
+			h.parts[p] = g.modRev
+		}
+	}
+}
+
+// of returns what the node held under lease.
+func (h *heldGrants) of(lease int64) map[int32]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if lease != h.lease {
+		return nil
+	}
+	return maps.Clone(h.parts)
 }
 
 // grantWait is how long the controller waits, once a partition's owner key is gone, before

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -209,33 +210,45 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 	return nil
 }
 
-// event shows a node's event line. A lapse of its grants ("lapsed <unix ns> <p>:<epoch>,...")
-// is recorded in the ledger: its acks within the window before may come back.
+// event shows a node's event line. A lapse of its grants ("lapsed <unix ns>
+// <p>:<epoch>,... unanswered|revoked") is recorded in the ledger: its acks within the window
+// before may come back.
 func (c *clusterRun) event(id, text string) {
 	rest, ok := strings.CutPrefix(text, "lapsed ")
 	if !ok {
 		c.say("%s: %s", id, text)
 		return
 	}
-	at, list, _ := strings.Cut(rest, " ")
-	ns, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
+	fields := strings.Fields(rest)
+	ns, err := strconv.ParseInt(fields[0], 10, 64)
+	if err != nil || len(fields) != 3 {
 		c.say("%s: %s (unreadable)", id, text)
 		return
 	}
 	anchor := time.Unix(0, ns)
-	parts := map[int32]int64{}
-	for item := range strings.SplitSeq(list, ",") {
-		ps, es, _ := strings.Cut(item, ":")
-		p, perr := strconv.ParseInt(ps, 10, 32)
-		e, eerr := strconv.ParseInt(es, 10, 64)
-		if perr == nil && eerr == nil {
+	parts, saved := map[int32]int64{}, map[int32]time.Time{}
+	for item := range strings.SplitSeq(fields[1], ",") {
+		f := strings.Split(item, ":")
+		if len(f) != 3 {
+			continue // "-": none
+		}
+		p, perr := strconv.ParseInt(f[0], 10, 32)
+		e, eerr := strconv.ParseInt(f[1], 10, 64)
+		t, terr := strconv.ParseInt(f[2], 10, 64)
+		if perr == nil && eerr == nil && terr == nil {
 			parts[int32(p)] = e
+			if t > 0 {
+				saved[int32(p)] = time.Unix(0, t)
+			}
 		}
 	}
-	if c.led.lapse(id, parts, anchor, leaseTTL*time.Second) {
-		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (no keep-alive answered in time: etcd electing a leader?): deposed, the failover's window applies",
-			id, topic, partsList(parts), c.sinceStart(anchor))
+	why := "no keep-alive answered before its lease's end: etcd electing a leader?"
+	if fields[2] == "revoked" {
+		why = "etcd revoked its lease before its end on the node's clock"
+	}
+	if c.led.lapse(id, parts, saved, anchor, leaseTTL*time.Second, why) {
+		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (%s): deposed, the failover's window applies",
+			id, topic, partsList(parts), c.sinceStart(anchor), why)
 	} else {
 		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock", id, topic, partsList(parts), c.sinceStart(anchor))
 	}
@@ -533,14 +546,22 @@ func (rep *report) print(c *clusterRun) {
 				continue
 			}
 			if !f.scripted {
-				w("      %s's grants of %s lapsed at %.2fs, not by this phase's doing (no keep-alive answered in time): the library",
-					f.victim, partsList(f.parts), f.anchor.Sub(c.start).Seconds())
-				w("        deposed them, so the window below applies as to a failover")
+				w("      %s's grants of %s lapsed at %.2fs, not by this phase's doing (%s):",
+					f.victim, partsList(f.parts), f.anchor.Sub(c.start).Seconds(), f.why)
+				w("        the library deposed them, so the window below applies as to a failover")
 			}
 			w("      the window: acks applied within one commit interval + tick (%v + %v = %v) before %s stopped acting on its",
 				c.cfg.commitInterval, saveSlack, rep.window, f.victim)
 			w("        partitions (%s, at %.2fs) may come back: ack state reaches etcd at most once per commit interval;",
 				f.how, f.anchor.Sub(c.start).Seconds())
+			if len(f.from) > 0 {
+				var ext []string
+				for _, p := range slices.Sorted(maps.Keys(f.from)) {
+					ext = append(ext, fmt.Sprintf("%d since %.2fs", p, f.from[p].Sub(c.start).Seconds()))
+				}
+				w("        or since its last save that reached etcd, where that was earlier (etcd did not take its saves")
+				w("        meanwhile): partitions %s", strings.Join(ext, ", "))
+			}
 			w("        clients had %d such acks of its partitions (sent by then, answered within the window before or after)", f.windowAcks)
 			if f.ackedAgainIn > 0 {
 				dying := ""

@@ -59,8 +59,9 @@ type etcdStore struct {
 	prefix string // of the states; ends with "/"
 	epochs string // of the epoch keys; ends with "/"
 
-	mu   sync.Mutex
-	revs map[string]int64 // state key → its mod revision as this store last saw it (0: absent)
+	mu    sync.Mutex
+	revs  map[string]int64     // state key → its mod revision as this store last saw it (0: absent)
+	saved map[string]time.Time // state key → when the last Save of it that etcd took was called
 }
 
 // maxTxnOps is etcd's default bound on the comparisons, and on the operations of each
@@ -83,7 +84,7 @@ const txnTimeout = time.Second
 var _ router.StateStore = (*etcdStore)(nil)
 
 func newEtcdStore(cli *clientv3.Client, prefix, epochs string) *etcdStore {
-	return &etcdStore{cli: cli, prefix: prefix, epochs: epochs, revs: map[string]int64{}}
+	return &etcdStore{cli: cli, prefix: prefix, epochs: epochs, revs: map[string]int64{}, saved: map[string]time.Time{}}
 }
 
 // topicPart is the part of every key of topic after a prefix: the topic path-escaped (so it
@@ -201,8 +202,18 @@ func (s *etcdStore) build(ctx context.Context, batch []router.PartitionState) (s
 	return op, nil
 }
 
+// lastSaved returns when this store was last called to save the partition's state and etcd
+// took it: the node took the state just before, so every ack applied earlier is in etcd.
+func (s *etcdStore) lastSaved(topic string, partition int32) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.saved[s.key(topic, partition)]
+	return t, ok
+}
+
 // saveTxn saves batch in one Txn.
 func (s *etcdStore) saveTxn(ctx context.Context, batch []router.PartitionState) error {
+	called := time.Now()
 	op, err := s.build(ctx, batch)
 	if err != nil {
 		return err
@@ -215,9 +226,11 @@ func (s *etcdStore) saveTxn(ctx context.Context, batch []router.PartitionState) 
 		return fmt.Errorf("etcd txn of %d puts: %w", len(batch), err)
 	}
 	if resp.Succeeded {
+		s.mu.Lock()
 		for _, k := range op.keys {
-			s.seen(k, resp.Header.Revision)
+			s.revs[k], s.saved[k] = resp.Header.Revision, called
 		}
+		s.mu.Unlock()
 		return nil
 	}
 	return s.refused(batch, op.keys, resp)
