@@ -203,6 +203,22 @@ func (s *sim) staleFor(via *node, p int32) bool {
 	return owner != ""
 }
 
+// loseFor has the controller stop renewing nd's grants (why: paused, cut off) and sets how
+// long nd stays so: for a third of the TTL now and then, otherwise until its grants lapsed,
+// its partitions failed over (nd.failoverAt), and a while more. It returns the time it began
+// and when nd's grants lapse.
+func (s *sim) loseFor(rng *rand.Rand, nd *node, why string) (now, lapse time.Time) {
+	now = time.Now()
+	lapse = s.ctl.lose(nd, why)
+	length := s.ctl.ttl / 3
+	if rng.IntN(4) != 0 {
+		length = lapse.Sub(now) + s.ctl.margin + []time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}[rng.IntN(3)]
+		nd.failoverAt = lapse.Add(s.ctl.margin)
+	}
+	nd.until = now.Add(length)
+	return now, lapse
+}
+
 // pauseStep pauses a running owner: for a third of the TTL now and then, otherwise until
 // its grants lapsed, its partitions failed over, and a while more.
 func (s *sim) pauseStep() {
@@ -211,14 +227,7 @@ func (s *sim) pauseStep() {
 	if nd == nil {
 		return
 	}
-	now := time.Now()
-	lapse := s.ctl.lose(nd, "paused")
-	length := s.ctl.ttl / 3
-	if zr.IntN(4) != 0 {
-		length = lapse.Sub(now) + s.ctl.margin + []time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}[zr.IntN(3)]
-		nd.failoverAt = lapse.Add(s.ctl.margin)
-	}
-	nd.until = now.Add(length)
+	now, lapse := s.loseFor(zr, nd, "paused")
 	nd.paused = true
 	s.mu.Lock() // the model reads the pauses from the nodes' goroutines (running)
 	nd.pauses = append(nd.pauses, span{start: now})
@@ -292,14 +301,7 @@ func (s *sim) cutOffStep() {
 	if nd == nil {
 		return
 	}
-	now := time.Now()
-	lapse := s.ctl.lose(nd, "cut off")
-	length := s.ctl.ttl / 3
-	if cr.IntN(4) != 0 {
-		length = lapse.Sub(now) + s.ctl.margin + []time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}[cr.IntN(3)]
-		nd.failoverAt = lapse.Add(s.ctl.margin)
-	}
-	nd.until = now.Add(length)
+	_, lapse := s.loseFor(cr, nd, "cut off")
 	nd.cut = true
 	s.goStale(nd)
 	s.mu.Lock()
