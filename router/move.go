@@ -44,9 +44,25 @@ var (
 // moves is the node's memory of partitions it handed off (their fence) and of the hand-offs
 // it adopted (so a retried Adopt of the same bytes installs nothing again).
 type moves struct {
-	mu      sync.Mutex // guards adopted, and serialises Adopt's installs
+	mu      sync.Mutex // guards adopted and unrouted, and serialises Adopt's installs
 	fenced  sync.Map   // shardKey → *handedOff: read at every load of a shard
 	adopted map[shardKey]uint64
+	// unrouted holds the shards Adopt installed that the routes have not named here yet:
+	// RoutesChanged leaves them alone until they do (Adopt comes before the routes).
+	unrouted map[shardKey]*inflight.Shard
+}
+
+// awaitsRoutes reports whether shard is one Adopt installed that the routes have not named
+// here yet; routedHere says whether they name it here now, which ends the wait.
+func (m *moves) awaitsRoutes(key shardKey, shard *inflight.Shard, routedHere bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	installed, ok := m.unrouted[key]
+	if ok && (routedHere || installed != shard) {
+		delete(m.unrouted, key)
+		return false
+	}
+	return ok
 }
 
 // handedOff is what HandOff keeps of a partition it fenced: the state it returned (times on
@@ -275,7 +291,8 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 		}
 		return n.dir.MkdirAll(dir)
 	}
-	if _, err := n.tracker.Install(gen, partition, p.State, reset); err != nil {
+	shard, err := n.tracker.Install(gen, partition, p.State, reset)
+	if err != nil {
 		if errors.Is(err, inflight.ErrTopicDropped) {
 			return fmt.Errorf("%w: %w", ErrUnknownTopic, err)
 		}
@@ -286,6 +303,10 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 		n.moves.adopted = map[shardKey]uint64{}
 	}
 	n.moves.adopted[key] = p.ID
+	if n.moves.unrouted == nil {
+		n.moves.unrouted = map[shardKey]*inflight.Shard{}
+	}
+	n.moves.unrouted[key] = shard
 	return nil
 }
 

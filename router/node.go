@@ -576,6 +576,7 @@ func (n *Node) DeleteTopic(topic string) error {
 	for key := range n.moves.adopted {
 		if key.topic == topic {
 			delete(n.moves.adopted, key)
+			delete(n.moves.unrouted, key)
 		}
 	}
 	n.moves.mu.Unlock()
@@ -638,6 +639,7 @@ func (n *Node) DropPartition(topic string, partition int32) {
 	if partition >= 0 {
 		n.fencedEpochs.Delete(shardKey{topic, partition})
 		n.moves.mu.Lock()
+		delete(n.moves.unrouted, shardKey{topic, partition})
 		n.moves.unfenceLocked(topic, partition)
 		n.moves.mu.Unlock()
 		if n.store == nil {

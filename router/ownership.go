@@ -242,8 +242,11 @@ func (n *Node) RoutesChanged(topic string) {
 		now := n.clock.Now()
 		for _, shard := range shards {
 			p := shard.Partition()
+			routedHere := known && slices.Contains(local, p)
 			switch {
-			case !known || !slices.Contains(local, p):
+			case n.moves.awaitsRoutes(shardKey{topic, p}, shard, routedHere):
+				// Adopted here, the routes not yet changed to name it: its leases live on.
+			case !routedHere:
 				n.depose(topic, p, shard, "the routes name another owner")
 			case n.ownership != nil:
 				if g, ok := n.grant(topic, p); !ok || g.Epoch != shard.Epoch() {

@@ -341,3 +341,28 @@ func TestLateDeposeLeavesTheNewShard(t *testing.T) {
 		assert.Equal(t, uint64(1), h.node.Stats().Deposed, "the stale shard alone was deposed")
 	})
 }
+
+// Adopt comes before the routes name the partition here, and a host calls RoutesChanged on
+// every change: one in between leaves the adopted partition and the leases it brought alone.
+func TestRoutesChangedSparesAnAdoptionAwaitingItsRoutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTrio(t, time.Millisecond)
+		defer tr.close()
+		ctx := context.Background()
+		tr.a.produce(0, 2)
+		msgs := tr.a.consume(router.ConsumeOptions{Max: 2, Pinned: true, Partition: 0})
+		require.Len(t, msgs, 2)
+		state, err := tr.a.node.HandOff(ctx, "orders", 0)
+		require.NoError(t, err)
+		require.NoError(t, tr.b.node.Adopt(ctx, "orders", 0, state))
+		tr.b.node.RoutesChanged("orders") // the routes still name a
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", msgs[0].Receipt), "the lease moved with the state")
+
+		tr.route(map[int32]string{0: "b", 1: "b"})
+		tr.b.node.RoutesChanged("orders")
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", msgs[1].Receipt))
+		tr.route(map[int32]string{0: "a", 1: "b"}) // and away again: now it goes
+		tr.b.node.RoutesChanged("orders")
+		assert.Equal(t, uint64(1), tr.b.node.Stats().Deposed)
+	})
+}

@@ -110,6 +110,13 @@ func (n *Node) loadPartition(topic string, partition int32) (inflight.State, err
 	// to the earlier life (a redelivery at the next load), never the log's offsets of the
 	// earlier life to the new one (a skip).
 	host := n.hostIncarnation(topic)
+	if n.ownership != nil {
+		// Not granted here: no log or store is read for it (takeGrant below decides, once
+		// the state's epoch is known).
+		if _, ok := n.grant(topic, partition); !ok {
+			return inflight.State{}, errNoGrant(topic, partition)
+		}
+	}
 	log, err := n.getLog(topic, partition)
 	if err != nil {
 		return inflight.State{}, err
