@@ -111,22 +111,34 @@ func (n *Node) grant(topic string, partition int32) (Grant, bool) {
 }
 
 // renew tries to renew shard's lapsed grant at now: true when the host answers the same
-// grant (its epoch) still valid, and the shard serves on. Otherwise the shard is deposed:
-// another grant, or none, means another node may serve the partition now.
+// grant (its epoch) valid again, and the shard thaws as it was, its leases and unsaved acks
+// included (a keep-alive that came late: a consensus electing a leader). No grant now leaves
+// it frozen, to thaw if the same grant comes back: no other node can have been granted the
+// partition meanwhile, since every grant has a larger epoch. Another epoch deposes it (the
+// partition loads again under that grant, from the store).
 func (n *Node) renew(shard *inflight.Shard, now time.Time) bool {
-	if n.renewed(shard, now) {
+	switch renewed, other := n.renewed(shard, now); {
+	case renewed:
+		n.committer.MarkDirty(shard.Topic(), shard.Partition()) // a save it missed while frozen
 		return true
+	case other:
+		n.depose(shard.Topic(), shard.Partition(), shard, "its ownership grant changed")
 	}
-	n.depose(shard.Topic(), shard.Partition(), shard, "its ownership grant lapsed")
 	return false
 }
 
-// renewed is renew without the depose: whether the host renewed shard's grant, valid at now.
-func (n *Node) renewed(shard *inflight.Shard, now time.Time) bool {
-	if g, ok := n.grant(shard.Topic(), shard.Partition()); ok && g.Epoch == shard.Epoch() {
-		shard.Renew(now.Add(g.Left))
+// renewed is renew without its consequences: whether the host renewed shard's grant, valid
+// at now, or answers another epoch.
+func (n *Node) renewed(shard *inflight.Shard, now time.Time) (renewed, other bool) {
+	g, ok := n.grant(shard.Topic(), shard.Partition())
+	switch {
+	case !ok:
+		return false, false
+	case g.Epoch != shard.Epoch():
+		return false, true
 	}
-	return !shard.Lapsed(now)
+	shard.Renew(now.Add(g.Left))
+	return !shard.Lapsed(now), false
 }
 
 // lapsedRetry reports whether an op that answered err on shard at now should be tried again:
@@ -161,20 +173,22 @@ var deposing atomic.Pointer[func()]
 
 // mayWrite reports whether the committer may save shard's state now: without
 // Config.Ownership always; with it, while its grant is valid at a clock reading taken now (or
-// renewed). A shard whose grant lapsed saves nothing, and is deposed off the committer's
-// goroutine (a depose waits for the committer's save in progress: this one).
+// renewed). A shard whose grant lapsed saves nothing (its thaw marks it dirty again, see
+// renew); one granted anew under another epoch is deposed off the committer's goroutine (a
+// depose waits for the committer's save in progress: this one).
 func (n *Node) mayWrite(shard *inflight.Shard) bool {
 	if n.ownership == nil {
 		return true
 	}
 	now := n.clock.Now()
-	if !shard.Lapsed(now) || n.renewed(shard, now) {
+	if !shard.Lapsed(now) {
 		return true
 	}
-	if !n.life.closed.Load() { // the pool runs until Close has stopped the committer's loop
-		n.background(func() { n.depose(shard.Topic(), shard.Partition(), shard, "its ownership grant lapsed") })
+	renewed, other := n.renewed(shard, now)
+	if other && !n.life.closed.Load() { // the pool runs until Close has stopped the committer's loop
+		n.background(func() { n.depose(shard.Topic(), shard.Partition(), shard, "its ownership grant changed") })
 	}
-	return false
+	return renewed
 }
 
 // fenced is the store committer's Fenced: the store refused a save of the partition as

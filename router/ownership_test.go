@@ -155,13 +155,51 @@ func TestGrantLapseStopsTheOwner(t *testing.T) {
 		assert.Empty(t, h.consume(router.ConsumeOptions{Max: 10}), "no lease under a lapsed grant")
 		time.Sleep(10 * router.DefaultCommitInterval)
 		assert.Equal(t, saves, store.Saves(), "nothing saved after the lapse")
-		assert.Equal(t, uint64(1), h.node.Stats().Deposed)
+		assert.Zero(t, h.node.Stats().Deposed, "frozen, not deposed: the same grant may come back")
 
 		// A new grant (a new epoch: granted again) serves the partition from the store, with
 		// the acks answered before the lapse.
+		// The host tells the node (RoutesChanged), as it does when its grants change; without it
+		// the first touch finds the new epoch and deposes the stale shard, and the next loads.
 		g.set(0, 2, time.Now().Add(time.Minute))
+		h.node.RoutesChanged("orders")
 		got := h.consume(router.ConsumeOptions{Max: 10})
 		assert.Equal(t, []int64{2, 3, 4, 5}, offsetsOf(got), "0 and 1 acked; the leases died with the grant")
+		assert.Equal(t, uint64(1), h.node.Stats().Deposed)
+	})
+}
+
+// A grant that lapses and comes back the same (a keep-alive answered late, while the host's
+// consensus elected a leader) thaws the partition as it was: its leases settle, and what was
+// acked before the gap, never saved while frozen, is saved once it thaws.
+func TestGrantBackAfterAGapThaws(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &routertest.MemStore{}
+		g := &grants{}
+		g.set(0, 1, time.Now().Add(2*time.Second))
+		h := newGranted(t, g, store)
+		defer h.close()
+		ctx := context.Background()
+		h.produce(0, 3)
+		msgs := h.consume(router.ConsumeOptions{Max: 3})
+		require.Len(t, msgs, 3)
+		time.Sleep(1900 * time.Millisecond)
+		require.NoError(t, h.node.Persist(ctx, "orders", 0))
+		require.NoError(t, h.ack(msgs[0]), "just before the lapse")
+		time.Sleep(time.Second)
+		assert.ErrorIs(t, h.ack(msgs[1]), router.ErrMoved, "in the gap")
+		saves := store.Saves()
+
+		g.set(0, 1, time.Now().Add(time.Minute)) // the same grant, renewed
+		require.NoError(t, h.ack(msgs[1]), "thawed: the lease lived through the gap")
+		require.NoError(t, h.node.Persist(ctx, "orders", 0))
+		assert.Greater(t, store.Saves(), saves)
+		assert.Zero(t, h.node.Stats().Deposed)
+		st, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), st.Frontier, "both acks kept")
+		got := h.consume(router.ConsumeOptions{Max: 3})
+		assert.Empty(t, got, "offset 2's lease lives on too")
 	})
 }
 
@@ -176,7 +214,9 @@ func TestGrantLapseFoundByThePurger(t *testing.T) {
 		defer h.close()
 		h.produce(0, 1)
 		require.Len(t, h.consume(router.ConsumeOptions{Max: 1, Visibility: 2 * time.Second}), 1)
-		time.Sleep(3 * time.Second) // the lease's expiry wakes the purger after the lapse
+		time.Sleep(1500 * time.Millisecond)
+		g.set(0, 2, time.Now().Add(time.Minute)) // granted anew: the shard of epoch 1 is stale
+		time.Sleep(1500 * time.Millisecond)      // the lease's expiry wakes the purger after the lapse
 		assert.Equal(t, uint64(1), h.node.Stats().Deposed)
 	})
 }
@@ -305,7 +345,7 @@ func TestGrantLapseSavesNothingAfter(t *testing.T) {
 		require.NoError(t, h.ack(msgs[0]), "within the grant")
 		time.Sleep(10 * router.DefaultCommitInterval)
 		assert.Equal(t, saves, store.Saves(), "the lapse came before the committer's next save")
-		assert.Equal(t, uint64(1), h.node.Stats().Deposed, "and the committer deposed it")
+		assert.Zero(t, h.node.Stats().Deposed, "frozen until the host answers")
 	})
 }
 
