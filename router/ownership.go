@@ -228,10 +228,11 @@ func (n *Node) deposeLapsed(topic string, partition int32) {
 
 // RoutesChanged tells the node that its Routes (or its Ownership grants) changed for topic:
 // partitions moved, were added, or failed over. The node checks at once every partition of
-// the topic it has loaded: one the routes no longer name here, or (with Config.Ownership)
-// whose grant is gone or changed, is deposed (no lease, no settle, no save of it here from
-// now on: settles of its leases go to the owner the routes name), and consumers parked on
-// the topic look at the partitions as they are now. A host calls it whenever its routes
+// the topic it has loaded: one the routes no longer name here (unless Adopt installed it and
+// the routes have not named it here yet), or (with Config.Ownership) granted anew under
+// another epoch, is deposed (no lease, no settle, no save of it here from now on: settles of
+// its leases go to the owner the routes name), and consumers parked on the topic look at the
+// partitions as they are now. One whose grant is gone stops when its grant runs out. A host calls it whenever its routes
 // change, after the change; calls cost one routes lookup and a pass over the topic's loaded
 // partitions, nothing on the consume and settle paths.
 func (n *Node) RoutesChanged(topic string) {
@@ -263,9 +264,11 @@ func (n *Node) RoutesChanged(topic string) {
 			case !routedHere:
 				n.depose(topic, p, shard, "the routes name another owner")
 			case n.ownership != nil:
-				if g, ok := n.grant(topic, p); !ok || g.Epoch != shard.Epoch() {
-					n.depose(topic, p, shard, "its ownership grant is gone or changed")
-				} else {
+				// No grant now: the shard freezes when the one it holds runs out, and thaws
+				// if that grant comes back (see renew).
+				if g, ok := n.grant(topic, p); ok && g.Epoch != shard.Epoch() {
+					n.depose(topic, p, shard, "its ownership grant changed")
+				} else if ok {
 					shard.Renew(now.Add(g.Left))
 				}
 			}
