@@ -12,10 +12,11 @@ import (
 )
 
 // A node acts on a partition only while it can prove it owns it (see docs/protocol.md,
-// "Ownership and failover"): its Routes name it here and, with Config.Ownership, the host's
-// grant of it is valid on the node's own clock. The moment either fails, the partition's
-// shard is frozen (no lease, no settle, no save) and then deposed: its settles go to the
-// owner the routes name, or answer ErrMoved.
+// "Ownership and failover from a live owner"): its Routes name it here and, with
+// Config.Ownership, the host's grant of it is valid on the node's own clock. When the routes
+// name another owner the partition is deposed: its settles go to that owner. When the grant
+// runs out the partition's shard is frozen (no lease, no settle, no save): the same grant
+// coming back thaws it, another epoch deposes it.
 
 // Ownership is the host's grant of partitions in time (Config.Ownership): what its consensus
 // gives this node, an etcd lease on an owner key, a leader epoch with a session timeout, a
