@@ -282,10 +282,10 @@ func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts
 	return got
 }
 
-// restartThenPowerLoss is I3: a restart observes a state, primes, acks one more offset per
-// partition and writes its window without a writeout; a power loss then must not take back
-// what the restart observed.
-func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
+// restartAndAckOne is a restart over fsys after before's shards: it observes what recovery
+// reads (which must be observed), primes, acks one more offset per partition and writes its
+// window in a tick, with no writeout.
+func restartAndAckOne(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State) *memHarness {
 	h := newMemHarness(t, fsys, nil)
 	h.shards.Inherit(before)
 	for p := range int32(w1Parts) {
@@ -294,6 +294,14 @@ func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, 
 		h.ack("w", p, st.Frontier+1)
 	}
 	_ = h.tick()
+	return h
+}
+
+// restartThenPowerLoss is I3: a restart observes a state, primes, acks one more offset per
+// partition and writes its window without a writeout; a power loss then must not take back
+// what the restart observed.
+func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
+	h := restartAndAckOne(t, before, fsys, observed)
 	cut := fsys.PowerCut(memfs.PowerCut{})
 	h.closeCommitter()
 	for p := range int32(w1Parts) {

@@ -321,14 +321,7 @@ func crashWhileSyncsRun(t *testing.T, seed uint64, at time.Duration) {
 // slot), primes, acks one more offset per partition and writes its window; a process crash
 // then keeps that ack: the window's record outranks every slot the restart found.
 func restartThenProcessCrash(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
-	h := newMemHarness(t, fsys, nil)
-	h.shards.Inherit(before)
-	for p := range int32(w1Parts) {
-		st := h.create("w", p)
-		requireSameState(t, observed[p], st, "the restart observes what recovery read")
-		h.ack("w", p, st.Frontier+1)
-	}
-	_ = h.tick()
+	h := restartAndAckOne(t, before, fsys, observed)
 	crashed := fsys.ProcessCrash()
 	h.closeCommitter()
 	for p := range int32(w1Parts) {

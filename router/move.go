@@ -168,9 +168,11 @@ func (n *Node) fencedEntry(key shardKey) (*handedOff, error) {
 			return nil, err
 		}
 	}
-	if now := n.clock.Now(); n.ownership != nil && shard.Lapsed(now) && !n.renew(shard, now) {
-		// Another node may serve it now: what this node holds is not the partition's state.
-		return nil, errNoGrant(key.topic, key.partition)
+	if n.ownership != nil {
+		if now := n.clock.Now(); shard.Lapsed(now) && !n.renew(shard, now) {
+			// Another node may serve it now: what this node holds is not the partition's state.
+			return nil, errNoGrant(key.topic, key.partition)
+		}
 	}
 	n.moves.mu.Lock()
 	defer n.moves.mu.Unlock()

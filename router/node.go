@@ -521,9 +521,9 @@ func (n *Node) deadlineSet(_ string, _ int32, at time.Time) {
 // Appended tells the node that the log of (topic, partition) grew. It wakes a consumer
 // parked for the partition if there is one; with none parked it returns at once on an
 // atomic flag and allocates nothing. When the node gains or loses partitions, the host calls
-// RoutesChanged, which also makes consumers parked on the topic look again. Without it, a parked consumer waits
-// until its deadline or until another wake (a nack, a lease expiry, an append to another
-// partition) makes the node look. hwm, the next offset to be written, is not used: the node
+// RoutesChanged, which also makes consumers parked on the topic look again. Without it, a
+// parked consumer waits until its deadline or until another wake (a nack, a lease expiry, an
+// append to another partition) makes the node look. hwm, the next offset to be written, is not used: the node
 // reads the high watermark from the log itself when it reserves.
 func (n *Node) Appended(topic string, partition int32, hwm int64) {
 	n.wake(topic, partition)

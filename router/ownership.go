@@ -144,13 +144,13 @@ func (n *Node) renewed(shard *inflight.Shard, now time.Time) (renewed, other boo
 
 // lapsedRetry reports whether an op that answered err on shard at now should be tried again:
 // it answered ErrMoved because the shard's grant lapsed, and the host renewed the same grant.
-// A shard whose grant the host did not renew is deposed, and err stands.
+// Otherwise err stands (and the shard stays frozen, or is deposed: see renew).
 func (n *Node) lapsedRetry(shard *inflight.Shard, now time.Time, err error) bool {
 	return err == inflight.ErrMoved && n.ownership != nil && shard.Lapsed(now) && n.renew(shard, now)
 }
 
 // depose takes a partition from this node while its shard is live: the routes name another
-// owner, or its grant lapsed. The shard goes with its leases (their holders' settles answer
+// owner, the host granted it under another epoch, or the store fenced its save. The shard goes with its leases (their holders' settles answer
 // ErrMoved, and go to the owner the routes name), nothing of it is saved any more, and the
 // consumers parked for it look elsewhere. shard is the one found deposable; a newer shard
 // of the partition (loaded since under a new grant) is left alone.

@@ -59,6 +59,17 @@ func newGranted(t *testing.T, g *grants, store *routertest.MemStore) *harness {
 	return h
 }
 
+// grantedFor is newGranted with partition 0 granted under epoch 1 for left from now, closed
+// when the test ends.
+func grantedFor(t *testing.T, store *routertest.MemStore, left time.Duration) (*harness, *grants) {
+	t.Helper()
+	g := &grants{}
+	g.set(0, 1, time.Now().Add(left))
+	h := newGranted(t, g, store)
+	t.Cleanup(h.close)
+	return h, g
+}
+
 // An owner whose routes moved on while it runs stops at once when told: the settles of the
 // leases it granted are no longer applied and answered with success here, it grants no
 // lease of the partition, and it saves nothing of it. Before RoutesChanged it is still the
@@ -128,10 +139,7 @@ func TestRoutesChangedForwardsToTheNewOwner(t *testing.T) {
 func TestGrantLapseStopsTheOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &routertest.MemStore{}
-		g := &grants{}
-		g.set(0, 1, time.Now().Add(5*time.Second))
-		h := newGranted(t, g, store)
-		defer h.close()
+		h, g := grantedFor(t, store, 5*time.Second)
 		ctx := context.Background()
 		h.produce(0, 6)
 		msgs := h.consume(router.ConsumeOptions{Max: 4})
@@ -175,10 +183,7 @@ func TestGrantLapseStopsTheOwner(t *testing.T) {
 func TestGrantBackAfterAGapThaws(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &routertest.MemStore{}
-		g := &grants{}
-		g.set(0, 1, time.Now().Add(2*time.Second))
-		h := newGranted(t, g, store)
-		defer h.close()
+		h, g := grantedFor(t, store, 2*time.Second)
 		ctx := context.Background()
 		h.produce(0, 3)
 		msgs := h.consume(router.ConsumeOptions{Max: 3})
@@ -208,10 +213,7 @@ func TestGrantBackAfterAGapThaws(t *testing.T) {
 // shard's deadlines.
 func TestGrantLapseFoundByThePurger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := &grants{}
-		g.set(0, 1, time.Now().Add(time.Second))
-		h := newGranted(t, g, &routertest.MemStore{})
-		defer h.close()
+		h, g := grantedFor(t, &routertest.MemStore{}, time.Second)
 		h.produce(0, 1)
 		require.Len(t, h.consume(router.ConsumeOptions{Max: 1, Visibility: 2 * time.Second}), 1)
 		time.Sleep(1500 * time.Millisecond)
@@ -331,10 +333,7 @@ func TestAdoptNeedsAGrant(t *testing.T) {
 func TestGrantLapseSavesNothingAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &routertest.MemStore{}
-		g := &grants{}
-		g.set(0, 1, time.Now().Add(5*time.Second))
-		h := newGranted(t, g, store)
-		defer h.close()
+		h, _ := grantedFor(t, store, 5*time.Second)
 		h.produce(0, 2)
 		msgs := h.consume(router.ConsumeOptions{Max: 2})
 		require.Len(t, msgs, 2)
@@ -357,10 +356,7 @@ func TestGrantLapseSavesNothingAfter(t *testing.T) {
 // again while its holder's lease runs on).
 func TestLateDeposeLeavesTheNewShard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := &grants{}
-		g.set(0, 1, time.Now().Add(time.Hour))
-		h := newGranted(t, g, &routertest.MemStore{})
-		defer h.close()
+		h, g := grantedFor(t, &routertest.MemStore{}, time.Hour)
 		defer router.SetDeposing(nil)
 		h.produce(0, 3)
 		require.Len(t, h.consume(router.ConsumeOptions{Max: 1}), 1)
