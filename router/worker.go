@@ -12,8 +12,11 @@ import (
 
 // A Handler processes one delivered record. Returning nil acks it; returning an error (or
 // panicking) nacks it, and the topic's Backoff policy decides when it comes again. ctx ends
-// when the Work call's context does: a handler should stop then, and its record is released
-// for another consumer without counting as an attempt.
+// when the Work call's context does: a handler should stop then and return an error
+// (ctx.Err() will do), and its record is released for another consumer without counting as
+// an attempt. A handler that returns nil has finished its record, and it is acked whether ctx
+// ended or not: one that cancels Work's context once it is done (to handle one record, say)
+// has its record acked, and Work returns once the ack is answered.
 type Handler func(ctx context.Context, m Message) error
 
 // WorkOptions shape Work. The zero value runs one handler at a time.
@@ -59,10 +62,12 @@ func stopsWork(err error) bool {
 // extends each lease while its handler runs, acks on success and nacks on error or panic.
 // An ack does not hold its handler's slot: the slot takes the next record while the ack of a
 // record another node owns is on its way (Node.AckAsync).
-// When ctx ends it releases at once every record it holds whose handler has not finished,
-// so a local consumer never strands a lease until its timeout, then waits for its handlers
-// to return and their acks to be answered. It returns nil when ctx ends, or the error that stopped it (the node closed,
-// the topic deleted).
+// When ctx ends it releases at once every record it took but has not handed to a handler,
+// then waits for its handlers to return and their acks to be answered: a record whose
+// handler returns an error once ctx ended is released (not an attempt), one whose handler
+// returns nil is acked (Handler), and a handler that goes on regardless keeps its lease
+// extended until it returns. It returns nil when ctx ends, or the error that stopped it (the
+// node closed, the topic deleted).
 func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts WorkOptions) error {
 	if n.life.closed.Load() {
 		return ErrClosed
@@ -137,37 +142,33 @@ type worker struct {
 }
 
 // run processes one record: the handler under a lease kept alive by extensions, then the
-// ack or the nack; if ctx ends first, the record is released at once, while the handler
-// stops.
+// ack, the nack, or (the handler gave up because ctx ended) the release. What the handler
+// returns decides, not when ctx ended: a handler that returned nil finished its record,
+// even one that cancelled Work's context itself.
 func (w *worker) run(ctx context.Context, m Message) {
 	defer w.running.Done()
 	defer func() { w.free <- struct{}{} }()
 	handle := m.Receipt
 	stopExtending := w.keepAlive(handle, m.Expiry)
-	w.running.Add(1) // the release below, if it runs
-	keep := context.AfterFunc(ctx, func() {
-		defer w.running.Done()
-		stopExtending()
-		w.report(m, w.n.Release(context.Background(), w.topic, handle))
-	})
 	err := w.call(ctx, m)
-	if !keep() {
-		return // ctx ended first: the record was released, whatever the handler said
-	}
-	w.running.Done() // the release will not run
 	stopExtending()
 	switch {
 	case err == nil:
 		// Without waiting for the answer: the slot takes the next record while an ack of a
 		// record another node owns travels to its owner (and shares an RPC with others).
+		// The ack takes no context, so an ended ctx does not refuse it; whatever does
+		// (a closed node, a lease gone) OnError is told.
 		w.running.Add(1) // Work returns once the ack is answered
 		w.n.AckAsync(w.topic, handle, func(err error) {
 			w.report(m, err)
 			w.running.Done()
 		})
 	case ctx.Err() != nil:
-		// The handler gave up because the worker is shutting down (ctx ended before the
-		// release could be scheduled): a shutdown, not a failure of the record.
+		// The handler gave up because the worker is shutting down: a shutdown, not a
+		// failure of the record, unless it panicked.
+		if errors.Is(err, ErrHandlerPanic) {
+			w.report(m, err)
+		}
 		w.report(m, w.n.Release(context.Background(), w.topic, handle))
 	default:
 		w.report(m, err)

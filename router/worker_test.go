@@ -142,6 +142,49 @@ func TestWorkReleasesEverythingOnCancel(t *testing.T) {
 	})
 }
 
+// A handler that cancels Work's context once it is done, and returns nil, finished its
+// record: it is acked, not released, and it does not come again.
+func TestWorkAcksAHandlerThatCancelsWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 3)
+		ctx, cancel := context.WithCancel(context.Background())
+		var handled atomic.Int32
+		var reported []error
+		err := h.node.Work(ctx, "orders", func(_ context.Context, m router.Message) error {
+			handled.Add(1)
+			cancel() // one record is all this worker wanted
+			return nil
+		}, router.WorkOptions{OnError: func(_ router.Message, err error) { reported = append(reported, err) }})
+		require.NoError(t, err)
+		assert.Equal(t, int32(1), handled.Load())
+		assert.Empty(t, reported)
+		st := h.node.Stats().Shards
+		assert.Equal(t, uint64(1), st.Acked, "returning nil acks it, whoever ended ctx")
+		assert.Zero(t, st.Nacked)
+		assert.Equal(t, []int64{1, 2}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})), "the handled record does not come again")
+	})
+}
+
+// When that ack fails (here the node closed under the handler), OnError is told.
+func TestWorkReportsTheAckOfAHandlerThatCancelsWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		h.produce(0, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		var reported []error
+		err := h.node.Work(ctx, "orders", func(_ context.Context, m router.Message) error {
+			cancel()
+			h.close()
+			return nil
+		}, router.WorkOptions{OnError: func(_ router.Message, err error) { reported = append(reported, err) }})
+		require.NoError(t, err)
+		require.Len(t, reported, 1)
+		assert.ErrorIs(t, reported[0], router.ErrClosed)
+	})
+}
+
 func TestWorkStopsWhenTheNodeCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, 0)
