@@ -158,6 +158,9 @@ func (t *tool) readDir(dir string, topics []string) (report, int) {
 	if err != nil {
 		return report{}, t.fail("read the state directory: %v", err)
 	}
+	if below := stateDirBelow(dir, sd); below != "" {
+		return report{}, t.fail("%v", errDataDir(dir, below))
+	}
 	rep := report{Dir: dir, Note: readNote, Partitions: []partitionReport{}, Other: sd.other}
 	for _, ref := range sd.partitions {
 		rep.Partitions = append(rep.Partitions, inspectPartition(ref))
@@ -418,6 +421,12 @@ func printRecovery(w io.Writer, p *partitionReport, indent string) {
 	} else {
 		fmt.Fprintf(w, "%sIgnored (what it would have settled is delivered again)\n", indent)
 		for _, f := range p.Ignored {
+			fmt.Fprintf(w, "%s  - %s: %s\n", indent, f.File, f.Reason)
+		}
+	}
+	if len(p.Damaged) > 0 {
+		fmt.Fprintf(w, "%sDamaged (recovery does not see it: what it held is delivered again)\n", indent)
+		for _, f := range p.Damaged {
 			fmt.Fprintf(w, "%s  - %s: %s\n", indent, f.File, f.Reason)
 		}
 	}

@@ -155,7 +155,11 @@ func checkVariant(t *testing.T, v variant, ref partitionRef) (verdict string) {
 	}()
 	in := offsets.InspectFiles(ref.topic, ref.partition, v.files[0], v.files[1], v.files[2])
 	r := partitionReport{Topic: ref.topic, TopicKnown: true, TopicDir: ref.topicDir, Partition: ref.partition, Dir: ref.path}
-	describe(&r, &in, ref, false)
+	aheadSize := int64(-1)
+	if v.files[1] != nil {
+		aheadSize = int64(len(v.files[1]))
+	}
+	describe(&r, &in, ref, false, aheadSize)
 
 	st, err := offsets.Recover(ref.topic, ref.partition, v.files[0], v.files[1], v.files[2])
 	require.Equal(t, err, in.Err, v.what)
@@ -169,6 +173,8 @@ func checkVariant(t *testing.T, v variant, ref partitionRef) (verdict string) {
 		t.Fatalf("%s: recovery fails with %v", v.what, err)
 	case in.Ignored.Any():
 		want = verdictIgnored
+	case wrongAheadSize(v.files):
+		want = verdictDamaged
 	}
 	require.Equal(t, want, r.Verdict, v.what)
 	switch want {
@@ -176,7 +182,10 @@ func checkVariant(t *testing.T, v variant, ref partitionRef) (verdict string) {
 		require.Empty(t, r.Ignored, v.what)
 	case verdictIgnored:
 		require.NotEmpty(t, r.Ignored, v.what)
+	case verdictDamaged:
+		require.Empty(t, r.Ignored, v.what)
 	}
+	require.Equal(t, wrongAheadSize(v.files), len(r.Damaged) > 0, "%s: %v", v.what, r.Damaged)
 	for _, f := range r.Ignored {
 		require.NotEqual(t, "state files", f.File, "%s: a case the findings do not explain: %s", v.what, f.Reason)
 	}
@@ -193,6 +202,14 @@ func checkVariant(t *testing.T, v variant, ref partitionRef) (verdict string) {
 	_, err = json.Marshal(report{Dir: filepath.Dir(filepath.Dir(ref.path)), Partitions: []partitionReport{r}})
 	require.NoError(t, err, v.what)
 	return r.Verdict
+}
+
+// wrongAheadSize reports whether consumer.ahead has a size no node leaves: not its three
+// slots, nor an older release's two, nor empty before any consumer.offset (a first prime
+// under way).
+func wrongAheadSize(f stateFiles) bool {
+	n := len(f[1])
+	return f[1] != nil && n != offsets.AheadFileSize && n != 2*offsets.SlotSize && (n != 0 || f[2] != nil)
 }
 
 // Issue 26, "how to prove it": every damaged variant of the state-file enumeration (every

@@ -23,7 +23,10 @@
 //
 // The verdicts: ok (recovery takes the files as they are, or there are none), ignored
 // (recovery ignores a damaged or foreign file or slot: what it would have settled is
-// delivered again), refused (a record of a newer release: the node sets the partition aside),
+// delivered again), damaged (consumer.ahead has a size no node leaves: emptied beside
+// consumer.offset, cut at a slot's bound or grown past its three slots; recovery reads such a
+// file as it is and the node logs nothing, but what it held is delivered again), refused (a
+// record of a newer release: the node sets the partition aside),
 // unreadable (the state cannot be read: the node sets the partition aside too), moved (handed
 // off from this node: it does not load the partition), shadowed (a topic directory of an
 // earlier release's name beside the current one: never read), unknown-topic (a long topic's
@@ -46,6 +49,10 @@
 // consumer.id's encoders, and the order in which a node writes and syncs the files (the anchor
 // slot never overwritten), belong to the committer, and the tool cannot see the log's
 // retention or high watermark to check a frontier against; a frontier set wrong skips records.
+//
+// DIR is the state directory itself. Pointed at a host's data directory whose consumer
+// subdirectory is the state directory (as the examples lay it out), every command says so,
+// names the directory to point at, and exits with status 2.
 //
 // Flags may come anywhere among the arguments; "--" ends them. -json prints the same report
 // as JSON. Exit status: 0 done, 1 verify found a partition not ok, 2 a usage error or a

@@ -49,6 +49,19 @@ func TestVerdicts(t *testing.T) {
 			nil, verdictIgnored, exitFindings, "names incarnation"},
 		{"no consumer.id", stateFiles{nil, healthy[1], healthy[2]}, nil, verdictIgnored, exitFindings, "there is no valid consumer.id"},
 		{"a newer release's record", newer, nil, verdictRefused, exitFindings, ""},
+		// Issue 34: damage recovery does not see, since it reads a missing slot as one an
+		// older release never wrote, and no more than three slots.
+		{"consumer.ahead emptied", stateFiles{healthy[0], []byte{}, healthy[2]}, nil, verdictDamaged, exitFindings,
+			"consumer.ahead: damaged: emptied (0 bytes) beside consumer.offset"},
+		{"consumer.ahead cut at a slot's bound", stateFiles{healthy[0], healthy[1][:offsets.SlotSize], healthy[2]}, nil,
+			verdictDamaged, exitFindings, "consumer.ahead: damaged: 4096 bytes, cut short"},
+		{"consumer.ahead grown", stateFiles{healthy[0], append(clone(healthy)[1], 1), healthy[2]}, nil, verdictDamaged, exitFindings,
+			"consumer.ahead: damaged: 12289 bytes, longer than a node writes"},
+		{"a torn window cut short", stateFiles{healthy[0], torn[1], healthy[2]}, nil, verdictIgnored, exitFindings,
+			"consumer.ahead: damaged: 4196 bytes, cut short"},
+		{"an empty consumer.ahead of a first prime", stateFiles{healthy[0], []byte{}, nil}, nil, verdictOK, exitOK, ""},
+		{"an older release's two slots", stateFiles{healthy[0], healthy[1][:2*offsets.SlotSize], healthy[2]}, nil,
+			verdictOK, exitOK, ""},
 		{"nothing at all", stateFiles{}, nil, verdictOK, exitOK, ""},
 		{"consumer.offset a directory", stateFiles{healthy[0], healthy[1], nil}, func(t *testing.T, dir string) {
 			require.NoError(t, os.Mkdir(filepath.Join(dir, offsets.OffsetFile), 0o755))
@@ -74,7 +87,7 @@ func TestVerdicts(t *testing.T) {
 			require.NotEmpty(t, p.NextStart)
 			if tt.wantFinding != "" {
 				text := p.Error
-				for _, f := range p.Ignored {
+				for _, f := range append(p.Ignored, p.Damaged...) {
 					text += "\n" + f.File + ": " + f.Reason
 				}
 				require.Contains(t, text, tt.wantFinding)
@@ -85,6 +98,9 @@ func TestVerdicts(t *testing.T) {
 			show := runTool(t, time.Time{}, "show", orders0)
 			require.Equal(t, exitOK, show.code, show.stderr)
 			require.Contains(t, show.stdout, "verdict    "+tt.wantVerdict+"\n")
+			if tt.wantVerdict == verdictDamaged {
+				require.Contains(t, show.stdout, "Damaged (recovery does not see it: what it held is delivered again)\n  - consumer.ahead: damaged: ")
+			}
 		})
 	}
 	// A partition's directory that is a file.
@@ -190,4 +206,47 @@ func TestLongTopic(t *testing.T) {
 	res = runTool(t, time.Time{}, "list", c.dir)
 	require.Equal(t, exitOK, res.code)
 	require.Contains(t, res.stdout, "? ("+router.TopicDir(long)+")")
+}
+
+// Issue 34: pointed at the host's data directory instead of the state directory inside it
+// (DATA/consumer, as the examples lay it out), every command says so and where to point,
+// and exits 2, rather than finding no partitions and exiting 0.
+func TestDataDirectory(t *testing.T) {
+	data := t.TempDir()
+	c := newCluster(filepath.Join(data, dataDirChild))
+	buildState(t, c)
+	require.NoError(t, os.Mkdir(filepath.Join(data, "log"), 0o755)) // the host's own
+	want := data + " looks like the host's data directory, not the node's state directory (router.Config.Dir): " +
+		"it holds no partition, and " + c.dir + " holds the node's: point at " + c.dir
+	for _, args := range [][]string{
+		{"list", data},
+		{"list", "-json", data},
+		{"verify", data},
+		{"verify", data, topicOrders},
+		{"verify", data, topicOrders, "0"},
+		{"show", data, topicOrders, "0"},
+		{"reset", data, topicOrders, "0", "-confirm"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			res := runTool(t, time.Time{}, args...)
+			require.Equal(t, exitTrouble, res.code, res.stdout)
+			require.Empty(t, res.stdout)
+			require.Contains(t, res.stderr, want)
+		})
+	}
+	// The lock file alone is enough to tell: a node ran there, with no partition yet.
+	empty := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(empty, dataDirChild), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(empty, dataDirChild, router.LockName), nil, 0o644))
+	res := runTool(t, time.Time{}, "verify", empty)
+	require.Equal(t, exitTrouble, res.code, res.stdout)
+	require.Contains(t, res.stderr, "point at "+filepath.Join(empty, dataDirChild))
+	// A directory named consumer that holds no state of a node is no reason to refuse.
+	other := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(other, dataDirChild), 0o755))
+	res = runTool(t, time.Time{}, "verify", other)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	// The state directory itself reads as before.
+	res = runTool(t, time.Time{}, "verify", c.dir)
+	require.Equal(t, exitOK, res.code, res.stderr)
 }

@@ -17,6 +17,7 @@ import (
 const (
 	verdictOK           = "ok"            // recovery takes the files as they are (or there are none)
 	verdictIgnored      = "ignored"       // recovery ignores a damaged or foreign file or slot
+	verdictDamaged      = "damaged"       // consumer.ahead has a size no node writes, which recovery does not see
 	verdictRefused      = "refused"       // recovery refuses the files: a newer release's record
 	verdictUnreadable   = "unreadable"    // the state cannot be read: the node sets the partition aside
 	verdictMoved        = "moved"         // handed off from this node: it does not load the partition
@@ -24,7 +25,7 @@ const (
 	verdictUnknownTopic = "unknown-topic" // the topic directory's name gives no topic
 )
 
-var badVerdicts = []string{verdictIgnored, verdictRefused, verdictUnreadable, verdictShadowed, verdictUnknownTopic}
+var badVerdicts = []string{verdictIgnored, verdictDamaged, verdictRefused, verdictUnreadable, verdictShadowed, verdictUnknownTopic}
 
 // readNote is said of every read-only command: they take no lock.
 const readNote = "read without the node's lock: a node running on this directory writes each partition's window " +
@@ -53,6 +54,7 @@ type partitionReport struct {
 	Error          string      `json:"error,omitempty"`
 	Recovery       *recovery   `json:"recovery,omitempty"`
 	Ignored        []finding   `json:"ignored,omitempty"`
+	Damaged        []finding   `json:"damaged,omitempty"`
 	Passed         []finding   `json:"passed_over,omitempty"`
 	NextStart      string      `json:"next_start"`
 	Decoded        *decoded    `json:"decoded,omitempty"`
@@ -267,17 +269,50 @@ func inspectPartition(ref partitionRef) partitionReport {
 			"(router.Node.Health) and retries with backoff; repair the directory, or reset the partition"
 		return r
 	}
-	describe(&r, &in, ref, moved)
+	aheadSize := int64(-1)
+	if fi, err := os.Stat(filepath.Join(ref.path, offsets.AheadFile)); err == nil {
+		aheadSize = fi.Size()
+	}
+	describe(&r, &in, ref, moved, aheadSize)
 	return r
 }
 
+// aheadDamage says what is wrong with consumer.ahead's size, "" when nothing is. Recovery
+// reads the file as far as its three slots go and takes a slot the file ends before for one an
+// older release never wrote: it does not see a file that was emptied, cut at a slot's bound or
+// grown. A node writes consumer.ahead whole (offsets.AheadFileSize), or, a release before
+// the third slot, two slots; it is empty only while a partition's first prime is under way,
+// before it extends the file, and so before any consumer.offset. size is the file's (-1 when
+// it is missing).
+func aheadDamage(size int64, offsetPresent bool) string {
+	const whole, older = offsets.AheadFileSize, 2 * offsets.SlotSize
+	switch {
+	case size < 0 || size == whole || size == older || (size == 0 && !offsetPresent):
+		return ""
+	case size == 0:
+		return fmt.Sprintf("damaged: emptied (0 bytes) beside %s: a node extends it to %d bytes at the partition's first prime, "+
+			"before it ever writes %s, so what its slots held (acked-ahead offsets, attempts, quarantine) is lost",
+			offsets.OffsetFile, whole, offsets.OffsetFile)
+	case size > whole:
+		return fmt.Sprintf("damaged: %d bytes, longer than a node writes (%d: %d slots of %d bytes): something else wrote to it, "+
+			"and recovery reads only its first %d bytes", size, whole, offsets.AheadSlots, offsets.SlotSize, whole)
+	}
+	return fmt.Sprintf("damaged: %d bytes, cut short: a node writes %d (%d slots of %d bytes), a release before the third slot %d; "+
+		"what its missing bytes held is lost", size, whole, offsets.AheadSlots, offsets.SlotSize, older)
+}
+
 // describe fills r with what recovery makes of the partition's files, in: the decoded files,
-// what it takes and why, what it ignores, the verdict and the next start. It reads nothing.
-func describe(r *partitionReport, in *offsets.Inspection, ref partitionRef, moved bool) {
+// what it takes and why, what it ignores, the damage it does not see (aheadSize is
+// consumer.ahead's size, -1 when it is missing), the verdict and the next start. It reads
+// nothing.
+func describe(r *partitionReport, in *offsets.Inspection, ref partitionRef, moved bool, aheadSize int64) {
 	key := offsets.PartitionKey(ref.topic, ref.partition)
 	r.Decoded = decode(in, key)
 	r.Recovery = recoveryOf(in)
 	r.Ignored, r.Passed = findings(in, key)
+	if d := aheadDamage(aheadSize, in.Offset.Present); d != "" {
+		r.Damaged = []finding{{offsets.AheadFile, d}}
+	}
 	switch {
 	case ref.shadowed:
 		r.Verdict = verdictShadowed
@@ -295,6 +330,10 @@ func describe(r *partitionReport, in *offsets.Inspection, ref partitionRef, move
 		r.Verdict = verdictIgnored
 		r.NextStart = "what the ignored files would have settled is delivered again (the node logs \"consumer offsets: ignoring " +
 			"damaged or foreign persisted state\" and counts it in narad_consume_committer_ignored_files_total); " + nextStart(in, ref)
+	case len(r.Damaged) > 0:
+		r.Verdict = verdictDamaged
+		r.NextStart = "what the damaged file held is delivered again, and the node neither logs nor counts it (recovery reads " +
+			"the file as it is); " + nextStart(in, ref)
 	default:
 		r.Verdict = verdictOK
 		r.NextStart = nextStart(in, ref)

@@ -163,8 +163,44 @@ func resolve(dir, topic string, partition int32) (partitionRef, error) {
 			return r, nil
 		}
 	}
+	if below := stateDirBelow(dir, sd); below != "" {
+		return partitionRef{}, errDataDir(dir, below)
+	}
 	return partitionRef{}, fmt.Errorf("%s holds no directory for partition %s/%d (the node creates %s at the partition's first touch)",
 		dir, quote(topic), partition, filepath.Join(dir, router.TopicDir(topic), strconv.Itoa(int(partition))))
+}
+
+// dataDirChild is the name of the state directory inside a host's data directory, as the
+// examples and the README lay it out (router.Config.Dir is DATA/consumer).
+const dataDirChild = "consumer"
+
+// stateDirBelow is dir's dataDirChild when dir looks like a host's data directory rather than
+// a state directory: dir holds neither the node's lock file nor a partition (of the topics
+// named, sd), and its dataDirChild holds the lock file or a partition. "" otherwise.
+func stateDirBelow(dir string, sd stateDir) string {
+	if len(sd.partitions) > 0 {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(dir, router.LockName)); err == nil {
+		return ""
+	}
+	below := filepath.Join(dir, dataDirChild)
+	if fi, err := os.Stat(below); err != nil || !fi.IsDir() {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(below, router.LockName)); err == nil {
+		return below
+	}
+	if in, err := scan(below, nil); err == nil && len(in.partitions) > 0 {
+		return below
+	}
+	return ""
+}
+
+// errDataDir says dir is a host's data directory, whose state directory is below.
+func errDataDir(dir, below string) error {
+	return fmt.Errorf("%s looks like the host's data directory, not the node's state directory (router.Config.Dir): "+
+		"it holds no partition, and %s holds the node's: point at %s", dir, below, below)
 }
 
 // refOfPath is the partition whose directory path is: the topic from its parent's name.
