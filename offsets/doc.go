@@ -279,7 +279,8 @@
 // written out once (fdatasync on Linux; fsync then one F_FULLFSYNC per device per tick on macOS,
 // the FullSyncer capability), at its turn: the tick whose number modulo D/T equals its partition
 // key modulo D/T, which spreads writeouts over the interval. A partition whose writes waited a
-// whole interval goes on the next tick whatever its turn. Writeouts run one at a time.
+// whole interval goes on the next tick whatever its turn. A writeout batch syncs four
+// partitions at once (one under a descriptor cap below 64), and batches run one at a time.
 //
 // Under Run the tick only writes windows: it hands the due partitions, as one batch, to a
 // writeout worker (syncs, device flush, flips, levellings) and never waits for it; while a

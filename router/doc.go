@@ -14,7 +14,16 @@
 // # Usage
 //
 //	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/var/lib/app/consume"})
-//	defer node.Close() // persists every ack: a restart redelivers nothing acked
+//	if err != nil {
+//		return err
+//	}
+//	defer func() {
+//		// Close persists every ack, so a restart redelivers nothing acked; an error says the
+//		// final writeout or the release of Dir's lock failed.
+//		if err := node.Close(); err != nil {
+//			log.Printf("consume: close: %v", err)
+//		}
+//	}()
 //
 //	// The host's produce path, after each append:
 //	node.Appended(topic, partition, highWatermark)
@@ -61,8 +70,10 @@
 // changes nothing: a scan passes over the partition as over a set-aside one, counting it in
 // Stats.HostContractViolations and logging it at most once a minute per partition, while a
 // pinned consume, an ack or a replay of it answers the error. A panic of the host's code on
-// the node's own goroutines (the pump, the keeper, offers to other nodes) is recovered,
-// counted in Stats.HostPanics and logged; on the caller's goroutine it propagates.
+// the node's own goroutines (the pump, the keeper, offers to and probes of other nodes) is
+// recovered, counted in Stats.HostPanics and logged, and so is a panic of
+// Config.OnQuarantine or of the Transport's Call wherever they run (the Call's becomes its
+// error); elsewhere, on the caller's goroutine, a panic propagates.
 //
 // Read failures (see docs/protocol.md, "Retention jumps, corrupt skips and closed logs"): an
 // offset below retention jumps the frontier to the oldest retained offset in one step
@@ -166,7 +177,7 @@
 // A record's headers (Record.Headers) travel with it to the consumer (Message.Headers) on
 // every path, local or across nodes; across nodes only when both speak wire version 9 or
 // later (an owner sends them only to a requester that asks, which an older one cannot, and
-// an owner before 9 refuses the asking once per olderFieldMemory): an older node on the way
+// an owner before 9 refuses the asking once per two minutes): an older node on the way
 // drops them.
 // Pinned consumes and replays of a partition another node owns go to its owner; a batch
 // travels as Max and is answered by one owner's scan of up to 100 records; an owner

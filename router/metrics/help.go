@@ -69,7 +69,7 @@ var help = map[string]string{
 	"Remote.ClaimHits":     "Claims answered with records; the rest went to another consumer.",
 	"Remote.Passes":        "Notifications declined because nobody parked here could use them.",
 	"Remote.Cancels":       "Cancels sent for a reply no consumer here received (its records go back).",
-	"Remote.Hedges":        "Probes sent to a further owner while another's was still out past ProbeHedge; owners slow to answer.",
+	"Remote.Hedges":        "Probes sent to a further owner while another's was still out past the probe hedge (50 ms); owners slow to answer.",
 	"Remote.Unbacked":      "A peer's notifications and records refused because the routes give it no such partition; above zero, the routes disagree between nodes.",
 	"Remote.SlowOwners":    "Owners found slow: a consume's RPC to them ran out of its budget.",
 	"Remote.Served":        "Probes and claims of other nodes this node served as an owner.",
