@@ -442,9 +442,10 @@
 //
 // # Implementation notes
 //
-// One goroutine ticks; under Run a writeout worker and a prime pool (a coordinator and up to
-// 16 goroutines per chunk) run beside it, started by Run and stopped, after their work in
-// flight, when it returns; Close waits for that work before its final pass. Locks: tickMu
+// One goroutine ticks; under Run a writeout worker (syncing up to four partitions at once)
+// and a prime pool (a coordinator and up to 16 goroutines per chunk) run beside it, started
+// by Run and stopped, after their work in flight, when it returns; Close waits for that work
+// before its final pass. Locks: tickMu
 // serializes Tick and Close; ioMu guards the partitions' file state and what Forget shares
 // with the others (the descriptors, the forgotten flag), and is held for one partition's
 // page-cache write, or an open, read and its checks, at a time: never across a sync, and
