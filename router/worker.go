@@ -35,7 +35,8 @@ type WorkOptions struct {
 	Partition int32
 	// OnError, if set, is told of every failure: a handler's error or panic, or an ack, nack
 	// or release the node refused (a refused extend is not told: the lease is gone, and the
-	// record's ack or nack says so). Nil ignores them. It is called from the record's
+	// record's ack or nack says so), or a consume that failed and is tried again (m names
+	// the topic alone). Nil ignores them. It is called from the record's
 	// handler goroutine, or, for the ack of a record another node owns, from a goroutine of
 	// the node once the owner answered (see Node.AckAsync): it must return promptly, and
 	// may be called for several records at once.
