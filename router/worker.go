@@ -36,10 +36,10 @@ type WorkOptions struct {
 	// OnError, if set, is told of every failure: a handler's error or panic, or an ack, nack
 	// or release the node refused (a refused extend is not told: the lease is gone, and the
 	// record's ack or nack says so), or a consume that failed and is tried again (m names
-	// the topic alone). Nil ignores them. It is called from the record's
-	// handler goroutine, or, for the ack of a record another node owns, from a goroutine of
-	// the node once the owner answered (see Node.AckAsync): it must return promptly, and
-	// may be called for several records at once.
+	// the topic alone). Nil ignores them. It is called from the record's handler goroutine,
+	// or, for the ack of a record another node owns, from a goroutine of the node once the
+	// owner answered (see Node.AckAsync): it must return promptly, and may be called for
+	// several records at once.
 	OnError func(m Message, err error)
 }
 

@@ -185,6 +185,46 @@ func TestWorkReportsTheAckOfAHandlerThatCancelsWork(t *testing.T) {
 	})
 }
 
+// A handler that goes on after Work's context ended keeps its record: its lease is still
+// extended, nobody else gets it meanwhile, and what it returns decides (nil: acked). A panic
+// then is told, and the record released.
+func TestWorkKeepsTheLeaseOfAHandlerThatGoesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 2)
+		var reported []error
+		var mu sync.Mutex
+		stop := h.work(func(ctx context.Context, m router.Message) error {
+			<-ctx.Done()
+			time.Sleep(3 * vt) // finishing its work regardless
+			if m.Offset == 1 {
+				panic("bug")
+			}
+			return nil
+		}, router.WorkOptions{Concurrency: 2, OnError: func(_ router.Message, err error) {
+			mu.Lock()
+			reported = append(reported, err)
+			mu.Unlock()
+		}})
+		synctest.Wait()
+		done := make(chan error, 1)
+		go func() { done <- stop() }()
+		time.Sleep(2 * vt)
+		assert.Empty(t, h.consume(router.ConsumeOptions{}), "both still leased two visibility timeouts after the cancel")
+		require.NoError(t, <-done)
+		st := h.node.Stats().Shards
+		assert.Equal(t, uint64(1), st.Acked)
+		assert.Zero(t, st.Expired)
+		require.Len(t, reported, 1)
+		assert.ErrorIs(t, reported[0], router.ErrHandlerPanic)
+		again := h.consume(router.ConsumeOptions{Max: 10})
+		require.Len(t, again, 1, "the panicked record is released")
+		assert.Equal(t, int64(1), again[0].Offset)
+		assert.Equal(t, uint32(1), again[0].Attempt, "a release is not an attempt")
+	})
+}
+
 func TestWorkStopsWhenTheNodeCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, 0)
