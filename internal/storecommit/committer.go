@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/ackstate"
 	"narad.dev/consume/internal/handoff"
 	"narad.dev/consume/offsets"
 )
@@ -288,7 +288,8 @@ func (c *Committer) LoadBound(topic string, partition int32, host uint64) (offse
 			"topic", topic, "partition", partition, "err", err)
 		return none, nil
 	}
-	st := fromInflight(&p.State)
+	st := offsets.State{Found: true}
+	ackstate.ToOffsets(&st, &p.State)
 	if host != 0 {
 		st.HostIncarnation = host
 	}
@@ -444,7 +445,7 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 			}
 			continue
 		}
-		st := toInflight(&snap)
+		st := ackstate.ToInflight(&snap)
 		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: handoff.NewID(), State: st}
 		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{}), Epoch: st.Epoch})
 		held = append(held, taken{k, waiters, st.Epoch})
@@ -577,42 +578,4 @@ func (c *Committer) Stats() offsets.Stats {
 		IgnoredFiles:   c.stats.ignored.Load(),
 		Clamps:         c.stats.clamps.Load(),
 	}
-}
-
-func toInflight(st *offsets.State) inflight.State {
-	out := inflight.State{Frontier: st.Frontier, Quarantined: st.Quarantine,
-		Requeued: st.Requeued, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation,
-		Fence: st.Fence, Epoch: st.Epoch}
-	if len(st.Ahead) > 0 {
-		out.AckedAhead = make([]inflight.Run, len(st.Ahead))
-		for i, r := range st.Ahead {
-			out.AckedAhead[i] = inflight.Run{First: r.First, Last: r.Last}
-		}
-	}
-	if len(st.Attempts) > 0 {
-		out.Attempts = make([]inflight.Attempt, len(st.Attempts))
-		for i, a := range st.Attempts {
-			out.Attempts[i] = inflight.Attempt{Offset: a.Offset, Count: a.Count}
-		}
-	}
-	return out
-}
-
-func fromInflight(st *inflight.State) offsets.State {
-	out := offsets.State{Found: true, Frontier: st.Frontier, Quarantine: st.Quarantined,
-		Requeued: st.Requeued, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation,
-		Fence: st.Fence, Epoch: st.Epoch}
-	if len(st.AckedAhead) > 0 {
-		out.Ahead = make([]offsets.Run, len(st.AckedAhead))
-		for i, r := range st.AckedAhead {
-			out.Ahead[i] = offsets.Run{First: r.First, Last: r.Last}
-		}
-	}
-	if len(st.Attempts) > 0 {
-		out.Attempts = make([]offsets.Attempt, len(st.Attempts))
-		for i, a := range st.Attempts {
-			out.Attempts[i] = offsets.Attempt{Offset: a.Offset, Count: a.Count}
-		}
-	}
-	return out
 }
