@@ -306,7 +306,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.dir = dir
 	if cfg.Store != nil {
-		n.store = storecommit.New(storecommit.Config{Store: cfg.Store, Source: &committerSource{n: n},
+		store := storecommit.Store{Load: cfg.Store.Load, Save: cfg.Store.Save, Delete: cfg.Store.Delete}
+		n.store = storecommit.New(storecommit.Config{Store: store, Source: &committerSource{n: n},
 			Interval: cfg.CommitInterval, Logger: n.logger, Fenced: n.fenced})
 		n.committer = n.store
 	} else {

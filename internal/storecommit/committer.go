@@ -15,16 +15,14 @@ import (
 	"narad.dev/consume/offsets"
 )
 
-// Store is where the states go: the host's replicated storage.
-type Store interface {
-	// Load returns what Save last stored for the partition, or nil with no error when it
-	// holds none.
-	Load(ctx context.Context, topic string, partition int32) ([]byte, error)
-	// Save stores each entry's state in place of what the store held for its partition, and
-	// returns once all of them are durable, or an error (then none counts as saved).
-	Save(ctx context.Context, batch []Entry) error
-	// Delete removes the states of every partition of topic.
-	Delete(ctx context.Context, topic string) error
+// Store is where the states go: the host's replicated storage, as the methods of the
+// router.StateStore the host configured (router.Config.Store), whose doc is their contract.
+// That interface is declared in router only: this package may not import router, so it
+// takes the methods as values. All three are required.
+type Store struct {
+	Load   func(ctx context.Context, topic string, partition int32) ([]byte, error)
+	Save   func(ctx context.Context, batch []Entry) error
+	Delete func(ctx context.Context, topic string) error
 }
 
 // Entry is one partition's state in a Save.
