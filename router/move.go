@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/ackstate"
 	"narad.dev/consume/internal/handoff"
 	"narad.dev/consume/internal/statedir"
 	"narad.dev/consume/offsets"
@@ -409,7 +410,7 @@ func ReadState(fsys FS, dir, topic string, partition int32) ([]byte, error) {
 	if rec.Found && !rec.Unverified {
 		// A legacy frontier (no checksum, no identity) cannot be checked against the log
 		// here, so it is not trusted: the new owner delivers the retained records again.
-		st = shardState(&rec)
+		st = ackstate.ToInflight(&rec)
 	}
 	if st.Incarnation == 0 {
 		st.Incarnation = handoff.NewID() // no consumer.id to trust: the state starts a new life

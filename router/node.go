@@ -15,6 +15,7 @@ import (
 
 	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/acklane"
+	"narad.dev/consume/internal/ackstate"
 	"narad.dev/consume/internal/cancelmemory"
 	"narad.dev/consume/internal/readmap"
 	"narad.dev/consume/internal/realclock"
@@ -305,7 +306,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.dir = dir
 	if cfg.Store != nil {
-		n.store = storecommit.New(storecommit.Config{Store: cfg.Store, Source: &committerSource{n: n},
+		store := storecommit.Store{Load: cfg.Store.Load, Save: cfg.Store.Save, Delete: cfg.Store.Delete}
+		n.store = storecommit.New(storecommit.Config{Store: store, Source: &committerSource{n: n},
 			Interval: cfg.CommitInterval, Logger: n.logger, Fenced: n.fenced})
 		n.committer = n.store
 	} else {
@@ -432,28 +434,7 @@ func (n *Node) loadState(topic string, partition int32, oldest, hwm int64, host 
 		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation,
 			HostIncarnation: persisted.HostIncarnation, NothingPersisted: true}, nil
 	}
-	return shardState(&persisted), nil
-}
-
-// shardState is the persisted state a shard is restored from.
-func shardState(persisted *offsets.State) inflight.State {
-	var attempts []inflight.Attempt
-	if len(persisted.Attempts) > 0 {
-		attempts = make([]inflight.Attempt, len(persisted.Attempts))
-		for i, a := range persisted.Attempts {
-			attempts[i] = inflight.Attempt{Offset: a.Offset, Count: a.Count}
-		}
-	}
-	var ahead []inflight.Run
-	if len(persisted.Ahead) > 0 {
-		ahead = make([]inflight.Run, len(persisted.Ahead))
-		for i, r := range persisted.Ahead {
-			ahead[i] = inflight.Run{First: r.First, Last: r.Last}
-		}
-	}
-	return inflight.State{Frontier: persisted.Frontier, AckedAhead: ahead, Attempts: attempts,
-		Quarantined: persisted.Quarantine, Requeued: persisted.Requeued, Incarnation: persisted.Incarnation,
-		HostIncarnation: persisted.HostIncarnation, Fence: persisted.Fence, Epoch: persisted.Epoch}
+	return ackstate.ToInflight(&persisted), nil
 }
 
 // topic returns the node's state of a topic, creating it.
@@ -805,17 +786,7 @@ func (s *committerSource) State(topic string, partition int32, into *offsets.Sta
 	snap := &s.snap
 	snap.Quarantined, snap.Requeued = into.Quarantine[:0], into.Requeued[:0]
 	into.OmittedAttempts = shard.SnapshotCapped(snap, offsets.MaxSlotAttempts)
-	into.Frontier, into.Incarnation, into.HostIncarnation = snap.Frontier, snap.Incarnation, snap.HostIncarnation
-	into.Fence, into.Epoch = snap.Fence, snap.Epoch
-	into.Quarantine, into.Requeued = snap.Quarantined, snap.Requeued
-	into.Ahead = into.Ahead[:0]
-	for _, r := range snap.AckedAhead {
-		into.Ahead = append(into.Ahead, offsets.Run{First: r.First, Last: r.Last})
-	}
-	into.Attempts = into.Attempts[:0]
-	for _, a := range snap.Attempts {
-		into.Attempts = append(into.Attempts, offsets.Attempt{Offset: a.Offset, Count: a.Count})
-	}
+	ackstate.ToOffsets(into, snap)
 	// Drop the references to the committer's buffers: they are its own between calls.
 	snap.Quarantined, snap.Requeued = nil, nil
 	return true

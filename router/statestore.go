@@ -72,7 +72,6 @@ type ackStore interface {
 }
 
 var (
-	_ ackStore          = (*offsets.Committer)(nil)
-	_ ackStore          = (*storecommit.Committer)(nil)
-	_ storecommit.Store = StateStore(nil)
+	_ ackStore = (*offsets.Committer)(nil)
+	_ ackStore = (*storecommit.Committer)(nil)
 )

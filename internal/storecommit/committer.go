@@ -10,21 +10,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/ackstate"
 	"narad.dev/consume/internal/handoff"
 	"narad.dev/consume/offsets"
 )
 
-// Store is where the states go: the host's replicated storage.
-type Store interface {
-	// Load returns what Save last stored for the partition, or nil with no error when it
-	// holds none.
-	Load(ctx context.Context, topic string, partition int32) ([]byte, error)
-	// Save stores each entry's state in place of what the store held for its partition, and
-	// returns once all of them are durable, or an error (then none counts as saved).
-	Save(ctx context.Context, batch []Entry) error
-	// Delete removes the states of every partition of topic.
-	Delete(ctx context.Context, topic string) error
+// Store is where the states go: the host's replicated storage, as the methods of the
+// router.StateStore the host configured (router.Config.Store), whose doc is their contract.
+// That interface is declared in router only: this package may not import router, so it
+// takes the methods as values. All three are required.
+type Store struct {
+	Load   func(ctx context.Context, topic string, partition int32) ([]byte, error)
+	Save   func(ctx context.Context, batch []Entry) error
+	Delete func(ctx context.Context, topic string) error
 }
 
 // Entry is one partition's state in a Save.
@@ -288,7 +286,8 @@ func (c *Committer) LoadBound(topic string, partition int32, host uint64) (offse
 			"topic", topic, "partition", partition, "err", err)
 		return none, nil
 	}
-	st := fromInflight(&p.State)
+	st := offsets.State{Found: true}
+	ackstate.ToOffsets(&st, &p.State)
 	if host != 0 {
 		st.HostIncarnation = host
 	}
@@ -444,7 +443,7 @@ func (c *Committer) saveBatch(ctx context.Context, keys []mark) error {
 			}
 			continue
 		}
-		st := toInflight(&snap)
+		st := ackstate.ToInflight(&snap)
 		hp := handoff.Partition{Topic: k.topic, Partition: k.partition, ID: handoff.NewID(), State: st}
 		batch = append(batch, Entry{Topic: k.topic, Partition: k.partition, State: handoff.Append(nil, &hp, time.Time{}), Epoch: st.Epoch})
 		held = append(held, taken{k, waiters, st.Epoch})
@@ -577,42 +576,4 @@ func (c *Committer) Stats() offsets.Stats {
 		IgnoredFiles:   c.stats.ignored.Load(),
 		Clamps:         c.stats.clamps.Load(),
 	}
-}
-
-func toInflight(st *offsets.State) inflight.State {
-	out := inflight.State{Frontier: st.Frontier, Quarantined: st.Quarantine,
-		Requeued: st.Requeued, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation,
-		Fence: st.Fence, Epoch: st.Epoch}
-	if len(st.Ahead) > 0 {
-		out.AckedAhead = make([]inflight.Run, len(st.Ahead))
-		for i, r := range st.Ahead {
-			out.AckedAhead[i] = inflight.Run{First: r.First, Last: r.Last}
-		}
-	}
-	if len(st.Attempts) > 0 {
-		out.Attempts = make([]inflight.Attempt, len(st.Attempts))
-		for i, a := range st.Attempts {
-			out.Attempts[i] = inflight.Attempt{Offset: a.Offset, Count: a.Count}
-		}
-	}
-	return out
-}
-
-func fromInflight(st *inflight.State) offsets.State {
-	out := offsets.State{Found: true, Frontier: st.Frontier, Quarantine: st.Quarantined,
-		Requeued: st.Requeued, Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation,
-		Fence: st.Fence, Epoch: st.Epoch}
-	if len(st.AckedAhead) > 0 {
-		out.Ahead = make([]offsets.Run, len(st.AckedAhead))
-		for i, r := range st.AckedAhead {
-			out.Ahead[i] = offsets.Run{First: r.First, Last: r.Last}
-		}
-	}
-	if len(st.Attempts) > 0 {
-		out.Attempts = make([]offsets.Attempt, len(st.Attempts))
-		for i, a := range st.Attempts {
-			out.Attempts[i] = offsets.Attempt{Offset: a.Offset, Count: a.Count}
-		}
-	}
-	return out
 }

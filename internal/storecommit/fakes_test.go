@@ -114,6 +114,9 @@ type fakeStore struct {
 
 func newStore() *fakeStore { return &fakeStore{data: map[key][]byte{}} }
 
+// methods is the Store of s's methods, as router hands the committer a StateStore's.
+func (s *fakeStore) methods() Store { return Store{Load: s.Load, Save: s.Save, Delete: s.Delete} }
+
 func (s *fakeStore) Load(ctx context.Context, topic string, p int32) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -286,7 +289,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	h := &harness{t: t, src: newSource(), store: newStore()}
-	cfg.Store, cfg.Source = h.store, h.src
+	cfg.Store, cfg.Source = h.store.methods(), h.src
 	h.c = New(cfg)
 	t.Cleanup(func() {
 		h.store.openGate()

@@ -74,7 +74,7 @@ func (m *machine) part(t *rapid.T, label string, onlyPresent bool) (int32, bool)
 
 func newMachine(t *rapid.T) *machine {
 	m := &machine{t: t, src: newSource(), store: newStore()}
-	m.c = New(Config{Store: m.store, Source: m.src, MaxBatch: rapid.SampledFrom([]int{1, 2, 3, 1000}).Draw(t, "MaxBatch")})
+	m.c = New(Config{Store: m.store.methods(), Source: m.src, MaxBatch: rapid.SampledFrom([]int{1, 2, 3, 1000}).Draw(t, "MaxBatch")})
 	for p := range int32(machineParts) {
 		m.present[p] = true
 		m.src.setFrontier("m", p, 0)
