@@ -148,7 +148,9 @@ func TestGatewayConsumeOverHTTP(t *testing.T) {
 		ctx := context.Background()
 
 		c.produce("b", 0, 1)
-		msgs, err := g.Consume(ctx, "orders", router.ConsumeOptions{})
+		// A wait, so that a busy machine's slow round trip is not the consume's end: the
+		// probe answers it all the same.
+		msgs, err := g.Consume(ctx, "orders", router.ConsumeOptions{Wait: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, msgs, 1, "the probe's round trip")
 		assert.Equal(t, int64(0), msgs[0].Offset)
@@ -181,7 +183,10 @@ func TestGatewayConsumeOverHTTP(t *testing.T) {
 
 // An owner that hangs over real HTTP (its handler takes frames and never answers) stalls no
 // consume of a gateway: the live owner's records are served while a probe of the hung one is
-// still out, and once a probe ran out of its budget the hung owner is passed over.
+// still out, and once a probe ran out of its budget the hung owner is passed over. The
+// consumes wait, so that how fast a busy machine answers decides nothing: with no wait a
+// consume's probes had ConsumeOverrun for a round trip, and under load with the race detector
+// the live owner's answer came later than that.
 func TestHungOwnerOverHTTP(t *testing.T) {
 	eachMode(t, func(t *testing.T, m mode) {
 		var hanging atomic.Bool
@@ -197,13 +202,14 @@ func TestHungOwnerOverHTTP(t *testing.T) {
 		ctx := context.Background()
 		c.produce("a", 0, 20)
 		for i := range 20 {
-			msgs, err := g.Consume(ctx, "orders", router.ConsumeOptions{})
+			msgs, err := g.Consume(ctx, "orders", router.ConsumeOptions{Wait: time.Minute})
 			require.NoError(t, err, "consume %d", i)
 			require.Len(t, msgs, 1, "consume %d: the live owner's record", i)
 			assert.Equal(t, int32(0), msgs[0].Partition)
 			require.NoError(t, g.Ack(ctx, "orders", msgs[0].Receipt))
 		}
-		msgs, _ := g.Consume(ctx, "orders", router.ConsumeOptions{}) // nothing at a: waits for b's probe to run out
+		// Nothing at a: a wait past a probe's budget, by which b's probes ran out.
+		msgs, _ := g.Consume(ctx, "orders", router.ConsumeOptions{Wait: router.ProbeBudget + 100*time.Millisecond})
 		assert.Empty(t, msgs)
 		st := g.Stats().Remote
 		assert.Equal(t, uint64(1), st.SlowOwners, "b passed over")
