@@ -14,67 +14,19 @@ import (
 
 	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
 	"narad.dev/consume/router/sqsapi"
 )
 
 // checkedNode is a real node that fails the test when the handler hands it a value no valid
 // request carries.
-type checkedNode struct {
-	*router.Node
-	t *testing.T
-}
-
-func (c *checkedNode) topic(topic string) {
-	if topic != "orders" && topic != "ghost" {
-		c.t.Fatalf("the node was handed topic %q", topic)
-	}
-}
-
-func (c *checkedNode) handle(handle router.Handle) {
-	if err := handle.Check(); err != nil {
-		c.t.Fatalf("the node was handed the handle %+v", handle)
-	}
-}
-
-func (c *checkedNode) Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error) {
-	c.topic(topic)
-	if opts.Max < 1 || opts.Max > sqsapi.MaxReceive || opts.Wait > sqsapi.MaxWaitSeconds*time.Second || opts.Visibility > router.MaxVisibility || opts.Pinned {
-		c.t.Fatalf("the node was handed %+v", opts)
-	}
-	return c.Node.Consume(ctx, topic, opts)
-}
-
-func (c *checkedNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Ack(ctx, topic, handle)
-}
-
-func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
-	c.topic(topic)
-	if len(handles) < 1 || len(handles) > sqsapi.MaxBatchEntries {
-		c.t.Fatalf("the node was handed %d handles", len(handles))
-	}
-	for _, h := range handles {
-		c.handle(h)
-	}
-	return c.Node.AckBatch(ctx, topic, handles)
-}
-
-func (c *checkedNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
-	c.topic(topic)
-	c.handle(handle)
-	if d <= 0 || d > router.MaxVisibility {
-		c.t.Fatalf("the node was handed an extension of %v", d)
-	}
-	return c.Node.Extend(ctx, topic, handle, d)
-}
-
-func (c *checkedNode) Release(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Release(ctx, topic, handle)
+func checkedNode(t *testing.T, node *router.Node) *fronttest.CheckedNode {
+	return &fronttest.CheckedNode{Node: node, T: t, MaxBatch: sqsapi.MaxBatchEntries, MinExtend: time.Second, CheckBatchHandles: true,
+		Topic: func(topic string) bool { return topic == "orders" || topic == "ghost" },
+		Options: func(o router.ConsumeOptions) bool {
+			return o.Max <= sqsapi.MaxReceive && o.Wait <= sqsapi.MaxWaitSeconds*time.Second && !o.Pinned
+		}}
 }
 
 // fuzzTargets are the X-Amz-Target values FuzzRequest picks from by its first argument.
@@ -155,7 +107,7 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 		node.Appended(topic, 0, off+1)
 		return 0, off, nil
 	}
-	h, err := sqsapi.New(&checkedNode{Node: node, t: t}, sqsapi.Config{
+	h, err := sqsapi.New(checkedNode(t, node), sqsapi.Config{
 		Queues:  func(name string) (string, bool) { return name, name == "orders" || name == "ghost" },
 		BaseURL: "http://sqs.test/q",
 		Produce: produce,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
 	"narad.dev/consume/router/sqsapi"
 )
@@ -44,17 +44,8 @@ type env struct {
 
 func newEnv(t testing.TB, cfg sqsapi.Config, nodeCfg ...func(*router.Config)) *env {
 	t.Helper()
-	e := &env{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}}
-	e.routes.Set("orders", 0)
-	e.logs.Log("orders", 0)
-	c := router.Config{Logs: e.logs, Routes: e.routes, Dir: "/state", FS: memfs.New()}
-	for _, f := range nodeCfg {
-		f(&c)
-	}
-	node, err := router.New(c)
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
-	e.node = node
+	fe := fronttest.NewEnv(t, nodeCfg...)
+	e := &env{t: t, logs: fe.Logs, routes: fe.Routes, node: fe.Node}
 	if cfg.Queues == nil {
 		cfg.Queues = func(name string) (string, bool) {
 			switch name {
@@ -67,7 +58,8 @@ func newEnv(t testing.TB, cfg sqsapi.Config, nodeCfg ...func(*router.Config)) *e
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = baseURL
 	}
-	e.h, err = sqsapi.New(node, cfg)
+	var err error
+	e.h, err = sqsapi.New(e.node, cfg)
 	require.NoError(t, err)
 	return e
 }
