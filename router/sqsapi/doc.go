@@ -42,7 +42,7 @@
 //	                               topic's visibility timeout)
 //	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
-//	                               shorten the lease too); 0 releases at once
+//	                               shorten the lease too); 0 ends it (a nack)
 //	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
 //	                               message, its message attributes the record's headers
 //	GetQueueUrl                    Config.BaseURL + "/" + QueueName
@@ -121,18 +121,20 @@
 //	node's answer                         DeleteMessage   ChangeMessageVisibility
 //	the live lease                        deleted (acked) visibility changed
 //	router.ErrGone: the lease lapsed,     success,        MessageNotInflight
-//	  was released, or was superseded       nothing deleted
+//	  was nacked, or was superseded         nothing deleted
 //	  (or the handle was never issued)
 //	router.ErrAlreadySettled: the message success         InvalidParameterValue ("Message
 //	  was deleted already                                   does not exist or is not
 //	                                                        available for visibility
 //	                                                        timeout change")
 //
-// ChangeMessageVisibility with VisibilityTimeout 0 releases the lease (router.Node.Release):
-// the message is visible again at once, whatever backoff the topic has, and the delivery
-// does not count as an attempt, so the next delivery's ApproximateReceiveCount (and the
-// topic's MaxDeliveries) does not count the released one, where SQS's would. A longer
-// timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
+// ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack of no delay
+// (router.Node.Nack): the delivery stays counted, as SQS counts every receive, so the next
+// delivery's ApproximateReceiveCount is one more and the topic's MaxDeliveries quarantines
+// a message a consumer keeps giving up on. The message is visible again at once on a topic
+// with no Backoff; a topic with a Backoff holds it back for the policy's delay, as any nack
+// without a delay is (the node has no nack that counts the attempt and skips the Backoff).
+// A longer timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
 // MaxLeaseLifetime cap. The batches answer each entry as the single action would, in Failed
 // (Code, SenderFault, Message) or in Successful.
 //

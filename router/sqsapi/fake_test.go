@@ -114,8 +114,8 @@ func TestRequestsReachTheNode(t *testing.T) {
 		"Ack topic-orders 0:1:2",
 		"AckBatch topic-orders [0:1:2 1:2:3]",
 		"Extend topic-orders 0:1:2 1m30s",
-		"Release topic-orders 0:1:2",
-		"Release topic-orders 0:1:2",
+		"Nack topic-orders 0:1:2 0s",
+		"Nack topic-orders 0:1:2 0s",
 		"Extend topic-orders 1:2:3 1s",
 		"TopicStatus topic-orders",
 	}, f.Calls)

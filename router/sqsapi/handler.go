@@ -21,6 +21,7 @@ type Node interface {
 	Ack(ctx context.Context, topic string, handle router.Handle) error
 	AckBatch(ctx context.Context, topic string, handles []router.Handle) []error
 	Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error)
+	Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error
 	Release(ctx context.Context, topic string, handle router.Handle) error
 	TopicStatus(topic string) ([]router.PartitionStatus, error)
 }

@@ -206,13 +206,15 @@ func visibility(v *int64, param string) (time.Duration, error) {
 }
 
 // changeVisibility makes the leased record visible d from now: an extend (which may also
-// shorten the lease), or for 0 a release, which makes it visible at once and does not count
-// the delivery as an attempt. A handle whose lease is gone is MessageNotInflight; one of a
-// message deleted already is InvalidParameterValue, as SQS answers both.
+// shorten the lease), or for 0 a nack with no delay, which ends the lease at once and keeps
+// the delivery counted as an attempt, as SQS counts every receive (a release would uncount
+// it, and the record would never reach the topic's MaxDeliveries). A handle whose lease is
+// gone is MessageNotInflight; one of a message deleted already is InvalidParameterValue, as
+// SQS answers both.
 func (h *Handler) changeVisibility(r *http.Request, topic string, handle router.Handle, d time.Duration) error {
 	var err error
 	if d == 0 {
-		err = h.node.Release(r.Context(), topic, handle)
+		err = h.node.Nack(r.Context(), topic, handle, 0)
 	} else {
 		_, err = h.node.Extend(r.Context(), topic, handle, d)
 	}
@@ -220,7 +222,7 @@ func (h *Handler) changeVisibility(r *http.Request, topic string, handle router.
 	case errors.Is(err, router.ErrAlreadySettled):
 		return invalidValue("ReceiptHandle", handle.String(), "Message does not exist or is not available for visibility timeout change.")
 	case errors.Is(err, router.ErrGone):
-		return fail(codeMessageNotInflight, "Message "+handle.String()+" is not in flight: its visibility timeout lapsed, or it was released.")
+		return fail(codeMessageNotInflight, "Message "+handle.String()+" is not in flight: its visibility timeout lapsed, or it was made visible again.")
 	}
 	return err
 }
