@@ -148,18 +148,6 @@ func checkQueueName(name string) error {
 	return nil
 }
 
-// receiptHandle reads a required receipt handle: the node's handle text, which must parse.
-func receiptHandle(text *string) (router.Handle, error) {
-	if text == nil {
-		return router.Handle{}, missing("ReceiptHandle")
-	}
-	h, err := router.ParseHandle(*text)
-	if err != nil {
-		return router.Handle{}, fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(*text))+" is not valid.")
-	}
-	return h, nil
-}
-
 // integer reads an optional integer parameter within [lo, hi]; absent, it is def.
 func integer(param string, v *int64, lo, hi, def int64) (int64, error) {
 	switch {

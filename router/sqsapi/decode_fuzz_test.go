@@ -35,11 +35,11 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		if err := decode(body, &in); err != nil {
 			return err
 		}
-		h, err := receiptHandle(in.ReceiptHandle)
+		rc, err := parseReceipt(in.ReceiptHandle)
 		if err != nil {
 			return err
 		}
-		checkHandle(t, h)
+		checkHandle(t, rc.handle)
 		d, err := visibility(in.VisibilityTimeout, "VisibilityTimeout")
 		if err != nil {
 			return err
@@ -62,9 +62,9 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 			if !validBatchID(*e.Id) {
 				t.Fatalf("accepted the entry id %q", *e.Id)
 			}
-			h, err := receiptHandle(e.ReceiptHandle)
+			rc, err := parseReceipt(e.ReceiptHandle)
 			if err == nil {
-				checkHandle(t, h)
+				checkHandle(t, rc.handle)
 				_, err = visibility(e.VisibilityTimeout, "VisibilityTimeout")
 			}
 			checkRefusal(t, err)

@@ -71,7 +71,7 @@
 //
 // A received message is
 //
-//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
+//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695:9f86d081884c7d65",
 //	 "MD5OfBody":"<hex MD5 of Body>","Body":"...",
 //	 "Attributes":{"ApproximateReceiveCount":"1","SentTimestamp":"1767366245123",
 //	               "ApproximateFirstReceiveTimestamp":"1767366250000"}}
@@ -80,17 +80,21 @@
 //
 //   - MessageId is partition:offset, the same for every delivery of the record and what
 //     SendMessage answered for it.
-//   - ReceiptHandle is the node's receipt handle (router.Handle's text): opaque to the
-//     client, and unforgeable (its nonce is drawn from the shard's stream).
+//   - ReceiptHandle is the node's receipt handle (router.Handle's text) and a tag that binds
+//     it to the queue (see Receipt handles): opaque to the client, and unforgeable (its
+//     nonce is drawn from the shard's stream).
 //   - Body is the record's value when it is valid UTF-8, and its standard base64 (with
 //     padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
 //     the MD5 of Body as written. The record's key is not delivered.
 //   - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
 //     the older AttributeNames; "All" is all three): ApproximateReceiveCount is the
 //     delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
-//     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time of
-//     this receive on a first delivery, and left out on any later one (the node keeps no
-//     time of a record's first delivery). SQS's other names are accepted and not answered.
+//     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time this
+//     handler first delivered the record, on every delivery (the node keeps a record's
+//     attempts, not the time of its first delivery: the handler remembers it, in memory,
+//     for up to 65,536 records, forgetting a record when it is deleted; a redelivery of a
+//     record it does not remember, first delivered before it started, through another
+//     node's handler, or forgotten, answers the time of this receive). SQS's other names are accepted and not answered.
 //   - MessageAttributes holds the record's headers (router.Message.Headers) that
 //     MessageAttributeNames asks for ("All" or ".*" every one, a name that one, "prefix.*"
 //     every name beginning with "prefix."; none asked, none answered), in order of name,
@@ -114,9 +118,19 @@
 //
 // # Receipt handles
 //
-// A handle that does not parse is ReceiptHandleIsInvalid, and reaches no node. One that
-// parses but names no live lease, or a message deleted already, is answered as SQS answers
-// a stale handle:
+// A receipt handle names its queue: it is the node's handle text, a colon, and a tag of 16
+// lowercase hex digits, the first 8 bytes of HMAC-SHA256 keyed with Config.ReceiptKey over
+// the queue's name, a zero byte and the node's handle text. A handle that does not parse,
+// or whose tag is not the one its queue and node handle have (a handle of another queue,
+// even of the same topic; one changed in any part; one made up, naming a partition the
+// queue lacks, say), is ReceiptHandleIsInvalid, and reaches no node: it changes nothing.
+// The handlers that one client's handles may reach (the nodes of a cluster behind one
+// endpoint) share one ReceiptKey. (With the empty key a client that knows this scheme can
+// tag a handle of a partition the queue lacks; the node then answers it ServiceUnavailable,
+// as it answers a partition it cannot reach, since it does not tell the two apart. A secret
+// ReceiptKey leaves only a handle of a partition removed since it was issued.) A handle
+// that is the queue's answers as SQS answers a
+// stale handle, when it names no live lease or a message deleted already:
 //
 //	node's answer                         DeleteMessage   ChangeMessageVisibility
 //	the live lease                        deleted (acked) visibility changed
@@ -170,7 +184,8 @@
 //
 //	status  __type                        x-amzn-query-error code                   when
 //	400     QueueDoesNotExist             AWS.SimpleQueueService.NonExistentQueue   no such queue or topic
-//	404     ReceiptHandleIsInvalid        ReceiptHandleIsInvalid                    a handle that does not parse
+//	404     ReceiptHandleIsInvalid        ReceiptHandleIsInvalid                    a handle that does not parse or
+//	                                                                                is not the queue's
 //	400     MessageNotInflight            AWS.SimpleQueueService.MessageNotInflight see Receipt handles
 //	404     InvalidAddress                InvalidAddress                            a QueueUrl that is no URL
 //	400     InvalidAttributeName          InvalidAttributeName                      an attribute name SQS has not

@@ -39,14 +39,14 @@ func fakeHandler(t *testing.T, f sqsapi.Node, cfg ...func(*sqsapi.Config)) *sqsa
 func TestNodeErrors(t *testing.T) {
 	requests := [][2]string{
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `"}`},
-		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1"}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1","VisibilityTimeout":5}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1","VisibilityTimeout":0}`},
+		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `"}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":5}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":0}`},
 		{"GetQueueAttributes", `{"QueueUrl":"` + queueURL + `","AttributeNames":["All"]}`},
 	}
 	batches := [][2]string{
-		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:0:1"}]}`},
-		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:0:1","VisibilityTimeout":5}]}`},
+		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `"}]}`},
+		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":5}]}`},
 	}
 	for _, tc := range []struct {
 		err    error
@@ -99,11 +99,11 @@ func TestRequestsReachTheNode(t *testing.T) {
 	for _, req := range [][2]string{
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `","MaxNumberOfMessages":7,"WaitTimeSeconds":20,"VisibilityTimeout":43200}`},
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `"}`},
-		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:1:2"}`},
-		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:1:2"},{"Id":"b","ReceiptHandle":"x"},{"Id":"c","ReceiptHandle":"1:2:3"}]}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:1:2","VisibilityTimeout":90}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:1:2","VisibilityTimeout":0}`},
-		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:1:2","VisibilityTimeout":0},{"Id":"b","ReceiptHandle":"1:2:3","VisibilityTimeout":1}]}`},
+		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:1:2") + `"}`},
+		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:1:2") + `"},{"Id":"b","ReceiptHandle":"x"},{"Id":"c","ReceiptHandle":"` + rh("1:2:3") + `"}]}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":90}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":0}`},
+		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":0},{"Id":"b","ReceiptHandle":"` + rh("1:2:3") + `","VisibilityTimeout":1}]}`},
 		{"GetQueueAttributes", `{"QueueUrl":"` + queueURL + `","AttributeNames":["All"]}`},
 	} {
 		ok(t, call(h, req[0], req[1]), nil)

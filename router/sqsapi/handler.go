@@ -75,6 +75,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of ApproximateFirstReceiveTimestamp. Nil means time.Now.
 	Now func() time.Time
+	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
+	// Receipt handles in the package doc). Every handler a client's handles may reach (each
+	// node of a cluster behind one endpoint) must have the same key. Nil means the empty
+	// key: the tag still binds a handle to its queue and refuses a changed or made-up
+	// handle, but a client that knows the scheme can compute it; a secret key (32 random
+	// bytes, say) makes a tag nobody without the key can compute.
+	ReceiptKey []byte
 }
 
 // Request is what Config.Authorize is told of a request besides its *http.Request.
@@ -102,6 +109,8 @@ type Handler struct {
 	slots           *frontend.Slots
 	log             *slog.Logger
 	now             func() time.Time
+	tags            *receiptTagger
+	first           firstReceives
 }
 
 // New returns a handler serving SQS's JSON protocol over node.
@@ -122,6 +131,7 @@ func New(node Node, cfg Config) (*Handler, error) {
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
 		authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+		tags: newReceiptTagger(cfg.ReceiptKey),
 	}
 	if produce := cfg.Produce; produce != nil {
 		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
@@ -234,9 +244,15 @@ func (h *Handler) open(r *http.Request, action, queue string, body []byte) (stri
 
 // openURL is open for a request naming its queue by QueueUrl.
 func (h *Handler) openURL(r *http.Request, action string, queueURL *string, body []byte) (string, error) {
-	name, err := queueName(queueURL)
-	if err != nil {
-		return "", err
+	_, topic, err := h.openQueue(r, action, queueURL, body)
+	return topic, err
+}
+
+// openQueue is openURL that returns the queue's name too.
+func (h *Handler) openQueue(r *http.Request, action string, queueURL *string, body []byte) (queue, topic string, err error) {
+	if queue, err = queueName(queueURL); err != nil {
+		return "", "", err
 	}
-	return h.open(r, action, name, body)
+	topic, err = h.open(r, action, queue, body)
+	return queue, topic, err
 }

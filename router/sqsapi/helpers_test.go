@@ -25,6 +25,9 @@ const (
 	queueURL = baseURL + "/orders"
 )
 
+// rh is the receipt handle of queue orders for the node's handle text handle.
+func rh(handle string) string { return sqsapi.ReceiptFor(nil, "orders", handle) }
+
 // sentAt is the timestamp of every record the tests append.
 var sentAt = time.Unix(1700000000, 123e6)
 
@@ -89,15 +92,18 @@ func (e *env) produce(partition int32, values ...string) {
 	e.node.Appended("orders", partition, off+1)
 }
 
-// call serves one SQS action through the handler.
-// handleOf parses a receipt handle a response carried, for a call of the node itself.
+// handleOf parses a receipt handle a response carried, for a call of the node itself: its
+// node handle, before the tag.
 func handleOf(t testing.TB, text string) router.Handle {
 	t.Helper()
-	h, err := router.ParseHandle(text)
+	i := strings.LastIndexByte(text, ':')
+	require.Positive(t, i, text)
+	h, err := router.ParseHandle(text[:i])
 	require.NoError(t, err)
 	return h
 }
 
+// call serves one SQS action through the handler.
 func (e *env) call(action, body string) *httptest.ResponseRecorder {
 	return call(e.h, action, body)
 }

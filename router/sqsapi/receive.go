@@ -109,7 +109,7 @@ func (h *Handler) receiveMessage(w http.ResponseWriter, r *http.Request, body []
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "ReceiveMessage", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(r, "ReceiveMessage", in.QueueUrl, body)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,8 @@ func (h *Handler) receiveMessage(w http.ResponseWriter, r *http.Request, body []
 	}
 	enc := encoders.Get().(*encoder)
 	defer enc.release()
-	msgs = enc.encode(h.node, msgs, req.attrs, &req.mattrs, h.now().UnixMilli())
+	enc.firsts = h.first.stamp(topic, msgs, h.now().UnixMilli(), enc.firsts)
+	msgs = enc.encode(h.node, msgs, h.tags, queue, req.attrs, &req.mattrs)
 	if _, err := writeJSON(w, enc.buf); err != nil {
 		frontend.GiveBack(ctx, h.node, topic, msgs) // the client cannot parse a cut body: none reached it
 	}
@@ -144,10 +145,12 @@ const (
 
 // An encoder writes a ReceiveMessage response. Pooled: its buffer is reused.
 type encoder struct {
-	buf    []byte
-	ends   []int // ends[i]: where message i's encoding ends in buf
-	msgs   []router.Message
-	mattrs []messageAttribute // one message's attributes, reused
+	buf     []byte
+	ends    []int // ends[i]: where message i's encoding ends in buf
+	msgs    []router.Message
+	mattrs  []messageAttribute // one message's attributes, reused
+	firsts  []int64            // each message's first receive time, ms since the epoch
+	receipt []byte             // one message's receipt handle, reused
 }
 
 var encoders = sync.Pool{New: func() any { return new(encoder) }}
@@ -164,11 +167,12 @@ func (e *encoder) release() {
 	}
 }
 
-// encode writes the response for msgs into e.buf and returns the messages it holds: the
-// longest prefix within router.ResponseLimit, as the node's FitResponse cuts it (giving back
-// the rest at once). firstReceive is the time of this receive, in ms since the epoch; sel
-// selects each message's attributes among its record's headers.
-func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, sel *attributeSelection, firstReceive int64) []router.Message {
+// encode writes the response for msgs, received from queue, into e.buf and returns the
+// messages it holds: the longest prefix within router.ResponseLimit, as the node's
+// FitResponse cuts it (giving back the rest at once). e.firsts holds each message's first
+// receive time, in ms since the epoch; sel selects each message's attributes among its
+// record's headers.
+func (e *encoder) encode(node Node, msgs []router.Message, tags *receiptTagger, queue string, attrs uint, sel *attributeSelection) []router.Message {
 	if len(msgs) == 0 {
 		e.buf = append(e.buf[:0], "{}"...)
 		return msgs
@@ -180,7 +184,8 @@ func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, sel *attr
 			e.buf = append(e.buf, ',')
 		}
 		e.mattrs = receivedAttributes(e.mattrs, msgs[i].Headers, sel)
-		e.buf = appendMessage(e.buf, &msgs[i], attrs, firstReceive, e.mattrs)
+		e.receipt = tags.appendReceipt(e.receipt[:0], queue, msgs[i].Receipt)
+		e.buf = appendMessage(e.buf, &msgs[i], delivery{receipt: e.receipt, attrs: attrs, firstReceive: e.firsts[i], mattrs: e.mattrs})
 		e.ends = append(e.ends, len(e.buf))
 	}
 	if len(msgs) > 1 {
@@ -208,6 +213,14 @@ func (e *encoder) size(m *router.Message) int {
 	return 0 // not one of the batch's: FitResponse measures only those
 }
 
+// A delivery is what a received message's encoding takes besides its record.
+type delivery struct {
+	receipt      []byte             // its receipt handle (receiptTagger.appendReceipt)
+	attrs        uint               // the system attributes asked for
+	firstReceive int64              // its first receive time, ms since the epoch
+	mattrs       []messageAttribute // its message attributes asked for, in order of name
+}
+
 // appendMessage appends one received message's JSON object:
 //
 //	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
@@ -219,11 +232,12 @@ func (e *encoder) size(m *router.Message) int {
 // (an SQS body is text); MD5OfBody is the MD5 of the body as written. Attributes holds the
 // system attributes asked for (none: no Attributes); MessageAttributes, with its MD5, the
 // message attributes given, ordered by name.
-func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64, mattrs []messageAttribute) []byte {
+func appendMessage(dst []byte, m *router.Message, d delivery) []byte {
+	attrs, mattrs := d.attrs, d.mattrs
 	dst = append(dst, `{"MessageId":"`...)
 	dst = appendMessageID(dst, m.Partition, m.Offset)
 	dst = append(dst, `","ReceiptHandle":"`...)
-	dst = m.Receipt.AppendText(dst)
+	dst = append(dst, d.receipt...)
 	body := m.Value
 	if !utf8.Valid(body) {
 		body = base64.StdEncoding.AppendEncode(nil, body)
@@ -255,7 +269,7 @@ func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64
 			attribute("SentTimestamp", m.Timestamp.UnixMilli())
 		}
 		if attrs&attrFirstReceive != 0 {
-			attribute("ApproximateFirstReceiveTimestamp", firstReceive)
+			attribute("ApproximateFirstReceiveTimestamp", d.firstReceive)
 		}
 		dst = append(dst, '}')
 	}
@@ -270,15 +284,11 @@ func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64
 }
 
 // absentAttributes are the system attributes m cannot answer: a SentTimestamp for a record
-// without a timestamp, and an ApproximateFirstReceiveTimestamp for any delivery but the
-// first (the node keeps no time of a record's first delivery, and this one is not it).
+// without a timestamp.
 func absentAttributes(m *router.Message) uint {
 	var absent uint
 	if m.Timestamp.IsZero() {
 		absent |= attrSentTimestamp
-	}
-	if m.Attempt != 1 {
-		absent |= attrFirstReceive
 	}
 	return absent
 }

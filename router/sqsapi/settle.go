@@ -24,15 +24,19 @@ func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, body []b
 	if err := decode(body, &in); err != nil {
 		return err
 	}
-	handle, err := receiptHandle(in.ReceiptHandle)
+	rc, err := parseReceipt(in.ReceiptHandle)
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "DeleteMessage", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(r, "DeleteMessage", in.QueueUrl, body)
 	if err != nil {
 		return err
 	}
-	if err := deleted(h.node.Ack(r.Context(), topic, handle)); err != nil {
+	handle, err := h.tags.check(rc, queue)
+	if err != nil {
+		return err
+	}
+	if err := h.deleted(topic, handle, h.node.Ack(r.Context(), topic, handle)); err != nil {
 		return err
 	}
 	writeJSON(w, emptyObject)
@@ -41,8 +45,12 @@ func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, body []b
 
 var emptyObject = []byte("{}")
 
-// deleted is what a DeleteMessage answers for an ack's error: a stale handle is no error.
-func deleted(err error) error {
+// deleted is what a DeleteMessage answers for an ack's error: a stale handle is no error. A
+// record deleted is forgotten by the first receive times.
+func (h *Handler) deleted(topic string, handle router.Handle, err error) error {
+	if err == nil || errors.Is(err, router.ErrAlreadySettled) {
+		h.first.forget(topic, handle)
+	}
 	if errors.Is(err, router.ErrGone) { // router.ErrAlreadySettled too
 		return nil
 	}
@@ -129,7 +137,7 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "DeleteMessageBatch", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(r, "DeleteMessageBatch", in.QueueUrl, body)
 	if err != nil {
 		return err
 	}
@@ -137,7 +145,7 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 	handles := make([]router.Handle, 0, len(in.Entries))
 	ids := make([]string, 0, len(in.Entries))
 	for _, e := range in.Entries {
-		handle, err := receiptHandle(e.ReceiptHandle)
+		handle, err := h.receiptOf(e.ReceiptHandle, queue)
 		if err != nil {
 			h.failEntry(&resp, r, "DeleteMessageBatch", *e.Id, err)
 			continue
@@ -150,7 +158,7 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 		for i, id := range ids {
 			var err error
 			if i < len(errs) {
-				err = deleted(errs[i])
+				err = h.deleted(topic, handles[i], errs[i])
 			}
 			if err != nil {
 				h.failEntry(&resp, r, "DeleteMessageBatch", id, err)
@@ -176,7 +184,7 @@ func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request
 	if err := decode(body, &in); err != nil {
 		return err
 	}
-	handle, err := receiptHandle(in.ReceiptHandle)
+	rc, err := parseReceipt(in.ReceiptHandle)
 	if err != nil {
 		return err
 	}
@@ -184,7 +192,11 @@ func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "ChangeMessageVisibility", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(r, "ChangeMessageVisibility", in.QueueUrl, body)
+	if err != nil {
+		return err
+	}
+	handle, err := h.tags.check(rc, queue)
 	if err != nil {
 		return err
 	}
@@ -234,13 +246,13 @@ func (h *Handler) changeMessageVisibilityBatch(w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "ChangeMessageVisibilityBatch", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(r, "ChangeMessageVisibilityBatch", in.QueueUrl, body)
 	if err != nil {
 		return err
 	}
 	var resp batchResponse
 	for i, e := range in.Entries {
-		handle, err := receiptHandle(e.ReceiptHandle)
+		handle, err := h.receiptOf(e.ReceiptHandle, queue)
 		if err == nil {
 			var d time.Duration
 			if d, err = visibility(e.VisibilityTimeout, "Entries."+strconv.Itoa(i+1)+".VisibilityTimeout"); err == nil {
@@ -255,4 +267,13 @@ func (h *Handler) changeMessageVisibilityBatch(w http.ResponseWriter, r *http.Re
 	}
 	writeBatch(w, &resp)
 	return nil
+}
+
+// receiptOf reads a receipt handle of queue: well-formed, and issued for queue.
+func (h *Handler) receiptOf(text *string, queue string) (router.Handle, error) {
+	rc, err := parseReceipt(text)
+	if err != nil {
+		return router.Handle{}, err
+	}
+	return h.tags.check(rc, queue)
 }

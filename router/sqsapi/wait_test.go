@@ -76,8 +76,8 @@ func TestDisconnectHoldsNoLease(t *testing.T) {
 }
 
 // TestVisibilityTimeout: a message not deleted within its VisibilityTimeout comes back, its
-// receive count one higher and with no first-receive time; a ChangeMessageVisibility moves
-// that moment.
+// receive count one higher and its first-receive time the first receive's; a
+// ChangeMessageVisibility moves that moment.
 func TestVisibilityTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, sqsapi.Config{})
@@ -104,7 +104,7 @@ func TestVisibilityTimeout(t *testing.T) {
 		require.Equal(t, first.MessageId, m.MessageId)
 		require.NotEqual(t, first.ReceiptHandle, m.ReceiptHandle)
 		require.Equal(t, "2", m.Attributes["ApproximateReceiveCount"])
-		require.NotContains(t, m.Attributes, "ApproximateFirstReceiveTimestamp")
+		require.Equal(t, first.Attributes["ApproximateFirstReceiveTimestamp"], m.Attributes["ApproximateFirstReceiveTimestamp"], "the first receive's time")
 
 		// Shortened, by a ChangeMessageVisibility below what is left.
 		ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":1}`), nil)
@@ -143,9 +143,12 @@ func TestVisibilityZeroCountsTheReceive(t *testing.T) {
 		got := <-done
 		require.Len(t, got, 1)
 		require.Equal(t, start, time.Now(), "visible at once")
+		firstAt := m.Attributes["ApproximateFirstReceiveTimestamp"]
+		require.NotEmpty(t, firstAt)
 		m = got[0]
 		for want := 2; want <= 6; want++ {
 			require.Equal(t, strconv.Itoa(want), m.Attributes["ApproximateReceiveCount"], "every receive counts")
+			require.Equal(t, firstAt, m.Attributes["ApproximateFirstReceiveTimestamp"], "on every delivery, the first's")
 			if want%2 == 0 {
 				ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}`), nil)
 			} else {
