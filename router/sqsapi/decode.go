@@ -19,9 +19,9 @@ import (
 
 // The bounds of what a request may carry.
 const (
-	// MaxMessageBytes bounds a message body SendMessage takes, and the bodies of one
-	// SendMessageBatch together: SQS's 256 KiB.
-	MaxMessageBytes = 256 << 10
+	// MaxMessageBytes bounds a message SendMessage takes (its body and attributes), and the
+	// messages of one SendMessageBatch together: SQS's 1 MiB (1,048,576 bytes).
+	MaxMessageBytes = 1 << 20
 	// MaxRequestBytes bounds a request body, read through an http.MaxBytesReader: a
 	// message of MaxMessageBytes fits even if every byte of it is escaped (\u0001, six bytes).
 	MaxRequestBytes = 6*MaxMessageBytes + 64<<10

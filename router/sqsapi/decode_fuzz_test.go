@@ -24,7 +24,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		}
 		o := req.opts
 		if o.Max < 1 || o.Max > MaxReceive || o.Wait < 0 || o.Wait > MaxWaitSeconds*time.Second ||
-			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs > 7 {
+			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs > 15 {
 			t.Fatalf("accepted %+v", req)
 		}
 		_, err = queueName(in.QueueUrl)
@@ -77,18 +77,19 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		if err := decode(body, &in); err != nil {
 			return err
 		}
-		msg, attrs, err := in.message("", true)
+		m, err := in.message("", true)
 		if err != nil {
 			return err
 		}
-		if len(msg) == 0 || len(msg)+attributesSize(attrs) > MaxMessageBytes {
+		msg, attrs := m.body, m.attrs
+		if len(msg) == 0 || m.size() > MaxMessageBytes {
 			t.Fatalf("accepted a body of %d bytes with %d attributes", len(msg), len(attrs))
 		}
 		if len(attrs) > maxMessageAttributes || !slices.IsSortedFunc(attrs, func(a, b messageAttribute) int { return strings.Compare(a.name, b.name) }) {
 			t.Fatalf("accepted attributes %+v", attrs)
 		}
 		for _, a := range attrs {
-			if checkAttributeName("p", a.name) != nil || len(a.value) == 0 {
+			if _, ok := checkDataType(a.dataType); checkAttributeName("p", a.name) != nil || len(a.value) == 0 || !ok {
 				t.Fatalf("accepted attribute %+v", a)
 			}
 		}
@@ -107,7 +108,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 			return err
 		}
 		for i := range in.Entries {
-			_, _, err := in.Entries[i].message("Entries.1.", true)
+			_, err := in.Entries[i].message("Entries.1.", true)
 			checkRefusal(t, err)
 		}
 		return nil

@@ -87,23 +87,28 @@
 //     padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
 //     the MD5 of Body as written. The record's key is not delivered.
 //   - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
-//     the older AttributeNames; "All" is all three): ApproximateReceiveCount is the
+//     the older AttributeNames; "All" is all four): ApproximateReceiveCount is the
 //     delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
 //     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time this
 //     handler first delivered the record, on every delivery (the node keeps a record's
 //     attempts, not the time of its first delivery: the handler remembers it, in memory,
 //     for up to 65,536 records, forgetting a record when it is deleted; a redelivery of a
 //     record it does not remember, first delivered before it started, through another
-//     node's handler, or forgotten, answers the time of this receive). SQS's other names are accepted and not answered.
+//     node's handler, or forgotten, answers the time of this receive), AWSTraceHeader the
+//     one the message was sent with (left out for one sent without). SQS's other names are
+//     accepted and not answered.
 //   - MessageAttributes holds the record's headers (router.Message.Headers) that
 //     MessageAttributeNames asks for ("All" or ".*" every one, a name that one, "prefix.*"
 //     every name beginning with "prefix."; none asked, none answered), in order of name,
-//     each a String when its value is valid UTF-8 and a Binary otherwise (a Number sent
-//     comes back a String: the data type is not kept), with MD5OfMessageAttributes
-//     computed as SQS computes it over what is answered. SQS's attributes are a map: of a
-//     key the record repeats, the last header is answered; a header whose key is empty or
-//     not valid UTF-8, which no SQS client could name, is left out. A record delivered
-//     through a node of a release before wire version 9 carries no headers.
+//     each of the data type it was sent with (see Sending: String, Number, Binary, custom
+//     types such as Number.float kept, a Binary of valid UTF-8 still a Binary), and a
+//     header no SendMessage wrote (a host's own producer's) a String when its value is
+//     valid UTF-8 and a Binary otherwise, with MD5OfMessageAttributes computed as SQS
+//     computes it over what is answered: for a message sent here, the MD5 its send
+//     answered. SQS's attributes are a map: of a key the record repeats, the last header is
+//     answered; a header whose key is empty or not valid UTF-8, which no SQS client could
+//     name, or begins with "AWS.SQS." (the types and trace header), is left out. A record
+//     delivered through a node of a release before wire version 9 carries no headers.
 //
 // A receive with nothing to deliver (its wait ran out) answers {}. The response holds at
 // most router.ResponseLimit bytes: the handler measures each message at its encoded size and
@@ -155,21 +160,30 @@
 // # Sending
 //
 // SendMessage and SendMessageBatch hand each body to Config.Produce, or, with its message
-// attributes as the record's headers (in order of name: each its name and its value, a
-// String's or Number's text or a Binary's bytes), to Config.ProduceRecord (without either
-// they answer UnsupportedOperation), and answer the MessageId partition:offset it returns,
-// the body's MD5, which the SDKs check, and, for a message with attributes, their MD5
-// (MD5OfMessageAttributes, over the attributes as sent). A body is 1 to MaxMessageBytes
-// (256 KiB) of SQS's characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000
-// to #x10FFFF; another is InvalidMessageContents), with its attributes (names, types and
-// values) at most MaxMessageBytes, and a batch's together at most MaxMessageBytes
-// (BatchRequestTooLong). Attributes are checked as SQS checks them: at most 10; names of 1
-// to 256 letters, digits, '_', '-' and '.', no period first, last or twice in a row, none
-// beginning with AWS. or Amazon.; a data type of String, Number or Binary, perhaps with a
-// custom type after a period; a non-empty value of the type's kind (a Number's a number, a
-// String's of the body's characters); no list values. What a record cannot carry is
-// refused, not dropped: MessageAttributes with Config.Produce (which has nowhere to keep
-// them), MessageSystemAttributes, a non-zero DelaySeconds, and the FIFO queues'
+// attributes as the record's headers, to Config.ProduceRecord (without either they answer
+// UnsupportedOperation), and answer the MessageId partition:offset it returns, the body's
+// MD5, which the SDKs check, and, for a message with attributes, their MD5
+// (MD5OfMessageAttributes, over the attributes as sent; MD5OfMessageSystemAttributes for
+// an AWSTraceHeader). A record's headers are, in order: one per message attribute, in
+// order of name, its name and its value (a String's or Number's text, a Binary's bytes);
+// one per attribute of another data type than String, "AWS.SQS.DataType.<name>" and the
+// type ("Number", "Binary", "Number.float", ...); and for a message with the AWSTraceHeader
+// system attribute (a String, the one system attribute SQS takes), "AWS.SQS.AWSTraceHeader"
+// and its value. No message attribute's name begins with "AWS.", so these never clash with
+// one. A message is 1 to MaxMessageBytes (1 MiB, 1,048,576 bytes) of SQS's characters (#x9,
+// #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF; another is
+// InvalidMessageContents), its body and its attributes (names, types and values) together,
+// and a batch's messages together at most MaxMessageBytes (BatchRequestTooLong); over it,
+// InvalidParameterValue. The node takes such records as they come: its batch bound
+// (router.BatchPayloadBytes, 4 MiB) keeps the record that crosses it, and FitResponse keeps
+// a response's first record whatever its size. Attributes are checked as SQS checks them:
+// at most 10; names of 1 to 256 letters, digits, '_', '-' and '.', no period first, last or
+// twice in a row, none beginning with AWS. or Amazon.; a data type of String, Number or
+// Binary, perhaps with a custom type after a period; a non-empty value of the type's kind
+// (a Number's a number, a String's of the body's characters); no list values. What a
+// record cannot carry is refused, not dropped: MessageAttributes and
+// MessageSystemAttributes with Config.Produce (which has nowhere to keep them), a system
+// attribute other than AWSTraceHeader, a non-zero DelaySeconds, and the FIFO queues'
 // MessageGroupId and MessageDeduplicationId are each InvalidParameterValue, the message not
 // sent.
 //
@@ -227,8 +241,7 @@
 // (router.Node.Reject), since SQS has no action that fails a message for good: an SQS client
 // leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
 // wants it quarantined at once serves the reject over router/httpapi; per-message delays
-// and queue delays; message attributes' data types (they come back String or Binary) and
-// list values; a receive's
-// VisibilityTimeout of 0; SigV4 verification, which is the host's (Authorize); the query
-// protocol (XML); message bodies over 256 KiB.
+// and queue delays; message attributes' list values; a receive's VisibilityTimeout of 0;
+// SigV4 verification, which is the host's (Authorize); the query protocol (XML); messages
+// over 1 MiB.
 package sqsapi

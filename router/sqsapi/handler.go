@@ -52,9 +52,12 @@ type Config struct {
 	// ProduceRecord, when set, serves SendMessage and SendMessageBatch as Produce does, and
 	// keeps the message's attributes: rec.Value is the body, rec.Headers one header per
 	// message attribute, in order of name, its key the attribute's name and its value the
-	// attribute's (a String or Number's text, a Binary's bytes). Set Produce or
-	// ProduceRecord, not both. With Produce, which has nowhere to keep them, a message with
-	// attributes is refused (InvalidParameterValue) rather than sent without them.
+	// attribute's (a String or Number's text, a Binary's bytes), then a header
+	// "AWS.SQS.DataType.<name>" holding the data type of each attribute of another type than
+	// String, and "AWS.SQS.AWSTraceHeader" for a message with that system attribute (see
+	// Sending in the package doc). Set Produce or ProduceRecord, not both. With Produce,
+	// which has nowhere to keep them, a message with attributes is refused
+	// (InvalidParameterValue) rather than sent without them.
 	ProduceRecord func(ctx context.Context, topic string, rec router.Record) (partition int32, offset int64, err error)
 	// Authorize, when set, is asked whether a request may proceed, once it has been read
 	// and decoded and before the queue is resolved or anything reaches the node; a non-nil

@@ -32,9 +32,10 @@ const (
 	attrReceiveCount = 1 << iota
 	attrSentTimestamp
 	attrFirstReceive
+	attrTraceHeader
 )
 
-var systemAttributes = []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"}
+var systemAttributes = []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp", "AWSTraceHeader"}
 
 // knownMessageAttributeNames are the names SQS knows in a ReceiveMessage's
 // MessageSystemAttributeNames, and in its older AttributeNames (which the SDKs type as queue
@@ -271,6 +272,14 @@ func appendMessage(dst []byte, m *router.Message, d delivery) []byte {
 		if attrs&attrFirstReceive != 0 {
 			attribute("ApproximateFirstReceiveTimestamp", d.firstReceive)
 		}
+		if attrs&attrTraceHeader != 0 {
+			trace, _ := traceOf(m.Headers)
+			if !first {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"AWSTraceHeader":`...)
+			dst = frontend.AppendString(dst, trace)
+		}
 		dst = append(dst, '}')
 	}
 	if len(mattrs) > 0 {
@@ -284,11 +293,14 @@ func appendMessage(dst []byte, m *router.Message, d delivery) []byte {
 }
 
 // absentAttributes are the system attributes m cannot answer: a SentTimestamp for a record
-// without a timestamp.
+// without a timestamp, an AWSTraceHeader for one sent without.
 func absentAttributes(m *router.Message) uint {
 	var absent uint
 	if m.Timestamp.IsZero() {
 		absent |= attrSentTimestamp
+	}
+	if _, ok := traceOf(m.Headers); !ok {
+		absent |= attrTraceHeader
 	}
 	return absent
 }

@@ -80,8 +80,9 @@ type batchSuccess struct {
 	Id               string `json:"Id"`
 	MessageId        string `json:"MessageId,omitempty"`        // SendMessageBatch's
 	MD5OfMessageBody string `json:"MD5OfMessageBody,omitempty"` // SendMessageBatch's
-	// SendMessageBatch's, for an entry with message attributes.
-	MD5OfMessageAttributes string `json:"MD5OfMessageAttributes,omitempty"`
+	// SendMessageBatch's, for an entry with message attributes, or an AWSTraceHeader.
+	MD5OfMessageAttributes       string `json:"MD5OfMessageAttributes,omitempty"`
+	MD5OfMessageSystemAttributes string `json:"MD5OfMessageSystemAttributes,omitempty"`
 }
 
 type batchFailure struct {
