@@ -54,7 +54,7 @@ func readBody(w http.ResponseWriter, r *http.Request, batch bool) ([]byte, error
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || (media != contentType && media != "application/x-amz-json-1.1") {
 			return nil, &apiError{code: codeSerialization, cause: errMalformed,
-				msg: "the body must be " + contentType + ": this endpoint serves SQS's JSON protocol, not its query protocol"}
+				msg: "with X-Amz-Target the body must be " + contentType + " (a form, of the query protocol, comes without X-Amz-Target)"}
 		}
 	}
 	if r.Body == nil || r.Body == http.NoBody {

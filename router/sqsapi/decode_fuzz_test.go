@@ -51,7 +51,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		return err
 	},
 	func(t *testing.T, body []byte) error { // DeleteMessageBatch, ChangeMessageVisibilityBatch
-		in, err := decodeBatch(body)
+		in, err := decodeBatch(&call{json: body})
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,8 +159,64 @@ func New(node Node, cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// An action serves one SQS action from its decoded body.
-type action func(h *Handler, w http.ResponseWriter, r *http.Request, body []byte) error
+// An action serves one SQS action's call.
+type action func(h *Handler, c *call) error
+
+// A call is one request of either protocol: what an action reads it from and answers it
+// with.
+type call struct {
+	w         http.ResponseWriter
+	r         *http.Request
+	action    string
+	body      []byte // the body as it arrived: what Authorize is handed
+	json      []byte // the JSON the action decodes: body, or a query form's translation
+	query     bool   // the query protocol: answered in XML
+	requestID string // the query protocol's RequestId
+}
+
+// decode decodes the call's input into the action's input. A query form's value of the
+// wrong kind (a BinaryValue that is not base64, say) is InvalidParameterValue, as the query
+// protocol has no SerializationException.
+func (c *call) decode(into any) error {
+	err := decode(c.json, into)
+	var ae *apiError
+	if c.query && errors.As(err, &ae) && ae.code == codeSerialization {
+		return &apiError{code: codeInvalidParameterValue, msg: ae.msg, cause: ae.cause}
+	}
+	return err
+}
+
+// A reply is an action's answer, written in either protocol.
+type reply interface {
+	appendJSON(dst []byte) []byte
+	// appendXML appends the content of the action's result element.
+	appendXML(dst []byte) []byte
+}
+
+// reply writes a 200 answering the call with rep; nil answers nothing ({} in JSON, a
+// response without a result element in XML).
+func (c *call) reply(rep reply) (int, error) {
+	if !c.query {
+		if rep == nil {
+			return writeJSON(c.w, emptyObject)
+		}
+		return writeJSON(c.w, rep.appendJSON(nil))
+	}
+	body := appendXMLOpen(nil, c.action, rep != nil)
+	if rep != nil {
+		body = rep.appendXML(body)
+	}
+	return writeXML(c.w, appendXMLClose(body, c.action, rep != nil, c.requestID))
+}
+
+// writeXML writes a 200 with an XML body.
+func writeXML(w http.ResponseWriter, body []byte) (int, error) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/xml")
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	return w.Write(body)
+}
 
 // actions are the SQS actions the handler serves, by X-Amz-Target's action name; batch
 // says a body over the bound is BatchRequestTooLong.
@@ -198,6 +255,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, codeMethodNotAllowed, "SQS's JSON protocol takes POST, not "+truncate(r.Method)+".")
 		return
 	}
+	if isQuery(r) {
+		h.serveQuery(w, r)
+		return
+	}
 	target := r.Header.Get("X-Amz-Target")
 	if target == "" {
 		writeError(w, codeMissingAction, "The request has no X-Amz-Target header naming its action (AmazonSQS.ReceiveMessage, say).")
@@ -214,27 +275,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := readBody(w, r, act.batch)
+	c := &call{w: w, r: r, action: name, body: body, json: body}
 	if err == nil {
-		err = act.serve(h, w, r, body)
+		err = act.serve(h, c)
 	}
 	if err != nil {
-		h.writeErr(w, r, name, err)
+		h.writeErr(c, err)
 	}
 }
 
-// writeErr answers a failed action, logging what is the service's fault.
-func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, action string, err error) {
-	c, msg := codeOf(err)
-	if c == codeInternalFailure {
-		h.log.Error("sqsapi: internal failure", "action", action, "remote", r.RemoteAddr, "err", err)
+// writeErr answers a failed call, logging what is the service's fault.
+func (h *Handler) writeErr(c *call, err error) {
+	code, msg := codeOf(err)
+	if code == codeInternalFailure {
+		h.log.Error("sqsapi: internal failure", "action", c.action, "remote", c.r.RemoteAddr, "err", err)
 	}
-	writeError(w, c, msg)
+	if c.query {
+		writeXMLError(c.w, code, msg, c.requestID)
+		return
+	}
+	writeError(c.w, code, msg)
 }
 
-// open authorizes a request naming queue and resolves the queue to its topic.
-func (h *Handler) open(r *http.Request, action, queue string, body []byte) (string, error) {
+// open authorizes a call naming queue and resolves the queue to its topic.
+func (h *Handler) open(c *call, queue string) (string, error) {
 	if h.authorize != nil {
-		if err := h.authorize(r, Request{Action: action, Queue: queue, Body: body}); err != nil {
+		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body}); err != nil {
 			return "", fail(codeAccessDenied, err.Error())
 		}
 	}
@@ -245,17 +311,17 @@ func (h *Handler) open(r *http.Request, action, queue string, body []byte) (stri
 	return topic, nil
 }
 
-// openURL is open for a request naming its queue by QueueUrl.
-func (h *Handler) openURL(r *http.Request, action string, queueURL *string, body []byte) (string, error) {
-	_, topic, err := h.openQueue(r, action, queueURL, body)
+// openURL is open for a call naming its queue by QueueUrl.
+func (h *Handler) openURL(c *call, queueURL *string) (string, error) {
+	_, topic, err := h.openQueue(c, queueURL)
 	return topic, err
 }
 
 // openQueue is openURL that returns the queue's name too.
-func (h *Handler) openQueue(r *http.Request, action string, queueURL *string, body []byte) (queue, topic string, err error) {
+func (h *Handler) openQueue(c *call, queueURL *string) (queue, topic string, err error) {
 	if queue, err = queueName(queueURL); err != nil {
 		return "", "", err
 	}
-	topic, err = h.open(r, action, queue, body)
+	topic, err = h.open(c, queue)
 	return queue, topic, err
 }

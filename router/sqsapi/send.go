@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"unicode/utf8"
 
@@ -149,10 +148,26 @@ type sendResponse struct {
 	MessageId                    string `json:"MessageId"`
 }
 
+func (s *sendResponse) appendJSON(dst []byte) []byte {
+	resp, _ := json.Marshal(s)
+	return append(dst, resp...)
+}
+
+func (s *sendResponse) appendXML(dst []byte) []byte {
+	dst = appendXMLElement(dst, "MD5OfMessageBody", s.MD5OfMessageBody)
+	if s.MD5OfMessageAttributes != "" {
+		dst = appendXMLElement(dst, "MD5OfMessageAttributes", s.MD5OfMessageAttributes)
+	}
+	if s.MD5OfMessageSystemAttributes != "" {
+		dst = appendXMLElement(dst, "MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes)
+	}
+	return appendXMLElement(dst, "MessageId", s.MessageId)
+}
+
 // sendMessage serves SendMessage through Config.Produce or Config.ProduceRecord.
-func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) sendMessage(c *call) error {
 	var in sendInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	if h.produce == nil {
@@ -162,25 +177,24 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byt
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "SendMessage", in.QueueUrl, body)
+	topic, err := h.openURL(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	id, err := h.send(r, topic, &msg)
+	id, err := h.send(c, topic, &msg)
 	if err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(sendResponse{MD5OfMessageBody: md5Hex(msg.body), MD5OfMessageAttributes: attributesMD5Hex(msg.attrs),
+	c.reply(&sendResponse{MD5OfMessageBody: md5Hex(msg.body), MD5OfMessageAttributes: attributesMD5Hex(msg.attrs),
 		MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace), MessageId: id})
-	writeJSON(w, resp)
 	return nil
 }
 
 // send produces one message, its attributes as the record's headers (recordHeaders), and
 // returns its MessageId.
-func (h *Handler) send(r *http.Request, topic string, m *sentMessage) (string, error) {
+func (h *Handler) send(c *call, topic string, m *sentMessage) (string, error) {
 	rec := router.Record{Value: m.body, Headers: recordHeaders(m.attrs, m.trace)}
-	partition, offset, err := h.produce(r.Context(), topic, rec)
+	partition, offset, err := h.produce(c.r.Context(), topic, rec)
 	if err != nil {
 		return "", err
 	}
@@ -209,9 +223,9 @@ type sendBatchInput struct {
 
 // sendMessageBatch serves SendMessageBatch through Config.Produce, one record per entry, in
 // order; an entry refused or failed is answered in Failed, the others are sent.
-func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) sendMessageBatch(c *call) error {
 	var in sendBatchInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	if h.produce == nil {
@@ -235,7 +249,7 @@ func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body 
 	if total > MaxMessageBytes {
 		return fail(codeBatchRequestTooLong, fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxMessageBytes, total))
 	}
-	topic, err := h.openURL(r, "SendMessageBatch", in.QueueUrl, body)
+	topic, err := h.openURL(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -245,15 +259,15 @@ func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body 
 		msg, err := e.message("Entries."+strconv.Itoa(i+1)+".", h.keepsAttributes)
 		var id string
 		if err == nil {
-			id, err = h.send(r, topic, &msg)
+			id, err = h.send(c, topic, &msg)
 		}
 		if err != nil {
-			h.failEntry(&resp, r, "SendMessageBatch", *e.Id, err)
+			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
 		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg.body),
 			MD5OfMessageAttributes: attributesMD5Hex(msg.attrs), MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace)})
 	}
-	writeBatch(w, &resp)
+	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
 }

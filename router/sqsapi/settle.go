@@ -3,7 +3,6 @@ package sqsapi
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -19,16 +18,16 @@ type deleteInput struct {
 // deleteMessage serves DeleteMessage: an ack. A handle whose lease is gone (it lapsed, was
 // released, or the message is deleted already) succeeds and deletes nothing, as SQS's
 // DeleteMessage of a stale handle does.
-func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) deleteMessage(c *call) error {
 	var in deleteInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	rc, err := parseReceipt(in.ReceiptHandle)
 	if err != nil {
 		return err
 	}
-	queue, topic, err := h.openQueue(r, "DeleteMessage", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -36,10 +35,10 @@ func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, body []b
 	if err != nil {
 		return err
 	}
-	if err := h.deleted(topic, handle, h.node.Ack(r.Context(), topic, handle)); err != nil {
+	if err := h.deleted(topic, handle, h.node.Ack(c.r.Context(), topic, handle)); err != nil {
 		return err
 	}
-	writeJSON(w, emptyObject)
+	c.reply(nil)
 	return nil
 }
 
@@ -94,30 +93,64 @@ type batchFailure struct {
 
 // failEntry answers a batch's entry id with err in Failed, logging what is the service's
 // fault as a failed request's is.
-func (h *Handler) failEntry(b *batchResponse, r *http.Request, action, id string, err error) {
-	c, msg := codeOf(err)
-	if c == codeInternalFailure {
-		h.log.Error("sqsapi: internal failure", "action", action, "entry", id, "remote", r.RemoteAddr, "err", err)
+func (h *Handler) failEntry(b *batchResponse, c *call, id string, err error) {
+	code, msg := codeOf(err)
+	if code == codeInternalFailure {
+		h.log.Error("sqsapi: internal failure", "action", c.action, "entry", id, "remote", c.r.RemoteAddr, "err", err)
 	}
-	b.Failed = append(b.Failed, batchFailure{Id: id, SenderFault: c.sender, Code: c.query, Message: msg})
+	b.Failed = append(b.Failed, batchFailure{Id: id, SenderFault: code.sender, Code: code.query, Message: msg})
 }
 
-func writeBatch(w http.ResponseWriter, b *batchResponse) {
-	if b.Successful == nil {
-		b.Successful = []batchSuccess{}
+// A batchReply answers a batch action: JSON {"Successful":[...],"Failed":[...]}, or in XML
+// an element named entry for each success and a BatchResultErrorEntry for each failure.
+type batchReply struct {
+	entry string
+	resp  *batchResponse
+}
+
+func (b *batchReply) appendJSON(dst []byte) []byte {
+	if b.resp.Successful == nil {
+		b.resp.Successful = []batchSuccess{}
 	}
-	if b.Failed == nil {
-		b.Failed = []batchFailure{}
+	if b.resp.Failed == nil {
+		b.resp.Failed = []batchFailure{}
 	}
-	body, _ := json.Marshal(b) // strings and bools: it always marshals
-	writeJSON(w, body)
+	body, _ := json.Marshal(b.resp) // strings and bools: it always marshals
+	return append(dst, body...)
+}
+
+func (b *batchReply) appendXML(dst []byte) []byte {
+	for _, s := range b.resp.Successful {
+		dst = append(dst, '<')
+		dst = append(dst, b.entry...)
+		dst = append(dst, '>')
+		dst = appendXMLElement(dst, "Id", s.Id)
+		for _, f := range [][2]string{{"MessageId", s.MessageId}, {"MD5OfMessageBody", s.MD5OfMessageBody},
+			{"MD5OfMessageAttributes", s.MD5OfMessageAttributes}, {"MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes}} {
+			if f[1] != "" {
+				dst = appendXMLElement(dst, f[0], f[1])
+			}
+		}
+		dst = append(dst, "</"...)
+		dst = append(dst, b.entry...)
+		dst = append(dst, '>')
+	}
+	for _, f := range b.resp.Failed {
+		dst = append(dst, "<BatchResultErrorEntry>"...)
+		dst = appendXMLElement(dst, "Id", f.Id)
+		dst = appendXMLElement(dst, "SenderFault", strconv.FormatBool(f.SenderFault))
+		dst = appendXMLElement(dst, "Code", f.Code)
+		dst = appendXMLElement(dst, "Message", f.Message)
+		dst = append(dst, "</BatchResultErrorEntry>"...)
+	}
+	return dst
 }
 
 // decodeBatch reads and checks a batch's body: its entries' Ids, and that each names a
 // receipt handle (whether it parses is answered per entry).
-func decodeBatch(body []byte) (*batchInput, error) {
+func decodeBatch(c *call) (*batchInput, error) {
 	var in batchInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return nil, err
 	}
 	if err := batchIDs(len(in.Entries), func(i int) *string { return in.Entries[i].Id }); err != nil {
@@ -133,12 +166,12 @@ func decodeBatch(body []byte) (*batchInput, error) {
 
 // deleteMessageBatch serves DeleteMessageBatch: one AckBatch of the entries whose handles
 // parse; each entry answered as DeleteMessage would answer it.
-func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
-	in, err := decodeBatch(body)
+func (h *Handler) deleteMessageBatch(c *call) error {
+	in, err := decodeBatch(c)
 	if err != nil {
 		return err
 	}
-	queue, topic, err := h.openQueue(r, "DeleteMessageBatch", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -148,27 +181,27 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 	for _, e := range in.Entries {
 		handle, err := h.receiptOf(e.ReceiptHandle, queue)
 		if err != nil {
-			h.failEntry(&resp, r, "DeleteMessageBatch", *e.Id, err)
+			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
 		handles = append(handles, handle)
 		ids = append(ids, *e.Id)
 	}
 	if len(handles) > 0 {
-		errs := h.node.AckBatch(r.Context(), topic, handles)
+		errs := h.node.AckBatch(c.r.Context(), topic, handles)
 		for i, id := range ids {
 			var err error
 			if i < len(errs) {
 				err = h.deleted(topic, handles[i], errs[i])
 			}
 			if err != nil {
-				h.failEntry(&resp, r, "DeleteMessageBatch", id, err)
+				h.failEntry(&resp, c, id, err)
 				continue
 			}
 			resp.Successful = append(resp.Successful, batchSuccess{Id: id})
 		}
 	}
-	writeBatch(w, &resp)
+	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
 }
 
@@ -180,9 +213,9 @@ type visibilityInput struct {
 }
 
 // changeMessageVisibility serves ChangeMessageVisibility.
-func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) changeMessageVisibility(c *call) error {
 	var in visibilityInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	rc, err := parseReceipt(in.ReceiptHandle)
@@ -193,7 +226,7 @@ func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	queue, topic, err := h.openQueue(r, "ChangeMessageVisibility", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -201,10 +234,10 @@ func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	if err := h.changeVisibility(r, topic, handle, d); err != nil {
+	if err := h.changeVisibility(c, topic, handle, d); err != nil {
 		return err
 	}
-	writeJSON(w, emptyObject)
+	c.reply(nil)
 	return nil
 }
 
@@ -224,12 +257,12 @@ func visibility(v *int64, param string) (time.Duration, error) {
 // it, and the record would never reach the topic's MaxDeliveries). A handle whose lease is
 // gone is MessageNotInflight; one of a message deleted already is InvalidParameterValue, as
 // SQS answers both.
-func (h *Handler) changeVisibility(r *http.Request, topic string, handle router.Handle, d time.Duration) error {
+func (h *Handler) changeVisibility(c *call, topic string, handle router.Handle, d time.Duration) error {
 	var err error
 	if d == 0 {
-		err = h.node.Nack(r.Context(), topic, handle, 0)
+		err = h.node.Nack(c.r.Context(), topic, handle, 0)
 	} else {
-		_, err = h.node.Extend(r.Context(), topic, handle, d)
+		_, err = h.node.Extend(c.r.Context(), topic, handle, d)
 	}
 	switch {
 	case errors.Is(err, router.ErrAlreadySettled):
@@ -242,12 +275,12 @@ func (h *Handler) changeVisibility(r *http.Request, topic string, handle router.
 
 // changeMessageVisibilityBatch serves ChangeMessageVisibilityBatch: each entry answered as
 // ChangeMessageVisibility would answer it.
-func (h *Handler) changeMessageVisibilityBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
-	in, err := decodeBatch(body)
+func (h *Handler) changeMessageVisibilityBatch(c *call) error {
+	in, err := decodeBatch(c)
 	if err != nil {
 		return err
 	}
-	queue, topic, err := h.openQueue(r, "ChangeMessageVisibilityBatch", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -257,16 +290,16 @@ func (h *Handler) changeMessageVisibilityBatch(w http.ResponseWriter, r *http.Re
 		if err == nil {
 			var d time.Duration
 			if d, err = visibility(e.VisibilityTimeout, "Entries."+strconv.Itoa(i+1)+".VisibilityTimeout"); err == nil {
-				err = h.changeVisibility(r, topic, handle, d)
+				err = h.changeVisibility(c, topic, handle, d)
 			}
 		}
 		if err != nil {
-			h.failEntry(&resp, r, "ChangeMessageVisibilityBatch", *e.Id, err)
+			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
 		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id})
 	}
-	writeBatch(w, &resp)
+	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
 }
 
