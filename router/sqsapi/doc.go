@@ -1,6 +1,7 @@
 // Package sqsapi is an SQS-compatible front end over a node: an http.Handler a broker
-// mounts, serving the actions an SQS consumer uses in SQS's JSON protocol (AWS JSON 1.0), so
-// that the AWS SDKs and the tools built on them consume the node's topics as SQS queues.
+// mounts, serving the actions an SQS consumer uses in both of SQS's wire protocols, JSON
+// (AWS JSON 1.0) and query (form bodies, XML answers), so that the AWS SDKs old and new
+// and the tools built on them consume the node's topics as SQS queues.
 //
 // # Mounting
 //
@@ -24,15 +25,47 @@
 //
 // # The protocol
 //
-// Every request is a POST with X-Amz-Target: AmazonSQS.<Action> and a JSON body whose
-// members have SQS's names (QueueUrl, MaxNumberOfMessages, ReceiptHandle, Entries, ...).
-// Its Content-Type, when it has one, is application/x-amz-json-1.0 (or -1.1); the query
-// protocol (form bodies with Action=) is not served. The path is not looked at: most SDKs
-// post to the base endpoint, some to the queue's URL. A response is a 200 with a JSON body
+// Every request is a POST, and its protocol is chosen per request, as SQS chooses it: with
+// an X-Amz-Target header, JSON; without one and with a form body
+// (application/x-www-form-urlencoded), query. A request of neither is MissingAction.
+//
+// JSON: X-Amz-Target: AmazonSQS.<Action> and a JSON body whose members have SQS's names
+// (QueueUrl, MaxNumberOfMessages, ReceiptHandle, Entries, ...). Its Content-Type, when it
+// has one, is application/x-amz-json-1.0 (or -1.1). A response is a 200 with a JSON body
 // (application/x-amz-json-1.0), or an error (below). Members a request carries that the
 // handler does not know are ignored, as SQS ignores them; a known member of the wrong JSON
-// type, or a body that is not one JSON object, is a SerializationException. A body is read
-// through an http.MaxBytesReader of MaxRequestBytes: never more.
+// type, or a body that is not one JSON object, is a SerializationException.
+//
+// Query: a form with Action=<Action> (and Version=2012-11-05, which is not looked at) and
+// the parameters of SQS's query API, as the SDKs before the JSON protocol (botocore before
+// 1.31, Debian's python3-boto3 and awscli) send them: lists flattened (AttributeName.1=All,
+// MessageAttributeName.1, MessageSystemAttributeName.1), message attributes as
+// MessageAttribute.N.Name and MessageAttribute.N.Value.DataType, .StringValue and
+// .BinaryValue (base64), the AWSTraceHeader as MessageSystemAttribute.N.*, a batch's
+// entries as SendMessageBatchRequestEntry.N.<member>, DeleteMessageBatchRequestEntry.N.*
+// and ChangeMessageVisibilityBatchRequestEntry.N.* (N from 1 to 1000, without leading
+// zeros; another index is ignored, as is a parameter the action does not have). A form is
+// translated into the JSON input, so both protocols are checked alike; an integer that is
+// not one, a BinaryValue that is not base64, or two message attributes of one name are
+// InvalidParameterValue, and a body that is no form (bad escapes, not UTF-8) is
+// MalformedQueryString. A response is a 200 with SQS's XML (text/xml):
+//
+//	<ReceiveMessageResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><ReceiveMessageResult>
+//	 <Message><MessageId>0:42</MessageId><ReceiptHandle>...</ReceiptHandle><MD5OfBody>...</MD5OfBody><Body>...</Body>
+//	  <Attribute><Name>ApproximateReceiveCount</Name><Value>1</Value></Attribute>
+//	  <MD5OfMessageAttributes>...</MD5OfMessageAttributes>
+//	  <MessageAttribute><Name>n</Name><Value><StringValue>1.5</StringValue><DataType>Number.float</DataType></Value></MessageAttribute>
+//	 </Message></ReceiveMessageResult><ResponseMetadata><RequestId>...</RequestId></ResponseMetadata></ReceiveMessageResponse>
+//
+// and likewise for each action (<Action>Response, <Action>Result, a batch's
+// <Action>ResultEntry and BatchResultErrorEntry elements; no Result element for
+// DeleteMessage and ChangeMessageVisibility), or an error (below). XML holds SQS's body
+// characters only: a body a host's own producer wrote with others (or not UTF-8) is
+// answered in base64, as a JSON answer answers a body that is not UTF-8, and a String
+// attribute's value of that kind as a Binary.
+//
+// The path is not looked at: most SDKs post to the base endpoint, some to the queue's URL.
+// A body is read through an http.MaxBytesReader of MaxRequestBytes: never more.
 //
 // The actions served:
 //
@@ -189,8 +222,16 @@
 //
 // # Errors
 //
-// An error is the status below, an x-amzn-query-error header with the query code and
-// ;Sender or ;Receiver (which the SDKs read for the error's code), and a body
+// An error of the query protocol is the status below and SQS's XML error (text/xml), whose
+// Code is the query code below and Type Sender or Receiver:
+//
+//	<ErrorResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><Error><Type>Sender</Type>
+//	 <Code>AWS.SimpleQueueService.NonExistentQueue</Code><Message>...</Message><Detail/></Error>
+//	 <RequestId>...</RequestId></ErrorResponse>
+//
+// (botocore maps the Code to its modeled exceptions: QueueDoesNotExist, ...). An error of
+// the JSON protocol is the status below, an x-amzn-query-error header with the query code
+// and ;Sender or ;Receiver (which the SDKs read for the error's code), and a body
 //
 //	{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}
 //
@@ -210,9 +251,12 @@
 //	403     RequestThrottled              RequestThrottled                          MaxInFlight receives already
 //	400     InvalidParameterValue         InvalidParameterValue                     a value out of range; see Sending
 //	400     MissingParameter              MissingParameter                          a required member absent
-//	400     MissingAction, InvalidAction  (the same)                                no or an unknown X-Amz-Target
-//	400     SerializationException        SerializationException                    not one JSON object; a member of
-//	                                                                                the wrong type; another Content-Type
+//	400     MissingAction, InvalidAction  (the same)                                no or an unknown X-Amz-Target or
+//	                                                                                Action
+//	400     SerializationException        SerializationException                    JSON: not one JSON object; a member
+//	                                                                                of the wrong type; another
+//	                                                                                Content-Type
+//	400     MalformedQueryString          MalformedQueryString                      query: a body that is no form
 //	403     AccessDenied                  AccessDenied                              Config.Authorize refused it
 //	405     MethodNotAllowed              MethodNotAllowed                          not a POST
 //	503     ServiceUnavailable            ServiceUnavailable                        try again: the node is closing, an
@@ -228,8 +272,8 @@
 // The handler authenticates nobody and verifies no signature. The Authorization,
 // X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK sends with its
 // SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
-// request once it has been decoded, with its action, its queue and its body (the payload
-// the signature covers); its refusal is AccessDenied. A request refused as malformed is
+// request once it has been decoded, with its action, its queue and its body as it arrived
+// (the payload the signature covers: the JSON, or the form); its refusal is AccessDenied. A request refused as malformed is
 // refused before Authorize is asked, and nothing reaches Config.Queues, Config.Produce(Record) or
 // the node before Authorize allowed it.
 //
@@ -242,6 +286,6 @@
 // leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
 // wants it quarantined at once serves the reject over router/httpapi; per-message delays
 // and queue delays; message attributes' list values; a receive's VisibilityTimeout of 0;
-// SigV4 verification, which is the host's (Authorize); the query protocol (XML); messages
-// over 1 MiB.
+// SigV4 verification, which is the host's (Authorize); messages over 1 MiB; queries by
+// GET, or with parameters in the URL's query string rather than the body.
 package sqsapi

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -41,11 +44,15 @@ var fuzzTargets = []string{
 // give).
 var documented = map[int]bool{200: true, 400: true, 403: true, 404: true, 405: true, 503: true}
 
-// FuzzRequest: whatever action, content type and body a request carries, the handler never
-// panics, answers a documented status with a JSON object, an error in SQS's shape (__type,
-// message, x-amzn-query-error), and hands the node only validated values.
+// FuzzRequest: whatever action, content type and body a request carries, in either
+// protocol, the handler never panics, answers a documented status with a JSON object (an
+// error in SQS's shape: __type, message, x-amzn-query-error) or, for a form without
+// X-Amz-Target, an XML document (an error in SQS's query shape), and hands the node only
+// validated values.
 func FuzzRequest(f *testing.F) {
 	q := `"QueueUrl":"http://sqs.test/q/orders"`
+	const form = "application/x-www-form-urlencoded"
+	qf := "QueueUrl=" + url.QueryEscape("http://sqs.test/q/orders")
 	for _, seed := range []struct {
 		target uint8
 		ct     string
@@ -73,6 +80,18 @@ func FuzzRequest(f *testing.F) {
 		{10, "", `{}`},
 		{11, "", `{}`},
 		{12, "text/plain", `{`},
+		{11, form, "Action=ReceiveMessage&" + qf + "&MaxNumberOfMessages=10&AttributeName.1=All&MessageAttributeName.1=All"},
+		{11, form, "Action=DeleteMessage&" + qf + "&ReceiptHandle=" + url.QueryEscape(rh("0:0:1"))},
+		{11, form, "Action=ChangeMessageVisibilityBatch&" + qf + "&ChangeMessageVisibilityBatchRequestEntry.1.Id=a" +
+			"&ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle=" + url.QueryEscape(rh("0:1:2")) + "&ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout=0"},
+		{11, form, "Action=SendMessage&" + qf + "&MessageBody=hi&MessageAttribute.1.Name=n&MessageAttribute.1.Value.DataType=Number&MessageAttribute.1.Value.StringValue=1"},
+		{11, form, "Action=SendMessageBatch&" + qf + "&SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=x"},
+		{11, form, "Action=GetQueueAttributes&" + qf + "&AttributeName.1=All"},
+		{11, form, "Action=GetQueueUrl&QueueName=orders"},
+		{11, form, "Action=PurgeQueue&" + qf},
+		{11, form, "Action=Nope"},
+		{11, form, "%zz"},
+		{11, form + "; charset=utf-8", "Action=ReceiveMessage&QueueUrl=http%3A%2F%2Fsqs.test%2Fq%2Fghost&WaitTimeSeconds=20"},
 	} {
 		f.Add(seed.target, seed.ct, []byte(seed.body))
 	}
@@ -128,6 +147,10 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 	if !documented[rec.Code] {
 		t.Fatalf("%s: status %d: %s", target, rec.Code, rec.Body.String())
 	}
+	if media, _, _ := mime.ParseMediaType(ct); target == "" && media == "application/x-www-form-urlencoded" {
+		checkXMLAnswer(t, rec)
+		return
+	}
 	if got := rec.Header().Get("Content-Type"); got != "application/x-amz-json-1.0" {
 		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
 	}
@@ -143,5 +166,27 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 	query := rec.Header().Get("x-amzn-query-error")
 	if !strings.HasPrefix(typ, "com.amazonaws.sqs#") || msg == "" || !strings.Contains(query, ";") {
 		t.Fatalf("status %d: an error not in SQS's shape: %q, x-amzn-query-error %q", rec.Code, rec.Body.String(), query)
+	}
+}
+
+// checkXMLAnswer checks a query request's answer: text/xml, one XML document, an error in
+// SQS's shape (ErrorResponse, Error, its Type, Code and Message).
+func checkXMLAnswer(t *testing.T, rec *httptest.ResponseRecorder) {
+	if got := rec.Header().Get("Content-Type"); got != "text/xml" {
+		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
+	}
+	var doc struct {
+		XMLName xml.Name
+		Error   struct{ Type, Code, Message string }
+	}
+	if err := xml.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatalf("status %d: a body that is not XML: %v: %q", rec.Code, err, rec.Body.String())
+	}
+	switch {
+	case rec.Code == http.StatusOK && !strings.HasSuffix(doc.XMLName.Local, "Response"):
+		t.Fatalf("an answer that is no response: %q", rec.Body.String())
+	case rec.Code != http.StatusOK && (doc.XMLName.Local != "ErrorResponse" || doc.Error.Code == "" || doc.Error.Message == "" ||
+		(doc.Error.Type != "Sender" && doc.Error.Type != "Receiver")):
+		t.Fatalf("status %d: an error not in SQS's shape: %q", rec.Code, rec.Body.String())
 	}
 }

@@ -90,17 +90,19 @@ type Config struct {
 
 // Request is what Config.Authorize is told of a request besides its *http.Request.
 type Request struct {
-	// Action is the SQS action, X-Amz-Target's part after "AmazonSQS." ("ReceiveMessage").
+	// Action is the SQS action ("ReceiveMessage"): X-Amz-Target's part after "AmazonSQS.",
+	// or the query protocol's Action.
 	Action string
 	// Queue is the queue the request names: its QueueUrl's last path segment, or
 	// GetQueueUrl's QueueName.
 	Queue string
-	// Body is the request's body as it arrived, the payload a SigV4 signature covers. It is
-	// the handler's: Authorize must neither modify nor keep it.
+	// Body is the request's body as it arrived (the JSON, or the query protocol's form), the
+	// payload a SigV4 signature covers. It is the handler's: Authorize must neither modify
+	// nor keep it.
 	Body []byte
 }
 
-// A Handler serves SQS's JSON protocol over a node. It is safe for concurrent use.
+// A Handler serves SQS's JSON and query protocols over a node. It is safe for concurrent use.
 type Handler struct {
 	node    Node
 	queues  func(string) (string, bool)
@@ -117,7 +119,7 @@ type Handler struct {
 	first           firstReceives
 }
 
-// New returns a handler serving SQS's JSON protocol over node.
+// New returns a handler serving SQS's JSON and query protocols over node.
 func New(node Node, cfg Config) (*Handler, error) {
 	switch {
 	case node == nil:
@@ -252,7 +254,7 @@ const targetPrefix = "AmazonSQS."
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, codeMethodNotAllowed, "SQS's JSON protocol takes POST, not "+truncate(r.Method)+".")
+		writeError(w, codeMethodNotAllowed, "SQS takes POST, not "+truncate(r.Method)+".")
 		return
 	}
 	if isQuery(r) {
