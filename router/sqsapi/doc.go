@@ -9,6 +9,7 @@
 //		Queues:  func(name string) (string, bool) { return name, topics.Has(name) },
 //		BaseURL: "https://broker.example.com/sqs",
 //		Produce: produce, // optional: SendMessage and SendMessageBatch (or ProduceRecord, to keep message attributes)
+//		ReceiptKey: secret, // the same on every node a client's receipt handles may reach
 //		Authorize: func(r *http.Request, req sqsapi.Request) error {
 //			return verifySigV4(r, req.Body) // the host's: the handler verifies no signature
 //		},

@@ -26,24 +26,30 @@ const tagLen = 16
 // receiptTagger computes receipt tags with one key; its hashes are pooled.
 type receiptTagger struct{ pool sync.Pool }
 
+// A tagHash is a pooled HMAC and the buffers it works in.
+type tagHash struct {
+	mac hash.Hash
+	in  []byte
+	sum []byte
+}
+
 func newReceiptTagger(key []byte) *receiptTagger {
 	k := append([]byte(nil), key...)
 	t := &receiptTagger{}
-	t.pool.New = func() any { return hmac.New(sha256.New, k) }
+	t.pool.New = func() any { return &tagHash{mac: hmac.New(sha256.New, k), sum: make([]byte, 0, sha256.Size)} }
 	return t
 }
 
 // appendTag appends the tag of the node's handle text for queue.
-func (t *receiptTagger) appendTag(dst []byte, queue string, handle []byte) []byte {
-	m := t.pool.Get().(hash.Hash)
-	m.Reset()
-	m.Write([]byte(queue))
-	m.Write([]byte{0})
-	m.Write(handle)
-	var sum [sha256.Size]byte
-	m.Sum(sum[:0])
-	t.pool.Put(m)
-	return hex.AppendEncode(dst, sum[:tagLen/2])
+func appendTag[S ~string | ~[]byte](t *receiptTagger, dst []byte, queue string, handle S) []byte {
+	h := t.pool.Get().(*tagHash)
+	h.in = append(append(append(h.in[:0], queue...), 0), handle...)
+	h.mac.Reset()
+	h.mac.Write(h.in)
+	h.sum = h.mac.Sum(h.sum[:0])
+	dst = hex.AppendEncode(dst, h.sum[:tagLen/2])
+	t.pool.Put(h)
+	return dst
 }
 
 // appendReceipt appends the receipt handle of handle, a delivery of queue.
@@ -52,7 +58,7 @@ func (t *receiptTagger) appendReceipt(dst []byte, queue string, handle router.Ha
 	dst = handle.AppendText(dst)
 	text := dst[start:]
 	dst = append(dst, ':')
-	return t.appendTag(dst, queue, text)
+	return appendTag(t, dst, queue, text)
 }
 
 // A receipt is a receipt handle whose form has been checked: the node's handle and the tag
@@ -69,14 +75,16 @@ func parseReceipt(text *string) (receipt, error) {
 	if text == nil {
 		return receipt{}, missing("ReceiptHandle")
 	}
-	invalid := fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(*text))+" is not valid.")
+	invalid := func() error {
+		return fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(*text))+" is not valid.")
+	}
 	node, tag, ok := cutLast(*text, ':')
 	if !ok || len(tag) != tagLen || strings.Trim(tag, "0123456789abcdef") != "" {
-		return receipt{}, invalid
+		return receipt{}, invalid()
 	}
 	h, err := router.ParseHandle(node)
 	if err != nil {
-		return receipt{}, invalid
+		return receipt{}, invalid()
 	}
 	return receipt{handle: h, text: node, tag: tag}, nil
 }
@@ -84,7 +92,7 @@ func parseReceipt(text *string) (receipt, error) {
 // check answers whether rc was issued for queue: ReceiptHandleIsInvalid if not.
 func (t *receiptTagger) check(rc receipt, queue string) (router.Handle, error) {
 	var buf [tagLen]byte
-	if !hmac.Equal(t.appendTag(buf[:0], queue, []byte(rc.text)), []byte(rc.tag)) {
+	if !hmac.Equal(appendTag(t, buf[:0], queue, rc.text), []byte(rc.tag)) {
 		return router.Handle{}, fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(rc.text+":"+rc.tag))+
 			" is not valid for this queue.")
 	}

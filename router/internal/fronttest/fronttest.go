@@ -93,16 +93,18 @@ func (f *FakeNode) Extend(ctx context.Context, topic string, handle router.Handl
 
 func (f *FakeNode) Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error {
 	f.record("Nack %s %s %v", topic, handle, delay)
-	f.mu.Lock()
-	f.Nacked = append(f.Nacked, handle.String())
-	f.mu.Unlock()
-	return f.Err
+	return f.gave(&f.Nacked, handle)
 }
 
 func (f *FakeNode) Release(ctx context.Context, topic string, handle router.Handle) error {
 	f.record("Release %s %s", topic, handle)
+	return f.gave(&f.Released, handle)
+}
+
+// gave notes handle in list, and answers Err.
+func (f *FakeNode) gave(list *[]string, handle router.Handle) error {
 	f.mu.Lock()
-	f.Released = append(f.Released, handle.String())
+	*list = append(*list, handle.String())
 	f.mu.Unlock()
 	return f.Err
 }

@@ -120,9 +120,7 @@ func TestMessageAttributes(t *testing.T) {
 // SDK, a Binary of valid UTF-8 a Binary still, with the MD5 the send answered; AWSTraceHeader
 // is kept and answered; a 1 MiB message is sent and received whole, one byte more refused.
 func TestAttributeTypes(t *testing.T) {
-	b := newBroker(t)
-	c := b.client(accessKey)
-	queue := aws.String(b.queueURL)
+	_, c, queue := newClient(t)
 	attrs := map[string]types.MessageAttributeValue{
 		"n":     {DataType: aws.String("Number.float"), StringValue: aws.String("1.5")},
 		"s":     {DataType: aws.String("String.json"), StringValue: aws.String("{}")},

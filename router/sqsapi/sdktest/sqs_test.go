@@ -209,9 +209,7 @@ func TestChangeVisibility(t *testing.T) {
 // TestEveryReceiveCounts: a consumer that gives up on a message with ChangeMessageVisibility
 // 0 sees ApproximateReceiveCount 1, 2, ... 6 over six receives, as SQS counts them.
 func TestEveryReceiveCounts(t *testing.T) {
-	b := newBroker(t)
-	c := b.client(accessKey)
-	q := aws.String(b.queueURL)
+	_, c, q := newClient(t)
 	_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("poison")})
 	require.NoError(t, err)
 	for want := 1; want <= 6; want++ {
