@@ -207,6 +207,27 @@ func TestReceiptNamesItsQueue(t *testing.T) {
 	require.Equal(t, int64(0), st.Frontier, "the live handle with its own queue deletes")
 }
 
+// TestPartitionTheQueueLacks: a well-tagged handle of a partition the topic does not have
+// (made up by a client that knows the empty key's scheme) is ReceiptHandleIsInvalid with
+// Config.Routes, singly and in a batch; without them, the node's ServiceUnavailable.
+func TestPartitionTheQueueLacks(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{})
+	e.h = mustNew(t, e.node, sqsapi.Config{Routes: e.routes})
+	ghost := rh("7:0:1")
+	for _, act := range []string{"DeleteMessage", "ChangeMessageVisibility"} {
+		got := failed(t, e.call(act, `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+ghost+`","VisibilityTimeout":5}`))
+		require.Equal(t, sqsError{404, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid;Sender", got.Message}, got, act)
+	}
+	for _, act := range []string{"DeleteMessageBatch", "ChangeMessageVisibilityBatch"} {
+		var out batchResult
+		ok(t, e.call(act, `{"QueueUrl":"`+queueURL+`","Entries":[{"Id":"a","ReceiptHandle":"`+ghost+`","VisibilityTimeout":5}]}`), &out)
+		require.Equal(t, []string{"a=ReceiptHandleIsInvalid"}, out.failedCodes(), act)
+	}
+	e.h = mustNew(t, e.node, sqsapi.Config{})
+	got := failed(t, e.call("DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+ghost+`"}`))
+	require.Equal(t, "ServiceUnavailable", got.Type, "without Routes the node's answer")
+}
+
 // TestReceiptKey: handlers with the same ReceiptKey take each other's handles (the nodes
 // of a cluster behind one endpoint); with another key, a handle is ReceiptHandleIsInvalid.
 func TestReceiptKey(t *testing.T) {

@@ -164,11 +164,13 @@
 // even of the same topic; one changed in any part; one made up, naming a partition the
 // queue lacks, say), is ReceiptHandleIsInvalid, and reaches no node: it changes nothing.
 // The handlers that one client's handles may reach (the nodes of a cluster behind one
-// endpoint) share one ReceiptKey. (With the empty key a client that knows this scheme can
-// tag a handle of a partition the queue lacks; the node then answers it ServiceUnavailable,
-// as it answers a partition it cannot reach, since it does not tell the two apart. A secret
-// ReceiptKey leaves only a handle of a partition removed since it was issued.) A handle
-// that is the queue's answers as SQS answers a
+// endpoint) share one ReceiptKey. A well-tagged handle of a partition the queue lacks (one
+// removed since the handle was issued, or made up by a client that knows the empty key's
+// scheme) reaches the node, which answers it as it answers a partition it cannot reach
+// (router.ErrNotLocal, router.ErrUnavailable), since it does not tell the two apart: with
+// Config.Routes the handler asks the routes then, and answers ReceiptHandleIsInvalid for a
+// partition they name on no node; without them, ServiceUnavailable. A handle that is the
+// queue's answers as SQS answers a
 // stale handle, when it names no live lease or a message deleted already:
 //
 //	node's answer                         DeleteMessage   ChangeMessageVisibility

@@ -86,6 +86,11 @@ type Config struct {
 	// handle, but a client that knows the scheme can compute it; a secret key (32 random
 	// bytes, say) makes a tag nobody without the key can compute.
 	ReceiptKey []byte
+	// Routes, when set, are the routes the node was given (router.Config.Routes): a handle
+	// the node cannot reach (router.ErrNotLocal, router.ErrUnavailable) is then
+	// ReceiptHandleIsInvalid when the routes name its partition for the topic on no node,
+	// rather than the ServiceUnavailable the SDKs retry. They are asked only then.
+	Routes router.Routes
 }
 
 // Request is what Config.Authorize is told of a request besides its *http.Request.
@@ -117,6 +122,7 @@ type Handler struct {
 	now             func() time.Time
 	tags            *receiptTagger
 	first           firstReceives
+	routes          router.Routes
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
@@ -137,7 +143,7 @@ func New(node Node, cfg Config) (*Handler, error) {
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
 		authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
-		tags: newReceiptTagger(cfg.ReceiptKey),
+		tags: newReceiptTagger(cfg.ReceiptKey), routes: cfg.Routes,
 	}
 	if produce := cfg.Produce; produce != nil {
 		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
