@@ -276,9 +276,10 @@
 // X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK sends with its
 // SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
 // request once it has been decoded, with its action, its queue and its body as it arrived
-// (the payload the signature covers: the JSON, or the form); its refusal is AccessDenied. A request refused as malformed is
-// refused before Authorize is asked, and nothing reaches Config.Queues, Config.Produce(Record) or
-// the node before Authorize allowed it.
+// (the payload the signature covers: the JSON, or the form); its refusal is AccessDenied.
+// A request refused as malformed is refused before Authorize is asked, and nothing reaches
+// Config.Queues, Config.Produce(Record) or the node before Authorize allowed it (a receipt
+// handle of another queue is refused after it, before the node).
 //
 // # Not supported
 //
