@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -129,13 +128,7 @@ func fuzzRequest(t *testing.T, route uint8, wrongMethod bool, query, ct string, 
 		}
 		return
 	}
-	if got := rec.Header().Get("Content-Type"); got != "application/json" {
-		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
-	}
-	var v map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-		t.Fatalf("status %d: a body that is not JSON: %v: %q", rec.Code, err, rec.Body.String())
-	}
+	v := fronttest.JSONAnswer(t, rec, "application/json")
 	if rec.Code >= 400 {
 		msg, _ := v["error"].(string)
 		if msg == "" || v["code"] == nil {

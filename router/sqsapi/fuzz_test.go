@@ -3,7 +3,6 @@ package sqsapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"mime"
@@ -151,13 +150,7 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 		checkXMLAnswer(t, rec)
 		return
 	}
-	if got := rec.Header().Get("Content-Type"); got != "application/x-amz-json-1.0" {
-		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
-	}
-	var v map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-		t.Fatalf("status %d: a body that is not a JSON object: %v: %q", rec.Code, err, rec.Body.String())
-	}
+	v := fronttest.JSONAnswer(t, rec, "application/x-amz-json-1.0")
 	if rec.Code == http.StatusOK {
 		return
 	}

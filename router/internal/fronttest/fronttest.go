@@ -8,6 +8,7 @@ package fronttest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -129,6 +130,19 @@ func LeasedMessages(n int, topic string, sent time.Time) []router.Message {
 			Receipt: router.Handle{Offset: int64(i), Nonce: uint64(i + 1)}, Attempt: 1, Expiry: time.Unix(9, 0), Timestamp: sent}
 	}
 	return msgs
+}
+
+// JSONAnswer checks that rec is answered with contentType and a body of one JSON object,
+// and returns the object.
+func JSONAnswer(t testing.TB, rec *httptest.ResponseRecorder, contentType string) map[string]any {
+	if got := rec.Header().Get("Content-Type"); got != contentType {
+		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("status %d: a body that is not a JSON object: %v: %q", rec.Code, err, rec.Body.String())
+	}
+	return v
 }
 
 // FailingWriter is a ResponseWriter whose client is gone: every Write fails.
