@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,92 +13,13 @@ import (
 
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
+	"narad.dev/consume/router/internal/fronttest"
 )
 
-// fakeNode answers every call with err (and Consume with msgs), and records the calls.
-type fakeNode struct {
-	mu       sync.Mutex
-	err      error
-	msgs     []router.Message
-	consume  func(ctx context.Context) // run inside Consume
-	calls    []string
-	released []string
-	nacked   []string
-	fitLimit int
-	fitSizes []int
-}
+// fakeNode answers every call with its Err, and records the calls.
+type fakeNode = fronttest.FakeNode
 
 var _ httpapi.Node = (*fakeNode)(nil)
-
-func (f *fakeNode) record(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, fmt.Sprintf(format, args...))
-}
-
-func (f *fakeNode) Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error) {
-	f.record("Consume %s %+v", topic, opts)
-	if f.consume != nil {
-		f.consume(ctx)
-	}
-	return f.msgs, f.err
-}
-
-func (f *fakeNode) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]router.Message, error) {
-	f.record("Replay %s %d %d %d", topic, partition, offset, limit)
-	return f.msgs, f.err
-}
-
-func (f *fakeNode) FitResponse(msgs []router.Message, size func(*router.Message) int, limit int) []router.Message {
-	f.fitLimit = limit
-	f.fitSizes = f.fitSizes[:0]
-	for i := range msgs {
-		f.fitSizes = append(f.fitSizes, size(&msgs[i]))
-	}
-	return msgs
-}
-
-func (f *fakeNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
-	f.record("Ack %s %s", topic, handle)
-	return f.err
-}
-
-func (f *fakeNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
-	f.record("AckBatch %s %v", topic, handles)
-	errs := make([]error, len(handles))
-	for i := range errs {
-		errs[i] = f.err
-	}
-	return errs
-}
-
-func (f *fakeNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
-	f.record("Extend %s %s %v", topic, handle, d)
-	return time.Unix(100, 0), f.err
-}
-
-func (f *fakeNode) Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error {
-	f.record("Nack %s %s %v", topic, handle, delay)
-	f.mu.Lock()
-	f.nacked = append(f.nacked, handle.String())
-	f.mu.Unlock()
-	return f.err
-}
-
-func (f *fakeNode) Release(ctx context.Context, topic string, handle router.Handle) error {
-	f.record("Release %s %s", topic, handle)
-	f.mu.Lock()
-	f.released = append(f.released, handle.String())
-	f.mu.Unlock()
-	return f.err
-}
-
-func (f *fakeNode) Reject(ctx context.Context, topic string, handle router.Handle) error {
-	f.record("Reject %s %s", topic, handle)
-	return f.err
-}
-
-var _ httpapi.Rejecter = (*fakeNode)(nil)
 
 func fakeHandler(t *testing.T, f httpapi.Node) *httpapi.Handler {
 	h, err := httpapi.New(f, httpapi.Options{})
@@ -131,7 +51,7 @@ func TestErrorStatuses(t *testing.T) {
 		{context.Canceled, 503, "unavailable"},
 		{errors.New("disk on fire"), 500, "internal"},
 	} {
-		f := &fakeNode{err: tc.err}
+		f := &fakeNode{Err: tc.err}
 		h := fakeHandler(t, f)
 		for _, req := range [][2]string{
 			{"GET", "/consume?topic=orders"},
@@ -173,7 +93,7 @@ func TestRequestsReachTheNode(t *testing.T) {
 		"Nack orders 0:0:1 2s",
 		"AckBatch orders [0:0:1 0:1:2]",
 		"Reject orders 0:2:3",
-	}, f.calls)
+	}, f.Calls)
 	rec := do(h, "POST", "/extend?topic=orders&receipt_handle=0:0:1")
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.JSONEq(t, `{"receipt_handle":"0:0:1","expiry":"1970-01-01T00:01:40Z"}`, rec.Body.String())
@@ -185,59 +105,49 @@ func TestContextReachesTheNode(t *testing.T) {
 	type key struct{}
 	ctx := context.WithValue(context.Background(), key{}, "mine")
 	var got context.Context
-	f := &fakeNode{consume: func(ctx context.Context) { got = ctx }}
+	f := &fakeNode{OnConsume: func(ctx context.Context) { got = ctx }}
 	doCtx(ctx, fakeHandler(t, f), "/consume?topic=orders&wait=1s")
 	require.Equal(t, "mine", got.Value(key{}))
 }
 
 func leasedMessages(n int) []router.Message {
-	msgs := make([]router.Message, n)
-	for i := range msgs {
-		msgs[i] = router.Message{Topic: "orders", Offset: int64(i), Value: []byte("v<"),
-			Receipt: router.Handle{Offset: int64(i), Nonce: uint64(i + 1)}, Attempt: 1, Expiry: time.Unix(9, 0)}
-	}
-	return msgs
+	return fronttest.LeasedMessages(n, "orders", time.Time{})
 }
 
 // TestGoneClientGetsNothing: records a consume delivered as its client left are given back
 // at once, not left invisible until their visibility timeout.
 func TestGoneClientGetsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fakeNode{msgs: leasedMessages(2), consume: func(context.Context) { cancel() }}
+	f := &fakeNode{Msgs: leasedMessages(2), OnConsume: func(context.Context) { cancel() }}
 	rec := doCtx(ctx, fakeHandler(t, f), "/consume?topic=orders&max=2")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
-	require.Equal(t, []string{"0:0:1", "0:1:2"}, f.released)
+	require.Equal(t, []string{"0:0:1", "0:1:2"}, f.Released)
 }
-
-// failingWriter is a ResponseWriter whose client is gone: every Write fails.
-type failingWriter struct{ *httptest.ResponseRecorder }
-
-func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
 // TestFailedWriteGivesBack: records whose response could not be written are given back,
 // released (at their owner, by the node, for a partition another node owns), so none counts
 // as an attempt.
 func TestFailedWriteGivesBack(t *testing.T) {
-	f := &fakeNode{msgs: leasedMessages(3)}
+	f := &fakeNode{Msgs: leasedMessages(3)}
 	h := fakeHandler(t, f)
 	req := httptest.NewRequest(http.MethodGet, "/consume?topic=orders&max=3", nil)
-	h.ServeHTTP(failingWriter{httptest.NewRecorder()}, req)
-	require.Equal(t, []string{"0:0:1", "0:1:2", "0:2:3"}, f.released)
-	require.Empty(t, f.nacked)
+	h.ServeHTTP(fronttest.FailingWriter{ResponseRecorder: httptest.NewRecorder()}, req)
+	require.Equal(t, []string{"0:0:1", "0:1:2", "0:2:3"}, f.Released)
+	require.Empty(t, f.Nacked)
 }
 
 // TestFitMeasuresTheEncoding: FitResponse is handed the encoder's exact sizes (one
 // separator each) and what the envelope leaves of router.ResponseLimit.
 func TestFitMeasuresTheEncoding(t *testing.T) {
-	f := &fakeNode{msgs: leasedMessages(3)}
+	f := &fakeNode{Msgs: leasedMessages(3)}
 	rec := do(fakeHandler(t, f), "GET", "/consume?topic=orders&max=3")
 	body := rec.Body.Len()
 	require.Len(t, messages(t, rec), 3)
-	require.Equal(t, httpapi.BodyLimit, f.fitLimit)
-	require.Equal(t, router.ResponseLimit-len(`{"messages":[]}`)+1, f.fitLimit)
+	require.Equal(t, httpapi.BodyLimit, f.FitLimit)
+	require.Equal(t, router.ResponseLimit-len(`{"messages":[]}`)+1, f.FitLimit)
 	sum := 0
-	for i, size := range f.fitSizes {
-		require.Equal(t, httpapi.MessageLen(&f.msgs[i])+1, size)
+	for i, size := range f.FitSizes {
+		require.Equal(t, httpapi.MessageLen(&f.Msgs[i])+1, size)
 		sum += size
 	}
 	require.Equal(t, len(`{"messages":[]}`)-1+sum, body)
@@ -254,5 +164,5 @@ func TestRejectWithoutRejecter(t *testing.T) {
 	body := failed(t, do(h, "POST", "/reject?topic=orders&receipt_handle=0:0:1"), http.StatusNotImplemented)
 	require.Equal(t, "unsupported", body.Code)
 	require.Equal(t, "bad_request", failed(t, do(h, "POST", "/reject?topic=orders&receipt_handle=junk"), http.StatusBadRequest).Code)
-	require.Empty(t, f.calls)
+	require.Empty(t, f.Calls)
 }

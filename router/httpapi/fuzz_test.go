@@ -2,8 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,93 +9,20 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-	"unicode/utf8"
 
 	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
 )
 
 // checkedNode passes every call to a real node after checking that the handler hands it
 // only what it validated: nothing out of bounds ever reaches the node.
-type checkedNode struct {
-	*router.Node
-	maxWait time.Duration
-	t       *testing.T
-}
-
-func (c *checkedNode) topic(topic string) {
-	if topic == "" || len(topic) > router.MaxTopicLength || !utf8.ValidString(topic) {
-		c.t.Fatalf("topic %q reached the node", topic)
-	}
-}
-
-func (c *checkedNode) handle(handle router.Handle) {
-	if err := handle.Check(); err != nil {
-		c.t.Fatalf("handle %+v reached the node", handle)
-	}
-}
-
-func (c *checkedNode) Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error) {
-	c.topic(topic)
-	if opts.Max < 1 || opts.Max > router.MaxBatch || opts.Wait < 0 || opts.Wait > c.maxWait ||
-		opts.Visibility < 0 || opts.Visibility > router.MaxVisibility || opts.Partition < 0 || (!opts.Pinned && opts.Partition != 0) {
-		c.t.Fatalf("options %+v reached the node", opts)
-	}
-	return c.Node.Consume(ctx, topic, opts)
-}
-
-func (c *checkedNode) Replay(ctx context.Context, topic string, partition int32, offset int64, limit int) ([]router.Message, error) {
-	c.topic(topic)
-	if partition < 0 || offset < 0 || limit < 1 || limit > router.MaxBatch {
-		c.t.Fatalf("replay %d %d %d reached the node", partition, offset, limit)
-	}
-	return c.Node.Replay(ctx, topic, partition, offset, limit)
-}
-
-func (c *checkedNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Ack(ctx, topic, handle)
-}
-
-func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
-	c.topic(topic)
-	if len(handles) < 1 || len(handles) > router.MaxBatch {
-		c.t.Fatalf("a batch of %d reached the node", len(handles))
-	}
-	return c.Node.AckBatch(ctx, topic, handles)
-}
-
-func (c *checkedNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
-	c.topic(topic)
-	c.handle(handle)
-	if d < 0 || d > router.MaxVisibility {
-		c.t.Fatalf("extend by %v reached the node", d)
-	}
-	return c.Node.Extend(ctx, topic, handle, d)
-}
-
-func (c *checkedNode) Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error {
-	c.topic(topic)
-	c.handle(handle)
-	if delay < 0 || delay > router.MaxDelay {
-		c.t.Fatalf("nack delay %v reached the node", delay)
-	}
-	return c.Node.Nack(ctx, topic, handle, delay)
-}
-
-func (c *checkedNode) Release(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Release(ctx, topic, handle)
-}
-
-func (c *checkedNode) Reject(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Reject(ctx, topic, handle)
+func checkedNode(t *testing.T, node *router.Node, maxWait time.Duration) *fronttest.CheckedNode {
+	return &fronttest.CheckedNode{Node: node, T: t, MaxBatch: router.MaxBatch,
+		Topic:   func(string) bool { return true },
+		Options: func(o router.ConsumeOptions) bool { return o.Wait <= maxWait }}
 }
 
 // fuzzRoutes are the routes FuzzQuery picks from by its first argument.
@@ -177,7 +102,7 @@ func fuzzRequest(t *testing.T, route uint8, wrongMethod bool, query, ct string, 
 		t.Fatal(err)
 	}
 	defer node.Close()
-	h, err := httpapi.New(&checkedNode{Node: node, maxWait: time.Minute, t: t}, httpapi.Options{MaxWait: time.Minute})
+	h, err := httpapi.New(checkedNode(t, node, time.Minute), httpapi.Options{MaxWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,13 +128,7 @@ func fuzzRequest(t *testing.T, route uint8, wrongMethod bool, query, ct string, 
 		}
 		return
 	}
-	if got := rec.Header().Get("Content-Type"); got != "application/json" {
-		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
-	}
-	var v map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-		t.Fatalf("status %d: a body that is not JSON: %v: %q", rec.Code, err, rec.Body.String())
-	}
+	v := fronttest.JSONAnswer(t, rec, "application/json")
 	if rec.Code >= 400 {
 		msg, _ := v["error"].(string)
 		if msg == "" || v["code"] == nil {

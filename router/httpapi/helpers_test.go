@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
 )
 
@@ -30,18 +30,10 @@ type env struct {
 
 func newEnv(t testing.TB, opts httpapi.Options, cfg ...func(*router.Config)) *env {
 	t.Helper()
-	e := &env{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}}
-	e.routes.Set("orders", 0)
-	e.logs.Log("orders", 0)
-	c := router.Config{Logs: e.logs, Routes: e.routes, Dir: "/state", FS: memfs.New()}
-	for _, f := range cfg {
-		f(&c)
-	}
-	node, err := router.New(c)
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
-	e.node = node
-	e.h, err = httpapi.New(node, opts)
+	fe := fronttest.NewEnv(t, cfg...)
+	e := &env{t: t, logs: fe.Logs, routes: fe.Routes, node: fe.Node}
+	var err error
+	e.h, err = httpapi.New(e.node, opts)
 	require.NoError(t, err)
 	return e
 }

@@ -35,9 +35,7 @@ func TestReceiveAndDelete(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("0:%d", i), m.MessageId)
 		require.Equal(t, []string{"a", "b<&>\n", "c"}[i], m.Body)
 		require.Equal(t, md5hex(m.Body), m.MD5OfBody)
-		h, err := router.ParseHandle(m.ReceiptHandle)
-		require.NoError(t, err)
-		require.Equal(t, int64(i), h.Offset)
+		require.Equal(t, int64(i), handleOf(t, m.ReceiptHandle).Offset)
 		require.Equal(t, map[string]string{
 			"ApproximateReceiveCount":          "1",
 			"SentTimestamp":                    "1700000000123",
@@ -120,9 +118,9 @@ func TestStaleHandles(t *testing.T) {
 			return h
 		}, changeCode: "MessageNotInflight"},
 		{name: "never issued", stale: func(e *env, h string) string {
-			parsed, _ := router.ParseHandle(h)
+			parsed := handleOf(e.t, h)
 			parsed.Nonce++
-			return parsed.String()
+			return rh(parsed.String())
 		}, changeCode: "MessageNotInflight"},
 		{name: "deleted", stale: func(e *env, h string) string {
 			require.NoError(e.t, e.node.Ack(context.Background(), "orders", handleOf(e.t, h)))
@@ -154,6 +152,96 @@ func TestStaleHandles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReceiptNamesItsQueue: a live handle sent with another queue's URL, or changed in any
+// part (its partition, offset, nonce or tag), or without its tag, is ReceiptHandleIsInvalid,
+// singly and in a batch, and changes nothing: the record stays leased. A handle of a
+// partition the queue lacks is ReceiptHandleIsInvalid too, never the ServiceUnavailable the
+// SDKs retry.
+func TestReceiptNamesItsQueue(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{Queues: func(name string) (string, bool) {
+		return "orders", name == "orders" || name == "alias" // two queues, one topic
+	}})
+	e.produce(0, "v")
+	live := e.receiveOne().ReceiptHandle
+	node := handleOf(t, live)
+	moved := func(f func(h *router.Handle)) string {
+		h := node
+		f(&h)
+		return h.String() + live[strings.LastIndexByte(live, ':'):]
+	}
+	bad := map[string]string{
+		"other queue":   "",
+		"partition":     moved(func(h *router.Handle) { h.Partition = 7 }),
+		"offset":        moved(func(h *router.Handle) { h.Offset++ }),
+		"nonce":         moved(func(h *router.Handle) { h.Nonce++ }),
+		"tag":           live[:len(live)-1] + string("10"[live[len(live)-1]&1]),
+		"no tag":        node.String(),
+		"tag too short": live[:len(live)-1],
+		"upper tag":     strings.ToUpper(live),
+	}
+	for name, handle := range bad {
+		queue := queueURL
+		if handle == "" {
+			queue, handle = baseURL+"/alias", live
+		}
+		for _, act := range []string{"DeleteMessage", "ChangeMessageVisibility"} {
+			got := failed(t, e.call(act, `{"QueueUrl":"`+queue+`","ReceiptHandle":`+jsonString(handle)+`,"VisibilityTimeout":0}`))
+			require.Equal(t, "ReceiptHandleIsInvalid", got.Type, "%s: %s", name, act)
+			require.Equal(t, 404, got.Status)
+		}
+		for _, act := range []string{"DeleteMessageBatch", "ChangeMessageVisibilityBatch"} {
+			var out batchResult
+			ok(t, e.call(act, `{"QueueUrl":"`+queue+`","Entries":[{"Id":"a","ReceiptHandle":`+jsonString(handle)+`,"VisibilityTimeout":0}]}`), &out)
+			require.Equal(t, []string{"a=ReceiptHandleIsInvalid"}, out.failedCodes(), "%s: %s", name, act)
+		}
+	}
+	st, err := e.node.PartitionStatus("orders", 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Leased, "nothing changed")
+	require.Equal(t, int64(-1), st.Frontier)
+	ok(t, e.call("DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":`+jsonString(live)+`}`), nil)
+	st, err = e.node.PartitionStatus("orders", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), st.Frontier, "the live handle with its own queue deletes")
+}
+
+// TestPartitionTheQueueLacks: a well-tagged handle of a partition the topic does not have
+// (made up by a client that knows the empty key's scheme) is ReceiptHandleIsInvalid with
+// Config.Routes, singly and in a batch; without them, the node's ServiceUnavailable.
+func TestPartitionTheQueueLacks(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{})
+	e.h = mustNew(t, e.node, sqsapi.Config{Routes: e.routes})
+	ghost := rh("7:0:1")
+	for _, act := range []string{"DeleteMessage", "ChangeMessageVisibility"} {
+		got := failed(t, e.call(act, `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+ghost+`","VisibilityTimeout":5}`))
+		require.Equal(t, sqsError{404, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid;Sender", got.Message}, got, act)
+	}
+	for _, act := range []string{"DeleteMessageBatch", "ChangeMessageVisibilityBatch"} {
+		var out batchResult
+		ok(t, e.call(act, `{"QueueUrl":"`+queueURL+`","Entries":[{"Id":"a","ReceiptHandle":"`+ghost+`","VisibilityTimeout":5}]}`), &out)
+		require.Equal(t, []string{"a=ReceiptHandleIsInvalid"}, out.failedCodes(), act)
+	}
+	e.h = mustNew(t, e.node, sqsapi.Config{})
+	got := failed(t, e.call("DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+ghost+`"}`))
+	require.Equal(t, "ServiceUnavailable", got.Type, "without Routes the node's answer")
+}
+
+// TestReceiptKey: handlers with the same ReceiptKey take each other's handles (the nodes
+// of a cluster behind one endpoint); with another key, a handle is ReceiptHandleIsInvalid.
+func TestReceiptKey(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	e := newEnv(t, sqsapi.Config{ReceiptKey: key})
+	e.produce(0, "a", "b")
+	a, b := e.receiveOne().ReceiptHandle, e.receiveOne().ReceiptHandle
+	require.Equal(t, sqsapi.ReceiptFor(key, "orders", handleOf(t, a).String()), a)
+	require.NotEqual(t, rh(handleOf(t, a).String()), a, "the key is in the tag")
+	other := mustNew(t, e.node, sqsapi.Config{ReceiptKey: []byte("another key")})
+	got := failed(t, call(other, "DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":`+jsonString(a)+`}`))
+	require.Equal(t, "ReceiptHandleIsInvalid", got.Type)
+	same := mustNew(t, e.node, sqsapi.Config{ReceiptKey: key})
+	ok(t, call(same, "DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":`+jsonString(b)+`}`), nil)
 }
 
 // TestDeleteMessageBatch: each entry is answered as DeleteMessage would answer it: a
@@ -198,10 +286,10 @@ func TestChangeMessageVisibilityBatch(t *testing.T) {
 	require.Equal(t, []string{"release", "extend"}, out.successIDs())
 	require.Equal(t, []string{"deleted=InvalidParameterValue", "bad=ReceiptHandleIsInvalid",
 		"far=InvalidParameterValue", "none=MissingParameter"}, out.failedCodes())
-	// Released: visible at once, and not counted as a receive.
+	// Made visible at once, its receive counted, as SQS counts every receive.
 	m := e.receiveOne(`,"MessageSystemAttributeNames":["ApproximateReceiveCount"]`)
 	require.Equal(t, "a", m.Body)
-	require.Equal(t, "1", m.Attributes["ApproximateReceiveCount"])
+	require.Equal(t, "2", m.Attributes["ApproximateReceiveCount"])
 	rec := e.call("ReceiveMessage", `{"QueueUrl":"`+queueURL+`"}`)
 	require.Equal(t, "{}", rec.Body.String(), "b is extended, c deleted")
 }
@@ -215,17 +303,21 @@ func TestBatchEntries(t *testing.T) {
 		}
 		return `{"QueueUrl":"` + queueURL + `","Entries":[` + strings.Join(parts, ",") + `]}`
 	}
-	plain := func(i int) string { return fmt.Sprintf(`{"Id":"e%d","ReceiptHandle":"0:%d:1"}`, i, i) }
+	plain := func(i int) string {
+		return fmt.Sprintf(`{"Id":"e%d","ReceiptHandle":"%s"}`, i, rh(fmt.Sprintf("0:%d:1", i)))
+	}
 	for _, tc := range []struct {
 		name, body, code string
 	}{
 		{"none", `{"QueueUrl":"` + queueURL + `"}`, "EmptyBatchRequest"},
 		{"empty", entries(0, plain), "EmptyBatchRequest"},
 		{"eleven", entries(11, plain), "TooManyEntriesInBatchRequest"},
-		{"same id", entries(2, func(int) string { return `{"Id":"x","ReceiptHandle":"0:0:1"}` }), "BatchEntryIdsNotDistinct"},
-		{"bad id", entries(1, func(int) string { return `{"Id":"a b","ReceiptHandle":"0:0:1"}` }), "InvalidBatchEntryId"},
-		{"long id", entries(1, func(int) string { return `{"Id":"` + strings.Repeat("a", 81) + `","ReceiptHandle":"0:0:1"}` }), "InvalidBatchEntryId"},
-		{"no id", entries(1, func(int) string { return `{"ReceiptHandle":"0:0:1"}` }), "MissingParameter"},
+		{"same id", entries(2, func(int) string { return `{"Id":"x","ReceiptHandle":"` + rh("0:0:1") + `"}` }), "BatchEntryIdsNotDistinct"},
+		{"bad id", entries(1, func(int) string { return `{"Id":"a b","ReceiptHandle":"` + rh("0:0:1") + `"}` }), "InvalidBatchEntryId"},
+		{"long id", entries(1, func(int) string {
+			return `{"Id":"` + strings.Repeat("a", 81) + `","ReceiptHandle":"` + rh("0:0:1") + `"}`
+		}), "InvalidBatchEntryId"},
+		{"no id", entries(1, func(int) string { return `{"ReceiptHandle":"` + rh("0:0:1") + `"}` }), "MissingParameter"},
 		{"no handle", entries(1, func(int) string { return `{"Id":"a"}` }), "MissingParameter"},
 	} {
 		for _, act := range []string{"DeleteMessageBatch", "ChangeMessageVisibilityBatch"} {
@@ -423,10 +515,10 @@ func TestAuthorize(t *testing.T) {
 	})
 	for _, tc := range []struct{ action, body, queue string }{
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `"}`, "orders"},
-		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1"}`, "orders"},
-		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:0:1"}]}`, "orders"},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1","VisibilityTimeout":0}`, "orders"},
-		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:0:1","VisibilityTimeout":0}]}`, "orders"},
+		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `"}`, "orders"},
+		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `"}]}`, "orders"},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":0}`, "orders"},
+		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":0}]}`, "orders"},
 		{"GetQueueUrl", `{"QueueName":"other"}`, "other"},
 		{"GetQueueAttributes", `{"QueueUrl":"` + queueURL + `"}`, "orders"},
 	} {
@@ -484,8 +576,8 @@ func TestRequestErrors(t *testing.T) {
 		{name: "batch too large", target: "AmazonSQS.DeleteMessageBatch", body: receive(`,"Pad":"` + strings.Repeat("x", sqsapi.MaxRequestBytes) + `"`), want: sqsError{400, "BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong;Sender", ""}},
 		{name: "delete: no handle", target: "AmazonSQS.DeleteMessage", body: receive(""), want: sqsError{400, "MissingParameter", "MissingParameter;Sender", ""}},
 		{name: "delete: bad handle", target: "AmazonSQS.DeleteMessage", body: receive(`,"ReceiptHandle":"0:0"`), want: sqsError{404, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid;Sender", ""}},
-		{name: "change: no timeout", target: "AmazonSQS.ChangeMessageVisibility", body: receive(`,"ReceiptHandle":"0:0:1"`), want: sqsError{400, "MissingParameter", "MissingParameter;Sender", ""}},
-		{name: "change: timeout over", target: "AmazonSQS.ChangeMessageVisibility", body: receive(`,"ReceiptHandle":"0:0:1","VisibilityTimeout":43201`), want: sqsError{400, "InvalidParameterValue", "InvalidParameterValue;Sender", ""}},
+		{name: "change: no timeout", target: "AmazonSQS.ChangeMessageVisibility", body: receive(`,"ReceiptHandle":"` + rh("0:0:1") + `"`), want: sqsError{400, "MissingParameter", "MissingParameter;Sender", ""}},
+		{name: "change: timeout over", target: "AmazonSQS.ChangeMessageVisibility", body: receive(`,"ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":43201`), want: sqsError{400, "InvalidParameterValue", "InvalidParameterValue;Sender", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, sqsapi.Config{})

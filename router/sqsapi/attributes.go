@@ -19,8 +19,9 @@ import (
 // A messageAttribute is one of a message's message attributes: a name, a data type
 // ("String", "Number", "Binary", optionally with a custom suffix such as "Number.int") and a
 // value, binary for a Binary type. A sent one becomes a header of the record (its name and
-// value: the data type is not kept); a received one is a header of the record, of type
-// String when its value is valid UTF-8 and Binary otherwise.
+// value), and its data type, unless it is "String", a header typeHeaderPrefix+name whose
+// value is the type; a received one is a header of the record, of the type its type header
+// names, and without one of type String when its value is valid UTF-8 and Binary otherwise.
 type messageAttribute struct {
 	name     string
 	dataType string
@@ -29,6 +30,51 @@ type messageAttribute struct {
 
 // maxMessageAttributes is the most message attributes SQS lets a message carry.
 const maxMessageAttributes = 10
+
+// The headers of a record that carry what SQS keeps besides a message attribute's name and
+// value. Their keys begin with "AWS.", which no message attribute's name may: no attribute
+// is taken for one of them, nor answered as one.
+const (
+	// internalPrefix begins every such header's key.
+	internalPrefix = "AWS.SQS."
+	// typeHeaderPrefix and an attribute's name are the key of the header holding the
+	// attribute's data type, for a type other than "String".
+	typeHeaderPrefix = internalPrefix + "DataType."
+	// traceHeader is the key of the header holding the AWSTraceHeader system attribute.
+	traceHeader = internalPrefix + "AWSTraceHeader"
+)
+
+// recordHeaders are the headers a sent message's record carries: one per message attribute,
+// in order of name (its name and value), one per attribute of another type than "String"
+// (typeHeaderPrefix and its name, its type), and the AWSTraceHeader system attribute
+// (traceHeader, its value) when it has one.
+func recordHeaders(attrs []messageAttribute, trace []byte) []router.Header {
+	n := len(attrs)
+	for i := range attrs {
+		if attrs[i].dataType != "String" {
+			n++
+		}
+	}
+	if trace != nil {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	headers := make([]router.Header, 0, n)
+	for i := range attrs {
+		headers = append(headers, router.Header{Key: attrs[i].name, Value: attrs[i].value})
+	}
+	for i := range attrs {
+		if attrs[i].dataType != "String" {
+			headers = append(headers, router.Header{Key: typeHeaderPrefix + attrs[i].name, Value: []byte(attrs[i].dataType)})
+		}
+	}
+	if trace != nil {
+		headers = append(headers, router.Header{Key: traceHeader, Value: trace})
+	}
+	return headers
+}
 
 // attributeValue is one entry of a sent message's MessageAttributes.
 type attributeValue struct {
@@ -127,14 +173,12 @@ func (v *attributeValue) attribute(param, name string) (messageAttribute, error)
 		return messageAttribute{}, bad("has no DataType.")
 	}
 	dataType := *v.DataType
-	base, custom, _ := strings.Cut(dataType, ".")
+	base, ok := checkDataType(dataType)
 	switch {
 	case len(dataType) > maxAttributeName:
 		return messageAttribute{}, bad(fmt.Sprintf("has a DataType longer than %d characters.", maxAttributeName))
-	case base != "String" && base != "Number" && base != "Binary":
+	case !ok:
 		return messageAttribute{}, bad("has DataType " + strconv.Quote(truncate(dataType)) + ": it must be String, Number or Binary, perhaps with a custom type after a period.")
-	case strings.Contains(dataType, ".") && custom == "":
-		return messageAttribute{}, bad("has an empty custom type.")
 	case v.StringListValues != nil || v.BinaryListValues != nil:
 		return messageAttribute{}, bad("has list values, which SQS does not support.")
 	}
@@ -157,6 +201,19 @@ func (v *attributeValue) attribute(param, name string) (messageAttribute, error)
 	}
 	a.value = []byte(*v.StringValue)
 	return a, nil
+}
+
+// checkDataType reads a data type: String, Number or Binary, perhaps with a non-empty
+// custom type after a period (of the characters a body may hold), at most 256 bytes.
+func checkDataType(dataType string) (base string, ok bool) {
+	base, custom, dotted := strings.Cut(dataType, ".")
+	if len(dataType) > maxAttributeName || (base != "String" && base != "Number" && base != "Binary") || (dotted && custom == "") {
+		return "", false
+	}
+	if _, valid := invalidCharacter(custom); !valid {
+		return "", false
+	}
+	return base, true
 }
 
 // isNumber reports whether s is a number as SQS takes one: an integer or a decimal, perhaps
@@ -214,9 +271,12 @@ func (sel *attributeSelection) none() bool {
 
 // receivedAttributes appends to dst[:0] the message attributes sel asks for of a message
 // whose record carries headers, in order of name: one per header key, the last header of a
-// repeated key (SQS's attributes are a map); String when the value is valid UTF-8, Binary
-// otherwise. A header whose key is empty or not valid UTF-8 is left out, since no SQS client
-// could name it (nor check its MD5).
+// repeated key (SQS's attributes are a map), of the data type its type header names
+// (typeHeaderPrefix and its key), and without one (a record another producer wrote) String
+// when the value is valid UTF-8 and Binary otherwise. A header whose key is empty, not valid
+// UTF-8, or one of the internal headers (internalPrefix) is left out, since no SQS client
+// could name it (nor check its MD5); a type header whose type SQS would refuse, or that
+// names a String or Number for a value that is not valid UTF-8, is not followed.
 func receivedAttributes(dst []messageAttribute, headers []router.Header, sel *attributeSelection) []messageAttribute {
 	dst = dst[:0]
 	if sel.none() {
@@ -224,18 +284,46 @@ func receivedAttributes(dst []messageAttribute, headers []router.Header, sel *at
 	}
 	for i := len(headers) - 1; i >= 0; i-- { // the last of a repeated key first
 		h := &headers[i]
-		if h.Key == "" || !utf8.ValidString(h.Key) || !sel.selects(h.Key) ||
+		if h.Key == "" || !utf8.ValidString(h.Key) || strings.HasPrefix(h.Key, internalPrefix) || !sel.selects(h.Key) ||
 			slices.ContainsFunc(dst, func(a messageAttribute) bool { return a.name == h.Key }) {
 			continue
 		}
+		valid := utf8.Valid(h.Value)
 		a := messageAttribute{name: h.Key, dataType: "Binary", value: h.Value}
-		if utf8.Valid(h.Value) {
+		if valid {
 			a.dataType = "String"
+		}
+		if t, ok := headerType(headers, h.Key); ok {
+			if base, ok := checkDataType(t); ok && (base == "Binary" || valid) {
+				a.dataType = t
+			}
 		}
 		dst = append(dst, a)
 	}
 	slices.SortFunc(dst, func(a, b messageAttribute) int { return cmp.Compare(a.name, b.name) })
 	return dst
+}
+
+// headerType finds the data type the last type header of the attribute name holds.
+func headerType(headers []router.Header, name string) (string, bool) {
+	for i := len(headers) - 1; i >= 0; i-- {
+		k := headers[i].Key
+		if len(k) == len(typeHeaderPrefix)+len(name) && strings.HasPrefix(k, typeHeaderPrefix) && k[len(typeHeaderPrefix):] == name {
+			return string(headers[i].Value), true
+		}
+	}
+	return "", false
+}
+
+// traceOf is the AWSTraceHeader system attribute a record's headers carry: the last
+// traceHeader whose value is valid UTF-8.
+func traceOf(headers []router.Header) ([]byte, bool) {
+	for i := len(headers) - 1; i >= 0; i-- {
+		if headers[i].Key == traceHeader && utf8.Valid(headers[i].Value) {
+			return headers[i].Value, true
+		}
+	}
+	return nil, false
 }
 
 func (a *messageAttribute) binary() bool { return strings.HasPrefix(a.dataType, "Binary") }

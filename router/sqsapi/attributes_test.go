@@ -49,10 +49,10 @@ func (e *env) receiveAttributed(names string) attributed {
 }
 
 // TestSendAttributesReachTheRecord: SendMessage's MessageAttributes become the record's
-// headers, in order of name (a String's or Number's text, a Binary's bytes), and the response
-// carries their MD5 as SQS computes it (the values other implementations publish); a receive
-// asking for them answers them back, String when the value is UTF-8 and Binary otherwise,
-// with the MD5 of what it answers.
+// headers, in order of name (a String's or Number's text, a Binary's bytes), with a header
+// of its data type for each of another type than String, and the response carries their MD5
+// as SQS computes it (the values other implementations publish); a receive asking for them
+// answers them back with their data types, and the MD5 the send answered.
 func TestSendAttributesReachTheRecord(t *testing.T) {
 	e := newEnv(t, sqsapi.Config{})
 	e.h = mustNew(t, e.node, sqsapi.Config{ProduceRecord: e.produceRecordFunc()})
@@ -65,22 +65,113 @@ func TestSendAttributesReachTheRecord(t *testing.T) {
 		`"count":{"DataType":"Number.int","StringValue":"-12.5e3"}}}`), &out)
 	rec, err := e.logs.Log("orders", 0).Read(1)
 	require.NoError(t, err)
-	require.Equal(t, []router.Header{{Key: "SellerName", Value: []byte("Example Store")}, {Key: "blob", Value: []byte{0xff, 0, 1}}, {Key: "count", Value: []byte("-12.5e3")}}, rec.Headers)
+	require.Equal(t, []router.Header{
+		{Key: "SellerName", Value: []byte("Example Store")}, {Key: "blob", Value: []byte{0xff, 0, 1}}, {Key: "count", Value: []byte("-12.5e3")},
+		{Key: "AWS.SQS.DataType.blob", Value: []byte("Binary")}, {Key: "AWS.SQS.DataType.count", Value: []byte("Number.int")},
+	}, rec.Headers)
 
 	first := e.receiveAttributed(`["All"]`)
 	require.Equal(t, "0:0", first.MessageId)
-	require.Equal(t, "String", first.MessageAttributes["timestamp"].DataType, "a Number comes back as a String: the data type is not kept")
+	require.Equal(t, "Number", first.MessageAttributes["timestamp"].DataType, "the data type is kept")
 	require.Equal(t, "1493147359900", *first.MessageAttributes["timestamp"].StringValue)
+	require.Equal(t, "235c5c510d26fb653d073faed50ae77c", first.MD5OfMessageAttributes, "the MD5 the send answered")
 	second := e.receiveAttributed(`["SellerName"]`)
 	require.Len(t, second.MessageAttributes, 1)
 	require.Equal(t, "Example Store", *second.MessageAttributes["SellerName"].StringValue)
 	require.Equal(t, "cd28f3b68aeee4b2eac9c66f2f694b58", second.MD5OfMessageAttributes)
 }
 
+// TestAttributeTypesRoundTrip: every data type comes back as it was sent, custom suffixes
+// included, a Binary of valid UTF-8 (even \x00\x01) a Binary still; the MD5 a receive answers
+// is the one the send answered; AWSTraceHeader is kept, answered as a system attribute, and
+// takes no message attribute's place.
+func TestAttributeTypesRoundTrip(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{})
+	e.h = mustNew(t, e.node, sqsapi.Config{ProduceRecord: e.produceRecordFunc()})
+	b64 := func(b string) string { return base64.StdEncoding.EncodeToString([]byte(b)) }
+	attrs := `{"s":{"DataType":"String","StringValue":"text"},` +
+		`"s.custom":{"DataType":"String.json","StringValue":"{}"},` +
+		`"n":{"DataType":"Number","StringValue":"12"},` +
+		`"nf":{"DataType":"Number.float","StringValue":"1.5"},` +
+		`"b":{"DataType":"Binary","BinaryValue":"` + b64("\x00\x01") + `"},` +
+		`"butf8":{"DataType":"Binary","BinaryValue":"` + b64("plain") + `"},` +
+		`"bcustom":{"DataType":"Binary.gif","BinaryValue":"` + b64("GIF89a") + `"}}`
+	var sent struct{ MD5OfMessageAttributes, MD5OfMessageSystemAttributes string }
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+queueURL+`","MessageBody":"x","MessageAttributes":`+attrs+
+		`,"MessageSystemAttributes":{"AWSTraceHeader":{"DataType":"String","StringValue":"Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"}}}`), &sent)
+	require.Len(t, sent.MD5OfMessageSystemAttributes, 32)
+
+	var out struct {
+		Messages []struct {
+			attributed
+			Attributes map[string]string
+		}
+	}
+	ok(t, e.call("ReceiveMessage", `{"QueueUrl":"`+queueURL+`","MessageAttributeNames":["All"],"MessageSystemAttributeNames":["All"]}`), &out)
+	require.Len(t, out.Messages, 1)
+	m := out.Messages[0]
+	require.Equal(t, sent.MD5OfMessageAttributes, m.MD5OfMessageAttributes)
+	types := map[string]string{}
+	for name, a := range m.MessageAttributes {
+		types[name] = a.DataType
+	}
+	require.Equal(t, map[string]string{"s": "String", "s.custom": "String.json", "n": "Number", "nf": "Number.float",
+		"b": "Binary", "butf8": "Binary", "bcustom": "Binary.gif"}, types)
+	require.Equal(t, []byte("\x00\x01"), m.MessageAttributes["b"].BinaryValue)
+	require.Equal(t, []byte("plain"), m.MessageAttributes["butf8"].BinaryValue)
+	require.Nil(t, m.MessageAttributes["butf8"].StringValue)
+	require.Equal(t, "1.5", *m.MessageAttributes["nf"].StringValue)
+	require.Equal(t, "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1", m.Attributes["AWSTraceHeader"])
+
+	// Without a trace header, none is answered; a system attribute SQS does not have, or a
+	// trace header of another type, is refused and sends nothing.
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+queueURL+`","MessageBody":"y"}`), nil)
+	out.Messages = nil
+	ok(t, e.call("ReceiveMessage", `{"QueueUrl":"`+queueURL+`","MessageSystemAttributeNames":["All"]}`), &out)
+	require.NotContains(t, out.Messages[0].Attributes, "AWSTraceHeader")
+	for _, bad := range []string{
+		`{"Other":{"DataType":"String","StringValue":"v"}}`,
+		`{"AWSTraceHeader":{"DataType":"Number","StringValue":"1"}}`,
+		`{"AWSTraceHeader":{"DataType":"String"}}`,
+	} {
+		got := failed(t, e.call("SendMessage", `{"QueueUrl":"`+queueURL+`","MessageBody":"z","MessageSystemAttributes":`+bad+`}`))
+		require.Equal(t, "InvalidParameterValue", got.Type, bad)
+	}
+	require.Len(t, e.produced, 2, "the refused sends sent nothing")
+}
+
+// TestMessageSize: a message of 1 MiB (1,048,576 bytes, its attributes included) is sent and
+// received whole; one byte more is InvalidParameterValue, and a batch over 1 MiB together
+// BatchRequestTooLong, with nothing sent.
+func TestMessageSize(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{})
+	e.h = mustNew(t, e.node, sqsapi.Config{ProduceRecord: e.produceRecordFunc()})
+	require.Equal(t, 1048576, sqsapi.MaxMessageBytes)
+	body := strings.Repeat("m", sqsapi.MaxMessageBytes-len("k")-len("String")-len("v"))
+	attr := `,"MessageAttributes":{"k":{"DataType":"String","StringValue":"v"}}`
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+queueURL+`","MessageBody":"`+body+`"`+attr+`}`), nil)
+	got := failed(t, e.call("SendMessage", `{"QueueUrl":"`+queueURL+`","MessageBody":"`+body+`m"`+attr+`}`))
+	require.Equal(t, sqsError{400, "InvalidParameterValue", "InvalidParameterValue;Sender", got.Message}, got)
+	got = failed(t, e.call("SendMessage", `{"QueueUrl":"`+queueURL+`","MessageBody":"`+strings.Repeat("m", sqsapi.MaxMessageBytes+1)+`"}`))
+	require.Equal(t, "InvalidParameterValue", got.Type)
+	half := strings.Repeat("h", sqsapi.MaxMessageBytes/2)
+	got = failed(t, e.call("SendMessageBatch", `{"QueueUrl":"`+queueURL+`","Entries":[{"Id":"a","MessageBody":"`+half+`"},{"Id":"b","MessageBody":"`+half+`x"}]}`))
+	require.Equal(t, "BatchRequestTooLong", got.Type)
+	require.Len(t, e.produced, 1)
+
+	var out struct{ Messages []message }
+	ok(t, e.call("ReceiveMessage", `{"QueueUrl":"`+queueURL+`"}`), &out)
+	require.Len(t, out.Messages, 1)
+	require.Equal(t, body, out.Messages[0].Body)
+	require.Equal(t, md5hex(body), out.Messages[0].MD5OfBody)
+}
+
 // TestReceiveSelectsAttributes: MessageAttributeNames selects among a record's headers:
 // All or .* every one, a name that one, "prefix.*" every name beginning with "prefix.",
 // none of them none (no MessageAttributes, no MD5). A repeated key answers its last value;
-// a header no SQS client could name (empty, not UTF-8) is left out.
+// a header no SQS client could name (empty, not UTF-8) is left out, and so are the headers
+// that carry data types and the trace header, whose types are followed where SQS could
+// have sent them.
 func TestReceiveSelectsAttributes(t *testing.T) {
 	e := newEnv(t, sqsapi.Config{}, func(c *router.Config) {})
 	headers := []router.Header{
@@ -88,6 +179,8 @@ func TestReceiveSelectsAttributes(t *testing.T) {
 		{Key: "retry", Value: []byte("1")}, {Key: "retry", Value: []byte("2")},
 		{Key: "bin", Value: []byte{0xc3, 0x28}}, {Key: "", Value: []byte("anonymous")}, {Key: "\xff", Value: []byte("bad")},
 		{Key: "tracer", Value: []byte("not under trace.")},
+		{Key: "AWS.SQS.DataType.retry", Value: []byte("Number.int")}, {Key: "AWS.SQS.DataType.bin", Value: []byte("String")},
+		{Key: "AWS.SQS.DataType.tracer", Value: []byte("Date")}, {Key: "AWS.SQS.AWSTraceHeader", Value: []byte("Root=1")},
 	}
 	for _, tc := range []struct {
 		names string
@@ -125,9 +218,13 @@ func TestReceiveSelectsAttributes(t *testing.T) {
 			require.Len(t, m.MD5OfMessageAttributes, 32)
 			if a, ok := m.MessageAttributes["retry"]; ok {
 				require.Equal(t, "2", *a.StringValue, "the last of a repeated key")
+				require.Equal(t, "Number.int", a.DataType, "its type header's")
+			}
+			if a, ok := m.MessageAttributes["tracer"]; ok {
+				require.Equal(t, "String", a.DataType, "a type SQS does not have is not followed")
 			}
 			if a, ok := m.MessageAttributes["bin"]; ok {
-				require.Equal(t, "Binary", a.DataType)
+				require.Equal(t, "Binary", a.DataType, "a String type header is not followed for a value that is not UTF-8")
 				require.Equal(t, []byte{0xc3, 0x28}, a.BinaryValue)
 			}
 		})

@@ -19,9 +19,9 @@ import (
 
 // The bounds of what a request may carry.
 const (
-	// MaxMessageBytes bounds a message body SendMessage takes, and the bodies of one
-	// SendMessageBatch together: SQS's 256 KiB.
-	MaxMessageBytes = 256 << 10
+	// MaxMessageBytes bounds a message SendMessage takes (its body and attributes), and the
+	// messages of one SendMessageBatch together: SQS's 1 MiB (1,048,576 bytes).
+	MaxMessageBytes = 1 << 20
 	// MaxRequestBytes bounds a request body, read through an http.MaxBytesReader: a
 	// message of MaxMessageBytes fits even if every byte of it is escaped (\u0001, six bytes).
 	MaxRequestBytes = 6*MaxMessageBytes + 64<<10
@@ -54,7 +54,7 @@ func readBody(w http.ResponseWriter, r *http.Request, batch bool) ([]byte, error
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || (media != contentType && media != "application/x-amz-json-1.1") {
 			return nil, &apiError{code: codeSerialization, cause: errMalformed,
-				msg: "the body must be " + contentType + ": this endpoint serves SQS's JSON protocol, not its query protocol"}
+				msg: "with X-Amz-Target the body must be " + contentType + " (a form, of the query protocol, comes without X-Amz-Target)"}
 		}
 	}
 	if r.Body == nil || r.Body == http.NoBody {
@@ -146,18 +146,6 @@ func checkQueueName(name string) error {
 		}
 	}
 	return nil
-}
-
-// receiptHandle reads a required receipt handle: the node's handle text, which must parse.
-func receiptHandle(text *string) (router.Handle, error) {
-	if text == nil {
-		return router.Handle{}, missing("ReceiptHandle")
-	}
-	h, err := router.ParseHandle(*text)
-	if err != nil {
-		return router.Handle{}, fail(codeReceiptHandleIsInvalid, "The receipt handle "+strconv.Quote(truncate(*text))+" is not valid.")
-	}
-	return h, nil
 }
 
 // integer reads an optional integer parameter within [lo, hi]; absent, it is def.

@@ -1,7 +1,10 @@
 package sqsapi
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -24,7 +27,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		}
 		o := req.opts
 		if o.Max < 1 || o.Max > MaxReceive || o.Wait < 0 || o.Wait > MaxWaitSeconds*time.Second ||
-			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs > 7 {
+			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs > 15 {
 			t.Fatalf("accepted %+v", req)
 		}
 		_, err = queueName(in.QueueUrl)
@@ -35,11 +38,11 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		if err := decode(body, &in); err != nil {
 			return err
 		}
-		h, err := receiptHandle(in.ReceiptHandle)
+		rc, err := parseReceipt(in.ReceiptHandle)
 		if err != nil {
 			return err
 		}
-		checkHandle(t, h)
+		checkHandle(t, rc.handle)
 		d, err := visibility(in.VisibilityTimeout, "VisibilityTimeout")
 		if err != nil {
 			return err
@@ -51,7 +54,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		return err
 	},
 	func(t *testing.T, body []byte) error { // DeleteMessageBatch, ChangeMessageVisibilityBatch
-		in, err := decodeBatch(body)
+		in, err := decodeBatch(&call{json: body})
 		if err != nil {
 			return err
 		}
@@ -62,9 +65,9 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 			if !validBatchID(*e.Id) {
 				t.Fatalf("accepted the entry id %q", *e.Id)
 			}
-			h, err := receiptHandle(e.ReceiptHandle)
+			rc, err := parseReceipt(e.ReceiptHandle)
 			if err == nil {
-				checkHandle(t, h)
+				checkHandle(t, rc.handle)
 				_, err = visibility(e.VisibilityTimeout, "VisibilityTimeout")
 			}
 			checkRefusal(t, err)
@@ -77,18 +80,19 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		if err := decode(body, &in); err != nil {
 			return err
 		}
-		msg, attrs, err := in.message("", true)
+		m, err := in.message("", true)
 		if err != nil {
 			return err
 		}
-		if len(msg) == 0 || len(msg)+attributesSize(attrs) > MaxMessageBytes {
+		msg, attrs := m.body, m.attrs
+		if len(msg) == 0 || m.size() > MaxMessageBytes {
 			t.Fatalf("accepted a body of %d bytes with %d attributes", len(msg), len(attrs))
 		}
 		if len(attrs) > maxMessageAttributes || !slices.IsSortedFunc(attrs, func(a, b messageAttribute) int { return strings.Compare(a.name, b.name) }) {
 			t.Fatalf("accepted attributes %+v", attrs)
 		}
 		for _, a := range attrs {
-			if checkAttributeName("p", a.name) != nil || len(a.value) == 0 {
+			if _, ok := checkDataType(a.dataType); checkAttributeName("p", a.name) != nil || len(a.value) == 0 || !ok {
 				t.Fatalf("accepted attribute %+v", a)
 			}
 		}
@@ -107,7 +111,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 			return err
 		}
 		for i := range in.Entries {
-			_, _, err := in.Entries[i].message("Entries.1.", true)
+			_, err := in.Entries[i].message("Entries.1.", true)
 			checkRefusal(t, err)
 		}
 		return nil
@@ -190,6 +194,72 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, action uint8, body []byte) {
 		err := decodeActions[int(action)%len(decodeActions)](t, body)
+		checkRefusal(t, err)
+	})
+}
+
+// formActions are the actions FuzzFormDecode picks from by its first argument, in the
+// order of decodeActions (ChangeMessageVisibility's form also decodes DeleteMessage's).
+var formActions = []string{"ReceiveMessage", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "SendMessage",
+	"SendMessageBatch", "GetQueueUrl", "GetQueueAttributes"}
+
+// FuzzFormDecode: whatever form body a query request carries, reading it and translating it
+// for its action never panics and refuses with an SQS code of the client's fault and a
+// message; what it accepts decodes as the action's JSON does, within the same bounds.
+func FuzzFormDecode(f *testing.F) {
+	q := "QueueUrl=http%3A%2F%2Fh%2Fq%2Forders"
+	for _, seed := range []struct {
+		action uint8
+		body   string
+	}{
+		{0, "Action=ReceiveMessage&Version=2012-11-05&" + q + "&MaxNumberOfMessages=10&WaitTimeSeconds=20&AttributeName.1=All&MessageAttributeName.1=All"},
+		{0, q + "&MaxNumberOfMessages=x&AttributeName.01=All&AttributeName.1001=All"},
+		{0, q + "&VisibilityTimeout=43201&MessageSystemAttributeName.2=SentTimestamp&MessageSystemAttributeName.1=Bogus"},
+		{1, q + "&ReceiptHandle=0%3A42%3A1311768467294899695%3A0123456789abcdef&VisibilityTimeout=0"},
+		{1, q + "&ReceiptHandle=0%3A42&VisibilityTimeout=99999999999999999999"},
+		{2, q + "&ChangeMessageVisibilityBatchRequestEntry.1.Id=a&ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle=x&ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout=5"},
+		{2, q + "&ChangeMessageVisibilityBatchRequestEntry.3.Id=a&ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle=x"},
+		{3, q + "&MessageBody=hello&MessageAttribute.1.Name=n&MessageAttribute.1.Value.DataType=Number.float&MessageAttribute.1.Value.StringValue=1.5" +
+			"&MessageAttribute.2.Name=b&MessageAttribute.2.Value.DataType=Binary&MessageAttribute.2.Value.BinaryValue=AAE%3D" +
+			"&MessageSystemAttribute.1.Name=AWSTraceHeader&MessageSystemAttribute.1.Value.DataType=String&MessageSystemAttribute.1.Value.StringValue=Root%3D1"},
+		{3, q + "&MessageBody=x&MessageAttribute.1.Name=a&MessageAttribute.2.Name=a&MessageAttribute.1.Value.BinaryValue=%25%25"},
+		{3, q + "&MessageBody=x&MessageAttribute.1.Value.DataType=String&MessageAttribute.1.Value.StringListValue.1=v"},
+		{3, "MessageBody=%ff&DelaySeconds=1"},
+		{4, q + "&SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=one&SendMessageBatchRequestEntry.2.Id=b&SendMessageBatchRequestEntry.2.MessageBody=two&SendMessageBatchRequestEntry.2.DelaySeconds=3"},
+		{5, "QueueName=orders&QueueOwnerAWSAccountId=1"},
+		{6, q + "&AttributeName.1=All&AttributeName.2=QueueArn"},
+		{6, "%zz=1"},
+		{6, "a=1;b=2"},
+	} {
+		f.Add(seed.action, []byte(seed.body))
+	}
+	f.Fuzz(func(t *testing.T, action uint8, body []byte) {
+		i := int(action) % len(formActions)
+		name := formActions[i]
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("Action="+name+"&"+string(body)))
+		req.Header.Set("Content-Type", queryContentType)
+		_, form, got, err := readQuery(httptest.NewRecorder(), req)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if got != name && !strings.Contains(string(body), "Action") {
+			t.Fatalf("read the action %q of %q", got, name)
+		}
+		js, err := formJSON(name, form)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if !json.Valid(js) {
+			t.Fatalf("translated %q to invalid JSON %q", body, js)
+		}
+		c := &call{json: js, query: true}
+		var probe map[string]any
+		if err := c.decode(&probe); err != nil {
+			t.Fatalf("a translation that is no JSON object: %q: %v", js, err)
+		}
+		err = decodeActions[i](t, js)
 		checkRefusal(t, err)
 	})
 }

@@ -1,6 +1,7 @@
 // Package sqsapi is an SQS-compatible front end over a node: an http.Handler a broker
-// mounts, serving the actions an SQS consumer uses in SQS's JSON protocol (AWS JSON 1.0), so
-// that the AWS SDKs and the tools built on them consume the node's topics as SQS queues.
+// mounts, serving the actions an SQS consumer uses in both of SQS's wire protocols, JSON
+// (AWS JSON 1.0) and query (form bodies, XML answers), so that the AWS SDKs old and new
+// and the tools built on them consume the node's topics as SQS queues.
 //
 // # Mounting
 //
@@ -8,6 +9,7 @@
 //		Queues:  func(name string) (string, bool) { return name, topics.Has(name) },
 //		BaseURL: "https://broker.example.com/sqs",
 //		Produce: produce, // optional: SendMessage and SendMessageBatch (or ProduceRecord, to keep message attributes)
+//		ReceiptKey: secret, // the same on every node a client's receipt handles may reach
 //		Authorize: func(r *http.Request, req sqsapi.Request) error {
 //			return verifySigV4(r, req.Body) // the host's: the handler verifies no signature
 //		},
@@ -24,15 +26,47 @@
 //
 // # The protocol
 //
-// Every request is a POST with X-Amz-Target: AmazonSQS.<Action> and a JSON body whose
-// members have SQS's names (QueueUrl, MaxNumberOfMessages, ReceiptHandle, Entries, ...).
-// Its Content-Type, when it has one, is application/x-amz-json-1.0 (or -1.1); the query
-// protocol (form bodies with Action=) is not served. The path is not looked at: most SDKs
-// post to the base endpoint, some to the queue's URL. A response is a 200 with a JSON body
+// Every request is a POST, and its protocol is chosen per request, as SQS chooses it: with
+// an X-Amz-Target header, JSON; without one and with a form body
+// (application/x-www-form-urlencoded), query. A request of neither is MissingAction.
+//
+// JSON: X-Amz-Target: AmazonSQS.<Action> and a JSON body whose members have SQS's names
+// (QueueUrl, MaxNumberOfMessages, ReceiptHandle, Entries, ...). Its Content-Type, when it
+// has one, is application/x-amz-json-1.0 (or -1.1). A response is a 200 with a JSON body
 // (application/x-amz-json-1.0), or an error (below). Members a request carries that the
 // handler does not know are ignored, as SQS ignores them; a known member of the wrong JSON
-// type, or a body that is not one JSON object, is a SerializationException. A body is read
-// through an http.MaxBytesReader of MaxRequestBytes: never more.
+// type, or a body that is not one JSON object, is a SerializationException.
+//
+// Query: a form with Action=<Action> (and Version=2012-11-05, which is not looked at) and
+// the parameters of SQS's query API, as the SDKs before the JSON protocol (botocore before
+// 1.31, Debian's python3-boto3 and awscli) send them: lists flattened (AttributeName.1=All,
+// MessageAttributeName.1, MessageSystemAttributeName.1), message attributes as
+// MessageAttribute.N.Name and MessageAttribute.N.Value.DataType, .StringValue and
+// .BinaryValue (base64), the AWSTraceHeader as MessageSystemAttribute.N.*, a batch's
+// entries as SendMessageBatchRequestEntry.N.<member>, DeleteMessageBatchRequestEntry.N.*
+// and ChangeMessageVisibilityBatchRequestEntry.N.* (N from 1 to 1000, without leading
+// zeros; another index is ignored, as is a parameter the action does not have). A form is
+// translated into the JSON input, so both protocols are checked alike; an integer that is
+// not one, a BinaryValue that is not base64, or two message attributes of one name are
+// InvalidParameterValue, and a body that is no form (bad escapes, not UTF-8) is
+// MalformedQueryString. A response is a 200 with SQS's XML (text/xml):
+//
+//	<ReceiveMessageResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><ReceiveMessageResult>
+//	 <Message><MessageId>0:42</MessageId><ReceiptHandle>...</ReceiptHandle><MD5OfBody>...</MD5OfBody><Body>...</Body>
+//	  <Attribute><Name>ApproximateReceiveCount</Name><Value>1</Value></Attribute>
+//	  <MD5OfMessageAttributes>...</MD5OfMessageAttributes>
+//	  <MessageAttribute><Name>n</Name><Value><StringValue>1.5</StringValue><DataType>Number.float</DataType></Value></MessageAttribute>
+//	 </Message></ReceiveMessageResult><ResponseMetadata><RequestId>...</RequestId></ResponseMetadata></ReceiveMessageResponse>
+//
+// and likewise for each action (<Action>Response, <Action>Result, a batch's
+// <Action>ResultEntry and BatchResultErrorEntry elements; no Result element for
+// DeleteMessage and ChangeMessageVisibility), or an error (below). XML holds SQS's body
+// characters only: a body a host's own producer wrote with others (or not UTF-8) is
+// answered in base64, as a JSON answer answers a body that is not UTF-8, and a String
+// attribute's value of that kind as a Binary.
+//
+// The path is not looked at: most SDKs post to the base endpoint, some to the queue's URL.
+// A body is read through an http.MaxBytesReader of MaxRequestBytes: never more.
 //
 // The actions served:
 //
@@ -42,7 +76,7 @@
 //	                               topic's visibility timeout)
 //	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
-//	                               shorten the lease too); 0 releases at once
+//	                               shorten the lease too); 0 ends it (a nack)
 //	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
 //	                               message, its message attributes the record's headers
 //	GetQueueUrl                    Config.BaseURL + "/" + QueueName
@@ -71,7 +105,7 @@
 //
 // A received message is
 //
-//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695",
+//	{"MessageId":"0:42","ReceiptHandle":"0:42:1311768467294899695:9f86d081884c7d65",
 //	 "MD5OfBody":"<hex MD5 of Body>","Body":"...",
 //	 "Attributes":{"ApproximateReceiveCount":"1","SentTimestamp":"1767366245123",
 //	               "ApproximateFirstReceiveTimestamp":"1767366250000"}}
@@ -80,26 +114,35 @@
 //
 //   - MessageId is partition:offset, the same for every delivery of the record and what
 //     SendMessage answered for it.
-//   - ReceiptHandle is the node's receipt handle (router.Handle's text): opaque to the
-//     client, and unforgeable (its nonce is drawn from the shard's stream).
+//   - ReceiptHandle is the node's receipt handle (router.Handle's text) and a tag that binds
+//     it to the queue (see Receipt handles): opaque to the client, and unforgeable (its
+//     nonce is drawn from the shard's stream).
 //   - Body is the record's value when it is valid UTF-8, and its standard base64 (with
 //     padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
 //     the MD5 of Body as written. The record's key is not delivered.
 //   - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
-//     the older AttributeNames; "All" is all three): ApproximateReceiveCount is the
+//     the older AttributeNames; "All" is all four): ApproximateReceiveCount is the
 //     delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
-//     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time of
-//     this receive on a first delivery, and left out on any later one (the node keeps no
-//     time of a record's first delivery). SQS's other names are accepted and not answered.
+//     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time this
+//     handler first delivered the record, on every delivery (the node keeps a record's
+//     attempts, not the time of its first delivery: the handler remembers it, in memory,
+//     for up to 65,536 records, forgetting a record when it is deleted; a redelivery of a
+//     record it does not remember, first delivered before it started, through another
+//     node's handler, or forgotten, answers the time of this receive), AWSTraceHeader the
+//     one the message was sent with (left out for one sent without). SQS's other names are
+//     accepted and not answered.
 //   - MessageAttributes holds the record's headers (router.Message.Headers) that
 //     MessageAttributeNames asks for ("All" or ".*" every one, a name that one, "prefix.*"
 //     every name beginning with "prefix."; none asked, none answered), in order of name,
-//     each a String when its value is valid UTF-8 and a Binary otherwise (a Number sent
-//     comes back a String: the data type is not kept), with MD5OfMessageAttributes
-//     computed as SQS computes it over what is answered. SQS's attributes are a map: of a
-//     key the record repeats, the last header is answered; a header whose key is empty or
-//     not valid UTF-8, which no SQS client could name, is left out. A record delivered
-//     through a node of a release before wire version 9 carries no headers.
+//     each of the data type it was sent with (see Sending: String, Number, Binary, custom
+//     types such as Number.float kept, a Binary of valid UTF-8 still a Binary), and a
+//     header no SendMessage wrote (a host's own producer's) a String when its value is
+//     valid UTF-8 and a Binary otherwise, with MD5OfMessageAttributes computed as SQS
+//     computes it over what is answered: for a message sent here, the MD5 its send
+//     answered. SQS's attributes are a map: of a key the record repeats, the last header is
+//     answered; a header whose key is empty or not valid UTF-8, which no SQS client could
+//     name, or begins with "AWS.SQS." (the types and trace header), is left out. A record
+//     delivered through a node of a release before wire version 9 carries no headers.
 //
 // A receive with nothing to deliver (its wait ran out) answers {}. The response holds at
 // most router.ResponseLimit bytes: the handler measures each message at its encoded size and
@@ -114,53 +157,84 @@
 //
 // # Receipt handles
 //
-// A handle that does not parse is ReceiptHandleIsInvalid, and reaches no node. One that
-// parses but names no live lease, or a message deleted already, is answered as SQS answers
-// a stale handle:
+// A receipt handle names its queue: it is the node's handle text, a colon, and a tag of 16
+// lowercase hex digits, the first 8 bytes of HMAC-SHA256 keyed with Config.ReceiptKey over
+// the queue's name, a zero byte and the node's handle text. A handle that does not parse,
+// or whose tag is not the one its queue and node handle have (a handle of another queue,
+// even of the same topic; one changed in any part; one made up, naming a partition the
+// queue lacks, say), is ReceiptHandleIsInvalid, and reaches no node: it changes nothing.
+// The handlers that one client's handles may reach (the nodes of a cluster behind one
+// endpoint) share one ReceiptKey. A well-tagged handle of a partition the queue lacks (one
+// removed since the handle was issued, or made up by a client that knows the empty key's
+// scheme) reaches the node, which answers it as it answers a partition it cannot reach
+// (router.ErrNotLocal, router.ErrUnavailable), since it does not tell the two apart: with
+// Config.Routes the handler asks the routes then, and answers ReceiptHandleIsInvalid for a
+// partition they name on no node; without them, ServiceUnavailable. A handle that is the
+// queue's answers as SQS answers a
+// stale handle, when it names no live lease or a message deleted already:
 //
 //	node's answer                         DeleteMessage   ChangeMessageVisibility
 //	the live lease                        deleted (acked) visibility changed
 //	router.ErrGone: the lease lapsed,     success,        MessageNotInflight
-//	  was released, or was superseded       nothing deleted
+//	  was nacked, or was superseded         nothing deleted
 //	  (or the handle was never issued)
 //	router.ErrAlreadySettled: the message success         InvalidParameterValue ("Message
 //	  was deleted already                                   does not exist or is not
 //	                                                        available for visibility
 //	                                                        timeout change")
 //
-// ChangeMessageVisibility with VisibilityTimeout 0 releases the lease (router.Node.Release):
-// the message is visible again at once, whatever backoff the topic has, and the delivery
-// does not count as an attempt, so the next delivery's ApproximateReceiveCount (and the
-// topic's MaxDeliveries) does not count the released one, where SQS's would. A longer
-// timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
+// ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack of no delay
+// (router.Node.Nack): the delivery stays counted, as SQS counts every receive, so the next
+// delivery's ApproximateReceiveCount is one more and the topic's MaxDeliveries quarantines
+// a message a consumer keeps giving up on. The message is visible again at once on a topic
+// with no Backoff; a topic with a Backoff holds it back for the policy's delay, as any nack
+// without a delay is (the node has no nack that counts the attempt and skips the Backoff).
+// A longer timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
 // MaxLeaseLifetime cap. The batches answer each entry as the single action would, in Failed
 // (Code, SenderFault, Message) or in Successful.
 //
 // # Sending
 //
 // SendMessage and SendMessageBatch hand each body to Config.Produce, or, with its message
-// attributes as the record's headers (in order of name: each its name and its value, a
-// String's or Number's text or a Binary's bytes), to Config.ProduceRecord (without either
-// they answer UnsupportedOperation), and answer the MessageId partition:offset it returns,
-// the body's MD5, which the SDKs check, and, for a message with attributes, their MD5
-// (MD5OfMessageAttributes, over the attributes as sent). A body is 1 to MaxMessageBytes
-// (256 KiB) of SQS's characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000
-// to #x10FFFF; another is InvalidMessageContents), with its attributes (names, types and
-// values) at most MaxMessageBytes, and a batch's together at most MaxMessageBytes
-// (BatchRequestTooLong). Attributes are checked as SQS checks them: at most 10; names of 1
-// to 256 letters, digits, '_', '-' and '.', no period first, last or twice in a row, none
-// beginning with AWS. or Amazon.; a data type of String, Number or Binary, perhaps with a
-// custom type after a period; a non-empty value of the type's kind (a Number's a number, a
-// String's of the body's characters); no list values. What a record cannot carry is
-// refused, not dropped: MessageAttributes with Config.Produce (which has nowhere to keep
-// them), MessageSystemAttributes, a non-zero DelaySeconds, and the FIFO queues'
+// attributes as the record's headers, to Config.ProduceRecord (without either they answer
+// UnsupportedOperation), and answer the MessageId partition:offset it returns, the body's
+// MD5, which the SDKs check, and, for a message with attributes, their MD5
+// (MD5OfMessageAttributes, over the attributes as sent; MD5OfMessageSystemAttributes for
+// an AWSTraceHeader). A record's headers are, in order: one per message attribute, in
+// order of name, its name and its value (a String's or Number's text, a Binary's bytes);
+// one per attribute of another data type than String, "AWS.SQS.DataType.<name>" and the
+// type ("Number", "Binary", "Number.float", ...); and for a message with the AWSTraceHeader
+// system attribute (a String, the one system attribute SQS takes), "AWS.SQS.AWSTraceHeader"
+// and its value. No message attribute's name begins with "AWS.", so these never clash with
+// one. A message is 1 to MaxMessageBytes (1 MiB, 1,048,576 bytes) of SQS's characters (#x9,
+// #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF; another is
+// InvalidMessageContents), its body and its attributes (names, types and values) together,
+// and a batch's messages together at most MaxMessageBytes (BatchRequestTooLong); over it,
+// InvalidParameterValue. The node takes such records as they come: its batch bound
+// (router.BatchPayloadBytes, 4 MiB) keeps the record that crosses it, and FitResponse keeps
+// a response's first record whatever its size. Attributes are checked as SQS checks them:
+// at most 10; names of 1 to 256 letters, digits, '_', '-' and '.', no period first, last or
+// twice in a row, none beginning with AWS. or Amazon.; a data type of String, Number or
+// Binary, perhaps with a custom type after a period; a non-empty value of the type's kind
+// (a Number's a number, a String's of the body's characters); no list values. What a
+// record cannot carry is refused, not dropped: MessageAttributes and
+// MessageSystemAttributes with Config.Produce (which has nowhere to keep them), a system
+// attribute other than AWSTraceHeader, a non-zero DelaySeconds, and the FIFO queues'
 // MessageGroupId and MessageDeduplicationId are each InvalidParameterValue, the message not
 // sent.
 //
 // # Errors
 //
-// An error is the status below, an x-amzn-query-error header with the query code and
-// ;Sender or ;Receiver (which the SDKs read for the error's code), and a body
+// An error of the query protocol is the status below and SQS's XML error (text/xml), whose
+// Code is the query code below and Type Sender or Receiver:
+//
+//	<ErrorResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><Error><Type>Sender</Type>
+//	 <Code>AWS.SimpleQueueService.NonExistentQueue</Code><Message>...</Message><Detail/></Error>
+//	 <RequestId>...</RequestId></ErrorResponse>
+//
+// (botocore maps the Code to its modeled exceptions: QueueDoesNotExist, ...). An error of
+// the JSON protocol is the status below, an x-amzn-query-error header with the query code
+// and ;Sender or ;Receiver (which the SDKs read for the error's code), and a body
 //
 //	{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}
 //
@@ -168,7 +242,8 @@
 //
 //	status  __type                        x-amzn-query-error code                   when
 //	400     QueueDoesNotExist             AWS.SimpleQueueService.NonExistentQueue   no such queue or topic
-//	404     ReceiptHandleIsInvalid        ReceiptHandleIsInvalid                    a handle that does not parse
+//	404     ReceiptHandleIsInvalid        ReceiptHandleIsInvalid                    a handle that does not parse or
+//	                                                                                is not the queue's
 //	400     MessageNotInflight            AWS.SimpleQueueService.MessageNotInflight see Receipt handles
 //	404     InvalidAddress                InvalidAddress                            a QueueUrl that is no URL
 //	400     InvalidAttributeName          InvalidAttributeName                      an attribute name SQS has not
@@ -179,9 +254,12 @@
 //	403     RequestThrottled              RequestThrottled                          MaxInFlight receives already
 //	400     InvalidParameterValue         InvalidParameterValue                     a value out of range; see Sending
 //	400     MissingParameter              MissingParameter                          a required member absent
-//	400     MissingAction, InvalidAction  (the same)                                no or an unknown X-Amz-Target
-//	400     SerializationException        SerializationException                    not one JSON object; a member of
-//	                                                                                the wrong type; another Content-Type
+//	400     MissingAction, InvalidAction  (the same)                                no or an unknown X-Amz-Target or
+//	                                                                                Action
+//	400     SerializationException        SerializationException                    JSON: not one JSON object; a member
+//	                                                                                of the wrong type; another
+//	                                                                                Content-Type
+//	400     MalformedQueryString          MalformedQueryString                      query: a body that is no form
 //	403     AccessDenied                  AccessDenied                              Config.Authorize refused it
 //	405     MethodNotAllowed              MethodNotAllowed                          not a POST
 //	503     ServiceUnavailable            ServiceUnavailable                        try again: the node is closing, an
@@ -197,10 +275,11 @@
 // The handler authenticates nobody and verifies no signature. The Authorization,
 // X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK sends with its
 // SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
-// request once it has been decoded, with its action, its queue and its body (the payload
-// the signature covers); its refusal is AccessDenied. A request refused as malformed is
-// refused before Authorize is asked, and nothing reaches Config.Queues, Config.Produce(Record) or
-// the node before Authorize allowed it.
+// request once it has been decoded, with its action, its queue and its body as it arrived
+// (the payload the signature covers: the JSON, or the form); its refusal is AccessDenied.
+// A request refused as malformed is refused before Authorize is asked, and nothing reaches
+// Config.Queues, Config.Produce(Record) or the node before Authorize allowed it (a receipt
+// handle of another queue is refused after it, before the node).
 //
 // # Not supported
 //
@@ -210,8 +289,7 @@
 // (router.Node.Reject), since SQS has no action that fails a message for good: an SQS client
 // leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
 // wants it quarantined at once serves the reject over router/httpapi; per-message delays
-// and queue delays; message attributes' data types (they come back String or Binary) and
-// list values; a receive's
-// VisibilityTimeout of 0; SigV4 verification, which is the host's (Authorize); the query
-// protocol (XML); message bodies over 256 KiB.
+// and queue delays; message attributes' list values; a receive's VisibilityTimeout of 0;
+// SigV4 verification, which is the host's (Authorize); messages over 1 MiB; queries by
+// GET, or with parameters in the URL's query string rather than the body.
 package sqsapi

@@ -64,7 +64,7 @@ func TestMessageAttributesEncoding(t *testing.T) {
 		{name: "blob", dataType: "Binary", value: []byte{0, 0xff}},
 	}
 	var got wireMessage
-	require.NoError(t, json.Unmarshal(appendMessage(nil, &m, 0, 0, attrs), &got))
+	require.NoError(t, json.Unmarshal(appendMessage(nil, &m, delivery{receipt: m.Receipt.AppendText(nil), mattrs: attrs}), &got))
 	require.Equal(t, "t<e>st", *got.MessageAttributes["category"].StringValue)
 	require.Equal(t, "String", got.MessageAttributes["category"].DataType)
 	require.Equal(t, []byte{0, 0xff}, got.MessageAttributes["blob"].BinaryValue)
@@ -74,7 +74,7 @@ func TestMessageAttributesEncoding(t *testing.T) {
 	require.Nil(t, got.Attributes)
 
 	var none map[string]any
-	require.NoError(t, json.Unmarshal(appendMessage(nil, &m, 0, 0, nil), &none))
+	require.NoError(t, json.Unmarshal(appendMessage(nil, &m, delivery{receipt: m.Receipt.AppendText(nil)}), &none))
 	require.NotContains(t, none, "MessageAttributes")
 	require.NotContains(t, none, "MD5OfMessageAttributes")
 }
@@ -99,7 +99,7 @@ func TestAppendMessage(t *testing.T) {
 		m.Receipt = router.Handle{Partition: m.Partition, Offset: m.Offset, Nonce: rapid.Uint64Min(1).Draw(t, "nonce")}
 		attrs := rapid.UintRange(0, 7).Draw(t, "attrs")
 		first := rapid.Int64Range(0, 1<<45).Draw(t, "first")
-		enc := appendMessage(nil, &m, attrs, first, nil)
+		enc := appendMessage(nil, &m, delivery{receipt: m.Receipt.AppendText(nil), attrs: attrs, firstReceive: first})
 
 		var got wireMessage
 		require.NoError(t, json.Unmarshal(enc, &got), string(enc))
@@ -119,7 +119,7 @@ func TestAppendMessage(t *testing.T) {
 		if attrs&attrSentTimestamp != 0 && !m.Timestamp.IsZero() {
 			wantAttrs["SentTimestamp"] = strconv.FormatInt(m.Timestamp.UnixMilli(), 10)
 		}
-		if attrs&attrFirstReceive != 0 && m.Attempt == 1 {
+		if attrs&attrFirstReceive != 0 {
 			wantAttrs["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(first, 10)
 		}
 		if len(wantAttrs) == 0 {

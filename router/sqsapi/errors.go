@@ -45,6 +45,7 @@ var (
 	codeMissingAction            = &code{"MissingAction", "MissingAction", 400, true}
 	codeInvalidAction            = &code{"InvalidAction", "InvalidAction", 400, true}
 	codeSerialization            = &code{"SerializationException", "SerializationException", 400, true}
+	codeMalformedQueryString     = &code{"MalformedQueryString", "MalformedQueryString", 400, true}
 	codeAccessDenied             = &code{"AccessDenied", "AccessDenied", 403, true}
 	codeMethodNotAllowed         = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
 	codeServiceUnavailable       = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}

@@ -10,88 +10,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/sqsapi"
 )
 
-// fakeNode answers every call with err (and Consume with msgs), and records the calls.
-type fakeNode struct {
-	mu       sync.Mutex
-	err      error
-	msgs     []router.Message
-	consume  func(ctx context.Context) // run inside Consume
-	calls    []string
-	released []string
-	fitLimit int
-	fitSizes []int
-	fitKeep  int // FitResponse keeps this many (0: all), and gives back the rest
-}
+// fakeNode answers every call with its Err, and records the calls.
+type fakeNode = fronttest.FakeNode
 
 var _ sqsapi.Node = (*fakeNode)(nil)
-
-func (f *fakeNode) record(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, fmt.Sprintf(format, args...))
-}
-
-func (f *fakeNode) Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error) {
-	f.record("Consume %s %+v", topic, opts)
-	if f.consume != nil {
-		f.consume(ctx)
-	}
-	return f.msgs, f.err
-}
-
-func (f *fakeNode) FitResponse(msgs []router.Message, size func(*router.Message) int, limit int) []router.Message {
-	f.fitLimit = limit
-	f.fitSizes = f.fitSizes[:0]
-	for i := range msgs {
-		f.fitSizes = append(f.fitSizes, size(&msgs[i]))
-	}
-	if f.fitKeep > 0 {
-		return msgs[:f.fitKeep]
-	}
-	return msgs
-}
-
-func (f *fakeNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
-	f.record("Ack %s %s", topic, handle)
-	return f.err
-}
-
-func (f *fakeNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
-	f.record("AckBatch %s %v", topic, handles)
-	errs := make([]error, len(handles))
-	for i := range errs {
-		errs[i] = f.err
-	}
-	return errs
-}
-
-func (f *fakeNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
-	f.record("Extend %s %s %v", topic, handle, d)
-	return time.Unix(100, 0), f.err
-}
-
-func (f *fakeNode) Release(ctx context.Context, topic string, handle router.Handle) error {
-	f.record("Release %s %s", topic, handle)
-	f.mu.Lock()
-	f.released = append(f.released, handle.String())
-	f.mu.Unlock()
-	return f.err
-}
-
-func (f *fakeNode) TopicStatus(topic string) ([]router.PartitionStatus, error) {
-	f.record("TopicStatus %s", topic)
-	return []router.PartitionStatus{{Backlog: 10, Leased: 2, Delayed: 1, AckedAhead: 3, Quarantined: 1}, {Backlog: 1, Leased: 2}}, f.err
-}
 
 func fakeHandler(t *testing.T, f sqsapi.Node, cfg ...func(*sqsapi.Config)) *sqsapi.Handler {
 	c := sqsapi.Config{Queues: func(name string) (string, bool) { return "topic-" + name, true }, BaseURL: baseURL}
@@ -108,14 +39,14 @@ func fakeHandler(t *testing.T, f sqsapi.Node, cfg ...func(*sqsapi.Config)) *sqsa
 func TestNodeErrors(t *testing.T) {
 	requests := [][2]string{
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `"}`},
-		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1"}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1","VisibilityTimeout":5}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:0:1","VisibilityTimeout":0}`},
+		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `"}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":5}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":0}`},
 		{"GetQueueAttributes", `{"QueueUrl":"` + queueURL + `","AttributeNames":["All"]}`},
 	}
 	batches := [][2]string{
-		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:0:1"}]}`},
-		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:0:1","VisibilityTimeout":5}]}`},
+		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `"}]}`},
+		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":5}]}`},
 	}
 	for _, tc := range []struct {
 		err    error
@@ -137,7 +68,7 @@ func TestNodeErrors(t *testing.T) {
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			var logs bytes.Buffer
-			f := &fakeNode{err: tc.err}
+			f := &fakeNode{Err: tc.err}
 			h := fakeHandler(t, f, func(c *sqsapi.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 			for _, req := range requests {
 				got := failed(t, call(h, req[0], req[1]))
@@ -163,16 +94,16 @@ func codeQuery(header string) string {
 // TestRequestsReachTheNode: what each action hands the node, parsed, on the topic Queues
 // names for the queue.
 func TestRequestsReachTheNode(t *testing.T) {
-	f := &fakeNode{}
+	f := &fakeNode{Status: []router.PartitionStatus{{Backlog: 10, Leased: 2, Delayed: 1, AckedAhead: 3, Quarantined: 1}, {Backlog: 1, Leased: 2}}}
 	h := fakeHandler(t, f)
 	for _, req := range [][2]string{
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `","MaxNumberOfMessages":7,"WaitTimeSeconds":20,"VisibilityTimeout":43200}`},
 		{"ReceiveMessage", `{"QueueUrl":"` + queueURL + `"}`},
-		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:1:2"}`},
-		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:1:2"},{"Id":"b","ReceiptHandle":"x"},{"Id":"c","ReceiptHandle":"1:2:3"}]}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:1:2","VisibilityTimeout":90}`},
-		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"0:1:2","VisibilityTimeout":0}`},
-		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"0:1:2","VisibilityTimeout":0},{"Id":"b","ReceiptHandle":"1:2:3","VisibilityTimeout":1}]}`},
+		{"DeleteMessage", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:1:2") + `"}`},
+		{"DeleteMessageBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:1:2") + `"},{"Id":"b","ReceiptHandle":"x"},{"Id":"c","ReceiptHandle":"` + rh("1:2:3") + `"}]}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":90}`},
+		{"ChangeMessageVisibility", `{"QueueUrl":"` + queueURL + `","ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":0}`},
+		{"ChangeMessageVisibilityBatch", `{"QueueUrl":"` + queueURL + `","Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":0},{"Id":"b","ReceiptHandle":"` + rh("1:2:3") + `","VisibilityTimeout":1}]}`},
 		{"GetQueueAttributes", `{"QueueUrl":"` + queueURL + `","AttributeNames":["All"]}`},
 	} {
 		ok(t, call(h, req[0], req[1]), nil)
@@ -183,11 +114,11 @@ func TestRequestsReachTheNode(t *testing.T) {
 		"Ack topic-orders 0:1:2",
 		"AckBatch topic-orders [0:1:2 1:2:3]",
 		"Extend topic-orders 0:1:2 1m30s",
-		"Release topic-orders 0:1:2",
-		"Release topic-orders 0:1:2",
+		"Nack topic-orders 0:1:2 0s",
+		"Nack topic-orders 0:1:2 0s",
 		"Extend topic-orders 1:2:3 1s",
 		"TopicStatus topic-orders",
-	}, f.calls)
+	}, f.Calls)
 	var out struct{ Attributes map[string]string }
 	ok(t, call(h, "GetQueueAttributes", `{"QueueUrl":"`+queueURL+`","AttributeNames":["All"]}`), &out)
 	require.Equal(t, map[string]string{
@@ -195,37 +126,25 @@ func TestRequestsReachTheNode(t *testing.T) {
 	}, out.Attributes, "visible: 10-2-1-3-1 and max(0, 1-2)")
 }
 
-func leasedMessages(n int) []router.Message {
-	msgs := make([]router.Message, n)
-	for i := range msgs {
-		msgs[i] = router.Message{Topic: "t", Offset: int64(i), Value: []byte("v<"),
-			Receipt: router.Handle{Offset: int64(i), Nonce: uint64(i + 1)}, Attempt: 1, Timestamp: sentAt}
-	}
-	return msgs
-}
+func leasedMessages(n int) []router.Message { return fronttest.LeasedMessages(n, "t", sentAt) }
 
 // TestGoneClientGetsNothing: records a receive took as its client left are given back at
 // once, not left invisible until their visibility timeout.
 func TestGoneClientGetsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fakeNode{msgs: leasedMessages(2), consume: func(context.Context) { cancel() }}
+	f := &fakeNode{Msgs: leasedMessages(2), OnConsume: func(context.Context) { cancel() }}
 	got := failed(t, callCtx(ctx, fakeHandler(t, f), "ReceiveMessage", `{"QueueUrl":"`+queueURL+`","MaxNumberOfMessages":2}`))
 	require.Equal(t, "ServiceUnavailable", got.Type)
-	require.Equal(t, []string{"0:0:1", "0:1:2"}, f.released)
+	require.Equal(t, []string{"0:0:1", "0:1:2"}, f.Released)
 }
-
-// failingWriter is a ResponseWriter whose client is gone: every Write fails.
-type failingWriter struct{ *httptest.ResponseRecorder }
-
-func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
 // TestFailedWriteGivesBack: records whose response could not be written are released.
 func TestFailedWriteGivesBack(t *testing.T) {
-	f := &fakeNode{msgs: leasedMessages(3)}
+	f := &fakeNode{Msgs: leasedMessages(3)}
 	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader([]byte(`{"QueueUrl":"`+queueURL+`","MaxNumberOfMessages":3}`)))
 	req.Header.Set("X-Amz-Target", "AmazonSQS.ReceiveMessage")
-	fakeHandler(t, f).ServeHTTP(failingWriter{httptest.NewRecorder()}, req)
-	require.Equal(t, []string{"0:0:1", "0:1:2", "0:2:3"}, f.released)
+	fakeHandler(t, f).ServeHTTP(fronttest.FailingWriter{ResponseRecorder: httptest.NewRecorder()}, req)
+	require.Equal(t, []string{"0:0:1", "0:1:2", "0:2:3"}, f.Released)
 }
 
 // TestFitMeasuresTheEncoding: FitResponse is handed each message's exact share of the body
@@ -234,15 +153,15 @@ func TestFailedWriteGivesBack(t *testing.T) {
 func TestFitMeasuresTheEncoding(t *testing.T) {
 	msgs := leasedMessages(3)
 	msgs[1].Value = bytes.Repeat([]byte("\x01"), 100) // escaped: six bytes each
-	f := &fakeNode{msgs: msgs}
+	f := &fakeNode{Msgs: msgs}
 	h := fakeHandler(t, f)
 	rec := call(h, "ReceiveMessage", `{"QueueUrl":"`+queueURL+`","MaxNumberOfMessages":3,"AttributeNames":["All"]}`)
 	var out struct{ Messages []json.RawMessage }
 	ok(t, rec, &out)
 	require.Len(t, out.Messages, 3)
-	require.Equal(t, router.ResponseLimit-len(`{"Messages":[]}`), f.fitLimit)
+	require.Equal(t, router.ResponseLimit-len(`{"Messages":[]}`), f.FitLimit)
 	sum := 0
-	for i, size := range f.fitSizes {
+	for i, size := range f.FitSizes {
 		sep := 0
 		if i > 0 {
 			sep = 1
@@ -252,7 +171,7 @@ func TestFitMeasuresTheEncoding(t *testing.T) {
 	}
 	require.Equal(t, len(`{"Messages":[]}`)+sum, rec.Body.Len())
 
-	f.fitKeep = 2
+	f.FitKeep = 2
 	ok(t, call(h, "ReceiveMessage", `{"QueueUrl":"`+queueURL+`","MaxNumberOfMessages":3}`), &out)
 	require.Len(t, out.Messages, 2, "what FitResponse keeps")
 }

@@ -3,10 +3,12 @@ package sqsapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -14,67 +16,19 @@ import (
 
 	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
 	"narad.dev/consume/router/sqsapi"
 )
 
 // checkedNode is a real node that fails the test when the handler hands it a value no valid
 // request carries.
-type checkedNode struct {
-	*router.Node
-	t *testing.T
-}
-
-func (c *checkedNode) topic(topic string) {
-	if topic != "orders" && topic != "ghost" {
-		c.t.Fatalf("the node was handed topic %q", topic)
-	}
-}
-
-func (c *checkedNode) handle(handle router.Handle) {
-	if err := handle.Check(); err != nil {
-		c.t.Fatalf("the node was handed the handle %+v", handle)
-	}
-}
-
-func (c *checkedNode) Consume(ctx context.Context, topic string, opts router.ConsumeOptions) ([]router.Message, error) {
-	c.topic(topic)
-	if opts.Max < 1 || opts.Max > sqsapi.MaxReceive || opts.Wait > sqsapi.MaxWaitSeconds*time.Second || opts.Visibility > router.MaxVisibility || opts.Pinned {
-		c.t.Fatalf("the node was handed %+v", opts)
-	}
-	return c.Node.Consume(ctx, topic, opts)
-}
-
-func (c *checkedNode) Ack(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Ack(ctx, topic, handle)
-}
-
-func (c *checkedNode) AckBatch(ctx context.Context, topic string, handles []router.Handle) []error {
-	c.topic(topic)
-	if len(handles) < 1 || len(handles) > sqsapi.MaxBatchEntries {
-		c.t.Fatalf("the node was handed %d handles", len(handles))
-	}
-	for _, h := range handles {
-		c.handle(h)
-	}
-	return c.Node.AckBatch(ctx, topic, handles)
-}
-
-func (c *checkedNode) Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error) {
-	c.topic(topic)
-	c.handle(handle)
-	if d <= 0 || d > router.MaxVisibility {
-		c.t.Fatalf("the node was handed an extension of %v", d)
-	}
-	return c.Node.Extend(ctx, topic, handle, d)
-}
-
-func (c *checkedNode) Release(ctx context.Context, topic string, handle router.Handle) error {
-	c.topic(topic)
-	c.handle(handle)
-	return c.Node.Release(ctx, topic, handle)
+func checkedNode(t *testing.T, node *router.Node) *fronttest.CheckedNode {
+	return &fronttest.CheckedNode{Node: node, T: t, MaxBatch: sqsapi.MaxBatchEntries, MinExtend: time.Second, CheckBatchHandles: true,
+		Topic: func(topic string) bool { return topic == "orders" || topic == "ghost" },
+		Options: func(o router.ConsumeOptions) bool {
+			return o.Max <= sqsapi.MaxReceive && o.Wait <= sqsapi.MaxWaitSeconds*time.Second && !o.Pinned
+		}}
 }
 
 // fuzzTargets are the X-Amz-Target values FuzzRequest picks from by its first argument.
@@ -89,11 +43,15 @@ var fuzzTargets = []string{
 // give).
 var documented = map[int]bool{200: true, 400: true, 403: true, 404: true, 405: true, 503: true}
 
-// FuzzRequest: whatever action, content type and body a request carries, the handler never
-// panics, answers a documented status with a JSON object, an error in SQS's shape (__type,
-// message, x-amzn-query-error), and hands the node only validated values.
+// FuzzRequest: whatever action, content type and body a request carries, in either
+// protocol, the handler never panics, answers a documented status with a JSON object (an
+// error in SQS's shape: __type, message, x-amzn-query-error) or, for a form without
+// X-Amz-Target, an XML document (an error in SQS's query shape), and hands the node only
+// validated values.
 func FuzzRequest(f *testing.F) {
 	q := `"QueueUrl":"http://sqs.test/q/orders"`
+	const form = "application/x-www-form-urlencoded"
+	qf := "QueueUrl=" + url.QueryEscape("http://sqs.test/q/orders")
 	for _, seed := range []struct {
 		target uint8
 		ct     string
@@ -105,13 +63,13 @@ func FuzzRequest(f *testing.F) {
 		{0, "", `{"QueueUrl":"http://sqs.test/q/nope"}`},
 		{0, "", `{` + q + `,"MaxNumberOfMessages":11}`},
 		{0, "application/x-www-form-urlencoded", `Action=ReceiveMessage`},
-		{1, "", `{` + q + `,"ReceiptHandle":"0:0:1"}`},
+		{1, "", `{` + q + `,"ReceiptHandle":"` + rh("0:0:1") + `"}`},
 		{1, "", `{` + q + `,"ReceiptHandle":"0:0"}`},
-		{2, "", `{` + q + `,"Entries":[{"Id":"a","ReceiptHandle":"0:0:1"},{"Id":"b","ReceiptHandle":"x"}]}`},
+		{2, "", `{` + q + `,"Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `"},{"Id":"b","ReceiptHandle":"x"}]}`},
 		{2, "", `{` + q + `,"Entries":[]}`},
-		{3, "", `{` + q + `,"ReceiptHandle":"0:1:2","VisibilityTimeout":0}`},
-		{3, "", `{` + q + `,"ReceiptHandle":"0:1:2","VisibilityTimeout":43200}`},
-		{4, "", `{` + q + `,"Entries":[{"Id":"a","ReceiptHandle":"0:0:1","VisibilityTimeout":3}]}`},
+		{3, "", `{` + q + `,"ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":0}`},
+		{3, "", `{` + q + `,"ReceiptHandle":"` + rh("0:1:2") + `","VisibilityTimeout":43200}`},
+		{4, "", `{` + q + `,"Entries":[{"Id":"a","ReceiptHandle":"` + rh("0:0:1") + `","VisibilityTimeout":3}]}`},
 		{5, "", `{` + q + `,"MessageBody":"hello"}`},
 		{5, "", `{` + q + `,"MessageBody":"\u0001"}`},
 		{6, "", `{` + q + `,"Entries":[{"Id":"a","MessageBody":"1"},{"Id":"b","MessageBody":"2","DelaySeconds":3}]}`},
@@ -121,6 +79,18 @@ func FuzzRequest(f *testing.F) {
 		{10, "", `{}`},
 		{11, "", `{}`},
 		{12, "text/plain", `{`},
+		{11, form, "Action=ReceiveMessage&" + qf + "&MaxNumberOfMessages=10&AttributeName.1=All&MessageAttributeName.1=All"},
+		{11, form, "Action=DeleteMessage&" + qf + "&ReceiptHandle=" + url.QueryEscape(rh("0:0:1"))},
+		{11, form, "Action=ChangeMessageVisibilityBatch&" + qf + "&ChangeMessageVisibilityBatchRequestEntry.1.Id=a" +
+			"&ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle=" + url.QueryEscape(rh("0:1:2")) + "&ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout=0"},
+		{11, form, "Action=SendMessage&" + qf + "&MessageBody=hi&MessageAttribute.1.Name=n&MessageAttribute.1.Value.DataType=Number&MessageAttribute.1.Value.StringValue=1"},
+		{11, form, "Action=SendMessageBatch&" + qf + "&SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=x"},
+		{11, form, "Action=GetQueueAttributes&" + qf + "&AttributeName.1=All"},
+		{11, form, "Action=GetQueueUrl&QueueName=orders"},
+		{11, form, "Action=PurgeQueue&" + qf},
+		{11, form, "Action=Nope"},
+		{11, form, "%zz"},
+		{11, form + "; charset=utf-8", "Action=ReceiveMessage&QueueUrl=http%3A%2F%2Fsqs.test%2Fq%2Fghost&WaitTimeSeconds=20"},
 	} {
 		f.Add(seed.target, seed.ct, []byte(seed.body))
 	}
@@ -155,7 +125,7 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 		node.Appended(topic, 0, off+1)
 		return 0, off, nil
 	}
-	h, err := sqsapi.New(&checkedNode{Node: node, t: t}, sqsapi.Config{
+	h, err := sqsapi.New(checkedNode(t, node), sqsapi.Config{
 		Queues:  func(name string) (string, bool) { return name, name == "orders" || name == "ghost" },
 		BaseURL: "http://sqs.test/q",
 		Produce: produce,
@@ -176,13 +146,11 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 	if !documented[rec.Code] {
 		t.Fatalf("%s: status %d: %s", target, rec.Code, rec.Body.String())
 	}
-	if got := rec.Header().Get("Content-Type"); got != "application/x-amz-json-1.0" {
-		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
+	if media, _, _ := mime.ParseMediaType(ct); target == "" && media == "application/x-www-form-urlencoded" {
+		checkXMLAnswer(t, rec)
+		return
 	}
-	var v map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-		t.Fatalf("status %d: a body that is not a JSON object: %v: %q", rec.Code, err, rec.Body.String())
-	}
+	v := fronttest.JSONAnswer(t, rec, "application/x-amz-json-1.0")
 	if rec.Code == http.StatusOK {
 		return
 	}
@@ -191,5 +159,27 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 	query := rec.Header().Get("x-amzn-query-error")
 	if !strings.HasPrefix(typ, "com.amazonaws.sqs#") || msg == "" || !strings.Contains(query, ";") {
 		t.Fatalf("status %d: an error not in SQS's shape: %q, x-amzn-query-error %q", rec.Code, rec.Body.String(), query)
+	}
+}
+
+// checkXMLAnswer checks a query request's answer: text/xml, one XML document, an error in
+// SQS's shape (ErrorResponse, Error, its Type, Code and Message).
+func checkXMLAnswer(t *testing.T, rec *httptest.ResponseRecorder) {
+	if got := rec.Header().Get("Content-Type"); got != "text/xml" {
+		t.Fatalf("status %d with Content-Type %q", rec.Code, got)
+	}
+	var doc struct {
+		XMLName xml.Name
+		Error   struct{ Type, Code, Message string }
+	}
+	if err := xml.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatalf("status %d: a body that is not XML: %v: %q", rec.Code, err, rec.Body.String())
+	}
+	switch {
+	case rec.Code == http.StatusOK && !strings.HasSuffix(doc.XMLName.Local, "Response"):
+		t.Fatalf("an answer that is no response: %q", rec.Body.String())
+	case rec.Code != http.StatusOK && (doc.XMLName.Local != "ErrorResponse" || doc.Error.Code == "" || doc.Error.Message == "" ||
+		(doc.Error.Type != "Sender" && doc.Error.Type != "Receiver")):
+		t.Fatalf("status %d: an error not in SQS's shape: %q", rec.Code, rec.Body.String())
 	}
 }

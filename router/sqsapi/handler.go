@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ type Node interface {
 	Ack(ctx context.Context, topic string, handle router.Handle) error
 	AckBatch(ctx context.Context, topic string, handles []router.Handle) []error
 	Extend(ctx context.Context, topic string, handle router.Handle, d time.Duration) (time.Time, error)
+	Nack(ctx context.Context, topic string, handle router.Handle, delay time.Duration) error
 	Release(ctx context.Context, topic string, handle router.Handle) error
 	TopicStatus(topic string) ([]router.PartitionStatus, error)
 }
@@ -51,9 +53,12 @@ type Config struct {
 	// ProduceRecord, when set, serves SendMessage and SendMessageBatch as Produce does, and
 	// keeps the message's attributes: rec.Value is the body, rec.Headers one header per
 	// message attribute, in order of name, its key the attribute's name and its value the
-	// attribute's (a String or Number's text, a Binary's bytes). Set Produce or
-	// ProduceRecord, not both. With Produce, which has nowhere to keep them, a message with
-	// attributes is refused (InvalidParameterValue) rather than sent without them.
+	// attribute's (a String or Number's text, a Binary's bytes), then a header
+	// "AWS.SQS.DataType.<name>" holding the data type of each attribute of another type than
+	// String, and "AWS.SQS.AWSTraceHeader" for a message with that system attribute (see
+	// Sending in the package doc). Set Produce or ProduceRecord, not both. With Produce,
+	// which has nowhere to keep them, a message with attributes is refused
+	// (InvalidParameterValue) rather than sent without them.
 	ProduceRecord func(ctx context.Context, topic string, rec router.Record) (partition int32, offset int64, err error)
 	// Authorize, when set, is asked whether a request may proceed, once it has been read
 	// and decoded and before the queue is resolved or anything reaches the node; a non-nil
@@ -74,21 +79,35 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of ApproximateFirstReceiveTimestamp. Nil means time.Now.
 	Now func() time.Time
+	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
+	// Receipt handles in the package doc). Every handler a client's handles may reach (each
+	// node of a cluster behind one endpoint) must have the same key. Nil means the empty
+	// key: the tag still binds a handle to its queue and refuses a changed or made-up
+	// handle, but a client that knows the scheme can compute it; a secret key (32 random
+	// bytes, say) makes a tag nobody without the key can compute.
+	ReceiptKey []byte
+	// Routes, when set, are the routes the node was given (router.Config.Routes): a handle
+	// the node cannot reach (router.ErrNotLocal, router.ErrUnavailable) is then
+	// ReceiptHandleIsInvalid when the routes name its partition for the topic on no node,
+	// rather than the ServiceUnavailable the SDKs retry. They are asked only then.
+	Routes router.Routes
 }
 
 // Request is what Config.Authorize is told of a request besides its *http.Request.
 type Request struct {
-	// Action is the SQS action, X-Amz-Target's part after "AmazonSQS." ("ReceiveMessage").
+	// Action is the SQS action ("ReceiveMessage"): X-Amz-Target's part after "AmazonSQS.",
+	// or the query protocol's Action.
 	Action string
 	// Queue is the queue the request names: its QueueUrl's last path segment, or
 	// GetQueueUrl's QueueName.
 	Queue string
-	// Body is the request's body as it arrived, the payload a SigV4 signature covers. It is
-	// the handler's: Authorize must neither modify nor keep it.
+	// Body is the request's body as it arrived (the JSON, or the query protocol's form), the
+	// payload a SigV4 signature covers. It is the handler's: Authorize must neither modify
+	// nor keep it.
 	Body []byte
 }
 
-// A Handler serves SQS's JSON protocol over a node. It is safe for concurrent use.
+// A Handler serves SQS's JSON and query protocols over a node. It is safe for concurrent use.
 type Handler struct {
 	node    Node
 	queues  func(string) (string, bool)
@@ -101,9 +120,12 @@ type Handler struct {
 	slots           *frontend.Slots
 	log             *slog.Logger
 	now             func() time.Time
+	tags            *receiptTagger
+	first           firstReceives
+	routes          router.Routes
 }
 
-// New returns a handler serving SQS's JSON protocol over node.
+// New returns a handler serving SQS's JSON and query protocols over node.
 func New(node Node, cfg Config) (*Handler, error) {
 	switch {
 	case node == nil:
@@ -121,6 +143,7 @@ func New(node Node, cfg Config) (*Handler, error) {
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
 		authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+		tags: newReceiptTagger(cfg.ReceiptKey), routes: cfg.Routes,
 	}
 	if produce := cfg.Produce; produce != nil {
 		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
@@ -144,8 +167,64 @@ func New(node Node, cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// An action serves one SQS action from its decoded body.
-type action func(h *Handler, w http.ResponseWriter, r *http.Request, body []byte) error
+// An action serves one SQS action's call.
+type action func(h *Handler, c *call) error
+
+// A call is one request of either protocol: what an action reads it from and answers it
+// with.
+type call struct {
+	w         http.ResponseWriter
+	r         *http.Request
+	action    string
+	body      []byte // the body as it arrived: what Authorize is handed
+	json      []byte // the JSON the action decodes: body, or a query form's translation
+	query     bool   // the query protocol: answered in XML
+	requestID string // the query protocol's RequestId
+}
+
+// decode decodes the call's input into the action's input. A query form's value of the
+// wrong kind (a BinaryValue that is not base64, say) is InvalidParameterValue, as the query
+// protocol has no SerializationException.
+func (c *call) decode(into any) error {
+	err := decode(c.json, into)
+	var ae *apiError
+	if c.query && errors.As(err, &ae) && ae.code == codeSerialization {
+		return &apiError{code: codeInvalidParameterValue, msg: ae.msg, cause: ae.cause}
+	}
+	return err
+}
+
+// A reply is an action's answer, written in either protocol.
+type reply interface {
+	appendJSON(dst []byte) []byte
+	// appendXML appends the content of the action's result element.
+	appendXML(dst []byte) []byte
+}
+
+// reply writes a 200 answering the call with rep; nil answers nothing ({} in JSON, a
+// response without a result element in XML).
+func (c *call) reply(rep reply) (int, error) {
+	if !c.query {
+		if rep == nil {
+			return writeJSON(c.w, emptyObject)
+		}
+		return writeJSON(c.w, rep.appendJSON(nil))
+	}
+	body := appendXMLOpen(nil, c.action, rep != nil)
+	if rep != nil {
+		body = rep.appendXML(body)
+	}
+	return writeXML(c.w, appendXMLClose(body, c.action, rep != nil, c.requestID))
+}
+
+// writeXML writes a 200 with an XML body.
+func writeXML(w http.ResponseWriter, body []byte) (int, error) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/xml")
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	return w.Write(body)
+}
 
 // actions are the SQS actions the handler serves, by X-Amz-Target's action name; batch
 // says a body over the bound is BatchRequestTooLong.
@@ -181,7 +260,11 @@ const targetPrefix = "AmazonSQS."
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, codeMethodNotAllowed, "SQS's JSON protocol takes POST, not "+truncate(r.Method)+".")
+		writeError(w, codeMethodNotAllowed, "SQS takes POST, not "+truncate(r.Method)+".")
+		return
+	}
+	if isQuery(r) {
+		h.serveQuery(w, r)
 		return
 	}
 	target := r.Header.Get("X-Amz-Target")
@@ -200,27 +283,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := readBody(w, r, act.batch)
+	c := &call{w: w, r: r, action: name, body: body, json: body}
 	if err == nil {
-		err = act.serve(h, w, r, body)
+		err = act.serve(h, c)
 	}
 	if err != nil {
-		h.writeErr(w, r, name, err)
+		h.writeErr(c, err)
 	}
 }
 
-// writeErr answers a failed action, logging what is the service's fault.
-func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, action string, err error) {
-	c, msg := codeOf(err)
-	if c == codeInternalFailure {
-		h.log.Error("sqsapi: internal failure", "action", action, "remote", r.RemoteAddr, "err", err)
+// writeErr answers a failed call, logging what is the service's fault.
+func (h *Handler) writeErr(c *call, err error) {
+	code, msg := codeOf(err)
+	if code == codeInternalFailure {
+		h.log.Error("sqsapi: internal failure", "action", c.action, "remote", c.r.RemoteAddr, "err", err)
 	}
-	writeError(w, c, msg)
+	if c.query {
+		writeXMLError(c.w, code, msg, c.requestID)
+		return
+	}
+	writeError(c.w, code, msg)
 }
 
-// open authorizes a request naming queue and resolves the queue to its topic.
-func (h *Handler) open(r *http.Request, action, queue string, body []byte) (string, error) {
+// open authorizes a call naming queue and resolves the queue to its topic.
+func (h *Handler) open(c *call, queue string) (string, error) {
 	if h.authorize != nil {
-		if err := h.authorize(r, Request{Action: action, Queue: queue, Body: body}); err != nil {
+		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body}); err != nil {
 			return "", fail(codeAccessDenied, err.Error())
 		}
 	}
@@ -231,11 +319,17 @@ func (h *Handler) open(r *http.Request, action, queue string, body []byte) (stri
 	return topic, nil
 }
 
-// openURL is open for a request naming its queue by QueueUrl.
-func (h *Handler) openURL(r *http.Request, action string, queueURL *string, body []byte) (string, error) {
-	name, err := queueName(queueURL)
-	if err != nil {
-		return "", err
+// openURL is open for a call naming its queue by QueueUrl.
+func (h *Handler) openURL(c *call, queueURL *string) (string, error) {
+	_, topic, err := h.openQueue(c, queueURL)
+	return topic, err
+}
+
+// openQueue is openURL that returns the queue's name too.
+func (h *Handler) openQueue(c *call, queueURL *string) (queue, topic string, err error) {
+	if queue, err = queueName(queueURL); err != nil {
+		return "", "", err
 	}
-	return h.open(r, action, name, body)
+	topic, err = h.open(c, queue)
+	return queue, topic, err
 }

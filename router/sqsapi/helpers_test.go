@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
 	"narad.dev/consume/router/sqsapi"
 )
@@ -24,6 +24,9 @@ const (
 	baseURL  = "http://sqs.test/q"
 	queueURL = baseURL + "/orders"
 )
+
+// rh is the receipt handle of queue orders for the node's handle text handle.
+func rh(handle string) string { return sqsapi.ReceiptFor(nil, "orders", handle) }
 
 // sentAt is the timestamp of every record the tests append.
 var sentAt = time.Unix(1700000000, 123e6)
@@ -44,17 +47,8 @@ type env struct {
 
 func newEnv(t testing.TB, cfg sqsapi.Config, nodeCfg ...func(*router.Config)) *env {
 	t.Helper()
-	e := &env{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}}
-	e.routes.Set("orders", 0)
-	e.logs.Log("orders", 0)
-	c := router.Config{Logs: e.logs, Routes: e.routes, Dir: "/state", FS: memfs.New()}
-	for _, f := range nodeCfg {
-		f(&c)
-	}
-	node, err := router.New(c)
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
-	e.node = node
+	fe := fronttest.NewEnv(t, nodeCfg...)
+	e := &env{t: t, logs: fe.Logs, routes: fe.Routes, node: fe.Node}
 	if cfg.Queues == nil {
 		cfg.Queues = func(name string) (string, bool) {
 			switch name {
@@ -67,7 +61,8 @@ func newEnv(t testing.TB, cfg sqsapi.Config, nodeCfg ...func(*router.Config)) *e
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = baseURL
 	}
-	e.h, err = sqsapi.New(node, cfg)
+	var err error
+	e.h, err = sqsapi.New(e.node, cfg)
 	require.NoError(t, err)
 	return e
 }
@@ -97,15 +92,18 @@ func (e *env) produce(partition int32, values ...string) {
 	e.node.Appended("orders", partition, off+1)
 }
 
-// call serves one SQS action through the handler.
-// handleOf parses a receipt handle a response carried, for a call of the node itself.
+// handleOf parses a receipt handle a response carried, for a call of the node itself: its
+// node handle, before the tag.
 func handleOf(t testing.TB, text string) router.Handle {
 	t.Helper()
-	h, err := router.ParseHandle(text)
+	i := strings.LastIndexByte(text, ':')
+	require.Positive(t, i, text)
+	h, err := router.ParseHandle(text[:i])
 	require.NoError(t, err)
 	return h
 }
 
+// call serves one SQS action through the handler.
 func (e *env) call(action, body string) *httptest.ResponseRecorder {
 	return call(e.h, action, body)
 }

@@ -2,7 +2,8 @@ package sqsapi
 
 import (
 	"encoding/json"
-	"net/http"
+	"maps"
+	"slices"
 	"strconv"
 
 	"narad.dev/consume/router"
@@ -15,9 +16,9 @@ type getQueueURLInput struct {
 }
 
 // getQueueURL serves GetQueueUrl: BaseURL/name for a queue Config.Queues knows.
-func (h *Handler) getQueueURL(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) getQueueURL(c *call) error {
 	var in getQueueURLInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	if in.QueueName == nil {
@@ -27,11 +28,10 @@ func (h *Handler) getQueueURL(w http.ResponseWriter, r *http.Request, body []byt
 	if err := checkQueueName(name); err != nil {
 		return err
 	}
-	if _, err := h.open(r, "GetQueueUrl", name, body); err != nil {
+	if _, err := h.open(c, name); err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(struct{ QueueUrl string }{h.baseURL + "/" + name}) // a checked name needs no escaping
-	writeJSON(w, resp)
+	c.reply(queueURLReply(h.baseURL + "/" + name))
 	return nil
 }
 
@@ -63,16 +63,16 @@ var knownQueueAttributeNames = setOf(
 
 // getQueueAttributes serves GetQueueAttributes from the node's TopicStatus: the counts of
 // the topic's partitions this node owns, summed.
-func (h *Handler) getQueueAttributes(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) getQueueAttributes(c *call) error {
 	var in getQueueAttributesInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	want, err := attributeNames("AttributeNames", in.AttributeNames, knownQueueAttributeNames, queueAttributes)
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "GetQueueAttributes", in.QueueUrl, body)
+	topic, err := h.openURL(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -87,13 +87,41 @@ func (h *Handler) getQueueAttributes(w http.ResponseWriter, r *http.Request, bod
 			attrs[name] = strconv.FormatInt(counts[i], 10)
 		}
 	}
-	if len(attrs) == 0 {
-		writeJSON(w, emptyObject)
-		return nil
-	}
-	resp, _ := json.Marshal(struct{ Attributes map[string]string }{attrs})
-	writeJSON(w, resp)
+	c.reply(attributesReply(attrs))
 	return nil
+}
+
+// A queueURLReply answers GetQueueUrl.
+type queueURLReply string
+
+func (q queueURLReply) appendJSON(dst []byte) []byte {
+	resp, _ := json.Marshal(struct{ QueueUrl string }{string(q)})
+	return append(dst, resp...)
+}
+
+func (q queueURLReply) appendXML(dst []byte) []byte {
+	return appendXMLElement(dst, "QueueUrl", string(q))
+}
+
+// An attributesReply answers GetQueueAttributes: {} in JSON when it holds none.
+type attributesReply map[string]string
+
+func (a attributesReply) appendJSON(dst []byte) []byte {
+	if len(a) == 0 {
+		return append(dst, emptyObject...)
+	}
+	resp, _ := json.Marshal(struct{ Attributes map[string]string }{a})
+	return append(dst, resp...)
+}
+
+func (a attributesReply) appendXML(dst []byte) []byte {
+	for _, name := range slices.Sorted(maps.Keys(a)) {
+		dst = append(dst, "<Attribute>"...)
+		dst = appendXMLElement(dst, "Name", name)
+		dst = appendXMLElement(dst, "Value", a[name])
+		dst = append(dst, "</Attribute>"...)
+	}
+	return dst
 }
 
 // queueCounts sums the partitions' counts, in the order of queueAttributes: the records

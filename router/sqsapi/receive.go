@@ -32,9 +32,10 @@ const (
 	attrReceiveCount = 1 << iota
 	attrSentTimestamp
 	attrFirstReceive
+	attrTraceHeader
 )
 
-var systemAttributes = []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"}
+var systemAttributes = []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp", "AWSTraceHeader"}
 
 // knownMessageAttributeNames are the names SQS knows in a ReceiveMessage's
 // MessageSystemAttributeNames, and in its older AttributeNames (which the SDKs type as queue
@@ -100,25 +101,25 @@ func (in *receiveInput) request() (receiveRequest, error) {
 
 // receiveMessage serves ReceiveMessage: a consume of up to MaxNumberOfMessages records,
 // long-polling up to WaitTimeSeconds, leased for VisibilityTimeout.
-func (h *Handler) receiveMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) receiveMessage(c *call) error {
 	var in receiveInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	req, err := in.request()
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "ReceiveMessage", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	id := h.identity(r)
+	id := h.identity(c.r)
 	if !h.slots.Acquire(id) {
 		return fail(codeRequestThrottled, fmt.Sprintf("%d ReceiveMessage requests of this client are in flight already.", h.slots.Max()))
 	}
 	defer h.slots.Release(id)
-	ctx := r.Context()
+	ctx := c.r.Context()
 	// A record taken as the client left is given back, not left invisible.
 	msgs, err := frontend.Consume(ctx, h.node, topic, req.opts)
 	if err != nil {
@@ -126,28 +127,38 @@ func (h *Handler) receiveMessage(w http.ResponseWriter, r *http.Request, body []
 	}
 	enc := encoders.Get().(*encoder)
 	defer enc.release()
-	msgs = enc.encode(h.node, msgs, req.attrs, &req.mattrs, h.now().UnixMilli())
-	if _, err := writeJSON(w, enc.buf); err != nil {
+	enc.firsts = h.first.stamp(topic, msgs, h.now().UnixMilli(), enc.firsts)
+	enc.envelope(c)
+	msgs = enc.encode(h.node, msgs, h.tags, queue, req.attrs, &req.mattrs)
+	write := writeJSON
+	if c.query {
+		write = writeXML
+	}
+	if _, err := write(c.w, enc.buf); err != nil {
 		frontend.GiveBack(ctx, h.node, topic, msgs) // the client cannot parse a cut body: none reached it
 	}
 	return nil
 }
 
-// The envelope of a ReceiveMessage's response: {"Messages":[m1,m2,...]}, and {} for none.
+// The envelope of a ReceiveMessage's response in JSON: {"Messages":[m1,m2,...]}, and {}
+// for none. In XML it is the response and result elements (appendXMLOpen, appendXMLClose)
+// around the messages' elements, with nothing between two.
 const (
 	envelopeOpen  = `{"Messages":[`
 	envelopeClose = `]}`
-	// bodyLimit is what FitResponse may give a response's messages, each counted with the
-	// comma before it (none for the first).
-	bodyLimit = router.ResponseLimit - len(envelopeOpen) - len(envelopeClose)
 )
 
 // An encoder writes a ReceiveMessage response. Pooled: its buffer is reused.
 type encoder struct {
-	buf    []byte
-	ends   []int // ends[i]: where message i's encoding ends in buf
-	msgs   []router.Message
-	mattrs []messageAttribute // one message's attributes, reused
+	xml     bool   // the query protocol's XML
+	open    []byte // the envelope before the messages
+	close   []byte // the envelope after them
+	buf     []byte
+	ends    []int // ends[i]: where message i's encoding ends in buf
+	msgs    []router.Message
+	mattrs  []messageAttribute // one message's attributes, reused
+	firsts  []int64            // each message's first receive time, ms since the epoch
+	receipt []byte             // one message's receipt handle, reused
 }
 
 var encoders = sync.Pool{New: func() any { return new(encoder) }}
@@ -155,6 +166,27 @@ var encoders = sync.Pool{New: func() any { return new(encoder) }}
 // maxPooledBuffer bounds the buffer an encoder keeps in the pool: a rare large response
 // does not pin its memory.
 const maxPooledBuffer = 1 << 20
+
+// envelope sets the envelope of the call's protocol.
+func (e *encoder) envelope(c *call) {
+	e.xml = c.query
+	if !c.query {
+		e.open = append(e.open[:0], envelopeOpen...)
+		e.close = append(e.close[:0], envelopeClose...)
+		return
+	}
+	e.open = appendXMLOpen(e.open[:0], c.action, true)
+	e.close = appendXMLClose(e.close[:0], c.action, true, c.requestID)
+}
+
+// empty writes the response that holds no message.
+func (e *encoder) empty() {
+	if !e.xml {
+		e.buf = append(e.buf[:0], emptyObject...)
+		return
+	}
+	e.buf = append(append(e.buf[:0], e.open...), e.close...)
+}
 
 func (e *encoder) release() {
 	clear(e.mattrs[:cap(e.mattrs)]) // the messages' values: not kept past the response
@@ -164,41 +196,50 @@ func (e *encoder) release() {
 	}
 }
 
-// encode writes the response for msgs into e.buf and returns the messages it holds: the
-// longest prefix within router.ResponseLimit, as the node's FitResponse cuts it (giving back
-// the rest at once). firstReceive is the time of this receive, in ms since the epoch; sel
-// selects each message's attributes among its record's headers.
-func (e *encoder) encode(node Node, msgs []router.Message, attrs uint, sel *attributeSelection, firstReceive int64) []router.Message {
+// encode writes the response for msgs, received from queue, into e.buf and returns the
+// messages it holds: the longest prefix within router.ResponseLimit, as the node's
+// FitResponse cuts it (giving back the rest at once). e.firsts holds each message's first
+// receive time, in ms since the epoch; sel selects each message's attributes among its
+// record's headers.
+func (e *encoder) encode(node Node, msgs []router.Message, tags *receiptTagger, queue string, attrs uint, sel *attributeSelection) []router.Message {
 	if len(msgs) == 0 {
-		e.buf = append(e.buf[:0], "{}"...)
+		e.empty()
 		return msgs
 	}
-	e.buf = append(e.buf[:0], envelopeOpen...)
+	e.buf = append(e.buf[:0], e.open...)
 	e.ends = e.ends[:0]
 	for i := range msgs {
-		if i > 0 {
-			e.buf = append(e.buf, ',')
-		}
 		e.mattrs = receivedAttributes(e.mattrs, msgs[i].Headers, sel)
-		e.buf = appendMessage(e.buf, &msgs[i], attrs, firstReceive, e.mattrs)
+		e.receipt = tags.appendReceipt(e.receipt[:0], queue, msgs[i].Receipt)
+		d := delivery{receipt: e.receipt, attrs: attrs, firstReceive: e.firsts[i], mattrs: e.mattrs}
+		if e.xml {
+			e.buf = appendMessageXML(e.buf, &msgs[i], d)
+		} else {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = appendMessage(e.buf, &msgs[i], d)
+		}
 		e.ends = append(e.ends, len(e.buf))
 	}
 	if len(msgs) > 1 {
 		e.msgs = msgs
-		msgs = node.FitResponse(msgs, e.size, bodyLimit)
+		// What FitResponse may give the messages, each counted with the comma before it
+		// (none for the first) in JSON.
+		msgs = node.FitResponse(msgs, e.size, router.ResponseLimit-len(e.open)-len(e.close))
 		e.msgs = nil
 	}
 	if len(msgs) == 0 { // FitResponse keeps the first; a node that closed keeps them all
-		e.buf = append(e.buf[:0], "{}"...)
+		e.empty()
 		return msgs
 	}
-	e.buf = append(e.buf[:e.ends[len(msgs)-1]], envelopeClose...)
+	e.buf = append(e.buf[:e.ends[len(msgs)-1]], e.close...)
 	return msgs
 }
 
 // size is what message m adds to a response: its encoding, with the comma before it.
 func (e *encoder) size(m *router.Message) int {
-	start := len(envelopeOpen)
+	start := len(e.open)
 	for i := range e.msgs {
 		if &e.msgs[i] == m {
 			return e.ends[i] - start
@@ -206,6 +247,14 @@ func (e *encoder) size(m *router.Message) int {
 		start = e.ends[i]
 	}
 	return 0 // not one of the batch's: FitResponse measures only those
+}
+
+// A delivery is what a received message's encoding takes besides its record.
+type delivery struct {
+	receipt      []byte             // its receipt handle (receiptTagger.appendReceipt)
+	attrs        uint               // the system attributes asked for
+	firstReceive int64              // its first receive time, ms since the epoch
+	mattrs       []messageAttribute // its message attributes asked for, in order of name
 }
 
 // appendMessage appends one received message's JSON object:
@@ -219,11 +268,12 @@ func (e *encoder) size(m *router.Message) int {
 // (an SQS body is text); MD5OfBody is the MD5 of the body as written. Attributes holds the
 // system attributes asked for (none: no Attributes); MessageAttributes, with its MD5, the
 // message attributes given, ordered by name.
-func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64, mattrs []messageAttribute) []byte {
+func appendMessage(dst []byte, m *router.Message, d delivery) []byte {
+	attrs, mattrs := d.attrs, d.mattrs
 	dst = append(dst, `{"MessageId":"`...)
 	dst = appendMessageID(dst, m.Partition, m.Offset)
 	dst = append(dst, `","ReceiptHandle":"`...)
-	dst = m.Receipt.AppendText(dst)
+	dst = append(dst, d.receipt...)
 	body := m.Value
 	if !utf8.Valid(body) {
 		body = base64.StdEncoding.AppendEncode(nil, body)
@@ -255,7 +305,15 @@ func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64
 			attribute("SentTimestamp", m.Timestamp.UnixMilli())
 		}
 		if attrs&attrFirstReceive != 0 {
-			attribute("ApproximateFirstReceiveTimestamp", firstReceive)
+			attribute("ApproximateFirstReceiveTimestamp", d.firstReceive)
+		}
+		if attrs&attrTraceHeader != 0 {
+			trace, _ := traceOf(m.Headers)
+			if !first {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"AWSTraceHeader":`...)
+			dst = frontend.AppendString(dst, trace)
 		}
 		dst = append(dst, '}')
 	}
@@ -269,16 +327,90 @@ func appendMessage(dst []byte, m *router.Message, attrs uint, firstReceive int64
 	return append(dst, '}')
 }
 
+// appendMessageXML appends one received message's element in the query protocol's XML:
+//
+//	<Message><MessageId>0:42</MessageId><ReceiptHandle>...</ReceiptHandle><MD5OfBody>...</MD5OfBody>
+//	 <Body>...</Body><Attribute><Name>ApproximateReceiveCount</Name><Value>1</Value></Attribute>...
+//	 <MD5OfMessageAttributes>...</MD5OfMessageAttributes>
+//	 <MessageAttribute><Name>n</Name><Value><StringValue>..</StringValue><DataType>String</DataType></Value></MessageAttribute>...</Message>
+//
+// as appendMessage writes JSON, but that a body XML cannot hold as it is (not UTF-8, or with
+// a character outside XML's, which only a host's own producer can have written) is its
+// base64, and so is a String attribute's value (then a Binary).
+func appendMessageXML(dst []byte, m *router.Message, d delivery) []byte {
+	attrs, mattrs := d.attrs, d.mattrs
+	dst = append(dst, "<Message><MessageId>"...)
+	dst = appendMessageID(dst, m.Partition, m.Offset)
+	dst = append(dst, "</MessageId>"...)
+	dst = appendXMLElement(dst, "ReceiptHandle", d.receipt)
+	body := m.Value
+	if !xmlSafe(body) {
+		body = base64.StdEncoding.AppendEncode(nil, body)
+	}
+	sum := md5.Sum(body)
+	dst = append(dst, "<MD5OfBody>"...)
+	dst = hex.AppendEncode(dst, sum[:])
+	dst = append(dst, "</MD5OfBody>"...)
+	dst = appendXMLElement(dst, "Body", body)
+	attrs &^= absentAttributes(m)
+	attribute := func(name string, value []byte) {
+		dst = append(dst, "<Attribute>"...)
+		dst = appendXMLElement(dst, "Name", name)
+		dst = appendXMLElement(dst, "Value", value)
+		dst = append(dst, "</Attribute>"...)
+	}
+	var num [20]byte
+	if attrs&attrReceiveCount != 0 {
+		attribute("ApproximateReceiveCount", strconv.AppendInt(num[:0], int64(m.Attempt), 10))
+	}
+	if attrs&attrSentTimestamp != 0 {
+		attribute("SentTimestamp", strconv.AppendInt(num[:0], m.Timestamp.UnixMilli(), 10))
+	}
+	if attrs&attrFirstReceive != 0 {
+		attribute("ApproximateFirstReceiveTimestamp", strconv.AppendInt(num[:0], d.firstReceive, 10))
+	}
+	if trace, _ := traceOf(m.Headers); attrs&attrTraceHeader != 0 && xmlSafe(trace) {
+		attribute("AWSTraceHeader", trace)
+	}
+	if len(mattrs) == 0 {
+		return append(dst, "</Message>"...)
+	}
+	for i := range mattrs {
+		if a := &mattrs[i]; !a.binary() && !xmlSafe(a.value) {
+			a.dataType = "Binary"
+		}
+	}
+	sum = md5OfMessageAttributes(mattrs)
+	dst = append(dst, "<MD5OfMessageAttributes>"...)
+	dst = hex.AppendEncode(dst, sum[:])
+	dst = append(dst, "</MD5OfMessageAttributes>"...)
+	for i := range mattrs {
+		a := &mattrs[i]
+		dst = append(dst, "<MessageAttribute>"...)
+		dst = appendXMLElement(dst, "Name", a.name)
+		dst = append(dst, "<Value>"...)
+		if a.binary() {
+			dst = append(dst, "<BinaryValue>"...)
+			dst = base64.StdEncoding.AppendEncode(dst, a.value)
+			dst = append(dst, "</BinaryValue>"...)
+		} else {
+			dst = appendXMLElement(dst, "StringValue", a.value)
+		}
+		dst = appendXMLElement(dst, "DataType", a.dataType)
+		dst = append(dst, "</Value></MessageAttribute>"...)
+	}
+	return append(dst, "</Message>"...)
+}
+
 // absentAttributes are the system attributes m cannot answer: a SentTimestamp for a record
-// without a timestamp, and an ApproximateFirstReceiveTimestamp for any delivery but the
-// first (the node keeps no time of a record's first delivery, and this one is not it).
+// without a timestamp, an AWSTraceHeader for one sent without.
 func absentAttributes(m *router.Message) uint {
 	var absent uint
 	if m.Timestamp.IsZero() {
 		absent |= attrSentTimestamp
 	}
-	if m.Attempt != 1 {
-		absent |= attrFirstReceive
+	if _, ok := traceOf(m.Headers); !ok {
+		absent |= attrTraceHeader
 	}
 	return absent
 }

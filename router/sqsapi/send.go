@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"unicode/utf8"
 
@@ -19,28 +18,79 @@ type sendInput struct {
 	MessageBody             *string
 	DelaySeconds            *int64
 	MessageAttributes       map[string]attributeValue
-	MessageSystemAttributes map[string]json.RawMessage
+	MessageSystemAttributes map[string]attributeValue
 	MessageDeduplicationId  *string
 	MessageGroupId          *string
 }
 
-// message validates a message to send and returns its body and message attributes (in order
-// of name). What a record cannot carry is refused rather than dropped: message attributes
-// when the host's produce cannot keep them (keepsAttributes false), system attributes, a
-// delay, and the FIFO queues' group and deduplication ids.
-func (in *sendInput) message(prefix string, keepsAttributes bool) ([]byte, []messageAttribute, error) {
+// A sentMessage is a validated message to send.
+type sentMessage struct {
+	body  []byte
+	attrs []messageAttribute // its message attributes, in order of name
+	trace []byte             // its AWSTraceHeader system attribute; nil: none
+}
+
+// size is what the message counts towards SQS's bound: its body, and its attributes' and
+// system attribute's names, types and values.
+func (m *sentMessage) size() int {
+	n := len(m.body) + attributesSize(m.attrs)
+	if m.trace != nil {
+		n += len("AWSTraceHeader") + len("String") + len(m.trace)
+	}
+	return n
+}
+
+// message validates a message to send. What a record cannot carry is refused rather than
+// dropped: message attributes and system attributes when the host's produce cannot keep them
+// (keepsAttributes false), a delay, and the FIFO queues' group and deduplication ids.
+func (in *sendInput) message(prefix string, keepsAttributes bool) (sentMessage, error) {
 	body, err := in.body(prefix, keepsAttributes)
 	if err != nil {
-		return nil, nil, err
+		return sentMessage{}, err
 	}
 	attrs, err := sentAttributes(prefix, in.MessageAttributes)
 	if err != nil {
-		return nil, nil, err
+		return sentMessage{}, err
 	}
-	if size := len(body) + attributesSize(attrs); size > MaxMessageBytes {
-		return nil, nil, invalidValue(prefix+"MessageBody", "(a body)", fmt.Sprintf("Message must be shorter than %d bytes, its attributes included.", MaxMessageBytes))
+	trace, err := sentTrace(prefix, in.MessageSystemAttributes)
+	if err != nil {
+		return sentMessage{}, err
 	}
-	return body, attrs, nil
+	m := sentMessage{body: body, attrs: attrs, trace: trace}
+	if m.size() > MaxMessageBytes {
+		return sentMessage{}, invalidValue(prefix+"MessageBody", "(a body)", fmt.Sprintf("Message must be shorter than %d bytes, its attributes included.", MaxMessageBytes))
+	}
+	return m, nil
+}
+
+// sentTrace validates a sent message's MessageSystemAttributes, of which SQS knows one,
+// AWSTraceHeader, a String, and returns its value (nil for none).
+func sentTrace(prefix string, in map[string]attributeValue) ([]byte, error) {
+	param := prefix + "MessageSystemAttributes"
+	var trace []byte
+	for name, v := range in {
+		if name != "AWSTraceHeader" {
+			return nil, invalidValue(param, strconv.Quote(truncate(name)), "Message system attribute name "+strconv.Quote(truncate(name))+" is invalid: SQS knows AWSTraceHeader only.")
+		}
+		a, err := v.attribute(param, name)
+		if err != nil {
+			return nil, err
+		}
+		if a.dataType != "String" {
+			return nil, invalidValue(param, strconv.Quote(name), "The AWSTraceHeader system attribute must be of DataType String.")
+		}
+		trace = a.value
+	}
+	return trace, nil
+}
+
+// systemAttributesMD5Hex is MD5OfMessageSystemAttributes in hex, or "" for a message
+// without any (the field is then left out): as MD5OfMessageAttributes, over AWSTraceHeader.
+func systemAttributesMD5Hex(trace []byte) string {
+	if trace == nil {
+		return ""
+	}
+	return attributesMD5Hex([]messageAttribute{{name: "AWSTraceHeader", dataType: "String", value: trace}})
 }
 
 // body validates a message's body and its other parameters, and returns the body.
@@ -50,7 +100,7 @@ func (in *sendInput) body(prefix string, keepsAttributes bool) ([]byte, error) {
 		return nil, missing(prefix + "MessageBody")
 	case len(in.MessageAttributes) > 0 && !keepsAttributes:
 		return nil, invalidValue(prefix+"MessageAttributes", "(set)", "Message attributes are not supported by this endpoint: the message was not sent.")
-	case len(in.MessageSystemAttributes) > 0:
+	case len(in.MessageSystemAttributes) > 0 && !keepsAttributes:
 		return nil, invalidValue(prefix+"MessageSystemAttributes", "(set)", "Message system attributes are not supported by this endpoint: the message was not sent.")
 	case in.DelaySeconds != nil && *in.DelaySeconds != 0:
 		return nil, invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "Delayed messages are not supported by this endpoint.")
@@ -92,48 +142,59 @@ func invalidCharacter(s string) (rune, bool) {
 
 // sendResponse answers SendMessage.
 type sendResponse struct {
-	MD5OfMessageBody       string `json:"MD5OfMessageBody"`
-	MD5OfMessageAttributes string `json:"MD5OfMessageAttributes,omitempty"`
-	MessageId              string `json:"MessageId"`
+	MD5OfMessageBody             string `json:"MD5OfMessageBody"`
+	MD5OfMessageAttributes       string `json:"MD5OfMessageAttributes,omitempty"`
+	MD5OfMessageSystemAttributes string `json:"MD5OfMessageSystemAttributes,omitempty"`
+	MessageId                    string `json:"MessageId"`
+}
+
+func (s *sendResponse) appendJSON(dst []byte) []byte {
+	resp, _ := json.Marshal(s)
+	return append(dst, resp...)
+}
+
+func (s *sendResponse) appendXML(dst []byte) []byte {
+	dst = appendXMLElement(dst, "MD5OfMessageBody", s.MD5OfMessageBody)
+	if s.MD5OfMessageAttributes != "" {
+		dst = appendXMLElement(dst, "MD5OfMessageAttributes", s.MD5OfMessageAttributes)
+	}
+	if s.MD5OfMessageSystemAttributes != "" {
+		dst = appendXMLElement(dst, "MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes)
+	}
+	return appendXMLElement(dst, "MessageId", s.MessageId)
 }
 
 // sendMessage serves SendMessage through Config.Produce or Config.ProduceRecord.
-func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) sendMessage(c *call) error {
 	var in sendInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	if h.produce == nil {
 		return fail(codeUnsupportedOperation, "SendMessage is not supported by this endpoint.")
 	}
-	msg, attrs, err := in.message("", h.keepsAttributes)
+	msg, err := in.message("", h.keepsAttributes)
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "SendMessage", in.QueueUrl, body)
+	topic, err := h.openURL(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	id, err := h.send(r, topic, msg, attrs)
+	id, err := h.send(c, topic, &msg)
 	if err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(sendResponse{MD5OfMessageBody: md5Hex(msg), MD5OfMessageAttributes: attributesMD5Hex(attrs), MessageId: id})
-	writeJSON(w, resp)
+	c.reply(&sendResponse{MD5OfMessageBody: md5Hex(msg.body), MD5OfMessageAttributes: attributesMD5Hex(msg.attrs),
+		MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace), MessageId: id})
 	return nil
 }
 
-// send produces one message, its attributes as the record's headers, and returns its
-// MessageId.
-func (h *Handler) send(r *http.Request, topic string, body []byte, attrs []messageAttribute) (string, error) {
-	rec := router.Record{Value: body}
-	if len(attrs) > 0 {
-		rec.Headers = make([]router.Header, len(attrs))
-		for i := range attrs {
-			rec.Headers[i] = router.Header{Key: attrs[i].name, Value: attrs[i].value}
-		}
-	}
-	partition, offset, err := h.produce(r.Context(), topic, rec)
+// send produces one message, its attributes as the record's headers (recordHeaders), and
+// returns its MessageId.
+func (h *Handler) send(c *call, topic string, m *sentMessage) (string, error) {
+	rec := router.Record{Value: m.body, Headers: recordHeaders(m.attrs, m.trace)}
+	partition, offset, err := h.produce(c.r.Context(), topic, rec)
 	if err != nil {
 		return "", err
 	}
@@ -162,9 +223,9 @@ type sendBatchInput struct {
 
 // sendMessageBatch serves SendMessageBatch through Config.Produce, one record per entry, in
 // order; an entry refused or failed is answered in Failed, the others are sent.
-func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) sendMessageBatch(c *call) error {
 	var in sendBatchInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
 	if h.produce == nil {
@@ -181,28 +242,32 @@ func (h *Handler) sendMessageBatch(w http.ResponseWriter, r *http.Request, body 
 		for name, v := range e.MessageAttributes {
 			total += len(name) + v.size()
 		}
+		for name, v := range e.MessageSystemAttributes {
+			total += len(name) + v.size()
+		}
 	}
 	if total > MaxMessageBytes {
 		return fail(codeBatchRequestTooLong, fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxMessageBytes, total))
 	}
-	topic, err := h.openURL(r, "SendMessageBatch", in.QueueUrl, body)
+	topic, err := h.openURL(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
 	var resp batchResponse
 	for i := range in.Entries {
 		e := &in.Entries[i]
-		msg, attrs, err := e.message("Entries."+strconv.Itoa(i+1)+".", h.keepsAttributes)
+		msg, err := e.message("Entries."+strconv.Itoa(i+1)+".", h.keepsAttributes)
 		var id string
 		if err == nil {
-			id, err = h.send(r, topic, msg, attrs)
+			id, err = h.send(c, topic, &msg)
 		}
 		if err != nil {
-			h.failEntry(&resp, r, "SendMessageBatch", *e.Id, err)
+			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
-		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg), MD5OfMessageAttributes: attributesMD5Hex(attrs)})
+		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg.body),
+			MD5OfMessageAttributes: attributesMD5Hex(msg.attrs), MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace)})
 	}
-	writeBatch(w, &resp)
+	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
 }

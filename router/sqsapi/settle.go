@@ -3,7 +3,7 @@ package sqsapi
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,34 +19,61 @@ type deleteInput struct {
 // deleteMessage serves DeleteMessage: an ack. A handle whose lease is gone (it lapsed, was
 // released, or the message is deleted already) succeeds and deletes nothing, as SQS's
 // DeleteMessage of a stale handle does.
-func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) deleteMessage(c *call) error {
 	var in deleteInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
-	handle, err := receiptHandle(in.ReceiptHandle)
+	rc, err := parseReceipt(in.ReceiptHandle)
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "DeleteMessage", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	if err := deleted(h.node.Ack(r.Context(), topic, handle)); err != nil {
+	handle, err := h.tags.check(rc, queue)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, emptyObject)
+	if err := h.deleted(topic, handle, h.node.Ack(c.r.Context(), topic, handle)); err != nil {
+		return err
+	}
+	c.reply(nil)
 	return nil
 }
 
 var emptyObject = []byte("{}")
 
-// deleted is what a DeleteMessage answers for an ack's error: a stale handle is no error.
-func deleted(err error) error {
+// deleted is what a DeleteMessage answers for an ack's error: a stale handle is no error. A
+// record deleted is forgotten by the first receive times.
+func (h *Handler) deleted(topic string, handle router.Handle, err error) error {
+	err = h.settleErr(topic, handle, err)
+	if err == nil || errors.Is(err, router.ErrAlreadySettled) {
+		h.first.forget(topic, handle)
+	}
 	if errors.Is(err, router.ErrGone) { // router.ErrAlreadySettled too
 		return nil
 	}
 	return err
+}
+
+// settleErr is what a settle's error is answered as: a handle the node cannot reach whose
+// partition Config.Routes name on no node is ReceiptHandleIsInvalid.
+func (h *Handler) settleErr(topic string, handle router.Handle, err error) error {
+	if h.routes == nil || !(errors.Is(err, router.ErrNotLocal) || errors.Is(err, router.ErrUnavailable)) {
+		return err
+	}
+	local, remote, ok := h.routes.Partitions(topic)
+	if !ok || slices.Contains(local, handle.Partition) {
+		return err
+	}
+	for _, parts := range remote {
+		if slices.Contains(parts, handle.Partition) {
+			return err
+		}
+	}
+	return fail(codeReceiptHandleIsInvalid, "The receipt handle names partition "+strconv.Itoa(int(handle.Partition))+", which the queue does not have.")
 }
 
 // batchEntry is an entry of DeleteMessageBatch and ChangeMessageVisibilityBatch.
@@ -72,8 +99,9 @@ type batchSuccess struct {
 	Id               string `json:"Id"`
 	MessageId        string `json:"MessageId,omitempty"`        // SendMessageBatch's
 	MD5OfMessageBody string `json:"MD5OfMessageBody,omitempty"` // SendMessageBatch's
-	// SendMessageBatch's, for an entry with message attributes.
-	MD5OfMessageAttributes string `json:"MD5OfMessageAttributes,omitempty"`
+	// SendMessageBatch's, for an entry with message attributes, or an AWSTraceHeader.
+	MD5OfMessageAttributes       string `json:"MD5OfMessageAttributes,omitempty"`
+	MD5OfMessageSystemAttributes string `json:"MD5OfMessageSystemAttributes,omitempty"`
 }
 
 type batchFailure struct {
@@ -85,30 +113,64 @@ type batchFailure struct {
 
 // failEntry answers a batch's entry id with err in Failed, logging what is the service's
 // fault as a failed request's is.
-func (h *Handler) failEntry(b *batchResponse, r *http.Request, action, id string, err error) {
-	c, msg := codeOf(err)
-	if c == codeInternalFailure {
-		h.log.Error("sqsapi: internal failure", "action", action, "entry", id, "remote", r.RemoteAddr, "err", err)
+func (h *Handler) failEntry(b *batchResponse, c *call, id string, err error) {
+	code, msg := codeOf(err)
+	if code == codeInternalFailure {
+		h.log.Error("sqsapi: internal failure", "action", c.action, "entry", id, "remote", c.r.RemoteAddr, "err", err)
 	}
-	b.Failed = append(b.Failed, batchFailure{Id: id, SenderFault: c.sender, Code: c.query, Message: msg})
+	b.Failed = append(b.Failed, batchFailure{Id: id, SenderFault: code.sender, Code: code.query, Message: msg})
 }
 
-func writeBatch(w http.ResponseWriter, b *batchResponse) {
-	if b.Successful == nil {
-		b.Successful = []batchSuccess{}
+// A batchReply answers a batch action: JSON {"Successful":[...],"Failed":[...]}, or in XML
+// an element named entry for each success and a BatchResultErrorEntry for each failure.
+type batchReply struct {
+	entry string
+	resp  *batchResponse
+}
+
+func (b *batchReply) appendJSON(dst []byte) []byte {
+	if b.resp.Successful == nil {
+		b.resp.Successful = []batchSuccess{}
 	}
-	if b.Failed == nil {
-		b.Failed = []batchFailure{}
+	if b.resp.Failed == nil {
+		b.resp.Failed = []batchFailure{}
 	}
-	body, _ := json.Marshal(b) // strings and bools: it always marshals
-	writeJSON(w, body)
+	body, _ := json.Marshal(b.resp) // strings and bools: it always marshals
+	return append(dst, body...)
+}
+
+func (b *batchReply) appendXML(dst []byte) []byte {
+	for _, s := range b.resp.Successful {
+		dst = append(dst, '<')
+		dst = append(dst, b.entry...)
+		dst = append(dst, '>')
+		dst = appendXMLElement(dst, "Id", s.Id)
+		for _, f := range [][2]string{{"MessageId", s.MessageId}, {"MD5OfMessageBody", s.MD5OfMessageBody},
+			{"MD5OfMessageAttributes", s.MD5OfMessageAttributes}, {"MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes}} {
+			if f[1] != "" {
+				dst = appendXMLElement(dst, f[0], f[1])
+			}
+		}
+		dst = append(dst, "</"...)
+		dst = append(dst, b.entry...)
+		dst = append(dst, '>')
+	}
+	for _, f := range b.resp.Failed {
+		dst = append(dst, "<BatchResultErrorEntry>"...)
+		dst = appendXMLElement(dst, "Id", f.Id)
+		dst = appendXMLElement(dst, "SenderFault", strconv.FormatBool(f.SenderFault))
+		dst = appendXMLElement(dst, "Code", f.Code)
+		dst = appendXMLElement(dst, "Message", f.Message)
+		dst = append(dst, "</BatchResultErrorEntry>"...)
+	}
+	return dst
 }
 
 // decodeBatch reads and checks a batch's body: its entries' Ids, and that each names a
 // receipt handle (whether it parses is answered per entry).
-func decodeBatch(body []byte) (*batchInput, error) {
+func decodeBatch(c *call) (*batchInput, error) {
 	var in batchInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return nil, err
 	}
 	if err := batchIDs(len(in.Entries), func(i int) *string { return in.Entries[i].Id }); err != nil {
@@ -124,12 +186,12 @@ func decodeBatch(body []byte) (*batchInput, error) {
 
 // deleteMessageBatch serves DeleteMessageBatch: one AckBatch of the entries whose handles
 // parse; each entry answered as DeleteMessage would answer it.
-func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
-	in, err := decodeBatch(body)
+func (h *Handler) deleteMessageBatch(c *call) error {
+	in, err := decodeBatch(c)
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "DeleteMessageBatch", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -137,29 +199,29 @@ func (h *Handler) deleteMessageBatch(w http.ResponseWriter, r *http.Request, bod
 	handles := make([]router.Handle, 0, len(in.Entries))
 	ids := make([]string, 0, len(in.Entries))
 	for _, e := range in.Entries {
-		handle, err := receiptHandle(e.ReceiptHandle)
+		handle, err := h.receiptOf(e.ReceiptHandle, queue)
 		if err != nil {
-			h.failEntry(&resp, r, "DeleteMessageBatch", *e.Id, err)
+			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
 		handles = append(handles, handle)
 		ids = append(ids, *e.Id)
 	}
 	if len(handles) > 0 {
-		errs := h.node.AckBatch(r.Context(), topic, handles)
+		errs := h.node.AckBatch(c.r.Context(), topic, handles)
 		for i, id := range ids {
 			var err error
 			if i < len(errs) {
-				err = deleted(errs[i])
+				err = h.deleted(topic, handles[i], errs[i])
 			}
 			if err != nil {
-				h.failEntry(&resp, r, "DeleteMessageBatch", id, err)
+				h.failEntry(&resp, c, id, err)
 				continue
 			}
 			resp.Successful = append(resp.Successful, batchSuccess{Id: id})
 		}
 	}
-	writeBatch(w, &resp)
+	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
 }
 
@@ -171,12 +233,12 @@ type visibilityInput struct {
 }
 
 // changeMessageVisibility serves ChangeMessageVisibility.
-func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request, body []byte) error {
+func (h *Handler) changeMessageVisibility(c *call) error {
 	var in visibilityInput
-	if err := decode(body, &in); err != nil {
+	if err := c.decode(&in); err != nil {
 		return err
 	}
-	handle, err := receiptHandle(in.ReceiptHandle)
+	rc, err := parseReceipt(in.ReceiptHandle)
 	if err != nil {
 		return err
 	}
@@ -184,14 +246,18 @@ func (h *Handler) changeMessageVisibility(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "ChangeMessageVisibility", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	if err := h.changeVisibility(r, topic, handle, d); err != nil {
+	handle, err := h.tags.check(rc, queue)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, emptyObject)
+	if err := h.changeVisibility(c, topic, handle, d); err != nil {
+		return err
+	}
+	c.reply(nil)
 	return nil
 }
 
@@ -206,51 +272,63 @@ func visibility(v *int64, param string) (time.Duration, error) {
 }
 
 // changeVisibility makes the leased record visible d from now: an extend (which may also
-// shorten the lease), or for 0 a release, which makes it visible at once and does not count
-// the delivery as an attempt. A handle whose lease is gone is MessageNotInflight; one of a
-// message deleted already is InvalidParameterValue, as SQS answers both.
-func (h *Handler) changeVisibility(r *http.Request, topic string, handle router.Handle, d time.Duration) error {
+// shorten the lease), or for 0 a nack with no delay, which ends the lease at once and keeps
+// the delivery counted as an attempt, as SQS counts every receive (a release would uncount
+// it, and the record would never reach the topic's MaxDeliveries). A handle whose lease is
+// gone is MessageNotInflight; one of a message deleted already is InvalidParameterValue, as
+// SQS answers both.
+func (h *Handler) changeVisibility(c *call, topic string, handle router.Handle, d time.Duration) error {
 	var err error
 	if d == 0 {
-		err = h.node.Release(r.Context(), topic, handle)
+		err = h.node.Nack(c.r.Context(), topic, handle, 0)
 	} else {
-		_, err = h.node.Extend(r.Context(), topic, handle, d)
+		_, err = h.node.Extend(c.r.Context(), topic, handle, d)
 	}
+	err = h.settleErr(topic, handle, err)
 	switch {
 	case errors.Is(err, router.ErrAlreadySettled):
 		return invalidValue("ReceiptHandle", handle.String(), "Message does not exist or is not available for visibility timeout change.")
 	case errors.Is(err, router.ErrGone):
-		return fail(codeMessageNotInflight, "Message "+handle.String()+" is not in flight: its visibility timeout lapsed, or it was released.")
+		return fail(codeMessageNotInflight, "Message "+handle.String()+" is not in flight: its visibility timeout lapsed, or it was made visible again.")
 	}
 	return err
 }
 
 // changeMessageVisibilityBatch serves ChangeMessageVisibilityBatch: each entry answered as
 // ChangeMessageVisibility would answer it.
-func (h *Handler) changeMessageVisibilityBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
-	in, err := decodeBatch(body)
+func (h *Handler) changeMessageVisibilityBatch(c *call) error {
+	in, err := decodeBatch(c)
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(r, "ChangeMessageVisibilityBatch", in.QueueUrl, body)
+	queue, topic, err := h.openQueue(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
 	var resp batchResponse
 	for i, e := range in.Entries {
-		handle, err := receiptHandle(e.ReceiptHandle)
+		handle, err := h.receiptOf(e.ReceiptHandle, queue)
 		if err == nil {
 			var d time.Duration
 			if d, err = visibility(e.VisibilityTimeout, "Entries."+strconv.Itoa(i+1)+".VisibilityTimeout"); err == nil {
-				err = h.changeVisibility(r, topic, handle, d)
+				err = h.changeVisibility(c, topic, handle, d)
 			}
 		}
 		if err != nil {
-			h.failEntry(&resp, r, "ChangeMessageVisibilityBatch", *e.Id, err)
+			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
 		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id})
 	}
-	writeBatch(w, &resp)
+	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
+}
+
+// receiptOf reads a receipt handle of queue: well-formed, and issued for queue.
+func (h *Handler) receiptOf(text *string, queue string) (router.Handle, error) {
+	rc, err := parseReceipt(text)
+	if err != nil {
+		return router.Handle{}, err
+	}
+	return h.tags.check(rc, queue)
 }

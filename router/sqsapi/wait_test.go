@@ -3,12 +3,14 @@ package sqsapi_test
 import (
 	"context"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/router"
 	"narad.dev/consume/router/sqsapi"
 )
 
@@ -74,8 +76,8 @@ func TestDisconnectHoldsNoLease(t *testing.T) {
 }
 
 // TestVisibilityTimeout: a message not deleted within its VisibilityTimeout comes back, its
-// receive count one higher and with no first-receive time; a ChangeMessageVisibility moves
-// that moment.
+// receive count one higher and its first-receive time the first receive's; a
+// ChangeMessageVisibility moves that moment.
 func TestVisibilityTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, sqsapi.Config{})
@@ -102,7 +104,7 @@ func TestVisibilityTimeout(t *testing.T) {
 		require.Equal(t, first.MessageId, m.MessageId)
 		require.NotEqual(t, first.ReceiptHandle, m.ReceiptHandle)
 		require.Equal(t, "2", m.Attributes["ApproximateReceiveCount"])
-		require.NotContains(t, m.Attributes, "ApproximateFirstReceiveTimestamp")
+		require.Equal(t, first.Attributes["ApproximateFirstReceiveTimestamp"], m.Attributes["ApproximateFirstReceiveTimestamp"], "the first receive's time")
 
 		// Shortened, by a ChangeMessageVisibility below what is left.
 		ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":1}`), nil)
@@ -120,24 +122,65 @@ func TestVisibilityTimeout(t *testing.T) {
 	})
 }
 
-// TestReleaseOnZero: ChangeMessageVisibility 0 makes the message visible at once, to a
-// consumer parked on the queue, without counting the receive.
-func TestReleaseOnZero(t *testing.T) {
+// TestVisibilityZeroCountsTheReceive: ChangeMessageVisibility 0 makes the message visible at
+// once, to a consumer parked on the queue, and the receive it ends counts, as SQS counts every
+// receive: six receive and give-up cycles (single and batch) read ApproximateReceiveCount 1 to
+// 6.
+func TestVisibilityZeroCountsTheReceive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, sqsapi.Config{})
 		e.produce(0, "v")
-		m := e.receiveOne()
+		const all = `,"AttributeNames":["All"]`
+		m := e.receiveOne(all)
+		require.Equal(t, "1", m.Attributes["ApproximateReceiveCount"])
 		done := make(chan []message)
 		go func() {
-			done <- e.receive(`{"QueueUrl":"` + queueURL + `","WaitTimeSeconds":20,"AttributeNames":["All"]}`)
+			done <- e.receive(`{"QueueUrl":"` + queueURL + `","WaitTimeSeconds":20` + all + `}`)
 		}()
 		synctest.Wait()
 		start := time.Now()
 		ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}`), nil)
 		got := <-done
 		require.Len(t, got, 1)
-		require.Equal(t, start, time.Now())
-		require.Equal(t, "1", got[0].Attributes["ApproximateReceiveCount"], "a release is not a receive")
+		require.Equal(t, start, time.Now(), "visible at once")
+		firstAt := m.Attributes["ApproximateFirstReceiveTimestamp"]
+		require.NotEmpty(t, firstAt)
+		m = got[0]
+		for want := 2; want <= 6; want++ {
+			require.Equal(t, strconv.Itoa(want), m.Attributes["ApproximateReceiveCount"], "every receive counts")
+			require.Equal(t, firstAt, m.Attributes["ApproximateFirstReceiveTimestamp"], "on every delivery, the first's")
+			if want%2 == 0 {
+				ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}`), nil)
+			} else {
+				var out batchResult
+				ok(t, e.call("ChangeMessageVisibilityBatch", `{"QueueUrl":"`+queueURL+`","Entries":[{"Id":"a","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}]}`), &out)
+				require.Empty(t, out.Failed)
+			}
+			m = e.receiveOne(all)
+		}
+	})
+}
+
+// TestVisibilityZeroReachesMaxDeliveries: a message a consumer keeps giving up on with
+// ChangeMessageVisibility 0 is quarantined at the topic's MaxDeliveries, and not received
+// again.
+func TestVisibilityZeroReachesMaxDeliveries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, sqsapi.Config{}, func(c *router.Config) {
+			c.Topic = func(string) router.TopicConfig { return router.TopicConfig{MaxDeliveries: 3} }
+		})
+		e.produce(0, "poison", "fine")
+		for want := 1; want <= 3; want++ {
+			m := e.receiveOne(`,"AttributeNames":["ApproximateReceiveCount"]`)
+			require.Equal(t, "0:0", m.MessageId)
+			require.Equal(t, strconv.Itoa(want), m.Attributes["ApproximateReceiveCount"])
+			ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}`), nil)
+		}
+		q, err := e.node.Quarantined("orders", 0)
+		require.NoError(t, err)
+		require.Equal(t, []int64{0}, q)
+		require.Equal(t, "0:1", e.receiveOne().MessageId, "the quarantined message is not received again")
+		require.Empty(t, e.receive(`{"QueueUrl":"`+queueURL+`"}`))
 	})
 }
 

@@ -50,8 +50,8 @@ func attributesMD5(attrs map[string]types.MessageAttributeValue) string {
 
 // TestMessageAttributes: SendMessage and SendMessageBatch with message attributes answer
 // their MD5 as AWS computes it; the attributes reach the record as headers; ReceiveMessage
-// answers those MessageAttributeNames asks for (All, names, a prefix), String or Binary, with
-// the MD5 of what it answers; a record a host's producer wrote with headers is received with
+// answers those MessageAttributeNames asks for (All, names, a prefix) with their data types,
+// and the MD5 the send answered; a record a host's producer wrote with headers is received with
 // them as attributes.
 func TestMessageAttributes(t *testing.T) {
 	b := newBroker(t)
@@ -78,19 +78,21 @@ func TestMessageAttributes(t *testing.T) {
 	require.Equal(t, []router.Header{
 		{Key: "blob", Value: []byte{0xff, 0x00, 0xfe}}, {Key: "count", Value: []byte("42")},
 		{Key: "trace.id", Value: []byte("abc-123 <é>")}, {Key: "trace.span", Value: []byte("7")},
-	}, rec.Headers, "the attributes, in order of name")
+		{Key: "AWS.SQS.DataType.blob", Value: []byte("Binary")}, {Key: "AWS.SQS.DataType.count", Value: []byte("Number")},
+	}, rec.Headers, "the attributes, in order of name, then the types other than String")
 
 	got, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: queue, MaxNumberOfMessages: 1, MessageAttributeNames: []string{"All"}})
 	require.NoError(t, err)
 	require.Len(t, got.Messages, 1)
 	m := got.Messages[0]
 	require.Len(t, m.MessageAttributes, 4)
-	require.Equal(t, "String", aws.ToString(m.MessageAttributes["count"].DataType), "a Number comes back a String")
+	require.Equal(t, "Number", aws.ToString(m.MessageAttributes["count"].DataType), "the data type is kept")
 	require.Equal(t, "42", aws.ToString(m.MessageAttributes["count"].StringValue))
 	require.Equal(t, "abc-123 <é>", aws.ToString(m.MessageAttributes["trace.id"].StringValue))
 	require.Equal(t, "Binary", aws.ToString(m.MessageAttributes["blob"].DataType))
 	require.Equal(t, []byte{0xff, 0x00, 0xfe}, m.MessageAttributes["blob"].BinaryValue)
 	require.Equal(t, attributesMD5(m.MessageAttributes), aws.ToString(m.MD5OfMessageAttributes))
+	require.Equal(t, aws.ToString(sent.MD5OfMessageAttributes), aws.ToString(m.MD5OfMessageAttributes), "the MD5 the send answered")
 
 	got, err = c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: queue, MaxNumberOfMessages: 1, MessageAttributeNames: []string{"trace.*", "nope"}})
 	require.NoError(t, err)
@@ -112,4 +114,46 @@ func TestMessageAttributes(t *testing.T) {
 	require.Equal(t, "last", aws.ToString(m.MessageAttributes["trace.id"].StringValue))
 	require.Equal(t, "Binary", aws.ToString(m.MessageAttributes["raw"].DataType))
 	require.Equal(t, attributesMD5(m.MessageAttributes), aws.ToString(m.MD5OfMessageAttributes))
+}
+
+// TestAttributeTypes: every data type, custom ones included, comes back as sent through the
+// SDK, a Binary of valid UTF-8 a Binary still, with the MD5 the send answered; AWSTraceHeader
+// is kept and answered; a 1 MiB message is sent and received whole, one byte more refused.
+func TestAttributeTypes(t *testing.T) {
+	_, c, queue := newClient(t)
+	attrs := map[string]types.MessageAttributeValue{
+		"n":     {DataType: aws.String("Number.float"), StringValue: aws.String("1.5")},
+		"s":     {DataType: aws.String("String.json"), StringValue: aws.String("{}")},
+		"b":     {DataType: aws.String("Binary"), BinaryValue: []byte{0, 1}},
+		"bgif":  {DataType: aws.String("Binary.gif"), BinaryValue: []byte("GIF89a")},
+		"plain": {DataType: aws.String("String"), StringValue: aws.String("x")},
+	}
+	const trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+	sent, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: queue, MessageBody: aws.String("typed"), MessageAttributes: attrs,
+		MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{
+			"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(trace)},
+		}})
+	require.NoError(t, err)
+	require.Equal(t, attributesMD5(attrs), aws.ToString(sent.MD5OfMessageAttributes))
+	got, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: queue, MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	m := got.Messages[0]
+	for name, a := range attrs {
+		require.Equal(t, aws.ToString(a.DataType), aws.ToString(m.MessageAttributes[name].DataType), name)
+	}
+	require.Equal(t, []byte{0, 1}, m.MessageAttributes["b"].BinaryValue)
+	require.Equal(t, aws.ToString(sent.MD5OfMessageAttributes), aws.ToString(m.MD5OfMessageAttributes))
+	require.Equal(t, trace, m.Attributes["AWSTraceHeader"])
+
+	body := strings.Repeat("m", 1<<20)
+	_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: queue, MessageBody: aws.String(body)})
+	require.NoError(t, err)
+	_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: queue, MessageBody: aws.String(body + "m")})
+	require.ErrorContains(t, err, "InvalidParameterValue")
+	got, err = c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: queue})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+	require.Equal(t, body, aws.ToString(got.Messages[0].Body))
 }

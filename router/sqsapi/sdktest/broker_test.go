@@ -120,6 +120,13 @@ func (b *broker) client(key string) *sqs.Client {
 	})
 }
 
+// newClient starts a broker and returns it with a client signing with accessKey and the
+// URL of its queue.
+func newClient(t testing.TB) (*broker, *sqs.Client, *string) {
+	b := newBroker(t)
+	return b, b.client(accessKey), aws.String(b.queueURL)
+}
+
 // drainConsumes forgets the consumes signalled so far.
 func (b *broker) drainConsumes() {
 	for {

@@ -5,4 +5,16 @@
 // clock); CI runs them:
 //
 //	cd router/sqsapi/sdktest && go test ./...
+//
+// TestBoto3Query drives the handler with boto3 over SQS's query protocol
+// (testdata/boto3_query.py), which botocore spoke before 1.31: Debian's python3-boto3 1.26,
+// say. It is skipped when the Python it finds has no boto3 of that protocol. Debian's
+// packages can be unpacked without installing them:
+//
+//	apt-get download python3-boto3 python3-botocore python3-s3transfer python3-urllib3 \
+//		python3-six python3-dateutil python3-jmespath
+//	for f in *.deb; do dpkg -x $f /tmp/boto3-query; done
+//	SQSAPI_BOTO3_PATH=/tmp/boto3-query/usr/lib/python3/dist-packages go test -run Boto3 ./...
+//
+// (SQSAPI_PYTHON names the Python, python3 when unset.)
 package sdktest

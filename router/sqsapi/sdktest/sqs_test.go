@@ -124,7 +124,8 @@ func receiveWithin(t *testing.T, c *sqs.Client, queueURL string, budget time.Dur
 }
 
 // TestReceiveCountAfterTimeout: a message not deleted within its 1 s visibility timeout
-// comes back with ApproximateReceiveCount 2, and its first handle is stale: a delete with it
+// comes back with ApproximateReceiveCount 2 and the first receive's
+// ApproximateFirstReceiveTimestamp, and its first handle is stale: a delete with it
 // deletes nothing, a visibility change with it is MessageNotInflight; a malformed handle is
 // ReceiptHandleIsInvalid.
 func TestReceiveCountAfterTimeout(t *testing.T) {
@@ -141,7 +142,7 @@ func TestReceiveCountAfterTimeout(t *testing.T) {
 	again := receiveWithin(t, c, b.queueURL, 10*time.Second, 1)
 	require.Equal(t, "2", again[0].Attributes["ApproximateReceiveCount"])
 	require.Equal(t, aws.ToString(first.Messages[0].MessageId), aws.ToString(again[0].MessageId))
-	require.NotContains(t, again[0].Attributes, "ApproximateFirstReceiveTimestamp")
+	require.Equal(t, first.Messages[0].Attributes["ApproximateFirstReceiveTimestamp"], again[0].Attributes["ApproximateFirstReceiveTimestamp"], "on every delivery: the first's")
 
 	stale := first.Messages[0].ReceiptHandle
 	_, err = c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q, ReceiptHandle: stale})
@@ -163,9 +164,9 @@ func TestReceiveCountAfterTimeout(t *testing.T) {
 	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessagesNotVisible"])
 }
 
-// TestChangeVisibility: ChangeMessageVisibility to 0 makes a message visible at once (a
-// release: the receive is not counted); the batch changes several, answering a malformed
-// handle in Failed.
+// TestChangeVisibility: ChangeMessageVisibility to 0 makes a message visible at once (its
+// receive counted, as SQS counts every receive); the batch changes several, answering a
+// malformed handle in Failed.
 func TestChangeVisibility(t *testing.T) {
 	b := newBroker(t)
 	c := b.client(accessKey)
@@ -184,7 +185,7 @@ func TestChangeVisibility(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, back.Messages, 1, "only the released one is visible")
 	require.Equal(t, "0", aws.ToString(back.Messages[0].Body))
-	require.Equal(t, "1", back.Messages[0].Attributes["ApproximateReceiveCount"])
+	require.Equal(t, "2", back.Messages[0].Attributes["ApproximateReceiveCount"])
 
 	res, err := c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: q, Entries: []types.ChangeMessageVisibilityBatchRequestEntry{
 		{Id: aws.String("release"), ReceiptHandle: got.Messages[1].ReceiptHandle, VisibilityTimeout: 0},
@@ -203,6 +204,22 @@ func TestChangeVisibility(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, back.Messages, 1)
 	require.Equal(t, "1", aws.ToString(back.Messages[0].Body))
+}
+
+// TestEveryReceiveCounts: a consumer that gives up on a message with ChangeMessageVisibility
+// 0 sees ApproximateReceiveCount 1, 2, ... 6 over six receives, as SQS counts them.
+func TestEveryReceiveCounts(t *testing.T) {
+	_, c, q := newClient(t)
+	_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("poison")})
+	require.NoError(t, err)
+	for want := 1; want <= 6; want++ {
+		got, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MessageSystemAttributeNames: all})
+		require.NoError(t, err)
+		require.Len(t, got.Messages, 1)
+		require.Equal(t, fmt.Sprint(want), got.Messages[0].Attributes["ApproximateReceiveCount"])
+		_, err = c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: q, ReceiptHandle: got.Messages[0].ReceiptHandle, VisibilityTimeout: 0})
+		require.NoError(t, err)
+	}
 }
 
 // TestErrors: the SDK's typed errors match (errors.As), and its error codes are SQS's.

@@ -1,0 +1,42 @@
+package sdktest
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBoto3Query drives the handler with boto3 over SQS's query protocol (form bodies, XML
+// answers), as Debian's python3-boto3 (1.26) and every botocore before 1.31 speak it: it
+// sends with typed attributes and a trace header, receives, gives up six times with
+// ChangeMessageVisibility 0, changes and deletes in batches, reads the queue's attributes,
+// and checks the SDK's errors (testdata/boto3_query.py). SQSAPI_PYTHON names the Python
+// (python3 when unset) and SQSAPI_BOTO3_PATH a directory holding such a boto3 and botocore,
+// put first on its PYTHONPATH (with Debian's packages unpacked into dir, that is
+// dir/usr/lib/python3/dist-packages). Skipped when that Python has no boto3, or a boto3
+// that speaks the JSON protocol.
+func TestBoto3Query(t *testing.T) {
+	python := os.Getenv("SQSAPI_PYTHON")
+	if python == "" {
+		python = "python3"
+	}
+	if _, err := exec.LookPath(python); err != nil {
+		t.Skipf("no %s on PATH", python)
+	}
+	b := newBroker(t)
+	cmd := exec.Command(python, "testdata/boto3_query.py", b.srv.URL+"/sqs", accessKey)
+	cmd.Env = os.Environ()
+	if path := os.Getenv("SQSAPI_BOTO3_PATH"); path != "" {
+		cmd.Env = append(cmd.Env, "PYTHONPATH="+path)
+	}
+	out, err := cmd.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); ok && exit.ExitCode() == 3 || strings.Contains(string(out), "No module named 'boto3'") {
+		t.Skipf("no boto3 of the query protocol: %s", strings.TrimSpace(string(out)))
+	}
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "OK boto3")
+	t.Log(strings.TrimSpace(string(out)))
+}

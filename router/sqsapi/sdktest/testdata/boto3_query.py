@@ -1,0 +1,126 @@
+"""Drives the sqsapi broker with boto3 over SQS's query protocol (form bodies, XML answers).
+
+Run by TestBoto3Query with the broker's endpoint and access key; exits 3 when the boto3 it
+imports speaks SQS's JSON protocol (botocore 1.31 and later), 0 when every check passed.
+"""
+import base64
+import hashlib
+import struct
+import sys
+
+import boto3
+import botocore
+
+endpoint, access_key = sys.argv[1], sys.argv[2]
+c = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                 aws_access_key_id=access_key, aws_secret_access_key="secret")
+if c.meta.service_model.protocol != "query":
+    print("boto3 %s speaks %s" % (boto3.__version__, c.meta.service_model.protocol))
+    sys.exit(3)
+
+
+def attributes_md5(attrs):
+    """MD5OfMessageAttributes as AWS's SQS developer guide defines it."""
+    h = hashlib.md5()
+    for name in sorted(attrs):
+        a = attrs[name]
+        for part in (name.encode(), a["DataType"].encode()):
+            h.update(struct.pack(">I", len(part)) + part)
+        if a["DataType"].startswith("Binary"):
+            h.update(b"\x02" + struct.pack(">I", len(a["BinaryValue"])) + a["BinaryValue"])
+        else:
+            v = a["StringValue"].encode()
+            h.update(b"\x01" + struct.pack(">I", len(v)) + v)
+    return h.hexdigest()
+
+
+def expect_error(code, f, **kw):
+    try:
+        f(**kw)
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] == code, (code, e.response)
+        return e
+    raise AssertionError("no %s" % code)
+
+
+q = c.get_queue_url(QueueName="orders")["QueueUrl"]
+assert q == endpoint + "/orders", q
+
+attrs = {
+    "s": {"DataType": "String", "StringValue": "text <&> é"},
+    "n": {"DataType": "Number.float", "StringValue": "1.5"},
+    "b": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+    "gif": {"DataType": "Binary.gif", "BinaryValue": b"GIF89a"},
+}
+trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+body = "hello <query> & \"xml\"\r\n\ttabbed"
+sent = c.send_message(QueueUrl=q, MessageBody=body, MessageAttributes=attrs,
+                      MessageSystemAttributes={"AWSTraceHeader": {"DataType": "String", "StringValue": trace}})
+assert sent["MD5OfMessageBody"] == hashlib.md5(body.encode()).hexdigest(), sent
+assert sent["MD5OfMessageAttributes"] == attributes_md5(attrs), sent
+assert sent["MessageId"] == "0:0", sent
+
+batch = c.send_message_batch(QueueUrl=q, Entries=[
+    {"Id": "a", "MessageBody": "one"},
+    {"Id": "b", "MessageBody": "two", "MessageAttributes": {"k": {"DataType": "Number", "StringValue": "7"}}},
+    {"Id": "c", "MessageBody": "three", "DelaySeconds": 5},
+])
+assert [e["Id"] for e in batch["Successful"]] == ["a", "b"], batch
+assert [(e["Id"], e["Code"], e["SenderFault"]) for e in batch["Failed"]] == [("c", "InvalidParameterValue", True)], batch
+
+got = c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1, AttributeNames=["All"],
+                        MessageAttributeNames=["All"])["Messages"]
+assert [m["Body"] for m in got] == [body, "one", "two"], got
+m = got[0]
+assert m["MD5OfBody"] == hashlib.md5(body.encode()).hexdigest(), m
+assert m["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"], m
+assert {k: v["DataType"] for k, v in m["MessageAttributes"].items()} == {k: v["DataType"] for k, v in attrs.items()}, m
+assert m["MessageAttributes"]["b"]["BinaryValue"] == b"\x00\x01", m
+assert m["MessageAttributes"]["s"]["StringValue"] == "text <&> é", m
+assert m["Attributes"]["ApproximateReceiveCount"] == "1", m
+assert m["Attributes"]["AWSTraceHeader"] == trace, m
+first_receive = m["Attributes"]["ApproximateFirstReceiveTimestamp"]
+assert got[2]["MessageAttributes"]["k"] == {"StringValue": "7", "DataType": "Number"}, got[2]
+
+# Every receive counts: a give-up by ChangeMessageVisibility 0, six times.
+handle = m["ReceiptHandle"]
+for want in range(2, 7):
+    c.change_message_visibility(QueueUrl=q, ReceiptHandle=handle, VisibilityTimeout=0)
+    again = c.receive_message(QueueUrl=q, AttributeNames=["All"])["Messages"]
+    assert len(again) == 1 and again[0]["MessageId"] == "0:0", again
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == str(want), again
+    assert again[0]["Attributes"]["ApproximateFirstReceiveTimestamp"] == first_receive, again
+    handle = again[0]["ReceiptHandle"]
+
+res = c.change_message_visibility_batch(QueueUrl=q, Entries=[
+    {"Id": "keep", "ReceiptHandle": got[1]["ReceiptHandle"], "VisibilityTimeout": 600},
+    {"Id": "bad", "ReceiptHandle": "nope", "VisibilityTimeout": 5},
+])
+assert [e["Id"] for e in res["Successful"]] == ["keep"], res
+assert [(e["Id"], e["Code"]) for e in res["Failed"]] == [("bad", "ReceiptHandleIsInvalid")], res
+c.delete_message(QueueUrl=q, ReceiptHandle=handle)
+res = c.delete_message_batch(QueueUrl=q, Entries=[
+    {"Id": "one", "ReceiptHandle": got[1]["ReceiptHandle"]},
+    {"Id": "two", "ReceiptHandle": got[2]["ReceiptHandle"]},
+])
+assert sorted(e["Id"] for e in res["Successful"]) == ["one", "two"], res
+assert "Messages" not in c.receive_message(QueueUrl=q), "all deleted"
+
+qa = c.get_queue_attributes(QueueUrl=q, AttributeNames=["All"])["Attributes"]
+assert qa == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
+              "ApproximateNumberOfMessagesDelayed": "0"}, qa
+
+# Errors: the SDK's modeled exceptions, by the query codes.
+try:
+    c.get_queue_url(QueueName="nope")
+    raise AssertionError("no QueueDoesNotExist")
+except c.exceptions.QueueDoesNotExist:
+    pass
+expect_error("ReceiptHandleIsInvalid", c.delete_message, QueueUrl=q, ReceiptHandle="0:0:1")
+expect_error("AWS.SimpleQueueService.UnsupportedOperation", c.purge_queue, QueueUrl=q)
+expect_error("InvalidParameterValue", c.receive_message, QueueUrl=q, MaxNumberOfMessages=11)
+expect_error("InvalidParameterValue", c.send_message, QueueUrl=q, MessageBody="x" * (1 << 20 + 1))
+big = "m" * (1 << 20)
+c.send_message(QueueUrl=q, MessageBody=big)
+assert c.receive_message(QueueUrl=q)["Messages"][0]["Body"] == big
+print("OK boto3 %s botocore %s" % (boto3.__version__, botocore.__version__))
