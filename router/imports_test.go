@@ -36,6 +36,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/acklane": nil, "internal/readmap": nil,
 		"internal/handoff": {"inflight"}, "internal/cancelmemory": {"inflight"},
 		"internal/storecommit": {"inflight", "offsets"}, "internal/statedir": {"offsets"},
+		"crashfs": {"offsets"},
 	}
 	for pkg, allowed := range mayImport {
 		d := deps(pkg)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/routertest"
@@ -33,7 +33,7 @@ func newEnv(t testing.TB, opts httpapi.Options, cfg ...func(*router.Config)) *en
 	e := &env{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}}
 	e.routes.Set("orders", 0)
 	e.logs.Log("orders", 0)
-	c := router.Config{Logs: e.logs, Routes: e.routes, Dir: "/state", FS: memfs.New()}
+	c := router.Config{Logs: e.logs, Routes: e.routes, Dir: "/state", FS: crashfs.New()}
 	for _, f := range cfg {
 		f(&c)
 	}
