@@ -1,9 +1,10 @@
 // Package crashfs is a strict in-memory file system for crash tests: it keeps what the page
 // cache holds apart from what the disk holds, and can crash the process, cut the power, tear a
 // write, fail any op, and fill the disk. It is the file system the library's own crash tests
-// run the committer and the node on, exported so that a host can run its own code on it: an
-// FS wrapper it passes as router.Config.FS, a router.StateStore, or a whole node, cut the
-// power under it at any op, and check what a restart over what survived finds.
+// run the committer and the node on, exported so that a host can run its own code on it (an
+// FS wrapper it passes as router.Config.FS, a router.StateStore that keeps its state in files,
+// or a whole node), cut the power under it at any op, and check what a restart over what
+// survived finds.
 //
 // An *FS is a router.FS and an offsets.FS, with the optional capabilities the node looks for
 // (TryLock, SyncTree, Rename); its files are offsets.File and offsets.FullSyncer.
