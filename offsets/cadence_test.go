@@ -12,15 +12,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
-// wrapFS is an offsets.FS over memfs that counts the descriptors open (roots and files) and can
+// wrapFS is an offsets.FS over crashfs that counts the descriptors open (roots and files) and can
 // make syncs slow: SyncData and directory syncs sleep first (on synctest's clock in a bubble).
 // It counts the SyncData calls too, and the most in progress at once.
 type wrapFS struct {
-	*memfs.FS
+	*crashfs.FS
 	syncDelay, dirDelay time.Duration
 	open, maxOpen       atomic.Int64
 	syncing, maxSyncing atomic.Int64 // SyncData calls in progress, and the most at once
@@ -93,7 +93,7 @@ func (f *wrapFile) Close() error {
 // 10 ms by their own goroutine.
 type cadenceRig struct {
 	t      *testing.T
-	fs     *memfs.FS
+	fs     *crashfs.FS
 	w      *wrapFS
 	shards *offsets.Shards
 	logs   *offsets.LogRecorder
@@ -160,7 +160,7 @@ func (r *cadenceRig) stop() {
 func TestSlowSyncKeepsProcessCrashWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const hot = 4
-		w := &wrapFS{FS: memfs.New(), syncDelay: 500 * time.Millisecond}
+		w := &wrapFS{FS: crashfs.New(), syncDelay: 500 * time.Millisecond}
 		r := newCadenceRig(t, w, nil)
 		for p := range int32(hot) {
 			r.create("s", p)
@@ -218,7 +218,7 @@ func TestFreshPartitionsKeepPrimedCadence(t *testing.T) {
 
 func testFreshCadence(t *testing.T, withState bool) {
 	const hot, fresh = 2, 2000
-	w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond, dirDelay: 20 * time.Millisecond}
+	w := &wrapFS{FS: crashfs.New(), syncDelay: 20 * time.Millisecond, dirDelay: 20 * time.Millisecond}
 	r := newCadenceRig(t, w, func(c *offsets.Config) { c.MaxDescriptors = 64 })
 	for p := range int32(hot) {
 		r.create("hot", p)
@@ -279,7 +279,7 @@ func testFreshCadence(t *testing.T, withState bool) {
 // Issue 9 item 6: every descriptor counts against the cap, one-shot ones (closed right after
 // their write) and those of primes and levellings included, driven inline by Tick.
 func TestDescriptorCapCountsEveryDescriptor(t *testing.T) {
-	w := &wrapFS{FS: memfs.New()}
+	w := &wrapFS{FS: crashfs.New()}
 	h := newMemHarness(t, w.FS, nil)
 	cfg := offsets.Config{FS: w, Dir: dirOf, Source: h.shards, MaxDescriptors: 8, Interval: 300 * time.Millisecond}
 	c, err := offsets.New(cfg)
@@ -304,7 +304,7 @@ func TestDescriptorCapCountsEveryDescriptor(t *testing.T) {
 	s := c.Stats()
 	require.NotZero(t, s.OneShotWrites)
 	require.NotZero(t, s.Levels)
-	cut := w.FS.PowerCut(memfs.PowerCut{})
+	cut := w.FS.PowerCut(crashfs.PowerCut{})
 	for p := range int32(parts) {
 		require.Equal(t, int64(29), recoverOn(t, cut, "d", p).Frontier)
 	}
@@ -317,7 +317,7 @@ func TestDescriptorCapCountsEveryDescriptor(t *testing.T) {
 // flush_took of about a millisecond and partitions=-1.
 func TestQuickDurableWaitsAreNoOverrun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &wrapFS{FS: memfs.New(), syncDelay: 2 * time.Millisecond}
+		w := &wrapFS{FS: crashfs.New(), syncDelay: 2 * time.Millisecond}
 		r := newCadenceRig(t, w, nil)
 		r.create("s", 0)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -341,7 +341,7 @@ func TestQuickDurableWaitsAreNoOverrun(t *testing.T) {
 // pass, after Run, writes out and levels as many at once too.
 func TestWriteoutsSyncPartitionsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond}
+		w := &wrapFS{FS: crashfs.New(), syncDelay: 20 * time.Millisecond}
 		r := newCadenceRig(t, w, nil)
 		const parts = 64
 		for p := range int32(parts) {
@@ -384,7 +384,7 @@ func TestPowerCutDuringParallelWriteouts(t *testing.T) {
 	for _, cutAt := range []time.Duration{0, 5 * time.Millisecond, 25 * time.Millisecond, 110 * time.Millisecond, 250 * time.Millisecond, time.Second} {
 		t.Run(cutAt.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				w := &wrapFS{FS: memfs.New(), syncDelay: 20 * time.Millisecond}
+				w := &wrapFS{FS: crashfs.New(), syncDelay: 20 * time.Millisecond}
 				r := newCadenceRig(t, w, nil)
 				const parts, rounds = 64, 3
 				for p := range int32(parts) {
@@ -417,7 +417,7 @@ func TestPowerCutDuringParallelWriteouts(t *testing.T) {
 				}
 				time.Sleep(100*time.Millisecond + cutAt) // a tick, then into the batch
 				syncing := w.syncing.Load()
-				cut := w.FS.PowerCut(memfs.PowerCut{})
+				cut := w.FS.PowerCut(crashfs.PowerCut{})
 				cancel()
 				r.wg.Wait()
 				_ = r.c.Close() // on the frozen file system: its errors are the cut's

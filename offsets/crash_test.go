@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/offsets"
 )
@@ -31,7 +31,7 @@ const (
 // recovery must reach before the committer has made anything else durable (invariant I2).
 var w1Initial = [w1Parts]int64{-1, 99, 10, 50}
 
-func w1Setup(t testing.TB, fsys *memfs.FS) {
+func w1Setup(t testing.TB, fsys *crashfs.FS) {
 	for p := range int32(w1Parts) {
 		require.NoError(t, fsys.MkdirAll(dirOf("w", p)))
 	}
@@ -112,7 +112,7 @@ func w1Redelivery(h *memHarness, rng *rand.Rand, p int32, snap offsets.State) {
 type crashKind struct {
 	name    string
 	process bool // the page cache survives
-	cut     memfs.PowerCut
+	cut     crashfs.PowerCut
 }
 
 // crashKinds are the recoveries tried at every crash point: a process crash, a strict power
@@ -123,33 +123,33 @@ func crashKinds(seed uint64, slotTear bool) []crashKind {
 	r := func(s uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, s)) }
 	kinds := []crashKind{
 		{name: "process crash", process: true},
-		{name: "power loss", cut: memfs.PowerCut{}},
-		{name: "power loss, half the unsynced", cut: memfs.PowerCut{Rand: r(1), KeepUnsynced: 0.5}},
-		{name: "power loss, half the unsynced (2)", cut: memfs.PowerCut{Rand: r(2), KeepUnsynced: 0.5}},
+		{name: "power loss", cut: crashfs.PowerCut{}},
+		{name: "power loss, half the unsynced", cut: crashfs.PowerCut{Rand: r(1), KeepUnsynced: 0.5}},
+		{name: "power loss, half the unsynced (2)", cut: crashfs.PowerCut{Rand: r(2), KeepUnsynced: 0.5}},
 	}
 	for _, at := range []int{0, 512, 1536, 3584} {
 		kinds = append(kinds,
-			crashKind{name: "torn at " + strconv.Itoa(at), cut: memfs.PowerCut{TearLastWrite: true, TearAt: at}},
+			crashKind{name: "torn at " + strconv.Itoa(at), cut: crashfs.PowerCut{TearLastWrite: true, TearAt: at}},
 			crashKind{name: "all kept, torn at " + strconv.Itoa(at),
-				cut: memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true, TearAt: at}})
+				cut: crashfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true, TearAt: at}})
 	}
 	if slotTear {
 		for _, at := range []int{1, 37, 100 + int(seed%3000)} {
 			kinds = append(kinds, crashKind{name: "all kept, torn at byte " + strconv.Itoa(at),
-				cut: memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true, TearAt: at}})
+				cut: crashfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true, TearAt: at}})
 		}
 	}
 	return kinds
 }
 
-// lastUnsyncedWrite returns the path of the newest write not synced since, as memfs tears it.
-func lastUnsyncedWrite(ops []memfs.Op) string {
+// lastUnsyncedWrite returns the path of the newest write not synced since, as crashfs tears it.
+func lastUnsyncedWrite(ops []crashfs.Op) string {
 	last := map[string]int{}
 	for i, op := range ops {
 		switch op.Kind {
-		case memfs.OpWrite:
+		case crashfs.OpWrite:
 			last[op.Path] = i
-		case memfs.OpSyncData:
+		case crashfs.OpSyncData:
 			delete(last, op.Path)
 		}
 	}
@@ -183,7 +183,7 @@ func TestCrashSweep(t *testing.T) {
 	}
 	recoveries := 0
 	for seed := range uint64(seeds) {
-		base := memfs.New()
+		base := crashfs.New()
 		w1Setup(t, base)
 		start := base.MutatingOps()
 		h := newMemHarness(t, base, nil)
@@ -198,7 +198,7 @@ func TestCrashSweep(t *testing.T) {
 }
 
 func sweepPoint(t *testing.T, seed uint64, k, total int) int {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	w1Setup(t, fsys)
 	h := newMemHarness(t, fsys, nil)
 	h.record(nil)
@@ -221,7 +221,7 @@ func sweepPoint(t *testing.T, seed uint64, k, total int) int {
 	lastWrite := lastUnsyncedWrite(h.ops)
 	n := 0
 	for _, kind := range crashKinds(seed+uint64(k), strings.HasSuffix(lastWrite, offsets.AheadFile)) {
-		var after *memfs.FS
+		var after *crashfs.FS
 		if kind.process {
 			after = fsys.ProcessCrash()
 		} else {
@@ -240,7 +240,7 @@ func sweepPoint(t *testing.T, seed uint64, k, total int) int {
 // anchorRecord reads the anchor record from the page cache (the anchor is durable and not
 // written while it is the anchor, so the page cache holds its durable bytes); nil when the
 // anchor holds nothing.
-func anchorRecord(t tb, frozen *memfs.FS, topic string, p int32, fl offsets.Floor) *offsets.Record {
+func anchorRecord(t tb, frozen *crashfs.FS, topic string, p int32, fl offsets.Floor) *offsets.Record {
 	if fl.AnchorSlot < 0 {
 		return nil
 	}
@@ -254,7 +254,7 @@ func anchorRecord(t tb, frozen *memfs.FS, topic string, p int32, fl offsets.Floo
 
 // checkRecovery recovers every partition from after and checks I1 and I2; it returns what was
 // recovered.
-func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts]offsets.Floor,
+func checkRecovery(t *testing.T, h *memHarness, after *crashfs.FS, floors [w1Parts]offsets.Floor,
 	anchors [w1Parts]*offsets.Record, process bool, where string) [w1Parts]offsets.State {
 	var got [w1Parts]offsets.State
 	for p := range int32(w1Parts) {
@@ -285,7 +285,7 @@ func checkRecovery(t *testing.T, h *memHarness, after *memfs.FS, floors [w1Parts
 // restartAndAckOne is a restart over fsys after before's shards: it observes what recovery
 // reads (which must be observed), primes, acks one more offset per partition and writes its
 // window in a tick, with no writeout.
-func restartAndAckOne(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State) *memHarness {
+func restartAndAckOne(t *testing.T, before *offsets.Shards, fsys *crashfs.FS, observed [w1Parts]offsets.State) *memHarness {
 	h := newMemHarness(t, fsys, nil)
 	h.shards.Inherit(before)
 	for p := range int32(w1Parts) {
@@ -300,9 +300,9 @@ func restartAndAckOne(t *testing.T, before *offsets.Shards, fsys *memfs.FS, obse
 // restartThenPowerLoss is I3: a restart observes a state, primes, acks one more offset per
 // partition and writes its window without a writeout; a power loss then must not take back
 // what the restart observed.
-func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
+func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *crashfs.FS, observed [w1Parts]offsets.State, where string) {
 	h := restartAndAckOne(t, before, fsys, observed)
-	cut := fsys.PowerCut(memfs.PowerCut{})
+	cut := fsys.PowerCut(crashfs.PowerCut{})
 	h.closeCommitter()
 	for p := range int32(w1Parts) {
 		st := recoverOn(t, cut, "w", p)
@@ -323,7 +323,7 @@ func restartThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS, 
 // requireExactAfterClose is checklist item 59 after a power loss: a graceful Close left both
 // files exact and durable.
 func requireExactAfterClose(t *testing.T, h *memHarness) {
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	for p := range int32(w1Parts) {
 		want := h.shards.Snapshot("w", p)
 		got := recoverOn(t, cut, "w", p)

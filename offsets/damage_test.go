@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -23,7 +23,7 @@ type damageFixture struct {
 }
 
 func newDamageFixture(t *testing.T) damageFixture {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	h := newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
 	h.mkdir("d", 0)
@@ -74,7 +74,7 @@ func requireNothingSkipped(t *testing.T, truth, st offsets.State, what string) {
 // adopted, and this incarnation's first window, in the page cache, over the older legacy
 // record that was the other slot.
 func upgradeDamageFixture(t *testing.T) damageFixture {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
 	k := offsets.PartitionKey("d", 0)
 	adopted := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 9, Ahead: offsets.RunsOf(12, 15),
@@ -116,7 +116,7 @@ func upgradeDamageFixture(t *testing.T) damageFixture {
 // those of a running committer, and those of a partition in the middle of its upgrade from a
 // release before consumer.id (the consumer.id that names the legacy state it adopted).
 func TestEveryFlipAndTruncationRecoversNothingUnacked(t *testing.T) {
-	c, err := offsets.New(offsets.Config{FS: memfs.New(), Dir: dirOf, Source: offsets.NewShards()})
+	c, err := offsets.New(offsets.Config{FS: crashfs.New(), Dir: dirOf, Source: offsets.NewShards()})
 	require.NoError(t, err)
 	defer c.Close()
 	t.Run("running", func(t *testing.T) { enumerateDamage(t, c, newDamageFixture(t), nil) })
@@ -198,7 +198,7 @@ func TestForeignAndStaleFilesIgnored(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logs := &offsets.LogRecorder{}
-			fsys := memfs.New()
+			fsys := crashfs.New()
 			require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
 			for name, b := range map[string][]byte{offsets.IDFile: tt.id, offsets.AheadFile: tt.ahead, offsets.OffsetFile: tt.offset} {
 				if b != nil {
@@ -246,7 +246,7 @@ func TestUnusableAheadLoggedAndCounted(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			logs := &offsets.LogRecorder{}
-			fsys := memfs.New()
+			fsys := crashfs.New()
 			require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
 			require.NoError(t, fsys.WriteFile(aheadPath("d", 0), tt.ahead))
 			c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: offsets.NewShards(), Logger: slog.New(logs)})
@@ -272,7 +272,7 @@ func TestUnusableAheadLoggedAndCounted(t *testing.T) {
 // A frontier at or above the high watermark: from a verified file the log lost its tail (clamp),
 // from the legacy unverifiable consumer.offset it is damage (start afresh, keep the backlog).
 func TestWatermarkRuleByTrust(t *testing.T) {
-	c, err := offsets.New(offsets.Config{FS: memfs.New(), Dir: dirOf, Source: offsets.NewShards()})
+	c, err := offsets.New(offsets.Config{FS: crashfs.New(), Dir: dirOf, Source: offsets.NewShards()})
 	require.NoError(t, err)
 	defer c.Close()
 	f := newDamageFixture(t)
@@ -297,7 +297,7 @@ func TestWatermarkRuleByTrust(t *testing.T) {
 // keeps the new incarnation's own state (or none), logs what it ignored and counts it, and
 // the partition delivers again rather than skip offsets the new life never acked.
 func TestLegacyStateRestoredUnderNewIncarnationIgnored(t *testing.T) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	h := newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 	h.mkdir("d", 0)
 	h.create("d", 0)
@@ -335,7 +335,7 @@ func TestLegacyStateRestoredUnderNewIncarnationIgnored(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fsys := memfs.New()
+			fsys := crashfs.New()
 			require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
 			require.NoError(t, fsys.WriteFile(dirOf("d", 0)+"/"+offsets.IDFile, id))
 			if tt.ahead != nil {
@@ -362,7 +362,7 @@ func TestLegacyStateRestoredUnderNewIncarnationIgnored(t *testing.T) {
 			h.ack("d", 0, st.Frontier+1)
 			h.ticks(3)
 			require.NoError(t, h.c.Close())
-			cut := fsys.PowerCut(memfs.PowerCut{})
+			cut := fsys.PowerCut(crashfs.PowerCut{})
 			got := recoverOn(t, cut, "d", 0)
 			requireSameState(t, h.shards.Snapshot("d", 0), got, "what the partition acked since")
 			idAfter, err := cut.ReadFile(dirOf("d", 0) + "/" + offsets.IDFile)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -60,7 +60,7 @@ func waitWaiters(t tb, c *offsets.Committer, topic string, p, n int32) {
 
 // durableHarness is a partition created, primed and written out, so later ticks are steady.
 func durableHarness(t *testing.T, edit func(*offsets.Config)) *memHarness {
-	h := newMemHarness(t, memfs.New(), edit)
+	h := newMemHarness(t, crashfs.New(), edit)
 	t.Cleanup(h.closeCommitter)
 	h.mkdir("t", 0)
 	h.create("t", 0)
@@ -96,8 +96,8 @@ func TestDurableReturnsAfterTheNextTicksWriteout(t *testing.T) {
 
 	var returnedAtSync atomic.Bool
 	syncs := 0
-	h.fs.Inject(func(op memfs.Op) error {
-		if op.Kind == memfs.OpSyncData && op.Path == aheadPath("t", 0) {
+	h.fs.Inject(func(op crashfs.Op) error {
+		if op.Kind == crashfs.OpSyncData && op.Path == aheadPath("t", 0) {
 			syncs++
 			returnedAtSync.Store(d.returned())
 		}
@@ -113,7 +113,7 @@ func TestDurableReturnsAfterTheNextTicksWriteout(t *testing.T) {
 	require.Zero(t, offsets.Waiters(h.c, "t", 0))
 
 	// The state the call covered survives a power cut right after it returned.
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	requireSameState(t, want, recoverOn(t, cut, "t", 0), "durable before the power cut")
 }
 
@@ -135,7 +135,7 @@ func TestDurableWithoutChanges(t *testing.T) {
 // A call that lands while the tick holds the snapshot it is about to write is not covered by
 // that window: the next tick's window and writeout answer it.
 func TestDurableDuringTheSnapshot(t *testing.T) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	require.NoError(t, fsys.MkdirAll(dirOf("t", 0)))
 	src := &durableDuringState{Shards: offsets.NewShards()}
 	c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: src})
@@ -187,7 +187,7 @@ func (s *durableDuringState) State(topic string, p int32, into *offsets.State) b
 // call return, with the state durable.
 func TestDurableKeepsWaitingThroughAFailedSync(t *testing.T) {
 	h := durableHarness(t, nil)
-	h.fs.SetSyncFailureMode(memfs.SyncDropDirty)
+	h.fs.SetSyncFailureMode(crashfs.SyncDropDirty)
 	h.ack("t", 0, 2, 3)
 	h.deliver("t", 0, 5)
 	want := h.shards.Snapshot("t", 0)
@@ -195,24 +195,24 @@ func TestDurableKeepsWaitingThroughAFailedSync(t *testing.T) {
 	waitWaiters(t, h.c, "t", 0, 1)
 
 	fail := true
-	h.record(failOn(memfs.OpSyncData, aheadPath("t", 0), memfs.ErrInjected, &fail))
-	require.ErrorIs(t, h.tick(), memfs.ErrInjected)
+	h.record(failOn(crashfs.OpSyncData, aheadPath("t", 0), crashfs.ErrInjected, &fail))
+	require.ErrorIs(t, h.tick(), crashfs.ErrInjected)
 	require.False(t, d.returned(), "a failed sync answers nothing")
 	require.Equal(t, 1, offsets.Waiters(h.c, "t", 0))
 
-	require.ErrorIs(t, h.tick(), memfs.ErrInjected, "still failing")
+	require.ErrorIs(t, h.tick(), crashfs.ErrInjected, "still failing")
 	require.False(t, d.returned())
 
 	fail = false
 	h.record(nil)
 	require.NoError(t, h.tick())
 	require.NoError(t, d.wait(t))
-	writes, syncs := h.opsOn(memfs.OpWrite, aheadPath("t", 0)), h.opsOn(memfs.OpSyncData, aheadPath("t", 0))
+	writes, syncs := h.opsOn(crashfs.OpWrite, aheadPath("t", 0)), h.opsOn(crashfs.OpSyncData, aheadPath("t", 0))
 	require.Len(t, writes, 1, "the window rewritten in full")
 	require.Len(t, syncs, 1)
 	require.Less(t, writes[0].Index, syncs[0].Index, "rewrite, then sync")
 
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	requireSameState(t, want, recoverOn(t, cut, "t", 0), "durable once Durable returned")
 }
 
@@ -336,7 +336,7 @@ func TestDurableClose(t *testing.T) {
 		waitWaiters(t, h.c, "t", 0, 1)
 		require.NoError(t, h.c.Close())
 		require.NoError(t, d.wait(t))
-		requireSameState(t, want, recoverOn(t, h.fs.PowerCut(memfs.PowerCut{}), "t", 0), "after Close")
+		requireSameState(t, want, recoverOn(t, h.fs.PowerCut(crashfs.PowerCut{}), "t", 0), "after Close")
 	})
 	t.Run("Close's writeout fails", func(t *testing.T) {
 		h := durableHarness(t, nil)
@@ -344,11 +344,11 @@ func TestDurableClose(t *testing.T) {
 		d := startDurable(context.Background(), h.c, "t", 0)
 		waitWaiters(t, h.c, "t", 0, 1)
 		fail := true
-		h.record(failOn(memfs.OpSyncData, aheadPath("t", 0), memfs.ErrInjected, &fail))
+		h.record(failOn(crashfs.OpSyncData, aheadPath("t", 0), crashfs.ErrInjected, &fail))
 		require.Error(t, h.c.Close())
 		err := d.wait(t)
 		require.ErrorIs(t, err, offsets.ErrClosed)
-		require.ErrorIs(t, err, memfs.ErrInjected, "with Close's error")
+		require.ErrorIs(t, err, crashfs.ErrInjected, "with Close's error")
 	})
 	t.Run("after Close", func(t *testing.T) {
 		h := durableHarness(t, nil)
@@ -367,9 +367,9 @@ func TestDurableGroupCommit(t *testing.T) {
 	h.create("t", 1)
 	h.ticks(1)
 	var syncs [2]atomic.Int32
-	h.fs.Inject(func(op memfs.Op) error {
+	h.fs.Inject(func(op crashfs.Op) error {
 		for p := range int32(2) {
-			if op.Kind == memfs.OpSyncData && op.Path == aheadPath("t", p) {
+			if op.Kind == crashfs.OpSyncData && op.Path == aheadPath("t", p) {
 				syncs[p].Add(1)
 			}
 		}
@@ -404,7 +404,7 @@ func TestDurableGroupCommit(t *testing.T) {
 // Durable beside Run, acks and Forget from many goroutines (run it with -race): every call
 // returns, and a power cut after the calls returned keeps every ack they covered.
 func TestDurableConcurrent(t *testing.T) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	require.NoError(t, fsys.MkdirAll(dirOf("c", 0)))
 	require.NoError(t, fsys.MkdirAll(dirOf("c", 1)))
 	shards := offsets.NewShards()
@@ -452,7 +452,7 @@ func TestDurableConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	cut := fsys.PowerCut(memfs.PowerCut{})
+	cut := fsys.PowerCut(crashfs.PowerCut{})
 	cancel()
 	run.Wait()
 	_ = c.Close()

@@ -11,13 +11,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
 // failOn fails ops of kind k on path p while *on is true.
-func failOn(k memfs.OpKind, p string, err error, on *bool) memfs.Injector {
-	return func(op memfs.Op) error {
+func failOn(k crashfs.OpKind, p string, err error, on *bool) crashfs.Injector {
+	return func(op crashfs.Op) error {
 		if *on && op.Kind == k && op.Path == p {
 			return err
 		}
@@ -32,15 +32,15 @@ func failOn(k memfs.OpKind, p string, err error, on *bool) memfs.Injector {
 func TestFsyncgate(t *testing.T) {
 	// failedSync runs to just after a writeout whose sync failed and dropped the window.
 	failedSync := func(t *testing.T) (*memHarness, *bool) {
-		h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
-		h.fs.SetSyncFailureMode(memfs.SyncDropDirty)
+		h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+		h.fs.SetSyncFailureMode(crashfs.SyncDropDirty)
 		h.mkdir("t", 0)
 		h.create("t", 0)
 		h.ack("t", 0, 0, 1)
 		h.ticks(1)
 		require.Equal(t, int64(1), offsets.Floors(h.c, "t", 0).Durable)
 		fail := true
-		h.record(failOn(memfs.OpSyncData, aheadPath("t", 0), memfs.ErrInjected, &fail))
+		h.record(failOn(crashfs.OpSyncData, aheadPath("t", 0), crashfs.ErrInjected, &fail))
 		h.ack("t", 0, 2, 3)
 		err := h.tick()
 		require.ErrorIs(t, err, syscall.EIO)
@@ -55,7 +55,7 @@ func TestFsyncgate(t *testing.T) {
 
 	t.Run("the window was dropped", func(t *testing.T) {
 		h, _ := failedSync(t)
-		cut := h.fs.PowerCut(memfs.PowerCut{})
+		cut := h.fs.PowerCut(crashfs.PowerCut{})
 		h.closeCommitter()
 		require.Equal(t, int64(1), recoverOn(t, cut, "t", 0).Frontier)
 	})
@@ -64,14 +64,14 @@ func TestFsyncgate(t *testing.T) {
 		h, _ := failedSync(t)
 		h.record(nil)
 		h.ticks(1) // no new ack
-		writes := h.opsOn(memfs.OpWrite, aheadPath("t", 0))
-		syncs := h.opsOn(memfs.OpSyncData, aheadPath("t", 0))
+		writes := h.opsOn(crashfs.OpWrite, aheadPath("t", 0))
+		syncs := h.opsOn(crashfs.OpSyncData, aheadPath("t", 0))
 		require.Len(t, writes, 1, "the window is rewritten in full without a new ack")
 		require.Len(t, syncs, 1)
 		require.Less(t, writes[0].Index, syncs[0].Index, "rewrite, then sync")
 		require.Equal(t, int64(3), offsets.Floors(h.c, "t", 0).Durable, "flipped after rewrite + sync")
 
-		cut := h.fs.PowerCut(memfs.PowerCut{})
+		cut := h.fs.PowerCut(crashfs.PowerCut{})
 		h.closeCommitter()
 		require.Equal(t, int64(3), recoverOn(t, cut, "t", 0).Frontier, "the flipped record is durable")
 	})
@@ -90,19 +90,19 @@ func TestFsyncgateOnANewPartitionsID(t *testing.T) {
 }
 
 func fsyncgateOnANewPartitionsID(t *testing.T, host uint64) {
-	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
-	h.fs.SetSyncFailureMode(memfs.SyncDropDirty)
+	h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+	h.fs.SetSyncFailureMode(crashfs.SyncDropDirty)
 	h.mkdir("t", 0)
 	h.createBound("t", 0, host)
 	h.ack("t", 0, 0, 1)
 	fail := true
-	h.record(failOn(memfs.OpSyncData, path.Join(dirOf("t", 0), offsets.IDFile), memfs.ErrInjected, &fail))
+	h.record(failOn(crashfs.OpSyncData, path.Join(dirOf("t", 0), offsets.IDFile), crashfs.ErrInjected, &fail))
 	require.ErrorIs(t, h.tick(), syscall.EIO)
 	require.Equal(t, int64(-1), offsets.Floors(h.c, "t", 0).Durable, "no flip before consumer.id is durable")
 	fail = false
 	h.ticks(1)
 	require.Equal(t, int64(1), offsets.Floors(h.c, "t", 0).Durable)
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	h.closeCommitter()
 	got := recoverOn(t, cut, "t", 0)
 	require.Equal(t, int64(1), got.Frontier, "the flipped frontier is durable")
@@ -113,13 +113,13 @@ func fsyncgateOnANewPartitionsID(t *testing.T, host uint64) {
 // windows still written; after 2·D the lagging-durability warning is logged, at most once a
 // minute, with the spec's fields; once syncs work again the partition flips.
 func TestPersistentSyncFailureWarns(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), nil)
+	h := newMemHarness(t, crashfs.New(), nil)
 	h.mkdir("t", 0)
 	h.create("t", 0)
 	h.ack("t", 0, 0)
 	h.ticks(11)
 	fail := true
-	h.record(failOn(memfs.OpSyncData, aheadPath("t", 0), memfs.ErrInjected, &fail))
+	h.record(failOn(crashfs.OpSyncData, aheadPath("t", 0), crashfs.ErrInjected, &fail))
 	next := int64(1)
 	for range 60 { // 6 s: 3·D and more
 		h.ack("t", 0, next)
@@ -145,7 +145,7 @@ func TestPersistentSyncFailureWarns(t *testing.T) {
 // A failed device flush (F_FULLFSYNC on macOS) counts as a failed sync for every partition
 // that depended on it: no flip, a full rewrite, then a flip.
 func TestDeviceFlushFailure(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+	h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 	h.mkdir("t", 0)
 	h.mkdir("t", 1)
 	h.create("t", 0)
@@ -154,9 +154,9 @@ func TestDeviceFlushFailure(t *testing.T) {
 	h.ack("t", 1, 0)
 	h.ticks(1)
 	fail := true
-	h.record(func(op memfs.Op) error {
-		if fail && op.Kind == memfs.OpFullSync {
-			return memfs.ErrInjected
+	h.record(func(op crashfs.Op) error {
+		if fail && op.Kind == crashfs.OpFullSync {
+			return crashfs.ErrInjected
 		}
 		return nil
 	})
@@ -177,7 +177,7 @@ func TestDeviceFlushFailure(t *testing.T) {
 // unused: no window is written, the sole durable slot is untouched, the error is retried on
 // the next tick, and once space is free the prime completes.
 func TestENOSPCDuringPrime(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), nil)
+	h := newMemHarness(t, crashfs.New(), nil)
 	h.mkdir("t", 0)
 	k := offsets.PartitionKey("t", 0)
 	copySlot := slot(t, offsets.Record{Seq: 3, Key: k, Frontier: 9})
@@ -190,7 +190,7 @@ func TestENOSPCDuringPrime(t *testing.T) {
 		err := h.tick()
 		require.ErrorIs(t, err, syscall.ENOSPC)
 	}
-	require.Empty(t, h.opsOn(memfs.OpWrite, aheadPath("t", 0)), "no window write before the prime completes")
+	require.Empty(t, h.opsOn(crashfs.OpWrite, aheadPath("t", 0)), "no window write before the prime completes")
 	b, err := h.fs.ReadFile(aheadPath("t", 0))
 	require.NoError(t, err)
 	require.Equal(t, copySlot, b)
@@ -200,7 +200,7 @@ func TestENOSPCDuringPrime(t *testing.T) {
 	h.ticks(11)
 	require.Equal(t, int64(10), offsets.Floors(h.c, "t", 0).Durable)
 	require.NoError(t, h.c.Close())
-	require.Equal(t, int64(10), recoverOn(t, h.fs.PowerCut(memfs.PowerCut{}), "t", 0).Frontier)
+	require.Equal(t, int64(10), recoverOn(t, h.fs.PowerCut(crashfs.PowerCut{}), "t", 0).Frontier)
 }
 
 // RELIABILITY row 4: ENOSPC on a window write, on the creation of consumer.offset and on its
@@ -208,17 +208,17 @@ func TestENOSPCDuringPrime(t *testing.T) {
 func TestENOSPCByOpKind(t *testing.T) {
 	tests := []struct {
 		name string
-		kind memfs.OpKind
+		kind crashfs.OpKind
 		path func() string
 	}{
-		{"window write", memfs.OpWrite, func() string { return aheadPath("t", 0) }},
-		{"consumer.offset create", memfs.OpCreate, func() string { return offsetPath("t", 0) }},
-		{"consumer.offset write", memfs.OpWrite, func() string { return offsetPath("t", 0) }},
-		{"create consumer.ahead", memfs.OpCreate, func() string { return aheadPath("t", 0) }},
+		{"window write", crashfs.OpWrite, func() string { return aheadPath("t", 0) }},
+		{"consumer.offset create", crashfs.OpCreate, func() string { return offsetPath("t", 0) }},
+		{"consumer.offset write", crashfs.OpWrite, func() string { return offsetPath("t", 0) }},
+		{"create consumer.ahead", crashfs.OpCreate, func() string { return aheadPath("t", 0) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+			h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 			h.mkdir("t", 0)
 			h.create("t", 0)
 			fail := true
@@ -230,7 +230,7 @@ func TestENOSPCByOpKind(t *testing.T) {
 			fail = false
 			h.ticks(2)
 			require.NoError(t, h.c.Close())
-			cut := h.fs.PowerCut(memfs.PowerCut{})
+			cut := h.fs.PowerCut(crashfs.PowerCut{})
 			require.Equal(t, int64(3), recoverOn(t, cut, "t", 0).Frontier)
 			b, err := cut.ReadFile(offsetPath("t", 0))
 			require.NoError(t, err)
@@ -255,12 +255,12 @@ func TestStatErrorsAreRetriedNotStranded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+			h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 			h.mkdir("t", 0)
 			h.create("t", 0)
 			fail := true
-			h.record(func(op memfs.Op) error {
-				if fail && op.Kind == memfs.OpStat && (op.Path == tt.path() || op.Path+"/." == tt.path()) {
+			h.record(func(op crashfs.Op) error {
+				if fail && op.Kind == crashfs.OpStat && (op.Path == tt.path() || op.Path+"/." == tt.path()) {
 					return tt.err
 				}
 				return nil
@@ -286,7 +286,7 @@ func TestStatErrorsAreRetriedNotStranded(t *testing.T) {
 // is created and levelled, and a torn levelling of a file that held a frontier stays within
 // its one sector.
 func TestNoConsumerOffsetForFrontierMinusOne(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
+	h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
 	h.mkdir("t", 0)
 	h.create("t", 0)
@@ -294,7 +294,7 @@ func TestNoConsumerOffsetForFrontierMinusOne(t *testing.T) {
 	h.ticks(5)
 	_, err := h.fs.ReadFile(offsetPath("t", 0))
 	require.ErrorIs(t, err, fs.ErrNotExist, "no consumer.offset for frontier -1")
-	cut := h.fs.PowerCut(memfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true})
+	cut := h.fs.PowerCut(crashfs.PowerCut{KeepUnsynced: 1, TearLastWrite: true})
 	st := recoverOn(t, cut, "t", 0)
 	require.Equal(t, int64(-1), st.Frontier)
 	require.Equal(t, []offsets.Run{{First: 3, Last: 3}}, st.Ahead)

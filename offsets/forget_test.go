@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -64,7 +64,7 @@ func (f *watchFile) FullSync() error { return f.File.(offsets.FullSyncer).FullSy
 // an incarnation before it (a prime rewriting the bytes already there is no snapshot and is
 // not counted). Run with -race, this is also the data-race check between Forget and Tick.
 func TestForgetRacesTicks(t *testing.T) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	require.NoError(t, fsys.MkdirAll(dirOf("t", 0)))
 	var floor, stale, checked atomic.Int64
 	w := &watchFS{FS: fsys, onWrite: func(path string, old, data []byte) {
@@ -166,7 +166,7 @@ func TestForgetAfterSnapshotWritesNothing(t *testing.T) {
 	}{{"before the prime", false}, {"before the window", true}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fsys := memfs.New()
+			fsys := crashfs.New()
 			require.NoError(t, fsys.MkdirAll(dirOf("t", 0)))
 			src := &forgetOnState{Shards: offsets.NewShards()}
 			c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: src})
@@ -180,9 +180,9 @@ func TestForgetAfterSnapshotWritesNothing(t *testing.T) {
 				now = now.Add(100 * time.Millisecond)
 				require.NoError(t, c.Tick(now))
 			}
-			var writes []memfs.Op
-			fsys.Inject(func(op memfs.Op) error {
-				if op.Kind == memfs.OpWrite || op.Kind == memfs.OpCreate || op.Kind == memfs.OpTruncate {
+			var writes []crashfs.Op
+			fsys.Inject(func(op crashfs.Op) error {
+				if op.Kind == crashfs.OpWrite || op.Kind == crashfs.OpCreate || op.Kind == crashfs.OpTruncate {
 					writes = append(writes, op)
 				}
 				return nil

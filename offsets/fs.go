@@ -6,7 +6,7 @@ import (
 )
 
 // FS is the file system the committer reaches the disk through. The committer never touches a
-// path outside what it opens here. OS returns the real one; internal/memfs is a strict
+// path outside what it opens here. OS returns the real one; crashfs is a strict
 // in-memory one that keeps page-cache and durable contents apart so tests can cut power.
 //
 // Implementations must be safe for concurrent use; the committer itself calls them from one

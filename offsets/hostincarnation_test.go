@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -20,7 +20,7 @@ func shortInterval(c *offsets.Config) { c.Interval = 100 * time.Millisecond }
 
 // writeLife leaves in fsys the durable state of one life of d/0, loaded under a host that
 // names host (0: none): offsets 0 to 5 and 7 acked. It returns the shard's state.
-func writeLife(t *testing.T, fsys *memfs.FS, host uint64) offsets.State {
+func writeLife(t *testing.T, fsys *crashfs.FS, host uint64) offsets.State {
 	t.Helper()
 	h := newMemHarness(t, fsys, shortInterval)
 	h.mkdir("d", 0)
@@ -52,7 +52,7 @@ func TestLoadBoundTrustsOnlyItsLife(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fsys := memfs.New()
+			fsys := crashfs.New()
 			truth := writeLife(t, fsys, tt.written)
 			before, err := offsets.Inspect(fsys, dirOf("d", 0), "d", 0)
 			require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestLoadBoundTrustsOnlyItsLife(t *testing.T) {
 			h.ticks(3)
 			require.Zero(t, h.c.Stats().Stranded, "an earlier life's consumer.id is replaced, not stranded on")
 			require.NoError(t, h.c.Close())
-			cut := fsys.PowerCut(memfs.PowerCut{})
+			cut := fsys.PowerCut(crashfs.PowerCut{})
 			after, err := offsets.Inspect(cut, dirOf("d", 0), "d", 0)
 			require.NoError(t, err)
 			require.Equal(t, st.Incarnation, after.ID.Incarnation)
@@ -104,7 +104,7 @@ func TestLoadBoundTrustsOnlyItsLife(t *testing.T) {
 // incarnation writes the adopted form bound to it (52 bytes), and the legacy record it
 // adopted still counts under it.
 func TestLegacyUpgradeIsBound(t *testing.T) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	k := offsets.PartitionKey("d", 0)
 	require.NoError(t, fsys.MkdirAll(dirOf("d", 0)))
 	legacy := slot(t, offsets.Record{Seq: 3, Key: k, Frontier: 9, Ahead: offsets.RunsOf(11)})
@@ -123,7 +123,7 @@ func TestLegacyUpgradeIsBound(t *testing.T) {
 	require.True(t, adopted)
 	require.EqualValues(t, 9, frontier)
 
-	cut := fsys.PowerCut(memfs.PowerCut{})
+	cut := fsys.PowerCut(crashfs.PowerCut{})
 	c, err := offsets.New(offsets.Config{FS: cut, Dir: dirOf, Source: offsets.NewShards()})
 	require.NoError(t, err)
 	defer c.Close()

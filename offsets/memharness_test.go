@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -19,21 +19,21 @@ type tb interface {
 	Helper()
 }
 
-// memHarness drives a committer over memfs with logical time, and restarts it after crashes.
+// memHarness drives a committer over crashfs with logical time, and restarts it after crashes.
 type memHarness struct {
 	t      tb
-	fs     *memfs.FS
+	fs     *crashfs.FS
 	shards *offsets.Shards
 	logs   *offsets.LogRecorder
 	c      *offsets.Committer
 	cfg    offsets.Config
 	now    time.Time
-	ops    []memfs.Op // recorded by record
+	ops    []crashfs.Op // recorded by record
 }
 
 func dirOf(topic string, p int32) string { return "/data/" + topic + "/" + strconv.Itoa(int(p)) }
 
-func newMemHarness(t tb, fsys *memfs.FS, edit func(*offsets.Config)) *memHarness {
+func newMemHarness(t tb, fsys *crashfs.FS, edit func(*offsets.Config)) *memHarness {
 	h := &memHarness{t: t, fs: fsys, logs: &offsets.LogRecorder{},
 		now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	h.cfg = offsets.Config{Dir: dirOf, Logger: slog.New(h.logs)}
@@ -119,9 +119,9 @@ func (h *memHarness) ticks(n int) {
 }
 
 // record installs an injector that keeps every op (and fails the ones fail says to).
-func (h *memHarness) record(fail memfs.Injector) {
+func (h *memHarness) record(fail crashfs.Injector) {
 	h.ops = nil
-	h.fs.Inject(func(op memfs.Op) error {
+	h.fs.Inject(func(op crashfs.Op) error {
 		h.ops = append(h.ops, op)
 		if fail != nil {
 			return fail(op)
@@ -131,8 +131,8 @@ func (h *memHarness) record(fail memfs.Injector) {
 }
 
 // opsOn returns the recorded ops of kind k on path p, in order.
-func (h *memHarness) opsOn(k memfs.OpKind, p string) []memfs.Op {
-	var out []memfs.Op
+func (h *memHarness) opsOn(k crashfs.OpKind, p string) []crashfs.Op {
+	var out []crashfs.Op
 	for _, op := range h.ops {
 		if op.Kind == k && op.Path == p {
 			out = append(out, op)
@@ -145,7 +145,7 @@ func (h *memHarness) opsOn(k memfs.OpKind, p string) []memfs.Op {
 func (h *memHarness) closeCommitter() { _ = h.c.Close() }
 
 // recoverOn reads a partition from fsys the way a restarted host does.
-func recoverOn(t tb, fsys *memfs.FS, topic string, p int32) offsets.State {
+func recoverOn(t tb, fsys *crashfs.FS, topic string, p int32) offsets.State {
 	t.Helper()
 	c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: offsets.NewShards()})
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/offsets"
 )
@@ -31,7 +31,7 @@ func TestPageCacheWritesDoNotWaitForSyncs(t *testing.T) {
 }
 
 func testPageCacheDuringSyncs(t *testing.T, durable bool) {
-	w := &wrapFS{FS: memfs.New(), syncDelay: 500 * time.Millisecond}
+	w := &wrapFS{FS: crashfs.New(), syncDelay: 500 * time.Millisecond}
 	r := newCadenceRig(t, w, nil)
 	r.create("s", 0)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,7 +100,7 @@ func testPageCacheDuringSyncs(t *testing.T, durable bool) {
 
 // slotsOf decodes the page-cache image of each slot of the partition's consumer.ahead (nil
 // for one that holds no valid record).
-func slotsOf(t *testing.T, fsys *memfs.FS, topic string, p int32) [offsets.AheadSlots]*offsets.Record {
+func slotsOf(t *testing.T, fsys *crashfs.FS, topic string, p int32) [offsets.AheadSlots]*offsets.Record {
 	t.Helper()
 	b, err := fsys.ReadFile(aheadPath(topic, p))
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func slotsOf(t *testing.T, fsys *memfs.FS, topic string, p int32) [offsets.Ahead
 // power cut at the end keeps what Durable answered for.
 func TestSpareSlotTakesTicksDuringSyncs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &wrapFS{FS: memfs.New(), syncDelay: 500 * time.Millisecond}
+		w := &wrapFS{FS: crashfs.New(), syncDelay: 500 * time.Millisecond}
 		r := newCadenceRig(t, w, nil)
 		r.create("s", 0)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -186,7 +186,7 @@ func TestSpareSlotTakesTicksDuringSyncs(t *testing.T) {
 		require.Greater(t, slots[0].Seq, slots[1].Seq)
 		require.NoError(t, <-second)
 
-		cut := w.FS.PowerCut(memfs.PowerCut{})
+		cut := w.FS.PowerCut(crashfs.PowerCut{})
 		cancel()
 		r.wg.Wait()
 		_ = r.c.Close() // on the frozen file system
@@ -219,7 +219,7 @@ func TestCrashesWhileSyncsRun(t *testing.T) {
 }
 
 func crashWhileSyncsRun(t *testing.T, seed uint64, at time.Duration) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	w1Setup(t, fsys)
 	h := newMemHarness(t, fsys, nil)
 	h.closeCommitter() // replaced by one over the slow file system, under Run
@@ -291,7 +291,7 @@ func crashWhileSyncsRun(t *testing.T, seed uint64, at time.Duration) {
 	_ = c.Close() // on the frozen file system
 
 	for _, kind := range crashKinds(seed, true) {
-		var after *memfs.FS
+		var after *crashfs.FS
 		if kind.process {
 			after = fsys.ProcessCrash()
 		} else {
@@ -320,7 +320,7 @@ func crashWhileSyncsRun(t *testing.T, seed uint64, at time.Duration) {
 // restartThenProcessCrash: a restart observes a state (its newest record perhaps in the spare
 // slot), primes, acks one more offset per partition and writes its window; a process crash
 // then keeps that ack: the window's record outranks every slot the restart found.
-func restartThenProcessCrash(t *testing.T, before *offsets.Shards, fsys *memfs.FS, observed [w1Parts]offsets.State, where string) {
+func restartThenProcessCrash(t *testing.T, before *offsets.Shards, fsys *crashfs.FS, observed [w1Parts]offsets.State, where string) {
 	h := restartAndAckOne(t, before, fsys, observed)
 	crashed := fsys.ProcessCrash()
 	h.closeCommitter()

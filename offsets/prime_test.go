@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -16,7 +16,7 @@ import (
 // other slot, so a power loss after that write cannot take back what the restart observed.
 func TestPrimeMakesNewestSlotDurableBeforeWindow(t *testing.T) {
 	long := func(c *offsets.Config) { c.Interval = offsets.MaxInterval } // no writeout in this test
-	h := newMemHarness(t, memfs.New(), long)
+	h := newMemHarness(t, crashfs.New(), long)
 	h.mkdir("t", 0)
 	h.create("t", 0)
 	h.ack("t", 0, 0, 1, 2)
@@ -37,18 +37,18 @@ func TestPrimeMakesNewestSlotDurableBeforeWindow(t *testing.T) {
 		if op.Path != aheadPath("t", 0) {
 			continue
 		}
-		if op.Kind == memfs.OpSyncData && firstSync < 0 {
+		if op.Kind == crashfs.OpSyncData && firstSync < 0 {
 			firstSync = i
 		}
-		if op.Kind == memfs.OpWrite && firstWindow < 0 && i > firstSync && firstSync >= 0 {
+		if op.Kind == crashfs.OpWrite && firstWindow < 0 && i > firstSync && firstSync >= 0 {
 			firstWindow = i
 		}
 	}
 	require.GreaterOrEqual(t, firstSync, 0)
 	require.Greater(t, firstWindow, firstSync)
-	require.NotEmpty(t, h2.opsOn(memfs.OpSyncDir, dirOf("t", 0)), "the directory entry is synced too")
+	require.NotEmpty(t, h2.opsOn(crashfs.OpSyncDir, dirOf("t", 0)), "the directory entry is synced too")
 
-	cut := fs2.PowerCut(memfs.PowerCut{})
+	cut := fs2.PowerCut(crashfs.PowerCut{})
 	h2.closeCommitter()
 	st := recoverOn(t, cut, "t", 0)
 	require.GreaterOrEqual(t, st.Frontier, observed.Frontier, "I3: never below what a restart observed")
@@ -57,7 +57,7 @@ func TestPrimeMakesNewestSlotDurableBeforeWindow(t *testing.T) {
 // Checklist item 54: a consumer.ahead shorter than 12 KiB (a move's copy, slot 0 only) is
 // extended, anchored on its valid slot 0, and the first window goes to slot 1.
 func TestPrimeExtendsMoveCopy(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), nil)
+	h := newMemHarness(t, crashfs.New(), nil)
 	h.mkdir("t", 0)
 	k := offsets.PartitionKey("t", 0)
 	copySlot := slot(t, offsets.Record{Seq: 7, Key: k, Frontier: 40, Ahead: offsets.RunsOf(42)})
@@ -75,7 +75,7 @@ func TestPrimeExtendsMoveCopy(t *testing.T) {
 	require.Equal(t, uint64(8), window.Seq)
 	require.Equal(t, int64(42), window.Frontier)
 
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	h.closeCommitter()
 	d, err := cut.ReadFile(aheadPath("t", 0))
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestPrimeExtendsMoveCopy(t *testing.T) {
 // first window goes to slot 0 with a sequence number above it, and slots 1 and 2 are left
 // alone; a power cut then keeps what the restart loaded, and a process crash the window.
 func TestPrimeAnchorsOnTheSpareSlot(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = offsets.MaxInterval })
+	h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = offsets.MaxInterval })
 	h.mkdir("t", 0)
 	k := offsets.PartitionKey("t", 0)
 	recs := []offsets.Record{{Seq: 5, Key: k, Frontier: 10}, {Seq: 6, Key: k, Frontier: 11}, {Seq: 7, Key: k, Frontier: 12}}
@@ -111,7 +111,7 @@ func TestPrimeAnchorsOnTheSpareSlot(t *testing.T) {
 	require.Equal(t, file[offsets.SlotSize:], b[offsets.SlotSize:], "slots 1 and 2 untouched")
 	require.Equal(t, 2, offsets.Floors(h.c, "t", 0).AnchorSlot)
 	require.Equal(t, int64(13), recoverOn(t, h.fs.ProcessCrash(), "t", 0).Frontier)
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	h.closeCommitter()
 	require.Equal(t, int64(12), recoverOn(t, cut, "t", 0).Frontier, "what the restart loaded is durable")
 }
@@ -123,7 +123,7 @@ func TestPrimeAnchorsOnTheSpareSlot(t *testing.T) {
 // leaves nothing recovery would take for state (the partition is delivered again).
 func TestBlankPrimeOwesItsSyncsToTheFirstWriteout(t *testing.T) {
 	blank := func() *memHarness {
-		h := newMemHarness(t, memfs.New(), nil)
+		h := newMemHarness(t, crashfs.New(), nil)
 		h.mkdir("t", 0)
 		h.create("t", 0)
 		h.ack("t", 0, 0)
@@ -139,14 +139,14 @@ func TestBlankPrimeOwesItsSyncsToTheFirstWriteout(t *testing.T) {
 	got := recoverOn(t, crashed, "t", 0)
 	require.True(t, got.Found, "a process crash keeps the window")
 	require.Equal(t, int64(0), got.Frontier)
-	got = recoverOn(t, h.fs.PowerCut(memfs.PowerCut{}), "t", 0)
+	got = recoverOn(t, h.fs.PowerCut(crashfs.PowerCut{}), "t", 0)
 	require.False(t, got.Found, "before its first writeout a power cut leaves no state to take")
 	h.closeCommitter()
 
 	// Partly kept unsynced writes never make recovery take a record it should not.
 	for seed := range uint64(32) {
 		h := blank()
-		cut := h.fs.PowerCut(memfs.PowerCut{Rand: rand.New(rand.NewPCG(seed, 1)), KeepUnsynced: 0.5})
+		cut := h.fs.PowerCut(crashfs.PowerCut{Rand: rand.New(rand.NewPCG(seed, 1)), KeepUnsynced: 0.5})
 		if got := recoverOn(t, cut, "t", 0); got.Found {
 			require.Equal(t, int64(0), got.Frontier, "seed %d", seed)
 		}
@@ -156,7 +156,7 @@ func TestBlankPrimeOwesItsSyncsToTheFirstWriteout(t *testing.T) {
 	h = blank()
 	h.ticks(int(offsets.DefaultInterval / h.c.TickPeriod()))
 	require.Equal(t, uint64(1), h.c.Stats().Writeouts)
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	h.closeCommitter()
 	b, err := cut.ReadFile(aheadPath("t", 0))
 	require.NoError(t, err, "the entry survived the power cut")
@@ -170,7 +170,7 @@ func TestBlankPrimeOwesItsSyncsToTheFirstWriteout(t *testing.T) {
 // for every partition acked, in-order acks included, and primes them all with one device flush
 // before any window write.
 func TestUpgradePrimesTogether(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), nil)
+	h := newMemHarness(t, crashfs.New(), nil)
 	const parts = 8
 	for p := range int32(parts) {
 		h.mkdir("t", p)
@@ -187,13 +187,13 @@ func TestUpgradePrimesTogether(t *testing.T) {
 
 	fullSyncsBeforeWindows, creates := 0, 0
 	for _, op := range h.ops {
-		if op.Kind == memfs.OpWrite && op.Path != "" && isWindowWrite(h, op) {
+		if op.Kind == crashfs.OpWrite && op.Path != "" && isWindowWrite(h, op) {
 			break
 		}
 		switch op.Kind {
-		case memfs.OpFullSync:
+		case crashfs.OpFullSync:
 			fullSyncsBeforeWindows++
-		case memfs.OpCreate:
+		case crashfs.OpCreate:
 			creates++
 		}
 	}
@@ -209,7 +209,7 @@ func TestUpgradePrimesTogether(t *testing.T) {
 	require.Equal(t, uint64(parts), h.c.Stats().Primes)
 
 	require.NoError(t, h.c.Close())
-	cut := h.fs.PowerCut(memfs.PowerCut{})
+	cut := h.fs.PowerCut(crashfs.PowerCut{})
 	for p := range int32(parts) {
 		st := recoverOn(t, cut, "t", p)
 		require.Equal(t, int64(101+p), st.Frontier)
@@ -221,7 +221,7 @@ func TestUpgradePrimesTogether(t *testing.T) {
 
 // isWindowWrite tells a window write from the prime's writes: the prime writes only the anchor
 // slot of an existing record (none here, the files being new) and consumer.offset.
-func isWindowWrite(h *memHarness, op memfs.Op) bool {
+func isWindowWrite(h *memHarness, op crashfs.Op) bool {
 	for p := range int32(8) {
 		if op.Path == aheadPath("t", p) {
 			return true
@@ -248,7 +248,7 @@ func TestCadences(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newMemHarness(t, memfs.New(), func(c *offsets.Config) { c.Interval = tt.interval })
+			h := newMemHarness(t, crashfs.New(), func(c *offsets.Config) { c.Interval = tt.interval })
 			for p := range tt.parts {
 				h.mkdir("t", p)
 				h.create("t", p)
@@ -269,11 +269,11 @@ func TestCadences(t *testing.T) {
 				writes, syncs, flushes := 0, 0, 0
 				for _, op := range h.ops {
 					switch op.Kind {
-					case memfs.OpWrite:
+					case crashfs.OpWrite:
 						writes++
-					case memfs.OpSyncData:
+					case crashfs.OpSyncData:
 						syncs++
-					case memfs.OpFullSync:
+					case crashfs.OpFullSync:
 						flushes++
 					}
 				}
@@ -295,7 +295,7 @@ func TestCadences(t *testing.T) {
 func countOffsetSyncs(h *memHarness) int {
 	n := 0
 	for _, op := range h.ops {
-		if op.Kind == memfs.OpSyncData && len(op.Path) > len(offsets.OffsetFile) &&
+		if op.Kind == crashfs.OpSyncData && len(op.Path) > len(offsets.OffsetFile) &&
 			op.Path[len(op.Path)-len(offsets.OffsetFile):] == offsets.OffsetFile {
 			n++
 		}
@@ -306,7 +306,7 @@ func countOffsetSyncs(h *memHarness) int {
 // Checklist item 44: a partition whose writes waited a whole interval is written out on the
 // next tick whatever its turn (here the clock jumps past the interval between two ticks).
 func TestOverdueWriteout(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), nil)
+	h := newMemHarness(t, crashfs.New(), nil)
 	const parts = 10
 	for p := range int32(parts) {
 		h.mkdir("t", p)
@@ -324,7 +324,7 @@ func TestOverdueWriteout(t *testing.T) {
 // A consumer.ahead holding a newer release's record is neither extended nor overwritten: the
 // prime fails (retried, reported) and Load refuses it, so a rollback cannot destroy it.
 func TestPrimeRefusesNewerRecord(t *testing.T) {
-	h := newMemHarness(t, memfs.New(), nil)
+	h := newMemHarness(t, crashfs.New(), nil)
 	h.mkdir("t", 0)
 	newer := slot(t, offsets.Record{Seq: 1, Key: offsets.PartitionKey("t", 0), Frontier: 5})
 	newer[4] = offsets.SlotVersion + 1

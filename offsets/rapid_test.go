@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
 const rapidParts = 3
 
-// rapidModel is a committer over memfs whose schedule rapid draws: acks in and out of order,
+// rapidModel is a committer over crashfs whose schedule rapid draws: acks in and out of order,
 // deliveries counted, quarantines, requeues, ticks (some with the clock jumping), crashes
 // between or inside ticks, and graceful restarts. The shards are the oracle: everything they
 // hold was acked, counted, quarantined or requeued, and they remember what they held.
@@ -27,7 +27,7 @@ type rapidModel struct {
 func newRapidModel(t *rapid.T) *rapidModel {
 	d := rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}).Draw(t, "D")
 	m := &rapidModel{interval: d}
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	for p := range int32(rapidParts) {
 		require.NoError(t, fsys.MkdirAll(dirOf("r", p)))
 	}
@@ -38,7 +38,7 @@ func newRapidModel(t *rapid.T) *rapidModel {
 	return m
 }
 
-func (m *rapidModel) start(t *rapid.T, fsys *memfs.FS) {
+func (m *rapidModel) start(t *rapid.T, fsys *crashfs.FS) {
 	prev := m.h
 	m.h = newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = m.interval })
 	if prev != nil {
@@ -116,11 +116,11 @@ func (m *rapidModel) crash(t *rapid.T) {
 		anchors[p] = anchorRecord(t, h.fs, "r", p, floors[p])
 	}
 	process := rapid.Bool().Draw(t, "process crash")
-	var after *memfs.FS
+	var after *crashfs.FS
 	if process {
 		after = h.fs.ProcessCrash()
 	} else {
-		cut := memfs.PowerCut{}
+		cut := crashfs.PowerCut{}
 		switch rapid.IntRange(0, 3).Draw(t, "cut") {
 		case 1:
 			seed := rapid.Uint64().Draw(t, "cut seed")
@@ -163,7 +163,7 @@ func (m *rapidModel) restart(t *rapid.T) {
 		want[p] = h.shards.Snapshot("r", p)
 	}
 	require.NoError(t, h.c.Close())
-	after := h.fs.PowerCut(memfs.PowerCut{})
+	after := h.fs.PowerCut(crashfs.PowerCut{})
 	m.start(t, after)
 	for p := range int32(rapidParts) {
 		requireSameState(t, want[p], m.h.shards.Snapshot("r", p), "exact after a graceful restart")

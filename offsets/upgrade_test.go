@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -30,7 +30,7 @@ var upgradeRecords = [upgradeParts][]offsets.Record{
 // and adopts, and the floor of every recovery after it.
 var upgradeAdopted = [upgradeParts]int64{10, 20, 5}
 
-func upgradeSetup(t testing.TB, fsys *memfs.FS) {
+func upgradeSetup(t testing.TB, fsys *crashfs.FS) {
 	for p := range int32(upgradeParts) {
 		require.NoError(t, fsys.MkdirAll(dirOf("u", p)))
 		var ahead []byte
@@ -82,7 +82,7 @@ func upgradeRun(t testing.TB, h *memHarness) bool {
 // A restart from what was recovered then primes, writes a window and loses power: what it
 // observed stays.
 func TestUpgradeCrashAtEveryStep(t *testing.T) {
-	base := memfs.New()
+	base := crashfs.New()
 	upgradeSetup(t, base)
 	start := base.MutatingOps()
 	require.False(t, upgradeRun(t, newMemHarness(t, base, upgradeConfig)))
@@ -90,7 +90,7 @@ func TestUpgradeCrashAtEveryStep(t *testing.T) {
 	require.Greater(t, total, 30, "the upgrade does enough to be worth sweeping")
 	recoveries := 0
 	for k := 0; k <= total; k++ {
-		fsys := memfs.New()
+		fsys := crashfs.New()
 		upgradeSetup(t, fsys)
 		h := newMemHarness(t, fsys, upgradeConfig)
 		h.record(nil)
@@ -102,7 +102,7 @@ func TestUpgradeCrashAtEveryStep(t *testing.T) {
 			floors[p] = offsets.Floors(h.c, "u", p)
 		}
 		for _, kind := range crashKinds(uint64(k), strings.HasSuffix(lastUnsyncedWrite(h.ops), offsets.AheadFile)) {
-			var after *memfs.FS
+			var after *crashfs.FS
 			if kind.process {
 				after = fsys.ProcessCrash()
 			} else {
@@ -127,7 +127,7 @@ func upgradeConfig(c *offsets.Config) { c.Interval = 200 * time.Millisecond }
 
 // checkUpgradeRecovery recovers partition p from after and checks it, returning what it
 // recovered.
-func checkUpgradeRecovery(t *testing.T, h *memHarness, after *memfs.FS, p int32, floor offsets.Floor,
+func checkUpgradeRecovery(t *testing.T, h *memHarness, after *crashfs.FS, p int32, floor offsets.Floor,
 	process bool, where string) offsets.State {
 	msg := fmt.Sprintf("partition %d, %s", p, where)
 	st := recoverOn(t, after, "u", p)
@@ -164,7 +164,7 @@ func checkUpgradeRecovery(t *testing.T, h *memHarness, after *memfs.FS, p int32,
 // restartUpgradedThenPowerLoss restarts from fsys after a crash of the upgrade: each
 // partition is loaded (it must observe what recovery read), acked once more and written in a
 // window without a writeout; a power loss then must not take back what the restart observed.
-func restartUpgradedThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *memfs.FS,
+func restartUpgradedThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *crashfs.FS,
 	observed [upgradeParts]offsets.State, where string) {
 	h := newMemHarness(t, fsys, upgradeConfig)
 	h.shards.Inherit(before)
@@ -174,7 +174,7 @@ func restartUpgradedThenPowerLoss(t *testing.T, before *offsets.Shards, fsys *me
 		h.ack("u", p, st.Frontier+1)
 	}
 	_ = h.tick()
-	cut := fsys.PowerCut(memfs.PowerCut{})
+	cut := fsys.PowerCut(crashfs.PowerCut{})
 	h.closeCommitter()
 	for p := range int32(upgradeParts) {
 		st := recoverOn(t, cut, "u", p)

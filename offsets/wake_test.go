@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -31,7 +31,7 @@ func (c *countingClock) AfterFunc(d time.Duration, f func()) func() bool {
 func TestDurableGroupCommitUnderRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const syncTook = 5 * time.Millisecond
-		w := &wrapFS{FS: memfs.New(), syncDelay: syncTook}
+		w := &wrapFS{FS: crashfs.New(), syncDelay: syncTook}
 		r := newCadenceRig(t, w, nil)
 		r.create("d", 0)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -86,7 +86,7 @@ func TestDurableGroupCommitUnderRun(t *testing.T) {
 // and its writeout within the durability interval, as before.
 func TestIdleCommitterSleeps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCadenceRig(t, &wrapFS{FS: memfs.New()}, nil)
+		r := newCadenceRig(t, &wrapFS{FS: crashfs.New()}, nil)
 		r.create("i", 0)
 		clk := &countingClock{}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/offsets"
 )
 
@@ -29,7 +29,7 @@ func TestRedeliveryWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for seed := range uint64(20) {
 				rng := rand.New(rand.NewPCG(seed, 7))
-				h := newMemHarness(t, memfs.New(), nil)
+				h := newMemHarness(t, crashfs.New(), nil)
 				ackedAt := map[int32]map[int64]time.Time{}
 				for p := range int32(parts) {
 					h.mkdir("t", p)
@@ -54,11 +54,11 @@ func TestRedeliveryWindow(t *testing.T) {
 					}
 				}
 				crashAt := h.now.Add(100 * time.Millisecond)
-				var after *memfs.FS
+				var after *crashfs.FS
 				if tt.process {
 					after = h.fs.ProcessCrash()
 				} else {
-					after = h.fs.PowerCut(memfs.PowerCut{})
+					after = h.fs.PowerCut(crashfs.PowerCut{})
 				}
 				h.closeCommitter()
 				for p := range int32(parts) {

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/cputime"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
 
 func benchNode(b *testing.B, logs router.Logs, routes router.Routes) *router.Node {
 	b.Helper()
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -498,12 +498,12 @@ func forwardingPair(b *testing.B, transport router.Transport, window int) (owner
 	ownerRoutes, fwdRoutes := &routertest.Routes{}, &routertest.Routes{}
 	ownerRoutes.Set("t", 0)
 	fwdRoutes.SetRemote("t", "owner", 0)
-	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: memfs.New(), Topic: topic})
+	owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/o", FS: crashfs.New(), Topic: topic})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { owner.Close() })
-	fwd, err = router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: memfs.New(), Transport: transport, AckWindow: window})
+	fwd, err = router.New(router.Config{Logs: logs, Routes: fwdRoutes, Dir: "/f", FS: crashfs.New(), Transport: transport, AckWindow: window})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -608,7 +608,7 @@ func benchConsumeAck(b *testing.B, batch, consumers int, headers []router.Header
 	// The caps are raised so that they never gate a consume: with 64 consumers acking
 	// batches of 100 out of order, the acked-ahead set of a partition passes the default
 	// 1024 and only its frontier hole would be handed out.
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Ownership: ownership,
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Ownership: ownership,
 		Topic: func(string) router.TopicConfig {
 			return router.TopicConfig{MaxInFlight: 1 << 20, MaxAckedAhead: 1 << 20}
 		}})

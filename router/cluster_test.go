@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -33,7 +33,7 @@ type member struct {
 	id     string
 	c      *cluster
 	routes *clusterRoutes
-	fs     *memfs.FS
+	fs     *crashfs.FS
 	cfg    router.Config
 	node   *router.Node
 }
@@ -76,7 +76,7 @@ func newCluster(t testing.TB, rtt time.Duration, owned map[string][]int32, tune 
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(owned)) {
-		m := &member{id: id, c: c, routes: &clusterRoutes{c: c, id: id}, fs: memfs.New()}
+		m := &member{id: id, c: c, routes: &clusterRoutes{c: c, id: id}, fs: crashfs.New()}
 		m.cfg = router.Config{Logs: c.logs, Routes: m.routes, Dir: "/state-" + id, FS: m.fs,
 			Transport: c.net.Transport(id),
 			Topic:     func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }}

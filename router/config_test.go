@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -33,7 +33,7 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		{"AckWindow one", func(c *router.Config) { c.AckWindow = 1 }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fsys := memfs.New()
+			fsys := crashfs.New()
 			cfg := router.Config{Logs: &routertest.MemLogs{}, Routes: &routertest.Routes{}, Dir: "/state", FS: fsys}
 			tc.edit(&cfg)
 			node, err := router.New(cfg)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -69,7 +69,7 @@ func newBenchCluster(b *testing.B, rtt time.Duration) *benchCluster {
 	c.log = logs.Log("orders", 0)
 	topic := func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }
 	start := func(id string, routes *routertest.Routes) *router.Node {
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state-" + id, FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state-" + id, FS: crashfs.New(),
 			Transport: c.net.Transport(id), Topic: topic})
 		if err != nil {
 			b.Fatal(err)

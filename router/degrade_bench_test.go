@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -50,7 +50,7 @@ func benchHungOwner(b *testing.B, hung bool) {
 	}
 	nodes := map[string]*router.Node{}
 	for _, id := range append(owners, "g") {
-		node, err := router.New(router.Config{Logs: logs, Routes: routesOf(id), Dir: "/state-" + id, FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: logs, Routes: routesOf(id), Dir: "/state-" + id, FS: crashfs.New(),
 			Transport: nw.Transport(id), Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }})
 		if err != nil {
 			b.Fatal(err)

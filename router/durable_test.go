@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 )
 
@@ -24,8 +24,8 @@ func TestAckDurableSurvivesPowerLoss(t *testing.T) {
 		time.Sleep(2 * time.Second) // nothing acked yet: a new partition has no files to write
 		synctest.Wait()
 		var syncs int
-		h.fs.Inject(func(op memfs.Op) error {
-			if op.Kind == memfs.OpSyncData {
+		h.fs.Inject(func(op crashfs.Op) error {
+			if op.Kind == crashfs.OpSyncData {
 				syncs++
 			}
 			return nil
@@ -46,7 +46,7 @@ func TestAckDurableSurvivesPowerLoss(t *testing.T) {
 			"at most a writeout per ack, consumer.offset levelled once, consumer.id made durable once")
 		require.NoError(t, h.ack(msgs[8])) // an ordinary ack: in memory, durable later
 
-		cut := h.fs.PowerCut(memfs.PowerCut{})
+		cut := h.fs.PowerCut(crashfs.PowerCut{})
 		h.node.Close()
 		h.fs = cut
 		h.start()
@@ -78,7 +78,7 @@ func TestQuarantineSurvivesPowerLoss(t *testing.T) {
 		time.Sleep(3 * time.Second) // more than the durability interval
 		synctest.Wait()
 
-		cut := h.fs.PowerCut(memfs.PowerCut{})
+		cut := h.fs.PowerCut(crashfs.PowerCut{})
 		h.node.Close()
 		h.fs = cut
 		h.start()

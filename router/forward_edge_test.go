@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/inflight"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -249,7 +249,7 @@ func TestForwardOutlastsATransportIgnoringContext(t *testing.T) {
 		})
 		routes := &routertest.Routes{}
 		routes.SetRemote("orders", "a", 0)
-		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: stuck})
+		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: crashfs.New(), Transport: stuck})
 		require.NoError(t, err)
 		ctx := context.Background()
 		h := router.Handle{Partition: 0, Offset: 1, Nonce: 1}
@@ -540,7 +540,7 @@ func TestServeAnswersConsumptionFrames(t *testing.T) {
 			routes.Set("orders", 0)
 			logs := &routertest.MemLogs{}
 			logs.Log("orders", 0)
-			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), WireVersion: tc.version, Transport: unreachable{}})
+			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), WireVersion: tc.version, Transport: unreachable{}})
 			require.NoError(t, err)
 			defer node.Close()
 			frame, err := wire.EncodeRequest(tc.req)
@@ -580,7 +580,7 @@ func TestServeRefusesFramesNewerThanItServes(t *testing.T) {
 			routes.Set("orders", 0)
 			logs := &routertest.MemLogs{}
 			logs.Log("orders", 0)
-			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}, WireVersion: 6})
+			node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Transport: unreachable{}, WireVersion: 6})
 			require.NoError(t, err)
 			defer node.Close()
 			frame, err := wire.EncodeRequest(tc.req)
@@ -602,7 +602,7 @@ func TestServeRefusesFramesNewerThanItServes(t *testing.T) {
 // the codec knows but router does not serve yet is not.
 func TestNewRefusesAnUnknownWireVersion(t *testing.T) {
 	for version := range uint8(wire.Newest) + 2 {
-		fsys := memfs.New()
+		fsys := crashfs.New()
 		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: &routertest.Routes{}, Dir: "/state", FS: fsys, WireVersion: version})
 		if version <= uint8(wire.Newest) {
 			require.NoError(t, err, "version %d", version)

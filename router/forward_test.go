@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/inflight"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -39,7 +39,7 @@ func newPairWith(t *testing.T, rtt time.Duration, window int, edit func(id strin
 	logs.Log("orders", 0)
 	logs.Log("orders", 1)
 	mk := func(id string, local int32, other string, remote int32) *harness {
-		h := &harness{t: t, logs: logs, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state-" + id}
+		h := &harness{t: t, logs: logs, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state-" + id}
 		h.routes.Set("orders", local)
 		h.routes.SetRemote("orders", other, remote)
 		h.cfg = router.Config{Logs: logs, Routes: h.routes, Dir: h.dir, Transport: net.Transport(id), AckWindow: window,
@@ -242,7 +242,7 @@ func forwardFrame(t *testing.T, m router.Message) []byte {
 	})
 	routes := &routertest.Routes{}
 	routes.SetRemote("orders", "a", 0)
-	node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: capture})
+	node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: crashfs.New(), Transport: capture})
 	require.NoError(t, err)
 	defer node.Close()
 	node.Ack(context.Background(), "orders", m.Receipt)
@@ -277,7 +277,7 @@ func TestContextTransportCallsEndAtTheBudget(t *testing.T) {
 		})
 		routes := &routertest.Routes{}
 		routes.SetRemote("orders", "a", 0)
-		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: memfs.New(), Transport: hang})
+		node, err := router.New(router.Config{Logs: &routertest.MemLogs{}, Routes: routes, Dir: "/x", FS: crashfs.New(), Transport: hang})
 		require.NoError(t, err)
 		defer node.Close()
 		h := router.Handle{Partition: 0, Offset: 1, Nonce: 1}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -56,7 +56,7 @@ func newTopicsNode(t *testing.T, logs *routertest.MemLogs, topics ...string) *ro
 		routes.Set(topic, 0)
 		logs.Log(topic, 0)
 	}
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(),
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(),
 		Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }})
 	require.NoError(t, err)
 	return node

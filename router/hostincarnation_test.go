@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -277,7 +277,7 @@ func TestAdoptChecksTheIncarnation(t *testing.T) {
 			state, err := from.node.HandOff(context.Background(), "orders", 0)
 			require.NoError(t, err)
 
-			to := &harness{t: t, logs: from.logs, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state-to"}
+			to := &harness{t: t, logs: from.logs, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state-to"}
 			to.cfg = router.Config{Logs: hostOf(from.logs, tt.to), Routes: to.routes, Dir: to.dir,
 				Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }}
 			to.start()
@@ -319,7 +319,7 @@ func TestReadStateCarriesTheBinding(t *testing.T) {
 		life    string
 		wantErr error
 	}{{"life-2", router.ErrOtherIncarnation}, {"life-1", nil}} {
-		to := &harness{t: t, logs: dead.logs, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state-to"}
+		to := &harness{t: t, logs: dead.logs, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state-to"}
 		to.cfg = router.Config{Logs: newNamingLogs(dead.logs, "orders", tt.life), Routes: to.routes, Dir: to.dir,
 			Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }}
 		to.start()

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -265,7 +265,7 @@ func newHostileHarness(t *testing.T, c *hostileCase) *hostileHarness {
 		host.logs.Log("orders", p)
 	}
 	host.logs.Log("other", 0)
-	h := &hostileHarness{t: t, host: host, cfg: router.Config{Logs: host, Routes: host, Dir: "/state", FS: memfs.New(),
+	h := &hostileHarness{t: t, host: host, cfg: router.Config{Logs: host, Routes: host, Dir: "/state", FS: crashfs.New(),
 		Logger: slog.New(slog.DiscardHandler)}}
 	if c.crossing {
 		nw := &routertest.Network{RTT: time.Millisecond}
@@ -515,7 +515,7 @@ func TestHostPanics(t *testing.T) {
 		log1 := logs.Log("orders", 1)
 		lines := &logLines{}
 		quarantined := make(chan int64, 1)
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(),
 			Logger: slog.New(slog.NewTextHandler(lines, nil)),
 			Topic: func(string) router.TopicConfig {
 				return router.TopicConfig{VisibilityTimeout: time.Second, MaxDeliveries: 1}
@@ -588,7 +588,7 @@ func TestTransportPanics(t *testing.T) {
 		routes.Set("orders", 0)
 		routes.SetRemote("orders", "b", 1)
 		logs.Log("orders", 0)
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(),
 			Transport: panickingTransport{}})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, node.Close()) }()

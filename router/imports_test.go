@@ -37,6 +37,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/handoff": {"inflight"}, "internal/cancelmemory": {"inflight"},
 		"internal/storecommit": {"inflight", "offsets"}, "internal/statedir": {"offsets"},
 		"internal/ackstate": {"inflight", "offsets"},
+		"crashfs":           {"offsets"},
 	}
 	for pkg, allowed := range mayImport {
 		d := deps(pkg)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/statedir"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -50,10 +50,10 @@ func TestUncreatableDirectoryFailsNew(t *testing.T) {
 	assert.NotErrorIs(t, err, router.ErrDirLocked)
 }
 
-// Through a custom FS offering TryLock (memfs): a second node is refused, and a crash of the
+// Through a custom FS offering TryLock (crashfs): a second node is refused, and a crash of the
 // holder's process releases the lock as the kernel releases an flock.
 func TestDirectoryLockThroughTheFS(t *testing.T) {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	cfg := realConfig("/state")
 	cfg.FS = fsys
 	first, err := router.New(cfg)
@@ -62,7 +62,7 @@ func TestDirectoryLockThroughTheFS(t *testing.T) {
 	require.ErrorIs(t, err, router.ErrDirLocked)
 
 	other := cfg
-	other.FS = memfs.New()
+	other.FS = crashfs.New()
 	elsewhere, err := router.New(other)
 	require.NoError(t, err, "another file system is another machine")
 	require.NoError(t, elsewhere.Close())

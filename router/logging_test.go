@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -75,7 +75,7 @@ func newLoggedHarness(t *testing.T) (*harness, *routertest.Clock, *recordingHand
 	t.Helper()
 	clock := routertest.NewClock(time.Unix(1_000_000, 0))
 	rec := &recordingHandler{}
-	h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state"}
+	h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state"}
 	h.routes.Set("orders", 0, 1)
 	h.logs.Log("orders", 0)
 	h.logs.Log("orders", 1)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -31,7 +31,7 @@ func newTrio(t *testing.T, rtt time.Duration) *trio {
 	tr.logs.Log("orders", 0)
 	tr.logs.Log("orders", 1)
 	mk := func(id string) *harness {
-		h := &harness{t: t, logs: tr.logs, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state-" + id}
+		h := &harness{t: t, logs: tr.logs, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state-" + id}
 		h.cfg = router.Config{Logs: tr.logs, Routes: h.routes, Dir: h.dir, Transport: tr.net.Transport(id),
 			Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }}
 		h.start()
@@ -275,7 +275,7 @@ func TestFailoverFromDurableState(t *testing.T) {
 		}
 		require.NoError(t, tr.a.node.Ack(ctx, "orders", msgs[3].Receipt))
 		// The owner's machine loses power: what was not synced is gone.
-		disk := tr.a.fs.PowerCut(memfs.PowerCut{})
+		disk := tr.a.fs.PowerCut(crashfs.PowerCut{})
 		tr.net.SetDown("a", true)
 		_ = tr.a.node.Close() // its goroutines stop; its frozen disk takes nothing more
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/inflight"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -29,7 +29,7 @@ type harness struct {
 	t      *testing.T
 	logs   *routertest.MemLogs
 	routes *routertest.Routes
-	fs     *memfs.FS
+	fs     *crashfs.FS
 	dir    string
 	node   *router.Node
 	cfg    router.Config
@@ -37,7 +37,7 @@ type harness struct {
 
 func newHarness(t *testing.T, partitions ...int32) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state"}
+	h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state"}
 	h.routes.Set("orders", partitions...)
 	for _, p := range partitions {
 		h.logs.Log("orders", p)
@@ -564,7 +564,7 @@ func TestAckSurvivesCommitterErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, 0)
 		defer h.close()
-		h.fs.Inject(memfs.OnKind(memfs.OpWrite, errors.New("disk on fire")))
+		h.fs.Inject(crashfs.OnKind(crashfs.OpWrite, errors.New("disk on fire")))
 		h.produce(0, 1)
 		require.NoError(t, h.ack(h.one()))
 		time.Sleep(time.Second)

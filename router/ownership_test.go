@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -50,7 +50,7 @@ func (g *grants) Grant(_ string, p int32) (router.Grant, bool) {
 // newGranted is a one-node harness over a shared store whose partition 0 is granted by g.
 func newGranted(t *testing.T, g *grants, store *routertest.MemStore) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: memfs.New(), dir: "/state"}
+	h := &harness{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state"}
 	h.routes.Set("orders", 0)
 	h.logs.Log("orders", 0)
 	h.cfg = router.Config{Logs: h.logs, Routes: h.routes, Dir: h.dir, Store: store, Ownership: g,
@@ -264,7 +264,7 @@ func TestFencesGrowAcrossFailover(t *testing.T) {
 		routes := &routertest.Routes{}
 		routes.Set("orders", 0)
 		own := &clockGrants{clock: clock, epoch: epoch, until: clock.Now().Add(time.Hour)}
-		n, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Store: store,
+		n, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Store: store,
 			Ownership: own, Clock: clock})
 		require.NoError(t, err)
 		return n

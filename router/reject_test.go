@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/inflight"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -142,7 +142,7 @@ func TestRejectSurvivesRestart(t *testing.T) {
 				if powerCut {
 					time.Sleep(3 * time.Second) // more than the durability interval
 					synctest.Wait()
-					cut := h.fs.PowerCut(memfs.PowerCut{})
+					cut := h.fs.PowerCut(crashfs.PowerCut{})
 					h.node.Close()
 					h.fs = cut
 				} else {
@@ -362,7 +362,7 @@ func TestServeRefusesRejectBelowV10(t *testing.T) {
 		routes.Set("orders", 0)
 		logs := &routertest.MemLogs{}
 		logs.Log("orders", 0)
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}, WireVersion: version})
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Transport: unreachable{}, WireVersion: version})
 		require.NoError(t, err)
 		h := wire.Handle{Partition: 0, Offset: 0, Nonce: 1}
 		single := wire.Request{Op: wire.OpReject, Topic: "orders", Records: []wire.Record{{Op: wire.OpReject, Handle: h}}}

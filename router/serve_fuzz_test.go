@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -63,7 +63,7 @@ func FuzzServe(f *testing.F) {
 		}
 		log.AppendRecord(router.Record{Value: []byte("v"), Timestamp: time.Unix(1, 0), Headers: headers})
 	}
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(), Transport: unreachable{}})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Transport: unreachable{}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 )
@@ -147,7 +147,7 @@ func TestReleaseAndDurableAckThroughAGateway(t *testing.T) {
 		// not durable may not survive a power cut).
 		a := c.nodes["a"]
 		a.node.Close()
-		a.fs = a.fs.PowerCut(memfs.PowerCut{})
+		a.fs = a.fs.PowerCut(crashfs.PowerCut{})
 		a.start()
 		next := g.consume(ctx, router.ConsumeOptions{})
 		require.Len(t, next, 1)

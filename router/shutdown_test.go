@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 )
 
-// stallingFS is memfs whose state-file syncs hang, once stall is called, until release: a
+// stallingFS is crashfs whose state-file syncs hang, once stall is called, until release: a
 // disk that stopped answering.
 type stallingFS struct {
-	*memfs.FS
+	*crashfs.FS
 	mu       sync.Mutex
 	stalled  bool
 	released chan struct{}
@@ -26,7 +26,7 @@ type stallingFS struct {
 }
 
 func newStallingFS() *stallingFS {
-	return &stallingFS{FS: memfs.New(), released: make(chan struct{}), blocked: make(chan struct{})}
+	return &stallingFS{FS: crashfs.New(), released: make(chan struct{}), blocked: make(chan struct{})}
 }
 
 func (f *stallingFS) stall() {

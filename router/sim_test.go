@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/inflight"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -200,7 +200,7 @@ func (s *nodeSim) sleep(rt *rapid.T) {
 
 // restart replaces the node, with the file system fsys as the crash left it; acks within
 // window before now may come back.
-func (s *nodeSim) restart(fsys *memfs.FS, window time.Duration) {
+func (s *nodeSim) restart(fsys *crashfs.FS, window time.Duration) {
 	now := s.now()
 	for k, at := range s.ackedAt {
 		if window > 0 && now.Sub(at) < window {
@@ -219,7 +219,7 @@ func (s *nodeSim) restart(fsys *memfs.FS, window time.Duration) {
 func (s *nodeSim) processCrash(rt *rapid.T) { s.restart(s.h.fs.ProcessCrash(), processCrashWindow) }
 
 func (s *nodeSim) powerCut(rt *rapid.T) {
-	s.restart(s.h.fs.PowerCut(memfs.PowerCut{}), powerCutWindow)
+	s.restart(s.h.fs.PowerCut(crashfs.PowerCut{}), powerCutWindow)
 }
 
 // damageState stops the node and damages one of a partition's state files the way storage
@@ -235,10 +235,10 @@ func (s *nodeSim) damageState(rt *rapid.T) {
 		switch rapid.IntRange(0, 3).Draw(rt, "damage") {
 		case 0:
 			bit := rapid.Int64Range(0, int64(len(b))*8).Draw(rt, "bit")
-			require.NoError(rt, s.h.fs.Damage(path, memfs.Damage{FlipBit: bit, TruncateTo: -1}))
+			require.NoError(rt, s.h.fs.Damage(path, crashfs.Damage{FlipBit: bit, TruncateTo: -1}))
 		case 1:
 			size := rapid.Int64Range(0, int64(len(b))).Draw(rt, "size")
-			require.NoError(rt, s.h.fs.Damage(path, memfs.Damage{FlipBit: -1, TruncateTo: size}))
+			require.NoError(rt, s.h.fs.Damage(path, crashfs.Damage{FlipBit: -1, TruncateTo: size}))
 		case 2:
 			other, err := s.h.fs.ReadFile(s.h.node.PartitionDir("orders", 1-p) + "/" + name)
 			if err == nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -44,7 +44,7 @@ func BenchmarkStoreWrites16000(b *testing.B) {
 	}
 	routes.Set("orders", parts...)
 	store := &countingStore{}
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New(),
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(),
 		Store: store, CommitInterval: time.Second})
 	if err != nil {
 		b.Fatal(err)

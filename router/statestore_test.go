@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -119,7 +119,7 @@ func testStoreFaults(t *testing.T, mode string, seed uint64) {
 	ctx := context.Background()
 	for round := range 5 {
 		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: fmt.Sprintf("/machine-%d", round),
-			FS: memfs.New(), Store: store, CommitInterval: 100 * time.Millisecond})
+			FS: crashfs.New(), Store: store, CommitInterval: 100 * time.Millisecond})
 		require.NoError(t, err)
 		for range 3 {
 			msgs, err := node.Consume(ctx, "orders", router.ConsumeOptions{Max: 20})
@@ -146,7 +146,7 @@ func testStoreFaults(t *testing.T, mode string, seed uint64) {
 	}
 	// A last node with a store that behaves: everything not acked is there to be delivered.
 	store.mode = "none"
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/machine-last", FS: memfs.New(), Store: store})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/machine-last", FS: crashfs.New(), Store: store})
 	require.NoError(t, err)
 	defer node.Close()
 	remaining := map[string]bool{}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 )
 
@@ -34,7 +34,7 @@ func TestRestartMakesInheritedStateDurable(t *testing.T) {
 		h.node.Close() // its writes land on the frozen file system
 		h.fs = crashed
 		h.start() // syncs what the crashed process left
-		h.fs = h.fs.PowerCut(memfs.PowerCut{})
+		h.fs = h.fs.PowerCut(crashfs.PowerCut{})
 		h.node.Close()
 		h.start()
 		defer h.close()
@@ -54,9 +54,9 @@ func TestDurableWaitEndsWhileSyncsFail(t *testing.T) {
 		h.produce(0, 1)
 		m := h.one()
 		time.Sleep(time.Second) // primed
-		h.fs.Inject(func(op memfs.Op) error {
-			if op.Kind == memfs.OpSyncData {
-				return memfs.ErrInjected
+		h.fs.Inject(func(op crashfs.Op) error {
+			if op.Kind == crashfs.OpSyncData {
+				return crashfs.ErrInjected
 			}
 			return nil
 		})

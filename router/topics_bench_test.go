@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -34,7 +34,7 @@ func BenchmarkFirstTouch(b *testing.B) {
 	for _, topics := range []int{1_000, 16_000, 100_000} {
 		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
 			hosts := everyTopic{log: routertest.NewMemLog()}
-			node, err := router.New(router.Config{Logs: hosts, Routes: hosts, Dir: "/state", FS: memfs.New(),
+			node, err := router.New(router.Config{Logs: hosts, Routes: hosts, Dir: "/state", FS: crashfs.New(),
 				Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: time.Minute} }})
 			if err != nil {
 				b.Fatal(err)
@@ -84,7 +84,7 @@ func BenchmarkRegister50000(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		hosts := everyTopic{log: routertest.NewMemLog()}
-		node, err := router.New(router.Config{Logs: hosts, Routes: hosts, Dir: "/state", FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: hosts, Routes: hosts, Dir: "/state", FS: crashfs.New(),
 			Transport: dropTransport{}})
 		if err != nil {
 			b.Fatal(err)

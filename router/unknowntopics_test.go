@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/testflags"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -37,7 +37,7 @@ func TestUnknownTopicsLeaveNothing(t *testing.T) {
 	routes.Set("real", 0)
 	logs := &routertest.MemLogs{}
 	logs.Log("real", 0).Append(nil, []byte("r"), time.Unix(0, 0))
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 	require.NoError(t, err)
 	defer node.Close()
 	ctx := context.Background()
@@ -116,7 +116,7 @@ func TestTopicChurnLeavesNothing(t *testing.T) {
 		n = 10_000
 	}
 	host := &churnHost{}
-	fs := memfs.New()
+	fs := crashfs.New()
 	node, err := router.New(router.Config{Logs: host, Routes: host, Dir: "/state", FS: fs})
 	require.NoError(t, err)
 	defer node.Close()

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/router"
 )
-
-// configName is the cluster's config file, in the state directory.
-const configName = "cluster.json"
 
 // A clusterConfig is the one file every node reads at start: who the nodes are, where they
 // listen, and which partitions of the topic each owns. It stands for what a host's own
@@ -20,7 +17,7 @@ const configName = "cluster.json"
 type clusterConfig struct {
 	Topic string `json:"topic"`
 	// Visibility is the topic's visibility timeout, a Go duration ("2s").
-	Visibility string `json:"visibility"`
+	Visibility launch.Duration `json:"visibility"`
 	// AckedAhead is the topic's acked-ahead cap per partition (router.TopicConfig).
 	AckedAhead int          `json:"acked_ahead"`
 	Nodes      []nodeConfig `json:"nodes"`
@@ -28,12 +25,10 @@ type clusterConfig struct {
 
 // A nodeConfig is one node of the cluster.
 type nodeConfig struct {
-	ID string `json:"id"`
-	// Addr is where its HTTP server listens, for peers (/node) and clients (/queue).
-	Addr string `json:"addr"`
-	// Dir holds its state: Dir/log the file log of its partitions, Dir/consumer the ack
+	// Its ID, its HTTP server's address (for peers, /node, and clients, /queue), and Dir,
+	// which holds its state: Dir/log the file log of its partitions, Dir/consumer the ack
 	// state.
-	Dir string `json:"dir"`
+	launch.Node
 	// Partitions are the partitions of the topic it owns; none makes it a gateway.
 	Partitions []int32 `json:"partitions"`
 }
@@ -46,55 +41,24 @@ func newClusterConfig(dir string, visibility time.Duration) (clusterConfig, erro
 		return clusterConfig{}, err
 	}
 	owned := [][]int32{{0, 1}, {2, 3}, {}}
-	cc := clusterConfig{Topic: topic, Visibility: visibility.String()}
+	cc := clusterConfig{Topic: topic, Visibility: launch.Duration(visibility)}
 	for i, parts := range owned {
 		id := fmt.Sprintf("node-%d", i+1)
-		cc.Nodes = append(cc.Nodes, nodeConfig{ID: id, Addr: addrs[i], Dir: filepath.Join(dir, id), Partitions: parts})
+		cc.Nodes = append(cc.Nodes, nodeConfig{Node: launch.Node{ID: id, Addr: addrs[i], Dir: filepath.Join(dir, id)}, Partitions: parts})
 	}
 	return cc, nil
 }
 
-func (cc clusterConfig) write(path string) error { return launch.WriteJSON(path, cc) }
-
-func readConfig(path string) (clusterConfig, error) {
-	var cc clusterConfig
+// readConfig reads the config file at path, and the node id of it.
+func readConfig(path, id string) (cc clusterConfig, self nodeConfig, err error) {
 	if err := launch.ReadJSON(path, &cc); err != nil {
-		return cc, err
+		return cc, self, err
 	}
 	if cc.Topic == "" || len(cc.Nodes) == 0 {
-		return cc, fmt.Errorf("%s: no topic or no nodes", path)
+		return cc, self, fmt.Errorf("%s: no topic or no nodes", path)
 	}
-	if _, err := cc.visibility(); err != nil {
-		return cc, fmt.Errorf("%s: visibility: %w", path, err)
-	}
-	return cc, nil
-}
-
-func (cc clusterConfig) visibility() (time.Duration, error) {
-	d, err := time.ParseDuration(cc.Visibility)
-	if err == nil && d <= 0 {
-		err = errors.New("not positive")
-	}
-	return d, err
-}
-
-// node returns the node named id.
-func (cc clusterConfig) node(id string) (nodeConfig, bool) {
-	i := slices.IndexFunc(cc.Nodes, func(n nodeConfig) bool { return n.ID == id })
-	if i < 0 {
-		return nodeConfig{}, false
-	}
-	return cc.Nodes[i], true
-}
-
-// owner returns the node that owns partition p.
-func (cc clusterConfig) owner(p int32) string {
-	for _, n := range cc.Nodes {
-		if slices.Contains(n.Partitions, p) {
-			return n.ID
-		}
-	}
-	return ""
+	self, err = launch.NodeOf(cc.Nodes, id)
+	return cc, self, err
 }
 
 // partitions returns every partition of the topic, ascending.
@@ -107,8 +71,16 @@ func (cc clusterConfig) partitions() []int32 {
 	return all
 }
 
-// peerURL is where a node's nodehttp.Handler is mounted: what its peers' Transports call.
-func peerURL(n nodeConfig) string { return "http://" + n.Addr + "/node" }
+// owners returns the node that owns each partition, by partition.
+func (cc clusterConfig) owners() map[int32]string {
+	owners := map[int32]string{}
+	for _, n := range cc.Nodes {
+		for _, p := range n.Partitions {
+			owners[p] = n.ID
+		}
+	}
+	return owners
+}
 
 // routes returns the router.Routes of node self: its own partitions local, every other
 // owner's remote.
@@ -139,4 +111,9 @@ func (r *staticRoutes) Partitions(topic string) (local []int32, remote map[strin
 		return nil, nil, false
 	}
 	return r.local, r.remote, true
+}
+
+// topicConfig is the topic's config, in every node (router.Config.Topic).
+func (cc clusterConfig) topicConfig(string) router.TopicConfig {
+	return router.TopicConfig{VisibilityTimeout: time.Duration(cc.Visibility), MaxAckedAhead: cc.AckedAhead}
 }

@@ -11,6 +11,7 @@ import (
 	"narad.dev/consume/examples/internal/delivery"
 	"narad.dev/consume/examples/internal/latency"
 	"narad.dev/consume/examples/internal/queueclient"
+	"narad.dev/consume/examples/internal/traffic"
 )
 
 // The window of acks a crash of their owner may deliver again. The library documents about
@@ -63,14 +64,13 @@ type ledger struct {
 	owners map[string]int   // node → how many other nodes own partitions
 
 	// Counters for the progress lines.
-	produced, produceFailed, produceUnsure atomic.Int64
+	produced, produceFailed                atomic.Int64
 	deliveries, acks, nacks, abandons      atomic.Int64
 	again                                  atomic.Int64
 	late, refused, unsure, consumeFailures atomic.Int64
-	nackFailures                           atomic.Int64
 
 	mu        sync.Mutex
-	records   map[delivery.Position]*record
+	records   delivery.Records[record]
 	killed    string    // the node killed, once it is
 	killAt    time.Time // when it was killed
 	restartAt time.Time // when it served again
@@ -85,25 +85,12 @@ type ledger struct {
 }
 
 func newLedger(cc clusterConfig) *ledger {
-	l := &ledger{owner: map[int32]string{}, owners: map[string]int{}, records: map[delivery.Position]*record{}, reasons: map[string]int{}}
+	l := &ledger{owner: cc.owners(), owners: map[string]int{}, records: delivery.Records[record]{}, reasons: map[string]int{}}
 	for _, n := range cc.Nodes {
-		for _, p := range n.Partitions {
-			l.owner[p] = n.ID
-		}
 		_, remote, _ := cc.routes(n.ID).Partitions(cc.Topic)
 		l.owners[n.ID] = len(remote)
 	}
 	return l
-}
-
-// rec returns the record at pos, adding it. The caller holds l.mu.
-func (l *ledger) rec(pos delivery.Position) *record {
-	r := l.records[pos]
-	if r == nil {
-		r = &record{}
-		l.records[pos] = r
-	}
-	return r
 }
 
 // checkValue compares a value seen at pos with the one known. The caller holds l.mu.
@@ -116,25 +103,33 @@ func (l *ledger) checkValue(pos delivery.Position, r *record, value string) {
 	}
 }
 
-// producedAt records a produce the owner answered.
-func (l *ledger) producedAt(pos delivery.Position, value string) {
+var _ traffic.Ledger = (*ledger)(nil)
+
+// Produced records a produce the owner answered.
+func (l *ledger) Produced(pos delivery.Position, value string, _ time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.rec(pos)
+	r := l.records.At(pos)
 	r.confirmed = true
 	l.checkValue(pos, r, value)
 	l.produced.Add(1)
 }
 
-// delivered records the delivery of m to a client that consumed through node via, in a
+// ProduceFailed counts a produce that got no offset.
+func (l *ledger) ProduceFailed() { l.produceFailed.Add(1) }
+
+// ConsumeFailed counts a consume that failed.
+func (l *ledger) ConsumeFailed() { l.consumeFailures.Add(1) }
+
+// Delivered records the delivery of m to a client that consumed through node via, in a
 // consume that began at start, returned at end, and made calls calls to other nodes, and
-// reports whether the record was delivered before.
-func (l *ledger) delivered(via string, m *queueclient.Message, calls int, start, end time.Time) (again bool) {
+// reports whether the record was delivered before, and how many times.
+func (l *ledger) Delivered(via string, m *queueclient.Message, calls int, start, end time.Time) (n int, again bool) {
 	pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 	l.deliveries.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.rec(pos)
+	r := l.records.At(pos)
 	l.checkValue(pos, r, m.Value)
 	owner := l.owner[m.Partition]
 	// Delivered by the killed node's first life, or through it, and again after the kill:
@@ -190,11 +185,11 @@ func (l *ledger) delivered(via string, m *queueclient.Message, calls int, start,
 	r.deliveries++
 	r.lastDelivery, r.lastVia = end, via
 	r.last = delivery.Held
-	return again
+	return r.deliveries - 1, again
 }
 
-// settle records how a delivery of the record at pos ended, answered at at.
-func (l *ledger) settle(pos delivery.Position, o delivery.Outcome, at time.Time) {
+// Settled records how a delivery of the record at pos ended, answered at at.
+func (l *ledger) Settled(pos delivery.Position, _ int, o delivery.Outcome, _, at time.Time, _ bool) {
 	switch o {
 	case delivery.Acked:
 		l.acks.Add(1)
@@ -211,7 +206,7 @@ func (l *ledger) settle(pos delivery.Position, o delivery.Outcome, at time.Time)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.rec(pos)
+	r := l.records.At(pos)
 	r.last = o
 	switch o {
 	case delivery.Acked:
@@ -247,12 +242,7 @@ func (l *ledger) restarted(at time.Time) {
 func (l *ledger) allAcked() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, r := range l.records {
-		if r.confirmed && !r.settled && !r.unsure {
-			return false
-		}
-	}
-	return true
+	return !l.records.Any(func(r *record) bool { return r.confirmed && !r.settled && !r.unsure })
 }
 
 // tally is what the ledger found, at the end.

@@ -26,12 +26,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"narad.dev/consume/examples/internal/launch"
@@ -42,64 +39,30 @@ const topic = "orders"
 
 // config is what the flags set.
 type config struct {
-	records    int           // confirmed produces to make
-	rate       int           // records produced per second; 0 means as fast as possible
-	clients    int           // consumers per node
-	visibility time.Duration // the topic's visibility timeout, in every node
-	downtime   time.Duration // between the kill and the restart
-	noKill     bool          // leave every node running
-	dir        string        // state directory; empty means a temporary one, removed at the end
-	progress   time.Duration // between progress lines; 0 means none
-	timeout    time.Duration // the whole run's bound
-	seed       uint64        // of the clients' choices
-	exe        string        // the program started as the nodes; empty: this one
+	launch.ParentFlags               // records, clients, visibility, dir (the state), ...
+	rate               int           // records produced per second; 0 means as fast as possible
+	downtime           time.Duration // between the kill and the restart
+	noKill             bool          // leave every node running
 
-	// A node process (hidden flags).
-	node       bool
-	configPath string
-	id         string
+	launch.NodeFlags // a node process's (hidden)
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	cfg := config{}
 	visible := flag.NewFlagSet("cluster", flag.ContinueOnError)
-	visible.SetOutput(errOut)
-	visible.IntVar(&cfg.records, "records", 6000, "records to produce")
+	cfg.Register(visible, launch.ParentFlags{Records: 6000, Clients: 3, Visibility: 2 * time.Second,
+		Progress: time.Second, Timeout: 2 * time.Minute, Seed: 1})
+	visible.Lookup("dir").Usage = "state directory, kept afterwards (default: a temporary directory, removed)"
 	visible.IntVar(&cfg.rate, "rate", 1500, "records produced per second (0: as fast as possible)")
-	visible.IntVar(&cfg.clients, "clients", 3, "consumers on each node")
-	visible.DurationVar(&cfg.visibility, "visibility", 2*time.Second, "visibility timeout of a lease")
 	visible.DurationVar(&cfg.downtime, "downtime", 500*time.Millisecond, "how long the killed node stays down")
 	visible.BoolVar(&cfg.noKill, "no-kill", false, "kill no node")
-	visible.StringVar(&cfg.dir, "dir", "", "state directory, kept afterwards (default: a temporary directory, removed)")
-	visible.DurationVar(&cfg.progress, "progress", time.Second, "interval between progress lines (0: none)")
-	visible.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
-	visible.Uint64Var(&cfg.seed, "seed", 1, "seed of the clients' random choices")
-
-	// The same flags and the hidden ones a node process is started with.
-	all := flag.NewFlagSet("cluster", flag.ContinueOnError)
-	all.SetOutput(errOut)
-	visible.VisitAll(func(f *flag.Flag) { all.Var(f.Value, f.Name, f.Usage) })
-	all.BoolVar(&cfg.node, "node", false, "")
-	all.StringVar(&cfg.configPath, "config", "", "")
-	all.StringVar(&cfg.id, "id", "", "")
-	all.Usage = func() {
-		fmt.Fprintf(errOut, "usage: cluster [flags]\n\nA queue over three node processes; see the package documentation.\n\n")
-		visible.PrintDefaults()
-	}
-	if err := all.Parse(args); err != nil {
+	if err := cfg.Parse(visible, args, errOut, "usage: cluster [flags]\n\nA queue over three node processes; see the package documentation.\n\n"); err != nil {
 		return cfg, err
 	}
-	switch {
-	case all.NArg() > 0:
-		return cfg, fmt.Errorf("unexpected arguments: %q", all.Args())
-	case cfg.node && (cfg.configPath == "" || cfg.id == ""):
-		return cfg, errors.New("-node needs -config and -id")
-	case cfg.records < 1 || cfg.clients < 1 || cfg.visibility <= 0 || cfg.timeout <= 0:
-		return cfg, errors.New("-records, -clients, -visibility and -timeout must be positive")
-	case cfg.rate < 0 || cfg.downtime < 0 || cfg.progress < 0:
-		return cfg, errors.New("-rate, -downtime and -progress must not be negative")
+	if cfg.rate < 0 || cfg.downtime < 0 {
+		return cfg, errors.New("-rate and -downtime must not be negative")
 	}
-	return cfg, nil
+	return cfg, cfg.Check()
 }
 
 func main() {
@@ -108,18 +71,5 @@ func main() {
 	launch.Main("cluster", parseFlags, run)
 }
 
-func run(ctx context.Context, cfg config, out io.Writer) error {
-	if cfg.node {
-		return runNode(ctx, cfg, out, os.Stdin)
-	}
-	_, err := runCluster(ctx, cfg, out)
-	return err
-}
-
-// stateNote says what becomes of the state directory.
-func stateNote(dir string) string {
-	if dir == "" {
-		return "a temporary directory, removed at the end"
-	}
-	return "kept"
-}
+// run is a node process, with the hidden flags, or else the demo.
+var run = launch.NodeOrParent(runNode, runCluster)

@@ -24,15 +24,10 @@ func TestMain(m *testing.M) {
 // SIGKILL midway and started again over its directory.
 func TestCluster(t *testing.T) {
 	cfg := config{
-		records:    400,
-		rate:       250,
-		clients:    2,
-		visibility: 2 * time.Second,
-		downtime:   300 * time.Millisecond,
-		dir:        t.TempDir(),
-		progress:   time.Second,
-		timeout:    45 * time.Second,
-		seed:       1,
+		ParentFlags: launch.ParentFlags{Records: 400, Clients: 2, Visibility: 2 * time.Second, Dir: t.TempDir(),
+			Progress: time.Second, Timeout: 45 * time.Second, Seed: 1},
+		rate:     250,
+		downtime: 300 * time.Millisecond,
 	}
 	var out bytes.Buffer
 	rep, err := runCluster(t.Context(), cfg, &out)
@@ -56,7 +51,7 @@ func TestCluster(t *testing.T) {
 	require.Empty(t, rep.stopErrs, "every node shut down cleanly on SIGTERM")
 	require.Contains(t, out.String(), "ok: nothing lost")
 
-	// The state is kept in cfg.dir, and a second run over it is refused.
+	// The state is kept in cfg.Dir, and a second run over it is refused.
 	_, err = runCluster(t.Context(), cfg, &out)
 	require.ErrorContains(t, err, "earlier run")
 }
@@ -65,14 +60,14 @@ func TestFlags(t *testing.T) {
 	var errOut bytes.Buffer
 	cfg, err := parseFlags(nil, &errOut)
 	require.NoError(t, err)
-	require.Equal(t, 6000, cfg.records)
-	require.Equal(t, 2*time.Second, cfg.visibility)
-	require.False(t, cfg.node)
+	require.Equal(t, 6000, cfg.Records)
+	require.Equal(t, 2*time.Second, cfg.Visibility)
+	require.False(t, cfg.Node)
 
 	cfg, err = parseFlags([]string{"-node", "-config", "x.json", "-id", "node-2"}, &errOut)
 	require.NoError(t, err)
-	require.True(t, cfg.node)
-	require.Equal(t, "node-2", cfg.id)
+	require.True(t, cfg.Node)
+	require.Equal(t, "node-2", cfg.ID)
 
 	_, err = parseFlags([]string{"-h"}, &errOut)
 	require.Error(t, err)
@@ -90,10 +85,14 @@ func TestFlags(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	cc, err := newClusterConfig(t.TempDir(), 2*time.Second)
 	require.NoError(t, err)
-	path := t.TempDir() + "/" + configName
-	require.NoError(t, cc.write(path))
-	cc, err = readConfig(path)
+	path := t.TempDir() + "/" + launch.ConfigName
+	require.NoError(t, launch.WriteJSON(path, cc))
+	cc, self, err := readConfig(path, "node-2")
 	require.NoError(t, err)
+	require.Equal(t, []int32{2, 3}, self.Partitions)
+	require.Equal(t, 2*time.Second, time.Duration(cc.Visibility))
+	_, _, err = readConfig(path, "node-4")
+	require.Error(t, err)
 
 	local, remote, ok := cc.routes("node-1").Partitions(topic)
 	require.True(t, ok)
@@ -107,5 +106,5 @@ func TestRoutes(t *testing.T) {
 
 	_, _, ok = cc.routes("node-3").Partitions("payments")
 	require.False(t, ok)
-	require.Equal(t, "node-2", cc.owner(3))
+	require.Equal(t, "node-2", cc.owners()[3])
 }

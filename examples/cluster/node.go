@@ -2,21 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"narad.dev/consume/examples/filelog"
+	"narad.dev/consume/examples/internal/nodeproc"
+	"narad.dev/consume/examples/internal/queueclient"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/nodehttp"
@@ -34,20 +32,12 @@ import (
 // It prints "ready" on its standard output once it serves, and shuts down gracefully on
 // SIGTERM or Ctrl-C, or when its standard input closes (the parent is gone).
 
-// maxValue bounds a produced value.
-const maxValue = 1 << 20
-
 // runNode is a node process.
 func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) error {
-	cc, err := readConfig(cfg.configPath)
+	cc, self, err := readConfig(cfg.ConfigPath, cfg.ID)
 	if err != nil {
 		return err
 	}
-	self, ok := cc.node(cfg.id)
-	if !ok {
-		return fmt.Errorf("%s names no node %q", cfg.configPath, cfg.id)
-	}
-	visibility, _ := cc.visibility()
 
 	// The file log. filelog makes partitions 0 to n-1 of a topic, so an owner of partitions
 	// 2 and 3 has empty logs of 0 and 1 too; the node reads only the partitions its Routes
@@ -72,7 +62,7 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 	// The transport: each frame to a peer is one POST to its /node.
 	peers := map[string]string{}
 	for _, n := range cc.Nodes {
-		peers[n.ID] = peerURL(n)
+		peers[n.ID] = n.PeerURL()
 	}
 	transport, err := nodehttp.NewTransport(nodehttp.TransportConfig{
 		Self:    self.ID,
@@ -90,10 +80,8 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 		Routes:    cc.routes(self.ID),
 		Dir:       filepath.Join(self.Dir, "consumer"),
 		Transport: countingTransport{transport},
-		Topic: func(string) router.TopicConfig {
-			return router.TopicConfig{VisibilityTimeout: visibility, MaxAckedAhead: cc.AckedAhead}
-		},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", self.ID),
+		Topic:     cc.topicConfig,
+		Logger:    nodeproc.Logger(self.ID, slog.LevelWarn),
 	})
 	if err != nil {
 		return err
@@ -108,48 +96,28 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 	mux.Handle("POST /node", &nodehttp.Handler{Serve: node.Serve})
 	mux.Handle("/queue/", http.StripPrefix("/queue", countCalls(api)))
 	if len(self.Partitions) > 0 {
-		mux.Handle("POST /produce", &produceHandler{topic: cc.Topic, owned: self.Partitions, store: store})
+		mux.Handle("POST /produce", nodeproc.Produce(func(p int32, value []byte) (int64, error) {
+			if !slices.Contains(self.Partitions, p) {
+				return 0, &nodeproc.Refusal{Status: http.StatusNotFound, Text: fmt.Sprintf("partition %d is not this node's", p)}
+			}
+			return store.Append(cc.Topic, p, nil, value)
+		}))
 	}
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, node, cc.Topic)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	nodehttp.ConfigureServer(srv) // peers speak HTTP/2 cleartext, clients HTTP/1.1
-
-	ln, err := net.Listen("tcp", self.Addr)
+	srv, err := nodeproc.Serve(self.Addr, mux)
 	if err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintln(out, "ready")
-
-	parentGone := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, stdin)
-		close(parentGone)
-	}()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case <-parentGone:
-	case serveErr = <-served:
-	}
+	srv.Wait(ctx, nodeproc.InputClosed(stdin))
 
 	// The shutdown, in the order nodehttp documents: the node first (it waits for the calls
 	// in progress, persists every ack, and answers what comes later with a refusal), then
 	// the server, then the connections to the peers (deferred above), then the log.
 	closeErr := node.Close()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	shutErr := srv.Shutdown(shutCtx)
-	if serveErr == nil {
-		serveErr = <-served
-	}
-	if errors.Is(serveErr, http.ErrServerClosed) {
-		serveErr = nil
-	}
-	err = errors.Join(closeErr, shutErr, serveErr, store.Close())
+	err = errors.Join(closeErr, srv.Shutdown(), store.Close())
 	if err == nil {
 		fmt.Fprintln(out, "stopped")
 	}
@@ -162,11 +130,9 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 // calls (registrations, notifications, forwarded acks, cancels) with contexts of their own.
 // So a transport that counts the calls it makes under a consume's context counts exactly
 // that consume's probes and claims, and the answer carries the count in the header
-// peerCallsHeader. A consume that took records from another node without waiting probed
-// at most once per other owner; one that waited probed every one of them, then claimed.
-
-// peerCallsHeader carries, on a consume's answer, the calls to peers it took.
-const peerCallsHeader = "Peer-Calls"
+// queueclient.PeerCallsHeader. A consume that took records from another node without
+// waiting probed at most once per other owner; one that waited probed every one of them,
+// then claimed.
 
 type callsKey struct{}
 
@@ -201,7 +167,7 @@ type callsWriter struct {
 func (w *callsWriter) stamp() {
 	if !w.stamped {
 		w.stamped = true
-		w.Header().Set(peerCallsHeader, strconv.Itoa(int(w.calls.Load())))
+		w.Header().Set(queueclient.PeerCallsHeader, strconv.Itoa(int(w.calls.Load())))
 	}
 }
 
@@ -217,84 +183,19 @@ func (w *callsWriter) Write(b []byte) (int, error) {
 
 func (w *callsWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// produceHandler is the example's produce endpoint: POST /produce?partition=N with the value as
-// the body appends a record to the file log (whose OnAppend tells the node) and answers its
-// offset.
-type produceHandler struct {
-	topic string
-	owned []int32
-	store *filelog.Store
-}
-
-// produced is the produce endpoint's answer.
-type produced struct {
-	Partition int32 `json:"partition"`
-	Offset    int64 `json:"offset"`
-}
-
-func (p *produceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.ParseInt(r.URL.Query().Get("partition"), 10, 32)
-	if err != nil {
-		http.Error(w, "partition: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	partition := int32(n)
-	if !slices.Contains(p.owned, partition) {
-		http.Error(w, fmt.Sprintf("partition %d is not this node's", partition), http.StatusNotFound)
-		return
-	}
-	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxValue))
-	if err != nil {
-		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	offset, err := p.store.Append(p.topic, partition, nil, value)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	writeJSON(w, produced{Partition: partition, Offset: offset})
-}
-
 // nodeStatus is the status endpoint's answer: this node's partitions, its counters of
 // consumption across nodes, and how many partitions its committer primed.
 type nodeStatus struct {
-	Partitions []partitionStatus  `json:"partitions"`
-	Remote     router.RemoteStats `json:"remote"`
-	Primes     uint64             `json:"primes"`
-}
-
-type partitionStatus struct {
-	Partition     int32 `json:"partition"`
-	Frontier      int64 `json:"frontier"`
-	HighWatermark int64 `json:"high_watermark"`
-	Backlog       int64 `json:"backlog"`
-	Drained       bool  `json:"drained"`
+	Partitions []nodeproc.PartitionStatus `json:"partitions"`
+	Remote     router.RemoteStats         `json:"remote"`
+	Primes     uint64                     `json:"primes"`
 }
 
 func writeStatus(w http.ResponseWriter, node *router.Node, topic string) {
-	parts, err := node.TopicStatus(topic)
-	if err != nil {
-		http.Error(w, err.Error(), router.HTTPStatus(err))
+	parts, ok := nodeproc.Partitions(w, node, topic)
+	if !ok {
 		return
 	}
 	stats := node.Stats()
-	st := nodeStatus{Partitions: []partitionStatus{}, Remote: stats.Remote, Primes: stats.Committer.Primes}
-	for _, p := range parts {
-		st.Partitions = append(st.Partitions, partitionStatus{
-			Partition: p.Partition, Frontier: p.Frontier, HighWatermark: p.HighWatermark,
-			Backlog: p.Backlog, Drained: p.Drained(),
-		})
-	}
-	writeJSON(w, st)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
+	nodeproc.WriteJSON(w, nodeStatus{Partitions: parts, Remote: stats.Remote, Primes: stats.Committer.Primes})
 }

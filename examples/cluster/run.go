@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net/http"
+	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/procs"
 	"narad.dev/consume/examples/internal/queueclient"
+	"narad.dev/consume/examples/internal/traffic"
 	"narad.dev/consume/router"
 )
 
@@ -29,10 +29,7 @@ type clusterRun struct {
 	configPath string
 	api        *queueclient.Client
 	led        *ledger
-	start      time.Time
-
-	outMu sync.Mutex
-	out   io.Writer
+	*traffic.Lines
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -52,29 +49,24 @@ type report struct {
 // runCluster is the demo. Its error says why it failed, if it did: a record lost, an acked
 // record delivered again outside the crash window, a node that failed, or the run itself.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
-	var rep report
-	var cc clusterConfig
-	r, cleanup, err := launch.NewRun(cfg.dir, "cluster-", configName, "the state directory", cfg.exe, func(dir, path string) error {
-		var err error
-		if cc, err = newClusterConfig(dir, cfg.visibility); err != nil {
-			return err
-		}
-		return cc.write(path)
+	r, cc, cleanup, err := launch.NewRun(cfg.Dir, "cluster-", "the state directory", cfg.Exe, func(dir string) (clusterConfig, error) {
+		return newClusterConfig(dir, cfg.Visibility)
 	})
 	if err != nil {
-		return rep, err
+		return report{}, err
 	}
 	defer cleanup()
 	dir, configPath, exe := r.Dir, r.ConfigPath, r.Exe
-	// The clients' HTTP: HTTP/1.1, a connection per call in flight, kept for the next.
-	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
-	defer transport.CloseIdleConnections()
 	c := &clusterRun{
-		cfg: cfg, cc: cc, exe: exe, configPath: configPath, out: out,
-		api: queueclient.New(transport, topic), led: newLedger(cc),
+		cfg: cfg, cc: cc, exe: exe, configPath: configPath, Lines: traffic.NewLines(out),
+		api: queueclient.NewLocal(topic), led: newLedger(cc),
 		procs: map[string]*proc{},
 	}
-	defer c.killAll() // whatever is left running after an early return
+	defer c.api.HTTP.CloseIdleConnections()
+	// Whatever is left running after an early return (every goroutine of the run has
+	// returned by then).
+	defer procs.KillAll(c.procs)
+	var rep report
 
 	fmt.Fprintf(out, "cluster: 3 node processes on 127.0.0.1, topic %q with %d partitions\n", topic, len(cc.partitions()))
 	for _, n := range cc.Nodes {
@@ -90,14 +82,14 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 		fmt.Fprintf(out, "  %s  %-15s  %-22s pid %d\n", n.ID, n.Addr, owns, p.Pid())
 	}
 	fmt.Fprintf(out, "each: a router.Node over its own file log, serving peers at /node (nodehttp), clients at /queue (httpapi)\n")
-	fmt.Fprintf(out, "config: %s; state: %s (%s)\n", configPath, dir, stateNote(cfg.dir))
+	fmt.Fprintf(out, "config: %s; state: %s (%s)\n", configPath, dir, r.DirNote())
 	rate := "as fast as the owners take them"
 	if cfg.rate > 0 {
 		rate = fmt.Sprintf("%d/s", cfg.rate)
 	}
-	fmt.Fprintf(out, "%d records produced through their owners at %s; %d clients on each node, long-polls of %v,\n", cfg.records, rate, cfg.clients, consumeWait)
+	fmt.Fprintf(out, "%d records produced through their owners at %s; %d clients on each node, long-polls of %v,\n", cfg.Records, rate, cfg.Clients, traffic.ConsumeWait)
 	fmt.Fprintf(out, "  a batch of up to %d one consume in four; %.0f%% nacked, %.0f%% abandoned; visibility timeout %v\n",
-		batchMax, nackPerMille/10.0, abandonPerMille/10.0, cfg.visibility)
+		traffic.BatchMax, traffic.NackPerMille/10.0, traffic.AbandonPerMille/10.0, cfg.Visibility)
 	if !cfg.noKill {
 		fmt.Fprintf(out, "%s is killed with SIGKILL once half the records are produced, and started again %v later\n", victim, cfg.downtime)
 	}
@@ -115,102 +107,34 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 // play runs the clients until every record is acked and every partition drained, and
 // stops them.
 func (c *clusterRun) play(ctx context.Context) error {
-	c.start = time.Now()
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	consumeCtx, stopConsumers := context.WithCancel(runCtx)
-	defer stopConsumers()
-	errc := make(chan error, 1)
-	fail := func(err error) { // the first failure ends the run
-		select {
-		case errc <- err:
-		default:
-		}
-	}
-	var consumers, others sync.WaitGroup
-	defer others.Wait()
-	defer cancelRun()
-	defer consumers.Wait() // the consumers stop first, their last settles answered
-	defer stopConsumers()
-
-	// The consumers: cfg.clients on each node.
-	for i, n := range c.cc.Nodes {
-		for j := range c.cfg.clients {
-			cons := &consumer{via: n.ID, base: "http://" + n.Addr, api: c.api, led: c.led,
-				rng: rand.New(rand.NewPCG(c.cfg.seed, uint64(i*1000+j)))}
-			consumers.Go(func() {
-				if err := cons.run(consumeCtx, runCtx); err != nil {
-					fail(err)
-				}
-			})
-		}
-	}
-	// The producers: one per partition, each at its share of the rate.
-	var slots, seq atomic.Int64
-	slots.Store(int64(c.cfg.records))
-	parts := c.cc.partitions()
-	var producers sync.WaitGroup
-	for _, p := range parts {
-		owner, _ := c.cc.node(c.cc.owner(p))
-		prod := &producer{partition: p, base: "http://" + owner.Addr, api: c.api, led: c.led,
-			rate: float64(c.cfg.rate) / float64(len(parts)), slots: &slots, seq: &seq}
-		producers.Go(func() { prod.run(runCtx) })
-	}
-	produced := make(chan struct{})
-	others.Go(func() { producers.Wait(); close(produced) })
-	// The kill, midway.
-	killed := make(chan struct{})
-	if c.cfg.noKill {
-		close(killed)
-	} else {
-		others.Go(func() {
-			defer close(killed)
-			if err := c.killAndRestart(runCtx); err != nil {
-				fail(err)
+	c.SetStart(time.Now())
+	owners := c.cc.owners()
+	pl := &traffic.Play{
+		API: c.api, Ledger: c.led, Records: c.cfg.Records, Seed: c.cfg.Seed,
+		PerNode: c.cfg.Clients, BatchAcks: true,
+		Partitions: c.cc.partitions(),
+		Owner: func(p int32) string {
+			owner, _ := launch.NodeOf(c.cc.Nodes, owners[p])
+			return owner.URL()
+		},
+		Pace: func(t time.Time) float64 {
+			if c.cfg.rate == 0 {
+				return math.Inf(1)
 			}
-		})
+			return t.Sub(c.Start()).Seconds() * float64(c.cfg.rate)
+		},
+		Progress: c.cfg.Progress, ProgressLine: c.progress, Timeout: c.cfg.Timeout,
+		Check: c.checkNodes,
+		// Every record acked as far as the clients know, and every owner drained.
+		Done: func(ctx context.Context) bool { return c.led.allAcked() && c.drained(ctx) },
 	}
-	if c.cfg.progress > 0 {
-		others.Go(func() { c.progress(runCtx) })
+	for _, n := range c.cc.Nodes {
+		pl.Nodes = append(pl.Nodes, n.Node)
 	}
-
-	check := time.NewTicker(100 * time.Millisecond)
-	defer check.Stop()
-	deadline := time.NewTimer(c.cfg.timeout)
-	defer deadline.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("interrupted: %w", ctx.Err())
-		case err := <-errc:
-			return err
-		case <-deadline.C:
-			return fmt.Errorf("not done after %v", c.cfg.timeout)
-		case <-check.C:
-		}
-		if err := c.checkNodes(); err != nil {
-			return err
-		}
-		select {
-		case <-produced:
-		default:
-			continue
-		}
-		select {
-		case <-killed:
-		default:
-			continue
-		}
-		if slots.Load() > 0 {
-			return errors.New("the producers stopped short")
-		}
-		// Every record acked as far as the clients know; the owners say whether every
-		// offset below their high watermark is settled (a record whose produce got no
-		// answer but landed, an ack whose answer was lost).
-		if c.led.allAcked() && c.drained(runCtx) {
-			return nil
-		}
+	if !c.cfg.noKill {
+		pl.Script = c.killAndRestart // midway
 	}
+	return pl.Run(ctx)
 }
 
 // killAndRestart kills the victim with SIGKILL once half the records are produced, and
@@ -219,8 +143,8 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	// Midway, and once the victim's committer primed its partitions: a partition's acks
 	// wait for its prime (at its first touch after a start) before any reaches the page
 	// cache, the one exception to the tick's window a kill this early could run into.
-	node, _ := c.cc.node(victim)
-	for c.led.produced.Load() < int64(c.cfg.records/2) || !c.primed(ctx, node) {
+	node, _ := launch.NodeOf(c.cc.Nodes, victim)
+	for c.led.produced.Load() < int64(c.cfg.Records/2) || !c.primed(ctx, node) {
 		if launch.Pause(ctx, 5*time.Millisecond); ctx.Err() != nil {
 			return nil
 		}
@@ -232,7 +156,7 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	at := time.Now()
 	p.Kill() // SIGKILL: no deferred call, no Close, nothing
 	c.led.kill(victim, at)
-	c.say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.Pid(), c.led.produced.Load())
+	c.Say("%s killed with SIGKILL (pid %d), %d records produced", victim, p.Pid(), c.led.produced.Load())
 	if launch.Pause(ctx, c.cfg.downtime); ctx.Err() != nil {
 		return nil
 	}
@@ -249,13 +173,13 @@ func (c *clusterRun) killAndRestart(ctx context.Context) error {
 	c.procs[victim] = p
 	c.down = ""
 	c.mu.Unlock()
-	c.say("%s started again over the same directory (pid %d)", victim, p.Pid())
+	c.Say("%s started again over the same directory (pid %d)", victim, p.Pid())
 	return nil
 }
 
 // primed asks node n whether its committer primed all of its partitions.
 func (c *clusterRun) primed(ctx context.Context, n nodeConfig) bool {
-	st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
+	st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, n.URL())
 	return err == nil && st.Primes >= uint64(len(n.Partitions))
 }
 
@@ -263,12 +187,7 @@ func (c *clusterRun) primed(ctx context.Context, n nodeConfig) bool {
 func (c *clusterRun) checkNodes() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id, p := range c.procs {
-		if id != c.down && !p.Alive() {
-			return fmt.Errorf("%w: %s: %v", errExited, id, p.Err())
-		}
-	}
-	return nil
+	return procs.CheckAlive(c.procs, c.down)
 }
 
 // drained asks every owner whether each of its partitions is drained: every record below
@@ -278,7 +197,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 		if len(n.Partitions) == 0 {
 			continue
 		}
-		st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
+		st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, n.URL())
 		if err != nil || len(st.Partitions) != len(n.Partitions) {
 			return false
 		}
@@ -294,7 +213,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 // finish collects the nodes' counters, stops every node gracefully (SIGTERM: node.Close,
 // then server.Shutdown), and tallies the run.
 func (c *clusterRun) finish(runErr error) report {
-	rep := report{elapsed: time.Since(c.start), remote: map[string]router.RemoteStats{}}
+	rep := report{elapsed: time.Since(c.Start()), remote: map[string]router.RemoteStats{}}
 	ctx := context.Background()
 	if runErr == nil {
 		rep.drained = true
@@ -307,7 +226,7 @@ func (c *clusterRun) finish(runErr error) report {
 		if p == nil || !p.Alive() {
 			continue
 		}
-		if st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr); err == nil {
+		if st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, n.URL()); err == nil {
 			rep.remote[n.ID] = st.Remote
 		}
 	}
@@ -337,48 +256,18 @@ func (c *clusterRun) finish(runErr error) report {
 	return rep
 }
 
-// killAll kills every node still running.
-func (c *clusterRun) killAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.Alive() {
-			p.Kill()
-		}
-	}
-}
-
-// say prints a line stamped with the time since the clients started.
-func (c *clusterRun) say(format string, args ...any) {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	fmt.Fprintf(c.out, "%5.1fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
-}
-
-// progress prints a line every cfg.progress until ctx ends.
-func (c *clusterRun) progress(ctx context.Context) {
-	t := time.NewTicker(c.cfg.progress)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		l := c.led
-		c.say("produced %6d  delivered %6d  acked %6d  nacked %4d  abandoned %4d  delivered again %4d  failed consumes %3d",
-			l.produced.Load(), l.deliveries.Load(), l.acks.Load(), l.nacks.Load(), l.abandons.Load(), l.again.Load(), l.consumeFailures.Load())
-	}
+// progress prints a progress line.
+func (c *clusterRun) progress() {
+	l := c.led
+	c.Say("produced %6d  delivered %6d  acked %6d  nacked %4d  abandoned %4d  delivered again %4d  failed consumes %3d",
+		l.produced.Load(), l.deliveries.Load(), l.acks.Load(), l.nacks.Load(), l.abandons.Load(), l.again.Load(), l.consumeFailures.Load())
 }
 
 func (rep *report) print(out io.Writer, c *clusterRun) {
 	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	w("")
-	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.records, c.cfg.clients*len(c.cc.Nodes), rep.elapsed.Seconds())
-	produced := "answered by their owner"
-	if rep.landed > 0 {
-		produced += fmt.Sprintf(", and %d more whose produce got no answer but landed", rep.landed)
-	}
+	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.Records, c.cfg.Clients*len(c.cc.Nodes), rep.elapsed.Seconds())
+	produced := traffic.ProducedNote(rep.landed)
 	if rep.produceFailures > 0 {
 		produced += fmt.Sprintf("; %d produce calls failed (the owner down) and went again", rep.produceFailures)
 	}
@@ -387,16 +276,9 @@ func (rep *report) print(out io.Writer, c *clusterRun) {
 	w("                        %d after a nack, %d after an abandoned lease lapsed, %d after %s's crash,",
 		rep.reasons[againNack], rep.reasons[againAbandoned], rep.reasons[againCrash], victim)
 	w("                        %d after an ack too late, %d otherwise", rep.reasons[againLate], rep.reasons[againOther])
-	acked := "every record"
-	if len(rep.lost) > 0 {
-		acked = fmt.Sprintf("all but %d records", len(rep.lost))
-	}
-	if rep.ackedUnsure > 0 {
-		acked += fmt.Sprintf(" (%d by an ack whose answer was lost: their partition drained)", rep.ackedUnsure)
-	}
-	w("  acked       %7d   %s", rep.acked+rep.ackedUnsure, acked)
+	w("  acked       %7d   %s", rep.acked+rep.ackedUnsure, traffic.AckedNote(len(rep.lost), rep.ackedUnsure))
 	w("  nacked      %7d   visible again at once", rep.nacks)
-	w("  abandoned   %7d   never settled: delivered again once their lease lapsed (%v)", rep.abandoned, c.cfg.visibility)
+	w("  abandoned   %7d   never settled: delivered again once their lease lapsed (%v)", rep.abandoned, c.cfg.Visibility)
 	w("  unanswered  %7d   acks that got no answer (%s killed); %d refused unapplied (503), %d too late (410)",
 		rep.unsure, victim, rep.refused, rep.late)
 	w("  failed      %7d   consumes, through a node down or restarting, tried again", rep.consumeFailures)

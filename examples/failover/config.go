@@ -1,17 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/router"
 )
-
-// configName is the cluster's config file, in the run's directory.
-const configName = "cluster.json"
 
 // A clusterConfig is the one file every node reads at start: who the nodes are, where they
 // listen (HTTP, etcd's client and peer ports), where the shared log is, the topic's
@@ -21,9 +18,9 @@ type clusterConfig struct {
 	Topic      string `json:"topic"`
 	Partitions int    `json:"partitions"`
 	// Visibility and CommitInterval are Go durations ("2s", "200ms").
-	Visibility     string `json:"visibility"`
-	CommitInterval string `json:"commit_interval"`
-	AckedAhead     int    `json:"acked_ahead"`
+	Visibility     launch.Duration `json:"visibility"`
+	CommitInterval launch.Duration `json:"commit_interval"`
+	AckedAhead     int             `json:"acked_ahead"`
 	// LogDir is the shared log: a directory every node reaches (see logs.go).
 	LogDir string       `json:"log_dir"`
 	Nodes  []nodeConfig `json:"nodes"`
@@ -32,9 +29,7 @@ type clusterConfig struct {
 // A nodeConfig is one node: its HTTP address, its etcd member, its own directory (the
 // node's lock and the member's data), and the partitions it owns at first.
 type nodeConfig struct {
-	ID      string  `json:"id"`
-	Addr    string  `json:"addr"`
-	Dir     string  `json:"dir"`
+	launch.Node
 	Member  member  `json:"etcd"`
 	Initial []int32 `json:"initial_partitions"`
 }
@@ -48,12 +43,12 @@ func newClusterConfig(dir string, partitions int, visibility, commitInterval tim
 		return clusterConfig{}, err
 	}
 	cc := clusterConfig{
-		Topic: topic, Partitions: partitions, Visibility: visibility.String(),
-		CommitInterval: commitInterval.String(), LogDir: filepath.Join(dir, "shared-log"),
+		Topic: topic, Partitions: partitions, Visibility: launch.Duration(visibility),
+		CommitInterval: launch.Duration(commitInterval), LogDir: filepath.Join(dir, "shared-log"),
 	}
 	for i := range nodes {
 		id := fmt.Sprintf("node-%d", i+1)
-		n := nodeConfig{ID: id, Addr: addrs[3*i], Dir: filepath.Join(dir, id), Member: member{
+		n := nodeConfig{Node: launch.Node{ID: id, Addr: addrs[3*i], Dir: filepath.Join(dir, id)}, Member: member{
 			Name: id, ClientURL: "http://" + addrs[3*i+1], PeerURL: "http://" + addrs[3*i+2], Dir: memberDir(dir, id),
 		}}
 		for p := range int32(partitions) {
@@ -66,46 +61,16 @@ func newClusterConfig(dir string, partitions int, visibility, commitInterval tim
 	return cc, nil
 }
 
-func (cc clusterConfig) write(path string) error { return launch.WriteJSON(path, cc) }
-
-func readConfig(path string) (clusterConfig, error) {
-	var cc clusterConfig
+// readConfig reads the config file at path, and the node id of it.
+func readConfig(path, id string) (cc clusterConfig, self nodeConfig, err error) {
 	if err := launch.ReadJSON(path, &cc); err != nil {
-		return cc, err
+		return cc, self, err
 	}
 	if cc.Topic == "" || len(cc.Nodes) == 0 || cc.Partitions < 1 || cc.LogDir == "" {
-		return cc, fmt.Errorf("%s: no topic, nodes, partitions or log directory", path)
+		return cc, self, fmt.Errorf("%s: no topic, nodes, partitions or log directory", path)
 	}
-	if _, err := cc.visibility(); err != nil {
-		return cc, fmt.Errorf("%s: visibility: %w", path, err)
-	}
-	if _, err := cc.commitInterval(); err != nil {
-		return cc, fmt.Errorf("%s: commit_interval: %w", path, err)
-	}
-	return cc, nil
-}
-
-func positiveDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d <= 0 {
-		err = errors.New("not positive")
-	}
-	return d, err
-}
-
-func (cc clusterConfig) visibility() (time.Duration, error) { return positiveDuration(cc.Visibility) }
-
-func (cc clusterConfig) commitInterval() (time.Duration, error) {
-	return positiveDuration(cc.CommitInterval)
-}
-
-// node returns the node named id.
-func (cc clusterConfig) node(id string) (nodeConfig, bool) {
-	i := slices.IndexFunc(cc.Nodes, func(n nodeConfig) bool { return n.ID == id })
-	if i < 0 {
-		return nodeConfig{}, false
-	}
-	return cc.Nodes[i], true
+	self, err = launch.NodeOf(cc.Nodes, id)
+	return cc, self, err
 }
 
 // members returns every node's etcd member.
@@ -145,5 +110,7 @@ func (cc clusterConfig) partitions() []int32 {
 	return ps
 }
 
-// peerURL is where a node's nodehttp.Handler is mounted: what its peers' Transports call.
-func peerURL(addr string) string { return "http://" + addr + "/node" }
+// topicConfig is the topic's config, in every node (router.Config.Topic).
+func (cc clusterConfig) topicConfig(string) router.TopicConfig {
+	return router.TopicConfig{VisibilityTimeout: time.Duration(cc.Visibility), MaxAckedAhead: cc.AckedAhead}
+}

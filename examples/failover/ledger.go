@@ -9,6 +9,7 @@ import (
 
 	"narad.dev/consume/examples/internal/delivery"
 	"narad.dev/consume/examples/internal/queueclient"
+	"narad.dev/consume/examples/internal/traffic"
 )
 
 // saveSlack is what the window allows beyond the commit interval: the committer's tick and
@@ -131,7 +132,7 @@ type ledger struct {
 	produced, deliveries, acks atomic.Int64
 
 	mu        sync.Mutex
-	records   map[delivery.Position]*record
+	records   delivery.Records[record]
 	c         [phases]counts
 	order     []phase // the phases of the run, in order
 	starts    [phases]time.Time
@@ -139,16 +140,7 @@ type ledger struct {
 }
 
 func newLedger(visibility, commitInterval time.Duration, order []phase) *ledger {
-	return &ledger{visibility: visibility, window: commitInterval + saveSlack, order: order, records: map[delivery.Position]*record{}}
-}
-
-func (l *ledger) rec(pos delivery.Position) *record {
-	r := l.records[pos]
-	if r == nil {
-		r = &record{}
-		l.records[pos] = r
-	}
-	return r
+	return &ledger{visibility: visibility, window: commitInterval + saveSlack, order: order, records: delivery.Records[record]{}}
 }
 
 // begin records that phase ph began at at.
@@ -193,29 +185,38 @@ func (l *ledger) checkValue(c *counts, pos delivery.Position, r *record, value s
 	}
 }
 
-// producedAt records a produce the owner answered.
-func (l *ledger) producedAt(pos delivery.Position, value string, at time.Time) {
+var _ traffic.Ledger = (*ledger)(nil)
+
+// Produced records a produce the owner answered.
+func (l *ledger) Produced(pos delivery.Position, value string, at time.Time) {
 	l.produced.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.rec(pos)
+	r := l.records.At(pos)
 	c := &l.c[l.phaseAt(at)]
 	c.produced++
 	r.confirmed, r.producedAt = true, at
 	l.checkValue(c, pos, r, value)
 }
 
-// delivered records the delivery of m to a client through node via, by a consume that
-// began at start and returned at end. It returns the delivery's number, for settle, and
+// ProduceFailed is told of a produce that got no offset: nothing to keep (the phases' owners
+// change, and a producer looks its owner up again).
+func (l *ledger) ProduceFailed() {}
+
+// ConsumeFailed is told of a failed consume: nothing to keep.
+func (l *ledger) ConsumeFailed() {}
+
+// Delivered records the delivery of m to a client through node via, by a consume that
+// began at start and returned at end. It returns the delivery's number, for Settled, and
 // whether the record was delivered before.
-func (l *ledger) delivered(m *queueclient.Message, via string, start, end time.Time) (n int, again bool) {
+func (l *ledger) Delivered(via string, m *queueclient.Message, _ int, start, end time.Time) (n int, again bool) {
 	l.deliveries.Add(1)
 	pos := delivery.Position{Partition: m.Partition, Offset: m.Offset}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := &l.c[l.phaseAt(end)]
 	c.delivered++
-	r := l.rec(pos)
+	r := l.records.At(pos)
 	l.checkValue(c, pos, r, m.Value)
 	nl := &lease{start: start, end: end, via: via, outcome: delivery.Held}
 	if len(r.leases) == 0 {
@@ -345,9 +346,9 @@ func (l *ledger) inWindow(p int32, j *lease) *failover {
 	return nil
 }
 
-// settle records how delivery n of the record at pos ended, by an answer at at to a settle
+// Settled records how delivery n of the record at pos ended, by an answer at at to a settle
 // sent at sent; retried says a 503 came first.
-func (l *ledger) settle(pos delivery.Position, n int, o delivery.Outcome, sent, at time.Time, retried bool) {
+func (l *ledger) Settled(pos delivery.Position, n int, o delivery.Outcome, sent, at time.Time, retried bool) {
 	if o == delivery.Acked {
 		l.acks.Add(1)
 	}
@@ -371,7 +372,7 @@ func (l *ledger) settle(pos delivery.Position, n int, o delivery.Outcome, sent, 
 	if retried && (o == delivery.Acked || o == delivery.AckSettled) {
 		c.retried++
 	}
-	r := l.rec(pos)
+	r := l.records.At(pos)
 	j := r.leases[n]
 	j.outcome = o
 	switch o {
@@ -484,12 +485,7 @@ func (l *ledger) through(node string, after time.Time) (delivered, acked int) {
 func (l *ledger) allAcked() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, r := range l.records {
-		if r.confirmed && !r.settled && !r.unsure {
-			return false
-		}
-	}
-	return true
+	return !l.records.Any(func(r *record) bool { return r.confirmed && !r.settled && !r.unsure })
 }
 
 // tally is what the ledger found, at the end.

@@ -39,12 +39,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -57,55 +55,28 @@ const topic = "orders"
 
 // config is what the flags set.
 type config struct {
-	records        int           // confirmed produces to make
-	duration       time.Duration // how long the production takes: three equal phases
-	partitions     int           // of the topic
-	clients        int           // consumers per node
-	visibility     time.Duration // the topic's visibility timeout
-	commitInterval time.Duration // each node's Config.CommitInterval: how often ack state goes to etcd
-	dir            string        // the run's directory; empty: a temporary one, removed at the end
-	progress       time.Duration // between progress lines; 0: none
-	timeout        time.Duration // the whole run's bound
-	seed           uint64        // of the clients' choices
-	phases         []phase       // the phases to run, in order
-	exe            string        // the program started as the nodes; empty: this one
+	launch.ParentFlags               // records, clients, visibility, dir, ...
+	duration           time.Duration // how long the production takes: three equal phases
+	partitions         int           // of the topic
+	commitInterval     time.Duration // each node's Config.CommitInterval: how often ack state goes to etcd
+	phases             []phase       // the phases to run, in order
 
-	// A node process (hidden flags).
-	node       bool
-	configPath string
-	id         string
+	launch.NodeFlags // a node process's (hidden)
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	cfg := config{}
 	visible := flag.NewFlagSet("failover", flag.ContinueOnError)
-	visible.SetOutput(errOut)
-	visible.IntVar(&cfg.records, "records", 3000, "records to produce, spread over the phases")
+	cfg.Register(visible, launch.ParentFlags{Records: 3000, Clients: 2, Visibility: 2 * time.Second, Timeout: 90 * time.Second, Seed: 1})
+	visible.Lookup("records").Usage = "records to produce, spread over the phases"
 	visible.DurationVar(&cfg.duration, "duration", 9*time.Second, "how long the timed phases take (steady, move and kill share it equally; zombie and partition last about 3 lease TTLs each)")
 	visible.IntVar(&cfg.partitions, "partitions", 6, "partitions of the topic (at least 3)")
-	visible.IntVar(&cfg.clients, "clients", 2, "consumers on each node")
-	visible.DurationVar(&cfg.visibility, "visibility", 2*time.Second, "visibility timeout of a lease")
 	visible.DurationVar(&cfg.commitInterval, "commit-interval", 200*time.Millisecond, "how often a node saves dirty ack state to etcd (router.Config.CommitInterval)")
-	visible.StringVar(&cfg.dir, "dir", "", "the run's directory, kept afterwards (default: a temporary directory, removed)")
-	visible.DurationVar(&cfg.progress, "progress", 0, "interval between progress lines (0: none)")
-	visible.DurationVar(&cfg.timeout, "timeout", 90*time.Second, "give up after this long")
-	visible.Uint64Var(&cfg.seed, "seed", 1, "seed of the clients' random choices")
 	phaseList := visible.String("phases", strings.Join(phaseFlags[:], ","), "the phases to run, comma-separated, in this order whatever the list's: "+strings.Join(phaseFlags[:], ", "))
-
-	all := flag.NewFlagSet("failover", flag.ContinueOnError)
-	all.SetOutput(errOut)
-	visible.VisitAll(func(f *flag.Flag) { all.Var(f.Value, f.Name, f.Usage) })
-	all.BoolVar(&cfg.node, "node", false, "")
-	all.StringVar(&cfg.configPath, "config", "", "")
-	all.StringVar(&cfg.id, "id", "", "")
-	all.Usage = func() {
-		fmt.Fprintf(errOut, "usage: go run . [flags]   (from examples/failover)\n\n"+
-			"A queue over three node processes with routes, ownership, liveness and ack state in\n"+
-			"etcd: a graceful move, an owner paused past its lease (a zombie), an owner cut off\n"+
-			"(a partition), then a node killed for good, each failed over. See README.md.\n\n")
-		visible.PrintDefaults()
-	}
-	if err := all.Parse(args); err != nil {
+	if err := cfg.Parse(visible, args, errOut, "usage: go run . [flags]   (from examples/failover)\n\n"+
+		"A queue over three node processes with routes, ownership, liveness and ack state in\n"+
+		"etcd: a graceful move, an owner paused past its lease (a zombie), an owner cut off\n"+
+		"(a partition), then a node killed for good, each failed over. See README.md.\n\n"); err != nil {
 		return cfg, err
 	}
 	var err error
@@ -113,20 +84,14 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, err
 	}
 	switch {
-	case all.NArg() > 0:
-		return cfg, fmt.Errorf("unexpected arguments: %q", all.Args())
-	case cfg.node && (cfg.configPath == "" || cfg.id == ""):
-		return cfg, errors.New("-node needs -config and -id")
-	case cfg.records < 1 || cfg.clients < 1 || cfg.visibility <= 0 || cfg.timeout <= 0 || cfg.duration <= 0:
-		return cfg, errors.New("-records, -clients, -visibility, -duration and -timeout must be positive")
+	case cfg.duration <= 0:
+		return cfg, errors.New("-duration must be positive")
 	case cfg.partitions < 3:
 		return cfg, errors.New("-partitions must be at least 3")
 	case cfg.commitInterval < 10*time.Millisecond || cfg.commitInterval > time.Minute:
 		return cfg, errors.New("-commit-interval must lie within 10ms and 1m")
-	case cfg.progress < 0:
-		return cfg, errors.New("-progress must not be negative")
 	}
-	return cfg, nil
+	return cfg, cfg.Check()
 }
 
 // parsePhases parses -phases: names of phaseFlags, comma-separated, each at most once.
@@ -151,10 +116,5 @@ func main() {
 	launch.Main("failover", parseFlags, run)
 }
 
-func run(ctx context.Context, cfg config, out io.Writer) error {
-	if cfg.node {
-		return runNode(ctx, cfg, out, os.Stdin)
-	}
-	_, err := runCluster(ctx, cfg, out)
-	return err
-}
+// run is a node process, with the hidden flags, or else the scenario.
+var run = launch.NodeOrParent(runNode, runCluster)

@@ -29,15 +29,10 @@ func TestFailover(t *testing.T) {
 		t.Skip("starts three processes and a three-member etcd cluster")
 	}
 	cfg := config{
-		records:        600,
+		ParentFlags:    launch.ParentFlags{Records: 600, Clients: 2, Visibility: 2 * time.Second, Dir: t.TempDir(), Timeout: 90 * time.Second, Seed: 2},
 		duration:       4500 * time.Millisecond,
 		partitions:     6,
-		clients:        2,
-		visibility:     2 * time.Second,
 		commitInterval: 200 * time.Millisecond,
-		dir:            t.TempDir(),
-		timeout:        90 * time.Second,
-		seed:           2,
 		phases:         []phase{steady, moving, zombie, partitioned, failing},
 	}
 	var out bytes.Buffer
@@ -46,7 +41,7 @@ func TestFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.produced != cfg.records || !rep.drained || len(rep.lost) > 0 {
+	if rep.produced != cfg.Records || !rep.drained || len(rep.lost) > 0 {
 		t.Fatalf("produced %d, drained %v, lost %d", rep.produced, rep.drained, len(rep.lost))
 	}
 	if got := rep.acked + rep.unsure; got != rep.produced+rep.landed {
@@ -97,7 +92,7 @@ func TestFailover(t *testing.T) {
 func TestFlags(t *testing.T) {
 	var errOut bytes.Buffer
 	cfg, err := parseFlags(nil, &errOut)
-	if err != nil || cfg.records != 3000 || cfg.commitInterval != 200*time.Millisecond || cfg.node || len(cfg.phases) != int(phases) {
+	if err != nil || cfg.Records != 3000 || cfg.commitInterval != 200*time.Millisecond || cfg.Node || len(cfg.phases) != int(phases) {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
 	}
 	cfg, err = parseFlags([]string{"-phases", "kill,zombie"}, &errOut)
@@ -105,7 +100,7 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("-phases kill,zombie: %v, %v", cfg.phases, err)
 	}
 	cfg, err = parseFlags([]string{"-node", "-config", "x.json", "-id", "node-2"}, &errOut)
-	if err != nil || !cfg.node || cfg.id != "node-2" {
+	if err != nil || !cfg.Node || cfg.ID != "node-2" {
 		t.Fatalf("a node's flags: %+v, %v", cfg, err)
 	}
 	if _, err := parseFlags([]string{"-h"}, &errOut); err == nil {

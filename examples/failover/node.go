@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"narad.dev/consume/examples/internal/nodeproc"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/nodehttp"
@@ -65,9 +64,6 @@ import (
 // raft leader.
 const leaseTTL = 3
 
-// maxValue bounds a produced value.
-const maxValue = 1 << 20
-
 // lines writes whole lines to the parent, from any goroutine.
 type lines struct {
 	mu  sync.Mutex
@@ -99,16 +95,10 @@ func (t cutTransport) Call(ctx context.Context, to string, frame []byte) ([]byte
 
 // runNode is a node process.
 func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (err error) {
-	cc, err := readConfig(cfg.configPath)
+	cc, self, err := readConfig(cfg.ConfigPath, cfg.ID)
 	if err != nil {
 		return err
 	}
-	self, ok := cc.node(cfg.id)
-	if !ok {
-		return fmt.Errorf("%s names no node %q", cfg.configPath, cfg.id)
-	}
-	visibility, _ := cc.visibility()
-	interval, _ := cc.commitInterval()
 	say := &lines{out: out}
 	if err := os.MkdirAll(self.Dir, 0o755); err != nil {
 		return err
@@ -213,12 +203,10 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		Ownership:      own,
 		Dir:            filepath.Join(self.Dir, "consumer"), // locked; the state itself is in etcd
 		Store:          store,
-		CommitInterval: interval,
+		CommitInterval: time.Duration(cc.CommitInterval),
 		Transport:      cutTransport{transport, &cut},
-		Topic: func(string) router.TopicConfig {
-			return router.TopicConfig{VisibilityTimeout: visibility, MaxAckedAhead: cc.AckedAhead}
-		},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})).With("node", self.ID),
+		Topic:          cc.topicConfig,
+		Logger:         nodeproc.Logger(self.ID, slog.LevelError),
 	})
 	if err != nil {
 		return err
@@ -240,19 +228,15 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 		return node.Serve(ctx, from, frame)
 	}})
 	mux.Handle("/queue/", http.StripPrefix("/queue", api))
-	mux.HandleFunc("POST /produce", a.produce)
+	mux.Handle("POST /produce", nodeproc.Produce(a.produce))
 	mux.HandleFunc("GET /status", a.status)
 	mux.HandleFunc("POST /admin/handoff", a.handOff)
 	mux.HandleFunc("POST /admin/adopt", a.adopt)
 	mux.HandleFunc("POST /admin/cut", a.cutOff)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	nodehttp.ConfigureServer(srv)
-	ln, err := net.Listen("tcp", self.Addr)
+	srv, err := nodeproc.Serve(self.Addr, mux)
 	if err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 
 	// The view and the lease run until the node has closed (its last saves need its
 	// grants); the controller's campaign stops first.
@@ -282,17 +266,8 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	ctl.Go(func() { c.campaign(ctlCtx, lease) })
 	say.say("ready")
 
-	parentGone := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, stdin)
-		close(parentGone)
-	}()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case <-parentGone:
-	case serveErr = <-served:
-	}
+	parentGone := nodeproc.InputClosed(stdin)
+	srv.Wait(ctx, parentGone)
 
 	// The shutdown: the controller stops, the node closes (its last saves go to etcd while
 	// the quorum is there and its grants hold), then the server, then the view, the lease
@@ -300,18 +275,10 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	stopCtl()
 	ctl.Wait()
 	closeErr := node.Close()
-	shutCtx, cancelShut := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelShut()
-	shutErr := srv.Shutdown(shutCtx)
-	if serveErr == nil {
-		serveErr = <-served
-	}
-	if errors.Is(serveErr, http.ErrServerClosed) {
-		serveErr = nil
-	}
+	shutErr := srv.Shutdown()
 	stopInfra()
 	infra.Wait()
-	err = errors.Join(closeErr, shutErr, serveErr, logs.closeAll())
+	err = errors.Join(closeErr, shutErr, logs.closeAll())
 	if err != nil {
 		return err
 	}
@@ -362,77 +329,31 @@ type admin struct {
 	adopted map[int32]uint64 // partition → the epoch of the grant it was last adopted under here
 }
 
-func partitionParam(w http.ResponseWriter, r *http.Request) (int32, bool) {
-	n, err := strconv.ParseInt(r.URL.Query().Get("partition"), 10, 32)
-	if err != nil || n < 0 {
-		http.Error(w, "partition: a partition number, please", http.StatusBadRequest)
-		return 0, false
-	}
-	return int32(n), true
-}
-
-// produced is the produce endpoint's answer.
-type produced struct {
-	Partition int32 `json:"partition"`
-	Offset    int64 `json:"offset"`
-}
-
-// produce appends the body to the partition's log, if this node owns it (409 otherwise,
-// naming the owner etcd names).
-func (a *admin) produce(w http.ResponseWriter, r *http.Request) {
-	p, ok := partitionParam(w, r)
-	if !ok {
-		return
-	}
+// produce appends value to partition p's log (POST /produce), if this node owns it: 409
+// otherwise, naming the owner etcd names.
+func (a *admin) produce(p int32, value []byte) (int64, error) {
 	if owner := a.view.snap().owner(p); owner != a.id {
-		http.Error(w, "owner "+owner, http.StatusConflict)
-		return
-	}
-	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxValue))
-	if err != nil {
-		http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
-		return
+		return 0, &nodeproc.Refusal{Status: http.StatusConflict, Text: "owner " + owner}
 	}
 	offset, err := a.logs.append(p, value)
-	switch {
-	case errors.Is(err, errNotHere):
-		http.Error(w, err.Error(), http.StatusConflict) // fenced for a hand-off
-		return
-	case err != nil:
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
+	if errors.Is(err, errNotHere) {
+		return 0, &nodeproc.Refusal{Status: http.StatusConflict, Text: err.Error()} // fenced for a hand-off
 	}
-	writeJSON(w, produced{Partition: p, Offset: offset})
+	return offset, err
 }
 
 // nodeStatus is the status endpoint's answer.
 type nodeStatus struct {
-	Node       string            `json:"node"`
-	Revision   int64             `json:"revision"` // of the view the node's routes come from
-	Partitions []partitionStatus `json:"partitions"`
-}
-
-type partitionStatus struct {
-	Partition     int32 `json:"partition"`
-	Frontier      int64 `json:"frontier"`
-	HighWatermark int64 `json:"high_watermark"`
-	Leased        int   `json:"leased"`
-	Drained       bool  `json:"drained"`
+	Node       string                     `json:"node"`
+	Revision   int64                      `json:"revision"` // of the view the node's routes come from
+	Partitions []nodeproc.PartitionStatus `json:"partitions"`
 }
 
 func (a *admin) status(w http.ResponseWriter, r *http.Request) {
 	rev := a.view.snap().rev
-	parts, err := a.node.TopicStatus(a.topic)
-	if err != nil {
-		http.Error(w, err.Error(), router.HTTPStatus(err))
-		return
+	if parts, ok := nodeproc.Partitions(w, a.node, a.topic); ok {
+		nodeproc.WriteJSON(w, nodeStatus{Node: a.id, Revision: rev, Partitions: parts})
 	}
-	st := nodeStatus{Node: a.id, Revision: rev, Partitions: []partitionStatus{}}
-	for _, p := range parts {
-		st.Partitions = append(st.Partitions, partitionStatus{Partition: p.Partition, Frontier: p.Frontier,
-			HighWatermark: p.HighWatermark, Leased: p.Leased, Drained: p.Drained()})
-	}
-	writeJSON(w, st)
 }
 
 // refusedWhileCut answers 503 while the node is cut off from its peers (the partition's
@@ -448,7 +369,7 @@ func (a *admin) refusedWhileCut(w http.ResponseWriter) bool {
 // handOff fences the partition's appends here, hands it off and answers its state. The
 // Leased and Frontier headers say what it carries.
 func (a *admin) handOff(w http.ResponseWriter, r *http.Request) {
-	p, ok := partitionParam(w, r)
+	p, ok := nodeproc.Partition(w, r)
 	if !ok || a.refusedWhileCut(w) {
 		return
 	}
@@ -481,7 +402,7 @@ const grantWaitHere = 5 * time.Second
 // asks again; the state here is newer than the store's by then); adopting a hand-off's bytes
 // again is the library's Adopt again, which installs nothing. It answers the state's size.
 func (a *admin) adopt(w http.ResponseWriter, r *http.Request) {
-	p, ok := partitionParam(w, r)
+	p, ok := nodeproc.Partition(w, r)
 	if !ok || a.refusedWhileCut(w) {
 		return
 	}
@@ -494,7 +415,7 @@ func (a *admin) adopt(w http.ResponseWriter, r *http.Request) {
 	a.adoptMu.Lock()
 	defer a.adoptMu.Unlock()
 	if fromStore && a.adopted[p] == epoch {
-		writeJSON(w, adopted{Again: true})
+		nodeproc.WriteJSON(w, adopted{Again: true})
 		return
 	}
 	start := time.Now()
@@ -528,7 +449,7 @@ func (a *admin) adopt(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.adopted[p] = epoch
-	writeJSON(w, adopted{StateBytes: len(state), Granted: granted.Sub(start).String(), Read: loaded.Sub(granted).String(),
+	nodeproc.WriteJSON(w, adopted{StateBytes: len(state), Granted: granted.Sub(start).String(), Read: loaded.Sub(granted).String(),
 		Adopt: time.Since(loaded).String()})
 }
 
@@ -563,21 +484,11 @@ func (a *admin) cutOff(w http.ResponseWriter, r *http.Request) {
 		a.view.hold(false)
 		a.cut.Store(false)
 	}
-	writeJSON(w, cutAnswer{Cut: on, LapseInNs: int64(left)})
+	nodeproc.WriteJSON(w, cutAnswer{Cut: on, LapseInNs: int64(left)})
 }
 
 // cutAnswer is the cut endpoint's answer.
 type cutAnswer struct {
 	Cut       bool  `json:"cut"`
 	LapseInNs int64 `json:"lapse_in_ns"` // with on=1: how long this node's grants live from the answer
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
 }

@@ -6,39 +6,36 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"narad.dev/consume/examples/internal/launch"
+	"narad.dev/consume/examples/internal/nodeproc"
+	"narad.dev/consume/examples/internal/procs"
 	"narad.dev/consume/examples/internal/queueclient"
+	"narad.dev/consume/examples/internal/traffic"
 )
 
 // A clusterRun is the parent: it starts the nodes, plays the clients, runs the phases
 // (script.go), and checks what came of it.
 type clusterRun struct {
-	cfg     config
-	cc      clusterConfig
-	api     *queueclient.Client
-	led     *ledger
-	pace    *pacer
-	cli     *clientv3.Client   // of every member (every one but a stopped node's, once one was)
-	clients []*clientv3.Client // every client it made, closed at the end
-	view    *view              // of etcd, as the parent sees it: the producers' routes
-	start   time.Time
+	cfg            config
+	cc             clusterConfig
+	api            *queueclient.Client
+	led            *ledger
+	pace           *pacer
+	cli            *clientv3.Client   // of every member (every one but a stopped node's, once one was)
+	clients        []*clientv3.Client // every client it made, closed at the end
+	view           *view              // of etcd, as the parent sees it: the producers' routes
+	*traffic.Lines                    // the run's output; the nodes' event lines read its start
 
 	viewMu   sync.Mutex
 	stopView func() // ends the view's watch through its current client, and waits for it
-
-	outMu sync.Mutex
-	out   io.Writer
 
 	mu      sync.Mutex
 	procs   map[string]*proc
@@ -60,31 +57,26 @@ type report struct {
 
 // runCluster is the demo. Its error says why it failed, if it did.
 func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) {
-	var rep report
-	var cc clusterConfig
-	r, cleanup, err := launch.NewRun(cfg.dir, "failover-", configName, "the run's directory", cfg.exe, func(dir, path string) error {
-		var err error
-		if cc, err = newClusterConfig(dir, cfg.partitions, cfg.visibility, cfg.commitInterval); err != nil {
-			return err
-		}
-		return cc.write(path)
+	r, cc, cleanup, err := launch.NewRun(cfg.Dir, "failover-", "the run's directory", cfg.Exe, func(dir string) (clusterConfig, error) {
+		return newClusterConfig(dir, cfg.partitions, cfg.Visibility, cfg.commitInterval)
 	})
 	if err != nil {
-		return rep, err
+		return report{}, err
 	}
 	defer cleanup()
-	dir, configPath, exe := r.Dir, r.ConfigPath, r.Exe
-	transport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
-	defer transport.CloseIdleConnections()
-	c := &clusterRun{cfg: cfg, cc: cc, out: out, procs: map[string]*proc{}, pace: newPacer(cfg),
-		api: queueclient.New(transport, topic), led: newLedger(cfg.visibility, cfg.commitInterval, cfg.phases)}
-	defer c.killAll() // whatever is left running after an early return
+	c := &clusterRun{cfg: cfg, cc: cc, Lines: traffic.NewLines(out), procs: map[string]*proc{}, pace: newPacer(cfg),
+		api: queueclient.NewLocal(topic), led: newLedger(cfg.Visibility, cfg.commitInterval, cfg.phases)}
+	defer c.api.HTTP.CloseIdleConnections()
+	// Whatever is left running after an early return (every goroutine of the run has
+	// returned by then).
+	defer procs.KillAll(c.procs)
+	var rep report
 
-	w := func(format string, args ...any) { c.writeLine(format, args...) }
+	w := c.Print
 	w("failover: 3 node processes on 127.0.0.1, each an etcd member (embed) and a router.Node; topic %q, %d partitions", topic, cfg.partitions)
-	c.setStart(time.Now())
+	c.SetStart(time.Now())
 	for _, n := range cc.Nodes {
-		p, err := startProc(exe, configPath, n.ID, c.event)
+		p, err := startProc(r.Exe, r.ConfigPath, n.ID, c.event)
 		if err != nil {
 			return rep, err
 		}
@@ -126,9 +118,9 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	w("  liveness /failover/nodes/, ack state /failover/state/ (router.Config.Store; saved at most once per commit interval,")
 	w("  %v, only under the partition's newest epoch, /failover/epoch/)", cfg.commitInterval)
 	w("log: %s, a directory all three reach: it stands for the host's replicated log", cc.LogDir)
-	w("run directory: %s (%s)", dir, dirNote(cfg.dir))
-	w("%d records over %v through each partition's owner; %d clients on each node, long-polls of %v,", cfg.records, cfg.duration, cfg.clients, consumeWait)
-	w("  a batch of up to %d one consume in four; %.0f%% nacked, %.0f%% abandoned; visibility timeout %v", batchMax, nackPerMille/10.0, abandonPerMille/10.0, cfg.visibility)
+	w("run directory: %s (%s)", r.Dir, r.DirNote())
+	w("%d records over %v through each partition's owner; %d clients on each node, long-polls of %v,", cfg.Records, cfg.duration, cfg.Clients, traffic.ConsumeWait)
+	w("  a batch of up to %d one consume in four; %.0f%% nacked, %.0f%% abandoned; visibility timeout %v", traffic.BatchMax, traffic.NackPerMille/10.0, traffic.AbandonPerMille/10.0, cfg.Visibility)
 	lengths := plan(cfg)
 	var script []string
 	for i, ph := range cfg.phases {
@@ -137,8 +129,8 @@ func runCluster(ctx context.Context, cfg config, out io.Writer) (report, error) 
 	w("phases: %s", strings.Join(script, ", "))
 	w("")
 
-	c.setStart(time.Now())
-	c.begin(cfg.phases[0], c.start)
+	c.SetStart(time.Now())
+	c.begin(cfg.phases[0], c.Start())
 	runErr := c.play(ctx)
 	rep = c.finish(runErr)
 	rep.print(c)
@@ -173,13 +165,6 @@ func (c *clusterRun) watch(ctx context.Context, cli *clientv3.Client) error {
 	}
 }
 
-func dirNote(dir string) string {
-	if dir == "" {
-		return "a temporary directory, removed at the end"
-	}
-	return "kept"
-}
-
 func partitionList(ps []int32) string {
 	if len(ps) == 0 {
 		return "none"
@@ -198,7 +183,7 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 	}
 	for _, n := range c.cc.Nodes {
 		for {
-			st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, "http://"+n.Addr)
+			st, err := queueclient.StatusOf[nodeStatus](ctx, c.api, n.URL())
 			if err == nil && st.Revision >= s.rev {
 				break
 			}
@@ -216,13 +201,13 @@ func (c *clusterRun) assigned(ctx context.Context) error {
 func (c *clusterRun) event(id, text string) {
 	rest, ok := strings.CutPrefix(text, "lapsed ")
 	if !ok {
-		c.say("%s: %s", id, text)
+		c.Say("%s: %s", id, text)
 		return
 	}
 	fields := strings.Fields(rest)
 	ns, err := strconv.ParseInt(fields[0], 10, 64)
 	if err != nil || len(fields) != 3 {
-		c.say("%s: %s (unreadable)", id, text)
+		c.Say("%s: %s (unreadable)", id, text)
 		return
 	}
 	anchor := time.Unix(0, ns)
@@ -247,109 +232,52 @@ func (c *clusterRun) event(id, text string) {
 		why = "etcd revoked its lease before its end on the node's clock"
 	}
 	if c.led.lapse(id, parts, saved, anchor, leaseTTL*time.Second, why) {
-		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (%s): deposed, the failover's window applies",
-			id, topic, partsList(parts), c.sinceStart(anchor), why)
+		c.Say("%s: its grants (%s/%s) lapsed at %.2fs on its clock, no phase's doing (%s): deposed, the failover's window applies",
+			id, topic, partsList(parts), c.Since(anchor), why)
 	} else {
-		c.say("%s: its grants (%s/%s) lapsed at %.2fs on its clock", id, topic, partsList(parts), c.sinceStart(anchor))
+		c.Say("%s: its grants (%s/%s) lapsed at %.2fs on its clock", id, topic, partsList(parts), c.Since(anchor))
 	}
 }
+
+// ackRetries is how many times a client sends an ack again that was refused unapplied (503:
+// its partition is between owners, or its owner is down), as a client would.
+const ackRetries = 8
 
 // play runs the clients and the script until every record is acked and every partition
 // drained, and stops them.
 func (c *clusterRun) play(ctx context.Context) error {
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	consumeCtx, stopConsumers := context.WithCancel(runCtx)
-	defer stopConsumers()
-	errc := make(chan error, 1)
-	fail := func(err error) {
-		select {
-		case errc <- err:
-		default:
-		}
+	pl := &traffic.Play{
+		API: c.api, Ledger: c.led, Records: c.cfg.Records, Seed: c.cfg.Seed,
+		PerNode: c.cfg.Clients, AckRetries: ackRetries,
+		// A consumer on a node that died stops.
+		Gone:       func(node string) bool { c.mu.Lock(); defer c.mu.Unlock(); return c.victim == node },
+		Partitions: c.cc.partitions(),
+		// Each partition's owner as the parent's view of etcd names it: a node that does
+		// not own it (any more) answers 409, a dead one does not answer, and the producer
+		// looks the owner up again.
+		Owner:             func(p int32) string { s := c.view.snap(); return launch.Node{Addr: s.known[s.owner(p)]}.URL() },
+		Pace:              c.pace.allowed,
+		ProduceRetryPause: traffic.RetryPause,
+		Script:            c.script,
+		Progress:          c.cfg.Progress,
+		ProgressLine: func() {
+			c.Say("produced %6d  delivered %6d  acked %6d", c.led.produced.Load(), c.led.deliveries.Load(), c.led.acks.Load())
+		},
+		Timeout: c.cfg.Timeout,
+		Check:   c.checkNodes,
+		Done:    func(ctx context.Context) bool { return c.led.allAcked() && c.drained(ctx) },
 	}
-	var consumers, others sync.WaitGroup
-	defer others.Wait()
-	defer cancelRun()
-	defer consumers.Wait()
-	defer stopConsumers()
-
-	for i, n := range c.cc.Nodes {
-		for j := range c.cfg.clients {
-			cons := &consumer{via: n.ID, base: "http://" + n.Addr, api: c.api, led: c.led,
-				rng: rand.New(rand.NewPCG(c.cfg.seed, uint64(i*1000+j)))}
-			dead := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.victim == n.ID }
-			consumers.Go(func() {
-				if err := cons.run(consumeCtx, runCtx, dead); err != nil {
-					fail(err)
-				}
-			})
-		}
+	for _, n := range c.cc.Nodes {
+		pl.Nodes = append(pl.Nodes, n.Node)
 	}
-	var slots, seq atomic.Int64
-	slots.Store(int64(c.cfg.records))
-	var producers sync.WaitGroup
-	for _, p := range c.cc.partitions() {
-		prod := &producer{partition: p, share: 1 / float64(c.cc.Partitions), view: c.view, api: c.api, led: c.led,
-			pace: c.pace.allowed, slots: &slots, seq: &seq}
-		producers.Go(func() { prod.run(runCtx) })
-	}
-	produced := make(chan struct{})
-	others.Go(func() { producers.Wait(); close(produced) })
-	scripted := make(chan struct{})
-	others.Go(func() {
-		defer close(scripted)
-		if err := c.script(runCtx); err != nil && runCtx.Err() == nil {
-			fail(err)
-		}
-	})
-	if c.cfg.progress > 0 {
-		others.Go(func() { c.progress(runCtx) })
-	}
-
-	check := time.NewTicker(100 * time.Millisecond)
-	defer check.Stop()
-	deadline := time.NewTimer(c.cfg.timeout)
-	defer deadline.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("interrupted: %w", ctx.Err())
-		case err := <-errc:
-			return err
-		case <-deadline.C:
-			return fmt.Errorf("not done after %v", c.cfg.timeout)
-		case <-check.C:
-		}
-		if err := c.checkNodes(); err != nil {
-			return err
-		}
-		select {
-		case <-produced:
-		default:
-			continue
-		}
-		select {
-		case <-scripted:
-		default:
-			continue
-		}
-		if c.led.allAcked() && c.drained(runCtx) {
-			return nil
-		}
-	}
+	return pl.Run(ctx)
 }
 
 // checkNodes fails if a node exited that was not killed on purpose.
 func (c *clusterRun) checkNodes() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id, p := range c.procs {
-		if id != c.victim && !p.Alive() {
-			return fmt.Errorf("%w: %s: %v", errExited, id, p.Err())
-		}
-	}
-	return nil
+	return procs.CheckAlive(c.procs, c.victim)
 }
 
 // drained asks each partition's owner, as etcd names it, whether the partition is drained:
@@ -367,7 +295,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 			}
 			status[owner] = st
 		}
-		i := slices.IndexFunc(st.Partitions, func(ps partitionStatus) bool { return ps.Partition == p })
+		i := slices.IndexFunc(st.Partitions, func(ps nodeproc.PartitionStatus) bool { return ps.Partition == p })
 		if i < 0 || !st.Partitions[i].Drained {
 			return false
 		}
@@ -379,7 +307,7 @@ func (c *clusterRun) drained(ctx context.Context) bool {
 // (haltKey) so that nothing fails over while the nodes stop; every node closes (its last acks
 // saved to etcd) before any etcd member stops.
 func (c *clusterRun) finish(runErr error) report {
-	rep := report{elapsed: time.Since(c.start), drained: runErr == nil}
+	rep := report{elapsed: time.Since(c.Start()), drained: runErr == nil}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A run that failed midway may leave a node stopped or cut off.
@@ -463,70 +391,17 @@ func (c *clusterRun) finish(runErr error) report {
 	return rep
 }
 
-// killAll kills every node still running.
-func (c *clusterRun) killAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.Alive() {
-			p.Kill()
-		}
-	}
-}
-
-// say prints a line stamped with the time since the clients started.
-func (c *clusterRun) say(format string, args ...any) {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	fmt.Fprintf(c.out, "%5.1fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
-}
-
-// writeLine prints a line as it is, between the nodes' event lines.
-func (c *clusterRun) writeLine(format string, args ...any) {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	fmt.Fprintf(c.out, format+"\n", args...)
-}
-
-// setStart sets the moment the lines' times count from. The nodes' event lines read it,
-// from their own goroutines.
-func (c *clusterRun) setStart(t time.Time) {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	c.start = t
-}
-
-// sinceStart is t as the lines' times count it.
-func (c *clusterRun) sinceStart(t time.Time) float64 {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	return t.Sub(c.start).Seconds()
-}
-
-func (c *clusterRun) progress(ctx context.Context) {
-	t := time.NewTicker(c.cfg.progress)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.say("produced %6d  delivered %6d  acked %6d", c.led.produced.Load(), c.led.deliveries.Load(), c.led.acks.Load())
-	}
-}
-
 func (rep *report) print(c *clusterRun) {
-	w := c.writeLine
+	w := c.Print
 	w("")
-	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.records, c.cfg.clients*len(c.cc.Nodes), rep.elapsed.Seconds())
+	w("summary: %d records, 3 nodes, %d clients, %.2fs", c.cfg.Records, c.cfg.Clients*len(c.cc.Nodes), rep.elapsed.Seconds())
 	for i, ph := range c.cfg.phases {
 		pc := &rep.c[ph]
-		from, to := rep.starts[ph], c.start.Add(rep.elapsed)
+		from, to := rep.starts[ph], c.Start().Add(rep.elapsed)
 		if i+1 < len(c.cfg.phases) && !rep.starts[c.cfg.phases[i+1]].IsZero() {
 			to = rep.starts[c.cfg.phases[i+1]]
 		}
-		span := fmt.Sprintf("%4.1fs-%4.1fs", from.Sub(c.start).Seconds(), to.Sub(c.start).Seconds())
+		span := fmt.Sprintf("%4.1fs-%4.1fs", from.Sub(c.Start()).Seconds(), to.Sub(c.Start()).Seconds())
 		if from.IsZero() {
 			span = "  (not reached)"
 		}
@@ -547,17 +422,17 @@ func (rep *report) print(c *clusterRun) {
 			}
 			if !f.scripted {
 				w("      %s's grants of %s lapsed at %.2fs, not by this phase's doing (%s):",
-					f.victim, partsList(f.parts), f.anchor.Sub(c.start).Seconds(), f.why)
+					f.victim, partsList(f.parts), f.anchor.Sub(c.Start()).Seconds(), f.why)
 				w("        the library deposed them, so the window below applies as to a failover")
 			}
 			w("      the window: acks applied within one commit interval + tick (%v + %v = %v) before %s stopped acting on its",
 				c.cfg.commitInterval, saveSlack, rep.window, f.victim)
 			w("        partitions (%s, at %.2fs) may come back: ack state reaches etcd at most once per commit interval;",
-				f.how, f.anchor.Sub(c.start).Seconds())
+				f.how, f.anchor.Sub(c.Start()).Seconds())
 			if len(f.from) > 0 {
 				var ext []string
 				for _, p := range slices.Sorted(maps.Keys(f.from)) {
-					ext = append(ext, fmt.Sprintf("%d since %.2fs", p, f.from[p].Sub(c.start).Seconds()))
+					ext = append(ext, fmt.Sprintf("%d since %.2fs", p, f.from[p].Sub(c.Start()).Seconds()))
 				}
 				w("        or since its last save that reached etcd, where that was earlier (etcd did not take its saves")
 				w("        meanwhile): partitions %s", strings.Join(ext, ", "))
@@ -582,19 +457,8 @@ func (rep *report) print(c *clusterRun) {
 			w("      BROKEN: %s", v)
 		}
 	}
-	produced := "answered by their owner"
-	if rep.landed > 0 {
-		produced += fmt.Sprintf(", and %d more whose produce got no answer but landed", rep.landed)
-	}
-	w("  produced    %6d   %s", rep.produced, produced)
-	acked := "every record"
-	if len(rep.lost) > 0 {
-		acked = fmt.Sprintf("all but %d records", len(rep.lost))
-	}
-	if rep.unsure > 0 {
-		acked += fmt.Sprintf(" (%d by an ack whose answer was lost: their partition drained)", rep.unsure)
-	}
-	w("  acked       %6d   %s", rep.acked+rep.unsure, acked)
+	w("  produced    %6d   %s", rep.produced, traffic.ProducedNote(rep.landed))
+	w("  acked       %6d   %s", rep.acked+rep.unsure, traffic.AckedNote(len(rep.lost), rep.unsure))
 	for i, pos := range rep.lost {
 		if i == 5 {
 			w("                       ...")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"narad.dev/consume/examples/internal/launch"
 )
 
 // The script: the phases one after the other. Each begins once the one before has lasted
@@ -68,7 +70,7 @@ func newPacer(cfg config) *pacer {
 		total += d
 	}
 	for ph, d := range p.lengths {
-		p.budget[ph] = float64(cfg.records) * d.Seconds() / total.Seconds()
+		p.budget[ph] = float64(cfg.Records) * d.Seconds() / total.Seconds()
 	}
 	return p
 }
@@ -168,14 +170,14 @@ func (c *clusterRun) move(ctx context.Context) error {
 	if _, err := c.cli.Put(ctx, moveKey(topic, moved), to); err != nil {
 		return fmt.Errorf("asking for the move: %w", err)
 	}
-	c.say("%s: asked the controller to move %s/%d from %s to %s (put %s)", c.phaseLabel(moving), topic, moved, from, to, moveKey(topic, moved))
+	c.Say("%s: asked the controller to move %s/%d from %s to %s (put %s)", c.phaseLabel(moving), topic, moved, from, to, moveKey(topic, moved))
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	s = c.view.wait(wctx, func(s *snapshot) bool { return s.owner(moved) == to && s.settled(moved) })
 	cancel()
 	if s == nil {
 		return fmt.Errorf("%s/%d was not moved to %s within 15s", topic, moved, to)
 	}
-	c.say("%s: etcd names %s the owner of %s/%d (epoch %d, routed at revision %d)", c.phaseLabel(moving), to, topic, moved,
+	c.Say("%s: etcd names %s the owner of %s/%d (epoch %d, routed at revision %d)", c.phaseLabel(moving), to, topic, moved,
 		s.owners[moved].modRev, s.assign[moved].modRev)
 	return nil
 }
@@ -269,7 +271,7 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 	if moved, err := c.moveLeaderOff(ctx, victim); err != nil {
 		return err
 	} else if moved != "" {
-		c.say("%s: %s's etcd member was the raft leader: leadership moved to %s's first (see README: a raft leader paused and continued revokes live leases in etcd 3.7)",
+		c.Say("%s: %s's etcd member was the raft leader: leadership moved to %s's first (see README: a raft leader paused and continued revokes live leases in etcd 3.7)",
 			label, victim, moved)
 	}
 	oldLease := c.view.snap().leases[victim]
@@ -285,12 +287,12 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 	c.mu.Unlock()
 	c.begin(zombie, at)
 	c.led.failover(zombie, victim, parts, at, "the SIGSTOP")
-	c.say("%s: %s (granted %s/%s) stopped with SIGSTOP (pid %d): its lease runs out in at most %ds", label, victim, topic,
+	c.Say("%s: %s (granted %s/%s) stopped with SIGSTOP (pid %d): its lease runs out in at most %ds", label, victim, topic,
 		partsList(parts), p.Pid(), leaseTTL)
 	s := c.failedOver(ctx, parts, failoverTimeout)
 	failed := time.Since(at)
 	if s != nil {
-		c.say("%s: every partition of %s failed over while it was stopped, %v after the SIGSTOP", label, victim, failed.Round(10*time.Millisecond))
+		c.Say("%s: every partition of %s failed over while it was stopped, %v after the SIGSTOP", label, victim, failed.Round(10*time.Millisecond))
 	}
 	if err := pause(p.Pid(), false); err != nil {
 		return fmt.Errorf("SIGCONT %s: %w", victim, err)
@@ -299,14 +301,14 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 	c.mu.Lock()
 	c.stopped = ""
 	c.mu.Unlock()
-	c.say("%s: %s continued with SIGCONT after %v stopped; its clients call it still", label, victim, cont.Sub(at).Round(10*time.Millisecond))
+	c.Say("%s: %s continued with SIGCONT after %v stopped; its clients call it still", label, victim, cont.Sub(at).Round(10*time.Millisecond))
 	if s == nil {
 		return fmt.Errorf("%s's partitions were not failed over within %v of its SIGSTOP", victim, failoverTimeout)
 	}
 	if s = c.rejoined(ctx, victim, oldLease, 15*time.Second); s == nil {
 		return fmt.Errorf("%s did not rejoin under a new lease within 15s of its SIGCONT", victim)
 	}
-	c.say("%s: %s is live again under a new lease, %v after its SIGCONT, with no partition", label, victim, time.Since(cont).Round(10*time.Millisecond))
+	c.Say("%s: %s is live again under a new lease, %v after its SIGCONT, with no partition", label, victim, time.Since(cont).Round(10*time.Millisecond))
 	c.note(zombie, "%s (granted %s) stopped for %v: failed over %v after the SIGSTOP, live again under a new lease %v after the SIGCONT",
 		victim, partsList(parts), cont.Sub(at).Round(10*time.Millisecond), failed.Round(10*time.Millisecond), time.Since(cont).Round(10*time.Millisecond))
 	c.afterwards(zombie, victim, cont, "the SIGCONT")
@@ -322,7 +324,7 @@ func (c *clusterRun) zombie(ctx context.Context) error {
 // fires at once after the pause), and the revocations it proposes once it has stepped down
 // are forwarded to the new leader and committed, live nodes' leases with them.
 func (c *clusterRun) moveLeaderOff(ctx context.Context, node string) (string, error) {
-	vn, _ := c.cc.node(node)
+	vn, _ := launch.NodeOf(c.cc.Nodes, node)
 	st, err := c.cli.Status(ctx, vn.Member.ClientURL)
 	if err != nil {
 		return "", fmt.Errorf("etcd status of %s's member: %w", node, err)
@@ -406,12 +408,12 @@ func (c *clusterRun) partition(ctx context.Context) error {
 	c.mu.Unlock()
 	c.begin(partitioned, at)
 	c.led.failover(partitioned, victim, parts, lapse, "its grants' lapse on its clock")
-	c.say("%s: %s (granted %s/%s) cut off from its peers and from etcd's control plane; its clients and the store still reach it; its grants lapse in %v",
+	c.Say("%s: %s (granted %s/%s) cut off from its peers and from etcd's control plane; its clients and the store still reach it; its grants lapse in %v",
 		label, victim, topic, partsList(parts), time.Duration(ans.LapseInNs).Round(time.Millisecond))
 	s := c.failedOver(ctx, parts, failoverTimeout)
 	failed := time.Since(at)
 	if s != nil {
-		c.say("%s: every partition of %s failed over while it was cut off, %v after the cut", label, victim, failed.Round(10*time.Millisecond))
+		c.Say("%s: every partition of %s failed over while it was cut off, %v after the cut", label, victim, failed.Round(10*time.Millisecond))
 	}
 	if err := c.cut(ctx, victim, false, nil); err != nil {
 		return fmt.Errorf("healing %s: %w", victim, err)
@@ -420,14 +422,14 @@ func (c *clusterRun) partition(ctx context.Context) error {
 	c.mu.Lock()
 	c.cutOff = ""
 	c.mu.Unlock()
-	c.say("%s: %s healed after %v cut off", label, victim, healed.Sub(at).Round(10*time.Millisecond))
+	c.Say("%s: %s healed after %v cut off", label, victim, healed.Sub(at).Round(10*time.Millisecond))
 	if s == nil {
 		return fmt.Errorf("%s's partitions were not failed over within %v of its cut", victim, failoverTimeout)
 	}
 	if s = c.rejoined(ctx, victim, oldLease, 15*time.Second); s == nil {
 		return fmt.Errorf("%s did not rejoin under a new lease within 15s of its healing", victim)
 	}
-	c.say("%s: %s is live again under a new lease, %v after its healing, with no partition", label, victim, time.Since(healed).Round(10*time.Millisecond))
+	c.Say("%s: %s is live again under a new lease, %v after its healing, with no partition", label, victim, time.Since(healed).Round(10*time.Millisecond))
 	c.note(partitioned, "%s (granted %s) cut off for %v: its grants lapsed %v after the cut, failed over %v after the cut, live again under a new lease %v after the healing",
 		victim, partsList(parts), healed.Sub(at).Round(10*time.Millisecond), time.Duration(ans.LapseInNs).Round(time.Millisecond),
 		failed.Round(10*time.Millisecond), time.Since(healed).Round(10*time.Millisecond))
@@ -488,7 +490,7 @@ func (c *clusterRun) kill(ctx context.Context) error {
 		parts[p] = s.owners[p].modRev
 	}
 	role := "the controller"
-	if vn, ok := c.cc.node(victim); ok {
+	if vn, err := launch.NodeOf(c.cc.Nodes, victim); err == nil {
 		if st, err := c.cli.Status(ctx, vn.Member.ClientURL); err == nil && st.Leader == st.Header.MemberId {
 			role += ", and its etcd member the raft leader"
 		}
@@ -501,11 +503,11 @@ func (c *clusterRun) kill(ctx context.Context) error {
 	p.Kill()
 	c.begin(failing, at)
 	c.led.failover(failing, victim, parts, at, "the kill")
-	c.say("%s: %s (%s) killed with SIGKILL (pid %d), for good; it was granted %s/%s", label, victim, role, p.Pid(), topic, partsList(parts))
+	c.Say("%s: %s (%s) killed with SIGKILL (pid %d), for good; it was granted %s/%s", label, victim, role, p.Pid(), topic, partsList(parts))
 	if s = c.failedOver(ctx, parts, failoverTimeout); s == nil {
 		return fmt.Errorf("%s's partitions were not failed over within %v", victim, failoverTimeout)
 	}
-	c.say("%s: every partition of %s failed over, %v after the kill", label, victim, time.Since(at).Round(10*time.Millisecond))
+	c.Say("%s: every partition of %s failed over, %v after the kill", label, victim, time.Since(at).Round(10*time.Millisecond))
 	c.note(failing, "%s (%s; granted %s) killed: failed over %v after the kill", victim, strings.TrimPrefix(role, "the "),
 		partsList(parts), time.Since(at).Round(10*time.Millisecond))
 	return nil

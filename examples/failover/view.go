@@ -338,5 +338,5 @@ func (r etcdRoutes) resolve(id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return peerURL(addr), true
+	return launch.Node{Addr: addr}.PeerURL(), true
 }

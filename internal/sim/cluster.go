@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
@@ -29,7 +29,7 @@ type node struct {
 	remote      map[string][]int32 // the other owners' partitions, as its routes answer
 	everOwned   map[int32]bool     // the partitions it owned at some time in the run
 
-	fs     *memfs.FS
+	fs     *crashfs.FS
 	rn     *router.Node // nil while down
 	epochs []*epoch     // its processes, the last one live unless down
 
@@ -216,7 +216,7 @@ func (s *sim) setup() {
 		if i >= owners {
 			id = fmt.Sprintf("g%d", i-owners)
 		}
-		nd := &node{id: id, fs: memfs.New()}
+		nd := &node{id: id, fs: crashfs.New()}
 		s.nodes = append(s.nodes, nd)
 	}
 	for p := range parts {
@@ -404,7 +404,7 @@ func (s *sim) stop(nd *node, kind endKind) {
 		fsys = nd.fs.ProcessCrash()
 		s.report.Faults.ProcessCrashes++
 	case powerCut:
-		opt := memfs.PowerCut{}
+		opt := crashfs.PowerCut{}
 		if s.rng.IntN(2) == 0 {
 			opt.Rand = rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
 			opt.KeepUnsynced = []float64{0.25, 0.5, 1}[s.rng.IntN(3)]

@@ -9,7 +9,7 @@
 // callbacks), the topic's visibility timeout and caps, the network's round trip and
 // jitter, which fault classes the run uses and how hard (a swarm: each class is on in some
 // runs and off in others), and the workload. Each node is the real router.Node, on a strict
-// memfs.FS of its own, its nonce streams seeded through Config.Seeds; all of them talk over
+// crashfs.FS of its own, its nonce streams seeded through Config.Seeds; all of them talk over
 // one routertest.Network. The caller runs Run inside a testing/synctest bubble: time is the
 // bubble's fake clock, which every node reads too (plus an offset of its own, in runs with
 // clock skew), so a minute of cluster time takes milliseconds and every deadline is exact.
@@ -21,7 +21,7 @@
 // delay), extend and release what they hold, through any node, singly and in AckBatches,
 // settle handles that lapsed or were never issued (forged), or walk away; replays read
 // history. The faults: retention trims; corrupt records; graceful restarts, process crashes
-// (memfs ProcessCrash) and power cuts (memfs PowerCut, some keeping part of the unsynced
+// (crashfs ProcessCrash) and power cuts (crashfs PowerCut, some keeping part of the unsynced
 // data or tearing the last write), each node down for a while or back at once; nodes cut off
 // the network (calls to them fail at once, the failure detector noticing or not); partitions
 // between groups of nodes; frames lost on their way, replies lost, frames delivered twice;

@@ -15,7 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 	"narad.dev/consume/tokens"
@@ -1024,13 +1024,13 @@ func (s *sim) syncErrors() {
 		s.endPeriod(nd, &nd.syncErr)
 		return
 	}
-	mode := memfs.SyncKeepDirty
+	mode := crashfs.SyncKeepDirty
 	if s.rng.IntN(2) == 0 {
-		mode = memfs.SyncDropDirty
+		mode = crashfs.SyncDropDirty
 	}
 	nd.fs.SetSyncFailureMode(mode)
 	r := rand.New(rand.NewPCG(s.rng.Uint64(), 2))
-	nd.fs.Inject(memfs.Random(r, []float64{0.3, 1}[s.rng.IntN(2)], memfs.OnKind(memfs.OpSyncData, memfs.ErrInjected)))
+	nd.fs.Inject(crashfs.Random(r, []float64{0.3, 1}[s.rng.IntN(2)], crashfs.OnKind(crashfs.OpSyncData, crashfs.ErrInjected)))
 	s.beginPeriod(nd, &nd.syncErr, "sync")
 	s.report.Faults.SyncErrors++
 }

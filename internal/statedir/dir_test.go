@@ -11,16 +11,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 )
 
-// syncFailFS is memfs (its lock included) whose SyncTree fails.
-type syncFailFS struct{ *memfs.FS }
+// syncFailFS is crashfs (its lock included) whose SyncTree fails.
+type syncFailFS struct{ *crashfs.FS }
 
 func (syncFailFS) SyncTree(string) error { return errors.New("broken") }
 
-// renameFailFS is memfs whose Rename fails.
-type renameFailFS struct{ *memfs.FS }
+// renameFailFS is crashfs whose Rename fails.
+type renameFailFS struct{ *crashfs.FS }
 
 func (renameFailFS) Rename(string, string) error { return errors.New("broken") }
 
@@ -36,7 +36,7 @@ func fileSystems(t *testing.T) []struct {
 		dir  string
 	}{
 		{"real file system", nil, filepath.Join(t.TempDir(), "a", "state")},
-		{"memfs", memfs.New(), "/a/state"},
+		{"crashfs", crashfs.New(), "/a/state"},
 	}
 }
 
@@ -81,7 +81,7 @@ func TestOpenFails(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrLocked)
 	assert.Contains(t, err.Error(), "router: create state directory: ")
 
-	mem := memfs.New()
+	mem := crashfs.New()
 	_, err = Open(syncFailFS{mem}, "/state")
 	require.EqualError(t, err, "router: make the state a previous process left in /state durable: broken")
 	d, err := Open(mem, "/state")
@@ -132,7 +132,7 @@ func TestAdoptLegacyTopic(t *testing.T) {
 	for _, tt := range []struct {
 		name            string
 		legacy, current bool // which directories exist before
-		wrap            func(*memfs.FS) FS
+		wrap            func(*crashfs.FS) FS
 		topic           string
 		// wantCurrent: the partition is found under the topic's current name after.
 		wantCurrent, wantFail bool
@@ -141,15 +141,15 @@ func TestAdoptLegacyTopic(t *testing.T) {
 		{name: "the current name exists", legacy: true, current: true},
 		{name: "no legacy directory"},
 		{name: "the names agree", topic: "orders", legacy: true, wantCurrent: true},
-		{name: "no Renamer", legacy: true, wrap: func(f *memfs.FS) FS { return plainFS{f} }},
-		{name: "the rename fails", legacy: true, wrap: func(f *memfs.FS) FS { return renameFailFS{f} }, wantFail: true},
+		{name: "no Renamer", legacy: true, wrap: func(f *crashfs.FS) FS { return plainFS{f} }},
+		{name: "the rename fails", legacy: true, wrap: func(f *crashfs.FS) FS { return renameFailFS{f} }, wantFail: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			topic := topic
 			if tt.topic != "" {
 				topic = tt.topic
 			}
-			mem := memfs.New()
+			mem := crashfs.New()
 			legacy, current := filepath.Join("/state", legacyTopicDir(topic)), filepath.Join("/state", TopicDir(topic))
 			if tt.legacy {
 				require.NoError(t, mem.MkdirAll(filepath.Join(legacy, "0")))
@@ -184,7 +184,7 @@ func TestAdoptLegacyTopic(t *testing.T) {
 
 // A deleted topic's state goes under both its names, and a missing one is no error.
 func TestRemoveTopic(t *testing.T) {
-	mem := memfs.New()
+	mem := crashfs.New()
 	d, err := Open(mem, "/state")
 	require.NoError(t, err)
 	defer d.Close()

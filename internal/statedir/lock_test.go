@@ -13,15 +13,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 )
 
 // The in-memory file system the tests run on offers the directory's whole contract.
 var (
-	_ FS         = (*memfs.FS)(nil)
-	_ Locker     = (*memfs.FS)(nil)
-	_ TreeSyncer = (*memfs.FS)(nil)
-	_ Renamer    = (*memfs.FS)(nil)
+	_ FS         = (*crashfs.FS)(nil)
+	_ Locker     = (*crashfs.FS)(nil)
+	_ TreeSyncer = (*crashfs.FS)(nil)
+	_ Renamer    = (*crashfs.FS)(nil)
 )
 
 // plainFS is a custom FS with none of the optional capabilities.
@@ -52,7 +52,7 @@ func TestErrLockedReadsAsTheRouters(t *testing.T) {
 // an FS's Locker; unlock lets the next one in; two in-memory file systems are two machines.
 func TestLockOneHolder(t *testing.T) {
 	real := t.TempDir()
-	mem := memfs.New()
+	mem := crashfs.New()
 	require.NoError(t, mem.MkdirAll("/state"))
 	for _, tt := range []struct {
 		name string
@@ -60,7 +60,7 @@ func TestLockOneHolder(t *testing.T) {
 		dir  string
 	}{
 		{"real file system", nil, real},
-		{"memfs", mem, "/state"},
+		{"crashfs", mem, "/state"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			unlock, err := Lock(tt.fsys, tt.dir)
@@ -84,8 +84,8 @@ func TestLockOneHolder(t *testing.T) {
 		require.ErrorIs(t, err, ErrLocked)
 	})
 
-	t.Run("another memfs is another machine", func(t *testing.T) {
-		other := memfs.New()
+	t.Run("another crashfs is another machine", func(t *testing.T) {
+		other := crashfs.New()
 		require.NoError(t, other.MkdirAll("/state"))
 		unlock, err := Lock(mem, "/state")
 		require.NoError(t, err)
@@ -95,8 +95,8 @@ func TestLockOneHolder(t *testing.T) {
 		require.NoError(t, unlockOther())
 	})
 
-	t.Run("a crash releases the memfs lock", func(t *testing.T) {
-		fsys := memfs.New()
+	t.Run("a crash releases the crashfs lock", func(t *testing.T) {
+		fsys := crashfs.New()
 		require.NoError(t, fsys.MkdirAll("/state"))
 		crashed, err := Lock(fsys, "/state")
 		require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestLockThroughTheFS(t *testing.T) {
 	}
 
 	t.Run("no TryLock", func(t *testing.T) {
-		fsys := plainFS{memfs.New()}
+		fsys := plainFS{crashfs.New()}
 		first, err := Lock(fsys, "/state")
 		require.NoError(t, err)
 		second, err := Lock(fsys, "/state")

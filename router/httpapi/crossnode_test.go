@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/routertest"
@@ -26,10 +26,10 @@ func TestThroughAGateway(t *testing.T) {
 		ownerRoutes, gatewayRoutes := &routertest.Routes{}, &routertest.Routes{}
 		ownerRoutes.Set("orders", 0)
 		gatewayRoutes.SetRemote("orders", "a", 0)
-		owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/a", FS: memfs.New(), Transport: nw.Transport("a")})
+		owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/a", FS: crashfs.New(), Transport: nw.Transport("a")})
 		require.NoError(t, err)
 		defer owner.Close()
-		gateway, err := router.New(router.Config{Logs: logs, Routes: gatewayRoutes, Dir: "/g", FS: memfs.New(), Transport: nw.Transport("g")})
+		gateway, err := router.New(router.Config{Logs: logs, Routes: gatewayRoutes, Dir: "/g", FS: crashfs.New(), Transport: nw.Transport("g")})
 		require.NoError(t, err)
 		defer gateway.Close()
 		nw.Join("a", owner.Serve)
@@ -76,10 +76,10 @@ func TestRejectThroughAGateway(t *testing.T) {
 			ownerRoutes, gatewayRoutes := &routertest.Routes{}, &routertest.Routes{}
 			ownerRoutes.Set("orders", 0)
 			gatewayRoutes.SetRemote("orders", "a", 0)
-			owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/a", FS: memfs.New(), Transport: nw.Transport("a"), WireVersion: ownerVersion})
+			owner, err := router.New(router.Config{Logs: logs, Routes: ownerRoutes, Dir: "/a", FS: crashfs.New(), Transport: nw.Transport("a"), WireVersion: ownerVersion})
 			require.NoError(t, err)
 			defer owner.Close()
-			gateway, err := router.New(router.Config{Logs: logs, Routes: gatewayRoutes, Dir: "/g", FS: memfs.New(), Transport: nw.Transport("g")})
+			gateway, err := router.New(router.Config{Logs: logs, Routes: gatewayRoutes, Dir: "/g", FS: crashfs.New(), Transport: nw.Transport("g")})
 			require.NoError(t, err)
 			defer gateway.Close()
 			nw.Join("a", owner.Serve)

@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/internal/fronttest"
@@ -97,7 +97,7 @@ func fuzzRequest(t *testing.T, route uint8, wrongMethod bool, query, ct string, 
 	for i := range 5 {
 		log.Append([]byte{byte(i), 0xff}, []byte(fmt.Sprintf("<%d>", i)), time.Unix(int64(i), 0))
 	}
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/metrics"
 	"narad.dev/consume/router/routertest"
@@ -174,7 +174,7 @@ func TestHandlerAndExpvarOfANode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs, routes := &routertest.MemLogs{}, &routertest.Routes{}
 		routes.Set("orders", 0)
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, node.Close()) }()
 		for range 2 {

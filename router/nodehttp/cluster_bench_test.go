@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/cputime"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/nodehttp"
@@ -110,7 +110,7 @@ func newBenchCluster(b *testing.B, per int) *benchCluster {
 			}
 		}
 		tr := newTransportWith(b, nodehttp.TransportConfig{Self: id, Resolve: addrs.resolve, HTTP1: http1, Framed: framed})
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state-" + id, FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state-" + id, FS: crashfs.New(),
 			Transport: tr, Topic: topic})
 		if err != nil {
 			b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/nodehttp"
@@ -58,7 +58,7 @@ func newCluster(t *testing.T, m mode, owned map[string][]int32, frames func(to, 
 				routes.SetRemote("orders", other, parts...)
 			}
 		}
-		node, err := router.New(router.Config{Logs: c.logs, Routes: routes, Dir: "/state-" + id, FS: memfs.New(),
+		node, err := router.New(router.Config{Logs: c.logs, Routes: routes, Dir: "/state-" + id, FS: crashfs.New(),
 			Transport: newTransport(t, m, id, addrs)})
 		require.NoError(t, err)
 		c.nodes[id] = node

@@ -13,7 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 )
 
@@ -671,7 +671,7 @@ func testConsume(t suite, h LogHarness) {
 	routes := &Routes{}
 	routes.Set("conformance", 0)
 	clock := NewClock(time.Unix(1_700_000_000, 0))
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	cfg := router.Config{Logs: oneLog{l}, Routes: routes, Dir: "/state", FS: fsys, Clock: clock}
 	node, err := router.New(cfg)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 )
 
@@ -244,7 +244,7 @@ func testStoreThroughNode(t *testing.T, h StoreHarness) {
 	routes := &Routes{}
 	routes.Set("orders", 0)
 	newNode := func(dir string) *router.Node {
-		n, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: dir, FS: memfs.New(), Store: s})
+		n, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: dir, FS: crashfs.New(), Store: s})
 		if err != nil {
 			t.Fatalf("router.New with the store: %v", err)
 		}
@@ -303,7 +303,7 @@ func testStoreThroughNode(t *testing.T, h StoreHarness) {
 	if stored == nil {
 		t.Fatalf("the node stored nothing for orders/0")
 	}
-	third, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/machine-3", FS: memfs.New()})
+	third, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/machine-3", FS: crashfs.New()})
 	if err != nil {
 		t.Fatalf("router.New: %v", err)
 	}

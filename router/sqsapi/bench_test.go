@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/cputime"
-	"narad.dev/consume/internal/memfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/httpapi"
 	"narad.dev/consume/router/routertest"
@@ -46,7 +46,7 @@ func benchReceiveDelete(b *testing.B, api string, consumers int) {
 	logs, routes := &routertest.MemLogs{}, &routertest.Routes{}
 	const partitions = 4
 	routes.Set("orders", 0, 1, 2, 3)
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/internal/fronttest"
 	"narad.dev/consume/router/routertest"
@@ -108,7 +108,7 @@ func fuzzRequest(t *testing.T, target, ct string, body []byte) {
 	for i := range 3 {
 		log.Append(nil, []byte(fmt.Sprintf("<%d>\xff", i)), time.Unix(int64(i), 0))
 	}
-	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

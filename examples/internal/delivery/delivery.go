@@ -49,3 +49,26 @@ func OutcomeOf(err error) (Outcome, error) {
 	}
 	return answerOutcomes[a], nil
 }
+
+// Records is a ledger's records, by position: R is the ledger's own record.
+type Records[R any] map[Position]*R
+
+// At returns the record at pos, adding a zero one.
+func (rs Records[R]) At(pos Position) *R {
+	r := rs[pos]
+	if r == nil {
+		r = new(R)
+		rs[pos] = r
+	}
+	return r
+}
+
+// Any reports whether a record satisfies f.
+func (rs Records[R]) Any(f func(*R) bool) bool {
+	for _, r := range rs {
+		if f(r) {
+			return true
+		}
+	}
+	return false
+}

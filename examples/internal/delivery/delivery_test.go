@@ -37,3 +37,14 @@ func TestOutcomeOf(t *testing.T) {
 	require.Equal(t, Held, o)
 	require.ErrorContains(t, err, "ack: 400 bad_request: no topic")
 }
+
+func TestRecords(t *testing.T) {
+	type rec struct{ n int }
+	rs := Records[rec]{}
+	require.False(t, rs.Any(func(r *rec) bool { return true }), "none")
+	rs.At(Position{1, 2}).n = 5
+	require.Equal(t, 5, rs.At(Position{1, 2}).n, "the same record")
+	require.Len(t, rs, 1)
+	require.True(t, rs.Any(func(r *rec) bool { return r.n == 5 }))
+	require.False(t, rs.Any(func(r *rec) bool { return r.n == 4 }))
+}

@@ -66,6 +66,19 @@ func childCode[C any](args []string, out, errOut io.Writer, parse func([]string,
 	return 0
 }
 
+// NodeOrParent returns the run function of a program (for Main and Child): node, with the
+// process's standard input, when the config's hidden flags ask for a node process; parent,
+// its report dropped, otherwise.
+func NodeOrParent[C Config, R any](node func(context.Context, C, io.Writer, io.Reader) error, parent func(context.Context, C, io.Writer) (R, error)) func(context.Context, C, io.Writer) error {
+	return func(ctx context.Context, cfg C, out io.Writer) error {
+		if cfg.nodeFlags().Node {
+			return node(ctx, cfg, out, os.Stdin)
+		}
+		_, err := parent(ctx, cfg, out)
+		return err
+	}
+}
+
 // RunDir returns the directory to keep a run in, and what to do with it at the end: dir
 // itself (made if need be, and kept), or if dir is empty a new temporary one named after
 // pattern (as os.MkdirTemp's), removed at the end.
@@ -77,41 +90,58 @@ func RunDir(dir, pattern string) (path string, cleanup func(), err error) {
 	return dir, func() { os.RemoveAll(dir) }, err
 }
 
+// ConfigName is the file, in a run's directory, that the parent writes the run's config to
+// and every node reads at start.
+const ConfigName = "cluster.json"
+
 // A Run is where a parent keeps a run, and what it starts as the nodes.
 type Run struct {
 	Dir        string // the run's directory (see RunDir)
 	ConfigPath string // the config file, in Dir
 	Exe        string // the program started as the nodes
+	Temporary  bool   // Dir was made for the run, and its cleanup removes it
 }
 
-// NewRun makes the run's directory, RunDir(dir, pattern), and writes the config file in it,
-// named configName, with write (given the directory and the file's path). A directory that
+// DirNote says what becomes of the run's directory.
+func (r Run) DirNote() string {
+	if r.Temporary {
+		return "a temporary directory, removed at the end"
+	}
+	return "kept"
+}
+
+// NewRun makes the run's directory, RunDir(dir, pattern), and in it the run's config with
+// newConfig (given the directory), written as JSON to the file ConfigName. A directory that
 // holds the file already is refused: it holds an earlier run (what names it in the error).
-// The program started as the nodes is exe, or if empty this one. The run's cleanup is to
-// be called at its end; on an error, NewRun has called it.
-func NewRun(dir, pattern, configName, what, exe string, write func(dir, path string) error) (_ Run, _ func(), err error) {
+// The program started as the nodes is exe, or if empty this one. The run's cleanup is to be
+// called at its end; on an error, NewRun has called it.
+func NewRun[C any](dir, pattern, what, exe string, newConfig func(dir string) (C, error)) (_ Run, cfg C, _ func(), err error) {
+	temporary := dir == ""
 	dir, cleanup, err := RunDir(dir, pattern)
 	if err != nil {
-		return Run{}, nil, err
+		return Run{}, cfg, nil, err
 	}
 	defer func() {
 		if err != nil {
 			cleanup()
 		}
 	}()
-	path := filepath.Join(dir, configName)
+	path := filepath.Join(dir, ConfigName)
 	if _, err := os.Stat(path); err == nil {
-		return Run{}, nil, fmt.Errorf("%s holds an earlier run: give -dir an empty or new directory", what)
+		return Run{}, cfg, nil, fmt.Errorf("%s holds an earlier run: give -dir an empty or new directory", what)
 	}
-	if err := write(dir, path); err != nil {
-		return Run{}, nil, err
+	if cfg, err = newConfig(dir); err != nil {
+		return Run{}, cfg, nil, err
+	}
+	if err := WriteJSON(path, cfg); err != nil {
+		return Run{}, cfg, nil, err
 	}
 	if exe == "" {
 		if exe, err = os.Executable(); err != nil {
-			return Run{}, nil, err
+			return Run{}, cfg, nil, err
 		}
 	}
-	return Run{Dir: dir, ConfigPath: path, Exe: exe}, cleanup, nil
+	return Run{Dir: dir, ConfigPath: path, Exe: exe, Temporary: temporary}, cfg, cleanup, nil
 }
 
 // FreeAddrs returns n addresses on 127.0.0.1 with ports that were free a moment ago: the

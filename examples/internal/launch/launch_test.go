@@ -87,33 +87,36 @@ func TestRunDir(t *testing.T) {
 
 func TestNewRun(t *testing.T) {
 	kept := t.TempDir()
-	write := func(dir, path string) error {
-		require.Equal(t, filepath.Join(dir, "c.json"), path)
-		return WriteJSON(path, dir)
-	}
-	run, cleanup, err := NewRun(kept, "launch-", "c.json", "the dir", "/bin/node", write)
+	newConfig := func(dir string) (string, error) { return dir, nil }
+	run, cfg, cleanup, err := NewRun(kept, "launch-", "the dir", "/bin/node", newConfig)
 	require.NoError(t, err)
-	require.Equal(t, Run{Dir: kept, ConfigPath: filepath.Join(kept, "c.json"), Exe: "/bin/node"}, run)
+	require.Equal(t, Run{Dir: kept, ConfigPath: filepath.Join(kept, ConfigName), Exe: "/bin/node"}, run)
+	require.Equal(t, kept, cfg)
+	require.Equal(t, "kept", run.DirNote())
 	cleanup()
-	require.FileExists(t, run.ConfigPath)
+	var written string
+	require.NoError(t, ReadJSON(run.ConfigPath, &written))
+	require.Equal(t, kept, written, "the config, written")
 
-	_, _, err = NewRun(kept, "launch-", "c.json", "the dir", "", write)
+	_, _, _, err = NewRun(kept, "launch-", "the dir", "", newConfig)
 	require.EqualError(t, err, "the dir holds an earlier run: give -dir an empty or new directory")
 
 	var made string
-	run, cleanup, err = NewRun("", "launch-", "c.json", "the dir", "", func(dir, path string) error {
+	run, _, cleanup, err = NewRun("", "launch-", "the dir", "", func(dir string) (int, error) {
 		made = dir
-		return nil
+		return 1, nil
 	})
 	require.NoError(t, err)
 	exe, _ := os.Executable()
 	require.Equal(t, exe, run.Exe, "this program")
+	require.True(t, run.Temporary)
+	require.Equal(t, "a temporary directory, removed at the end", run.DirNote())
 	cleanup()
 	require.NoDirExists(t, made)
 
-	_, _, err = NewRun("", "launch-", "c.json", "the dir", "", func(dir, path string) error {
+	_, _, _, err = NewRun("", "launch-", "the dir", "", func(dir string) (int, error) {
 		made = dir
-		return errors.New("no room")
+		return 0, errors.New("no room")
 	})
 	require.EqualError(t, err, "no room")
 	require.NoDirExists(t, made, "removed on the error")

@@ -139,3 +139,30 @@ func (p *Proc) WaitExit(timeout time.Duration) error {
 		return fmt.Errorf("%s did not stop within %v: killed", p.id, timeout)
 	}
 }
+
+// A Member is a node process as an example holds it: a *Proc, or its own type around one.
+type Member interface {
+	Alive() bool
+	Kill()
+	Err() error
+}
+
+// KillAll kills every process of ps still running.
+func KillAll[P Member](ps map[string]P) {
+	for _, p := range ps {
+		if p.Alive() {
+			p.Kill()
+		}
+	}
+}
+
+// CheckAlive returns an error wrapping ErrExited that names a process of ps, other than
+// except, that has exited; nil if every one runs.
+func CheckAlive[P Member](ps map[string]P, except string) error {
+	for id, p := range ps {
+		if id != except && !p.Alive() {
+			return fmt.Errorf("%w: %s: %v", ErrExited, id, p.Err())
+		}
+	}
+	return nil
+}

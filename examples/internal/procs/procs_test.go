@@ -92,3 +92,23 @@ func TestWaitReadyCanceled(t *testing.T) {
 	require.True(t, errors.Is(p.WaitReady(ctx, time.Minute), ctx.Err()))
 	p.Kill()
 }
+
+// fakeMember is a process as KillAll and CheckAlive see it.
+type fakeMember struct {
+	alive, killed bool
+}
+
+func (f *fakeMember) Alive() bool { return f.alive }
+func (f *fakeMember) Kill()       { f.killed, f.alive = true, false }
+func (f *fakeMember) Err() error  { return errors.New("exit status 1") }
+
+func TestKillAllCheckAlive(t *testing.T) {
+	ps := map[string]*fakeMember{"node-1": {alive: true}, "node-2": {}}
+	err := CheckAlive(ps, "")
+	require.ErrorIs(t, err, ErrExited)
+	require.ErrorContains(t, err, "node-2: exit status 1")
+	require.NoError(t, CheckAlive(ps, "node-2"), "the one killed on purpose")
+	KillAll(ps)
+	require.True(t, ps["node-1"].killed)
+	require.False(t, ps["node-2"].killed, "exited already")
+}

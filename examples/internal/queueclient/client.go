@@ -17,6 +17,11 @@ import (
 // CallTimeout bounds a call other than a consume's long-poll.
 const CallTimeout = 5 * time.Second
 
+// PeerCallsHeader carries, on a consume's answer, the calls to peers the node made for it:
+// examples/cluster's nodes count them (its node.go says how), and its clients tell by them how
+// the records reached them.
+const PeerCallsHeader = "Peer-Calls"
+
 // A Message is a delivered record, as the consume API sends it.
 type Message struct {
 	Partition int32     `json:"partition"`
@@ -61,6 +66,13 @@ type Client struct {
 // New returns a client of topic's nodes over transport.
 func New(transport http.RoundTripper, topic string) *Client {
 	return &Client{HTTP: &http.Client{Transport: transport}, Topic: topic}
+}
+
+// NewLocal returns a client of topic on nodes at 127.0.0.1, as the examples' parents use:
+// HTTP/1.1, a connection per call in flight, kept for the next until the client's
+// HTTP.CloseIdleConnections.
+func NewLocal(topic string) *Client {
+	return New(&http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}, topic)
 }
 
 // do sends req and decodes a want answer into into (if not nil). A consume's 204 (nothing

@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -164,7 +164,7 @@ func NewEnv(t testing.TB, cfg ...func(*router.Config)) Env {
 	e := Env{Logs: &routertest.MemLogs{}, Routes: &routertest.Routes{}}
 	e.Routes.Set("orders", 0)
 	e.Logs.Log("orders", 0)
-	c := router.Config{Logs: e.Logs, Routes: e.Routes, Dir: "/state", FS: memfs.New()}
+	c := router.Config{Logs: e.Logs, Routes: e.Routes, Dir: "/state", FS: crashfs.New()}
 	for _, f := range cfg {
 		f(&c)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 	"narad.dev/consume/router/sqsapi"
@@ -42,7 +42,7 @@ func newBroker(t testing.TB) *broker {
 	routes := &routertest.Routes{}
 	routes.Set("orders", 0)
 	b.logs.Log("orders", 0)
-	node, err := router.New(router.Config{Logs: b.logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	node, err := router.New(router.Config{Logs: b.logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
 	require.NoError(t, err)
 	b.node = node
 	var api *sqsapi.Handler

@@ -1,7 +1,23 @@
-// Package memfs is a strict in-memory file system for crash tests of the offsets committer.
-// It implements offsets.FS, offsets.Root, offsets.File and offsets.FullSyncer, keeps what the
-// page cache holds apart from what the disk holds, and can crash the process, cut the power,
-// fail any op, and fill the disk.
+// Package crashfs is a strict in-memory file system for crash tests: it keeps what the page
+// cache holds apart from what the disk holds, and can crash the process, cut the power, tear a
+// write, fail any op, and fill the disk. It is the file system the library's own crash tests
+// run the committer and the node on, exported so that a host can run its own code on it (an
+// FS wrapper it passes as router.Config.FS, a router.StateStore that keeps its state in files,
+// or a whole node), cut the power under it at any op, and check what a restart over what
+// survived finds.
+//
+// An *FS is a router.FS and an offsets.FS, with the optional capabilities the node looks for
+// (TryLock, SyncTree, Rename); its files are offsets.File and offsets.FullSyncer.
+//
+// # Usage
+//
+// A test makes an FS with New, passes it (or its own wrapper of it) where the real file system
+// would go, runs its code, and calls PowerCut or ProcessCrash: each returns a new FS holding
+// what a restart would find, and freezes the old one, so that the code still running on it
+// fails with ErrCrashed instead of changing what survived. The test then starts its code again
+// on the new FS and checks the outcome. To crash at every point of a run, CrashAfter(n)
+// freezes the FS after n more mutating ops (see Crashes); Inject fails chosen ops (see Faults).
+// The example of a node over a host's FS wrapper shows the whole cycle.
 //
 // # Two images per file
 //
@@ -66,4 +82,4 @@
 // (ProcessCrash and PowerCut return a file system with no lock held).
 //
 // All methods are safe for concurrent use; one mutex guards the whole file system.
-package memfs
+package crashfs

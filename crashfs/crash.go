@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import (
 	"math/rand/v2"
@@ -31,7 +31,7 @@ type PowerCut struct {
 // The returned FS keeps the op counters, the disk budget and the sync failure mode; it has no
 // injector and no CrashAfter limit.
 func (f *FS) ProcessCrash() *FS {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	f.frozen = true
 	g := f.successor()
@@ -45,9 +45,9 @@ func (f *FS) successor() *FS {
 		nextIno:  f.nextIno,
 		ops:      f.ops,
 		mutating: f.mutating,
-		crashAt:  -1,
 		syncMode: f.syncMode,
 		capacity: f.capacity,
+		budgeted: f.budgeted,
 		seq:      f.seq,
 		pending:  map[*inode]struct{}{},
 	}
@@ -90,7 +90,7 @@ func (f *FS) adopt(n *inode, memo map[*inode]*inode) *inode {
 // Everything in it is synced. f freezes as with ProcessCrash, and the returned FS carries the
 // same state over.
 func (f *FS) PowerCut(opt PowerCut) *FS {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	f.frozen = true
 	g := f.successor()

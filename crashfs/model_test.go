@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import (
 	"bytes"
@@ -261,94 +261,105 @@ func (m *machine) check(t *rapid.T) {
 // nz makes nil and empty compare equal.
 func nz(b []byte) []byte { return append([]byte{}, b...) }
 
-func TestModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		m := &machine{fs: New(), files: map[string]*mfile{}}
-		require.NoError(t, m.fs.MkdirAll("/d"))
-		m.reopen(t)
-		t.Repeat(map[string]func(*rapid.T){
-			"create":       m.create,
-			"setup":        m.setup,
-			"syncDir":      m.syncDir,
-			"write":        m.write,
-			"truncate":     m.truncate,
-			"sync":         m.sync,
-			"failSync":     m.failSync,
-			"processCrash": m.processCrash,
-			"powerCut":     m.powerCut,
-			"randomCut":    m.randomCut,
-			"":             m.check,
-		})
+func TestModel(t *testing.T) { rapid.Check(t, modelRun) }
+
+// FuzzModel runs the model test on inputs from the fuzzing engine (rapid.MakeFuzz): each input
+// is a sequence of ops and crashes, checked against the model at every step.
+func FuzzModel(f *testing.F) { f.Fuzz(rapid.MakeFuzz(modelRun)) }
+
+// modelRun drives one run of ops and crashes against the model.
+func modelRun(t *rapid.T) {
+	m := &machine{fs: New(), files: map[string]*mfile{}}
+	require.NoError(t, m.fs.MkdirAll("/d"))
+	m.reopen(t)
+	t.Repeat(map[string]func(*rapid.T){
+		"create":       m.create,
+		"setup":        m.setup,
+		"syncDir":      m.syncDir,
+		"write":        m.write,
+		"truncate":     m.truncate,
+		"sync":         m.sync,
+		"failSync":     m.failSync,
+		"processCrash": m.processCrash,
+		"powerCut":     m.powerCut,
+		"randomCut":    m.randomCut,
+		"":             m.check,
 	})
 }
 
 // TestNoPanic throws arbitrary arguments at every method.
-func TestNoPanic(t *testing.T) {
-	offsetsGen := rapid.SampledFrom([]int64{-1, 0, 1, 511, 512, 4097, MaxFileSize, MaxFileSize + 1, 1 << 62, math.MaxInt64, math.MinInt64})
-	nameGen := rapid.OneOf(rapid.SampledFrom([]string{"", ".", "..", "/", "a", "a/b", "../a", "/a", "a//b", "a/", "d/f", "\x00", "f"}), rapid.String())
-	flagGen := rapid.SampledFrom([]int{os.O_RDONLY, os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_RDWR, os.O_RDWR | os.O_CREATE, os.O_RDWR | os.O_CREATE | os.O_EXCL, os.O_RDWR | os.O_TRUNC, os.O_WRONLY | os.O_APPEND, -1})
-	rapid.Check(t, func(t *rapid.T) {
-		f := New()
-		var roots []offsets.Root
-		var files []offsets.File
-		t.Repeat(map[string]func(*rapid.T){
-			"mkdir":  func(t *rapid.T) { _ = f.MkdirAll(nameGen.Draw(t, "p")) },
-			"write":  func(t *rapid.T) { _ = f.WriteFile(nameGen.Draw(t, "p"), []byte("x")) },
-			"rename": func(t *rapid.T) { _ = f.Rename(nameGen.Draw(t, "old"), nameGen.Draw(t, "new")) },
-			"remove": func(t *rapid.T) { _ = f.RemoveAll(nameGen.Draw(t, "p")) },
-			"read":   func(t *rapid.T) { _, _ = f.ReadFile(nameGen.Draw(t, "p")) },
-			"stat":   func(t *rapid.T) { _, _ = f.Stat(nameGen.Draw(t, "p")) },
-			"openRoot": func(t *rapid.T) {
-				if r, err := f.OpenRoot(nameGen.Draw(t, "p")); err == nil {
-					roots = append(roots, r)
-				}
-			},
-			"rootOps": func(t *rapid.T) {
-				if len(roots) == 0 {
-					t.Skip()
-				}
-				r := rapid.SampledFrom(roots).Draw(t, "root")
-				if h, err := r.OpenFile(nameGen.Draw(t, "name"), flagGen.Draw(t, "flag"), 0o644); err == nil {
-					files = append(files, h)
-				}
-				_, _ = r.Stat(nameGen.Draw(t, "name"))
-				_ = r.Sync()
-				if rapid.Bool().Draw(t, "close") {
-					_ = r.Close()
-				}
-			},
-			"fileOps": func(t *rapid.T) {
-				if len(files) == 0 {
-					t.Skip()
-				}
-				h := rapid.SampledFrom(files).Draw(t, "file")
-				_, _ = h.WriteAt(make([]byte, rapid.IntRange(0, 600).Draw(t, "n")), offsetsGen.Draw(t, "off"))
-				_, _ = h.ReadAt(make([]byte, 10), offsetsGen.Draw(t, "off"))
-				_ = h.Truncate(offsetsGen.Draw(t, "size"))
-				_ = h.SyncData()
-				_ = h.(offsets.FullSyncer).FullSync()
-				_, _ = h.Stat()
-				if rapid.Bool().Draw(t, "close") {
-					_ = h.Close()
-				}
-			},
-			"crash": func(t *rapid.T) {
-				opt := PowerCut{KeepUnsynced: rapid.Float64().Draw(t, "keep"), TearLastWrite: rapid.Bool().Draw(t, "tear"), TearAt: rapid.Int().Draw(t, "at")}
-				if rapid.Bool().Draw(t, "rand") {
-					opt.Rand = rand.New(rand.NewPCG(1, 1))
-				}
-				if rapid.Bool().Draw(t, "process") {
-					f = f.ProcessCrash()
-				} else {
-					f = f.PowerCut(opt)
-				}
-			},
-			"faults": func(t *rapid.T) {
-				f.SetFreeBytes(rapid.Int64Range(-1, 5000).Draw(t, "free"))
-				f.CrashAfter(rapid.IntRange(-1, 5).Draw(t, "after"))
-				f.SetSyncFailureMode(SyncFailureMode(rapid.IntRange(0, 1).Draw(t, "mode")))
-				f.Inject(Random(rand.New(rand.NewPCG(2, 2)), 0.3, OnKind(OpKind(rapid.IntRange(-1, 11).Draw(t, "kind")), ErrInjected)))
-			},
-		})
+func TestNoPanic(t *testing.T) { rapid.Check(t, noPanic) }
+
+// FuzzNoPanic throws the fuzzing engine's arguments at every method (rapid.MakeFuzz).
+func FuzzNoPanic(f *testing.F) { f.Fuzz(rapid.MakeFuzz(noPanic)) }
+
+var (
+	offsetsGen = rapid.SampledFrom([]int64{-1, 0, 1, 511, 512, 4097, MaxFileSize, MaxFileSize + 1, 1 << 62, math.MaxInt64, math.MinInt64})
+	nameGen    = rapid.OneOf(rapid.SampledFrom([]string{"", ".", "..", "/", "a", "a/b", "../a", "/a", "a//b", "a/", "d/f", "\x00", "f"}), rapid.String())
+	flagGen    = rapid.SampledFrom([]int{os.O_RDONLY, os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_RDWR, os.O_RDWR | os.O_CREATE, os.O_RDWR | os.O_CREATE | os.O_EXCL, os.O_RDWR | os.O_TRUNC, os.O_WRONLY | os.O_APPEND, -1})
+)
+
+func noPanic(t *rapid.T) {
+	f := New()
+	var roots []offsets.Root
+	var files []offsets.File
+	t.Repeat(map[string]func(*rapid.T){
+		"mkdir":  func(t *rapid.T) { _ = f.MkdirAll(nameGen.Draw(t, "p")) },
+		"write":  func(t *rapid.T) { _ = f.WriteFile(nameGen.Draw(t, "p"), []byte("x")) },
+		"rename": func(t *rapid.T) { _ = f.Rename(nameGen.Draw(t, "old"), nameGen.Draw(t, "new")) },
+		"remove": func(t *rapid.T) { _ = f.RemoveAll(nameGen.Draw(t, "p")) },
+		"read":   func(t *rapid.T) { _, _ = f.ReadFile(nameGen.Draw(t, "p")) },
+		"stat":   func(t *rapid.T) { _, _ = f.Stat(nameGen.Draw(t, "p")) },
+		"openRoot": func(t *rapid.T) {
+			if r, err := f.OpenRoot(nameGen.Draw(t, "p")); err == nil {
+				roots = append(roots, r)
+			}
+		},
+		"rootOps": func(t *rapid.T) {
+			if len(roots) == 0 {
+				t.Skip()
+			}
+			r := rapid.SampledFrom(roots).Draw(t, "root")
+			if h, err := r.OpenFile(nameGen.Draw(t, "name"), flagGen.Draw(t, "flag"), 0o644); err == nil {
+				files = append(files, h)
+			}
+			_, _ = r.Stat(nameGen.Draw(t, "name"))
+			_ = r.Sync()
+			if rapid.Bool().Draw(t, "close") {
+				_ = r.Close()
+			}
+		},
+		"fileOps": func(t *rapid.T) {
+			if len(files) == 0 {
+				t.Skip()
+			}
+			h := rapid.SampledFrom(files).Draw(t, "file")
+			_, _ = h.WriteAt(make([]byte, rapid.IntRange(0, 600).Draw(t, "n")), offsetsGen.Draw(t, "off"))
+			_, _ = h.ReadAt(make([]byte, 10), offsetsGen.Draw(t, "off"))
+			_ = h.Truncate(offsetsGen.Draw(t, "size"))
+			_ = h.SyncData()
+			_ = h.(offsets.FullSyncer).FullSync()
+			_, _ = h.Stat()
+			if rapid.Bool().Draw(t, "close") {
+				_ = h.Close()
+			}
+		},
+		"crash": func(t *rapid.T) {
+			opt := PowerCut{KeepUnsynced: rapid.Float64().Draw(t, "keep"), TearLastWrite: rapid.Bool().Draw(t, "tear"), TearAt: rapid.Int().Draw(t, "at")}
+			if rapid.Bool().Draw(t, "rand") {
+				opt.Rand = rand.New(rand.NewPCG(1, 1))
+			}
+			if rapid.Bool().Draw(t, "process") {
+				f = f.ProcessCrash()
+			} else {
+				f = f.PowerCut(opt)
+			}
+		},
+		"faults": func(t *rapid.T) {
+			f.SetFreeBytes(rapid.Int64Range(-1, 5000).Draw(t, "free"))
+			f.CrashAfter(rapid.IntRange(-1, 5).Draw(t, "after"))
+			f.SetSyncFailureMode(SyncFailureMode(rapid.IntRange(0, 1).Draw(t, "mode")))
+			f.Inject(Random(rand.New(rand.NewPCG(2, 2)), 0.3, OnKind(OpKind(rapid.IntRange(-1, 11).Draw(t, "kind")), ErrInjected)))
+		},
 	})
 }

@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import (
 	"syscall"
@@ -17,7 +17,7 @@ type Damage struct {
 
 // Damage applies d to the file name. It fails on a directory or a missing file.
 func (f *FS) Damage(name string, d Damage) error {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if f.frozen {

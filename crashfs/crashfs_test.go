@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import (
 	"bytes"
@@ -583,4 +583,26 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	_, err = g.Stat("/d")
 	require.NoError(t, err)
+}
+
+// A zero FS is the empty file system New returns, crashes included.
+func TestZeroValue(t *testing.T) {
+	var f FS
+	_, err := f.Stat("/")
+	require.NoError(t, err)
+	r, h := open(t, &f, "/d", "x")
+	write(t, h, []byte("synced"), 0)
+	require.NoError(t, h.SyncData())
+	write(t, h, []byte("cached"), 0)
+	require.NoError(t, r.Close())
+	got, err := f.ProcessCrash().ReadFile("/d/x")
+	require.NoError(t, err)
+	require.Equal(t, "cached", string(got))
+	got, err = f.PowerCut(PowerCut{}).ReadFile("/d/x")
+	require.NoError(t, err)
+	require.Equal(t, "synced", string(got))
+
+	var g FS // a zero FS crashed at once is still empty
+	_, err = g.PowerCut(PowerCut{}).Stat("/d")
+	require.ErrorIs(t, err, fs.ErrNotExist)
 }

@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import "syscall"
 
@@ -11,7 +11,7 @@ import "syscall"
 // crash froze the file system.
 func (f *FS) TryLock(path string) (unlock func() error, ok bool, err error) {
 	p := clean(path)
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	if f.frozen {
 		return nil, false, pathErr("lock", p, ErrCrashed)
@@ -32,7 +32,7 @@ func (f *FS) TryLock(path string) (unlock func() error, ok bool, err error) {
 	}
 	f.locks[p] = token
 	return func() error {
-		f.mu.Lock()
+		f.lock()
 		defer f.mu.Unlock()
 		if f.locks[p] == token {
 			delete(f.locks, p)

@@ -1,15 +1,15 @@
-package memfs_test
+package crashfs_test
 
 import (
 	"fmt"
 	"os"
 
-	"narad.dev/consume/internal/memfs"
+	"narad.dev/consume/crashfs"
 )
 
 // Written data survives a process crash but not a power cut until it is synced.
 func Example() {
-	fsys := memfs.New()
+	fsys := crashfs.New()
 	fsys.MkdirAll("/p")
 	root, _ := fsys.OpenRoot("/p")
 	f, _ := root.OpenFile("state", os.O_RDWR|os.O_CREATE, 0o644)
@@ -22,7 +22,7 @@ func Example() {
 	data, _ := afterCrash.ReadFile("/p/state")
 	fmt.Println(string(data))
 
-	afterPowerCut := afterCrash.PowerCut(memfs.PowerCut{})
+	afterPowerCut := afterCrash.PowerCut(crashfs.PowerCut{})
 	data, _ = afterPowerCut.ReadFile("/p/state")
 	fmt.Println(string(data))
 	// Output:

@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import (
 	"fmt"
@@ -65,7 +65,7 @@ type Injector func(op Op) error
 
 // Inject installs inj for every later op; nil removes it.
 func (f *FS) Inject(inj Injector) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	f.inj = inj
 }
@@ -169,7 +169,7 @@ const (
 // SetSyncFailureMode sets what an injected SyncData failure does; the default is
 // SyncKeepDirty.
 func (f *FS) SetSyncFailureMode(m SyncFailureMode) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	f.syncMode = m
 }
@@ -179,33 +179,30 @@ func (f *FS) SetSyncFailureMode(m SyncFailureMode) {
 // freeze. ProcessCrash or PowerCut on the frozen f gives the state to recover from. A
 // negative n removes the limit.
 func (f *FS) CrashAfter(n int) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
-	if n < 0 {
-		f.crashAt = -1
-		return
-	}
+	f.armed = n >= 0
 	f.crashAt = f.mutating + n
 }
 
 // MutatingOps returns how many mutating ops were applied on this FS lineage (a failed op is
 // not applied).
 func (f *FS) MutatingOps() int {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	return f.mutating
 }
 
 // Ops returns how many ops were seen on this FS lineage: the Index the next op gets.
 func (f *FS) Ops() int {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	return f.ops
 }
 
 // Crashed reports whether f is frozen, by a crash or by CrashAfter.
 func (f *FS) Crashed() bool {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	return f.frozen
 }
@@ -215,11 +212,8 @@ func (f *FS) Crashed() bool {
 // shrinking or removing files frees space again. A negative n removes the budget (the
 // default). Sizes are page-cache sizes; setup methods are not refused but do count.
 func (f *FS) SetFreeBytes(n int64) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
-	if n < 0 {
-		f.capacity = -1
-		return
-	}
+	f.budgeted = n >= 0
 	f.capacity = f.used + n
 }

@@ -1,4 +1,4 @@
-package memfs
+package crashfs
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ const (
 var (
 	// ErrCrashed is returned (inside an *fs.PathError) by every operation on an FS that crashed
 	// or froze (ProcessCrash, PowerCut, CrashAfter), and on its roots and files.
-	ErrCrashed = errors.New("memfs: file system crashed")
+	ErrCrashed = errors.New("crashfs: file system crashed")
 
 	// ErrInjected is a ready-made error for injectors. It wraps syscall.EIO, so
 	// errors.Is(err, syscall.EIO) holds for it as for a real I/O error.
@@ -35,22 +35,25 @@ var (
 
 type injectedError struct{}
 
-func (*injectedError) Error() string { return "memfs: injected error (EIO)" }
+func (*injectedError) Error() string { return "crashfs: injected error (EIO)" }
 func (*injectedError) Unwrap() error { return syscall.EIO }
 
-// FS is a strict in-memory file system; see the package documentation. The zero value is not
-// usable: call New. All methods are safe for concurrent use.
+// FS is a strict in-memory file system; see the package documentation. The zero value is an
+// empty file system holding only the directory "/", as New returns. All methods are safe for
+// concurrent use.
 type FS struct {
 	mu       sync.Mutex
 	frozen   bool
 	root     *inode
 	nextIno  uint64
-	ops      int // ops seen on this lineage: the Index of the next one
-	mutating int // mutating ops applied on this lineage
-	crashAt  int // freeze when mutating reaches it; -1: never
+	ops      int  // ops seen on this lineage: the Index of the next one
+	mutating int  // mutating ops applied on this lineage
+	crashAt  int  // freeze when mutating reaches it, if armed
+	armed    bool // CrashAfter set a limit
 	inj      Injector
 	syncMode SyncFailureMode
-	capacity int64 // bytes all linked files may hold; -1: unlimited
+	capacity int64 // bytes all linked files may hold, if budgeted
+	budgeted bool  // SetFreeBytes set a budget
 	used     int64 // bytes all linked files hold (page-cache sizes)
 	seq      uint64
 	pending  map[*inode]struct{} // files with a write not synced since (for TearLastWrite)
@@ -86,11 +89,16 @@ type writeRec struct {
 
 func (n *inode) isDir() bool { return n.mode.IsDir() }
 
-// New returns an empty file system holding only the directory "/".
-func New() *FS {
-	f := &FS{crashAt: -1, capacity: -1, pending: map[*inode]struct{}{}}
-	f.root = f.newDir()
-	return f
+// New returns an empty file system holding only the directory "/". So is a zero FS.
+func New() *FS { return &FS{} }
+
+// lock locks f, first making a zero FS the empty file system it stands for.
+func (f *FS) lock() {
+	f.mu.Lock()
+	if f.root == nil {
+		f.root = f.newDir()
+		f.pending = map[*inode]struct{}{}
+	}
 }
 
 func (f *FS) newDir() *inode {
@@ -150,7 +158,7 @@ func (f *FS) begin(kind OpKind, p string) error {
 	if f.frozen {
 		return ErrCrashed
 	}
-	if kind.Mutating() && f.crashAt >= 0 && f.mutating >= f.crashAt {
+	if kind.Mutating() && f.armed && f.mutating >= f.crashAt {
 		f.frozen = true
 		return ErrCrashed
 	}
@@ -172,7 +180,7 @@ func (f *FS) applied(kind OpKind) {
 // errors.Is(err, fs.ErrNotExist); a file is syscall.ENOTDIR. The Root keeps working on the
 // directory's inode whatever later happens to the path (see the package documentation).
 func (f *FS) OpenRoot(dir string) (offsets.Root, error) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(dir)
 	if err := f.begin(OpOpenRoot, p); err != nil {
@@ -190,7 +198,7 @@ func (f *FS) OpenRoot(dir string) (offsets.Root, error) {
 
 // Stat describes what path names now in the live namespace.
 func (f *FS) Stat(name string) (offsets.FileInfo, error) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if err := f.begin(OpStat, p); err != nil {
@@ -206,7 +214,7 @@ func (f *FS) Stat(name string) (offsets.FileInfo, error) {
 // MkdirAll creates path and any missing parents, durably. It is a setup method: it is no op
 // of the seam, so it is neither counted nor injected.
 func (f *FS) MkdirAll(name string) error {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if f.frozen {
@@ -231,7 +239,7 @@ func (f *FS) MkdirAll(name string) error {
 // and entry are durable at once. An existing file keeps its inode, as with os.WriteFile. The
 // parent directory must exist. A setup method: not counted, injected or budgeted.
 func (f *FS) WriteFile(name string, data []byte) error {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if f.frozen {
@@ -266,7 +274,7 @@ func (f *FS) WriteFile(name string, data []byte) error {
 // ReadFile returns the page-cache contents of the file path. A setup method: not counted or
 // injected.
 func (f *FS) ReadFile(name string) ([]byte, error) {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if f.frozen {
@@ -287,7 +295,7 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 // by someone else. Inodes are kept, so a Root on a moved directory follows it. A replaced
 // directory is unlinked like a removed one. A setup method: not counted or injected.
 func (f *FS) Rename(oldpath, newpath string) error {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	op, np := clean(oldpath), clean(newpath)
 	fail := func(err error) error { return &os.LinkError{Op: "rename", Old: op, New: np, Err: err} }
@@ -344,7 +352,7 @@ func (f *FS) Rename(oldpath, newpath string) error {
 // documentation); files open on removed files keep working, and their space is freed at once.
 // "/" cannot be removed. A setup method: not counted or injected.
 func (f *FS) RemoveAll(name string) error {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if f.frozen {
@@ -390,7 +398,7 @@ func (f *FS) grow(n *inode, delta int64) bool {
 	if n.unlinked {
 		return true
 	}
-	if delta > 0 && f.capacity >= 0 && f.used+delta > f.capacity {
+	if delta > 0 && f.budgeted && f.used+delta > f.capacity {
 		return false
 	}
 	f.used += delta
@@ -433,7 +441,7 @@ func names(name string) ([]string, error) {
 // opened (syscall.EISDIR). A created entry is durable only after Sync of its parent directory.
 func (r *root) OpenFile(name string, flag int, perm fs.FileMode) (offsets.File, error) {
 	f := r.fs
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := path.Join(r.path, name)
 	if err := r.check(); err != nil {
@@ -499,7 +507,7 @@ func (r *root) OpenFile(name string, flag int, perm fs.FileMode) (offsets.File, 
 // after the directory was removed, as fstatat does).
 func (r *root) Stat(name string) (offsets.FileInfo, error) {
 	f := r.fs
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := path.Join(r.path, name)
 	if err := r.check(); err != nil {
@@ -526,7 +534,7 @@ func (r *root) Stat(name string) (offsets.FileInfo, error) {
 // failure, injected in either sync failure mode, nothing changes.
 func (r *root) Sync() error {
 	f := r.fs
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	if err := r.check(); err != nil {
 		return pathErr("sync", r.path, err)
@@ -546,7 +554,7 @@ func (r *root) Sync() error {
 // open.
 func (r *root) Close() error {
 	f := r.fs
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	if err := r.check(); err != nil {
 		return pathErr("close", r.path, err)
@@ -570,7 +578,7 @@ func clone(b []byte) []byte {
 // what a crashed process left in the page cache is durable before the new one serves. It is
 // counted and injected as one OpSyncDir at dir; on a failure nothing changes.
 func (f *FS) SyncTree(dir string) error {
-	f.mu.Lock()
+	f.lock()
 	defer f.mu.Unlock()
 	p := clean(dir)
 	if err := f.begin(OpSyncDir, p); err != nil {
