@@ -4,48 +4,56 @@ import (
 	"syscall"
 )
 
-// Damage is a fault of the storage itself rather than of an operation: what bit rot, a
-// misdirected write, a lost tail or a careless operator leaves in a file. It changes the page
-// cache and the durable image alike, so no sync and no crash undoes it. A setup method: not
-// counted or injected.
-type Damage struct {
-	// FlipBit flips bit FlipBit%8 of byte FlipBit/8, when it is within the file (-1: none).
-	FlipBit int64
-	// TruncateTo cuts the file to this many bytes, when shorter than it (-1: none).
-	TruncateTo int64
+// FlipBit flips bit bit%8 of byte bit/8 of the file name, when that byte is within the file:
+// bit rot, or a misdirected write. Truncate cuts the file name to size bytes, when it is longer:
+// a lost tail, or a careless operator. Both are faults of the storage itself rather than of an
+// operation: they change the page cache and the durable image alike, so no sync and no crash
+// undoes them. They are setup methods, neither counted nor injected, and fail on a directory,
+// a missing file or a negative argument.
+func (f *FS) FlipBit(name string, bit int64) error {
+	return f.damage("flip bit", name, bit, func(n *inode) {
+		flip := func(data []byte) {
+			if i := bit / 8; i < int64(len(data)) {
+				data[i] ^= 1 << (bit % 8)
+			}
+		}
+		flip(n.data)
+		flip(n.disk)
+	})
 }
 
-// Damage applies d to the file name. It fails on a directory or a missing file.
-func (f *FS) Damage(name string, d Damage) error {
+// Truncate cuts the file name to size bytes when it is longer (see FlipBit).
+func (f *FS) Truncate(name string, size int64) error {
+	return f.damage("truncate", name, size, func(n *inode) {
+		if size < int64(len(n.data)) {
+			f.used -= int64(len(n.data)) - size
+			n.data = n.data[:size:size]
+		}
+		if size < int64(len(n.disk)) {
+			n.disk = n.disk[:size:size]
+		}
+	})
+}
+
+// damage applies change to the file name under the file system's lock.
+func (f *FS) damage(op, name string, arg int64, change func(*inode)) error {
 	f.lock()
 	defer f.mu.Unlock()
 	p := clean(name)
 	if f.frozen {
-		return pathErr("damage", p, ErrCrashed)
+		return pathErr(op, p, ErrCrashed)
 	}
 	n, err := walk(f.root, split(p))
-	if err == nil && n.isDir() {
+	switch {
+	case err != nil:
+	case n.isDir():
 		err = syscall.EISDIR
+	case arg < 0:
+		err = syscall.EINVAL
 	}
 	if err != nil {
-		return pathErr("damage", p, err)
+		return pathErr(op, p, err)
 	}
-	if d.FlipBit >= 0 {
-		if i := d.FlipBit / 8; i < int64(len(n.data)) {
-			n.data[i] ^= 1 << (d.FlipBit % 8)
-		}
-		if i := d.FlipBit / 8; i < int64(len(n.disk)) {
-			n.disk[i] ^= 1 << (d.FlipBit % 8)
-		}
-	}
-	if d.TruncateTo >= 0 {
-		if d.TruncateTo < int64(len(n.data)) {
-			f.used -= int64(len(n.data)) - d.TruncateTo
-			n.data = n.data[:d.TruncateTo:d.TruncateTo]
-		}
-		if d.TruncateTo < int64(len(n.disk)) {
-			n.disk = n.disk[:d.TruncateTo:d.TruncateTo]
-		}
-	}
+	change(n)
 	return nil
 }

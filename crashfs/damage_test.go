@@ -1,6 +1,8 @@
 package crashfs_test
 
 import (
+	"io/fs"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,25 +10,30 @@ import (
 	"narad.dev/consume/crashfs"
 )
 
-// Damage changes the page cache and the durable image alike: neither a process crash nor a
-// power cut undoes it.
+// FlipBit and Truncate change the page cache and the durable image alike: neither a process
+// crash nor a power cut undoes them.
 func TestDamageSurvivesCrashes(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		d    crashfs.Damage
+		d    func(f *crashfs.FS) error
 		want []byte
 	}{
-		{"flip", crashfs.Damage{FlipBit: 9, TruncateTo: -1}, []byte{1, 0, 3, 4}},
-		{"flip past the end", crashfs.Damage{FlipBit: 64, TruncateTo: -1}, []byte{1, 2, 3, 4}},
-		{"truncate", crashfs.Damage{FlipBit: -1, TruncateTo: 2}, []byte{1, 2}},
-		{"truncate past the end", crashfs.Damage{FlipBit: -1, TruncateTo: 9}, []byte{1, 2, 3, 4}},
-		{"both", crashfs.Damage{FlipBit: 0, TruncateTo: 1}, []byte{0}},
+		{"flip", func(f *crashfs.FS) error { return f.FlipBit("/d/x", 9) }, []byte{1, 0, 3, 4}},
+		{"flip past the end", func(f *crashfs.FS) error { return f.FlipBit("/d/x", 64) }, []byte{1, 2, 3, 4}},
+		{"truncate", func(f *crashfs.FS) error { return f.Truncate("/d/x", 2) }, []byte{1, 2}},
+		{"truncate past the end", func(f *crashfs.FS) error { return f.Truncate("/d/x", 9) }, []byte{1, 2, 3, 4}},
+		{"both", func(f *crashfs.FS) error {
+			if err := f.FlipBit("/d/x", 0); err != nil {
+				return err
+			}
+			return f.Truncate("/d/x", 1)
+		}, []byte{0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := crashfs.New()
 			require.NoError(t, f.MkdirAll("/d"))
 			require.NoError(t, f.WriteFile("/d/x", []byte{1, 2, 3, 4}))
-			require.NoError(t, f.Damage("/d/x", tt.d))
+			require.NoError(t, tt.d(f))
 			after := f
 			for _, next := range []func(*crashfs.FS) *crashfs.FS{
 				func(f *crashfs.FS) *crashfs.FS { return f },
@@ -42,6 +49,13 @@ func TestDamageSurvivesCrashes(t *testing.T) {
 	}
 	f := crashfs.New()
 	require.NoError(t, f.MkdirAll("/d"))
-	require.Error(t, f.Damage("/d", crashfs.Damage{FlipBit: 0, TruncateTo: -1}), "a directory")
-	require.Error(t, f.Damage("/d/missing", crashfs.Damage{FlipBit: 0, TruncateTo: -1}), "a missing file")
+	require.NoError(t, f.WriteFile("/d/x", []byte{1}))
+	require.ErrorIs(t, f.FlipBit("/d", 0), syscall.EISDIR, "a directory")
+	require.ErrorIs(t, f.Truncate("/d", 0), syscall.EISDIR, "a directory")
+	require.ErrorIs(t, f.FlipBit("/d/missing", 0), fs.ErrNotExist, "a missing file")
+	require.ErrorIs(t, f.FlipBit("/d/x", -1), syscall.EINVAL, "a negative bit")
+	require.ErrorIs(t, f.Truncate("/d/x", -1), syscall.EINVAL, "a negative size")
+	b, err := f.ReadFile("/d/x")
+	require.NoError(t, err)
+	require.Equal(t, []byte{1}, b, "a refused damage changes nothing")
 }

@@ -235,10 +235,10 @@ func (s *nodeSim) damageState(rt *rapid.T) {
 		switch rapid.IntRange(0, 3).Draw(rt, "damage") {
 		case 0:
 			bit := rapid.Int64Range(0, int64(len(b))*8).Draw(rt, "bit")
-			require.NoError(rt, s.h.fs.Damage(path, crashfs.Damage{FlipBit: bit, TruncateTo: -1}))
+			require.NoError(rt, s.h.fs.FlipBit(path, bit))
 		case 1:
 			size := rapid.Int64Range(0, int64(len(b))).Draw(rt, "size")
-			require.NoError(rt, s.h.fs.Damage(path, crashfs.Damage{FlipBit: -1, TruncateTo: size}))
+			require.NoError(rt, s.h.fs.Truncate(path, size))
 		case 2:
 			other, err := s.h.fs.ReadFile(s.h.node.PartitionDir("orders", 1-p) + "/" + name)
 			if err == nil {
