@@ -10,8 +10,12 @@
 //		BaseURL: "https://broker.example.com/sqs",
 //		Produce: produce, // optional: SendMessage and SendMessageBatch (or ProduceRecord, to keep message attributes)
 //		ReceiptKey: secret, // the same on every node a client's receipt handles may reach
-//		Authorize: func(r *http.Request, req sqsapi.Request) error {
-//			return verifySigV4(r, req.Body) // the host's: the handler verifies no signature
+//		Credentials: func(accessKeyID string) (string, bool) { // SigV4: without it, NO signature is checked
+//			secret, ok := keys[accessKeyID]
+//			return secret, ok
+//		},
+//		Authorize: func(r *http.Request, req sqsapi.Request) error { // optional: per key, per action
+//			return policy.Allow(req.AccessKeyID, req.Action, req.Queue)
 //		},
 //	})
 //	...
@@ -21,8 +25,8 @@
 //
 // A ReceiveMessage long-polls for up to 20 s: a server with a WriteTimeout sets it above
 // 20 s plus router.ConsumeOverrun. A client points an SDK at the handler with its base
-// endpoint (aws.String("https://broker.example.com/sqs")), any region, and the credentials
-// the host's Authorize checks.
+// endpoint (aws.String("https://broker.example.com/sqs")), any region (or Config.Region),
+// and an access key and secret that Config.Credentials knows.
 //
 // # The protocol
 //
@@ -151,9 +155,10 @@
 // record taken for a client that left, or whose response could not be written, is given back
 // (released), so it is visible again at once rather than after its visibility timeout.
 //
-// Each client identity (Config.Identity) may have at most Config.MaxInFlight ReceiveMessage
-// requests in flight (DefaultMaxInFlight); one more is answered RequestThrottled, which the
-// SDKs retry with backoff.
+// Each client identity (the access key ID with Config.Credentials, the remote host without,
+// or Config.Identity's) may have at most Config.MaxInFlight ReceiveMessage requests in
+// flight (DefaultMaxInFlight); one more is answered RequestThrottled, which the SDKs retry
+// with backoff.
 //
 // # Receipt handles
 //
@@ -260,6 +265,11 @@
 //	                                                                                of the wrong type; another
 //	                                                                                Content-Type
 //	400     MalformedQueryString          MalformedQueryString                      query: a body that is no form
+//	403     MissingAuthenticationToken    MissingAuthenticationToken                no signature (see Authentication)
+//	400     IncompleteSignature           IncompleteSignature                       a malformed signature
+//	403     InvalidClientTokenId          InvalidClientTokenId                      an access key Credentials does not know
+//	403     SignatureDoesNotMatch         SignatureDoesNotMatch                     a wrong signature, or one made more
+//	                                                                                than MaxClockSkew from now
 //	403     AccessDenied                  AccessDenied                              Config.Authorize refused it
 //	405     MethodNotAllowed              MethodNotAllowed                          not a POST
 //	503     ServiceUnavailable            ServiceUnavailable                        try again: the node is closing, an
@@ -272,14 +282,69 @@
 //
 // # Authentication
 //
-// The handler authenticates nobody and verifies no signature. The Authorization,
-// X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK sends with its
-// SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
-// request once it has been decoded, with its action, its queue and its body as it arrived
-// (the payload the signature covers: the JSON, or the form); its refusal is AccessDenied.
-// A request refused as malformed is refused before Authorize is asked, and nothing reaches
+// With Config.Credentials the handler checks every request's SigV4 signature, as SQS does,
+// before anything else about it is answered; WITHOUT IT NO SIGNATURE IS CHECKED: the
+// Authorization, X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK
+// sends are not looked at, and anyone who can reach the handler may call every action it
+// serves unless Config.Authorize refuses. A host that serves beyond a trusted network sets
+// Credentials (and TLS in front of the handler: SigV4 authenticates requests, it does not
+// hide them).
+//
+// What the SDKs sign is checked: an Authorization header of AWS4-HMAC-SHA256 with its
+// Credential (<access key ID>/<yyyymmdd>/<region>/sqs/aws4_request), SignedHeaders and
+// Signature; the canonical request over the method, the path (URI-encoded again, as the
+// SDKs encode it for every service but S3), the query string, each signed header's value
+// (host is the request's Host) and the payload's SHA-256 (the body as it arrived: the JSON,
+// or the query protocol's form; X-Amz-Content-Sha256, when sent and signed, must be the
+// body's); the credential scope's day (X-Amz-Date's), service (sqs) and, with
+// Config.Region, region (without it, any region: the signature covers the one named); and
+// X-Amz-Date within MaxClockSkew (5 minutes, as AWS allows) of the handler's clock
+// (Config.Now), in the past or the future. The SignedHeaders must include host and
+// x-amz-date, and X-Amz-Target, X-Amz-Content-Sha256 and X-Amz-Security-Token when the
+// request has them (an unsigned X-Amz-Target could turn a signed ReceiveMessage into
+// another action over the same body). The signature is compared in constant time, and the
+// check allocates nothing once a key's signing key for the day is derived (it is kept per
+// access key, day and region, while Credentials answers the same secret).
+//
+// A refused signature changes nothing: the request reaches neither Config.Queues, nor
+// Authorize, nor Produce, nor the node. The codes are AWS's, which the SDKs report:
+//
+//	no Authorization header                      403 MissingAuthenticationToken
+//	a malformed Authorization or X-Amz-Date;     400 IncompleteSignature
+//	  two Authorization headers; a header that
+//	  must be signed left out of SignedHeaders
+//	an access key Credentials does not know      403 InvalidClientTokenId
+//	a wrong secret; a body or a signed header    403 SignatureDoesNotMatch
+//	  changed; a scope of another service,
+//	  region or day; an X-Amz-Content-Sha256
+//	  that is not the body's
+//	X-Amz-Date more than MaxClockSkew behind or  403 SignatureDoesNotMatch ("Signature expired:
+//	  ahead of the handler's clock                 ... is now earlier than ... (... - 5 min.)",
+//	                                               or "Signature not yet current")
+//
+// A stale signature is SignatureDoesNotMatch, as SQS answers it, rather than the
+// RequestExpired of SQS's list of common errors: the AWS SDK for Go v2 (and the other SDKs
+// of the clock skew correction) take SignatureDoesNotMatch, with an error's Date header more
+// than 4 minutes from their clock, as clock skew, and sign again at the server's time; every
+// error the handler answers carries a Date from the handler's clock for that. (botocore
+// 1.29 does not correct skew: boto3 reports the ClientError with its code.) A signature
+// proves who made a request, not that it is new: SigV4 lets a request seen on the wire be
+// replayed within MaxClockSkew, as AWS does, which TLS prevents.
+//
+// Request.AccessKeyID tells Config.Authorize the key a request was signed with, and the
+// bound on ReceiveMessage requests in flight (Config.MaxInFlight) is per access key, unless
+// the host's Config.Identity names clients otherwise. Config.Authorize, when set, is asked
+// about each request once its signature is checked and it has been decoded, with its
+// action, its queue and its body as it arrived; its refusal is AccessDenied. A request
+// refused as malformed is refused before Authorize is asked, and nothing reaches
 // Config.Queues, Config.Produce(Record) or the node before Authorize allowed it (a receipt
 // handle of another queue is refused after it, before the node).
+//
+// Not checked: presigned requests (a signature in the query string, which no SQS client
+// sends: MissingAuthenticationToken), SigV4a and SigV2 (IncompleteSignature), and the
+// X-Amz-Security-Token of temporary credentials, which is signed but not validated:
+// Credentials answers for the access key ID alone, so a host that issues temporary
+// credentials gives each its own key ID and checks the token in Authorize.
 //
 // # Not supported
 //
@@ -290,6 +355,6 @@
 // leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
 // wants it quarantined at once serves the reject over router/httpapi; per-message delays
 // and queue delays; message attributes' list values; a receive's VisibilityTimeout of 0;
-// SigV4 verification, which is the host's (Authorize); messages over 1 MiB; queries by
-// GET, or with parameters in the URL's query string rather than the body.
+// messages over 1 MiB; queries by GET, or with parameters in the URL's query string rather
+// than the body.
 package sqsapi

@@ -47,9 +47,14 @@ var (
 	codeSerialization            = &code{"SerializationException", "SerializationException", 400, true}
 	codeMalformedQueryString     = &code{"MalformedQueryString", "MalformedQueryString", 400, true}
 	codeAccessDenied             = &code{"AccessDenied", "AccessDenied", 403, true}
-	codeMethodNotAllowed         = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
-	codeServiceUnavailable       = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}
-	codeInternalFailure          = &code{"InternalFailure", "InternalFailure", 500, false}
+	// SigV4's, as AWS's services answer them.
+	codeMissingAuthenticationToken = &code{"MissingAuthenticationToken", "MissingAuthenticationToken", 403, true}
+	codeIncompleteSignature        = &code{"IncompleteSignature", "IncompleteSignature", 400, true}
+	codeInvalidClientTokenID       = &code{"InvalidClientTokenId", "InvalidClientTokenId", 403, true}
+	codeSignatureDoesNotMatch      = &code{"SignatureDoesNotMatch", "SignatureDoesNotMatch", 403, true}
+	codeMethodNotAllowed           = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
+	codeServiceUnavailable         = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}
+	codeInternalFailure            = &code{"InternalFailure", "InternalFailure", 500, false}
 )
 
 // Causes a refused request's error wraps besides its code, for what the decoder refuses

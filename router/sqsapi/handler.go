@@ -60,15 +60,29 @@ type Config struct {
 	// which has nowhere to keep them, a message with attributes is refused
 	// (InvalidParameterValue) rather than sent without them.
 	ProduceRecord func(ctx context.Context, topic string, rec router.Record) (partition int32, offset int64, err error)
-	// Authorize, when set, is asked whether a request may proceed, once it has been read
-	// and decoded and before the queue is resolved or anything reaches the node; a non-nil
-	// error is answered AccessDenied (403) with the error's text. The handler verifies no
-	// signature itself: this is where a host checks SigV4 (Request.Body is the payload the
-	// signature covers), an API key or a client certificate.
+	// Credentials, when set, turns on SigV4 verification of every request (see
+	// Authentication in the package doc): it returns the secret access key of an access key
+	// ID, ok false for a key the host does not know (InvalidClientTokenId). It is asked on
+	// every request, so that keys may be added, rotated and revoked at any time; it must be
+	// fast and safe for concurrent use.
+	//
+	// NIL MEANS NO SIGNATURE IS CHECKED: anyone who can reach the handler may call every
+	// action it serves, under any access key, unless Authorize refuses.
+	Credentials func(accessKeyID string) (secretAccessKey string, ok bool)
+	// Region, when set with Credentials, is the one region a signature's credential scope
+	// may name (the region the clients are configured with, "us-east-1", say); another is
+	// SignatureDoesNotMatch. Empty means any region: the signature covers the one named.
+	Region string
+	// Authorize, when set, is asked whether a request may proceed, once it has been read,
+	// its signature checked (with Credentials) and decoded, and before the queue is resolved
+	// or anything reaches the node; a non-nil error is answered AccessDenied (403) with the
+	// error's text. Request.AccessKeyID names the signer: this is where a host gives each
+	// key its queues and actions, or checks an API key or a client certificate.
 	Authorize func(r *http.Request, req Request) error
 	// Identity names the client a request comes from, for the bound on ReceiveMessage
-	// requests in flight (an access key ID, an authenticated principal). Nil means the host
-	// part of the request's RemoteAddr.
+	// requests in flight (an authenticated principal, say). Nil means the access key ID the
+	// request was signed with when Credentials checks signatures, and the host part of the
+	// request's RemoteAddr when it does not.
 	Identity func(*http.Request) string
 	// MaxInFlight is how many ReceiveMessage requests (long-polls held included) one
 	// identity may have in flight; one more is answered RequestThrottled (403), which the
@@ -77,7 +91,8 @@ type Config struct {
 	MaxInFlight int
 	// Logger receives a line for each request answered InternalFailure. Nil means none.
 	Logger *slog.Logger
-	// Now is the clock of ApproximateFirstReceiveTimestamp. Nil means time.Now.
+	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew
+	// and of the Date of error answers. Nil means time.Now.
 	Now func() time.Time
 	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
 	// Receipt handles in the package doc). Every handler a client's handles may reach (each
@@ -105,6 +120,9 @@ type Request struct {
 	// payload a SigV4 signature covers. It is the handler's: Authorize must neither modify
 	// nor keep it.
 	Body []byte
+	// AccessKeyID is the access key ID the request's SigV4 signature was made with, checked
+	// with Config.Credentials; "" when the handler checks no signature.
+	AccessKeyID string
 }
 
 // A Handler serves SQS's JSON and query protocols over a node. It is safe for concurrent use.
@@ -116,7 +134,9 @@ type Handler struct {
 	// keepsAttributes: produce keeps message attributes (Config.ProduceRecord).
 	keepsAttributes bool
 	authorize       func(*http.Request, Request) error
+	verifier        *verifier // nil: no signature is checked
 	identity        func(*http.Request) string
+	customIdentity  bool // identity is the host's Config.Identity
 	slots           *frontend.Slots
 	log             *slog.Logger
 	now             func() time.Time
@@ -142,13 +162,16 @@ func New(node Node, cfg Config) (*Handler, error) {
 	h := &Handler{
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
-		authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+		authorize: cfg.Authorize, identity: cfg.Identity, customIdentity: cfg.Identity != nil, log: cfg.Logger, now: cfg.Now,
 		tags: newReceiptTagger(cfg.ReceiptKey), routes: cfg.Routes,
 	}
 	if produce := cfg.Produce; produce != nil {
 		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
 			return produce(ctx, topic, rec.Value)
 		}
+	}
+	if cfg.Credentials != nil {
+		h.verifier = newVerifier(cfg.Credentials, cfg.Region)
 	}
 	if h.identity == nil {
 		h.identity = frontend.RemoteHost
@@ -180,6 +203,7 @@ type call struct {
 	json      []byte // the JSON the action decodes: body, or a query form's translation
 	query     bool   // the query protocol: answered in XML
 	requestID string // the query protocol's RequestId
+	accessKey string // the access key ID its signature was made with; "" when none is checked
 }
 
 // decode decodes the call's input into the action's input. A query form's value of the
@@ -256,7 +280,8 @@ var unsupported = map[string]bool{
 const targetPrefix = "AmazonSQS."
 
 // ServeHTTP implements http.Handler. The action is X-Amz-Target's; the path is not looked
-// at (some SDKs post to the queue's URL, most to /).
+// at (some SDKs post to the queue's URL, most to /). With Config.Credentials, the request's
+// signature is checked before anything else about it is answered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -268,23 +293,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	target := r.Header.Get("X-Amz-Target")
-	if target == "" {
-		writeError(w, codeMissingAction, "The request has no X-Amz-Target header naming its action (AmazonSQS.ReceiveMessage, say).")
-		return
-	}
-	name, ok := strings.CutPrefix(target, targetPrefix)
+	name, prefixed := strings.CutPrefix(target, targetPrefix)
 	act, served := actions[name]
-	switch {
-	case ok && unsupported[name]:
-		writeError(w, codeUnsupportedOperation, name+" is not supported by this endpoint.")
-		return
-	case !ok || !served:
-		writeError(w, codeInvalidAction, "The action "+truncate(target)+" is not valid for this endpoint.")
-		return
+	c := &call{w: w, r: r, action: name}
+	var err error
+	if h.verifier != nil {
+		if c.body, err = readBody(w, r, act.batch); err == nil {
+			err = h.authenticate(c)
+		}
+		if err != nil {
+			h.writeErr(c, err)
+			return
+		}
 	}
-	body, err := readBody(w, r, act.batch)
-	c := &call{w: w, r: r, action: name, body: body, json: body}
+	switch {
+	case target == "":
+		err = fail(codeMissingAction, "The request has no X-Amz-Target header naming its action (AmazonSQS.ReceiveMessage, say).")
+	case prefixed && unsupported[name]:
+		err = fail(codeUnsupportedOperation, name+" is not supported by this endpoint.")
+	case !prefixed || !served:
+		err = fail(codeInvalidAction, "The action "+truncate(target)+" is not valid for this endpoint.")
+	default:
+		err = checkContentType(r)
+	}
+	if err == nil && h.verifier == nil {
+		c.body, err = readBody(w, r, act.batch)
+	}
 	if err == nil {
+		c.json = c.body
 		err = act.serve(h, c)
 	}
 	if err != nil {
@@ -292,12 +328,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeErr answers a failed call, logging what is the service's fault.
+// authenticate checks the call's SigV4 signature over its body, and notes the access key
+// it was signed with.
+func (h *Handler) authenticate(c *call) error {
+	key, err := h.verifier.verify(c.r, c.body, h.now())
+	c.accessKey = key
+	return err
+}
+
+// writeErr answers a failed call, logging what is the service's fault. The answer's Date
+// is the handler's clock, from which the AWS SDKs measure their clock's skew when a
+// signature is refused as expired.
 func (h *Handler) writeErr(c *call, err error) {
 	code, msg := codeOf(err)
 	if code == codeInternalFailure {
 		h.log.Error("sqsapi: internal failure", "action", c.action, "remote", c.r.RemoteAddr, "err", err)
 	}
+	c.w.Header().Set("Date", h.now().UTC().Format(http.TimeFormat))
 	if c.query {
 		writeXMLError(c.w, code, msg, c.requestID)
 		return
@@ -308,7 +355,7 @@ func (h *Handler) writeErr(c *call, err error) {
 // open authorizes a call naming queue and resolves the queue to its topic.
 func (h *Handler) open(c *call, queue string) (string, error) {
 	if h.authorize != nil {
-		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body}); err != nil {
+		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body, AccessKeyID: c.accessKey}); err != nil {
 			return "", fail(codeAccessDenied, err.Error())
 		}
 	}

@@ -114,7 +114,10 @@ func (h *Handler) receiveMessage(c *call) error {
 	if err != nil {
 		return err
 	}
-	id := h.identity(c.r)
+	id := c.accessKey
+	if h.customIdentity || id == "" {
+		id = h.identity(c.r)
+	}
 	if !h.slots.Acquire(id) {
 		return fail(codeRequestThrottled, fmt.Sprintf("%d ReceiveMessage requests of this client are in flight already.", h.slots.Max()))
 	}

@@ -1,6 +1,6 @@
 """Drives the sqsapi broker with boto3 over SQS's query protocol (form bodies, XML answers).
 
-Run by TestBoto3Query with the broker's endpoint and access key; exits 3 when the boto3 it
+Run by TestBoto3Query with the broker's endpoint, access key and secret; exits 3 when the boto3 it
 imports speaks SQS's JSON protocol (botocore 1.31 and later), 0 when every check passed.
 """
 import base64
@@ -11,9 +11,15 @@ import sys
 import boto3
 import botocore
 
-endpoint, access_key = sys.argv[1], sys.argv[2]
-c = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
-                 aws_access_key_id=access_key, aws_secret_access_key="secret")
+endpoint, access_key, secret_key = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def client(key=access_key, secret=secret_key):
+    return boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                        aws_access_key_id=key, aws_secret_access_key=secret)
+
+
+c = client()
 if c.meta.service_model.protocol != "query":
     print("boto3 %s speaks %s" % (boto3.__version__, c.meta.service_model.protocol))
     sys.exit(3)
@@ -120,6 +126,10 @@ expect_error("ReceiptHandleIsInvalid", c.delete_message, QueueUrl=q, ReceiptHand
 expect_error("AWS.SimpleQueueService.UnsupportedOperation", c.purge_queue, QueueUrl=q)
 expect_error("InvalidParameterValue", c.receive_message, QueueUrl=q, MaxNumberOfMessages=11)
 expect_error("InvalidParameterValue", c.send_message, QueueUrl=q, MessageBody="x" * (1 << 20 + 1))
+# Signatures: a wrong secret, an unknown key.
+expect_error("SignatureDoesNotMatch", client(secret="not the secret").send_message, QueueUrl=q, MessageBody="x")
+expect_error("InvalidClientTokenId", client(key="AKIDNOBODY").send_message, QueueUrl=q, MessageBody="x")
+assert "Messages" not in c.receive_message(QueueUrl=q), "the refused sends sent nothing"
 big = "m" * (1 << 20)
 c.send_message(QueueUrl=q, MessageBody=big)
 assert c.receive_message(QueueUrl=q)["Messages"][0]["Body"] == big
