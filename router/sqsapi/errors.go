@@ -32,6 +32,8 @@ var (
 	codeMessageNotInflight       = &code{"MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", 400, true}
 	codeInvalidAddress           = &code{"InvalidAddress", "InvalidAddress", 404, true}
 	codeInvalidAttributeName     = &code{"InvalidAttributeName", "InvalidAttributeName", 400, true}
+	codeInvalidAttributeValue    = &code{"InvalidAttributeValue", "InvalidAttributeValue", 400, true}
+	codeQueueNameExists          = &code{"QueueNameExists", "QueueAlreadyExists", 400, true}
 	codeInvalidMessageContents   = &code{"InvalidMessageContents", "InvalidMessageContents", 400, true}
 	codeUnsupportedOperation     = &code{"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400, true}
 	codeEmptyBatchRequest        = &code{"EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", 400, true}

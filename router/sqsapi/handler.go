@@ -33,12 +33,25 @@ var _ Node = (*router.Node)(nil)
 // client identity may have in flight at once (httpapi's bound on consumes).
 const DefaultMaxInFlight = frontend.DefaultMaxInFlight
 
-// Config shapes a Handler. Queues and BaseURL are required; the rest may be left zero.
+// Config shapes a Handler. BaseURL, and Queues or Store, are required; the rest may be left
+// zero.
 type Config struct {
 	// Queues names the topic a queue name stands for; ok false means there is no such
 	// queue (QueueDoesNotExist). It is asked on every request, so that a queue may come and
-	// go with its topic; it must be fast and safe for concurrent use.
+	// go with its topic; it must be fast and safe for concurrent use. With Queues the
+	// host's queues are fixed: SQS's queue management answers UnsupportedOperation (but a
+	// CreateQueue of an existing queue, without attributes, which answers its URL).
 	Queues func(name string) (topic string, ok bool)
+	// Store, set instead of Queues, is the host's catalogue of queues, through which the
+	// handler serves SQS's queue management (CreateQueue, DeleteQueue, ListQueues,
+	// SetQueueAttributes, the tags, PurgeQueue when the store is a QueuePurger) and keeps
+	// each queue's attributes, which act (see Queue management in the package doc).
+	// MemQueueStore is one in memory.
+	Store QueueStore
+	// AccountID is the account of the queues' ARNs (QueueArn:
+	// arn:aws:sqs:<Region>:<AccountID>:<name>); empty means 000000000000. (Region, below,
+	// empty, means us-east-1 there.)
+	AccountID string
 	// BaseURL is where the handler is reached, as clients see it: an absolute http or https
 	// URL such as "https://broker.example.com/sqs". A queue's URL (GetQueueUrl) is BaseURL,
 	// a slash and the queue's name.
@@ -143,6 +156,8 @@ type Handler struct {
 	tags            *receiptTagger
 	first           firstReceives
 	routes          router.Routes
+	store           QueueStore // nil: Config.Queues, and no queue management
+	region, account string     // of QueueArn
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
@@ -150,8 +165,10 @@ func New(node Node, cfg Config) (*Handler, error) {
 	switch {
 	case node == nil:
 		return nil, errors.New("sqsapi: nil node")
-	case cfg.Queues == nil:
-		return nil, errors.New("sqsapi: Config.Queues is required")
+	case cfg.Queues == nil && cfg.Store == nil:
+		return nil, errors.New("sqsapi: Config.Queues or Config.Store is required")
+	case cfg.Queues != nil && cfg.Store != nil:
+		return nil, errors.New("sqsapi: set Config.Queues or Config.Store, not both")
 	case cfg.Produce != nil && cfg.ProduceRecord != nil:
 		return nil, errors.New("sqsapi: set Config.Produce or Config.ProduceRecord, not both")
 	}
@@ -164,6 +181,13 @@ func New(node Node, cfg Config) (*Handler, error) {
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
 		authorize: cfg.Authorize, identity: cfg.Identity, customIdentity: cfg.Identity != nil, log: cfg.Logger, now: cfg.Now,
 		tags: newReceiptTagger(cfg.ReceiptKey), routes: cfg.Routes,
+		store: cfg.Store, region: cfg.Region, account: cfg.AccountID,
+	}
+	if h.region == "" {
+		h.region = "us-east-1"
+	}
+	if h.account == "" {
+		h.account = "000000000000"
 	}
 	if produce := cfg.Produce; produce != nil {
 		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
@@ -265,15 +289,21 @@ var actions = map[string]struct {
 	"SendMessageBatch":             {serve: (*Handler).sendMessageBatch, batch: true},
 	"GetQueueUrl":                  {serve: (*Handler).getQueueURL},
 	"GetQueueAttributes":           {serve: (*Handler).getQueueAttributes},
+	"CreateQueue":                  {serve: (*Handler).createQueue},
+	"DeleteQueue":                  {serve: (*Handler).deleteQueue},
+	"PurgeQueue":                   {serve: (*Handler).purgeQueue},
+	"ListQueues":                   {serve: (*Handler).listQueues},
+	"SetQueueAttributes":           {serve: (*Handler).setQueueAttributes},
+	"TagQueue":                     {serve: (*Handler).tagQueue},
+	"UntagQueue":                   {serve: (*Handler).untagQueue},
+	"ListQueueTags":                {serve: (*Handler).listQueueTags},
 }
 
 // unsupported are SQS's other actions: answered UnsupportedOperation, where an action SQS
 // does not have is InvalidAction.
 var unsupported = map[string]bool{
-	"AddPermission": true, "CancelMessageMoveTask": true, "CreateQueue": true, "DeleteQueue": true,
-	"ListDeadLetterSourceQueues": true, "ListMessageMoveTasks": true, "ListQueueTags": true,
-	"ListQueues": true, "PurgeQueue": true, "RemovePermission": true, "SetQueueAttributes": true,
-	"StartMessageMoveTask": true, "TagQueue": true, "UntagQueue": true,
+	"AddPermission": true, "CancelMessageMoveTask": true, "ListDeadLetterSourceQueues": true,
+	"ListMessageMoveTasks": true, "RemovePermission": true, "StartMessageMoveTask": true,
 }
 
 // targetPrefix is what X-Amz-Target starts with for every SQS action.
@@ -352,31 +382,63 @@ func (h *Handler) writeErr(c *call, err error) {
 	writeError(c.w, code, msg)
 }
 
-// open authorizes a call naming queue and resolves the queue to its topic.
-func (h *Handler) open(c *call, queue string) (string, error) {
-	if h.authorize != nil {
-		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body, AccessKeyID: c.accessKey}); err != nil {
-			return "", fail(codeAccessDenied, err.Error())
-		}
-	}
-	topic, ok := h.queues(queue)
-	if !ok {
-		return "", fail(codeQueueDoesNotExist, "The specified queue does not exist.")
-	}
-	return topic, nil
+// A queueRef is a queue a call resolved: its topic and, with Config.Store, its record.
+type queueRef struct {
+	topic   string
+	rec     QueueRecord
+	managed bool // rec is the store's
 }
 
-// openURL is open for a call naming its queue by QueueUrl.
+// lookup resolves queue name through Config.Store or Config.Queues.
+func (h *Handler) lookup(name string) (queueRef, bool) {
+	if h.store != nil {
+		rec, ok := h.store.Queue(name)
+		return queueRef{topic: rec.Topic, rec: rec, managed: true}, ok
+	}
+	topic, ok := h.queues(name)
+	return queueRef{topic: topic}, ok
+}
+
+// allow asks Config.Authorize about a call naming queue ("" for none).
+func (h *Handler) allow(c *call, queue string) error {
+	if h.authorize != nil {
+		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body, AccessKeyID: c.accessKey}); err != nil {
+			return fail(codeAccessDenied, err.Error())
+		}
+	}
+	return nil
+}
+
+// open authorizes a call naming queue and resolves the queue.
+func (h *Handler) open(c *call, queue string) (queueRef, error) {
+	if err := h.allow(c, queue); err != nil {
+		return queueRef{}, err
+	}
+	ref, ok := h.lookup(queue)
+	if !ok {
+		return queueRef{}, fail(codeQueueDoesNotExist, "The specified queue does not exist.")
+	}
+	return ref, nil
+}
+
+// openURL is open for a call naming its queue by QueueUrl, answering its topic.
 func (h *Handler) openURL(c *call, queueURL *string) (string, error) {
-	_, topic, err := h.openQueue(c, queueURL)
-	return topic, err
+	_, ref, err := h.openRef(c, queueURL)
+	return ref.topic, err
 }
 
 // openQueue is openURL that returns the queue's name too.
 func (h *Handler) openQueue(c *call, queueURL *string) (queue, topic string, err error) {
-	if queue, err = queueName(queueURL); err != nil {
-		return "", "", err
+	queue, ref, err := h.openRef(c, queueURL)
+	return queue, ref.topic, err
+}
+
+// openRef is open for a call naming its queue by QueueUrl.
+func (h *Handler) openRef(c *call, queueURL *string) (string, queueRef, error) {
+	queue, err := queueName(queueURL)
+	if err != nil {
+		return "", queueRef{}, err
 	}
-	topic, err = h.open(c, queue)
-	return queue, topic, err
+	ref, err := h.open(c, queue)
+	return queue, ref, err
 }

@@ -48,6 +48,7 @@ const (
 	formList                    // Key.1=a&Key.2=b
 	formAttrs                   // Key.1.Name=n&Key.1.Value.DataType=String&Key.1.Value.StringValue=v
 	formEntries                 // Key.1.Id=a&Key.1.<field>=...
+	formMap                     // Key.1.<mapKey>=k&Key.1.<mapValue>=v
 )
 
 // A formField maps a query parameter onto the JSON member of the action's input.
@@ -56,6 +57,8 @@ type formField struct {
 	key    string
 	kind   formKind
 	entry  []formField // formEntries: an entry's fields
+	// formMap: the names of an entry's key and value
+	mapKey, mapValue string
 }
 
 var (
@@ -95,7 +98,20 @@ var formSchemas = map[string][]formField{
 		entry: append([]formField{idField}, sendFields...)}},
 	"GetQueueUrl":        {{member: "QueueName", key: "QueueName"}, {member: "QueueOwnerAWSAccountId", key: "QueueOwnerAWSAccountId"}},
 	"GetQueueAttributes": {queueURLField, {member: "AttributeNames", key: "AttributeName", kind: formList}},
+	"CreateQueue":        {{member: "QueueName", key: "QueueName"}, attributeMapField, {member: "tags", key: "Tag", kind: formMap, mapKey: "Key", mapValue: "Value"}},
+	"DeleteQueue":        {queueURLField},
+	"PurgeQueue":         {queueURLField},
+	"ListQueues": {{member: "QueueNamePrefix", key: "QueueNamePrefix"}, {member: "NextToken", key: "NextToken"},
+		{member: "MaxResults", key: "MaxResults", kind: formInt}},
+	"SetQueueAttributes": {queueURLField, attributeMapField},
+	"TagQueue":           {queueURLField, {member: "Tags", key: "Tag", kind: formMap, mapKey: "Key", mapValue: "Value"}},
+	"UntagQueue":         {queueURLField, {member: "TagKeys", key: "TagKey", kind: formList}},
+	"ListQueueTags":      {queueURLField},
 }
+
+// attributeMapField is the queue attributes of CreateQueue and SetQueueAttributes:
+// Attribute.N.Name and Attribute.N.Value.
+var attributeMapField = formField{member: "Attributes", key: "Attribute", kind: formMap, mapKey: "Name", mapValue: "Value"}
 
 // maxFormIndex bounds the index of a list's member, a map's entry or a batch's entry.
 const maxFormIndex = 1000
@@ -220,6 +236,19 @@ func formObject(n *formNode, prefix string, fields []formField) (map[string]any,
 				}
 			}
 			obj[f.member] = list
+		case formMap:
+			m := map[string]string{}
+			for i, item := range kid.indexed() {
+				k, ok := item.kid(f.mapKey).text()
+				if !ok {
+					return nil, missing(param + "." + strconv.Itoa(i+1) + "." + f.mapKey)
+				}
+				if _, dup := m[k]; dup {
+					return nil, invalidValue(param, strconv.Quote(truncate(k)), strconv.Quote(truncate(k))+" is repeated.")
+				}
+				m[k], _ = item.kid(f.mapValue).text()
+			}
+			obj[f.member] = m
 		case formAttrs:
 			attrs, err := formAttributes(kid, param)
 			if err != nil {

@@ -40,13 +40,17 @@ func credentials(id string) (string, bool) {
 	return "", false
 }
 
-// broker is a node serving topic "orders" (partition 0) behind an sqsapi handler on
-// 127.0.0.1, mounted at /sqs as doc.go's example mounts it, with a ProduceRecord that
-// appends to the node's log (message attributes as headers), signatures checked with
+// broker is a node behind an sqsapi handler on 127.0.0.1, mounted at /sqs as doc.go's
+// example mounts it, whose queues are kept in a MemQueueStore (a queue's topic is its
+// name, of one partition; deleting a queue deletes its topic; purging it trims its log and
+// drops the node's state of it), with queue "orders" created at its start, a ProduceRecord
+// that appends to the node's log (message attributes as headers), signatures checked with
 // credentials, and an Authorize that refuses readOnlyKey's sends.
 type broker struct {
 	t        testing.TB
 	logs     *routertest.MemLogs
+	routes   *routertest.Routes
+	store    *sqsapi.MemQueueStore
 	node     *router.Node
 	srv      *httptest.Server
 	queueURL string
@@ -56,20 +60,38 @@ type broker struct {
 
 func newBroker(t testing.TB, opts ...func(*sqsapi.Config)) *broker {
 	t.Helper()
-	b := &broker{t: t, logs: &routertest.MemLogs{}, consumes: make(chan struct{}, 64)}
-	routes := &routertest.Routes{}
-	routes.Set("orders", 0)
-	b.logs.Log("orders", 0)
-	node, err := router.New(router.Config{Logs: b.logs, Routes: routes, Dir: "/state", FS: memfs.New()})
+	b := &broker{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, consumes: make(chan struct{}, 64)}
+	node, err := router.New(router.Config{Logs: b.logs, Routes: b.routes, Dir: "/state", FS: memfs.New()})
 	require.NoError(t, err)
 	b.node = node
+	b.store = &sqsapi.MemQueueStore{
+		CreateTopic: func(_ context.Context, queue, _ string) (string, error) {
+			b.logs.Log(queue, 0)
+			b.routes.Set(queue, 0)
+			return queue, nil
+		},
+		DeleteTopic: func(_ context.Context, topic string) error {
+			b.routes.Delete(topic)
+			return node.DeleteTopic(topic)
+		},
+		PurgeTopic: func(_ context.Context, topic string) error {
+			b.routes.Delete(topic)
+			if err := node.DeleteTopic(topic); err != nil {
+				return err
+			}
+			log := b.logs.Log(topic, 0)
+			log.Trim(log.HighWatermark())
+			b.routes.Set(topic, 0)
+			return nil
+		},
+	}
 	var api *sqsapi.Handler
 	mux := http.NewServeMux()
 	b.srv = httptest.NewUnstartedServer(mux)
 	b.srv.Start()
 	base := b.srv.URL + "/sqs"
 	cfg := sqsapi.Config{
-		Queues:        func(name string) (string, bool) { return name, name == "orders" },
+		Store:         b.store,
 		BaseURL:       base,
 		ProduceRecord: b.produce,
 		Credentials:   credentials,
@@ -83,17 +105,20 @@ func newBroker(t testing.TB, opts ...func(*sqsapi.Config)) *broker {
 	require.NoError(t, err)
 	mux.Handle("/sqs", api)
 	mux.Handle("/sqs/", api) // the SDKs that post to the queue's URL
-	b.queueURL = base + "/orders"
 	t.Cleanup(func() {
 		b.srv.Close()
 		node.Close()
 	})
+	created, err := b.client(accessKey).CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("orders")})
+	require.NoError(t, err)
+	b.queueURL = aws.ToString(created.QueueUrl)
+	require.Equal(t, base+"/orders", b.queueURL)
 	return b
 }
 
 // produce is the broker's Config.ProduceRecord: append to the log, tell the node.
 func (b *broker) produce(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
-	if topic != "orders" {
+	if _, _, ok := b.routes.Partitions(topic); !ok {
 		return 0, 0, router.ErrUnknownTopic
 	}
 	rec.Timestamp = time.Now()
