@@ -6,7 +6,8 @@
 // # Mounting
 //
 //	api, err := sqsapi.New(node, sqsapi.Config{
-//		Queues:  func(name string) (string, bool) { return name, topics.Has(name) },
+//		Queues:  func(name string) (string, bool) { return name, topics.Has(name) }, // fixed queues; or
+//		// Store: store, // the host's QueueStore: queues created, listed, deleted through the API
 //		BaseURL: "https://broker.example.com/sqs",
 //		Produce: produce, // optional: SendMessage and SendMessageBatch (or ProduceRecord, to keep message attributes)
 //		ReceiptKey: secret, // the same on every node a client's receipt handles may reach
@@ -167,7 +168,7 @@
 // RedriveAllowPolicy, the KMS and SSE ones, FifoQueue and the FIFO ones): refused, not kept
 // without effect. A name SQS does not have, or of an attribute no one sets (QueueArn,
 // ApproximateNumberOfMessages, ...), is InvalidAttributeName. GetQueueAttributes answers
-// the kept attributes, any other the store's record holds (a RedrivePolicy a host set, say),
+// the kept attributes, a RedrivePolicy the store's record holds (one a host set),
 // QueueArn (arn:aws:sqs:<Config.Region or us-east-1>:<Config.AccountID or 000000000000>:
 // <name>), CreatedTimestamp and LastModifiedTimestamp (seconds since the epoch, on
 // Config.Now's clock; SetQueueAttributes moves the latter) and the counts. Every management
