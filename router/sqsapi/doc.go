@@ -367,17 +367,18 @@
 // Credential (<access key ID>/<yyyymmdd>/<region>/sqs/aws4_request), SignedHeaders and
 // Signature; the canonical request over the method, the path (URI-encoded again, as the
 // SDKs encode it for every service but S3), the query string, each signed header's value
-// (host is the request's Host) and the payload's SHA-256 (the body as it arrived: the JSON,
-// or the query protocol's form; X-Amz-Content-Sha256, when sent and signed, must be the
-// body's); the credential scope's day (X-Amz-Date's), service (sqs) and, with
-// Config.Region, region (without it, any region: the signature covers the one named); and
-// X-Amz-Date within MaxClockSkew (5 minutes, as AWS allows) of the handler's clock
-// (Config.Now), in the past or the future. The SignedHeaders must include host and
-// x-amz-date, and X-Amz-Target, X-Amz-Content-Sha256 and X-Amz-Security-Token when the
-// request has them (an unsigned X-Amz-Target could turn a signed ReceiveMessage into
-// another action over the same body). The signature is compared in constant time, and the
-// check allocates nothing once a key's signing key for the day is derived (it is kept per
-// access key, day and region, while Credentials answers the same secret).
+// (host is the request's Host: a proxy in front of the handler must pass on the Host the
+// client signed) and the payload's SHA-256 (the body as it arrived: the JSON, or the query
+// protocol's form; X-Amz-Content-Sha256, when sent and signed, must be the body's); the
+// credential scope's day (X-Amz-Date's), service (sqs) and, with Config.Region, region
+// (without it, any region: the signature covers the one named); and X-Amz-Date within
+// MaxClockSkew (5 minutes, as AWS allows) of the handler's clock (Config.Now), in the past
+// or the future. The SignedHeaders must include host and x-amz-date, and X-Amz-Target,
+// X-Amz-Content-Sha256 and X-Amz-Security-Token when the request has them (an unsigned
+// X-Amz-Target could turn a signed ReceiveMessage into another action over the same body).
+// The signature is compared in constant time, and the check allocates nothing once a key's
+// signing key for the day is derived (it is kept per access key, day and region, while
+// Credentials answers the same secret).
 //
 // A refused signature changes nothing: the request reaches neither Config.Queues, nor
 // Authorize, nor Produce, nor the node. The codes are AWS's, which the SDKs report:

@@ -49,8 +49,7 @@ type Config struct {
 	// MemQueueStore is one in memory.
 	Store QueueStore
 	// AccountID is the account of the queues' ARNs (QueueArn:
-	// arn:aws:sqs:<Region>:<AccountID>:<name>); empty means 000000000000. (Region, below,
-	// empty, means us-east-1 there.)
+	// arn:aws:sqs:<Region>:<AccountID>:<name>); empty means 000000000000.
 	AccountID string
 	// BaseURL is where the handler is reached, as clients see it: an absolute http or https
 	// URL such as "https://broker.example.com/sqs". A queue's URL (GetQueueUrl) is BaseURL,
@@ -84,7 +83,8 @@ type Config struct {
 	Credentials func(accessKeyID string) (secretAccessKey string, ok bool)
 	// Region, when set with Credentials, is the one region a signature's credential scope
 	// may name (the region the clients are configured with, "us-east-1", say); another is
-	// SignatureDoesNotMatch. Empty means any region: the signature covers the one named.
+	// SignatureDoesNotMatch. Empty means any region: the signature covers the one named. It
+	// is QueueArn's region too (empty: us-east-1 there).
 	Region string
 	// Authorize, when set, is asked whether a request may proceed, once it has been read,
 	// its signature checked (with Credentials) and decoded, and before the queue is resolved
