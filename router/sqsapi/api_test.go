@@ -353,7 +353,7 @@ func TestSendMessage(t *testing.T) {
 
 func mustNew(t testing.TB, node sqsapi.Node, cfg sqsapi.Config) *sqsapi.Handler {
 	t.Helper()
-	if cfg.Queues == nil {
+	if cfg.Queues == nil && cfg.Store == nil {
 		cfg.Queues = func(name string) (string, bool) { return name, name == "orders" || name == "ghost" }
 	}
 	if cfg.BaseURL == "" {

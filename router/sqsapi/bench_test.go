@@ -24,13 +24,15 @@ import (
 // BenchmarkReceiveDelete drains b.N records of a 4-partition topic over loopback HTTP/1.1,
 // each consumer's round one receive of up to 10 and one batch delete of what came: through
 // sqsapi (ReceiveMessage with MaxNumberOfMessages 10, DeleteMessageBatch) and, in the same
-// run, through httpapi (GET /consume?max=10, POST /ack-batch). The clients are plain
+// run, through httpapi (GET /consume?max=10, POST /ack-batch); api=sqsapi-signed is sqsapi
+// with every request SigV4-signed by the client (the tests' signer, in the same process) and
+// checked by the handler (Config.Credentials). The clients are plain
 // http.Clients, the same for both: they decode the responses with encoding/json and write
 // the batch's body by hand. Reported: messages per
 // second, the process's CPU time per message (node, handler, client, both ends of HTTP), and
 // the messages a round carried.
 func BenchmarkReceiveDelete(b *testing.B) {
-	for _, api := range []string{"sqsapi", "httpapi"} {
+	for _, api := range []string{"sqsapi", "sqsapi-signed", "httpapi"} {
 		for _, consumers := range []int{1, 4} {
 			b.Run(fmt.Sprintf("api=%s/consumers=%d", api, consumers), func(b *testing.B) {
 				benchReceiveDelete(b, api, consumers)
@@ -64,7 +66,13 @@ func benchReceiveDelete(b *testing.B, api string, consumers int) {
 	switch api {
 	case "sqsapi":
 		h, err = sqsapi.New(node, sqsapi.Config{Queues: func(n string) (string, bool) { return n, true }, BaseURL: "http://sqs.test"})
-		round = sqsRound
+		round = sqsRound(nil)
+	case "sqsapi-signed":
+		h, err = sqsapi.New(node, sqsapi.Config{Queues: func(n string) (string, bool) { return n, true }, BaseURL: "http://sqs.test",
+			Credentials: func(id string) (string, bool) { return testSecret, id == testKey }})
+		round = sqsRound(func(req *http.Request, body string) {
+			testSigner{key: testKey, secret: testSecret, at: time.Now()}.sign(req, []byte(body))
+		})
 	default:
 		h, err = httpapi.New(node, httpapi.Options{})
 		round = httpapiRound
@@ -146,34 +154,44 @@ func sqsRequest(url, action, body string) *http.Request {
 
 const benchQueueURL = "http://sqs.test/orders"
 
-// sqsRound is one ReceiveMessage of up to 10 and a DeleteMessageBatch of what came.
-func sqsRound(c *http.Client, url string) (int, error) {
-	var got struct {
-		Messages []struct{ ReceiptHandle string }
-	}
-	if err := post(c, sqsRequest(url, "ReceiveMessage", `{"QueueUrl":"`+benchQueueURL+`","MaxNumberOfMessages":10}`), &got); err != nil {
-		return 0, err
-	}
-	if len(got.Messages) == 0 {
-		return 0, nil
-	}
-	var body bytes.Buffer
-	body.WriteString(`{"QueueUrl":"` + benchQueueURL + `","Entries":[`)
-	for i, m := range got.Messages {
-		if i > 0 {
-			body.WriteByte(',')
+// sqsRound is one ReceiveMessage of up to 10 and a DeleteMessageBatch of what came, each
+// request signed with sign unless it is nil.
+func sqsRound(sign func(req *http.Request, body string)) func(c *http.Client, url string) (int, error) {
+	request := func(url, action, body string) *http.Request {
+		req := sqsRequest(url, action, body)
+		if sign != nil {
+			sign(req, body)
 		}
-		fmt.Fprintf(&body, `{"Id":"m%d","ReceiptHandle":"%s"}`, i, m.ReceiptHandle)
+		return req
 	}
-	body.WriteString(`]}`)
-	var del struct{ Failed []json.RawMessage }
-	if err := post(c, sqsRequest(url, "DeleteMessageBatch", body.String()), &del); err != nil {
-		return 0, err
+	return func(c *http.Client, url string) (int, error) {
+		var got struct {
+			Messages []struct{ ReceiptHandle string }
+		}
+		if err := post(c, request(url, "ReceiveMessage", `{"QueueUrl":"`+benchQueueURL+`","MaxNumberOfMessages":10}`), &got); err != nil {
+			return 0, err
+		}
+		if len(got.Messages) == 0 {
+			return 0, nil
+		}
+		var body bytes.Buffer
+		body.WriteString(`{"QueueUrl":"` + benchQueueURL + `","Entries":[`)
+		for i, m := range got.Messages {
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			fmt.Fprintf(&body, `{"Id":"m%d","ReceiptHandle":"%s"}`, i, m.ReceiptHandle)
+		}
+		body.WriteString(`]}`)
+		var del struct{ Failed []json.RawMessage }
+		if err := post(c, request(url, "DeleteMessageBatch", body.String()), &del); err != nil {
+			return 0, err
+		}
+		if len(del.Failed) > 0 {
+			return 0, fmt.Errorf("deletes failed: %s", del.Failed)
+		}
+		return len(got.Messages), nil
 	}
-	if len(del.Failed) > 0 {
-		return 0, fmt.Errorf("deletes failed: %s", del.Failed)
-	}
-	return len(got.Messages), nil
 }
 
 // httpapiRound is one GET /consume?max=10 and a POST /ack-batch of what came.

@@ -47,16 +47,9 @@ const (
 // contentType is what the SQS JSON protocol's requests and responses carry.
 const contentType = "application/x-amz-json-1.0"
 
-// readBody reads a request's body, at most MaxRequestBytes of it, refusing a media type
-// other than the JSON protocol's (none is taken to be it).
+// readBody reads a request's body, at most MaxRequestBytes of it. A body over the bound is
+// InvalidParameterValue, or BatchRequestTooLong for a batch.
 func readBody(w http.ResponseWriter, r *http.Request, batch bool) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		media, _, err := mime.ParseMediaType(ct)
-		if err != nil || (media != contentType && media != "application/x-amz-json-1.1") {
-			return nil, &apiError{code: codeSerialization, cause: errMalformed,
-				msg: "with X-Amz-Target the body must be " + contentType + " (a form, of the query protocol, comes without X-Amz-Target)"}
-		}
-	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
@@ -73,6 +66,19 @@ func readBody(w http.ResponseWriter, r *http.Request, batch bool) ([]byte, error
 		return nil, &apiError{code: codeSerialization, cause: errMalformed, msg: "the body could not be read: " + err.Error()}
 	}
 	return body, nil
+}
+
+// checkContentType refuses a JSON request of another media type than the JSON protocol's
+// (none is taken to be it).
+func checkContentType(r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		media, _, err := mime.ParseMediaType(ct)
+		if err != nil || (media != contentType && media != "application/x-amz-json-1.1") {
+			return &apiError{code: codeSerialization, cause: errMalformed,
+				msg: "with X-Amz-Target the body must be " + contentType + " (a form, of the query protocol, comes without X-Amz-Target)"}
+		}
+	}
+	return nil
 }
 
 // decode unmarshals a request body into the action's input: one JSON object and nothing

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,11 +134,83 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 			return err
 		}
 		set, err := attributeNames("AttributeNames", in.AttributeNames, knownQueueAttributeNames, queueAttributes)
-		if err == nil && set > 7 {
+		if err == nil && set >= 1<<len(queueAttributes) {
 			t.Fatalf("accepted the attributes %b", set)
 		}
 		return err
 	},
+	func(t *testing.T, body []byte) error { // CreateQueue
+		var in createQueueInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		if in.QueueName == nil {
+			return missing("QueueName")
+		}
+		if err := checkQueueName(*in.QueueName); err != nil {
+			return err
+		}
+		if err := checkKept(t, in.Attributes); err != nil {
+			return err
+		}
+		return checkTags(in.Tags, nil)
+	},
+	func(t *testing.T, body []byte) error { // SetQueueAttributes
+		var in setQueueAttributesInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		if err := checkKept(t, in.Attributes); err != nil {
+			return err
+		}
+		_, err := queueName(in.QueueUrl)
+		return err
+	},
+	func(t *testing.T, body []byte) error { // TagQueue
+		var in tagQueueInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		if err := checkTags(in.Tags, nil); err != nil {
+			return err
+		}
+		if len(in.Tags) > maxTags {
+			t.Fatalf("accepted %d tags", len(in.Tags))
+		}
+		_, err := queueName(in.QueueUrl)
+		return err
+	},
+	func(t *testing.T, body []byte) error { // ListQueues
+		var in listQueuesInput
+		if err := decode(body, &in); err != nil {
+			return err
+		}
+		n, err := integer("MaxResults", in.MaxResults, 1, maxListResults, maxListResults)
+		if err == nil && (n < 1 || n > maxListResults) {
+			t.Fatalf("accepted MaxResults %d", n)
+		}
+		return err
+	},
+}
+
+// checkKept checks attributes to set as CreateQueue and SetQueueAttributes do, and that
+// what is accepted is within the kept attributes' ranges.
+func checkKept(t *testing.T, in map[string]string) error {
+	out, err := checkAttributes(in)
+	if err != nil {
+		return err
+	}
+	for name, v := range out {
+		i := slices.IndexFunc(keptAttributes, func(a queueAttribute) bool { return a.name == name })
+		if i < 0 {
+			t.Fatalf("accepted the attribute %q", name)
+		}
+		a := keptAttributes[i]
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < a.lo || n > a.hi || a.refusal != "" && n != a.def {
+			t.Fatalf("accepted %s=%q", name, v)
+		}
+	}
+	return nil
 }
 
 func checkHandle(t *testing.T, h router.Handle) {
@@ -189,6 +263,13 @@ func FuzzDecode(f *testing.F) {
 		{5, `{"QueueName":"a/b"}`},
 		{6, `{"QueueUrl":"http://h/orders","AttributeNames":["All","QueueArn"]}`},
 		{6, `{"QueueUrl":"http://h/orders","AttributeNames":["Nope"]}`},
+		{7, `{"QueueName":"orders","Attributes":{"VisibilityTimeout":"60","MaximumMessageSize":"1024"},"tags":{"team":"a"}}`},
+		{7, `{"QueueName":"orders","Attributes":{"DelaySeconds":"5","Policy":"{}"},"tags":{"aws:x":""}}`},
+		{8, `{"QueueUrl":"http://h/orders","Attributes":{"ReceiveMessageWaitTimeSeconds":"21","QueueArn":"x"}}`},
+		{8, `{"QueueUrl":"http://h/orders","Attributes":{"MessageRetentionPeriod":"+60"}}`},
+		{9, `{"QueueUrl":"http://h/orders","Tags":{"k":"v","":"x"}}`},
+		{10, `{"QueueNamePrefix":"ord","MaxResults":1000,"NextToken":"b3JkAG9yZGVycw"}`},
+		{10, `{"MaxResults":0}`},
 	} {
 		f.Add(seed.action, []byte(seed.body))
 	}
@@ -201,7 +282,7 @@ func FuzzDecode(f *testing.F) {
 // formActions are the actions FuzzFormDecode picks from by its first argument, in the
 // order of decodeActions (ChangeMessageVisibility's form also decodes DeleteMessage's).
 var formActions = []string{"ReceiveMessage", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "SendMessage",
-	"SendMessageBatch", "GetQueueUrl", "GetQueueAttributes"}
+	"SendMessageBatch", "GetQueueUrl", "GetQueueAttributes", "CreateQueue", "SetQueueAttributes", "TagQueue", "ListQueues"}
 
 // FuzzFormDecode: whatever form body a query request carries, reading it and translating it
 // for its action never panics and refuses with an SQS code of the client's fault and a
@@ -230,6 +311,11 @@ func FuzzFormDecode(f *testing.F) {
 		{6, q + "&AttributeName.1=All&AttributeName.2=QueueArn"},
 		{6, "%zz=1"},
 		{6, "a=1;b=2"},
+		{7, "QueueName=orders&Attribute.1.Name=VisibilityTimeout&Attribute.1.Value=60&Tag.1.Key=team&Tag.1.Value=a"},
+		{7, "QueueName=orders&Attribute.1.Name=VisibilityTimeout&Attribute.2.Name=VisibilityTimeout&Tag.1.Value=a"},
+		{8, q + "&Attribute.1.Name=MaximumMessageSize&Attribute.1.Value=1023"},
+		{9, q + "&Tag.1.Key=k&Tag.1.Value=v&Tag.2.Key=aws%3Ax"},
+		{10, "QueueNamePrefix=o&MaxResults=2&NextToken=x"},
 	} {
 		f.Add(seed.action, []byte(seed.body))
 	}
@@ -238,7 +324,12 @@ func FuzzFormDecode(f *testing.F) {
 		name := formActions[i]
 		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("Action="+name+"&"+string(body)))
 		req.Header.Set("Content-Type", queryContentType)
-		_, form, got, err := readQuery(httptest.NewRecorder(), req)
+		raw, err := readQuery(httptest.NewRecorder(), req)
+		var form url.Values
+		var got string
+		if err == nil {
+			form, got, err = parseQuery(raw)
+		}
 		if err != nil {
 			checkRefusal(t, err)
 			return

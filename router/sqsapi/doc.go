@@ -6,12 +6,17 @@
 // # Mounting
 //
 //	api, err := sqsapi.New(node, sqsapi.Config{
-//		Queues:  func(name string) (string, bool) { return name, topics.Has(name) },
+//		Queues:  func(name string) (string, bool) { return name, topics.Has(name) }, // fixed queues; or
+//		// Store: store, // the host's QueueStore: queues created, listed, deleted through the API
 //		BaseURL: "https://broker.example.com/sqs",
 //		Produce: produce, // optional: SendMessage and SendMessageBatch (or ProduceRecord, to keep message attributes)
 //		ReceiptKey: secret, // the same on every node a client's receipt handles may reach
-//		Authorize: func(r *http.Request, req sqsapi.Request) error {
-//			return verifySigV4(r, req.Body) // the host's: the handler verifies no signature
+//		Credentials: func(accessKeyID string) (string, bool) { // SigV4: without it, NO signature is checked
+//			secret, ok := keys[accessKeyID]
+//			return secret, ok
+//		},
+//		Authorize: func(r *http.Request, req sqsapi.Request) error { // optional: per key, per action
+//			return policy.Allow(req.AccessKeyID, req.Action, req.Queue)
 //		},
 //	})
 //	...
@@ -21,8 +26,8 @@
 //
 // A ReceiveMessage long-polls for up to 20 s: a server with a WriteTimeout sets it above
 // 20 s plus router.ConsumeOverrun. A client points an SDK at the handler with its base
-// endpoint (aws.String("https://broker.example.com/sqs")), any region, and the credentials
-// the host's Authorize checks.
+// endpoint (aws.String("https://broker.example.com/sqs")), any region (or Config.Region),
+// and an access key and secret that Config.Credentials knows.
 //
 // # The protocol
 //
@@ -71,25 +76,32 @@
 // The actions served:
 //
 //	ReceiveMessage                 consume up to MaxNumberOfMessages (1 to 10, default 1),
-//	                               long-polling up to WaitTimeSeconds (0 to 20, default 0),
-//	                               leased for VisibilityTimeout (1 to 43200 s; absent, the
-//	                               topic's visibility timeout)
+//	                               long-polling up to WaitTimeSeconds (0 to 20; absent, the
+//	                               queue's ReceiveMessageWaitTimeSeconds, or 0), leased for
+//	                               VisibilityTimeout (1 to 43200 s; absent, the queue's
+//	                               VisibilityTimeout, or the topic's)
 //	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
 //	                               shorten the lease too); 0 ends it (a nack)
 //	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
 //	                               message, its message attributes the record's headers
 //	GetQueueUrl                    Config.BaseURL + "/" + QueueName
-//	GetQueueAttributes             ApproximateNumberOfMessages, ...NotVisible, ...Delayed
+//	GetQueueAttributes             ApproximateNumberOfMessages, ...NotVisible, ...Delayed;
+//	                               with Config.Store the queue's attributes, QueueArn and
+//	                               timestamps (see Queue management)
+//	CreateQueue, DeleteQueue,      with Config.Store (see Queue management); without it,
+//	ListQueues, SetQueueAttributes, UnsupportedOperation (but a CreateQueue of an existing
+//	TagQueue, UntagQueue,          queue without attributes or tags, which answers its URL)
+//	ListQueueTags, PurgeQueue
 //
-// SQS's other actions (CreateQueue, DeleteQueue, PurgeQueue, ListQueues, SetQueueAttributes,
-// the tags, permissions and message moves) answer UnsupportedOperation; an action SQS does
-// not have answers InvalidAction.
+// SQS's other actions (ListDeadLetterSourceQueues, the permissions and the message moves)
+// answer UnsupportedOperation; an action SQS does not have answers InvalidAction.
 //
 // # Queues
 //
 // A queue is named by the last path segment of a request's QueueUrl, which Config.Queues
-// maps to a topic (ok false: QueueDoesNotExist); the rest of the URL is not checked, so a
+// maps to a topic (ok false: QueueDoesNotExist), or which Config.Store holds the record of
+// (see Queue management); the rest of the URL is not checked, so a
 // queue is reached whatever host name the client knows the broker by. A queue name is 1 to
 // 80 letters, digits, hyphens, underscores and dots. A topic the node does not know
 // (router.ErrUnknownTopic) is QueueDoesNotExist too. GetQueueAttributes counts what the
@@ -98,8 +110,70 @@
 // the node started counts nothing until a call loads it. ApproximateNumberOfMessages is the
 // backlog that is visible now (not leased, delayed, acked ahead of a gap or quarantined),
 // ApproximateNumberOfMessagesNotVisible the leased records, ApproximateNumberOfMessagesDelayed
-// those a release's delay or a topic's backoff holds back. SQS's other queue attribute names
-// are accepted and not answered; a name SQS does not have is InvalidAttributeName.
+// those a release's delay or a topic's backoff holds back. ApproximateAgeOfOldestMessage,
+// which is no attribute of SQS's (it is a CloudWatch metric there) and is answered only when
+// asked for by name (not in All), is the oldest router.PartitionStatus.OldestUnsettledAge of
+// the partitions that know it, in whole seconds (0 when none does). SQS's other queue
+// attribute names are accepted and not answered; a name SQS does not have is
+// InvalidAttributeName.
+//
+// # Queue management
+//
+// With Config.Store, the host's QueueStore, the handler manages queues as SQS does: the
+// store keeps each queue's record (its topic, attributes, tags and timestamps) and makes a
+// new queue's topic in the host's log and deletes a deleted one's; MemQueueStore is one in
+// memory, whose hooks (CreateTopic, DeleteTopic, PurgeTopic) reach the host's log. A request
+// naming a queue resolves it with the store's Queue on every call.
+//
+//	CreateQueue         a queue of QueueName (1 to 80 letters, digits, '-', '_' and '.'; a
+//	                    name ending in .fifo is InvalidParameterValue: no FIFO queues) with
+//	                    the Attributes given, the others at their defaults, and the tags;
+//	                    answers its URL. For a queue that exists: its URL, changing
+//	                    nothing (its tags neither), when each attribute given has the
+//	                    queue's value; QueueNameExists (query code QueueAlreadyExists) when
+//	                    one has another
+//	DeleteQueue         the queue and its topic, at once (SQS takes up to 60 s, and refuses
+//	                    a new queue of the name meanwhile: here it may be created again at
+//	                    once, and starts empty)
+//	ListQueues          the URLs of the queues whose names begin with QueueNamePrefix, in
+//	                    order of name: without MaxResults, up to 1,000; with it (1 to 1,000),
+//	                    a page and a NextToken for the next (a NextToken of another prefix,
+//	                    or without MaxResults, is InvalidParameterValue)
+//	SetQueueAttributes  the Attributes given, all or none
+//	TagQueue            the Tags given, added or replaced (keys of 1 to 128 characters,
+//	                    values of up to 256, no key beginning with aws:, at most 50 a queue)
+//	UntagQueue          the TagKeys given removed (a key the queue has not is no error)
+//	ListQueueTags       the tags
+//	PurgeQueue          through the store, when it is a QueuePurger (MemQueueStore with a
+//	                    PurgeTopic): every message below the topic's high watermarks deleted,
+//	                    durably; otherwise UnsupportedOperation (see Not supported). SQS's
+//	                    one purge in 60 s (PurgeQueueInProgress) is not enforced.
+//
+// The attributes a queue keeps, and which act:
+//
+//	VisibilityTimeout              1 to 43200 s (default 30): the lease of its receives that
+//	                               ask for none (SQS takes 0 too; a lease of no time is
+//	                               refused here, as it is in a receive)
+//	ReceiveMessageWaitTimeSeconds  0 to 20 (default 0): the long-poll of its receives that
+//	                               ask for none
+//	MaximumMessageSize             1024 to 1048576 bytes (default 1048576): the bound of a
+//	                               message sent (body and attributes, as MaxMessageBytes)
+//	MessageRetentionPeriod         60 to 1209600 s (default 345600): kept and answered; the
+//	                               host applies it to its log's retention, if it will (the
+//	                               record holds it)
+//	DelaySeconds                   0 only (default 0): the core has no delayed delivery yet
+//
+// A value out of range, or not a decimal integer, is InvalidAttributeValue, as is a value of
+// one of SQS's attributes this endpoint does not keep (Policy, RedrivePolicy,
+// RedriveAllowPolicy, the KMS and SSE ones, FifoQueue and the FIFO ones): refused, not kept
+// without effect. A name SQS does not have, or of an attribute no one sets (QueueArn,
+// ApproximateNumberOfMessages, ...), is InvalidAttributeName. GetQueueAttributes answers
+// the kept attributes, a RedrivePolicy the store's record holds (one a host set),
+// QueueArn (arn:aws:sqs:<Config.Region or us-east-1>:<Config.AccountID or 000000000000>:
+// <name>), CreatedTimestamp and LastModifiedTimestamp (seconds since the epoch, on
+// Config.Now's clock; SetQueueAttributes moves the latter) and the counts. Every management
+// action is put to Config.Authorize with its queue (none for ListQueues) first, and a
+// refused one changes nothing.
 //
 // # Receiving
 //
@@ -151,9 +225,10 @@
 // record taken for a client that left, or whose response could not be written, is given back
 // (released), so it is visible again at once rather than after its visibility timeout.
 //
-// Each client identity (Config.Identity) may have at most Config.MaxInFlight ReceiveMessage
-// requests in flight (DefaultMaxInFlight); one more is answered RequestThrottled, which the
-// SDKs retry with backoff.
+// Each client identity (the access key ID with Config.Credentials, the remote host without,
+// or Config.Identity's) may have at most Config.MaxInFlight ReceiveMessage requests in
+// flight (DefaultMaxInFlight); one more is answered RequestThrottled, which the SDKs retry
+// with backoff.
 //
 // # Receipt handles
 //
@@ -199,29 +274,29 @@
 // attributes as the record's headers, to Config.ProduceRecord (without either they answer
 // UnsupportedOperation), and answer the MessageId partition:offset it returns, the body's
 // MD5, which the SDKs check, and, for a message with attributes, their MD5
-// (MD5OfMessageAttributes, over the attributes as sent; MD5OfMessageSystemAttributes for
-// an AWSTraceHeader). A record's headers are, in order: one per message attribute, in
-// order of name, its name and its value (a String's or Number's text, a Binary's bytes);
-// one per attribute of another data type than String, "AWS.SQS.DataType.<name>" and the
-// type ("Number", "Binary", "Number.float", ...); and for a message with the AWSTraceHeader
+// (MD5OfMessageAttributes, over the attributes as sent; MD5OfMessageSystemAttributes for an
+// AWSTraceHeader). A record's headers are, in order: one per message attribute, in order of
+// name, its name and its value (a String's or Number's text, a Binary's bytes); one per
+// attribute of another data type than String, "AWS.SQS.DataType.<name>" and the type
+// ("Number", "Binary", "Number.float", ...); and for a message with the AWSTraceHeader
 // system attribute (a String, the one system attribute SQS takes), "AWS.SQS.AWSTraceHeader"
 // and its value. No message attribute's name begins with "AWS.", so these never clash with
-// one. A message is 1 to MaxMessageBytes (1 MiB, 1,048,576 bytes) of SQS's characters (#x9,
-// #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF; another is
-// InvalidMessageContents), its body and its attributes (names, types and values) together,
-// and a batch's messages together at most MaxMessageBytes (BatchRequestTooLong); over it,
-// InvalidParameterValue. The node takes such records as they come: its batch bound
-// (router.BatchPayloadBytes, 4 MiB) keeps the record that crosses it, and FitResponse keeps
-// a response's first record whatever its size. Attributes are checked as SQS checks them:
-// at most 10; names of 1 to 256 letters, digits, '_', '-' and '.', no period first, last or
-// twice in a row, none beginning with AWS. or Amazon.; a data type of String, Number or
-// Binary, perhaps with a custom type after a period; a non-empty value of the type's kind
-// (a Number's a number, a String's of the body's characters); no list values. What a
-// record cannot carry is refused, not dropped: MessageAttributes and
-// MessageSystemAttributes with Config.Produce (which has nowhere to keep them), a system
-// attribute other than AWSTraceHeader, a non-zero DelaySeconds, and the FIFO queues'
-// MessageGroupId and MessageDeduplicationId are each InvalidParameterValue, the message not
-// sent.
+// one. A message is 1 to MaxMessageBytes (1 MiB, 1,048,576 bytes; with Config.Store, the
+// queue's MaximumMessageSize) of SQS's characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to
+// #xFFFD, #x10000 to #x10FFFF; another is InvalidMessageContents), its body and its
+// attributes (names, types and values) together, and a batch's messages together at most
+// MaxMessageBytes (BatchRequestTooLong); over it, InvalidParameterValue. The node takes
+// such records as they come: its batch bound (router.BatchPayloadBytes, 4 MiB) keeps the
+// record that crosses it, and FitResponse keeps a response's first record whatever its
+// size. Attributes are checked as SQS checks them: at most 10; names of 1 to 256 letters,
+// digits, '_', '-' and '.', no period first, last or twice in a row, none beginning with
+// AWS. or Amazon.; a data type of String, Number or Binary, perhaps with a custom type
+// after a period; a non-empty value of the type's kind (a Number's a number, a String's of
+// the body's characters); no list values. What a record cannot carry is refused, not
+// dropped: MessageAttributes and MessageSystemAttributes with Config.Produce (which has
+// nowhere to keep them), a system attribute other than AWSTraceHeader, a non-zero
+// DelaySeconds, and the FIFO queues' MessageGroupId and MessageDeduplicationId are each
+// InvalidParameterValue, the message not sent.
 //
 // # Errors
 //
@@ -247,6 +322,9 @@
 //	400     MessageNotInflight            AWS.SimpleQueueService.MessageNotInflight see Receipt handles
 //	404     InvalidAddress                InvalidAddress                            a QueueUrl that is no URL
 //	400     InvalidAttributeName          InvalidAttributeName                      an attribute name SQS has not
+//	400     InvalidAttributeValue         InvalidAttributeValue                     a queue attribute's value refused
+//	400     QueueNameExists               QueueAlreadyExists                        CreateQueue of an existing queue
+//	                                                                                with another attribute
 //	400     InvalidMessageContents        InvalidMessageContents                    a body character SQS refuses
 //	400     UnsupportedOperation          AWS.SimpleQueueService.UnsupportedOperation an SQS action not served
 //	400     EmptyBatchRequest, TooManyEntriesInBatchRequest, BatchEntryIdsNotDistinct,
@@ -260,6 +338,11 @@
 //	                                                                                of the wrong type; another
 //	                                                                                Content-Type
 //	400     MalformedQueryString          MalformedQueryString                      query: a body that is no form
+//	403     MissingAuthenticationToken    MissingAuthenticationToken                no signature (see Authentication)
+//	400     IncompleteSignature           IncompleteSignature                       a malformed signature
+//	403     InvalidClientTokenId          InvalidClientTokenId                      an access key Credentials does not know
+//	403     SignatureDoesNotMatch         SignatureDoesNotMatch                     a wrong signature, or one made more
+//	                                                                                than MaxClockSkew from now
 //	403     AccessDenied                  AccessDenied                              Config.Authorize refused it
 //	405     MethodNotAllowed              MethodNotAllowed                          not a POST
 //	503     ServiceUnavailable            ServiceUnavailable                        try again: the node is closing, an
@@ -272,24 +355,82 @@
 //
 // # Authentication
 //
-// The handler authenticates nobody and verifies no signature. The Authorization,
-// X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK sends with its
-// SigV4 signature are not looked at, except by Config.Authorize, which is asked about each
-// request once it has been decoded, with its action, its queue and its body as it arrived
-// (the payload the signature covers: the JSON, or the form); its refusal is AccessDenied.
-// A request refused as malformed is refused before Authorize is asked, and nothing reaches
+// With Config.Credentials the handler checks every request's SigV4 signature, as SQS does,
+// before anything else about it is answered; WITHOUT IT NO SIGNATURE IS CHECKED: the
+// Authorization, X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256 headers an SDK
+// sends are not looked at, and anyone who can reach the handler may call every action it
+// serves unless Config.Authorize refuses. A host that serves beyond a trusted network sets
+// Credentials (and TLS in front of the handler: SigV4 authenticates requests, it does not
+// hide them).
+//
+// What the SDKs sign is checked: an Authorization header of AWS4-HMAC-SHA256 with its
+// Credential (<access key ID>/<yyyymmdd>/<region>/sqs/aws4_request), SignedHeaders and
+// Signature; the canonical request over the method, the path (URI-encoded again, as the
+// SDKs encode it for every service but S3), the query string, each signed header's value
+// (host is the request's Host: a proxy in front of the handler must pass on the Host the
+// client signed) and the payload's SHA-256 (the body as it arrived: the JSON, or the query
+// protocol's form; X-Amz-Content-Sha256, when sent and signed, must be the body's); the
+// credential scope's day (X-Amz-Date's), service (sqs) and, with Config.Region, region
+// (without it, any region: the signature covers the one named); and X-Amz-Date within
+// MaxClockSkew (5 minutes, as AWS allows) of the handler's clock (Config.Now), in the past
+// or the future. The SignedHeaders must include host and x-amz-date, and X-Amz-Target,
+// X-Amz-Content-Sha256 and X-Amz-Security-Token when the request has them (an unsigned
+// X-Amz-Target could turn a signed ReceiveMessage into another action over the same body).
+// The signature is compared in constant time, and the check allocates nothing once a key's
+// signing key for the day is derived (it is kept per access key, day and region, while
+// Credentials answers the same secret).
+//
+// A refused signature changes nothing: the request reaches neither Config.Queues, nor
+// Authorize, nor Produce, nor the node. The codes are AWS's, which the SDKs report:
+//
+//	no Authorization header                      403 MissingAuthenticationToken
+//	a malformed Authorization or X-Amz-Date;     400 IncompleteSignature
+//	  two Authorization headers; a header that
+//	  must be signed left out of SignedHeaders
+//	an access key Credentials does not know      403 InvalidClientTokenId
+//	a wrong secret; a body or a signed header    403 SignatureDoesNotMatch
+//	  changed; a scope of another service,
+//	  region or day; an X-Amz-Content-Sha256
+//	  that is not the body's
+//	X-Amz-Date more than MaxClockSkew behind or  403 SignatureDoesNotMatch ("Signature expired:
+//	  ahead of the handler's clock                 ... is now earlier than ... (... - 5 min.)",
+//	                                               or "Signature not yet current")
+//
+// A stale signature is SignatureDoesNotMatch, as SQS answers it, rather than the
+// RequestExpired of SQS's list of common errors: the AWS SDK for Go v2 (and the other SDKs
+// of the clock skew correction) take SignatureDoesNotMatch, with an error's Date header more
+// than 4 minutes from their clock, as clock skew, and sign again at the server's time; every
+// error the handler answers carries a Date from the handler's clock for that. (botocore
+// 1.29 does not correct skew: boto3 reports the ClientError with its code.) A signature
+// proves who made a request, not that it is new: SigV4 lets a request seen on the wire be
+// replayed within MaxClockSkew, as AWS does, which TLS prevents.
+//
+// Request.AccessKeyID tells Config.Authorize the key a request was signed with, and the
+// bound on ReceiveMessage requests in flight (Config.MaxInFlight) is per access key, unless
+// the host's Config.Identity names clients otherwise. Config.Authorize, when set, is asked
+// about each request once its signature is checked and it has been decoded, with its
+// action, its queue and its body as it arrived; its refusal is AccessDenied. A request
+// refused as malformed is refused before Authorize is asked, and nothing reaches
 // Config.Queues, Config.Produce(Record) or the node before Authorize allowed it (a receipt
 // handle of another queue is refused after it, before the node).
+//
+// Not checked: presigned requests (a signature in the query string, which no SQS client
+// sends: MissingAuthenticationToken), SigV4a and SigV2 (IncompleteSignature), and the
+// X-Amz-Security-Token of temporary credentials, which is signed but not validated:
+// Credentials answers for the access key ID alone, so a host that issues temporary
+// credentials gives each its own key ID and checks the token in Authorize.
 //
 // # Not supported
 //
 // FIFO queues (MessageGroupId, MessageDeduplicationId, ReceiveRequestAttemptId, which is
-// ignored); creating, deleting, purging, listing and configuring queues; dead-letter
-// queues and redrive (the topic's MaxDeliveries quarantines instead); a reject
-// (router.Node.Reject), since SQS has no action that fails a message for good: an SQS client
-// leaves a message that will never succeed to the topic's MaxDeliveries, and a host that
-// wants it quarantined at once serves the reject over router/httpapi; per-message delays
-// and queue delays; message attributes' list values; a receive's VisibilityTimeout of 0;
-// SigV4 verification, which is the host's (Authorize); messages over 1 MiB; queries by
-// GET, or with parameters in the URL's query string rather than the body.
+// ignored); queue management without Config.Store; PurgeQueue with a store that is no
+// QueuePurger (router.Node has no operation that settles every offset below a topic's high
+// watermarks durably, so a purge is the host's: emptying the topic in its log, and
+// router.Node.DeleteTopic); dead-letter queues and redrive (the topic's MaxDeliveries
+// quarantines instead); a reject (router.Node.Reject), since SQS has no action that fails a
+// message for good: an SQS client leaves a message that will never succeed to the topic's
+// MaxDeliveries, and a host that wants it quarantined at once serves the reject over
+// router/httpapi; per-message delays and queue delays; message attributes' list values; a
+// receive's VisibilityTimeout of 0; messages over 1 MiB; queries by GET, or with parameters
+// in the URL's query string rather than the body.
 package sqsapi

@@ -32,6 +32,8 @@ var (
 	codeMessageNotInflight       = &code{"MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", 400, true}
 	codeInvalidAddress           = &code{"InvalidAddress", "InvalidAddress", 404, true}
 	codeInvalidAttributeName     = &code{"InvalidAttributeName", "InvalidAttributeName", 400, true}
+	codeInvalidAttributeValue    = &code{"InvalidAttributeValue", "InvalidAttributeValue", 400, true}
+	codeQueueNameExists          = &code{"QueueNameExists", "QueueAlreadyExists", 400, true}
 	codeInvalidMessageContents   = &code{"InvalidMessageContents", "InvalidMessageContents", 400, true}
 	codeUnsupportedOperation     = &code{"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400, true}
 	codeEmptyBatchRequest        = &code{"EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", 400, true}
@@ -47,9 +49,14 @@ var (
 	codeSerialization            = &code{"SerializationException", "SerializationException", 400, true}
 	codeMalformedQueryString     = &code{"MalformedQueryString", "MalformedQueryString", 400, true}
 	codeAccessDenied             = &code{"AccessDenied", "AccessDenied", 403, true}
-	codeMethodNotAllowed         = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
-	codeServiceUnavailable       = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}
-	codeInternalFailure          = &code{"InternalFailure", "InternalFailure", 500, false}
+	// SigV4's, as AWS's services answer them.
+	codeMissingAuthenticationToken = &code{"MissingAuthenticationToken", "MissingAuthenticationToken", 403, true}
+	codeIncompleteSignature        = &code{"IncompleteSignature", "IncompleteSignature", 400, true}
+	codeInvalidClientTokenID       = &code{"InvalidClientTokenId", "InvalidClientTokenId", 403, true}
+	codeSignatureDoesNotMatch      = &code{"SignatureDoesNotMatch", "SignatureDoesNotMatch", 403, true}
+	codeMethodNotAllowed           = &code{"MethodNotAllowed", "MethodNotAllowed", 405, true}
+	codeServiceUnavailable         = &code{"ServiceUnavailable", "ServiceUnavailable", 503, false}
+	codeInternalFailure            = &code{"InternalFailure", "InternalFailure", 500, false}
 )
 
 // Causes a refused request's error wraps besides its code, for what the decoder refuses

@@ -33,12 +33,24 @@ var _ Node = (*router.Node)(nil)
 // client identity may have in flight at once (httpapi's bound on consumes).
 const DefaultMaxInFlight = frontend.DefaultMaxInFlight
 
-// Config shapes a Handler. Queues and BaseURL are required; the rest may be left zero.
+// Config shapes a Handler. BaseURL, and Queues or Store, are required; the rest may be left
+// zero.
 type Config struct {
 	// Queues names the topic a queue name stands for; ok false means there is no such
 	// queue (QueueDoesNotExist). It is asked on every request, so that a queue may come and
-	// go with its topic; it must be fast and safe for concurrent use.
+	// go with its topic; it must be fast and safe for concurrent use. With Queues the
+	// host's queues are fixed: SQS's queue management answers UnsupportedOperation (but a
+	// CreateQueue of an existing queue, without attributes, which answers its URL).
 	Queues func(name string) (topic string, ok bool)
+	// Store, set instead of Queues, is the host's catalogue of queues, through which the
+	// handler serves SQS's queue management (CreateQueue, DeleteQueue, ListQueues,
+	// SetQueueAttributes, the tags, PurgeQueue when the store is a QueuePurger) and keeps
+	// each queue's attributes, which act (see Queue management in the package doc).
+	// MemQueueStore is one in memory.
+	Store QueueStore
+	// AccountID is the account of the queues' ARNs (QueueArn:
+	// arn:aws:sqs:<Region>:<AccountID>:<name>); empty means 000000000000.
+	AccountID string
 	// BaseURL is where the handler is reached, as clients see it: an absolute http or https
 	// URL such as "https://broker.example.com/sqs". A queue's URL (GetQueueUrl) is BaseURL,
 	// a slash and the queue's name.
@@ -60,15 +72,30 @@ type Config struct {
 	// which has nowhere to keep them, a message with attributes is refused
 	// (InvalidParameterValue) rather than sent without them.
 	ProduceRecord func(ctx context.Context, topic string, rec router.Record) (partition int32, offset int64, err error)
-	// Authorize, when set, is asked whether a request may proceed, once it has been read
-	// and decoded and before the queue is resolved or anything reaches the node; a non-nil
-	// error is answered AccessDenied (403) with the error's text. The handler verifies no
-	// signature itself: this is where a host checks SigV4 (Request.Body is the payload the
-	// signature covers), an API key or a client certificate.
+	// Credentials, when set, turns on SigV4 verification of every request (see
+	// Authentication in the package doc): it returns the secret access key of an access key
+	// ID, ok false for a key the host does not know (InvalidClientTokenId). It is asked on
+	// every request, so that keys may be added, rotated and revoked at any time; it must be
+	// fast and safe for concurrent use.
+	//
+	// NIL MEANS NO SIGNATURE IS CHECKED: anyone who can reach the handler may call every
+	// action it serves, under any access key, unless Authorize refuses.
+	Credentials func(accessKeyID string) (secretAccessKey string, ok bool)
+	// Region, when set with Credentials, is the one region a signature's credential scope
+	// may name (the region the clients are configured with, "us-east-1", say); another is
+	// SignatureDoesNotMatch. Empty means any region: the signature covers the one named. It
+	// is QueueArn's region too (empty: us-east-1 there).
+	Region string
+	// Authorize, when set, is asked whether a request may proceed, once it has been read,
+	// its signature checked (with Credentials) and decoded, and before the queue is resolved
+	// or anything reaches the node; a non-nil error is answered AccessDenied (403) with the
+	// error's text. Request.AccessKeyID names the signer: this is where a host gives each
+	// key its queues and actions, or checks an API key or a client certificate.
 	Authorize func(r *http.Request, req Request) error
 	// Identity names the client a request comes from, for the bound on ReceiveMessage
-	// requests in flight (an access key ID, an authenticated principal). Nil means the host
-	// part of the request's RemoteAddr.
+	// requests in flight (an authenticated principal, say). Nil means the access key ID the
+	// request was signed with when Credentials checks signatures, and the host part of the
+	// request's RemoteAddr when it does not.
 	Identity func(*http.Request) string
 	// MaxInFlight is how many ReceiveMessage requests (long-polls held included) one
 	// identity may have in flight; one more is answered RequestThrottled (403), which the
@@ -77,7 +104,8 @@ type Config struct {
 	MaxInFlight int
 	// Logger receives a line for each request answered InternalFailure. Nil means none.
 	Logger *slog.Logger
-	// Now is the clock of ApproximateFirstReceiveTimestamp. Nil means time.Now.
+	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew
+	// and of the Date of error answers. Nil means time.Now.
 	Now func() time.Time
 	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
 	// Receipt handles in the package doc). Every handler a client's handles may reach (each
@@ -105,6 +133,9 @@ type Request struct {
 	// payload a SigV4 signature covers. It is the handler's: Authorize must neither modify
 	// nor keep it.
 	Body []byte
+	// AccessKeyID is the access key ID the request's SigV4 signature was made with, checked
+	// with Config.Credentials; "" when the handler checks no signature.
+	AccessKeyID string
 }
 
 // A Handler serves SQS's JSON and query protocols over a node. It is safe for concurrent use.
@@ -116,13 +147,17 @@ type Handler struct {
 	// keepsAttributes: produce keeps message attributes (Config.ProduceRecord).
 	keepsAttributes bool
 	authorize       func(*http.Request, Request) error
+	verifier        *verifier // nil: no signature is checked
 	identity        func(*http.Request) string
+	customIdentity  bool // identity is the host's Config.Identity
 	slots           *frontend.Slots
 	log             *slog.Logger
 	now             func() time.Time
 	tags            *receiptTagger
 	first           firstReceives
 	routes          router.Routes
+	store           QueueStore // nil: Config.Queues, and no queue management
+	region, account string     // of QueueArn
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
@@ -130,8 +165,10 @@ func New(node Node, cfg Config) (*Handler, error) {
 	switch {
 	case node == nil:
 		return nil, errors.New("sqsapi: nil node")
-	case cfg.Queues == nil:
-		return nil, errors.New("sqsapi: Config.Queues is required")
+	case cfg.Queues == nil && cfg.Store == nil:
+		return nil, errors.New("sqsapi: Config.Queues or Config.Store is required")
+	case cfg.Queues != nil && cfg.Store != nil:
+		return nil, errors.New("sqsapi: set Config.Queues or Config.Store, not both")
 	case cfg.Produce != nil && cfg.ProduceRecord != nil:
 		return nil, errors.New("sqsapi: set Config.Produce or Config.ProduceRecord, not both")
 	}
@@ -142,13 +179,23 @@ func New(node Node, cfg Config) (*Handler, error) {
 	h := &Handler{
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
-		authorize: cfg.Authorize, identity: cfg.Identity, log: cfg.Logger, now: cfg.Now,
+		authorize: cfg.Authorize, identity: cfg.Identity, customIdentity: cfg.Identity != nil, log: cfg.Logger, now: cfg.Now,
 		tags: newReceiptTagger(cfg.ReceiptKey), routes: cfg.Routes,
+		store: cfg.Store, region: cfg.Region, account: cfg.AccountID,
+	}
+	if h.region == "" {
+		h.region = "us-east-1"
+	}
+	if h.account == "" {
+		h.account = "000000000000"
 	}
 	if produce := cfg.Produce; produce != nil {
 		h.produce = func(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
 			return produce(ctx, topic, rec.Value)
 		}
+	}
+	if cfg.Credentials != nil {
+		h.verifier = newVerifier(cfg.Credentials, cfg.Region)
 	}
 	if h.identity == nil {
 		h.identity = frontend.RemoteHost
@@ -180,6 +227,7 @@ type call struct {
 	json      []byte // the JSON the action decodes: body, or a query form's translation
 	query     bool   // the query protocol: answered in XML
 	requestID string // the query protocol's RequestId
+	accessKey string // the access key ID its signature was made with; "" when none is checked
 }
 
 // decode decodes the call's input into the action's input. A query form's value of the
@@ -241,22 +289,29 @@ var actions = map[string]struct {
 	"SendMessageBatch":             {serve: (*Handler).sendMessageBatch, batch: true},
 	"GetQueueUrl":                  {serve: (*Handler).getQueueURL},
 	"GetQueueAttributes":           {serve: (*Handler).getQueueAttributes},
+	"CreateQueue":                  {serve: (*Handler).createQueue},
+	"DeleteQueue":                  {serve: (*Handler).deleteQueue},
+	"PurgeQueue":                   {serve: (*Handler).purgeQueue},
+	"ListQueues":                   {serve: (*Handler).listQueues},
+	"SetQueueAttributes":           {serve: (*Handler).setQueueAttributes},
+	"TagQueue":                     {serve: (*Handler).tagQueue},
+	"UntagQueue":                   {serve: (*Handler).untagQueue},
+	"ListQueueTags":                {serve: (*Handler).listQueueTags},
 }
 
 // unsupported are SQS's other actions: answered UnsupportedOperation, where an action SQS
 // does not have is InvalidAction.
 var unsupported = map[string]bool{
-	"AddPermission": true, "CancelMessageMoveTask": true, "CreateQueue": true, "DeleteQueue": true,
-	"ListDeadLetterSourceQueues": true, "ListMessageMoveTasks": true, "ListQueueTags": true,
-	"ListQueues": true, "PurgeQueue": true, "RemovePermission": true, "SetQueueAttributes": true,
-	"StartMessageMoveTask": true, "TagQueue": true, "UntagQueue": true,
+	"AddPermission": true, "CancelMessageMoveTask": true, "ListDeadLetterSourceQueues": true,
+	"ListMessageMoveTasks": true, "RemovePermission": true, "StartMessageMoveTask": true,
 }
 
 // targetPrefix is what X-Amz-Target starts with for every SQS action.
 const targetPrefix = "AmazonSQS."
 
 // ServeHTTP implements http.Handler. The action is X-Amz-Target's; the path is not looked
-// at (some SDKs post to the queue's URL, most to /).
+// at (some SDKs post to the queue's URL, most to /). With Config.Credentials, the request's
+// signature is checked before anything else about it is answered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -268,23 +323,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	target := r.Header.Get("X-Amz-Target")
-	if target == "" {
-		writeError(w, codeMissingAction, "The request has no X-Amz-Target header naming its action (AmazonSQS.ReceiveMessage, say).")
-		return
-	}
-	name, ok := strings.CutPrefix(target, targetPrefix)
+	name, prefixed := strings.CutPrefix(target, targetPrefix)
 	act, served := actions[name]
-	switch {
-	case ok && unsupported[name]:
-		writeError(w, codeUnsupportedOperation, name+" is not supported by this endpoint.")
-		return
-	case !ok || !served:
-		writeError(w, codeInvalidAction, "The action "+truncate(target)+" is not valid for this endpoint.")
-		return
+	c := &call{w: w, r: r, action: name}
+	var err error
+	if h.verifier != nil {
+		if c.body, err = readBody(w, r, act.batch); err == nil {
+			err = h.authenticate(c)
+		}
+		if err != nil {
+			h.writeErr(c, err)
+			return
+		}
 	}
-	body, err := readBody(w, r, act.batch)
-	c := &call{w: w, r: r, action: name, body: body, json: body}
+	switch {
+	case target == "":
+		err = fail(codeMissingAction, "The request has no X-Amz-Target header naming its action (AmazonSQS.ReceiveMessage, say).")
+	case prefixed && unsupported[name]:
+		err = fail(codeUnsupportedOperation, name+" is not supported by this endpoint.")
+	case !prefixed || !served:
+		err = fail(codeInvalidAction, "The action "+truncate(target)+" is not valid for this endpoint.")
+	default:
+		err = checkContentType(r)
+	}
+	if err == nil && h.verifier == nil {
+		c.body, err = readBody(w, r, act.batch)
+	}
 	if err == nil {
+		c.json = c.body
 		err = act.serve(h, c)
 	}
 	if err != nil {
@@ -292,12 +358,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeErr answers a failed call, logging what is the service's fault.
+// authenticate checks the call's SigV4 signature over its body, and notes the access key
+// it was signed with.
+func (h *Handler) authenticate(c *call) error {
+	key, err := h.verifier.verify(c.r, c.body, h.now())
+	c.accessKey = key
+	return err
+}
+
+// writeErr answers a failed call, logging what is the service's fault. The answer's Date
+// is the handler's clock, from which the AWS SDKs measure their clock's skew when a
+// signature is refused as expired.
 func (h *Handler) writeErr(c *call, err error) {
 	code, msg := codeOf(err)
 	if code == codeInternalFailure {
 		h.log.Error("sqsapi: internal failure", "action", c.action, "remote", c.r.RemoteAddr, "err", err)
 	}
+	c.w.Header().Set("Date", h.now().UTC().Format(http.TimeFormat))
 	if c.query {
 		writeXMLError(c.w, code, msg, c.requestID)
 		return
@@ -305,31 +382,63 @@ func (h *Handler) writeErr(c *call, err error) {
 	writeError(c.w, code, msg)
 }
 
-// open authorizes a call naming queue and resolves the queue to its topic.
-func (h *Handler) open(c *call, queue string) (string, error) {
-	if h.authorize != nil {
-		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body}); err != nil {
-			return "", fail(codeAccessDenied, err.Error())
-		}
-	}
-	topic, ok := h.queues(queue)
-	if !ok {
-		return "", fail(codeQueueDoesNotExist, "The specified queue does not exist.")
-	}
-	return topic, nil
+// A queueRef is a queue a call resolved: its topic and, with Config.Store, its record.
+type queueRef struct {
+	topic   string
+	rec     QueueRecord
+	managed bool // rec is the store's
 }
 
-// openURL is open for a call naming its queue by QueueUrl.
+// lookup resolves queue name through Config.Store or Config.Queues.
+func (h *Handler) lookup(name string) (queueRef, bool) {
+	if h.store != nil {
+		rec, ok := h.store.Queue(name)
+		return queueRef{topic: rec.Topic, rec: rec, managed: true}, ok
+	}
+	topic, ok := h.queues(name)
+	return queueRef{topic: topic}, ok
+}
+
+// allow asks Config.Authorize about a call naming queue ("" for none).
+func (h *Handler) allow(c *call, queue string) error {
+	if h.authorize != nil {
+		if err := h.authorize(c.r, Request{Action: c.action, Queue: queue, Body: c.body, AccessKeyID: c.accessKey}); err != nil {
+			return fail(codeAccessDenied, err.Error())
+		}
+	}
+	return nil
+}
+
+// open authorizes a call naming queue and resolves the queue.
+func (h *Handler) open(c *call, queue string) (queueRef, error) {
+	if err := h.allow(c, queue); err != nil {
+		return queueRef{}, err
+	}
+	ref, ok := h.lookup(queue)
+	if !ok {
+		return queueRef{}, fail(codeQueueDoesNotExist, "The specified queue does not exist.")
+	}
+	return ref, nil
+}
+
+// openURL is open for a call naming its queue by QueueUrl, answering its topic.
 func (h *Handler) openURL(c *call, queueURL *string) (string, error) {
-	_, topic, err := h.openQueue(c, queueURL)
-	return topic, err
+	_, ref, err := h.openRef(c, queueURL)
+	return ref.topic, err
 }
 
 // openQueue is openURL that returns the queue's name too.
 func (h *Handler) openQueue(c *call, queueURL *string) (queue, topic string, err error) {
-	if queue, err = queueName(queueURL); err != nil {
-		return "", "", err
+	queue, ref, err := h.openRef(c, queueURL)
+	return queue, ref.topic, err
+}
+
+// openRef is open for a call naming its queue by QueueUrl.
+func (h *Handler) openRef(c *call, queueURL *string) (string, queueRef, error) {
+	queue, err := queueName(queueURL)
+	if err != nil {
+		return "", queueRef{}, err
 	}
-	topic, err = h.open(c, queue)
-	return queue, topic, err
+	ref, err := h.open(c, queue)
+	return queue, ref, err
 }

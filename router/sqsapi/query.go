@@ -48,6 +48,7 @@ const (
 	formList                    // Key.1=a&Key.2=b
 	formAttrs                   // Key.1.Name=n&Key.1.Value.DataType=String&Key.1.Value.StringValue=v
 	formEntries                 // Key.1.Id=a&Key.1.<field>=...
+	formMap                     // Key.1.<mapKey>=k&Key.1.<mapValue>=v
 )
 
 // A formField maps a query parameter onto the JSON member of the action's input.
@@ -56,6 +57,8 @@ type formField struct {
 	key    string
 	kind   formKind
 	entry  []formField // formEntries: an entry's fields
+	// formMap: the names of an entry's key and value
+	mapKey, mapValue string
 }
 
 var (
@@ -95,7 +98,20 @@ var formSchemas = map[string][]formField{
 		entry: append([]formField{idField}, sendFields...)}},
 	"GetQueueUrl":        {{member: "QueueName", key: "QueueName"}, {member: "QueueOwnerAWSAccountId", key: "QueueOwnerAWSAccountId"}},
 	"GetQueueAttributes": {queueURLField, {member: "AttributeNames", key: "AttributeName", kind: formList}},
+	"CreateQueue":        {{member: "QueueName", key: "QueueName"}, attributeMapField, {member: "tags", key: "Tag", kind: formMap, mapKey: "Key", mapValue: "Value"}},
+	"DeleteQueue":        {queueURLField},
+	"PurgeQueue":         {queueURLField},
+	"ListQueues": {{member: "QueueNamePrefix", key: "QueueNamePrefix"}, {member: "NextToken", key: "NextToken"},
+		{member: "MaxResults", key: "MaxResults", kind: formInt}},
+	"SetQueueAttributes": {queueURLField, attributeMapField},
+	"TagQueue":           {queueURLField, {member: "Tags", key: "Tag", kind: formMap, mapKey: "Key", mapValue: "Value"}},
+	"UntagQueue":         {queueURLField, {member: "TagKeys", key: "TagKey", kind: formList}},
+	"ListQueueTags":      {queueURLField},
 }
+
+// attributeMapField is the queue attributes of CreateQueue and SetQueueAttributes:
+// Attribute.N.Name and Attribute.N.Value.
+var attributeMapField = formField{member: "Attributes", key: "Attribute", kind: formMap, mapKey: "Name", mapValue: "Value"}
 
 // maxFormIndex bounds the index of a list's member, a map's entry or a batch's entry.
 const maxFormIndex = 1000
@@ -220,6 +236,19 @@ func formObject(n *formNode, prefix string, fields []formField) (map[string]any,
 				}
 			}
 			obj[f.member] = list
+		case formMap:
+			m := map[string]string{}
+			for i, item := range kid.indexed() {
+				k, ok := item.kid(f.mapKey).text()
+				if !ok {
+					return nil, missing(param + "." + strconv.Itoa(i+1) + "." + f.mapKey)
+				}
+				if _, dup := m[k]; dup {
+					return nil, invalidValue(param, strconv.Quote(truncate(k)), strconv.Quote(truncate(k))+" is repeated.")
+				}
+				m[k], _ = item.kid(f.mapValue).text()
+			}
+			obj[f.member] = m
 		case formAttrs:
 			attrs, err := formAttributes(kid, param)
 			if err != nil {
@@ -278,11 +307,10 @@ func formAttributes(n *formNode, param string) (map[string]map[string]any, error
 	return attrs, nil
 }
 
-// readQuery reads a query request: its body, at most MaxRequestBytes, the form it holds and
-// its action. A body over the bound is InvalidParameterValue (BatchRequestTooLong for a
-// batch action, as its first MaxRequestBytes name it); one that is no form is
-// MalformedQueryString; no Action is MissingAction.
-func readQuery(w http.ResponseWriter, r *http.Request) (body []byte, form url.Values, action string, err error) {
+// readQuery reads a query request's body, at most MaxRequestBytes. A body over the bound is
+// InvalidParameterValue (BatchRequestTooLong for a batch action, as its first
+// MaxRequestBytes name it).
+func readQuery(w http.ResponseWriter, r *http.Request) (body []byte, err error) {
 	if r.Body != nil && r.Body != http.NoBody {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	}
@@ -295,45 +323,60 @@ func readQuery(w http.ResponseWriter, r *http.Request) (body []byte, form url.Va
 				c = codeBatchRequestTooLong
 			}
 		}
-		return nil, nil, "", &apiError{code: c, cause: errTooLarge, msg: fmt.Sprintf("The request body is longer than %d bytes.", MaxRequestBytes)}
+		return nil, &apiError{code: c, cause: errTooLarge, msg: fmt.Sprintf("The request body is longer than %d bytes.", MaxRequestBytes)}
 	case err != nil:
-		return nil, nil, "", &apiError{code: codeMalformedQueryString, cause: errMalformed, msg: "the body could not be read: " + err.Error()}
+		return nil, &apiError{code: codeMalformedQueryString, cause: errMalformed, msg: "the body could not be read: " + err.Error()}
 	}
+	return body, nil
+}
+
+// parseQuery parses a query request's body: the form it holds and its action. A body that
+// is no form is MalformedQueryString; no Action is MissingAction.
+func parseQuery(body []byte) (form url.Values, action string, err error) {
 	form, err = url.ParseQuery(string(body))
 	if err != nil {
-		return nil, nil, "", &apiError{code: codeMalformedQueryString, cause: errMalformed, msg: "The request body is not a form: " + err.Error()}
+		return nil, "", &apiError{code: codeMalformedQueryString, cause: errMalformed, msg: "The request body is not a form: " + err.Error()}
 	}
 	for key, values := range form {
 		if !utf8.ValidString(key) || slices.ContainsFunc(values, func(v string) bool { return !utf8.ValidString(v) }) {
-			return nil, nil, "", &apiError{code: codeMalformedQueryString, cause: errMalformed, msg: "The request body holds a parameter that is not UTF-8."}
+			return nil, "", &apiError{code: codeMalformedQueryString, cause: errMalformed, msg: "The request body holds a parameter that is not UTF-8."}
 		}
 	}
 	action = form.Get("Action")
 	if action == "" {
-		return nil, nil, "", fail(codeMissingAction, "The request must contain the parameter Action.")
+		return nil, "", fail(codeMissingAction, "The request must contain the parameter Action.")
 	}
-	return body, form, action, nil
+	return form, action, nil
 }
 
-// serveQuery serves a request of the query protocol.
+// serveQuery serves a request of the query protocol. With Config.Credentials, its signature
+// is checked over the body as it arrived before the form is looked at.
 func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	c := &call{w: w, r: r, query: true, requestID: rand.Text()}
-	body, form, action, err := readQuery(w, r)
+	body, err := readQuery(w, r)
+	if err == nil && h.verifier != nil {
+		c.body = body
+		err = h.authenticate(c)
+	}
+	var form url.Values
+	if err == nil {
+		form, c.action, err = parseQuery(body)
+	}
 	if err != nil {
 		h.writeErr(c, err)
 		return
 	}
-	c.action, c.body = action, body
-	act, served := actions[action]
+	c.body = body
+	act, served := actions[c.action]
 	switch {
-	case unsupported[action]:
-		h.writeErr(c, fail(codeUnsupportedOperation, action+" is not supported by this endpoint."))
+	case unsupported[c.action]:
+		h.writeErr(c, fail(codeUnsupportedOperation, c.action+" is not supported by this endpoint."))
 		return
 	case !served:
-		h.writeErr(c, fail(codeInvalidAction, "The action "+strconv.Quote(truncate(action))+" is not valid for this endpoint."))
+		h.writeErr(c, fail(codeInvalidAction, "The action "+strconv.Quote(truncate(c.action))+" is not valid for this endpoint."))
 		return
 	}
-	if c.json, err = formJSON(action, form); err == nil {
+	if c.json, err = formJSON(c.action, form); err == nil {
 		err = act.serve(h, c)
 	}
 	if err != nil {

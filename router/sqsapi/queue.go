@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"narad.dev/consume/router"
 )
@@ -31,7 +32,7 @@ func (h *Handler) getQueueURL(c *call) error {
 	if _, err := h.open(c, name); err != nil {
 		return err
 	}
-	c.reply(queueURLReply(h.baseURL + "/" + name))
+	c.reply(queueURLReply(h.queueURL(name)))
 	return nil
 }
 
@@ -41,28 +42,46 @@ type getQueueAttributesInput struct {
 	AttributeNames []string
 }
 
-// The queue attributes the handler serves, by bit (queueAttributes[i] is bit i).
+// The queue attributes the handler serves, by bit (queueAttributes[i] is bit i): the counts,
+// and with Config.Store the attributes the queue keeps, its ARN and timestamps.
 const (
 	attrMessages = 1 << iota
 	attrNotVisible
 	attrDelayed
+	attrVisibilityTimeout
+	attrDelaySeconds
+	attrMaximumMessageSize
+	attrMessageRetentionPeriod
+	attrReceiveMessageWaitTimeSeconds
+	attrRedrivePolicy
+	attrQueueArn
+	attrCreatedTimestamp
+	attrLastModifiedTimestamp
+	attrAgeOfOldest // by name only: not one of SQS's attributes, so not in All
 )
 
-var queueAttributes = []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"}
+var queueAttributes = []string{
+	"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed",
+	"VisibilityTimeout", "DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod", "ReceiveMessageWaitTimeSeconds",
+	"RedrivePolicy", "QueueArn", "CreatedTimestamp", "LastModifiedTimestamp", "ApproximateAgeOfOldestMessage",
+}
 
-// knownQueueAttributeNames are the queue attributes SQS knows: any other is
-// InvalidAttributeName. Those not in queueAttributes are accepted and not returned.
+// knownQueueAttributeNames are the queue attributes SQS knows, and
+// ApproximateAgeOfOldestMessage: any other is InvalidAttributeName. Those not in
+// queueAttributes are accepted and not returned.
 var knownQueueAttributeNames = setOf(
 	"Policy", "VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod",
 	"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "CreatedTimestamp",
 	"LastModifiedTimestamp", "QueueArn", "ApproximateNumberOfMessagesDelayed", "DelaySeconds",
 	"ReceiveMessageWaitTimeSeconds", "RedrivePolicy", "FifoQueue", "ContentBasedDeduplication",
 	"KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "DeduplicationScope", "FifoThroughputLimit",
-	"RedriveAllowPolicy", "SqsManagedSseEnabled",
+	"RedriveAllowPolicy", "SqsManagedSseEnabled", "ApproximateAgeOfOldestMessage",
 )
 
-// getQueueAttributes serves GetQueueAttributes from the node's TopicStatus: the counts of
-// the topic's partitions this node owns, summed.
+// getQueueAttributes serves GetQueueAttributes: the counts from the node's TopicStatus (the
+// topic's partitions this node owns, summed), and with Config.Store the queue's attributes,
+// ARN and timestamps; ApproximateAgeOfOldestMessage, asked by name, is the oldest
+// PartitionStatus.OldestUnsettledAge known, in seconds.
 func (h *Handler) getQueueAttributes(c *call) error {
 	var in getQueueAttributesInput
 	if err := c.decode(&in); err != nil {
@@ -72,19 +91,51 @@ func (h *Handler) getQueueAttributes(c *call) error {
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(c, in.QueueUrl)
+	if slices.Contains(in.AttributeNames, "All") && !slices.Contains(in.AttributeNames, "ApproximateAgeOfOldestMessage") {
+		want &^= attrAgeOfOldest
+	}
+	queue, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	status, err := h.node.TopicStatus(topic)
-	if err != nil {
-		return err
-	}
-	counts := queueCounts(status)
 	attrs := map[string]string{}
-	for i, name := range queueAttributes {
-		if want&(1<<i) != 0 {
-			attrs[name] = strconv.FormatInt(counts[i], 10)
+	if want&(attrMessages|attrNotVisible|attrDelayed|attrAgeOfOldest) != 0 {
+		status, err := h.node.TopicStatus(ref.topic)
+		if err != nil {
+			return err
+		}
+		counts := queueCounts(status)
+		for i := range 3 {
+			if want&(1<<i) != 0 {
+				attrs[queueAttributes[i]] = strconv.FormatInt(counts[i], 10)
+			}
+		}
+		if want&attrAgeOfOldest != 0 {
+			var oldest time.Duration
+			for _, s := range status {
+				oldest = max(oldest, s.OldestUnsettledAge)
+			}
+			attrs["ApproximateAgeOfOldestMessage"] = strconv.FormatInt(int64(oldest/time.Second), 10)
+		}
+	}
+	if ref.managed {
+		for i := 3; i < len(queueAttributes); i++ {
+			name := queueAttributes[i]
+			if want&(1<<i) == 0 {
+				continue
+			}
+			switch name {
+			case "QueueArn":
+				attrs[name] = h.queueArn(queue)
+			case "CreatedTimestamp":
+				attrs[name] = unixSeconds(ref.rec.Created)
+			case "LastModifiedTimestamp":
+				attrs[name] = unixSeconds(ref.rec.Modified)
+			default:
+				if v, ok := ref.rec.Attributes[name]; ok {
+					attrs[name] = v
+				}
+			}
 		}
 	}
 	c.reply(attributesReply(attrs))

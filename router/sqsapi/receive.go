@@ -110,11 +110,22 @@ func (h *Handler) receiveMessage(c *call) error {
 	if err != nil {
 		return err
 	}
-	queue, topic, err := h.openQueue(c, in.QueueUrl)
+	queue, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	id := h.identity(c.r)
+	topic := ref.topic
+	// The queue's defaults, with Config.Store.
+	if in.VisibilityTimeout == nil && ref.managed {
+		req.opts.Visibility = time.Duration(ref.attribute("VisibilityTimeout", 0)) * time.Second
+	}
+	if in.WaitTimeSeconds == nil && ref.managed {
+		req.opts.Wait = time.Duration(ref.attribute("ReceiveMessageWaitTimeSeconds", 0)) * time.Second
+	}
+	id := c.accessKey
+	if h.customIdentity || id == "" {
+		id = h.identity(c.r)
+	}
 	if !h.slots.Acquire(id) {
 		return fail(codeRequestThrottled, fmt.Sprintf("%d ReceiveMessage requests of this client are in flight already.", h.slots.Max()))
 	}

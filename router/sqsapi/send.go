@@ -177,16 +177,27 @@ func (h *Handler) sendMessage(c *call) error {
 	if err != nil {
 		return err
 	}
-	topic, err := h.openURL(c, in.QueueUrl)
+	_, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	id, err := h.send(c, topic, &msg)
+	if err := ref.fits("", &msg); err != nil {
+		return err
+	}
+	id, err := h.send(c, ref.topic, &msg)
 	if err != nil {
 		return err
 	}
 	c.reply(&sendResponse{MD5OfMessageBody: md5Hex(msg.body), MD5OfMessageAttributes: attributesMD5Hex(msg.attrs),
 		MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace), MessageId: id})
+	return nil
+}
+
+// fits refuses a message over the queue's MaximumMessageSize (with Config.Store).
+func (r *queueRef) fits(prefix string, m *sentMessage) error {
+	if limit := r.attribute("MaximumMessageSize", MaxMessageBytes); int64(m.size()) > limit {
+		return invalidValue(prefix+"MessageBody", "(a body)", fmt.Sprintf("Message must be shorter than %d bytes, its attributes included: the queue's MaximumMessageSize.", limit))
+	}
 	return nil
 }
 
@@ -249,17 +260,21 @@ func (h *Handler) sendMessageBatch(c *call) error {
 	if total > MaxMessageBytes {
 		return fail(codeBatchRequestTooLong, fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxMessageBytes, total))
 	}
-	topic, err := h.openURL(c, in.QueueUrl)
+	_, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
 	var resp batchResponse
 	for i := range in.Entries {
 		e := &in.Entries[i]
-		msg, err := e.message("Entries."+strconv.Itoa(i+1)+".", h.keepsAttributes)
+		prefix := "Entries." + strconv.Itoa(i+1) + "."
+		msg, err := e.message(prefix, h.keepsAttributes)
+		if err == nil {
+			err = ref.fits(prefix, &msg)
+		}
 		var id string
 		if err == nil {
-			id, err = h.send(c, topic, &msg)
+			id, err = h.send(c, ref.topic, &msg)
 		}
 		if err != nil {
 			h.failEntry(&resp, c, *e.Id, err)

@@ -13,9 +13,11 @@ import (
 // answers), as Debian's python3-boto3 (1.26) and every botocore before 1.31 speak it: it
 // sends with typed attributes and a trace header, receives, gives up six times with
 // ChangeMessageVisibility 0, changes and deletes in batches, reads the queue's attributes,
-// and checks the SDK's errors (testdata/boto3_query.py). SQSAPI_PYTHON names the Python
-// (python3 when unset) and SQSAPI_BOTO3_PATH a directory holding such a boto3 and botocore,
-// put first on its PYTHONPATH (with Debian's packages unpacked into dir, that is
+// creates, lists, configures, tags, purges and deletes queues, and checks the SDK's errors,
+// a wrong secret's and an unknown key's among them, every request signed with SigV4 as
+// botocore signs it (testdata/boto3_query.py). SQSAPI_PYTHON names the Python (python3 when
+// unset) and SQSAPI_BOTO3_PATH a directory holding such a boto3 and botocore, put first on
+// its PYTHONPATH (with Debian's packages unpacked into dir, that is
 // dir/usr/lib/python3/dist-packages). Skipped when that Python has no boto3, or a boto3
 // that speaks the JSON protocol, unless SQSAPI_BOTO3_PATH is set: then it fails, since the
 // run asked for that boto3 (.ci/run sets it).
@@ -32,7 +34,7 @@ func TestBoto3Query(t *testing.T) {
 		t.Skipf("no %s on PATH", python)
 	}
 	b := newBroker(t)
-	cmd := exec.Command(python, "testdata/boto3_query.py", b.srv.URL+"/sqs", accessKey)
+	cmd := exec.Command(python, "testdata/boto3_query.py", b.srv.URL+"/sqs", accessKey, secretKey)
 	cmd.Env = os.Environ()
 	if path := os.Getenv("SQSAPI_BOTO3_PATH"); path != "" {
 		cmd.Env = append(cmd.Env, "PYTHONPATH="+path)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
+	awscreds "github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
@@ -20,15 +20,37 @@ import (
 	"narad.dev/consume/router/sqsapi"
 )
 
-// accessKey is the access key ID the tests' clients sign with, and the one Authorize takes.
-const accessKey = "AKIDSQSAPITEST"
+// The access keys the broker knows (Config.Credentials), and their secrets: accessKey may
+// do anything, readOnlyKey anything but send (Config.Authorize refuses its sends).
+const (
+	accessKey    = "AKIDSQSAPITEST"
+	secretKey    = "secret"
+	readOnlyKey  = "AKIDSQSAPIREADONLY"
+	readOnlySecr = "read-only secret"
+)
 
-// broker is a node serving topic "orders" (partition 0) behind an sqsapi handler on
-// 127.0.0.1, mounted at /sqs as doc.go's example mounts it, with a ProduceRecord that
-// appends to the node's log (message attributes as headers) and an Authorize that takes only requests SigV4-signed with accessKey.
+// credentials is the broker's Config.Credentials.
+func credentials(id string) (string, bool) {
+	switch id {
+	case accessKey:
+		return secretKey, true
+	case readOnlyKey:
+		return readOnlySecr, true
+	}
+	return "", false
+}
+
+// broker is a node behind an sqsapi handler on 127.0.0.1, mounted at /sqs as doc.go's
+// example mounts it, whose queues are kept in a MemQueueStore (a queue's topic is its
+// name, of one partition; deleting a queue deletes its topic; purging it trims its log and
+// drops the node's state of it), with queue "orders" created at its start, a ProduceRecord
+// that appends to the node's log (message attributes as headers), signatures checked with
+// credentials, and an Authorize that refuses readOnlyKey's sends.
 type broker struct {
 	t        testing.TB
 	logs     *routertest.MemLogs
+	routes   *routertest.Routes
+	store    *sqsapi.MemQueueStore
 	node     *router.Node
 	srv      *httptest.Server
 	queueURL string
@@ -36,40 +58,67 @@ type broker struct {
 	consumes chan struct{} // one value each time the handler starts a consume
 }
 
-func newBroker(t testing.TB) *broker {
+func newBroker(t testing.TB, opts ...func(*sqsapi.Config)) *broker {
 	t.Helper()
-	b := &broker{t: t, logs: &routertest.MemLogs{}, consumes: make(chan struct{}, 64)}
-	routes := &routertest.Routes{}
-	routes.Set("orders", 0)
-	b.logs.Log("orders", 0)
-	node, err := router.New(router.Config{Logs: b.logs, Routes: routes, Dir: "/state", FS: crashfs.New()})
+	b := &broker{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, consumes: make(chan struct{}, 64)}
+	node, err := router.New(router.Config{Logs: b.logs, Routes: b.routes, Dir: "/state", FS: crashfs.New()})
 	require.NoError(t, err)
 	b.node = node
+	b.store = &sqsapi.MemQueueStore{
+		CreateTopic: func(_ context.Context, queue, _ string) (string, error) {
+			b.logs.Log(queue, 0)
+			b.routes.Set(queue, 0)
+			return queue, nil
+		},
+		DeleteTopic: func(_ context.Context, topic string) error {
+			b.routes.Delete(topic)
+			return node.DeleteTopic(topic)
+		},
+		PurgeTopic: func(_ context.Context, topic string) error {
+			b.routes.Delete(topic)
+			if err := node.DeleteTopic(topic); err != nil {
+				return err
+			}
+			log := b.logs.Log(topic, 0)
+			log.Trim(log.HighWatermark())
+			b.routes.Set(topic, 0)
+			return nil
+		},
+	}
 	var api *sqsapi.Handler
 	mux := http.NewServeMux()
 	b.srv = httptest.NewUnstartedServer(mux)
 	b.srv.Start()
 	base := b.srv.URL + "/sqs"
-	api, err = sqsapi.New(&signalling{Node: node, consumes: b.consumes}, sqsapi.Config{
-		Queues:        func(name string) (string, bool) { return name, name == "orders" },
+	cfg := sqsapi.Config{
+		Store:         b.store,
 		BaseURL:       base,
 		ProduceRecord: b.produce,
+		Credentials:   credentials,
+		Region:        "us-east-1",
 		Authorize:     authorize,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	api, err = sqsapi.New(&signalling{Node: node, consumes: b.consumes}, cfg)
 	require.NoError(t, err)
 	mux.Handle("/sqs", api)
 	mux.Handle("/sqs/", api) // the SDKs that post to the queue's URL
-	b.queueURL = base + "/orders"
 	t.Cleanup(func() {
 		b.srv.Close()
 		node.Close()
 	})
+	created, err := b.client(accessKey).CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("orders")})
+	require.NoError(t, err)
+	b.queueURL = aws.ToString(created.QueueUrl)
+	require.Equal(t, base+"/orders", b.queueURL)
 	return b
 }
 
 // produce is the broker's Config.ProduceRecord: append to the log, tell the node.
 func (b *broker) produce(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
-	if topic != "orders" {
+	if _, _, ok := b.routes.Partitions(topic); !ok {
 		return 0, 0, router.ErrUnknownTopic
 	}
 	rec.Timestamp = time.Now()
@@ -78,17 +127,11 @@ func (b *broker) produce(_ context.Context, topic string, rec router.Record) (in
 	return 0, off, nil
 }
 
-// authorize is the broker's Config.Authorize: it stands for a host's SigV4 check, which the
-// handler leaves to it, and takes the requests signed with accessKey.
-func authorize(r *http.Request, req sqsapi.Request) error {
-	auth := r.Header.Get("Authorization")
-	switch {
-	case !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential="+accessKey+"/"):
-		return errors.New("not signed with the broker's access key")
-	case r.Header.Get("X-Amz-Date") == "":
-		return errors.New("no X-Amz-Date")
-	case len(req.Body) == 0 || req.Action == "":
-		return errors.New("nothing to check the signature against")
+// authorize is the broker's Config.Authorize: the handler has checked the signature, and
+// readOnlyKey may not send.
+func authorize(_ *http.Request, req sqsapi.Request) error {
+	if req.AccessKeyID == readOnlyKey && strings.HasPrefix(req.Action, "SendMessage") {
+		return errors.New(readOnlyKey + " may not send")
 	}
 	return nil
 }
@@ -107,17 +150,23 @@ func (s *signalling) Consume(ctx context.Context, topic string, opts router.Cons
 	return s.Node.Consume(ctx, topic, opts)
 }
 
-// client is an SDK client of the broker, signing with key, on an HTTP client of its own
-// whose connections are closed at the test's end.
-func (b *broker) client(key string) *sqs.Client {
+// client is an SDK client of the broker, signing with key and its secret, on an HTTP client
+// of its own whose connections are closed at the test's end.
+func (b *broker) client(key string, opts ...func(*sqs.Options)) *sqs.Client {
+	secret, _ := credentials(key)
+	return b.clientWith(key, secret, opts...)
+}
+
+// clientWith is client signing with key and secret.
+func (b *broker) clientWith(key, secret string, opts ...func(*sqs.Options)) *sqs.Client {
 	tr := &http.Transport{}
 	b.t.Cleanup(tr.CloseIdleConnections)
 	return sqs.New(sqs.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(b.srv.URL + "/sqs"),
-		Credentials:  aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, "secret", "")),
+		Credentials:  aws.NewCredentialsCache(awscreds.NewStaticCredentialsProvider(key, secret, "")),
 		HTTPClient:   &http.Client{Transport: tr},
-	})
+	}, opts...)
 }
 
 // newClient starts a broker and returns it with a client signing with accessKey and the

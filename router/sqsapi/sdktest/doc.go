@@ -1,6 +1,11 @@
 // Package sdktest drives router/sqsapi with the official AWS SDK for Go v2
 // (github.com/aws/aws-sdk-go-v2/service/sqs) over loopback: a module of its own, so that the
-// library's module gains no dependency on the SDK. It holds tests only, which take a few
+// library's module gains no dependency on the SDK. Its broker checks SigV4 signatures
+// (Config.Credentials): the clients sign with static credentials, as an application's
+// would, and the tests refuse wrong secrets, unknown keys, tampered and stale requests
+// (signed by the SDK's own signer), and show the SDK's clock skew correction at work. Its
+// queues live in a MemQueueStore: "orders" is created through the API at its start, and
+// TestQueueManagement creates, lists, configures, tags, purges and deletes others. It holds tests only, which take a few
 // seconds of real time (visibility timeouts of 1 s; a real client cannot run on a fake
 // clock); CI runs them:
 //

@@ -1,6 +1,6 @@
 """Drives the sqsapi broker with boto3 over SQS's query protocol (form bodies, XML answers).
 
-Run by TestBoto3Query with the broker's endpoint and access key; exits 3 when the boto3 it
+Run by TestBoto3Query with the broker's endpoint, access key and secret; exits 3 when the boto3 it
 imports speaks SQS's JSON protocol (botocore 1.31 and later), 0 when every check passed.
 """
 import base64
@@ -11,9 +11,15 @@ import sys
 import boto3
 import botocore
 
-endpoint, access_key = sys.argv[1], sys.argv[2]
-c = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
-                 aws_access_key_id=access_key, aws_secret_access_key="secret")
+endpoint, access_key, secret_key = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def client(key=access_key, secret=secret_key):
+    return boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                        aws_access_key_id=key, aws_secret_access_key=secret)
+
+
+c = client()
 if c.meta.service_model.protocol != "query":
     print("boto3 %s speaks %s" % (boto3.__version__, c.meta.service_model.protocol))
     sys.exit(3)
@@ -107,8 +113,48 @@ assert sorted(e["Id"] for e in res["Successful"]) == ["one", "two"], res
 assert "Messages" not in c.receive_message(QueueUrl=q), "all deleted"
 
 qa = c.get_queue_attributes(QueueUrl=q, AttributeNames=["All"])["Attributes"]
-assert qa == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
-              "ApproximateNumberOfMessagesDelayed": "0"}, qa
+assert {k: qa[k] for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                           "ApproximateNumberOfMessagesDelayed")} == {
+    "ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
+    "ApproximateNumberOfMessagesDelayed": "0"}, qa
+assert qa["QueueArn"] == "arn:aws:sqs:us-east-1:000000000000:orders", qa
+
+# Queue management: create (again: the same URL; another attribute: QueueAlreadyExists), list
+# a page at a time, set attributes that act, tags, purge, delete.
+jobs = c.create_queue(QueueName="jobs", Attributes={"VisibilityTimeout": "60", "MaximumMessageSize": "1024"},
+                      tags={"team": "a"})["QueueUrl"]
+assert jobs == endpoint + "/jobs", jobs
+assert c.create_queue(QueueName="jobs", Attributes={"VisibilityTimeout": "60"})["QueueUrl"] == jobs
+expect_error("QueueAlreadyExists", c.create_queue, QueueName="jobs", Attributes={"VisibilityTimeout": "61"})
+for n in ("jobs-2", "jobs-3"):
+    c.create_queue(QueueName=n)
+urls, kw = [], {"QueueNamePrefix": "jobs", "MaxResults": 2}
+while True:
+    page = c.list_queues(**kw)
+    urls += page.get("QueueUrls", [])
+    if "NextToken" not in page:
+        break
+    kw["NextToken"] = page["NextToken"]
+assert urls == [jobs, jobs + "-2", jobs + "-3"], urls
+assert c.list_queues(QueueNamePrefix="none").get("QueueUrls") is None
+ja = c.get_queue_attributes(QueueUrl=jobs, AttributeNames=["VisibilityTimeout", "MaximumMessageSize", "CreatedTimestamp"])["Attributes"]
+assert ja["VisibilityTimeout"] == "60" and ja["MaximumMessageSize"] == "1024" and int(ja["CreatedTimestamp"]) > 0, ja
+expect_error("InvalidParameterValue", c.send_message, QueueUrl=jobs, MessageBody="x" * 1025)
+c.set_queue_attributes(QueueUrl=jobs, Attributes={"MaximumMessageSize": "2048"})
+c.send_message(QueueUrl=jobs, MessageBody="x" * 1025)
+expect_error("InvalidAttributeValue", c.set_queue_attributes, QueueUrl=jobs, Attributes={"DelaySeconds": "5"})
+expect_error("InvalidAttributeName", c.set_queue_attributes, QueueUrl=jobs, Attributes={"Bogus": "5"})
+c.tag_queue(QueueUrl=jobs, Tags={"env": "test"})
+c.untag_queue(QueueUrl=jobs, TagKeys=["team"])
+assert c.list_queue_tags(QueueUrl=jobs)["Tags"] == {"env": "test"}
+c.purge_queue(QueueUrl=jobs)
+assert "Messages" not in c.receive_message(QueueUrl=jobs, MaxNumberOfMessages=10), "purged"
+c.delete_queue(QueueUrl=jobs)
+try:
+    c.get_queue_url(QueueName="jobs")
+    raise AssertionError("no QueueDoesNotExist")
+except c.exceptions.QueueDoesNotExist:
+    pass
 
 # Errors: the SDK's modeled exceptions, by the query codes.
 try:
@@ -117,9 +163,13 @@ try:
 except c.exceptions.QueueDoesNotExist:
     pass
 expect_error("ReceiptHandleIsInvalid", c.delete_message, QueueUrl=q, ReceiptHandle="0:0:1")
-expect_error("AWS.SimpleQueueService.UnsupportedOperation", c.purge_queue, QueueUrl=q)
+expect_error("AWS.SimpleQueueService.UnsupportedOperation", c.list_dead_letter_source_queues, QueueUrl=q)
 expect_error("InvalidParameterValue", c.receive_message, QueueUrl=q, MaxNumberOfMessages=11)
 expect_error("InvalidParameterValue", c.send_message, QueueUrl=q, MessageBody="x" * (1 << 20 + 1))
+# Signatures: a wrong secret, an unknown key.
+expect_error("SignatureDoesNotMatch", client(secret="not the secret").send_message, QueueUrl=q, MessageBody="x")
+expect_error("InvalidClientTokenId", client(key="AKIDNOBODY").send_message, QueueUrl=q, MessageBody="x")
+assert "Messages" not in c.receive_message(QueueUrl=q), "the refused sends sent nothing"
 big = "m" * (1 << 20)
 c.send_message(QueueUrl=q, MessageBody=big)
 assert c.receive_message(QueueUrl=q)["Messages"][0]["Body"] == big

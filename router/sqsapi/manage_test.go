@@ -1,0 +1,444 @@
+package sqsapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/sqsapi"
+)
+
+// storeEnv is an env whose handler manages its queues in a MemQueueStore: a queue's topic is
+// its name, with one partition, created in the env's routes and logs; deleting the queue
+// deletes the topic; purging it trims the topic's log to its high watermark and drops the
+// node's state of it.
+type storeEnv struct {
+	*env
+	store *sqsapi.MemQueueStore
+	clock time.Time
+
+	mu      sync.Mutex
+	deleted []string // the topics DeleteTopic was handed
+	calls   []sqsapi.Request
+}
+
+func newStoreEnv(t *testing.T, cfg sqsapi.Config) *storeEnv {
+	e := &storeEnv{env: newEnv(t, sqsapi.Config{}), clock: time.Unix(1767000000, 0)}
+	e.store = &sqsapi.MemQueueStore{
+		CreateTopic: func(_ context.Context, queue, topic string) (string, error) {
+			if queue == "refused" {
+				return "", errors.New("the host's log is full")
+			}
+			e.logs.Log(queue, 0)
+			e.routes.Set(queue, 0)
+			return queue, nil
+		},
+		DeleteTopic: func(_ context.Context, topic string) error {
+			e.mu.Lock()
+			e.deleted = append(e.deleted, topic)
+			e.mu.Unlock()
+			e.routes.Delete(topic)
+			return e.node.DeleteTopic(topic)
+		},
+		PurgeTopic: e.purge,
+	}
+	cfg.Store = e.store
+	if cfg.Produce == nil {
+		cfg.Produce = func(_ context.Context, topic string, body []byte) (int32, int64, error) {
+			if _, _, ok := e.routes.Partitions(topic); !ok {
+				return 0, 0, router.ErrUnknownTopic
+			}
+			off := e.logs.Log(topic, 0).Append(nil, body, sentAt)
+			e.node.Appended(topic, 0, off+1)
+			return 0, off, nil
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.clock
+		}
+	}
+	cfg.Authorize = func(_ *http.Request, req sqsapi.Request) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.calls = append(e.calls, sqsapi.Request{Action: req.Action, Queue: req.Queue})
+		return nil
+	}
+	e.h = mustNew(t, e.node, cfg)
+	return e
+}
+
+// purge is the store's PurgeTopic: every record below the high watermark is removed from
+// the log, and the node's state of the topic dropped, so that it starts at the new oldest.
+func (e *storeEnv) purge(_ context.Context, topic string) error {
+	e.routes.Delete(topic)
+	if err := e.node.DeleteTopic(topic); err != nil {
+		return err
+	}
+	log := e.logs.Log(topic, 0)
+	log.Trim(log.HighWatermark())
+	e.routes.Set(topic, 0)
+	return nil
+}
+
+func (e *storeEnv) advance(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.clock = e.clock.Add(d)
+}
+
+// queues is the names the store holds.
+func (e *storeEnv) queues() []string { return e.store.ListQueues("") }
+
+// attributes answers GetQueueAttributes of queue for names.
+func (e *storeEnv) attributes(queue string, names ...string) map[string]string {
+	e.t.Helper()
+	var out struct{ Attributes map[string]string }
+	ok(e.t, e.call("GetQueueAttributes", `{"QueueUrl":"`+baseURL+`/`+queue+`","AttributeNames":`+jsonList(names)+`}`), &out)
+	return out.Attributes
+}
+
+func jsonList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = jsonString(s)
+	}
+	return "[" + strings.Join(quoted, ",") + "]"
+}
+
+// TestCreateQueue: CreateQueue creates a queue (and its topic) with the attributes given and
+// the others' defaults, and its tags; the same call again answers its URL and changes
+// nothing; one with another value for an attribute is QueueNameExists, and changes nothing.
+func TestCreateQueue(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	var out struct{ QueueUrl string }
+	create := `{"QueueName":"jobs","Attributes":{"VisibilityTimeout":"60","MessageRetentionPeriod":"0086400"},"tags":{"team":"a"}}`
+	ok(t, e.call("CreateQueue", create), &out)
+	require.Equal(t, baseURL+"/jobs", out.QueueUrl)
+	created := strconv.FormatInt(e.clock.Unix(), 10)
+	want := map[string]string{
+		"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0", "ApproximateNumberOfMessagesDelayed": "0",
+		"VisibilityTimeout": "60", "DelaySeconds": "0", "MaximumMessageSize": "1048576", "MessageRetentionPeriod": "86400",
+		"ReceiveMessageWaitTimeSeconds": "0", "QueueArn": "arn:aws:sqs:us-east-1:000000000000:jobs",
+		"CreatedTimestamp": created, "LastModifiedTimestamp": created,
+	}
+	require.Equal(t, want, e.attributes("jobs", "All"))
+
+	e.advance(time.Hour)
+	for _, again := range []string{create, `{"QueueName":"jobs"}`, `{"QueueName":"jobs","Attributes":{"DelaySeconds":"0","VisibilityTimeout":"60"}}`} {
+		ok(t, e.call("CreateQueue", again), &out)
+		require.Equal(t, baseURL+"/jobs", out.QueueUrl, again)
+	}
+	for _, other := range []string{`{"QueueName":"jobs","Attributes":{"VisibilityTimeout":"61"}}`, `{"QueueName":"jobs","Attributes":{"MaximumMessageSize":"1024"}}`} {
+		got := failed(t, e.call("CreateQueue", other))
+		require.Equal(t, sqsError{400, "QueueNameExists", "QueueAlreadyExists;Sender", got.Message}, got)
+	}
+	require.Equal(t, want, e.attributes("jobs", "All"), "unchanged")
+	var tags struct{ Tags map[string]string }
+	ok(t, e.call("ListQueueTags", `{"QueueUrl":"`+baseURL+`/jobs"}`), &tags)
+	require.Equal(t, map[string]string{"team": "a"}, tags.Tags)
+
+	// The queue's topic is the host's, where messages go.
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+baseURL+`/jobs","MessageBody":"first"}`), nil)
+	require.Equal(t, "first", e.receive(`{"QueueUrl":"` + baseURL + `/jobs"}`)[0].Body)
+	require.Equal(t, "1", e.attributes("jobs", "ApproximateNumberOfMessagesNotVisible")["ApproximateNumberOfMessagesNotVisible"])
+}
+
+// TestQueueAttributesAct: a queue's VisibilityTimeout is its receives' lease when they ask
+// for none, its ReceiveMessageWaitTimeSeconds their long-poll, and its MaximumMessageSize
+// the bound of its sends; SetQueueAttributes changes them, and LastModifiedTimestamp.
+func TestQueueAttributesAct(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newStoreEnv(t, sqsapi.Config{Now: time.Now})
+		q := baseURL + "/jobs"
+		ok(t, e.call("CreateQueue", `{"QueueName":"jobs","Attributes":{"VisibilityTimeout":"5","ReceiveMessageWaitTimeSeconds":"20","MaximumMessageSize":"1024"}}`), nil)
+		created := e.attributes("jobs", "CreatedTimestamp")["CreatedTimestamp"]
+
+		// The queue's wait: a receive without WaitTimeSeconds parks until a send.
+		done := make(chan []message)
+		go func() { done <- e.receive(`{"QueueUrl":"` + q + `"}`) }()
+		synctest.Wait()
+		require.Equal(t, 1, e.node.Parked("jobs"))
+		ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"`+strings.Repeat("x", 1024)+`"}`), nil)
+		got := <-done
+		require.Len(t, got, 1)
+
+		// The queue's visibility timeout: visible again after 5 s.
+		time.Sleep(4 * time.Second)
+		require.Empty(t, e.receive(`{"QueueUrl":"`+q+`","WaitTimeSeconds":0}`))
+		time.Sleep(2 * time.Second)
+		again := e.receive(`{"QueueUrl":"` + q + `","WaitTimeSeconds":0,"VisibilityTimeout":60}`)
+		require.Len(t, again, 1)
+
+		// The queue's maximum size.
+		got2 := failed(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"`+strings.Repeat("x", 1025)+`"}`))
+		require.Equal(t, "InvalidParameterValue", got2.Type)
+		var batch batchResult
+		ok(t, e.call("SendMessageBatch", `{"QueueUrl":"`+q+`","Entries":[{"Id":"a","MessageBody":"small"},{"Id":"b","MessageBody":"`+strings.Repeat("x", 1025)+`"}]}`), &batch)
+		require.Equal(t, []string{"a"}, batch.successIDs())
+		require.Equal(t, []string{"b=InvalidParameterValue"}, batch.failedCodes())
+
+		time.Sleep(time.Minute)
+		ok(t, e.call("SetQueueAttributes", `{"QueueUrl":"`+q+`","Attributes":{"MaximumMessageSize":"2048","ReceiveMessageWaitTimeSeconds":"0"}}`), nil)
+		ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"`+strings.Repeat("x", 1025)+`"}`), nil)
+		start := time.Now()
+		e.receive(`{"QueueUrl":"` + q + `","MaxNumberOfMessages":10}`)
+		e.receive(`{"QueueUrl":"` + q + `"}`)
+		require.Equal(t, start, time.Now(), "no wait now")
+		attrs := e.attributes("jobs", "All")
+		require.Equal(t, created, attrs["CreatedTimestamp"])
+		require.Equal(t, strconv.FormatInt(time.Now().Unix(), 10), attrs["LastModifiedTimestamp"])
+		require.Equal(t, "2048", attrs["MaximumMessageSize"])
+	})
+}
+
+// TestListQueues: the queues whose names begin with a prefix, in order of name, a page of
+// MaxResults at a time with a NextToken; without MaxResults, all of them.
+func TestListQueues(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	for _, n := range []string{"b-2", "a", "b-1", "b-3", "c"} {
+		ok(t, e.call("CreateQueue", `{"QueueName":"`+n+`"}`), nil)
+	}
+	type page struct {
+		QueueUrls []string
+		NextToken string
+	}
+	var p page
+	ok(t, e.call("ListQueues", `{}`), &p)
+	require.Equal(t, page{QueueUrls: []string{baseURL + "/a", baseURL + "/b-1", baseURL + "/b-2", baseURL + "/b-3", baseURL + "/c"}}, p)
+	var urls []string
+	token := ""
+	for {
+		p = page{}
+		body := `{"QueueNamePrefix":"b-","MaxResults":2`
+		if token != "" {
+			body += `,"NextToken":"` + token + `"`
+		}
+		ok(t, e.call("ListQueues", body+`}`), &p)
+		urls = append(urls, p.QueueUrls...)
+		if p.NextToken == "" {
+			break
+		}
+		token = p.NextToken
+	}
+	require.Equal(t, []string{baseURL + "/b-1", baseURL + "/b-2", baseURL + "/b-3"}, urls)
+	p = page{}
+	ok(t, e.call("ListQueues", `{"QueueNamePrefix":"z"}`), &p)
+	require.Empty(t, p.QueueUrls)
+	for _, bad := range []string{`{"MaxResults":0}`, `{"MaxResults":1001}`, `{"MaxResults":2,"NextToken":"x"}`, `{"NextToken":"` + token + `"}`,
+		`{"QueueNamePrefix":"a","MaxResults":2,"NextToken":"` + token + `"}`} {
+		require.Equal(t, "InvalidParameterValue", failed(t, e.call("ListQueues", bad)).Type, bad)
+	}
+}
+
+// TestTags: TagQueue sets tags (adding to those there), UntagQueue removes them,
+// ListQueueTags lists them; a tag SQS would refuse is refused, and changes nothing.
+func TestTags(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	q := baseURL + "/jobs"
+	ok(t, e.call("CreateQueue", `{"QueueName":"jobs","tags":{"a":"1"}}`), nil)
+	ok(t, e.call("TagQueue", `{"QueueUrl":"`+q+`","Tags":{"b":"2","a":"3"}}`), nil)
+	ok(t, e.call("UntagQueue", `{"QueueUrl":"`+q+`","TagKeys":["b","absent"]}`), nil)
+	var tags struct{ Tags map[string]string }
+	ok(t, e.call("ListQueueTags", `{"QueueUrl":"`+q+`"}`), &tags)
+	require.Equal(t, map[string]string{"a": "3"}, tags.Tags)
+	many := map[string]string{}
+	for i := range 50 {
+		many["k"+strconv.Itoa(i)] = ""
+	}
+	for _, bad := range []string{`{"QueueUrl":"` + q + `","Tags":{"aws:x":"1"}}`, `{"QueueUrl":"` + q + `","Tags":{"":"1"}}`,
+		`{"QueueUrl":"` + q + `","Tags":{"k":"` + strings.Repeat("v", 257) + `"}}`, `{"QueueUrl":"` + q + `","Tags":` + mustJSON(many) + `}`,
+		`{"QueueUrl":"` + q + `"}`} {
+		got := failed(t, e.call("TagQueue", bad))
+		require.Contains(t, []string{"InvalidParameterValue", "MissingParameter"}, got.Type, bad)
+	}
+	require.Equal(t, "MissingParameter", failed(t, e.call("UntagQueue", `{"QueueUrl":"`+q+`"}`)).Type)
+	ok(t, e.call("ListQueueTags", `{"QueueUrl":"`+q+`"}`), &tags)
+	require.Equal(t, map[string]string{"a": "3"}, tags.Tags, "unchanged")
+	require.Equal(t, "QueueDoesNotExist", failed(t, e.call("TagQueue", `{"QueueUrl":"`+baseURL+`/nope","Tags":{"a":"1"}}`)).Type)
+}
+
+func mustJSON(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, jsonString(k)+":"+jsonString(v))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// TestDeleteQueue: DeleteQueue deletes the queue and its topic: it is not there any more,
+// and a queue created again under its name starts empty.
+func TestDeleteQueue(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	q := baseURL + "/jobs"
+	ok(t, e.call("CreateQueue", `{"QueueName":"jobs"}`), nil)
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"old"}`), nil)
+	ok(t, e.call("DeleteQueue", `{"QueueUrl":"`+q+`"}`), nil)
+	require.Equal(t, []string{"jobs"}, e.deleted)
+	require.Empty(t, e.queues())
+	for _, req := range [][2]string{{"GetQueueUrl", `{"QueueName":"jobs"}`}, {"DeleteQueue", `{"QueueUrl":"` + q + `"}`},
+		{"ReceiveMessage", `{"QueueUrl":"` + q + `"}`}, {"SetQueueAttributes", `{"QueueUrl":"` + q + `","Attributes":{}}`}} {
+		require.Equal(t, "QueueDoesNotExist", failed(t, e.call(req[0], req[1])).Type, req[0])
+	}
+	require.Empty(t, e.queues(), "SetQueueAttributes created nothing")
+}
+
+// TestPurgeQueue: PurgeQueue through the store's QueuePurger deletes every message: none is
+// received, the counts are 0, and a message sent after it is received; a store without the
+// means to purge answers UnsupportedOperation, as does a handler of Config.Queues.
+func TestPurgeQueue(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	q := baseURL + "/jobs"
+	ok(t, e.call("CreateQueue", `{"QueueName":"jobs"}`), nil)
+	for _, b := range []string{"a", "b", "c"} {
+		ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"`+b+`"}`), nil)
+	}
+	require.Len(t, e.receive(`{"QueueUrl":"`+q+`"}`), 1)
+	ok(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`), nil)
+	require.Empty(t, e.receive(`{"QueueUrl":"`+q+`","MaxNumberOfMessages":10}`))
+	require.Equal(t, map[string]string{"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"},
+		e.attributes("jobs", "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"))
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"after"}`), nil)
+	require.Equal(t, "after", e.receive(`{"QueueUrl":"` + q + `"}`)[0].Body)
+
+	e.store.PurgeTopic = nil
+	got := failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`))
+	require.Equal(t, sqsError{400, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender", got.Message}, got)
+	require.Equal(t, "QueueDoesNotExist", failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
+}
+
+// TestManagementRefusals: bad input to the management actions gets SQS's typed errors and
+// changes nothing in the store; a store's error creating a topic creates no queue.
+func TestManagementRefusals(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	ok(t, e.call("CreateQueue", `{"QueueName":"jobs"}`), nil)
+	q := baseURL + "/jobs"
+	before := e.attributes("jobs", "All")
+	for _, tc := range []struct{ action, body, code string }{
+		{"CreateQueue", `{}`, "MissingParameter"},
+		{"CreateQueue", `{"QueueName":"a b"}`, "InvalidParameterValue"},
+		{"CreateQueue", `{"QueueName":"` + strings.Repeat("q", 81) + `"}`, "InvalidParameterValue"},
+		{"CreateQueue", `{"QueueName":"jobs.fifo"}`, "InvalidParameterValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"Bogus":"1"}}`, "InvalidAttributeName"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"QueueArn":"x"}}`, "InvalidAttributeName"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"VisibilityTimeout":"43201"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"VisibilityTimeout":"0"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"VisibilityTimeout":"ten"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"DelaySeconds":"5"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"RedrivePolicy":"{}"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"MaximumMessageSize":"1023"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","tags":{"aws:cost":"x"}}`, "InvalidParameterValue"},
+		{"CreateQueue", `{"QueueName":"refused"}`, "InternalFailure"},
+		{"CreateQueue", `{"QueueName":7}`, "SerializationException"},
+		{"SetQueueAttributes", `{"QueueUrl":"` + q + `"}`, "MissingParameter"},
+		{"SetQueueAttributes", `{"QueueUrl":"` + q + `","Attributes":{"ReceiveMessageWaitTimeSeconds":"21"}}`, "InvalidAttributeValue"},
+		{"SetQueueAttributes", `{"QueueUrl":"` + q + `","Attributes":{"VisibilityTimeout":"60","Policy":"{}"}}`, "InvalidAttributeValue"},
+		{"SetQueueAttributes", `{"QueueUrl":"` + q + `","Attributes":{"ApproximateNumberOfMessages":"1"}}`, "InvalidAttributeName"},
+		{"SetQueueAttributes", `{"QueueUrl":"` + baseURL + `/nope","Attributes":{"VisibilityTimeout":"60"}}`, "QueueDoesNotExist"},
+		{"DeleteQueue", `{}`, "MissingParameter"},
+		{"DeleteQueue", `{"QueueUrl":"` + baseURL + `/nope"}`, "QueueDoesNotExist"},
+	} {
+		got := failed(t, e.call(tc.action, tc.body))
+		require.Equal(t, tc.code, got.Type, tc.action+" "+tc.body)
+	}
+	require.Equal(t, []string{"jobs"}, e.queues())
+	require.Equal(t, before, e.attributes("jobs", "All"))
+}
+
+// TestManagementAuthorize: Authorize is asked about every management action with the queue
+// it names, and ListQueues with none.
+func TestManagementAuthorize(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	q := baseURL + "/jobs"
+	for _, req := range [][2]string{
+		{"CreateQueue", `{"QueueName":"jobs"}`}, {"ListQueues", `{}`}, {"TagQueue", `{"QueueUrl":"` + q + `","Tags":{"a":"b"}}`},
+		{"ListQueueTags", `{"QueueUrl":"` + q + `"}`}, {"UntagQueue", `{"QueueUrl":"` + q + `","TagKeys":["a"]}`},
+		{"SetQueueAttributes", `{"QueueUrl":"` + q + `","Attributes":{"VisibilityTimeout":"9"}}`}, {"PurgeQueue", `{"QueueUrl":"` + q + `"}`},
+		{"DeleteQueue", `{"QueueUrl":"` + q + `"}`},
+	} {
+		ok(t, e.call(req[0], req[1]), nil)
+	}
+	require.Equal(t, []sqsapi.Request{{Action: "CreateQueue", Queue: "jobs"}, {Action: "ListQueues"}, {Action: "TagQueue", Queue: "jobs"},
+		{Action: "ListQueueTags", Queue: "jobs"}, {Action: "UntagQueue", Queue: "jobs"}, {Action: "SetQueueAttributes", Queue: "jobs"},
+		{Action: "PurgeQueue", Queue: "jobs"}, {Action: "DeleteQueue", Queue: "jobs"}}, e.calls)
+}
+
+// TestManagementWithoutStore: a handler of Config.Queues answers a CreateQueue of an
+// existing queue without attributes with its URL (as a program that creates its queue at
+// start-up calls it), and the other management actions UnsupportedOperation.
+func TestManagementWithoutStore(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{})
+	var out struct{ QueueUrl string }
+	ok(t, e.call("CreateQueue", `{"QueueName":"orders"}`), &out)
+	require.Equal(t, queueURL, out.QueueUrl)
+	for _, req := range [][2]string{
+		{"CreateQueue", `{"QueueName":"orders","Attributes":{"VisibilityTimeout":"60"}}`}, {"CreateQueue", `{"QueueName":"new"}`},
+		{"DeleteQueue", `{"QueueUrl":"` + queueURL + `"}`}, {"ListQueues", `{}`}, {"PurgeQueue", `{"QueueUrl":"` + queueURL + `"}`},
+		{"SetQueueAttributes", `{"QueueUrl":"` + queueURL + `","Attributes":{"VisibilityTimeout":"60"}}`},
+		{"TagQueue", `{"QueueUrl":"` + queueURL + `","Tags":{"a":"b"}}`}, {"ListQueueTags", `{"QueueUrl":"` + queueURL + `"}`},
+	} {
+		require.Equal(t, "UnsupportedOperation", failed(t, e.call(req[0], req[1])).Type, req[0])
+	}
+	_, err := sqsapi.New(e.node, sqsapi.Config{BaseURL: baseURL, Queues: func(string) (string, bool) { return "", false }, Store: &sqsapi.MemQueueStore{}})
+	require.Error(t, err, "Queues and Store")
+}
+
+// TestQueueManagementQuery: the management actions in the query protocol, as botocore
+// sends them (Attribute.N.Name and .Value, Tag.N.Key and .Value, TagKey.N), answered in
+// SQS's XML.
+func TestQueueManagementQuery(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	res := queryOK(t, queryCall(e.h, "CreateQueue", url.Values{"QueueName": {"jobs"},
+		"Attribute.1.Name": {"VisibilityTimeout"}, "Attribute.1.Value": {"60"}, "Tag.1.Key": {"team"}, "Tag.1.Value": {"a"}}))
+	q := baseURL + "/jobs"
+	require.Equal(t, q, res.Result.QueueUrl)
+	queryOK(t, queryCall(e.h, "CreateQueue", url.Values{"QueueName": {"other"}}))
+	queryOK(t, queryCall(e.h, "SetQueueAttributes", url.Values{"QueueUrl": {q}, "Attribute.1.Name": {"MaximumMessageSize"}, "Attribute.1.Value": {"2048"}}))
+	queryOK(t, queryCall(e.h, "TagQueue", url.Values{"QueueUrl": {q}, "Tag.1.Key": {"env"}, "Tag.1.Value": {"test"}, "Tag.2.Key": {"x"}, "Tag.2.Value": {"y"}}))
+	queryOK(t, queryCall(e.h, "UntagQueue", url.Values{"QueueUrl": {q}, "TagKey.1": {"x"}}))
+	rec := queryCall(e.h, "ListQueueTags", url.Values{"QueueUrl": {q}})
+	require.Contains(t, rec.Body.String(), "<ListQueueTagsResult><Tag><Key>env</Key><Value>test</Value></Tag><Tag><Key>team</Key><Value>a</Value></Tag></ListQueueTagsResult>")
+	rec = queryCall(e.h, "ListQueues", url.Values{"MaxResults": {"1"}})
+	require.Contains(t, rec.Body.String(), "<ListQueuesResult><QueueUrl>"+q+"</QueueUrl><NextToken>")
+	attrs := map[string]string{}
+	for _, a := range queryOK(t, queryCall(e.h, "GetQueueAttributes", url.Values{"QueueUrl": {q}, "AttributeName.1": {"All"}})).Result.Attribute {
+		attrs[a.Name] = a.Value
+	}
+	require.Equal(t, "60", attrs["VisibilityTimeout"])
+	require.Equal(t, "2048", attrs["MaximumMessageSize"])
+	require.Equal(t, [3]string{"Bad Request", "Sender", "QueueAlreadyExists"},
+		queryError(t, queryCall(e.h, "CreateQueue", url.Values{"QueueName": {"jobs"}, "Attribute.1.Name": {"VisibilityTimeout"}, "Attribute.1.Value": {"1"}})))
+	require.Equal(t, [3]string{"Bad Request", "Sender", "InvalidAttributeValue"},
+		queryError(t, queryCall(e.h, "SetQueueAttributes", url.Values{"QueueUrl": {q}, "Attribute.1.Name": {"DelaySeconds"}, "Attribute.1.Value": {"1"}})))
+	queryOK(t, queryCall(e.h, "PurgeQueue", url.Values{"QueueUrl": {q}}))
+	queryOK(t, queryCall(e.h, "DeleteQueue", url.Values{"QueueUrl": {q}}))
+	require.Equal(t, []string{"other"}, e.queues())
+}
+
+// TestAgeOfOldestMessage: ApproximateAgeOfOldestMessage, asked by name, is the age of the
+// oldest message not deleted, in seconds (not in All, as it is not one of SQS's attributes).
+func TestAgeOfOldestMessage(t *testing.T) {
+	e := newEnv(t, sqsapi.Config{})
+	e.produce(0, "v")
+	e.receiveOne()
+	var out struct{ Attributes map[string]string }
+	ok(t, e.call("GetQueueAttributes", `{"QueueUrl":"`+queueURL+`","AttributeNames":["ApproximateAgeOfOldestMessage"]}`), &out)
+	age, err := strconv.Atoi(out.Attributes["ApproximateAgeOfOldestMessage"])
+	require.NoError(t, err)
+	require.Positive(t, age, "the node's clock less the record's timestamp")
+	var all struct{ Attributes map[string]string }
+	ok(t, e.call("GetQueueAttributes", `{"QueueUrl":"`+queueURL+`","AttributeNames":["All"]}`), &all)
+	require.NotContains(t, all.Attributes, "ApproximateAgeOfOldestMessage")
+}
