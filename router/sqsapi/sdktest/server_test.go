@@ -1,0 +1,326 @@
+package sdktest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awscreds "github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+)
+
+// The server's tests build cmd/sqsd and run it as a user would: a process over a data
+// directory, driven by the SDK over loopback, stopped with SIGTERM or killed with SIGKILL
+// and started again over the same directory.
+
+// buildServer builds cmd/sqsd into a temporary directory and returns the binary's path.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sqsd")
+	out, err := exec.Command("go", "build", "-o", bin, "narad.dev/consume/cmd/sqsd").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// A serverProc is one run of the server.
+type serverProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	mu     sync.Mutex
+	log    strings.Builder // its standard error
+	stderr sync.WaitGroup  // the goroutine copying it
+	done   bool
+}
+
+var servingLine = regexp.MustCompile(`msg="sqsd: serving" url=(\S+)`)
+
+// startServer runs bin over dir with args and waits (up to a deadline) for it to say it
+// serves.
+func startServer(t *testing.T, bin, dir string, args ...string) *serverProc {
+	t.Helper()
+	p := &serverProc{t: t, cmd: exec.Command(bin, append([]string{"-dir", dir, "-addr", "127.0.0.1:0"}, args...)...)}
+	p.cmd.Stdout = io.Discard
+	stderr, err := p.cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		if !p.done {
+			p.cmd.Process.Kill()
+			p.wait()
+		}
+	})
+	serving := make(chan string, 1)
+	p.stderr.Add(1)
+	go func() {
+		defer p.stderr.Done()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				serving <- m[1]
+			}
+		}
+		close(serving)
+	}()
+	select {
+	case u, ok := <-serving:
+		require.True(t, ok, "the server ended before serving:\n%s", p.output())
+		p.url = u
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server did not start within 60 s:\n%s", p.output())
+	}
+	return p
+}
+
+func (p *serverProc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *serverProc) wait() error {
+	p.stderr.Wait() // the copy ends when the process's stderr closes
+	err := p.cmd.Wait()
+	p.done = true
+	return err
+}
+
+// stop sends SIGTERM and checks the server stopped gracefully, every ack on disk.
+func (p *serverProc) stop() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(p.t, p.wait(), "the server's log:\n%s", p.output())
+	require.Contains(p.t, p.output(), "every ack is on disk")
+}
+
+// kill kills the server with SIGKILL.
+func (p *serverProc) kill() {
+	require.NoError(p.t, p.cmd.Process.Kill())
+	p.wait()
+}
+
+// client is an SDK client of the server, signing with the test's credentials.
+func (p *serverProc) client() *sqs.Client {
+	tr := &http.Transport{}
+	p.t.Cleanup(tr.CloseIdleConnections)
+	return sqs.New(sqs.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(p.url),
+		Credentials:  aws.NewCredentialsCache(awscreds.NewStaticCredentialsProvider(accessKey, secretKey, "")),
+		HTTPClient:   &http.Client{Transport: tr},
+	})
+}
+
+// writeCredentials writes the test's key into a credentials file in dir.
+func writeCredentials(t *testing.T, dir string) string {
+	path := filepath.Join(dir, "creds")
+	require.NoError(t, os.WriteFile(path, []byte("# test\n"+accessKey+" "+secretKey+"\n"), 0o600))
+	return path
+}
+
+// receiveAll receives (and deletes, when del is set) from queue until want says it has
+// everything, or fails at the deadline; it returns every body received, in order.
+func receiveAll(t *testing.T, ctx context.Context, c *sqs.Client, queue string, del bool, want func(bodies []string) bool) []string {
+	t.Helper()
+	var bodies []string
+	deadline := time.Now().Add(60 * time.Second)
+	for !want(bodies) {
+		require.True(t, time.Now().Before(deadline), "received %d messages, not all wanted", len(bodies))
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queue, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"}})
+		require.NoError(t, err)
+		for _, m := range out.Messages {
+			bodies = append(bodies, *m.Body)
+			if del {
+				_, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &queue, ReceiptHandle: m.ReceiptHandle})
+				require.NoError(t, err)
+			}
+		}
+	}
+	return bodies
+}
+
+// TestServerRestart: queues, their attributes and their unacked messages survive a stop
+// and a start; deleted messages do not come back.
+func TestServerRestart(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	creds := writeCredentials(t, dir)
+	ctx := context.Background()
+
+	p := startServer(t, bin, filepath.Join(dir, "data"), "-credentials", creds, "-partitions", "2")
+	c := p.client()
+	created, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs"),
+		Attributes: map[string]string{"VisibilityTimeout": "600"}, Tags: map[string]string{"team": "a"}})
+	require.NoError(t, err)
+	q := *created.QueueUrl
+	for i := range 10 {
+		_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String(fmt.Sprint("m", i)),
+			MessageAttributes: map[string]types.MessageAttributeValue{"n": {DataType: aws.String("Number"), StringValue: aws.String("1.5")}}})
+		require.NoError(t, err)
+	}
+	// Receive all ten, leased for 600 s; delete four.
+	var handles []string
+	var bodies []string
+	deadline := time.Now().Add(30 * time.Second)
+	for len(bodies) < 10 {
+		require.True(t, time.Now().Before(deadline))
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &q, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		require.NoError(t, err)
+		for _, m := range out.Messages {
+			bodies, handles = append(bodies, *m.Body), append(handles, *m.ReceiptHandle)
+		}
+	}
+	deleted := map[string]bool{}
+	for i := range 4 {
+		_, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q, ReceiptHandle: &handles[i]})
+		require.NoError(t, err)
+		deleted[bodies[i]] = true
+	}
+	p.stop()
+
+	p = startServer(t, bin, filepath.Join(dir, "data"), "-credentials", creds)
+	c = p.client()
+	list, err := c.ListQueues(ctx, &sqs.ListQueuesInput{})
+	require.NoError(t, err)
+	require.Len(t, list.QueueUrls, 1)
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q, AttributeNames: []types.QueueAttributeName{"All"}})
+	require.NoError(t, err)
+	require.Equal(t, "600", attrs.Attributes["VisibilityTimeout"])
+	tags, err := c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: &q})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"team": "a"}, tags.Tags)
+
+	// The six unacked come back (their leases were the stopped process's), with their
+	// attributes; the four deleted do not.
+	got := receiveAll(t, ctx, c, q, true, func(b []string) bool { return len(b) >= 6 })
+	require.Len(t, got, 6)
+	for _, b := range got {
+		require.False(t, deleted[b], "deleted message %s delivered again", b)
+	}
+	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &q, WaitTimeSeconds: 1})
+	require.NoError(t, err)
+	require.Empty(t, out.Messages)
+	p.stop()
+}
+
+// TestServerKill9: a server killed with SIGKILL while messages are sent, received and
+// deleted loses no message whose send succeeded, and delivers none whose delete succeeded
+// again.
+func TestServerKill9(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	creds := writeCredentials(t, dir)
+	data := filepath.Join(dir, "data")
+	ctx := context.Background()
+
+	p := startServer(t, bin, data, "-credentials", creds, "-fsync=false")
+	c := p.client()
+	created, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work")})
+	require.NoError(t, err)
+	q := *created.QueueUrl
+
+	var mu sync.Mutex
+	sent, deleted := map[string]bool{}, map[string]bool{}
+	count := func(m map[string]bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(m)
+	}
+	reached := make(chan struct{}) // closed once 300 deletes succeeded
+	var wg sync.WaitGroup
+	wg.Go(func() { // a sender, until the kill
+		for i := 0; ; i += 10 {
+			var entries []types.SendMessageBatchRequestEntry
+			for j := range 10 {
+				entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(j)), MessageBody: aws.String(fmt.Sprint("m", i+j))})
+			}
+			out, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &q, Entries: entries})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			for _, e := range out.Successful {
+				sent[*entries[int((*e.Id)[0]-'0')].MessageBody] = true
+			}
+			mu.Unlock()
+		}
+	})
+	wg.Go(func() { // a consumer that deletes what it receives, until the kill
+		for {
+			out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &q, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+			if err != nil {
+				return
+			}
+			var entries []types.DeleteMessageBatchRequestEntry
+			for i, m := range out.Messages {
+				entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
+			}
+			if len(entries) == 0 {
+				continue
+			}
+			del, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &q, Entries: entries})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			before := len(deleted)
+			for _, e := range del.Successful {
+				deleted[*out.Messages[int((*e.Id)[0]-'0')].Body] = true
+			}
+			if before < 300 && len(deleted) >= 300 {
+				close(reached)
+			}
+			mu.Unlock()
+		}
+	})
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%d deleted within 60 s", count(deleted))
+	}
+	p.kill() // in the middle of sends and deletes
+	wg.Wait()
+
+	mu.Lock()
+	wantSent, wantDeleted := sent, deleted
+	mu.Unlock()
+	t.Logf("%d sent and %d deleted before the kill", len(wantSent), len(wantDeleted))
+
+	p = startServer(t, bin, data, "-credentials", creds)
+	c = p.client()
+	left := 0
+	for b := range wantSent {
+		if !wantDeleted[b] {
+			left++
+		}
+	}
+	seen := map[string]bool{}
+	receiveAll(t, ctx, c, q, true, func(bodies []string) bool {
+		for _, b := range bodies {
+			require.False(t, wantDeleted[b], "message %s, deleted before the kill, delivered again", b)
+			if wantSent[b] {
+				seen[b] = true
+			}
+		}
+		return len(seen) == left
+	})
+	p.stop()
+}
