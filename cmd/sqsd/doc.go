@@ -38,6 +38,21 @@
 // closes, persisting its state, and an error closing it is logged and makes the exit status
 // 1.
 //
+// # Redrive
+//
+// A queue's RedrivePolicy acts: the node quarantines a message received maxReceiveCount
+// times without a delete (the queue's topic's MaxDeliveries; a policy set on a queue in use
+// takes effect at once), and the server copies it into the dead-letter queue with its
+// attributes (router/sqsapi, Redrive). StartMessageMoveTask, ListMessageMoveTasks and
+// CancelMessageMoveTask move messages back; the tasks live in memory, and a stop cancels
+// the running ones. The source partition keeps a moved message in its quarantine, which
+// a partition's state slot bounds (about 500 scattered offsets; see router/inflight's
+// DefaultMaxAckedAheadRuns), and a crash between the quarantine reaching the disk and the
+// dead-letter queue's append loses the copy (the message stays quarantined, and the log
+// said so): the node has no operation that settles a quarantined record for good, which
+// would let the server move it, then settle it, and move again after a crash whatever is
+// still quarantined.
+//
 // # The data directory
 //
 //	queues.json   the queues: name, topic, attributes, tags, timestamps; written whole to

@@ -130,6 +130,9 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 // log.
 func (s *server) Close() error {
 	var errs []error
+	if s.api != nil {
+		s.api.Close() // its message move tasks end
+	}
 	if s.node != nil {
 		if err := s.node.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the node: %w", err))

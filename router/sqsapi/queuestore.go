@@ -23,8 +23,8 @@ type QueueRecord struct {
 	Topic string
 	// Attributes are the queue's attributes by SQS's names, each as GetQueueAttributes
 	// answers it ("VisibilityTimeout": "30", ...): those a queue keeps (see Queue management
-	// in the package doc), checked and written out by the handler. A "RedrivePolicy" a host
-	// set is answered as it is (the handler sets none); other names are not answered.
+	// in the package doc), checked and written out by the handler (MaxDeliveries reads a
+	// record's RedrivePolicy); other names are not answered.
 	Attributes map[string]string
 	// Tags are the queue's cost allocation tags.
 	Tags map[string]string

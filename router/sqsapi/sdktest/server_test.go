@@ -324,3 +324,94 @@ func TestServerKill9(t *testing.T) {
 	})
 	p.stop()
 }
+
+// TestServerRedrive: in the server, a message received maxReceiveCount times without a
+// delete lands in the dead-letter queue with its attributes, and a move task brings it
+// back; the RedrivePolicy survives a restart.
+func TestServerRedrive(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	creds := writeCredentials(t, dir)
+	ctx := context.Background()
+	p := startServer(t, bin, filepath.Join(dir, "data"), "-credentials", creds, "-partitions", "2")
+	c := p.client()
+
+	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs-dlq")})
+	require.NoError(t, err)
+	created, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+	require.NoError(t, err)
+	q, d := *created.QueueUrl, *dlq.QueueUrl
+	dlqAttrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &d, AttributeNames: []types.QueueAttributeName{"QueueArn"}})
+	require.NoError(t, err)
+	dlqArn := dlqAttrs.Attributes["QueueArn"]
+	// Set on a queue that exists: the node takes the new MaxDeliveries at once.
+	policy := `{"maxReceiveCount":"2","deadLetterTargetArn":"` + dlqArn + `"}`
+	_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: &q, Attributes: map[string]string{"RedrivePolicy": policy}})
+	require.NoError(t, err)
+
+	sent, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String("poison"),
+		MessageAttributes: map[string]types.MessageAttributeValue{"n": {DataType: aws.String("Number.int"), StringValue: aws.String("7")}}})
+	require.NoError(t, err)
+	receiveOne := func(queue string) types.Message {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			require.True(t, time.Now().Before(deadline), "nothing received from %s", queue)
+			out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queue, WaitTimeSeconds: 2,
+				MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}})
+			require.NoError(t, err)
+			if len(out.Messages) == 1 {
+				return out.Messages[0]
+			}
+		}
+	}
+	giveUp := func(queue string, m types.Message) {
+		t.Helper()
+		_, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &queue, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+		require.NoError(t, err)
+	}
+	for i := range 2 {
+		m := receiveOne(q)
+		require.Equal(t, fmt.Sprint(i+1), m.Attributes["ApproximateReceiveCount"])
+		giveUp(q, m)
+	}
+	dead := receiveOne(d)
+	require.Equal(t, "poison", *dead.Body)
+	require.Equal(t, "Number.int", *dead.MessageAttributes["n"].DataType)
+	require.Equal(t, *sent.MD5OfMessageAttributes, *dead.MD5OfMessageAttributes)
+	giveUp(d, dead)
+
+	task, err := c.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: &dlqArn})
+	require.NoError(t, err)
+	require.NotEmpty(t, *task.TaskHandle)
+	back := receiveOne(q) // the long-poll ends when the task moves it
+	require.Equal(t, "poison", *back.Body)
+	require.Equal(t, "1", back.Attributes["ApproximateReceiveCount"], "a moved message is received afresh")
+	require.Equal(t, *sent.MD5OfMessageAttributes, *back.MD5OfMessageAttributes)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := c.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: &dlqArn})
+		require.NoError(t, err)
+		require.Len(t, list.Results, 1)
+		if *list.Results[0].Status == "COMPLETED" {
+			require.Equal(t, int64(1), list.Results[0].ApproximateNumberOfMessagesMoved)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the task is %s", *list.Results[0].Status)
+		// A long-poll of the empty dead-letter queue paces the next look.
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &d, WaitTimeSeconds: 1})
+		require.NoError(t, err)
+		require.Empty(t, out.Messages)
+	}
+	_, err = c.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle})
+	var notFound *types.ResourceNotFoundException
+	require.ErrorAs(t, err, &notFound, "a completed task cannot be cancelled")
+	p.stop()
+
+	p = startServer(t, bin, filepath.Join(dir, "data"), "-credentials", creds)
+	c = p.client()
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q, AttributeNames: []types.QueueAttributeName{"RedrivePolicy"}})
+	require.NoError(t, err)
+	require.Equal(t, `{"deadLetterTargetArn":"`+dlqArn+`","maxReceiveCount":2}`, attrs.Attributes["RedrivePolicy"])
+	p.stop()
+}
