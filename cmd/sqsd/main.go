@@ -24,6 +24,8 @@ type config struct {
 	region      string
 	partitions  int  // of a new queue
 	fsync       bool // fsync every append
+
+	ready func(url string) // tests: told the URL once the server serves
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {

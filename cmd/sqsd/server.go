@@ -281,6 +281,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, out io.Writer) (e
 		}
 	}()
 	logger.Info("sqsd: serving", "url", cfg.baseURL, "addr", ln.Addr().String(), "dir", cfg.dir)
+	if cfg.ready != nil {
+		cfg.ready(cfg.baseURL)
+	}
 	select {
 	case err = <-served:
 		return err
