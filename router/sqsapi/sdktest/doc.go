@@ -17,7 +17,8 @@
 // messages do not come back (TestServerRestart); a kill in the middle of sends and deletes
 // loses no message whose send succeeded and delivers none whose delete succeeded again
 // (TestServerKill9); a message received maxReceiveCount times lands in its dead-letter
-// queue with its attributes and a move task brings it back (TestServerRedrive).
+// queue with its attributes and a move task brings it back (TestServerRedrive); and boto3's
+// query protocol (TestServerBoto3Query, as TestBoto3Query below, with the dead-letter move).
 //
 // TestBoto3Query drives the handler with boto3 over SQS's query protocol
 // (testdata/boto3_query.py), which botocore spoke before 1.31: Debian's python3-boto3 1.26,

@@ -415,3 +415,16 @@ func TestServerRedrive(t *testing.T) {
 	require.Equal(t, `{"deadLetterTargetArn":"`+dlqArn+`","maxReceiveCount":2}`, attrs.Attributes["RedrivePolicy"])
 	p.stop()
 }
+
+// TestServerBoto3Query: the server answers boto3 over SQS's query protocol as the broker of
+// TestBoto3Query does (see there for the boto3 it needs), and moves a message received
+// maxReceiveCount times to its dead-letter queue.
+func TestServerBoto3Query(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	p := startServer(t, bin, filepath.Join(dir, "data"), "-credentials", writeCredentials(t, dir), "-partitions", "1")
+	_, err := p.client().CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("orders")})
+	require.NoError(t, err)
+	runBoto3Query(t, p.url, "redrive")
+	p.stop()
+}
