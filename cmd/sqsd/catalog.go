@@ -248,8 +248,9 @@ func (c *catalog) live(topic string) bool {
 }
 
 // PutQueue implements sqsapi.QueueStore. A new queue is written to the catalogue before its
-// topic is created in the log, so a crash in between leaves a queue whose topic the next
-// start creates, never a topic no queue names.
+// topic is created in the log, so a crash or an error in between leaves a queue whose topic
+// the next PutQueue or start creates (its CreateQueue answered the error), never a topic no
+// queue names.
 func (c *catalog) PutQueue(ctx context.Context, name string, change func(rec sqsapi.QueueRecord, exists bool) (sqsapi.QueueRecord, error)) (sqsapi.QueueRecord, error) {
 	c.writes.Lock()
 	defer c.writes.Unlock()
@@ -270,12 +271,13 @@ func (c *catalog) PutQueue(ctx context.Context, name string, change func(rec sqs
 	if err := c.commit(next); err != nil {
 		return sqsapi.QueueRecord{}, err
 	}
-	if !exists {
-		if err := c.createTopic(q.Record.Topic, q.Partitions); err != nil {
-			// The queue stays in the catalogue; the next start creates its topic.
-			return sqsapi.QueueRecord{}, err
-		}
-	} else if c.changed != nil {
+	// The topic, made sure of every time (a no-op once it exists): a creation whose topic
+	// failed is completed by the next change of the queue (CreateQueue again), or the next
+	// start.
+	if err := c.createTopic(q.Record.Topic, q.Partitions); err != nil {
+		return sqsapi.QueueRecord{}, err
+	}
+	if exists && c.changed != nil {
 		c.changed(q.Record.Topic)
 	}
 	return q.Record, nil
@@ -314,11 +316,11 @@ func (c *catalog) PurgeQueue(ctx context.Context, name string, _ sqsapi.QueueRec
 	q.Record.Topic = c.newTopic(name)
 	next.Queues[name] = q
 	next.Dropped = append(next.Dropped, old)
-	if err := c.createTopic(q.Record.Topic, q.Partitions); err != nil {
-		return err
-	}
 	if err := c.commit(next); err != nil {
 		return err
+	}
+	if err := c.createTopic(q.Record.Topic, q.Partitions); err != nil {
+		return err // the next PutQueue of the queue, or the next start, creates it
 	}
 	return c.dropTopic(old)
 }

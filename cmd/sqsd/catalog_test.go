@@ -117,3 +117,27 @@ func TestParseFlags(t *testing.T) {
 type discard struct{}
 
 func (*discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// A queue whose topic could not be created is in the catalogue, and the next CreateQueue
+// (or start) creates the topic.
+func TestCatalogTopicRetried(t *testing.T) {
+	c, events := openTestCatalog(t, t.TempDir())
+	fail := true
+	create := c.createTopic
+	c.createTopic = func(topic string, partitions int) error {
+		if fail {
+			return errors.New("disk full")
+		}
+		return create(topic, partitions)
+	}
+	same := func(rec sqsapi.QueueRecord, _ bool) (sqsapi.QueueRecord, error) { return rec, nil }
+	_, err := c.PutQueue(context.Background(), "q", same)
+	require.Error(t, err)
+	rec, ok := c.Queue("q")
+	require.True(t, ok)
+	require.Equal(t, map[string]int{rec.Topic: 3}, c.queues(), "the next start creates it")
+	fail = false
+	_, err = c.PutQueue(context.Background(), "q", same)
+	require.NoError(t, err)
+	require.Equal(t, []string{"create " + rec.Topic}, *events)
+}
