@@ -98,6 +98,16 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if err := s.cat.forgetDropped(dropped); err != nil {
 		return nil, err
 	}
+	// Every partition loaded now, so that the queues' counts (GetQueueAttributes) are right
+	// from the start: the node counts a partition once something has loaded it.
+	for topic := range s.cat.queues() {
+		local, _, _ := s.store.Partitions(topic)
+		for _, p := range local {
+			if _, err := s.node.Quarantined(topic, p); err != nil {
+				return nil, err
+			}
+		}
+	}
 	s.cat.createTopic = s.store.CreateTopic
 	s.cat.dropTopic = s.node.DeleteTopic
 	s.cat.changed = s.node.ReloadTopic

@@ -208,6 +208,11 @@ func TestServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"team": "a"}, tags.Tags)
 
+	depth, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q,
+		AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
+	require.NoError(t, err)
+	require.Equal(t, "6", depth.Attributes["ApproximateNumberOfMessages"], "counted before any receive")
+
 	// The six unacked come back (their leases were the stopped process's), with their
 	// attributes; the four deleted do not.
 	got := receiveAll(t, ctx, c, q, true, func(b []string) bool { return len(b) >= 6 })
