@@ -95,10 +95,11 @@
 //	ListQueueTags, PurgeQueue
 //	StartMessageMoveTask,          with Config.Store (see Redrive)
 //	ListMessageMoveTasks,
-//	CancelMessageMoveTask
+//	CancelMessageMoveTask,
+//	ListDeadLetterSourceQueues
 //
-// SQS's other actions (ListDeadLetterSourceQueues and the permissions) answer
-// UnsupportedOperation; an action SQS does not have answers InvalidAction.
+// SQS's other actions (AddPermission and RemovePermission) answer UnsupportedOperation; an
+// action SQS does not have answers InvalidAction.
 //
 // # Queues
 //
@@ -214,6 +215,10 @@
 // "AWS.SQS.DeadLetterSourceQueue" naming its queue (which no receive answers). The source
 // partition keeps the message in its quarantine (router.Node.Quarantined): the node has no
 // operation that settles a quarantined record for good. cmd/sqsd wires all this.
+//
+// ListDeadLetterSourceQueues answers the URLs of the queues whose RedrivePolicy names
+// QueueUrl's queue, in order of name (queueUrls, in lower case, as SQS's JSON has it), paged
+// as ListQueues is (MaxResults 1 to 1,000, NextToken).
 //
 // A message move task moves a dead-letter queue's messages back:
 //

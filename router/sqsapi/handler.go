@@ -301,12 +301,13 @@ var actions = map[string]struct {
 	"StartMessageMoveTask":         {serve: (*Handler).startMessageMoveTask},
 	"ListMessageMoveTasks":         {serve: (*Handler).listMessageMoveTasks},
 	"CancelMessageMoveTask":        {serve: (*Handler).cancelMessageMoveTask},
+	"ListDeadLetterSourceQueues":   {serve: (*Handler).listDeadLetterSourceQueues},
 }
 
 // unsupported are SQS's other actions: answered UnsupportedOperation, where an action SQS
 // does not have is InvalidAction.
 var unsupported = map[string]bool{
-	"AddPermission": true, "ListDeadLetterSourceQueues": true, "RemovePermission": true,
+	"AddPermission": true, "RemovePermission": true,
 }
 
 // targetPrefix is what X-Amz-Target starts with for every SQS action.

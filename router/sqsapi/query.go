@@ -111,6 +111,8 @@ var formSchemas = map[string][]formField{
 		{member: "MaxNumberOfMessagesPerSecond", key: "MaxNumberOfMessagesPerSecond", kind: formInt}},
 	"ListMessageMoveTasks":  {{member: "SourceArn", key: "SourceArn"}, {member: "MaxResults", key: "MaxResults", kind: formInt}},
 	"CancelMessageMoveTask": {{member: "TaskHandle", key: "TaskHandle"}},
+	"ListDeadLetterSourceQueues": {queueURLField, {member: "NextToken", key: "NextToken"},
+		{member: "MaxResults", key: "MaxResults", kind: formInt}},
 }
 
 // attributeMapField is the queue attributes of CreateQueue and SetQueueAttributes:

@@ -3,6 +3,7 @@ package sqsapi
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,4 +221,82 @@ func headerValue(headers []router.Header, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// listDeadLetterSourceQueuesInput is ListDeadLetterSourceQueues' body.
+type listDeadLetterSourceQueuesInput struct {
+	QueueUrl   *string
+	MaxResults *int64
+	NextToken  *string
+}
+
+// sourceQueuesReply answers ListDeadLetterSourceQueues: its member is queueUrls, in lower
+// case, as SQS's model has it.
+type sourceQueuesReply struct {
+	QueueUrls []string `json:"queueUrls"`
+	NextToken string   `json:"NextToken,omitempty"`
+}
+
+func (r *sourceQueuesReply) appendJSON(dst []byte) []byte {
+	resp, _ := json.Marshal(r)
+	return append(dst, resp...)
+}
+
+func (r *sourceQueuesReply) appendXML(dst []byte) []byte {
+	for _, u := range r.QueueUrls {
+		dst = appendXMLElement(dst, "QueueUrl", u)
+	}
+	if r.NextToken != "" {
+		dst = appendXMLElement(dst, "NextToken", r.NextToken)
+	}
+	return dst
+}
+
+// listDeadLetterSourceQueues serves ListDeadLetterSourceQueues: the URLs of the queues whose
+// RedrivePolicy names the queue, in order of name, paged as ListQueues is.
+func (h *Handler) listDeadLetterSourceQueues(c *call) error {
+	var in listDeadLetterSourceQueuesInput
+	if err := c.decode(&in); err != nil {
+		return err
+	}
+	if err := h.needStore(c); err != nil {
+		return err
+	}
+	limit, err := integer("MaxResults", in.MaxResults, 1, maxListResults, maxListResults)
+	if err != nil {
+		return err
+	}
+	after := ""
+	if in.NextToken != nil && *in.NextToken != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(*in.NextToken)
+		if err != nil || in.MaxResults == nil || checkQueueName(string(raw)) != nil {
+			return invalidValue("NextToken", strconv.Quote(truncate(*in.NextToken)), "Invalid NextToken value.")
+		}
+		after = string(raw)
+	}
+	queue, _, err := h.openRef(c, in.QueueUrl)
+	if err != nil {
+		return err
+	}
+	arn := h.queueArn(queue)
+	rep := &sourceQueuesReply{QueueUrls: []string{}}
+	for _, name := range h.store.ListQueues("") {
+		if name <= after {
+			continue
+		}
+		rec, ok := h.store.Queue(name)
+		if p, has := redrivePolicyOf(rec); !ok || !has || p.DeadLetterTargetArn != arn {
+			continue
+		}
+		if len(rep.QueueUrls) == int(limit) {
+			if in.MaxResults != nil {
+				last := rep.QueueUrls[len(rep.QueueUrls)-1]
+				rep.NextToken = base64.RawURLEncoding.EncodeToString([]byte(last[strings.LastIndexByte(last, '/')+1:]))
+			}
+			break
+		}
+		rep.QueueUrls = append(rep.QueueUrls, h.queueURL(name))
+	}
+	c.reply(rep)
+	return nil
 }

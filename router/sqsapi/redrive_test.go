@@ -113,6 +113,23 @@ func TestRedrive(t *testing.T) {
 		ok(t, e.call("CreateQueue", `{"QueueName":"jobs","Attributes":{"RedrivePolicy":`+jsonString(policy)+`}}`), nil)
 		want := `{"deadLetterTargetArn":"` + dlqArn + `","maxReceiveCount":2}`
 		require.Equal(t, want, e.storeAttributes("jobs")["RedrivePolicy"])
+		// ListDeadLetterSourceQueues: the queues whose policy names it, a page at a time.
+		ok(t, e.call("CreateQueue", `{"QueueName":"jobs2","Attributes":{"RedrivePolicy":`+jsonString(policy)+`}}`), nil)
+		var sources struct {
+			QueueUrls []string `json:"queueUrls"`
+			NextToken string
+		}
+		ok(t, e.call("ListDeadLetterSourceQueues", `{"QueueUrl":"`+baseURL+`/dlq"}`), &sources)
+		require.Equal(t, []string{baseURL + "/jobs", baseURL + "/jobs2"}, sources.QueueUrls)
+		ok(t, e.call("ListDeadLetterSourceQueues", `{"QueueUrl":"`+baseURL+`/dlq","MaxResults":1}`), &sources)
+		require.Equal(t, []string{baseURL + "/jobs"}, sources.QueueUrls)
+		token := sources.NextToken
+		sources.NextToken = ""
+		ok(t, e.call("ListDeadLetterSourceQueues", `{"QueueUrl":"`+baseURL+`/dlq","MaxResults":1,"NextToken":"`+token+`"}`), &sources)
+		require.Equal(t, []string{baseURL + "/jobs2"}, sources.QueueUrls)
+		require.Empty(t, sources.NextToken)
+		ok(t, e.call("ListDeadLetterSourceQueues", `{"QueueUrl":"`+baseURL+`/jobs"}`), &sources)
+		require.Empty(t, sources.QueueUrls)
 		// The same policy again, as SQS writes it, is the same queue.
 		ok(t, e.call("CreateQueue", `{"QueueName":"jobs","Attributes":{"RedrivePolicy":`+jsonString(want)+`}}`), nil)
 
@@ -249,6 +266,10 @@ func TestRedriveRefusals(t *testing.T) {
 		{"ListMessageMoveTasks", `{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:nope"}`, "ResourceNotFoundException"},
 		{"CancelMessageMoveTask", `{}`, "MissingParameter"},
 		{"CancelMessageMoveTask", `{"TaskHandle":"nope"}`, "ResourceNotFoundException"},
+		{"ListDeadLetterSourceQueues", `{}`, "MissingParameter"},
+		{"ListDeadLetterSourceQueues", `{"QueueUrl":"` + baseURL + `/nope"}`, "QueueDoesNotExist"},
+		{"ListDeadLetterSourceQueues", `{"QueueUrl":"` + baseURL + `/dlq","MaxResults":1,"NextToken":"!"}`, "InvalidParameterValue"},
+		{"ListDeadLetterSourceQueues", `{"QueueUrl":"` + baseURL + `/dlq","NextToken":"am9icw"}`, "InvalidParameterValue"},
 	} {
 		got := failed(t, e.call(tc.action, tc.body))
 		require.Equal(t, tc.code, got.Type, tc.action+" "+tc.body)

@@ -354,6 +354,10 @@ func TestServerRedrive(t *testing.T) {
 	_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: &q, Attributes: map[string]string{"RedrivePolicy": policy}})
 	require.NoError(t, err)
 
+	sources, err := c.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: &d})
+	require.NoError(t, err)
+	require.Equal(t, []string{q}, sources.QueueUrls)
+
 	sent, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String("poison"),
 		MessageAttributes: map[string]types.MessageAttributeValue{"n": {DataType: aws.String("Number.int"), StringValue: aws.String("7")}}})
 	require.NoError(t, err)

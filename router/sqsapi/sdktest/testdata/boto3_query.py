@@ -167,7 +167,8 @@ try:
 except c.exceptions.QueueDoesNotExist:
     pass
 expect_error("ReceiptHandleIsInvalid", c.delete_message, QueueUrl=q, ReceiptHandle="0:0:1")
-expect_error("AWS.SimpleQueueService.UnsupportedOperation", c.list_dead_letter_source_queues, QueueUrl=q)
+expect_error("AWS.SimpleQueueService.UnsupportedOperation", c.add_permission, QueueUrl=q, Label="l",
+             AWSAccountIds=["000000000000"], Actions=["SendMessage"])
 expect_error("InvalidParameterValue", c.receive_message, QueueUrl=q, MaxNumberOfMessages=11)
 expect_error("InvalidParameterValue", c.send_message, QueueUrl=q, MessageBody="x" * (1 << 20 + 1))
 # Signatures: a wrong secret, an unknown key.
@@ -188,6 +189,7 @@ policy = c.get_queue_attributes(QueueUrl=src, AttributeNames=["RedrivePolicy"])[
 assert json.loads(policy) == {"deadLetterTargetArn": dead_arn, "maxReceiveCount": 2}, policy
 expect_error("InvalidParameterValue", c.set_queue_attributes, QueueUrl=src,
              Attributes={"RedrivePolicy": '{"maxReceiveCount":"0","deadLetterTargetArn":"%s"}' % dead_arn})
+assert c.list_dead_letter_source_queues(QueueUrl=dead)["queueUrls"] == [src]
 if redrive:
     sent = c.send_message(QueueUrl=src, MessageBody="poison", MessageAttributes={"n": attrs["n"]})
     for i in range(2):
