@@ -20,7 +20,7 @@ import (
 // managedActions are the actions FuzzManagedRequest picks from by its first argument.
 var managedActions = []string{"CreateQueue", "DeleteQueue", "ListQueues", "SetQueueAttributes", "TagQueue", "UntagQueue",
 	"ListQueueTags", "PurgeQueue", "GetQueueAttributes", "GetQueueUrl", "ReceiveMessage", "SendMessage",
-	"StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask"}
+	"StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask", "ListDeadLetterSourceQueues"}
 
 // FuzzManagedRequest: whatever management action and body a request carries to a handler
 // of a MemQueueStore that checks signatures, the handler never panics, answers a
@@ -57,6 +57,7 @@ func FuzzManagedRequest(f *testing.F) {
 		{12, true, `{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:orders","MaxNumberOfMessagesPerSecond":5}`},
 		{13, true, `{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:orders","MaxResults":10}`},
 		{14, true, `{"TaskHandle":"00"}`},
+		{15, true, `{` + q + `,"MaxResults":1,"NextToken":"am9icw"}`},
 	} {
 		f.Add(seed.action, seed.good, []byte(seed.body))
 	}
