@@ -27,13 +27,28 @@ import (
 // directory, driven by the SDK over loopback, stopped with SIGTERM or killed with SIGKILL
 // and started again over the same directory.
 
-// buildServer builds cmd/sqsd into a temporary directory and returns the binary's path.
+// serverBuild is cmd/sqsd built once for the tests that run it, in a directory TestMain
+// removes.
+var serverBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// buildServer builds cmd/sqsd (once) and returns the binary's path.
 func buildServer(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sqsd")
-	out, err := exec.Command("go", "build", "-o", bin, "narad.dev/consume/cmd/sqsd").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	serverBuild.once.Do(func() {
+		if serverBuild.dir, serverBuild.err = os.MkdirTemp("", "sqsd-build"); serverBuild.err != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(serverBuild.dir, "sqsd"), "narad.dev/consume/cmd/sqsd").CombinedOutput()
+		if err != nil {
+			serverBuild.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, serverBuild.err)
+	return filepath.Join(serverBuild.dir, "sqsd")
 }
 
 // A serverProc is one run of the server.
