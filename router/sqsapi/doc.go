@@ -206,8 +206,8 @@
 //		},
 //	})
 //
-// and the host's QueueStore calls router.Node.ReloadTopic when PutQueue changes a queue, so
-// a policy set on a queue in use acts at once. Every receive counts (see Receipt handles), so
+// and the host's QueueStore calls router.Node.ReloadTopic when PutQueue changes a queue
+// (MemQueueStore's Changed hook), so a policy set on a queue in use acts at once. Every receive counts (see Receipt handles), so
 // after maxReceiveCount receives, whatever ended each (a lapsed visibility timeout, a
 // ChangeMessageVisibility to 0), the node quarantines the message and Handler.DeadLetter
 // produces it into the dead-letter queue's topic through Config.ProduceRecord: its body,

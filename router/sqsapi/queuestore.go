@@ -86,6 +86,10 @@ type MemQueueStore struct {
 	// PurgeTopic, when set, serves PurgeQueue (MemQueueStore is a QueuePurger): it deletes
 	// every message of the topic, durably. Nil means PurgeQueue is unsupported.
 	PurgeTopic func(ctx context.Context, topic string) error
+	// Changed, when set, is called with a queue's topic once PutQueue has stored a change of
+	// an existing queue: the host calls router.Node.ReloadTopic on each node, so that a
+	// RedrivePolicy set on a queue in use (its MaxDeliveries) acts at once.
+	Changed func(topic string)
 
 	writes sync.Mutex // serializes PutQueue and DeleteQueue
 	mu     sync.RWMutex
@@ -125,11 +129,14 @@ func (s *MemQueueStore) PutQueue(ctx context.Context, name string, change func(r
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.queues == nil {
 		s.queues = map[string]QueueRecord{}
 	}
 	s.queues[name] = rec
+	s.mu.Unlock()
+	if exists && s.Changed != nil {
+		s.Changed(rec.Topic)
+	}
 	return rec, nil
 }
 

@@ -36,11 +36,14 @@ const sourceHeader = "AWS.SQS.DeadLetterSourceQueue"
 
 func newRedriveEnv(t *testing.T) *redriveEnv {
 	e := &redriveEnv{env: &env{t: t}}
-	e.store = &sqsapi.MemQueueStore{CreateTopic: func(_ context.Context, queue, _ string) (string, error) {
-		e.logs.Log(queue, 0)
-		e.routes.Set(queue, 0)
-		return queue, nil
-	}}
+	e.store = &sqsapi.MemQueueStore{
+		CreateTopic: func(_ context.Context, queue, _ string) (string, error) {
+			e.logs.Log(queue, 0)
+			e.routes.Set(queue, 0)
+			return queue, nil
+		},
+		Changed: func(topic string) { e.node.ReloadTopic(topic) },
+	}
 	fe := fronttest.NewEnv(t, func(cfg *router.Config) {
 		cfg.Topic = func(topic string) router.TopicConfig {
 			rec, _ := e.store.Queue(topic)
@@ -162,7 +165,7 @@ func TestRedrive(t *testing.T) {
 		var back struct {
 			Messages []struct {
 				attributed
-				Body string
+				Body, ReceiptHandle string
 			}
 		}
 		ok(t, e.call("ReceiveMessage", `{"QueueUrl":"`+q+`","MessageAttributeNames":["All"]}`), &back)
@@ -171,10 +174,16 @@ func TestRedrive(t *testing.T) {
 		require.Equal(t, dead.Messages[0].MD5OfMessageAttributes, back.Messages[0].MD5OfMessageAttributes)
 		require.Empty(t, e.receive(`{"QueueUrl":"`+baseURL+`/dlq"}`))
 
-		// A RedrivePolicy of "" removes it: the topic delivers for ever again (once reloaded).
+		// A RedrivePolicy of "" removes it (the store's Changed reloads the topic): no
+		// quarantine after two receives now.
 		ok(t, e.call("SetQueueAttributes", `{"QueueUrl":"`+q+`","Attributes":{"RedrivePolicy":""}}`), nil)
 		_, has := e.storeAttributes("jobs")["RedrivePolicy"]
 		require.False(t, has)
+		ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+q+`","ReceiptHandle":`+jsonString(back.Messages[0].ReceiptHandle)+`,"VisibilityTimeout":0}`), nil)
+		for i := range 3 {
+			require.Equal(t, itoa(i+2), e.giveUp("jobs").Attributes["ApproximateReceiveCount"])
+		}
+		require.Empty(t, e.receive(`{"QueueUrl":"`+baseURL+`/dlq"}`))
 	})
 }
 
