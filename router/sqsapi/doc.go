@@ -93,9 +93,13 @@
 //	ListQueues, SetQueueAttributes, UnsupportedOperation (but a CreateQueue of an existing
 //	TagQueue, UntagQueue,          queue without attributes or tags, which answers its URL)
 //	ListQueueTags, PurgeQueue
+//	StartMessageMoveTask,          with Config.Store (see Redrive)
+//	ListMessageMoveTasks,
+//	CancelMessageMoveTask,
+//	ListDeadLetterSourceQueues
 //
-// SQS's other actions (ListDeadLetterSourceQueues, the permissions and the message moves)
-// answer UnsupportedOperation; an action SQS does not have answers InvalidAction.
+// SQS's other actions (AddPermission and RemovePermission) answer UnsupportedOperation; an
+// action SQS does not have answers InvalidAction.
 //
 // # Queues
 //
@@ -162,18 +166,90 @@
 //	                               host applies it to its log's retention, if it will (the
 //	                               record holds it)
 //	DelaySeconds                   0 only (default 0): the core has no delayed delivery yet
+//	RedrivePolicy                  none by default: {"maxReceiveCount":N,"deadLetterTargetArn":
+//	                               "arn:aws:sqs:..."} (see Redrive); "" removes it
 //
 // A value out of range, or not a decimal integer, is InvalidAttributeValue, as is a value of
-// one of SQS's attributes this endpoint does not keep (Policy, RedrivePolicy,
-// RedriveAllowPolicy, the KMS and SSE ones, FifoQueue and the FIFO ones): refused, not kept
-// without effect. A name SQS does not have, or of an attribute no one sets (QueueArn,
-// ApproximateNumberOfMessages, ...), is InvalidAttributeName. GetQueueAttributes answers
-// the kept attributes, a RedrivePolicy the store's record holds (one a host set),
-// QueueArn (arn:aws:sqs:<Config.Region or us-east-1>:<Config.AccountID or 000000000000>:
+// one of SQS's attributes this endpoint does not keep (Policy, RedriveAllowPolicy, the KMS
+// and SSE ones, FifoQueue and the FIFO ones): refused, not kept without effect. A name SQS
+// does not have, or of an attribute no one sets (QueueArn, ApproximateNumberOfMessages,
+// ...), is InvalidAttributeName. GetQueueAttributes answers the kept attributes, QueueArn (arn:aws:sqs:<Config.Region or us-east-1>:<Config.AccountID or 000000000000>:
 // <name>), CreatedTimestamp and LastModifiedTimestamp (seconds since the epoch, on
 // Config.Now's clock; SetQueueAttributes moves the latter) and the counts. Every management
 // action is put to Config.Authorize with its queue (none for ListQueues) first, and a
 // refused one changes nothing.
+//
+// # Redrive
+//
+// A queue's RedrivePolicy, {"maxReceiveCount":N,"deadLetterTargetArn":"<a queue's ARN>"}
+// (N from 1 to 1000, a number or a string of one, as SQS takes it), moves a message
+// received N times without a delete to the dead-letter queue the ARN names; GetQueueAttributes
+// answers it as SQS writes it ({"deadLetterTargetArn":"...","maxReceiveCount":N}). A policy
+// that does not parse, or whose queue is not this endpoint's (its region and account, see
+// QueueArn), does not exist or is the queue itself, is InvalidParameterValue ("Dead letter
+// target does not exist", ...); a handler without Config.ProduceRecord, which could not keep
+// a moved message's attributes, refuses any policy (InvalidAttributeValue).
+//
+// The node does the counting, the host the wiring, the handler the moving:
+//
+//	node, _ := router.New(router.Config{ ...,
+//		Topic: func(topic string) router.TopicConfig {
+//			rec, _ := store.QueueOfTopic(topic) // the host's own lookup
+//			return router.TopicConfig{MaxDeliveries: sqsapi.MaxDeliveries(rec)}
+//		},
+//		OnQuarantine: func(topic string, p int32, offset int64, _ uint32) {
+//			rec, err := log.Read(topic, p, offset) // the record, from the host's log
+//			if err == nil {
+//				_, err = api.DeadLetter(ctx, topic, rec)
+//			}
+//			...
+//		},
+//	})
+//
+// and the host's QueueStore calls router.Node.ReloadTopic when PutQueue changes a queue
+// (MemQueueStore's Changed hook), so a policy set on a queue in use acts at once. Every receive counts (see Receipt handles), so
+// after maxReceiveCount receives, whatever ended each (a lapsed visibility timeout, a
+// ChangeMessageVisibility to 0), the node quarantines the message and Handler.DeadLetter
+// produces it into the dead-letter queue's topic through Config.ProduceRecord: its body,
+// its message attributes (their types and MD5 unchanged), its SentTimestamp, and a header
+// "AWS.SQS.DeadLetterSourceQueue" naming its queue (which no receive answers). The source
+// partition keeps the message in its quarantine (router.Node.Quarantined): the node has no
+// operation that settles a quarantined record for good. cmd/sqsd wires all this.
+//
+// ListDeadLetterSourceQueues answers the URLs of the queues whose RedrivePolicy names
+// QueueUrl's queue, in order of name (queueUrls, in lower case, as SQS's JSON has it), paged
+// as ListQueues is (MaxResults 1 to 1,000, NextToken).
+//
+// A message move task moves a dead-letter queue's messages back:
+//
+//	StartMessageMoveTask   SourceArn, a queue some queue's RedrivePolicy names (otherwise
+//	                       InvalidParameterValue; not this endpoint's queue,
+//	                       ResourceNotFoundException); DestinationArn, optional: a queue to
+//	                       move every message to (without it, each goes back to the queue
+//	                       it came from); MaxNumberOfMessagesPerSecond, 1 to 500 (without
+//	                       it, as fast as it goes). A source with a task running refuses
+//	                       another (InvalidParameterValue). Answers a TaskHandle
+//	ListMessageMoveTasks   the latest MaxResults (1 to 10, default 1) tasks of SourceArn,
+//	                       the latest first: Status (RUNNING, COMPLETED, CANCELLING,
+//	                       CANCELLED, FAILED), the ARNs, ApproximateNumberOfMessagesMoved,
+//	                       ApproximateNumberOfMessagesToMove (the source's visible messages
+//	                       at the start), FailureReason, StartedTimestamp (milliseconds),
+//	                       and the TaskHandle of a running one; in XML, one
+//	                       ListMessageMoveTasksResultEntry each
+//	CancelMessageMoveTask  TaskHandle: a running task stops after the message it is
+//	                       moving; answers ApproximateNumberOfMessagesMoved. A task that
+//	                       is not running, or a handle never issued, is
+//	                       ResourceNotFoundException
+//
+// A task runs in a goroutine of the handler's: it receives the source's messages (10 at a
+// time, leased for 30 s), produces each into its destination through Config.ProduceRecord
+// (the source header dropped: it is received afresh, its ApproximateReceiveCount from 1)
+// and deletes it from the source, until the source has no visible message (COMPLETED). A
+// message it cannot move (one without a source header and no DestinationArn, a destination
+// deleted, a produce's error) is given back and the task is FAILED with the reason. A
+// crash between a message's produce and its delete leaves it in both queues: a move is at
+// least once. Tasks are kept in memory: a new handler lists none. Handler.Close ends the
+// running ones (CANCELLED) and waits for them.
 //
 // # Receiving
 //
@@ -325,6 +401,8 @@
 //	400     InvalidAttributeValue         InvalidAttributeValue                     a queue attribute's value refused
 //	400     QueueNameExists               QueueAlreadyExists                        CreateQueue of an existing queue
 //	                                                                                with another attribute
+//	400     ResourceNotFoundException     ResourceNotFoundException                 a move task's queue or handle
+//	                                                                                unknown
 //	400     InvalidMessageContents        InvalidMessageContents                    a body character SQS refuses
 //	400     UnsupportedOperation          AWS.SimpleQueueService.UnsupportedOperation an SQS action not served
 //	400     EmptyBatchRequest, TooManyEntriesInBatchRequest, BatchEntryIdsNotDistinct,
@@ -426,8 +504,8 @@
 // ignored); queue management without Config.Store; PurgeQueue with a store that is no
 // QueuePurger (router.Node has no operation that settles every offset below a topic's high
 // watermarks durably, so a purge is the host's: emptying the topic in its log, and
-// router.Node.DeleteTopic); dead-letter queues and redrive (the topic's MaxDeliveries
-// quarantines instead); a reject (router.Node.Reject), since SQS has no action that fails a
+// router.Node.DeleteTopic); a RedrivePolicy without Config.ProduceRecord, and the
+// RedriveAllowPolicy (any queue may be a dead-letter queue); a reject (router.Node.Reject), since SQS has no action that fails a
 // message for good: an SQS client leaves a message that will never succeed to the topic's
 // MaxDeliveries, and a host that wants it quarantined at once serves the reject over
 // router/httpapi; per-message delays and queue delays; message attributes' list values; a

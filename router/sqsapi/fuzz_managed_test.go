@@ -19,7 +19,8 @@ import (
 
 // managedActions are the actions FuzzManagedRequest picks from by its first argument.
 var managedActions = []string{"CreateQueue", "DeleteQueue", "ListQueues", "SetQueueAttributes", "TagQueue", "UntagQueue",
-	"ListQueueTags", "PurgeQueue", "GetQueueAttributes", "GetQueueUrl", "ReceiveMessage", "SendMessage"}
+	"ListQueueTags", "PurgeQueue", "GetQueueAttributes", "GetQueueUrl", "ReceiveMessage", "SendMessage",
+	"StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask", "ListDeadLetterSourceQueues"}
 
 // FuzzManagedRequest: whatever management action and body a request carries to a handler
 // of a MemQueueStore that checks signatures, the handler never panics, answers a
@@ -51,6 +52,12 @@ func FuzzManagedRequest(f *testing.F) {
 		{10, true, `{` + q + `,"MaxNumberOfMessages":10}`},
 		{11, true, `{` + q + `,"MessageBody":"hello"}`},
 		{11, false, `{` + q + `,"MessageBody":"hello"}`},
+		{0, true, `{"QueueName":"jobs","Attributes":{"RedrivePolicy":"{\"maxReceiveCount\":2,\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:orders\"}"}}`},
+		{3, true, `{` + q + `,"Attributes":{"RedrivePolicy":"{\"maxReceiveCount\":2,\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:orders\"}"}}`},
+		{12, true, `{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:orders","MaxNumberOfMessagesPerSecond":5}`},
+		{13, true, `{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:orders","MaxResults":10}`},
+		{14, true, `{"TaskHandle":"00"}`},
+		{15, true, `{` + q + `,"MaxResults":1,"NextToken":"am9icw"}`},
 	} {
 		f.Add(seed.action, seed.good, []byte(seed.body))
 	}
@@ -94,8 +101,8 @@ func fuzzManaged(t *testing.T, action string, good bool, body []byte) {
 	h, err := sqsapi.New(checked, sqsapi.Config{
 		Store: store, BaseURL: "http://sqs.test/q",
 		Credentials: func(id string) (string, bool) { return testSecret, id == testKey },
-		Produce: func(_ context.Context, topic string, value []byte) (int32, int64, error) {
-			off := logs.Log(topic, 0).Append(nil, value, time.Now())
+		ProduceRecord: func(_ context.Context, topic string, r router.Record) (int32, int64, error) {
+			off := logs.Log(topic, 0).AppendRecord(r)
 			node.Appended(topic, 0, off+1)
 			return 0, off, nil
 		},
@@ -103,6 +110,7 @@ func fuzzManaged(t *testing.T, action string, good bool, body []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer h.Close() // a move task started ends
 	serveSigned := func(action string, body []byte, secret string) *httptest.ResponseRecorder {
 		req := jsonRequest(action, string(body))
 		testSigner{key: testKey, secret: secret, at: time.Now()}.sign(req, body)

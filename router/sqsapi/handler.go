@@ -158,6 +158,7 @@ type Handler struct {
 	routes          router.Routes
 	store           QueueStore // nil: Config.Queues, and no queue management
 	region, account string     // of QueueArn
+	moves           moveTasks
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
@@ -297,13 +298,16 @@ var actions = map[string]struct {
 	"TagQueue":                     {serve: (*Handler).tagQueue},
 	"UntagQueue":                   {serve: (*Handler).untagQueue},
 	"ListQueueTags":                {serve: (*Handler).listQueueTags},
+	"StartMessageMoveTask":         {serve: (*Handler).startMessageMoveTask},
+	"ListMessageMoveTasks":         {serve: (*Handler).listMessageMoveTasks},
+	"CancelMessageMoveTask":        {serve: (*Handler).cancelMessageMoveTask},
+	"ListDeadLetterSourceQueues":   {serve: (*Handler).listDeadLetterSourceQueues},
 }
 
 // unsupported are SQS's other actions: answered UnsupportedOperation, where an action SQS
 // does not have is InvalidAction.
 var unsupported = map[string]bool{
-	"AddPermission": true, "CancelMessageMoveTask": true, "ListDeadLetterSourceQueues": true,
-	"ListMessageMoveTasks": true, "RemovePermission": true, "StartMessageMoveTask": true,
+	"AddPermission": true, "RemovePermission": true,
 }
 
 // targetPrefix is what X-Amz-Target starts with for every SQS action.

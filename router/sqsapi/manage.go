@@ -38,7 +38,7 @@ var keptAttributes = []queueAttribute{
 // unsupportedAttributes are SQS's settable attributes this endpoint does not keep: setting
 // one is InvalidAttributeValue rather than a setting silently without effect.
 var unsupportedAttributes = setOf(
-	"Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds",
+	"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds",
 	"SqsManagedSseEnabled", "FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit",
 )
 
@@ -63,6 +63,17 @@ func checkAttributes(in map[string]string) (map[string]string, error) {
 		switch {
 		case unsupportedAttributes[name]:
 			return nil, fail(codeInvalidAttributeValue, "Invalid value for the parameter "+name+": the attribute is not supported by this endpoint.")
+		case name == "RedrivePolicy":
+			if v == "" { // none: a policy set is removed
+				out[name] = ""
+				continue
+			}
+			p, err := ParseRedrivePolicy(v)
+			if err != nil {
+				return nil, invalidValue(name, strconv.Quote(truncate(v)), err.Error()+".")
+			}
+			out[name] = p.String()
+			continue
 		case i < 0:
 			return nil, fail(codeInvalidAttributeName, "Unknown Attribute "+strconv.Quote(truncate(name))+".")
 		}
@@ -77,6 +88,15 @@ func checkAttributes(in map[string]string) (map[string]string, error) {
 		out[name] = strconv.FormatInt(n, 10)
 	}
 	return out, nil
+}
+
+// setAttributes sets attrs, checked, in rec's attributes: a RedrivePolicy of "" removes
+// the queue's.
+func setAttributes(rec *QueueRecord, attrs map[string]string) {
+	maps.Copy(rec.Attributes, attrs)
+	if rec.Attributes["RedrivePolicy"] == "" {
+		delete(rec.Attributes, "RedrivePolicy")
+	}
 }
 
 // attribute reads a kept attribute of a queue's record as an integer; absent or not one,
@@ -177,6 +197,11 @@ func (h *Handler) createQueue(c *call) error {
 	if err := h.allow(c, name); err != nil {
 		return err
 	}
+	if h.store != nil {
+		if err := h.checkRedrive(name, attrs); err != nil {
+			return err
+		}
+	}
 	if h.store == nil {
 		if _, ok := h.lookup(name); !ok || len(attrs) > 0 || len(in.Tags) > 0 {
 			return h.needStore(c)
@@ -195,7 +220,7 @@ func (h *Handler) createQueue(c *call) error {
 		}
 		now := h.now()
 		rec = QueueRecord{Attributes: defaultAttributes(), Tags: maps.Clone(in.Tags), Created: now, Modified: now}
-		maps.Copy(rec.Attributes, attrs)
+		setAttributes(&rec, attrs)
 		if rec.Tags == nil {
 			rec.Tags = map[string]string{}
 		}
@@ -371,8 +396,11 @@ func (h *Handler) setQueueAttributes(c *call) error {
 	if err != nil {
 		return err
 	}
+	if err := h.checkRedrive(name, attrs); err != nil {
+		return err
+	}
 	if err := h.change(c, name, func(rec *QueueRecord) error {
-		maps.Copy(rec.Attributes, attrs)
+		setAttributes(rec, attrs)
 		rec.Modified = h.now()
 		return nil
 	}); err != nil {

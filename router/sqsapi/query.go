@@ -107,6 +107,12 @@ var formSchemas = map[string][]formField{
 	"TagQueue":           {queueURLField, {member: "Tags", key: "Tag", kind: formMap, mapKey: "Key", mapValue: "Value"}},
 	"UntagQueue":         {queueURLField, {member: "TagKeys", key: "TagKey", kind: formList}},
 	"ListQueueTags":      {queueURLField},
+	"StartMessageMoveTask": {{member: "SourceArn", key: "SourceArn"}, {member: "DestinationArn", key: "DestinationArn"},
+		{member: "MaxNumberOfMessagesPerSecond", key: "MaxNumberOfMessagesPerSecond", kind: formInt}},
+	"ListMessageMoveTasks":  {{member: "SourceArn", key: "SourceArn"}, {member: "MaxResults", key: "MaxResults", kind: formInt}},
+	"CancelMessageMoveTask": {{member: "TaskHandle", key: "TaskHandle"}},
+	"ListDeadLetterSourceQueues": {queueURLField, {member: "NextToken", key: "NextToken"},
+		{member: "MaxResults", key: "MaxResults", kind: formInt}},
 }
 
 // attributeMapField is the queue attributes of CreateQueue and SetQueueAttributes:

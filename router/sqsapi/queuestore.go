@@ -23,8 +23,8 @@ type QueueRecord struct {
 	Topic string
 	// Attributes are the queue's attributes by SQS's names, each as GetQueueAttributes
 	// answers it ("VisibilityTimeout": "30", ...): those a queue keeps (see Queue management
-	// in the package doc), checked and written out by the handler. A "RedrivePolicy" a host
-	// set is answered as it is (the handler sets none); other names are not answered.
+	// in the package doc), checked and written out by the handler (MaxDeliveries reads a
+	// record's RedrivePolicy); other names are not answered.
 	Attributes map[string]string
 	// Tags are the queue's cost allocation tags.
 	Tags map[string]string
@@ -86,6 +86,10 @@ type MemQueueStore struct {
 	// PurgeTopic, when set, serves PurgeQueue (MemQueueStore is a QueuePurger): it deletes
 	// every message of the topic, durably. Nil means PurgeQueue is unsupported.
 	PurgeTopic func(ctx context.Context, topic string) error
+	// Changed, when set, is called with a queue's topic once PutQueue has stored a change of
+	// an existing queue: the host calls router.Node.ReloadTopic on each node, so that a
+	// RedrivePolicy set on a queue in use (its MaxDeliveries) acts at once.
+	Changed func(topic string)
 
 	writes sync.Mutex // serializes PutQueue and DeleteQueue
 	mu     sync.RWMutex
@@ -125,11 +129,14 @@ func (s *MemQueueStore) PutQueue(ctx context.Context, name string, change func(r
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.queues == nil {
 		s.queues = map[string]QueueRecord{}
 	}
 	s.queues[name] = rec
+	s.mu.Unlock()
+	if exists && s.Changed != nil {
+		s.Changed(rec.Topic)
+	}
 	return rec, nil
 }
 

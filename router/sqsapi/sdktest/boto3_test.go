@@ -13,7 +13,8 @@ import (
 // answers), as Debian's python3-boto3 (1.26) and every botocore before 1.31 speak it: it
 // sends with typed attributes and a trace header, receives, gives up six times with
 // ChangeMessageVisibility 0, changes and deletes in batches, reads the queue's attributes,
-// creates, lists, configures, tags, purges and deletes queues, and checks the SDK's errors,
+// creates, lists, configures, tags, purges and deletes queues, sets a RedrivePolicy (and
+// is refused a bad one), and checks the SDK's errors,
 // a wrong secret's and an unknown key's among them, every request signed with SigV4 as
 // botocore signs it (testdata/boto3_query.py). SQSAPI_PYTHON names the Python (python3 when
 // unset) and SQSAPI_BOTO3_PATH a directory holding such a boto3 and botocore, put first on
@@ -22,6 +23,13 @@ import (
 // that speaks the JSON protocol, unless SQSAPI_BOTO3_PATH is set: then it fails, since the
 // run asked for that boto3 (.ci/run sets it).
 func TestBoto3Query(t *testing.T) {
+	b := newBroker(t)
+	runBoto3Query(t, b.srv.URL+"/sqs")
+}
+
+// runBoto3Query runs testdata/boto3_query.py against endpoint, whose queue "orders" exists
+// and which knows accessKey (see TestBoto3Query), with args after its own.
+func runBoto3Query(t *testing.T, endpoint string, args ...string) {
 	python := os.Getenv("SQSAPI_PYTHON")
 	if python == "" {
 		python = "python3"
@@ -33,8 +41,7 @@ func TestBoto3Query(t *testing.T) {
 		}
 		t.Skipf("no %s on PATH", python)
 	}
-	b := newBroker(t)
-	cmd := exec.Command(python, "testdata/boto3_query.py", b.srv.URL+"/sqs", accessKey, secretKey)
+	cmd := exec.Command(python, append([]string{"testdata/boto3_query.py", endpoint, accessKey, secretKey}, args...)...)
 	cmd.Env = os.Environ()
 	if path := os.Getenv("SQSAPI_BOTO3_PATH"); path != "" {
 		cmd.Env = append(cmd.Env, "PYTHONPATH="+path)

@@ -11,6 +11,15 @@
 //
 //	cd router/sqsapi/sdktest && go test ./...
 //
+// The TestServer tests build cmd/sqsd (go build, a few seconds with a warm cache) and run
+// it as a user would, over a data directory, stopped with SIGTERM or killed with SIGKILL and
+// started again: queues, attributes and unacked messages survive a restart and deleted
+// messages do not come back (TestServerRestart); a kill in the middle of sends and deletes
+// loses no message whose send succeeded and delivers none whose delete succeeded again
+// (TestServerKill9); a message received maxReceiveCount times lands in its dead-letter
+// queue with its attributes and a move task brings it back (TestServerRedrive); and boto3's
+// query protocol (TestServerBoto3Query, as TestBoto3Query below, with the dead-letter move).
+//
 // TestBoto3Query drives the handler with boto3 over SQS's query protocol
 // (testdata/boto3_query.py), which botocore spoke before 1.31: Debian's python3-boto3 1.26,
 // say. It is skipped when the Python it finds has no boto3 of that protocol. Debian's

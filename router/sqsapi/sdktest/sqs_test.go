@@ -237,7 +237,8 @@ func TestErrors(t *testing.T) {
 	require.ErrorAs(t, err, &missing)
 
 	var unsupported *types.UnsupportedOperation
-	_, err = c.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(b.queueURL)})
+	_, err = c.AddPermission(ctx, &sqs.AddPermissionInput{QueueUrl: aws.String(b.queueURL), Label: aws.String("l"),
+		AWSAccountIds: []string{"000000000000"}, Actions: []string{"SendMessage"}})
 	require.ErrorAs(t, err, &unsupported)
 
 	var api smithy.APIError

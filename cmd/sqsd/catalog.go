@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"narad.dev/consume/router/sqsapi"
+)
+
+// catalogName is the catalogue's file in the data directory; catalogTemp is where a new
+// version is written before it replaces the old.
+const (
+	catalogName = "queues.json"
+	catalogTemp = "queues.json.tmp"
+)
+
+// catalogMagic begins the catalogue's first line, followed by the CRC-32C of the rest of the
+// file (the JSON) in hex: a file cut short, or with a bit flipped, is refused at start.
+const catalogMagic = "sqsd-queues v1 crc32c="
+
+// errCorruptCatalog marks a catalogue file that cannot be read back: the server refuses to
+// start rather than run without queues it had.
+var errCorruptCatalog = errors.New("sqsd: queue catalogue damaged")
+
+// A catalog is the server's QueueStore: the queues, their attributes and tags, in one file
+// of the data directory, written whole to a temporary file, fsynced and renamed over the
+// old one (and the directory fsynced) on every change, so that a crash leaves the old
+// version or the new, never a mix. Each queue's messages are a topic of the file log whose
+// name is the queue's and the time of its creation ("orders~lx3k2..."), so a queue
+// deleted, or purged, and created again never sees the records of its former life: the
+// topic of a deleted (or purged) life is listed in the file until the next start removes
+// its files, and nothing routes to it meanwhile.
+type catalog struct {
+	dir        string // the data directory
+	partitions int    // of a new queue's topic
+
+	// Hooks into the log and the node, set before the first request.
+	createTopic func(topic string, partitions int) error
+	dropTopic   func(topic string) error // the node's DeleteTopic; the files go at the next start
+	changed     func(topic string)       // a queue's attributes changed: the node reloads its topic
+
+	writes sync.Mutex // serializes the changes and the file's writes
+	mu     sync.RWMutex
+	file   catalogFile
+	topics map[string]string // live topic → queue name
+	now    func() time.Time
+}
+
+// catalogFile is the catalogue as it is written.
+type catalogFile struct {
+	Queues map[string]catalogQueue `json:"queues"`
+	// Dropped are the topics of deleted and purged queues whose files are still to remove.
+	Dropped []string `json:"dropped,omitempty"`
+}
+
+type catalogQueue struct {
+	Record     sqsapi.QueueRecord `json:"record"`
+	Partitions int                `json:"partitions"`
+}
+
+var (
+	_ sqsapi.QueueStore  = (*catalog)(nil)
+	_ sqsapi.QueuePurger = (*catalog)(nil)
+)
+
+// openCatalog reads the catalogue of dir, or starts an empty one when there is none yet. A
+// catalogue that is there and cannot be read is an error matching errCorruptCatalog.
+func openCatalog(dir string, partitions int) (*catalog, error) {
+	c := &catalog{dir: dir, partitions: partitions, now: time.Now, topics: map[string]string{}}
+	data, err := os.ReadFile(filepath.Join(dir, catalogName))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		c.file.Queues = map[string]catalogQueue{}
+		return c, nil
+	case err != nil:
+		return nil, err
+	}
+	file, err := decodeCatalog(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v (restore it from a backup, or move it away to start with no queues)", errCorruptCatalog, filepath.Join(dir, catalogName), err)
+	}
+	c.file = file
+	for name, q := range file.Queues {
+		c.topics[q.Record.Topic] = name
+	}
+	return c, nil
+}
+
+// decodeCatalog checks and decodes a catalogue file.
+func decodeCatalog(data []byte) (catalogFile, error) {
+	var file catalogFile
+	line, body, ok := bytes.Cut(data, []byte("\n"))
+	if !ok || !bytes.HasPrefix(line, []byte(catalogMagic)) {
+		return file, errors.New("no header line")
+	}
+	sum, err := strconv.ParseUint(string(line[len(catalogMagic):]), 16, 32)
+	if err != nil {
+		return file, errors.New("malformed header line")
+	}
+	if got := crc32.Checksum(body, crcTable); got != uint32(sum) {
+		return file, fmt.Errorf("checksum %08x, the header says %08x", got, sum)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&file); err != nil {
+		return file, err
+	}
+	if file.Queues == nil {
+		file.Queues = map[string]catalogQueue{}
+	}
+	for name, q := range file.Queues {
+		if q.Record.Topic == "" || q.Partitions < 1 {
+			return file, fmt.Errorf("queue %q has no topic or partitions", name)
+		}
+	}
+	return file, nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeCatalog is what decodeCatalog reads.
+func encodeCatalog(file catalogFile) ([]byte, error) {
+	body, err := json.MarshalIndent(file, "", "\t")
+	if err != nil {
+		return nil, err
+	}
+	body = append(body, '\n')
+	out := fmt.Appendf(nil, "%s%08x\n", catalogMagic, crc32.Checksum(body, crcTable))
+	return append(out, body...), nil
+}
+
+// save writes file as the catalogue: a temporary file fsynced, renamed over the old, and the
+// directory fsynced. Called with c.writes held.
+func (c *catalog) save(file catalogFile) error {
+	data, err := encodeCatalog(file)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(c.dir, catalogName, catalogTemp, data, 0o600)
+}
+
+// writeFileAtomic replaces dir/name with data durably: written to dir/temp, fsynced,
+// renamed, and the directory fsynced.
+func writeFileAtomic(dir, name, temp string, data []byte, perm os.FileMode) error {
+	tmp := filepath.Join(dir, temp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// commit saves next as the catalogue and makes it the one served. Called with c.writes
+// held; an error changes nothing.
+func (c *catalog) commit(next catalogFile) error {
+	if err := c.save(next); err != nil {
+		return err
+	}
+	topics := make(map[string]string, len(next.Queues))
+	for name, q := range next.Queues {
+		topics[q.Record.Topic] = name
+	}
+	c.mu.Lock()
+	c.file, c.topics = next, topics
+	c.mu.Unlock()
+	return nil
+}
+
+// next is a copy of the catalogue to change. Called with c.writes held.
+func (c *catalog) next() catalogFile {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	next := catalogFile{Queues: make(map[string]catalogQueue, len(c.file.Queues)+1), Dropped: slices.Clone(c.file.Dropped)}
+	for name, q := range c.file.Queues {
+		next.Queues[name] = q
+	}
+	return next
+}
+
+// newTopic names the topic of a new life of queue name.
+func (c *catalog) newTopic(name string) string {
+	return name + "~" + strconv.FormatInt(c.now().UnixNano(), 36)
+}
+
+// Queue implements sqsapi.QueueStore.
+func (c *catalog) Queue(name string) (sqsapi.QueueRecord, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	q, ok := c.file.Queues[name]
+	return q.Record, ok
+}
+
+// queueOfTopic returns the name and record of the queue whose messages topic holds.
+func (c *catalog) queueOfTopic(topic string) (string, sqsapi.QueueRecord, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	name, ok := c.topics[topic]
+	if !ok {
+		return "", sqsapi.QueueRecord{}, false
+	}
+	return name, c.file.Queues[name].Record, true
+}
+
+// live reports whether topic is a queue's topic now.
+func (c *catalog) live(topic string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.topics[topic]
+	return ok
+}
+
+// PutQueue implements sqsapi.QueueStore. A new queue is written to the catalogue before its
+// topic is created in the log, so a crash or an error in between leaves a queue whose topic
+// the next PutQueue or start creates (its CreateQueue answered the error), never a topic no
+// queue names.
+func (c *catalog) PutQueue(ctx context.Context, name string, change func(rec sqsapi.QueueRecord, exists bool) (sqsapi.QueueRecord, error)) (sqsapi.QueueRecord, error) {
+	c.writes.Lock()
+	defer c.writes.Unlock()
+	next := c.next()
+	old, exists := next.Queues[name]
+	rec, err := change(old.Record, exists)
+	if err != nil {
+		return sqsapi.QueueRecord{}, err
+	}
+	q := catalogQueue{Record: rec, Partitions: old.Partitions}
+	if !exists {
+		if q.Record.Topic == "" {
+			q.Record.Topic = c.newTopic(name)
+		}
+		q.Partitions = c.partitions
+	}
+	next.Queues[name] = q
+	if err := c.commit(next); err != nil {
+		return sqsapi.QueueRecord{}, err
+	}
+	// The topic, made sure of every time (a no-op once it exists): a creation whose topic
+	// failed is completed by the next change of the queue (CreateQueue again), or the next
+	// start.
+	if err := c.createTopic(q.Record.Topic, q.Partitions); err != nil {
+		return sqsapi.QueueRecord{}, err
+	}
+	if exists && c.changed != nil {
+		c.changed(q.Record.Topic)
+	}
+	return q.Record, nil
+}
+
+// DeleteQueue implements sqsapi.QueueStore.
+func (c *catalog) DeleteQueue(ctx context.Context, name string) error {
+	c.writes.Lock()
+	defer c.writes.Unlock()
+	next := c.next()
+	q, ok := next.Queues[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", sqsapi.ErrQueueNotFound, name)
+	}
+	delete(next.Queues, name)
+	next.Dropped = append(next.Dropped, q.Record.Topic)
+	if err := c.commit(next); err != nil {
+		return err
+	}
+	return c.dropTopic(q.Record.Topic)
+}
+
+// PurgeQueue implements sqsapi.QueuePurger: the queue moves to a new, empty topic, durably,
+// and the old one is dropped (its files go at the next start). A message sent while the
+// purge runs may land in either, as SQS allows ("messages sent to the queue while it is
+// being purged might be deleted").
+func (c *catalog) PurgeQueue(ctx context.Context, name string, _ sqsapi.QueueRecord) error {
+	c.writes.Lock()
+	defer c.writes.Unlock()
+	next := c.next()
+	q, ok := next.Queues[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", sqsapi.ErrQueueNotFound, name)
+	}
+	old := q.Record.Topic
+	q.Record.Topic = c.newTopic(name)
+	next.Queues[name] = q
+	next.Dropped = append(next.Dropped, old)
+	if err := c.commit(next); err != nil {
+		return err
+	}
+	if err := c.createTopic(q.Record.Topic, q.Partitions); err != nil {
+		return err // the next PutQueue of the queue, or the next start, creates it
+	}
+	return c.dropTopic(old)
+}
+
+// ListQueues implements sqsapi.QueueStore.
+func (c *catalog) ListQueues(prefix string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var names []string
+	for name := range c.file.Queues {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// dropped returns the topics whose files are still to remove.
+func (c *catalog) dropped() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.file.Dropped)
+}
+
+// forgetDropped takes topics off the list of those to remove, once they are removed.
+func (c *catalog) forgetDropped(topics []string) error {
+	c.writes.Lock()
+	defer c.writes.Unlock()
+	next := c.next()
+	next.Dropped = slices.DeleteFunc(next.Dropped, func(t string) bool { return slices.Contains(topics, t) })
+	if len(next.Dropped) == len(c.file.Dropped) {
+		return nil
+	}
+	return c.commit(next)
+}
+
+// queues returns every queue's topic and partitions.
+func (c *catalog) queues() map[string]int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]int, len(c.file.Queues))
+	for _, q := range c.file.Queues {
+		out[q.Record.Topic] = q.Partitions
+	}
+	return out
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/examples/filelog"
+	"narad.dev/consume/router"
+	"narad.dev/consume/router/sqsapi"
+)
+
+// shutdownGrace bounds how long a stop waits for requests in progress (a long-poll's
+// receive ends at once: its context is cancelled) before the node is closed.
+const shutdownGrace = 5 * time.Second
+
+// A server is the queue server's parts: the catalogue of queues, the file log of their
+// messages, the node that consumes it, and the SQS front end.
+type server struct {
+	dir    string
+	logger *slog.Logger
+	cat    *catalog
+	store  *filelog.Store
+	node   *router.Node
+	api    *sqsapi.Handler
+	next   atomic.Uint32 // round robin over a queue's partitions
+
+	generated       *generated // credentials made at this start
+	credentialsPath string
+	keys            int
+}
+
+// openServer opens (or creates) the server's state in cfg.dir. Close closes it.
+func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
+	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &server{dir: cfg.dir, logger: logger}
+	if s.cat, err = openCatalog(cfg.dir, cfg.partitions); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(cfg.dir, "log")
+	dropped := s.cat.dropped()
+	for _, topic := range dropped { // deleted and purged lives: their records go
+		if err := os.RemoveAll(filepath.Join(logDir, url.PathEscape(topic))); err != nil {
+			return nil, err
+		}
+	}
+	opts := filelog.Options{
+		// Each append tells the node, which wakes a parked receive. s.node is set below,
+		// before anything is appended.
+		OnAppend: func(topic string, p int32, hwm int64) { s.node.Appended(topic, p, hwm) },
+	}
+	if cfg.fsync {
+		opts.Sync = filelog.SyncEveryAppend
+	}
+	if s.store, err = filelog.Open(logDir, opts); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	for topic, partitions := range s.cat.queues() { // a queue whose creation a crash cut short
+		if err := s.store.CreateTopic(topic, partitions); err != nil {
+			return nil, err
+		}
+	}
+	s.node, err = router.New(router.Config{
+		Logs:         s.store,
+		Routes:       routes{s},
+		Dir:          filepath.Join(cfg.dir, "consumer"),
+		Logger:       logger,
+		Topic:        s.topicConfig,
+		OnQuarantine: s.onQuarantine,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, topic := range dropped {
+		if err := s.node.DeleteTopic(topic); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.cat.forgetDropped(dropped); err != nil {
+		return nil, err
+	}
+	// Every partition loaded now, so that the queues' counts (GetQueueAttributes) are right
+	// from the start: the node counts a partition once something has loaded it.
+	for topic := range s.cat.queues() {
+		local, _, _ := s.store.Partitions(topic)
+		for _, p := range local {
+			if _, err := s.node.Quarantined(topic, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.cat.createTopic = s.store.CreateTopic
+	s.cat.dropTopic = s.node.DeleteTopic
+	s.cat.changed = s.node.ReloadTopic
+
+	creds, err := s.credentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.receiptKey()
+	if err != nil {
+		return nil, err
+	}
+	s.api, err = sqsapi.New(durableAcks{s.node}, sqsapi.Config{
+		Store:         s.cat,
+		BaseURL:       cfg.baseURL,
+		ProduceRecord: s.produce,
+		Credentials:   creds,
+		Region:        cfg.region,
+		ReceiptKey:    key,
+		Logger:        logger,
+		Routes:        routes{s},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the node (which persists every ack and reports what it could not), then the
+// log.
+func (s *server) Close() error {
+	var errs []error
+	if s.api != nil {
+		s.api.Close() // its message move tasks end
+	}
+	if s.node != nil {
+		if err := s.node.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the node: %w", err))
+		}
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the log: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// topicConfig is the node's Config.Topic: a queue's settings.
+func (s *server) topicConfig(topic string) router.TopicConfig {
+	_, rec, ok := s.cat.queueOfTopic(topic)
+	if !ok {
+		return router.TopicConfig{}
+	}
+	return topicConfigOf(rec)
+}
+
+// produce is the front end's Config.ProduceRecord: one record in the next partition of the
+// queue's topic.
+func (s *server) produce(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
+	if !s.cat.live(topic) {
+		return 0, 0, router.ErrUnknownTopic
+	}
+	local, _, ok := s.store.Partitions(topic)
+	if !ok || len(local) == 0 {
+		return 0, 0, router.ErrUnknownTopic
+	}
+	p := local[int(s.next.Add(1))%len(local)]
+	off, err := s.store.AppendRecord(topic, p, rec)
+	return p, off, err
+}
+
+// routes are the node's Routes: every partition of a queue's live topic is this node's;
+// the topics of deleted and purged lives are no one's.
+type routes struct{ s *server }
+
+func (r routes) Partitions(topic string) ([]int32, map[string][]int32, bool) {
+	if !r.s.cat.live(topic) {
+		return nil, nil, false
+	}
+	return r.s.store.Partitions(topic)
+}
+
+// durableAcks makes every DeleteMessage durable before it is answered: a message whose
+// delete succeeded is never delivered again, whatever crashes (router.Node.AckDurable, and
+// Persist for a batch: group-committed, a sync shared by the deletes that arrive
+// meanwhile).
+type durableAcks struct{ *router.Node }
+
+func (d durableAcks) Ack(ctx context.Context, topic string, h router.Handle) error {
+	return d.Node.AckDurable(ctx, topic, h)
+}
+
+func (d durableAcks) AckBatch(ctx context.Context, topic string, hs []router.Handle) []error {
+	errs := d.Node.AckBatch(ctx, topic, hs)
+	failed := map[int32]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	seen := map[int32]bool{}
+	for i, err := range errs {
+		p := hs[i].Partition
+		if err != nil || seen[p] {
+			continue
+		}
+		seen[p] = true
+		wg.Go(func() {
+			if err := d.Node.Persist(ctx, topic, p); err != nil {
+				mu.Lock()
+				failed[p] = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil && failed[hs[i].Partition] != nil {
+			errs[i] = failed[hs[i].Partition]
+		}
+	}
+	return errs
+}
+
+// receiptKey is the key of the receipt handles' tags, dir/receipt.key, made at the first
+// start: handles stay valid across a restart.
+func (s *server) receiptKey() ([]byte, error) {
+	const name = "receipt.key"
+	key, err := os.ReadFile(filepath.Join(s.dir, name))
+	switch {
+	case err == nil && len(key) == 32:
+		return key, nil
+	case err == nil:
+		return nil, fmt.Errorf("sqsd: %s is %d bytes, not 32: damaged (remove it to make another; receipt handles issued before then stop working)", filepath.Join(s.dir, name), len(key))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	key = make([]byte, 32)
+	rand.Read(key)
+	return key, writeFileAtomic(s.dir, name, name+".tmp", key, 0o600)
+}
+
+// run serves until ctx ends, then stops gracefully: requests in progress end (long-polls
+// at once), the node closes, persisting every ack, and its error is returned.
+func run(ctx context.Context, cfg config, logger *slog.Logger, out io.Writer) (err error) {
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if cfg.baseURL == "" {
+		cfg.baseURL = defaultURL(ln.Addr().String(), cfg.tlsCert != "")
+	}
+	s, err := openServer(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		} else if err == nil {
+			logger.Info("sqsd: stopped; every ack is on disk")
+		}
+	}()
+	if err := s.announce(cfg, out); err != nil {
+		return err
+	}
+
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mux := http.NewServeMux()
+	mux.Handle("/", s.api)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() {
+		if cfg.tlsCert != "" {
+			served <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	logger.Info("sqsd: serving", "url", cfg.baseURL, "addr", ln.Addr().String(), "dir", cfg.dir)
+	if cfg.ready != nil {
+		cfg.ready(cfg.baseURL)
+	}
+	select {
+	case err = <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("sqsd: stopping")
+	cancel() // long-polls end
+	sctx, scancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("sqsd: requests still in progress at shutdown", "err", err)
+	}
+	<-served
+	return nil
+}
+
+// defaultURL is the URL of a server listening on addr.
+func defaultURL(addr string, tls bool) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
