@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
-	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/budget"
 	"narad.dev/consume/internal/wire"
 )
+
+// Forwarding settles to another node: the lanes to each owner, the RPCs that carry one
+// settle or an AckBatch and read the owner's answers, and exchange, the Call with a budget
+// that every RPC to another node makes (settles, consumes, registrations, notifications,
+// cancels).
 
 // Transport carries node-to-node frames: one request frame to a node, its reply frame back.
 // err != nil means no reply came back (a 502 for the acks it carried); a peer's refusal
@@ -121,30 +124,6 @@ func (n *Node) servesConsumes(owner string, now time.Time) bool {
 }
 
 func (n *Node) lane(owner string) *lane { return n.lanes.Lane(owner) }
-
-// ownerOf returns the node that owns a partition, from the routes; err is the host's
-// answer refused (ErrHostContract: an owner named "", or routes that name the partition
-// wrongly), and then there is no owner to forward to.
-func (n *Node) ownerOf(topic string, partition int32) (owner string, ok bool, err error) {
-	if n.ownerFinder != nil {
-		if owner, ok = n.ownerFinder.Owner(topic, partition); ok && owner == "" {
-			return "", false, n.nameless(topic, partition)
-		}
-		return owner, ok, nil
-	}
-	_, remote, _, verdict := n.partitions(topic)
-	if err := verdict.refuses(partition); err != nil {
-		return "", false, err
-	}
-	for owner, parts := range remote {
-		for _, p := range parts {
-			if p == partition {
-				return owner, true, nil
-			}
-		}
-	}
-	return "", false, nil
-}
 
 // forward sends one ack, extend or nack to the owner of its partition and returns what the
 // owner answered, as the local op would have returned it.
@@ -481,111 +460,4 @@ func (n *Node) callWithin(ctx context.Context, owner string, frame []byte) ([]by
 			return nil, errNoReplyInBudget
 		}
 	}
-}
-
-// apply applies one record at now to shard, a partition of topic this node owns: a durable
-// ack as an ack (settleHere waits for its disk), an ExtendLeft as an extend (serveOne answers
-// it with the time left). A release wakes the partition's consumers: the record is visible
-// again.
-func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
-	switch r.op {
-	case opExtend, wire.OpExtendLeft:
-		return shard.Extend(now, r.handle, r.arg)
-	case opNack:
-		return time.Time{}, shard.Nack(now, r.handle, r.arg)
-	case opReject:
-		return time.Time{}, shard.Reject(now, r.handle)
-	case opRelease:
-		err := shard.GiveBack(now, r.handle)
-		if err == nil {
-			n.wake(topic, r.handle.Partition)
-		}
-		return time.Time{}, err
-	}
-	return time.Time{}, shard.Ack(now, r.handle)
-}
-
-// settleHere is apply, and for a durable ack the wait until the partition's state is on
-// disk (within ctx): a retried durable ack of a settled offset waits too, then answers
-// ErrAlreadySettled. An ack that could not be made durable answers why (ErrShardGone,
-// ErrStranded, ctx's error), though it was applied in memory.
-func (n *Node) settleHere(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
-	expiry, err := n.apply(shard, now, topic, r)
-	if r.op != opAckDurable || (err != nil && !errors.Is(err, inflight.ErrAlreadySettled)) {
-		return expiry, err
-	}
-	if werr := n.committer.Durable(ctx, topic, r.handle.Partition); werr != nil {
-		return expiry, werr
-	}
-	return expiry, err
-}
-
-// settleLocal is settleHere on a partition this node serves, within its ownership grant at
-// now: a shard whose grant lapsed answers ErrMoved, unless the host renewed the grant, and
-// then the record is applied.
-func (n *Node) settleLocal(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
-	expiry, err := n.settleHere(ctx, shard, now, topic, r)
-	if n.lapsedRetry(shard, now, err) {
-		expiry, err = n.settleHere(ctx, shard, now, topic, r)
-	}
-	return expiry, err
-}
-
-// ackManyLocal is shard.AckMany on a partition this node serves, within its grant at now as
-// settleLocal applies one record.
-func (n *Node) ackManyLocal(shard *inflight.Shard, now time.Time, handles []inflight.Handle, errs []error) {
-	shard.AckMany(now, handles, errs)
-	if len(handles) > 0 && n.lapsedRetry(shard, now, errs[0]) {
-		shard.AckMany(now, handles, errs)
-	}
-}
-
-// remoteOrLocal applies a record here when this node owns its partition, and forwards it to
-// the owner otherwise (with a Transport configured); an owner the routes do not name is
-// unavailable, with no RPC made.
-func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
-	shard, err := n.localShard(topic, r.handle.Partition)
-	if err == nil {
-		// The clock is read only for a record applied here.
-		if expiry, err := n.settleLocal(ctx, shard, n.clock.Now(), topic, r); err != inflight.ErrMoved {
-			return expiry, err
-		}
-		err = inflight.ErrMoved // handed off since it was found: the new owner has the lease
-	}
-	owner, err := n.ownerFor(topic, r.handle.Partition, err)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return n.forward(ctx, owner, topic, r)
-}
-
-// ownerFor returns the owner to forward a record of partition to, given why localShard did
-// not find it here (or why applying it here failed): ErrNotLocal, with a Transport
-// configured, names the owner; so does ErrMoved (the partition was handed off from here)
-// once the routes name another owner, and until then it is the answer; any other reason is
-// the answer. An owner the routes do not name, or one that is down, is unavailable, with no
-// RPC made.
-func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
-	moved := errors.Is(notHere, ErrMoved)
-	if !(moved || errors.Is(notHere, ErrNotLocal)) || n.transport == nil {
-		return "", notHere
-	}
-	if moved {
-		if local, _, _ := n.routes.Partitions(topic); slices.Contains(local, partition) {
-			return "", notHere // the routes have not moved on yet
-		}
-	}
-	owner, ok, err := n.ownerOf(topic, partition)
-	switch {
-	case err != nil:
-		return "", err
-	case !ok && moved:
-		return "", notHere
-	case !ok:
-		return "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
-	}
-	if n.down(owner) {
-		return "", fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
-	}
-	return owner, nil
 }
