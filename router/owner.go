@@ -54,13 +54,6 @@ func (n *Node) ownerTopic(topic string, create bool) *ownerTopic {
 	return v.(*ownerTopic)
 }
 
-// wake reports that records of (topic, partition) may have become available: it wakes
-// this node's parked consumers, then offers what is left to other nodes' tokens.
-func (n *Node) wake(topic string, partition int32) {
-	n.pump.NotifyPartition(topic, partition)
-	n.offer(topic)
-}
-
 // offer fires the tokens other nodes left for topic while this node holds records beyond
 // those its own parked consumers will take and those already promised: one token, one
 // record, one node told. With no token it is one map read and one atomic load.
