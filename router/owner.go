@@ -473,36 +473,6 @@ func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
 	return d
 }
 
-// messageOf is a record another node delivered, as this node's caller receives it, with
-// its headers converted into headers (the caller's: len(d.Headers) of them). With
-// sent set, the delivery's expiry is the lease's time left at the owner (see
-// wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
-// never looks longer here than it is at the owner, whatever the two clocks say.
-func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header) Message {
-	m := Message{
-		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
-		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
-		Attempt: d.Attempt, Reason: Reason(d.Reason), Fence: d.Fence,
-	}
-	switch {
-	case d.Expiry == 0:
-	case !sent.IsZero():
-		m.Expiry = sent.Add(time.Duration(d.Expiry))
-	default:
-		m.Expiry = time.Unix(0, d.Expiry)
-	}
-	if d.Timestamp != 0 {
-		m.Timestamp = time.Unix(0, d.Timestamp)
-	}
-	if len(d.Headers) > 0 {
-		for i, h := range d.Headers {
-			headers[i] = Header(h)
-		}
-		m.Headers = headers
-	}
-	return m
-}
-
 // forgetTopicTokens drops what the node holds for a deleted topic on either side.
 func (n *Node) forgetTopicTokens(topic string) {
 	if v, ok := n.ownerTopics.LoadAndDelete(topic); ok {

@@ -15,7 +15,7 @@ import (
 // op. The settles (ack, extend, nack, release, reject, durable ack, AckBatch) are the owner's
 // to apply, here, each through the local settle of settle.go; the consumption ops go to the
 // owner's side in owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and to
-// the requester's in remote.go (Notify).
+// the requester's in keeper.go (Notify).
 
 // Serve answers a frame another node sent, decoded at the node's Config.WireVersion, and
 // returns the reply frame. An ack, extend, nack or AckBatch is applied record by record in
@@ -23,7 +23,7 @@ import (
 // refused inside the reply: an op this node does not know (or newer than its WireVersion)
 // with the unsupported status, anything else malformed (a field newer than its WireVersion
 // included) with the bad-request status. The frames of consumption across nodes are served
-// by owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and remote.go
+// by owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and keeper.go
 // (Notify). A record whose requester gave up before it is applied (the Call's context
 // ended, or, in an AckBatch, the record's own budget ran out since the frame arrived) is
 // answered 503 unapplied. Serve only applies records of partitions this node owns: it never
