@@ -83,12 +83,25 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	asked := n.answering(owners)
-	if len(asked) == 0 {
-		return nil, fmt.Errorf("%w: no owner of %s answered lately (asked again in the background)", ErrUnavailable, req.topic)
+	asked, start, err := n.probeOrder(req.topic, owners, parks)
+	if err != nil {
+		return nil, err
 	}
-	until := deadline.Add(ConsumeOverrun)
-	start := n.topic(req.topic).nextProbe(len(asked))
+	if len(asked) == 1 && !(parks && localToo) { // nothing else serves the consume meanwhile
+		return n.probeOne(ctx, asked[0], req, deadline.Add(ConsumeOverrun))
+	}
+	return n.probeHedged(ctx, req, asked, start, parks, deadline)
+}
+
+// probeOrder is the owners a consume probes, asked from start on, round: those that let no
+// consume's RPC run out of its budget lately (see answering), start rotating per topic; for
+// a consume that parks, probeOwners of them at most. With none, the error says so.
+func (n *Node) probeOrder(topic string, owners []string, parks bool) (asked []string, start int, err error) {
+	asked = n.answering(owners)
+	if len(asked) == 0 {
+		return nil, 0, fmt.Errorf("%w: no owner of %s answered lately (asked again in the background)", ErrUnavailable, topic)
+	}
+	start = n.topic(topic).nextProbe(len(asked))
 	if parks && len(asked) > probeOwners {
 		// The rest are reached by the tokens the wait leaves with every owner: an owner
 		// holding records spends one at once, so the consume parks within two round trips
@@ -96,77 +109,35 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 		asked = append(slices.Clone(asked[start:]), asked[:start]...)[:probeOwners]
 		start = 0
 	}
-	if len(asked) == 1 && !(parks && localToo) { // nothing else serves the consume meanwhile
-		n.stats.remote.probes.Add(1)
-		msgs, err := n.remoteConsume(ctx, asked[0], req, false, n.rpcDeadline(ProbeBudget, until))
-		if len(msgs) > 0 {
-			n.stats.remote.probeHits.Add(1)
-		}
-		return msgs, err
-	}
+	return asked, start, nil
+}
 
-	type answer struct {
-		msgs []Message
-		err  error
+// probeOne probes a lone owner from the caller's goroutine, its RPC ending by until at the
+// latest.
+func (n *Node) probeOne(ctx context.Context, owner string, req scanRequest, until time.Time) ([]Message, error) {
+	n.stats.remote.probes.Add(1)
+	msgs, err := n.remoteConsume(ctx, owner, req, false, n.rpcDeadline(ProbeBudget, until))
+	if len(msgs) > 0 {
+		n.stats.remote.probeHits.Add(1)
 	}
-	// The probes still out when probe returns run on to their replies or their budgets
-	// (so an owner that hangs is found slow, not merely outrun), and the records a late
-	// reply carries are given back at once, uncounted: nobody takes them (left).
-	var mu sync.Mutex
-	left := false
-	answers := make(chan answer, len(asked))
-	defer func() {
-		mu.Lock()
-		left = true
-		mu.Unlock()
-		for {
-			select {
-			case a := <-answers:
-				n.giveBack(a.msgs)
-			default:
-				return
-			}
-		}
-	}()
-	hedge := make(chan struct{}, 1)
-	stopHedge := func() bool { return false }
-	defer func() { stopHedge() }()
-	sent := 0
-	send := func() {
-		owner := asked[(start+sent)%len(asked)]
-		sent++
-		n.stats.remote.probes.Add(1)
-		budget := n.rpcDeadline(ProbeBudget, until)
-		n.background(func() {
-			var a answer
-			func() {
-				// The host's routes and transport run here, on a goroutine of the node.
-				defer n.recoverHostPanic("probing an owner", owner, &a.err)
-				a.msgs, a.err = n.remoteConsume(ctx, owner, req, false, budget)
-			}()
-			mu.Lock()
-			defer mu.Unlock()
-			if left {
-				n.giveBack(a.msgs)
-				return
-			}
-			answers <- a
-		})
-		stopHedge()
-		select {
-		case <-hedge: // the previous probe's, fired as this one left: spent
-		default:
-		}
-		if sent < len(asked) || parks {
-			stopHedge = n.clock.AfterFunc(probeHedge, func() { notifyOne(hedge) })
-		}
-	}
-	send()
+	return msgs, err
+}
+
+// probeHedged probes asked, from start on, each on a goroutine of the node: the next owner
+// as soon as those out so far answered empty, or once the last one sent has not answered
+// within probeHedge. The first records that come back answer the consume. A consume that
+// parks returns empty once every probe is out past probeHedge or answered empty.
+func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string, start int, parks bool, deadline time.Time) ([]Message, error) {
+	p := &hedgedProbes{n: n, req: req, asked: asked, start: start, parks: parks,
+		until: deadline.Add(ConsumeOverrun), answers: make(chan probeAnswer, len(asked)),
+		hedge: make(chan struct{}, 1), stopHedge: func() bool { return false }}
+	defer p.leave()
+	p.send(ctx)
 	var lastErr error
 	failed := 0
 	for got := 0; got < len(asked); {
 		select {
-		case a := <-answers:
+		case a := <-p.answers:
 			got++
 			if len(a.msgs) > 0 {
 				n.stats.remote.probeHits.Add(1)
@@ -177,14 +148,14 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 				failed++
 				n.logger.Debug("consume: probe of an owner failed", "topic", req.topic, "err", a.err)
 			}
-			if got == sent && sent < len(asked) {
-				send() // the owners out so far answered: the next at once
+			if got == p.sent && p.sent < len(asked) {
+				p.send(ctx) // the owners out so far answered: the next at once
 			}
-		case <-hedge:
+		case <-p.hedge:
 			switch {
-			case sent < len(asked):
+			case p.sent < len(asked):
 				n.stats.remote.hedges.Add(1)
-				send()
+				p.send(ctx)
 			case n.clock.Now().Before(deadline):
 				// Every probe is out past probeHedge or answered empty: park, with tokens
 				// left with the owners still silent too.
@@ -198,6 +169,85 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 		return nil, lastErr
 	}
 	return nil, nil
+}
+
+// probeAnswer is an owner's answer to a probe.
+type probeAnswer struct {
+	msgs []Message
+	err  error
+}
+
+// hedgedProbes is the probes of one consume that probeHedged sends. The probes still out
+// when probeHedged returns run on to their replies or their budgets (so an owner that hangs
+// is found slow, not merely outrun), and the records a late reply carries are given back at
+// once, uncounted: nobody takes them (left).
+type hedgedProbes struct {
+	n     *Node
+	req   scanRequest
+	asked []string
+	start int
+	sent  int // the probes sent so far
+	parks bool
+	until time.Time // the consume's deadline plus ConsumeOverrun: every probe ends by then
+
+	answers   chan probeAnswer
+	hedge     chan struct{} // the last probe sent is out past probeHedge
+	stopHedge func() bool
+
+	mu   sync.Mutex
+	left bool // probeHedged returned
+}
+
+// send probes the next owner within ctx, on a goroutine of the node, and arms the hedge:
+// another owner left to ask, or a consume that parks, is told when this probe is out past
+// probeHedge.
+func (p *hedgedProbes) send(ctx context.Context) {
+	n := p.n
+	owner := p.asked[(p.start+p.sent)%len(p.asked)]
+	p.sent++
+	n.stats.remote.probes.Add(1)
+	budget := n.rpcDeadline(ProbeBudget, p.until)
+	req := p.req
+	n.background(func() {
+		var a probeAnswer
+		func() {
+			// The host's routes and transport run here, on a goroutine of the node.
+			defer n.recoverHostPanic("probing an owner", owner, &a.err)
+			a.msgs, a.err = n.remoteConsume(ctx, owner, req, false, budget)
+		}()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.left {
+			n.giveBack(a.msgs)
+			return
+		}
+		p.answers <- a
+	})
+	p.stopHedge()
+	select {
+	case <-p.hedge: // the previous probe's, fired as this one left: spent
+	default:
+	}
+	if p.sent < len(p.asked) || p.parks {
+		p.stopHedge = n.clock.AfterFunc(probeHedge, func() { notifyOne(p.hedge) })
+	}
+}
+
+// leave ends probeHedged: the hedge is stopped, and the answers that came but were not taken
+// are given back, as will be those still out.
+func (p *hedgedProbes) leave() {
+	p.stopHedge()
+	p.mu.Lock()
+	p.left = true
+	p.mu.Unlock()
+	for {
+		select {
+		case a := <-p.answers:
+			p.n.giveBack(a.msgs)
+		default:
+			return
+		}
+	}
 }
 
 // rpcDeadline is the deadline of a consume's RPC sent now with budget, cut to until (the
