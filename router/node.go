@@ -592,7 +592,7 @@ func (n *Node) DropPartition(topic string, partition int32) {
 		delete(n.moves.unrouted, shardKey{topic, partition})
 		n.moves.unfenceLocked(topic, partition)
 		n.moves.mu.Unlock()
-		if n.store == nil {
+		if n.statesInDir() {
 			_ = n.dir.RemoveAll(filepath.Join(n.dir.Partition(topic, partition), MovedFile))
 		}
 	}
