@@ -240,10 +240,10 @@ type topicState struct {
 	routes atomic.Pointer[routesVerdict]
 
 	mu             sync.Mutex
-	jumpLogged     map[int32]time.Time // rate limit of the retention-jump log line
-	skipLogged     map[int32]logLimit  // rate limit of the corrupt-skip log line (made on first use)
-	stallLogged    map[int32]logLimit  // rate limit of the acked-ahead stall log line (made on first use)
-	contractLogged map[int32]logLimit  // rate limit of the host-contract log line (made on first use)
+	jumpLogged     map[int32]logLimit // rate limit of the retention-jump log line (made on first use)
+	skipLogged     map[int32]logLimit // rate limit of the corrupt-skip log line (made on first use)
+	stallLogged    map[int32]logLimit // rate limit of the acked-ahead stall log line (made on first use)
+	contractLogged map[int32]logLimit // rate limit of the host-contract log line (made on first use)
 }
 
 func (t *topicState) nextStart(n int) int { return int(t.scanStart.Add(1)-1) % n }
@@ -412,7 +412,7 @@ func (n *Node) topic(name string) *topicState {
 }
 
 func newTopicState() *topicState {
-	t := &topicState{jumpLogged: map[int32]time.Time{}}
+	t := &topicState{}
 	t.routes.Store(&routesVerdict{})
 	return t
 }
