@@ -113,16 +113,6 @@ func (n *Node) answered(done func(error), a wire.Answer) {
 	done(errorOf(a))
 }
 
-// refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
-func (n *Node) refusedConsumes(owner string) {
-	n.lane(owner).Refuse(acklane.ConsumeOp, n.clock.Now().Add(olderFieldMemory))
-}
-
-// servesConsumes reports whether owner did not refuse the consume op lately.
-func (n *Node) servesConsumes(owner string, now time.Time) bool {
-	return !n.lane(owner).Refuses(acklane.ConsumeOp, now)
-}
-
 func (n *Node) lane(owner string) *lane { return n.lanes.Lane(owner) }
 
 // forward sends one ack, extend or nack to the owner of its partition and returns what the

@@ -554,3 +554,13 @@ func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header)
 	}
 	return m
 }
+
+// refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
+func (n *Node) refusedConsumes(owner string) {
+	n.lane(owner).Refuse(acklane.ConsumeOp, n.clock.Now().Add(olderFieldMemory))
+}
+
+// servesConsumes reports whether owner did not refuse the consume op lately.
+func (n *Node) servesConsumes(owner string, now time.Time) bool {
+	return !n.lane(owner).Refuses(acklane.ConsumeOp, now)
+}
