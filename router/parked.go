@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/pump"
+	"narad.dev/consume/tokens"
 )
 
 // A consumer parked on this node: its wait on the pump's queue, where a record of this
@@ -44,47 +46,15 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 			return nil, r.err // the host broke a seam's contract, or panicked, as the pump reserved
 		}
 		if r.fromOwner {
-			budget := ClaimBudget
-			if !r.wake.Claim {
-				budget = ProbeBudget
-				n.stats.remote.probes.Add(1)
-			} else {
-				n.stats.remote.claims.Add(1)
-			}
-			until := n.rpcDeadline(budget, deadline.Add(ConsumeOverrun))
-			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, until)
-			if len(msgs) > 0 {
-				if r.wake.Claim {
-					n.stats.remote.claimHits.Add(1)
-				} else {
-					n.stats.remote.probeHits.Add(1)
-					n.polled(req.topic, r.wake.Owner, true)
-				}
-				return n.topUp(req, msgs), nil
-			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			if msgs, err := n.takeFromOwner(ctx, req, r.wake, deadline); len(msgs) > 0 || err != nil {
+				return msgs, err
 			}
 			quiet = false // the record went elsewhere: wait for the next
 			continue
 		}
 		m, err := n.read(r)
-		if err == nil && ctx.Err() != nil {
-			// The consumer left while it read: nobody receives the record, so it is
-			// visible again at once, as a hand-over at the instant of a cancel is.
-			if r.shard.GiveBack(n.clock.Now(), m.Receipt) == nil {
-				n.wake(m.Topic, m.Partition)
-			}
-			return nil, ctx.Err()
-		}
 		if err == nil {
-			if req.visibility > 0 {
-				// The pump reserves with the topic's timeout; re-arm to the consume's own.
-				if expiry, err := r.shard.Extend(n.clock.Now(), m.Receipt, req.visibility); err == nil {
-					m.Expiry = expiry
-				}
-			}
-			return n.topUp(req, []Message{m}), nil
+			return n.received(ctx, req, r.shard, m)
 		}
 		// Skipped (retention, corruption): wait on. A failed log (closed, or one whose host
 		// answered wrongly): the reservation went back; wait for the next wake rather than
@@ -101,6 +71,53 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 		}
 		quiet = !errors.Is(err, errSkipped)
 	}
+}
+
+// takeFromOwner takes, for a consume parked until deadline, the record an owner's wake w
+// stands for: a claim after the owner's notification, or a probe when the keeper's turn to
+// poll an owner that takes no tokens came. No records and no error: the record went
+// elsewhere, and the consumer waits for the next.
+func (n *Node) takeFromOwner(ctx context.Context, req scanRequest, w tokens.Wake, deadline time.Time) ([]Message, error) {
+	budget := ClaimBudget
+	if !w.Claim {
+		budget = ProbeBudget
+		n.stats.remote.probes.Add(1)
+	} else {
+		n.stats.remote.claims.Add(1)
+	}
+	until := n.rpcDeadline(budget, deadline.Add(ConsumeOverrun))
+	msgs, _ := n.remoteConsume(ctx, w.Owner, req, w.Claim, until)
+	if len(msgs) > 0 {
+		if w.Claim {
+			n.stats.remote.claimHits.Add(1)
+		} else {
+			n.stats.remote.probeHits.Add(1)
+			n.polled(req.topic, w.Owner, true)
+		}
+		return n.topUp(req, msgs), nil
+	}
+	return nil, ctx.Err()
+}
+
+// received is what a parked consume returns for m, the record it read of a reservation
+// that shard holds: m under the consume's own visibility timeout, topped up; or, when the
+// consumer left while it read, nothing and ctx's error.
+func (n *Node) received(ctx context.Context, req scanRequest, shard *inflight.Shard, m Message) ([]Message, error) {
+	if ctx.Err() != nil {
+		// The consumer left while it read: nobody receives the record, so it is
+		// visible again at once, as a hand-over at the instant of a cancel is.
+		if shard.GiveBack(n.clock.Now(), m.Receipt) == nil {
+			n.wake(m.Topic, m.Partition)
+		}
+		return nil, ctx.Err()
+	}
+	if req.visibility > 0 {
+		// The pump reserves with the topic's timeout; re-arm to the consume's own.
+		if expiry, err := shard.Extend(n.clock.Now(), m.Receipt, req.visibility); err == nil {
+			m.Expiry = expiry
+		}
+	}
+	return n.topUp(req, []Message{m}), nil
 }
 
 // wait parks on the pump until a reservation is handed over (ok), the wait ends (not ok, no

@@ -175,8 +175,17 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 	}
 	scratch := ackPool.Get().(*ackScratch)
 	defer scratch.put()
-	byPartition := scratch.order[:0] // indexes of the well-formed handles, by partition
-	sorted := true                   // a batch from one consume usually is
+	byPartition := scratch.byPartition(handles, errs)
+	groups := n.ackHere(topic, handles, byPartition, errs, scratch)
+	n.ackAtOwners(ctx, topic, handles, groups, errs)
+	return errs
+}
+
+// byPartition returns the indexes of the well-formed handles, by partition (in the caller's
+// order within one), and answers the others in errs.
+func (s *ackScratch) byPartition(handles []Handle, errs []error) []int {
+	byPartition := s.order[:0] // indexes of the well-formed handles, by partition
+	sorted := true             // a batch from one consume usually is
 	for i, h := range handles {
 		if err := h.Check(); err != nil {
 			errs[i] = err
@@ -187,12 +196,18 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 		}
 		byPartition = append(byPartition, i)
 	}
-	scratch.order = byPartition
+	s.order = byPartition
 	if !sorted {
 		slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(handles[a].Partition, handles[b].Partition) })
 	}
+	return byPartition
+}
 
-	var groups map[string][]int // owner → indexes into handles
+// ackHere acks the handles byPartition lists whose partitions this node serves, those of one
+// partition under one lock of its shard, and answers each in errs. It returns the others
+// grouped by the owner they go to (nil: none); one with no owner to go to is answered in
+// errs.
+func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs []error, scratch *ackScratch) (groups map[string][]int) {
 	now := n.clock.Now()
 	for len(byPartition) > 0 {
 		p := handles[byPartition[0]].Partition
@@ -239,6 +254,13 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 		}
 		groups[owner] = append(groups[owner], indexes...)
 	}
+	return groups
+}
+
+// ackAtOwners sends each owner its group of handles (indexes into handles), in AckBatches of
+// up to maxBatch in the caller's order, the owners in parallel, and answers each handle in
+// errs as its owner answered it.
+func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, groups map[string][]int, errs []error) {
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
@@ -265,7 +287,6 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 		})
 	}
 	wg.Wait()
-	return errs
 }
 
 // ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only
