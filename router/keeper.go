@@ -150,21 +150,11 @@ func (n *Node) keep(now time.Time) time.Duration {
 				}
 				continue
 			}
-			if rt.polls == nil {
-				rt.polls = map[string]*poll{}
-			}
-			p := rt.polls[owner]
-			if p == nil {
-				p = &poll{at: now, backoff: pollFirst}
-				rt.polls[owner] = p
-			}
-			if !now.Before(p.at) && !p.pending {
-				rt.inbox.Push(tokens.Wake{Owner: owner, Until: now.Add(pollMax)})
-				p.pending = true
-				p.at, p.backoff = now.Add(p.backoff), min(2*p.backoff, pollMax)
+			due, next := rt.pollDue(owner, now)
+			if due {
 				polled = append(polled, topic)
 			}
-			soon(p.at.Sub(now))
+			soon(next.Sub(now))
 		}
 	}
 	r.mu.Unlock()
@@ -182,6 +172,28 @@ func (n *Node) keep(now time.Time) time.Duration {
 		}
 	}
 	return again
+}
+
+// pollDue gives the topic's parked consumers a probe wake for owner, one that takes no
+// tokens, when its poll is due at now and none is pending, and backs the next poll off. It
+// reports whether it did, and when the owner's next poll is due. Called with the
+// requester's lock held.
+func (rt *remoteTopic) pollDue(owner string, now time.Time) (due bool, next time.Time) {
+	if rt.polls == nil {
+		rt.polls = map[string]*poll{}
+	}
+	p := rt.polls[owner]
+	if p == nil {
+		p = &poll{at: now, backoff: pollFirst}
+		rt.polls[owner] = p
+	}
+	if !now.Before(p.at) && !p.pending {
+		rt.inbox.Push(tokens.Wake{Owner: owner, Until: now.Add(pollMax)})
+		p.pending = true
+		p.at, p.backoff = now.Add(p.backoff), min(2*p.backoff, pollMax)
+		due = true
+	}
+	return due, p.at
 }
 
 // keptOwners is consumeOwners of every partition of topic, for the keeper, with a panic of

@@ -305,24 +305,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
-		if reply.Status == wire.StatusBadRequest && (c.Headers || c.RelativeExpiry || c.Max > 1 || c.Claim) {
-			// An older release refused the newest field the frame carried: again without it.
-			until := n.clock.Now().Add(olderFieldMemory)
-			switch {
-			case c.Headers:
-				c.Headers = false
-				l.Refuse(acklane.Headers, until)
-			case c.RelativeExpiry:
-				c.RelativeExpiry = false
-				l.Refuse(acklane.RelativeExpiry, until)
-			case c.Max > 1:
-				c.Max = 1
-				l.Refuse(acklane.ConsumeMax, until)
-			default:
-				c.Claim = false
-				l.Refuse(acklane.ConsumeClaim, until)
-			}
-			continue
+		if reply.Status == wire.StatusBadRequest && n.dropNewestField(l, &c) {
+			continue // an older release refused the newest field the frame carried: again without it
 		}
 		if err := n.ownerRefusal(owner, &reply); err != nil {
 			return nil, err
@@ -336,6 +320,32 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
+}
+
+// dropNewestField takes the newest field out of c, a consume an owner refused with a 400 (a
+// release that does not know it), and remembers the refusal in l for olderFieldMemory:
+// the Headers flag, relative expiry, Max, then the Claim flag. It reports false when c
+// carries none of them.
+func (n *Node) dropNewestField(l *lane, c *wire.Consume) bool {
+	if !(c.Headers || c.RelativeExpiry || c.Max > 1 || c.Claim) {
+		return false
+	}
+	until := n.clock.Now().Add(olderFieldMemory)
+	switch {
+	case c.Headers:
+		c.Headers = false
+		l.Refuse(acklane.Headers, until)
+	case c.RelativeExpiry:
+		c.RelativeExpiry = false
+		l.Refuse(acklane.RelativeExpiry, until)
+	case c.Max > 1:
+		c.Max = 1
+		l.Refuse(acklane.ConsumeMax, until)
+	default:
+		c.Claim = false
+		l.Refuse(acklane.ConsumeClaim, until)
+	}
+	return true
 }
 
 // owned keeps the records of owner's reply that this node's routes say owner owns (of the
