@@ -159,7 +159,7 @@ func (e *errStateLoad) Unwrap() error { return e.err }
 // The shard keeps the state's incarnation and its binding to the host's, so what it persists
 // names the state it came from and the life of the topic it was loaded under.
 func (n *Node) loadState(topic string, partition int32, oldest, hwm int64, host uint64) (inflight.State, error) {
-	if n.store == nil {
+	if n.statesInDir() {
 		n.adoptLegacyTopicDir(topic)
 		if err := n.dir.MkdirAll(n.dir.Partition(topic, partition)); err != nil {
 			return inflight.State{}, err
