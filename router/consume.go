@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"narad.dev/consume/pump"
+	"narad.dev/consume/internal/wire"
 )
 
 // ConsumeOptions shape one consume. The zero value takes one record from any local
@@ -170,14 +170,6 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 	return msgs, err
 }
 
-// observeWait counts, in Stats.ConsumeWait, the wait of a consume called at calledAt that
-// returns now; a zero calledAt is a wait observed elsewhere.
-func (n *Node) observeWait(calledAt time.Time) {
-	if !calledAt.IsZero() {
-		n.stats.consumeWait.observe(n.clock.Now().Sub(calledAt))
-	}
-}
-
 // servesLocally reports whether a consume pinned to pinned (or to none, when negative) can
 // take records from this node's partitions local.
 func servesLocally(local []int32, pinned int32) bool {
@@ -201,39 +193,6 @@ func (o *ConsumeOptions) check() error {
 	}
 	return nil
 }
-
-// wait parks on the pump until a reservation is handed over (ok), the wait ends (not ok, no
-// error) or ctx ends. The wait is timed on the node's clock.
-func (n *Node) wait(ctx context.Context, topic string, pinned int32, d time.Duration, quiet bool) (m reservation, ok bool, err error) {
-	waitCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := n.clock.AfterFunc(d, func() { cancel(errWaitOver) })
-	defer stop()
-	if quiet {
-		m, err = n.pump.WaitQuiet(waitCtx, topic, pinned)
-	} else {
-		m, err = n.pump.Wait(waitCtx, topic, pinned)
-	}
-	switch {
-	case err == nil:
-		return m, true, nil
-	case errors.Is(context.Cause(waitCtx), errWaitOver) && ctx.Err() == nil:
-		return m, false, nil
-	case ctx.Err() != nil:
-		return m, false, ctx.Err()
-	case n.life.closed.Load():
-		return m, false, ErrClosed
-	case errors.Is(err, pump.ErrTopicDropped):
-		return m, false, fmt.Errorf("%w: %w", ErrUnknownTopic, err) // deleted while waiting
-	}
-	return m, false, err
-}
-
-var errWaitOver = errors.New("router: wait over")
-
-// unassignedRecheck is how often a long-poll on a topic no node serves yet looks at the
-// route table again.
-const unassignedRecheck = 50 * time.Millisecond
 
 func (n *Node) countEmpty(msgs []Message) {
 	if len(msgs) == 0 {
@@ -361,3 +320,7 @@ func (n *Node) giveBack(msgs []Message) {
 		}
 	}
 }
+
+// crossNode reports whether this node consumes from other nodes: a Transport, and a wire
+// version that has the consume op.
+func (n *Node) crossNode() bool { return n.transport != nil && n.wireVersion >= wire.V3 }

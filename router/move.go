@@ -285,7 +285,7 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 	}
 	dir := n.dir.Partition(topic, partition)
 	reset := func() error {
-		if n.store != nil {
+		if n.hostKeepsStates() {
 			return nil // the installed shard's first save replaces what the store holds
 		}
 		n.adoptLegacyTopicDir(topic)
@@ -339,7 +339,7 @@ const MovedFile = "consumer.moved"
 // markMoved writes MovedFile into the partition's directory, durably (the file and the
 // directory's entry). With Config.Store there is no directory: the fence is memory.
 func (n *Node) markMoved(topic string, partition int32) error {
-	if n.store != nil {
+	if n.hostKeepsStates() {
 		return nil
 	}
 	root, err := n.dir.OpenRoot(n.dir.Partition(topic, partition))
@@ -363,7 +363,7 @@ func (n *Node) markMoved(topic string, partition int32) error {
 
 // markedMoved reports whether the partition's directory holds MovedFile.
 func (n *Node) markedMoved(topic string, partition int32) bool {
-	return n.store == nil && n.dir.Exists(filepath.Join(n.dir.Partition(topic, partition), MovedFile))
+	return n.statesInDir() && n.dir.Exists(filepath.Join(n.dir.Partition(topic, partition), MovedFile))
 }
 
 // ReadState reads the durable state of a partition from the state directory of a node that

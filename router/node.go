@@ -240,10 +240,10 @@ type topicState struct {
 	routes atomic.Pointer[routesVerdict]
 
 	mu             sync.Mutex
-	jumpLogged     map[int32]time.Time // rate limit of the retention-jump log line
-	skipLogged     map[int32]logLimit  // rate limit of the corrupt-skip log line (made on first use)
-	stallLogged    map[int32]logLimit  // rate limit of the acked-ahead stall log line (made on first use)
-	contractLogged map[int32]logLimit  // rate limit of the host-contract log line (made on first use)
+	jumpLogged     map[int32]logLimit // rate limit of the retention-jump log line (made on first use)
+	skipLogged     map[int32]logLimit // rate limit of the corrupt-skip log line (made on first use)
+	stallLogged    map[int32]logLimit // rate limit of the acked-ahead stall log line (made on first use)
+	contractLogged map[int32]logLimit // rate limit of the host-contract log line (made on first use)
 }
 
 func (t *topicState) nextStart(n int) int { return int(t.scanStart.Add(1)-1) % n }
@@ -406,44 +406,13 @@ func (n *Node) background(f func()) { n.forwarding.Run(f) }
 // window of them in flight.
 const maxIdleWorkers = 1024
 
-// loadState reads the persisted state of a partition whose log is resolved, at its shard's
-// first touch; oldest and hwm are its log's Oldest and HighWatermark, read and checked just
-// before, and host the host's incarnation of the topic, asked before them (0: none; see
-// TopicIncarnation). A partition with no state it can trust starts just below its oldest
-// retained offset. A
-// recovered frontier at or past the high watermark is clamped below it (a log that lost its
-// tail), or, from an unverifiable legacy file, dropped for damage (see offsets.ClampToWatermark).
-// The shard keeps the state's incarnation and its binding to the host's, so what it persists
-// names the state it came from and the life of the topic it was loaded under.
-func (n *Node) loadState(topic string, partition int32, oldest, hwm int64, host uint64) (inflight.State, error) {
-	if n.store == nil {
-		n.adoptLegacyTopicDir(topic)
-		if err := n.dir.MkdirAll(n.dir.Partition(topic, partition)); err != nil {
-			return inflight.State{}, err
-		}
-	}
-	persisted, err := n.committer.LoadBound(topic, partition, host)
-	if err != nil {
-		return inflight.State{}, err
-	}
-	if err := n.checkLoadedIncarnation(topic, partition, host, persisted.HostIncarnation); err != nil {
-		return inflight.State{}, err
-	}
-	persisted = n.committer.ClampToWatermark(topic, partition, persisted, hwm)
-	if !persisted.Found {
-		return inflight.State{Frontier: oldest - 1, Incarnation: persisted.Incarnation,
-			HostIncarnation: persisted.HostIncarnation, NothingPersisted: true}, nil
-	}
-	return ackstate.ToInflight(&persisted), nil
-}
-
 // topic returns the node's state of a topic, creating it.
 func (n *Node) topic(name string) *topicState {
 	return n.topics.LoadOrAdd(name, newTopicState)
 }
 
 func newTopicState() *topicState {
-	t := &topicState{jumpLogged: map[int32]time.Time{}}
+	t := &topicState{}
 	t.routes.Store(&routesVerdict{})
 	return t
 }
@@ -623,7 +592,7 @@ func (n *Node) DropPartition(topic string, partition int32) {
 		delete(n.moves.unrouted, shardKey{topic, partition})
 		n.moves.unfenceLocked(topic, partition)
 		n.moves.mu.Unlock()
-		if n.store == nil {
+		if n.statesInDir() {
 			_ = n.dir.RemoveAll(filepath.Join(n.dir.Partition(topic, partition), MovedFile))
 		}
 	}

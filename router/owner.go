@@ -54,13 +54,6 @@ func (n *Node) ownerTopic(topic string, create bool) *ownerTopic {
 	return v.(*ownerTopic)
 }
 
-// wake reports that records of (topic, partition) may have become available: it wakes
-// this node's parked consumers, then offers what is left to other nodes' tokens.
-func (n *Node) wake(topic string, partition int32) {
-	n.pump.NotifyPartition(topic, partition)
-	n.offer(topic)
-}
-
 // offer fires the tokens other nodes left for topic while this node holds records beyond
 // those its own parked consumers will take and those already promised: one token, one
 // record, one node told. With no token it is one map read and one atomic load.
@@ -478,36 +471,6 @@ func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
 		d.Timestamp = m.Timestamp.UnixNano()
 	}
 	return d
-}
-
-// messageOf is a record another node delivered, as this node's caller receives it, with
-// its headers converted into headers (the caller's: len(d.Headers) of them). With
-// sent set, the delivery's expiry is the lease's time left at the owner (see
-// wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
-// never looks longer here than it is at the owner, whatever the two clocks say.
-func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header) Message {
-	m := Message{
-		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
-		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
-		Attempt: d.Attempt, Reason: Reason(d.Reason), Fence: d.Fence,
-	}
-	switch {
-	case d.Expiry == 0:
-	case !sent.IsZero():
-		m.Expiry = sent.Add(time.Duration(d.Expiry))
-	default:
-		m.Expiry = time.Unix(0, d.Expiry)
-	}
-	if d.Timestamp != 0 {
-		m.Timestamp = time.Unix(0, d.Timestamp)
-	}
-	if len(d.Headers) > 0 {
-		for i, h := range d.Headers {
-			headers[i] = Header(h)
-		}
-		m.Headers = headers
-	}
-	return m
 }
 
 // forgetTopicTokens drops what the node holds for a deleted topic on either side.

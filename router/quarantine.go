@@ -1,11 +1,5 @@
 package router
 
-import (
-	"slices"
-
-	"narad.dev/consume/inflight"
-)
-
 // Quarantined returns the offsets of a partition set aside after reaching the topic's
 // TopicConfig.MaxDeliveries, ascending (requeued ones waiting for delivery excluded).
 func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
@@ -45,32 +39,4 @@ func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
 		return 0, err
 	}
 	return shard.RequeueAll(n.clock.Now()), nil
-}
-
-// localShard returns the shard of a partition this node owns, loading it if needed.
-func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error) {
-	if err := checkTopic(topic); err != nil {
-		return nil, err
-	}
-	if n.life.closed.Load() {
-		return nil, ErrClosed
-	}
-	if shard, ok := n.tracker.Lookup(topic, partition); ok {
-		return shard, nil
-	}
-	gen := n.liveGeneration(topic) // before the routes: a delete from here on ends it
-	if gen == nil {
-		return nil, ErrUnknownTopic
-	}
-	local, _, known, verdict := n.partitions(topic)
-	if err := verdict.refuses(partition); err != nil {
-		return nil, err // named wrongly: neither here nor forwarded
-	}
-	switch {
-	case !known:
-		return nil, ErrUnknownTopic
-	case !slices.Contains(local, partition):
-		return nil, ErrNotLocal
-	}
-	return n.shardFor(gen, partition)
 }

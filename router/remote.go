@@ -15,13 +15,13 @@ import (
 )
 
 // The requesting side of consumption across nodes (see docs/protocol.md, "Consumption
-// across nodes"). A consume that finds nothing on this node's partitions asks remote owners
-// with a non-blocking probe (the first with records answers: one round trip; two at most
-// when it has a wait, so it parks within two round trips however many owners there are),
-// then parks on this node's queue and leaves a delivery token with each owner, shared by
-// every consumer parked here on the topic. An owner where a record shows up spends the
-// token and tells this node, which hands the wake to the consumer at the head of the queue;
-// that consumer claims the record (two round trips in all).
+// across nodes"): the RPCs this node sends owners for its consumers. A consume that finds
+// nothing on this node's partitions asks remote owners with a non-blocking probe (the first
+// with records answers: one round trip; two at most when it has a wait, so it parks within
+// two round trips however many owners there are), then parks (parked.go) with a delivery
+// token left with each owner (keeper.go). A consumer handed an owner's wake claims the
+// record (two round trips in all). A reply nobody receives is cancelled, and a replay of
+// another node's partition is asked of its owner.
 
 const (
 	// ClaimBudget bounds a claim after a notification: its round trip and the fallbacks for
@@ -42,61 +42,10 @@ const (
 	// reply, then is abandoned (what its reply carried is given back). A consume with no
 	// wait returns within ConsumeOverrun.
 	ConsumeOverrun = 250 * time.Millisecond
-	// gatewayResend is how often a node that owns none of a topic's partitions registers its
-	// token again with each owner while consumers are parked: its safety net for a lost
-	// notification or a token an owner silently dropped (a restart). A registration wakes
-	// the owner, which notifies at once if it holds records, so the net costs one frame per
-	// owner per period, whatever the number of consumers parked.
-	gatewayResend = 2 * time.Second
-	// pollFirst and pollMax bound the backoff at which a node polls an owner for its parked
-	// consumers instead of leaving a token (the owner refused registrations, or owners
-	// cannot call this node).
-	pollFirst = 100 * time.Millisecond
-	pollMax   = time.Second
 	// olderFieldMemory is how long an owner that refused a field of the consume frame gets
 	// frames without it.
 	olderFieldMemory = tokens.RefusalMemory
 )
-
-// requester is this node's tokens left with owners and the wakes they sent.
-type requester struct {
-	mu     sync.Mutex
-	regs   tokens.Registrations
-	topics map[string]*remoteTopic
-	kick   chan struct{} // capacity 1: the keeper has work
-}
-
-// remoteTopic is what this node keeps for one topic whose consumers wait on other nodes.
-type remoteTopic struct {
-	parked int // consumers parked here waiting on owners
-	// pinnedTo counts, per owner, the parked consumers pinned to a partition of that owner:
-	// they wait on it alone. The others (parked - the sum) take a record from any owner.
-	// Tokens are left only with owners some parked consumer can take from, and a
-	// notification from any other owner is passed at once.
-	pinnedTo map[string]int
-	latest   time.Time // the latest deadline of a consumer parked since the topic was last idle
-	gateway  bool      // this node owns none of the topic's partitions
-	inbox    tokens.Inbox
-	polls    map[string]*poll // owners polled instead of holding a token
-}
-
-// poll is the backoff of an owner polled for a topic's parked consumers.
-type poll struct {
-	at      time.Time // when the next probe wake is due
-	backoff time.Duration
-	pending bool // a probe wake is in the inbox, not taken yet
-}
-
-func (r *requester) forget(topic string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.topics, topic)
-	r.regs.Forget(topic)
-}
-
-// crossNode reports whether this node consumes from other nodes: a Transport, and a wire
-// version that has the consume op.
-func (n *Node) crossNode() bool { return n.transport != nil && n.wireVersion >= wire.V3 }
 
 // consumeRemote serves a consume that found nothing local (or has no local partition to
 // look at) from the remote owners: a probe of each (see probe), then, with a wait, parked on
@@ -134,12 +83,25 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	asked := n.answering(owners)
-	if len(asked) == 0 {
-		return nil, fmt.Errorf("%w: no owner of %s answered lately (asked again in the background)", ErrUnavailable, req.topic)
+	asked, start, err := n.probeOrder(req.topic, owners, parks)
+	if err != nil {
+		return nil, err
 	}
-	until := deadline.Add(ConsumeOverrun)
-	start := n.topic(req.topic).nextProbe(len(asked))
+	if len(asked) == 1 && !(parks && localToo) { // nothing else serves the consume meanwhile
+		return n.probeOne(ctx, asked[0], req, deadline.Add(ConsumeOverrun))
+	}
+	return n.probeHedged(ctx, req, asked, start, parks, deadline)
+}
+
+// probeOrder is the owners a consume probes, asked from start on, round: those that let no
+// consume's RPC run out of its budget lately (see answering), start rotating per topic; for
+// a consume that parks, probeOwners of them at most. With none, the error says so.
+func (n *Node) probeOrder(topic string, owners []string, parks bool) (asked []string, start int, err error) {
+	asked = n.answering(owners)
+	if len(asked) == 0 {
+		return nil, 0, fmt.Errorf("%w: no owner of %s answered lately (asked again in the background)", ErrUnavailable, topic)
+	}
+	start = n.topic(topic).nextProbe(len(asked))
 	if parks && len(asked) > probeOwners {
 		// The rest are reached by the tokens the wait leaves with every owner: an owner
 		// holding records spends one at once, so the consume parks within two round trips
@@ -147,77 +109,35 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 		asked = append(slices.Clone(asked[start:]), asked[:start]...)[:probeOwners]
 		start = 0
 	}
-	if len(asked) == 1 && !(parks && localToo) { // nothing else serves the consume meanwhile
-		n.stats.remote.probes.Add(1)
-		msgs, err := n.remoteConsume(ctx, asked[0], req, false, n.rpcDeadline(ProbeBudget, until))
-		if len(msgs) > 0 {
-			n.stats.remote.probeHits.Add(1)
-		}
-		return msgs, err
-	}
+	return asked, start, nil
+}
 
-	type answer struct {
-		msgs []Message
-		err  error
+// probeOne probes a lone owner from the caller's goroutine, its RPC ending by until at the
+// latest.
+func (n *Node) probeOne(ctx context.Context, owner string, req scanRequest, until time.Time) ([]Message, error) {
+	n.stats.remote.probes.Add(1)
+	msgs, err := n.remoteConsume(ctx, owner, req, false, n.rpcDeadline(ProbeBudget, until))
+	if len(msgs) > 0 {
+		n.stats.remote.probeHits.Add(1)
 	}
-	// The probes still out when probe returns run on to their replies or their budgets
-	// (so an owner that hangs is found slow, not merely outrun), and the records a late
-	// reply carries are given back at once, uncounted: nobody takes them (left).
-	var mu sync.Mutex
-	left := false
-	answers := make(chan answer, len(asked))
-	defer func() {
-		mu.Lock()
-		left = true
-		mu.Unlock()
-		for {
-			select {
-			case a := <-answers:
-				n.giveBack(a.msgs)
-			default:
-				return
-			}
-		}
-	}()
-	hedge := make(chan struct{}, 1)
-	stopHedge := func() bool { return false }
-	defer func() { stopHedge() }()
-	sent := 0
-	send := func() {
-		owner := asked[(start+sent)%len(asked)]
-		sent++
-		n.stats.remote.probes.Add(1)
-		budget := n.rpcDeadline(ProbeBudget, until)
-		n.background(func() {
-			var a answer
-			func() {
-				// The host's routes and transport run here, on a goroutine of the node.
-				defer n.recoverHostPanic("probing an owner", owner, &a.err)
-				a.msgs, a.err = n.remoteConsume(ctx, owner, req, false, budget)
-			}()
-			mu.Lock()
-			defer mu.Unlock()
-			if left {
-				n.giveBack(a.msgs)
-				return
-			}
-			answers <- a
-		})
-		stopHedge()
-		select {
-		case <-hedge: // the previous probe's, fired as this one left: spent
-		default:
-		}
-		if sent < len(asked) || parks {
-			stopHedge = n.clock.AfterFunc(probeHedge, func() { notifyOne(hedge) })
-		}
-	}
-	send()
+	return msgs, err
+}
+
+// probeHedged probes asked, from start on, each on a goroutine of the node: the next owner
+// as soon as those out so far answered empty, or once the last one sent has not answered
+// within probeHedge. The first records that come back answer the consume. A consume that
+// parks returns empty once every probe is out past probeHedge or answered empty.
+func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string, start int, parks bool, deadline time.Time) ([]Message, error) {
+	p := &hedgedProbes{n: n, req: req, asked: asked, start: start, parks: parks,
+		until: deadline.Add(ConsumeOverrun), answers: make(chan probeAnswer, len(asked)),
+		hedge: make(chan struct{}, 1), stopHedge: func() bool { return false }}
+	defer p.leave()
+	p.send(ctx)
 	var lastErr error
 	failed := 0
 	for got := 0; got < len(asked); {
 		select {
-		case a := <-answers:
+		case a := <-p.answers:
 			got++
 			if len(a.msgs) > 0 {
 				n.stats.remote.probeHits.Add(1)
@@ -228,14 +148,14 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 				failed++
 				n.logger.Debug("consume: probe of an owner failed", "topic", req.topic, "err", a.err)
 			}
-			if got == sent && sent < len(asked) {
-				send() // the owners out so far answered: the next at once
+			if got == p.sent && p.sent < len(asked) {
+				p.send(ctx) // the owners out so far answered: the next at once
 			}
-		case <-hedge:
+		case <-p.hedge:
 			switch {
-			case sent < len(asked):
+			case p.sent < len(asked):
 				n.stats.remote.hedges.Add(1)
-				send()
+				p.send(ctx)
 			case n.clock.Now().Before(deadline):
 				// Every probe is out past probeHedge or answered empty: park, with tokens
 				// left with the owners still silent too.
@@ -249,6 +169,85 @@ func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, park
 		return nil, lastErr
 	}
 	return nil, nil
+}
+
+// probeAnswer is an owner's answer to a probe.
+type probeAnswer struct {
+	msgs []Message
+	err  error
+}
+
+// hedgedProbes is the probes of one consume that probeHedged sends. The probes still out
+// when probeHedged returns run on to their replies or their budgets (so an owner that hangs
+// is found slow, not merely outrun), and the records a late reply carries are given back at
+// once, uncounted: nobody takes them (left).
+type hedgedProbes struct {
+	n     *Node
+	req   scanRequest
+	asked []string
+	start int
+	sent  int // the probes sent so far
+	parks bool
+	until time.Time // the consume's deadline plus ConsumeOverrun: every probe ends by then
+
+	answers   chan probeAnswer
+	hedge     chan struct{} // the last probe sent is out past probeHedge
+	stopHedge func() bool
+
+	mu   sync.Mutex
+	left bool // probeHedged returned
+}
+
+// send probes the next owner within ctx, on a goroutine of the node, and arms the hedge:
+// another owner left to ask, or a consume that parks, is told when this probe is out past
+// probeHedge.
+func (p *hedgedProbes) send(ctx context.Context) {
+	n := p.n
+	owner := p.asked[(p.start+p.sent)%len(p.asked)]
+	p.sent++
+	n.stats.remote.probes.Add(1)
+	budget := n.rpcDeadline(ProbeBudget, p.until)
+	req := p.req
+	n.background(func() {
+		var a probeAnswer
+		func() {
+			// The host's routes and transport run here, on a goroutine of the node.
+			defer n.recoverHostPanic("probing an owner", owner, &a.err)
+			a.msgs, a.err = n.remoteConsume(ctx, owner, req, false, budget)
+		}()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.left {
+			n.giveBack(a.msgs)
+			return
+		}
+		p.answers <- a
+	})
+	p.stopHedge()
+	select {
+	case <-p.hedge: // the previous probe's, fired as this one left: spent
+	default:
+	}
+	if p.sent < len(p.asked) || p.parks {
+		p.stopHedge = n.clock.AfterFunc(probeHedge, func() { notifyOne(p.hedge) })
+	}
+}
+
+// leave ends probeHedged: the hedge is stopped, and the answers that came but were not taken
+// are given back, as will be those still out.
+func (p *hedgedProbes) leave() {
+	p.stopHedge()
+	p.mu.Lock()
+	p.left = true
+	p.mu.Unlock()
+	for {
+		select {
+		case a := <-p.answers:
+			p.n.giveBack(a.msgs)
+		default:
+			return
+		}
+	}
 }
 
 // rpcDeadline is the deadline of a consume's RPC sent now with budget, cut to until (the
@@ -306,24 +305,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
-		if reply.Status == wire.StatusBadRequest && (c.Headers || c.RelativeExpiry || c.Max > 1 || c.Claim) {
-			// An older release refused the newest field the frame carried: again without it.
-			until := n.clock.Now().Add(olderFieldMemory)
-			switch {
-			case c.Headers:
-				c.Headers = false
-				l.Refuse(acklane.Headers, until)
-			case c.RelativeExpiry:
-				c.RelativeExpiry = false
-				l.Refuse(acklane.RelativeExpiry, until)
-			case c.Max > 1:
-				c.Max = 1
-				l.Refuse(acklane.ConsumeMax, until)
-			default:
-				c.Claim = false
-				l.Refuse(acklane.ConsumeClaim, until)
-			}
-			continue
+		if reply.Status == wire.StatusBadRequest && n.dropNewestField(l, &c) {
+			continue // an older release refused the newest field the frame carried: again without it
 		}
 		if err := n.ownerRefusal(owner, &reply); err != nil {
 			return nil, err
@@ -337,6 +320,32 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
+}
+
+// dropNewestField takes the newest field out of c, a consume an owner refused with a 400 (a
+// release that does not know it), and remembers the refusal in l for olderFieldMemory:
+// the Headers flag, relative expiry, Max, then the Claim flag. It reports false when c
+// carries none of them.
+func (n *Node) dropNewestField(l *lane, c *wire.Consume) bool {
+	if !(c.Headers || c.RelativeExpiry || c.Max > 1 || c.Claim) {
+		return false
+	}
+	until := n.clock.Now().Add(olderFieldMemory)
+	switch {
+	case c.Headers:
+		c.Headers = false
+		l.Refuse(acklane.Headers, until)
+	case c.RelativeExpiry:
+		c.RelativeExpiry = false
+		l.Refuse(acklane.RelativeExpiry, until)
+	case c.Max > 1:
+		c.Max = 1
+		l.Refuse(acklane.ConsumeMax, until)
+	default:
+		c.Claim = false
+		l.Refuse(acklane.ConsumeClaim, until)
+	}
+	return true
 }
 
 // owned keeps the records of owner's reply that this node's routes say owner owns (of the
@@ -394,524 +403,11 @@ func (n *Node) sendCancel(ctx context.Context, owner, topic string, id uint64) b
 	return true
 }
 
-// park waits for a record on this node's queue, where a local record and an owner's wake
-// both arrive, with tokens left with the owners, until deadline. A wake is either an
-// owner's notification, which the consumer claims, or, for an owner that cannot take
-// tokens, the keeper's turn to poll it, which the consumer probes.
-func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
-	defer n.observeWait(req.calledAt)
-	if len(owners) > 0 {
-		pinnedTo := ""
-		if req.pinned >= 0 {
-			pinnedTo = owners[0] // the pinned partition's owner, alone
-		}
-		rt := n.parkRemote(req.topic, owners, pinnedTo, gateway, deadline)
-		defer n.unparkRemote(rt, pinnedTo)
-	}
-	quiet := false
-	for {
-		left := deadline.Sub(n.clock.Now())
-		if left <= 0 {
-			return nil, nil
-		}
-		r, ok, err := n.wait(ctx, req.topic, req.pinned, left, quiet)
-		if err != nil || !ok {
-			return nil, err
-		}
-		if r.err != nil {
-			return nil, r.err // the host broke a seam's contract, or panicked, as the pump reserved
-		}
-		if r.fromOwner {
-			budget := ClaimBudget
-			if !r.wake.Claim {
-				budget = ProbeBudget
-				n.stats.remote.probes.Add(1)
-			} else {
-				n.stats.remote.claims.Add(1)
-			}
-			until := n.rpcDeadline(budget, deadline.Add(ConsumeOverrun))
-			msgs, _ := n.remoteConsume(ctx, r.wake.Owner, req, r.wake.Claim, until)
-			if len(msgs) > 0 {
-				if r.wake.Claim {
-					n.stats.remote.claimHits.Add(1)
-				} else {
-					n.stats.remote.probeHits.Add(1)
-					n.polled(req.topic, r.wake.Owner, true)
-				}
-				return n.topUp(req, msgs), nil
-			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			quiet = false // the record went elsewhere: wait for the next
-			continue
-		}
-		m, err := n.read(r)
-		if err == nil && ctx.Err() != nil {
-			// The consumer left while it read: nobody receives the record, so it is
-			// visible again at once, as a hand-over at the instant of a cancel is.
-			if r.shard.GiveBack(n.clock.Now(), m.Receipt) == nil {
-				n.wake(m.Topic, m.Partition)
-			}
-			return nil, ctx.Err()
-		}
-		if err == nil {
-			if req.visibility > 0 {
-				// The pump reserves with the topic's timeout; re-arm to the consume's own.
-				if expiry, err := r.shard.Extend(n.clock.Now(), m.Receipt, req.visibility); err == nil {
-					m.Expiry = expiry
-				}
-			}
-			return n.topUp(req, []Message{m}), nil
-		}
-		// Skipped (retention, corruption): wait on. A failed log (closed, or one whose host
-		// answered wrongly): the reservation went back; wait for the next wake rather than
-		// be handed it again at once.
-		if errors.Is(err, ErrHostContract) {
-			if req.pinned >= 0 {
-				return nil, err // nothing else to wait for
-			}
-			// The other partitions may hold what woke it: the scan passes over this one.
-			req.gen, req.local, req.remote = nil, nil, nil
-			if msgs, _ := n.scan(req, nil); len(msgs) > 0 {
-				return msgs, nil
-			}
-		}
-		quiet = !errors.Is(err, errSkipped)
-	}
-}
-
-// topUp adds what one local scan finds now to a batch consume the wait delivered a single
-// record to (a local one, or an older owner's): the one case where a batch holds records
-// of two owners. An owner's batch is passed through as it is.
-func (n *Node) topUp(req scanRequest, msgs []Message) []Message {
-	if req.max <= 1 || len(msgs) != 1 {
-		return msgs
-	}
-	req.max--
-	req.gen, req.local = nil, nil // the routes and generation as they are now, after the wait
-	more, _ := n.scan(req, msgs)  // what is there now, never an error
-	return more
-}
-
-// parkRemote counts a consumer parked on topic waiting on owners (on pinnedTo alone, when
-// it is pinned to a partition of that owner), and leaves a token with each owner that holds
-// no fresh one from this node (consumers parking within tokens.ShareWindow of a
-// registration share it, unless its TTL ends before their wait does). It returns the
-// topic's state it counted the consumer in, for unparkRemote.
-func (n *Node) parkRemote(topic string, owners []string, pinnedTo string, gateway bool, deadline time.Time) *remoteTopic {
-	now := n.clock.Now()
-	resend := resendEvery(gateway, len(owners))
-	ttl := tokenTTL(now, deadline, resend)
-	var send []string
-	r := &n.requester
-	r.mu.Lock()
-	rt := r.topics[topic]
-	if rt == nil {
-		rt = &remoteTopic{}
-		r.topics[topic] = rt
-	}
-	first := rt.parked == 0
-	rt.parked++
-	if pinnedTo != "" {
-		if rt.pinnedTo == nil {
-			rt.pinnedTo = map[string]int{}
-		}
-		rt.pinnedTo[pinnedTo]++
-	}
-	rt.gateway = gateway
-	if deadline.After(rt.latest) {
-		rt.latest = deadline
-	}
-	polls := false
-	for _, owner := range owners {
-		if !n.takesTokens(owner, now) {
-			polls = true // polled by the keeper
-			continue
-		}
-		if !r.regs.Share(topic, owner, now, earliest(deadline, now.Add(resend))) {
-			r.regs.Sent(topic, owner, now, ttl)
-			send = append(send, owner)
-		}
-	}
-	r.mu.Unlock()
-	for _, owner := range send {
-		n.register(owner, []wire.Registration{{Topic: topic, TTL: ttl}})
-	}
-	if first || polls {
-		n.kickKeeper() // to keep the tokens, or to poll the owners that take none
-	}
-	return rt
-}
-
-// tokenTTL sizes a token to a consumer's remaining wait plus the share window, at most two
-// periods of resend: the keeper sends it again before then while anyone is parked.
-func tokenTTL(now, deadline time.Time, resend time.Duration) time.Duration {
-	return min(max(deadline.Sub(now), 0), 2*resend) + tokens.ShareWindow
-}
-
-// resendOwners is how many owners a topic's tokens may be kept with at the base period;
-// each resendOwners more stretch it by one base period.
-const resendOwners = 8
-
-// resendEvery is how often the keeper registers a topic's token again with each of owners
-// owners while consumers are parked: gatewayResend for a node that owns none of the topic,
-// tokens.Resend otherwise, times one per resendOwners owners, so that the registrations an
-// idle node sends per second do not grow with the cluster (at most resendOwners frames per
-// base period per topic). A lost token then comes back later in a large cluster; a consume
-// that parks probes two owners first, and a registration is also sent at each park past
-// the share window.
-func resendEvery(gateway bool, owners int) time.Duration {
-	base := tokens.Resend
-	if gateway {
-		base = gatewayResend
-	}
-	return base * time.Duration(max(1, (owners+resendOwners-1)/resendOwners))
-}
-
 func earliest(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}
 	return b
-}
-
-// unparkRemote uncounts a consumer parkRemote counted, in the state it counted it in: a
-// topic deleted and created again meanwhile has a state of its own, whose count the consumer
-// of the old one must not touch (a count too low passes notifications for parked consumers).
-func (n *Node) unparkRemote(rt *remoteTopic, pinnedTo string) {
-	r := &n.requester
-	r.mu.Lock()
-	rt.parked--
-	if pinnedTo != "" {
-		if rt.pinnedTo[pinnedTo]--; rt.pinnedTo[pinnedTo] == 0 {
-			delete(rt.pinnedTo, pinnedTo)
-		}
-	}
-	r.mu.Unlock()
-}
-
-// waitsOn reports whether a consumer parked on rt can take a record from owner: one not
-// pinned, or one pinned to a partition of owner. Called with the requester's lock held.
-func (rt *remoteTopic) waitsOn(owner string) bool {
-	pinned := 0
-	for _, c := range rt.pinnedTo {
-		pinned += c
-	}
-	return rt.parked > pinned || rt.pinnedTo[owner] > 0
-}
-
-// register sends tokens to owner in one frame, in the background. An owner that refuses
-// the op (a release before tokens) is remembered, and polled instead, for
-// tokens.RefusalMemory; a token that did not arrive is forgotten, so the keeper sends it
-// again within tokens.KeepInterval.
-func (n *Node) register(owner string, regs []wire.Registration) {
-	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpRegister, Registrations: regs})
-	if err != nil {
-		return
-	}
-	n.stats.remote.registrations.Add(uint64(len(regs)))
-	n.background(func() {
-		raw, err := n.exchange(context.Background(), owner, frame, n.clock.Now().Add(ForwardBudget))
-		var answers []wire.Answer
-		if err == nil {
-			n.ownerAnswered(owner) // a registration doubles as a slow owner's recheck
-			answers, err = wire.DecodeReply(raw)
-		}
-		r := &n.requester
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		switch {
-		case err == nil && len(answers) == 1 && answers[0].Status == wire.StatusUnsupported:
-			r.regs.Refused(owner, n.clock.Now())
-			for _, reg := range regs {
-				r.regs.Spent(reg.Topic, owner)
-			}
-			n.kickKeeper() // to poll it
-		case err != nil || len(answers) != len(regs):
-			for _, reg := range regs {
-				r.regs.Spent(reg.Topic, owner)
-			}
-		default:
-			for i, a := range answers {
-				if a.Status != wire.StatusOK {
-					r.regs.Spent(regs[i].Topic, owner)
-				}
-			}
-		}
-	})
-}
-
-// serveNotify takes an owner's word that it holds a record of topic for this node: the
-// token is spent (forgotten here at once), and the wake goes to the consumer at the head of
-// this node's queue, which claims the record. With nobody parked here it is passed at once,
-// so the owner offers the record to its next token a round trip later.
-func (n *Node) serveNotify(from, topic string, hold time.Duration) wire.Answer {
-	now := n.clock.Now()
-	if _, remote, _ := n.routes.Partitions(topic); len(remote[from]) == 0 {
-		// The routes give the notifier no partition of the topic: nothing it says is
-		// believed. Passed, so an owner whose routes are ahead of this node's (a partition
-		// moving here) offers the record to its next token.
-		n.stats.remote.unbacked.Add(1)
-		return wire.Answer{Status: wire.StatusPass}
-	}
-	r := &n.requester
-	r.mu.Lock()
-	if !r.regs.Outstanding(topic, from) {
-		// No token of this node's is outstanding there: this notification spends none (a
-		// second one for one token, or one from a peer it never registered with).
-		r.mu.Unlock()
-		n.stats.remote.unbacked.Add(1)
-		return wire.Answer{Status: wire.StatusPass}
-	}
-	r.regs.Spent(topic, from)
-	rt := r.topics[topic]
-	if rt == nil || !rt.waitsOn(from) {
-		r.mu.Unlock()
-		n.stats.remote.passes.Add(1)
-		return wire.Answer{Status: wire.StatusPass}
-	}
-	rt.inbox.Push(tokens.Wake{Owner: from, Claim: true, Until: now.Add(hold)})
-	r.mu.Unlock()
-	n.stats.remote.notifications.Add(1)
-	n.pump.Notify(topic)
-	return wire.Answer{Status: wire.StatusOK}
-}
-
-// takeWake hands the pump an owner's wake for a waiter of topic: from the owner of its
-// partition for a pinned waiter.
-func (n *Node) takeWake(topic string, pinned int32) (tokens.Wake, bool) {
-	owner := ""
-	if pinned >= 0 {
-		owners, _ := n.remoteOwners(topic, pinned)
-		if len(owners) != 1 {
-			return tokens.Wake{}, false
-		}
-		owner = owners[0]
-	}
-	now := n.clock.Now()
-	r := &n.requester
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rt := r.topics[topic]
-	if rt == nil {
-		return tokens.Wake{}, false
-	}
-	var w tokens.Wake
-	var ok bool
-	if owner != "" {
-		w, ok = rt.inbox.PopFrom(owner, now)
-	} else {
-		w, ok = rt.inbox.Pop(now)
-	}
-	if p := rt.polls[w.Owner]; ok && !w.Claim && p != nil {
-		p.pending = false
-	}
-	return w, ok
-}
-
-// returnWake puts back a wake its consumer could not use (it left at that instant): the
-// next consumer parked here claims the record (the keeper passes it if none is left).
-func (n *Node) returnWake(topic string, w tokens.Wake) {
-	r := &n.requester
-	r.mu.Lock()
-	if rt := r.topics[topic]; rt != nil {
-		rt.inbox.PushFront(w)
-	}
-	r.mu.Unlock()
-}
-
-// pass tells owner that nobody here will claim the record it holds for this node.
-func (n *Node) pass(owner, topic string) {
-	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpPass, Topic: topic})
-	if err != nil {
-		return
-	}
-	n.stats.remote.passes.Add(1)
-	n.background(func() {
-		n.exchange(context.Background(), owner, frame, n.clock.Now().Add(notifyBudget))
-	})
-}
-
-// runKeeper keeps this node's tokens in place while consumers wait on owners: every
-// tokens.KeepInterval it makes sure each owner of a topic with parked consumers holds a
-// live token from this node, and sends each again after tokens.Resend (gatewayResend on a
-// gateway) regardless; and it polls, for the topic's parked consumers, the owners that
-// cannot take tokens. With no consumer waiting on an owner it arms no timer and sleeps
-// until a consumer parks (invariant "idle costs nothing").
-func (n *Node) runKeeper(ctx context.Context) {
-	tick := make(chan struct{}, 1)
-	fire := func() { notifyOne(tick) }
-	var again time.Duration // when to keep again; zero: not until kicked
-	for {
-		stop := func() bool { return false }
-		if again > 0 {
-			stop = n.clock.AfterFunc(again, fire)
-		}
-		select {
-		case <-ctx.Done():
-			stop()
-			return
-		case <-tick:
-		case <-n.requester.kick:
-			stop()
-		}
-		again = n.keep(n.clock.Now())
-	}
-}
-
-func (n *Node) kickKeeper() { notifyOne(n.requester.kick) }
-
-// keptOwners is consumeOwners of every partition of topic, for the keeper, with a panic of
-// the host's routes or failure detector recovered (see recoverHostPanic): the keeper holds
-// the requester's lock around it, which the recovery leaves held for keep to release. A
-// panic keeps no owner for this pass.
-func (n *Node) keptOwners(topic string) (owners []string) {
-	defer n.recoverHostPanic("the keeper looking up the owners", topic, nil)
-	owners, _ = n.consumeOwners(topic, -1)
-	return owners
-}
-
-// takesTokens reports whether this node leaves tokens with owner (else it polls it): owners
-// can call this node, its wire version has tokens, and the owner did not refuse a
-// registration lately. Called with the requester's lock held.
-func (n *Node) takesTokens(owner string, now time.Time) bool {
-	return !n.noCallbacks && n.wireVersion >= wire.V4 && !n.requester.regs.Refusing(owner, now)
-}
-
-// polled records a poll of owner for topic that found records: the next comes at once,
-// and the backoff starts again.
-func (n *Node) polled(topic, owner string, hit bool) {
-	r := &n.requester
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rt := r.topics[topic]; rt != nil && hit {
-		if p := rt.polls[owner]; p != nil {
-			p.at, p.backoff = n.clock.Now(), pollFirst
-		}
-	}
-	n.kickKeeper()
-}
-
-// keep is one pass of the keeper at now: it forgets topics nobody waits on any more
-// (their tokens lapse at the owners; nothing is sent), passes the wakes nobody took, sends
-// the registrations due, one frame per owner, and hands the parked consumers a probe wake
-// for each owner whose poll is due. It returns when to keep again (zero: when kicked).
-func (n *Node) keep(now time.Time) time.Duration {
-	r := &n.requester
-	type wakeOf struct{ owner, topic string }
-	var passes []wakeOf
-	var polled []string
-	due := map[string][]wire.Registration{}
-	again := time.Duration(0)
-	soon := func(d time.Duration) {
-		if again == 0 || d < again {
-			again = max(d, time.Millisecond)
-		}
-	}
-	r.mu.Lock()
-	for topic, rt := range r.topics {
-		if rt.parked == 0 {
-			rt.inbox.Drain(now, func(w tokens.Wake) {
-				if w.Claim {
-					passes = append(passes, wakeOf{w.Owner, topic})
-				}
-			})
-			r.regs.Forget(topic)
-			delete(r.topics, topic)
-			continue
-		}
-		soon(tokens.KeepInterval)
-		owners := n.keptOwners(topic)
-		resend := resendEvery(rt.gateway, len(owners))
-		ttl := tokenTTL(now, rt.latest, resend)
-		for _, owner := range owners {
-			if !rt.waitsOn(owner) {
-				continue // its records serve nobody parked here: no token, no poll
-			}
-			if n.takesTokens(owner, now) {
-				if r.regs.Due(topic, owner, now, resend) {
-					r.regs.Sent(topic, owner, now, ttl)
-					due[owner] = append(due[owner], wire.Registration{Topic: topic, TTL: ttl})
-				}
-				continue
-			}
-			if rt.polls == nil {
-				rt.polls = map[string]*poll{}
-			}
-			p := rt.polls[owner]
-			if p == nil {
-				p = &poll{at: now, backoff: pollFirst}
-				rt.polls[owner] = p
-			}
-			if !now.Before(p.at) && !p.pending {
-				rt.inbox.Push(tokens.Wake{Owner: owner, Until: now.Add(pollMax)})
-				p.pending = true
-				p.at, p.backoff = now.Add(p.backoff), min(2*p.backoff, pollMax)
-				polled = append(polled, topic)
-			}
-			soon(p.at.Sub(now))
-		}
-	}
-	r.mu.Unlock()
-	for _, topic := range polled {
-		n.pump.Notify(topic)
-	}
-	for _, p := range passes {
-		n.pass(p.owner, p.topic)
-	}
-	for owner, regs := range due {
-		for len(regs) > 0 {
-			k := min(len(regs), wire.MaxRegistrations)
-			n.register(owner, regs[:k])
-			regs = regs[k:]
-		}
-	}
-	return again
-}
-
-// holdUnassigned holds a long-poll on a topic no node serves yet (none of its partitions
-// assigned, or every owner down) instead of answering at once, which would turn every
-// looping consumer into a busy poll. It looks at the routes every unassignedRecheck, and
-// returns the live owners once some appear, so the consume probes them and parks for
-// what is left of its wait; once a partition this consume may take from is local, it
-// answers empty (no owners, no error), so the next poll takes the local path with its full
-// wait.
-func (n *Node) holdUnassigned(ctx context.Context, topic string, pinned int32, deadline time.Time) ([]string, error) {
-	tick := make(chan struct{}, 1)
-	signal := func() { notifyOne(tick) }
-	for {
-		left := deadline.Sub(n.clock.Now())
-		if left <= 0 {
-			return nil, nil
-		}
-		stop := n.clock.AfterFunc(min(unassignedRecheck, left), signal)
-		select {
-		case <-ctx.Done():
-			stop()
-			return nil, ctx.Err()
-		case <-n.life.fence.closing:
-			stop()
-			return nil, ErrClosed
-		case <-tick:
-		}
-		if n.life.closed.Load() {
-			return nil, ErrClosed
-		}
-		local, _, ok := n.routes.Partitions(topic)
-		if !ok {
-			return nil, ErrUnknownTopic
-		}
-		if servesLocally(local, pinned) {
-			return nil, nil
-		}
-		if !n.crossNode() {
-			continue
-		}
-		if owners, _ := n.consumeOwners(topic, pinned); len(owners) > 0 {
-			return owners, nil
-		}
-	}
 }
 
 // replayRemote reads a partition another node owns, from its owner. An owner on a release
@@ -1037,4 +533,44 @@ func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Mess
 		all = all[n:]
 	}
 	return msgs
+}
+
+// messageOf is a record another node delivered, as this node's caller receives it, with
+// its headers converted into headers (the caller's: len(d.Headers) of them). With
+// sent set, the delivery's expiry is the lease's time left at the owner (see
+// wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
+// never looks longer here than it is at the owner, whatever the two clocks say.
+func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header) Message {
+	m := Message{
+		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
+		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
+		Attempt: d.Attempt, Reason: Reason(d.Reason), Fence: d.Fence,
+	}
+	switch {
+	case d.Expiry == 0:
+	case !sent.IsZero():
+		m.Expiry = sent.Add(time.Duration(d.Expiry))
+	default:
+		m.Expiry = time.Unix(0, d.Expiry)
+	}
+	if d.Timestamp != 0 {
+		m.Timestamp = time.Unix(0, d.Timestamp)
+	}
+	if len(d.Headers) > 0 {
+		for i, h := range d.Headers {
+			headers[i] = Header(h)
+		}
+		m.Headers = headers
+	}
+	return m
+}
+
+// refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.
+func (n *Node) refusedConsumes(owner string) {
+	n.lane(owner).Refuse(acklane.ConsumeOp, n.clock.Now().Add(olderFieldMemory))
+}
+
+// servesConsumes reports whether owner did not refuse the consume op lately.
+func (n *Node) servesConsumes(owner string, now time.Time) bool {
+	return !n.lane(owner).Refuses(acklane.ConsumeOp, now)
 }

@@ -516,14 +516,7 @@ func (r *partitionRead) giveBack(leases []inflight.Lease) {
 // logRetentionJump logs a retention jump, at most once a minute per partition.
 func (n *Node) logRetentionJump(topic string, partition int32, offset, oldest int64, now time.Time) {
 	t := n.topic(topic)
-	t.mu.Lock()
-	last, seen := t.jumpLogged[partition]
-	due := !seen || now.Sub(last) >= time.Minute
-	if due {
-		t.jumpLogged[partition] = now
-	}
-	t.mu.Unlock()
-	if due {
+	if due, _ := t.due(&t.jumpLogged, partition, now); due {
 		n.logger.Warn("consume: retention outran the consumer; the frontier jumped to the oldest retained offset",
 			slog.String("topic", topic), slog.Int("partition", int(partition)),
 			slog.Int64("offset", offset), slog.Int64("oldest", oldest))

@@ -1,15 +1,12 @@
 package router
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"narad.dev/consume/inflight"
 )
 
 // A partition whose persisted state cannot be loaded (a state file that is a directory or a
@@ -86,112 +83,6 @@ type setAsideTable struct {
 type shardKey struct {
 	topic     string
 	partition int32
-}
-
-// errStateLoad marks a failure to load a partition's state, as opposed to resolving its log.
-type errStateLoad struct{ err error }
-
-func (e *errStateLoad) Error() string { return e.err.Error() }
-func (e *errStateLoad) Unwrap() error { return e.err }
-
-// loadPartition is the tracker's Load: the partition's log is resolved and its watermarks
-// read and checked first, so a failure of loadState past that is a failure of the
-// partition's state (its directory, its files). A log whose watermarks break its contract
-// fails the load as the host's fault (ErrHostContract), not the state's: nothing is set
-// aside, and nothing is loaded on the strength of them.
-func (n *Node) loadPartition(topic string, partition int32) (inflight.State, error) {
-	if n.moves.isFenced(topic, partition) || n.markedMoved(topic, partition) {
-		// Handed off: its files hold the state as of the hand-off, which the next owner
-		// serves now. Checked inside the create fence, so no load that began before the
-		// hand-off's drop stores a shard after it.
-		return inflight.State{}, fmt.Errorf("%w: %s/%d was handed off from this node", ErrMoved, topic, partition)
-	}
-	// Asked before the log is resolved: a topic created again in between binds the state
-	// to the earlier life (a redelivery at the next load), never the log's offsets of the
-	// earlier life to the new one (a skip).
-	host := n.hostIncarnation(topic)
-	if n.ownership != nil {
-		// Not granted here: no log or store is read for it (takeGrant below decides, once
-		// the state's epoch is known).
-		if _, ok := n.grant(topic, partition); !ok {
-			return inflight.State{}, errNoGrant(topic, partition)
-		}
-	}
-	log, err := n.getLog(topic, partition)
-	if err != nil {
-		return inflight.State{}, err
-	}
-	oldest, hwm := log.Oldest(), log.HighWatermark() // in this order: see checkWatermarks
-	if err := n.checkWatermarks(topic, partition, oldest, hwm); err != nil {
-		return inflight.State{}, err
-	}
-	st, err := n.loadState(topic, partition, oldest, hwm, host)
-	if errors.Is(err, ErrHostContract) {
-		return st, err // the host's fault, not the state's: not set aside
-	}
-	if err != nil {
-		return st, &errStateLoad{err}
-	}
-	// Last: the grant's time counts from the load's end, and a partition not granted here
-	// is neither set aside nor served.
-	if err := n.takeGrant(topic, partition, &st, n.clock.Now()); err != nil {
-		return inflight.State{}, err
-	}
-	return st, nil
-}
-
-// shardFor returns the shard of a partition this node owns, loading it if needed; a
-// partition set aside answers a *SetAsideError until its retry time, and the first caller
-// after it retries the load.
-//
-// It goes through the caller's generation of the topic, taken before it resolved the topic's
-// routes: a topic deleted since answers ErrUnknownTopic, and nothing is created for it.
-func (n *Node) shardFor(gen *inflight.Generation, partition int32) (*inflight.Shard, error) {
-	topic := gen.Topic()
-	if shard, ok := n.tracker.LookupIn(gen, partition); ok {
-		if gen.Ended() {
-			return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, ErrTopicDropped)
-		}
-		return shard, nil
-	}
-	key := shardKey{topic, partition}
-	retry := false
-	if n.setAside.count.Load() > 0 {
-		var err error
-		if retry, err = n.setAside.admit(key, n.clock.Now()); err != nil {
-			return nil, err
-		}
-	}
-	shard, err := n.tracker.ShardIn(gen, partition)
-	var stateErr *errStateLoad
-	switch {
-	case errors.Is(err, inflight.ErrTopicDropped):
-		if retry {
-			n.setAside.unclaim(key)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, ErrTopicDropped)
-	case err == nil:
-		if retry {
-			n.setAside.rejoin(key)
-			n.logger.Info("consume: partition state loads again; the partition rejoins its topic",
-				"topic", topic, "partition", partition)
-		}
-		return shard, nil
-	case errors.As(err, &stateErr):
-		return nil, n.setAside.fail(n, key, err, n.clock.Now())
-	}
-	if retry {
-		n.setAside.unclaim(key)
-	}
-	return nil, err
-}
-
-// skippedByScans reports whether err, from loading a partition's shard, leaves the
-// partition out of an unpinned scan rather than failing it: the partition is set aside, or
-// was handed off from this node while the routes still name it here.
-func skippedByScans(err error) bool {
-	var setAside *SetAsideError
-	return errors.As(err, &setAside) || errors.Is(err, ErrMoved)
 }
 
 // admit says whether a load of key may go ahead: not set aside (false, nil), due for its

@@ -3,6 +3,7 @@ package router
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,6 +13,12 @@ import (
 	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/wire"
 )
+
+// The settles of a receipt handle (Ack, AckAsync, AckDurable, Extend, Nack, Release, Reject,
+// AckBatch) and their local steps: whether a record is applied here or goes to its
+// partition's owner (remoteOrLocal, ownerFor, ownerOf), and its application to a shard this
+// node serves (settleLocal, settleHere, apply, ackManyLocal), which Serve uses too for what
+// other nodes forward. Sending a settle to its owner is forward.go's.
 
 // Ack settles the delivery a receipt handle names. Only the live lease's handle settles:
 // a handle whose lease expired (leased again or not), was nacked, or comes from before a
@@ -168,8 +175,17 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 	}
 	scratch := ackPool.Get().(*ackScratch)
 	defer scratch.put()
-	byPartition := scratch.order[:0] // indexes of the well-formed handles, by partition
-	sorted := true                   // a batch from one consume usually is
+	byPartition := scratch.byPartition(handles, errs)
+	groups := n.ackHere(topic, handles, byPartition, errs, scratch)
+	n.ackAtOwners(ctx, topic, handles, groups, errs)
+	return errs
+}
+
+// byPartition returns the indexes of the well-formed handles, by partition (in the caller's
+// order within one), and answers the others in errs.
+func (s *ackScratch) byPartition(handles []Handle, errs []error) []int {
+	byPartition := s.order[:0] // indexes of the well-formed handles, by partition
+	sorted := true             // a batch from one consume usually is
 	for i, h := range handles {
 		if err := h.Check(); err != nil {
 			errs[i] = err
@@ -180,12 +196,18 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 		}
 		byPartition = append(byPartition, i)
 	}
-	scratch.order = byPartition
+	s.order = byPartition
 	if !sorted {
 		slices.SortStableFunc(byPartition, func(a, b int) int { return cmp.Compare(handles[a].Partition, handles[b].Partition) })
 	}
+	return byPartition
+}
 
-	var groups map[string][]int // owner → indexes into handles
+// ackHere acks the handles byPartition lists whose partitions this node serves, those of one
+// partition under one lock of its shard, and answers each in errs. It returns the others
+// grouped by the owner they go to (nil: none); one with no owner to go to is answered in
+// errs.
+func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs []error, scratch *ackScratch) (groups map[string][]int) {
 	now := n.clock.Now()
 	for len(byPartition) > 0 {
 		p := handles[byPartition[0]].Partition
@@ -232,6 +254,13 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 		}
 		groups[owner] = append(groups[owner], indexes...)
 	}
+	return groups
+}
+
+// ackAtOwners sends each owner its group of handles (indexes into handles), in AckBatches of
+// up to maxBatch in the caller's order, the owners in parallel, and answers each handle in
+// errs as its owner answered it.
+func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, groups map[string][]int, errs []error) {
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
@@ -258,7 +287,6 @@ func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []e
 		})
 	}
 	wg.Wait()
-	return errs
 }
 
 // ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only
@@ -318,4 +346,135 @@ func checkDuration(op byte, d time.Duration) error {
 		return fmt.Errorf("%w: %w: %v (at most %v)", ErrInvalidArgument, inflight.ErrInvalidDuration, d, limit)
 	}
 	return nil
+}
+
+// remoteOrLocal applies a record here when this node owns its partition, and forwards it to
+// the owner otherwise (with a Transport configured); an owner the routes do not name is
+// unavailable, with no RPC made.
+func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
+	shard, err := n.localShard(topic, r.handle.Partition)
+	if err == nil {
+		// The clock is read only for a record applied here.
+		if expiry, err := n.settleLocal(ctx, shard, n.clock.Now(), topic, r); err != inflight.ErrMoved {
+			return expiry, err
+		}
+		err = inflight.ErrMoved // handed off since it was found: the new owner has the lease
+	}
+	owner, err := n.ownerFor(topic, r.handle.Partition, err)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return n.forward(ctx, owner, topic, r)
+}
+
+// ownerFor returns the owner to forward a record of partition to, given why localShard did
+// not find it here (or why applying it here failed): ErrNotLocal, with a Transport
+// configured, names the owner; so does ErrMoved (the partition was handed off from here)
+// once the routes name another owner, and until then it is the answer; any other reason is
+// the answer. An owner the routes do not name, or one that is down, is unavailable, with no
+// RPC made.
+func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
+	moved := errors.Is(notHere, ErrMoved)
+	if !(moved || errors.Is(notHere, ErrNotLocal)) || n.transport == nil {
+		return "", notHere
+	}
+	if moved {
+		if local, _, _ := n.routes.Partitions(topic); slices.Contains(local, partition) {
+			return "", notHere // the routes have not moved on yet
+		}
+	}
+	owner, ok, err := n.ownerOf(topic, partition)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok && moved:
+		return "", notHere
+	case !ok:
+		return "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
+	}
+	if n.down(owner) {
+		return "", fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
+	}
+	return owner, nil
+}
+
+// ownerOf returns the node that owns a partition, from the routes; err is the host's
+// answer refused (ErrHostContract: an owner named "", or routes that name the partition
+// wrongly), and then there is no owner to forward to.
+func (n *Node) ownerOf(topic string, partition int32) (owner string, ok bool, err error) {
+	if n.ownerFinder != nil {
+		if owner, ok = n.ownerFinder.Owner(topic, partition); ok && owner == "" {
+			return "", false, n.nameless(topic, partition)
+		}
+		return owner, ok, nil
+	}
+	_, remote, _, verdict := n.partitions(topic)
+	if err := verdict.refuses(partition); err != nil {
+		return "", false, err
+	}
+	for owner, parts := range remote {
+		for _, p := range parts {
+			if p == partition {
+				return owner, true, nil
+			}
+		}
+	}
+	return "", false, nil
+}
+
+// settleLocal is settleHere on a partition this node serves, within its ownership grant at
+// now: a shard whose grant lapsed answers ErrMoved, unless the host renewed the grant, and
+// then the record is applied.
+func (n *Node) settleLocal(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
+	expiry, err := n.settleHere(ctx, shard, now, topic, r)
+	if n.lapsedRetry(shard, now, err) {
+		expiry, err = n.settleHere(ctx, shard, now, topic, r)
+	}
+	return expiry, err
+}
+
+// settleHere is apply, and for a durable ack the wait until the partition's state is on
+// disk (within ctx): a retried durable ack of a settled offset waits too, then answers
+// ErrAlreadySettled. An ack that could not be made durable answers why (ErrShardGone,
+// ErrStranded, ctx's error), though it was applied in memory.
+func (n *Node) settleHere(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
+	expiry, err := n.apply(shard, now, topic, r)
+	if r.op != opAckDurable || (err != nil && !errors.Is(err, inflight.ErrAlreadySettled)) {
+		return expiry, err
+	}
+	if werr := n.committer.Durable(ctx, topic, r.handle.Partition); werr != nil {
+		return expiry, werr
+	}
+	return expiry, err
+}
+
+// apply applies one record at now to shard, a partition of topic this node owns: a durable
+// ack as an ack (settleHere waits for its disk), an ExtendLeft as an extend (serveOne answers
+// it with the time left). A release wakes the partition's consumers: the record is visible
+// again.
+func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
+	switch r.op {
+	case opExtend, wire.OpExtendLeft:
+		return shard.Extend(now, r.handle, r.arg)
+	case opNack:
+		return time.Time{}, shard.Nack(now, r.handle, r.arg)
+	case opReject:
+		return time.Time{}, shard.Reject(now, r.handle)
+	case opRelease:
+		err := shard.GiveBack(now, r.handle)
+		if err == nil {
+			n.wake(topic, r.handle.Partition)
+		}
+		return time.Time{}, err
+	}
+	return time.Time{}, shard.Ack(now, r.handle)
+}
+
+// ackManyLocal is shard.AckMany on a partition this node serves, within its grant at now as
+// settleLocal applies one record.
+func (n *Node) ackManyLocal(shard *inflight.Shard, now time.Time, handles []inflight.Handle, errs []error) {
+	shard.AckMany(now, handles, errs)
+	if len(handles) > 0 && n.lapsedRetry(shard, now, errs[0]) {
+		shard.AckMany(now, handles, errs)
+	}
 }

@@ -6,6 +6,11 @@ import (
 	"narad.dev/consume/internal/statedir"
 )
 
+// Where the partitions' states live: in the data directory, one directory per topic
+// (TopicDir, TopicOfDir, a legacy name adopted, a deleted topic's removed), or with the host
+// (Config.Store); statesInDir and hostKeepsStates say which. And the bounds of a topic's
+// name (checkTopic).
+
 // TopicDir is the name of the directory of Config.Dir that holds a topic's ack state, one
 // directory per partition inside it named by the partition's number (see PartitionDir): for
 // an operator's tool that finds a partition's files on a node that may not be running. It
@@ -34,6 +39,17 @@ func checkTopic(topic string) error {
 	return nil
 }
 
+// statesInDir reports whether the partitions' states live in the data directory
+// (Config.Dir), kept by the node's file committer: each partition has a directory there,
+// which the node creates, clears and marks (MovedFile). It is the contrary of
+// hostKeepsStates.
+func (n *Node) statesInDir() bool { return n.store == nil }
+
+// hostKeepsStates reports whether the host keeps the partitions' states (Config.Store,
+// through n.store's committer): there is no partition directory, and a fence that a file
+// would hold lives in memory.
+func (n *Node) hostKeepsStates() bool { return n.store != nil }
+
 // adoptLegacyTopicDir moves a topic's directory from the name an earlier release gave it to
 // its TopicDir name, at the topic's first touch, so an upgrade keeps the topic's ack state. A
 // failed move is logged and the topic starts from its legacy state's absence: its records
@@ -48,7 +64,7 @@ func (n *Node) adoptLegacyTopicDir(topic string) {
 // removeTopicDir removes a deleted topic's state, under its name and under the name an
 // earlier release gave it, so neither is read as the state of a topic created again.
 func (n *Node) removeTopicDir(topic string) error {
-	if n.store != nil {
+	if n.hostKeepsStates() {
 		return n.store.Delete(topic)
 	}
 	return n.dir.RemoveTopic(topic)

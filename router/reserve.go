@@ -8,12 +8,12 @@ import (
 	"narad.dev/consume/tokens"
 )
 
-// The hand-off of a record to a parked consumer happens in two halves, so that no log read
-// runs on the pump goroutine: the pump only reserves (a shard operation under the shard's
-// lock, never I/O) for the waiter it popped, and hands it the reservation; the woken
-// consumer, on its own goroutine, reads the record with the scan's rules. One slow read
-// (a cold segment, a disk that stalls) then delays only the consumer that reads it, never
-// the wakeups of every other topic.
+// Reserving a record for a consumer parked on this node (see parked.go), in two halves so
+// that no log read runs on the pump goroutine: the pump only reserves (a shard operation
+// under the shard's lock, never I/O) for the waiter it popped, and hands it the
+// reservation; the woken consumer, on its own goroutine, reads the record with the scan's
+// rules. One slow read (a cold segment, a disk that stalls) then delays only the consumer
+// that reads it, never the wakeups of every other topic.
 
 // reservation is what the pump hands a parked consumer: a lease on one record, the log it
 // is to be read from, and the shard that holds the lease. Key, Value and Timestamp of msg

@@ -1,0 +1,171 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
+)
+
+// The door for peer messages: Serve decodes every frame another node sends and dispatches it by
+// op. The settles (ack, extend, nack, release, reject, durable ack, AckBatch) are the owner's
+// to apply, here, each through the local settle of settle.go; the consumption ops go to the
+// owner's side in owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and to
+// the requester's in keeper.go (Notify).
+
+// Serve answers a frame another node sent, decoded at the node's Config.WireVersion, and
+// returns the reply frame. An ack, extend, nack or AckBatch is applied record by record in
+// order, each record answered as the single op would have been. A frame it cannot read is
+// refused inside the reply: an op this node does not know (or newer than its WireVersion)
+// with the unsupported status, anything else malformed (a field newer than its WireVersion
+// included) with the bad-request status. The frames of consumption across nodes are served
+// by owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and keeper.go
+// (Notify). A record whose requester gave up before it is applied (the Call's context
+// ended, or, in an AckBatch, the record's own budget ran out since the frame arrived) is
+// answered 503 unapplied. Serve only applies records of partitions this node owns: it never
+// forwards again.
+func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	start := n.clock.Now()
+	req, err := wire.DecodeRequest(frame, n.wireVersion)
+	if err != nil {
+		status := wire.StatusBadRequest
+		if errors.Is(err, ErrUnsupportedOp) {
+			status = wire.StatusUnsupported
+		}
+		return refusal(status, err.Error()), nil
+	}
+	switch req.Op {
+	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpAckBatch:
+		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
+	}
+	if !n.life.fence.enter() {
+		return refusal(wire.StatusUnavailable, ErrClosed.Error()), nil
+	}
+	defer n.life.fence.leave()
+	ok := []wire.Answer{{Status: wire.StatusOK}}
+	switch req.Op {
+	case wire.OpConsume:
+		return n.serveConsume(ctx, from, req.Topic, req.Consume), nil
+	case wire.OpConsumeBatch:
+		return n.serveConsumeBatch(ctx, from, req.Topic, req.Consumes, start), nil
+	case wire.OpReplay:
+		return n.serveReplay(ctx, req.Topic, req.Replay), nil
+	case wire.OpCancel:
+		n.serveCancel(from, req.RequestID)
+	case wire.OpRegister:
+		return wire.EncodeReply(n.serveRegister(from, req.Registrations)), nil
+	case wire.OpNotify:
+		ok[0] = n.serveNotify(from, req.Topic, req.Hold)
+	case wire.OpPass:
+		n.retire(req.Topic, from)
+	case wire.OpDrop:
+		n.serveDrop(from, req.Topic)
+	default:
+		return refusal(wire.StatusUnsupported, fmt.Sprintf("op %d is not served by this node", req.Op)), nil
+	}
+	return wire.EncodeReply(ok), nil
+}
+
+// serveAcks applies the records of an ack, extend, nack or AckBatch frame that arrived at
+// start, and returns the reply. A run of consecutive acks of one partition is settled under
+// one lock of its shard, in order, each answered as its single op would have been.
+func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic string, records []wire.Record) []byte {
+	if !n.life.fence.enter() {
+		answers := make([]wire.Answer, len(records))
+		for i := range answers {
+			answers[i] = answerOf(ErrClosed, time.Time{})
+		}
+		return wire.EncodeReply(answers)
+	}
+	defer n.life.fence.leave()
+	if len(records) == 1 { // a single op, most often
+		answer := [1]wire.Answer{n.serveOne(ctx, op, topic, &records[0], start, start)}
+		return wire.EncodeReply(answer[:])
+	}
+	scratch := servePool.Get().(*serveScratch)
+	defer servePool.Put(scratch)
+	answers := scratch.answers[:len(records)]
+	now := start // the first run's: the frame just arrived
+	for i := 0; i < len(records); {
+		if i > 0 {
+			now = n.clock.Now()
+		}
+		r := &records[i]
+		if r.Op != opAck {
+			answers[i] = n.serveOne(ctx, op, topic, r, start, now)
+			i++
+			continue
+		}
+		handles, indexes := scratch.handles[:0], scratch.indexes[:0]
+		for ; i < len(records) && records[i].Op == opAck && records[i].Handle.Partition == r.Handle.Partition && len(handles) < maxBatch; i++ {
+			if gaveUp(ctx, op, &records[i], start, now) {
+				answers[i] = unapplied
+				continue
+			}
+			handles = append(handles, inflight.Handle(records[i].Handle))
+			indexes = append(indexes, i)
+		}
+		if len(handles) == 0 {
+			continue
+		}
+		shard, err := n.localShard(topic, r.Handle.Partition)
+		if err != nil {
+			for _, k := range indexes {
+				answers[k] = answerOf(err, time.Time{})
+			}
+			continue
+		}
+		errs := scratch.errs[:len(handles)]
+		n.ackManyLocal(shard, now, handles, errs)
+		for j, k := range indexes {
+			answers[k] = answerOf(errs[j], time.Time{})
+		}
+		clear(errs)
+	}
+	reply := wire.EncodeReply(answers)
+	clear(answers) // their messages
+	return reply
+}
+
+// serveOne applies r, a record of a frame of op that arrived at start, at now, and answers
+// it: unapplied if its requester gave up by then.
+func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Record, start, now time.Time) wire.Answer {
+	if gaveUp(ctx, op, r, start, now) {
+		return unapplied
+	}
+	rec := recordOf(r)
+	shard, err := n.localShard(topic, rec.handle.Partition)
+	if err != nil {
+		return answerOf(err, time.Time{})
+	}
+	expiry, err := n.settleLocal(ctx, shard, now, topic, rec)
+	a := answerOf(err, expiry)
+	if r.Op == wire.OpExtendLeft && err == nil {
+		a.Expiry = int64(max(expiry.Sub(now), 1)) // the time left, not a time: see wire.OpExtendLeft
+	}
+	return a
+}
+
+// unapplied answers a record whose requester gave up before it was applied.
+var unapplied = wire.Answer{Status: wire.StatusUnavailable, Message: "the requester gave up: not applied"}
+
+// gaveUp reports whether the requester of r, a record of a frame of op that arrived at
+// start, gave up by now: the call's context ended, or, in an AckBatch, the record's own
+// budget ran out.
+func gaveUp(ctx context.Context, op byte, r *wire.Record, start, now time.Time) bool {
+	return ctx.Err() != nil || (op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
+}
+
+// serveScratch is what serveAcks works in for a frame of several records, pooled.
+type serveScratch struct {
+	handles [maxBatch]inflight.Handle
+	errs    [maxBatch]error
+	indexes [maxBatch]int
+	answers [maxBatch]wire.Answer
+}
+
+var servePool = sync.Pool{New: func() any { return new(serveScratch) }}
