@@ -169,7 +169,8 @@ func (cfg *Config) validate() error {
 
 // A Node is one member of a deployment: it serves consumes, acks, extends and nacks on the
 // partitions it owns, parks long-polls at no cost while idle, and persists ack state. It owns
-// every goroutine it starts (the pump, the purger, the committer) and stops them all in
+// every goroutine it starts (the pump, the purger, the committer, the keeper of the tokens it
+// leaves with other nodes, and the pool that carries its RPCs to them) and stops them all in
 // Close. It is safe for concurrent use.
 type Node struct {
 	logs      Logs

@@ -198,9 +198,11 @@ type hedgedProbes struct {
 	left bool // probeHedged returned
 }
 
-// send probes the next owner within ctx, on a goroutine of the node, and arms the hedge:
-// another owner left to ask, or a consume that parks, is told when this probe is out past
-// probeHedge.
+// send probes the next owner, on a goroutine of the node, and arms the hedge: another owner
+// left to ask, or a consume that parks, is told when this probe is out past probeHedge. The
+// probe carries ctx's values but not its end: it runs to its reply or its budget even when
+// the consumer goes first (a front end's client that hung up), so that an owner that hangs
+// is found slow however briefly its consumers wait.
 func (p *hedgedProbes) send(ctx context.Context) {
 	n := p.n
 	owner := p.asked[(p.start+p.sent)%len(p.asked)]
@@ -213,7 +215,7 @@ func (p *hedgedProbes) send(ctx context.Context) {
 		func() {
 			// The host's routes and transport run here, on a goroutine of the node.
 			defer n.recoverHostPanic("probing an owner", owner, &a.err)
-			a.msgs, a.err = n.remoteConsume(ctx, owner, req, false, budget)
+			a.msgs, a.err = n.remoteConsume(context.WithoutCancel(ctx), owner, req, false, budget)
 		}()
 		p.mu.Lock()
 		defer p.mu.Unlock()

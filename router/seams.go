@@ -24,8 +24,9 @@ import (
 // does; the node's locks are released on the way, and a record reserved for the call lapses
 // with its visibility timeout. On the node's own goroutines, where nothing of the host's
 // could recover it and the process would end, it is recovered: the pump reserving for a
-// parked consumer (the consumer answers an error wrapping ErrHostContract), the keeper, and
-// the offer of records to other nodes' tokens, which also runs from the purger and timers.
+// parked consumer (the consumer answers an error wrapping ErrHostContract), the keeper, the
+// probes of other owners (the consume answers the error), and the offer of records to other
+// nodes' tokens, which also runs from the purger and timers.
 // That offer, Config.OnQuarantine and Transport.Call are contained wherever they run, since
 // the node cannot tell its goroutines from the caller's there; a Call that panicked is one
 // that got no reply. Each recovered panic is counted (Stats.HostPanics) and logged with its
@@ -231,8 +232,8 @@ type OwnerFinder interface {
 	Owner(topic string, partition int32) (owner string, ok bool)
 }
 
-// Clock is the node's time. Only its goroutines (the pump, the purger, the committer) and
-// its timestamps read it; the data structures take now as an argument.
+// Clock is the node's time: its goroutines and the calls of its API read it (a consume's
+// deadline, a lease's expiry, an ack's budget); the data structures take now as an argument.
 type Clock interface {
 	Now() time.Time
 	// AfterFunc calls f in its own goroutine after d, as time.AfterFunc does; stop

@@ -114,7 +114,7 @@ func TestSlowLogReadDelaysNoOtherTopic(t *testing.T) {
 
 // A consumer that leaves while it reads the record it was handed gives the record back at
 // once: the next consumer gets it without waiting for its visibility timeout.
-func TestHandOffGivenBackWhenConsumerLeavesDuringRead(t *testing.T) {
+func TestReservedGivenBackWhenConsumerLeavesDuringRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &routertest.MemLogs{}
 		node := newTopicsNode(t, logs, "t")
@@ -146,7 +146,7 @@ func TestHandOffGivenBackWhenConsumerLeavesDuringRead(t *testing.T) {
 
 // A reserved record the consumer finds below retention or unreadable is passed over as the
 // scan does, and the consumer waits on for the next one rather than answer empty.
-func TestHandOffSkipsAndWaitsOn(t *testing.T) {
+func TestReservedSkipsAndWaitsOn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(log *routertest.MemLog)
@@ -185,7 +185,7 @@ func TestHandOffSkipsAndWaitsOn(t *testing.T) {
 // A reserved record whose log turns out closed goes back, and the consumer waits for the
 // next wake rather than reading the closed log over and over: the log the host installs in
 // its place serves it.
-func TestHandOffClosedLogWaitsForNextWake(t *testing.T) {
+func TestReservedClosedLogWaitsForNextWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &routertest.MemLogs{}
 		node := newTopicsNode(t, logs, "t")
