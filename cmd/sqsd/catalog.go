@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"narad.dev/consume/examples/filelog"
 	"narad.dev/consume/router/sqsapi"
 )
 
@@ -173,19 +174,7 @@ func writeFileAtomic(dir, name, temp string, data []byte, perm os.FileMode) erro
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return filelog.SyncDir(dir)
 }
 
 // commit saves next as the catalogue and makes it the one served. Called with c.writes

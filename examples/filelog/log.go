@@ -261,7 +261,7 @@ func (l *Log) roll() error {
 func (l *Log) dirChanged() error {
 	l.dirDirty = true
 	if l.opts.Sync == SyncEveryAppend {
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return fmt.Errorf("filelog: sync %s: %w", l.dir, err)
 		}
 		l.dirDirty = false
@@ -314,7 +314,7 @@ func (l *Log) syncLocked() error {
 		}
 	}
 	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return err
 		}
 		l.dirDirty = false

@@ -163,8 +163,9 @@ func (s *segment) frameBounds(i int64) (start, end int64, ok bool) {
 	return start, s.end, true
 }
 
-// syncDir makes the entries of dir (created and removed files) durable.
-func syncDir(dir string) error {
+// SyncDir makes the entries of dir (created, renamed and removed files) durable: what a
+// writer of its own files beside the log (a host's catalogue, say) syncs after a rename.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

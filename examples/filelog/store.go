@@ -165,7 +165,7 @@ func (s *Store) openPartition(name string, partition int32) (*Log, error) {
 	}
 	if s.opts.Sync == SyncEveryAppend && os.IsNotExist(statErr) {
 		// The new directory's entry, and the topic's if that is new too.
-		err := errors.Join(syncDir(topicDir), syncDir(s.dir))
+		err := errors.Join(SyncDir(topicDir), SyncDir(s.dir))
 		if err != nil {
 			l.Close()
 			return nil, err

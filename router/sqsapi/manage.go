@@ -498,27 +498,6 @@ func (h *Handler) untagQueue(c *call) error {
 	return nil
 }
 
-// tagsReply answers ListQueueTags: {} in JSON when there are none.
-type tagsReply map[string]string
-
-func (t tagsReply) appendJSON(dst []byte) []byte {
-	if len(t) == 0 {
-		return append(dst, emptyObject...)
-	}
-	resp, _ := json.Marshal(struct{ Tags map[string]string }{t})
-	return append(dst, resp...)
-}
-
-func (t tagsReply) appendXML(dst []byte) []byte {
-	for _, k := range slices.Sorted(maps.Keys(t)) {
-		dst = append(dst, "<Tag>"...)
-		dst = appendXMLElement(dst, "Key", k)
-		dst = appendXMLElement(dst, "Value", t[k])
-		dst = append(dst, "</Tag>"...)
-	}
-	return dst
-}
-
 // listQueueTags serves ListQueueTags.
 func (h *Handler) listQueueTags(c *call) error {
 	_, ref, err := h.named(c)

@@ -130,29 +130,23 @@ func (h *Handler) startMessageMoveTask(c *call) error {
 	if err != nil {
 		return err
 	}
-	source, ok := h.arnQueue(*in.SourceArn)
-	if !ok {
-		return fail(codeResourceNotFound, "The resource that you specified for the SourceArn parameter doesn't exist.")
+	source, ref, err := h.openSource(c, *in.SourceArn)
+	if err != nil {
+		return err
 	}
 	destination := ""
 	if in.DestinationArn != nil {
+		var ok bool
 		if destination, ok = h.arnQueue(*in.DestinationArn); !ok {
-			return fail(codeResourceNotFound, "The resource that you specified for the DestinationArn parameter doesn't exist.")
+			return resourceNotFound("DestinationArn")
 		}
 		if destination == source {
 			return invalidValue("DestinationArn", strconv.Quote(truncate(*in.DestinationArn)), "The destination is the source.")
 		}
 	}
-	ref, err := h.open(c, source)
-	if err != nil {
-		if errors.Is(err, codeQueueDoesNotExist) {
-			return fail(codeResourceNotFound, "The resource that you specified for the SourceArn parameter doesn't exist.")
-		}
-		return err
-	}
 	if destination != "" {
 		if _, ok := h.store.Queue(destination); !ok {
-			return fail(codeResourceNotFound, "The resource that you specified for the DestinationArn parameter doesn't exist.")
+			return resourceNotFound("DestinationArn")
 		}
 	}
 	if !h.isDeadLetterQueue(source) {
@@ -374,14 +368,8 @@ func (h *Handler) listMessageMoveTasks(c *call) error {
 	if err != nil {
 		return err
 	}
-	source, ok := h.arnQueue(*in.SourceArn)
-	if !ok {
-		return fail(codeResourceNotFound, "The resource that you specified for the SourceArn parameter doesn't exist.")
-	}
-	if _, err := h.open(c, source); err != nil {
-		if errors.Is(err, codeQueueDoesNotExist) {
-			return fail(codeResourceNotFound, "The resource that you specified for the SourceArn parameter doesn't exist.")
-		}
+	source, _, err := h.openSource(c, *in.SourceArn)
+	if err != nil {
 		return err
 	}
 	m := &h.moves
@@ -452,4 +440,23 @@ func (h *Handler) cancelMessageMoveTask(c *call) error {
 	t.cancel()
 	c.reply(movedReply(t.moved))
 	return nil
+}
+
+// resourceNotFound is SQS's answer to an ARN parameter naming no queue of the endpoint.
+func resourceNotFound(param string) error {
+	return fail(codeResourceNotFound, "The resource that you specified for the "+param+" parameter doesn't exist.")
+}
+
+// openSource opens the queue a move task's SourceArn names, as open does; an ARN of no
+// queue of this endpoint, or of a queue that does not exist, is ResourceNotFoundException.
+func (h *Handler) openSource(c *call, arn string) (string, queueRef, error) {
+	source, ok := h.arnQueue(arn)
+	if !ok {
+		return "", queueRef{}, resourceNotFound("SourceArn")
+	}
+	ref, err := h.open(c, source)
+	if errors.Is(err, codeQueueDoesNotExist) {
+		err = resourceNotFound("SourceArn")
+	}
+	return source, ref, err
 }

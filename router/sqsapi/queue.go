@@ -154,23 +154,38 @@ func (q queueURLReply) appendXML(dst []byte) []byte {
 	return appendXMLElement(dst, "QueueUrl", string(q))
 }
 
-// An attributesReply answers GetQueueAttributes: {} in JSON when it holds none.
-type attributesReply map[string]string
+// A pairsReply answers with a map of names to values: GetQueueAttributes' Attributes,
+// ListQueueTags' Tags. In JSON it is {} when the map is empty; in XML each pair is an element
+// (element) holding the name (nameTag) and the value, sorted by name.
+type pairsReply struct {
+	field, element, nameTag string
+	pairs                   map[string]string
+}
 
-func (a attributesReply) appendJSON(dst []byte) []byte {
-	if len(a) == 0 {
+// attributesReply answers GetQueueAttributes.
+func attributesReply(attrs map[string]string) pairsReply {
+	return pairsReply{field: "Attributes", element: "Attribute", nameTag: "Name", pairs: attrs}
+}
+
+// tagsReply answers ListQueueTags.
+func tagsReply(tags map[string]string) pairsReply {
+	return pairsReply{field: "Tags", element: "Tag", nameTag: "Key", pairs: tags}
+}
+
+func (r pairsReply) appendJSON(dst []byte) []byte {
+	if len(r.pairs) == 0 {
 		return append(dst, emptyObject...)
 	}
-	resp, _ := json.Marshal(struct{ Attributes map[string]string }{a})
+	resp, _ := json.Marshal(map[string]map[string]string{r.field: r.pairs})
 	return append(dst, resp...)
 }
 
-func (a attributesReply) appendXML(dst []byte) []byte {
-	for _, name := range slices.Sorted(maps.Keys(a)) {
-		dst = append(dst, "<Attribute>"...)
-		dst = appendXMLElement(dst, "Name", name)
-		dst = appendXMLElement(dst, "Value", a[name])
-		dst = append(dst, "</Attribute>"...)
+func (r pairsReply) appendXML(dst []byte) []byte {
+	for _, name := range slices.Sorted(maps.Keys(r.pairs)) {
+		dst = append(append(append(dst, '<'), r.element...), '>')
+		dst = appendXMLElement(dst, r.nameTag, name)
+		dst = appendXMLElement(dst, "Value", r.pairs[name])
+		dst = append(append(append(dst, "</"...), r.element...), '>')
 	}
 	return dst
 }
