@@ -192,7 +192,7 @@
 // Work runs a handler per record for in-process consumers (extending leases while handlers
 // run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
 // group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
-// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Reject
+// Quarantined, Requeue, Discard and Config.OnQuarantine expose, Backoff, extension caps); Reject
 // quarantines a record at once, on its consumer's word that it will never succeed; Stats
 // returns the counters, which package router/metrics exports for Prometheus and expvar;
 // PartitionStatus and TopicStatus say how far behind a partition is and whether it is
