@@ -133,6 +133,9 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.redriveQuarantined(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
