@@ -63,7 +63,7 @@ type Config struct {
 	// MaxDeliveries quarantines a record whose lease ended unsettled (expired or nacked)
 	// after this many deliveries: the frontier passes over it, it is kept in the
 	// partition's persisted quarantine set and reported through Hooks.Quarantine, until
-	// Requeue brings it back. Zero means unlimited: one poison
+	// Requeue brings it back or Discard settles it for good. Zero means unlimited: one poison
 	// record is then delivered again forever and holds the frontier.
 	MaxDeliveries int
 	// Backoff delays the redelivery of a record whose lease expired, or that was nacked

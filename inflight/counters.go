@@ -18,6 +18,7 @@ type Counters struct {
 	Quarantined    atomic.Uint64 // records set aside after MaxDeliveries attempts or by a reject
 	Rejected       atomic.Uint64 // rejects that quarantined a lease (counted in Quarantined too)
 	Requeued       atomic.Uint64 // quarantined records brought back for delivery
+	Discarded      atomic.Uint64 // quarantined records settled for good by Discard
 	// AckedAheadStalls counts the episodes in which a partition's acked-ahead set stood at
 	// its cap, so that only the frontier hole was handed out (see Hooks.AckedAheadStall).
 	AckedAheadStalls atomic.Uint64
@@ -26,7 +27,7 @@ type Counters struct {
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
 	Delivered, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
-	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, AckedAheadStalls uint64
+	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, Discarded, AckedAheadStalls uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
@@ -46,6 +47,7 @@ func (c *Counters) Load() CounterValues {
 		Quarantined:      c.Quarantined.Load(),
 		Rejected:         c.Rejected.Load(),
 		Requeued:         c.Requeued.Load(),
+		Discarded:        c.Discarded.Load(),
 		AckedAheadStalls: c.AckedAheadStalls.Load(),
 	}
 }

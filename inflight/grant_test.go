@@ -51,6 +51,8 @@ func TestLapsedGrantFreezesTheShard(t *testing.T) {
 	}
 	assert.False(t, s.Requeue(until, q.Offset), "no requeue under a lapsed grant")
 	assert.Zero(t, s.RequeueAll(until))
+	assert.False(t, s.Discard(until, q.Offset), "no discard under a lapsed grant")
+	assert.Equal(t, []int64{q.Offset}, s.Quarantined(), "still quarantined")
 	assert.Zero(t, s.Purge(until.Add(time.Hour)), "nothing expires while frozen")
 	st := s.Stats()
 	assert.Equal(t, int64(-1), st.Frontier)

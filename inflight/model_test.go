@@ -45,8 +45,12 @@ type model struct {
 	closed      bool           // the log answers every read with ErrLogClosed
 	quarantines int            // quarantine events so far
 	rejects     int            // rejects that quarantined a lease so far
-	capped      bool           // the last choice found the acked-ahead cap reached
-	stalls      int            // episodes at the acked-ahead cap so far
+	discards    int            // quarantined offsets settled for good so far
+	// discardedAhead counts the discards that parked an offset in the acked-ahead set: it
+	// may exceed its cap by them, as the quarantine it came from did.
+	discardedAhead int
+	capped         bool // the last choice found the acked-ahead cap reached
+	stalls         int  // episodes at the acked-ahead cap so far
 }
 
 func (m *model) at(off int64) *modelOffset {
@@ -283,6 +287,24 @@ func (m *model) requeue(off int64) bool {
 	return true
 }
 
+// discard settles a quarantined offset for good: gone at or below the frontier, acked
+// ahead above it (the frontier passed over it already, or a hole lies beneath).
+func (m *model) discard(off int64) bool {
+	o, ok := m.offsets[off]
+	if !ok || o.state != quarantined {
+		return false
+	}
+	m.discards++
+	if off <= m.frontier {
+		delete(m.offsets, off)
+		return true
+	}
+	*o = modelOffset{state: acked}
+	m.discardedAhead++
+	m.advance()
+	return true
+}
+
 type shardMachine struct {
 	s           *Shard
 	m           *model
@@ -515,6 +537,18 @@ func (sm *shardMachine) requeue(t *rapid.T) {
 	}
 }
 
+func (sm *shardMachine) discard(t *rapid.T) {
+	quarantine := sm.s.Quarantined()
+	off := rapid.Int64Range(0, sm.m.hwm).Draw(t, "offset")
+	if len(quarantine) > 0 && rapid.Bool().Draw(t, "quarantined") {
+		off = quarantine[rapid.IntRange(0, len(quarantine)-1).Draw(t, "which")]
+	}
+	sm.m.purge(sm.now)
+	if got, want := sm.s.Discard(sm.now, off), sm.m.discard(off); got != want {
+		t.Fatalf("Discard(%d) = %v, want %v", off, got, want)
+	}
+}
+
 func (sm *shardMachine) purge(t *rapid.T) {
 	sm.m.purge(sm.now)
 	sm.s.Purge(sm.now)
@@ -619,10 +653,13 @@ func (sm *shardMachine) check(t *rapid.T) {
 	if sm.stalls != sm.m.stalls {
 		t.Fatalf("AckedAheadStall hook called %d times, want %d episodes", sm.stalls, sm.m.stalls)
 	}
-	if st.AckedAhead > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAhead {
+	if got := sm.s.counters.Discarded.Load(); got != uint64(sm.m.discards) {
+		t.Fatalf("Discarded counted %d, want %d", got, sm.m.discards)
+	}
+	if st.AckedAhead > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAhead+sm.m.discardedAhead {
 		t.Fatalf("acked-ahead set %d exceeds in-flight cap + acked-ahead cap (checklist 24)", st.AckedAhead)
 	}
-	if st.AckedAheadRuns > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAheadRuns {
+	if st.AckedAheadRuns > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAheadRuns+sm.m.discardedAhead {
 		t.Fatalf("acked-ahead set of %d runs exceeds in-flight cap + run cap (checklist 24)", st.AckedAheadRuns)
 	}
 	var snap State
@@ -663,6 +700,7 @@ func TestShardAgainstModel(t *testing.T) {
 			"nack":         sm.nack,
 			"reject":       sm.reject,
 			"requeue":      sm.requeue,
+			"discard":      sm.discard,
 			"purge":        sm.purge,
 			"retention":    sm.retention,
 			"toggleClosed": sm.toggleClosed,

@@ -202,6 +202,49 @@ func (s *Shard) RequeueAll(now time.Time) int {
 	return n
 }
 
+// Discard settles a quarantined offset for good, as an ack would have: the host copied the
+// record elsewhere (a dead-letter queue) or gave up on it, and it is never delivered again.
+// At or below the frontier (which passed over it) it simply leaves the quarantine; above it
+// (a hole lies beneath) it moves to the acked-ahead set, which the frontier passes over just
+// as it passed the quarantined offset, so the frontier never moves back (invariant "no
+// frontier past an ack"). The persisted state never grows for it: the acked-ahead section
+// takes the room before the quarantine's, and the offset may join two runs into one (at the
+// acked-ahead cap too: like an ack, a discard is always accepted). The partition is reported
+// dirty, so the committer persists the change.
+//
+// It reports whether off was quarantined. An offset that is not (never quarantined, or
+// requeued: waiting for delivery again, or leased after a requeue) changes nothing and gets
+// false, as does any offset of a dropped, handed-off or lapsed shard.
+func (s *Shard) Discard(now time.Time, off int64) bool {
+	var fx effects
+	s.mu.Lock()
+	s.purgeLocked(now.UnixNano(), &fx)
+	ok := !s.lapsedAt(now.UnixNano()) && s.discardLocked(off, &fx)
+	s.mu.Unlock()
+	s.report(&fx)
+	return ok
+}
+
+func (s *Shard) discardLocked(off int64, fx *effects) bool {
+	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped {
+		return false
+	}
+	delete(s.quarantine, off)
+	if off > s.frontier {
+		// A quarantined offset at the frontier hole was passed over when it was quarantined
+		// (or restored), so a hole lies beneath this one: it parks in the acked-ahead set.
+		wasCapped := s.capped
+		s.ahead.insert(off)
+		s.checkCapLocked()
+		if wasCapped && !s.capped {
+			fx.released++ // it joined two runs and ended a stall: more is visible
+		}
+	}
+	s.counters.Discarded.Add(1)
+	fx.dirty = true
+	return true
+}
+
 func (s *Shard) requeueLocked(off int64, fx *effects) bool {
 	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped {
 		return false

@@ -2,6 +2,7 @@ package inflight
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,6 +116,187 @@ func TestRequeue(t *testing.T) {
 	assert.Equal(t, []int64{0}, s.Quarantined(), "past the limit again: back in quarantine")
 	require.NoError(t, s.Ack(now, l2.Handle))
 	assert.Equal(t, Stats{Frontier: 2, Quarantined: 1}, s.Stats())
+}
+
+// Discard settles a quarantined record for good: below the frontier it leaves the
+// quarantine, above a hole it is acked ahead; either way it is persisted and never delivered
+// again. An offset that is not quarantined (never was, requeued, leased after a requeue,
+// discarded already) answers false and changes nothing.
+func TestDiscard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup brings the shard to where the case starts and returns the offset to
+		// discard; leases it leaves stay live.
+		setup func(t *testing.T, s *Shard) int64
+		want  bool
+		// after is the state wanted after the discard, with no lease held.
+		after Stats
+		// snap is the persisted state wanted after the discard.
+		snap State
+		// redelivered is what a restart delivers again, ascending, below hwm 4.
+		redelivered []int64
+	}{{
+		name: "quarantined below the frontier",
+		setup: func(t *testing.T, s *Shard) int64 {
+			quarantineNext(t, s) // 0
+			return 0
+		},
+		want:        true,
+		after:       Stats{Frontier: 0},
+		snap:        State{Frontier: 0},
+		redelivered: []int64{1, 2, 3},
+	}, {
+		name: "quarantined above a hole: acked ahead",
+		setup: func(t *testing.T, s *Shard) int64 {
+			hole := reserve(t, s, epoch, 4) // 0, leased
+			quarantineNext(t, s)            // 1
+			require.NoError(t, s.GiveBack(epoch, hole.Handle))
+			return 1
+		},
+		want:        true,
+		after:       Stats{Frontier: -1, AckedAhead: 1, AckedAheadRuns: 1},
+		snap:        State{Frontier: -1, AckedAhead: []Run{{1, 1}}},
+		redelivered: []int64{0, 2, 3},
+	}, {
+		name: "between two acked-ahead runs: they join",
+		setup: func(t *testing.T, s *Shard) int64 {
+			hole := reserve(t, s, epoch, 4) // 0
+			a := reserve(t, s, epoch, 4)    // 1
+			quarantineNext(t, s)            // 2
+			b := reserve(t, s, epoch, 4)    // 3
+			require.NoError(t, s.Ack(epoch, a.Handle))
+			require.NoError(t, s.Ack(epoch, b.Handle))
+			require.Equal(t, 2, s.Stats().AckedAheadRuns)
+			require.NoError(t, s.GiveBack(epoch, hole.Handle))
+			return 2
+		},
+		want:        true,
+		after:       Stats{Frontier: -1, AckedAhead: 3, AckedAheadRuns: 1},
+		snap:        State{Frontier: -1, AckedAhead: []Run{{1, 3}}},
+		redelivered: []int64{0},
+	}, {
+		name: "never quarantined",
+		setup: func(t *testing.T, s *Shard) int64 {
+			quarantineNext(t, s) // 0
+			return 2
+		},
+		after:       Stats{Frontier: 0, Quarantined: 1},
+		snap:        State{Frontier: 0, Quarantined: []int64{0}},
+		redelivered: []int64{1, 2, 3},
+	}, {
+		name: "requeued below the frontier, waiting",
+		setup: func(t *testing.T, s *Shard) int64 {
+			quarantineNext(t, s) // 0
+			require.True(t, s.Requeue(epoch, 0))
+			return 0
+		},
+		after:       Stats{Frontier: 0, Quarantined: 1, Requeued: 1},
+		snap:        State{Frontier: 0, Requeued: []int64{0}},
+		redelivered: []int64{0, 1, 2, 3},
+	}, {
+		name: "requeued above a hole: unresolved again",
+		setup: func(t *testing.T, s *Shard) int64 {
+			hole := reserve(t, s, epoch, 4) // 0
+			quarantineNext(t, s)            // 1
+			require.True(t, s.Requeue(epoch, 1))
+			require.NoError(t, s.GiveBack(epoch, hole.Handle))
+			return 1
+		},
+		after:       Stats{Frontier: -1},
+		snap:        State{Frontier: -1},
+		redelivered: []int64{0, 1, 2, 3},
+	}, {
+		name: "requeued and leased again",
+		setup: func(t *testing.T, s *Shard) int64 {
+			quarantineNext(t, s) // 0
+			require.True(t, s.Requeue(epoch, 0))
+			l := reserve(t, s, epoch, 4)
+			require.Equal(t, int64(0), l.Offset)
+			assert.False(t, s.Discard(epoch, 0), "a live lease of a requeued record")
+			require.NoError(t, s.GiveBack(epoch, l.Handle))
+			return 0
+		},
+		after:       Stats{Frontier: 0, Quarantined: 1, Requeued: 1},
+		snap:        State{Frontier: 0, Requeued: []int64{0}},
+		redelivered: []int64{0, 1, 2, 3},
+	}, {
+		name: "discarded already",
+		setup: func(t *testing.T, s *Shard) int64 {
+			quarantineNext(t, s) // 0
+			require.True(t, s.Discard(epoch, 0))
+			return 0
+		},
+		after:       Stats{Frontier: 0},
+		snap:        State{Frontier: 0},
+		redelivered: []int64{1, 2, 3},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dirty := 0
+			hooks := Hooks{Dirty: func(string, int32) { dirty++ }}
+			s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 1}, Hooks: hooks}, State{Frontier: -1})
+			off := tc.setup(t, s)
+			var before State
+			s.Snapshot(&before) // clears the dirty report
+			dirty = 0
+			discarded := s.counters.Discarded.Load()
+
+			assert.Equal(t, tc.want, s.Discard(epoch, off))
+			assert.Equal(t, tc.after, s.Stats())
+			var snap State
+			s.Snapshot(&snap)
+			assert.Equal(t, tc.snap.Frontier, snap.Frontier)
+			assert.Equal(t, tc.snap.AckedAhead, snap.AckedAhead)
+			assert.Equal(t, tc.snap.Quarantined, snap.Quarantined)
+			assert.Equal(t, tc.snap.Requeued, snap.Requeued)
+			assert.NotContains(t, s.Quarantined(), off, "never listed as quarantined after a discard")
+			if tc.want {
+				assert.Equal(t, 1, dirty, "reported dirty, for the committer")
+				assert.Equal(t, discarded+1, s.counters.Discarded.Load())
+			} else {
+				assert.Zero(t, dirty, "nothing changed")
+				assert.Equal(t, discarded, s.counters.Discarded.Load())
+				assert.Equal(t, before.Quarantined, snap.Quarantined)
+				assert.Equal(t, before.AckedAhead, snap.AckedAhead)
+			}
+
+			s.Restore(snap)
+			now := epoch.Add(time.Hour)
+			var got []int64
+			for {
+				l, err := s.ReserveNext(now, 4)
+				if err != nil {
+					break
+				}
+				got = append(got, l.Offset)
+			}
+			slices.Sort(got)
+			assert.Equal(t, tc.redelivered, got, "delivered after a restart")
+		})
+	}
+}
+
+// quarantineNext reserves the next record and nacks it into the quarantine (MaxDeliveries 1).
+func quarantineNext(t *testing.T, s *Shard) {
+	t.Helper()
+	l := reserve(t, s, epoch, 4)
+	require.NoError(t, s.Nack(epoch, l.Handle, 0))
+	require.Contains(t, s.Quarantined(), l.Offset)
+}
+
+// A discard of a dropped or handed-off shard changes nothing.
+func TestDiscardFrozen(t *testing.T) {
+	s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 1}}, State{Frontier: -1})
+	quarantineNext(t, s)
+	var st State
+	s.HandOff(epoch, &st)
+	assert.False(t, s.Discard(epoch, 0))
+	assert.Equal(t, []int64{0}, st.Quarantined)
+	dropped := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 1}}, st)
+	dropped.drop(false)
+	assert.False(t, dropped.Discard(epoch, 0))
+	assert.Equal(t, []int64{0}, dropped.Quarantined())
+	next := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 1}}, st)
+	assert.True(t, next.Discard(epoch, 0), "the next owner's shard discards it")
 }
 
 // A lease expiry and a nack without a delay wait what the backoff policy says.

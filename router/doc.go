@@ -192,7 +192,7 @@
 // Work runs a handler per record for in-process consumers (extending leases while handlers
 // run, acking, nacking, releasing on shutdown); AckDurable returns once an ack is on disk,
 // group-committed; TopicConfig bounds poison records (MaxDeliveries with a quarantine that
-// Quarantined, Requeue and Config.OnQuarantine expose, Backoff, extension caps); Reject
+// Quarantined, Requeue, Discard and Config.OnQuarantine expose, Backoff, extension caps); Reject
 // quarantines a record at once, on its consumer's word that it will never succeed; Stats
 // returns the counters, which package router/metrics exports for Prometheus and expvar;
 // PartitionStatus and TopicStatus say how far behind a partition is and whether it is
@@ -201,7 +201,7 @@
 // # Errors
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
-// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
+// ErrInvalidArgument, ErrNoPartition (400: a handle of a partition the topic lacks), ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
 // ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400),
 // ErrUnsupportedOp (501 alone: a Reject whose owner runs a release before the node wire's
 // version 10, not applied), ErrTopicDropped (with

@@ -93,6 +93,8 @@ func TestCallsAfterCloseAnswerErrClosed(t *testing.T) {
 		assert.ErrorIs(t, err, router.ErrClosed)
 		_, err = h.node.RequeueAll("orders", 0)
 		assert.ErrorIs(t, err, router.ErrClosed)
+		_, err = h.node.Discard("orders", 0, 0)
+		assert.ErrorIs(t, err, router.ErrClosed)
 		assert.ErrorIs(t, h.node.Work(ctx, "orders", func(context.Context, router.Message) error { return nil }, router.WorkOptions{}), router.ErrClosed)
 		reply, err := h.node.Serve(ctx, "b", forwardFrame(t, m))
 		require.NoError(t, err)

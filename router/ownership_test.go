@@ -106,6 +106,8 @@ func TestRoutesChangedStopsALiveOwner(t *testing.T) {
 		assert.Empty(t, h.consume(router.ConsumeOptions{Max: 10}), "no lease of a partition routed elsewhere")
 		_, err = h.node.Requeue("orders", 0, 3)
 		assert.ErrorIs(t, err, router.ErrNotLocal)
+		_, err = h.node.Discard("orders", 0, 3)
+		assert.ErrorIs(t, err, router.ErrNotLocal)
 
 		time.Sleep(10 * router.DefaultCommitInterval)
 		assert.Equal(t, saves, store.Saves(), "nothing of the partition is saved after it was deposed")

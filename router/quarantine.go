@@ -1,7 +1,8 @@
 package router
 
 // Quarantined returns the offsets of a partition set aside after reaching the topic's
-// TopicConfig.MaxDeliveries, ascending (requeued ones waiting for delivery excluded).
+// TopicConfig.MaxDeliveries, or rejected, ascending (requeued ones waiting for delivery
+// excluded). Each stays until Requeue brings it back or Discard settles it for good.
 func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
 	if !n.life.fence.enter() {
 		return nil, ErrClosed
@@ -39,4 +40,25 @@ func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
 		return 0, err
 	}
 	return shard.RequeueAll(n.clock.Now()), nil
+}
+
+// Discard settles a quarantined record for good, as an ack would have: a host that copied it
+// to a dead-letter topic (Config.OnQuarantine, or a pass over Quarantined at start) drops it
+// from the partition's quarantine, and it is never delivered again. The change is persisted
+// as acks are (the committer's next writeout; Persist waits for it). It reports whether
+// offset was quarantined: one requeued (waiting for delivery, or leased again), one never
+// quarantined or discarded already answers false and changes nothing, as does a partition
+// whose ownership grant lapsed. A partition this node does not serve answers as for Requeue
+// (ErrNotLocal, ErrUnknownTopic, ...). A copy made before the discard is durable at least
+// once: a crash between the two leaves the record quarantined, for the host to copy again.
+func (n *Node) Discard(topic string, partition int32, offset int64) (bool, error) {
+	if !n.life.fence.enter() {
+		return false, ErrClosed
+	}
+	defer n.life.fence.leave()
+	shard, err := n.localShard(topic, partition)
+	if err != nil {
+		return false, err
+	}
+	return shard.Discard(n.clock.Now(), offset), nil
 }

@@ -49,13 +49,12 @@
 // takes effect at once), and the server copies it into the dead-letter queue with its
 // attributes (router/sqsapi, Redrive). StartMessageMoveTask, ListMessageMoveTasks and
 // CancelMessageMoveTask move messages back; the tasks live in memory, and a stop cancels
-// the running ones. The source partition keeps a moved message in its quarantine, which
-// a partition's state slot bounds (about 500 scattered offsets; see router/inflight's
-// DefaultMaxAckedAheadRuns), and a crash between the quarantine reaching the disk and the
-// dead-letter queue's append loses the copy (the message stays quarantined, and the log
-// said so): the node has no operation that settles a quarantined record for good, which
-// would let the server move it, then settle it, and move again after a crash whatever is
-// still quarantined.
+// the running ones. A message is copied into the dead-letter queue first, then settled
+// for good in the source partition (router.Node.Discard), and each start copies again
+// whatever is still quarantined in a queue with a RedrivePolicy (a crash came between the
+// two, or the copy failed: its dead-letter queue was deleted, say), so a message reaches the
+// dead-letter queue at least once and is never lost (with -fsync: without it a power cut
+// may lose the copy's append, as it may any send).
 //
 // # The data directory
 //

@@ -128,9 +128,11 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		Region:        cfg.region,
 		ReceiptKey:    key,
 		Logger:        logger,
-		Routes:        routes{s},
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.redriveQuarantined(); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -25,9 +25,10 @@ var help = map[string]string{
 	"Shards.Expired":        "Leases that ran out of their visibility timeout, so their records are delivered again; consumers that die or stall.",
 	"Shards.CorruptSkipped": "Offsets skipped as permanently unreadable: the audit trail of records no consumer received.",
 	"Shards.RetentionJumps": "Frontier jumps to the oldest retained offset: retention removed records before they were consumed.",
-	"Shards.Quarantined":    "Records set aside after reaching their topic's MaxDeliveries, or rejected (poison records); each waits for a Requeue.",
+	"Shards.Quarantined":    "Records set aside after reaching their topic's MaxDeliveries, or rejected (poison records); each waits for a Requeue or a Discard.",
 	"Shards.Rejected":       "Records rejected by their consumer (Node.Reject) and quarantined at once, counted in Quarantined too; records consumers know will never succeed.",
 	"Shards.Requeued":       "Quarantined records brought back for delivery by Requeue.",
+	"Shards.Discarded":      "Quarantined records settled for good by Discard (copied to a dead-letter queue, say).",
 	"Shards.AckedAheadStalls": "Times a partition reached its acked-ahead cap and served only its oldest unsettled record until it settled; " +
 		"a hole (a stuck or abandoned lease) outlived what the state slot holds.",
 

@@ -199,8 +199,12 @@
 //		},
 //		OnQuarantine: func(topic string, p int32, offset int64, _ uint32) {
 //			rec, err := log.Read(topic, p, offset) // the record, from the host's log
+//			var dlq string
 //			if err == nil {
-//				_, err = api.DeadLetter(ctx, topic, rec)
+//				dlq, err = api.DeadLetter(ctx, topic, rec)
+//			}
+//			if err == nil && dlq != "" {
+//				_, err = node.Discard(topic, p, offset) // copied: settled for good
 //			}
 //			...
 //		},
@@ -212,9 +216,10 @@
 // ChangeMessageVisibility to 0), the node quarantines the message and Handler.DeadLetter
 // produces it into the dead-letter queue's topic through Config.ProduceRecord: its body,
 // its message attributes (their types and MD5 unchanged), its SentTimestamp, and a header
-// "AWS.SQS.DeadLetterSourceQueue" naming its queue (which no receive answers). The source
-// partition keeps the message in its quarantine (router.Node.Quarantined): the node has no
-// operation that settles a quarantined record for good. cmd/sqsd wires all this.
+// "AWS.SQS.DeadLetterSourceQueue" naming its queue (which no receive answers). The host then
+// settles it in the source partition with router.Node.Discard; a crash between the copy and
+// the discard leaves it quarantined (router.Node.Quarantined), for the host to copy again at
+// its next start: at least once, never lost. cmd/sqsd wires all this.
 //
 // ListDeadLetterSourceQueues answers the URLs of the queues whose RedrivePolicy names
 // QueueUrl's queue, in order of name (queueUrls, in lower case, as SQS's JSON has it), paged
@@ -317,10 +322,10 @@
 // The handlers that one client's handles may reach (the nodes of a cluster behind one
 // endpoint) share one ReceiptKey. A well-tagged handle of a partition the queue lacks (one
 // removed since the handle was issued, or made up by a client that knows the empty key's
-// scheme) reaches the node, which answers it as it answers a partition it cannot reach
-// (router.ErrNotLocal, router.ErrUnavailable), since it does not tell the two apart: with
-// Config.Routes the handler asks the routes then, and answers ReceiptHandleIsInvalid for a
-// partition they name on no node; without them, ServiceUnavailable. A handle that is the
+// scheme) reaches the node, which answers router.ErrNoPartition when its routes name the
+// partition on no node and it is above every partition they name or named
+// (ReceiptHandleIsInvalid, which no SDK retries); a partition unassigned for a while (a
+// failover, a move) stays ServiceUnavailable, which the SDKs retry. A handle that is the
 // queue's answers as SQS answers a
 // stale handle, when it names no live lease or a message deleted already:
 //

@@ -163,8 +163,10 @@ var ErrNoDeadLetterQueue = errors.New("sqsapi: the dead-letter queue does not ex
 // RedrivePolicy (nothing is done). ErrNoDeadLetterQueue when the dead-letter queue is gone;
 // a produce's error as it is.
 //
-// The source's record stays in the node's quarantine (router.Node.Quarantined): the node
-// has no operation that settles a quarantined record for good. DeadLetter finds the queue
+// The source's record stays in the node's quarantine (router.Node.Quarantined) until the
+// host settles it with router.Node.Discard, after DeadLetter returned a queue's name (copy
+// first, then discard: a crash between the two leaves it quarantined, to be copied again).
+// DeadLetter finds the queue
 // of topic by listing the store's queues: a cost per quarantined message, not per message.
 // It is safe for concurrent use.
 func (h *Handler) DeadLetter(ctx context.Context, topic string, rec router.Record) (string, error) {
