@@ -176,10 +176,16 @@ func (s *Shard) Quarantined() []int64 {
 // frontier and leaves the quarantine when acked, all without moving the frontier back
 // (invariant "no frontier past an ack"). It reports whether off was quarantined.
 func (s *Shard) Requeue(now time.Time, off int64) bool {
+	return s.onQuarantined(now, off, s.requeueLocked)
+}
+
+// onQuarantined applies op to off under the shard's lock, once the expiries due at now are
+// purged, unless the shard's grant has lapsed; it reports op's answer.
+func (s *Shard) onQuarantined(now time.Time, off int64, op func(off int64, fx *effects) bool) bool {
 	var fx effects
 	s.mu.Lock()
 	s.purgeLocked(now.UnixNano(), &fx)
-	ok := !s.lapsedAt(now.UnixNano()) && s.requeueLocked(off, &fx)
+	ok := !s.lapsedAt(now.UnixNano()) && op(off, &fx)
 	s.mu.Unlock()
 	s.report(&fx)
 	return ok
@@ -216,13 +222,7 @@ func (s *Shard) RequeueAll(now time.Time) int {
 // requeued: waiting for delivery again, or leased after a requeue) changes nothing and gets
 // false, as does any offset of a dropped, handed-off or lapsed shard.
 func (s *Shard) Discard(now time.Time, off int64) bool {
-	var fx effects
-	s.mu.Lock()
-	s.purgeLocked(now.UnixNano(), &fx)
-	ok := !s.lapsedAt(now.UnixNano()) && s.discardLocked(off, &fx)
-	s.mu.Unlock()
-	s.report(&fx)
-	return ok
+	return s.onQuarantined(now, off, s.discardLocked)
 }
 
 func (s *Shard) discardLocked(off int64, fx *effects) bool {

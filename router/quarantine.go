@@ -1,45 +1,23 @@
 package router
 
+import "narad.dev/consume/inflight"
+
 // Quarantined returns the offsets of a partition set aside after reaching the topic's
 // TopicConfig.MaxDeliveries, or rejected, ascending (requeued ones waiting for delivery
 // excluded). Each stays until Requeue brings it back or Discard settles it for good.
 func (n *Node) Quarantined(topic string, partition int32) ([]int64, error) {
-	if !n.life.fence.enter() {
-		return nil, ErrClosed
-	}
-	defer n.life.fence.leave()
-	shard, err := n.localShard(topic, partition)
-	if err != nil {
-		return nil, err
-	}
-	return shard.Quarantined(), nil
+	return withLocalShard(n, topic, partition, func(s *inflight.Shard) []int64 { return s.Quarantined() })
 }
 
 // Requeue brings a quarantined record back for delivery, with its attempts counted afresh;
 // it reports whether offset was quarantined. A parked consumer gets it at once.
 func (n *Node) Requeue(topic string, partition int32, offset int64) (bool, error) {
-	if !n.life.fence.enter() {
-		return false, ErrClosed
-	}
-	defer n.life.fence.leave()
-	shard, err := n.localShard(topic, partition)
-	if err != nil {
-		return false, err
-	}
-	return shard.Requeue(n.clock.Now(), offset), nil
+	return withLocalShard(n, topic, partition, func(s *inflight.Shard) bool { return s.Requeue(n.clock.Now(), offset) })
 }
 
 // RequeueAll requeues every quarantined record of a partition and returns how many.
 func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
-	if !n.life.fence.enter() {
-		return 0, ErrClosed
-	}
-	defer n.life.fence.leave()
-	shard, err := n.localShard(topic, partition)
-	if err != nil {
-		return 0, err
-	}
-	return shard.RequeueAll(n.clock.Now()), nil
+	return withLocalShard(n, topic, partition, func(s *inflight.Shard) int { return s.RequeueAll(n.clock.Now()) })
 }
 
 // Discard settles a quarantined record for good, as an ack would have: a host that copied it
@@ -52,13 +30,20 @@ func (n *Node) RequeueAll(topic string, partition int32) (int, error) {
 // (ErrNotLocal, ErrUnknownTopic, ...). A copy made before the discard is durable at least
 // once: a crash between the two leaves the record quarantined, for the host to copy again.
 func (n *Node) Discard(topic string, partition int32, offset int64) (bool, error) {
+	return withLocalShard(n, topic, partition, func(s *inflight.Shard) bool { return s.Discard(n.clock.Now(), offset) })
+}
+
+// withLocalShard runs op on the shard of a partition this node serves, inside the node's
+// fence: ErrClosed after Close, and localShard's errors for a partition not served here.
+func withLocalShard[T any](n *Node, topic string, partition int32, op func(*inflight.Shard) T) (T, error) {
+	var zero T
 	if !n.life.fence.enter() {
-		return false, ErrClosed
+		return zero, ErrClosed
 	}
 	defer n.life.fence.leave()
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
-		return false, err
+		return zero, err
 	}
-	return shard.Discard(n.clock.Now(), offset), nil
+	return op(shard), nil
 }
