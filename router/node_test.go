@@ -127,7 +127,7 @@ func TestConsumeAckAndEmpty(t *testing.T) {
 		require.NoError(t, h.ack(m))
 		assert.ErrorIs(t, h.ack(m), inflight.ErrAlreadySettled)
 		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", router.Handle{Offset: -1, Nonce: 1}), inflight.ErrMalformedHandle)
-		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", router.Handle{Partition: 7, Nonce: 1}), router.ErrNoPartition)
+		assert.ErrorIs(t, h.node.Ack(context.Background(), "orders", router.Handle{Partition: 7, Nonce: 1}), router.ErrNotLocal)
 		assert.ErrorIs(t, h.node.Ack(context.Background(), "nope", router.Handle{Nonce: 1}), router.ErrUnknownTopic)
 		st := h.node.Stats()
 		assert.Equal(t, uint64(1), st.Delivered)
