@@ -128,6 +128,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		Region:        cfg.region,
 		ReceiptKey:    key,
 		Logger:        logger,
+		Routes:        routes{s},
 	})
 	if err != nil {
 		return nil, err

@@ -322,10 +322,10 @@
 // The handlers that one client's handles may reach (the nodes of a cluster behind one
 // endpoint) share one ReceiptKey. A well-tagged handle of a partition the queue lacks (one
 // removed since the handle was issued, or made up by a client that knows the empty key's
-// scheme) reaches the node, which answers router.ErrNoPartition when its routes name the
-// partition on no node and it is above every partition they name or named
-// (ReceiptHandleIsInvalid, which no SDK retries); a partition unassigned for a while (a
-// failover, a move) stays ServiceUnavailable, which the SDKs retry. A handle that is the
+// scheme) reaches the node, which answers it as it answers a partition it cannot reach
+// (router.ErrNotLocal, router.ErrUnavailable), since it does not tell the two apart: with
+// Config.Routes the handler asks the routes then, and answers ReceiptHandleIsInvalid for a
+// partition they name on no node; without them, ServiceUnavailable. A handle that is the
 // queue's answers as SQS answers a
 // stale handle, when it names no live lease or a message deleted already:
 //

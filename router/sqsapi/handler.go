@@ -114,6 +114,11 @@ type Config struct {
 	// handle, but a client that knows the scheme can compute it; a secret key (32 random
 	// bytes, say) makes a tag nobody without the key can compute.
 	ReceiptKey []byte
+	// Routes, when set, are the routes the node was given (router.Config.Routes): a handle
+	// the node cannot reach (router.ErrNotLocal, router.ErrUnavailable) is then
+	// ReceiptHandleIsInvalid when the routes name its partition for the topic on no node,
+	// rather than the ServiceUnavailable the SDKs retry. They are asked only then.
+	Routes router.Routes
 }
 
 // Request is what Config.Authorize is told of a request besides its *http.Request.
@@ -150,6 +155,7 @@ type Handler struct {
 	now             func() time.Time
 	tags            *receiptTagger
 	first           firstReceives
+	routes          router.Routes
 	store           QueueStore // nil: Config.Queues, and no queue management
 	region, account string     // of QueueArn
 	moves           moveTasks
@@ -175,7 +181,7 @@ func New(node Node, cfg Config) (*Handler, error) {
 		node: node, queues: cfg.Queues, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"),
 		produce: cfg.ProduceRecord, keepsAttributes: cfg.ProduceRecord != nil,
 		authorize: cfg.Authorize, identity: cfg.Identity, customIdentity: cfg.Identity != nil, log: cfg.Logger, now: cfg.Now,
-		tags:  newReceiptTagger(cfg.ReceiptKey),
+		tags: newReceiptTagger(cfg.ReceiptKey), routes: cfg.Routes,
 		store: cfg.Store, region: cfg.Region, account: cfg.AccountID,
 	}
 	if h.region == "" {

@@ -3,6 +3,7 @@ package sqsapi
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,7 +48,7 @@ var emptyObject = []byte("{}")
 // deleted is what a DeleteMessage answers for an ack's error: a stale handle is no error. A
 // record deleted is forgotten by the first receive times.
 func (h *Handler) deleted(topic string, handle router.Handle, err error) error {
-	err = h.settleErr(handle, err)
+	err = h.settleErr(topic, handle, err)
 	if err == nil || errors.Is(err, router.ErrAlreadySettled) {
 		h.first.forget(topic, handle)
 	}
@@ -57,11 +58,20 @@ func (h *Handler) deleted(topic string, handle router.Handle, err error) error {
 	return err
 }
 
-// settleErr is what a settle's error is answered as: a handle of a partition the queue's
-// topic lacks (router.ErrNoPartition) is ReceiptHandleIsInvalid, which no SDK retries.
-func (h *Handler) settleErr(handle router.Handle, err error) error {
-	if !errors.Is(err, router.ErrNoPartition) {
+// settleErr is what a settle's error is answered as: a handle the node cannot reach whose
+// partition Config.Routes name on no node is ReceiptHandleIsInvalid.
+func (h *Handler) settleErr(topic string, handle router.Handle, err error) error {
+	if h.routes == nil || !(errors.Is(err, router.ErrNotLocal) || errors.Is(err, router.ErrUnavailable)) {
 		return err
+	}
+	local, remote, ok := h.routes.Partitions(topic)
+	if !ok || slices.Contains(local, handle.Partition) {
+		return err
+	}
+	for _, parts := range remote {
+		if slices.Contains(parts, handle.Partition) {
+			return err
+		}
 	}
 	return fail(codeReceiptHandleIsInvalid, "The receipt handle names partition "+strconv.Itoa(int(handle.Partition))+", which the queue does not have.")
 }
@@ -274,7 +284,7 @@ func (h *Handler) changeVisibility(c *call, topic string, handle router.Handle, 
 	} else {
 		_, err = h.node.Extend(c.r.Context(), topic, handle, d)
 	}
-	err = h.settleErr(handle, err)
+	err = h.settleErr(topic, handle, err)
 	switch {
 	case errors.Is(err, router.ErrAlreadySettled):
 		return invalidValue("ReceiptHandle", handle.String(), "Message does not exist or is not available for visibility timeout change.")
