@@ -201,7 +201,7 @@
 // # Errors
 //
 // Errors come back as sentinels to test with errors.Is: ErrUnknownTopic, ErrNotLocal,
-// ErrInvalidArgument, ErrNoPartition (400: a handle of a partition the topic lacks), ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
+// ErrInvalidArgument, ErrClosed, ErrLogClosed, ErrDirLocked (from New), ErrGone (410),
 // ErrAlreadySettled (a repeated ack; it matches ErrGone: 410), ErrMalformedHandle (400),
 // ErrUnsupportedOp (501 alone: a Reject whose owner runs a release before the node wire's
 // version 10, not applied), ErrTopicDropped (with

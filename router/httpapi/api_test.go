@@ -308,26 +308,3 @@ func TestHeaders(t *testing.T) {
 		require.Equal(t, 1, strings.Count(body, `"headers"`), "left out for a record without")
 	}
 }
-
-// A receipt handle of a partition the topic lacks is a 400 with code no_partition, for every
-// settle and in a batch, and changes nothing; one of a partition unassigned for a while
-// (below one the routes name) stays a 503 the client retries.
-func TestPartitionTheTopicLacks(t *testing.T) {
-	e := newEnv(t, httpapi.Options{})
-	e.produce(0, "a")
-	m := one(t, e.do(http.MethodGet, "/consume?topic=orders"))
-	for _, path := range []string{"/ack", "/nack", "/extend", "/release", "/reject"} {
-		got := failed(t, e.do(http.MethodPost, settle(path, "7:0:1")), http.StatusBadRequest)
-		require.Equal(t, "no_partition", got.Code, path)
-		require.Contains(t, got.Error, "orders/7", path)
-	}
-	rec := e.do(http.MethodPost, "/ack-batch?topic=orders", `{"receipt_handles":["7:0:1"]}`)
-	require.Equal(t, http.StatusOK, rec.Code)
-	require.Contains(t, rec.Body.String(), `"status":400`)
-	require.Contains(t, rec.Body.String(), `"code":"no_partition"`)
-
-	e.routes.Set("orders", 0, 2)
-	got := failed(t, e.do(http.MethodPost, settle("/ack", "1:0:1")), http.StatusServiceUnavailable)
-	require.Equal(t, "unavailable", got.Code, "unassigned for a while: retryable")
-	require.Equal(t, http.StatusNoContent, e.do(http.MethodPost, settle("/ack", m.ReceiptHandle)).Code, "the lease was untouched")
-}

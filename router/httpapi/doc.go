@@ -133,8 +133,6 @@
 //	status  code               when
 //	400     bad_request        a malformed or out-of-range parameter or body; a malformed
 //	                           receipt handle
-//	400     no_partition       a receipt handle of a partition the topic lacks
-//	                           (router.ErrNoPartition): retrying cannot help
 //	404     no_route           a path the handler does not serve
 //	404     unknown_topic      a topic the node's routes do not know (or deleted while a
 //	                           long-poll waited on it)

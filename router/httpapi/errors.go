@@ -16,9 +16,8 @@ type errorBody struct {
 }
 
 // statusOf maps a node's error to its status and code: router.HTTPStatus, except that an
-// unknown topic is a 404 here, that a handle of an offset already settled (a repeated ack)
-// is told apart from one whose lease is gone by its code, and a handle of a partition the
-// topic lacks from other bad requests.
+// unknown topic is a 404 here, and that a handle of an offset already settled (a repeated
+// ack) is told apart from one whose lease is gone by its code.
 func statusOf(err error) (int, string) {
 	var pe *paramError
 	switch {
@@ -28,8 +27,6 @@ func statusOf(err error) (int, string) {
 		return http.StatusNotFound, "unknown_topic"
 	case errors.Is(err, router.ErrAlreadySettled):
 		return http.StatusGone, "already_settled"
-	case errors.Is(err, router.ErrNoPartition):
-		return http.StatusBadRequest, "no_partition"
 	}
 	status := router.HTTPStatus(err)
 	switch status {
