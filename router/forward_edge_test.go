@@ -356,8 +356,7 @@ func TestForwardBatchCapAndQueueOfOne(t *testing.T) {
 }
 
 // Checklist 164, 166, 167: one client batch ack with every outcome: acked, gone, already
-// settled, not owned by the owner it was routed to, a partition the topic lacks, malformed;
-// one RPC.
+// settled, not owned by the owner it was routed to, no owner at all, malformed; one RPC.
 func TestClientBatchAckMixedOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPair(t, 0, 0)
@@ -377,9 +376,9 @@ func TestClientBatchAckMixedOutcomes(t *testing.T) {
 		assert.ErrorIs(t, errs[1], inflight.ErrGone)
 		assert.ErrorIs(t, errs[2], inflight.ErrAlreadySettled)
 		assert.Equal(t, 503, router.HTTPStatus(errs[3]), "the owner does not own it")
-		assert.ErrorIs(t, errs[4], router.ErrNoPartition)
+		assert.ErrorIs(t, errs[4], router.ErrUnavailable)
 		assert.ErrorIs(t, errs[5], inflight.ErrMalformedHandle)
-		assert.Equal(t, []int{204, 410, 410, 503, 400, 400}, statuses(errs))
+		assert.Equal(t, []int{204, 410, 410, 503, 503, 400}, statuses(errs))
 		assert.Equal(t, calls+1, p.net.Calls(), "one AckBatch")
 	})
 }

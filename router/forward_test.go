@@ -109,8 +109,8 @@ func testForwardedSettles(t *testing.T, edit func(id string, cfg *router.Config)
 	})
 }
 
-// Checklist 166, 167: a down owner's handles get 502 (no reply came back), a partition the
-// topic lacks 400 (ErrNoPartition) with no RPC, and the others are unaffected.
+// Checklist 166, 167: a down owner's handles get 502 (no reply came back), an owner the
+// routes do not name 503 with no RPC, and the others are unaffected.
 func TestForwardFailures(t *testing.T) {
 	routesModes(t, testForwardFailures)
 }
@@ -130,13 +130,13 @@ func testForwardFailures(t *testing.T, edit func(id string, cfg *router.Config))
 
 		calls := p.net.Calls()
 		err = p.b.node.Ack(ctx, "orders", router.Handle{Partition: 9, Nonce: 1})
-		assert.ErrorIs(t, err, router.ErrNoPartition)
-		assert.Equal(t, 400, router.HTTPStatus(err))
-		assert.Equal(t, calls, p.net.Calls(), "no RPC for a partition nobody owns")
+		assert.ErrorIs(t, err, router.ErrUnavailable)
+		assert.Equal(t, 503, router.HTTPStatus(err))
+		assert.Equal(t, calls, p.net.Calls(), "no RPC for an owner nobody names")
 
 		errs := p.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, {Partition: 9, Nonce: 1}, msgs[1].Receipt, {}})
 		require.NoError(t, errs[0])
-		assert.ErrorIs(t, errs[1], router.ErrNoPartition)
+		assert.ErrorIs(t, errs[1], router.ErrUnavailable)
 		require.NoError(t, errs[2])
 		assert.ErrorIs(t, errs[3], inflight.ErrMalformedHandle)
 		assert.Equal(t, calls+1, p.net.Calls(), "one AckBatch for the owner's two handles")

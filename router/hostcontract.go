@@ -201,7 +201,6 @@ func (n *Node) judgeRoutesOf(t *topicState, topic string, local []int32, remote 
 	if last.judges(local, remote) {
 		return last.refusing
 	}
-	t.namePartitions(local, remote)
 	next := &routesVerdict{local: local, bad: wrongPartitions(topic, local, remote)}
 	if len(remote) != 0 {
 		next.remote = remote // else nil, for judged
@@ -218,31 +217,6 @@ func (n *Node) judgeRoutesOf(t *topicState, topic string, local []int32, remote 
 		n.hostFault(topic, p, next.bad[p])
 	}
 	return next.refusing
-}
-
-// namePartitions raises t.partitionsNamed to what an answer of Routes.Partitions names.
-func (t *topicState) namePartitions(local []int32, remote map[string][]int32) {
-	named := highestPartition(local, remote) + 1
-	for {
-		old := t.partitionsNamed.Load()
-		if named <= old || t.partitionsNamed.CompareAndSwap(old, named) {
-			return
-		}
-	}
-}
-
-// highestPartition is the highest partition an answer of Routes.Partitions names, or -1.
-func highestPartition(local []int32, remote map[string][]int32) int32 {
-	highest := int32(-1)
-	for _, p := range local {
-		highest = max(highest, p)
-	}
-	for _, parts := range remote {
-		for _, p := range parts {
-			highest = max(highest, p)
-		}
-	}
-	return highest
 }
 
 // wrongPartitions finds the partitions an answer of Routes.Partitions for topic names wrongly:

@@ -37,19 +37,6 @@ var (
 	ErrNotLocal = errors.New("router: partition not owned by this node")
 	// ErrInvalidArgument: a request this node refuses as malformed (a 400).
 	ErrInvalidArgument = errors.New("router: invalid argument")
-	// ErrNoPartition: a settle (an ack, extend, nack, release or reject; single, batched or
-	// asynchronous) of a handle naming a partition the topic does not have, as far as the
-	// node can tell: the routes know the topic but name this partition on no node, no
-	// OwnerFinder names its owner, and it is above every partition the routes name for the
-	// topic now or named since the node started. It wraps ErrInvalidArgument (a 400): no
-	// retry can succeed, and nothing was changed or sent. A partition the routes leave out
-	// below one they name or named, or of a topic they never named a partition of (not
-	// assigned yet), is not refused so: unassigned during a failover or a move, say, it
-	// answers ErrUnavailable (with a Transport) or ErrNotLocal (without), which a client
-	// retries. A node that starts while a topic's highest partitions are unassigned cannot
-	// tell them from partitions the topic lacks until the routes name them: a settle refused
-	// so costs a redelivery, once the lease lapses, never a record.
-	ErrNoPartition = fmt.Errorf("%w: the topic has no such partition", ErrInvalidArgument)
 )
 
 // purgeResolution is the finest the purger resolves a deadline: a lease expiry or the end
@@ -252,11 +239,6 @@ type topicState struct {
 	// routes is the verdict on the topic's last answer of Routes.Partitions that needed
 	// judging (see judgeRoutes); never nil: at first, on an answer of no partitions.
 	routes atomic.Pointer[routesVerdict]
-	// partitionsNamed is one more than the highest partition an answer of Routes.Partitions
-	// that needed judging named for the topic since the node started (0: none yet); it
-	// only grows. It tells a partition the topic never had from one unassigned for a while
-	// (see noPartition).
-	partitionsNamed atomic.Int32
 
 	mu             sync.Mutex
 	jumpLogged     map[int32]logLimit // rate limit of the retention-jump log line (made on first use)

@@ -206,11 +206,9 @@ type RangeReader interface {
 // consume that finds nothing local probes those owners and parks on tokens left with them
 // (see docs/protocol.md, "Consumption across nodes"), a pinned consume or a replay of such a
 // partition goes to its owner, and an ack, extend or nack of one is forwarded to its owner
-// (a partition no owner names answers ErrUnavailable, or ErrNoPartition when it is above
-// every partition the routes name or named: see ErrNoPartition). A topic whose partitions
-// are neither local nor remote counts as not assigned yet, so a long-poll on it waits (its
-// routes asked again every 50 ms). Routes may also implement Liveness, to say a node is
-// down.
+// (a partition no owner names answers ErrUnavailable). A topic whose partitions are neither
+// local nor remote counts as not assigned yet, so a long-poll on it waits (its routes asked
+// again every 50 ms). Routes may also implement Liveness, to say a node is down.
 //
 // A partition is never negative, and one answer names it once: as local, or as one owner's.
 // A partition an answer names otherwise (negative, twice, here and on another node, on two

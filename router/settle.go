@@ -373,20 +373,9 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 // once the routes name another owner, and until then it is the answer; any other reason is
 // the answer. An owner the routes do not name, or one that is down, is unavailable, with no
 // RPC made.
-//
-// A partition the topic does not have (see ErrNoPartition) answers ErrNoPartition rather
-// than ErrNotLocal or ErrUnavailable: no retry would reach an owner.
 func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
 	moved := errors.Is(notHere, ErrMoved)
-	if !(moved || errors.Is(notHere, ErrNotLocal)) {
-		return "", notHere
-	}
-	if n.transport == nil {
-		if !moved {
-			if err := n.noPartition(topic, partition); err != nil {
-				return "", err
-			}
-		}
+	if !(moved || errors.Is(notHere, ErrNotLocal)) || n.transport == nil {
 		return "", notHere
 	}
 	if moved {
@@ -401,38 +390,12 @@ func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, e
 	case !ok && moved:
 		return "", notHere
 	case !ok:
-		if err := n.noPartition(topic, partition); err != nil {
-			return "", err
-		}
 		return "", fmt.Errorf("%w: no owner of %s/%d", ErrUnavailable, topic, partition)
 	}
 	if n.down(owner) {
 		return "", fmt.Errorf("%w: the owner of %s/%d is down", ErrUnavailable, topic, partition)
 	}
 	return owner, nil
-}
-
-// noPartition returns an error wrapping ErrNoPartition when partition is none of topic's:
-// the routes know the topic and name this one on no node, and it is above every partition
-// they name now or named since the node started (partitionsNamed), some partition having
-// been named. It returns nil otherwise: a partition the routes leave out for a while (a
-// failover, a move) is one they name below the highest, or named before. The caller found no owner of the
-// partition already; this runs only then, never on the way of a settle that has one.
-func (n *Node) noPartition(topic string, partition int32) error {
-	local, remote, ok, verdict := n.partitions(topic)
-	if !ok || verdict.refuses(partition) != nil || slices.Contains(local, partition) {
-		return nil
-	}
-	for _, parts := range remote {
-		if slices.Contains(parts, partition) {
-			return nil
-		}
-	}
-	highest := max(highestPartition(local, remote), n.topic(topic).partitionsNamed.Load()-1)
-	if highest < 0 || partition <= highest {
-		return nil // none named yet (the topic is not assigned), or one within the topic's
-	}
-	return fmt.Errorf("%w: %s/%d (the routes name partitions up to %d)", ErrNoPartition, topic, partition, highest)
 }
 
 // ownerOf returns the node that owns a partition, from the routes; err is the host's
