@@ -117,7 +117,11 @@ type Config struct {
 	// Routes, when set, are the routes the node was given (router.Config.Routes): a handle
 	// the node cannot reach (router.ErrNotLocal, router.ErrUnavailable) is then
 	// ReceiptHandleIsInvalid when the routes name its partition for the topic on no node,
-	// rather than the ServiceUnavailable the SDKs retry. They are asked only then.
+	// rather than the ServiceUnavailable the SDKs retry. They are asked only then. Set it
+	// only where the routes never leave out a partition the topic has: during a move or a
+	// failover a partition may be routed nowhere for a while, and a delete of its message
+	// would then be refused for good (the message comes back once its lease lapses). A
+	// single server with fixed routes (cmd/sqsd) is such a host.
 	Routes router.Routes
 }
 
