@@ -154,6 +154,14 @@ func checkQueueName(name string) error {
 	return nil
 }
 
+// queueNameParam reads a request's required QueueName, refused as checkQueueName refuses it.
+func queueNameParam(name *string) (string, error) {
+	if name == nil {
+		return "", missing("QueueName")
+	}
+	return *name, checkQueueName(*name)
+}
+
 // integer reads an optional integer parameter within [lo, hi]; absent, it is def.
 func integer(param string, v *int64, lo, hi, def int64) (int64, error) {
 	switch {

@@ -177,11 +177,8 @@ func (h *Handler) createQueue(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
-	if in.QueueName == nil {
-		return missing("QueueName")
-	}
-	name := *in.QueueName
-	if err := checkQueueName(name); err != nil {
+	name, err := queueNameParam(in.QueueName)
+	if err != nil {
 		return err
 	}
 	if strings.HasSuffix(name, ".fifo") {

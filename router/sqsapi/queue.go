@@ -22,11 +22,8 @@ func (h *Handler) getQueueURL(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
-	if in.QueueName == nil {
-		return missing("QueueName")
-	}
-	name := *in.QueueName
-	if err := checkQueueName(name); err != nil {
+	name, err := queueNameParam(in.QueueName)
+	if err != nil {
 		return err
 	}
 	if _, err := h.open(c, name); err != nil {
