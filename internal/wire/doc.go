@@ -21,6 +21,8 @@
 //	V9  headers in deliveries: the Headers flag (bit 1) of Consume's and a ConsumeBatch
 //	    member's flags byte, and Replay's flags byte; the consume reply's headers mark
 //	V10 Reject (16): a settle that quarantines the record at once
+//	V11 Confirm (17); Consume's Reserve flag (bit 2 of Consume's and a ConsumeBatch
+//	    member's flags byte): reservations, whose attempt counts only once confirmed
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -28,7 +30,11 @@
 // Headers flag, and only then does an owner send them (a requester before V9 could not read
 // them, so its deliveries come without: the headers are lost to it). Version 10's Reject has
 // no older form: a requester never sends an owner of an older version a reject as some other
-// settle.
+// settle. Version 11 is for a gateway that reads ahead for its consumers: it asks an owner
+// for reservations (the Reserve flag), deliveries whose attempt the owner counts only once
+// the gateway confirms (Confirm) that a consumer got the record; those it does not hand over
+// it gives back with Release, as if never granted. A requester never asks an owner of an
+// older version for reservations, nor sends it a confirm.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -36,7 +42,7 @@
 // as an older release that does not know the field answers it (V6 reads the Max of 1 that
 // only a flags byte follows as out of range, "max 1", as a V6 release does), and so is a
 // Replay's flags byte below V9, and a flag bit newer than the version ("flags byte": V7 and
-// V8 know bit 0 alone). Everything else malformed is
+// V8 know bit 0 alone, V9 and V10 bits 0 and 1). Everything else malformed is
 // ErrBadFrame too. An encoder always writes the newest form of a request; a field it need not
 // write is left out (a Consume of one record without a claim is byte for byte the V3 frame),
 // and a requester talking to an older node drops the newer fields itself.
@@ -46,23 +52,23 @@
 // Every request starts with a header: the op byte, then the topic (u16 length, then at most
 // MaxTopic bytes). After the header:
 //
-//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable, Reject
+//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable, Reject, Confirm
 //	                   one record: partition i32, offset i64, nonce u64, argument (a duration:
 //	                   the extension of an Extend or ExtendLeft, the delay of a Nack; 0 for the
 //	                   others)
 //	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3, 12
-//	                   to 14 from V7, 16 from V10), the record, and its budget (a duration: what was left
-//	                   of the record's budget when the frame left)
+//	                   to 14 from V7, 16 from V10, 17 from V11), the record, and its budget
+//	                   (a duration: what was left of the record's budget when the frame left)
 //	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a
 //	                   duration, 0: the topic's), then optionally the Claim byte (0 or 1), then
 //	                   optionally, after the Claim byte, Max i32 (at least 2; at least 1 when
 //	                   the flags byte follows), then optionally, after Max, the flags byte
-//	                   (bit 0: RelativeExpiry, the other bits zero; written only with a flag
-//	                   set)
+//	                   (bit 0: RelativeExpiry; bit 1, from V9: Headers; bit 2, from V11:
+//	                   Reserve; the other bits zero; written only with a flag set)
 //	ConsumeBatch       u16 count (1 to MaxConsumeBatch), then per consume: request id u64,
 //	                   pinned partition i32, visibility (a duration), the Claim byte (0 or
 //	                   1), Max i32 (at least 1), the flags byte (bit 0: RelativeExpiry; bit
-//	                   1, from V9: Headers; the other bits zero) and its budget (a duration, positive: what was left
+//	                   1, from V9: Headers; bit 2, from V11: Reserve; the other bits zero) and its budget (a duration, positive: what was left
 //	                   of the consume's budget when the frame left), every field written
 //	Replay             partition i32, offset i64, limit i32 (none negative), then optionally
 //	                   (V9) the flags byte (bit 1: Headers, the other bits zero; written only
@@ -79,8 +85,8 @@
 //
 // # Reply frames
 //
-// The ack reply answers the ack ops, Register (an answer per entry), Notify, Pass, Drop and
-// Cancel, and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
+// The ack reply answers the ack ops (Confirm among them), Register (an answer per entry),
+// Notify, Pass, Drop and Cancel, and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
 // per answer a status byte, an i64 (the new expiry of an extend (a time), or, for ExtendLeft,
 // the lease's time left (a duration); else 0) and a message (u16 length, at most MaxMessage
 // bytes).

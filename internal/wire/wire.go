@@ -23,7 +23,8 @@ const (
 	V8                        // + ConsumeBatch: the consumes of several consumers in one frame
 	V9                        // + headers in deliveries: the Headers flag of Consume, ConsumeBatch and Replay
 	V10                       // + Reject
-	Newest = V10
+	V11                       // + Confirm; Consume's Reserve flag
+	Newest = V11
 )
 
 // Ops: a request frame's first byte.
@@ -55,6 +56,11 @@ const (
 	// OpReject settles a lease as failed for good: the owner quarantines the record at once,
 	// whatever its attempts (Kafka share groups' REJECT, JetStream's TERM).
 	OpReject byte = 16
+	// OpConfirm tells the owner that a consumer got a reserved record (see Consume.Reserve):
+	// the delivery's attempt counts from now. A gateway that reads ahead for its consumers
+	// confirms the reservations it hands over, and gives back with OpRelease those it does
+	// not ("as if never granted": uncounted). It is answered as an Ack is.
+	OpConfirm byte = 17
 )
 
 // Limits of the frames.
@@ -101,6 +107,8 @@ func Since(op byte) Version {
 		return V8
 	case OpReject:
 		return V10
+	case OpConfirm:
+		return V11
 	}
 	return 0
 }
@@ -109,7 +117,7 @@ func Since(op byte) Version {
 // or as a member of an AckBatch.
 func isRecordOp(op byte) bool {
 	switch op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
 		return true
 	}
 	return false
@@ -129,10 +137,10 @@ type Handle struct {
 	Nonce     uint64
 }
 
-// Record is one settle of a lease: an ack, extend, nack, release, extend-left, durable ack or
-// reject.
+// Record is one settle of a lease: an ack, extend, nack, release, extend-left, durable ack,
+// reject or confirm.
 type Record struct {
-	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable or OpReject
+	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject or OpConfirm
 	Handle Handle
 	// Arg is the extension (Extend, ExtendLeft) or the nack delay (Nack); 0 for the others.
 	Arg time.Duration
@@ -159,6 +167,11 @@ type Consume struct {
 	// it leaves them out, since a requester before V9 could not read them. It travels as
 	// bit 1 of the flags byte.
 	Headers bool
+	// Reserve (V11) asks for reservations: deliveries whose attempt the owner counts only
+	// once a Confirm (or a settle other than Release) of the lease reaches it; a reservation
+	// given back with Release, or that lapses, was never an attempt. It travels as bit 2 of
+	// the flags byte.
+	Reserve bool
 	// Budget is what was left of the consume's budget when the frame left. Only a member
 	// of a ConsumeBatch carries it (positive): a Consume frame's RPC is its budget, and a
 	// Consume decodes with Budget 0.
@@ -171,11 +184,15 @@ type Consume struct {
 const (
 	flagRelativeExpiry byte = 1 << 0 // Consume.RelativeExpiry (V7)
 	flagHeaders        byte = 1 << 1 // Consume.Headers, Replay.Headers (V9)
+	flagReserve        byte = 1 << 2 // Consume.Reserve (V11)
 )
 
 // consumeFlags returns the flags a decoder speaking v knows in a Consume's flags byte.
 func consumeFlags(v Version) byte {
-	if v >= V9 {
+	switch {
+	case v >= V11:
+		return flagRelativeExpiry | flagHeaders | flagReserve
+	case v >= V9:
 		return flagRelativeExpiry | flagHeaders
 	}
 	return flagRelativeExpiry
@@ -189,6 +206,9 @@ func (c *Consume) flags() byte {
 	}
 	if c.Headers {
 		flags |= flagHeaders
+	}
+	if c.Reserve {
+		flags |= flagReserve
 	}
 	return flags
 }
@@ -214,7 +234,7 @@ type Request struct {
 	Op    byte
 	Topic string // empty for Register
 	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
-	// AckDurable, Reject) carries exactly one, of the frame's op; AckBatch 1 to MaxBatch, each with
+	// AckDurable, Reject, Confirm) carries exactly one, of the frame's op; AckBatch 1 to MaxBatch, each with
 	// its own op and budget.
 	Records       []Record
 	Consume       Consume        // Consume
@@ -230,6 +250,8 @@ func (r *Request) MinVersion() Version {
 	switch r.Op {
 	case OpConsume:
 		switch {
+		case r.Consume.Reserve:
+			return V11
 		case r.Consume.Headers:
 			return V9
 		case r.Consume.RelativeExpiry:
@@ -240,12 +262,16 @@ func (r *Request) MinVersion() Version {
 			return V5
 		}
 	case OpConsumeBatch:
+		need := V8
 		for i := range r.Consumes {
-			if r.Consumes[i].Headers {
-				return V9
+			switch {
+			case r.Consumes[i].Reserve:
+				need = max(need, V11)
+			case r.Consumes[i].Headers:
+				need = max(need, V9)
 			}
 		}
-		return V8
+		return need
 	case OpReplay:
 		if r.Replay.Headers {
 			return V9
@@ -282,7 +308,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	}
 	size := headerSize + len(req.Topic)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
 		size += recordSize
 	case OpAckBatch:
 		size += 2 + len(req.Records)*batchRecordSize
@@ -307,7 +333,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(req.Topic)))
 	b = append(b, req.Topic...)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
 		b = appendRecord(b, &req.Records[0])
 	case OpAckBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Records)))
@@ -396,7 +422,7 @@ func check(req *Request) error {
 		return invalid("a topic of %d bytes (at most %d)", len(req.Topic), MaxTopic)
 	}
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
 		if len(req.Records) != 1 || req.Records[0].Op != req.Op {
 			return invalid("op %d carries one record of its op, not %d records", req.Op, len(req.Records))
 		}
@@ -532,8 +558,8 @@ func (r *reader) record(op byte) Record {
 // ErrBadFrame, as an older release answers it, and so is a frame carrying a field newer than
 // v (a Consume's Claim byte below V5, its Max below V6, its flags byte below V7, or a
 // Replay's flags byte below V9: "trailing data", or "max 1" at V6 for the Max of 1 that
-// only a flags byte follows; the Headers flag below V9 of a Consume or a ConsumeBatch
-// member: "flags byte"); anything else
+// only a flags byte follows; the Headers flag below V9, or the Reserve flag below V11, of a
+// Consume or a ConsumeBatch member: "flags byte"); anything else
 // malformed (a short frame, bytes after its last field, a value out of range, a frame over
 // MaxFrame) is ErrBadFrame. The strings it returns are copies: the request does not alias b.
 func DecodeRequest(b []byte, v Version) (Request, error) {
@@ -554,7 +580,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 	}
 	req.Topic = string(r.take(n, "topic"))
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
 		rec := r.record(req.Op)
 		if r.err == nil {
 			req.Records = []Record{rec}
@@ -606,7 +632,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 					if r.err == nil && (flags == 0 || flags&^consumeFlags(v) != 0) {
 						r.fail("flags byte %#x (bits %#x are the flags at v%d, and the byte is written only with one set)", flags, consumeFlags(v), v)
 					}
-					c.RelativeExpiry, c.Headers = flags&flagRelativeExpiry != 0, flags&flagHeaders != 0
+					c.RelativeExpiry, c.Headers, c.Reserve = flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
 				} else if c.Max < 2 {
 					r.fail("max %d (at least 2 when present)", c.Max)
 				}
@@ -642,7 +668,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 			if r.err != nil {
 				break
 			}
-			c.Claim, c.RelativeExpiry, c.Headers = claim == 1, flags&flagRelativeExpiry != 0, flags&flagHeaders != 0
+			c.Claim, c.RelativeExpiry, c.Headers, c.Reserve = claim == 1, flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
 		}
 	case OpReplay:
 		p := &req.Replay

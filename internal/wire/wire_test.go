@@ -16,7 +16,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -78,6 +78,22 @@ func samples() []wire.Request {
 			{RequestID: 19, Pinned: 0, Max: 5, RelativeExpiry: true, Headers: true, Budget: time.Second},
 		}},
 		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Partition: 2, Offset: 100, Limit: 10, Headers: true}},
+		// Version 11's.
+		{Op: wire.OpConfirm, Topic: "orders", Records: []wire.Record{{Op: wire.OpConfirm, Handle: h}}},
+		{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{
+			{Op: wire.OpConfirm, Handle: h, Budget: time.Second},
+			{Op: wire.OpRelease, Handle: wire.Handle{Partition: -1, Offset: -1, Nonce: 1<<64 - 1}, Budget: 2 * time.Second},
+			{Op: wire.OpReject, Handle: h, Budget: time.Second},
+			{Op: wire.OpConfirm, Handle: wire.Handle{Partition: 4, Offset: 5, Nonce: 6}},
+		}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 20, Pinned: -1, Max: 1, Reserve: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 21, Pinned: 2, Visibility: time.Minute, Claim: true, Max: 100, RelativeExpiry: true, Headers: true, Reserve: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 22, Pinned: 0, Max: 50, RelativeExpiry: true, Reserve: true}},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 23, Pinned: -1, Max: 1, RelativeExpiry: true, Budget: time.Second},
+			{RequestID: 24, Pinned: 0, Max: 5, RelativeExpiry: true, Headers: true, Reserve: true, Budget: time.Second},
+			{RequestID: 25, Pinned: 1, Max: 9, Reserve: true, Budget: 1},
+		}},
 	}
 }
 
@@ -118,7 +134,7 @@ func TestRequestRoundTrip(t *testing.T) {
 				case req.Op == wire.OpAckBatch:
 					want = "record op"
 				case req.Op == wire.OpConsumeBatch, req.Op == wire.OpConsume && v >= wire.V7:
-					want = "flags byte" // the Headers bit, unknown before V9
+					want = "flags byte" // the Headers bit, unknown before V9, or the Reserve bit, before V11
 				case req.Op == wire.OpConsume && v == wire.V6 && req.Consume.Max <= 1:
 					want = "max 1"
 				}
@@ -128,7 +144,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for op := byte(1); op <= wire.OpReject; op++ {
+	for op := byte(1); op <= wire.OpConfirm; op++ {
 		if !ops[op] {
 			t.Errorf("no sample of op %d", op)
 		}
@@ -286,6 +302,70 @@ func TestV10Frames(t *testing.T) {
 	}
 }
 
+// The frames version 11 adds, laid out by hand: a Confirm's record is an Ack's, single or in
+// a batch (op byte 17), and the Reserve flag is bit 2 of a Consume's flags byte and of a
+// ConsumeBatch member's. Each is read from V11 on, and refused by V10 as its release answers
+// it: a Confirm as an unknown op (ErrUnsupportedOp), a batched one as a bad record op, the
+// Reserve bit as an unknown flag (ErrBadFrame).
+func TestV11Frames(t *testing.T) {
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	rec := appendParts(nil, int32(1), int64(2), uint64(3), int64(0))
+	consume := appendParts(nil, uint64(7), int32(-1), int64(time.Second))
+	for _, tc := range []struct {
+		name  string
+		req   wire.Request
+		want  []byte
+		atV10 error  // how V10 refuses it
+		why   string // in the refusal's text
+	}{
+		{"confirm", wire.Request{Op: wire.OpConfirm, Topic: "orders", Records: []wire.Record{{Op: wire.OpConfirm, Handle: h}}},
+			frame(17, "orders", rec), wire.ErrUnsupportedOp, "op 17"},
+		{"batch", wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{
+			{Op: wire.OpAck, Handle: h, Budget: 2 * time.Second},
+			{Op: wire.OpConfirm, Handle: h, Budget: time.Second},
+			{Op: wire.OpRelease, Handle: h, Budget: 3 * time.Second},
+		}}, frame(wire.OpAckBatch, "orders", uint16(3),
+			wire.OpAck, rec, int64(2*time.Second),
+			uint8(17), rec, int64(time.Second),
+			wire.OpRelease, rec, int64(3*time.Second)), wire.ErrBadFrame, "record op 17"},
+		{"reserve", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, Max: 1, Reserve: true}},
+			frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(4)), wire.ErrBadFrame, "flags byte 0x4"},
+		{"reserve and every other flag", wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{RequestID: 7, Pinned: -1, Visibility: time.Second, Claim: true, Max: 3, RelativeExpiry: true, Headers: true, Reserve: true}},
+			frame(wire.OpConsume, "t", consume, uint8(1), int32(3), uint8(7)), wire.ErrBadFrame, "flags byte 0x7"},
+		{"batch member with reserve", wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{
+			{RequestID: 1, Pinned: -1, Max: 1, RelativeExpiry: true, Budget: time.Second},
+			{RequestID: 1, Pinned: -1, Max: 1, Reserve: true, Budget: time.Second},
+		}}, frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 1, time.Second), member(0, 1, 4, time.Second)), wire.ErrBadFrame, "flags byte 0x4"},
+		{"batch member with reserve and headers", wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{
+			{RequestID: 1, Pinned: -1, Claim: true, Max: 8, Headers: true, Reserve: true, Budget: time.Second},
+		}}, frame(wire.OpConsumeBatch, "t", uint16(1), member(1, 8, 6, time.Second)), wire.ErrBadFrame, "flags byte 0x6"},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+		if need := tc.req.MinVersion(); need != wire.V11 {
+			t.Errorf("%s needs v%d", tc.name, need)
+		}
+		for _, v := range []wire.Version{wire.V11, wire.Newest} {
+			if got, err := wire.DecodeRequest(tc.want, v); err != nil || !reflect.DeepEqual(got, tc.req) {
+				t.Errorf("%s reads back at v%d as %+v, %v", tc.name, v, got, err)
+			}
+		}
+		if _, err := wire.DecodeRequest(tc.want, wire.V10); !errors.Is(err, tc.atV10) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s at v10: %v, want %v (%q)", tc.name, err, tc.atV10, tc.why)
+		}
+	}
+	// Bit 3 and above stay unknown at V11.
+	for _, b := range [][]byte{
+		frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(8|4)),
+		frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 8|4, time.Second)),
+	} {
+		if _, err := wire.DecodeRequest(b, wire.V11); !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), "flags byte") {
+			t.Errorf("% x at v11: %v, want a refused flags byte", b, err)
+		}
+	}
+}
+
 // The version each frame needs: its op's, or, for a batch, its newest record op's, or, for a
 // Consume, its newest field's.
 func TestMinVersion(t *testing.T) {
@@ -315,6 +395,9 @@ func TestMinVersion(t *testing.T) {
 		{"reject", one(wire.OpReject), wire.V10},
 		{"batch with a reject", batch(wire.OpReject), wire.V10},
 		{"batch with a reject and a release", batch(wire.OpRelease, wire.OpReject, wire.OpAck), wire.V10},
+		{"confirm", one(wire.OpConfirm), wire.V11},
+		{"batch with a confirm", batch(wire.OpConfirm), wire.V11},
+		{"batch with a confirm, a reject and a release", batch(wire.OpRelease, wire.OpConfirm, wire.OpReject), wire.V11},
 		{"probe", consume(wire.Consume{Max: 1}), wire.V3},
 		{"claim", consume(wire.Consume{Claim: true}), wire.V5},
 		{"max", consume(wire.Consume{Max: 2}), wire.V6},
@@ -324,6 +407,10 @@ func TestMinVersion(t *testing.T) {
 		{"headers with every other field", consume(wire.Consume{Claim: true, Max: 9, RelativeExpiry: true, Headers: true}), wire.V9},
 		{"consume batch", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{RelativeExpiry: true}, {Claim: true}}}, wire.V8},
 		{"consume batch with headers", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{}, {Headers: true}}}, wire.V9},
+		{"reserve", consume(wire.Consume{Reserve: true}), wire.V11},
+		{"reserve with every other field", consume(wire.Consume{Claim: true, Max: 9, RelativeExpiry: true, Headers: true, Reserve: true}), wire.V11},
+		{"consume batch with a reserve", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{}, {Reserve: true}}}, wire.V11},
+		{"consume batch with a reserve after headers", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{Headers: true}, {Reserve: true}, {Headers: true}}}, wire.V11},
 		{"replay", wire.Request{Op: wire.OpReplay}, wire.V3},
 		{"replay with headers", wire.Request{Op: wire.OpReplay, Replay: wire.Replay{Headers: true}}, wire.V9},
 		{"pass", wire.Request{Op: wire.OpPass}, wire.V4},
@@ -376,6 +463,12 @@ func TestOlderDecodersRefuse(t *testing.T) {
 	batchHeaders := wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{
 		{Pinned: -1, Budget: time.Second}, {Pinned: -1, Headers: true, Budget: time.Second}}}
 	replayHeaders := wire.Request{Op: wire.OpReplay, Topic: "t", Replay: wire.Replay{Limit: 1, Headers: true}}
+	reserve, reserveAll := probe, probe
+	reserve.Consume.Reserve = true
+	reserveAll.Consume = wire.Consume{RequestID: 1, Pinned: -1, Claim: true, Max: 10, RelativeExpiry: true, Headers: true, Reserve: true}
+	batchReserve := wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{
+		{Pinned: -1, Headers: true, Budget: time.Second}, {Pinned: -1, Reserve: true, Budget: time.Second}}}
+	consumeBatch := wire.Request{Op: wire.OpConsumeBatch, Topic: "", Consumes: []wire.Consume{{RequestID: 15, Pinned: 3, Claim: true, Max: 1, Budget: time.Second}}}
 	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
 	single := func(op byte) wire.Request {
 		return wire.Request{Op: op, Topic: "t", Records: []wire.Record{{Op: op, Handle: h}}}
@@ -413,7 +506,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v6 reads no flags byte after a Max of 1", relative, wire.V6, wire.ErrBadFrame},
 		{"v5 reads no flags byte", relative, wire.V5, wire.ErrBadFrame},
 		{"v3 reads no flags byte", relative, wire.V3, wire.ErrBadFrame},
-		{"v7 knows no ConsumeBatch", samples()[len(samples())-5], wire.V7, wire.ErrUnsupportedOp},
+		{"v7 knows no ConsumeBatch", consumeBatch, wire.V7, wire.ErrUnsupportedOp},
 		{"v9 knows no Reject", single(wire.OpReject), wire.V9, wire.ErrUnsupportedOp},
 		{"v8 knows no Reject", single(wire.OpReject), wire.V8, wire.ErrUnsupportedOp},
 		{"v1 knows no Reject", single(wire.OpReject), wire.V1, wire.ErrUnsupportedOp},
@@ -427,6 +520,20 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v8 reads no batched Headers flag", batchHeaders, wire.V8, wire.ErrBadFrame},
 		{"v8 reads no Replay flags byte", replayHeaders, wire.V8, wire.ErrBadFrame},
 		{"v3 reads no Replay flags byte", replayHeaders, wire.V3, wire.ErrBadFrame},
+		{"v10 knows no Confirm", single(wire.OpConfirm), wire.V10, wire.ErrUnsupportedOp},
+		{"v9 knows no Confirm", single(wire.OpConfirm), wire.V9, wire.ErrUnsupportedOp},
+		{"v1 knows no Confirm", single(wire.OpConfirm), wire.V1, wire.ErrUnsupportedOp},
+		{"v10 reads no batched Confirm", batch(wire.OpConfirm), wire.V10, wire.ErrBadFrame},
+		{"v7 reads no batched Confirm", batch(wire.OpConfirm), wire.V7, wire.ErrBadFrame},
+		{"v2 reads no batched Confirm", batch(wire.OpConfirm), wire.V2, wire.ErrBadFrame},
+		{"v10 reads no Reserve flag", reserve, wire.V10, wire.ErrBadFrame},
+		{"v9 reads no Reserve flag", reserve, wire.V9, wire.ErrBadFrame},
+		{"v7 reads no Reserve flag", reserve, wire.V7, wire.ErrBadFrame},
+		{"v10 reads no Reserve flag beside every other", reserveAll, wire.V10, wire.ErrBadFrame},
+		{"v6 reads no flags byte of Reserve", reserve, wire.V6, wire.ErrBadFrame},
+		{"v10 reads no batched Reserve flag", batchReserve, wire.V10, wire.ErrBadFrame},
+		{"v8 reads no batched Reserve flag", batchReserve, wire.V8, wire.ErrBadFrame},
+		{"v7 knows no ConsumeBatch of a Reserve", batchReserve, wire.V7, wire.ErrUnsupportedOp},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
@@ -435,7 +542,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{17, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{18, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -504,8 +611,8 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"max negative", frame(wire.OpConsume, "t", consume, uint8(1), int32(-5))},
 		{"short max", frame(wire.OpConsume, "t", consume, uint8(1), uint16(5))},
 		{"flags byte 0", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0))},
-		{"flags byte 4", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(4))},
-		{"flags byte 7", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(7))},
+		{"flags byte 8", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(8))},
+		{"flags byte 0xf", frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(0xf))},
 		{"flags byte 0x80", frame(wire.OpConsume, "t", consume, uint8(0), int32(5), uint8(0x80))},
 		{"flags byte 0xff", frame(wire.OpConsume, "t", consume, uint8(1), int32(5), uint8(0xff))},
 		{"max 0 before the flags byte", frame(wire.OpConsume, "t", consume, uint8(0), int32(0), uint8(1))},
@@ -552,7 +659,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"consume batch member of claim byte 2", frame(wire.OpConsumeBatch, "t", uint16(1), member(2, 1, 0, time.Second))},
 		{"consume batch member of max 0", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 0, 0, time.Second))},
 		{"consume batch member of a negative max", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, -1, 0, time.Second))},
-		{"consume batch member of flags byte 4", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 4, time.Second))},
+		{"consume batch member of flags byte 8", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 8, time.Second))},
 		{"consume batch member of flags byte 0x83", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0x83, time.Second))},
 		{"consume batch member of no budget", frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0, 0))},
 		{"consume batch member of a negative budget", frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 1, time.Second), member(0, 1, 0, -1))},
@@ -690,7 +797,7 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		name string
 		req  wire.Request
 	}{
-		{"unknown op", wire.Request{Op: 16}},
+		{"unknown op", wire.Request{Op: 18}},
 		{"consume batch of none", wire.Request{Op: wire.OpConsumeBatch}},
 		{"consume batch over MaxConsumeBatch", wire.Request{Op: wire.OpConsumeBatch, Consumes: make([]wire.Consume, wire.MaxConsumeBatch+1)}},
 		{"consume batch member of no budget", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{Pinned: -1}}}},
@@ -738,7 +845,8 @@ func TestVersions(t *testing.T) {
 		wire.OpConsume: wire.V3, wire.OpReplay: wire.V3, wire.OpCancel: wire.V3,
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
-		wire.OpConsumeBatch: wire.V8, wire.OpReject: wire.V10, 0: 0, 17: 0, 255: 0,
+		wire.OpConsumeBatch: wire.V8, wire.OpReject: wire.V10,
+		wire.OpConfirm: wire.V11, 0: 0, 18: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -749,7 +857,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V10 {
+	if wire.Newest != wire.V11 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -917,6 +1025,19 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpAckBatch, "t", uint16(2), uint8(16), rec, int64(1), uint8(1), rec, int64(2)))
 	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(17), rec, int64(1)))
 	f.Add([]byte{17, 0, 0})
+	// Version 11's: Confirm, single and batched, and the Reserve flag (bit 2), with the
+	// bit above it that no version knows.
+	f.Add(frame(wire.OpConfirm, "t", rec))
+	f.Add(frame(wire.OpConfirm, "t", rec, uint8(0)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(3), uint8(17), rec, int64(1), uint8(12), rec, int64(2), uint8(16), rec, int64(3)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(18), rec, int64(1)))
+	f.Add([]byte{18, 0, 0})
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(4)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(9), uint8(6)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(0xc)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(0), uint8(4)))
+	f.Add(frame(wire.OpConsumeBatch, "t", uint16(2), member(0, 1, 4, time.Second), member(1, 3, 7, time.Second)))
+	f.Add(frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 0xc, time.Second)))
 	f.Add([]byte{15, 0, 0})
 	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(1), uint8(2)))
 	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(9), uint8(7)))
