@@ -57,12 +57,21 @@ func (s *Shard) attemptsInOrderLocked(dst *State, maxAttempts int) bool {
 	}
 	dst.Attempts = dst.Attempts[:0]
 	for off := s.frontier + 1; off <= last; off++ {
-		if p, ok := s.pending.get(off); ok && p.attempts > 0 {
+		if p, ok := s.pending.get(off); ok && p.persistedAttempts() > 0 {
 			if len(dst.Attempts) == maxAttempts {
 				return false
 			}
-			dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.attempts})
+			dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.persistedAttempts()})
 		}
 	}
 	return true
+}
+
+// persistedAttempts is the attempts of p that count, as Snapshot persists them: a reservation
+// not yet confirmed (ReserveAhead) is left out.
+func (p pending) persistedAttempts() uint32 {
+	if p.reserved {
+		return p.attempts - 1
+	}
+	return p.attempts
 }

@@ -5,13 +5,23 @@ import "sync/atomic"
 // Counters count what the shards of a tracker do, for a host to export (expvar, Prometheus).
 // All fields only grow. The zero value is ready to use; shards share one through Options.
 type Counters struct {
-	Delivered      atomic.Uint64 // leases granted by ReserveNext
+	// Delivered counts records handed to consumers: leases granted by ReserveNext and
+	// ReserveBatch, and reservations (ReserveAhead) as they are confirmed, explicitly
+	// (Confirm) or implicitly (an Extend, Nack, Reject or Ack of the reservation).
+	Delivered atomic.Uint64
+	// Reserved counts the reservations ReserveAhead granted (not in Delivered until
+	// confirmed).
+	Reserved atomic.Uint64
+	// Unused counts reservations released uncounted, never confirmed: given back (counted in
+	// GivenBack too) or lapsed at their expiry (not counted in Expired).
+	Unused atomic.Uint64
+
 	Acked          atomic.Uint64 // acks that settled an offset
 	Extended       atomic.Uint64 // extends that re-armed a lease
 	Nacked         atomic.Uint64 // nacks that released a lease
 	GivenBack      atomic.Uint64 // reservations given back unread (closed log, cancel race)
-	Gone           atomic.Uint64 // ack, extend, nack or reject answered ErrGone
-	AlreadySettled atomic.Uint64 // ack, extend, nack or reject answered ErrAlreadySettled
+	Gone           atomic.Uint64 // ack, extend, nack, reject or confirm answered ErrGone
+	AlreadySettled atomic.Uint64 // the same, answered ErrAlreadySettled
 	Expired        atomic.Uint64 // leases released by expiry
 	CorruptSkipped atomic.Uint64 // offsets skipped as permanently unreadable
 	RetentionJumps atomic.Uint64 // frontier jumps to the oldest retained offset
@@ -26,7 +36,7 @@ type Counters struct {
 
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
-	Delivered, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
+	Delivered, Reserved, Unused, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
 	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, Discarded, AckedAheadStalls uint64
 }
 
@@ -35,6 +45,8 @@ type CounterValues struct {
 func (c *Counters) Load() CounterValues {
 	return CounterValues{
 		Delivered:        c.Delivered.Load(),
+		Reserved:         c.Reserved.Load(),
+		Unused:           c.Unused.Load(),
 		Acked:            c.Acked.Load(),
 		Extended:         c.Extended.Load(),
 		Nacked:           c.Nacked.Load(),

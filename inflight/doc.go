@@ -67,6 +67,21 @@
 // MaxExtension and MaxLeaseLifetime bound how long a stuck consumer can hold a record. Every
 // lease says which attempt it is, why it is delivered (Reason) and carries a fencing token.
 //
+// # Reservations
+//
+// A gateway node may read ahead for its consumers: it asks the owner for records before a
+// consumer wants them (Shard.ReserveAhead), holds them briefly, and gives back those it does
+// not hand over (GiveBack). A reservation is not a delivery: it is granted as any lease is
+// (nonce, expiry, fence, and the attempt it will be), but its attempt counts only once a
+// consumer gets the record, which Confirm says, or implicitly an Extend, Nack or Reject (an
+// Ack resolves it as well). Unconfirmed, it lapses at its expiry uncounted (visible again at
+// once, no backoff, no MaxDeliveries quarantine), a GiveBack is uncounted as always, and
+// Snapshot leaves its attempt out, so neither a slow gateway nor an owner crash spends a
+// record's deliveries. ReserveAhead grants at most half the in-flight room left (one at
+// least), so two gateways and the owner's own consumers all get records. A move carries a
+// reservation as an ordinary, counted lease. Counters.Reserved and Counters.Unused count
+// reservations granted and released unused; Counters.Delivered counts them as confirmed.
+//
 // # Time and randomness
 //
 // The package never reads a clock: every method that depends on time takes now, as etcd's

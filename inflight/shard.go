@@ -185,6 +185,10 @@ type pending struct {
 	attempts uint32 // leases granted so far
 	reason   Reason // reason of the current lease, or of the next one
 	delayed  bool
+	// reserved: the live lease is a reservation (ReserveAhead) not yet confirmed, so its
+	// attempt, counted in attempts, does not count yet: it is left out of what is persisted,
+	// and a lapse or a give-back takes it back. It fits in the struct's padding.
+	reserved bool
 }
 
 // A Shard is the in-flight state of one (topic, partition): the committed frontier, the
@@ -237,6 +241,7 @@ type Shard struct {
 	quarantine map[int64]bool
 	requeued   int // entries of quarantine that are requeued
 	leased     int // offsets with a live lease
+	reserved   int // of them, reservations not confirmed yet (pending.reserved)
 	delayed    int // offsets invisible until their nack delay ends
 	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
@@ -348,7 +353,7 @@ func (s *Shard) restoreLocked(state State) {
 	s.capped = false
 	clear(s.corrupt)
 	clear(s.quarantine)
-	s.leased, s.delayed, s.requeued = 0, 0, 0
+	s.leased, s.delayed, s.requeued, s.reserved = 0, 0, 0, 0
 	s.deadlines.reset()
 	s.released = s.released[:0]
 	s.settledAbove = s.frontier
@@ -459,7 +464,7 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	var fx effects
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
-	err := s.reserveLocked(at, hwm, int64(visibility), &lease, &fx)
+	err := s.reserveLocked(at, hwm, int64(visibility), false, &lease, &fx)
 	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
 	if err == nil {
@@ -483,6 +488,38 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 // ReserveNextFor answers. The caller reads each record only after this returns, and gives
 // back with GiveBack whatever it does not deliver.
 func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration, max int, into []Lease) ([]Lease, error) {
+	return s.reserveBatch(now, hwm, visibility, max, into, false)
+}
+
+// ReserveAhead is ReserveBatch for a gateway that reads ahead for its consumers: it asks for
+// records before a consumer wants them, holds them briefly, and gives back those it does not
+// hand over. Its leases are reservations, granted exactly as ReserveBatch grants (nonce,
+// expiry, fence, reason, and Attempt the attempt the delivery will be), but a reservation is
+// not a delivery: its attempt counts only once a consumer gets the record, which Confirm
+// says (or, implicitly, an Extend, Nack or Reject of the lease; an Ack resolves it as well).
+// Until then:
+//
+//   - its expiry releases it uncounted: visible again at once, with no backoff, no
+//     MaxDeliveries quarantine, the reason it had before, a wake, and no Counters.Expired;
+//   - GiveBack releases it uncounted, as it releases any lease;
+//   - Snapshot leaves its attempt out, so an owner crash does not count it either.
+//
+// So that two gateways and the owner's own consumers all get records, it grants at most
+// max(1, (MaxInFlight - leased)/2) leases, leased being the live leases when the call starts
+// (after its purge): one at least while the in-flight cap leaves room, none at the cap
+// (ErrInFlightCap). Counters.Reserved counts the reservations; Counters.Delivered counts
+// them only as they are confirmed.
+//
+// A move carries a reservation as an ordinary counted lease (State.Held has no field for it,
+// and the move format stays as it is): one that crosses a move and then lapses at the new
+// owner counts one attempt there; one given back there (GiveBack) is uncounted, as always.
+func (s *Shard) ReserveAhead(now time.Time, hwm int64, visibility time.Duration, max int, into []Lease) ([]Lease, error) {
+	return s.reserveBatch(now, hwm, visibility, max, into, true)
+}
+
+// reserveBatch is ReserveBatch, or ReserveAhead when reserved: its leases are reservations
+// then, and their number is capped at a share of the in-flight room.
+func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration, max int, into []Lease, reserved bool) ([]Lease, error) {
 	if visibility < 0 || visibility > MaxVisibility {
 		return into, ErrInvalidDuration
 	}
@@ -497,18 +534,28 @@ func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	// lease granted here expires after now) and no stale top (a reserve never touches an
 	// offset with a live deadline).
 	s.purgeLocked(at, &fx)
+	if reserved {
+		// A share of the room left, so that a gateway reading ahead does not take it all.
+		max = min(max, builtinMax(1, (s.cfg.MaxInFlight-s.leased)/2))
+	}
 	for range max {
 		into = into[:len(into)+1]
-		if err = s.reserveLocked(at, hwm, int64(visibility), &into[len(into)-1], &fx); err != nil {
+		if err = s.reserveLocked(at, hwm, int64(visibility), reserved, &into[len(into)-1], &fx); err != nil {
 			into = into[:len(into)-1]
 			break
 		}
 	}
-	countsAttempts := s.cfg.MaxDeliveries > 0
+	// Under MaxDeliveries a grant's attempt is persisted state; a reservation's is not until
+	// it is confirmed.
+	countsAttempts := s.cfg.MaxDeliveries > 0 && !reserved
 	s.mu.Unlock()
 	if granted := into[first:]; len(granted) > 0 {
 		err = nil
-		s.counters.Delivered.Add(uint64(len(granted)))
+		if reserved {
+			s.counters.Reserved.Add(uint64(len(granted)))
+		} else {
+			s.counters.Delivered.Add(uint64(len(granted)))
+		}
 		fx.deadline = granted[0].Expiry.UnixNano()
 		for i := range granted[1:] {
 			fx.deadline = min(fx.deadline, granted[i+1].Expiry.UnixNano())
@@ -522,7 +569,8 @@ func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration,
 // builtinMax is max, for where a parameter named max hides it.
 func builtinMax(a, b int) int { return max(a, b) }
 
-func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effects) error {
+// reserveLocked grants the lease ReserveNext would, a reservation when reserved.
+func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *Lease, fx *effects) error {
 	if s.dropped {
 		return ErrEmpty
 	}
@@ -559,7 +607,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, lease *Lease, fx *effe
 		if visibility <= 0 {
 			visibility = s.visibility
 		}
-		s.grantLocked(now, s.capLifetime(now, now+visibility), off, fresh, lease)
+		s.grantLocked(now, s.capLifetime(now, now+visibility), off, fresh, reserved, lease)
 		return nil
 	}
 }
@@ -667,7 +715,8 @@ func (s *Shard) isSettled(off int64) bool {
 	return false
 }
 
-func (s *Shard) grantLocked(now, expiry, off int64, fresh bool, lease *Lease) {
+// grantLocked leases off until expiry, as a reservation when reserved, and fills lease.
+func (s *Shard) grantLocked(now, expiry, off int64, fresh, reserved bool, lease *Lease) {
 	var p pending
 	if !fresh {
 		p = s.pending.lookup(off)
@@ -678,8 +727,12 @@ func (s *Shard) grantLocked(now, expiry, off int64, fresh bool, lease *Lease) {
 	p.leasedAt = now
 	s.fence = max(s.fence+1, uint64(max(now, 0)))
 	p.delayed = false
+	p.reserved = reserved
 	s.pending.set(off, p)
 	s.leased++
+	if reserved {
+		s.reserved++
+	}
 	s.pushDeadline(deadline{at: p.until, offset: off, nonce: p.nonce})
 	*lease = Lease{
 		Handle:  Handle{Partition: s.partition, Offset: off, Nonce: p.nonce},
@@ -751,6 +804,10 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 			s.releaseLocked(d.offset, p, fx)
 			continue
 		}
+		if p.reserved {
+			s.lapseLocked(d.offset, p, fx) // handed to no consumer: not an expiry
+			continue
+		}
 		s.counters.Expired.Add(1)
 		s.endLeaseLocked(d.offset, p, d.at, now, ReasonExpired, 0, fx)
 	}
@@ -812,13 +869,18 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 	}
 	lapsed := s.lapsedAt(at)
 	for i, h := range handles {
-		_, err := s.liveLease(h)
+		p, err := s.liveLease(h)
 		if lapsed {
 			err = ErrMoved
 		}
 		switch err {
 		case nil:
 			acked++
+			if p.reserved {
+				// An ack of a reservation confirms it: the consumer got the record.
+				s.reserved--
+				fx.delivered++
+			}
 			if first, ok := s.deadlines.first(); ok && first.offset == h.Offset {
 				s.deadlines.pop()
 			}
@@ -898,13 +960,22 @@ func (s *Shard) GiveBack(now time.Time, h Handle) error {
 // count is persisted state, so the uncounting is too: the shard is reported dirty (else the
 // count the lease's grant persisted comes back at the next start, and the record is
 // quarantined a delivery early). It reports no wake: the caller decides (see GiveBack).
+//
+// A reservation (ReserveAhead) given back is an unused one (Counters.Unused); its attempt was
+// never persisted, so nothing is reported dirty for it.
 func (s *Shard) giveBackLocked(off int64, p pending, fx *effects) {
 	p.nonce = 0
 	p.attempts--
 	s.leased--
 	var release effects
+	if p.reserved {
+		p.reserved = false
+		s.reserved--
+		fx.unused++
+	} else {
+		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
+	}
 	s.releaseLocked(off, p, &release)
-	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 }
 
 // Reject settles the lease h names as failed for good, as Kafka share groups' REJECT and
@@ -926,6 +997,18 @@ func (s *Shard) SkipCorrupt(now time.Time, h Handle) error {
 	return err
 }
 
+// Confirm says a consumer got the record of the reservation h names (ReserveAhead): the
+// reservation becomes an ordinary lease, whose attempt counts from now on (under
+// MaxDeliveries it is persisted, and Dirty is reported as for a grant), and Counters.Delivered
+// counts the delivery. A live lease that is not a reservation (one granted by ReserveNext,
+// or a reservation confirmed already, explicitly or by an Extend or a Nack) is left as it is
+// and nil is answered, so a confirm may be repeated or come late. A handle that names no live
+// lease gets ErrGone, ErrAlreadySettled or ErrMoved, as for Ack, and changes nothing.
+func (s *Shard) Confirm(now time.Time, h Handle) error {
+	_, err := s.settle(now, h, opConfirm, 0)
+	return err
+}
+
 // settleOp is what settle does to a live lease.
 type settleOp uint8
 
@@ -936,6 +1019,7 @@ const (
 	opGiveBack
 	opSkipCorrupt
 	opReject
+	opConfirm
 )
 
 // settle applies op to the live lease h names, after the purge every touch does, and reports
@@ -956,28 +1040,68 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 	case err == ErrAlreadySettled:
 		s.counters.AlreadySettled.Add(1)
 	case err != nil: // ErrMoved: the shard was handed off, deposed, or its grant lapsed
-	case op == opAck:
-		s.counters.Acked.Add(1)
-		s.resolveLocked(h.Offset, false, &fx)
-	case op == opExtend:
-		expiry = s.extendLocked(at, h, p, d, &fx)
-	case op == opNack:
-		s.counters.Nacked.Add(1)
-		s.endLeaseLocked(h.Offset, p, at, at, ReasonNacked, d, &fx)
-	case op == opGiveBack:
-		s.counters.GivenBack.Add(1)
-		s.giveBackLocked(h.Offset, p, &fx)
-	case op == opSkipCorrupt:
-		s.counters.CorruptSkipped.Add(1)
-		s.resolveLocked(h.Offset, true, &fx)
-	case op == opReject:
-		s.counters.Rejected.Add(1)
-		s.leased--
-		s.quarantineLocked(h.Offset, p.attempts, &fx)
+	case op == opConfirm:
+		if p.reserved {
+			s.confirmLocked(h.Offset, &p, &fx)
+		}
+	default:
+		if p.reserved && op != opGiveBack && op != opSkipCorrupt {
+			// An Ack, Extend, Nack or Reject of a reservation: a consumer got the record,
+			// so it is confirmed first, and op acts on an ordinary lease.
+			s.confirmLocked(h.Offset, &p, &fx)
+		}
+		switch op {
+		case opAck:
+			s.counters.Acked.Add(1)
+			s.resolveLocked(h.Offset, false, &fx)
+		case opExtend:
+			expiry = s.extendLocked(at, h, p, d, &fx)
+		case opNack:
+			s.counters.Nacked.Add(1)
+			s.endLeaseLocked(h.Offset, p, at, at, ReasonNacked, d, &fx)
+		case opGiveBack:
+			s.counters.GivenBack.Add(1)
+			s.giveBackLocked(h.Offset, p, &fx)
+		case opSkipCorrupt:
+			if p.reserved {
+				s.reserved-- // never handed over: resolved unconfirmed
+			}
+			s.counters.CorruptSkipped.Add(1)
+			s.resolveLocked(h.Offset, true, &fx)
+		case opReject:
+			s.counters.Rejected.Add(1)
+			s.leased--
+			s.quarantineLocked(h.Offset, p.attempts, &fx)
+		}
 	}
 	s.mu.Unlock()
 	s.report(&fx)
 	return expiry, err
+}
+
+// confirmLocked makes the live reservation *p of off an ordinary lease: the consumer got the
+// record, so its attempt counts from now on (persisted under MaxDeliveries, hence dirty)
+// and the delivery is counted.
+func (s *Shard) confirmLocked(off int64, p *pending, fx *effects) {
+	p.reserved = false
+	s.pending.set(off, *p)
+	s.reserved--
+	fx.delivered++
+	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
+}
+
+// lapseLocked releases the reservation p of off at its expiry, uncounted: the gateway that
+// held it handed it to no consumer, so its attempt is taken back, and it is visible again
+// at once (no backoff, no MaxDeliveries quarantine, its reason as it was before), with a
+// wake. Nothing persisted changes: Snapshot never counted the reservation.
+func (s *Shard) lapseLocked(off int64, p pending, fx *effects) {
+	p.nonce = 0
+	p.attempts--
+	p.reserved = false
+	s.leased--
+	s.reserved--
+	fx.unused++
+	s.releaseLocked(off, p, fx)
 }
 
 // liveLease returns the pending state of the live lease h names, or why there is none. The
@@ -1069,6 +1193,9 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 			// A requeued offset below the frontier that retention removed: it is gone.
 			s.pending.remove(h.Offset)
 			s.leased--
+			if p.reserved {
+				s.reserved--
+			}
 			s.clearQuarantine(h.Offset)
 			fx.dirty = true
 		} else {
@@ -1099,6 +1226,9 @@ func (s *Shard) jumpLocked(frontier int64) {
 		if p.nonce != 0 {
 			s.leased--
 		}
+		if p.reserved {
+			s.reserved--
+		}
 		if p.delayed {
 			s.delayed--
 		}
@@ -1118,7 +1248,9 @@ func (s *Shard) jumpLocked(frontier int64) {
 // Snapshot fills dst with the shard's persisted state, reusing dst's slices: the frontier,
 // the acked-ahead set ascending, the attempts of unresolved offsets with at least one
 // delivery, and the quarantined and requeued offsets. Leases, nonces, the expiry queue and
-// the corrupt-skip set are memory only.
+// the corrupt-skip set are memory only. The attempt of a reservation not yet confirmed
+// (ReserveAhead) is left out, so an owner that crashes does not count it: an offset whose
+// only attempt it is has no entry.
 func (s *Shard) Snapshot(dst *State) { s.SnapshotCapped(dst, math.MaxInt) }
 
 // SnapshotCapped is Snapshot keeping only the maxAttempts lowest offsets' attempts, and
@@ -1141,6 +1273,11 @@ func (s *Shard) SnapshotCapped(dst *State, maxAttempts int) (omitted int) {
 // every settle that succeeded before is in it. Snapshot still reports that state, so the
 // committer can make it durable. A shard restored from dst (NewShard, Restore) on the next
 // owner honours the handles of its live leases. A second call fills dst with the same state.
+//
+// A reservation not yet confirmed (ReserveAhead) travels as an ordinary lease, its attempt
+// counted (State.Held has no field for it; the move format stays as it is): if it lapses at
+// the next owner, that counts one attempt, while a GiveBack there is uncounted as always.
+// dst.Attempts, what Snapshot would persist, still leaves it out.
 func (s *Shard) HandOff(now time.Time, dst *State) {
 	var fx effects
 	s.mu.Lock()
@@ -1185,8 +1322,8 @@ func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bo
 	if !inOrder {
 		dst.Attempts = dst.Attempts[:0]
 		for off, p := range s.pending.all {
-			if p.attempts > 0 && off > s.frontier {
-				dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: p.attempts})
+			if n := p.persistedAttempts(); n > 0 && off > s.frontier {
+				dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: n})
 			}
 		}
 	}
@@ -1226,6 +1363,9 @@ type Stats struct {
 	Corrupt        int // offsets skipped as corrupt above the frontier
 	Quarantined    int // offsets quarantined, requeued ones included
 	Requeued       int // of them, requeued ones waiting for delivery again
+	// Reserved is how many of the live leases are reservations (ReserveAhead) not confirmed
+	// yet.
+	Reserved int
 }
 
 // Stats returns the shard's counts. It does not purge.
@@ -1241,6 +1381,7 @@ func (s *Shard) Stats() Stats {
 		Corrupt:        len(s.corrupt),
 		Quarantined:    len(s.quarantine),
 		Requeued:       s.requeued,
+		Reserved:       s.reserved,
 	}
 }
 
@@ -1263,9 +1404,19 @@ type effects struct {
 	quarantined []Attempt // offsets quarantined, with their attempts
 	stalled     bool      // a stall episode began, as stall says
 	stall       AckedAheadStall
+	delivered   uint64 // reservations confirmed (Counters.Delivered)
+	unused      uint64 // reservations released uncounted (Counters.Unused)
 }
 
+// report calls the hooks for what fx says, and adds its counts to the counters. It runs
+// after the shard's lock is released.
 func (s *Shard) report(fx *effects) {
+	if fx.delivered > 0 {
+		s.counters.Delivered.Add(fx.delivered)
+	}
+	if fx.unused > 0 {
+		s.counters.Unused.Add(fx.unused)
+	}
 	if fx.released > 0 && s.hooks.Wake != nil {
 		s.hooks.Wake(s.topic, s.partition)
 	}
