@@ -33,6 +33,9 @@ type modelOffset struct {
 	attempts uint32
 	reason   Reason
 	below    bool // requeued at or below the frontier (free, leased or delayed)
+	// reserved: leased by ReserveAhead and not confirmed yet; its attempt, counted in
+	// attempts, does not count (a lapse takes it back, a snapshot leaves it out).
+	reserved bool
 }
 
 type model struct {
@@ -51,6 +54,9 @@ type model struct {
 	discardedAhead int
 	capped         bool // the last choice found the acked-ahead cap reached
 	stalls         int  // episodes at the acked-ahead cap so far
+	delivered      int  // records handed to consumers: plain leases, confirmed reservations
+	reservations   int  // reservations granted (ReserveAhead)
+	unused         int  // reservations released unconfirmed: given back or lapsed
 }
 
 func (m *model) at(off int64) *modelOffset {
@@ -141,6 +147,57 @@ func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay tim
 	o.state = free
 }
 
+// confirm makes the reservation of off, if it is one, an ordinary lease: a consumer got it.
+func (m *model) confirm(off int64) {
+	if o := m.at(off); o.reserved {
+		o.reserved = false
+		m.delivered++
+	}
+}
+
+// unreserve ends the live lease of off unconfirmed if it is a reservation (a give-back or a
+// lapse): its attempt is taken back. An ordinary lease given back loses its attempt too.
+func (m *model) unreserve(off int64) {
+	o := m.at(off)
+	o.nonce = 0
+	o.attempts--
+	if o.reserved {
+		o.reserved = false
+		m.unused++
+	}
+}
+
+// countReserved counts the live reservations not confirmed yet.
+func (m *model) countReserved() int {
+	n := 0
+	for off, o := range m.offsets {
+		if o.state == leased && o.reserved && (off > m.frontier || o.below) {
+			n++
+		}
+	}
+	return n
+}
+
+// persisted returns the attempts a snapshot holds: of unresolved offsets above the frontier,
+// an unconfirmed reservation's left out, ascending.
+func (m *model) persisted() []Attempt {
+	var as []Attempt
+	for off, o := range m.offsets {
+		if off <= m.frontier || (o.state != free && o.state != leased && o.state != delayed) {
+			continue
+		}
+		n := o.attempts
+		if o.state == leased && o.reserved {
+			n--
+		}
+		if n > 0 {
+			as = append(as, Attempt{Offset: off, Count: n})
+		}
+	}
+	slices.SortFunc(as, func(a, b Attempt) int { return int(a.Offset - b.Offset) })
+	return as
+}
+
 // quarantine sets off aside, whatever it was: the frontier may pass it now.
 func (m *model) quarantine(off int64) {
 	o := m.at(off)
@@ -159,6 +216,11 @@ func (m *model) reject(off int64) {
 func (m *model) purge(now time.Time) {
 	for off, o := range m.offsets {
 		if o.state == leased && !now.Before(o.until) {
+			if o.reserved {
+				m.unreserve(off) // a lapse uncounted: visible at once, its reason kept
+				o.state = free
+				continue
+			}
 			m.endLease(off, o.until, now, ReasonExpired, 0)
 		}
 	}
@@ -382,11 +444,19 @@ func (sm *shardMachine) reserve(t *rapid.T) {
 	if err != nil {
 		return
 	}
+	sm.m.delivered++
+	sm.granted(t, lease, wantOff, false)
+}
+
+// granted checks a lease the shard granted against the model's prediction, wantOff, and
+// records it in the model, a reservation when reserved.
+func (sm *shardMachine) granted(t *rapid.T, lease Lease, wantOff int64, reserved bool) {
 	if lease.Offset != wantOff {
 		t.Fatalf("ReserveNext leased %d, want the lowest free offset %d", lease.Offset, wantOff)
 	}
 	o := sm.m.at(wantOff)
 	o.attempts++
+	o.reserved = reserved
 	if lease.Attempt != o.attempts || lease.Reason != o.reason {
 		t.Fatalf("lease of %d: attempt %d reason %v, want %d %v", wantOff, lease.Attempt, lease.Reason, o.attempts, o.reason)
 	}
@@ -399,6 +469,50 @@ func (sm *shardMachine) reserve(t *rapid.T) {
 	sm.fences[wantOff] = lease.Fence
 	o.state, o.nonce, o.until, o.leasedAt = leased, lease.Nonce, lease.Expiry, sm.now
 	sm.unread = append(sm.unread, lease)
+}
+
+// reserveAhead reads ahead as a gateway: a batch of reservations, capped at half the
+// in-flight room (one at least), each what the next ReserveNext would grant.
+func (sm *shardMachine) reserveAhead(t *rapid.T) {
+	max := rapid.IntRange(1, 6).Draw(t, "max")
+	sm.m.purge(sm.now)
+	n := min(max, builtinMax(1, (sm.m.cfg.MaxInFlight-sm.m.count(leased))/2))
+	leases, err := sm.s.ReserveAhead(sm.now, sm.m.hwm, 0, max, nil)
+	granted := 0
+	for range n {
+		wantOff, wantErr := sm.m.reserve()
+		if wantErr != nil {
+			if granted == 0 && !errors.Is(err, wantErr) {
+				t.Fatalf("ReserveAhead: got %v, want %v", err, wantErr)
+			}
+			break
+		}
+		if granted >= len(leases) {
+			t.Fatalf("ReserveAhead granted %d, want more (next %d), err %v", len(leases), wantOff, err)
+		}
+		sm.granted(t, leases[granted], wantOff, true)
+		sm.m.reservations++
+		granted++
+	}
+	if granted != len(leases) {
+		t.Fatalf("ReserveAhead granted %d, want %d", len(leases), granted)
+	}
+	if granted > 0 && err != nil {
+		t.Fatalf("ReserveAhead granted %d with %v", granted, err)
+	}
+}
+
+// confirm says a consumer got the record of a handle.
+func (sm *shardMachine) confirm(t *rapid.T) {
+	h := sm.handle(t)
+	sm.m.purge(sm.now)
+	want := sm.m.live(h)
+	if err := sm.s.Confirm(sm.now, h); !errors.Is(err, want) {
+		t.Fatalf("Confirm(%v): got %v, want %v", h, err, want)
+	}
+	if want == nil {
+		sm.m.confirm(h.Offset)
+	}
 }
 
 // read reads a reserved offset from the model log and handles the outcome as the router
@@ -418,9 +532,8 @@ func (sm *shardMachine) read(t *rapid.T) {
 			t.Fatalf("GiveBack: got %v, want %v", err, want)
 		}
 		if want == nil {
-			o := sm.m.at(lease.Offset)
-			o.state, o.nonce = free, 0
-			o.attempts--
+			sm.m.unreserve(lease.Offset)
+			sm.m.at(lease.Offset).state = free
 		}
 	case lease.Offset < sm.m.oldest:
 		wasLive := sm.m.live(lease.Handle) == nil
@@ -437,6 +550,7 @@ func (sm *shardMachine) read(t *rapid.T) {
 			t.Fatalf("SkipCorrupt: got %v, want %v", err, want)
 		}
 		if want == nil {
+			sm.m.at(lease.Offset).reserved = false // never handed over: not a delivery
 			sm.m.settle(lease.Offset, corrupt)
 		}
 	default:
@@ -464,6 +578,7 @@ func (sm *shardMachine) ack(t *rapid.T) {
 		t.Fatalf("Ack(%v): got %v, want %v", h, err, want)
 	}
 	if want == nil {
+		sm.m.confirm(h.Offset)
 		sm.m.settle(h.Offset, acked)
 	}
 }
@@ -480,6 +595,7 @@ func (sm *shardMachine) extend(t *rapid.T) {
 	if want != nil {
 		return
 	}
+	sm.m.confirm(h.Offset)
 	if d == 0 {
 		d = 10 * time.Second
 	}
@@ -509,6 +625,7 @@ func (sm *shardMachine) nack(t *rapid.T) {
 		t.Fatalf("Nack(%v): got %v, want %v", h, err, want)
 	}
 	if want == nil {
+		sm.m.confirm(h.Offset)
 		sm.m.endLease(h.Offset, sm.now, sm.now, ReasonNacked, delay)
 	}
 }
@@ -521,6 +638,7 @@ func (sm *shardMachine) reject(t *rapid.T) {
 		t.Fatalf("Reject(%v): got %v, want %v", h, err, want)
 	}
 	if want == nil {
+		sm.m.confirm(h.Offset)
 		sm.m.reject(h.Offset)
 	}
 }
@@ -584,7 +702,10 @@ func (sm *shardMachine) restart(t *rapid.T) {
 		case off <= sm.m.frontier, o.state == corrupt:
 			delete(sm.m.offsets, off)
 		case o.state == leased || o.state == delayed || o.state == free:
-			o.state, o.nonce, o.reason = free, 0, ReasonFirst
+			if o.state == leased && o.reserved {
+				o.attempts-- // the snapshot left the unconfirmed reservation out
+			}
+			o.state, o.nonce, o.reason, o.reserved = free, 0, ReasonFirst, false
 			if o.attempts > 0 {
 				o.reason = ReasonRestart
 			}
@@ -603,6 +724,9 @@ func (sm *shardMachine) move(t *rapid.T) {
 	seed := [32]byte{byte(rapid.IntRange(0, 255).Draw(t, "seed")), 1}
 	sm.s = NewShard("model", 0, Options{Config: sm.m.cfg, Seed: seed, Hooks: old.hooks, Counters: old.counters}, st)
 	sm.m.capped = false
+	for _, o := range sm.m.offsets {
+		o.reserved = false // a reservation moves as an ordinary, counted lease
+	}
 	for _, h := range sm.held {
 		if _, err := old.Extend(sm.now, h, 0); !errors.Is(err, ErrMoved) {
 			t.Fatalf("extend of %v on the handed-off shard: %v, want ErrMoved", h, err)
@@ -640,6 +764,7 @@ func (sm *shardMachine) check(t *rapid.T) {
 		Corrupt:        sm.m.count(corrupt),
 		Quarantined:    sm.m.quarantineSize(),
 		Requeued:       sm.m.requeuedBelow(),
+		Reserved:       sm.m.countReserved(),
 	}
 	if st = sm.s.Stats(); st != want {
 		t.Fatalf("shard %+v, model %+v", st, want)
@@ -662,8 +787,16 @@ func (sm *shardMachine) check(t *rapid.T) {
 	if st.AckedAheadRuns > sm.m.cfg.MaxInFlight+sm.m.cfg.MaxAckedAheadRuns+sm.m.discardedAhead {
 		t.Fatalf("acked-ahead set of %d runs exceeds in-flight cap + run cap (checklist 24)", st.AckedAheadRuns)
 	}
+	c := sm.s.counters.Load()
+	if c.Delivered != uint64(sm.m.delivered) || c.Reserved != uint64(sm.m.reservations) || c.Unused != uint64(sm.m.unused) {
+		t.Fatalf("counted delivered %d reserved %d unused %d, want %d %d %d",
+			c.Delivered, c.Reserved, c.Unused, sm.m.delivered, sm.m.reservations, sm.m.unused)
+	}
 	var snap State
 	sm.s.Snapshot(&snap)
+	if want := sm.m.persisted(); !slices.Equal(snap.Attempts, want) {
+		t.Fatalf("snapshot attempts %v, want %v", snap.Attempts, want)
+	}
 	// Runs ascend, none touches the next, and the first starts above the frontier hole (the
 	// frontier would have advanced over a run at the hole).
 	prev := snap.Frontier
@@ -694,6 +827,8 @@ func TestShardAgainstModel(t *testing.T) {
 			"advanceTime":  sm.advanceTime,
 			"jumpClock":    sm.jumpClock,
 			"reserve":      sm.reserve,
+			"reserveAhead": sm.reserveAhead,
+			"confirm":      sm.confirm,
 			"read":         sm.read,
 			"ack":          sm.ack,
 			"extend":       sm.extend,
