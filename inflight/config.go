@@ -74,6 +74,12 @@ type Config struct {
 	// MaxLeaseLifetime caps how long one lease can be extended to last, counted from its
 	// grant (SQS caps it at 12 hours); zero means no cap.
 	MaxLeaseLifetime time.Duration
+
+	// ReadAhead is the most records a node reserves at the owners of the topic's partitions
+	// ahead of its consumers (package router reads it; a shard does not): zero means
+	// router.DefaultReadAhead, a negative value (router.ReadAheadOff) turns reading ahead
+	// off for the topic, so that each consume that crosses nodes asks the owners itself.
+	ReadAhead int
 }
 
 // withDefaults returns c with every zero or negative field replaced by its default, and its

@@ -216,3 +216,23 @@ const (
 	opPassFrame     = 8
 	opCancelFrame   = 10
 )
+
+// probesOnly tunes a node as tune does (when not nil), with reading ahead off: for the tests
+// of the probes, the claims and their frames, which a consume served from what the node read
+// ahead would skip (readahead_test.go tests reading ahead).
+func probesOnly(tune func(id string, cfg *router.Config)) func(id string, cfg *router.Config) {
+	return func(id string, cfg *router.Config) {
+		if tune != nil {
+			tune(id, cfg)
+		}
+		topic := cfg.Topic
+		cfg.Topic = func(name string) router.TopicConfig {
+			var tc router.TopicConfig
+			if topic != nil {
+				tc = topic(name)
+			}
+			tc.ReadAhead = router.ReadAheadOff
+			return tc
+		}
+	}
+}

@@ -49,9 +49,9 @@ func TestConsumesShareAFrame(t *testing.T) {
 	withTwoProcs(t)
 	synctest.Test(t, func(t *testing.T) {
 		var seen frames
-		c := newCluster(t, rtt, map[string][]int32{"b": {0, 1}, "g": nil}, func(id string, cfg *router.Config) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0, 1}, "g": nil}, probesOnly(func(id string, cfg *router.Config) {
 			cfg.Transport = observedTransport{cfg.Transport, &seen}
-		})
+		}))
 		defer c.close()
 		c.produce(0, 30)
 		c.produce(1, 30)
@@ -88,9 +88,9 @@ func TestFullBatchLeavesAtOnce(t *testing.T) {
 	withTwoProcs(t)
 	synctest.Test(t, func(t *testing.T) {
 		var seen frames
-		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, func(id string, cfg *router.Config) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, probesOnly(func(id string, cfg *router.Config) {
 			cfg.Transport = observedTransport{cfg.Transport, &seen}
-		})
+		}))
 		defer c.close()
 		c.produce(0, 500)
 		g := c.nodes["g"]
@@ -127,7 +127,7 @@ func TestQueuedConsumeCountsItsLeaseFromItsFrame(t *testing.T) {
 	withTwoProcs(t)
 	synctest.Test(t, func(t *testing.T) {
 		const trip = 10 * time.Millisecond
-		c := newCluster(t, trip, map[string][]int32{"b": {0}, "g": nil}, nil)
+		c := newCluster(t, trip, map[string][]int32{"b": {0}, "g": nil}, probesOnly(nil))
 		defer c.close()
 		c.produce(0, 4)
 		g := c.nodes["g"]
@@ -158,7 +158,7 @@ func TestLeavingMemberGivesItsRecordsBack(t *testing.T) {
 	withTwoProcs(t)
 	synctest.Test(t, func(t *testing.T) {
 		const trip = 10 * time.Millisecond
-		c := newCluster(t, trip, map[string][]int32{"b": {0}, "g": nil}, nil)
+		c := newCluster(t, trip, map[string][]int32{"b": {0}, "g": nil}, probesOnly(nil))
 		defer c.close()
 		c.net.Fault = (&dropFrames{from: "g", to: "b", op: opCancelFrame, what: routertest.DropRequest, on: true}).fault
 		c.produce(0, 5) // two for the first, two for the leaver, one for the one that stays

@@ -211,7 +211,7 @@ func TestHeldPollAnswersEmptyWhenThePartitionComesHere(t *testing.T) {
 // capped at RemoteBatch records, and the requester passes it through.
 func TestBatchConsumeAcrossNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, probesOnly(nil))
 		defer c.close()
 		ctx := context.Background()
 		c.produce(0, 250)
@@ -288,7 +288,7 @@ func atWire(version uint8, ids ...string) func(string, *router.Config) {
 // upgrade costs one refused request per newer field per old owner per two minutes.
 func TestOwnerBeforeMaxCostsOneRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, atWire(5, "b"))
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, probesOnly(atWire(5, "b")))
 		defer c.close()
 		ctx := context.Background()
 		c.produce(0, 10)

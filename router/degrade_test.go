@@ -42,7 +42,7 @@ func (b *blackhole) fault(_, to string, _ []byte) routertest.Fault {
 // recheck finds it answering.
 func TestHungOwnerStallsNoConsume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, nil)
+		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, probesOnly(nil))
 		hole := &blackhole{node: "b"}
 		hole.on.Store(true)
 		c.net.Fault = hole.fault

@@ -187,6 +187,22 @@
 // the wire version during a rolling upgrade. See docs/protocol.md, "Consumption across
 // nodes".
 //
+// # Reading ahead
+//
+// A node whose consumers take other nodes' records reads ahead for them: it reserves
+// records at the owners before its consumers ask (one refill at a time per topic, sized to
+// their rate over half a hold, at most the topic's ReadAhead, DefaultReadAhead by default)
+// and hands them over from memory, so a busy consumer's next record costs no round trip and
+// one RPC carries many records. A reservation is not a delivery: the owner counts the attempt
+// once the node confirms that a consumer got the record (or the consumer's settle reaches
+// it), and a record given back unused, or whose reservation lapses, is not an attempt. A
+// record waits at most the hold, min(MaxReadAheadHold, visibility/10), and then goes back to
+// its owner; the lease handed over is the owner's, at most the hold shorter, and one with
+// less than half the visibility timeout left is given back instead. One reservation takes at
+// most half a partition's free in-flight room. Close, Shutdown and DeleteTopic give back
+// what is held; ReadAheadOff turns it off for a topic. Stats.Ahead counts it. See
+// docs/protocol.md, "Reading ahead".
+//
 // # Beyond consume and ack
 //
 // Work runs a handler per record for in-process consumers (extending leases while handlers

@@ -121,6 +121,7 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 	if len(topic) > MaxTopicLength {
 		return time.Time{}, fmt.Errorf("%w: a topic of %d bytes (at most %d)", ErrInvalidArgument, len(topic), MaxTopicLength)
 	}
+	n.aheadSettled(topic, rec.handle)
 	now := n.clock.Now()
 	deadline := now.Add(ForwardBudget)
 	l := n.lane(owner)
@@ -154,6 +155,7 @@ func (n *Node) forward(ctx context.Context, owner, topic string, rec wireRecord)
 // acks back until a busy slot came back was tried: it shared frames a little more, 0.239
 // to 0.221 per record through a gateway with 64 consumers, and would break that.)
 func (n *Node) forwardAsync(owner, topic string, rec wireRecord, done func(error)) {
+	n.aheadSettled(topic, rec.handle)
 	n.lane(owner).Enqueue(topic, rec.wire(), n.clock.Now().Add(ForwardBudget), done)
 }
 
@@ -210,10 +212,14 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 	for older != 0 {
 		now = n.clock.Now()
 		until := now.Add(olderPeerMemory)
-		if older >= wire.V10 {
+		switch {
+		case older >= wire.V11:
+			l.Refuse(acklane.Reserve, until) // nothing reserved there to confirm, nor read ahead
+			form = min(form, wire.V10)
+		case older >= wire.V10:
 			l.Refuse(acklane.Reject, until)
 			form = min(form, wire.V9)
-		} else {
+		default:
 			l.Refuse(acklane.OlderSettles, until)
 			form = min(form, wire.V6)
 		}
@@ -223,14 +229,16 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 }
 
 // settleForm is the version whose settles go to the owner of l at now: this node's, less
-// what the owner refused within the last olderPeerMemory (the version 10 reject, the
-// version 7 settles).
+// what the owner refused within the last olderPeerMemory (the version 11 confirm and
+// reservations, the version 10 reject, the version 7 settles).
 func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 	switch {
 	case l.Refuses(acklane.OlderSettles, now):
 		return min(n.wireVersion, wire.V6)
 	case l.Refuses(acklane.Reject, now):
 		return min(n.wireVersion, wire.V9)
+	case l.Refuses(acklane.Reserve, now):
+		return min(n.wireVersion, wire.V10)
 	}
 	return n.wireVersion
 }
@@ -333,6 +341,10 @@ var notDurableThere = wire.Answer{Status: wire.StatusUnavailable, Message: "the 
 // pinned below it), which knows no reject: it is not sent, and no other settle stands in for
 // it (a nack would deliver the record again, an ack would lose it).
 var noRejectThere = wire.Answer{Status: statusUnsupportedThere, Message: "the owner runs a release before node wire version 10, which cannot reject: not applied"}
+
+// noConfirmThere answers a confirm for an owner on a release before version 11 (or from a
+// node pinned below it), which grants no reservations to confirm: it is not sent.
+var noConfirmThere = wire.Answer{Status: statusUnsupportedThere, Message: "the owner runs a release before node wire version 11, which reserves nothing to confirm: not applied"}
 
 // spentBeforeSent answers an ack whose budget ran out before it could leave.
 var spentBeforeSent = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}

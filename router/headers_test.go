@@ -162,7 +162,9 @@ func TestHeadersAcrossNodes(t *testing.T) {
 				require.Len(t, probe, 1)
 				wantCalls := int64(1)
 				if tc.pinned == "b" {
-					wantCalls = 2 // the Headers flag refused, then the probe without it
+					// The Reserve flag refused (reading ahead), then the Headers flag, then the
+					// probe without either.
+					wantCalls = 3
 				}
 				assert.Equal(t, wantCalls, c.net.Calls()-calls, "the probe's requests")
 				checkHeaders(t, probe, !tc.headers)

@@ -97,14 +97,15 @@ type Config struct {
 	// negative. AckAsync's acks share RPCs below it too (see Node.AckAsync).
 	AckWindow int
 	// WireVersion is the newest node-wire version this node speaks and accepts; zero means
-	// the newest (10). A host upgrading a cluster in place pins new nodes to the version of
+	// the newest (11). A host upgrading a cluster in place pins new nodes to the version of
 	// the oldest until all run the new release (as a broker's inter-node protocol version is
 	// pinned), and tests use it to play older releases. Version 1 is single acks, extends and
 	// nacks; 2 adds AckBatch (the releases before this field speak 2); 3 to 6 add the frames
 	// of cross-node consumption, 7 the settles that carry no clock, 8 ConsumeBatch, 9 the
 	// records' headers in deliveries (a node at 8 or below, on either side, delivers another
-	// node's records without their headers), 10 Reject (see docs/protocol.md, "Forwarded acks
-	// and the node wire").
+	// node's records without their headers), 10 Reject, 11 reading ahead (Confirm and the
+	// consume's Reserve flag: a node at 10 or below reads nothing ahead). See
+	// docs/protocol.md, "Forwarded acks and the node wire".
 	// A node refuses a frame newer than its version as an older release does, and at
 	// version 1 sends no AckBatch.
 	WireVersion uint8
@@ -184,6 +185,9 @@ type Node struct {
 	pump      *pump.Pump[reservation]
 
 	topics readmap.Map[*topicState] // read on every consume; changed at a topic's first use and delete
+	// topicConfig is Config.Topic: the topics' settings (nil: the defaults), read by the
+	// read-ahead here; the shards get theirs through the tracker.
+	topicConfig func(topic string) TopicConfig
 
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
@@ -235,6 +239,9 @@ type lifecycle struct {
 type topicState struct {
 	scanStart  atomic.Uint32 // rotates the partition a scan starts at
 	probeStart atomic.Uint32 // rotates the owner a probe asks first
+	// ahead is what this node reads ahead of its consumers (made at the first consume that
+	// crosses nodes).
+	ahead atomic.Pointer[readAhead]
 
 	// routes is the verdict on the topic's last answer of Routes.Partitions that needed
 	// judging (see judgeRoutes); never nil: at first, on an answer of no partitions.
@@ -255,6 +262,7 @@ type nodeStats struct {
 	consumes, emptyConsumes, delivered, replayed atomic.Uint64
 	deposed                                      atomic.Uint64 // partitions taken from this node while live
 	remote                                       remoteStats
+	ahead                                        aheadStats
 	// The latency histograms (see Stats).
 	consumeWait, remoteDelivery, forwardedAckRPC histogram
 }
@@ -273,6 +281,8 @@ func New(cfg Config) (*Node, error) {
 		routes: cfg.Routes,
 		clock:  cfg.Clock,
 		logger: cfg.Logger,
+
+		topicConfig: cfg.Topic,
 
 		purge:     purgeWake{kick: make(chan struct{}, 1)},
 		life:      lifecycle{fence: newCallFence()},
@@ -534,6 +544,11 @@ func (n *Node) DeleteTopic(topic string) error {
 	n.setAside.forget(topic, -1)
 	n.pump.DropTopic(topic)
 	n.forgetTopicTokens(topic)
+	if t, ok := n.topics.Load(topic); ok {
+		if ra := t.ahead.Load(); ra != nil {
+			n.background(ra.close) // what it held goes back to the owners
+		}
+	}
 	n.topics.Remove(topic)
 	return err
 }
@@ -628,6 +643,8 @@ type Stats struct {
 	Shards                 ShardCounters
 	Committer              CommitterStats
 	Remote                 RemoteStats
+	// Ahead counts what this node read ahead of its consumers (see DefaultReadAhead).
+	Ahead AheadStats
 	// ConsumeWait is how long the consumes that waited for a record took, from the call to
 	// its return, whether a record came or the wait ran out: those that parked, and those
 	// held for a topic no node served yet. A consume served without waiting is not in it.
@@ -658,6 +675,7 @@ func (n *Node) Stats() Stats {
 		Shards:                 n.tracker.Counters().Load(),
 		Committer:              n.committer.Stats(),
 		Remote:                 n.stats.remote.load(),
+		Ahead:                  n.stats.ahead.load(),
 		ConsumeWait:            n.stats.consumeWait.load(),
 		RemoteDelivery:         n.stats.remoteDelivery.load(),
 		ForwardedAckRPC:        n.stats.forwardedAckRPC.load(),
@@ -725,6 +743,7 @@ func (n *Node) shutdown() {
 	n.life.fence.close()
 	n.pump.Close()
 	n.life.fence.wait()
+	n.closeReadAheads() // every reservation back to its owner, before the transport's goroutines stop
 	n.ownerTopics.Range(func(topic, _ any) bool {
 		n.forgetTopicTokens(topic.(string)) // and their hold timers
 		return true

@@ -310,7 +310,7 @@ func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, member
 // consumeReply is serveConsume's reply, its encoded records bounded at limit (the first is
 // always carried).
 func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic string, c wire.Consume, limit int) wire.ConsumeReply {
-	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), remoteBatch), visibility: c.Visibility}
+	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), remoteBatch), visibility: c.Visibility, reserve: c.Reserve}
 	if req.pinned < 0 {
 		req.pinned = -1
 	}

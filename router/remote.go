@@ -53,7 +53,21 @@ const (
 // or ctx ends. It returns within ConsumeOverrun of deadline, whatever the owners do.
 func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
 	parks := n.clock.Now().Before(deadline)
-	msgs, probeErr := n.probe(ctx, req, owners, parks, !gateway && req.pinned < 0, deadline)
+	probed := req
+	ra, s := n.readAheadFor(req)
+	if ra != nil {
+		defer ra.left(ctx)
+		if msgs := ra.take(req, owners, s); len(msgs) > 0 {
+			return msgs, nil
+		}
+		// Nothing held: the probe asks for the target besides, as reservations.
+		probed.max = ra.probeSize(req.max, s)
+		probed.reserve, probed.ahead = true, probed.max-req.max
+	}
+	msgs, probeErr := n.probe(ctx, probed, owners, parks, !gateway && req.pinned < 0, deadline)
+	if ra != nil && len(msgs) > 0 {
+		msgs = ra.split(msgs, req.max, s)
+	}
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs, ctx.Err()
 	}
@@ -283,6 +297,14 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		c.RelativeExpiry = true
 	}
 	c.Headers = n.asksHeaders(l, now)
+	switch {
+	case req.reserve && !l.Refuses(acklane.Reserve, now):
+		c.Reserve = true
+	case req.max-req.ahead < 1:
+		return nil, fmt.Errorf("%w: %s reserves nothing (an older release)", ErrUnavailable, owner)
+	case req.ahead > 0:
+		c.Max = min(c.Max, int32(req.max-req.ahead)) // its own records alone
+	}
 	for {
 		c.RequestID = requestID()
 		sent := n.clock.Now()
@@ -306,6 +328,16 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		if reply.Status == wire.StatusBadRequest && c.Reserve {
+			// An older release: it reserves nothing. The consume's own records are asked
+			// again without the flag; nothing is read ahead from it (a consume would deliver,
+			// counting attempts for records nobody asked for yet).
+			l.Refuse(acklane.Reserve, n.clock.Now().Add(olderFieldMemory))
+			if c.Reserve, c.Max = false, int32(req.max-req.ahead); c.Max < 1 {
+				return nil, fmt.Errorf("%w: %s reserves nothing (an older release)", ErrUnavailable, owner)
+			}
+			continue
 		}
 		if reply.Status == wire.StatusBadRequest && n.dropNewestField(l, &c) {
 			continue // an older release refused the newest field the frame carried: again without it

@@ -60,6 +60,12 @@ type scanRequest struct {
 	max        int                  // records to take at most (>= 1)
 	visibility time.Duration
 	calledAt   time.Time // when the consume was called: park observes its wait from then (zero: not)
+	// reserve: the records are reservations of a node reading ahead (inflight.Shard.ReserveAhead),
+	// not deliveries: their attempts count once that node confirms them.
+	reserve bool
+	// ahead is how many of max are asked for to be held ahead of the consumes to come (with
+	// reserve): an owner that reserves nothing is asked for the rest alone.
+	ahead int
 }
 
 // logsScratch holds what a GetMany resolves, pooled so an empty scan allocates nothing.
@@ -314,10 +320,14 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	for !budget.full() {
 		want := budget.max - budget.taken
 		var leases []inflight.Lease
-		if want == 1 { // a single consume, the common case, needs no batch machinery
+		switch {
+		case req.reserve:
+			scratch.leases, err = shard.ReserveAhead(now, hwm, req.visibility, want, scratch.leases[:0])
+			leases = scratch.leases
+		case want == 1: // a single consume, the common case, needs no batch machinery
 			one[0], err = shard.ReserveNextFor(now, hwm, req.visibility)
 			leases = one[:]
-		} else {
+		default:
 			// Assigned through the scratch, so that one never flows to the heap.
 			scratch.leases, err = shard.ReserveBatch(now, hwm, req.visibility, want, scratch.leases[:0])
 			leases = scratch.leases
@@ -340,7 +350,9 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
 		*budget = r.budget
-		n.stats.delivered.Add(uint64(len(out) - before))
+		if !req.reserve { // a reservation is counted once a consumer gets it
+			n.stats.delivered.Add(uint64(len(out) - before))
+		}
 		if err != nil {
 			// The failed read's reservations went back: the partition is done for this
 			// scan, which would only reserve them again. What was taken stands.
@@ -349,8 +361,10 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 			}
 			return out, err
 		}
-		if len(leases) < want && !settled {
-			return out, nil // the partition gave what it had: nothing freed meanwhile
+		if len(leases) < want && (!settled || req.reserve) {
+			// The partition gave what it had (nothing freed meanwhile), or the share of its
+			// in-flight room one reservation may take.
+			return out, nil
 		}
 	}
 	return out, nil

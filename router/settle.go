@@ -264,29 +264,48 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
+		records := make([]wire.Record, len(indexes))
+		for j, i := range indexes {
+			records[j] = wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}
+			n.aheadSettled(topic, handles[i])
+		}
 		wg.Go(func() {
-			l := n.lane(owner)
-			now := n.clock.Now()
-			deadline := now.Add(ForwardBudget)
-			for len(indexes) > 0 {
-				chunk := indexes[:min(len(indexes), maxBatch)]
-				indexes = indexes[len(chunk):]
-				batch := make([]*acklane.Ack, len(chunk))
-				blocks := make([]acklane.Ack, len(chunk)) // one allocation for the chunk
-				for j, i := range chunk {
-					blocks[j] = acklane.Ack{Topic: topic, Record: wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}, Deadline: deadline, Values: ctx}
-					batch[j] = &blocks[j]
-				}
-				answers := make([]wire.Answer, len(chunk))
-				n.call(l, now, batch, answers)
-				for j, a := range answers {
-					_, errs[chunk[j]] = answerResult(a)
-				}
-				now = n.clock.Now()
+			for j, a := range n.settleAtOwner(ctx, owner, topic, records, false) {
+				_, errs[indexes[j]] = answerResult(a)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// settleAtOwner sends owner records of topic, in AckBatches of up to maxBatch in order, each
+// batch within ForwardBudget of its send, and returns the owner's answer to each. With
+// unused set the records are releases of reservations read ahead and never handed over,
+// counted as such once the owner took them.
+func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, records []wire.Record, unused bool) []wire.Answer {
+	l := n.lane(owner)
+	answers := make([]wire.Answer, len(records))
+	blocks := make([]acklane.Ack, len(records)) // one allocation for them all
+	batch := make([]*acklane.Ack, 0, min(len(records), maxBatch))
+	for start := 0; start < len(records); start += maxBatch {
+		now := n.clock.Now()
+		deadline := now.Add(ForwardBudget)
+		batch = batch[:0]
+		end := min(start+maxBatch, len(records))
+		for i := start; i < end; i++ {
+			blocks[i] = acklane.Ack{Topic: topic, Record: records[i], Deadline: deadline, Values: ctx}
+			batch = append(batch, &blocks[i])
+		}
+		n.call(l, now, batch, answers[start:end])
+	}
+	if unused {
+		for _, a := range answers {
+			if a.Status == wire.StatusOK {
+				n.stats.ahead.unused.Add(1)
+			}
+		}
+	}
+	return answers
 }
 
 // ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only
@@ -460,6 +479,8 @@ func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireR
 		return time.Time{}, shard.Nack(now, r.handle, r.arg)
 	case opReject:
 		return time.Time{}, shard.Reject(now, r.handle)
+	case opConfirm:
+		return time.Time{}, shard.Confirm(now, r.handle)
 	case opRelease:
 		err := shard.GiveBack(now, r.handle)
 		if err == nil {

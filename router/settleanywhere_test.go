@@ -129,7 +129,7 @@ func TestRecordsNobodySawAreNotCounted(t *testing.T) {
 // timeout when its context ended.
 func TestReleaseAndDurableAckThroughAGateway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "g": nil}, nil)
+		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "g": nil}, probesOnly(nil))
 		defer c.close()
 		ctx := context.Background()
 		g := c.nodes["g"]

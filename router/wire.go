@@ -36,6 +36,7 @@ const (
 	opRelease    = wire.OpRelease
 	opAckDurable = wire.OpAckDurable
 	opReject     = wire.OpReject
+	opConfirm    = wire.OpConfirm
 	maxBatch     = wire.MaxBatch
 )
 
@@ -76,6 +77,8 @@ func (r *wireRecord) wireAs(form wire.Version) (w wire.Record, unsent *wire.Answ
 	switch {
 	case r.op == opReject && form < wire.V10:
 		return w, &noRejectThere
+	case r.op == opConfirm && form < wire.V11:
+		return w, &noConfirmThere
 	case form >= wire.V7 && r.op == opExtend:
 		w.Op = wire.OpExtendLeft
 	case form >= wire.V7:

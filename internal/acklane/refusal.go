@@ -25,6 +25,8 @@ const (
 	OlderSettles
 	// Reject: the version 10 reject.
 	Reject
+	// Reserve: a consume's Reserve flag (version 11): nothing is read ahead from the owner.
+	Reserve
 
 	refusals // how many there are
 )

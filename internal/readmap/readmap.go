@@ -41,3 +41,9 @@ func (r *Map[V]) Remove(key string) {
 	defer r.mu.Unlock()
 	r.m.Delete(key)
 }
+
+// Range calls f for each key and its value until f returns false, as sync.Map.Range does:
+// a key added or removed meanwhile may or may not be seen.
+func (r *Map[V]) Range(f func(key string, v V) bool) {
+	r.m.Range(func(k, v any) bool { return f(k.(string), v.(V)) })
+}

@@ -43,6 +43,13 @@ func TestMapAgainstMap(t *testing.T) {
 				table.Remove(key)
 				delete(model, key)
 			},
+			"range": func(t *rapid.T) {
+				seen := map[string]int{}
+				table.Range(func(key string, v int) bool { seen[key] = v; return true })
+				if fmt.Sprint(seen) != fmt.Sprint(model) {
+					t.Fatalf("Range saw %v; want %v", seen, model)
+				}
+			},
 		})
 	})
 }

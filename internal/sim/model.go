@@ -568,7 +568,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			}
 		}
 	case op == opReject && errors.Is(err, router.ErrUnsupportedOp):
-		s.rejectRefusedLocked(what, via, owner) // nothing changed: the lease lives on
+		s.rejectRefusedLocked(what, via, owner, l.k.p) // nothing changed: the lease lives on
 	case op == opAckDurable && !forged && !errors.Is(err, router.ErrGone):
 		// Not made durable (its partition deposed or fenced meanwhile, an owner that cannot
 		// wait for its store, no reply): applied in memory or not, as a 502.

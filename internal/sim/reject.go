@@ -44,10 +44,15 @@ func (s *sim) rejecting(k key, d int) {
 	}
 }
 
-// rejectRefusedLocked checks a reject answered ErrUnsupportedOp through via, for a partition
-// whose state owner holds: only a path with a node before version 10 on it may refuse it.
+// rejectRefusedLocked checks a reject answered ErrUnsupportedOp through via, for partition p
+// whose state owner holds: only a path with a node before version 10 on it may refuse it (the
+// owner via's routes name included: stale routes may name an older node than owner).
 // Called with s.mu held.
-func (s *sim) rejectRefusedLocked(what string, via, owner *node) {
+func (s *sim) rejectRefusedLocked(what string, via, owner *node, p int32) {
+	if routed := s.routedOwner(via, p); routed != nil && !routed.knows(wire.V10) {
+		s.report.RejectsRefused++
+		return
+	}
 	if owner == nil || via.knows(wire.V10) && owner.knows(wire.V10) {
 		s.failKind(KindSettleAnswer, "%s answered ErrUnsupportedOp on a path that speaks version 10 end to end", what)
 		return

@@ -182,10 +182,33 @@ func (s *sim) catchUp(nd *node) {
 func (s *sim) staleFor(via *node, p int32) bool {
 	s.routesMu.RLock()
 	defer s.routesMu.RUnlock()
-	v := via.view
-	if v == nil {
+	if via.view == nil {
 		return false
 	}
+	owner := s.routedIDLocked(via, p)
+	for _, nd := range s.nodes {
+		if slices.Contains(nd.parts, p) {
+			return nd.id != owner
+		}
+	}
+	return owner != ""
+}
+
+// routedOwner is the node via's routes name as p's owner now ("" when they name none, or via
+// has no view of its own), nil when there is none.
+func (s *sim) routedOwner(via *node, p int32) *node {
+	s.routesMu.RLock()
+	defer s.routesMu.RUnlock()
+	if via.view == nil {
+		return nil
+	}
+	return s.byID[s.routedIDLocked(via, p)]
+}
+
+// routedIDLocked is the id of the node via's view names as p's owner, "" for none. Called
+// with s.routesMu held, via.view set.
+func (s *sim) routedIDLocked(via *node, p int32) string {
+	v := via.view
 	owner := ""
 	if slices.Contains(v.parts, p) {
 		owner = via.id
@@ -195,12 +218,7 @@ func (s *sim) staleFor(via *node, p int32) bool {
 			owner = id
 		}
 	}
-	for _, nd := range s.nodes {
-		if slices.Contains(nd.parts, p) {
-			return nd.id != owner
-		}
-	}
-	return owner != ""
+	return owner
 }
 
 // loseFor has the controller stop renewing nd's grants (why: paused, cut off) and sets how

@@ -15,7 +15,9 @@ var help = map[string]string{
 	"HostContractViolations": "Answers of the host's seams (logs, routes) the node refused as breaking their contract; above zero, the host has a bug to fix.",
 	"HostPanics":             "Panics of the host's code the node recovered on its own goroutines; above zero, the host has a bug to fix.",
 
-	"Shards.Delivered":      "Leases the shards granted (deliveries, redeliveries included).",
+	"Shards.Delivered":      "Records the shards delivered to consumers (redeliveries included; a reservation once a consumer got it).",
+	"Shards.Reserved":       "Reservations the shards granted to nodes reading ahead; not deliveries until a consumer gets them (Delivered counts them then).",
+	"Shards.Unused":         "Reservations released uncounted: given back unused by the node that read ahead, or lapsed before any consumer got them.",
 	"Shards.Acked":          "Acks that settled an offset; with Delivered, the share of deliveries that end well.",
 	"Shards.Extended":       "Extends that re-armed a lease; consumers that need more than the visibility timeout.",
 	"Shards.Nacked":         "Nacks that released a lease for redelivery; records consumers could not handle.",
@@ -79,6 +81,12 @@ var help = map[string]string{
 	"Remote.Passed":        "Of those notifications, passed: nobody there could use the record.",
 	"Remote.Abandoned":     "Of those notifications, unanswered: the hold ended and the requester's token was dropped.",
 	"Remote.Cancelled":     "Records given back because a cancel raced their reply.",
+
+	"Ahead.Reserved":   "Records this node reserved at their owners ahead of its consumers (reading ahead); a reservation is not a delivery.",
+	"Ahead.HandedOver": "Of the records read ahead, those handed to a consumer here, with no round trip of their own.",
+	"Ahead.Unused":     "Of the records read ahead, those given back unused (they outstayed the hold, their lease was too short, or the node closed); their attempts do not count. Rising against HandedOver, the consumers' rate changes faster than the read-ahead follows.",
+	"Ahead.Refills":    "Consume RPCs that reserved records ahead of this node's consumers; Reserved over Refills is the records each carried.",
+	"Ahead.Wait":       "How long the records read ahead waited here before a consumer took them (at most the hold, min(50 ms, a tenth of the visibility timeout)).",
 
 	"ConsumeWait":     "How long the consumes that waited for a record took, from the call to its return, whether a record came or the wait ran out; consumes served at once are not in it.",
 	"RemoteDelivery":  "How long the consumes served with another node's records took, from the call to the records' arrival (a probe's round trip, or a parked consume's wait and claim).",

@@ -1,0 +1,520 @@
+package router
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"narad.dev/consume/internal/acklane"
+	"narad.dev/consume/internal/wire"
+)
+
+// Reading ahead (see docs/protocol.md, "Reading ahead"). A node whose consumers take records
+// of partitions other nodes own reserves them at their owners before it is asked, so that a
+// busy consumer's next record comes from memory with no round trip, and one RPC carries many
+// records. Its rules:
+//
+//   - Driven by demand: a topic is read ahead only for consumes made here, and its
+//     reservations are sized to what those consumes took lately (their rate times half the
+//     hold), at most the topic's ReadAhead, refilled once fewer than half that are left, from
+//     the owner that had records last, the others in turn after one that has none.
+//   - A reservation is not a delivery: the owner counts the attempt only once this node tells
+//     it that a consumer got the record (a Confirm, sent in a batch once per hold; a settle of
+//     the record confirms it at the owner too), and a record given back (a Release) or whose
+//     reservation lapses was never an attempt.
+//   - A bounded hold: a record waits here at most the hold, min(50 ms, visibility/10), then
+//     goes back to its owner at once, in one batch with the others due.
+//   - An honest lease: the consumer's lease is the owner's, counted from when the reservation
+//     left here, so it is at most the hold (and the round trip any remote consume pays)
+//     shorter; a record with less than half the visibility timeout left is given back, not
+//     handed over.
+//   - Fair: an owner grants one reservation at most half the free in-flight room of each
+//     partition (inflight.Shard.ReserveAhead), so other gateways and its own consumers get
+//     records too.
+//   - Nothing stranded: Close and Shutdown give every reservation back, and so does the
+//     context of the last consume waiting here ending. A node that dies holding reservations
+//     strands them until their leases lapse at the owners (the visibility timeout, as a
+//     consumer's crash does), uncounted.
+
+const (
+	// DefaultReadAhead is the most records a node holds reserved ahead of its consumers,
+	// per topic, when the topic's ReadAhead is zero.
+	DefaultReadAhead = 256
+	// ReadAheadOff, as a topic's ReadAhead, turns reading ahead off: every consume that
+	// crosses nodes asks the owners itself (long tasks, strict fairness).
+	ReadAheadOff = -1
+	// MaxReadAheadHold bounds how long a reserved record waits here for a consumer; a topic
+	// whose visibility timeout is under half a second holds a tenth of it.
+	MaxReadAheadHold = 50 * time.Millisecond
+	// aheadFirst is what a refill reserves before the topic's consumers have a rate.
+	aheadFirst = 16
+)
+
+// aheadRecord is a record reserved at its owner and held here for a consumer.
+type aheadRecord struct {
+	msg     Message
+	owner   string
+	arrived time.Time
+}
+
+// readAhead is what this node reads ahead of its consumers for one topic.
+type readAhead struct {
+	n     *Node
+	topic string
+
+	// unconfirmedCount is len(unconfirmed), read without the lock by every settle this node
+	// forwards of the topic: most find nothing to look up.
+	unconfirmedCount atomic.Int64
+
+	mu        sync.Mutex
+	held      []aheadRecord // oldest first
+	refilling bool          // a refill is in flight
+	active    int           // consumes taking here
+	largest   int           // the largest batch a consume here asked for lately
+	// The demand: records handed over since since, and their rate before (records per
+	// second, smoothed over refills).
+	taken int
+	since time.Time
+	rate  float64
+	// nextOwner rotates the owner a refill asks first: the last that had records.
+	nextOwner int
+	// The timer that gives back what outstays the hold and sends the confirms due: armed
+	// for timerAt while anything is held or unconfirmed.
+	stopTimer func() bool
+	timerAt   time.Time
+	// unconfirmed holds the records handed to consumers whose owners were not yet told:
+	// the owner of each. A settle forwarded meanwhile confirms the record there.
+	unconfirmed map[Handle]string
+	closed      bool // Close began: nothing more is held
+}
+
+// aheadSettings are what a topic's settings make of reading ahead.
+type aheadSettings struct {
+	limit int           // the most records held; 0: off
+	hold  time.Duration // how long one waits here at most
+	floor time.Duration // the least lease left a record is handed over with
+}
+
+// aheadSettingsOf reads them from the topic's settings.
+func (n *Node) aheadSettingsOf(topic string) aheadSettings {
+	var cfg TopicConfig
+	if n.topicConfig != nil {
+		cfg = n.topicConfig(topic)
+	}
+	if cfg.ReadAhead < 0 {
+		return aheadSettings{}
+	}
+	visibility := cfg.VisibilityTimeout
+	if visibility <= 0 {
+		visibility = DefaultVisibilityTimeout
+	}
+	visibility = min(visibility, MaxVisibility)
+	limit := cfg.ReadAhead
+	if limit == 0 {
+		limit = DefaultReadAhead
+	}
+	return aheadSettings{limit: limit, hold: min(MaxReadAheadHold, visibility/10), floor: visibility / 2}
+}
+
+// readAheadFor returns the topic's read-ahead for req, or nil when req is not served from it:
+// reading ahead is off for the topic or for this node (a wire version before 11), or req is
+// pinned or asks for a visibility timeout of its own.
+func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
+	if req.pinned >= 0 || req.visibility != 0 || n.wireVersion < wire.V11 {
+		return nil, aheadSettings{}
+	}
+	s := n.aheadSettingsOf(req.topic)
+	if s.limit == 0 || s.hold <= 0 {
+		return nil, s
+	}
+	t := n.topic(req.topic)
+	if ra := t.ahead.Load(); ra != nil {
+		return ra, s
+	}
+	ra := &readAhead{n: n, topic: req.topic, unconfirmed: map[Handle]string{}}
+	if !t.ahead.CompareAndSwap(nil, ra) {
+		ra = t.ahead.Load()
+	}
+	return ra, s
+}
+
+// take hands up to req.max held records to a consume, and starts a refill in the background
+// once fewer than half the target are left. With nothing held it returns nothing, and the
+// consume probes the owners itself, asking for the target besides its own records (see
+// probeSize and split): a consume never waits on a refill.
+func (ra *readAhead) take(req scanRequest, owners []string, s aheadSettings) []Message {
+	n := ra.n
+	now := n.clock.Now()
+	ra.mu.Lock()
+	ra.active++
+	ra.largest = max(ra.largest, req.max)
+	msgs, due := ra.takeLocked(req.max, now, s, nil)
+	if len(msgs) > 0 {
+		ra.refillLocked(owners, now, s)
+	}
+	ra.mu.Unlock()
+	n.giveBackAhead(ra.topic, due)
+	return msgs
+}
+
+// left ends a consume that took part here (see take): the last one to leave on its
+// context's end gives back everything held, since nobody here may take it.
+func (ra *readAhead) left(ctx context.Context) {
+	ra.mu.Lock()
+	ra.active--
+	var back []aheadRecord
+	if ra.active == 0 && ctx.Err() != nil && len(ra.held) > 0 {
+		back, ra.held = ra.held, nil
+	}
+	ra.mu.Unlock()
+	ra.n.giveBackAhead(ra.topic, back)
+}
+
+// probeSize is how many records a consume that found nothing held asks the owners for: its
+// own, and the target besides, to hold for the next consumes (at most remoteBatch in all).
+func (ra *readAhead) probeSize(asked int, s aheadSettings) int {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.closed {
+		return asked
+	}
+	return min(remoteBatch, asked+max(ra.targetLocked(ra.n.clock.Now(), s)-len(ra.held), 0))
+}
+
+// split hands the first want of msgs, reservations a probe brought from one owner, to the
+// consume, and holds the rest for the next consumes.
+func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message {
+	n := ra.n
+	owner, ok, err := n.ownerOf(ra.topic, msgs[0].Partition)
+	if ok && err == nil && n.lane(owner).Refuses(acklane.Reserve, n.clock.Now()) {
+		return msgs // an older release refused the reservation: the consume's own, delivered
+	}
+	if !ok || err != nil {
+		// The routes moved on since the reply: nobody to tell of the hand-over or give
+		// back to. The consume takes what it asked for; the rest lapse at their owner,
+		// uncounted.
+		return msgs[:min(want, len(msgs))]
+	}
+	now := n.clock.Now()
+	mine := msgs[:min(want, len(msgs))]
+	ra.mu.Lock()
+	for _, m := range mine {
+		ra.unconfirmed[m.Receipt] = owner
+	}
+	ra.taken += len(mine)
+	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+	ra.armLocked(now.Add(s.hold), now)
+	ra.mu.Unlock()
+	n.stats.ahead.reserved.Add(uint64(len(mine)))
+	n.stats.ahead.handedOver.Add(uint64(len(mine)))
+	if rest := msgs[len(mine):]; len(rest) > 0 {
+		ra.hold(owner, rest, -1)
+	}
+	return mine
+}
+
+// takeLocked takes up to max records off the front of what is held at now, and appends to
+// due those that outstayed the hold or whose lease left is under the floor: they go back.
+func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, due []aheadRecord) ([]Message, []aheadRecord) {
+	var msgs []Message
+	for len(ra.held) > 0 && len(msgs) < max {
+		r := ra.held[0]
+		ra.held[0] = aheadRecord{}
+		ra.held = ra.held[1:]
+		if !now.Before(r.arrived.Add(s.hold)) || r.msg.Expiry.Sub(now) < s.floor {
+			due = append(due, r)
+			continue
+		}
+		if msgs == nil {
+			msgs = make([]Message, 0, min(max, len(ra.held)+1))
+		}
+		msgs = append(msgs, r.msg)
+		ra.unconfirmed[r.msg.Receipt] = r.owner
+		ra.n.stats.ahead.wait.observe(now.Sub(r.arrived))
+	}
+	if len(msgs) > 0 {
+		ra.taken += len(msgs)
+		ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+		ra.n.stats.ahead.handedOver.Add(uint64(len(msgs)))
+		ra.armLocked(now.Add(s.hold), now)
+	}
+	if len(ra.held) == 0 {
+		ra.held = nil // what the front left behind is not kept
+	}
+	return msgs, due
+}
+
+// refillLocked starts a refill in the background once fewer than half the target are held,
+// unless one is in flight. It reserves the target less what is held.
+func (ra *readAhead) refillLocked(owners []string, now time.Time, s aheadSettings) {
+	if ra.refilling || ra.closed || len(owners) == 0 {
+		return
+	}
+	target := ra.targetLocked(now, s)
+	if len(ra.held) >= target/2 {
+		return
+	}
+	ra.refilling = true
+	owners = append([]string(nil), owners...) // the caller's slice is the routes'
+	start, want := ra.nextOwner, target-len(ra.held)
+	ra.n.background(func() { ra.runRefill(owners, start, want) })
+}
+
+// targetLocked is how many records the topic's consumers here take in half a hold, at their
+// rate lately (aheadFirst before they have one), and at least two of the largest batch a
+// consume asked for lately; at most the limit. It starts the next measure of the rate.
+func (ra *readAhead) targetLocked(now time.Time, s aheadSettings) int {
+	if !ra.since.IsZero() {
+		if elapsed := now.Sub(ra.since); elapsed > 0 {
+			current := float64(ra.taken) / elapsed.Seconds()
+			if ra.rate == 0 {
+				ra.rate = current
+			} else {
+				ra.rate = (ra.rate + current) / 2
+			}
+		}
+	}
+	ra.taken, ra.since = 0, now
+	target := aheadFirst
+	if ra.rate > 0 {
+		target = int(math.Ceil(ra.rate * (s.hold / 2).Seconds()))
+	}
+	return min(max(target, 2*ra.largest), s.limit)
+}
+
+// runRefill reserves want records at the owners, from start on: as many as each has (up to
+// remoteBatch a request), the next owner asked once one has no more. An owner that refused
+// reservations lately (an older release), or that is slow, is passed over.
+func (ra *readAhead) runRefill(owners []string, start, want int) {
+	n := ra.n
+	defer func() {
+		ra.mu.Lock()
+		ra.refilling = false
+		ra.mu.Unlock()
+	}()
+	asked := n.answering(owners)
+	got := 0
+	for i := 0; i < len(asked) && got < want; i++ {
+		k := (start + i) % len(asked)
+		owner := asked[k]
+		if n.lane(owner).Refuses(acklane.Reserve, n.clock.Now()) {
+			continue
+		}
+		for got < want {
+			size := min(want-got, remoteBatch)
+			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size}
+			var msgs []Message
+			func() {
+				var err error
+				defer n.recoverHostPanic("reading ahead from an owner", owner, &err)
+				msgs, err = n.remoteConsume(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget))
+			}()
+			n.stats.ahead.refills.Add(1)
+			if len(msgs) == 0 {
+				break
+			}
+			got += len(msgs)
+			if !ra.hold(owner, msgs, k) {
+				return
+			}
+			if len(msgs) < size {
+				break // the owner has no more now
+			}
+		}
+	}
+}
+
+// hold keeps msgs, reserved at owner (the k-th owner of the refill's order; negative: a
+// probe's), for the consumers here; once Close began it gives them back at once and reports
+// false.
+func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
+	n := ra.n
+	now := n.clock.Now()
+	n.stats.ahead.reserved.Add(uint64(len(msgs)))
+	ra.mu.Lock()
+	if ra.closed {
+		ra.mu.Unlock()
+		n.settleAtOwner(context.Background(), owner, ra.topic, releasesOf(msgs), true)
+		return false
+	}
+	for _, m := range msgs {
+		ra.held = append(ra.held, aheadRecord{msg: m, owner: owner, arrived: now})
+	}
+	if k >= 0 {
+		ra.nextOwner = k
+	}
+	s := n.aheadSettingsOf(ra.topic)
+	ra.armLocked(now.Add(s.hold), now)
+	ra.mu.Unlock()
+	return true
+}
+
+// armLocked arms the timer for at, unless it is armed for at or earlier.
+func (ra *readAhead) armLocked(at, now time.Time) {
+	if ra.stopTimer != nil && !ra.timerAt.After(at) {
+		return
+	}
+	if ra.stopTimer != nil {
+		ra.stopTimer()
+	}
+	ra.timerAt = at
+	ra.stopTimer = ra.n.clock.AfterFunc(at.Sub(now), func() { ra.fire(at) })
+}
+
+// fire gives back what outstayed the hold and tells the owners of the records handed over
+// since the last time, then arms the timer for the next record due. A fire whose timer was
+// replaced does nothing.
+func (ra *readAhead) fire(at time.Time) {
+	n := ra.n
+	now := n.clock.Now()
+	s := n.aheadSettingsOf(ra.topic)
+	ra.mu.Lock()
+	if ra.stopTimer == nil || !ra.timerAt.Equal(at) {
+		ra.mu.Unlock()
+		return
+	}
+	ra.stopTimer = nil
+	var due []aheadRecord
+	for len(ra.held) > 0 && (!now.Before(ra.held[0].arrived.Add(s.hold)) || s.limit == 0) {
+		due = append(due, ra.held[0])
+		ra.held[0] = aheadRecord{}
+		ra.held = ra.held[1:]
+	}
+	confirms := ra.takeConfirmsLocked()
+	if len(ra.held) > 0 {
+		ra.armLocked(ra.held[0].arrived.Add(s.hold), now)
+	}
+	ra.mu.Unlock()
+	n.giveBackAhead(ra.topic, due)
+	for owner, handles := range confirms {
+		n.background(func() { n.settleAtOwner(context.Background(), owner, ra.topic, confirmsOf(handles), false) })
+	}
+}
+
+// takeConfirmsLocked takes the records handed over and not yet confirmed, by owner.
+func (ra *readAhead) takeConfirmsLocked() map[string][]Handle {
+	if len(ra.unconfirmed) == 0 {
+		return nil
+	}
+	byOwner := map[string][]Handle{}
+	for h, owner := range ra.unconfirmed {
+		byOwner[owner] = append(byOwner[owner], h)
+	}
+	clear(ra.unconfirmed)
+	ra.unconfirmedCount.Store(0)
+	return byOwner
+}
+
+// settled forgets the confirm of a record this node forwards a settle of: the settle
+// confirms it at the owner.
+func (ra *readAhead) settled(h Handle) {
+	if ra.unconfirmedCount.Load() == 0 {
+		return
+	}
+	ra.mu.Lock()
+	delete(ra.unconfirmed, h)
+	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+	ra.mu.Unlock()
+}
+
+// aheadSettled tells the topic's read-ahead that this node forwards a settle of h.
+func (n *Node) aheadSettled(topic string, h Handle) {
+	if t, ok := n.topics.Load(topic); ok {
+		if ra := t.ahead.Load(); ra != nil {
+			ra.settled(h)
+		}
+	}
+}
+
+// close gives back everything held and sends the confirms due, and makes later refills give
+// back what they bring: Close waits for it.
+func (ra *readAhead) close() {
+	ra.mu.Lock()
+	ra.closed = true
+	if ra.stopTimer != nil {
+		ra.stopTimer()
+		ra.stopTimer = nil
+	}
+	held := ra.held
+	ra.held = nil
+	confirms := ra.takeConfirmsLocked()
+	ra.mu.Unlock()
+	var wg sync.WaitGroup
+	for owner, handles := range confirms {
+		wg.Go(func() { ra.n.settleAtOwner(context.Background(), owner, ra.topic, confirmsOf(handles), false) })
+	}
+	for owner, msgs := range byOwner(held) {
+		wg.Go(func() { ra.n.settleAtOwner(context.Background(), owner, ra.topic, releasesOf(msgs), true) })
+	}
+	wg.Wait()
+}
+
+// closeReadAheads is close of every topic's read-ahead.
+func (n *Node) closeReadAheads() {
+	n.topics.Range(func(_ string, t *topicState) bool {
+		if ra := t.ahead.Load(); ra != nil {
+			ra.close()
+		}
+		return true
+	})
+}
+
+// giveBackAhead gives held records back to their owners, unused, in the background: one
+// batch per owner.
+func (n *Node) giveBackAhead(topic string, held []aheadRecord) {
+	if len(held) == 0 {
+		return
+	}
+	for owner, msgs := range byOwner(held) {
+		n.background(func() { n.settleAtOwner(context.Background(), owner, topic, releasesOf(msgs), true) })
+	}
+}
+
+// byOwner groups held records' messages by owner.
+func byOwner(held []aheadRecord) map[string][]Message {
+	groups := map[string][]Message{}
+	for i := range held {
+		groups[held[i].owner] = append(groups[held[i].owner], held[i].msg)
+	}
+	return groups
+}
+
+// releasesOf is the releases of msgs' leases: reservations given back unused.
+func releasesOf(msgs []Message) []wire.Record {
+	records := make([]wire.Record, len(msgs))
+	for i := range msgs {
+		records[i] = wire.Record{Op: opRelease, Handle: wire.Handle(msgs[i].Receipt)}
+	}
+	return records
+}
+
+// confirmsOf is the confirms of handles: records handed to consumers.
+func confirmsOf(handles []Handle) []wire.Record {
+	records := make([]wire.Record, len(handles))
+	for i, h := range handles {
+		records[i] = wire.Record{Op: opConfirm, Handle: wire.Handle(h)}
+	}
+	return records
+}
+
+// AheadStats counts reading ahead (see DefaultReadAhead), as the node that reads ahead.
+type AheadStats struct {
+	Reserved   uint64 // records reserved at owners ahead of consumers
+	HandedOver uint64 // of them, handed to a consumer here
+	Unused     uint64 // of them, given back unused (outstayed the hold, lease too short, Close)
+	Refills    uint64 // the consume RPCs that reserved them
+	// Wait is how long the records handed over waited here, from their arrival.
+	Wait Histogram
+}
+
+type aheadStats struct {
+	reserved, handedOver, unused, refills atomic.Uint64
+	wait                                  histogram
+}
+
+func (s *aheadStats) load() AheadStats {
+	return AheadStats{Reserved: s.reserved.Load(), HandedOver: s.handedOver.Load(), Unused: s.unused.Load(),
+		Refills: s.refills.Load(), Wait: s.wait.load()}
+}

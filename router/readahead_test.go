@@ -1,0 +1,283 @@
+package router_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router"
+)
+
+// The tests of reading ahead (docs/protocol.md, "Reading ahead"): a gateway reserves records
+// at their owners before its consumers ask, and hands them over from memory.
+
+// aheadHold is the hold of the cluster's topic: min(50 ms, vt/10).
+const aheadHold = router.MaxReadAheadHold
+
+// topicWith returns a tune function that gives every node's topic cfg (its visibility timeout
+// the cluster's unless cfg sets one).
+func topicWith(cfg router.TopicConfig) func(string, *router.Config) {
+	if cfg.VisibilityTimeout == 0 {
+		cfg.VisibilityTimeout = vt
+	}
+	return func(_ string, c *router.Config) {
+		c.Topic = func(string) router.TopicConfig { return cfg }
+	}
+}
+
+// Issue 35, point 1 and the latency goal: a busy consumer's next record comes from the
+// gateway's memory with no round trip, and one refill carries many records.
+func TestReadAheadServesFromMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 200)
+
+		start := time.Now()
+		first := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, first, 1)
+		assert.Equal(t, rtt, time.Since(start), "the first record costs the refill's round trip")
+		require.NoError(t, g.ack(first[0]))
+		got := 1
+		for got < 100 {
+			start := time.Now()
+			msgs := g.consume(ctx, router.ConsumeOptions{})
+			require.Len(t, msgs, 1)
+			if time.Since(start) == 0 {
+				got++
+			} else {
+				got++ // a refill the consume waited for (the buffer ran dry): one round trip
+				assert.Equal(t, rtt, time.Since(start))
+			}
+			require.NoError(t, g.ack(msgs[0]))
+		}
+		st := g.node.Stats()
+		assert.Less(t, st.Ahead.Refills, uint64(20), "records came many to a refill: %+v", st.Ahead)
+		assert.GreaterOrEqual(t, st.Ahead.HandedOver, uint64(99))
+		assert.Equal(t, uint64(1), st.Remote.Probes, "only the first consume asked an owner itself")
+	})
+}
+
+// Issue 35, point 2: a reservation is not a delivery. Records read ahead and never handed
+// over go back unused, their attempts uncounted: with MaxDeliveries 1 none is quarantined,
+// and each is delivered later as its first attempt.
+func TestUnusedReservationIsNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{MaxDeliveries: 1}))
+		defer c.close()
+		ctx := context.Background()
+		b, g := c.nodes["b"], c.nodes["g"]
+		c.produce(0, 20)
+
+		msgs := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, msgs, 1)
+		assert.Equal(t, uint32(1), msgs[0].Attempt)
+		require.NoError(t, g.ack(msgs[0]))
+		time.Sleep(aheadHold + 2*rtt) // the rest outstay the hold and go back
+		synctest.Wait()
+		st := g.node.Stats().Ahead
+		require.Positive(t, st.Unused, "%+v", st)
+		assert.Equal(t, st.Reserved, st.HandedOver+st.Unused, "every reservation handed over or given back")
+
+		owner := b.node.Stats().Shards
+		assert.Zero(t, owner.Quarantined, "no unused reservation counted as an attempt")
+		rest := b.consume(ctx, router.ConsumeOptions{Max: 100})
+		require.Len(t, rest, 19)
+		for _, m := range rest {
+			assert.Equal(t, uint32(1), m.Attempt, "offset %d: its first delivery", m.Offset)
+		}
+	})
+}
+
+// Issue 35, point 2: a record handed over counts, though its consumer never settles it: the
+// confirm reaches the owner, so the lapse of its lease quarantines it under MaxDeliveries 1.
+func TestHandedOverRecordCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{MaxDeliveries: 1, ReadAhead: 4}))
+		defer c.close()
+		ctx := context.Background()
+		b, g := c.nodes["b"], c.nodes["g"]
+		c.produce(0, 1)
+
+		msgs := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, msgs, 1)
+		time.Sleep(vt + time.Second) // the consumer died: its lease lapses at the owner
+		synctest.Wait()
+		owner := b.node.Stats().Shards
+		assert.Equal(t, uint64(1), owner.Quarantined, "the delivery counted: %+v", owner)
+		assert.Equal(t, uint64(1), owner.Delivered)
+	})
+}
+
+// Issue 35, point 3: a bounded hold. No record waits on the gateway past the hold plus a round
+// trip: the owner has every unused reservation back by then.
+func TestReadAheadHoldIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		b, g := c.nodes["b"], c.nodes["g"]
+		c.produce(0, 50)
+
+		require.Len(t, g.consume(ctx, router.ConsumeOptions{}), 1) // the refill arrived with it
+		time.Sleep(aheadHold + rtt)                                // the hold, and the give-back's round trip
+		synctest.Wait()
+		status, err := b.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, 1, status.Leased, "only the record handed over is leased")
+		held := g.node.Stats().Ahead.Wait
+		assert.LessOrEqual(t, held.Sum, time.Duration(held.Count())*aheadHold)
+	})
+}
+
+// Issue 35, point 4: an honest lease. The lease handed over is the owner's, counted from the
+// reservation's departure: at most the hold and the round trip shorter than the visibility
+// timeout.
+func TestReadAheadLeaseIsHonest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 10)
+
+		require.Len(t, g.consume(ctx, router.ConsumeOptions{}), 1)
+		time.Sleep(aheadHold - rtt - time.Millisecond) // within the hold
+		msgs := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, msgs, 1)
+		left := time.Until(msgs[0].Expiry)
+		assert.LessOrEqual(t, left, vt-aheadHold+time.Millisecond)
+		assert.GreaterOrEqual(t, left, vt-aheadHold-rtt)
+		assert.Equal(t, uint64(1), g.node.Stats().Remote.Probes, "the first consume's alone")
+	})
+}
+
+// Issue 35, point 4: a reservation whose reply came back with less than half the visibility
+// timeout left is given back, not handed over.
+func TestReadAheadFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const slow = 600 * time.Millisecond // a round trip beyond half the visibility timeout
+		c := newCluster(t, slow, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{VisibilityTimeout: time.Second}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 5)
+
+		g.node.Consume(ctx, "orders", router.ConsumeOptions{Wait: 3 * time.Second}) //nolint:errcheck // what it gets is the probe's, if anything
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		st := g.node.Stats().Ahead
+		assert.Equal(t, uint64(1), st.HandedOver, "the probe's own record alone: %+v", st)
+		assert.Equal(t, uint64(4), st.Unused, "those it read ahead came with less than the floor left: %+v", st)
+	})
+}
+
+// Issue 35, point 5: fair. A slow consumer on one gateway beside a fast one on another each
+// get records at their own rate (within 20 %): neither gateway hoards the backlog.
+func TestReadAheadFairToSlowAndFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0, 1}, "g1": nil, "g2": nil}, nil)
+		defer c.close()
+		c.produce(0, 5000)
+		c.produce(1, 5000)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var counts [2]atomic.Int64
+		for i, every := range []time.Duration{10 * time.Millisecond, time.Millisecond} {
+			m := c.nodes[[]string{"g1", "g2"}[i]]
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					msgs, err := m.node.Consume(ctx, "orders", router.ConsumeOptions{Wait: time.Second})
+					if err != nil {
+						return
+					}
+					for _, msg := range msgs {
+						counts[i].Add(1)
+						_ = m.ack(msg)
+					}
+					time.Sleep(every)
+				}
+			})
+		}
+		time.Sleep(2 * time.Second)
+		cancel()
+		wg.Wait()
+		slow, fast := counts[0].Load(), counts[1].Load()
+		// Each consumer's own pace: a record every 10 ms and every 1 ms, each with its ack's
+		// round trip, and no round trip for the consumes, served from the gateways' memory.
+		assert.InEpsilon(t, 2*time.Second/(10*time.Millisecond+rtt), slow, 0.2, "slow: %d, fast: %d", slow, fast)
+		assert.InEpsilon(t, 2*time.Second/(time.Millisecond+rtt), fast, 0.2, "slow: %d, fast: %d", slow, fast)
+		for _, id := range []string{"g1", "g2"} {
+			st := c.nodes[id].node.Stats().Ahead
+			assert.Less(t, st.Unused, st.HandedOver/10, "%s gave back little: its reservations follow its rate: %+v", id, st)
+		}
+	})
+}
+
+// Issue 35, point 6: nothing stranded. Close gives every reservation back at once, unused.
+func TestCloseGivesReservationsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		ctx := context.Background()
+		b, g := c.nodes["b"], c.nodes["g"]
+		c.produce(0, 50)
+		m := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, m, 1)
+		require.NoError(t, g.ack(m[0]))
+		require.NoError(t, g.node.Close())
+		status, err := b.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Zero(t, status.Leased, "every reservation back before Close returned")
+		st := g.node.Stats().Ahead
+		assert.Equal(t, st.Reserved-1, st.Unused)
+		require.NoError(t, b.node.Close())
+	})
+}
+
+// Issue 35, point 6: the context of the last consume waiting on the gateway ending gives back
+// what it holds at once.
+func TestConsumerLeavingGivesReservationsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		b, g := c.nodes["b"], c.nodes["g"]
+		c.produce(0, 50)
+		ctx, cancel := context.WithCancel(context.Background())
+		got := g.async(ctx, router.ConsumeOptions{})
+		cancel() // as the refill is on its way
+		<-got
+		time.Sleep(2 * rtt)
+		synctest.Wait()
+		status, err := b.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Zero(t, status.Leased, "nothing held once the consumer left")
+	})
+}
+
+// Issue 35, point 7: a topic's read-ahead of ReadAheadOff reserves nothing: each consume asks
+// the owners itself.
+func TestReadAheadOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{ReadAhead: router.ReadAheadOff}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 10)
+		for range 3 {
+			msgs := g.consume(ctx, router.ConsumeOptions{})
+			require.Len(t, msgs, 1)
+			require.NoError(t, g.ack(msgs[0]))
+		}
+		st := g.node.Stats()
+		assert.Zero(t, st.Ahead.Reserved)
+		assert.Equal(t, uint64(3), st.Remote.Probes)
+	})
+}
