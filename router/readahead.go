@@ -253,7 +253,7 @@ func (ra *readAhead) refillLocked(owners []string, now time.Time, s aheadSetting
 		return
 	}
 	target := ra.targetLocked(now, s)
-	if len(ra.held) >= target/2 {
+	if 2*len(ra.held) >= target {
 		return
 	}
 	ra.refilling = true

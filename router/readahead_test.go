@@ -281,3 +281,51 @@ func TestReadAheadOff(t *testing.T) {
 		assert.Equal(t, uint64(3), st.Remote.Probes)
 	})
 }
+
+// A reservation that spans partitions: the owner reserves what is left of the request on the
+// next partition, down to a single record.
+func TestReadAheadAcrossPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0, 1}, "g": nil}, topicWith(router.TopicConfig{ReadAhead: 1}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 1)
+		c.produce(1, 1)
+
+		first := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, first, 1)
+		start := time.Now()
+		second := g.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, second, 1)
+		assert.Zero(t, time.Since(start), "the other partition's record was read ahead with the first")
+		assert.NotEqual(t, first[0].Partition, second[0].Partition)
+		for _, m := range append(first, second...) {
+			require.NoError(t, g.ack(m))
+		}
+	})
+}
+
+// A topic that reads one record ahead: each refill reserves a single record, which the owner
+// serves without the machinery of a batch.
+func TestReadAheadOneRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{ReadAhead: 1}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 5)
+		for i := range 5 {
+			msgs := g.consume(ctx, router.ConsumeOptions{})
+			require.Len(t, msgs, 1)
+			assert.Equal(t, int64(i), msgs[0].Offset)
+			require.NoError(t, g.ack(msgs[0]))
+			time.Sleep(rtt) // the refill of one record comes back
+		}
+		st := g.node.Stats().Ahead
+		assert.Positive(t, st.Refills, "%+v", st)
+		assert.Equal(t, uint64(5), st.HandedOver)
+		assert.Equal(t, uint64(1), g.node.Stats().Remote.Probes, "every consume but the first served from memory")
+		assert.Zero(t, g.node.Stats().HostPanics, "no refill failed")
+	})
+}

@@ -321,6 +321,8 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		want := budget.max - budget.taken
 		var leases []inflight.Lease
 		switch {
+		case req.reserve && want == 1: // a reservation of one record: no batch machinery either
+			leases, err = shard.ReserveAhead(now, hwm, req.visibility, 1, one[:0])
 		case req.reserve:
 			scratch.leases, err = shard.ReserveAhead(now, hwm, req.visibility, want, scratch.leases[:0])
 			leases = scratch.leases
