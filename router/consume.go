@@ -132,6 +132,17 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 			return nil, err // named wrongly: no owner to ask
 		}
 	}
+	// Then what was read ahead of the consumers here, if anything: no round trip either.
+	var ra *readAhead
+	var ahead aheadSettings
+	if len(remote) > 0 && n.crossNode() {
+		if ra, ahead = n.readAheadFor(req); ra != nil {
+			defer ra.left(ctx)
+			if msgs := ra.take(req, now, ahead, into); len(msgs) > 0 {
+				return msgs, nil
+			}
+		}
+	}
 	deadline := now.Add(opts.Wait) // only a consume the local scan did not serve needs it
 	req.calledAt = now             // a consume that parks observes its wait (see park)
 	// The owners are worked out only now: a consume served here pays nothing for them.
@@ -163,7 +174,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		}
 		return n.park(ctx, req, nil, false, deadline)
 	}
-	msgs, err := n.consumeRemote(ctx, req, owners, len(local) == 0, deadline)
+	msgs, err := n.consumeRemote(ctx, req, owners, len(local) == 0, deadline, ra, ahead)
 	if len(msgs) > 0 && !slices.Contains(local, msgs[0].Partition) { // an owner's records
 		n.stats.remoteDelivery.observe(n.clock.Now().Sub(now))
 	}

@@ -144,18 +144,30 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 // once fewer than half the target are left. With nothing held it returns nothing, and the
 // consume probes the owners itself, asking for the target besides its own records (see
 // probeSize and split): a consume never waits on a refill.
-func (ra *readAhead) take(req scanRequest, owners []string, s aheadSettings) []Message {
+func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into []Message) []Message {
 	n := ra.n
-	now := n.clock.Now()
 	ra.mu.Lock()
 	ra.active++
 	ra.largest = max(ra.largest, req.max)
-	msgs, due := ra.takeLocked(req.max, now, s, nil)
+	msgs, due := ra.takeLocked(req.max, now, s, into, nil)
+	want, start := 0, 0
 	if len(msgs) > 0 {
-		ra.refillLocked(owners, now, s)
+		want, start = ra.refillDueLocked(now, s)
 	}
 	ra.mu.Unlock()
 	n.giveBackAhead(ra.topic, due)
+	if want > 0 {
+		// The owners are worked out only for a refill: a consume served from memory pays
+		// nothing for them.
+		owners, _ := n.consumeOwnersIn(req.remote, -1)
+		if len(owners) == 0 {
+			ra.mu.Lock()
+			ra.refilling = false
+			ra.mu.Unlock()
+		} else {
+			n.background(func() { ra.runRefill(owners, start, want) })
+		}
+	}
 	return msgs
 }
 
@@ -215,10 +227,10 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 	return mine
 }
 
-// takeLocked takes up to max records off the front of what is held at now, and appends to
-// due those that outstayed the hold or whose lease left is under the floor: they go back.
-func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, due []aheadRecord) ([]Message, []aheadRecord) {
-	var msgs []Message
+// takeLocked appends to msgs up to max records off the front of what is held at now, and
+// appends to due those that outstayed the hold or whose lease left is under the floor: they
+// go back.
+func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []Message, due []aheadRecord) ([]Message, []aheadRecord) {
 	for len(ra.held) > 0 && len(msgs) < max {
 		r := ra.held[0]
 		ra.held[0] = aheadRecord{}
@@ -226,9 +238,6 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, due []a
 		if !now.Before(r.arrived.Add(s.hold)) || r.msg.Expiry.Sub(now) < s.floor {
 			due = append(due, r)
 			continue
-		}
-		if msgs == nil {
-			msgs = make([]Message, 0, min(max, len(ra.held)+1))
 		}
 		msgs = append(msgs, r.msg)
 		ra.unconfirmed[r.msg.Receipt] = r.owner
@@ -246,20 +255,19 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, due []a
 	return msgs, due
 }
 
-// refillLocked starts a refill in the background once fewer than half the target are held,
-// unless one is in flight. It reserves the target less what is held.
-func (ra *readAhead) refillLocked(owners []string, now time.Time, s aheadSettings) {
-	if ra.refilling || ra.closed || len(owners) == 0 {
-		return
+// refillDueLocked reports the refill due once fewer than half the target are held, unless
+// one is in flight: what it reserves (the target less what is held; zero: none) and the
+// owner it asks first. The caller starts it (runRefill), or clears refilling.
+func (ra *readAhead) refillDueLocked(now time.Time, s aheadSettings) (want, start int) {
+	if ra.refilling || ra.closed {
+		return 0, 0
 	}
 	target := ra.targetLocked(now, s)
 	if 2*len(ra.held) >= target {
-		return
+		return 0, 0
 	}
 	ra.refilling = true
-	owners = append([]string(nil), owners...) // the caller's slice is the routes'
-	start, want := ra.nextOwner, target-len(ra.held)
-	ra.n.background(func() { ra.runRefill(owners, start, want) })
+	return target - len(ra.held), ra.nextOwner
 }
 
 // targetLocked is how many records the topic's consumers here take in half a hold, at their
@@ -419,13 +427,32 @@ func (ra *readAhead) settled(h Handle) {
 	ra.mu.Unlock()
 }
 
+// settledAll is settled of each of handles, under one lock.
+func (ra *readAhead) settledAll(handles []Handle) {
+	if ra.unconfirmedCount.Load() == 0 {
+		return
+	}
+	ra.mu.Lock()
+	for _, h := range handles {
+		delete(ra.unconfirmed, h)
+	}
+	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+	ra.mu.Unlock()
+}
+
 // aheadSettled tells the topic's read-ahead that this node forwards a settle of h.
 func (n *Node) aheadSettled(topic string, h Handle) {
-	if t, ok := n.topics.Load(topic); ok {
-		if ra := t.ahead.Load(); ra != nil {
-			ra.settled(h)
-		}
+	if ra := n.aheadOf(topic); ra != nil {
+		ra.settled(h)
 	}
+}
+
+// aheadOf is the topic's read-ahead, nil when it has none.
+func (n *Node) aheadOf(topic string) *readAhead {
+	if t, ok := n.topics.Load(topic); ok {
+		return t.ahead.Load()
+	}
+	return nil
 }
 
 // close gives back everything held and sends the confirms due, and makes later refills give

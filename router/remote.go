@@ -48,19 +48,16 @@ const (
 )
 
 // consumeRemote serves a consume that found nothing local (or has no local partition to
-// look at) from the remote owners: a probe of each (see probe), then, with a wait, parked on
+// look at), nor anything read ahead (ra, when the consume may take what is), from the remote
+// owners: a probe of each (see probe), then, with a wait, parked on
 // this node's queue and on tokens left with the owners, until a record comes, the wait ends
 // or ctx ends. It returns within ConsumeOverrun of deadline, whatever the owners do.
-func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
+func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time, ra *readAhead, s aheadSettings) ([]Message, error) {
 	parks := n.clock.Now().Before(deadline)
 	probed := req
-	ra, s := n.readAheadFor(req)
 	if ra != nil {
-		defer ra.left(ctx)
-		if msgs := ra.take(req, owners, s); len(msgs) > 0 {
-			return msgs, nil
-		}
-		// Nothing held: the probe asks for the target besides, as reservations.
+		// Nothing held (see consume): the probe asks for the target besides, as
+		// reservations.
 		probed.max = ra.probeSize(req.max, s)
 		probed.reserve, probed.ahead = true, probed.max-req.max
 	}

@@ -261,13 +261,15 @@ func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs [
 // up to maxBatch in the caller's order, the owners in parallel, and answers each handle in
 // errs as its owner answered it.
 func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, groups map[string][]int, errs []error) {
+	if ra := n.aheadOf(topic); ra != nil {
+		ra.settledAll(handles) // the acks confirm what was read ahead at the owners
+	}
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
 		records := make([]wire.Record, len(indexes))
 		for j, i := range indexes {
 			records[j] = wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}
-			n.aheadSettled(topic, handles[i])
 		}
 		wg.Go(func() {
 			for j, a := range n.settleAtOwner(ctx, owner, topic, records, false) {
