@@ -425,6 +425,7 @@ func (s *sim) stop(nd *node, kind endKind) {
 	st := nd.rn.Stats()
 	s.mu.Lock()
 	e.stop, e.end, e.kind, e.stats = stop, time.Now(), kind, st.Remote
+	s.report.AheadHandedOver += st.Ahead.HandedOver
 	if kind == graceful {
 		e.closeErr = err
 	}

@@ -209,6 +209,18 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		s.failKind(KindOneHolder, "%v received at %v through %s, granted later, at %v", k, s.since(at), via, s.since(granted))
 		return
 	}
+	// A bounded hold: a record another node leased reaches its consumer within a round trip
+	// of the grant, and one a gateway read ahead within the hold besides (it waited there
+	// at most router.MaxReadAheadHold before it went back).
+	bound := router.MaxReadAheadHold + 2*s.maxTrip + 10*time.Millisecond
+	if owner.id != via {
+		s.report.HeldMax, s.report.HeldBound = max(s.report.HeldMax, at.Sub(granted)), bound
+	}
+	if owner.id != via && at.Sub(granted) > bound {
+		s.failKind(KindHeldTooLong, "%v received at %v through %s, %v after %s leased it (bound: the hold and a round trip, %v)",
+			k, s.since(at), via, at.Sub(granted), owner.id, bound)
+		return
+	}
 	l.ep = owner.epochAt(granted)
 	if l.ep == nil {
 		s.failKind(KindOneHolder, "%v leased at %v, when its owner %s ran no process", k, s.since(granted), owner.id)

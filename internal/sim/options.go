@@ -191,6 +191,12 @@ type Report struct {
 	// Overrun is the latest any consume returned past the end of its wait, against
 	// OverrunBound (router.ConsumeOverrun and a margin).
 	Overrun, OverrunBound time.Duration
+	// HeldMax is the longest a record another node leased took from its grant to its
+	// consumer (a round trip, and the read-ahead hold for one a gateway read ahead), against
+	// HeldBound; AheadHandedOver is how many records gateways handed over from what they
+	// read ahead (router.AheadStats.HandedOver, summed over the processes).
+	HeldMax, HeldBound time.Duration
+	AheadHandedOver    uint64
 
 	Faults Faults
 	Frames map[byte]int // frames sent between nodes, by op
@@ -316,5 +322,6 @@ const (
 	KindLateReturn        = "consume returned late"          // a consume returned later than its wait plus router.ConsumeOverrun (and a margin)
 	KindEarlyQuarantine   = "quarantined early"              // a record quarantined before MaxDeliveries deliveries that count
 	KindBelievedLiar      = "believed a lying peer"          // a node took a forged frame's word, or did not count it unbacked
+	KindHeldTooLong       = "held past the hold"             // a record reached its consumer later than the read-ahead hold and a round trip after its grant
 	KindOther             = "other"
 )

@@ -243,6 +243,8 @@ func TestSeeds(t *testing.T) {
 		// The runs with each fault class of graceful degradation, and with MaxDeliveries.
 		hangRuns, skewRuns, liarRuns, maxDevRuns, quarantined int
 		overrun, overrunBound                                 time.Duration
+		held, heldBound                                       time.Duration // see Report.HeldMax
+		handedOver                                            uint64        // records handed over from what gateways read ahead
 		// The runs whose nodes served under grants in time (paused or cut-off owners).
 		grantRuns int
 	)
@@ -312,6 +314,8 @@ func TestSeeds(t *testing.T) {
 					total.DeposedRefusals += rep.DeposedRefusals
 					total.DurableAcks += rep.DurableAcks
 					overrun, overrunBound = max(overrun, rep.Overrun), max(overrunBound, rep.OverrunBound)
+					held, heldBound = max(held, rep.HeldMax), max(heldBound, rep.HeldBound)
+					handedOver += rep.AheadHandedOver
 					total.AckedRedelivered += rep.AckedRedelivered
 					for k, v := range rep.AckedRedeliveredBy {
 						by[k] += v
@@ -345,6 +349,11 @@ func TestSeeds(t *testing.T) {
 		"%d settles and %d consumes through stale routes, %d settles refused by a deposed owner or stale routes, %d durable acks",
 		grantRuns, faults.Pauses, faults.CutOffs, faults.LiveFailovers, total.StaleSettles, total.StaleConsumes, total.DeposedRefusals, total.DurableAcks)
 	t.Logf("consume returns: the latest came %v after the end of its wait (bound: ConsumeOverrun + 2 trips + 10 ms, at most %v)", overrun, overrunBound)
+	t.Logf("reading ahead: %d records handed over from what gateways read ahead; the longest a record another node leased took to reach its consumer: %v (bound: the hold and a round trip, at most %v)",
+		handedOver, held, heldBound)
+	if ran >= 100 && handedOver == 0 {
+		t.Errorf("%d seeds and no record handed over from what a gateway read ahead: the bound on the hold was not put to the test", ran)
+	}
 	t.Logf("acked records delivered again: %d, each explained: %v", total.AckedRedelivered, by)
 	t.Logf("liveness: the slowest drain acked its last record %v after the faults healed (bound: visibility timeout + 6 s); "+
 		"sparse stream: %d records timed, the slowest %v", maxDrain, sparse, sparseMax)
