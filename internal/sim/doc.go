@@ -186,6 +186,9 @@
 //     late), give or take a margin of two one-way trips and 10 ms for the ordering of
 //     events within an instant (a consume spends no other fake time: local scans, log reads
 //     and disk work take none); one whose context ended first is exempt from then on;
+//   - a bounded hold (model.go): a record another node leased reaches its consumer within
+//     router.MaxReadAheadHold and a round trip (two of the longest one-way trips, and 10 ms)
+//     of its grant, whether a probe, a claim or a gateway's read-ahead brought it;
 //   - no early quarantine (quarantine.go): a record is quarantined only after MaxDeliveries
 //     deliveries that count, the model counting every lease of it a consumer received or an
 //     owner's consume reply carried to another node, less those given back with success (a

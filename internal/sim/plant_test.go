@@ -82,9 +82,10 @@ func TestCheckerCatchesClaimAsProbe(t *testing.T) {
 // A consume reply delivered again in place of a later one: the same leases handed to two
 // consumers, which the one-live-holder check catches; or, when the first reply never reached
 // its consumer (its records were given back), a consumer holding a lease that is over, which
-// the settle check catches.
+// the settle check catches; or leases that reach a consumer long after their grant, which
+// the check of the hold catches.
 func TestCheckerCatchesReplayedReply(t *testing.T) {
-	judged, caught, missed := plantedRuns(t, calm, sim.PlantReplayReply, []string{sim.KindOneHolder, sim.KindSettleAnswer}, 30,
+	judged, caught, missed := plantedRuns(t, calm, sim.PlantReplayReply, []string{sim.KindOneHolder, sim.KindSettleAnswer, sim.KindHeldTooLong}, 30,
 		func(r sim.Report) bool { return r.Remote > 1 })
 	for _, seed := range missed {
 		t.Errorf("seed %d: the checker missed the planted replayed reply", seed)
@@ -124,11 +125,12 @@ func TestCheckerCatchesUnfencedSettle(t *testing.T) {
 // transport's Call, so its consumes return up to a second after their wait, and the
 // consume-return check catches it; or, where every consume of the run returned within its
 // wait (a consume with a wait parks rather than wait long on a probe), the sparse stream's
-// claim reply comes a second late, and the sparse-stream check catches it. Only the
+// claim reply comes a second late, and the sparse-stream check catches it; or its records
+// reach their consumer a second after their grant, and the check of the hold catches it. Only the
 // processes with such a transport (half of them) are bent, so a run catches it if one of
 // them consumed across nodes.
 func TestCheckerCatchesLateReply(t *testing.T) {
-	judged, caught, missed := plantedRuns(t, calm, sim.PlantLateReply, []string{sim.KindLateReturn, sim.KindSparseLatency}, 20,
+	judged, caught, missed := plantedRuns(t, calm, sim.PlantLateReply, []string{sim.KindLateReturn, sim.KindSparseLatency, sim.KindHeldTooLong}, 20,
 		func(r sim.Report) bool { return r.Remote > 0 })
 	t.Logf("late reply: caught in %d of %d runs with consumes across nodes; missed %v", caught, judged, missed)
 	if judged < 10 {
