@@ -59,7 +59,8 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 		}
 	}
 
-	// The transport: each frame to a peer is one POST to its /node.
+	// The transport: the zero config's framed connections, one to each peer's /node,
+	// upgraded from HTTP/1.1, every frame to that peer multiplexed over it.
 	peers := map[string]string{}
 	for _, n := range cc.Nodes {
 		peers[n.ID] = n.PeerURL()
@@ -93,7 +94,8 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /node", &nodehttp.Handler{Serve: node.Serve})
+	peerHandler := &nodehttp.Handler{Serve: node.Serve}
+	mux.Handle("POST /node", peerHandler)
 	mux.Handle("/queue/", http.StripPrefix("/queue", countCalls(api)))
 	if len(self.Partitions) > 0 {
 		mux.Handle("POST /produce", nodeproc.Produce(func(p int32, value []byte) (int64, error) {
@@ -115,9 +117,12 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) er
 
 	// The shutdown, in the order nodehttp documents: the node first (it waits for the calls
 	// in progress, persists every ack, and answers what comes later with a refusal), then
-	// the server, then the connections to the peers (deferred above), then the log.
+	// the server, then the peers' framed connections (the handler's: the server's Shutdown
+	// does not wait for them), then the connections to the peers (deferred above), then the
+	// log.
 	closeErr := node.Close()
-	err = errors.Join(closeErr, srv.Shutdown(), store.Close())
+	shutErr := srv.Shutdown()
+	err = errors.Join(closeErr, shutErr, peerHandler.Close(), store.Close())
 	if err == nil {
 		fmt.Fprintln(out, "stopped")
 	}

@@ -221,12 +221,13 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	a := &admin{id: self.ID, topic: cc.Topic, node: node, logs: logs, store: store, view: v, own: own, lease: lease,
 		cut: &cut, adopted: map[int32]uint64{}}
 	mux := http.NewServeMux()
-	mux.Handle("POST /node", &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	peerHandler := &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
 		if cut.Load() {
 			return nil, errCut
 		}
 		return node.Serve(ctx, from, frame)
-	}})
+	}}
+	mux.Handle("POST /node", peerHandler)
 	mux.Handle("/queue/", http.StripPrefix("/queue", api))
 	mux.Handle("POST /produce", nodeproc.Produce(a.produce))
 	mux.HandleFunc("GET /status", a.status)
@@ -270,15 +271,17 @@ func runNode(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) (e
 	srv.Wait(ctx, parentGone)
 
 	// The shutdown: the controller stops, the node closes (its last saves go to etcd while
-	// the quorum is there and its grants hold), then the server, then the view, the lease
-	// and the logs.
+	// the quorum is there and its grants hold), then the server, then the peers' framed
+	// connections (the handler's: the server's Shutdown does not wait for them), then the
+	// view, the lease and the logs.
 	stopCtl()
 	ctl.Wait()
 	closeErr := node.Close()
 	shutErr := srv.Shutdown()
+	handlerErr := peerHandler.Close()
 	stopInfra()
 	infra.Wait()
-	err = errors.Join(closeErr, shutErr, logs.closeAll())
+	err = errors.Join(closeErr, shutErr, handlerErr, logs.closeAll())
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			srv.Start()
 			defer srv.Close()
 			rpcURL := srv.URL + "/rpc"
-			tr, err := NewTransport(TransportConfig{Self: "bench", HTTP1: mode.http1, Framed: mode.framed,
+			tr, err := NewTransport(TransportConfig{Self: "bench", HTTP1: mode.http1, Unframed: !mode.framed,
 				Resolve: func(string) (string, bool) { return rpcURL, true }})
 			if err != nil {
 				b.Fatal(err)

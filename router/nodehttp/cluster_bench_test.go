@@ -19,10 +19,10 @@ import (
 	"narad.dev/consume/router/routertest"
 )
 
-// benchTransport chooses how the nodes of BenchmarkClusterConsumeAck talk: "h2c" (the
-// default, HTTP/2 cleartext), "http1" (HTTP/1.1 keep-alive) or "framed" (framed
-// connections). Passed after -args.
-var benchTransport = flag.String("nodehttp.transport", "h2c", "the transport BenchmarkClusterConsumeAck's nodes speak: h2c, http1 or framed")
+// benchTransport chooses how the nodes of BenchmarkClusterConsumeAck talk: "framed" (the
+// default, framed connections, as a zero TransportConfig has it), "h2c" (Unframed, HTTP/2
+// cleartext) or "http1" (Unframed with HTTP1, HTTP/1.1 keep-alive). Passed after -args.
+var benchTransport = flag.String("nodehttp.transport", "framed", "the transport BenchmarkClusterConsumeAck's nodes speak: framed, h2c or http1")
 
 // BenchmarkClusterConsumeAck is a cluster's throughput over the real transport: three
 // nodes in one process, each behind its own loopback server (a nodehttp.Handler) and
@@ -45,8 +45,9 @@ var benchTransport = flag.String("nodehttp.transport", "h2c", "the transport Ben
 // Reported: cpu-ns/rec (the process's CPU time, both ends of every RPC and all three
 // nodes, over the records), rpcs/rec (the frames the three handlers served, over the
 // records) and consume-rpcs/rec (of them, the Consume frames), records/s, and allocations
-// per record. The nodes speak HTTP/2 cleartext; -args -nodehttp.transport=http1 makes them
-// speak HTTP/1.1, and -args -nodehttp.transport=framed over framed connections.
+// per record. The nodes speak over framed connections (the default transport);
+// -args -nodehttp.transport=h2c makes them speak HTTP/2 cleartext, and
+// -args -nodehttp.transport=http1 HTTP/1.1.
 func BenchmarkClusterConsumeAck(b *testing.B) {
 	for _, path := range []string{"gateway", "local"} {
 		for _, batch := range []int{1, 100} {
@@ -88,15 +89,15 @@ func newBenchCluster(b *testing.B, per int) *benchCluster {
 			}
 		}
 	}
-	http1, framed := false, false
+	http1, unframed := false, false
 	switch *benchTransport {
-	case "h2c":
-	case "http1":
-		http1 = true
 	case "framed":
-		framed = true
+	case "h2c":
+		unframed = true
+	case "http1":
+		http1, unframed = true, true
 	default:
-		b.Fatalf("-nodehttp.transport=%s: h2c, http1 or framed", *benchTransport)
+		b.Fatalf("-nodehttp.transport=%s: framed, h2c or http1", *benchTransport)
 	}
 	topic := func(string) router.TopicConfig {
 		return router.TopicConfig{MaxInFlight: 1 << 20, MaxAckedAhead: 1 << 20}
@@ -109,7 +110,7 @@ func newBenchCluster(b *testing.B, per int) *benchCluster {
 				routes.SetRemote("t", other, theirs...)
 			}
 		}
-		tr := newTransportWith(b, nodehttp.TransportConfig{Self: id, Resolve: addrs.resolve, HTTP1: http1, Framed: framed})
+		tr := newTransportWith(b, nodehttp.TransportConfig{Self: id, Resolve: addrs.resolve, HTTP1: http1, Unframed: unframed})
 		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state-" + id, FS: crashfs.New(),
 			Transport: tr, Topic: topic})
 		if err != nil {

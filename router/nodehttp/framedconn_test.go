@@ -85,9 +85,10 @@ func echoFrames(conn net.Conn, br *bufio.Reader) {
 	}
 }
 
+// framedTransport is a Transport calling target, with the zero config's framed connections.
 func framedTransport(t *testing.T, target string) *Transport {
 	t.Helper()
-	tr, err := NewTransport(TransportConfig{Self: "a", Framed: true, Resolve: func(string) (string, bool) { return target, true }})
+	tr, err := NewTransport(TransportConfig{Self: "a", Resolve: func(string) (string, bool) { return target, true }})
 	if err != nil {
 		t.Fatal(err)
 	}

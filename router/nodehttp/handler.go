@@ -20,11 +20,12 @@ import (
 //	413  a body over MaxFrame
 //	500  Serve failed, or its reply is over MaxFrame
 //
-// A POST over HTTP/1.1 asking to upgrade (Upgrade: narad-frames/1, what a Transport with
-// Framed sends) that passes the same checks switches its connection to framed calls from that
-// node (101), served until the connection ends or Close (see the package documentation,
+// A POST over HTTP/1.1 asking to upgrade (Upgrade: narad-frames/1, what a Transport sends
+// unless Unframed) that passes the same checks switches its connection to framed calls from
+// that node (101), served until the connection ends or Close (see the package documentation,
 // "Framed connections"); one after Close is refused (503). HTTP/2 has no upgrade: a request
-// over it is served as a frame, whatever its headers.
+// over it is served as a frame, whatever its headers. A host closes its Handler after its
+// server's Shutdown, which does not wait for upgraded connections.
 //
 // A Handler is safe for concurrent use; set its fields before it serves, and do not copy it
 // once it has.

@@ -96,7 +96,7 @@ func (p peers) resolve(node string) (string, bool) {
 // the test ends (before the servers close).
 func newTransport(t *testing.T, m mode, self string, p peers) *nodehttp.Transport {
 	t.Helper()
-	return newTransportWith(t, nodehttp.TransportConfig{Self: self, Resolve: p.resolve, HTTP1: m.http1, Framed: m.framed})
+	return newTransportWith(t, nodehttp.TransportConfig{Self: self, Resolve: p.resolve, HTTP1: m.http1, Unframed: !m.framed})
 }
 
 func newTransportWith(t testing.TB, cfg nodehttp.TransportConfig) *nodehttp.Transport {

@@ -24,10 +24,11 @@ const Header = "Narad-Consume-From"
 // MaxFrame bounds every frame, request or reply, in bytes (16 MiB): the node wire's own bound.
 const MaxFrame = wire.MaxFrame
 
-// Pool sizes when TransportConfig leaves them zero. Over HTTP/2 one connection carries many
-// calls at once (up to the server's stream limit, 250 for Go's); over HTTP/1.1 every call in
-// flight holds a connection of its own, and a node keeps up to its ack window (at least 128)
-// of forwarded acks in flight to one owner.
+// Pool sizes for the frames sent as HTTP requests (TransportConfig.Unframed, or to a peer
+// that does not upgrade) when TransportConfig leaves them zero. Over HTTP/2 one connection
+// carries many calls at once (up to the server's stream limit, 250 for Go's); over HTTP/1.1
+// every call in flight holds a connection of its own, and a node keeps up to its ack window
+// (at least 128) of forwarded acks in flight to one owner.
 const (
 	DefaultH2MaxConnsPerHost     = 4
 	DefaultH2MaxIdleConnsPerHost = 4
@@ -84,38 +85,52 @@ type TransportConfig struct {
 	// and false for a node it does not know. It is called on every Call, concurrently, and
 	// must be cheap; an address that changes takes effect at the next Call.
 	Resolve func(node string) (url string, ok bool)
-	// HTTP1 speaks HTTP/1.1 with keep-alive instead of HTTP/2 cleartext: every call in
-	// flight then holds a connection of its own. For a peer behind something that does not
-	// pass HTTP/2 cleartext through.
+	// HTTP1 speaks HTTP/1.1 with keep-alive instead of HTTP/2 cleartext wherever the
+	// transport sends a frame as its own HTTP request: with Unframed, and to a peer that
+	// answered the upgrade to a framed connection with a plain reply. Every call in flight
+	// then holds a connection of its own. For a peer behind something that does not pass
+	// HTTP/2 cleartext through. Framed connections are unchanged by it: they are opened
+	// with an HTTP/1.1 upgrade either way.
 	HTTP1 bool
-	// MaxConnsPerHost bounds the connections to one peer (dialing, in use and idle); a call
-	// that finds them all busy waits for one, within its context. Zero is
-	// DefaultH2MaxConnsPerHost, or DefaultH1MaxConnsPerHost with HTTP1.
+	// MaxConnsPerHost bounds the connections to one peer (dialing, in use and idle) of the
+	// HTTP requests (with Unframed, or to a peer that does not upgrade; a framed connection
+	// is one per peer); a call that finds them all busy waits for one, within its context.
+	// Zero is DefaultH2MaxConnsPerHost, or DefaultH1MaxConnsPerHost with HTTP1.
 	MaxConnsPerHost int
 	// MaxIdleConnsPerHost bounds the idle connections kept to one peer. Zero is
 	// DefaultH2MaxIdleConnsPerHost, or DefaultH1MaxIdleConnsPerHost with HTTP1.
 	MaxIdleConnsPerHost int
-	// TLSClientConfig, when set, is used for https URLs (HTTP/2 over TLS, or HTTP/1.1 with
-	// HTTP1); http URLs stay cleartext.
+	// TLSClientConfig, when set, is used for https URLs: framed connections upgrade over TLS
+	// (HTTP/1.1 negotiated), requests go as HTTP/2 over TLS (HTTP/1.1 with HTTP1); http URLs
+	// stay cleartext.
 	TLSClientConfig *tls.Config
-	// Framed carries the frames over one connection to each peer, upgraded from HTTP/1.1 at
-	// the peer's Handler (see the package documentation, "Framed connections"), instead of
-	// one HTTP request per frame: the calls in flight to a peer share the connection, each
-	// behind a header of 13 bytes, and what queues while a write is in progress leaves in
-	// the next. A peer whose handler answers the upgrade with a plain reply (a release
-	// before framed connections) is called as without Framed for two minutes, then asked
-	// again.
+	// Unframed sends each frame as its own HTTP request (HTTP/2 cleartext, or HTTP/1.1 with
+	// HTTP1) instead of framed connections: for a network whose proxies between nodes break
+	// upgraded connections in ways the fallback cannot see. The zero value carries the
+	// frames over one connection to each peer, upgraded from HTTP/1.1 at the peer's Handler
+	// (see the package documentation, "Framed connections"): the calls in flight to a peer
+	// share the connection, each behind a header of 13 bytes, and what queues while a write
+	// is in progress leaves in the next. A peer whose handler answers the upgrade with a
+	// plain reply (a release before framed connections, a proxy that drops the Upgrade
+	// header) is called as with Unframed for two minutes, then asked again.
+	Unframed bool
+	// Framed chose framed connections when they were not the default.
+	//
+	// Deprecated: framed connections are the default; Unframed turns them off. Framed has no
+	// effect.
 	Framed bool
 }
 
-// Transport carries a node's frames to its peers: each frame is the body of one HTTP POST to
-// the peer's Handler, and the reply's body is the reply frame. It implements
-// router.Transport and is safe for concurrent use.
+// Transport carries a node's frames to its peers: over one framed connection to each peer,
+// upgraded from HTTP/1.1 at the peer's Handler, or, with TransportConfig.Unframed (and to a
+// peer that does not upgrade), each frame as the body of one HTTP POST to the peer's Handler,
+// the reply's body the reply frame. It implements router.Transport and is safe for
+// concurrent use.
 type Transport struct {
 	from    []string // the Header's value
 	resolve func(string) (string, bool)
-	rt      *http.Transport // every call without Framed; with it, those to peers that do not upgrade
-	framed  *framedPool     // nil without Framed
+	rt      *http.Transport // every call with Unframed; without it, those to peers that do not upgrade
+	framed  *framedPool     // nil with Unframed
 }
 
 // octetStream is the Content-Type of a long reply (never modified).
@@ -137,7 +152,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		resolve: cfg.Resolve,
 		rt:      newRoundTripper(cfg),
 	}
-	if cfg.Framed {
+	if !cfg.Unframed {
 		t.framed = &framedPool{from: t.from[0], dial: (&net.Dialer{}).DialContext, tls: t.rt.TLSClientConfig, timings: defaultFramedTimings}
 	}
 	return t, nil

@@ -383,7 +383,7 @@ func TestConcurrentCalls(t *testing.T) {
 			p[id] = pe.srv.URL
 			all = append(all, pe)
 		}
-		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: p.resolve, HTTP1: m.http1, Framed: m.framed, MaxConnsPerHost: maxConns})
+		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: p.resolve, HTTP1: m.http1, Unframed: !m.framed, MaxConnsPerHost: maxConns})
 		var wg sync.WaitGroup
 		for g := range 16 {
 			wg.Go(func() {
@@ -434,7 +434,7 @@ func TestTLS(t *testing.T) {
 		t.Cleanup(srv.Close)
 		roots := srv.Client().Transport.(*http.Transport).TLSClientConfig
 		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: peers{"b": srv.URL}.resolve,
-			HTTP1: m.http1, Framed: m.framed, TLSClientConfig: &tls.Config{RootCAs: roots.RootCAs}})
+			HTTP1: m.http1, Unframed: !m.framed, TLSClientConfig: &tls.Config{RootCAs: roots.RootCAs}})
 		reply, err := tr.Call(context.Background(), "b", []byte("x"))
 		require.NoError(t, err)
 		assert.Equal(t, "a:x", string(reply))
@@ -459,4 +459,76 @@ func TestConfigureServer(t *testing.T) {
 	assert.False(t, srv.Protocols.HTTP2())
 	assert.True(t, srv.Protocols.UnencryptedHTTP2())
 	assert.False(t, only.UnencryptedHTTP2(), "the host's value is not modified")
+}
+
+// The zero config (only Self and Resolve) talks framed connections to a Handler: its first
+// call upgrades one connection and every call after it, one after another or many at once,
+// travels over that connection, so the server sees one request (the upgrade) on one
+// connection. So do the deprecated Framed and HTTP1 (framed connections are an HTTP/1.1
+// upgrade either way). Unframed sends every frame as a request of its own, none asking to
+// upgrade: HTTP/2 cleartext, or HTTP/1.1 with HTTP1.
+func TestDefaultIsFramed(t *testing.T) {
+	const sequential, goroutines, each = 5, 16, 10
+	for _, c := range []struct {
+		name   string
+		cfg    nodehttp.TransportConfig
+		framed bool
+		proto  string // of the requests the server sees
+	}{
+		{"zero", nodehttp.TransportConfig{}, true, "HTTP/1.1"},
+		{"framed-deprecated", nodehttp.TransportConfig{Framed: true}, true, "HTTP/1.1"},
+		{"http1", nodehttp.TransportConfig{HTTP1: true}, true, "HTTP/1.1"},
+		{"unframed", nodehttp.TransportConfig{Unframed: true}, false, "HTTP/2.0"},
+		{"unframed-http1", nodehttp.TransportConfig{Unframed: true, HTTP1: true}, false, "HTTP/1.1"},
+		{"unframed-framed-deprecated", nodehttp.TransportConfig{Unframed: true, Framed: true}, false, "HTTP/2.0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var upgrades atomic.Int64
+			h := &nodehttp.Handler{Serve: echo}
+			srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Upgrade") != "" {
+					upgrades.Add(1)
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(func() { h.Close() }) // after the transport's idle connections, before the server
+			cfg := c.cfg
+			cfg.Self, cfg.Resolve = "a", peers{"b": srv.URL}.resolve
+			tr := newTransportWith(t, cfg)
+			call := func(msg string) error {
+				reply, err := tr.Call(context.Background(), "b", []byte(msg))
+				if err == nil && string(reply) != "a:"+msg {
+					err = fmt.Errorf("%q answered %q", msg, reply)
+				}
+				return err
+			}
+			for i := range sequential {
+				require.NoError(t, call(fmt.Sprint("s", i)))
+			}
+			errs := make(chan error, goroutines*each)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range each {
+						errs <- call(fmt.Sprint("c", g, ".", i))
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			calls := int64(sequential + goroutines*each)
+			if c.framed {
+				assert.Equal(t, int64(1), upgrades.Load(), "one upgrade")
+				assert.Equal(t, int64(1), srv.requests.Load(), "every call over the upgraded connection")
+				assert.Equal(t, int64(1), srv.conns.Load(), "one connection")
+			} else {
+				assert.Zero(t, upgrades.Load(), "no upgrade")
+				assert.Equal(t, calls, srv.requests.Load(), "a request per call")
+			}
+			assert.True(t, srv.sawOnly(c.proto), "the requests came in %s", c.proto)
+		})
+	}
 }

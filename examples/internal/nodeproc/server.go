@@ -16,8 +16,9 @@ import (
 // ShutdownTimeout bounds a server's graceful shutdown: the requests in progress get this long.
 const ShutdownTimeout = 5 * time.Second
 
-// A Server is a node's one HTTP server: the peers' frames (nodehttp, HTTP/2 cleartext) and the
-// clients' calls (HTTP/1.1) on one listener.
+// A Server is a node's one HTTP server: the peers' frames (nodehttp: framed connections
+// upgraded from HTTP/1.1, or HTTP/2 cleartext) and the clients' calls (HTTP/1.1) on one
+// listener.
 type Server struct {
 	srv    *http.Server
 	served chan error // what Serve returned, once it has
@@ -28,7 +29,7 @@ type Server struct {
 // Serve listens on addr and serves h there, until Shutdown.
 func Serve(addr string, h http.Handler) (*Server, error) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	nodehttp.ConfigureServer(srv) // peers speak HTTP/2 cleartext, clients HTTP/1.1
+	nodehttp.ConfigureServer(srv) // peers upgrade to framed connections (or speak HTTP/2 cleartext), clients HTTP/1.1
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -62,8 +63,9 @@ func (s *Server) Wait(ctx context.Context, gone <-chan struct{}) {
 
 // Shutdown stops the server gracefully, giving the requests in progress ShutdownTimeout, and
 // returns what went wrong: the shutdown's error, and the server's own unless it was just
-// closed. In the order nodehttp documents, a node closes its router.Node first, then its
-// server, then its transport's connections.
+// closed. It does not wait for upgraded connections: in the order nodehttp documents, a
+// node closes its router.Node first, then its server, then its nodehttp.Handler (the
+// peers' framed connections), then its transport's connections.
 func (s *Server) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
