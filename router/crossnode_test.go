@@ -570,3 +570,31 @@ func TestUnansweredNotificationMovesOn(t *testing.T) {
 		assert.Zero(t, st.Passed, "no answer is not a pass")
 	})
 }
+
+// Many consumers parked on a gateway, then a backlog on the owner: each notification spends
+// the gateway's one token there, and the gateway registers a fresh one at once while
+// consumers still wait, so every parked consumer is served a few round trips apart. Before,
+// the token came back at the keeper's next pass (tokens.KeepInterval, 500 ms), one record
+// per pass, and the last of ten consumers waited seconds while the owner held records.
+func TestParkedConsumersDrainABacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		g := c.nodes["g"]
+		const parked = 10
+		var got []<-chan []router.Message
+		for range parked {
+			got = append(got, g.async(context.Background(), router.ConsumeOptions{Wait: 30 * time.Second}))
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, parked, g.node.Parked("orders"))
+		start := time.Now()
+		c.produce(0, parked)
+		for i, ch := range got {
+			msgs := <-ch
+			require.Len(t, msgs, 1, "consumer %d", i)
+		}
+		assert.Less(t, time.Since(start), time.Duration(parked)*10*rtt, "every parked consumer served a few round trips apart")
+	})
+}

@@ -295,7 +295,8 @@ func (n *Node) polled(topic, owner string, hit bool) {
 
 // serveNotify takes an owner's word that it holds a record of topic for this node: the
 // token is spent (forgotten here at once), and the wake goes to the consumer at the head of
-// this node's queue, which claims the record. With nobody parked here it is passed at once,
+// this node's queue, which claims the record; with more consumers parked than wakes, the
+// keeper registers a fresh token at once. With nobody parked here it is passed at once,
 // so the owner offers the record to its next token a round trip later.
 func (n *Node) serveNotify(from, topic string, hold time.Duration) wire.Answer {
 	now := n.clock.Now()
@@ -323,9 +324,16 @@ func (n *Node) serveNotify(from, topic string, hold time.Duration) wire.Answer {
 		return wire.Answer{Status: wire.StatusPass}
 	}
 	rt.inbox.Push(tokens.Wake{Owner: from, Claim: true, Until: now.Add(hold)})
+	// More consumers wait here than wakes came: the token goes back to the owner at once,
+	// rather than at the keeper's next pass (up to tokens.KeepInterval later), so an owner
+	// with a backlog serves every consumer parked here a round trip apart, not one per pass.
+	more := rt.parked > rt.inbox.Len()
 	r.mu.Unlock()
 	n.stats.remote.notifications.Add(1)
 	n.pump.Notify(topic)
+	if more {
+		n.kickKeeper()
+	}
 	return wire.Answer{Status: wire.StatusOK}
 }
 

@@ -71,8 +71,11 @@ type readAhead struct {
 	mu        sync.Mutex
 	held      []aheadRecord // oldest first
 	refilling bool          // a refill is in flight
-	active    int           // consumes taking here
-	largest   int           // the largest batch a consume here asked for lately
+	// asking is what the probes and the refill in flight ask for besides their consumes'
+	// own records: held and asking together stay within the target.
+	asking  int
+	active  int // consumes taking here
+	largest int // the largest batch a consume here asked for lately
 	// The demand: records handed over since since, and their rate before (records per
 	// second, smoothed over refills).
 	taken int
@@ -163,6 +166,7 @@ func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into 
 		if len(owners) == 0 {
 			ra.mu.Lock()
 			ra.refilling = false
+			ra.asking -= want
 			ra.mu.Unlock()
 		} else {
 			n.background(func() { ra.runRefill(owners, start, want) })
@@ -185,14 +189,29 @@ func (ra *readAhead) left(ctx context.Context) {
 }
 
 // probeSize is how many records a consume that found nothing held asks the owners for: its
-// own, and the target besides, to hold for the next consumes (at most remoteBatch in all).
+// own, and what the target leaves besides what is held and asked for already, to hold for
+// the next consumes (at most remoteBatch in all). The caller calls probed with the
+// difference once the probe is over.
 func (ra *readAhead) probeSize(asked int, s aheadSettings) int {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	if ra.closed {
 		return asked
 	}
-	return min(remoteBatch, asked+max(ra.targetLocked(ra.n.clock.Now(), s)-len(ra.held), 0))
+	extra := max(ra.targetLocked(ra.n.clock.Now(), s)-len(ra.held)-ra.asking, 0)
+	extra = min(extra, max(remoteBatch-asked, 0))
+	ra.asking += extra
+	return asked + extra
+}
+
+// probed ends what a probe asked for besides its consume's records (see probeSize).
+func (ra *readAhead) probed(extra int) {
+	if extra == 0 {
+		return
+	}
+	ra.mu.Lock()
+	ra.asking -= extra
+	ra.mu.Unlock()
 }
 
 // split hands the first want of msgs, reservations a probe brought from one owner, to the
@@ -263,28 +282,32 @@ func (ra *readAhead) refillDueLocked(now time.Time, s aheadSettings) (want, star
 		return 0, 0
 	}
 	target := ra.targetLocked(now, s)
-	if 2*len(ra.held) >= target {
+	if 2*(len(ra.held)+ra.asking) >= target {
 		return 0, 0
 	}
 	ra.refilling = true
-	return target - len(ra.held), ra.nextOwner
+	want = target - len(ra.held) - ra.asking
+	ra.asking += want
+	return want, ra.nextOwner
 }
 
 // targetLocked is how many records the topic's consumers here take in half a hold, at their
 // rate lately (aheadFirst before they have one), and at least two of the largest batch a
-// consume asked for lately; at most the limit. It starts the next measure of the rate.
+// consume asked for lately; at most the limit. The rate is measured over spans of at least
+// half a hold, each averaged with the rate before.
 func (ra *readAhead) targetLocked(now time.Time, s aheadSettings) int {
-	if !ra.since.IsZero() {
-		if elapsed := now.Sub(ra.since); elapsed > 0 {
-			current := float64(ra.taken) / elapsed.Seconds()
-			if ra.rate == 0 {
-				ra.rate = current
-			} else {
-				ra.rate = (ra.rate + current) / 2
-			}
-		}
+	if ra.since.IsZero() {
+		ra.since = now
 	}
-	ra.taken, ra.since = 0, now
+	if elapsed := now.Sub(ra.since); elapsed >= s.hold/2 && elapsed > 0 {
+		current := float64(ra.taken) / elapsed.Seconds()
+		if ra.rate == 0 {
+			ra.rate = current
+		} else {
+			ra.rate = (ra.rate + current) / 2
+		}
+		ra.taken, ra.since = 0, now
+	}
 	target := aheadFirst
 	if ra.rate > 0 {
 		target = int(math.Ceil(ra.rate * (s.hold / 2).Seconds()))
@@ -300,6 +323,7 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 	defer func() {
 		ra.mu.Lock()
 		ra.refilling = false
+		ra.asking -= want
 		ra.mu.Unlock()
 	}()
 	asked := n.answering(owners)

@@ -62,8 +62,11 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 		probed.reserve, probed.ahead = true, probed.max-req.max
 	}
 	msgs, probeErr := n.probe(ctx, probed, owners, parks, !gateway && req.pinned < 0, deadline)
-	if ra != nil && len(msgs) > 0 {
-		msgs = ra.split(msgs, req.max, s)
+	if ra != nil {
+		ra.probed(probed.ahead)
+		if len(msgs) > 0 {
+			msgs = ra.split(msgs, req.max, s)
+		}
 	}
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs, ctx.Err()

@@ -24,6 +24,52 @@ import (
 // cleartext) or "http1" (Unframed with HTTP1, HTTP/1.1 keep-alive). Passed after -args.
 var benchTransport = flag.String("nodehttp.transport", "framed", "the transport BenchmarkClusterConsumeAck's nodes speak: framed, h2c or http1")
 
+// BenchmarkClusterShapes is a whole cluster's CPU per record in the shapes that send records
+// across nodes, against one node holding every partition: three nodes owning four of the
+// topic's twelve partitions each, over the transport -nodehttp.transport names.
+//
+//	shape=one-node  the baseline: node a owns all twelve partitions; the consumers are on it
+//	shape=spread    records on every partition, the consumers spread over the three nodes
+//	                in turn (one consumer: on a alone, so two thirds of its records cross)
+//	shape=hot       records on a's four partitions alone (a hot owner), the consumers spread
+//	                over the three nodes in turn: two thirds of them take every record from a
+//
+// Each consumer consumes one record at a time and acks it with AckAsync, as
+// BenchmarkClusterConsumeAck's batch 1 does; it reports the same metrics.
+func BenchmarkClusterShapes(b *testing.B) {
+	three := map[string][]int32{"a": {0, 1, 2, 3}, "b": {4, 5, 6, 7}, "c": {8, 9, 10, 11}}
+	one := map[string][]int32{"a": {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}
+	for _, consumers := range []int{1, 8, 64} {
+		for _, shape := range []string{"one-node", "spread", "hot"} {
+			b.Run(fmt.Sprintf("consumers=%d/shape=%s", consumers, shape), func(b *testing.B) {
+				owned, holding := three, 12
+				switch shape {
+				case "one-node":
+					owned = one
+				case "hot":
+					holding = 4
+				}
+				// Enough for b.N and what the consumers and the read-ahead hold at the end.
+				per := (b.N+consumers+2*router.DefaultReadAhead)/holding + 1
+				c := newBenchCluster(b, owned, func(p int32) int {
+					if shape == "hot" && p >= 4 {
+						return 0
+					}
+					return per
+				})
+				ids := []string{"a", "b", "c"}
+				on := func(i int) *router.Node {
+					if shape == "one-node" {
+						return c.nodes["a"]
+					}
+					return c.nodes[ids[i%3]]
+				}
+				benchConsumeAck(b, c, on, 1, consumers)
+			})
+		}
+	}
+}
+
 // BenchmarkClusterConsumeAck is a cluster's throughput over the real transport: three
 // nodes in one process, each behind its own loopback server (a nodehttp.Handler) and
 // calling the others through a nodehttp.Transport. Owners "a" and "b" hold six partitions
@@ -44,8 +90,9 @@ var benchTransport = flag.String("nodehttp.transport", "framed", "the transport 
 //
 // Reported: cpu-ns/rec (the process's CPU time, both ends of every RPC and all three
 // nodes, over the records), rpcs/rec (the frames the three handlers served, over the
-// records) and consume-rpcs/rec (of them, the Consume frames), records/s, and allocations
-// per record. The nodes speak over framed connections (the default transport);
+// records) and consume-rpcs/rec (of them, the Consume frames), crossed/rec (the share of
+// records consumed on a node that does not own them), records/s, and allocations per
+// record. The nodes speak over framed connections (the default transport);
 // -args -nodehttp.transport=h2c makes them speak HTTP/2 cleartext, and
 // -args -nodehttp.transport=http1 HTTP/1.1.
 func BenchmarkClusterConsumeAck(b *testing.B) {
@@ -53,38 +100,50 @@ func BenchmarkClusterConsumeAck(b *testing.B) {
 		for _, batch := range []int{1, 100} {
 			for _, consumers := range []int{1, 8, 64} {
 				b.Run(fmt.Sprintf("path=%s/batch=%d/consumers=%d", path, batch, consumers), func(b *testing.B) {
-					benchClusterConsumeAck(b, path == "gateway", batch, consumers)
+					c := newBenchCluster(b, benchOwned, func(int32) int { return (b.N+consumers*batch)/len(benchOwned["a"]) + 1 })
+					on := func(i int) *router.Node { // the node consumer i consumes on
+						switch {
+						case path == "gateway":
+							return c.nodes["g"]
+						case i%2 == 0:
+							return c.nodes["a"]
+						}
+						return c.nodes["b"]
+					}
+					benchConsumeAck(b, c, on, batch, consumers)
 				})
 			}
 		}
 	}
 }
 
-// benchCluster is BenchmarkClusterConsumeAck's three nodes.
+// benchCluster is the nodes of BenchmarkClusterConsumeAck and BenchmarkClusterShapes.
 type benchCluster struct {
 	nodes    map[string]*router.Node
-	frames   atomic.Int64 // frames served, by every node
-	consumes atomic.Int64 // of them, Consume frames
+	owners   map[int32]*router.Node // each partition's owner
+	frames   atomic.Int64           // frames served, by every node
+	consumes atomic.Int64           // of them, Consume frames
 }
 
 // benchOwned is the partitions each node of a benchCluster owns.
 var benchOwned = map[string][]int32{"a": {0, 1, 2, 3, 4, 5}, "b": {6, 7, 8, 9, 10, 11}, "g": nil}
 
-// newBenchCluster starts the three nodes, each owner's partitions holding per records, over
-// the transport -nodehttp.transport names. Everything closes when the benchmark ends.
-func newBenchCluster(b *testing.B, per int) *benchCluster {
+// newBenchCluster starts a node per entry of owned (its partitions of topic "t"), partition p
+// holding records(p) records, over the transport -nodehttp.transport names. Everything
+// closes when the benchmark ends.
+func newBenchCluster(b *testing.B, owned map[string][]int32, records func(p int32) int) *benchCluster {
 	b.Helper()
-	c := &benchCluster{nodes: map[string]*router.Node{}}
+	c := &benchCluster{nodes: map[string]*router.Node{}, owners: map[int32]*router.Node{}}
 	logs := &routertest.MemLogs{}
 	value := []byte("a payload of 32 bytes, or so...")
 	addrs := peers{}
 	servers := map[string]*server{}
-	for id, parts := range benchOwned {
+	for id, parts := range owned {
 		servers[id] = newServer(b)
 		addrs[id] = servers[id].base + "/consume/node"
 		for _, p := range parts {
 			log := logs.Log("t", p)
-			for range per {
+			for range records(p) {
 				log.Append(nil, value, time.Time{})
 			}
 		}
@@ -102,10 +161,10 @@ func newBenchCluster(b *testing.B, per int) *benchCluster {
 	topic := func(string) router.TopicConfig {
 		return router.TopicConfig{MaxInFlight: 1 << 20, MaxAckedAhead: 1 << 20}
 	}
-	for id, parts := range benchOwned {
+	for id, parts := range owned {
 		routes := &routertest.Routes{}
 		routes.Set("t", parts...)
-		for other, theirs := range benchOwned {
+		for other, theirs := range owned {
 			if other != id && len(theirs) > 0 {
 				routes.SetRemote("t", other, theirs...)
 			}
@@ -117,6 +176,9 @@ func newBenchCluster(b *testing.B, per int) *benchCluster {
 			b.Fatal(err)
 		}
 		c.nodes[id] = node
+		for _, p := range parts {
+			c.owners[p] = node
+		}
 		b.Cleanup(func() { node.Close() }) // before the transports and the servers close
 		handler := &nodehttp.Handler{Serve: func(ctx context.Context, from string, frame []byte) ([]byte, error) {
 			c.frames.Add(1)
@@ -133,19 +195,12 @@ func newBenchCluster(b *testing.B, per int) *benchCluster {
 	return c
 }
 
-func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
-	c := newBenchCluster(b, (b.N+consumers*batch)/len(benchOwned["a"])+1)
-	on := func(i int) *router.Node { // the node consumer i consumes on
-		switch {
-		case gateway:
-			return c.nodes["g"]
-		case i%2 == 0:
-			return c.nodes["a"]
-		}
-		return c.nodes["b"]
-	}
+// benchConsumeAck runs consumers consumers, consumer i on node on(i), each consuming batches
+// of batch records and acking them (AckAsync at batch 1, AckBatch otherwise) until b.N
+// records are consumed and acked between them, and reports the metrics.
+func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node, batch, consumers int) {
 	ctx := context.Background()
-	var left, failed, retries atomic.Int64
+	var left, failed, retries, crossed atomic.Int64
 	left.Store(int64(b.N))
 	var acks sync.WaitGroup // the AckAsyncs unanswered
 	var wg sync.WaitGroup
@@ -177,6 +232,11 @@ func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
 				var err error
 				msgs, err = node.ConsumeAppend(ctx, msgs[:0], "t", router.ConsumeOptions{Max: int(want), Wait: time.Second})
 				left.Add(want - int64(len(msgs)))
+				for i := range msgs {
+					if c.owners[msgs[i].Partition] != node {
+						crossed.Add(1)
+					}
+				}
 				if len(msgs) == 0 {
 					// An owner's reply later than the wait's bound (the machine is shared):
 					// its records were given back, and the consumer asks again.
@@ -213,7 +273,10 @@ func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d acks failed", n)
 	}
-	acked := c.nodes["a"].Stats().Shards.Acked + c.nodes["b"].Stats().Shards.Acked
+	var acked uint64
+	for _, node := range c.nodes {
+		acked += node.Stats().Shards.Acked
+	}
 	if acked != uint64(b.N) {
 		b.Fatalf("the owners acked %d of %d", acked, b.N)
 	}
@@ -224,5 +287,6 @@ func benchClusterConsumeAck(b *testing.B, gateway bool, batch, consumers int) {
 	b.ReportMetric(float64(used)/n, "cpu-ns/rec")
 	b.ReportMetric(float64(frames)/n, "rpcs/rec")
 	b.ReportMetric(float64(consumes)/n, "consume-rpcs/rec")
+	b.ReportMetric(float64(crossed.Load())/n, "crossed/rec")
 	b.ReportMetric(n/elapsed.Seconds(), "records/s")
 }
