@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
 )
 
 // The tests of reading ahead (docs/protocol.md, "Reading ahead"): a gateway reserves records
@@ -327,5 +328,67 @@ func TestReadAheadOneRecord(t *testing.T) {
 		assert.Equal(t, uint64(5), st.HandedOver)
 		assert.Equal(t, uint64(1), g.node.Stats().Remote.Probes, "every consume but the first served from memory")
 		assert.Zero(t, g.node.Stats().HostPanics, "no refill failed")
+	})
+}
+
+// Issue 35, point 6: a gateway that dies holding reservations creates no second holder and
+// counts no attempt: its reservations lapse at the owner after their visibility timeout,
+// as a consumer's crash would strand them, and the records come back as the first attempt
+// they still are (MaxDeliveries 1 quarantines none).
+func TestDeadGatewayStrandsReservationsUncounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{MaxDeliveries: 1}))
+		defer c.close()
+		b, g := c.nodes["b"], c.nodes["g"]
+		c.produce(0, 20)
+		msgs := g.consume(context.Background(), router.ConsumeOptions{})
+		require.Len(t, msgs, 1)
+		require.NoError(t, g.ack(msgs[0]))
+		held := g.node.Stats().Ahead.Reserved - g.node.Stats().Ahead.HandedOver
+		require.Positive(t, held)
+		// The gateway dies: nothing it sends reaches the owner any more.
+		c.net.Fault = func(from, _ string, _ []byte) routertest.Fault {
+			if from == "g" {
+				return routertest.DropRequest
+			}
+			return routertest.Deliver
+		}
+		status, err := b.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, int(held), status.Leased, "held for the dead gateway: nobody else holds them")
+		time.Sleep(vt + time.Second)
+		synctest.Wait()
+		rest := b.consume(context.Background(), router.ConsumeOptions{Max: 100})
+		require.Len(t, rest, 19, "every record the gateway held is back")
+		for _, m := range rest {
+			assert.Equal(t, uint32(1), m.Attempt, "offset %d: still its first delivery", m.Offset)
+		}
+		assert.Zero(t, b.node.Stats().Shards.Quarantined)
+	})
+}
+
+// Issue 35, point 1: reading ahead never waits on an owner that hangs while another has
+// records: the consumes are served from the live owner at the pace of its round trips, and
+// what is read ahead comes from it.
+func TestReadAheadPassesAHungOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, nil)
+		defer c.close()
+		hole := &blackhole{node: "b"}
+		hole.on.Store(true)
+		c.net.Fault = hole.fault
+		g := c.nodes["g"]
+		c.produce(0, 50)
+		start := time.Now()
+		for i := range 30 {
+			msgs := g.consume(context.Background(), router.ConsumeOptions{})
+			require.Len(t, msgs, 1, "consume %d", i)
+			assert.Equal(t, int32(0), msgs[0].Partition)
+			require.NoError(t, g.ack(msgs[0]))
+		}
+		// The first consume may lose a probe hedge to the hung owner; the rest are served
+		// from memory or a refill from the live owner.
+		assert.Less(t, time.Since(start), router.ProbeHedge+40*rtt, "no consume waited on the hung owner")
+		assert.Positive(t, g.node.Stats().Ahead.HandedOver)
 	})
 }
