@@ -53,7 +53,8 @@ type record struct {
 
 // A lease is one delivery of a record to a client, and how it ended.
 type lease struct {
-	start, end time.Time        // the consume that delivered it began and returned: the lease began in between
+	start, end time.Time        // the consume that delivered it began and returned: the lease began in between, or, read ahead, up to the hold before
+	expiry     time.Time        // when the lease ends unless extended, as the node answered (zero: not told)
 	via        string           // the node it was consumed through
 	outcome    delivery.Outcome // of the delivery, as far as its client knows
 	acked      bool             // an ack of it was answered 204
@@ -218,7 +219,7 @@ func (l *ledger) Delivered(via string, m *queueclient.Message, _ int, start, end
 	c.delivered++
 	r := l.records.At(pos)
 	l.checkValue(c, pos, r, m.Value)
-	nl := &lease{start: start, end: end, via: via, outcome: delivery.Held}
+	nl := &lease{start: start, end: end, expiry: m.Expiry, via: via, outcome: delivery.Held}
 	if len(r.leases) == 0 {
 		c.firstDeliveries++
 	} else {
@@ -251,7 +252,8 @@ func (l *ledger) Delivered(via string, m *queueclient.Message, _ int, start, end
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
 
 // surelyOverlap reports whether leases a and b surely both ran at one time: each began by
-// its consume's return and ran for at least the visibility timeout from its consume's start.
+// its consume's return and ran until the visibility timeout from its consume's start, or
+// its expiry if that came first (a lease a gateway read ahead began before its consume).
 func (l *ledger) surelyOverlap(a, b *lease) bool {
 	last := a.end
 	if b.end.After(last) {
@@ -261,7 +263,29 @@ func (l *ledger) surelyOverlap(a, b *lease) bool {
 	if b.start.Before(first) {
 		first = b.start
 	}
-	return last.Before(first.Add(l.visibility))
+	end := first.Add(l.visibility)
+	for _, x := range []*lease{a, b} {
+		end = earliest(end, l.leaseEnd(x))
+	}
+	return last.Before(end)
+}
+
+// leaseEnd is the latest lease x can run to unless extended: the visibility timeout from its
+// consume's start, or the expiry its node answered if that is earlier (a gateway that read
+// the record ahead granted it before the consume began, up to its hold, and says so).
+func (l *ledger) leaseEnd(x *lease) time.Time {
+	end := x.start.Add(l.visibility)
+	if !x.expiry.IsZero() && x.expiry.Before(end) {
+		return x.expiry
+	}
+	return end
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // tookOver returns the failover that explains leases a and b of one record of partition p
@@ -310,7 +334,7 @@ func (l *ledger) ackedAndLeased(pos delivery.Position, j, n *lease) {
 		l.violation(c, "%v was delivered again through %s at %s, and an ack of its earlier lease sent through %s at %s was answered 204 at %s",
 			pos, n.via, stamp(n.end), j.via, stamp(j.ackSent), stamp(j.ackedAt))
 		return
-	case !n.end.Before(j.ackSent) && !n.start.Add(l.visibility).Before(j.end):
+	case !n.end.Before(j.ackSent) && !l.leaseEnd(n).Before(j.end):
 	default:
 		return
 	}

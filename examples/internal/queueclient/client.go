@@ -29,7 +29,11 @@ type Message struct {
 	Value     string    `json:"value"`
 	Timestamp time.Time `json:"timestamp"` // when the owner appended it
 	Receipt   string    `json:"receipt_handle"`
-	Attempt   int       `json:"attempt"`
+	// Expiry is when the lease ends unless extended, on the clock of the node that answered:
+	// a record a gateway read ahead comes with up to its hold less than the visibility
+	// timeout, counted from before the consume began.
+	Expiry  time.Time `json:"expiry"`
+	Attempt int       `json:"attempt"`
 	Reason    string    `json:"reason"`
 }
 
