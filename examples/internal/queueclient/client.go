@@ -34,7 +34,7 @@ type Message struct {
 	// timeout, counted from before the consume began.
 	Expiry  time.Time `json:"expiry"`
 	Attempt int       `json:"attempt"`
-	Reason    string    `json:"reason"`
+	Reason  string    `json:"reason"`
 }
 
 // An Error is an answer other than the one a call hoped for.
