@@ -73,9 +73,12 @@ type readAhead struct {
 	refilling bool          // a refill is in flight
 	// asking is what the probes and the refill in flight ask for besides their consumes'
 	// own records: held and asking together stay within the target.
-	asking  int
-	active  int // consumes taking here
-	largest int // the largest batch a consume here asked for lately
+	asking int
+	active int // consumes taking here
+	// largest is the largest batch a consume here asked for in the span of the rate's
+	// measure before this one, largestNow in this one: a batch consumer that left stops
+	// sizing the target after two spans.
+	largest, largestNow int
 	// The demand: records handed over since since, and their rate before (records per
 	// second, smoothed over refills).
 	taken int
@@ -151,7 +154,7 @@ func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into 
 	n := ra.n
 	ra.mu.Lock()
 	ra.active++
-	ra.largest = max(ra.largest, req.max)
+	ra.largestNow = max(ra.largestNow, req.max)
 	msgs, due := ra.takeLocked(req.max, now, s, into, nil)
 	want, start := 0, 0
 	if len(msgs) > 0 {
@@ -307,12 +310,13 @@ func (ra *readAhead) targetLocked(now time.Time, s aheadSettings) int {
 			ra.rate = (ra.rate + current) / 2
 		}
 		ra.taken, ra.since = 0, now
+		ra.largest, ra.largestNow = ra.largestNow, 0
 	}
 	target := aheadFirst
 	if ra.rate > 0 {
 		target = int(math.Ceil(ra.rate * (s.hold / 2).Seconds()))
 	}
-	return min(max(target, 2*ra.largest), s.limit)
+	return min(max(target, 2*max(ra.largest, ra.largestNow)), s.limit)
 }
 
 // runRefill reserves want records at the owners, from start on: as many as each has (up to

@@ -339,6 +339,13 @@ func TestDeadGatewayStrandsReservationsUncounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{MaxDeliveries: 1}))
 		defer c.close()
+		var dead atomic.Bool // nothing the gateway sends reaches anyone any more
+		c.net.Fault = func(from, _ string, _ []byte) routertest.Fault {
+			if from == "g" && dead.Load() {
+				return routertest.DropRequest
+			}
+			return routertest.Deliver
+		}
 		b, g := c.nodes["b"], c.nodes["g"]
 		c.produce(0, 20)
 		msgs := g.consume(context.Background(), router.ConsumeOptions{})
@@ -346,13 +353,7 @@ func TestDeadGatewayStrandsReservationsUncounted(t *testing.T) {
 		require.NoError(t, g.ack(msgs[0]))
 		held := g.node.Stats().Ahead.Reserved - g.node.Stats().Ahead.HandedOver
 		require.Positive(t, held)
-		// The gateway dies: nothing it sends reaches the owner any more.
-		c.net.Fault = func(from, _ string, _ []byte) routertest.Fault {
-			if from == "g" {
-				return routertest.DropRequest
-			}
-			return routertest.Deliver
-		}
+		dead.Store(true)
 		status, err := b.node.PartitionStatus("orders", 0)
 		require.NoError(t, err)
 		assert.Equal(t, int(held), status.Leased, "held for the dead gateway: nobody else holds them")
