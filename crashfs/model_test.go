@@ -315,9 +315,11 @@ func noPanic(t *rapid.T) {
 				roots = append(roots, r)
 			}
 		},
+		// With none open yet these do nothing rather than skip: a fuzzing engine's input can
+		// pick one over and over, and rapid gives up on a run whose every pick skips.
 		"rootOps": func(t *rapid.T) {
 			if len(roots) == 0 {
-				t.Skip()
+				return
 			}
 			r := rapid.SampledFrom(roots).Draw(t, "root")
 			if h, err := r.OpenFile(nameGen.Draw(t, "name"), flagGen.Draw(t, "flag"), 0o644); err == nil {
@@ -331,7 +333,7 @@ func noPanic(t *rapid.T) {
 		},
 		"fileOps": func(t *rapid.T) {
 			if len(files) == 0 {
-				t.Skip()
+				return
 			}
 			h := rapid.SampledFrom(files).Draw(t, "file")
 			_, _ = h.WriteAt(make([]byte, rapid.IntRange(0, 600).Draw(t, "n")), offsetsGen.Draw(t, "off"))
