@@ -186,6 +186,7 @@ func (ra *readAhead) left(ctx context.Context) {
 	var back []aheadRecord
 	if ra.active == 0 && ctx.Err() != nil && len(ra.held) > 0 {
 		back, ra.held = ra.held, nil
+		ra.n.stats.ahead.heldNow.Add(-int64(len(back)))
 	}
 	ra.mu.Unlock()
 	ra.n.giveBackAhead(ra.topic, back)
@@ -253,6 +254,9 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 // appends to due those that outstayed the hold or whose lease left is under the floor: they
 // go back.
 func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []Message, due []aheadRecord) ([]Message, []aheadRecord) {
+	if before := len(ra.held); before > 0 {
+		defer func() { ra.n.stats.ahead.heldNow.Add(int64(len(ra.held) - before)) }()
+	}
 	for len(ra.held) > 0 && len(msgs) < max {
 		r := ra.held[0]
 		ra.held[0] = aheadRecord{}
@@ -378,6 +382,7 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 	for _, m := range msgs {
 		ra.held = append(ra.held, aheadRecord{msg: m, owner: owner, arrived: now})
 	}
+	n.stats.ahead.heldNow.Add(int64(len(msgs)))
 	if k >= 0 {
 		ra.nextOwner = k
 	}
@@ -418,6 +423,7 @@ func (ra *readAhead) fire(at time.Time) {
 		ra.held[0] = aheadRecord{}
 		ra.held = ra.held[1:]
 	}
+	n.stats.ahead.heldNow.Add(-int64(len(due)))
 	confirms := ra.takeConfirmsLocked()
 	if len(ra.held) > 0 {
 		ra.armLocked(ra.held[0].arrived.Add(s.hold), now)
@@ -494,6 +500,7 @@ func (ra *readAhead) close() {
 	}
 	held := ra.held
 	ra.held = nil
+	ra.n.stats.ahead.heldNow.Add(-int64(len(held)))
 	confirms := ra.takeConfirmsLocked()
 	ra.mu.Unlock()
 	var wg sync.WaitGroup
@@ -560,16 +567,19 @@ type AheadStats struct {
 	HandedOver uint64 // of them, handed to a consumer here
 	Unused     uint64 // of them, given back unused (outstayed the hold, lease too short, Close)
 	Refills    uint64 // the consume RPCs that reserved them
+	// HeldNow is how many records this node holds reserved now, for no consumer yet.
+	HeldNow int64
 	// Wait is how long the records handed over waited here, from their arrival.
 	Wait Histogram
 }
 
 type aheadStats struct {
 	reserved, handedOver, unused, refills atomic.Uint64
+	heldNow                               atomic.Int64
 	wait                                  histogram
 }
 
 func (s *aheadStats) load() AheadStats {
 	return AheadStats{Reserved: s.reserved.Load(), HandedOver: s.handedOver.Load(), Unused: s.unused.Load(),
-		Refills: s.refills.Load(), Wait: s.wait.load()}
+		Refills: s.refills.Load(), HeldNow: s.heldNow.Load(), Wait: s.wait.load()}
 }

@@ -129,11 +129,13 @@ func TestReadAheadHoldIsBounded(t *testing.T) {
 		c.produce(0, 50)
 
 		require.Len(t, g.consume(ctx, router.ConsumeOptions{}), 1) // the refill arrived with it
-		time.Sleep(aheadHold + rtt)                                // the hold, and the give-back's round trip
+		assert.Positive(t, g.node.Stats().Ahead.HeldNow, "the rest held")
+		time.Sleep(aheadHold + rtt) // the hold, and the give-back's round trip
 		synctest.Wait()
 		status, err := b.node.PartitionStatus("orders", 0)
 		require.NoError(t, err)
 		assert.Equal(t, 1, status.Leased, "only the record handed over is leased")
+		assert.Zero(t, g.node.Stats().Ahead.HeldNow)
 		held := g.node.Stats().Ahead.Wait
 		assert.LessOrEqual(t, held.Sum, time.Duration(held.Count())*aheadHold)
 	})
@@ -239,6 +241,7 @@ func TestCloseGivesReservationsBack(t *testing.T) {
 		assert.Zero(t, status.Leased, "every reservation back before Close returned")
 		st := g.node.Stats().Ahead
 		assert.Equal(t, st.Reserved-1, st.Unused)
+		assert.Zero(t, st.HeldNow)
 		require.NoError(t, b.node.Close())
 	})
 }

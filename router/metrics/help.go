@@ -85,6 +85,7 @@ var help = map[string]string{
 	"Ahead.Reserved":   "Records this node reserved at their owners ahead of its consumers (reading ahead); a reservation is not a delivery.",
 	"Ahead.HandedOver": "Of the records read ahead, those handed to a consumer here, with no round trip of their own.",
 	"Ahead.Unused":     "Of the records read ahead, those given back unused (they outstayed the hold, their lease was too short, or the node closed); their attempts do not count. Rising against HandedOver, the consumers' rate changes faster than the read-ahead follows.",
+	"Ahead.HeldNow":    "Records this node holds reserved now, read ahead for no consumer yet (each goes back to its owner within the hold).",
 	"Ahead.Refills":    "Consume RPCs that reserved records ahead of this node's consumers; Reserved over Refills is the records each carried.",
 	"Ahead.Wait":       "How long the records read ahead waited here before a consumer took them (at most the hold, min(50 ms, a tenth of the visibility timeout)).",
 
