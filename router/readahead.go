@@ -41,7 +41,7 @@ import (
 const (
 	// DefaultReadAhead is the most records a node holds reserved ahead of its consumers,
 	// per topic, when the topic's ReadAhead is zero.
-	DefaultReadAhead = 256
+	DefaultReadAhead = 1024
 	// ReadAheadOff, as a topic's ReadAhead, turns reading ahead off: every consume that
 	// crosses nodes asks the owners itself (long tasks, strict fairness).
 	ReadAheadOff = -1
