@@ -57,12 +57,15 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	probed := req
 	if ra != nil {
 		// Nothing held (see consume): the probe asks for the target besides, as
-		// reservations.
-		probed.max = ra.probeSize(req.max, s)
-		probed.reserve, probed.ahead = true, probed.max-req.max
+		// reservations. One with room for nothing besides (a batch as large as a request
+		// carries) asks for its own records as a plain probe: nothing to hold, nothing to
+		// confirm.
+		if size := ra.probeSize(req.max, s); size > req.max {
+			probed.max, probed.reserve, probed.ahead = size, true, size-req.max
+		}
 	}
 	msgs, probeErr := n.probe(ctx, probed, owners, parks, !gateway && req.pinned < 0, deadline)
-	if ra != nil {
+	if probed.reserve {
 		ra.probed(probed.ahead)
 		if len(msgs) > 0 {
 			msgs = ra.split(msgs, req.max, s)

@@ -195,6 +195,21 @@ func newBenchCluster(b *testing.B, owned map[string][]int32, records func(p int3
 	return c
 }
 
+// claim takes up to batch of the records left to consume, and returns how many it took:
+// never more than are left, so that no consumer stops while records are left unclaimed.
+func claim(left *atomic.Int64, batch int64) int64 {
+	for {
+		cur := left.Load()
+		if cur <= 0 {
+			return 0
+		}
+		want := min(cur, batch)
+		if left.CompareAndSwap(cur, cur-want) {
+			return want
+		}
+	}
+}
+
 // benchConsumeAck runs consumers consumers, consumer i on node on(i), each consuming batches
 // of batch records and acking them (AckAsync at batch 1, AckBatch otherwise) until b.N
 // records are consumed and acked between them, and reports the metrics.
@@ -221,12 +236,10 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 			handles := make([]router.Handle, 0, batch)
 			var msgs []router.Message
 			for {
-				rest := left.Add(-int64(batch))
-				want := int64(batch)
-				if rest < 0 {
-					want += rest
-				}
-				if want <= 0 {
+				want := claim(&left, int64(batch))
+				if want == 0 {
+					// Nothing left to claim. A consumer whose consume came back short gives
+					// the rest back to left and claims it again itself.
 					return
 				}
 				var err error
