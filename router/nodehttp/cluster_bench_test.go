@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,8 +92,8 @@ func BenchmarkClusterShapes(b *testing.B) {
 // Reported: cpu-ns/rec (the process's CPU time, both ends of every RPC and all three
 // nodes, over the records), rpcs/rec (the frames the three handlers served, over the
 // records) and consume-rpcs/rec (of them, the Consume frames), crossed/rec (the share of
-// records consumed on a node that does not own them), records/s, and allocations per
-// record. The nodes speak over framed connections (the default transport);
+// records consumed on a node that does not own them), records/s, allocations per record,
+// and at batch 100 the consumes' latency, consume-p50-µs and consume-p99-µs. The nodes speak over framed connections (the default transport);
 // -args -nodehttp.transport=h2c makes them speak HTTP/2 cleartext, and
 // -args -nodehttp.transport=http1 HTTP/1.1.
 func BenchmarkClusterConsumeAck(b *testing.B) {
@@ -219,11 +220,15 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 	left.Store(int64(b.N))
 	var acks sync.WaitGroup // the AckAsyncs unanswered
 	var wg sync.WaitGroup
+	// The consumes' latencies, batches only (a clock read on either side of each consume
+	// would weigh on the CPU of a record at batch 1): one slice per consumer.
+	latencies := make([][]time.Duration, consumers)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu, frames, consumes := time.Now(), cputime.Process(), c.frames.Load(), c.consumes.Load()
 	for i := range consumers {
 		node := on(i)
+		lat := &latencies[i]
 		wg.Go(func() {
 			unanswered := make(chan struct{}, 128)
 			done := func(err error) {
@@ -243,7 +248,14 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 					return
 				}
 				var err error
+				var began time.Time
+				if batch > 1 {
+					began = time.Now()
+				}
 				msgs, err = node.ConsumeAppend(ctx, msgs[:0], "t", router.ConsumeOptions{Max: int(want), Wait: time.Second})
+				if batch > 1 {
+					*lat = append(*lat, time.Since(began))
+				}
 				left.Add(want - int64(len(msgs)))
 				for i := range msgs {
 					if c.owners[msgs[i].Partition] != node {
@@ -302,4 +314,9 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 	b.ReportMetric(float64(consumes)/n, "consume-rpcs/rec")
 	b.ReportMetric(float64(crossed.Load())/n, "crossed/rec")
 	b.ReportMetric(n/elapsed.Seconds(), "records/s")
+	if all := slices.Concat(latencies...); len(all) > 0 {
+		slices.Sort(all)
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "consume-p50-µs")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "consume-p99-µs")
+	}
 }
