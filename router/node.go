@@ -240,8 +240,10 @@ type topicState struct {
 	scanStart  atomic.Uint32 // rotates the partition a scan starts at
 	probeStart atomic.Uint32 // rotates the owner a probe asks first
 	// ahead is what this node reads ahead of its consumers (made at the first consume that
-	// crosses nodes).
-	ahead atomic.Pointer[readAhead]
+	// crosses nodes), and aheadSettings what the topic's settings make of it (nil: not
+	// read since the topic's first use or the last ReloadTopic).
+	ahead         atomic.Pointer[readAhead]
+	aheadSettings atomic.Pointer[aheadSettings]
 
 	// routes is the verdict on the topic's last answer of Routes.Partitions that needed
 	// judging (see judgeRoutes); never nil: at first, on an answer of no partitions.
@@ -491,14 +493,17 @@ func (n *Node) Appended(topic string, partition int32, hwm int64) {
 }
 
 // ReloadTopic applies Config.Topic's current settings for topic (caps, visibility timeout,
-// redelivery control) to the partitions this node has loaded; the others take them when they
-// load. Live leases keep their expiry.
+// redelivery control, reading ahead) to the partitions this node has loaded; the others take
+// them when they load. Live leases keep their expiry.
 func (n *Node) ReloadTopic(topic string) {
 	if !n.life.fence.enter() {
 		return
 	}
 	defer n.life.fence.leave()
 	n.tracker.Reconfigure(topic)
+	if t, ok := n.topics.Load(topic); ok {
+		t.aheadSettings.Store(nil) // read again at the next consume
+	}
 	n.pump.Notify(topic) // a raised cap may free records for parked consumers
 	n.offer(topic)
 }

@@ -62,6 +62,7 @@ type aheadRecord struct {
 // readAhead is what this node reads ahead of its consumers for one topic.
 type readAhead struct {
 	n     *Node
+	t     *topicState // the topic's state, which holds this and its settings
 	topic string
 
 	// unconfirmedCount is len(unconfirmed), read without the lock by every settle this node
@@ -103,6 +104,18 @@ type aheadSettings struct {
 	floor time.Duration // the least lease left a record is handed over with
 }
 
+// aheadSettingsIn returns what topic's settings make of reading ahead: read from
+// Config.Topic at the topic's first consume across nodes and again after ReloadTopic, not on
+// every consume (a host's Topic may take a lock).
+func (n *Node) aheadSettingsIn(t *topicState, topic string) aheadSettings {
+	if s := t.aheadSettings.Load(); s != nil {
+		return *s
+	}
+	s := n.aheadSettingsOf(topic)
+	t.aheadSettings.Store(&s)
+	return s
+}
+
 // aheadSettingsOf reads them from the topic's settings.
 func (n *Node) aheadSettingsOf(topic string) aheadSettings {
 	var cfg TopicConfig
@@ -131,15 +144,15 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 	if req.pinned >= 0 || req.visibility != 0 || n.wireVersion < wire.V11 {
 		return nil, aheadSettings{}
 	}
-	s := n.aheadSettingsOf(req.topic)
+	t := n.topic(req.topic)
+	s := n.aheadSettingsIn(t, req.topic)
 	if s.limit == 0 || s.hold <= 0 {
 		return nil, s
 	}
-	t := n.topic(req.topic)
 	if ra := t.ahead.Load(); ra != nil {
 		return ra, s
 	}
-	ra := &readAhead{n: n, topic: req.topic, unconfirmed: map[Handle]string{}}
+	ra := &readAhead{n: n, t: t, topic: req.topic, unconfirmed: map[Handle]string{}}
 	if !t.ahead.CompareAndSwap(nil, ra) {
 		ra = t.ahead.Load()
 	}
@@ -223,14 +236,14 @@ func (ra *readAhead) probed(extra int) {
 func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message {
 	n := ra.n
 	owner, ok, err := n.ownerOf(ra.topic, msgs[0].Partition)
-	if ok && err == nil && n.lane(owner).Refuses(acklane.Reserve, n.clock.Now()) {
-		return msgs // an older release refused the reservation: the consume's own, delivered
-	}
-	if !ok || err != nil {
+	switch {
+	case !ok || err != nil:
 		// The routes moved on since the reply: nobody to tell of the hand-over or give
 		// back to. The consume takes what it asked for; the rest lapse at their owner,
 		// uncounted.
 		return msgs[:min(want, len(msgs))]
+	case n.lane(owner).Refuses(acklane.Reserve, n.clock.Now()):
+		return msgs // an older release refused the reservation: the consume's own, delivered
 	}
 	now := n.clock.Now()
 	mine := msgs[:min(want, len(msgs))]
@@ -238,12 +251,9 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 	for _, m := range mine {
 		ra.unconfirmed[m.Receipt] = owner
 	}
-	ra.taken += len(mine)
-	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
-	ra.armLocked(now.Add(s.hold), now)
+	ra.handedOverLocked(len(mine), now, s)
 	ra.mu.Unlock()
 	n.stats.ahead.reserved.Add(uint64(len(mine)))
-	n.stats.ahead.handedOver.Add(uint64(len(mine)))
 	if rest := msgs[len(mine):]; len(rest) > 0 {
 		ra.hold(owner, rest, -1)
 	}
@@ -257,6 +267,7 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 	if before := len(ra.held); before > 0 {
 		defer func() { ra.n.stats.ahead.heldNow.Add(int64(len(ra.held) - before)) }()
 	}
+	first := len(msgs)
 	for len(ra.held) > 0 && len(msgs) < max {
 		r := ra.held[0]
 		ra.held[0] = aheadRecord{}
@@ -269,16 +280,22 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 		ra.unconfirmed[r.msg.Receipt] = r.owner
 		ra.n.stats.ahead.wait.observe(now.Sub(r.arrived))
 	}
-	if len(msgs) > 0 {
-		ra.taken += len(msgs)
-		ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
-		ra.n.stats.ahead.handedOver.Add(uint64(len(msgs)))
-		ra.armLocked(now.Add(s.hold), now)
+	if taken := len(msgs) - first; taken > 0 {
+		ra.handedOverLocked(taken, now, s)
 	}
 	if len(ra.held) == 0 {
 		ra.held = nil // what the front left behind is not kept
 	}
 	return msgs, due
+}
+
+// handedOverLocked counts k records just handed to a consume, entered in unconfirmed, and
+// arms the timer that confirms them at their owners.
+func (ra *readAhead) handedOverLocked(k int, now time.Time, s aheadSettings) {
+	ra.taken += k
+	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+	ra.n.stats.ahead.handedOver.Add(uint64(k))
+	ra.armLocked(now.Add(s.hold), now)
 }
 
 // refillDueLocked reports the refill due once fewer than half the target are held, unless
@@ -376,7 +393,7 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 	ra.mu.Lock()
 	if ra.closed {
 		ra.mu.Unlock()
-		n.settleAtOwner(context.Background(), owner, ra.topic, releasesOf(msgs), true)
+		n.releaseUnused(owner, ra.topic, msgs)
 		return false
 	}
 	for _, m := range msgs {
@@ -386,7 +403,7 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 	if k >= 0 {
 		ra.nextOwner = k
 	}
-	s := n.aheadSettingsOf(ra.topic)
+	s := n.aheadSettingsIn(ra.t, ra.topic)
 	ra.armLocked(now.Add(s.hold), now)
 	ra.mu.Unlock()
 	return true
@@ -410,7 +427,7 @@ func (ra *readAhead) armLocked(at, now time.Time) {
 func (ra *readAhead) fire(at time.Time) {
 	n := ra.n
 	now := n.clock.Now()
-	s := n.aheadSettingsOf(ra.topic)
+	s := n.aheadSettingsIn(ra.t, ra.topic)
 	ra.mu.Lock()
 	if ra.stopTimer == nil || !ra.timerAt.Equal(at) {
 		ra.mu.Unlock()
@@ -431,7 +448,7 @@ func (ra *readAhead) fire(at time.Time) {
 	ra.mu.Unlock()
 	n.giveBackAhead(ra.topic, due)
 	for owner, handles := range confirms {
-		n.background(func() { n.settleAtOwner(context.Background(), owner, ra.topic, confirmsOf(handles), false) })
+		n.background(func() { n.confirmAt(owner, ra.topic, handles) })
 	}
 }
 
@@ -449,20 +466,9 @@ func (ra *readAhead) takeConfirmsLocked() map[string][]Handle {
 	return byOwner
 }
 
-// settled forgets the confirm of a record this node forwards a settle of: the settle
-// confirms it at the owner.
-func (ra *readAhead) settled(h Handle) {
-	if ra.unconfirmedCount.Load() == 0 {
-		return
-	}
-	ra.mu.Lock()
-	delete(ra.unconfirmed, h)
-	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
-	ra.mu.Unlock()
-}
-
-// settledAll is settled of each of handles, under one lock.
-func (ra *readAhead) settledAll(handles []Handle) {
+// settled forgets the confirms of records this node forwards settles of, under one lock:
+// a settle confirms its record at the owner.
+func (ra *readAhead) settled(handles ...Handle) {
 	if ra.unconfirmedCount.Load() == 0 {
 		return
 	}
@@ -505,10 +511,10 @@ func (ra *readAhead) close() {
 	ra.mu.Unlock()
 	var wg sync.WaitGroup
 	for owner, handles := range confirms {
-		wg.Go(func() { ra.n.settleAtOwner(context.Background(), owner, ra.topic, confirmsOf(handles), false) })
+		wg.Go(func() { ra.n.confirmAt(owner, ra.topic, handles) })
 	}
 	for owner, msgs := range byOwner(held) {
-		wg.Go(func() { ra.n.settleAtOwner(context.Background(), owner, ra.topic, releasesOf(msgs), true) })
+		wg.Go(func() { ra.n.releaseUnused(owner, ra.topic, msgs) })
 	}
 	wg.Wait()
 }
@@ -530,7 +536,7 @@ func (n *Node) giveBackAhead(topic string, held []aheadRecord) {
 		return
 	}
 	for owner, msgs := range byOwner(held) {
-		n.background(func() { n.settleAtOwner(context.Background(), owner, topic, releasesOf(msgs), true) })
+		n.background(func() { n.releaseUnused(owner, topic, msgs) })
 	}
 }
 
@@ -543,22 +549,27 @@ func byOwner(held []aheadRecord) map[string][]Message {
 	return groups
 }
 
-// releasesOf is the releases of msgs' leases: reservations given back unused.
-func releasesOf(msgs []Message) []wire.Record {
+// releaseUnused gives msgs, reservations owner granted and no consumer here got, back to
+// owner (Releases: the wire's "unused"), counted in Stats.Ahead.Unused once owner took them.
+func (n *Node) releaseUnused(owner, topic string, msgs []Message) {
 	records := make([]wire.Record, len(msgs))
 	for i := range msgs {
 		records[i] = wire.Record{Op: opRelease, Handle: wire.Handle(msgs[i].Receipt)}
 	}
-	return records
+	for _, a := range n.settleAtOwner(context.Background(), owner, topic, records) {
+		if a.Status == wire.StatusOK {
+			n.stats.ahead.unused.Add(1)
+		}
+	}
 }
 
-// confirmsOf is the confirms of handles: records handed to consumers.
-func confirmsOf(handles []Handle) []wire.Record {
+// confirmAt tells owner that consumers got the records of handles, reservations it granted.
+func (n *Node) confirmAt(owner, topic string, handles []Handle) {
 	records := make([]wire.Record, len(handles))
 	for i, h := range handles {
 		records[i] = wire.Record{Op: opConfirm, Handle: wire.Handle(h)}
 	}
-	return records
+	n.settleAtOwner(context.Background(), owner, topic, records)
 }
 
 // AheadStats counts reading ahead (see DefaultReadAhead), as the node that reads ahead.

@@ -300,13 +300,10 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		c.RelativeExpiry = true
 	}
 	c.Headers = n.asksHeaders(l, now)
-	switch {
-	case req.reserve && !l.Refuses(acklane.Reserve, now):
+	if req.reserve && !l.Refuses(acklane.Reserve, now) {
 		c.Reserve = true
-	case req.max-req.ahead < 1:
-		return nil, fmt.Errorf("%w: %s reserves nothing (an older release)", ErrUnavailable, owner)
-	case req.ahead > 0:
-		c.Max = min(c.Max, int32(req.max-req.ahead)) // its own records alone
+	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
+		return nil, err
 	}
 	for {
 		c.RequestID = requestID()
@@ -337,8 +334,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			// again without the flag; nothing is read ahead from it (a consume would deliver,
 			// counting attempts for records nobody asked for yet).
 			l.Refuse(acklane.Reserve, n.clock.Now().Add(olderFieldMemory))
-			if c.Reserve, c.Max = false, int32(req.max-req.ahead); c.Max < 1 {
-				return nil, fmt.Errorf("%w: %s reserves nothing (an older release)", ErrUnavailable, owner)
+			if err := ownRecordsOnly(&c, req, owner); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -357,6 +354,18 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
+}
+
+// ownRecordsOnly makes c, a consume for req, one that asks owner (which reserves nothing: an
+// older release) for the consume's own records alone, without the Reserve flag; a request
+// that is all read-ahead has nothing to ask.
+func ownRecordsOnly(c *wire.Consume, req scanRequest, owner string) error {
+	own := int32(req.max - req.ahead)
+	if own < 1 {
+		return fmt.Errorf("%w: %s reserves nothing (an older release)", ErrUnavailable, owner)
+	}
+	c.Reserve, c.Max = false, min(c.Max, own)
+	return nil
 }
 
 // dropNewestField takes the newest field out of c, a consume an owner refused with a 400 (a

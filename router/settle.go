@@ -262,7 +262,7 @@ func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs [
 // errs as its owner answered it.
 func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, groups map[string][]int, errs []error) {
 	if ra := n.aheadOf(topic); ra != nil {
-		ra.settledAll(handles) // the acks confirm what was read ahead at the owners
+		ra.settled(handles...) // the acks confirm what was read ahead at the owners
 	}
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
@@ -272,7 +272,7 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 			records[j] = wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}
 		}
 		wg.Go(func() {
-			for j, a := range n.settleAtOwner(ctx, owner, topic, records, false) {
+			for j, a := range n.settleAtOwner(ctx, owner, topic, records) {
 				_, errs[indexes[j]] = answerResult(a)
 			}
 		})
@@ -281,10 +281,8 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 }
 
 // settleAtOwner sends owner records of topic, in AckBatches of up to maxBatch in order, each
-// batch within ForwardBudget of its send, and returns the owner's answer to each. With
-// unused set the records are releases of reservations read ahead and never handed over,
-// counted as such once the owner took them.
-func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, records []wire.Record, unused bool) []wire.Answer {
+// batch within ForwardBudget of its send, and returns the owner's answer to each.
+func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, records []wire.Record) []wire.Answer {
 	l := n.lane(owner)
 	answers := make([]wire.Answer, len(records))
 	blocks := make([]acklane.Ack, len(records)) // one allocation for them all
@@ -299,13 +297,6 @@ func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, records [
 			batch = append(batch, &blocks[i])
 		}
 		n.call(l, now, batch, answers[start:end])
-	}
-	if unused {
-		for _, a := range answers {
-			if a.Status == wire.StatusOK {
-				n.stats.ahead.unused.Add(1)
-			}
-		}
 	}
 	return answers
 }
