@@ -75,6 +75,17 @@ type Config struct {
 	// grant (SQS caps it at 12 hours); zero means no cap.
 	MaxLeaseLifetime time.Duration
 
+	// Ordered delivers the records of one key in order, keys in parallel (see Shard.Bind):
+	// at most one consumer holds records of a key at a time, a record delivered again goes
+	// before every later record of its key, and a blocked key blocks only itself. Records
+	// without a key are not ordered.
+	Ordered bool
+	// MaxDeferred bounds the records an ordered partition keeps read and waiting behind
+	// their keys. At the bound it hands out no new record (ErrDeferredCap), only those
+	// already read, until keys free (a stall episode, counted in Counters.DeferredStalls).
+	// Zero means DefaultMaxDeferred.
+	MaxDeferred int
+
 	// ReadAhead is the most records a node reserves at the owners of the topic's partitions
 	// ahead of its consumers (package router reads it; a shard does not): zero means
 	// router.DefaultReadAhead, a negative value (router.ReadAheadOff) turns reading ahead
@@ -93,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAckedAheadRuns <= 0 {
 		c.MaxAckedAheadRuns = DefaultMaxAckedAheadRuns
+	}
+	if c.MaxDeferred <= 0 {
+		c.MaxDeferred = DefaultMaxDeferred
 	}
 	if c.MaxAckedAhead <= 0 || c.MaxAckedAhead > MaxAckedAheadCeiling {
 		c.MaxAckedAhead = MaxAckedAheadCeiling

@@ -32,12 +32,19 @@ type Counters struct {
 	// AckedAheadStalls counts the episodes in which a partition's acked-ahead set stood at
 	// its cap, so that only the frontier hole was handed out (see Hooks.AckedAheadStall).
 	AckedAheadStalls atomic.Uint64
+	// Deferred counts the records an ordered partition read and deferred behind their keys
+	// (Shard.Bind), each time it did.
+	Deferred atomic.Uint64
+	// DeferredStalls counts the episodes in which an ordered partition held Config.MaxDeferred
+	// records deferred, so that it handed out no new record.
+	DeferredStalls atomic.Uint64
 }
 
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
 	Delivered, Reserved, Unused, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
-	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, Discarded, AckedAheadStalls uint64
+	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, Discarded, AckedAheadStalls,
+	Deferred, DeferredStalls uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
@@ -61,5 +68,7 @@ func (c *Counters) Load() CounterValues {
 		Requeued:         c.Requeued.Load(),
 		Discarded:        c.Discarded.Load(),
 		AckedAheadStalls: c.AckedAheadStalls.Load(),
+		Deferred:         c.Deferred.Load(),
+		DeferredStalls:   c.DeferredStalls.Load(),
 	}
 }

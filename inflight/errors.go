@@ -54,4 +54,8 @@ var (
 	// MaxAckedAhead offsets) and the frontier hole, the only offset handed out in that state,
 	// is leased or delayed.
 	ErrAckedAheadCap = errors.New("inflight: acked-ahead cap reached")
+
+	// ErrDeferredCap: an ordered partition holds Config.MaxDeferred records deferred behind
+	// their keys, and every record it read already is leased or waiting.
+	ErrDeferredCap = errors.New("inflight: deferred cap reached")
 )

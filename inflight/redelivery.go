@@ -64,8 +64,16 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 	p.reason = reason
 	s.leased--
 	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries {
+		if s.keys != nil {
+			s.unbindLocked(off, false, 0, fx) // the head set aside: its key goes on
+		}
 		s.quarantineLocked(off, p.attempts, fx)
 		return
+	}
+	if s.keys != nil {
+		// Queued before it is released, so the key's next record waits for it (invariant:
+		// a key's records in order, its redelivery before any later one).
+		s.unbindLocked(off, true, now, fx)
 	}
 	if delay <= 0 {
 		delay = s.cfg.Backoff.Delay(p.attempts, s.nonces.Uint64())

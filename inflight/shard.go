@@ -190,6 +190,9 @@ type pending struct {
 	// attempt, counted in attempts, does not count yet: it is left out of what is persisted,
 	// and a lapse or a give-back takes it back. It fits in the struct's padding.
 	reserved bool
+	// deferred: on an ordered topic, the offset's record was read and waits behind its key
+	// (Bind): neither leased nor visible until the key frees. Also in the padding.
+	deferred bool
 }
 
 // A Shard is the in-flight state of one (topic, partition): the committed frontier, the
@@ -246,6 +249,9 @@ type Shard struct {
 	delayed    int // offsets invisible until their nack delay ends
 	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
+	// keys is an ordered topic's key index (Config.Ordered); nil otherwise, so an unordered
+	// topic's paths test one pointer.
+	keys *keyIndex
 	// capped: a reserve found the acked-ahead set at its cap, and it has stayed there since,
 	// so only the frontier hole is handed out (a stall episode, counted and reported once
 	// when it begins).
@@ -282,6 +288,9 @@ func NewShard(topic string, partition int32, opts Options, state State) *Shard {
 		corrupt:    make(map[int64]struct{}),
 		quarantine: make(map[int64]bool),
 		nonces:     rand.NewChaCha8(seed),
+	}
+	if cfg.Ordered {
+		s.keys = newKeyIndex()
 	}
 	s.restoreLocked(state)
 	return s
@@ -355,6 +364,9 @@ func (s *Shard) restoreLocked(state State) {
 	clear(s.corrupt)
 	clear(s.quarantine)
 	s.leased, s.delayed, s.requeued, s.reserved = 0, 0, 0, 0
+	if s.keys != nil {
+		s.keys = newKeyIndex()
+	}
 	s.deadlines.reset()
 	s.released = s.released[:0]
 	s.settledAbove = s.frontier
@@ -434,7 +446,10 @@ func (s *Shard) SetConfig(cfg Config) {
 	s.cfg = cfg
 	s.visibility = int64(cfg.VisibilityTimeout)
 	s.checkCapLocked()
+	var fx effects
+	s.orderLocked(&fx)
 	s.mu.Unlock()
+	s.report(&fx)
 }
 
 // ReserveNext leases the lowest unresolved offset above the frontier and below hwm (the
@@ -595,7 +610,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 		if !fresh {
 			p, ok := s.pending.get(off)
 			switch {
-			case ok && (p.nonce != 0 || p.delayed):
+			case ok && (p.nonce != 0 || p.delayed || p.deferred):
 				// A lease or a delay a move brought, above the cursor: not to be leased.
 				continue
 			case ok && s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries:
@@ -663,6 +678,18 @@ func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 	if s.cursor >= hwm {
 		return 0, ErrAllReserved
 	}
+	if s.keys != nil && s.keys.deferred >= s.cfg.MaxDeferred {
+		// New records would only be deferred behind their keys past the bound: the
+		// partition hands out only what it read already until the keys free.
+		if !s.keys.capped {
+			s.keys.capped = true
+			s.counters.DeferredStalls.Add(1)
+		}
+		return 0, ErrDeferredCap
+	}
+	if s.keys != nil {
+		s.keys.capped = false
+	}
 	return s.cursor, nil
 }
 
@@ -685,7 +712,7 @@ func (s *Shard) checkCapLocked() {
 func (s *Shard) lowestReleased() (int64, bool) {
 	for len(s.released) > 0 {
 		off := int64(s.released[0])
-		if p, ok := s.pending.get(off); ok && off > s.frontier && off < s.cursor && p.nonce == 0 && !p.delayed {
+		if p, ok := s.pending.get(off); ok && off > s.frontier && off < s.cursor && p.nonce == 0 && !p.delayed && !p.deferred {
 			return off, true
 		}
 		s.released.pop()
@@ -806,7 +833,7 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 			continue
 		}
 		if p.reserved {
-			s.lapseLocked(d.offset, p, fx) // handed to no consumer: not an expiry
+			s.lapseLocked(now, d.offset, p, fx) // handed to no consumer: not an expiry
 			continue
 		}
 		s.counters.Expired.Add(1)
@@ -974,10 +1001,13 @@ func (s *Shard) GiveBack(now time.Time, h Handle) error {
 //
 // A reservation (ReserveAhead) given back is an unused one (Counters.Unused); its attempt was
 // never persisted, so nothing is reported dirty for it.
-func (s *Shard) giveBackLocked(off int64, p pending, fx *effects) {
+func (s *Shard) giveBackLocked(now, off int64, p pending, fx *effects) {
 	p.nonce = 0
 	p.attempts--
 	s.leased--
+	if s.keys != nil {
+		s.unbindLocked(off, true, now, fx)
+	}
 	var release effects
 	if p.reserved {
 		p.reserved = false
@@ -1072,7 +1102,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 			s.endLeaseLocked(h.Offset, p, at, at, ReasonNacked, d, &fx)
 		case opGiveBack:
 			s.counters.GivenBack.Add(1)
-			s.giveBackLocked(h.Offset, p, &fx)
+			s.giveBackLocked(at, h.Offset, p, &fx)
 		case opSkipCorrupt:
 			if p.reserved {
 				s.reserved-- // never handed over: resolved unconfirmed
@@ -1082,6 +1112,9 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 		case opReject:
 			s.counters.Rejected.Add(1)
 			s.leased--
+			if s.keys != nil {
+				s.unbindLocked(h.Offset, false, 0, &fx)
+			}
 			s.quarantineLocked(h.Offset, p.attempts, &fx)
 		}
 	}
@@ -1105,11 +1138,14 @@ func (s *Shard) confirmLocked(off int64, p *pending, fx *effects) {
 // held it handed it to no consumer, so its attempt is taken back, and it is visible again
 // at once (no backoff, no MaxDeliveries quarantine, its reason as it was before), with a
 // wake. Nothing persisted changes: Snapshot never counted the reservation.
-func (s *Shard) lapseLocked(off int64, p pending, fx *effects) {
+func (s *Shard) lapseLocked(now, off int64, p pending, fx *effects) {
 	p.nonce = 0
 	p.attempts--
 	p.reserved = false
 	s.leased--
+	if s.keys != nil {
+		s.unbindLocked(off, true, now, fx)
+	}
 	s.reserved--
 	fx.unused++
 	s.releaseLocked(off, p, fx)
@@ -1141,6 +1177,9 @@ func (s *Shard) liveLease(h Handle) (pending, error) {
 func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	s.pending.remove(off)
 	s.leased--
+	if s.keys != nil {
+		s.unbindLocked(off, false, 0, fx)
+	}
 	switch {
 	case off <= s.frontier:
 		s.clearQuarantine(off)
@@ -1195,7 +1234,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 	s.mu.Lock()
 	s.purgeLocked(now.UnixNano(), &fx)
 	if !s.dropped && oldest-1 > s.frontier {
-		s.jumpLocked(oldest - 1)
+		s.jumpLocked(oldest-1, &fx)
 		jumped = true
 		fx.dirty = true
 	}
@@ -1210,7 +1249,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 			s.clearQuarantine(h.Offset)
 			fx.dirty = true
 		} else {
-			s.giveBackLocked(h.Offset, p, &fx)
+			s.giveBackLocked(now.UnixNano(), h.Offset, p, &fx)
 		}
 	}
 	s.mu.Unlock()
@@ -1220,7 +1259,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 
 // jumpLocked moves the frontier to frontier in one step: what lies below is gone from the
 // log, so its leases, delays, acked-ahead, corrupt and quarantine entries go too.
-func (s *Shard) jumpLocked(frontier int64) {
+func (s *Shard) jumpLocked(frontier int64, fx *effects) {
 	s.frontier = frontier
 	for off, requeued := range s.quarantine {
 		if off <= frontier && !requeued {
@@ -1250,6 +1289,9 @@ func (s *Shard) jumpLocked(frontier int64) {
 		if off <= frontier {
 			delete(s.corrupt, off)
 		}
+	}
+	if s.keys != nil {
+		s.forgetKeysThroughLocked(frontier, fx)
 	}
 	s.deadlines.retain(s.isLiveDeadline)
 	s.advanceLocked()
@@ -1377,6 +1419,8 @@ type Stats struct {
 	// Reserved is how many of the live leases are reservations (ReserveAhead) not confirmed
 	// yet.
 	Reserved int
+	// Keys counts an ordered partition's keys (Config.Ordered); zero otherwise.
+	Keys KeyStats
 }
 
 // Stats returns the shard's counts. It does not purge.
@@ -1393,6 +1437,7 @@ func (s *Shard) Stats() Stats {
 		Quarantined:    len(s.quarantine),
 		Requeued:       s.requeued,
 		Reserved:       s.reserved,
+		Keys:           s.keyStatsLocked(),
 	}
 }
 
@@ -1476,6 +1521,9 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 	n := 0
 	if !s.dropped {
 		above := hwm - 1 - s.frontier - int64(s.leased+s.delayed) - s.settledBelow(hwm)
+		if s.keys != nil {
+			above -= int64(s.keys.deferred) // waiting behind their keys, not to be handed out
+		}
 		n = int(min(max(above, 0), math.MaxInt32)) + s.requeued
 		n = min(n, max(s.cfg.MaxInFlight-s.leased, 0))
 		// At the acked-ahead cap only the frontier hole is handed out; under MaxDeliveries a

@@ -1,0 +1,318 @@
+package inflight
+
+import (
+	"hash/maphash"
+	"slices"
+	"time"
+)
+
+// DefaultMaxDeferred is the most records an ordered partition keeps deferred behind their
+// keys (Config.MaxDeferred) when the topic sets none: about 200 KiB of memory, and enough for
+// a key that holds a few percent of the records to wait out a visibility timeout at
+// thousands of records a second.
+const DefaultMaxDeferred = 10_000
+
+// keySeed hashes record keys into key identities. It lives for the process: identities are
+// never persisted or sent, only compared within one shard's memory, and a collision of two
+// keys only orders them as one.
+var keySeed = maphash.MakeSeed()
+
+// KeyOf returns the identity Bind orders a record by: 0 for a record without a key, which
+// is not ordered, and a hash of key otherwise (never 0).
+func KeyOf(key []byte) uint64 {
+	if len(key) == 0 {
+		return 0
+	}
+	return max(maphash.Bytes(keySeed, key), 1)
+}
+
+// keyIndex is an ordered partition's memory of its keys: which live leases hold each key,
+// and which offsets of it wait behind them. It is memory only, as leases are: after a restart
+// the scan reads the records above the frontier again, in order, and the first record of a key
+// it binds is the key's lowest unsettled one.
+type keyIndex struct {
+	byKey map[uint64]*keyState
+	// of holds the key of every offset the index knows: bound to a live lease, or queued.
+	of map[int64]keyRef
+	// deferred counts the queued offsets that are deferred (pending.deferred): read, found
+	// behind their key, and neither leased nor visible until the key frees.
+	deferred int
+	// holdings numbers Bind calls: the leases one call binds are one holding.
+	holdings uint64
+	// capped: a reserve found deferred at Config.MaxDeferred and has found it there since
+	// (a stall episode of new records, counted once as it begins).
+	capped bool
+}
+
+// keyRef is what the index knows of one offset.
+type keyRef struct {
+	key   uint64
+	bound bool // the offset's live lease holds the key; otherwise it is queued
+}
+
+// keyState is one key of an ordered partition.
+type keyState struct {
+	holders int    // live leases bound to the key
+	holding uint64 // the Bind call whose leases those are
+	// queued holds, ascending, the key's offsets the shard knows to be unsettled and not
+	// leased to a holder of the key: deferred ones (visible only once the key frees), and
+	// released or delayed ones (nacked, expired, given back, lapsed), which come back by
+	// themselves. The key is blocked for every offset above its lowest queued one.
+	queued []int64
+	// blockedSince is when the key last began to have queued offsets (Unix nanoseconds).
+	blockedSince int64
+}
+
+func newKeyIndex() *keyIndex {
+	return &keyIndex{byKey: map[uint64]*keyState{}, of: map[int64]keyRef{}}
+}
+
+// Bind binds the leases of handles, whose records the caller has just read (in the order it
+// reserved them, keys[i] being KeyOf of handles[i]'s record key), to their keys, on a topic
+// whose Config.Ordered is set, and reports in kept which of them the caller may deliver. On
+// any other topic it keeps every lease and changes nothing.
+//
+// A lease is kept when its record has no key, or when its key is free: held by no live lease
+// (or only by leases this same call binds, so one holder takes consecutive records of a key
+// in one batch, in order), and with no lower offset of the key waiting for delivery again.
+// Otherwise the lease is withdrawn, uncounted as a GiveBack is, and the offset is deferred:
+// neither leased nor visible, nor counted against the in-flight cap, until the key frees,
+// when the lowest of the key's deferred offsets is made visible again (with a wake). So at
+// any moment at most one Bind's leases hold a key, and a key's records are delivered in
+// offset order, a record nacked, expired, given back or lapsed again before any later one.
+// With oneAKey (a gateway reading ahead, whose records go to several consumers) the call
+// keeps at most one record of a key.
+//
+// The caller must bind every lease it delivers, and reserve, read and bind one partition's
+// records one scan at a time (keys are learnt by reading, so a scan that bound a later
+// record of a key before an earlier scan bound an earlier one would reorder them). A handle
+// that names no live lease is kept as it is: its settles fail anyway. A requeued record
+// below the frontier is kept unbound (a requeue breaks order knowingly). It returns how many
+// leases it deferred. kept must be at least as long as handles.
+func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey bool, kept []bool) (deferred int) {
+	kept = kept[:len(handles)]
+	var fx effects
+	s.mu.Lock()
+	if s.keys == nil {
+		s.mu.Unlock()
+		for i := range kept {
+			kept[i] = true
+		}
+		return 0
+	}
+	s.keys.holdings++
+	holding := s.keys.holdings
+	at := now.UnixNano()
+	for i, h := range handles {
+		kept[i] = true
+		p, err := s.liveLease(h)
+		if err != nil || keys[i] == 0 || h.Offset <= s.frontier {
+			continue
+		}
+		key := keys[i]
+		ks := s.keys.byKey[key]
+		if ks == nil {
+			ks = &keyState{}
+			s.keys.byKey[key] = ks
+		}
+		if ref, ok := s.keys.of[h.Offset]; ok && !ref.bound {
+			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
+		}
+		ours := ks.holders > 0 && ks.holding == holding
+		blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < h.Offset)
+		if !blocked {
+			ks.holders++
+			ks.holding = holding
+			s.keys.of[h.Offset] = keyRef{key: key, bound: true}
+			continue
+		}
+		kept[i] = false
+		deferred++
+		s.deferLocked(h.Offset, p, key, ks, at, &fx)
+	}
+	s.mu.Unlock()
+	if deferred > 0 {
+		s.counters.Deferred.Add(uint64(deferred))
+	}
+	s.report(&fx)
+	return deferred
+}
+
+// deferLocked withdraws the live lease p of off, uncounted, and queues off behind key.
+func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now int64, fx *effects) {
+	p.nonce = 0
+	p.attempts--
+	p.deferred = true
+	s.leased--
+	if p.reserved {
+		p.reserved = false
+		s.reserved--
+	} else {
+		// Under MaxDeliveries the grant's attempt may be persisted: the uncounting is too.
+		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
+	}
+	s.pending.set(off, p)
+	s.keys.deferred++
+	ks.queue(off, now)
+	s.keys.of[off] = keyRef{key: key}
+}
+
+// unbindLocked is called as the live lease of off ends: settled, or (queued) released,
+// delayed or lapsed, so that it waits for delivery again as the key's next record. The key
+// frees once no lease holds it: its lowest queued offset, if deferred, is made visible.
+func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) {
+	ref, ok := s.keys.of[off]
+	if !ok || !ref.bound {
+		return // not bound: no key, or given back before its record was bound
+	}
+	ks := s.keys.byKey[ref.key]
+	ks.holders--
+	if queued {
+		ks.queue(off, now)
+		s.keys.of[off] = keyRef{key: ref.key}
+	} else {
+		delete(s.keys.of, off)
+	}
+	s.freeKeyLocked(ref.key, ks, fx)
+}
+
+// settledQueuedLocked forgets the queued offset off, settled without a lease of its own (a
+// quarantine at the end of a delay, a discard): the key's next record may go.
+func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
+	ref, ok := s.keys.of[off]
+	if !ok || ref.bound {
+		return
+	}
+	ks := s.keys.byKey[ref.key]
+	ks.unqueue(off)
+	delete(s.keys.of, off)
+	if p := s.pending.lookup(off); p.deferred {
+		s.keys.deferred--
+	}
+	s.freeKeyLocked(ref.key, ks, fx)
+}
+
+// freeKeyLocked makes the key's lowest queued offset visible when no lease holds the key and
+// that offset is deferred (a released or delayed one comes back by itself), and forgets a
+// key with nothing left.
+func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
+	if ks.holders > 0 {
+		return
+	}
+	if len(ks.queued) == 0 {
+		delete(s.keys.byKey, key)
+		return
+	}
+	off := ks.queued[0]
+	if p, ok := s.pending.get(off); ok && p.deferred {
+		p.deferred = false
+		s.keys.deferred--
+		s.releaseLocked(off, p, fx)
+	}
+}
+
+// forgetKeysThroughLocked drops what the index knows at or below frontier (a retention jump
+// took those offsets), freeing the keys they held.
+func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
+	touched := map[uint64]*keyState{}
+	for off, ref := range s.keys.of {
+		if off > frontier {
+			continue
+		}
+		ks := s.keys.byKey[ref.key]
+		if ref.bound {
+			ks.holders--
+		} else {
+			ks.unqueue(off)
+		}
+		delete(s.keys.of, off)
+		touched[ref.key] = ks
+	}
+	s.keys.deferred = 0
+	for _, ks := range s.keys.byKey {
+		for _, off := range ks.queued {
+			if s.pending.lookup(off).deferred {
+				s.keys.deferred++
+			}
+		}
+	}
+	for key, ks := range touched {
+		s.freeKeyLocked(key, ks, fx)
+	}
+}
+
+// orderLocked makes the key index follow Config.Ordered: a topic made ordered starts an
+// empty index (the leases live then hold no key: order holds from the records bound after),
+// and one made unordered releases every deferred record, with a wake.
+func (s *Shard) orderLocked(fx *effects) {
+	switch {
+	case s.cfg.Ordered && s.keys == nil:
+		s.keys = newKeyIndex()
+	case !s.cfg.Ordered && s.keys != nil:
+		for _, ks := range s.keys.byKey {
+			for _, off := range ks.queued {
+				if p, ok := s.pending.get(off); ok && p.deferred {
+					p.deferred = false
+					s.releaseLocked(off, p, fx)
+				}
+			}
+		}
+		s.keys = nil
+	}
+}
+
+// queue adds off to the key's queued offsets, in order.
+func (ks *keyState) queue(off int64, now int64) {
+	if len(ks.queued) == 0 {
+		ks.blockedSince = now
+	}
+	if i, found := slices.BinarySearch(ks.queued, off); !found {
+		ks.queued = slices.Insert(ks.queued, i, off)
+	}
+}
+
+// unqueue removes off from the key's queued offsets.
+func (ks *keyState) unqueue(off int64) {
+	if i, found := slices.BinarySearch(ks.queued, off); found {
+		ks.queued = slices.Delete(ks.queued, i, i+1)
+	}
+}
+
+// KeyStats is what Stats reports of an ordered partition's keys.
+type KeyStats struct {
+	// HeldKeys is how many keys live leases hold.
+	HeldKeys int
+	// BlockedKeys is how many keys have records waiting behind a holder, a delay or a
+	// record to be delivered again first.
+	BlockedKeys int
+	// Deferred is how many records wait behind their keys, read once and neither leased nor
+	// visible (at most Config.MaxDeferred, plus one batch).
+	Deferred int
+	// OldestBlockedSince is when the key blocked longest began to be blocked; zero when none.
+	OldestBlockedSince time.Time
+}
+
+// keyStatsLocked counts the key index for Stats.
+func (s *Shard) keyStatsLocked() KeyStats {
+	var st KeyStats
+	if s.keys == nil {
+		return st
+	}
+	st.Deferred = s.keys.deferred
+	oldest := int64(0)
+	for _, ks := range s.keys.byKey {
+		if ks.holders > 0 {
+			st.HeldKeys++
+		}
+		if len(ks.queued) > 0 {
+			st.BlockedKeys++
+			if oldest == 0 || ks.blockedSince < oldest {
+				oldest = ks.blockedSince
+			}
+		}
+	}
+	if oldest != 0 {
+		st.OldestBlockedSince = time.Unix(0, oldest)
+	}
+	return st
+}

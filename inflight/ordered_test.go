@@ -1,0 +1,384 @@
+package inflight
+
+import (
+	"cmp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// Ordered partitions (Config.Ordered, Shard.Bind): key exclusivity, order after a nack, an
+// expiry, a give-back and a lapse, a blocked key blocking only itself, the deferred bound,
+// and the keys freed by a retention jump.
+
+// bindAll binds leases whose records have keys, as a scan does after its reads, and returns
+// the leases kept.
+func bindAll(t *testing.T, s *Shard, now time.Time, leases []Lease, keys []uint64, oneAKey bool) []Lease {
+	t.Helper()
+	handles := make([]Handle, len(leases))
+	for i := range leases {
+		handles[i] = leases[i].Handle
+	}
+	kept := make([]bool, len(leases))
+	s.Bind(now, handles, keys, oneAKey, kept)
+	var out []Lease
+	for i := range leases {
+		if kept[i] {
+			out = append(out, leases[i])
+		}
+	}
+	return out
+}
+
+func offsetsOf(leases []Lease) []int64 {
+	var out []int64
+	for _, l := range leases {
+		out = append(out, l.Offset)
+	}
+	return out
+}
+
+func TestOrderedBind(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const a, b = 1, 2
+	// keys of offsets 0..5: a a b a b (none)
+	keyAt := []uint64{a, a, b, a, b, 0}
+	reserve := func(t *testing.T, s *Shard, now time.Time, n int) []Lease {
+		leases, err := s.ReserveBatch(now, int64(len(keyAt)), 0, n, nil)
+		require.NoError(t, err)
+		keys := make([]uint64, len(leases))
+		for i, l := range leases {
+			keys[i] = keyAt[l.Offset]
+		}
+		return bindAll(t, s, now, leases, keys, false)
+	}
+	newOrdered := func(t *testing.T) *Shard {
+		s, _ := newTestShard(t, Config{Ordered: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
+		return s
+	}
+
+	t.Run("one batch takes consecutive records of a key; a second holder gets the other keys", func(t *testing.T) {
+		s := newOrdered(t)
+		first := reserve(t, s, t0, 2)
+		require.Equal(t, []int64{0, 1}, offsetsOf(first))
+		second := reserve(t, s, t0, 4)
+		// 3 (key a) waits behind the first holder; b's two records and the unkeyed one go.
+		require.Equal(t, []int64{2, 4, 5}, offsetsOf(second))
+		st := s.Stats()
+		require.Equal(t, 1, st.Keys.Deferred)
+		require.Equal(t, 2, st.Keys.HeldKeys)
+		require.Equal(t, 5, st.Leased, "the deferred record is not leased")
+		require.Equal(t, 1, st.Keys.BlockedKeys)
+		require.Equal(t, t0, st.Keys.OldestBlockedSince)
+		// Nothing else to hand out until a key frees.
+		_, err := s.ReserveBatch(t0, 6, 0, 5, nil)
+		require.ErrorIs(t, err, ErrAllReserved)
+		// The first holder acks both: 3 becomes visible, and is the next one delivered.
+		require.NoError(t, s.Ack(t0, first[0].Handle))
+		require.NoError(t, s.Ack(t0, first[1].Handle))
+		third := reserve(t, s, t0, 5)
+		require.Equal(t, []int64{3}, offsetsOf(third))
+		require.Equal(t, uint32(1), third[0].Attempt, "a deferral is not an attempt")
+	})
+
+	t.Run("a nacked record goes again before any later record of its key", func(t *testing.T) {
+		s := newOrdered(t)
+		first := reserve(t, s, t0, 1) // 0, key a
+		require.NoError(t, s.Nack(t0, first[0].Handle, 5*time.Second))
+		// 1 and 3 (key a) wait behind the delayed 0; 2, 4 (key b, one holder) and 5 go.
+		got := reserve(t, s, t0, 6)
+		require.Equal(t, []int64{2, 4, 5}, offsetsOf(got))
+		require.Equal(t, 2, s.Stats().Keys.Deferred)
+		// At the end of the delay, 0 first, alone of its key.
+		later := t0.Add(5 * time.Second)
+		again := reserve(t, s, later, 6)
+		require.Equal(t, []int64{0}, offsetsOf(again))
+		require.Equal(t, ReasonNacked, again[0].Reason)
+		require.NoError(t, s.Ack(later, again[0].Handle))
+		require.Equal(t, []int64{1}, offsetsOf(reserve(t, s, later, 1)))
+	})
+
+	t.Run("an expiry and a give-back keep the order", func(t *testing.T) {
+		s := newOrdered(t)
+		reserve(t, s, t0, 2) // 0, 1: key a
+		require.Equal(t, []int64{2, 4, 5}, offsetsOf(reserve(t, s, t0, 6)))
+		// The holder of a dies: its leases expire; 0 and 1 come back, in order, then 3.
+		later := t0.Add(11 * time.Second)
+		again := reserve(t, s, later, 1)
+		require.Equal(t, []int64{0}, offsetsOf(again))
+		require.Equal(t, ReasonExpired, again[0].Reason)
+		require.NoError(t, s.GiveBack(later, again[0].Handle))
+		again = reserve(t, s, later, 3)
+		// 0 and 1 in one batch, and b's 2: 3 still waits, behind 0 and 1.
+		require.Equal(t, []int64{0, 1, 2}, offsetsOf(again))
+	})
+
+	t.Run("a reservation takes one record of a key", func(t *testing.T) {
+		s := newOrdered(t)
+		leases, err := s.ReserveAhead(t0, 6, 0, 6, nil)
+		require.NoError(t, err)
+		keys := make([]uint64, len(leases))
+		for i, l := range leases {
+			keys[i] = keyAt[l.Offset]
+		}
+		kept := bindAll(t, s, t0, leases, keys, true)
+		require.Equal(t, []int64{0, 2, 5}, offsetsOf(kept))
+		// An unconfirmed reservation that lapses frees its key uncounted.
+		later := t0.Add(11 * time.Second)
+		s.Purge(later)
+		require.Equal(t, 0, s.Stats().Keys.HeldKeys)
+		again := reserve(t, s, later, 1)
+		require.Equal(t, []int64{0}, offsetsOf(again))
+		require.Equal(t, uint32(1), again[0].Attempt)
+	})
+
+	t.Run("the deferred bound stops new records, counted once", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{Ordered: true, MaxDeferred: 1}, State{Frontier: -1})
+		holder := reserve(t, s, t0, 1) // 0, key a
+		got := reserve(t, s, t0, 1)    // 1 (a) deferred; the bound is reached
+		require.Empty(t, got)
+		_, err := s.ReserveNext(t0, 6)
+		require.ErrorIs(t, err, ErrDeferredCap)
+		_, err = s.ReserveNext(t0, 6)
+		require.ErrorIs(t, err, ErrDeferredCap)
+		require.Equal(t, uint64(1), s.counters.DeferredStalls.Load())
+		require.NoError(t, s.Ack(t0, holder[0].Handle))
+		require.Equal(t, []int64{1, 2}, offsetsOf(reserve(t, s, t0, 2)))
+	})
+
+	t.Run("a retention jump frees the keys it passes", func(t *testing.T) {
+		s := newOrdered(t)
+		holder := reserve(t, s, t0, 1)                                      // 0 (a)
+		require.Equal(t, []int64{2, 4, 5}, offsetsOf(reserve(t, s, t0, 6))) // 1 and 3 (a) deferred
+		require.True(t, s.SkipRetention(t0, holder[0].Handle, 2))
+		require.Equal(t, 0, s.Stats().Keys.Deferred, "the jump took 0 and 1: 3 waits no more")
+		require.ErrorIs(t, s.Ack(t0, holder[0].Handle), ErrAlreadySettled)
+		// Key a is free: 3 is visible again.
+		require.Equal(t, []int64{3}, offsetsOf(reserve(t, s, t0, 6)))
+	})
+
+	t.Run("an unordered topic binds nothing", func(t *testing.T) {
+		s, _ := newTestShard(t, Config{}, State{Frontier: -1})
+		leases, err := s.ReserveBatch(t0, 6, 0, 6, nil)
+		require.NoError(t, err)
+		require.Len(t, bindAll(t, s, t0, leases, keyAt, false), 6)
+	})
+
+	t.Run("made unordered, deferred records go at once", func(t *testing.T) {
+		s := newOrdered(t)
+		reserve(t, s, t0, 1)
+		reserve(t, s, t0, 6)
+		require.Equal(t, 2, s.Stats().Keys.Deferred)
+		s.SetConfig(Config{VisibilityTimeout: 10 * time.Second})
+		leases, err := s.ReserveBatch(t0, 6, 0, 6, nil)
+		require.NoError(t, err)
+		require.Equal(t, []int64{1, 3}, offsetsOf(leases))
+	})
+}
+
+// TestOrderedModel drives an ordered shard with random consumes (plain and read ahead),
+// acks, nacks, give-backs, confirms and time, and checks at every delivery that no other
+// holder holds the record's key and that every lower record of the key is settled or held by
+// the same batch; then that everything drains: no record waits behind a key forever.
+func TestOrderedModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		keyCount := rapid.IntRange(1, 6).Draw(t, "keys")
+		cfg := Config{
+			Ordered:           true,
+			VisibilityTimeout: 10 * time.Second,
+			MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
+			MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
+		}
+		s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
+		m := &orderedModel{s: s, now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}}
+		t.Repeat(map[string]func(*rapid.T){
+			"append": func(t *rapid.T) {
+				for range rapid.IntRange(1, 8).Draw(t, "n") {
+					m.keyAt = append(m.keyAt, uint64(rapid.IntRange(0, keyCount).Draw(t, "key")))
+				}
+			},
+			"consume": func(t *rapid.T) {
+				m.consume(t, rapid.IntRange(1, 6).Draw(t, "max"), rapid.Bool().Draw(t, "ahead"))
+			},
+			"ack": func(t *rapid.T) {
+				if h, _, ok := m.pick(t); ok {
+					require.NoError(t, m.s.Ack(m.now, h))
+					m.settled[h.Offset] = true
+					delete(m.live, h)
+				}
+			},
+			"nack": func(t *rapid.T) {
+				if h, _, ok := m.pick(t); ok {
+					delay := time.Duration(rapid.IntRange(0, 3).Draw(t, "delay")) * time.Second
+					require.NoError(t, m.s.Nack(m.now, h, delay))
+					delete(m.live, h)
+				}
+			},
+			"giveBack": func(t *rapid.T) {
+				if h, _, ok := m.pick(t); ok {
+					require.NoError(t, m.s.GiveBack(m.now, h))
+					delete(m.live, h)
+				}
+			},
+			"confirm": func(t *rapid.T) {
+				if h, l, ok := m.pick(t); ok {
+					require.NoError(t, m.s.Confirm(m.now, h))
+					l.reserved = false
+					m.live[h] = l
+				}
+			},
+			"time": func(t *rapid.T) {
+				m.advance(time.Duration(rapid.IntRange(1, 12).Draw(t, "seconds")) * time.Second)
+			},
+			"": func(t *rapid.T) { m.check(t) },
+		})
+		m.drain(t)
+	})
+}
+
+type orderedLease struct {
+	key      uint64
+	holding  int
+	expiry   time.Time
+	reserved bool
+}
+
+type orderedModel struct {
+	s        *Shard
+	now      time.Time
+	keyAt    []uint64 // the log: each record's key (0: none)
+	live     map[Handle]orderedLease
+	settled  map[int64]bool
+	holdings int
+}
+
+func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
+	hwm := int64(len(m.keyAt))
+	var leases []Lease
+	var err error
+	if ahead {
+		leases, err = m.s.ReserveAhead(m.now, hwm, 0, max, nil)
+	} else {
+		leases, err = m.s.ReserveBatch(m.now, hwm, 0, max, nil)
+	}
+	if err != nil {
+		return
+	}
+	m.expire() // the reserve purged what fell due
+	handles := make([]Handle, len(leases))
+	keys := make([]uint64, len(leases))
+	for i, l := range leases {
+		handles[i], keys[i] = l.Handle, m.keyAt[l.Offset]
+	}
+	kept := make([]bool, len(leases))
+	m.s.Bind(m.now, handles, keys, ahead, kept)
+	m.holdings++
+	inCall := map[uint64]bool{}
+	for i, l := range leases {
+		if !kept[i] {
+			continue
+		}
+		key := keys[i]
+		if key != 0 {
+			for h, other := range m.live {
+				if other.key == key && other.holding != m.holdings {
+					t.Fatalf("offset %d of key %d delivered while offset %d of the key is held by another consumer", l.Offset, key, h.Offset)
+				}
+			}
+			for off := int64(0); off < l.Offset; off++ {
+				if m.keyAt[off] != key || m.settled[off] {
+					continue
+				}
+				if !m.heldBy(off, m.holdings) {
+					t.Fatalf("offset %d of key %d delivered before offset %d of the key, unsettled", l.Offset, key, off)
+				}
+			}
+			if ahead && inCall[key] {
+				t.Fatalf("a reservation took two records of key %d (offset %d the second)", key, l.Offset)
+			}
+			inCall[key] = true
+		}
+		m.live[l.Handle] = orderedLease{key: key, holding: m.holdings, expiry: l.Expiry, reserved: ahead}
+	}
+}
+
+func (m *orderedModel) heldBy(off int64, holding int) bool {
+	for h, l := range m.live {
+		if h.Offset == off && l.holding == holding {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *orderedModel) pick(t *rapid.T) (Handle, orderedLease, bool) {
+	m.expire()
+	if len(m.live) == 0 {
+		return Handle{}, orderedLease{}, false // nothing held: the step does nothing
+	}
+	var hs []Handle
+	for h := range m.live {
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(a, b Handle) int { return cmp.Compare(a.Offset, b.Offset) })
+	h := rapid.SampledFrom(hs).Draw(t, "lease")
+	return h, m.live[h], true
+}
+
+// expire forgets the leases whose expiry passed, as the shard's purge does.
+func (m *orderedModel) expire() {
+	for h, l := range m.live {
+		if !m.now.Before(l.expiry) {
+			delete(m.live, h)
+		}
+	}
+}
+
+func (m *orderedModel) advance(d time.Duration) {
+	m.now = m.now.Add(d)
+	m.s.Purge(m.now)
+	m.expire()
+}
+
+func (m *orderedModel) check(t *rapid.T) {
+	m.s.Purge(m.now)
+	m.expire()
+	st := m.s.Stats()
+	require.Equal(t, len(m.live), st.Leased, "live leases")
+	held := map[uint64]bool{}
+	for _, l := range m.live {
+		if l.key != 0 {
+			held[l.key] = true
+		}
+	}
+	require.Equal(t, len(held), st.Keys.HeldKeys, "keys held")
+	require.LessOrEqual(t, st.Keys.Deferred, m.s.cfg.MaxDeferred+6, "deferred records: the bound and one batch")
+	require.LessOrEqual(t, st.Leased, m.s.cfg.MaxInFlight, "deferred records do not count against the in-flight cap")
+}
+
+// drain acks everything until the frontier reaches the end of the log: a record left
+// deferred behind a key that never frees would stop it.
+func (m *orderedModel) drain(t *rapid.T) {
+	for h := range m.live {
+		require.NoError(t, m.s.Ack(m.now, h))
+		m.settled[h.Offset] = true
+		delete(m.live, h)
+	}
+	m.advance(time.Minute) // past every nack delay
+	hwm := int64(len(m.keyAt))
+	for range 4 * (len(m.keyAt) + 1) {
+		if m.s.Stats().Frontier == hwm-1 {
+			return
+		}
+		m.consume(t, 6, false)
+		for h := range m.live {
+			require.NoError(t, m.s.Ack(m.now, h))
+			m.settled[h.Offset] = true
+			delete(m.live, h)
+		}
+	}
+	t.Fatalf("the frontier stopped at %d of %d: records wait behind their keys (%+v)", m.s.Stats().Frontier, hwm-1, m.s.Stats().Keys)
+}
