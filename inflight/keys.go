@@ -3,6 +3,7 @@ package inflight
 import (
 	"hash/maphash"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -138,6 +139,14 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	return deferred
 }
 
+// Ordered reports whether the shard orders records by key (Config.Ordered): its scans must
+// bind what they read (Bind) under ScanLock.
+func (s *Shard) Ordered() bool { return s.ordered.Load() }
+
+// ScanLock returns the lock under which a caller reserves, reads and binds the records of an
+// ordered partition, one scan at a time (see Bind). An unordered partition's scans need none.
+func (s *Shard) ScanLock() sync.Locker { return &s.scanMu }
+
 // deferLocked withdraws the live lease p of off, uncounted, and queues off behind key.
 func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now int64, fx *effects) {
 	p.nonce = 0
@@ -245,6 +254,7 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 // empty index (the leases live then hold no key: order holds from the records bound after),
 // and one made unordered releases every deferred record, with a wake.
 func (s *Shard) orderLocked(fx *effects) {
+	defer func() { s.ordered.Store(s.keys != nil) }()
 	switch {
 	case s.cfg.Ordered && s.keys == nil:
 		s.keys = newKeyIndex()

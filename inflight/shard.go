@@ -252,6 +252,10 @@ type Shard struct {
 	// keys is an ordered topic's key index (Config.Ordered); nil otherwise, so an unordered
 	// topic's paths test one pointer.
 	keys *keyIndex
+	// ordered mirrors keys != nil for Ordered, read without the lock.
+	ordered atomic.Bool
+	// scanMu serialises an ordered partition's scans (ScanLock).
+	scanMu sync.Mutex
 	// capped: a reserve found the acked-ahead set at its cap, and it has stayed there since,
 	// so only the frontier hole is handed out (a stall episode, counted and reported once
 	// when it begins).
@@ -291,6 +295,7 @@ func NewShard(topic string, partition int32, opts Options, state State) *Shard {
 	}
 	if cfg.Ordered {
 		s.keys = newKeyIndex()
+		s.ordered.Store(true)
 	}
 	s.restoreLocked(state)
 	return s

@@ -85,5 +85,8 @@ const MaxAckedAheadCeiling = inflight.MaxAckedAheadCeiling
 // expiries, records skipped as corrupt, ...).
 type ShardCounters = inflight.CounterValues
 
+// KeyStats is PartitionStatus.Keys: an ordered partition's keys.
+type KeyStats = inflight.KeyStats
+
 // CommitterStats is Stats.Committer: the counters and gauges of the ack state's writes.
 type CommitterStats = offsets.Stats

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,6 +273,43 @@ func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state [
 	return n.committer.Durable(ctx, topic, partition)
 }
 
+// bindHeldKeys binds the live leases a move brought to their keys on an ordered topic, so
+// that no consumer here takes a key one of them holds (the move carries no keys: their
+// records are read again here). A lease whose record cannot be read stays unbound, logged:
+// its key is not kept from other consumers until that lease ends.
+func (n *Node) bindHeldKeys(shard *inflight.Shard, topic string, partition int32, held []inflight.Held) {
+	if !shard.Ordered() {
+		return
+	}
+	var handles []inflight.Handle
+	var keys []uint64
+	log, err := n.getLog(topic, partition)
+	for _, h := range held {
+		if h.Nonce == 0 || err != nil {
+			continue
+		}
+		rec, readErr := log.Read(h.Offset)
+		if readErr != nil {
+			n.logger.Warn("consume: adopt: cannot read a moved lease's record to learn its key; the key is not held until the lease ends",
+				slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Int64("offset", h.Offset), slog.Any("err", readErr))
+			continue
+		}
+		handles = append(handles, inflight.Handle{Partition: partition, Offset: h.Offset, Nonce: h.Nonce})
+		keys = append(keys, inflight.KeyOf(rec.Key))
+	}
+	if err != nil && len(held) > 0 {
+		n.logger.Warn("consume: adopt: cannot resolve the log to learn the keys of moved leases; their keys are not held until the leases end",
+			slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Any("err", err))
+	}
+	if len(handles) == 0 {
+		return
+	}
+	// One Bind: the leases of a key were one holder's at the previous owner.
+	shard.ScanLock().Lock()
+	defer shard.ScanLock().Unlock()
+	shard.Bind(n.clock.Now(), handles, keys, false, make([]bool, len(handles)))
+}
+
 // install replaces the partition's shard with one restored from p, its directory cleared.
 // Called with moves.mu held.
 func (n *Node) install(key shardKey, p *handoff.Partition) error {
@@ -301,6 +339,7 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 		}
 		return err
 	}
+	n.bindHeldKeys(shard, topic, partition, p.State.Held)
 	n.moves.unfenceLocked(topic, partition)
 	if n.moves.adopted == nil {
 		n.moves.adopted = map[shardKey]uint64{}

@@ -27,13 +27,19 @@ type trio struct {
 
 func newTrio(t *testing.T, rtt time.Duration) *trio {
 	t.Helper()
+	return newTrioOf(t, rtt, router.TopicConfig{VisibilityTimeout: vt})
+}
+
+// newTrioOf is newTrio with the topic's settings cfg.
+func newTrioOf(t *testing.T, rtt time.Duration, cfg router.TopicConfig) *trio {
+	t.Helper()
 	tr := &trio{net: &routertest.Network{RTT: rtt}, logs: &routertest.MemLogs{}}
 	tr.logs.Log("orders", 0)
 	tr.logs.Log("orders", 1)
 	mk := func(id string) *harness {
 		h := &harness{t: t, logs: tr.logs, routes: &routertest.Routes{}, fs: crashfs.New(), dir: "/state-" + id}
 		h.cfg = router.Config{Logs: tr.logs, Routes: h.routes, Dir: h.dir, Transport: tr.net.Transport(id),
-			Topic: func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt} }}
+			Topic: func(string) router.TopicConfig { return cfg }}
 		h.start()
 		tr.net.Join(id, h.node.Serve)
 		return h

@@ -52,6 +52,14 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 			quiet = false // the record went elsewhere: wait for the next
 			continue
 		}
+		if r.scan {
+			req.gen, req.local, req.remote = nil, nil, nil
+			if msgs, err := n.scan(req, nil); len(msgs) > 0 || err != nil {
+				return msgs, err
+			}
+			quiet = false // another consumer took them: wait for the next
+			continue
+		}
 		m, err := n.read(r)
 		if err == nil {
 			return n.received(ctx, req, r.shard, m)

@@ -45,6 +45,10 @@ type PartitionStatus struct {
 	// TopicConfig.MaxDeliveries, waiting for Requeue. Requeued: quarantined records brought
 	// back and not yet delivered again.
 	Leased, Delayed, AckedAhead, Quarantined, Requeued int
+	// Keys counts an ordered topic's keys (TopicConfig.Ordered): held by a consumer, blocked
+	// (records waiting behind a holder, a delay or a redelivery), the records deferred
+	// behind them, and since when the key blocked longest has been blocked.
+	Keys KeyStats
 	// ParkedOnTopic counts the consumers parked on the topic, any of whose partitions
 	// serves them; ParkedOnPartition those of them pinned to this partition.
 	ParkedOnTopic, ParkedOnPartition int
@@ -126,6 +130,7 @@ func (n *Node) partitionStatus(topic string, partition int32, parked int, verdic
 		st.Frontier = s.Frontier
 		st.Leased, st.Delayed, st.AckedAhead = s.Leased, s.Delayed, s.AckedAhead
 		st.Quarantined, st.Requeued = s.Quarantined-s.Requeued, s.Requeued
+		st.Keys = s.Keys
 		if st.HighWatermark >= 0 {
 			st.Backlog = max(0, st.HighWatermark-1-st.Frontier)
 			st.OldestUnsettledAge = n.oldestUnsettledAge(log, max(st.Frontier+1, oldest), st.Backlog)

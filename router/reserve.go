@@ -32,6 +32,11 @@ type reservation struct {
 	fromOwner bool
 	wake      tokens.Wake
 
+	// scan: an ordered partition has records for the consumer, which it takes with a scan
+	// of its own, since an ordered record is bound to its key as it is read (no read runs
+	// on the pump goroutine).
+	scan bool
+
 	err error
 }
 
@@ -67,7 +72,7 @@ func (s pumpSource) Take(topic string, pinned int32) (r reservation, ok bool) {
 // the next consumer parked here.
 func (s pumpSource) Release(topic string, r reservation) {
 	switch {
-	case r.err != nil: // nothing was reserved
+	case r.err != nil, r.scan: // nothing was reserved
 	case r.fromOwner:
 		s.n.returnWake(topic, r.wake)
 	default:
@@ -118,6 +123,12 @@ func (n *Node) reserveFrom(gen *inflight.Generation, partition int32, log Log, n
 	hwm := log.HighWatermark()
 	if hwm < 0 {
 		return reservation{}, false, n.negativeWatermark(gen.Topic(), partition, hwm)
+	}
+	if shard.Ordered() {
+		if shard.Available(now, hwm) == 0 {
+			return reservation{}, false, nil
+		}
+		return reservation{scan: true}, true, nil
 	}
 	lease, err := shard.ReserveNextFor(now, hwm, 0)
 	if n.lapsedRetry(shard, now, err) {

@@ -316,6 +316,13 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	if hwm < 0 {
 		return out, n.negativeWatermark(req.topic, partition, hwm)
 	}
+	ordered := shard.Ordered()
+	if ordered {
+		// Keys are learnt by reading: one scan at a time reserves, reads and binds, so a
+		// key's records are bound in offset order (inflight.Shard.Bind).
+		shard.ScanLock().Lock()
+		defer shard.ScanLock().Unlock()
+	}
 	var one [1]inflight.Lease
 	for !budget.full() {
 		want := budget.max - budget.taken
@@ -351,6 +358,9 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		before := len(out)
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
+		if ordered {
+			out = r.bind(out, before, req.reserve)
+		}
 		*budget = r.budget
 		if !req.reserve { // a reservation is counted once a consumer gets it
 			n.stats.delivered.Add(uint64(len(out) - before))
@@ -469,6 +479,38 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 		i += len(recs)
 	}
 	return out, settled, nil
+}
+
+// bind binds the records delivered in out[from:] to their keys on an ordered partition and
+// drops those that wait behind their keys (the shard deferred them): they leave the batch's
+// budget, so the scan takes other records in their place. A node reading ahead (oneAKey)
+// takes one record of a key, since it hands its records to several consumers.
+func (r *partitionRead) bind(out []Message, from int, oneAKey bool) []Message {
+	taken := out[from:]
+	if len(taken) == 0 {
+		return out
+	}
+	handles := make([]inflight.Handle, len(taken))
+	keys := make([]uint64, len(taken))
+	kept := make([]bool, len(taken))
+	for i := range taken {
+		handles[i], keys[i] = taken[i].Receipt, inflight.KeyOf(taken[i].Key)
+	}
+	if r.shard.Bind(r.now, handles, keys, oneAKey, kept) == 0 {
+		return out
+	}
+	w := from
+	for i := range taken {
+		if kept[i] {
+			out[w] = taken[i]
+			w++
+			continue
+		}
+		r.budget.taken--
+		r.budget.bytes -= taken[i].payloadBytes()
+	}
+	clear(out[w:]) // the dropped messages' records belong to no one now
+	return out[:w]
 }
 
 // skipUnreadable applies the rules for a reserved record its log cannot give: below

@@ -1,0 +1,207 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router"
+)
+
+// Ordered topics through the node: records of one key in order, one holder per key, keys in
+// parallel, through batches, long-polls, nacks and a restart.
+
+// orderedHarness is a one-partition node whose topic is ordered, with records keyed as keys
+// says.
+func orderedHarness(t *testing.T, keys ...string) *harness {
+	t.Helper()
+	h := newHarness(t, 0)
+	h.cfg.Topic = func(string) router.TopicConfig {
+		return router.TopicConfig{VisibilityTimeout: vt, Ordered: true}
+	}
+	h.restart(nil)
+	h.produceKeyed(keys...)
+	return h
+}
+
+// produceKeyed appends one record to partition 0 per key ("" for no key) and tells the node.
+func (h *harness) produceKeyed(keys ...string) {
+	log := h.logs.Log("orders", 0)
+	for _, k := range keys {
+		var key []byte
+		if k != "" {
+			key = []byte(k)
+		}
+		off := log.Append(key, []byte("v"), time.Now())
+		h.node.Appended("orders", 0, off+1)
+	}
+}
+
+func TestOrderedTopicBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := orderedHarness(t, "a", "a", "b", "a", "b", "")
+		defer h.close()
+		first := h.consume(router.ConsumeOptions{Max: 2})
+		require.Equal(t, []int64{0, 1}, offsetsOf(first), "one batch takes consecutive records of a key")
+		second := h.consume(router.ConsumeOptions{Max: 10})
+		require.Equal(t, []int64{2, 4, 5}, offsetsOf(second), "a's 3 waits behind the first consumer; the other keys go")
+		require.Empty(t, h.consume(router.ConsumeOptions{Max: 10}))
+		require.Equal(t, uint64(1), h.node.Stats().Shards.Deferred)
+		ps, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		require.Equal(t, router.KeyStats{HeldKeys: 2, BlockedKeys: 1, Deferred: 1, OldestBlockedSince: time.Now()}, ps.Keys)
+
+		// A consumer parked meanwhile gets 3 as the first consumer acks its last record of a.
+		got := h.async(router.ConsumeOptions{Wait: time.Second})
+		synctest.Wait()
+		require.NoError(t, h.ack(first[0]))
+		synctest.Wait()
+		require.NoError(t, h.ack(first[1]))
+		msgs := <-got
+		require.Equal(t, []int64{3}, offsetsOf(msgs))
+		require.Equal(t, uint32(1), msgs[0].Attempt)
+	})
+}
+
+func TestOrderedTopicNackKeepsTheOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := orderedHarness(t, "a", "a", "b")
+		defer h.close()
+		m := h.one()
+		require.Equal(t, int64(0), m.Offset)
+		require.NoError(t, h.node.Nack(context.Background(), "orders", m.Receipt, time.Second))
+		require.Equal(t, []int64{2}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})), "a is blocked by its nacked record")
+		time.Sleep(time.Second) // the fake clock: the nack's delay ends
+		again := h.consume(router.ConsumeOptions{Max: 10})
+		require.Equal(t, []int64{0}, offsetsOf(again), "the nacked record first, alone of its key")
+		require.Equal(t, uint32(2), again[0].Attempt)
+		require.NoError(t, h.ack(again[0]))
+		require.Equal(t, []int64{1}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})))
+	})
+}
+
+// After a restart the first record of a key delivered is its lowest unacked one, whatever
+// was deferred behind it before.
+func TestOrderedTopicAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := orderedHarness(t, "a", "b", "a", "b", "a")
+		first := h.consume(router.ConsumeOptions{Max: 2})
+		require.Equal(t, []int64{0, 1}, offsetsOf(first))
+		require.NoError(t, h.ack(first[1]))
+		// b is free again: its 3 goes; a's 2 and 4 wait behind 0.
+		require.Equal(t, []int64{3}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})))
+		h.restart(nil)
+		defer h.close()
+		// The leases died with the process: a from its lowest unacked record, in order.
+		require.Equal(t, []int64{0, 2, 3, 4}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})))
+	})
+}
+
+// Consumers in parallel over many keys: no two ever hold records of one key at once, and
+// each key's records are delivered in offset order, exactly once when every one is acked.
+func TestOrderedTopicConsumersInParallel(t *testing.T) {
+	const records, keyCount, consumers = 2000, 16, 8
+	keys := make([]string, records)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", (i*7+i/5)%keyCount)
+	}
+	synctest.Test(t, func(t *testing.T) { consumeInParallel(t, keys, consumers) })
+}
+
+func consumeInParallel(t *testing.T, keys []string, consumers int) {
+	records := len(keys)
+	h := orderedHarness(t, keys...)
+	defer h.close()
+	var mu sync.Mutex
+	holder := map[string]int{}        // key → the consumer holding it
+	delivered := map[string][]int64{} // key → offsets, in delivery order
+	total := 0
+	var wg sync.WaitGroup
+	errs := make(chan error, consumers)
+	for c := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				msgs, err := h.node.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 1 + c%4, Wait: 50 * time.Millisecond})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if len(msgs) == 0 && total == records {
+					mu.Unlock()
+					return
+				}
+				for _, m := range msgs {
+					k := string(m.Key)
+					if other, held := holder[k]; held && other != c {
+						mu.Unlock()
+						errs <- fmt.Errorf("key %s delivered to consumer %d while consumer %d holds it", k, c, other)
+						return
+					}
+					holder[k] = c
+					delivered[k] = append(delivered[k], m.Offset)
+				}
+				mu.Unlock()
+				for i, m := range msgs {
+					k := string(m.Key)
+					mu.Lock()
+					last := true
+					for _, later := range msgs[i+1:] {
+						last = last && string(later.Key) != k
+					}
+					if last {
+						delete(holder, k) // released before the ack that frees the key
+					}
+					total++
+					mu.Unlock()
+					if err := h.ack(m); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := 0
+	for k, offs := range delivered {
+		for i := 1; i < len(offs); i++ {
+			require.Less(t, offs[i-1], offs[i], "key %s delivered out of order: %v", k, offs)
+		}
+		n += len(offs)
+	}
+	require.Equal(t, records, n, "every record delivered once")
+}
+
+// A move keeps a key with the consumer that holds it: the new owner learns the keys of the
+// leases it adopts and hands out no later record of theirs until they end.
+func TestOrderedTopicMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTrioOf(t, time.Millisecond, router.TopicConfig{VisibilityTimeout: vt, Ordered: true})
+		defer tr.close()
+		ctx := context.Background()
+		log := tr.logs.Log("orders", 0)
+		for _, k := range []string{"a", "a", "b"} {
+			off := log.Append([]byte(k), []byte("v"), time.Now())
+			tr.a.node.Appended("orders", 0, off+1)
+		}
+		held := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
+		require.Equal(t, []int64{0}, offsetsOf(held))
+		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
+		require.Equal(t, []int64{2}, offsetsOf(tr.b.consume(router.ConsumeOptions{Max: 10, Pinned: true, Partition: 0})),
+			"a's 1 waits behind the lease that moved")
+		require.NoError(t, tr.c.node.Ack(ctx, "orders", held[0].Receipt), "through the gateway")
+		require.Equal(t, []int64{1}, offsetsOf(tr.b.consume(router.ConsumeOptions{Max: 10, Pinned: true, Partition: 0})))
+	})
+}
