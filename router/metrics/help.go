@@ -33,6 +33,9 @@ var help = map[string]string{
 	"Shards.Discarded":      "Quarantined records settled for good by Discard (copied to a dead-letter queue, say).",
 	"Shards.AckedAheadStalls": "Times a partition reached its acked-ahead cap and served only its oldest unsettled record until it settled; " +
 		"a hole (a stuck or abandoned lease) outlived what the state slot holds.",
+	"Shards.Deferred": "Records of ordered topics read and deferred behind their key (held by another consumer, or waiting for an earlier record's redelivery); each is delivered once its key frees.",
+	"Shards.DeferredStalls": "Times an ordered partition held its MaxDeferred records deferred behind their keys and handed out no new record until keys freed; " +
+		"a key held too long (a hung consumer) with many records behind it.",
 
 	"Committer.Ticks":               "Ticks of the ack-state committer (its final pass at close included).",
 	"Committer.Primes":              "Partitions whose state files the committer primed.",
