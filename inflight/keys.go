@@ -43,12 +43,16 @@ type keyIndex struct {
 	// capped: a reserve found deferred at Config.MaxDeferred and has found it there since
 	// (a stall episode of new records, counted once as it begins).
 	capped bool
+	// spare holds the states of keys forgotten, for the next keys to reuse: a key is
+	// usually held for one lease and forgotten at its ack.
+	spare []*keyState
 }
 
 // keyRef is what the index knows of one offset.
 type keyRef struct {
 	key   uint64
-	bound bool // the offset's live lease holds the key; otherwise it is queued
+	state *keyState // byKey[key], so that a settle finds it with one lookup
+	bound bool      // the offset's live lease holds the key; otherwise it is queued
 }
 
 // keyState is one key of an ordered partition.
@@ -113,10 +117,10 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		key := keys[i]
 		ks := s.keys.byKey[key]
 		if ks == nil {
-			ks = &keyState{}
+			ks = s.keys.newState()
 			s.keys.byKey[key] = ks
 		}
-		if ref, ok := s.keys.of[h.Offset]; ok && !ref.bound {
+		if len(ks.queued) > 0 {
 			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
 		}
 		ours := ks.holders > 0 && ks.holding == holding
@@ -124,7 +128,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		if !blocked {
 			ks.holders++
 			ks.holding = holding
-			s.keys.of[h.Offset] = keyRef{key: key, bound: true}
+			s.keys.of[h.Offset] = keyRef{key: key, state: ks, bound: true}
 			continue
 		}
 		kept[i] = false
@@ -145,7 +149,8 @@ func (s *Shard) Ordered() bool { return s.ordered.Load() }
 
 // ScanLock returns the lock under which a caller reserves, reads and binds the records of an
 // ordered partition, one scan at a time (see Bind). An unordered partition's scans need none.
-func (s *Shard) ScanLock() sync.Locker { return &s.scanMu }
+// A caller with other partitions to look at may TryLock it and pass over a busy one.
+func (s *Shard) ScanLock() *sync.Mutex { return &s.scanMu }
 
 // deferLocked withdraws the live lease p of off, uncounted, and queues off behind key.
 func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now int64, fx *effects) {
@@ -163,7 +168,7 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 	s.pending.set(off, p)
 	s.keys.deferred++
 	ks.queue(off, now)
-	s.keys.of[off] = keyRef{key: key}
+	s.keys.of[off] = keyRef{key: key, state: ks}
 }
 
 // unbindLocked is called as the live lease of off ends: settled, or (queued) released,
@@ -174,29 +179,13 @@ func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) {
 	if !ok || !ref.bound {
 		return // not bound: no key, or given back before its record was bound
 	}
-	ks := s.keys.byKey[ref.key]
+	ks := ref.state
 	ks.holders--
 	if queued {
 		ks.queue(off, now)
-		s.keys.of[off] = keyRef{key: ref.key}
+		s.keys.of[off] = keyRef{key: ref.key, state: ks}
 	} else {
 		delete(s.keys.of, off)
-	}
-	s.freeKeyLocked(ref.key, ks, fx)
-}
-
-// settledQueuedLocked forgets the queued offset off, settled without a lease of its own (a
-// quarantine at the end of a delay, a discard): the key's next record may go.
-func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
-	ref, ok := s.keys.of[off]
-	if !ok || ref.bound {
-		return
-	}
-	ks := s.keys.byKey[ref.key]
-	ks.unqueue(off)
-	delete(s.keys.of, off)
-	if p := s.pending.lookup(off); p.deferred {
-		s.keys.deferred--
 	}
 	s.freeKeyLocked(ref.key, ks, fx)
 }
@@ -210,6 +199,7 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 	}
 	if len(ks.queued) == 0 {
 		delete(s.keys.byKey, key)
+		s.keys.recycle(ks)
 		return
 	}
 	off := ks.queued[0]
@@ -228,7 +218,7 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 		if off > frontier {
 			continue
 		}
-		ks := s.keys.byKey[ref.key]
+		ks := ref.state
 		if ref.bound {
 			ks.holders--
 		} else {
@@ -268,6 +258,24 @@ func (s *Shard) orderLocked(fx *effects) {
 			}
 		}
 		s.keys = nil
+	}
+}
+
+// newState returns an empty key state, a spare one if there is one.
+func (x *keyIndex) newState() *keyState {
+	if n := len(x.spare); n > 0 {
+		ks := x.spare[n-1]
+		x.spare = x.spare[:n-1]
+		return ks
+	}
+	return &keyState{}
+}
+
+// recycle keeps the state of a key just forgotten for newState, a bounded number of them.
+func (x *keyIndex) recycle(ks *keyState) {
+	if len(x.spare) < 1024 {
+		*ks = keyState{queued: ks.queued[:0]}
+		x.spare = append(x.spare, ks)
 	}
 }
 

@@ -143,7 +143,7 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 	}
 	broken := 0
 	var brokenErr error // the last ErrHostContract met
-	n.walkPartitions(req.topic, order, start, verdict, func(p int32, log Log, failed error) bool {
+	walk := func(p int32, log Log, failed error) bool {
 		if failed == nil {
 			if out, failed = n.takeFrom(req, p, log, now, &budget, scratch, out); failed == nil {
 				return budget.full()
@@ -160,7 +160,14 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 			err = failed
 		}
 		return true
-	})
+	}
+	n.walkPartitions(req.topic, order, start, verdict, walk)
+	if len(out) == 0 && err == nil && budget.busy > 0 {
+		// Every ordered partition with records was being scanned by another consume: wait
+		// for them this time rather than answer nothing.
+		budget.busy, budget.waitBusy, broken = 0, true, 0
+		n.walkPartitions(req.topic, order, start, verdict, walk)
+	}
 	// Nothing taken and no other failure: the walk visited every partition.
 	if len(out) == 0 && err == nil && broken == len(order) {
 		return out, brokenErr
@@ -287,6 +294,10 @@ func (n *Node) resolveLog(topic string, partition int32, verdict *routesVerdict)
 // batchBudget counts what a scan has taken against its bounds.
 type batchBudget struct {
 	max, taken, bytes int
+	// busy counts the ordered partitions the scan passed over because another scan held
+	// them; waitBusy makes it wait for them instead (its second pass).
+	busy     int
+	waitBusy bool
 }
 
 func (b *batchBudget) take(m *Message) {
@@ -319,9 +330,17 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 	ordered := shard.Ordered()
 	if ordered {
 		// Keys are learnt by reading: one scan at a time reserves, reads and binds, so a
-		// key's records are bound in offset order (inflight.Shard.Bind).
-		shard.ScanLock().Lock()
-		defer shard.ScanLock().Unlock()
+		// key's records are bound in offset order (inflight.Shard.Bind). A busy partition
+		// is passed over on the first pass, as the others may serve at once.
+		lock := shard.ScanLock()
+		switch {
+		case budget.waitBusy || req.pinned >= 0:
+			lock.Lock()
+		case !lock.TryLock():
+			budget.busy++
+			return out, nil
+		}
+		defer lock.Unlock()
 	}
 	var one [1]inflight.Lease
 	for !budget.full() {
@@ -387,6 +406,21 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 type takeScratch struct {
 	leases  []inflight.Lease
 	records []Record
+	binding keyBinding
+}
+
+// keyBinding holds what an ordered partition's scan passes to inflight.Shard.Bind.
+type keyBinding struct {
+	handles []inflight.Handle
+	keys    []uint64
+	kept    []bool
+}
+
+// reset sizes b for n records, reusing its memory.
+func (b *keyBinding) reset(n int) {
+	b.handles = slices.Grow(b.handles[:0], n)[:n]
+	b.keys = slices.Grow(b.keys[:0], n)[:n]
+	b.kept = slices.Grow(b.kept[:0], n)[:n]
 }
 
 var takePool = sync.Pool{New: func() any { return new(takeScratch) }}
@@ -490,9 +524,16 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) []Message {
 	if len(taken) == 0 {
 		return out
 	}
-	handles := make([]inflight.Handle, len(taken))
-	keys := make([]uint64, len(taken))
-	kept := make([]bool, len(taken))
+	// A single record's binding lives on the stack; a batch's in the scan's scratch.
+	var oneHandle [1]inflight.Handle
+	var oneKey [1]uint64
+	var oneKept [1]bool
+	handles, keys, kept := oneHandle[:], oneKey[:], oneKept[:]
+	if len(taken) > 1 {
+		b := &r.scratch.binding
+		b.reset(len(taken))
+		handles, keys, kept = b.handles, b.keys, b.kept
+	}
 	for i := range taken {
 		handles[i], keys[i] = taken[i].Receipt, inflight.KeyOf(taken[i].Key)
 	}
