@@ -193,7 +193,7 @@ func TestOrderedModel(t *testing.T) {
 			MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
 		}
 		s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
-		m := &orderedModel{s: s, now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}}
+		m := &orderedModel{s: s, now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{}}
 		t.Repeat(map[string]func(*rapid.T){
 			"append": func(t *rapid.T) {
 				for range rapid.IntRange(1, 8).Draw(t, "n") {
@@ -204,7 +204,8 @@ func TestOrderedModel(t *testing.T) {
 				m.consume(t, rapid.IntRange(1, 6).Draw(t, "max"), rapid.Bool().Draw(t, "ahead"))
 			},
 			"ack": func(t *rapid.T) {
-				if h, _, ok := m.pick(t); ok {
+				if h, l, ok := m.pick(t); ok {
+					m.checkPrefix(t, h.Offset, l)
 					require.NoError(t, m.s.Ack(m.now, h))
 					m.settled[h.Offset] = true
 					delete(m.live, h)
@@ -253,6 +254,8 @@ type orderedModel struct {
 	live     map[Handle]orderedLease
 	settled  map[int64]bool
 	holdings int
+	// lastHolding is the consume that last got each offset.
+	lastHolding map[int64]int
 }
 
 func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
@@ -302,6 +305,21 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 			inCall[key] = true
 		}
 		m.live[l.Handle] = orderedLease{key: key, holding: m.holdings, expiry: l.Expiry, reserved: ahead}
+		m.lastHolding[l.Offset] = m.holdings
+	}
+}
+
+// checkPrefix checks that an ack of off keeps its key's acked records a prefix of its
+// records, but for the records of the batch that holds off, which its holder may ack, nack
+// or give back in any order.
+func (m *orderedModel) checkPrefix(t *rapid.T, off int64, l orderedLease) {
+	if l.key == 0 {
+		return
+	}
+	for lower := int64(0); lower < off; lower++ {
+		if m.keyAt[lower] == l.key && !m.settled[lower] && m.lastHolding[lower] != l.holding {
+			t.Fatalf("offset %d of key %d acked while offset %d of the key is unsettled and not its holder's", off, l.key, lower)
+		}
 	}
 }
 
