@@ -67,6 +67,19 @@
 // MaxExtension and MaxLeaseLifetime bound how long a stuck consumer can hold a record. Every
 // lease says which attempt it is, why it is delivered (Reason) and carries a fencing token.
 //
+// # Ordered partitions
+//
+// A topic whose Config.Ordered is set delivers a key's records in order, keys in parallel.
+// Keys are learnt by reading, so the caller reserves, reads and binds one partition's records
+// one scan at a time (ScanLock), binding each lease to its record's key (Bind, KeyOf): a
+// lease whose key another consume's leases hold, or whose key has a lower record waiting for
+// delivery again, is withdrawn uncounted and deferred behind the key, neither leased nor
+// visible nor counted against the in-flight cap, until the key frees. A lease of a key that
+// ends unsettled (nack, expiry, give-back, lapse) queues its record as the key's next, with
+// its delay. At most Config.MaxDeferred records wait so (ErrDeferredCap beyond, a stall
+// episode counted in Counters.DeferredStalls); Stats.Keys counts the keys. The index is
+// memory only, as leases are.
+//
 // # Reservations
 //
 // A gateway node may read ahead for its consumers: it asks the owner for records before a
