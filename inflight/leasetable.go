@@ -17,16 +17,20 @@ import "math"
 // get and remove test the slot themselves rather than through a shared helper: so they stay
 // small enough to be inlined into the shard's hot paths (through a helper, reserve → ack
 // took 20% longer).
-type leaseTable struct {
-	ring  []leaseSlot // power-of-two length
-	count int         // entries in ring
-	far   map[int64]pending
+type leaseTable = offsetTable[pending]
+
+// offsetTable is the table, for entries of any type: a shard's pending states, and an
+// ordered shard's keys (keyIndex).
+type offsetTable[V any] struct {
+	ring  []offsetSlot[V] // power-of-two length
+	count int             // entries in ring
+	far   map[int64]V
 }
 
-// leaseSlot is a ring slot: empty when off is vacant.
-type leaseSlot struct {
+// offsetSlot is a ring slot: empty when off is vacant.
+type offsetSlot[V any] struct {
 	off int64
-	p   pending
+	p   V
 }
 
 // vacant is the offset of an empty slot; an entry for that offset itself lives in far.
@@ -40,27 +44,36 @@ const (
 )
 
 // get returns off's entry, and whether there is one.
-func (t *leaseTable) get(off int64) (pending, bool) {
+func (t *offsetTable[V]) get(off int64) (V, bool) {
 	if len(t.ring) > 0 {
 		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
 			return s.p, true
 		}
 	}
 	if len(t.far) == 0 {
-		return pending{}, false
+		var zero V
+		return zero, false
 	}
 	p, ok := t.far[off]
 	return p, ok
 }
 
-// lookup returns off's entry, or the zero pending when there is none.
-func (t *leaseTable) lookup(off int64) pending {
-	p, _ := t.get(off)
+// lookup returns off's entry, or the zero value when there is none. It repeats get's
+// lookups rather than call it, which keeps it small enough to be inlined.
+func (t *offsetTable[V]) lookup(off int64) (p V) {
+	if len(t.ring) > 0 {
+		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
+			return s.p
+		}
+	}
+	if len(t.far) > 0 {
+		p = t.far[off]
+	}
 	return p
 }
 
 // set makes p off's entry.
-func (t *leaseTable) set(off int64, p pending) {
+func (t *offsetTable[V]) set(off int64, p V) {
 	if len(t.ring) == 0 {
 		t.resize(minLeaseRing)
 	}
@@ -93,10 +106,11 @@ func (t *leaseTable) set(off int64, p pending) {
 }
 
 // remove drops off's entry, if any.
-func (t *leaseTable) remove(off int64) {
+func (t *offsetTable[V]) remove(off int64) {
 	if len(t.ring) > 0 {
 		if s := &t.ring[t.slot(off)]; s.off == off && off != vacant {
-			s.off, s.p = vacant, pending{}
+			var zero V
+			s.off, s.p = vacant, zero
 			t.count--
 			return
 		}
@@ -107,12 +121,12 @@ func (t *leaseTable) remove(off int64) {
 }
 
 // len returns the number of entries.
-func (t *leaseTable) len() int { return t.count + len(t.far) }
+func (t *offsetTable[V]) len() int { return t.count + len(t.far) }
 
 // reset drops every entry, keeping the ring's memory.
-func (t *leaseTable) reset() {
+func (t *offsetTable[V]) reset() {
 	for i := range t.ring {
-		t.ring[i] = leaseSlot{off: vacant}
+		t.ring[i] = offsetSlot[V]{off: vacant}
 	}
 	t.count = 0
 	clear(t.far)
@@ -120,7 +134,7 @@ func (t *leaseTable) reset() {
 
 // all yields every entry, in no particular order. The caller may remove the entry it is
 // given, and no other, and may not set any while it ranges.
-func (t *leaseTable) all(yield func(off int64, p pending) bool) {
+func (t *offsetTable[V]) all(yield func(off int64, p V) bool) {
 	for i := range t.ring {
 		if s := &t.ring[i]; s.off != vacant {
 			if !yield(s.off, s.p) {
@@ -135,13 +149,13 @@ func (t *leaseTable) all(yield func(off int64, p pending) bool) {
 	}
 }
 
-func (t *leaseTable) slot(off int64) int { return int(uint64(off) & uint64(len(t.ring)-1)) }
+func (t *offsetTable[V]) slot(off int64) int { return int(uint64(off) & uint64(len(t.ring)-1)) }
 
 // resize places every entry again in a ring of n slots: those whose slot is taken stay in
 // (or go to) far.
-func (t *leaseTable) resize(n int) {
+func (t *offsetTable[V]) resize(n int) {
 	old, far := t.ring, t.far
-	t.ring, t.count, t.far = make([]leaseSlot, n), 0, nil
+	t.ring, t.count, t.far = make([]offsetSlot[V], n), 0, nil
 	for i := range t.ring {
 		t.ring[i].off = vacant
 	}
@@ -157,7 +171,7 @@ func (t *leaseTable) resize(n int) {
 
 // place stores p as the entry of off, which has none: in its ring slot when that is empty,
 // in far otherwise.
-func (t *leaseTable) place(off int64, p pending) {
+func (t *offsetTable[V]) place(off int64, p V) {
 	if s := &t.ring[t.slot(off)]; s.off == vacant && off != vacant {
 		s.off, s.p = off, p
 		t.count++
@@ -167,9 +181,9 @@ func (t *leaseTable) place(off int64, p pending) {
 }
 
 // setFar makes p off's entry in far.
-func (t *leaseTable) setFar(off int64, p pending) {
+func (t *offsetTable[V]) setFar(off int64, p V) {
 	if t.far == nil {
-		t.far = make(map[int64]pending)
+		t.far = make(map[int64]V)
 	}
 	t.far[off] = p
 }
