@@ -104,8 +104,9 @@ type Config struct {
 	MaxInFlight int
 	// Logger receives a line for each request answered InternalFailure. Nil means none.
 	Logger *slog.Logger
-	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew
-	// and of the Date of error answers. Nil means time.Now.
+	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew,
+	// of the Date of error answers, of a queue's timestamps and of RecentWindow (one purge a
+	// queue, no CreateQueue of a name deleted). Nil means time.Now.
 	Now func() time.Time
 	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
 	// Receipt handles in the package doc). Every handler a client's handles may reach (each
@@ -149,20 +150,21 @@ type Handler struct {
 	baseURL string
 	produce func(context.Context, string, router.Record) (int32, int64, error)
 	// keepsAttributes: produce keeps message attributes (Config.ProduceRecord).
-	keepsAttributes bool
-	authorize       func(*http.Request, Request) error
-	verifier        *verifier // nil: no signature is checked
-	identity        func(*http.Request) string
-	customIdentity  bool // identity is the host's Config.Identity
-	slots           *frontend.Slots
-	log             *slog.Logger
-	now             func() time.Time
-	tags            *receiptTagger
-	first           firstReceives
-	routes          router.Routes
-	store           QueueStore // nil: Config.Queues, and no queue management
-	region, account string     // of QueueArn
-	moves           moveTasks
+	keepsAttributes   bool
+	authorize         func(*http.Request, Request) error
+	verifier          *verifier // nil: no signature is checked
+	identity          func(*http.Request) string
+	customIdentity    bool // identity is the host's Config.Identity
+	slots             *frontend.Slots
+	log               *slog.Logger
+	now               func() time.Time
+	tags              *receiptTagger
+	first             firstReceives
+	routes            router.Routes
+	store             QueueStore // nil: Config.Queues, and no queue management
+	region, account   string     // of QueueArn
+	moves             moveTasks
+	purges, deletions recent // when each queue was last purged, deleted: PurgeQueueInProgress, QueueDeletedRecently
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
