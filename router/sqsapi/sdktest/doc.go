@@ -31,4 +31,15 @@
 //	SQSAPI_BOTO3_PATH=/tmp/boto3-query/usr/lib/python3/dist-packages go test -run Boto3 ./...
 //
 // (SQSAPI_PYTHON names the Python, python3 when unset.)
+//
+// TestJSClient drives the handler with the AWS SDK for JavaScript v3 (@aws-sdk/client-sqs,
+// the JSON protocol, SigV4 from static credentials; testdata/jsclient/sqs_client.js), and
+// TestServerJSClient cmd/sqsd, with a message redriven to its dead-letter queue and moved
+// back. They need Node.js 20 or later and the SDK of testdata/jsclient/package-lock.json,
+// which npm ci installs where SQSAPI_JS_DIR says (the directory's node_modules), or into
+// testdata/jsclient itself; without node or the SDK they are skipped, unless SQSAPI_JS_DIR
+// is set:
+//
+//	cp testdata/jsclient/package*.json /tmp/jsclient && (cd /tmp/jsclient && npm ci)
+//	SQSAPI_JS_DIR=/tmp/jsclient/node_modules go test -run JSClient ./...
 package sdktest
