@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,6 +372,17 @@ func TestPurgeQueueInProgress(t *testing.T) {
 	require.Equal(t, "InternalFailure", failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`)).Type)
 	e.store.PurgeTopic = purge
 	ok(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`), nil)
+
+	// Purges at once: one purges, the others are refused.
+	e.advance(sqsapi.RecentWindow)
+	codes := make([]int, 8)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() { codes[i] = e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`).Code })
+	}
+	wg.Wait()
+	slices.Sort(codes)
+	require.Equal(t, []int{200, 403, 403, 403, 403, 403, 403, 403}, codes)
 }
 
 // TestQueueDeletedRecently: a queue's name is not created again within RecentWindow of its
@@ -417,6 +429,15 @@ func TestQueueDeletedRecently(t *testing.T) {
 	e.advance(sqsapi.RecentWindow)
 	require.Equal(t, "QueueDoesNotExist", failed(t, e.call("DeleteQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
 	ok(t, e.call("CreateQueue", `{"QueueName":"nope"}`), nil)
+
+	// A delete whose topic the host failed to delete still deleted the queue: its name is
+	// refused as any deleted one's.
+	deleteTopic := e.store.DeleteTopic
+	e.store.DeleteTopic = func(context.Context, string) error { return errors.New("the host's log is down") }
+	require.Equal(t, "InternalFailure", failed(t, e.call("DeleteQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
+	e.store.DeleteTopic = deleteTopic
+	require.NotContains(t, e.queues(), "nope")
+	require.Equal(t, "QueueDeletedRecently", failed(t, e.call("CreateQueue", `{"QueueName":"nope"}`)).Type)
 }
 
 // TestManagementRefusals: bad input to the management actions gets SQS's typed errors and
