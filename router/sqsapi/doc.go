@@ -157,8 +157,8 @@
 //	                    nothing (a purge the store failed does not count)
 //
 // Both windows are on Config.Now's clock and kept in the handler's memory: each handler of
-// a cluster keeps its own, and a restarted one starts with none. A client told to wait loses
-// only time if another handler lets it through; SQS's own windows are no stronger.
+// a cluster keeps its own, and a restarted one starts with none (a refusal only makes a
+// client wait, so a window forgotten loses nothing).
 //
 // The attributes a queue keeps, and which act:
 //
@@ -413,11 +413,9 @@
 //	400     InvalidAttributeValue         InvalidAttributeValue                     a queue attribute's value refused
 //	400     QueueNameExists               QueueAlreadyExists                        CreateQueue of an existing queue
 //	                                                                                with another attribute
-//	400     QueueDeletedRecently          AWS.SimpleQueueService.QueueDeletedRecently
-//	                                                                                CreateQueue of a name deleted
+//	400     QueueDeletedRecently          AWS.SimpleQueueService.QueueDeletedRecently CreateQueue of a name deleted
 //	                                                                                within 60 s
-//	403     PurgeQueueInProgress          AWS.SimpleQueueService.PurgeQueueInProgress
-//	                                                                                PurgeQueue within 60 s of the
+//	403     PurgeQueueInProgress          AWS.SimpleQueueService.PurgeQueueInProgress PurgeQueue within 60 s of the
 //	                                                                                queue's last purge
 //	400     ResourceNotFoundException     ResourceNotFoundException                 a move task's queue or handle
 //	                                                                                unknown

@@ -150,21 +150,24 @@ type Handler struct {
 	baseURL string
 	produce func(context.Context, string, router.Record) (int32, int64, error)
 	// keepsAttributes: produce keeps message attributes (Config.ProduceRecord).
-	keepsAttributes   bool
-	authorize         func(*http.Request, Request) error
-	verifier          *verifier // nil: no signature is checked
-	identity          func(*http.Request) string
-	customIdentity    bool // identity is the host's Config.Identity
-	slots             *frontend.Slots
-	log               *slog.Logger
-	now               func() time.Time
-	tags              *receiptTagger
-	first             firstReceives
-	routes            router.Routes
-	store             QueueStore // nil: Config.Queues, and no queue management
-	region, account   string     // of QueueArn
-	moves             moveTasks
-	purges, deletions recent // when each queue was last purged, deleted: PurgeQueueInProgress, QueueDeletedRecently
+	keepsAttributes bool
+	authorize       func(*http.Request, Request) error
+	verifier        *verifier // nil: no signature is checked
+	identity        func(*http.Request) string
+	customIdentity  bool // identity is the host's Config.Identity
+	slots           *frontend.Slots
+	log             *slog.Logger
+	now             func() time.Time
+	tags            *receiptTagger
+	first           firstReceives
+	routes          router.Routes
+	store           QueueStore // nil: Config.Queues, and no queue management
+	region, account string     // of QueueArn
+	moves           moveTasks
+
+	// When each queue was last purged and deleted, for PurgeQueueInProgress and
+	// QueueDeletedRecently.
+	purges, deletions recent
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
