@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // config is what the flags set.
@@ -26,6 +27,7 @@ type config struct {
 	fsync       bool // fsync every append
 
 	ready func(url string) // tests: told the URL once the server serves
+	now   func() time.Time // tests: the front end's clock (nil: time.Now)
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {

@@ -8,26 +8,38 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router/sqsapi"
 )
 
 // An sqsServer is a server opened in a test's directory, served in-process without a
 // listener, and checks no signature.
 type sqsServer struct {
-	t   *testing.T
-	cfg config
-	s   *server
+	t     *testing.T
+	cfg   config
+	s     *server
+	ahead atomic.Int64 // how far the front end's clock is ahead of time.Now, in ns
 }
 
 func openTestServer(t *testing.T, dir string) *sqsServer {
 	t.Helper()
-	cfg := config{dir: dir, noAuth: true, partitions: 2, baseURL: "http://localhost:9324"}
-	s, err := openServer(cfg, slog.New(slog.DiscardHandler))
+	ts := &sqsServer{t: t}
+	ts.cfg = config{dir: dir, noAuth: true, partitions: 2, baseURL: "http://localhost:9324",
+		now: func() time.Time { return time.Now().Add(time.Duration(ts.ahead.Load())) }}
+	s, err := openServer(ts.cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	return &sqsServer{t: t, cfg: cfg, s: s}
+	ts.s = s
+	return ts
 }
+
+// advance moves the front end's clock d ahead: past the 60 s in which SQS refuses a deleted
+// queue's name, say.
+func (ts *sqsServer) advance(d time.Duration) { ts.ahead.Add(int64(d)) }
 
 // call sends action with body (marshalled to JSON) and decodes the answer into out, if
 // not nil; the status must be 200.
@@ -110,6 +122,7 @@ func TestRedriveDiscardsWhatItCopied(t *testing.T) {
 	ts.call("DeleteQueue", map[string]any{"QueueUrl": ts.url("dlq")}, nil)
 	ts.poison("orders", "second")
 	require.Len(t, ts.quarantined("orders"), 1, "no dead-letter queue: it stays quarantined")
+	ts.advance(sqsapi.RecentWindow) // a deleted queue's name is refused for 60 s
 	ts.call("CreateQueue", map[string]any{"QueueName": "dlq"}, nil)
 	require.NoError(t, ts.s.Close())
 

@@ -129,6 +129,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		ReceiptKey:    key,
 		Logger:        logger,
 		Routes:        routes{s},
+		Now:           cfg.now,
 	})
 	if err != nil {
 		return nil, err

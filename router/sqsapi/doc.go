@@ -136,9 +136,10 @@
 //	                    nothing (its tags neither), when each attribute given has the
 //	                    queue's value; QueueNameExists (query code QueueAlreadyExists) when
 //	                    one has another
-//	DeleteQueue         the queue and its topic, at once (SQS takes up to 60 s, and refuses
-//	                    a new queue of the name meanwhile: here it may be created again at
-//	                    once, and starts empty)
+//	DeleteQueue         the queue and its topic, at once (SQS takes up to 60 s); a
+//	                    CreateQueue of the name within RecentWindow (60 s) of the delete is
+//	                    QueueDeletedRecently, as SQS refuses it; after, the queue starts
+//	                    empty
 //	ListQueues          the URLs of the queues whose names begin with QueueNamePrefix, in
 //	                    order of name: without MaxResults, up to 1,000; with it (1 to 1,000),
 //	                    a page and a NextToken for the next (a NextToken of another prefix,
@@ -150,8 +151,14 @@
 //	ListQueueTags       the tags
 //	PurgeQueue          through the store, when it is a QueuePurger (MemQueueStore with a
 //	                    PurgeTopic): every message below the topic's high watermarks deleted,
-//	                    durably; otherwise UnsupportedOperation (see Not supported). SQS's
-//	                    one purge in 60 s (PurgeQueueInProgress) is not enforced.
+//	                    durably; otherwise UnsupportedOperation (see Not supported). One
+//	                    purge a queue in RecentWindow (60 s), as SQS allows: another within
+//	                    60 s of the last that purged is PurgeQueueInProgress and deletes
+//	                    nothing (a purge the store failed does not count)
+//
+// Both windows are on Config.Now's clock and kept in the handler's memory: each handler of
+// a cluster keeps its own, and a restarted one starts with none (a refusal only makes a
+// client wait, so a window forgotten loses nothing).
 //
 // The attributes a queue keeps, and which act:
 //
@@ -406,6 +413,10 @@
 //	400     InvalidAttributeValue         InvalidAttributeValue                     a queue attribute's value refused
 //	400     QueueNameExists               QueueAlreadyExists                        CreateQueue of an existing queue
 //	                                                                                with another attribute
+//	400     QueueDeletedRecently          AWS.SimpleQueueService.QueueDeletedRecently CreateQueue of a name deleted
+//	                                                                                within 60 s
+//	403     PurgeQueueInProgress          AWS.SimpleQueueService.PurgeQueueInProgress PurgeQueue within 60 s of the
+//	                                                                                queue's last purge
 //	400     ResourceNotFoundException     ResourceNotFoundException                 a move task's queue or handle
 //	                                                                                unknown
 //	400     InvalidMessageContents        InvalidMessageContents                    a body character SQS refuses
@@ -433,6 +444,8 @@
 //	                                                                                client's context ended
 //	500     InternalFailure               InternalFailure                           anything else (a host error), logged
 //
+// PurgeQueueInProgress's 403 is the status of SQS's service model, which the SDKs are
+// generated from (its API reference says 400); the SDKs tell the error by its code.
 // A body over MaxRequestBytes is InvalidParameterValue (BatchRequestTooLong for a batch).
 // Nothing malformed reaches the node; no request panics the handler.
 //

@@ -34,6 +34,8 @@ var (
 	codeInvalidAttributeName     = &code{"InvalidAttributeName", "InvalidAttributeName", 400, true}
 	codeInvalidAttributeValue    = &code{"InvalidAttributeValue", "InvalidAttributeValue", 400, true}
 	codeQueueNameExists          = &code{"QueueNameExists", "QueueAlreadyExists", 400, true}
+	codeQueueDeletedRecently     = &code{"QueueDeletedRecently", "AWS.SimpleQueueService.QueueDeletedRecently", 400, true}
+	codePurgeQueueInProgress     = &code{"PurgeQueueInProgress", "AWS.SimpleQueueService.PurgeQueueInProgress", 403, true} // 403 in SQS's model, which the SDKs follow
 	codeInvalidMessageContents   = &code{"InvalidMessageContents", "InvalidMessageContents", 400, true}
 	codeUnsupportedOperation     = &code{"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400, true}
 	codeEmptyBatchRequest        = &code{"EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", 400, true}

@@ -104,8 +104,9 @@ type Config struct {
 	MaxInFlight int
 	// Logger receives a line for each request answered InternalFailure. Nil means none.
 	Logger *slog.Logger
-	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew
-	// and of the Date of error answers. Nil means time.Now.
+	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew,
+	// of the Date of error answers, of a queue's timestamps and of RecentWindow (one purge a
+	// queue, no CreateQueue of a name deleted). Nil means time.Now.
 	Now func() time.Time
 	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
 	// Receipt handles in the package doc). Every handler a client's handles may reach (each
@@ -163,6 +164,10 @@ type Handler struct {
 	store           QueueStore // nil: Config.Queues, and no queue management
 	region, account string     // of QueueArn
 	moves           moveTasks
+
+	// When each queue was last purged and deleted, for PurgeQueueInProgress and
+	// QueueDeletedRecently.
+	purges, deletions recent
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.

@@ -216,6 +216,9 @@ func (h *Handler) createQueue(c *call) error {
 			return rec, nil
 		}
 		now := h.now()
+		if h.deletions.within(name, now) {
+			return QueueRecord{}, fail(codeQueueDeletedRecently, "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
+		}
 		rec = QueueRecord{Attributes: defaultAttributes(), Tags: maps.Clone(in.Tags), Created: now, Modified: now}
 		setAttributes(&rec, attrs)
 		if rec.Tags == nil {
@@ -252,7 +255,14 @@ func (h *Handler) deleteQueue(c *call) error {
 	if err != nil {
 		return err
 	}
+	// Marked before the store deletes, so that no CreateQueue slips in between; undone when
+	// the queue is still there.
+	at := h.now()
+	prev, had := h.deletions.set(name, at)
 	if err := h.store.DeleteQueue(c.r.Context(), name); err != nil {
+		if _, still := h.store.Queue(name); still || errors.Is(err, ErrQueueNotFound) {
+			h.deletions.undo(name, at, prev, had)
+		}
 		if errors.Is(err, ErrQueueNotFound) {
 			return fail(codeQueueDoesNotExist, "The specified queue does not exist.")
 		}
@@ -270,7 +280,13 @@ func (h *Handler) purgeQueue(c *call) error {
 	}
 	purger, ok := h.store.(QueuePurger)
 	if ok {
-		err = purger.PurgeQueue(c.r.Context(), name, ref.rec)
+		at := h.now()
+		if !h.purges.claim(name, at) {
+			return fail(codePurgeQueueInProgress, "Only one PurgeQueue operation on "+name+" is allowed every 60 seconds.")
+		}
+		if err = purger.PurgeQueue(c.r.Context(), name, ref.rec); err != nil {
+			h.purges.undo(name, at, time.Time{}, false) // no purge: another may come at once
+		}
 	}
 	if !ok || errors.Is(err, errors.ErrUnsupported) {
 		return fail(codeUnsupportedOperation, "PurgeQueue is not supported by this endpoint: the host's queue store cannot empty a queue's topic.")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,10 +314,130 @@ func TestPurgeQueue(t *testing.T) {
 	ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"after"}`), nil)
 	require.Equal(t, "after", e.receive(`{"QueueUrl":"` + q + `"}`)[0].Body)
 
+	e.advance(sqsapi.RecentWindow) // past the one purge a queue SQS allows in 60 s
 	e.store.PurgeTopic = nil
 	got := failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`))
 	require.Equal(t, sqsError{400, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender", got.Message}, got)
 	require.Equal(t, "QueueDoesNotExist", failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
+}
+
+// TestPurgeQueueInProgress: a queue is purged once in RecentWindow, as SQS purges it: a
+// second PurgeQueue within 60 s of the last one that purged is PurgeQueueInProgress (403 in
+// both protocols) and deletes nothing; one at 60 s purges; another queue's purges are its
+// own; a purge that failed does not count.
+func TestPurgeQueueInProgress(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	q, other := baseURL+"/jobs", baseURL+"/other"
+	ok(t, e.call("CreateQueue", `{"QueueName":"jobs"}`), nil)
+	ok(t, e.call("CreateQueue", `{"QueueName":"other"}`), nil)
+	inProgress := sqsError{403, "PurgeQueueInProgress", "AWS.SimpleQueueService.PurgeQueueInProgress;Sender",
+		"Only one PurgeQueue operation on jobs is allowed every 60 seconds."}
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		queue   string
+		refused bool
+	}{
+		{name: "first", queue: q},
+		{name: "at once", queue: q, refused: true},
+		{name: "another queue", queue: other},
+		{name: "59 s later", advance: 59 * time.Second, queue: q, refused: true},
+		{name: "59.999 s later", advance: time.Second - time.Millisecond, queue: q, refused: true},
+		{name: "60 s later", advance: time.Millisecond, queue: q},
+		{name: "30 s after that", advance: 30 * time.Second, queue: q, refused: true},
+		{name: "the other, 90 s after its purge", queue: other},
+	} {
+		e.advance(step.advance)
+		ok(t, e.call("SendMessage", `{"QueueUrl":"`+step.queue+`","MessageBody":"kept?"}`), nil)
+		rec := e.call("PurgeQueue", `{"QueueUrl":"`+step.queue+`"}`)
+		if !step.refused {
+			ok(t, rec, nil)
+			require.Empty(t, e.receive(`{"QueueUrl":"`+step.queue+`"}`), step.name)
+			continue
+		}
+		require.Equal(t, inProgress, failed(t, rec), step.name)
+		got := e.receive(`{"QueueUrl":"` + step.queue + `","VisibilityTimeout":1}`)
+		require.Len(t, got, 1, "%s: a refused purge deletes nothing", step.name)
+		ok(t, e.call("DeleteMessage", `{"QueueUrl":"`+step.queue+`","ReceiptHandle":"`+got[0].ReceiptHandle+`"}`), nil)
+	}
+
+	// The query protocol's encoding of the refusal.
+	require.Equal(t, [3]string{"Forbidden", "Sender", "AWS.SimpleQueueService.PurgeQueueInProgress"},
+		queryError(t, queryCall(e.h, "PurgeQueue", url.Values{"QueueUrl": {q}})))
+
+	// A purge the store failed is no purge: the next may come at once.
+	e.advance(sqsapi.RecentWindow)
+	purge := e.store.PurgeTopic
+	e.store.PurgeTopic = func(context.Context, string) error { return errors.New("the host's log is down") }
+	require.Equal(t, "InternalFailure", failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`)).Type)
+	e.store.PurgeTopic = purge
+	ok(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`), nil)
+
+	// Purges at once: one purges, the others are refused.
+	e.advance(sqsapi.RecentWindow)
+	codes := make([]int, 8)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() { codes[i] = e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`).Code })
+	}
+	wg.Wait()
+	slices.Sort(codes)
+	require.Equal(t, []int{200, 403, 403, 403, 403, 403, 403, 403}, codes)
+}
+
+// TestQueueDeletedRecently: a queue's name is not created again within RecentWindow of its
+// deletion, as SQS refuses it: QueueDeletedRecently (400 in both protocols), creating
+// nothing; another name is created at once, and the name again at 60 s.
+func TestQueueDeletedRecently(t *testing.T) {
+	e := newStoreEnv(t, sqsapi.Config{})
+	q := baseURL + "/jobs"
+	ok(t, e.call("CreateQueue", `{"QueueName":"jobs"}`), nil)
+	ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"old"}`), nil)
+	ok(t, e.call("DeleteQueue", `{"QueueUrl":"`+q+`"}`), nil)
+	recently := sqsError{400, "QueueDeletedRecently", "AWS.SimpleQueueService.QueueDeletedRecently;Sender",
+		"You must wait 60 seconds after deleting a queue before you can create another with the same name."}
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		body    string
+		refused bool
+	}{
+		{name: "at once", body: `{"QueueName":"jobs"}`, refused: true},
+		{name: "with attributes", body: `{"QueueName":"jobs","Attributes":{"VisibilityTimeout":"60"}}`, refused: true},
+		{name: "another name", body: `{"QueueName":"jobs2"}`},
+		{name: "59.999 s later", advance: 59*time.Second + 999*time.Millisecond, body: `{"QueueName":"jobs"}`, refused: true},
+		{name: "60 s later", advance: time.Millisecond, body: `{"QueueName":"jobs"}`},
+		{name: "again, existing", body: `{"QueueName":"jobs"}`},
+	} {
+		e.advance(step.advance)
+		rec := e.call("CreateQueue", step.body)
+		if !step.refused {
+			ok(t, rec, nil)
+			continue
+		}
+		require.Equal(t, recently, failed(t, rec), step.name)
+		require.NotContains(t, e.queues(), "jobs", "%s: nothing created", step.name)
+	}
+	require.Contains(t, e.queues(), "jobs")
+
+	// The query protocol's encoding, and a deletion through it counts alike.
+	queryOK(t, queryCall(e.h, "DeleteQueue", url.Values{"QueueUrl": {q}}))
+	require.Equal(t, [3]string{"Bad Request", "Sender", "AWS.SimpleQueueService.QueueDeletedRecently"},
+		queryError(t, queryCall(e.h, "CreateQueue", url.Values{"QueueName": {"jobs"}})))
+
+	// A delete of a queue that is not there marks nothing.
+	e.advance(sqsapi.RecentWindow)
+	require.Equal(t, "QueueDoesNotExist", failed(t, e.call("DeleteQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
+	ok(t, e.call("CreateQueue", `{"QueueName":"nope"}`), nil)
+
+	// A delete whose topic the host failed to delete still deleted the queue: its name is
+	// refused as any deleted one's.
+	deleteTopic := e.store.DeleteTopic
+	e.store.DeleteTopic = func(context.Context, string) error { return errors.New("the host's log is down") }
+	require.Equal(t, "InternalFailure", failed(t, e.call("DeleteQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
+	e.store.DeleteTopic = deleteTopic
+	require.NotContains(t, e.queues(), "nope")
+	require.Equal(t, "QueueDeletedRecently", failed(t, e.call("CreateQueue", `{"QueueName":"nope"}`)).Type)
 }
 
 // TestManagementRefusals: bad input to the management actions gets SQS's typed errors and

@@ -13,7 +13,8 @@ import (
 // answers), as Debian's python3-boto3 (1.26) and every botocore before 1.31 speak it: it
 // sends with typed attributes and a trace header, receives, gives up six times with
 // ChangeMessageVisibility 0, changes and deletes in batches, reads the queue's attributes,
-// creates, lists, configures, tags, purges and deletes queues, sets a RedrivePolicy (and
+// creates, lists, configures, tags, purges and deletes queues (a second purge and a new
+// queue of the deleted name refused within 60 s), sets a RedrivePolicy (and
 // is refused a bad one), and checks the SDK's errors,
 // a wrong secret's and an unknown key's among them, every request signed with SigV4 as
 // botocore signs it (testdata/boto3_query.py). SQSAPI_PYTHON names the Python (python3 when

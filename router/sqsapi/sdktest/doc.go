@@ -31,4 +31,30 @@
 //	SQSAPI_BOTO3_PATH=/tmp/boto3-query/usr/lib/python3/dist-packages go test -run Boto3 ./...
 //
 // (SQSAPI_PYTHON names the Python, python3 when unset.)
+//
+// TestServerAWSCLI drives cmd/sqsd with the AWS CLI (create-queue, send-message with typed
+// attributes, receive-message, get-queue-attributes, delete-message, purge-queue, ...): the
+// aws command on PATH, or Debian's awscli 2.9, whose own botocore speaks the query protocol,
+// unpacked with its Python dependencies (compiled for Debian's Python 3.11) into the
+// directory SQSAPI_AWSCLI_ROOT names; boto3's directory above serves, as they share packages:
+//
+//	apt-get download awscli python3-awscrt python3-colorama python3-cryptography \
+//		python3-cffi-backend python3-distro python3-docutils python3-roman \
+//		python3-prompt-toolkit python3-wcwidth python3-ruamel.yaml python3-ruamel.yaml.clib \
+//		python3-pyasn1
+//	for f in awscli*.deb python3-*.deb; do dpkg -x $f /tmp/boto3-query; done
+//	SQSAPI_AWSCLI_ROOT=/tmp/boto3-query go test -run AWSCLI ./...
+//
+// It is skipped when there is neither.
+//
+// TestJSClient drives the handler with the AWS SDK for JavaScript v3 (@aws-sdk/client-sqs,
+// the JSON protocol, SigV4 from static credentials; testdata/jsclient/sqs_client.js), and
+// TestServerJSClient cmd/sqsd, with a message redriven to its dead-letter queue and moved
+// back. They need Node.js 20 or later and the SDK of testdata/jsclient/package-lock.json,
+// which npm ci installs where SQSAPI_JS_DIR says (the directory's node_modules), or into
+// testdata/jsclient itself; without node or the SDK they are skipped, unless SQSAPI_JS_DIR
+// is set:
+//
+//	mkdir /tmp/jsclient && cp testdata/jsclient/package*.json /tmp/jsclient && (cd /tmp/jsclient && npm ci)
+//	SQSAPI_JS_DIR=/tmp/jsclient/node_modules go test -run JSClient ./...
 package sdktest

@@ -13,7 +13,9 @@ import (
 // TestQueueManagement: the SDK creates a queue with attributes and tags (again: its URL;
 // with another attribute: *types.QueueNameExists), lists queues a page at a time with its
 // paginator, reads and sets the attributes, which act (a send over MaximumMessageSize is
-// refused), tags and untags, purges and deletes; bad attributes are the SDK's typed errors.
+// refused), tags and untags, purges (again at once: *types.PurgeQueueInProgress) and deletes
+// (created again at once: *types.QueueDeletedRecently); bad attributes are the SDK's typed
+// errors.
 func TestQueueManagement(t *testing.T) {
 	_, c, _ := newClient(t)
 	in := &sqs.CreateQueueInput{QueueName: aws.String("jobs"),
@@ -83,12 +85,18 @@ func TestQueueManagement(t *testing.T) {
 	got, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10})
 	require.NoError(t, err)
 	require.Empty(t, got.Messages, "purged")
+	_, err = c.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: q})
+	var inProgress *types.PurgeQueueInProgress
+	require.ErrorAs(t, err, &inProgress, "one purge in 60 s")
 
 	_, err = c.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: q})
 	require.NoError(t, err)
 	var missing *types.QueueDoesNotExist
 	_, err = c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("jobs")})
 	require.ErrorAs(t, err, &missing)
+	_, err = c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+	var recently *types.QueueDeletedRecently
+	require.ErrorAs(t, err, &recently, "a deleted queue's name is refused for 60 s")
 	list, err := c.ListQueues(ctx, &sqs.ListQueuesInput{})
 	require.NoError(t, err)
 	require.Len(t, list.QueueUrls, 4, "orders, jobs-2, jobs-3, other")

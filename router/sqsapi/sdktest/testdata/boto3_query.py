@@ -153,11 +153,21 @@ c.untag_queue(QueueUrl=jobs, TagKeys=["team"])
 assert c.list_queue_tags(QueueUrl=jobs)["Tags"] == {"env": "test"}
 c.purge_queue(QueueUrl=jobs)
 assert "Messages" not in c.receive_message(QueueUrl=jobs, MaxNumberOfMessages=10), "purged"
+try:
+    c.purge_queue(QueueUrl=jobs)
+    raise AssertionError("no PurgeQueueInProgress: one purge in 60 s")
+except c.exceptions.PurgeQueueInProgress:
+    pass
 c.delete_queue(QueueUrl=jobs)
 try:
     c.get_queue_url(QueueName="jobs")
     raise AssertionError("no QueueDoesNotExist")
 except c.exceptions.QueueDoesNotExist:
+    pass
+try:
+    c.create_queue(QueueName="jobs")
+    raise AssertionError("no QueueDeletedRecently: a deleted queue's name is refused for 60 s")
+except c.exceptions.QueueDeletedRecently:
     pass
 
 # Errors: the SDK's modeled exceptions, by the query codes.
