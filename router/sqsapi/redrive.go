@@ -145,6 +145,10 @@ func (h *Handler) checkRedrive(queue string, attrs map[string]string) error {
 		return invalidValue("RedrivePolicy", strconv.Quote(truncate(s)), "Dead letter target does not exist.")
 	case dlq == queue:
 		return invalidValue("RedrivePolicy", strconv.Quote(truncate(s)), "A queue cannot be its own dead letter target.")
+	case isFIFOName(dlq) != isFIFOName(queue):
+		// A FIFO queue's dead letters keep their groups in a FIFO queue; a standard queue's
+		// have no order to keep.
+		return invalidValue("RedrivePolicy", strconv.Quote(truncate(s)), "Dead-letter target must be the same type of queue as the source: FIFO for a FIFO queue, standard for a standard one.")
 	}
 	return nil
 }
