@@ -290,7 +290,9 @@ func TestFIFOOrder(t *testing.T) {
 		}
 		ok(t, f.call("SendMessageBatch", `{"QueueUrl":"`+baseURL+`/jobs.fifo","Entries":[`+strings.Join(entries, ",")+`]}`), &batch)
 		require.Len(t, batch.Successful, 5)
-		var seqs struct{ Successful []struct{ Id, MessageId, SequenceNumber string } }
+		var seqs struct {
+			Successful []struct{ Id, MessageId, SequenceNumber string }
+		}
 		ok(t, f.call("SendMessageBatch", `{"QueueUrl":"`+baseURL+`/jobs.fifo","Entries":[`+strings.Join(entries, ",")+`]}`), &seqs)
 		require.Len(t, f.produced(), 5, "the batch again is five duplicates: content-based deduplication")
 
@@ -369,7 +371,9 @@ func TestFIFODeduplication(t *testing.T) {
 		seqNum(t, message{Attributes: map[string]string{"SequenceNumber": orig.SequenceNumber}}))
 
 	// Within one batch, the second entry of an id is the first's duplicate.
-	var batch struct{ Successful []struct{ Id, MessageId, SequenceNumber string } }
+	var batch struct {
+		Successful []struct{ Id, MessageId, SequenceNumber string }
+	}
 	ok(t, f.call("SendMessageBatch", `{"QueueUrl":"`+baseURL+`/jobs.fifo","Entries":[`+
 		`{"Id":"a","MessageBody":"x","MessageGroupId":"g","MessageDeduplicationId":"b1"},`+
 		`{"Id":"b","MessageBody":"y","MessageGroupId":"h","MessageDeduplicationId":"b1"}]}`), &batch)
