@@ -95,7 +95,7 @@ func redrivePolicyOf(rec QueueRecord) (RedrivePolicy, bool) {
 
 // MaxDeliveries is the router.TopicConfig.MaxDeliveries of a queue's topic: its
 // RedrivePolicy's maxReceiveCount, or 0 (unlimited) when it has none. A host's
-// router.Config.Topic answers it for the queue's topic, and its QueueStore calls
+// router.Config.Topic answers it for the queue's topic (TopicConfig does), and its QueueStore calls
 // router.Node.ReloadTopic when a record's RedrivePolicy changes, so that the node
 // quarantines a message after that many receives and router.Config.OnQuarantine hands it
 // to DeadLetter.
