@@ -92,7 +92,8 @@
 //	                               timestamps (see Queue management)
 //	CreateQueue, DeleteQueue,      with Config.Store (see Queue management); without it,
 //	ListQueues, SetQueueAttributes, UnsupportedOperation (but a CreateQueue of an existing
-//	TagQueue, UntagQueue,          queue without attributes or tags, which answers its URL)
+//	TagQueue, UntagQueue,          queue without attributes (but a FIFO queue's defaults)
+//	                               or tags, which answers its URL)
 //	ListQueueTags, PurgeQueue
 //	StartMessageMoveTask,          with Config.Store (see Redrive)
 //	ListMessageMoveTasks,

@@ -270,7 +270,7 @@ func (w *dedupWindow) forgetOldest() {
 // DeduplicationWindow: then the original's MessageId and SequenceNumber are answered and
 // nothing is sent. A send of the key in progress is waited for; one that failed is tried again
 // here.
-func (h *Handler) sendFIFO(ctx context.Context, queue, topic string, ref *queueRef, m *sentMessage) (id string, seq string, err error) {
+func (h *Handler) sendFIFO(ctx context.Context, queue string, ref *queueRef, m *sentMessage) (id string, seq string, err error) {
 	key := m.dedupID
 	if ref.rec.Attributes[attrDeduplicationScope] == "messageGroup" {
 		key = string(m.group) + "\x00" + key // no id holds a zero byte
@@ -278,7 +278,7 @@ func (h *Handler) sendFIFO(ctx context.Context, queue, topic string, ref *queueR
 	for {
 		e, dup := h.dedup.claim(queue, key, h.now())
 		if !dup {
-			p, off, err := h.produce(ctx, topic, m.record())
+			p, off, err := h.produce(ctx, ref.topic, m.record())
 			h.dedup.finish(queue, e, p, off, err)
 			if err != nil {
 				return "", "", err

@@ -257,7 +257,7 @@ func TestFIFOSendRefusals(t *testing.T) {
 
 // TestFIFOWithoutProduceRecord: a handler whose Produce keeps bodies only refuses a message
 // group rather than dropping it; a FIFO queue of Config.Queues (its name's) answers SQS's
-// FIFO attributes' defaults.
+// FIFO attributes' defaults, and a CreateQueue of it with those.
 func TestFIFOWithoutProduceRecord(t *testing.T) {
 	fk := &fakeNode{}
 	produced := 0
@@ -270,6 +270,10 @@ func TestFIFOWithoutProduceRecord(t *testing.T) {
 	var out struct{ Attributes map[string]string }
 	ok(t, call(h, "GetQueueAttributes", `{"QueueUrl":"`+baseURL+`/jobs.fifo","AttributeNames":["FifoQueue","ContentBasedDeduplication"]}`), &out)
 	require.Equal(t, map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "false"}, out.Attributes)
+	var created struct{ QueueUrl string }
+	ok(t, call(h, "CreateQueue", `{"QueueName":"jobs.fifo","Attributes":{"FifoQueue":"true"}}`), &created)
+	require.Equal(t, baseURL+"/jobs.fifo", created.QueueUrl, "the host's FIFO queue, as its client expects it")
+	require.Equal(t, "UnsupportedOperation", failed(t, call(h, "CreateQueue", `{"QueueName":"jobs.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"true"}}`)).Type)
 	var plain struct{ Attributes map[string]string }
 	ok(t, call(h, "GetQueueAttributes", `{"QueueUrl":"`+baseURL+`/orders","AttributeNames":["FifoQueue"]}`), &plain)
 	require.Empty(t, plain.Attributes)

@@ -40,7 +40,9 @@ type Config struct {
 	// queue (QueueDoesNotExist). It is asked on every request, so that a queue may come and
 	// go with its topic; it must be fast and safe for concurrent use. With Queues the
 	// host's queues are fixed: SQS's queue management answers UnsupportedOperation (but a
-	// CreateQueue of an existing queue, without attributes, which answers its URL).
+	// CreateQueue of an existing queue, without attributes, which answers its URL). A queue
+	// whose name ends in .fifo is a FIFO queue (see FIFO queues in the package doc): the host
+	// makes its topic ordered (router.TopicConfig.Ordered).
 	Queues func(name string) (topic string, ok bool)
 	// Store, set instead of Queues, is the host's catalogue of queues, through which the
 	// handler serves SQS's queue management (CreateQueue, DeleteQueue, ListQueues,

@@ -220,7 +220,13 @@ func (h *Handler) createQueue(c *call) error {
 		}
 	}
 	if h.store == nil {
-		if _, ok := h.lookup(name); !ok || len(attrs) > 0 || len(in.Tags) > 0 {
+		// A FIFO queue of the host's is one whose FIFO attributes are SQS's defaults: a
+		// client that creates it as it expects it (FifoQueue=true) gets its URL.
+		same := true
+		for k, v := range attrs {
+			same = same && fifo && fifoDefaults()[k] == v
+		}
+		if _, ok := h.lookup(name); !ok || !same || len(in.Tags) > 0 {
 			return h.needStore(c)
 		}
 		c.reply(queueURLReply(h.queueURL(name)))

@@ -271,7 +271,7 @@ func (r *queueRef) fits(prefix string, m *sentMessage) error {
 // duplicate's are the original's: see sendFIFO).
 func (h *Handler) send(c *call, queue string, ref *queueRef, m *sentMessage) (id, seq string, err error) {
 	if ref.fifo {
-		return h.sendFIFO(c.r.Context(), queue, ref.topic, ref, m)
+		return h.sendFIFO(c.r.Context(), queue, ref, m)
 	}
 	partition, offset, err := h.produce(c.r.Context(), ref.topic, m.record())
 	if err != nil {
