@@ -162,6 +162,7 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 	if p.reserved {
 		p.reserved = false
 		s.reserved--
+		fx.unused++ // never handed to a consumer, as a reservation given back
 	} else {
 		// Under MaxDeliveries the grant's attempt may be persisted: the uncounting is too.
 		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0

@@ -126,6 +126,7 @@ func TestOrderedBind(t *testing.T) {
 		}
 		kept := bindAll(t, s, t0, leases, keys, true)
 		require.Equal(t, []int64{0, 2, 5}, offsetsOf(kept))
+		require.Equal(t, uint64(3), s.counters.Unused.Load(), "the deferred reservations are unused ones")
 		// An unconfirmed reservation that lapses frees its key uncounted.
 		later := t0.Add(11 * time.Second)
 		s.Purge(later)
