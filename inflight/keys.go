@@ -162,6 +162,7 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 	if p.reserved {
 		p.reserved = false
 		s.reserved--
+		fx.unused++ // never handed to a consumer, as a reservation given back
 	} else {
 		// Under MaxDeliveries the grant's attempt may be persisted: the uncounting is too.
 		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
@@ -203,13 +204,26 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 		s.keys.recycle(ks)
 		return
 	}
-	off := ks.queued[0]
-	if p, ok := s.pending.get(off); ok && p.deferred {
-		p.deferred = false
-		s.keys.deferred--
-		s.releaseLocked(off, p, fx)
+	// The key's next records are made visible together, so that one consume may take them
+	// in one batch (one at a time, a hot key's backlog would go one record a consume). Up to a
+	// delayed one, which the later ones wait behind; released ones are visible already.
+	for _, off := range ks.queued[:min(len(ks.queued), keyReleaseRun)] {
+		p, ok := s.pending.get(off)
+		if !ok || p.delayed {
+			break
+		}
+		if p.deferred {
+			p.deferred = false
+			s.keys.deferred--
+			s.releaseLocked(off, p, fx)
+		}
 	}
 }
+
+// keyReleaseRun is how many of a key's deferred records a free makes visible at once: a
+// batch's worth. A consume that takes the first binds the consecutive ones it finds with it;
+// another consume that takes one of the rest defers it again (one read more).
+const keyReleaseRun = 32
 
 // forgetKeysThroughLocked drops what the index knows at or below frontier (a retention jump
 // took those offsets), freeing the keys they held.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
@@ -340,6 +341,20 @@ func (m *model) jump(oldest int64) bool {
 	return true
 }
 
+// settleBelow settles every offset below hwm (a purge): the frontier jumps to hwm-1, and
+// every entry at or below it goes, requeued ones too.
+func (m *model) settleBelow(hwm int64) int64 {
+	moved := max(hwm-1-m.frontier, 0)
+	m.frontier = max(m.frontier, hwm-1)
+	for off := range m.offsets {
+		if off <= m.frontier {
+			delete(m.offsets, off)
+		}
+	}
+	m.advance()
+	return moved
+}
+
 func (m *model) requeue(off int64) bool {
 	o, ok := m.offsets[off]
 	if !ok || o.state != quarantined {
@@ -672,6 +687,17 @@ func (sm *shardMachine) purge(t *rapid.T) {
 	sm.s.Purge(sm.now)
 }
 
+// settleBelow purges the partition below a high watermark at most the log's.
+func (sm *shardMachine) settleBelow(t *rapid.T) {
+	hwm := rapid.Int64Range(0, sm.m.hwm).Draw(t, "hwm")
+	sm.m.purge(sm.now)
+	moved, err := sm.s.SettleBelow(sm.now, hwm)
+	require.NoError(t, err)
+	if want := sm.m.settleBelow(hwm); moved != want {
+		t.Fatalf("SettleBelow(%d) moved %d, want %d", hwm, moved, want)
+	}
+}
+
 func (sm *shardMachine) retention(t *rapid.T) {
 	sm.m.oldest = min(sm.m.oldest+int64(rapid.IntRange(1, 4).Draw(t, "n")), sm.m.hwm)
 }
@@ -837,6 +863,7 @@ func TestShardAgainstModel(t *testing.T) {
 			"requeue":      sm.requeue,
 			"discard":      sm.discard,
 			"purge":        sm.purge,
+			"settleBelow":  sm.settleBelow,
 			"retention":    sm.retention,
 			"toggleClosed": sm.toggleClosed,
 			"restart":      sm.restart,

@@ -126,6 +126,7 @@ func TestOrderedBind(t *testing.T) {
 		}
 		kept := bindAll(t, s, t0, leases, keys, true)
 		require.Equal(t, []int64{0, 2, 5}, offsetsOf(kept))
+		require.Equal(t, uint64(3), s.counters.Unused.Load(), "the deferred reservations are unused ones")
 		// An unconfirmed reservation that lapses frees its key uncounted.
 		later := t0.Add(11 * time.Second)
 		s.Purge(later)
@@ -183,61 +184,66 @@ func TestOrderedBind(t *testing.T) {
 // acks, nacks, give-backs, confirms and time, and checks at every delivery that no other
 // holder holds the record's key and that every lower record of the key is settled or held by
 // the same batch; then that everything drains: no record waits behind a key forever.
-func TestOrderedModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		keyCount := rapid.IntRange(1, 6).Draw(t, "keys")
-		cfg := Config{
-			Ordered:           true,
-			VisibilityTimeout: 10 * time.Second,
-			MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
-			MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
-		}
-		s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
-		m := &orderedModel{s: s, now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{}}
-		t.Repeat(map[string]func(*rapid.T){
-			"append": func(t *rapid.T) {
-				for range rapid.IntRange(1, 8).Draw(t, "n") {
-					m.keyAt = append(m.keyAt, uint64(rapid.IntRange(0, keyCount).Draw(t, "key")))
-				}
-			},
-			"consume": func(t *rapid.T) {
-				m.consume(t, rapid.IntRange(1, 6).Draw(t, "max"), rapid.Bool().Draw(t, "ahead"))
-			},
-			"ack": func(t *rapid.T) {
-				if h, l, ok := m.pick(t); ok {
-					m.checkPrefix(t, h.Offset, l)
-					require.NoError(t, m.s.Ack(m.now, h))
-					m.settled[h.Offset] = true
-					delete(m.live, h)
-				}
-			},
-			"nack": func(t *rapid.T) {
-				if h, _, ok := m.pick(t); ok {
-					delay := time.Duration(rapid.IntRange(0, 3).Draw(t, "delay")) * time.Second
-					require.NoError(t, m.s.Nack(m.now, h, delay))
-					delete(m.live, h)
-				}
-			},
-			"giveBack": func(t *rapid.T) {
-				if h, _, ok := m.pick(t); ok {
-					require.NoError(t, m.s.GiveBack(m.now, h))
-					delete(m.live, h)
-				}
-			},
-			"confirm": func(t *rapid.T) {
-				if h, l, ok := m.pick(t); ok {
-					require.NoError(t, m.s.Confirm(m.now, h))
-					l.reserved = false
-					m.live[h] = l
-				}
-			},
-			"time": func(t *rapid.T) {
-				m.advance(time.Duration(rapid.IntRange(1, 12).Draw(t, "seconds")) * time.Second)
-			},
-			"": func(t *rapid.T) { m.check(t) },
-		})
-		m.drain(t)
+func TestOrderedModel(t *testing.T) { rapid.Check(t, orderedRun) }
+
+// FuzzOrderedModel runs the ordered model on inputs from the fuzzing engine
+// (rapid.MakeFuzz): the key index under any sequence of consumes, settles and time.
+func FuzzOrderedModel(f *testing.F) { f.Fuzz(rapid.MakeFuzz(orderedRun)) }
+
+// orderedRun is one run of the ordered model.
+func orderedRun(t *rapid.T) {
+	keyCount := rapid.IntRange(1, 6).Draw(t, "keys")
+	cfg := Config{
+		Ordered:           true,
+		VisibilityTimeout: 10 * time.Second,
+		MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
+		MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
+	}
+	s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
+	m := &orderedModel{s: s, now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{}}
+	t.Repeat(map[string]func(*rapid.T){
+		"append": func(t *rapid.T) {
+			for range rapid.IntRange(1, 8).Draw(t, "n") {
+				m.keyAt = append(m.keyAt, uint64(rapid.IntRange(0, keyCount).Draw(t, "key")))
+			}
+		},
+		"consume": func(t *rapid.T) {
+			m.consume(t, rapid.IntRange(1, 6).Draw(t, "max"), rapid.Bool().Draw(t, "ahead"))
+		},
+		"ack": func(t *rapid.T) {
+			if h, l, ok := m.pick(t); ok {
+				m.checkPrefix(t, h.Offset, l)
+				require.NoError(t, m.s.Ack(m.now, h))
+				m.settled[h.Offset] = true
+				delete(m.live, h)
+			}
+		},
+		"nack": func(t *rapid.T) {
+			if h, _, ok := m.pick(t); ok {
+				delay := time.Duration(rapid.IntRange(0, 3).Draw(t, "delay")) * time.Second
+				require.NoError(t, m.s.Nack(m.now, h, delay))
+				delete(m.live, h)
+			}
+		},
+		"giveBack": func(t *rapid.T) {
+			if h, _, ok := m.pick(t); ok {
+				require.NoError(t, m.s.GiveBack(m.now, h))
+				delete(m.live, h)
+			}
+		},
+		"confirm": func(t *rapid.T) {
+			if h, l, ok := m.pick(t); ok {
+				require.NoError(t, m.s.Confirm(m.now, h))
+				l.reserved = false
+				m.live[h] = l
+			}
+		},
+		"time": func(t *rapid.T) {
+			m.advance(time.Duration(rapid.IntRange(1, 12).Draw(t, "seconds")) * time.Second)
+		},
+		"": func(t *rapid.T) { m.check(t) },
 	})
+	m.drain(t)
 }
 
 type orderedLease struct {

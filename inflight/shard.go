@@ -1239,7 +1239,8 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 	s.mu.Lock()
 	s.purgeLocked(now.UnixNano(), &fx)
 	if !s.dropped && oldest-1 > s.frontier {
-		s.jumpLocked(oldest-1, &fx)
+		s.jumpLocked(oldest-1, false, &fx)
+		s.counters.RetentionJumps.Add(1)
 		jumped = true
 		fx.dirty = true
 	}
@@ -1263,19 +1264,21 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 }
 
 // jumpLocked moves the frontier to frontier in one step: what lies below is gone from the
-// log, so its leases, delays, acked-ahead, corrupt and quarantine entries go too.
-func (s *Shard) jumpLocked(frontier int64, fx *effects) {
+// log (or purged), so its leases, delays, acked-ahead, corrupt and quarantine entries go too;
+// requeued entries below it stay for a retention jump (their own read finds whether they are
+// gone) and go for a purge.
+func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 	s.frontier = frontier
 	for off, requeued := range s.quarantine {
-		if off <= frontier && !requeued {
-			delete(s.quarantine, off) // its record is gone: nothing left to requeue
+		if off <= frontier && (!requeued || purge) {
+			s.clearQuarantine(off) // its record is gone: nothing left to requeue
 		}
 	}
 	for off, p := range s.pending.all {
 		if off > frontier {
 			continue
 		}
-		if _, requeued := s.quarantine[off]; requeued {
+		if _, requeued := s.quarantine[off]; requeued && !purge {
 			continue // requeued below the frontier: its own read finds whether it is gone
 		}
 		if p.nonce != 0 {
@@ -1300,7 +1303,36 @@ func (s *Shard) jumpLocked(frontier int64, fx *effects) {
 	}
 	s.deadlines.retain(s.isLiveDeadline)
 	s.advanceLocked()
-	s.counters.RetentionJumps.Add(1)
+}
+
+// SettleBelow settles every offset below hwm, as if each had been acked: the frontier jumps
+// to hwm-1 in one step, and every lease, delay, deferral, acked-ahead, corrupt and
+// quarantine entry at or below the frontier goes, quarantined and requeued records the
+// frontier had passed included (a purge of the partition's backlog: a handle of a lease it
+// ended answers ErrAlreadySettled). Records at or above hwm are left as they are. The
+// partition is reported dirty, so the committer persists the jump. It reports how many
+// offsets the frontier moved over (0 when it was at hwm-1 or past it already), and answers
+// ErrMoved, changing nothing, for a shard handed off, deposed or whose grant has lapsed.
+func (s *Shard) SettleBelow(now time.Time, hwm int64) (int64, error) {
+	var fx effects
+	s.mu.Lock()
+	at := now.UnixNano()
+	s.purgeLocked(at, &fx)
+	var moved int64
+	var err error
+	switch {
+	case s.handedOff || s.lapsedAt(at):
+		err = ErrMoved
+	case s.dropped:
+		err = ErrGone
+	default:
+		moved = max(hwm-1-s.frontier, 0)
+		s.jumpLocked(max(hwm-1, s.frontier), true, &fx)
+		fx.dirty, fx.released = true, fx.released+1 // parked consumers look again: above hwm may wait
+	}
+	s.mu.Unlock()
+	s.report(&fx)
+	return moved, err
 }
 
 // Snapshot fills dst with the shard's persisted state, reusing dst's slices: the frontier,

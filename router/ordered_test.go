@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -114,9 +115,15 @@ func TestOrderedTopicConsumersInParallel(t *testing.T) {
 }
 
 func consumeInParallel(t *testing.T, keys []string, consumers int) {
-	records := len(keys)
 	h := orderedHarness(t, keys...)
 	defer h.close()
+	checkKeyOrder(t, len(keys), consumers, func(int) *router.Node { return h.node })
+}
+
+// checkKeyOrder runs consumers, each on the node nodeOf gives it, until records are acked,
+// and checks that no two held records of one key at once and that each key's records came
+// in offset order, each once.
+func checkKeyOrder(t *testing.T, records, consumers int, nodeOf func(consumer int) *router.Node) {
 	var mu sync.Mutex
 	holder := map[string]int{}        // key → the consumer holding it
 	delivered := map[string][]int64{} // key → offsets, in delivery order
@@ -128,7 +135,8 @@ func consumeInParallel(t *testing.T, keys []string, consumers int) {
 		go func() {
 			defer wg.Done()
 			for {
-				msgs, err := h.node.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 1 + c%4, Wait: 50 * time.Millisecond})
+				node := nodeOf(c)
+				msgs, err := node.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 1 + c%4, Wait: 50 * time.Millisecond})
 				if err != nil {
 					errs <- err
 					return
@@ -146,7 +154,7 @@ func consumeInParallel(t *testing.T, keys []string, consumers int) {
 						return
 					}
 					holder[k] = c
-					delivered[k] = append(delivered[k], m.Offset)
+					delivered[k] = append(delivered[k], int64(m.Partition)<<40|m.Offset)
 				}
 				mu.Unlock()
 				for i, m := range msgs {
@@ -161,7 +169,7 @@ func consumeInParallel(t *testing.T, keys []string, consumers int) {
 					}
 					total++
 					mu.Unlock()
-					if err := h.ack(m); err != nil {
+					if err := node.Ack(context.Background(), "orders", m.Receipt); err != nil {
 						errs <- err
 						return
 					}
@@ -204,4 +212,35 @@ func TestOrderedTopicMove(t *testing.T) {
 		require.NoError(t, tr.c.node.Ack(ctx, "orders", held[0].Receipt), "through the gateway")
 		require.Equal(t, []int64{1}, offsetsOf(tr.b.consume(router.ConsumeOptions{Max: 10, Pinned: true, Partition: 0})))
 	})
+}
+
+// Consumers on a gateway (reading ahead for them), and on the gateway and the owners, over
+// keys spread on two partitions of two owners: the same promises across nodes.
+func TestOrderedTopicAcrossNodes(t *testing.T) {
+	for _, on := range []string{"c c c", "c a b c"} {
+		t.Run("consumers on "+on, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := newTrioOf(t, time.Millisecond, router.TopicConfig{VisibilityTimeout: vt, Ordered: true})
+				defer tr.close()
+				const records = 1200
+				for i := range records {
+					p := int32(i % 2)
+					key := fmt.Sprintf("k%d-%d", p, (i/2*5+i/7)%9)
+					off := tr.logs.Log("orders", p).Append([]byte(key), []byte("v"), time.Now())
+					owner := map[int32]*harness{0: tr.a, 1: tr.b}[p]
+					owner.node.Appended("orders", p, off+1)
+				}
+				byID := map[string]*router.Node{"a": tr.a.node, "b": tr.b.node, "c": tr.c.node}
+				var nodes []*router.Node
+				for _, id := range strings.Fields(on) {
+					nodes = append(nodes, byID[id])
+				}
+				checkKeyOrder(t, records, len(nodes), func(c int) *router.Node { return nodes[c] })
+				if on == "c c c" {
+					// The owners' own consumers take what they find a round trip sooner.
+					require.NotZero(t, tr.c.node.Stats().Ahead.HandedOver, "the gateway read ahead")
+				}
+			})
+		})
+	}
 }

@@ -165,6 +165,10 @@ type TopicSummary struct {
 	// AgeUnknown counts the partitions whose OldestUnsettledAge is not known (not loaded, no
 	// timestamps, a failed read): the age above is a lower bound while it is not zero.
 	AgeUnknown int
+	// BlockedKeys and Deferred are the sums of an ordered topic's Keys.BlockedKeys and
+	// Keys.Deferred; OldestBlockedSince the earliest Keys.OldestBlockedSince (zero: none).
+	BlockedKeys, Deferred int
+	OldestBlockedSince    time.Time
 }
 
 // Summarize sums statuses (a topic's, as TopicStatus returns them): the backlogs add up, and
@@ -174,6 +178,11 @@ func Summarize(statuses []PartitionStatus) TopicSummary {
 	for i := range statuses {
 		s := &statuses[i]
 		sum.Backlog += s.Backlog
+		sum.BlockedKeys += s.Keys.BlockedKeys
+		sum.Deferred += s.Keys.Deferred
+		if since := s.Keys.OldestBlockedSince; !since.IsZero() && (sum.OldestBlockedSince.IsZero() || since.Before(sum.OldestBlockedSince)) {
+			sum.OldestBlockedSince = since
+		}
 		if s.OldestUnsettledAge < 0 {
 			sum.AgeUnknown++
 			continue

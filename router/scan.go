@@ -19,6 +19,10 @@ const (
 	// many bytes of keys, payloads and headers (Record.PayloadBytes). The first record is always taken, and the record
 	// that crosses the bound is kept.
 	BatchPayloadBytes = 4 << 20
+	// orderedDefersPerScan bounds the records one scan of an ordered partition defers behind
+	// held keys before it stops: a partition whose keys are nearly all held would otherwise
+	// have one consume read up to MaxDeferred records while the leases it took age.
+	orderedDefersPerScan = 256
 )
 
 // A Message is a record delivered to a consumer, with its lease.
@@ -343,6 +347,7 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		defer lock.Unlock()
 	}
 	var one [1]inflight.Lease
+	deferredHere := 0 // records this scan deferred behind their keys
 	for !budget.full() {
 		want := budget.max - budget.taken
 		var leases []inflight.Lease
@@ -378,7 +383,15 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
 		if ordered {
-			out = r.bind(out, before, req.reserve)
+			var deferred int
+			out, deferred = r.bind(out, before, req.reserve)
+			if deferredHere += deferred; deferredHere >= orderedDefersPerScan && err == nil {
+				// Most of what the partition has waits behind held keys: one consume does
+				// not read on to the deferred bound. The next scan goes on from here.
+				*budget = r.budget
+				n.wake(req.topic, partition)
+				return out, nil
+			}
 		}
 		*budget = r.budget
 		if !req.reserve { // a reservation is counted once a consumer gets it
@@ -519,10 +532,10 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 // drops those that wait behind their keys (the shard deferred them): they leave the batch's
 // budget, so the scan takes other records in their place. A node reading ahead (oneAKey)
 // takes one record of a key, since it hands its records to several consumers.
-func (r *partitionRead) bind(out []Message, from int, oneAKey bool) []Message {
+func (r *partitionRead) bind(out []Message, from int, oneAKey bool) (_ []Message, deferred int) {
 	taken := out[from:]
 	if len(taken) == 0 {
-		return out
+		return out, 0
 	}
 	// A single record's binding lives on the stack; a batch's in the scan's scratch.
 	var oneHandle [1]inflight.Handle
@@ -537,8 +550,8 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) []Message {
 	for i := range taken {
 		handles[i], keys[i] = taken[i].Receipt, inflight.KeyOf(taken[i].Key)
 	}
-	if r.shard.Bind(r.now, handles, keys, oneAKey, kept) == 0 {
-		return out
+	if deferred = r.shard.Bind(r.now, handles, keys, oneAKey, kept); deferred == 0 {
+		return out, 0
 	}
 	w := from
 	for i := range taken {
@@ -551,7 +564,7 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) []Message {
 		r.budget.bytes -= taken[i].payloadBytes()
 	}
 	clear(out[w:]) // the dropped messages' records belong to no one now
-	return out[:w]
+	return out[:w], deferred
 }
 
 // skipUnreadable applies the rules for a reserved record its log cannot give: below

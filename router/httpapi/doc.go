@@ -63,6 +63,13 @@
 // http.MaxBytesReader: never more), naming "query" or "body". Nothing malformed reaches the
 // node. GET /consume reads no body.
 //
+// # Ordered topics
+//
+// A topic the host configures as ordered (router.TopicConfig.Ordered) needs nothing more
+// here: a consume gets the consecutive records of a key it holds, in offset order, and no
+// other consume gets records of that key until their leases end (see docs/protocol.md,
+// "Ordered topics"). A record's key is its "key" field.
+//
 // # Responses
 //
 // A consume (or replay) with records is a 200 with

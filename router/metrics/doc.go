@@ -54,7 +54,7 @@
 //
 // The lag of a topic is labelled by topic, and only for the topics the host lists in
 // Options.Topics, at most MaxTopics: the host decides which topics are worth a series, and
-// their number is bounded by what it listed. Each listed topic has three series:
+// their number is bounded by what it listed. Each listed topic has five series:
 //
 //   - narad_consume_topic_oldest_unsettled_age_seconds{topic}: the age of its oldest unsettled
 //     record on this node's partitions (router.Summarize's OldestUnsettledAge, the greatest
@@ -62,7 +62,11 @@
 //     ApproximateAgeOfOldestMessage, and it is what to alert on when consumers stall;
 //   - narad_consume_topic_backlog{topic}: the records above its partitions' frontiers;
 //   - narad_consume_topic_age_unknown_partitions{topic}: its partitions whose age is not known
-//     (not loaded since the node started, a log that keeps no timestamps, a failed read).
+//     (not loaded since the node started, a log that keeps no timestamps, a failed read);
+//   - narad_consume_topic_blocked_keys{topic} and narad_consume_topic_deferred{topic}: on an
+//     ordered topic, the keys with records waiting behind a holder, a delay or a redelivery,
+//     and the records waiting so (router.Summarize's BlockedKeys and Deferred); zero
+//     otherwise. How long the oldest has waited is TopicSummary.OldestBlockedSince.
 //
 // Each scrape reads the status of each listed topic: one log Read per partition with a
 // backlog, none on the consume path.

@@ -1,0 +1,73 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"narad.dev/consume/inflight"
+)
+
+// PurgePartition settles every record of a partition this node serves below its log's high
+// watermark at the call, as if each had been acked (SQS's PurgeQueue, say), and returns once
+// that is durable (the committer's next writeout, group-committed as AckDurable's): a purge
+// that returned is undone by no crash or power cut. The leases of the records it settles end
+// (their handles answer ErrAlreadySettled), and so do their delays, deferrals behind keys and
+// quarantine; records appended after the call's read of the high watermark are delivered as
+// usual. It returns how many offsets the frontier moved over.
+//
+// A partition this node does not serve answers as Requeue does (ErrNotLocal, ErrUnknownTopic,
+// ...), one whose ownership grant has lapsed and cannot be renewed ErrMoved, changing nothing.
+// If ctx ends before the purge is durable, the purge stands in memory and is durable at the
+// committer's pace: PurgePartition may be called again.
+func (n *Node) PurgePartition(ctx context.Context, topic string, partition int32) (int64, error) {
+	if !n.life.fence.enter() {
+		return 0, ErrClosed
+	}
+	defer n.life.fence.leave()
+	shard, err := n.localShard(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	log, err := n.getLog(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	hwm := log.HighWatermark()
+	if hwm < 0 {
+		return 0, n.negativeWatermark(topic, partition, hwm)
+	}
+	now := n.clock.Now()
+	moved, err := shard.SettleBelow(now, hwm)
+	if n.lapsedRetry(shard, now, err) {
+		moved, err = shard.SettleBelow(now, hwm)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("router: purge %s/%d: %w", topic, partition, err)
+	}
+	n.wake(topic, partition)
+	return moved, n.committer.Durable(ctx, topic, partition)
+}
+
+// Purge is PurgePartition for every partition of topic this node serves, in turn, and returns
+// the offsets their frontiers moved over in all. The partitions other nodes own are theirs
+// to purge: a host purges a topic across a cluster by calling Purge on each owner. It stops
+// at the first partition that fails (what it purged before stands).
+func (n *Node) Purge(ctx context.Context, topic string) (int64, error) {
+	if err := checkTopic(topic); err != nil {
+		return 0, err
+	}
+	local, _, known := n.routes.Partitions(topic)
+	if !known {
+		return 0, ErrUnknownTopic
+	}
+	var total int64
+	for _, p := range local {
+		moved, err := n.PurgePartition(ctx, topic, p)
+		total += moved
+		if err != nil && !errors.Is(err, inflight.ErrGone) {
+			return total, err
+		}
+	}
+	return total, nil
+}
