@@ -424,9 +424,8 @@
 // a group, and while one of a group's messages is in flight (received, not deleted, its
 // visibility timeout running) no other receive gets the group's later ones, while the other
 // groups go on; a message given back (ChangeMessageVisibility to 0, a lapsed visibility
-// timeout) is delivered again before the group's later messages. The node delivers a
-// message that waited behind its group's held one alone of its group, so a group held for a
-// while drains one message a receive until it has caught up. A message that reaches the
+// timeout) is delivered again before the group's later messages, and those that waited
+// behind a held group come with it once it frees, in order. A message that reaches the
 // RedrivePolicy's maxReceiveCount leaves for the dead-letter queue, and its group goes on
 // (the order knowingly broken, as SQS breaks it). Config.Produce, which keeps no key,
 // serves no FIFO queue: a MessageGroupId is refused.
