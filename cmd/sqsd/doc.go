@@ -56,6 +56,17 @@
 // dead-letter queue at least once and is never lost (with -fsync: without it a power cut
 // may lose the copy's append, as it may any send).
 //
+// # FIFO queues
+//
+// A queue created with a name ending in .fifo and FifoQueue=true is a FIFO queue
+// (router/sqsapi, FIFO queues): its topic is ordered (router.TopicConfig.Ordered, through
+// sqsapi.TopicConfig), and a message's MessageGroupId is its record's key, appended to the
+// partition the key hashes to (CRC-32 modulo the queue's partitions, fixed when the queue is
+// created), so a group keeps its order in one partition across restarts. The order and the
+// one-receiver-per-group rule survive a restart (the node reads the records above the acked
+// frontier again in offset order); the deduplication window does not: it is the handler's,
+// in memory, so a send repeated across a restart within 5 minutes is sent again.
+//
 // # The data directory
 //
 //	queues.json   the queues: name, topic, attributes, tags, timestamps; written whole to

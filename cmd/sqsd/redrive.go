@@ -8,14 +8,6 @@ import (
 	"narad.dev/consume/router/sqsapi"
 )
 
-// topicConfigOf is the node's settings of a queue's topic: its RedrivePolicy's
-// maxReceiveCount as the topic's MaxDeliveries, so that the node quarantines a message
-// received that many times without a delete, and onQuarantine moves it to the dead-letter
-// queue.
-func topicConfigOf(rec sqsapi.QueueRecord) router.TopicConfig {
-	return router.TopicConfig{MaxDeliveries: sqsapi.MaxDeliveries(rec)}
-}
-
 // onQuarantine is the node's Config.OnQuarantine: a record of a queue with a RedrivePolicy
 // that reached its maxReceiveCount is moved to the dead-letter queue (redrive), on the
 // goroutine that ended its last lease.

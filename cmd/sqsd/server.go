@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -158,17 +159,23 @@ func (s *server) Close() error {
 	return errors.Join(errs...)
 }
 
-// topicConfig is the node's Config.Topic: a queue's settings.
+// topicConfig is the node's Config.Topic: a queue's settings (sqsapi.TopicConfig): its
+// RedrivePolicy's maxReceiveCount as the topic's MaxDeliveries, so that the node quarantines
+// a message received that many times without a delete and onQuarantine moves it to the
+// dead-letter queue; a FIFO queue's topic ordered by key, its messages' MessageGroupId.
 func (s *server) topicConfig(topic string) router.TopicConfig {
 	_, rec, ok := s.cat.queueOfTopic(topic)
 	if !ok {
 		return router.TopicConfig{}
 	}
-	return topicConfigOf(rec)
+	return sqsapi.TopicConfig(rec)
 }
 
-// produce is the front end's Config.ProduceRecord: one record in the next partition of the
-// queue's topic.
+// produce is the front end's Config.ProduceRecord: one record in a partition of the queue's
+// topic: the next, round robin, or for a record with a key (a message's MessageGroupId) the
+// key's, by its hash, so that a FIFO queue's group stays in one partition, where the node
+// orders it. (A queue's partitions are fixed when it is created: -partitions at a restart
+// changes new queues only.)
 func (s *server) produce(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
 	if !s.cat.live(topic) {
 		return 0, 0, router.ErrUnknownTopic
@@ -177,7 +184,11 @@ func (s *server) produce(ctx context.Context, topic string, rec router.Record) (
 	if !ok || len(local) == 0 {
 		return 0, 0, router.ErrUnknownTopic
 	}
-	p := local[int(s.next.Add(1))%len(local)]
+	i := int(s.next.Add(1) % uint32(len(local)))
+	if len(rec.Key) > 0 {
+		i = int(crc32.ChecksumIEEE(rec.Key) % uint32(len(local)))
+	}
+	p := local[i]
 	off, err := s.store.AppendRecord(topic, p, rec)
 	return p, off, err
 }

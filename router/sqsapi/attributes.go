@@ -46,9 +46,10 @@ const (
 
 // recordHeaders are the headers a sent message's record carries: one per message attribute,
 // in order of name (its name and value), one per attribute of another type than "String"
-// (typeHeaderPrefix and its name, its type), and the AWSTraceHeader system attribute
-// (traceHeader, its value) when it has one.
-func recordHeaders(attrs []messageAttribute, trace []byte) []router.Header {
+// (typeHeaderPrefix and its name, its type), the AWSTraceHeader system attribute
+// (traceHeader, its value) when it has one, and a FIFO queue's message's deduplication id
+// (deduplicationHeader, the id) when it has one.
+func recordHeaders(attrs []messageAttribute, trace []byte, dedupID string) []router.Header {
 	n := len(attrs)
 	for i := range attrs {
 		if attrs[i].dataType != "String" {
@@ -56,6 +57,9 @@ func recordHeaders(attrs []messageAttribute, trace []byte) []router.Header {
 		}
 	}
 	if trace != nil {
+		n++
+	}
+	if dedupID != "" {
 		n++
 	}
 	if n == 0 {
@@ -72,6 +76,9 @@ func recordHeaders(attrs []messageAttribute, trace []byte) []router.Header {
 	}
 	if trace != nil {
 		headers = append(headers, router.Header{Key: traceHeader, Value: trace})
+	}
+	if dedupID != "" {
+		headers = append(headers, router.Header{Key: deduplicationHeader, Value: []byte(dedupID)})
 	}
 	return headers
 }

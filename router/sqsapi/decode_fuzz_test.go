@@ -29,8 +29,11 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		}
 		o := req.opts
 		if o.Max < 1 || o.Max > MaxReceive || o.Wait < 0 || o.Wait > MaxWaitSeconds*time.Second ||
-			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs > 15 {
+			o.Visibility < 0 || o.Visibility > router.MaxVisibility || o.Pinned || req.attrs >= 1<<len(systemAttributes) {
 			t.Fatalf("accepted %+v", req)
+		}
+		if in.ReceiveRequestAttemptId != nil { // a FIFO queue's receive checks it
+			checkRefusal(t, checkFIFOID("ReceiveRequestAttemptId", *in.ReceiveRequestAttemptId))
 		}
 		_, err = queueName(in.QueueUrl)
 		return err
@@ -100,6 +103,26 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 		}
 		if _, ok := invalidCharacter(string(msg)); !ok {
 			t.Fatalf("accepted %q", msg)
+		}
+		if m.group != nil && checkFIFOID("g", string(m.group)) != nil {
+			t.Fatalf("accepted the group %q", m.group)
+		}
+		// As a FIFO queue's message, with and without content-based deduplication, and a
+		// standard queue's.
+		for _, ref := range []queueRef{{fifo: true}, {fifo: true, rec: QueueRecord{Attributes: fifoDefaults()}},
+			{fifo: true, rec: QueueRecord{Attributes: map[string]string{attrContentBasedDeduplication: "true"}}}, {}} {
+			fm := m
+			err := ref.fitQueue("", &in, &fm)
+			checkRefusal(t, err)
+			switch {
+			case err != nil:
+			case ref.fifo && (fm.group == nil || checkFIFOID("d", fm.dedupID) != nil && len(fm.dedupID) != 64):
+				t.Fatalf("accepted a FIFO message of group %q, deduplication id %q", fm.group, fm.dedupID)
+			case !ref.fifo && (fm.dedupID != "" || in.MessageDeduplicationId != nil):
+				t.Fatalf("accepted a standard queue's message with a deduplication id")
+			case in.DelaySeconds != nil && *in.DelaySeconds != 0:
+				t.Fatalf("accepted a delay of %d", *in.DelaySeconds)
+			}
 		}
 		_, err = queueName(in.QueueUrl)
 		return err
@@ -193,10 +216,20 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 	},
 }
 
-// checkKept checks attributes to set as CreateQueue and SetQueueAttributes do, and that
-// what is accepted is within the kept attributes' ranges.
+// checkKept checks attributes to set as CreateQueue and SetQueueAttributes do, on a FIFO
+// queue and a standard one, and that what is accepted is within the kept attributes'
+// ranges.
 func checkKept(t *testing.T, in map[string]string) error {
-	out, err := checkAttributes(in)
+	if out, err := checkAttributes(in, true, true); err == nil {
+		for name, v := range out {
+			if ok := fifoAttributeValues[name]; ok != nil && !slices.Contains(ok, v) {
+				t.Fatalf("accepted %s=%q", name, v)
+			}
+		}
+	} else {
+		checkRefusal(t, err)
+	}
+	out, err := checkAttributes(in, false, false)
 	if err != nil {
 		return err
 	}
@@ -259,6 +292,12 @@ func FuzzDecode(f *testing.F) {
 		{3, `{"QueueUrl":"http://h/orders","MessageBody":"x","MessageAttributes":{"a":{}}}`},
 		{3, `{"MessageBody":"\ud800"}`},
 		{4, `{"QueueUrl":"http://h/orders","Entries":[{"Id":"a","MessageBody":"1"},{"Id":"b","MessageGroupId":"g","MessageBody":"2"}]}`},
+		{3, `{"QueueUrl":"http://h/q.fifo","MessageBody":"x","MessageGroupId":"g-1","MessageDeduplicationId":"d!~"}`},
+		{3, `{"QueueUrl":"http://h/q.fifo","MessageBody":"x","MessageGroupId":"g 1","MessageDeduplicationId":""}`},
+		{3, `{"QueueUrl":"http://h/q.fifo","MessageBody":"x","MessageGroupId":"g","DelaySeconds":5}`},
+		{7, `{"QueueName":"q.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"TRUE","DeduplicationScope":"messageGroup","FifoThroughputLimit":"perMessageGroupId"}}`},
+		{7, `{"QueueName":"q","Attributes":{"FifoQueue":"false","DeduplicationScope":"group"}}`},
+		{8, `{"QueueUrl":"http://h/q.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"yes"}}`},
 		{5, `{"QueueName":"orders"}`},
 		{5, `{"QueueName":"a/b"}`},
 		{6, `{"QueueUrl":"http://h/orders","AttributeNames":["All","QueueArn"]}`},
@@ -315,6 +354,10 @@ func FuzzFormDecode(f *testing.F) {
 		{7, "QueueName=orders&Attribute.1.Name=VisibilityTimeout&Attribute.2.Name=VisibilityTimeout&Tag.1.Value=a"},
 		{8, q + "&Attribute.1.Name=MaximumMessageSize&Attribute.1.Value=1023"},
 		{9, q + "&Tag.1.Key=k&Tag.1.Value=v&Tag.2.Key=aws%3Ax"},
+		{0, q + "&ReceiveRequestAttemptId=a1&AttributeName.1=MessageGroupId&MessageSystemAttributeName.1=SequenceNumber"},
+		{3, q + "&MessageBody=x&MessageGroupId=g&MessageDeduplicationId=d"},
+		{4, q + "&SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=one&SendMessageBatchRequestEntry.1.MessageGroupId=g&SendMessageBatchRequestEntry.1.MessageDeduplicationId=%7F"},
+		{7, "QueueName=q.fifo&Attribute.1.Name=FifoQueue&Attribute.1.Value=true&Attribute.2.Name=ContentBasedDeduplication&Attribute.2.Value=true"},
 		{10, "QueueNamePrefix=o&MaxResults=2&NextToken=x"},
 	} {
 		f.Add(seed.action, []byte(seed.body))

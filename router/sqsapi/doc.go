@@ -84,14 +84,16 @@
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
 //	                               shorten the lease too); 0 ends it (a nack)
 //	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
-//	                               message, its message attributes the record's headers
+//	                               message, its message attributes the record's headers,
+//	                               its MessageGroupId the record's key (see FIFO queues)
 //	GetQueueUrl                    Config.BaseURL + "/" + QueueName
 //	GetQueueAttributes             ApproximateNumberOfMessages, ...NotVisible, ...Delayed;
 //	                               with Config.Store the queue's attributes, QueueArn and
 //	                               timestamps (see Queue management)
 //	CreateQueue, DeleteQueue,      with Config.Store (see Queue management); without it,
 //	ListQueues, SetQueueAttributes, UnsupportedOperation (but a CreateQueue of an existing
-//	TagQueue, UntagQueue,          queue without attributes or tags, which answers its URL)
+//	TagQueue, UntagQueue,          queue without attributes (but a FIFO queue's defaults)
+//	                               or tags, which answers its URL)
 //	ListQueueTags, PurgeQueue
 //	StartMessageMoveTask,          with Config.Store (see Redrive)
 //	ListMessageMoveTasks,
@@ -130,7 +132,7 @@
 // naming a queue resolves it with the store's Queue on every call.
 //
 //	CreateQueue         a queue of QueueName (1 to 80 letters, digits, '-', '_' and '.'; a
-//	                    name ending in .fifo is InvalidParameterValue: no FIFO queues) with
+//	                    FIFO queue's ends in .fifo: see FIFO queues) with
 //	                    the Attributes given, the others at their defaults, and the tags;
 //	                    answers its URL. For a queue that exists: its URL, changing
 //	                    nothing (its tags neither), when each attribute given has the
@@ -175,10 +177,12 @@
 //	DelaySeconds                   0 only (default 0): the core has no delayed delivery yet
 //	RedrivePolicy                  none by default: {"maxReceiveCount":N,"deadLetterTargetArn":
 //	                               "arn:aws:sqs:..."} (see Redrive); "" removes it
+//	FifoQueue, ContentBasedDeduplication, DeduplicationScope, FifoThroughputLimit
+//	                               a FIFO queue's only (see FIFO queues)
 //
 // A value out of range, or not a decimal integer, is InvalidAttributeValue, as is a value of
 // one of SQS's attributes this endpoint does not keep (Policy, RedriveAllowPolicy, the KMS
-// and SSE ones, FifoQueue and the FIFO ones): refused, not kept without effect. A name SQS
+// and SSE ones): refused, not kept without effect. A name SQS
 // does not have, or of an attribute no one sets (QueueArn, ApproximateNumberOfMessages,
 // ...), is InvalidAttributeName. GetQueueAttributes answers the kept attributes, QueueArn (arn:aws:sqs:<Config.Region or us-east-1>:<Config.AccountID or 000000000000>:
 // <name>), CreatedTimestamp and LastModifiedTimestamp (seconds since the epoch, on
@@ -202,7 +206,7 @@
 //	node, _ := router.New(router.Config{ ...,
 //		Topic: func(topic string) router.TopicConfig {
 //			rec, _ := store.QueueOfTopic(topic) // the host's own lookup
-//			return router.TopicConfig{MaxDeliveries: sqsapi.MaxDeliveries(rec)}
+//			return sqsapi.TopicConfig(rec) // MaxDeliveries; Ordered for a FIFO queue
 //		},
 //		OnQuarantine: func(topic string, p int32, offset int64, _ uint32) {
 //			rec, err := log.Read(topic, p, offset) // the record, from the host's log
@@ -281,9 +285,10 @@
 //     nonce is drawn from the shard's stream).
 //   - Body is the record's value when it is valid UTF-8, and its standard base64 (with
 //     padding) otherwise, since an SQS body is text. MD5OfBody, which the SDKs check, is
-//     the MD5 of Body as written. The record's key is not delivered.
+//     the MD5 of Body as written. The record's key is delivered as its MessageGroupId only.
 //   - Attributes holds the system attributes asked for in MessageSystemAttributeNames (or
-//     the older AttributeNames; "All" is all four): ApproximateReceiveCount is the
+//     the older AttributeNames; "All" is all seven, a standard queue's five):
+//     ApproximateReceiveCount is the
 //     delivery's attempt (router.Message.Attempt), SentTimestamp the record's timestamp in
 //     ms (left out for a record without one), ApproximateFirstReceiveTimestamp the time this
 //     handler first delivered the record, on every delivery (the node keeps a record's
@@ -291,8 +296,10 @@
 //     for up to 65,536 records, forgetting a record when it is deleted; a redelivery of a
 //     record it does not remember, first delivered before it started, through another
 //     node's handler, or forgotten, answers the time of this receive), AWSTraceHeader the
-//     one the message was sent with (left out for one sent without). SQS's other names are
-//     accepted and not answered.
+//     one the message was sent with (left out for one sent without), MessageGroupId the
+//     record's key (left out for a record without one, or with one that is not UTF-8),
+//     and for a FIFO queue's message MessageDeduplicationId and SequenceNumber (see FIFO
+//     queues). SQS's other names are accepted and not answered.
 //   - MessageAttributes holds the record's headers (router.Message.Headers) that
 //     MessageAttributeNames asks for ("All" or ".*" every one, a name that one, "prefix.*"
 //     every name beginning with "prefix."; none asked, none answered), in order of name,
@@ -383,8 +390,77 @@
 // the body's characters); no list values. What a record cannot carry is refused, not
 // dropped: MessageAttributes and MessageSystemAttributes with Config.Produce (which has
 // nowhere to keep them), a system attribute other than AWSTraceHeader, a non-zero
-// DelaySeconds, and the FIFO queues' MessageGroupId and MessageDeduplicationId are each
-// InvalidParameterValue, the message not sent.
+// DelaySeconds, a MessageGroupId with Config.Produce, and a MessageDeduplicationId to a
+// standard queue are each InvalidParameterValue, the message not sent. A standard queue
+// takes a MessageGroupId, as SQS's fair queues do: the record's key, answered by a receive
+// as its MessageGroupId, with no effect on delivery (no fairness among groups here).
+//
+// # FIFO queues
+//
+// A queue whose name ends in .fifo is a FIFO queue, as SQS tells one. With Config.Store,
+// CreateQueue makes one of such a name with the attribute FifoQueue=true: a name ends in
+// .fifo if and only if FifoQueue is true (otherwise InvalidParameterValue), and FifoQueue,
+// as the other FIFO attributes, is InvalidAttributeName on a standard queue, false
+// included, as SQS answers it. A FIFO queue's attributes, besides the others:
+//
+//	FifoQueue                  true; set as the queue is created only (InvalidAttributeName
+//	                           in SetQueueAttributes)
+//	ContentBasedDeduplication  false (default) or true
+//	DeduplicationScope         queue (default) or messageGroup
+//	FifoThroughputLimit        perQueue (default) or perMessageGroupId, with a
+//	                           DeduplicationScope of messageGroup only; kept and answered,
+//	                           without effect (the handler limits no throughput)
+//
+// taken in any case and answered as SQS writes them; another value is InvalidAttributeValue.
+// GetQueueAttributes answers the four; a FIFO queue of Config.Queues answers SQS's
+// defaults. A FIFO queue's dead-letter queue is a FIFO queue, and a standard queue's a
+// standard queue (InvalidParameterValue otherwise).
+//
+// The node orders a FIFO queue's messages: its topic is ordered (router.TopicConfig.Ordered;
+// TopicConfig answers it for a queue's record, and a host of Config.Queues sets it for its
+// FIFO queues' topics), a message's MessageGroupId is its record's key, and
+// Config.ProduceRecord puts a key's records in one partition. So a group's messages are
+// delivered in the order they were sent; a receive may hold several consecutive messages of
+// a group, and while one of a group's messages is in flight (received, not deleted, its
+// visibility timeout running) no other receive gets the group's later ones, while the other
+// groups go on; a message given back (ChangeMessageVisibility to 0, a lapsed visibility
+// timeout) is delivered again before the group's later messages, and those that waited
+// behind a held group come with it once it frees, in order. A message that reaches the
+// RedrivePolicy's maxReceiveCount leaves for the dead-letter queue, and its group goes on
+// (the order knowingly broken, as SQS breaks it). Config.Produce, which keeps no key,
+// serves no FIFO queue: a MessageGroupId is refused.
+//
+// SendMessage and SendMessageBatch to a FIFO queue: MessageGroupId is required
+// (MissingParameter); a MessageDeduplicationId, or ContentBasedDeduplication, whose id is
+// the body's SHA-256 in hex (an id sent overrides it), is required too (InvalidParameterValue,
+// "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId
+// provided explicitly."); each id is 1 to 128 ASCII letters, digits and punctuation; a
+// DelaySeconds but 0 is InvalidParameterValue. A message whose deduplication id was sent to
+// the queue less than DeduplicationWindow (5 minutes, on Config.Now's clock, from the first
+// send) before is accepted and answered with the original's MessageId and SequenceNumber
+// (and the MD5s of what it carries), and not sent again; with a DeduplicationScope of
+// messageGroup an id is the group's. A send of an id another send is sending waits for it;
+// a send that failed holds no id. The id is kept with the record (a header
+// "AWS.SQS.MessageDeduplicationId", which no receive answers as a message attribute), and a
+// receive answers it as MessageDeduplicationId. The answers carry a SequenceNumber: the
+// record's partition times 2^64 plus its offset, in decimal, the same for every delivery of
+// the record. It grows within a group (a group's records are in one partition, in the order
+// they were sent), is not consecutive, and fits SQS's 128 bits.
+//
+// The deduplication window is the handler's, in memory, per queue: at most
+// MaxDeduplicationIDs ids (past it the oldest is forgotten before its 5 minutes end, which
+// only a queue sent over 436 messages a second meets). A restarted handler remembers no id,
+// and each handler of a cluster keeps its own: a send retried after a restart, or through
+// another handler, within the 5 minutes is sent again (a duplicate, as a standard queue's
+// send retried is), unless the host routes a queue's sends to one handler. DeleteQueue
+// forgets the queue's ids; PurgeQueue does not (SQS tracks an id past its message's
+// delete). A message a redrive or a move task produces is not deduplicated.
+//
+// ReceiveMessage on a FIFO queue takes a ReceiveRequestAttemptId (1 to 128 ASCII letters,
+// digits and punctuation; another is InvalidParameterValue) and does nothing more with it:
+// a receive retried with one is a new receive, and the messages an attempt took whose answer
+// was lost come back once their visibility timeout lapses, holding their groups until then
+// (SQS would answer the retry with them at once).
 //
 // # Errors
 //
@@ -518,8 +594,10 @@
 //
 // # Not supported
 //
-// FIFO queues (MessageGroupId, MessageDeduplicationId, ReceiveRequestAttemptId, which is
-// ignored); queue management without Config.Store; PurgeQueue with a store that is no
+// A receive's ReceiveRequestAttemptId's retry (see FIFO queues); fairness among a standard
+// queue's message groups, and the throughput limits of FIFO queues; a deduplication window
+// shared by a cluster's handlers or kept across a restart; queue management without
+// Config.Store; PurgeQueue with a store that is no
 // QueuePurger (router.Node has no operation that settles every offset below a topic's high
 // watermarks durably, so a purge is the host's: emptying the topic in its log, and
 // router.Node.DeleteTopic); a RedrivePolicy without Config.ProduceRecord, and the

@@ -29,6 +29,7 @@ var managedActions = []string{"CreateQueue", "DeleteQueue", "ListQueues", "SetQu
 // neither the store nor the log.
 func FuzzManagedRequest(f *testing.F) {
 	q := `"QueueUrl":"http://sqs.test/q/orders"`
+	fq := `"QueueUrl":"http://sqs.test/q/jobs.fifo"`
 	for _, seed := range []struct {
 		action uint8
 		good   bool
@@ -58,6 +59,12 @@ func FuzzManagedRequest(f *testing.F) {
 		{13, true, `{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:orders","MaxResults":10}`},
 		{14, true, `{"TaskHandle":"00"}`},
 		{15, true, `{` + q + `,"MaxResults":1,"NextToken":"am9icw"}`},
+		{0, true, `{"QueueName":"x.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"true","DeduplicationScope":"messageGroup"}}`},
+		{0, true, `{"QueueName":"x","Attributes":{"FifoQueue":"false"}}`},
+		{3, true, `{` + fq + `,"Attributes":{"FifoThroughputLimit":"perMessageGroupId"}}`},
+		{10, true, `{` + fq + `,"MaxNumberOfMessages":10,"ReceiveRequestAttemptId":"r-1","AttributeNames":["All"]}`},
+		{11, true, `{` + fq + `,"MessageBody":"x","MessageGroupId":"g","MessageDeduplicationId":"d"}`},
+		{11, true, `{` + fq + `,"MessageBody":"x","MessageGroupId":"g"}`},
 	} {
 		f.Add(seed.action, seed.good, []byte(seed.body))
 	}
@@ -116,13 +123,15 @@ func fuzzManaged(t *testing.T, action string, good bool, body []byte) {
 		testSigner{key: testKey, secret: secret, at: time.Now()}.sign(req, body)
 		return serve(h, req)
 	}
-	if rec := serveSigned("CreateQueue", []byte(`{"QueueName":"orders"}`), testSecret); rec.Code != http.StatusOK {
-		t.Fatal(rec.Body.String())
+	for _, create := range []string{`{"QueueName":"orders"}`, `{"QueueName":"jobs.fifo","Attributes":{"FifoQueue":"true"}}`} {
+		if rec := serveSigned("CreateQueue", []byte(create), testSecret); rec.Code != http.StatusOK {
+			t.Fatal(rec.Body.String())
+		}
 	}
 	type state struct {
 		queues  []string
 		records []sqsapi.QueueRecord
-		hwm     int64
+		hwm     [2]int64
 	}
 	snapshot := func() state {
 		var s state
@@ -131,7 +140,7 @@ func fuzzManaged(t *testing.T, action string, good bool, body []byte) {
 			rec, _ := store.Queue(n)
 			s.records = append(s.records, rec)
 		}
-		s.hwm = logs.Log("orders", 0).HighWatermark()
+		s.hwm = [2]int64{logs.Log("orders", 0).HighWatermark(), logs.Log("jobs.fifo", 0).HighWatermark()}
 		return s
 	}
 	before := snapshot()

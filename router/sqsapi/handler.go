@@ -40,7 +40,9 @@ type Config struct {
 	// queue (QueueDoesNotExist). It is asked on every request, so that a queue may come and
 	// go with its topic; it must be fast and safe for concurrent use. With Queues the
 	// host's queues are fixed: SQS's queue management answers UnsupportedOperation (but a
-	// CreateQueue of an existing queue, without attributes, which answers its URL).
+	// CreateQueue of an existing queue, without attributes, which answers its URL). A queue
+	// whose name ends in .fifo is a FIFO queue (see FIFO queues in the package doc): the host
+	// makes its topic ordered (router.TopicConfig.Ordered).
 	Queues func(name string) (topic string, ok bool)
 	// Store, set instead of Queues, is the host's catalogue of queues, through which the
 	// handler serves SQS's queue management (CreateQueue, DeleteQueue, ListQueues,
@@ -68,9 +70,12 @@ type Config struct {
 	// attribute's (a String or Number's text, a Binary's bytes), then a header
 	// "AWS.SQS.DataType.<name>" holding the data type of each attribute of another type than
 	// String, and "AWS.SQS.AWSTraceHeader" for a message with that system attribute (see
-	// Sending in the package doc). Set Produce or ProduceRecord, not both. With Produce,
-	// which has nowhere to keep them, a message with attributes is refused
-	// (InvalidParameterValue) rather than sent without them.
+	// Sending in the package doc). rec.Key is the message's MessageGroupId (nil for none):
+	// the host puts every record of one key into one partition of the topic (the key's hash
+	// modulo the partitions, say), since a FIFO queue's order holds within a partition only.
+	// Set Produce or ProduceRecord, not both. With Produce, which has nowhere to keep them, a
+	// message with attributes or a MessageGroupId is refused (InvalidParameterValue) rather
+	// than sent without them: a FIFO queue needs ProduceRecord.
 	ProduceRecord func(ctx context.Context, topic string, rec router.Record) (partition int32, offset int64, err error)
 	// Credentials, when set, turns on SigV4 verification of every request (see
 	// Authentication in the package doc): it returns the secret access key of an access key
@@ -105,8 +110,9 @@ type Config struct {
 	// Logger receives a line for each request answered InternalFailure. Nil means none.
 	Logger *slog.Logger
 	// Now is the clock of ApproximateFirstReceiveTimestamp, of the signatures' MaxClockSkew,
-	// of the Date of error answers, of a queue's timestamps and of RecentWindow (one purge a
-	// queue, no CreateQueue of a name deleted). Nil means time.Now.
+	// of the Date of error answers, of a queue's timestamps, of RecentWindow (one purge a
+	// queue, no CreateQueue of a name deleted) and of the FIFO queues' DeduplicationWindow.
+	// Nil means time.Now.
 	Now func() time.Time
 	// ReceiptKey is the key of the tag that binds each receipt handle to its queue (see
 	// Receipt handles in the package doc). Every handler a client's handles may reach (each
@@ -168,6 +174,8 @@ type Handler struct {
 	// When each queue was last purged and deleted, for PurgeQueueInProgress and
 	// QueueDeletedRecently.
 	purges, deletions recent
+	// The FIFO queues' deduplication ids sent lately.
+	dedup dedupWindows
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
@@ -400,16 +408,17 @@ type queueRef struct {
 	topic   string
 	rec     QueueRecord
 	managed bool // rec is the store's
+	fifo    bool // a FIFO queue: its name ends in .fifo
 }
 
 // lookup resolves queue name through Config.Store or Config.Queues.
 func (h *Handler) lookup(name string) (queueRef, bool) {
 	if h.store != nil {
 		rec, ok := h.store.Queue(name)
-		return queueRef{topic: rec.Topic, rec: rec, managed: true}, ok
+		return queueRef{topic: rec.Topic, rec: rec, managed: true, fifo: isFIFOName(name)}, ok
 	}
 	topic, ok := h.queues(name)
-	return queueRef{topic: topic}, ok
+	return queueRef{topic: topic, fifo: isFIFOName(name)}, ok
 }
 
 // allow asks Config.Authorize about a call naming queue ("" for none).

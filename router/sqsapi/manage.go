@@ -39,27 +39,39 @@ var keptAttributes = []queueAttribute{
 // one is InvalidAttributeValue rather than a setting silently without effect.
 var unsupportedAttributes = setOf(
 	"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds",
-	"SqsManagedSseEnabled", "FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit",
+	"SqsManagedSseEnabled",
 )
 
-// defaultAttributes are a new queue's attributes.
-func defaultAttributes() map[string]string {
-	m := make(map[string]string, len(keptAttributes))
+// defaultAttributes are a new queue's attributes (fifo: a FIFO queue's).
+func defaultAttributes(fifo bool) map[string]string {
+	m := make(map[string]string, len(keptAttributes)+4)
 	for _, a := range keptAttributes {
 		m[a.name] = strconv.FormatInt(a.def, 10)
+	}
+	if fifo {
+		maps.Copy(m, fifoDefaults())
 	}
 	return m
 }
 
-// checkAttributes checks the attributes a CreateQueue or SetQueueAttributes sets and
-// returns them written out as GetQueueAttributes answers them. A name SQS does not have, or
-// whose attribute cannot be set, is InvalidAttributeName; a value out of range, or one of an
-// attribute this endpoint does not keep, InvalidAttributeValue.
-func checkAttributes(in map[string]string) (map[string]string, error) {
+// checkAttributes checks the attributes a CreateQueue (create) or SetQueueAttributes sets
+// on a queue (fifo: a FIFO queue) and returns them written out as GetQueueAttributes
+// answers them. A name SQS does not have, or whose attribute cannot be set, is
+// InvalidAttributeName; a value out of range, or one of an attribute this endpoint does not
+// keep, InvalidAttributeValue.
+func checkAttributes(in map[string]string, fifo, create bool) (map[string]string, error) {
 	out := make(map[string]string, len(in))
 	for _, name := range slices.Sorted(maps.Keys(in)) {
 		v := in[name]
 		i := slices.IndexFunc(keptAttributes, func(a queueAttribute) bool { return a.name == name })
+		if _, ok := fifoAttributeValues[name]; ok {
+			written, err := checkFIFOAttribute(name, v, fifo, create)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = written
+			continue
+		}
 		switch {
 		case unsupportedAttributes[name]:
 			return nil, fail(codeInvalidAttributeValue, "Invalid value for the parameter "+name+": the attribute is not supported by this endpoint.")
@@ -181,12 +193,20 @@ func (h *Handler) createQueue(c *call) error {
 	if err != nil {
 		return err
 	}
-	if strings.HasSuffix(name, ".fifo") {
-		return invalidValue("QueueName", strconv.Quote(name), "FIFO queues are not supported by this endpoint.")
+	if err := checkQueueType(name, in.Attributes); err != nil {
+		return err
 	}
-	attrs, err := checkAttributes(in.Attributes)
+	fifo := isFIFOName(name)
+	attrs, err := checkAttributes(in.Attributes, fifo, true)
 	if err != nil {
 		return err
+	}
+	if fifo {
+		all := defaultAttributes(true)
+		maps.Copy(all, attrs)
+		if err := checkThroughput(all); err != nil {
+			return err
+		}
 	}
 	if err := checkTags(in.Tags, nil); err != nil {
 		return err
@@ -200,7 +220,13 @@ func (h *Handler) createQueue(c *call) error {
 		}
 	}
 	if h.store == nil {
-		if _, ok := h.lookup(name); !ok || len(attrs) > 0 || len(in.Tags) > 0 {
+		// A FIFO queue of the host's is one whose FIFO attributes are SQS's defaults: a
+		// client that creates it as it expects it (FifoQueue=true) gets its URL.
+		same := true
+		for k, v := range attrs {
+			same = same && fifo && fifoDefaults()[k] == v
+		}
+		if _, ok := h.lookup(name); !ok || !same || len(in.Tags) > 0 {
 			return h.needStore(c)
 		}
 		c.reply(queueURLReply(h.queueURL(name)))
@@ -209,7 +235,7 @@ func (h *Handler) createQueue(c *call) error {
 	_, err = h.store.PutQueue(c.r.Context(), name, func(rec QueueRecord, exists bool) (QueueRecord, error) {
 		if exists {
 			for k, v := range attrs {
-				if have, ok := rec.Attributes[k]; !ok && v != defaultAttributes()[k] || ok && have != v {
+				if have, ok := rec.Attributes[k]; !ok && v != defaultAttributes(fifo)[k] || ok && have != v {
 					return QueueRecord{}, fail(codeQueueNameExists, "A queue already exists with the same name and a different value for attribute "+k+".")
 				}
 			}
@@ -219,7 +245,7 @@ func (h *Handler) createQueue(c *call) error {
 		if h.deletions.within(name, now) {
 			return QueueRecord{}, fail(codeQueueDeletedRecently, "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
 		}
-		rec = QueueRecord{Attributes: defaultAttributes(), Tags: maps.Clone(in.Tags), Created: now, Modified: now}
+		rec = QueueRecord{Attributes: defaultAttributes(fifo), Tags: maps.Clone(in.Tags), Created: now, Modified: now}
 		setAttributes(&rec, attrs)
 		if rec.Tags == nil {
 			rec.Tags = map[string]string{}
@@ -259,7 +285,11 @@ func (h *Handler) deleteQueue(c *call) error {
 	// the queue is still there.
 	at := h.now()
 	prev, had := h.deletions.set(name, at)
-	if err := h.store.DeleteQueue(c.r.Context(), name); err != nil {
+	err = h.store.DeleteQueue(c.r.Context(), name)
+	if _, still := h.store.Queue(name); !still {
+		h.dedup.forget(name) // a queue created under the name starts with no ids sent
+	}
+	if err != nil {
 		if _, still := h.store.Queue(name); still || errors.Is(err, ErrQueueNotFound) {
 			h.deletions.undo(name, at, prev, had)
 		}
@@ -401,7 +431,13 @@ func (h *Handler) setQueueAttributes(c *call) error {
 	if in.Attributes == nil {
 		return missing("Attributes")
 	}
-	attrs, err := checkAttributes(in.Attributes)
+	// The queue's type is its name's (see isFIFOName), known before it is resolved.
+	named, err := queueName(in.QueueUrl)
+	if err != nil {
+		return err
+	}
+	fifo := isFIFOName(named)
+	attrs, err := checkAttributes(in.Attributes, fifo, false)
 	if err != nil {
 		return err
 	}
@@ -414,6 +450,11 @@ func (h *Handler) setQueueAttributes(c *call) error {
 	}
 	if err := h.change(c, name, func(rec *QueueRecord) error {
 		setAttributes(rec, attrs)
+		if fifo {
+			if err := checkThroughput(rec.Attributes); err != nil {
+				return err
+			}
+		}
 		rec.Modified = h.now()
 		return nil
 	}); err != nil {

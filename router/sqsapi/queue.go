@@ -55,12 +55,18 @@ const (
 	attrCreatedTimestamp
 	attrLastModifiedTimestamp
 	attrAgeOfOldest // by name only: not one of SQS's attributes, so not in All
+	// A FIFO queue's.
+	attrFifoQueueBit
+	attrContentBasedDeduplicationBit
+	attrDeduplicationScopeBit
+	attrFifoThroughputLimitBit
 )
 
 var queueAttributes = []string{
 	"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed",
 	"VisibilityTimeout", "DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod", "ReceiveMessageWaitTimeSeconds",
 	"RedrivePolicy", "QueueArn", "CreatedTimestamp", "LastModifiedTimestamp", "ApproximateAgeOfOldestMessage",
+	attrFifoQueue, attrContentBasedDeduplication, attrDeduplicationScope, attrFifoThroughputLimit,
 }
 
 // knownQueueAttributeNames are the queue attributes SQS knows, and
@@ -132,6 +138,13 @@ func (h *Handler) getQueueAttributes(c *call) error {
 				if v, ok := ref.rec.Attributes[name]; ok {
 					attrs[name] = v
 				}
+			}
+		}
+	}
+	if !ref.managed && ref.fifo { // a FIFO queue of Config.Queues: SQS's defaults, which act
+		for name, v := range fifoDefaults() {
+			if i := slices.Index(queueAttributes, name); want&(1<<i) != 0 {
+				attrs[name] = v
 			}
 		}
 	}

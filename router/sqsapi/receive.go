@@ -24,7 +24,7 @@ type receiveInput struct {
 	AttributeNames              []string // the older name of MessageSystemAttributeNames
 	MessageSystemAttributeNames []string
 	MessageAttributeNames       []string
-	ReceiveRequestAttemptId     *string // FIFO queues only: ignored
+	ReceiveRequestAttemptId     *string // FIFO queues only: checked, and not acted upon
 }
 
 // The system attributes a received message can carry, by bit (systemAttributes[i] is bit i).
@@ -33,9 +33,18 @@ const (
 	attrSentTimestamp
 	attrFirstReceive
 	attrTraceHeader
+	attrGroupID
+	attrDeduplicationID
+	attrSequenceNumber
 )
 
-var systemAttributes = []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp", "AWSTraceHeader"}
+var systemAttributes = []string{
+	"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp", "AWSTraceHeader",
+	"MessageGroupId", "MessageDeduplicationId", "SequenceNumber",
+}
+
+// fifoOnlyAttributes are the system attributes of a FIFO queue's messages only.
+const fifoOnlyAttributes = attrDeduplicationID | attrSequenceNumber
 
 // knownMessageAttributeNames are the names SQS knows in a ReceiveMessage's
 // MessageSystemAttributeNames, and in its older AttributeNames (which the SDKs type as queue
@@ -115,6 +124,13 @@ func (h *Handler) receiveMessage(c *call) error {
 		return err
 	}
 	topic := ref.topic
+	if !ref.fifo {
+		req.attrs &^= fifoOnlyAttributes
+	} else if in.ReceiveRequestAttemptId != nil {
+		if err := checkFIFOID("ReceiveRequestAttemptId", *in.ReceiveRequestAttemptId); err != nil {
+			return err
+		}
+	}
 	// The queue's defaults, with Config.Store.
 	if in.VisibilityTimeout == nil && ref.managed {
 		req.opts.Visibility = time.Duration(ref.attribute("VisibilityTimeout", 0)) * time.Second
@@ -318,13 +334,30 @@ func appendMessage(dst []byte, m *router.Message, d delivery) []byte {
 		if attrs&attrFirstReceive != 0 {
 			attribute("ApproximateFirstReceiveTimestamp", d.firstReceive)
 		}
-		if attrs&attrTraceHeader != 0 {
-			trace, _ := traceOf(m.Headers)
+		text := func(name string, v []byte) {
 			if !first {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, `"AWSTraceHeader":`...)
-			dst = frontend.AppendString(dst, trace)
+			first = false
+			dst = append(dst, '"')
+			dst = append(dst, name...)
+			dst = append(dst, `":`...)
+			dst = frontend.AppendString(dst, v)
+		}
+		if attrs&attrTraceHeader != 0 {
+			trace, _ := traceOf(m.Headers)
+			text("AWSTraceHeader", trace)
+		}
+		if attrs&attrGroupID != 0 {
+			text("MessageGroupId", m.Key)
+		}
+		if attrs&attrDeduplicationID != 0 {
+			id, _ := deduplicationIDOf(m.Headers)
+			text("MessageDeduplicationId", id)
+		}
+		if attrs&attrSequenceNumber != 0 {
+			var num [40]byte
+			text("SequenceNumber", appendSequenceNumber(num[:0], m.Partition, m.Offset))
 		}
 		dst = append(dst, '}')
 	}
@@ -383,6 +416,16 @@ func appendMessageXML(dst []byte, m *router.Message, d delivery) []byte {
 	if trace, _ := traceOf(m.Headers); attrs&attrTraceHeader != 0 && xmlSafe(trace) {
 		attribute("AWSTraceHeader", trace)
 	}
+	if attrs&attrGroupID != 0 && xmlSafe(m.Key) {
+		attribute("MessageGroupId", m.Key)
+	}
+	if id, _ := deduplicationIDOf(m.Headers); attrs&attrDeduplicationID != 0 && xmlSafe(id) {
+		attribute("MessageDeduplicationId", id)
+	}
+	if attrs&attrSequenceNumber != 0 {
+		var seq [40]byte
+		attribute("SequenceNumber", appendSequenceNumber(seq[:0], m.Partition, m.Offset))
+	}
 	if len(mattrs) == 0 {
 		return append(dst, "</Message>"...)
 	}
@@ -414,7 +457,9 @@ func appendMessageXML(dst []byte, m *router.Message, d delivery) []byte {
 }
 
 // absentAttributes are the system attributes m cannot answer: a SentTimestamp for a record
-// without a timestamp, an AWSTraceHeader for one sent without.
+// without a timestamp, an AWSTraceHeader for one sent without, a MessageGroupId for a record
+// without a key (or one that is not UTF-8, which no client sent), a MessageDeduplicationId
+// for one without its header.
 func absentAttributes(m *router.Message) uint {
 	var absent uint
 	if m.Timestamp.IsZero() {
@@ -423,7 +468,24 @@ func absentAttributes(m *router.Message) uint {
 	if _, ok := traceOf(m.Headers); !ok {
 		absent |= attrTraceHeader
 	}
+	if len(m.Key) == 0 || !utf8.Valid(m.Key) {
+		absent |= attrGroupID
+	}
+	if _, ok := deduplicationIDOf(m.Headers); !ok {
+		absent |= attrDeduplicationID
+	}
 	return absent
+}
+
+// deduplicationIDOf is the MessageDeduplicationId a FIFO queue's record carries: the last
+// deduplicationHeader whose value is valid UTF-8.
+func deduplicationIDOf(headers []router.Header) ([]byte, bool) {
+	for i := len(headers) - 1; i >= 0; i-- {
+		if headers[i].Key == deduplicationHeader && utf8.Valid(headers[i].Value) {
+			return headers[i].Value, true
+		}
+	}
+	return nil, false
 }
 
 // appendMessageID appends a record's MessageId, partition:offset: the same for every

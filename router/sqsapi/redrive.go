@@ -95,7 +95,7 @@ func redrivePolicyOf(rec QueueRecord) (RedrivePolicy, bool) {
 
 // MaxDeliveries is the router.TopicConfig.MaxDeliveries of a queue's topic: its
 // RedrivePolicy's maxReceiveCount, or 0 (unlimited) when it has none. A host's
-// router.Config.Topic answers it for the queue's topic, and its QueueStore calls
+// router.Config.Topic answers it for the queue's topic (TopicConfig does), and its QueueStore calls
 // router.Node.ReloadTopic when a record's RedrivePolicy changes, so that the node
 // quarantines a message after that many receives and router.Config.OnQuarantine hands it
 // to DeadLetter.
@@ -145,6 +145,10 @@ func (h *Handler) checkRedrive(queue string, attrs map[string]string) error {
 		return invalidValue("RedrivePolicy", strconv.Quote(truncate(s)), "Dead letter target does not exist.")
 	case dlq == queue:
 		return invalidValue("RedrivePolicy", strconv.Quote(truncate(s)), "A queue cannot be its own dead letter target.")
+	case isFIFOName(dlq) != isFIFOName(queue):
+		// A FIFO queue's dead letters keep their groups in a FIFO queue; a standard queue's
+		// have no order to keep.
+		return invalidValue("RedrivePolicy", strconv.Quote(truncate(s)), "Dead-letter target must be the same type of queue as the source: FIFO for a FIFO queue, standard for a standard one.")
 	}
 	return nil
 }

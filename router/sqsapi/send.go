@@ -28,6 +28,15 @@ type sentMessage struct {
 	body  []byte
 	attrs []messageAttribute // its message attributes, in order of name
 	trace []byte             // its AWSTraceHeader system attribute; nil: none
+	group []byte             // its MessageGroupId, the record's key; nil: none
+	// dedupID is a FIFO queue's message's MessageDeduplicationId: the one sent, or its
+	// body's SHA-256 (content-based deduplication).
+	dedupID string
+}
+
+// record is the record m is sent as.
+func (m *sentMessage) record() router.Record {
+	return router.Record{Key: m.group, Value: m.body, Headers: recordHeaders(m.attrs, m.trace, m.dedupID)}
 }
 
 // size is what the message counts towards SQS's bound: its body, and its attributes' and
@@ -40,9 +49,10 @@ func (m *sentMessage) size() int {
 	return n
 }
 
-// message validates a message to send. What a record cannot carry is refused rather than
-// dropped: message attributes and system attributes when the host's produce cannot keep them
-// (keepsAttributes false), a delay, and the FIFO queues' group and deduplication ids.
+// message validates a message to send, but for what depends on its queue's type (fitQueue).
+// What a record cannot carry is refused rather than dropped: message attributes, system
+// attributes and message groups when the host's produce cannot keep them (keepsAttributes
+// false), and a delay.
 func (in *sendInput) message(prefix string, keepsAttributes bool) (sentMessage, error) {
 	body, err := in.body(prefix, keepsAttributes)
 	if err != nil {
@@ -57,6 +67,9 @@ func (in *sendInput) message(prefix string, keepsAttributes bool) (sentMessage, 
 		return sentMessage{}, err
 	}
 	m := sentMessage{body: body, attrs: attrs, trace: trace}
+	if in.MessageGroupId != nil {
+		m.group = []byte(*in.MessageGroupId)
+	}
 	if m.size() > MaxMessageBytes {
 		return sentMessage{}, invalidValue(prefix+"MessageBody", "(a body)", fmt.Sprintf("Message must be shorter than %d bytes, its attributes included.", MaxMessageBytes))
 	}
@@ -102,12 +115,18 @@ func (in *sendInput) body(prefix string, keepsAttributes bool) ([]byte, error) {
 		return nil, invalidValue(prefix+"MessageAttributes", "(set)", "Message attributes are not supported by this endpoint: the message was not sent.")
 	case len(in.MessageSystemAttributes) > 0 && !keepsAttributes:
 		return nil, invalidValue(prefix+"MessageSystemAttributes", "(set)", "Message system attributes are not supported by this endpoint: the message was not sent.")
-	case in.DelaySeconds != nil && *in.DelaySeconds != 0:
-		return nil, invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "Delayed messages are not supported by this endpoint.")
-	case in.MessageGroupId != nil:
-		return nil, invalidValue(prefix+"MessageGroupId", strconv.Quote(truncate(*in.MessageGroupId)), "The request include parameter that is not valid for this queue type.")
-	case in.MessageDeduplicationId != nil:
-		return nil, invalidValue(prefix+"MessageDeduplicationId", strconv.Quote(truncate(*in.MessageDeduplicationId)), "The request include parameter that is not valid for this queue type.")
+	case in.MessageGroupId != nil && !keepsAttributes:
+		return nil, invalidValue(prefix+"MessageGroupId", strconv.Quote(truncate(*in.MessageGroupId)), "Message groups are not supported by this endpoint: the message was not sent.")
+	}
+	if in.MessageGroupId != nil {
+		if err := checkFIFOID(prefix+"MessageGroupId", *in.MessageGroupId); err != nil {
+			return nil, err
+		}
+	}
+	if in.MessageDeduplicationId != nil {
+		if err := checkFIFOID(prefix+"MessageDeduplicationId", *in.MessageDeduplicationId); err != nil {
+			return nil, err
+		}
 	}
 	body := *in.MessageBody
 	switch {
@@ -140,12 +159,51 @@ func invalidCharacter(s string) (rune, bool) {
 	return 0, true
 }
 
+// fitQueue checks what of a message depends on its queue's type, and sets its deduplication
+// id. A FIFO queue's message has a MessageGroupId (MissingParameter), and a
+// MessageDeduplicationId unless the queue has ContentBasedDeduplication (whose id is then
+// the body's SHA-256), and no DelaySeconds but 0; a standard queue's has no
+// MessageDeduplicationId, and a delay of 0 only too (the core has no delayed delivery). A
+// standard queue takes a MessageGroupId, as SQS's fair queues do: the record's key, with no
+// effect on delivery here.
+func (r *queueRef) fitQueue(prefix string, in *sendInput, m *sentMessage) error {
+	if !r.fifo {
+		switch {
+		case in.DelaySeconds != nil && *in.DelaySeconds != 0:
+			return invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "Delayed messages are not supported by this endpoint.")
+		case in.MessageDeduplicationId != nil:
+			return invalidValue(prefix+"MessageDeduplicationId", strconv.Quote(truncate(*in.MessageDeduplicationId)), "The request include parameter that is not valid for this queue type.")
+		}
+		return nil
+	}
+	switch {
+	case in.DelaySeconds != nil && *in.DelaySeconds != 0:
+		return invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "The request include parameter that is not valid for this queue type.")
+	case in.MessageGroupId == nil:
+		return fail(codeMissingParameter, "The request must contain the parameter "+prefix+"MessageGroupId.")
+	case in.MessageDeduplicationId != nil:
+		m.dedupID = *in.MessageDeduplicationId
+	case r.contentBasedDeduplication():
+		m.dedupID = contentDeduplicationID(m.body)
+	default:
+		return invalidValue(prefix+"MessageDeduplicationId", "(none)", "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly.")
+	}
+	return nil
+}
+
+// contentBasedDeduplication reports whether the queue has ContentBasedDeduplication (a
+// queue of Config.Queues has not).
+func (r *queueRef) contentBasedDeduplication() bool {
+	return r.rec.Attributes[attrContentBasedDeduplication] == "true"
+}
+
 // sendResponse answers SendMessage.
 type sendResponse struct {
 	MD5OfMessageBody             string `json:"MD5OfMessageBody"`
 	MD5OfMessageAttributes       string `json:"MD5OfMessageAttributes,omitempty"`
 	MD5OfMessageSystemAttributes string `json:"MD5OfMessageSystemAttributes,omitempty"`
 	MessageId                    string `json:"MessageId"`
+	SequenceNumber               string `json:"SequenceNumber,omitempty"` // a FIFO queue's
 }
 
 func (s *sendResponse) appendJSON(dst []byte) []byte {
@@ -161,7 +219,11 @@ func (s *sendResponse) appendXML(dst []byte) []byte {
 	if s.MD5OfMessageSystemAttributes != "" {
 		dst = appendXMLElement(dst, "MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes)
 	}
-	return appendXMLElement(dst, "MessageId", s.MessageId)
+	dst = appendXMLElement(dst, "MessageId", s.MessageId)
+	if s.SequenceNumber != "" {
+		dst = appendXMLElement(dst, "SequenceNumber", s.SequenceNumber)
+	}
+	return dst
 }
 
 // sendMessage serves SendMessage through Config.Produce or Config.ProduceRecord.
@@ -177,19 +239,22 @@ func (h *Handler) sendMessage(c *call) error {
 	if err != nil {
 		return err
 	}
-	_, ref, err := h.openRef(c, in.QueueUrl)
+	queue, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
+		return err
+	}
+	if err := ref.fitQueue("", &in, &msg); err != nil {
 		return err
 	}
 	if err := ref.fits("", &msg); err != nil {
 		return err
 	}
-	id, err := h.send(c, ref.topic, &msg)
+	id, seq, err := h.send(c, queue, &ref, &msg)
 	if err != nil {
 		return err
 	}
 	c.reply(&sendResponse{MD5OfMessageBody: md5Hex(msg.body), MD5OfMessageAttributes: attributesMD5Hex(msg.attrs),
-		MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace), MessageId: id})
+		MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace), MessageId: id, SequenceNumber: seq})
 	return nil
 }
 
@@ -201,15 +266,18 @@ func (r *queueRef) fits(prefix string, m *sentMessage) error {
 	return nil
 }
 
-// send produces one message, its attributes as the record's headers (recordHeaders), and
-// returns its MessageId.
-func (h *Handler) send(c *call, topic string, m *sentMessage) (string, error) {
-	rec := router.Record{Value: m.body, Headers: recordHeaders(m.attrs, m.trace)}
-	partition, offset, err := h.produce(c.r.Context(), topic, rec)
-	if err != nil {
-		return "", err
+// send produces one message to queue, its attributes as the record's headers
+// (recordHeaders), and returns its MessageId, and for a FIFO queue its SequenceNumber (a
+// duplicate's are the original's: see sendFIFO).
+func (h *Handler) send(c *call, queue string, ref *queueRef, m *sentMessage) (id, seq string, err error) {
+	if ref.fifo {
+		return h.sendFIFO(c.r.Context(), queue, ref, m)
 	}
-	return string(appendMessageID(nil, partition, offset)), nil
+	partition, offset, err := h.produce(c.r.Context(), ref.topic, m.record())
+	if err != nil {
+		return "", "", err
+	}
+	return string(appendMessageID(nil, partition, offset)), "", nil
 }
 
 // attributesMD5Hex is MD5OfMessageAttributes in hex, or "" for a message without any (the
@@ -260,7 +328,7 @@ func (h *Handler) sendMessageBatch(c *call) error {
 	if total > MaxMessageBytes {
 		return fail(codeBatchRequestTooLong, fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxMessageBytes, total))
 	}
-	_, ref, err := h.openRef(c, in.QueueUrl)
+	queue, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
@@ -270,18 +338,22 @@ func (h *Handler) sendMessageBatch(c *call) error {
 		prefix := "Entries." + strconv.Itoa(i+1) + "."
 		msg, err := e.message(prefix, h.keepsAttributes)
 		if err == nil {
+			err = ref.fitQueue(prefix, e, &msg)
+		}
+		if err == nil {
 			err = ref.fits(prefix, &msg)
 		}
-		var id string
+		var id, seq string
 		if err == nil {
-			id, err = h.send(c, ref.topic, &msg)
+			id, seq, err = h.send(c, queue, &ref, &msg)
 		}
 		if err != nil {
 			h.failEntry(&resp, c, *e.Id, err)
 			continue
 		}
 		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg.body),
-			MD5OfMessageAttributes: attributesMD5Hex(msg.attrs), MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace)})
+			MD5OfMessageAttributes: attributesMD5Hex(msg.attrs), MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace),
+			SequenceNumber: seq})
 	}
 	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil

@@ -102,6 +102,7 @@ type batchSuccess struct {
 	// SendMessageBatch's, for an entry with message attributes, or an AWSTraceHeader.
 	MD5OfMessageAttributes       string `json:"MD5OfMessageAttributes,omitempty"`
 	MD5OfMessageSystemAttributes string `json:"MD5OfMessageSystemAttributes,omitempty"`
+	SequenceNumber               string `json:"SequenceNumber,omitempty"` // SendMessageBatch's, to a FIFO queue
 }
 
 type batchFailure struct {
@@ -146,7 +147,8 @@ func (b *batchReply) appendXML(dst []byte) []byte {
 		dst = append(dst, '>')
 		dst = appendXMLElement(dst, "Id", s.Id)
 		for _, f := range [][2]string{{"MessageId", s.MessageId}, {"MD5OfMessageBody", s.MD5OfMessageBody},
-			{"MD5OfMessageAttributes", s.MD5OfMessageAttributes}, {"MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes}} {
+			{"MD5OfMessageAttributes", s.MD5OfMessageAttributes}, {"MD5OfMessageSystemAttributes", s.MD5OfMessageSystemAttributes},
+			{"SequenceNumber", s.SequenceNumber}} {
 			if f[1] != "" {
 				dst = appendXMLElement(dst, f[0], f[1])
 			}

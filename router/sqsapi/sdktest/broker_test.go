@@ -61,7 +61,12 @@ type broker struct {
 func newBroker(t testing.TB, opts ...func(*sqsapi.Config)) *broker {
 	t.Helper()
 	b := &broker{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, consumes: make(chan struct{}, 64)}
-	node, err := router.New(router.Config{Logs: b.logs, Routes: b.routes, Dir: "/state", FS: crashfs.New()})
+	node, err := router.New(router.Config{Logs: b.logs, Routes: b.routes, Dir: "/state", FS: crashfs.New(),
+		// A queue's topic is configured by its record: a FIFO queue's is ordered.
+		Topic: func(topic string) router.TopicConfig {
+			rec, _ := b.store.Queue(topic)
+			return sqsapi.TopicConfig(rec)
+		}})
 	require.NoError(t, err)
 	b.node = node
 	b.store = &sqsapi.MemQueueStore{

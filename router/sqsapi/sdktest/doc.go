@@ -5,7 +5,9 @@
 // would, and the tests refuse wrong secrets, unknown keys, tampered and stale requests
 // (signed by the SDK's own signer), and show the SDK's clock skew correction at work. Its
 // queues live in a MemQueueStore: "orders" is created through the API at its start, and
-// TestQueueManagement creates, lists, configures, tags, purges and deletes others. It holds tests only, which take a few
+// TestQueueManagement creates, lists, configures, tags, purges and deletes others; TestFIFOQueue
+// a FIFO queue (its topic ordered through sqsapi.TopicConfig), whose groups come in order and
+// stay held while in flight, and whose resends are deduplicated. It holds tests only, which take a few
 // seconds of real time (visibility timeouts of 1 s; a real client cannot run on a fake
 // clock); CI runs them:
 //
@@ -21,7 +23,7 @@
 // query protocol (TestServerBoto3Query, as TestBoto3Query below, with the dead-letter move).
 //
 // TestBoto3Query drives the handler with boto3 over SQS's query protocol
-// (testdata/boto3_query.py), which botocore spoke before 1.31: Debian's python3-boto3 1.26,
+// (testdata/boto3_query.py, a FIFO queue's sends and receives among them), which botocore spoke before 1.31: Debian's python3-boto3 1.26,
 // say. It is skipped when the Python it finds has no boto3 of that protocol. Debian's
 // packages can be unpacked without installing them:
 //
@@ -48,7 +50,8 @@
 // It is skipped when there is neither.
 //
 // TestJSClient drives the handler with the AWS SDK for JavaScript v3 (@aws-sdk/client-sqs,
-// the JSON protocol, SigV4 from static credentials; testdata/jsclient/sqs_client.js), and
+// the JSON protocol, SigV4 from static credentials, a FIFO queue among the queues;
+// testdata/jsclient/sqs_client.js), and
 // TestServerJSClient cmd/sqsd, with a message redriven to its dead-letter queue and moved
 // back. They need Node.js 20 or later and the SDK of testdata/jsclient/package-lock.json,
 // which npm ci installs where SQSAPI_JS_DIR says (the directory's node_modules), or into

@@ -170,6 +170,31 @@ try:
 except c.exceptions.QueueDeletedRecently:
     pass
 
+# A FIFO queue: each group in order in the XML's attributes; a resend within the
+# deduplication window answers the original's MessageId and SequenceNumber and sends nothing.
+expect_error("InvalidParameterValue", c.create_queue, QueueName="boto.fifo")
+fifo = c.create_queue(QueueName="boto.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+fa = c.get_queue_attributes(QueueUrl=fifo, AttributeNames=["All"])["Attributes"]
+assert fa["FifoQueue"] == "true" and fa["ContentBasedDeduplication"] == "false", fa
+fs = c.send_message_batch(QueueUrl=fifo, Entries=[
+    {"Id": m, "MessageBody": m, "MessageGroupId": m[0], "MessageDeduplicationId": m} for m in ("a1", "b1", "a2")])
+assert len(fs["Successful"]) == 3 and all(e["SequenceNumber"] for e in fs["Successful"]), fs
+first = c.send_message(QueueUrl=fifo, MessageBody="again", MessageGroupId="a", MessageDeduplicationId="a1")
+a1 = [e for e in fs["Successful"] if e["Id"] == "a1"][0]
+assert (first["MessageId"], first["SequenceNumber"]) == (a1["MessageId"], a1["SequenceNumber"]), (first, a1)
+expect_error("MissingParameter", c.send_message, QueueUrl=fifo, MessageBody="x", MessageDeduplicationId="x")
+expect_error("InvalidParameterValue", c.send_message, QueueUrl=fifo, MessageBody="x", MessageGroupId="a")
+fm = c.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10, AttributeNames=["All"], ReceiveRequestAttemptId="r1")["Messages"]
+groups = {}
+for m in fm:
+    groups.setdefault(m["Attributes"]["MessageGroupId"], []).append(m["Body"])
+    assert m["Attributes"]["MessageDeduplicationId"] == m["Body"], m
+assert groups == {"a": ["a1", "a2"], "b": ["b1"]}, groups
+assert "Messages" not in c.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10), "a and b in flight"
+d = c.delete_message_batch(QueueUrl=fifo, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(fm)])
+assert len(d["Successful"]) == 3, d
+assert "Messages" not in c.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10), "the resend was not sent"
+
 # Errors: the SDK's modeled exceptions, by the query codes.
 try:
     c.get_queue_url(QueueName="nope")

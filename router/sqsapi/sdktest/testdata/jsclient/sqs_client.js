@@ -238,6 +238,37 @@ async function main() {
     assert.equal(status, "COMPLETED");
   }
 
+  // A FIFO queue: each group in order, held while a message of it is in flight; a resend
+  // within the deduplication window (here by content) answers the original and sends nothing.
+  const fifo = (await send(new sqs.CreateQueueCommand({
+    QueueName: "js-jobs.fifo", Attributes: { FifoQueue: "true", ContentBasedDeduplication: "true" },
+  }))).QueueUrl;
+  const fifoSent = await send(new sqs.SendMessageBatchCommand({
+    QueueUrl: fifo, Entries: [["a", "a1"], ["b", "b1"], ["a", "a2"], ["b", "b2"]].map(([g, m]) => ({ Id: m, MessageBody: m, MessageGroupId: g })),
+  }));
+  assert.equal(fifoSent.Successful.length, 4, JSON.stringify(fifoSent.Failed));
+  for (const e of fifoSent.Successful) assert.match(e.SequenceNumber, /^\d+$/);
+  const resent = await send(new sqs.SendMessageCommand({ QueueUrl: fifo, MessageBody: "a1", MessageGroupId: "a" }));
+  assert.equal(resent.MessageId, fifoSent.Successful.find((e) => e.Id === "a1").MessageId);
+  await expectError("MissingParameter", () => send(new sqs.SendMessageCommand({ QueueUrl: fifo, MessageBody: "x" })));
+  const fifoGot = await receiveUntil(fifo, (ms) => ms.length >= 4);
+  assert.equal(fifoGot.length, 4, "the resend was not sent");
+  for (const g of ["a", "b"]) {
+    const ms = fifoGot.filter((m) => m.Attributes.MessageGroupId === g);
+    assert.deepEqual(ms.map((m) => m.Body), [g + "1", g + "2"]);
+    assert.ok(BigInt(ms[0].Attributes.SequenceNumber) < BigInt(ms[1].Attributes.SequenceNumber));
+    assert.equal(ms[0].Attributes.MessageDeduplicationId, crypto.createHash("sha256").update(g + "1").digest("hex"));
+  }
+  await send(new sqs.SendMessageCommand({ QueueUrl: fifo, MessageBody: "a3", MessageGroupId: "a" }));
+  const held = await send(new sqs.ReceiveMessageCommand({ QueueUrl: fifo, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
+  assert.equal((held.Messages ?? []).length, 0, "a and b are in flight");
+  const fifoDeleted = await send(new sqs.DeleteMessageBatchCommand({
+    QueueUrl: fifo, Entries: fifoGot.map((m, i) => ({ Id: `f${i}`, ReceiptHandle: m.ReceiptHandle })),
+  }));
+  assert.equal(fifoDeleted.Successful.length, 4, JSON.stringify(fifoDeleted.Failed));
+  const [a3] = await receiveUntil(fifo, (ms) => ms.length >= 1, { del: true });
+  assert.equal(a3.Body, "a3");
+
   // Errors: the SDK's modeled exceptions, and the signatures it makes refused when wrong.
   await expectError("QueueDoesNotExist", () => send(new sqs.GetQueueUrlCommand({ QueueName: "js-nope" })));
   await expectError("ReceiptHandleIsInvalid", () => send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: "0:0:1" })));
