@@ -144,6 +144,36 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	return deferred
 }
 
+// QueueKeys tells an ordered shard the keys of offsets it holds unleased and unsettled (a
+// move's delayed and released records: the move carries no keys), so that a later record of
+// those keys waits for them as it would have where they were nacked; keys[i] is KeyOf of
+// offsets[i]'s record key. An offset leased, settled, unknown to the shard or known to the
+// index already is left as it is; so is every offset of a shard that is not ordered.
+func (s *Shard) QueueKeys(now time.Time, offsets []int64, keys []uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keys == nil {
+		return
+	}
+	at := now.UnixNano()
+	for i, off := range offsets {
+		p, ok := s.pending.get(off)
+		if !ok || p.nonce != 0 || p.deferred || keys[i] == 0 || off <= s.frontier {
+			continue
+		}
+		if _, known := s.keys.of.get(off); known {
+			continue
+		}
+		ks := s.keys.byKey[keys[i]]
+		if ks == nil {
+			ks = s.keys.newState()
+			s.keys.byKey[keys[i]] = ks
+		}
+		ks.queue(off, at)
+		s.keys.of.set(off, keyRef{key: keys[i], state: ks})
+	}
+}
+
 // Ordered reports whether the shard orders records by key (Config.Ordered): its scans must
 // bind what they read (Bind) under ScanLock.
 func (s *Shard) Ordered() bool { return s.ordered.Load() }

@@ -274,24 +274,31 @@ func (n *Node) Adopt(ctx context.Context, topic string, partition int32, state [
 }
 
 // bindHeldKeys binds the live leases a move brought to their keys on an ordered topic, so
-// that no consumer here takes a key one of them holds (the move carries no keys: their
-// records are read again here). A lease whose record cannot be read stays unbound, logged:
-// its key is not kept from other consumers until that lease ends.
+// that no consumer here takes a key one of them holds, and queues its delayed records under
+// theirs, so that no later record of a key goes before a record of it nacked there (the move
+// carries no keys: their records are read again here). A record that cannot be read is
+// logged and left as it is: its key is not kept from other consumers until it settles.
 func (n *Node) bindHeldKeys(shard *inflight.Shard, topic string, partition int32, held []inflight.Held) {
 	if !shard.Ordered() {
 		return
 	}
 	var handles []inflight.Handle
-	var keys []uint64
+	var keys, delayedKeys []uint64
+	var delayed []int64
 	log, err := n.getLog(topic, partition)
 	for _, h := range held {
-		if h.Nonce == 0 || err != nil {
+		if (h.Nonce == 0 && !h.Delayed) || err != nil {
 			continue
 		}
 		rec, readErr := log.Read(h.Offset)
 		if readErr != nil {
 			n.logger.Warn("consume: adopt: cannot read a moved lease's record to learn its key; the key is not held until the lease ends",
 				slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Int64("offset", h.Offset), slog.Any("err", readErr))
+			continue
+		}
+		if h.Nonce == 0 {
+			delayed = append(delayed, h.Offset)
+			delayedKeys = append(delayedKeys, inflight.KeyOf(rec.Key))
 			continue
 		}
 		handles = append(handles, inflight.Handle{Partition: partition, Offset: h.Offset, Nonce: h.Nonce})
@@ -301,13 +308,15 @@ func (n *Node) bindHeldKeys(shard *inflight.Shard, topic string, partition int32
 		n.logger.Warn("consume: adopt: cannot resolve the log to learn the keys of moved leases; their keys are not held until the leases end",
 			slog.String("topic", topic), slog.Int("partition", int(partition)), slog.Any("err", err))
 	}
-	if len(handles) == 0 {
+	if len(handles)+len(delayed) == 0 {
 		return
 	}
-	// One Bind: the leases of a key were one holder's at the previous owner.
+	now := n.clock.Now()
 	shard.ScanLock().Lock()
 	defer shard.ScanLock().Unlock()
-	shard.Bind(n.clock.Now(), handles, keys, false, make([]bool, len(handles)))
+	// One Bind: the leases of a key were one holder's at the previous owner.
+	shard.Bind(now, handles, keys, false, make([]bool, len(handles)))
+	shard.QueueKeys(now, delayed, delayedKeys)
 }
 
 // install replaces the partition's shard with one restored from p, its directory cleared.

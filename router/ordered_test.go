@@ -214,6 +214,30 @@ func TestOrderedTopicMove(t *testing.T) {
 	})
 }
 
+// A move keeps a nacked record's place: the new owner queues a delayed record under its key,
+// so the key's later records wait for it there too.
+func TestOrderedTopicMoveKeepsANackedRecordFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTrioOf(t, time.Millisecond, router.TopicConfig{VisibilityTimeout: vt, Ordered: true})
+		defer tr.close()
+		ctx := context.Background()
+		log := tr.logs.Log("orders", 0)
+		for _, k := range []string{"a", "a", "b"} {
+			off := log.Append([]byte(k), []byte("v"), time.Now())
+			tr.a.node.Appended("orders", 0, off+1)
+		}
+		pinned := router.ConsumeOptions{Max: 10, Pinned: true, Partition: 0}
+		first := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
+		require.Equal(t, []int64{0}, offsetsOf(first))
+		require.NoError(t, tr.a.node.Nack(ctx, "orders", first[0].Receipt, time.Minute))
+		require.Equal(t, []int64{2}, offsetsOf(tr.a.consume(pinned)), "a's 1 waits behind the nacked 0")
+		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
+		require.Empty(t, tr.b.consume(pinned), "a's 1 still waits behind 0, delayed")
+		time.Sleep(time.Minute)
+		require.Equal(t, []int64{0, 1}, offsetsOf(tr.b.consume(pinned)), "the nacked record first, then the next of its key in the same batch")
+	})
+}
+
 // Consumers on a gateway (reading ahead for them), and on the gateway and the owners, over
 // keys spread on two partitions of two owners: the same promises across nodes.
 func TestOrderedTopicAcrossNodes(t *testing.T) {
