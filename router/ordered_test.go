@@ -234,7 +234,11 @@ func TestOrderedTopicMoveKeepsANackedRecordFirst(t *testing.T) {
 		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
 		require.Empty(t, tr.b.consume(pinned), "a's 1 still waits behind 0, delayed")
 		time.Sleep(time.Minute)
-		require.Equal(t, []int64{0, 1}, offsetsOf(tr.b.consume(pinned)), "the nacked record first, then the next of its key in the same batch")
+		// 0 first; 1, deferred behind it here, once 0 is acked; 2 is back, its lease lapsed.
+		again := tr.b.consume(pinned)
+		require.Equal(t, []int64{0, 2}, offsetsOf(again))
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", again[0].Receipt))
+		require.Equal(t, []int64{1}, offsetsOf(tr.b.consume(pinned)))
 	})
 }
 
