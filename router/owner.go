@@ -117,6 +117,12 @@ func (n *Node) available(topic string, now time.Time) int {
 		if err != nil {
 			continue
 		}
+		if n.ownership != nil && shard.Lapsed(now) && !n.renew(shard, now) {
+			// A promise is an action: none of a partition whose grant lapsed unrenewed (it
+			// may have failed over, its records settled by the new owner). A grant the host
+			// kept alive thaws here, so an idle partition's next record is offered at once.
+			continue
+		}
 		hwm := log.HighWatermark()
 		if hwm < 0 {
 			n.negativeWatermark(topic, p, hwm)

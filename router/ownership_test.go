@@ -404,3 +404,61 @@ func TestRoutesChangedSparesAnAdoptionAwaitingItsRoutes(t *testing.T) {
 		assert.Equal(t, uint64(1), tr.b.node.Stats().Deposed)
 	})
 }
+
+// lapsingOwner is a cluster of owner "b" (partition 0, granted by g under epoch 1 for 3 s)
+// and gateway "g", with a consumer parked on g until ctx ends: its token is at b, which
+// loaded the partition under the grant to answer the consumer's probe.
+func lapsingOwner(ctx context.Context, t *testing.T) (*cluster, *grants, <-chan []router.Message) {
+	t.Helper()
+	g := &grants{}
+	g.set(0, 1, time.Now().Add(3*time.Second))
+	c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, func(id string, cfg *router.Config) {
+		if id == "b" {
+			cfg.Ownership = g
+		}
+	})
+	t.Cleanup(c.close)
+	got := c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: time.Minute})
+	time.Sleep(10 * rtt)
+	synctest.Wait()
+	require.Equal(t, 1, c.nodes["g"].node.Parked("orders"))
+	return c, g, got
+}
+
+// A promise is an action: an owner whose grant of a partition lapsed unrenewed (a paused or
+// cut-off owner failed over while it lived, its routes stale) tells no node of a record
+// there, however often the node registers. Before, its estimate counted the frozen shard,
+// and it promised records its successor may have settled (internal/sim, SIM_ZOMBIES: seeds
+// 9597, 11106 and 12989 broke "one record, one promise").
+func TestLapsedGrantPromisesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		c, _, got := lapsingOwner(ctx, t)
+		time.Sleep(5 * time.Second) // the grant lapses: the host renews it not
+		c.produce(0, 1)
+		assert.Zero(t, c.nodes["b"].node.Stats().Remote.Notified, "no promise of a partition b cannot prove it owns")
+		time.Sleep(5 * time.Second) // g's keeper registers again meanwhile, and b looks each time
+		synctest.Wait()
+		assert.Zero(t, c.nodes["b"].node.Stats().Remote.Notified)
+		cancel()
+		assert.Empty(t, <-got)
+	})
+}
+
+// The other side: a grant the host kept alive, on a shard nobody touched since its own end
+// passed (no lease, so no purge looks), is renewed when a record shows up there, and the
+// record is offered at once. Skipping every lapsed shard instead left a sparse stream's
+// record unoffered until a consume touched the partition.
+func TestKeptGrantOffersAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, g, got := lapsingOwner(context.Background(), t)
+		g.set(0, 1, time.Now().Add(time.Hour)) // the host's keep-alives: the same grant lives on
+		time.Sleep(5 * time.Second)            // past the end b took when it loaded the partition
+		c.produce(0, 1)
+		assert.Equal(t, uint64(1), c.nodes["b"].node.Stats().Remote.Notified, "the record offered as it was appended")
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		assert.Equal(t, int64(0), msgs[0].Offset)
+	})
+}

@@ -19,21 +19,26 @@ import (
 // tokens.DefaultHold later; a claim (a Consume frame with the Claim byte) or a Pass arriving
 // from that node ends its oldest live hold, as does an answer other than yes to the Notify
 // (the owner retires the hold when it gets it, a round trip later: the tracker ends it
-// earlier, never later), and a Notify to a node the network fails at once. A Notify that
-// will get no answer (the network lost it or its reply, a partition cut it off, its node
-// hangs, the lying peer keeps silent) ends its hold when the notification's budget runs
-// out, when the owner abandons it. A process's holds end with it.
+// earlier, never later), and a Notify to a node the network fails at once. A Notify whose
+// answer has not reached the owner when the notification's budget runs out ends its hold
+// then, when the owner abandons it, whatever kept the answer away (the network lost it or its
+// reply, a partition cut it off, its node hangs or is paused past the budget, the lying peer
+// keeps silent). A process's holds end with it.
 //
 // What the owner could hand out is bounded from above by the model: the offsets of its
 // partitions below the high watermark that are neither certainly settled in its live
 // process nor certainly leased by it (a lease with a settle on its way counts as not
-// leased: the owner may have applied the settle already). The owner's own estimate (inflight.Shard.Available,
-// which errs high) never exceeds that bound, so more live holds than the bound is a broken
-// promise, checked at every notification and after every step.
+// leased: the owner may have applied the settle already; so does one granted, and an ack
+// answered, at the instant of the check, which may have come after the owner fired the
+// token). The owner's own estimate (inflight.Shard.Available, which errs high) never exceeds
+// that bound, so more live holds than the bound is a broken promise, checked at every
+// notification and after every step.
 
 type hold struct {
 	to          string
 	made, until time.Time
+	id          int  // which of its process's notifications made it
+	answered    bool // the Notify's answer reached the owner within the notification's budget
 }
 
 // notifyBudget is how long an owner waits for the answer to a notification before it
@@ -41,23 +46,38 @@ type hold struct {
 // Config.HoldTimeout if shorter (the run's nodes keep the default hold, a second).
 const notifyBudget = 250 * time.Millisecond
 
-// notifySent records a Notify that owner sent to node to. Called with s.mu held.
-func (s *sim) notifySent(owner, to string) {
+// notifySent records a Notify that owner sent to node to, and returns the process that sent
+// it and which of its notifications it is, for notifyAnswered. Called with s.mu held.
+func (s *sim) notifySent(owner, to string) (e *epoch, id int) {
 	nd := s.byID[owner]
 	if nd == nil || len(nd.epochs) == 0 {
-		return
+		return nil, 0
 	}
-	e := nd.cur()
+	e = nd.cur()
 	now := time.Now()
 	e.notified++
 	if at, ok := e.credit[to]; ok && at.Equal(now) {
 		// A claim from to arrived at this very instant, before this Notify was seen
 		// leaving: the owner retired the hold it made for it.
 		delete(e.credit, to)
-		return
+		return e, e.notified
 	}
-	e.holds = append(e.holds, hold{to: to, made: now, until: now.Add(tokens.DefaultHold)})
+	e.holds = append(e.holds, hold{to: to, made: now, until: now.Add(tokens.DefaultHold), id: e.notified})
 	s.checkPromises(e)
+	return e, e.notified
+}
+
+// notifyAnswered sees the answer to process e's notification id reach it: within the
+// notification's budget, the owner keeps the hold it made (unless the answer retired it,
+// see answered); at the budget's end or later, the owner abandoned it then. Called with
+// s.mu held.
+func (s *sim) notifyAnswered(e *epoch, id int) {
+	now := time.Now()
+	for i := range e.holds {
+		if h := &e.holds[i]; h.id == id && now.Before(h.made.Add(notifyBudget)) {
+			h.answered = true
+		}
+	}
 }
 
 // unanswered records that the Notify owner sent to node to will get no answer: the owner
@@ -150,7 +170,8 @@ func (s *sim) retire(e *epoch, from string) {
 func (s *sim) expireHolds(e *epoch, now time.Time) {
 	keep := e.holds[:0]
 	for _, h := range e.holds {
-		if now.Before(h.until) {
+		// At an equal instant the owner may have abandoned it already: it ends.
+		if now.Before(h.until) && (h.answered || now.Before(h.made.Add(notifyBudget))) {
 			keep = append(keep, h)
 		}
 	}
@@ -189,12 +210,14 @@ func (s *sim) couldHandOut(e *epoch, now time.Time) int {
 			// A quarantined record above the frontier counts in the owner's estimate
 			// (inflight.Shard.Available errs high there by design), so a rejected one is
 			// not taken for settled here (reject.go).
-			if s.settledSure(r) && !r.maybeRejected {
+			if s.settledBefore(r, now) && !r.maybeRejected {
 				continue
 			}
 			leased := false
 			for _, l := range r.leases {
-				if l.ep == e && l.settling == 0 && !now.Before(l.granted) && now.Before(l.endMin) {
+				// One granted at this very instant may have come after the owner fired the
+				// token (its Transport sees the Notify after the firing, at the same instant).
+				if l.ep == e && l.settling == 0 && l.granted.Before(now) && now.Before(l.endMin) {
 					leased = true
 					break
 				}
@@ -205,6 +228,20 @@ func (s *sim) couldHandOut(e *epoch, now time.Time) int {
 		}
 	}
 	return n
+}
+
+// settledBefore is settledSure by an ack answered before now: one answered at this very
+// instant may have been applied after the owner fired the token.
+func (s *sim) settledBefore(r *record, now time.Time) bool {
+	if !r.deletedAt.IsZero() {
+		return false // as settledSure
+	}
+	for _, a := range r.acks {
+		if a.r.Before(now) && !s.undoable(r, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // knows reports whether nd's release speaks wire version v.
@@ -243,9 +280,11 @@ func (promptTransport) HonorsContext() {}
 
 func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
 	sent := time.Now() // when the node decided to send it
+	var notifier *epoch
+	var notification int
 	if len(frame) > 0 && frame[0] == wire.OpNotify {
 		t.s.mu.Lock()
-		t.s.notifySent(t.nd.id, to)
+		notifier, notification = t.s.notifySent(t.nd.id, to)
 		t.s.mu.Unlock()
 	}
 	if err := sleep(ctx, t.s.tieBreak(t.nd.id, to, frame)); err != nil {
@@ -253,6 +292,11 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 	}
 	reply, err := t.inner.Call(ctx, to, frame)
 	if err == nil {
+		if notifier != nil {
+			t.s.mu.Lock()
+			t.s.notifyAnswered(notifier, notification)
+			t.s.mu.Unlock()
+		}
 		t.s.refused(t.nd, to, sent, frame, reply)
 	}
 	if t.s.opts.Plant == PlantLateReply && t.prompt && err == nil && len(consumesOf(frame)) > 0 {
