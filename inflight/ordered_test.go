@@ -422,3 +422,33 @@ func TestOrderedDeferredHoleAtAckedAheadCap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{0}, offsetsOf(hole))
 }
+
+// A record queued at the head of its key (nacked, here) and leased again, then skipped as
+// corrupt before its read bound it, leaves the key's queue: left there, it would block every
+// later record of the key for good. Found by the cluster simulation (internal/sim, an ordered
+// topic with corrupt records): a partition's keyed records were never delivered again.
+func TestOrderedCorruptSkipOfAQueuedRecordFreesItsKey(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const a = 1
+	keyAt := []uint64{a, a, a}
+	s, _ := newTestShard(t, Config{Ordered: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
+	reserve := func(n int) []Lease {
+		leases, _ := s.ReserveBatch(t0, int64(len(keyAt)), 0, n, nil)
+		keys := make([]uint64, len(leases))
+		for i, l := range leases {
+			keys[i] = keyAt[l.Offset]
+		}
+		return bindAll(t, s, t0, leases, keys, false)
+	}
+	first := reserve(2)
+	require.Equal(t, []int64{0, 1}, offsetsOf(first))
+	require.NoError(t, s.Nack(t0, first[1].Handle, 0)) // 1 waits at the head of the key
+	require.NoError(t, s.Ack(t0, first[0].Handle))
+	again, err := s.ReserveNext(t0, int64(len(keyAt)))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), again.Offset)
+	require.NoError(t, s.SkipCorrupt(t0, again.Handle)) // its read failed: never bound
+	next := reserve(1)
+	require.Equal(t, []int64{2}, offsetsOf(next), "the key's next record goes")
+	require.Zero(t, s.Stats().Keys.BlockedKeys)
+}

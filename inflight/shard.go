@@ -1186,6 +1186,9 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	s.leased--
 	if s.keys != nil {
 		s.unbindLocked(off, false, 0, fx)
+		// Queued and leased again, but resolved before its read bound it (a corrupt skip):
+		// left at the head of its key's queue, it would block the key for good.
+		s.settledQueuedLocked(off, fx)
 	}
 	switch {
 	case off <= s.frontier:
