@@ -46,6 +46,7 @@ type ordered struct {
 	// driver is checking.
 	response   int
 	inResponse map[key]bool
+	keyless    bool // the records appended now get no key (the sparse stream's)
 }
 
 // partKey is one key of one partition in one incarnation of the topic.
@@ -79,10 +80,22 @@ func (s *sim) keyFor(off int64) string {
 	if s.ord == nil {
 		return fmt.Sprintf("k%d", off)
 	}
-	if s.ord.rng.IntN(6) == 0 {
+	if s.ord.keyless || s.ord.rng.IntN(6) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("key%d", s.ord.rng.IntN(s.ord.keys))
+}
+
+// sparseAppend appends one record of the sparse stream: in an ordered run without a key, so
+// that it waits behind nothing (a record before it whose ack failed, a durable ack an older
+// owner refuses, holds its key until its lease lapses, and the stream times a claim, not a
+// key's turn).
+func (s *sim) sparseAppend(p int32) {
+	if s.ord != nil {
+		s.ord.keyless = true
+		defer func() { s.ord.keyless = false }()
+	}
+	s.append(p, 1)
 }
 
 // keyed records that record k has key. Called with s.mu held.

@@ -1298,7 +1298,7 @@ func (s *sim) sparse() {
 		time.Sleep(max(100*time.Millisecond, 2*s.maxTrip+10*time.Millisecond))
 		synctest.Wait()
 		sent := time.Now()
-		s.append(p, 1)
+		s.sparseAppend(p)
 		r := <-pl.done
 		pl.done <- r
 		s.collect()
