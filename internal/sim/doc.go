@@ -119,8 +119,8 @@
 // OldSchedule and NoOrdered off) the topic is ordered (TopicConfig.Ordered): each record
 // produced gets a key from a small key set drawn for the run (1, 2, 3 or 5 keys), one in six
 // none, so that keys collide often, batches hold several records of one key and records wait
-// behind their keys. The share of runs that draw it (orderedShare) is 0 until the library's
-// ordered topics pass the liveness checks; TestOrderedSeeds forces it on.
+// behind their keys; on in 25 % of the runs, and in every run of TestOrderedSeeds. The sparse
+// stream's records have no key.
 //
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does

@@ -56,16 +56,10 @@ type partKey struct {
 	key string
 }
 
-// orderedShare is the percentage of runs that draw the topic ordered. It is 0 while the
-// library's ordered topics fail runs the checks judge (see sim_test.go's libraryBugs and
-// TestOrderedSeeds: records a partition never delivers again, a sparse stream's records
-// late, a nack's delay lost by a hand-off); 25 once they pass.
-const orderedShare = 0
-
-// planOrdered draws whether the run's topic is ordered, on in orderedShare % of the runs (or
-// as Options.Ordered says), and the size of its key set.
+// planOrdered draws whether the run's topic is ordered, on in 25 % of the runs (or as
+// Options.Ordered says), and the size of its key set.
 func (s *sim) planOrdered() {
-	or, on := s.degradeClassAt(0x6f7264657265642e, s.opts.Ordered, orderedShare) // "ordered."
+	or, on := s.degradeClassAt(0x6f7264657265642e, s.opts.Ordered, 25) // "ordered."
 	if !on || s.opts.NoOrdered {
 		return
 	}
