@@ -406,3 +406,73 @@ func (m *orderedModel) drain(t *rapid.T) {
 	}
 	t.Fatalf("the frontier stopped at %d of %d: records wait behind their keys (%+v)", m.s.Stats().Frontier, hwm-1, m.s.Stats().Keys)
 }
+
+// At the acked-ahead cap only the frontier hole is handed out; a hole deferred behind its key
+// (held by a later record of the same batch) must count as taken. Found by the cluster
+// simulation (internal/sim, an ordered topic with MaxAckedAhead 4): the reserve chose the
+// deferred hole, passed over it and chose it again, forever, with the shard's lock held.
+// The test hangs if the bug is back.
+func TestOrderedDeferredHoleAtAckedAheadCap(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const a, b = 1, 2
+	keyAt := []uint64{a, a, b}
+	s, _ := newTestShard(t, Config{Ordered: true, VisibilityTimeout: 10 * time.Second, MaxAckedAhead: 1}, State{Frontier: -1})
+	reserve := func(n int) ([]Lease, error) {
+		leases, err := s.ReserveBatch(t0, int64(len(keyAt)), 0, n, nil)
+		keys := make([]uint64, len(leases))
+		for i, l := range leases {
+			keys[i] = keyAt[l.Offset]
+		}
+		return bindAll(t, s, t0, leases, keys, false), err
+	}
+	first, err := reserve(2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, offsetsOf(first))
+	other, err := reserve(1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, offsetsOf(other))
+	require.NoError(t, s.Ack(t0, other[0].Handle)) // acked ahead of the hole: the cap
+	require.NoError(t, s.Nack(t0, first[0].Handle, 0))
+	// The hole comes back, and waits behind its key, which the batch's second record holds.
+	again, _ := reserve(1)
+	require.Empty(t, again)
+	require.Equal(t, 1, s.Stats().Keys.Deferred)
+	require.Zero(t, s.Available(t0, int64(len(keyAt))), "the deferred hole is not available")
+	_, err = s.ReserveBatch(t0, int64(len(keyAt)), 0, 1, nil)
+	require.ErrorIs(t, err, ErrAckedAheadCap)
+	// The key frees: the hole goes.
+	require.NoError(t, s.Ack(t0, first[1].Handle))
+	hole, err := reserve(1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0}, offsetsOf(hole))
+}
+
+// A record queued at the head of its key (nacked, here) and leased again, then skipped as
+// corrupt before its read bound it, leaves the key's queue: left there, it would block every
+// later record of the key for good. Found by the cluster simulation (internal/sim, an ordered
+// topic with corrupt records): a partition's keyed records were never delivered again.
+func TestOrderedCorruptSkipOfAQueuedRecordFreesItsKey(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const a = 1
+	keyAt := []uint64{a, a, a}
+	s, _ := newTestShard(t, Config{Ordered: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
+	reserve := func(n int) []Lease {
+		leases, _ := s.ReserveBatch(t0, int64(len(keyAt)), 0, n, nil)
+		keys := make([]uint64, len(leases))
+		for i, l := range leases {
+			keys[i] = keyAt[l.Offset]
+		}
+		return bindAll(t, s, t0, leases, keys, false)
+	}
+	first := reserve(2)
+	require.Equal(t, []int64{0, 1}, offsetsOf(first))
+	require.NoError(t, s.Nack(t0, first[1].Handle, 0)) // 1 waits at the head of the key
+	require.NoError(t, s.Ack(t0, first[0].Handle))
+	again, err := s.ReserveNext(t0, int64(len(keyAt)))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), again.Offset)
+	require.NoError(t, s.SkipCorrupt(t0, again.Handle)) // its read failed: never bound
+	next := reserve(1)
+	require.Equal(t, []int64{2}, offsetsOf(next), "the key's next record goes")
+	require.Zero(t, s.Stats().Keys.BlockedKeys)
+}

@@ -655,7 +655,9 @@ func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 		// At the acked-ahead cap only the frontier hole is handed out, so that the gap can
 		// close and the set drain. The hole is never settled: the frontier
 		// would have advanced over it.
-		if p := s.pending.lookup(hole); p.nonce != 0 || p.delayed {
+		// A hole deferred behind its key (held by a later record's lease) waits as a leased
+		// one does: returned, reserveLocked would pass over it and choose it again, forever.
+		if p := s.pending.lookup(hole); p.nonce != 0 || p.delayed || p.deferred {
 			return 0, ErrAckedAheadCap
 		}
 		return hole, nil
@@ -1184,6 +1186,9 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	s.leased--
 	if s.keys != nil {
 		s.unbindLocked(off, false, 0, fx)
+		// Queued and leased again, but resolved before its read bound it (a corrupt skip):
+		// left at the head of its key's queue, it would block the key for good.
+		s.settledQueuedLocked(off, fx)
 	}
 	switch {
 	case off <= s.frontier:
@@ -1566,7 +1571,7 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 		// At the acked-ahead cap only the frontier hole is handed out; under MaxDeliveries a
 		// reserve can quarantine the hole and move the frontier, so the cap is not counted.
 		if s.atAckedAheadCap() && s.cfg.MaxDeliveries == 0 {
-			if p := s.pending.lookup(s.frontier + 1); p.nonce != 0 || p.delayed {
+			if p := s.pending.lookup(s.frontier + 1); p.nonce != 0 || p.delayed || p.deferred {
 				n = min(n, s.requeued)
 			} else {
 				n = min(n, 1+s.requeued)

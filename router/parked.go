@@ -57,7 +57,10 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 			if msgs, err := n.scan(req, nil); len(msgs) > 0 || err != nil {
 				return msgs, err
 			}
-			quiet = false // another consumer took them: wait for the next
+			// Another consumer took them, or the shard has nothing a scan can take though it
+			// counts records available (a lapsed grant, a cap): wait for the next wake, or
+			// the pump hands this consumer a scan again at once, over and over.
+			quiet = true
 			continue
 		}
 		m, err := n.read(r)

@@ -261,6 +261,9 @@ func (s *sim) setup() {
 	s.drawSkew()
 	s.drawMaxDeliveries()
 	s.planRejects()
+	if s.ord != nil {
+		s.topicCfg.Ordered = true
+	}
 
 	s.report.Nodes, s.report.Owners, s.report.Gateways, s.report.Parts = n, owners, n-owners, parts
 	s.report.Liveness = s.liveness
@@ -271,6 +274,9 @@ func (s *sim) setup() {
 		n, owners, parts, s.report.Versions, s.liveness, s.noCallbackIDs(), s.vt, s.topicCfg.MaxInFlight, s.topicCfg.MaxAckedAhead, rtt, jitter, s.store != nil)
 	if s.report.Skew != nil || s.topicCfg.MaxDeliveries > 0 {
 		s.logf("cluster: clock offsets %v, max deliveries %d", s.report.Skew, s.topicCfg.MaxDeliveries)
+	}
+	if s.ord != nil {
+		s.logf("cluster: the topic is ordered, %d keys (planted unordered nodes: %v)", s.ord.keys, s.opts.Plant == PlantUnordered)
 	}
 	for _, nd := range s.nodes {
 		for _, p := range nd.parts {
@@ -338,9 +344,13 @@ func (s *sim) start(nd *node) {
 	if seed[0]&1 == 0 {
 		tr = promptTransport{transport{s: s, nd: nd, inner: s.nw.Transport(nd.id), prompt: true}}
 	}
+	topicCfg := s.topicCfg
+	if s.opts.Plant == PlantUnordered {
+		topicCfg.Ordered = false // the model still expects order
+	}
 	cfg := router.Config{
 		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: tr,
-		Topic:       func(string) router.TopicConfig { return s.topicCfg },
+		Topic:       func(string) router.TopicConfig { return topicCfg },
 		Seeds:       rand.NewChaCha8(seed),
 		WireVersion: nd.version,
 		NoCallbacks: nd.noCallbacks,
@@ -426,6 +436,7 @@ func (s *sim) stop(nd *node, kind endKind) {
 	s.mu.Lock()
 	e.stop, e.end, e.kind, e.stats = stop, time.Now(), kind, st.Remote
 	s.report.AheadHandedOver += st.Ahead.HandedOver
+	s.report.Deferred += st.Shards.Deferred
 	if kind == graceful {
 		e.closeErr = err
 	}

@@ -75,6 +75,8 @@ type lease struct {
 	holder *epoch
 	// movesSeen is how many of the run's moves (sim.moves) it has been carried through.
 	movesSeen int
+	// resp numbers the consume response that delivered it (ordered.go).
+	resp int
 }
 
 // ack is a settle answered success (ok) or 502 (maybe applied), sent at s and answered at
@@ -117,6 +119,11 @@ type record struct {
 	quarantined   bool
 	quarantinedAt time.Time
 	rejectState   // reject.go
+	// key is the record's key in a run whose topic is ordered (ordered.go), and settledAt
+	// when each settle for good of it that may have been applied (an ack or a reject) was
+	// sent, and each quarantine told: kept for good, as its redeliveries are (leases).
+	key       string
+	settledAt []time.Time
 }
 
 func valueOf(k key) string { return fmt.Sprintf("i%d-p%d-o%d", k.inc, k.p, k.off) }
@@ -141,7 +148,7 @@ func (s *sim) endLeases(e *epoch) {
 
 // delivered checks a record a consumer received at at from a consume on node via with
 // visibility vis (0: the topic's), and records its lease.
-func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Duration) {
+func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Duration, resp int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lapsesLocked()
@@ -186,9 +193,14 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 		s.report.Remote++
 	}
 	l := &lease{id: len(s.leases), k: k, h: m.Receipt, owner: owner, via: via, granted: granted, at: at, vis: vis,
-		endMin: expiry, endMax: expiry, held: true, attempt: m.Attempt, reason: m.Reason}
-	s.trace("deliver %v nonce %x attempt %d (%v) via %s, granted %v, expires %v", k, m.Receipt.Nonce%0xffff, m.Attempt,
-		m.Reason, via, s.since(granted), s.since(expiry))
+		endMin: expiry, endMax: expiry, held: true, attempt: m.Attempt, reason: m.Reason, resp: resp}
+	if s.ord != nil {
+		s.trace("deliver %v key %q nonce %x attempt %d (%v) via %s, granted %v, expires %v, response %d", k, m.Key, m.Receipt.Nonce%0xffff, m.Attempt,
+			m.Reason, via, s.since(granted), s.since(expiry), resp)
+	} else {
+		s.trace("deliver %v nonce %x attempt %d (%v) via %s, granted %v, expires %v", k, m.Receipt.Nonce%0xffff, m.Attempt,
+			m.Reason, via, s.since(granted), s.since(expiry))
+	}
 	if seen.After(expiry) {
 		s.failKind(KindSettleAnswer, "%v delivered through %s with an expiry of %v, after its owner's %v: a lease looks longer to its consumer than it is",
 			k, via, s.since(seen), s.since(expiry))
@@ -265,6 +277,10 @@ func (s *sim) delivered(m router.Message, at time.Time, via string, vis time.Dur
 				k, first.via, s.since(first.granted), s.since(first.endMin), second.via, s.since(second.granted))
 			return
 		}
+	}
+	// An ordered topic's promises (ordered.go): one holder per key, a key's records in order.
+	if !s.checkKeyHolders(l) || !s.checkKeyOrder(l) {
+		return
 	}
 	if len(r.leases) > 0 {
 		s.report.Duplicates++
@@ -462,6 +478,9 @@ func (o settleOp) forGood() bool { return o == opAck || o == opReject || o == op
 // held.
 func (s *sim) newAck(start, end time.Time, l *lease, owner *node, op settleOp, err error) ack {
 	a := ack{s: start, r: end, l: l, owner: owner, waited: op == opAckDurable && err == nil}
+	if r := s.records[l.k]; r != nil {
+		r.settledAt = append(r.settledAt, start) // every ack the model keeps is made here
+	}
 	if s.ctl != nil && owner != nil && s.opts.Plant != PlantUnfencedZombie { // (whose nodes save no epoch)
 		a.epoch = s.ctl.epochOf(owner, l.k.p)
 	}
@@ -578,6 +597,7 @@ func (s *sim) settled(l *lease, op settleOp, via *node, start, end time.Time, er
 			if expiry.Before(start.Add(d)) || expiry.After(end.Add(d)) {
 				s.failKind(KindSettleAnswer, "%s by %v answered a new expiry of %v, outside [%v, %v]", what, d, s.since(expiry), s.since(start.Add(d)), s.since(end.Add(d)))
 			}
+			s.checkKeyHolders(l) // live longer: its key too
 		}
 	case op == opReject && errors.Is(err, router.ErrUnsupportedOp):
 		s.rejectRefusedLocked(what, via, owner, l.k.p) // nothing changed: the lease lives on

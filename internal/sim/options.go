@@ -37,8 +37,12 @@ type Options struct {
 	// the run then keeps its ack state in the shared store (unless NoStore, which turns
 	// them off) and grants ownership in time (ownership.go).
 	Zombies, CutOffs bool
+	// Ordered makes the topic ordered (TopicConfig.Ordered), whatever the seed draws and in
+	// a calm run too, its records keyed from a small key set (ordered.go); NoOrdered keeps it
+	// unordered whatever the seed draws.
+	Ordered, NoOrdered bool
 	// OldSchedule turns off the hung nodes, the clock skew, the lying peer, the drawn
-	// MaxDeliveries, the rejects, the paused and the cut-off owners: a seed then runs the
+	// MaxDeliveries, the rejects, the paused and the cut-off owners and the ordered topic: a seed then runs the
 	// course it ran before they were simulated (the schedules that found the library bugs
 	// of the past).
 	OldSchedule bool
@@ -97,6 +101,11 @@ const (
 	// holders), the settle check and the redelivery-after-an-ack check catch it; so does
 	// the check of a save after a lapse, for an owner cut off.
 	PlantUnfencedZombie
+	// PlantUnordered runs the nodes with the topic unordered (TopicConfig.Ordered false) in
+	// runs whose model expects it ordered: any consumer takes any record of a key, whoever
+	// holds its lower ones. The checks of one holder per key and of a key's records in
+	// order catch it.
+	PlantUnordered
 )
 
 func (p Plant) String() string {
@@ -117,6 +126,8 @@ func (p Plant) String() string {
 		return "reject-as-nack"
 	case PlantUnfencedZombie:
 		return "unfenced-zombie"
+	case PlantUnordered:
+		return "unordered"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
@@ -157,6 +168,15 @@ type Report struct {
 	Grants                                                    bool
 	GrantTTL                                                  time.Duration
 	StaleSettles, StaleConsumes, DeposedRefusals, DurableAcks int
+	// Ordered says the topic was ordered (ordered.go), its records keyed from a set of Keys
+	// keys. KeyedDeliveries counts the deliveries of keyed records the order check judged,
+	// KeyBatches the consume responses holding several records of one key, and Deferred the
+	// records the owners deferred behind their keys (Stats().Shards.Deferred, summed over
+	// the processes).
+	Ordered                     bool
+	Keys                        int
+	KeyedDeliveries, KeyBatches int
+	Deferred                    uint64
 
 	Produced   int // records appended
 	Deliveries int // leases handed to consumers
@@ -323,5 +343,7 @@ const (
 	KindEarlyQuarantine   = "quarantined early"              // a record quarantined before MaxDeliveries deliveries that count
 	KindBelievedLiar      = "believed a lying peer"          // a node took a forged frame's word, or did not count it unbacked
 	KindHeldTooLong       = "held past the hold"             // a record reached its consumer later than the read-ahead hold and a round trip after its grant
+	KindKeyHolders        = "one holder per key"             // two consume responses held records of one key of an ordered topic, both leases surely live at once
+	KindKeyOrder          = "a key's records in order"       // a record of an ordered topic delivered while a lower record of its key was surely unsettled and not in its response
 	KindOther             = "other"
 )

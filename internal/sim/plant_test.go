@@ -204,3 +204,47 @@ func TestCheckerCatchesUnfencedZombie(t *testing.T) {
 		t.Errorf("the checker caught the planted unfenced zombie in %d of %d runs that failed over from a paused owner, want half at least", caught, judged)
 	}
 }
+
+// Nodes that run the topic unordered (TopicConfig.Ordered false) while the model expects it
+// ordered, its records keyed from a set of 1 to 5 keys: any consumer takes any record of a
+// key, whoever holds its lower ones. The check of one holder per key catches two consume
+// responses holding one key at once; with that check's violations tolerated, the check of a
+// key's records in order catches a record delivered before a lower one of its key was settled
+// (and so, in runs where consumes never overlapped, a nack's redelivery overtaken). A run can
+// catch it only if it delivered several records of one key.
+func TestCheckerCatchesUnordered(t *testing.T) {
+	opts := calm
+	opts.Ordered = true
+	eligible := func(r sim.Report) bool { return r.KeyedDeliveries > 1 }
+	judged, caught, missed := plantedRuns(t, opts, sim.PlantUnordered, []string{sim.KindKeyHolders, sim.KindKeyOrder}, 30, eligible)
+	t.Logf("unordered nodes: caught in %d of %d runs that delivered several keyed records; missed %v", caught, judged, missed)
+	if judged < 20 {
+		t.Fatalf("only %d runs delivered several keyed records", judged)
+	}
+	if caught*4 < judged*3 {
+		t.Errorf("the checker caught the planted unordered nodes in %d of %d runs, want most", caught, judged)
+	}
+
+	// The order check on its own.
+	opts.Plant = sim.PlantUnordered
+	opts.Tolerate = append(slices.DeleteFunc(knownKinds(), func(k string) bool { return k == sim.KindKeyOrder }), sim.KindKeyHolders)
+	ordered := 0
+	for seed := uint64(1); seed <= 30; seed++ {
+		_, err := runSeed(t, seed, opts)
+		var v *sim.Violation
+		switch {
+		case err == nil:
+		case !errors.As(err, &v) || v.Kind != sim.KindKeyOrder:
+			t.Errorf("seed %d: the planted unordered nodes, one holder per key tolerated, caught as %v, want %q", seed, err, sim.KindKeyOrder)
+		default:
+			if ordered == 0 {
+				t.Logf("seed %d: %s: %s", seed, v.Kind, v.What)
+			}
+			ordered++
+		}
+	}
+	t.Logf("unordered nodes, one holder per key tolerated: the order check caught %d of 30 runs", ordered)
+	if ordered*2 < judged {
+		t.Errorf("the order check caught the planted unordered nodes in %d runs, of %d that delivered several keyed records", ordered, judged)
+	}
+}

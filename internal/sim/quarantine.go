@@ -194,4 +194,5 @@ func (s *sim) quarantined(e *epoch, t string, p int32, off int64, attempts uint3
 			e.nd.id, e.n, k, attempts, n, len(r.grants), max)
 	}
 	r.quarantined, r.quarantinedAt = true, time.Now()
+	r.settledAt = append(r.settledAt, r.quarantinedAt)
 }

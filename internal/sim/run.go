@@ -91,6 +91,8 @@ type sim struct {
 	// nodes (hang.go) and the lying peer (liar.go).
 	hangs *hangs
 	liar  *liar
+	// ord is the ordered class's state (ordered.go), nil when the run's topic is unordered.
+	ord *ordered
 
 	// Ownership in time (ownership.go, zombie.go), nil when the run draws neither paused
 	// nor cut-off owners: the controller of the grants, the two classes' streams (nil when
@@ -177,6 +179,7 @@ func Run(seed uint64, opts Options) (rep Report, err error) {
 		s.report.Store = true
 	}
 	s.planOwnership()
+	s.planOrdered()
 	s.report.Seed = seed
 	s.report.Frames = map[byte]int{}
 	s.report.AckedRedeliveredBy = map[string]int{}
@@ -400,10 +403,13 @@ func (s *sim) append(p int32, n int) {
 	for range n {
 		s.mu.Lock()
 		k := key{s.inc, p, log.HighWatermark()}
-		s.records[k] = &record{owner: owner, value: valueOf(k)}
+		rk := s.keyFor(k.off)
+		r := &record{owner: owner, value: valueOf(k)}
+		s.records[k] = r
+		s.keyed(k, r, rk)
 		s.report.Produced++
 		s.mu.Unlock()
-		off := log.Append([]byte(fmt.Sprintf("k%d", k.off)), []byte(valueOf(k)), time.Now())
+		off := log.Append([]byte(rk), []byte(valueOf(k)), time.Now())
 		if off != k.off {
 			s.fatalf("appended %v at offset %d", k, off)
 		}
@@ -519,8 +525,9 @@ func (s *sim) collect() {
 
 // consumed checks what a consume on nd returned.
 func (s *sim) consumed(nd *node, vis time.Duration, r polled, waited, spanned bool) {
+	resp := s.beginResponse(r)
 	for _, m := range r.msgs {
-		s.delivered(m, r.at, nd.id, vis)
+		s.delivered(m, r.at, nd.id, vis, resp)
 	}
 	switch err := r.err; {
 	case err == nil, errors.Is(err, router.ErrTransport), errors.Is(err, router.ErrUnavailable):
@@ -1291,7 +1298,7 @@ func (s *sim) sparse() {
 		time.Sleep(max(100*time.Millisecond, 2*s.maxTrip+10*time.Millisecond))
 		synctest.Wait()
 		sent := time.Now()
-		s.append(p, 1)
+		s.sparseAppend(p)
 		r := <-pl.done
 		pl.done <- r
 		s.collect()
