@@ -222,6 +222,19 @@ func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) {
 	s.freeKeyLocked(ref.key, ks, fx)
 }
 
+// settledQueuedLocked forgets the queued offset off, settled by a lease that was never bound
+// (leased again from its key's queue, and skipped as corrupt before its read bound it): the
+// key's next records may go.
+func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
+	ref, ok := s.keys.of.get(off)
+	if !ok || ref.bound {
+		return
+	}
+	ref.state.unqueue(off)
+	s.keys.of.remove(off)
+	s.freeKeyLocked(ref.key, ref.state, fx)
+}
+
 // freeKeyLocked makes the key's lowest queued offset visible when no lease holds the key and
 // that offset is deferred (a released or delayed one comes back by itself), and forgets a
 // key with nothing left.
