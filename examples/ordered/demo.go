@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"narad.dev/consume/examples/internal/filequeue"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,7 @@ import (
 // runDemo produces cfg.messages operations while cfg.workers apply them, until every one is
 // acked or quarantined, and reports what the ledger saw.
 func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
-	dir, cleanup, err := stateDir(cfg.dir)
+	dir, cleanup, err := filequeue.StateDir(cfg.dir, "ordered-")
 	if err != nil {
 		return summary{}, err
 	}
@@ -28,7 +29,7 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	defer q.Close() // for the early returns; closing again after the Close below is harmless
-	if err := requireEmpty(q.store); err != nil {
+	if err := q.RequireEmpty("records"); err != nil {
 		return summary{}, err
 	}
 	kind := "an ordered topic"
@@ -38,7 +39,7 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	poisoned := p.ops[p.poisoned]
 	fmt.Fprintf(out, "ordered: %d operations on %d accounts into %d partitions of %q, %s, applied by %d workers\n",
 		cfg.messages, cfg.accounts, cfg.partitions, topic, kind, cfg.workers)
-	fmt.Fprintf(out, "state: %s (%s)\n", dir, stateNote(cfg.dir))
+	fmt.Fprintf(out, "state: %s (%s)\n", dir, filequeue.StateNote(cfg.dir))
 	fmt.Fprintf(out, "visibility timeout %v; %v always fails (nacked until MaxDeliveries %d quarantines it)\n\n",
 		cfg.visibility, opRef{poisoned.account, poisoned.seq}, maxDeliveries)
 
@@ -49,13 +50,13 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	wg.Go(func() {
-		if err := produce(runCtx, q.store, p, cfg.partitions, cfg.rate, st); err != nil && runCtx.Err() == nil {
+		if err := produce(runCtx, q.Store, p, cfg.partitions, cfg.rate, st); err != nil && runCtx.Err() == nil {
 			errc <- err
 		}
 	})
 	for i := range cfg.workers {
 		w := &worker{
-			id: i, node: q.node, ledger: l, stats: st, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))),
+			id: i, node: q.Node, ledger: l, stats: st, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))),
 			crashChance: cfg.crashChance, nackChance: cfg.nackChance,
 		}
 		wg.Go(func() {
@@ -65,14 +66,14 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		})
 	}
 	if cfg.progress > 0 {
-		wg.Go(func() { progress(runCtx.Done(), cfg.progress, start, out, st, l, q.node, cfg.partitions) })
+		wg.Go(func() { progress(runCtx.Done(), cfg.progress, start, out, st, l, q.Node, cfg.partitions) })
 	}
 
 	runErr := wait(ctx, l, errc, cfg.visibility)
 	elapsed := time.Since(start)
 	cancel()
 	wg.Wait()
-	shards := q.node.Stats().Shards
+	shards := q.Node.Stats().Shards
 	// Close persists every ack: run again over a kept -dir and nothing is delivered again.
 	if err := q.Close(); err != nil && runErr == nil {
 		runErr = err

@@ -32,10 +32,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"time"
 
-	"narad.dev/consume/examples/filelog"
+	"narad.dev/consume/examples/internal/filequeue"
 	"narad.dev/consume/router"
 )
 
@@ -116,33 +115,10 @@ func main() {
 	}
 }
 
-// A queue is the file log of the topic and the node that consumes it.
-type queue struct {
-	store *filelog.Store
-	node  *router.Node
-}
-
 // openQueue opens (or creates) the queue whose state is in dir: the records in dir/log,
 // the consumers' ack state in dir/consumer. onQuarantine is the node's OnQuarantine.
-func openQueue(dir string, cfg config, onQuarantine func(topic string, partition int32, offset int64, attempts uint32)) (*queue, error) {
-	q := &queue{}
-	store, err := filelog.Open(filepath.Join(dir, "log"), filelog.Options{
-		SegmentBytes: 256 << 10,
-		// Each append tells the node, which wakes a parked consumer if there is one.
-		// q.node is set below, before anything is appended.
-		OnAppend: func(topic string, p int32, hwm int64) { q.node.Appended(topic, p, hwm) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := store.CreateTopic(topic, cfg.partitions); err != nil {
-		store.Close()
-		return nil, err
-	}
-	node, err := router.New(router.Config{
-		Logs:   store, // the store resolves partitions' logs...
-		Routes: store, // ...and says every partition is this node's
-		Dir:    filepath.Join(dir, "consumer"),
+func openQueue(dir string, cfg config, onQuarantine func(topic string, partition int32, offset int64, attempts uint32)) (*filequeue.Queue, error) {
+	return filequeue.Open(dir, topic, cfg.partitions, router.Config{
 		Topic: func(string) router.TopicConfig {
 			return router.TopicConfig{
 				VisibilityTimeout: cfg.visibility,
@@ -154,45 +130,4 @@ func openQueue(dir string, cfg config, onQuarantine func(topic string, partition
 		},
 		OnQuarantine: onQuarantine,
 	})
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	q.store, q.node = store, node
-	return q, nil
-}
-
-// Close closes the node first (it persists every ack and stops reading the log), then the
-// log.
-func (q *queue) Close() error {
-	return errors.Join(q.node.Close(), q.store.Close())
-}
-
-// requireEmpty refuses a state directory that already holds records: the ledger counts on
-// consuming exactly the operations this run produced.
-func requireEmpty(store *filelog.Store) error {
-	local, _, _ := store.Partitions(topic)
-	for _, p := range local {
-		if l, err := store.Log(topic, p); err == nil && l.HighWatermark() > 0 {
-			return errors.New("the state directory holds an earlier run's records: give -dir an empty or new directory")
-		}
-	}
-	return nil
-}
-
-// stateDir returns the directory to keep the state in, and what to do with it at the end.
-func stateDir(dir string) (path string, cleanup func(), err error) {
-	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o755)
-	}
-	dir, err = os.MkdirTemp("", "ordered-")
-	return dir, func() { os.RemoveAll(dir) }, err
-}
-
-// stateNote says what becomes of the state directory.
-func stateNote(dir string) string {
-	if dir == "" {
-		return "a temporary directory, removed at the end"
-	}
-	return "kept"
 }

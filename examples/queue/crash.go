@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"narad.dev/consume/examples/internal/filequeue"
 	"narad.dev/consume/router"
 )
 
@@ -109,11 +110,11 @@ func runChild(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) e
 		return err
 	}
 	defer q.Close() // only when the parent went away without killing us
-	if err := requireEmpty(q.store); err != nil {
+	if err := q.RequireEmpty("messages"); err != nil {
 		return err
 	}
 	st := newStats(cfg.messages)
-	if err := produce(ctx, q.store, cfg.messages, cfg.partitions, 0, st); err != nil {
+	if err := produce(ctx, q.Store, cfg.messages, cfg.partitions, 0, st); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(cfg.dir, journalName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -129,7 +130,7 @@ func runChild(ctx context.Context, cfg config, out io.Writer, stdin io.Reader) e
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	for i := range cfg.workers {
-		w := &worker{node: q.node, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), visibility: cfg.visibility, stats: st, journal: j}
+		w := &worker{node: q.Node, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), visibility: cfg.visibility, stats: st, journal: j}
 		wg.Go(func() {
 			if err := w.run(ctx); err != nil {
 				errc <- err
@@ -180,7 +181,7 @@ type crashReport struct {
 // runCrash runs the crash demo: child, kill, restart, check.
 func runCrash(ctx context.Context, cfg config, out io.Writer) (crashReport, error) {
 	var rep crashReport
-	dir, cleanup, err := stateDir(cfg.dir, "queue-crash-")
+	dir, cleanup, err := filequeue.StateDir(cfg.dir, "queue-crash-")
 	if err != nil {
 		return rep, err
 	}
@@ -196,7 +197,7 @@ func runCrash(ctx context.Context, cfg config, out io.Writer) (crashReport, erro
 		}
 	}
 	fmt.Fprintf(out, "crash demo: a child process produces %d messages and consumes them; it is killed after %d acks\n", cfg.messages, killAfter)
-	fmt.Fprintf(out, "state: %s (%s)\n\n", dir, stateNote(cfg.dir))
+	fmt.Fprintf(out, "state: %s (%s)\n\n", dir, filequeue.StateNote(cfg.dir))
 
 	// 1. The child, killed hard in the middle.
 	if rep.killedAt, err = runAndKill(ctx, exe, dir, cfg, killAfter, out); err != nil {
@@ -226,7 +227,7 @@ func runCrash(ctx context.Context, cfg config, out io.Writer) (crashReport, erro
 	}
 	defer q.Close()
 	ackedAfter := map[position]bool{}
-	rep.delivered, err = drain(ctx, q.node, func(m *router.Message) {
+	rep.delivered, err = drain(ctx, q.Node, func(m *router.Message) {
 		pos := position{m.Partition, m.Offset}
 		ackedAfter[pos] = true
 		if at, ok := j.confirmed[pos]; ok {
@@ -241,9 +242,9 @@ func runCrash(ctx context.Context, cfg config, out io.Writer) (crashReport, erro
 	}
 
 	// 3. Every record in the log was acked before the crash or after it.
-	local, _, _ := q.store.Partitions(topic)
+	local, _, _ := q.Store.Partitions(topic)
 	for _, p := range local {
-		l, err := q.store.Log(topic, p)
+		l, err := q.Store.Log(topic, p)
 		if err != nil {
 			return rep, err
 		}
@@ -265,7 +266,7 @@ func runCrash(ctx context.Context, cfg config, out io.Writer) (crashReport, erro
 		return rep, err
 	}
 	defer q2.Close()
-	if rep.afterGraceful, err = drain(ctx, q2.node, func(*router.Message) {}); err != nil {
+	if rep.afterGraceful, err = drain(ctx, q2.Node, func(*router.Message) {}); err != nil {
 		return rep, err
 	}
 	rep.print(out)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,13 +9,14 @@ import (
 	"time"
 
 	"narad.dev/consume/examples/filelog"
+	"narad.dev/consume/examples/internal/filequeue"
 	"narad.dev/consume/router"
 )
 
 // runDemo is the plain demo: produce cfg.messages while cfg.workers consume them, until
 // every message is acked.
 func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
-	dir, cleanup, err := stateDir(cfg.dir, "queue-")
+	dir, cleanup, err := filequeue.StateDir(cfg.dir, "queue-")
 	if err != nil {
 		return summary{}, err
 	}
@@ -26,11 +26,11 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	defer q.Close() // for the early returns; closing again after the Close below is harmless
-	if err := requireEmpty(q.store); err != nil {
+	if err := q.RequireEmpty("messages"); err != nil {
 		return summary{}, err
 	}
 	fmt.Fprintf(out, "queue: %d messages into %d partitions of %q, consumed by %d workers\n", cfg.messages, cfg.partitions, topic, cfg.workers)
-	fmt.Fprintf(out, "state: %s (%s)\n", dir, stateNote(cfg.dir))
+	fmt.Fprintf(out, "state: %s (%s)\n", dir, filequeue.StateNote(cfg.dir))
 	ackedAhead := cfg.ackedAhead
 	if ackedAhead == 0 {
 		ackedAhead = router.DefaultMaxAckedAhead
@@ -44,12 +44,12 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	wg.Go(func() {
-		if err := produce(runCtx, q.store, cfg.messages, cfg.partitions, cfg.rate, st); err != nil && runCtx.Err() == nil {
+		if err := produce(runCtx, q.Store, cfg.messages, cfg.partitions, cfg.rate, st); err != nil && runCtx.Err() == nil {
 			errc <- err
 		}
 	})
 	for i := range cfg.workers {
-		w := &worker{node: q.node, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), visibility: cfg.visibility, stats: st}
+		w := &worker{node: q.Node, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), visibility: cfg.visibility, stats: st}
 		wg.Go(func() {
 			if err := w.run(runCtx); err != nil {
 				errc <- err
@@ -106,18 +106,6 @@ func produce(ctx context.Context, store *filelog.Store, n, partitions, rate int,
 				return fmt.Errorf("produce: %w", err)
 			}
 			st.produced.Add(1)
-		}
-	}
-	return nil
-}
-
-// requireEmpty refuses a state directory that already holds messages: the demos count on
-// producing every message they consume.
-func requireEmpty(store *filelog.Store) error {
-	local, _, _ := store.Partitions(topic)
-	for _, p := range local {
-		if l, err := store.Log(topic, p); err == nil && l.HighWatermark() > 0 {
-			return errors.New("the state directory holds an earlier run's messages: give -dir an empty or new directory")
 		}
 	}
 	return nil

@@ -26,10 +26,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"time"
 
-	"narad.dev/consume/examples/filelog"
+	"narad.dev/consume/examples/internal/filequeue"
 	"narad.dev/consume/router"
 )
 
@@ -122,33 +121,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	return err
 }
 
-// A queue is the durable queue: a file log of one topic and a node that consumes it.
-type queue struct {
-	store *filelog.Store
-	node  *router.Node
-}
-
 // openQueue opens (or creates) the queue whose state is in dir: the records in dir/log,
 // the consumers' ack state in dir/consumer.
-func openQueue(dir string, cfg config) (*queue, error) {
-	q := &queue{}
-	store, err := filelog.Open(filepath.Join(dir, "log"), filelog.Options{
-		SegmentBytes: 256 << 10,
-		// Each append tells the node, which wakes a parked consumer if there is one.
-		// q.node is set below, before anything is appended.
-		OnAppend: func(topic string, p int32, hwm int64) { q.node.Appended(topic, p, hwm) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := store.CreateTopic(topic, cfg.partitions); err != nil {
-		store.Close()
-		return nil, err
-	}
-	node, err := router.New(router.Config{
-		Logs:   store, // the store resolves partitions' logs...
-		Routes: store, // ...and says every partition is this node's
-		Dir:    filepath.Join(dir, "consumer"),
+func openQueue(dir string, cfg config) (*filequeue.Queue, error) {
+	return filequeue.Open(dir, topic, cfg.partitions, router.Config{
 		Topic: func(string) router.TopicConfig {
 			return router.TopicConfig{
 				VisibilityTimeout: cfg.visibility,
@@ -159,33 +135,4 @@ func openQueue(dir string, cfg config) (*queue, error) {
 			}
 		},
 	})
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	q.store, q.node = store, node
-	return q, nil
-}
-
-// Close closes the node first (it persists every ack and stops reading the log), then the
-// log.
-func (q *queue) Close() error {
-	return errors.Join(q.node.Close(), q.store.Close())
-}
-
-// stateDir returns the directory to keep the state in, and what to do with it at the end.
-func stateDir(dir, pattern string) (path string, cleanup func(), err error) {
-	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o755)
-	}
-	dir, err = os.MkdirTemp("", pattern)
-	return dir, func() { os.RemoveAll(dir) }, err
-}
-
-// stateNote says what becomes of the state directory.
-func stateNote(dir string) string {
-	if dir == "" {
-		return "a temporary directory, removed at the end"
-	}
-	return "kept"
 }
