@@ -38,13 +38,16 @@ type Counters struct {
 	// DeferredStalls counts the episodes in which an ordered partition held Config.MaxDeferred
 	// records deferred, so that it handed out no new record.
 	DeferredStalls atomic.Uint64
+	// Postponed counts the records whose host said, as they were read, that they were not
+	// to be delivered yet (Shard.Postpone): each wait out their time as a nack's delay does.
+	Postponed atomic.Uint64
 }
 
 // CounterValues is a plain copy of Counters at one instant.
 type CounterValues struct {
 	Delivered, Reserved, Unused, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
 	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, Discarded, AckedAheadStalls,
-	Deferred, DeferredStalls uint64
+	Deferred, DeferredStalls, Postponed uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
@@ -70,5 +73,6 @@ func (c *Counters) Load() CounterValues {
 		AckedAheadStalls: c.AckedAheadStalls.Load(),
 		Deferred:         c.Deferred.Load(),
 		DeferredStalls:   c.DeferredStalls.Load(),
+		Postponed:        c.Postponed.Load(),
 	}
 }

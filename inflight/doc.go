@@ -80,6 +80,12 @@
 // episode counted in Counters.DeferredStalls); Stats.Keys counts the keys. The index is
 // memory only, as leases are.
 //
+// # Postponed records
+//
+// A caller that reads a record its host says is not due yet postpones it (Postpone): the
+// lease is withdrawn uncounted and the offset waits as a nack's delay does, until the time
+// given, with no attempt spent (Counters.Postponed).
+//
 // # Reservations
 //
 // A gateway node may read ahead for its consumers: it asks the owner for records before a

@@ -116,11 +116,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			continue
 		}
 		key := keys[i]
-		ks := s.keys.byKey[key]
-		if ks == nil {
-			ks = s.keys.newState()
-			s.keys.byKey[key] = ks
-		}
+		ks := s.keys.stateOf(key)
 		if len(ks.queued) > 0 {
 			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
 		}
@@ -157,21 +153,24 @@ func (s *Shard) QueueKeys(now time.Time, offsets []int64, keys []uint64) {
 	}
 	at := now.UnixNano()
 	for i, off := range offsets {
-		p, ok := s.pending.get(off)
-		if !ok || p.nonce != 0 || p.deferred || keys[i] == 0 || off <= s.frontier {
-			continue
+		if p, ok := s.pending.get(off); ok && p.nonce == 0 && !p.deferred {
+			s.queueKeyLocked(off, keys[i], at)
 		}
-		if _, known := s.keys.of.get(off); known {
-			continue
-		}
-		ks := s.keys.byKey[keys[i]]
-		if ks == nil {
-			ks = s.keys.newState()
-			s.keys.byKey[keys[i]] = ks
-		}
-		ks.queue(off, at)
-		s.keys.of.set(off, keyRef{key: keys[i], state: ks})
 	}
+}
+
+// queueKeyLocked queues the unleased, unsettled offset off under key, unless it has no key,
+// lies at or below the frontier or is known to the index already.
+func (s *Shard) queueKeyLocked(off int64, key uint64, now int64) {
+	if key == 0 || off <= s.frontier {
+		return
+	}
+	if _, known := s.keys.of.get(off); known {
+		return
+	}
+	ks := s.keys.stateOf(key)
+	ks.queue(off, now)
+	s.keys.of.set(off, keyRef{key: key, state: ks})
 }
 
 // Ordered reports whether the shard orders records by key (Config.Ordered): its scans must
@@ -319,14 +318,18 @@ func (s *Shard) orderLocked(fx *effects) {
 	}
 }
 
-// newState returns an empty key state, a spare one if there is one.
-func (x *keyIndex) newState() *keyState {
-	if n := len(x.spare); n > 0 {
-		ks := x.spare[n-1]
-		x.spare = x.spare[:n-1]
+// stateOf returns key's state, made (a spare one if there is one) if it has none.
+func (x *keyIndex) stateOf(key uint64) *keyState {
+	if ks := x.byKey[key]; ks != nil {
 		return ks
 	}
-	return &keyState{}
+	ks := &keyState{}
+	if n := len(x.spare); n > 0 {
+		ks = x.spare[n-1]
+		x.spare = x.spare[:n-1]
+	}
+	x.byKey[key] = ks
+	return ks
 }
 
 // recycle keeps the state of a key just forgotten for newState, a bounded number of them.

@@ -114,6 +114,18 @@ type Config struct {
 	// dead-letter topic, say; it runs on the goroutine that ended the record's last lease,
 	// with no lock held. Nil: the quarantine is only logged.
 	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
+	// NotBefore, if set, says when a record may be delivered: a record read for a consume
+	// before that time is postponed until then (inflight.Shard.Postpone: not delivered, no
+	// attempt spent, invisible and outside the in-flight cap until it is due, not read again
+	// before), as SQS's DelaySeconds delays a message or a scheduler holds a job back. The
+	// host decides from the record (its Timestamp plus a topic's delay, a header it wrote)
+	// on its own clock's terms; nothing of it crosses the node wire. A zero time, or one not
+	// after the node's now, delivers the record; one more than MaxDelay ahead is postponed by
+	// MaxDelay and asked about again then. It is called on the consuming goroutine, with no
+	// lock held, for each record read for delivery (not for Replay), so it must be fast. A
+	// restart forgets postponements: the records are read and asked about again. On an ordered
+	// topic a postponed record holds its key's later records back until it is delivered.
+	NotBefore func(topic string, rec Record) time.Time
 	// HoldTimeout is how long this node, as an owner, holds a record back for the claim of
 	// a node it told about it; a claim that never comes lapses then, and the record goes
 	// to the next node waiting. Zero means tokens.DefaultHold (1 s).
@@ -188,6 +200,7 @@ type Node struct {
 	// topicConfig is Config.Topic: the topics' settings (nil: the defaults), read by the
 	// read-ahead here; the shards get theirs through the tracker.
 	topicConfig func(topic string) TopicConfig
+	notBefore   func(topic string, rec Record) time.Time // Config.NotBefore
 
 	stats    nodeStats
 	setAside setAsideTable // partitions whose state could not be loaded
@@ -285,6 +298,7 @@ func New(cfg Config) (*Node, error) {
 		logger: cfg.Logger,
 
 		topicConfig: cfg.Topic,
+		notBefore:   cfg.NotBefore,
 
 		purge:     purgeWake{kick: make(chan struct{}, 1)},
 		life:      lifecycle{fence: newCallFence()},

@@ -141,8 +141,29 @@ func (n *Node) reserveFrom(gen *inflight.Generation, partition int32, log Log, n
 }
 
 // errSkipped: the reserved record is gone for good (below retention, or permanently
-// unreadable); the frontier passed it and the consumer waits on.
+// unreadable; the frontier passed it), or not due yet (Config.NotBefore): the consumer waits
+// on.
 var errSkipped = errors.New("router: reserved record skipped")
+
+// postponeIfDue asks Config.NotBefore about the record m holds (read, its lease live) and,
+// if it is due after now, postpones it on shard and reports true: m is not to be delivered.
+// On an ordered partition the key's later records wait for it.
+func (n *Node) postponeIfDue(topic string, shard *inflight.Shard, m *Message, now time.Time, ordered bool) bool {
+	due := n.notBefore(topic, Record{Key: m.Key, Value: m.Value, Timestamp: m.Timestamp, Headers: m.Headers})
+	if !due.After(now) {
+		return false
+	}
+	var key uint64
+	if ordered {
+		key = inflight.KeyOf(m.Key)
+	}
+	// A lease no longer live (the shard moved, say) is delivered as it is: its settles fail
+	// anyway.
+	if latest := now.Add(MaxDelay); due.After(latest) {
+		due = latest
+	}
+	return shard.Postpone(now, m.Receipt, due, key) == nil
+}
 
 // read reads the record of a reservation the pump handed over, with the scan's rules: a
 // record below retention jumps the frontier and a permanently unreadable one is skipped
@@ -153,6 +174,9 @@ func (n *Node) read(r reservation) (Message, error) {
 	rec, err := r.log.Read(m.Offset)
 	if err == nil {
 		m.Key, m.Value, m.Timestamp, m.Headers = rec.Key, rec.Value, rec.Timestamp, rec.Headers
+		if n.notBefore != nil && n.postponeIfDue(m.Topic, r.shard, &m, n.clock.Now(), false) {
+			return Message{}, errSkipped // due later: the consumer waits on
+		}
 		n.stats.delivered.Add(1)
 		return m, nil
 	}

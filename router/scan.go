@@ -382,6 +382,9 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		before := len(out)
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
+		if n.notBefore != nil {
+			out = r.postpone(out, before, ordered)
+		}
 		if ordered {
 			var deferred int
 			out, deferred = r.bind(out, before, req.reserve)
@@ -553,9 +556,16 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) (_ []Message
 	if deferred = r.shard.Bind(r.now, handles, keys, oneAKey, kept); deferred == 0 {
 		return out, 0
 	}
+	return r.keep(out, from, func(i int) bool { return kept[i] }), deferred
+}
+
+// keep drops the messages of out[from:] that kept refuses (by their index from from), and
+// takes them out of the batch's budget, so that the scan takes other records in their place.
+func (r *partitionRead) keep(out []Message, from int, kept func(i int) bool) []Message {
+	taken := out[from:]
 	w := from
 	for i := range taken {
-		if kept[i] {
+		if kept(i) {
 			out[w] = taken[i]
 			w++
 			continue
@@ -564,7 +574,24 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) (_ []Message
 		r.budget.bytes -= taken[i].payloadBytes()
 	}
 	clear(out[w:]) // the dropped messages' records belong to no one now
-	return out[:w], deferred
+	return out[:w]
+}
+
+// postpone postpones the records delivered in out[from:] that Config.NotBefore says are
+// due later (inflight.Shard.Postpone: no attempt spent, invisible until then), and drops
+// them from out. On an ordered partition the key's later records wait for them.
+func (r *partitionRead) postpone(out []Message, from int, ordered bool) []Message {
+	postponed := false
+	for i := from; i < len(out); i++ {
+		if r.n.postponeIfDue(r.topic, r.shard, &out[i], r.now, ordered) {
+			out[i].Receipt = inflight.Handle{} // marks it dropped
+			postponed = true
+		}
+	}
+	if !postponed {
+		return out
+	}
+	return r.keep(out, from, func(i int) bool { return out[from+i].Receipt != (inflight.Handle{}) })
 }
 
 // skipUnreadable applies the rules for a reserved record its log cannot give: below

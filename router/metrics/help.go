@@ -33,7 +33,8 @@ var help = map[string]string{
 	"Shards.Discarded":      "Quarantined records settled for good by Discard (copied to a dead-letter queue, say).",
 	"Shards.AckedAheadStalls": "Times a partition reached its acked-ahead cap and served only its oldest unsettled record until it settled; " +
 		"a hole (a stuck or abandoned lease) outlived what the state slot holds.",
-	"Shards.Deferred": "Records of ordered topics read and deferred behind their key (held by another consumer, or waiting for an earlier record's redelivery); each is delivered once its key frees.",
+	"Shards.Deferred":  "Records of ordered topics read and deferred behind their key (held by another consumer, or waiting for an earlier record's redelivery); each is delivered once its key frees.",
+	"Shards.Postponed": "Records read for delivery that the host said were due later (Config.NotBefore: a delayed message); each waits out its time, no attempt spent.",
 	"Shards.DeferredStalls": "Times an ordered partition held its MaxDeferred records deferred behind their keys and handed out no new record until keys freed; " +
 		"a key held too long (a hung consumer) with many records behind it.",
 
