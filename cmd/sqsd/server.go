@@ -87,6 +87,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		Logger:       logger,
 		Topic:        s.topicConfig,
 		OnQuarantine: s.onQuarantine,
+		NotBefore:    sqsapi.NotBefore, // DelaySeconds: a message waits out its delay
 	})
 	if err != nil {
 		return nil, err

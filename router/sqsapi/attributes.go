@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"narad.dev/consume/router"
@@ -49,7 +50,7 @@ const (
 // (typeHeaderPrefix and its name, its type), the AWSTraceHeader system attribute
 // (traceHeader, its value) when it has one, and a FIFO queue's message's deduplication id
 // (deduplicationHeader, the id) when it has one.
-func recordHeaders(attrs []messageAttribute, trace []byte, dedupID string) []router.Header {
+func recordHeaders(attrs []messageAttribute, trace []byte, dedupID string, deliverAt time.Time) []router.Header {
 	n := len(attrs)
 	for i := range attrs {
 		if attrs[i].dataType != "String" {
@@ -60,6 +61,9 @@ func recordHeaders(attrs []messageAttribute, trace []byte, dedupID string) []rou
 		n++
 	}
 	if dedupID != "" {
+		n++
+	}
+	if !deliverAt.IsZero() {
 		n++
 	}
 	if n == 0 {
@@ -80,7 +84,31 @@ func recordHeaders(attrs []messageAttribute, trace []byte, dedupID string) []rou
 	if dedupID != "" {
 		headers = append(headers, router.Header{Key: deduplicationHeader, Value: []byte(dedupID)})
 	}
+	if !deliverAt.IsZero() {
+		headers = append(headers, router.Header{Key: deliverAtHeader, Value: strconv.AppendInt(nil, deliverAt.UnixNano(), 10)})
+	}
 	return headers
+}
+
+// deliverAtHeader is the key of the header of a delayed message's record that holds when it
+// may be delivered (Unix nanoseconds on the handler's clock, Config.Now), which NotBefore
+// reads. Its key begins with internalPrefix: no receive answers it.
+const deliverAtHeader = internalPrefix + "DeliverAt"
+
+// NotBefore is router.Config.NotBefore for a node serving this front end's queues: a message
+// sent with a DelaySeconds, or to a queue with one, is not delivered before its delay after
+// it was sent, on the sending handler's clock (Config.Now), which the node's clock must
+// follow (the same machine's, or synchronized). Any other record is due at once.
+func NotBefore(_ string, rec router.Record) time.Time {
+	for i := len(rec.Headers) - 1; i >= 0; i-- {
+		if rec.Headers[i].Key == deliverAtHeader {
+			if ns, err := strconv.ParseInt(string(rec.Headers[i].Value), 10, 64); err == nil {
+				return time.Unix(0, ns)
+			}
+			return time.Time{}
+		}
+	}
+	return time.Time{}
 }
 
 // attributeValue is one entry of a sent message's MessageAttributes.

@@ -31,6 +31,9 @@ const (
 	MaxReceive = 10
 	// MaxWaitSeconds is the longest long-poll a ReceiveMessage may ask for (WaitTimeSeconds).
 	MaxWaitSeconds = 20
+	// MaxDelaySeconds is the longest delay a message or a queue may ask for (DelaySeconds):
+	// SQS's 15 minutes.
+	MaxDelaySeconds = 900
 	// MaxVisibilitySeconds is the longest visibility timeout a ReceiveMessage or a
 	// ChangeMessageVisibility may ask for: SQS's 12 hours, router.MaxVisibility.
 	MaxVisibilitySeconds = int64(router.MaxVisibility / time.Second)

@@ -120,7 +120,7 @@ var decodeActions = []func(t *testing.T, body []byte) error{
 				t.Fatalf("accepted a FIFO message of group %q, deduplication id %q", fm.group, fm.dedupID)
 			case !ref.fifo && (fm.dedupID != "" || in.MessageDeduplicationId != nil):
 				t.Fatalf("accepted a standard queue's message with a deduplication id")
-			case in.DelaySeconds != nil && *in.DelaySeconds != 0:
+			case in.DelaySeconds != nil && (*in.DelaySeconds < 0 || *in.DelaySeconds > MaxDelaySeconds || ref.fifo && *in.DelaySeconds != 0):
 				t.Fatalf("accepted a delay of %d", *in.DelaySeconds)
 			}
 		}

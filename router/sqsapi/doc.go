@@ -174,7 +174,8 @@
 //	MessageRetentionPeriod         60 to 1209600 s (default 345600): kept and answered; the
 //	                               host applies it to its log's retention, if it will (the
 //	                               record holds it)
-//	DelaySeconds                   0 only (default 0): the core has no delayed delivery yet
+//	DelaySeconds                   0 to 900 (default 0): the delay of a message sent without
+//	                               one of its own (see Delayed messages)
 //	RedrivePolicy                  none by default: {"maxReceiveCount":N,"deadLetterTargetArn":
 //	                               "arn:aws:sqs:..."} (see Redrive); "" removes it
 //	FifoQueue, ContentBasedDeduplication, DeduplicationScope, FifoThroughputLimit
@@ -389,11 +390,25 @@
 // after a period; a non-empty value of the type's kind (a Number's a number, a String's of
 // the body's characters); no list values. What a record cannot carry is refused, not
 // dropped: MessageAttributes and MessageSystemAttributes with Config.Produce (which has
-// nowhere to keep them), a system attribute other than AWSTraceHeader, a non-zero
-// DelaySeconds, a MessageGroupId with Config.Produce, and a MessageDeduplicationId to a
-// standard queue are each InvalidParameterValue, the message not sent. A standard queue
+// nowhere to keep them), a system attribute other than AWSTraceHeader, a DelaySeconds out of
+// 0 to 900 (or any but 0, its own or its queue's, with Config.Produce), a MessageGroupId with
+// Config.Produce, and a MessageDeduplicationId to a standard queue are each
+// InvalidParameterValue, the message not sent. A standard queue
 // takes a MessageGroupId, as SQS's fair queues do: the record's key, answered by a receive
 // as its MessageGroupId, with no effect on delivery (no fairness among groups here).
+//
+// # Delayed messages
+//
+// A message sent with a DelaySeconds (0 to 900; none: its queue's DelaySeconds) carries when
+// its delay ends, on the handler's clock (Config.Now), in a header no receive answers
+// ("AWS.SQS.DeliverAt"), and NotBefore, the node's router.Config.NotBefore, reads it: the node
+// delivers it to no receive before then, spends no receive on it, and hands it to a receive
+// long-polling for it as the delay ends (see router.Config.NotBefore). So a host that mounts
+// the handler sets NotBefore on its node, and the node's clock follows the handler's.
+// ApproximateNumberOfMessagesDelayed counts the delayed messages the node has read (and the
+// messages a visibility change or a nack keeps invisible for a while); one not read yet counts
+// in ApproximateNumberOfMessages. A FIFO queue takes its queue's DelaySeconds, and refuses a
+// message's own, as SQS does.
 //
 // # FIFO queues
 //

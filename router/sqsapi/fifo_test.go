@@ -229,7 +229,7 @@ func TestFIFOSendRefusals(t *testing.T) {
 		{"a deduplication id too long", "jobs.fifo", `,"MessageGroupId":"g","MessageDeduplicationId":"` + long + `"`, "InvalidParameterValue"},
 		{"a deduplication id not ASCII", "jobs.fifo", `,"MessageGroupId":"g","MessageDeduplicationId":"d\u00e9"`, "InvalidParameterValue"},
 		{"a deduplication id to a standard queue", "plain", `,"MessageDeduplicationId":"d"`, "InvalidParameterValue"},
-		{"a delay to a standard queue", "plain", `,"DelaySeconds":1`, "InvalidParameterValue"},
+		{"a delay too long to a standard queue", "plain", `,"DelaySeconds":901`, "InvalidParameterValue"},
 	} {
 		got := failed(t, f.call("SendMessage", `{"QueueUrl":"`+baseURL+`/`+tc.queue+`","MessageBody":"x"`+tc.extra+`}`))
 		require.Equal(t, tc.code, got.Type, tc.name+": "+got.Message)

@@ -29,7 +29,7 @@ type queueAttribute struct {
 var keptAttributes = []queueAttribute{
 	// 0 would be a lease of no time: refused, as a receive's VisibilityTimeout of 0 is.
 	{name: "VisibilityTimeout", def: 30, lo: 1, hi: MaxVisibilitySeconds},
-	{name: "DelaySeconds", def: 0, lo: 0, hi: 900, refusal: "Delayed delivery is not supported by this endpoint: DelaySeconds must be 0."},
+	{name: "DelaySeconds", def: 0, lo: 0, hi: MaxDelaySeconds},
 	{name: "MaximumMessageSize", def: MaxMessageBytes, lo: 1024, hi: MaxMessageBytes},
 	{name: "MessageRetentionPeriod", def: 345600, lo: 60, hi: 1209600},
 	{name: "ReceiveMessageWaitTimeSeconds", def: 0, lo: 0, hi: MaxWaitSeconds},

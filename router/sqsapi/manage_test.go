@@ -457,7 +457,7 @@ func TestManagementRefusals(t *testing.T) {
 		{"CreateQueue", `{"QueueName":"new","Attributes":{"VisibilityTimeout":"43201"}}`, "InvalidAttributeValue"},
 		{"CreateQueue", `{"QueueName":"new","Attributes":{"VisibilityTimeout":"0"}}`, "InvalidAttributeValue"},
 		{"CreateQueue", `{"QueueName":"new","Attributes":{"VisibilityTimeout":"ten"}}`, "InvalidAttributeValue"},
-		{"CreateQueue", `{"QueueName":"new","Attributes":{"DelaySeconds":"5"}}`, "InvalidAttributeValue"},
+		{"CreateQueue", `{"QueueName":"new","Attributes":{"DelaySeconds":"901"}}`, "InvalidAttributeValue"},
 		{"CreateQueue", `{"QueueName":"new","Attributes":{"RedrivePolicy":"{}"}}`, "InvalidParameterValue"},
 		{"CreateQueue", `{"QueueName":"new","Attributes":{"RedriveAllowPolicy":"{}"}}`, "InvalidAttributeValue"},
 		{"CreateQueue", `{"QueueName":"new","Attributes":{"MaximumMessageSize":"1023"}}`, "InvalidAttributeValue"},
@@ -543,7 +543,7 @@ func TestQueueManagementQuery(t *testing.T) {
 	require.Equal(t, [3]string{"Bad Request", "Sender", "QueueAlreadyExists"},
 		queryError(t, queryCall(e.h, "CreateQueue", url.Values{"QueueName": {"jobs"}, "Attribute.1.Name": {"VisibilityTimeout"}, "Attribute.1.Value": {"1"}})))
 	require.Equal(t, [3]string{"Bad Request", "Sender", "InvalidAttributeValue"},
-		queryError(t, queryCall(e.h, "SetQueueAttributes", url.Values{"QueueUrl": {q}, "Attribute.1.Name": {"DelaySeconds"}, "Attribute.1.Value": {"1"}})))
+		queryError(t, queryCall(e.h, "SetQueueAttributes", url.Values{"QueueUrl": {q}, "Attribute.1.Name": {"DelaySeconds"}, "Attribute.1.Value": {"901"}})))
 	queryOK(t, queryCall(e.h, "PurgeQueue", url.Values{"QueueUrl": {q}}))
 	queryOK(t, queryCall(e.h, "DeleteQueue", url.Values{"QueueUrl": {q}}))
 	require.Equal(t, []string{"other"}, e.queues())

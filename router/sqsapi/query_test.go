@@ -111,7 +111,7 @@ func TestQueryProtocol(t *testing.T) {
 
 	batch := queryOK(t, queryCall(e.h, "SendMessageBatch", with(
 		"SendMessageBatchRequestEntry.1.Id", "a", "SendMessageBatchRequestEntry.1.MessageBody", "one",
-		"SendMessageBatchRequestEntry.2.Id", "b", "SendMessageBatchRequestEntry.2.MessageBody", "two", "SendMessageBatchRequestEntry.2.DelaySeconds", "9")))
+		"SendMessageBatchRequestEntry.2.Id", "b", "SendMessageBatchRequestEntry.2.MessageBody", "two", "SendMessageBatchRequestEntry.2.DelaySeconds", "901")))
 	require.Len(t, batch.Result.Entries, 2)
 	require.Equal(t, "SendMessageBatchResultEntry", batch.Result.Entries[0].XMLName.Local)
 	require.Equal(t, "BatchResultErrorEntry", batch.Result.Entries[1].XMLName.Local)

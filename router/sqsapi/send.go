@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"narad.dev/consume/router"
@@ -32,11 +33,15 @@ type sentMessage struct {
 	// dedupID is a FIFO queue's message's MessageDeduplicationId: the one sent, or its
 	// body's SHA-256 (content-based deduplication).
 	dedupID string
+	// delay is how long the message is to wait before it is delivered: its DelaySeconds, or
+	// its queue's; deliverAt is when that ends, set as it is sent (zero: at once).
+	delay     time.Duration
+	deliverAt time.Time
 }
 
 // record is the record m is sent as.
 func (m *sentMessage) record() router.Record {
-	return router.Record{Key: m.group, Value: m.body, Headers: recordHeaders(m.attrs, m.trace, m.dedupID)}
+	return router.Record{Key: m.group, Value: m.body, Headers: recordHeaders(m.attrs, m.trace, m.dedupID, m.deliverAt)}
 }
 
 // size is what the message counts towards SQS's bound: its body, and its attributes' and
@@ -160,19 +165,22 @@ func invalidCharacter(s string) (rune, bool) {
 }
 
 // fitQueue checks what of a message depends on its queue's type, and sets its deduplication
-// id. A FIFO queue's message has a MessageGroupId (MissingParameter), and a
+// id and its delay. A FIFO queue's message has a MessageGroupId (MissingParameter), and a
 // MessageDeduplicationId unless the queue has ContentBasedDeduplication (whose id is then
-// the body's SHA-256), and no DelaySeconds but 0; a standard queue's has no
-// MessageDeduplicationId, and a delay of 0 only too (the core has no delayed delivery). A
-// standard queue takes a MessageGroupId, as SQS's fair queues do: the record's key, with no
-// effect on delivery here.
+// the body's SHA-256), and no DelaySeconds but 0 (the queue's DelaySeconds applies); a
+// standard queue's has no MessageDeduplicationId, and a DelaySeconds of 0 to 900 (none: the
+// queue's). A standard queue takes a MessageGroupId, as SQS's fair queues do: the record's
+// key, with no effect on delivery here.
 func (r *queueRef) fitQueue(prefix string, in *sendInput, m *sentMessage) error {
+	m.delay = time.Duration(r.attribute("DelaySeconds", 0)) * time.Second
 	if !r.fifo {
 		switch {
-		case in.DelaySeconds != nil && *in.DelaySeconds != 0:
-			return invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "Delayed messages are not supported by this endpoint.")
+		case in.DelaySeconds != nil && (*in.DelaySeconds < 0 || *in.DelaySeconds > MaxDelaySeconds):
+			return invalidValue(prefix+"DelaySeconds", strconv.FormatInt(*in.DelaySeconds, 10), "Value must be between 0 and 900.")
 		case in.MessageDeduplicationId != nil:
 			return invalidValue(prefix+"MessageDeduplicationId", strconv.Quote(truncate(*in.MessageDeduplicationId)), "The request include parameter that is not valid for this queue type.")
+		case in.DelaySeconds != nil:
+			m.delay = time.Duration(*in.DelaySeconds) * time.Second
 		}
 		return nil
 	}
@@ -270,6 +278,13 @@ func (r *queueRef) fits(prefix string, m *sentMessage) error {
 // (recordHeaders), and returns its MessageId, and for a FIFO queue its SequenceNumber (a
 // duplicate's are the original's: see sendFIFO).
 func (h *Handler) send(c *call, queue string, ref *queueRef, m *sentMessage) (id, seq string, err error) {
+	if m.delay > 0 {
+		if !h.keepsAttributes {
+			// The delay rides in a header, which a host's Produce of bodies drops.
+			return "", "", invalidValue("DelaySeconds", strconv.FormatInt(int64(m.delay/time.Second), 10), "Delayed messages are not supported by this endpoint: the message was not sent.")
+		}
+		m.deliverAt = h.now().Add(m.delay)
+	}
 	if ref.fifo {
 		return h.sendFIFO(c.r.Context(), queue, ref, m)
 	}
