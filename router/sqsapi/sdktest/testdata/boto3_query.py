@@ -73,7 +73,7 @@ assert sent["MessageId"] == "0:0", sent
 batch = c.send_message_batch(QueueUrl=q, Entries=[
     {"Id": "a", "MessageBody": "one"},
     {"Id": "b", "MessageBody": "two", "MessageAttributes": {"k": {"DataType": "Number", "StringValue": "7"}}},
-    {"Id": "c", "MessageBody": "three", "DelaySeconds": 5},
+    {"Id": "c", "MessageBody": "three", "DelaySeconds": 901},
 ])
 assert [e["Id"] for e in batch["Successful"]] == ["a", "b"], batch
 assert [(e["Id"], e["Code"], e["SenderFault"]) for e in batch["Failed"]] == [("c", "InvalidParameterValue", True)], batch
@@ -146,7 +146,7 @@ assert ja["VisibilityTimeout"] == "60" and ja["MaximumMessageSize"] == "1024" an
 expect_error("InvalidParameterValue", c.send_message, QueueUrl=jobs, MessageBody="x" * 1025)
 c.set_queue_attributes(QueueUrl=jobs, Attributes={"MaximumMessageSize": "2048"})
 c.send_message(QueueUrl=jobs, MessageBody="x" * 1025)
-expect_error("InvalidAttributeValue", c.set_queue_attributes, QueueUrl=jobs, Attributes={"DelaySeconds": "5"})
+expect_error("InvalidAttributeValue", c.set_queue_attributes, QueueUrl=jobs, Attributes={"DelaySeconds": "901"})
 expect_error("InvalidAttributeName", c.set_queue_attributes, QueueUrl=jobs, Attributes={"Bogus": "5"})
 c.tag_queue(QueueUrl=jobs, Tags={"env": "test"})
 c.untag_queue(QueueUrl=jobs, TagKeys=["team"])
