@@ -62,6 +62,7 @@ func newBroker(t testing.TB, opts ...func(*sqsapi.Config)) *broker {
 	t.Helper()
 	b := &broker{t: t, logs: &routertest.MemLogs{}, routes: &routertest.Routes{}, consumes: make(chan struct{}, 64)}
 	node, err := router.New(router.Config{Logs: b.logs, Routes: b.routes, Dir: "/state", FS: crashfs.New(),
+		NotBefore: sqsapi.NotBefore, // DelaySeconds
 		// A queue's topic is configured by its record: a FIFO queue's is ordered.
 		Topic: func(topic string) router.TopicConfig {
 			rec, _ := b.store.Queue(topic)

@@ -109,6 +109,34 @@ func TestLongPoll(t *testing.T) {
 	require.Less(t, time.Since(start), 20*time.Second, "woken by the send, not by the wait's end")
 }
 
+// TestDelaySeconds: a message sent with a delay (its own, or its queue's) is received only
+// once the delay is over, by a long-poll waiting for it; one delayed a minute is not received
+// at once.
+func TestDelaySeconds(t *testing.T) {
+	b := newBroker(t)
+	c := b.client(accessKey)
+	q := aws.String(b.queueURL)
+	_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("in a minute"), DelaySeconds: 60})
+	require.NoError(t, err)
+	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Empty(t, out.Messages, "delayed a minute")
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	require.NoError(t, err)
+	require.Equal(t, "1", attrs.Attributes["ApproximateNumberOfMessagesDelayed"])
+
+	_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: q, Attributes: map[string]string{"DelaySeconds": "1"}})
+	require.NoError(t, err)
+	sent := time.Now()
+	_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("in a second")})
+	require.NoError(t, err)
+	out, err = c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10, WaitTimeSeconds: 20})
+	require.NoError(t, err)
+	require.Len(t, out.Messages, 1)
+	require.Equal(t, "in a second", aws.ToString(out.Messages[0].Body))
+	require.GreaterOrEqual(t, time.Since(sent), time.Second, "not before its queue's delay")
+}
+
 // receiveWithin polls with long receives until a message comes, for at most budget.
 func receiveWithin(t *testing.T, c *sqs.Client, queueURL string, budget time.Duration, max int32) []types.Message {
 	t.Helper()
