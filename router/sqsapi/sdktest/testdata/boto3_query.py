@@ -8,6 +8,7 @@ import hashlib
 import json
 import struct
 import sys
+import time
 
 import boto3
 import botocore
@@ -122,6 +123,19 @@ assert {k: qa[k] for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMe
     "ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
     "ApproximateNumberOfMessagesDelayed": "0"}, qa
 assert qa["QueueArn"] == "arn:aws:sqs:us-east-1:000000000000:orders", qa
+
+# A delayed message is not received before its delay ends (a minute: not in this run), and
+# counts as delayed once read; one delayed a second comes to a long-poll as it ends.
+c.send_message(QueueUrl=q, MessageBody="in a minute", DelaySeconds=60)
+assert "Messages" not in c.receive_message(QueueUrl=q), "delayed a minute"
+delayed = c.get_queue_attributes(QueueUrl=q, AttributeNames=["ApproximateNumberOfMessagesDelayed"])["Attributes"]
+assert delayed["ApproximateNumberOfMessagesDelayed"] == "1", delayed
+delay_sent = time.monotonic()
+c.send_message(QueueUrl=q, MessageBody="in a second", DelaySeconds=1)
+later = c.receive_message(QueueUrl=q, WaitTimeSeconds=20)["Messages"]
+assert [m["Body"] for m in later] == ["in a second"], later
+assert time.monotonic() - delay_sent >= 1, "not before its delay"
+c.delete_message(QueueUrl=q, ReceiptHandle=later[0]["ReceiptHandle"])
 
 # Queue management: create (again: the same URL; another attribute: QueueAlreadyExists), list
 # a page at a time, set attributes that act, tags, purge, delete.

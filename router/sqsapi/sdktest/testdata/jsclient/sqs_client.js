@@ -190,7 +190,22 @@ async function main() {
   assert.equal(woke.Messages?.[0]?.Body, "while polling");
   await send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: woke.Messages[0].ReceiptHandle }));
 
-  // Purge: everything goes; a second purge within 60 s is refused.
+  // A delayed message is not received before its delay ends (a minute: not in this run),
+  // and counts as delayed once read; one delayed a second comes to a long-poll as it ends.
+  await send(new sqs.SendMessageCommand({ QueueUrl: jobs, MessageBody: "in a minute", DelaySeconds: 60 }));
+  const notYet = await send(new sqs.ReceiveMessageCommand({ QueueUrl: jobs, MaxNumberOfMessages: 10 }));
+  assert.equal((notYet.Messages ?? []).length, 0, "delayed a minute");
+  const delayed = await send(new sqs.GetQueueAttributesCommand({ QueueUrl: jobs, AttributeNames: ["ApproximateNumberOfMessagesDelayed"] }));
+  assert.equal(delayed.Attributes.ApproximateNumberOfMessagesDelayed, "1");
+  const delaySent = Date.now();
+  await send(new sqs.SendMessageCommand({ QueueUrl: jobs, MessageBody: "in a second", DelaySeconds: 1 }));
+  const later = await send(new sqs.ReceiveMessageCommand({ QueueUrl: jobs, WaitTimeSeconds: 20 }));
+  assert.equal(later.Messages?.[0]?.Body, "in a second");
+  assert.ok(Date.now() - delaySent >= 1000, "not before its delay");
+  await send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: later.Messages[0].ReceiptHandle }));
+
+  // Purge: everything goes (the message delayed a minute too); a second purge within 60 s is
+  // refused.
   for (const m of ["p1", "p2"]) await send(new sqs.SendMessageCommand({ QueueUrl: jobs, MessageBody: m }));
   await send(new sqs.PurgeQueueCommand({ QueueUrl: jobs }));
   assert.deepEqual(await counts(jobs), [0, 0]);
