@@ -384,8 +384,10 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 }
 
 // hold keeps msgs, reserved at owner (the k-th owner of the refill's order; negative: a
-// probe's), for the consumers here; once Close began it gives them back at once and reports
-// false.
+// probe's), for the consumers here; once Close (or DeleteTopic) began it gives them back at
+// once, in the background, and reports false: a consume that splits a probe's reply must not
+// wait on the give-back's RPC, which may take its whole budget (a frame lost), past the
+// consume's ConsumeOverrun.
 func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 	n := ra.n
 	now := n.clock.Now()
@@ -393,7 +395,8 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 	ra.mu.Lock()
 	if ra.closed {
 		ra.mu.Unlock()
-		n.releaseUnused(owner, ra.topic, msgs)
+		topic := ra.topic
+		n.background(func() { n.releaseUnused(owner, topic, msgs) })
 		return false
 	}
 	for _, m := range msgs {

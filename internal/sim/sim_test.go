@@ -154,6 +154,24 @@ var libraryBugs = []struct {
 			"TestKeptGrantOffersAtOnce)",
 		schedule: &sim.Options{Zombies: true, CutOffs: true},
 	},
+	{
+		kind:  sim.KindLateReturn,
+		seeds: []uint64{2845},
+		diagnosis: "a consume that split a read-ahead probe's reply as the topic was deleted (or the node closed) " +
+			"gave the rest back to its owner from its own goroutine (readAhead.hold, closed), and waited for that RPC: " +
+			"a frame lost cost it the forward budget, 2 s, past its wait and ConsumeOverrun (seed 2845: a consume on g2 " +
+			"with a wait of 500 ms began at 14.096 s and returned at 16.098 s; ordered seed 5933 the same on g1, its " +
+			"give-back's AckBatch dropped at 35.573 s)",
+		fixed:    "hold gives a closed read-ahead's records back in the background",
+		schedule: &sim.Options{},
+	},
+	{
+		kind:      sim.KindLateReturn,
+		seeds:     []uint64{5933},
+		diagnosis: "the same, on an ordered topic",
+		fixed:     "hold gives a closed read-ahead's records back in the background",
+		schedule:  &sim.Options{Ordered: true},
+	},
 }
 
 // knownKinds are the kinds of violation of the bugs not fixed yet.
