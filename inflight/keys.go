@@ -184,18 +184,8 @@ func (s *Shard) ScanLock() *sync.Mutex { return &s.scanMu }
 
 // deferLocked withdraws the live lease p of off, uncounted, and queues off behind key.
 func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now int64, fx *effects) {
-	p.nonce = 0
-	p.attempts--
+	s.withdrawLocked(&p, fx)
 	p.deferred = true
-	s.leased--
-	if p.reserved {
-		p.reserved = false
-		s.reserved--
-		fx.unused++ // never handed to a consumer, as a reservation given back
-	} else {
-		// Under MaxDeliveries the grant's attempt may be persisted: the uncounting is too.
-		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
-	}
 	s.pending.set(off, p)
 	s.keys.deferred++
 	ks.queue(off, now)

@@ -22,19 +22,10 @@ func (s *Shard) Postpone(now time.Time, h Handle, until time.Time, key uint64) e
 	at := now.UnixNano()
 	var fx effects
 	s.mu.Lock()
-	s.purgeLocked(at, &fx)
-	p, err := s.liveLease(h)
-	if s.lapsedAt(at) {
-		err = ErrMoved
-	}
-	switch err {
-	case nil:
+	p, err := s.touchLeaseLocked(at, h, &fx)
+	if err == nil {
 		s.postponeLocked(at, h.Offset, p, until.UnixNano(), key, &fx)
 		s.counters.Postponed.Add(1)
-	case ErrGone:
-		s.counters.Gone.Add(1)
-	case ErrAlreadySettled:
-		s.counters.AlreadySettled.Add(1)
 	}
 	s.mu.Unlock()
 	s.report(&fx)
@@ -43,17 +34,7 @@ func (s *Shard) Postpone(now time.Time, h Handle, until time.Time, key uint64) e
 
 // postponeLocked withdraws the lease p of off, uncounted, and delays off until until.
 func (s *Shard) postponeLocked(now, off int64, p pending, until int64, key uint64, fx *effects) {
-	p.nonce = 0
-	p.attempts--
-	s.leased--
-	if p.reserved {
-		p.reserved = false
-		s.reserved--
-		fx.unused++
-	} else {
-		// Under MaxDeliveries the grant's attempt may be persisted: the uncounting is too.
-		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
-	}
+	s.withdrawLocked(&p, fx)
 	if s.keys != nil {
 		s.unbindLocked(off, true, now, fx) // bound already: it goes back to its key's queue
 	}

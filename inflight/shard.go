@@ -1009,21 +1009,28 @@ func (s *Shard) GiveBack(now time.Time, h Handle) error {
 // A reservation (ReserveAhead) given back is an unused one (Counters.Unused); its attempt was
 // never persisted, so nothing is reported dirty for it.
 func (s *Shard) giveBackLocked(now, off int64, p pending, fx *effects) {
-	p.nonce = 0
-	p.attempts--
-	s.leased--
+	s.withdrawLocked(&p, fx)
 	if s.keys != nil {
 		s.unbindLocked(off, true, now, fx)
 	}
 	var release effects
+	s.releaseLocked(off, p, &release)
+}
+
+// withdrawLocked takes back the live lease *p as if it was never granted: its attempt is not
+// spent, a reservation counts as unused, and under MaxDeliveries the uncounting of a grant's
+// attempt, which may be persisted already, is persisted too. The caller stores *p.
+func (s *Shard) withdrawLocked(p *pending, fx *effects) {
+	p.nonce = 0
+	p.attempts--
+	s.leased--
 	if p.reserved {
 		p.reserved = false
 		s.reserved--
 		fx.unused++
-	} else {
-		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
+		return
 	}
-	s.releaseLocked(off, p, &release)
+	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 }
 
 // Reject settles the lease h names as failed for good, as Kafka share groups' REJECT and
@@ -1077,17 +1084,9 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 	at := now.UnixNano()
 	var fx effects
 	s.mu.Lock()
-	s.purgeLocked(at, &fx)
-	p, err := s.liveLease(h)
-	if s.lapsedAt(at) {
-		err = ErrMoved
-	}
+	p, err := s.touchLeaseLocked(at, h, &fx)
 	switch {
-	case err == ErrGone:
-		s.counters.Gone.Add(1)
-	case err == ErrAlreadySettled:
-		s.counters.AlreadySettled.Add(1)
-	case err != nil: // ErrMoved: the shard was handed off, deposed, or its grant lapsed
+	case err != nil:
 	case op == opConfirm:
 		if p.reserved {
 			s.confirmLocked(h.Offset, &p, &fx)
@@ -1146,16 +1145,29 @@ func (s *Shard) confirmLocked(off int64, p *pending, fx *effects) {
 // at once (no backoff, no MaxDeliveries quarantine, its reason as it was before), with a
 // wake. Nothing persisted changes: Snapshot never counted the reservation.
 func (s *Shard) lapseLocked(now, off int64, p pending, fx *effects) {
-	p.nonce = 0
-	p.attempts--
-	p.reserved = false
-	s.leased--
+	s.withdrawLocked(&p, fx) // a reservation: counted unused, nothing persisted
 	if s.keys != nil {
 		s.unbindLocked(off, true, now, fx)
 	}
-	s.reserved--
-	fx.unused++
 	s.releaseLocked(off, p, fx)
+}
+
+// touchLeaseLocked returns, after the purge every touch does, the pending state of the live
+// lease h names at now, or why there is none: ErrGone and ErrAlreadySettled (counted), or
+// ErrMoved for a shard handed off, deposed, or whose grant has lapsed.
+func (s *Shard) touchLeaseLocked(now int64, h Handle, fx *effects) (pending, error) {
+	s.purgeLocked(now, fx)
+	p, err := s.liveLease(h)
+	if s.lapsedAt(now) {
+		err = ErrMoved
+	}
+	switch err {
+	case ErrGone:
+		s.counters.Gone.Add(1)
+	case ErrAlreadySettled:
+		s.counters.AlreadySettled.Add(1)
+	}
+	return p, err
 }
 
 // liveLease returns the pending state of the live lease h names, or why there is none. The

@@ -192,18 +192,25 @@ func checkKeyOrder(t *testing.T, records, consumers int, nodeOf func(consumer in
 	require.Equal(t, records, n, "every record delivered once")
 }
 
+// orderedTrio is newTrio with the topic ordered, and records of keys on a's partition 0.
+func orderedTrio(t *testing.T, keys ...string) *trio {
+	t.Helper()
+	tr := newTrioOf(t, time.Millisecond, router.TopicConfig{VisibilityTimeout: vt, Ordered: true})
+	log := tr.logs.Log("orders", 0)
+	for _, k := range keys {
+		off := log.Append([]byte(k), []byte("v"), time.Now())
+		tr.a.node.Appended("orders", 0, off+1)
+	}
+	return tr
+}
+
 // A move keeps a key with the consumer that holds it: the new owner learns the keys of the
 // leases it adopts and hands out no later record of theirs until they end.
 func TestOrderedTopicMove(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := newTrioOf(t, time.Millisecond, router.TopicConfig{VisibilityTimeout: vt, Ordered: true})
+		tr := orderedTrio(t, "a", "a", "b")
 		defer tr.close()
 		ctx := context.Background()
-		log := tr.logs.Log("orders", 0)
-		for _, k := range []string{"a", "a", "b"} {
-			off := log.Append([]byte(k), []byte("v"), time.Now())
-			tr.a.node.Appended("orders", 0, off+1)
-		}
 		held := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
 		require.Equal(t, []int64{0}, offsetsOf(held))
 		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
@@ -218,14 +225,9 @@ func TestOrderedTopicMove(t *testing.T) {
 // so the key's later records wait for it there too.
 func TestOrderedTopicMoveKeepsANackedRecordFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := newTrioOf(t, time.Millisecond, router.TopicConfig{VisibilityTimeout: vt, Ordered: true})
+		tr := orderedTrio(t, "a", "a", "b")
 		defer tr.close()
 		ctx := context.Background()
-		log := tr.logs.Log("orders", 0)
-		for _, k := range []string{"a", "a", "b"} {
-			off := log.Append([]byte(k), []byte("v"), time.Now())
-			tr.a.node.Appended("orders", 0, off+1)
-		}
 		pinned := router.ConsumeOptions{Max: 10, Pinned: true, Partition: 0}
 		first := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
 		require.Equal(t, []int64{0}, offsetsOf(first))

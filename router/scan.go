@@ -559,8 +559,9 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) (_ []Message
 	return r.keep(out, from, func(i int) bool { return kept[i] }), deferred
 }
 
-// keep drops the messages of out[from:] that kept refuses (by their index from from), and
-// takes them out of the batch's budget, so that the scan takes other records in their place.
+// keep drops the messages of out[from:] that kept refuses (by their index from from, each
+// asked once, in order, before any message is moved over it), and takes them out of the
+// batch's budget, so that the scan takes other records in their place.
 func (r *partitionRead) keep(out []Message, from int, kept func(i int) bool) []Message {
 	taken := out[from:]
 	w := from
@@ -581,17 +582,10 @@ func (r *partitionRead) keep(out []Message, from int, kept func(i int) bool) []M
 // due later (inflight.Shard.Postpone: no attempt spent, invisible until then), and drops
 // them from out. On an ordered partition the key's later records wait for them.
 func (r *partitionRead) postpone(out []Message, from int, ordered bool) []Message {
-	postponed := false
-	for i := from; i < len(out); i++ {
-		if r.n.postponeIfDue(r.topic, r.shard, &out[i], r.now, ordered) {
-			out[i].Receipt = inflight.Handle{} // marks it dropped
-			postponed = true
-		}
-	}
-	if !postponed {
-		return out
-	}
-	return r.keep(out, from, func(i int) bool { return out[from+i].Receipt != (inflight.Handle{}) })
+	// keep asks about each message once, in order, before it moves any message over it.
+	return r.keep(out, from, func(i int) bool {
+		return !r.n.postponeIfDue(r.topic, r.shard, &out[from+i], r.now, ordered)
+	})
 }
 
 // skipUnreadable applies the rules for a reserved record its log cannot give: below

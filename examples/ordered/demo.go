@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"narad.dev/consume/examples/internal/filequeue"
 	"strings"
 	"sync"
 	"time"
+
+	"narad.dev/consume/examples/internal/filequeue"
 )
 
 // runDemo produces cfg.messages operations while cfg.workers apply them, until every one is
