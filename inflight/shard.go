@@ -80,6 +80,16 @@ type State struct {
 	// there is nothing read to make durable, so a partition that is only looked at writes
 	// nothing.
 	NothingPersisted bool
+	// KeyTails names, on an ordered topic, the records AckedAhead holds that are not
+	// settled: records read and deferred behind a key that was blocked (held, or waiting
+	// for a lower record of it), kept in the runs so that a key blocked for long does not
+	// split them into one run per record. Every record of KeyTails[i].Key (KeyOf of its key)
+	// at or above KeyTails[i].From that AckedAhead holds is unsettled. Ascending by From, no
+	// two with the same Key. A shard restored from a state with key tails has its scans read
+	// those runs to learn which records they hold (Unverified, Verify). A collision of two
+	// keys' identities would make a record of the other key, acked while the first was
+	// blocked, unsettled again after a restart: delivered once more, never lost.
+	KeyTails []KeyTail
 	// Held is what only memory knows of the unresolved offsets: the live leases (with their
 	// nonces, so the receipt handles consumers hold keep settling), the nack delays, and the
 	// attempts and reasons of offsets released for redelivery. HandOff fills it for a move;
@@ -115,6 +125,13 @@ type Held struct {
 	Attempts uint32 // leases granted so far, the live one included
 	Reason   Reason // of the live lease, or of the next one
 	Delayed  bool   // invisible until Until (a nack delay or a backoff)
+}
+
+// KeyTail is one key's parked records (State.KeyTails): every record of the key at or above
+// From that the state's AckedAhead holds is unsettled.
+type KeyTail struct {
+	Key  uint64 // KeyOf of the records' key: never 0
+	From int64  // the key's lowest parked offset, above the frontier
 }
 
 // Attempt is the number of times an unresolved offset was leased.
