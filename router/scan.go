@@ -345,6 +345,14 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 			return out, nil
 		}
 		defer lock.Unlock()
+		if shard.Verifying() {
+			if err := n.verifyTails(shard, log, now); err != nil {
+				if len(out) > 0 {
+					return out, nil
+				}
+				return out, err
+			}
+		}
 	}
 	var one [1]inflight.Lease
 	deferredHere := 0 // records this scan deferred behind their keys
