@@ -79,6 +79,9 @@ type keyIndex struct {
 	// yet; verifyNext is the lowest offset of the runs still to verify.
 	verifying  bool
 	verifyNext int64
+	// settledUnverified holds the offsets settled into the runs (acked, discarded) while
+	// they waited to be verified: acked, whatever their key.
+	settledUnverified map[int64]struct{}
 	// awaiting holds verified keys with parked records above the cursor, made visible as
 	// the cursor passes them (releaseAwaitingLocked).
 	awaiting []parkedKey
@@ -392,10 +395,12 @@ func (x *keyIndex) stateOf(key uint64) *keyState {
 	if ks := x.byKey[key]; ks != nil {
 		return ks
 	}
-	ks := &keyState{ackedHigh: -1}
+	var ks *keyState
 	if n := len(x.spare); n > 0 {
 		ks = x.spare[n-1]
 		x.spare = x.spare[:n-1]
+	} else {
+		ks = &keyState{ackedHigh: -1}
 	}
 	x.byKey[key] = ks
 	return ks
@@ -421,6 +426,10 @@ func (ks *keyState) queue(off int64, now int64) {
 
 // unqueue removes off from the key's queued offsets.
 func (ks *keyState) unqueue(off int64) {
+	if len(ks.queued) > 0 && ks.queued[0] == off {
+		ks.queued = ks.queued[1:] // the head, the usual case: no copy of a long queue
+		return
+	}
 	if i, found := slices.BinarySearch(ks.queued, off); found {
 		ks.queued = slices.Delete(ks.queued, i, i+1)
 	}

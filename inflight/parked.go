@@ -176,6 +176,17 @@ func (s *Shard) unverifiedAt(off int64) bool {
 	return s.keys != nil && s.keys.verifying && off >= s.keys.verifyNext
 }
 
+// settledAheadLocked notes an offset just settled into the acked-ahead runs (an ack, a
+// discard): one a restore's tails leave to verify is acked, whatever its key.
+func (s *Shard) settledAheadLocked(off int64) {
+	if s.unverifiedAt(off) {
+		if s.keys.settledUnverified == nil {
+			s.keys.settledUnverified = map[int64]struct{}{}
+		}
+		s.keys.settledUnverified[off] = struct{}{}
+	}
+}
+
 // restoreTailsLocked installs the key tails of a restored state: each tail's key parks (its
 // slot taken until Verify has seen the runs), and the runs above the lowest tail wait to be
 // verified.
@@ -202,7 +213,9 @@ func (s *Shard) restoreTailsLocked(tails []KeyTail) {
 // Verifying reports whether the shard was restored with key tails (State.KeyTails) that its
 // scans have not verified yet: a caller lists the offsets to verify (Unverified), reads their
 // records and tells the shard their keys (Verify), under ScanLock, before it reserves. Until
-// then a reserve hands out nothing at or above them (ErrUnverified).
+// then a reserve hands out nothing at or above them (ErrUnverified). A state a move brought,
+// whose live leases may be settled here, is verified before they can be: a record settled
+// before it is verified would be taken for a parked one by a later restore.
 func (s *Shard) Verifying() bool { return s.verifying.Load() }
 
 // Unverified appends to into, ascending, up to max offsets whose records the shard must learn
@@ -256,6 +269,10 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 				continue
 			}
 			x.verifyNext = off + 1
+			if _, acked := x.settledUnverified[off]; acked {
+				delete(x.settledUnverified, off)
+				continue
+			}
 			ks := x.byKey[keys[i]]
 			if keys[i] == 0 || ks == nil || !ks.restored || off < ks.restoredFrom {
 				s.pending.remove(off) // acked: the attempts Restore brought for it are moot
@@ -287,6 +304,7 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 func (s *Shard) verifiedLocked(fx *effects) {
 	x := s.keys
 	x.verifying = false
+	x.settledUnverified = nil
 	s.verifying.Store(false)
 	for _, pk := range slices.Clone(x.parked) {
 		pk.state.restored = false
@@ -326,14 +344,14 @@ func (s *Shard) releaseAwaitingLocked(fx *effects) {
 }
 
 // readBelow reports whether every record below off, an offset the shard read or verified, has
-// been read: the cursor passed off, or everything from the cursor to off lies in the
+// been read: the cursor reached off, or everything from the cursor up to off lies in the
 // acked-ahead runs (acked, or parked and verified).
 func (s *Shard) readBelow(off int64) bool {
-	if off < s.cursor {
+	if off <= s.cursor {
 		return true
 	}
 	r, ok := s.ahead.runAt(s.cursor)
-	return ok && r.Last >= off
+	return ok && r.Last >= off-1
 }
 
 // keyTailsLocked appends the parked keys' tails to dst, ascending by From.

@@ -1275,6 +1275,9 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 	case off != s.frontier+1:
 		s.ahead.insert(off)
+		if s.keys != nil {
+			s.settledAheadLocked(off)
+		}
 		s.checkCapLocked()
 		s.settledAbove = max(s.settledAbove, off)
 		fx.dirty = true
