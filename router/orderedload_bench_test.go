@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -282,8 +283,16 @@ func runOrdered(b *testing.B, load orderedLoad) orderedRunResult {
 	b.StartTimer()
 	start := time.Now()
 	cpu := cputime.Process()
+	// The consumers' samples in a CPU profile carry the run they belong to (pprof
+	// -tagfocus run=special or run=baseline).
+	run := "baseline"
+	if load.special != nil {
+		run = "special"
+	}
+	labels := pprof.Labels("run", run)
 	for range load.consumers {
 		wg.Go(func() {
+			pprof.SetGoroutineLabels(pprof.WithLabels(ctx, labels))
 			handles := make([]router.Handle, 0, load.batch)
 			var msgs []router.Message
 			for !stop.Load() {

@@ -565,15 +565,24 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) (_ []Message
 func (r *partitionRead) keep(out []Message, from int, kept func(i int) bool) []Message {
 	taken := out[from:]
 	w := from
+	// The kept messages move down in runs, one copy each (a message is a few hundred bytes
+	// of pointers, each moved with the collector's write barrier when it runs): the run
+	// before the first drop stays where it is, and a run is moved only once the message
+	// after it was asked about, never over one not asked about yet.
+	run := 0 // the first message of the run of kept ones not moved yet
 	for i := range taken {
 		if kept(i) {
-			out[w] = taken[i]
-			w++
 			continue
 		}
+		w += copy(out[w:], taken[run:i]) // a no-op copy onto itself before the first drop
+		run = i + 1
 		r.budget.taken--
 		r.budget.bytes -= taken[i].payloadBytes()
 	}
+	if w == from+run {
+		return out // nothing dropped
+	}
+	w += copy(out[w:], taken[run:])
 	clear(out[w:]) // the dropped messages' records belong to no one now
 	return out[:w]
 }
