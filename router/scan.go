@@ -422,6 +422,9 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 type takeScratch struct {
 	leases  []inflight.Lease
 	records []Record
+	// read is the most records one ReadRange left in records since the last put: what put
+	// clears (a scan of small ranges does not clear a large batch's capacity each time).
+	read    int
 	binding keyBinding
 }
 
@@ -442,8 +445,8 @@ func (b *keyBinding) reset(n int) {
 var takePool = sync.Pool{New: func() any { return new(takeScratch) }}
 
 func (s *takeScratch) put() {
-	clear(s.records[:cap(s.records)]) // the records' slices belong to the messages now
-	s.records = s.records[:0]
+	clear(s.records[:s.read]) // the records' slices belong to the messages now
+	s.records, s.read = s.records[:0], 0
 	takePool.Put(s)
 }
 
@@ -492,6 +495,7 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 		if run > 1 {
 			maxBytes := BatchPayloadBytes - r.budget.bytes
 			r.scratch.records, err = r.ranged.ReadRange(lease.Offset, run, maxBytes, r.scratch.records[:0])
+			r.scratch.read = max(r.scratch.read, len(r.scratch.records))
 			if err == nil && len(r.scratch.records) > run { // never a record the scan did not reserve
 				err = r.n.overlongRange(r.topic, r.partition, lease.Offset, run, maxBytes, len(r.scratch.records))
 			}
