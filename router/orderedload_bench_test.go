@@ -105,7 +105,8 @@ func BenchmarkOrderedHungKey(b *testing.B) {
 // Metrics: others-rec/s is the records/s of the other keys' records (the odd offsets), from
 // the run's start until the last of them is delivered, with the hot key (hot-) and in the
 // baseline (base-, the same offsets); others-ratio is hot ÷ base (the goal: the others at
-// full rate, 1); all-cpu-ratio is the CPU per record of the whole run, base ÷ hot;
+// full rate, 1), and others-cpu-ratio the same in the process's CPU time until then, base ÷
+// hot (steadier than wall time on a shared machine); all-cpu-ratio is the CPU per record of the whole run, base ÷ hot;
 // deferred-stalls/run the partition's DeferredStalls in a hot run (MaxDeferred reached).
 func BenchmarkOrderedHotKey(b *testing.B) {
 	const records = 40_000
@@ -141,6 +142,7 @@ func BenchmarkOrderedHotKey(b *testing.B) {
 				b.ReportMetric(hotRate, "hot-others-rec/s")
 				b.ReportMetric(baseRate, "base-others-rec/s")
 				b.ReportMetric(hotRate/baseRate, "others-ratio")
+				b.ReportMetric(float64(baseSum.othersCPU)/float64(hotSum.othersCPU), "others-cpu-ratio")
 				b.ReportMetric(hotSum.cpuPerRecord(), "hot-cpu-ns/rec")
 				b.ReportMetric(baseSum.cpuPerRecord(), "base-cpu-ns/rec")
 				b.ReportMetric(baseSum.cpuPerRecord()/hotSum.cpuPerRecord(), "all-cpu-ratio")
@@ -169,6 +171,7 @@ type orderedRunResult struct {
 	records, othersCount int64         // records delivered and acked; those counted as others
 	cpu                  int64         // the process's CPU time over the runs, ns
 	othersWall           time.Duration // from each run's start until its last other record came
+	othersCPU            int64         // the process's CPU time over the same, ns
 	ackedAheadStalls     uint64
 	deferredStalls       uint64
 }
@@ -178,6 +181,7 @@ func (r *orderedRunResult) add(o orderedRunResult) {
 	r.othersCount += o.othersCount
 	r.cpu += o.cpu
 	r.othersWall += o.othersWall
+	r.othersCPU += o.othersCPU
 	r.ackedAheadStalls += o.ackedAheadStalls
 	r.deferredStalls += o.deferredStalls
 }
@@ -267,6 +271,7 @@ func runOrdered(b *testing.B, load orderedLoad) orderedRunResult {
 		holders    atomic.Int32 // consumes holding special records now
 		nextSpec   atomic.Int64 // index in specials of the next special record due
 		othersDone time.Time
+		othersCPU  int64
 		doneMu     sync.Mutex
 		wg         sync.WaitGroup
 	)
@@ -330,7 +335,7 @@ func runOrdered(b *testing.B, load orderedLoad) orderedRunResult {
 					if isOther(m.Offset, m.Key) {
 						if othersLeft.Add(-1) == 0 {
 							doneMu.Lock()
-							othersDone = time.Now()
+							othersDone, othersCPU = time.Now(), cputime.Process()
 							doneMu.Unlock()
 						}
 					}
@@ -392,7 +397,7 @@ func runOrdered(b *testing.B, load orderedLoad) orderedRunResult {
 		b.Fatalf("%d of the special key's %d records delivered", nextSpec.Load(), len(specials))
 	}
 	if othersDone.IsZero() {
-		othersDone = time.Now()
+		othersDone, othersCPU = time.Now(), cputime.Process()
 	}
 	b.StartTimer()
 	return orderedRunResult{
@@ -400,6 +405,7 @@ func runOrdered(b *testing.B, load orderedLoad) orderedRunResult {
 		othersCount:      others,
 		cpu:              used,
 		othersWall:       othersDone.Sub(start),
+		othersCPU:        othersCPU - cpu,
 		ackedAheadStalls: counters.AckedAheadStalls,
 		deferredStalls:   counters.DeferredStalls,
 	}
