@@ -475,7 +475,8 @@ func clampState(st State, hwm int64) (State, clampDrops) {
 	st.Ahead, d.ahead = runsBelow(st.Ahead, hwm)
 	st.Quarantine, d.quarantine = below(st.Quarantine, hwm)
 	st.Requeued, d.requeued = below(st.Requeued, hwm) // at or below the clamped frontier, then
-	k := len(st.KeyTails) // ascending by From, each above the frontier, which only went down
+	// The tails ascend by From, each above the frontier, which only went down.
+	k := len(st.KeyTails)
 	for k > 0 && st.KeyTails[k-1].From >= hwm {
 		k--
 	}
