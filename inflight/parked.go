@@ -328,7 +328,8 @@ func (s *Shard) verifiedLocked(fx *effects) {
 
 // releaseAwaitingLocked makes visible, for each verified key with no holder whose lowest
 // deferred record has no unread record below it (readBelow), its next records (freeKeyLocked
-// releases only those), and forgets the keys with nothing deferred left to wait so.
+// releases only those), and forgets the keys with nothing deferred, or nothing the cursor has
+// not passed.
 func (s *Shard) releaseAwaitingLocked(fx *effects) {
 	x := s.keys
 	x.awaiting = slices.DeleteFunc(x.awaiting, func(pk parkedKey) bool {
@@ -339,7 +340,10 @@ func (s *Shard) releaseAwaitingLocked(fx *effects) {
 		if s.readBelow(low) {
 			s.freeKeyLocked(pk.key, pk.state, fx)
 		}
-		return s.readBelow(pk.state.queued[len(pk.state.queued)-1])
+		// Kept until the cursor has passed every record of the key: readBelow can turn
+		// false again (a record unparked below the cursor's run), and then only this call
+		// frees the key once the cursor moves on. Past that, the key is as any other.
+		return pk.state.queued[len(pk.state.queued)-1] < s.cursor
 	})
 }
 

@@ -38,3 +38,20 @@ func (n *Node) verifyTails(shard *inflight.Shard, log Log, now time.Time) error 
 	}
 	return nil
 }
+
+// verifyBeforeSettle verifies the key tails a shard was restored with before a settle reaches
+// it, so that a settle of a record they may hold answers what the record is (settled for
+// good, or a lease gone) rather than a lease gone for both. A failure leaves the settle to
+// answer as the shard can.
+func (n *Node) verifyBeforeSettle(shard *inflight.Shard) {
+	if !shard.Verifying() {
+		return
+	}
+	log, err := n.getLog(shard.Topic(), shard.Partition())
+	if err != nil {
+		return
+	}
+	shard.ScanLock().Lock()
+	defer shard.ScanLock().Unlock()
+	_ = n.verifyTails(shard, log, n.clock.Now()) // the next scan or settle tries again
+}
