@@ -78,7 +78,12 @@
 // ends unsettled (nack, expiry, give-back, lapse) queues its record as the key's next, with
 // its delay. At most Config.MaxDeferred records wait so (ErrDeferredCap beyond, a stall
 // episode counted in Counters.DeferredStalls); Stats.Keys counts the keys. The index is
-// memory only, as leases are.
+// memory only, as leases are, but for one thing: the deferred records of up to MaxKeyTails
+// blocked keys are parked inside the acked-ahead runs, so that a key blocked for long splits
+// no run, and what is persisted names them by one key tail each (State.KeyTails). A shard
+// restored with key tails learns which records of the runs are the tails' before it serves
+// past them: the caller lists them (Unverified), reads them and tells their keys (Verify),
+// under ScanLock; a reserve answers ErrUnverified until then.
 //
 // # Postponed records
 //

@@ -58,4 +58,9 @@ var (
 	// ErrDeferredCap: an ordered partition holds Config.MaxDeferred records deferred behind
 	// their keys, and every record it read already is leased or waiting.
 	ErrDeferredCap = errors.New("inflight: deferred cap reached")
+
+	// ErrUnverified: the shard was restored with key tails (State.KeyTails) whose records its
+	// scans have not verified yet (Unverified, Verify), and every record below them is leased
+	// or waiting.
+	ErrUnverified = errors.New("inflight: restored key tails not verified")
 )

@@ -1,7 +1,9 @@
 package inflight
 
 import (
-	"hash/maphash"
+	"encoding/binary"
+	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -13,18 +15,34 @@ import (
 // thousands of records a second.
 const DefaultMaxDeferred = 10_000
 
-// keySeed hashes record keys into key identities. It lives for the process: identities are
-// never persisted or sent, only compared within one shard's memory, and a collision of two
-// keys only orders them as one.
-var keySeed = maphash.MakeSeed()
-
 // KeyOf returns the identity Bind orders a record by: 0 for a record without a key, which
-// is not ordered, and a hash of key otherwise (never 0).
+// is not ordered, and a hash of key otherwise (never 0). The hash is the same in every
+// process and release (State.KeyTails persists it): a 64-bit multiply-mix over the key's
+// 8-byte words with a final avalanche. It is not keyed, so a producer could choose keys whose
+// identities collide; it gains nothing by it that writing the same key would not give it
+// (the keys are then ordered as one).
 func KeyOf(key []byte) uint64 {
 	if len(key) == 0 {
 		return 0
 	}
-	return max(maphash.Bytes(keySeed, key), 1)
+	const (
+		seed  = 0x9e3779b97f4a7c15
+		prime = 0xff51afd7ed558ccd
+	)
+	h := uint64(seed) ^ uint64(len(key))*prime
+	for len(key) >= 8 {
+		h = bits.RotateLeft64((h^binary.LittleEndian.Uint64(key))*prime, 31)
+		key = key[8:]
+	}
+	if len(key) > 0 {
+		var tail [8]byte
+		copy(tail[:], key)
+		h = bits.RotateLeft64((h^binary.LittleEndian.Uint64(tail[:])^0x80)*prime, 31)
+	}
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 29
+	return max(h, 1)
 }
 
 // keyIndex is an ordered partition's memory of its keys: which live leases hold each key,
@@ -47,6 +65,26 @@ type keyIndex struct {
 	// spare holds the states of keys forgotten, for the next keys to reuse: a key is
 	// usually held for one lease and forgotten at its ack.
 	spare []*keyState
+	// parked holds the keys whose deferred records are parked in the acked-ahead runs (see
+	// parked.go), at most MaxKeyTails; parkedOffsets counts those records, and parkedLow is
+	// the lowest of them (math.MaxInt64 when none): the frontier stops below it.
+	parked        []parkedKey
+	parkedOffsets int
+	parkedLow     int64
+	// parkFrom is the lowest offset a deferred record may be parked at: the index knows
+	// nothing of the records acked below it, before a restart or while the topic was not
+	// ordered (see parkLocked).
+	parkFrom int64
+	// verifying: a restore brought key tails whose records the scans have not verified
+	// yet; verifyNext is the lowest offset of the runs still to verify.
+	verifying  bool
+	verifyNext int64
+	// settledUnverified holds the offsets settled into the runs (acked, discarded) while
+	// they waited to be verified: acked, whatever their key.
+	settledUnverified map[int64]struct{}
+	// awaiting holds verified keys with parked records above the cursor, made visible as
+	// the cursor passes them (releaseAwaitingLocked).
+	awaiting []parkedKey
 }
 
 // keyRef is what the index knows of one offset.
@@ -67,10 +105,21 @@ type keyState struct {
 	queued []int64
 	// blockedSince is when the key last began to have queued offsets (Unix nanoseconds).
 	blockedSince int64
+	// deferred counts the queued offsets that are deferred; parked: they are parked in the
+	// acked-ahead runs (parked.go). restoredFrom is the key's tail a restore brought (restored), until
+	// the scans have verified it (0 otherwise).
+	deferred     int
+	parked       bool
+	restoredFrom int64
+	restored     bool
+	// parkedOffsets counts the key's parked records; ackedHigh is the highest record of it
+	// its holders settled (see parkLocked).
+	parkedOffsets int
+	ackedHigh     int64
 }
 
 func newKeyIndex() *keyIndex {
-	return &keyIndex{byKey: map[uint64]*keyState{}}
+	return &keyIndex{byKey: map[uint64]*keyState{}, parkedLow: math.MaxInt64}
 }
 
 // Bind binds the leases of handles, whose records the caller has just read (in the order it
@@ -188,8 +237,10 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 	p.deferred = true
 	s.pending.set(off, p)
 	s.keys.deferred++
+	ks.deferred++
 	ks.queue(off, now)
 	s.keys.of.set(off, keyRef{key: key, state: ks})
+	s.parkLocked(off, key, ks)
 }
 
 // unbindLocked is called as the live lease of off ends: settled, or (queued) released,
@@ -202,6 +253,9 @@ func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) {
 	}
 	ks := ref.state
 	ks.holders--
+	if !queued {
+		s.settledKeyLocked(off, ks)
+	}
 	if queued {
 		ks.queue(off, now)
 		s.keys.of.set(off, keyRef{key: ref.key, state: ks})
@@ -232,6 +286,9 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 		return
 	}
 	if len(ks.queued) == 0 {
+		if ks.parked {
+			return // a restored tail's key, until its records are verified
+		}
 		delete(s.keys.byKey, key)
 		s.keys.recycle(ks)
 		return
@@ -245,8 +302,10 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 			break
 		}
 		if p.deferred {
-			p.deferred = false
-			s.keys.deferred--
+			if !s.readBelow(off) {
+				break // verified after a restore, above holes not read yet: see releaseAwaitingLocked
+			}
+			s.undeferLocked(off, &p, ks)
 			s.releaseLocked(off, p, fx)
 		}
 	}
@@ -274,14 +333,34 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 		s.keys.of.remove(off)
 		touched[ref.key] = ks
 	}
-	s.keys.deferred = 0
-	for _, ks := range s.keys.byKey {
+	x := s.keys
+	x.deferred, x.parkedOffsets = 0, 0
+	for _, ks := range x.byKey {
+		ks.deferred, ks.parkedOffsets = 0, 0
 		for _, off := range ks.queued {
-			if s.pending.lookup(off).deferred {
-				s.keys.deferred++
+			p := s.pending.lookup(off)
+			if p.deferred {
+				ks.deferred++
+			}
+			if p.parked() {
+				ks.parkedOffsets++
+			}
+		}
+		x.deferred += ks.deferred
+		x.parkedOffsets += ks.parkedOffsets
+		if ks.parked {
+			if ks.restored && ks.restoredFrom <= frontier {
+				ks.restoredFrom = frontier + 1 // the jump took the tail's lower records
+			}
+			if ks.parkedOffsets == 0 && !ks.restored {
+				s.unparkKeyLocked(ks)
 			}
 		}
 	}
+	if x.verifying {
+		x.verifyNext = max(x.verifyNext, frontier+1)
+	}
+	x.parkedLow = s.lowestParkedLocked()
 	for key, ks := range touched {
 		s.freeKeyLocked(key, ks, fx)
 	}
@@ -295,11 +374,14 @@ func (s *Shard) orderLocked(fx *effects) {
 	switch {
 	case s.cfg.Ordered && s.keys == nil:
 		s.keys = newKeyIndex()
-	case !s.cfg.Ordered && s.keys != nil:
+		s.keys.parkFrom = max(s.cursor, s.settledAbove+1)
+	case !s.cfg.Ordered && s.keys != nil && !s.keys.verifying:
+		// (While a restore's key tails are verified, the index stays: the runs hold records
+		// only it can tell from acked ones.)
 		for _, ks := range s.keys.byKey {
 			for _, off := range ks.queued {
 				if p, ok := s.pending.get(off); ok && p.deferred {
-					p.deferred = false
+					s.undeferLocked(off, &p, ks)
 					s.releaseLocked(off, p, fx)
 				}
 			}
@@ -313,10 +395,12 @@ func (x *keyIndex) stateOf(key uint64) *keyState {
 	if ks := x.byKey[key]; ks != nil {
 		return ks
 	}
-	ks := &keyState{}
+	var ks *keyState
 	if n := len(x.spare); n > 0 {
 		ks = x.spare[n-1]
 		x.spare = x.spare[:n-1]
+	} else {
+		ks = &keyState{ackedHigh: -1}
 	}
 	x.byKey[key] = ks
 	return ks
@@ -325,7 +409,7 @@ func (x *keyIndex) stateOf(key uint64) *keyState {
 // recycle keeps the state of a key just forgotten for newState, a bounded number of them.
 func (x *keyIndex) recycle(ks *keyState) {
 	if len(x.spare) < 1024 {
-		*ks = keyState{queued: ks.queued[:0]}
+		*ks = keyState{queued: ks.queued[:0], ackedHigh: -1}
 		x.spare = append(x.spare, ks)
 	}
 }
@@ -342,6 +426,10 @@ func (ks *keyState) queue(off int64, now int64) {
 
 // unqueue removes off from the key's queued offsets.
 func (ks *keyState) unqueue(off int64) {
+	if len(ks.queued) > 0 && ks.queued[0] == off {
+		ks.queued = ks.queued[1:] // the head, the usual case: no copy of a long queue
+		return
+	}
 	if i, found := slices.BinarySearch(ks.queued, off); found {
 		ks.queued = slices.Delete(ks.queued, i, i+1)
 	}
@@ -357,6 +445,9 @@ type KeyStats struct {
 	// Deferred is how many records wait behind their keys, read once and neither leased nor
 	// visible (at most Config.MaxDeferred, plus one batch).
 	Deferred int
+	// ParkedKeys is how many keys have their deferred records parked in the acked-ahead runs
+	// (at most MaxKeyTails), and Parked how many records that is.
+	ParkedKeys, Parked int
 	// OldestBlockedSince is when the key blocked longest began to be blocked; zero when none.
 	OldestBlockedSince time.Time
 }
@@ -368,6 +459,7 @@ func (s *Shard) keyStatsLocked() KeyStats {
 		return st
 	}
 	st.Deferred = s.keys.deferred
+	st.ParkedKeys, st.Parked = len(s.keys.parked), s.keys.parkedOffsets
 	oldest := int64(0)
 	for _, ks := range s.keys.byKey {
 		if ks.holders > 0 {

@@ -243,6 +243,9 @@ func (s *Shard) discardLocked(off int64, fx *effects) bool {
 		// (or restored), so a hole lies beneath this one: it parks in the acked-ahead set.
 		wasCapped := s.capped
 		s.ahead.insert(off)
+		if s.keys != nil {
+			s.settledAheadLocked(off)
+		}
 		s.checkCapLocked()
 		if wasCapped && !s.capped {
 			fx.released++ // it joined two runs and ended a stall: more is visible

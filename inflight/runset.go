@@ -111,6 +111,41 @@ func (t *runSet) insert(off int64) {
 	}
 }
 
+// delete removes the offset off, which must be in the set: a parked record taken back out of
+// the runs (see Shard.Bind). A run of one offset goes; one that starts or ends at off shrinks
+// in place; one that holds off inside splits in two.
+func (t *runSet) delete(off int64) {
+	n, _ := t.around(off)
+	r := t.nodes[n].run
+	switch {
+	case r.First == off && r.Last == off:
+		t.root = t.remove(t.root, off)
+	case r.First == off:
+		t.nodes[n].run.First++ // still below the next run, which starts past r.Last+1
+		t.offsets--
+	case r.Last == off:
+		t.nodes[n].run.Last--
+		t.offsets--
+	default:
+		t.nodes[n].run.Last = off - 1
+		t.offsets -= r.Last - off + 1 // alloc counts the upper part back
+		t.root = t.place(t.root, t.alloc(Run{off + 1, r.Last}))
+	}
+}
+
+// from returns the run that holds off or, if none does, the first run above it; ok is false
+// when there is neither.
+func (t *runSet) from(off int64) (r Run, ok bool) {
+	pred, succ := t.around(off)
+	if pred != 0 && t.nodes[pred].run.Last >= off {
+		return t.nodes[pred].run, true
+	}
+	if succ != 0 {
+		return t.nodes[succ].run, true
+	}
+	return Run{}, false
+}
+
 // place puts the new node x into the tree n, none of whose runs touches x's, and returns the
 // tree: down the search path to where x's priority ranks it, where x takes the subtree there
 // split around its run.

@@ -73,6 +73,31 @@ func (m *runSetMachine) RemoveThrough(t *rapid.T) {
 	}
 }
 
+func (m *runSetMachine) Delete(t *rapid.T) {
+	off := m.offset(t, "off")
+	if !m.model[off] {
+		t.Skip("delete takes an offset in the set")
+	}
+	m.set.delete(off)
+	delete(m.model, off)
+}
+
+func (m *runSetMachine) From(t *rapid.T) {
+	off := m.offset(t, "from")
+	got, ok := m.set.from(off)
+	var want Run
+	found := false
+	for _, r := range runsOf(slices.Sorted(maps.Keys(m.model))...) {
+		if r.Last >= off {
+			want, found = r, true
+			break
+		}
+	}
+	if ok != found || got != want {
+		t.Fatalf("from(%d) = %v %v, model %v %v", off, got, ok, want, found)
+	}
+}
+
 func (m *runSetMachine) Contains(t *rapid.T) {
 	off := m.offset(t, "probe")
 	if got := m.set.contains(off); got != m.model[off] {

@@ -212,6 +212,21 @@ type pending struct {
 	deferred bool
 }
 
+// parkedMark in leasedAt marks a deferred offset parked in the acked-ahead runs (parked.go): a
+// deferred offset holds no lease, so the field is free, and the entry stays 32 bytes.
+const parkedMark = math.MinInt64
+
+// parked reports whether the offset is deferred and parked in the acked-ahead runs.
+func (p pending) parked() bool { return p.deferred && p.leasedAt == parkedMark }
+
+// setParked marks a deferred offset parked, or not.
+func (p *pending) setParked(on bool) {
+	p.leasedAt = 0
+	if on {
+		p.leasedAt = parkedMark
+	}
+}
+
 // A Shard is the in-flight state of one (topic, partition): the committed frontier, the
 // leases, the expiry queue, the acked-ahead set, the corrupt-skip set and the quarantine. It
 // never reads a clock: every method that depends on time takes now. It is safe for
@@ -269,8 +284,9 @@ type Shard struct {
 	// keys is an ordered topic's key index (Config.Ordered); nil otherwise, so an unordered
 	// topic's paths test one pointer.
 	keys *keyIndex
-	// ordered mirrors keys != nil for Ordered, read without the lock.
-	ordered atomic.Bool
+	// ordered mirrors keys != nil for Ordered, read without the lock; verifying mirrors
+	// keys.verifying for Verifying.
+	ordered, verifying atomic.Bool
 	// scanMu serialises an ordered partition's scans (ScanLock).
 	scanMu sync.Mutex
 	// capped: a reserve found the acked-ahead set at its cap, and it has stayed there since,
@@ -386,8 +402,12 @@ func (s *Shard) restoreLocked(state State) {
 	clear(s.corrupt)
 	clear(s.quarantine)
 	s.leased, s.delayed, s.requeued, s.reserved = 0, 0, 0, 0
-	if s.keys != nil {
+	s.verifying.Store(false)
+	if s.keys != nil || len(state.KeyTails) > 0 {
+		// A state with key tails is ordered until its tails are verified, whatever the
+		// topic says now (see parked.go).
 		s.keys = newKeyIndex()
+		s.ordered.Store(true)
 	}
 	s.deadlines.reset()
 	s.released = s.released[:0]
@@ -397,6 +417,9 @@ func (s *Shard) restoreLocked(state State) {
 			s.ahead.add(first, r.Last)
 			s.settledAbove = max(s.settledAbove, r.Last)
 		}
+	}
+	if len(state.KeyTails) > 0 {
+		s.restoreTailsLocked(state.KeyTails)
 	}
 	for _, off := range state.Quarantined {
 		s.quarantine[off] = false
@@ -410,7 +433,7 @@ func (s *Shard) restoreLocked(state State) {
 	}
 	s.pendingAbove = s.frontier
 	for _, a := range state.Attempts {
-		if a.Offset > s.frontier && !s.ahead.contains(a.Offset) && a.Count > 0 {
+		if a.Offset > s.frontier && (!s.ahead.contains(a.Offset) || s.unverifiedAt(a.Offset)) && a.Count > 0 {
 			s.pending.set(a.Offset, pending{attempts: a.Count, reason: ReasonRestart})
 			s.pendingAbove = max(s.pendingAbove, a.Offset)
 		}
@@ -427,6 +450,9 @@ func (s *Shard) restoreLocked(state State) {
 		}
 	}
 	s.fence = max(s.fence, state.Fence)
+	if s.keys != nil {
+		s.keys.parkFrom = s.settledAbove + 1
+	}
 	s.advanceLocked()
 }
 
@@ -438,7 +464,9 @@ func (s *Shard) restoreHeldLocked(h Held) {
 	off := h.Offset
 	requeued, quarantined := s.quarantine[off]
 	switch {
-	case s.ahead.contains(off), quarantined && !requeued, off <= s.frontier && !requeued:
+	case s.ahead.contains(off) && !(s.unverifiedAt(off) && h.Nonce == 0 && !h.Delayed):
+		return // settled, unless a parked record's attempts (Verify tells which)
+	case quarantined && !requeued, off <= s.frontier && !requeued:
 		return
 	}
 	if old, ok := s.pending.get(off); ok && (old.nonce != 0 || old.delayed) {
@@ -656,6 +684,9 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 // stall episode: it is counted and reported (fx).
 func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 	hole := s.frontier + 1
+	if s.keys != nil && len(s.keys.awaiting) > 0 {
+		s.releaseAwaitingLocked(fx)
+	}
 	var off int64
 	switch {
 	case s.requeued > 0 && s.lowestRequeued(&off):
@@ -677,16 +708,27 @@ func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 		if p := s.pending.lookup(hole); p.nonce != 0 || p.delayed || p.deferred {
 			return 0, ErrAckedAheadCap
 		}
+		if s.unverifiedAt(hole) {
+			return 0, ErrUnverified
+		}
 		return hole, nil
 	}
 	if lowest, ok := s.lowestReleased(); ok && lowest < hwm {
 		s.released.pop()
 		return lowest, nil
 	}
+	if s.unverifiedAt(s.cursor) {
+		return 0, ErrUnverified
+	}
 	// Past what Restore brought settled above the frontier, each passed once: a run acked
 	// ahead in one step.
 	for s.cursor <= s.settledAbove {
 		if r, ok := s.ahead.runAt(s.cursor); ok {
+			if s.keys != nil && s.keys.verifying && r.Last >= s.keys.verifyNext {
+				// Records of restored key tails may lie from there: not passed unverified.
+				s.cursor = max(s.cursor, s.keys.verifyNext)
+				return 0, ErrUnverified
+			}
 			if r.Last >= hwm {
 				s.cursor = hwm // the rest of the run waits for the log to grow (and r.Last+1 may not exist)
 				break
@@ -702,7 +744,9 @@ func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 	if s.cursor >= hwm {
 		return 0, ErrAllReserved
 	}
-	if s.keys != nil && s.keys.deferred >= s.cfg.MaxDeferred {
+	if s.keys != nil && s.keys.deferred >= s.cfg.MaxDeferred && len(s.keys.awaiting) == 0 {
+		// (Records a restore's tails verified wait for the holes below them to be read:
+		// those are read whatever the bound.)
 		// New records would only be deferred behind their keys past the bound: the
 		// partition hands out only what it read already until the keys free.
 		if !s.keys.capped {
@@ -753,7 +797,7 @@ func (s *Shard) isSettled(off int64) bool {
 	}
 	// The size checks skip the lookups on the common path, where the sets are empty.
 	if s.ahead.runs > 0 && s.ahead.contains(off) {
-		return true
+		return s.keys == nil || !s.parkedAt(off)
 	}
 	if len(s.corrupt) > 0 {
 		if _, ok := s.corrupt[off]; ok {
@@ -1231,6 +1275,9 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 	case off != s.frontier+1:
 		s.ahead.insert(off)
+		if s.keys != nil {
+			s.settledAheadLocked(off)
+		}
 		s.checkCapLocked()
 		s.settledAbove = max(s.settledAbove, off)
 		fx.dirty = true
@@ -1247,8 +1294,21 @@ func (s *Shard) advanceLocked() {
 	for s.frontier < s.settledAbove {
 		next := s.frontier + 1
 		if r, ok := s.ahead.first(); ok && r.First == next {
-			s.ahead.removeFirst()
-			s.frontier = r.Last
+			last := r.Last
+			if s.keys != nil {
+				// A parked record is unsettled: the frontier stops below it.
+				if floor := s.keys.parkedFloor(); floor <= last {
+					if last = floor - 1; last < next {
+						break
+					}
+				}
+			}
+			if last == r.Last {
+				s.ahead.removeFirst()
+			} else {
+				s.ahead.removeThrough(last)
+			}
+			s.frontier = last
 			continue
 		}
 		if !s.isSettled(next) {
@@ -1442,6 +1502,7 @@ func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bo
 	dst.Frontier, dst.Incarnation, dst.HostIncarnation = s.frontier, s.incarnation, s.host
 	dst.Epoch, dst.Fence, dst.GrantUntil = s.epoch, s.fence, time.Time{}
 	dst.AckedAhead = s.ahead.appendTo(dst.AckedAhead[:0])
+	dst.KeyTails = s.keyTailsLocked(dst.KeyTails)
 	inOrder := s.attemptsInOrderLocked(dst, maxAttempts)
 	if !inOrder {
 		dst.Attempts = dst.Attempts[:0]
@@ -1482,7 +1543,9 @@ type Stats struct {
 	Delayed    int   // offsets invisible until their nack delay ends
 	AckedAhead int   // offsets acked above the frontier
 	// AckedAheadRuns is how many runs of consecutive offsets the acked-ahead set holds: what
-	// MaxAckedAheadRuns bounds, and about one per hole (an unsettled offset) below an ack.
+	// MaxAckedAheadRuns bounds, and about one per hole (an unsettled offset) below an ack. On
+	// an ordered topic the runs also hold the records parked behind up to MaxKeyTails blocked
+	// keys (Keys.Parked), which split no run.
 	AckedAheadRuns int
 	Corrupt        int // offsets skipped as corrupt above the frontier
 	Quarantined    int // offsets quarantined, requeued ones included
@@ -1498,11 +1561,15 @@ type Stats struct {
 func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	acked := int(s.ahead.offsets)
+	if s.keys != nil {
+		acked -= s.keys.parkedOffsets
+	}
 	return Stats{
 		Frontier:       s.frontier,
 		Leased:         s.leased,
 		Delayed:        s.delayed,
-		AckedAhead:     int(s.ahead.offsets),
+		AckedAhead:     acked,
 		AckedAheadRuns: s.ahead.runs,
 		Corrupt:        len(s.corrupt),
 		Quarantined:    len(s.quarantine),
@@ -1593,9 +1660,14 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 	if !s.dropped {
 		above := hwm - 1 - s.frontier - int64(s.leased+s.delayed) - s.settledBelow(hwm)
 		if s.keys != nil {
-			above -= int64(s.keys.deferred) // waiting behind their keys, not to be handed out
+			// Waiting behind their keys, not to be handed out (the parked ones are counted
+			// with the acked-ahead runs that hold them).
+			above -= int64(s.keys.deferred - s.keys.parkedOffsets)
 		}
 		n = int(min(max(above, 0), math.MaxInt32)) + s.requeued
+		if s.keys != nil && s.keys.verifying {
+			n = max(n, 1) // the parked records a restore brought are in the runs: a scan verifies them
+		}
 		n = min(n, max(s.cfg.MaxInFlight-s.leased, 0))
 		// At the acked-ahead cap only the frontier hole is handed out; under MaxDeliveries a
 		// reserve can quarantine the hole and move the frontier, so the cap is not counted.

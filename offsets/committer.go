@@ -43,7 +43,9 @@ func transientReserve(limit int) int { return max(4, min(limit/2, max(4+3*primeW
 // has a shard: the incarnation Load gave the shard (0 lets the committer take consumer.id's or
 // name a new one), the frontier (inclusive: the last offset up to which everything is settled, -1
 // while offset 0 is not), the offsets acked above it as runs (ascending, each above the
-// frontier; runs that touch are joined; AppendRuns makes them from offsets), the
+// frontier; runs that touch are joined; AppendRuns makes them from offsets), on an ordered
+// topic the key tails that name the records parked among those runs (see State.KeyTails: at
+// most MaxKeyTails; a state breaking their rules is not written, and asked for again), the
 // delivery attempts of unresolved offsets above it (ascending by offset, each above the
 // frontier), the quarantined offsets (ascending, at least 0, on either side of the frontier)
 // and the requeued ones (ascending, within [0, frontier]). It reuses into's slices, appending

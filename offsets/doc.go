@@ -146,12 +146,13 @@
 // anchor was the third, an older record, and the partition delivers again what was acked
 // since; back on this release, a record the older release left in the third slot may outrank
 // what it wrote since, with the same effect. Either way records are delivered again, never
-// skipped. Integers are big-endian. A slot of version 1:
+// skipped. Integers are big-endian. A slot of version 1 (version 2, below, adds key tails):
 //
 //	offset  size  field
 //	     0     4  magic "NRCA" (0x4E 0x52 0x43 0x41)
-//	     4     1  version: 1. A reader refuses a checksummed record of a higher version
-//	              (VersionError) rather than misread or overwrite it.
+//	     4     1  version: 1, or 2 with key tails. A reader refuses a checksummed record of
+//	              a higher version than it reads (VersionError) rather than misread or
+//	              overwrite it.
 //	     5     1  flags: 0 (reserved)
 //	     6     2  L: length of the sections that follow the header, 0 to 4060
 //	     8     8  sequence number (uint64): of the valid slots the largest is the newest
@@ -189,6 +190,9 @@
 //	tag 5  the incarnation the record belongs to: 8 bytes, never 0. Records of releases
 //	       before consumer.id (legacy records) carry none; see consumer.id for when they
 //	       count.
+//	tag 6  key tails, in version 2 only (below): per tail, ascending by From,
+//	       uvarint(From - prev - 1), prev being the frontier and then the previous tail's
+//	       From, then the key in 8 bytes.
 //
 // For example, frontier 10, acked ahead {12, 13}, attempts {11: 3, 14: 300}, quarantine
 // {5, 6, 7, 11}, requeued {2, 9} make these 27 bytes of sections
@@ -203,6 +207,30 @@
 // 2^62 keep that read in range, so it does not take the slot for damaged); tag 4 is new, and
 // that release skips it. Either way an older version 1 reader recovers the frontier and the
 // acked-ahead offsets of a record of this release, and ignores the rest.
+//
+// Version 2 is version 1 with key tails (State.KeyTails, Record.KeyTails): on an ordered topic
+// the shard keeps the records it read and deferred behind a blocked key ("parked") inside the
+// acked-ahead runs, so a key blocked for long does not split them into a run per record, and
+// the tails say which records of the runs are not settled: every record of key Key (a stable
+// 64-bit identity of the record's key, never 0) at or above From that tag 1 holds. At most
+// MaxKeyTails (32) tails, ascending by From (strictly: an offset is one record), each From
+// above the frontier, no key twice. A version 2 record holds tag 6 with at least one tail; a
+// version 1 record holds none (a record without tails is version 1, the very bytes earlier
+// releases wrote, so a downgrade reads a node whose ordered topics park nothing). A release
+// that reads version 1 only, every release before key tails, would skip tag 6 and take the
+// parked records for acked: it refuses a version 2 record as a newer release's instead, and
+// its node sets the partition aside. Anything else (a tail breaking the rules, tag 6 in
+// version 1, version 2 without it) is a damaged slot. For example, frontier 10, acked ahead
+// {12, 13, 20} of which 13 and 20 are parked, of keys 0x0102030405060708 (from 12) and 9
+// (from 20):
+//
+//	01 0004 01 01 06 00                  tag 1: run 12..13; 20 (gap 20-13-1 = 6)
+//	06 0012 01 0102030405060708 07 0000000000000009
+//	                                     tag 6: from 12 (gap 1), from 20 (gap 20-12-1 = 7)
+//
+// The tails are never left out for lack of room: their section (at most 3 + 32·18 bytes) and
+// the incarnation take their room before any set's, so acked-ahead runs cut for room (whose
+// offsets are then unsettled, as a parked one is) leave them whole.
 //
 // A scattered offset costs 2 bytes and a run 2 to 6, so a slot holds about 2,000 scattered
 // offsets and any number in long runs, up to MaxAheadOffsets (2^20) per set. The acked-ahead
@@ -261,12 +289,17 @@
 // recovery makes of each and why, for an operator's tool (cmd/consumestate); they never write.
 //
 // Acked-ahead offsets and attempts at or below the recovered frontier are settled, and so are
-// the attempts of offsets acked ahead. The quarantine comes back as
+// the attempts of offsets acked ahead (a parked one's attempts are counted afresh). The key
+// tails come back with the runs of the slot taken; when the recovered frontier passes a tail
+// (a consumer.offset ahead of the slot), which records of that key above it are parked cannot
+// be told, and the runs and the tails are both dropped: every record above the frontier is
+// delivered again, none skipped. The quarantine comes back as
 // written, and the requeued offsets all (they lie at or below the slot's frontier, so at or
 // below the recovered one). Every set comes from the one slot chosen, never a mix of slots:
 // the newest-valid-slot rule applies to the whole record. A short consumer.ahead (an older
 // release's two slots; a move's copy carries slot 0 only) is read as far as it goes.
-// ClampToWatermark drops offsets at or above the high watermark from every set.
+// ClampToWatermark drops offsets at or above the high watermark from every set, and the key
+// tails from there.
 //
 // # Cadences
 //

@@ -38,6 +38,12 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		Ahead: offsets.RunsOf(seqOf(50_002, 60_000, 5)...), Quarantine: seqOf(1, 40_000, 3),
 		Attempts: []offsets.Attempt{{Offset: 50_001, Count: 3}}})
 	requeuedOnly := slot(t, offsets.Record{Seq: 9, Key: k, Frontier: 1 << 40, Requeued: []int64{7, 1 << 39, 1 << 40}})
+	// Version 2: key tails (an ordered topic's parked records) beside the runs, and with the
+	// runs cut for room.
+	tails := slot(t, offsets.Record{Seq: 10, Key: k, Frontier: 100, Incarnation: 7, Ahead: offsets.RunsOf(102, 103, 104, 900),
+		KeyTails: []offsets.KeyTail{{Key: 0xfeed, From: 103}, {Key: 1, From: 900}}, Attempts: []offsets.Attempt{{Offset: 101, Count: 2}}})
+	tailsFull := slot(t, offsets.Record{Seq: 11, Key: k, Frontier: 0, Ahead: offsets.RunsOf(seqOf(2, 20_000, 2)...),
+		KeyTails: []offsets.KeyTail{{Key: 1 << 63, From: 2}, {Key: 2, From: 4}, {Key: 3, From: 30_000}}})
 	// Trimmed seeds (no padding, no checksum) keep the fuzzer's inputs small; the targets pad and
 	// seal them. The raw whole slots exercise the checksum itself.
 	return [][]byte{trim(good), trim(full), trim(sets), trim(newer), good, torn,
@@ -45,7 +51,10 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		[]byte("NRCA\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x80\x00"),
 		trim(fullSets), trim(requeuedOnly), sets,
 		// a requeued section (tag 4) above a frontier of 3: the decoder refuses it
-		[]byte("NRCA\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x02\x04\x00")}
+		[]byte("NRCA\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x02\x04\x00"),
+		trim(tails), trim(tailsFull), tails,
+		// a tails' section (tag 6) in a version 1 record: the decoder refuses it
+		[]byte("NRCA\x01\x00\x00\x0c\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x09\x00\x00\x00\x00\x00\x00\x00\x00\x05")}
 }
 
 // trim drops a slot's checksum and zero padding: sealed puts them back.
@@ -94,6 +103,12 @@ func FuzzDecodeSlot(f *testing.F) {
 				}
 				prev = a.Offset
 			}
+			if !validTails(r.KeyTails, r.Frontier) {
+				t.Fatalf("key tails %v break their rules above the frontier %d", r.KeyTails, r.Frontier)
+			}
+			if wantV := byte(1 + min(len(r.KeyTails), 1)); b[4] != wantV {
+				t.Fatalf("version %d with %d key tails", b[4], len(r.KeyTails))
+			}
 			again := make([]byte, offsets.SlotSize)
 			over, err := offsets.EncodeSlot(again, &r)
 			require.NoError(t, err)
@@ -106,8 +121,25 @@ func FuzzDecodeSlot(f *testing.F) {
 			require.True(t, slices.Equal(r.Attempts, r2.Attempts))
 			require.True(t, slices.Equal(r.Quarantine, r2.Quarantine))
 			require.True(t, slices.Equal(r.Requeued, r2.Requeued))
+			require.True(t, slices.Equal(r.KeyTails, r2.KeyTails))
 		}
 	})
+}
+
+// validTails reports whether key tails keep their rules above frontier: at most
+// MaxKeyTails, keys nonzero and distinct, From ascending above frontier.
+func validTails(tails []offsets.KeyTail, frontier int64) bool {
+	if len(tails) > offsets.MaxKeyTails {
+		return false
+	}
+	seen := map[uint64]bool{}
+	for _, k := range tails {
+		if k.Key == 0 || seen[k.Key] || k.From <= frontier {
+			return false
+		}
+		seen[k.Key], frontier = true, k.From
+	}
+	return true
 }
 
 // FuzzRecover: recovery from any bytes of the two files never panics, and returns only a
@@ -147,6 +179,9 @@ func FuzzRecover(f *testing.F) {
 	f.Add(seeds[11], seeds[12], []byte{})
 	f.Add(seeds[4], seeds[0], []byte{0, 0, 0, 0, 0, 0, 0, 100})
 	f.Add(seeds[1], seeds[4], []byte{0, 0, 0, 0, 0, 0, 0, 101})
+	f.Add(seeds[13], seeds[0], []byte{})
+	f.Add(seeds[14], seeds[13], []byte{0, 0, 0, 0, 0, 0, 0, 5})
+	f.Add(seeds[15], seeds[16], []byte{})
 	f.Fuzz(func(t *testing.T, slot0, slot1, offsetFile []byte) {
 		for _, seal := range []bool{false, true} {
 			s0, s1 := fit(slot0, seal), slot1
@@ -212,6 +247,9 @@ func FuzzRecover(f *testing.F) {
 				for _, o := range st.Requeued {
 					require.LessOrEqual(t, o, st.Frontier, "requeued only at or below the frontier")
 				}
+				if !validTails(st.KeyTails, st.Frontier) {
+					t.Fatalf("key tails %v break their rules above the frontier %d", st.KeyTails, st.Frontier)
+				}
 				if !fromOneSlot(valid, st) {
 					t.Fatalf("recovered sets are in no one valid slot: %+v", st)
 				}
@@ -223,7 +261,8 @@ func FuzzRecover(f *testing.F) {
 // fromOneSlot reports whether every set of st is what one of the records holds, cut as
 // recovery cuts it (nothing recovered from nothing).
 func fromOneSlot(recs []offsets.Record, st offsets.State) bool {
-	empty := len(st.Ahead) == 0 && len(st.Attempts) == 0 && len(st.Quarantine) == 0 && len(st.Requeued) == 0
+	empty := len(st.Ahead) == 0 && len(st.Attempts) == 0 && len(st.Quarantine) == 0 && len(st.Requeued) == 0 &&
+		len(st.KeyTails) == 0
 	if empty {
 		return true
 	}
@@ -231,7 +270,10 @@ func fromOneSlot(recs []offsets.Record, st offsets.State) bool {
 		if st.Frontier < r.Frontier {
 			continue
 		}
-		ok := runsWithin(st.Ahead, r.Ahead) && subset(st.Quarantine, r.Quarantine) && slices.Equal(st.Quarantine, r.Quarantine) &&
+		// The record's key tails come with its runs, or neither does: runs without their
+		// tails would take parked records for acked.
+		tails := slices.Equal(st.KeyTails, r.KeyTails) || (len(st.KeyTails) == 0 && len(st.Ahead) == 0)
+		ok := tails && runsWithin(st.Ahead, r.Ahead) && subset(st.Quarantine, r.Quarantine) && slices.Equal(st.Quarantine, r.Quarantine) &&
 			slices.Equal(st.Requeued, r.Requeued)
 		for _, a := range st.Attempts {
 			ok = ok && slices.Contains(r.Attempts, a)

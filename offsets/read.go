@@ -23,7 +23,7 @@ func ReadDir(fsys FS, dir, topic string, partition int32) (State, error) {
 
 // ClampState is the arithmetic of ClampToWatermark for a verified state, for a host that keeps
 // the state elsewhere than in files: a frontier at or above hwm is clamped to hwm-1 and
-// offsets at or above hwm leave every set. It reports whether it changed anything; the result
+// offsets at or above hwm leave every set, key tails from hwm up with them. It reports whether it changed anything; the result
 // shares st's slices.
 func ClampState(st State, hwm int64) (State, bool) {
 	clamped, d := clampState(st, hwm)

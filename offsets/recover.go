@@ -21,6 +21,15 @@ type State struct {
 	// consecutive offsets, ascending and maximal. A Source may hand runs that touch; the
 	// committer joins them.
 	Ahead []Run
+	// KeyTails names, on an ordered topic, the offsets of Ahead that are not settled: every
+	// record of key KeyTails[i].Key (a stable 64-bit identity of the record's key, never 0)
+	// at or above KeyTails[i].From that Ahead holds is unsettled, parked behind a blocked
+	// key. At most MaxKeyTails, ascending by From, each From above Frontier, no two with the
+	// same Key. A Source hands the shard's over, and the committer writes them into every
+	// record (version 2, which older releases refuse); recovery gives the newest valid
+	// slot's back. A host that cannot honour them must refuse the state, never drop them:
+	// without them the parked records would read as acked, and be skipped.
+	KeyTails []KeyTail
 	// Attempts holds the newest valid slot's delivery attempts of offsets above Frontier
 	// that are not acked ahead, ascending by offset.
 	Attempts []Attempt
@@ -143,7 +152,7 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 	if n >= 0 {
 		r := &slots[n].rec
 		st = State{Found: true, Frontier: r.Frontier, Ahead: r.Ahead, Attempts: r.Attempts,
-			Quarantine: r.Quarantine, Requeued: r.Requeued}
+			Quarantine: r.Quarantine, Requeued: r.Requeued, KeyTails: r.KeyTails}
 	} else if present > 0 && foreign == 0 && legacyPassed == 0 {
 		notes.UnusableAhead = true
 	}
@@ -172,6 +181,7 @@ func recoverState(key uint32, files stateFiles) (State, recoveryNotes, error) {
 			notes.offset = OffsetBehind
 		}
 	}
+	st.Ahead, st.KeyTails = tailsAbove(st.Ahead, st.KeyTails, st.Frontier)
 	st.Ahead = above(st.Ahead, st.Frontier)
 	st.Attempts = unresolved(st.Attempts, st.Frontier, st.Ahead)
 	st.Requeued = atOrBelow(st.Requeued, st.Frontier)
@@ -276,6 +286,18 @@ func unresolved(as []Attempt, frontier int64, ahead []Run) []Attempt {
 		out = append(out, a)
 	}
 	return out
+}
+
+// tailsAbove is what is left of a slot's acked-ahead runs and key tails under frontier. Every
+// tail lies above the slot's own frontier; one at or below frontier (a consumer.offset ahead
+// of the slot taken) says that its key's records above frontier in the runs may be parked,
+// and which they are cannot be told without their keys: then neither the runs nor the tails
+// are kept, and every record above the frontier is delivered again, never skipped.
+func tailsAbove(ahead []Run, tails []KeyTail, frontier int64) ([]Run, []KeyTail) {
+	if len(tails) > 0 && tails[0].From <= frontier {
+		return ahead[:0], tails[:0]
+	}
+	return ahead, tails
 }
 
 // atOrBelow drops the trailing offsets above frontier, in place.
@@ -415,10 +437,10 @@ func readPrefix(root Root, name string, limit int64) ([]byte, error) {
 // ClampToWatermark guards against a frontier the log cannot have, at or above hwm (the next
 // offset to be written). From a verified file it is a log that lost its tail: the frontier is
 // clamped to hwm-1 and offsets at or above hwm are dropped from every set (acked-ahead,
-// attempts, quarantine, requeued: no such record exists). From an unverifiable one (the legacy
-// consumer.offset, State.Unverified) it is damage: the state is dropped and the partition starts
-// afresh, keeping its whole retained backlog, since redelivering beats skipping. Either way it
-// is logged loudly and counted (Stats.Clamps). The host calls it on every load.
+// attempts, quarantine, requeued), and the key tails from there: no such record exists. From
+// an unverifiable one (the legacy consumer.offset, State.Unverified) it is damage: the state
+// is dropped and the partition starts afresh, keeping its whole retained backlog, since
+// redelivering beats skipping. Either way it is logged loudly and counted (Stats.Clamps). The host calls it on every load.
 func (c *Committer) ClampToWatermark(topic string, partition int32, st State, hwm int64) State {
 	if st.Found && st.Unverified && st.Frontier >= hwm {
 		c.stats.clamps.Add(1)
@@ -432,13 +454,13 @@ func (c *Committer) ClampToWatermark(topic string, partition int32, st State, hw
 		c.log.Error(msgClamped, "topic", topic, "partition", partition, "frontier", st.Frontier,
 			"high_watermark", hwm, "clamped_to", clamped.Frontier, "dropped_ahead", d.ahead,
 			"dropped_attempts", d.attempts, "dropped_quarantine", d.quarantine,
-			"dropped_requeued", d.requeued)
+			"dropped_requeued", d.requeued, "dropped_key_tails", d.tails)
 	}
 	return clamped
 }
 
 // clampDrops counts what clampState dropped from each set.
-type clampDrops struct{ ahead, attempts, quarantine, requeued int }
+type clampDrops struct{ ahead, attempts, quarantine, requeued, tails int }
 
 // clampState is ClampToWatermark's arithmetic. It copies nothing: the result shares st's
 // slices.
@@ -453,6 +475,12 @@ func clampState(st State, hwm int64) (State, clampDrops) {
 	st.Ahead, d.ahead = runsBelow(st.Ahead, hwm)
 	st.Quarantine, d.quarantine = below(st.Quarantine, hwm)
 	st.Requeued, d.requeued = below(st.Requeued, hwm) // at or below the clamped frontier, then
+	// The tails ascend by From, each above the frontier, which only went down.
+	k := len(st.KeyTails)
+	for k > 0 && st.KeyTails[k-1].From >= hwm {
+		k--
+	}
+	st.KeyTails, d.tails = st.KeyTails[:k], len(st.KeyTails)-k
 	n := len(st.Attempts)
 	for n > 0 && st.Attempts[n-1].Offset >= hwm {
 		n--

@@ -8,8 +8,10 @@ import (
 )
 
 // Shards is the tests' model of the in-flight tracker behind Source: per partition a frontier,
-// an acked-ahead set, delivery attempts of unresolved offsets, and a quarantine whose entries
-// are requeued or not. Everything it holds was acked, counted, quarantined or requeued, and it
+// an acked-ahead set, delivery attempts of unresolved offsets, a quarantine whose entries
+// are requeued or not, and, as on an ordered topic, parked offsets: read and deferred behind
+// their blocked key (KeyOf), kept in the acked-ahead runs and named by the key tails, never
+// settled. Everything it holds was acked, counted, quarantined or requeued, and it
 // remembers every value each set ever held, so a recovery can be checked against it: never
 // more than the shard held (invariant I1). Exported so the external test package uses it too.
 type Shards struct {
@@ -26,6 +28,7 @@ type shard struct {
 	ahead             map[int64]bool
 	attempts          map[int64]uint32
 	quarantine        map[int64]bool // true: requeued (then at or below the frontier)
+	parked            map[int64]bool // in ahead too, unsettled: the frontier stops below them
 	*history
 }
 
@@ -36,6 +39,7 @@ type history struct {
 	everRequeued    map[int64]bool // requeued at or below the frontier at some point
 	released        map[int64]bool // requeued above the frontier (unresolved again) at some point
 	requeueSettled  map[int64]bool // requeued at or below the frontier, then acked
+	everParked      map[int64]bool // parked at some point (its attempts then counted afresh)
 }
 
 func NewShards() *Shards { return &Shards{parts: map[key]*shard{}, hist: map[key]*history{}} }
@@ -55,7 +59,8 @@ func (s *Shards) historyOf(k key) *history {
 	h := s.hist[k]
 	if h == nil {
 		h = &history{everAttempt: map[Attempt]bool{}, everQuarantined: map[int64]bool{},
-			everRequeued: map[int64]bool{}, released: map[int64]bool{}, requeueSettled: map[int64]bool{}}
+			everRequeued: map[int64]bool{}, released: map[int64]bool{}, requeueSettled: map[int64]bool{},
+			everParked: map[int64]bool{}}
 		s.hist[k] = h
 	}
 	return h
@@ -69,13 +74,16 @@ func (s *Shards) Seed(topic string, partition int32, st State) {
 	defer s.mu.Unlock()
 	k := key{topic, partition}
 	sh := &shard{frontier: st.Frontier, ahead: map[int64]bool{}, attempts: map[int64]uint32{},
-		quarantine: map[int64]bool{}, history: s.historyOf(k)}
+		quarantine: map[int64]bool{}, parked: map[int64]bool{}, history: s.historyOf(k)}
 	if !st.Found {
 		sh.frontier = -1
 	}
 	for _, o := range offsetsOf(st.Ahead) {
 		if o > sh.frontier {
 			sh.ahead[o] = true
+			if InTails(st.KeyTails, o) {
+				sh.parked[o], sh.everParked[o] = true, true
+			}
 		}
 	}
 	for _, o := range st.Quarantine {
@@ -115,6 +123,19 @@ func (s *Shards) Drop(topic string, partition int32) {
 	delete(s.parts, key{topic, partition})
 }
 
+// KeyOf is the model's key of the record at off: one of three, never 0.
+func KeyOf(off int64) uint64 { return 0x9e3779b97f4a7c15 * uint64(off%3+1) }
+
+// InTails reports whether tails name off unsettled: its key's tail starts at or below it.
+func InTails(tails []KeyTail, off int64) bool {
+	for _, k := range tails {
+		if k.Key == KeyOf(off) && off >= k.From {
+			return true
+		}
+	}
+	return false
+}
+
 func (sh *shard) unresolved(off int64) bool {
 	_, q := sh.quarantine[off]
 	return off > sh.frontier && !sh.ahead[off] && !q
@@ -126,6 +147,8 @@ func (sh *shard) advance() {
 		next := sh.frontier + 1
 		_, q := sh.quarantine[next]
 		switch {
+		case sh.parked[next]:
+			return
 		case sh.ahead[next]:
 			delete(sh.ahead, next)
 		case q:
@@ -161,6 +184,58 @@ func (s *Shards) Ack(topic string, partition int32, off int64) bool {
 	sh.ahead[off] = true
 	sh.advance()
 	return true
+}
+
+// Park defers an unresolved offset above the frontier behind its key, as an ordered topic's
+// shard does: it joins the acked-ahead runs, unsettled, and the frontier stops below it.
+func (s *Shards) Park(topic string, partition int32, off int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	if sh == nil || !sh.unresolved(off) {
+		return false
+	}
+	delete(sh.attempts, off) // counted afresh, as for an offset acked ahead
+	sh.ahead[off], sh.parked[off] = true, true
+	sh.everParked[off] = true
+	return true
+}
+
+// Unpark ends a parked offset: acked (settled, the frontier may pass it) or given back for
+// delivery (unresolved again).
+func (s *Shards) Unpark(topic string, partition int32, off int64, ack bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	if sh == nil || !sh.parked[off] {
+		return false
+	}
+	delete(sh.parked, off)
+	if !ack {
+		delete(sh.ahead, off)
+		return true
+	}
+	delete(sh.attempts, off)
+	sh.advance()
+	return true
+}
+
+// Parked returns the shard's parked offsets, ascending.
+func (s *Shards) Parked(topic string, partition int32) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.parts[key{topic, partition}]
+	if sh == nil {
+		return nil
+	}
+	var out []int64
+	for o, p := range sh.parked {
+		if p {
+			out = append(out, o)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Deliver counts a delivery of an unresolved offset above the frontier (a lease granted).
@@ -228,7 +303,7 @@ func (s *Shards) Settled(topic string, partition int32, off int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.parts[key{topic, partition}]
-	return sh != nil && (off <= sh.frontier || sh.ahead[off])
+	return sh != nil && (off <= sh.frontier || (sh.ahead[off] && !sh.parked[off]))
 }
 
 // History answers what the shard's sets ever held, for the invariants' oracles.
@@ -239,6 +314,7 @@ type History struct {
 	Released    func(int64) bool   // ever requeued above the frontier: unresolved again
 	// RequeueSettled: requeued at or below the frontier, then acked.
 	RequeueSettled func(int64) bool
+	Parked         func(int64) bool // ever parked behind its key
 }
 
 // History returns the partition's history; it reads the shard under its lock at each call.
@@ -255,6 +331,7 @@ func (s *Shards) History(topic string, partition int32) History {
 		Requeued:       func(o int64) bool { return get(func(sh *shard) bool { return sh.everRequeued[o] }) },
 		Released:       func(o int64) bool { return get(func(sh *shard) bool { return sh.released[o] }) },
 		RequeueSettled: func(o int64) bool { return get(func(sh *shard) bool { return sh.requeueSettled[o] }) },
+		Parked:         func(o int64) bool { return get(func(sh *shard) bool { return sh.everParked[o] }) },
 	}
 }
 
@@ -282,7 +359,7 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 	defer s.mu.Unlock()
 	sh := s.parts[key{topic, partition}]
 	into.Ahead, into.Attempts = into.Ahead[:0], into.Attempts[:0]
-	into.Quarantine, into.Requeued = into.Quarantine[:0], into.Requeued[:0]
+	into.Quarantine, into.Requeued, into.KeyTails = into.Quarantine[:0], into.Requeued[:0], into.KeyTails[:0]
 	if sh == nil {
 		into.Frontier = -1
 		return false
@@ -302,5 +379,12 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 	slices.SortFunc(into.Attempts, func(a, b Attempt) int { return cmp.Compare(a.Offset, b.Offset) })
 	slices.Sort(into.Quarantine)
 	slices.Sort(into.Requeued)
+	// A tail per key with parked offsets, from its lowest.
+	for _, o := range slices.Sorted(maps.Keys(sh.parked)) {
+		if !sh.parked[o] || slices.ContainsFunc(into.KeyTails, func(k KeyTail) bool { return k.Key == KeyOf(o) }) {
+			continue
+		}
+		into.KeyTails = append(into.KeyTails, KeyTail{Key: KeyOf(o), From: o})
+	}
 	return true
 }

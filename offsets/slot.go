@@ -17,8 +17,16 @@ const (
 	AheadFileSize  = AheadSlots * SlotSize // what the prime extends a short consumer.ahead to
 	OffsetFileSize = 32                    // consumer.offset as this release writes it
 
-	// SlotVersion is the record version this release writes and the newest it reads.
-	SlotVersion = 1
+	// SlotVersion is the newest record version this release reads. It writes version 1, the
+	// bytes every earlier release wrote, for a record without key tails, and version 2 for a
+	// record with key tails (Record.KeyTails), which a version 1 reader must refuse rather
+	// than read: it would skip the tails' section and take the parked records for acked.
+	SlotVersion = 2
+
+	// MaxKeyTails is the most key tails a record holds (State.KeyTails, Record.KeyTails): an
+	// ordered topic's shard never parks behind more keys than this. The tails' section then
+	// takes at most 3 + 32·18 bytes, reserved before every other set, so it always fits.
+	MaxKeyTails = 32
 
 	// MaxAheadOffsets bounds the offsets of each set one record holds (acked-ahead, attempts,
 	// quarantined, requeued), so a decoder never expands a record into more memory than this
@@ -60,8 +68,15 @@ const (
 	tagQuarantine  = 3 // runs of quarantined offsets, from -1 (either side of the frontier)
 	tagRequeued    = 4 // runs of requeued offsets at or below the frontier, from -1
 	tagIncarnation = 5 // the incarnation the record belongs to: 8 bytes
+	tagKeyTails    = 6 // version 2 only: the key tails, from the frontier
 
 	incarnationSection = sectionHeader + 8
+
+	// slotVersionPlain is the version of a record without key tails, slotVersionTails of one
+	// with them (a version 1 reader skips a section it does not know, so the tails need the
+	// version to be refused by it).
+	slotVersionPlain = 1
+	slotVersionTails = 2
 )
 
 var slotMagic = [4]byte{'N', 'R', 'C', 'A'}
@@ -118,6 +133,9 @@ const (
 	errAttempts  = corruption("attempt count out of range")
 	errUnordered = corruption("sections out of order")
 	errRequeued  = corruption("requeued offset above the frontier")
+	errTails     = corruption("malformed key tails")
+	errTailsV1   = corruption("key tails in a version 1 record")
+	errNoTails   = corruption("version 2 record without key tails")
 )
 
 // Record is one consumer.ahead slot's content.
@@ -147,6 +165,13 @@ type Record struct {
 	// Incarnation names the incarnation of the partition's state the record belongs to (see
 	// consumer.id); 0 in a record of an older release, which carries none.
 	Incarnation uint64
+	// KeyTails names, on an ordered topic, the records Ahead holds that are not settled
+	// (parked behind a blocked key): every record of key KeyTails[i].Key at or above
+	// KeyTails[i].From that Ahead holds is unsettled. At most MaxKeyTails, ascending by From,
+	// each From above Frontier, each Key nonzero and distinct. A record with key tails is
+	// written as version 2, which older releases refuse; they never lose room to the other
+	// sets.
+	KeyTails []KeyTail
 	// Dropped is how many acked-ahead offsets the writer left out for lack of room (it is
 	// informational: those offsets are simply delivered again). EncodeSlot sets it; the
 	// other sets' losses are reported by Overflow only.
@@ -160,6 +185,13 @@ type Run struct{ First, Last int64 }
 
 // Len is the number of offsets in r.
 func (r Run) Len() int64 { return r.Last - r.First + 1 }
+
+// KeyTail is one key's parked records (State.KeyTails, Record.KeyTails): every record of the
+// key at or above From that the acked-ahead set holds is unsettled.
+type KeyTail struct {
+	Key  uint64 // the stable 64-bit identity of the records' key: never 0
+	From int64  // the key's lowest parked offset, above the frontier
+}
 
 // Attempt is the number of deliveries of one offset above the frontier.
 type Attempt struct {
@@ -191,8 +223,11 @@ func PartitionKey(topic string, partition int32) uint32 {
 // the count of acked-ahead offsets this encoding dropped.
 //
 // When the sets do not all fit, each keeps its lowest offsets, and they take the room in
-// priority order: requeued, acked-ahead, quarantined, attempts (see Overflow). The sections
-// are still laid out by ascending tag.
+// priority order: requeued, acked-ahead, quarantined, attempts (see Overflow). The key tails
+// and the incarnation are never left out: their room (at most MaxKeyTails tails) is taken
+// before any set's, so acked-ahead runs cut for room leave the tails whole (an offset cut
+// from the runs is unsettled, as a parked one is). The sections are still laid out by
+// ascending tag. A record with key tails is version 2, one without version 1.
 func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	var over Overflow
 	if len(dst) < SlotSize {
@@ -204,7 +239,10 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	dst = dst[:SlotSize]
 	clear(dst)
 	copy(dst[offMagic:], slotMagic[:])
-	dst[offVersion] = SlotVersion
+	dst[offVersion] = slotVersionPlain
+	if len(r.KeyTails) > 0 {
+		dst[offVersion] = slotVersionTails
+	}
 	binary.BigEndian.PutUint64(dst[offSeq:], r.Seq)
 	binary.BigEndian.PutUint64(dst[offFrontier:], uint64(r.Frontier))
 	binary.BigEndian.PutUint32(dst[offKey:], r.Key)
@@ -217,6 +255,10 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 	room := maxBodyLen
 	if r.Incarnation != 0 {
 		room -= incarnationSection
+	}
+	usedK := putKeyTails(nil, r.Frontier, r.KeyTails)
+	if usedK > 0 {
+		room -= sectionHeader + usedK // first: the tails always fit (see MaxKeyTails)
 	}
 	usedR, keptR := planSection(&room, func(n int) (int, int) { return putOffsets(nil, n, -1, requeued) })
 	usedA, keptA := planSection(&room, func(n int) (int, int) {
@@ -244,6 +286,8 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 		pos = sectionAt(dst, pos, tagIncarnation, 8)
 		binary.BigEndian.PutUint64(dst[pos-8:pos], r.Incarnation)
 	}
+	pos = sectionAt(dst, pos, tagKeyTails, usedK)
+	putKeyTails(dst[pos-usedK:pos], r.Frontier, r.KeyTails)
 
 	binary.BigEndian.PutUint16(dst[offBodyLen:], uint16(pos-headerSize))
 	binary.BigEndian.PutUint32(dst[offDropped:], uint32(min(over.Ahead, math.MaxUint32)))
@@ -255,7 +299,11 @@ func EncodeSlot(dst []byte, r *Record) (Overflow, error) {
 // an error matching ErrCorruptSlot, a valid record of a newer version a *VersionError; it
 // never panics and never expands a record past MaxAheadOffsets offsets per set. On error r's
 // content is unspecified.
-func DecodeSlot(src []byte, r *Record) error {
+func DecodeSlot(src []byte, r *Record) error { return decodeSlot(src, r, SlotVersion) }
+
+// decodeSlot is DecodeSlot for a reader of versions up to newest: a test plays an older
+// release's reader with it.
+func decodeSlot(src []byte, r *Record, newest uint8) error {
 	if len(src) != SlotSize {
 		return errShort
 	}
@@ -268,10 +316,11 @@ func DecodeSlot(src []byte, r *Record) error {
 	if binary.BigEndian.Uint32(src[offCRC:]) != crc32.Checksum(src[:offCRC], castagnoli) {
 		return errChecksum
 	}
-	switch v := src[offVersion]; {
+	v := src[offVersion]
+	switch {
 	case v == 0:
 		return errVersion0
-	case v > SlotVersion:
+	case v > newest:
 		return &VersionError{Version: v}
 	}
 	if src[offFlags] != 0 {
@@ -289,11 +338,20 @@ func DecodeSlot(src []byte, r *Record) error {
 	r.Key = binary.BigEndian.Uint32(src[offKey:])
 	r.Dropped = binary.BigEndian.Uint32(src[offDropped:])
 	r.Ahead, r.Attempts, r.Quarantine = r.Ahead[:0], r.Attempts[:0], r.Quarantine[:0]
-	r.Requeued, r.Incarnation = r.Requeued[:0], 0
+	r.Requeued, r.Incarnation, r.KeyTails = r.Requeued[:0], 0, r.KeyTails[:0]
 	if r.Frontier < -1 {
 		return errFrontier
 	}
-	return r.decodeSections(src[headerSize : headerSize+bodyLen])
+	if err := r.decodeSections(src[headerSize : headerSize+bodyLen]); err != nil {
+		return err
+	}
+	switch {
+	case v == slotVersionPlain && len(r.KeyTails) > 0:
+		return errTailsV1 // the tails need version 2, which older releases refuse
+	case v == slotVersionTails && len(r.KeyTails) == 0:
+		return errNoTails // a record without them is version 1: one byte form per record
+	}
+	return nil
 }
 
 func (r *Record) decodeSections(body []byte) error {
@@ -331,6 +389,8 @@ func (r *Record) decodeSections(body []byte) error {
 			} else {
 				r.Incarnation = binary.BigEndian.Uint64(payload)
 			}
+		case tagKeyTails:
+			r.KeyTails, err = readKeyTails(payload, r.Frontier, r.KeyTails)
 		}
 		if err != nil {
 			return err
@@ -360,7 +420,32 @@ func (r *Record) validate() error {
 		}
 		prev = a.Offset
 	}
+	if !validKeyTails(r.KeyTails, r.Frontier) {
+		return ErrInvalidRecord
+	}
 	return nil
+}
+
+// validKeyTails reports whether tails keep the rules of key tails above frontier: at most
+// MaxKeyTails, each Key nonzero and distinct, From ascending (strictly: an offset is one
+// record, of one key) and above frontier.
+func validKeyTails(tails []KeyTail, frontier int64) bool {
+	if len(tails) > MaxKeyTails {
+		return false
+	}
+	prev := frontier
+	for i, k := range tails {
+		if k.Key == 0 || k.From <= prev {
+			return false
+		}
+		for _, o := range tails[:i] {
+			if o.Key == k.Key {
+				return false
+			}
+		}
+		prev = k.From
+	}
+	return true
 }
 
 func ascendingAbove(offs []int64, floor int64) bool {
@@ -514,6 +599,55 @@ func putAttempts(dst []byte, room int, base int64, as []Attempt) (used, kept int
 		kept++
 	}
 	return used, kept
+}
+
+// putKeyTails encodes key tails, ascending by From and above base: for each,
+// uvarint(From - prev - 1), prev being base and then the previous tail's From, then the Key
+// in 8 bytes. It returns the bytes used (at most MaxKeyTails·18). With a nil dst it only
+// counts.
+func putKeyTails(dst []byte, base int64, tails []KeyTail) int {
+	used, prev := 0, base
+	for _, k := range tails {
+		gap := uint64(k.From - prev - 1)
+		if dst != nil {
+			binary.PutUvarint(dst[used:], gap)
+			binary.BigEndian.PutUint64(dst[used+uvarintLen(gap):], k.Key)
+		}
+		used += uvarintLen(gap) + 8
+		prev = k.From
+	}
+	return used
+}
+
+// readKeyTails decodes what putKeyTails wrote, appending to dst; the tails must keep the
+// rules validKeyTails checks, and be at least one.
+func readKeyTails(p []byte, base int64, dst []KeyTail) ([]KeyTail, error) {
+	start, prev := len(dst), base
+	if len(p) == 0 {
+		return dst, errTails
+	}
+	for len(p) > 0 {
+		gap, n := readUvarint(p)
+		if n <= 0 {
+			return dst, errVarint
+		}
+		if len(p) < n+8 {
+			return dst, errTails
+		}
+		from, ok := after(prev, gap)
+		if !ok {
+			return dst, errRange
+		}
+		if len(dst)-start >= MaxKeyTails {
+			return dst, errTails
+		}
+		dst = append(dst, KeyTail{Key: binary.BigEndian.Uint64(p[n:]), From: from})
+		p, prev = p[n+8:], from
+	}
+	if !validKeyTails(dst[start:], base) {
+		return dst, errTails
+	}
+	return dst, nil
 }
 
 // readRuns decodes what putRuns wrote, appending the runs to dst. Runs must be maximal (a gap

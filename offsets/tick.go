@@ -321,7 +321,7 @@ func (c *Committer) pull(p *partition) (snap uint64, ok bool) {
 	st := &c.st
 	st.Found, st.Frontier, st.Incarnation, st.HostIncarnation = false, -1, 0, 0
 	st.Ahead, st.Attempts, st.OmittedAttempts = st.Ahead[:0], st.Attempts[:0], 0
-	st.Quarantine, st.Requeued = st.Quarantine[:0], st.Requeued[:0]
+	st.Quarantine, st.Requeued, st.KeyTails = st.Quarantine[:0], st.Requeued[:0], st.KeyTails[:0]
 	return snap, c.src.State(p.topic, p.num, st)
 }
 
@@ -409,7 +409,7 @@ func (c *Committer) writeWindow(p *partition, snap uint64) error {
 	slot := p.window(t.now)
 	seq := p.nextSeq(slot)
 	c.rec = Record{Seq: seq, Key: p.key, Incarnation: p.incarnation, Frontier: st.Frontier, Ahead: st.Ahead,
-		Attempts: st.Attempts, Quarantine: st.Quarantine, Requeued: st.Requeued}
+		Attempts: st.Attempts, Quarantine: st.Quarantine, Requeued: st.Requeued, KeyTails: st.KeyTails}
 	over, err := EncodeSlot(c.slot[:], &c.rec)
 	c.rec = Record{}
 	if err != nil {

@@ -704,4 +704,11 @@ func benchConsumeAck(b *testing.B, batch, consumers int, opts consumeAckOptions)
 	b.StopTimer()
 	b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/rec")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	if opts.ordered {
+		// Records deferred behind a key another consume held (each read twice), and
+		// consumes that found nothing (every record left waiting behind held keys).
+		st := node.Stats()
+		b.ReportMetric(float64(st.Shards.Deferred)/float64(b.N), "deferred/rec")
+		b.ReportMetric(float64(st.EmptyConsumes)/float64(b.N), "empty/rec")
+	}
 }

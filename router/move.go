@@ -319,6 +319,25 @@ func (n *Node) bindHeldKeys(shard *inflight.Shard, topic string, partition int32
 	shard.QueueKeys(now, delayed, delayedKeys)
 }
 
+// verifyAdopted verifies the key tails an adopted state brought (inflight.State.KeyTails),
+// reading their records, before the routes name this node and its moved leases can be
+// settled here: a record settled before it is verified would be taken for a parked one.
+func (n *Node) verifyAdopted(shard *inflight.Shard, topic string, partition int32) error {
+	if !shard.Verifying() {
+		return nil
+	}
+	log, err := n.getLog(topic, partition)
+	if err == nil {
+		shard.ScanLock().Lock()
+		err = n.verifyTails(shard, log, n.clock.Now())
+		shard.ScanLock().Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("router: adopt %s/%d: read the records of its key tails: %w", topic, partition, err)
+	}
+	return nil
+}
+
 // install replaces the partition's shard with one restored from p, its directory cleared.
 // Called with moves.mu held.
 func (n *Node) install(key shardKey, p *handoff.Partition) error {
@@ -349,6 +368,12 @@ func (n *Node) install(key shardKey, p *handoff.Partition) error {
 		return err
 	}
 	n.bindHeldKeys(shard, topic, partition, p.State.Held)
+	if err := n.verifyAdopted(shard, topic, partition); err != nil {
+		// A moved lease settled before the key tails are verified would look parked to a
+		// restart: the Adopt fails, so that the mover retries it (the retry installs the
+		// state again), rather than have the routes name this node first.
+		return err
+	}
 	n.moves.unfenceLocked(topic, partition)
 	if n.moves.adopted == nil {
 		n.moves.adopted = map[shardKey]uint64{}

@@ -778,8 +778,9 @@ func (n *Node) shutdown() {
 // committerSource gives the committer the live state of a partition: a
 // partition whose shard is gone writes nothing. The committer calls it from one goroutine, one
 // call at a time, so the snapshot it holds is reused without a lock: the shard fills the
-// committer's own buffers for the offset sets, and snap's for the acked-ahead runs and the
-// attempts, which are then converted. A steady tick allocates nothing here, and copies the
+// committer's own buffers for the offset sets, and snap's for the acked-ahead runs, the key
+// tails and the attempts, which are then converted (ackstate.ToOffsets, which carries every
+// persisted field: an ordered topic's key tails must reach the record with its runs). A steady tick allocates nothing here, and copies the
 // acked-ahead set's runs, never its offsets.
 type committerSource struct {
 	n    *Node

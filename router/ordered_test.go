@@ -55,7 +55,7 @@ func TestOrderedTopicBatches(t *testing.T) {
 		require.Equal(t, uint64(1), h.node.Stats().Shards.Deferred)
 		ps, err := h.node.PartitionStatus("orders", 0)
 		require.NoError(t, err)
-		require.Equal(t, router.KeyStats{HeldKeys: 2, BlockedKeys: 1, Deferred: 1, OldestBlockedSince: time.Now()}, ps.Keys)
+		require.Equal(t, router.KeyStats{HeldKeys: 2, BlockedKeys: 1, Deferred: 1, ParkedKeys: 1, Parked: 1, OldestBlockedSince: time.Now()}, ps.Keys)
 
 		// A consumer parked meanwhile gets 3 as the first consumer acks its last record of a.
 		got := h.async(router.ConsumeOptions{Wait: time.Second})

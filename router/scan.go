@@ -345,6 +345,14 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 			return out, nil
 		}
 		defer lock.Unlock()
+		if shard.Verifying() {
+			if err := n.verifyTails(shard, log, now); err != nil {
+				if len(out) > 0 {
+					return out, nil
+				}
+				return out, err
+			}
+		}
 	}
 	var one [1]inflight.Lease
 	deferredHere := 0 // records this scan deferred behind their keys
@@ -422,6 +430,9 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 type takeScratch struct {
 	leases  []inflight.Lease
 	records []Record
+	// read is the most records one ReadRange left in records since the last put: what put
+	// clears (a scan of small ranges does not clear a large batch's capacity each time).
+	read    int
 	binding keyBinding
 }
 
@@ -442,8 +453,8 @@ func (b *keyBinding) reset(n int) {
 var takePool = sync.Pool{New: func() any { return new(takeScratch) }}
 
 func (s *takeScratch) put() {
-	clear(s.records[:cap(s.records)]) // the records' slices belong to the messages now
-	s.records = s.records[:0]
+	clear(s.records[:s.read]) // the records' slices belong to the messages now
+	s.records, s.read = s.records[:0], 0
 	takePool.Put(s)
 }
 
@@ -492,6 +503,7 @@ func (r *partitionRead) deliver(leases []inflight.Lease, out []Message) (_ []Mes
 		if run > 1 {
 			maxBytes := BatchPayloadBytes - r.budget.bytes
 			r.scratch.records, err = r.ranged.ReadRange(lease.Offset, run, maxBytes, r.scratch.records[:0])
+			r.scratch.read = max(r.scratch.read, len(r.scratch.records))
 			if err == nil && len(r.scratch.records) > run { // never a record the scan did not reserve
 				err = r.n.overlongRange(r.topic, r.partition, lease.Offset, run, maxBytes, len(r.scratch.records))
 			}
@@ -565,15 +577,24 @@ func (r *partitionRead) bind(out []Message, from int, oneAKey bool) (_ []Message
 func (r *partitionRead) keep(out []Message, from int, kept func(i int) bool) []Message {
 	taken := out[from:]
 	w := from
+	// The kept messages move down in runs, one copy each (a message is a few hundred bytes
+	// of pointers, each moved with the collector's write barrier when it runs): the run
+	// before the first drop stays where it is, and a run is moved only once the message
+	// after it was asked about, never over one not asked about yet.
+	run := 0 // the first message of the run of kept ones not moved yet
 	for i := range taken {
 		if kept(i) {
-			out[w] = taken[i]
-			w++
 			continue
 		}
+		w += copy(out[w:], taken[run:i]) // a no-op copy onto itself before the first drop
+		run = i + 1
 		r.budget.taken--
 		r.budget.bytes -= taken[i].payloadBytes()
 	}
+	if w == from+run {
+		return out // nothing dropped
+	}
+	w += copy(out[w:], taken[run:])
 	clear(out[w:]) // the dropped messages' records belong to no one now
 	return out[:w]
 }

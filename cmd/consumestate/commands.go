@@ -42,6 +42,9 @@ func (t *tool) list(dir string, topics []string, asJSON bool) int {
 				}
 				if rec.AckedAheadCount > 0 {
 					ahead = fmt.Sprintf("%d in %s", rec.AckedAheadCount, plural(int64(len(rec.AckedAhead)), "run"))
+					if k := len(rec.KeyTails); k > 0 {
+						ahead += fmt.Sprintf(", %s parked", plural(int64(k), "key"))
+					}
 				} else {
 					ahead = "none"
 				}
@@ -250,6 +253,15 @@ func plural(n int64, noun string) string {
 	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }
 
+// keyTailsText prints key tails: each key's parked records, from the offset given.
+func keyTailsText(ks []keyTail) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("key %s from %d", k.Key, k.From)
+	}
+	return strings.Join(parts, ", ") + " (parked, not settled: delivered again)"
+}
+
 func attemptsText(as []attempts) string {
 	if len(as) == 0 {
 		return "none"
@@ -364,8 +376,12 @@ func printAhead(w io.Writer, v *aheadView) {
 		}
 		fmt.Fprintf(w, "    seq          %d\n    frontier     %d\n    key          %s (%s)\n    incarnation  %s\n",
 			s.Seq, *s.Frontier, s.Key, key, incarnation)
-		fmt.Fprintf(w, "    acked ahead  %s\n    attempts     %s\n    quarantine   %s\n    requeued     %s\n",
-			runsText(s.AckedAhead), attemptsText(s.Attempts), runsText(s.Quarantine), runsText(s.Requeued))
+		fmt.Fprintf(w, "    acked ahead  %s\n", runsText(s.AckedAhead))
+		if len(s.KeyTails) > 0 {
+			fmt.Fprintf(w, "    key tails    %s\n", keyTailsText(s.KeyTails))
+		}
+		fmt.Fprintf(w, "    attempts     %s\n    quarantine   %s\n    requeued     %s\n",
+			attemptsText(s.Attempts), runsText(s.Quarantine), runsText(s.Requeued))
 		fmt.Fprintf(w, "    dropped      %d\n    checksum     %s\n", s.Dropped, s.Checksum)
 	}
 }
@@ -407,10 +423,14 @@ func printRecovery(w io.Writer, p *partitionReport, indent string) {
 		if incarnation == "" {
 			incarnation = "none to trust (a node draws a fresh one)"
 		}
-		fmt.Fprintf(w, "%sRecovery takes\n%s  frontier     %s\n%s  acked ahead  %s\n%s  attempts     %s\n"+
-			"%s  quarantine   %s\n%s  requeued     %s\n%s  incarnation  %s\n",
-			indent, indent, frontier, indent, runsText(rec.AckedAhead), indent, attemptsText(rec.Attempts),
-			indent, runsText(rec.Quarantine), indent, runsText(rec.Requeued), indent, incarnation)
+		fmt.Fprintf(w, "%sRecovery takes\n%s  frontier     %s\n%s  acked ahead  %s\n",
+			indent, indent, frontier, indent, runsText(rec.AckedAhead))
+		if len(rec.KeyTails) > 0 {
+			fmt.Fprintf(w, "%s  key tails    %s\n", indent, keyTailsText(rec.KeyTails))
+		}
+		fmt.Fprintf(w, "%s  attempts     %s\n%s  quarantine   %s\n%s  requeued     %s\n%s  incarnation  %s\n",
+			indent, attemptsText(rec.Attempts), indent, runsText(rec.Quarantine), indent, runsText(rec.Requeued),
+			indent, incarnation)
 	}
 	fmt.Fprintf(w, "%sWhy\n", indent)
 	for _, why := range rec.Why {

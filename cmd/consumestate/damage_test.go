@@ -192,6 +192,7 @@ func checkVariant(t *testing.T, v variant, ref partitionRef) (verdict string) {
 	require.Equal(t, st.Found, r.Recovery.Found, v.what)
 	require.Equal(t, st.Frontier, r.Recovery.Frontier, v.what)
 	require.Equal(t, int(aheadCount(st.Ahead)), r.Recovery.AckedAheadCount, v.what)
+	require.Equal(t, keyTailsOf(st.KeyTails), r.Recovery.KeyTails, v.what)
 	require.NotEmpty(t, r.Recovery.Why, v.what)
 
 	var out bytes.Buffer

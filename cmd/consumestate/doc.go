@@ -13,11 +13,15 @@
 //	consumestate reset  [-json] DIR TOPIC PARTITION -confirm
 //
 // list prints each partition of DIR with a one-line summary: its verdict (below), frontier,
-// acked-ahead offsets and runs, quarantined offsets, incarnation and the state files
-// present; then what else DIR holds (the lock file, partitions set aside by reset, entries
+// acked-ahead offsets and runs (and how many keys have records parked among them), quarantined
+// offsets, incarnation and the state files present; then what else DIR holds (the lock file, partitions set aside by reset, entries
 // the node does not read). show prints one partition's files decoded: consumer.id, the slots
 // of consumer.ahead (status, sequence number, frontier, key, incarnation, acked-ahead runs,
-// attempts, quarantine, requeued, dropped, checksum) and consumer.offset. verify says what
+// key tails, attempts, quarantine, requeued, dropped, checksum) and consumer.offset. Key tails
+// are in the records of an ordered topic whose shard parked records behind a blocked key
+// (version 2 records): every record of the key at or above From that the acked-ahead runs
+// hold is not settled, and is delivered again; show and verify print them under "key tails"
+// (with -json, key_tails: the key's 64-bit identity in hex and From). verify says what
 // recovery would take from each partition, why, which files or slots it would ignore and for
 // what reason, and what the partition's next start does.
 //

@@ -48,9 +48,10 @@ func (t *tool) commands() []command {
 		{
 			name: "list", args: "DIR [TOPIC...]",
 			summary: "List the topics and partitions of the state directory DIR (all, or those of the TOPICs\n" +
-				"named), each with a one-line summary: verdict, frontier, acked-ahead offsets and runs,\n" +
-				"quarantined offsets, incarnation and the state files present; then the entries of DIR that\n" +
-				"are no partition's (the lock file, partitions set aside by reset, anything else).",
+				"named), each with a one-line summary: verdict, frontier, acked-ahead offsets and runs (and\n" +
+				"the keys parked among them), quarantined offsets, incarnation and the state files present;\n" +
+				"then the entries of DIR that are no partition's (the lock file, partitions set aside by\n" +
+				"reset, anything else).",
 			flags: jsonFlag,
 			run: func(t *tool, args []string) int {
 				if len(args) < 1 {
@@ -63,7 +64,7 @@ func (t *tool) commands() []command {
 			name: "show", args: "DIR TOPIC PARTITION | PARTITION_DIR",
 			summary: "Print every state file of one partition decoded: consumer.id (the incarnation, what an\n" +
 				"upgrade adopted), the slots of consumer.ahead (status, sequence number, frontier, key,\n" +
-				"incarnation, acked-ahead runs, attempts, quarantine, requeued, dropped) and\n" +
+				"incarnation, acked-ahead runs, key tails, attempts, quarantine, requeued, dropped) and\n" +
 				"consumer.offset, then what recovery takes from them.",
 			flags: jsonFlag,
 			run: func(t *tool, args []string) int {

@@ -75,6 +75,7 @@ type recovery struct {
 	Incarnation     string     `json:"incarnation,omitempty"` // "" when a node would draw a fresh one
 	AckedAhead      []run      `json:"acked_ahead"`
 	AckedAheadCount int        `json:"acked_ahead_count"`
+	KeyTails        []keyTail  `json:"key_tails,omitempty"` // the records of AckedAhead that are parked, not settled
 	Attempts        []attempts `json:"attempts"`
 	Quarantine      []run      `json:"quarantine"`
 	QuarantineCount int        `json:"quarantine_count"`
@@ -91,6 +92,14 @@ type finding struct {
 
 // run is a maximal run of consecutive offsets, both ends included.
 type run [2]int64
+
+// keyTail is one key's parked records on an ordered topic (offsets.KeyTail): every record of
+// the key at or above From that the acked-ahead runs hold is not settled, and is delivered
+// again. Key is the key's 64-bit identity, in hex.
+type keyTail struct {
+	Key  string `json:"key"`
+	From int64  `json:"from"`
+}
 
 type attempts struct {
 	Offset int64  `json:"offset"`
@@ -136,6 +145,7 @@ type slotView struct {
 	Incarnation     string     `json:"incarnation,omitempty"` // "" in a legacy record
 	AckedAhead      []run      `json:"acked_ahead,omitempty"`
 	AckedAheadCount int        `json:"acked_ahead_count,omitempty"`
+	KeyTails        []keyTail  `json:"key_tails,omitempty"` // in a version 2 record only
 	Attempts        []attempts `json:"attempts,omitempty"`
 	Quarantine      []run      `json:"quarantine,omitempty"`
 	Requeued        []run      `json:"requeued,omitempty"`
@@ -194,6 +204,18 @@ func aheadCount(rs []offsets.Run) int64 {
 		n += r.Len()
 	}
 	return n
+}
+
+// keyTailsOf is a state's or record's key tails as the tool prints them; nil when none.
+func keyTailsOf(ks []offsets.KeyTail) []keyTail {
+	if len(ks) == 0 {
+		return nil
+	}
+	out := make([]keyTail, len(ks))
+	for i, k := range ks {
+		out[i] = keyTail{hex64(k.Key), k.From}
+	}
+	return out
 }
 
 func attemptsOf(as []offsets.Attempt) []attempts {
@@ -353,6 +375,11 @@ func nextStart(in *offsets.Inspection, ref partitionRef) string {
 		fmt.Fprintf(&b, "the partition resumes after frontier %d", st.Frontier)
 		if n := aheadCount(st.Ahead); n > 0 {
 			fmt.Fprintf(&b, ", skipping the %s acked ahead", plural(n, "offset"))
+			if k := len(st.KeyTails); k > 0 {
+				fmt.Fprintf(&b, ", but for those of %s from %s key %s on (an ordered topic's records parked "+
+					"behind a blocked key: not settled, delivered again)", plural(int64(k), "key"), agree(k, "its", "their"),
+					agree(k, "tail", "tails"))
+			}
 		}
 		if n := len(st.Quarantine); n > 0 {
 			fmt.Fprintf(&b, "; %s stay%s set aside in quarantine", plural(int64(n), "offset"), agree(n, "s", ""))
@@ -386,7 +413,8 @@ func nextStart(in *offsets.Inspection, ref partitionRef) string {
 func recoveryOf(in *offsets.Inspection) *recovery {
 	st := &in.State
 	rec := &recovery{Found: st.Found, Frontier: st.Frontier, Unverified: st.Unverified,
-		AckedAhead: aheadRuns(st.Ahead), AckedAheadCount: int(aheadCount(st.Ahead)), Attempts: attemptsOf(st.Attempts),
+		AckedAhead: aheadRuns(st.Ahead), AckedAheadCount: int(aheadCount(st.Ahead)), KeyTails: keyTailsOf(st.KeyTails),
+		Attempts:   attemptsOf(st.Attempts),
 		Quarantine: runsOf(st.Quarantine), QuarantineCount: len(st.Quarantine), Requeued: runsOf(st.Requeued),
 		Why: []string{}}
 	if st.Incarnation != 0 {
@@ -548,6 +576,7 @@ func decode(in *offsets.Inspection, key uint32) *decoded {
 				v.Incarnation = hex64(r.Incarnation)
 			}
 			v.AckedAhead, v.AckedAheadCount = aheadRuns(r.Ahead), int(aheadCount(r.Ahead))
+			v.KeyTails = keyTailsOf(r.KeyTails)
 			v.Attempts, v.Quarantine, v.Requeued = attemptsOf(r.Attempts), runsOf(r.Quarantine), runsOf(r.Requeued)
 			v.Dropped = r.Dropped
 		}

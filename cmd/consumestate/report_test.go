@@ -64,6 +64,15 @@ func FuzzShow(f *testing.F) {
 	bound[5] |= 0x04
 	bound = binary.BigEndian.AppendUint32(bound, crc32.Checksum(bound, crc32.MakeTable(crc32.Castagnoli)))
 	f.Add(bound, slot0, slot1, seed[2], true)
+	// A version 2 record: key tails, an ordered topic's records parked in the acked-ahead runs.
+	var rec offsets.Record
+	require.NoError(f, offsets.DecodeSlot(seed[1][offsets.SlotSize:2*offsets.SlotSize], &rec))
+	rec.Seq++
+	rec.KeyTails = []offsets.KeyTail{{Key: 0xfeed, From: 13}, {Key: 7, From: 15}}
+	v2 := make([]byte, offsets.SlotSize)
+	_, err := offsets.EncodeSlot(v2, &rec)
+	require.NoError(f, err)
+	f.Add(seed[0], trim(v2), slot1, seed[2], true)
 	ref := partitionRef{topic: topicOrders, topicKnown: true, topicDir: topicOrders, partition: 0, path: dir}
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	f.Fuzz(func(t *testing.T, id, s0, s1, off []byte, seal bool) {

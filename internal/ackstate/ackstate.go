@@ -6,8 +6,8 @@ import (
 )
 
 // ToInflight returns the shard's form of st, a state a committer loaded, for a shard to be
-// restored from. Its acked-ahead runs and attempts are new slices, nil when st has none;
-// Quarantined and Requeued are st's slices.
+// restored from. Its acked-ahead runs, key tails and attempts are new slices, nil when st has
+// none; Quarantined and Requeued are st's slices.
 func ToInflight(st *offsets.State) inflight.State {
 	out := inflight.State{Frontier: st.Frontier, Quarantined: st.Quarantine, Requeued: st.Requeued,
 		Incarnation: st.Incarnation, HostIncarnation: st.HostIncarnation, Fence: st.Fence, Epoch: st.Epoch}
@@ -15,6 +15,12 @@ func ToInflight(st *offsets.State) inflight.State {
 		out.AckedAhead = make([]inflight.Run, len(st.Ahead))
 		for i, r := range st.Ahead {
 			out.AckedAhead[i] = inflight.Run(r)
+		}
+	}
+	if len(st.KeyTails) > 0 {
+		out.KeyTails = make([]inflight.KeyTail, len(st.KeyTails))
+		for i, k := range st.KeyTails {
+			out.KeyTails[i] = inflight.KeyTail(k)
 		}
 	}
 	if len(st.Attempts) > 0 {
@@ -27,7 +33,7 @@ func ToInflight(st *offsets.State) inflight.State {
 }
 
 // ToOffsets fills dst, a committer's form, with st, a shard's snapshot. The acked-ahead
-// runs and the attempts are appended to dst's own slices, truncated first, so that a dst
+// runs, the key tails and the attempts are appended to dst's own slices, truncated first, so that a dst
 // reused from call to call allocates nothing once its slices are large enough (they stay
 // nil when dst's were nil and st has none); Quarantine and Requeued become st's slices.
 // Found, OmittedAttempts and Unverified are left as they were.
@@ -39,6 +45,10 @@ func ToOffsets(dst *offsets.State, st *inflight.State) {
 	dst.Ahead = dst.Ahead[:0]
 	for _, r := range st.AckedAhead {
 		dst.Ahead = append(dst.Ahead, offsets.Run(r))
+	}
+	dst.KeyTails = dst.KeyTails[:0]
+	for _, k := range st.KeyTails {
+		dst.KeyTails = append(dst.KeyTails, offsets.KeyTail(k))
 	}
 	dst.Attempts = dst.Attempts[:0]
 	for _, a := range st.Attempts {

@@ -34,14 +34,16 @@ func TestToInflight(t *testing.T) {
 			in: offsets.State{Found: true, Frontier: 41, Ahead: []offsets.Run{{First: 43, Last: 43}, {First: 50, Last: 52}},
 				Attempts: []offsets.Attempt{{Offset: 42, Count: 3}, {Offset: 44, Count: 1}}, OmittedAttempts: 5,
 				Quarantine: []int64{2, 45}, Requeued: []int64{2}, Incarnation: 1<<64 - 1, HostIncarnation: 11,
-				Fence: 1 << 62, Epoch: 4, Unverified: true},
+				Fence: 1 << 62, Epoch: 4, Unverified: true, KeyTails: []offsets.KeyTail{{Key: 9, From: 43}, {Key: 1 << 63, From: 51}}},
 			want: inflight.State{Frontier: 41, AckedAhead: []inflight.Run{{First: 43, Last: 43}, {First: 50, Last: 52}},
+				KeyTails:    []inflight.KeyTail{{Key: 9, From: 43}, {Key: 1 << 63, From: 51}},
 				Attempts:    []inflight.Attempt{{Offset: 42, Count: 3}, {Offset: 44, Count: 1}},
 				Quarantined: []int64{2, 45}, Requeued: []int64{2}, Incarnation: 1<<64 - 1, HostIncarnation: 11,
 				Fence: 1 << 62, Epoch: 4},
 		},
-		"empty slices": { // runs and attempts: nil; the offset sets: shared, so empty
-			in:   offsets.State{Ahead: []offsets.Run{}, Attempts: []offsets.Attempt{}, Quarantine: []int64{}, Requeued: []int64{}},
+		"empty slices": { // runs, tails and attempts: nil; the offset sets: shared, so empty
+			in: offsets.State{Ahead: []offsets.Run{}, Attempts: []offsets.Attempt{}, Quarantine: []int64{}, Requeued: []int64{},
+				KeyTails: []offsets.KeyTail{}},
 			want: inflight.State{Quarantined: []int64{}, Requeued: []int64{}},
 		},
 	} {
@@ -58,12 +60,17 @@ func TestToInflight(t *testing.T) {
 				got.Attempts[0].Count++
 				require.NotEqual(t, got.Attempts[0], inflight.Attempt(tc.in.Attempts[0]), "Attempts is a copy")
 			}
+			if len(got.KeyTails) > 0 {
+				got.KeyTails[0].From++
+				require.NotEqual(t, got.KeyTails[0], inflight.KeyTail(tc.in.KeyTails[0]), "KeyTails is a copy")
+			}
 		})
 	}
 }
 
 func TestToOffsets(t *testing.T) {
 	every := inflight.State{Frontier: 41, AckedAhead: []inflight.Run{{First: 43, Last: 43}, {First: 50, Last: 52}},
+		KeyTails: []inflight.KeyTail{{Key: 3, From: 50}},
 		Attempts: []inflight.Attempt{{Offset: 42, Count: 3}}, Quarantined: []int64{2, 45}, Requeued: []int64{2},
 		Incarnation: 8, HostIncarnation: 11, Fence: 1 << 62, Epoch: 4,
 		// The shard's memory: not carried.
@@ -71,7 +78,7 @@ func TestToOffsets(t *testing.T) {
 		GrantUntil: time.Unix(100, 0)}
 	stale := func() offsets.State { // a reused dst: its buffers and the fields it alone has
 		return offsets.State{Found: true, Frontier: 3, Ahead: make([]offsets.Run, 1, 4),
-			Attempts: make([]offsets.Attempt, 2, 4), OmittedAttempts: 6, Quarantine: []int64{1},
+			Attempts: make([]offsets.Attempt, 2, 4), KeyTails: make([]offsets.KeyTail, 3, 4), OmittedAttempts: 6, Quarantine: []int64{1},
 			Requeued: []int64{1}, Incarnation: 1, HostIncarnation: 2, Fence: 3, Epoch: 4, Unverified: true}
 	}
 	for name, tc := range map[string]struct {
@@ -83,19 +90,21 @@ func TestToOffsets(t *testing.T) {
 		"every field, fresh dst": {
 			dst: offsets.State{Found: true}, in: every,
 			want: offsets.State{Found: true, Frontier: 41, Ahead: []offsets.Run{{First: 43, Last: 43}, {First: 50, Last: 52}},
+				KeyTails: []offsets.KeyTail{{Key: 3, From: 50}},
 				Attempts: []offsets.Attempt{{Offset: 42, Count: 3}}, Quarantine: []int64{2, 45}, Requeued: []int64{2},
 				Incarnation: 8, HostIncarnation: 11, Fence: 1 << 62, Epoch: 4},
 		},
 		"every field, reused dst": {
 			dst: stale(), in: every,
 			want: offsets.State{Found: true, Frontier: 41, Ahead: []offsets.Run{{First: 43, Last: 43}, {First: 50, Last: 52}},
+				KeyTails: []offsets.KeyTail{{Key: 3, From: 50}},
 				Attempts: []offsets.Attempt{{Offset: 42, Count: 3}}, OmittedAttempts: 6, Quarantine: []int64{2, 45},
 				Requeued: []int64{2}, Incarnation: 8, HostIncarnation: 11, Fence: 1 << 62, Epoch: 4, Unverified: true},
 		},
 		"nothing, reused dst": { // the buffers stay, emptied
 			dst: stale(), in: inflight.State{Frontier: 9},
 			want: offsets.State{Found: true, Frontier: 9, Ahead: []offsets.Run{}, Attempts: []offsets.Attempt{},
-				OmittedAttempts: 6, Unverified: true},
+				KeyTails: []offsets.KeyTail{}, OmittedAttempts: 6, Unverified: true},
 		},
 		"empty slices, fresh dst": { // runs and attempts: nil; the offset sets: shared, so empty
 			in:   inflight.State{AckedAhead: []inflight.Run{}, Attempts: []inflight.Attempt{}, Quarantined: []int64{}, Requeued: []int64{}},
@@ -104,7 +113,7 @@ func TestToOffsets(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dst := tc.dst
-			ahead, attempts := dst.Ahead, dst.Attempts
+			ahead, attempts, tails := dst.Ahead, dst.Attempts, dst.KeyTails
 			ToOffsets(&dst, &tc.in)
 			require.Equal(t, tc.want, dst)
 			require.True(t, sameSlice(tc.in.Quarantined, dst.Quarantine), "Quarantine is the state's slice")
@@ -115,6 +124,9 @@ func TestToOffsets(t *testing.T) {
 			if cap(attempts) >= len(tc.in.Attempts) && attempts != nil {
 				require.True(t, sameSlice(attempts[:len(dst.Attempts)], dst.Attempts), "Attempts reuses dst's buffer")
 			}
+			if cap(tails) >= len(tc.in.KeyTails) && tails != nil {
+				require.True(t, sameSlice(tails[:len(dst.KeyTails)], dst.KeyTails), "KeyTails reuses dst's buffer")
+			}
 		})
 	}
 }
@@ -123,7 +135,8 @@ func TestToOffsets(t *testing.T) {
 // dst's buffers are large enough, nothing is allocated.
 func TestToOffsetsReusedAllocatesNothing(t *testing.T) {
 	st := inflight.State{Frontier: 41, AckedAhead: []inflight.Run{{First: 43, Last: 43}, {First: 50, Last: 52}},
-		Attempts: []inflight.Attempt{{Offset: 42, Count: 3}}, Quarantined: []int64{2}}
+		Attempts: []inflight.Attempt{{Offset: 42, Count: 3}}, Quarantined: []int64{2},
+		KeyTails: []inflight.KeyTail{{Key: 7, From: 43}, {Key: 8, From: 50}}}
 	var dst offsets.State
 	ToOffsets(&dst, &st)
 	require.Zero(t, testing.AllocsPerRun(100, func() { ToOffsets(&dst, &st) }))
@@ -146,6 +159,9 @@ var (
 		first := genOffset.Draw(t, "first")
 		return offsets.Run{First: first, Last: first + rapid.Int64Range(0, 1<<20).Draw(t, "len")}
 	})
+	genKeyTail = rapid.Custom(func(t *rapid.T) offsets.KeyTail {
+		return offsets.KeyTail{Key: rapid.Uint64Min(1).Draw(t, "key"), From: genOffset.Draw(t, "from")}
+	})
 	genAttempt = rapid.Custom(func(t *rapid.T) offsets.Attempt {
 		return offsets.Attempt{Offset: genOffset.Draw(t, "offset"), Count: rapid.Uint32().Draw(t, "count")}
 	})
@@ -156,6 +172,7 @@ func genOffsetsState(t *rapid.T) offsets.State {
 		Found:           rapid.Bool().Draw(t, "found"),
 		Frontier:        genOffset.Draw(t, "frontier"),
 		Ahead:           slice(t, "ahead", genRun),
+		KeyTails:        slice(t, "tails", genKeyTail),
 		Attempts:        slice(t, "attempts", genAttempt),
 		OmittedAttempts: rapid.IntRange(0, 1000).Draw(t, "omitted"),
 		Quarantine:      slice(t, "quarantine", genOffset),
@@ -190,14 +207,18 @@ func TestRoundTripFromOffsets(t *testing.T) {
 		require.Zero(t, sh.GrantUntil)
 		require.Equal(t, len(in.Ahead), len(sh.AckedAhead))
 		require.Equal(t, len(in.Attempts), len(sh.Attempts))
+		require.Equal(t, len(in.KeyTails), len(sh.KeyTails))
 		ToOffsets(&dst, &sh)
 		want := in
 		want.Found, want.OmittedAttempts, want.Unverified = before.Found, before.OmittedAttempts, before.Unverified
 		// Runs and attempts are copied: nil in the shard's form when there are none, then
 		// dst's buffers emptied (nil if dst had none).
-		want.Ahead, want.Attempts = orNil(in.Ahead), orNil(in.Attempts)
+		want.Ahead, want.Attempts, want.KeyTails = orNil(in.Ahead), orNil(in.Attempts), orNil(in.KeyTails)
 		if want.Ahead == nil && before.Ahead != nil {
 			want.Ahead = []offsets.Run{}
+		}
+		if want.KeyTails == nil && before.KeyTails != nil {
+			want.KeyTails = []offsets.KeyTail{}
 		}
 		if want.Attempts == nil && before.Attempts != nil {
 			want.Attempts = []offsets.Attempt{}
@@ -225,6 +246,12 @@ func TestRoundTripFromInflight(t *testing.T) {
 				in.AckedAhead = append(in.AckedAhead, inflight.Run(r))
 			}
 		}
+		if o.KeyTails != nil {
+			in.KeyTails = []inflight.KeyTail{}
+			for _, k := range o.KeyTails {
+				in.KeyTails = append(in.KeyTails, inflight.KeyTail(k))
+			}
+		}
 		if o.Attempts != nil {
 			in.Attempts = []inflight.Attempt{}
 			for _, a := range o.Attempts {
@@ -239,7 +266,7 @@ func TestRoundTripFromInflight(t *testing.T) {
 		got := ToInflight(&mid)
 		want := in
 		want.NothingPersisted, want.Held, want.Corrupt, want.GrantUntil = false, nil, nil, time.Time{}
-		want.AckedAhead, want.Attempts = orNil(in.AckedAhead), orNil(in.Attempts)
+		want.AckedAhead, want.Attempts, want.KeyTails = orNil(in.AckedAhead), orNil(in.Attempts), orNil(in.KeyTails)
 		require.Equal(t, want, got)
 		require.True(t, sameSlice(in.Quarantined, got.Quarantined))
 		require.True(t, sameSlice(in.Requeued, got.Requeued))

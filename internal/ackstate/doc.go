@@ -13,6 +13,8 @@
 //     report of the files (ToInflight drops them, ToOffsets leaves them as they were in dst).
 //
 // The quarantined and requeued offsets are shared, never copied: the converted state holds
-// the same slices (a nil one stays nil, an empty one empty). The acked-ahead runs and the
-// attempts are copied, their element types being twins.
+// the same slices (a nil one stays nil, an empty one empty). The acked-ahead runs, the key
+// tails and the attempts are copied, their element types being twins. The key tails must
+// never stay behind: without them an ordered topic's parked records, which the acked-ahead
+// runs hold, would read as acked.
 package ackstate

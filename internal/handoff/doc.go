@@ -19,7 +19,8 @@
 //	     5     1  flags: bit 0 set for a live hand-off (Held carries the leases); clear for a
 //	              state read from durable files (a failover: no leases). Bit 1 set for a
 //	              state bound to the host's incarnation of the topic, bit 2 for a state kept
-//	              under an ownership epoch (the trailing fields below). Other bits are 0.
+//	              under an ownership epoch, bit 3 for a state with key tails (the trailing
+//	              fields below). Other bits are 0.
 //	     6     2  T: length of the topic's name, 1 to 65535
 //	     8     T  the topic's name
 //	   8+T     4  partition (int32, at least 0)
@@ -44,13 +45,18 @@
 //	                is bound to (as the node digests the host's answer; never 0)
 //	              with flag bit 2 only: 8 bytes, the ownership epoch the state was kept under
 //	                (router.Grant.Epoch; never 0)
+//	              with flag bit 3 only: the key tails (inflight.State.KeyTails), a uvarint
+//	                count, 1 to 32, then per tail uvarint(From - prev - 1), prev the frontier
+//	                and then the previous tail's From (ascending, above the frontier), and the
+//	                key in 8 bytes (never 0, no key twice)
 //	   n-4     4  CRC-32C (Castagnoli) of bytes 0 to n-5
 //
-// A state with no host incarnation and no epoch sets neither bit and has no trailing field, so
-// it is the same bytes as before the fields existed. A release before them refuses either bit
-// as damage (ErrDamaged):
-// an Adopt there changes nothing, and a state store's load ignores the state loudly and
-// delivers the partition's retained records again; neither skips a record.
+// A state with no host incarnation, no epoch and no key tails sets none of bits 1 to 3 and has
+// no trailing field, so it is the same bytes as before the fields existed. A release before
+// them refuses such a bit as damage (ErrDamaged): an Adopt there changes nothing, and a state
+// store's load ignores the state loudly and delivers the partition's retained records again;
+// neither skips a record. For the key tails that refusal is what keeps an ordered topic's
+// parked records, which the acked-ahead offsets hold, from being read as acked.
 //
 // Every count is bounded by the bytes left (an entry takes at least one byte), so a decoder
 // allocates no more than its input warrants. Anything else (a short or long buffer, a bad

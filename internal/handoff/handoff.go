@@ -38,6 +38,15 @@ const (
 	// one, as flagHostIncarnation is, so a host that grants no epochs writes what every
 	// release reads.
 	flagEpoch = 1 << 2
+	// flagKeyTails: the state carries key tails (inflight.State.KeyTails: an ordered topic's
+	// records parked in the acked-ahead runs, unsettled), after the epoch. Set only when there
+	// are some, so a state without them encodes as before; an older release refuses it as
+	// damaged rather than read the parked records as acked.
+	flagKeyTails = 1 << 3
+
+	// MaxKeyTails is the most key tails a state carries (as offsets.MaxKeyTails): a decoder
+	// refuses more as damage.
+	MaxKeyTails = 32
 
 	kindReleased = 0
 	kindLeased   = 1
@@ -67,7 +76,9 @@ type Partition struct {
 
 // Append appends the encoding of p as of now to dst and returns the result. A lease's expiry
 // and a delay's end are written as the time left after now (0 if passed), a lease's grant as
-// its age. p.State's sets must be ascending, as inflight's Snapshot and HandOff give them.
+// its age. p.State's sets must be ascending, as inflight's Snapshot and HandOff give them, and
+// its key tails keep their rules (at most MaxKeyTails, ascending by From above the frontier,
+// keys nonzero and distinct), or Decode refuses the bytes as damaged.
 func Append(dst []byte, p *Partition, now time.Time) []byte {
 	start := len(dst)
 	st := &p.State
@@ -80,6 +91,9 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	}
 	if st.Epoch != 0 {
 		flags |= flagEpoch
+	}
+	if len(st.KeyTails) > 0 {
+		flags |= flagKeyTails
 	}
 	dst = append(dst, magic[:]...)
 	dst = append(dst, Version, flags)
@@ -130,6 +144,15 @@ func Append(dst []byte, p *Partition, now time.Time) []byte {
 	}
 	if st.Epoch != 0 {
 		dst = binary.BigEndian.AppendUint64(dst, st.Epoch)
+	}
+	if len(st.KeyTails) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(st.KeyTails)))
+		prev := st.Frontier
+		for _, k := range st.KeyTails {
+			dst = binary.AppendUvarint(dst, uint64(k.From-prev-1))
+			dst = binary.BigEndian.AppendUint64(dst, k.Key)
+			prev = k.From
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
@@ -191,7 +214,7 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 	}
 	r := reader{b: body[5:]}
 	flags := r.byte()
-	if flags&^(flagLive|flagHostIncarnation|flagEpoch) != 0 {
+	if flags&^(flagLive|flagHostIncarnation|flagEpoch|flagKeyTails) != 0 {
 		return p, fmt.Errorf("%w: unknown flags %#x", ErrDamaged, flags)
 	}
 	p.Live = flags&flagLive != 0
@@ -273,6 +296,9 @@ func Decode(b []byte, now time.Time) (Partition, error) {
 		if st.Epoch = r.uint64(); r.err == nil && st.Epoch == 0 {
 			r.fail("ownership epoch 0")
 		}
+	}
+	if flags&flagKeyTails != 0 {
+		st.KeyTails = r.keyTails(st.Frontier)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
@@ -393,6 +419,39 @@ func (r *reader) runs(prev int64) []inflight.Run {
 		prev = off
 	}
 	return runs
+}
+
+// keyTails reads the key tails: 1 to MaxKeyTails of them, each uvarint(From - prev - 1)
+// (prev the frontier, then the previous From) and the key in 8 bytes, never 0, no key twice.
+func (r *reader) keyTails(prev int64) []inflight.KeyTail {
+	n := r.count()
+	if r.err == nil && (n == 0 || n > MaxKeyTails) {
+		r.fail("key tails' count out of range")
+	}
+	if r.err != nil {
+		return nil
+	}
+	tails := make([]inflight.KeyTail, n)
+	for i := range tails {
+		k := &tails[i]
+		k.From = r.next(prev)
+		k.Key = r.uint64()
+		prev = k.From
+		if r.err != nil {
+			return nil
+		}
+		if k.Key == 0 {
+			r.fail("key tail of key 0")
+			return nil
+		}
+		for _, o := range tails[:i] {
+			if o.Key == k.Key {
+				r.fail("two key tails of one key")
+				return nil
+			}
+		}
+	}
+	return tails
 }
 
 func (r *reader) offsets(prev int64) []int64 {

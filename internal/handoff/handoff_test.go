@@ -76,9 +76,12 @@ func TestPassedExpiryTravelsAsZero(t *testing.T) {
 // Every single-bit flip and every truncation is refused with ErrDamaged (the checksum
 // catches them; a flip in the version byte may read as ErrVersion).
 func TestEveryFlipAndTruncationIsRefused(t *testing.T) {
-	for _, host := range []uint64{0, 0xb0b} { // unbound and bound
+	for _, host := range []uint64{0, 0xb0b, 0xc0c} { // unbound, bound, bound with key tails
 		p := example()
 		p.State.HostIncarnation = host
+		if host == 0xc0c {
+			p.State.Epoch, p.State.KeyTails = 3, exampleTails()
+		}
 		b := Append(nil, &p, now)
 		for i := range len(b) * 8 {
 			c := slices.Clone(b)
@@ -121,6 +124,75 @@ func TestEpochIsOptional(t *testing.T) {
 	forged := slices.Clone(with)
 	clear(forged[len(forged)-12 : len(forged)-4])
 	_, err = Decode(reseal(forged), now)
+	require.ErrorIs(t, err, ErrDamaged)
+}
+
+// exampleTails are key tails for example's state (frontier 10): an ordered topic's records
+// parked in its acked-ahead runs.
+func exampleTails() []inflight.KeyTail {
+	return []inflight.KeyTail{{Key: 0x0102030405060708, From: 12}, {Key: 9, From: 20}}
+}
+
+// Key tails travel under flag bit 3, after the epoch; a state without them is the bytes of a
+// release before them, which refuses one with them as damaged (bit 3 is not among the flags
+// it knows) rather than read its parked records as acked.
+func TestKeyTailsAreOptional(t *testing.T) {
+	for _, epoch := range []uint64{0, 1 << 40} {
+		p := example()
+		p.State.Epoch = epoch
+		without := Append(nil, &p, now)
+		p.State.KeyTails = exampleTails()
+		with := Append(nil, &p, now)
+		require.Equal(t, without[5]|flagKeyTails, with[5])
+		require.Equal(t, without[6:len(without)-4], with[6:len(without)-4], "the fields before them where they were")
+		require.Equal(t, []byte{2, 1, 1, 2, 3, 4, 5, 6, 7, 8, 7, 0, 0, 0, 0, 0, 0, 0, 9},
+			with[len(without)-4:len(with)-4], "count, then per tail the gap from the frontier or the previous From, and the key")
+		got, err := Decode(with, now)
+		require.NoError(t, err)
+		require.Equal(t, p, got)
+
+		// A release before key tails knows bits 0 to 2 only, and refuses any other as damage.
+		const olderFlags = flagLive | flagHostIncarnation | flagEpoch
+		require.Zero(t, without[5]&^olderFlags, "read by a release before key tails")
+		require.NotZero(t, with[5]&^olderFlags, "refused by a release before key tails")
+	}
+}
+
+// Key tails that break their rules, written or forged, are refused as damage.
+func TestKeyTailsNonsenseIsRefused(t *testing.T) {
+	many := make([]inflight.KeyTail, MaxKeyTails+1)
+	for i := range many {
+		many[i] = inflight.KeyTail{Key: uint64(i + 1), From: int64(11 + i)}
+	}
+	for name, tails := range map[string][]inflight.KeyTail{
+		"key 0":                 {{Key: 0, From: 12}},
+		"at the frontier":       {{Key: 1, From: 10}},
+		"below the frontier":    {{Key: 1, From: 3}},
+		"not ascending":         {{Key: 1, From: 20}, {Key: 2, From: 12}},
+		"the same From twice":   {{Key: 1, From: 12}, {Key: 2, From: 12}},
+		"the same key twice":    {{Key: 1, From: 12}, {Key: 2, From: 13}, {Key: 1, From: 20}},
+		"more than MaxKeyTails": many,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := example()
+			p.State.KeyTails = tails
+			_, err := Decode(Append(nil, &p, now), now)
+			require.ErrorIs(t, err, ErrDamaged)
+		})
+	}
+	p := example()
+	p.State.KeyTails = many[:MaxKeyTails]
+	_, err := Decode(Append(nil, &p, now), now)
+	require.NoError(t, err, "MaxKeyTails is allowed")
+
+	// The flag with a count of 0, and with the tails cut off.
+	p = example()
+	b := Append(nil, &p, now)
+	b[5] |= flagKeyTails
+	zero := append(slices.Clone(b[:len(b)-4]), 0, 0, 0, 0, 0)
+	_, err = Decode(reseal(zero), now)
+	require.ErrorIs(t, err, ErrDamaged)
+	_, err = Decode(reseal(slices.Clone(b)), now)
 	require.ErrorIs(t, err, ErrDamaged)
 }
 
@@ -211,6 +283,21 @@ func genOffsets(t *rapid.T, label string, from int64) []int64 {
 	return offs
 }
 
+// genKeyTails draws key tails above from: none half the time (the bytes of a release before
+// them), else up to MaxKeyTails, ascending by From, of distinct nonzero keys.
+func genKeyTails(t *rapid.T, from int64) []inflight.KeyTail {
+	if !rapid.Bool().Draw(t, "tails") {
+		return nil
+	}
+	keys := rapid.SliceOfNDistinct(rapid.Uint64Min(1), 1, MaxKeyTails, rapid.ID[uint64]).Draw(t, "tail keys")
+	tails := make([]inflight.KeyTail, len(keys))
+	for i, k := range keys {
+		from += 1 + rapid.Int64Range(0, 1<<40).Draw(t, "tail gap")
+		tails[i] = inflight.KeyTail{Key: k, From: from}
+	}
+	return tails
+}
+
 // genRuns draws maximal runs above from (none touches the next), as a shard's snapshot holds.
 func genRuns(t *rapid.T, label string, from int64) []inflight.Run {
 	n := rapid.IntRange(0, 20).Draw(t, label+"-n")
@@ -244,6 +331,7 @@ func genPartition(t *rapid.T) Partition {
 			HostIncarnation: rapid.SampledFrom([]uint64{0, rapid.Uint64Min(1).Draw(t, "host")}).Draw(t, "bound"),
 			Epoch:           rapid.SampledFrom([]uint64{0, rapid.Uint64Min(1).Draw(t, "epoch")}).Draw(t, "granted"),
 			AckedAhead:      genRuns(t, "ahead", frontier),
+			KeyTails:        genKeyTails(t, frontier),
 			Quarantined:     genOffsets(t, "quarantine", -1),
 			Corrupt:         genOffsets(t, "corrupt", frontier),
 		},
@@ -281,7 +369,7 @@ func equal(a, b Partition) bool {
 		sa.HostIncarnation != sb.HostIncarnation || sa.Epoch != sb.Epoch ||
 		!slices.Equal(sa.AckedAhead, sb.AckedAhead) || !slices.Equal(sa.Attempts, sb.Attempts) ||
 		!slices.Equal(sa.Quarantined, sb.Quarantined) || !slices.Equal(sa.Requeued, sb.Requeued) ||
-		!slices.Equal(sa.Corrupt, sb.Corrupt) {
+		!slices.Equal(sa.Corrupt, sb.Corrupt) || !slices.Equal(sa.KeyTails, sb.KeyTails) {
 		return false
 	}
 	return slices.EqualFunc(sa.Held, sb.Held, func(x, y inflight.Held) bool {
@@ -300,6 +388,8 @@ func FuzzDecode(f *testing.F) {
 	p.State.HostIncarnation, empty.State.HostIncarnation = 0xb0b, 1
 	f.Add(Append(nil, &p, now))
 	f.Add(Append(nil, &empty, now))
+	p.State.KeyTails = exampleTails()
+	f.Add(Append(nil, &p, now)) // with key tails
 	f.Add([]byte("NRCH"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := Decode(b, now)

@@ -166,6 +166,26 @@ var libraryBugs = []struct {
 		schedule: &sim.Options{},
 	},
 	{
+		kind:  sim.KindSettleAnswer,
+		seeds: []uint64{491},
+		diagnosis: "an ordered partition restored with key tails (its parked records kept inside the acked-ahead runs) " +
+			"answered a settle of a record acked before the restart ErrGone rather than ErrAlreadySettled: until its scan " +
+			"has verified the runs' records it cannot tell an acked one from a parked one (seed 491: an extend of 1/4 " +
+			"through o0 at 5.983 s)",
+		fixed:    "a settle of a shard whose tails are not verified yet verifies them first (router.verifyBeforeSettle)",
+		schedule: &sim.Options{Ordered: true},
+	},
+	{
+		kind:  sim.KindLost,
+		seeds: []uint64{730},
+		diagnosis: "parked records verified after a failover waited for the cursor to pass the records below them, and " +
+			"the key waiting for it was forgotten as soon as it looked passed once: a record unparked below the " +
+			"cursor's run made it unpassed again, and nothing freed the key after (seed 730: 0/6, 0/7, 0/8 of key1 " +
+			"deferred for good on g1 after 0/4 was acked at 16.765 s)",
+		fixed:    "a verified key waits (releaseAwaitingLocked) until the cursor has passed every record of it",
+		schedule: &sim.Options{Ordered: true},
+	},
+	{
 		kind:      sim.KindLateReturn,
 		seeds:     []uint64{5933},
 		diagnosis: "the same, on an ordered topic",

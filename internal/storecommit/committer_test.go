@@ -659,7 +659,8 @@ func TestClose(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	rich := offsets.State{Frontier: 41, Ahead: []offsets.Run{{First: 43, Last: 43}, {First: 50, Last: 50}}, Attempts: []offsets.Attempt{{Offset: 42, Count: 3}, {Offset: 44, Count: 1}},
-		Quarantine: []int64{7, 60}, Requeued: []int64{9, 30}, Incarnation: 99}
+		Quarantine: []int64{7, 60}, Requeued: []int64{9, 30}, Incarnation: 99,
+		KeyTails: []offsets.KeyTail{{Key: 0xabc, From: 43}, {Key: 5, From: 50}}} // an ordered topic's parked records
 	saved := func(t *testing.T, h *harness, topic string, p int32, st offsets.State) []byte {
 		t.Helper()
 		h.src.set(topic, p, st)

@@ -72,6 +72,7 @@ func (s *fakeSource) State(topic string, p int32, into *offsets.State) bool {
 	into.Fence, into.Epoch = st.Fence, st.Epoch
 	into.Ahead = append(into.Ahead[:0], st.Ahead...)
 	into.Attempts = append(into.Attempts[:0], st.Attempts...)
+	into.KeyTails = append(into.KeyTails[:0], st.KeyTails...)
 	into.Quarantine = append(into.Quarantine[:0], st.Quarantine...)
 	into.Requeued = append(into.Requeued[:0], st.Requeued...)
 	return true

@@ -552,7 +552,6 @@ func TestRequestErrors(t *testing.T) {
 		{name: "unknown action", target: "AmazonSQS.Frobnicate", body: receive(""), want: sqsError{400, "InvalidAction", "InvalidAction;Sender", ""}},
 		{name: "another service", target: "DynamoDB_20120810.GetItem", body: receive(""), want: sqsError{400, "InvalidAction", "InvalidAction;Sender", ""}},
 		{name: "CreateQueue", target: "AmazonSQS.CreateQueue", body: `{"QueueName":"x"}`, want: sqsError{400, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender", ""}},
-		{name: "PurgeQueue", target: "AmazonSQS.PurgeQueue", body: receive(""), want: sqsError{400, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender", ""}},
 		{name: "query protocol", contentType: "application/x-www-form-urlencoded", body: "Action=ReceiveMessage", want: sqsError{400, "SerializationException", "SerializationException;Sender", ""}},
 		{name: "not JSON", body: `{"QueueUrl":`, want: sqsError{400, "SerializationException", "SerializationException;Sender", ""}},
 		{name: "not an object", body: `["QueueUrl"]`, want: sqsError{400, "SerializationException", "SerializationException;Sender", ""}},

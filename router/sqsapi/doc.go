@@ -94,7 +94,9 @@
 //	ListQueues, SetQueueAttributes, UnsupportedOperation (but a CreateQueue of an existing
 //	TagQueue, UntagQueue,          queue without attributes (but a FIFO queue's defaults)
 //	                               or tags, which answers its URL)
-//	ListQueueTags, PurgeQueue
+//	ListQueueTags
+//	PurgeQueue                     the node's router.Node.Purge, with Config.Store or
+//	                               Config.Queues (see Queue management)
 //	StartMessageMoveTask,          with Config.Store (see Redrive)
 //	ListMessageMoveTasks,
 //	CancelMessageMoveTask,
@@ -151,12 +153,19 @@
 //	                    values of up to 256, no key beginning with aws:, at most 50 a queue)
 //	UntagQueue          the TagKeys given removed (a key the queue has not is no error)
 //	ListQueueTags       the tags
-//	PurgeQueue          through the store, when it is a QueuePurger (MemQueueStore with a
-//	                    PurgeTopic): every message below the topic's high watermarks deleted,
-//	                    durably; otherwise UnsupportedOperation (see Not supported). One
-//	                    purge a queue in RecentWindow (60 s), as SQS allows: another within
-//	                    60 s of the last that purged is PurgeQueueInProgress and deletes
-//	                    nothing (a purge the store failed does not count)
+//	PurgeQueue          every message below the topic's high watermarks at the call deleted
+//	                    (in flight, delayed or not yet received), durably: the node's Purge
+//	                    (router.Node.Purge, through Purger) settles them as if acked and
+//	                    answers once that is on disk, so a crash or a power cut after the
+//	                    answer brings none back; messages sent meanwhile may go or stay, as
+//	                    on SQS. A store that is a QueuePurger (MemQueueStore with a
+//	                    PurgeTopic) purges instead, unless it answers errors.ErrUnsupported;
+//	                    with neither, UnsupportedOperation. The node purges the partitions
+//	                    it owns: in a cluster the store purges, on every owner. With
+//	                    Config.Queues too (Authorize refuses it where a host wants none).
+//	                    One purge a queue in RecentWindow (60 s), as SQS allows: another
+//	                    within 60 s of the last that purged is PurgeQueueInProgress and
+//	                    deletes nothing (a purge that failed does not count)
 //
 // Both windows are on Config.Now's clock and kept in the handler's memory: each handler of
 // a cluster keeps its own, and a restarted one starts with none (a refusal only makes a
@@ -612,14 +621,11 @@
 // A receive's ReceiveRequestAttemptId's retry (see FIFO queues); fairness among a standard
 // queue's message groups, and the throughput limits of FIFO queues; a deduplication window
 // shared by a cluster's handlers or kept across a restart; queue management without
-// Config.Store; PurgeQueue with a store that is no
-// QueuePurger (router.Node has no operation that settles every offset below a topic's high
-// watermarks durably, so a purge is the host's: emptying the topic in its log, and
-// router.Node.DeleteTopic); a RedrivePolicy without Config.ProduceRecord, and the
+// Config.Store (PurgeQueue aside); a RedrivePolicy without Config.ProduceRecord, and the
 // RedriveAllowPolicy (any queue may be a dead-letter queue); a reject (router.Node.Reject), since SQS has no action that fails a
 // message for good: an SQS client leaves a message that will never succeed to the topic's
 // MaxDeliveries, and a host that wants it quarantined at once serves the reject over
-// router/httpapi; per-message delays and queue delays; message attributes' list values; a
+// router/httpapi; delays with Config.Produce (bodies only); message attributes' list values; a
 // receive's VisibilityTimeout of 0; messages over 1 MiB; queries by GET, or with parameters
 // in the URL's query string rather than the body.
 package sqsapi

@@ -29,6 +29,17 @@ type Node interface {
 
 var _ Node = (*router.Node)(nil)
 
+// A Purger is a Node that purges a topic, found by type assertion: router.Node.Purge, which
+// settles every record below the high watermarks of the topic's partitions the node owns, as
+// if each had been acked, and returns once that is durable (a crash or a power cut after it
+// undoes nothing). PurgeQueue calls it unless Config.Store purges the queue itself (see
+// QueuePurger); with neither, PurgeQueue is UnsupportedOperation.
+type Purger interface {
+	Purge(ctx context.Context, topic string) (int64, error)
+}
+
+var _ Purger = (*router.Node)(nil)
+
 // DefaultMaxInFlight is Config.MaxInFlight's zero value: the ReceiveMessage requests one
 // client identity may have in flight at once (httpapi's bound on consumes).
 const DefaultMaxInFlight = frontend.DefaultMaxInFlight
@@ -40,13 +51,14 @@ type Config struct {
 	// queue (QueueDoesNotExist). It is asked on every request, so that a queue may come and
 	// go with its topic; it must be fast and safe for concurrent use. With Queues the
 	// host's queues are fixed: SQS's queue management answers UnsupportedOperation (but a
-	// CreateQueue of an existing queue, without attributes, which answers its URL). A queue
+	// CreateQueue of an existing queue, without attributes, which answers its URL, and
+	// PurgeQueue, which the node serves: see Purger). A queue
 	// whose name ends in .fifo is a FIFO queue (see FIFO queues in the package doc): the host
 	// makes its topic ordered (router.TopicConfig.Ordered).
 	Queues func(name string) (topic string, ok bool)
 	// Store, set instead of Queues, is the host's catalogue of queues, through which the
 	// handler serves SQS's queue management (CreateQueue, DeleteQueue, ListQueues,
-	// SetQueueAttributes, the tags, PurgeQueue when the store is a QueuePurger) and keeps
+	// SetQueueAttributes, the tags; PurgeQueue too when the store is a QueuePurger) and keeps
 	// each queue's attributes, which act (see Queue management in the package doc).
 	// MemQueueStore is one in memory.
 	Store QueueStore

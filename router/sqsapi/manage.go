@@ -302,30 +302,47 @@ func (h *Handler) deleteQueue(c *call) error {
 	return nil
 }
 
-// purgeQueue serves PurgeQueue through Config.Store, when it is a QueuePurger.
+// purgeQueue serves PurgeQueue: through Config.Store when it is a QueuePurger that purges,
+// and otherwise through the node's Purge (router.Node.Purge: every message below the
+// high watermarks of the partitions the node owns settled, durably when it returns).
 func (h *Handler) purgeQueue(c *call) error {
-	name, ref, err := h.named(c)
+	var in queueURLInput
+	if err := c.decode(&in); err != nil {
+		return err
+	}
+	name, ref, err := h.openRef(c, in.QueueUrl)
 	if err != nil {
 		return err
 	}
-	purger, ok := h.store.(QueuePurger)
-	if ok {
-		at := h.now()
-		if !h.purges.claim(name, at) {
-			return fail(codePurgeQueueInProgress, "Only one PurgeQueue operation on "+name+" is allowed every 60 seconds.")
-		}
-		if err = purger.PurgeQueue(c.r.Context(), name, ref.rec); err != nil {
-			h.purges.undo(name, at, time.Time{}, false) // no purge: another may come at once
-		}
+	purger, stores := h.store.(QueuePurger)
+	nodePurger, nodePurges := h.node.(Purger)
+	if !stores && !nodePurges {
+		return unsupportedPurge()
 	}
-	if !ok || errors.Is(err, errors.ErrUnsupported) {
-		return fail(codeUnsupportedOperation, "PurgeQueue is not supported by this endpoint: the host's queue store cannot empty a queue's topic.")
+	at := h.now()
+	if !h.purges.claim(name, at) {
+		return fail(codePurgeQueueInProgress, "Only one PurgeQueue operation on "+name+" is allowed every 60 seconds.")
+	}
+	err = errors.ErrUnsupported
+	if stores {
+		err = purger.PurgeQueue(c.r.Context(), name, ref.rec)
+	}
+	if errors.Is(err, errors.ErrUnsupported) && nodePurges {
+		_, err = nodePurger.Purge(c.r.Context(), ref.topic)
 	}
 	if err != nil {
+		h.purges.undo(name, at, time.Time{}, false) // no purge: another may come at once
+		if errors.Is(err, errors.ErrUnsupported) {
+			return unsupportedPurge()
+		}
 		return err
 	}
 	c.reply(nil)
 	return nil
+}
+
+func unsupportedPurge() error {
+	return fail(codeUnsupportedOperation, "PurgeQueue is not supported by this endpoint: neither the host's queue store nor its node can empty a queue's topic.")
 }
 
 // listQueuesInput is ListQueues' body.

@@ -21,16 +21,18 @@ import (
 
 // storeEnv is an env whose handler manages its queues in a MemQueueStore: a queue's topic is
 // its name, with one partition, created in the env's routes and logs; deleting the queue
-// deletes the topic; purging it trims the topic's log to its high watermark and drops the
-// node's state of it.
+// deletes the topic; purging it is the node's (router.Node.Purge: the store has no
+// PurgeTopic), or, with PurgeTopic set to storeEnv.purge, trims the topic's log to its high
+// watermark and drops the node's state of it.
 type storeEnv struct {
 	*env
 	store *sqsapi.MemQueueStore
 	clock time.Time
 
-	mu      sync.Mutex
-	deleted []string // the topics DeleteTopic was handed
-	calls   []sqsapi.Request
+	mu          sync.Mutex
+	deleted     []string // the topics DeleteTopic was handed
+	storePurges int      // the calls of purge
+	calls       []sqsapi.Request
 }
 
 func newStoreEnv(t *testing.T, cfg sqsapi.Config) *storeEnv {
@@ -51,7 +53,6 @@ func newStoreEnv(t *testing.T, cfg sqsapi.Config) *storeEnv {
 			e.routes.Delete(topic)
 			return e.node.DeleteTopic(topic)
 		},
-		PurgeTopic: e.purge,
 	}
 	cfg.Store = e.store
 	if cfg.Produce == nil {
@@ -81,9 +82,12 @@ func newStoreEnv(t *testing.T, cfg sqsapi.Config) *storeEnv {
 	return e
 }
 
-// purge is the store's PurgeTopic: every record below the high watermark is removed from
+// purge is a store's PurgeTopic: every record below the high watermark is removed from
 // the log, and the node's state of the topic dropped, so that it starts at the new oldest.
 func (e *storeEnv) purge(_ context.Context, topic string) error {
+	e.mu.Lock()
+	e.storePurges++
+	e.mu.Unlock()
 	e.routes.Delete(topic)
 	if err := e.node.DeleteTopic(topic); err != nil {
 		return err
@@ -296,9 +300,11 @@ func TestDeleteQueue(t *testing.T) {
 	require.Empty(t, e.queues(), "SetQueueAttributes created nothing")
 }
 
-// TestPurgeQueue: PurgeQueue through the store's QueuePurger deletes every message: none is
-// received, the counts are 0, and a message sent after it is received; a store without the
-// means to purge answers UnsupportedOperation, as does a handler of Config.Queues.
+// TestPurgeQueue: PurgeQueue through the node's Purge (the store has no PurgeTopic)
+// deletes every message, the one in flight and the one given back too: none is received, the
+// counts are 0, the in-flight one's handle deletes nothing more, and a message sent after
+// it is received. A store that purges (PurgeTopic) purges instead of the node; a node that
+// cannot purge with a store that does not answers UnsupportedOperation.
 func TestPurgeQueue(t *testing.T) {
 	e := newStoreEnv(t, sqsapi.Config{})
 	q := baseURL + "/jobs"
@@ -306,19 +312,36 @@ func TestPurgeQueue(t *testing.T) {
 	for _, b := range []string{"a", "b", "c"} {
 		ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"`+b+`"}`), nil)
 	}
-	require.Len(t, e.receive(`{"QueueUrl":"`+q+`"}`), 1)
+	held := e.receive(`{"QueueUrl":"` + q + `","VisibilityTimeout":600}`)
+	require.Len(t, held, 1)
+	ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+q+`","ReceiptHandle":"`+
+		e.receive(`{"QueueUrl":"` + q + `"}`)[0].ReceiptHandle+`","VisibilityTimeout":0}`), nil) // b back, visible
 	ok(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`), nil)
 	require.Empty(t, e.receive(`{"QueueUrl":"`+q+`","MaxNumberOfMessages":10}`))
-	require.Equal(t, map[string]string{"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"},
-		e.attributes("jobs", "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"))
+	require.Equal(t, map[string]string{"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
+		"ApproximateNumberOfMessagesDelayed": "0"},
+		e.attributes("jobs", "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"))
+	require.Zero(t, e.storePurges)
+	ok(t, e.call("DeleteMessage", `{"QueueUrl":"`+q+`","ReceiptHandle":"`+held[0].ReceiptHandle+`"}`), nil) // deleted already
 	ok(t, e.call("SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"after"}`), nil)
 	require.Equal(t, "after", e.receive(`{"QueueUrl":"` + q + `"}`)[0].Body)
+	st, err := e.node.PartitionStatus("jobs", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Frontier, "the purged three settled (offsets 0 to 2)")
 
+	// A store that purges: its purge, not the node's.
 	e.advance(sqsapi.RecentWindow) // past the one purge a queue SQS allows in 60 s
-	e.store.PurgeTopic = nil
-	got := failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`))
-	require.Equal(t, sqsError{400, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender", got.Message}, got)
+	e.store.PurgeTopic = e.purge
+	ok(t, e.call("PurgeQueue", `{"QueueUrl":"`+q+`"}`), nil)
+	require.Equal(t, 1, e.storePurges)
 	require.Equal(t, "QueueDoesNotExist", failed(t, e.call("PurgeQueue", `{"QueueUrl":"`+baseURL+`/nope"}`)).Type)
+
+	// Neither purges.
+	h, err := sqsapi.New(&fakeNode{}, sqsapi.Config{BaseURL: baseURL, Store: &sqsapi.MemQueueStore{}})
+	require.NoError(t, err)
+	ok(t, call(h, "CreateQueue", `{"QueueName":"jobs"}`), nil)
+	got := failed(t, call(h, "PurgeQueue", `{"QueueUrl":"`+q+`"}`))
+	require.Equal(t, sqsError{400, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender", got.Message}, got)
 }
 
 // TestPurgeQueueInProgress: a queue is purged once in RecentWindow, as SQS purges it: a
@@ -499,7 +522,8 @@ func TestManagementAuthorize(t *testing.T) {
 
 // TestManagementWithoutStore: a handler of Config.Queues answers a CreateQueue of an
 // existing queue without attributes with its URL (as a program that creates its queue at
-// start-up calls it), and the other management actions UnsupportedOperation.
+// start-up calls it), and the other management actions UnsupportedOperation, but PurgeQueue,
+// which the node serves (TestPurgeQueueDurable).
 func TestManagementWithoutStore(t *testing.T) {
 	e := newEnv(t, sqsapi.Config{})
 	var out struct{ QueueUrl string }
@@ -507,7 +531,7 @@ func TestManagementWithoutStore(t *testing.T) {
 	require.Equal(t, queueURL, out.QueueUrl)
 	for _, req := range [][2]string{
 		{"CreateQueue", `{"QueueName":"orders","Attributes":{"VisibilityTimeout":"60"}}`}, {"CreateQueue", `{"QueueName":"new"}`},
-		{"DeleteQueue", `{"QueueUrl":"` + queueURL + `"}`}, {"ListQueues", `{}`}, {"PurgeQueue", `{"QueueUrl":"` + queueURL + `"}`},
+		{"DeleteQueue", `{"QueueUrl":"` + queueURL + `"}`}, {"ListQueues", `{}`},
 		{"SetQueueAttributes", `{"QueueUrl":"` + queueURL + `","Attributes":{"VisibilityTimeout":"60"}}`},
 		{"TagQueue", `{"QueueUrl":"` + queueURL + `","Tags":{"a":"b"}}`}, {"ListQueueTags", `{"QueueUrl":"` + queueURL + `"}`},
 	} {

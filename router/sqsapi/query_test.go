@@ -181,7 +181,7 @@ func TestQueryErrors(t *testing.T) {
 		{"SendMessage", url.Values{"QueueUrl": {queueURL}, "MessageBody": {"x"}, "MessageAttribute.1.Name": {"a"}, "MessageAttribute.2.Name": {"a"}}, [3]string{"Bad Request", "Sender", "InvalidParameterValue"}},
 		{"SendMessage", url.Values{"QueueUrl": {queueURL}}, [3]string{"Bad Request", "Sender", "MissingParameter"}},
 		{"DeleteMessageBatch", url.Values{"QueueUrl": {queueURL}}, [3]string{"Bad Request", "Sender", "AWS.SimpleQueueService.EmptyBatchRequest"}},
-		{"PurgeQueue", url.Values{"QueueUrl": {queueURL}}, [3]string{"Bad Request", "Sender", "AWS.SimpleQueueService.UnsupportedOperation"}},
+		{"PurgeQueue", url.Values{"QueueUrl": {baseURL + "/ghost"}}, [3]string{"Bad Request", "Sender", "AWS.SimpleQueueService.NonExistentQueue"}},
 		{"Nope", nil, [3]string{"Bad Request", "Sender", "InvalidAction"}},
 		{"", nil, [3]string{"Bad Request", "Sender", "MissingAction"}},
 	} {

@@ -58,12 +58,13 @@ type QueueStore interface {
 	ListQueues(prefix string) []string
 }
 
-// A QueuePurger is a QueueStore that serves PurgeQueue, found by type assertion: it deletes
-// every message of queue name's topic below the topic's high watermarks, durably, so that
-// none is delivered again (a host whose log can empty a topic empties it, and calls
-// router.Node.DeleteTopic on each node so that their state starts afresh). An error matching
-// errors.ErrUnsupported is answered UnsupportedOperation; a store that is no QueuePurger has
-// PurgeQueue answered so.
+// A QueuePurger is a QueueStore that serves PurgeQueue itself, found by type assertion: it
+// deletes every message of queue name's topic below the topic's high watermarks, durably, so
+// that none is delivered again (a host whose log can empty a topic empties it, and calls
+// router.Node.DeleteTopic on each node so that their state starts afresh; a host of a
+// cluster calls router.Node.Purge on each node that owns a partition of the topic). An error
+// matching errors.ErrUnsupported leaves the purge to the handler's node, as a store that is
+// no QueuePurger does (see Purger).
 type QueuePurger interface {
 	PurgeQueue(ctx context.Context, name string, rec QueueRecord) error
 }
@@ -84,7 +85,8 @@ type MemQueueStore struct {
 	// regardless.
 	DeleteTopic func(ctx context.Context, topic string) error
 	// PurgeTopic, when set, serves PurgeQueue (MemQueueStore is a QueuePurger): it deletes
-	// every message of the topic, durably. Nil means PurgeQueue is unsupported.
+	// every message of the topic, durably. Nil means the handler's node purges the topic
+	// (see Purger).
 	PurgeTopic func(ctx context.Context, topic string) error
 	// Changed, when set, is called with a queue's topic once PutQueue has stored a change of
 	// an existing queue: the host calls router.Node.ReloadTopic on each node, so that a

@@ -264,3 +264,8 @@ func (c *CheckedNode) Reject(ctx context.Context, topic string, handle router.Ha
 	c.handle(topic, handle)
 	return c.Node.Reject(ctx, topic, handle)
 }
+
+func (c *CheckedNode) Purge(ctx context.Context, topic string) (int64, error) {
+	c.topic(topic)
+	return c.Node.Purge(ctx, topic)
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -21,8 +22,9 @@ import (
 // It creates a queue, sends a message with String, Number and Binary attributes (the MD5s
 // answered checked against attributesMD5's), long-polls it, reads the queue's attributes,
 // deletes it, purges (a second purge refused: PurgeQueueInProgress), is refused a wrong
-// secret, deletes the queue and is refused its name again (QueueDeletedRecently). Each
-// command is a process of its own, a second or so of CPU: few are run.
+// secret, deletes the queue and is refused its name again (QueueDeletedRecently); then it
+// drives a FIFO queue (cliFIFO) and delayed messages (cliDelays). Each command is a process
+// of its own, a second or so of CPU: few are run.
 //
 // SQSAPI_AWSCLI_ROOT names a directory Debian's awscli (2.9, whose botocore speaks the query
 // protocol) and its Python dependencies were unpacked into with dpkg -x, run as
@@ -102,7 +104,117 @@ func TestServerAWSCLI(t *testing.T) {
 
 	cl.json(nil, "delete-queue", "--queue-url", q)
 	require.Contains(t, cl.fail("create-queue", "--queue-name", "cli-jobs"), "(AWS.SimpleQueueService.QueueDeletedRecently)")
+
+	cliFIFO(t, cl, p.url)
+	cliDelays(t, cl)
 	p.stop()
+}
+
+// cliFIFO drives a FIFO queue with the CLI: a batch of two groups sent with their
+// deduplication ids (each answered a SequenceNumber), a resend within the deduplication
+// window (5 minutes) answered with the original's MessageId and SequenceNumber and not sent,
+// a send without a MessageGroupId refused (MissingParameter); one receive gets a group's two
+// messages in order with the other group's, their FIFO attributes set; a message sent to a
+// group whose messages are in flight is not received until they are deleted, and then it is
+// the only one.
+func cliFIFO(t *testing.T, cl *cli, base string) {
+	t.Helper()
+	var created struct{ QueueUrl string }
+	cl.json(&created, "create-queue", "--queue-name", "cli-jobs.fifo", "--attributes", "FifoQueue=true")
+	q := created.QueueUrl
+	require.Equal(t, base+"/cli-jobs.fifo", q)
+
+	type sentEntry struct{ Id, MessageId, SequenceNumber string }
+	var batch struct{ Successful, Failed []sentEntry }
+	cl.json(&batch, "send-message-batch", "--queue-url", q, "--entries",
+		`[{"Id":"a1","MessageBody":"a1","MessageGroupId":"a","MessageDeduplicationId":"a1"},`+
+			`{"Id":"b1","MessageBody":"b1","MessageGroupId":"b","MessageDeduplicationId":"b1"},`+
+			`{"Id":"a2","MessageBody":"a2","MessageGroupId":"a","MessageDeduplicationId":"a2"}]`)
+	require.Empty(t, batch.Failed)
+	require.Len(t, batch.Successful, 3)
+	sent := map[string]sentEntry{}
+	for _, e := range batch.Successful {
+		require.NotEmpty(t, e.SequenceNumber, e.Id)
+		sent[e.Id] = e
+	}
+
+	var dup struct{ MessageId, SequenceNumber string }
+	cl.json(&dup, "send-message", "--queue-url", q, "--message-body", "a1 again", "--message-group-id", "a",
+		"--message-deduplication-id", "a1")
+	require.Equal(t, sent["a1"].MessageId, dup.MessageId, "a resend within the window answers the original")
+	require.Equal(t, sent["a1"].SequenceNumber, dup.SequenceNumber)
+	require.Contains(t, cl.fail("send-message", "--queue-url", q, "--message-body", "x", "--message-deduplication-id", "x"),
+		"(MissingParameter)")
+
+	type fifoMessage struct {
+		MessageId, ReceiptHandle, Body string
+		Attributes                     map[string]string
+	}
+	var got struct{ Messages []fifoMessage }
+	cl.json(&got, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "5",
+		"--attribute-names", "All")
+	groups := map[string][]string{}
+	for _, m := range got.Messages {
+		g := m.Attributes["MessageGroupId"]
+		groups[g] = append(groups[g], m.Body)
+		require.Equal(t, m.Body, m.Attributes["MessageDeduplicationId"])
+		require.Equal(t, sent[m.Body].MessageId, m.MessageId)
+		require.Equal(t, sent[m.Body].SequenceNumber, m.Attributes["SequenceNumber"])
+	}
+	require.Equal(t, map[string][]string{"a": {"a1", "a2"}, "b": {"b1"}}, groups, "one receive: each group in order, a's two together")
+
+	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "a3", "--message-group-id", "a",
+		"--message-deduplication-id", "a3")
+	var held struct{ Messages []fifoMessage }
+	cl.json(&held, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "1")
+	require.Empty(t, held.Messages, "a and b are in flight: a3 waits")
+
+	entries := make([]map[string]string, len(got.Messages))
+	for i, m := range got.Messages {
+		entries[i] = map[string]string{"Id": m.Body, "ReceiptHandle": m.ReceiptHandle}
+	}
+	list, err := json.Marshal(entries)
+	require.NoError(t, err)
+	var deleted struct{ Successful, Failed []struct{ Id string } }
+	cl.json(&deleted, "delete-message-batch", "--queue-url", q, "--entries", string(list))
+	require.Empty(t, deleted.Failed)
+	require.Len(t, deleted.Successful, 3)
+
+	var next struct{ Messages []fifoMessage }
+	cl.json(&next, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "5")
+	require.Len(t, next.Messages, 1, "a3 only: the resend of a1 was not sent")
+	require.Equal(t, "a3", next.Messages[0].Body)
+}
+
+// cliDelays sends delayed messages with the CLI to a queue whose DelaySeconds is 60: a message
+// without a delay of its own takes the queue's (not received; counted in
+// ApproximateNumberOfMessagesDelayed), one with --delay-seconds 0 is received at once, and one
+// with --delay-seconds 3 comes to a long-poll once its own delay is over, not the queue's.
+func cliDelays(t *testing.T, cl *cli) {
+	t.Helper()
+	var created struct{ QueueUrl string }
+	cl.json(&created, "create-queue", "--queue-name", "cli-delayed", "--attributes", "DelaySeconds=60")
+	q := created.QueueUrl
+	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "the queue's delay")
+	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "no delay", "--delay-seconds", "0")
+	var got struct{ Messages []struct{ Body string } }
+	cl.json(&got, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "5")
+	require.Len(t, got.Messages, 1, "the message's own delay of 0 overrides the queue's")
+	require.Equal(t, "no delay", got.Messages[0].Body)
+
+	var counts struct{ Attributes map[string]string }
+	cl.json(&counts, "get-queue-attributes", "--queue-url", q, "--attribute-names", "DelaySeconds",
+		"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed")
+	require.Equal(t, map[string]string{"DelaySeconds": "60", "ApproximateNumberOfMessages": "0",
+		"ApproximateNumberOfMessagesNotVisible": "1", "ApproximateNumberOfMessagesDelayed": "1"}, counts.Attributes)
+
+	sentAt := time.Now()
+	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "in 3 s", "--delay-seconds", "3")
+	var later struct{ Messages []struct{ Body string } }
+	cl.json(&later, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "20")
+	require.Len(t, later.Messages, 1, "the message's own delay of 3 s, not the queue's minute")
+	require.Equal(t, "in 3 s", later.Messages[0].Body)
+	require.GreaterOrEqual(t, time.Since(sentAt), 3*time.Second, "not before its delay")
 }
 
 // cli runs the AWS CLI's sqs commands against a server.

@@ -42,8 +42,8 @@ func credentials(id string) (string, bool) {
 
 // broker is a node behind an sqsapi handler on 127.0.0.1, mounted at /sqs as doc.go's
 // example mounts it, whose queues are kept in a MemQueueStore (a queue's topic is its
-// name, of one partition; deleting a queue deletes its topic; purging it trims its log and
-// drops the node's state of it), with queue "orders" created at its start, a ProduceRecord
+// name, of one partition; deleting a queue deletes its topic; it has no PurgeTopic, so the
+// node purges: router.Node.Purge), with queue "orders" created at its start, a ProduceRecord
 // that appends to the node's log (message attributes as headers), signatures checked with
 // credentials, and an Authorize that refuses readOnlyKey's sends.
 type broker struct {
@@ -79,16 +79,6 @@ func newBroker(t testing.TB, opts ...func(*sqsapi.Config)) *broker {
 		DeleteTopic: func(_ context.Context, topic string) error {
 			b.routes.Delete(topic)
 			return node.DeleteTopic(topic)
-		},
-		PurgeTopic: func(_ context.Context, topic string) error {
-			b.routes.Delete(topic)
-			if err := node.DeleteTopic(topic); err != nil {
-				return err
-			}
-			log := b.logs.Log(topic, 0)
-			log.Trim(log.HighWatermark())
-			b.routes.Set(topic, 0)
-			return nil
 		},
 	}
 	var api *sqsapi.Handler

@@ -35,7 +35,8 @@
 // (SQSAPI_PYTHON names the Python, python3 when unset.)
 //
 // TestServerAWSCLI drives cmd/sqsd with the AWS CLI (create-queue, send-message with typed
-// attributes, receive-message, get-queue-attributes, delete-message, purge-queue, ...): the
+// attributes, receive-message, get-queue-attributes, delete-message, purge-queue, ..., a
+// FIFO queue's groups and deduplication, delayed messages, a message's and a queue's): the
 // aws command on PATH, or Debian's awscli 2.9, whose own botocore speaks the query protocol,
 // unpacked with its Python dependencies (compiled for Debian's Python 3.11) into the
 // directory SQSAPI_AWSCLI_ROOT names; boto3's directory above serves, as they share packages:

@@ -1,0 +1,212 @@
+package inflight
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Parked records (parked.go): a key blocked for long keeps the acked-ahead runs whole, what is
+// persisted names its records by one tail, and a restore verifies them before it serves past
+// them.
+
+// parkedLog is a log where every twentieth record is of the hung key 1 and the others of
+// keys 2..101.
+func parkedLog(n int) []uint64 {
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = uint64(2 + i%100)
+		if i%20 == 0 {
+			keys[i] = 1
+		}
+	}
+	return keys
+}
+
+// consumeAll reserves up to max records, binds them by keyAt and returns the kept leases.
+func consumeAll(t *testing.T, s *Shard, now time.Time, keyAt []uint64, max int) []Lease {
+	t.Helper()
+	leases, err := s.ReserveBatch(now, int64(len(keyAt)), 0, max, nil)
+	if err != nil {
+		return nil
+	}
+	keys := make([]uint64, len(leases))
+	for i, l := range leases {
+		keys[i] = keyAt[l.Offset]
+	}
+	return bindAll(t, s, now, leases, keys, false)
+}
+
+// verifyAll tells a restored shard the keys of what its tails may hold.
+func verifyAll(s *Shard, now time.Time, keyAt []uint64) {
+	for s.Verifying() {
+		offs := s.Unverified(nil, 7)
+		keys := make([]uint64, len(offs))
+		for i, off := range offs {
+			keys[i] = keyAt[off]
+		}
+		s.Verify(now, offs, keys)
+	}
+}
+
+func TestParkedHungKey(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const runsCap = 10
+	cfg := Config{Ordered: true, VisibilityTimeout: time.Hour, MaxAckedAheadRuns: runsCap, MaxInFlight: 1000}
+	s, _ := newTestShard(t, cfg, State{Frontier: -1})
+	keyAt := parkedLog(4000) // 200 records of the hung key: 20 times the run cap
+	hung := consumeAll(t, s, t0, keyAt, 1)
+	require.Equal(t, int64(0), hung[0].Offset, "the hung key's first record, held for good")
+	acked := map[int64]bool{}
+	for range 400 {
+		for _, l := range consumeAll(t, s, t0, keyAt, 16) {
+			require.NotEqual(t, uint64(1), keyAt[l.Offset], "the hung key's later records wait")
+			require.NoError(t, s.Ack(t0, l.Handle))
+			acked[l.Offset] = true
+		}
+	}
+	require.Len(t, acked, 3800, "every other key's record went: the hung key blocked only itself")
+	st := s.Stats()
+	require.Zero(t, s.counters.AckedAheadStalls.Load(), "no acked-ahead stall")
+	require.Equal(t, 199, st.Keys.Parked, "the hung key's later records parked")
+	require.Equal(t, 1, st.Keys.ParkedKeys)
+	require.Equal(t, 1, st.AckedAheadRuns, "one run, whatever the hung key's records")
+	require.Equal(t, 3800, st.AckedAhead, "parked records are not counted as acked")
+	require.Equal(t, int64(-1), st.Frontier, "the frontier waits for the held record")
+
+	var persisted State
+	s.Snapshot(&persisted)
+	require.Equal(t, []Run{{1, 3999}}, persisted.AckedAhead)
+	require.Equal(t, []KeyTail{{Key: 1, From: 20}}, persisted.KeyTails)
+
+	t.Run("a restart delivers the hung key's records in order and no acked one again", func(t *testing.T) {
+		r, _ := newTestShard(t, cfg, persisted)
+		head := consumeAll(t, r, t0, keyAt, 1)
+		require.Equal(t, []int64{0}, offsetsOf(head), "below the tails, records go before they are verified")
+		_, err := r.ReserveNext(t0, int64(len(keyAt)))
+		require.ErrorIs(t, err, ErrUnverified, "nothing at or above them before")
+		verifyAll(r, t0, keyAt)
+		require.Equal(t, 199, r.Stats().Keys.Parked, "the hung key's records, parked again")
+		order := []int64{0}
+		require.NoError(t, r.Ack(t0, head[0].Handle))
+		for len(order) < 200 {
+			got := consumeAll(t, r, t0, keyAt, 50)
+			require.NotEmpty(t, got, "records wait for nothing (after %v)", order)
+			for _, l := range got {
+				require.Equal(t, uint64(1), keyAt[l.Offset], "offset %d was acked before the restart", l.Offset)
+				order = append(order, l.Offset)
+				require.NoError(t, r.Ack(t0, l.Handle))
+			}
+		}
+		for i, off := range order {
+			require.Equal(t, int64(i*20), off, "the hung key's records in order")
+		}
+		require.Equal(t, int64(3999), r.Stats().Frontier)
+		require.Zero(t, r.Stats().Keys.ParkedKeys)
+	})
+
+	t.Run("the frontier stops below a parked record", func(t *testing.T) {
+		require.NoError(t, s.Ack(t0, hung[0].Handle))
+		require.Equal(t, int64(19), s.Stats().Frontier, "the hung key's next record is unsettled")
+	})
+}
+
+// TestParkedSlots: at most MaxKeyTails keys park; the records of another blocked key are
+// holes in the runs, as before, and what is persisted still names every unsettled record.
+func TestParkedSlots(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := Config{Ordered: true, VisibilityTimeout: time.Hour, MaxInFlight: 10_000}
+	s, _ := newTestShard(t, cfg, State{Frontier: -1})
+	const keys = MaxKeyTails + 4
+	// Round after round of one record per key, then a record without a key.
+	var keyAt []uint64
+	for range 4 {
+		for k := range keys {
+			keyAt = append(keyAt, uint64(k+1))
+		}
+		keyAt = append(keyAt, 0)
+	}
+	first := consumeAll(t, s, t0, keyAt[:keys], keys) // the first round: every key held
+	require.Len(t, first, keys)
+	later := consumeAll(t, s, t0, keyAt, len(keyAt))
+	require.Len(t, later, 4, "only the records without a key go")
+	for _, l := range later {
+		require.NoError(t, s.Ack(t0, l.Handle))
+	}
+	st := s.Stats()
+	require.Equal(t, MaxKeyTails, st.Keys.ParkedKeys)
+	require.Equal(t, 3*MaxKeyTails, st.Keys.Parked)
+	require.Equal(t, 3*keys, st.Keys.Deferred)
+
+	var persisted State
+	s.Snapshot(&persisted)
+	require.Len(t, persisted.KeyTails, MaxKeyTails)
+	r, _ := newTestShard(t, cfg, persisted)
+	verifyAll(r, t0, keyAt)
+	var got []int64
+	for {
+		leases := consumeAll(t, r, t0, keyAt, len(keyAt))
+		if len(leases) == 0 {
+			break
+		}
+		for _, l := range leases {
+			got = append(got, l.Offset)
+			require.NoError(t, r.Ack(t0, l.Handle))
+		}
+	}
+	require.Len(t, got, 4*keys, "every record of a key, none without one (acked before)")
+	require.Equal(t, int64(len(keyAt)-1), r.Stats().Frontier)
+}
+
+// TestParkedBatchAckedOutOfOrder: a record given back by a batch that still holds its key, and
+// deferred behind it, is not parked below an ack of the batch: a restart must not take the
+// acked record for a parked one.
+func TestParkedBatchAckedOutOfOrder(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := Config{Ordered: true, VisibilityTimeout: time.Hour}
+	s, _ := newTestShard(t, cfg, State{Frontier: -1})
+	keyAt := []uint64{1, 1, 1, 1}
+	batch := consumeAll(t, s, t0, keyAt[:3], 3)
+	require.Len(t, batch, 3)
+	require.NoError(t, s.Ack(t0, batch[2].Handle))      // 2, out of order
+	require.NoError(t, s.GiveBack(t0, batch[0].Handle)) // 0 waits behind 1, still held
+	require.Empty(t, consumeAll(t, s, t0, keyAt, 4), "0 and 3 deferred behind the batch")
+	require.Equal(t, 2, s.Stats().Keys.Deferred)
+	var persisted State
+	s.Snapshot(&persisted)
+	require.Equal(t, []KeyTail{{Key: 1, From: 3}}, persisted.KeyTails, "0 is a hole, 3 parked")
+	r, _ := newTestShard(t, cfg, persisted)
+	verifyAll(r, t0, keyAt)
+	var got []int64
+	for range 8 {
+		for _, l := range consumeAll(t, r, t0, keyAt, 4) {
+			got = append(got, l.Offset)
+			require.NoError(t, r.Ack(t0, l.Handle))
+		}
+	}
+	require.Equal(t, []int64{0, 1, 3}, got, "2 was acked")
+}
+
+// TestParkedRestoredUnordered: a state with key tails restored on a topic no longer ordered is
+// verified all the same before it serves, then serves unordered.
+func TestParkedRestoredUnordered(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s, _ := newTestShard(t, Config{Ordered: true, VisibilityTimeout: time.Hour}, State{Frontier: -1})
+	keyAt := []uint64{1, 2, 1, 2, 1}
+	held := consumeAll(t, s, t0, keyAt, 1) // 0: key 1
+	require.Len(t, held, 1)
+	for _, l := range consumeAll(t, s, t0, keyAt, 5) {
+		require.NoError(t, s.Ack(t0, l.Handle)) // 1 and 3
+	}
+	var persisted State
+	s.Snapshot(&persisted)
+	require.Equal(t, []KeyTail{{Key: 1, From: 2}}, persisted.KeyTails)
+	r, _ := newTestShard(t, Config{VisibilityTimeout: time.Hour}, persisted)
+	require.True(t, r.Ordered(), "ordered until verified")
+	verifyAll(r, t0, keyAt)
+	require.False(t, r.Ordered(), "then as configured")
+	leases, err := r.ReserveBatch(t0, 5, 0, 5, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 2, 4}, offsetsOf(leases))
+}

@@ -1,0 +1,57 @@
+package router
+
+import (
+	"errors"
+	"time"
+
+	"narad.dev/consume/inflight"
+)
+
+// verifyBatch is how many records verifyTails reads before it tells the shard their keys.
+const verifyBatch = 256
+
+// verifyTails tells an ordered shard restored with key tails (inflight.State.KeyTails: the
+// records deferred behind a blocked key, persisted inside the acked-ahead runs) the keys of
+// the records those runs hold, reading them, so that it can tell the parked records from the
+// acked ones: until then it hands out nothing at or above them. The caller holds the shard's
+// scan lock. A record below the log's oldest retained offset, or permanently unreadable, is
+// told as keyless: the frontier passes it, as a retention jump or a corrupt skip would. Any
+// other failure stops the verification where it is and is returned; the next scan goes on.
+func (n *Node) verifyTails(shard *inflight.Shard, log Log, now time.Time) error {
+	var offsets [verifyBatch]int64
+	var keys [verifyBatch]uint64
+	for shard.Verifying() {
+		batch := shard.Unverified(offsets[:0], verifyBatch)
+		for i, off := range batch {
+			rec, err := log.Read(off)
+			switch {
+			case err == nil:
+				keys[i] = inflight.KeyOf(rec.Key)
+			case errors.Is(err, ErrCorrupt), errors.Is(err, ErrNotFound) && off < log.Oldest():
+				keys[i] = 0
+			default:
+				shard.Verify(now, batch[:i], keys[:i])
+				return err
+			}
+		}
+		shard.Verify(now, batch, keys[:len(batch)])
+	}
+	return nil
+}
+
+// verifyBeforeSettle verifies the key tails a shard was restored with before a settle reaches
+// it, so that a settle of a record they may hold answers what the record is (settled for
+// good, or a lease gone) rather than a lease gone for both. A failure leaves the settle to
+// answer as the shard can.
+func (n *Node) verifyBeforeSettle(shard *inflight.Shard) {
+	if !shard.Verifying() {
+		return
+	}
+	log, err := n.getLog(shard.Topic(), shard.Partition())
+	if err != nil {
+		return
+	}
+	shard.ScanLock().Lock()
+	defer shard.ScanLock().Unlock()
+	_ = n.verifyTails(shard, log, n.clock.Now()) // the next scan or settle tries again
+}

@@ -1,0 +1,127 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/router"
+)
+
+// A key held for long on an ordered topic: the other keys flow past many more of its records
+// than the acked-ahead run cap, and a restart or a move brings its records back in order with
+// no acked record delivered again.
+
+// hungKeys returns n keys where every fifth is the hung key "h" (offset 0 the first) and the
+// others distinct.
+func hungKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		if i%5 == 0 {
+			keys[i] = "h"
+		}
+	}
+	return keys
+}
+
+// consumeOthers takes and acks every record it is given until a consume comes back empty,
+// and returns the offsets acked; a record of the hung key fails the test.
+func consumeOthers(t *testing.T, consume func() []router.Message, ack func(router.Message) error) map[int64]bool {
+	t.Helper()
+	acked := map[int64]bool{}
+	for {
+		msgs := consume()
+		if len(msgs) == 0 {
+			return acked
+		}
+		for _, m := range msgs {
+			require.NotEqual(t, "h", string(m.Key), "offset %d of the hung key while its head is held", m.Offset)
+			require.NoError(t, ack(m))
+			acked[m.Offset] = true
+		}
+	}
+}
+
+// requireHungInOrder consumes the hung key's records after its holder is gone: in order, one
+// at a time, and nothing acked before.
+func requireHungInOrder(t *testing.T, n int, consume func() []router.Message, ack func(router.Message) error) {
+	t.Helper()
+	var got []int64
+	for len(got) < n/5 {
+		msgs := consume()
+		require.NotEmpty(t, msgs, "the hung key's records wait for nothing (after %v)", got)
+		for _, m := range msgs {
+			require.Equal(t, "h", string(m.Key), "offset %d was acked before", m.Offset)
+			got = append(got, m.Offset)
+			require.NoError(t, ack(m))
+		}
+	}
+	for i, off := range got {
+		require.Equal(t, int64(5*i), off, "the hung key's records in order")
+	}
+	require.Empty(t, consume())
+}
+
+func TestOrderedTopicHungKeyAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 500 // 100 records of the hung key: 25 times the run cap
+		h := newHarness(t, 0)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: time.Hour, Ordered: true, MaxAckedAheadRuns: 4, MaxInFlight: 1000}
+		}
+		h.restart(nil)
+		h.produceKeyed(hungKeys(n)...)
+		held := h.consume(router.ConsumeOptions{Max: 1})
+		require.Equal(t, []int64{0}, offsetsOf(held))
+		acked := consumeOthers(t, func() []router.Message { return h.consume(router.ConsumeOptions{Max: 7}) }, h.ack)
+		require.Len(t, acked, n-n/5, "every other key's record went past the hung key")
+		require.Zero(t, h.node.Stats().Shards.AckedAheadStalls)
+		ps, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		require.Equal(t, n/5-1, ps.Keys.Deferred)
+
+		h.restart(nil) // the holder dies with the process
+		defer h.close()
+		requireHungInOrder(t, n, func() []router.Message { return h.consume(router.ConsumeOptions{Max: 3}) }, h.ack)
+	})
+}
+
+func TestOrderedTopicHungKeyAcrossMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 200
+		tr := orderedTrio(t, hungKeys(n)...)
+		defer tr.close()
+		ctx := context.Background()
+		pinned := router.ConsumeOptions{Max: 7, Pinned: true, Partition: 0}
+		held := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
+		require.Equal(t, []int64{0}, offsetsOf(held))
+		ackA := func(m router.Message) error { return tr.a.node.Ack(ctx, "orders", m.Receipt) }
+		acked := consumeOthers(t, func() []router.Message { return tr.a.consume(pinned) }, ackA)
+		require.Len(t, acked, n-n/5)
+		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
+		require.Empty(t, tr.b.consume(pinned), "the moved lease still holds the key")
+		require.NoError(t, tr.c.node.Ack(ctx, "orders", held[0].Receipt), "through the gateway")
+		ackB := func(m router.Message) error { return tr.b.node.Ack(ctx, "orders", m.Receipt) }
+		var rest []router.Message
+		for range 100 {
+			msgs := tr.b.consume(pinned)
+			if len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				require.Equal(t, "h", string(m.Key), "offset %d was acked before the move", m.Offset)
+				require.NoError(t, ackB(m))
+			}
+			rest = append(rest, msgs...)
+		}
+		require.Len(t, rest, n/5-1)
+		for i, m := range rest {
+			require.Equal(t, int64(5*(i+1)), m.Offset, "in order")
+		}
+	})
+}
