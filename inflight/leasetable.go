@@ -25,6 +25,10 @@ type offsetTable[V any] struct {
 	ring  []offsetSlot[V] // power-of-two length
 	count int             // entries in ring
 	far   map[int64]V
+	// farMax bounds the offsets far holds from above (never lowered but by emptying far):
+	// a lookup above it, the live window over a few old entries stuck in far (a hung lease,
+	// a blocked key's records), pays no map access.
+	farMax int64
 }
 
 // offsetSlot is a ring slot: empty when off is vacant.
@@ -50,7 +54,7 @@ func (t *offsetTable[V]) get(off int64) (V, bool) {
 			return s.p, true
 		}
 	}
-	if len(t.far) == 0 {
+	if len(t.far) == 0 || off > t.farMax {
 		var zero V
 		return zero, false
 	}
@@ -66,7 +70,7 @@ func (t *offsetTable[V]) lookup(off int64) (p V) {
 			return s.p
 		}
 	}
-	if len(t.far) > 0 {
+	if len(t.far) > 0 && off <= t.farMax {
 		p = t.far[off]
 	}
 	return p
@@ -83,7 +87,7 @@ func (t *offsetTable[V]) set(off int64, p V) {
 		s.p = p
 		return
 	case s.off == vacant && off != vacant:
-		if len(t.far) > 0 {
+		if len(t.far) > 0 && off <= t.farMax {
 			if _, ok := t.far[off]; ok {
 				t.far[off] = p
 				return
@@ -102,6 +106,13 @@ func (t *offsetTable[V]) set(off int64, p V) {
 		t.set(off, p)
 		return
 	}
+	if _, ok := t.far[off]; !ok && off != vacant && s.off < off {
+		// The lower offset goes to far: the one stuck below the window, rarely touched,
+		// while the window's offsets keep their slots (and farMax stays below them).
+		t.setFar(s.off, s.p)
+		s.off, s.p = off, p
+		return
+	}
 	t.setFar(off, p)
 }
 
@@ -115,8 +126,11 @@ func (t *offsetTable[V]) remove(off int64) {
 			return
 		}
 	}
-	if len(t.far) > 0 {
+	if len(t.far) > 0 && off <= t.farMax {
 		delete(t.far, off)
+		if len(t.far) == 0 {
+			t.farMax = vacant
+		}
 	}
 }
 
@@ -130,6 +144,7 @@ func (t *offsetTable[V]) reset() {
 	}
 	t.count = 0
 	clear(t.far)
+	t.farMax = vacant
 }
 
 // all yields every entry, in no particular order. The caller may remove the entry it is
@@ -155,7 +170,7 @@ func (t *offsetTable[V]) slot(off int64) int { return int(uint64(off) & uint64(l
 // (or go to) far.
 func (t *offsetTable[V]) resize(n int) {
 	old, far := t.ring, t.far
-	t.ring, t.count, t.far = make([]offsetSlot[V], n), 0, nil
+	t.ring, t.count, t.far, t.farMax = make([]offsetSlot[V], n), 0, nil, vacant
 	for i := range t.ring {
 		t.ring[i].off = vacant
 	}
@@ -184,6 +199,9 @@ func (t *offsetTable[V]) place(off int64, p V) {
 func (t *offsetTable[V]) setFar(off int64, p V) {
 	if t.far == nil {
 		t.far = make(map[int64]V)
+	}
+	if len(t.far) == 0 || off > t.farMax {
+		t.farMax = off
 	}
 	t.far[off] = p
 }
