@@ -166,6 +166,18 @@ var libraryBugs = []struct {
 		schedule: &sim.Options{},
 	},
 	{
+		kind:  sim.KindOldOwner400,
+		seeds: []uint64{12670, 17004, 24615, 25554, 37434},
+		diagnosis: "consumes a gateway queued for a ConsumeBatch (past the lane's consume window) while the window's own " +
+			"consumes were on their way to an owner at WireVersion 2 left as one ConsumeBatch; refused, it went again " +
+			"member by member (consumesAlone), each a Consume frame the owner refused again, though the window's " +
+			"consumes had learned of the refusal of the op by then (seed 24615: two probes refused at 1 ms, the batch " +
+			"sent then, refused at 3 ms, its two members sent alone and refused at 5 ms)",
+		fixed: "a queued consume is not sent (in a batch or alone) once its owner refused the consume op: it answers " +
+			"ErrUnavailable (router.TestOwnerBeforeConsumeRefusesQueuedOnce)",
+		schedule: &sim.Options{Zombies: true, CutOffs: true},
+	},
+	{
 		kind:      sim.KindLateReturn,
 		seeds:     []uint64{5933},
 		diagnosis: "the same, on an ordered topic",
@@ -201,6 +213,9 @@ func TestLibraryRegressions(t *testing.T) {
 				env := "SIM_STRICT=1"
 				if opts.Ordered {
 					env += " SIM_ORDERED=1"
+				}
+				if opts.Zombies {
+					env += " SIM_ZOMBIES=1"
 				}
 				var v *sim.Violation
 				switch {
