@@ -178,6 +178,20 @@ var libraryBugs = []struct {
 		schedule: &sim.Options{Zombies: true, CutOffs: true},
 	},
 	{
+		kind:  sim.KindSparseLatency,
+		seeds: []uint64{18651, 55601},
+		diagnosis: "a registration whose frame got no reply (lost, or to an owner paused or cut off) forgot, when its " +
+			"budget ended, whatever registration the requester then held with that owner for the topic: one sent " +
+			"later, which had arrived, so the owner's notification for it was passed as one for no token and the " +
+			"record waited for the keeper's next registration, up to tokens.KeepInterval (seed 55601: a registration " +
+			"sent at 32.53 s as o0 and g0 paused got no reply; the sparse stream's consumer registered again at " +
+			"34.443 s; the first's budget ended at 34.53 s and forgot it; o0's notification at 34.543 s was passed, " +
+			"the record came 402 ms after its append)",
+		fixed: "a failed registration forgets only itself (tokens.Registrations.Lost: not one sent since) " +
+			"(router.TestLostRegistrationForgetsOnlyItself, tokens.TestRegistrationsLost)",
+		schedule: &sim.Options{Zombies: true, CutOffs: true},
+	},
+	{
 		kind:      sim.KindLateReturn,
 		seeds:     []uint64{5933},
 		diagnosis: "the same, on an ordered topic",
