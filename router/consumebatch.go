@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -61,6 +62,11 @@ const (
 	consumeAnswered                      // its result was handed over
 	consumeAbandoned                     // its consumer left; nothing more is handed over
 )
+
+// errConsumesRefused answers a queued consume that never left: its owner refused the consume
+// op (a release before consumption across nodes) after the consume queued, and is asked
+// nothing more for olderFieldMemory (one refused request per two minutes).
+var errConsumesRefused = errors.New("the owner refused the consume op lately")
 
 // consumeResult is a consume's reply (its consume reply frame), or why none came back, and
 // when the frame that carried it left.
@@ -232,6 +238,11 @@ func (n *Node) sendConsumes(l *lane, batch []*queuedConsume) {
 func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 	q := &l.Peer.consumes
 	now := n.clock.Now()
+	if !n.servesConsumes(l.Owner(), now) {
+		// The owner refused the consume op while these queued: nothing more goes to it.
+		n.answerConsumes(l, batch, nil, errConsumesRefused, now)
+		return
+	}
 	q.mu.Lock()
 	alone := len(batch) == 1 || now.Before(q.noBatch)
 	q.mu.Unlock()
@@ -291,10 +302,16 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 }
 
 // consumesAlone sends each consume of batch in its own frame, the first from this goroutine
-// and the others from goroutines of the node, and hands each its result.
+// and the others from goroutines of the node, and hands each its result. None goes once the
+// owner refused the consume op (a release before consumption across nodes, found out by a
+// consume of the lane while the batch was on its way): each is answered errConsumesRefused.
 func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 	send := func(m *queuedConsume) {
 		sent := n.clock.Now()
+		if !n.servesConsumes(l.Owner(), sent) {
+			n.answerConsumes(l, []*queuedConsume{m}, nil, errConsumesRefused, sent)
+			return
+		}
 		raw, err := n.exchangeDetached(m.values, l.Owner(), m.frame, m.deadline)
 		n.answerConsumes(l, []*queuedConsume{m}, [][]byte{raw}, err, sent)
 	}

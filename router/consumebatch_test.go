@@ -328,3 +328,36 @@ func TestConsumeBatchMemberPastItsBudget(t *testing.T) {
 		assert.Len(t, c.nodes["b"].consume(context.Background(), router.ConsumeOptions{}), 1, "the second record was not leased")
 	})
 }
+
+// An owner before consumption across nodes (wire version 2) refuses the consume op once per
+// two minutes, queued consumes included: the window's consumes go alone and are refused, the
+// consumes that queued behind them leave as one ConsumeBatch (it left as the refusals came
+// back) and, that refused too, are answered unavailable without going again one by one (they
+// used to, each a refused consume frame after the refusal was known).
+func TestOwnerBeforeConsumeRefusesQueuedOnce(t *testing.T) {
+	withTwoProcs(t)
+	synctest.Test(t, func(t *testing.T) {
+		var seen frames
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, probesOnly(func(id string, cfg *router.Config) {
+			if id == "b" {
+				cfg.WireVersion = 2
+			}
+			cfg.Transport = observedTransport{cfg.Transport, &seen}
+		}))
+		defer c.close()
+		c.produce(0, 10)
+		g := c.nodes["g"]
+		errs := make(chan error, consumeWindow+3)
+		for range consumeWindow + 3 {
+			go func() {
+				_, err := g.node.Consume(context.Background(), "orders", router.ConsumeOptions{})
+				errs <- err
+			}()
+		}
+		for range consumeWindow + 3 {
+			assert.ErrorIs(t, <-errs, router.ErrUnavailable)
+		}
+		assert.Equal(t, consumeWindow, seen.of(opConsumeFrame), "the window's consumes, refused; none of the queued ones alone")
+		assert.LessOrEqual(t, seen.of(opConsumeBatchFrame), 1, "the queued ones, in one frame at most")
+	})
+}

@@ -496,6 +496,54 @@ func TestParkersShareARecentRegistration(t *testing.T) {
 	})
 }
 
+// A registration whose frame was lost forgets its token when its budget ends, and not the
+// token a later registration left with the owner meanwhile: the owner's notification for
+// that one is taken, and the record reaches the parked consumer a notification and a claim
+// after it was produced. Before, the lost frame's failure forgot the later registration,
+// the notification was passed as one for no token, and the record waited for the keeper's
+// next registration (up to tokens.KeepInterval; the cluster simulation's sparse stream,
+// seeds 18651 and 55601 with paused owners).
+func TestLostRegistrationForgetsOnlyItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		drop := &dropFrames{from: "g", to: "b", op: opRegisterFrame, what: routertest.DropRequest}
+		c.net.Fault = drop.fault
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		g := c.nodes["g"]
+		start := time.Now()
+		// Each parks past the share window of the last registration, so sends its own: the
+		// first's arrives (and starts the keeper's passes, every tokens.KeepInterval), the
+		// second's is lost, the third's arrives.
+		got := []<-chan []router.Message{g.async(ctx, router.ConsumeOptions{Wait: time.Minute})}
+		time.Sleep(300 * time.Millisecond)
+		drop.set(true)
+		got = append(got, g.async(ctx, router.ConsumeOptions{Wait: time.Minute}))
+		time.Sleep(10 * rtt)
+		drop.set(false)
+		time.Sleep(time.Second - time.Since(start))
+		got = append(got, g.async(ctx, router.ConsumeOptions{Wait: time.Minute}))
+		// The lost frame's budget ends at 2.3 s, between two passes of the keeper.
+		time.Sleep(2350*time.Millisecond - time.Since(start))
+		synctest.Wait()
+		produced := time.Now()
+		c.produce(0, 1)
+		select {
+		case msgs := <-got[0]:
+			require.Len(t, msgs, 1)
+		case msgs := <-got[1]:
+			require.Len(t, msgs, 1)
+		case msgs := <-got[2]:
+			require.Len(t, msgs, 1)
+		}
+		assert.LessOrEqual(t, time.Since(produced), 2*rtt, "a notification and a claim")
+		assert.Zero(t, g.node.Stats().Remote.Passes, "the notification answered a token g left")
+		assert.Zero(t, g.node.Stats().Remote.Unbacked)
+		cancel()
+	})
+}
+
 // A restarted node never reuses the request ids of its previous life: an owner still
 // remembers the replies to those for the cancel race, and a cancel of the new request would
 // give back records the old one delivered (a second live holder). Found by the cluster state

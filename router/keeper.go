@@ -167,7 +167,7 @@ func (n *Node) keep(now time.Time) time.Duration {
 	for owner, regs := range due {
 		for len(regs) > 0 {
 			k := min(len(regs), wire.MaxRegistrations)
-			n.register(owner, regs[:k])
+			n.register(owner, regs[:k], now)
 			regs = regs[k:]
 		}
 	}
@@ -238,11 +238,12 @@ func resendEvery(gateway bool, owners int) time.Duration {
 	return base * time.Duration(max(1, (owners+resendOwners-1)/resendOwners))
 }
 
-// register sends tokens to owner in one frame, in the background. An owner that refuses
-// the op (a release before tokens) is remembered, and polled instead, for
-// tokens.RefusalMemory; a token that did not arrive is forgotten, so the keeper sends it
-// again within tokens.KeepInterval.
-func (n *Node) register(owner string, regs []wire.Registration) {
+// register sends tokens to owner in one frame, in the background: the registrations the
+// requester recorded as sent at sent. An owner that refuses the op (a release before
+// tokens) is remembered, and polled instead, for tokens.RefusalMemory; a token that did not
+// arrive is forgotten (unless a registration sent since replaced it: its frame may have
+// arrived), so the keeper sends it again within tokens.KeepInterval.
+func (n *Node) register(owner string, regs []wire.Registration, sent time.Time) {
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpRegister, Registrations: regs})
 	if err != nil {
 		return
@@ -267,12 +268,12 @@ func (n *Node) register(owner string, regs []wire.Registration) {
 			n.kickKeeper() // to poll it
 		case err != nil || len(answers) != len(regs):
 			for _, reg := range regs {
-				r.regs.Spent(reg.Topic, owner)
+				r.regs.Lost(reg.Topic, owner, sent)
 			}
 		default:
 			for i, a := range answers {
 				if a.Status != wire.StatusOK {
-					r.regs.Spent(regs[i].Topic, owner)
+					r.regs.Lost(regs[i].Topic, owner, sent)
 				}
 			}
 		}

@@ -230,7 +230,7 @@ func (n *Node) parkRemote(topic string, owners []string, pinnedTo string, gatewa
 	}
 	r.mu.Unlock()
 	for _, owner := range send {
-		n.register(owner, []wire.Registration{{Topic: topic, TTL: ttl}})
+		n.register(owner, []wire.Registration{{Topic: topic, TTL: ttl}}, now)
 	}
 	if first || polls {
 		n.kickKeeper() // to keep the tokens, or to poll the owners that take none

@@ -313,6 +313,10 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
 		raw, err := n.exchangeConsume(ctx, owner, req.topic, c, frame, deadline, &sent)
+		if errors.Is(err, errConsumesRefused) {
+			// It refused the op while this consume queued: sent nowhere, nothing to cancel.
+			return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
+		}
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			if ctx.Err() != nil {

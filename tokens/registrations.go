@@ -125,6 +125,18 @@ func (r *Registrations) Spent(topic, owner string) {
 	}
 }
 
+// Lost forgets the registration with owner for topic sent at sent, whose frame did not
+// arrive (no reply came back) or was refused: unless a registration sent since replaced it.
+// That one's frame may have arrived, and the owner then holds its token: forgetting it would
+// refuse the owner's notification for it (Outstanding), and the record it offers would wait
+// for the owner's next token. A registration sent at the same instant is forgotten with it
+// (it costs a registration again, within KeepInterval).
+func (r *Registrations) Lost(topic, owner string, sent time.Time) {
+	if g, ok := r.lookup(topic, owner); ok && g.sent == sent.UnixNano() {
+		r.Spent(topic, owner)
+	}
+}
+
 // Forget forgets every registration for topic: nobody is parked on it any more. Nothing is
 // sent: the tokens lapse at the owners.
 func (r *Registrations) Forget(topic string) {

@@ -196,6 +196,24 @@ func TestRegistrationsOutstanding(t *testing.T) {
 	}
 }
 
+// A registration frame that did not arrive forgets its registration, and not one sent after
+// it: that one's frame may have arrived, so a notification from the owner is believed.
+func TestRegistrationsLost(t *testing.T) {
+	var r Registrations
+	r.Sent("t", "o", epoch, time.Second)
+	later := epoch.Add(2 * time.Second)
+	r.Sent("t", "o", later, 5*time.Second)
+	r.Lost("t", "o", epoch) // the first frame's reply never came
+	require.True(t, r.Outstanding("t", "o"), "the later registration stays")
+	require.False(t, r.Due("t", "o", later, Resend))
+	r.Lost("t", "o", later)
+	require.False(t, r.Outstanding("t", "o"), "its own frame lost: forgotten")
+	require.True(t, r.Due("t", "o", later, Resend))
+	require.Zero(t, r.Len())
+	r.Lost("t", "o", later) // nothing left to forget
+	require.Zero(t, r.Len())
+}
+
 // An owner that refused a registration is remembered as refusing for RefusalMemory.
 func TestRegistrationsRefusal(t *testing.T) {
 	var r Registrations
@@ -273,6 +291,12 @@ func (m *registrationsModel) spent(topic, owner string) {
 	}
 }
 
+func (m *registrationsModel) lost(topic, owner string, sent time.Time) {
+	if i := m.find(topic, owner); i >= 0 && m.regs[i].sent.Equal(sent) {
+		m.regs = slices.Delete(m.regs, i, i+1)
+	}
+}
+
 func (m *registrationsModel) forget(topic string) {
 	m.regs = slices.DeleteFunc(m.regs, func(g modelRegistration) bool { return g.topic == topic })
 }
@@ -328,6 +352,15 @@ func (rm *registrationsMachine) spent(t *rapid.T) {
 	topic, owner := rm.key(t)
 	rm.r.Spent(topic, owner)
 	rm.m.spent(topic, owner)
+}
+
+// lost loses a registration frame sent at now or up to a minute before: whichever
+// registration is outstanding then, if any, was sent at that instant or not.
+func (rm *registrationsMachine) lost(t *rapid.T) {
+	topic, owner := rm.key(t)
+	sent := rm.now.Add(-rapid.SampledFrom([]time.Duration{0, time.Nanosecond, 100 * time.Millisecond, ShareWindow, KeepInterval, Resend, time.Minute}).Draw(t, "ago"))
+	rm.r.Lost(topic, owner, sent)
+	rm.m.lost(topic, owner, sent)
 }
 
 func (rm *registrationsMachine) forget(t *rapid.T) {
@@ -388,6 +421,7 @@ func TestRegistrationsAgainstModel(t *testing.T) {
 			"clockBack": rm.clockBack,
 			"sent":      rm.sent,
 			"spent":     rm.spent,
+			"lost":      rm.lost,
 			"forget":    rm.forget,
 			"refused":   rm.refused,
 			"":          rm.check,

@@ -99,7 +99,12 @@ var libraryBugs = []struct {
 			"the first's budget ends at 2.173 s and retires the second's hold; three holds for two records at 2.224 s)",
 		fixed: "a hold has an identity (tokens.Hold): a notification without an answer ends its own hold " +
 			"(tokens.Queue.Abandon) after the notification's budget, never another; a peer's answer other than yes " +
-			"retires its hold at once",
+			"retires its hold at once (tokens' queue model, router.TestUnansweredNotificationMovesOn). The seed no " +
+			"longer runs the course above: the schedule drifted (its first notification now comes at 0.207 s, none of " +
+			"its notifications goes unanswered), and the budget is now min(250 ms, half the hold), so the abandon comes " +
+			"while the hold it ends is live. The bug put back whole (the budget the hold's length, the abandon retiring " +
+			"the requester's oldest live hold) fails no seed of 3,000 of this schedule, 3,000 of TestSeeds' and 2,000 " +
+			"with paused owners: the unit tests guard it, the seed only runs",
 	},
 	{
 		kind:  sim.KindOther,
@@ -186,6 +191,45 @@ var libraryBugs = []struct {
 		schedule: &sim.Options{Ordered: true},
 	},
 	{
+		kind:  sim.KindOldOwner400,
+		seeds: []uint64{12670, 17004, 24615, 25554, 37434},
+		diagnosis: "consumes a gateway queued for a ConsumeBatch (past the lane's consume window) while the window's own " +
+			"consumes were on their way to an owner at WireVersion 2 left as one ConsumeBatch; refused, it went again " +
+			"member by member (consumesAlone), each a Consume frame the owner refused again, though the window's " +
+			"consumes had learned of the refusal of the op by then (seed 24615: two probes refused at 1 ms, the batch " +
+			"sent then, refused at 3 ms, its two members sent alone and refused at 5 ms)",
+		fixed: "a queued consume is not sent (in a batch or alone) once its owner refused the consume op: it answers " +
+			"ErrUnavailable (router.TestOwnerBeforeConsumeRefusesQueuedOnce)",
+		schedule: &sim.Options{Zombies: true, CutOffs: true},
+	},
+	{
+		kind:  sim.KindSparseLatency,
+		seeds: []uint64{18651, 55601},
+		diagnosis: "a registration whose frame got no reply (lost, or to an owner paused or cut off) forgot, when its " +
+			"budget ended, whatever registration the requester then held with that owner for the topic: one sent " +
+			"later, which had arrived, so the owner's notification for it was passed as one for no token and the " +
+			"record waited for the keeper's next registration, up to tokens.KeepInterval (seed 55601: a registration " +
+			"sent at 32.53 s as o0 and g0 paused got no reply; the sparse stream's consumer registered again at " +
+			"34.443 s; the first's budget ended at 34.53 s and forgot it; o0's notification at 34.543 s was passed, " +
+			"the record came 402 ms after its append)",
+		fixed: "a failed registration forgets only itself (tokens.Registrations.Lost: not one sent since) " +
+			"(router.TestLostRegistrationForgetsOnlyItself, tokens.TestRegistrationsLost)",
+		schedule: &sim.Options{Zombies: true, CutOffs: true},
+	},
+	{
+		kind:  sim.KindHeldTooLong,
+		seeds: []uint64{37446, 44891, 54092},
+		diagnosis: "the bug of seed 2845 (a consume that split a read-ahead probe's reply as the topic was deleted waited " +
+			"for the give-back's RPC), with an owner cut off or a gateway paused: the give-back's frame was lost, and the " +
+			"record the consume kept reached its consumer a forward budget (2 s) after its grant, caught as held past " +
+			"the hold before the late return (seed 44891: g0's probe leased 0/4 at 0.9 ms, the topic deleted at 1.4 ms " +
+			"as o0 was cut off, 0/4 received at 2.0015 s; seed 37446: 2/12@1 leased at 14.303 s, received at 16.307 s; " +
+			"seed 54092: 3/8 the same, with g0 paused, before the schedule drifted: it no longer splits a reply as the " +
+			"topic is deleted, and passes with the bug put back, where 37446 and 44891 fail)",
+		fixed:    "hold gives a closed read-ahead's records back in the background",
+		schedule: &sim.Options{Zombies: true, CutOffs: true},
+	},
+	{
 		kind:      sim.KindLateReturn,
 		seeds:     []uint64{5933},
 		diagnosis: "the same, on an ordered topic",
@@ -221,6 +265,9 @@ func TestLibraryRegressions(t *testing.T) {
 				env := "SIM_STRICT=1"
 				if opts.Ordered {
 					env += " SIM_ORDERED=1"
+				}
+				if opts.Zombies {
+					env += " SIM_ZOMBIES=1"
 				}
 				var v *sim.Violation
 				switch {
