@@ -10,8 +10,10 @@ const (
 	// the other sets: a run costs 2 bytes of it when the gap below it and its length are
 	// both under 128, 3 when they are under 16,384, so 1,000 runs take at most about 3,000
 	// of the slot's 4,060 bytes of sections, and leave over 1,000 for the requeued and
-	// quarantined offsets (a few poison records; about 500 scattered ones fit) and the
-	// incarnation. Delivery attempts, which count afresh when left out, take what is left.
+	// quarantined offsets (a few poison records; about 500 scattered ones fit), the
+	// incarnation and an ordered topic's key tails (at most 579 bytes for MaxKeyTails, which
+	// leave room for about 200 scattered quarantined offsets beside 1,000 runs). Delivery
+	// attempts, which count afresh when left out, take what is left.
 	DefaultMaxAckedAheadRuns = 1000
 	// DefaultMaxAckedAhead is the hard ceiling: no cap on the offsets below it.
 	DefaultMaxAckedAhead = MaxAckedAheadCeiling
