@@ -22,7 +22,16 @@ type damageFixture struct {
 	truth             offsets.State
 }
 
-func newDamageFixture(t *testing.T) damageFixture {
+func newDamageFixture(t *testing.T) damageFixture { return damageFixtureOf(t, false) }
+
+// parkedDamageFixture is newDamageFixture on an ordered topic: offsets parked behind their
+// keys sit in the acked-ahead runs, unsettled, named by the key tails (version 2 records),
+// in the written-out anchor and in the newer window alike.
+func parkedDamageFixture(t *testing.T) damageFixture { return damageFixtureOf(t, true) }
+
+// damageFixtureOf writes a partition's files, a written-out anchor and a newer window in the
+// page cache, with offsets parked behind their keys in both if parked is set.
+func damageFixtureOf(t *testing.T, parked bool) damageFixture {
 	fsys := crashfs.New()
 	h := newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
 	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
@@ -32,10 +41,21 @@ func newDamageFixture(t *testing.T) damageFixture {
 		h.ack("d", 0, o)
 	}
 	h.ack("d", 0, 12, 15)
-	h.ticks(5) // written out and levelled: frontier 9, {12, 15}
+	if parked {
+		h.park("d", 0, 13)
+		h.park("d", 0, 16)
+	}
+	h.ticks(5) // written out and levelled: frontier 9, {12, 15} (parked {13, 16})
 	h.ack("d", 0, 10, 17)
-	h.ticks(1) // a newer window in the page cache: frontier 10, {12, 15, 17}
+	if parked {
+		h.park("d", 0, 11)
+		h.park("d", 0, 20)
+	}
+	h.ticks(1) // a newer window in the page cache: frontier 10, {12, 15, 17} (parked {11, 13, 16, 20})
 	f := damageFixture{truth: h.shards.Snapshot("d", 0)}
+	if parked {
+		require.Len(t, f.truth.KeyTails, 2) // keys of 11 and 20, of 13 and 16
+	}
 	var err error
 	f.id, err = fsys.ReadFile(dirOf("d", 0) + "/" + offsets.IDFile)
 	require.NoError(t, err)
@@ -44,42 +64,6 @@ func newDamageFixture(t *testing.T) damageFixture {
 	f.offset, err = fsys.ReadFile(offsetPath("d", 0))
 	require.NoError(t, err)
 	require.Len(t, f.offset, offsets.OffsetFileSize)
-	st, err := offsets.Recover("d", 0, f.id, f.ahead, f.offset)
-	require.NoError(t, err)
-	require.Equal(t, f.truth.Frontier, st.Frontier, "the undamaged files recover the live state")
-	h.closeCommitter()
-	return f
-}
-
-// parkedDamageFixture is newDamageFixture on an ordered topic: offsets parked behind their
-// keys sit in the acked-ahead runs, unsettled, named by the key tails (version 2 records),
-// in the written-out anchor and in the newer window alike.
-func parkedDamageFixture(t *testing.T) damageFixture {
-	fsys := crashfs.New()
-	h := newMemHarness(t, fsys, func(c *offsets.Config) { c.Interval = 100 * time.Millisecond })
-	offsets.SetLevelInterval(h.c, 100*time.Millisecond)
-	h.mkdir("d", 0)
-	h.create("d", 0)
-	for o := range int64(10) {
-		h.ack("d", 0, o)
-	}
-	h.ack("d", 0, 12, 15)
-	h.park("d", 0, 13)
-	h.park("d", 0, 16)
-	h.ticks(5) // written out and levelled: frontier 9, {12, 15}, parked {13, 16}
-	h.ack("d", 0, 10, 17)
-	h.park("d", 0, 11)
-	h.park("d", 0, 20)
-	h.ticks(1) // a newer window in the page cache: frontier 10, {12, 15, 17}, parked {11, 13, 16, 20}
-	f := damageFixture{truth: h.shards.Snapshot("d", 0)}
-	require.Len(t, f.truth.KeyTails, 2) // keys of 11 and 20, of 13 and 16
-	var err error
-	f.id, err = fsys.ReadFile(dirOf("d", 0) + "/" + offsets.IDFile)
-	require.NoError(t, err)
-	f.ahead, err = fsys.ReadFile(aheadPath("d", 0))
-	require.NoError(t, err)
-	f.offset, err = fsys.ReadFile(offsetPath("d", 0))
-	require.NoError(t, err)
 	st, err := offsets.Recover("d", 0, f.id, f.ahead, f.offset)
 	require.NoError(t, err)
 	requireSameState(t, f.truth, st, "the undamaged files recover the live state")
