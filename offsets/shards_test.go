@@ -181,9 +181,22 @@ func (s *Shards) Ack(topic string, partition int32, off int64) bool {
 		return false
 	}
 	delete(sh.attempts, off)
+	sh.settleKey(off)
 	sh.ahead[off] = true
 	sh.advance()
 	return true
+}
+
+// settleKey gives back the parked offsets of off's key below off, which is being acked, as
+// an ordered shard does: a key tail names every record of its key from its lowest parked one,
+// so no acked record of the key may lie above a parked one.
+func (sh *shard) settleKey(off int64) {
+	for o, parked := range sh.parked {
+		if parked && o < off && KeyOf(o) == KeyOf(off) {
+			delete(sh.parked, o)
+			delete(sh.ahead, o)
+		}
+	}
 }
 
 // Park defers an unresolved offset above the frontier behind its key, as an ordered topic's
@@ -194,6 +207,11 @@ func (s *Shards) Park(topic string, partition int32, off int64) bool {
 	sh := s.parts[key{topic, partition}]
 	if sh == nil || !sh.unresolved(off) {
 		return false
+	}
+	for o, acked := range sh.ahead {
+		if acked && !sh.parked[o] && o > off && KeyOf(o) == KeyOf(off) {
+			return false // never below an ack of its key, as an ordered shard parks
+		}
 	}
 	delete(sh.attempts, off) // counted afresh, as for an offset acked ahead
 	sh.ahead[off], sh.parked[off] = true, true
@@ -216,6 +234,7 @@ func (s *Shards) Unpark(topic string, partition int32, off int64, ack bool) bool
 		return true
 	}
 	delete(sh.attempts, off)
+	sh.settleKey(off)
 	sh.advance()
 	return true
 }
