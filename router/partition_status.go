@@ -12,9 +12,13 @@ type PartitionStatus struct {
 	Topic     string
 	Partition int32
 	// Loaded says the node holds the partition's in-flight state: it was touched since the
-	// node started (or since DropPartition). The counts below are zero and Frontier is -1
-	// unless it is loaded; the first consume, ack or other call naming the partition loads
-	// it. Asking for the status loads nothing.
+	// node started (or since DropPartition); the first consume, ack or other call naming the
+	// partition loads it. Asking for the status loads nothing: of a partition not loaded,
+	// Frontier, Backlog, OldestUnsettledAge, AckedAhead, Quarantined and Requeued are read
+	// from its persisted state (its files, or the host's store), as a restart would find
+	// them (records an ordered topic parked behind their keys count as acked ahead there),
+	// and Leased, Delayed and Keys are zero: nothing is in flight on this node. Frontier is
+	// -1 and the counts zero when the state cannot be read.
 	Loaded bool
 	// Frontier is the committed frontier: every offset at or below it is settled (acked,
 	// skipped as corrupt or past retention, or quarantined).
@@ -35,7 +39,7 @@ type PartitionStatus struct {
 	//
 	// It is zero when nothing is unsettled (Backlog zero), and zero too for a record stamped
 	// after the node's now (the host's clock ahead of the node's). It is -1 when it is not
-	// known: the partition is not loaded (its frontier is on disk), the log keeps no
+	// known: the partition's persisted state could not be read, the log keeps no
 	// timestamps (a zero Record.Timestamp), the Read failed (the record is corrupt, retention
 	// removed it meanwhile, the log closed), or the log could not be resolved (Err).
 	OldestUnsettledAge time.Duration
@@ -135,9 +139,35 @@ func (n *Node) partitionStatus(topic string, partition int32, parked int, verdic
 			st.Backlog = max(0, st.HighWatermark-1-st.Frontier)
 			st.OldestUnsettledAge = n.oldestUnsettledAge(log, max(st.Frontier+1, oldest), st.Backlog)
 		}
+	} else if st.HighWatermark >= 0 && !n.moves.isFenced(topic, partition) {
+		n.persistedStatus(&st, log, oldest)
 	}
 	st.SetAside = n.setAside.lookup(shardKey{topic, partition})
 	return st
+}
+
+// persistedStatus fills the counts of a partition not loaded from its persisted state, read
+// and not kept (no shard is made): the frontier (or the log's oldest retained offset less one,
+// where nothing is persisted), the backlog above it, the offsets acked ahead and quarantined,
+// and the age of its oldest unsettled record. A state that cannot be read leaves them as they
+// are (Frontier -1, counts zero).
+func (n *Node) persistedStatus(st *PartitionStatus, log Log, oldest int64) {
+	files, err := n.committer.Load(st.Topic, st.Partition)
+	if err != nil {
+		return
+	}
+	st.Frontier = oldest - 1
+	if files.Found {
+		st.Frontier = max(files.Frontier, oldest-1)
+	}
+	for _, r := range files.Ahead {
+		if first, last := max(r.First, st.Frontier+1), min(r.Last, st.HighWatermark-1); first <= last {
+			st.AckedAhead += int(last - first + 1)
+		}
+	}
+	st.Quarantined, st.Requeued = len(files.Quarantine), len(files.Requeued)
+	st.Backlog = max(0, st.HighWatermark-1-st.Frontier)
+	st.OldestUnsettledAge = n.oldestUnsettledAge(log, st.Frontier+1, st.Backlog)
 }
 
 // oldestUnsettledAge is PartitionStatus.OldestUnsettledAge of a partition whose oldest

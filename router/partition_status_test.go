@@ -27,13 +27,14 @@ func TestPartitionStatus(t *testing.T) {
 			return st
 		}
 
-		// Untouched: not loaded, nothing created for it.
+		// Untouched: not loaded, nothing created for it; its backlog read from what is
+		// persisted (nothing: from the log's oldest record).
 		h.produce(0, 5)
 		all, err := h.node.TopicStatus("orders")
 		require.NoError(t, err)
 		require.Len(t, all, 2)
-		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Frontier: -1, HighWatermark: 5, OldestUnsettledAge: -1}, all[0])
-		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 1, Frontier: -1, HighWatermark: 0, OldestUnsettledAge: -1}, all[1])
+		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Frontier: -1, HighWatermark: 5, Backlog: 5}, all[0])
+		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 1, Frontier: -1, HighWatermark: 0}, all[1])
 		assert.False(t, all[0].Drained())
 		assert.False(t, status(1).Loaded, "asking loaded nothing")
 		_, err = h.fs.Stat("/state/orders")
@@ -166,7 +167,7 @@ func TestPartitionStatusOldestUnsettledAge(t *testing.T) {
 		assert.Equal(t, reads, h.logs.Log("orders", 1).Reads(), "a drained partition's status read the log")
 
 		h.produce(0, 3) // stamped now
-		assert.Equal(t, time.Duration(-1), status(0).OldestUnsettledAge, "not loaded: its frontier is on disk")
+		assert.Equal(t, time.Duration(0), status(0).OldestUnsettledAge, "not loaded: its frontier read from disk")
 		load(0)
 		time.Sleep(90 * time.Second)
 		h.produce(0, 1) // offset 3, 90 s younger
@@ -235,4 +236,30 @@ func TestPartitionStatusOldestUnsettledAgeEdges(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A partition no call has loaded since a restart reports what its files hold, read and not
+// kept: an SQS front end's queue depth, or a dashboard's backlog, on a node just started.
+func TestPartitionStatusNotLoadedReadsItsFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		ctx := context.Background()
+		h.produce(0, 10)
+		msgs, err := h.node.Consume(ctx, "orders", router.ConsumeOptions{Max: 7, Pinned: true, Partition: 0})
+		require.NoError(t, err)
+		require.Len(t, msgs, 7)
+		for _, i := range []int{0, 1, 2, 3, 6} { // the frontier at 3, 6 acked ahead
+			require.NoError(t, h.ack(msgs[i]))
+		}
+		require.NoError(t, h.node.Persist(ctx, "orders", 0))
+		h.restart(nil)
+		defer h.close()
+		st, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, router.PartitionStatus{Topic: "orders", Partition: 0, Frontier: 3, HighWatermark: 10, Backlog: 6,
+			AckedAhead: 1}, st)
+		again, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.False(t, again.Loaded, "asking loaded nothing")
+	})
 }

@@ -114,8 +114,8 @@
 // 80 letters, digits, hyphens, underscores and dots. A topic the node does not know
 // (router.ErrUnknownTopic) is QueueDoesNotExist too. GetQueueAttributes counts what the
 // node's router.Node.TopicStatus reports, the partitions this node owns: in a cluster the
-// host sums the nodes' answers if it needs the queue's, and a partition not loaded since
-// the node started counts nothing until a call loads it. ApproximateNumberOfMessages is the
+// host sums the nodes' answers if it needs the queue's; a partition not loaded since the
+// node started counts what its persisted state says. ApproximateNumberOfMessages is the
 // backlog that is visible now (not leased, delayed, acked ahead of a gap or quarantined),
 // ApproximateNumberOfMessagesNotVisible the leased records, ApproximateNumberOfMessagesDelayed
 // those a release's delay or a topic's backoff holds back. ApproximateAgeOfOldestMessage,

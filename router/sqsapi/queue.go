@@ -203,8 +203,8 @@ func (r pairsReply) appendXML(dst []byte) []byte {
 // queueCounts sums the partitions' counts, in the order of queueAttributes: the records
 // visible now (the backlog less what is leased, delayed, acked ahead of a gap or
 // quarantined), those leased, and those a release's delay or a backoff holds back. A
-// partition not loaded since the node started counts nothing yet: its state is on disk
-// until a call loads it.
+// partition not loaded since the node started counts what its persisted state says
+// (router.PartitionStatus): nothing of it is in flight here.
 func queueCounts(status []router.PartitionStatus) [3]int64 {
 	var c [3]int64
 	for _, s := range status {
