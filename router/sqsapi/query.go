@@ -30,13 +30,14 @@ const queryContentType = "application/x-www-form-urlencoded"
 const xmlNamespace = "http://queue.amazonaws.com/doc/2012-11-05/"
 
 // isQuery reports whether r is a request of the query protocol: no X-Amz-Target, and a
-// form body.
+// form body. A form whose media type has a malformed parameter (a charset's name mangled) is
+// a form still: it is answered in the query protocol's XML, as its client expects.
 func isQuery(r *http.Request) bool {
 	if r.Header.Get("X-Amz-Target") != "" {
 		return false
 	}
 	media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && media == queryContentType
+	return (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) && media == queryContentType
 }
 
 // The kinds of a form's parameters.
