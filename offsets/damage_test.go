@@ -258,7 +258,8 @@ func TestForeignAndStaleFilesIgnored(t *testing.T) {
 }
 
 // Issue 9, case 9: a consumer.ahead that is present but unusable (short, torn, both slots bad)
-// is logged and counted; blank slots (a prime's extension) are not damage.
+// is logged and counted by Load (Peek, a look, neither logs nor counts); blank slots (a
+// prime's extension) are not damage.
 func TestUnusableAheadLoggedAndCounted(t *testing.T) {
 	f := newDamageFixture(t)
 	bad := slices.Clone(f.ahead)
@@ -282,6 +283,14 @@ func TestUnusableAheadLoggedAndCounted(t *testing.T) {
 			c, err := offsets.New(offsets.Config{FS: fsys, Dir: dirOf, Source: offsets.NewShards(), Logger: slog.New(logs)})
 			require.NoError(t, err)
 			defer c.Close()
+			for range 2 { // a look, however often: nothing logged or counted
+				peeked, err := c.Peek("d", 0)
+				require.NoError(t, err)
+				require.False(t, peeked.Found)
+			}
+			require.Empty(t, logs.Lines("consumer offsets: ignoring damaged or foreign persisted state; "+
+				"records it would have settled are delivered again"), "Peek logs nothing")
+			require.Zero(t, c.Stats().IgnoredFiles, "Peek counts nothing")
 			st, err := c.Load("d", 0)
 			require.NoError(t, err)
 			require.False(t, st.Found)

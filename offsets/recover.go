@@ -384,6 +384,22 @@ func (c *Committer) LoadBound(topic string, partition int32, host uint64) (State
 	return st, nil
 }
 
+// Peek reads a partition's persisted state as Load would recover it, for a look only: nothing
+// is logged or counted (damaged or foreign files read as Load would ignore them), and no
+// incarnation is made for a partition with none. A host's status call uses it on a partition
+// it has not loaded, however often it asks.
+func (c *Committer) Peek(topic string, partition int32) (State, error) {
+	files, err := readStateFiles(c.fs, c.dir(topic, partition))
+	if err != nil {
+		return State{Frontier: -1}, &PartitionError{Topic: topic, Partition: partition, Op: "peek", Err: err}
+	}
+	st, _, err := recoverState(PartitionKey(topic, partition), files)
+	if err != nil {
+		return st, &PartitionError{Topic: topic, Partition: partition, Op: "peek", Err: err}
+	}
+	return st, nil
+}
+
 // readStateFiles reads consumer.id and consumer.offset (each up to one byte more than it
 // should hold, so a longer file shows as such) and consumer.ahead (up to AheadFileSize bytes)
 // from dir; a missing directory or file reads as nil.

@@ -3,6 +3,8 @@ package router
 import (
 	"slices"
 	"time"
+
+	"narad.dev/consume/offsets"
 )
 
 // PartitionStatus is where one partition of this node stands: how far its consumers are
@@ -15,10 +17,10 @@ type PartitionStatus struct {
 	// node started (or since DropPartition); the first consume, ack or other call naming the
 	// partition loads it. Asking for the status loads nothing: of a partition not loaded,
 	// Frontier, Backlog, OldestUnsettledAge, AckedAhead, Quarantined and Requeued are read
-	// from its persisted state (its files, or the host's store), as a restart would find
-	// them (records an ordered topic parked behind their keys count as acked ahead there),
-	// and Leased, Delayed and Keys are zero: nothing is in flight on this node. Frontier is
-	// -1 and the counts zero when the state cannot be read.
+	// from its state files, as a restart would find them (records an ordered topic parked
+	// behind their keys count as acked ahead there), and Leased, Delayed and Keys are zero:
+	// nothing is in flight on this node. Frontier is -1 and the counts zero when the files
+	// cannot be read, and with a Config.Store (the store is not asked for a status).
 	Loaded bool
 	// Frontier is the committed frontier: every offset at or below it is settled (acked,
 	// skipped as corrupt or past retention, or quarantined).
@@ -146,13 +148,23 @@ func (n *Node) partitionStatus(topic string, partition int32, parked int, verdic
 	return st
 }
 
-// persistedStatus fills the counts of a partition not loaded from its persisted state, read
+// statePeeker is what the file committer offers (offsets.Committer.Peek): a partition's
+// persisted state read for a look, with nothing logged or counted.
+type statePeeker interface {
+	Peek(topic string, partition int32) (offsets.State, error)
+}
+
+// persistedStatus fills the counts of a partition not loaded from its persisted files, read
 // and not kept (no shard is made): the frontier (or the log's oldest retained offset less one,
 // where nothing is persisted), the backlog above it, the offsets acked ahead and quarantined,
 // and the age of its oldest unsettled record. A state that cannot be read leaves them as they
 // are (Frontier -1, counts zero).
 func (n *Node) persistedStatus(st *PartitionStatus, log Log, oldest int64) {
-	files, err := n.committer.Load(st.Topic, st.Partition)
+	peek, ok := n.committer.(statePeeker)
+	if !ok {
+		return // a host's store: not asked for a status (a remote call per partition)
+	}
+	files, err := peek.Peek(st.Topic, st.Partition)
 	if err != nil {
 		return
 	}
