@@ -17,16 +17,16 @@ const MaxKeyTails = 32
 // key. So the deferred records of up to MaxKeyTails keys are parked: kept inside the runs, as
 // if acked, and named by one (key, lowest parked offset) pair each in what is persisted. The
 // frontier stops below the lowest parked offset (a parked record is unsettled), and a parked
-// record made visible leaves the runs again. A key parks at its first deferral while fewer
-// than MaxKeyTails keys are parked, and unparks when it has no deferred record left; the
-// records of a key deferred while every slot was taken stay holes, as before.
+// record made visible leaves the runs again. A key parks at a deferral while fewer than
+// MaxKeyTails keys are parked, and unparks when it has no parked record left; the records of
+// a key deferred while every slot was taken stay holes, as before.
 //
 // A shard restored from a state with key tails does not know which records of the runs above
 // the lowest tail belong to the tails' keys until it reads them: until Verify has seen them
 // all (Unverified lists them), it hands out nothing at or above them, and the frontier stays
 // below them. A verified record of a tail's key is deferred and parked again; any other is
 // acked. Since a key's records below the ones the scan has not passed may still be unread
-// holes, a verified record above the cursor is made visible only once the cursor passes it.
+// holes, a verified record is made visible only once every record below it has been read.
 
 // parkedKey is a key whose deferred records are parked.
 type parkedKey struct {
@@ -55,6 +55,9 @@ func (s *Shard) parkLocked(off int64, key uint64, ks *keyState) {
 	}
 	if off > ks.ackedHigh && off >= x.parkFrom {
 		s.parkOffsetLocked(off, s.pending.lookup(off), ks)
+	}
+	if ks.parkedOffsets == 0 && !ks.restored {
+		s.unparkKeyLocked(ks) // nothing of it could park: the slot is another key's to take
 	}
 }
 

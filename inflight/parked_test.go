@@ -171,7 +171,10 @@ func TestParkedBatchAckedOutOfOrder(t *testing.T) {
 	require.Len(t, batch, 3)
 	require.NoError(t, s.Ack(t0, batch[2].Handle))      // 2, out of order
 	require.NoError(t, s.GiveBack(t0, batch[0].Handle)) // 0 waits behind 1, still held
-	require.Empty(t, consumeAll(t, s, t0, keyAt, 4), "0 and 3 deferred behind the batch")
+	require.Empty(t, consumeAll(t, s, t0, keyAt[:3], 4), "0 deferred behind the batch")
+	require.Equal(t, KeyStats{HeldKeys: 1, BlockedKeys: 1, Deferred: 1, OldestBlockedSince: t0}, s.Stats().Keys,
+		"0 is not parked, and its key takes no slot")
+	require.Empty(t, consumeAll(t, s, t0, keyAt, 4), "3 deferred behind the batch too")
 	require.Equal(t, 2, s.Stats().Keys.Deferred)
 	var persisted State
 	s.Snapshot(&persisted)
