@@ -451,7 +451,13 @@ func (s *Shard) restoreLocked(state State) {
 	}
 	s.fence = max(s.fence, state.Fence)
 	if s.keys != nil {
+		// Nothing is parked below an ack the index does not know of: acked ahead before, or
+		// of a lease a move brought above the cursor (acked here later, unbound, or bound
+		// and its key forgotten with what the key knew).
 		s.keys.parkFrom = s.settledAbove + 1
+		if n := len(state.Held); n > 0 {
+			s.keys.parkFrom = max(s.keys.parkFrom, slices.MaxFunc(state.Held, func(a, b Held) int { return cmp.Compare(a.Offset, b.Offset) }).Offset+1)
+		}
 	}
 	s.advanceLocked()
 }
