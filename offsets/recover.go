@@ -354,13 +354,9 @@ func (c *Committer) Load(topic string, partition int32) (State, error) {
 // named none) is trusted, as Load trusts it, and bound to host at the partition's next prime:
 // the upgrade. State.HostIncarnation is host, or consumer.id's binding when host is 0.
 func (c *Committer) LoadBound(topic string, partition int32, host uint64) (State, error) {
-	files, err := readStateFiles(c.fs, c.dir(topic, partition))
+	st, notes, err := c.recoverFiles(topic, partition, "load")
 	if err != nil {
-		return State{Frontier: -1}, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
-	}
-	st, notes, err := recoverState(PartitionKey(topic, partition), files)
-	if err != nil {
-		return st, &PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
+		return st, err
 	}
 	if bound := st.HostIncarnation; host != 0 && bound != 0 && bound != host {
 		notes.ConsumerID = fmt.Sprintf("bound to host incarnation %016x of the topic, not the host's %016x: an earlier life's state",
@@ -389,15 +385,22 @@ func (c *Committer) LoadBound(topic string, partition int32, host uint64) (State
 // incarnation is made for a partition with none. A host's status call uses it on a partition
 // it has not loaded, however often it asks.
 func (c *Committer) Peek(topic string, partition int32) (State, error) {
+	st, _, err := c.recoverFiles(topic, partition, "peek")
+	return st, err
+}
+
+// recoverFiles reads a partition's state files and recovers its state from them, with what
+// recovery noted of them; an error is a PartitionError of op.
+func (c *Committer) recoverFiles(topic string, partition int32, op string) (State, recoveryNotes, error) {
 	files, err := readStateFiles(c.fs, c.dir(topic, partition))
 	if err != nil {
-		return State{Frontier: -1}, &PartitionError{Topic: topic, Partition: partition, Op: "peek", Err: err}
+		return State{Frontier: -1}, recoveryNotes{}, &PartitionError{Topic: topic, Partition: partition, Op: op, Err: err}
 	}
-	st, _, err := recoverState(PartitionKey(topic, partition), files)
+	st, notes, err := recoverState(PartitionKey(topic, partition), files)
 	if err != nil {
-		return st, &PartitionError{Topic: topic, Partition: partition, Op: "peek", Err: err}
+		return st, notes, &PartitionError{Topic: topic, Partition: partition, Op: op, Err: err}
 	}
-	return st, nil
+	return st, notes, nil
 }
 
 // readStateFiles reads consumer.id and consumer.offset (each up to one byte more than it
@@ -456,7 +459,8 @@ func readPrefix(root Root, name string, limit int64) ([]byte, error) {
 // attempts, quarantine, requeued), and the key tails from there: no such record exists. From
 // an unverifiable one (the legacy consumer.offset, State.Unverified) it is damage: the state
 // is dropped and the partition starts afresh, keeping its whole retained backlog, since
-// redelivering beats skipping. Either way it is logged loudly and counted (Stats.Clamps). The host calls it on every load.
+// redelivering beats skipping. Either way it is logged loudly and counted (Stats.Clamps).
+// The host calls it on every load.
 func (c *Committer) ClampToWatermark(topic string, partition int32, st State, hwm int64) State {
 	if st.Found && st.Unverified && st.Frontier >= hwm {
 		c.stats.clamps.Add(1)

@@ -247,14 +247,7 @@ func (s *Shards) Parked(topic string, partition int32) []int64 {
 	if sh == nil {
 		return nil
 	}
-	var out []int64
-	for o, p := range sh.parked {
-		if p {
-			out = append(out, o)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(sh.parked))
 }
 
 // Deliver counts a delivery of an unresolved offset above the frontier (a lease granted).
@@ -400,7 +393,7 @@ func (s *Shards) State(topic string, partition int32, into *State) bool {
 	slices.Sort(into.Requeued)
 	// A tail per key with parked offsets, from its lowest.
 	for _, o := range slices.Sorted(maps.Keys(sh.parked)) {
-		if !sh.parked[o] || slices.ContainsFunc(into.KeyTails, func(k KeyTail) bool { return k.Key == KeyOf(o) }) {
+		if slices.ContainsFunc(into.KeyTails, func(k KeyTail) bool { return k.Key == KeyOf(o) }) {
 			continue
 		}
 		into.KeyTails = append(into.KeyTails, KeyTail{Key: KeyOf(o), From: o})

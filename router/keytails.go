@@ -39,19 +39,27 @@ func (n *Node) verifyTails(shard *inflight.Shard, log Log, now time.Time) error 
 	return nil
 }
 
-// verifyBeforeSettle verifies the key tails a shard was restored with before a settle reaches
-// it, so that a settle of a record they may hold answers what the record is (settled for
-// good, or a lease gone) rather than a lease gone for both. A failure leaves the settle to
-// answer as the shard can.
-func (n *Node) verifyBeforeSettle(shard *inflight.Shard) {
+// verifyRestored verifies the key tails a shard was restored with (verifyTails, under its
+// scan lock), resolving the partition's log; nothing to verify is nil.
+func (n *Node) verifyRestored(shard *inflight.Shard) error {
 	if !shard.Verifying() {
-		return
+		return nil
 	}
 	log, err := n.getLog(shard.Topic(), shard.Partition())
 	if err != nil {
-		return
+		return err
 	}
 	shard.ScanLock().Lock()
 	defer shard.ScanLock().Unlock()
-	_ = n.verifyTails(shard, log, n.clock.Now()) // the next scan or settle tries again
+	return n.verifyTails(shard, log, n.clock.Now())
+}
+
+// verifyBeforeSettle verifies the key tails a shard was restored with before a settle reaches
+// it, so that a settle of a record they may hold answers what the record is (settled for
+// good, or a lease gone) rather than a lease gone for both. A failure leaves the settle to
+// answer as the shard can; the next scan or settle tries again.
+func (n *Node) verifyBeforeSettle(shard *inflight.Shard) {
+	if shard.Verifying() { // (the usual case, no tails, costs one atomic load)
+		_ = n.verifyRestored(shard)
+	}
 }

@@ -323,16 +323,7 @@ func (n *Node) bindHeldKeys(shard *inflight.Shard, topic string, partition int32
 // reading their records, before the routes name this node and its moved leases can be
 // settled here: a record settled before it is verified would be taken for a parked one.
 func (n *Node) verifyAdopted(shard *inflight.Shard, topic string, partition int32) error {
-	if !shard.Verifying() {
-		return nil
-	}
-	log, err := n.getLog(topic, partition)
-	if err == nil {
-		shard.ScanLock().Lock()
-		err = n.verifyTails(shard, log, n.clock.Now())
-		shard.ScanLock().Unlock()
-	}
-	if err != nil {
+	if err := n.verifyRestored(shard); err != nil {
 		return fmt.Errorf("router: adopt %s/%d: read the records of its key tails: %w", topic, partition, err)
 	}
 	return nil
