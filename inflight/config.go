@@ -82,6 +82,19 @@ type Config struct {
 	// before every later record of its key, and a blocked key blocks only itself. Records
 	// without a key are not ordered.
 	Ordered bool
+	// QuarantineKeys, on an ordered topic, quarantines a record's key with it: once a record
+	// is quarantined (MaxDeliveries, Reject), every later record of its key follows it into
+	// the quarantine, in order, as the scan reads it or as its wait or lease ends, rather
+	// than be delivered (Hooks.Quarantine reports each; a record never delivered reports 0
+	// attempts), so that the frontier passes them and the key's order holds. The key stays
+	// quarantined while any record of it is there: Requeue brings its records back in order
+	// (a requeued record goes before the key's later ones; one requeued while a lower one
+	// stays quarantined is delivered, and quarantined again if it fails), Discard lets them
+	// go, and once none is left the key's new records are delivered again. Unset, the
+	// quarantined record's key goes on with its next record (order knowingly broken, as a
+	// dead-letter queue does). A shard restored with quarantined records reads them for
+	// their keys before it hands out anything (Shard.Verifying).
+	QuarantineKeys bool
 	// MaxDeferred bounds the records an ordered partition keeps read and waiting behind
 	// their keys. At the bound it hands out no new record (ErrDeferredCap), only those
 	// already read, until keys free (a stall episode, counted in Counters.DeferredStalls).

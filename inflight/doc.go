@@ -83,7 +83,10 @@
 // no run, and what is persisted names them by one key tail each (State.KeyTails). A shard
 // restored with key tails learns which records of the runs are the tails' before it serves
 // past them: the caller lists them (Unverified), reads them and tells their keys (Verify),
-// under ScanLock; a reserve answers ErrUnverified until then.
+// under ScanLock; a reserve answers ErrUnverified until then. With Config.QuarantineKeys a
+// quarantined record takes its key with it: the key's later records follow it into the
+// quarantine, in order, until Requeue or Discard empties it of the key's records; a restored
+// shard learns the quarantined records' keys the same way (Unverified lists them first).
 //
 // # Postponed records
 //

@@ -85,6 +85,12 @@ type keyIndex struct {
 	// awaiting holds verified keys with parked records above the cursor, made visible as
 	// the cursor passes them (releaseAwaitingLocked).
 	awaiting []parkedKey
+	// quarantinedKey holds the key of each quarantined offset whose key is quarantined with
+	// it (Config.QuarantineKeys); unkeyed, ascending, the quarantined and requeued offsets
+	// whose keys are not known yet (restored: Verify learns them before anything is handed
+	// out). See quarantinedkeys.go.
+	quarantinedKey map[int64]uint64
+	unkeyed        []int64
 }
 
 // keyRef is what the index knows of one offset.
@@ -116,6 +122,9 @@ type keyState struct {
 	// its holders settled (see parkLocked).
 	parkedOffsets int
 	ackedHigh     int64
+	// quarantined holds, ascending, the key's records in the quarantine under
+	// Config.QuarantineKeys: its records above the lowest follow them there.
+	quarantined []int64
 }
 
 func newKeyIndex() *keyIndex {
@@ -142,9 +151,12 @@ func newKeyIndex() *keyIndex {
 // records one scan at a time (keys are learnt by reading, so a scan that bound a later
 // record of a key before an earlier scan bound an earlier one would reorder them). A handle
 // that names no live lease is kept as it is: its settles fail anyway. A requeued record
-// below the frontier is kept unbound (a requeue breaks order knowingly). It returns how many
-// leases it deferred. kept must be at least as long as handles.
-func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey bool, kept []bool) (deferred int) {
+// below the frontier is kept unbound (a requeue breaks order knowingly), unless
+// Config.QuarantineKeys keeps requeued records in order. Under Config.QuarantineKeys a lease
+// of a key one of whose lower records is quarantined is not kept either: it is withdrawn
+// uncounted and quarantined after it (unless it was requeued). It returns how many leases it
+// did not keep, deferred or quarantined. kept must be at least as long as handles.
+func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey bool, kept []bool) int {
 	kept = kept[:len(handles)]
 	var fx effects
 	s.mu.Lock()
@@ -157,15 +169,25 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	}
 	s.keys.holdings++
 	holding := s.keys.holdings
+	deferred, dropped := 0, 0
 	at := now.UnixNano()
 	for i, h := range handles {
 		kept[i] = true
 		p, err := s.liveLease(h)
-		if err != nil || keys[i] == 0 || h.Offset <= s.frontier {
+		if err != nil || keys[i] == 0 {
 			continue
+		}
+		if h.Offset <= s.frontier && !(s.cfg.QuarantineKeys && s.quarantine[h.Offset]) {
+			continue // requeued, and not kept in order (see Config.QuarantineKeys)
 		}
 		key := keys[i]
 		ks := s.keys.stateOf(key)
+		if s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
+			kept[i] = false
+			dropped++
+			s.quarantineWithKeyLocked(h.Offset, p, key, ks, &fx)
+			continue
+		}
 		if len(ks.queued) > 0 {
 			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
 		}
@@ -186,7 +208,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		s.counters.Deferred.Add(uint64(deferred))
 	}
 	s.report(&fx)
-	return deferred
+	return deferred + dropped
 }
 
 // QueueKeys tells an ordered shard the keys of offsets it holds unleased and unsettled (a
@@ -286,8 +308,8 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 		return
 	}
 	if len(ks.queued) == 0 {
-		if ks.parked {
-			return // a restored tail's key, until its records are verified
+		if ks.parked || len(ks.quarantined) > 0 {
+			return // a restored tail's key until its records are verified; a quarantined key
 		}
 		delete(s.keys.byKey, key)
 		s.keys.recycle(ks)
@@ -370,7 +392,10 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 // empty index (the leases live then hold no key: order holds from the records bound after),
 // and one made unordered releases every deferred record, with a wake.
 func (s *Shard) orderLocked(fx *effects) {
-	defer func() { s.ordered.Store(s.keys != nil) }()
+	defer func() {
+		s.ordered.Store(s.keys != nil)
+		s.syncVerifyingLocked()
+	}()
 	switch {
 	case s.cfg.Ordered && s.keys == nil:
 		s.keys = newKeyIndex()
@@ -448,6 +473,9 @@ type KeyStats struct {
 	// ParkedKeys is how many keys have their deferred records parked in the acked-ahead runs
 	// (at most MaxKeyTails), and Parked how many records that is.
 	ParkedKeys, Parked int
+	// QuarantinedKeys is how many keys are quarantined with a record of theirs
+	// (Config.QuarantineKeys): their later records follow it into the quarantine.
+	QuarantinedKeys int
 	// OldestBlockedSince is when the key blocked longest began to be blocked; zero when none.
 	OldestBlockedSince time.Time
 }
@@ -464,6 +492,9 @@ func (s *Shard) keyStatsLocked() KeyStats {
 	for _, ks := range s.keys.byKey {
 		if ks.holders > 0 {
 			st.HeldKeys++
+		}
+		if len(ks.quarantined) > 0 {
+			st.QuarantinedKeys++
 		}
 		if len(ks.queued) > 0 {
 			st.BlockedKeys++

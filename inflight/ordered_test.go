@@ -2,6 +2,7 @@ package inflight
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -199,9 +200,27 @@ func orderedRun(t *rapid.T) {
 		MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
 		MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
 		MaxAckedAheadRuns: rapid.IntRange(1, 8).Draw(t, "maxAckedAheadRuns"),
+		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
+		QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
 	}
-	s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})
-	m := &orderedModel{s: s, now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{}}
+	m := &orderedModel{now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{},
+		quarantined: map[int64]bool{}, everQuarantined: map[int64]bool{}, requeued: map[int64]bool{}}
+	opts := Options{Config: cfg, Hooks: Hooks{Quarantine: func(_ string, _ int32, off int64, _ uint32) {
+		if m.settled[off] {
+			t.Fatalf("offset %d quarantined after its ack", off)
+		}
+		for h, l := range m.live {
+			if h.Offset == off && m.now.Before(l.expiry) {
+				t.Fatalf("offset %d quarantined while its lease is live", off)
+			}
+			if h.Offset == off {
+				delete(m.live, h) // expired
+			}
+		}
+		m.quarantined[off], m.everQuarantined[off] = true, true
+		delete(m.requeued, off)
+	}}}
+	m.s = NewShard("t", 0, opts, State{Frontier: -1})
 	t.Repeat(map[string]func(*rapid.T){
 		"append": func(t *rapid.T) {
 			for range rapid.IntRange(1, 8).Draw(t, "n") {
@@ -222,8 +241,36 @@ func orderedRun(t *rapid.T) {
 		"nack": func(t *rapid.T) {
 			if h, _, ok := m.pick(t); ok {
 				delay := time.Duration(rapid.IntRange(0, 3).Draw(t, "delay")) * time.Second
+				delete(m.live, h) // (before the quarantine hook may run)
 				require.NoError(t, m.s.Nack(m.now, h, delay))
-				delete(m.live, h)
+			}
+		},
+		"reject": func(t *rapid.T) {
+			if h, _, ok := m.pick(t); ok {
+				delete(m.live, h) // (before the hook runs)
+				require.NoError(t, m.s.Reject(m.now, h))
+				require.True(t, m.quarantined[h.Offset], "a rejected record is quarantined")
+			}
+		},
+		"requeue": func(t *rapid.T) {
+			if off, ok := m.pickQuarantined(t); ok {
+				require.True(t, m.s.Requeue(m.now, off), "requeue of quarantined offset %d", off)
+				delete(m.quarantined, off)
+				m.requeued[off] = true
+			}
+		},
+		"requeueAll": func(t *rapid.T) {
+			require.Equal(t, len(m.quarantined), m.s.RequeueAll(m.now))
+			for off := range m.quarantined {
+				m.requeued[off] = true
+			}
+			clear(m.quarantined)
+		},
+		"discard": func(t *rapid.T) {
+			if off, ok := m.pickQuarantined(t); ok {
+				require.True(t, m.s.Discard(m.now, off), "discard of quarantined offset %d", off)
+				delete(m.quarantined, off)
+				m.settled[off] = true
 			}
 		},
 		"giveBack": func(t *rapid.T) {
@@ -249,7 +296,7 @@ func orderedRun(t *rapid.T) {
 			// reads them.
 			var st State
 			m.s.HandOff(m.now, &st)
-			m.s = NewShard("t", 0, Options{Config: cfg}, st)
+			m.s = NewShard("t", 0, opts, st)
 			m.expire()
 			byHolding := map[int][]Handle{}
 			for h, l := range m.live {
@@ -283,12 +330,20 @@ func orderedRun(t *rapid.T) {
 			// gone: the restarted shard verifies its key tails as a scan reads them.
 			var st State
 			m.s.Snapshot(&st)
-			m.s = NewShard("t", 0, Options{Config: cfg}, st)
+			m.s = NewShard("t", 0, opts, st)
 			clear(m.live)
+			for off := range m.requeued {
+				if off > st.Frontier {
+					delete(m.requeued, off) // an unsettled record as any other now
+				}
+			}
 			m.verifyChunk = rapid.IntRange(1, 5).Draw(t, "verifyChunk")
 			m.restored = true
 		},
-		"": func(t *rapid.T) { m.check(t) },
+		"": func(t *rapid.T) {
+			m.check(t)
+			m.checkCounts(t)
+		},
 	})
 	m.drain(t)
 }
@@ -314,6 +369,17 @@ type orderedModel struct {
 	// restored: a crash or a move restored the shard, and its deferred records have not
 	// drained below the bound since.
 	restored bool
+	// quarantined holds the offsets in the quarantine (Hooks.Quarantine told), everQuarantined
+	// every offset ever there, and requeued those requeued and not delivered since.
+	quarantined, everQuarantined, requeued map[int64]bool
+}
+
+func (m *orderedModel) pickQuarantined(t *rapid.T) (int64, bool) {
+	if len(m.quarantined) == 0 {
+		return 0, false
+	}
+	offs := slices.Sorted(maps.Keys(m.quarantined))
+	return rapid.SampledFrom(offs).Draw(t, "quarantined"), true
 }
 
 // verify tells a restarted shard the keys of the records its key tails may hold, a chunk at a
@@ -360,6 +426,16 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		if m.settled[l.Offset] {
 			t.Fatalf("offset %d delivered again after its ack", l.Offset)
 		}
+		if m.quarantined[l.Offset] {
+			t.Fatalf("offset %d delivered from the quarantine", l.Offset)
+		}
+		requeued := l.Reason == ReasonRequeued
+		delete(m.requeued, l.Offset)
+		if !m.s.cfg.QuarantineKeys && l.Offset <= m.s.Stats().Frontier {
+			// Requeued below the frontier, and its key not quarantined with it: not bound
+			// to its key (order broken knowingly).
+			key = 0
+		}
 		if key != 0 {
 			for h, other := range m.live {
 				if other.key == key && other.holding != m.holdings {
@@ -369,6 +445,14 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 			for off := int64(0); off < l.Offset; off++ {
 				if m.keyAt[off] != key || m.settled[off] {
 					continue
+				}
+				switch {
+				case !m.s.cfg.QuarantineKeys && m.everQuarantined[off]:
+					continue // the quarantine of a head record breaks its key's order knowingly
+				case m.quarantined[off] && requeued:
+					continue // requeued while a lower record of its key stays quarantined
+				case m.quarantined[off]:
+					t.Fatalf("offset %d of key %d delivered while offset %d of the key is quarantined", l.Offset, key, off)
 				}
 				if !m.heldBy(off, m.holdings) {
 					t.Fatalf("offset %d of key %d delivered before offset %d of the key, unsettled", l.Offset, key, off)
@@ -392,6 +476,9 @@ func (m *orderedModel) checkPrefix(t *rapid.T, off int64, l orderedLease) {
 		return
 	}
 	for lower := int64(0); lower < off; lower++ {
+		if m.everQuarantined[lower] {
+			continue // a quarantine breaks the prefix (the key's later records went on, or were requeued)
+		}
 		if m.keyAt[lower] == l.key && !m.settled[lower] && m.lastHolding[lower] != l.holding {
 			t.Fatalf("offset %d of key %d acked while offset %d of the key is unsettled and not its holder's", off, l.key, lower)
 		}
@@ -458,6 +545,25 @@ func (m *orderedModel) check(t *rapid.T) {
 	require.LessOrEqual(t, st.Leased, m.s.cfg.MaxInFlight, "deferred records do not count against the in-flight cap")
 }
 
+// checkCounts checks the key index's counts of deferred records against its queues: a count
+// off by one stalls a partition at MaxDeferred for good.
+func (m *orderedModel) checkCounts(t *rapid.T) {
+	x, total := m.s.keys, 0
+	for key, ks := range x.byKey {
+		n := 0
+		for _, off := range ks.queued {
+			if m.s.pending.lookup(off).deferred {
+				n++
+			}
+		}
+		if n != ks.deferred {
+			t.Fatalf("key %d counts %d deferred records, its queue holds %d", key, ks.deferred, n)
+		}
+		total += n
+	}
+	require.Equal(t, total, x.deferred, "deferred records")
+}
+
 // drain acks everything until the frontier reaches the end of the log: a record left
 // deferred behind a key that never frees would stop it.
 func (m *orderedModel) drain(t *rapid.T) {
@@ -473,6 +579,7 @@ func (m *orderedModel) drain(t *rapid.T) {
 			return
 		}
 		m.consume(t, 6, false)
+		m.checkCounts(t)
 		for h := range m.live {
 			require.NoError(t, m.s.Ack(m.now, h))
 			m.settled[h.Offset] = true

@@ -41,6 +41,9 @@ type parkedKey struct {
 // (keyIndex.parkFrom).
 func (s *Shard) parkLocked(off int64, key uint64, ks *keyState) {
 	x := s.keys
+	// (Nor one at or below the frontier: a requeued record, deferred behind its key under
+	// Config.QuarantineKeys, is no hole under the runs.)
+	floor := max(ks.ackedHigh+1, x.parkFrom, s.frontier+1)
 	if !ks.parked {
 		if len(x.parked) >= MaxKeyTails {
 			return
@@ -48,12 +51,12 @@ func (s *Shard) parkLocked(off int64, key uint64, ks *keyState) {
 		ks.parked = true
 		x.parked = append(x.parked, parkedKey{key, ks})
 		for _, q := range ks.queued {
-			if p := s.pending.lookup(q); q != off && p.deferred && q > ks.ackedHigh && q >= x.parkFrom {
+			if p := s.pending.lookup(q); q != off && p.deferred && q >= floor {
 				s.parkOffsetLocked(q, p, ks)
 			}
 		}
 	}
-	if off > ks.ackedHigh && off >= x.parkFrom {
+	if off >= floor {
 		s.parkOffsetLocked(off, s.pending.lookup(off), ks)
 	}
 	if ks.parkedOffsets == 0 && !ks.restored {
@@ -118,6 +121,26 @@ func (s *Shard) settledKeyLocked(off int64, ks *keyState) {
 		if p := s.pending.lookup(q); p.parked() {
 			s.unparkOffsetLocked(q, &p, ks)
 			s.pending.set(q, p)
+		}
+	}
+}
+
+// unparkBelowLocked takes every parked record below off out of the runs, as holes: off, of a
+// key the index may not know (a quarantined record discarded, perhaps never read), is about to
+// join the runs, and a tail below it of its key would take it for parked after a restart.
+func (s *Shard) unparkBelowLocked(off int64) {
+	if off <= s.keys.parkedLow {
+		return
+	}
+	for _, pk := range slices.Clone(s.keys.parked) {
+		for _, q := range pk.state.queued {
+			if q > off {
+				break
+			}
+			if p := s.pending.lookup(q); p.parked() {
+				s.unparkOffsetLocked(q, &p, pk.state)
+				s.pending.set(q, p)
+			}
 		}
 	}
 }
@@ -218,13 +241,17 @@ func (s *Shard) restoreTailsLocked(tails []KeyTail) {
 // records and tells the shard their keys (Verify), under ScanLock, before it reserves. Until
 // then a reserve hands out nothing at or above them (ErrUnverified). A state a move brought,
 // whose live leases may be settled here, is verified before they can be: a record settled
-// before it is verified would be taken for a parked one by a later restore.
+// before it is verified would be taken for a parked one by a later restore. Under
+// Config.QuarantineKeys a shard also learns the keys of the quarantined records it holds
+// (restored, or quarantined before they were read) the same way, before it hands out anything.
 func (s *Shard) Verifying() bool { return s.verifying.Load() }
 
 // Unverified appends to into, ascending, up to max offsets whose records the shard must learn
 // the keys of (Verify) before it hands out anything at or above them: the offsets of the
-// acked-ahead runs at or above the lowest restored key tail not verified yet. It appends
-// nothing when there is nothing (left) to verify.
+// acked-ahead runs at or above the lowest restored key tail not verified yet; before those,
+// under Config.QuarantineKeys, the quarantined and requeued offsets whose keys the shard does
+// not know (never in one call with the runs'). It appends nothing when there is nothing
+// (left) to verify.
 func (s *Shard) Unverified(into []int64, max int) []int64 {
 	var fx effects
 	s.mu.Lock()
@@ -236,6 +263,10 @@ func (s *Shard) Unverified(into []int64, max int) []int64 {
 
 func (s *Shard) unverifiedLocked(into []int64, limit int, fx *effects) []int64 {
 	x := s.keys
+	if x != nil && len(x.unkeyed) > 0 {
+		// The quarantined records' keys first (quarantinedkeys.go), in a list of their own.
+		return append(into, x.unkeyed[:min(len(x.unkeyed), limit)]...)
+	}
 	if x == nil || !x.verifying {
 		return into
 	}
@@ -259,13 +290,21 @@ func (s *Shard) unverifiedLocked(into []int64, limit int, fx *effects) []int64 {
 // Verify tells the shard the keys of offsets Unverified listed (keys[i] is KeyOf of
 // offsets[i]'s record key, 0 for a record without a key or one that cannot be read): a record
 // of a restored tail's key at or above its tail is deferred and parked again; any other is
-// acked. Offsets must ascend; one not listed (already verified, or not in the runs) is passed
-// over. Once every listed offset is verified the shard serves as before the restore.
+// acked; a quarantined record's key is quarantined with it (Config.QuarantineKeys), a requeued
+// one's waits for it. Offsets must ascend; one not listed (already verified, or not in the
+// runs) is passed over. Once every listed offset is verified the shard serves as before the
+// restore.
 func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 	var fx effects
 	s.mu.Lock()
 	x := s.keys
-	if x != nil && x.verifying {
+	if x != nil && len(x.unkeyed) > 0 {
+		at := now.UnixNano()
+		for i, off := range offsets {
+			s.learnQuarantinedKeyLocked(off, keys[i], at, &fx)
+		}
+		s.syncVerifyingLocked()
+	} else if x != nil && x.verifying {
 		at := now.UnixNano()
 		for i, off := range offsets {
 			if off < x.verifyNext || off <= s.frontier || !s.ahead.contains(off) {
@@ -285,6 +324,9 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 			p.deferred = true
 			p.setParked(true)
 			s.pending.set(off, p)
+			// Above the cursor, possibly: a reserve that reaches it once it leaves the runs
+			// (unparked as a hole) must look it up.
+			s.pendingAbove = max(s.pendingAbove, off)
 			x.deferred++
 			ks.deferred++
 			ks.parkedOffsets++
@@ -308,7 +350,7 @@ func (s *Shard) verifiedLocked(fx *effects) {
 	x := s.keys
 	x.verifying = false
 	x.settledUnverified = nil
-	s.verifying.Store(false)
+	s.syncVerifyingLocked()
 	for _, pk := range slices.Clone(x.parked) {
 		pk.state.restored = false
 		if pk.state.parkedOffsets == 0 {

@@ -63,11 +63,8 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 	p.nonce = 0
 	p.reason = reason
 	s.leased--
-	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries {
-		if s.keys != nil {
-			s.unbindLocked(off, false, 0, fx) // the head set aside: its key goes on
-		}
-		s.quarantineLocked(off, p.attempts, fx)
+	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries || s.followsQuarantinedLocked(off) {
+		s.setAsideLocked(off, p.attempts, fx)
 		return
 	}
 	if s.keys != nil {
@@ -134,8 +131,8 @@ func (s *Shard) lowestRequeued(off *int64) bool {
 		if !requeued || (found && q >= *off) {
 			continue
 		}
-		if p := s.pending.lookup(q); p.nonce != 0 || p.delayed {
-			continue
+		if p := s.pending.lookup(q); p.nonce != 0 || p.delayed || p.deferred {
+			continue // (deferred: behind its key, under Config.QuarantineKeys)
 		}
 		*off, found = q, true
 	}
@@ -184,7 +181,9 @@ func (s *Shard) Quarantined() []int64 {
 // frontier and leaves the quarantine when acked, all without moving the frontier back
 // (invariant "no frontier past an ack"). It reports whether off was quarantined.
 func (s *Shard) Requeue(now time.Time, off int64) bool {
-	return s.onQuarantined(now, off, s.requeueLocked)
+	return s.onQuarantined(now, off, func(off int64, fx *effects) bool {
+		return s.requeueLocked(now.UnixNano(), off, fx)
+	})
 }
 
 // onQuarantined applies op to off under the shard's lock, once the expiries due at now are
@@ -207,7 +206,7 @@ func (s *Shard) RequeueAll(now time.Time) int {
 	n := 0
 	lapsed := s.lapsedAt(now.UnixNano())
 	for off, requeued := range s.quarantine {
-		if !requeued && !lapsed && s.requeueLocked(off, &fx) {
+		if !requeued && !lapsed && s.requeueLocked(now.UnixNano(), off, &fx) {
 			n++
 		}
 	}
@@ -238,10 +237,16 @@ func (s *Shard) discardLocked(off int64, fx *effects) bool {
 		return false
 	}
 	delete(s.quarantine, off)
+	s.leftQuarantineLocked(off, false, 0, fx)
 	if off > s.frontier {
 		// A quarantined offset at the frontier hole was passed over when it was quarantined
 		// (or restored), so a hole lies beneath this one: it parks in the acked-ahead set.
 		wasCapped := s.capped
+		if s.keys != nil {
+			// Its key may be unknown: no tail may lie below it, now or later.
+			s.unparkBelowLocked(off)
+			s.keys.parkFrom = max(s.keys.parkFrom, off+1)
+		}
 		s.ahead.insert(off)
 		if s.keys != nil {
 			s.settledAheadLocked(off)
@@ -256,7 +261,7 @@ func (s *Shard) discardLocked(off int64, fx *effects) bool {
 	return true
 }
 
-func (s *Shard) requeueLocked(off int64, fx *effects) bool {
+func (s *Shard) requeueLocked(at, off int64, fx *effects) bool {
 	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped {
 		return false
 	}
@@ -273,6 +278,7 @@ func (s *Shard) requeueLocked(off int64, fx *effects) bool {
 		s.setQuarantine(off, true)
 		s.pending.set(off, fresh)
 	}
+	s.leftQuarantineLocked(off, true, at, fx)
 	s.counters.Requeued.Add(1)
 	fx.released++
 	fx.dirty = true

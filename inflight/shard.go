@@ -458,6 +458,7 @@ func (s *Shard) restoreLocked(state State) {
 		if n := len(state.Held); n > 0 {
 			s.keys.parkFrom = max(s.keys.parkFrom, slices.MaxFunc(state.Held, func(a, b Held) int { return cmp.Compare(a.Offset, b.Offset) }).Offset+1)
 		}
+		s.restoreQuarantinedKeysLocked()
 	}
 	s.advanceLocked()
 }
@@ -499,11 +500,19 @@ func (s *Shard) restoreHeldLocked(h Held) {
 func (s *Shard) SetConfig(cfg Config) {
 	cfg = cfg.withDefaults()
 	s.mu.Lock()
+	was, wasOrdered := s.cfg.QuarantineKeys, s.keys != nil
 	s.cfg = cfg
 	s.visibility = int64(cfg.VisibilityTimeout)
 	s.checkCapLocked()
 	var fx effects
 	s.orderLocked(&fx)
+	switch {
+	case s.keys == nil:
+	case cfg.QuarantineKeys && (!was || !wasOrdered):
+		s.restoreQuarantinedKeysLocked() // the keys of what is quarantined are not known yet
+	case !cfg.QuarantineKeys && was:
+		s.dropQuarantinedKeysLocked(&fx)
+	}
 	s.mu.Unlock()
 	s.report(&fx)
 }
@@ -673,6 +682,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 				// Its last delivery was in flight when the process died (attempts persist,
 				// leases do not): that lease ended unsettled, so it is quarantined now.
 				s.quarantineLocked(off, p.attempts, fx)
+				s.unkeyedLocked(off) // unread: its key is learnt before anything else goes
 				continue
 			}
 		}
@@ -690,8 +700,13 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 // stall episode: it is counted and reported (fx).
 func (s *Shard) chooseLocked(hwm int64, fx *effects) (int64, error) {
 	hole := s.frontier + 1
-	if s.keys != nil && len(s.keys.awaiting) > 0 {
-		s.releaseAwaitingLocked(fx)
+	if s.keys != nil {
+		if len(s.keys.unkeyed) > 0 {
+			return 0, ErrUnverified // any record could follow a quarantined one of its key
+		}
+		if len(s.keys.awaiting) > 0 {
+			s.releaseAwaitingLocked(fx)
+		}
 	}
 	var off int64
 	switch {
@@ -1185,10 +1200,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 		case opReject:
 			s.counters.Rejected.Add(1)
 			s.leased--
-			if s.keys != nil {
-				s.unbindLocked(h.Offset, false, 0, &fx)
-			}
-			s.quarantineLocked(h.Offset, p.attempts, &fx)
+			s.setAsideLocked(h.Offset, p.attempts, &fx)
 		}
 	}
 	s.mu.Unlock()

@@ -112,7 +112,10 @@ type Config struct {
 	// OnQuarantine is told of each record set aside after reaching its topic's
 	// MaxDeliveries, or rejected (Node.Reject, here or forwarded here), to copy it to a
 	// dead-letter topic, say; it runs on the goroutine that ended the record's last lease,
-	// with no lock held. Nil: the quarantine is only logged.
+	// with no lock held, or, for a record that follows its key into the quarantine
+	// (TopicConfig.QuarantineKeys) as a scan reads it, on the consuming goroutine, with the
+	// partition's scan lock held (it must not consume from that partition). Nil: the
+	// quarantine is only logged.
 	OnQuarantine func(topic string, partition int32, offset int64, attempts uint32)
 	// NotBefore, if set, says when a record may be delivered: a record read for a consume
 	// before that time is postponed until then (inflight.Shard.Postpone: not delivered, no

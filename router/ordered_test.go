@@ -274,3 +274,58 @@ func TestOrderedTopicAcrossNodes(t *testing.T) {
 		})
 	}
 }
+
+// TopicConfig.QuarantineKeys through the node: a rejected record takes its key's records with
+// it, in order, as OnQuarantine tells; a restart learns the quarantined key before anything
+// goes; once every record of the key is discarded, its new records flow again.
+func TestOrderedTopicQuarantinesTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var told []int64
+		h := newHarness(t, 0)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, Ordered: true, QuarantineKeys: true, MaxDeliveries: 3}
+		}
+		h.cfg.OnQuarantine = func(_ string, _ int32, off int64, _ uint32) {
+			mu.Lock()
+			told = append(told, off)
+			mu.Unlock()
+		}
+		quarantined := func() []int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]int64(nil), told...)
+		}
+		h.restart(nil)
+		defer func() { h.close() }()
+		h.produceKeyed("a", "b", "a", "b", "a", "c")
+		head := h.consume(router.ConsumeOptions{Max: 1})
+		require.Equal(t, []int64{0}, offsetsOf(head))
+		others := h.consume(router.ConsumeOptions{Max: 10})
+		require.Equal(t, []int64{1, 3, 5}, offsetsOf(others), "a's 2 and 4 wait behind 0")
+		require.NoError(t, h.node.Reject(context.Background(), "orders", head[0].Receipt))
+		require.Equal(t, []int64{0, 2, 4}, quarantined(), "the key's records follow its head, in order")
+		for _, m := range others {
+			require.NoError(t, h.ack(m))
+		}
+		h.produceKeyed("a") // 6
+		require.Empty(t, h.consume(router.ConsumeOptions{Max: 10}))
+		require.Equal(t, []int64{0, 2, 4, 6}, quarantined())
+
+		h.restart(nil)
+		h.produceKeyed("a", "b") // 7, 8
+		require.Equal(t, []int64{8}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})), "learnt again after the restart")
+		require.Equal(t, []int64{0, 2, 4, 6, 7}, quarantined())
+		ps, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, ps.Keys.QuarantinedKeys)
+
+		for _, off := range []int64{0, 2, 4, 6, 7} {
+			ok, err := h.node.Discard("orders", 0, off)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		h.produceKeyed("a") // 9
+		require.Equal(t, []int64{9}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})), "the key flows again")
+	})
+}

@@ -211,6 +211,8 @@ type TopicSummary struct {
 	// Keys.Deferred; OldestBlockedSince the earliest Keys.OldestBlockedSince (zero: none).
 	BlockedKeys, Deferred int
 	OldestBlockedSince    time.Time
+	// QuarantinedKeys is the sum of Keys.QuarantinedKeys (TopicConfig.QuarantineKeys).
+	QuarantinedKeys int
 }
 
 // Summarize sums statuses (a topic's, as TopicStatus returns them): the backlogs add up, and
@@ -222,6 +224,7 @@ func Summarize(statuses []PartitionStatus) TopicSummary {
 		sum.Backlog += s.Backlog
 		sum.BlockedKeys += s.Keys.BlockedKeys
 		sum.Deferred += s.Keys.Deferred
+		sum.QuarantinedKeys += s.Keys.QuarantinedKeys
 		if since := s.Keys.OldestBlockedSince; !since.IsZero() && (sum.OldestBlockedSince.IsZero() || since.Before(sum.OldestBlockedSince)) {
 			sum.OldestBlockedSince = since
 		}

@@ -45,5 +45,9 @@ func withLocalShard[T any](n *Node, topic string, partition int32, op func(*infl
 	if err != nil {
 		return zero, err
 	}
+	// A restored ordered shard learns its records' keys first (key tails, quarantined
+	// keys): a discard of a record a tail may cover would be taken for a parked one after a
+	// restart.
+	n.verifyBeforeSettle(shard)
 	return op(shard), nil
 }

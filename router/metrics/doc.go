@@ -66,7 +66,9 @@
 //   - narad_consume_topic_blocked_keys{topic} and narad_consume_topic_deferred{topic}: on an
 //     ordered topic, the keys with records waiting behind a holder, a delay or a redelivery,
 //     and the records waiting so (router.Summarize's BlockedKeys and Deferred); zero
-//     otherwise. How long the oldest has waited is TopicSummary.OldestBlockedSince.
+//     otherwise. How long the oldest has waited is TopicSummary.OldestBlockedSince;
+//   - narad_consume_topic_quarantined_keys{topic}: on an ordered topic with QuarantineKeys,
+//     the keys quarantined with a record of theirs (router.Summarize's QuarantinedKeys).
 //
 // Each scrape reads the status of each listed topic: one log Read per partition with a
 // backlog, none on the consume path.

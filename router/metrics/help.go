@@ -100,9 +100,10 @@ var help = map[string]string{
 
 // The families of a topic's lag, labelled by topic (see Options.Topics).
 const (
-	topicAgeHelp      = "Age of the oldest unsettled record of the topic on this node's partitions, by its log timestamp against the node's clock (the greatest known; absent when none is known); alert when consumers stall."
-	topicBacklogHelp  = "Records above the frontier of the topic's partitions on this node, leased, delayed or not yet delivered; the work left."
-	topicUnknownHelp  = "Partitions of the topic on this node whose oldest unsettled record's age is not known (not loaded, a log without timestamps, a failed read); the age is a lower bound while above zero."
-	topicBlockedHelp  = "Keys of an ordered topic on this node with records waiting behind a consumer that holds the key, a delay or a redelivery; a key blocked for long is a stuck consumer."
-	topicDeferredHelp = "Records of an ordered topic on this node read and waiting behind their keys (at most MaxDeferred a partition)."
+	topicAgeHelp             = "Age of the oldest unsettled record of the topic on this node's partitions, by its log timestamp against the node's clock (the greatest known; absent when none is known); alert when consumers stall."
+	topicBacklogHelp         = "Records above the frontier of the topic's partitions on this node, leased, delayed or not yet delivered; the work left."
+	topicUnknownHelp         = "Partitions of the topic on this node whose oldest unsettled record's age is not known (not loaded, a log without timestamps, a failed read); the age is a lower bound while above zero."
+	topicBlockedHelp         = "Keys of an ordered topic on this node with records waiting behind a consumer that holds the key, a delay or a redelivery; a key blocked for long is a stuck consumer."
+	topicDeferredHelp        = "Records of an ordered topic on this node read and waiting behind their keys (at most MaxDeferred a partition)."
+	topicQuarantinedKeysHelp = "Keys of an ordered topic with QuarantineKeys on this node quarantined with a record of theirs: their later records follow it into the quarantine until it is requeued or discarded."
 )

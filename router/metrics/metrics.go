@@ -159,7 +159,7 @@ func (e *Exporter) Gather() []Family {
 		return out
 	}
 	age, backlog, unknown := &out[len(statsFamilies)], &out[len(statsFamilies)+1], &out[len(statsFamilies)+2]
-	blocked, deferred := &out[len(statsFamilies)+3], &out[len(statsFamilies)+4]
+	blocked, deferred, poisoned := &out[len(statsFamilies)+3], &out[len(statsFamilies)+4], &out[len(statsFamilies)+5]
 	for _, topic := range e.topics {
 		statuses, err := e.status.TopicStatus(topic)
 		if err != nil {
@@ -174,6 +174,7 @@ func (e *Exporter) Gather() []Family {
 		unknown.Samples = append(unknown.Samples, Sample{LabelValues: labels, Value: float64(sum.AgeUnknown)})
 		blocked.Samples = append(blocked.Samples, Sample{LabelValues: labels, Value: float64(sum.BlockedKeys)})
 		deferred.Samples = append(deferred.Samples, Sample{LabelValues: labels, Value: float64(sum.Deferred)})
+		poisoned.Samples = append(poisoned.Samples, Sample{LabelValues: labels, Value: float64(sum.QuarantinedKeys)})
 	}
 	return out
 }
@@ -263,6 +264,7 @@ var topicFamilies = []Family{
 	{Name: prefix + "_topic_age_unknown_partitions", Help: topicUnknownHelp, Kind: Gauge, Labels: []string{"topic"}},
 	{Name: prefix + "_topic_blocked_keys", Help: topicBlockedHelp, Kind: Gauge, Labels: []string{"topic"}},
 	{Name: prefix + "_topic_deferred", Help: topicDeferredHelp, Kind: Gauge, Labels: []string{"topic"}},
+	{Name: prefix + "_topic_quarantined_keys", Help: topicQuarantinedKeysHelp, Kind: Gauge, Labels: []string{"topic"}},
 }
 
 // snakeCase turns a Go field name into a metric name part: EmptyConsumes → empty_consumes.

@@ -122,12 +122,12 @@ func TestEveryFamilyExplainsItself(t *testing.T) {
 			assert.Equal(t, "topic", l, "%s: the topic is the only label", f.Name)
 		}
 	}
-	assert.Equal(t, metrics.HelpEntries(), len(families)-5, "a HELP entry that no field of router.Stats uses")
-	// The histograms, and the five families of Options.Topics.
+	assert.Equal(t, metrics.HelpEntries(), len(families)-6, "a HELP entry that no field of router.Stats uses")
+	// The histograms, and the six families of Options.Topics.
 	for _, want := range []string{"narad_consume_consume_wait_seconds", "narad_consume_remote_delivery_seconds",
 		"narad_consume_forwarded_ack_rpc_seconds", "narad_consume_topic_oldest_unsettled_age_seconds",
 		"narad_consume_topic_backlog", "narad_consume_topic_age_unknown_partitions",
-		"narad_consume_topic_blocked_keys", "narad_consume_topic_deferred"} {
+		"narad_consume_topic_blocked_keys", "narad_consume_topic_deferred", "narad_consume_topic_quarantined_keys"} {
 		assert.True(t, seen[want], want)
 	}
 }
