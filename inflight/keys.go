@@ -50,7 +50,7 @@ func KeyOf(key []byte) uint64 {
 // the scan reads the records above the frontier again, in order, and the first record of a key
 // it binds is the key's lowest unsettled one.
 type keyIndex struct {
-	byKey map[uint64]*keyState
+	byKey keyTable
 	// of holds the key of every offset the index knows: bound to a live lease, or queued
 	// (in a table as the shard's pending states are: a map cost a third of a bind).
 	of offsetTable[keyRef]
@@ -128,7 +128,7 @@ type keyState struct {
 }
 
 func newKeyIndex() *keyIndex {
-	return &keyIndex{byKey: map[uint64]*keyState{}, parkedLow: math.MaxInt64}
+	return &keyIndex{parkedLow: math.MaxInt64}
 }
 
 // Bind binds the leases of handles, whose records the caller has just read (in the order it
@@ -311,7 +311,7 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 		if ks.parked || len(ks.quarantined) > 0 {
 			return // a restored tail's key until its records are verified; a quarantined key
 		}
-		delete(s.keys.byKey, key)
+		s.keys.byKey.delete(key)
 		s.keys.recycle(ks)
 		return
 	}
@@ -357,7 +357,7 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 	}
 	x := s.keys
 	x.deferred, x.parkedOffsets = 0, 0
-	for _, ks := range x.byKey {
+	for _, ks := range x.byKey.all() {
 		ks.deferred, ks.parkedOffsets = 0, 0
 		for _, off := range ks.queued {
 			p := s.pending.lookup(off)
@@ -403,7 +403,7 @@ func (s *Shard) orderLocked(fx *effects) {
 	case !s.cfg.Ordered && s.keys != nil && !s.keys.verifying:
 		// (While a restore's key tails are verified, the index stays: the runs hold records
 		// only it can tell from acked ones.)
-		for _, ks := range s.keys.byKey {
+		for _, ks := range s.keys.byKey.all() {
 			for _, off := range ks.queued {
 				if p, ok := s.pending.get(off); ok && p.deferred {
 					s.undeferLocked(off, &p, ks)
@@ -417,7 +417,7 @@ func (s *Shard) orderLocked(fx *effects) {
 
 // stateOf returns key's state, made (a spare one if there is one) if it has none.
 func (x *keyIndex) stateOf(key uint64) *keyState {
-	if ks := x.byKey[key]; ks != nil {
+	if ks := x.byKey.get(key); ks != nil {
 		return ks
 	}
 	var ks *keyState
@@ -427,7 +427,7 @@ func (x *keyIndex) stateOf(key uint64) *keyState {
 	} else {
 		ks = &keyState{ackedHigh: -1}
 	}
-	x.byKey[key] = ks
+	x.byKey.set(key, ks)
 	return ks
 }
 
@@ -489,7 +489,7 @@ func (s *Shard) keyStatsLocked() KeyStats {
 	st.Deferred = s.keys.deferred
 	st.ParkedKeys, st.Parked = len(s.keys.parked), s.keys.parkedOffsets
 	oldest := int64(0)
-	for _, ks := range s.keys.byKey {
+	for _, ks := range s.keys.byKey.all() {
 		if ks.holders > 0 {
 			st.HeldKeys++
 		}

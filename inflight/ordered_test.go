@@ -549,7 +549,7 @@ func (m *orderedModel) check(t *rapid.T) {
 // off by one stalls a partition at MaxDeferred for good.
 func (m *orderedModel) checkCounts(t *rapid.T) {
 	x, total := m.s.keys, 0
-	for key, ks := range x.byKey {
+	for key, ks := range x.byKey.all() {
 		n := 0
 		for _, off := range ks.queued {
 			if m.s.pending.lookup(off).deferred {

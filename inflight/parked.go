@@ -315,7 +315,7 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 				delete(x.settledUnverified, off)
 				continue
 			}
-			ks := x.byKey[keys[i]]
+			ks := x.byKey.get(keys[i])
 			if keys[i] == 0 || ks == nil || !ks.restored || off < ks.restoredFrom {
 				s.pending.remove(off) // acked: the attempts Restore brought for it are moot
 				continue

@@ -22,7 +22,7 @@ func (x *keyIndex) quarantinedKeyOf(off int64) (uint64, *keyState, bool) {
 	if !ok {
 		return 0, nil, false
 	}
-	return key, x.byKey[key], true
+	return key, x.byKey.get(key), true
 }
 
 // quarantinedKeyLocked reports whether ks is a quarantined key whose records above off are
