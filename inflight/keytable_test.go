@@ -56,6 +56,8 @@ func TestKeyTableModel(t *testing.T) {
 
 // FuzzKeyTable runs the model on inputs from the fuzzing engine.
 func FuzzKeyTable(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x40\x01\x03\x01\x13\x01\x23\x00\x03\x01\x33\x00\x13"))
 	f.Fuzz(rapid.MakeFuzz(func(t *rapid.T) {
 		var table keyTable
 		model := map[uint64]bool{}
