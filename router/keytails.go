@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"narad.dev/consume/inflight"
@@ -54,12 +55,19 @@ func (n *Node) verifyRestored(shard *inflight.Shard) error {
 	return n.verifyTails(shard, log, n.clock.Now())
 }
 
-// verifyBeforeSettle verifies the key tails a shard was restored with before a settle reaches
+// verifyBeforeSettle verifies the key tails a shard was restored with (and, under
+// TopicConfig.QuarantineKeys, learns its quarantined records' keys) before a settle reaches
 // it, so that a settle of a record they may hold answers what the record is (settled for
-// good, or a lease gone) rather than a lease gone for both. A failure leaves the settle to
-// answer as the shard can; the next scan or settle tries again.
-func (n *Node) verifyBeforeSettle(shard *inflight.Shard) {
-	if shard.Verifying() { // (the usual case, no tails, costs one atomic load)
-		_ = n.verifyRestored(shard)
+// good, or a lease gone) rather than a lease gone for both, and so that no record is settled
+// unverified: a tail would take it for parked after a restart, and deliver an acked record
+// again. A failure (the log's reads) is ErrUnavailable, and the settle is not applied: its
+// caller tries again, as after an owner's 503.
+func (n *Node) verifyBeforeSettle(shard *inflight.Shard) error {
+	if !shard.Verifying() { // (the usual case, no tails, costs one atomic load)
+		return nil
 	}
+	if err := n.verifyRestored(shard); err != nil {
+		return fmt.Errorf("%w: %s/%d: the records of its restored key tails cannot be read: %w", ErrUnavailable, shard.Topic(), shard.Partition(), err)
+	}
+	return nil
 }

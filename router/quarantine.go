@@ -48,6 +48,8 @@ func withLocalShard[T any](n *Node, topic string, partition int32, op func(*infl
 	// A restored ordered shard learns its records' keys first (key tails, quarantined
 	// keys): a discard of a record a tail may cover would be taken for a parked one after a
 	// restart.
-	n.verifyBeforeSettle(shard)
+	if err := n.verifyBeforeSettle(shard); err != nil {
+		return zero, err
+	}
 	return op(shard), nil
 }

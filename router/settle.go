@@ -438,7 +438,9 @@ func (n *Node) ownerOf(topic string, partition int32) (owner string, ok bool, er
 // now: a shard whose grant lapsed answers ErrMoved, unless the host renewed the grant, and
 // then the record is applied.
 func (n *Node) settleLocal(ctx context.Context, shard *inflight.Shard, now time.Time, topic string, r wireRecord) (time.Time, error) {
-	n.verifyBeforeSettle(shard)
+	if err := n.verifyBeforeSettle(shard); err != nil {
+		return time.Time{}, err
+	}
 	expiry, err := n.settleHere(ctx, shard, now, topic, r)
 	if n.lapsedRetry(shard, now, err) {
 		expiry, err = n.settleHere(ctx, shard, now, topic, r)
@@ -488,7 +490,12 @@ func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireR
 // ackManyLocal is shard.AckMany on a partition this node serves, within its grant at now as
 // settleLocal applies one record.
 func (n *Node) ackManyLocal(shard *inflight.Shard, now time.Time, handles []inflight.Handle, errs []error) {
-	n.verifyBeforeSettle(shard)
+	if err := n.verifyBeforeSettle(shard); err != nil {
+		for i := range handles {
+			errs[i] = err
+		}
+		return
+	}
 	shard.AckMany(now, handles, errs)
 	if len(handles) > 0 && n.lapsedRetry(shard, now, errs[0]) {
 		shard.AckMany(now, handles, errs)

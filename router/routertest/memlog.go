@@ -33,6 +33,7 @@ type MemLog struct {
 	headers [][]router.Header
 	corrupt map[int64]bool
 	closed  bool
+	readErr error // every read fails with it while it is set (FailReads)
 	onRead  func(offset int64) // called before each read, outside the lock
 	read    []readRun          // the offsets read, in order, consecutive ones as one run
 }
@@ -202,6 +203,14 @@ func (l *MemLog) Close() {
 	l.closed = true
 }
 
+// FailReads makes every later read fail with err, a transient failure of the log's storage,
+// until FailReads(nil).
+func (l *MemLog) FailReads(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readErr = err
+}
+
 // Reads returns how many times Read was called.
 func (l *MemLog) Reads() int {
 	l.mu.Lock()
@@ -299,7 +308,7 @@ func (l *MemLog) ReadRange(offset int64, limit, maxBytes int, dst []router.Recor
 // rangeLocked measures the range ReadRange returns from offset: how many records, and their
 // bytes. Zero means the first record fails.
 func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n, size int) {
-	if l.closed || offset < l.oldest {
+	if l.closed || l.readErr != nil || offset < l.oldest {
 		return 0, 0
 	}
 	hwm := l.oldest + int64(len(l.entries))
@@ -316,7 +325,7 @@ func (l *MemLog) rangeLocked(offset int64, limit, maxBytes int) (n, size int) {
 
 // readableLocked returns how many of the n records from offset can be read now.
 func (l *MemLog) readableLocked(offset int64, n int) int {
-	if l.closed || offset < l.oldest {
+	if l.closed || l.readErr != nil || offset < l.oldest {
 		return 0
 	}
 	readable := 0
@@ -331,6 +340,8 @@ func (l *MemLog) readLocked(offset int64) (router.Record, error) {
 	switch {
 	case l.closed:
 		return router.Record{}, router.ErrLogClosed
+	case l.readErr != nil:
+		return router.Record{}, l.readErr
 	case offset < l.oldest:
 		return router.Record{}, fmt.Errorf("offset %d below %d: %w", offset, l.oldest, router.ErrNotFound)
 	case offset >= l.oldest+int64(len(l.entries)):
