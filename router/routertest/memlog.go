@@ -33,7 +33,7 @@ type MemLog struct {
 	headers [][]router.Header
 	corrupt map[int64]bool
 	closed  bool
-	readErr error // every read fails with it while it is set (FailReads)
+	readErr error              // every read fails with it while it is set (FailReads)
 	onRead  func(offset int64) // called before each read, outside the lock
 	read    []readRun          // the offsets read, in order, consecutive ones as one run
 }
