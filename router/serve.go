@@ -15,7 +15,8 @@ import (
 // op. The settles (ack, extend, nack, release, reject, durable ack, AckBatch) are the owner's
 // to apply, here, each through the local settle of settle.go; the consumption ops go to the
 // owner's side in owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and to
-// the requester's in keeper.go (Notify).
+// the requester's in keeper.go (Notify); a topic's status and purge to queuewide.go (Status,
+// Purge).
 
 // Serve answers a frame another node sent, decoded at the node's Config.WireVersion, and
 // returns the reply frame. An ack, extend, nack or AckBatch is applied record by record in
