@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,7 +74,7 @@ func (n *Node) QueueStatus(ctx context.Context, topic string) ([]PartitionStatus
 	for _, a := range answers {
 		out = append(out, a...)
 	}
-	slices.SortFunc(out, func(a, b PartitionStatus) int { return int(a.Partition) - int(b.Partition) })
+	slices.SortFunc(out, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
 	return out, nil
 }
 
@@ -89,7 +90,8 @@ func (n *Node) QueueStatus(ctx context.Context, topic string) ([]PartitionStatus
 // PurgeQueue, and records appended meanwhile with it.
 //
 // A partition that could not be purged, or is not known to be (no reply came back in time:
-// the owner may have purged it), makes the error a *PurgeError naming each such partition
+// the owner may have purged it; or the owner's wait for its disk outlived the budget, and
+// the purge stands in its memory, durable at its committer's pace), makes the error a *PurgeError naming each such partition
 // and why (ErrUnsupportedOp for an owner on a release before node wire version 12,
 // ErrTransport, ErrUnavailable, ErrNotLocal, the owner's refusal); the other partitions'
 // purges stand, and the moved count is theirs. It answers ErrUnknownTopic for a topic Routes
