@@ -53,13 +53,27 @@ func TestQueueStatusCountsEveryPartition(t *testing.T) {
 		for p, n := range []int{3, 0, 5, 2, 4} {
 			c.produce(int32(p), n)
 		}
-		leased := c.nodes["b"].consume(ctx, router.ConsumeOptions{Max: 2, Pinned: true, Partition: 2})
+		b := c.nodes["b"]
+		leased := b.consume(ctx, router.ConsumeOptions{Max: 2, Pinned: true, Partition: 2})
 		require.Len(t, leased, 2)
+		// On partition 3: one acked ahead of the hole below it, one nacked with a delay.
+		held := b.consume(ctx, router.ConsumeOptions{Max: 2, Pinned: true, Partition: 3})
+		require.Len(t, held, 2)
+		require.NoError(t, b.ack(held[1]))
+		require.NoError(t, b.node.Nack(ctx, "orders", held[0].Receipt, time.Minute))
 
 		fromGateway, err := c.nodes["g"].node.QueueStatus(ctx, "orders")
 		require.NoError(t, err)
 		assert.Equal(t, []depth{{0, "a", 3, 0}, {1, "a", 0, 0}, {2, "b", 5, 2}, {3, "b", 2, 0}, {4, "c", 4, 0}}, depths(fromGateway))
 		assert.Equal(t, 3, seen.of(opStatusFrame), "one frame per owner")
+		ownB, err := b.node.TopicStatus("orders")
+		require.NoError(t, err)
+		for i := range ownB {
+			ownB[i].Owner = "b"
+		}
+		assert.Equal(t, ownB, fromGateway[2:4], "b's partitions as b itself reports them")
+		assert.Equal(t, 1, fromGateway[3].Delayed)
+		assert.Equal(t, 1, fromGateway[3].AckedAhead)
 		assert.False(t, fromGateway[4].Loaded, "c loaded nothing: its status is its persisted state")
 		assert.True(t, fromGateway[2].Loaded)
 		for _, s := range fromGateway {
@@ -91,6 +105,18 @@ func TestQueueStatusCountsEveryPartition(t *testing.T) {
 		assert.False(t, again[4].Loaded)
 		assert.Equal(t, int64(1), again[4].Frontier)
 		assert.Equal(t, int64(2), again[4].Backlog)
+
+		// A partition whose log b cannot resolve: b's error crosses the wire, uncounted.
+		c.mu.Lock()
+		c.owned["b"] = []int32{2, 3, 9}
+		c.mu.Unlock()
+		again, err = c.nodes["g"].node.QueueStatus(ctx, "orders")
+		require.NoError(t, err)
+		require.Len(t, again, 6)
+		assert.Equal(t, int32(9), again[5].Partition)
+		assert.ErrorIs(t, again[5].Err, router.ErrRemote)
+		assert.ErrorContains(t, again[5].Err, "routertest: no log for orders/9")
+		assert.Equal(t, 1, router.Summarize(again).Uncounted)
 
 		_, err = c.nodes["g"].node.QueueStatus(ctx, "nope")
 		require.ErrorIs(t, err, router.ErrUnknownTopic)
@@ -247,3 +273,28 @@ func TestQueueWideWithAnUnreachableOwner(t *testing.T) {
 
 // keys returns a map's keys, ascending.
 func keys(m map[int32]error) []int32 { return slices.Sorted(maps.Keys(m)) }
+
+// An owner of more partitions than a frame carries is asked with a frame per
+// wire.MaxPartitions of them, and every partition is counted.
+func TestQueueStatusOfManyPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const count = 1030 // a frame carries 1024
+		parts := make([]int32, count)
+		for i := range parts {
+			parts[i] = int32(i)
+		}
+		var seen frames
+		c := newCluster(t, 0, map[string][]int32{"b": parts, "g": nil}, nil)
+		c.net.Observe = seen.observe
+		defer c.close()
+		c.produce(count-1, 2)
+		status, err := c.nodes["g"].node.QueueStatus(context.Background(), "orders")
+		require.NoError(t, err)
+		require.Len(t, status, count)
+		assert.Equal(t, 2, seen.of(opStatusFrame))
+		sum := router.Summarize(status)
+		assert.Equal(t, int64(2), sum.Backlog)
+		assert.Zero(t, sum.Uncounted)
+		assert.Equal(t, int32(count-1), status[count-1].Partition)
+	})
+}
