@@ -141,11 +141,14 @@ type PurgeError struct {
 
 func (e *PurgeError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "router: purge of %s: %d partitions not purged:", e.Topic, len(e.Failed))
-	for _, p := range slices.Sorted(maps.Keys(e.Failed)) {
-		fmt.Fprintf(&b, " %d (%v);", p, e.Failed[p])
+	fmt.Fprintf(&b, "router: purge of %s: not purged:", e.Topic)
+	for i, p := range slices.Sorted(maps.Keys(e.Failed)) {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " partition %d (%v)", p, e.Failed[p])
 	}
-	return strings.TrimSuffix(b.String(), ";")
+	return b.String()
 }
 
 // Unwrap returns the partitions' errors, in order of partition.

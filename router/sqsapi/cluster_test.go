@@ -27,7 +27,8 @@ type twoNodes struct {
 	configOfB func(fs *crashfs.FS) router.Config
 }
 
-func newTwoNodes(t *testing.T) *twoNodes {
+// newTwoNodes starts the two nodes, b at node wire version bVersion (0: the newest).
+func newTwoNodes(t *testing.T, bVersion uint8) *twoNodes {
 	c := &twoNodes{t: t, net: &routertest.Network{}, logs: &routertest.MemLogs{}, routesA: &routertest.Routes{}, routesB: &routertest.Routes{}, diskB: crashfs.New()}
 	c.routesA.Set("orders", 0)
 	c.routesA.SetRemote("orders", "b", 1)
@@ -40,7 +41,7 @@ func newTwoNodes(t *testing.T) *twoNodes {
 	require.NoError(t, err)
 	c.net.Join("a", c.a.Serve)
 	c.configOfB = func(fs *crashfs.FS) router.Config {
-		return router.Config{Logs: c.logs, Routes: c.routesB, Dir: "/state", FS: fs, Transport: c.net.Transport("b")}
+		return router.Config{Logs: c.logs, Routes: c.routesB, Dir: "/state", FS: fs, Transport: c.net.Transport("b"), WireVersion: bVersion}
 	}
 	c.startB(c.diskB)
 	return c
@@ -76,7 +77,7 @@ func (c *twoNodes) produce(p int32, n int) {
 // answer brings nothing back.
 func TestClusterQueueDepthAndPurge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newTwoNodes(t)
+		c := newTwoNodes(t, 0)
 		defer func() { c.close() }()
 		queues := func(name string) (string, bool) { return name, name == "orders" }
 		h := mustNew(t, c.a, sqsapi.Config{BaseURL: baseURL, Queues: queues, Now: time.Now})
@@ -105,5 +106,35 @@ func TestClusterQueueDepthAndPurge(t *testing.T) {
 		status, err := c.b.TopicStatus("orders")
 		require.NoError(t, err)
 		require.Equal(t, int64(2), status[0].Frontier)
+	})
+}
+
+// With an owner on a release before node wire version 12, GetQueueAttributes counts what it
+// can (the partitions of the nodes that answer), and PurgeQueue fails, naming the partition
+// it could not purge, while the purge of the others stands; it counts as no purge, so
+// another may follow at once.
+func TestClusterPurgeWithAnOlderOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTwoNodes(t, 11)
+		defer c.close()
+		queues := func(name string) (string, bool) { return name, name == "orders" }
+		h := mustNew(t, c.a, sqsapi.Config{BaseURL: baseURL, Queues: queues, Now: time.Now})
+		c.produce(0, 2)
+		c.produce(1, 3)
+		var out struct{ Attributes map[string]string }
+		ok(t, call(h, "GetQueueAttributes", `{"QueueUrl":"`+queueURL+`","AttributeNames":["ApproximateNumberOfMessages"]}`), &out)
+		require.Equal(t, "2", out.Attributes["ApproximateNumberOfMessages"], "b's partition is not counted")
+
+		for range 2 {
+			e := failed(t, call(h, "PurgeQueue", `{"QueueUrl":"`+queueURL+`"}`))
+			require.Equal(t, "InternalFailure", e.Type)
+			require.Contains(t, e.Message, "not purged: partition 1 (router: unsupported rpc operation: b runs a release before node wire version 12")
+		}
+		status, err := c.a.TopicStatus("orders")
+		require.NoError(t, err)
+		require.Zero(t, status[0].Backlog, "a's partition purged")
+		msgs, err := c.b.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 10})
+		require.NoError(t, err)
+		require.Len(t, msgs, 3, "b's messages were not purged")
 	})
 }
