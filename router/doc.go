@@ -212,7 +212,9 @@
 // quarantines a record at once, on its consumer's word that it will never succeed; Stats
 // returns the counters, which package router/metrics exports for Prometheus and expvar;
 // PartitionStatus and TopicStatus say how far behind a partition is and whether it is
-// drained; HTTPStatus maps errors to HTTP statuses.
+// drained, QueueStatus the same of a topic's every partition wherever it is owned; Purge
+// settles the node's partitions of a topic and PurgeQueue every partition across the
+// owners; HTTPStatus maps errors to HTTP statuses.
 //
 // # Errors
 //

@@ -16,7 +16,7 @@ import (
 // Forwarding settles to another node: the lanes to each owner, the RPCs that carry one
 // settle or an AckBatch and read the owner's answers, and exchange, the Call with a budget
 // that every RPC to another node makes (settles, consumes, registrations, notifications,
-// cancels).
+// cancels, a topic's statuses and purges).
 
 // Transport carries node-to-node frames: one request frame to a node, its reply frame back.
 // err != nil means no reply came back (a 502 for the acks it carried); a peer's refusal

@@ -13,6 +13,10 @@ import (
 type PartitionStatus struct {
 	Topic     string
 	Partition int32
+	// Owner is the node that reported the status, as Routes names it, for a partition
+	// another node owns (QueueStatus asks the owners); "" for this node's partitions, and
+	// for a partition no owner was asked about (Err says why).
+	Owner string
 	// Loaded says the node holds the partition's in-flight state: it was touched since the
 	// node started (or since DropPartition); the first consume, ack or other call naming the
 	// partition loads it. Asking for the status loads nothing: of a partition not loaded,
@@ -95,7 +99,8 @@ func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, 
 }
 
 // TopicStatus returns the PartitionStatus of each of the topic's partitions this node owns,
-// ascending by partition. It answers ErrUnknownTopic for a topic Routes does not know.
+// ascending by partition (QueueStatus: every partition, the other owners' too). It answers
+// ErrUnknownTopic for a topic Routes does not know.
 func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
 	if !n.life.fence.enter() {
 		return nil, ErrClosed
@@ -207,6 +212,10 @@ type TopicSummary struct {
 	// AgeUnknown counts the partitions whose OldestUnsettledAge is not known (not loaded, no
 	// timestamps, a failed read): the age above is a lower bound while it is not zero.
 	AgeUnknown int
+	// Uncounted counts the partitions whose backlog is not known (HighWatermark -1: the log
+	// could not be resolved, or its owner did not answer QueueStatus): Backlog is a lower
+	// bound while it is not zero.
+	Uncounted int
 	// BlockedKeys and Deferred are the sums of an ordered topic's Keys.BlockedKeys and
 	// Keys.Deferred; OldestBlockedSince the earliest Keys.OldestBlockedSince (zero: none).
 	BlockedKeys, Deferred int
@@ -215,13 +224,16 @@ type TopicSummary struct {
 	QuarantinedKeys int
 }
 
-// Summarize sums statuses (a topic's, as TopicStatus returns them): the backlogs add up, and
+// Summarize sums statuses (a topic's, as TopicStatus or QueueStatus returns them): the backlogs add up, and
 // the age of the oldest unsettled record is the greatest known.
 func Summarize(statuses []PartitionStatus) TopicSummary {
 	sum := TopicSummary{Partitions: len(statuses), OldestUnsettledAge: -1}
 	for i := range statuses {
 		s := &statuses[i]
 		sum.Backlog += s.Backlog
+		if s.HighWatermark < 0 {
+			sum.Uncounted++
+		}
 		sum.BlockedKeys += s.Keys.BlockedKeys
 		sum.Deferred += s.Keys.Deferred
 		sum.QuarantinedKeys += s.Keys.QuarantinedKeys

@@ -25,6 +25,19 @@ func (n *Node) PurgePartition(ctx context.Context, topic string, partition int32
 		return 0, ErrClosed
 	}
 	defer n.life.fence.leave()
+	moved, err := n.settleBelowWatermark(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	return moved, n.committer.Durable(ctx, topic, partition)
+}
+
+// settleBelowWatermark is PurgePartition up to its wait for the disk: every record of the
+// partition below its log's high watermark settled in memory, the number of offsets the
+// frontier moved over returned. A caller inside the node's fence then waits for the
+// committer (PurgePartition at once; a purge of many partitions once all are settled, so
+// that one writeout carries them).
+func (n *Node) settleBelowWatermark(topic string, partition int32) (int64, error) {
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return 0, err
@@ -46,13 +59,14 @@ func (n *Node) PurgePartition(ctx context.Context, topic string, partition int32
 		return 0, fmt.Errorf("router: purge %s/%d: %w", topic, partition, err)
 	}
 	n.wake(topic, partition)
-	return moved, n.committer.Durable(ctx, topic, partition)
+	return moved, nil
 }
 
 // Purge is PurgePartition for every partition of topic this node serves, in turn, and returns
 // the offsets their frontiers moved over in all. The partitions other nodes own are theirs
-// to purge: a host purges a topic across a cluster by calling Purge on each owner. It stops
-// at the first partition that fails (what it purged before stands).
+// to purge: PurgeQueue purges the whole topic, asking each owner; a host may instead call
+// Purge on each owner. It stops at the first partition that fails (what it purged before
+// stands).
 func (n *Node) Purge(ctx context.Context, topic string) (int64, error) {
 	if err := checkTopic(topic); err != nil {
 		return 0, err

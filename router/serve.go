@@ -15,7 +15,8 @@ import (
 // op. The settles (ack, extend, nack, release, reject, durable ack, AckBatch) are the owner's
 // to apply, here, each through the local settle of settle.go; the consumption ops go to the
 // owner's side in owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and to
-// the requester's in keeper.go (Notify).
+// the requester's in keeper.go (Notify); a topic's status and purge to queuewide.go (Status,
+// Purge).
 
 // Serve answers a frame another node sent, decoded at the node's Config.WireVersion, and
 // returns the reply frame. An ack, extend, nack or AckBatch is applied record by record in
@@ -24,7 +25,8 @@ import (
 // with the unsupported status, anything else malformed (a field newer than its WireVersion
 // included) with the bad-request status. The frames of consumption across nodes are served
 // by owner.go (Consume, ConsumeBatch, Replay, Cancel, Register, Pass, Drop) and keeper.go
-// (Notify). A record whose requester gave up before it is applied (the Call's context
+// (Notify), a topic's status and purge asked by another node by queuewide.go (Status,
+// Purge). A record whose requester gave up before it is applied (the Call's context
 // ended, or, in an AckBatch, the record's own budget ran out since the frame arrived) is
 // answered 503 unapplied. Serve only applies records of partitions this node owns: it never
 // forwards again.
@@ -64,6 +66,10 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 		n.retire(req.Topic, from)
 	case wire.OpDrop:
 		n.serveDrop(from, req.Topic)
+	case wire.OpStatus:
+		return n.serveStatus(req.Topic, req.Partitions), nil
+	case wire.OpPurge:
+		return n.servePurge(ctx, req.Topic, req.Partitions), nil
 	default:
 		return refusal(wire.StatusUnsupported, fmt.Sprintf("op %d is not served by this node", req.Op)), nil
 	}

@@ -21,7 +21,8 @@ func (unreachable) Call(context.Context, string, []byte) ([]byte, error) {
 
 // FuzzServe: whatever frame another node sends, Serve never panics and answers a reply the
 // requester can read (an ack reply, a consume reply for Consume and Replay, a consume batch
-// reply of one readable consume reply per member for a ConsumeBatch it reads), so a bad
+// reply of one readable consume reply per member for a ConsumeBatch it reads, a status reply
+// of an entry per partition for a Status, an answer per partition for a Purge), so a bad
 // frame gets a 400-class refusal, never a crash (invariant "bad input is refused").
 func FuzzServe(f *testing.F) {
 	for _, req := range []wire.Request{
@@ -41,6 +42,9 @@ func FuzzServe(f *testing.F) {
 			{RequestID: 3, Pinned: -1, Max: 2, Budget: time.Second}, {RequestID: 4, Pinned: 0, Claim: true, Max: 1, Budget: time.Second}}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 5, Pinned: -1, Max: 3, Headers: true}},
 		{Op: wire.OpReplay, Topic: "orders", Replay: wire.Replay{Limit: 3, Headers: true}},
+		{Op: wire.OpStatus, Topic: "orders", Partitions: []int32{0, 1, 7}},
+		{Op: wire.OpStatus, Topic: "other", Partitions: []int32{0}},
+		{Op: wire.OpPurge, Topic: "orders", Partitions: []int32{0, 1}},
 	} {
 		frame, err := wire.EncodeRequest(req)
 		if err != nil {
@@ -79,7 +83,21 @@ func FuzzServe(f *testing.F) {
 			}
 			return
 		}
-		if req, err := wire.DecodeRequest(frame, wire.Newest); err == nil && req.Op == wire.OpConsumeBatch {
+		req, err := wire.DecodeRequest(frame, wire.Newest)
+		if err == nil && req.Op == wire.OpStatus {
+			status, err := wire.DecodeStatusReply(reply, len(req.Partitions))
+			if err != nil || status.Partitions == nil {
+				t.Fatalf("unreadable status reply: %+v, %v", status, err)
+			}
+			return
+		}
+		if err == nil && req.Op == wire.OpPurge {
+			if answers, err := wire.DecodeReply(reply); err != nil || len(answers) != len(req.Partitions) {
+				t.Fatalf("unreadable purge reply: %d answers for %d partitions, %v", len(answers), len(req.Partitions), err)
+			}
+			return
+		}
+		if err == nil && req.Op == wire.OpConsumeBatch {
 			batch, err := wire.DecodeConsumeBatchReply(reply, len(req.Consumes))
 			if err != nil || batch.Members == nil {
 				t.Fatalf("unreadable consume batch reply: %+v, %v", batch, err)

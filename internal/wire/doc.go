@@ -23,6 +23,7 @@
 //	V10 Reject (16): a settle that quarantines the record at once
 //	V11 Confirm (17); Consume's Reserve flag (bit 2 of Consume's and a ConsumeBatch
 //	    member's flags byte): reservations, whose attempt counts only once confirmed
+//	V12 Status (18), Purge (19): a topic's partitions counted and purged at their owner
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -34,7 +35,11 @@
 // for reservations (the Reserve flag), deliveries whose attempt the owner counts only once
 // the gateway confirms (Confirm) that a consumer got the record; those it does not hand over
 // it gives back with Release, as if never granted. A requester never asks an owner of an
-// older version for reservations, nor sends it a confirm.
+// older version for reservations, nor sends it a confirm. Version 12 lets a node count and
+// purge a topic whose partitions other nodes own: one frame per owner names many partitions,
+// and the owner answers each (its status, nothing in it a time; or its purge, once on the
+// owner's disk). An older owner refuses the op, and its partitions go uncounted or
+// unpurged: no other op stands in.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -80,16 +85,21 @@
 //	Notify             hold (a duration, positive): how long the owner holds the record for a
 //	                   claim
 //	Pass, Drop         the header alone
+//	Status, Purge      u16 count (1 to MaxPartitions), then each partition i32, ascending,
+//	                   none negative or repeated
 //
 // No frame has bytes after its last field, and none is longer than MaxFrame.
 //
 // # Reply frames
 //
 // The ack reply answers the ack ops (Confirm among them), Register (an answer per entry),
-// Notify, Pass, Drop and Cancel, and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
+// Notify, Pass, Drop, Cancel and Purge (an answer per partition, in the request's order),
+// and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
 // per answer a status byte, an i64 (the new expiry of an extend (a time), or, for ExtendLeft,
-// the lease's time left (a duration); else 0) and a message (u16 length, at most MaxMessage
-// bytes).
+// the lease's time left (a duration), or, for a Purge, the offsets the partition's frontier
+// moved over; else 0) and a message (u16 length, at most MaxMessage bytes). A partition's
+// answer to a Purge is never the unsupported status: a reply of one answer with it is the
+// refusal of the whole frame.
 //
 // The consume reply answers Consume and Replay: a mark byte (0xC5, which no ack reply begins
 // with, so a refusal in the ack reply format reads apart), a status byte, a message (u16
@@ -106,6 +116,18 @@
 // The consume batch reply answers ConsumeBatch: a mark byte (0xC6), a u16 count (the
 // request's), then per consume, in the request's order, a u32 length and that consume's
 // consume reply. A refusal of the whole frame is an ack reply of one answer.
+//
+// The status reply answers Status: a mark byte (0xC8), a u16 count (the request's), then
+// per partition, in the request's order: partition i32, a status byte and a message (u16
+// length, at most MaxMessage bytes); when the status is 0 (counted), then: loaded u8 (0 or
+// 1), frontier i64 (-1: not known), high watermark i64 (-1: not known), backlog i64, the
+// oldest unsettled record's age (a duration, -1: not known), twelve u32 counts (leased,
+// delayed, acked ahead, quarantined, requeued, held keys, blocked keys, deferred, parked
+// keys, parked, consumers parked on the topic, on the partition), how long the key blocked
+// longest has been blocked (a duration, 0: none), the partition's error as a status byte (0:
+// none) and a message, the set-aside error's message (empty: not set aside) and the time
+// left before its retry (a duration, 0 when not set aside). A refusal of the whole frame is
+// an ack reply of one answer.
 //
 // Decoders never panic, and never allocate more than the frame's length justifies: every count
 // (a delivery's headers included) and every length is bounded by the bytes left.

@@ -24,7 +24,8 @@ const (
 	V9                        // + headers in deliveries: the Headers flag of Consume, ConsumeBatch and Replay
 	V10                       // + Reject
 	V11                       // + Confirm; Consume's Reserve flag
-	Newest = V11
+	V12                       // + Status, Purge: a topic's partitions counted and purged at their owner
+	Newest = V12
 )
 
 // Ops: a request frame's first byte.
@@ -61,6 +62,14 @@ const (
 	// confirms the reservations it hands over, and gives back with OpRelease those it does
 	// not ("as if never granted": uncounted). It is answered as an Ack is.
 	OpConfirm byte = 17
+	// OpStatus asks the owner where partitions of a topic stand (router.PartitionStatus),
+	// many partitions in one frame: a node counts a topic's whole depth with one frame per
+	// owner. It is answered by a status reply (see StatusReply); nothing in it is a time.
+	OpStatus byte = 18
+	// OpPurge asks the owner to purge partitions of a topic (router.Node.PurgePartition):
+	// each is answered once its purge is on the owner's disk, in an ack reply of one answer
+	// per partition whose i64 is the offsets the partition's frontier moved over.
+	OpPurge byte = 19
 )
 
 // Limits of the frames.
@@ -73,6 +82,9 @@ const (
 	MaxRegistrations = 1024
 	// MaxConsumeBatch is the most consumes one ConsumeBatch carries.
 	MaxConsumeBatch = 64
+	// MaxPartitions is the most partitions one Status or Purge carries: a status reply of
+	// that many, each with two messages of MaxMessage, stays well below MaxFrame.
+	MaxPartitions = 1024
 	// MaxMessage is the longest message of a reply, in bytes; encoders cut longer ones.
 	MaxMessage = 1 << 10
 	// MaxFrame is the longest frame a decoder reads, request or reply.
@@ -109,6 +121,8 @@ func Since(op byte) Version {
 		return V10
 	case OpConfirm:
 		return V11
+	case OpStatus, OpPurge:
+		return V12
 	}
 	return 0
 }
@@ -243,6 +257,9 @@ type Request struct {
 	RequestID     uint64         // Cancel
 	Registrations []Registration // Register
 	Hold          time.Duration  // Notify
+	// Partitions: Status and Purge, 1 to MaxPartitions, ascending, none negative or
+	// repeated.
+	Partitions []int32
 }
 
 // MinVersion is the oldest version that decodes the frame EncodeRequest writes for r.
@@ -296,6 +313,7 @@ const (
 	batchConsumeSize = consumeSize + 1 + 4 + 1 + 8 // claim, max, flags, budget
 	replaySize       = 4 + 8 + 4
 	registrationSize = 2 + 8 // without its topic
+	partitionSize    = 4
 )
 
 // EncodeRequest writes req's frame, in the newest form that carries it: a Consume's flags
@@ -327,6 +345,8 @@ func EncodeRequest(req Request) ([]byte, error) {
 		}
 	case OpNotify:
 		size += 8
+	case OpStatus, OpPurge:
+		size += 2 + len(req.Partitions)*partitionSize
 	}
 	b := make([]byte, 0, size)
 	b = append(b, req.Op)
@@ -397,6 +417,11 @@ func EncodeRequest(req Request) ([]byte, error) {
 		}
 	case OpNotify:
 		b = binary.BigEndian.AppendUint64(b, uint64(req.Hold))
+	case OpStatus, OpPurge:
+		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Partitions)))
+		for _, p := range req.Partitions {
+			b = binary.BigEndian.AppendUint32(b, uint32(p))
+		}
 	}
 	return b, nil
 }
@@ -470,6 +495,15 @@ func check(req *Request) error {
 	case OpNotify:
 		if req.Hold <= 0 {
 			return invalid("a hold of %v", req.Hold)
+		}
+	case OpStatus, OpPurge:
+		if len(req.Partitions) == 0 || len(req.Partitions) > MaxPartitions {
+			return invalid("%d partitions (1 to %d)", len(req.Partitions), MaxPartitions)
+		}
+		for i, p := range req.Partitions {
+			if p < 0 || i > 0 && p <= req.Partitions[i-1] {
+				return invalid("partitions %v (ascending, none negative or repeated)", req.Partitions)
+			}
 		}
 	}
 	return nil
@@ -719,6 +753,23 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 		req.Hold = r.duration("notify")
 		if r.err == nil && req.Hold <= 0 {
 			r.fail("a hold of %v", req.Hold)
+		}
+	case OpStatus, OpPurge:
+		count := int(r.u16("partitions"))
+		if r.err == nil && (count == 0 || count > MaxPartitions || len(r.b) != count*partitionSize) {
+			r.fail("%d partitions in %d bytes", count, len(r.b))
+		}
+		if r.err != nil {
+			break
+		}
+		req.Partitions = make([]int32, count)
+		for i := range req.Partitions {
+			p := int32(r.u32("partition"))
+			if p < 0 || i > 0 && p <= req.Partitions[i-1] {
+				r.fail("partition %d after %v (ascending, none negative or repeated)", p, req.Partitions[:i])
+				break
+			}
+			req.Partitions[i] = p
 		}
 	case OpPass, OpDrop:
 	}

@@ -16,7 +16,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -94,6 +94,10 @@ func samples() []wire.Request {
 			{RequestID: 24, Pinned: 0, Max: 5, RelativeExpiry: true, Headers: true, Reserve: true, Budget: time.Second},
 			{RequestID: 25, Pinned: 1, Max: 9, Reserve: true, Budget: 1},
 		}},
+		// Version 12's.
+		{Op: wire.OpStatus, Topic: "orders", Partitions: []int32{0}},
+		{Op: wire.OpStatus, Topic: "", Partitions: []int32{0, 3, 1<<31 - 1}},
+		{Op: wire.OpPurge, Topic: "orders", Partitions: []int32{2, 5}},
 	}
 }
 
@@ -542,7 +546,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{18, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{20, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -797,7 +801,12 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		name string
 		req  wire.Request
 	}{
-		{"unknown op", wire.Request{Op: 18}},
+		{"unknown op", wire.Request{Op: 20}},
+		{"status of no partition", wire.Request{Op: wire.OpStatus, Topic: "t"}},
+		{"status over MaxPartitions", wire.Request{Op: wire.OpStatus, Topic: "t", Partitions: make([]int32, wire.MaxPartitions+1)}},
+		{"status of a negative partition", wire.Request{Op: wire.OpStatus, Topic: "t", Partitions: []int32{-1}}},
+		{"status of a repeated partition", wire.Request{Op: wire.OpStatus, Topic: "t", Partitions: []int32{1, 1}}},
+		{"purge of descending partitions", wire.Request{Op: wire.OpPurge, Topic: "t", Partitions: []int32{2, 1}}},
 		{"consume batch of none", wire.Request{Op: wire.OpConsumeBatch}},
 		{"consume batch over MaxConsumeBatch", wire.Request{Op: wire.OpConsumeBatch, Consumes: make([]wire.Consume, wire.MaxConsumeBatch+1)}},
 		{"consume batch member of no budget", wire.Request{Op: wire.OpConsumeBatch, Consumes: []wire.Consume{{Pinned: -1}}}},
@@ -846,7 +855,7 @@ func TestVersions(t *testing.T) {
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
 		wire.OpConsumeBatch: wire.V8, wire.OpReject: wire.V10,
-		wire.OpConfirm: wire.V11, 0: 0, 18: 0, 255: 0,
+		wire.OpConfirm: wire.V11, wire.OpStatus: wire.V12, wire.OpPurge: wire.V12, 0: 0, 20: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -857,7 +866,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V11 {
+	if wire.Newest != wire.V12 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -1048,6 +1057,13 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{wire.OpAckBatch, 0, 0, 0, 0})
 	f.Add([]byte{200, 0, 1, 'x'})
+	// Version 12's: Status and Purge, and bodies out of order, short or hostile.
+	f.Add(frame(wire.OpStatus, "t", uint16(2), int32(0), int32(5)))
+	f.Add(frame(wire.OpPurge, "t", uint16(1), int32(3)))
+	f.Add(frame(wire.OpStatus, "t", uint16(2), int32(5), int32(5)))
+	f.Add(frame(wire.OpPurge, "t", uint16(1), int32(-1)))
+	f.Add(frame(wire.OpStatus, "t", uint16(0xffff), int32(1)))
+	f.Add([]byte{19, 0, 0})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var accepted *wire.Request
 		first := wire.Version(0)

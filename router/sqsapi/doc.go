@@ -112,10 +112,15 @@
 // (see Queue management); the rest of the URL is not checked, so a
 // queue is reached whatever host name the client knows the broker by. A queue name is 1 to
 // 80 letters, digits, hyphens, underscores and dots. A topic the node does not know
-// (router.ErrUnknownTopic) is QueueDoesNotExist too. GetQueueAttributes counts what the
-// node's router.Node.TopicStatus reports, the partitions this node owns: in a cluster the
-// host sums the nodes' answers if it needs the queue's; a partition not loaded since the
-// node started counts what its persisted state says. ApproximateNumberOfMessages is the
+// (router.ErrUnknownTopic) is QueueDoesNotExist too. GetQueueAttributes counts the whole
+// queue: every partition of the topic, as router.Node.QueueStatus reports them (through
+// QueueCounter), the partitions other nodes own asked of their owners, one frame per owner;
+// a partition not loaded since its owner started counts what its persisted state says, so a
+// node that has served nothing yet counts its backlog all the same. A partition whose owner
+// does not answer within router.StatusBudget (2 s; the request's context bounds it too), is
+// down, or runs a release before node wire version 12 counts nothing: the counts are then
+// a lower bound, as SQS's approximate counts may be. A node that is no QueueCounter (a
+// fake) counts its router.Node.TopicStatus, the partitions it owns. ApproximateNumberOfMessages is the
 // backlog that is visible now (not leased, delayed, acked ahead of a gap or quarantined),
 // ApproximateNumberOfMessagesNotVisible the leased records, ApproximateNumberOfMessagesDelayed
 // those a release's delay or a topic's backoff holds back. ApproximateAgeOfOldestMessage,
@@ -154,14 +159,20 @@
 //	UntagQueue          the TagKeys given removed (a key the queue has not is no error)
 //	ListQueueTags       the tags
 //	PurgeQueue          every message below the topic's high watermarks at the call deleted
-//	                    (in flight, delayed or not yet received), durably: the node's Purge
-//	                    (router.Node.Purge, through Purger) settles them as if acked and
-//	                    answers once that is on disk, so a crash or a power cut after the
+//	                    (in flight, delayed or not yet received), durably: the node's
+//	                    PurgeQueue (router.Node.PurgeQueue, through QueueWidePurger)
+//	                    settles them as if acked, on every partition wherever it is owned
+//	                    (the other owners asked with one frame each), and answers once that
+//	                    is on every owner's disk, so a crash or a power cut after the
 //	                    answer brings none back; messages sent meanwhile may go or stay, as
-//	                    on SQS. A store that is a QueuePurger (MemQueueStore with a
-//	                    PurgeTopic) purges instead, unless it answers errors.ErrUnsupported;
-//	                    with neither, UnsupportedOperation. The node purges the partitions
-//	                    it owns: in a cluster the store purges, on every owner. With
+//	                    on SQS. A partition that could not be purged fails the call, the
+//	                    others' purges standing (ServiceUnavailable, which the SDKs retry,
+//	                    when an owner did not answer within router.PurgeBudget or is down;
+//	                    InternalFailure for an owner on a release before node wire version
+//	                    12). A node that is only a Purger (router.Node.Purge) purges the
+//	                    partitions it owns. A store that is a QueuePurger (MemQueueStore
+//	                    with a PurgeTopic) purges instead, unless it answers
+//	                    errors.ErrUnsupported; with none, UnsupportedOperation. With
 //	                    Config.Queues too (Authorize refuses it where a host wants none).
 //	                    One purge a queue in RecentWindow (60 s), as SQS allows: another
 //	                    within 60 s of the last that purged is PurgeQueueInProgress and

@@ -33,12 +33,42 @@ var _ Node = (*router.Node)(nil)
 // settles every record below the high watermarks of the topic's partitions the node owns, as
 // if each had been acked, and returns once that is durable (a crash or a power cut after it
 // undoes nothing). PurgeQueue calls it unless Config.Store purges the queue itself (see
-// QueuePurger); with neither, PurgeQueue is UnsupportedOperation.
+// QueuePurger) or the node is a QueueWidePurger; with none, PurgeQueue is
+// UnsupportedOperation.
 type Purger interface {
 	Purge(ctx context.Context, topic string) (int64, error)
 }
 
-var _ Purger = (*router.Node)(nil)
+// A QueueWidePurger is a Node that purges a topic's every partition, wherever it is owned,
+// found by type assertion: router.Node.PurgeQueue, which purges this node's partitions and
+// asks each other owner to purge its own, each answered once durable there. PurgeQueue calls
+// it rather than Purger, so that a node of a cluster empties the whole queue.
+type QueueWidePurger interface {
+	PurgeQueue(ctx context.Context, topic string) (int64, error)
+}
+
+// A QueueCounter is a Node that counts a topic's every partition, wherever it is owned,
+// found by type assertion: router.Node.QueueStatus, which asks each other owner for its
+// partitions. GetQueueAttributes (and StartMessageMoveTask's count) use it rather than
+// TopicStatus, which counts the node's own partitions alone.
+type QueueCounter interface {
+	QueueStatus(ctx context.Context, topic string) ([]router.PartitionStatus, error)
+}
+
+var (
+	_ Purger          = (*router.Node)(nil)
+	_ QueueWidePurger = (*router.Node)(nil)
+	_ QueueCounter    = (*router.Node)(nil)
+)
+
+// queueStatus is the status of every partition of topic the node can count: the whole
+// queue's with a QueueCounter, the node's own partitions' otherwise.
+func (h *Handler) queueStatus(ctx context.Context, topic string) ([]router.PartitionStatus, error) {
+	if counter, ok := h.node.(QueueCounter); ok {
+		return counter.QueueStatus(ctx, topic)
+	}
+	return h.node.TopicStatus(topic)
+}
 
 // DefaultMaxInFlight is Config.MaxInFlight's zero value: the ReceiveMessage requests one
 // client identity may have in flight at once (httpapi's bound on consumes).

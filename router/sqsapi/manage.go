@@ -1,6 +1,7 @@
 package sqsapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -303,8 +304,10 @@ func (h *Handler) deleteQueue(c *call) error {
 }
 
 // purgeQueue serves PurgeQueue: through Config.Store when it is a QueuePurger that purges,
-// and otherwise through the node's Purge (router.Node.Purge: every message below the
-// high watermarks of the partitions the node owns settled, durably when it returns).
+// and otherwise through the node: its PurgeQueue when it is a QueueWidePurger
+// (router.Node.PurgeQueue: every partition's messages below its high watermark settled,
+// wherever it is owned, durably when it returns), its Purge otherwise (the partitions it
+// owns).
 func (h *Handler) purgeQueue(c *call) error {
 	var in queueURLInput
 	if err := c.decode(&in); err != nil {
@@ -315,7 +318,7 @@ func (h *Handler) purgeQueue(c *call) error {
 		return err
 	}
 	purger, stores := h.store.(QueuePurger)
-	nodePurger, nodePurges := h.node.(Purger)
+	nodePurge, nodePurges := h.nodePurge()
 	if !stores && !nodePurges {
 		return unsupportedPurge()
 	}
@@ -328,7 +331,7 @@ func (h *Handler) purgeQueue(c *call) error {
 		err = purger.PurgeQueue(c.r.Context(), name, ref.rec)
 	}
 	if errors.Is(err, errors.ErrUnsupported) && nodePurges {
-		_, err = nodePurger.Purge(c.r.Context(), ref.topic)
+		_, err = nodePurge(c.r.Context(), ref.topic)
 	}
 	if err != nil {
 		h.purges.undo(name, at, time.Time{}, false) // no purge: another may come at once
@@ -339,6 +342,18 @@ func (h *Handler) purgeQueue(c *call) error {
 	}
 	c.reply(nil)
 	return nil
+}
+
+// nodePurge returns the node's purge of a whole topic: PurgeQueue when it is a
+// QueueWidePurger, Purge when it is a Purger; ok is false when it is neither.
+func (h *Handler) nodePurge() (purge func(ctx context.Context, topic string) (int64, error), ok bool) {
+	if p, ok := h.node.(QueueWidePurger); ok {
+		return p.PurgeQueue, true
+	}
+	if p, ok := h.node.(Purger); ok {
+		return p.Purge, true
+	}
+	return nil, false
 }
 
 func unsupportedPurge() error {

@@ -152,7 +152,7 @@ func (h *Handler) startMessageMoveTask(c *call) error {
 	if !h.isDeadLetterQueue(source) {
 		return invalidValue("SourceArn", strconv.Quote(truncate(*in.SourceArn)), "Source queue must be configured as a Dead Letter Queue.")
 	}
-	status, err := h.node.TopicStatus(ref.topic)
+	status, err := h.queueStatus(c.r.Context(), ref.topic)
 	if err != nil {
 		return err
 	}

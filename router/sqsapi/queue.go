@@ -81,8 +81,8 @@ var knownQueueAttributeNames = setOf(
 	"RedriveAllowPolicy", "SqsManagedSseEnabled", "ApproximateAgeOfOldestMessage",
 )
 
-// getQueueAttributes serves GetQueueAttributes: the counts from the node's TopicStatus (the
-// topic's partitions this node owns, summed), and with Config.Store the queue's attributes,
+// getQueueAttributes serves GetQueueAttributes: the counts of every partition of the topic
+// (queueStatus: wherever it is owned, with a QueueCounter), summed, and with Config.Store the queue's attributes,
 // ARN and timestamps; ApproximateAgeOfOldestMessage, asked by name, is the oldest
 // PartitionStatus.OldestUnsettledAge known, in seconds.
 func (h *Handler) getQueueAttributes(c *call) error {
@@ -103,7 +103,7 @@ func (h *Handler) getQueueAttributes(c *call) error {
 	}
 	attrs := map[string]string{}
 	if want&(attrMessages|attrNotVisible|attrDelayed|attrAgeOfOldest) != 0 {
-		status, err := h.node.TopicStatus(ref.topic)
+		status, err := h.queueStatus(c.r.Context(), ref.topic)
 		if err != nil {
 			return err
 		}
@@ -203,8 +203,10 @@ func (r pairsReply) appendXML(dst []byte) []byte {
 // queueCounts sums the partitions' counts, in the order of queueAttributes: the records
 // visible now (the backlog less what is leased, delayed, acked ahead of a gap or
 // quarantined), those leased, and those a release's delay or a backoff holds back. A
-// partition not loaded since the node started counts what its persisted state says
-// (router.PartitionStatus): nothing of it is in flight here.
+// partition not loaded since its owner started counts what its persisted state says
+// (router.PartitionStatus): nothing of it is in flight there. A partition its owner did not
+// count (router.Node.QueueStatus: an owner down, silent or on an older release) counts
+// nothing: its backlog is zero.
 func queueCounts(status []router.PartitionStatus) [3]int64 {
 	var c [3]int64
 	for _, s := range status {
