@@ -336,7 +336,7 @@ func statusOf(topic, owner string, e *wire.PartitionStatus, sent time.Time) Part
 		Leased: int(e.Leased), Delayed: int(e.Delayed), AckedAhead: int(e.AckedAhead),
 		Quarantined: int(e.Quarantined), Requeued: int(e.Requeued),
 		Keys: KeyStats{HeldKeys: int(e.HeldKeys), BlockedKeys: int(e.BlockedKeys), Deferred: int(e.Deferred),
-			ParkedKeys: int(e.ParkedKeys), Parked: int(e.Parked)},
+			ParkedKeys: int(e.ParkedKeys), Parked: int(e.Parked), QuarantinedKeys: int(e.QuarantinedKeys)},
 		ParkedOnTopic: int(e.ParkedOnTopic), ParkedOnPartition: int(e.ParkedOnPartition),
 	}
 	if e.BlockedFor > 0 {
@@ -360,7 +360,7 @@ func wireStatus(st *PartitionStatus, now time.Time) wire.PartitionStatus {
 		Leased: count32(st.Leased), Delayed: count32(st.Delayed), AckedAhead: count32(st.AckedAhead),
 		Quarantined: count32(st.Quarantined), Requeued: count32(st.Requeued),
 		HeldKeys: count32(st.Keys.HeldKeys), BlockedKeys: count32(st.Keys.BlockedKeys), Deferred: count32(st.Keys.Deferred),
-		ParkedKeys: count32(st.Keys.ParkedKeys), Parked: count32(st.Keys.Parked),
+		ParkedKeys: count32(st.Keys.ParkedKeys), Parked: count32(st.Keys.Parked), QuarantinedKeys: count32(st.Keys.QuarantinedKeys),
 		ParkedOnTopic: count32(st.ParkedOnTopic), ParkedOnPartition: count32(st.ParkedOnPartition),
 	}
 	if since := st.Keys.OldestBlockedSince; !since.IsZero() {

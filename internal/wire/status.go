@@ -24,6 +24,7 @@ type PartitionStatus struct {
 	Quarantined, Requeued            uint32
 	HeldKeys, BlockedKeys, Deferred  uint32
 	ParkedKeys, Parked               uint32
+	QuarantinedKeys                  uint32
 	// BlockedFor is how long the key blocked longest had been blocked when the owner
 	// answered (router.KeyStats.OldestBlockedSince as an age); zero when none is.
 	BlockedFor                       time.Duration
@@ -83,7 +84,7 @@ func AppendStatusReply(dst []byte, entries []PartitionStatus) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(v))
 		}
 		for _, v := range [...]uint32{e.Leased, e.Delayed, e.AckedAhead, e.Quarantined, e.Requeued,
-			e.HeldKeys, e.BlockedKeys, e.Deferred, e.ParkedKeys, e.Parked, e.ParkedOnTopic, e.ParkedOnPartition} {
+			e.HeldKeys, e.BlockedKeys, e.Deferred, e.ParkedKeys, e.Parked, e.ParkedOnTopic, e.ParkedOnPartition, e.QuarantinedKeys} {
 			b = binary.BigEndian.AppendUint32(b, v)
 		}
 		b = binary.BigEndian.AppendUint64(b, uint64(e.BlockedFor))
@@ -166,8 +167,8 @@ func (r *reader) partitionStatus() PartitionStatus {
 	}
 	e.Frontier, e.HighWatermark, e.Backlog = int64(r.u64("frontier")), int64(r.u64("high watermark")), int64(r.u64("backlog"))
 	e.OldestUnsettledAge = r.duration("oldest unsettled age")
-	counts := [12]*uint32{&e.Leased, &e.Delayed, &e.AckedAhead, &e.Quarantined, &e.Requeued,
-		&e.HeldKeys, &e.BlockedKeys, &e.Deferred, &e.ParkedKeys, &e.Parked, &e.ParkedOnTopic, &e.ParkedOnPartition}
+	counts := [13]*uint32{&e.Leased, &e.Delayed, &e.AckedAhead, &e.Quarantined, &e.Requeued,
+		&e.HeldKeys, &e.BlockedKeys, &e.Deferred, &e.ParkedKeys, &e.Parked, &e.ParkedOnTopic, &e.ParkedOnPartition, &e.QuarantinedKeys}
 	for _, c := range counts {
 		*c = r.u32("status counts")
 	}
