@@ -267,11 +267,12 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 
 // unbindLocked is called as the live lease of off ends: settled, or (queued) released,
 // delayed or lapsed, so that it waits for delivery again as the key's next record. The key
-// frees once no lease holds it: its lowest queued offset, if deferred, is made visible.
-func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) {
+// frees once no lease holds it: its lowest queued offset, if deferred, is made visible. It
+// reports whether the lease was bound.
+func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) bool {
 	ref, ok := s.keys.of.get(off)
 	if !ok || !ref.bound {
-		return // not bound: no key, or given back before its record was bound
+		return false // not bound: no key, or given back before its record was bound
 	}
 	ks := ref.state
 	ks.holders--
@@ -285,6 +286,7 @@ func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) {
 		s.keys.of.remove(off)
 	}
 	s.freeKeyLocked(ref.key, ks, fx)
+	return true
 }
 
 // settledQueuedLocked forgets the queued offset off, settled by a lease that was never bound

@@ -1275,8 +1275,7 @@ func (s *Shard) liveLease(h Handle) (pending, error) {
 func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	s.pending.remove(off)
 	s.leased--
-	if s.keys != nil {
-		s.unbindLocked(off, false, 0, fx)
+	if s.keys != nil && !s.unbindLocked(off, false, 0, fx) {
 		// Queued and leased again, but resolved before its read bound it (a corrupt skip):
 		// left at the head of its key's queue, it would block the key for good.
 		s.settledQueuedLocked(off, fx)
