@@ -21,10 +21,11 @@ type PartitionStatus struct {
 	// node started (or since DropPartition); the first consume, ack or other call naming the
 	// partition loads it. Asking for the status loads nothing: of a partition not loaded,
 	// Frontier, Backlog, OldestUnsettledAge, AckedAhead, Quarantined and Requeued are read
-	// from its state files, as a restart would find them (records an ordered topic parked
-	// behind their keys count as acked ahead there), and Leased, Delayed and Keys are zero:
-	// nothing is in flight on this node. Frontier is -1 and the counts zero when the files
-	// cannot be read, and with a Config.Store (the store is not asked for a status).
+	// from its state files, or with a Config.Store from the store (one StateStore.Load per
+	// such partition per status, within the store's timeout), as a restart would find them
+	// (records an ordered topic parked behind their keys count as acked ahead there), and
+	// Leased, Delayed and Keys are zero: nothing is in flight on this node. Frontier is -1
+	// and the counts zero when the state cannot be read.
 	Loaded bool
 	// Frontier is the committed frontier: every offset at or below it is settled (acked,
 	// skipped as corrupt or past retention, or quarantined).
@@ -153,8 +154,8 @@ func (n *Node) partitionStatus(topic string, partition int32, parked int, verdic
 	return st
 }
 
-// statePeeker is what the file committer offers (offsets.Committer.Peek): a partition's
-// persisted state read for a look, with nothing logged or counted.
+// statePeeker is what both committers offer (offsets.Committer.Peek, the state store's):
+// a partition's persisted state read for a look, with nothing logged or counted.
 type statePeeker interface {
 	Peek(topic string, partition int32) (offsets.State, error)
 }
@@ -167,7 +168,7 @@ type statePeeker interface {
 func (n *Node) persistedStatus(st *PartitionStatus, log Log, oldest int64) {
 	peek, ok := n.committer.(statePeeker)
 	if !ok {
-		return // a host's store: not asked for a status (a remote call per partition)
+		return
 	}
 	files, err := peek.Peek(st.Topic, st.Partition)
 	if err != nil {

@@ -241,8 +241,22 @@ func TestPartitionStatusOldestUnsettledAgeEdges(t *testing.T) {
 // A partition no call has loaded since a restart reports what its files hold, read and not
 // kept: an SQS front end's queue depth, or a dashboard's backlog, on a node just started.
 func TestPartitionStatusNotLoadedReadsItsFiles(t *testing.T) {
+	for _, withStore := range []bool{false, true} {
+		t.Run(map[bool]string{false: "files", true: "state store"}[withStore], func(t *testing.T) {
+			testPartitionStatusNotLoaded(t, withStore)
+		})
+	}
+}
+
+// testPartitionStatusNotLoaded: the status of a partition not loaded since a restart counts
+// what its persisted state says, in its files or in the host's state store.
+func testPartitionStatusNotLoaded(t *testing.T, withStore bool) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, 0)
+		if withStore {
+			store := &routertest.MemStore{}
+			h.restart(func(cfg *router.Config) { cfg.Store = store })
+		}
 		ctx := context.Background()
 		h.produce(0, 10)
 		msgs, err := h.node.Consume(ctx, "orders", router.ConsumeOptions{Max: 7, Pinned: true, Partition: 0})

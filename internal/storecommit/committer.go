@@ -261,37 +261,60 @@ func (c *Committer) Load(topic string, partition int32) (offsets.State, error) {
 // unbound state is trusted and bound to host at its next save. State.HostIncarnation is
 // host, or the stored state's binding when host is 0.
 func (c *Committer) LoadBound(topic string, partition int32, host uint64) (offsets.State, error) {
+	st, damage, err := c.fetch(topic, partition, host)
+	if err != nil {
+		return st, err
+	}
+	if damage != nil {
+		c.stats.ignored.Add(1)
+		c.log.Error("consume: ignoring damaged or foreign state from the state store; the partition's retained records are delivered again",
+			"topic", topic, "partition", partition, "err", damage)
+	}
+	return st, nil
+}
+
+// Peek reads the partition's state from the store for a look (the status of a partition no
+// shard holds): nothing is logged or counted, however often it is asked, and bytes that do
+// not verify or name another partition are an error, as a failed load is.
+func (c *Committer) Peek(topic string, partition int32) (offsets.State, error) {
+	st, damage, err := c.fetch(topic, partition, 0)
+	if err == nil && damage != nil {
+		err = &offsets.PartitionError{Topic: topic, Partition: partition, Op: "peek", Err: damage}
+	}
+	return st, err
+}
+
+// fetch loads and decodes the partition's stored state (see LoadBound): err is the store's
+// failure; damage what makes the stored bytes unusable, with no state returned.
+func (c *Committer) fetch(topic string, partition int32, host uint64) (st offsets.State, damage, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()
 	b, err := c.cfg.Store.Load(ctx, topic, partition)
 	if err != nil {
-		return offsets.State{Frontier: -1}, &offsets.PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
+		return offsets.State{Frontier: -1}, nil, &offsets.PartitionError{Topic: topic, Partition: partition, Op: "load", Err: err}
 	}
 	none := offsets.State{Frontier: -1, Incarnation: handoff.NewID(), HostIncarnation: host}
 	if b == nil {
-		return none, nil
+		return none, nil, nil
 	}
-	p, err := handoff.Decode(b, time.Time{})
+	p, damage := handoff.Decode(b, time.Time{})
 	switch bound := p.State.HostIncarnation; {
-	case err != nil:
+	case damage != nil:
 	case p.Topic != topic || p.Partition != partition:
-		err = fmt.Errorf("the state of %s/%d", p.Topic, p.Partition)
+		damage = fmt.Errorf("the state of %s/%d", p.Topic, p.Partition)
 	case host != 0 && bound != 0 && bound != host:
-		err = fmt.Errorf("a state bound to host incarnation %016x of the topic, not the host's %016x: an earlier life's state",
+		damage = fmt.Errorf("a state bound to host incarnation %016x of the topic, not the host's %016x: an earlier life's state",
 			bound, host)
 	}
-	if err != nil {
-		c.stats.ignored.Add(1)
-		c.log.Error("consume: ignoring damaged or foreign state from the state store; the partition's retained records are delivered again",
-			"topic", topic, "partition", partition, "err", err)
-		return none, nil
+	if damage != nil {
+		return none, damage, nil
 	}
-	st := offsets.State{Found: true}
+	st = offsets.State{Found: true}
 	ackstate.ToOffsets(&st, &p.State)
 	if host != 0 {
 		st.HostIncarnation = host
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // ClampToWatermark clamps a loaded frontier at or above hwm (a log that lost its tail), as

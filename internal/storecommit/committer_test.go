@@ -829,3 +829,36 @@ func TestClampToWatermark(t *testing.T) {
 	require.Less(t, clamped.Frontier, int64(5))
 	require.EqualValues(t, 1, h.c.Stats().Clamps)
 }
+
+// Peek reads a partition's state for a look: what Load would take, and damaged or foreign
+// bytes and a failing store as errors, with nothing counted (Load counts what it ignores).
+func TestPeek(t *testing.T) {
+	h := newHarness(t, Config{})
+	st, err := h.c.Peek("t", 0)
+	require.NoError(t, err)
+	require.False(t, st.Found, "nothing stored")
+
+	var p handoff.Partition
+	p.ID, p.Topic, p.Partition, p.State.Frontier, p.State.Incarnation = handoff.NewID(), "t", 0, 41, handoff.NewID()
+	b := handoff.Append(nil, &p, time.Time{})
+	h.store.mu.Lock()
+	h.store.data[key{"t", 0}] = b
+	h.store.data[key{"t", 1}] = b // another partition's state
+	h.store.data[key{"t", 2}] = []byte("damaged")
+	h.store.mu.Unlock()
+
+	st, err = h.c.Peek("t", 0)
+	require.NoError(t, err)
+	require.True(t, st.Found)
+	require.Equal(t, int64(41), st.Frontier)
+	for _, part := range []int32{1, 2} {
+		_, err = h.c.Peek("t", part)
+		require.Error(t, err, "partition %d", part)
+	}
+	require.Zero(t, h.c.Stats().IgnoredFiles, "a look counts nothing")
+	h.store.mu.Lock()
+	h.store.loadErr = errStore
+	h.store.mu.Unlock()
+	_, err = h.c.Peek("t", 0)
+	require.ErrorIs(t, err, errStore)
+}

@@ -115,8 +115,9 @@
 // (router.ErrUnknownTopic) is QueueDoesNotExist too. GetQueueAttributes counts the whole
 // queue: every partition of the topic, as router.Node.QueueStatus reports them (through
 // QueueCounter), the partitions other nodes own asked of their owners, one frame per owner;
-// a partition not loaded since its owner started counts what its persisted state says, so a
-// node that has served nothing yet counts its backlog all the same. A partition whose owner
+// a partition not loaded since its owner started counts what its persisted state says (its
+// files, or the host's state store), so a node that has served nothing yet counts its
+// backlog all the same. A partition whose owner
 // does not answer within router.StatusBudget (2 s; the request's context bounds it too), is
 // down, or runs a release before node wire version 12 counts nothing: the counts are then
 // a lower bound, as SQS's approximate counts may be. A node that is no QueueCounter (a
