@@ -147,6 +147,9 @@ func BenchmarkOrderedHotKey(b *testing.B) {
 				b.ReportMetric(baseSum.cpuPerRecord(), "base-cpu-ns/rec")
 				b.ReportMetric(baseSum.cpuPerRecord()/hotSum.cpuPerRecord(), "all-cpu-ratio")
 				b.ReportMetric(float64(hotSum.deferredStalls)/float64(b.N), "deferred-stalls/run")
+				// A record of the hot key deferred once waits its turn; deferred again, it was
+				// read again by a consume that lost the race for the key.
+				b.ReportMetric(float64(hotSum.deferrals)/float64(hotSum.records), "deferrals/rec")
 			})
 		}
 	}
@@ -174,6 +177,7 @@ type orderedRunResult struct {
 	othersCPU            int64         // the process's CPU time over the same, ns
 	ackedAheadStalls     uint64
 	deferredStalls       uint64
+	deferrals            uint64 // records deferred behind their keys, a record once per deferral
 }
 
 func (r *orderedRunResult) add(o orderedRunResult) {
@@ -184,6 +188,7 @@ func (r *orderedRunResult) add(o orderedRunResult) {
 	r.othersCPU += o.othersCPU
 	r.ackedAheadStalls += o.ackedAheadStalls
 	r.deferredStalls += o.deferredStalls
+	r.deferrals += o.deferrals
 }
 
 func (r *orderedRunResult) cpuPerOther() float64 { return float64(r.cpu) / float64(r.othersCount) }
@@ -408,5 +413,6 @@ func runOrdered(b *testing.B, load orderedLoad) orderedRunResult {
 		othersCPU:        othersCPU - cpu,
 		ackedAheadStalls: counters.AckedAheadStalls,
 		deferredStalls:   counters.DeferredStalls,
+		deferrals:        counters.Deferred,
 	}
 }
