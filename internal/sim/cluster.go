@@ -264,6 +264,7 @@ func (s *sim) setup() {
 	if s.ord != nil {
 		s.topicCfg.Ordered = true
 	}
+	s.planQuarantineKeys()
 
 	s.report.Nodes, s.report.Owners, s.report.Gateways, s.report.Parts = n, owners, n-owners, parts
 	s.report.Liveness = s.liveness
@@ -276,7 +277,8 @@ func (s *sim) setup() {
 		s.logf("cluster: clock offsets %v, max deliveries %d", s.report.Skew, s.topicCfg.MaxDeliveries)
 	}
 	if s.ord != nil {
-		s.logf("cluster: the topic is ordered, %d keys (planted unordered nodes: %v)", s.ord.keys, s.opts.Plant == PlantUnordered)
+		s.logf("cluster: the topic is ordered, %d keys (planted unordered nodes: %v), quarantine keys %v (planted off: %v)", s.ord.keys, s.opts.Plant == PlantUnordered,
+			s.topicCfg.QuarantineKeys, s.opts.Plant == PlantUnquarantinedKeys)
 	}
 	for _, nd := range s.nodes {
 		for _, p := range nd.parts {
@@ -347,6 +349,9 @@ func (s *sim) start(nd *node) {
 	topicCfg := s.topicCfg
 	if s.opts.Plant == PlantUnordered {
 		topicCfg.Ordered = false // the model still expects order
+	}
+	if s.opts.Plant == PlantUnquarantinedKeys {
+		topicCfg.QuarantineKeys = false // the model still expects it
 	}
 	cfg := router.Config{
 		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: tr,

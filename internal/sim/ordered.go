@@ -189,6 +189,12 @@ func (s *sim) checkKeyOrder(l *lease) bool {
 		o := s.records[k]
 		switch {
 		case s.ord.inResponse[k]:
+		case s.surelyQuarantinedAt(k.p, o, g):
+			// Under QuarantineKeys the key followed o into the quarantine (quarantinedkeys.go).
+			if s.failKind(KindKeyOrder, "%v (key %q) delivered through %s, granted at %v, while %v of its key was in the quarantine (told by %s#%d at %v, not leased since): under QuarantineKeys the key follows it there",
+				l.k, r.key, l.via, s.since(g), k, o.quarantinedBy.nd.id, o.quarantinedBy.n, s.since(o.quarantinedAt)) {
+				return false
+			}
 		case o.corrupt && !o.corruptAt.After(g), !o.trimmedAt.IsZero() && !o.trimmedAt.After(g), !o.deletedAt.IsZero():
 		case s.mayBeQuarantined(o) || o.rejectExempt():
 		case s.maybeSettledAt(o, g):

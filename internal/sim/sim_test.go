@@ -679,6 +679,7 @@ func TestOrderedSeeds(t *testing.T) {
 	}
 	var total sim.Report
 	var faults sim.Faults
+	var quarantining, keyRuns, keyQuarantined int
 	tolerated := map[string][]uint64{}
 	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
 		rep, err := runSeed(t, seed, sim.Options{Ordered: true, Tolerate: knownKinds()})
@@ -697,10 +698,20 @@ func TestOrderedSeeds(t *testing.T) {
 		total.KeyBatches += rep.KeyBatches
 		total.Deferred += rep.Deferred
 		total.Deliveries += rep.Deliveries
+		if rep.MaxDeliveries > 0 || rep.Rejected > 0 || rep.Quarantined > 0 {
+			quarantining++
+		}
+		if rep.QuarantineKeys {
+			keyRuns++
+			keyQuarantined += rep.Quarantined
+			total.KeyFollowers += rep.KeyFollowers
+		}
 	}
 	t.Logf("%d seeds with the topic ordered: %d deliveries, %d of keyed records judged in order, %d responses holding several records of one key, "+
 		"%d records deferred behind their keys; %d process crashes, %d power cuts, %d moves, %d failovers",
 		n, total.Deliveries, total.KeyedDeliveries, total.KeyBatches, total.Deferred, faults.ProcessCrashes, faults.PowerCuts, faults.Moves, faults.Failovers)
+	t.Logf("%d of them quarantining (MaxDeliveries or rejects), %d with QuarantineKeys: %d records quarantined, %d of them followers of their key (before MaxDeliveries)",
+		quarantining, keyRuns, keyQuarantined, total.KeyFollowers)
 	for k, seeds := range tolerated {
 		t.Logf("tolerated %q in %d seeds, the first %v", k, len(seeds), seeds[:min(len(seeds), 5)])
 	}
