@@ -277,8 +277,10 @@ func (s *sim) setup() {
 		s.logf("cluster: clock offsets %v, max deliveries %d", s.report.Skew, s.topicCfg.MaxDeliveries)
 	}
 	if s.ord != nil {
-		s.logf("cluster: the topic is ordered, %d keys (planted unordered nodes: %v), quarantine keys %v (planted off: %v)", s.ord.keys, s.opts.Plant == PlantUnordered,
-			s.topicCfg.QuarantineKeys, s.opts.Plant == PlantUnquarantinedKeys)
+		s.logf("cluster: the topic is ordered, %d keys (planted unordered nodes: %v)", s.ord.keys, s.opts.Plant == PlantUnordered)
+	}
+	if s.topicCfg.QuarantineKeys {
+		s.logf("cluster: quarantined records take their keys with them (planted nodes without: %v)", s.opts.Plant == PlantUnquarantinedKeys)
 	}
 	for _, nd := range s.nodes {
 		for _, p := range nd.parts {

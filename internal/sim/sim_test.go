@@ -188,7 +188,7 @@ var libraryBugs = []struct {
 			"cursor's run made it unpassed again, and nothing freed the key after (seed 730: 0/6, 0/7, 0/8 of key1 " +
 			"deferred for good on g1 after 0/4 was acked at 16.765 s)",
 		fixed:    "a verified key waits (releaseAwaitingLocked) until the cursor has passed every record of it",
-		schedule: &sim.Options{Ordered: true},
+		schedule: &sim.Options{Ordered: true, NoQuarantineKeys: true}, // the course it ran before quarantined keys were drawn
 	},
 	{
 		kind:  sim.KindOldOwner400,
@@ -269,6 +269,9 @@ func TestLibraryRegressions(t *testing.T) {
 				if opts.Zombies {
 					env += " SIM_ZOMBIES=1"
 				}
+				if opts.NoQuarantineKeys {
+					env += " SIM_NO_QUARANTINE_KEYS=1"
+				}
 				var v *sim.Violation
 				switch {
 				case b.fixed != "" && err != nil:
@@ -342,6 +345,9 @@ func TestSeeds(t *testing.T) {
 		}
 		if os.Getenv("SIM_ORDERED") != "" { // TestOrderedSeeds's options
 			opts.Ordered = true
+		}
+		if os.Getenv("SIM_NO_QUARANTINE_KEYS") != "" { // the course before quarantined keys were drawn
+			opts.NoQuarantineKeys = true
 		}
 		rep, err := runSeed(t, *seedFlag, opts)
 		if err != nil {
