@@ -29,8 +29,9 @@ import (
 //     an ack is not known to have lost it, so after one the check errs towards passing. The
 //     stated exceptions are left out: a record that may be quarantined (MaxDeliveries, a
 //     reject), one made unreadable or removed by retention by then, or of a deleted
-//     incarnation of the topic. The simulation requeues nothing, and replays are no
-//     deliveries.
+//     incarnation of the topic (under QuarantineKeys a quarantine is no exception: a record
+//     is not delivered while a lower one of its key surely is in the quarantine,
+//     quarantinedkeys.go). The simulation requeues nothing, and replays are no deliveries.
 //
 // Options.Plant PlantUnordered runs the nodes with the topic unordered while the checks
 // expect order.

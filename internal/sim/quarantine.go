@@ -25,7 +25,9 @@ import (
 // uncount may not have reached its disk). A grant given back by a Cancel counts all the
 // same (the model cannot tell whether the cancel found the reply), and so does a grant
 // whose consume reply was lost: the count errs high, never low. A quarantine of a record
-// with fewer grants that count than MaxDeliveries breaks the promise.
+// with fewer grants that count than MaxDeliveries breaks the promise, unless a reject may
+// have set it aside (reject.go) or, under QuarantineKeys, it may have followed a lower record
+// of its key into the quarantine (quarantinedkeys.go).
 //
 // A quarantined record is settled as far as its frontier is concerned: the liveness check
 // does not wait for its ack, and a stale handle of it may answer ErrAlreadySettled.
