@@ -264,6 +264,7 @@ func (s *sim) setup() {
 	if s.ord != nil {
 		s.topicCfg.Ordered = true
 	}
+	s.planQuarantineKeys()
 
 	s.report.Nodes, s.report.Owners, s.report.Gateways, s.report.Parts = n, owners, n-owners, parts
 	s.report.Liveness = s.liveness
@@ -277,6 +278,9 @@ func (s *sim) setup() {
 	}
 	if s.ord != nil {
 		s.logf("cluster: the topic is ordered, %d keys (planted unordered nodes: %v)", s.ord.keys, s.opts.Plant == PlantUnordered)
+	}
+	if s.topicCfg.QuarantineKeys {
+		s.logf("cluster: quarantined records take their keys with them (planted nodes without: %v)", s.opts.Plant == PlantUnquarantinedKeys)
 	}
 	for _, nd := range s.nodes {
 		for _, p := range nd.parts {
@@ -347,6 +351,9 @@ func (s *sim) start(nd *node) {
 	topicCfg := s.topicCfg
 	if s.opts.Plant == PlantUnordered {
 		topicCfg.Ordered = false // the model still expects order
+	}
+	if s.opts.Plant == PlantUnquarantinedKeys {
+		topicCfg.QuarantineKeys = false // the model still expects it
 	}
 	cfg := router.Config{
 		Logs: s.logs, Routes: r, Dir: "/state", FS: nd.fs, Transport: tr,

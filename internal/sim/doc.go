@@ -120,7 +120,14 @@
 // produced gets a key from a small key set drawn for the run (1, 2, 3 or 5 keys), one in six
 // none, so that keys collide often, batches hold several records of one key and records wait
 // behind their keys; on in 25 % of the runs, and in every run of TestOrderedSeeds. The sparse
-// stream's records have no key.
+// stream's records have no key. In about half the ordered runs that quarantine (MaxDeliveries
+// set, or rejects planned), drawn from a stream of their own as well (quarantinedkeys.go;
+// Options.QuarantineKeys turns them on in such runs, OldSchedule and NoQuarantineKeys off),
+// the topic sets TopicConfig.QuarantineKeys: a record quarantined takes its key with it, the
+// key's records waiting behind it and each later one following it into the quarantine in
+// offset order (OnQuarantine told of each). The simulation never requeues nor discards, so a
+// key that went there stays there for the rest of its partition's incarnation, but for one
+// whose quarantined records a restore cannot read (made unreadable, removed by retention).
 //
 // Then every fault heals, and consumers on every node drain the topic: the liveness bound.
 // A sparse stream follows (one record at a time to a consumer parked on a node that does
@@ -197,7 +204,9 @@
 //     router.MaxReadAheadHold and a round trip (two of the longest one-way trips, and 10 ms)
 //     of its grant, whether a probe, a claim or a gateway's read-ahead brought it;
 //   - no early quarantine (quarantine.go): a record is quarantined only after MaxDeliveries
-//     deliveries that count, the model counting every lease of it a consumer received or an
+//     deliveries that count (or rejected, or, under QuarantineKeys, following a lower record
+//     of its key that may be in the quarantine: told quarantined and not leased since, at
+//     MaxDeliveries deliveries that count, or rejected), the model counting every lease of it a consumer received or an
 //     owner's consume reply carried to another node, less those given back with success (a
 //     consumer's release on a path that speaks wire version 7 end to end, a Release a node
 //     sent for a reply it never handed over), unless the process that applied the give-back
@@ -222,6 +231,12 @@
 //     undid: it errs towards passing). Left out, as the promise states: records that may be
 //     quarantined (MaxDeliveries, rejects), made unreadable, removed by retention, or of a
 //     deleted incarnation; the simulation requeues nothing, and replays are no deliveries.
+//     Under QuarantineKeys the quarantine is no exception: a record is not delivered while a
+//     lower record of its key surely is in the quarantine (quarantinedkeys.go: its quarantine
+//     told before the grant by the process of the node that owned the partition then, under
+//     a grant valid then in runs with grants, no lease of it granted since, the record
+//     neither made unreadable nor removed by retention by then), since the key followed it
+//     there.
 //
 // At the end, a Jepsen-style history check: every record produced and neither made
 // unreadable, removed by retention nor quarantined is acked within the liveness bound after
@@ -250,6 +265,7 @@
 // holds consume replies though it says it honours its context, a release turned into a
 // nack, a reject turned into a nack) or in the nodes (nodes that ignore their grants, the
 // store not fenced: a zombie serves what failed over from it; nodes that run an ordered
-// topic unordered), to show that the checker catches it; Options.Tolerate lets a run go on past the violations of library bugs
+// topic unordered, or an ordered topic without QuarantineKeys where the checks expect it), to
+// show that the checker catches it; Options.Tolerate lets a run go on past the violations of library bugs
 // already reported.
 package sim

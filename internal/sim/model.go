@@ -114,10 +114,12 @@ type record struct {
 	everAcked bool
 	// grants are the leases of the record that its owners granted, as far as the model
 	// knows, under MaxDeliveries (quarantine.go); quarantined says an owner set it aside,
-	// and it has not been leased since (quarantinedAt: when it was last set aside).
+	// and it has not been leased since (quarantinedAt: when it was last set aside, and
+	// quarantinedBy the process that told it).
 	grants        map[router.Handle]*grant
 	quarantined   bool
 	quarantinedAt time.Time
+	quarantinedBy *epoch
 	rejectState   // reject.go
 	// key is the record's key in a run whose topic is ordered (ordered.go), and settledAt
 	// when each settle for good of it that may have been applied (an ack or a reject) was

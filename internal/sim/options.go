@@ -41,8 +41,13 @@ type Options struct {
 	// a calm run too, its records keyed from a small key set (ordered.go); NoOrdered keeps it
 	// unordered whatever the seed draws.
 	Ordered, NoOrdered bool
+	// QuarantineKeys sets TopicConfig.QuarantineKeys (quarantinedkeys.go) in a run whose
+	// topic is ordered and quarantines (MaxDeliveries, rejects), whatever the seed draws and
+	// in a calm run too; NoQuarantineKeys leaves it unset whatever the seed draws.
+	QuarantineKeys, NoQuarantineKeys bool
 	// OldSchedule turns off the hung nodes, the clock skew, the lying peer, the drawn
-	// MaxDeliveries, the rejects, the paused and the cut-off owners and the ordered topic: a seed then runs the
+	// MaxDeliveries, the rejects, the paused and the cut-off owners, the ordered topic and its
+	// quarantined keys: a seed then runs the
 	// course it ran before they were simulated (the schedules that found the library bugs
 	// of the past).
 	OldSchedule bool
@@ -106,6 +111,11 @@ const (
 	// holds its lower ones. The checks of one holder per key and of a key's records in
 	// order catch it.
 	PlantUnordered
+	// PlantUnquarantinedKeys runs the nodes without TopicConfig.QuarantineKeys in runs whose
+	// model expects it: a quarantined record's key goes on with its next record. The check
+	// of a key's records in order, stricter under QuarantineKeys, catches a later record of
+	// the key delivered while a lower one is surely in the quarantine.
+	PlantUnquarantinedKeys
 )
 
 func (p Plant) String() string {
@@ -128,6 +138,8 @@ func (p Plant) String() string {
 		return "unfenced-zombie"
 	case PlantUnordered:
 		return "unordered"
+	case PlantUnquarantinedKeys:
+		return "unquarantined-keys"
 	}
 	return fmt.Sprintf("Plant(%d)", uint8(p))
 }
@@ -177,6 +189,11 @@ type Report struct {
 	Keys                        int
 	KeyedDeliveries, KeyBatches int
 	Deferred                    uint64
+	// QuarantineKeys says the topic set TopicConfig.QuarantineKeys (quarantinedkeys.go), and
+	// KeyFollowers counts the quarantines before MaxDeliveries deliveries that count that
+	// only a lower record of the key in the quarantine justified (followers of their key).
+	QuarantineKeys bool
+	KeyFollowers   int
 
 	Produced   int // records appended
 	Deliveries int // leases handed to consumers

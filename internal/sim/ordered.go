@@ -29,8 +29,9 @@ import (
 //     an ack is not known to have lost it, so after one the check errs towards passing. The
 //     stated exceptions are left out: a record that may be quarantined (MaxDeliveries, a
 //     reject), one made unreadable or removed by retention by then, or of a deleted
-//     incarnation of the topic. The simulation requeues nothing, and replays are no
-//     deliveries.
+//     incarnation of the topic (under QuarantineKeys a quarantine is no exception: a record
+//     is not delivered while a lower one of its key surely is in the quarantine,
+//     quarantinedkeys.go). The simulation requeues nothing, and replays are no deliveries.
 //
 // Options.Plant PlantUnordered runs the nodes with the topic unordered while the checks
 // expect order.
@@ -189,6 +190,12 @@ func (s *sim) checkKeyOrder(l *lease) bool {
 		o := s.records[k]
 		switch {
 		case s.ord.inResponse[k]:
+		case s.surelyQuarantinedAt(k.p, o, g):
+			// Under QuarantineKeys the key followed o into the quarantine (quarantinedkeys.go).
+			if s.failKind(KindKeyOrder, "%v (key %q) delivered through %s, granted at %v, while %v of its key was in the quarantine (told by %s#%d at %v, not leased since): under QuarantineKeys the key follows it there",
+				l.k, r.key, l.via, s.since(g), k, o.quarantinedBy.nd.id, o.quarantinedBy.n, s.since(o.quarantinedAt)) {
+				return false
+			}
 		case o.corrupt && !o.corruptAt.After(g), !o.trimmedAt.IsZero() && !o.trimmedAt.After(g), !o.deletedAt.IsZero():
 		case s.mayBeQuarantined(o) || o.rejectExempt():
 		case s.maybeSettledAt(o, g):

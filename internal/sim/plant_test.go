@@ -248,3 +248,28 @@ func TestCheckerCatchesUnordered(t *testing.T) {
 		t.Errorf("the order check caught the planted unordered nodes in %d runs, of %d that delivered several keyed records", ordered, judged)
 	}
 }
+
+// Nodes that run an ordered topic without QuarantineKeys while the model expects it, with
+// MaxDeliveries 1 and rejects: a quarantined record's key goes on with its next record, which
+// is delivered while the lower one is surely in the quarantine, and the stricter check of a
+// key's records in order catches it. A run can catch it only if a later record of a
+// quarantined key came while its key was there: without the plant, it followed its key into
+// the quarantine before MaxDeliveries deliveries (Report.KeyFollowers).
+func TestCheckerCatchesUnquarantinedKeys(t *testing.T) {
+	opts := calm
+	opts.Ordered, opts.MaxDeliveries, opts.Rejects, opts.QuarantineKeys = true, 1, true, true
+	eligible := func(r sim.Report) bool {
+		if !r.QuarantineKeys {
+			t.Fatalf("seed %d: Options.QuarantineKeys set in an ordered run that quarantines, and the topic did not quarantine keys", r.Seed)
+		}
+		return r.KeyFollowers > 0
+	}
+	judged, caught, missed := plantedRuns(t, opts, sim.PlantUnquarantinedKeys, []string{sim.KindKeyOrder}, 30, eligible)
+	t.Logf("unquarantined keys: caught in %d of %d runs whose keys followed a record into the quarantine; missed %v", caught, judged, missed)
+	if judged < 10 {
+		t.Fatalf("only %d runs had a key follow a record into the quarantine", judged)
+	}
+	if caught*4 < judged*3 {
+		t.Errorf("the checker caught the planted unquarantined keys in %d of %d runs, want most", caught, judged)
+	}
+}

@@ -25,7 +25,9 @@ import (
 // uncount may not have reached its disk). A grant given back by a Cancel counts all the
 // same (the model cannot tell whether the cancel found the reply), and so does a grant
 // whose consume reply was lost: the count errs high, never low. A quarantine of a record
-// with fewer grants that count than MaxDeliveries breaks the promise.
+// with fewer grants that count than MaxDeliveries breaks the promise, unless a reject may
+// have set it aside (reject.go) or, under QuarantineKeys, it may have followed a lower record
+// of its key into the quarantine (quarantinedkeys.go).
 //
 // A quarantined record is settled as far as its frontier is concerned: the liveness check
 // does not wait for its ack, and a stale handle of it may answer ErrAlreadySettled.
@@ -129,7 +131,7 @@ func (s *sim) recheckQuarantine(k key, r *record, since time.Time) {
 	if !r.quarantined || r.quarantinedAt.Before(since) {
 		return
 	}
-	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.rejectExempt() {
+	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.rejectExempt() && !s.followsQuarantinedKey(k, r) {
 		s.failKind(KindEarlyQuarantine, "%v quarantined at %v as a give-back of it was applied; %d of its %d deliveries count (MaxDeliveries %d): a lease given back unprocessed counted",
 			k, s.since(r.quarantinedAt), n, len(r.grants), max)
 	}
@@ -189,10 +191,16 @@ func (s *sim) quarantined(e *epoch, t string, p int32, off int64, attempts uint3
 	// removed: a reserve counts its attempt before the read finds it gone, and a process that
 	// stops before it saves the frontier's jump over it (a crash, a pause that outlives its
 	// grant) leaves the attempt counted, so the next owner quarantines it instead of jumping.
+	// Under QuarantineKeys, a record that follows its key into the quarantine is exempt too
+	// (quarantinedkeys.go).
 	if n, max := s.countable(r), s.topicCfg.MaxDeliveries; n < max && !r.corrupt && r.trimmedAt.IsZero() && !r.rejectExempt() {
-		s.failKind(KindEarlyQuarantine, "%s#%d quarantined %v after %d attempts; %d of its %d deliveries count (MaxDeliveries %d): a lease given back unprocessed counted",
-			e.nd.id, e.n, k, attempts, n, len(r.grants), max)
+		if !s.followsQuarantinedKey(k, r) {
+			s.failKind(KindEarlyQuarantine, "%s#%d quarantined %v after %d attempts; %d of its %d deliveries count (MaxDeliveries %d): a lease given back unprocessed counted",
+				e.nd.id, e.n, k, attempts, n, len(r.grants), max)
+		} else {
+			s.report.KeyFollowers++
+		}
 	}
-	r.quarantined, r.quarantinedAt = true, time.Now()
+	r.quarantined, r.quarantinedAt, r.quarantinedBy = true, time.Now(), e
 	r.settledAt = append(r.settledAt, r.quarantinedAt)
 }

@@ -188,7 +188,7 @@ var libraryBugs = []struct {
 			"cursor's run made it unpassed again, and nothing freed the key after (seed 730: 0/6, 0/7, 0/8 of key1 " +
 			"deferred for good on g1 after 0/4 was acked at 16.765 s)",
 		fixed:    "a verified key waits (releaseAwaitingLocked) until the cursor has passed every record of it",
-		schedule: &sim.Options{Ordered: true},
+		schedule: &sim.Options{Ordered: true, NoQuarantineKeys: true}, // the course it ran before quarantined keys were drawn
 	},
 	{
 		kind:  sim.KindOldOwner400,
@@ -269,6 +269,9 @@ func TestLibraryRegressions(t *testing.T) {
 				if opts.Zombies {
 					env += " SIM_ZOMBIES=1"
 				}
+				if opts.NoQuarantineKeys {
+					env += " SIM_NO_QUARANTINE_KEYS=1"
+				}
 				var v *sim.Violation
 				switch {
 				case b.fixed != "" && err != nil:
@@ -342,6 +345,9 @@ func TestSeeds(t *testing.T) {
 		}
 		if os.Getenv("SIM_ORDERED") != "" { // TestOrderedSeeds's options
 			opts.Ordered = true
+		}
+		if os.Getenv("SIM_NO_QUARANTINE_KEYS") != "" { // the course before quarantined keys were drawn
+			opts.NoQuarantineKeys = true
 		}
 		rep, err := runSeed(t, *seedFlag, opts)
 		if err != nil {
@@ -679,6 +685,7 @@ func TestOrderedSeeds(t *testing.T) {
 	}
 	var total sim.Report
 	var faults sim.Faults
+	var quarantining, keyRuns, keyQuarantined int
 	tolerated := map[string][]uint64{}
 	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
 		rep, err := runSeed(t, seed, sim.Options{Ordered: true, Tolerate: knownKinds()})
@@ -697,10 +704,20 @@ func TestOrderedSeeds(t *testing.T) {
 		total.KeyBatches += rep.KeyBatches
 		total.Deferred += rep.Deferred
 		total.Deliveries += rep.Deliveries
+		if rep.MaxDeliveries > 0 || rep.Rejected > 0 || rep.Quarantined > 0 {
+			quarantining++
+		}
+		if rep.QuarantineKeys {
+			keyRuns++
+			keyQuarantined += rep.Quarantined
+			total.KeyFollowers += rep.KeyFollowers
+		}
 	}
 	t.Logf("%d seeds with the topic ordered: %d deliveries, %d of keyed records judged in order, %d responses holding several records of one key, "+
 		"%d records deferred behind their keys; %d process crashes, %d power cuts, %d moves, %d failovers",
 		n, total.Deliveries, total.KeyedDeliveries, total.KeyBatches, total.Deferred, faults.ProcessCrashes, faults.PowerCuts, faults.Moves, faults.Failovers)
+	t.Logf("%d of them quarantining (MaxDeliveries or rejects), %d with QuarantineKeys: %d records quarantined, %d of them followers of their key (before MaxDeliveries)",
+		quarantining, keyRuns, keyQuarantined, total.KeyFollowers)
 	for k, seeds := range tolerated {
 		t.Logf("tolerated %q in %d seeds, the first %v", k, len(seeds), seeds[:min(len(seeds), 5)])
 	}
