@@ -305,6 +305,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
 		return nil, err
 	}
+	deliveries := deliveriesPool.Get().(*[]wire.Delivery)
+	defer putDeliveries(deliveries)
 	for {
 		c.RequestID = requestID()
 		sent := n.clock.Now()
@@ -328,10 +330,13 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
 		n.ownerAnswered(owner)
-		reply, err := wire.DecodeConsumeReply(raw)
+		reply, err := wire.DecodeConsumeReplyInto(*deliveries, raw)
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		if reply.Deliveries != nil {
+			*deliveries = reply.Deliveries
 		}
 		if reply.Status == wire.StatusBadRequest && c.Reserve {
 			// An older release: it reserves nothing. The consume's own records are asked
@@ -358,6 +363,18 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
+}
+
+// deliveriesPool holds the slices remote consumes decode their replies' deliveries into: the
+// deliveries are made messages at once (messagesOf copies what it keeps), and the slice
+// goes back for the next reply.
+var deliveriesPool = sync.Pool{New: func() any { return new([]wire.Delivery) }}
+
+// putDeliveries returns a slice of deliveriesPool, keeping none of the reply it held.
+func putDeliveries(d *[]wire.Delivery) {
+	clear(*d)
+	*d = (*d)[:0]
+	deliveriesPool.Put(d)
 }
 
 // ownRecordsOnly makes c, a consume for req, one that asks owner (which reserves nothing: an

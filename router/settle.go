@@ -267,38 +267,54 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
-		records := make([]wire.Record, len(indexes))
-		for j, i := range indexes {
-			records[j] = wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}
-		}
 		wg.Go(func() {
-			for j, a := range n.settleAtOwner(ctx, owner, topic, records) {
-				_, errs[indexes[j]] = answerResult(a)
-			}
+			n.settleAtOwner(ctx, owner, topic, len(indexes),
+				func(j int) wire.Record { return wire.Record{Op: opAck, Handle: wire.Handle(handles[indexes[j]])} },
+				func(j int, a wire.Answer) { _, errs[indexes[j]] = answerResult(a) })
 		})
 	}
 	wg.Wait()
 }
 
-// settleAtOwner sends owner records of topic, in AckBatches of up to maxBatch in order, each
-// batch within ForwardBudget of its send, and returns the owner's answer to each.
-func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, records []wire.Record) []wire.Answer {
+// settleAtOwner sends owner count records of topic, record(0) to record(count-1), in
+// AckBatches of up to maxBatch in order, each batch within ForwardBudget of its send, and
+// gives answered the owner's answer to each. What a batch is sorted out in is pooled: a
+// gateway's AckBatch allocates nothing per record on its way to the owner.
+func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, count int, record func(i int) wire.Record, answered func(i int, a wire.Answer)) {
 	l := n.lane(owner)
-	answers := make([]wire.Answer, len(records))
-	blocks := make([]acklane.Ack, len(records)) // one allocation for them all
-	batch := make([]*acklane.Ack, 0, min(len(records), maxBatch))
-	for start := 0; start < len(records); start += maxBatch {
+	s := settlePool.Get().(*settleScratch)
+	defer s.put()
+	for start := 0; start < count; start += maxBatch {
 		now := n.clock.Now()
 		deadline := now.Add(ForwardBudget)
-		batch = batch[:0]
-		end := min(start+maxBatch, len(records))
-		for i := start; i < end; i++ {
-			blocks[i] = acklane.Ack{Topic: topic, Record: records[i], Deadline: deadline, Values: ctx}
-			batch = append(batch, &blocks[i])
+		size := min(maxBatch, count-start)
+		batch := s.batch[:0]
+		for j := range size {
+			s.blocks[j] = acklane.Ack{Topic: topic, Record: record(start + j), Deadline: deadline, Values: ctx}
+			batch = append(batch, &s.blocks[j])
 		}
-		n.call(l, now, batch, answers[start:end])
+		answers := s.answers[:size]
+		n.call(l, now, batch, answers)
+		for j := range answers {
+			answered(start+j, answers[j])
+		}
 	}
-	return answers
+}
+
+// settleScratch is what settleAtOwner sorts one batch out in: a frame's worth of each.
+type settleScratch struct {
+	blocks  [maxBatch]acklane.Ack
+	batch   [maxBatch]*acklane.Ack
+	answers [maxBatch]wire.Answer
+}
+
+var settlePool = sync.Pool{New: func() any { return new(settleScratch) }}
+
+// put returns s to the pool, keeping none of the callers' contexts, topics or messages.
+func (s *settleScratch) put() {
+	clear(s.blocks[:])
+	clear(s.answers[:])
+	settlePool.Put(s)
 }
 
 // ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only

@@ -965,6 +965,44 @@ func TestConsumeReplyRoundTrip(t *testing.T) {
 	}
 }
 
+// DecodeConsumeReplyInto reads what DecodeConsumeReply reads, its deliveries in dst's
+// capacity when it holds them (replacing what dst held) and in a new slice otherwise.
+func TestDecodeConsumeReplyInto(t *testing.T) {
+	frame := wire.AppendConsumeReply(nil, sampleConsumeReply())
+	for _, tc := range []struct {
+		name  string
+		dst   []wire.Delivery
+		alias bool // the deliveries are in dst's array
+	}{
+		{"nil", nil, false},
+		{"room for them", make([]wire.Delivery, 0, 8), true},
+		{"room, holding others", []wire.Delivery{{Offset: 99}, {Offset: 98}, {Offset: 97}, {Offset: 96}}, true},
+		{"too little room", make([]wire.Delivery, 1, 2), false},
+	} {
+		dst := tc.dst
+		back, err := wire.DecodeConsumeReplyInto(dst, frame)
+		if err != nil || !reflect.DeepEqual(&back, sampleConsumeReply()) {
+			t.Fatalf("%s: %+v, %v", tc.name, back, err)
+		}
+		if aliased := cap(dst) > 0 && &dst[:1][0] == &back.Deliveries[0]; aliased != tc.alias {
+			t.Errorf("%s: in dst's array %v, want %v", tc.name, aliased, tc.alias)
+		}
+	}
+	// A reply of no deliveries, or a refusal, leaves Deliveries nil; a malformed one is
+	// ErrBadFrame and an empty reply.
+	for _, b := range [][]byte{
+		wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: wire.StatusOK}),
+		wire.EncodeReply([]wire.Answer{{Status: wire.StatusBadRequest, Message: "trailing data"}}),
+	} {
+		if back, err := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 2, 8), b); err != nil || back.Deliveries != nil {
+			t.Fatalf("no deliveries: %+v, %v", back, err)
+		}
+	}
+	if back, err := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 0, 8), frame[:len(frame)-1]); !errors.Is(err, wire.ErrBadFrame) || back.Deliveries != nil {
+		t.Fatalf("cut short: %+v, %v", back, err)
+	}
+}
+
 func TestDecodeConsumeReplyRefuses(t *testing.T) {
 	good := wire.AppendConsumeReply(nil, sampleConsumeReply())
 	for _, tc := range []struct {
@@ -1180,6 +1218,11 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		reply, err := wire.DecodeConsumeReply(frame)
+		// Into a slice that holds a delivery already: the same reply, or the same error.
+		into, intoErr := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 1, 4), frame)
+		if (err == nil) != (intoErr == nil) || (err == nil && !reflect.DeepEqual(into, reply)) {
+			t.Fatalf("into a slice: %+v, %v; alone: %+v, %v", into, intoErr, reply, err)
+		}
 		if err != nil {
 			if !errors.Is(err, wire.ErrBadFrame) {
 				t.Fatalf("untyped error %v", err)
