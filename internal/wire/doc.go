@@ -23,6 +23,7 @@
 //	V10 Reject (16): a settle that quarantines the record at once
 //	V11 Confirm (17); Consume's Reserve flag (bit 2 of Consume's and a ConsumeBatch
 //	    member's flags byte): reservations, whose attempt counts only once confirmed
+//	V13 AckBatches of up to MaxLargeBatch records (MaxBatch before)
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -34,7 +35,10 @@
 // for reservations (the Reserve flag), deliveries whose attempt the owner counts only once
 // the gateway confirms (Confirm) that a consumer got the record; those it does not hand over
 // it gives back with Release, as if never granted. A requester never asks an owner of an
-// older version for reservations, nor sends it a confirm.
+// older version for reservations, nor sends it a confirm. Version 13 lets an AckBatch carry
+// a consume's whole batch (up to MaxLargeBatch records) in one frame; an older release
+// refuses a batch past MaxBatch as malformed, as it reads the count, and a requester then
+// sends that owner batches of MaxBatch.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -56,7 +60,7 @@
 //	                   one record: partition i32, offset i64, nonce u64, argument (a duration:
 //	                   the extension of an Extend or ExtendLeft, the delay of a Nack; 0 for the
 //	                   others)
-//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3, 12
+//	AckBatch           u16 count (1 to MaxBatch; to MaxLargeBatch from V13), then per record: its op byte (1 to 3, 12
 //	                   to 14 from V7, 16 from V10, 17 from V11), the record, and its budget
 //	                   (a duration: what was left of the record's budget when the frame left)
 //	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a

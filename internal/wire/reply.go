@@ -21,7 +21,7 @@ const (
 
 // MaxAnswers is the most answers an ack reply carries: one per entry of the largest frame
 // answered entry by entry (a Register).
-const MaxAnswers = max(MaxBatch, MaxRegistrations)
+const MaxAnswers = max(MaxLargeBatch, MaxRegistrations)
 
 // Answer is one answer of an ack reply.
 type Answer struct {
