@@ -140,7 +140,8 @@
 // only single ops for the next two minutes; an owner on a release before the node wire's
 // version 10 gets no Reject for two minutes, which answers ErrUnsupportedOp (501), unapplied:
 // a reject has no older form, and no nack or ack stands in for it. Node.AckBatch sends a client's remote handles to
-// their owners at once, one AckBatch per 64 handles, the owners in parallel. The frames are
+// their owners at once, one AckBatch per 1,024 handles (per 64 to an owner before the node
+// wire's version 13), the owners in parallel. The frames are
 // described in docs/protocol.md, "Forwarded acks and the node wire".
 //
 // AckAsync is an ack that does not wait: done gets what Ack would have answered, at once for

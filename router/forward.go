@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -205,7 +206,8 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*acklane.Ack, answers []
 // budget. An owner that refuses the version 7 settles or the version 10 reject (an older
 // release) is remembered for olderPeerMemory, and the frame goes again at once in the form
 // that owner reads (see wireAs), on what is left of its budgets: at most twice, since each
-// refusal lowers the form.
+// refusal lowers the form. So is one that refuses a batch past wire.MaxBatch records (the
+// version 13 count): the batch goes again in batches of maxBatch.
 func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.Answer) (refused bool) {
 	form := n.settleForm(l, now)
 	refused, older := n.rpcAs(l.Owner(), now, batch, answers, form)
@@ -213,6 +215,15 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 		now = n.clock.Now()
 		until := now.Add(olderPeerMemory)
 		switch {
+		case older >= wire.V13:
+			// A batch past wire.MaxBatch, refused by a release that reads none: it goes
+			// again in batches it reads, each as call sends a batch.
+			l.Refuse(acklane.LargeBatch, until)
+			for start := 0; start < len(batch); start += maxBatch {
+				end := min(start+maxBatch, len(batch))
+				n.call(l, n.clock.Now(), batch[start:end], answers[start:end])
+			}
+			return false
 		case older >= wire.V11:
 			l.Refuse(acklane.Reserve, until) // nothing reserved there to confirm, nor read ahead
 			form = min(form, wire.V10)
@@ -268,7 +279,8 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 	}
 	scratch := rpcPool.Get().(*rpcScratch)
 	defer rpcPool.Put(scratch)
-	live, records := scratch.live[:0], scratch.records[:0] // the acks with budget left
+	live := slices.Grow(scratch.live[:0], len(batch)) // the acks with budget left
+	records := slices.Grow(scratch.records[:0], len(batch))
 	var deadline time.Time
 	for i, q := range batch {
 		if !now.Before(q.Deadline) {
@@ -288,6 +300,7 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 			deadline = q.Deadline
 		}
 	}
+	scratch.live, scratch.records = live[:0], records[:0]
 	switch len(live) {
 	case 0:
 		return false, 0
@@ -297,7 +310,7 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 		status := n.exchangeRecords(batch[0].Values, owner, batch[0].Topic, records, deadline, answers)
 		return settled(now, records, answers, status)
 	}
-	got := scratch.answers[:len(live)]
+	got := slices.Grow(scratch.answers[:0], len(live))[:len(live)]
 	q := batch[live[0]]
 	status := n.exchangeRecords(q.Values, owner, q.Topic, records, deadline, got)
 	refused, older = settled(now, records, got, status)
@@ -305,6 +318,7 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 		answers[i] = got[j]
 	}
 	clear(got) // their messages, not to be kept by the pool
+	scratch.answers = got[:0]
 	return refused, older
 }
 
@@ -318,6 +332,9 @@ func settled(now time.Time, records []wire.Record, answers []wire.Answer, status
 		// refused as malformed: what an older release answers. A batch's refusal does not say
 		// which op it is for: the newest is taken out first.
 		newest := wire.Version(0)
+		if len(records) > wire.MaxBatch {
+			newest = wire.V13 // the count: an older release refuses it first
+		}
 		for i := range records {
 			newest = max(newest, wire.Since(records[i].Op))
 		}
@@ -349,11 +366,12 @@ var noConfirmThere = wire.Answer{Status: statusUnsupportedThere, Message: "the o
 // spentBeforeSent answers an ack whose budget ran out before it could leave.
 var spentBeforeSent = wire.Answer{Status: wire.StatusUnavailable, Message: "the budget was spent before it was sent: not applied"}
 
-// rpcScratch is what rpc sorts a batch out in, pooled: a frame's worth of each.
+// rpcScratch is what rpc sorts a batch out in, pooled: a frame's worth of each, grown to
+// the largest frame it sorted out.
 type rpcScratch struct {
-	live    [maxBatch]int
-	records [maxBatch]wire.Record
-	answers [maxBatch]wire.Answer
+	live    []int
+	records []wire.Record
+	answers []wire.Answer
 }
 
 var rpcPool = sync.Pool{New: func() any { return new(rpcScratch) }}

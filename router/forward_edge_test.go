@@ -475,6 +475,53 @@ func TestWireVersionOneRefusesAckBatch(t *testing.T) {
 	})
 }
 
+// An AckBatch of a consume's whole batch goes to its owner in one frame (wire version 13).
+// An owner on a release before it refuses a batch past wire.MaxBatch records, applying none
+// of it: the batch goes again in batches of MaxBatch, and so does the next for two minutes;
+// a requester before it sends batches of MaxBatch itself.
+func TestAckBatchOfAWholeConsumeInOneFrame(t *testing.T) {
+	const size = 100
+	for _, tc := range []struct {
+		name        string
+		edit        func(string, *router.Config)
+		first, next [][2]int
+	}{
+		{"both newest", nil, [][2]int{{wireAckBatch, size}}, [][2]int{{wireAckBatch, size}}},
+		{"owner at version 11", atVersion("a", 11),
+			[][2]int{{wireAckBatch, size}, {wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}},
+			[][2]int{{wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}}},
+		{"requester at version 11", atVersion("b", 11),
+			[][2]int{{wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}},
+			[][2]int{{wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := newPairWith(t, 0, 0, tc.edit)
+				defer p.close()
+				p.a.produce(0, 3*size)
+				r := p.record(nil)
+				for round, want := range [][][2]int{tc.first, tc.next, tc.first} {
+					if round == 2 {
+						time.Sleep(2*time.Minute + time.Second) // the refusal forgotten
+					}
+					msgs := p.a.consume(router.ConsumeOptions{Max: size})
+					require.Len(t, msgs, size)
+					handles := make([]router.Handle, len(msgs))
+					for i := range msgs {
+						handles[i] = msgs[i].Receipt
+					}
+					before := len(r.Frames())
+					for _, err := range p.b.node.AckBatch(context.Background(), "orders", handles) {
+						require.NoError(t, err)
+					}
+					assert.Equal(t, want, r.Frames()[before:], "round %d", round)
+					assert.Equal(t, uint64((round+1)*size), p.a.node.Stats().Shards.Acked, "each acked once")
+				}
+			})
+		})
+	}
+}
+
 // A requester at WireVersion 1 sends no AckBatch: its batch acks, and the acks queued behind
 // a full window, leave one at a time.
 func TestWireVersionOneSendsSingleOps(t *testing.T) {

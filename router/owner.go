@@ -443,7 +443,9 @@ func boundedReply(msgs []Message, relativeTo time.Time, headers bool, limit int,
 	}
 	size := 0
 	for i := range msgs {
-		d := deliveryOf(&msgs[i], relativeTo)
+		// Written where it goes (the capacity is there), and kept if the bound allows.
+		d := &reply.Deliveries[:i+1][i]
+		setDelivery(d, &msgs[i], relativeTo)
 		if all != nil && len(msgs[i].Headers) > 0 {
 			start := len(all)
 			for _, h := range msgs[i].Headers {
@@ -451,18 +453,20 @@ func boundedReply(msgs []Message, relativeTo time.Time, headers bool, limit int,
 			}
 			d.Headers = all[start:len(all):len(all)]
 		}
-		if size += wire.DeliverySize(&d); i > 0 && size > limit {
+		if size += wire.DeliverySize(d); i > 0 && size > limit {
+			*d = wire.Delivery{} // past the slice's end: nothing of the record kept
 			break
 		}
-		reply.Deliveries = append(reply.Deliveries, d)
+		reply.Deliveries = reply.Deliveries[:i+1]
 	}
 	return reply
 }
 
-// deliveryOf is a delivered record as the wire carries it: its lease's expiry as a time, or,
-// with relativeTo set, as the time left from then (at least a nanosecond: zero means none).
-func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
-	d := wire.Delivery{
+// setDelivery makes *d the delivered record m as the wire carries it: its lease's expiry as
+// a time, or, with relativeTo set, as the time left from then (at least a nanosecond: zero
+// means none).
+func setDelivery(d *wire.Delivery, m *Message, relativeTo time.Time) {
+	*d = wire.Delivery{
 		Partition: m.Partition, Offset: m.Offset, Nonce: m.Receipt.Nonce,
 		Attempt: m.Attempt, Reason: uint8(m.Reason), Fence: m.Fence, Key: m.Key, Value: m.Value,
 	}
@@ -476,7 +480,6 @@ func deliveryOf(m *Message, relativeTo time.Time) wire.Delivery {
 	if !m.Timestamp.IsZero() {
 		d.Timestamp = m.Timestamp.UnixNano()
 	}
-	return d
 }
 
 // forgetTopicTokens drops what the node holds for a deleted topic on either side.

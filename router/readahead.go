@@ -555,24 +555,20 @@ func byOwner(held []aheadRecord) map[string][]Message {
 // releaseUnused gives msgs, reservations owner granted and no consumer here got, back to
 // owner (Releases: the wire's "unused"), counted in Stats.Ahead.Unused once owner took them.
 func (n *Node) releaseUnused(owner, topic string, msgs []Message) {
-	records := make([]wire.Record, len(msgs))
-	for i := range msgs {
-		records[i] = wire.Record{Op: opRelease, Handle: wire.Handle(msgs[i].Receipt)}
-	}
-	for _, a := range n.settleAtOwner(context.Background(), owner, topic, records) {
-		if a.Status == wire.StatusOK {
-			n.stats.ahead.unused.Add(1)
-		}
-	}
+	n.settleAtOwner(context.Background(), owner, topic, len(msgs),
+		func(i int) wire.Record { return wire.Record{Op: opRelease, Handle: wire.Handle(msgs[i].Receipt)} },
+		func(_ int, a wire.Answer) {
+			if a.Status == wire.StatusOK {
+				n.stats.ahead.unused.Add(1)
+			}
+		})
 }
 
 // confirmAt tells owner that consumers got the records of handles, reservations it granted.
 func (n *Node) confirmAt(owner, topic string, handles []Handle) {
-	records := make([]wire.Record, len(handles))
-	for i, h := range handles {
-		records[i] = wire.Record{Op: opConfirm, Handle: wire.Handle(h)}
-	}
-	n.settleAtOwner(context.Background(), owner, topic, records)
+	n.settleAtOwner(context.Background(), owner, topic, len(handles),
+		func(i int) wire.Record { return wire.Record{Op: opConfirm, Handle: wire.Handle(handles[i])} },
+		func(int, wire.Answer) {})
 }
 
 // AheadStats counts reading ahead (see DefaultReadAhead), as the node that reads ahead.

@@ -305,6 +305,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
 		return nil, err
 	}
+	deliveries := deliveriesPool.Get().(*[]wire.Delivery)
+	defer putDeliveries(deliveries)
 	for {
 		c.RequestID = requestID()
 		sent := n.clock.Now()
@@ -328,10 +330,13 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
 		n.ownerAnswered(owner)
-		reply, err := wire.DecodeConsumeReply(raw)
+		reply, err := wire.DecodeConsumeReplyInto(*deliveries, raw)
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+		}
+		if reply.Deliveries != nil {
+			*deliveries = reply.Deliveries
 		}
 		if reply.Status == wire.StatusBadRequest && c.Reserve {
 			// An older release: it reserves nothing. The consume's own records are asked
@@ -358,6 +363,18 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
+}
+
+// deliveriesPool holds the slices remote consumes decode their replies' deliveries into: the
+// deliveries are made messages at once (messagesOf copies what it keeps), and the slice
+// goes back for the next reply.
+var deliveriesPool = sync.Pool{New: func() any { return new([]wire.Delivery) }}
+
+// putDeliveries returns a slice of deliveriesPool, keeping none of the reply it held.
+func putDeliveries(d *[]wire.Delivery) {
+	clear(*d)
+	*d = (*d)[:0]
+	deliveriesPool.Put(d)
 }
 
 // ownRecordsOnly makes c, a consume for req, one that asks owner (which reserves nothing: an
@@ -566,7 +583,7 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 }
 
 // messagesOf is the records of an owner's reply, as this node's caller receives them; sent
-// as for messageOf. Their headers share one allocation, each message's capped at its own.
+// as for setMessage. Their headers share one allocation, each message's capped at its own.
 func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
 	msgs := make([]Message, len(deliveries))
 	count := 0
@@ -579,19 +596,20 @@ func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Mess
 	}
 	for i := range deliveries {
 		n := len(deliveries[i].Headers)
-		msgs[i] = messageOf(topic, &deliveries[i], sent, all[:n:n])
+		setMessage(&msgs[i], topic, &deliveries[i], sent, all[:n:n])
 		all = all[n:]
 	}
 	return msgs
 }
 
-// messageOf is a record another node delivered, as this node's caller receives it, with
-// its headers converted into headers (the caller's: len(d.Headers) of them). With
+// setMessage makes *m the record another node delivered, as this node's caller receives
+// it, with its headers converted into headers (the caller's: len(d.Headers) of them). With
 // sent set, the delivery's expiry is the lease's time left at the owner (see
 // wire.Consume.RelativeExpiry), counted here from sent, when the request left: the lease
-// never looks longer here than it is at the owner, whatever the two clocks say.
-func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header) Message {
-	m := Message{
+// never looks longer here than it is at the owner, whatever the two clocks say. It is
+// written in place: a message is large, and a batch's are many.
+func setMessage(m *Message, topic string, d *wire.Delivery, sent time.Time, headers []Header) {
+	*m = Message{
 		Topic: topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key, Value: d.Value,
 		Receipt: Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce},
 		Attempt: d.Attempt, Reason: Reason(d.Reason), Fence: d.Fence,
@@ -612,7 +630,6 @@ func messageOf(topic string, d *wire.Delivery, sent time.Time, headers []Header)
 		}
 		m.Headers = headers
 	}
-	return m
 }
 
 // refusedConsumes remembers that owner refused the consume op, for olderFieldMemory.

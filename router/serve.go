@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,7 +95,7 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 	}
 	scratch := servePool.Get().(*serveScratch)
 	defer servePool.Put(scratch)
-	answers := scratch.answers[:len(records)]
+	answers := slices.Grow(scratch.answers[:0], len(records))[:len(records)]
 	now := start // the first run's: the frame just arrived
 	for i := 0; i < len(records); {
 		if i > 0 {
@@ -134,6 +135,7 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 	}
 	reply := wire.EncodeReply(answers)
 	clear(answers) // their messages
+	scratch.answers = answers[:0]
 	return reply
 }
 
@@ -171,7 +173,7 @@ type serveScratch struct {
 	handles [maxBatch]inflight.Handle
 	errs    [maxBatch]error
 	indexes [maxBatch]int
-	answers [maxBatch]wire.Answer
+	answers []wire.Answer // one per record: up to wire.MaxLargeBatch
 }
 
 var servePool = sync.Pool{New: func() any { return new(serveScratch) }}

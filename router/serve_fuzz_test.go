@@ -52,6 +52,17 @@ func FuzzServe(f *testing.F) {
 		}
 		f.Add(frame)
 	}
+	// Version 13's AckBatch past wire.MaxBatch: acks of partition 0 in runs, a nack among them.
+	large := wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: make([]wire.Record, wire.MaxBatch*2+3)}
+	for i := range large.Records {
+		large.Records[i] = wire.Record{Op: wire.OpAck, Handle: wire.Handle{Offset: int64(i % 4), Nonce: uint64(i)}, Budget: time.Second}
+	}
+	large.Records[wire.MaxBatch].Op = wire.OpNack
+	frame, err := wire.EncodeRequest(large)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(frame)
 	f.Add([]byte{})
 	f.Add([]byte{5, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'})
 	f.Add([]byte{200, 0, 0})

@@ -257,8 +257,8 @@ func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs [
 	return groups
 }
 
-// ackAtOwners sends each owner its group of handles (indexes into handles), in AckBatches of
-// up to maxBatch in the caller's order, the owners in parallel, and answers each handle in
+// ackAtOwners sends each owner its group of handles (indexes into handles), in AckBatches
+// (see settleAtOwner) in the caller's order, the owners in parallel, and answers each handle in
 // errs as its owner answered it.
 func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, groups map[string][]int, errs []error) {
 	if ra := n.aheadOf(topic); ra != nil {
@@ -267,38 +267,77 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 	var wg sync.WaitGroup
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
-		records := make([]wire.Record, len(indexes))
-		for j, i := range indexes {
-			records[j] = wire.Record{Op: opAck, Handle: wire.Handle(handles[i])}
-		}
 		wg.Go(func() {
-			for j, a := range n.settleAtOwner(ctx, owner, topic, records) {
-				_, errs[indexes[j]] = answerResult(a)
-			}
+			n.settleAtOwner(ctx, owner, topic, len(indexes),
+				func(j int) wire.Record { return wire.Record{Op: opAck, Handle: wire.Handle(handles[indexes[j]])} },
+				func(j int, a wire.Answer) { _, errs[indexes[j]] = answerResult(a) })
 		})
 	}
 	wg.Wait()
 }
 
-// settleAtOwner sends owner records of topic, in AckBatches of up to maxBatch in order, each
-// batch within ForwardBudget of its send, and returns the owner's answer to each.
-func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, records []wire.Record) []wire.Answer {
+// settleAtOwner sends owner count records of topic, record(0) to record(count-1), in
+// AckBatches in order (of up to wire.MaxLargeBatch records, or maxBatch to an owner that
+// reads no larger ones: see largeBatches), each batch within ForwardBudget of its send, and
+// gives answered the owner's answer to each. What a batch is sorted out in is pooled: a
+// gateway's AckBatch allocates nothing per record on its way to the owner.
+func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, count int, record func(i int) wire.Record, answered func(i int, a wire.Answer)) {
 	l := n.lane(owner)
-	answers := make([]wire.Answer, len(records))
-	blocks := make([]acklane.Ack, len(records)) // one allocation for them all
-	batch := make([]*acklane.Ack, 0, min(len(records), maxBatch))
-	for start := 0; start < len(records); start += maxBatch {
+	s := settlePool.Get().(*settleScratch)
+	defer s.put()
+	for start := 0; start < count; {
 		now := n.clock.Now()
 		deadline := now.Add(ForwardBudget)
-		batch = batch[:0]
-		end := min(start+maxBatch, len(records))
-		for i := start; i < end; i++ {
-			blocks[i] = acklane.Ack{Topic: topic, Record: records[i], Deadline: deadline, Values: ctx}
-			batch = append(batch, &blocks[i])
+		size := min(maxBatch, count-start)
+		if n.largeBatches(l, now) {
+			size = min(wire.MaxLargeBatch, count-start)
 		}
-		n.call(l, now, batch, answers[start:end])
+		s.grow(size)
+		batch := s.batch[:0]
+		for j := range size {
+			s.blocks[j] = acklane.Ack{Topic: topic, Record: record(start + j), Deadline: deadline, Values: ctx}
+			batch = append(batch, &s.blocks[j])
+		}
+		answers := s.answers[:size]
+		n.call(l, now, batch, answers)
+		for j := range answers {
+			answered(start+j, answers[j])
+		}
+		start += size
 	}
-	return answers
+}
+
+// largeBatches reports whether an AckBatch to the owner of l may carry more than maxBatch
+// records at now: this node speaks version 13, and the owner did not refuse such a batch
+// within the last olderPeerMemory.
+func (n *Node) largeBatches(l *lane, now time.Time) bool {
+	return n.wireVersion >= wire.V13 && !l.Refuses(acklane.LargeBatch, now)
+}
+
+// settleScratch is what settleAtOwner sorts one batch out in, grown to the largest batch it
+// sent.
+type settleScratch struct {
+	blocks  []acklane.Ack
+	batch   []*acklane.Ack
+	answers []wire.Answer
+}
+
+var settlePool = sync.Pool{New: func() any { return new(settleScratch) }}
+
+// grow makes room in s for a batch of size.
+func (s *settleScratch) grow(size int) {
+	if len(s.blocks) < size {
+		s.blocks = make([]acklane.Ack, size)
+		s.batch = make([]*acklane.Ack, 0, size)
+		s.answers = make([]wire.Answer, size)
+	}
+}
+
+// put returns s to the pool, keeping none of the callers' contexts, topics or messages.
+func (s *settleScratch) put() {
+	clear(s.blocks)
+	clear(s.answers)
+	settlePool.Put(s)
 }
 
 // ackScratch holds what an AckBatch works with, pooled so that a local batch allocates only

@@ -27,6 +27,9 @@ const (
 	Reject
 	// Reserve: a consume's Reserve flag (version 11): nothing is read ahead from the owner.
 	Reserve
+	// LargeBatch: an AckBatch past wire.MaxBatch records (version 13): batches go of
+	// MaxBatch at most.
+	LargeBatch
 
 	refusals // how many there are
 )

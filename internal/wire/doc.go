@@ -24,6 +24,7 @@
 //	V11 Confirm (17); Consume's Reserve flag (bit 2 of Consume's and a ConsumeBatch
 //	    member's flags byte): reservations, whose attempt counts only once confirmed
 //	V12 Status (18), Purge (19): a topic's partitions counted and purged at their owner
+//	V13 AckBatches of up to MaxLargeBatch records (MaxBatch before)
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -39,7 +40,10 @@
 // purge a topic whose partitions other nodes own: one frame per owner names many partitions,
 // and the owner answers each (its status, nothing in it a time; or its purge, once on the
 // owner's disk). An older owner refuses the op, and its partitions go uncounted or
-// unpurged: no other op stands in.
+// unpurged: no other op stands in. Version 13 lets an AckBatch carry a consume's whole batch
+// (up to MaxLargeBatch records) in one frame; an older release refuses a batch past MaxBatch
+// as malformed, as it reads the count, and a requester then sends that owner batches of
+// MaxBatch.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -61,7 +65,7 @@
 //	                   one record: partition i32, offset i64, nonce u64, argument (a duration:
 //	                   the extension of an Extend or ExtendLeft, the delay of a Nack; 0 for the
 //	                   others)
-//	AckBatch           u16 count (1 to MaxBatch), then per record: its op byte (1 to 3, 12
+//	AckBatch           u16 count (1 to MaxBatch; to MaxLargeBatch from V13), then per record: its op byte (1 to 3, 12
 //	                   to 14 from V7, 16 from V10, 17 from V11), the record, and its budget
 //	                   (a duration: what was left of the record's budget when the frame left)
 //	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a

@@ -21,7 +21,7 @@ const (
 
 // MaxAnswers is the most answers an ack reply carries: one per entry of the largest frame
 // answered entry by entry (a Register).
-const MaxAnswers = max(MaxBatch, MaxRegistrations)
+const MaxAnswers = max(MaxLargeBatch, MaxRegistrations)
 
 // Answer is one answer of an ack reply.
 type Answer struct {
@@ -288,7 +288,12 @@ func (r *reader) headers() []Header {
 // hold, of deliveries or of a delivery's headers, a length past the end, a message over
 // MaxMessage, bytes after the last delivery, a reply over MaxFrame, a reply opening with the
 // headers mark whose deliveries carry none) is ErrBadFrame.
-func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
+func DecodeConsumeReply(b []byte) (ConsumeReply, error) { return DecodeConsumeReplyInto(nil, b) }
+
+// DecodeConsumeReplyInto is DecodeConsumeReply with the deliveries appended to dst[:0]
+// (allocated only when its capacity falls short), so that a caller that has read them can
+// decode the next reply into the same slice. On an error the reply is empty.
+func DecodeConsumeReplyInto(dst []Delivery, b []byte) (ConsumeReply, error) {
 	if len(b) > MaxFrame {
 		return ConsumeReply{}, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
 	}
@@ -315,7 +320,7 @@ func DecodeConsumeReply(b []byte) (ConsumeReply, error) {
 		return ConsumeReply{}, r.err
 	}
 	if count > 0 {
-		reply.Deliveries = make([]Delivery, 0, count)
+		reply.Deliveries = slices.Grow(dst[:0], int(count))
 	}
 	anyHeaders := false
 	for range count {

@@ -25,7 +25,8 @@ const (
 	V10                       // + Reject
 	V11                       // + Confirm; Consume's Reserve flag
 	V12                       // + Status, Purge: a topic's partitions counted and purged at their owner
-	Newest = V12
+	V13                       // + AckBatches of up to MaxLargeBatch records (MaxBatch before)
+	Newest = V13
 )
 
 // Ops: a request frame's first byte.
@@ -76,8 +77,11 @@ const (
 const (
 	// MaxTopic is the longest topic a frame carries, in bytes (router.MaxTopicLength).
 	MaxTopic = 249
-	// MaxBatch is the most records one AckBatch carries.
+	// MaxBatch is the most records one AckBatch carries to a node before V13.
 	MaxBatch = 64
+	// MaxLargeBatch is the most records one AckBatch carries from V13 on: a consume's whole
+	// batch (router.MaxBatch) acked in one frame.
+	MaxLargeBatch = 1024
 	// MaxRegistrations is the most entries one Register carries.
 	MaxRegistrations = 1024
 	// MaxConsumeBatch is the most consumes one ConsumeBatch carries.
@@ -125,6 +129,14 @@ func Since(op byte) Version {
 		return V12
 	}
 	return 0
+}
+
+// maxBatch is the most records an AckBatch carries at v.
+func (v Version) maxBatch() int {
+	if v >= V13 {
+		return MaxLargeBatch
+	}
+	return MaxBatch
 }
 
 // isRecordOp reports whether op is the op of a record: one that travels as a single-op frame
@@ -248,8 +260,8 @@ type Request struct {
 	Op    byte
 	Topic string // empty for Register
 	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
-	// AckDurable, Reject, Confirm) carries exactly one, of the frame's op; AckBatch 1 to MaxBatch, each with
-	// its own op and budget.
+	// AckDurable, Reject, Confirm) carries exactly one, of the frame's op; AckBatch 1 to
+	// MaxBatch (MaxLargeBatch from V13), each with its own op and budget.
 	Records       []Record
 	Consume       Consume        // Consume
 	Consumes      []Consume      // ConsumeBatch: 1 to MaxConsumeBatch, each with its budget
@@ -294,8 +306,11 @@ func (r *Request) MinVersion() Version {
 			return V9
 		}
 	case OpAckBatch:
-		// A batch needs the version of its newest record op.
+		// A batch needs the version of its newest record op, and V13 past MaxBatch records.
 		need := Since(OpAckBatch)
+		if len(r.Records) > MaxBatch {
+			need = V13
+		}
 		for i := range r.Records {
 			need = max(need, Since(r.Records[i].Op))
 		}
@@ -452,8 +467,8 @@ func check(req *Request) error {
 			return invalid("op %d carries one record of its op, not %d records", req.Op, len(req.Records))
 		}
 	case OpAckBatch:
-		if len(req.Records) == 0 || len(req.Records) > MaxBatch {
-			return invalid("a batch of %d records (1 to %d)", len(req.Records), MaxBatch)
+		if len(req.Records) == 0 || len(req.Records) > MaxLargeBatch {
+			return invalid("a batch of %d records (1 to %d)", len(req.Records), MaxLargeBatch)
 		}
 		for _, r := range req.Records {
 			if !isRecordOp(r.Op) {
@@ -621,7 +636,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 		}
 	case OpAckBatch:
 		count := int(r.u16("batch"))
-		if r.err == nil && (count == 0 || count > MaxBatch || len(r.b) != count*batchRecordSize) {
+		if r.err == nil && (count == 0 || count > v.maxBatch() || len(r.b) != count*batchRecordSize) {
 			r.fail("batch of %d records in %d bytes", count, len(r.b))
 		}
 		if r.err != nil {

@@ -16,7 +16,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -98,7 +98,23 @@ func samples() []wire.Request {
 		{Op: wire.OpStatus, Topic: "orders", Partitions: []int32{0}},
 		{Op: wire.OpStatus, Topic: "", Partitions: []int32{0, 3, 1<<31 - 1}},
 		{Op: wire.OpPurge, Topic: "orders", Partitions: []int32{2, 5}},
+		// Version 13's.
+		largeBatch(wire.MaxBatch+1, wire.OpAck),
+		largeBatch(wire.MaxLargeBatch, wire.OpConfirm),
 	}
+}
+
+// largeBatch is an AckBatch of count records, each of op but every third an ack, of
+// partitions and offsets that differ.
+func largeBatch(count int, op byte) wire.Request {
+	req := wire.Request{Op: wire.OpAckBatch, Topic: "t", Records: make([]wire.Record, count)}
+	for i := range req.Records {
+		req.Records[i] = wire.Record{Op: op, Handle: wire.Handle{Partition: int32(i % 7), Offset: int64(i), Nonce: uint64(i) * 3}, Budget: time.Duration(i+1) * time.Millisecond}
+		if i%3 == 0 {
+			req.Records[i].Op = wire.OpAck
+		}
+	}
+	return req
 }
 
 func mustEncode(t testing.TB, req wire.Request) []byte {
@@ -135,6 +151,8 @@ func TestRequestRoundTrip(t *testing.T) {
 			default:
 				want := "trailing data"
 				switch {
+				case req.Op == wire.OpAckBatch && len(req.Records) > wire.MaxBatch:
+					want = "batch of" // V13's count, read before the records' ops
 				case req.Op == wire.OpAckBatch:
 					want = "record op"
 				case req.Op == wire.OpConsumeBatch, req.Op == wire.OpConsume && v >= wire.V7:
@@ -402,6 +420,10 @@ func TestMinVersion(t *testing.T) {
 		{"confirm", one(wire.OpConfirm), wire.V11},
 		{"batch with a confirm", batch(wire.OpConfirm), wire.V11},
 		{"batch with a confirm, a reject and a release", batch(wire.OpRelease, wire.OpConfirm, wire.OpReject), wire.V11},
+		{"batch of MaxBatch acks", largeBatch(wire.MaxBatch, wire.OpAck), wire.V2},
+		{"batch of MaxBatch confirms", largeBatch(wire.MaxBatch, wire.OpConfirm), wire.V11},
+		{"batch past MaxBatch", largeBatch(wire.MaxBatch+1, wire.OpAck), wire.V13},
+		{"batch of MaxLargeBatch confirms", largeBatch(wire.MaxLargeBatch, wire.OpConfirm), wire.V13},
 		{"probe", consume(wire.Consume{Max: 1}), wire.V3},
 		{"claim", consume(wire.Consume{Claim: true}), wire.V5},
 		{"max", consume(wire.Consume{Max: 2}), wire.V6},
@@ -602,7 +624,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"short record", frame(wire.OpAck, "t", rec[:27])},
 		{"trailing after a record", frame(wire.OpAck, "t", rec, uint8(0))},
 		{"batch of none", frame(wire.OpAckBatch, "t", uint16(0))},
-		{"batch over MaxBatch", frame(wire.OpAckBatch, "t", uint16(wire.MaxBatch+1), bytes.Repeat(append([]byte{1}, append(rec, 0, 0, 0, 0, 0, 0, 0, 0)...), wire.MaxBatch+1))},
+		{"batch over MaxLargeBatch", frame(wire.OpAckBatch, "t", uint16(wire.MaxLargeBatch+1), bytes.Repeat(append([]byte{1}, append(rec, 0, 0, 0, 0, 0, 0, 0, 0)...), wire.MaxLargeBatch+1))},
 		{"batch count over its bytes", frame(wire.OpAckBatch, "t", uint16(2), uint8(1), rec, int64(0))},
 		{"batch record of op 4", frame(wire.OpAckBatch, "t", uint16(1), uint8(4), rec, int64(0))},
 		{"batch record of op 0", frame(wire.OpAckBatch, "t", uint16(1), uint8(0), rec, int64(0))},
@@ -825,7 +847,7 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		{"extend-left of an extend record", wire.Request{Op: wire.OpExtendLeft, Records: []wire.Record{{Op: wire.OpExtend, Handle: h}}}},
 		{"durable ack of a release record", wire.Request{Op: wire.OpAckDurable, Records: []wire.Record{{Op: wire.OpRelease, Handle: h}}}},
 		{"batch of none", wire.Request{Op: wire.OpAckBatch}},
-		{"batch over MaxBatch", wire.Request{Op: wire.OpAckBatch, Records: make([]wire.Record, wire.MaxBatch+1)}},
+		{"batch over MaxLargeBatch", largeBatch(wire.MaxLargeBatch+1, wire.OpAck)},
 		{"batch record of op 0", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{}}}},
 		{"batch record of op 4", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{Op: wire.OpAck}, {Op: wire.OpAckBatch}}}},
 		{"batch record of op 15", wire.Request{Op: wire.OpAckBatch, Records: []wire.Record{{Op: wire.OpRelease}, {Op: 15}}}},
@@ -866,7 +888,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V12 {
+	if wire.Newest != wire.V13 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -971,6 +993,44 @@ func TestConsumeReplyRoundTrip(t *testing.T) {
 	long := wire.AppendConsumeReply(nil, &wire.ConsumeReply{Message: strings.Repeat("m", 2*wire.MaxMessage)})
 	if back, err := wire.DecodeConsumeReply(long); err != nil || len(back.Message) != wire.MaxMessage {
 		t.Fatalf("a long message: %v", err)
+	}
+}
+
+// DecodeConsumeReplyInto reads what DecodeConsumeReply reads, its deliveries in dst's
+// capacity when it holds them (replacing what dst held) and in a new slice otherwise.
+func TestDecodeConsumeReplyInto(t *testing.T) {
+	frame := wire.AppendConsumeReply(nil, sampleConsumeReply())
+	for _, tc := range []struct {
+		name  string
+		dst   []wire.Delivery
+		alias bool // the deliveries are in dst's array
+	}{
+		{"nil", nil, false},
+		{"room for them", make([]wire.Delivery, 0, 8), true},
+		{"room, holding others", []wire.Delivery{{Offset: 99}, {Offset: 98}, {Offset: 97}, {Offset: 96}}, true},
+		{"too little room", make([]wire.Delivery, 1, 2), false},
+	} {
+		dst := tc.dst
+		back, err := wire.DecodeConsumeReplyInto(dst, frame)
+		if err != nil || !reflect.DeepEqual(&back, sampleConsumeReply()) {
+			t.Fatalf("%s: %+v, %v", tc.name, back, err)
+		}
+		if aliased := cap(dst) > 0 && &dst[:1][0] == &back.Deliveries[0]; aliased != tc.alias {
+			t.Errorf("%s: in dst's array %v, want %v", tc.name, aliased, tc.alias)
+		}
+	}
+	// A reply of no deliveries, or a refusal, leaves Deliveries nil; a malformed one is
+	// ErrBadFrame and an empty reply.
+	for _, b := range [][]byte{
+		wire.AppendConsumeReply(nil, &wire.ConsumeReply{Status: wire.StatusOK}),
+		wire.EncodeReply([]wire.Answer{{Status: wire.StatusBadRequest, Message: "trailing data"}}),
+	} {
+		if back, err := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 2, 8), b); err != nil || back.Deliveries != nil {
+			t.Fatalf("no deliveries: %+v, %v", back, err)
+		}
+	}
+	if back, err := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 0, 8), frame[:len(frame)-1]); !errors.Is(err, wire.ErrBadFrame) || back.Deliveries != nil {
+		t.Fatalf("cut short: %+v, %v", back, err)
 	}
 }
 
@@ -1196,6 +1256,11 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		reply, err := wire.DecodeConsumeReply(frame)
+		// Into a slice that holds a delivery already: the same reply, or the same error.
+		into, intoErr := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 1, 4), frame)
+		if (err == nil) != (intoErr == nil) || (err == nil && !reflect.DeepEqual(into, reply)) {
+			t.Fatalf("into a slice: %+v, %v; alone: %+v, %v", into, intoErr, reply, err)
+		}
 		if err != nil {
 			if !errors.Is(err, wire.ErrBadFrame) {
 				t.Fatalf("untyped error %v", err)
