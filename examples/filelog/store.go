@@ -53,6 +53,9 @@ type Options struct {
 	// router.Node.Appended so parked consumers wake. Under concurrent appends to one
 	// partition the calls may arrive out of order; each is only a wake-up.
 	OnAppend func(topic string, partition int32, hwm int64)
+
+	// syncFile, if set, replaces a segment file's fsync: tests watch and fail it.
+	syncFile func(*os.File) error
 }
 
 func (o Options) withDefaults() (Options, error) {
