@@ -20,4 +20,10 @@
 //
 // and CI runs one message a case (-benchtime 1x), to show that it still runs. GOAWS_STDERR
 // names a file GoAWS's standard error is appended to (/dev/null when unset).
+// SQSBENCH_BASELINE names the root of another checkout of the module (an older commit's
+// worktree, say): its cmd/sqsd runs too, as sqsd-baseline and sqsd-baseline-nofsync, each
+// just before the case it is the baseline of, so that -count interleaves before and after:
+//
+//	git worktree add /tmp/sqs-before <commit>
+//	SQSBENCH_BASELINE=/tmp/sqs-before go test -run '^$' -bench . -benchtime 20000x -count 3
 package sqsbench
