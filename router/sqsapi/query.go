@@ -35,7 +35,11 @@ func isQuery(r *http.Request) bool {
 	if r.Header.Get("X-Amz-Target") != "" {
 		return false
 	}
-	media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ct := r.Header.Get("Content-Type")
+	if ct == queryContentType || ct == queryContentType+"; charset=utf-8" { // what the SDKs send
+		return true
+	}
+	media, _, err := mime.ParseMediaType(ct)
 	return (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) && media == queryContentType
 }
 
