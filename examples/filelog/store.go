@@ -25,6 +25,7 @@ const (
 	SyncNone SyncPolicy = iota
 	// SyncEveryAppend fsyncs the segment after every append (and the directory when a
 	// segment is created or removed): an acknowledged append survives a power loss.
+	// Concurrent appends to a partition share an fsync (group commit).
 	SyncEveryAppend
 )
 
