@@ -26,7 +26,8 @@
 // # Durability
 //
 // A message is written, and with -fsync (the default) fsynced, before its SendMessage is
-// answered; a DeleteMessage is answered once the ack is on disk (router.Node.AckDurable:
+// answered (group-committed: sends to a partition arriving meanwhile share the fsync); a
+// DeleteMessage is answered once the ack is on disk (router.Node.AckDurable:
 // group-committed, deletes arriving meanwhile share the sync). So a crash, of the process
 // or of the machine, loses no message whose send succeeded and delivers none whose delete
 // succeeded again; messages received and not deleted are visible again after a restart.

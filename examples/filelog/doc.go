@@ -54,8 +54,11 @@
 //
 // With SyncNone (the default) an append is a write to the page cache: it survives a crash of
 // the process (kill -9) but not a power loss; Sync and Close fsync. With SyncEveryAppend each
-// append is fsynced before it returns. A failed fsync takes the record back and fails every
-// later append, since the page cache is no longer to be trusted.
+// append is fsynced before it returns, and no reader sees it before then. Concurrent appends
+// to a partition share fsyncs (group commit): each writes its frame, then waits for an
+// fsync begun after its write, which one of them runs for all while the others write on. A
+// failed fsync takes back every record not yet durable and fails them and every later
+// append, since the page cache is no longer to be trusted.
 //
 // Opening a log scans its segment files to index the frames (4 bytes of memory per record).
 // In the last segment, everything after the last intact frame is a torn tail, the remains of
@@ -77,5 +80,5 @@
 //
 // It is a log for examples and tests, not a broker's: one process at a time per directory
 // (nothing locks it), every segment file stays open, the index lives in memory, an append
-// holds the partition's lock for its write (and its fsync), and topics are not deleted.
+// holds the partition's lock for its write (not for its fsync), and topics are not deleted.
 package filelog

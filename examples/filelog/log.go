@@ -38,6 +38,8 @@ type Log struct {
 	// bound to this partition), outside the lock.
 	notify func(hwm int64)
 
+	// hwm is what readers see: with SyncEveryAppend, the offset after the last durable
+	// record, so that nothing is read (and acked) that a power cut could take back.
 	hwm    atomic.Int64
 	oldest atomic.Int64
 
@@ -48,6 +50,15 @@ type Log struct {
 	failed   error // a write whose damage could not be undone: no more appends
 	dirDirty bool  // segment files created or removed since the directory was synced
 	buf      []byte
+
+	// Group commit (SyncEveryAppend): an append writes its frame under mu, then waits for
+	// an fsync begun after its write. One waiter at a time runs the fsync, with mu let go,
+	// for every frame written before it began; appends meanwhile write theirs, and the next
+	// fsync covers them all. The frames awaiting an fsync are all in the active segment: a
+	// roll waits for them first.
+	next    int64     // the offset the next append writes (hwm plus the frames awaiting an fsync)
+	syncing bool      // an fsync runs with mu let go
+	synced  sync.Cond // broadcast when it ends; L is &mu
 }
 
 var _ router.Log = (*Log)(nil)
@@ -71,6 +82,7 @@ func openLog(dir string, opts Options, notify func(int64)) (*Log, error) {
 	}
 	slices.Sort(bases) // ReadDir sorts by name already; the order matters, so say it
 	l := &Log{dir: dir, opts: opts, notify: notify}
+	l.synced.L = &l.mu
 	for i, base := range bases {
 		seg, err := openSegment(dir, base, i == len(bases)-1)
 		if err != nil {
@@ -100,7 +112,8 @@ func openLog(dir string, opts Options, notify func(int64)) (*Log, error) {
 		l.dirDirty = true
 	}
 	active := l.segs[len(l.segs)-1]
-	l.hwm.Store(active.base + active.count)
+	l.next = active.base + active.count
+	l.hwm.Store(l.next)
 	l.oldest.Store(l.segs[0].base)
 	if err := l.enforceRetention(); err != nil {
 		l.closeFiles()
@@ -165,8 +178,8 @@ func (l *Log) corrupt(offset int64, why error) error {
 
 // Append writes a record at the high watermark and returns its offset. ts is kept as the
 // record's timestamp (the zero time: none). With SyncEveryAppend the record is on disk when
-// Append returns; otherwise it is in the page cache, which a crash of the process does not
-// lose. Errors: ErrTooLarge, router.ErrLogClosed, and I/O errors; a failed append leaves
+// Append returns, and readable only then (concurrent appends share an fsync); otherwise it
+// is in the page cache, which a crash of the process does not lose. Errors: ErrTooLarge, router.ErrLogClosed, and I/O errors; a failed append leaves
 // nothing behind, or, if it cannot undo a partial write, fails every later append.
 func (l *Log) Append(key, value []byte, ts time.Time) (int64, error) {
 	return l.AppendRecord(router.Record{Key: key, Value: value, Timestamp: ts})
@@ -180,8 +193,11 @@ func (l *Log) AppendRecord(rec router.Record) (int64, error) {
 		return 0, ErrTooLarge
 	}
 	l.mu.Lock()
-	offset, hwm, err := l.appendLocked(&rec)
-	notify := l.notify
+	offset, err := l.appendLocked(&rec)
+	if err == nil && l.opts.Sync == SyncEveryAppend {
+		err = l.awaitDurableLocked(offset + 1)
+	}
+	hwm, notify := l.hwm.Load(), l.notify
 	l.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -192,48 +208,120 @@ func (l *Log) AppendRecord(rec router.Record) (int64, error) {
 	return offset, nil
 }
 
-func (l *Log) appendLocked(rec *router.Record) (offset, hwm int64, err error) {
-	switch {
-	case l.closed:
-		return 0, 0, router.ErrLogClosed
-	case l.failed != nil:
-		return 0, 0, l.failed
-	}
+// appendLocked writes rec's frame at the end of the active segment and returns its offset.
+// Without SyncEveryAppend the record is readable at once; with it, once awaitDurableLocked
+// has seen it synced. It may let mu go (a roll waits for the frames awaiting an fsync).
+func (l *Log) appendLocked(rec *router.Record) (int64, error) {
 	size := int64(frameSize(rec.Key, rec.Value, rec.Headers))
-	if active := l.segs[len(l.segs)-1]; active.end > 0 && active.end+size > l.opts.SegmentBytes {
-		if err := l.roll(); err != nil {
-			return 0, 0, err
+	for {
+		switch {
+		case l.closed:
+			return 0, router.ErrLogClosed
+		case l.failed != nil:
+			return 0, l.failed
 		}
+		active := l.segs[len(l.segs)-1]
+		if active.end == 0 || active.end+size <= l.opts.SegmentBytes {
+			break
+		}
+		if l.hwm.Load() < l.next {
+			if err := l.awaitDurableLocked(l.next); err != nil {
+				return 0, err
+			}
+			continue // mu was let go: look again
+		}
+		if err := l.roll(); err != nil {
+			return 0, err
+		}
+		break
 	}
 	if err := l.enforceRetention(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	seg := l.segs[len(l.segs)-1]
-	offset = l.hwm.Load()
+	offset := l.next
 	l.buf = appendFrame(l.buf[:0], offset, rec.Timestamp, rec.Key, rec.Value, rec.Headers)
 	if _, err := seg.f.WriteAt(l.buf, seg.end); err != nil {
-		return 0, 0, l.undo(seg, fmt.Errorf("filelog: append to %s: %w", l.dir, err))
+		return 0, l.undo(seg, fmt.Errorf("filelog: append to %s: %w", l.dir, err))
 	}
 	seg.dirty = true
-	if l.opts.Sync == SyncEveryAppend {
-		if err := l.syncLocked(); err != nil {
-			// After a failed fsync the page cache is not to be trusted: take the
-			// record back and refuse further appends (they would sit on top of it).
-			err = fmt.Errorf("filelog: sync %s: %w", l.dir, err)
-			l.undo(seg, err)
-			l.failed = err
-			return 0, 0, err
-		}
-	}
 	seg.pos = append(seg.pos, uint32(seg.end))
 	seg.end += size
 	seg.count++
 	l.bytes += size
-	l.hwm.Store(offset + 1)
+	l.next = offset + 1
+	if l.opts.Sync != SyncEveryAppend {
+		l.hwm.Store(l.next)
+	}
 	if len(l.buf) > 64<<10 {
 		l.buf = nil // do not keep one huge record's buffer
 	}
-	return offset, offset + 1, nil
+	return offset, nil
+}
+
+// awaitDurableLocked waits until the records below upto are durable (and readable), running
+// the fsync itself when none is running: the group commit of SyncEveryAppend. A failed fsync
+// takes back every record not yet durable and fails the log.
+func (l *Log) awaitDurableLocked(upto int64) error {
+	for l.hwm.Load() < upto {
+		switch {
+		case l.failed != nil:
+			return l.failed
+		case l.closed:
+			return router.ErrLogClosed
+		case l.syncing:
+			l.synced.Wait()
+			continue
+		}
+		target := l.next
+		var files []*os.File
+		for _, seg := range l.segs {
+			if seg.dirty {
+				files = append(files, seg.f)
+				seg.dirty = false
+			}
+		}
+		l.syncing = true
+		l.mu.Unlock()
+		var err error
+		for _, f := range files {
+			if err = l.syncFile(f); err != nil {
+				break
+			}
+		}
+		l.mu.Lock()
+		l.syncing = false
+		if err != nil {
+			l.takeBack(fmt.Errorf("filelog: sync %s: %w", l.dir, err))
+		} else {
+			l.hwm.Store(target)
+		}
+		l.synced.Broadcast()
+	}
+	return nil
+}
+
+// takeBack cuts the frames not yet durable off the active segment after a failed fsync, and
+// refuses further appends: the page cache is not to be trusted, and they would sit on top
+// of those frames.
+func (l *Log) takeBack(err error) {
+	l.failed = err
+	seg := l.segs[len(l.segs)-1]
+	if keep := l.hwm.Load() - seg.base; keep < int64(len(seg.pos)) {
+		end := int64(seg.pos[keep])
+		l.bytes -= seg.end - end
+		seg.pos, seg.end, seg.count = seg.pos[:keep], end, keep
+	}
+	l.next = l.hwm.Load()
+	l.undo(seg, err)
+}
+
+// syncFile fsyncs a segment file: Options.syncFile, which tests set, or the file's Sync.
+func (l *Log) syncFile(f *os.File) error {
+	if l.opts.syncFile != nil {
+		return l.opts.syncFile(f)
+	}
+	return f.Sync()
 }
 
 // undo cuts a partly written frame off the active segment, so the next append starts on a
@@ -248,7 +336,7 @@ func (l *Log) undo(seg *segment, err error) error {
 
 // roll seals the active segment and starts a new one at the high watermark.
 func (l *Log) roll() error {
-	seg, err := createSegment(l.dir, l.hwm.Load())
+	seg, err := createSegment(l.dir, l.next)
 	if err != nil {
 		return fmt.Errorf("filelog: roll %s: %w", l.dir, err)
 	}
@@ -298,16 +386,34 @@ func (l *Log) enforceRetention() error {
 func (l *Log) Sync() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.syncing { // its files are no longer marked dirty
+		l.synced.Wait()
+	}
 	if l.closed {
 		return router.ErrLogClosed
 	}
-	return l.syncLocked()
+	return l.commitLocked()
+}
+
+// commitLocked syncs everything written (no fsync may be running) and makes the records
+// awaiting an fsync durable, or, if the fsync fails, takes them back.
+func (l *Log) commitLocked() error {
+	err := l.syncLocked()
+	switch {
+	case err == nil:
+		l.hwm.Store(l.next)
+	case l.hwm.Load() < l.next:
+		err = fmt.Errorf("filelog: sync %s: %w", l.dir, err)
+		l.takeBack(err)
+	}
+	l.synced.Broadcast()
+	return err
 }
 
 func (l *Log) syncLocked() error {
 	for _, seg := range l.segs {
 		if seg.dirty {
-			if err := seg.f.Sync(); err != nil {
+			if err := l.syncFile(seg.f); err != nil {
 				return err
 			}
 			seg.dirty = false
@@ -328,13 +434,16 @@ func (l *Log) syncLocked() error {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.syncing { // it fsyncs the files Close closes
+		l.synced.Wait()
+	}
 	if l.closed {
 		return nil
 	}
 	l.closed = true
 	var err error
 	if l.failed == nil {
-		err = l.syncLocked()
+		err = l.commitLocked() // appends awaiting it are answered: durable, or failed
 	}
 	return errors.Join(err, l.closeFiles())
 }

@@ -25,6 +25,7 @@ const (
 	SyncNone SyncPolicy = iota
 	// SyncEveryAppend fsyncs the segment after every append (and the directory when a
 	// segment is created or removed): an acknowledged append survives a power loss.
+	// Concurrent appends to a partition share an fsync (group commit).
 	SyncEveryAppend
 )
 
@@ -53,6 +54,9 @@ type Options struct {
 	// router.Node.Appended so parked consumers wake. Under concurrent appends to one
 	// partition the calls may arrive out of order; each is only a wake-up.
 	OnAppend func(topic string, partition int32, hwm int64)
+
+	// syncFile, if set, replaces a segment file's fsync: tests watch and fail it.
+	syncFile func(*os.File) error
 }
 
 func (o Options) withDefaults() (Options, error) {

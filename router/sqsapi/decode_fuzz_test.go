@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -381,6 +382,7 @@ func FuzzFormDecode(f *testing.F) {
 			t.Fatalf("read the action %q of %q", got, name)
 		}
 		js, err := formJSON(name, form)
+		agreeWithModel(t, name, form, js, err)
 		if err != nil {
 			checkRefusal(t, err)
 			return
@@ -396,4 +398,30 @@ func FuzzFormDecode(f *testing.F) {
 		err = decodeActions[i](t, js)
 		checkRefusal(t, err)
 	})
+}
+
+// agreeWithModel checks formJSON's answer (js, err) against formJSONByMaps's: the same error,
+// or JSON of the same value.
+func agreeWithModel(t *testing.T, action string, form url.Values, js []byte, err error) {
+	t.Helper()
+	want, wantErr := formJSONByMaps(action, form)
+	switch {
+	case (err == nil) != (wantErr == nil):
+		t.Fatalf("%s %v: formJSON answered %q, %v; the model %q, %v", action, form, js, err, want, wantErr)
+	case err != nil:
+		if err.Error() != wantErr.Error() {
+			t.Fatalf("%s %v: formJSON refused with %v; the model with %v", action, form, err, wantErr)
+		}
+		return
+	}
+	var got, model any
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatalf("%s %v: formJSON wrote %q: %v", action, form, js, err)
+	}
+	if err := json.Unmarshal(want, &model); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, model) {
+		t.Fatalf("%s %v: formJSON wrote %s; the model %s", action, form, js, want)
+	}
 }

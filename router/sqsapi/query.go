@@ -2,7 +2,6 @@ package sqsapi
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +35,11 @@ func isQuery(r *http.Request) bool {
 	if r.Header.Get("X-Amz-Target") != "" {
 		return false
 	}
-	media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ct := r.Header.Get("Content-Type")
+	if ct == queryContentType || ct == queryContentType+"; charset=utf-8" { // what the SDKs send
+		return true
+	}
+	media, _, err := mime.ParseMediaType(ct)
 	return (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) && media == queryContentType
 }
 
@@ -201,18 +204,52 @@ func formTree(form url.Values, fields []formField) *formNode {
 // formJSON translates the form of a query request of action into the JSON body the
 // action's decoder takes. A parameter the action does not have is ignored, as a JSON member
 // is; an integer that is not one, or a map's entry without a name or with a name another
-// entry has, is InvalidParameterValue.
+// entry has, is InvalidParameterValue. The JSON is written straight from the form's tree
+// (its members in the action's fields' order), not through maps and encoding/json: it is on
+// every query request's path.
 func formJSON(action string, form url.Values) ([]byte, error) {
 	fields := formSchemas[action]
-	obj, err := formObject(formTree(form, fields), "", fields)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(obj)
+	return appendFormObject(make([]byte, 0, 256), formTree(form, fields), "", fields)
 }
 
-func formObject(n *formNode, prefix string, fields []formField) (map[string]any, error) {
-	obj := map[string]any{}
+// appendMember appends the name of an object's member, after a comma unless it is the
+// object's first: a member's value never ends in '{', so dst does only at the object's start.
+func appendMember(dst []byte, name string) []byte {
+	if dst[len(dst)-1] != '{' {
+		dst = append(dst, ',')
+	}
+	dst = appendJSONString(dst, name)
+	return append(dst, ':')
+}
+
+// appendStrings appends a JSON array of the texts of items ("" for an item without one), or
+// null for none, as encoding/json writes a nil slice.
+func appendStrings(dst []byte, items []*formNode) []byte {
+	if len(items) == 0 {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		s, _ := it.text()
+		dst = appendJSONString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// repeated reports whether name is among names, noting it there.
+func repeated(names map[string]bool, name string) bool {
+	if names[name] {
+		return true
+	}
+	names[name] = true
+	return false
+}
+
+func appendFormObject(dst []byte, n *formNode, prefix string, fields []formField) ([]byte, error) {
+	dst = append(dst, '{')
 	for _, f := range fields {
 		kid := n.kid(f.key)
 		if kid == nil {
@@ -222,7 +259,7 @@ func formObject(n *formNode, prefix string, fields []formField) (map[string]any,
 		switch f.kind {
 		case formString:
 			if v, ok := kid.text(); ok {
-				obj[f.member] = v
+				dst = appendJSONString(appendMember(dst, f.member), v)
 			}
 		case formInt:
 			v, ok := kid.text()
@@ -234,84 +271,81 @@ func formObject(n *formNode, prefix string, fields []formField) (map[string]any,
 				return nil, &apiError{code: codeInvalidParameterValue, cause: errWrongType,
 					msg: "Value " + strconv.Quote(truncate(v)) + " for parameter " + param + " is invalid. Reason: it must be an integer."}
 			}
-			obj[f.member] = i
+			dst = strconv.AppendInt(appendMember(dst, f.member), i, 10)
 		case formList:
-			var list []string
+			var texts []*formNode
 			for _, item := range kid.indexed() {
-				if v, ok := item.text(); ok {
-					list = append(list, v)
+				if _, ok := item.text(); ok {
+					texts = append(texts, item)
 				}
 			}
-			obj[f.member] = list
+			dst = appendStrings(appendMember(dst, f.member), texts)
 		case formMap:
-			m := map[string]string{}
+			dst = append(appendMember(dst, f.member), '{')
+			keys := map[string]bool{}
 			for i, item := range kid.indexed() {
 				k, ok := item.kid(f.mapKey).text()
 				if !ok {
 					return nil, missing(param + "." + strconv.Itoa(i+1) + "." + f.mapKey)
 				}
-				if _, dup := m[k]; dup {
+				if repeated(keys, k) {
 					return nil, invalidValue(param, strconv.Quote(truncate(k)), strconv.Quote(truncate(k))+" is repeated.")
 				}
-				m[k], _ = item.kid(f.mapValue).text()
+				v, _ := item.kid(f.mapValue).text()
+				dst = appendJSONString(appendMember(dst, k), v)
 			}
-			obj[f.member] = m
+			dst = append(dst, '}')
 		case formAttrs:
-			attrs, err := formAttributes(kid, param)
-			if err != nil {
+			var err error
+			if dst, err = appendFormAttributes(appendMember(dst, f.member), kid, param); err != nil {
 				return nil, err
 			}
-			obj[f.member] = attrs
 		case formEntries:
-			var entries []map[string]any
+			dst = append(appendMember(dst, f.member), '[')
 			for i, item := range kid.indexed() {
-				e, err := formObject(item, param+"."+strconv.Itoa(i+1)+".", f.entry)
-				if err != nil {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				var err error
+				if dst, err = appendFormObject(dst, item, param+"."+strconv.Itoa(i+1)+".", f.entry); err != nil {
 					return nil, err
 				}
-				entries = append(entries, e)
 			}
-			if entries == nil {
-				entries = []map[string]any{}
-			}
-			obj[f.member] = entries
+			dst = append(dst, ']')
 		}
 	}
-	return obj, nil
+	return append(dst, '}'), nil
 }
 
-// formAttributes reads a map of message attributes: Key.N.Name and Key.N.Value.DataType,
-// .StringValue, .BinaryValue (base64), .StringListValue.M and .BinaryListValue.M.
-func formAttributes(n *formNode, param string) (map[string]map[string]any, error) {
-	attrs := map[string]map[string]any{}
+// appendFormAttributes appends a map of message attributes: Key.N.Name and
+// Key.N.Value.DataType, .StringValue, .BinaryValue (base64), .StringListValue.M and
+// .BinaryListValue.M.
+func appendFormAttributes(dst []byte, n *formNode, param string) ([]byte, error) {
+	dst = append(dst, '{')
+	names := map[string]bool{}
 	for i, item := range n.indexed() {
 		name, ok := item.kid("Name").text()
 		if !ok {
 			return nil, missing(param + "." + strconv.Itoa(i+1) + ".Name")
 		}
-		if _, dup := attrs[name]; dup {
+		if repeated(names, name) {
 			return nil, invalidValue(param, strconv.Quote(truncate(name)), "Message attribute name "+strconv.Quote(truncate(name))+" is repeated.")
 		}
-		v := map[string]any{}
+		dst = append(appendMember(dst, name), '{')
 		value := item.kid("Value")
-		for _, member := range []string{"DataType", "StringValue", "BinaryValue"} {
+		for _, member := range [...]string{"DataType", "StringValue", "BinaryValue"} {
 			if s, ok := value.kid(member).text(); ok {
-				v[member] = s
+				dst = appendJSONString(appendMember(dst, member), s)
 			}
 		}
-		for _, list := range []string{"StringListValue", "BinaryListValue"} {
+		for _, list := range [...]string{"StringListValue", "BinaryListValue"} {
 			if items := value.kid(list).indexed(); len(items) > 0 {
-				values := make([]string, 0, len(items))
-				for _, it := range items {
-					s, _ := it.text()
-					values = append(values, s)
-				}
-				v[list+"s"] = values
+				dst = appendStrings(appendMember(dst, list+"s"), items)
 			}
 		}
-		attrs[name] = v
+		dst = append(dst, '}')
 	}
-	return attrs, nil
+	return append(dst, '}'), nil
 }
 
 // readQuery reads a query request's body, at most MaxRequestBytes. A body over the bound is

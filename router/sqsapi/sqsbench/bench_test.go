@@ -54,18 +54,24 @@ func BenchmarkServers(b *testing.B) {
 	}
 	bins := build(b)
 	parent := b
-	for _, server := range []string{"sqsd", "sqsd-nofsync", "goaws"} {
+	servers := []string{"sqsd", "sqsd-nofsync", "goaws"}
+	if bins.baseline != "" {
+		servers = []string{"sqsd-baseline", "sqsd", "sqsd-baseline-nofsync", "sqsd-nofsync", "goaws"}
+	}
+	for _, server := range servers {
 		var p *proc // started by the first run that -bench selects
 		for _, batch := range []int{1, 10} {
 			b.Run(fmt.Sprintf("server=%s/batch=%d", server, batch), func(b *testing.B) {
 				if p == nil {
 					switch server {
-					case "sqsd":
-						p = startSqsd(b, parent.TempDir(), bins, "-fsync=true")
-					case "sqsd-nofsync":
-						p = startSqsd(b, parent.TempDir(), bins, "-fsync=false")
-					default:
+					case "goaws":
 						p = startGoAWS(b, parent.TempDir(), bins)
+					default:
+						bin := bins.sqsd
+						if strings.HasPrefix(server, "sqsd-baseline") {
+							bin = bins.baseline
+						}
+						p = startSqsd(b, server, parent.TempDir(), bin, !strings.HasSuffix(server, "-nofsync"))
 					}
 				}
 				runWorkload(b, p, batch)
@@ -224,8 +230,9 @@ func each(clients []*sqs.Client, f func(c *sqs.Client, w int) error) error {
 	return errors.Join(errs...)
 }
 
-// binaries are the servers' executables, built once a process.
-type binaries struct{ dir, sqsd, goaws string }
+// binaries are the servers' executables, built once a process; baseline is cmd/sqsd of
+// SQSBENCH_BASELINE's checkout ("" when unset).
+type binaries struct{ dir, sqsd, goaws, baseline string }
 
 var built struct {
 	once sync.Once
@@ -245,6 +252,15 @@ func build(b testing.TB) binaries {
 		for pkg, out := range map[string]string{"narad.dev/consume/cmd/sqsd": built.bins.sqsd, "github.com/Admiral-Piett/goaws/app/cmd": built.bins.goaws} {
 			if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 				built.err = fmt.Errorf("go build %s: %v: %s", pkg, err, msg)
+				return
+			}
+		}
+		if root := os.Getenv("SQSBENCH_BASELINE"); root != "" {
+			built.bins.baseline = filepath.Join(dir, "sqsd-baseline")
+			cmd := exec.Command("go", "build", "-o", built.bins.baseline, "./cmd/sqsd")
+			cmd.Dir = root
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				built.err = fmt.Errorf("go build %s/cmd/sqsd: %v: %s", root, err, msg)
 				return
 			}
 		}
@@ -273,19 +289,15 @@ type proc struct {
 
 var servingLine = regexp.MustCompile(`msg="sqsd: serving" url=(\S+)`)
 
-// startSqsd starts cmd/sqsd over a data directory in dir, with credentials and 4 partitions a
-// queue, and waits for it to say where it serves.
-func startSqsd(b *testing.B, dir string, bins binaries, fsync string) *proc {
+// startSqsd starts the sqsd executable bin as server name over a data directory in dir, with
+// credentials, 4 partitions a queue and -fsync, and waits for it to say where it serves.
+func startSqsd(b *testing.B, name, dir, bin string, fsync bool) *proc {
 	creds := filepath.Join(dir, "credentials")
 	if err := os.WriteFile(creds, []byte(accessKey+" "+secretKey+"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	name := "sqsd"
-	if fsync == "-fsync=false" {
-		name = "sqsd-nofsync"
-	}
-	p := &proc{name: name, cmd: exec.Command(bins.sqsd, "-dir", filepath.Join(dir, "data"), "-addr", "127.0.0.1:0",
-		"-credentials", creds, "-partitions", "4", fsync), done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, "-dir", filepath.Join(dir, "data"), "-addr", "127.0.0.1:0",
+		"-credentials", creds, "-partitions", "4", "-fsync="+strconv.FormatBool(fsync)), done: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)

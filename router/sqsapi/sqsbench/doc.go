@@ -20,4 +20,11 @@
 //
 // and CI runs one message a case (-benchtime 1x), to show that it still runs. GOAWS_STDERR
 // names a file GoAWS's standard error is appended to (/dev/null when unset).
+// SQSBENCH_BASELINE names the root of another checkout of the module (an older commit's
+// worktree, say): its cmd/sqsd runs too, as sqsd-baseline and sqsd-baseline-nofsync, each
+// just before the case it is the baseline of. -count repeats each case in a row, so
+// interleave before and after with runs of -count 1:
+//
+//	git worktree add /tmp/sqs-before <commit>
+//	for i in 1 2 3; do SQSBENCH_BASELINE=/tmp/sqs-before go test -run '^$' -bench . -benchtime 20000x -count 1; done
 package sqsbench
