@@ -147,7 +147,33 @@ func BenchmarkReserveAfterAckedAheadRun(b *testing.B) {
 // BenchmarkReserveBatchAck is BenchmarkReserveAck in batches of 100: one ReserveBatch, then
 // one AckMany of its leases, reported per record.
 func BenchmarkReserveBatchAck(b *testing.B) {
-	s := benchShard(Config{})
+	benchBatches(b, benchShard(Config{}), nil)
+}
+
+// BenchmarkReserveBatchBindAck is BenchmarkReserveBatchAck on an ordered shard, records keyed
+// round robin over 10,000 keys: each batch of 100 is bound to its keys (Bind) before it is
+// acked, as a router's scan does; ordered=false binds as on any topic (a no-op), the
+// baseline in the same run.
+func BenchmarkReserveBatchBindAck(b *testing.B) {
+	const keys = 10_000
+	for _, ordered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("ordered=%t", ordered), func(b *testing.B) {
+			s := benchShard(Config{Ordered: ordered})
+			keyOf := make([]uint64, 100)
+			kept := make([]bool, 100)
+			benchBatches(b, s, func(now time.Time, handles []Handle) {
+				for j, h := range handles {
+					keyOf[j] = uint64(h.Offset%keys) + 1
+				}
+				s.Bind(now, handles, keyOf[:len(handles)], false, kept)
+			})
+		})
+	}
+}
+
+// benchBatches reserves batches of 100 from s and acks each with one AckMany, bind (if not
+// nil) called on each batch's handles between the two, and reports the time per record.
+func benchBatches(b *testing.B, s *Shard, bind func(now time.Time, handles []Handle)) {
 	now := epoch
 	leases := make([]Lease, 0, 100)
 	handles := make([]Handle, 100)
@@ -161,48 +187,15 @@ func BenchmarkReserveBatchAck(b *testing.B) {
 		for j, l := range leases {
 			handles[j] = l.Handle
 		}
-		s.AckMany(now, handles, errs)
+		if bind != nil {
+			bind(now, handles[:len(leases)])
+		}
+		s.AckMany(now, handles[:len(leases)], errs)
 		if i%10 == 0 {
 			now = now.Add(time.Millisecond)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/record")
-}
-
-// BenchmarkReserveBatchBindAck is BenchmarkReserveBatchAck on an ordered shard, records keyed
-// round robin over 10,000 keys: each batch of 100 is bound to its keys (Bind) before it is
-// acked, as a router's scan does; ordered=false binds as on any topic (a no-op), the
-// baseline in the same run.
-func BenchmarkReserveBatchBindAck(b *testing.B) {
-	const keys = 10_000
-	for _, ordered := range []bool{false, true} {
-		b.Run(fmt.Sprintf("ordered=%t", ordered), func(b *testing.B) {
-			s := benchShard(Config{Ordered: ordered})
-			now := epoch
-			leases := make([]Lease, 0, 100)
-			handles := make([]Handle, 100)
-			keyOf := make([]uint64, 100)
-			kept := make([]bool, 100)
-			errs := make([]error, 100)
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				var err error
-				if leases, err = s.ReserveBatch(now, 1<<62, 0, 100, leases[:0]); err != nil {
-					b.Fatal(err)
-				}
-				for j, l := range leases {
-					handles[j] = l.Handle
-					keyOf[j] = uint64(l.Offset%keys) + 1
-				}
-				s.Bind(now, handles[:len(leases)], keyOf[:len(leases)], false, kept)
-				s.AckMany(now, handles[:len(leases)], errs)
-				if i%10 == 0 {
-					now = now.Add(time.Millisecond)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/record")
-		})
-	}
 }
 
 // BenchmarkReserveAhead is a gateway's read-ahead on the owner: one ReserveAhead of 32

@@ -107,24 +107,30 @@ func TestOrderedTopicHungKeyAcrossMove(t *testing.T) {
 		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
 		require.Empty(t, tr.b.consume(pinned), "the moved lease still holds the key")
 		require.NoError(t, tr.c.node.Ack(ctx, "orders", held[0].Receipt), "through the gateway")
-		ackB := func(m router.Message) error { return tr.b.node.Ack(ctx, "orders", m.Receipt) }
-		var rest []router.Message
-		for range 100 {
-			msgs := tr.b.consume(pinned)
-			if len(msgs) == 0 {
-				break
-			}
-			for _, m := range msgs {
-				require.Equal(t, "h", string(m.Key), "offset %d was acked before the move", m.Offset)
-				require.NoError(t, ackB(m))
-			}
-			rest = append(rest, msgs...)
-		}
-		require.Len(t, rest, n/5-1)
-		for i, m := range rest {
-			require.Equal(t, int64(5*(i+1)), m.Offset, "in order")
-		}
+		requireMovedHungInOrder(t, tr, n, pinned)
 	})
+}
+
+// requireMovedHungInOrder consumes on b, the partition's new owner, the hung key's records
+// left after its head (acked): in order, and none acked before the move.
+func requireMovedHungInOrder(t *testing.T, tr *trio, n int, pinned router.ConsumeOptions) {
+	t.Helper()
+	var rest []int64
+	for range 100 {
+		msgs := tr.b.consume(pinned)
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			require.Equal(t, "h", string(m.Key), "offset %d was acked before the move", m.Offset)
+			require.NoError(t, tr.b.node.Ack(context.Background(), "orders", m.Receipt))
+			rest = append(rest, m.Offset)
+		}
+	}
+	require.Len(t, rest, n/5-1)
+	for i, off := range rest {
+		require.Equal(t, int64(5*(i+1)), off, "in order")
+	}
 }
 
 // A settle never reaches a shard whose restored key tails it cannot verify (the log's reads
@@ -156,18 +162,6 @@ func TestSettleWaitsForTheKeyTailsVerification(t *testing.T) {
 
 		log.FailReads(nil)
 		require.NoError(t, tr.b.node.Ack(ctx, "orders", held[0].Receipt))
-		var rest []int64
-		for range 100 {
-			msgs := tr.b.consume(pinned)
-			if len(msgs) == 0 {
-				break
-			}
-			for _, m := range msgs {
-				require.Equal(t, "h", string(m.Key), "offset %d was acked before the move", m.Offset)
-				require.NoError(t, tr.b.node.Ack(ctx, "orders", m.Receipt))
-				rest = append(rest, m.Offset)
-			}
-		}
-		require.Len(t, rest, n/5-1)
+		requireMovedHungInOrder(t, tr, n, pinned)
 	})
 }
