@@ -236,6 +236,40 @@ func TestLedgerSettles(t *testing.T) {
 	require.True(t, settled())
 }
 
+// TestQuarantineExpected checks what the summary takes for the quarantine it expects: under
+// QuarantineKeys the poisoned operation after MaxDeliveries, then its account's later
+// operations in offset order, only those its last batch held being allowed to come late.
+func TestQuarantineExpected(t *testing.T) {
+	poisoned := opRef{3, 5}
+	keyOps := []opRef{poisoned, {3, 6}, {3, 7}, {3, 8}}
+	q := func(seq int, offset int64, attempts uint32, batch uint64) quarantine {
+		return quarantine{position: position{1, offset}, attempts: attempts, op: opRef{3, seq}, batch: batch}
+	}
+	for _, tc := range []struct {
+		name        string
+		quarantined []quarantine
+		ok          bool
+	}{
+		{"in order", []quarantine{q(5, 10, 5, 7), q(6, 12, 0, 0), q(7, 15, 0, 0), q(8, 20, 0, 0)}, true},
+		{"its last batch's given back late", []quarantine{q(5, 10, 5, 7), q(7, 15, 0, 0), q(8, 20, 0, 0), q(6, 12, 0, 7)}, true},
+		{"given back before, late", []quarantine{q(5, 10, 5, 7), q(7, 15, 0, 0), q(8, 20, 0, 0), q(6, 12, 0, 4)}, false},
+		{"never delivered, late", []quarantine{q(5, 10, 5, 7), q(7, 15, 0, 0), q(6, 12, 0, 0), q(8, 20, 0, 0)}, false},
+		{"the poisoned one not first", []quarantine{q(6, 12, 0, 0), q(5, 10, 5, 7), q(7, 15, 0, 0), q(8, 20, 0, 0)}, false},
+		{"before MaxDeliveries", []quarantine{q(5, 10, 4, 7), q(6, 12, 0, 0), q(7, 15, 0, 0), q(8, 20, 0, 0)}, false},
+		{"one missing", []quarantine{q(5, 10, 5, 7), q(6, 12, 0, 0), q(8, 20, 0, 0)}, false},
+		{"one twice", []quarantine{q(5, 10, 5, 7), q(6, 12, 0, 0), q(6, 12, 0, 0), q(8, 20, 0, 0)}, false},
+		{"none", nil, false},
+	} {
+		s := summary{quarantineKeys: true, poisoned: poisoned, keyOps: keyOps, quarantined: tc.quarantined}
+		require.Equal(t, tc.ok, s.quarantinedAsExpected(), tc.name)
+	}
+	// Without QuarantineKeys the poisoned operation goes alone.
+	alone := summary{poisoned: poisoned, keyOps: []opRef{poisoned}, quarantined: []quarantine{q(5, 10, 5, 7)}}
+	require.True(t, alone.quarantinedAsExpected())
+	alone.quarantined = append(alone.quarantined, q(6, 12, 0, 0))
+	require.False(t, alone.quarantinedAsExpected())
+}
+
 func TestPlan(t *testing.T) {
 	p := planOperations(2000, 50, 4, 7)
 	offsets := make([]int64, 4)
