@@ -6,23 +6,27 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/examples/internal/filequeue"
 )
 
 // runDemo produces cfg.messages operations while cfg.workers apply them, until every one is
-// acked or quarantined, and reports what the ledger saw.
+// acked or quarantined, and reports what the ledger saw. With cfg.quarantineKeys it then
+// fixes the poison and requeues the quarantine, until every operation is acked.
 func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	dir, cleanup, err := filequeue.StateDir(cfg.dir, "ordered-")
 	if err != nil {
 		return summary{}, err
 	}
 	defer cleanup()
-	p := planOperations(cfg.messages, cfg.accounts, cfg.seed)
-	l := newLedger(cfg.accounts, cfg.messages, maxDeliveries)
+	out = &lockedWriter{w: out} // the progress lines and the requeue's come from two goroutines
+	p := planOperations(cfg.messages, cfg.accounts, cfg.partitions, cfg.seed)
+	l := newLedger(p, maxDeliveries, cfg.quarantineKeys)
 	q, err := openQueue(dir, cfg, func(_ string, partition int32, offset int64, attempts uint32) {
 		l.quarantine(partition, offset, attempts)
 	})
@@ -34,31 +38,38 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	kind := "an ordered topic"
-	if cfg.unordered {
+	exit := "its account goes on"
+	switch {
+	case cfg.unordered:
 		kind = "a topic NOT ordered (planted: the checks must fail)"
+	case cfg.keysGoOn:
+		kind, exit = "an ordered topic NOT quarantining keys (planted: the checks must fail)", "its account should go with it"
+	case cfg.quarantineKeys:
+		kind, exit = "an ordered topic quarantining keys", "its account goes with it, until the poison is fixed and requeued"
 	}
 	poisoned := p.ops[p.poisoned]
 	fmt.Fprintf(out, "ordered: %d operations on %d accounts into %d partitions of %q, %s, applied by %d workers\n",
 		cfg.messages, cfg.accounts, cfg.partitions, topic, kind, cfg.workers)
 	fmt.Fprintf(out, "state: %s (%s)\n", dir, filequeue.StateNote(cfg.dir))
-	fmt.Fprintf(out, "visibility timeout %v; %v always fails (nacked until MaxDeliveries %d quarantines it)\n\n",
-		cfg.visibility, opRef{poisoned.account, poisoned.seq}, maxDeliveries)
+	fmt.Fprintf(out, "visibility timeout %v; %v always fails (nacked until MaxDeliveries %d quarantines it; %s)\n\n",
+		cfg.visibility, opRef{poisoned.account, poisoned.seq}, maxDeliveries, exit)
 
 	st := &stats{}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, cfg.workers+1)
+	var poisonFixed atomic.Bool
 	var wg sync.WaitGroup
 	start := time.Now()
 	wg.Go(func() {
-		if err := produce(runCtx, q.Store, p, cfg.partitions, cfg.rate, st); err != nil && runCtx.Err() == nil {
+		if err := produce(runCtx, q.Store, p, cfg.rate, st); err != nil && runCtx.Err() == nil {
 			errc <- err
 		}
 	})
 	for i := range cfg.workers {
 		w := &worker{
 			id: i, node: q.Node, ledger: l, stats: st, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))),
-			crashChance: cfg.crashChance, nackChance: cfg.nackChance,
+			crashChance: cfg.crashChance, nackChance: cfg.nackChance, poisonFixed: &poisonFixed,
 		}
 		wg.Go(func() {
 			if err := w.run(runCtx); err != nil {
@@ -71,6 +82,9 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	}
 
 	runErr := wait(ctx, l, errc, cfg.visibility)
+	if cfg.quarantineKeys && runErr == nil {
+		runErr = requeue(ctx, q, l, &poisonFixed, errc, cfg.visibility, out)
+	}
 	elapsed := time.Since(start)
 	cancel()
 	wg.Wait()
@@ -88,6 +102,33 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	return sum, runErr
 }
 
+// requeue fixes the poison, requeues every partition holding quarantined records (the
+// poisoned account's, under QuarantineKeys), and waits for them to be applied.
+func requeue(ctx context.Context, q *filequeue.Queue, l *ledger, poisonFixed *atomic.Bool, errc <-chan error, visibility time.Duration, out io.Writer) error {
+	l.mu.Lock()
+	held := len(l.quarantined)
+	var partitions []int32
+	for _, r := range l.quarantined {
+		if !slices.Contains(partitions, r.partition) {
+			partitions = append(partitions, r.partition)
+		}
+	}
+	l.mu.Unlock()
+	poisonFixed.Store(true) // before the requeue: the operation must not fail again
+	requeued := 0
+	for _, part := range partitions {
+		n, err := q.Node.RequeueAll(topic, part)
+		if err != nil {
+			return fmt.Errorf("requeue partition %d: %w", part, err)
+		}
+		requeued += n
+	}
+	l.requeue(requeued)
+	fmt.Fprintf(out, "\neverything else settled with %d records quarantined: the poison fixed, RequeueAll on partition(s) %v requeued %d\n\n",
+		held, partitions, requeued)
+	return wait(ctx, l, errc, visibility)
+}
+
 // wait returns once every operation is settled, a worker fails, the demo is interrupted, or
 // nothing has settled for long enough that what is missing must be lost.
 func wait(ctx context.Context, l *ledger, errc <-chan error, visibility time.Duration) error {
@@ -96,9 +137,10 @@ func wait(ctx context.Context, l *ledger, errc <-chan error, visibility time.Dur
 	stallLimit := max(5*time.Second, 10*visibility)
 	check := time.NewTicker(stallLimit / 10)
 	defer check.Stop()
+	done := l.settled()
 	for {
 		select {
-		case <-l.done:
+		case <-done:
 			return nil
 		case err := <-errc:
 			return err
@@ -119,7 +161,8 @@ func summarize(cfg config, p plan, l *ledger, st *stats, elapsed time.Duration) 
 	poisoned := p.ops[p.poisoned]
 	sum := summary{
 		operations: cfg.messages, accounts: cfg.accounts, partitions: cfg.partitions, workers: cfg.workers,
-		unordered: cfg.unordered, elapsed: elapsed, visibility: cfg.visibility,
+		unordered: cfg.unordered, quarantineKeys: cfg.quarantineKeys, keysGoOn: cfg.keysGoOn,
+		elapsed: elapsed, visibility: cfg.visibility,
 
 		produced: st.produced.Load(), delivered: st.deliveries.Load(),
 		afterExpiry: st.afterExpiry.Load(), afterNack: st.afterNack.Load(),
@@ -127,28 +170,61 @@ func summarize(cfg config, p plan, l *ledger, st *stats, elapsed time.Duration) 
 		released: st.released.Load(), poisonFailures: st.poisonFailures.Load(), ackLapsed: st.ackLapsed.Load(),
 
 		applied: l.applied, poisoned: opRef{poisoned.account, poisoned.seq},
-		quarantined: append([]quarantine(nil), l.quarantined...),
+		quarantined: append([]quarantine(nil), l.quarantined...), requeued: l.requeued,
 
 		orderViolations: l.orderViolations, overlaps: l.overlaps, ackedDelivered: l.ackedDelivered,
 		overdrafts: l.overdrafts, lateDeliveries: l.lateDeliveries,
 		staleRefused: l.staleRefused, reapplied: l.reapplied,
 		examples: append([]string(nil), l.examples...),
 	}
+	// What should be quarantined: the poisoned operation, and under QuarantineKeys its
+	// account's later ones.
+	sum.keyOps = []opRef{sum.poisoned}
+	if cfg.quarantineKeys {
+		for _, op := range p.ops {
+			if op.account == poisoned.account && op.seq > poisoned.seq {
+				sum.keyOps = append(sum.keyOps, opRef{op.account, op.seq})
+			}
+		}
+	}
+	isApplied := func(ref opRef) bool {
+		a := &l.accounts[ref.account]
+		return ref.seq < len(a.ops) && a.ops[ref.seq].applied
+	}
 	quarantined := map[opRef]bool{}
 	for _, q := range l.quarantined {
+		if !quarantined[q.op] && isApplied(q.op) {
+			sum.appliedAfterRequeue++
+		}
 		quarantined[q.op] = true
 	}
 	for _, op := range p.ops {
-		a := &l.accounts[op.account]
 		ref := opRef{op.account, op.seq}
-		if (op.seq >= len(a.ops) || !a.ops[op.seq].applied) && !quarantined[ref] {
+		// A quarantined operation is settled, until it is requeued.
+		if !isApplied(ref) && (!quarantined[ref] || l.requeued > 0) {
 			sum.lost++
 		}
 	}
 	for i := range l.accounts {
-		if l.accounts[i].balance != p.balances[i] {
+		want := p.balances[i]
+		if cfg.quarantineKeys && i == poisoned.account {
+			want += poisoned.amount // fixed and requeued, it is applied
+		}
+		if l.accounts[i].balance != want {
 			sum.wrongBalances++
 		}
 	}
 	return sum
+}
+
+// A lockedWriter serializes its writes.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

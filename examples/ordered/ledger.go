@@ -8,7 +8,13 @@ import (
 )
 
 // The ledger applies the operations and checks what an ordered topic promises: each account's
-// operations arrive in order, and one worker at a time holds an account.
+// operations arrive in order, and one worker at a time holds an account. Past the poisoned
+// operation, once quarantined, its account may go on (the order knowingly broken there), unless
+// the topic quarantines keys (TopicConfig.QuarantineKeys): then there is no exception, its
+// account's later operations must follow it into the quarantine, and they are applied, in
+// order, only once the demo requeues them. (A handler may ack the key's records its batch
+// holds behind the head; the worker does not, since it gives an account's later records of a
+// batch back once one fails, so the ledger allows none.)
 //
 // Delivery is at least once, so the ledger also takes what a correct queue may do: a lease
 // can lapse under a worker too slow to ack in time (a stall longer than the visibility
@@ -18,18 +24,19 @@ import (
 // applied it first but its ack failed. Neither counts as a violation; an operation delivered
 // again after an ack that succeeded does.
 type ledger struct {
-	maxDeliveries uint32
+	maxDeliveries  uint32
+	quarantineKeys bool               // the topic's QuarantineKeys: no exception to the order
+	names          map[position]opRef // the plan's: what the records are, delivered or not
 
-	mu       sync.Mutex
-	accounts []account
-	// named maps the records delivered to their operations, to name what gets quarantined.
-	named map[position]opRef
-
+	mu                 sync.Mutex
+	accounts           []account
+	batches            uint64        // received
 	applied, confirmed int           // operations applied, and of those acked
-	target             int           // operations to settle (ack or quarantine)
+	target             int           // operations to settle (ack, or quarantine not requeued)
 	done               chan struct{} // closed once they are
 	quarantined        []quarantine
-	lastChange         time.Time // of applied, confirmed or quarantined: the stall guard's
+	requeued           int       // quarantined operations requeued
+	lastChange         time.Time // of applied, confirmed, quarantined or requeued: the stall guard's
 
 	orderViolations int // an operation applied that was not its account's next
 	overlaps        int // a worker received an account another worker held
@@ -52,6 +59,7 @@ type account struct {
 type opState struct {
 	applied, confirmed bool
 	fence              uint64 // of the lease whose write applied it
+	batch              uint64 // the last batch it was delivered in, by receive count; 0 if none
 	failedAttempt      uint32 // the last delivery attempt that failed
 }
 
@@ -76,7 +84,8 @@ func (r opRef) String() string { return fmt.Sprintf("%s op %d", accountName(r.ac
 type quarantine struct {
 	position
 	attempts uint32
-	op       opRef // zero if the record was never delivered to a worker
+	op       opRef  // zero if the record is not one the plan produced
+	batch    uint64 // the last batch its operation was delivered in, 0 if it never was
 }
 
 // clockSlack is how far a lease's expiry, on the node's clock (the wall clock read once, then
@@ -87,10 +96,15 @@ const clockSlack = 10 * time.Millisecond
 // maxExamples bounds the violations the summary quotes.
 const maxExamples = 5
 
-func newLedger(accounts, operations int, maxDeliveries uint32) *ledger {
+// newLedger returns the ledger of a plan's operations, for a topic with the given
+// MaxDeliveries and QuarantineKeys.
+func newLedger(p plan, maxDeliveries uint32, quarantineKeys bool) *ledger {
 	l := &ledger{
-		maxDeliveries: maxDeliveries, accounts: make([]account, accounts), named: map[position]opRef{},
-		target: operations, done: make(chan struct{}), lastChange: time.Now(),
+		maxDeliveries: maxDeliveries, quarantineKeys: quarantineKeys, names: make(map[position]opRef, len(p.ops)),
+		accounts: make([]account, len(p.counts)), target: len(p.ops), done: make(chan struct{}), lastChange: time.Now(),
+	}
+	for i, op := range p.ops {
+		l.names[p.positions[i]] = opRef{op.account, op.seq}
 	}
 	for i := range l.accounts {
 		l.accounts[i].next = 1
@@ -121,13 +135,14 @@ func (l *ledger) account(ref opRef) (*account, error) {
 func (l *ledger) receive(worker int, batch []delivery, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.batches++
 	for i := range batch {
 		d := &batch[i]
 		a, err := l.account(d.ref())
 		if err != nil {
 			return err
 		}
-		l.named[position{d.msg.Partition, d.msg.Offset}] = d.ref()
+		a.ops[d.op.seq].batch = l.batches
 		if h := slices.IndexFunc(a.holders, func(h hold) bool { return h.worker == worker }); h >= 0 {
 			// A later record of the account in the same batch: one hold.
 			a.holders[h].expiry = later(a.holders[h].expiry, d.msg.Expiry)
@@ -196,9 +211,10 @@ func (l *ledger) apply(op operation, fence uint64) (outcome, error) {
 		return appliedAlready, nil
 	}
 	// Its account's next operation is the lowest one not applied, past any the topic gave up
-	// on (the poisoned one, once quarantined: the order is knowingly broken there).
+	// on (the poisoned one, once quarantined: the order is knowingly broken there), unless
+	// the topic quarantines keys.
 	expected := a.next
-	for expected < len(a.ops) && (a.ops[expected].applied || a.ops[expected].failedAttempt >= l.maxDeliveries) {
+	for expected < len(a.ops) && (a.ops[expected].applied || !l.quarantineKeys && a.ops[expected].failedAttempt >= l.maxDeliveries) {
 		expected++
 	}
 	if op.seq != expected {
@@ -246,16 +262,37 @@ func (l *ledger) quarantine(partition int32, offset int64, attempts uint32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pos := position{partition, offset}
-	l.quarantined = append(l.quarantined, quarantine{position: pos, attempts: attempts, op: l.named[pos]})
+	q := quarantine{position: pos, attempts: attempts, op: l.names[pos]}
+	if a, err := l.account(q.op); err == nil {
+		q.batch = a.ops[q.op.seq].batch
+	}
+	l.quarantined = append(l.quarantined, q)
+	l.changed()
+}
+
+// requeue notes that n quarantined operations were requeued: they are to be acked now.
+func (l *ledger) requeue(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requeued += n
+	l.done = make(chan struct{})
 	l.changed()
 }
 
 // changed notes a settle, and says when the last one is in.
 func (l *ledger) changed() {
 	l.lastChange = time.Now()
-	if l.confirmed+len(l.quarantined) == l.target {
+	if l.confirmed+len(l.quarantined)-l.requeued == l.target {
 		close(l.done)
 	}
+}
+
+// settled returns a channel closed once every operation is acked or quarantined (and not
+// requeued since).
+func (l *ledger) settled() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
 }
 
 // sinceChange is how long ago an operation was last applied, acked or quarantined.

@@ -15,12 +15,21 @@
 // account goes on with its next operation, the one place where the order is knowingly
 // broken.
 //
+// With -quarantine-keys the topic takes the other exit (TopicConfig.QuarantineKeys): the
+// poisoned operation takes its account with it into the quarantine, its account's later
+// operations following it there in order rather than being applied, while the other accounts
+// go on. Once everything else is acked, the demo fixes the poison (the operation stops
+// failing) and requeues the quarantine (Node.RequeueAll on the partitions holding it): the
+// account's operations are then applied in order, and every balance comes out right.
+//
 // The ledger checks each operation as it applies it: it must be its account's next one (no
-// gap, no reordering), except right after the quarantined one, and no two workers may hold
-// one account at once. A progress line comes each second, and a summary at the end; the exit
-// status is non-zero if a check failed or an operation was lost.
+// gap, no reordering), except right after the quarantined one (with no exception under
+// -quarantine-keys), and no two workers may hold one account at once. A progress line comes
+// each second, and a summary at the end; the exit status is non-zero if a check failed or an
+// operation was lost.
 //
 //	go run ./examples/ordered
+//	go run ./examples/ordered -quarantine-keys
 //	go run ./examples/ordered -h   # the flags
 package main
 
@@ -57,6 +66,9 @@ type config struct {
 	dir        string        // state directory; empty means a temporary one, removed at the end
 	progress   time.Duration // between progress lines; 0 means none
 	seed       uint64        // of the operations and the workers' choices
+	// quarantineKeys sets the topic's QuarantineKeys: the poisoned operation's account is
+	// quarantined with it, then requeued once the poison is fixed.
+	quarantineKeys bool
 
 	// Not flags: the tests set them.
 	crashChance float64 // a batch of first deliveries dropped as if its worker crashed
@@ -64,6 +76,10 @@ type config struct {
 	// unordered runs the same program over a topic that is not ordered: the checks must
 	// catch it.
 	unordered bool
+	// keysGoOn, with quarantineKeys, runs the topic without QuarantineKeys while the ledger
+	// holds it to them: the checks must catch the account going on past its poisoned
+	// operation.
+	keysGoOn bool
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
@@ -79,6 +95,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.dir, "dir", "", "state directory, kept afterwards (default: a temporary directory, removed)")
 	fs.DurationVar(&cfg.progress, "progress", time.Second, "interval between progress lines (0: none)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the operations and the workers' random choices")
+	fs.BoolVar(&cfg.quarantineKeys, "quarantine-keys", false, "quarantine the poisoned operation's account with it (TopicConfig.QuarantineKeys), then fix the poison and requeue them at the end")
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "usage: ordered [flags]\n\nAccount operations consumed in order per account from an ordered topic; see the package documentation.\n\n")
 		fs.PrintDefaults()
@@ -125,7 +142,8 @@ func openQueue(dir string, cfg config, onQuarantine func(topic string, partition
 				Ordered:           !cfg.unordered,
 				// Without it the poisoned operation would be delivered again forever and
 				// block its account for good.
-				MaxDeliveries: maxDeliveries,
+				MaxDeliveries:  maxDeliveries,
+				QuarantineKeys: cfg.quarantineKeys && !cfg.keysGoOn,
 			}
 		},
 		OnQuarantine: onQuarantine,

@@ -63,6 +63,50 @@ func TestOrdered(t *testing.T) {
 	require.ErrorContains(t, err, "earlier run")
 }
 
+// TestQuarantineKeys runs the demo with -quarantine-keys: the poisoned operation takes its
+// account's later operations into the quarantine, in order, none applied past it, and once
+// the poison is fixed and requeued they are all applied in order.
+func TestQuarantineKeys(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.quarantineKeys = true
+	var out bytes.Buffer
+	sum, err := runDemo(t.Context(), cfg, &out)
+	t.Log("\n" + out.String())
+	require.NoError(t, err)
+
+	require.Equal(t, int64(400), sum.produced)
+	require.Equal(t, 400, sum.applied, "every operation, the poisoned one too once fixed")
+	require.True(t, sum.inOrder(), "operations applied out of order")
+	require.Zero(t, sum.overlaps)
+	require.Zero(t, sum.lost)
+	require.Zero(t, sum.wrongBalances, "the poisoned account's balance has the fixed operation")
+	require.Zero(t, sum.overdrafts)
+	require.Greater(t, len(sum.keyOps), 1, "the plan puts operations after the poisoned one")
+	require.True(t, sum.quarantinedAsExpected(), "quarantined: %v, expected: %v", sum.quarantined, sum.keyOps)
+	require.Equal(t, len(sum.keyOps), sum.requeued)
+	require.Equal(t, sum.requeued, sum.appliedAfterRequeue)
+	require.Positive(t, sum.poisonFailures)
+	require.Contains(t, out.String(), "quarantining keys")
+	require.Contains(t, out.String(), "every account's operations applied in order: yes")
+	require.NotContains(t, out.String(), "FAILED")
+}
+
+// TestKeysGoingOnIsCaught runs the -quarantine-keys demo over a topic that does not
+// quarantine keys: the poisoned account goes on past it, and the checks must catch it.
+func TestKeysGoingOnIsCaught(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.quarantineKeys, cfg.keysGoOn = true, true
+	var out bytes.Buffer
+	sum, err := runDemo(t.Context(), cfg, &out)
+	t.Log("\n" + out.String())
+	require.Error(t, err)
+	require.False(t, sum.inOrder())
+	require.Positive(t, sum.orderViolations)
+	require.False(t, sum.quarantinedAsExpected(), "the poisoned operation went alone")
+	require.Contains(t, out.String(), "every account's operations applied in order: NO")
+	require.Contains(t, out.String(), "FAILED")
+}
+
 // TestUnorderedIsCaught runs the same demo over a topic that is not ordered: the checks must
 // fail, or they could not fail at all.
 func TestUnorderedIsCaught(t *testing.T) {
@@ -91,7 +135,7 @@ func TestLedgerChecks(t *testing.T) {
 		m := &router.Message{Partition: 0, Offset: offset, Expiry: now.Add(time.Second), Fence: fence, Attempt: 1}
 		return delivery{msg: m, op: operation{account: account, seq: seq, amount: 10, currency: currency}}
 	}
-	l := newLedger(2, 10, 3)
+	l := newLedger(planOperations(10, 2, 1, 1), 3, false)
 
 	// One holder at a time: a second worker receiving a held account is caught, a lapsed
 	// hold and a released one are not.
@@ -147,25 +191,106 @@ func TestLedgerChecks(t *testing.T) {
 	_, err = l.apply(operation{account: 1, seq: 4, amount: -1000}, 53)
 	require.NoError(t, err)
 	require.Equal(t, 1, l.overdrafts)
+
+	// Under QuarantineKeys there is no exception: past the quarantined operation is out of
+	// order too.
+	l = newLedger(planOperations(10, 2, 1, 1), 3, true)
+	require.NoError(t, l.receive(1, []delivery{deliver(0, 1, 60), deliver(0, 2, 60)}, now))
+	l.failed(opRef{0, 1}, 3)
+	_, err = l.apply(operation{account: 0, seq: 2, amount: 10}, 61)
+	require.NoError(t, err)
+	require.Equal(t, 1, l.orderViolations, "applied past the quarantined operation of a quarantined key")
+}
+
+// TestLedgerSettles checks when the ledger says every operation is settled: acked or
+// quarantined, and once the quarantine is requeued, acked.
+func TestLedgerSettles(t *testing.T) {
+	p := planOperations(3, 1, 1, 1)
+	l := newLedger(p, 3, true)
+	settled := func() bool {
+		select {
+		case <-l.settled():
+			return true
+		default:
+			return false
+		}
+	}
+	for seq := 1; seq <= 3; seq++ {
+		_, err := l.apply(operation{account: 0, seq: seq, amount: 10}, 1)
+		require.NoError(t, err)
+	}
+	l.confirm(opRef{0, 1})
+	require.False(t, settled())
+	l.quarantine(p.positions[1].partition, p.positions[1].offset, 3)
+	require.False(t, settled())
+	l.quarantine(p.positions[2].partition, p.positions[2].offset, 0)
+	require.True(t, settled(), "one acked, two quarantined")
+	require.Equal(t, []quarantine{{position: p.positions[1], attempts: 3, op: opRef{0, 2}}, {position: p.positions[2], op: opRef{0, 3}}},
+		l.quarantined, "named by the plan, delivered or not")
+
+	l.requeue(2)
+	require.False(t, settled(), "the requeued ones are to be acked")
+	l.confirm(opRef{0, 2})
+	require.False(t, settled())
+	l.confirm(opRef{0, 3})
+	require.True(t, settled())
+}
+
+// TestQuarantineExpected checks what the summary takes for the quarantine it expects: under
+// QuarantineKeys the poisoned operation after MaxDeliveries, then its account's later
+// operations in offset order, only those its last batch held being allowed to come late.
+func TestQuarantineExpected(t *testing.T) {
+	poisoned := opRef{3, 5}
+	keyOps := []opRef{poisoned, {3, 6}, {3, 7}, {3, 8}}
+	q := func(seq int, offset int64, attempts uint32, batch uint64) quarantine {
+		return quarantine{position: position{1, offset}, attempts: attempts, op: opRef{3, seq}, batch: batch}
+	}
+	for _, tc := range []struct {
+		name        string
+		quarantined []quarantine
+		ok          bool
+	}{
+		{"in order", []quarantine{q(5, 10, 5, 7), q(6, 12, 0, 0), q(7, 15, 0, 0), q(8, 20, 0, 0)}, true},
+		{"its last batch's given back late", []quarantine{q(5, 10, 5, 7), q(7, 15, 0, 0), q(8, 20, 0, 0), q(6, 12, 0, 7)}, true},
+		{"given back before, late", []quarantine{q(5, 10, 5, 7), q(7, 15, 0, 0), q(8, 20, 0, 0), q(6, 12, 0, 4)}, false},
+		{"never delivered, late", []quarantine{q(5, 10, 5, 7), q(7, 15, 0, 0), q(6, 12, 0, 0), q(8, 20, 0, 0)}, false},
+		{"the poisoned one not first", []quarantine{q(6, 12, 0, 0), q(5, 10, 5, 7), q(7, 15, 0, 0), q(8, 20, 0, 0)}, false},
+		{"before MaxDeliveries", []quarantine{q(5, 10, 4, 7), q(6, 12, 0, 0), q(7, 15, 0, 0), q(8, 20, 0, 0)}, false},
+		{"one missing", []quarantine{q(5, 10, 5, 7), q(6, 12, 0, 0), q(8, 20, 0, 0)}, false},
+		{"one twice", []quarantine{q(5, 10, 5, 7), q(6, 12, 0, 0), q(6, 12, 0, 0), q(8, 20, 0, 0)}, false},
+		{"none", nil, false},
+	} {
+		s := summary{quarantineKeys: true, poisoned: poisoned, keyOps: keyOps, quarantined: tc.quarantined}
+		require.Equal(t, tc.ok, s.quarantinedAsExpected(), tc.name)
+	}
+	// Without QuarantineKeys the poisoned operation goes alone.
+	alone := summary{poisoned: poisoned, keyOps: []opRef{poisoned}, quarantined: []quarantine{q(5, 10, 5, 7)}}
+	require.True(t, alone.quarantinedAsExpected())
+	alone.quarantined = append(alone.quarantined, q(6, 12, 0, 0))
+	require.False(t, alone.quarantinedAsExpected())
 }
 
 func TestPlan(t *testing.T) {
-	p := planOperations(2000, 50, 7)
+	p := planOperations(2000, 50, 4, 7)
+	offsets := make([]int64, 4)
 	poisoned := p.ops[p.poisoned]
 	require.Equal(t, poisonCurrency, poisoned.currency)
 	require.Less(t, poisoned.seq, p.counts[poisoned.account], "the poisoned account goes on after it")
 	balances := make([]int64, 50)
 	for i, op := range p.ops {
+		key := accountKey(nil, op.account)
+		part := partitionOf(key, 4)
+		require.Equal(t, position{part, offsets[part]}, p.positions[i], "appended to its account's partition, in order")
+		offsets[part]++
 		if i == p.poisoned {
 			continue
 		}
 		balances[op.account] += op.amount
 		require.GreaterOrEqual(t, balances[op.account], int64(0), "in order, no withdrawal overdraws")
-		key := accountKey(nil, op.account)
 		got, err := decodeOperation(key, op.encode(nil))
 		require.NoError(t, err)
 		require.Equal(t, op, got)
-		require.Equal(t, partitionOf(key, 4), partitionOf([]byte(accountName(op.account)), 4))
+		require.Equal(t, part, partitionOf([]byte(accountName(op.account)), 4))
 	}
 	require.Equal(t, p.balances, balances)
 	_, err := decodeOperation([]byte("order-1"), []byte("seq=1 amount=1 currency=EUR"))
@@ -180,6 +305,10 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, 200, cfg.accounts)
 	require.Equal(t, 8, cfg.workers)
 	require.False(t, cfg.unordered)
+	require.False(t, cfg.quarantineKeys)
+	cfg, err = parseFlags([]string{"-quarantine-keys"}, &errOut)
+	require.NoError(t, err)
+	require.True(t, cfg.quarantineKeys)
 
 	_, err = parseFlags([]string{"-h"}, &errOut)
 	require.Error(t, err)

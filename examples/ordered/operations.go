@@ -31,23 +31,31 @@ const (
 
 // A plan is what the producer appends, in this order, and what the ledger should end with.
 type plan struct {
-	ops      []operation
-	poisoned int     // index in ops of the operation that always fails
-	counts   []int   // operations per account
-	balances []int64 // per account, once every operation but the poisoned one is applied
+	ops       []operation
+	positions []position // of each operation in the log: the producer appends to empty partitions
+	poisoned  int        // index in ops of the operation that always fails
+	counts    []int      // operations per account
+	balances  []int64    // per account, once every operation but the poisoned one is applied
 }
 
 // planOperations draws n operations on the given number of accounts. The poisoned one is a
 // deposit a third of the way in, on an account with operations after it, so that the account
 // is seen to go on past it. The withdrawals are drawn against the balance without it, so that
 // no account is ever overdrawn when its operations are applied in order.
-func planOperations(n, accounts int, seed uint64) plan {
+func planOperations(n, accounts, partitions int, seed uint64) plan {
 	rng := rand.New(rand.NewPCG(seed, 0x6f726465726564))
-	p := plan{ops: make([]operation, n), counts: make([]int, accounts), balances: make([]int64, accounts)}
+	p := plan{
+		ops: make([]operation, n), positions: make([]position, n),
+		counts: make([]int, accounts), balances: make([]int64, accounts),
+	}
+	next := make([]int64, partitions) // the next offset of each partition
 	for i := range p.ops {
 		a := rng.IntN(accounts)
 		p.counts[a]++
 		p.ops[i] = operation{account: a, seq: p.counts[a], currency: currency}
+		part := partitionOf(accountKey(nil, a), partitions)
+		p.positions[i] = position{part, next[part]}
+		next[part]++
 	}
 	p.poisoned = n / 3
 	for i := n / 3; i < n; i++ {
@@ -114,8 +122,8 @@ func partitionOf(key []byte, partitions int) int32 {
 }
 
 // produce appends the plan's operations at rate per second (in bursts every 10 ms), or as
-// fast as it can when rate is 0.
-func produce(ctx context.Context, store *filelog.Store, p plan, partitions, rate int, st *stats) error {
+// fast as it can when rate is 0, each at the position the plan gives it.
+func produce(ctx context.Context, store *filelog.Store, p plan, rate int, st *stats) error {
 	var tick <-chan time.Time
 	burst := len(p.ops)
 	if rate > 0 {
@@ -137,8 +145,13 @@ func produce(ctx context.Context, store *filelog.Store, p plan, partitions, rate
 			key = accountKey(key[:0], op.account)
 			value = op.encode(value[:0])
 			// The store's OnAppend wakes a parked consumer.
-			if _, err := store.Append(topic, partitionOf(key, partitions), key, value); err != nil {
+			pos := p.positions[i]
+			off, err := store.Append(topic, pos.partition, key, value)
+			if err != nil {
 				return fmt.Errorf("produce: %w", err)
+			}
+			if off != pos.offset {
+				return fmt.Errorf("produce: %v appended at offset %d of partition %d, not the plan's %d", opRef{op.account, op.seq}, off, pos.partition, pos.offset)
 			}
 			st.produced.Add(1)
 		}

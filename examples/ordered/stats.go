@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -65,7 +67,7 @@ func progress(done <-chan struct{}, every time.Duration, start time.Time, out io
 // summary is what the demo reports at the end.
 type summary struct {
 	operations, accounts, partitions, workers int
-	unordered                                 bool
+	unordered, quarantineKeys, keysGoOn       bool
 	elapsed                                   time.Duration
 	visibility                                time.Duration
 
@@ -75,7 +77,11 @@ type summary struct {
 
 	applied     int
 	poisoned    opRef
-	quarantined []quarantine
+	quarantined []quarantine // as OnQuarantine told
+	keyOps      []opRef      // what should be quarantined, in order
+	// Under QuarantineKeys: the records requeued, and of the quarantined operations those
+	// applied (after the requeue).
+	requeued, appliedAfterRequeue int
 
 	orderViolations, overlaps, ackedDelivered, overdrafts, lateDeliveries int
 	staleRefused, reapplied                                               int
@@ -90,9 +96,41 @@ func (s summary) inOrder() bool {
 	return s.orderViolations == 0 && s.ackedDelivered == 0 && s.lateDeliveries == 0
 }
 
-// quarantinedAsExpected says the poisoned operation, and it alone, was quarantined.
+// quarantinedAsExpected says the poisoned operation was quarantined after MaxDeliveries,
+// and with it, under QuarantineKeys, its account's later operations, none before it: each
+// once, reported in offset order. A record the batch of the poisoned one's last delivery
+// held behind it is reported as its holder gives it back, after those waiting: it alone may
+// come out of order.
 func (s summary) quarantinedAsExpected() bool {
-	return len(s.quarantined) == 1 && s.quarantined[0].op == s.poisoned
+	if len(s.quarantined) != len(s.keyOps) || s.quarantined[0].op != s.poisoned || s.quarantined[0].attempts != maxDeliveries {
+		return false
+	}
+	byOffset := slices.Clone(s.quarantined)
+	slices.SortFunc(byOffset, func(a, b quarantine) int {
+		return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
+	})
+	for i, q := range byOffset {
+		if q.op != s.keyOps[i] {
+			return false
+		}
+	}
+	head, last := s.quarantined[0], int64(-1)
+	for _, q := range s.quarantined[1:] {
+		if q.batch != 0 && q.batch == head.batch {
+			continue
+		}
+		if q.offset < last {
+			return false
+		}
+		last = q.offset
+	}
+	return true
+}
+
+// requeuedAsExpected says, under QuarantineKeys, that every quarantined record was
+// requeued and its operation then applied.
+func (s summary) requeuedAsExpected() bool {
+	return !s.quarantineKeys || (s.requeued == len(s.quarantined) && s.appliedAfterRequeue == s.requeued)
 }
 
 // failures lists the checks that failed; none means the run showed what it should.
@@ -110,10 +148,39 @@ func (s summary) failures() []string {
 	if s.wrongBalances > 0 || s.overdrafts > 0 {
 		f = append(f, "balances wrong")
 	}
-	if !s.quarantinedAsExpected() {
+	switch {
+	case !s.quarantinedAsExpected() && s.quarantineKeys:
+		f = append(f, "the quarantine is not the poisoned operation's and its account's later ones, in order")
+	case !s.quarantinedAsExpected():
 		f = append(f, "the quarantine is not the poisoned operation's alone")
 	}
+	if !s.requeuedAsExpected() {
+		f = append(f, fmt.Sprintf("%d quarantined, %d requeued, %d of them applied", len(s.quarantined), s.requeued, s.appliedAfterRequeue))
+	}
 	return f
+}
+
+// printKeyQuarantine tells what the poisoned operation took with it into the quarantine, and
+// what the requeue brought back.
+func (s summary) printKeyQuarantine(w func(string, ...any)) {
+	head := s.quarantined[0]
+	w("  quarantined  %7d   %v (partition %d, offset %d) after %d deliveries, and with it its account's later operations:",
+		len(s.quarantined), head.op, head.partition, head.offset, head.attempts)
+	var never, withHead, before int
+	for _, q := range s.quarantined[1:] {
+		switch {
+		case q.batch == 0:
+			never++
+		case q.batch == head.batch:
+			withHead++
+		default:
+			before++
+		}
+	}
+	w("                         %d never delivered, %d given back by the holder of its last batch, %d given back before; as expected: %s",
+		never, withHead, before, yesNo(s.quarantinedAsExpected()))
+	w("  requeued     %7d   once everything else was acked and the poison fixed (RequeueAll); %d of them applied after",
+		s.requeued, s.appliedAfterRequeue)
 }
 
 func yesNo(ok bool) string {
@@ -127,12 +194,21 @@ func (s summary) print(out io.Writer) {
 	w := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	w("")
 	kind := "ordered"
-	if s.unordered {
+	switch {
+	case s.unordered:
 		kind = "NOT ordered: planted"
+	case s.keysGoOn:
+		kind = "ordered, NOT quarantining keys: planted"
+	case s.quarantineKeys:
+		kind = "ordered, quarantining keys"
 	}
 	w("summary: %d operations on %d accounts, %d partitions, %s, %d workers, %.2fs",
 		s.operations, s.accounts, s.partitions, kind, s.workers, s.elapsed.Seconds())
-	w("  applied      %7d   each operation once, but the poisoned one", s.applied)
+	if s.quarantineKeys {
+		w("  applied      %7d   each operation once, %d of them after the requeue", s.applied, s.appliedAfterRequeue)
+	} else {
+		w("  applied      %7d   each operation once, but the poisoned one", s.applied)
+	}
 	w("  delivered    %7d   %d of them again: %d after a crash (their lease lapsed), %d after a nack, %d after a release",
 		s.delivered, s.afterExpiry+s.afterNack+s.released, s.afterExpiry, s.afterNack, s.released)
 	w("  crashes      %7d   batches dropped unacked (%d operations), back after the %v visibility timeout", s.crashes, s.crashedOps, s.visibility)
@@ -142,16 +218,16 @@ func (s summary) print(out io.Writer) {
 		w("  too slow     %7d   acks after the lease lapsed; %d writes refused by their fencing token, %d redeliveries taken as applied",
 			s.ackLapsed, s.staleRefused, s.reapplied)
 	}
-	for _, q := range s.quarantined {
-		name := q.op.String()
-		if q.op == (opRef{}) {
-			name = "a record no worker was given"
-		}
-		w("  quarantined  %s (partition %d, offset %d) after %d deliveries; the account went on with its next operation",
-			name, q.partition, q.offset, q.attempts)
-	}
-	if len(s.quarantined) == 0 {
+	switch {
+	case len(s.quarantined) == 0:
 		w("  quarantined  nothing, though %v always fails", s.poisoned)
+	case s.quarantineKeys:
+		s.printKeyQuarantine(w)
+	default:
+		for _, q := range s.quarantined {
+			w("  quarantined  %v (partition %d, offset %d) after %d deliveries; the account went on with its next operation",
+				q.op, q.partition, q.offset, q.attempts)
+		}
 	}
 	w("  deferred     %7d   records set aside behind their held account (Stats().Shards.Deferred), %d stalls at MaxDeferred", s.deferred, s.deferredStalls)
 	balances := "every account's balance as its operations make it, never overdrawn"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/router"
@@ -33,6 +34,9 @@ type worker struct {
 	rng         *rand.Rand
 	crashChance float64
 	nackChance  float64
+	// poisonFixed is set once the poisoned operation's currency gets a rate (the demo's fix,
+	// before it requeues the quarantine): from then on it applies like any other.
+	poisonFixed *atomic.Bool
 }
 
 func (w *worker) run(ctx context.Context) error {
@@ -119,10 +123,11 @@ func (w *worker) handle(ctx context.Context, batch []delivery, i int, failed map
 		w.stats.released.Add(1)
 		return ignoreGone(w.node.Release(ctx, topic, m.Receipt))
 	}
-	if d.op.currency != currency || (m.Attempt == 1 && w.rng.Float64() < w.nackChance) {
+	poisoned := d.op.currency != currency && !w.poisonFixed.Load()
+	if poisoned || (m.Attempt == 1 && w.rng.Float64() < w.nackChance) {
 		failed[account] = true
 		w.ledger.failed(d.ref(), m.Attempt)
-		if d.op.currency != currency {
+		if poisoned {
 			w.stats.poisonFailures.Add(1)
 		} else {
 			w.stats.nacked.Add(1)
