@@ -86,7 +86,9 @@ type Config struct {
 	// is quarantined (MaxDeliveries, Reject), every later record of its key follows it into
 	// the quarantine, in order, as the scan reads it or as its wait or lease ends, rather
 	// than be delivered (Hooks.Quarantine reports each; a record never delivered reports 0
-	// attempts), so that the frontier passes them and the key's order holds. The key stays
+	// attempts; a record the head's holder still leases is reported when its lease ends,
+	// after the key's waiting records), so that the frontier passes them and the key's order
+	// holds. The key stays
 	// quarantined while any record of it is there: Requeue brings its records back in order
 	// (a requeued record goes before the key's later ones; one requeued while a lower one
 	// stays quarantined is delivered, and quarantined again if it fails), Discard lets them
