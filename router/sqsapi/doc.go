@@ -493,10 +493,22 @@
 // delete). A message a redrive or a move task produces is not deduplicated.
 //
 // ReceiveMessage on a FIFO queue takes a ReceiveRequestAttemptId (1 to 128 ASCII letters,
-// digits and punctuation; another is InvalidParameterValue) and does nothing more with it:
-// a receive retried with one is a new receive, and the messages an attempt took whose answer
-// was lost come back once their visibility timeout lapses, holding their groups until then
-// (SQS would answer the retry with them at once).
+// digits and punctuation; another is InvalidParameterValue). A receive retried with the id
+// of one that answered messages (its answer lost on the way, say), to the same queue,
+// signed with the same access key, within ReceiveAttemptWindow (5 minutes from that
+// receive, on Config.Now's clock) is answered with the same messages and receipt handles,
+// their ApproximateReceiveCount and ApproximateFirstReceiveTimestamp unchanged, and their
+// visibility timeout reset to the first receive's, as SQS answers it: the node extends each
+// lease. Once one of them was deleted, had its visibility changed (through this handler), was
+// given back or its visibility timeout lapsed, the retry is a new receive (answered and
+// remembered under the id in turn), as after the window. The answers are the handler's, in
+// memory: at most MaxReceiveAttempts (4,096) of them, holding at most MaxReceiveAttemptBytes
+// (32 MiB) of keys, bodies and headers (an answer over that is not remembered), the oldest
+// forgotten first past either; a receive that answered nothing is not remembered. A restarted
+// handler, or another handler of a cluster, remembers none: there the retry is a new receive,
+// and the first answer's messages come back once their visibility timeout lapses, holding
+// their groups until then. A visibility change made through another handler is not seen: the
+// retry then answers the messages again, their visibility timeout reset.
 //
 // # Errors
 //
@@ -630,7 +642,8 @@
 //
 // # Not supported
 //
-// A receive's ReceiveRequestAttemptId's retry (see FIFO queues); fairness among a standard
+// A receive's ReceiveRequestAttemptId retried through another handler or after a restart
+// (see FIFO queues); fairness among a standard
 // queue's message groups, and the throughput limits of FIFO queues; a deduplication window
 // shared by a cluster's handlers or kept across a restart; queue management without
 // Config.Store (PurgeQueue aside); a RedrivePolicy without Config.ProduceRecord, and the

@@ -441,13 +441,84 @@ func TestFIFODeduplicationConcurrent(t *testing.T) {
 	})
 }
 
-// TestFIFOReceiveRequestAttemptId: a FIFO queue's receive takes a ReceiveRequestAttemptId
-// (and does nothing more with it), and refuses one SQS would.
+// TestFIFOReceiveRequestAttemptId: a FIFO queue's receive retried with its
+// ReceiveRequestAttemptId within ReceiveAttemptWindow answers the same messages with the
+// same receipt handles, their visibility timeout reset, while none was deleted, had its
+// visibility changed or lapsed; otherwise, after the window, or with another id, it is a new
+// receive. An id SQS would refuse is refused.
 func TestFIFOReceiveRequestAttemptId(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFIFOEnv(t)
+		f.create("jobs.fifo", fifoAttrs+`,"ContentBasedDeduplication":"true"`)
+		f.create("other.fifo", fifoAttrs+`,"ContentBasedDeduplication":"true"`)
+		for _, m := range [][2]string{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}, {"c", "c1"}, {"d", "d1"}} {
+			f.send("jobs.fifo", m[1], `,"MessageGroupId":"`+m[0]+`"`)
+		}
+		f.send("other.fifo", "o1", `,"MessageGroupId":"o"`)
+		receive := func(id string, vis int) []message {
+			t.Helper()
+			extra := `,"MaxNumberOfMessages":2,"VisibilityTimeout":` + itoa(vis)
+			if id != "" {
+				extra += `,"ReceiveRequestAttemptId":"` + id + `"`
+			}
+			return f.receiveFrom("jobs.fifo", extra)
+		}
+		handles := func(msgs []message) []string {
+			var out []string
+			for _, m := range msgs {
+				out = append(out, m.ReceiptHandle)
+			}
+			return out
+		}
+		first := receive("r1", 30)
+		require.Equal(t, []string{"a1", "b1"}, bodies(first))
+		require.Equal(t, first, receive("r1", 30), "the same messages, handles and counts")
+
+		// The retry reset the visibility timeout: 20 s after it, 40 s after the receive,
+		// a and b are still held.
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		require.Equal(t, first, receive("r1", 30))
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		require.Equal(t, []string{"c1", "d1"}, bodies(receive("", 30)), "a and b held, by the leases the retry renewed")
+
+		// Another id, or another queue, is another receive.
+		require.Empty(t, receive("r2", 30))
+		other := f.receiveFrom("other.fifo", `,"ReceiveRequestAttemptId":"r1"`)
+		require.Equal(t, []string{"o1"}, bodies(other))
+
+		// A message of the answer deleted: the retry is a new receive (of a2, which a1 held).
+		ok(t, f.call("DeleteMessage", `{"QueueUrl":"`+baseURL+`/jobs.fifo","ReceiptHandle":"`+first[0].ReceiptHandle+`"}`), nil)
+		second := receive("r1", 60)
+		require.Equal(t, []string{"a2"}, bodies(second))
+		require.Equal(t, second, receive("r1", 60))
+
+		// Its visibility changed: a new receive, which finds every group held.
+		ok(t, f.call("ChangeMessageVisibility", `{"QueueUrl":"`+baseURL+`/jobs.fifo","ReceiptHandle":"`+second[0].ReceiptHandle+`","VisibilityTimeout":600}`), nil)
+		require.Empty(t, receive("r1", 60))
+
+		// Its visibility timeout lapsed: a new receive, which delivers again.
+		time.Sleep(31 * time.Second) // b1's lease (renewed at 20 s for 30 s) lapsed; c1 and d1's too
+		synctest.Wait()
+		third := receive("r3", 30)
+		require.Equal(t, []string{"b1", "c1"}, bodies(third))
+		require.Equal(t, "2", third[0].Attributes["ApproximateReceiveCount"])
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		again := receive("r3", 600)
+		require.Equal(t, []string{"b1", "c1"}, bodies(again))
+		require.Equal(t, "3", again[0].Attributes["ApproximateReceiveCount"], "received anew")
+		require.NotEqual(t, handles(third), handles(again))
+
+		// The window is ReceiveAttemptWindow on the handler's clock, from the receive.
+		f.advance(sqsapi.ReceiveAttemptWindow - time.Nanosecond)
+		require.Equal(t, handles(again), handles(receive("r3", 600)))
+		f.advance(time.Nanosecond)
+		require.Equal(t, []string{"d1"}, bodies(receive("r3", 600)), "a new receive: the window ended (b1 and c1 held)")
+	})
 	f := newFIFOEnv(t)
 	f.create("jobs.fifo", fifoAttrs+`,"ContentBasedDeduplication":"true"`)
-	f.send("jobs.fifo", "x", `,"MessageGroupId":"g"`)
-	require.Len(t, f.receiveFrom("jobs.fifo", `,"ReceiveRequestAttemptId":"attempt-1"`), 1)
 	for _, id := range []string{"", "a b", strings.Repeat("a", 129)} {
 		got := failed(t, f.call("ReceiveMessage", `{"QueueUrl":"`+baseURL+`/jobs.fifo","ReceiveRequestAttemptId":`+jsonString(id)+`}`))
 		require.Equal(t, "InvalidParameterValue", got.Type, id)

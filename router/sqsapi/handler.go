@@ -216,8 +216,10 @@ type Handler struct {
 	// When each queue was last purged and deleted, for PurgeQueueInProgress and
 	// QueueDeletedRecently.
 	purges, deletions recent
-	// The FIFO queues' deduplication ids sent lately.
-	dedup dedupWindows
+	// The FIFO queues' deduplication ids sent lately, and the answers of their receives
+	// made with a ReceiveRequestAttemptId.
+	dedup    dedupWindows
+	attempts receiveAttempts
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.
