@@ -48,15 +48,21 @@ func newFIFOEnv(t *testing.T) *fifoEnv {
 		f.routes.Set(queue, 0)
 		return queue, nil
 	}
-	f.h = mustNew(t, f.node, sqsapi.Config{
-		Store: store, BaseURL: baseURL, ProduceRecord: f.produceRecord,
+	f.restart()
+	return f
+}
+
+// restart puts a new handler in place of the env's, over the same node, log and store: a
+// handler restarted, which remembers nothing of the old one's.
+func (f *fifoEnv) restart() {
+	f.h = mustNew(f.t, f.node, sqsapi.Config{
+		Store: f.store, BaseURL: baseURL, ProduceRecord: f.produceRecord,
 		Now: func() time.Time {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return f.clock
 		},
 	})
-	return f
 }
 
 func (f *fifoEnv) produceRecord(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
@@ -75,7 +81,9 @@ func (f *fifoEnv) produceRecord(_ context.Context, topic string, rec router.Reco
 	if _, _, ok := f.routes.Partitions(topic); !ok {
 		return 0, 0, router.ErrUnknownTopic
 	}
-	rec.Timestamp = sentAt
+	if rec.Timestamp.IsZero() { // a FIFO queue's send is stamped by the handler
+		rec.Timestamp = sentAt
+	}
 	off := f.logs.Log(topic, 0).AppendRecord(rec)
 	f.node.Appended(topic, 0, off+1)
 	f.mu.Lock()
@@ -416,6 +424,81 @@ func TestFIFODeduplication(t *testing.T) {
 	f.create("scoped.fifo", fifoAttrs+`,"DeduplicationScope":"messageGroup"`)
 	f.send("scoped.fifo", "4", `,"MessageGroupId":"g1","MessageDeduplicationId":"d"`)
 	require.Len(t, f.produced(), 10)
+}
+
+// TestFIFODeduplicationRestart: a restarted handler rebuilds a FIFO queue's deduplication
+// window from the log at its first send: a send retried within DeduplicationWindow of the
+// first is answered with the original's MessageId and SequenceNumber and not sent again, one
+// retried after is sent; a group's scope keys the rebuilt ids by group.
+func TestFIFODeduplicationRestart(t *testing.T) {
+	f := newFIFOEnv(t)
+	f.create("jobs.fifo", fifoAttrs)
+	f.create("scoped.fifo", fifoAttrs+`,"DeduplicationScope":"messageGroup"`)
+	const n = 40
+	var orig []sent
+	for i := range n { // one every 10 s: the last 30 within the window at the end
+		orig = append(orig, f.send("jobs.fifo", "m"+itoa(i), `,"MessageGroupId":"g`+itoa(i%3)+`","MessageDeduplicationId":"d`+itoa(i)+`"`))
+		f.advance(10 * time.Second)
+	}
+	scoped := f.send("scoped.fifo", "s", `,"MessageGroupId":"g1","MessageDeduplicationId":"d"`)
+	f.advance(-10 * time.Second) // the last send of jobs.fifo was 0 s ago, the first 390 s ago
+	f.restart()
+	require.Len(t, f.produced(), n+1)
+	for i := n - 1; i >= 0; i-- {
+		again := f.send("jobs.fifo", "again", `,"MessageGroupId":"g`+itoa(i%3)+`","MessageDeduplicationId":"d`+itoa(i)+`"`)
+		if i >= 10 { // sent less than 300 s before
+			require.Equal(t, orig[i], sent{again.MessageId, orig[i].MD5OfMessageBody, again.SequenceNumber}, "d%d, sent %d s ago", i, 390-10*i)
+			continue
+		}
+		require.NotEqual(t, orig[i].MessageId, again.MessageId, "d%d, sent %d s ago", i, 390-10*i)
+	}
+	require.Len(t, f.produced(), n+1+10)
+
+	require.Equal(t, scoped.MessageId, f.send("scoped.fifo", "s", `,"MessageGroupId":"g1","MessageDeduplicationId":"d"`).MessageId)
+	require.NotEqual(t, scoped.MessageId, f.send("scoped.fifo", "s", `,"MessageGroupId":"g2","MessageDeduplicationId":"d"`).MessageId)
+
+	// The window rebuilt ends as it would have: 300 s after each first send.
+	last := `,"MessageGroupId":"g0","MessageDeduplicationId":"d` + itoa(n-1) + `"`
+	f.advance(sqsapi.DeduplicationWindow - time.Nanosecond)
+	require.Equal(t, orig[n-1].MessageId, f.send("jobs.fifo", "late", last).MessageId)
+	f.advance(time.Nanosecond)
+	require.NotEqual(t, orig[n-1].MessageId, f.send("jobs.fifo", "late", last).MessageId)
+}
+
+// TestFIFODeduplicationRebuildFails: a rebuild of the window that fails fails the send
+// (which the SDKs retry), sending nothing, and the next send rebuilds it; once rebuilt, the
+// log is not read again.
+func TestFIFODeduplicationRebuildFails(t *testing.T) {
+	fk := &fakeNode{Err: router.ErrUnavailable, Status: []router.PartitionStatus{{Partition: 0, HighWatermark: 5}}}
+	produced := 0
+	h := fakeHandler(t, fk, func(c *sqsapi.Config) {
+		c.ProduceRecord = func(context.Context, string, router.Record) (int32, int64, error) {
+			produced++
+			return 0, int64(produced), nil
+		}
+	})
+	body := `{"QueueUrl":"` + baseURL + `/jobs.fifo","MessageBody":"x","MessageGroupId":"g","MessageDeduplicationId":"d"}`
+	require.Equal(t, "ServiceUnavailable", failed(t, call(h, "SendMessage", body)).Type)
+	require.Zero(t, produced)
+	fk.Err = nil
+	replays := func() int {
+		n := 0
+		for _, c := range fk.Calls {
+			if strings.HasPrefix(c, "Replay ") {
+				n++
+			}
+		}
+		return n
+	}
+	var first, second sent
+	ok(t, call(h, "SendMessage", body), &first)
+	read := replays()
+	require.Positive(t, read, "the log read")
+	ok(t, call(h, "SendMessage", body), &second)
+	require.Equal(t, first.MessageId, second.MessageId)
+	ok(t, call(h, "SendMessage", strings.Replace(body, `"d"`, `"e"`, 1)), nil)
+	require.Equal(t, 2, produced)
+	require.Equal(t, read, replays(), "read once")
 }
 
 // TestFIFODeduplicationConcurrent: a send of an id whose first send is still in progress
