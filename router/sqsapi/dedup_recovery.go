@@ -73,8 +73,9 @@ func (h *Handler) recoverWindow(ctx context.Context, queue string, ref *queueRef
 // oldest first, keyed as sendFIFO keys them (with the group
 // for a DeduplicationScope of messageGroup). Of each partition it reads at most
 // MaxDeduplicationIDs records, the newest, from the first of the window on (found by a binary
-// search over their timestamps, about 17 single-record reads); a record without a timestamp
-// or a deduplication id, or that a redrive wrote, is passed over.
+// search over their timestamps, about 17 single-record reads), and keeps the newest
+// MaxDeduplicationIDs; a record without a timestamp or a deduplication id, or that a redrive
+// wrote, is passed over.
 func readDeduplicationIDs(ctx context.Context, rp Replayer, status func(context.Context, string) ([]router.PartitionStatus, error), topic string, byGroup bool, since time.Time) ([]recoveredID, error) {
 	parts, err := status(ctx, topic)
 	if err != nil {
@@ -115,9 +116,20 @@ func readDeduplicationIDs(ctx context.Context, rp Replayer, status func(context.
 				ids = append(ids, recoveredID{key: key, at: m.Timestamp, partition: m.Partition, offset: m.Offset})
 			}
 		}
+		ids = newest(ids)
 	}
 	slices.SortStableFunc(ids, func(a, b recoveredID) int { return a.at.Compare(b.at) })
 	return ids, nil
+}
+
+// newest keeps the newest MaxDeduplicationIDs of ids, all the window can hold: what the
+// rebuild holds stays within twice that, whatever the queue's partitions.
+func newest(ids []recoveredID) []recoveredID {
+	if len(ids) <= MaxDeduplicationIDs {
+		return ids
+	}
+	slices.SortStableFunc(ids, func(a, b recoveredID) int { return a.at.Compare(b.at) })
+	return append(ids[:0], ids[len(ids)-MaxDeduplicationIDs:]...)
 }
 
 // firstSince is the lowest offset in [lo, hi) of partition whose record was sent at or after

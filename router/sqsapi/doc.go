@@ -494,8 +494,9 @@
 // one retried before it. The rebuild reads, of each partition of the queue (every one, with
 // a QueueCounter node, wherever it is owned), at most MaxDeduplicationIDs records, the newest,
 // from the first of the window on, found by a binary search over the records' timestamps
-// (about 17 single-record reads; a host clock that stepped back may hide a few ids); a record
-// without a timestamp, without an id, or that a redrive copied is passed over. The other
+// (about 17 single-record reads; a host clock that stepped back may hide a few ids), and
+// keeps the newest MaxDeduplicationIDs ids (holding at most twice that while it reads); a
+// record without a timestamp, without an id, or that a redrive copied is passed over. The other
 // sends of the queue wait for it; one that fails (a partition's owner down, say) fails the
 // send that waited for it, ServiceUnavailable for a node's unavailability, which the SDKs
 // retry, and the next send rebuilds again: a send is never taken for new for want of the
