@@ -65,8 +65,11 @@
 // partition the key hashes to (CRC-32 modulo the queue's partitions, fixed when the queue is
 // created), so a group keeps its order in one partition across restarts. The order and the
 // one-receiver-per-group rule survive a restart (the node reads the records above the acked
-// frontier again in offset order); the deduplication window does not: it is the handler's,
-// in memory, so a send repeated across a restart within 5 minutes is sent again.
+// frontier again in offset order), and so does the deduplication window: the front end
+// rebuilds it from the queue's records of the last 5 minutes at the queue's first send after
+// the start (each record carries its MessageDeduplicationId and the time of its send), so a
+// send repeated across a restart within 5 minutes is deduplicated. A ReceiveRequestAttemptId's
+// answer is in memory only: a receive retried across a restart is a new receive.
 //
 // # The data directory
 //

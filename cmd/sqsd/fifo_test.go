@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -97,5 +99,55 @@ func TestFIFORestart(t *testing.T) {
 	del(one[0])
 	del(two[0])
 	require.Equal(t, map[string][]string{"a": {"a3", "a4", "a5"}, "b": {"b3"}}, drain(true))
+	r.stop(t)
+}
+
+// TestFIFODeduplicationRestart: a send to a FIFO queue retried after a restart, within the
+// 5 minutes of SQS's deduplication interval, is deduplicated (the original's MessageId, and
+// nothing sent), whichever partition its group is in; after the interval it is sent.
+func TestFIFODeduplicationRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var ahead atomic.Int64
+	cfg := config{dir: dir, noAuth: true, now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }}
+	r := start(t, cfg)
+	c := http.DefaultClient
+	call := func(action, body string) string {
+		t.Helper()
+		status, out := post(t, c, r.url, action, body)
+		require.Equal(t, http.StatusOK, status, out)
+		return out
+	}
+	call("CreateQueue", `{"QueueName":"jobs.fifo","Attributes":{"FifoQueue":"true"}}`)
+	q := `"QueueUrl":"` + r.url + `/jobs.fifo"`
+	send := func(i int) string {
+		t.Helper()
+		var out struct{ MessageId string }
+		require.NoError(t, json.Unmarshal([]byte(call("SendMessage", `{`+q+`,"MessageBody":"m","MessageGroupId":"g`+strconv.Itoa(i)+`","MessageDeduplicationId":"d`+strconv.Itoa(i)+`"}`)), &out))
+		return out.MessageId
+	}
+	const n = 8 // groups over both partitions
+	ids := map[int]string{}
+	partitions := map[string]bool{}
+	for i := range n {
+		ids[i] = send(i)
+		partitions[strings.Split(ids[i], ":")[0]] = true
+	}
+	require.Len(t, partitions, 2)
+	depth := func() string {
+		var out struct{ Attributes map[string]string }
+		require.NoError(t, json.Unmarshal([]byte(call("GetQueueAttributes", `{`+q+`,"AttributeNames":["ApproximateNumberOfMessages"]}`)), &out))
+		return out.Attributes["ApproximateNumberOfMessages"]
+	}
+	r.stop(t)
+
+	r = start(t, cfg)
+	q = `"QueueUrl":"` + r.url + `/jobs.fifo"`
+	for i := range n {
+		require.Equal(t, ids[i], send(i), "d%d retried after the restart", i)
+	}
+	require.Equal(t, strconv.Itoa(n), depth(), "nothing sent again")
+	ahead.Store(int64(5*time.Minute + time.Second))
+	require.NotEqual(t, ids[0], send(0), "after the interval")
+	require.Equal(t, strconv.Itoa(n+1), depth())
 	r.stop(t)
 }

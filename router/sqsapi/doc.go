@@ -485,18 +485,44 @@
 //
 // The deduplication window is the handler's, in memory, per queue: at most
 // MaxDeduplicationIDs ids (past it the oldest is forgotten before its 5 minutes end, which
-// only a queue sent over 436 messages a second meets). A restarted handler remembers no id,
-// and each handler of a cluster keeps its own: a send retried after a restart, or through
-// another handler, within the 5 minutes is sent again (a duplicate, as a standard queue's
-// send retried is), unless the host routes a queue's sends to one handler. DeleteQueue
-// forgets the queue's ids; PurgeQueue does not (SQS tracks an id past its message's
-// delete). A message a redrive or a move task produces is not deduplicated.
+// only a queue sent over 436 messages a second meets). A restarted handler rebuilds it from
+// the log at the queue's first send, when its node is a Replayer (router.Node.Replay, found
+// by type assertion): a FIFO queue's record carries its deduplication id and the time of its
+// send on Config.Now's clock (router.Record.Timestamp, which the host keeps), so the ids of
+// the records sent in the last 5 minutes (and since the queue was created) come back, each
+// for what is left of its 5 minutes, and a send retried across a restart is deduplicated as
+// one retried before it. The rebuild reads, of each partition of the queue (every one, with
+// a QueueCounter node, wherever it is owned), at most MaxDeduplicationIDs records, the newest,
+// from the first of the window on, found by a binary search over the records' timestamps
+// (about 17 single-record reads; a host clock that stepped back may hide a few ids), and
+// keeps the newest MaxDeduplicationIDs ids (holding at most twice that while it reads); a
+// record without a timestamp, without an id, or that a redrive copied is passed over. The other
+// sends of the queue wait for it; one that fails (a partition's owner down, say) fails the
+// send that waited for it, ServiceUnavailable for a node's unavailability, which the SDKs
+// retry, and the next send rebuilds again: a send is never taken for new for want of the
+// log's ids. Each handler of a cluster keeps its own window: a send retried through another
+// handler within the 5 minutes is sent again (a duplicate, as a standard queue's send
+// retried is), unless the host routes a queue's sends to one handler. DeleteQueue forgets
+// the queue's ids; PurgeQueue does not (SQS tracks an id past its message's delete). A
+// message a redrive or a move task produces is not deduplicated.
 //
 // ReceiveMessage on a FIFO queue takes a ReceiveRequestAttemptId (1 to 128 ASCII letters,
-// digits and punctuation; another is InvalidParameterValue) and does nothing more with it:
-// a receive retried with one is a new receive, and the messages an attempt took whose answer
-// was lost come back once their visibility timeout lapses, holding their groups until then
-// (SQS would answer the retry with them at once).
+// digits and punctuation; another is InvalidParameterValue). A receive retried with the id
+// of one that answered messages (its answer lost on the way, say), to the same queue,
+// signed with the same access key, within ReceiveAttemptWindow (5 minutes from that
+// receive, on Config.Now's clock) is answered with the same messages and receipt handles,
+// their ApproximateReceiveCount and ApproximateFirstReceiveTimestamp unchanged, and their
+// visibility timeout reset to the first receive's, as SQS answers it: the node extends each
+// lease. Once one of them was deleted, had its visibility changed (through this handler), was
+// given back or its visibility timeout lapsed, the retry is a new receive (answered and
+// remembered under the id in turn), as after the window. The answers are the handler's, in
+// memory: at most MaxReceiveAttempts (4,096) of them, holding at most MaxReceiveAttemptBytes
+// (32 MiB) of keys, bodies and headers (an answer over that is not remembered), the oldest
+// forgotten first past either; a receive that answered nothing is not remembered. A restarted
+// handler, or another handler of a cluster, remembers none: there the retry is a new receive,
+// and the first answer's messages come back once their visibility timeout lapses, holding
+// their groups until then. A visibility change made through another handler is not seen: the
+// retry then answers the messages again, their visibility timeout reset.
 //
 // # Errors
 //
@@ -630,9 +656,11 @@
 //
 // # Not supported
 //
-// A receive's ReceiveRequestAttemptId's retry (see FIFO queues); fairness among a standard
+// A receive's ReceiveRequestAttemptId retried through another handler or after a restart
+// (see FIFO queues); fairness among a standard
 // queue's message groups, and the throughput limits of FIFO queues; a deduplication window
-// shared by a cluster's handlers or kept across a restart; queue management without
+// shared by a cluster's handlers (a restarted handler rebuilds its own from the log: see FIFO
+// queues); queue management without
 // Config.Store (PurgeQueue aside); a RedrivePolicy without Config.ProduceRecord, and the
 // RedriveAllowPolicy (any queue may be a dead-letter queue); a reject (router.Node.Reject), since SQS has no action that fails a
 // message for good: an SQS client leaves a message that will never succeed to the topic's

@@ -16,7 +16,8 @@ import (
 
 // FIFO queues: a queue whose name ends in .fifo, its topic ordered by key
 // (router.TopicConfig.Ordered), each message's MessageGroupId the record's key, and the
-// sends deduplicated in the handler's memory over DeduplicationWindow.
+// sends deduplicated in the handler's memory over DeduplicationWindow, which a restarted
+// handler rebuilds from the log (dedup_recovery.go).
 
 // fifoSuffix ends the name of every FIFO queue, and of no other: SQS's rule, which tells a
 // FIFO queue by its name alone.
@@ -167,6 +168,9 @@ type dedupWindows struct {
 	mu     sync.Mutex
 	queues map[string]*dedupWindow
 	swept  int // len(queues) after the last sweep: the next comes once it has doubled
+	// recovered holds a queue whose window was rebuilt from the log (nil), or is being
+	// (closed once done): see recoverWindow. A queue the handler never sent to is absent.
+	recovered map[string]chan struct{}
 }
 
 // A dedupWindow is one queue's: its ids by key (the id, or group and id with a
@@ -194,6 +198,22 @@ type dedupEntry struct {
 func (d *dedupWindows) claim(queue, key string, now time.Time) (e *dedupEntry, dup bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	w := d.window(queue, now)
+	w.expire(now)
+	if e, ok := w.ids[key]; ok {
+		return e, true
+	}
+	for len(w.ids) >= MaxDeduplicationIDs {
+		w.forgetOldest()
+	}
+	e = &dedupEntry{key: key, at: now, done: make(chan struct{})}
+	w.ids[key] = e
+	w.order = append(w.order, e)
+	return e, false
+}
+
+// window returns queue's window, made if need be. The caller holds d.mu.
+func (d *dedupWindows) window(queue string, now time.Time) *dedupWindow {
 	if d.queues == nil {
 		d.queues = map[string]*dedupWindow{}
 	}
@@ -210,17 +230,7 @@ func (d *dedupWindows) claim(queue, key string, now time.Time) (e *dedupEntry, d
 			d.swept = len(d.queues)
 		}
 	}
-	w.expire(now)
-	if e, ok := w.ids[key]; ok {
-		return e, true
-	}
-	for len(w.ids) >= MaxDeduplicationIDs {
-		w.forgetOldest()
-	}
-	e = &dedupEntry{key: key, at: now, done: make(chan struct{})}
-	w.ids[key] = e
-	w.order = append(w.order, e)
-	return e, false
+	return w
 }
 
 // finish ends a pending send: sent, it stays for the window; failed, it is forgotten, so that
@@ -242,6 +252,7 @@ func (d *dedupWindows) forget(queue string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.queues, queue)
+	delete(d.recovered, queue)
 }
 
 // expire forgets the entries sent DeduplicationWindow or longer before now.
@@ -275,10 +286,16 @@ func (h *Handler) sendFIFO(ctx context.Context, queue string, ref *queueRef, m *
 	if ref.rec.Attributes[attrDeduplicationScope] == "messageGroup" {
 		key = string(m.group) + "\x00" + key // no id holds a zero byte
 	}
+	if err := h.recoverWindow(ctx, queue, ref); err != nil {
+		return "", "", err
+	}
 	for {
-		e, dup := h.dedup.claim(queue, key, h.now())
+		now := h.now()
+		e, dup := h.dedup.claim(queue, key, now)
 		if !dup {
-			p, off, err := h.produce(ctx, ref.topic, m.record())
+			rec := m.record()
+			rec.Timestamp = now // what a restarted handler's window is rebuilt from
+			p, off, err := h.produce(ctx, ref.topic, rec)
 			h.dedup.finish(queue, e, p, off, err)
 			if err != nil {
 				return "", "", err

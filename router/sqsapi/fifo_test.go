@@ -48,15 +48,21 @@ func newFIFOEnv(t *testing.T) *fifoEnv {
 		f.routes.Set(queue, 0)
 		return queue, nil
 	}
-	f.h = mustNew(t, f.node, sqsapi.Config{
-		Store: store, BaseURL: baseURL, ProduceRecord: f.produceRecord,
+	f.restart()
+	return f
+}
+
+// restart puts a new handler in place of the env's, over the same node, log and store: a
+// handler restarted, which remembers nothing of the old one's.
+func (f *fifoEnv) restart() {
+	f.h = mustNew(f.t, f.node, sqsapi.Config{
+		Store: f.store, BaseURL: baseURL, ProduceRecord: f.produceRecord,
 		Now: func() time.Time {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return f.clock
 		},
 	})
-	return f
 }
 
 func (f *fifoEnv) produceRecord(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
@@ -75,7 +81,9 @@ func (f *fifoEnv) produceRecord(_ context.Context, topic string, rec router.Reco
 	if _, _, ok := f.routes.Partitions(topic); !ok {
 		return 0, 0, router.ErrUnknownTopic
 	}
-	rec.Timestamp = sentAt
+	if rec.Timestamp.IsZero() { // a FIFO queue's send is stamped by the handler
+		rec.Timestamp = sentAt
+	}
 	off := f.logs.Log(topic, 0).AppendRecord(rec)
 	f.node.Appended(topic, 0, off+1)
 	f.mu.Lock()
@@ -418,6 +426,81 @@ func TestFIFODeduplication(t *testing.T) {
 	require.Len(t, f.produced(), 10)
 }
 
+// TestFIFODeduplicationRestart: a restarted handler rebuilds a FIFO queue's deduplication
+// window from the log at its first send: a send retried within DeduplicationWindow of the
+// first is answered with the original's MessageId and SequenceNumber and not sent again, one
+// retried after is sent; a group's scope keys the rebuilt ids by group.
+func TestFIFODeduplicationRestart(t *testing.T) {
+	f := newFIFOEnv(t)
+	f.create("jobs.fifo", fifoAttrs)
+	f.create("scoped.fifo", fifoAttrs+`,"DeduplicationScope":"messageGroup"`)
+	const n = 40
+	var orig []sent
+	for i := range n { // one every 10 s: the last 30 within the window at the end
+		orig = append(orig, f.send("jobs.fifo", "m"+itoa(i), `,"MessageGroupId":"g`+itoa(i%3)+`","MessageDeduplicationId":"d`+itoa(i)+`"`))
+		f.advance(10 * time.Second)
+	}
+	scoped := f.send("scoped.fifo", "s", `,"MessageGroupId":"g1","MessageDeduplicationId":"d"`)
+	f.advance(-10 * time.Second) // the last send of jobs.fifo was 0 s ago, the first 390 s ago
+	f.restart()
+	require.Len(t, f.produced(), n+1)
+	for i := n - 1; i >= 0; i-- {
+		again := f.send("jobs.fifo", "again", `,"MessageGroupId":"g`+itoa(i%3)+`","MessageDeduplicationId":"d`+itoa(i)+`"`)
+		if i >= 10 { // sent less than 300 s before
+			require.Equal(t, orig[i], sent{again.MessageId, orig[i].MD5OfMessageBody, again.SequenceNumber}, "d%d, sent %d s ago", i, 390-10*i)
+			continue
+		}
+		require.NotEqual(t, orig[i].MessageId, again.MessageId, "d%d, sent %d s ago", i, 390-10*i)
+	}
+	require.Len(t, f.produced(), n+1+10)
+
+	require.Equal(t, scoped.MessageId, f.send("scoped.fifo", "s", `,"MessageGroupId":"g1","MessageDeduplicationId":"d"`).MessageId)
+	require.NotEqual(t, scoped.MessageId, f.send("scoped.fifo", "s", `,"MessageGroupId":"g2","MessageDeduplicationId":"d"`).MessageId)
+
+	// The window rebuilt ends as it would have: 300 s after each first send.
+	last := `,"MessageGroupId":"g0","MessageDeduplicationId":"d` + itoa(n-1) + `"`
+	f.advance(sqsapi.DeduplicationWindow - time.Nanosecond)
+	require.Equal(t, orig[n-1].MessageId, f.send("jobs.fifo", "late", last).MessageId)
+	f.advance(time.Nanosecond)
+	require.NotEqual(t, orig[n-1].MessageId, f.send("jobs.fifo", "late", last).MessageId)
+}
+
+// TestFIFODeduplicationRebuildFails: a rebuild of the window that fails fails the send
+// (which the SDKs retry), sending nothing, and the next send rebuilds it; once rebuilt, the
+// log is not read again.
+func TestFIFODeduplicationRebuildFails(t *testing.T) {
+	fk := &fakeNode{Err: router.ErrUnavailable, Status: []router.PartitionStatus{{Partition: 0, HighWatermark: 5}}}
+	produced := 0
+	h := fakeHandler(t, fk, func(c *sqsapi.Config) {
+		c.ProduceRecord = func(context.Context, string, router.Record) (int32, int64, error) {
+			produced++
+			return 0, int64(produced), nil
+		}
+	})
+	body := `{"QueueUrl":"` + baseURL + `/jobs.fifo","MessageBody":"x","MessageGroupId":"g","MessageDeduplicationId":"d"}`
+	require.Equal(t, "ServiceUnavailable", failed(t, call(h, "SendMessage", body)).Type)
+	require.Zero(t, produced)
+	fk.Err = nil
+	replays := func() int {
+		n := 0
+		for _, c := range fk.Calls {
+			if strings.HasPrefix(c, "Replay ") {
+				n++
+			}
+		}
+		return n
+	}
+	var first, second sent
+	ok(t, call(h, "SendMessage", body), &first)
+	read := replays()
+	require.Positive(t, read, "the log read")
+	ok(t, call(h, "SendMessage", body), &second)
+	require.Equal(t, first.MessageId, second.MessageId)
+	ok(t, call(h, "SendMessage", strings.Replace(body, `"d"`, `"e"`, 1)), nil)
+	require.Equal(t, 2, produced)
+	require.Equal(t, read, replays(), "read once")
+}
+
 // TestFIFODeduplicationConcurrent: a send of an id whose first send is still in progress
 // waits for it and answers its MessageId: one record for both.
 func TestFIFODeduplicationConcurrent(t *testing.T) {
@@ -441,13 +524,84 @@ func TestFIFODeduplicationConcurrent(t *testing.T) {
 	})
 }
 
-// TestFIFOReceiveRequestAttemptId: a FIFO queue's receive takes a ReceiveRequestAttemptId
-// (and does nothing more with it), and refuses one SQS would.
+// TestFIFOReceiveRequestAttemptId: a FIFO queue's receive retried with its
+// ReceiveRequestAttemptId within ReceiveAttemptWindow answers the same messages with the
+// same receipt handles, their visibility timeout reset, while none was deleted, had its
+// visibility changed or lapsed; otherwise, after the window, or with another id, it is a new
+// receive. An id SQS would refuse is refused.
 func TestFIFOReceiveRequestAttemptId(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFIFOEnv(t)
+		f.create("jobs.fifo", fifoAttrs+`,"ContentBasedDeduplication":"true"`)
+		f.create("other.fifo", fifoAttrs+`,"ContentBasedDeduplication":"true"`)
+		for _, m := range [][2]string{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}, {"c", "c1"}, {"d", "d1"}} {
+			f.send("jobs.fifo", m[1], `,"MessageGroupId":"`+m[0]+`"`)
+		}
+		f.send("other.fifo", "o1", `,"MessageGroupId":"o"`)
+		receive := func(id string, vis int) []message {
+			t.Helper()
+			extra := `,"MaxNumberOfMessages":2,"VisibilityTimeout":` + itoa(vis)
+			if id != "" {
+				extra += `,"ReceiveRequestAttemptId":"` + id + `"`
+			}
+			return f.receiveFrom("jobs.fifo", extra)
+		}
+		handles := func(msgs []message) []string {
+			var out []string
+			for _, m := range msgs {
+				out = append(out, m.ReceiptHandle)
+			}
+			return out
+		}
+		first := receive("r1", 30)
+		require.Equal(t, []string{"a1", "b1"}, bodies(first))
+		require.Equal(t, first, receive("r1", 30), "the same messages, handles and counts")
+
+		// The retry reset the visibility timeout: 20 s after it, 40 s after the receive,
+		// a and b are still held.
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		require.Equal(t, first, receive("r1", 30))
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		require.Equal(t, []string{"c1", "d1"}, bodies(receive("", 30)), "a and b held, by the leases the retry renewed")
+
+		// Another id, or another queue, is another receive.
+		require.Empty(t, receive("r2", 30))
+		other := f.receiveFrom("other.fifo", `,"ReceiveRequestAttemptId":"r1"`)
+		require.Equal(t, []string{"o1"}, bodies(other))
+
+		// A message of the answer deleted: the retry is a new receive (of a2, which a1 held).
+		ok(t, f.call("DeleteMessage", `{"QueueUrl":"`+baseURL+`/jobs.fifo","ReceiptHandle":"`+first[0].ReceiptHandle+`"}`), nil)
+		second := receive("r1", 60)
+		require.Equal(t, []string{"a2"}, bodies(second))
+		require.Equal(t, second, receive("r1", 60))
+
+		// Its visibility changed: a new receive, which finds every group held.
+		ok(t, f.call("ChangeMessageVisibility", `{"QueueUrl":"`+baseURL+`/jobs.fifo","ReceiptHandle":"`+second[0].ReceiptHandle+`","VisibilityTimeout":600}`), nil)
+		require.Empty(t, receive("r1", 60))
+
+		// Its visibility timeout lapsed: a new receive, which delivers again.
+		time.Sleep(31 * time.Second) // b1's lease (renewed at 20 s for 30 s) lapsed; c1 and d1's too
+		synctest.Wait()
+		third := receive("r3", 30)
+		require.Equal(t, []string{"b1", "c1"}, bodies(third))
+		require.Equal(t, "2", third[0].Attributes["ApproximateReceiveCount"])
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		again := receive("r3", 600)
+		require.Equal(t, []string{"b1", "c1"}, bodies(again))
+		require.Equal(t, "3", again[0].Attributes["ApproximateReceiveCount"], "received anew")
+		require.NotEqual(t, handles(third), handles(again))
+
+		// The window is ReceiveAttemptWindow on the handler's clock, from the receive.
+		f.advance(sqsapi.ReceiveAttemptWindow - time.Nanosecond)
+		require.Equal(t, handles(again), handles(receive("r3", 600)))
+		f.advance(time.Nanosecond)
+		require.Equal(t, []string{"d1"}, bodies(receive("r3", 600)), "a new receive: the window ended (b1 and c1 held)")
+	})
 	f := newFIFOEnv(t)
 	f.create("jobs.fifo", fifoAttrs+`,"ContentBasedDeduplication":"true"`)
-	f.send("jobs.fifo", "x", `,"MessageGroupId":"g"`)
-	require.Len(t, f.receiveFrom("jobs.fifo", `,"ReceiveRequestAttemptId":"attempt-1"`), 1)
 	for _, id := range []string{"", "a b", strings.Repeat("a", 129)} {
 		got := failed(t, f.call("ReceiveMessage", `{"QueueUrl":"`+baseURL+`/jobs.fifo","ReceiveRequestAttemptId":`+jsonString(id)+`}`))
 		require.Equal(t, "InvalidParameterValue", got.Type, id)

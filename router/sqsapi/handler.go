@@ -115,6 +115,9 @@ type Config struct {
 	// Sending in the package doc). rec.Key is the message's MessageGroupId (nil for none):
 	// the host puts every record of one key into one partition of the topic (the key's hash
 	// modulo the partitions, say), since a FIFO queue's order holds within a partition only.
+	// A FIFO queue's record has rec.Timestamp set, the send's time on Now's clock, and a
+	// header "AWS.SQS.MessageDeduplicationId": the host keeps both, from which a restarted
+	// handler rebuilds the queue's deduplication window (see FIFO queues in the package doc).
 	// Set Produce or ProduceRecord, not both. With Produce, which has nowhere to keep them, a
 	// message with attributes or a MessageGroupId is refused (InvalidParameterValue) rather
 	// than sent without them: a FIFO queue needs ProduceRecord.
@@ -216,8 +219,10 @@ type Handler struct {
 	// When each queue was last purged and deleted, for PurgeQueueInProgress and
 	// QueueDeletedRecently.
 	purges, deletions recent
-	// The FIFO queues' deduplication ids sent lately.
-	dedup dedupWindows
+	// The FIFO queues' deduplication ids sent lately, and the answers of their receives
+	// made with a ReceiveRequestAttemptId.
+	dedup    dedupWindows
+	attempts receiveAttempts
 }
 
 // New returns a handler serving SQS's JSON and query protocols over node.

@@ -24,7 +24,7 @@ type receiveInput struct {
 	AttributeNames              []string // the older name of MessageSystemAttributeNames
 	MessageSystemAttributeNames []string
 	MessageAttributeNames       []string
-	ReceiveRequestAttemptId     *string // FIFO queues only: checked, and not acted upon
+	ReceiveRequestAttemptId     *string // FIFO queues only: a retry's (see receiveAttempts)
 }
 
 // The system attributes a received message can carry, by bit (systemAttributes[i] is bit i).
@@ -147,16 +147,35 @@ func (h *Handler) receiveMessage(c *call) error {
 	}
 	defer h.slots.Release(id)
 	ctx := c.r.Context()
-	// A record taken as the client left is given back, not left invisible.
-	msgs, err := frontend.Consume(ctx, h.node, topic, req.opts)
-	if err != nil {
-		return err
-	}
 	enc := encoders.Get().(*encoder)
 	defer enc.release()
-	enc.firsts = h.first.stamp(topic, msgs, h.now().UnixMilli(), enc.firsts)
+	// A FIFO queue's receive retried with its ReceiveRequestAttemptId: the same answer, while
+	// its leases live.
+	var attempt attemptKey
+	var msgs []router.Message // a retry's, until a new receive's
+	if ref.fifo && in.ReceiveRequestAttemptId != nil {
+		attempt = attemptKey{queue: queue, signer: c.accessKey, id: *in.ReceiveRequestAttemptId}
+		if a := h.attempts.find(attempt, h.now()); a != nil {
+			var firsts []int64
+			if msgs, firsts, err = h.renew(ctx, a); err != nil {
+				return err
+			}
+			enc.firsts = append(enc.firsts[:0], firsts...)
+		}
+	}
+	retried := msgs != nil
+	if !retried {
+		// A record taken as the client left is given back, not left invisible.
+		if msgs, err = frontend.Consume(ctx, h.node, topic, req.opts); err != nil {
+			return err
+		}
+		enc.firsts = h.first.stamp(topic, msgs, h.now().UnixMilli(), enc.firsts)
+	}
 	enc.envelope(c)
 	msgs = enc.encode(h.node, msgs, h.tags, queue, req.attrs, &req.mattrs)
+	if attempt.id != "" && !retried && len(msgs) > 0 {
+		h.attempts.remember(attempt, topic, req.opts.Visibility, msgs, enc.firsts[:len(msgs)], h.now())
+	}
 	write := writeJSON
 	if c.query {
 		write = writeXML

@@ -51,6 +51,7 @@ func (h *Handler) deleted(topic string, handle router.Handle, err error) error {
 	err = h.settleErr(topic, handle, err)
 	if err == nil || errors.Is(err, router.ErrAlreadySettled) {
 		h.first.forget(topic, handle)
+		h.attempts.changed(topic, handle)
 	}
 	if errors.Is(err, router.ErrGone) { // router.ErrAlreadySettled too
 		return nil
@@ -287,6 +288,9 @@ func (h *Handler) changeVisibility(c *call, topic string, handle router.Handle, 
 		_, err = h.node.Extend(c.r.Context(), topic, handle, d)
 	}
 	err = h.settleErr(topic, handle, err)
+	if err == nil {
+		h.attempts.changed(topic, handle)
+	}
 	switch {
 	case errors.Is(err, router.ErrAlreadySettled):
 		return invalidValue("ReceiptHandle", handle.String(), "Message does not exist or is not available for visibility timeout change.")

@@ -14,7 +14,8 @@ import (
 // TestFIFOQueue: the Go SDK creates a FIFO queue, sends a batch of two interleaved groups,
 // receives them in each group's order with their FIFO attributes, finds the groups held
 // while their messages are in flight, deletes them, and has a resend within the
-// deduplication window answered with the original's MessageId and not delivered again.
+// deduplication window answered with the original's MessageId and not delivered again; a
+// receive retried with its ReceiveRequestAttemptId answers the same messages and handles.
 func TestFIFOQueue(t *testing.T) {
 	b := newBroker(t)
 	c := b.client(accessKey)
@@ -74,6 +75,18 @@ func TestFIFOQueue(t *testing.T) {
 	none, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10})
 	require.NoError(t, err)
 	require.Empty(t, none.Messages)
+
+	// The receive retried with its ReceiveRequestAttemptId (its answer lost, say): the same
+	// messages and receipt handles.
+	retried, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10, VisibilityTimeout: 30,
+		MessageSystemAttributeNames: all, ReceiveRequestAttemptId: aws.String("attempt-1")})
+	require.NoError(t, err)
+	require.Len(t, retried.Messages, len(got.Messages))
+	for i, m := range retried.Messages {
+		require.Equal(t, aws.ToString(got.Messages[i].MessageId), aws.ToString(m.MessageId))
+		require.Equal(t, aws.ToString(got.Messages[i].ReceiptHandle), aws.ToString(m.ReceiptHandle))
+		require.Equal(t, "1", m.Attributes["ApproximateReceiveCount"])
+	}
 	_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q, MessageBody: aws.String("a4"), MessageGroupId: aws.String("a"), MessageDeduplicationId: aws.String("a4")})
 	require.NoError(t, err)
 	none, err = c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10})

@@ -452,3 +452,47 @@ func TestServerBoto3Query(t *testing.T) {
 	runBoto3Query(t, p.url, "redrive")
 	p.stop()
 }
+
+// TestServerFIFODeduplicationKill9: a send to a FIFO queue retried after the server was
+// killed (SIGKILL) and started again, within the 5 minutes of SQS's deduplication interval,
+// is answered with the original's MessageId and SequenceNumber, and the message is
+// delivered once.
+func TestServerFIFODeduplicationKill9(t *testing.T) {
+	bin := buildServer(t)
+	dir := t.TempDir()
+	creds := writeCredentials(t, dir)
+	ctx := context.Background()
+
+	p := startServer(t, bin, filepath.Join(dir, "data"), "-credentials", creds, "-partitions", "2")
+	c := p.client()
+	created, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs.fifo"),
+		Attributes: map[string]string{"FifoQueue": "true"}})
+	require.NoError(t, err)
+	q := *created.QueueUrl
+	send := func(c *sqs.Client, i int) *sqs.SendMessageOutput {
+		t.Helper()
+		out, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String(fmt.Sprint("m", i)),
+			MessageGroupId: aws.String(fmt.Sprint("g", i)), MessageDeduplicationId: aws.String(fmt.Sprint("d", i))})
+		require.NoError(t, err)
+		return out
+	}
+	var first []*sqs.SendMessageOutput
+	for i := range 6 {
+		first = append(first, send(c, i))
+	}
+	p.kill()
+
+	p = startServer(t, bin, filepath.Join(dir, "data"), "-credentials", creds)
+	c = p.client()
+	for i := range 6 {
+		again := send(c, i)
+		require.Equal(t, aws.ToString(first[i].MessageId), aws.ToString(again.MessageId), "d%d", i)
+		require.Equal(t, aws.ToString(first[i].SequenceNumber), aws.ToString(again.SequenceNumber), "d%d", i)
+	}
+	got := receiveAll(t, ctx, c, q, true, func(b []string) bool { return len(b) >= 6 })
+	require.ElementsMatch(t, []string{"m0", "m1", "m2", "m3", "m4", "m5"}, got, "each once")
+	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &q, WaitTimeSeconds: 1})
+	require.NoError(t, err)
+	require.Empty(t, out.Messages)
+	p.stop()
+}
