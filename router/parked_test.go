@@ -92,21 +92,29 @@ func TestOrderedTopicHungKeyAcrossRestart(t *testing.T) {
 	})
 }
 
+// hungOnA is an ordered trio whose partition 0, on a, holds n records of hungKeys: the hung
+// key's head held (held), every other key's record acked; pinned consumes partition 0.
+func hungOnA(t *testing.T, n int) (tr *trio, held router.Message, pinned router.ConsumeOptions) {
+	t.Helper()
+	tr = orderedTrio(t, hungKeys(n)...)
+	pinned = router.ConsumeOptions{Max: 7, Pinned: true, Partition: 0}
+	first := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
+	require.Equal(t, []int64{0}, offsetsOf(first))
+	ackA := func(m router.Message) error { return tr.a.node.Ack(context.Background(), "orders", m.Receipt) }
+	acked := consumeOthers(t, func() []router.Message { return tr.a.consume(pinned) }, ackA)
+	require.Len(t, acked, n-n/5)
+	return tr, first[0], pinned
+}
+
 func TestOrderedTopicHungKeyAcrossMove(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 200
-		tr := orderedTrio(t, hungKeys(n)...)
+		tr, held, pinned := hungOnA(t, n)
 		defer tr.close()
 		ctx := context.Background()
-		pinned := router.ConsumeOptions{Max: 7, Pinned: true, Partition: 0}
-		held := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
-		require.Equal(t, []int64{0}, offsetsOf(held))
-		ackA := func(m router.Message) error { return tr.a.node.Ack(ctx, "orders", m.Receipt) }
-		acked := consumeOthers(t, func() []router.Message { return tr.a.consume(pinned) }, ackA)
-		require.Len(t, acked, n-n/5)
 		tr.move(t, 0, tr.a, tr.b, "b", map[int32]string{0: "a", 1: "b"})
 		require.Empty(t, tr.b.consume(pinned), "the moved lease still holds the key")
-		require.NoError(t, tr.c.node.Ack(ctx, "orders", held[0].Receipt), "through the gateway")
+		require.NoError(t, tr.c.node.Ack(ctx, "orders", held.Receipt), "through the gateway")
 		requireMovedHungInOrder(t, tr, n, pinned)
 	})
 }
@@ -140,28 +148,22 @@ func requireMovedHungInOrder(t *testing.T, tr *trio, n int, pinned router.Consum
 func TestSettleWaitsForTheKeyTailsVerification(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 100
-		tr := orderedTrio(t, hungKeys(n)...)
+		tr, held, pinned := hungOnA(t, n)
 		defer tr.close()
 		ctx := context.Background()
-		pinned := router.ConsumeOptions{Max: 7, Pinned: true, Partition: 0}
-		held := tr.a.consume(router.ConsumeOptions{Max: 1, Pinned: true, Partition: 0})
-		require.Equal(t, []int64{0}, offsetsOf(held))
-		consumeOthers(t, func() []router.Message { return tr.a.consume(pinned) }, func(m router.Message) error {
-			return tr.a.node.Ack(ctx, "orders", m.Receipt)
-		})
 		log := tr.logs.Log("orders", 0)
 		log.FailReads(errors.New("disk unavailable"))
 		state, err := tr.a.node.HandOff(ctx, "orders", 0)
 		require.NoError(t, err)
 		require.Error(t, tr.b.node.Adopt(ctx, "orders", 0, state), "the tails cannot be verified")
 		tr.route(map[int32]string{0: "b", 1: "b"}) // the host names b anyway
-		err = tr.b.node.Ack(ctx, "orders", held[0].Receipt)
+		err = tr.b.node.Ack(ctx, "orders", held.Receipt)
 		require.ErrorIs(t, err, router.ErrUnavailable)
 		_, err = tr.b.node.Discard("orders", 0, 0)
 		require.ErrorIs(t, err, router.ErrUnavailable)
 
 		log.FailReads(nil)
-		require.NoError(t, tr.b.node.Ack(ctx, "orders", held[0].Receipt))
+		require.NoError(t, tr.b.node.Ack(ctx, "orders", held.Receipt))
 		requireMovedHungInOrder(t, tr, n, pinned)
 	})
 }
