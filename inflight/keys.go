@@ -446,9 +446,7 @@ func (ks *keyState) queue(off int64, now int64) {
 	if len(ks.queued) == 0 {
 		ks.blockedSince = now
 	}
-	if i, found := slices.BinarySearch(ks.queued, off); !found {
-		ks.queued = slices.Insert(ks.queued, i, off)
-	}
+	ks.queued = insertSorted(ks.queued, off)
 }
 
 // unqueue removes off from the key's queued offsets.
@@ -457,9 +455,24 @@ func (ks *keyState) unqueue(off int64) {
 		ks.queued = ks.queued[1:] // the head, the usual case: no copy of a long queue
 		return
 	}
-	if i, found := slices.BinarySearch(ks.queued, off); found {
-		ks.queued = slices.Delete(ks.queued, i, i+1)
+	ks.queued, _ = deleteSorted(ks.queued, off)
+}
+
+// insertSorted inserts off into the ascending offs, unless it holds it already.
+func insertSorted(offs []int64, off int64) []int64 {
+	if i, found := slices.BinarySearch(offs, off); !found {
+		offs = slices.Insert(offs, i, off)
 	}
+	return offs
+}
+
+// deleteSorted deletes off from the ascending offs, and reports whether it held it.
+func deleteSorted(offs []int64, off int64) ([]int64, bool) {
+	i, found := slices.BinarySearch(offs, off)
+	if found {
+		offs = slices.Delete(offs, i, i+1)
+	}
+	return offs, found
 }
 
 // KeyStats is what Stats reports of an ordered partition's keys.

@@ -111,6 +111,12 @@ func (s *Shard) unparkOffsetLocked(off int64, p *pending, ks *keyState) {
 // records of the key below it leave the runs (see parkLocked), as holes.
 func (s *Shard) settledKeyLocked(off int64, ks *keyState) {
 	ks.ackedHigh = max(ks.ackedHigh, off)
+	s.unparkThroughLocked(ks, off)
+}
+
+// unparkThroughLocked takes the parked records of key ks at or below off out of the runs, as
+// holes.
+func (s *Shard) unparkThroughLocked(ks *keyState, off int64) {
 	if ks.parkedOffsets == 0 {
 		return
 	}
@@ -133,15 +139,7 @@ func (s *Shard) unparkBelowLocked(off int64) {
 		return
 	}
 	for _, pk := range slices.Clone(s.keys.parked) {
-		for _, q := range pk.state.queued {
-			if q > off {
-				break
-			}
-			if p := s.pending.lookup(q); p.parked() {
-				s.unparkOffsetLocked(q, &p, pk.state)
-				s.pending.set(q, p)
-			}
-		}
+		s.unparkThroughLocked(pk.state, off)
 	}
 }
 
@@ -298,14 +296,13 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 	var fx effects
 	s.mu.Lock()
 	x := s.keys
+	at := now.UnixNano()
 	if x != nil && len(x.unkeyed) > 0 {
-		at := now.UnixNano()
 		for i, off := range offsets {
 			s.learnQuarantinedKeyLocked(off, keys[i], at, &fx)
 		}
 		s.syncVerifyingLocked()
 	} else if x != nil && x.verifying {
-		at := now.UnixNano()
 		for i, off := range offsets {
 			if off < x.verifyNext || off <= s.frontier || !s.ahead.contains(off) {
 				continue

@@ -59,9 +59,7 @@ func (s *Shard) noteQuarantinedKeyLocked(off int64, key uint64, ks *keyState) {
 		x.quarantinedKey = map[int64]uint64{}
 	}
 	x.quarantinedKey[off] = key
-	if i, found := slices.BinarySearch(ks.quarantined, off); !found {
-		ks.quarantined = slices.Insert(ks.quarantined, i, off)
-	}
+	ks.quarantined = insertSorted(ks.quarantined, off)
 }
 
 // quarantineFollowersLocked quarantines the records of key ks above off that wait unleased
@@ -107,26 +105,23 @@ func (s *Shard) quarantineWithKeyLocked(off int64, p pending, key uint64, ks *ke
 // leftQuarantineLocked notes that the quarantined offset off left the quarantine (requeued,
 // discarded): once none of its key's records is left there, the key's new records are
 // delivered again. A requeued one (requeued) is queued behind its key, so that it goes before
-// the key's later records. It returns the key's state, nil when the index does not know off.
-func (s *Shard) leftQuarantineLocked(off int64, requeued bool, at int64, fx *effects) *keyState {
+// the key's later records. An offset whose key the index does not know changes nothing.
+func (s *Shard) leftQuarantineLocked(off int64, requeued bool, at int64, fx *effects) {
 	if s.keys == nil {
-		return nil
+		return
 	}
 	key, ks, ok := s.keys.quarantinedKeyOf(off)
 	if !ok {
-		return nil
+		return
 	}
 	delete(s.keys.quarantinedKey, off)
-	if i, found := slices.BinarySearch(ks.quarantined, off); found {
-		ks.quarantined = slices.Delete(ks.quarantined, i, i+1)
-	}
+	ks.quarantined, _ = deleteSorted(ks.quarantined, off)
 	if requeued {
 		ks.queue(off, at)
 		s.keys.of.set(off, keyRef{key: key, state: ks})
-		return ks
+		return
 	}
 	s.freeKeyLocked(key, ks, fx)
-	return ks
 }
 
 // restoreQuarantinedKeysLocked lists the quarantined and requeued offsets whose keys the
@@ -158,19 +153,17 @@ func (s *Shard) dropQuarantinedKeysLocked(fx *effects) {
 	s.syncVerifyingLocked()
 }
 
-// learnQuarantinedKeyLocked tells the index the key of off, a restored quarantined or
-// requeued offset Unverified listed (0: none, or it could not be read). It reports whether
-// off was such an offset.
-func (s *Shard) learnQuarantinedKeyLocked(off int64, key uint64, at int64, fx *effects) bool {
+// learnQuarantinedKeyLocked tells the index the key of off, if it is a restored quarantined
+// or requeued offset Unverified listed (key 0: none, or it could not be read).
+func (s *Shard) learnQuarantinedKeyLocked(off int64, key uint64, at int64, fx *effects) {
 	x := s.keys
-	i, found := slices.BinarySearch(x.unkeyed, off)
-	if !found {
-		return false
+	var found bool
+	if x.unkeyed, found = deleteSorted(x.unkeyed, off); !found {
+		return
 	}
-	x.unkeyed = slices.Delete(x.unkeyed, i, i+1)
 	requeued, quarantined := s.quarantine[off]
 	if key == 0 || !quarantined {
-		return true
+		return
 	}
 	ks := x.stateOf(key)
 	if requeued {
@@ -180,11 +173,10 @@ func (s *Shard) learnQuarantinedKeyLocked(off int64, key uint64, at int64, fx *e
 			ks.queue(off, at)
 			x.of.set(off, keyRef{key: key, state: ks})
 		}
-		return true
+		return
 	}
 	s.noteQuarantinedKeyLocked(off, key, ks)
 	s.quarantineFollowersLocked(key, ks, off, fx)
-	return true
 }
 
 // syncVerifyingLocked makes Verifying follow what is left to verify.
@@ -210,9 +202,6 @@ func (s *Shard) unkeyedLocked(off int64) {
 	if s.keys == nil || !s.cfg.QuarantineKeys {
 		return
 	}
-	x := s.keys
-	if i, found := slices.BinarySearch(x.unkeyed, off); !found {
-		x.unkeyed = slices.Insert(x.unkeyed, i, off)
-	}
+	s.keys.unkeyed = insertSorted(s.keys.unkeyed, off)
 	s.syncVerifyingLocked()
 }

@@ -160,31 +160,45 @@ func (e *PurgeError) Unwrap() []error {
 	return errs
 }
 
-// purgeLocal purges partitions of topic, this node's, and waits for the disk once all are
-// settled, so that one writeout carries them: the offsets moved over, and the partitions
-// not purged with why. A partition whose shard was dropped meanwhile (ErrGone) counts as
-// purged, as Purge counts it.
+// purgeLocal purges partitions of topic, this node's (purgeHere): the offsets moved over, and
+// the partitions not purged with why.
 func (n *Node) purgeLocal(ctx context.Context, topic string, partitions []int32) (int64, map[int32]error) {
-	var moved int64
+	var total int64
 	failed := map[int32]error{}
-	settled := make([]int32, 0, len(partitions))
-	for _, p := range partitions {
+	moved, errs := n.purgeHere(ctx, topic, partitions)
+	for i, p := range partitions {
+		total += moved[i]
+		if errs[i] != nil {
+			failed[p] = errs[i]
+		}
+	}
+	return total, failed
+}
+
+// purgeHere purges partitions of topic, this node's, as PurgePartition does, and waits for
+// the disk once all are settled, so that one writeout carries them: the offsets each
+// partition's frontier moved over, and why each not purged was not (nil for the others;
+// ctx's error for one settled whose writeout outlived ctx, the purge standing in memory and
+// durable at the committer's pace). A partition whose shard was dropped meanwhile (ErrGone)
+// counts as purged, with nothing moved, as Purge counts it.
+func (n *Node) purgeHere(ctx context.Context, topic string, partitions []int32) (moved []int64, errs []error) {
+	moved, errs = make([]int64, len(partitions)), make([]error, len(partitions))
+	settled := make([]int, 0, len(partitions))
+	for i, p := range partitions {
 		m, err := n.settleBelowWatermark(topic, p)
 		switch {
 		case errors.Is(err, inflight.ErrGone):
 		case err != nil:
-			failed[p] = err
+			errs[i] = err
 		default:
-			moved += m
-			settled = append(settled, p)
+			moved[i] = m
+			settled = append(settled, i)
 		}
 	}
-	for _, p := range settled {
-		if err := n.committer.Durable(ctx, topic, p); err != nil {
-			failed[p] = err
-		}
+	for _, i := range settled {
+		errs[i] = n.committer.Durable(ctx, topic, partitions[i])
 	}
-	return moved, failed
+	return moved, errs
 }
 
 // ownerAsk is the partitions of a topic one other owner is asked about.
@@ -286,13 +300,9 @@ func (n *Node) remoteStatus(ctx context.Context, owner, topic string, partitions
 // askStatus makes one Status RPC to owner for partitions and returns its entries, one per
 // partition in order, or the error that stands for each of them.
 func (n *Node) askStatus(ctx context.Context, owner, topic string, partitions []int32, deadline time.Time) ([]wire.PartitionStatus, error) {
-	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpStatus, Topic: topic, Partitions: partitions})
+	raw, err := n.askPartitions(ctx, owner, wire.OpStatus, topic, partitions, deadline)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	raw, err := n.exchange(ctx, owner, frame, deadline)
-	if err != nil {
-		return nil, n.noReply(ctx, owner, err)
+		return nil, err
 	}
 	reply, err := wire.DecodeStatusReply(raw, len(partitions))
 	if err != nil {
@@ -307,6 +317,20 @@ func (n *Node) askStatus(ctx context.Context, owner, topic string, partitions []
 		}
 	}
 	return reply.Partitions, nil
+}
+
+// askPartitions sends owner a frame of op (Status, Purge) naming partitions of topic and
+// returns its reply, or the error that stands for each partition.
+func (n *Node) askPartitions(ctx context.Context, owner string, op byte, topic string, partitions []int32, deadline time.Time) ([]byte, error) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: op, Topic: topic, Partitions: partitions})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	raw, err := n.exchange(ctx, owner, frame, deadline)
+	if err != nil {
+		return nil, n.noReply(ctx, owner, err)
+	}
+	return raw, nil
 }
 
 // noReply is the error of an RPC to owner that brought no reply: ctx's when it ended,
@@ -410,30 +434,17 @@ func (n *Node) serveStatus(topic string, partitions []int32) []byte {
 	return wire.AppendStatusReply(nil, entries)
 }
 
-// servePurge answers a Purge frame: each partition named purged as PurgePartition does, and
-// answered once every purge is on the disk (or ctx, the requester's budget, ended: then the
-// purge stands in memory and is durable at the committer's pace, and is answered with ctx's
-// error), its answer's i64 the offsets its frontier moved over.
+// servePurge answers a Purge frame: each partition named purged (purgeHere, ctx the
+// requester's budget) and answered once every purge is on the disk, its answer's i64 the
+// offsets its frontier moved over.
 func (n *Node) servePurge(ctx context.Context, topic string, partitions []int32) []byte {
+	moved, errs := n.purgeHere(ctx, topic, partitions)
 	answers := make([]wire.Answer, len(partitions))
-	moved := make([]int64, len(partitions))
-	for i, p := range partitions {
-		m, err := n.settleBelowWatermark(topic, p)
-		if errors.Is(err, inflight.ErrGone) {
-			m, err = 0, nil // the shard was dropped meanwhile: nothing of it to purge, as Purge counts it
-		}
-		moved[i] = m
+	for i, err := range errs {
 		answers[i] = answerOf(err, time.Time{})
-	}
-	for i, p := range partitions {
-		if answers[i].Status != wire.StatusOK {
-			continue
+		if err == nil {
+			answers[i].Expiry = moved[i]
 		}
-		if err := n.committer.Durable(ctx, topic, p); err != nil {
-			answers[i] = answerOf(err, time.Time{})
-			continue
-		}
-		answers[i].Expiry = moved[i]
 	}
 	return wire.EncodeReply(answers)
 }
@@ -464,13 +475,9 @@ func (n *Node) remotePurge(ctx context.Context, owner, topic string, partitions 
 // askPurge makes one Purge RPC to owner for partitions and returns its answers, one per
 // partition in order, or the error that stands for each of them.
 func (n *Node) askPurge(ctx context.Context, owner, topic string, partitions []int32, deadline time.Time) ([]wire.Answer, error) {
-	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpPurge, Topic: topic, Partitions: partitions})
+	raw, err := n.askPartitions(ctx, owner, wire.OpPurge, topic, partitions, deadline)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	raw, err := n.exchange(ctx, owner, frame, deadline)
-	if err != nil {
-		return nil, n.noReply(ctx, owner, err)
+		return nil, err
 	}
 	answers, err := wire.DecodeReply(raw)
 	switch {

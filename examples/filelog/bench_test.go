@@ -21,15 +21,7 @@ func BenchmarkAppend(b *testing.B) {
 		sync SyncPolicy
 	}{{"SyncNone", SyncNone}, {"SyncEveryAppend", SyncEveryAppend}} {
 		b.Run(policy.name, func(b *testing.B) {
-			s, err := Open(b.TempDir(), Options{Sync: policy.sync, MaxSegments: 8})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			if err := s.CreateTopic("bench", 1); err != nil {
-				b.Fatal(err)
-			}
-			l, _ := s.Log("bench", 0)
+			l := benchLog(b, policy.sync)
 			key, value := make([]byte, 16), make([]byte, 100)
 			now := time.Now()
 			b.SetBytes(int64(len(key) + len(value)))
@@ -234,3 +226,19 @@ var (
 	_ router.ManyGetter = singleReads{}
 	_ router.Log        = singleLog{}
 )
+
+// benchLog opens a store in a temporary directory, closed when b ends, with one partition of
+// topic "bench" under sync, and returns its log.
+func benchLog(b *testing.B, sync SyncPolicy) *Log {
+	b.Helper()
+	s, err := Open(b.TempDir(), Options{Sync: sync, MaxSegments: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateTopic("bench", 1); err != nil {
+		b.Fatal(err)
+	}
+	l, _ := s.Log("bench", 0)
+	return l
+}

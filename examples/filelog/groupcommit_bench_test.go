@@ -17,15 +17,7 @@ import (
 func BenchmarkAppendConcurrent(b *testing.B) {
 	for _, writers := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			s, err := Open(b.TempDir(), Options{Sync: SyncEveryAppend, MaxSegments: 8})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			if err := s.CreateTopic("bench", 1); err != nil {
-				b.Fatal(err)
-			}
-			l, _ := s.Log("bench", 0)
+			l := benchLog(b, SyncEveryAppend)
 			key, value := make([]byte, 16), make([]byte, 100)
 			now := time.Now()
 			b.ResetTimer()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -35,12 +36,10 @@ func smallConfig(t *testing.T) config {
 // TestOrdered runs the demo in-process and checks its summary: every check passes.
 func TestOrdered(t *testing.T) {
 	cfg := smallConfig(t)
-	var out bytes.Buffer
-	sum, err := runDemo(t.Context(), cfg, &out)
-	t.Log("\n" + out.String())
+	sum, out, err := runSmall(t, cfg)
 	require.NoError(t, err)
 
-	requireSound(t, sum, out.String())
+	requireSound(t, sum, out)
 	require.Equal(t, 399, sum.applied, "every operation but the poisoned one")
 	require.Zero(t, sum.wrongBalances)
 	require.True(t, sum.quarantinedAsExpected(), "quarantined: %v, poisoned: %v", sum.quarantined, sum.poisoned)
@@ -50,10 +49,10 @@ func TestOrdered(t *testing.T) {
 	require.GreaterOrEqual(t, sum.afterExpiry, sum.crashedOps, "each crashed record comes back once its lease lapses")
 	require.Positive(t, sum.nacked, "the seed nacks some")
 	require.Positive(t, sum.deferred, "ten accounts over four workers: records wait behind their accounts")
-	require.Contains(t, out.String(), "two workers held one account at once: never")
+	require.Contains(t, out, "two workers held one account at once: never")
 
 	// The state is kept in cfg.dir, and a second run over it is refused.
-	_, err = runDemo(t.Context(), cfg, &out)
+	_, err = runDemo(t.Context(), cfg, io.Discard)
 	require.ErrorContains(t, err, "earlier run")
 }
 
@@ -63,12 +62,10 @@ func TestOrdered(t *testing.T) {
 func TestQuarantineKeys(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.quarantineKeys = true
-	var out bytes.Buffer
-	sum, err := runDemo(t.Context(), cfg, &out)
-	t.Log("\n" + out.String())
+	sum, out, err := runSmall(t, cfg)
 	require.NoError(t, err)
 
-	requireSound(t, sum, out.String())
+	requireSound(t, sum, out)
 	require.Equal(t, 400, sum.applied, "every operation, the poisoned one too once fixed")
 	require.Zero(t, sum.wrongBalances, "the poisoned account's balance has the fixed operation")
 	require.Greater(t, len(sum.keyOps), 1, "the plan puts operations after the poisoned one")
@@ -76,7 +73,16 @@ func TestQuarantineKeys(t *testing.T) {
 	require.Equal(t, len(sum.keyOps), sum.requeued)
 	require.Equal(t, sum.requeued, sum.appliedAfterRequeue)
 	require.Positive(t, sum.poisonFailures)
-	require.Contains(t, out.String(), "quarantining keys")
+	require.Contains(t, out, "quarantining keys")
+}
+
+// runSmall runs the demo with cfg, logs its output and returns it with its summary.
+func runSmall(t *testing.T, cfg config) (summary, string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	sum, err := runDemo(t.Context(), cfg, &out)
+	t.Log("\n" + out.String())
+	return sum, out.String(), err
 }
 
 // requireSound checks what every run of the small demo must show: every operation produced,
@@ -97,15 +103,13 @@ func requireSound(t *testing.T, sum summary, out string) {
 func TestKeysGoingOnIsCaught(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.quarantineKeys, cfg.keysGoOn = true, true
-	var out bytes.Buffer
-	sum, err := runDemo(t.Context(), cfg, &out)
-	t.Log("\n" + out.String())
+	sum, out, err := runSmall(t, cfg)
 	require.Error(t, err)
 	require.False(t, sum.inOrder())
 	require.Positive(t, sum.orderViolations)
 	require.False(t, sum.quarantinedAsExpected(), "the poisoned operation went alone")
-	require.Contains(t, out.String(), "every account's operations applied in order: NO")
-	require.Contains(t, out.String(), "FAILED")
+	require.Contains(t, out, "every account's operations applied in order: NO")
+	require.Contains(t, out, "FAILED")
 }
 
 // TestUnorderedIsCaught runs the same demo over a topic that is not ordered: the checks must
@@ -113,15 +117,13 @@ func TestKeysGoingOnIsCaught(t *testing.T) {
 func TestUnorderedIsCaught(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.unordered = true
-	var out bytes.Buffer
-	sum, err := runDemo(t.Context(), cfg, &out)
-	t.Log("\n" + out.String())
+	sum, out, err := runSmall(t, cfg)
 	require.Error(t, err)
 	// The poisoned operation's account goes on while it waits out its nacks: its later
 	// operations are applied before it is quarantined.
 	require.False(t, sum.inOrder())
 	require.Positive(t, sum.orderViolations)
-	require.Contains(t, out.String(), "every account's operations applied in order: NO")
+	require.Contains(t, out, "every account's operations applied in order: NO")
 	require.Zero(t, sum.deferred, "nothing is deferred on a topic that is not ordered")
 	t.Logf("two workers held one account at once %d times", sum.overlaps)
 }

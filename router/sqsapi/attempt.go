@@ -204,9 +204,6 @@ func copyMessage(m *router.Message) router.Message {
 
 // messageSize is what a remembered message counts towards MaxReceiveAttemptBytes.
 func messageSize(m *router.Message) int {
-	n := len(m.Key) + len(m.Value)
-	for _, hd := range m.Headers {
-		n += len(hd.Key) + len(hd.Value)
-	}
-	return n
+	rec := router.Record{Key: m.Key, Value: m.Value, Headers: m.Headers}
+	return rec.PayloadBytes()
 }
