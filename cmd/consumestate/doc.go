@@ -21,7 +21,10 @@
 // are in the records of an ordered topic whose shard parked records behind a blocked key
 // (version 2 records): every record of the key at or above From that the acked-ahead runs
 // hold is not settled, and is delivered again; show and verify print them under "key tails"
-// (with -json, key_tails: the key's 64-bit identity in hex and From). verify says what
+// (with -json, key_tails: the key's 64-bit identity in hex and From). The quarantine is listed
+// by offset only: which keys it holds under router.TopicConfig.QuarantineKeys is not in the
+// files (a node learns it at a restore by reading each quarantined record's key from the log,
+// which the tool does not open; a running node reports them in PartitionStatus.Keys). verify says what
 // recovery would take from each partition, why, which files or slots it would ignore and for
 // what reason, and what the partition's next start does.
 //
