@@ -215,6 +215,9 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 		now = n.clock.Now()
 		until := now.Add(olderPeerMemory)
 		switch {
+		case older >= wire.V14:
+			l.Refuse(acklane.NackNow, until) // a nack-now goes as a nack
+			form = min(form, wire.V13)
 		case older >= wire.V13:
 			// A batch past wire.MaxBatch, refused by a release that reads none: it goes
 			// again in batches it reads, each as call sends a batch.
@@ -240,8 +243,8 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 }
 
 // settleForm is the version whose settles go to the owner of l at now: this node's, less
-// what the owner refused within the last olderPeerMemory (the version 11 confirm and
-// reservations, the version 10 reject, the version 7 settles).
+// what the owner refused within the last olderPeerMemory (the version 14 nack-now, the
+// version 11 confirm and reservations, the version 10 reject, the version 7 settles).
 func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 	switch {
 	case l.Refuses(acklane.OlderSettles, now):
@@ -250,6 +253,8 @@ func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 		return min(n.wireVersion, wire.V9)
 	case l.Refuses(acklane.Reserve, now):
 		return min(n.wireVersion, wire.V10)
+	case l.Refuses(acklane.NackNow, now):
+		return min(n.wireVersion, wire.V13)
 	}
 	return n.wireVersion
 }

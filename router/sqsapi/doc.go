@@ -82,7 +82,7 @@
 //	                               VisibilityTimeout, or the topic's)
 //	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
-//	                               shorten the lease too); 0 ends it (a nack)
+//	                               shorten the lease too); 0 ends it (a nack-now)
 //	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
 //	                               message, its message attributes the record's headers,
 //	                               its MessageGroupId the record's key (see FIFO queues)
@@ -375,12 +375,13 @@
 //	                                                        available for visibility
 //	                                                        timeout change")
 //
-// ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack of no delay
-// (router.Node.Nack): the delivery stays counted, as SQS counts every receive, so the next
-// delivery's ApproximateReceiveCount is one more and the topic's MaxDeliveries quarantines
-// a message a consumer keeps giving up on. The message is visible again at once on a topic
-// with no Backoff; a topic with a Backoff holds it back for the policy's delay, as any nack
-// without a delay is (the node has no nack that counts the attempt and skips the Backoff).
+// ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack-now
+// (router.Node.NackNow, through NowNacker): the delivery stays counted, as SQS counts every
+// receive, so the next delivery's ApproximateReceiveCount is one more and the topic's
+// MaxDeliveries quarantines a message a consumer keeps giving up on; the message is visible
+// again at once, whatever the topic's Backoff. The partition's owner on a release before
+// the node wire's version 14 gets a nack of no delay instead, and holds the message back for
+// the Backoff's delay (a Node that is no NowNacker does the same).
 // A longer timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
 // MaxLeaseLifetime cap. The batches answer each entry as the single action would, in Failed
 // (Code, SenderFault, Message) or in Successful.

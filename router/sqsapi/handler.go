@@ -55,10 +55,19 @@ type QueueCounter interface {
 	QueueStatus(ctx context.Context, topic string) ([]router.PartitionStatus, error)
 }
 
+// A NowNacker is a Node that nacks a delivery visible again at once whatever the topic's
+// Backoff, the receive counted, found by type assertion: router.Node.NackNow.
+// ChangeMessageVisibility to 0 calls it; without it, a Nack with no delay, which leaves the
+// message invisible for the topic's Backoff.
+type NowNacker interface {
+	NackNow(ctx context.Context, topic string, handle router.Handle) error
+}
+
 var (
 	_ Purger          = (*router.Node)(nil)
 	_ QueueWidePurger = (*router.Node)(nil)
 	_ QueueCounter    = (*router.Node)(nil)
+	_ NowNacker       = (*router.Node)(nil)
 )
 
 // queueStatus is the status of every partition of topic the node can count: the whole
