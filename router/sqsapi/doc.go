@@ -286,8 +286,16 @@
 // message it cannot move (one without a source header and no DestinationArn, a destination
 // deleted, a produce's error) is given back and the task is FAILED with the reason. A
 // crash between a message's produce and its delete leaves it in both queues: a move is at
-// least once. Tasks are kept in memory: a new handler lists none. Handler.Close ends the
-// running ones (CANCELLED) and waits for them.
+// least once. Without Config.MoveTasks tasks are kept in memory: a new handler lists none,
+// and Handler.Close ends the running ones (CANCELLED) and waits for them. With it (a
+// MoveTaskStore: cmd/sqsd keeps one in a file) the handler saves its tasks (the 10 latest a
+// source) at a task's start (a start that cannot be saved is InternalFailure, and no task
+// runs), as it moves (at most once a second), at a cancel and at its end; Handler.Close
+// stops the running ones and saves them RUNNING, with what they moved; and New lists what
+// the store kept and resumes each RUNNING task, at its rate, from what its source still
+// holds (a task whose source queue is gone is FAILED, one being cancelled CANCELLED). A
+// resumed task's ApproximateNumberOfMessagesMoved is that of its last save, so it may count
+// up to a second's moves short.
 //
 // # Receiving
 //
