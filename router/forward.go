@@ -203,10 +203,11 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*acklane.Ack, answers []
 // know); 502 for all of them when no reply came back by the youngest one's deadline; 503 for
 // an ack whose budget was spent before it left, which is not sent; 400 for acks the frame
 // cannot carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining
-// budget. An owner that refuses the version 7 settles or the version 10 reject (an older
-// release) is remembered for olderPeerMemory, and the frame goes again at once in the form
-// that owner reads (see wireAs), on what is left of its budgets: at most twice, since each
-// refusal lowers the form. So is one that refuses a batch past wire.MaxBatch records (the
+// budget. An owner that refuses the version 7 settles, the version 10 reject, the version 11
+// confirm or the version 14 nack-now (an older release) is remembered for olderPeerMemory,
+// and the frame goes again at once in the form that owner reads (see wireAs), on what is
+// left of its budgets: once for each of those it refuses at most, since each refusal lowers
+// the form. So is one that refuses a batch past wire.MaxBatch records (the
 // version 13 count): the batch goes again in batches of maxBatch.
 func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.Answer) (refused bool) {
 	form := n.settleForm(l, now)

@@ -237,3 +237,46 @@ func TestServeRefusesNackNowBelowV14(t *testing.T) {
 		require.NoError(t, node.Close())
 	}
 }
+
+// A batch carrying a NackNow and a Reject to an owner on version 8 is refused once for each
+// (the newest op first), and converges: the NackNow applied as a nack, the reject answered
+// ErrUnsupportedOp, unapplied, and the acks beside them applied.
+func TestNackNowAndRejectInABatchToAnOlderOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPairWith(t, 10*time.Millisecond, 1, func(id string, cfg *router.Config) {
+			withBackoff(id, cfg)
+			atVersion("a", 8)(id, cfg)
+		})
+		defer p.close()
+		p.a.produce(0, 8)
+		msgs := p.a.consume(router.ConsumeOptions{Max: 8})
+		require.Len(t, msgs, 8)
+		errs := make([]error, len(msgs))
+		var wg sync.WaitGroup
+		for i, m := range msgs {
+			wg.Go(func() {
+				switch i {
+				case 2:
+					errs[i] = p.b.node.NackNow(context.Background(), "orders", m.Receipt)
+				case 5:
+					errs[i] = p.b.node.Reject(context.Background(), "orders", m.Receipt)
+				default:
+					errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt)
+				}
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if i == 5 {
+				assert.ErrorIs(t, err, router.ErrUnsupportedOp)
+				continue
+			}
+			assert.NoError(t, err, "settle %d", i)
+		}
+		shards := p.a.node.Stats().Shards
+		assert.Equal(t, uint64(6), shards.Acked)
+		assert.Equal(t, uint64(1), shards.Nacked)
+		assert.Zero(t, shards.Quarantined+shards.Rejected)
+		require.NoError(t, p.a.ack(msgs[5]), "the rejected record's lease lives on")
+	})
+}
