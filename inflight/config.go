@@ -69,7 +69,8 @@ type Config struct {
 	// record is then delivered again forever and holds the frontier.
 	MaxDeliveries int
 	// Backoff delays the redelivery of a record whose lease expired, or that was nacked
-	// without a delay of its own. The zero value redelivers at once.
+	// without a delay of its own (but not one nacked with NackNow). The zero value
+	// redelivers at once.
 	Backoff Backoff
 	// MaxExtension caps one Extend; zero means no cap.
 	MaxExtension time.Duration

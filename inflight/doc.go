@@ -63,7 +63,8 @@
 // MaxDeliveries quarantines it after that many deliveries (the frontier passes over it; the
 // quarantine is persisted, reported through Hooks.Quarantine, Requeue brings a record
 // back and Discard settles it for good, once the host copied it elsewhere; Reject quarantines a record at once, on the consumer's word that it will never
-// succeed), Backoff delays redelivery after an expiry or a nack without a delay of its own, and
+// succeed), Backoff delays redelivery after an expiry or a nack without a delay of its own
+// (NackNow makes a record visible at once, its attempt counted, whatever the policy), and
 // MaxExtension and MaxLeaseLifetime bound how long a stuck consumer can hold a record. Every
 // lease says which attempt it is, why it is delivered (Reason) and carries a fencing token.
 //

@@ -130,7 +130,8 @@ func (m *model) requeuedBelow() int {
 	return n
 }
 
-// endLease ends a live lease unsettled at end (expiry or nack), as the shard must.
+// endLease ends a live lease unsettled at end (expiry or nack), as the shard must: delay
+// zero waits the backoff, noBackoff none.
 func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay time.Duration) {
 	o := m.at(off)
 	o.nonce, o.reason = 0, reason
@@ -138,7 +139,10 @@ func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay tim
 		m.quarantine(off)
 		return
 	}
-	if delay <= 0 {
+	switch delay {
+	case noBackoff:
+		delay = 0
+	case 0:
 		delay = m.cfg.Backoff.Delay(o.attempts, 0)
 	}
 	if until := end.Add(delay); until.After(now) {
@@ -633,11 +637,17 @@ func (sm *shardMachine) extend(t *rapid.T) {
 
 func (sm *shardMachine) nack(t *rapid.T) {
 	h := sm.handle(t)
-	delay := rapid.SampledFrom([]time.Duration{0, 0, 3 * time.Second}).Draw(t, "delay")
+	delay := rapid.SampledFrom([]time.Duration{0, 0, 3 * time.Second, noBackoff}).Draw(t, "delay")
 	sm.m.purge(sm.now)
 	want := sm.m.live(h)
-	if err := sm.s.Nack(sm.now, h, delay); !errors.Is(err, want) {
-		t.Fatalf("Nack(%v): got %v, want %v", h, err, want)
+	var err error
+	if delay == noBackoff {
+		err = sm.s.NackNow(sm.now, h)
+	} else {
+		err = sm.s.Nack(sm.now, h, delay)
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("Nack(%v, %v): got %v, want %v", h, delay, err, want)
 	}
 	if want == nil {
 		sm.m.confirm(h.Offset)

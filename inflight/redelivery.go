@@ -56,9 +56,14 @@ func (b Backoff) Delay(attempt uint32, random uint64) time.Duration {
 	return d
 }
 
+// noBackoff is endLeaseLocked's delay for a record visible again at once, whatever the
+// backoff policy says (NackNow).
+const noBackoff time.Duration = -1
+
 // endLeaseLocked ends the live lease of off without settling it: it expired at end, or was
 // nacked then (reason). The record is quarantined if it reached MaxDeliveries; otherwise it
-// waits delay (the backoff policy's when delay is zero) or is visible again at once.
+// waits delay (the backoff policy's when delay is zero) or is visible again at once (delay
+// noBackoff, or no delay left).
 func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reason, delay time.Duration, fx *effects) {
 	p.nonce = 0
 	p.reason = reason
@@ -72,7 +77,10 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 		// a key's records in order, its redelivery before any later one).
 		s.unbindLocked(off, true, now, fx)
 	}
-	if delay <= 0 {
+	switch delay {
+	case noBackoff:
+		delay = 0
+	case 0:
 		delay = s.cfg.Backoff.Delay(p.attempts, s.nonces.Uint64())
 	}
 	if until := end + int64(delay); until > now {

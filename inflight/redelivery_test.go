@@ -317,6 +317,31 @@ func TestBackoffOnExpiryAndNack(t *testing.T) {
 	assert.Equal(t, int64(0), reserve(t, s, now.Add(time.Millisecond), 1).Offset, "an explicit delay wins")
 }
 
+// NackNow makes the record visible at once, whatever the backoff policy, with a wake; the
+// delivery counts as an attempt, so the next lease is the next attempt and MaxDeliveries
+// quarantines the record instead once it is reached. A stale handle changes nothing.
+func TestNackNowSkipsBackoff(t *testing.T) {
+	cfg := Config{VisibilityTimeout: vt, MaxDeliveries: 3, Backoff: Backoff{Delays: []time.Duration{time.Hour}}}
+	s, hooks := newTestShard(t, cfg, State{Frontier: -1})
+	l := reserve(t, s, epoch, 1)
+	wakes, _ := hooks.counts()
+	require.NoError(t, s.NackNow(epoch, l.Handle))
+	after, _ := hooks.counts()
+	assert.Equal(t, wakes+1, after, "a wake is reported")
+	again := reserve(t, s, epoch, 1)
+	assert.Equal(t, l.Offset, again.Offset, "visible at once, the hour of backoff skipped")
+	assert.Equal(t, uint32(2), again.Attempt, "the nacked delivery counted")
+	assert.Equal(t, ReasonNacked, again.Reason)
+	assert.ErrorIs(t, s.NackNow(epoch, l.Handle), ErrGone, "the first lease is gone")
+	require.NoError(t, s.Nack(epoch, again.Handle, 0))
+	_, err := s.ReserveNext(epoch.Add(time.Hour-1), 1)
+	assert.ErrorIs(t, err, ErrAllReserved, "a plain nack waits the backoff")
+	third := reserve(t, s, epoch.Add(time.Hour), 1)
+	require.Equal(t, uint32(3), third.Attempt)
+	require.NoError(t, s.NackNow(epoch.Add(time.Hour), third.Handle))
+	assert.Equal(t, []int64{l.Offset}, s.Quarantined(), "the third attempt reached MaxDeliveries")
+}
+
 func TestExtensionCaps(t *testing.T) {
 	cfg := Config{VisibilityTimeout: time.Minute, MaxExtension: 10 * time.Second, MaxLeaseLifetime: 45 * time.Second}
 	s := NewShard("t", 0, Options{Config: cfg}, State{Frontier: -1})

@@ -1074,6 +1074,15 @@ func (s *Shard) Nack(now time.Time, h Handle, delay time.Duration) error {
 	return err
 }
 
+// NackNow is Nack that makes the record visible again at once, whatever the topic's Backoff
+// policy (a wake is reported): the delivery still counts as an attempt, so MaxDeliveries
+// may quarantine the record instead, unlike GiveBack. It is SQS's ChangeMessageVisibility
+// to 0, which counts the receive and makes the message receivable now.
+func (s *Shard) NackNow(now time.Time, h Handle) error {
+	_, err := s.settle(now, h, opNack, noBackoff)
+	return err
+}
+
 // GiveBack releases the lease h names as if it had never been granted: the attempt is not
 // counted and no wake is reported. The scan gives back a reservation whose read found the
 // log closed (a closed log is transient, not a gap); the pump gives back a record whose

@@ -117,7 +117,7 @@
 // # Forwarded acks
 //
 // With Config.Transport set, every settle (Ack, AckAsync, AckBatch, AckDurable, Extend, Nack,
-// Release, Reject) whose partition another node owns (as Routes says) goes to that node, whose host
+// NackNow, Release, Reject) whose partition another node owns (as Routes says) goes to that node, whose host
 // hands the frame to its Serve; the owner answers each record as the single op would have,
 // a durable ack once it is on the owner's disk. The call carries the caller's context values
 // but not its cancellation. A handle whose owner Routes does not name answers ErrUnavailable
@@ -139,7 +139,9 @@
 // an owner that refuses AckBatch as an unknown op gets the batch again as single ops, and
 // only single ops for the next two minutes; an owner on a release before the node wire's
 // version 10 gets no Reject for two minutes, which answers ErrUnsupportedOp (501), unapplied:
-// a reject has no older form, and no nack or ack stands in for it. Node.AckBatch sends a client's remote handles to
+// a reject has no older form, and no nack or ack stands in for it; one before version 14
+// gets a NackNow as a Nack with no delay (counted too, but after the topic's Backoff there).
+// Node.AckBatch sends a client's remote handles to
 // their owners at once, one AckBatch per 1,024 handles (per 64 to an owner before the node
 // wire's version 13), the owners in parallel. The frames are
 // described in docs/protocol.md, "Forwarded acks and the node wire".

@@ -65,8 +65,8 @@ const (
 )
 
 // Backoff is TopicConfig.Backoff, the redelivery delay after an expiry or a nack without a
-// delay of its own: a list of delays, or an exponential one with a cap, either with jitter.
-// The zero value means no delay.
+// delay of its own (not after a NackNow): a list of delays, or an exponential one with a
+// cap, either with jitter. The zero value means no delay.
 type Backoff = inflight.Backoff
 
 // The defaults of TopicConfig's zero fields.

@@ -203,10 +203,11 @@ func (n *Node) oneByOne(l *lane, now time.Time, batch []*acklane.Ack, answers []
 // know); 502 for all of them when no reply came back by the youngest one's deadline; 503 for
 // an ack whose budget was spent before it left, which is not sent; 400 for acks the frame
 // cannot carry (a topic over MaxTopicLength). An AckBatch carries each member's remaining
-// budget. An owner that refuses the version 7 settles or the version 10 reject (an older
-// release) is remembered for olderPeerMemory, and the frame goes again at once in the form
-// that owner reads (see wireAs), on what is left of its budgets: at most twice, since each
-// refusal lowers the form. So is one that refuses a batch past wire.MaxBatch records (the
+// budget. An owner that refuses the version 7 settles, the version 10 reject, the version 11
+// confirm or the version 14 nack-now (an older release) is remembered for olderPeerMemory,
+// and the frame goes again at once in the form that owner reads (see wireAs), on what is
+// left of its budgets: once for each of those it refuses at most, since each refusal lowers
+// the form. So is one that refuses a batch past wire.MaxBatch records (the
 // version 13 count): the batch goes again in batches of maxBatch.
 func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.Answer) (refused bool) {
 	form := n.settleForm(l, now)
@@ -215,6 +216,9 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 		now = n.clock.Now()
 		until := now.Add(olderPeerMemory)
 		switch {
+		case older >= wire.V14:
+			l.Refuse(acklane.NackNow, until) // a nack-now goes as a nack
+			form = min(form, wire.V13)
 		case older >= wire.V13:
 			// A batch past wire.MaxBatch, refused by a release that reads none: it goes
 			// again in batches it reads, each as call sends a batch.
@@ -240,8 +244,8 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 }
 
 // settleForm is the version whose settles go to the owner of l at now: this node's, less
-// what the owner refused within the last olderPeerMemory (the version 11 confirm and
-// reservations, the version 10 reject, the version 7 settles).
+// what the owner refused within the last olderPeerMemory (the version 14 nack-now, the
+// version 11 confirm and reservations, the version 10 reject, the version 7 settles).
 func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 	switch {
 	case l.Refuses(acklane.OlderSettles, now):
@@ -250,6 +254,8 @@ func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 		return min(n.wireVersion, wire.V9)
 	case l.Refuses(acklane.Reserve, now):
 		return min(n.wireVersion, wire.V10)
+	case l.Refuses(acklane.NackNow, now):
+		return min(n.wireVersion, wire.V13)
 	}
 	return n.wireVersion
 }

@@ -42,7 +42,7 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 		return refusal(status, err.Error()), nil
 	}
 	switch req.Op {
-	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpConfirm, wire.OpAckBatch:
+	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpConfirm, wire.OpNackNow, wire.OpAckBatch:
 		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
 	}
 	if !n.life.fence.enter() {

@@ -45,6 +45,8 @@ func FuzzServe(f *testing.F) {
 		{Op: wire.OpStatus, Topic: "orders", Partitions: []int32{0, 1, 7}},
 		{Op: wire.OpStatus, Topic: "other", Partitions: []int32{0}},
 		{Op: wire.OpPurge, Topic: "orders", Partitions: []int32{0, 1}},
+		{Op: wire.OpNackNow, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Handle: wire.Handle{Offset: 1, Nonce: 2}}}},
+		{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Budget: time.Second}, {Op: wire.OpAck, Handle: wire.Handle{Offset: 2, Nonce: 3}, Budget: time.Second}}},
 	} {
 		frame, err := wire.EncodeRequest(req)
 		if err != nil {

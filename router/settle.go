@@ -115,11 +115,25 @@ func (n *Node) Extend(ctx context.Context, topic string, handle Handle, d time.D
 	return n.settle(ctx, topic, handle, opExtend, d)
 }
 
-// Nack releases the lease a handle names. With delay zero the record is visible again at
-// once and a parked consumer gets it; otherwise it stays invisible for delay. A negative
-// delay or one above MaxDelay is ErrInvalidArgument. Errors otherwise as for Ack.
+// Nack releases the lease a handle names; the delivery counts as an attempt. The record
+// stays invisible for delay; with delay zero, for what the topic's Backoff says after this
+// attempt, and with no Backoff it is visible again at once and a parked consumer gets it. A
+// negative delay or one above MaxDelay is ErrInvalidArgument. Errors otherwise as for Ack.
 func (n *Node) Nack(ctx context.Context, topic string, handle Handle, delay time.Duration) error {
 	_, err := n.settle(ctx, topic, handle, opNack, delay)
+	return err
+}
+
+// NackNow is Nack that makes the record visible again at once, whatever the topic's Backoff:
+// a parked consumer gets it, and the delivery counts as an attempt (MaxDeliveries may
+// quarantine the record instead), unlike Release. It is SQS's ChangeMessageVisibility to 0.
+//
+// A nack-now of a partition another node owns is forwarded to it. An owner on a release
+// before the node wire's version 14 (or a node pinned below it, Config.WireVersion) knows no
+// nack-now, and gets a Nack with no delay instead: counted as well, but invisible there for
+// the topic's Backoff. Errors otherwise as for Ack.
+func (n *Node) NackNow(ctx context.Context, topic string, handle Handle) error {
+	_, err := n.settle(ctx, topic, handle, opNackNow, 0)
 	return err
 }
 
@@ -512,6 +526,8 @@ func (n *Node) apply(shard *inflight.Shard, now time.Time, topic string, r wireR
 		return shard.Extend(now, r.handle, r.arg)
 	case opNack:
 		return time.Time{}, shard.Nack(now, r.handle, r.arg)
+	case opNackNow:
+		return time.Time{}, shard.NackNow(now, r.handle)
 	case opReject:
 		return time.Time{}, shard.Reject(now, r.handle)
 	case opConfirm:

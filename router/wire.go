@@ -37,6 +37,7 @@ const (
 	opAckDurable = wire.OpAckDurable
 	opReject     = wire.OpReject
 	opConfirm    = wire.OpConfirm
+	opNackNow    = wire.OpNackNow
 	maxBatch     = wire.MaxBatch
 )
 
@@ -52,8 +53,8 @@ const (
 // limits part.
 const _ = uint(MaxTopicLength-wire.MaxTopic) + uint(wire.MaxTopic-MaxTopicLength)
 
-// wireRecord is one settle (an ack, extend, nack, release, durable ack or reject) as a node
-// applies or forwards it.
+// wireRecord is one settle (an ack, extend, nack, nack-now, release, durable ack, reject or
+// confirm) as a node applies or forwards it.
 type wireRecord struct {
 	op     byte
 	handle inflight.Handle
@@ -71,9 +72,15 @@ func (r *wireRecord) wire() wire.Record {
 // crosses the wire. To an older one, a release goes as a nack with no delay (which counts as
 // an attempt there: the older release has no other way to give a lease back), and a durable
 // ack cannot go at all: nothing there would wait for the disk. A reject goes only to an owner
-// of version 10 or later: there is no older form of it.
+// of version 10 or later: there is no older form of it. A nack-now goes to an owner before
+// version 14 as a nack with no delay, the nearest it has: counted, but after the topic's
+// backoff there.
 func (r *wireRecord) wireAs(form wire.Version) (w wire.Record, unsent *wire.Answer) {
 	w = r.wire()
+	if r.op == opNackNow && form < wire.V14 {
+		w.Op, w.Arg = opNack, 0
+		return w, nil
+	}
 	switch {
 	case r.op == opReject && form < wire.V10:
 		return w, &noRejectThere

@@ -49,8 +49,10 @@
 // times without a delete (the queue's topic's MaxDeliveries; a policy set on a queue in use
 // takes effect at once), and the server copies it into the dead-letter queue with its
 // attributes (router/sqsapi, Redrive). StartMessageMoveTask, ListMessageMoveTasks and
-// CancelMessageMoveTask move messages back; the tasks live in memory, and a stop cancels
-// the running ones. A message is copied into the dead-letter queue first, then settled
+// CancelMessageMoveTask move messages back; the tasks are kept in movetasks.json (the 10
+// latest of each dead-letter queue), so ListMessageMoveTasks lists them after a restart, and
+// a task running when the server stops (or crashes) resumes at the next start, at its rate,
+// with what its dead-letter queue still holds (router/sqsapi, Redrive). A message is copied into the dead-letter queue first, then settled
 // for good in the source partition (router.Node.Discard), and each start copies again
 // whatever is still quarantined in a queue with a RedrivePolicy (a crash came between the
 // two, or the copy failed: its dead-letter queue was deleted, say), so a message reaches the
@@ -77,6 +79,10 @@
 //	              queues.json.tmp, fsynced and renamed (the directory fsynced), with a CRC-32C
 //	              in its first line: a damaged file stops the server at start, with the
 //	              file's name, rather than starting it without its queues
+//	movetasks.json
+//	              the message move tasks, each with its status and counts; written as
+//	              queues.json is, with its own CRC-32C header line, and a damaged file stops
+//	              the server at start, naming it
 //	log/          the file log: one topic per queue life (<name>~<creation time>), so a
 //	              queue deleted or purged and created again starts empty; a deleted or
 //	              purged life's files are removed at the next start

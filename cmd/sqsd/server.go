@@ -52,6 +52,10 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if s.cat, err = openCatalog(cfg.dir, cfg.partitions); err != nil {
 		return nil, err
 	}
+	moves, err := openMoveTasks(cfg.dir) // the message move tasks (movetasks.go)
+	if err != nil {
+		return nil, err
+	}
 	logDir := filepath.Join(cfg.dir, "log")
 	dropped := s.cat.dropped()
 	for _, topic := range dropped { // deleted and purged lives: their records go
@@ -132,6 +136,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		Logger:        logger,
 		Routes:        routes{s},
 		Now:           cfg.now,
+		MoveTasks:     moves,
 	})
 	if err != nil {
 		return nil, err

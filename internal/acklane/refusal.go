@@ -30,6 +30,9 @@ const (
 	// LargeBatch: an AckBatch past wire.MaxBatch records (version 13): batches go of
 	// MaxBatch at most.
 	LargeBatch
+	// NackNow: the version 14 nack-now, which goes as a nack with no delay (the owner's
+	// backoff applies there).
+	NackNow
 
 	refusals // how many there are
 )

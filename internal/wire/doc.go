@@ -25,6 +25,7 @@
 //	    member's flags byte): reservations, whose attempt counts only once confirmed
 //	V12 Status (18), Purge (19): a topic's partitions counted and purged at their owner
 //	V13 AckBatches of up to MaxLargeBatch records (MaxBatch before)
+//	V14 NackNow (20): a nack that makes the record visible at once, whatever the backoff
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -43,7 +44,9 @@
 // unpurged: no other op stands in. Version 13 lets an AckBatch carry a consume's whole batch
 // (up to MaxLargeBatch records) in one frame; an older release refuses a batch past MaxBatch
 // as malformed, as it reads the count, and a requester then sends that owner batches of
-// MaxBatch.
+// MaxBatch. Version 14's NackNow nacks a lease with no delay and no backoff (the record is
+// visible at once, its delivery counted); an older owner refuses the op, and a requester
+// sends it a plain Nack with no delay instead, which waits the topic's backoff there.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -61,12 +64,12 @@
 // Every request starts with a header: the op byte, then the topic (u16 length, then at most
 // MaxTopic bytes). After the header:
 //
-//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable, Reject, Confirm
+//	Ack, Extend, Nack, Release, ExtendLeft, AckDurable, Reject, Confirm, NackNow
 //	                   one record: partition i32, offset i64, nonce u64, argument (a duration:
 //	                   the extension of an Extend or ExtendLeft, the delay of a Nack; 0 for the
 //	                   others)
 //	AckBatch           u16 count (1 to MaxBatch; to MaxLargeBatch from V13), then per record: its op byte (1 to 3, 12
-//	                   to 14 from V7, 16 from V10, 17 from V11), the record, and its budget
+//	                   to 14 from V7, 16 from V10, 17 from V11, 20 from V14), the record, and its budget
 //	                   (a duration: what was left of the record's budget when the frame left)
 //	Consume            request id u64, pinned partition i32 (-1: any partition), visibility (a
 //	                   duration, 0: the topic's), then optionally the Claim byte (0 or 1), then
@@ -96,7 +99,7 @@
 //
 // # Reply frames
 //
-// The ack reply answers the ack ops (Confirm among them), Register (an answer per entry),
+// The ack reply answers the ack ops (Confirm and NackNow among them), Register (an answer per entry),
 // Notify, Pass, Drop, Cancel and Purge (an answer per partition, in the request's order),
 // and a refusal of a whole frame of any op (a reply of one answer): u16 count, then
 // per answer a status byte, an i64 (the new expiry of an extend (a time), or, for ExtendLeft,

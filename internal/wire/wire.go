@@ -26,7 +26,8 @@ const (
 	V11                       // + Confirm; Consume's Reserve flag
 	V12                       // + Status, Purge: a topic's partitions counted and purged at their owner
 	V13                       // + AckBatches of up to MaxLargeBatch records (MaxBatch before)
-	Newest = V13
+	V14                       // + NackNow
+	Newest = V14
 )
 
 // Ops: a request frame's first byte.
@@ -71,6 +72,10 @@ const (
 	// each is answered once its purge is on the owner's disk, in an ack reply of one answer
 	// per partition whose i64 is the offsets the partition's frontier moved over.
 	OpPurge byte = 19
+	// OpNackNow is a Nack that makes the record visible again at once, whatever the topic's
+	// backoff policy, the delivery counted as an attempt (router.Node.NackNow). Its argument
+	// is 0.
+	OpNackNow byte = 20
 )
 
 // Limits of the frames.
@@ -127,6 +132,8 @@ func Since(op byte) Version {
 		return V11
 	case OpStatus, OpPurge:
 		return V12
+	case OpNackNow:
+		return V14
 	}
 	return 0
 }
@@ -143,7 +150,7 @@ func (v Version) maxBatch() int {
 // or as a member of an AckBatch.
 func isRecordOp(op byte) bool {
 	switch op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		return true
 	}
 	return false
@@ -164,9 +171,9 @@ type Handle struct {
 }
 
 // Record is one settle of a lease: an ack, extend, nack, release, extend-left, durable ack,
-// reject or confirm.
+// reject, confirm or nack-now.
 type Record struct {
-	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject or OpConfirm
+	Op     byte // OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm or OpNackNow
 	Handle Handle
 	// Arg is the extension (Extend, ExtendLeft) or the nack delay (Nack); 0 for the others.
 	Arg time.Duration
@@ -260,7 +267,7 @@ type Request struct {
 	Op    byte
 	Topic string // empty for Register
 	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
-	// AckDurable, Reject, Confirm) carries exactly one, of the frame's op; AckBatch 1 to
+	// AckDurable, Reject, Confirm, NackNow) carries exactly one, of the frame's op; AckBatch 1 to
 	// MaxBatch (MaxLargeBatch from V13), each with its own op and budget.
 	Records       []Record
 	Consume       Consume        // Consume
@@ -341,7 +348,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	}
 	size := headerSize + len(req.Topic)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		size += recordSize
 	case OpAckBatch:
 		size += 2 + len(req.Records)*batchRecordSize
@@ -368,7 +375,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(req.Topic)))
 	b = append(b, req.Topic...)
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		b = appendRecord(b, &req.Records[0])
 	case OpAckBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Records)))
@@ -462,7 +469,7 @@ func check(req *Request) error {
 		return invalid("a topic of %d bytes (at most %d)", len(req.Topic), MaxTopic)
 	}
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		if len(req.Records) != 1 || req.Records[0].Op != req.Op {
 			return invalid("op %d carries one record of its op, not %d records", req.Op, len(req.Records))
 		}
@@ -629,7 +636,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 	}
 	req.Topic = string(r.take(n, "topic"))
 	switch req.Op {
-	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm:
+	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		rec := r.record(req.Op)
 		if r.err == nil {
 			req.Records = []Record{rec}

@@ -16,7 +16,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13, wire.V14}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -101,6 +101,14 @@ func samples() []wire.Request {
 		// Version 13's.
 		largeBatch(wire.MaxBatch+1, wire.OpAck),
 		largeBatch(wire.MaxLargeBatch, wire.OpConfirm),
+		// Version 14's.
+		{Op: wire.OpNackNow, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Handle: h}}},
+		{Op: wire.OpAckBatch, Topic: "t", Records: []wire.Record{
+			{Op: wire.OpNack, Handle: h, Budget: time.Second},
+			{Op: wire.OpNackNow, Handle: wire.Handle{Partition: -1, Offset: -1, Nonce: 1<<64 - 1}, Budget: 2 * time.Second},
+			{Op: wire.OpAck, Handle: h, Budget: time.Second},
+		}},
+		largeBatch(wire.MaxLargeBatch, wire.OpNackNow),
 	}
 }
 
@@ -151,7 +159,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			default:
 				want := "trailing data"
 				switch {
-				case req.Op == wire.OpAckBatch && len(req.Records) > wire.MaxBatch:
+				case req.Op == wire.OpAckBatch && len(req.Records) > wire.MaxBatch && v < wire.V13:
 					want = "batch of" // V13's count, read before the records' ops
 				case req.Op == wire.OpAckBatch:
 					want = "record op"
@@ -166,7 +174,10 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for op := byte(1); op <= wire.OpConfirm; op++ {
+	for op := byte(1); op <= wire.OpNackNow; op++ {
+		if wire.Since(op) >= wire.V12 && wire.Since(op) < wire.V14 {
+			continue // Status and Purge: their own tests
+		}
 		if !ops[op] {
 			t.Errorf("no sample of op %d", op)
 		}
@@ -324,6 +335,42 @@ func TestV10Frames(t *testing.T) {
 	}
 }
 
+// The frame version 14 adds, laid out by hand: a NackNow's record is an Ack's (op byte 20),
+// single or in a batch; V13 refuses it as its release answers it.
+func TestV14Frames(t *testing.T) {
+	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
+	rec := appendParts(nil, int32(1), int64(2), uint64(3), int64(0))
+	for _, tc := range []struct {
+		name  string
+		req   wire.Request
+		want  []byte
+		older error
+	}{
+		{"nack-now", wire.Request{Op: wire.OpNackNow, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Handle: h}}},
+			frame(20, "orders", rec), wire.ErrUnsupportedOp},
+		{"batch", wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{
+			{Op: wire.OpAck, Handle: h, Budget: time.Second},
+			{Op: wire.OpNackNow, Handle: h, Budget: 2 * time.Second},
+		}}, frame(wire.OpAckBatch, "orders", uint16(2),
+			wire.OpAck, rec, int64(time.Second),
+			uint8(20), rec, int64(2*time.Second)), wire.ErrBadFrame},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+		if need := tc.req.MinVersion(); need != wire.V14 {
+			t.Errorf("%s needs v%d", tc.name, need)
+		}
+		got, err := wire.DecodeRequest(tc.want, wire.V14)
+		if err != nil || !reflect.DeepEqual(got, tc.req) {
+			t.Errorf("%s reads back as %+v, %v", tc.name, got, err)
+		}
+		if _, err := wire.DecodeRequest(tc.want, wire.V13); !errors.Is(err, tc.older) {
+			t.Errorf("%s at v13: %v, want %v", tc.name, err, tc.older)
+		}
+	}
+}
+
 // The frames version 11 adds, laid out by hand: a Confirm's record is an Ack's, single or in
 // a batch (op byte 17), and the Reserve flag is bit 2 of a Consume's flags byte and of a
 // ConsumeBatch member's. Each is read from V11 on, and refused by V10 as its release answers
@@ -424,6 +471,9 @@ func TestMinVersion(t *testing.T) {
 		{"batch of MaxBatch confirms", largeBatch(wire.MaxBatch, wire.OpConfirm), wire.V11},
 		{"batch past MaxBatch", largeBatch(wire.MaxBatch+1, wire.OpAck), wire.V13},
 		{"batch of MaxLargeBatch confirms", largeBatch(wire.MaxLargeBatch, wire.OpConfirm), wire.V13},
+		{"nack-now", one(wire.OpNackNow), wire.V14},
+		{"batch with a nack-now", batch(wire.OpAck, wire.OpNackNow), wire.V14},
+		{"batch past MaxBatch with a nack-now", largeBatch(wire.MaxBatch+1, wire.OpNackNow), wire.V14},
 		{"probe", consume(wire.Consume{Max: 1}), wire.V3},
 		{"claim", consume(wire.Consume{Claim: true}), wire.V5},
 		{"max", consume(wire.Consume{Max: 2}), wire.V6},
@@ -558,6 +608,10 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v10 reads no Reserve flag beside every other", reserveAll, wire.V10, wire.ErrBadFrame},
 		{"v6 reads no flags byte of Reserve", reserve, wire.V6, wire.ErrBadFrame},
 		{"v10 reads no batched Reserve flag", batchReserve, wire.V10, wire.ErrBadFrame},
+		{"v13 knows no NackNow", single(wire.OpNackNow), wire.V13, wire.ErrUnsupportedOp},
+		{"v1 knows no NackNow", single(wire.OpNackNow), wire.V1, wire.ErrUnsupportedOp},
+		{"v13 reads no batched NackNow", batch(wire.OpNackNow), wire.V13, wire.ErrBadFrame},
+		{"v2 reads no batched NackNow", batch(wire.OpNackNow), wire.V2, wire.ErrBadFrame},
 		{"v8 reads no batched Reserve flag", batchReserve, wire.V8, wire.ErrBadFrame},
 		{"v7 knows no ConsumeBatch of a Reserve", batchReserve, wire.V7, wire.ErrUnsupportedOp},
 	} {
@@ -568,7 +622,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{20, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{21, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -877,7 +931,7 @@ func TestVersions(t *testing.T) {
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
 		wire.OpConsumeBatch: wire.V8, wire.OpReject: wire.V10,
-		wire.OpConfirm: wire.V11, wire.OpStatus: wire.V12, wire.OpPurge: wire.V12, 0: 0, 20: 0, 255: 0,
+		wire.OpConfirm: wire.V11, wire.OpStatus: wire.V12, wire.OpPurge: wire.V12, wire.OpNackNow: wire.V14, 0: 0, 21: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -888,7 +942,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V13 {
+	if wire.Newest != wire.V14 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -1124,6 +1178,12 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpPurge, "t", uint16(1), int32(-1)))
 	f.Add(frame(wire.OpStatus, "t", uint16(0xffff), int32(1)))
 	f.Add([]byte{19, 0, 0})
+	// Version 14's: NackNow alone, batched beside a nack, with trailing data, and short.
+	f.Add(frame(wire.OpNackNow, "t", rec))
+	f.Add(frame(wire.OpNackNow, "t", rec, uint8(0)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(2), uint8(20), rec, int64(1), uint8(3), rec, int64(2)))
+	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(21), rec, int64(1)))
+	f.Add([]byte{20, 0, 0})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var accepted *wire.Request
 		first := wire.Version(0)

@@ -82,7 +82,7 @@
 //	                               VisibilityTimeout, or the topic's)
 //	DeleteMessage(Batch)           ack (a batch: one router.Node.AckBatch)
 //	ChangeMessageVisibility(Batch) extend to VisibilityTimeout from now (0 to 43200 s; it may
-//	                               shorten the lease too); 0 ends it (a nack)
+//	                               shorten the lease too); 0 ends it (a nack-now)
 //	SendMessage(Batch)             Config.Produce or Config.ProduceRecord, one record per
 //	                               message, its message attributes the record's headers,
 //	                               its MessageGroupId the record's key (see FIFO queues)
@@ -286,8 +286,16 @@
 // message it cannot move (one without a source header and no DestinationArn, a destination
 // deleted, a produce's error) is given back and the task is FAILED with the reason. A
 // crash between a message's produce and its delete leaves it in both queues: a move is at
-// least once. Tasks are kept in memory: a new handler lists none. Handler.Close ends the
-// running ones (CANCELLED) and waits for them.
+// least once. Without Config.MoveTasks tasks are kept in memory: a new handler lists none,
+// and Handler.Close ends the running ones (CANCELLED) and waits for them. With it (a
+// MoveTaskStore: cmd/sqsd keeps one in a file) the handler saves its tasks (the 10 latest a
+// source) at a task's start (a start that cannot be saved is InternalFailure, and no task
+// runs), as it moves (at most once a second), at a cancel and at its end; Handler.Close
+// stops the running ones and saves them RUNNING, with what they moved; and New lists what
+// the store kept and resumes each RUNNING task, at its rate, from what its source still
+// holds (a task whose source queue is gone is FAILED, one being cancelled CANCELLED). A
+// resumed task's ApproximateNumberOfMessagesMoved is that of its last save, so it may count
+// up to a second's moves short.
 //
 // # Receiving
 //
@@ -375,12 +383,13 @@
 //	                                                        available for visibility
 //	                                                        timeout change")
 //
-// ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack of no delay
-// (router.Node.Nack): the delivery stays counted, as SQS counts every receive, so the next
-// delivery's ApproximateReceiveCount is one more and the topic's MaxDeliveries quarantines
-// a message a consumer keeps giving up on. The message is visible again at once on a topic
-// with no Backoff; a topic with a Backoff holds it back for the policy's delay, as any nack
-// without a delay is (the node has no nack that counts the attempt and skips the Backoff).
+// ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack-now
+// (router.Node.NackNow, through NowNacker): the delivery stays counted, as SQS counts every
+// receive, so the next delivery's ApproximateReceiveCount is one more and the topic's
+// MaxDeliveries quarantines a message a consumer keeps giving up on; the message is visible
+// again at once, whatever the topic's Backoff. The partition's owner on a release before
+// the node wire's version 14 gets a nack of no delay instead, and holds the message back for
+// the Backoff's delay (a Node that is no NowNacker does the same).
 // A longer timeout is an extend (router.Node.Extend), which the topic's MaxExtension and
 // MaxLeaseLifetime cap. The batches answer each entry as the single action would, in Failed
 // (Code, SenderFault, Message) or in Successful.

@@ -55,10 +55,19 @@ type QueueCounter interface {
 	QueueStatus(ctx context.Context, topic string) ([]router.PartitionStatus, error)
 }
 
+// A NowNacker is a Node that nacks a delivery visible again at once whatever the topic's
+// Backoff, the receive counted, found by type assertion: router.Node.NackNow.
+// ChangeMessageVisibility to 0 calls it; without it, a Nack with no delay, which leaves the
+// message invisible for the topic's Backoff.
+type NowNacker interface {
+	NackNow(ctx context.Context, topic string, handle router.Handle) error
+}
+
 var (
 	_ Purger          = (*router.Node)(nil)
 	_ QueueWidePurger = (*router.Node)(nil)
 	_ QueueCounter    = (*router.Node)(nil)
+	_ NowNacker       = (*router.Node)(nil)
 )
 
 // queueStatus is the status of every partition of topic the node can count: the whole
@@ -175,6 +184,11 @@ type Config struct {
 	// would then be refused for good (the message comes back once its lease lapses). A
 	// single server with fixed routes (cmd/sqsd) is such a host.
 	Routes router.Routes
+	// MoveTasks, when set with Store, keeps the message move tasks across restarts (see
+	// MoveTaskStore): New lists the tasks it kept and resumes those that were RUNNING, and
+	// Close saves a running task RUNNING rather than ending it CANCELLED. Nil means the
+	// tasks live in memory: a restart forgets them, and Close cancels the running ones.
+	MoveTasks MoveTaskStore
 }
 
 // Request is what Config.Authorize is told of a request besides its *http.Request.
@@ -275,6 +289,19 @@ func New(node Node, cfg Config) (*Handler, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if cfg.MoveTasks != nil {
+		if cfg.Store == nil {
+			return nil, errors.New("sqsapi: Config.MoveTasks needs Config.Store: move tasks move between the store's queues")
+		}
+		saved, err := cfg.MoveTasks.MoveTasks()
+		if err != nil {
+			return nil, fmt.Errorf("sqsapi: loading the message move tasks: %w", err)
+		}
+		h.moves.store = cfg.MoveTasks
+		if err := h.resumeMoveTasks(saved); err != nil {
+			return nil, err
+		}
 	}
 	return h, nil
 }

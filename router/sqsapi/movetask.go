@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,7 +36,41 @@ const (
 	// moveVisibility their lease while it moves them.
 	moveBatch      = 10
 	moveVisibility = 30 * time.Second
+	// moveSaveEvery is how often a running task's progress is saved to Config.MoveTasks, at
+	// most: a resumed task's ApproximateNumberOfMessagesMoved lags by what it moved since.
+	moveSaveEvery = time.Second
 )
+
+// MoveTask is a message move task as a MoveTaskStore keeps it.
+type MoveTask struct {
+	// Handle is the task's TaskHandle.
+	Handle string
+	// Source is the name of the queue it moves from, Destination of the queue it moves to
+	// ("": each message back to the queue it came from).
+	Source, Destination string
+	// Rate is its MaxNumberOfMessagesPerSecond; 0 means as fast as it can.
+	Rate int
+	// Started is when it started, on the handler's clock (Config.Now).
+	Started time.Time
+	// ToMove and Moved are its ApproximateNumberOfMessagesToMove and ...Moved.
+	ToMove, Moved int64
+	// Status is RUNNING, COMPLETED, CANCELLED or FAILED; FailureReason says why a FAILED
+	// task failed.
+	Status, FailureReason string
+}
+
+// A MoveTaskStore keeps the handler's message move tasks across restarts (Config.MoveTasks),
+// so that ListMessageMoveTasks lists them after a restart and a task that was RUNNING when
+// the handler stopped resumes. The handler calls one method at a time.
+type MoveTaskStore interface {
+	// SaveMoveTasks replaces the tasks kept with tasks, durably, before it returns: at a
+	// task's start (an error then refuses the task, InternalFailure), every second or so of
+	// its progress, at its end, and when Close stops it (saved RUNNING). A crash during a
+	// save must leave the tasks of one save or of the other, whole.
+	SaveMoveTasks(tasks []MoveTask) error
+	// MoveTasks returns the tasks last saved, none before the first save; New asks it once.
+	MoveTasks() ([]MoveTask, error)
+}
 
 var codeResourceNotFound = &code{"ResourceNotFoundException", "ResourceNotFoundException", 400, true}
 
@@ -48,6 +84,7 @@ type moveTasks struct {
 	cancel   context.CancelFunc
 	closed   bool
 	running  sync.WaitGroup
+	store    MoveTaskStore // Config.MoveTasks; nil: the tasks live in memory
 }
 
 // A moveTask is one StartMessageMoveTask.
@@ -62,12 +99,21 @@ type moveTask struct {
 	status, reason      string // under moveTasks.mu
 	moved               int64  // under moveTasks.mu
 	sourceTopic         string
+	// The rate counts from paceFrom, when the task started or resumed, with paceBase
+	// messages moved then.
+	paceFrom time.Time
+	paceBase int64
+	// stopped: Close ended it while it ran, and it is saved RUNNING, to resume. savedAt is
+	// when its progress was last saved. Both under moveTasks.mu.
+	stopped bool
+	savedAt time.Time
 }
 
 // Close ends the handler's message move tasks and waits for them: each stops after the
-// message it is moving (it is moved, or given back to its queue), and is CANCELLED. A
-// StartMessageMoveTask after Close is ServiceUnavailable. The rest of the handler goes on
-// serving.
+// message it is moving (it is moved, or given back to its queue), and is CANCELLED, or, with
+// Config.MoveTasks, saved RUNNING with its progress, to resume when a handler is next made
+// over the store. A StartMessageMoveTask after Close is ServiceUnavailable. The rest of the
+// handler goes on serving.
 func (h *Handler) Close() error {
 	m := &h.moves
 	m.mu.Lock()
@@ -156,16 +202,12 @@ func (h *Handler) startMessageMoveTask(c *call) error {
 	if err != nil {
 		return err
 	}
-	t := &moveTask{
-		source: source, destination: destination, sourceArn: h.queueArn(source), rate: int(rate),
-		started: h.now(), toMove: queueCounts(status)[0], status: moveRunning, sourceTopic: ref.topic,
-	}
-	if destination != "" {
-		t.destArn = h.queueArn(destination)
-	}
 	var id [16]byte
 	rand.Read(id[:])
-	t.handle = hex.EncodeToString(id[:])
+	t := h.newMoveTask(MoveTask{
+		Handle: hex.EncodeToString(id[:]), Source: source, Destination: destination, Rate: int(rate),
+		Started: h.now(), ToMove: queueCounts(status)[0], Status: moveRunning,
+	}, ref.topic)
 
 	m := &h.moves
 	m.mu.Lock()
@@ -178,36 +220,148 @@ func (h *Handler) startMessageMoveTask(c *call) error {
 			return invalidValue("SourceArn", strconv.Quote(truncate(*in.SourceArn)), "There is already a task running for this source.")
 		}
 	}
+	m.init()
+	before := m.bySource[source]
+	m.keepLocked(t)
+	if err := h.saveMovesLocked(); err != nil {
+		// Not durable, so not started: as if it never was.
+		delete(m.byHandle, t.handle)
+		m.bySource[source] = before
+		for _, old := range before {
+			m.byHandle[old.handle] = old
+		}
+		return fmt.Errorf("saving the message move task: %w", err)
+	}
+	m.runLocked(h, t)
+	c.reply(taskHandleReply(t.handle))
+	return nil
+}
+
+// newMoveTask is the task s describes, of source topic topic.
+func (h *Handler) newMoveTask(s MoveTask, topic string) *moveTask {
+	t := &moveTask{
+		handle: s.Handle, source: s.Source, destination: s.Destination, sourceArn: h.queueArn(s.Source),
+		rate: s.Rate, started: s.Started, toMove: s.ToMove, moved: s.Moved, status: s.Status, reason: s.FailureReason,
+		sourceTopic: topic, paceFrom: h.now(), paceBase: s.Moved,
+	}
+	if s.Destination != "" {
+		t.destArn = h.queueArn(s.Destination)
+	}
+	return t
+}
+
+// init makes the maps and the context of the tasks, at the first task. Called with m.mu
+// held.
+func (m *moveTasks) init() {
 	if m.ctx == nil {
 		m.ctx, m.cancel = context.WithCancel(context.Background())
 		m.byHandle, m.bySource = map[string]*moveTask{}, map[string][]*moveTask{}
 	}
-	var ctx context.Context
-	ctx, t.cancel = context.WithCancel(m.ctx)
-	list := append([]*moveTask{t}, m.bySource[source]...)
+}
+
+// keepLocked lists t as its source's latest task, forgetting the source's oldest past
+// keptMoveTasks.
+func (m *moveTasks) keepLocked(t *moveTask) {
+	list := append([]*moveTask{t}, m.bySource[t.source]...)
 	if len(list) > keptMoveTasks {
 		for _, old := range list[keptMoveTasks:] {
 			delete(m.byHandle, old.handle)
 		}
 		list = list[:keptMoveTasks]
 	}
-	m.bySource[source] = list
+	m.bySource[t.source] = list
 	m.byHandle[t.handle] = t
+}
+
+// runLocked runs t in a goroutine of its own, which Close ends.
+func (m *moveTasks) runLocked(h *Handler, t *moveTask) {
+	var ctx context.Context
+	ctx, t.cancel = context.WithCancel(m.ctx)
 	m.running.Go(func() { h.runMoveTask(ctx, t) })
-	c.reply(taskHandleReply(t.handle))
+}
+
+// saveMovesLocked saves every task listed to Config.MoveTasks, the sources in order of name
+// and each source's latest first; a task Close stopped is saved RUNNING. Called with
+// h.moves.mu held, so that the saves follow one another in the order of the changes.
+func (h *Handler) saveMovesLocked() error {
+	m := &h.moves
+	if m.store == nil {
+		return nil
+	}
+	var tasks []MoveTask
+	for _, source := range slices.Sorted(maps.Keys(m.bySource)) {
+		for _, t := range m.bySource[source] {
+			s := MoveTask{
+				Handle: t.handle, Source: t.source, Destination: t.destination, Rate: t.rate, Started: t.started,
+				ToMove: t.toMove, Moved: t.moved, Status: t.status, FailureReason: t.reason,
+			}
+			if t.stopped {
+				s.Status = moveRunning
+			}
+			tasks = append(tasks, s)
+		}
+	}
+	return m.store.SaveMoveTasks(tasks)
+}
+
+// saveMovesOrLog saves the tasks as saveMovesLocked does and logs a failure: a task's
+// progress or end not saved is one a restart resumes from an older save (it moves what its
+// source still holds). Called with h.moves.mu held.
+func (h *Handler) saveMovesOrLog(t *moveTask) {
+	if err := h.saveMovesLocked(); err != nil {
+		h.log.Error("sqsapi: saving the message move tasks", "task", t.handle, "source", t.source, "err", err)
+	}
+}
+
+// resumeMoveTasks lists the tasks Config.MoveTasks kept and runs again those that were
+// RUNNING, each from the messages its source still holds; one whose source queue is gone
+// FAILED, and one that was being cancelled CANCELLED.
+func (h *Handler) resumeMoveTasks(saved []MoveTask) error {
+	m := &h.moves
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	var resume []*moveTask
+	for i := len(saved) - 1; i >= 0; i-- { // each source's oldest first: keepLocked puts the latest first
+		s := saved[i]
+		if s.Handle == "" || s.Source == "" || m.byHandle[s.Handle] != nil {
+			return fmt.Errorf("sqsapi: Config.MoveTasks has a task of no handle, no source, or a handle twice: %+v", s)
+		}
+		rec, ok := h.store.Queue(s.Source)
+		t := h.newMoveTask(s, rec.Topic)
+		switch {
+		case t.status == moveCancelling:
+			t.status = moveCancelled
+		case t.status == moveRunning && !ok:
+			t.status, t.reason = moveFailed, "The source queue "+s.Source+" no longer exists."
+		case t.status == moveRunning:
+			resume = append(resume, t)
+		}
+		m.keepLocked(t)
+	}
+	for _, t := range resume {
+		m.runLocked(h, t)
+	}
 	return nil
 }
 
 // runMoveTask moves t's messages until its source has none visible, it is cancelled, or a
-// message cannot be moved (FAILED, the message given back).
+// message cannot be moved (FAILED, the message given back). Its progress and its end are
+// saved (Config.MoveTasks).
 func (h *Handler) runMoveTask(ctx context.Context, t *moveTask) {
 	defer t.cancel()
+	m := &h.moves
 	end := func(status, reason string) {
-		h.moves.mu.Lock()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		t.stopped = status == moveCancelled && t.status == moveRunning && m.closed // not a CancelMessageMoveTask
 		t.status, t.reason = status, reason
-		h.moves.mu.Unlock()
+		h.saveMovesOrLog(t)
 	}
-	var moved int64
+	m.mu.Lock()
+	moved := t.moved
+	t.savedAt = h.now()
+	m.mu.Unlock()
 	for {
 		if ctx.Err() != nil {
 			end(moveCancelled, "")
@@ -243,9 +397,13 @@ func (h *Handler) runMoveTask(ctx context.Context, t *moveTask) {
 				return
 			}
 			moved++
-			h.moves.mu.Lock()
+			m.mu.Lock()
 			t.moved = moved
-			h.moves.mu.Unlock()
+			if now := h.now(); now.Sub(t.savedAt) >= moveSaveEvery {
+				t.savedAt = now
+				h.saveMovesOrLog(t)
+			}
+			m.mu.Unlock()
 		}
 	}
 }
@@ -255,7 +413,7 @@ func (h *Handler) pace(ctx context.Context, t *moveTask, moved int64) error {
 	if t.rate == 0 {
 		return ctx.Err()
 	}
-	wait := time.Until(t.started.Add(time.Duration(moved) * time.Second / time.Duration(t.rate)))
+	wait := t.paceFrom.Add(time.Duration(moved-t.paceBase) * time.Second / time.Duration(t.rate)).Sub(h.now())
 	if wait <= 0 {
 		return ctx.Err()
 	}
@@ -438,6 +596,7 @@ func (h *Handler) cancelMessageMoveTask(c *call) error {
 	}
 	t.status = moveCancelling
 	t.cancel()
+	h.saveMovesOrLog(t) // a restart before it ends does not resume it
 	c.reply(movedReply(t.moved))
 	return nil
 }

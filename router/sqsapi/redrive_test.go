@@ -24,6 +24,7 @@ import (
 type redriveEnv struct {
 	*env
 	store *sqsapi.MemQueueStore
+	cfg   sqsapi.Config // the handler's
 
 	mu        sync.Mutex
 	dlqErrors []error
@@ -34,7 +35,7 @@ const dlqArn = "arn:aws:sqs:us-east-1:000000000000:dlq"
 // sourceHeader is the header DeadLetter adds (documented in the package doc).
 const sourceHeader = "AWS.SQS.DeadLetterSourceQueue"
 
-func newRedriveEnv(t *testing.T) *redriveEnv {
+func newRedriveEnv(t *testing.T, edit ...func(*sqsapi.Config)) *redriveEnv {
 	e := &redriveEnv{env: &env{t: t}}
 	e.store = &sqsapi.MemQueueStore{
 		CreateTopic: func(_ context.Context, queue, _ string) (string, error) {
@@ -62,14 +63,18 @@ func newRedriveEnv(t *testing.T) *redriveEnv {
 		}
 	})
 	e.logs, e.routes, e.node = fe.Logs, fe.Routes, fe.Node
-	e.h = mustNew(t, e.node, sqsapi.Config{Store: e.store, Now: time.Now, ProduceRecord: func(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
+	e.cfg = sqsapi.Config{Store: e.store, Now: time.Now, ProduceRecord: func(_ context.Context, topic string, rec router.Record) (int32, int64, error) {
 		if _, ok := e.store.Queue(topic); !ok {
 			return 0, 0, router.ErrUnknownTopic
 		}
 		off := e.logs.Log(topic, 0).AppendRecord(rec)
 		e.node.Appended(topic, 0, off+1)
 		return 0, off, nil
-	}})
+	}}
+	for _, fn := range edit {
+		fn(&e.cfg)
+	}
+	e.h = mustNew(t, e.node, e.cfg)
 	t.Cleanup(func() {
 		require.NoError(t, e.h.Close())
 		e.mu.Lock()

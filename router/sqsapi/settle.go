@@ -275,14 +275,16 @@ func visibility(v *int64, param string) (time.Duration, error) {
 }
 
 // changeVisibility makes the leased record visible d from now: an extend (which may also
-// shorten the lease), or for 0 a nack with no delay, which ends the lease at once and keeps
-// the delivery counted as an attempt, as SQS counts every receive (a release would uncount
-// it, and the record would never reach the topic's MaxDeliveries). A handle whose lease is
-// gone is MessageNotInflight; one of a message deleted already is InvalidParameterValue, as
-// SQS answers both.
+// shorten the lease), or for 0 a nack-now (NowNacker), which ends the lease at once, skips
+// the topic's Backoff and keeps the delivery counted as an attempt, as SQS counts every
+// receive (a release would uncount it, and the record would never reach the topic's
+// MaxDeliveries). A handle whose lease is gone is MessageNotInflight; one of a message
+// deleted already is InvalidParameterValue, as SQS answers both.
 func (h *Handler) changeVisibility(c *call, topic string, handle router.Handle, d time.Duration) error {
 	var err error
-	if d == 0 {
+	if nacker, ok := h.node.(NowNacker); ok && d == 0 {
+		err = nacker.NackNow(c.r.Context(), topic, handle)
+	} else if d == 0 {
 		err = h.node.Nack(c.r.Context(), topic, handle, 0)
 	} else {
 		_, err = h.node.Extend(c.r.Context(), topic, handle, d)

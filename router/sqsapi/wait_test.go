@@ -184,6 +184,43 @@ func TestVisibilityZeroReachesMaxDeliveries(t *testing.T) {
 	})
 }
 
+// TestVisibilityZeroSkipsBackoff: on a topic with a Backoff, ChangeMessageVisibility 0 (and
+// its batch entry) makes the message receivable at once, its ApproximateReceiveCount one
+// more each time, as SQS does; a Node with no NackNow falls back to a plain nack, which
+// waits the Backoff.
+func TestVisibilityZeroSkipsBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, sqsapi.Config{}, func(c *router.Config) {
+			c.Topic = func(string) router.TopicConfig {
+				return router.TopicConfig{Backoff: router.Backoff{Delays: []time.Duration{time.Hour}}}
+			}
+		})
+		e.produce(0, "again")
+		count := `,"AttributeNames":["ApproximateReceiveCount"]`
+		m := e.receiveOne(count)
+		require.Equal(t, "1", m.Attributes["ApproximateReceiveCount"])
+		ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}`), nil)
+		m = e.receiveOne(count)
+		require.Equal(t, "2", m.Attributes["ApproximateReceiveCount"], "receivable at once, the receive counted")
+		var out batchResult
+		ok(t, e.call("ChangeMessageVisibilityBatch", `{"QueueUrl":"`+queueURL+`","Entries":[{"Id":"a","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}]}`), &out)
+		require.Empty(t, out.Failed)
+		m = e.receiveOne(count)
+		require.Equal(t, "3", m.Attributes["ApproximateReceiveCount"], "the batch entry too")
+
+		e.h = mustNew(t, plainNode{e.node}, sqsapi.Config{})
+		ok(t, e.call("ChangeMessageVisibility", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+m.ReceiptHandle+`","VisibilityTimeout":0}`), nil)
+		require.Empty(t, e.receive(`{"QueueUrl":"`+queueURL+`"}`), "a plain nack waits the Backoff")
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		m = e.receiveOne(count)
+		require.Equal(t, "4", m.Attributes["ApproximateReceiveCount"])
+	})
+}
+
+// plainNode is a Node with none of the optional capabilities.
+type plainNode struct{ sqsapi.Node }
+
 // TestThrottled: one identity has at most MaxInFlight receives in flight; another identity
 // is not held back by it.
 func TestThrottled(t *testing.T) {
