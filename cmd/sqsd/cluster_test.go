@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -420,4 +421,60 @@ func TestClusterCatalog(t *testing.T) {
 	tc.open(2, 2)
 	tc.ok(2, "GetQueueUrl", `{"QueueName":"later"}`)
 	require.Equal(t, "77", attr(2))
+}
+
+// TestClusterNodeDown: while a node is down its partitions are unavailable, and the calls
+// that need them are answered at once with ServiceUnavailable (503), which the SDKs retry:
+// a delete of its message, a FIFO send of a group it owns; the other partitions serve on.
+// Once it is back on its directory, its message (leased when it went down) is delivered
+// again, and deleted. With the catalogue's home down, the others serve the queues they know
+// and refuse a CreateQueue with ServiceUnavailable.
+//
+// (A FIFO queue's first send through a node since its start needs every owner: it rebuilds
+// the deduplication window from every partition, and fails ServiceUnavailable while one is
+// down.)
+func TestClusterNodeDown(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.ok(0, "CreateQueue", `{"QueueName":"s"}`)
+	tc.ok(0, "CreateQueue", `{"QueueName":"f.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"true"}}`)
+	groupOn := func(p uint32) string { // a group whose partition is p
+		for i := 0; ; i++ {
+			if g := "g" + strconv.Itoa(i); crc32.ChecksumIEEE([]byte(g))%3 == p {
+				return g
+			}
+		}
+	}
+	// A FIFO queue's first send through a node rebuilds its deduplication window from every
+	// partition: made before the owner goes down.
+	for i := range 3 {
+		tc.ok(i, "SendMessage", `{`+queue("f.fifo")+`,"MessageBody":"first","MessageGroupId":"`+groupOn(0)+`"}`)
+	}
+	tc.ok(1, "SendMessage", `{`+queue("s")+`,"MessageBody":"on node-2"}`) // its own partition, 1
+	got := tc.receiveAll(0, "s", 1)
+	require.True(t, strings.HasPrefix(got[0].MessageId, "1:"), got[0].MessageId)
+
+	tc.close(1)
+	status, out := tc.call(0, "DeleteMessage", `{`+queue("s")+`,"ReceiptHandle":"`+got[0].ReceiptHandle+`"}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, out)
+	require.Contains(t, out, "ServiceUnavailable")
+	status, out = tc.call(2, "SendMessage", `{`+queue("f.fifo")+`,"MessageBody":"x","MessageGroupId":"`+groupOn(1)+`"}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, out)
+	tc.ok(2, "SendMessage", `{`+queue("f.fifo")+`,"MessageBody":"y","MessageGroupId":"`+groupOn(2)+`"}`)
+	tc.ok(0, "SendMessage", `{`+queue("s")+`,"MessageBody":"on node-1"}`)
+	visible, _ := tc.depth(2, "s")
+	require.Equal(t, 1, visible, "node-2's partition counts nothing while it is down")
+	require.Equal(t, "on node-1", tc.receiveAll(2, "s", 1)[0].Body)
+
+	tc.open(1, 3)
+	back := tc.receiveAll(2, "s", 1)
+	require.Equal(t, "on node-2", back[0].Body, "leased when its owner went down: delivered again")
+	tc.ok(0, "DeleteMessage", `{`+queue("s")+`,"ReceiptHandle":"`+back[0].ReceiptHandle+`"}`)
+	tc.ok(2, "SendMessage", `{`+queue("f.fifo")+`,"MessageBody":"x","MessageGroupId":"`+groupOn(1)+`"}`)
+
+	tc.close(0)
+	tc.ok(2, "GetQueueUrl", `{"QueueName":"s"}`)
+	status, out = tc.call(1, "CreateQueue", `{"QueueName":"new"}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, out)
+	tc.open(0, 3)
+	tc.ok(1, "CreateQueue", `{"QueueName":"new"}`)
 }
