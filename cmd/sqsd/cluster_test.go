@@ -478,3 +478,28 @@ func TestClusterNodeDown(t *testing.T) {
 	tc.open(0, 3)
 	tc.ok(1, "CreateQueue", `{"QueueName":"new"}`)
 }
+
+// TestClusterRedrive: a message received through one node and given up through another
+// (a nack forwarded to its owner) reaches its maxReceiveCount at its owner, which copies it
+// into the dead-letter queue; the copy is received through a third node, and the source
+// delivers it no more.
+func TestClusterRedrive(t *testing.T) {
+	tc := newTestCluster(t, 3, 3)
+	tc.ok(2, "CreateQueue", `{"QueueName":"dlq"}`)
+	var attrs struct{ Attributes map[string]string }
+	require.NoError(t, json.Unmarshal([]byte(tc.ok(2, "GetQueueAttributes", `{`+queue("dlq")+`,"AttributeNames":["QueueArn"]}`)), &attrs))
+	policy, err := json.Marshal(`{"deadLetterTargetArn":"` + attrs.Attributes["QueueArn"] + `","maxReceiveCount":"1"}`)
+	require.NoError(t, err)
+	tc.ok(2, "CreateQueue", `{"QueueName":"src","Attributes":{"RedrivePolicy":`+string(policy)+`}}`)
+	tc.ok(1, "SendMessage", `{`+queue("src")+`,"MessageBody":"poison"}`) // on node-2's partition
+	got := tc.receiveAll(0, "src", 1)
+	require.True(t, strings.HasPrefix(got[0].MessageId, "1:"), got[0].MessageId)
+	tc.ok(2, "ChangeMessageVisibility", `{`+queue("src")+`,"ReceiptHandle":"`+got[0].ReceiptHandle+`","VisibilityTimeout":0}`)
+	dead := tc.receiveAll(2, "dlq", 1)
+	require.Equal(t, "poison", dead[0].Body)
+	require.Empty(t, tc.receive(0, "src", 10, 0))
+	topic := tc.nodes[1].topicOf(t, "src")
+	quarantined, err := tc.nodes[1].node.Quarantined(topic, 1)
+	require.NoError(t, err)
+	require.Empty(t, quarantined, "settled at its owner once copied")
+}
