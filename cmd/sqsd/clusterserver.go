@@ -193,6 +193,7 @@ func (s *server) listenPeers() error {
 		defer close(s.peerDone)
 		s.peerSrv.Serve(ln)
 	}()
+	s.logger.Info("sqsd: cluster mode", "node", c.selfID(), "peer", ln.Addr().String(), "nodes", len(c.nodes), "home", c.nodes[0].ID)
 	return nil
 }
 
