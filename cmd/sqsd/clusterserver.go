@@ -79,7 +79,15 @@ func (s *server) forwardProduce(ctx context.Context, o int, topic string, p int3
 			return 0, 0, fmt.Errorf("%w: %v", router.ErrUnavailable, err)
 		}
 	}
-	return ans.Partition, ans.Offset, err
+	if err != nil {
+		return 0, 0, err
+	}
+	// Where the owner says the record landed becomes its MessageId: it must be the
+	// partition asked for, or, for any, one the owner owns.
+	if (p >= 0 && ans.Partition != p) || (p < 0 && (ans.Partition < 0 || s.cluster.owner(ans.Partition) != o)) || ans.Offset < 0 {
+		return 0, 0, fmt.Errorf("%w: peer %s appended to partition %d at %d", errBadPeerAnswer, s.cluster.nodes[o].ID, ans.Partition, ans.Offset)
+	}
+	return ans.Partition, ans.Offset, nil
 }
 
 // produceAnywhere sends rec of topic (n partitions) to an owner of its partitions, this node
