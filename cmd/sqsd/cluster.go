@@ -112,13 +112,24 @@ func deriveKey(secret, purpose string) []byte {
 	return m.Sum(nil)
 }
 
+// nodeList is the cluster's nodes, in order, as the peer token binds them: nodes whose files
+// list others, or in another order (who would disagree about ownership), refuse each other
+// as they would a peer without the secret.
+func nodeList(nodes []clusterNode) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "%q=%q;", n.ID, n.Peer)
+	}
+	return b.String()
+}
+
 // A cluster is this node's view of the cluster file: who owns which partition, and how to
 // reach and authenticate the peers.
 type cluster struct {
 	nodes []clusterNode
 	self  int
 	// bearer is the Authorization header every peer request carries, and every peer
-	// endpoint checks (in constant time).
+	// endpoint checks (in constant time): derived from the secret and the list of nodes.
 	bearer     string
 	receiptKey []byte
 	client     *http.Client // the peer endpoints (the node wire has its own transport)
@@ -130,7 +141,7 @@ func newCluster(cf clusterFile, self int) *cluster {
 	return &cluster{
 		nodes:      cf.Nodes,
 		self:       self,
-		bearer:     "Bearer " + hex.EncodeToString(deriveKey(cf.Secret, "peer token")),
+		bearer:     "Bearer " + hex.EncodeToString(deriveKey(cf.Secret, "peer token "+nodeList(cf.Nodes))),
 		receiptKey: deriveKey(cf.Secret, "receipt key"),
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // peers are called directly, whatever HTTP_PROXY says

@@ -503,3 +503,34 @@ func TestClusterRedrive(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, quarantined, "settled at its owner once copied")
 }
+
+// TestClusterFileMismatch: nodes whose cluster files list the nodes in another order (and
+// would disagree about ownership) refuse each other's calls; a bad file stops the server.
+func TestClusterFileMismatch(t *testing.T) {
+	_, cf := writeClusterFile(t, t.TempDir(), 3)
+	swapped := cf
+	swapped.Nodes = []clusterNode{cf.Nodes[1], cf.Nodes[0], cf.Nodes[2]}
+	require.NotEqual(t, newCluster(cf, 0).bearer, newCluster(swapped, 1).bearer)
+	require.Equal(t, newCluster(cf, 0).bearer, newCluster(cf, 2).bearer, "one token for every node of a file")
+	require.Equal(t, newCluster(cf, 0).receiptKey, newCluster(swapped, 1).receiptKey, "the receipt key is the secret's alone")
+
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"short secret": `{"secret":"short","nodes":[{"id":"a","peer":"127.0.0.1:1"}]}`,
+		"no nodes":     `{"secret":"0123456789abcdef","nodes":[]}`,
+		"twice":        `{"secret":"0123456789abcdef","nodes":[{"id":"a","peer":"127.0.0.1:1"},{"id":"a","peer":"127.0.0.1:2"}]}`,
+		"bad peer":     `{"secret":"0123456789abcdef","nodes":[{"id":"a","peer":"nowhere"}]}`,
+		"unknown":      `{"secret":"0123456789abcdef","nodes":[{"id":"a","peer":"127.0.0.1:1"}],"extra":1}`,
+		"not me":       `{"secret":"0123456789abcdef","nodes":[{"id":"b","peer":"127.0.0.1:1"}]}`,
+		"not json":     `{"secret":`,
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		_, _, err := readClusterFile(path, "a")
+		require.ErrorIs(t, err, errBadClusterFile, name)
+	}
+	_, err := parseFlags([]string{"-cluster", "c.json", "-node", "a"}, io.Discard)
+	require.ErrorContains(t, err, "-credentials", "a cluster needs one credentials file on every node")
+	_, err = parseFlags([]string{"-cluster", "c.json"}, io.Discard)
+	require.Error(t, err)
+}

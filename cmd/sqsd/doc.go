@@ -163,10 +163,12 @@
 // send may), a ReceiveRequestAttemptId's answer, the 60 s in which a queue's purge or a
 // deleted name is refused, and message move tasks.
 //
-// Peers authenticate each other with a token derived from the secret (HMAC-SHA256), sent as
-// a bearer token on every peer request and every node wire connection and checked in
-// constant time; a request without it is refused (403) before anything reads it, and the
-// node wire takes only the nodes the file names. The peer listener speaks plain HTTP: the
+// Peers authenticate each other with a token derived from the secret and the file's list of
+// nodes (HMAC-SHA256), sent as a bearer token on every peer request and every node wire
+// connection and checked in constant time; a request without it is refused (403) before
+// anything reads it, and the node wire takes only the nodes the file names. So nodes whose
+// files list other nodes, or the same in another order, and would disagree about who owns
+// what, refuse each other's calls as they would a stranger's. The peer listener speaks plain HTTP: the
 // token and the messages cross the network in clear, and whoever reads that network can
 // replay the token, so the peer addresses belong on a private network (or a tunnel). What an
 // authenticated peer sends is still checked: a malformed request, a partition out of range
