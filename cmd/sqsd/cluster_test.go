@@ -103,6 +103,11 @@ func (tc *testCluster) close(i int) {
 // answer.
 func (tc *testCluster) call(i int, action, body string) (int, string) {
 	tc.t.Helper()
+	return tc.callTB(i, action, body)
+}
+
+// callTB is call without the test (a benchmark's).
+func (tc *testCluster) callTB(i int, action, body string) (int, string) {
 	req := httptest.NewRequest(http.MethodPost, "http://localhost:9324/", strings.NewReader(body))
 	req.Header.Set("X-Amz-Target", "AmazonSQS."+action)
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
