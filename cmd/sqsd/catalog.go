@@ -73,6 +73,11 @@ type catalogFile struct {
 	Queues map[string]catalogQueue `json:"queues"`
 	// Dropped are the topics of deleted and purged queues whose files are still to remove.
 	Dropped []string `json:"dropped,omitempty"`
+	// ID names the cluster's catalogue (cluster mode only): made by the home at its first
+	// start in cluster mode, and kept by every node's copy, so that a node refuses the
+	// catalogue of a home started on another directory (an empty one would drop every
+	// queue).
+	ID string `json:"id,omitempty"`
 }
 
 type catalogQueue struct {
@@ -207,7 +212,7 @@ func (c *catalog) commit(next catalogFile) error {
 func (c *catalog) next() catalogFile {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	next := catalogFile{Queues: make(map[string]catalogQueue, len(c.file.Queues)+1), Dropped: slices.Clone(c.file.Dropped)}
+	next := catalogFile{Queues: make(map[string]catalogQueue, len(c.file.Queues)+1), Dropped: slices.Clone(c.file.Dropped), ID: c.file.ID}
 	for name, q := range c.file.Queues {
 		next.Queues[name] = q
 	}

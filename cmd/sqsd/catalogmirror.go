@@ -42,6 +42,7 @@ var errCatalogConflict = errors.New("sqsd: the queue changed at the home meanwhi
 // A catalogSnapshot is the home's catalogue as it serves it. Epoch names the home's start,
 // Gen counts its commits since then: a mirror applies no snapshot older than the one it has.
 type catalogSnapshot struct {
+	ID     string                  `json:"id"` // the catalogue's (catalogFile.ID)
 	Epoch  string                  `json:"epoch"`
 	Gen    uint64                  `json:"gen"`
 	Queues map[string]catalogQueue `json:"queues"`
@@ -72,7 +73,7 @@ type catalogDelete struct {
 func (c *catalog) snapshot(epoch string) catalogSnapshot {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return catalogSnapshot{Epoch: epoch, Gen: c.gen, Queues: c.file.Queues}
+	return catalogSnapshot{ID: c.file.ID, Epoch: epoch, Gen: c.gen, Queues: c.file.Queues}
 }
 
 // sameRecord reports whether two records are the same queue's same version: as the home
@@ -89,11 +90,38 @@ type catalogHome struct {
 	epoch string
 }
 
-func newCatalogHome(cat *catalog) *catalogHome {
+// newCatalogHome serves cat, naming it first if it has no ID yet (its first start in
+// cluster mode).
+func newCatalogHome(cat *catalog) (*catalogHome, error) {
+	if err := cat.name(); err != nil {
+		return nil, err
+	}
+	return &catalogHome{cat: cat, epoch: randomHex()}, nil
+}
+
+// randomHex is 8 random bytes in hex.
+func randomHex() string {
 	var b [8]byte
 	rand.Read(b[:])
-	return &catalogHome{cat: cat, epoch: hex.EncodeToString(b[:])}
+	return hex.EncodeToString(b[:])
 }
+
+// name gives the catalogue an ID if it has none, durably.
+func (c *catalog) name() error {
+	c.writes.Lock()
+	defer c.writes.Unlock()
+	next := c.next()
+	if next.ID != "" {
+		return nil
+	}
+	next.ID = randomHex()
+	return c.commit(next)
+}
+
+// errOtherCatalog: the home serves a catalogue other than the one this node copied (the
+// home started on another directory): refused, rather than dropping every queue the node
+// has.
+var errOtherCatalog = errors.New("sqsd: the home serves another cluster's catalogue")
 
 // announce tells every other node that the catalogue changed, and waits, within
 // announceBudget, for each to have fetched it: so a queue created, changed or deleted is
@@ -217,10 +245,10 @@ func (m *catalogMirror) start() {
 			switch {
 			case err != nil && !m.failing && m.ctx.Err() == nil:
 				m.failing = true
-				m.logger.Warn("sqsd: the catalogue's home does not answer; serving the queues as last seen", "home", m.cluster.nodes[0].ID, "err", err)
+				m.logger.Warn("sqsd: no catalogue from its home; serving the queues as last seen", "home", m.cluster.nodes[0].ID, "err", err)
 			case err == nil && m.failing:
 				m.failing = false
-				m.logger.Info("sqsd: the catalogue's home answers again", "home", m.cluster.nodes[0].ID)
+				m.logger.Info("sqsd: the catalogue comes from its home again", "home", m.cluster.nodes[0].ID)
 			}
 		}
 	})
@@ -354,7 +382,7 @@ func (m *catalogMirror) apply(snap catalogSnapshot) error {
 	if m.haveApplied && snap.Epoch == m.epoch && snap.Gen < m.gen {
 		return nil
 	}
-	if err := m.cat.replace(snap.Queues); err != nil {
+	if err := m.cat.replace(snap.ID, snap.Queues); err != nil {
 		return err
 	}
 	m.epoch, m.gen, m.haveApplied = snap.Epoch, snap.Gen, true
@@ -411,14 +439,19 @@ func unavailable(err error) error {
 // queues new to it are created in the log, those of queues gone (deleted, or purged by the
 // topic's change) dropped from the node and listed for removal at the next start, and those
 // of queues changed reloaded.
-func (c *catalog) replace(queues map[string]catalogQueue) error {
+func (c *catalog) replace(id string, queues map[string]catalogQueue) error {
 	c.writes.Lock()
 	defer c.writes.Unlock()
 	cur := c.next()
-	if jsonOf(cur.Queues) == jsonOf(queues) {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: a catalogue without an ID", errBadPeerAnswer)
+	case cur.ID != "" && id != cur.ID:
+		return fmt.Errorf("%w: %s, this node's copy is of %s (was the home started on another directory? move this node's queues.json away to take the home's)", errOtherCatalog, id, cur.ID)
+	case cur.ID == id && jsonOf(cur.Queues) == jsonOf(queues):
 		return nil
 	}
-	next := catalogFile{Queues: queues, Dropped: cur.Dropped}
+	next := catalogFile{Queues: queues, Dropped: cur.Dropped, ID: id}
 	live := map[string]bool{}
 	for _, q := range queues {
 		live[q.Record.Topic] = true

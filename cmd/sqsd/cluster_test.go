@@ -539,3 +539,22 @@ func TestClusterFileMismatch(t *testing.T) {
 	_, err = parseFlags([]string{"-cluster", "c.json"}, io.Discard)
 	require.Error(t, err)
 }
+
+// TestClusterOtherHome: a home started on another (empty) directory serves a catalogue of
+// another ID, which the other nodes refuse rather than drop every queue they have: they
+// serve the queues as they last saw them, and their messages with them.
+func TestClusterOtherHome(t *testing.T) {
+	tc := newTestCluster(t, 2, 2)
+	tc.ok(1, "CreateQueue", `{"QueueName":"kept"}`)
+	tc.ok(1, "SendMessage", `{`+queue("kept")+`,"MessageBody":"m"}`)
+	tc.close(0)
+	require.NoError(t, os.Rename(tc.dirs[0], tc.dirs[0]+".old"))
+	tc.open(0, 2)
+	status, _ := tc.call(0, "GetQueueUrl", `{"QueueName":"kept"}`)
+	require.Equal(t, http.StatusBadRequest, status, "the new home has no queue")
+	require.ErrorIs(t, tc.nodes[1].cat.mirror.fresh(context.Background()), errOtherCatalog)
+	tc.ok(1, "GetQueueUrl", `{"QueueName":"kept"}`)
+	got := tc.receive(1, "kept", 10, 1)
+	require.Len(t, got, 1, "its own partition's message")
+	require.Equal(t, "m", got[0].Body)
+}

@@ -136,7 +136,10 @@
 // deleted may take a while to be seen everywhere; here the bound is about a second while
 // the home is reachable. While it is not, writes are ServiceUnavailable and each node
 // serves the queues as it last saw them (logging that it does). -partitions is the home's:
-// it sets new queues' partitions.
+// it sets new queues' partitions. The catalogue has an ID, made by the home at its first
+// start in cluster mode and kept in every copy: a node refuses a catalogue of another ID (the
+// home started on another directory, whose empty catalogue would drop every queue), logs
+// it, and serves its copy, until an operator moves its queues.json away.
 //
 // PurgeQueue is the node's router.Node.PurgeQueue: every owner settles its partitions'
 // messages durably (their records stay in the log until the queue is deleted), and the

@@ -72,7 +72,9 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		s.routes = clusterRoutes{s}
 		s.cat.noPurge = true
 		if s.cluster.isHome() {
-			s.home = newCatalogHome(s.cat)
+			if s.home, err = newCatalogHome(s.cat); err != nil {
+				return nil, err
+			}
 			s.cat.announce = func(ctx context.Context) { s.home.announce(ctx, s.cluster, logger) }
 		} else {
 			s.cat.mirror = newCatalogMirror(s.cat, s.cluster, logger)
@@ -178,7 +180,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		}
 		if m := s.cat.mirror; m != nil {
 			if err := m.fresh(context.Background()); err != nil { // bounded by peerBudget
-				logger.Warn("sqsd: the catalogue's home does not answer; serving the queues as last seen", "home", s.cluster.nodes[0].ID, "err", err)
+				logger.Warn("sqsd: no catalogue from its home; serving the queues as last seen", "home", s.cluster.nodes[0].ID, "err", err)
 			}
 			m.start()
 		}
