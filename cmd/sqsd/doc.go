@@ -35,9 +35,9 @@
 // With -fsync=false a send reaches the page cache only, which a crash of the process does
 // not lose and a crash of the machine may.
 //
-// At start the server loads every queue's partitions, so that GetQueueAttributes counts a
-// queue's messages from the first request (the node counts a partition once something has
-// loaded it).
+// At start the server loads every queue's partitions (in cluster mode, its own), so that
+// GetQueueAttributes counts a queue's messages from the first request (the node counts a
+// partition once something has loaded it).
 //
 // SIGINT and SIGTERM stop the server gracefully: long-polls end at once (answered
 // ServiceUnavailable, which the SDKs retry), requests in progress get up to 5 s, the node
