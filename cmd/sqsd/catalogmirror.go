@@ -220,7 +220,7 @@ type catalogMirror struct {
 	ctx       context.Context // ends at close: a fetch in progress ends
 	cancel    context.CancelFunc
 	loops     sync.WaitGroup
-	failing   bool // the last periodic fetch failed (logged once until one succeeds)
+	failing   bool // the periodic fetch's own: the last failed (logged once until one succeeds)
 	kicked    bool // a kick waits for the next fetch
 }
 

@@ -132,13 +132,14 @@ type cluster struct {
 	// endpoint checks (in constant time): derived from the secret and the list of nodes.
 	bearer     string
 	receiptKey []byte
-	client     *http.Client // the peer endpoints (the node wire has its own transport)
+	client     *http.Client      // the peer endpoints (the node wire has its own transport)
+	wireURLs   map[string]string // node ID → its node wire's URL, resolved on every call
 
 	routeSets sync.Map // partitions of a topic → *routeSet
 }
 
 func newCluster(cf clusterFile, self int) *cluster {
-	return &cluster{
+	c := &cluster{
 		nodes:      cf.Nodes,
 		self:       self,
 		bearer:     "Bearer " + hex.EncodeToString(deriveKey(cf.Secret, "peer token "+nodeList(cf.Nodes))),
@@ -148,7 +149,12 @@ func newCluster(cf clusterFile, self int) *cluster {
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
 		}},
+		wireURLs: map[string]string{},
 	}
+	for i, n := range cf.Nodes {
+		c.wireURLs[n.ID] = c.peerURL(i, "/node")
+	}
+	return c
 }
 
 // selfID is this node's ID.

@@ -150,19 +150,16 @@ func (s *server) serveProduce(w http.ResponseWriter, r *http.Request) {
 	writePeerAnswer(w, produceAnswer{Partition: p, Offset: off})
 }
 
-// startPeers opens the cluster's side of the server: the node wire's transport, set before
-// the node is made; then, once it is (listen), the peer listener.
+// startTransport makes the node wire's transport, before the node (which takes it) is
+// made; listenPeers opens the peer listener once the node is.
 func (s *server) startTransport() error {
 	c := s.cluster
 	var err error
 	s.transport, err = nodehttp.NewTransport(nodehttp.TransportConfig{
 		Self: c.selfID(),
 		Resolve: func(id string) (string, bool) {
-			i, ok := c.nodeIndex(id)
-			if !ok {
-				return "", false
-			}
-			return c.peerURL(i, "/node"), true
+			u, ok := c.wireURLs[id]
+			return u, ok
 		},
 		Header: http.Header{"Authorization": {c.bearer}},
 	})
