@@ -3,15 +3,18 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -130,7 +133,10 @@ func sqsCall(c *http.Client, url, action, body string, out any) error {
 // clients send and delete through every node, the owner of a third of the partitions is
 // killed with SIGKILL; the clients go on through the other two (calls that reach the dead
 // node's partitions fail, and are not counted), then it starts again on its directory. No
-// message whose send succeeded is lost, and none whose delete succeeded is delivered again.
+// message whose send succeeded is lost, and none whose delete succeeded is delivered again
+// (but a delete whose handle named a lease the killed node held before its kill, which
+// answers success and deletes nothing, as SQS answers a stale handle: that message may come
+// back).
 func TestClusterKill9(t *testing.T) {
 	root := t.TempDir()
 	file, cf := writeClusterFile(t, root, 3)
@@ -168,6 +174,7 @@ func TestClusterKill9(t *testing.T) {
 		return len(m)
 	}
 	var failedSends, failedDeletes int
+	var kills atomic.Int32 // handles of the killed node's issued before its kill may be stale
 	stop := make(chan struct{})
 	// The sender keeps at most maxBacklog messages undeleted: it waits for deletes.
 	const maxBacklog = 300
@@ -212,12 +219,19 @@ func TestClusterKill9(t *testing.T) {
 				return
 			default:
 			}
+			before := kills.Load()
 			var out struct{ Messages []sqsMessage }
-			if err := sqsCall(c, url(i%3), "ReceiveMessage", `{`+q(i%3)+`,"MaxNumberOfMessages":10,"WaitTimeSeconds":1,"VisibilityTimeout":5}`, &out); err != nil {
+			if err := sqsCall(c, url(i%3), "ReceiveMessage", `{`+q(i%3)+`,"MaxNumberOfMessages":10,"WaitTimeSeconds":1,"VisibilityTimeout":600}`, &out); err != nil {
 				continue
 			}
 			for _, m := range out.Messages {
-				if err := sqsCall(c, url((i+1)%3), "DeleteMessage", `{`+q((i+1)%3)+`,"ReceiptHandle":"`+m.ReceiptHandle+`"}`, nil); err != nil {
+				// Through the next node, or, if it cannot be reached, the one after (as a
+				// client behind a balancer would): what fails then is the cluster's answer.
+				err := sqsCall(c, url((i+1)%3), "DeleteMessage", `{`+q((i+1)%3)+`,"ReceiptHandle":"`+m.ReceiptHandle+`"}`, nil)
+				if _, unreachable := errors.AsType[*neturl.Error](err); unreachable {
+					err = sqsCall(c, url((i+2)%3), "DeleteMessage", `{`+q((i+2)%3)+`,"ReceiptHandle":"`+m.ReceiptHandle+`"}`, nil)
+				}
+				if err != nil {
 					mu.Lock()
 					failedDeletes++
 					uncertain[m.Body] = true
@@ -226,7 +240,14 @@ func TestClusterKill9(t *testing.T) {
 					continue
 				}
 				mu.Lock()
-				deleted[m.Body] = true
+				if p, _, _ := strings.Cut(m.MessageId, ":"); kills.Load() != before && (p == "1" || p == "4") {
+					// Its handle named a lease of the killed node's (partitions 1 and 4),
+					// which its restart forgot: the delete answers success and deletes
+					// nothing, as SQS answers a stale handle, and the message comes back.
+					uncertain[m.Body] = true
+				} else {
+					deleted[m.Body] = true
+				}
 				progress.Broadcast()
 				mu.Unlock()
 			}
@@ -242,6 +263,7 @@ func TestClusterKill9(t *testing.T) {
 	}
 	waitFor(200)
 	procs[1].kill()
+	kills.Add(1)
 	waitFor(count(deleted) + 200)
 	procs[1] = startProcess(t, args(1)...)
 	urlsMu.Lock()
@@ -257,7 +279,7 @@ func TestClusterKill9(t *testing.T) {
 
 	mu.Lock()
 	t.Logf("%d sent and %d deleted; %d sends and %d deletes failed", len(sent), len(deleted), failedSends, failedDeletes)
-	require.NotZero(t, failedDeletes+failedSends, "calls reached the dead node's partitions meanwhile")
+	require.NotZero(t, failedSends, "calls failed while the node was down")
 	left := map[string]bool{}
 	for b := range sent {
 		if !deleted[b] && !uncertain[b] {
