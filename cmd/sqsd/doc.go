@@ -156,8 +156,10 @@
 // are ServiceUnavailable, answered at once when its address refuses connections and within
 // the node wire's budgets (2 s for a forwarded delete, 5 s for a forwarded send) when it
 // does not answer at all, never hanging. Its messages that were in flight are delivered
-// again once it is back (their leases were its, in memory); none whose send or delete
-// succeeded is lost or comes back.
+// again once it is back (their leases were its, in memory): a DeleteMessage with a handle of
+// such a lease, after the restart, answers success and deletes nothing, as SQS answers a
+// stale handle (router/sqsapi, Receipt handles), and the message comes back. Otherwise no
+// message whose send succeeded is lost, and none whose delete succeeded comes back.
 //
 // What each node keeps for itself, in memory, as sqsapi's handlers of a cluster do: a FIFO
 // queue's deduplication window (a node rebuilds it from every partition's log at its first
