@@ -558,3 +558,41 @@ func TestClusterOtherHome(t *testing.T) {
 	require.Len(t, got, 1, "its own partition's message")
 	require.Equal(t, "m", got[0].Body)
 }
+
+// TestMirrorRefusesBadSnapshots: a catalogue from the home that is not one (a queue of no
+// partitions or too many, no ID, another ID) is refused with a typed error and changes
+// nothing; an older snapshot of the same start of the home is passed over.
+func TestMirrorRefusesBadSnapshots(t *testing.T) {
+	tc := newTestCluster(t, 2, 2)
+	tc.ok(0, "CreateQueue", `{"QueueName":"q"}`)
+	m := tc.nodes[1].cat.mirror
+	require.NoError(t, m.fresh(context.Background()))
+	before := jsonOf(tc.nodes[1].cat.next())
+	good := tc.nodes[0].cat.snapshot(tc.nodes[0].home.epoch)
+	with := func(change func(*catalogSnapshot)) catalogSnapshot {
+		snap := good
+		snap.Queues = map[string]catalogQueue{}
+		for name, q := range good.Queues {
+			snap.Queues[name] = q
+		}
+		change(&snap)
+		return snap
+	}
+	for name, c := range map[string]struct {
+		snap catalogSnapshot
+		want error
+	}{
+		"no partitions": {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Record: good.Queues["q"].Record, Partitions: 0} }), errBadPeerAnswer},
+		"too many":      {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Record: good.Queues["q"].Record, Partitions: 5000} }), errBadPeerAnswer},
+		"no topic":      {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Partitions: 1} }), errBadPeerAnswer},
+		"no ID":         {with(func(s *catalogSnapshot) { s.ID = "" }), errBadPeerAnswer},
+		"another ID":    {with(func(s *catalogSnapshot) { s.ID = "other"; s.Gen++ }), errOtherCatalog},
+	} {
+		require.ErrorIs(t, m.apply(c.snap), c.want, name)
+		require.Equal(t, before, jsonOf(tc.nodes[1].cat.next()), "%s changed nothing", name)
+	}
+	older := with(func(s *catalogSnapshot) { delete(s.Queues, "q"); s.Gen-- })
+	require.NoError(t, m.apply(older))
+	_, ok := tc.nodes[1].cat.lookup("q")
+	require.True(t, ok, "an older snapshot is passed over")
+}
