@@ -582,11 +582,15 @@ func TestMirrorRefusesBadSnapshots(t *testing.T) {
 		snap catalogSnapshot
 		want error
 	}{
-		"no partitions": {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Record: good.Queues["q"].Record, Partitions: 0} }), errBadPeerAnswer},
-		"too many":      {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Record: good.Queues["q"].Record, Partitions: 5000} }), errBadPeerAnswer},
-		"no topic":      {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Partitions: 1} }), errBadPeerAnswer},
-		"no ID":         {with(func(s *catalogSnapshot) { s.ID = "" }), errBadPeerAnswer},
-		"another ID":    {with(func(s *catalogSnapshot) { s.ID = "other"; s.Gen++ }), errOtherCatalog},
+		"no partitions": {with(func(s *catalogSnapshot) {
+			s.Queues["bad"] = catalogQueue{Record: good.Queues["q"].Record, Partitions: 0}
+		}), errBadPeerAnswer},
+		"too many": {with(func(s *catalogSnapshot) {
+			s.Queues["bad"] = catalogQueue{Record: good.Queues["q"].Record, Partitions: 5000}
+		}), errBadPeerAnswer},
+		"no topic":   {with(func(s *catalogSnapshot) { s.Queues["bad"] = catalogQueue{Partitions: 1} }), errBadPeerAnswer},
+		"no ID":      {with(func(s *catalogSnapshot) { s.ID = "" }), errBadPeerAnswer},
+		"another ID": {with(func(s *catalogSnapshot) { s.ID = "other"; s.Gen++ }), errOtherCatalog},
 	} {
 		require.ErrorIs(t, m.apply(c.snap), c.want, name)
 		require.Equal(t, before, jsonOf(tc.nodes[1].cat.next()), "%s changed nothing", name)
