@@ -448,6 +448,8 @@ func (c *catalog) replace(id string, queues map[string]catalogQueue) error {
 		return fmt.Errorf("%w: a catalogue without an ID", errBadPeerAnswer)
 	case cur.ID != "" && id != cur.ID:
 		return fmt.Errorf("%w: %s, this node's copy is of %s (was the home started on another directory? move this node's queues.json away to take the home's)", errOtherCatalog, id, cur.ID)
+	case cur.ID == "" && len(cur.Queues) > 0:
+		return fmt.Errorf("%w: this node's directory holds the queues of a server of one process, which the home's would drop (start the node on a new directory)", errOtherCatalog)
 	case cur.ID == id && jsonOf(cur.Queues) == jsonOf(queues):
 		return nil
 	}

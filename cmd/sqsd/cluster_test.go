@@ -600,3 +600,18 @@ func TestMirrorRefusesBadSnapshots(t *testing.T) {
 	_, ok := tc.nodes[1].cat.lookup("q")
 	require.True(t, ok, "an older snapshot is passed over")
 }
+
+// TestClusterNodeOnOneProcessDirectory: a node started in cluster mode on the directory of
+// a server of one process, with queues of its own, refuses the home's catalogue rather than
+// drop them.
+func TestClusterNodeOnOneProcessDirectory(t *testing.T) {
+	tc := newTestCluster(t, 2, 2)
+	tc.close(1)
+	require.NoError(t, os.RemoveAll(tc.dirs[1]))
+	one := openTestServer(t, tc.dirs[1])
+	one.call("CreateQueue", map[string]any{"QueueName": "mine"}, nil)
+	require.NoError(t, one.s.Close())
+	tc.open(1, 2)
+	require.ErrorIs(t, tc.nodes[1].cat.mirror.fresh(context.Background()), errOtherCatalog)
+	tc.ok(1, "GetQueueUrl", `{"QueueName":"mine"}`)
+}

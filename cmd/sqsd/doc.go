@@ -139,7 +139,11 @@
 // it sets new queues' partitions. The catalogue has an ID, made by the home at its first
 // start in cluster mode and kept in every copy: a node refuses a catalogue of another ID (the
 // home started on another directory, whose empty catalogue would drop every queue), logs
-// it, and serves its copy, until an operator moves its queues.json away.
+// it, and serves its copy, until an operator moves its queues.json away; so does a node
+// whose directory holds a one-process server's queues. A one-process server's directory
+// does not become a cluster's with its messages: made the home, it keeps its queues, but
+// the messages of their partitions the other nodes now own stay in its log, unread (drain
+// or delete its queues first, or start the cluster on new directories).
 //
 // PurgeQueue is the node's router.Node.PurgeQueue: every owner settles its partitions'
 // messages durably (their records stay in the log until the queue is deleted), and the
