@@ -52,10 +52,19 @@ type catalog struct {
 	dropTopic   func(topic string) error // the node's DeleteTopic; the files go at the next start
 	changed     func(topic string)       // a queue's attributes changed: the node reloads its topic
 
+	// Cluster mode (see cluster.go), set before the first request. mirror, on a node other
+	// than the home, forwards the writes to the home and keeps the catalogue a copy of the
+	// home's; noPurge leaves PurgeQueue to the node, which purges across the owners.
+	// announce, at the home, tells the other nodes of a change once it is on disk.
+	mirror   *catalogMirror
+	noPurge  bool
+	announce func(ctx context.Context)
+
 	writes sync.Mutex // serializes the changes and the file's writes
 	mu     sync.RWMutex
 	file   catalogFile
 	topics map[string]string // live topic → queue name
+	gen    uint64            // commits since the start: a mirror applies no older snapshot
 	now    func() time.Time
 }
 
@@ -64,6 +73,11 @@ type catalogFile struct {
 	Queues map[string]catalogQueue `json:"queues"`
 	// Dropped are the topics of deleted and purged queues whose files are still to remove.
 	Dropped []string `json:"dropped,omitempty"`
+	// ID names the cluster's catalogue (cluster mode only): made by the home at its first
+	// start in cluster mode, and kept by every node's copy, so that a node refuses the
+	// catalogue of a home started on another directory (an empty one would drop every
+	// queue).
+	ID string `json:"id,omitempty"`
 }
 
 type catalogQueue struct {
@@ -189,6 +203,7 @@ func (c *catalog) commit(next catalogFile) error {
 	}
 	c.mu.Lock()
 	c.file, c.topics = next, topics
+	c.gen++
 	c.mu.Unlock()
 	return nil
 }
@@ -197,7 +212,7 @@ func (c *catalog) commit(next catalogFile) error {
 func (c *catalog) next() catalogFile {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	next := catalogFile{Queues: make(map[string]catalogQueue, len(c.file.Queues)+1), Dropped: slices.Clone(c.file.Dropped)}
+	next := catalogFile{Queues: make(map[string]catalogQueue, len(c.file.Queues)+1), Dropped: slices.Clone(c.file.Dropped), ID: c.file.ID}
 	for name, q := range c.file.Queues {
 		next.Queues[name] = q
 	}
@@ -209,12 +224,34 @@ func (c *catalog) newTopic(name string) string {
 	return name + "~" + strconv.FormatInt(c.now().UnixNano(), 36)
 }
 
-// Queue implements sqsapi.QueueStore.
+// Queue implements sqsapi.QueueStore. A mirror that misses asks the home first (a queue
+// just created through another node).
 func (c *catalog) Queue(name string) (sqsapi.QueueRecord, bool) {
+	rec, ok := c.lookup(name)
+	if !ok && c.mirror != nil && c.mirror.refreshOnMiss() {
+		rec, ok = c.lookup(name)
+	}
+	return rec, ok
+}
+
+// lookup is Queue of the catalogue as it is.
+func (c *catalog) lookup(name string) (sqsapi.QueueRecord, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	q, ok := c.file.Queues[name]
 	return q.Record, ok
+}
+
+// partitionsOf returns the partitions of topic, a queue's live topic; ok false for a topic
+// that is none.
+func (c *catalog) partitionsOf(topic string) (int, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	name, ok := c.topics[topic]
+	if !ok {
+		return 0, false
+	}
+	return c.file.Queues[name].Partitions, true
 }
 
 // queueOfTopic returns the name and record of the queue whose messages topic holds.
@@ -226,6 +263,13 @@ func (c *catalog) queueOfTopic(topic string) (string, sqsapi.QueueRecord, bool) 
 		return "", sqsapi.QueueRecord{}, false
 	}
 	return name, c.file.Queues[name].Record, true
+}
+
+// wasDropped reports whether topic is the topic of a queue deleted since the last start.
+func (c *catalog) wasDropped(topic string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Contains(c.file.Dropped, topic)
 }
 
 // live reports whether topic is a queue's topic now.
@@ -241,6 +285,18 @@ func (c *catalog) live(topic string) bool {
 // the next PutQueue or start creates (its CreateQueue answered the error), never a topic no
 // queue names.
 func (c *catalog) PutQueue(ctx context.Context, name string, change func(rec sqsapi.QueueRecord, exists bool) (sqsapi.QueueRecord, error)) (sqsapi.QueueRecord, error) {
+	if c.mirror != nil {
+		return c.mirror.put(ctx, name, change)
+	}
+	rec, err := c.putHere(ctx, name, change)
+	if err == nil && c.announce != nil {
+		c.announce(ctx)
+	}
+	return rec, err
+}
+
+// putHere is PutQueue at the catalogue's own file.
+func (c *catalog) putHere(ctx context.Context, name string, change func(rec sqsapi.QueueRecord, exists bool) (sqsapi.QueueRecord, error)) (sqsapi.QueueRecord, error) {
 	c.writes.Lock()
 	defer c.writes.Unlock()
 	next := c.next()
@@ -274,6 +330,18 @@ func (c *catalog) PutQueue(ctx context.Context, name string, change func(rec sqs
 
 // DeleteQueue implements sqsapi.QueueStore.
 func (c *catalog) DeleteQueue(ctx context.Context, name string) error {
+	if c.mirror != nil {
+		return c.mirror.delete(ctx, name)
+	}
+	err := c.deleteHere(ctx, name)
+	if err == nil && c.announce != nil {
+		c.announce(ctx)
+	}
+	return err
+}
+
+// deleteHere is DeleteQueue at the catalogue's own file.
+func (c *catalog) deleteHere(ctx context.Context, name string) error {
 	c.writes.Lock()
 	defer c.writes.Unlock()
 	next := c.next()
@@ -293,7 +361,13 @@ func (c *catalog) DeleteQueue(ctx context.Context, name string) error {
 // and the old one is dropped (its files go at the next start). A message sent while the
 // purge runs may land in either, as SQS allows ("messages sent to the queue while it is
 // being purged might be deleted").
+//
+// In cluster mode it answers errors.ErrUnsupported, which leaves the purge to the node
+// (router.Node.PurgeQueue): the topic stays, and every owner settles its partitions' records.
 func (c *catalog) PurgeQueue(ctx context.Context, name string, _ sqsapi.QueueRecord) error {
+	if c.noPurge {
+		return fmt.Errorf("sqsd: a cluster purges through its nodes: %w", errors.ErrUnsupported)
+	}
 	c.writes.Lock()
 	defer c.writes.Unlock()
 	next := c.next()

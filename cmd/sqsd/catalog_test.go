@@ -13,7 +13,15 @@ import (
 	"narad.dev/consume/router/sqsapi"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or, in a process a test started with runAsServer set, the
+// server itself (main, with the process's arguments): the crash tests kill it.
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsServer) == "1" {
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // openTestCatalog opens dir's catalogue with hooks that note the topics created and
 // dropped.

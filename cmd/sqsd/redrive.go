@@ -67,8 +67,7 @@ func (s *server) redriveQuarantined() error {
 		if _, rec, ok := s.cat.queueOfTopic(topic); !ok || sqsapi.MaxDeliveries(rec) == 0 {
 			continue
 		}
-		local, _, _ := s.store.Partitions(topic)
-		for _, p := range local {
+		for _, p := range s.localPartitions(topic) {
 			offsets, err := s.node.Quarantined(topic, p)
 			if err != nil {
 				return err

@@ -20,6 +20,7 @@ import (
 
 	"narad.dev/consume/examples/filelog"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/nodehttp"
 	"narad.dev/consume/router/sqsapi"
 )
 
@@ -36,7 +37,16 @@ type server struct {
 	store  *filelog.Store
 	node   *router.Node
 	api    *sqsapi.Handler
+	routes router.Routes
 	next   atomic.Uint32 // round robin over a queue's partitions
+
+	// Cluster mode (nil cluster: one process serves every queue; see cluster.go).
+	cluster     *cluster
+	home        *catalogHome // this node keeps the catalogue (nil on the others)
+	transport   *nodehttp.Transport
+	peerSrv     *http.Server
+	peerHandler *nodehttp.Handler
+	peerDone    chan struct{}
 
 	generated       *generated // credentials made at this start
 	credentialsPath string
@@ -55,6 +65,27 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	moves, err := openMoveTasks(cfg.dir) // the message move tasks (movetasks.go)
 	if err != nil {
 		return nil, err
+	}
+	s.routes = routes{s}
+	if cfg.clusterPath != "" {
+		cf, self, err := readClusterFile(cfg.clusterPath, cfg.nodeID)
+		if err != nil {
+			return nil, err
+		}
+		s.cluster = newCluster(cf, self)
+		s.routes = clusterRoutes{s}
+		s.cat.noPurge = true
+		if s.cluster.isHome() {
+			if s.home, err = newCatalogHome(s.cat); err != nil {
+				return nil, err
+			}
+			s.cat.announce = func(ctx context.Context) { s.home.announce(ctx, s.cluster, logger) }
+		} else {
+			s.cat.mirror = newCatalogMirror(s.cat, s.cluster, logger)
+		}
+		if err := s.startTransport(); err != nil {
+			return nil, err
+		}
 	}
 	logDir := filepath.Join(cfg.dir, "log")
 	dropped := s.cat.dropped()
@@ -84,9 +115,14 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 			return nil, err
 		}
 	}
+	var transport router.Transport
+	if s.transport != nil {
+		transport = s.transport
+	}
 	s.node, err = router.New(router.Config{
 		Logs:         s.store,
-		Routes:       routes{s},
+		Routes:       s.routes,
+		Transport:    transport,
 		Dir:          filepath.Join(cfg.dir, "consumer"),
 		Logger:       logger,
 		Topic:        s.topicConfig,
@@ -107,8 +143,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	// Every partition loaded now, so that the queues' counts (GetQueueAttributes) are right
 	// from the start: the node counts a partition once something has loaded it.
 	for topic := range s.cat.queues() {
-		local, _, _ := s.store.Partitions(topic)
-		for _, p := range local {
+		for _, p := range s.localPartitions(topic) {
 			if _, err := s.node.Quarantined(topic, p); err != nil {
 				return nil, err
 			}
@@ -126,7 +161,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.api, err = sqsapi.New(durableAcks{s.node}, sqsapi.Config{
+	s.api, err = sqsapi.New(durableAcks{s.node, s.isLocal}, sqsapi.Config{
 		Store:         s.cat,
 		BaseURL:       cfg.baseURL,
 		ProduceRecord: s.produce,
@@ -134,7 +169,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		Region:        cfg.region,
 		ReceiptKey:    key,
 		Logger:        logger,
-		Routes:        routes{s},
+		Routes:        s.routes,
 		Now:           cfg.now,
 		MoveTasks:     moves,
 	})
@@ -144,7 +179,29 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if err := s.redriveQuarantined(); err != nil {
 		return nil, err
 	}
+	if s.cluster != nil {
+		if err := s.listenPeers(); err != nil {
+			return nil, err
+		}
+		if m := s.cat.mirror; m != nil {
+			if err := m.fresh(context.Background()); err != nil { // bounded by peerBudget
+				logger.Warn("sqsd: no catalogue from its home; serving the queues as last seen", "home", s.cluster.nodes[0].ID, "err", err)
+			}
+			m.start()
+		}
+	}
 	return s, nil
+}
+
+// localPartitions returns the partitions of topic this node owns.
+func (s *server) localPartitions(topic string) []int32 {
+	local, _, _ := s.routes.Partitions(topic)
+	return local
+}
+
+// isLocal reports whether this node owns partition p of topic.
+func (s *server) isLocal(topic string, p int32) bool {
+	return s.cluster == nil || s.cluster.owner(p) == s.cluster.self
 }
 
 // Close closes the node (which persists every ack and reports what it could not), then the
@@ -154,10 +211,16 @@ func (s *server) Close() error {
 	if s.api != nil {
 		s.api.Close() // its message move tasks end
 	}
+	if s.cat.mirror != nil {
+		s.cat.mirror.close()
+	}
 	if s.node != nil {
 		if err := s.node.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the node: %w", err))
 		}
+	}
+	if err := s.closePeers(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the peer listener: %w", err))
 	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the log: %w", err))
@@ -178,23 +241,33 @@ func (s *server) topicConfig(topic string) router.TopicConfig {
 }
 
 // produce is the front end's Config.ProduceRecord: one record in a partition of the queue's
-// topic: the next, round robin, or for a record with a key (a message's MessageGroupId) the
-// key's, by its hash, so that a FIFO queue's group stays in one partition, where the node
-// orders it. (A queue's partitions are fixed when it is created: -partitions at a restart
-// changes new queues only.)
+// topic: the next of this node's, round robin, or for a record with a key (a message's
+// MessageGroupId) the key's, by its hash, so that a FIFO queue's group stays in one
+// partition, where the node orders it. (A queue's partitions are fixed when it is created:
+// -partitions at a restart changes new queues only.) In cluster mode a key's partition
+// another node owns gets the record through that node, and so does a standard queue's
+// record on a node that owns none of the queue's partitions (see "Cluster mode").
 func (s *server) produce(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
-	if !s.cat.live(topic) {
+	n, ok := s.cat.partitionsOf(topic)
+	if !ok {
 		return 0, 0, router.ErrUnknownTopic
 	}
-	local, _, ok := s.store.Partitions(topic)
-	if !ok || len(local) == 0 {
-		return 0, 0, router.ErrUnknownTopic
-	}
-	i := int(s.next.Add(1) % uint32(len(local)))
 	if len(rec.Key) > 0 {
-		i = int(crc32.ChecksumIEEE(rec.Key) % uint32(len(local)))
+		p := int32(crc32.ChecksumIEEE(rec.Key) % uint32(n))
+		if !s.isLocal(topic, p) {
+			return s.forwardProduce(ctx, s.cluster.owner(p), topic, p, rec)
+		}
+		off, err := s.store.AppendRecord(topic, p, rec)
+		return p, off, err
 	}
-	p := local[i]
+	local := s.localPartitions(topic)
+	if len(local) == 0 {
+		if s.cluster == nil {
+			return 0, 0, router.ErrUnknownTopic
+		}
+		return s.produceAnywhere(ctx, topic, n, rec)
+	}
+	p := local[int(s.next.Add(1)%uint32(len(local)))]
 	off, err := s.store.AppendRecord(topic, p, rec)
 	return p, off, err
 }
@@ -213,14 +286,50 @@ func (r routes) Partitions(topic string) ([]int32, map[string][]int32, bool) {
 // durableAcks makes every DeleteMessage durable before it is answered: a message whose
 // delete succeeded is never delivered again, whatever crashes (router.Node.AckDurable, and
 // Persist for a batch: group-committed, a sync shared by the deletes that arrive
-// meanwhile).
-type durableAcks struct{ *router.Node }
+// meanwhile). In cluster mode a batch's handles of partitions other nodes own go to their
+// owners one by one, each answered once it is on the owner's disk (AckDurable forwarded).
+type durableAcks struct {
+	*router.Node
+	local func(topic string, p int32) bool
+}
 
 func (d durableAcks) Ack(ctx context.Context, topic string, h router.Handle) error {
 	return d.Node.AckDurable(ctx, topic, h)
 }
 
 func (d durableAcks) AckBatch(ctx context.Context, topic string, hs []router.Handle) []error {
+	var remote []int // indexes of the handles other nodes own
+	for i, h := range hs {
+		if !d.local(topic, h.Partition) {
+			remote = append(remote, i)
+		}
+	}
+	if len(remote) == 0 {
+		return d.ackLocal(ctx, topic, hs)
+	}
+	errs := make([]error, len(hs))
+	var wg sync.WaitGroup
+	for _, i := range remote {
+		wg.Go(func() { errs[i] = d.Node.AckDurable(ctx, topic, hs[i]) })
+	}
+	var here []router.Handle
+	var at []int
+	for i, h := range hs {
+		if d.local(topic, h.Partition) {
+			here, at = append(here, h), append(at, i)
+		}
+	}
+	if len(here) > 0 {
+		for j, err := range d.ackLocal(ctx, topic, here) {
+			errs[at[j]] = err
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
+// ackLocal acks handles of this node's partitions, then persists each partition once.
+func (d durableAcks) ackLocal(ctx context.Context, topic string, hs []router.Handle) []error {
 	errs := d.Node.AckBatch(ctx, topic, hs)
 	failed := map[int32]error{}
 	var mu sync.Mutex
@@ -250,8 +359,12 @@ func (d durableAcks) AckBatch(ctx context.Context, topic string, hs []router.Han
 }
 
 // receiptKey is the key of the receipt handles' tags, dir/receipt.key, made at the first
-// start: handles stay valid across a restart.
+// start: handles stay valid across a restart. In cluster mode it is derived from the
+// cluster's secret, so that a handle is valid on every node.
 func (s *server) receiptKey() ([]byte, error) {
+	if s.cluster != nil {
+		return s.cluster.receiptKey, nil
+	}
 	const name = "receipt.key"
 	key, err := os.ReadFile(filepath.Join(s.dir, name))
 	switch {

@@ -28,7 +28,10 @@
 // sees it: 400 without the caller's node header, 403 when Authorize refuses the caller, 405
 // for a method other than POST, 413 for a body over the bound; a Serve error is a 500.
 // router.Node.Serve takes the caller's name as given: a host whose network carries anyone
-// but its own nodes authenticates them in Authorize (a client certificate in r.TLS, say).
+// but its own nodes authenticates them in Authorize (a client certificate in r.TLS, say,
+// or a token its transports send in TransportConfig.Header, which rides every frame's
+// request and every upgrade: cmd/sqsd's cluster mode sends one derived from its cluster's
+// secret).
 //
 // # Building the transport
 //

@@ -23,7 +23,8 @@ const plainMemory = 2 * time.Minute
 
 // framedPool is a Transport's framed connections, one per peer URL.
 type framedPool struct {
-	from    string // the Header's value: this node's name, path-escaped
+	from    string      // the Header's value: this node's name, path-escaped
+	extra   http.Header // TransportConfig.Header, sent with the upgrade
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	tls     *tls.Config
 	timings framedTimings
@@ -184,10 +185,12 @@ func (p *framedPool) handshake(ctx context.Context, u *url.URL, raw net.Conn) (n
 		}
 		conn = tc
 	}
-	req := &http.Request{
-		Method: http.MethodPost, URL: u, Host: u.Host, ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{Header: {p.from}, "Connection": {"Upgrade"}, "Upgrade": {Upgrade}},
+	hdr := make(http.Header, len(p.extra)+3)
+	for k, v := range p.extra {
+		hdr[k] = v
 	}
+	hdr[Header], hdr["Connection"], hdr["Upgrade"] = []string{p.from}, []string{"Upgrade"}, []string{Upgrade}
+	req := &http.Request{Method: http.MethodPost, URL: u, Host: u.Host, ProtoMajor: 1, ProtoMinor: 1, Header: hdr}
 	if err := req.Write(conn); err != nil {
 		return nil, nil, false, err
 	}

@@ -119,6 +119,11 @@ type TransportConfig struct {
 	// Deprecated: framed connections are the default; Unframed turns them off. Framed has no
 	// effect.
 	Framed bool
+	// Header, when set, holds headers sent with every frame's request and every upgrade to a
+	// framed connection, besides the node's name: a credential the peer's Handler.Authorize
+	// checks (a bearer token, say). The transport keeps a copy; its own headers (Header,
+	// Connection, Upgrade) are not overridden.
+	Header http.Header
 }
 
 // Transport carries a node's frames to its peers: over one framed connection to each peer,
@@ -127,7 +132,8 @@ type TransportConfig struct {
 // the reply's body the reply frame. It implements router.Transport and is safe for
 // concurrent use.
 type Transport struct {
-	from    []string // the Header's value
+	from    []string    // the Header's value
+	extra   http.Header // TransportConfig.Header
 	resolve func(string) (string, bool)
 	rt      *http.Transport // every call with Unframed; without it, those to peers that do not upgrade
 	framed  *framedPool     // nil with Unframed
@@ -149,11 +155,12 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	t := &Transport{
 		from:    []string{url.PathEscape(cfg.Self)},
+		extra:   cfg.Header.Clone(),
 		resolve: cfg.Resolve,
 		rt:      newRoundTripper(cfg),
 	}
 	if !cfg.Unframed {
-		t.framed = &framedPool{from: t.from[0], dial: (&net.Dialer{}).DialContext, tls: t.rt.TLSClientConfig, timings: defaultFramedTimings}
+		t.framed = &framedPool{from: t.from[0], extra: t.extra, dial: (&net.Dialer{}).DialContext, tls: t.rt.TLSClientConfig, timings: defaultFramedTimings}
 	}
 	return t, nil
 }
@@ -231,6 +238,9 @@ func (t *Transport) Call(ctx context.Context, to string, frame []byte) ([]byte, 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(frame))
 	if err != nil {
 		return nil, fmt.Errorf("nodehttp: call to %s: %w", to, err)
+	}
+	for k, v := range t.extra {
+		req.Header[k] = v
 	}
 	req.Header[Header] = t.from
 	resp, err := t.rt.RoundTrip(req)

@@ -532,3 +532,33 @@ func TestDefaultIsFramed(t *testing.T) {
 		})
 	}
 }
+
+// TransportConfig.Header travels with every frame, and with the upgrade of a framed
+// connection, where Authorize sees it; the transport's own headers are not overridden by
+// it. A transport without it is refused by a handler that checks it.
+func TestTransportHeader(t *testing.T) {
+	eachMode(t, func(t *testing.T, m mode) {
+		h := &nodehttp.Handler{
+			Serve: echo,
+			Authorize: func(r *http.Request, from string) error {
+				if r.Header.Get("Authorization") != "Bearer s3cret" {
+					return errors.New("no token")
+				}
+				return nil
+			},
+		}
+		srv := startServer(t, h)
+		header := http.Header{"Authorization": {"Bearer s3cret"}, nodehttp.Header: {"impostor"}}
+		tr := newTransportWith(t, nodehttp.TransportConfig{Self: "a", Resolve: peers{"b": srv.URL}.resolve, HTTP1: m.http1, Unframed: !m.framed, Header: header})
+		header.Set("Authorization", "changed after") // the transport keeps its own copy
+		reply, err := tr.Call(context.Background(), "b", []byte("x"))
+		require.NoError(t, err)
+		assert.Equal(t, "a:x", string(reply), "the node's name is the transport's, not the extra header's")
+
+		without := newTransport(t, m, "a", peers{"b": srv.URL})
+		_, err = without.Call(context.Background(), "b", []byte("x"))
+		var status *nodehttp.StatusError
+		require.ErrorAs(t, err, &status)
+		assert.Equal(t, http.StatusForbidden, status.Code)
+	})
+}

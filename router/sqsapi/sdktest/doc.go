@@ -19,8 +19,11 @@
 // messages do not come back (TestServerRestart); a kill in the middle of sends and deletes
 // loses no message whose send succeeded and delivers none whose delete succeeded again
 // (TestServerKill9); a message received maxReceiveCount times lands in its dead-letter
-// queue with its attributes and a move task brings it back (TestServerRedrive); and boto3's
-// query protocol (TestServerBoto3Query, as TestBoto3Query below, with the dead-letter move).
+// queue with its attributes and a move task brings it back (TestServerRedrive); boto3's
+// query protocol (TestServerBoto3Query, as TestBoto3Query below, with the dead-letter move);
+// and three processes in cluster mode, the SDK creating, sending, receiving, deleting,
+// counting and purging through different nodes, a FIFO queue's groups in order
+// (TestServerCluster).
 //
 // TestBoto3Query drives the handler with boto3 over SQS's query protocol
 // (testdata/boto3_query.py, a FIFO queue's sends and receives among them), which botocore spoke before 1.31: Debian's python3-boto3 1.26,

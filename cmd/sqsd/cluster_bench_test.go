@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkRoundTrip measures a message's way through the server: a batch of 10 sent, then
+// received (long-polled) and deleted in a batch, each call made in-process at a node's front
+// end. "one" is one server; "cluster" three nodes over loopback, the batch sent through one
+// node, received through the next and deleted through the third, so that most records and
+// acks cross the node wire. Either way the batch lands on one partition (the one server's
+// queue has one, each node owns one of the cluster's three), so its delete syncs one
+// partition's acks, and what differs is the node wire. With fsync=true (the default) a send is fsynced before it is
+// answered; either way a delete is durable. Reported per message.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, fsync := range []bool{true, false} {
+		b.Run(fmt.Sprintf("one/fsync=%v", fsync), func(b *testing.B) {
+			s, err := openServer(config{dir: filepath.Join(b.TempDir(), "data"), noAuth: true, partitions: 1, fsync: fsync, baseURL: "http://localhost:9324"}, slog.New(slog.DiscardHandler))
+			require.NoError(b, err)
+			defer s.Close()
+			roundTrips(b, []*server{s, s, s})
+		})
+		b.Run(fmt.Sprintf("cluster/fsync=%v", fsync), func(b *testing.B) {
+			root := b.TempDir()
+			file, cf := writeClusterFile(b, root, 3)
+			var nodes []*server
+			for i := range 3 {
+				s, err := openServer(config{dir: filepath.Join(root, cf.Nodes[i].ID), noAuth: true, partitions: 3, fsync: fsync, baseURL: "http://localhost:9324",
+					clusterPath: file, nodeID: cf.Nodes[i].ID}, slog.New(slog.DiscardHandler))
+				require.NoError(b, err)
+				defer s.Close()
+				nodes = append(nodes, s)
+			}
+			roundTrips(b, nodes)
+		})
+	}
+}
+
+// roundTrips runs the benchmark's loop: sends through nodes[0], receives through nodes[1],
+// deletes through nodes[2].
+func roundTrips(b *testing.B, nodes []*server) {
+	tc := &testCluster{nodes: nodes}
+	call := func(i int, action, body string) string {
+		status, out := tc.callTB(i, action, body)
+		if status != 200 {
+			b.Fatalf("%s: %d %s", action, status, out)
+		}
+		return out
+	}
+	call(0, "CreateQueue", `{"QueueName":"bench"}`)
+	var entries []string
+	for j := range 10 {
+		entries = append(entries, fmt.Sprintf(`{"Id":"%d","MessageBody":"message %d of the benchmark"}`, j, j))
+	}
+	send := `{` + queue("bench") + `,"Entries":[` + strings.Join(entries, ",") + `]}`
+	receive := `{` + queue("bench") + `,"MaxNumberOfMessages":10,"WaitTimeSeconds":1}`
+	b.ResetTimer()
+	for b.Loop() {
+		call(0, "SendMessageBatch", send)
+		for got := 0; got < 10; {
+			var out struct{ Messages []sqsMessage }
+			if err := json.Unmarshal([]byte(call(1, "ReceiveMessage", receive)), &out); err != nil {
+				b.Fatal(err)
+			}
+			var dels []string
+			for k, m := range out.Messages {
+				dels = append(dels, fmt.Sprintf(`{"Id":"%d","ReceiptHandle":"%s"}`, k, m.ReceiptHandle))
+			}
+			if len(dels) > 0 {
+				call(2, "DeleteMessageBatch", `{`+queue("bench")+`,"Entries":[`+strings.Join(dels, ",")+`]}`)
+			}
+			got += len(out.Messages)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10), "ns/msg")
+}
