@@ -167,8 +167,8 @@
 // the node wire's budgets (2 s for a forwarded delete, 5 s for a forwarded send) when it
 // does not answer at all, never hanging. Its messages that were in flight are delivered
 // again once it is back (their leases were its, in memory): a DeleteMessage with a handle of
-// such a lease, after the restart, answers success and deletes nothing, as SQS answers a
-// stale handle (router/sqsapi, Receipt handles), and the message comes back. Otherwise no
+// such a lease, after the restart, is refused as an expired handle (InvalidParameterValue,
+// as SQS answers one; router/sqsapi, Receipt handles), and the message comes back. No
 // message whose send succeeded is lost, and none whose delete succeeded comes back.
 //
 // What each node keeps for itself, as sqsapi's handlers of a cluster do (in memory, but for

@@ -111,17 +111,17 @@ func TestStaleHandles(t *testing.T) {
 		{name: "released", stale: func(e *env, h string) string {
 			require.NoError(e.t, e.node.Release(context.Background(), "orders", handleOf(e.t, h)))
 			return h
-		}, changeCode: "MessageNotInflight"},
+		}, deleteCode: "InvalidParameterValue", changeCode: "MessageNotInflight"},
 		{name: "superseded", stale: func(e *env, h string) string {
 			require.NoError(e.t, e.node.Release(context.Background(), "orders", handleOf(e.t, h)))
 			e.receiveOne() // leased again: a new nonce
 			return h
-		}, changeCode: "MessageNotInflight"},
+		}, deleteCode: "InvalidParameterValue", changeCode: "MessageNotInflight"},
 		{name: "never issued", stale: func(e *env, h string) string {
 			parsed := handleOf(e.t, h)
 			parsed.Nonce++
 			return rh(parsed.String())
-		}, changeCode: "MessageNotInflight"},
+		}, deleteCode: "InvalidParameterValue", changeCode: "MessageNotInflight"},
 		{name: "deleted", stale: func(e *env, h string) string {
 			require.NoError(e.t, e.node.Ack(context.Background(), "orders", handleOf(e.t, h)))
 			return h
@@ -245,7 +245,7 @@ func TestReceiptKey(t *testing.T) {
 }
 
 // TestDeleteMessageBatch: each entry is answered as DeleteMessage would answer it: a
-// malformed handle fails, a stale one succeeds and deletes nothing.
+// malformed handle fails, a stale one fails as expired and deletes nothing.
 func TestDeleteMessageBatch(t *testing.T) {
 	e := newEnv(t, sqsapi.Config{})
 	e.produce(0, "a", "b", "c")
@@ -259,10 +259,12 @@ func TestDeleteMessageBatch(t *testing.T) {
 		`{"Id":"stale","ReceiptHandle":"` + msgs[2].ReceiptHandle + `"}]}`
 	var out batchResult
 	ok(t, e.call("DeleteMessageBatch", body), &out)
-	require.Equal(t, []string{"a", "b", "stale"}, out.successIDs())
-	require.Equal(t, []string{"bad=ReceiptHandleIsInvalid"}, out.failedCodes())
+	require.Equal(t, []string{"a", "b"}, out.successIDs())
+	require.Equal(t, []string{"bad=ReceiptHandleIsInvalid", "stale=InvalidParameterValue"}, out.failedCodes())
 	require.True(t, out.Failed[0].SenderFault)
 	require.NotEmpty(t, out.Failed[0].Message)
+	require.True(t, out.Failed[1].SenderFault)
+	require.Contains(t, out.Failed[1].Message, "The receipt handle has expired.")
 	// The stale entry deleted nothing: c comes back.
 	require.Equal(t, "c", e.receiveOne().Body)
 }
@@ -330,7 +332,8 @@ func TestBatchEntries(t *testing.T) {
 	e := newEnv(t, sqsapi.Config{})
 	var out batchResult
 	ok(t, e.call("DeleteMessageBatch", entries(10, plain)), &out)
-	require.Len(t, out.Successful, 10, "ten entries are a batch; their stale handles delete nothing")
+	require.Len(t, out.Failed, 10, "ten entries are a batch; their handles, never issued, are expired")
+	require.Empty(t, out.Successful)
 }
 
 // TestSendMessage: SendMessage produces the body through Config.Produce and answers its

@@ -370,18 +370,25 @@
 // (router.ErrNotLocal, router.ErrUnavailable), since it does not tell the two apart: with
 // Config.Routes the handler asks the routes then, and answers ReceiptHandleIsInvalid for a
 // partition they name on no node; without them, ServiceUnavailable. A handle that is the
-// queue's answers as SQS answers a
-// stale handle, when it names no live lease or a message deleted already:
+// queue's answers as SQS answers an expired or stale handle, when it names no live lease or
+// a message deleted already:
 //
-//	node's answer                         DeleteMessage   ChangeMessageVisibility
-//	the live lease                        deleted (acked) visibility changed
-//	router.ErrGone: the lease lapsed,     success,        MessageNotInflight
-//	  was nacked, or was superseded         nothing deleted
-//	  (or the handle was never issued)
-//	router.ErrAlreadySettled: the message success         InvalidParameterValue ("Message
-//	  was deleted already                                   does not exist or is not
-//	                                                        available for visibility
-//	                                                        timeout change")
+//	node's answer                         DeleteMessage          ChangeMessageVisibility
+//	the live lease                        deleted (acked)        visibility changed
+//	router.ErrGone: the lease lapsed,     InvalidParameterValue  MessageNotInflight
+//	  was nacked, or was superseded,      ("The receipt handle
+//	  its owner restarted (or the         has expired"),
+//	  handle was never issued)            nothing deleted
+//	router.ErrAlreadySettled: the message success                InvalidParameterValue ("Message
+//	  was deleted already                                          does not exist or is not
+//	                                                               available for visibility
+//	                                                               timeout change")
+//
+// A DeleteMessage that succeeds has deleted the message: a delete whose lease is gone is
+// refused, as SQS refuses an expired handle (always on a FIFO queue), rather than answered
+// success with nothing deleted, which SQS's documentation allows a standard queue and which
+// would leave a client taking the message for done while it comes back. A delete retried
+// after its first attempt deleted the message (a lost reply, an SDK's retry) succeeds.
 //
 // ChangeMessageVisibility with VisibilityTimeout 0 ends the lease with a nack-now
 // (router.Node.NackNow, through NowNacker): the delivery stays counted, as SQS counts every

@@ -16,9 +16,10 @@ type deleteInput struct {
 	ReceiptHandle *string
 }
 
-// deleteMessage serves DeleteMessage: an ack. A handle whose lease is gone (it lapsed, was
-// released, or the message is deleted already) succeeds and deletes nothing, as SQS's
-// DeleteMessage of a stale handle does.
+// deleteMessage serves DeleteMessage: an ack. A handle of a message deleted already
+// succeeds (a retried delete); one whose lease is gone (it lapsed, was given back or
+// superseded, or its owner restarted) is InvalidParameterValue, "The receipt handle has
+// expired", as SQS answers an expired handle: it deleted nothing, and the message comes back.
 func (h *Handler) deleteMessage(c *call) error {
 	var in deleteInput
 	if err := c.decode(&in); err != nil {
@@ -45,16 +46,19 @@ func (h *Handler) deleteMessage(c *call) error {
 
 var emptyObject = []byte("{}")
 
-// deleted is what a DeleteMessage answers for an ack's error: a stale handle is no error. A
-// record deleted is forgotten by the first receive times.
+// deleted is what a DeleteMessage answers for an ack's error: a message deleted already is
+// no error; a lease gone is an expired handle, never a success that deleted nothing (the
+// client would take the message for done, and it comes back). A record deleted is
+// forgotten by the first receive times.
 func (h *Handler) deleted(topic string, handle router.Handle, err error) error {
 	err = h.settleErr(topic, handle, err)
-	if err == nil || errors.Is(err, router.ErrAlreadySettled) {
+	switch {
+	case err == nil || errors.Is(err, router.ErrAlreadySettled):
 		h.first.forget(topic, handle)
 		h.attempts.changed(topic, handle)
-	}
-	if errors.Is(err, router.ErrGone) { // router.ErrAlreadySettled too
 		return nil
+	case errors.Is(err, router.ErrGone):
+		return invalidValue("ReceiptHandle", handle.String(), "The receipt handle has expired.")
 	}
 	return err
 }

@@ -114,8 +114,9 @@ func TestVisibilityTimeout(t *testing.T) {
 		require.Equal(t, time.Second, time.Since(start))
 		require.Equal(t, "3", third[0].Attributes["ApproximateReceiveCount"])
 
-		// The first handle is stale: its delete deletes nothing.
-		ok(t, e.call("DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+first.ReceiptHandle+`"}`), nil)
+		// The first handle is stale: its delete is refused as expired, and deletes nothing.
+		got := failed(t, e.call("DeleteMessage", `{"QueueUrl":"`+queueURL+`","ReceiptHandle":"`+first.ReceiptHandle+`"}`))
+		require.Equal(t, "InvalidParameterValue", got.Type, got.Message)
 		st, err := e.node.PartitionStatus("orders", 0)
 		require.NoError(t, err)
 		require.Equal(t, 1, st.Leased)

@@ -154,8 +154,9 @@ func receiveWithin(t *testing.T, c *sqs.Client, queueURL string, budget time.Dur
 
 // TestReceiveCountAfterTimeout: a message not deleted within its 1 s visibility timeout
 // comes back with ApproximateReceiveCount 2 and the first receive's
-// ApproximateFirstReceiveTimestamp, and its first handle is stale: a delete with it
-// deletes nothing, a visibility change with it is MessageNotInflight; a malformed handle is
+// ApproximateFirstReceiveTimestamp, and its first handle is stale: a delete with it is
+// refused as expired (InvalidParameterValue, as SQS answers an expired handle) and deletes
+// nothing, a visibility change with it is MessageNotInflight; a malformed handle is
 // ReceiptHandleIsInvalid.
 func TestReceiveCountAfterTimeout(t *testing.T) {
 	b := newBroker(t)
@@ -175,7 +176,8 @@ func TestReceiveCountAfterTimeout(t *testing.T) {
 
 	stale := first.Messages[0].ReceiptHandle
 	_, err = c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q, ReceiptHandle: stale})
-	require.NoError(t, err, "SQS answers a stale handle's delete with success")
+	requireCode(t, err, "InvalidParameterValue")
+	require.ErrorContains(t, err, "The receipt handle has expired.")
 	_, err = c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: q, ReceiptHandle: stale, VisibilityTimeout: 0})
 	var notInflight *types.MessageNotInflight
 	require.ErrorAs(t, err, &notInflight)

@@ -173,7 +173,13 @@ async function main() {
   const none = await send(new sqs.ReceiveMessageCommand({ QueueUrl: jobs, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
   assert.equal((none.Messages ?? []).length, 0, "every message leased");
 
-  // Delete: one alone, the rest in a batch; a stale handle's delete succeeds, as on SQS.
+  // Delete: one alone, the rest in a batch. The message's first handle, superseded by its
+  // second receive, is refused as expired (InvalidParameterValue, as SQS answers an expired
+  // handle); the second deletes it, and a retried delete (of a message deleted already, by
+  // either handle) succeeds.
+  await assert.rejects(send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: back.ReceiptHandle })),
+    (err) => err.name === "InvalidParameterValue" && /The receipt handle has expired/.test(err.message));
+  await send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: again[0].ReceiptHandle }));
   await send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: again[0].ReceiptHandle }));
   await send(new sqs.DeleteMessageCommand({ QueueUrl: jobs, ReceiptHandle: back.ReceiptHandle }));
   const deleted = await send(new sqs.DeleteMessageBatchCommand({
