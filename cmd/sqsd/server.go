@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/examples/filelog"
@@ -36,7 +35,6 @@ type server struct {
 	store  *filelog.Store
 	node   *router.Node
 	api    *sqsapi.Handler
-	next   atomic.Uint32 // round robin over a queue's partitions
 
 	generated       *generated // credentials made at this start
 	credentialsPath string
@@ -173,10 +171,11 @@ func (s *server) topicConfig(topic string) router.TopicConfig {
 }
 
 // produce is the front end's Config.ProduceRecord: one record in a partition of the queue's
-// topic: the next, round robin, or for a record with a key (a message's MessageGroupId) the
-// key's, by its hash, so that a FIFO queue's group stays in one partition, where the node
-// orders it. (A queue's partitions are fixed when it is created: -partitions at a restart
-// changes new queues only.)
+// topic: for a record with a key (a message's MessageGroupId) the key's, by its hash, so
+// that a FIFO queue's group stays in one partition, where the node orders it; otherwise the
+// file log's choice (filelog.Store.AppendAny): with -fsync, one whose fsync concurrent sends
+// share, the partitions kept near even. (A queue's partitions are fixed when it is created:
+// -partitions at a restart changes new queues only.)
 func (s *server) produce(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
 	if !s.cat.live(topic) {
 		return 0, 0, router.ErrUnknownTopic
@@ -185,11 +184,10 @@ func (s *server) produce(ctx context.Context, topic string, rec router.Record) (
 	if !ok || len(local) == 0 {
 		return 0, 0, router.ErrUnknownTopic
 	}
-	i := int(s.next.Add(1) % uint32(len(local)))
-	if len(rec.Key) > 0 {
-		i = int(crc32.ChecksumIEEE(rec.Key) % uint32(len(local)))
+	if len(rec.Key) == 0 {
+		return s.store.AppendAny(topic, rec)
 	}
-	p := local[i]
+	p := local[crc32.ChecksumIEEE(rec.Key)%uint32(len(local))]
 	off, err := s.store.AppendRecord(topic, p, rec)
 	return p, off, err
 }
