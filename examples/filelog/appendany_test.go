@@ -1,12 +1,14 @@
 package filelog
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -196,4 +198,30 @@ func TestAppendAnyPowerCut(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, writers*each)
 	requireAcked(final, all)
+}
+
+// TestAppendAnyPassesFailedPartition: a partition whose fsync failed refuses appends from
+// then on; AppendAny appends elsewhere rather than fail sends the other partitions would
+// take (that partition, left behind, is the emptiest).
+func TestAppendAnyPassesFailedPartition(t *testing.T) {
+	errDisk := errors.New("disk gone")
+	var calls atomic.Int32
+	failFirst := func(f *os.File) error {
+		if calls.Add(1) == 1 {
+			return errDisk
+		}
+		return f.Sync()
+	}
+	s := openTestStore(t, "", Options{Sync: SyncEveryAppend, syncFile: failFirst})
+	failed, _, err := s.AppendAny("q", router.Record{Value: []byte("lost")})
+	require.ErrorIs(t, err, errDisk)
+	for i := range 8 {
+		p, _, err := s.AppendAny("q", router.Record{Value: []byte(fmt.Sprint("v", i))})
+		require.NoError(t, err, "append %d", i)
+		require.NotEqual(t, failed, p, "append %d", i)
+	}
+	l, err := s.Log("q", failed)
+	require.NoError(t, err)
+	_, err = l.Append(nil, []byte("v"), time.Time{})
+	require.ErrorIs(t, err, errDisk, "the failed partition still refuses appends")
 }

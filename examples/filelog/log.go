@@ -47,8 +47,9 @@ type Log struct {
 	segs     []*segment // by base; the last one is active
 	bytes    int64      // sum of the segments' end
 	closed   bool
-	failed   error // a write whose damage could not be undone: no more appends
-	dirDirty bool  // segment files created or removed since the directory was synced
+	failed   error       // a write whose damage could not be undone: no more appends
+	refusing atomic.Bool // failed is set: Store.AppendAny passes the log by
+	dirDirty bool        // segment files created or removed since the directory was synced
 	buf      []byte
 
 	// Group commit (SyncEveryAppend): an append writes its frame under mu, then waits for
@@ -312,7 +313,7 @@ func (l *Log) awaitDurableLocked(upto int64) error {
 // refuses further appends: the page cache is not to be trusted, and they would sit on top
 // of those frames.
 func (l *Log) takeBack(err error) {
-	l.failed = err
+	l.fail(err)
 	seg := l.segs[len(l.segs)-1]
 	if keep := l.hwm.Load() - seg.base; keep < int64(len(seg.pos)) {
 		end := int64(seg.pos[keep])
@@ -335,10 +336,16 @@ func (l *Log) syncFile(f *os.File) error {
 // frame boundary. If it cannot, the log takes no more appends.
 func (l *Log) undo(seg *segment, err error) error {
 	if terr := seg.f.Truncate(seg.end); terr != nil {
-		l.failed = errors.Join(err, fmt.Errorf("filelog: undo: %w", terr))
+		l.fail(errors.Join(err, fmt.Errorf("filelog: undo: %w", terr)))
 		return l.failed
 	}
 	return err
+}
+
+// fail makes the log refuse every later append with err.
+func (l *Log) fail(err error) {
+	l.failed = err
+	l.refusing.Store(true)
 }
 
 // roll seals the active segment and starts a new one at the high watermark.

@@ -265,7 +265,8 @@ const anySlack = 64
 // over partitions would each run their own), unless that partition is anySlack records
 // or more ahead of the topic's emptiest; otherwise, and with SyncNone, it picks the
 // emptiest (the next round robin among equals), so the topic's partitions stay within a
-// few dozen records of each other as far as AppendAny alone fills them. Errors as for
+// few dozen records of each other as far as AppendAny alone fills them. A partition that
+// refuses appends after a failed fsync is passed by while another takes them. Errors as for
 // AppendRecord.
 func (s *Store) AppendAny(topic string, rec router.Record) (int32, int64, error) {
 	s.mu.RLock()
@@ -287,21 +288,25 @@ func (s *Store) AppendAny(topic string, rec router.Record) (int32, int64, error)
 	return p, off, err
 }
 
-// pick returns the index, in t.ordered, of the partition AppendAny appends to. The caller
-// holds the store's lock (read).
+// pick returns the index, in t.ordered, of the partition AppendAny appends to: never one
+// that refuses appends (a failed fsync) while another takes them. The caller holds the
+// store's lock (read).
 func (t *topic) pick() int {
 	logs := t.ordered
 	start := int(t.turn.Add(1) % uint32(len(logs)))
-	emptiest, least := start, logs[start].next.Load()
-	for k := 1; k < len(logs); k++ {
+	emptiest, least := -1, int64(0)
+	for k := range logs {
 		i := (start + k) % len(logs)
-		if n := logs[i].next.Load(); n < least {
+		if n := logs[i].next.Load(); !logs[i].refusing.Load() && (emptiest < 0 || n < least) {
 			emptiest, least = i, n
 		}
 	}
+	if emptiest < 0 {
+		return start // every one refuses: its append says why
+	}
 	for k := range logs {
 		i := (start + k) % len(logs)
-		if logs[i].waiting.Load() > 0 && logs[i].next.Load()-least < anySlack {
+		if logs[i].waiting.Load() > 0 && logs[i].next.Load()-least < anySlack && !logs[i].refusing.Load() {
 			return i
 		}
 	}
