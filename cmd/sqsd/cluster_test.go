@@ -223,6 +223,30 @@ func TestClusterQueue(t *testing.T) {
 	}
 }
 
+// TestClusterSendsLandOnOwners: each node's file log holds its own partitions of a queue
+// and no others, and a standard send through a node lands on one of them (the file log's
+// pick among its partitions), so that every message sent is received: a send appended to a
+// partition another node serves would never be.
+func TestClusterSendsLandOnOwners(t *testing.T) {
+	tc := newTestCluster(t, 3, 6)
+	tc.ok(0, "CreateQueue", `{"QueueName":"spread"}`)
+	const each = 20
+	for i := range 3 {
+		topic := tc.nodes[i].topicOf(t, "spread")
+		inLog, _, ok := tc.nodes[i].store.Partitions(topic)
+		require.True(t, ok)
+		require.Equal(t, []int32{int32(i), int32(i + 3)}, inLog, "node %d's log holds its own partitions alone", i)
+		for j := range each {
+			var out struct{ MessageId string }
+			require.NoError(t, json.Unmarshal([]byte(tc.ok(i, "SendMessage", fmt.Sprintf(`{%s,"MessageBody":"n%d-%d"}`, queue("spread"), i, j))), &out))
+			p, err := strconv.Atoi(strings.Split(out.MessageId, ":")[0])
+			require.NoError(t, err)
+			require.Equal(t, i, p%3, "a send through node %d lands on a partition of its own: %s", i, out.MessageId)
+		}
+	}
+	require.Len(t, tc.receiveAll(1, "spread", 3*each), 3*each)
+}
+
 // topicOf returns the topic of queue name, as this node's catalogue has it.
 func (s *server) topicOf(t *testing.T, name string) string {
 	t.Helper()

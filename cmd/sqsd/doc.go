@@ -27,13 +27,17 @@
 // # Durability
 //
 // A message is written, and with -fsync (the default) fsynced, before its SendMessage is
-// answered (group-committed: sends to a partition arriving meanwhile share the fsync); a
-// DeleteMessage is answered once the ack is on disk (router.Node.AckDurable:
-// group-committed, deletes arriving meanwhile share the sync). So a crash, of the process
+// answered (group-committed: an fsync is a partition's, and a standard queue's send goes to
+// a partition whose sends await one, so concurrent sends share it, the queue's partitions
+// kept within 64 messages of each other: filelog.Store.AppendAny; a FIFO queue's send goes
+// to its group's partition, sharing the fsync of the sends there); a DeleteMessage is
+// answered once the ack is on disk (router.Node.AckDurable: group-committed, the deletes of
+// a partition arriving meanwhile share the sync). So a crash, of the process
 // or of the machine, loses no message whose send succeeded and delivers none whose delete
 // succeeded again; messages received and not deleted are visible again after a restart.
 // With -fsync=false a send reaches the page cache only, which a crash of the process does
-// not lose and a crash of the machine may.
+// not lose and a crash of the machine may: the server syncs the log each second, so such a
+// crash loses about the last second of sends.
 //
 // At start the server loads every queue's partitions (in cluster mode, its own), so that
 // GetQueueAttributes counts a queue's messages from the first request (the node counts a

@@ -48,6 +48,11 @@ type server struct {
 	peerHandler *nodehttp.Handler
 	peerDone    chan struct{}
 
+	// With -fsync=false: the loop that syncs the log each second (stopSync ends it, and
+	// syncDone says it has).
+	stopSync chan struct{}
+	syncDone chan struct{}
+
 	generated       *generated // credentials made at this start
 	credentialsPath string
 	keys            int
@@ -111,7 +116,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		}
 	}()
 	for topic, partitions := range s.cat.queues() { // a queue whose creation a crash cut short
-		if err := s.store.CreateTopic(topic, partitions); err != nil {
+		if err := s.createTopic(topic, partitions); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +154,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 			}
 		}
 	}
-	s.cat.createTopic = s.store.CreateTopic
+	s.cat.createTopic = s.createTopic
 	s.cat.dropTopic = s.node.DeleteTopic
 	s.cat.changed = s.node.ReloadTopic
 
@@ -176,6 +181,10 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.fsync {
+		s.stopSync, s.syncDone = make(chan struct{}), make(chan struct{})
+		go s.syncEach(time.Second, s.store.Sync)
+	}
 	if err := s.redriveQuarantined(); err != nil {
 		return nil, err
 	}
@@ -191,6 +200,36 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 		}
 	}
 	return s, nil
+}
+
+// syncEach syncs the log (sync: its Sync) every interval until stopSync closes: with
+// -fsync=false, what a crash of the machine may lose is about the last interval's sends. A
+// failed sync is logged and tried again at the next tick.
+func (s *server) syncEach(interval time.Duration, sync func() error) {
+	defer close(s.syncDone)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopSync:
+			return
+		case <-tick.C:
+			if err := sync(); err != nil {
+				s.logger.Error("sqsd: syncing the log", "err", err)
+			}
+		}
+	}
+}
+
+// createTopic creates the partitions of a queue's topic (of partitions partitions) this
+// node owns in its file log: every one of them, or in cluster mode its own alone, so that a
+// send appended here (filelog.Store.AppendAny picks among the log's partitions) lands on a
+// partition this node serves.
+func (s *server) createTopic(topic string, partitions int) error {
+	if s.cluster == nil {
+		return s.store.CreateTopic(topic, partitions)
+	}
+	return s.store.CreatePartitions(topic, s.cluster.routes(partitions).local)
 }
 
 // localPartitions returns the partitions of topic this node owns.
@@ -222,6 +261,10 @@ func (s *server) Close() error {
 	if err := s.closePeers(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the peer listener: %w", err))
 	}
+	if s.stopSync != nil {
+		close(s.stopSync)
+		<-s.syncDone
+	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the log: %w", err))
 	}
@@ -241,12 +284,14 @@ func (s *server) topicConfig(topic string) router.TopicConfig {
 }
 
 // produce is the front end's Config.ProduceRecord: one record in a partition of the queue's
-// topic: the next of this node's, round robin, or for a record with a key (a message's
-// MessageGroupId) the key's, by its hash, so that a FIFO queue's group stays in one
-// partition, where the node orders it. (A queue's partitions are fixed when it is created:
-// -partitions at a restart changes new queues only.) In cluster mode a key's partition
-// another node owns gets the record through that node, and so does a standard queue's
-// record on a node that owns none of the queue's partitions (see "Cluster mode").
+// topic: for a record with a key (a message's MessageGroupId) the key's, by its hash, so
+// that a FIFO queue's group stays in one partition, where the node orders it; otherwise the
+// file log's choice among this node's partitions (filelog.Store.AppendAny): with -fsync, one
+// whose fsync concurrent sends share, the partitions kept near even. (A queue's partitions
+// are fixed when it is created: -partitions at a restart changes new queues only.) In
+// cluster mode a key's partition another node owns gets the record through that node, and
+// so does a standard queue's record on a node that owns none of the queue's partitions (see
+// "Cluster mode").
 func (s *server) produce(ctx context.Context, topic string, rec router.Record) (int32, int64, error) {
 	n, ok := s.cat.partitionsOf(topic)
 	if !ok {
@@ -267,9 +312,7 @@ func (s *server) produce(ctx context.Context, topic string, rec router.Record) (
 		}
 		return s.produceAnywhere(ctx, topic, n, rec)
 	}
-	p := local[int(s.next.Add(1)%uint32(len(local)))]
-	off, err := s.store.AppendRecord(topic, p, rec)
-	return p, off, err
+	return s.store.AppendAny(topic, rec)
 }
 
 // routes are the node's Routes: every partition of a queue's live topic is this node's;

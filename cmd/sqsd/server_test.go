@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"math/big"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -193,4 +195,34 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return certFile, keyFile, pool
+}
+
+// TestSyncEachSecond: with -fsync=false the server syncs its log each second (the flag's
+// promise: a crash of the machine loses about the last second of sends), goes on after a
+// failed sync, and stops when the server closes; with -fsync it runs no such loop.
+func TestSyncEachSecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &server{logger: slog.New(slog.DiscardHandler), stopSync: make(chan struct{}), syncDone: make(chan struct{})}
+		var syncs int
+		go s.syncEach(time.Second, func() error {
+			syncs++
+			if syncs == 2 {
+				return errors.New("disk gone for a moment")
+			}
+			return nil
+		})
+		time.Sleep(3500 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 3, syncs, "one a second, the failed one too")
+		close(s.stopSync)
+		<-s.syncDone
+		time.Sleep(5 * time.Second)
+		require.Equal(t, 3, syncs, "none after the close")
+	})
+	for _, fsync := range []bool{false, true} {
+		s, err := openServer(config{dir: filepath.Join(t.TempDir(), "data"), noAuth: true, partitions: 1, fsync: fsync, baseURL: "http://localhost:9324"}, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		require.Equal(t, !fsync, s.stopSync != nil, "fsync=%t: a sync loop", fsync)
+		require.NoError(t, s.Close())
+	}
 }

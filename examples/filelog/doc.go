@@ -58,7 +58,11 @@
 // to a partition share fsyncs (group commit): each writes its frame, then waits for an
 // fsync begun after its write, which one of them runs for all while the others write on. A
 // failed fsync takes back every record not yet durable and fails them and every later
-// append, since the page cache is no longer to be trusted.
+// append, since the page cache is no longer to be trusted. An fsync is a partition's, so
+// appends spread over partitions do not share one: Store.AppendAny, for records whose order
+// across partitions matters to no one, appends to a partition whose appends await an fsync,
+// so that concurrent appends to a topic share fsyncs, within a few dozen records of keeping
+// the topic's partitions even.
 //
 // Opening a log scans its segment files to index the frames (4 bytes of memory per record).
 // In the last segment, everything after the last intact frame is a torn tail, the remains of

@@ -3,6 +3,7 @@ package filelog
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -167,14 +168,25 @@ func TestGroupCommitCloseAnswersWaiters(t *testing.T) {
 	})
 }
 
-// powerCutDisk models what a power cut leaves of a log's segment files: each file as it was
-// when its last fsync began (what was written later may be lost), files never fsynced not
-// at all. It records, under the same lock, the appends answered, so that a cut sees every
-// append answered before it.
+// powerCutDisk models what a power cut leaves of the segment files under root (a log's or
+// a store's directory): each file as it was when its last fsync began (what was written
+// later may be lost), files never fsynced not at all. It records, under the same lock, the
+// appends answered, so that a cut sees every append answered before it.
 type powerCutDisk struct {
+	root   string
 	mu     sync.Mutex
-	images map[string][]byte // by file name
-	acked  map[int64]string  // offset: value
+	images map[string][]byte // by path under root
+	acked  map[placed]string // where each answered append is: its value
+}
+
+// placed is where an append went: its partition (0 for a lone log) and offset.
+type placed struct {
+	partition int32
+	offset    int64
+}
+
+func newPowerCutDisk(root string) *powerCutDisk {
+	return &powerCutDisk{root: root, images: map[string][]byte{}, acked: map[placed]string{}}
 }
 
 func (d *powerCutDisk) sync(f *os.File) error {
@@ -189,32 +201,36 @@ func (d *powerCutDisk) sync(f *os.File) error {
 	if err := f.Sync(); err != nil {
 		return err
 	}
+	name, err := filepath.Rel(d.root, f.Name())
+	if err != nil {
+		return err
+	}
 	d.mu.Lock()
-	d.images[filepath.Base(f.Name())] = image
+	d.images[name] = image
 	d.mu.Unlock()
 	return nil
 }
 
-func (d *powerCutDisk) ack(off int64, v string) {
+func (d *powerCutDisk) ack(at placed, v string) {
 	d.mu.Lock()
-	d.acked[off] = v
+	d.acked[at] = v
 	d.mu.Unlock()
 }
 
 // cut writes what the power cut leaves into dir and returns the answered appends.
-func (d *powerCutDisk) cut(dir string) (map[int64]string, error) {
+func (d *powerCutDisk) cut(dir string) (map[placed]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, image := range d.images {
-		if err := os.WriteFile(filepath.Join(dir, name), image, 0o644); err != nil {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, image, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	acked := make(map[int64]string, len(d.acked))
-	for off, v := range d.acked {
-		acked[off] = v
-	}
-	return acked, nil
+	return maps.Clone(d.acked), nil
 }
 
 // TestGroupCommitPowerCut: concurrent appends, some rolling segments, and a power cut while
@@ -223,13 +239,14 @@ func (d *powerCutDisk) cut(dir string) (map[int64]string, error) {
 func TestGroupCommitPowerCut(t *testing.T) {
 	for _, segmentBytes := range []int64{DefaultSegmentBytes, 4 * int64(testFrame)} {
 		t.Run(fmt.Sprintf("segment=%d", segmentBytes), func(t *testing.T) {
-			d := &powerCutDisk{images: map[string][]byte{}, acked: map[int64]string{}}
-			l := openTestLog(t, "", Options{Sync: SyncEveryAppend, SegmentBytes: segmentBytes, syncFile: d.sync})
+			dir := t.TempDir()
+			d := newPowerCutDisk(dir)
+			l := openTestLog(t, dir, Options{Sync: SyncEveryAppend, SegmentBytes: segmentBytes, syncFile: d.sync})
 			const writers, each = 4, 60
 			var wg sync.WaitGroup
 			errs := make(chan error, writers+1)
 			cutDir := t.TempDir()
-			var cutAcked map[int64]string
+			var cutAcked map[placed]string
 			for w := range writers {
 				wg.Go(func() {
 					for i := range each {
@@ -245,7 +262,7 @@ func TestGroupCommitPowerCut(t *testing.T) {
 							errs <- err
 							return
 						}
-						d.ack(off, v)
+						d.ack(placed{0, off}, v)
 					}
 				})
 			}
@@ -256,10 +273,10 @@ func TestGroupCommitPowerCut(t *testing.T) {
 			}
 			require.NotEmpty(t, cutAcked)
 			after := openTestLog(t, cutDir, Options{})
-			for off, v := range cutAcked {
-				rec, err := after.Read(off)
-				require.NoError(t, err, "offset %d was answered before the cut", off)
-				require.Equal(t, v, string(rec.Value), "offset %d", off)
+			for at, v := range cutAcked {
+				rec, err := after.Read(at.offset)
+				require.NoError(t, err, "offset %d was answered before the cut", at.offset)
+				require.Equal(t, v, string(rec.Value), "offset %d", at.offset)
 			}
 			// Without the cut, everything is there, offsets dense.
 			final := t.TempDir()
@@ -268,8 +285,8 @@ func TestGroupCommitPowerCut(t *testing.T) {
 			require.Len(t, all, writers*each)
 			after = openTestLog(t, final, Options{})
 			require.Equal(t, int64(writers*each), after.HighWatermark())
-			for off, v := range all {
-				rec, err := after.Read(off)
+			for at, v := range all {
+				rec, err := after.Read(at.offset)
 				require.NoError(t, err)
 				require.Equal(t, v, string(rec.Value))
 			}

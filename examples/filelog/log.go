@@ -47,8 +47,9 @@ type Log struct {
 	segs     []*segment // by base; the last one is active
 	bytes    int64      // sum of the segments' end
 	closed   bool
-	failed   error // a write whose damage could not be undone: no more appends
-	dirDirty bool  // segment files created or removed since the directory was synced
+	failed   error       // a write whose damage could not be undone: no more appends
+	refusing atomic.Bool // failed is set: Store.AppendAny passes the log by
+	dirDirty bool        // segment files created or removed since the directory was synced
 	buf      []byte
 
 	// Group commit (SyncEveryAppend): an append writes its frame under mu, then waits for
@@ -56,9 +57,14 @@ type Log struct {
 	// for every frame written before it began; appends meanwhile write theirs, and the next
 	// fsync covers them all. The frames awaiting an fsync are all in the active segment: a
 	// roll waits for them first.
-	next    int64     // the offset the next append writes (hwm plus the frames awaiting an fsync)
+	// next is the offset the next append writes (hwm plus the frames awaiting an fsync),
+	// written under mu; atomic so that Store.AppendAny can weigh partitions without it.
+	next    atomic.Int64
 	syncing bool      // an fsync runs with mu let go
 	synced  sync.Cond // broadcast when it ends; L is &mu
+	// waiting counts the appends awaiting an fsync (one of them may be running it): while
+	// it is above zero, an append here shares an fsync with them (Store.AppendAny).
+	waiting atomic.Int32
 }
 
 var _ router.Log = (*Log)(nil)
@@ -112,8 +118,8 @@ func openLog(dir string, opts Options, notify func(int64)) (*Log, error) {
 		l.dirDirty = true
 	}
 	active := l.segs[len(l.segs)-1]
-	l.next = active.base + active.count
-	l.hwm.Store(l.next)
+	l.next.Store(active.base + active.count)
+	l.hwm.Store(l.next.Load())
 	l.oldest.Store(l.segs[0].base)
 	if err := l.enforceRetention(); err != nil {
 		l.closeFiles()
@@ -195,7 +201,9 @@ func (l *Log) AppendRecord(rec router.Record) (int64, error) {
 	l.mu.Lock()
 	offset, err := l.appendLocked(&rec)
 	if err == nil && l.opts.Sync == SyncEveryAppend {
+		l.waiting.Add(1)
 		err = l.awaitDurableLocked(offset + 1)
+		l.waiting.Add(-1)
 	}
 	hwm, notify := l.hwm.Load(), l.notify
 	l.mu.Unlock()
@@ -224,8 +232,8 @@ func (l *Log) appendLocked(rec *router.Record) (int64, error) {
 		if active.end == 0 || active.end+size <= l.opts.SegmentBytes {
 			break
 		}
-		if l.hwm.Load() < l.next {
-			if err := l.awaitDurableLocked(l.next); err != nil {
+		if next := l.next.Load(); l.hwm.Load() < next {
+			if err := l.awaitDurableLocked(next); err != nil {
 				return 0, err
 			}
 			continue // mu was let go: look again
@@ -239,7 +247,7 @@ func (l *Log) appendLocked(rec *router.Record) (int64, error) {
 		return 0, err
 	}
 	seg := l.segs[len(l.segs)-1]
-	offset := l.next
+	offset := l.next.Load()
 	l.buf = appendFrame(l.buf[:0], offset, rec.Timestamp, rec.Key, rec.Value, rec.Headers)
 	if _, err := seg.f.WriteAt(l.buf, seg.end); err != nil {
 		return 0, l.undo(seg, fmt.Errorf("filelog: append to %s: %w", l.dir, err))
@@ -249,9 +257,9 @@ func (l *Log) appendLocked(rec *router.Record) (int64, error) {
 	seg.end += size
 	seg.count++
 	l.bytes += size
-	l.next = offset + 1
+	l.next.Store(offset + 1)
 	if l.opts.Sync != SyncEveryAppend {
-		l.hwm.Store(l.next)
+		l.hwm.Store(offset + 1)
 	}
 	if len(l.buf) > 64<<10 {
 		l.buf = nil // do not keep one huge record's buffer
@@ -273,7 +281,7 @@ func (l *Log) awaitDurableLocked(upto int64) error {
 			l.synced.Wait()
 			continue
 		}
-		target := l.next
+		target := l.next.Load()
 		var files []*os.File
 		for _, seg := range l.segs {
 			if seg.dirty {
@@ -305,14 +313,14 @@ func (l *Log) awaitDurableLocked(upto int64) error {
 // refuses further appends: the page cache is not to be trusted, and they would sit on top
 // of those frames.
 func (l *Log) takeBack(err error) {
-	l.failed = err
+	l.fail(err)
 	seg := l.segs[len(l.segs)-1]
 	if keep := l.hwm.Load() - seg.base; keep < int64(len(seg.pos)) {
 		end := int64(seg.pos[keep])
 		l.bytes -= seg.end - end
 		seg.pos, seg.end, seg.count = seg.pos[:keep], end, keep
 	}
-	l.next = l.hwm.Load()
+	l.next.Store(l.hwm.Load())
 	l.undo(seg, err)
 }
 
@@ -328,15 +336,21 @@ func (l *Log) syncFile(f *os.File) error {
 // frame boundary. If it cannot, the log takes no more appends.
 func (l *Log) undo(seg *segment, err error) error {
 	if terr := seg.f.Truncate(seg.end); terr != nil {
-		l.failed = errors.Join(err, fmt.Errorf("filelog: undo: %w", terr))
+		l.fail(errors.Join(err, fmt.Errorf("filelog: undo: %w", terr)))
 		return l.failed
 	}
 	return err
 }
 
+// fail makes the log refuse every later append with err.
+func (l *Log) fail(err error) {
+	l.failed = err
+	l.refusing.Store(true)
+}
+
 // roll seals the active segment and starts a new one at the high watermark.
 func (l *Log) roll() error {
-	seg, err := createSegment(l.dir, l.next)
+	seg, err := createSegment(l.dir, l.next.Load())
 	if err != nil {
 		return fmt.Errorf("filelog: roll %s: %w", l.dir, err)
 	}
@@ -401,8 +415,8 @@ func (l *Log) commitLocked() error {
 	err := l.syncLocked()
 	switch {
 	case err == nil:
-		l.hwm.Store(l.next)
-	case l.hwm.Load() < l.next:
+		l.hwm.Store(l.next.Load())
+	case l.hwm.Load() < l.next.Load():
 		err = fmt.Errorf("filelog: sync %s: %w", l.dir, err)
 		l.takeBack(err)
 	}

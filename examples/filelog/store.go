@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"narad.dev/consume/router"
@@ -90,7 +91,9 @@ type Store struct {
 
 type topic struct {
 	partitions []int32 // sorted; replaced, never modified, when partitions are added
+	ordered    []*Log  // the logs of partitions, in its order; replaced with it
 	logs       map[int32]*Log
+	turn       atomic.Uint32 // AppendAny's round robin
 }
 
 var (
@@ -178,7 +181,11 @@ func (s *Store) openPartition(name string, partition int32) (*Log, error) {
 	t.logs[partition] = l
 	ps := append(slices.Clone(t.partitions), partition)
 	slices.Sort(ps)
-	t.partitions = ps
+	ordered := make([]*Log, len(ps))
+	for i, p := range ps {
+		ordered[i] = t.logs[p]
+	}
+	t.partitions, t.ordered = ps, ordered
 	s.topics[name] = t
 	return l, nil
 }
@@ -187,18 +194,33 @@ func (s *Store) openPartition(name string, partition int32) (*Log, error) {
 // It never removes a partition. Errors: ErrInvalidName, router.ErrLogClosed after Close,
 // and I/O errors.
 func (s *Store) CreateTopic(name string, partitions int) error {
+	if partitions < 1 || partitions > math.MaxInt32 {
+		return fmt.Errorf("filelog: %d partitions", partitions)
+	}
+	all := make([]int32, partitions)
+	for p := range all {
+		all[p] = int32(p)
+	}
+	return s.CreatePartitions(name, all)
+}
+
+// CreatePartitions makes sure topic has the partitions named, creating the missing ones, and
+// no others: for a host whose node owns some of a topic's partitions, the others' records
+// living in other nodes' logs (and AppendAny picking among these alone). It never removes a
+// partition. Errors as for CreateTopic; a negative partition is an error, and creates none.
+func (s *Store) CreatePartitions(name string, partitions []int32) error {
 	if err := validTopic(name); err != nil {
 		return err
 	}
-	if partitions < 1 || partitions > math.MaxInt32 {
-		return fmt.Errorf("filelog: %d partitions", partitions)
+	if slices.ContainsFunc(partitions, func(p int32) bool { return p < 0 }) {
+		return fmt.Errorf("filelog: a negative partition of %s", name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return router.ErrLogClosed
 	}
-	for p := range int32(partitions) {
+	for _, p := range partitions {
 		if _, err := s.openPartition(name, p); err != nil {
 			return err
 		}
@@ -243,6 +265,67 @@ func (s *Store) AppendRecord(topic string, partition int32, rec router.Record) (
 		rec.Timestamp = time.Now()
 	}
 	return l.AppendRecord(rec)
+}
+
+// anySlack bounds how far AppendAny lets a partition run ahead of the topic's emptiest one
+// to share an fsync: far enough for groups of appends, near enough that consumers find
+// records in every partition.
+const anySlack = 64
+
+// AppendAny appends rec, its headers too, to a partition of topic of the store's choosing
+// and returns the partition and the offset; a zero Timestamp is now. It is for records
+// whose order across partitions matters to no one (a key's order needs Append to the
+// key's partition). With SyncEveryAppend it picks a partition where appends await an
+// fsync, so that concurrent appends share one (an fsync is a partition's: appends spread
+// over partitions would each run their own), unless that partition is anySlack records
+// or more ahead of the topic's emptiest; otherwise, and with SyncNone, it picks the
+// emptiest (the next round robin among equals), so the topic's partitions stay within a
+// few dozen records of each other as far as AppendAny alone fills them. A partition that
+// refuses appends after a failed fsync is passed by while another takes them. Errors as for
+// AppendRecord.
+func (s *Store) AppendAny(topic string, rec router.Record) (int32, int64, error) {
+	s.mu.RLock()
+	t, ok := s.topics[topic]
+	var p int32
+	var l *Log
+	if ok {
+		i := t.pick()
+		p, l = t.partitions[i], t.ordered[i]
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownPartition, topic)
+	}
+	if rec.Timestamp.IsZero() {
+		rec.Timestamp = time.Now()
+	}
+	off, err := l.AppendRecord(rec)
+	return p, off, err
+}
+
+// pick returns the index, in t.ordered, of the partition AppendAny appends to: never one
+// that refuses appends (a failed fsync) while another takes them. The caller holds the
+// store's lock (read).
+func (t *topic) pick() int {
+	logs := t.ordered
+	start := int(t.turn.Add(1) % uint32(len(logs)))
+	emptiest, least := -1, int64(0)
+	for k := range logs {
+		i := (start + k) % len(logs)
+		if n := logs[i].next.Load(); !logs[i].refusing.Load() && (emptiest < 0 || n < least) {
+			emptiest, least = i, n
+		}
+	}
+	if emptiest < 0 {
+		return start // every one refuses: its append says why
+	}
+	for k := range logs {
+		i := (start + k) % len(logs)
+		if logs[i].waiting.Load() > 0 && logs[i].next.Load()-least < anySlack && !logs[i].refusing.Load() {
+			return i
+		}
+	}
+	return emptiest
 }
 
 // Get implements router.Logs. After Close it still returns the (closed) logs, whose reads
