@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -407,8 +410,9 @@ func TestSendRefusals(t *testing.T) {
 	require.Empty(t, e.produced)
 }
 
-// TestSendMessageBatch: each valid entry is produced, in order; the others are answered in
-// Failed; without Produce both sends are UnsupportedOperation.
+// TestSendMessageBatch: each valid entry is produced (a standard queue's in any order, at
+// once), and answered in the entries' order with the MessageId of its own record; the others
+// are answered in Failed; without Produce both sends are UnsupportedOperation.
 func TestSendMessageBatch(t *testing.T) {
 	e := newEnv(t, sqsapi.Config{})
 	e.h = mustNew(t, e.node, sqsapi.Config{Produce: e.produceFunc()})
@@ -416,10 +420,16 @@ func TestSendMessageBatch(t *testing.T) {
 	ok(t, e.call("SendMessageBatch", `{"QueueUrl":"`+queueURL+`","Entries":[`+
 		`{"Id":"one","MessageBody":"1"},{"Id":"bad","MessageBody":"\u0000"},{"Id":"two","MessageBody":"2"}]}`), &out)
 	require.Equal(t, []string{"one", "two"}, out.successIDs())
-	require.Equal(t, "0:1", out.Successful[1].MessageId)
-	require.Equal(t, md5hex("2"), out.Successful[1].MD5OfMessageBody)
+	for i, body := range []string{"1", "2"} {
+		require.Equal(t, md5hex(body), out.Successful[i].MD5OfMessageBody)
+		off, err := strconv.ParseInt(strings.TrimPrefix(out.Successful[i].MessageId, "0:"), 10, 64)
+		require.NoError(t, err, out.Successful[i].MessageId)
+		rec, err := e.logs.Log("orders", 0).Read(off)
+		require.NoError(t, err)
+		require.Equal(t, body, string(rec.Value), "entry %s's MessageId names its own record", out.Successful[i].Id)
+	}
 	require.Equal(t, []string{"bad=InvalidMessageContents"}, out.failedCodes())
-	require.Equal(t, []string{"orders/1", "orders/2"}, e.produced)
+	require.ElementsMatch(t, []string{"orders/1", "orders/2"}, e.produced)
 
 	bare := newEnv(t, sqsapi.Config{})
 	for _, act := range []string{"SendMessage", "SendMessageBatch"} {
@@ -630,4 +640,34 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	_, err = sqsapi.New(e.node, sqsapi.Config{Queues: queues, BaseURL: "http://127.0.0.1:9324"})
 	require.NoError(t, err)
+}
+
+// TestSendMessageBatchAtOnce: a standard queue's entries reach the host's produce at once,
+// so that its log may share one fsync among them: here a produce that answers only once
+// every entry of the batch is in it (with the entries sent one after the other, the first
+// would wait for ever, and synctest reports the deadlock).
+func TestSendMessageBatchAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, sqsapi.Config{})
+		const entries = 10
+		var mu sync.Mutex
+		arrived, all := 0, make(chan struct{})
+		e.h = mustNew(t, e.node, sqsapi.Config{Produce: func(ctx context.Context, topic string, body []byte) (int32, int64, error) {
+			mu.Lock()
+			if arrived++; arrived == entries {
+				close(all)
+			}
+			mu.Unlock()
+			<-all
+			return e.produceFunc()(ctx, topic, body)
+		}})
+		var list []string
+		for i := range entries {
+			list = append(list, fmt.Sprintf(`{"Id":"e%d","MessageBody":"m%d"}`, i, i))
+		}
+		var out batchResult
+		ok(t, e.call("SendMessageBatch", `{"QueueUrl":"`+queueURL+`","Entries":[`+strings.Join(list, ",")+`]}`), &out)
+		require.Len(t, out.Successful, entries)
+		require.Empty(t, out.Failed)
+	})
 }

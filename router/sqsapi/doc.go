@@ -405,7 +405,8 @@
 //
 // SendMessage and SendMessageBatch hand each body to Config.Produce, or, with its message
 // attributes as the record's headers, to Config.ProduceRecord (without either they answer
-// UnsupportedOperation), and answer the MessageId partition:offset it returns, the body's
+// UnsupportedOperation; a standard queue's batch hands its entries over at once, so that a
+// host's log may share one write or fsync among them, and a FIFO queue's in order), and answer the MessageId partition:offset it returns, the body's
 // MD5, which the SDKs check, and, for a message with attributes, their MD5
 // (MD5OfMessageAttributes, over the attributes as sent; MD5OfMessageSystemAttributes for an
 // AWSTraceHeader). A record's headers are, in order: one per message attribute, in order of

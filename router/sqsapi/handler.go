@@ -113,7 +113,9 @@ type Config struct {
 	// do) and returns where it landed, which becomes the MessageId. Without it the two
 	// actions answer UnsupportedOperation. An error it returns is answered as a node's error
 	// is (router.ErrUnknownTopic is QueueDoesNotExist, router.ErrUnavailable
-	// ServiceUnavailable, anything else InternalFailure). It must be safe for concurrent use.
+	// ServiceUnavailable, anything else InternalFailure). It must be safe for concurrent use:
+	// besides concurrent requests, a standard queue's SendMessageBatch calls it for its
+	// entries at once (a FIFO queue's, one after the other, in order).
 	Produce func(ctx context.Context, topic string, body []byte) (partition int32, offset int64, err error)
 	// ProduceRecord, when set, serves SendMessage and SendMessageBatch as Produce does, and
 	// keeps the message's attributes: rec.Value is the body, rec.Headers one header per

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -315,8 +316,17 @@ type sendBatchInput struct {
 	Entries  []sendInput
 }
 
-// sendMessageBatch serves SendMessageBatch through Config.Produce, one record per entry, in
-// order; an entry refused or failed is answered in Failed, the others are sent.
+// batchEntrySent is what became of one entry of a SendMessageBatch: its message, and the
+// MessageId and SequenceNumber its send answered, or why it was not sent.
+type batchEntrySent struct {
+	msg     sentMessage
+	id, seq string
+	err     error
+}
+
+// sendMessageBatch serves SendMessageBatch through Config.Produce, one record per entry (a
+// standard queue's concurrently, a FIFO queue's in order); an entry refused or failed is
+// answered in Failed, the others are sent.
 func (h *Handler) sendMessageBatch(c *call) error {
 	var in sendBatchInput
 	if err := c.decode(&in); err != nil {
@@ -347,28 +357,41 @@ func (h *Handler) sendMessageBatch(c *call) error {
 	if err != nil {
 		return err
 	}
-	var resp batchResponse
+	// A standard queue's entries are sent at once, each on its own goroutine: their order
+	// is not kept anyway, and a host's log may then share one write or fsync among them
+	// (a group commit) where one after the other each waits for its own. A FIFO queue's go
+	// in order, one after the other, so that a group's messages keep the batch's order.
+	sent := make([]batchEntrySent, len(in.Entries))
+	var sends sync.WaitGroup
 	for i := range in.Entries {
-		e := &in.Entries[i]
+		e, r := &in.Entries[i], &sent[i]
 		prefix := "Entries." + strconv.Itoa(i+1) + "."
-		msg, err := e.message(prefix, h.keepsAttributes)
-		if err == nil {
-			err = ref.fitQueue(prefix, e, &msg)
+		r.msg, r.err = e.message(prefix, h.keepsAttributes)
+		if r.err == nil {
+			r.err = ref.fitQueue(prefix, e, &r.msg)
 		}
-		if err == nil {
-			err = ref.fits(prefix, &msg)
+		if r.err == nil {
+			r.err = ref.fits(prefix, &r.msg)
 		}
-		var id, seq string
-		if err == nil {
-			id, seq, err = h.send(c, queue, &ref, &msg)
+		switch {
+		case r.err != nil:
+		case ref.fifo:
+			r.id, r.seq, r.err = h.send(c, queue, &ref, &r.msg)
+		default:
+			sends.Go(func() { r.id, r.seq, r.err = h.send(c, queue, &ref, &r.msg) })
 		}
-		if err != nil {
-			h.failEntry(&resp, c, *e.Id, err)
+	}
+	sends.Wait()
+	var resp batchResponse
+	for i, r := range sent {
+		id := *in.Entries[i].Id
+		if r.err != nil {
+			h.failEntry(&resp, c, id, r.err)
 			continue
 		}
-		resp.Successful = append(resp.Successful, batchSuccess{Id: *e.Id, MessageId: id, MD5OfMessageBody: md5Hex(msg.body),
-			MD5OfMessageAttributes: attributesMD5Hex(msg.attrs), MD5OfMessageSystemAttributes: systemAttributesMD5Hex(msg.trace),
-			SequenceNumber: seq})
+		resp.Successful = append(resp.Successful, batchSuccess{Id: id, MessageId: r.id, MD5OfMessageBody: md5Hex(r.msg.body),
+			MD5OfMessageAttributes: attributesMD5Hex(r.msg.attrs), MD5OfMessageSystemAttributes: systemAttributesMD5Hex(r.msg.trace),
+			SequenceNumber: r.seq})
 	}
 	c.reply(&batchReply{entry: c.action + "ResultEntry", resp: &resp})
 	return nil
