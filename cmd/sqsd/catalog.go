@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -116,20 +114,7 @@ func openCatalog(dir string, partitions int) (*catalog, error) {
 // decodeCatalog checks and decodes a catalogue file.
 func decodeCatalog(data []byte) (catalogFile, error) {
 	var file catalogFile
-	line, body, ok := bytes.Cut(data, []byte("\n"))
-	if !ok || !bytes.HasPrefix(line, []byte(catalogMagic)) {
-		return file, errors.New("no header line")
-	}
-	sum, err := strconv.ParseUint(string(line[len(catalogMagic):]), 16, 32)
-	if err != nil {
-		return file, errors.New("malformed header line")
-	}
-	if got := crc32.Checksum(body, crcTable); got != uint32(sum) {
-		return file, fmt.Errorf("checksum %08x, the header says %08x", got, sum)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&file); err != nil {
+	if err := decodeChecked(catalogMagic, data, &file); err != nil {
 		return file, err
 	}
 	if file.Queues == nil {
@@ -147,13 +132,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // encodeCatalog is what decodeCatalog reads.
 func encodeCatalog(file catalogFile) ([]byte, error) {
-	body, err := json.MarshalIndent(file, "", "\t")
-	if err != nil {
-		return nil, err
-	}
-	body = append(body, '\n')
-	out := fmt.Appendf(nil, "%s%08x\n", catalogMagic, crc32.Checksum(body, crcTable))
-	return append(out, body...), nil
+	return encodeChecked(catalogMagic, file)
 }
 
 // save writes file as the catalogue: a temporary file fsynced, renamed over the old, and the
