@@ -10,10 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"narad.dev/consume/crashfs"
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
-	"narad.dev/consume/router/routertest"
 )
 
 // backoffTopic is a topic whose nacks and expiries wait an hour before redelivery, and whose
@@ -150,26 +148,13 @@ func TestNackNowToAnOlderOwner(t *testing.T) {
 // acks beside it are applied too: the refused batch goes again with a nack in its place.
 func TestNackNowInABatchToAnOlderOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPairWith(t, 10*time.Millisecond, 1, func(id string, cfg *router.Config) {
-			withBackoff(id, cfg)
-			atVersion("a", 13)(id, cfg)
+		p, _, errs := settleEightAtAnOlderOwner(t, 13, func(b *router.Node, i int, h router.Handle) error {
+			if i == 3 {
+				return b.NackNow(context.Background(), "orders", h)
+			}
+			return b.Ack(context.Background(), "orders", h)
 		})
 		defer p.close()
-		p.a.produce(0, 8)
-		msgs := p.a.consume(router.ConsumeOptions{Max: 8})
-		require.Len(t, msgs, 8)
-		errs := make([]error, len(msgs))
-		var wg sync.WaitGroup
-		for i, m := range msgs {
-			wg.Go(func() {
-				if i == 3 {
-					errs[i] = p.b.node.NackNow(context.Background(), "orders", m.Receipt)
-				} else {
-					errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt)
-				}
-			})
-		}
-		wg.Wait()
 		for i, err := range errs {
 			assert.NoError(t, err, "settle %d", i)
 		}
@@ -210,32 +195,7 @@ func TestNackNowFromAnOlderGateway(t *testing.T) {
 // A node pinned to version 13 refuses a NackNow frame as that release does: alone as an
 // unknown op, in a batch as a malformed frame; version 14 applies it.
 func TestServeRefusesNackNowBelowV14(t *testing.T) {
-	for _, version := range []uint8{13, 14} {
-		routes := &routertest.Routes{}
-		routes.Set("orders", 0)
-		logs := &routertest.MemLogs{}
-		logs.Log("orders", 0)
-		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Transport: unreachable{}, WireVersion: version})
-		require.NoError(t, err)
-		h := wire.Handle{Partition: 0, Offset: 0, Nonce: 1}
-		single := wire.Request{Op: wire.OpNackNow, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Handle: h}}}
-		batch := wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: h, Budget: time.Second}, {Op: wire.OpNackNow, Handle: h, Budget: time.Second}}}
-		wantSingle, wantBatch := []byte{wire.StatusUnsupported}, []byte{wire.StatusBadRequest}
-		if version == 14 {
-			wantSingle, wantBatch = []byte{wire.StatusGone}, []byte{wire.StatusGone, wire.StatusGone}
-		}
-		for _, tc := range []struct {
-			req  wire.Request
-			want []byte
-		}{{single, wantSingle}, {batch, wantBatch}} {
-			frame, err := wire.EncodeRequest(tc.req)
-			require.NoError(t, err)
-			reply, err := node.Serve(context.Background(), "b", frame)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, replyStatuses(t, reply), "v%d, op %d", version, tc.req.Op)
-		}
-		require.NoError(t, node.Close())
-	}
+	requireServeRefusesOpBelow(t, wire.OpNackNow, 14, 13)
 }
 
 // A batch carrying a NackNow and a Reject to an owner on version 8 is refused once for each
@@ -243,29 +203,16 @@ func TestServeRefusesNackNowBelowV14(t *testing.T) {
 // ErrUnsupportedOp, unapplied, and the acks beside them applied.
 func TestNackNowAndRejectInABatchToAnOlderOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPairWith(t, 10*time.Millisecond, 1, func(id string, cfg *router.Config) {
-			withBackoff(id, cfg)
-			atVersion("a", 8)(id, cfg)
+		p, msgs, errs := settleEightAtAnOlderOwner(t, 8, func(b *router.Node, i int, h router.Handle) error {
+			switch i {
+			case 2:
+				return b.NackNow(context.Background(), "orders", h)
+			case 5:
+				return b.Reject(context.Background(), "orders", h)
+			}
+			return b.Ack(context.Background(), "orders", h)
 		})
 		defer p.close()
-		p.a.produce(0, 8)
-		msgs := p.a.consume(router.ConsumeOptions{Max: 8})
-		require.Len(t, msgs, 8)
-		errs := make([]error, len(msgs))
-		var wg sync.WaitGroup
-		for i, m := range msgs {
-			wg.Go(func() {
-				switch i {
-				case 2:
-					errs[i] = p.b.node.NackNow(context.Background(), "orders", m.Receipt)
-				case 5:
-					errs[i] = p.b.node.Reject(context.Background(), "orders", m.Receipt)
-				default:
-					errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt)
-				}
-			})
-		}
-		wg.Wait()
 		for i, err := range errs {
 			if i == 5 {
 				assert.ErrorIs(t, err, router.ErrUnsupportedOp)
@@ -279,4 +226,26 @@ func TestNackNowAndRejectInABatchToAnOlderOwner(t *testing.T) {
 		assert.Zero(t, shards.Quarantined+shards.Rejected)
 		require.NoError(t, p.a.ack(msgs[5]), "the rejected record's lease lives on")
 	})
+}
+
+// settleEightAtAnOlderOwner consumes 8 records of partition 0 on owner a (pinned to node wire
+// version, a topic Backoff on both nodes) and settles each from b at once, settle(i) for the
+// i-th, so that they share batches to a; it returns the pair, the records and each settle's
+// error.
+func settleEightAtAnOlderOwner(t *testing.T, version uint8, settle func(b *router.Node, i int, h router.Handle) error) (*pair, []router.Message, []error) {
+	t.Helper()
+	p := newPairWith(t, 10*time.Millisecond, 1, func(id string, cfg *router.Config) {
+		withBackoff(id, cfg)
+		atVersion("a", version)(id, cfg)
+	})
+	p.a.produce(0, 8)
+	msgs := p.a.consume(router.ConsumeOptions{Max: 8})
+	require.Len(t, msgs, 8)
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() { errs[i] = settle(p.b.node, i, m.Receipt) })
+	}
+	wg.Wait()
+	return p, msgs, errs
 }

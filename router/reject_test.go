@@ -357,7 +357,15 @@ func TestRejectFromAnOlderGateway(t *testing.T) {
 // A node pinned to version 8 or 9 refuses a reject frame as those releases do: alone as an
 // unknown op, in a batch as a malformed frame; version 10 applies it.
 func TestServeRefusesRejectBelowV10(t *testing.T) {
-	for _, version := range []uint8{8, 9, 10} {
+	requireServeRefusesOpBelow(t, wire.OpReject, 10, 8, 9)
+}
+
+// requireServeRefusesOpBelow checks that a node pinned to each version of older refuses a
+// frame of op (introduced in node wire version since) as those releases do: alone as an
+// unknown op, in a batch as a malformed frame; and that version since applies it.
+func requireServeRefusesOpBelow(t *testing.T, op byte, since uint8, older ...uint8) {
+	t.Helper()
+	for _, version := range append(older, since) {
 		routes := &routertest.Routes{}
 		routes.Set("orders", 0)
 		logs := &routertest.MemLogs{}
@@ -365,10 +373,10 @@ func TestServeRefusesRejectBelowV10(t *testing.T) {
 		node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Transport: unreachable{}, WireVersion: version})
 		require.NoError(t, err)
 		h := wire.Handle{Partition: 0, Offset: 0, Nonce: 1}
-		single := wire.Request{Op: wire.OpReject, Topic: "orders", Records: []wire.Record{{Op: wire.OpReject, Handle: h}}}
-		batch := wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: h, Budget: time.Second}, {Op: wire.OpReject, Handle: h, Budget: time.Second}}}
+		single := wire.Request{Op: op, Topic: "orders", Records: []wire.Record{{Op: op, Handle: h}}}
+		batch := wire.Request{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpAck, Handle: h, Budget: time.Second}, {Op: op, Handle: h, Budget: time.Second}}}
 		wantSingle, wantBatch := []byte{wire.StatusUnsupported}, []byte{wire.StatusBadRequest}
-		if version == 10 {
+		if version == since {
 			wantSingle, wantBatch = []byte{wire.StatusGone}, []byte{wire.StatusGone, wire.StatusGone}
 		}
 		for _, tc := range []struct {
