@@ -110,6 +110,31 @@ func TestSparseStreamIsNotHeldBack(t *testing.T) {
 	})
 }
 
+// Checklist 97, 100: a claim that comes back empty (the owner's own consumer took the
+// record between the notification and the claim) puts the gateway's token back at once, so
+// the next record reaches the consumer still parked there a notification and a claim after
+// it arrives, not at the keeper's next pass (up to tokens.KeepInterval later).
+func TestEmptyClaimPutsTheTokenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		g, b := c.nodes["g"], c.nodes["b"]
+		ctx := context.Background()
+		got := g.async(ctx, router.ConsumeOptions{Wait: 10 * time.Second})
+		time.Sleep(300 * time.Millisecond) // the keeper's passes come at 100 ms + k * 500 ms
+		c.produce(0, 1)                    // b notifies g...
+		mine := b.consume(ctx, router.ConsumeOptions{})
+		require.Len(t, mine, 1, "...and its own consumer takes the record first")
+		time.Sleep(10 * rtt)
+		synctest.Wait()
+		require.Equal(t, uint64(1), g.node.Stats().Remote.Claims)
+		require.Zero(t, g.node.Stats().Remote.ClaimHits, "the claim came back empty")
+		require.Equal(t, 1, g.node.Parked("orders"), "the consumer waits on")
+		m := c.produceTo(got, 0, 4*rtt, "the next record, with the token put back at once")
+		assert.Equal(t, int64(1), m.Offset)
+	})
+}
+
 // Checklist 98, 103: a notification that reaches a node with nobody parked is passed at
 // once, and the owner offers the record to its next token a round trip later, not after
 // the hold's deadline.

@@ -50,6 +50,12 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 				return msgs, err
 			}
 			quiet = false // the record went elsewhere: wait for the next
+			if r.wake.Claim {
+				// The notification spent this node's token there, and nothing came of it:
+				// a token goes back now, not at the keeper's next pass (up to
+				// tokens.KeepInterval later), or a record arriving meanwhile waits for it.
+				n.kickKeeper()
+			}
 			continue
 		}
 		if r.scan {
