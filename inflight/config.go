@@ -101,6 +101,8 @@ type Config struct {
 	// MaxDeferred bounds the records an ordered partition keeps read and waiting behind
 	// their keys. At the bound it hands out no new record (ErrDeferredCap), only those
 	// already read, until keys free (a stall episode, counted in Counters.DeferredStalls).
+	// Records a Requeue brings back queue behind their keys whatever the bound (the
+	// quarantine held them already), and count until they are delivered.
 	// Zero means DefaultMaxDeferred.
 	MaxDeferred int
 

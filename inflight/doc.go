@@ -78,7 +78,9 @@
 // visible nor counted against the in-flight cap, until the key frees. A lease of a key that
 // ends unsettled (nack, expiry, give-back, lapse) queues its record as the key's next, with
 // its delay. At most Config.MaxDeferred records wait so (ErrDeferredCap beyond, a stall
-// episode counted in Counters.DeferredStalls); Stats.Keys counts the keys. The index is
+// episode counted in Counters.DeferredStalls), besides those a Requeue brought back, which
+// queue behind their keys whatever the bound (the quarantine held them already);
+// Stats.Keys counts the keys. The index is
 // memory only, as leases are, but for one thing: the deferred records of up to MaxKeyTails
 // blocked keys are parked inside the acked-ahead runs, so that a key blocked for long splits
 // no run, and what is persisted names them by one key tail each (State.KeyTails). A shard
