@@ -331,6 +331,15 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 			x.of.set(off, keyRef{key: keys[i], state: ks})
 			x.parkedOffsets++
 			x.parkedLow = min(x.parkedLow, off)
+			if len(x.settledUnverified) > 0 {
+				// Below a record settled into the runs while the shard was unverified (every
+				// one left lies above: Verify passes them in order), whose key may be this
+				// one (a discard of a quarantined record it never read): a tail from here
+				// would take that record for parked after the next restart or move.
+				// Deferred all the same, but out of the runs, as a hole.
+				s.unparkOffsetLocked(off, &p, ks)
+				s.pending.set(off, p)
+			}
 		}
 		if _, ok := s.ahead.from(max(x.verifyNext, s.frontier+1)); !ok {
 			s.verifiedLocked(&fx)
@@ -352,8 +361,12 @@ func (s *Shard) verifiedLocked(fx *effects) {
 		pk.state.restored = false
 		if pk.state.parkedOffsets == 0 {
 			s.unparkKeyLocked(pk.state)
-			s.freeKeyLocked(pk.key, pk.state, fx) // forgotten, unless it holds or queues
-			continue
+			if _, deferred := s.lowestQueuedLocked(pk.state, false); !deferred {
+				s.freeKeyLocked(pk.key, pk.state, fx) // forgotten, unless it holds or queues
+				continue
+			}
+			// Records Verify deferred out of the runs (below a record settled while the shard
+			// was unverified): they wait for the cursor as parked ones do.
 		}
 		x.awaiting = append(x.awaiting, pk)
 	}

@@ -235,13 +235,16 @@ func (s *Shard) RequeueAll(now time.Time) int {
 //
 // It reports whether off was quarantined. An offset that is not (never quarantined, or
 // requeued: waiting for delivery again, or leased after a requeue) changes nothing and gets
-// false, as does any offset of a dropped, handed-off or lapsed shard.
+// false, as does any offset of a dropped, handed-off or lapsed shard, and one above restored
+// key tails the shard has not verified yet (Verifying: the caller verifies first, as a scan
+// does): settled into the runs there, a later restart would take it for one of a tail's
+// parked records and deliver it again.
 func (s *Shard) Discard(now time.Time, off int64) bool {
 	return s.onQuarantined(now, off, s.discardLocked)
 }
 
 func (s *Shard) discardLocked(off int64, fx *effects) bool {
-	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped {
+	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped || s.unverifiedAt(off) {
 		return false
 	}
 	delete(s.quarantine, off)
