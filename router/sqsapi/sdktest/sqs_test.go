@@ -55,7 +55,8 @@ func TestSendReceiveDelete(t *testing.T) {
 		require.InDelta(t, time.Now().UnixMilli(), sentAt, float64(time.Minute.Milliseconds()))
 		require.Contains(t, m.Attributes, "ApproximateFirstReceiveTimestamp")
 	}
-	require.Equal(t, []string{"first <&> é", "second", "third\n", "with attributes"}, bodies)
+	require.Equal(t, "first <&> é", bodies[0])
+	require.ElementsMatch(t, []string{"second", "third\n", "with attributes"}, bodies[1:], "a standard queue's batch, sent at once, in any order")
 	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(got.Messages[0].MessageId))
 
 	_, err = c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: url.QueueUrl, ReceiptHandle: got.Messages[0].ReceiptHandle})
