@@ -135,8 +135,12 @@
 // later), so the queue keeps those in a run, pushed and popped in O(1), and only the others
 // (a shorter visibility, an extension, a nack delay) in a min-heap; the earlier head comes
 // first. A shard holding thousands of leases acked oldest first then pays no heap sift per
-// ack. The queue is compacted in place when stale entries outnumber live ones, so its size
-// stays proportional to the live leases at O(1) amortized cost. The heaps are written over
+// ack: an ack takes its lease's entry out of the run when it is the run's head, or right
+// behind it (with the spent entries of withdrawn leases before it), so that a lease held at
+// the head for long, extended now and then, does not leave the entries of every lease
+// settled after it to a compaction. The queue is compacted in place when stale entries
+// outnumber live ones, so its size stays proportional to the live leases at O(1) amortized
+// cost. The heaps are written over
 // value slices, without container/heap, whose interface boxes elements: reserve → ack
 // allocates nothing.
 //
