@@ -148,7 +148,9 @@
 // a partition's leases are granted in offset order and settled near it, so they fill a
 // window little wider than the leases held, and a lookup is an index and a comparison. An
 // offset whose slot another holds goes to a map beside the ring, which doubles once it is
-// over half full when that happens.
+// over half full when that happens. The entry the map gave last is remembered: a lease held
+// below the window for long (a hung holder's) sits at the head of the expiry queue and is
+// looked up at every purge.
 //
 // ReserveNext finds the lowest unresolved offset in O(log n): a cursor marks the lowest
 // offset never leased in this incarnation, and the released offsets below it (expired,
