@@ -44,6 +44,52 @@ func (q *deadlineQueue) pop() deadline {
 	if !q.fromRun() {
 		return q.heap.pop()
 	}
+	return q.popRun()
+}
+
+// dropStale pops the deadlines live refuses off the run's head and off the heap's top, the
+// later of the two included (a live deadline in the heap, earlier than the run's, does not
+// keep the run's spent head).
+func (q *deadlineQueue) dropStale(live func(deadline) bool) {
+	for q.runHead < len(q.run) && !live(q.run[q.runHead]) {
+		q.popRun()
+	}
+	for len(q.heap) > 0 && !live(q.heap[0]) {
+		q.heap.pop()
+	}
+}
+
+// dropHeadOf drops the deadlines of off, an offset being settled (every deadline of it is
+// spent), from the run's head or from right behind it, or else the heap's top. Behind the
+// head: a lease held for long and extended now and then (a hung holder) sits at the run's
+// head, live, while the leases granted after it are settled in the order they were granted;
+// each of them takes its entry out from behind the head, with the spent ones before it (of
+// leases withdrawn: records deferred behind their keys), in O(1) each, rather than leave the
+// run to grow until a compaction scans it all. live tells a deadline still in force.
+func (q *deadlineQueue) dropHeadOf(off int64, live func(deadline) bool) {
+	if q.runHead < len(q.run) && q.run[q.runHead].offset == off {
+		q.popRun()
+		return
+	}
+	for q.runHead+1 < len(q.run) {
+		h := q.runHead
+		next := q.run[h+1]
+		if next.offset != off && live(next) {
+			break
+		}
+		q.run[h+1] = q.run[h] // the head moves up over it: the run stays in order
+		q.popRun()
+		if next.offset == off {
+			return
+		}
+	}
+	if len(q.heap) > 0 && q.heap[0].offset == off {
+		q.heap.pop()
+	}
+}
+
+// popRun removes and returns the run's head. The run must not be empty.
+func (q *deadlineQueue) popRun() deadline {
 	d := q.run[q.runHead]
 	q.runHead++
 	if q.runHead == len(q.run) {

@@ -54,6 +54,37 @@ func TestDeadlineQueueAgainstModel(t *testing.T) {
 				model = slices.Delete(model, i, i+1)
 				check()
 			},
+			"dropHeadOf": func(t *rapid.T) {
+				// Any offset, pushed or not: at most the one deadline of it goes.
+				off := int64(rapid.IntRange(0, next+1).Draw(t, "offset"))
+				mod := int64(rapid.IntRange(2, 4).Draw(t, "stale every"))
+				live := func(d deadline) bool { return d.offset%mod != 0 }
+				q.dropHeadOf(off, live)
+				held := slices.Concat(q.run[q.runHead:], q.heap)
+				for _, d := range model {
+					if !slices.Contains(held, d) {
+						require.True(t, d.offset == off || !live(d), "dropped %v, live and of another offset", d)
+					}
+				}
+				model = slices.DeleteFunc(model, func(d deadline) bool { return !slices.Contains(held, d) })
+				check()
+			},
+			"dropStale": func(t *rapid.T) {
+				mod := int64(rapid.IntRange(2, 4).Draw(t, "stale every"))
+				live := func(d deadline) bool { return d.offset%mod != 0 }
+				q.dropStale(live)
+				held := slices.Concat(q.run[q.runHead:], q.heap)
+				for _, d := range model {
+					if !slices.Contains(held, d) {
+						require.False(t, live(d), "dropped a live deadline")
+					}
+				}
+				model = slices.DeleteFunc(model, func(d deadline) bool { return !slices.Contains(held, d) })
+				if first, ok := q.first(); ok {
+					require.True(t, live(first), "a stale deadline left on top")
+				}
+				check()
+			},
 			"retain": func(t *rapid.T) {
 				mod := int64(rapid.IntRange(2, 4).Draw(t, "drop every"))
 				keep := func(d deadline) bool { return d.offset%mod != 0 }

@@ -138,8 +138,12 @@
 // later), so the queue keeps those in a run, pushed and popped in O(1), and only the others
 // (a shorter visibility, an extension, a nack delay) in a min-heap; the earlier head comes
 // first. A shard holding thousands of leases acked oldest first then pays no heap sift per
-// ack. The queue is compacted in place when stale entries outnumber live ones, so its size
-// stays proportional to the live leases at O(1) amortized cost. The heaps are written over
+// ack: an ack takes its lease's entry out of the run when it is the run's head, or right
+// behind it (with the spent entries of withdrawn leases before it), so that a lease held at
+// the head for long, extended now and then, does not leave the entries of every lease
+// settled after it to a compaction. The queue is compacted in place when stale entries
+// outnumber live ones, so its size stays proportional to the live leases at O(1) amortized
+// cost. The heaps are written over
 // value slices, without container/heap, whose interface boxes elements: reserve → ack
 // allocates nothing.
 //
@@ -147,7 +151,9 @@
 // a partition's leases are granted in offset order and settled near it, so they fill a
 // window little wider than the leases held, and a lookup is an index and a comparison. An
 // offset whose slot another holds goes to a map beside the ring, which doubles once it is
-// over half full when that happens.
+// over half full when that happens. The entry the map gave last is remembered: a lease held
+// below the window for long (a hung holder's) sits at the head of the expiry queue and is
+// looked up at every purge.
 //
 // ReserveNext finds the lowest unresolved offset in O(log n): a cursor marks the lowest
 // offset never leased in this incarnation, and the released offsets below it (expired,

@@ -171,17 +171,29 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	holding := s.keys.holdings
 	deferred, dropped := 0, 0
 	at := now.UnixNano()
-	for i, h := range handles {
+	served := !s.handedOff && !s.dropped // liveLease's tests of the shard, once for the call
+	for i := range handles {
 		kept[i] = true
-		p, err := s.liveLease(h)
-		if err != nil || keys[i] == 0 {
+		h := &handles[i]
+		if keys[i] == 0 || !served || h.Partition != s.partition {
+			continue
+		}
+		p, ok := s.pending.get(h.Offset) // liveLease's lookup, inlined: every record's path
+		if !ok || p.nonce == 0 || p.nonce != h.Nonce {
 			continue
 		}
 		if h.Offset <= s.frontier && !(s.cfg.QuarantineKeys && s.quarantine[h.Offset]) {
 			continue // requeued, and not kept in order (see Config.QuarantineKeys)
 		}
 		key := keys[i]
-		ks := s.keys.stateOf(key)
+		ks, known := s.keys.stateOf(key)
+		if !known {
+			// A key the index did not know is free: nothing holds, queues or quarantines it
+			// (the usual case: a key is forgotten at its holder's ack).
+			ks.holders, ks.holding = 1, holding
+			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
+			continue
+		}
 		if s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
 			kept[i] = false
 			dropped++
@@ -239,7 +251,7 @@ func (s *Shard) queueKeyLocked(off int64, key uint64, now int64) {
 	if _, known := s.keys.of.get(off); known {
 		return
 	}
-	ks := s.keys.stateOf(key)
+	ks, _ := s.keys.stateOf(key)
 	ks.queue(off, now)
 	s.keys.of.set(off, keyRef{key: key, state: ks})
 }
@@ -276,13 +288,11 @@ func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) boo
 	}
 	ks := ref.state
 	ks.holders--
-	if !queued {
-		s.settledKeyLocked(off, ks)
-	}
 	if queued {
 		ks.queue(off, now)
 		s.keys.of.set(off, keyRef{key: ref.key, state: ks})
 	} else {
+		s.settledKeyLocked(off, ks)
 		s.keys.of.remove(off)
 	}
 	s.freeKeyLocked(ref.key, ks, fx)
@@ -417,20 +427,20 @@ func (s *Shard) orderLocked(fx *effects) {
 	}
 }
 
-// stateOf returns key's state, made (a spare one if there is one) if it has none.
-func (x *keyIndex) stateOf(key uint64) *keyState {
-	if ks := x.byKey.get(key); ks != nil {
-		return ks
+// stateOf returns key's state, made (a spare one if there is one) if it has none, and
+// whether it had one.
+func (x *keyIndex) stateOf(key uint64) (ks *keyState, known bool) {
+	slot := x.byKey.slotFor(key)
+	if slot.state != nil {
+		return slot.state, true
 	}
-	var ks *keyState
 	if n := len(x.spare); n > 0 {
-		ks = x.spare[n-1]
+		slot.state = x.spare[n-1]
 		x.spare = x.spare[:n-1]
 	} else {
-		ks = &keyState{ackedHigh: -1}
+		slot.state = &keyState{ackedHigh: -1}
 	}
-	x.byKey.set(key, ks)
-	return ks
+	return slot.state, false
 }
 
 // recycle keeps the state of a key just forgotten for newState, a bounded number of them.

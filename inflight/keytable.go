@@ -54,20 +54,24 @@ func (t *keyTable) get(key uint64) *keyState {
 }
 
 // set makes ks key's state; key must not be 0.
-func (t *keyTable) set(key uint64, ks *keyState) {
+func (t *keyTable) set(key uint64, ks *keyState) { t.slotFor(key).state = ks }
+
+// slotFor returns key's slot, claimed for it with a nil state when key had none (the caller
+// sets one before anything else looks at the table): a bind's lookup and insert in one probe.
+// key must not be 0.
+func (t *keyTable) slotFor(key uint64) *keySlot {
 	if (t.count+1)*4 > len(t.slots)*3 {
 		t.resize(max(minKeyTable, 2*len(t.slots)))
 	}
 	mask := len(t.slots) - 1
 	for i := t.home(key); ; i = (i + 1) & mask {
-		switch t.slots[i].key {
+		switch s := &t.slots[i]; s.key {
 		case key:
-			t.slots[i].state = ks
-			return
+			return s
 		case 0:
-			t.slots[i] = keySlot{key, ks}
+			s.key = key
 			t.count++
-			return
+			return s
 		}
 	}
 }

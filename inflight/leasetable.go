@@ -29,6 +29,12 @@ type offsetTable[V any] struct {
 	// a lookup above it, the live window over a few old entries stuck in far (a hung lease,
 	// a blocked key's records), pays no map access.
 	farMax int64
+	// farHit is the entry of farHitOff that far gave last, while farHitOK: a lease held for
+	// long sits below the window, in far, at the head of the expiry queue, and every purge
+	// looks it up again. Any write to far forgets it.
+	farHitOff int64
+	farHit    V
+	farHitOK  bool
 }
 
 // offsetSlot is a ring slot: empty when off is vacant.
@@ -58,7 +64,21 @@ func (t *offsetTable[V]) get(off int64) (V, bool) {
 		var zero V
 		return zero, false
 	}
+	return t.getFar(off)
+}
+
+// getFar returns off's entry in far, and whether there is one. It stays out of line, so that
+// get and lookup stay small enough to be inlined.
+//
+//go:noinline
+func (t *offsetTable[V]) getFar(off int64) (V, bool) {
+	if t.farHitOK && off == t.farHitOff {
+		return t.farHit, true
+	}
 	p, ok := t.far[off]
+	if ok {
+		t.farHitOff, t.farHit, t.farHitOK = off, p, true
+	}
 	return p, ok
 }
 
@@ -71,7 +91,7 @@ func (t *offsetTable[V]) lookup(off int64) (p V) {
 		}
 	}
 	if len(t.far) > 0 && off <= t.farMax {
-		p = t.far[off]
+		p, _ = t.getFar(off)
 	}
 	return p
 }
@@ -90,6 +110,7 @@ func (t *offsetTable[V]) set(off int64, p V) {
 		if len(t.far) > 0 && off <= t.farMax {
 			if _, ok := t.far[off]; ok {
 				t.far[off] = p
+				t.farHitOK = false
 				return
 			}
 		}
@@ -128,6 +149,7 @@ func (t *offsetTable[V]) remove(off int64) {
 	}
 	if len(t.far) > 0 && off <= t.farMax {
 		delete(t.far, off)
+		t.farHitOK = false
 		if len(t.far) == 0 {
 			t.farMax = vacant
 		}
@@ -144,7 +166,7 @@ func (t *offsetTable[V]) reset() {
 	}
 	t.count = 0
 	clear(t.far)
-	t.farMax = vacant
+	t.farMax, t.farHitOK = vacant, false
 }
 
 // all yields every entry, in no particular order. The caller may remove the entry it is
@@ -170,7 +192,7 @@ func (t *offsetTable[V]) slot(off int64) int { return int(uint64(off) & uint64(l
 // (or go to) far.
 func (t *offsetTable[V]) resize(n int) {
 	old, far := t.ring, t.far
-	t.ring, t.count, t.far, t.farMax = make([]offsetSlot[V], n), 0, nil, vacant
+	t.ring, t.count, t.far, t.farMax, t.farHitOK = make([]offsetSlot[V], n), 0, nil, vacant, false
 	for i := range t.ring {
 		t.ring[i].off = vacant
 	}
@@ -204,4 +226,5 @@ func (t *offsetTable[V]) setFar(off int64, p V) {
 		t.farMax = off
 	}
 	t.far[off] = p
+	t.farHitOK = false
 }

@@ -220,7 +220,7 @@ func (s *Shard) restoreTailsLocked(tails []KeyTail) {
 		if t.Key == 0 || t.From <= s.frontier || len(x.parked) >= MaxKeyTails {
 			continue
 		}
-		ks := x.stateOf(t.Key)
+		ks, _ := x.stateOf(t.Key)
 		if ks.parked {
 			ks.restoredFrom = min(ks.restoredFrom, t.From)
 			continue

@@ -165,7 +165,7 @@ func (s *Shard) learnQuarantinedKeyLocked(off int64, key uint64, at int64, fx *e
 	if key == 0 || !quarantined {
 		return
 	}
-	ks := x.stateOf(key)
+	ks, _ := x.stateOf(key)
 	if requeued {
 		// Requeued before the restore: queued behind its key, so that it goes before the
 		// key's later records.

@@ -930,9 +930,7 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 	}
 	// Pop stale entries off the top as well (each is popped once, now or later), so the top
 	// is the next real deadline: NextDeadline reports it and the purger sleeps until then.
-	for first, ok := s.deadlines.first(); ok && !s.isLiveDeadline(first); first, ok = s.deadlines.first() {
-		s.deadlines.pop()
-	}
+	s.deadlines.dropStale(s.isLiveDeadline)
 }
 
 // NextDeadline returns when the earliest lease of the shard expires or nack delay ends, as of
@@ -977,10 +975,11 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 	var acked, gone, settled uint64
 	s.mu.Lock()
 	// As a single ack does, it first purges what fell due; at the same now nothing else falls
-	// due after that (an ack sets no deadline). An ack whose lease holds the expiry queue's
-	// first entry, as it does for leases acked in the order they were granted, takes that
-	// entry out itself: it is stale now, and no lookup is needed to know it. Other stale
-	// entries wait for a later purge or compaction, as single acks leave theirs.
+	// due after that (an ack sets no deadline). An ack whose lease holds the head of the
+	// expiry queue's run, as it does for leases acked in the order they were granted (even
+	// behind an earlier lease extended and extended again), takes that entry out itself: it
+	// is stale now, and no lookup is needed to know it. Other stale entries wait for a later
+	// purge or compaction, as single acks leave theirs.
 	if len(handles) > 0 {
 		s.purgeLocked(at, &fx)
 	}
@@ -996,9 +995,7 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 			if s.reserved > 0 {
 				s.ackReservationLocked(h.Offset, &fx)
 			}
-			if first, ok := s.deadlines.first(); ok && first.offset == h.Offset {
-				s.deadlines.pop()
-			}
+			s.deadlines.dropHeadOf(h.Offset, s.isLiveDeadline)
 			s.resolveLocked(h.Offset, false, &fx)
 		case ErrGone:
 			gone++
@@ -1191,6 +1188,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 		switch op {
 		case opAck:
 			s.counters.Acked.Add(1)
+			s.deadlines.dropHeadOf(h.Offset, s.isLiveDeadline)
 			s.resolveLocked(h.Offset, false, &fx)
 		case opExtend:
 			expiry = s.extendLocked(at, h, p, d, &fx)

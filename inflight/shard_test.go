@@ -420,6 +420,45 @@ func TestStaleDeadlinesStayBounded(t *testing.T) {
 	assert.LessOrEqual(t, s.deadlines.len(), 2*(s.leased+s.delayed)+64)
 }
 
+// A lease held for long and extended now and then sits at the head of the expiry queue's
+// run; the leases granted after it and acked in the order they were granted take their
+// spent entries out from behind it, one by one (Ack and AckMany alike), with those of leases
+// withdrawn before them, rather than leave them for a compaction.
+func TestHeldLeaseLeavesNoSpentDeadlinesBehindIt(t *testing.T) {
+	for _, many := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Ack", true: "AckMany"}[many], func(t *testing.T) {
+			s, _ := newTestShard(t, Config{MaxAckedAhead: 20_000}, State{Frontier: -1})
+			held := reserve(t, s, epoch, 1<<40)
+			now := epoch
+			for i := range 1_000 {
+				if i%10 == 0 {
+					now = now.Add(time.Millisecond)
+					_, err := s.Extend(now, held.Handle, 0)
+					require.NoError(t, err)
+				}
+				other := reserve(t, s, now, 1<<40)
+				if i%20 == 5 {
+					// Withdrawn, as a record deferred behind its key is: its entry is spent,
+					// and the next ack takes it out from behind the held lease as well.
+					require.NoError(t, s.GiveBack(now, other.Handle))
+					other = reserve(t, s, now, 1<<40)
+				}
+				if many {
+					errs := make([]error, 1)
+					s.AckMany(now, []Handle{other.Handle}, errs)
+					require.NoError(t, errs[0])
+				} else {
+					require.NoError(t, s.Ack(now, other.Handle))
+				}
+				s.mu.Lock()
+				n := s.deadlines.len()
+				s.mu.Unlock()
+				require.LessOrEqual(t, n, 2, "round %d: the held lease's entry, and its previous one until a purge pops it", i)
+			}
+		})
+	}
+}
+
 func TestDroppedShardSettlesNothing(t *testing.T) {
 	s, _ := newTestShard(t, Config{}, State{Frontier: -1})
 	l := reserve(t, s, epoch, 10)
