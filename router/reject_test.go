@@ -298,23 +298,13 @@ func TestRejectToAnOlderOwner(t *testing.T) {
 // the settles beside it are applied: the batch the owner refused goes again without it.
 func TestRejectInABatchToAnOlderOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPairWith(t, 10*time.Millisecond, 1, atVersion("a", 8))
+		p, msgs, errs := settleEightAtAnOlderOwner(t, 8, func(b *router.Node, i int, h router.Handle) error {
+			if i == 3 {
+				return b.Reject(context.Background(), "orders", h)
+			}
+			return b.Ack(context.Background(), "orders", h)
+		})
 		defer p.close()
-		p.a.produce(0, 8)
-		msgs := p.a.consume(router.ConsumeOptions{Max: 8})
-		require.Len(t, msgs, 8)
-		errs := make([]error, len(msgs))
-		var wg sync.WaitGroup
-		for i, m := range msgs {
-			wg.Go(func() {
-				if i == 3 {
-					errs[i] = p.b.node.Reject(context.Background(), "orders", m.Receipt)
-				} else {
-					errs[i] = p.b.node.Ack(context.Background(), "orders", m.Receipt)
-				}
-			})
-		}
-		wg.Wait()
 		for i, err := range errs {
 			if i == 3 {
 				assert.ErrorIs(t, err, router.ErrUnsupportedOp)

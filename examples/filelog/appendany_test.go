@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -174,34 +173,10 @@ func TestAppendAnyPowerCut(t *testing.T) {
 	d := newPowerCutDisk(dir)
 	s := openTestStore(t, dir, Options{Sync: SyncEveryAppend, SegmentBytes: 16 * int64(testFrame), syncFile: d.sync})
 	const writers, each = 8, 60
-	var wg sync.WaitGroup
-	errs := make(chan error, writers+1)
-	cutDir := t.TempDir()
-	var cutAcked map[placed]string
-	for w := range writers {
-		wg.Go(func() {
-			for i := range each {
-				if w == 0 && i == each/2 {
-					var err error
-					if cutAcked, err = d.cut(cutDir); err != nil { // the power goes while the others append
-						errs <- err
-					}
-				}
-				v := fmt.Sprintf("w%d-%03d", w, i)
-				p, off, err := s.AppendAny("q", router.Record{Value: []byte(v)})
-				if err != nil {
-					errs <- err
-					return
-				}
-				d.ack(placed{p, off}, v)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	cutDir, cutAcked := appendAcrossCut(t, d, writers, each, func(v string) (placed, error) {
+		p, off, err := s.AppendAny("q", router.Record{Value: []byte(v)})
+		return placed{p, off}, err
+	})
 	require.NotEmpty(t, cutAcked)
 	requireAcked := func(dir string, acked map[placed]string) {
 		t.Helper()

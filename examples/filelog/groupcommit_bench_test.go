@@ -23,29 +23,10 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 			l := benchLog(b, SyncEveryAppend)
 			key, value := make([]byte, 16), make([]byte, 100)
 			now := time.Now()
-			b.ResetTimer()
-			start, cpu := time.Now(), cputime.Process()
-			var wg sync.WaitGroup
-			errs := make(chan error, writers)
-			for w := range writers {
-				wg.Go(func() {
-					for i := w; i < b.N; i += writers {
-						if _, err := l.Append(key, value, now); err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			elapsed, used := time.Since(start), cputime.Process()-cpu
-			b.StopTimer()
-			close(errs)
-			if err := <-errs; err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
-			b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/append")
+			benchWriters(b, writers, func() error {
+				_, err := l.Append(key, value, now)
+				return err
+			})
 		})
 	}
 }
@@ -81,31 +62,38 @@ func BenchmarkAppendTopic(b *testing.B) {
 					_, err := s.AppendRecord("bench", int32(turn.Add(1)%partitions), rec)
 					return err
 				}
-				b.ResetTimer()
-				start, cpu := time.Now(), cputime.Process()
-				var wg sync.WaitGroup
-				errs := make(chan error, writers)
-				for w := range writers {
-					wg.Go(func() {
-						for i := w; i < b.N; i += writers {
-							if err := appendOne(); err != nil {
-								errs <- err
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				elapsed, used := time.Since(start), cputime.Process()-cpu
-				b.StopTimer()
-				close(errs)
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
-				b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/append")
+				benchWriters(b, writers, appendOne)
 				b.ReportMetric(float64(fsyncs.Load())/float64(b.N), "fsyncs/append")
 			})
 		}
 	}
+}
+
+// benchWriters runs b.N appends (appendOne) from writers goroutines at once, each waiting
+// for its own, and reports appends a second and the process's CPU time an append. The
+// timer stops when the appends are done.
+func benchWriters(b *testing.B, writers int, appendOne func() error) {
+	b.ResetTimer()
+	start, cpu := time.Now(), cputime.Process()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < b.N; i += writers {
+				if err := appendOne(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed, used := time.Since(start), cputime.Process()-cpu
+	b.StopTimer()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
+	b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/append")
 }

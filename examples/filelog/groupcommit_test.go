@@ -185,6 +185,43 @@ type placed struct {
 	offset    int64
 }
 
+// appendAcrossCut runs writers goroutines, each appending each values through appendOne
+// (which answers where its value landed) and telling d of every append answered, and cuts
+// the power on d halfway through the first writer's appends, while the others go on. It
+// returns the directory the cut left and what had been answered by then.
+func appendAcrossCut(t *testing.T, d *powerCutDisk, writers, each int, appendOne func(v string) (placed, error)) (string, map[placed]string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+1)
+	cutDir := t.TempDir()
+	var cutAcked map[placed]string
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if w == 0 && i == each/2 {
+					var err error
+					if cutAcked, err = d.cut(cutDir); err != nil { // the power goes while the others append
+						errs <- err
+					}
+				}
+				v := fmt.Sprintf("w%d-%03d", w, i)
+				at, err := appendOne(v)
+				if err != nil {
+					errs <- err
+					return
+				}
+				d.ack(at, v)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return cutDir, cutAcked
+}
+
 func newPowerCutDisk(root string) *powerCutDisk {
 	return &powerCutDisk{root: root, images: map[string][]byte{}, acked: map[placed]string{}}
 }
@@ -243,34 +280,10 @@ func TestGroupCommitPowerCut(t *testing.T) {
 			d := newPowerCutDisk(dir)
 			l := openTestLog(t, dir, Options{Sync: SyncEveryAppend, SegmentBytes: segmentBytes, syncFile: d.sync})
 			const writers, each = 4, 60
-			var wg sync.WaitGroup
-			errs := make(chan error, writers+1)
-			cutDir := t.TempDir()
-			var cutAcked map[placed]string
-			for w := range writers {
-				wg.Go(func() {
-					for i := range each {
-						if w == 0 && i == each/2 {
-							var err error
-							if cutAcked, err = d.cut(cutDir); err != nil { // the power goes while the others append
-								errs <- err
-							}
-						}
-						v := fmt.Sprintf("w%d-%03d", w, i)
-						off, err := l.Append(nil, []byte(v), time.Time{})
-						if err != nil {
-							errs <- err
-							return
-						}
-						d.ack(placed{0, off}, v)
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				require.NoError(t, err)
-			}
+			cutDir, cutAcked := appendAcrossCut(t, d, writers, each, func(v string) (placed, error) {
+				off, err := l.Append(nil, []byte(v), time.Time{})
+				return placed{0, off}, err
+			})
 			require.NotEmpty(t, cutAcked)
 			after := openTestLog(t, cutDir, Options{})
 			for at, v := range cutAcked {
