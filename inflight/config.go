@@ -105,6 +105,12 @@ type Config struct {
 	// quarantine held them already), and count until they are delivered.
 	// Zero means DefaultMaxDeferred.
 	MaxDeferred int
+	// MaxDeferredPerKey bounds the deferred records one parked key (see MaxKeyTails) keeps
+	// as entries (about 70 bytes each, counted against MaxDeferred): the later ones are
+	// spilled, kept as one bit each in a bitmap over the offsets they span, and come back
+	// as entries, in order, once fewer than half the bound are left. So a hot or hung key
+	// never stops the other keys at MaxDeferred. Zero means MaxDeferred/16, at least 64.
+	MaxDeferredPerKey int
 
 	// ReadAhead is the most records a node reserves at the owners of the topic's partitions
 	// ahead of its consumers (package router reads it; a shard does not): zero means
@@ -127,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxDeferred <= 0 {
 		c.MaxDeferred = DefaultMaxDeferred
+	}
+	if c.MaxDeferredPerKey <= 0 {
+		c.MaxDeferredPerKey = max(c.MaxDeferred/16, 64)
 	}
 	if c.MaxAckedAhead <= 0 || c.MaxAckedAhead > MaxAckedAheadCeiling {
 		c.MaxAckedAhead = MaxAckedAheadCeiling

@@ -38,6 +38,10 @@ type Counters struct {
 	// DeferredStalls counts the episodes in which an ordered partition held Config.MaxDeferred
 	// records deferred, so that it handed out no new record.
 	DeferredStalls atomic.Uint64
+	// Spilled counts the deferred records an ordered partition's parked keys spilled past
+	// Config.MaxDeferredPerKey (kept as a bit each), and Refilled those brought back as
+	// entries.
+	Spilled, Refilled atomic.Uint64
 	// Postponed counts the records whose host said, as they were read, that they were not
 	// to be delivered yet (Shard.Postpone): each wait out their time as a nack's delay does.
 	Postponed atomic.Uint64
@@ -47,7 +51,7 @@ type Counters struct {
 type CounterValues struct {
 	Delivered, Reserved, Unused, Acked, Extended, Nacked, GivenBack, Gone, AlreadySettled, Expired,
 	CorruptSkipped, RetentionJumps, Quarantined, Rejected, Requeued, Discarded, AckedAheadStalls,
-	Deferred, DeferredStalls, Postponed uint64
+	Deferred, DeferredStalls, Spilled, Refilled, Postponed uint64
 }
 
 // Load returns the current values. Each field is read atomically; the set as a whole is not
@@ -73,6 +77,8 @@ func (c *Counters) Load() CounterValues {
 		AckedAheadStalls: c.AckedAheadStalls.Load(),
 		Deferred:         c.Deferred.Load(),
 		DeferredStalls:   c.DeferredStalls.Load(),
+		Spilled:          c.Spilled.Load(),
+		Refilled:         c.Refilled.Load(),
 		Postponed:        c.Postponed.Load(),
 	}
 }

@@ -83,7 +83,11 @@
 // Stats.Keys counts the keys. The index is
 // memory only, as leases are, but for one thing: the deferred records of up to MaxKeyTails
 // blocked keys are parked inside the acked-ahead runs, so that a key blocked for long splits
-// no run, and what is persisted names them by one key tail each (State.KeyTails). A shard
+// no run, and what is persisted names them by one key tail each (State.KeyTails). A parked
+// key keeps at most Config.MaxDeferredPerKey of them as entries and spills the rest, a bit
+// each in a bitmap over the offsets they span, bringing them back in order as its entries
+// run low: a hot or hung key never brings the partition to MaxDeferred
+// (Counters.Spilled, Refilled; Stats.Keys.Spilled). A shard
 // restored with key tails learns which records of the runs are the tails' before it serves
 // past them: the caller lists them (Unverified), reads them and tells their keys (Verify),
 // under ScanLock; a reserve answers ErrUnverified until then. With Config.QuarantineKeys a

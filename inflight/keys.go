@@ -71,6 +71,8 @@ type keyIndex struct {
 	parked        []parkedKey
 	parkedOffsets int
 	parkedLow     int64
+	// spilled counts the parked keys' spilled records (spill.go).
+	spilled int
 	// parkFrom is the lowest offset a deferred record may be parked at: the index knows
 	// nothing of the records acked below it, before a restart or while the topic was not
 	// ordered (see parkLocked).
@@ -125,6 +127,15 @@ type keyState struct {
 	// quarantined holds, ascending, the key's records in the quarantine under
 	// Config.QuarantineKeys: its records above the lowest follow them there.
 	quarantined []int64
+	// spilled holds the key's deferred records past Config.MaxDeferredPerKey, parked in the
+	// acked-ahead runs with no entry of their own (spill.go).
+	spilled spillSet
+}
+
+// keepsSlot reports whether a parked key keeps its parking slot: it has records parked, as
+// entries or spilled, or a restored tail not verified yet.
+func (ks *keyState) keepsSlot() bool {
+	return ks.parkedOffsets > 0 || ks.restored || ks.spilled.count > 0
 }
 
 func newKeyIndex() *keyIndex {
@@ -194,7 +205,9 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
 		}
-		if s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
+		// Records of the key spilled below it come first, into the quarantine too: it waits.
+		spilledBelow := ks.spilledBelow(h.Offset)
+		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
 			kept[i] = false
 			dropped++
 			s.quarantineWithKeyLocked(h.Offset, p, key, ks, &fx)
@@ -204,7 +217,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
 		}
 		ours := ks.holders > 0 && ks.holding == holding
-		blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < h.Offset)
+		blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < h.Offset) || spilledBelow
 		if !blocked {
 			ks.holders++
 			ks.holding = holding
@@ -268,6 +281,9 @@ func (s *Shard) ScanLock() *sync.Mutex { return &s.scanMu }
 // deferLocked withdraws the live lease p of off, uncounted, and queues off behind key.
 func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now int64, fx *effects) {
 	s.withdrawLocked(&p, fx)
+	if s.spillLocked(off, p, ks, fx) {
+		return
+	}
 	p.deferred = true
 	s.pending.set(off, p)
 	s.keys.deferred++
@@ -316,6 +332,7 @@ func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
 // that offset is deferred (a released or delayed one comes back by itself), and forgets a
 // key with nothing left.
 func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
+	s.refillLocked(key, ks, fx)
 	if ks.holders > 0 {
 		return
 	}
@@ -332,14 +349,14 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 	// delayed one, which the later ones wait behind; released ones are visible already.
 	for _, off := range ks.queued[:min(len(ks.queued), keyReleaseRun)] {
 		p, ok := s.pending.get(off)
-		if !ok || p.delayed {
-			break
+		if !ok || p.delayed || ks.spilledBelow(off) {
+			break // (a spilled record may lie below: see spill.go)
 		}
 		if p.deferred {
 			if !s.readBelow(off) {
 				break // verified after a restore, above holes not read yet: see releaseAwaitingLocked
 			}
-			s.undeferLocked(off, &p, ks)
+			s.undeferLocked(off, &p, ks, fx)
 			s.releaseLocked(off, p, fx)
 		}
 	}
@@ -386,7 +403,8 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 			if ks.restored && ks.restoredFrom <= frontier {
 				ks.restoredFrom = frontier + 1 // the jump took the tail's lower records
 			}
-			if ks.parkedOffsets == 0 && !ks.restored {
+			x.spilled -= ks.spilled.dropThrough(frontier) // the jump took them
+			if !ks.keepsSlot() {
 				s.unparkKeyLocked(ks)
 			}
 		}
@@ -415,10 +433,11 @@ func (s *Shard) orderLocked(fx *effects) {
 	case !s.cfg.Ordered && s.keys != nil && !s.keys.verifying:
 		// (While a restore's key tails are verified, the index stays: the runs hold records
 		// only it can tell from acked ones.)
-		for _, ks := range s.keys.byKey.all() {
+		for key, ks := range s.keys.byKey.all() {
+			s.refillLocked(key, ks, fx) // every spilled record, the topic being unordered
 			for _, off := range ks.queued {
 				if p, ok := s.pending.get(off); ok && p.deferred {
-					s.undeferLocked(off, &p, ks)
+					s.undeferLocked(off, &p, ks, fx)
 					s.releaseLocked(off, p, fx)
 				}
 			}
@@ -496,8 +515,13 @@ type KeyStats struct {
 	// visible (at most Config.MaxDeferred, plus one batch).
 	Deferred int
 	// ParkedKeys is how many keys have their deferred records parked in the acked-ahead runs
-	// (at most MaxKeyTails), and Parked how many records that is.
+	// (at most MaxKeyTails), and Parked how many records that is (in memory: not counting
+	// the spilled ones).
 	ParkedKeys, Parked int
+	// SpilledKeys is how many parked keys have records spilled past
+	// Config.MaxDeferredPerKey (a bit each, rather than an entry), and Spilled how many
+	// records that is: deferred records, not counted in Deferred.
+	SpilledKeys, Spilled int
 	// QuarantinedKeys is how many keys are quarantined with a record of theirs
 	// (Config.QuarantineKeys): their later records follow it into the quarantine.
 	QuarantinedKeys int
@@ -513,6 +537,7 @@ func (s *Shard) keyStatsLocked() KeyStats {
 	}
 	st.Deferred = s.keys.deferred
 	st.ParkedKeys, st.Parked = len(s.keys.parked), s.keys.parkedOffsets
+	st.Spilled = s.keys.spilled
 	oldest := int64(0)
 	for _, ks := range s.keys.byKey.all() {
 		if ks.holders > 0 {
@@ -520,6 +545,9 @@ func (s *Shard) keyStatsLocked() KeyStats {
 		}
 		if len(ks.quarantined) > 0 {
 			st.QuarantinedKeys++
+		}
+		if ks.spilled.count > 0 {
+			st.SpilledKeys++
 		}
 		if len(ks.queued) > 0 {
 			st.BlockedKeys++

@@ -199,6 +199,7 @@ func orderedRun(t *rapid.T) {
 		VisibilityTimeout: 10 * time.Second,
 		MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
 		MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
+		MaxDeferredPerKey: rapid.IntRange(0, 4).Draw(t, "maxDeferredPerKey"),
 		MaxAckedAheadRuns: rapid.IntRange(1, 8).Draw(t, "maxAckedAheadRuns"),
 		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
 		QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
@@ -552,12 +553,18 @@ func (m *orderedModel) check(t *rapid.T) {
 		t.Fatalf("deferred records: %d, above the bound and one batch (%d) and the records requeued (%d)", st.Keys.Deferred, bound, requeued)
 	}
 	require.LessOrEqual(t, st.Leased, m.s.cfg.MaxInFlight, "deferred records do not count against the in-flight cap")
+	for _, pk := range m.s.keys.parked {
+		// A key that spills keeps its bound as entries, and what one batch adds.
+		if ks := pk.state; ks.spilled.count > 0 && !m.restored {
+			require.LessOrEqual(t, ks.deferred, m.s.cfg.MaxDeferredPerKey+6, "deferred entries of spilling key %d", pk.key)
+		}
+	}
 }
 
 // checkCounts checks the key index's counts of deferred records against its queues: a count
 // off by one stalls a partition at MaxDeferred for good.
 func (m *orderedModel) checkCounts(t *rapid.T) {
-	x, total := m.s.keys, 0
+	x, total, spilledTotal := m.s.keys, 0, 0
 	for key, ks := range x.byKey.all() {
 		n := 0
 		for _, off := range ks.queued {
@@ -569,8 +576,25 @@ func (m *orderedModel) checkCounts(t *rapid.T) {
 			t.Fatalf("key %d counts %d deferred records, its queue holds %d", key, ks.deferred, n)
 		}
 		total += n
+		// Each spilled record is the key's, unsettled, in the runs, with no entry.
+		spilled := 0
+		for off := ks.spilled.low; ks.spilled.count > 0 && off <= ks.spilled.high; off++ {
+			if !ks.spilled.contains(off) {
+				continue
+			}
+			spilled++
+			if m.keyAt[off] != key || m.settled[off] || !m.s.ahead.contains(off) {
+				t.Fatalf("offset %d spilled by key %d: its key %d, settled %v, in the runs %v", off, key, m.keyAt[off], m.settled[off], m.s.ahead.contains(off))
+			}
+			if _, ok := m.s.pending.get(off); ok {
+				t.Fatalf("spilled offset %d has an entry", off)
+			}
+		}
+		require.Equal(t, ks.spilled.count, spilled, "key %d's spilled records", key)
+		spilledTotal += spilled
 	}
 	require.Equal(t, total, x.deferred, "deferred records")
+	require.Equal(t, spilledTotal, x.spilled, "spilled records")
 }
 
 // drain acks everything until the frontier reaches the end of the log: a record left

@@ -59,7 +59,7 @@ func (s *Shard) parkLocked(off int64, key uint64, ks *keyState) {
 	if off >= floor {
 		s.parkOffsetLocked(off, s.pending.lookup(off), ks)
 	}
-	if ks.parkedOffsets == 0 && !ks.restored {
+	if !ks.keepsSlot() {
 		s.unparkKeyLocked(ks) // nothing of it could park: the slot is another key's to take
 	}
 }
@@ -80,7 +80,7 @@ func (s *Shard) parkOffsetLocked(off int64, p pending, ks *keyState) {
 
 // undeferLocked ends the deferral of off, a deferred offset of key ks (p is its entry), taking
 // it out of the runs if it was parked there. The caller stores p.
-func (s *Shard) undeferLocked(off int64, p *pending, ks *keyState) {
+func (s *Shard) undeferLocked(off int64, p *pending, ks *keyState, fx *effects) {
 	if p.parked() {
 		s.unparkOffsetLocked(off, p, ks)
 	}
@@ -97,7 +97,7 @@ func (s *Shard) unparkOffsetLocked(off int64, p *pending, ks *keyState) {
 	x := s.keys
 	x.parkedOffsets--
 	ks.parkedOffsets--
-	if ks.parkedOffsets == 0 && !ks.restored {
+	if !ks.keepsSlot() {
 		s.unparkKeyLocked(ks)
 	}
 	if off == x.parkedLow {
@@ -157,6 +157,9 @@ func (s *Shard) lowestParkedLocked() int64 {
 		if off, ok := s.lowestQueuedLocked(pk.state, true); ok {
 			low = min(low, off)
 		}
+		if pk.state.spilled.count > 0 {
+			low = min(low, pk.state.spilled.low)
+		}
 	}
 	return low
 }
@@ -191,7 +194,7 @@ func (s *Shard) parkedAt(off int64) bool {
 	if off < x.parkedFloor() {
 		return false
 	}
-	return (x.verifying && off >= x.verifyNext) || s.pending.lookup(off).parked()
+	return (x.verifying && off >= x.verifyNext) || s.pending.lookup(off).parked() || s.spilledAt(off)
 }
 
 // unverifiedAt reports whether off lies at or above the lowest offset a restore's key tails
@@ -317,6 +320,9 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 				s.pending.remove(off) // acked: the attempts Restore brought for it are moot
 				continue
 			}
+			if len(x.settledUnverified) == 0 && s.spillVerifiedLocked(off, ks, &fx) {
+				continue
+			}
 			p := s.pending.lookup(off)
 			p.deferred = true
 			p.setParked(true)
@@ -359,7 +365,7 @@ func (s *Shard) verifiedLocked(fx *effects) {
 	s.syncVerifyingLocked()
 	for _, pk := range slices.Clone(x.parked) {
 		pk.state.restored = false
-		if pk.state.parkedOffsets == 0 {
+		if !pk.state.keepsSlot() {
 			s.unparkKeyLocked(pk.state)
 			if _, deferred := s.lowestQueuedLocked(pk.state, false); !deferred {
 				s.freeKeyLocked(pk.key, pk.state, fx) // forgotten, unless it holds or queues
@@ -371,11 +377,7 @@ func (s *Shard) verifiedLocked(fx *effects) {
 		x.awaiting = append(x.awaiting, pk)
 	}
 	s.releaseAwaitingLocked(fx)
-	before := s.frontier
-	s.advanceLocked()
-	if s.frontier != before {
-		fx.dirty = true
-	}
+	s.advanceDirtyLocked(fx)
 	if !s.cfg.Ordered {
 		s.orderLocked(fx) // ordered only until the tails were verified
 	}
@@ -389,16 +391,17 @@ func (s *Shard) releaseAwaitingLocked(fx *effects) {
 	x := s.keys
 	x.awaiting = slices.DeleteFunc(x.awaiting, func(pk parkedKey) bool {
 		low, ok := s.lowestQueuedLocked(pk.state, false)
-		if !ok {
+		if !ok && pk.state.spilled.count == 0 {
 			return true
 		}
-		if s.readBelow(low) {
-			s.freeKeyLocked(pk.key, pk.state, fx)
+		if !ok || s.readBelow(low) {
+			s.freeKeyLocked(pk.key, pk.state, fx) // (spilled records come back first)
 		}
 		// Kept until the cursor has passed every record of the key: readBelow can turn
 		// false again (a record unparked below the cursor's run), and then only this call
 		// frees the key once the cursor moves on. Past that, the key is as any other.
-		return pk.state.queued[len(pk.state.queued)-1] < s.cursor
+		ks := pk.state
+		return (len(ks.queued) == 0 || ks.queued[len(ks.queued)-1] < s.cursor) && (ks.spilled.count == 0 || ks.spilled.high < s.cursor)
 	})
 }
 
@@ -422,6 +425,9 @@ func (s *Shard) keyTailsLocked(dst []KeyTail) []KeyTail {
 	for _, pk := range s.keys.parked {
 		from, ok := s.lowestQueuedLocked(pk.state, true)
 		if r := pk.state.restoredFrom; pk.state.restored && (!ok || r < from) {
+			from, ok = r, true
+		}
+		if r := pk.state.spilled.low; pk.state.spilled.count > 0 && (!ok || r < from) {
 			from, ok = r, true
 		}
 		if ok {

@@ -68,6 +68,9 @@ func (s *Shard) noteQuarantinedKeyLocked(off int64, key uint64, ks *keyState) {
 func (s *Shard) quarantineFollowersLocked(key uint64, ks *keyState, off int64, fx *effects) {
 	var followers []int64
 	for _, q := range ks.queued {
+		if ks.spilledBelow(q) {
+			break // spilled records of the key lie below: they go first, once read back (spill.go)
+		}
 		if q > off {
 			followers = append(followers, q)
 		}
@@ -78,7 +81,7 @@ func (s *Shard) quarantineFollowersLocked(key uint64, ks *keyState, off int64, f
 			continue
 		}
 		if p.deferred {
-			s.undeferLocked(q, &p, ks)
+			s.undeferLocked(q, &p, ks, fx)
 		}
 		if p.delayed {
 			p.delayed = false // its deadline is stale once the entry is gone
@@ -100,6 +103,11 @@ func (s *Shard) quarantineWithKeyLocked(off int64, p pending, key uint64, ks *ke
 	s.keys.of.remove(off)
 	s.quarantineLocked(off, p.attempts, fx) // (a requeued one below the frontier goes back)
 	s.noteQuarantinedKeyLocked(off, key, ks)
+	if ks.spilled.count > 0 {
+		// Its spilled records follow it: they come back, and go to a bind that quarantines
+		// them in turn (no holder frees the key meanwhile).
+		s.freeKeyLocked(key, ks, fx)
+	}
 }
 
 // leftQuarantineLocked notes that the quarantined offset off left the quarantine (requeued,

@@ -1312,6 +1312,16 @@ func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
 	}
 }
 
+// advanceDirtyLocked is advanceLocked after the floor the frontier stops at rose (a key's
+// parked or spilled records read or verified): the state is dirty if the frontier moved.
+func (s *Shard) advanceDirtyLocked(fx *effects) {
+	before := s.frontier
+	s.advanceLocked()
+	if s.frontier != before {
+		fx.dirty = true
+	}
+}
+
 // advanceLocked moves the frontier over the settled run above it: a run of the acked-ahead
 // set in one step, corrupt and quarantined offsets one at a time.
 func (s *Shard) advanceLocked() {
@@ -1624,6 +1634,9 @@ type effects struct {
 	stall       AckedAheadStall
 	delivered   uint64 // reservations confirmed (Counters.Delivered)
 	unused      uint64 // reservations released uncounted (Counters.Unused)
+	// spilled, refilled: deferred records spilled, and brought back (Counters.Spilled,
+	// Refilled).
+	spilled, refilled uint64
 }
 
 // report calls the hooks for what fx says, and adds its counts to the counters. It runs
@@ -1634,6 +1647,12 @@ func (s *Shard) report(fx *effects) {
 	}
 	if fx.unused > 0 {
 		s.counters.Unused.Add(fx.unused)
+	}
+	if fx.spilled > 0 {
+		s.counters.Spilled.Add(fx.spilled)
+	}
+	if fx.refilled > 0 {
+		s.counters.Refilled.Add(fx.refilled)
 	}
 	if fx.released > 0 && s.hooks.Wake != nil {
 		s.hooks.Wake(s.topic, s.partition)

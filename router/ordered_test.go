@@ -329,3 +329,74 @@ func TestOrderedTopicQuarantinesTheKey(t *testing.T) {
 		require.Equal(t, []int64{9}, offsetsOf(h.consume(router.ConsumeOptions{Max: 10})), "the key flows again")
 	})
 }
+
+// A key held for long with a steady share of the records keeps TopicConfig.MaxDeferredPerKey
+// of them in memory and spills the rest: the other keys flow past MaxDeferred, and once the
+// key frees, its records come in order, read back as they run low, through a restart too.
+func TestOrderedTopicSpillsAHeldKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perKey, records = 4, 400
+		h := newHarness(t, 0)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: time.Hour, Ordered: true, MaxDeferred: 20, MaxDeferredPerKey: perKey}
+		}
+		h.restart(nil)
+		defer h.close()
+		keys := make([]string, records)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k%d", i%50)
+			if i%4 == 0 {
+				keys[i] = "hot" // 100 records: five times MaxDeferred
+			}
+		}
+		h.produceKeyed(keys...)
+		held := h.consume(router.ConsumeOptions{Max: 1})
+		require.Equal(t, []int64{0}, offsetsOf(held))
+		others := 0
+		for {
+			got := h.consume(router.ConsumeOptions{Max: 16})
+			if len(got) == 0 {
+				break
+			}
+			for _, m := range got {
+				require.NotEqual(t, "hot", string(m.Key), "offset %d: the held key's records wait", m.Offset)
+				require.NoError(t, h.ack(m))
+				others++
+			}
+		}
+		require.Equal(t, records-100, others, "the other keys flowed past MaxDeferred")
+		st := h.node.Stats().Shards
+		require.Zero(t, st.DeferredStalls)
+		require.Equal(t, uint64(99-perKey), st.Spilled)
+		ps, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, ps.Keys.SpilledKeys)
+		require.Equal(t, perKey, ps.Keys.Deferred)
+
+		// The process dies holding the key: its records come from the lowest, in order, each
+		// once, read back past what a restore keeps in memory.
+		h.restart(nil)
+		var hot []int64
+		for range records {
+			got := h.consume(router.ConsumeOptions{Max: 3})
+			if len(got) == 0 {
+				break
+			}
+			for _, m := range got {
+				require.Equal(t, "hot", string(m.Key), "offset %d was acked before the restart", m.Offset)
+				hot = append(hot, m.Offset)
+				require.NoError(t, h.ack(m))
+			}
+		}
+		require.Len(t, hot, 100)
+		for i, off := range hot {
+			require.Equal(t, int64(4*i), off, "the held key's records in order")
+		}
+		st = h.node.Stats().Shards
+		require.NotZero(t, st.Refilled)
+		require.Equal(t, st.Spilled, st.Refilled, "every record spilled after the restart was read back")
+		ps, err = h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(records-1), ps.Frontier)
+	})
+}

@@ -265,6 +265,7 @@ func (s *sim) setup() {
 		s.topicCfg.Ordered = true
 	}
 	s.planQuarantineKeys()
+	s.planSpill()
 
 	s.report.Nodes, s.report.Owners, s.report.Gateways, s.report.Parts = n, owners, n-owners, parts
 	s.report.Liveness = s.liveness
@@ -444,6 +445,8 @@ func (s *sim) stop(nd *node, kind endKind) {
 	e.stop, e.end, e.kind, e.stats = stop, time.Now(), kind, st.Remote
 	s.report.AheadHandedOver += st.Ahead.HandedOver
 	s.report.Deferred += st.Shards.Deferred
+	s.report.Spilled += st.Shards.Spilled
+	s.report.Refilled += st.Shards.Refilled
 	if kind == graceful {
 		e.closeErr = err
 	}

@@ -184,11 +184,12 @@ type Report struct {
 	// keys. KeyedDeliveries counts the deliveries of keyed records the order check judged,
 	// KeyBatches the consume responses holding several records of one key, and Deferred the
 	// records the owners deferred behind their keys (Stats().Shards.Deferred, summed over
-	// the processes).
+	// the processes); Spilled and Refilled the records spilled past the topic's
+	// MaxDeferredPerKey and read back (the same).
 	Ordered                     bool
 	Keys                        int
 	KeyedDeliveries, KeyBatches int
-	Deferred                    uint64
+	Deferred, Spilled, Refilled uint64
 	// QuarantineKeys says the topic set TopicConfig.QuarantineKeys (quarantinedkeys.go), and
 	// KeyFollowers counts the quarantines before MaxDeliveries deliveries that count that
 	// only a lower record of the key in the quarantine justified (followers of their key).

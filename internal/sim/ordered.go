@@ -68,6 +68,19 @@ func (s *sim) planOrdered() {
 	s.report.Ordered, s.report.Keys = true, s.ord.keys
 }
 
+// planSpill draws, in half the ordered runs, a per-key bound on the deferred records a
+// partition keeps in memory of 1, 2 or 4 (TopicConfig.MaxDeferredPerKey), so that a key
+// blocked for a while spills its later records into the acked-ahead runs and the scans read
+// them back: through crashes, moves and failovers, in order and never delivered after an ack.
+func (s *sim) planSpill() {
+	r, on := s.degradeClassAt(0x7370696c6c2e7369, false, 50) // "spill.si"
+	if s.ord == nil || !on {
+		return
+	}
+	s.topicCfg.MaxDeferredPerKey = []int{1, 2, 4}[r.IntN(3)]
+	s.logf("cluster: a key keeps %d deferred records in memory, and spills the rest", s.topicCfg.MaxDeferredPerKey)
+}
+
 // keyFor draws the key of a record about to be appended: none in an unordered run (whose
 // records keep the unique keys they had before ordered topics were simulated, drawing
 // nothing), one of the run's key set or none (one in six) in an ordered run.

@@ -703,6 +703,8 @@ func TestOrderedSeeds(t *testing.T) {
 		total.KeyedDeliveries += rep.KeyedDeliveries
 		total.KeyBatches += rep.KeyBatches
 		total.Deferred += rep.Deferred
+		total.Spilled += rep.Spilled
+		total.Refilled += rep.Refilled
 		total.Deliveries += rep.Deliveries
 		if rep.MaxDeliveries > 0 || rep.Rejected > 0 || rep.Quarantined > 0 {
 			quarantining++
@@ -714,8 +716,8 @@ func TestOrderedSeeds(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds with the topic ordered: %d deliveries, %d of keyed records judged in order, %d responses holding several records of one key, "+
-		"%d records deferred behind their keys; %d process crashes, %d power cuts, %d moves, %d failovers",
-		n, total.Deliveries, total.KeyedDeliveries, total.KeyBatches, total.Deferred, faults.ProcessCrashes, faults.PowerCuts, faults.Moves, faults.Failovers)
+		"%d records deferred behind their keys (%d spilled, %d read back); %d process crashes, %d power cuts, %d moves, %d failovers",
+		n, total.Deliveries, total.KeyedDeliveries, total.KeyBatches, total.Deferred, total.Spilled, total.Refilled, faults.ProcessCrashes, faults.PowerCuts, faults.Moves, faults.Failovers)
 	t.Logf("%d of them quarantining (MaxDeliveries or rejects), %d with QuarantineKeys: %d records quarantined, %d of them followers of their key (before MaxDeliveries)",
 		quarantining, keyRuns, keyQuarantined, total.KeyFollowers)
 	for k, seeds := range tolerated {

@@ -37,6 +37,8 @@ var help = map[string]string{
 	"Shards.Postponed": "Records read for delivery that the host said were due later (Config.NotBefore: a delayed message); each waits out its time, no attempt spent.",
 	"Shards.DeferredStalls": "Times an ordered partition held its MaxDeferred records deferred behind their keys and handed out no new record until keys freed; " +
 		"a key held too long (a hung consumer) with many records behind it.",
+	"Shards.Spilled":  "Records of ordered topics spilled past their key's MaxDeferredPerKey (a hot or hung key): left in the acked-ahead runs unindexed, read again once the key's records in memory run low.",
+	"Shards.Refilled": "Spilled records of ordered topics brought back into memory, deferred behind their key, in order.",
 
 	"Committer.Ticks":               "Ticks of the ack-state committer (its final pass at close included).",
 	"Committer.Primes":              "Partitions whose state files the committer primed.",
