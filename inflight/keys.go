@@ -71,8 +71,11 @@ type keyIndex struct {
 	parked        []parkedKey
 	parkedOffsets int
 	parkedLow     int64
-	// spilled counts the parked keys' spilled records (spill.go).
-	spilled int
+	// spilled counts the parked keys' spilled records (spill.go); heldHigh is the highest
+	// offset of the leases a move brought (-1: none), which bind to their keys only after
+	// the restore: nothing spills below it.
+	spilled  int
+	heldHigh int64
 	// parkFrom is the lowest offset a deferred record may be parked at: the index knows
 	// nothing of the records acked below it, before a restart or while the topic was not
 	// ordered (see parkLocked).
@@ -121,14 +124,16 @@ type keyState struct {
 	restoredFrom int64
 	restored     bool
 	// parkedOffsets counts the key's parked records; ackedHigh is the highest record of it
-	// its holders settled (see parkLocked).
+	// its holders settled (see parkLocked), and boundHigh the highest one bound to a holder
+	// since the key's state was made (see spillLocked).
 	parkedOffsets int
 	ackedHigh     int64
+	boundHigh     int64
 	// quarantined holds, ascending, the key's records in the quarantine under
 	// Config.QuarantineKeys: its records above the lowest follow them there.
 	quarantined []int64
 	// spilled holds the key's deferred records past Config.MaxDeferredPerKey, parked in the
-	// acked-ahead runs with no entry of their own (spill.go).
+	// acked-ahead runs with no entry of their own, above boundHigh (spill.go).
 	spilled spillSet
 }
 
@@ -139,7 +144,7 @@ func (ks *keyState) keepsSlot() bool {
 }
 
 func newKeyIndex() *keyIndex {
-	return &keyIndex{parkedLow: math.MaxInt64}
+	return &keyIndex{parkedLow: math.MaxInt64, heldHigh: -1}
 }
 
 // Bind binds the leases of handles, whose records the caller has just read (in the order it
@@ -201,7 +206,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		if !known {
 			// A key the index did not know is free: nothing holds, queues or quarantines it
 			// (the usual case: a key is forgotten at its holder's ack).
-			ks.holders, ks.holding = 1, holding
+			ks.holders, ks.holding, ks.boundHigh = 1, holding, h.Offset
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
 		}
@@ -221,6 +226,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		if !blocked {
 			ks.holders++
 			ks.holding = holding
+			ks.boundHigh = max(ks.boundHigh, h.Offset)
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
 		}
@@ -457,7 +463,7 @@ func (x *keyIndex) stateOf(key uint64) (ks *keyState, known bool) {
 		slot.state = x.spare[n-1]
 		x.spare = x.spare[:n-1]
 	} else {
-		slot.state = &keyState{ackedHigh: -1}
+		slot.state = &keyState{ackedHigh: -1, boundHigh: -1}
 	}
 	return slot.state, false
 }
@@ -465,7 +471,7 @@ func (x *keyIndex) stateOf(key uint64) (ks *keyState, known bool) {
 // recycle keeps the state of a key just forgotten for newState, a bounded number of them.
 func (x *keyIndex) recycle(ks *keyState) {
 	if len(x.spare) < 1024 {
-		*ks = keyState{queued: ks.queued[:0], ackedHigh: -1}
+		*ks = keyState{queued: ks.queued[:0], ackedHigh: -1, boundHigh: -1, spilled: spillSet{words: ks.spilled.words[:0]}}
 		x.spare = append(x.spare, ks)
 	}
 }

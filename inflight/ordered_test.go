@@ -595,6 +595,12 @@ func (m *orderedModel) checkCounts(t *rapid.T) {
 	}
 	require.Equal(t, total, x.deferred, "deferred records")
 	require.Equal(t, spilledTotal, x.spilled, "spilled records")
+	// A key's spilled records lie above every record of it held: an ack never lands above one.
+	for h, l := range m.live {
+		if ks := x.byKey.get(l.key); l.key != 0 && ks != nil && ks.spilled.count > 0 && ks.spilled.low < h.Offset {
+			t.Fatalf("offset %d of key %d is held above its spilled offset %d", h.Offset, l.key, ks.spilled.low)
+		}
+	}
 }
 
 // drain acks everything until the frontier reaches the end of the log: a record left

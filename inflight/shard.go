@@ -456,7 +456,8 @@ func (s *Shard) restoreLocked(state State) {
 		// and its key forgotten with what the key knew).
 		s.keys.parkFrom = s.settledAbove + 1
 		if n := len(state.Held); n > 0 {
-			s.keys.parkFrom = max(s.keys.parkFrom, slices.MaxFunc(state.Held, func(a, b Held) int { return cmp.Compare(a.Offset, b.Offset) }).Offset+1)
+			s.keys.heldHigh = slices.MaxFunc(state.Held, func(a, b Held) int { return cmp.Compare(a.Offset, b.Offset) }).Offset
+			s.keys.parkFrom = max(s.keys.parkFrom, s.keys.heldHigh+1)
 		}
 		s.restoreQuarantinedKeysLocked()
 	}

@@ -17,6 +17,10 @@ import "math/bits"
 // The bitmap is bounded by the span, and the span by the acked-ahead runs it lies in
 // (MaxAckedAhead, at most MaxAckedAheadCeiling offsets: 128 KiB a key at worst).
 //
+// Spilled records lie above every record of the key ever bound (keyState.boundHigh): an ack
+// of the key never lands above one (which a restart's tail would take for spilled), nor does
+// a quarantine or a discard of its records (unparkBelowLocked leaves them as they are).
+//
 // Order holds because a spilled record is never handed out from the bitmap: every record of
 // the key above its lowest spilled one waits (Bind defers it, freeKeyLocked releases nothing
 // from there) until it came back. Only a record with no attempt counted spills (a first lease,
@@ -102,8 +106,8 @@ func (s *Shard) spillLocked(off int64, p pending, ks *keyState, fx *effects) boo
 	if !ks.parked || p.attempts != 0 || p.reason != ReasonFirst || p.delayed {
 		return false
 	}
-	if off < max(ks.ackedHigh+1, s.keys.parkFrom, s.frontier+1) {
-		return false // not parkable (see parkLocked)
+	if off <= ks.boundHigh || off < max(s.keys.parkFrom, s.frontier+1) {
+		return false // below a record of the key bound before, or not parkable (see parkLocked)
 	}
 	if ks.spilled.count > 0 {
 		if off <= ks.spilled.high {
@@ -136,7 +140,8 @@ func (s *Shard) spillVerifiedLocked(off int64, ks *keyState, fx *effects) bool {
 	if p, ok := s.pending.get(off); ok && (p.attempts != 0 || p.nonce != 0 || p.deferred) {
 		return false
 	}
-	if ks.spilled.count == 0 && ks.deferred < s.cfg.MaxDeferredPerKey || ks.spilled.count > 0 && off <= ks.spilled.high {
+	if ks.spilled.count == 0 && ks.deferred < s.cfg.MaxDeferredPerKey || ks.spilled.count > 0 && off <= ks.spilled.high ||
+		off <= max(ks.boundHigh, s.keys.heldHigh) {
 		return false
 	}
 	s.pending.remove(off) // acked, as far as the entries tell: the bitmap names it
@@ -171,23 +176,26 @@ func (s *Shard) refillLocked(key uint64, ks *keyState, fx *effects) {
 	if ks.spilled.count == 0 || (ks.deferred > s.cfg.MaxDeferredPerKey/2 && s.cfg.Ordered) {
 		return
 	}
-	x := s.keys
 	for ks.spilled.count > 0 && (ks.deferred < s.cfg.MaxDeferredPerKey || !s.cfg.Ordered) {
-		off := ks.spilled.popLow()
-		x.spilled--
-		p := pending{deferred: true}
-		p.setParked(true)
-		s.pending.set(off, p)
-		s.pendingAbove = max(s.pendingAbove, off) // above the cursor after a restore, possibly
-		x.deferred++
-		ks.deferred++
-		ks.parkedOffsets++
-		x.parkedOffsets++
-		ks.queue(off, ks.blockedSince)
-		x.of.set(off, keyRef{key: key, state: ks})
-		fx.refilled++
+		s.unspillLowLocked(key, ks, fx)
 	}
-	if !ks.keepsSlot() {
-		s.unparkKeyLocked(ks) // (it has parked records now, unless a jump took every one)
-	}
+}
+
+// unspillLowLocked makes the key's lowest spilled record a deferred, parked entry again, queued
+// behind the key.
+func (s *Shard) unspillLowLocked(key uint64, ks *keyState, fx *effects) {
+	x := s.keys
+	off := ks.spilled.popLow()
+	x.spilled--
+	p := pending{deferred: true}
+	p.setParked(true)
+	s.pending.set(off, p)
+	s.pendingAbove = max(s.pendingAbove, off) // above the cursor after a restore, possibly
+	x.deferred++
+	ks.deferred++
+	ks.parkedOffsets++
+	x.parkedOffsets++
+	ks.queue(off, ks.blockedSince)
+	x.of.set(off, keyRef{key: key, state: ks})
+	fx.refilled++
 }
