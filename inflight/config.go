@@ -109,7 +109,8 @@ type Config struct {
 	// as entries (about 70 bytes each, counted against MaxDeferred): the later ones are
 	// spilled, kept as one bit each in a bitmap over the offsets they span, and come back
 	// as entries, in order, once fewer than half the bound are left. So a hot or hung key
-	// never stops the other keys at MaxDeferred. Zero means MaxDeferred/16, at least 64.
+	// never stops the other keys at MaxDeferred: the MaxKeyTails keys that can park take at
+	// most half of it by default. Zero means MaxDeferred/64, at least 16.
 	MaxDeferredPerKey int
 
 	// ReadAhead is the most records a node reserves at the owners of the topic's partitions
@@ -135,7 +136,7 @@ func (c Config) withDefaults() Config {
 		c.MaxDeferred = DefaultMaxDeferred
 	}
 	if c.MaxDeferredPerKey <= 0 {
-		c.MaxDeferredPerKey = max(c.MaxDeferred/16, 64)
+		c.MaxDeferredPerKey = max(c.MaxDeferred/(2*MaxKeyTails), 16)
 	}
 	if c.MaxAckedAhead <= 0 || c.MaxAckedAhead > MaxAckedAheadCeiling {
 		c.MaxAckedAhead = MaxAckedAheadCeiling

@@ -53,7 +53,7 @@ func verifyAll(s *Shard, now time.Time, keyAt []uint64) {
 func TestParkedHungKey(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const runsCap = 10
-	cfg := Config{Ordered: true, VisibilityTimeout: time.Hour, MaxAckedAheadRuns: runsCap, MaxInFlight: 1000}
+	cfg := Config{Ordered: true, VisibilityTimeout: time.Hour, MaxAckedAheadRuns: runsCap, MaxInFlight: 1000, MaxDeferredPerKey: 1000} // (no spill: spill_test.go)
 	s, _ := newTestShard(t, cfg, State{Frontier: -1})
 	keyAt := parkedLog(4000) // 200 records of the hung key: 20 times the run cap
 	hung := consumeAll(t, s, t0, keyAt, 1)

@@ -94,7 +94,7 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		runErr = err
 	}
 	sum := summarize(cfg, p, l, st, elapsed)
-	sum.deferred, sum.deferredStalls = shards.Deferred, shards.DeferredStalls
+	sum.deferred, sum.deferredStalls, sum.spilled = shards.Deferred, shards.DeferredStalls, shards.Spilled
 	sum.print(out)
 	if f := sum.failures(); len(f) > 0 && runErr == nil {
 		runErr = errors.New(strings.Join(f, "; "))

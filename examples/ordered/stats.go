@@ -88,7 +88,7 @@ type summary struct {
 	lost, wrongBalances                                                   int
 	examples                                                              []string
 
-	deferred, deferredStalls uint64 // Stats().Shards
+	deferred, deferredStalls, spilled uint64 // Stats().Shards
 }
 
 // inOrder says every account's operations were applied in order, each once.
@@ -229,7 +229,8 @@ func (s summary) print(out io.Writer) {
 				q.op, q.partition, q.offset, q.attempts)
 		}
 	}
-	w("  deferred     %7d   records set aside behind their held account (Stats().Shards.Deferred), %d stalls at MaxDeferred", s.deferred, s.deferredStalls)
+	w("  deferred     %7d   records set aside behind their held account (Stats().Shards.Deferred), %d of them spilled (a bit each, past MaxDeferredPerKey), %d stalls at MaxDeferred",
+		s.deferred, s.spilled, s.deferredStalls)
 	balances := "every account's balance as its operations make it, never overdrawn"
 	if s.wrongBalances > 0 || s.overdrafts > 0 {
 		balances = fmt.Sprintf("WRONG: %d accounts off, %d withdrawals overdrew", s.wrongBalances, s.overdrafts)
