@@ -129,6 +129,9 @@ type keyState struct {
 	parkedOffsets int
 	ackedHigh     int64
 	boundHigh     int64
+	// room is how many records the consume that last bound the key took (its Bind's
+	// leases): how many of the key's records a free makes visible (see freeKeyLocked).
+	room int
 	// quarantined holds, ascending, the key's records in the quarantine under
 	// Config.QuarantineKeys: its records above the lowest follow them there.
 	quarantined []int64
@@ -206,7 +209,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		if !known {
 			// A key the index did not know is free: nothing holds, queues or quarantines it
 			// (the usual case: a key is forgotten at its holder's ack).
-			ks.holders, ks.holding, ks.boundHigh = 1, holding, h.Offset
+			ks.holders, ks.holding, ks.boundHigh, ks.room = 1, holding, h.Offset, len(handles)
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
 		}
@@ -225,7 +228,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < h.Offset) || spilledBelow
 		if !blocked {
 			ks.holders++
-			ks.holding = holding
+			ks.holding, ks.room = holding, len(handles)
 			ks.boundHigh = max(ks.boundHigh, h.Offset)
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
@@ -351,9 +354,16 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 		return
 	}
 	// The key's next records are made visible together, so that one consume may take them
-	// in one batch (one at a time, a hot key's backlog would go one record a consume). Up to a
-	// delayed one, which the later ones wait behind; released ones are visible already.
-	for _, off := range ks.queued[:min(len(ks.queued), keyReleaseRun)] {
+	// in one batch (one at a time, a hot key's backlog would go one record a consume), as
+	// many as its last holder's consume took records (a consume of one record at a time
+	// takes one: the others would go to other consumes, which would read them and defer
+	// them again). Up to a delayed one, which the later ones wait behind; released ones are
+	// visible already.
+	run := keyReleaseRun
+	if ks.room > 0 {
+		run = min(run, ks.room)
+	}
+	for _, off := range ks.queued[:min(len(ks.queued), run)] {
 		p, ok := s.pending.get(off)
 		if !ok || p.delayed || ks.spilledBelow(off) {
 			break // (a spilled record may lie below: see spill.go)
@@ -368,7 +378,7 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 	}
 }
 
-// keyReleaseRun is how many of a key's deferred records a free makes visible at once: a
+// keyReleaseRun is the most of a key's deferred records a free makes visible at once: a
 // batch's worth. A consume that takes the first binds the consecutive ones it finds with it;
 // another consume that takes one of the rest defers it again (one read more).
 const keyReleaseRun = 32
