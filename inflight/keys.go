@@ -129,8 +129,9 @@ type keyState struct {
 	parkedOffsets int
 	ackedHigh     int64
 	boundHigh     int64
-	// room is how many records the consume that last bound the key took (its Bind's
-	// leases): how many of the key's records a free makes visible (see freeKeyLocked).
+	// room is how many records the consume that last bound the key could take (its reserve
+	// asked for: Shard.asked), one for a gateway's (oneAKey): how many of the key's records
+	// a free makes visible (see freeKeyLocked).
 	room int
 	// quarantined holds, ascending, the key's records in the quarantine under
 	// Config.QuarantineKeys: its records above the lowest follow them there.
@@ -188,6 +189,10 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	}
 	s.keys.holdings++
 	holding := s.keys.holdings
+	room := s.asked // the scan's reserve asked for this many: what its consume can take
+	if oneAKey {
+		room = 1
+	}
 	deferred, dropped := 0, 0
 	at := now.UnixNano()
 	served := !s.handedOff && !s.dropped // liveLease's tests of the shard, once for the call
@@ -209,7 +214,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		if !known {
 			// A key the index did not know is free: nothing holds, queues or quarantines it
 			// (the usual case: a key is forgotten at its holder's ack).
-			ks.holders, ks.holding, ks.boundHigh, ks.room = 1, holding, h.Offset, len(handles)
+			ks.holders, ks.holding, ks.boundHigh, ks.room = 1, holding, h.Offset, room
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
 		}
@@ -228,7 +233,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < h.Offset) || spilledBelow
 		if !blocked {
 			ks.holders++
-			ks.holding, ks.room = holding, len(handles)
+			ks.holding, ks.room = holding, room
 			ks.boundHigh = max(ks.boundHigh, h.Offset)
 			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
 			continue
@@ -355,9 +360,9 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 	}
 	// The key's next records are made visible together, so that one consume may take them
 	// in one batch (one at a time, a hot key's backlog would go one record a consume), as
-	// many as its last holder's consume took records (a consume of one record at a time
-	// takes one: the others would go to other consumes, which would read them and defer
-	// them again). Up to a delayed one, which the later ones wait behind; released ones are
+	// many as its last holder's consume could take (a consume of one record at a time takes
+	// one: the others would go to other consumes, which would read them and defer them
+	// again). Up to a delayed one, which the later ones wait behind; released ones are
 	// visible already.
 	run := keyReleaseRun
 	if ks.room > 0 {

@@ -699,3 +699,33 @@ func TestOrderedCorruptSkipOfAQueuedRecordFreesItsKey(t *testing.T) {
 	require.Equal(t, []int64{2}, offsetsOf(next), "the key's next record goes")
 	require.Zero(t, s.Stats().Keys.BlockedKeys)
 }
+
+// A free makes visible as many of its key's deferred records as the consume that last bound
+// the key could take: one for a consume of one record at a time (the others would go to other
+// consumes, each to read and defer again), a batch's worth for a batch.
+func TestOrderedReleaseRunFollowsTheConsume(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const a = 1
+	keyAt := make([]uint64, 40)
+	for i := range keyAt {
+		keyAt[i] = a
+	}
+	hwm := int64(len(keyAt))
+	s, _ := newTestShard(t, Config{Ordered: true, VisibilityTimeout: 10 * time.Second, MaxInFlight: 100}, State{Frontier: -1})
+	held := consumeAll(t, s, t0, keyAt, 1)
+	require.Equal(t, []int64{0}, offsetsOf(held))
+	require.Empty(t, consumeAll(t, s, t0, keyAt, 39), "the rest wait behind the key")
+	require.NoError(t, s.Ack(t0, held[0].Handle))
+	require.Equal(t, 1, s.Available(t0, hwm), "its holder took one at a time: one goes")
+
+	held = consumeAll(t, s, t0, keyAt, 5)
+	require.Equal(t, []int64{1}, offsetsOf(held))
+	require.NoError(t, s.Ack(t0, held[0].Handle))
+	require.Equal(t, 5, s.Available(t0, hwm), "its holder could take five")
+	held = consumeAll(t, s, t0, keyAt, 40)
+	require.Equal(t, []int64{2, 3, 4, 5, 6}, offsetsOf(held), "one consume takes them together")
+	for _, l := range held {
+		require.NoError(t, s.Ack(t0, l.Handle))
+	}
+	require.Equal(t, keyReleaseRun, s.Available(t0, hwm), "at most a run")
+}

@@ -284,6 +284,10 @@ type Shard struct {
 	// keys is an ordered topic's key index (Config.Ordered); nil otherwise, so an unordered
 	// topic's paths test one pointer.
 	keys *keyIndex
+	// asked is how many records the last reserve asked for: on an ordered topic, the Bind
+	// that follows it in the same scan (ScanLock) takes it for how many records of a key
+	// its consume can take at once (keyState.room).
+	asked int
 	// ordered mirrors keys != nil for Ordered, read without the lock; verifying mirrors
 	// keys.verifying for Verifying.
 	ordered, verifying atomic.Bool
@@ -546,6 +550,7 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	var fx effects
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
+	s.asked = 1
 	err := s.reserveLocked(at, hwm, int64(visibility), false, &lease, &fx)
 	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
@@ -616,6 +621,7 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	// lease granted here expires after now) and no stale top (a reserve never touches an
 	// offset with a live deadline).
 	s.purgeLocked(at, &fx)
+	s.asked = max
 	if reserved {
 		// A share of the room left, so that a gateway reading ahead does not take it all.
 		max = min(max, builtinMax(1, (s.cfg.MaxInFlight-s.leased)/2))
