@@ -38,7 +38,8 @@ type parkedKey struct {
 // A record below an acked record of its key is not parked (a tail names the key's records
 // from its lowest parked one: an acked one above would look unsettled after a restart): one
 // of a batch, given back while the batch held the key, or one below what the index knows of
-// (keyIndex.parkFrom).
+// (keyIndex.parkFrom); nor a requeued one, back from the quarantine below records of its key
+// acked meanwhile, which the index may have forgotten with the key.
 func (s *Shard) parkLocked(off int64, key uint64, ks *keyState) {
 	x := s.keys
 	// (Nor one at or below the frontier: a requeued record, deferred behind its key under
@@ -51,13 +52,13 @@ func (s *Shard) parkLocked(off int64, key uint64, ks *keyState) {
 		ks.parked = true
 		x.parked = append(x.parked, parkedKey{key, ks})
 		for _, q := range ks.queued {
-			if p := s.pending.lookup(q); q != off && p.deferred && q >= floor {
+			if p := s.pending.lookup(q); q != off && p.deferred && q >= floor && p.reason != ReasonRequeued {
 				s.parkOffsetLocked(q, p, ks)
 			}
 		}
 	}
-	if off >= floor {
-		s.parkOffsetLocked(off, s.pending.lookup(off), ks)
+	if p := s.pending.lookup(off); off >= floor && p.reason != ReasonRequeued {
+		s.parkOffsetLocked(off, p, ks)
 	}
 	if !ks.keepsSlot() {
 		s.unparkKeyLocked(ks) // nothing of it could park: the slot is another key's to take

@@ -103,11 +103,9 @@ func (s *Shard) quarantineWithKeyLocked(off int64, p pending, key uint64, ks *ke
 	s.keys.of.remove(off)
 	s.quarantineLocked(off, p.attempts, fx) // (a requeued one below the frontier goes back)
 	s.noteQuarantinedKeyLocked(off, key, ks)
-	if ks.spilled.count > 0 {
-		// Its spilled records follow it: they come back, and go to a bind that quarantines
-		// them in turn (no holder frees the key meanwhile).
-		s.freeKeyLocked(key, ks, fx)
-	}
+	// The key's next records follow it: made visible (spilled ones brought back first), they
+	// go to a bind that quarantines them in turn, as no holder frees the key meanwhile.
+	s.freeKeyLocked(key, ks, fx)
 }
 
 // leftQuarantineLocked notes that the quarantined offset off left the quarantine (requeued,
