@@ -170,9 +170,15 @@ func (ks *keyState) spilledBelow(off int64) bool {
 
 // refillLocked brings the lowest spilled records of key ks back as deferred, parked entries,
 // in order, once fewer than half the bound wait as entries (or all of them, when the topic is
-// no longer ordered: their deferral is about to end). The key has been blocked since its
+// no longer ordered: their deferral is about to end), and always the key's next record. The key has been blocked since its
 // records spilled: its blockedSince stands.
 func (s *Shard) refillLocked(key uint64, ks *keyState, fx *effects) {
+	// The key's next record is a spilled one (its entries all lie above: records that could
+	// not spill, a restore's with attempts, say): it comes back whatever the bound, or the
+	// entries, which wait for it, would never go.
+	for ks.spilled.count > 0 && (len(ks.queued) == 0 || ks.spilled.low < ks.queued[0]) {
+		s.unspillLowLocked(key, ks, fx)
+	}
 	if ks.spilled.count == 0 || (ks.deferred > s.cfg.MaxDeferredPerKey/2 && s.cfg.Ordered) {
 		return
 	}
