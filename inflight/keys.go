@@ -50,6 +50,8 @@ func KeyOf(key []byte) uint64 {
 // the scan reads the records above the frontier again, in order, and the first record of a key
 // it binds is the key's lowest unsettled one.
 type keyIndex struct {
+	// byKey holds the keys known: held, queued, parked or quarantined. A key held by one lease
+	// and nothing else has no state there (keySlot).
 	byKey keyTable
 	// of holds the key of every offset the index knows: bound to a live lease, or queued
 	// (in a table as the shard's pending states are: a map cost a third of a bind).
@@ -62,8 +64,7 @@ type keyIndex struct {
 	// capped: a reserve found deferred at Config.MaxDeferred and has found it there since
 	// (a stall episode of new records, counted once as it begins).
 	capped bool
-	// spare holds the states of keys forgotten, for the next keys to reuse: a key is
-	// usually held for one lease and forgotten at its ack.
+	// spare holds the states of keys forgotten, for the next keys that need one to reuse.
 	spare []*keyState
 	// parked holds the keys whose deferred records are parked in the acked-ahead runs (see
 	// parked.go), at most MaxKeyTails; parkedOffsets counts those records, and parkedLow is
@@ -98,11 +99,11 @@ type keyIndex struct {
 	unkeyed        []int64
 }
 
-// keyRef is what the index knows of one offset.
+// keyRef is what the index knows of one offset. It names the key, not its state: a key held
+// by one lease alone has none (keySlot), and a settle finds either in one probe of byKey.
 type keyRef struct {
 	key   uint64
-	state *keyState // byKey[key], so that a settle finds it with one lookup
-	bound bool      // the offset's live lease holds the key; otherwise it is queued
+	bound bool // the offset's live lease holds the key; otherwise it is queued
 }
 
 // keyState is one key of an ordered partition.
@@ -125,7 +126,7 @@ type keyState struct {
 	restored     bool
 	// parkedOffsets counts the key's parked records; ackedHigh is the highest record of it
 	// its holders settled (see parkLocked), and boundHigh the highest one bound to a holder
-	// since the key's state was made (see spillLocked).
+	// since the index knew the key (see spillLocked).
 	parkedOffsets int
 	ackedHigh     int64
 	boundHigh     int64
@@ -210,14 +211,16 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			continue // requeued, and not kept in order (see Config.QuarantineKeys)
 		}
 		key := keys[i]
-		ks, known := s.keys.stateOf(key)
+		slot, known := s.keys.byKey.slotFor(key)
 		if !known {
 			// A key the index did not know is free: nothing holds, queues or quarantines it
-			// (the usual case: a key is forgotten at its holder's ack).
-			ks.holders, ks.holding, ks.boundHigh, ks.room = 1, holding, h.Offset, room
-			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
+			// (the usual case: a key is forgotten at its holder's ack). Held by this lease
+			// alone, it needs no state.
+			slot.holding, slot.held, slot.room = holding, h.Offset, room
+			s.keys.of.set(h.Offset, keyRef{key: key, bound: true})
 			continue
 		}
+		ks := s.keys.fullState(slot)
 		// Records of the key spilled below it come first, into the quarantine too: it waits.
 		spilledBelow := ks.spilledBelow(h.Offset)
 		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
@@ -235,7 +238,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			ks.holders++
 			ks.holding, ks.room = holding, room
 			ks.boundHigh = max(ks.boundHigh, h.Offset)
-			s.keys.of.set(h.Offset, keyRef{key: key, state: ks, bound: true})
+			s.keys.of.set(h.Offset, keyRef{key: key, bound: true})
 			continue
 		}
 		kept[i] = false
@@ -280,7 +283,7 @@ func (s *Shard) queueKeyLocked(off int64, key uint64, now int64) {
 	}
 	ks, _ := s.keys.stateOf(key)
 	ks.queue(off, now)
-	s.keys.of.set(off, keyRef{key: key, state: ks})
+	s.keys.of.set(off, keyRef{key: key})
 }
 
 // Ordered reports whether the shard orders records by key (Config.Ordered): its scans must
@@ -303,7 +306,7 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 	s.keys.deferred++
 	ks.deferred++
 	ks.queue(off, now)
-	s.keys.of.set(off, keyRef{key: key, state: ks})
+	s.keys.of.set(off, keyRef{key: key})
 	s.parkLocked(off, key, ks)
 }
 
@@ -316,11 +319,17 @@ func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) boo
 	if !ok || !ref.bound {
 		return false // not bound: no key, or given back before its record was bound
 	}
-	ks := ref.state
+	var ks *keyState
+	if queued {
+		ks, _ = s.keys.stateOf(ref.key)
+	} else if ks = s.keys.byKey.forgetLight(ref.key); ks == nil {
+		s.keys.of.remove(off) // its key, held by this lease alone, went with it
+		return true
+	}
 	ks.holders--
 	if queued {
 		ks.queue(off, now)
-		s.keys.of.set(off, keyRef{key: ref.key, state: ks})
+		s.keys.of.set(off, keyRef{key: ref.key})
 	} else {
 		s.settledKeyLocked(off, ks)
 		s.keys.of.remove(off)
@@ -337,9 +346,10 @@ func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
 	if !ok || ref.bound {
 		return
 	}
-	ref.state.unqueue(off)
+	ks := s.keys.byKey.get(ref.key) // queued: the key has its state
+	ks.unqueue(off)
 	s.keys.of.remove(off)
-	s.freeKeyLocked(ref.key, ref.state, fx)
+	s.freeKeyLocked(ref.key, ks, fx)
 }
 
 // freeKeyLocked makes the key's lowest queued offset visible when no lease holds the key and
@@ -396,7 +406,7 @@ func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
 		if off > frontier {
 			continue
 		}
-		ks := ref.state
+		ks, _ := s.keys.stateOf(ref.key)
 		if ref.bound {
 			ks.holders--
 		} else {
@@ -467,20 +477,32 @@ func (s *Shard) orderLocked(fx *effects) {
 	}
 }
 
-// stateOf returns key's state, made (a spare one if there is one) if it has none, and
-// whether it had one.
+// stateOf returns key's state, made if it has none, and whether the index knew the key.
 func (x *keyIndex) stateOf(key uint64) (ks *keyState, known bool) {
-	slot := x.byKey.slotFor(key)
+	slot, known := x.byKey.slotFor(key)
+	return x.fullState(slot), known
+}
+
+// fullState returns the state of slot's key, made (a spare one if there is one) if it has
+// none: a key held by one lease alone gets a state that says so, for what comes next to add
+// to it (a second lease, a queued offset, a quarantined record).
+func (x *keyIndex) fullState(slot *keySlot) *keyState {
 	if slot.state != nil {
-		return slot.state, true
+		return slot.state
 	}
+	var ks *keyState
 	if n := len(x.spare); n > 0 {
-		slot.state = x.spare[n-1]
+		ks = x.spare[n-1]
 		x.spare = x.spare[:n-1]
 	} else {
-		slot.state = &keyState{ackedHigh: -1, boundHigh: -1}
+		ks = &keyState{ackedHigh: -1, boundHigh: -1}
 	}
-	return slot.state, false
+	if slot.holding != 0 {
+		ks.holders, ks.holding, ks.boundHigh, ks.room = 1, slot.holding, slot.held, slot.room
+		slot.holding, slot.held, slot.room = 0, 0, 0
+	}
+	slot.state = ks
+	return ks
 }
 
 // recycle keeps the state of a key just forgotten for newState, a bounded number of them.
@@ -559,6 +581,7 @@ func (s *Shard) keyStatsLocked() KeyStats {
 	st.Deferred = s.keys.deferred
 	st.ParkedKeys, st.Parked = len(s.keys.parked), s.keys.parkedOffsets
 	st.Spilled = s.keys.spilled
+	st.HeldKeys = s.keys.byKey.lightKeys()
 	oldest := int64(0)
 	for _, ks := range s.keys.byKey.all() {
 		if ks.holders > 0 {

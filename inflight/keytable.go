@@ -19,10 +19,19 @@ type keyTable struct {
 	shift uint8 // 64 - log2(len(slots))
 }
 
-// keySlot is one slot: empty when key is 0.
+// keySlot is one slot: empty when key is 0. A key held by one lease and by nothing else (no
+// queued offsets, nothing parked, spilled or quarantined: the usual key, bound at a read and
+// forgotten at its ack) has no state: holding names the Bind call whose lease holds it and
+// room how many records that call's consume could take (as keyState's fields do), and held
+// is that lease's offset (the state's boundHigh). A bind and its settle then take no state,
+// read it and give it back. Any other key has its state, and the other fields 0 (see
+// keyIndex.fullState).
 type keySlot struct {
-	key   uint64
-	state *keyState
+	key     uint64
+	holding uint64
+	held    int64
+	room    int
+	state   *keyState
 }
 
 const (
@@ -37,29 +46,34 @@ func (t *keyTable) home(key uint64) int {
 	return int(((key ^ t.seed) * 0x9e3779b97f4a7c15) >> t.shift)
 }
 
-// get returns key's state, nil when it has none.
+// get returns key's state: nil when it has none (unknown, or held by one lease alone).
 func (t *keyTable) get(key uint64) *keyState {
+	if i, ok := t.find(key); ok {
+		return t.slots[i].state
+	}
+	return nil
+}
+
+// find returns the index of key's slot, and whether it has one.
+func (t *keyTable) find(key uint64) (int, bool) {
 	if t.count == 0 {
-		return nil
+		return 0, false
 	}
 	mask := len(t.slots) - 1
 	for i := t.home(key); ; i = (i + 1) & mask {
 		switch t.slots[i].key {
 		case key:
-			return t.slots[i].state
+			return i, true
 		case 0:
-			return nil
+			return 0, false
 		}
 	}
 }
 
-// set makes ks key's state; key must not be 0.
-func (t *keyTable) set(key uint64, ks *keyState) { t.slotFor(key).state = ks }
-
-// slotFor returns key's slot, claimed for it with a nil state when key had none (the caller
-// sets one before anything else looks at the table): a bind's lookup and insert in one probe.
-// key must not be 0.
-func (t *keyTable) slotFor(key uint64) *keySlot {
+// slotFor returns key's slot and whether key had one; one it had not is claimed for it, empty
+// but for the key (the caller fills it before anything else looks at the table): a bind's
+// lookup and insert in one probe. key must not be 0.
+func (t *keyTable) slotFor(key uint64) (*keySlot, bool) {
 	if (t.count+1)*4 > len(t.slots)*3 {
 		t.resize(max(minKeyTable, 2*len(t.slots)))
 	}
@@ -67,28 +81,41 @@ func (t *keyTable) slotFor(key uint64) *keySlot {
 	for i := t.home(key); ; i = (i + 1) & mask {
 		switch s := &t.slots[i]; s.key {
 		case key:
-			return s
+			return s, true
 		case 0:
 			s.key = key
 			t.count++
-			return s
+			return s, false
 		}
 	}
 }
 
-// delete removes key's state, if it has one. The entries after it in its probe run move back
-// over the hole, so that no lookup stops early and no tombstone is left.
+// delete removes key's slot, if it has one.
 func (t *keyTable) delete(key uint64) {
-	if t.count == 0 {
-		return
+	if i, ok := t.find(key); ok {
+		t.deleteAt(i)
 	}
+}
+
+// forgetLight ends the hold of a lease bound to key: a key held by that lease alone goes, in
+// the probe that found it, and nil is returned; any other key's state is returned, for the
+// caller to update.
+func (t *keyTable) forgetLight(key uint64) *keyState {
+	i, ok := t.find(key)
+	if !ok {
+		return nil
+	}
+	if ks := t.slots[i].state; ks != nil {
+		return ks
+	}
+	t.deleteAt(i)
+	return nil
+}
+
+// deleteAt empties slot i. The entries after it in its probe run move back over the hole, so
+// that no lookup stops early and no tombstone is left.
+func (t *keyTable) deleteAt(i int) {
 	mask := len(t.slots) - 1
-	i := t.home(key)
-	for ; t.slots[i].key != key; i = (i + 1) & mask {
-		if t.slots[i].key == 0 {
-			return
-		}
-	}
 	for j := (i + 1) & mask; t.slots[j].key != 0; j = (j + 1) & mask {
 		// The entry at j may move to the hole at i unless its home lies cyclically in (i, j]:
 		// then a lookup from its home never passes i.
@@ -113,22 +140,34 @@ func (t *keyTable) resize(n int) {
 	t.count = 0
 	for _, s := range old {
 		if s.key != 0 {
-			t.set(s.key, s.state)
+			slot, _ := t.slotFor(s.key)
+			*slot = s
 		}
 	}
 }
 
-// len returns how many keys have a state.
+// len returns how many keys the table has.
 func (t *keyTable) len() int { return t.count }
 
-// all yields every key and its state, in no particular order. The table must not change
-// while it yields.
+// all yields every key that has a state and its state (not the keys held by one lease alone),
+// in no particular order. The table must not change while it yields.
 func (t *keyTable) all() iter.Seq2[uint64, *keyState] {
 	return func(yield func(uint64, *keyState) bool) {
 		for _, s := range t.slots {
-			if s.key != 0 && !yield(s.key, s.state) {
+			if s.key != 0 && s.state != nil && !yield(s.key, s.state) {
 				return
 			}
 		}
 	}
+}
+
+// lightKeys returns how many keys are held by one lease alone, with no state.
+func (t *keyTable) lightKeys() int {
+	n := 0
+	for _, s := range t.slots {
+		if s.key != 0 && s.state == nil {
+			n++
+		}
+	}
+	return n
 }

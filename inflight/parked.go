@@ -335,7 +335,7 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 			ks.deferred++
 			ks.parkedOffsets++
 			ks.queue(off, at)
-			x.of.set(off, keyRef{key: keys[i], state: ks})
+			x.of.set(off, keyRef{key: keys[i]})
 			x.parkedOffsets++
 			x.parkedLow = min(x.parkedLow, off)
 			if len(x.settledUnverified) > 0 {

@@ -41,14 +41,16 @@ func (s *Shard) setAsideLocked(off int64, attempts uint32, fx *effects) {
 	}
 	ref, ok := s.keys.of.get(off)
 	keyed := ok && ref.bound && ref.key != 0 && s.cfg.QuarantineKeys
+	var ks *keyState
 	if keyed {
 		// Before the unbind frees the key, so that it makes none of its records visible.
-		s.noteQuarantinedKeyLocked(off, ref.key, ref.state)
+		ks, _ = s.keys.stateOf(ref.key)
+		s.noteQuarantinedKeyLocked(off, ref.key, ks)
 	}
 	s.unbindLocked(off, false, 0, fx) // a head quarantined alone: its key goes on
 	s.quarantineLocked(off, attempts, fx)
 	if keyed {
-		s.quarantineFollowersLocked(ref.key, ref.state, off, fx)
+		s.quarantineFollowersLocked(ref.key, ks, off, fx)
 	}
 }
 
@@ -124,7 +126,7 @@ func (s *Shard) leftQuarantineLocked(off int64, requeued bool, at int64, fx *eff
 	ks.quarantined, _ = deleteSorted(ks.quarantined, off)
 	if requeued {
 		ks.queue(off, at)
-		s.keys.of.set(off, keyRef{key: key, state: ks})
+		s.keys.of.set(off, keyRef{key: key})
 		return
 	}
 	s.freeKeyLocked(key, ks, fx)
@@ -177,7 +179,7 @@ func (s *Shard) learnQuarantinedKeyLocked(off int64, key uint64, at int64, fx *e
 		// key's later records.
 		if _, known := x.of.get(off); !known && s.pending.lookup(off).nonce == 0 {
 			ks.queue(off, at)
-			x.of.set(off, keyRef{key: key, state: ks})
+			x.of.set(off, keyRef{key: key})
 		}
 		return
 	}
@@ -199,7 +201,11 @@ func (s *Shard) followsQuarantinedLocked(off int64) bool {
 		return false
 	}
 	ref, ok := s.keys.of.get(off)
-	return ok && ref.bound && s.quarantinedKeyLocked(ref.state, off)
+	if !ok || !ref.bound {
+		return false
+	}
+	ks := s.keys.byKey.get(ref.key) // nil for a key held by this lease alone: not quarantined
+	return ks != nil && s.quarantinedKeyLocked(ks, off)
 }
 
 // unkeyedLocked notes that off was quarantined before its record was read (its last delivery

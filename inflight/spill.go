@@ -202,6 +202,6 @@ func (s *Shard) unspillLowLocked(key uint64, ks *keyState, fx *effects) {
 	ks.parkedOffsets++
 	x.parkedOffsets++
 	ks.queue(off, ks.blockedSince)
-	x.of.set(off, keyRef{key: key, state: ks})
+	x.of.set(off, keyRef{key: key})
 	fx.refilled++
 }
