@@ -209,8 +209,9 @@ func (ra *readAhead) left(ctx context.Context) {
 
 // probeSize is how many records a consume that found nothing held asks the owners for: its
 // own, and what the target leaves besides what is held and asked for already, to hold for
-// the next consumes (at most aheadBatch in all: a consume of a large batch reads ahead too). The caller calls probed with the
-// difference once the probe is over.
+// the next consumes (at most aheadBatch in all, so that a consume of a batch as large as a
+// probe carries reads ahead too). The caller calls probed with the difference once the
+// probe is over.
 func (ra *readAhead) probeSize(asked int, s aheadSettings) int {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
@@ -290,7 +291,7 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 			due = append(due, aheadRecords{owner: h.owner, arrived: h.arrived, msgs: short})
 		}
 		ra.n.stats.ahead.wait.observeMany(now.Sub(h.arrived), len(msgs)-from)
-		clear(h.msgs[:k]) // their bytes are the consumers' now, or go back
+		// Not cleared: the records left share the reply's bytes, all let go with the last.
 		h.msgs = h.msgs[k:]
 		ra.heldCount -= k
 		if len(h.msgs) == 0 {
