@@ -260,8 +260,9 @@ func (n *Node) serveDrop(from, topic string) {
 
 // serveConsume answers a probe or a claim of another node: one non-blocking scan of this
 // node's partitions of the topic (the pinned one alone, when there is one), capped at
-// remoteBatch records (aheadBatch for reservations) and BatchPayloadBytes of keys, payloads and headers, its reply bounded at
-// ResponseLimit of encoded records with the records past it given back at once. A claim
+// remoteBatch records (aheadBatch for reservations) and BatchPayloadBytes of keys, payloads
+// and headers, its reply bounded at ResponseLimit of encoded records with the records past
+// it given back at once. A claim
 // carrying the Claim flag retires the sender's hold; a plain probe never does. The reply's
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
 // all back.
