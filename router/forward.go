@@ -90,6 +90,7 @@ type peer struct {
 	recheckAt time.Time
 
 	consumes consumeQueue // the probes and claims to the owner (see consumebatch.go)
+	batches  batchQueue   // the AckBatches of several callers to the owner (see settle.go)
 }
 
 func newPeer(string) *peer { return &peer{consumes: consumeQueue{window: consumeWindow()}} }

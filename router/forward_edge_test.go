@@ -522,6 +522,89 @@ func TestAckBatchOfAWholeConsumeInOneFrame(t *testing.T) {
 	}
 }
 
+// ackBatchesAtOnce consumes batches batches of size on p's owner a, then acks each through
+// b, from its own goroutine, all at once, and returns each batch's handles and errors.
+func ackBatchesAtOnce(t *testing.T, p *pair, batches, size int) ([][]router.Handle, [][]error) {
+	var handles [][]router.Handle
+	for range batches {
+		msgs := p.a.consume(router.ConsumeOptions{Max: size})
+		require.Len(t, msgs, size)
+		handles = append(handles, receipts(msgs))
+	}
+	errs := make([][]error, batches)
+	var wg sync.WaitGroup
+	for i := range batches {
+		wg.Go(func() { errs[i] = p.b.node.AckBatch(context.Background(), "orders", handles[i]) })
+	}
+	wg.Wait()
+	return handles, errs
+}
+
+// The AckBatches of consumers acking at once share frames: two go out at once, and the
+// six that came while they were out leave together when they come back (in one frame, or
+// two when the second slot is passed on before the first batch to leave took the rest).
+func TestConcurrentAckBatchesShareAFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, 10*time.Millisecond, 0)
+		defer p.close()
+		p.a.produce(0, 800)
+		r := p.record(nil)
+		_, batches := ackBatchesAtOnce(t, p, 8, 100)
+		for _, errs := range batches {
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+		}
+		frames := r.Frames()
+		assert.LessOrEqual(t, len(frames), 4, "%v", frames)
+		sent := 0
+		for _, f := range frames {
+			assert.Equal(t, wireAckBatch, f[0])
+			sent += f[1]
+		}
+		assert.Equal(t, 800, sent, "each sent once: %v", frames)
+		assert.Equal(t, uint64(800), p.a.node.Stats().Shards.Acked, "each acked once")
+	})
+}
+
+// A batch queued behind batches out to an owner that hangs keeps its own budget: spent in
+// the queue, its acks are answered 503 and never sent, so the owner never applies them.
+func TestQueuedAckBatchSpentIsNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, time.Millisecond, 0)
+		defer p.close()
+		p.a.produce(0, 400)
+		r := p.record(func(call int) {
+			if call < 2 {
+				time.Sleep(router.ForwardBudget + time.Second) // the two out hang past their budgets
+			}
+		})
+		handles, errs := ackBatchesAtOnce(t, p, 4, 100)
+		var queued [][]router.Handle
+		for i, batch := range errs {
+			switch {
+			case errors.Is(batch[0], router.ErrTransport): // out, unanswered: applied or not
+			case errors.Is(batch[0], router.ErrUnavailable): // spent in the queue: not applied
+				queued = append(queued, handles[i])
+			default:
+				t.Fatalf("batch %d answered %v", i, batch[0])
+			}
+			for _, err := range batch {
+				assert.Equal(t, batch[0], err, "batch %d: each ack answered as the others", i)
+			}
+		}
+		assert.Len(t, queued, 2, "two were out, two queued")
+		time.Sleep(2 * time.Second) // the hung owner is done with the two it got
+		synctest.Wait()
+		assert.Len(t, r.Frames(), 2, "the queued batches were never sent")
+		for _, batch := range queued {
+			for _, err := range p.a.node.AckBatch(context.Background(), "orders", batch) {
+				assert.NoError(t, err, "still leased at the owner: the queued ack was not applied")
+			}
+		}
+	})
+}
+
 // A requester at WireVersion 1 sends no AckBatch: its batch acks, and the acks queued behind
 // a full window, leave one at a time.
 func TestWireVersionOneSendsSingleOps(t *testing.T) {

@@ -53,14 +53,18 @@ type histogram struct {
 }
 
 // observe counts one observation of d; a negative d (a clock that went back) counts as 0.
-func (h *histogram) observe(d time.Duration) {
+func (h *histogram) observe(d time.Duration) { h.observeMany(d, 1) }
+
+// observeMany counts k observations of d at the price of one: a batch of records that
+// waited alike.
+func (h *histogram) observeMany(d time.Duration, k int) {
 	d = max(d, 0)
 	i := 0
 	for i < HistogramBuckets && d > histogramBounds[i] {
 		i++
 	}
-	h.counts[i].Add(1)
-	h.sum.Add(uint64(d))
+	h.counts[i].Add(uint64(k))
+	h.sum.Add(uint64(k) * uint64(d))
 }
 
 // load returns a snapshot. Each counter is read atomically; the snapshot as a whole is not

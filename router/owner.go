@@ -21,8 +21,15 @@ import (
 // claim that follows; only the claim leases.
 
 const (
-	// remoteBatch is the most records an owner hands one request from another node.
+	// remoteBatch is the most records an owner hands one request from another node, but
+	// for a reservation (see aheadBatch).
 	remoteBatch = 100
+	// aheadBatch is the most records an owner reserves for one request of a node reading
+	// ahead (a Consume with the Reserve flag): a busy gateway's whole target in one round
+	// trip, so that records cross many to a frame at any batch size. An owner before it
+	// reserved remoteBatch at most, which a node reading ahead takes as that owner running
+	// dry for now.
+	aheadBatch = DefaultReadAhead
 	// notifyBudget bounds a notification's round trip (and half the hold, at most): a
 	// requester that does not answer within it is presumed gone (see notify).
 	notifyBudget = 250 * time.Millisecond
@@ -253,8 +260,9 @@ func (n *Node) serveDrop(from, topic string) {
 
 // serveConsume answers a probe or a claim of another node: one non-blocking scan of this
 // node's partitions of the topic (the pinned one alone, when there is one), capped at
-// remoteBatch records and BatchPayloadBytes of keys, payloads and headers, its reply bounded at
-// ResponseLimit of encoded records with the records past it given back at once. A claim
+// remoteBatch records (aheadBatch for reservations) and BatchPayloadBytes of keys, payloads
+// and headers, its reply bounded at ResponseLimit of encoded records with the records past
+// it given back at once. A claim
 // carrying the Claim flag retires the sender's hold; a plain probe never does. The reply's
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
 // all back.
@@ -316,7 +324,11 @@ func (n *Node) serveConsumeBatch(ctx context.Context, from, topic string, member
 // consumeReply is serveConsume's reply, its encoded records bounded at limit (the first is
 // always carried).
 func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic string, c wire.Consume, limit int) wire.ConsumeReply {
-	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), remoteBatch), visibility: c.Visibility, reserve: c.Reserve}
+	most := remoteBatch
+	if c.Reserve {
+		most = aheadBatch
+	}
+	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), most), visibility: c.Visibility, reserve: c.Reserve}
 	if req.pinned < 0 {
 		req.pinned = -1
 	}

@@ -52,11 +52,13 @@ const (
 	aheadFirst = 16
 )
 
-// aheadRecord is a record reserved at its owner and held here for a consumer.
-type aheadRecord struct {
-	msg     Message
+// aheadRecords are records one reply reserved at their owner, held here for consumers: kept
+// as the reply brought them (its messages are not copied on their way in), and handed
+// over from the front.
+type aheadRecords struct {
 	owner   string
 	arrived time.Time
+	msgs    []Message // those not handed over yet, oldest first
 }
 
 // readAhead is what this node reads ahead of its consumers for one topic.
@@ -70,8 +72,9 @@ type readAhead struct {
 	unconfirmedCount atomic.Int64
 
 	mu        sync.Mutex
-	held      []aheadRecord // oldest first
-	refilling bool          // a refill is in flight
+	held      []aheadRecords // oldest first
+	heldCount int            // the records in held
+	refilling bool           // a refill is in flight
 	// asking is what the probes and the refill in flight ask for besides their consumes'
 	// own records: held and asking together stay within the target.
 	asking int
@@ -196,10 +199,9 @@ func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into 
 func (ra *readAhead) left(ctx context.Context) {
 	ra.mu.Lock()
 	ra.active--
-	var back []aheadRecord
+	var back []aheadRecords
 	if ra.active == 0 && ctx.Err() != nil && len(ra.held) > 0 {
-		back, ra.held = ra.held, nil
-		ra.n.stats.ahead.heldNow.Add(-int64(len(back)))
+		back = ra.takeAllLocked()
 	}
 	ra.mu.Unlock()
 	ra.n.giveBackAhead(ra.topic, back)
@@ -207,16 +209,17 @@ func (ra *readAhead) left(ctx context.Context) {
 
 // probeSize is how many records a consume that found nothing held asks the owners for: its
 // own, and what the target leaves besides what is held and asked for already, to hold for
-// the next consumes (at most remoteBatch in all). The caller calls probed with the
-// difference once the probe is over.
+// the next consumes (at most aheadBatch in all, so that a consume of a batch as large as a
+// probe carries reads ahead too). The caller calls probed with the difference once the
+// probe is over.
 func (ra *readAhead) probeSize(asked int, s aheadSettings) int {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	if ra.closed {
 		return asked
 	}
-	extra := max(ra.targetLocked(ra.n.clock.Now(), s)-len(ra.held)-ra.asking, 0)
-	extra = min(extra, max(remoteBatch-asked, 0))
+	extra := max(ra.targetLocked(ra.n.clock.Now(), s)-ra.heldCount-ra.asking, 0)
+	extra = min(extra, max(aheadBatch-asked, 0))
 	ra.asking += extra
 	return asked + extra
 }
@@ -246,7 +249,8 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 		return msgs // an older release refused the reservation: the consume's own, delivered
 	}
 	now := n.clock.Now()
-	mine := msgs[:min(want, len(msgs))]
+	k := min(want, len(msgs))
+	mine := msgs[:k:k] // the consume's: its appends must not reach the records held
 	ra.mu.Lock()
 	for _, m := range mine {
 		ra.unconfirmed[m.Receipt] = owner
@@ -263,30 +267,61 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 // takeLocked appends to msgs up to max records off the front of what is held at now, and
 // appends to due those that outstayed the hold or whose lease left is under the floor: they
 // go back.
-func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []Message, due []aheadRecord) ([]Message, []aheadRecord) {
-	if before := len(ra.held); before > 0 {
-		defer func() { ra.n.stats.ahead.heldNow.Add(int64(len(ra.held) - before)) }()
-	}
-	first := len(msgs)
+func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []Message, due []aheadRecords) ([]Message, []aheadRecords) {
+	before, first := ra.heldCount, len(msgs)
 	for len(ra.held) > 0 && len(msgs) < max {
-		r := ra.held[0]
-		ra.held[0] = aheadRecord{}
-		ra.held = ra.held[1:]
-		if !now.Before(r.arrived.Add(s.hold)) || r.msg.Expiry.Sub(now) < s.floor {
-			due = append(due, r)
+		h := &ra.held[0]
+		if !now.Before(h.arrived.Add(s.hold)) {
+			due = append(due, *h)
+			ra.dropFrontLocked()
 			continue
 		}
-		msgs = append(msgs, r.msg)
-		ra.unconfirmed[r.msg.Receipt] = r.owner
-		ra.n.stats.ahead.wait.observe(now.Sub(r.arrived))
+		k := min(max-len(msgs), len(h.msgs))
+		from := len(msgs)
+		var short []Message // under the floor (a reply that came back very late)
+		for _, m := range h.msgs[:k] {
+			if m.Expiry.Sub(now) < s.floor {
+				short = append(short, m)
+				continue
+			}
+			msgs = append(msgs, m)
+			ra.unconfirmed[m.Receipt] = h.owner
+		}
+		if len(short) > 0 {
+			due = append(due, aheadRecords{owner: h.owner, arrived: h.arrived, msgs: short})
+		}
+		ra.n.stats.ahead.wait.observeMany(now.Sub(h.arrived), len(msgs)-from)
+		// Not cleared: the records left share the reply's bytes, all let go with the last.
+		h.msgs = h.msgs[k:]
+		ra.heldCount -= k
+		if len(h.msgs) == 0 {
+			ra.dropFrontLocked()
+		}
 	}
 	if taken := len(msgs) - first; taken > 0 {
 		ra.handedOverLocked(taken, now, s)
 	}
+	ra.n.stats.ahead.heldNow.Add(int64(ra.heldCount - before))
+	return msgs, due
+}
+
+// dropFrontLocked drops the oldest records of held, whose count is taken off already or
+// here.
+func (ra *readAhead) dropFrontLocked() {
+	ra.heldCount -= len(ra.held[0].msgs)
+	ra.held[0] = aheadRecords{}
+	ra.held = ra.held[1:]
 	if len(ra.held) == 0 {
 		ra.held = nil // what the front left behind is not kept
 	}
-	return msgs, due
+}
+
+// takeAllLocked takes everything held.
+func (ra *readAhead) takeAllLocked() []aheadRecords {
+	all := ra.held
+	ra.n.stats.ahead.heldNow.Add(-int64(ra.heldCount))
+	ra.held, ra.heldCount = nil, 0
+	return all
 }
 
 // handedOverLocked counts k records just handed to a consume, entered in unconfirmed, and
@@ -306,11 +341,11 @@ func (ra *readAhead) refillDueLocked(now time.Time, s aheadSettings) (want, star
 		return 0, 0
 	}
 	target := ra.targetLocked(now, s)
-	if 2*(len(ra.held)+ra.asking) >= target {
+	if 2*(ra.heldCount+ra.asking) >= target {
 		return 0, 0
 	}
 	ra.refilling = true
-	want = target - len(ra.held) - ra.asking
+	want = target - ra.heldCount - ra.asking
 	ra.asking += want
 	return want, ra.nextOwner
 }
@@ -341,7 +376,7 @@ func (ra *readAhead) targetLocked(now time.Time, s aheadSettings) int {
 }
 
 // runRefill reserves want records at the owners, from start on: as many as each has (up to
-// remoteBatch a request), the next owner asked once one has no more. An owner that refused
+// aheadBatch a request), the next owner asked once one has no more. An owner that refused
 // reservations lately (an older release), or that is slow, is passed over.
 func (ra *readAhead) runRefill(owners []string, start, want int) {
 	n := ra.n
@@ -360,7 +395,7 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 			continue
 		}
 		for got < want {
-			size := min(want-got, remoteBatch)
+			size := min(want-got, aheadBatch)
 			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size}
 			var msgs []Message
 			func() {
@@ -399,9 +434,8 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 		n.background(func() { n.releaseUnused(owner, topic, msgs) })
 		return false
 	}
-	for _, m := range msgs {
-		ra.held = append(ra.held, aheadRecord{msg: m, owner: owner, arrived: now})
-	}
+	ra.held = append(ra.held, aheadRecords{owner: owner, arrived: now, msgs: msgs})
+	ra.heldCount += len(msgs)
 	n.stats.ahead.heldNow.Add(int64(len(msgs)))
 	if k >= 0 {
 		ra.nextOwner = k
@@ -437,13 +471,13 @@ func (ra *readAhead) fire(at time.Time) {
 		return
 	}
 	ra.stopTimer = nil
-	var due []aheadRecord
+	var due []aheadRecords
+	before := ra.heldCount
 	for len(ra.held) > 0 && (!now.Before(ra.held[0].arrived.Add(s.hold)) || s.limit == 0) {
 		due = append(due, ra.held[0])
-		ra.held[0] = aheadRecord{}
-		ra.held = ra.held[1:]
+		ra.dropFrontLocked()
 	}
-	n.stats.ahead.heldNow.Add(-int64(len(due)))
+	n.stats.ahead.heldNow.Add(int64(ra.heldCount - before))
 	confirms := ra.takeConfirmsLocked()
 	if len(ra.held) > 0 {
 		ra.armLocked(ra.held[0].arrived.Add(s.hold), now)
@@ -507,9 +541,7 @@ func (ra *readAhead) close() {
 		ra.stopTimer()
 		ra.stopTimer = nil
 	}
-	held := ra.held
-	ra.held = nil
-	ra.n.stats.ahead.heldNow.Add(-int64(len(held)))
+	held := ra.takeAllLocked()
 	confirms := ra.takeConfirmsLocked()
 	ra.mu.Unlock()
 	var wg sync.WaitGroup
@@ -534,7 +566,7 @@ func (n *Node) closeReadAheads() {
 
 // giveBackAhead gives held records back to their owners, unused, in the background: one
 // batch per owner.
-func (n *Node) giveBackAhead(topic string, held []aheadRecord) {
+func (n *Node) giveBackAhead(topic string, held []aheadRecords) {
 	if len(held) == 0 {
 		return
 	}
@@ -544,10 +576,10 @@ func (n *Node) giveBackAhead(topic string, held []aheadRecord) {
 }
 
 // byOwner groups held records' messages by owner.
-func byOwner(held []aheadRecord) map[string][]Message {
+func byOwner(held []aheadRecords) map[string][]Message {
 	groups := map[string][]Message{}
 	for i := range held {
-		groups[held[i].owner] = append(groups[held[i].owner], held[i].msg)
+		groups[held[i].owner] = append(groups[held[i].owner], held[i].msgs...)
 	}
 	return groups
 }

@@ -67,6 +67,42 @@ func TestReadAheadServesFromMemory(t *testing.T) {
 	})
 }
 
+// Reading ahead at any batch size: a consumer taking batches as large as a probe of the
+// owner carries gets its next batch from memory too, and a busy gateway's refill reserves
+// more than such a batch in one round trip (aheadBatch, not remoteBatch), so records cross
+// several batches to a consume RPC.
+func TestReadAheadServesBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{MaxInFlight: 1 << 16}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		const batches = 60
+		c.produce(0, batches*router.RemoteBatch)
+
+		fromMemory := 0
+		for range batches {
+			start := time.Now()
+			msgs := g.consume(ctx, router.ConsumeOptions{Max: router.RemoteBatch})
+			require.Len(t, msgs, router.RemoteBatch)
+			if time.Since(start) == 0 {
+				fromMemory++
+			}
+			// The consumer's work, as long as the refill's round trip; then its ack's.
+			time.Sleep(rtt)
+			for _, err := range g.node.AckBatch(ctx, "orders", receipts(msgs)) {
+				require.NoError(t, err)
+			}
+		}
+		st := g.node.Stats()
+		assert.Equal(t, uint64(1), st.Remote.Probes, "only the first consume asked an owner itself")
+		assert.Equal(t, batches-1, fromMemory, "every batch but the first came from memory")
+		assert.LessOrEqual(t, st.Ahead.Refills, uint64(batches*router.RemoteBatch/(2*router.RemoteBatch)),
+			"a refill reserves more than a probe's batch: %+v", st.Ahead)
+		assert.Equal(t, uint64(batches*router.RemoteBatch), st.Ahead.HandedOver, "%+v", st.Ahead)
+	})
+}
+
 // Issue 35, point 2: a reservation is not a delivery. Records read ahead and never handed
 // over go back unused, their attempts uncounted: with MaxDeliveries 1 none is quarantined,
 // and each is delivered later as its first attempt.

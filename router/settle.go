@@ -273,26 +273,35 @@ func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs [
 
 // ackAtOwners sends each owner its group of handles (indexes into handles), in AckBatches
 // (see settleAtOwner) in the caller's order, the owners in parallel, and answers each handle in
-// errs as its owner answered it.
+// errs as its owner answered it. The last owner's go from the caller's goroutine: a batch
+// of one owner's records (one consume's, most often) starts no goroutine, whose stack would
+// grow afresh for every batch.
 func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, groups map[string][]int, errs []error) {
 	if ra := n.aheadOf(topic); ra != nil {
 		ra.settled(handles...) // the acks confirm what was read ahead at the owners
 	}
 	var wg sync.WaitGroup
+	left := len(groups)
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
-		wg.Go(func() {
+		send := func() {
 			n.settleAtOwner(ctx, owner, topic, len(indexes),
 				func(j int) wire.Record { return wire.Record{Op: opAck, Handle: wire.Handle(handles[indexes[j]])} },
 				func(j int, a wire.Answer) { _, errs[indexes[j]] = answerResult(a) })
-		})
+		}
+		if left--; left == 0 {
+			send()
+		} else {
+			wg.Go(send)
+		}
 	}
 	wg.Wait()
 }
 
 // settleAtOwner sends owner count records of topic, record(0) to record(count-1), in
 // AckBatches in order (of up to wire.MaxLargeBatch records, or maxBatch to an owner that
-// reads no larger ones: see largeBatches), each batch within ForwardBudget of its send, and
+// reads no larger ones: see largeBatches), each batch within ForwardBudget of its send and
+// in one frame with the batches of other callers queued meanwhile (see batchQueue), and
 // gives answered the owner's answer to each. What a batch is sorted out in is pooled: a
 // gateway's AckBatch allocates nothing per record on its way to the owner.
 func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, count int, record func(i int) wire.Record, answered func(i int, a wire.Answer)) {
@@ -302,10 +311,11 @@ func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, count int
 	for start := 0; start < count; {
 		now := n.clock.Now()
 		deadline := now.Add(ForwardBudget)
-		size := min(maxBatch, count-start)
+		most := maxBatch // records in a frame
 		if n.largeBatches(l, now) {
-			size = min(wire.MaxLargeBatch, count-start)
+			most = wire.MaxLargeBatch
 		}
+		size := min(most, count-start)
 		s.grow(size)
 		batch := s.batch[:0]
 		for j := range size {
@@ -313,11 +323,123 @@ func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, count int
 			batch = append(batch, &s.blocks[j])
 		}
 		answers := s.answers[:size]
-		n.call(l, now, batch, answers)
+		n.sendBatch(l, topic, batch, answers, most)
 		for j := range answers {
 			answered(start+j, answers[j])
 		}
 		start += size
+	}
+}
+
+// batchesOut is how many AckBatches of callers (settleAtOwner's) a node has out to one owner
+// at once; past it they queue and leave together (see batchQueue).
+const batchesOut = 2
+
+// batchQueue is the AckBatches settleAtOwner sends one owner (consumers' AckBatch, and the
+// confirms and releases of reading ahead): while batchesOut are out, the next ones queue,
+// and the first of them to leave carries every batch of its topic queued by then, up to a
+// frame's worth, so that consumers acking their batches at once share frames. A batch
+// queued waits for one out to come back, whose RPC its budget bounds; the records keep
+// their own budgets meanwhile, and one whose budget was spent before its frame left is
+// answered 503, unsent (see rpc).
+type batchQueue struct {
+	mu      sync.Mutex
+	out     int // the batches out, each with a caller sending it
+	waiting []*queuedBatch
+}
+
+// queuedBatch is one caller's batch in a batchQueue.
+type queuedBatch struct {
+	topic   string
+	acks    []*acklane.Ack
+	answers []wire.Answer
+	// turn is told when another's frame carried the batch (answered) or when it is the
+	// batch's turn to leave, with those queued behind it.
+	turn     chan struct{}
+	answered bool
+}
+
+// sendBatch sends batch, settles of topic, to the owner of l as call does and puts the
+// owner's answers in answers, in one frame with the batches of that topic queued meanwhile
+// (see batchQueue), limit records in all at most.
+func (n *Node) sendBatch(l *lane, topic string, batch []*acklane.Ack, answers []wire.Answer, limit int) {
+	q := &l.Peer.batches
+	mine := &queuedBatch{topic: topic, acks: batch, answers: answers}
+	q.mu.Lock()
+	if q.out < batchesOut {
+		q.out++
+	} else {
+		mine.turn = make(chan struct{}, 1)
+		q.waiting = append(q.waiting, mine)
+		q.mu.Unlock()
+		<-mine.turn
+		if mine.answered {
+			return
+		}
+		q.mu.Lock() // its turn: the slot out passed to it
+	}
+	group := q.groupLocked(mine, limit)
+	q.mu.Unlock()
+	defer q.passOn()
+	if len(group) == 1 {
+		n.call(l, n.clock.Now(), batch, answers)
+	} else {
+		n.callGroup(l, group)
+	}
+}
+
+// passOn gives the slot of a batch that came back to the first batch queued, whose turn it
+// is to leave, or frees it.
+func (q *batchQueue) passOn() {
+	q.mu.Lock()
+	if len(q.waiting) == 0 {
+		q.out--
+		q.mu.Unlock()
+		return
+	}
+	next := q.waiting[0]
+	q.waiting[0] = nil
+	q.waiting = q.waiting[1:]
+	q.mu.Unlock()
+	next.turn <- struct{}{}
+}
+
+// groupLocked takes out of the queue the batches of first's topic that fit in one frame of
+// limit records with first, and returns them after first, in the order they queued.
+func (q *batchQueue) groupLocked(first *queuedBatch, limit int) []*queuedBatch {
+	if len(q.waiting) == 0 {
+		return []*queuedBatch{first}
+	}
+	group, size := []*queuedBatch{first}, len(first.acks)
+	kept := q.waiting[:0]
+	for _, b := range q.waiting {
+		if b.topic == first.topic && size+len(b.acks) <= limit {
+			group = append(group, b)
+			size += len(b.acks)
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(q.waiting[len(kept):])
+	q.waiting = kept
+	return group
+}
+
+// callGroup sends the batches of group in one frame, as call sends one, puts each record's
+// answer in its batch's answers, and tells the other callers theirs came.
+func (n *Node) callGroup(l *lane, group []*queuedBatch) {
+	var acks []*acklane.Ack
+	for _, b := range group {
+		acks = append(acks, b.acks...)
+	}
+	answers := make([]wire.Answer, len(acks))
+	n.call(l, n.clock.Now(), acks, answers)
+	for i, b := range group {
+		answers = answers[copy(b.answers, answers):]
+		if i > 0 {
+			b.answered = true
+			b.turn <- struct{}{}
+		}
 	}
 }
 
