@@ -1,5 +1,7 @@
 package inflight
 
+import "math"
+
 // Run is a run of consecutive offsets, First through Last inclusive.
 type Run struct{ First, Last int64 }
 
@@ -24,6 +26,13 @@ type runSet struct {
 	runs    int
 	offsets int64
 	draws   uint64 // splitmix64 state of the priorities
+	// grown is the node the last insert grew or made, while grownOK, and below is where the
+	// next run above it starts (math.MaxInt64: none): acks above one hole (a held or hung
+	// lease) mostly come in offset order, each growing the run the one before grew, which
+	// insert then does without a descent. Every other change forgets it.
+	grown   int32
+	below   int64
+	grownOK bool
 }
 
 type runNode struct {
@@ -38,7 +47,7 @@ const shrinkAbove = 4096
 
 // reset empties the set.
 func (t *runSet) reset() {
-	t.root, t.runs, t.offsets = 0, 0, 0
+	t.root, t.runs, t.offsets, t.grownOK = 0, 0, 0, false
 	if cap(t.nodes) > shrinkAbove {
 		t.nodes, t.free = nil, nil
 	}
@@ -73,6 +82,7 @@ func (t *runSet) first() (r Run, ok bool) {
 
 // removeFirst removes the lowest run; the set must not be empty.
 func (t *runSet) removeFirst() {
+	t.grownOK = false
 	parent, n := int32(0), t.root
 	for t.nodes[n].left != 0 {
 		parent, n = n, t.nodes[n].left
@@ -91,9 +101,15 @@ func (t *runSet) removeFirst() {
 // place; one that joins two runs widens the first and removes the second; any other starts
 // a run of its own. Each is one or two descents of the tree.
 func (t *runSet) insert(off int64) {
+	if t.grownOK && off == t.nodes[t.grown].run.Last+1 && off+1 < t.below {
+		t.nodes[t.grown].run.Last = off // the run the last insert grew, joining none
+		t.offsets++
+		return
+	}
 	pred, succ := t.around(off)
 	joinsPred := pred != 0 && t.nodes[pred].run.Last == off-1
 	joinsSucc := succ != 0 && t.nodes[succ].run.First == off+1
+	t.grownOK = false
 	switch {
 	case joinsPred && joinsSucc:
 		next := t.nodes[succ].run
@@ -103,11 +119,22 @@ func (t *runSet) insert(off int64) {
 	case joinsPred:
 		t.nodes[pred].run.Last = off
 		t.offsets++
+		t.grow(pred, succ)
 	case joinsSucc:
 		t.nodes[succ].run.First = off
 		t.offsets++
 	default:
-		t.root = t.place(t.root, t.alloc(Run{off, off}))
+		n := t.alloc(Run{off, off})
+		t.root = t.place(t.root, n)
+		t.grow(n, succ)
+	}
+}
+
+// grow remembers n as the run the last insert grew, and succ (0: none) as the run above it.
+func (t *runSet) grow(n, succ int32) {
+	t.grown, t.below, t.grownOK = n, math.MaxInt64, true
+	if succ != 0 {
+		t.below = t.nodes[succ].run.First
 	}
 }
 
@@ -115,6 +142,7 @@ func (t *runSet) insert(off int64) {
 // the runs (see Shard.Bind). A run of one offset goes; one that starts or ends at off shrinks
 // in place; one that holds off inside splits in two.
 func (t *runSet) delete(off int64) {
+	t.grownOK = false
 	n, _ := t.around(off)
 	r := t.nodes[n].run
 	switch {
@@ -184,6 +212,7 @@ func (t *runSet) remove(n int32, first int64) int32 {
 // add adds the offsets first through last (first <= last), merging the runs they overlap
 // or touch into one.
 func (t *runSet) add(first, last int64) {
+	t.grownOK = false
 	lower, rest := t.split(t.root, first) // runs starting below first
 	// Runs starting from first up to last+1 overlap or touch [first, last]. Written as
 	// First-1 <= last, the comparison cannot overflow (every run starts above MinInt64).
@@ -204,6 +233,7 @@ func (t *runSet) add(first, last int64) {
 // removeThrough removes every offset at or below f; a run that straddles f keeps its part
 // above.
 func (t *runSet) removeThrough(f int64) {
+	t.grownOK = false
 	lower, upper := t.splitAfter(t.root, f-1) // runs starting at or below f
 	if m := t.maxNode(lower); m != 0 && t.nodes[m].run.Last > f {
 		upper = t.merge(t.alloc(Run{f + 1, t.nodes[m].run.Last}), upper)
@@ -345,6 +375,7 @@ func (t *runSet) alloc(r Run) int32 {
 
 // release frees the node n, already unlinked from the tree.
 func (t *runSet) release(n int32) {
+	t.grownOK = false
 	t.runs--
 	t.offsets -= t.nodes[n].run.Len()
 	if t.runs == 0 {
