@@ -139,7 +139,10 @@ func TestTopicChurnLeavesNothing(t *testing.T) {
 	churn(0, 1000)
 	before := heapInUse()
 	churn(1000, 1000+n)
-	after := heapInUse()
+	// The least of three readings: what the node's goroutines hold for a moment (a buffer
+	// in flight) is no leak, and a busy machine caught one once; what the churn keeps stays
+	// in all three.
+	after := min(heapInUse(), heapInUse(), heapInUse())
 	grew := int64(after) - int64(before)
 	t.Logf("heap grew %d bytes over %d topics created and deleted", grew, n)
 	require.Less(t, grew, int64(200<<10), "deleted topics keep nothing (200 KiB of slack for the runtime)")
