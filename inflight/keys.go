@@ -387,7 +387,7 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 			if !s.readBelow(off) {
 				break // verified after a restore, above holes not read yet: see releaseAwaitingLocked
 			}
-			s.undeferLocked(off, &p, ks, fx)
+			s.undeferLocked(off, &p, ks)
 			s.releaseLocked(off, p, fx)
 		}
 	}
@@ -468,7 +468,7 @@ func (s *Shard) orderLocked(fx *effects) {
 			s.refillLocked(key, ks, fx) // every spilled record, the topic being unordered
 			for _, off := range ks.queued {
 				if p, ok := s.pending.get(off); ok && p.deferred {
-					s.undeferLocked(off, &p, ks, fx)
+					s.undeferLocked(off, &p, ks)
 					s.releaseLocked(off, p, fx)
 				}
 			}

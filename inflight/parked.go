@@ -79,9 +79,30 @@ func (s *Shard) parkOffsetLocked(off int64, p pending, ks *keyState) {
 	s.checkCapLocked()
 }
 
+// parkEntryLocked makes off, an offset of the acked-ahead runs that is a record of key ks
+// (p its entry, with what it remembers), a deferred, parked entry queued behind the key (a
+// restore's verified record, a spilled one brought back), and returns the entry stored.
+func (s *Shard) parkEntryLocked(off int64, p pending, key uint64, ks *keyState, now int64) pending {
+	x := s.keys
+	p.deferred = true
+	p.setParked(true)
+	s.pending.set(off, p)
+	// Above the cursor, possibly (a restore): a reserve that reaches it once it leaves the
+	// runs (unparked as a hole) must look it up.
+	s.pendingAbove = max(s.pendingAbove, off)
+	x.deferred++
+	ks.deferred++
+	ks.parkedOffsets++
+	ks.queue(off, now)
+	x.of.set(off, keyRef{key: key})
+	x.parkedOffsets++
+	x.parkedLow = min(x.parkedLow, off)
+	return p
+}
+
 // undeferLocked ends the deferral of off, a deferred offset of key ks (p is its entry), taking
 // it out of the runs if it was parked there. The caller stores p.
-func (s *Shard) undeferLocked(off int64, p *pending, ks *keyState, fx *effects) {
+func (s *Shard) undeferLocked(off int64, p *pending, ks *keyState) {
 	if p.parked() {
 		s.unparkOffsetLocked(off, p, ks)
 	}
@@ -324,20 +345,7 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 			if len(x.settledUnverified) == 0 && s.spillVerifiedLocked(off, ks, &fx) {
 				continue
 			}
-			p := s.pending.lookup(off)
-			p.deferred = true
-			p.setParked(true)
-			s.pending.set(off, p)
-			// Above the cursor, possibly: a reserve that reaches it once it leaves the runs
-			// (unparked as a hole) must look it up.
-			s.pendingAbove = max(s.pendingAbove, off)
-			x.deferred++
-			ks.deferred++
-			ks.parkedOffsets++
-			ks.queue(off, at)
-			x.of.set(off, keyRef{key: keys[i]})
-			x.parkedOffsets++
-			x.parkedLow = min(x.parkedLow, off)
+			p := s.parkEntryLocked(off, s.pending.lookup(off), keys[i], ks, at)
 			if len(x.settledUnverified) > 0 {
 				// Below a record settled into the runs while the shard was unverified (every
 				// one left lies above: Verify passes them in order), whose key may be this

@@ -83,7 +83,7 @@ func (s *Shard) quarantineFollowersLocked(key uint64, ks *keyState, off int64, f
 			continue
 		}
 		if p.deferred {
-			s.undeferLocked(q, &p, ks, fx)
+			s.undeferLocked(q, &p, ks)
 		}
 		if p.delayed {
 			p.delayed = false // its deadline is stale once the entry is gone

@@ -109,11 +109,7 @@ func (s *Shard) spillLocked(off int64, p pending, ks *keyState, fx *effects) boo
 	if off <= ks.boundHigh || off < max(s.keys.parkFrom, s.frontier+1) {
 		return false // below a record of the key bound before, or not parkable (see parkLocked)
 	}
-	if ks.spilled.count > 0 {
-		if off <= ks.spilled.high {
-			return false
-		}
-	} else if ks.deferred < s.cfg.MaxDeferredPerKey || (len(ks.queued) > 0 && ks.queued[len(ks.queued)-1] > off) {
+	if !s.spillsAt(ks, off) || ks.spilled.count == 0 && len(ks.queued) > 0 && ks.queued[len(ks.queued)-1] > off {
 		return false
 	}
 	s.pending.remove(off)
@@ -123,6 +119,15 @@ func (s *Shard) spillLocked(off int64, p pending, ks *keyState, fx *effects) boo
 	s.addSpilledLocked(ks, off)
 	fx.spilled++
 	return true
+}
+
+// spillsAt reports whether key ks's deferral of off goes past its bound: the key spills
+// already (and off lies above its spilled records), or keeps as many entries as the bound.
+func (s *Shard) spillsAt(ks *keyState, off int64) bool {
+	if ks.spilled.count > 0 {
+		return off > ks.spilled.high
+	}
+	return ks.deferred >= s.cfg.MaxDeferredPerKey
 }
 
 // addSpilledLocked adds off, a record of key ks in the acked-ahead runs with no entry, to the
@@ -140,8 +145,7 @@ func (s *Shard) spillVerifiedLocked(off int64, ks *keyState, fx *effects) bool {
 	if p, ok := s.pending.get(off); ok && (p.attempts != 0 || p.nonce != 0 || p.deferred) {
 		return false
 	}
-	if ks.spilled.count == 0 && ks.deferred < s.cfg.MaxDeferredPerKey || ks.spilled.count > 0 && off <= ks.spilled.high ||
-		off <= max(ks.boundHigh, s.keys.heldHigh) {
+	if !s.spillsAt(ks, off) || off <= max(ks.boundHigh, s.keys.heldHigh) {
 		return false
 	}
 	s.pending.remove(off) // acked, as far as the entries tell: the bitmap names it
@@ -170,8 +174,8 @@ func (ks *keyState) spilledBelow(off int64) bool {
 
 // refillLocked brings the lowest spilled records of key ks back as deferred, parked entries,
 // in order, once fewer than half the bound wait as entries (or all of them, when the topic is
-// no longer ordered: their deferral is about to end), and always the key's next record. The key has been blocked since its
-// records spilled: its blockedSince stands.
+// no longer ordered: their deferral is about to end), and always the key's next record. The
+// key has been blocked since its records spilled: its blockedSince stands.
 func (s *Shard) refillLocked(key uint64, ks *keyState, fx *effects) {
 	// The key's next record is a spilled one (its entries all lie above: records that could
 	// not spill, a restore's with attempts, say): it comes back whatever the bound, or the
@@ -190,18 +194,7 @@ func (s *Shard) refillLocked(key uint64, ks *keyState, fx *effects) {
 // unspillLowLocked makes the key's lowest spilled record a deferred, parked entry again, queued
 // behind the key.
 func (s *Shard) unspillLowLocked(key uint64, ks *keyState, fx *effects) {
-	x := s.keys
-	off := ks.spilled.popLow()
-	x.spilled--
-	p := pending{deferred: true}
-	p.setParked(true)
-	s.pending.set(off, p)
-	s.pendingAbove = max(s.pendingAbove, off) // above the cursor after a restore, possibly
-	x.deferred++
-	ks.deferred++
-	ks.parkedOffsets++
-	x.parkedOffsets++
-	ks.queue(off, ks.blockedSince)
-	x.of.set(off, keyRef{key: key})
+	s.keys.spilled--
+	s.parkEntryLocked(ks.spilled.popLow(), pending{}, key, ks, ks.blockedSince)
 	fx.refilled++
 }
