@@ -66,8 +66,10 @@ func TestServerAWSCLI(t *testing.T) {
 	}
 	var got struct{ Messages []message }
 	for range 10 { // a bound on a broken server: the message is there at once
+		// A lease longer than any run of commands: on a busy machine each is seconds of CPU,
+		// and the counts below must not see it lapse.
 		if cl.json(&got, "receive-message", "--queue-url", q, "--wait-time-seconds", "5", "--max-number-of-messages", "10",
-			"--attribute-names", "All", "--message-attribute-names", "All"); len(got.Messages) > 0 {
+			"--visibility-timeout", "900", "--attribute-names", "All", "--message-attribute-names", "All"); len(got.Messages) > 0 {
 			break
 		}
 	}
@@ -152,7 +154,7 @@ func cliFIFO(t *testing.T, cl *cli, base string) {
 	}
 	var got struct{ Messages []fifoMessage }
 	cl.json(&got, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "5",
-		"--attribute-names", "All")
+		"--visibility-timeout", "900", "--attribute-names", "All") // held through the receive below, however slow
 	groups := map[string][]string{}
 	for _, m := range got.Messages {
 		g := m.Attributes["MessageGroupId"]
@@ -186,33 +188,35 @@ func cliFIFO(t *testing.T, cl *cli, base string) {
 	require.Equal(t, "a3", next.Messages[0].Body)
 }
 
-// cliDelays sends delayed messages with the CLI to a queue whose DelaySeconds is 60: a message
+// cliDelays sends delayed messages with the CLI to a queue whose DelaySeconds is 900 (longer
+// than the test, however slow each command is on a busy machine): a message
 // without a delay of its own takes the queue's (not received; counted in
 // ApproximateNumberOfMessagesDelayed), one with --delay-seconds 0 is received at once, and one
 // with --delay-seconds 3 comes to a long-poll once its own delay is over, not the queue's.
 func cliDelays(t *testing.T, cl *cli) {
 	t.Helper()
 	var created struct{ QueueUrl string }
-	cl.json(&created, "create-queue", "--queue-name", "cli-delayed", "--attributes", "DelaySeconds=60")
+	cl.json(&created, "create-queue", "--queue-name", "cli-delayed", "--attributes", "DelaySeconds=900")
 	q := created.QueueUrl
 	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "the queue's delay")
 	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "no delay", "--delay-seconds", "0")
 	var got struct{ Messages []struct{ Body string } }
-	cl.json(&got, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "5")
+	cl.json(&got, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "5",
+		"--visibility-timeout", "900")
 	require.Len(t, got.Messages, 1, "the message's own delay of 0 overrides the queue's")
 	require.Equal(t, "no delay", got.Messages[0].Body)
 
 	var counts struct{ Attributes map[string]string }
 	cl.json(&counts, "get-queue-attributes", "--queue-url", q, "--attribute-names", "DelaySeconds",
 		"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed")
-	require.Equal(t, map[string]string{"DelaySeconds": "60", "ApproximateNumberOfMessages": "0",
+	require.Equal(t, map[string]string{"DelaySeconds": "900", "ApproximateNumberOfMessages": "0",
 		"ApproximateNumberOfMessagesNotVisible": "1", "ApproximateNumberOfMessagesDelayed": "1"}, counts.Attributes)
 
 	sentAt := time.Now()
 	cl.json(nil, "send-message", "--queue-url", q, "--message-body", "in 3 s", "--delay-seconds", "3")
 	var later struct{ Messages []struct{ Body string } }
 	cl.json(&later, "receive-message", "--queue-url", q, "--max-number-of-messages", "10", "--wait-time-seconds", "20")
-	require.Len(t, later.Messages, 1, "the message's own delay of 3 s, not the queue's minute")
+	require.Len(t, later.Messages, 1, "the message's own delay of 3 s, not the queue's")
 	require.Equal(t, "in 3 s", later.Messages[0].Body)
 	require.GreaterOrEqual(t, time.Since(sentAt), 3*time.Second, "not before its delay")
 }
