@@ -215,5 +215,6 @@ func (s *Shard) unkeyedLocked(off int64) {
 		return
 	}
 	s.keys.unkeyed = insertSorted(s.keys.unkeyed, off)
+	s.emptyAt.Store(-1) // reserves answer ErrUnverified until it is read
 	s.syncVerifyingLocked()
 }

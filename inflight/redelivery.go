@@ -116,6 +116,7 @@ func (s *Shard) setQuarantine(off int64, requeued bool) {
 	}
 	if requeued {
 		s.requeued++
+		s.emptyAt.Store(-1) // a requeued record below the frontier goes first
 	}
 	s.quarantine[off] = requeued
 	s.settledAbove = max(s.settledAbove, off)

@@ -508,3 +508,61 @@ func TestRejectStaleHandle(t *testing.T) {
 	assert.Equal(t, uint64(0), s.counters.Load().Rejected)
 	require.NoError(t, s.Ack(now, current.Handle), "the new lease is untouched")
 }
+
+// A drained shard answers a reserve at the high watermark it was drained at without its lock
+// (emptyAt); whatever brings a record below it back (a requeue, a restore to a lower frontier)
+// is served at that same high watermark, and a lapsed grant still answers ErrMoved.
+func TestDrainedShardServesWhatComesBack(t *testing.T) {
+	now := epoch
+	s := NewShard("t", 0, Options{Config: Config{VisibilityTimeout: vt, MaxDeliveries: 1}},
+		State{Frontier: -1, GrantUntil: now.Add(time.Hour)})
+	for range 3 {
+		require.NoError(t, s.Nack(now, reserve(t, s, now, 3).Handle, 0))
+	}
+	drained := func() {
+		t.Helper()
+		_, err := s.ReserveNext(now, 3)
+		require.ErrorIs(t, err, ErrEmpty)
+		_, err = s.ReserveNext(now, 3) // the answer without the lock
+		require.ErrorIs(t, err, ErrEmpty)
+		leases, err := s.ReserveBatch(now, 3, 0, 10, nil)
+		require.ErrorIs(t, err, ErrEmpty)
+		require.Empty(t, leases)
+		leases, err = s.ReserveAhead(now, 3, 0, 10, nil)
+		require.ErrorIs(t, err, ErrEmpty)
+		require.Empty(t, leases)
+	}
+	drained()
+	require.True(t, s.Requeue(now, 1))
+	again := reserve(t, s, now, 3)
+	require.Equal(t, int64(1), again.Offset, "a requeued record, at the high watermark the shard was drained at")
+	require.NoError(t, s.Ack(now, again.Handle))
+	drained()
+
+	l3 := reserve(t, s, now, 4) // a record appended: a high watermark of its own
+	require.Equal(t, int64(3), l3.Offset)
+	require.NoError(t, s.Ack(now, l3.Handle))
+	_, err := s.ReserveNext(now, 4)
+	require.ErrorIs(t, err, ErrEmpty)
+
+	require.Equal(t, 2, s.RequeueAll(now))
+	leases, err := s.ReserveBatch(now, 4, 0, 10, nil)
+	require.NoError(t, err)
+	require.Len(t, leases, 2, "both requeued records")
+	for _, l := range leases {
+		require.NoError(t, s.Ack(now, l.Handle))
+	}
+	_, err = s.ReserveNext(now, 4)
+	require.ErrorIs(t, err, ErrEmpty)
+
+	s.Restore(State{Frontier: 1, GrantUntil: now.Add(time.Hour)})
+	l2 := reserve(t, s, now, 4)
+	require.Equal(t, int64(2), l2.Offset, "a restore to a lower frontier serves what lies above it")
+	require.NoError(t, s.Ack(now, l2.Handle))
+	l3 = reserve(t, s, now, 4)
+	require.NoError(t, s.Ack(now, l3.Handle))
+	_, err = s.ReserveNext(now, 4)
+	require.ErrorIs(t, err, ErrEmpty)
+	_, err = s.ReserveNext(now.Add(2*time.Hour), 4)
+	require.ErrorIs(t, err, ErrMoved, "a lapsed grant, drained or not")
+}

@@ -301,6 +301,14 @@ type Shard struct {
 	// fence is the latest fencing token: max(previous + 1, grant time), so tokens grow
 	// across the shard's leases and, with a clock that moves on, across restarts.
 	fence uint64
+	// emptyAt is a high watermark at which a reserve hands out nothing (ErrEmpty), or -1:
+	// every offset below it settled, none requeued, room under the in-flight cap, nothing
+	// unkeyed, as the last reserve left the shard. A reserve at that high watermark answers
+	// without the lock (a drained partition that every consume of its topic passes over).
+	// It holds while nothing but settles happen: the frontier only rises, and what could
+	// make it false sets it back to -1 under mu (a grant, a requeue, a restore, a new
+	// config, an unkeyed record).
+	emptyAt atomic.Int64
 	// dirtyReported: Dirty was called since the last Snapshot, which clears it under mu
 	// before it copies the state. A change whose report finds it set is in the snapshot the
 	// call that set it leads to: that snapshot clears the flag after the setter's report,
@@ -394,6 +402,7 @@ func (s *Shard) Restore(state State) {
 }
 
 func (s *Shard) restoreLocked(state State) {
+	s.emptyAt.Store(-1)
 	s.frontier, s.incarnation, s.host, s.epoch = state.Frontier, state.Incarnation, state.HostIncarnation, state.Epoch
 	s.grantUntil.Store(0)
 	if !state.GrantUntil.IsZero() {
@@ -505,6 +514,7 @@ func (s *Shard) restoreHeldLocked(h Held) {
 func (s *Shard) SetConfig(cfg Config) {
 	cfg = cfg.withDefaults()
 	s.mu.Lock()
+	s.emptyAt.Store(-1)
 	was, wasOrdered := s.cfg.QuarantineKeys, s.keys != nil
 	s.cfg = cfg
 	s.visibility = int64(cfg.VisibilityTimeout)
@@ -546,12 +556,16 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 		return Lease{}, ErrInvalidDuration
 	}
 	at := now.UnixNano()
+	if s.drainedAt(hwm, at) {
+		return Lease{}, ErrEmpty
+	}
 	var lease Lease
 	var fx effects
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
 	s.asked = 1
 	err := s.reserveLocked(at, hwm, int64(visibility), false, &lease, &fx)
+	s.noteEmptyLocked(hwm, err)
 	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
 	if err == nil {
@@ -611,6 +625,9 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 		return into, ErrInvalidDuration
 	}
 	at := now.UnixNano()
+	if s.drainedAt(hwm, at) {
+		return into, ErrEmpty
+	}
 	max = builtinMax(max, 1)
 	into = slices.Grow(into, max)
 	first := len(into)
@@ -633,6 +650,11 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 			break
 		}
 	}
+	if len(into) > first {
+		s.noteEmptyLocked(hwm, nil)
+	} else {
+		s.noteEmptyLocked(hwm, err)
+	}
 	// Under MaxDeliveries a grant's attempt is persisted state; a reservation's is not until
 	// it is confirmed.
 	countsAttempts := s.cfg.MaxDeliveries > 0 && !reserved
@@ -652,6 +674,27 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	}
 	s.report(&fx)
 	return into, err
+}
+
+// drainedAt reports whether a reserve at hwm and now hands out nothing because every offset
+// below hwm is settled (emptyAt), without taking the lock. A lapsed grant takes the slow
+// path, which answers ErrMoved.
+func (s *Shard) drainedAt(hwm, now int64) bool {
+	return s.emptyAt.Load() == hwm && !s.lapsedAt(now)
+}
+
+// noteEmptyLocked sets emptyAt after a reserve at hwm that answered err: hwm when the shard
+// is drained below it (ErrEmpty, and nothing a settle can change: see emptyAt), -1
+// otherwise. A grant always leaves -1: leases count against the cap.
+func (s *Shard) noteEmptyLocked(hwm int64, err error) {
+	at := int64(-1)
+	if err == ErrEmpty && !s.dropped && s.frontier+1 >= hwm && s.requeued == 0 &&
+		s.leased < s.cfg.MaxInFlight && (s.keys == nil || len(s.keys.unkeyed) == 0) {
+		at = hwm
+	}
+	if s.emptyAt.Load() != at {
+		s.emptyAt.Store(at)
+	}
 }
 
 // builtinMax is max, for where a parameter named max hides it.

@@ -112,6 +112,9 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 	}
 	req.gen = gen
 	req.local, req.remote = local, remote
+	if len(local) > 1 || len(remote) > 0 {
+		req.state = n.topic(topic) // once, for the scan's rotation and the read-ahead
+	}
 	here := servesLocally(local, req.pinned)
 	var scanErr error // a closed log: the wait may still serve
 	if here {
@@ -128,7 +131,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		}
 	}
 	if !here && req.pinned >= 0 {
-		if err := n.judgeRoutes(nil, topic, local, remote).refuses(req.pinned); err != nil {
+		if err := n.judgeRoutes(req.state, topic, local, remote).refuses(req.pinned); err != nil {
 			return nil, err // named wrongly: no owner to ask
 		}
 	}

@@ -147,7 +147,10 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 	if req.pinned >= 0 || req.visibility != 0 || n.wireVersion < wire.V11 {
 		return nil, aheadSettings{}
 	}
-	t := n.topic(req.topic)
+	t := req.state
+	if t == nil {
+		t = n.topic(req.topic)
+	}
 	s := n.aheadSettingsIn(t, req.topic)
 	if s.limit == 0 || s.hold <= 0 {
 		return nil, s

@@ -60,6 +60,7 @@ type scanRequest struct {
 	gen        *inflight.Generation // taken before the routes; set by scan unless the caller did
 	local      []int32              // the routes' local partitions, read after gen; nil: scan reads them
 	remote     map[string][]int32   // the routes' remote partitions, read with local
+	state      *topicState          // the topic's state, when the caller looked it up (nil: not yet)
 	pinned     int32                // -1: any local partition
 	max        int                  // records to take at most (>= 1)
 	visibility time.Duration
@@ -135,7 +136,7 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 		}
 		req.local, req.remote = nil, nil // read after the generation, or not at all
 	}
-	order, start, verdict, err := n.partitionOrderOf(req.topic, req.pinned, req.local, req.remote)
+	order, start, verdict, err := n.partitionOrderOf(req.state, req.topic, req.pinned, req.local, req.remote)
 	if err != nil || len(order) == 0 {
 		return out, err
 	}
@@ -149,7 +150,7 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 	var brokenErr error // the last ErrHostContract met
 	walk := func(p int32, log Log, failed error) bool {
 		if failed == nil {
-			if out, failed = n.takeFrom(req, p, log, now, &budget, scratch, out); failed == nil {
+			if out, failed = n.takeFrom(&req, p, log, now, &budget, scratch, out); failed == nil {
 				return budget.full()
 			}
 		}
@@ -184,12 +185,13 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 // drain evenly, with the verdict on the routes (nil when sound: see judgeRoutes). A pinned
 // partition the routes name wrongly is the error.
 func (n *Node) partitionOrder(topic string, pinned int32) (order []int32, start int, verdict *routesVerdict, err error) {
-	return n.partitionOrderOf(topic, pinned, nil, nil)
+	return n.partitionOrderOf(nil, topic, pinned, nil, nil)
 }
 
 // partitionOrderOf is partitionOrder over local and remote, the routes' partitions of topic
-// when the caller read them already (local nil: read them now).
-func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32, remote map[string][]int32) (order []int32, start int, verdict *routesVerdict, err error) {
+// when the caller read them already (local nil: read them now), and t, the topic's state
+// when the caller looked it up (nil: looked up here if needed).
+func (n *Node) partitionOrderOf(t *topicState, topic string, pinned int32, local []int32, remote map[string][]int32) (order []int32, start int, verdict *routesVerdict, err error) {
 	ok := true
 	if local == nil {
 		local, remote, ok = n.routes.Partitions(topic)
@@ -197,8 +199,7 @@ func (n *Node) partitionOrderOf(topic string, pinned int32, local []int32, remot
 	if !ok {
 		return nil, 0, nil, ErrUnknownTopic
 	}
-	var t *topicState // looked up once, for the verdict and the rotation
-	if len(local) > 1 {
+	if t == nil && len(local) > 1 { // looked up once, for the verdict and the rotation
 		t = n.topic(topic)
 	}
 	verdict, known := t.judged(local, remote) // written out: every consume's path
@@ -318,7 +319,7 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // back at once, and not counted as an attempt. A read that fails (a closed log, say) ends
 // the partition's turn with its reservations given back, and fails unless the scan took
 // something.
-func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
+func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
 		if len(out) > 0 || (req.pinned < 0 && skippedByScans(err)) {
@@ -326,7 +327,6 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 		}
 		return out, err
 	}
-	ranged, _ := log.(RangeReader)
 	hwm := log.HighWatermark()
 	if hwm < 0 {
 		return out, n.negativeWatermark(req.topic, partition, hwm)
@@ -385,8 +385,11 @@ func (n *Node) takeFrom(req scanRequest, partition int32, log Log, now time.Time
 			out = slices.Grow(out, len(leases))
 		}
 		// Values only: a pointer to the caller's stack held in r would move it to the heap.
-		r := partitionRead{n: n, topic: req.topic, partition: partition, log: log, ranged: ranged,
+		r := partitionRead{n: n, topic: req.topic, partition: partition, log: log,
 			shard: shard, now: now, budget: *budget, scratch: scratch}
+		if len(leases) > 1 { // only a run of several is read as a range
+			r.ranged, _ = log.(RangeReader)
+		}
 		before := len(out)
 		var settled bool
 		out, settled, err = r.deliver(leases, out)
