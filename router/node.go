@@ -97,7 +97,7 @@ type Config struct {
 	// negative. AckAsync's acks share RPCs below it too (see Node.AckAsync).
 	AckWindow int
 	// WireVersion is the newest node-wire version this node speaks and accepts; zero means
-	// the newest (14). A host upgrading a cluster in place pins new nodes to the version of
+	// the newest (15). A host upgrading a cluster in place pins new nodes to the version of
 	// the oldest until all run the new release (as a broker's inter-node protocol version is
 	// pinned), and tests use it to play older releases. Version 1 is single acks, extends and
 	// nacks; 2 adds AckBatch (the releases before this field speak 2); 3 to 6 add the frames
@@ -107,7 +107,9 @@ type Config struct {
 	// consume's Reserve flag: a node at 10 or below reads nothing ahead), 12 a topic's status
 	// and purge across its owners (QueueStatus, PurgeQueue), 13 AckBatches of up to 1,024
 	// records (a consume's whole batch acked in one frame), 14 NackNow (an owner at 13 or
-	// below gets a nack of no delay, which waits the topic's Backoff there). See
+	// below gets a nack of no delay, which waits the topic's Backoff there), 15 the spilled
+	// keys and records of an ordered topic in a status across owners (an owner at 14 or
+	// below reports them as zero). See
 	// docs/protocol.md, "Forwarded acks and the node wire".
 	// A node refuses a frame newer than its version as an older release does, and at
 	// version 1 sends no AckBatch.

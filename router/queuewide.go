@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -298,15 +299,24 @@ func (n *Node) remoteStatus(ctx context.Context, owner, topic string, partitions
 }
 
 // askStatus makes one Status RPC to owner for partitions and returns its entries, one per
-// partition in order, or the error that stands for each of them.
+// partition in order, or the error that stands for each of them. It asks for the spilled
+// keys and records unless the owner refused that within olderFieldMemory: an owner before
+// version 15 refuses the frame as malformed, and is asked again at once without them (its
+// entries' spilled counts are zero).
 func (n *Node) askStatus(ctx context.Context, owner, topic string, partitions []int32, deadline time.Time) ([]wire.PartitionStatus, error) {
-	raw, err := n.askPartitions(ctx, owner, wire.OpStatus, topic, partitions, deadline)
+	l := n.lane(owner)
+	spilled := n.wireVersion >= wire.V15 && !l.Refuses(acklane.StatusSpilled, n.clock.Now())
+	raw, err := n.askPartitions(ctx, owner, wire.Request{Op: wire.OpStatus, Topic: topic, Partitions: partitions, StatusSpilled: spilled}, deadline)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := wire.DecodeStatusReply(raw, len(partitions))
+	reply, err := wire.DecodeStatusReply(raw, len(partitions), spilled)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s's status reply: %w", ErrTransport, owner, err)
+	}
+	if reply.Partitions == nil && spilled && reply.Refusal.Status == wire.StatusBadRequest {
+		l.Refuse(acklane.StatusSpilled, n.clock.Now().Add(olderFieldMemory))
+		return n.askStatus(ctx, owner, topic, partitions, deadline)
 	}
 	if reply.Partitions == nil {
 		return nil, refusedWhole(owner, reply.Refusal)
@@ -319,10 +329,10 @@ func (n *Node) askStatus(ctx context.Context, owner, topic string, partitions []
 	return reply.Partitions, nil
 }
 
-// askPartitions sends owner a frame of op (Status, Purge) naming partitions of topic and
+// askPartitions sends owner req, a Status or Purge naming partitions of a topic, and
 // returns its reply, or the error that stands for each partition.
-func (n *Node) askPartitions(ctx context.Context, owner string, op byte, topic string, partitions []int32, deadline time.Time) ([]byte, error) {
-	frame, err := wire.EncodeRequest(wire.Request{Op: op, Topic: topic, Partitions: partitions})
+func (n *Node) askPartitions(ctx context.Context, owner string, req wire.Request, deadline time.Time) ([]byte, error) {
+	frame, err := wire.EncodeRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
@@ -360,7 +370,8 @@ func statusOf(topic, owner string, e *wire.PartitionStatus, sent time.Time) Part
 		Leased: int(e.Leased), Delayed: int(e.Delayed), AckedAhead: int(e.AckedAhead),
 		Quarantined: int(e.Quarantined), Requeued: int(e.Requeued),
 		Keys: KeyStats{HeldKeys: int(e.HeldKeys), BlockedKeys: int(e.BlockedKeys), Deferred: int(e.Deferred),
-			ParkedKeys: int(e.ParkedKeys), Parked: int(e.Parked), QuarantinedKeys: int(e.QuarantinedKeys)},
+			ParkedKeys: int(e.ParkedKeys), Parked: int(e.Parked), QuarantinedKeys: int(e.QuarantinedKeys),
+			SpilledKeys: int(e.SpilledKeys), Spilled: int(e.Spilled)},
 		ParkedOnTopic: int(e.ParkedOnTopic), ParkedOnPartition: int(e.ParkedOnPartition),
 	}
 	if e.BlockedFor > 0 {
@@ -385,6 +396,7 @@ func wireStatus(st *PartitionStatus, now time.Time) wire.PartitionStatus {
 		Quarantined: count32(st.Quarantined), Requeued: count32(st.Requeued),
 		HeldKeys: count32(st.Keys.HeldKeys), BlockedKeys: count32(st.Keys.BlockedKeys), Deferred: count32(st.Keys.Deferred),
 		ParkedKeys: count32(st.Keys.ParkedKeys), Parked: count32(st.Keys.Parked), QuarantinedKeys: count32(st.Keys.QuarantinedKeys),
+		SpilledKeys: count32(st.Keys.SpilledKeys), Spilled: count32(st.Keys.Spilled),
 		ParkedOnTopic: count32(st.ParkedOnTopic), ParkedOnPartition: count32(st.ParkedOnPartition),
 	}
 	if since := st.Keys.OldestBlockedSince; !since.IsZero() {
@@ -408,8 +420,9 @@ func wireStatus(st *PartitionStatus, now time.Time) wire.PartitionStatus {
 func count32(c int) uint32 { return uint32(min(max(c, 0), math.MaxUint32)) }
 
 // serveStatus answers a Status frame: an entry per partition named, where it stands, or why
-// this node does not say (a partition it does not own, a topic it does not know).
-func (n *Node) serveStatus(topic string, partitions []int32) []byte {
+// this node does not say (a partition it does not own, a topic it does not know); with the
+// spilled keys and records when the frame asked for them (spilled).
+func (n *Node) serveStatus(topic string, partitions []int32, spilled bool) []byte {
 	local, _, ok, verdict := n.partitions(topic)
 	owned := sortedUnique(local)
 	parked := n.pump.Parked(topic)
@@ -431,7 +444,7 @@ func (n *Node) serveStatus(topic string, partitions []int32) []byte {
 		st := n.partitionStatus(topic, p, parked, verdict)
 		entries[i] = wireStatus(&st, now)
 	}
-	return wire.AppendStatusReply(nil, entries)
+	return wire.AppendStatusReply(nil, entries, spilled)
 }
 
 // servePurge answers a Purge frame: each partition named purged (purgeHere, ctx the
@@ -475,7 +488,7 @@ func (n *Node) remotePurge(ctx context.Context, owner, topic string, partitions 
 // askPurge makes one Purge RPC to owner for partitions and returns its answers, one per
 // partition in order, or the error that stands for each of them.
 func (n *Node) askPurge(ctx context.Context, owner, topic string, partitions []int32, deadline time.Time) ([]wire.Answer, error) {
-	raw, err := n.askPartitions(ctx, owner, wire.OpPurge, topic, partitions, deadline)
+	raw, err := n.askPartitions(ctx, owner, wire.Request{Op: wire.OpPurge, Topic: topic, Partitions: partitions}, deadline)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -210,6 +211,75 @@ func TestQueueWideWithAnOlderOwner(t *testing.T) {
 				assert.ErrorIs(t, err, router.ErrUnsupportedOp)
 				assert.Equal(t, tc.frames, seen.of(opPurgeFrame))
 				assert.Len(t, c.nodes["b"].consume(ctx, router.ConsumeOptions{Max: 10}), 2, "b's records were not purged")
+			})
+		})
+	}
+}
+
+// An ordered partition's spilled keys and records cross the wire from version 15: a
+// gateway's QueueStatus reports them as the owner's own PartitionStatus does. An owner before
+// 15 refuses the Status's flags byte as malformed, is asked again at once without it (its
+// spilled counts are zero, the rest counted), and is not asked for them again for a while.
+func TestQueueStatusCarriesSpilledKeys(t *testing.T) {
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprintf("older owner %v", older), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var seen frames
+				c := newCluster(t, 0, map[string][]int32{"a": {0}, "g": nil}, func(id string, cfg *router.Config) {
+					cfg.Topic = func(string) router.TopicConfig {
+						return router.TopicConfig{VisibilityTimeout: time.Hour, Ordered: true, MaxDeferredPerKey: 2}
+					}
+					if older && id == "a" {
+						cfg.WireVersion = 14
+					}
+				})
+				c.net.Observe = seen.observe
+				defer c.close()
+				ctx := context.Background()
+				a := c.nodes["a"]
+				log := c.logs.Log("orders", 0)
+				for i := range 40 { // a held key with every fourth record, beside others
+					key := fmt.Sprintf("k%d", i)
+					if i%4 == 0 {
+						key = "held"
+					}
+					off := log.Append([]byte(key), []byte("v"), time.Now())
+					a.node.Appended("orders", 0, off+1)
+				}
+				require.Len(t, a.consume(ctx, router.ConsumeOptions{Max: 1}), 1, "the held key's first record")
+				for {
+					got := a.consume(ctx, router.ConsumeOptions{Max: 16})
+					if len(got) == 0 {
+						break
+					}
+					for _, m := range got {
+						require.NoError(t, a.ack(m))
+					}
+				}
+				own, err := a.node.PartitionStatus("orders", 0)
+				require.NoError(t, err)
+				require.Equal(t, 1, own.Keys.SpilledKeys)
+				require.Equal(t, 7, own.Keys.Spilled, "nine deferred, two kept in memory")
+
+				status, err := c.nodes["g"].node.QueueStatus(ctx, "orders")
+				require.NoError(t, err)
+				require.Len(t, status, 1)
+				require.NoError(t, status[0].Err)
+				want := own.Keys
+				frames := 1
+				if older {
+					want.SpilledKeys, want.Spilled = 0, 0
+					frames = 2 // refused, then asked again without the flags byte
+				}
+				got := status[0].Keys
+				// An age on the wire: blocked since the same instant, at least a nanosecond ago.
+				assert.WithinDuration(t, want.OldestBlockedSince, got.OldestBlockedSince, time.Nanosecond)
+				got.OldestBlockedSince = want.OldestBlockedSince
+				assert.Equal(t, want, got)
+				assert.Equal(t, frames, seen.of(opStatusFrame))
+				_, err = c.nodes["g"].node.QueueStatus(ctx, "orders")
+				require.NoError(t, err)
+				assert.Equal(t, frames+1, seen.of(opStatusFrame), "one frame: the older owner's refusal remembered")
 			})
 		})
 	}

@@ -68,7 +68,7 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	case wire.OpDrop:
 		n.serveDrop(from, req.Topic)
 	case wire.OpStatus:
-		return n.serveStatus(req.Topic, req.Partitions), nil
+		return n.serveStatus(req.Topic, req.Partitions, req.StatusSpilled), nil
 	case wire.OpPurge:
 		return n.servePurge(ctx, req.Topic, req.Partitions), nil
 	default:

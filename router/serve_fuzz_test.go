@@ -98,7 +98,7 @@ func FuzzServe(f *testing.F) {
 		}
 		req, err := wire.DecodeRequest(frame, wire.Newest)
 		if err == nil && req.Op == wire.OpStatus {
-			status, err := wire.DecodeStatusReply(reply, len(req.Partitions))
+			status, err := wire.DecodeStatusReply(reply, len(req.Partitions), req.StatusSpilled)
 			if err != nil || status.Partitions == nil {
 				t.Fatalf("unreadable status reply: %+v, %v", status, err)
 			}

@@ -33,6 +33,9 @@ const (
 	// NackNow: the version 14 nack-now, which goes as a nack with no delay (the owner's
 	// backoff applies there).
 	NackNow
+	// StatusSpilled: a Status's flags byte (version 15): the owner's status replies come
+	// without the spilled keys and records.
+	StatusSpilled
 
 	refusals // how many there are
 )

@@ -26,6 +26,8 @@
 //	V12 Status (18), Purge (19): a topic's partitions counted and purged at their owner
 //	V13 AckBatches of up to MaxLargeBatch records (MaxBatch before)
 //	V14 NackNow (20): a nack that makes the record visible at once, whatever the backoff
+//	V15 Status's flags byte (bit 0: the status reply carries each partition's spilled keys
+//	    and records)
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -47,6 +49,9 @@
 // MaxBatch. Version 14's NackNow nacks a lease with no delay and no backoff (the record is
 // visible at once, its delivery counted); an older owner refuses the op, and a requester
 // sends it a plain Nack with no delay instead, which waits the topic's backoff there.
+// Version 15 lets a Status ask for each partition's spilled keys and records (an ordered
+// topic's hot or hung keys); an older owner refuses the flags byte as trailing data, and a
+// requester asks that owner again without it: those counts are then zero.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -93,7 +98,9 @@
 //	                   claim
 //	Pass, Drop         the header alone
 //	Status, Purge      u16 count (1 to MaxPartitions), then each partition i32, ascending,
-//	                   none negative or repeated
+//	                   none negative or repeated; a Status then optionally (V15) the flags
+//	                   byte (bit 0: StatusSpilled, the other bits zero; written only with it
+//	                   set)
 //
 // No frame has bytes after its last field, and none is longer than MaxFrame.
 //
@@ -128,13 +135,14 @@
 // per partition, in the request's order: partition i32, a status byte and a message (u16
 // length, at most MaxMessage bytes); when the status is 0 (counted), then: loaded u8 (0 or
 // 1), frontier i64 (-1: not known), high watermark i64 (-1: not known), backlog i64, the
-// oldest unsettled record's age (a duration, -1: not known), twelve u32 counts (leased,
+// oldest unsettled record's age (a duration, -1: not known), thirteen u32 counts (leased,
 // delayed, acked ahead, quarantined, requeued, held keys, blocked keys, deferred, parked
-// keys, parked, consumers parked on the topic, on the partition), how long the key blocked
-// longest has been blocked (a duration, 0: none), the partition's error as a status byte (0:
-// none) and a message, the set-aside error's message (empty: not set aside) and the time
-// left before its retry (a duration, 0 when not set aside). A refusal of the whole frame is
-// an ack reply of one answer.
+// keys, parked, consumers parked on the topic, on the partition, quarantined keys), how long
+// the key blocked longest has been blocked (a duration, 0: none), the partition's error as a
+// status byte (0: none) and a message, the set-aside error's message (empty: not set aside)
+// and the time left before its retry (a duration, 0 when not set aside), then, when the
+// Status asked for them (V15), two u32 counts: spilled keys and spilled records. A refusal
+// of the whole frame is an ack reply of one answer.
 //
 // Decoders never panic, and never allocate more than the frame's length justifies: every count
 // (a delivery's headers included) and every length is bounded by the bytes left.

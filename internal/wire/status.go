@@ -37,6 +37,10 @@ type PartitionStatus struct {
 	// not set aside), and SetAsideRetryIn the time left, at the owner, before a retry.
 	SetAside        string
 	SetAsideRetryIn time.Duration
+	// SpilledKeys and Spilled (V15) are router.KeyStats.SpilledKeys and Spilled: on the
+	// wire only in the reply to a Status that asked for them (Request.StatusSpilled), zero
+	// otherwise.
+	SpilledKeys, Spilled uint32
 }
 
 // statusReplyMark opens a status reply, as consumeReplyMark opens a consume reply: an ack
@@ -46,19 +50,24 @@ const statusReplyMark byte = 0xC8
 // Sizes of a status reply's entries on the wire, without their messages.
 const (
 	statusHeadSize   = 4 + 1 + 2                          // partition, status, message length
-	statusCountsSize = 1 + 4*8 + 12*4 + 8 + 1 + 2 + 2 + 8 // loaded to the set-aside retry
+	statusCountsSize = 1 + 4*8 + 13*4 + 8 + 1 + 2 + 2 + 8 // loaded to the set-aside retry
+	statusSpillSize  = 2 * 4                              // spilled keys, spilled (V15, when asked)
 )
 
 // AppendStatusReply appends the status reply of entries to dst: the mark, a u16 count, then
-// each entry; a message longer than MaxMessage is cut to it. It writes at most MaxPartitions
-// entries' worth (the caller answers as many as the request named).
-func AppendStatusReply(dst []byte, entries []PartitionStatus) []byte {
+// each entry, with its spilled keys and records when spilled (the request asked for them:
+// Request.StatusSpilled); a message longer than MaxMessage is cut to it. It writes at most
+// MaxPartitions entries' worth (the caller answers as many as the request named).
+func AppendStatusReply(dst []byte, entries []PartitionStatus, spilled bool) []byte {
 	size := 1 + 2
 	for i := range entries {
 		e := &entries[i]
 		size += statusHeadSize + min(len(e.Message), MaxMessage)
 		if e.Status == StatusOK {
 			size += statusCountsSize + min(len(e.ErrMessage), MaxMessage) + min(len(e.SetAside), MaxMessage)
+			if spilled {
+				size += statusSpillSize
+			}
 		}
 	}
 	b := dst
@@ -92,6 +101,10 @@ func AppendStatusReply(dst []byte, entries []PartitionStatus) []byte {
 		b = appendMessage(b, e.ErrMessage)
 		b = appendMessage(b, e.SetAside)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.SetAsideRetryIn))
+		if spilled {
+			b = binary.BigEndian.AppendUint32(b, e.SpilledKeys)
+			b = binary.BigEndian.AppendUint32(b, e.Spilled)
+		}
 	}
 	return b
 }
@@ -105,14 +118,15 @@ type StatusReply struct {
 	Refusal    Answer
 }
 
-// DecodeStatusReply reads the reply to a Status naming count partitions. A reply of another
+// DecodeStatusReply reads the reply to a Status naming count partitions, asking for the
+// spilled keys and records when spilled (Request.StatusSpilled). A reply of another
 // count, an entry whose fields are out of range (a loaded byte other than 0 or 1, a frontier
 // or high watermark below -1, a negative backlog, age or retry, an unknown age other than
 // -1, an ErrMessage without an ErrStatus, a retry without SetAside), a short reply, trailing
 // data or a reply over MaxFrame is ErrBadFrame, and so is an ack reply that is not a
 // refusal of one answer. The entries' partitions are not checked against the request's: the
 // caller does.
-func DecodeStatusReply(b []byte, count int) (StatusReply, error) {
+func DecodeStatusReply(b []byte, count int, spilled bool) (StatusReply, error) {
 	if len(b) > MaxFrame {
 		return StatusReply{}, fmt.Errorf("%w: a reply of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
 	}
@@ -140,7 +154,7 @@ func DecodeStatusReply(b []byte, count int) (StatusReply, error) {
 	}
 	reply := StatusReply{Partitions: make([]PartitionStatus, 0, n)}
 	for range n {
-		e := r.partitionStatus()
+		e := r.partitionStatus(spilled)
 		if r.err != nil {
 			return StatusReply{}, r.err
 		}
@@ -152,8 +166,8 @@ func DecodeStatusReply(b []byte, count int) (StatusReply, error) {
 	return reply, nil
 }
 
-// partitionStatus reads one entry of a status reply.
-func (r *reader) partitionStatus() PartitionStatus {
+// partitionStatus reads one entry of a status reply, with its spilled counts when spilled.
+func (r *reader) partitionStatus(spilled bool) PartitionStatus {
 	e := PartitionStatus{Partition: int32(r.u32("status entry")), Status: r.u8("status entry")}
 	e.Message = r.message()
 	if r.err != nil || e.Status != StatusOK {
@@ -177,6 +191,9 @@ func (r *reader) partitionStatus() PartitionStatus {
 	e.ErrMessage = r.message()
 	e.SetAside = r.message()
 	e.SetAsideRetryIn = r.duration("set-aside retry")
+	if spilled {
+		e.SpilledKeys, e.Spilled = r.u32("spilled keys"), r.u32("spilled")
+	}
 	switch {
 	case r.err != nil:
 	case e.Frontier < -1 || e.HighWatermark < -1 || e.Backlog < 0 || e.OldestUnsettledAge < -1 || e.BlockedFor < 0:

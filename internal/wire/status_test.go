@@ -23,16 +23,27 @@ func TestStatusAndPurgeFrames(t *testing.T) {
 			[]byte{18, 0, 1, 'q', 0, 1, 0, 0, 0, 7}},
 		{"purge of two", wire.Request{Op: wire.OpPurge, Topic: "q", Partitions: []int32{1, 256}},
 			[]byte{19, 0, 1, 'q', 0, 2, 0, 0, 0, 1, 0, 0, 1, 0}},
+		{"status asking for the spilled counts", wire.Request{Op: wire.OpStatus, Topic: "q", Partitions: []int32{7}, StatusSpilled: true},
+			[]byte{18, 0, 1, 'q', 0, 1, 0, 0, 0, 7, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := mustEncode(t, tc.req)
 			if !bytes.Equal(got, tc.want) {
 				t.Fatalf("% x, want % x", got, tc.want)
 			}
-			if need := tc.req.MinVersion(); need != wire.V12 {
-				t.Fatalf("needs v%d", need)
+			want := wire.V12
+			if tc.req.StatusSpilled {
+				want = wire.V15
+				// An owner before V15 reads the flags byte as trailing data, as it refuses
+				// any: the requester asks it again without.
+				if _, err := wire.DecodeRequest(got, wire.V14); !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), "1 partitions in 5 bytes") {
+					t.Fatalf("at v14: %v, want ErrBadFrame", err)
+				}
 			}
-			back, err := wire.DecodeRequest(got, wire.V12)
+			if need := tc.req.MinVersion(); need != want {
+				t.Fatalf("needs v%d, want v%d", need, want)
+			}
+			back, err := wire.DecodeRequest(got, want)
 			if err != nil || !reflect.DeepEqual(back, tc.req) {
 				t.Fatalf("reads back as %+v, %v", back, err)
 			}
@@ -55,7 +66,10 @@ func TestDecodeStatusRequestRefuses(t *testing.T) {
 		{"count of none", frame(wire.OpStatus, "q", uint16(0)), "0 partitions"},
 		{"over MaxPartitions", frame(wire.OpPurge, "q", uint16(wire.MaxPartitions+1), make([]byte, 4*(wire.MaxPartitions+1))), "1025 partitions"},
 		{"short of its count", frame(wire.OpStatus, "q", uint16(2), int32(1)), "2 partitions in 4 bytes"},
-		{"trailing bytes", frame(wire.OpStatus, "q", uint16(1), int32(1), uint8(0)), "1 partitions in 5 bytes"},
+		{"a purge's trailing byte", frame(wire.OpPurge, "q", uint16(1), int32(1), uint8(1)), "1 partitions in 5 bytes"},
+		{"two trailing bytes", frame(wire.OpStatus, "q", uint16(1), int32(1), uint8(1), uint8(0)), "1 partitions in 6 bytes"},
+		{"a flags byte of no flag", frame(wire.OpStatus, "q", uint16(1), int32(1), uint8(0)), "flags byte 0x0"},
+		{"an unknown flag", frame(wire.OpStatus, "q", uint16(1), int32(1), uint8(3)), "flags byte 0x3"},
 		{"negative", frame(wire.OpStatus, "q", uint16(1), int32(-1)), "partition -1"},
 		{"repeated", frame(wire.OpPurge, "q", uint16(2), int32(3), int32(3)), "partition 3 after [3]"},
 		{"descending", frame(wire.OpPurge, "q", uint16(2), int32(3), int32(2)), "partition 2 after [3]"},
@@ -77,31 +91,48 @@ func sampleStatuses() []wire.PartitionStatus {
 			OldestUnsettledAge: time.Minute, Leased: 1, Delayed: 2, AckedAhead: 3, Quarantined: 4, Requeued: 5,
 			HeldKeys: 6, BlockedKeys: 7, Deferred: 8, ParkedKeys: 9, Parked: 10, BlockedFor: time.Second,
 			ParkedOnTopic: 11, ParkedOnPartition: 1<<32 - 1, ErrStatus: wire.StatusInternal, ErrMessage: "log",
-			SetAside: "disk", SetAsideRetryIn: time.Hour},
+			SetAside: "disk", SetAsideRetryIn: time.Hour, QuarantinedKeys: 12},
 		{Partition: 3, Status: wire.StatusOK, Frontier: -1, HighWatermark: -1, OldestUnsettledAge: -1},
 		{Partition: 1<<31 - 1, Status: wire.StatusUnavailable, Message: "not the owner"},
 	}
 }
 
-// A status reply reads back as written, entry by entry; a refusal in the ack reply format
-// reads as the refusal.
+// A status reply reads back as written, entry by entry, with the spilled counts when the
+// Status asked for them and without otherwise; a refusal in the ack reply format reads as
+// the refusal.
 func TestStatusReplyRoundTrip(t *testing.T) {
 	entries := sampleStatuses()
-	raw := wire.AppendStatusReply(nil, entries)
-	reply, err := wire.DecodeStatusReply(raw, len(entries))
+	raw := wire.AppendStatusReply(nil, entries, false)
+	reply, err := wire.DecodeStatusReply(raw, len(entries), false)
 	if err != nil || !reflect.DeepEqual(reply.Partitions, entries) {
 		t.Fatalf("reads back as %+v, %v", reply, err)
 	}
-	if after := wire.AppendStatusReply([]byte("x"), entries); !bytes.Equal(after[1:], raw) || after[0] != 'x' {
+	if after := wire.AppendStatusReply([]byte("x"), entries, false); !bytes.Equal(after[1:], raw) || after[0] != 'x' {
 		t.Fatal("appended after other bytes, the reply differs")
 	}
+	spilled := sampleStatuses()
+	spilled[0].SpilledKeys, spilled[0].Spilled = 2, 1<<32-1
+	withSpills := wire.AppendStatusReply(nil, spilled, true)
+	if len(withSpills) != len(raw)+2*8 {
+		t.Fatalf("%d bytes with the spilled counts of two counted entries, %d without", len(withSpills), len(raw))
+	}
+	reply, err = wire.DecodeStatusReply(withSpills, len(spilled), true)
+	if err != nil || !reflect.DeepEqual(reply.Partitions, spilled) {
+		t.Fatalf("with the spilled counts, reads back as %+v, %v", reply, err)
+	}
+	if !bytes.Equal(wire.AppendStatusReply(nil, spilled, false), raw) {
+		t.Fatal("a reply to a Status that did not ask carries the spilled counts")
+	}
+	if _, err := wire.DecodeStatusReply(withSpills, len(spilled), false); !errors.Is(err, wire.ErrBadFrame) {
+		t.Fatalf("the spilled counts read by a Status that did not ask for them: %v", err)
+	}
 	refusal := wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 18"}})
-	reply, err = wire.DecodeStatusReply(refusal, 5)
+	reply, err = wire.DecodeStatusReply(refusal, 5, true)
 	if err != nil || reply.Partitions != nil || reply.Refusal.Status != wire.StatusUnsupported || reply.Refusal.Message != "op 18" {
 		t.Fatalf("a refusal reads as %+v, %v", reply, err)
 	}
 	long := []wire.PartitionStatus{{Status: wire.StatusUnavailable, Message: strings.Repeat("m", wire.MaxMessage+5)}}
-	reply, err = wire.DecodeStatusReply(wire.AppendStatusReply(nil, long), 1)
+	reply, err = wire.DecodeStatusReply(wire.AppendStatusReply(nil, long, true), 1, true)
 	if err != nil || len(reply.Partitions[0].Message) != wire.MaxMessage {
 		t.Fatalf("a long message is cut to MaxMessage: %v", err)
 	}
@@ -113,9 +144,9 @@ func TestDecodeStatusReplyRefuses(t *testing.T) {
 	one := func(mutate func(*wire.PartitionStatus)) []byte {
 		e := sampleStatuses()[0]
 		mutate(&e)
-		return wire.AppendStatusReply(nil, []wire.PartitionStatus{e})
+		return wire.AppendStatusReply(nil, []wire.PartitionStatus{e}, false)
 	}
-	good := wire.AppendStatusReply(nil, sampleStatuses()[:1])
+	good := wire.AppendStatusReply(nil, sampleStatuses()[:1], false)
 	loadedAt := 1 + 2 + 4 + 1 + 2 // mark, count, partition, status, an empty message
 	badLoaded := bytes.Clone(good)
 	badLoaded[loadedAt] = 2
@@ -142,7 +173,7 @@ func TestDecodeStatusReplyRefuses(t *testing.T) {
 		{"an ack reply of success", wire.EncodeReply(make([]wire.Answer, 1)), 1, "a refusal of 1 answers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := wire.DecodeStatusReply(tc.reply, tc.count)
+			_, err := wire.DecodeStatusReply(tc.reply, tc.count, false)
 			if !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), tc.why) {
 				t.Fatalf("%v, want ErrBadFrame (%q)", err, tc.why)
 			}
@@ -152,15 +183,19 @@ func TestDecodeStatusReplyRefuses(t *testing.T) {
 
 // FuzzDecodeStatusReply: the status reply decoder never panics, refuses with ErrBadFrame,
 // accepts exactly count entries or a refusal of the whole frame, and what it accepts
-// encodes back to the same bytes. testdata/fuzz holds seeds besides these.
+// encodes back to the same bytes. The input's top bit says whether the Status asked for the
+// spilled counts, the other fifteen are the count. testdata/fuzz holds seeds besides these.
 func FuzzDecodeStatusReply(f *testing.F) {
-	f.Add(wire.AppendStatusReply(nil, sampleStatuses()), uint16(3))
-	f.Add(wire.AppendStatusReply(nil, nil), uint16(0))
+	const askedSpilled = 1 << 15
+	f.Add(wire.AppendStatusReply(nil, sampleStatuses(), false), uint16(3))
+	f.Add(wire.AppendStatusReply(nil, sampleStatuses(), true), uint16(askedSpilled|3))
+	f.Add(wire.AppendStatusReply(nil, nil, false), uint16(0))
 	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 18"}}), uint16(2))
 	f.Add([]byte{0xC8, 0, 1, 0, 0, 0, 0, 0, 0xff, 0xff}, uint16(1))
 	f.Add([]byte{}, uint16(0))
-	f.Fuzz(func(t *testing.T, frame []byte, count uint16) {
-		reply, err := wire.DecodeStatusReply(frame, int(count))
+	f.Fuzz(func(t *testing.T, frame []byte, input uint16) {
+		spilled, count := input&askedSpilled != 0, input&^askedSpilled
+		reply, err := wire.DecodeStatusReply(frame, int(count), spilled)
 		if err != nil {
 			if !errors.Is(err, wire.ErrBadFrame) {
 				t.Fatalf("untyped error %v", err)
@@ -176,7 +211,7 @@ func FuzzDecodeStatusReply(f *testing.F) {
 		if len(reply.Partitions) != int(count) {
 			t.Fatalf("%d entries for %d partitions", len(reply.Partitions), count)
 		}
-		if !bytes.Equal(wire.AppendStatusReply(nil, reply.Partitions), frame) {
+		if !bytes.Equal(wire.AppendStatusReply(nil, reply.Partitions, spilled), frame) {
 			t.Fatalf("re-encoded reply differs")
 		}
 	})

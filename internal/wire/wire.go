@@ -27,7 +27,8 @@ const (
 	V12                       // + Status, Purge: a topic's partitions counted and purged at their owner
 	V13                       // + AckBatches of up to MaxLargeBatch records (MaxBatch before)
 	V14                       // + NackNow
-	Newest = V14
+	V15                       // + Status's flags byte: the spilled keys and records in a status reply
+	Newest = V15
 )
 
 // Ops: a request frame's first byte.
@@ -279,7 +280,15 @@ type Request struct {
 	// Partitions: Status and Purge, 1 to MaxPartitions, ascending, none negative or
 	// repeated.
 	Partitions []int32
+	// StatusSpilled (V15) asks a Status's owner for each partition's spilled keys and
+	// records (PartitionStatus.SpilledKeys, Spilled): an owner answering a Status without
+	// it leaves them out, since a requester before V15 could not read them. It travels as
+	// bit 0 of a flags byte after the partitions.
+	StatusSpilled bool
 }
+
+// flagStatusSpilled is bit 0 of a Status's flags byte (V15), written only when set.
+const flagStatusSpilled byte = 1 << 0
 
 // MinVersion is the oldest version that decodes the frame EncodeRequest writes for r.
 func (r *Request) MinVersion() Version {
@@ -311,6 +320,10 @@ func (r *Request) MinVersion() Version {
 	case OpReplay:
 		if r.Replay.Headers {
 			return V9
+		}
+	case OpStatus:
+		if r.StatusSpilled {
+			return V15
 		}
 	case OpAckBatch:
 		// A batch needs the version of its newest record op, and V13 past MaxBatch records.
@@ -368,7 +381,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	case OpNotify:
 		size += 8
 	case OpStatus, OpPurge:
-		size += 2 + len(req.Partitions)*partitionSize
+		size += 2 + len(req.Partitions)*partitionSize + 1
 	}
 	b := make([]byte, 0, size)
 	b = append(b, req.Op)
@@ -444,6 +457,9 @@ func EncodeRequest(req Request) ([]byte, error) {
 		for _, p := range req.Partitions {
 			b = binary.BigEndian.AppendUint32(b, uint32(p))
 		}
+		if req.StatusSpilled {
+			b = append(b, flagStatusSpilled)
+		}
 	}
 	return b, nil
 }
@@ -467,6 +483,9 @@ func check(req *Request) error {
 	}
 	if len(req.Topic) > MaxTopic {
 		return invalid("a topic of %d bytes (at most %d)", len(req.Topic), MaxTopic)
+	}
+	if req.StatusSpilled && req.Op != OpStatus {
+		return invalid("StatusSpilled on op %d", req.Op)
 	}
 	switch req.Op {
 	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
@@ -613,9 +632,9 @@ func (r *reader) record(op byte) Record {
 // no version knows, is ErrUnsupportedOp; an AckBatch with a record of an op newer than v is
 // ErrBadFrame, as an older release answers it, and so is a frame carrying a field newer than
 // v (a Consume's Claim byte below V5, its Max below V6, its flags byte below V7, or a
-// Replay's flags byte below V9: "trailing data", or "max 1" at V6 for the Max of 1 that
-// only a flags byte follows; the Headers flag below V9, or the Reserve flag below V11, of a
-// Consume or a ConsumeBatch member: "flags byte"); anything else
+// Replay's flags byte below V9, or a Status's below V15: "trailing data", or "max 1" at V6
+// for the Max of 1 that only a flags byte follows; the Headers flag below V9, or the Reserve
+// flag below V11, of a Consume or a ConsumeBatch member: "flags byte"); anything else
 // malformed (a short frame, bytes after its last field, a value out of range, a frame over
 // MaxFrame) is ErrBadFrame. The strings it returns are copies: the request does not alias b.
 func DecodeRequest(b []byte, v Version) (Request, error) {
@@ -778,7 +797,9 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 		}
 	case OpStatus, OpPurge:
 		count := int(r.u16("partitions"))
-		if r.err == nil && (count == 0 || count > MaxPartitions || len(r.b) != count*partitionSize) {
+		// A Status from V15 may end with its flags byte; before, that byte is trailing data.
+		flagged := req.Op == OpStatus && v >= V15 && len(r.b) == count*partitionSize+1
+		if r.err == nil && (count == 0 || count > MaxPartitions || len(r.b) != count*partitionSize && !flagged) {
 			r.fail("%d partitions in %d bytes", count, len(r.b))
 		}
 		if r.err != nil {
@@ -792,6 +813,12 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 				break
 			}
 			req.Partitions[i] = p
+		}
+		if flagged && r.err == nil {
+			if flags := r.u8("status flags"); flags != flagStatusSpilled {
+				r.fail("flags byte %#x", flags)
+			}
+			req.StatusSpilled = true
 		}
 	case OpPass, OpDrop:
 	}

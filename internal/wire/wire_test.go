@@ -16,7 +16,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13, wire.V14}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13, wire.V14, wire.V15}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -942,7 +942,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V14 {
+	if wire.Newest != wire.V15 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -1184,6 +1184,10 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpAckBatch, "t", uint16(2), uint8(20), rec, int64(1), uint8(3), rec, int64(2)))
 	f.Add(frame(wire.OpAckBatch, "t", uint16(1), uint8(21), rec, int64(1)))
 	f.Add([]byte{20, 0, 0})
+	// Version 15's: a Status's flags byte, an unknown flag, and on a purge.
+	f.Add(frame(wire.OpStatus, "t", uint16(1), int32(0), uint8(1)))
+	f.Add(frame(wire.OpStatus, "t", uint16(1), int32(0), uint8(2)))
+	f.Add(frame(wire.OpPurge, "t", uint16(1), int32(0), uint8(1)))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var accepted *wire.Request
 		first := wire.Version(0)
