@@ -105,6 +105,10 @@ type aheadSettings struct {
 	limit int           // the most records held; 0: off
 	hold  time.Duration // how long one waits here at most
 	floor time.Duration // the least lease left a record is handed over with
+	// visibility is the topic's visibility timeout, the lease a reservation is granted
+	// with: a consume that asks for it by name (a front end passing a queue's default) is
+	// served from what is held as one that asks for the topic's.
+	visibility time.Duration
 }
 
 // aheadSettingsIn returns what topic's settings make of reading ahead: read from
@@ -137,14 +141,16 @@ func (n *Node) aheadSettingsOf(topic string) aheadSettings {
 	if limit == 0 {
 		limit = DefaultReadAhead
 	}
-	return aheadSettings{limit: limit, hold: min(MaxReadAheadHold, visibility/10), floor: visibility / 2}
+	return aheadSettings{limit: limit, hold: min(MaxReadAheadHold, visibility/10), floor: visibility / 2, visibility: visibility}
 }
 
 // readAheadFor returns the topic's read-ahead for req, or nil when req is not served from it:
 // reading ahead is off for the topic or for this node (a wire version before 11), or req is
-// pinned or asks for a visibility timeout of its own.
+// pinned or asks for a visibility timeout other than the topic's (what is held was reserved
+// with the topic's: a front end that names a queue's default, which its topic's settings
+// carry too, is served).
 func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
-	if req.pinned >= 0 || req.visibility != 0 || n.wireVersion < wire.V11 {
+	if req.pinned >= 0 || n.wireVersion < wire.V11 {
 		return nil, aheadSettings{}
 	}
 	t := req.state
@@ -152,7 +158,7 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 		t = n.topic(req.topic)
 	}
 	s := n.aheadSettingsIn(t, req.topic)
-	if s.limit == 0 || s.hold <= 0 {
+	if s.limit == 0 || s.hold <= 0 || req.visibility != 0 && req.visibility != s.visibility {
 		return nil, s
 	}
 	if ra := t.ahead.Load(); ra != nil {

@@ -432,3 +432,32 @@ func TestReadAheadPassesAHungOwner(t *testing.T) {
 		assert.Positive(t, g.node.Stats().Ahead.HandedOver)
 	})
 }
+
+// A consume that names the topic's visibility timeout (a front end passing a queue's
+// default) is served from what was read ahead, as one that names none; one that names
+// another asks the owners itself.
+func TestReadAheadServesTheTopicsVisibilityByName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, topicWith(router.TopicConfig{VisibilityTimeout: 40 * time.Second}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		c.produce(0, 50)
+		for i := range 10 {
+			msgs := g.consume(ctx, router.ConsumeOptions{Visibility: 40 * time.Second})
+			require.Len(t, msgs, 1)
+			left := time.Until(msgs[0].Expiry) // the owner's lease, less its time on the way and held here
+			assert.True(t, left <= 40*time.Second && left >= 40*time.Second-aheadHold-2*rtt, "consume %d: %v left", i, left)
+			require.NoError(t, g.ack(msgs[0]))
+		}
+		st := g.node.Stats()
+		assert.GreaterOrEqual(t, st.Ahead.HandedOver, uint64(9), "%+v", st.Ahead)
+		assert.Equal(t, uint64(1), st.Remote.Probes, "only the first consume asked an owner itself")
+
+		msgs := g.consume(ctx, router.ConsumeOptions{Visibility: time.Minute})
+		require.Len(t, msgs, 1)
+		left := time.Until(msgs[0].Expiry)
+		assert.True(t, left <= time.Minute && left > 40*time.Second, "a lease of its own, from the owner: %v left", left)
+		assert.Equal(t, uint64(2), g.node.Stats().Remote.Probes)
+	})
+}

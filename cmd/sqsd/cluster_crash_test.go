@@ -136,9 +136,9 @@ func sqsCall(c *http.Client, url, action, body string, out any) error {
 // message whose send succeeded is lost, and none whose delete succeeded is delivered again:
 // a delete whose handle named a lease the killed node held before its kill is refused as an
 // expired handle (its restart forgot the lease), never answered success. The killed node was
-// also a gateway holding records read ahead from the other two: those wait out their leases
-// at their owners (as a consumer's crash would strand them), so the consumers' visibility
-// timeout is one the drain can wait for.
+// also a gateway: the messages its receives in flight leased at the other two, whose replies
+// it never sent, wait out their leases at their owners (as a consumer's crash would strand
+// them), so the consumers' visibility timeout is one the drain can wait for.
 func TestClusterKill9(t *testing.T) {
 	const lease = 15 * time.Second // the consumers' visibility timeout
 	// stalled fails the test when nothing has moved for several leases: what a dead node

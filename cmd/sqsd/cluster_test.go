@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"narad.dev/consume/router"
 	"narad.dev/consume/router/nodehttp"
 )
 
@@ -221,6 +222,48 @@ func TestClusterQueue(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, status, "node %d: %s", i, out)
 		require.Contains(t, out, "QueueDoesNotExist")
 	}
+}
+
+// TestClusterReceiveReadsAhead: a receive through a node that owns none of a standard
+// queue's partitions, naming no visibility timeout of its own, is served from the records
+// that node reserved ahead at the owners (the queue's visibility timeout is its topic's),
+// and leases for the queue's visibility timeout; one naming its own, and a FIFO queue's
+// (whose group's run comes together from its owner), ask the owners themselves.
+func TestClusterReceiveReadsAhead(t *testing.T) {
+	tc := newTestCluster(t, 3, 2) // node-3 owns none
+	tc.ok(0, "CreateQueue", `{"QueueName":"orders","Attributes":{"VisibilityTimeout":"77"}}`)
+	tc.ok(0, "CreateQueue", `{"QueueName":"jobs.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"true"}}`)
+	require.NoError(t, tc.nodes[2].cat.mirror.fresh(context.Background()))
+	for i := range 40 {
+		tc.ok(0, "SendMessage", `{`+queue("orders")+`,"MessageBody":"m`+strconv.Itoa(i)+`"}`)
+	}
+	for i := range 4 {
+		tc.ok(0, "SendMessage", `{`+queue("jobs.fifo")+`,"MessageBody":"f`+strconv.Itoa(i)+`","MessageGroupId":"g"}`)
+	}
+	ahead := func() router.AheadStats { return tc.nodes[2].node.Stats().Ahead }
+
+	received := 0
+	for received < 10 {
+		var out struct{ Messages []sqsMessage }
+		require.NoError(t, json.Unmarshal([]byte(tc.ok(2, "ReceiveMessage", `{`+queue("orders")+`,"MaxNumberOfMessages":2}`)), &out))
+		received += len(out.Messages)
+	}
+	served := ahead()
+	require.NotZero(t, served.Reserved)
+	require.GreaterOrEqual(t, served.HandedOver, uint64(received-2), "the first receive's probe aside, every message came from memory: %+v", served)
+	// Held for a receive to come, a reservation is a lease at its owner: not visible, for at
+	// most the hold.
+	_, inFlight := tc.depth(0, "orders")
+	require.GreaterOrEqual(t, inFlight, received)
+	require.LessOrEqual(t, uint64(inFlight), uint64(received)+served.Reserved-served.HandedOver)
+
+	tc.receive(2, "orders", 2, 0) // its own visibility timeout: asked of the owners
+	require.Equal(t, served.HandedOver, ahead().HandedOver)
+
+	var fifo struct{ Messages []sqsMessage }
+	require.NoError(t, json.Unmarshal([]byte(tc.ok(2, "ReceiveMessage", `{`+queue("jobs.fifo")+`,"MaxNumberOfMessages":10}`)), &fifo))
+	require.Len(t, fifo.Messages, 4, "the group's run together, from its owner")
+	require.Equal(t, served.HandedOver, ahead().HandedOver)
 }
 
 // TestClusterSendsLandOnOwners: each node's file log holds its own partitions of a queue

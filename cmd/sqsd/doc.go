@@ -121,9 +121,15 @@
 // the life of the data directories (a node added or removed, or the order changed, moves
 // partitions away from the files that hold them: not supported). Each node's file log
 // holds the messages of its own partitions; the node's router.Node has the others' as
-// remote routes, so a receive through any node gets messages wherever they are (the
-// gateway's read-ahead), and a delete or a visibility change is forwarded to the message's
-// owner, a delete answered once it is on that owner's disk. A queue with fewer partitions
+// remote routes, so a receive through any node gets messages wherever they are, and a
+// delete or a visibility change is forwarded to the message's owner, a delete answered once
+// it is on that owner's disk. A receive of a standard queue that names no VisibilityTimeout
+// of its own is served from what the node read ahead at the owners (router's "Reading
+// ahead": up to 1,024 messages a queue, each held at most 50 ms, a tenth of the queue's
+// visibility timeout if less, then given back); one that names its own, and a FIFO queue's,
+// asks the owners. A node killed while holding messages reserved, or with receives in
+// flight, leaves them invisible until their visibility timeout ends, as a client that dies
+// holding messages does. A queue with fewer partitions
 // than nodes leaves the last nodes owning none of it: they serve it all the same. The
 // receipt handles' key is derived from the secret, so a handle is good on every node (a
 // new secret invalidates the handles in flight).

@@ -110,11 +110,24 @@ func checkQueueType(name string, attrs map[string]string) error {
 func IsFIFO(rec QueueRecord) bool { return rec.Attributes[attrFifoQueue] == "true" }
 
 // TopicConfig is the router.TopicConfig of a queue's topic, as a host's router.Config.Topic
-// answers it: MaxDeliveries from its RedrivePolicy (see MaxDeliveries), and Ordered for a
-// FIFO queue, whose records are ordered by key (a message's MessageGroupId). A host that sets
-// other fields of the topic's configuration starts from this one.
+// answers it: MaxDeliveries from its RedrivePolicy (see MaxDeliveries), Ordered for a FIFO
+// queue, whose records are ordered by key (a message's MessageGroupId), and the queue's
+// VisibilityTimeout. A receive that names no visibility timeout of its own leases for the
+// queue's, and a node reading ahead for its receives (a node of a cluster that does not own
+// the queue's partitions) serves those from the records it holds, which it reserved with the
+// topic's. A FIFO queue does not read ahead (router.ReadAheadOff): a receive takes a
+// group's run of messages together from its owner, where a node reading ahead holds one
+// message of a group at a time. A host that sets other fields of the topic's configuration
+// starts from this one.
 func TopicConfig(rec QueueRecord) router.TopicConfig {
-	return router.TopicConfig{MaxDeliveries: MaxDeliveries(rec), Ordered: IsFIFO(rec)}
+	cfg := router.TopicConfig{MaxDeliveries: MaxDeliveries(rec), Ordered: IsFIFO(rec)}
+	if s, err := strconv.ParseInt(rec.Attributes["VisibilityTimeout"], 10, 64); err == nil && s > 0 {
+		cfg.VisibilityTimeout = time.Duration(min(s, MaxVisibilitySeconds)) * time.Second
+	}
+	if cfg.Ordered {
+		cfg.ReadAhead = router.ReadAheadOff
+	}
+	return cfg
 }
 
 // checkFIFOID checks a MessageGroupId, MessageDeduplicationId or ReceiveRequestAttemptId as

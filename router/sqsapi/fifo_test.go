@@ -159,9 +159,10 @@ func TestFIFOCreateQueue(t *testing.T) {
 	}
 	rec, _ := f.store.Queue("jobs.fifo")
 	require.True(t, sqsapi.IsFIFO(rec))
-	require.Equal(t, router.TopicConfig{Ordered: true}, sqsapi.TopicConfig(rec))
+	require.Equal(t, router.TopicConfig{Ordered: true, VisibilityTimeout: 30 * time.Second, ReadAhead: router.ReadAheadOff}, sqsapi.TopicConfig(rec),
+		"a FIFO queue's receive takes a group's run from its owner: no node reads ahead")
 	plain, _ := f.store.Queue("plain")
-	require.Equal(t, router.TopicConfig{}, sqsapi.TopicConfig(plain))
+	require.Equal(t, router.TopicConfig{VisibilityTimeout: 30 * time.Second}, sqsapi.TopicConfig(plain), "the queue's visibility timeout, the topic's")
 
 	// The same again is the same queue; another value of a FIFO attribute is another.
 	f.create("jobs.fifo", fifoAttrs+`,"ContentBasedDeduplication":"false"`)
@@ -213,7 +214,7 @@ func TestFIFORedriveType(t *testing.T) {
 	}
 	ok(t, f.call("SetQueueAttributes", `{"QueueUrl":"`+baseURL+`/jobs.fifo","Attributes":{"RedrivePolicy":`+policy("dlq.fifo")+`}}`), nil)
 	rec, _ := f.store.Queue("jobs.fifo")
-	require.Equal(t, router.TopicConfig{MaxDeliveries: 3, Ordered: true}, sqsapi.TopicConfig(rec))
+	require.Equal(t, router.TopicConfig{MaxDeliveries: 3, Ordered: true, VisibilityTimeout: 30 * time.Second, ReadAhead: router.ReadAheadOff}, sqsapi.TopicConfig(rec))
 	require.Equal(t, "InvalidParameterValue", failed(t, f.call("SetQueueAttributes", `{"QueueUrl":"`+baseURL+`/jobs.fifo","Attributes":{"RedrivePolicy":`+policy("dlq")+`}}`)).Type)
 	require.Equal(t, "InvalidParameterValue", failed(t, f.call("CreateQueue", `{"QueueName":"plain","Attributes":{"RedrivePolicy":`+policy("dlq.fifo")+`}}`)).Type)
 	require.NotContains(t, f.queues(), "plain")
