@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"narad.dev/consume/router"
 	"narad.dev/consume/router/sqsapi"
 )
 
@@ -116,7 +117,12 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "data", cfg.dir)
 	require.True(t, cfg.fsync)
-	for _, bad := range [][]string{{"-tls-cert", "x"}, {"-no-auth", "-credentials", "f"}, {"-partitions", "0"}, {"extra"}, {"-dir", ""}} {
+	require.Equal(t, router.DefaultReadAhead, cfg.readAhead)
+	cfg, err = parseFlags([]string{"-read-ahead", "0"}, os.Stderr)
+	require.NoError(t, err)
+	require.Equal(t, router.ReadAheadOff, cfg.readAhead, "none")
+	for _, bad := range [][]string{{"-tls-cert", "x"}, {"-no-auth", "-credentials", "f"}, {"-partitions", "0"}, {"extra"}, {"-dir", ""},
+		{"-read-ahead", "-1"}, {"-read-ahead", "65537"}} {
 		_, err := parseFlags(bad, &discard{})
 		require.Error(t, err, "%q", bad)
 	}

@@ -264,6 +264,16 @@ func TestClusterReceiveReadsAhead(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(tc.ok(2, "ReceiveMessage", `{`+queue("jobs.fifo")+`,"MaxNumberOfMessages":10}`)), &fifo))
 	require.Len(t, fifo.Messages, 4, "the group's run together, from its owner")
 	require.Equal(t, served.HandedOver, ahead().HandedOver)
+
+	// -read-ahead 0: none, once the topic's settings are read again.
+	tc.nodes[2].readAhead = router.ReadAheadOff
+	tc.nodes[2].node.ReloadTopic(tc.nodes[2].topicOf(t, "orders"))
+	before := ahead()
+	for range 3 {
+		tc.ok(2, "ReceiveMessage", `{`+queue("orders")+`,"MaxNumberOfMessages":2}`)
+	}
+	require.Equal(t, before.Reserved, ahead().Reserved, "nothing more reserved")
+	require.Equal(t, before.HandedOver, ahead().HandedOver, "nothing served from what is held")
 }
 
 // TestClusterSendsLandOnOwners: each node's file log holds its own partitions of a queue

@@ -129,7 +129,8 @@
 // visibility timeout if less, then given back); one that names its own, and a FIFO queue's,
 // asks the owners. A node killed while holding messages reserved, or with receives in
 // flight, leaves them invisible until their visibility timeout ends, as a client that dies
-// holding messages does. A queue with fewer partitions
+// holding messages does: -read-ahead bounds how many a node holds of a queue (0: none),
+// for queues of long visibility timeouts. A queue with fewer partitions
 // than nodes leaves the last nodes owning none of it: they serve it all the same. The
 // receipt handles' key is derived from the secret, so a handle is good on every node (a
 // new secret invalidates the handles in flight).

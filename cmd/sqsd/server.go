@@ -39,6 +39,8 @@ type server struct {
 	api    *sqsapi.Handler
 	routes router.Routes
 	next   atomic.Uint32 // round robin over a queue's partitions
+	// readAhead is a standard queue's TopicConfig.ReadAhead (config.readAhead).
+	readAhead int
 
 	// Cluster mode (nil cluster: one process serves every queue; see cluster.go).
 	cluster     *cluster
@@ -63,7 +65,7 @@ func openServer(cfg config, logger *slog.Logger) (_ *server, err error) {
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &server{dir: cfg.dir, logger: logger}
+	s := &server{dir: cfg.dir, logger: logger, readAhead: cfg.readAhead}
 	if s.cat, err = openCatalog(cfg.dir, cfg.partitions); err != nil {
 		return nil, err
 	}
@@ -274,13 +276,18 @@ func (s *server) Close() error {
 // topicConfig is the node's Config.Topic: a queue's settings (sqsapi.TopicConfig): its
 // RedrivePolicy's maxReceiveCount as the topic's MaxDeliveries, so that the node quarantines
 // a message received that many times without a delete and onQuarantine moves it to the
-// dead-letter queue; a FIFO queue's topic ordered by key, its messages' MessageGroupId.
+// dead-letter queue; a FIFO queue's topic ordered by key, its messages' MessageGroupId; its
+// visibility timeout; and a standard queue's read-ahead, -read-ahead's.
 func (s *server) topicConfig(topic string) router.TopicConfig {
 	_, rec, ok := s.cat.queueOfTopic(topic)
 	if !ok {
 		return router.TopicConfig{}
 	}
-	return sqsapi.TopicConfig(rec)
+	cfg := sqsapi.TopicConfig(rec)
+	if cfg.ReadAhead != router.ReadAheadOff { // a FIFO queue reads none ahead
+		cfg.ReadAhead = s.readAhead
+	}
+	return cfg
 }
 
 // produce is the front end's Config.ProduceRecord: one record in a partition of the queue's
