@@ -197,17 +197,16 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			continue
 		}
 		// liveLease's lookup, inlined: every record's path. The entry in its ring slot, the
-		// usual place, is written in place when the lease binds (entry stays valid until
-		// the table is written).
-		entry := s.pending.ref(h.Offset)
-		var p pending
-		if entry != nil {
-			p = *entry
-		} else {
-			p, _ = s.pending.get(h.Offset)
-		}
-		if p.nonce == 0 || p.nonce != h.Nonce {
-			continue
+		// usual place, is read and written in place (valid until the table is written); one
+		// in far is read into farEntry, and stored back if the lease binds.
+		entry := s.liveEntry(*h)
+		var farEntry pending
+		if entry == nil {
+			var ok bool
+			if farEntry, ok = s.pending.get(h.Offset); !ok || farEntry.nonce == 0 || farEntry.nonce != h.Nonce {
+				continue
+			}
+			entry = &farEntry
 		}
 		if h.Offset <= s.frontier && !(s.cfg.QuarantineKeys && s.quarantine[h.Offset]) {
 			continue // requeued, and not kept in order (see Config.QuarantineKeys)
@@ -219,16 +218,16 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			// (the usual case: a key is forgotten at its holder's ack). Held by this lease
 			// alone, it needs no state.
 			slot.holding, slot.held, slot.room = holding, h.Offset, room
-			s.bindLeaseLocked(h.Offset, entry, p, key)
+			s.bindLeaseLocked(h.Offset, entry, entry != &farEntry, key)
 			continue
 		}
 		ks := s.keys.fullState(slot)
 		// Records of the key spilled below it come first, into the quarantine too: it waits.
 		spilledBelow := ks.spilledBelow(h.Offset)
-		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
+		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && entry.reason != ReasonRequeued {
 			kept[i] = false
 			dropped++
-			s.quarantineWithKeyLocked(h.Offset, p, key, ks, &fx)
+			s.quarantineWithKeyLocked(h.Offset, *entry, key, ks, &fx)
 			continue
 		}
 		queued := len(ks.queued) > 0
@@ -244,12 +243,12 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			if queued {
 				s.keys.of.remove(h.Offset) // bound now: its key is in its lease's entry
 			}
-			s.bindLeaseLocked(h.Offset, entry, p, key)
+			s.bindLeaseLocked(h.Offset, entry, entry != &farEntry, key)
 			continue
 		}
 		kept[i] = false
 		deferred++
-		s.deferLocked(h.Offset, p, key, ks, at, &fx)
+		s.deferLocked(h.Offset, *entry, key, ks, at, &fx)
 	}
 	s.mu.Unlock()
 	if deferred > 0 {
@@ -259,15 +258,13 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	return deferred + dropped
 }
 
-// bindLeaseLocked notes in the live lease p of off that it holds key: in place when entry,
-// off's entry in its ring slot, is not nil.
-func (s *Shard) bindLeaseLocked(off int64, entry *pending, p pending, key uint64) {
-	if entry != nil {
-		entry.key = key
-		return
+// bindLeaseLocked notes in entry, the live lease of off, that it holds key: entry is off's
+// entry in its ring slot (inRing), or a copy of its entry in far, stored back.
+func (s *Shard) bindLeaseLocked(off int64, entry *pending, inRing bool, key uint64) {
+	entry.key = key
+	if !inRing {
+		s.pending.set(off, *entry)
 	}
-	p.key = key
-	s.pending.set(off, p)
 }
 
 // QueueKeys tells an ordered shard the keys of offsets it holds unleased and unsettled (a

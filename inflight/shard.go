@@ -995,8 +995,17 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 		s.purgeLocked(at, &fx)
 	}
 	lapsed := s.lapsedAt(at)
+	served := !s.handedOff && !s.dropped // liveLease's tests of the shard, once for the call
 	for i, h := range handles {
-		p, err := s.liveLease(h)
+		var key uint64 // the key the lease holds (pending.key)
+		var err error
+		if e := s.liveEntry(h); e != nil && served && h.Partition == s.partition {
+			key = e.key
+		} else {
+			var p pending
+			p, err = s.liveLease(h)
+			key = p.key
+		}
 		if lapsed {
 			err = ErrMoved
 		}
@@ -1007,7 +1016,7 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 				s.ackReservationLocked(h.Offset, &fx)
 			}
 			s.deadlines.dropHeadOf(h.Offset, s.isLiveDeadline)
-			s.resolveLocked(h.Offset, p.key, false, &fx)
+			s.resolveLocked(h.Offset, key, false, &fx)
 		case ErrGone:
 			gone++
 		case ErrAlreadySettled:
@@ -1271,6 +1280,18 @@ func (s *Shard) touchLeaseLocked(now int64, h Handle, fx *effects) (pending, err
 
 // liveLease returns the pending state of the live lease h names, or why there is none. The
 // lease is looked up first, since a requeued offset is leased below the frontier.
+// liveEntry returns the entry of the live lease h names when it is in its ring slot, the
+// usual place, for the caller to read before anything writes the table; nil otherwise, for
+// liveLease to tell why. With no call in it, it is inlined: an ack's usual path makes none.
+// The caller has checked what liveLease checks of the shard and h's partition (served:
+// neither handed off nor dropped).
+func (s *Shard) liveEntry(h Handle) *pending {
+	if e := s.pending.ref(h.Offset); e != nil && e.nonce != 0 && e.nonce == h.Nonce {
+		return e
+	}
+	return nil
+}
+
 func (s *Shard) liveLease(h Handle) (pending, error) {
 	if s.handedOff {
 		return pending{}, ErrMoved
