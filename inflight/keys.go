@@ -174,7 +174,9 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	kept = kept[:len(handles)]
 	var fx effects
 	s.mu.Lock()
-	if s.keys == nil {
+	if s.keys == nil || s.handedOff || s.dropped {
+		// Not ordered; or no lease is live (liveLease's tests of the shard, once for the
+		// call), so nothing binds.
 		s.mu.Unlock()
 		for i := range kept {
 			kept[i] = true
@@ -189,18 +191,17 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	}
 	deferred, dropped := 0, 0
 	at := now.UnixNano()
-	served := !s.handedOff && !s.dropped // liveLease's tests of the shard, once for the call
+	var farEntry pending
 	for i := range handles {
 		kept[i] = true
 		h := &handles[i]
-		if keys[i] == 0 || !served || h.Partition != s.partition {
+		if keys[i] == 0 || h.Partition != s.partition {
 			continue
 		}
 		// liveLease's lookup, inlined: every record's path. The entry in its ring slot, the
 		// usual place, is read and written in place (valid until the table is written); one
 		// in far is read into farEntry, and stored back if the lease binds.
 		entry := s.liveEntry(*h)
-		var farEntry pending
 		if entry == nil {
 			var ok bool
 			if farEntry, ok = s.pending.get(h.Offset); !ok || farEntry.nonce == 0 || farEntry.nonce != h.Nonce {
@@ -332,21 +333,27 @@ func (s *Shard) unbindLocked(off int64, key uint64, queued bool, now int64, fx *
 	if key == 0 {
 		return false // not bound: no key, or given back before its record was bound
 	}
-	var ks *keyState
-	if queued {
-		ks, _ = s.keys.stateOf(key)
-	} else if ks = s.keys.byKey.forgetLight(key); ks == nil {
-		return true // its key, held by this lease alone, went with it
+	if !queued {
+		if ks := s.keys.byKey.forgetLight(key); ks != nil {
+			s.settledHolderLocked(off, key, ks, fx)
+		} // else its key, held by this lease alone, went with it
+		return true
 	}
+	ks, _ := s.keys.stateOf(key)
 	ks.holders--
-	if queued {
-		ks.queue(off, now)
-		s.keys.of.set(off, key)
-	} else {
-		s.settledKeyLocked(off, ks)
-	}
+	ks.queue(off, now)
+	s.keys.of.set(off, key)
 	s.freeKeyLocked(key, ks, fx)
 	return true
+}
+
+// settledHolderLocked ends the hold on key ks of off's lease, settled, when the key has a
+// state (byKey.forgetLight found one: the key held by more than this lease, or with records
+// waiting).
+func (s *Shard) settledHolderLocked(off int64, key uint64, ks *keyState, fx *effects) {
+	ks.holders--
+	s.settledKeyLocked(off, ks)
+	s.freeKeyLocked(key, ks, fx)
 }
 
 // settledQueuedLocked forgets the queued offset off, settled by a lease that was never bound

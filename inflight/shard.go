@@ -1316,10 +1316,18 @@ func (s *Shard) liveLease(h Handle) (pending, error) {
 func (s *Shard) resolveLocked(off int64, key uint64, corrupt bool, fx *effects) {
 	s.pending.remove(off)
 	s.leased--
-	if s.keys != nil && !s.unbindLocked(off, key, false, 0, fx) {
-		// Queued and leased again, but resolved before its read bound it (a corrupt skip):
-		// left at the head of its key's queue, it would block the key for good.
-		s.settledQueuedLocked(off, fx)
+	if s.keys != nil {
+		// unbindLocked's, with a call less on every ack's path.
+		switch {
+		case key == 0:
+			// Queued and leased again, but resolved before its read bound it (a corrupt
+			// skip): left at the head of its key's queue, it would block the key for good.
+			s.settledQueuedLocked(off, fx)
+		default:
+			if ks := s.keys.byKey.forgetLight(key); ks != nil {
+				s.settledHolderLocked(off, key, ks, fx)
+			} // else its key, held by this lease alone, went with it
+		}
 	}
 	switch {
 	case off <= s.frontier:
