@@ -252,6 +252,9 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		s.deferLocked(h.Offset, *entry, key, ks, at, &fx)
 	}
 	s.mu.Unlock()
+	if deferred+dropped == 0 {
+		return 0 // every lease kept: only a deferral or a quarantine has effects
+	}
 	if deferred > 0 {
 		s.counters.Deferred.Add(uint64(deferred))
 	}
