@@ -53,9 +53,9 @@ type keyIndex struct {
 	// byKey holds the keys known: held, queued, parked or quarantined. A key held by one lease
 	// and nothing else has no state there (keySlot).
 	byKey keyTable
-	// of holds the key of every offset the index knows: bound to a live lease, or queued
-	// (in a table as the shard's pending states are: a map cost a third of a bind).
-	of offsetTable[keyRef]
+	// of holds the key of every queued offset (in a table as the shard's pending states are:
+	// a map cost a third of a bind). The key a live lease holds is in its pending state.
+	of offsetTable[uint64]
 	// deferred counts the queued offsets that are deferred (pending.deferred): read, found
 	// behind their key, and neither leased nor visible until the key frees.
 	deferred int
@@ -97,13 +97,6 @@ type keyIndex struct {
 	// out). See quarantinedkeys.go.
 	quarantinedKey map[int64]uint64
 	unkeyed        []int64
-}
-
-// keyRef is what the index knows of one offset. It names the key, not its state: a key held
-// by one lease alone has none (keySlot), and a settle finds either in one probe of byKey.
-type keyRef struct {
-	key   uint64
-	bound bool // the offset's live lease holds the key; otherwise it is queued
 }
 
 // keyState is one key of an ordered partition.
@@ -181,7 +174,9 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	kept = kept[:len(handles)]
 	var fx effects
 	s.mu.Lock()
-	if s.keys == nil {
+	if s.keys == nil || s.handedOff || s.dropped {
+		// Not ordered; or no lease is live (liveLease's tests of the shard, once for the
+		// call), so nothing binds.
 		s.mu.Unlock()
 		for i := range kept {
 			kept[i] = true
@@ -196,16 +191,23 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	}
 	deferred, dropped := 0, 0
 	at := now.UnixNano()
-	served := !s.handedOff && !s.dropped // liveLease's tests of the shard, once for the call
+	var farEntry pending
 	for i := range handles {
 		kept[i] = true
 		h := &handles[i]
-		if keys[i] == 0 || !served || h.Partition != s.partition {
+		if keys[i] == 0 || h.Partition != s.partition {
 			continue
 		}
-		p, ok := s.pending.get(h.Offset) // liveLease's lookup, inlined: every record's path
-		if !ok || p.nonce == 0 || p.nonce != h.Nonce {
-			continue
+		// liveLease's lookup, inlined: every record's path. The entry in its ring slot, the
+		// usual place, is read and written in place (valid until the table is written); one
+		// in far is read into farEntry, and stored back if the lease binds.
+		entry := s.liveEntry(*h)
+		if entry == nil {
+			var ok bool
+			if farEntry, ok = s.pending.get(h.Offset); !ok || farEntry.nonce == 0 || farEntry.nonce != h.Nonce {
+				continue
+			}
+			entry = &farEntry
 		}
 		if h.Offset <= s.frontier && !(s.cfg.QuarantineKeys && s.quarantine[h.Offset]) {
 			continue // requeued, and not kept in order (see Config.QuarantineKeys)
@@ -217,19 +219,20 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			// (the usual case: a key is forgotten at its holder's ack). Held by this lease
 			// alone, it needs no state.
 			slot.holding, slot.held, slot.room = holding, h.Offset, room
-			s.keys.of.set(h.Offset, keyRef{key: key, bound: true})
+			s.bindLeaseLocked(h.Offset, entry, entry != &farEntry, key)
 			continue
 		}
 		ks := s.keys.fullState(slot)
 		// Records of the key spilled below it come first, into the quarantine too: it waits.
 		spilledBelow := ks.spilledBelow(h.Offset)
-		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && p.reason != ReasonRequeued {
+		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && entry.reason != ReasonRequeued {
 			kept[i] = false
 			dropped++
-			s.quarantineWithKeyLocked(h.Offset, p, key, ks, &fx)
+			s.quarantineWithKeyLocked(h.Offset, *entry, key, ks, &fx)
 			continue
 		}
-		if len(ks.queued) > 0 {
+		queued := len(ks.queued) > 0
+		if queued {
 			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
 		}
 		ours := ks.holders > 0 && ks.holding == holding
@@ -238,19 +241,34 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			ks.holders++
 			ks.holding, ks.room = holding, room
 			ks.boundHigh = max(ks.boundHigh, h.Offset)
-			s.keys.of.set(h.Offset, keyRef{key: key, bound: true})
+			if queued {
+				s.keys.of.remove(h.Offset) // bound now: its key is in its lease's entry
+			}
+			s.bindLeaseLocked(h.Offset, entry, entry != &farEntry, key)
 			continue
 		}
 		kept[i] = false
 		deferred++
-		s.deferLocked(h.Offset, p, key, ks, at, &fx)
+		s.deferLocked(h.Offset, *entry, key, ks, at, &fx)
 	}
 	s.mu.Unlock()
+	if deferred+dropped == 0 {
+		return 0 // every lease kept: only a deferral or a quarantine has effects
+	}
 	if deferred > 0 {
 		s.counters.Deferred.Add(uint64(deferred))
 	}
 	s.report(&fx)
 	return deferred + dropped
+}
+
+// bindLeaseLocked notes in entry, the live lease of off, that it holds key: entry is off's
+// entry in its ring slot (inRing), or a copy of its entry in far, stored back.
+func (s *Shard) bindLeaseLocked(off int64, entry *pending, inRing bool, key uint64) {
+	entry.key = key
+	if !inRing {
+		s.pending.set(off, *entry)
+	}
 }
 
 // QueueKeys tells an ordered shard the keys of offsets it holds unleased and unsettled (a
@@ -283,7 +301,7 @@ func (s *Shard) queueKeyLocked(off int64, key uint64, now int64) {
 	}
 	ks, _ := s.keys.stateOf(key)
 	ks.queue(off, now)
-	s.keys.of.set(off, keyRef{key: key})
+	s.keys.of.set(off, key)
 }
 
 // Ordered reports whether the shard orders records by key (Config.Ordered): its scans must
@@ -306,50 +324,53 @@ func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now 
 	s.keys.deferred++
 	ks.deferred++
 	ks.queue(off, now)
-	s.keys.of.set(off, keyRef{key: key})
+	s.keys.of.set(off, key)
 	s.parkLocked(off, key, ks)
 }
 
-// unbindLocked is called as the live lease of off ends: settled, or (queued) released,
-// delayed or lapsed, so that it waits for delivery again as the key's next record. The key
-// frees once no lease holds it: its lowest queued offset, if deferred, is made visible. It
-// reports whether the lease was bound.
-func (s *Shard) unbindLocked(off int64, queued bool, now int64, fx *effects) bool {
-	ref, ok := s.keys.of.get(off)
-	if !ok || !ref.bound {
+// unbindLocked is called as the live lease of off, holding key (its pending.key, 0: none),
+// ends: settled, or (queued) released, delayed or lapsed, so that it waits for delivery again
+// as the key's next record. The key frees once no lease holds it: its lowest queued offset,
+// if deferred, is made visible. It reports whether the lease was bound.
+func (s *Shard) unbindLocked(off int64, key uint64, queued bool, now int64, fx *effects) bool {
+	if key == 0 {
 		return false // not bound: no key, or given back before its record was bound
 	}
-	var ks *keyState
-	if queued {
-		ks, _ = s.keys.stateOf(ref.key)
-	} else if ks = s.keys.byKey.forgetLight(ref.key); ks == nil {
-		s.keys.of.remove(off) // its key, held by this lease alone, went with it
+	if !queued {
+		if ks := s.keys.byKey.forgetLight(key); ks != nil {
+			s.settledHolderLocked(off, key, ks, fx)
+		} // else its key, held by this lease alone, went with it
 		return true
 	}
+	ks, _ := s.keys.stateOf(key)
 	ks.holders--
-	if queued {
-		ks.queue(off, now)
-		s.keys.of.set(off, keyRef{key: ref.key})
-	} else {
-		s.settledKeyLocked(off, ks)
-		s.keys.of.remove(off)
-	}
-	s.freeKeyLocked(ref.key, ks, fx)
+	ks.queue(off, now)
+	s.keys.of.set(off, key)
+	s.freeKeyLocked(key, ks, fx)
 	return true
+}
+
+// settledHolderLocked ends the hold on key ks of off's lease, settled, when the key has a
+// state (byKey.forgetLight found one: the key held by more than this lease, or with records
+// waiting).
+func (s *Shard) settledHolderLocked(off int64, key uint64, ks *keyState, fx *effects) {
+	ks.holders--
+	s.settledKeyLocked(off, ks)
+	s.freeKeyLocked(key, ks, fx)
 }
 
 // settledQueuedLocked forgets the queued offset off, settled by a lease that was never bound
 // (leased again from its key's queue, and skipped as corrupt before its read bound it): the
 // key's next records may go.
 func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
-	ref, ok := s.keys.of.get(off)
-	if !ok || ref.bound {
+	key, ok := s.keys.of.get(off)
+	if !ok {
 		return
 	}
-	ks := s.keys.byKey.get(ref.key) // queued: the key has its state
+	ks := s.keys.byKey.get(key) // queued: the key has its state
 	ks.unqueue(off)
 	s.keys.of.remove(off)
-	s.freeKeyLocked(ref.key, ks, fx)
+	s.freeKeyLocked(key, ks, fx)
 }
 
 // freeKeyLocked makes the key's lowest queued offset visible when no lease holds the key and
@@ -398,22 +419,30 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 // another consume that takes one of the rest defers it again (one read more).
 const keyReleaseRun = 32
 
+// heldKey is a live lease's offset and the key it holds.
+type heldKey struct {
+	off int64
+	key uint64
+}
+
 // forgetKeysThroughLocked drops what the index knows at or below frontier (a retention jump
-// took those offsets), freeing the keys they held.
-func (s *Shard) forgetKeysThroughLocked(frontier int64, fx *effects) {
+// took those offsets, and the leases of held, whose entries no longer hold their keys),
+// freeing the keys they held.
+func (s *Shard) forgetKeysThroughLocked(frontier int64, held []heldKey, fx *effects) {
 	touched := map[uint64]*keyState{}
-	for off, ref := range s.keys.of.all {
+	for _, h := range held {
+		ks, _ := s.keys.stateOf(h.key)
+		ks.holders--
+		touched[h.key] = ks
+	}
+	for off, key := range s.keys.of.all {
 		if off > frontier {
 			continue
 		}
-		ks, _ := s.keys.stateOf(ref.key)
-		if ref.bound {
-			ks.holders--
-		} else {
-			ks.unqueue(off)
-		}
+		ks, _ := s.keys.stateOf(key)
+		ks.unqueue(off)
 		s.keys.of.remove(off)
-		touched[ref.key] = ks
+		touched[key] = ks
 	}
 	x := s.keys
 	x.deferred, x.parkedOffsets = 0, 0
@@ -472,6 +501,18 @@ func (s *Shard) orderLocked(fx *effects) {
 					s.releaseLocked(off, p, fx)
 				}
 			}
+		}
+		// The live leases hold no key any more: none may free one of a later index.
+		var held []int64
+		for off, p := range s.pending.all {
+			if p.key != 0 {
+				held = append(held, off)
+			}
+		}
+		for _, off := range held {
+			p := s.pending.lookup(off)
+			p.key = 0
+			s.pending.set(off, p)
 		}
 		s.keys = nil
 	}

@@ -43,7 +43,7 @@ const (
 )
 
 func (t *keyTable) home(key uint64) int {
-	return int(((key ^ t.seed) * 0x9e3779b97f4a7c15) >> t.shift)
+	return int(((key ^ t.seed) * 0x9e3779b97f4a7c15) >> (t.shift & 63)) // (& 63: no test of a shift past 63)
 }
 
 // get returns key's state: nil when it has none (unknown, or held by one lease alone).

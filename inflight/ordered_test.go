@@ -179,6 +179,20 @@ func TestOrderedBind(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []int64{1, 3}, offsetsOf(leases))
 	})
+
+	t.Run("made ordered again, a lease bound before holds no key of the new index", func(t *testing.T) {
+		s := newOrdered(t)
+		before := reserve(t, s, t0, 1) // 0 (a), bound
+		s.SetConfig(Config{VisibilityTimeout: 10 * time.Second})
+		s.SetConfig(Config{Ordered: true, VisibilityTimeout: 10 * time.Second})
+		holder := reserve(t, s, t0, 1) // 1 (a), bound by the new index
+		require.Equal(t, []int64{1}, offsetsOf(holder))
+		// The old lease's ack frees no key: a stays with 1's holder, and 3 waits.
+		require.NoError(t, s.Ack(t0, before[0].Handle))
+		require.Equal(t, []int64{2, 4, 5}, offsetsOf(reserve(t, s, t0, 6)))
+		require.NoError(t, s.Ack(t0, holder[0].Handle))
+		require.Equal(t, []int64{3}, offsetsOf(reserve(t, s, t0, 6)))
+	})
 }
 
 // TestOrderedModel drives an ordered shard with random consumes (plain and read ahead),

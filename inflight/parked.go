@@ -94,7 +94,7 @@ func (s *Shard) parkEntryLocked(off int64, p pending, key uint64, ks *keyState, 
 	ks.deferred++
 	ks.parkedOffsets++
 	ks.queue(off, now)
-	x.of.set(off, keyRef{key: key})
+	x.of.set(off, key)
 	x.parkedOffsets++
 	x.parkedLow = min(x.parkedLow, off)
 	return p

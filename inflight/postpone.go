@@ -34,9 +34,10 @@ func (s *Shard) Postpone(now time.Time, h Handle, until time.Time, key uint64) e
 
 // postponeLocked withdraws the lease p of off, uncounted, and delays off until until.
 func (s *Shard) postponeLocked(now, off int64, p pending, until int64, key uint64, fx *effects) {
+	held := p.key
 	s.withdrawLocked(&p, fx)
 	if s.keys != nil {
-		s.unbindLocked(off, true, now, fx) // bound already: it goes back to its key's queue
+		s.unbindLocked(off, held, true, now, fx) // bound already: it goes back to its key's queue
 	}
 	p.delayed = true
 	p.until = until

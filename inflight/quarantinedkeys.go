@@ -32,25 +32,24 @@ func (s *Shard) quarantinedKeyLocked(ks *keyState, off int64) bool {
 }
 
 // setAsideLocked quarantines off, whose lease just ended unsettled (MaxDeliveries reached, or
-// a reject), and under QuarantineKeys its key: the key's records waiting behind it are
-// quarantined after it, in order.
-func (s *Shard) setAsideLocked(off int64, attempts uint32, fx *effects) {
+// a reject), and under QuarantineKeys its key (the key the lease held, 0: none): the key's
+// records waiting behind it are quarantined after it, in order.
+func (s *Shard) setAsideLocked(off int64, key uint64, attempts uint32, fx *effects) {
 	if s.keys == nil {
 		s.quarantineLocked(off, attempts, fx)
 		return
 	}
-	ref, ok := s.keys.of.get(off)
-	keyed := ok && ref.bound && ref.key != 0 && s.cfg.QuarantineKeys
+	keyed := key != 0 && s.cfg.QuarantineKeys
 	var ks *keyState
 	if keyed {
 		// Before the unbind frees the key, so that it makes none of its records visible.
-		ks, _ = s.keys.stateOf(ref.key)
-		s.noteQuarantinedKeyLocked(off, ref.key, ks)
+		ks, _ = s.keys.stateOf(key)
+		s.noteQuarantinedKeyLocked(off, key, ks)
 	}
-	s.unbindLocked(off, false, 0, fx) // a head quarantined alone: its key goes on
+	s.unbindLocked(off, key, false, 0, fx) // a head quarantined alone: its key goes on
 	s.quarantineLocked(off, attempts, fx)
 	if keyed {
-		s.quarantineFollowersLocked(ref.key, ks, off, fx)
+		s.quarantineFollowersLocked(key, ks, off, fx)
 	}
 }
 
@@ -126,7 +125,7 @@ func (s *Shard) leftQuarantineLocked(off int64, requeued bool, at int64, fx *eff
 	ks.quarantined, _ = deleteSorted(ks.quarantined, off)
 	if requeued {
 		ks.queue(off, at)
-		s.keys.of.set(off, keyRef{key: key})
+		s.keys.of.set(off, key)
 		return
 	}
 	s.freeKeyLocked(key, ks, fx)
@@ -179,7 +178,7 @@ func (s *Shard) learnQuarantinedKeyLocked(off int64, key uint64, at int64, fx *e
 		// key's later records.
 		if _, known := x.of.get(off); !known && s.pending.lookup(off).nonce == 0 {
 			ks.queue(off, at)
-			x.of.set(off, keyRef{key: key})
+			x.of.set(off, key)
 		}
 		return
 	}
@@ -193,18 +192,17 @@ func (s *Shard) syncVerifyingLocked() {
 	s.verifying.Store(x != nil && (x.verifying || len(x.unkeyed) > 0))
 }
 
-// followsQuarantinedLocked reports whether off, whose lease is ending unsettled, is a record
-// of a quarantined key above one of its quarantined records: it follows them into the
-// quarantine rather than be delivered again.
-func (s *Shard) followsQuarantinedLocked(off int64) bool {
+// followsQuarantinedLocked reports whether off, whose lease holding key (0: none) is ending
+// unsettled, is a record of a quarantined key above one of its quarantined records: it
+// follows them into the quarantine rather than be delivered again.
+func (s *Shard) followsQuarantinedLocked(off int64, key uint64) bool {
 	if s.keys == nil || !s.cfg.QuarantineKeys {
 		return false
 	}
-	ref, ok := s.keys.of.get(off)
-	if !ok || !ref.bound {
+	if key == 0 {
 		return false
 	}
-	ks := s.keys.byKey.get(ref.key) // nil for a key held by this lease alone: not quarantined
+	ks := s.keys.byKey.get(key) // nil for a key held by this lease alone: not quarantined
 	return ks != nil && s.quarantinedKeyLocked(ks, off)
 }
 

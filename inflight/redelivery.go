@@ -65,17 +65,18 @@ const noBackoff time.Duration = -1
 // waits delay (the backoff policy's when delay is zero) or is visible again at once (delay
 // noBackoff, or no delay left).
 func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reason, delay time.Duration, fx *effects) {
-	p.nonce = 0
+	key := p.key
+	p.nonce, p.key = 0, 0
 	p.reason = reason
 	s.leased--
-	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries || s.followsQuarantinedLocked(off) {
-		s.setAsideLocked(off, p.attempts, fx)
+	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries || s.followsQuarantinedLocked(off, key) {
+		s.setAsideLocked(off, key, p.attempts, fx)
 		return
 	}
 	if s.keys != nil {
 		// Queued before it is released, so the key's next record waits for it (invariant:
 		// a key's records in order, its redelivery before any later one).
-		s.unbindLocked(off, true, now, fx)
+		s.unbindLocked(off, key, true, now, fx)
 	}
 	switch delay {
 	case noBackoff:

@@ -210,10 +210,14 @@ type pending struct {
 	// deferred: on an ordered topic, the offset's record was read and waits behind its key
 	// (Bind): neither leased nor visible until the key frees. Also in the padding.
 	deferred bool
+	// key is, on an ordered topic, the key the live lease holds (bound by Bind); 0 when it
+	// holds none, and when there is no live lease. The settle that ends the lease finds the
+	// key in the entry it looks up anyway, with no lookup of the key index's offsets.
+	key uint64
 }
 
 // parkedMark in leasedAt marks a deferred offset parked in the acked-ahead runs (parked.go): a
-// deferred offset holds no lease, so the field is free, and the entry stays 32 bytes.
+// deferred offset holds no lease, so the field is free, and the entry needs no flag of its own.
 const parkedMark = math.MinInt64
 
 // parked reports whether the offset is deferred and parked in the acked-ahead runs.
@@ -889,7 +893,7 @@ func (s *Shard) grantLocked(now, expiry, off int64, fresh, reserved bool, lease 
 		p = s.pending.lookup(off)
 	}
 	p.attempts++
-	p.nonce = s.nextNonce()
+	p.nonce, p.key = s.nextNonce(), 0
 	p.until = expiry
 	p.leasedAt = now
 	s.fence = max(s.fence+1, uint64(max(now, 0)))
@@ -1034,8 +1038,17 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 		s.purgeLocked(at, &fx)
 	}
 	lapsed := s.lapsedAt(at)
+	served := !s.handedOff && !s.dropped // liveLease's tests of the shard, once for the call
 	for i, h := range handles {
-		_, err := s.liveLease(h)
+		var key uint64 // the key the lease holds (pending.key)
+		var err error
+		if e := s.liveEntry(h); e != nil && served && h.Partition == s.partition {
+			key = e.key
+		} else {
+			var p pending
+			p, err = s.liveLease(h)
+			key = p.key
+		}
 		if lapsed {
 			err = ErrMoved
 		}
@@ -1046,7 +1059,7 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 				s.ackReservationLocked(h.Offset, &fx)
 			}
 			s.deadlines.dropHeadOf(h.Offset, s.isLiveDeadline)
-			s.resolveLocked(h.Offset, false, &fx)
+			s.resolveLocked(h.Offset, key, false, &fx)
 		case ErrGone:
 			gone++
 		case ErrAlreadySettled:
@@ -1147,9 +1160,10 @@ func (s *Shard) GiveBack(now time.Time, h Handle) error {
 // A reservation (ReserveAhead) given back is an unused one (Counters.Unused); its attempt was
 // never persisted, so nothing is reported dirty for it.
 func (s *Shard) giveBackLocked(now, off int64, p pending, fx *effects) {
+	key := p.key
 	s.withdrawLocked(&p, fx)
 	if s.keys != nil {
-		s.unbindLocked(off, true, now, fx)
+		s.unbindLocked(off, key, true, now, fx)
 	}
 	var release effects
 	s.releaseLocked(off, p, &release)
@@ -1159,7 +1173,7 @@ func (s *Shard) giveBackLocked(now, off int64, p pending, fx *effects) {
 // spent, a reservation counts as unused, and under MaxDeliveries the uncounting of a grant's
 // attempt, which may be persisted already, is persisted too. The caller stores *p.
 func (s *Shard) withdrawLocked(p *pending, fx *effects) {
-	p.nonce = 0
+	p.nonce, p.key = 0, 0
 	p.attempts--
 	s.leased--
 	if p.reserved {
@@ -1239,7 +1253,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 		case opAck:
 			s.counters.Acked.Add(1)
 			s.deadlines.dropHeadOf(h.Offset, s.isLiveDeadline)
-			s.resolveLocked(h.Offset, false, &fx)
+			s.resolveLocked(h.Offset, p.key, false, &fx)
 		case opExtend:
 			expiry = s.extendLocked(at, h, p, d, &fx)
 		case opNack:
@@ -1253,11 +1267,11 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 				s.reserved-- // never handed over: resolved unconfirmed
 			}
 			s.counters.CorruptSkipped.Add(1)
-			s.resolveLocked(h.Offset, true, &fx)
+			s.resolveLocked(h.Offset, p.key, true, &fx)
 		case opReject:
 			s.counters.Rejected.Add(1)
 			s.leased--
-			s.setAsideLocked(h.Offset, p.attempts, &fx)
+			s.setAsideLocked(h.Offset, p.key, p.attempts, &fx)
 		}
 	}
 	s.mu.Unlock()
@@ -1281,9 +1295,10 @@ func (s *Shard) confirmLocked(off int64, p *pending, fx *effects) {
 // at once (no backoff, no MaxDeliveries quarantine, its reason as it was before), with a
 // wake. Nothing persisted changes: Snapshot never counted the reservation.
 func (s *Shard) lapseLocked(now, off int64, p pending, fx *effects) {
+	key := p.key
 	s.withdrawLocked(&p, fx) // a reservation: counted unused, nothing persisted
 	if s.keys != nil {
-		s.unbindLocked(off, true, now, fx)
+		s.unbindLocked(off, key, true, now, fx)
 	}
 	s.releaseLocked(off, p, fx)
 }
@@ -1308,6 +1323,18 @@ func (s *Shard) touchLeaseLocked(now int64, h Handle, fx *effects) (pending, err
 
 // liveLease returns the pending state of the live lease h names, or why there is none. The
 // lease is looked up first, since a requeued offset is leased below the frontier.
+// liveEntry returns the entry of the live lease h names when it is in its ring slot, the
+// usual place, for the caller to read before anything writes the table; nil otherwise, for
+// liveLease to tell why. With no call in it, it is inlined: an ack's usual path makes none.
+// The caller has checked what liveLease checks of the shard and h's partition (served:
+// neither handed off nor dropped).
+func (s *Shard) liveEntry(h Handle) *pending {
+	if e := s.pending.ref(h.Offset); e != nil && e.nonce != 0 && e.nonce == h.Nonce {
+		return e
+	}
+	return nil
+}
+
 func (s *Shard) liveLease(h Handle) (pending, error) {
 	if s.handedOff {
 		return pending{}, ErrMoved
@@ -1325,17 +1352,25 @@ func (s *Shard) liveLease(h Handle) (pending, error) {
 	return pending{}, ErrGone
 }
 
-// resolveLocked settles the leased offset off, acked or skipped as corrupt: at the frontier
-// hole the frontier advances over the contiguous settled run; above it, off is parked in the
-// acked-ahead or the corrupt-skip set; a requeued offset below the frontier leaves the
-// quarantine for good.
-func (s *Shard) resolveLocked(off int64, corrupt bool, fx *effects) {
+// resolveLocked settles the leased offset off, acked or skipped as corrupt (key: the key its
+// lease holds, as pending.key): at the frontier hole the frontier advances over the
+// contiguous settled run; above it, off is parked in the acked-ahead or the corrupt-skip set;
+// a requeued offset below the frontier leaves the quarantine for good.
+func (s *Shard) resolveLocked(off int64, key uint64, corrupt bool, fx *effects) {
 	s.pending.remove(off)
 	s.leased--
-	if s.keys != nil && !s.unbindLocked(off, false, 0, fx) {
-		// Queued and leased again, but resolved before its read bound it (a corrupt skip):
-		// left at the head of its key's queue, it would block the key for good.
-		s.settledQueuedLocked(off, fx)
+	if s.keys != nil {
+		// unbindLocked's, with a call less on every ack's path.
+		switch {
+		case key == 0:
+			// Queued and leased again, but resolved before its read bound it (a corrupt
+			// skip): left at the head of its key's queue, it would block the key for good.
+			s.settledQueuedLocked(off, fx)
+		default:
+			if ks := s.keys.byKey.forgetLight(key); ks != nil {
+				s.settledHolderLocked(off, key, ks, fx)
+			} // else its key, held by this lease alone, went with it
+		}
 	}
 	switch {
 	case off <= s.frontier:
@@ -1452,9 +1487,13 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 			s.clearQuarantine(off) // its record is gone: nothing left to requeue
 		}
 	}
+	var held []heldKey // the bound leases below: their keys free
 	for off, p := range s.pending.all {
 		if off > frontier {
 			continue
+		}
+		if p.key != 0 {
+			held = append(held, heldKey{off, p.key})
 		}
 		if _, requeued := s.quarantine[off]; requeued && !purge {
 			continue // requeued below the frontier: its own read finds whether it is gone
@@ -1476,8 +1515,14 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 			delete(s.corrupt, off)
 		}
 	}
+	for _, h := range held {
+		if p, ok := s.pending.get(h.off); ok {
+			p.key = 0 // kept, requeued: no longer bound
+			s.pending.set(h.off, p)
+		}
+	}
 	if s.keys != nil {
-		s.forgetKeysThroughLocked(frontier, fx)
+		s.forgetKeysThroughLocked(frontier, held, fx)
 	}
 	s.deadlines.retain(s.isLiveDeadline)
 	s.advanceLocked()
