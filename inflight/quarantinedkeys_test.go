@@ -202,3 +202,31 @@ func offsetsOfKey(l *keyedLog, leases []Lease, key uint64) []int64 {
 	}
 	return out
 }
+
+// A requeued record whose read finds it gone from the log (retention passed it since it was
+// quarantined, with no jump: the frontier is past it already) leaves its key's queue, so the
+// key's later records go on rather than wait behind it for good.
+func TestRequeuedRecordGoneFreesItsKey(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const a, b = 1, 2
+	l := &keyedLog{keys: []uint64{a, b, b, b}}
+	s := l.shard(Config{Ordered: true, QuarantineKeys: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
+	leases := l.consume(t, s, t0, 4)
+	require.Equal(t, []int64{0, 1, 2, 3}, offsetsOf(leases))
+	require.NoError(t, s.Reject(t0, leases[0].Handle))
+	for _, lease := range leases[1:] {
+		require.NoError(t, s.Ack(t0, lease.Handle))
+	}
+	require.Equal(t, int64(3), s.Stats().Frontier)
+	require.True(t, s.Requeue(t0, 0))
+	again, err := s.ReserveNext(t0, 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), again.Offset)
+	require.False(t, s.SkipRetention(t0, again.Handle, 1), "the frontier is past it: no jump")
+	require.Empty(t, s.Quarantined(), "gone")
+
+	l.keys = append(l.keys, a)
+	next := l.consume(t, s, t0, 1)
+	require.Equal(t, []int64{4}, offsetsOf(next), "a's next record goes on")
+	require.Zero(t, s.Stats().Keys.BlockedKeys)
+}

@@ -1459,14 +1459,13 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 	}
 	if p, err := s.liveLease(h); err == nil {
 		if h.Offset < oldest {
-			// A requeued offset below the frontier that retention removed: it is gone.
-			s.pending.remove(h.Offset)
-			s.leased--
+			// A requeued offset below the frontier that retention removed: it is gone, and
+			// resolved as an ack would: out of the quarantine, and out of its key's queue
+			// (or its key freed, when it was bound), so the key's later records go on.
 			if p.reserved {
 				s.reserved--
 			}
-			s.clearQuarantine(h.Offset)
-			fx.dirty = true
+			s.resolveLocked(h.Offset, p.key, false, &fx)
 		} else {
 			s.giveBackLocked(now.UnixNano(), h.Offset, p, &fx)
 		}
