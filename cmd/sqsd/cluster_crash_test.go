@@ -136,11 +136,12 @@ func sqsCall(c *http.Client, url, action, body string, out any) error {
 // message whose send succeeded is lost, and none whose delete succeeded is delivered again:
 // a delete whose handle named a lease the killed node held before its kill is refused as an
 // expired handle (its restart forgot the lease), never answered success. The killed node was
-// also a gateway: the messages its receives in flight leased at the other two, whose replies
-// it never sent, wait out their leases at their owners (as a consumer's crash would strand
-// them), so the consumers' visibility timeout is one the drain can wait for.
+// also a gateway: the messages it read ahead at the other two, and those its receives in
+// flight leased there (replies never sent), wait out their leases at their owners (as a
+// consumer's crash would strand them), so the queue's visibility timeout is one the drain
+// can wait for.
 func TestClusterKill9(t *testing.T) {
-	const lease = 15 * time.Second // the consumers' visibility timeout
+	const lease = 15 * time.Second // the queue's visibility timeout
 	// stalled fails the test when nothing has moved for several leases: what a dead node
 	// stranded is back by then, so the cluster lost something (a bound, not a wait: the
 	// loops below end on progress).
@@ -172,7 +173,9 @@ func TestClusterKill9(t *testing.T) {
 	for i, p := range procs {
 		urls[i] = p.url
 	}
-	require.NoError(t, sqsCall(c, url(1), "CreateQueue", `{"QueueName":"work"}`, nil))
+	// The queue's visibility timeout, not the receives': a receive that names none is served
+	// from what its node read ahead at the owners, which the kill strands too.
+	require.NoError(t, sqsCall(c, url(1), "CreateQueue", `{"QueueName":"work","Attributes":{"VisibilityTimeout":"`+strconv.Itoa(int(lease/time.Second))+`"}}`, nil))
 	q := func(i int) string { return `"QueueUrl":"` + url(i) + `/work"` }
 
 	var mu sync.Mutex
@@ -230,7 +233,7 @@ func TestClusterKill9(t *testing.T) {
 			default:
 			}
 			var out struct{ Messages []sqsMessage }
-			if err := sqsCall(c, url(i%3), "ReceiveMessage", `{`+q(i%3)+`,"MaxNumberOfMessages":10,"WaitTimeSeconds":1,"VisibilityTimeout":`+strconv.Itoa(int(lease/time.Second))+`}`, &out); err != nil {
+			if err := sqsCall(c, url(i%3), "ReceiveMessage", `{`+q(i%3)+`,"MaxNumberOfMessages":10,"WaitTimeSeconds":1}`, &out); err != nil {
 				continue
 			}
 			for _, m := range out.Messages {
