@@ -228,7 +228,7 @@
 //	node, _ := router.New(router.Config{ ...,
 //		Topic: func(topic string) router.TopicConfig {
 //			rec, _ := store.QueueOfTopic(topic) // the host's own lookup
-//			return sqsapi.TopicConfig(rec) // MaxDeliveries; Ordered for a FIFO queue
+//			return sqsapi.TopicConfig(rec) // MaxDeliveries, VisibilityTimeout; Ordered for a FIFO queue
 //		},
 //		OnQuarantine: func(topic string, p int32, offset int64, _ uint32) {
 //			rec, err := log.Read(topic, p, offset) // the record, from the host's log
