@@ -423,11 +423,21 @@ func (n *Node) dropNewestField(l *lane, c *wire.Consume) bool {
 func (n *Node) owned(owner string, req scanRequest, msgs []Message) []Message {
 	_, remote, _ := n.routes.Partitions(req.topic)
 	parts := remote[owner]
-	kept := msgs[:0]
+	backed := func(p int32) bool { return (req.pinned < 0 || p == req.pinned) && slices.Contains(parts, p) }
+	// A reply's records come in runs of one partition, each checked once; a message (a
+	// large struct) is moved only once one before it was given back.
+	checked, ok := int32(-1), false
+	kept := 0
 	for i := range msgs {
 		m := &msgs[i]
-		if (req.pinned < 0 || m.Partition == req.pinned) && slices.Contains(parts, m.Partition) {
-			kept = append(kept, *m)
+		if m.Partition != checked {
+			checked, ok = m.Partition, backed(m.Partition)
+		}
+		if ok {
+			if kept != i {
+				msgs[kept] = *m
+			}
+			kept++
 			continue
 		}
 		n.stats.remote.unbacked.Add(1)
@@ -435,7 +445,7 @@ func (n *Node) owned(owner string, req scanRequest, msgs []Message) []Message {
 		rec := wireRecord{op: opRelease, handle: m.Receipt}
 		n.background(func() { n.forward(context.Background(), owner, req.topic, rec) })
 	}
-	return kept
+	return msgs[:kept]
 }
 
 // cancelRemote asks owner, in the background, to give back the records of a reply its
