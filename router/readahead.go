@@ -517,14 +517,15 @@ func (ra *readAhead) settled(handles ...Handle) {
 }
 
 // unconfirmedSet is the records handed over and not yet confirmed, each with its owner: a
-// table of open addressing (linear probing) placed by the records' nonces, which are random,
-// so a slot is found without hashing the handle, and a delete shifts the records after it
-// back rather than leaving a tombstone. A map costs several times that per insert and delete,
-// and this set takes one of each per record read ahead. The zero value is an empty set.
+// table of open addressing (linear probing), a record placed by a few multiplies of its
+// handle's fields (its nonce is random already), where a delete shifts the records after it
+// back rather than leaving a tombstone. A map by whole handle cost several times that per
+// insert and delete, and this set takes one of each per record read ahead. The zero value is
+// an empty set.
 type unconfirmedSet struct {
 	slots []unconfirmedSlot // a power of two of them, at most half full
 	count int
-	// seed is mixed into each nonce before it places the record: a peer that chose its
+	// seed is mixed into each handle before it places the record: a peer that chose its
 	// nonces cannot pile records up in one run of slots.
 	seed uint64
 }
@@ -535,9 +536,12 @@ type unconfirmedSlot struct {
 	used  bool
 }
 
-// home is the slot that h goes to when it is free.
+// home is the slot that h goes to when it is free: the handle's fields mixed with the seed
+// (not linearly, so that no choice of nonces piles records up whatever the seed).
 func (u *unconfirmedSet) home(h Handle) int {
-	mixed := (h.Nonce ^ u.seed ^ uint64(h.Offset)) * 0x9E3779B97F4A7C15
+	mixed := (h.Nonce ^ u.seed) * 0x9E3779B97F4A7C15
+	mixed ^= mixed >> 32
+	mixed = (mixed ^ uint64(h.Offset) ^ uint64(uint32(h.Partition))<<44) * 0xBF58476D1CE4E5B9
 	return int(mixed >> 32 & uint64(len(u.slots)-1))
 }
 
