@@ -289,8 +289,17 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 	live := slices.Grow(scratch.live[:0], len(batch)) // the acks with budget left
 	records := slices.Grow(scratch.records[:0], len(batch))
 	var deadline time.Time
+	// A caller's batch shares one deadline: its budget is worked out once, for the first
+	// record of each deadline (== compares the representations, which is enough to reuse
+	// a result computed from the same value).
+	var last time.Time
+	var spent bool
+	var budget time.Duration
 	for i, q := range batch {
-		if !now.Before(q.Deadline) {
+		if i == 0 || q.Deadline != last {
+			last, spent, budget = q.Deadline, !now.Before(q.Deadline), q.Deadline.Sub(now)
+		}
+		if spent {
 			answers[i] = spentBeforeSent
 			continue
 		}
@@ -301,9 +310,9 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 			continue
 		}
 		live = append(live, i)
-		r.Budget = q.Deadline.Sub(now)
+		r.Budget = budget
 		records = append(records, r)
-		if q.Deadline.After(deadline) {
+		if q.Deadline != deadline && q.Deadline.After(deadline) {
 			deadline = q.Deadline
 		}
 	}

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,10 @@ type aheadRecords struct {
 	owner   string
 	arrived time.Time
 	msgs    []Message // those not handed over yet, oldest first
+	// array is the whole array msgs is the rest of, when nobody else holds it (a refill's
+	// reply; a probe's shares its array with the consume that split it): once every record
+	// in it was handed over it is the next refill's (see readAhead.spare).
+	array []Message
 }
 
 // readAhead is what this node reads ahead of its consumers for one topic.
@@ -96,8 +101,11 @@ type readAhead struct {
 	timerAt   time.Time
 	// unconfirmed holds the records handed to consumers whose owners were not yet told:
 	// the owner of each. A settle forwarded meanwhile confirms the record there.
-	unconfirmed map[Handle]string
-	closed      bool // Close began: nothing more is held
+	unconfirmed unconfirmedSet
+	// spare is the array of a refill's records once all were handed over (copied to their
+	// consumers), cleared: the next refill makes its messages in it.
+	spare  []Message
+	closed bool // Close began: nothing more is held
 }
 
 // aheadSettings are what a topic's settings make of reading ahead.
@@ -164,7 +172,7 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 	if ra := t.ahead.Load(); ra != nil {
 		return ra, s
 	}
-	ra := &readAhead{n: n, t: t, topic: req.topic, unconfirmed: map[Handle]string{}}
+	ra := &readAhead{n: n, t: t, topic: req.topic}
 	if !t.ahead.CompareAndSwap(nil, ra) {
 		ra = t.ahead.Load()
 	}
@@ -261,8 +269,8 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 	k := min(want, len(msgs))
 	mine := msgs[:k:k] // the consume's: its appends must not reach the records held
 	ra.mu.Lock()
-	for _, m := range mine {
-		ra.unconfirmed[m.Receipt] = owner
+	for i := range mine {
+		ra.unconfirmed.put(mine[i].Receipt, owner)
 	}
 	ra.handedOverLocked(len(mine), now, s)
 	ra.mu.Unlock()
@@ -288,13 +296,15 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 		k := min(max-len(msgs), len(h.msgs))
 		from := len(msgs)
 		var short []Message // under the floor (a reply that came back very late)
-		for _, m := range h.msgs[:k] {
-			if m.Expiry.Sub(now) < s.floor {
-				short = append(short, m)
+		floor := now.Add(s.floor)
+		for i := range h.msgs[:k] {
+			m := &h.msgs[i]
+			if m.Expiry.Before(floor) {
+				short = append(short, *m)
 				continue
 			}
-			msgs = append(msgs, m)
-			ra.unconfirmed[m.Receipt] = h.owner
+			msgs = append(msgs, *m)
+			ra.unconfirmed.put(m.Receipt, h.owner)
 		}
 		if len(short) > 0 {
 			due = append(due, aheadRecords{owner: h.owner, arrived: h.arrived, msgs: short})
@@ -304,6 +314,12 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 		h.msgs = h.msgs[k:]
 		ra.heldCount -= k
 		if len(h.msgs) == 0 {
+			if h.array != nil && cap(h.array) > cap(ra.spare) {
+				// Every record of it was copied out (to msgs or short): nothing refers
+				// to it any more.
+				clear(h.array[:cap(h.array)])
+				ra.spare = h.array[:0]
+			}
 			ra.dropFrontLocked()
 		}
 	}
@@ -337,7 +353,7 @@ func (ra *readAhead) takeAllLocked() []aheadRecords {
 // arms the timer that confirms them at their owners.
 func (ra *readAhead) handedOverLocked(k int, now time.Time, s aheadSettings) {
 	ra.taken += k
-	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+	ra.unconfirmedCount.Store(int64(ra.unconfirmed.len()))
 	ra.n.stats.ahead.handedOver.Add(uint64(k))
 	ra.armLocked(now.Add(s.hold), now)
 }
@@ -406,14 +422,24 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 		for got < want {
 			size := min(want-got, aheadBatch)
 			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size}
+			ra.mu.Lock()
+			into := ra.spare
+			ra.spare = nil
+			ra.mu.Unlock()
 			var msgs []Message
 			func() {
 				var err error
 				defer n.recoverHostPanic("reading ahead from an owner", owner, &err)
-				msgs, err = n.remoteConsume(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget))
+				msgs, err = n.remoteConsumeInto(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget), into)
 			}()
 			n.stats.ahead.refills.Add(1)
 			if len(msgs) == 0 {
+				clear(into[:cap(into)]) // records owned gave back may be written in it
+				ra.mu.Lock()
+				if ra.spare == nil && !ra.closed {
+					ra.spare = into[:0]
+				}
+				ra.mu.Unlock()
 				break
 			}
 			got += len(msgs)
@@ -443,7 +469,11 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 		n.background(func() { n.releaseUnused(owner, topic, msgs) })
 		return false
 	}
-	ra.held = append(ra.held, aheadRecords{owner: owner, arrived: now, msgs: msgs})
+	held := aheadRecords{owner: owner, arrived: now, msgs: msgs}
+	if k >= 0 {
+		held.array = msgs // a refill's: nobody else holds its array
+	}
+	ra.held = append(ra.held, held)
 	ra.heldCount += len(msgs)
 	n.stats.ahead.heldNow.Add(int64(len(msgs)))
 	if k >= 0 {
@@ -490,6 +520,8 @@ func (ra *readAhead) fire(at time.Time) {
 	confirms := ra.takeConfirmsLocked()
 	if len(ra.held) > 0 {
 		ra.armLocked(ra.held[0].arrived.Add(s.hold), now)
+	} else {
+		ra.spare = nil // nothing held now: a topic gone quiet keeps no array for its refills
 	}
 	ra.mu.Unlock()
 	n.giveBackAhead(ra.topic, due)
@@ -500,14 +532,10 @@ func (ra *readAhead) fire(at time.Time) {
 
 // takeConfirmsLocked takes the records handed over and not yet confirmed, by owner.
 func (ra *readAhead) takeConfirmsLocked() map[string][]Handle {
-	if len(ra.unconfirmed) == 0 {
+	if ra.unconfirmed.len() == 0 {
 		return nil
 	}
-	byOwner := map[string][]Handle{}
-	for h, owner := range ra.unconfirmed {
-		byOwner[owner] = append(byOwner[owner], h)
-	}
-	clear(ra.unconfirmed)
+	byOwner := ra.unconfirmed.takeByOwner()
 	ra.unconfirmedCount.Store(0)
 	return byOwner
 }
@@ -520,10 +548,112 @@ func (ra *readAhead) settled(handles ...Handle) {
 	}
 	ra.mu.Lock()
 	for _, h := range handles {
-		delete(ra.unconfirmed, h)
+		ra.unconfirmed.drop(h)
 	}
-	ra.unconfirmedCount.Store(int64(len(ra.unconfirmed)))
+	ra.unconfirmedCount.Store(int64(ra.unconfirmed.len()))
 	ra.mu.Unlock()
+}
+
+// unconfirmedSet is the records handed over and not yet confirmed, each with its owner: a
+// table of open addressing (linear probing), a record placed by a few multiplies of its
+// handle's fields (its nonce is random already), where a delete shifts the records after it
+// back rather than leaving a tombstone. A map by whole handle cost several times that per
+// insert and delete, and this set takes one of each per record read ahead. The zero value is
+// an empty set.
+type unconfirmedSet struct {
+	slots []unconfirmedSlot // a power of two of them, at most half full
+	count int
+	// seed is mixed into each handle before it places the record: a peer that chose its
+	// nonces cannot pile records up in one run of slots.
+	seed uint64
+}
+
+type unconfirmedSlot struct {
+	h     Handle
+	owner string
+	used  bool
+}
+
+// home is the slot that h goes to when it is free: the handle's fields mixed with the seed
+// (not linearly, so that no choice of nonces piles records up whatever the seed).
+func (u *unconfirmedSet) home(h Handle) int {
+	mixed := (h.Nonce ^ u.seed) * 0x9E3779B97F4A7C15
+	mixed ^= mixed >> 32
+	mixed = (mixed ^ uint64(h.Offset) ^ uint64(uint32(h.Partition))<<44) * 0xBF58476D1CE4E5B9
+	return int(mixed >> 32 & uint64(len(u.slots)-1))
+}
+
+// find returns the slot holding h, or the free slot where h would go.
+func (u *unconfirmedSet) find(h Handle) int {
+	mask := len(u.slots) - 1
+	i := u.home(h)
+	for u.slots[i].used && u.slots[i].h != h {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+func (u *unconfirmedSet) put(h Handle, owner string) {
+	if 2*(u.count+1) > len(u.slots) {
+		u.grow()
+	}
+	i := u.find(h)
+	if !u.slots[i].used {
+		u.count++
+	}
+	u.slots[i] = unconfirmedSlot{h: h, owner: owner, used: true}
+}
+
+// grow doubles the slots (64 at first), placing the records again.
+func (u *unconfirmedSet) grow() {
+	old := u.slots
+	if u.seed == 0 {
+		u.seed = rand.Uint64()
+	}
+	u.slots = make([]unconfirmedSlot, max(64, 2*len(old)))
+	for i := range old {
+		if old[i].used {
+			u.slots[u.find(old[i].h)] = old[i]
+		}
+	}
+}
+
+// drop takes h out of the set, if it is there: the records after it in its run that may sit
+// in its slot move back (Knuth's algorithm R), so that every record stays reachable from its
+// home slot.
+func (u *unconfirmedSet) drop(h Handle) {
+	if u.count == 0 {
+		return
+	}
+	i := u.find(h)
+	if !u.slots[i].used {
+		return
+	}
+	mask := len(u.slots) - 1
+	for j := (i + 1) & mask; u.slots[j].used; j = (j + 1) & mask {
+		// The record at j may move to the hole at i unless its home lies cyclically in (i, j].
+		if k := u.home(u.slots[j].h); (j-k)&mask >= (j-i)&mask {
+			u.slots[i] = u.slots[j]
+			i = j
+		}
+	}
+	u.slots[i] = unconfirmedSlot{}
+	u.count--
+}
+
+func (u *unconfirmedSet) len() int { return u.count }
+
+// takeByOwner empties the set, and returns what it held by owner.
+func (u *unconfirmedSet) takeByOwner() map[string][]Handle {
+	byOwner := map[string][]Handle{}
+	for i := range u.slots {
+		if s := &u.slots[i]; s.used {
+			byOwner[s.owner] = append(byOwner[s.owner], s.h)
+		}
+	}
+	clear(u.slots)
+	u.count = 0
+	return byOwner
 }
 
 // aheadSettled tells the topic's read-ahead that this node forwards a settle of h.
@@ -546,6 +676,7 @@ func (n *Node) aheadOf(topic string) *readAhead {
 func (ra *readAhead) close() {
 	ra.mu.Lock()
 	ra.closed = true
+	ra.spare = nil
 	if ra.stopTimer != nil {
 		ra.stopTimer()
 		ra.stopTimer = nil

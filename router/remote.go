@@ -283,6 +283,14 @@ func (n *Node) rpcDeadline(budget time.Duration, until time.Time) time.Time {
 // back, or ctx ends before the records reach the caller, the owner is asked to give back
 // whatever the reply carried.
 func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, deadline time.Time) ([]Message, error) {
+	return n.remoteConsumeInto(ctx, owner, req, claim, deadline, nil)
+}
+
+// remoteConsumeInto is remoteConsume with the records made messages in into's array when it
+// holds them all (a refill's, which reuses the array of records it handed over before:
+// memory the process touched lately, where a new array of a thousand messages is fresh
+// pages); otherwise in a new one.
+func (n *Node) remoteConsumeInto(ctx context.Context, owner string, req scanRequest, claim bool, deadline time.Time, into []Message) ([]Message, error) {
 	l := n.lane(owner)
 	now := n.clock.Now()
 	if !n.servesConsumes(owner, now) {
@@ -361,7 +369,7 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		if !c.RelativeExpiry {
 			sent = time.Time{} // expiries as the owner's times
 		}
-		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
+		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent, into)), nil
 	}
 }
 
@@ -423,11 +431,21 @@ func (n *Node) dropNewestField(l *lane, c *wire.Consume) bool {
 func (n *Node) owned(owner string, req scanRequest, msgs []Message) []Message {
 	_, remote, _ := n.routes.Partitions(req.topic)
 	parts := remote[owner]
-	kept := msgs[:0]
+	backed := func(p int32) bool { return (req.pinned < 0 || p == req.pinned) && slices.Contains(parts, p) }
+	// A reply's records come in runs of one partition, each checked once; a message (a
+	// large struct) is moved only once one before it was given back.
+	checked, ok := int32(-1), false
+	kept := 0
 	for i := range msgs {
 		m := &msgs[i]
-		if (req.pinned < 0 || m.Partition == req.pinned) && slices.Contains(parts, m.Partition) {
-			kept = append(kept, *m)
+		if m.Partition != checked {
+			checked, ok = m.Partition, backed(m.Partition)
+		}
+		if ok {
+			if kept != i {
+				msgs[kept] = *m
+			}
+			kept++
 			continue
 		}
 		n.stats.remote.unbacked.Add(1)
@@ -435,7 +453,7 @@ func (n *Node) owned(owner string, req scanRequest, msgs []Message) []Message {
 		rec := wireRecord{op: opRelease, handle: m.Receipt}
 		n.background(func() { n.forward(context.Background(), owner, req.topic, rec) })
 	}
-	return kept
+	return msgs[:kept]
 }
 
 // cancelRemote asks owner, in the background, to give back the records of a reply its
@@ -514,7 +532,7 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 	if err := n.ownerRefusal(owner, &reply); err != nil {
 		return nil, err
 	}
-	msgs := messagesOf(topic, reply.Deliveries, time.Time{})
+	msgs := messagesOf(topic, reply.Deliveries, time.Time{}, nil)
 	for i := range msgs {
 		msgs[i].Receipt, msgs[i].Expiry = Handle{}, time.Time{} // a replay leases nothing
 	}
@@ -582,10 +600,16 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 	return errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
 }
 
-// messagesOf is the records of an owner's reply, as this node's caller receives them; sent
-// as for setMessage. Their headers share one allocation, each message's capped at its own.
-func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
-	msgs := make([]Message, len(deliveries))
+// messagesOf is the records of an owner's reply, as this node's caller receives them, in
+// into's array when it holds them (nil: a new one); sent as for setMessage. Their headers
+// share one allocation, each message's capped at its own.
+func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time, into []Message) []Message {
+	var msgs []Message
+	if cap(into) >= len(deliveries) {
+		msgs = into[:len(deliveries)]
+	} else {
+		msgs = make([]Message, len(deliveries))
+	}
 	count := 0
 	for i := range deliveries {
 		count += len(deliveries[i].Headers)

@@ -446,8 +446,26 @@ func DecodeConsumeBatchReply(b []byte, count int) (ConsumeBatchReply, error) {
 	return reply, nil
 }
 
-// bytes reads a u32 length and that many bytes, aliased; nil when empty.
+// bytes reads a u32 length and that many bytes, aliased; nil when empty. A key and a value
+// per delivery go through it: the length and the bytes are checked at once, and only a
+// field that is short takes the reads that say which.
 func (r *reader) bytes(what string) []byte {
+	if r.err == nil && len(r.b) >= 4 {
+		if n := uint64(binary.BigEndian.Uint32(r.b)); n <= uint64(len(r.b)-4) {
+			p := r.b[4 : 4+n : 4+n]
+			r.b = r.b[4+n:]
+			if n == 0 {
+				return nil
+			}
+			return p
+		}
+	}
+	return r.shortBytes(what)
+}
+
+// shortBytes is bytes for a field the bytes left do not hold (or a reader that failed):
+// it sets err.
+func (r *reader) shortBytes(what string) []byte {
 	n := r.u32(what)
 	if r.err == nil && uint64(n) > uint64(len(r.b)) {
 		r.fail("short %s", what)
