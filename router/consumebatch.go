@@ -359,5 +359,5 @@ func (n *Node) giveBackMember(topic string, raw []byte) {
 	if err != nil || len(reply.Deliveries) == 0 {
 		return
 	}
-	n.giveBack(messagesOf(topic, reply.Deliveries, time.Time{}, nil))
+	n.giveBack(messagesOf(topic, reply.Deliveries, time.Time{}))
 }

@@ -60,10 +60,6 @@ type aheadRecords struct {
 	owner   string
 	arrived time.Time
 	msgs    []Message // those not handed over yet, oldest first
-	// array is the whole array msgs is the rest of, when nobody else holds it (a refill's
-	// reply; a probe's shares its array with the consume that split it): once every record
-	// in it was handed over it is the next refill's (see readAhead.spare).
-	array []Message
 }
 
 // readAhead is what this node reads ahead of its consumers for one topic.
@@ -102,10 +98,7 @@ type readAhead struct {
 	// unconfirmed holds the records handed to consumers whose owners were not yet told:
 	// the owner of each. A settle forwarded meanwhile confirms the record there.
 	unconfirmed unconfirmedSet
-	// spare is the array of a refill's records once all were handed over (copied to their
-	// consumers), cleared: the next refill makes its messages in it.
-	spare  []Message
-	closed bool // Close began: nothing more is held
+	closed      bool // Close began: nothing more is held
 }
 
 // aheadSettings are what a topic's settings make of reading ahead.
@@ -314,12 +307,6 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 		h.msgs = h.msgs[k:]
 		ra.heldCount -= k
 		if len(h.msgs) == 0 {
-			if h.array != nil && cap(h.array) > cap(ra.spare) {
-				// Every record of it was copied out (to msgs or short): nothing refers
-				// to it any more.
-				clear(h.array[:cap(h.array)])
-				ra.spare = h.array[:0]
-			}
 			ra.dropFrontLocked()
 		}
 	}
@@ -422,24 +409,14 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 		for got < want {
 			size := min(want-got, aheadBatch)
 			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size}
-			ra.mu.Lock()
-			into := ra.spare
-			ra.spare = nil
-			ra.mu.Unlock()
 			var msgs []Message
 			func() {
 				var err error
 				defer n.recoverHostPanic("reading ahead from an owner", owner, &err)
-				msgs, err = n.remoteConsumeInto(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget), into)
+				msgs, err = n.remoteConsume(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget))
 			}()
 			n.stats.ahead.refills.Add(1)
 			if len(msgs) == 0 {
-				clear(into[:cap(into)]) // records owned gave back may be written in it
-				ra.mu.Lock()
-				if ra.spare == nil && !ra.closed {
-					ra.spare = into[:0]
-				}
-				ra.mu.Unlock()
 				break
 			}
 			got += len(msgs)
@@ -469,11 +446,7 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 		n.background(func() { n.releaseUnused(owner, topic, msgs) })
 		return false
 	}
-	held := aheadRecords{owner: owner, arrived: now, msgs: msgs}
-	if k >= 0 {
-		held.array = msgs // a refill's: nobody else holds its array
-	}
-	ra.held = append(ra.held, held)
+	ra.held = append(ra.held, aheadRecords{owner: owner, arrived: now, msgs: msgs})
 	ra.heldCount += len(msgs)
 	n.stats.ahead.heldNow.Add(int64(len(msgs)))
 	if k >= 0 {
@@ -520,8 +493,6 @@ func (ra *readAhead) fire(at time.Time) {
 	confirms := ra.takeConfirmsLocked()
 	if len(ra.held) > 0 {
 		ra.armLocked(ra.held[0].arrived.Add(s.hold), now)
-	} else {
-		ra.spare = nil // nothing held now: a topic gone quiet keeps no array for its refills
 	}
 	ra.mu.Unlock()
 	n.giveBackAhead(ra.topic, due)
@@ -676,7 +647,6 @@ func (n *Node) aheadOf(topic string) *readAhead {
 func (ra *readAhead) close() {
 	ra.mu.Lock()
 	ra.closed = true
-	ra.spare = nil
 	if ra.stopTimer != nil {
 		ra.stopTimer()
 		ra.stopTimer = nil

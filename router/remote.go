@@ -283,14 +283,6 @@ func (n *Node) rpcDeadline(budget time.Duration, until time.Time) time.Time {
 // back, or ctx ends before the records reach the caller, the owner is asked to give back
 // whatever the reply carried.
 func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, deadline time.Time) ([]Message, error) {
-	return n.remoteConsumeInto(ctx, owner, req, claim, deadline, nil)
-}
-
-// remoteConsumeInto is remoteConsume with the records made messages in into's array when it
-// holds them all (a refill's, which reuses the array of records it handed over before:
-// memory the process touched lately, where a new array of a thousand messages is fresh
-// pages); otherwise in a new one.
-func (n *Node) remoteConsumeInto(ctx context.Context, owner string, req scanRequest, claim bool, deadline time.Time, into []Message) ([]Message, error) {
 	l := n.lane(owner)
 	now := n.clock.Now()
 	if !n.servesConsumes(owner, now) {
@@ -369,7 +361,7 @@ func (n *Node) remoteConsumeInto(ctx context.Context, owner string, req scanRequ
 		if !c.RelativeExpiry {
 			sent = time.Time{} // expiries as the owner's times
 		}
-		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent, into)), nil
+		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
 	}
 }
 
@@ -532,7 +524,7 @@ func (n *Node) replayRemote(ctx context.Context, owner, topic string, partition 
 	if err := n.ownerRefusal(owner, &reply); err != nil {
 		return nil, err
 	}
-	msgs := messagesOf(topic, reply.Deliveries, time.Time{}, nil)
+	msgs := messagesOf(topic, reply.Deliveries, time.Time{})
 	for i := range msgs {
 		msgs[i].Receipt, msgs[i].Expiry = Handle{}, time.Time{} // a replay leases nothing
 	}
@@ -600,16 +592,10 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 	return errorOf(wire.Answer{Status: reply.Status, Message: reply.Message})
 }
 
-// messagesOf is the records of an owner's reply, as this node's caller receives them, in
-// into's array when it holds them (nil: a new one); sent as for setMessage. Their headers
-// share one allocation, each message's capped at its own.
-func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time, into []Message) []Message {
-	var msgs []Message
-	if cap(into) >= len(deliveries) {
-		msgs = into[:len(deliveries)]
-	} else {
-		msgs = make([]Message, len(deliveries))
-	}
+// messagesOf is the records of an owner's reply, as this node's caller receives them; sent
+// as for setMessage. Their headers share one allocation, each message's capped at its own.
+func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
+	msgs := make([]Message, len(deliveries))
 	count := 0
 	for i := range deliveries {
 		count += len(deliveries[i].Headers)
