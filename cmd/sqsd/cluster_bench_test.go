@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/cputime"
+	"narad.dev/consume/router"
 )
 
 // BenchmarkRoundTrip measures a message's way through the server: a batch of 10 sent, then
@@ -80,4 +83,75 @@ func roundTrips(b *testing.B, nodes []*server) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10), "ns/msg")
+}
+
+// BenchmarkGatewayReceive drains a backlog through a node that owns none of the queue's
+// partitions (three nodes over loopback, the queue's two partitions on the first two): a
+// receive of ten naming no visibility timeout and a DeleteMessageBatch of what it got, each
+// in-process at that node's front end, until every message sent (through the first node,
+// before the timer starts) was deleted. readahead=true is sqsd's default, the receives served
+// from what the node reserved ahead at the owners; readahead=false (-read-ahead 0) asks the
+// owners on each receive. One op is one message; cpu-ns/msg is the process's CPU (all three
+// nodes, both ends of every RPC) per message, ahead/msg the share handed over from what was
+// read ahead.
+func BenchmarkGatewayReceive(b *testing.B) {
+	for _, ahead := range []bool{true, false} {
+		b.Run(fmt.Sprintf("readahead=%v", ahead), func(b *testing.B) {
+			root := b.TempDir()
+			file, cf := writeClusterFile(b, root, 3)
+			var nodes []*server
+			for i := range 3 {
+				cfg := config{dir: filepath.Join(root, cf.Nodes[i].ID), noAuth: true, partitions: 2, fsync: false,
+					baseURL: "http://localhost:9324", clusterPath: file, nodeID: cf.Nodes[i].ID}
+				if !ahead {
+					cfg.readAhead = router.ReadAheadOff
+				}
+				s, err := openServer(cfg, slog.New(slog.DiscardHandler))
+				require.NoError(b, err)
+				defer s.Close()
+				nodes = append(nodes, s)
+			}
+			tc := &testCluster{nodes: nodes}
+			call := func(i int, action, body string) string {
+				status, out := tc.callTB(i, action, body)
+				if status != 200 {
+					b.Fatalf("%s: %d %s", action, status, out)
+				}
+				return out
+			}
+			call(0, "CreateQueue", `{"QueueName":"backlog"}`)
+			for sent := 0; sent < b.N; sent += 10 {
+				var entries []string
+				for j := range 10 {
+					entries = append(entries, fmt.Sprintf(`{"Id":"%d","MessageBody":"message %d"}`, j, sent+j))
+				}
+				call(0, "SendMessageBatch", `{`+queue("backlog")+`,"Entries":[`+strings.Join(entries, ",")+`]}`)
+			}
+			want := (b.N + 9) / 10 * 10
+			receive := `{` + queue("backlog") + `,"MaxNumberOfMessages":10}`
+			cpu := cputime.Process()
+			b.ResetTimer()
+			for got, empty := 0, 0; got < want; {
+				var out struct{ Messages []sqsMessage }
+				if err := json.Unmarshal([]byte(call(2, "ReceiveMessage", receive)), &out); err != nil {
+					b.Fatal(err)
+				}
+				if len(out.Messages) == 0 {
+					if empty++; empty > 1000 {
+						b.Fatalf("%d of %d received, then nothing", got, want)
+					}
+					continue
+				}
+				var dels []string
+				for k, m := range out.Messages {
+					dels = append(dels, fmt.Sprintf(`{"Id":"%d","ReceiptHandle":"%s"}`, k, m.ReceiptHandle))
+				}
+				call(2, "DeleteMessageBatch", `{`+queue("backlog")+`,"Entries":[`+strings.Join(dels, ",")+`]}`)
+				got += len(out.Messages)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(want), "cpu-ns/msg")
+			b.ReportMetric(float64(nodes[2].node.Stats().Ahead.HandedOver)/float64(want), "ahead/msg")
+		})
+	}
 }
