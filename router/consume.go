@@ -112,8 +112,10 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 	}
 	req.gen = gen
 	req.local, req.remote = local, remote
-	if len(local) > 1 || len(remote) > 0 {
-		req.state = n.topic(topic) // once, for the scan's rotation and the read-ahead
+	if len(local) > 1 {
+		// Once, for the scan's rotation and, when the scan finds nothing, the read-ahead
+		// (which looks it up itself otherwise): a consume served here pays no more.
+		req.state = n.topic(topic)
 	}
 	here := servesLocally(local, req.pinned)
 	var scanErr error // a closed log: the wait may still serve

@@ -31,17 +31,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			roundTrips(b, []*server{s, s, s})
 		})
 		b.Run(fmt.Sprintf("cluster/fsync=%v", fsync), func(b *testing.B) {
-			root := b.TempDir()
-			file, cf := writeClusterFile(b, root, 3)
-			var nodes []*server
-			for i := range 3 {
-				s, err := openServer(config{dir: filepath.Join(root, cf.Nodes[i].ID), noAuth: true, partitions: 3, fsync: fsync, baseURL: "http://localhost:9324",
-					clusterPath: file, nodeID: cf.Nodes[i].ID}, slog.New(slog.DiscardHandler))
-				require.NoError(b, err)
-				defer s.Close()
-				nodes = append(nodes, s)
-			}
-			roundTrips(b, nodes)
+			roundTrips(b, openBenchCluster(b, func(cfg *config) { cfg.partitions, cfg.fsync = 3, fsync }))
 		})
 	}
 }
@@ -49,14 +39,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 // roundTrips runs the benchmark's loop: sends through nodes[0], receives through nodes[1],
 // deletes through nodes[2].
 func roundTrips(b *testing.B, nodes []*server) {
-	tc := &testCluster{nodes: nodes}
-	call := func(i int, action, body string) string {
-		status, out := tc.callTB(i, action, body)
-		if status != 200 {
-			b.Fatalf("%s: %d %s", action, status, out)
-		}
-		return out
-	}
+	call := benchCall(b, nodes)
 	call(0, "CreateQueue", `{"QueueName":"bench"}`)
 	var entries []string
 	for j := range 10 {
@@ -68,21 +51,59 @@ func roundTrips(b *testing.B, nodes []*server) {
 	for b.Loop() {
 		call(0, "SendMessageBatch", send)
 		for got := 0; got < 10; {
-			var out struct{ Messages []sqsMessage }
-			if err := json.Unmarshal([]byte(call(1, "ReceiveMessage", receive)), &out); err != nil {
-				b.Fatal(err)
-			}
-			var dels []string
-			for k, m := range out.Messages {
-				dels = append(dels, fmt.Sprintf(`{"Id":"%d","ReceiptHandle":"%s"}`, k, m.ReceiptHandle))
-			}
-			if len(dels) > 0 {
-				call(2, "DeleteMessageBatch", `{`+queue("bench")+`,"Entries":[`+strings.Join(dels, ",")+`]}`)
-			}
-			got += len(out.Messages)
+			got += receiveAndDelete(b, call, 1, 2, "bench", receive)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10), "ns/msg")
+}
+
+// openBenchCluster opens three nodes of one cluster, each configured by tune (no
+// authentication, no fsync and three partitions a queue before it), closed at the end.
+func openBenchCluster(b *testing.B, tune func(*config)) []*server {
+	root := b.TempDir()
+	file, cf := writeClusterFile(b, root, 3)
+	var nodes []*server
+	for i := range 3 {
+		cfg := config{dir: filepath.Join(root, cf.Nodes[i].ID), noAuth: true, partitions: 3, baseURL: "http://localhost:9324",
+			clusterPath: file, nodeID: cf.Nodes[i].ID}
+		tune(&cfg)
+		s, err := openServer(cfg, slog.New(slog.DiscardHandler))
+		require.NoError(b, err)
+		b.Cleanup(func() { s.Close() })
+		nodes = append(nodes, s)
+	}
+	return nodes
+}
+
+// benchCall returns a call of action with body (JSON) at node i's front end of nodes, in
+// process, that fails the benchmark unless it is answered 200, and returns the answer.
+func benchCall(b *testing.B, nodes []*server) func(i int, action, body string) string {
+	tc := &testCluster{nodes: nodes}
+	return func(i int, action, body string) string {
+		status, out := tc.callTB(i, action, body)
+		if status != 200 {
+			b.Fatalf("%s: %d %s", action, status, out)
+		}
+		return out
+	}
+}
+
+// receiveAndDelete makes the receive (a ReceiveMessage body) of queue name at node from, and
+// deletes what it got in one DeleteMessageBatch at node by; it returns how many it got.
+func receiveAndDelete(b *testing.B, call func(i int, action, body string) string, from, by int, name, receive string) int {
+	var out struct{ Messages []sqsMessage }
+	if err := json.Unmarshal([]byte(call(from, "ReceiveMessage", receive)), &out); err != nil {
+		b.Fatal(err)
+	}
+	if len(out.Messages) == 0 {
+		return 0
+	}
+	var dels []string
+	for k, m := range out.Messages {
+		dels = append(dels, fmt.Sprintf(`{"Id":"%d","ReceiptHandle":"%s"}`, k, m.ReceiptHandle))
+	}
+	call(by, "DeleteMessageBatch", `{`+queue(name)+`,"Entries":[`+strings.Join(dels, ",")+`]}`)
+	return len(out.Messages)
 }
 
 // BenchmarkGatewayReceive drains a backlog through a node that owns none of the queue's
@@ -97,28 +118,13 @@ func roundTrips(b *testing.B, nodes []*server) {
 func BenchmarkGatewayReceive(b *testing.B) {
 	for _, ahead := range []bool{true, false} {
 		b.Run(fmt.Sprintf("readahead=%v", ahead), func(b *testing.B) {
-			root := b.TempDir()
-			file, cf := writeClusterFile(b, root, 3)
-			var nodes []*server
-			for i := range 3 {
-				cfg := config{dir: filepath.Join(root, cf.Nodes[i].ID), noAuth: true, partitions: 2, fsync: false,
-					baseURL: "http://localhost:9324", clusterPath: file, nodeID: cf.Nodes[i].ID}
+			nodes := openBenchCluster(b, func(cfg *config) {
+				cfg.partitions = 2
 				if !ahead {
 					cfg.readAhead = router.ReadAheadOff
 				}
-				s, err := openServer(cfg, slog.New(slog.DiscardHandler))
-				require.NoError(b, err)
-				defer s.Close()
-				nodes = append(nodes, s)
-			}
-			tc := &testCluster{nodes: nodes}
-			call := func(i int, action, body string) string {
-				status, out := tc.callTB(i, action, body)
-				if status != 200 {
-					b.Fatalf("%s: %d %s", action, status, out)
-				}
-				return out
-			}
+			})
+			call := benchCall(b, nodes)
 			call(0, "CreateQueue", `{"QueueName":"backlog"}`)
 			for sent := 0; sent < b.N; sent += 10 {
 				var entries []string
@@ -132,22 +138,13 @@ func BenchmarkGatewayReceive(b *testing.B) {
 			cpu := cputime.Process()
 			b.ResetTimer()
 			for got, empty := 0, 0; got < want; {
-				var out struct{ Messages []sqsMessage }
-				if err := json.Unmarshal([]byte(call(2, "ReceiveMessage", receive)), &out); err != nil {
-					b.Fatal(err)
-				}
-				if len(out.Messages) == 0 {
+				n := receiveAndDelete(b, call, 2, 2, "backlog", receive)
+				if n == 0 {
 					if empty++; empty > 1000 {
 						b.Fatalf("%d of %d received, then nothing", got, want)
 					}
-					continue
 				}
-				var dels []string
-				for k, m := range out.Messages {
-					dels = append(dels, fmt.Sprintf(`{"Id":"%d","ReceiptHandle":"%s"}`, k, m.ReceiptHandle))
-				}
-				call(2, "DeleteMessageBatch", `{`+queue("backlog")+`,"Entries":[`+strings.Join(dels, ",")+`]}`)
-				got += len(out.Messages)
+				got += n
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(cputime.Process()-cpu)/float64(want), "cpu-ns/msg")
