@@ -222,34 +222,14 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			s.bindLeaseLocked(h.Offset, entry, entry != &farEntry, key)
 			continue
 		}
-		ks := s.keys.fullState(slot)
-		// Records of the key spilled below it come first, into the quarantine too: it waits.
-		spilledBelow := ks.spilledBelow(h.Offset)
-		if !spilledBelow && s.quarantinedKeyLocked(ks, h.Offset) && entry.reason != ReasonRequeued {
+		switch s.bindKnownLocked(s.keys.fullState(slot), h.Offset, entry, entry != &farEntry, key, holding, room, oneAKey, at, &fx) {
+		case bindDeferred:
+			kept[i] = false
+			deferred++
+		case bindQuarantined:
 			kept[i] = false
 			dropped++
-			s.quarantineWithKeyLocked(h.Offset, *entry, key, ks, &fx)
-			continue
 		}
-		queued := len(ks.queued) > 0
-		if queued {
-			ks.unqueue(h.Offset) // a queued offset leased again: its turn, if nothing is below it
-		}
-		ours := ks.holders > 0 && ks.holding == holding
-		blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < h.Offset) || spilledBelow
-		if !blocked {
-			ks.holders++
-			ks.holding, ks.room = holding, room
-			ks.boundHigh = max(ks.boundHigh, h.Offset)
-			if queued {
-				s.keys.of.remove(h.Offset) // bound now: its key is in its lease's entry
-			}
-			s.bindLeaseLocked(h.Offset, entry, entry != &farEntry, key)
-			continue
-		}
-		kept[i] = false
-		deferred++
-		s.deferLocked(h.Offset, *entry, key, ks, at, &fx)
 	}
 	s.mu.Unlock()
 	if deferred+dropped == 0 {
@@ -260,6 +240,152 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 	}
 	s.report(&fx)
 	return deferred + dropped
+}
+
+// NextFresh returns the offset an ordered partition's scan may read before it reserves it,
+// to reserve and bind it in one step with ReserveKeyed: the shard's cursor as its last
+// reserve left it, read without the shard's lock. It is a hint: by the time the caller
+// reserves, another scan may have taken it or a record due again may come before it, and
+// ReserveKeyed then answers ErrNotNext.
+func (s *Shard) NextFresh() int64 { return s.nextFresh.Load() }
+
+// ReserveKeyed reserves the record at off and binds it to key, KeyOf of its record key, in
+// one step, for an ordered partition's scan that read the record before reserving it (at
+// NextFresh): the lease ReserveNextFor would grant, bound as a Bind of it alone would bind
+// it. A scan that reads under ScanLock holds every other scan of the partition up while it
+// reads (and while it is descheduled, in a busy process); this one holds the lock only
+// inside the call.
+//
+// It reserves only when off is the offset ReserveNextFor would take now, a fresh one with
+// nothing due before it (no record released, requeued or awaiting, no cap reached, no
+// restored key tail to verify), and no other scan holds ScanLock (one between its reserve
+// and its Bind, whose unbound records could be off's key's lower ones). Otherwise it
+// changes nothing and answers ErrNotNext: reserve, read and bind under ScanLock instead. A
+// record behind its key is withdrawn and deferred (or quarantined with it) and the answer
+// is ErrBehindKey. On a shard that is not ordered it answers ErrNotNext.
+func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration, off int64, key uint64) (Lease, error) {
+	if visibility < 0 || visibility > MaxVisibility {
+		return Lease{}, ErrInvalidDuration
+	}
+	if !s.scanMu.TryLock() {
+		return Lease{}, ErrNotNext
+	}
+	defer s.scanMu.Unlock()
+	at := now.UnixNano()
+	var lease Lease
+	var fx effects
+	s.mu.Lock()
+	s.purgeLocked(at, &fx)
+	if !s.takesFreshLocked(at, hwm, off) {
+		s.mu.Unlock()
+		s.report(&fx)
+		return Lease{}, ErrNotNext
+	}
+	// What reserveLocked does with the fresh offset chooseLocked returns, takesFreshLocked
+	// having found that it returns off.
+	s.keys.capped = false // below the deferred cap: a stall episode, if any, is over
+	s.cursor = off + 1
+	s.nextFresh.Store(s.cursor)
+	vis := int64(visibility)
+	if vis <= 0 {
+		vis = s.visibility
+	}
+	s.grantLocked(at, s.capLifetime(at, at+vis), off, true, false, &lease)
+	s.noteEmptyLocked(hwm, nil)
+	outcome := bindKept
+	if key != 0 {
+		s.keys.holdings++
+		holding := s.keys.holdings
+		entry := s.liveEntry(lease.Handle)
+		inRing := entry != nil
+		var farEntry pending
+		if !inRing {
+			farEntry, _ = s.pending.get(off)
+			entry = &farEntry
+		}
+		if slot, known := s.keys.byKey.slotFor(key); !known {
+			slot.holding, slot.held, slot.room = holding, off, 1
+			s.bindLeaseLocked(off, entry, inRing, key)
+		} else {
+			outcome = s.bindKnownLocked(s.keys.fullState(slot), off, entry, inRing, key, holding, 1, false, at, &fx)
+		}
+	}
+	countsAttempts := s.cfg.MaxDeliveries > 0
+	s.mu.Unlock()
+	s.counters.Delivered.Add(1) // as ReserveNextFor counts every lease it grants, one Bind withdraws too
+	if outcome != bindKept {
+		if outcome == bindDeferred {
+			s.counters.Deferred.Add(1)
+		}
+		s.report(&fx)
+		return Lease{}, ErrBehindKey
+	}
+	fx.deadline = lease.Expiry.UnixNano()
+	fx.dirty = fx.dirty || countsAttempts
+	s.report(&fx)
+	return lease, nil
+}
+
+// takesFreshLocked reports whether the shard's next reserve at now would lease off, a
+// fresh offset at the cursor, and bind it: chooseLocked would return the cursor with no
+// side effect (nothing requeued, released or awaiting; no cap; no restored tails to
+// verify; no settled run to pass), reserveLocked would grant it as fresh, and Bind would
+// bind on this shard.
+func (s *Shard) takesFreshLocked(now, hwm, off int64) bool {
+	k := s.keys
+	if k == nil || s.handedOff || s.dropped || s.lapsedAt(now) || s.leased >= s.cfg.MaxInFlight {
+		return false
+	}
+	if off != s.cursor || off >= hwm || off <= s.settledAbove || off <= s.pendingAbove || off <= s.frontier {
+		return false
+	}
+	if k.verifying || len(k.unkeyed) > 0 || len(k.awaiting) > 0 || k.deferred >= s.cfg.MaxDeferred {
+		return false
+	}
+	if s.requeued > 0 || s.atAckedAheadCap() {
+		return false
+	}
+	lowest, ok := s.lowestReleased()
+	return !ok || lowest >= hwm
+}
+
+// bindOutcome is what binding one lease to its key did.
+type bindOutcome uint8
+
+const (
+	bindKept        bindOutcome = iota // bound: the caller delivers it
+	bindDeferred                       // withdrawn, deferred behind its key
+	bindQuarantined                    // withdrawn, quarantined after its key's lower record
+)
+
+// bindKnownLocked binds the live lease of off (entry, in its ring slot when inRing) to key,
+// a key the index knows (ks), as one lease of the Bind call holding, whose consume can take
+// room records (see Bind); or withdraws it, deferred behind the key or quarantined with it.
+func (s *Shard) bindKnownLocked(ks *keyState, off int64, entry *pending, inRing bool, key, holding uint64, room int, oneAKey bool, at int64, fx *effects) bindOutcome {
+	// Records of the key spilled below it come first, into the quarantine too: it waits.
+	spilledBelow := ks.spilledBelow(off)
+	if !spilledBelow && s.quarantinedKeyLocked(ks, off) && entry.reason != ReasonRequeued {
+		s.quarantineWithKeyLocked(off, *entry, key, ks, fx)
+		return bindQuarantined
+	}
+	queued := len(ks.queued) > 0
+	if queued {
+		ks.unqueue(off) // a queued offset leased again: its turn, if nothing is below it
+	}
+	ours := ks.holders > 0 && ks.holding == holding
+	blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < off) || spilledBelow
+	if blocked {
+		s.deferLocked(off, *entry, key, ks, at, fx)
+		return bindDeferred
+	}
+	ks.holders++
+	ks.holding, ks.room = holding, room
+	ks.boundHigh = max(ks.boundHigh, off)
+	if queued {
+		s.keys.of.remove(off) // bound now: its key is in its lease's entry
+	}
+	s.bindLeaseLocked(off, entry, inRing, key)
+	return bindKept
 }
 
 // bindLeaseLocked notes in entry, the live lease of off, that it holds key: entry is off's

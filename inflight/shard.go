@@ -297,6 +297,9 @@ type Shard struct {
 	ordered, verifying atomic.Bool
 	// scanMu serialises an ordered partition's scans (ScanLock).
 	scanMu sync.Mutex
+	// nextFresh is the cursor as the last reserve or restore left it, read without the lock
+	// (NextFresh).
+	nextFresh atomic.Int64
 	// capped: a reserve found the acked-ahead set at its cap, and it has stayed there since,
 	// so only the frontier hole is handed out (a stall episode, counted and reported once
 	// when it begins).
@@ -413,6 +416,7 @@ func (s *Shard) restoreLocked(state State) {
 		s.grantUntil.Store(max(state.GrantUntil.UnixNano(), 1))
 	}
 	s.cursor = state.Frontier + 1
+	s.nextFresh.Store(s.cursor)
 	s.pending.reset()
 	s.ahead.reset()
 	s.capped = false
@@ -725,6 +729,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 		fresh := off >= s.cursor && off > s.pendingAbove
 		if off >= s.cursor {
 			s.cursor = off + 1
+			s.nextFresh.Store(s.cursor)
 		}
 		if !fresh {
 			p, ok := s.pending.get(off)

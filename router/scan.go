@@ -332,6 +332,12 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		return out, n.negativeWatermark(req.topic, partition, hwm)
 	}
 	ordered := shard.Ordered()
+	if ordered && budget.max-budget.taken == 1 && !req.reserve && n.notBefore == nil {
+		var done bool
+		if out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out); done {
+			return out, nil
+		}
+	}
 	if ordered {
 		// Keys are learnt by reading: one scan at a time reserves, reads and binds, so a
 		// key's records are bound in offset order (inflight.Shard.Bind). A busy partition
@@ -426,6 +432,47 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		}
 	}
 	return out, nil
+}
+
+// takeOneKeyed takes one record of an ordered partition without holding its scan lock
+// while it reads: it reads the record at the shard's next fresh offset, then reserves and
+// binds it in one step (inflight.Shard.ReserveKeyed). Under the lock, a scan descheduled
+// in the middle of its read (a busy process preempts its goroutines anywhere) would hold
+// every other scan of the partition up until it runs again. done reports that the
+// partition's turn is over, a record taken or orderedDefersPerScan of them deferred behind
+// their keys; otherwise the caller takes the record under the lock, as a scan that reads
+// after reserving does: something is due before the fresh offset, another scan is between
+// its reserve and its bind, or the read failed (the locked scan handles what a read finds,
+// retention and corruption included). A record read here is delivered only once reserved
+// (invariant "one live holder"): the read before is of an offset whose record the log
+// never changes.
+func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, out []Message) (_ []Message, done bool) {
+	for range orderedDefersPerScan {
+		off := shard.NextFresh()
+		if off >= hwm {
+			return out, false
+		}
+		rec, err := log.Read(off)
+		if err != nil {
+			return out, false
+		}
+		lease, err := shard.ReserveKeyed(now, hwm, req.visibility, off, inflight.KeyOf(rec.Key))
+		if errors.Is(err, inflight.ErrBehindKey) {
+			continue // deferred: the next fresh record
+		}
+		if err != nil {
+			return out, false
+		}
+		out = append(out, Message{})
+		m := &out[len(out)-1]
+		setLeaseMessage(m, req.topic, partition, &lease, &rec)
+		budget.take(m)
+		n.stats.delivered.Add(1)
+		return out, true
+	}
+	// Most of what the partition has waits behind held keys (see takeFrom).
+	n.wake(req.topic, partition)
+	return out, true
 }
 
 // takeScratch holds a batch scan's reservations and range reads, pooled so that a batch does

@@ -1,0 +1,370 @@
+package inflight
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// ReserveKeyed: an ordered partition's one-record scan that reads before it reserves
+// (checks 151-153: key exclusivity and order, whichever way a scan takes a record).
+
+func TestReserveKeyed(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := Config{Ordered: true, VisibilityTimeout: 10 * time.Second}
+	newOrdered := func(t *testing.T, cfg Config) *Shard {
+		s, _ := newTestShard(t, cfg, State{Frontier: -1})
+		return s
+	}
+	// unchanged asserts that a refusal changed nothing a reserve would see.
+	unchanged := func(t *testing.T, s *Shard, before Stats, next int64) {
+		t.Helper()
+		require.Equal(t, before, s.Stats())
+		require.Equal(t, next, s.NextFresh())
+	}
+
+	t.Run("reserves and binds the next fresh record", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		require.Equal(t, int64(0), s.NextFresh())
+		l, err := s.ReserveKeyed(t0, 3, 0, 0, KeyOf([]byte("a")))
+		require.NoError(t, err)
+		require.Equal(t, int64(0), l.Offset)
+		require.Equal(t, uint32(1), l.Attempt)
+		require.Equal(t, t0.Add(10*time.Second), l.Expiry)
+		require.Equal(t, int64(1), s.NextFresh())
+		require.Equal(t, 1, s.Stats().Leased)
+		require.Equal(t, uint64(1), s.counters.Load().Delivered)
+		// Bound: the key's next record waits behind it, whichever way a scan takes it.
+		_, err = s.ReserveKeyed(t0, 3, 0, 1, KeyOf([]byte("a")))
+		require.ErrorIs(t, err, ErrBehindKey)
+		require.Equal(t, 1, s.Stats().Keys.Deferred)
+		require.Equal(t, int64(2), s.NextFresh(), "the cursor passed the deferred record")
+		other, err := s.ReserveKeyed(t0, 3, 0, 2, KeyOf([]byte("b")))
+		require.NoError(t, err, "another key flows")
+		require.Equal(t, int64(2), other.Offset)
+		// The holder's ack frees the key: its deferred record comes next, through the usual
+		// reserve (it is due again, not fresh).
+		require.NoError(t, s.Ack(t0, l.Handle))
+		_, err = s.ReserveKeyed(t0, 3, 0, s.NextFresh(), KeyOf([]byte("a")))
+		require.ErrorIs(t, err, ErrNotNext)
+		again, err := s.ReserveNextFor(t0, 3, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), again.Offset)
+	})
+
+	t.Run("a record without a key is reserved unbound", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		l, err := s.ReserveKeyed(t0, 2, time.Second, 0, 0)
+		require.NoError(t, err)
+		require.Equal(t, t0.Add(time.Second), l.Expiry, "the visibility asked for")
+		l2, err := s.ReserveKeyed(t0, 2, 0, 1, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), l2.Offset)
+		require.Zero(t, s.Stats().Keys.Deferred)
+	})
+
+	t.Run("refusals change nothing", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			cfg   Config
+			setup func(t *testing.T, s *Shard) (off int64, hwm int64, undo func())
+		}{
+			{"a stale offset", cfg, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				reserve(t, s, t0, 5)
+				return 0, 5, nil
+			}},
+			{"an offset at the high watermark", cfg, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				return 0, 0, nil
+			}},
+			{"a released record due before it", cfg, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				l := reserve(t, s, t0, 5)
+				require.NoError(t, s.Nack(t0, l.Handle, 0))
+				return s.NextFresh(), 5, nil
+			}},
+			{"an expired lease due before it", cfg, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				l, err := s.ReserveNextFor(t0.Add(-time.Minute), 5, time.Second)
+				require.NoError(t, err)
+				require.Equal(t, int64(0), l.Offset)
+				s.Purge(t0) // released: due again before any fresh record
+				return s.NextFresh(), 5, nil
+			}},
+			{"another scan holds the scan lock", cfg, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				s.ScanLock().Lock()
+				return 0, 5, s.ScanLock().Unlock
+			}},
+			{"the in-flight cap", Config{Ordered: true, MaxInFlight: 1}, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				reserve(t, s, t0, 5)
+				return s.NextFresh(), 5, nil
+			}},
+			{"the deferred cap", Config{Ordered: true, MaxDeferred: 1}, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				_, err := s.ReserveKeyed(t0, 5, 0, 0, 7)
+				require.NoError(t, err)
+				_, err = s.ReserveKeyed(t0, 5, 0, 1, 7)
+				require.ErrorIs(t, err, ErrBehindKey)
+				return s.NextFresh(), 5, nil
+			}},
+			{"the acked-ahead cap", Config{Ordered: true, MaxAckedAheadRuns: 1}, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				reserve(t, s, t0, 5)
+				l := reserve(t, s, t0, 5)
+				require.NoError(t, s.Ack(t0, l.Handle)) // a run above the hole at 0
+				return s.NextFresh(), 5, nil
+			}},
+			{"a shard that is not ordered", Config{}, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				return 0, 5, nil
+			}},
+			{"a shard handed off", cfg, func(t *testing.T, s *Shard) (int64, int64, func()) {
+				var st State
+				s.HandOff(t0, &st)
+				return 0, 5, nil
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				s := newOrdered(t, tc.cfg)
+				off, hwm, undo := tc.setup(t, s)
+				before, next, delivered := s.Stats(), s.NextFresh(), s.counters.Load().Delivered
+				_, err := s.ReserveKeyed(t0, hwm, 0, off, 9)
+				require.ErrorIs(t, err, ErrNotNext)
+				unchanged(t, s, before, next)
+				require.Equal(t, delivered, s.counters.Load().Delivered)
+				if undo != nil {
+					undo()
+				}
+			})
+		}
+	})
+
+	t.Run("a record taken ends a deferred stall", func(t *testing.T) {
+		s := newOrdered(t, Config{Ordered: true, MaxDeferred: 1})
+		held, err := s.ReserveKeyed(t0, 6, 0, 0, 7)
+		require.NoError(t, err)
+		_, err = s.ReserveKeyed(t0, 6, 0, 1, 7)
+		require.ErrorIs(t, err, ErrBehindKey)
+		_, err = s.ReserveNextFor(t0, 6, 0)
+		require.ErrorIs(t, err, ErrDeferredCap)
+		require.Equal(t, uint64(1), s.counters.Load().DeferredStalls)
+		require.NoError(t, s.Ack(t0, held.Handle)) // the key frees: offset 1 is due
+		next, err := s.ReserveNextFor(t0, 6, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), next.Offset)
+		// A fresh record reserved below the cap ends the episode (as ReserveNextFor's would):
+		// the next one is counted.
+		_, err = s.ReserveKeyed(t0, 6, 0, 2, 7)
+		require.ErrorIs(t, err, ErrBehindKey)
+		_, err = s.ReserveNextFor(t0, 6, 0)
+		require.ErrorIs(t, err, ErrDeferredCap)
+		require.Equal(t, uint64(2), s.counters.Load().DeferredStalls)
+	})
+
+	t.Run("a lapsed grant", func(t *testing.T) {
+		s, _ := newTestShard(t, cfg, State{Frontier: -1, GrantUntil: t0})
+		_, err := s.ReserveKeyed(t0, 5, 0, 0, 9)
+		require.ErrorIs(t, err, ErrNotNext)
+		unchanged(t, s, Stats{Frontier: -1}, 0)
+		_, err = s.ReserveNextFor(t0, 5, 0)
+		require.ErrorIs(t, err, ErrMoved, "the scan under the lock says why")
+	})
+
+	t.Run("a visibility out of range", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		_, err := s.ReserveKeyed(t0, 5, -time.Second, 0, 9)
+		require.ErrorIs(t, err, ErrInvalidDuration)
+		_, err = s.ReserveKeyed(t0, 5, MaxVisibility+1, 0, 9)
+		require.ErrorIs(t, err, ErrInvalidDuration)
+		unchanged(t, s, Stats{Frontier: -1}, 0)
+	})
+
+	t.Run("restored key tails are verified first", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, err := s.ReserveKeyed(t0, 4, 0, 0, 7)
+		require.NoError(t, err)
+		_, err = s.ReserveKeyed(t0, 4, 0, 1, 7)
+		require.ErrorIs(t, err, ErrBehindKey)
+		l2, err := s.ReserveKeyed(t0, 4, 0, 2, 8)
+		require.NoError(t, err)
+		require.NoError(t, s.Ack(t0, l2.Handle)) // a run above the holes: the deferred record parks in it
+		_ = held
+		var st State
+		s.Snapshot(&st)
+		require.NotEmpty(t, st.KeyTails)
+		r := NewShard("orders", 3, Options{Config: cfg}, st)
+		require.True(t, r.Verifying())
+		_, err = r.ReserveKeyed(t0, 4, 0, r.NextFresh(), 9)
+		require.ErrorIs(t, err, ErrNotNext)
+	})
+}
+
+// TestReserveKeyedMatchesReserveAndBind drives two ordered shards, seeded alike, through the
+// same appends, settles, crashes and time, one taking single records with NextFresh and
+// ReserveKeyed (reserving under the lock as usual when refused), the other with
+// ReserveNextFor and a Bind of each lease: the two must grant the same leases (offsets,
+// nonces, attempts, expiries), defer the same records and keep the same state, so a scan
+// may take a record either way.
+func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := Config{
+			Ordered:           true,
+			VisibilityTimeout: 10 * time.Second,
+			MaxInFlight:       rapid.IntRange(1, 8).Draw(t, "maxInFlight"),
+			MaxDeferred:       rapid.IntRange(1, 12).Draw(t, "maxDeferred"),
+			MaxDeferredPerKey: rapid.IntRange(0, 3).Draw(t, "maxDeferredPerKey"),
+			MaxAckedAheadRuns: rapid.IntRange(1, 6).Draw(t, "maxAckedAheadRuns"),
+			MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
+			QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
+		}
+		opts := Options{Config: cfg, Seed: [32]byte{3}}
+		keyed := NewShard("t", 0, opts, State{Frontier: -1})
+		plain := NewShard("t", 0, opts, State{Frontier: -1})
+		now := time.Unix(1000, 0)
+		var keyAt []uint64
+		var live []Handle // the leases both shards granted, in order
+		keyCount := rapid.IntRange(1, 5).Draw(t, "keys")
+		verify := func(s *Shard) {
+			for s.Verifying() {
+				offs := s.Unverified(nil, 2)
+				keys := make([]uint64, len(offs))
+				for i, off := range offs {
+					keys[i] = keyAt[off]
+				}
+				s.Verify(now, offs, keys)
+			}
+		}
+		same := func(t *rapid.T, what string) {
+			var a, b State
+			keyed.Snapshot(&a)
+			plain.Snapshot(&b)
+			require.Equal(t, b, a, "state after %s", what)
+			require.Equal(t, plain.Stats(), keyed.Stats(), "stats after %s", what)
+			require.Equal(t, plain.counters.Load(), keyed.counters.Load(), "counters after %s", what)
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"append": func(t *rapid.T) {
+				for range rapid.IntRange(1, 6).Draw(t, "n") {
+					keyAt = append(keyAt, uint64(rapid.IntRange(0, keyCount).Draw(t, "key")))
+				}
+			},
+			"take one": func(t *rapid.T) {
+				// The keyed shard tries ReserveKeyed before verifying restored key tails (a
+				// scan verifies them under the lock, when ReserveKeyed refuses). Both purge
+				// first: a purge at now before or after a Verify is as legal as the other (the
+				// node's sweeper purges at any time) but may lead to another choice.
+				keyed.Purge(now)
+				plain.Purge(now)
+				hwm := int64(len(keyAt))
+				if rapid.Bool().Draw(t, "scan lock held") {
+					keyed.ScanLock().Lock()
+					_, err := keyed.ReserveKeyed(now, hwm, 0, keyed.NextFresh(), 1)
+					keyed.ScanLock().Unlock()
+					require.ErrorIs(t, err, ErrNotNext)
+				}
+				off := keyed.NextFresh()
+				if rapid.Bool().Draw(t, "stale hint") {
+					off += int64(rapid.IntRange(-2, 2).Draw(t, "by"))
+				}
+				var got Lease
+				var kept bool
+				var err error
+				if off >= 0 && off < hwm {
+					got, err = keyed.ReserveKeyed(now, hwm, 0, off, keyAt[off])
+					kept = err == nil
+				} else {
+					err = ErrNotNext
+				}
+				if errors.Is(err, ErrNotNext) {
+					verify(keyed)
+					got, err = keyed.ReserveNextFor(now, hwm, 0)
+					if err == nil {
+						k := []bool{false}
+						keyed.Bind(now, []Handle{got.Handle}, []uint64{keyAt[got.Offset]}, false, k)
+						kept = k[0]
+					}
+				} else if err != nil {
+					require.ErrorIs(t, err, ErrBehindKey)
+					err = nil
+				}
+				verify(plain)
+				want, wantErr := plain.ReserveNextFor(now, hwm, 0)
+				wantKept := false
+				if wantErr == nil {
+					k := []bool{false}
+					plain.Bind(now, []Handle{want.Handle}, []uint64{keyAt[want.Offset]}, false, k)
+					wantKept = k[0]
+				}
+				require.Equal(t, wantErr, err)
+				require.Equal(t, wantKept, kept, "keyed %+v (off %d) %v, plain %+v %v", got, off, err, want, wantErr)
+				if kept {
+					require.Equal(t, want, got)
+					live = append(live, got.Handle)
+				}
+				same(t, "take one")
+			},
+			"take a batch": func(t *rapid.T) {
+				verify(keyed)
+				verify(plain)
+				hwm := int64(len(keyAt))
+				n := rapid.IntRange(2, 4).Draw(t, "max")
+				for _, s := range []*Shard{keyed, plain} {
+					leases, err := s.ReserveBatch(now, hwm, 0, n, nil)
+					if err != nil {
+						continue
+					}
+					handles := make([]Handle, len(leases))
+					keys := make([]uint64, len(leases))
+					for i, l := range leases {
+						handles[i], keys[i] = l.Handle, keyAt[l.Offset]
+					}
+					kept := make([]bool, len(leases))
+					s.Bind(now, handles, keys, false, kept)
+					if s == plain {
+						for i, h := range handles {
+							if kept[i] {
+								live = append(live, h)
+							}
+						}
+					}
+				}
+				same(t, "take a batch")
+			},
+			"settle": func(t *rapid.T) {
+				if len(live) == 0 {
+					t.Skip("nothing held")
+				}
+				i := rapid.IntRange(0, len(live)-1).Draw(t, "lease")
+				h := live[i]
+				live = append(live[:i], live[i+1:]...)
+				op := rapid.SampledFrom([]string{"ack", "nack", "giveBack", "reject"}).Draw(t, "op")
+				for _, s := range []*Shard{keyed, plain} {
+					switch op {
+					case "ack":
+						_ = s.Ack(now, h)
+					case "nack":
+						_ = s.Nack(now, h, time.Second)
+					case "giveBack":
+						_ = s.GiveBack(now, h)
+					case "reject":
+						_ = s.Reject(now, h)
+					}
+				}
+				same(t, op)
+			},
+			"requeue": func(t *rapid.T) {
+				keyed.RequeueAll(now)
+				plain.RequeueAll(now)
+				same(t, "requeue")
+			},
+			"time": func(t *rapid.T) {
+				now = now.Add(time.Duration(rapid.IntRange(1, 12).Draw(t, "seconds")) * time.Second)
+			},
+			"crash": func(t *rapid.T) {
+				var a, b State
+				keyed.Snapshot(&a)
+				plain.Snapshot(&b)
+				keyed, plain = NewShard("t", 0, opts, a), NewShard("t", 0, opts, b)
+				live = live[:0]
+				same(t, "crash")
+			},
+		})
+	})
+}
