@@ -267,16 +267,20 @@ func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration,
 	if visibility < 0 || visibility > MaxVisibility {
 		return Lease{}, ErrInvalidDuration
 	}
-	if !s.scanMu.TryLock() {
-		return Lease{}, ErrNotNext
-	}
-	defer s.scanMu.Unlock()
 	at := now.UnixNano()
 	var lease Lease
 	var fx effects
 	s.mu.Lock()
+	// The scan lock is tried under the shard's lock (a scan takes them the other way round,
+	// but a TryLock never waits): it is held only while the shard's is, never by a call
+	// parked on the shard's lock, which would hold every other scan up.
+	if !s.scanMu.TryLock() {
+		s.mu.Unlock()
+		return Lease{}, ErrNotNext
+	}
 	s.purgeLocked(at, &fx)
 	if !s.takesFreshLocked(at, hwm, off) {
+		s.scanMu.Unlock()
 		s.mu.Unlock()
 		s.report(&fx)
 		return Lease{}, ErrNotNext
@@ -311,6 +315,7 @@ func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration,
 		}
 	}
 	countsAttempts := s.cfg.MaxDeliveries > 0
+	s.scanMu.Unlock()
 	s.mu.Unlock()
 	s.counters.Delivered.Add(1) // as ReserveNextFor counts every lease it grants, one Bind withdraws too
 	if outcome != bindKept {
