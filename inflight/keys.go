@@ -244,9 +244,11 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 
 // NextFresh returns the offset an ordered partition's scan may read before it reserves it,
 // to reserve and bind it in one step with ReserveKeyed: the shard's cursor as its last
-// reserve left it, read without the shard's lock. It is a hint: by the time the caller
-// reserves, another scan may have taken it or a record due again may come before it, and
-// ReserveKeyed then answers ErrNotNext.
+// reserve of a fresh offset left it, read without the shard's lock; or -1 once a record was
+// released or requeued since (due again, it comes first, and a scan reserves it before it
+// reads it). It is a hint: by the time the caller reserves, another scan may have taken the
+// offset or a record may have fallen due before it, and ReserveKeyed then answers
+// ErrNotNext.
 func (s *Shard) NextFresh() int64 { return s.nextFresh.Load() }
 
 // ReserveKeyed reserves the record at off and binds it to key, KeyOf of its record key, in

@@ -118,6 +118,7 @@ func (s *Shard) setQuarantine(off int64, requeued bool) {
 	if requeued {
 		s.requeued++
 		s.emptyAt.Store(-1) // a requeued record below the frontier goes first
+		s.nextFresh.Store(-1)
 	}
 	s.quarantine[off] = requeued
 	s.settledAbove = max(s.settledAbove, off)
@@ -284,6 +285,7 @@ func (s *Shard) requeueLocked(at, off int64, fx *effects) bool {
 		s.pending.set(off, fresh)
 		if off < s.cursor {
 			s.released.push(releasedOffset(off))
+			s.nextFresh.Store(-1)
 		} else {
 			s.pendingAbove = max(s.pendingAbove, off) // the cursor reaches it in turn
 		}

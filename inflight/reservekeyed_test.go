@@ -55,6 +55,22 @@ func TestReserveKeyed(t *testing.T) {
 		require.Equal(t, int64(1), again.Offset)
 	})
 
+	t.Run("the hint says when a record is due first", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		l := reserve(t, s, t0, 5)
+		require.Equal(t, int64(1), s.NextFresh())
+		require.NoError(t, s.Nack(t0, l.Handle, 0))
+		require.Equal(t, int64(-1), s.NextFresh(), "released: due before any fresh record")
+		again := reserve(t, s, t0, 5)
+		require.Equal(t, int64(0), again.Offset)
+		require.Equal(t, int64(-1), s.NextFresh(), "no fresh record reserved since")
+		reserve(t, s, t0, 5)
+		require.Equal(t, int64(2), s.NextFresh())
+		require.NoError(t, s.Reject(t0, again.Handle))
+		require.Equal(t, 1, s.RequeueAll(t0))
+		require.Equal(t, int64(-1), s.NextFresh(), "requeued")
+	})
+
 	t.Run("a record without a key is reserved unbound", func(t *testing.T) {
 		s := newOrdered(t, cfg)
 		l, err := s.ReserveKeyed(t0, 2, time.Second, 0, 0)

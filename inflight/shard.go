@@ -297,8 +297,9 @@ type Shard struct {
 	ordered, verifying atomic.Bool
 	// scanMu serialises an ordered partition's scans (ScanLock).
 	scanMu sync.Mutex
-	// nextFresh is the cursor as the last reserve or restore left it, read without the lock
-	// (NextFresh).
+	// nextFresh is the cursor as the last reserve of a fresh offset or a restore left it,
+	// or -1 once an offset was released or requeued since (due before any fresh one): read
+	// without the lock (NextFresh).
 	nextFresh atomic.Int64
 	// capped: a reserve found the acked-ahead set at its cap, and it has stayed there since,
 	// so only the frontier hole is handed out (a stall episode, counted and reported once
@@ -1009,6 +1010,7 @@ func (s *Shard) releaseLocked(off int64, p pending, fx *effects) {
 	s.pending.set(off, p)
 	if off > s.frontier {
 		s.released.push(releasedOffset(off))
+		s.nextFresh.Store(-1) // due before any fresh offset
 	} // a requeued offset below the frontier is found by lowestRequeued
 	fx.released++
 }

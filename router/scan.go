@@ -449,8 +449,8 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, out []Message) (_ []Message, done bool) {
 	for range orderedDefersPerScan {
 		off := shard.NextFresh()
-		if off >= hwm {
-			return out, false
+		if off < 0 || off >= hwm {
+			return out, false // something is due first, or nothing is fresh
 		}
 		rec, err := log.Read(off)
 		if err != nil {
