@@ -264,7 +264,8 @@ func (s *Shard) NextFresh() int64 { return s.nextFresh.Load() }
 // and its Bind, whose unbound records could be off's key's lower ones). Otherwise it
 // changes nothing and answers ErrNotNext: reserve, read and bind under ScanLock instead. A
 // record behind its key is withdrawn and deferred (or quarantined with it) and the answer
-// is ErrBehindKey. On a shard that is not ordered it answers ErrNotNext.
+// is ErrBehindKey. On a shard that is not ordered it answers ErrNotNext. Its errors are the
+// sentinels themselves, never wrapped: a caller on the hot path may compare them.
 func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration, off int64, key uint64) (Lease, error) {
 	if visibility < 0 || visibility > MaxVisibility {
 		return Lease{}, ErrInvalidDuration

@@ -457,7 +457,7 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 			return out, false
 		}
 		lease, err := shard.ReserveKeyed(now, hwm, req.visibility, off, inflight.KeyOf(rec.Key))
-		if errors.Is(err, inflight.ErrBehindKey) {
+		if err == inflight.ErrBehindKey { // unwrapped: ReserveKeyed returns its sentinels as they are
 			continue // deferred: the next fresh record
 		}
 		if err != nil {
