@@ -629,7 +629,18 @@ func (u *unconfirmedSet) takeByOwner() map[string][]Handle {
 
 // aheadSettled tells the topic's read-ahead that this node forwards a settle of h.
 func (n *Node) aheadSettled(topic string, h Handle) {
-	if ra := n.aheadOf(topic); ra != nil {
+	n.aheadSettledIn(nil, topic, h)
+}
+
+// aheadSettledIn is aheadSettled given t, the topic's state (nil: looked up here).
+func (n *Node) aheadSettledIn(t *topicState, topic string, h Handle) {
+	var ra *readAhead
+	if t != nil {
+		ra = t.ahead.Load()
+	} else {
+		ra = n.aheadOf(topic)
+	}
+	if ra != nil {
 		ra.settled(h)
 	}
 }

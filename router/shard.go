@@ -16,30 +16,39 @@ import (
 
 // localShard returns the shard of a partition this node owns, loading it if needed.
 func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error) {
+	shard, _, err := n.shardOrRoutes(topic, partition)
+	return shard, err
+}
+
+// shardOrRoutes is localShard that also returns, for a partition another node owns
+// (ErrNotLocal), the routes it read on the way, so that a settle forwarded to the owner
+// (ownerFor) reads them, and looks the topic's state up, no second time.
+func (n *Node) shardOrRoutes(topic string, partition int32) (*inflight.Shard, routesRead, error) {
 	if err := checkTopic(topic); err != nil {
-		return nil, err
+		return nil, routesRead{}, err
 	}
 	if n.life.closed.Load() {
-		return nil, ErrClosed
+		return nil, routesRead{}, ErrClosed
 	}
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
-		return shard, nil
+		return shard, routesRead{}, nil
 	}
 	gen := n.liveGeneration(topic) // before the routes: a delete from here on ends it
 	if gen == nil {
-		return nil, ErrUnknownTopic
+		return nil, routesRead{}, ErrUnknownTopic
 	}
-	local, _, known, verdict := n.partitions(topic)
-	if err := verdict.refuses(partition); err != nil {
-		return nil, err // named wrongly: neither here nor forwarded
+	routes := n.readRoutes(topic)
+	if err := routes.verdict.refuses(partition); err != nil {
+		return nil, routesRead{}, err // named wrongly: neither here nor forwarded
 	}
 	switch {
-	case !known:
-		return nil, ErrUnknownTopic
-	case !slices.Contains(local, partition):
-		return nil, ErrNotLocal
+	case !routes.ok:
+		return nil, routesRead{}, ErrUnknownTopic
+	case !slices.Contains(routes.local, partition):
+		return nil, routes, ErrNotLocal
 	}
-	return n.shardFor(gen, partition)
+	shard, err := n.shardFor(gen, partition)
+	return shard, routesRead{}, err
 }
 
 // shardFor returns the shard of a partition this node owns, loading it if needed; a
