@@ -33,22 +33,40 @@ func (n *Node) shardOrRoutes(topic string, partition int32) (*inflight.Shard, ro
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
 		return shard, routesRead{}, nil
 	}
-	gen := n.liveGeneration(topic) // before the routes: a delete from here on ends it
+	// A partition another node owns needs no generation: the routes alone say so.
+	routes := n.readRoutes(topic)
+	if err := routes.places(partition); err != nil {
+		return nil, routes, err
+	}
+	// Here, and not loaded yet: the generation, then the routes again, in that order (a
+	// delete from here on ends the generation, so the shard is never loaded under the routes
+	// of an earlier life of the topic).
+	gen := n.liveGeneration(topic)
 	if gen == nil {
 		return nil, routesRead{}, ErrUnknownTopic
 	}
-	routes := n.readRoutes(topic)
-	if err := routes.verdict.refuses(partition); err != nil {
-		return nil, routesRead{}, err // named wrongly: neither here nor forwarded
-	}
-	switch {
-	case !routes.ok:
-		return nil, routesRead{}, ErrUnknownTopic
-	case !slices.Contains(routes.local, partition):
-		return nil, routes, ErrNotLocal
+	routes = n.readRoutes(topic)
+	if err := routes.places(partition); err != nil {
+		return nil, routes, err
 	}
 	shard, err := n.shardFor(gen, partition)
 	return shard, routesRead{}, err
+}
+
+// places is nil when the routes name partition this node's, else why not: the verdict's
+// error for a partition they name wrongly, ErrUnknownTopic, or ErrNotLocal (another node's,
+// or nobody's).
+func (r *routesRead) places(partition int32) error {
+	if err := r.verdict.refuses(partition); err != nil {
+		return err // named wrongly: neither here nor forwarded
+	}
+	switch {
+	case !r.ok:
+		return ErrUnknownTopic
+	case !slices.Contains(r.local, partition):
+		return ErrNotLocal
+	}
+	return nil
 }
 
 // shardFor returns the shard of a partition this node owns, loading it if needed; a
