@@ -118,8 +118,8 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		req.state = n.topic(topic)
 	}
 	here := servesLocally(local, req.pinned)
-	var scanErr error       // a closed log: the wait may still serve
-	var drained drainedMark // the mark of a walk that found every local partition drained
+	var scanErr error     // a closed log: the wait may still serve
+	var drained wakeWatch // when a walk that found every local partition drained began
 	if here {
 		if req.state != nil && len(remote) > 0 && req.pinned < 0 && n.crossNode() {
 			// The local partitions were all drained lately, and nothing woke them since:
@@ -131,7 +131,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		}
 		msgs, allDrained, err := n.scanDrained(req, now, into)
 		if !allDrained {
-			drained = drainedMark{}
+			drained = wakeWatch{}
 		}
 		switch {
 		case len(msgs) > 0:

@@ -32,14 +32,19 @@ const drainedPasses = 16
 type drainedMark struct {
 	gen    *inflight.Generation
 	local  []int32
-	slot   *wakeSlot
-	epoch  uint64
+	began  wakeWatch
 	passes int
 }
 
 // holds reports whether the mark lets a consume of gen over local pass the walk.
 func (m *drainedMark) holds(gen *inflight.Generation, local []int32) bool {
-	return m.passes > 0 && m.gen == gen && sameSlice(m.local, local) && m.slot.epoch.Load() == m.epoch
+	return m.passes > 0 && m.gen == gen && sameSlice(m.local, local) && m.began.slot.epoch.Load() == m.began.epoch
+}
+
+// wakeWatch is a topic's wake slot and its epoch when a walk began (zero: no walk watched).
+type wakeWatch struct {
+	slot  *wakeSlot
+	epoch uint64
 }
 
 // wakeEpochs count the wakes of the topics a walk watches, so that a drained mark knows
@@ -71,13 +76,13 @@ func (w *wakeEpochs) slot(topic string) *wakeSlot {
 // before, or found the slot unwatched before this watch, so that what it woke for is there
 // for the walk to see. (The epoch is read first: a watch set first could be stopped by a
 // wake between the two reads, which the read of the epoch after it would not see.)
-func (w *wakeEpochs) watch(topic string) drainedMark {
+func (w *wakeEpochs) watch(topic string) wakeWatch {
 	s := w.slot(topic)
 	epoch := s.epoch.Load()
 	if !s.watched.Load() {
 		s.watched.Store(true)
 	}
-	return drainedMark{slot: s, epoch: epoch, passes: drainedPasses}
+	return wakeWatch{slot: s, epoch: epoch}
 }
 
 // woke counts a wake of topic if a walk watches its slot.

@@ -178,14 +178,13 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 // take hands up to req.max held records to a consume, and starts a refill in the background
 // once fewer than half the target are left. With nothing held it returns nothing, and the
 // consume probes the owners itself, asking for the target besides its own records (see
-// probeSize and split): a consume never waits on a refill. drained, unless zero, is the
-// mark of the consume's walk, which found every local partition drained: it replaces the
+// probeSize and split): a consume never waits on a refill. drained, unless zero, is when
+// the consume's walk began, which found every local partition drained: its mark replaces the
 // one kept (see takeIfDrained).
-func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into []Message, drained drainedMark) []Message {
+func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into []Message, drained wakeWatch) []Message {
 	ra.mu.Lock()
 	if drained.slot != nil {
-		drained.gen, drained.local = req.gen, req.local
-		ra.drained = drained
+		ra.drained = drainedMark{gen: req.gen, local: req.local, began: drained, passes: drainedPasses}
 	}
 	return ra.takeUnlock(req, now, s, into)
 }

@@ -67,7 +67,7 @@ func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 		return
 	}
 	var owner string
-	var routes routesRead // read on the way to a partition another node owns
+	var routes remoteRoutes // read on the way to a partition another node owns
 	forwarded := false
 	rec, err := settleRecord(topic, handle, opAck, 0)
 	if err == nil {
@@ -562,12 +562,12 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 // the answer. An owner the routes do not name, or one that is down, is unavailable, with no
 // RPC made.
 func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
-	return n.ownerAfter(topic, partition, notHere, routesRead{})
+	return n.ownerAfter(topic, partition, notHere, remoteRoutes{})
 }
 
 // ownerAfter is ownerFor given the routes shardOrRoutes read on its way to notHere (zero:
 // none), which it reads again only if there are none.
-func (n *Node) ownerAfter(topic string, partition int32, notHere error, routes routesRead) (string, error) {
+func (n *Node) ownerAfter(topic string, partition int32, notHere error, routes remoteRoutes) (string, error) {
 	moved := notHere != ErrNotLocal && errors.Is(notHere, ErrMoved) // the common case first
 	if !(moved || errors.Is(notHere, ErrNotLocal)) || n.transport == nil {
 		return "", notHere
@@ -596,25 +596,27 @@ func (n *Node) ownerAfter(topic string, partition int32, notHere error, routes r
 // answer refused (ErrHostContract: an owner named "", or routes that name the partition
 // wrongly), and then there is no owner to forward to.
 func (n *Node) ownerOf(topic string, partition int32) (owner string, ok bool, err error) {
-	return n.ownerIn(topic, partition, routesRead{})
+	return n.ownerIn(topic, partition, remoteRoutes{})
 }
 
-// ownerIn is ownerOf in routes, read already and judged sound for partition (zero: read
+// ownerIn is ownerOf in routes, read already and judged sound for partition (none: read
 // here).
-func (n *Node) ownerIn(topic string, partition int32, routes routesRead) (owner string, ok bool, err error) {
+func (n *Node) ownerIn(topic string, partition int32, routes remoteRoutes) (owner string, ok bool, err error) {
 	if n.ownerFinder != nil {
 		if owner, ok = n.ownerFinder.Owner(topic, partition); ok && owner == "" {
 			return "", false, n.nameless(topic, partition)
 		}
 		return owner, ok, nil
 	}
-	if !routes.ok {
-		routes = n.readRoutes(topic)
-		if err := routes.verdict.refuses(partition); err != nil {
+	remote := routes.remote
+	if remote == nil {
+		read := n.readRoutes(topic)
+		if err := read.verdict.refuses(partition); err != nil {
 			return "", false, err
 		}
+		remote = read.remote
 	}
-	for owner, parts := range routes.remote {
+	for owner, parts := range remote {
 		for _, p := range parts {
 			if p == partition {
 				return owner, true, nil

@@ -21,37 +21,47 @@ func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error
 }
 
 // shardOrRoutes is localShard that also returns, for a partition another node owns
-// (ErrNotLocal), the routes it read on the way, so that a settle forwarded to the owner
-// (ownerFor) reads them, and looks the topic's state up, no second time.
-func (n *Node) shardOrRoutes(topic string, partition int32) (*inflight.Shard, routesRead, error) {
+// (ErrNotLocal), what it read of the routes on the way, so that a settle forwarded to the
+// owner (ownerAfter) reads them, and looks the topic's state up, no second time.
+func (n *Node) shardOrRoutes(topic string, partition int32) (*inflight.Shard, remoteRoutes, error) {
 	if err := checkTopic(topic); err != nil {
-		return nil, routesRead{}, err
+		return nil, remoteRoutes{}, err
 	}
 	if n.life.closed.Load() {
-		return nil, routesRead{}, ErrClosed
+		return nil, remoteRoutes{}, ErrClosed
 	}
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
-		return shard, routesRead{}, nil
+		return shard, remoteRoutes{}, nil
 	}
 	// A partition another node owns needs no generation: the routes alone say so.
 	routes := n.readRoutes(topic)
 	if err := routes.places(partition); err != nil {
-		return nil, routes, err
+		return nil, routes.remoteOnes(), err
 	}
 	// Here, and not loaded yet: the generation, then the routes again, in that order (a
 	// delete from here on ends the generation, so the shard is never loaded under the routes
 	// of an earlier life of the topic).
 	gen := n.liveGeneration(topic)
 	if gen == nil {
-		return nil, routesRead{}, ErrUnknownTopic
+		return nil, remoteRoutes{}, ErrUnknownTopic
 	}
 	routes = n.readRoutes(topic)
 	if err := routes.places(partition); err != nil {
-		return nil, routes, err
+		return nil, routes.remoteOnes(), err
 	}
 	shard, err := n.shardFor(gen, partition)
-	return shard, routesRead{}, err
+	return shard, remoteRoutes{}, err
 }
+
+// remoteRoutes is what a settle forwarded to another node needs of an answer of the routes
+// read already, small enough to pass in registers: its remote partitions (nil: none read),
+// and the topic's state if reading them looked it up.
+type remoteRoutes struct {
+	remote map[string][]int32
+	state  *topicState
+}
+
+func (r *routesRead) remoteOnes() remoteRoutes { return remoteRoutes{remote: r.remote, state: r.state} }
 
 // places is nil when the routes name partition this node's, else why not: the verdict's
 // error for a partition they name wrongly, ErrUnknownTopic, or ErrNotLocal (another node's,
