@@ -118,9 +118,21 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		req.state = n.topic(topic)
 	}
 	here := servesLocally(local, req.pinned)
-	var scanErr error // a closed log: the wait may still serve
+	var scanErr error     // a closed log: the wait may still serve
+	var drained wakeWatch // when a walk that found every local partition drained began
 	if here {
-		msgs, err := n.scanAt(req, now, into)
+		if req.state != nil && len(remote) > 0 && req.pinned < 0 && n.crossNode() {
+			// The local partitions were all drained lately, and nothing woke them since:
+			// what was read ahead first, with no walk over them (see drained.go).
+			if msgs, ok := n.takeAheadIfDrained(ctx, req, now, into); ok {
+				return msgs, nil
+			}
+			drained = n.wakes.watch(topic) // before the walk
+		}
+		msgs, allDrained, err := n.scanDrained(req, now, into)
+		if !allDrained {
+			drained = wakeWatch{}
+		}
 		switch {
 		case len(msgs) > 0:
 			return msgs, err
@@ -143,7 +155,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 	if len(remote) > 0 && n.crossNode() {
 		if ra, ahead = n.readAheadFor(req); ra != nil {
 			defer ra.left(ctx)
-			if msgs := ra.take(req, now, ahead, into); len(msgs) > 0 {
+			if msgs := ra.take(req, now, ahead, into, drained); len(msgs) > 0 {
 				return msgs, nil
 			}
 		}
@@ -184,6 +196,25 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		n.stats.remoteDelivery.observe(n.clock.Now().Sub(now))
 	}
 	return msgs, err
+}
+
+// takeAheadIfDrained is a consume's take of what was read ahead of it before it walks the
+// local partitions, while they are marked drained (see readAhead.takeIfDrained): the records
+// it took and true, or false when the consume walks them (nothing held, no mark, or the
+// records held outstayed the hold).
+func (n *Node) takeAheadIfDrained(ctx context.Context, req scanRequest, now time.Time, into []Message) ([]Message, bool) {
+	if req.state.ahead.Load() == nil { // only a read-ahead made earlier holds anything
+		return nil, false
+	}
+	ra, ahead := n.readAheadFor(req)
+	if ra == nil {
+		return nil, false
+	}
+	msgs, took := ra.takeIfDrained(req, now, ahead, into)
+	if took {
+		ra.left(ctx)
+	}
+	return msgs, len(msgs) > 0
 }
 
 // servesLocally reports whether a consume pinned to pinned (or to none, when negative) can

@@ -203,8 +203,10 @@
 // its owner; the lease handed over is the owner's, at most the hold shorter, and one with
 // less than half the visibility timeout left is given back instead. One reservation takes at
 // most half a partition's free in-flight room. Close, Shutdown and DeleteTopic give back
-// what is held; ReadAheadOff turns it off for a topic. Stats.Ahead counts it. See
-// docs/protocol.md, "Reading ahead".
+// what is held; ReadAheadOff turns it off for a topic. Stats.Ahead counts it. A node whose
+// own partitions a consume found all drained takes what is held before it scans them again,
+// until something wakes one of them (Appended, a nack, a release, an expiry) or for 16
+// consumes. See docs/protocol.md, "Reading ahead" and "Local first".
 //
 // # Beyond consume and ack
 //

@@ -8,6 +8,7 @@ const (
 	SlowOwnerRecheck  = slowOwnerRecheck
 	UnassignedRecheck = unassignedRecheck
 	RemoteBatch       = remoteBatch
+	DrainedPasses     = drainedPasses
 )
 
 // SetDeposing runs f in the next deposes of a partition, once the shard was found the

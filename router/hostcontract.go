@@ -155,11 +155,31 @@ func sameMap(a, b map[string][]int32) bool {
 
 // partitions is Routes.Partitions with the node's verdict on the answer (nil when sound).
 func (n *Node) partitions(topic string) (local []int32, remote map[string][]int32, ok bool, verdict *routesVerdict) {
-	local, remote, ok = n.routes.Partitions(topic)
-	if ok {
-		verdict = n.judgeRoutes(nil, topic, local, remote)
+	r := n.readRoutes(topic)
+	return r.local, r.remote, r.ok, r.verdict
+}
+
+// routesRead is one answer of Routes.Partitions for a topic, with the node's verdict on it
+// (nil when sound) and the topic's state when judging it looked that up (nil otherwise).
+type routesRead struct {
+	local   []int32
+	remote  map[string][]int32
+	ok      bool
+	verdict *routesVerdict
+	state   *topicState
+}
+
+// readRoutes is partitions, as a routesRead.
+func (n *Node) readRoutes(topic string) (r routesRead) {
+	r.local, r.remote, r.ok = n.routes.Partitions(topic)
+	if !r.ok {
+		return r
 	}
-	return local, remote, ok, verdict
+	if len(r.local) > 1 || len(r.remote) > 0 { // what judgeRoutes would look it up for
+		r.state = n.topic(topic)
+	}
+	r.verdict = n.judgeRoutes(r.state, topic, r.local, r.remote)
+	return r
 }
 
 // judgeRoutes returns the verdict on an answer of Routes.Partitions for topic (nil when it is

@@ -237,6 +237,9 @@ type Node struct {
 	wireVersion wire.Version
 
 	purge purgeWake // when the purger wakes, and its kick
+	// wakes counts the wakes of topics whose local partitions a consume found drained
+	// (see drained.go).
+	wakes *wakeEpochs
 
 	life lifecycle // what Close and Shutdown end, and the calls they wait for
 }
@@ -309,6 +312,7 @@ func New(cfg Config) (*Node, error) {
 		notBefore:   cfg.NotBefore,
 
 		purge:     purgeWake{kick: make(chan struct{}, 1)},
+		wakes:     newWakeEpochs(),
 		life:      lifecycle{fence: newCallFence()},
 		transport: cfg.Transport,
 

@@ -485,7 +485,10 @@ func setDelivery(d *wire.Delivery, m *Message, relativeTo time.Time) {
 	switch {
 	case m.Expiry.IsZero():
 	case !relativeTo.IsZero():
-		d.Expiry = int64(max(m.Expiry.Sub(relativeTo), 1))
+		// As Sub would (an expiry is a lease's, a wall time: Sub reads the wall clock of
+		// both), without the check for a difference past Duration's range that Sub makes
+		// with a second Add: a lease ends within MaxVisibility of now.
+		d.Expiry = max(m.Expiry.UnixNano()-relativeTo.UnixNano(), 1)
 	default:
 		d.Expiry = m.Expiry.UnixNano()
 	}

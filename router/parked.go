@@ -187,9 +187,11 @@ func (n *Node) observeWait(calledAt time.Time) {
 	}
 }
 
-// wake reports that records of (topic, partition) may have become available: it wakes
-// this node's parked consumers, then offers what is left to other nodes' tokens.
+// wake reports that records of (topic, partition) may have become available: it ends the
+// topic's drained marks (see drained.go), wakes this node's parked consumers, then offers
+// what is left to other nodes' tokens.
 func (n *Node) wake(topic string, partition int32) {
+	n.wakes.woke(topic)
 	n.pump.NotifyPartition(topic, partition)
 	n.offer(topic)
 }

@@ -99,6 +99,9 @@ type readAhead struct {
 	// the owner of each. A settle forwarded meanwhile confirms the record there.
 	unconfirmed unconfirmedSet
 	closed      bool // Close began: nothing more is held
+	// drained is the mark of the last walk of the local partitions that found them all
+	// drained (see drained.go; zero: none).
+	drained drainedMark
 }
 
 // aheadSettings are what a topic's settings make of reading ahead.
@@ -175,10 +178,33 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 // take hands up to req.max held records to a consume, and starts a refill in the background
 // once fewer than half the target are left. With nothing held it returns nothing, and the
 // consume probes the owners itself, asking for the target besides its own records (see
-// probeSize and split): a consume never waits on a refill.
-func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into []Message) []Message {
-	n := ra.n
+// probeSize and split): a consume never waits on a refill. drained, unless zero, is when
+// the consume's walk began, which found every local partition drained: its mark replaces the
+// one kept (see takeIfDrained).
+func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into []Message, drained wakeWatch) []Message {
 	ra.mu.Lock()
+	if drained.slot != nil {
+		ra.drained = drainedMark{gen: req.gen, local: req.local, began: drained, passes: drainedPasses}
+	}
+	return ra.takeUnlock(req, now, s, into)
+}
+
+// takeIfDrained is take for a consume that did not walk the local partitions: it takes what
+// is held only while the mark of the last walk that found them all drained holds, and
+// reports whether it took part (then the caller calls left, as after take).
+func (ra *readAhead) takeIfDrained(req scanRequest, now time.Time, s aheadSettings, into []Message) ([]Message, bool) {
+	ra.mu.Lock()
+	if ra.heldCount == 0 || !ra.drained.holds(req.gen, req.local) {
+		ra.mu.Unlock()
+		return nil, false
+	}
+	ra.drained.passes--
+	return ra.takeUnlock(req, now, s, into), true
+}
+
+// takeUnlock is take past the lock it is called with, which it releases.
+func (ra *readAhead) takeUnlock(req scanRequest, now time.Time, s aheadSettings, into []Message) []Message {
+	n := ra.n
 	ra.active++
 	ra.largestNow = max(ra.largestNow, req.max)
 	msgs, due := ra.takeLocked(req.max, now, s, into, nil)
@@ -629,7 +655,18 @@ func (u *unconfirmedSet) takeByOwner() map[string][]Handle {
 
 // aheadSettled tells the topic's read-ahead that this node forwards a settle of h.
 func (n *Node) aheadSettled(topic string, h Handle) {
-	if ra := n.aheadOf(topic); ra != nil {
+	n.aheadSettledIn(nil, topic, h)
+}
+
+// aheadSettledIn is aheadSettled given t, the topic's state (nil: looked up here).
+func (n *Node) aheadSettledIn(t *topicState, topic string, h Handle) {
+	var ra *readAhead
+	if t != nil {
+		ra = t.ahead.Load()
+	} else {
+		ra = n.aheadOf(topic)
+	}
+	if ra != nil {
 		ra.settled(h)
 	}
 }

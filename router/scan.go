@@ -128,17 +128,25 @@ func (n *Node) liveGeneration(topic string) *inflight.Generation {
 
 // scanAt is scan at now, for a caller that read the clock already.
 func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message, error) {
+	out, _, err := n.scanDrained(req, now, out)
+	return out, err
+}
+
+// scanDrained is scanAt that reports too whether it found every partition drained: with
+// nothing to hand out until something wakes it (see drained.go), no partition ordered, and
+// the routes sound.
+func (n *Node) scanDrained(req scanRequest, now time.Time, out []Message) (_ []Message, drained bool, err error) {
 	// The generation comes before everything the scan resolves, so a delete and recreate
 	// while it runs cannot pair the old incarnation's routes and logs with the new shards.
 	if req.gen == nil {
 		if req.gen = n.liveGeneration(req.topic); req.gen == nil {
-			return out, ErrUnknownTopic
+			return out, false, ErrUnknownTopic
 		}
 		req.local, req.remote = nil, nil // read after the generation, or not at all
 	}
 	order, start, verdict, err := n.partitionOrderOf(req.state, req.topic, req.pinned, req.local, req.remote)
 	if err != nil || len(order) == 0 {
-		return out, err
+		return out, false, err
 	}
 	budget := batchBudget{max: req.max}
 	var scratch *takeScratch // only a batch reserves and reads several records at once
@@ -175,9 +183,9 @@ func (n *Node) scanAt(req scanRequest, now time.Time, out []Message) ([]Message,
 	}
 	// Nothing taken and no other failure: the walk visited every partition.
 	if len(out) == 0 && err == nil && broken == len(order) {
-		return out, brokenErr
+		return out, false, brokenErr
 	}
-	return out, err
+	return out, len(out) == 0 && err == nil && verdict == nil && budget.drained == len(order), err
 }
 
 // partitionOrder resolves the topic's routes into the partitions a pass visits (pinned
@@ -303,6 +311,9 @@ type batchBudget struct {
 	// them; waitBusy makes it wait for them instead (its second pass).
 	busy     int
 	waitBusy bool
+	// drained counts the partitions that had nothing to hand out until something wakes
+	// them (see drained.go).
+	drained int
 }
 
 func (b *batchBudget) take(m *Message) {
@@ -382,6 +393,9 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		if err != nil {
 			if n.lapsedRetry(shard, now, err) {
 				continue // the host renewed its grant
+			}
+			if !ordered && (err == inflight.ErrEmpty || err == inflight.ErrAllReserved) {
+				budget.drained++ // nothing until something wakes it (see drained.go)
 			}
 			return out, nil // dry, all reserved, capped, or no longer served: the next partition
 		}

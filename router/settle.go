@@ -67,15 +67,16 @@ func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 		return
 	}
 	var owner string
+	var routes remoteRoutes // read on the way to a partition another node owns
 	forwarded := false
 	rec, err := settleRecord(topic, handle, opAck, 0)
 	if err == nil {
 		var shard *inflight.Shard
-		if shard, err = n.localShard(topic, rec.handle.Partition); err == nil {
+		if shard, routes, err = n.shardOrRoutes(topic, rec.handle.Partition); err == nil {
 			_, err = n.settleLocal(context.Background(), shard, n.clock.Now(), topic, rec)
 		}
 		if err != nil && (shard == nil || err == inflight.ErrMoved) {
-			if owner, err = n.ownerFor(topic, rec.handle.Partition, err); err == nil {
+			if owner, err = n.ownerAfter(topic, rec.handle.Partition, err, routes); err == nil {
 				forwarded = true
 			}
 		}
@@ -85,7 +86,7 @@ func (n *Node) AckAsync(topic string, handle Handle, done func(error)) {
 		done(err)
 		return
 	}
-	n.forwardAsync(owner, topic, rec, done) // which leaves the fence once done returned
+	n.forwardAsync(owner, topic, routes.state, rec, done) // which leaves the fence once done returned
 }
 
 // AckDurable is Ack that returns only once the ack is on disk: after a writeout of the
@@ -539,7 +540,7 @@ func checkDuration(op byte, d time.Duration) error {
 // the owner otherwise (with a Transport configured); an owner the routes do not name is
 // unavailable, with no RPC made.
 func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (time.Time, error) {
-	shard, err := n.localShard(topic, r.handle.Partition)
+	shard, routes, err := n.shardOrRoutes(topic, r.handle.Partition)
 	if err == nil {
 		// The clock is read only for a record applied here.
 		if expiry, err := n.settleLocal(ctx, shard, n.clock.Now(), topic, r); err != inflight.ErrMoved {
@@ -547,7 +548,7 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 		}
 		err = inflight.ErrMoved // handed off since it was found: the new owner has the lease
 	}
-	owner, err := n.ownerFor(topic, r.handle.Partition, err)
+	owner, err := n.ownerAfter(topic, r.handle.Partition, err, routes)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -561,7 +562,13 @@ func (n *Node) remoteOrLocal(ctx context.Context, topic string, r wireRecord) (t
 // the answer. An owner the routes do not name, or one that is down, is unavailable, with no
 // RPC made.
 func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, error) {
-	moved := errors.Is(notHere, ErrMoved)
+	return n.ownerAfter(topic, partition, notHere, remoteRoutes{})
+}
+
+// ownerAfter is ownerFor given the routes shardOrRoutes read on its way to notHere (zero:
+// none), which it reads again only if there are none.
+func (n *Node) ownerAfter(topic string, partition int32, notHere error, routes remoteRoutes) (string, error) {
+	moved := notHere != ErrNotLocal && errors.Is(notHere, ErrMoved) // the common case first
 	if !(moved || errors.Is(notHere, ErrNotLocal)) || n.transport == nil {
 		return "", notHere
 	}
@@ -570,7 +577,7 @@ func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, e
 			return "", notHere // the routes have not moved on yet
 		}
 	}
-	owner, ok, err := n.ownerOf(topic, partition)
+	owner, ok, err := n.ownerIn(topic, partition, routes)
 	switch {
 	case err != nil:
 		return "", err
@@ -589,15 +596,25 @@ func (n *Node) ownerFor(topic string, partition int32, notHere error) (string, e
 // answer refused (ErrHostContract: an owner named "", or routes that name the partition
 // wrongly), and then there is no owner to forward to.
 func (n *Node) ownerOf(topic string, partition int32) (owner string, ok bool, err error) {
+	return n.ownerIn(topic, partition, remoteRoutes{})
+}
+
+// ownerIn is ownerOf in routes, read already and judged sound for partition (none: read
+// here).
+func (n *Node) ownerIn(topic string, partition int32, routes remoteRoutes) (owner string, ok bool, err error) {
 	if n.ownerFinder != nil {
 		if owner, ok = n.ownerFinder.Owner(topic, partition); ok && owner == "" {
 			return "", false, n.nameless(topic, partition)
 		}
 		return owner, ok, nil
 	}
-	_, remote, _, verdict := n.partitions(topic)
-	if err := verdict.refuses(partition); err != nil {
-		return "", false, err
+	remote := routes.remote
+	if remote == nil {
+		read := n.readRoutes(topic)
+		if err := read.verdict.refuses(partition); err != nil {
+			return "", false, err
+		}
+		remote = read.remote
 	}
 	for owner, parts := range remote {
 		for _, p := range parts {

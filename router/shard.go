@@ -16,30 +16,67 @@ import (
 
 // localShard returns the shard of a partition this node owns, loading it if needed.
 func (n *Node) localShard(topic string, partition int32) (*inflight.Shard, error) {
+	shard, _, err := n.shardOrRoutes(topic, partition)
+	return shard, err
+}
+
+// shardOrRoutes is localShard that also returns, for a partition another node owns
+// (ErrNotLocal), what it read of the routes on the way, so that a settle forwarded to the
+// owner (ownerAfter) reads them, and looks the topic's state up, no second time.
+func (n *Node) shardOrRoutes(topic string, partition int32) (*inflight.Shard, remoteRoutes, error) {
 	if err := checkTopic(topic); err != nil {
-		return nil, err
+		return nil, remoteRoutes{}, err
 	}
 	if n.life.closed.Load() {
-		return nil, ErrClosed
+		return nil, remoteRoutes{}, ErrClosed
 	}
 	if shard, ok := n.tracker.Lookup(topic, partition); ok {
-		return shard, nil
+		return shard, remoteRoutes{}, nil
 	}
-	gen := n.liveGeneration(topic) // before the routes: a delete from here on ends it
+	// A partition another node owns needs no generation: the routes alone say so.
+	routes := n.readRoutes(topic)
+	if err := routes.places(partition); err != nil {
+		return nil, routes.remoteOnes(), err
+	}
+	// Here, and not loaded yet: the generation, then the routes again, in that order (a
+	// delete from here on ends the generation, so the shard is never loaded under the routes
+	// of an earlier life of the topic).
+	gen := n.liveGeneration(topic)
 	if gen == nil {
-		return nil, ErrUnknownTopic
+		return nil, remoteRoutes{}, ErrUnknownTopic
 	}
-	local, _, known, verdict := n.partitions(topic)
-	if err := verdict.refuses(partition); err != nil {
-		return nil, err // named wrongly: neither here nor forwarded
+	routes = n.readRoutes(topic)
+	if err := routes.places(partition); err != nil {
+		return nil, routes.remoteOnes(), err
+	}
+	shard, err := n.shardFor(gen, partition)
+	return shard, remoteRoutes{}, err
+}
+
+// remoteRoutes is what a settle forwarded to another node needs of an answer of the routes
+// read already, small enough to pass in registers: its remote partitions (nil: none read),
+// and the topic's state if reading them looked it up.
+type remoteRoutes struct {
+	remote map[string][]int32
+	state  *topicState
+}
+
+func (r *routesRead) remoteOnes() remoteRoutes { return remoteRoutes{remote: r.remote, state: r.state} }
+
+// places is nil when the routes name partition this node's, else why not: the verdict's
+// error for a partition they name wrongly, ErrUnknownTopic, or ErrNotLocal (another node's,
+// or nobody's).
+func (r *routesRead) places(partition int32) error {
+	if err := r.verdict.refuses(partition); err != nil {
+		return err // named wrongly: neither here nor forwarded
 	}
 	switch {
-	case !known:
-		return nil, ErrUnknownTopic
-	case !slices.Contains(local, partition):
-		return nil, ErrNotLocal
+	case !r.ok:
+		return ErrUnknownTopic
+	case !slices.Contains(r.local, partition):
+		return ErrNotLocal
 	}
-	return n.shardFor(gen, partition)
+	return nil
 }
 
 // shardFor returns the shard of a partition this node owns, loading it if needed; a
