@@ -156,6 +156,61 @@ func TestPassGoesToTheNextToken(t *testing.T) {
 	})
 }
 
+// Checklist 100, 104: a pass answering a notification ends the hold that notification made,
+// and no other. A notification the network delivers twice draws two answers: a claim, from
+// the copy that spent the requester's token, and a pass, from the other, which found none.
+// The claim retires the requester's oldest hold; the pass, arriving after it, used to retire
+// the requester's oldest hold again, by then a later one whose notification was still on
+// its way, and the owner promised its record once more: two notifications out for one record
+// (the cluster simulation, seed 70578, where the requester was told three times over).
+func TestPassEndsItsOwnHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}}, nil)
+		defer c.close()
+		// g is a requester scripted by hand: each notification it gets waits for the status
+		// the test answers it with.
+		notified := make(chan chan byte, 4)
+		c.net.Join("g", func(ctx context.Context, _ string, frame []byte) ([]byte, error) {
+			answer := make(chan byte)
+			notified <- answer
+			select {
+			case status := <-answer:
+				return wire.EncodeReply([]wire.Answer{{Status: status}}), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+		ctx := context.Background()
+		g := c.net.Transport("g")
+		call := func(req wire.Request) []byte {
+			frame, err := wire.EncodeRequest(req)
+			require.NoError(t, err)
+			reply, err := g.Call(ctx, "b", frame)
+			require.NoError(t, err)
+			return reply
+		}
+		register := func() {
+			call(wire.Request{Op: wire.OpRegister, Registrations: []wire.Registration{{Topic: "orders", TTL: time.Minute}}})
+		}
+		c.produce(0, 2)
+		register()
+		first := <-notified // b holds one of the two records for g
+		claim := call(wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 1, Pinned: -1, Claim: true}})
+		r, err := wire.DecodeConsumeReply(claim)
+		require.NoError(t, err)
+		require.Len(t, r.Deliveries, 1, "the claim, which retired the hold")
+		register()
+		second := <-notified // the other record, held for g
+		first <- wire.StatusPass
+		synctest.Wait()
+		register()
+		synctest.Wait()
+		assert.Equal(t, uint64(2), c.nodes["b"].node.Stats().Remote.Notified,
+			"one record left, and g's notification for it unanswered: nothing more to promise")
+		second <- wire.StatusOK
+	})
+}
+
 // Checklist 109, 132: a gateway parks its consumers on tokens; an owner that restarts
 // forgets them, and the gateway's keeper registers again, which wakes the owner: its
 // backlog reaches the parked consumer with no scan and no probe.

@@ -178,8 +178,9 @@ func (n *Node) retire(topic, from string) {
 }
 
 // notify tells the requester of hold h that a record of topic is held for its claim. A
-// requester that answers anything but yes (it passed: nobody parked there can use it)
-// retires its hold at once, and the record goes to the next token. One that gives no answer
+// requester that answers anything but yes (it passed: nobody parked there can use it) ends
+// that hold at once, and the record goes to the next token; that hold alone, not the
+// requester's oldest (see tokens.Queue.End). One that gives no answer
 // within notifyBudget (or half the hold, if shorter) is presumed gone: that hold ends and
 // its token goes (tokens.Queue.Abandon), and the record is offered to the next token at
 // once, so a requester that died costs one notification, not a hold per record. It may have
@@ -201,23 +202,31 @@ func (n *Node) notify(topic string, h tokens.Hold) {
 		}
 	}
 	n.stats.remote.passed.Add(1)
-	n.retire(topic, h.To)
+	n.endHold(topic, h, (*tokens.Queue).End)
 }
 
 // abandon ends hold h on topic and drops its requester's token (its notification got no
 // answer), and offers the record to the next token.
 func (n *Node) abandon(topic string, h tokens.Hold) {
+	if n.endHold(topic, h, (*tokens.Queue).Abandon) {
+		n.stats.remote.abandoned.Add(1)
+	}
+}
+
+// endHold ends hold h on topic with end (tokens.Queue.End or Abandon) and, when h was live,
+// offers the record to the next token. It reports whether h was live.
+func (n *Node) endHold(topic string, h tokens.Hold, end func(*tokens.Queue, tokens.Hold, time.Time) bool) bool {
 	ot := n.ownerTopic(topic, false)
 	if ot == nil {
-		return
+		return false
 	}
 	ot.mu.Lock()
-	abandoned := ot.queue.Abandon(h, n.clock.Now())
+	ended := end(&ot.queue, h, n.clock.Now())
 	ot.mu.Unlock()
-	if abandoned {
-		n.stats.remote.abandoned.Add(1)
+	if ended {
 		n.offer(topic)
 	}
+	return ended
 }
 
 // serveRegister places the tokens a node left: one per (node, topic), replacing the one it

@@ -36,8 +36,11 @@
 //     at once (Retire). A plain probe is not a claim and never retires a hold: it could end a
 //     hold promised to another peer;
 //   - the requester passes (the consumer the wake was for was served meanwhile, or left, and
-//     nobody else parked there could use it), and the caller retires the hold at once, so the
-//     record goes to the next token a round trip later;
+//     nobody else parked there could use it), and the caller ends the hold at once, so the
+//     record goes to the next token a round trip later. A pass answering the notification
+//     ends that very hold (End), since a notification delivered twice may have drawn a
+//     claim as well, which retired one already; a pass sent later, in a frame of its own,
+//     names no notification and retires the requester's oldest hold (Retire);
 //   - the notification fails, and the caller abandons that very hold at once (Abandon), not
 //     the requester's oldest one, which may be a later hold it already answered. The
 //     requester's token goes with it: a node that could not be told is presumed gone, and its

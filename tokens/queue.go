@@ -188,17 +188,31 @@ func (q *Queue) Retire(from string, now time.Time) bool {
 	return q.retire(func(e *hold) bool { return e.from == from })
 }
 
+// End ends exactly the hold h at once, because h.To answered h's notification with a pass,
+// and reports whether h was live; h.To's token is left alone. A hold already retired or past
+// its deadline is left as it is.
+//
+// Unlike Retire, End cannot end another hold of the same requester. A notification the
+// network delivered twice draws two answers: a claim from the copy that spent the token, and
+// a pass from the other, which found none. The claim retires the requester's oldest hold;
+// the pass, ending that same hold (gone by then) rather than the requester's oldest, leaves
+// a later hold, whose notification is still on its way, counting against the records. It
+// is linear in the live holds, as Retire is.
+func (q *Queue) End(h Hold, now time.Time) bool {
+	q.expire(now.UnixNano())
+	return h.seq != 0 && q.retire(func(e *hold) bool { return e.seq == h.seq })
+}
+
 // Abandon ends exactly the hold h at once, because the notification of h.To failed, and
 // drops h.To's token too if it has one: a requester that could not be told is presumed gone,
 // and its next registration brings it back. It reports whether h was live; a hold already
 // retired or past its deadline is left as it is, and so is h.To's token, which the requester
 // may have registered again since.
 //
-// Unlike Retire, Abandon cannot end another hold of the same requester, one whose
-// notification went through. It is linear in the live holds, as Retire is.
+// Like End, Abandon cannot end another hold of the same requester, one whose notification
+// went through. It is linear in the live holds, as Retire is.
 func (q *Queue) Abandon(h Hold, now time.Time) bool {
-	q.expire(now.UnixNano())
-	if h.seq == 0 || !q.retire(func(e *hold) bool { return e.seq == h.seq }) {
+	if !q.End(h, now) {
 		return false
 	}
 	q.Drop(h.To)

@@ -89,15 +89,22 @@ func (m *queueModel) retire(from string, now time.Time) bool {
 	return true
 }
 
-// abandon ends the hold numbered id, if it is live, and drops its requester's token.
-func (m *queueModel) abandon(id int, now time.Time) bool {
+// end ends the hold numbered id, if it is live.
+func (m *queueModel) end(id int, now time.Time) bool {
 	m.expire(now)
 	i := slices.IndexFunc(m.holds, func(h modelHold) bool { return h.id == id })
 	if i < 0 {
 		return false
 	}
-	from := m.holds[i].from
 	m.holds = slices.Delete(m.holds, i, i+1)
+	return true
+}
+
+// abandon ends the hold numbered id, if it is live, and drops its requester's token.
+func (m *queueModel) abandon(id int, from string, now time.Time) bool {
+	if !m.end(id, now) {
+		return false
+	}
 	m.drop(from)
 	return true
 }
@@ -187,16 +194,29 @@ func (qm *queueMachine) fire(t *rapid.T) {
 	}
 }
 
-// abandon abandons one of the holds made so far, live or not, or the zero Hold.
+// drawHold draws one of the holds made so far, live or not, or the zero Hold, and its number
+// in the model (0 for the zero Hold).
+func (qm *queueMachine) drawHold(t *rapid.T) (Hold, int) {
+	i := rapid.IntRange(-1, len(qm.made)-1).Draw(t, "hold")
+	if i < 0 {
+		return Hold{}, 0
+	}
+	return qm.made[i], i + 1
+}
+
 func (qm *queueMachine) abandon(t *rapid.T) {
 	qm.skip(t)
-	i := rapid.IntRange(-1, len(qm.made)-1).Draw(t, "hold")
-	var h Hold
-	if i >= 0 {
-		h = qm.made[i]
+	h, id := qm.drawHold(t)
+	if got, want := qm.q.Abandon(h, qm.now), qm.m.abandon(id, h.To, qm.now); got != want {
+		t.Fatalf("Abandon(hold %d of %s) = %v, model %v", id, h.To, got, want)
 	}
-	if got, want := qm.q.Abandon(h, qm.now), qm.m.abandon(i+1, qm.now); got != want {
-		t.Fatalf("Abandon(hold %d of %s) = %v, model %v", i+1, h.To, got, want)
+}
+
+func (qm *queueMachine) end(t *rapid.T) {
+	qm.skip(t)
+	h, id := qm.drawHold(t)
+	if got, want := qm.q.End(h, qm.now), qm.m.end(id, qm.now); got != want {
+		t.Fatalf("End(hold %d of %s) = %v, model %v", id, h.To, got, want)
 	}
 }
 
@@ -259,6 +279,7 @@ func TestQueueAgainstModel(t *testing.T) {
 			"fire":      qm.fire,
 			"retire":    qm.retire,
 			"abandon":   qm.abandon,
+			"end":       qm.end,
 			"":          qm.check,
 		})
 	})

@@ -21,6 +21,7 @@ var epoch = time.Unix(1_700_000_000, 0)
 //	fire 1 A         Fire(now, 1) must return a hold for A; "fire 1 -" must not fire
 //	retire A true    Retire(A, now) must return true
 //	abandon 2 true   Abandon(h, now) must return true, h the second hold Fire made
+//	end 2 true       End(h, now) must return true, h the second hold Fire made
 //	holds 1          Holds(now) must be 1; tokens 2 the same for Tokens
 //	next +1s         NextChange(now) must be now+1s; "next -" must report none
 //	idle true        Idle(now) must be true
@@ -57,6 +58,9 @@ func runQueue(t *testing.T, script string) {
 		case f[0] == "abandon":
 			h := made[atoi(t, f[1])-1]
 			require.Equal(t, f[2] == "true", q.Abandon(h, now), where)
+		case f[0] == "end":
+			h := made[atoi(t, f[1])-1]
+			require.Equal(t, f[2] == "true", q.End(h, now), where)
 		case f[0] == "holds":
 			require.Equal(t, atoi(t, f[1]), q.Holds(now), where)
 		case f[0] == "tokens":
@@ -427,6 +431,37 @@ func TestQueueTable(t *testing.T) {
 			fire 1 A
 			abandon 1 true
 			idle true`},
+		// checklist 104: a pass answering a notification ends that notification's hold; the
+		// requester's token stays.
+		{"end ends exactly its hold and keeps the token", `
+			reg A 5s
+			fire 2 A
+			+100ms
+			reg A 5s
+			fire 2 A
+			reg A 5s
+			end 2 true
+			next +900ms
+			tokens 1
+			end 2 false
+			holds 1`},
+		// A notification delivered twice draws a claim and a pass: the claim retires the
+		// oldest hold, and the pass, finding its own hold gone, leaves the later one.
+		{"end after a retire leaves the requester's later hold", `
+			reg A 5s
+			fire 2 A
+			reg A 5s
+			retire A true
+			fire 2 A
+			end 1 false
+			holds 1
+			reg A 5s
+			fire 1 -`},
+		{"end after the deadline finds nothing", `
+			reg A 5s
+			fire 1 A
+			+1s
+			end 1 false`},
 		{"holds made on a clock that went back keep deadline order", `
 			reg A 5s
 			reg B 5s

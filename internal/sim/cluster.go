@@ -495,7 +495,6 @@ func (s *sim) serveOf(nd *node, e *epoch, rn *router.Node) func(ctx context.Cont
 		s.arrived(e, from, frame)
 		arrived := time.Now()
 		reply, err := rn.Serve(ctx, from, frame)
-		s.answered(e, from, frame, reply)
 		for i, member := range consumesOf(frame) {
 			s.servedLeases(nd, member, memberReply(frame, reply, i))
 		}

@@ -17,9 +17,13 @@ import (
 // The tracker mirrors each owner process's holds from the frames: a Notify the owner sends
 // (seen by its Transport, at the instant it fired the token) makes a hold for the node told, until
 // tokens.DefaultHold later; a claim (a Consume frame with the Claim byte) or a Pass arriving
-// from that node ends its oldest live hold, as does an answer other than yes to the Notify
-// (the owner retires the hold when it gets it, a round trip later: the tracker ends it
-// earlier, never later), and a Notify to a node the network fails at once. A Notify whose
+// from that node ends its oldest live hold, as does a Notify to a node the network fails at
+// once. An answer other than yes to the Notify ends the hold that Notify made and no other,
+// when it reaches the owner's Transport, just before the owner reads it
+// (tokens.Queue.End): a Notify the network delivered twice draws two answers, a claim from
+// the copy that spent the node's token and a pass from the other, which found none, and
+// the pass arriving after the claim retired the node's oldest hold must not also end a
+// later one, whose Notify is still on its way (the owner did, seed 70578). A Notify whose
 // answer has not reached the owner when the notification's budget runs out ends its hold
 // then, when the owner abandons it, whatever kept the answer away (the network lost it or its
 // reply, a partition cut it off, its node hangs or is paused past the budget, the lying peer
@@ -67,16 +71,24 @@ func (s *sim) notifySent(owner, to string) (e *epoch, id int) {
 	return e, e.notified
 }
 
-// notifyAnswered sees the answer to process e's notification id reach it: within the
-// notification's budget, the owner keeps the hold it made (unless the answer retired it,
-// see answered); at the budget's end or later, the owner abandoned it then. Called with
-// s.mu held.
-func (s *sim) notifyAnswered(e *epoch, id int) {
+// notifyAnswered sees the answer reply to process e's notification id reach it: an answer
+// other than yes ends the hold it made; a yes within the notification's budget keeps it; at
+// the budget's end or later, the owner abandoned it then. Called with s.mu held.
+func (s *sim) notifyAnswered(e *epoch, id int, reply []byte) {
 	now := time.Now()
+	answers, err := wire.DecodeReply(reply)
+	yes := err == nil && len(answers) == 1 && answers[0].Status == wire.StatusOK
 	for i := range e.holds {
-		if h := &e.holds[i]; h.id == id && now.Before(h.made.Add(notifyBudget)) {
+		h := &e.holds[i]
+		switch {
+		case h.id != id:
+			continue
+		case !yes:
+			e.holds = slices.Delete(e.holds, i, i+1)
+		case now.Before(h.made.Add(notifyBudget)):
 			h.answered = true
 		}
+		return
 	}
 }
 
@@ -130,23 +142,6 @@ func (s *sim) arrived(e *epoch, from string, frame []byte) {
 func (s *sim) notifyFailed(owner, to string) {
 	if nd := s.byID[owner]; nd != nil && len(nd.epochs) > 0 {
 		s.retire(nd.cur(), to)
-	}
-}
-
-// answered sees process e's reply to a frame from node from.
-func (s *sim) answered(e *epoch, from string, frame, reply []byte) {
-	if len(frame) == 0 || frame[0] != wire.OpNotify {
-		return
-	}
-	answers, err := wire.DecodeReply(reply)
-	if err == nil && len(answers) == 1 && answers[0].Status == wire.StatusOK {
-		return
-	}
-	// The owner retires its hold for e's node when this answer reaches it.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if owner := s.byID[from]; owner != nil && len(owner.epochs) > 0 {
-		s.retire(owner.cur(), e.nd.id)
 	}
 }
 
@@ -294,7 +289,7 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 	if err == nil {
 		if notifier != nil {
 			t.s.mu.Lock()
-			t.s.notifyAnswered(notifier, notification)
+			t.s.notifyAnswered(notifier, notification, reply)
 			t.s.mu.Unlock()
 		}
 		t.s.refused(t.nd, to, sent, frame, reply)

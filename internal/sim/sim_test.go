@@ -230,6 +230,28 @@ var libraryBugs = []struct {
 		schedule: &sim.Options{Zombies: true, CutOffs: true},
 	},
 	{
+		kind:  sim.KindPromise,
+		seeds: []uint64{70578, 81681},
+		diagnosis: "an owner ended a hold for each answer of a notification the network delivered twice: a claim (one " +
+			"copy spent the requester's registration and woke a consumer) and a pass (the other found no registration " +
+			"outstanding); it ended the requester's oldest live hold on a pass as on a claim, so a pass arriving after " +
+			"the claims had retired its own hold ended a later one, whose notification was still on its way, and the " +
+			"record was promised again (seed 70578, ordered: o0 counts one record it could hand out, 1/1, quarantined " +
+			"above the frontier, and notifies g1, whose claims find nothing, every few ms, a third of the frames " +
+			"duplicated; notification 20 to g1 at 2.4255 s is delivered twice, and g1 answers one copy yes and the other " +
+			"pass; g1's claims retire holds 20 and 21 by 2.4381 s, when notification 22 leaves; the pass answering 20 " +
+			"reaches o0 at 2.4426 s and ends hold 22, and o0 notifies g1 again (23) at once: two notifications out, " +
+			"unanswered, for one record. The checker then ended a hold at the requester's pass rather than at the " +
+			"owner's, and caught the next such course, at 2.4598 s; seed 81681 the same between owners o4 and o2, RTT 1 ms, " +
+			"o4 counting 4/5, quarantined above its frontier: the pass answering notification 47 ends hold 49 at " +
+			"15.2085 s, the pass answering 49 ends hold 50 at 15.2095 s, and 51 leaves for the one record while 50 is " +
+			"unanswered)",
+		fixed: "a pass answering a notification ends that notification's hold and no other (tokens.Queue.End; " +
+			"router.TestPassEndsItsOwnHold, tokens' queue table and model); a pass in a frame of its own still retires " +
+			"the requester's oldest hold",
+		schedule: &sim.Options{},
+	},
+	{
 		kind:      sim.KindLateReturn,
 		seeds:     []uint64{5933},
 		diagnosis: "the same, on an ordered topic",
