@@ -1774,6 +1774,36 @@ func (s *Shard) report(fx *effects) {
 	}
 }
 
+// availableQuarantineScan is the most quarantined records Available looks at to subtract
+// those above the frontier.
+const availableQuarantineScan = 256
+
+// quarantinedAboveLocked counts the records quarantined (not requeued) above the frontier
+// and below hwm, none of them acked ahead or skipped as corrupt (counted there); 0 when more
+// than availableQuarantineScan are quarantined. Without it, a shard whose only records left
+// were quarantined above an unsettled one told remote consumers of a record, again each time
+// their claim found nothing and they registered again: a loop of notifications for as long
+// as the record below stayed unsettled.
+func (s *Shard) quarantinedAboveLocked(hwm int64) int64 {
+	if len(s.quarantine) == s.requeued || len(s.quarantine) > availableQuarantineScan {
+		return 0
+	}
+	var n int64
+	for off, requeued := range s.quarantine {
+		if requeued || off <= s.frontier || off >= hwm {
+			continue
+		}
+		if s.ahead.runs > 0 && s.ahead.contains(off) {
+			continue
+		}
+		if _, corrupt := s.corrupt[off]; corrupt {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
 // settledBelow counts the offsets acked ahead or skipped as corrupt below hwm: both sets
 // lengths, unless restored state reaches past hwm (a log that lost its tail).
 func (s *Shard) settledBelow(hwm int64) int64 {
@@ -1790,12 +1820,14 @@ func (s *Shard) settledBelow(hwm int64) int64 {
 }
 
 // Available estimates how many records the shard could lease now below hwm, after purging
-// what is due: the offsets above the frontier less those leased, delayed, acked ahead or
-// skipped as corrupt, plus requeued ones, bounded by what the in-flight cap leaves (and by
-// the frontier hole alone at the acked-ahead cap). It errs high, never low (quarantined
-// offsets above the frontier are not subtracted): a node that tells a remote consumer
-// about a record that is not there costs that consumer one wasted claim, while one that
-// misses a record leaves the consumer waiting.
+// what is due: the offsets above the frontier less those leased, delayed, acked ahead,
+// skipped as corrupt or quarantined, plus requeued ones, bounded by what the in-flight cap
+// leaves (and by the frontier hole alone at the acked-ahead cap). It errs high, never low:
+// a node that tells a remote consumer about a record that is not there costs that consumer
+// one wasted claim (and, while the estimate stays wrong, a claim each time it registers
+// again), while one that misses a record leaves the consumer waiting. It errs high when the
+// shard keeps more than availableQuarantineScan records quarantined, requeued ones included:
+// it then subtracts none of them (each would be looked at).
 func (s *Shard) Available(now time.Time, hwm int64) int {
 	var fx effects
 	s.mu.Lock()
@@ -1808,6 +1840,7 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 			// with the acked-ahead runs that hold them).
 			above -= int64(s.keys.deferred - s.keys.parkedOffsets)
 		}
+		above -= s.quarantinedAboveLocked(hwm)
 		n = int(min(max(above, 0), math.MaxInt32)) + s.requeued
 		if s.keys != nil && s.keys.verifying {
 			n = max(n, 1) // the parked records a restore brought are in the runs: a scan verifies them

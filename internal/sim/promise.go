@@ -202,9 +202,10 @@ func (s *sim) couldHandOut(e *epoch, now time.Time) int {
 				n++
 				continue
 			}
-			// A quarantined record above the frontier counts in the owner's estimate
-			// (inflight.Shard.Available errs high there by design), so a rejected one is
-			// not taken for settled here (reject.go).
+			// A quarantined record above the frontier may count in the owner's estimate
+			// (inflight.Shard.Available errs high once a shard holds more than a few hundred
+			// quarantined), so a rejected one is not taken for settled here (reject.go): the
+			// bound stays an upper bound either way.
 			if s.settledBefore(r, now) && !r.maybeRejected {
 				continue
 			}
