@@ -623,7 +623,10 @@ func (s *Shard) orderLocked(fx *effects) {
 	switch {
 	case s.cfg.Ordered && s.keys == nil:
 		s.keys = newKeyIndex()
-		s.keys.parkFrom = max(s.cursor, s.settledAbove+1)
+		// Nothing is parked below an ack the index does not know of: acked before, or of a
+		// lease live now, which holds no key of it (one a move brought lies above the cursor,
+		// at most pendingAbove).
+		s.keys.parkFrom = max(s.cursor, s.settledAbove+1, s.pendingAbove+1)
 	case !s.cfg.Ordered && s.keys != nil && !s.keys.verifying:
 		// (While a restore's key tails are verified, the index stays: the runs hold records
 		// only it can tell from acked ones.)
