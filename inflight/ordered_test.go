@@ -2,6 +2,7 @@ package inflight
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -205,15 +206,18 @@ func TestOrderedBind(t *testing.T) {
 //
 //   - records lost to retention are gone: no order is kept with them, and a jump drops the
 //     leases below it (those it keeps, requeued below the frontier, hold no key);
-//   - while the topic is unordered, nothing is promised of keys;
+//   - while the topic is unordered, nothing is promised of keys (Shard.SetConfig);
 //   - made ordered again, the shard starts an empty key index: the leases live then hold no
 //     key, and a record leased or delayed then is ordered only from its next delivery;
-//   - a quarantine breaks its key's order when QuarantineKeys is unset, and so does a
-//     requeue made while it is unset (or while the topic is unordered): setting it later
-//     does not mend it.
+//   - a quarantine breaks its key's order when QuarantineKeys is unset (Config), and a record
+//     requeued while it is unset, or out of the quarantine and unsettled when it is cleared,
+//     is ordered only from its next delivery under it (Shard.SetConfig);
+//   - a move does not bind the leases whose records the next owner cannot read (router's
+//     Adopt).
 //
 // No record is delivered after its ack (or a purge that settled it) nor from the quarantine,
-// and in the end everything drains: no record waits behind a key forever.
+// the persisted key tails keep their rules, and in the end everything drains: no record waits
+// behind a key forever.
 func TestOrderedModel(t *testing.T) { rapid.Check(t, orderedRun) }
 
 // FuzzOrderedModel runs the ordered model on inputs from the fuzzing engine
@@ -236,7 +240,7 @@ func orderedRun(t *rapid.T) {
 		},
 		now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{},
 		quarantined: map[int64]bool{}, everQuarantined: map[int64]bool{}, requeued: map[int64]bool{},
-		brokenOrder: map[int64]bool{}, unknown: map[int64]bool{}, learntAt: map[int64]int{}, delayedUntil: map[int64]time.Time{},
+		unknown: map[int64]bool{}, learntAt: map[int64]int{}, delayedUntil: map[int64]time.Time{},
 	}
 	m.hooks = Hooks{Quarantine: func(_ string, _ int32, off int64, _ uint32) {
 		if m.settled[off] {
@@ -256,11 +260,15 @@ func orderedRun(t *rapid.T) {
 	}}
 	m.s = NewShard("t", 0, m.options(), State{Frontier: -1})
 	m.ordered = true
+	// Records lost (retention, purges, unreadable ones) and settings changed, each in half
+	// the runs, so that a quarter keep every record and the topic ordered throughout.
+	losses := rapid.Bool().Draw(t, "losses")
+	reconfigures := rapid.Bool().Draw(t, "reconfigures")
 	actions := map[string]func(*rapid.T){
 		"append": func(t *rapid.T) {
 			for range rapid.IntRange(1, 8).Draw(t, "n") {
 				// A record that cannot be read has no key: keys are learnt by reading.
-				unreadable := rapid.IntRange(0, 7).Draw(t, "unreadable") == 7
+				unreadable := losses && rapid.IntRange(0, 7).Draw(t, "unreadable") == 7
 				key := uint64(rapid.IntRange(0, keyCount).Draw(t, "key"))
 				if unreadable {
 					key = 0
@@ -339,34 +347,13 @@ func orderedRun(t *rapid.T) {
 		"time": func(t *rapid.T) {
 			m.advance(time.Duration(rapid.IntRange(1, 12).Draw(t, "seconds")) * time.Second)
 		},
-		"retention": func(t *rapid.T) {
-			// The log drops its oldest records, read or not; the shard learns it when a read
-			// of one fails (consume).
-			m.oldest = rapid.Int64Range(m.oldest, int64(len(m.keyAt))).Draw(t, "oldest")
-		},
-		"settleBelow": func(t *rapid.T) {
-			hwm := rapid.Int64Range(0, int64(len(m.keyAt))).Draw(t, "hwm")
-			m.s.Purge(m.now)
-			m.expire()
-			frontier := m.s.Stats().Frontier
-			moved, err := m.s.SettleBelow(m.now, hwm)
-			require.NoError(t, err)
-			require.Equal(t, max(hwm-1-frontier, 0), moved, "SettleBelow(%d) from frontier %d", hwm, frontier)
-			m.settleThrough(max(hwm-1, frontier))
-		},
-		"staleAck": func(t *rapid.T) {
-			// A lease a jump or a purge ended: its holder's ack finds the record settled.
-			if len(m.ended) > 0 {
-				h := rapid.SampledFrom(m.ended).Draw(t, "ended")
-				require.ErrorIs(t, m.s.Ack(m.now, h), ErrAlreadySettled, "ack of %v, ended by a jump or a purge", h)
-			}
-		},
 		"move": func(t *rapid.T) { m.move(t) },
 		"crash": func(t *rapid.T) {
 			// Everything settled was persisted (a committer that kept up), the leases are
 			// gone: the restarted shard verifies its key tails as a scan reads them.
 			var st State
 			m.s.Snapshot(&st)
+			requireTailsKeepTheirRules(t, st)
 			m.s = NewShard("t", 0, m.options(), st)
 			clear(m.live)
 			clear(m.delayedUntil)
@@ -378,8 +365,13 @@ func orderedRun(t *rapid.T) {
 			m.verifyChunk = rapid.IntRange(1, 5).Draw(t, "verifyChunk")
 			m.restored = true
 			// A new index, if any, with nothing leased or delayed: every record above the
-			// frontier is read again, in order.
-			clear(m.unknown)
+			// frontier is read again, in order, and under QuarantineKeys the requeued ones
+			// below it are queued behind their keys again (Verify).
+			for off := range m.unknown {
+				if m.cfg.QuarantineKeys || off > st.Frontier {
+					delete(m.unknown, off)
+				}
+			}
 			clear(m.learntAt)
 			m.ordered = m.s.Ordered()
 			require.True(t, m.ordered || !m.cfg.Ordered, "an ordered topic's shard orders")
@@ -389,8 +381,40 @@ func orderedRun(t *rapid.T) {
 			m.checkCounts(t)
 		},
 	}
-	if rapid.Bool().Draw(t, "reconfigures") {
-		// In half the runs, so that the others keep the topic ordered throughout.
+	if losses {
+		actions["retention"] = func(t *rapid.T) {
+			// The log drops its oldest records, read or not; the shard learns it when a read
+			// of one fails (consume).
+			m.oldest = min(m.oldest+int64(rapid.IntRange(1, 4).Draw(t, "dropped")), int64(len(m.keyAt)))
+		}
+		actions["settleBelow"] = func(t *rapid.T) {
+			m.s.Purge(m.now)
+			m.expire()
+			frontier := m.s.Stats().Frontier
+			// Up to a few records past the frontier hole, or none (the quarantine the frontier
+			// passed empties all the same).
+			hwm := min(max(frontier+1+int64(rapid.IntRange(-1, 4).Draw(t, "purged")), 0), int64(len(m.keyAt)))
+			moved, err := m.s.SettleBelow(m.now, hwm)
+			if errors.Is(err, ErrUnverified) {
+				// Past some records of a restore's key tails, not all: verified first.
+				require.True(t, m.s.Verifying(), "SettleBelow(%d) refused, nothing to verify", hwm)
+				m.verify(t)
+				frontier = m.s.Stats().Frontier
+				moved, err = m.s.SettleBelow(m.now, hwm)
+			}
+			require.NoError(t, err)
+			require.Equal(t, max(hwm-1-frontier, 0), moved, "SettleBelow(%d) from frontier %d", hwm, frontier)
+			m.settleThrough(max(hwm-1, frontier))
+		}
+		actions["staleAck"] = func(t *rapid.T) {
+			// A lease a jump or a purge ended: its holder's ack finds the record settled.
+			if len(m.ended) > 0 {
+				h := rapid.SampledFrom(m.ended).Draw(t, "ended")
+				require.ErrorIs(t, m.s.Ack(m.now, h), ErrAlreadySettled, "ack of %v, ended by a jump or a purge", h)
+			}
+		}
+	}
+	if reconfigures {
 		actions["setOrdered"] = func(t *rapid.T) {
 			m.cfg.Ordered = !m.cfg.Ordered
 			m.setConfig(t)
@@ -437,13 +461,14 @@ type orderedModel struct {
 	// drained below the bound since.
 	restored bool
 	// quarantined holds the offsets in the quarantine (Hooks.Quarantine told), everQuarantined
-	// every offset ever there, and requeued those requeued and not delivered since;
-	// brokenOrder those requeued while QuarantineKeys was unset or the topic unordered.
-	quarantined, everQuarantined, requeued, brokenOrder map[int64]bool
-	// ordered: the shard keeps a key index (Shard.Ordered). unknown holds the offsets leased
-	// or delayed when the index was made (the topic made ordered again), whose keys it learns
-	// at their next delivery; learntAt says at which consume (holding) it learnt them, so an
-	// ack of a record delivered before is not held to their order.
+	// every offset ever there, and requeued those requeued and not delivered since.
+	quarantined, everQuarantined, requeued map[int64]bool
+	// ordered: the shard keeps a key index (Shard.Ordered). unknown holds the offsets whose
+	// keys the index does not know, and that no later record of their keys waits for until a
+	// delivery binds them (see TestOrderedModel): leased or delayed when the index was made
+	// (the topic made ordered again), or out of the quarantine while QuarantineKeys was
+	// unset. learntAt says at which consume (holding) the index learnt them, so that an ack
+	// of a record delivered before is not held to their order.
 	ordered      bool
 	unknown      map[int64]bool
 	learntAt     map[int64]int
@@ -461,6 +486,15 @@ func (m *orderedModel) setConfig(t *rapid.T) {
 	m.s.SetConfig(m.cfg)
 	if m.s.cfg.MaxDeferredPerKey < perKey {
 		m.perKeyWas = max(m.perKeyWas, perKey)
+	}
+	if !m.cfg.QuarantineKeys {
+		// The records out of the quarantine and unsettled are out of their keys' order now,
+		// as if requeued now.
+		for off := range m.everQuarantined {
+			if !m.settled[off] && !m.quarantined[off] {
+				m.unknown[off] = true
+			}
+		}
 	}
 	m.syncOrdered(t, true)
 }
@@ -487,8 +521,6 @@ func (m *orderedModel) syncOrdered(t *rapid.T, fresh bool) {
 // newIndex notes that the shard made an empty key index (the topic made ordered again): the
 // records leased or delayed then are ordered only from their next delivery.
 func (m *orderedModel) newIndex() {
-	clear(m.unknown)
-	clear(m.learntAt)
 	for h := range m.live {
 		m.unknown[h.Offset] = true
 	}
@@ -510,8 +542,8 @@ func (m *orderedModel) learnt(off int64, holding int) {
 func (m *orderedModel) requeue(off int64) {
 	delete(m.quarantined, off)
 	m.requeued[off] = true
-	if !m.cfg.QuarantineKeys || !m.ordered {
-		m.brokenOrder[off] = true
+	if !m.cfg.QuarantineKeys {
+		m.unknown[off] = true // out of its key's order (see Config.QuarantineKeys)
 	}
 }
 
@@ -579,6 +611,7 @@ func (m *orderedModel) skipRetention(t *rapid.T, l Lease) {
 func (m *orderedModel) move(t *rapid.T) {
 	var st State
 	m.s.HandOff(m.now, &st)
+	requireTailsKeepTheirRules(t, st)
 	m.s = NewShard("t", 0, m.options(), st)
 	m.expire()
 	if !m.s.Ordered() {
@@ -604,10 +637,19 @@ func (m *orderedModel) move(t *rapid.T) {
 				keys = append(keys, m.keyAt[h.Offset])
 				if h.Offset > frontier || m.cfg.QuarantineKeys {
 					l.key = m.keyAt[h.Offset] // (requeued below the frontier: bound under QuarantineKeys only)
+					m.learnt(h.Offset, m.holdings)
 				}
-				m.learnt(h.Offset, m.holdings)
 			}
 			m.live[h] = l
+		}
+		if m.cfg.QuarantineKeys {
+			// The requeued records below the frontier wait behind their keys again (Verify),
+			// or are bound (the moved leases).
+			for off := range m.unknown {
+				if off <= frontier {
+					m.learnt(off, m.holdings)
+				}
+			}
 		}
 		hs = hs[:len(keys)]
 		kept := make([]bool, len(hs))
@@ -618,7 +660,9 @@ func (m *orderedModel) move(t *rapid.T) {
 			if h.Delayed && h.Offset >= m.oldest {
 				delayed = append(delayed, h.Offset)
 				delayedKeys = append(delayedKeys, m.keyAt[h.Offset])
-				m.learnt(h.Offset, m.holdings)
+				if h.Offset > frontier {
+					m.learnt(h.Offset, m.holdings) // (one below, requeued, is queued under QuarantineKeys only, above)
+				}
 			}
 		}
 		m.s.QueueKeys(m.now, delayed, delayedKeys)
@@ -695,12 +739,16 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		handles[i], keys[i] = l.Handle, m.keyAt[l.Offset]
 	}
 	kept := make([]bool, len(read))
+	qk := m.cfg.QuarantineKeys
+	frontier := m.s.Stats().Frontier
 	m.s.Bind(m.now, handles, keys, ahead, kept)
 	m.holdings++
 	inCall := map[uint64]bool{}
-	qk := m.cfg.QuarantineKeys
 	for i, l := range read {
-		if m.ordered {
+		// Bound (or deferred, or quarantined after its key) but for a requeued record below
+		// the frontier, unless QuarantineKeys keeps those in order.
+		binds := m.ordered && (qk || l.Offset > frontier)
+		if binds {
 			m.learnt(l.Offset, m.holdings)
 		}
 		if !kept[i] {
@@ -716,10 +764,8 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		requeued := l.Reason == ReasonRequeued
 		delete(m.requeued, l.Offset)
 		delete(m.delayedUntil, l.Offset)
-		if !m.ordered || (!qk && l.Offset <= m.s.Stats().Frontier) {
-			// Not ordered; or requeued below the frontier, and its key not quarantined with
-			// it: not bound to its key (order broken knowingly).
-			key = 0
+		if !binds {
+			key = 0 // not ordered; or requeued, and its key not quarantined with it
 		}
 		if key != 0 {
 			for h, other := range m.live {
@@ -735,14 +781,14 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 				case off < m.oldest:
 					continue // lost to retention: gone, no order to keep with it
 				case m.unknown[off]:
-					continue // leased or delayed when the index was made: ordered from its next delivery
+					continue // not known to the index: ordered from its next delivery
 				case m.quarantined[off] && !qk:
 					continue // the quarantine of a head record breaks its key's order knowingly
 				case m.quarantined[off] && requeued:
 					continue // requeued while a lower record of its key stays quarantined
 				case m.quarantined[off]:
 					t.Fatalf("offset %d of key %d delivered while offset %d of the key is quarantined", l.Offset, key, off)
-				case m.everQuarantined[off] && (!qk || m.brokenOrder[off]):
+				case m.everQuarantined[off] && !qk:
 					continue // out of the quarantine, its order broken knowingly
 				}
 				if !m.heldBy(off, m.holdings) {

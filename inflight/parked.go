@@ -356,12 +356,18 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 				s.pending.set(off, p)
 			}
 		}
-		if _, ok := s.ahead.from(max(x.verifyNext, s.frontier+1)); !ok {
-			s.verifiedLocked(&fx)
-		}
+		s.verifiedIfDoneLocked(&fx)
 	}
 	s.mu.Unlock()
 	s.report(&fx)
+}
+
+// verifiedIfDoneLocked ends a restore's verification once the runs hold no record left to
+// verify.
+func (s *Shard) verifiedIfDoneLocked(fx *effects) {
+	if !s.aheadFrom(max(s.keys.verifyNext, s.frontier+1)) {
+		s.verifiedLocked(fx)
+	}
 }
 
 // verifiedLocked ends a restore's verification: the tails' keys keep their slots while they
