@@ -565,9 +565,8 @@ type heldKey struct {
 	key uint64
 }
 
-// forgetKeysThroughLocked drops what the index knows at or below frontier (a retention jump
-// took those offsets, and the leases of held, whose entries no longer hold their keys),
-// freeing the keys they held.
+// forgetKeysThroughLocked drops what the index knows at or below frontier (a jump took those
+// offsets, and the leases of held), freeing the keys they held.
 func (s *Shard) forgetKeysThroughLocked(frontier int64, held []heldKey, fx *effects) {
 	touched := map[uint64]*keyState{}
 	for _, h := range held {

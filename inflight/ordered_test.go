@@ -205,7 +205,7 @@ func TestOrderedBind(t *testing.T) {
 // batch, but for what the documentation leaves out:
 //
 //   - records lost to retention are gone: no order is kept with them, and a jump drops the
-//     leases below it (those it keeps, requeued below the frontier, hold no key);
+//     leases below it (but requeued records', below the frontier);
 //   - while the topic is unordered, nothing is promised of keys (Shard.SetConfig);
 //   - made ordered again, the shard starts an empty key index: the leases live then hold no
 //     key, and a record leased or delayed then is ordered only from its next delivery;
@@ -578,17 +578,12 @@ func (m *orderedModel) skipRetention(t *rapid.T, l Lease) {
 	if !want {
 		return
 	}
-	// The jump drops every lease below oldest; those it keeps (requeued below the frontier,
-	// whose own reads find whether their records are gone) hold no key any more.
-	for h, hl := range m.live {
-		switch {
-		case h.Offset >= m.oldest:
-		case h.Offset > frontier:
+	// The jump drops every lease below oldest but those of requeued records below the
+	// frontier, which stay their holders' (with their keys).
+	for h := range m.live {
+		if h.Offset < m.oldest && h.Offset > frontier {
 			delete(m.live, h)
 			m.ended = append(m.ended, h)
-		default:
-			hl.key = 0
-			m.live[h] = hl
 		}
 	}
 	for off := range m.quarantined {

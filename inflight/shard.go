@@ -1459,8 +1459,9 @@ func (s *Shard) advanceLocked() {
 
 // SkipRetention handles a read of the lease h names that found the offset below the log's
 // oldest retained offset: the frontier jumps to oldest-1 in one step, dropping every lease,
-// delay and acked-ahead entry below oldest, and the partition is reported dirty so the jump
-// is persisted. It reports whether this call jumped. A consume that
+// delay and acked-ahead entry below oldest (but a requeued record's below the frontier, whose
+// own read finds whether it is gone: a lease of one, read already, stays its holder's, with
+// its key), and the partition is reported dirty so the jump is persisted. It reports whether this call jumped. A consume that
 // raced another to the same gap finds the jump done: its lease is already gone, and it
 // simply reserves again; it never sees ErrGone. If the lease is somehow still live (the log
 // reported an offset at or above oldest as missing), it is given back.
@@ -1495,7 +1496,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 // jumpLocked moves the frontier to frontier in one step: what lies below is gone from the
 // log (or purged), so its leases, delays, acked-ahead, corrupt and quarantine entries go too;
 // requeued entries below it stay for a retention jump (their own read finds whether they are
-// gone) and go for a purge.
+// gone; a lease of one keeps its key) and go for a purge.
 func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 	s.frontier = frontier
 	for off, requeued := range s.quarantine {
@@ -1503,16 +1504,18 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 			s.clearQuarantine(off) // its record is gone: nothing left to requeue
 		}
 	}
-	var held []heldKey // the bound leases below: their keys free
+	var held []heldKey // the bound leases dropped: their keys free
 	for off, p := range s.pending.all {
 		if off > frontier {
 			continue
 		}
+		if _, requeued := s.quarantine[off]; requeued && !purge {
+			// Requeued below the frontier: its own read finds whether it is gone, and a lease
+			// of it, live, keeps its key until its holder settles it.
+			continue
+		}
 		if p.key != 0 {
 			held = append(held, heldKey{off, p.key})
-		}
-		if _, requeued := s.quarantine[off]; requeued && !purge {
-			continue // requeued below the frontier: its own read finds whether it is gone
 		}
 		if p.nonce != 0 {
 			s.leased--
@@ -1529,12 +1532,6 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 	for off := range s.corrupt {
 		if off <= frontier {
 			delete(s.corrupt, off)
-		}
-	}
-	for _, h := range held {
-		if p, ok := s.pending.get(h.off); ok {
-			p.key = 0 // kept, requeued: no longer bound
-			s.pending.set(h.off, p)
 		}
 	}
 	if s.keys != nil {
