@@ -703,6 +703,23 @@ func (m *orderedModel) verify(t *rapid.T) {
 func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 	m.verify(t)
 	hwm := int64(len(m.keyAt))
+	if max == 1 && !ahead && rapid.Bool().Draw(t, "readFirst") {
+		// A consume of one record reads the next fresh record before it reserves it, then
+		// reserves and binds it in one step, as router's takeOneKeyed does; when something
+		// is due first, or the read fails, it takes one as a scan does.
+		if off := m.s.NextFresh(); off >= 0 && off < hwm && off >= m.oldest && !m.unreadable[off] {
+			frontier := m.s.Stats().Frontier
+			lease, err := m.s.ReserveKeyed(m.now, hwm, 0, off, m.keyAt[off])
+			switch err {
+			case nil, ErrBehindKey:
+				m.expire()
+				lease.Offset = off
+				m.deliver(t, []Lease{lease}, []bool{err == nil}, false, frontier)
+				return
+			}
+			require.ErrorIs(t, err, ErrNotNext)
+		}
+	}
 	var leases []Lease
 	var err error
 	if ahead {
@@ -734,10 +751,16 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		handles[i], keys[i] = l.Handle, m.keyAt[l.Offset]
 	}
 	kept := make([]bool, len(read))
-	qk := m.cfg.QuarantineKeys
 	frontier := m.s.Stats().Frontier
 	m.s.Bind(m.now, handles, keys, ahead, kept)
+	m.deliver(t, read, kept, ahead, frontier)
+}
+
+// deliver checks the delivery of the leases of read that their Bind kept (frontier is the
+// frontier before it), and notes them live; the others were deferred or quarantined.
+func (m *orderedModel) deliver(t *rapid.T, read []Lease, kept []bool, ahead bool, frontier int64) {
 	m.holdings++
+	qk := m.cfg.QuarantineKeys
 	inCall := map[uint64]bool{}
 	for i, l := range read {
 		// Bound (or deferred, or quarantined after its key) but for a requeued record below
@@ -749,7 +772,7 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		if !kept[i] {
 			continue
 		}
-		key := keys[i]
+		key := m.keyAt[l.Offset]
 		if m.settled[l.Offset] {
 			t.Fatalf("offset %d delivered again after its ack", l.Offset)
 		}
