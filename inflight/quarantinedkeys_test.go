@@ -193,6 +193,22 @@ func TestQuarantineKeys(t *testing.T) {
 	})
 }
 
+// requeuedBelowTheFrontier returns a shard of the topic that quarantines keys where record 0,
+// rejected and passed by the frontier (the next n-1 records acked), was requeued.
+func (l *keyedLog) requeuedBelowTheFrontier(t *testing.T, now time.Time, n int) *Shard {
+	t.Helper()
+	s := l.shard(Config{Ordered: true, QuarantineKeys: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
+	leases := l.consume(t, s, now, n)
+	require.Len(t, leases, n)
+	require.NoError(t, s.Reject(now, leases[0].Handle))
+	for _, lease := range leases[1:] {
+		require.NoError(t, s.Ack(now, lease.Handle))
+	}
+	require.Equal(t, int64(n-1), s.Stats().Frontier)
+	require.True(t, s.Requeue(now, 0))
+	return s
+}
+
 func offsetsOfKey(l *keyedLog, leases []Lease, key uint64) []int64 {
 	var out []int64
 	for _, lease := range leases {
@@ -210,15 +226,7 @@ func TestRequeuedRecordGoneFreesItsKey(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const a, b = 1, 2
 	l := &keyedLog{keys: []uint64{a, b, b, b}}
-	s := l.shard(Config{Ordered: true, QuarantineKeys: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
-	leases := l.consume(t, s, t0, 4)
-	require.Equal(t, []int64{0, 1, 2, 3}, offsetsOf(leases))
-	require.NoError(t, s.Reject(t0, leases[0].Handle))
-	for _, lease := range leases[1:] {
-		require.NoError(t, s.Ack(t0, lease.Handle))
-	}
-	require.Equal(t, int64(3), s.Stats().Frontier)
-	require.True(t, s.Requeue(t0, 0))
+	s := l.requeuedBelowTheFrontier(t, t0, 4)
 	again, err := s.ReserveNext(t0, 4)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), again.Offset)
@@ -293,12 +301,7 @@ func TestRetentionJumpKeepsARequeuedLeaseKey(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const a, b = 1, 2
 	l := &keyedLog{keys: []uint64{a, b, b, a}}
-	s := l.shard(Config{Ordered: true, QuarantineKeys: true, VisibilityTimeout: 10 * time.Second}, State{Frontier: -1})
-	first := l.consume(t, s, t0, 2)
-	require.Equal(t, []int64{0, 1}, offsetsOf(first))
-	require.NoError(t, s.Reject(t0, first[0].Handle))
-	require.NoError(t, s.Ack(t0, first[1].Handle))
-	require.True(t, s.Requeue(t0, 0))
+	s := l.requeuedBelowTheFrontier(t, t0, 2)
 	held := l.consume(t, s, t0, 1)
 	require.Equal(t, []int64{0}, offsetsOf(held), "requeued, bound to a under QuarantineKeys")
 	gone, err := s.ReserveNext(t0, 4)
