@@ -1461,10 +1461,11 @@ func (s *Shard) advanceLocked() {
 // oldest retained offset: the frontier jumps to oldest-1 in one step, dropping every lease,
 // delay and acked-ahead entry below oldest (but a requeued record's below the frontier, whose
 // own read finds whether it is gone: a lease of one, read already, stays its holder's, with
-// its key), and the partition is reported dirty so the jump is persisted. It reports whether this call jumped. A consume that
-// raced another to the same gap finds the jump done: its lease is already gone, and it
-// simply reserves again; it never sees ErrGone. If the lease is somehow still live (the log
-// reported an offset at or above oldest as missing), it is given back.
+// its key), and the partition is reported dirty so the jump is persisted. It reports whether
+// this call jumped. A consume that raced another to the same gap finds the jump done: its
+// lease is already gone, and it simply reserves again; it never sees ErrGone. If the lease is
+// somehow still live (the log reported an offset at or above oldest as missing), it is given
+// back.
 func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped bool) {
 	var fx effects
 	s.mu.Lock()
