@@ -153,14 +153,18 @@ func (s *Shard) unparkThroughLocked(ks *keyState, off int64) {
 	}
 }
 
-// unparkBelowLocked takes every parked record below off out of the runs, as holes: off, of a
-// key the index may not know (a quarantined record discarded, perhaps never read), is about to
-// join the runs, and a tail below it of its key would take it for parked after a restart.
-func (s *Shard) unparkBelowLocked(off int64) {
+// unparkBelowLocked takes every parked record below off out of the runs, as holes, the spilled
+// ones brought back as entries first: off, of a key the index may not know (a quarantined
+// record discarded, perhaps never read), is about to join the runs, and a tail below it of its
+// key would take it for parked after a restart.
+func (s *Shard) unparkBelowLocked(off int64, fx *effects) {
 	if off <= s.keys.parkedLow {
 		return
 	}
 	for _, pk := range slices.Clone(s.keys.parked) {
+		for ks := pk.state; ks.spilled.count > 0 && ks.spilled.low < off; {
+			s.unspillLowLocked(pk.key, ks, fx)
+		}
 		s.unparkThroughLocked(pk.state, off)
 	}
 }
