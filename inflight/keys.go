@@ -190,6 +190,7 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		room = 1
 	}
 	deferred, dropped := 0, 0
+	unbound := false // a requeued record's lease left unbound: its key's queue may have changed
 	at := now.UnixNano()
 	var farEntry pending
 	for i := range handles {
@@ -210,7 +211,12 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 			entry = &farEntry
 		}
 		if h.Offset <= s.frontier && !(s.cfg.QuarantineKeys && s.quarantine[h.Offset]) {
-			continue // requeued, and not kept in order (see Config.QuarantineKeys)
+			// Requeued, and not kept in order (see Config.QuarantineKeys): out of its key's
+			// queue if it waited there (requeued while the setting was on), or the key would
+			// wait for it still once it is quarantined again.
+			s.unqueueUnboundLocked(h.Offset, &fx)
+			unbound = true
+			continue
 		}
 		key := keys[i]
 		slot, known := s.keys.byKey.slotFor(key)
@@ -232,8 +238,8 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		}
 	}
 	s.mu.Unlock()
-	if deferred+dropped == 0 {
-		return 0 // every lease kept: only a deferral or a quarantine has effects
+	if deferred+dropped == 0 && !unbound {
+		return 0 // every lease kept: only a deferral, a quarantine or an unqueue has effects
 	}
 	if deferred > 0 {
 		s.counters.Deferred.Add(uint64(deferred))
@@ -493,10 +499,10 @@ func (s *Shard) settledHolderLocked(off int64, key uint64, ks *keyState, fx *eff
 	s.freeKeyLocked(key, ks, fx)
 }
 
-// settledQueuedLocked forgets the queued offset off, settled by a lease that was never bound
-// (leased again from its key's queue, and skipped as corrupt before its read bound it): the
-// key's next records may go.
-func (s *Shard) settledQueuedLocked(off int64, fx *effects) {
+// unqueueUnboundLocked forgets the queued offset off, leased again from its key's queue by a
+// lease that is not bound: settled before its read bound it (a corrupt skip), or a requeued
+// record delivered out of its key's order. The key's next records may go.
+func (s *Shard) unqueueUnboundLocked(off int64, fx *effects) {
 	key, ok := s.keys.of.get(off)
 	if !ok {
 		return
@@ -559,9 +565,8 @@ type heldKey struct {
 	key uint64
 }
 
-// forgetKeysThroughLocked drops what the index knows at or below frontier (a retention jump
-// took those offsets, and the leases of held, whose entries no longer hold their keys),
-// freeing the keys they held.
+// forgetKeysThroughLocked drops what the index knows at or below frontier (a jump took those
+// offsets, and the leases of held), freeing the keys they held.
 func (s *Shard) forgetKeysThroughLocked(frontier int64, held []heldKey, fx *effects) {
 	touched := map[uint64]*keyState{}
 	for _, h := range held {
@@ -623,7 +628,10 @@ func (s *Shard) orderLocked(fx *effects) {
 	switch {
 	case s.cfg.Ordered && s.keys == nil:
 		s.keys = newKeyIndex()
-		s.keys.parkFrom = max(s.cursor, s.settledAbove+1)
+		// Nothing is parked below an ack the index does not know of: acked before, or of a
+		// lease live now, which holds no key of it (one a move brought lies above the cursor,
+		// at most pendingAbove).
+		s.keys.parkFrom = max(s.cursor, s.settledAbove+1, s.pendingAbove+1)
 	case !s.cfg.Ordered && s.keys != nil && !s.keys.verifying:
 		// (While a restore's key tails are verified, the index stays: the runs hold records
 		// only it can tell from acked ones.)

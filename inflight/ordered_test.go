@@ -2,6 +2,7 @@ package inflight
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -195,10 +196,28 @@ func TestOrderedBind(t *testing.T) {
 	})
 }
 
-// TestOrderedModel drives an ordered shard with random consumes (plain and read ahead),
-// acks, nacks, give-backs, confirms and time, and checks at every delivery that no other
-// holder holds the record's key and that every lower record of the key is settled or held by
-// the same batch; then that everything drains: no record waits behind a key forever.
+// TestOrderedModel drives a shard of an ordered topic with random consumes (plain and read
+// ahead, each read skipping the records retention dropped and those that cannot be read),
+// acks, nacks, give-backs, confirms, time, moves and crashes, retention jumps and purges
+// (SettleBelow), and changes of the topic's settings (Ordered off and on again,
+// QuarantineKeys, MaxDeferredPerKey). It checks at every delivery that no other holder holds
+// the record's key and that every lower record of the key is settled or held by the same
+// batch, but for what the documentation leaves out:
+//
+//   - records lost to retention are gone: no order is kept with them, and a jump drops the
+//     leases below it (but requeued records', below the frontier);
+//   - while the topic is unordered, nothing is promised of keys (Shard.SetConfig);
+//   - made ordered again, the shard starts an empty key index: the leases live then hold no
+//     key, and a record leased or delayed then is ordered only from its next delivery;
+//   - a quarantine breaks its key's order when QuarantineKeys is unset (Config), and a record
+//     requeued while it is unset, or out of the quarantine and unsettled when it is cleared,
+//     is ordered only from its next delivery under it (Shard.SetConfig);
+//   - a move does not bind the leases whose records the next owner cannot read (router's
+//     Adopt).
+//
+// No record is delivered after its ack (or a purge that settled it) nor from the quarantine,
+// the persisted key tails keep their rules, and in the end everything drains: no record waits
+// behind a key forever.
 func TestOrderedModel(t *testing.T) { rapid.Check(t, orderedRun) }
 
 // FuzzOrderedModel runs the ordered model on inputs from the fuzzing engine
@@ -208,19 +227,22 @@ func FuzzOrderedModel(f *testing.F) { f.Fuzz(rapid.MakeFuzz(orderedRun)) }
 // orderedRun is one run of the ordered model.
 func orderedRun(t *rapid.T) {
 	keyCount := rapid.IntRange(1, 6).Draw(t, "keys")
-	cfg := Config{
-		Ordered:           true,
-		VisibilityTimeout: 10 * time.Second,
-		MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
-		MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
-		MaxDeferredPerKey: rapid.IntRange(0, 4).Draw(t, "maxDeferredPerKey"),
-		MaxAckedAheadRuns: rapid.IntRange(1, 8).Draw(t, "maxAckedAheadRuns"),
-		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
-		QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
+	m := &orderedModel{
+		cfg: Config{
+			Ordered:           true,
+			VisibilityTimeout: 10 * time.Second,
+			MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
+			MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
+			MaxDeferredPerKey: rapid.IntRange(0, 4).Draw(t, "maxDeferredPerKey"),
+			MaxAckedAheadRuns: rapid.IntRange(1, 8).Draw(t, "maxAckedAheadRuns"),
+			MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
+			QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
+		},
+		now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{},
+		quarantined: map[int64]bool{}, everQuarantined: map[int64]bool{}, requeued: map[int64]bool{},
+		unknown: map[int64]bool{}, learntAt: map[int64]int{}, delayedUntil: map[int64]time.Time{},
 	}
-	m := &orderedModel{now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{},
-		quarantined: map[int64]bool{}, everQuarantined: map[int64]bool{}, requeued: map[int64]bool{}}
-	opts := Options{Config: cfg, Hooks: Hooks{Quarantine: func(_ string, _ int32, off int64, _ uint32) {
+	m.hooks = Hooks{Quarantine: func(_ string, _ int32, off int64, _ uint32) {
 		if m.settled[off] {
 			t.Fatalf("offset %d quarantined after its ack", off)
 		}
@@ -234,12 +256,25 @@ func orderedRun(t *rapid.T) {
 		}
 		m.quarantined[off], m.everQuarantined[off] = true, true
 		delete(m.requeued, off)
-	}}}
-	m.s = NewShard("t", 0, opts, State{Frontier: -1})
-	t.Repeat(map[string]func(*rapid.T){
+		delete(m.delayedUntil, off)
+	}}
+	m.s = NewShard("t", 0, m.options(), State{Frontier: -1})
+	m.ordered = true
+	// Records lost (retention, purges, unreadable ones) and settings changed, each in half
+	// the runs, so that a quarter keep every record and the topic ordered throughout.
+	losses := rapid.Bool().Draw(t, "losses")
+	reconfigures := rapid.Bool().Draw(t, "reconfigures")
+	actions := map[string]func(*rapid.T){
 		"append": func(t *rapid.T) {
 			for range rapid.IntRange(1, 8).Draw(t, "n") {
-				m.keyAt = append(m.keyAt, uint64(rapid.IntRange(0, keyCount).Draw(t, "key")))
+				// A record that cannot be read has no key: keys are learnt by reading.
+				unreadable := losses && rapid.IntRange(0, 7).Draw(t, "unreadable") == 7
+				key := uint64(rapid.IntRange(0, keyCount).Draw(t, "key"))
+				if unreadable {
+					key = 0
+				}
+				m.keyAt = append(m.keyAt, key)
+				m.unreadable = append(m.unreadable, unreadable)
 			}
 		},
 		"consume": func(t *rapid.T) {
@@ -257,7 +292,11 @@ func orderedRun(t *rapid.T) {
 			if h, _, ok := m.pick(t); ok {
 				delay := time.Duration(rapid.IntRange(0, 3).Draw(t, "delay")) * time.Second
 				delete(m.live, h) // (before the quarantine hook may run)
+				delete(m.delayedUntil, h.Offset)
 				require.NoError(t, m.s.Nack(m.now, h, delay))
+				if delay > 0 && !m.quarantined[h.Offset] {
+					m.delayedUntil[h.Offset] = m.now.Add(delay)
+				}
 			}
 		},
 		"reject": func(t *rapid.T) {
@@ -270,16 +309,14 @@ func orderedRun(t *rapid.T) {
 		"requeue": func(t *rapid.T) {
 			if off, ok := m.pickQuarantined(t); ok {
 				require.True(t, m.s.Requeue(m.now, off), "requeue of quarantined offset %d", off)
-				delete(m.quarantined, off)
-				m.requeued[off] = true
+				m.requeue(off)
 			}
 		},
 		"requeueAll": func(t *rapid.T) {
 			require.Equal(t, len(m.quarantined), m.s.RequeueAll(m.now))
 			for off := range m.quarantined {
-				m.requeued[off] = true
+				m.requeue(off)
 			}
-			clear(m.quarantined)
 		},
 		"discard": func(t *rapid.T) {
 			if off, ok := m.pickQuarantined(t); ok {
@@ -310,49 +347,16 @@ func orderedRun(t *rapid.T) {
 		"time": func(t *rapid.T) {
 			m.advance(time.Duration(rapid.IntRange(1, 12).Draw(t, "seconds")) * time.Second)
 		},
-		"move": func(t *rapid.T) {
-			// A move carries the leases (their handles keep settling) and the key tails, but
-			// not the key index: the next owner binds the moved leases' keys and queues its
-			// delayed records under theirs, as Adopt does, and verifies the tails as its scan
-			// reads them.
-			var st State
-			m.s.HandOff(m.now, &st)
-			m.s = NewShard("t", 0, opts, st)
-			m.expire()
-			byHolding := map[int][]Handle{}
-			for h, l := range m.live {
-				byHolding[l.holding] = append(byHolding[l.holding], h)
-			}
-			for _, hs := range byHolding {
-				slices.SortFunc(hs, func(a, b Handle) int { return cmp.Compare(a.Offset, b.Offset) })
-				keys := make([]uint64, len(hs))
-				for i, h := range hs {
-					keys[i] = m.keyAt[h.Offset]
-				}
-				m.s.Bind(m.now, hs, keys, false, make([]bool, len(hs)))
-			}
-			var delayed []int64
-			var delayedKeys []uint64
-			for _, h := range st.Held {
-				if h.Delayed {
-					delayed = append(delayed, h.Offset)
-					delayedKeys = append(delayedKeys, m.keyAt[h.Offset])
-				}
-			}
-			m.s.QueueKeys(m.now, delayed, delayedKeys)
-			// Before the moved leases can be settled (a settled record not verified yet
-			// would look parked to a restart), as Adopt does.
-			m.verifyChunk = rapid.IntRange(1, 5).Draw(t, "verifyChunk")
-			m.restored = true
-			m.verify()
-		},
+		"move": func(t *rapid.T) { m.move(t) },
 		"crash": func(t *rapid.T) {
 			// Everything settled was persisted (a committer that kept up), the leases are
 			// gone: the restarted shard verifies its key tails as a scan reads them.
 			var st State
 			m.s.Snapshot(&st)
-			m.s = NewShard("t", 0, opts, st)
+			requireTailsKeepTheirRules(t, st)
+			m.s = NewShard("t", 0, m.options(), st)
 			clear(m.live)
+			clear(m.delayedUntil)
 			for off := range m.requeued {
 				if off > st.Frontier {
 					delete(m.requeued, off) // an unsettled record as any other now
@@ -360,27 +364,93 @@ func orderedRun(t *rapid.T) {
 			}
 			m.verifyChunk = rapid.IntRange(1, 5).Draw(t, "verifyChunk")
 			m.restored = true
+			// A new index, if any, with nothing leased or delayed: every record above the
+			// frontier is read again, in order, and under QuarantineKeys the requeued ones
+			// below it are queued behind their keys again (Verify).
+			for off := range m.unknown {
+				if m.cfg.QuarantineKeys || off > st.Frontier {
+					delete(m.unknown, off)
+				}
+			}
+			clear(m.learntAt)
+			m.ordered = m.s.Ordered()
+			require.True(t, m.ordered || !m.cfg.Ordered, "an ordered topic's shard orders")
 		},
 		"": func(t *rapid.T) {
 			m.check(t)
 			m.checkCounts(t)
 		},
-	})
+	}
+	if losses {
+		actions["retention"] = func(t *rapid.T) {
+			// The log drops its oldest records, read or not; the shard learns it when a read
+			// of one fails (consume).
+			m.oldest = min(m.oldest+int64(rapid.IntRange(1, 4).Draw(t, "dropped")), int64(len(m.keyAt)))
+		}
+		actions["settleBelow"] = func(t *rapid.T) {
+			m.s.Purge(m.now)
+			m.expire()
+			frontier := m.s.Stats().Frontier
+			// Up to a few records past the frontier hole, or none (the quarantine the frontier
+			// passed empties all the same).
+			hwm := min(max(frontier+1+int64(rapid.IntRange(-1, 4).Draw(t, "purged")), 0), int64(len(m.keyAt)))
+			moved, err := m.s.SettleBelow(m.now, hwm)
+			if errors.Is(err, ErrUnverified) {
+				// Past some records of a restore's key tails, not all: verified first.
+				require.True(t, m.s.Verifying(), "SettleBelow(%d) refused, nothing to verify", hwm)
+				m.verify(t)
+				frontier = m.s.Stats().Frontier
+				moved, err = m.s.SettleBelow(m.now, hwm)
+			}
+			require.NoError(t, err)
+			require.Equal(t, max(hwm-1-frontier, 0), moved, "SettleBelow(%d) from frontier %d", hwm, frontier)
+			m.settleThrough(max(hwm-1, frontier))
+		}
+		actions["staleAck"] = func(t *rapid.T) {
+			// A lease a jump or a purge ended: its holder's ack finds the record settled.
+			if len(m.ended) > 0 {
+				h := rapid.SampledFrom(m.ended).Draw(t, "ended")
+				require.ErrorIs(t, m.s.Ack(m.now, h), ErrAlreadySettled, "ack of %v, ended by a jump or a purge", h)
+			}
+		}
+	}
+	if reconfigures {
+		actions["setOrdered"] = func(t *rapid.T) {
+			m.cfg.Ordered = !m.cfg.Ordered
+			m.setConfig(t)
+		}
+		actions["setConfig"] = func(t *rapid.T) {
+			m.cfg.MaxDeferredPerKey = rapid.IntRange(0, 4).Draw(t, "maxDeferredPerKey")
+			m.cfg.QuarantineKeys = rapid.Bool().Draw(t, "quarantineKeys")
+			m.setConfig(t)
+		}
+	}
+	t.Repeat(actions)
 	m.drain(t)
 }
 
 type orderedLease struct {
-	key      uint64
-	holding  int
-	expiry   time.Time
-	reserved bool
+	// key is the key the shard's index holds for the lease (0: none); orderedKey the key it
+	// was delivered bound to, in order (0: none), which its ack keeps a prefix of.
+	key, orderedKey uint64
+	holding         int
+	expiry          time.Time
+	reserved        bool
 }
 
 type orderedModel struct {
-	s        *Shard
-	now      time.Time
-	keyAt    []uint64 // the log: each record's key (0: none)
-	live     map[Handle]orderedLease
+	s     *Shard
+	cfg   Config // the topic's settings, as last set
+	hooks Hooks
+	now   time.Time
+	keyAt []uint64 // the log: each record's key (0: none)
+	// unreadable holds the log's records that cannot be read (SkipCorrupt); oldest is the
+	// log's oldest retained offset: the records below are gone (SkipRetention).
+	unreadable []bool
+	oldest     int64
+	live       map[Handle]orderedLease
+	// ended holds the handles of leases a retention jump or a purge ended under their holders.
+	ended    []Handle
 	settled  map[int64]bool
 	holdings int
 	// lastHolding is the consume that last got each offset.
@@ -393,6 +463,210 @@ type orderedModel struct {
 	// quarantined holds the offsets in the quarantine (Hooks.Quarantine told), everQuarantined
 	// every offset ever there, and requeued those requeued and not delivered since.
 	quarantined, everQuarantined, requeued map[int64]bool
+	// ordered: the shard keeps a key index (Shard.Ordered). unknown holds the offsets whose
+	// keys the index does not know, and that no later record of their keys waits for until a
+	// delivery binds them (see TestOrderedModel): leased or delayed when the index was made
+	// (the topic made ordered again), or out of the quarantine while QuarantineKeys was
+	// unset. learntAt says at which consume (holding) the index learnt them, so that an ack
+	// of a record delivered before is not held to their order.
+	ordered      bool
+	unknown      map[int64]bool
+	learntAt     map[int64]int
+	delayedUntil map[int64]time.Time // the ends of nack delays
+	// perKeyWas is a MaxDeferredPerKey the topic lowered from while keys kept more entries
+	// than the new bound: they keep them until they drain (see check).
+	perKeyWas int
+}
+
+func (m *orderedModel) options() Options { return Options{Config: m.cfg, Hooks: m.hooks} }
+
+// setConfig sets the topic's settings as they are in m.cfg.
+func (m *orderedModel) setConfig(t *rapid.T) {
+	perKey := m.s.cfg.MaxDeferredPerKey
+	m.s.SetConfig(m.cfg)
+	if m.s.cfg.MaxDeferredPerKey < perKey {
+		m.perKeyWas = max(m.perKeyWas, perKey)
+	}
+	if !m.cfg.QuarantineKeys {
+		// The records out of the quarantine and unsettled are out of their keys' order now,
+		// as if requeued now.
+		for off := range m.everQuarantined {
+			if !m.settled[off] && !m.quarantined[off] {
+				m.unknown[off] = true
+			}
+		}
+	}
+	m.syncOrdered(t, true)
+}
+
+// syncOrdered follows the shard's key index: dropped (the topic made unordered, once any
+// restored tails are verified), the leases hold no key and promise no order; made (fresh: only
+// a new setting may make one), it knows no key yet.
+func (m *orderedModel) syncOrdered(t *rapid.T, fresh bool) {
+	ordered := m.s.Ordered()
+	require.True(t, ordered || !m.cfg.Ordered, "an ordered topic's shard orders")
+	switch {
+	case m.ordered && !ordered:
+		for h, l := range m.live {
+			l.key, l.orderedKey = 0, 0
+			m.live[h] = l
+		}
+	case !m.ordered && ordered:
+		require.True(t, fresh, "a key index made by no new setting")
+		m.newIndex()
+	}
+	m.ordered = ordered
+}
+
+// newIndex notes that the shard made an empty key index (the topic made ordered again): the
+// records leased or delayed then are ordered only from their next delivery.
+func (m *orderedModel) newIndex() {
+	for h := range m.live {
+		m.unknown[h.Offset] = true
+	}
+	for off, until := range m.delayedUntil {
+		if m.now.Before(until) {
+			m.unknown[off] = true
+		}
+	}
+}
+
+// learnt notes that the key index learnt the key of off at consume holding.
+func (m *orderedModel) learnt(off int64, holding int) {
+	if m.unknown[off] {
+		delete(m.unknown, off)
+		m.learntAt[off] = holding
+	}
+}
+
+func (m *orderedModel) requeue(off int64) {
+	delete(m.quarantined, off)
+	m.requeued[off] = true
+	if !m.cfg.QuarantineKeys {
+		m.unknown[off] = true // out of its key's order (see Config.QuarantineKeys)
+	}
+}
+
+// settleThrough notes a purge that settled every offset through frontier: the leases there
+// end under their holders, the quarantine there empties.
+func (m *orderedModel) settleThrough(frontier int64) {
+	for off := int64(0); off <= frontier; off++ {
+		m.settled[off] = true
+		delete(m.quarantined, off)
+		delete(m.requeued, off)
+		delete(m.delayedUntil, off)
+		delete(m.unknown, off)
+	}
+	for h := range m.live {
+		if h.Offset <= frontier {
+			delete(m.live, h)
+			m.ended = append(m.ended, h)
+		}
+	}
+}
+
+// skipRetention handles a read of lease l that found its record gone, as a scan does: the
+// frontier jumps to below the oldest retained record, unless it is there already.
+func (m *orderedModel) skipRetention(t *rapid.T, l Lease) {
+	frontier := m.s.Stats().Frontier
+	want := m.oldest-1 > frontier
+	if jumped := m.s.SkipRetention(m.now, l.Handle, m.oldest); jumped != want {
+		t.Fatalf("SkipRetention(%d) from frontier %d: jumped %v, want %v", m.oldest, frontier, jumped, want)
+	}
+	require.GreaterOrEqual(t, m.s.Stats().Frontier, m.oldest-1, "the frontier after a retention jump")
+	delete(m.requeued, l.Offset) // a requeued record retention removed: resolved
+	if !want {
+		return
+	}
+	// The jump drops every lease below oldest but those of requeued records below the
+	// frontier, which stay their holders' (with their keys).
+	for h := range m.live {
+		if h.Offset < m.oldest && h.Offset > frontier {
+			delete(m.live, h)
+			m.ended = append(m.ended, h)
+		}
+	}
+	for off := range m.quarantined {
+		if off < m.oldest {
+			delete(m.quarantined, off) // its record is gone: nothing left to requeue
+		}
+	}
+	for off := range m.delayedUntil {
+		if off < m.oldest {
+			delete(m.delayedUntil, off)
+		}
+	}
+}
+
+// move hands the shard off and adopts it, as router's Adopt does: a move carries the leases
+// (their handles keep settling) and the key tails, but not the key index: the next owner binds
+// the moved leases' keys, in one Bind, and queues its delayed records under theirs, reading
+// their records (those retention dropped it cannot read, and leaves unbound), and verifies the
+// tails as its scan reads them.
+func (m *orderedModel) move(t *rapid.T) {
+	var st State
+	m.s.HandOff(m.now, &st)
+	requireTailsKeepTheirRules(t, st)
+	m.s = NewShard("t", 0, m.options(), st)
+	m.expire()
+	if !m.s.Ordered() {
+		m.syncOrdered(t, false)
+	} else {
+		if !m.ordered {
+			m.newIndex() // (restored key tails keep an index until they are verified)
+		}
+		m.ordered = true
+		frontier := m.s.Stats().Frontier
+		var hs []Handle
+		var keys []uint64
+		for h := range m.live {
+			hs = append(hs, h)
+		}
+		slices.SortFunc(hs, func(a, b Handle) int { return cmp.Compare(a.Offset, b.Offset) })
+		m.holdings++ // the moved leases' Bind, as a holding the model's consumes come after
+		for _, h := range hs {
+			l := m.live[h]
+			l.key = 0
+			if h.Offset >= m.oldest {
+				hs[len(keys)] = h
+				keys = append(keys, m.keyAt[h.Offset])
+				if h.Offset > frontier || m.cfg.QuarantineKeys {
+					l.key = m.keyAt[h.Offset] // (requeued below the frontier: bound under QuarantineKeys only)
+					m.learnt(h.Offset, m.holdings)
+				}
+			}
+			m.live[h] = l
+		}
+		if m.cfg.QuarantineKeys {
+			// The requeued records below the frontier wait behind their keys again (Verify),
+			// or are bound (the moved leases).
+			for off := range m.unknown {
+				if off <= frontier {
+					m.learnt(off, m.holdings)
+				}
+			}
+		}
+		hs = hs[:len(keys)]
+		kept := make([]bool, len(hs))
+		require.Zero(t, m.s.Bind(m.now, hs, keys, false, kept), "a fresh index keeps every moved lease")
+		var delayed []int64
+		var delayedKeys []uint64
+		for _, h := range st.Held {
+			if h.Delayed && h.Offset >= m.oldest {
+				delayed = append(delayed, h.Offset)
+				delayedKeys = append(delayedKeys, m.keyAt[h.Offset])
+				if h.Offset > frontier {
+					m.learnt(h.Offset, m.holdings) // (one below, requeued, is queued under QuarantineKeys only, above)
+				}
+			}
+		}
+		m.s.QueueKeys(m.now, delayed, delayedKeys)
+	}
+	// Before the moved leases can be settled (a settled record not verified yet would look
+	// parked to a restart), as Adopt does.
+	m.verifyChunk = rapid.IntRange(1, 5).Draw(t, "verifyChunk")
+	m.restored = true
+	m.verify(t)
 }
 
 func (m *orderedModel) pickQuarantined(t *rapid.T) (int64, bool) {
@@ -403,22 +677,49 @@ func (m *orderedModel) pickQuarantined(t *rapid.T) (int64, bool) {
 	return rapid.SampledFrom(offs).Draw(t, "quarantined"), true
 }
 
+// keyRead is the key a read of off learns: none for a record the log cannot give.
+func (m *orderedModel) keyRead(off int64) uint64 {
+	if off < m.oldest {
+		return 0
+	}
+	return m.keyAt[off]
+}
+
 // verify tells a restarted shard the keys of the records its key tails may hold, a chunk at a
-// time, as a scan does before it reserves.
-func (m *orderedModel) verify() {
+// time, as a scan does before it reserves (a record it cannot read as keyless, as router's
+// verifyTails does).
+func (m *orderedModel) verify(t *rapid.T) {
 	for m.s.Verifying() {
 		offs := m.s.Unverified(nil, max(m.verifyChunk, 1))
 		keys := make([]uint64, len(offs))
 		for i, off := range offs {
-			keys[i] = m.keyAt[off]
+			keys[i] = m.keyRead(off)
 		}
 		m.s.Verify(m.now, offs, keys)
 	}
+	m.syncOrdered(t, false) // (an unordered topic's index goes once its tails are verified)
 }
 
 func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
-	m.verify()
+	m.verify(t)
 	hwm := int64(len(m.keyAt))
+	if max == 1 && !ahead && rapid.Bool().Draw(t, "readFirst") {
+		// A consume of one record reads the next fresh record before it reserves it, then
+		// reserves and binds it in one step, as router's takeOneKeyed does; when something
+		// is due first, or the read fails, it takes one as a scan does.
+		if off := m.s.NextFresh(); off >= 0 && off < hwm && off >= m.oldest && !m.unreadable[off] {
+			frontier := m.s.Stats().Frontier
+			lease, err := m.s.ReserveKeyed(m.now, hwm, 0, off, m.keyAt[off])
+			switch err {
+			case nil, ErrBehindKey:
+				m.expire()
+				lease.Offset = off
+				m.deliver(t, []Lease{lease}, []bool{err == nil}, false, frontier)
+				return
+			}
+			require.ErrorIs(t, err, ErrNotNext)
+		}
+	}
 	var leases []Lease
 	var err error
 	if ahead {
@@ -430,20 +731,48 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		return
 	}
 	m.expire() // the reserve purged what fell due
-	handles := make([]Handle, len(leases))
-	keys := make([]uint64, len(leases))
-	for i, l := range leases {
+	// The reads: a record below the oldest retained one jumps the frontier, one that cannot
+	// be read is skipped, as a scan does (router's deliver); the others are bound.
+	var read []Lease
+	for _, l := range leases {
+		switch {
+		case l.Offset < m.oldest:
+			m.skipRetention(t, l)
+		case m.unreadable[l.Offset]:
+			require.NoError(t, m.s.SkipCorrupt(m.now, l.Handle))
+			delete(m.requeued, l.Offset)
+		default:
+			read = append(read, l)
+		}
+	}
+	handles := make([]Handle, len(read))
+	keys := make([]uint64, len(read))
+	for i, l := range read {
 		handles[i], keys[i] = l.Handle, m.keyAt[l.Offset]
 	}
-	kept := make([]bool, len(leases))
+	kept := make([]bool, len(read))
+	frontier := m.s.Stats().Frontier
 	m.s.Bind(m.now, handles, keys, ahead, kept)
+	m.deliver(t, read, kept, ahead, frontier)
+}
+
+// deliver checks the delivery of the leases of read that their Bind kept (frontier is the
+// frontier before it), and notes them live; the others were deferred or quarantined.
+func (m *orderedModel) deliver(t *rapid.T, read []Lease, kept []bool, ahead bool, frontier int64) {
 	m.holdings++
+	qk := m.cfg.QuarantineKeys
 	inCall := map[uint64]bool{}
-	for i, l := range leases {
+	for i, l := range read {
+		// Bound (or deferred, or quarantined after its key) but for a requeued record below
+		// the frontier, unless QuarantineKeys keeps those in order.
+		binds := m.ordered && (qk || l.Offset > frontier)
+		if binds {
+			m.learnt(l.Offset, m.holdings)
+		}
 		if !kept[i] {
 			continue
 		}
-		key := keys[i]
+		key := m.keyAt[l.Offset]
 		if m.settled[l.Offset] {
 			t.Fatalf("offset %d delivered again after its ack", l.Offset)
 		}
@@ -452,10 +781,9 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		}
 		requeued := l.Reason == ReasonRequeued
 		delete(m.requeued, l.Offset)
-		if !m.s.cfg.QuarantineKeys && l.Offset <= m.s.Stats().Frontier {
-			// Requeued below the frontier, and its key not quarantined with it: not bound
-			// to its key (order broken knowingly).
-			key = 0
+		delete(m.delayedUntil, l.Offset)
+		if !binds {
+			key = 0 // not ordered; or requeued, and its key not quarantined with it
 		}
 		if key != 0 {
 			for h, other := range m.live {
@@ -468,12 +796,18 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 					continue
 				}
 				switch {
-				case !m.s.cfg.QuarantineKeys && m.everQuarantined[off]:
+				case off < m.oldest:
+					continue // lost to retention: gone, no order to keep with it
+				case m.unknown[off]:
+					continue // not known to the index: ordered from its next delivery
+				case m.quarantined[off] && !qk:
 					continue // the quarantine of a head record breaks its key's order knowingly
 				case m.quarantined[off] && requeued:
 					continue // requeued while a lower record of its key stays quarantined
 				case m.quarantined[off]:
 					t.Fatalf("offset %d of key %d delivered while offset %d of the key is quarantined", l.Offset, key, off)
+				case m.everQuarantined[off] && !qk:
+					continue // out of the quarantine, its order broken knowingly
 				}
 				if !m.heldBy(off, m.holdings) {
 					t.Fatalf("offset %d of key %d delivered before offset %d of the key, unsettled", l.Offset, key, off)
@@ -484,25 +818,30 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 			}
 			inCall[key] = true
 		}
-		m.live[l.Handle] = orderedLease{key: key, holding: m.holdings, expiry: l.Expiry, reserved: ahead}
+		m.live[l.Handle] = orderedLease{key: key, orderedKey: key, holding: m.holdings, expiry: l.Expiry, reserved: ahead}
 		m.lastHolding[l.Offset] = m.holdings
 	}
 }
 
 // checkPrefix checks that an ack of off keeps its key's acked records a prefix of its
 // records, but for the records of the batch that holds off, which its holder may ack, nack
-// or give back in any order.
+// or give back in any order, and the records the delivery of off was not held to the order
+// of (see consume).
 func (m *orderedModel) checkPrefix(t *rapid.T, off int64, l orderedLease) {
-	if l.key == 0 {
+	if l.orderedKey == 0 {
 		return
 	}
 	for lower := int64(0); lower < off; lower++ {
-		if m.everQuarantined[lower] {
+		if m.keyAt[lower] != l.orderedKey || m.settled[lower] || m.lastHolding[lower] == l.holding {
+			continue
+		}
+		switch {
+		case m.everQuarantined[lower]:
 			continue // a quarantine breaks the prefix (the key's later records went on, or were requeued)
+		case lower < m.oldest, m.unknown[lower], m.learntAt[lower] > l.holding:
+			continue
 		}
-		if m.keyAt[lower] == l.key && !m.settled[lower] && m.lastHolding[lower] != l.holding {
-			t.Fatalf("offset %d of key %d acked while offset %d of the key is unsettled and not its holder's", off, l.key, lower)
-		}
+		t.Fatalf("offset %d of key %d acked while offset %d of the key is unsettled and not its holder's", off, l.orderedKey, lower)
 	}
 }
 
@@ -547,6 +886,7 @@ func (m *orderedModel) advance(d time.Duration) {
 func (m *orderedModel) check(t *rapid.T) {
 	m.s.Purge(m.now)
 	m.expire()
+	m.syncOrdered(t, false)
 	st := m.s.Stats()
 	require.Equal(t, len(m.live), st.Leased, "live leases")
 	held := map[uint64]bool{}
@@ -556,6 +896,12 @@ func (m *orderedModel) check(t *rapid.T) {
 		}
 	}
 	require.Equal(t, len(held), st.Keys.HeldKeys, "keys held")
+	require.LessOrEqual(t, st.Leased, m.s.cfg.MaxInFlight, "deferred records do not count against the in-flight cap")
+	if m.s.keys == nil {
+		require.Zero(t, st.Keys, "an unordered shard's keys")
+		m.restored = false
+		return
+	}
 	// The bound and one batch, and the records a Requeue brought back that wait behind their
 	// keys, which it queues whatever the bound (the quarantine held them already); after a
 	// restore, the records its tails parked and those read below them (which a restore reads
@@ -566,14 +912,23 @@ func (m *orderedModel) check(t *rapid.T) {
 	} else if requeued := len(m.requeued); st.Keys.Deferred > bound+requeued && !m.restored {
 		t.Fatalf("deferred records: %d, above the bound and one batch (%d) and the records requeued (%d)", st.Keys.Deferred, bound, requeued)
 	}
-	require.LessOrEqual(t, st.Leased, m.s.cfg.MaxInFlight, "deferred records do not count against the in-flight cap")
+	// A key that spills keeps its bound as entries, and what one batch adds, besides the
+	// records that cannot spill: those leased before (a spilled record remembers no attempt,
+	// and lies above every record of its key bound), at most the in-flight cap. A bound just
+	// lowered holds once the keys' entries drained below it: until then the old one does.
+	slack := m.s.cfg.MaxInFlight + 6
+	perKey := max(m.s.cfg.MaxDeferredPerKey, m.perKeyWas)
+	drained := true
+	for _, ks := range m.s.keys.byKey.all() {
+		drained = drained && ks.deferred <= m.s.cfg.MaxDeferredPerKey+slack
+	}
 	for _, pk := range m.s.keys.parked {
-		// A key that spills keeps its bound as entries, and what one batch adds, besides the
-		// records that cannot spill: those leased before (a spilled record remembers no
-		// attempt, and lies above every record of its key bound), at most the in-flight cap.
 		if ks := pk.state; ks.spilled.count > 0 && !m.restored {
-			require.LessOrEqual(t, ks.deferred, m.s.cfg.MaxDeferredPerKey+m.s.cfg.MaxInFlight+6, "deferred entries of spilling key %d", pk.key)
+			require.LessOrEqual(t, ks.deferred, perKey+slack, "deferred entries of spilling key %d", pk.key)
 		}
+	}
+	if drained {
+		m.perKeyWas = 0
 	}
 }
 
@@ -581,6 +936,9 @@ func (m *orderedModel) check(t *rapid.T) {
 // off by one stalls a partition at MaxDeferred for good.
 func (m *orderedModel) checkCounts(t *rapid.T) {
 	x, total, spilledTotal := m.s.keys, 0, 0
+	if x == nil {
+		return // unordered: no index
+	}
 	for key, ks := range x.byKey.all() {
 		n := 0
 		for _, off := range ks.queued {

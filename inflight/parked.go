@@ -153,14 +153,18 @@ func (s *Shard) unparkThroughLocked(ks *keyState, off int64) {
 	}
 }
 
-// unparkBelowLocked takes every parked record below off out of the runs, as holes: off, of a
-// key the index may not know (a quarantined record discarded, perhaps never read), is about to
-// join the runs, and a tail below it of its key would take it for parked after a restart.
-func (s *Shard) unparkBelowLocked(off int64) {
+// unparkBelowLocked takes every parked record below off out of the runs, as holes, the spilled
+// ones brought back as entries first: off, of a key the index may not know (a quarantined
+// record discarded, perhaps never read), is about to join the runs, and a tail below it of its
+// key would take it for parked after a restart.
+func (s *Shard) unparkBelowLocked(off int64, fx *effects) {
 	if off <= s.keys.parkedLow {
 		return
 	}
 	for _, pk := range slices.Clone(s.keys.parked) {
+		for ks := pk.state; ks.spilled.count > 0 && ks.spilled.low < off; {
+			s.unspillLowLocked(pk.key, ks, fx)
+		}
 		s.unparkThroughLocked(pk.state, off)
 	}
 }
@@ -356,12 +360,18 @@ func (s *Shard) Verify(now time.Time, offsets []int64, keys []uint64) {
 				s.pending.set(off, p)
 			}
 		}
-		if _, ok := s.ahead.from(max(x.verifyNext, s.frontier+1)); !ok {
-			s.verifiedLocked(&fx)
-		}
+		s.verifiedIfDoneLocked(&fx)
 	}
 	s.mu.Unlock()
 	s.report(&fx)
+}
+
+// verifiedIfDoneLocked ends a restore's verification once the runs hold no record left to
+// verify.
+func (s *Shard) verifiedIfDoneLocked(fx *effects) {
+	if !s.aheadFrom(max(s.keys.verifyNext, s.frontier+1)) {
+		s.verifiedLocked(fx)
+	}
 }
 
 // verifiedLocked ends a restore's verification: the tails' keys keep their slots while they

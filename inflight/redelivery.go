@@ -258,7 +258,7 @@ func (s *Shard) discardLocked(off int64, fx *effects) bool {
 		wasCapped := s.capped
 		if s.keys != nil {
 			// Its key may be unknown: no tail may lie below it, now or later.
-			s.unparkBelowLocked(off)
+			s.unparkBelowLocked(off, fx)
 			s.keys.parkFrom = max(s.keys.parkFrom, off+1)
 		}
 		s.ahead.insert(off)

@@ -520,6 +520,16 @@ func (s *Shard) restoreHeldLocked(h Held) {
 }
 
 // SetConfig changes the shard's settings. Live leases keep their expiry.
+//
+// Made unordered (Config.Ordered cleared), the shard makes the records deferred behind their
+// keys visible at once and keeps keys no more: neither one holder per key nor a key's order (a
+// shard restored with key tails stays ordered until they are verified: see Verifying). Made
+// ordered again, it starts with an empty key index: the leases live then hold no key, and a
+// record leased or delayed then is ordered only from its next delivery (a later record of its
+// key may go first). With QuarantineKeys set anew, it learns the keys of its quarantined
+// records before it hands out anything (Verifying); cleared, each quarantined record is alone
+// in the quarantine, and a record out of it and not settled (requeued) is ordered only from
+// its next delivery under QuarantineKeys, as one requeued while the setting is unset.
 func (s *Shard) SetConfig(cfg Config) {
 	cfg = cfg.withDefaults()
 	s.mu.Lock()
@@ -1372,7 +1382,7 @@ func (s *Shard) resolveLocked(off int64, key uint64, corrupt bool, fx *effects) 
 		case key == 0:
 			// Queued and leased again, but resolved before its read bound it (a corrupt
 			// skip): left at the head of its key's queue, it would block the key for good.
-			s.settledQueuedLocked(off, fx)
+			s.unqueueUnboundLocked(off, fx)
 		default:
 			if ks := s.keys.byKey.forgetLight(key); ks != nil {
 				s.settledHolderLocked(off, key, ks, fx)
@@ -1449,11 +1459,13 @@ func (s *Shard) advanceLocked() {
 
 // SkipRetention handles a read of the lease h names that found the offset below the log's
 // oldest retained offset: the frontier jumps to oldest-1 in one step, dropping every lease,
-// delay and acked-ahead entry below oldest, and the partition is reported dirty so the jump
-// is persisted. It reports whether this call jumped. A consume that
-// raced another to the same gap finds the jump done: its lease is already gone, and it
-// simply reserves again; it never sees ErrGone. If the lease is somehow still live (the log
-// reported an offset at or above oldest as missing), it is given back.
+// delay and acked-ahead entry below oldest (but a requeued record's below the frontier, whose
+// own read finds whether it is gone: a lease of one, read already, stays its holder's, with
+// its key), and the partition is reported dirty so the jump is persisted. It reports whether
+// this call jumped. A consume that raced another to the same gap finds the jump done: its
+// lease is already gone, and it simply reserves again; it never sees ErrGone. If the lease is
+// somehow still live (the log reported an offset at or above oldest as missing), it is given
+// back.
 func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped bool) {
 	var fx effects
 	s.mu.Lock()
@@ -1485,7 +1497,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 // jumpLocked moves the frontier to frontier in one step: what lies below is gone from the
 // log (or purged), so its leases, delays, acked-ahead, corrupt and quarantine entries go too;
 // requeued entries below it stay for a retention jump (their own read finds whether they are
-// gone) and go for a purge.
+// gone; a lease of one keeps its key) and go for a purge.
 func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 	s.frontier = frontier
 	for off, requeued := range s.quarantine {
@@ -1493,16 +1505,18 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 			s.clearQuarantine(off) // its record is gone: nothing left to requeue
 		}
 	}
-	var held []heldKey // the bound leases below: their keys free
+	var held []heldKey // the bound leases dropped: their keys free
 	for off, p := range s.pending.all {
 		if off > frontier {
 			continue
 		}
+		if _, requeued := s.quarantine[off]; requeued && !purge {
+			// Requeued below the frontier: its own read finds whether it is gone, and a lease
+			// of it, live, keeps its key until its holder settles it.
+			continue
+		}
 		if p.key != 0 {
 			held = append(held, heldKey{off, p.key})
-		}
-		if _, requeued := s.quarantine[off]; requeued && !purge {
-			continue // requeued below the frontier: its own read finds whether it is gone
 		}
 		if p.nonce != 0 {
 			s.leased--
@@ -1521,17 +1535,20 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 			delete(s.corrupt, off)
 		}
 	}
-	for _, h := range held {
-		if p, ok := s.pending.get(h.off); ok {
-			p.key = 0 // kept, requeued: no longer bound
-			s.pending.set(h.off, p)
-		}
-	}
 	if s.keys != nil {
 		s.forgetKeysThroughLocked(frontier, held, fx)
+		if s.keys.verifying {
+			s.verifiedIfDoneLocked(fx) // the jump took every record the tails could name
+		}
 	}
 	s.deadlines.retain(s.isLiveDeadline)
 	s.advanceLocked()
+}
+
+// aheadFrom reports whether the acked-ahead runs hold an offset at or above off.
+func (s *Shard) aheadFrom(off int64) bool {
+	_, ok := s.ahead.from(off)
+	return ok
 }
 
 // SettleBelow settles every offset below hwm, as if each had been acked: the frontier jumps
@@ -1542,6 +1559,12 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 // partition is reported dirty, so the committer persists the jump. It reports how many
 // offsets the frontier moved over (0 when it was at hwm-1 or past it already), and answers
 // ErrMoved, changing nothing, for a shard handed off, deposed or whose grant has lapsed.
+//
+// A shard restored with key tails it has not verified yet (Verifying) cannot tell which of
+// its acked-ahead records above the purge are parked ones of the keys whose tails the purge
+// passed: a purge that passes some of the records to verify and leaves others answers
+// ErrUnverified, changing nothing, and the caller verifies first, as a scan does. A purge
+// below them all, or past them all (below the log's high watermark), goes.
 func (s *Shard) SettleBelow(now time.Time, hwm int64) (int64, error) {
 	var fx effects
 	s.mu.Lock()
@@ -1554,6 +1577,8 @@ func (s *Shard) SettleBelow(now time.Time, hwm int64) (int64, error) {
 		err = ErrMoved
 	case s.dropped:
 		err = ErrGone
+	case s.keys != nil && s.keys.verifying && hwm > s.keys.verifyNext && s.aheadFrom(hwm):
+		err = ErrUnverified
 	default:
 		moved = max(hwm-1-s.frontier, 0)
 		s.jumpLocked(max(hwm-1, s.frontier), true, &fx)

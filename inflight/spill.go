@@ -18,8 +18,10 @@ import "math/bits"
 // (MaxAckedAhead, at most MaxAckedAheadCeiling offsets: 128 KiB a key at worst).
 //
 // Spilled records lie above every record of the key ever bound (keyState.boundHigh): an ack
-// of the key never lands above one (which a restart's tail would take for spilled), nor does
-// a quarantine or a discard of its records (unparkBelowLocked leaves them as they are).
+// of the key never lands above one (which a restart's tail would take for spilled). A discard
+// of a record whose key the index may not know (quarantined unread) may: the spilled records
+// below it come back as entries first, and leave the runs as the parked ones do
+// (unparkBelowLocked).
 //
 // Order holds because a spilled record is never handed out from the bitmap: every record of
 // the key above its lowest spilled one waits (Bind defers it, freeKeyLocked releases nothing
