@@ -224,20 +224,26 @@ func TestOrderedModel(t *testing.T) { rapid.Check(t, orderedRun) }
 // (rapid.MakeFuzz): the key index under any sequence of consumes, settles and time.
 func FuzzOrderedModel(f *testing.F) { f.Fuzz(rapid.MakeFuzz(orderedRun)) }
 
+// drawOrderedConfig draws an ordered topic's settings with caps small enough that a run of
+// a few dozen steps reaches them.
+func drawOrderedConfig(t *rapid.T) Config {
+	return Config{
+		Ordered:           true,
+		VisibilityTimeout: 10 * time.Second,
+		MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
+		MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
+		MaxDeferredPerKey: rapid.IntRange(0, 4).Draw(t, "maxDeferredPerKey"),
+		MaxAckedAheadRuns: rapid.IntRange(1, 8).Draw(t, "maxAckedAheadRuns"),
+		MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
+		QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
+	}
+}
+
 // orderedRun is one run of the ordered model.
 func orderedRun(t *rapid.T) {
 	keyCount := rapid.IntRange(1, 6).Draw(t, "keys")
 	m := &orderedModel{
-		cfg: Config{
-			Ordered:           true,
-			VisibilityTimeout: 10 * time.Second,
-			MaxInFlight:       rapid.IntRange(1, 12).Draw(t, "maxInFlight"),
-			MaxDeferred:       rapid.IntRange(1, 20).Draw(t, "maxDeferred"),
-			MaxDeferredPerKey: rapid.IntRange(0, 4).Draw(t, "maxDeferredPerKey"),
-			MaxAckedAheadRuns: rapid.IntRange(1, 8).Draw(t, "maxAckedAheadRuns"),
-			MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
-			QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
-		},
+		cfg: drawOrderedConfig(t),
 		now: time.Unix(1000, 0), live: map[Handle]orderedLease{}, settled: map[int64]bool{}, lastHolding: map[int64]int{},
 		quarantined: map[int64]bool{}, everQuarantined: map[int64]bool{}, requeued: map[int64]bool{},
 		unknown: map[int64]bool{}, learntAt: map[int64]int{}, delayedUntil: map[int64]time.Time{},

@@ -220,17 +220,7 @@ func TestReserveKeyed(t *testing.T) {
 // may take a record either way.
 func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := Config{
-			Ordered:           true,
-			VisibilityTimeout: 10 * time.Second,
-			MaxInFlight:       rapid.IntRange(1, 8).Draw(t, "maxInFlight"),
-			MaxDeferred:       rapid.IntRange(1, 12).Draw(t, "maxDeferred"),
-			MaxDeferredPerKey: rapid.IntRange(0, 3).Draw(t, "maxDeferredPerKey"),
-			MaxAckedAheadRuns: rapid.IntRange(1, 6).Draw(t, "maxAckedAheadRuns"),
-			MaxDeliveries:     rapid.IntRange(0, 3).Draw(t, "maxDeliveries"),
-			QuarantineKeys:    rapid.Bool().Draw(t, "quarantineKeys"),
-		}
-		opts := Options{Config: cfg, Seed: [32]byte{3}}
+		opts := Options{Config: drawOrderedConfig(t), Seed: [32]byte{3}}
 		keyed := NewShard("t", 0, opts, State{Frontier: -1})
 		plain := NewShard("t", 0, opts, State{Frontier: -1})
 		now := time.Unix(1000, 0)
