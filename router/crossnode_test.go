@@ -726,3 +726,36 @@ func TestParkedConsumersDrainABacklog(t *testing.T) {
 		assert.Less(t, time.Since(start), time.Duration(parked)*10*rtt, "every parked consumer served a few round trips apart")
 	})
 }
+
+// Checklist 96, 97: a record quarantined above an unsettled one is nothing an owner can hand
+// out, so it promises it to no parked remote consumer. Counted, it drew a notification, a
+// claim that found nothing, a registration again and another notification, round trip after
+// round trip, for as long as the record below stayed unsettled.
+func TestQuarantinedRecordIsNotPromised(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		b := c.nodes["b"].node
+		c.produce(0, 2)
+		held, err := b.Consume(ctx, "orders", router.ConsumeOptions{})
+		require.NoError(t, err)
+		require.Len(t, held, 1)
+		rejected, err := b.Consume(ctx, "orders", router.ConsumeOptions{})
+		require.NoError(t, err)
+		require.Len(t, rejected, 1)
+		require.NoError(t, b.Reject(ctx, "orders", rejected[0].Receipt))
+
+		got := c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: time.Minute})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Zero(t, b.Stats().Remote.Notified, "nothing to hand out: offset 0 held, offset 1 quarantined")
+
+		// The held record's ack moves the frontier over both; a new record reaches g.
+		require.NoError(t, b.Ack(ctx, "orders", held[0].Receipt))
+		c.produce(0, 1)
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		assert.Equal(t, int64(2), msgs[0].Offset)
+	})
+}
