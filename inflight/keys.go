@@ -297,13 +297,8 @@ func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration,
 	// What reserveLocked does with the fresh offset chooseLocked returns, takesFreshLocked
 	// having found that it returns off.
 	s.keys.capped = false // below the deferred cap: a stall episode, if any, is over
-	s.cursor = off + 1
-	s.nextFresh.Store(s.cursor)
-	vis := int64(visibility)
-	if vis <= 0 {
-		vis = s.visibility
-	}
-	s.grantLocked(at, s.capLifetime(at, at+vis), off, true, false, &lease)
+	s.passCursorLocked(off)
+	s.grantLocked(at, int64(visibility), off, true, false, &lease)
 	s.noteEmptyLocked(hwm, nil)
 	outcome := bindKept
 	if key != 0 {

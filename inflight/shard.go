@@ -738,10 +738,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 		// A fresh offset (at the cursor, above every pending entry Restore or a requeue
 		// made) has no pending entry: its lookups are skipped.
 		fresh := off >= s.cursor && off > s.pendingAbove
-		if off >= s.cursor {
-			s.cursor = off + 1
-			s.nextFresh.Store(s.cursor)
-		}
+		s.passCursorLocked(off)
 		if !fresh {
 			p, ok := s.pending.get(off)
 			switch {
@@ -756,11 +753,16 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 				continue
 			}
 		}
-		if visibility <= 0 {
-			visibility = s.visibility
-		}
-		s.grantLocked(now, s.capLifetime(now, now+visibility), off, fresh, reserved, lease)
+		s.grantLocked(now, visibility, off, fresh, reserved, lease)
 		return nil
+	}
+}
+
+// passCursorLocked moves the cursor past off, an offset just chosen, if it was not past it.
+func (s *Shard) passCursorLocked(off int64) {
+	if off >= s.cursor {
+		s.cursor = off + 1
+		s.nextFresh.Store(s.cursor)
 	}
 }
 
@@ -902,8 +904,13 @@ func (s *Shard) isSettled(off int64) bool {
 	return false
 }
 
-// grantLocked leases off until expiry, as a reservation when reserved, and fills lease.
-func (s *Shard) grantLocked(now, expiry, off int64, fresh, reserved bool, lease *Lease) {
+// grantLocked leases off for visibility (0 or less: the shard's), as a reservation when
+// reserved, and fills lease.
+func (s *Shard) grantLocked(now, visibility, off int64, fresh, reserved bool, lease *Lease) {
+	if visibility <= 0 {
+		visibility = s.visibility
+	}
+	expiry := s.capLifetime(now, now+visibility)
 	var p pending
 	if !fresh {
 		p = s.pending.lookup(off)
