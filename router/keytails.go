@@ -69,11 +69,11 @@ func (n *Node) verifyRestored(shard *inflight.Shard) error {
 
 // verifyBeforeSettle verifies the key tails a shard was restored with (and, under
 // TopicConfig.QuarantineKeys, learns its quarantined records' keys) before a settle or a
-// purge reaches it, so that a settle of a record they may hold answers what the record is (settled for
-// good, or a lease gone) rather than a lease gone for both, and so that no record is settled
-// unverified: a tail would take it for parked after a restart, and deliver an acked record
-// again. A failure (the log's reads) is ErrUnavailable, and the settle is not applied: its
-// caller tries again, as after an owner's 503.
+// purge reaches it, so that a settle of a record they may hold answers what the record is
+// (settled for good, or a lease gone) rather than a lease gone for both, and so that no
+// record is settled unverified: a tail would take it for parked after a restart, and deliver
+// an acked record again. A failure (the log's reads) is ErrUnavailable, and the settle is not
+// applied: its caller tries again, as after an owner's 503.
 func (n *Node) verifyBeforeSettle(shard *inflight.Shard) error {
 	if !shard.Verifying() { // (the usual case, no tails, costs one atomic load)
 		return nil
