@@ -118,6 +118,34 @@ func (m *model) quarantineSize() int {
 	return n
 }
 
+// available predicts Shard.Available: the free offsets above the frontier (below the log's high
+// watermark) and below it (requeued), within what the in-flight cap leaves, and at the
+// acked-ahead cap (without a delivery limit, which may quarantine the hole) the frontier hole
+// alone if it is free, besides the requeued offsets (every one, leased or not: the estimate
+// errs high there).
+func (m *model) available() int {
+	n := 0
+	for off := m.frontier + 1; off < m.hwm; off++ {
+		if o, ok := m.offsets[off]; !ok || o.state == free {
+			n++
+		}
+	}
+	for _, o := range m.offsets {
+		if o.below && o.state == free {
+			n++
+		}
+	}
+	n = min(n, max(m.cfg.MaxInFlight-m.count(leased), 0))
+	if m.atCap() && m.cfg.MaxDeliveries == 0 {
+		hole := 0
+		if st := m.at(m.frontier + 1).state; st != leased && st != delayed {
+			hole = 1
+		}
+		n = min(n, hole+m.requeuedBelow())
+	}
+	return n
+}
+
 // requeuedBelow counts the requeued offsets at or below the frontier (the quarantine entries
 // waiting for delivery again).
 func (m *model) requeuedBelow() int {
@@ -804,6 +832,12 @@ func (sm *shardMachine) check(t *rapid.T) {
 	}
 	if st = sm.s.Stats(); st != want {
 		t.Fatalf("shard %+v, model %+v", st, want)
+	}
+	if got := sm.s.quarantinedAbove; got != sm.m.count(quarantined) {
+		t.Fatalf("shard counts %d quarantined above the frontier, model %d", got, sm.m.count(quarantined))
+	}
+	if got, want := sm.s.Available(sm.now, sm.m.hwm), sm.m.available(); got != want {
+		t.Fatalf("Available: %d, model %d", got, want)
 	}
 	if sm.quarantined != sm.m.quarantines {
 		t.Fatalf("Quarantine hook called %d times, want %d", sm.quarantined, sm.m.quarantines)

@@ -894,6 +894,13 @@ func (m *orderedModel) check(t *rapid.T) {
 	m.expire()
 	m.syncOrdered(t, false)
 	st := m.s.Stats()
+	above := 0
+	for off := range m.quarantined {
+		if off > st.Frontier {
+			above++
+		}
+	}
+	require.Equal(t, above, m.s.quarantinedAbove, "records quarantined above the frontier %d", st.Frontier)
 	require.Equal(t, len(m.live), st.Leased, "live leases")
 	held := map[uint64]bool{}
 	for _, l := range m.live {

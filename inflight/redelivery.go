@@ -110,10 +110,20 @@ func (s *Shard) quarantineLocked(off int64, attempts uint32, fx *effects) {
 	s.counters.Quarantined.Add(1)
 }
 
+// setQuarantine puts off in the quarantine, requeued or not, and keeps the counts of its
+// entries (requeued, quarantinedAbove).
 func (s *Shard) setQuarantine(off int64, requeued bool) {
 	was, ok := s.quarantine[off]
 	if ok && was {
 		s.requeued--
+	}
+	if off > s.frontier {
+		if ok && !was {
+			s.quarantinedAbove--
+		}
+		if !requeued {
+			s.quarantinedAbove++
+		}
 	}
 	if requeued {
 		s.requeued++
@@ -124,10 +134,15 @@ func (s *Shard) setQuarantine(off int64, requeued bool) {
 	s.settledAbove = max(s.settledAbove, off)
 }
 
+// clearQuarantine takes off out of the quarantine, if it is there, and keeps the counts of its
+// entries.
 func (s *Shard) clearQuarantine(off int64) {
 	if requeued, ok := s.quarantine[off]; ok {
-		if requeued {
+		switch {
+		case requeued:
 			s.requeued--
+		case off > s.frontier:
+			s.quarantinedAbove--
 		}
 		delete(s.quarantine, off)
 	}
@@ -250,7 +265,7 @@ func (s *Shard) discardLocked(off int64, fx *effects) bool {
 	if requeued, ok := s.quarantine[off]; !ok || requeued || s.dropped || s.unverifiedAt(off) {
 		return false
 	}
-	delete(s.quarantine, off)
+	s.clearQuarantine(off)
 	s.leftQuarantineLocked(off, false, 0, fx)
 	if off > s.frontier {
 		// A quarantined offset at the frontier hole was passed over when it was quarantined
@@ -281,7 +296,7 @@ func (s *Shard) requeueLocked(at, off int64, fx *effects) bool {
 	}
 	fresh := pending{reason: ReasonRequeued}
 	if off > s.frontier {
-		delete(s.quarantine, off)
+		s.clearQuarantine(off)
 		s.pending.set(off, fresh)
 		if off < s.cursor {
 			s.released.push(releasedOffset(off))

@@ -285,6 +285,10 @@ type Shard struct {
 	delayed    int // offsets invisible until their nack delay ends
 	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
+	// quarantinedAbove counts the entries of quarantine above the frontier that are not
+	// requeued: records set aside that no reserve hands out, which Available leaves out. It
+	// is kept as the quarantine and the frontier change, so Available never scans the set.
+	quarantinedAbove int
 	// keys is an ordered topic's key index (Config.Ordered); nil otherwise, so an unordered
 	// topic's paths test one pointer.
 	keys *keyIndex
@@ -423,7 +427,7 @@ func (s *Shard) restoreLocked(state State) {
 	s.capped = false
 	clear(s.corrupt)
 	clear(s.quarantine)
-	s.leased, s.delayed, s.requeued, s.reserved = 0, 0, 0, 0
+	s.leased, s.delayed, s.requeued, s.reserved, s.quarantinedAbove = 0, 0, 0, 0, 0
 	s.verifying.Store(false)
 	if s.keys != nil || len(state.KeyTails) > 0 {
 		// A state with key tails is ordered until its tails are verified, whatever the
@@ -444,8 +448,12 @@ func (s *Shard) restoreLocked(state State) {
 		s.restoreTailsLocked(state.KeyTails)
 	}
 	for _, off := range state.Quarantined {
-		s.quarantine[off] = false
-		s.settledAbove = max(s.settledAbove, off)
+		if off > s.frontier && s.ahead.contains(off) {
+			// Acked ahead and quarantined both (a state no shard writes): quarantined, so
+			// that Requeue still brings it back, and counted once (quarantinedAbove).
+			s.ahead.delete(off)
+		}
+		s.setQuarantine(off, false)
 	}
 	for _, off := range state.Requeued {
 		if off <= s.frontier {
@@ -1458,6 +1466,11 @@ func (s *Shard) advanceLocked() {
 			break
 		}
 		delete(s.corrupt, next)
+		if s.quarantinedAbove > 0 {
+			if requeued, ok := s.quarantine[next]; ok && !requeued {
+				s.quarantinedAbove--
+			}
+		}
 		s.frontier = next
 	}
 	s.cursor = max(s.cursor, s.frontier+1)
@@ -1506,12 +1519,13 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 // requeued entries below it stay for a retention jump (their own read finds whether they are
 // gone; a lease of one keeps its key) and go for a purge.
 func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
-	s.frontier = frontier
 	for off, requeued := range s.quarantine {
 		if off <= frontier && (!requeued || purge) {
 			s.clearQuarantine(off) // its record is gone: nothing left to requeue
 		}
 	}
+	// (Moved only now: the clears above count what lay above the frontier.)
+	s.frontier = frontier
 	var held []heldKey // the bound leases dropped: their keys free
 	for off, p := range s.pending.all {
 		if off > frontier {
@@ -1806,45 +1820,24 @@ func (s *Shard) report(fx *effects) {
 	}
 }
 
-// availableQuarantineScan is the most quarantined records Available looks at to subtract
-// those above the frontier.
-const availableQuarantineScan = 256
-
-// quarantinedAboveLocked counts the records quarantined (not requeued) above the frontier
-// and below hwm, none of them acked ahead or skipped as corrupt (counted there); 0 when more
-// than availableQuarantineScan are quarantined. Without it, a shard whose only records left
-// were quarantined above an unsettled one told remote consumers of a record, again each time
-// their claim found nothing and they registered again: a loop of notifications for as long
-// as the record below stayed unsettled.
-func (s *Shard) quarantinedAboveLocked(hwm int64) int64 {
-	if len(s.quarantine) == s.requeued || len(s.quarantine) > availableQuarantineScan {
-		return 0
-	}
-	var n int64
-	for off, requeued := range s.quarantine {
-		if requeued || off <= s.frontier || off >= hwm {
-			continue
-		}
-		if s.ahead.runs > 0 && s.ahead.contains(off) {
-			continue
-		}
-		if _, corrupt := s.corrupt[off]; corrupt {
-			continue
-		}
-		n++
-	}
-	return n
-}
-
-// settledBelow counts the offsets acked ahead or skipped as corrupt below hwm: both sets
-// lengths, unless restored state reaches past hwm (a log that lost its tail).
+// settledBelow counts the offsets above the frontier and below hwm that no reserve hands out
+// for good: acked ahead, skipped as corrupt, or quarantined (not requeued). These are the
+// sets' counts, unless restored state reaches past hwm (a log that lost its tail). Counted,
+// a record quarantined above an unsettled one told remote consumers of a record, again each
+// time their claim found nothing and they registered again: a loop of notifications for as
+// long as the record below stayed unsettled.
 func (s *Shard) settledBelow(hwm int64) int64 {
 	if s.settledAbove < hwm {
-		return s.ahead.offsets + int64(len(s.corrupt))
+		return s.ahead.offsets + int64(len(s.corrupt)+s.quarantinedAbove)
 	}
 	n := s.ahead.countBelow(hwm)
 	for off := range s.corrupt {
 		if off < hwm {
+			n++
+		}
+	}
+	for off, requeued := range s.quarantine {
+		if !requeued && off > s.frontier && off < hwm {
 			n++
 		}
 	}
@@ -1857,9 +1850,8 @@ func (s *Shard) settledBelow(hwm int64) int64 {
 // leaves (and by the frontier hole alone at the acked-ahead cap). It errs high, never low:
 // a node that tells a remote consumer about a record that is not there costs that consumer
 // one wasted claim (and, while the estimate stays wrong, a claim each time it registers
-// again), while one that misses a record leaves the consumer waiting. It errs high when the
-// shard keeps more than availableQuarantineScan records quarantined, requeued ones included:
-// it then subtracts none of them (each would be looked at).
+// again), while one that misses a record leaves the consumer waiting. It costs the same
+// whatever the sets hold: each is counted as it changes.
 func (s *Shard) Available(now time.Time, hwm int64) int {
 	var fx effects
 	s.mu.Lock()
@@ -1872,8 +1864,9 @@ func (s *Shard) Available(now time.Time, hwm int64) int {
 			// with the acked-ahead runs that hold them).
 			above -= int64(s.keys.deferred - s.keys.parkedOffsets)
 		}
-		above -= s.quarantinedAboveLocked(hwm)
-		n = int(min(max(above, 0), math.MaxInt32)) + s.requeued
+		// (The leases and delays counted include the requeued records', below the frontier,
+		// which s.requeued counts again: only the sum is what can be handed out.)
+		n = int(min(max(above+int64(s.requeued), 0), math.MaxInt32))
 		if s.keys != nil && s.keys.verifying {
 			n = max(n, 1) // the parked records a restore brought are in the runs: a scan verifies them
 		}

@@ -759,3 +759,40 @@ func TestQuarantinedRecordIsNotPromised(t *testing.T) {
 		assert.Equal(t, int64(2), msgs[0].Offset)
 	})
 }
+
+// However many records are quarantined above the unsettled one: Available looked at 256 of the
+// quarantine at most, and past that counted every quarantined record again, so the owner
+// notified the parked consumer of records it could not hand out, round trip after round trip.
+func TestManyQuarantinedRecordsAreNotPromised(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rejected = 300
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, nil)
+		defer c.close()
+		ctx := context.Background()
+		b := c.nodes["b"].node
+		c.produce(0, 1+rejected)
+		held, err := b.Consume(ctx, "orders", router.ConsumeOptions{})
+		require.NoError(t, err)
+		require.Len(t, held, 1)
+		for taken := 0; taken < rejected; {
+			msgs, err := b.Consume(ctx, "orders", router.ConsumeOptions{Max: 100})
+			require.NoError(t, err)
+			require.NotEmpty(t, msgs)
+			for _, m := range msgs {
+				require.NoError(t, b.Reject(ctx, "orders", m.Receipt))
+			}
+			taken += len(msgs)
+		}
+
+		got := c.nodes["g"].async(ctx, router.ConsumeOptions{Wait: time.Minute})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Zero(t, b.Stats().Remote.Notified, "nothing to hand out: offset 0 held, the rest quarantined")
+
+		require.NoError(t, b.Ack(ctx, "orders", held[0].Receipt))
+		c.produce(0, 1)
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		assert.Equal(t, int64(1+rejected), msgs[0].Offset)
+	})
+}

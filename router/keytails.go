@@ -16,14 +16,26 @@ const verifyBatch = 256
 // the records those runs hold, reading them, so that it can tell the parked records from the
 // acked ones: until then it hands out nothing at or above them. The caller holds the shard's
 // scan lock. A record below the log's oldest retained offset, or permanently unreadable, is
-// told as keyless: the frontier passes it, as a retention jump or a corrupt skip would. Any
-// other failure stops the verification where it is and is returned; the next scan goes on.
+// told as keyless: the frontier passes it, as a retention jump or a corrupt skip would. So is
+// one at or above the log's high watermark, not read: a state adopted over a log that lost
+// its tail (shorter than the one the state was kept over) names records the log no longer
+// has, and would otherwise stop the verification there for good, and with it the partition's
+// consumes, settles and purges. Any other failure stops the verification where it is and is
+// returned; the next scan goes on.
 func (n *Node) verifyTails(shard *inflight.Shard, log Log, now time.Time) error {
 	var offsets [verifyBatch]int64
 	var keys [verifyBatch]uint64
 	for shard.Verifying() {
 		batch := shard.Unverified(offsets[:0], verifyBatch)
+		hwm := log.HighWatermark()
+		if hwm < 0 {
+			return n.negativeWatermark(shard.Topic(), shard.Partition(), hwm)
+		}
 		for i, off := range batch {
+			if off >= hwm {
+				keys[i] = 0 // gone with the log's tail
+				continue
+			}
 			rec, err := log.Read(off)
 			switch {
 			case err == nil:
@@ -56,12 +68,12 @@ func (n *Node) verifyRestored(shard *inflight.Shard) error {
 }
 
 // verifyBeforeSettle verifies the key tails a shard was restored with (and, under
-// TopicConfig.QuarantineKeys, learns its quarantined records' keys) before a settle reaches
-// it, so that a settle of a record they may hold answers what the record is (settled for
-// good, or a lease gone) rather than a lease gone for both, and so that no record is settled
-// unverified: a tail would take it for parked after a restart, and deliver an acked record
-// again. A failure (the log's reads) is ErrUnavailable, and the settle is not applied: its
-// caller tries again, as after an owner's 503.
+// TopicConfig.QuarantineKeys, learns its quarantined records' keys) before a settle or a
+// purge reaches it, so that a settle of a record they may hold answers what the record is
+// (settled for good, or a lease gone) rather than a lease gone for both, and so that no
+// record is settled unverified: a tail would take it for parked after a restart, and deliver
+// an acked record again. A failure (the log's reads) is ErrUnavailable, and the settle is not
+// applied: its caller tries again, as after an owner's 503.
 func (n *Node) verifyBeforeSettle(shard *inflight.Shard) error {
 	if !shard.Verifying() { // (the usual case, no tails, costs one atomic load)
 		return nil
