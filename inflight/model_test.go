@@ -839,6 +839,7 @@ func (sm *shardMachine) check(t *rapid.T) {
 	if got, want := sm.s.Available(sm.now, sm.m.hwm), sm.m.available(); got != want {
 		t.Fatalf("Available: %d, model %d", got, want)
 	}
+	checkRequeuedDue(t, sm.s)
 	if sm.quarantined != sm.m.quarantines {
 		t.Fatalf("Quarantine hook called %d times, want %d", sm.quarantined, sm.m.quarantines)
 	}
@@ -915,4 +916,27 @@ func TestShardAgainstModel(t *testing.T) {
 			"":             sm.check,
 		})
 	})
+}
+
+// checkRequeuedDue fails unless the shard's heap of requeued offsets finds the lowest due one
+// that a scan of the whole quarantine finds (the heap is pushed at each release: a path
+// that makes a requeued record due without one would strand it).
+func checkRequeuedDue(t *rapid.T, s *Shard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want, found := int64(0), false
+	for q, requeued := range s.quarantine {
+		if !requeued || (found && q >= want) {
+			continue
+		}
+		if p := s.pending.lookup(q); p.nonce != 0 || p.delayed || p.deferred {
+			continue
+		}
+		want, found = q, true
+	}
+	var got int64
+	ok := s.lowestRequeued(&got)
+	if ok != found || got != want && found {
+		t.Fatalf("lowest requeued offset due: %d (%v), a scan of the quarantine finds %d (%v)", got, ok, want, found)
+	}
 }

@@ -893,6 +893,7 @@ func (m *orderedModel) check(t *rapid.T) {
 	m.s.Purge(m.now)
 	m.expire()
 	m.syncOrdered(t, false)
+	checkRequeuedDue(t, m.s)
 	st := m.s.Stats()
 	above := 0
 	for off := range m.quarantined {

@@ -127,6 +127,7 @@ func (s *Shard) setQuarantine(off int64, requeued bool) {
 	}
 	if requeued {
 		s.requeued++
+		s.requeuedDue.push(releasedOffset(off))
 		s.emptyAt.Store(-1) // a requeued record below the frontier goes first
 		s.nextFresh.Store(-1)
 	}
@@ -149,20 +150,20 @@ func (s *Shard) clearQuarantine(off int64) {
 }
 
 // lowestRequeued finds the lowest requeued offset below the frontier that is neither leased
-// nor delayed. Requeues are rare operator actions, so a scan of the quarantine set is cheap
-// next to what it saves in bookkeeping.
+// nor delayed nor deferred, dropping the entries of requeuedDue that no longer count from its
+// top (an offset leased, delayed or deferred is pushed again when it is released).
 func (s *Shard) lowestRequeued(off *int64) bool {
-	found := false
-	for q, requeued := range s.quarantine {
-		if !requeued || (found && q >= *off) {
-			continue
+	for len(s.requeuedDue) > 0 {
+		q := int64(s.requeuedDue[0])
+		if requeued := s.quarantine[q]; requeued {
+			if p := s.pending.lookup(q); p.nonce == 0 && !p.delayed && !p.deferred {
+				*off = q
+				return true
+			}
 		}
-		if p := s.pending.lookup(q); p.nonce != 0 || p.delayed || p.deferred {
-			continue // (deferred: behind its key, under Config.QuarantineKeys)
-		}
-		*off, found = q, true
+		s.requeuedDue.pop()
 	}
-	return found
+	return false
 }
 
 // extendedExpiry is the expiry an extend by d at now gives the lease p, within the topic's

@@ -285,6 +285,14 @@ type Shard struct {
 	delayed    int // offsets invisible until their nack delay ends
 	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
+	// requeuedDue holds the requeued offsets below the frontier that may be due, lazily as
+	// released does: each is pushed when it is requeued and whenever it is released again
+	// (expired, nacked, given back, its delay over, its key freed), and an entry counts only
+	// if its offset is still requeued and neither leased, delayed nor deferred when it comes
+	// to the top. So a reserve finds the lowest due one in O(log n), not by a scan of the
+	// whole quarantine (a requeue of a large dead-letter backlog would make draining it
+	// quadratic).
+	requeuedDue minHeap[releasedOffset]
 	// quarantinedAbove counts the entries of quarantine above the frontier that are not
 	// requeued: records set aside that no reserve hands out, which Available leaves out. It
 	// is kept as the quarantine and the frontier change, so Available never scans the set.
@@ -437,6 +445,7 @@ func (s *Shard) restoreLocked(state State) {
 	}
 	s.deadlines.reset()
 	s.released = s.released[:0]
+	s.requeuedDue = s.requeuedDue[:0]
 	s.settledAbove = s.frontier
 	for _, r := range state.AckedAhead {
 		if first := max(r.First, s.frontier+1); first <= r.Last {
@@ -1036,7 +1045,9 @@ func (s *Shard) releaseLocked(off int64, p pending, fx *effects) {
 	if off > s.frontier {
 		s.released.push(releasedOffset(off))
 		s.nextFresh.Store(-1) // due before any fresh offset
-	} // a requeued offset below the frontier is found by lowestRequeued
+	} else if requeued := s.quarantine[off]; requeued {
+		s.requeuedDue.push(releasedOffset(off))
+	}
 	fx.released++
 }
 
