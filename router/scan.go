@@ -326,8 +326,10 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
 // budget is spent. It reserves the partition's share of the batch in one call, then reads
 // the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
-// reservation always comes before the read (invariant "one live holder"). What the byte bound leaves undelivered is given
-// back at once, and not counted as an attempt. A read that fails (a closed log, say) ends
+// reservation always comes before the delivery (invariant "one live holder"), and before the
+// read but on an ordered partition's fresh records (takeOneKeyed, takeRunKeyed). What the
+// byte bound leaves undelivered is given back at once, and not counted as an attempt. A
+// read that fails (a closed log, say) ends
 // the partition's turn with its reservations given back, and fails unless the scan took
 // something.
 func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
