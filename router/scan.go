@@ -329,9 +329,8 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // reservation always comes before the delivery (invariant "one live holder"), and before the
 // read but on an ordered partition's fresh records (takeOneKeyed, takeRunKeyed). What the
 // byte bound leaves undelivered is given back at once, and not counted as an attempt. A
-// read that fails (a closed log, say) ends
-// the partition's turn with its reservations given back, and fails unless the scan took
-// something.
+// read that fails (a closed log, say) ends the partition's turn with its reservations given
+// back, and fails unless the scan took something.
 func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
@@ -508,7 +507,7 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 // partition has no fresh record left, or a read failed).
 func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) (_ []Message, done bool) {
 	ranged, _ := log.(RangeReader)
-	deferred := 0
+	deferred, overtaken := 0, 0
 	for !budget.full() {
 		off := shard.NextFresh()
 		if off < 0 || off >= hwm {
@@ -530,10 +529,16 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 			// be next.
 			next := shard.NextFresh()
 			if next <= off || next >= off+int64(len(recs)) {
-				return out, false
+				break
 			}
 			recs, keys, off = recs[next-off:], keys[next-off:], next
 			leases, taken, err = shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
+		}
+		if err == inflight.ErrNotNext && shard.NextFresh() > off && overtaken < maxOvertaken {
+			// Other consumes took the whole run: read on from where they left off, rather
+			// than take the scan lock (a scan under it would refuse theirs in turn).
+			overtaken++
+			continue
 		}
 		if err != nil {
 			return out, false
@@ -546,7 +551,9 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 			setLeaseMessage(m, req.topic, partition, &leases[i], &recs[leases[i].Offset-off])
 			budget.take(m)
 		}
-		n.stats.delivered.Add(uint64(len(leases)))
+		if len(leases) > 0 {
+			n.stats.delivered.Add(uint64(len(leases)))
+		}
 		if deferred += taken - len(leases); deferred >= orderedDefersPerScan {
 			// Most of what the partition has waits behind held keys (see takeFrom).
 			n.wake(req.topic, partition)
@@ -558,6 +565,10 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 	}
 	return out, true
 }
+
+// maxOvertaken bounds the runs one takeRunKeyed reads that other consumes then take whole
+// before it reserves them.
+const maxOvertaken = 4
 
 // readFresh reads up to max records from off, bounded by maxBytes as ReadRange bounds them,
 // for a scan that reads before it reserves: a ReadRange when the log offers it, one Read
