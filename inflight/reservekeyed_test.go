@@ -144,11 +144,72 @@ func TestReserveKeyed(t *testing.T) {
 				require.ErrorIs(t, err, ErrNotNext)
 				unchanged(t, s, before, next)
 				require.Equal(t, delivered, s.counters.Load().Delivered)
+				// A run from the same offset is refused alike.
+				leases, taken, err := s.ReserveKeyedBatch(t0, hwm, 0, 3, off, []uint64{9, 9, 8}, nil)
+				require.ErrorIs(t, err, ErrNotNext)
+				require.Empty(t, leases)
+				require.Zero(t, taken)
+				unchanged(t, s, before, next)
+				require.Equal(t, delivered, s.counters.Load().Delivered)
 				if undo != nil {
 					undo()
 				}
 			})
 		}
+	})
+
+	t.Run("a run with no keys", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		_, taken, err := s.ReserveKeyedBatch(t0, 5, 0, 3, 0, nil, nil)
+		require.ErrorIs(t, err, ErrNotNext)
+		require.Zero(t, taken)
+		unchanged(t, s, Stats{Frontier: -1}, 0)
+	})
+
+	t.Run("a run is leased and bound, and what waits behind a key is deferred unleased", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, err := s.ReserveKeyed(t0, 8, 0, 0, 7)
+		require.NoError(t, err)
+		fence := held.Fence
+		// 1 and 3 are key 8's, consecutive in one batch: both go to it. 2 is key 7's, held.
+		leases, taken, err := s.ReserveKeyedBatch(t0, 8, time.Second, 4, 1, []uint64{8, 7, 8, 0}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 4, taken)
+		require.Equal(t, []int64{1, 3, 4}, []int64{leases[0].Offset, leases[1].Offset, leases[2].Offset})
+		for _, l := range leases {
+			require.Equal(t, t0.Add(time.Second), l.Expiry, "the visibility asked for")
+			require.Greater(t, l.Fence, fence, "fencing tokens grow with every lease")
+			fence = l.Fence
+		}
+		require.Equal(t, int64(5), s.NextFresh())
+		st := s.Stats()
+		require.Equal(t, 4, st.Leased)
+		require.Equal(t, 1, st.Keys.Deferred)
+		require.Equal(t, 2, st.Keys.HeldKeys)
+		c := s.counters.Load()
+		require.Equal(t, uint64(5), c.Delivered, "every record taken, as ReserveBatch counts the leases Bind withdraws")
+		require.Equal(t, uint64(1), c.Deferred)
+		require.Equal(t, 4, s.deadlines.len(), "no expiry entry for the deferred record")
+		// Key 7's holder acks: its deferred record comes next, due again.
+		require.NoError(t, s.Ack(t0, held.Handle))
+		require.Equal(t, int64(-1), s.NextFresh())
+		again, err := s.ReserveNextFor(t0, 8, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), again.Offset)
+		require.Equal(t, uint32(1), again.Attempt, "its first delivery")
+	})
+
+	t.Run("a run stops at the in-flight cap and the high watermark", func(t *testing.T) {
+		s := newOrdered(t, Config{Ordered: true, MaxInFlight: 2})
+		leases, taken, err := s.ReserveKeyedBatch(t0, 8, 0, 4, 0, []uint64{1, 2, 3, 4}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 2, taken, "the in-flight room")
+		require.Len(t, leases, 2)
+		require.Equal(t, int64(2), s.NextFresh())
+		s = newOrdered(t, cfg)
+		_, taken, err = s.ReserveKeyedBatch(t0, 2, 0, 4, 0, []uint64{1, 2, 3, 4}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 2, taken, "below the high watermark")
 	})
 
 	t.Run("a record taken ends a deferred stall", func(t *testing.T) {
@@ -177,6 +238,8 @@ func TestReserveKeyed(t *testing.T) {
 		s, _ := newTestShard(t, cfg, State{Frontier: -1, GrantUntil: t0})
 		_, err := s.ReserveKeyed(t0, 5, 0, 0, 9)
 		require.ErrorIs(t, err, ErrNotNext)
+		_, _, err = s.ReserveKeyedBatch(t0, 5, 0, 2, 0, []uint64{9, 8}, nil)
+		require.ErrorIs(t, err, ErrNotNext)
 		unchanged(t, s, Stats{Frontier: -1}, 0)
 		_, err = s.ReserveNextFor(t0, 5, 0)
 		require.ErrorIs(t, err, ErrMoved, "the scan under the lock says why")
@@ -187,6 +250,8 @@ func TestReserveKeyed(t *testing.T) {
 		_, err := s.ReserveKeyed(t0, 5, -time.Second, 0, 9)
 		require.ErrorIs(t, err, ErrInvalidDuration)
 		_, err = s.ReserveKeyed(t0, 5, MaxVisibility+1, 0, 9)
+		require.ErrorIs(t, err, ErrInvalidDuration)
+		_, _, err = s.ReserveKeyedBatch(t0, 5, -time.Second, 2, 0, []uint64{9, 8}, nil)
 		require.ErrorIs(t, err, ErrInvalidDuration)
 		unchanged(t, s, Stats{Frontier: -1}, 0)
 	})
@@ -207,6 +272,8 @@ func TestReserveKeyed(t *testing.T) {
 		r := NewShard("orders", 3, Options{Config: cfg}, st)
 		require.True(t, r.Verifying())
 		_, err = r.ReserveKeyed(t0, 4, 0, r.NextFresh(), 9)
+		require.ErrorIs(t, err, ErrNotNext)
+		_, _, err = r.ReserveKeyedBatch(t0, 4, 0, 2, r.NextFresh(), []uint64{9}, nil)
 		require.ErrorIs(t, err, ErrNotNext)
 	})
 }
