@@ -11,7 +11,14 @@ type deadlineQueue struct {
 	run     []deadline // run[runHead:] in order of at
 	runHead int
 	heap    minHeap[deadline]
+	// hops counts the settles since the run's head was last settled that found their
+	// deadlines behind it (see dropHeadOf).
+	hops int
 }
+
+// headHops is how many settles in a row may find their deadlines behind the run's head
+// before dropHeadOf moves the head to the heap.
+const headHops = 64
 
 // len returns how many deadlines the queue holds, stale ones included.
 func (q *deadlineQueue) len() int { return len(q.run) - q.runHead + len(q.heap) }
@@ -65,10 +72,14 @@ func (q *deadlineQueue) dropStale(live func(deadline) bool) {
 // head, live, while the leases granted after it are settled in the order they were granted;
 // each of them takes its entry out from behind the head, with the spent ones before it (of
 // leases withdrawn: records deferred behind their keys), in O(1) each, rather than leave the
-// run to grow until a compaction scans it all. live tells a deadline still in force.
+// run to grow until a compaction scans it all. Once headHops settles in a row did so, the
+// head moves to the heap, where it stays out of their way until it falls due or is settled
+// (or extended: then its new deadline joins the run, and may come to its head again). live
+// tells a deadline still in force.
 func (q *deadlineQueue) dropHeadOf(off int64, live func(deadline) bool) {
 	if q.runHead < len(q.run) && q.run[q.runHead].offset == off {
 		q.popRun()
+		q.hops = 0
 		return
 	}
 	for q.runHead+1 < len(q.run) {
@@ -80,6 +91,10 @@ func (q *deadlineQueue) dropHeadOf(off int64, live func(deadline) bool) {
 		q.run[h+1] = q.run[h] // the head moves up over it: the run stays in order
 		q.popRun()
 		if next.offset == off {
+			if q.hops++; q.hops >= headHops {
+				q.heap.push(q.popRun())
+				q.hops = 0
+			}
 			return
 		}
 	}
@@ -124,4 +139,5 @@ func (q *deadlineQueue) retain(keep func(deadline) bool) {
 func (q *deadlineQueue) reset() {
 	q.run, q.runHead = q.run[:0], 0
 	q.heap = q.heap[:0]
+	q.hops = 0
 }

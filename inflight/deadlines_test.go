@@ -119,3 +119,31 @@ func TestDeadlineQueueRunStaysSmall(t *testing.T) {
 	require.Empty(t, q.heap, "in-order pushes never reach the heap")
 	require.LessOrEqual(t, cap(q.run), 4096)
 }
+
+// TestDeadlineQueueMovesAStuckHeadToTheHeap: a lease held long at the run's head (a hung
+// holder's) while the leases after it are settled in order: after headHops of them found
+// their deadlines behind it, it moves to the heap, still the earliest, and the settles that
+// follow find theirs at the run's head.
+func TestDeadlineQueueMovesAStuckHeadToTheHeap(t *testing.T) {
+	var q deadlineQueue
+	hung := deadline{at: 1, offset: 0, nonce: 1}
+	q.push(hung)
+	for i := int64(1); i <= 2*headHops; i++ {
+		q.push(deadline{at: 1 + i, offset: i, nonce: uint64(i + 1)})
+	}
+	live := func(deadline) bool { return true }
+	for i := int64(1); i <= headHops; i++ {
+		require.Equal(t, hung, q.run[q.runHead], "the head stays while fewer than headHops settles passed it")
+		q.dropHeadOf(i, live)
+	}
+	require.Equal(t, []deadline{hung}, []deadline(q.heap))
+	first, ok := q.first()
+	require.True(t, ok)
+	require.Equal(t, hung, first, "still the earliest")
+	for i := int64(headHops + 1); i <= 2*headHops; i++ {
+		require.Equal(t, i, q.run[q.runHead].offset, "the next settle's deadline heads the run")
+		q.dropHeadOf(i, live)
+	}
+	require.Equal(t, 1, q.len())
+	require.Equal(t, hung, q.pop())
+}

@@ -73,11 +73,12 @@
 // A topic whose Config.Ordered is set delivers a key's records in order, keys in parallel.
 // Keys are learnt by reading, so the caller reserves, reads and binds one partition's records
 // one scan at a time (ScanLock), binding each lease to its record's key (Bind, KeyOf); a scan
-// of one record may instead read the record at the next fresh offset first and reserve and
-// bind it in one step (NextFresh, ReserveKeyed), holding the scan lock only inside that call: a
-// lease whose key another consume's leases hold, or whose key has a lower record waiting for
-// delivery again, is withdrawn uncounted and deferred behind the key, neither leased nor
-// visible nor counted against the in-flight cap, until the key frees. A lease of a key that
+// may instead read the records from the next fresh offset first and reserve and bind them in
+// one step (NextFresh, then ReserveKeyed for one record, ReserveKeyedBatch for a run), holding
+// the scan lock only inside that call: a record whose key another consume's leases hold, or
+// whose key has a lower record waiting for delivery again, is deferred behind the key (its
+// lease withdrawn uncounted; none granted to a record read first), neither leased nor visible
+// nor counted against the in-flight cap, until the key frees. A lease of a key that
 // ends unsettled (nack, expiry, give-back, lapse) queues its record as the key's next, with
 // its delay. At most Config.MaxDeferred records wait so (ErrDeferredCap beyond, a stall
 // episode counted in Counters.DeferredStalls), besides those a Requeue brought back, which

@@ -65,7 +65,7 @@ var (
 	ErrUnverified = errors.New("inflight: restored key tails not verified")
 )
 
-// Answers of ReserveKeyed that hand out nothing.
+// Answers of ReserveKeyed (and ReserveKeyedBatch: ErrNotNext) that hand out nothing.
 var (
 	// ErrNotNext: the offset is not the one the shard's next reserve takes now (another
 	// record is due before it, the cursor moved, the shard verifies restored key tails, or
@@ -73,9 +73,9 @@ var (
 	// reserve, read and bind under ScanLock instead.
 	ErrNotNext = errors.New("inflight: not the next fresh offset")
 
-	// ErrBehindKey: the record was reserved and found behind its key, so it was withdrawn,
-	// uncounted, and deferred (or quarantined after a lower record of its key, under
-	// Config.QuarantineKeys), as Bind withdraws such a lease. The cursor passed it: the next
-	// fresh offset is the one after.
+	// ErrBehindKey: the record is behind its key, so it was deferred (or quarantined after a
+	// lower record of its key, under Config.QuarantineKeys) as Bind defers a lease it
+	// withdraws, with no lease granted. The cursor passed it: the next fresh offset is the one
+	// after.
 	ErrBehindKey = errors.New("inflight: record deferred behind its key")
 )

@@ -269,9 +269,11 @@ func (s *Shard) NextFresh() int64 { return s.nextFresh.Load() }
 // restored key tail to verify), and no other scan holds ScanLock (one between its reserve
 // and its Bind, whose unbound records could be off's key's lower ones). Otherwise it
 // changes nothing and answers ErrNotNext: reserve, read and bind under ScanLock instead. A
-// record behind its key is withdrawn and deferred (or quarantined with it) and the answer
-// is ErrBehindKey. On a shard that is not ordered it answers ErrNotNext. Its errors are the
-// sentinels themselves, never wrapped: a caller on the hot path may compare them.
+// record behind its key is deferred (or quarantined with it) with no lease granted, as Bind
+// leaves a lease it withdraws but for the nonce, the expiry-queue entry and the fencing
+// token it never took, and the answer is ErrBehindKey. On a shard that is not ordered it
+// answers ErrNotNext. Its errors are the sentinels themselves, never wrapped: a caller on
+// the hot path may compare them.
 func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration, off int64, key uint64) (Lease, error) {
 	if visibility < 0 || visibility > MaxVisibility {
 		return Lease{}, ErrInvalidDuration
@@ -279,60 +281,150 @@ func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration,
 	at := now.UnixNano()
 	var lease Lease
 	var fx effects
+	if !s.lockFresh(at, hwm, off, &fx) {
+		return Lease{}, ErrNotNext
+	}
+	s.passCursorLocked(off)
+	s.keys.holdings++
+	outcome := s.takeFreshLocked(at, int64(visibility), off, key, s.keys.holdings, 1, &lease, &fx)
+	granted, deferred := 0, 0
+	switch outcome {
+	case bindKept:
+		granted = 1
+	case bindDeferred:
+		deferred = 1
+	}
+	s.unlockFresh(hwm, 1, granted, deferred, &fx)
+	if outcome != bindKept {
+		s.report(&fx)
+		return Lease{}, ErrBehindKey
+	}
+	fx.deadline = lease.Expiry.UnixNano()
+	s.report(&fx)
+	return lease, nil
+}
+
+// ReserveKeyedBatch is ReserveKeyed for a run of records, for an ordered partition's batch
+// scan that read them before reserving them: keys[i] is KeyOf of the record key at off+i,
+// off being NextFresh. Under one acquisition of the shard's lock it takes the records
+// ReserveBatch(now, hwm, visibility, asked) would lease, as far as keys goes (consecutive
+// fresh offsets from off, up to the in-flight cap and hwm), and treats each as Bind would
+// treat their leases in one call: a record whose key is free, or held by a record this call
+// took (one holder takes consecutive records of a key, in order; a free of the key makes as
+// many of its later records visible as asked), is leased and bound, and its lease appended
+// to into; one behind its key is deferred, or quarantined after a lower record of its key
+// (Config.QuarantineKeys), with no lease granted: no nonce, no expiry-queue entry, no
+// fencing token. The shard is then left as ReserveBatch and Bind leave it, but for those and
+// the nonces of the later leases (Counters.Delivered counts every record taken, as it counts
+// the leases Bind withdraws). taken is how many records of the run it took, at least one:
+// the next fresh offset is off+taken.
+//
+// It refuses, changing nothing, with ErrNotNext, wherever ReserveKeyed refuses off (keys
+// empty too); the caller then reserves, reads and binds under ScanLock. Its errors are the
+// sentinels themselves, never wrapped.
+func (s *Shard) ReserveKeyedBatch(now time.Time, hwm int64, visibility time.Duration, asked int, off int64, keys []uint64, into []Lease) (_ []Lease, taken int, err error) {
+	if visibility < 0 || visibility > MaxVisibility {
+		return into, 0, ErrInvalidDuration
+	}
+	at := now.UnixNano()
+	var fx effects
+	if len(keys) == 0 || !s.lockFresh(at, hwm, off, &fx) {
+		return into, 0, ErrNotNext
+	}
+	// takesFreshLocked found room under the in-flight cap and off below hwm: one at least.
+	taken = int(min(int64(len(keys)), int64(s.cfg.MaxInFlight-s.leased), hwm-off))
+	// The cursor passes the run first, as ReserveBatch leaves it before Bind: a key freed
+	// below (a quarantine's) releases below it.
+	s.passCursorLocked(off + int64(taken) - 1)
+	s.keys.holdings++
+	holding := s.keys.holdings
+	first := len(into)
+	into = slices.Grow(into, taken)
+	deferred := 0
+	for i, key := range keys[:taken] {
+		into = into[:len(into)+1]
+		switch s.takeFreshLocked(at, int64(visibility), off+int64(i), key, holding, asked, &into[len(into)-1], &fx) {
+		case bindKept:
+			continue
+		case bindDeferred:
+			deferred++
+		}
+		into = into[:len(into)-1]
+	}
+	granted := into[first:]
+	s.unlockFresh(hwm, taken, len(granted), deferred, &fx)
+	if len(granted) > 0 {
+		fx.deadline = granted[0].Expiry.UnixNano() // one expiry for the run: the same now
+	}
+	s.report(&fx)
+	return into, taken, nil
+}
+
+// lockFresh takes the shard's lock and ScanLock for a scan that read the record at off
+// before reserving it, purged at now, and reports whether the shard takes off next
+// (takesFreshLocked); when not, it unlocks and reports fx, having changed nothing but what
+// the purge did.
+func (s *Shard) lockFresh(at, hwm, off int64, fx *effects) bool {
 	s.mu.Lock()
 	// The scan lock is tried under the shard's lock (a scan takes them the other way round,
 	// but a TryLock never waits): it is held only while the shard's is, never by a call
 	// parked on the shard's lock, which would hold every other scan up.
 	if !s.scanMu.TryLock() {
 		s.mu.Unlock()
-		return Lease{}, ErrNotNext
+		return false
 	}
-	s.purgeLocked(at, &fx)
+	s.purgeLocked(at, fx)
 	if !s.takesFreshLocked(at, hwm, off) {
 		s.scanMu.Unlock()
 		s.mu.Unlock()
-		s.report(&fx)
-		return Lease{}, ErrNotNext
+		s.report(fx)
+		return false
 	}
-	// What reserveLocked does with the fresh offset chooseLocked returns, takesFreshLocked
-	// having found that it returns off.
 	s.keys.capped = false // below the deferred cap: a stall episode, if any, is over
-	s.passCursorLocked(off)
-	s.grantLocked(at, int64(visibility), off, true, false, &lease)
+	return true
+}
+
+// unlockFresh ends what lockFresh began, once taken records were taken, granted of them
+// leased and deferred of them deferred: it counts them, and notes that a grant's attempt
+// is persisted state under MaxDeliveries.
+func (s *Shard) unlockFresh(hwm int64, taken, granted, deferred int, fx *effects) {
 	s.noteEmptyLocked(hwm, nil)
-	outcome := bindKept
-	if key != 0 {
-		s.keys.holdings++
-		holding := s.keys.holdings
-		entry := s.liveEntry(lease.Handle)
-		inRing := entry != nil
-		var farEntry pending
-		if !inRing {
-			farEntry, _ = s.pending.get(off)
-			entry = &farEntry
-		}
-		if slot, known := s.keys.byKey.slotFor(key); !known {
-			slot.holding, slot.held, slot.room = holding, off, 1
-			s.bindLeaseLocked(off, entry, inRing, key)
-		} else {
-			outcome = s.bindKnownLocked(s.keys.fullState(slot), off, entry, inRing, key, holding, 1, false, at, &fx)
-		}
-	}
-	countsAttempts := s.cfg.MaxDeliveries > 0
+	fx.dirty = fx.dirty || granted > 0 && s.cfg.MaxDeliveries > 0
 	s.scanMu.Unlock()
 	s.mu.Unlock()
-	s.counters.Delivered.Add(1) // as ReserveNextFor counts every lease it grants, one Bind withdraws too
-	if outcome != bindKept {
-		if outcome == bindDeferred {
-			s.counters.Deferred.Add(1)
-		}
-		s.report(&fx)
-		return Lease{}, ErrBehindKey
+	// As ReserveBatch counts every lease it grants, the ones Bind withdraws too.
+	s.counters.Delivered.Add(uint64(taken))
+	if deferred > 0 {
+		s.counters.Deferred.Add(uint64(deferred))
 	}
-	fx.deadline = lease.Expiry.UnixNano()
-	fx.dirty = fx.dirty || countsAttempts
-	s.report(&fx)
-	return lease, nil
+}
+
+// takeFreshLocked takes off, the fresh offset at the cursor whose record's key is key (the
+// cursor past it already), for a scan that read it first, as one record of the Bind call
+// holding, whose consume can take room records: leased and bound when its key is free (see
+// Bind), lease filled; otherwise deferred behind its key or quarantined with it, with no
+// lease granted.
+func (s *Shard) takeFreshLocked(at, visibility, off int64, key, holding uint64, room int, lease *Lease, fx *effects) bindOutcome {
+	if key != 0 {
+		if slot, known := s.keys.byKey.slotFor(key); !known {
+			// Free (see Bind): held by this lease alone, it needs no state.
+			slot.holding, slot.held, slot.room = holding, off, room
+		} else {
+			// A fresh offset waits in no key's queue: there is nothing to take out of it.
+			ks := s.keys.fullState(slot)
+			switch outcome := s.keyVerdictLocked(ks, off, false, holding, false); outcome {
+			case bindDeferred:
+				s.deferLocked(off, pending{}, key, ks, at, fx)
+				return outcome
+			case bindQuarantined:
+				s.quarantineWithKeyLocked(off, pending{}, key, ks, fx)
+				return outcome
+			}
+			ks.hold(off, holding, room)
+		}
+	}
+	s.grantLocked(at, visibility, off, true, false, key, lease)
+	return bindKept
 }
 
 // takesFreshLocked reports whether the shard's next reserve at now would lease off, a
@@ -371,30 +463,52 @@ const (
 // a key the index knows (ks), as one lease of the Bind call holding, whose consume can take
 // room records (see Bind); or withdraws it, deferred behind the key or quarantined with it.
 func (s *Shard) bindKnownLocked(ks *keyState, off int64, entry *pending, inRing bool, key, holding uint64, room int, oneAKey bool, at int64, fx *effects) bindOutcome {
-	// Records of the key spilled below it come first, into the quarantine too: it waits.
-	spilledBelow := ks.spilledBelow(off)
-	if !spilledBelow && s.quarantinedKeyLocked(ks, off) && entry.reason != ReasonRequeued {
-		s.quarantineWithKeyLocked(off, *entry, key, ks, fx)
-		return bindQuarantined
-	}
 	queued := len(ks.queued) > 0
 	if queued {
 		ks.unqueue(off) // a queued offset leased again: its turn, if nothing is below it
 	}
-	ours := ks.holders > 0 && ks.holding == holding
-	blocked := (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < off) || spilledBelow
-	if blocked {
-		s.deferLocked(off, *entry, key, ks, at, fx)
-		return bindDeferred
+	outcome := s.keyVerdictLocked(ks, off, entry.reason == ReasonRequeued, holding, oneAKey)
+	if outcome != bindKept {
+		p := *entry
+		s.withdrawLocked(&p, fx)
+		if outcome == bindDeferred {
+			s.deferLocked(off, p, key, ks, at, fx)
+		} else {
+			s.quarantineWithKeyLocked(off, p, key, ks, fx)
+		}
+		return outcome
 	}
-	ks.holders++
-	ks.holding, ks.room = holding, room
-	ks.boundHigh = max(ks.boundHigh, off)
+	ks.hold(off, holding, room)
 	if queued {
 		s.keys.of.remove(off) // bound now: its key is in its lease's entry
 	}
 	s.bindLeaseLocked(off, entry, inRing, key)
 	return bindKept
+}
+
+// keyVerdictLocked decides what becomes of off, a record of key ks (a key the index knows,
+// off out of its queue) taken by the Bind call holding (requeued: a requeued record):
+// quarantined after a lower record of its key, deferred behind the key (a holder of another
+// call, or of this one under oneAKey; a lower record of it waiting or spilled), or kept.
+func (s *Shard) keyVerdictLocked(ks *keyState, off int64, requeued bool, holding uint64, oneAKey bool) bindOutcome {
+	// Records of the key spilled below it come first, into the quarantine too: it waits.
+	spilledBelow := ks.spilledBelow(off)
+	if !spilledBelow && !requeued && s.quarantinedKeyLocked(ks, off) {
+		return bindQuarantined
+	}
+	ours := ks.holders > 0 && ks.holding == holding
+	if (ks.holders > 0 && (!ours || oneAKey)) || (len(ks.queued) > 0 && ks.queued[0] < off) || spilledBelow {
+		return bindDeferred
+	}
+	return bindKept
+}
+
+// hold notes that a lease of the Bind call holding, whose consume can take room records,
+// holds the key with off's record.
+func (ks *keyState) hold(off int64, holding uint64, room int) {
+	ks.holders++
+	ks.holding, ks.room = holding, room
+	ks.boundHigh = max(ks.boundHigh, off)
 }
 
 // bindLeaseLocked notes in entry, the live lease of off, that it holds key: entry is off's
@@ -448,9 +562,9 @@ func (s *Shard) Ordered() bool { return s.ordered.Load() }
 // A caller with other partitions to look at may TryLock it and pass over a busy one.
 func (s *Shard) ScanLock() *sync.Mutex { return &s.scanMu }
 
-// deferLocked withdraws the live lease p of off, uncounted, and queues off behind key.
+// deferLocked queues off behind key, its record read and holding no lease (p its entry: a
+// lease withdrawn, or none granted).
 func (s *Shard) deferLocked(off int64, p pending, key uint64, ks *keyState, now int64, fx *effects) {
-	s.withdrawLocked(&p, fx)
 	if s.spillLocked(off, p, ks, fx) {
 		return
 	}

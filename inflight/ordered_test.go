@@ -709,18 +709,42 @@ func (m *orderedModel) verify(t *rapid.T) {
 func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 	m.verify(t)
 	hwm := int64(len(m.keyAt))
-	if max == 1 && !ahead && rapid.Bool().Draw(t, "readFirst") {
-		// A consume of one record reads the next fresh record before it reserves it, then
-		// reserves and binds it in one step, as router's takeOneKeyed does; when something
-		// is due first, or the read fails, it takes one as a scan does.
-		if off := m.s.NextFresh(); off >= 0 && off < hwm && off >= m.oldest && !m.unreadable[off] {
+	if !ahead && rapid.Bool().Draw(t, "readFirst") {
+		// A consume reads the next fresh records before it reserves them, then reserves and
+		// binds them in one step, as router's takeOneKeyed and takeRunKeyed do (up to a record
+		// it cannot read); when something is due first, or the first read fails, it takes
+		// them as a scan under the lock does.
+		off := m.s.NextFresh()
+		end := off
+		for end >= 0 && end < min(off+int64(max), hwm) && end >= m.oldest && !m.unreadable[end] {
+			end++
+		}
+		if end > off {
 			frontier := m.s.Stats().Frontier
-			lease, err := m.s.ReserveKeyed(m.now, hwm, 0, off, m.keyAt[off])
-			switch err {
-			case nil, ErrBehindKey:
+			read, kept := make([]Lease, end-off), make([]bool, end-off)
+			var err error
+			if max == 1 {
+				read[0], err = m.s.ReserveKeyed(m.now, hwm, 0, off, m.keyAt[off])
+				if err == ErrBehindKey {
+					read[0], err = Lease{Handle: Handle{Offset: off}}, nil
+				} else {
+					kept[0] = err == nil
+				}
+			} else {
+				var leases []Lease
+				var taken int
+				leases, taken, err = m.s.ReserveKeyedBatch(m.now, hwm, 0, max, off, m.keyAt[off:end], nil)
+				read, kept = read[:taken], kept[:taken]
+				for i := range read {
+					read[i].Offset = off + int64(i) // deferred or quarantined, but for the leases
+				}
+				for _, l := range leases {
+					read[l.Offset-off], kept[l.Offset-off] = l, true
+				}
+			}
+			if err == nil {
 				m.expire()
-				lease.Offset = off
-				m.deliver(t, []Lease{lease}, []bool{err == nil}, false, frontier)
+				m.deliver(t, read, kept, false, frontier)
 				return
 			}
 			require.ErrorIs(t, err, ErrNotNext)

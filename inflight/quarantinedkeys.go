@@ -96,10 +96,9 @@ func (s *Shard) quarantineFollowersLocked(key uint64, ks *keyState, off int64, f
 	s.freeKeyLocked(key, ks, fx)
 }
 
-// quarantineWithKeyLocked quarantines the lease p of off, just read and bound by no one, as a
-// later record of its quarantined key ks: withdrawn uncounted (it was never delivered).
+// quarantineWithKeyLocked quarantines off, just read and delivered to no one (p its entry, its
+// lease withdrawn uncounted or none granted), as a later record of its quarantined key ks.
 func (s *Shard) quarantineWithKeyLocked(off int64, p pending, key uint64, ks *keyState, fx *effects) {
-	s.withdrawLocked(&p, fx)
 	ks.unqueue(off)
 	s.keys.of.remove(off)
 	s.quarantineLocked(off, p.attempts, fx) // (a requeued one below the frontier goes back)

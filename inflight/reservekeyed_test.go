@@ -1,7 +1,6 @@
 package inflight
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -145,11 +144,72 @@ func TestReserveKeyed(t *testing.T) {
 				require.ErrorIs(t, err, ErrNotNext)
 				unchanged(t, s, before, next)
 				require.Equal(t, delivered, s.counters.Load().Delivered)
+				// A run from the same offset is refused alike.
+				leases, taken, err := s.ReserveKeyedBatch(t0, hwm, 0, 3, off, []uint64{9, 9, 8}, nil)
+				require.ErrorIs(t, err, ErrNotNext)
+				require.Empty(t, leases)
+				require.Zero(t, taken)
+				unchanged(t, s, before, next)
+				require.Equal(t, delivered, s.counters.Load().Delivered)
 				if undo != nil {
 					undo()
 				}
 			})
 		}
+	})
+
+	t.Run("a run with no keys", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		_, taken, err := s.ReserveKeyedBatch(t0, 5, 0, 3, 0, nil, nil)
+		require.ErrorIs(t, err, ErrNotNext)
+		require.Zero(t, taken)
+		unchanged(t, s, Stats{Frontier: -1}, 0)
+	})
+
+	t.Run("a run is leased and bound, and what waits behind a key is deferred unleased", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, err := s.ReserveKeyed(t0, 8, 0, 0, 7)
+		require.NoError(t, err)
+		fence := held.Fence
+		// 1 and 3 are key 8's, consecutive in one batch: both go to it. 2 is key 7's, held.
+		leases, taken, err := s.ReserveKeyedBatch(t0, 8, time.Second, 4, 1, []uint64{8, 7, 8, 0}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 4, taken)
+		require.Equal(t, []int64{1, 3, 4}, []int64{leases[0].Offset, leases[1].Offset, leases[2].Offset})
+		for _, l := range leases {
+			require.Equal(t, t0.Add(time.Second), l.Expiry, "the visibility asked for")
+			require.Greater(t, l.Fence, fence, "fencing tokens grow with every lease")
+			fence = l.Fence
+		}
+		require.Equal(t, int64(5), s.NextFresh())
+		st := s.Stats()
+		require.Equal(t, 4, st.Leased)
+		require.Equal(t, 1, st.Keys.Deferred)
+		require.Equal(t, 2, st.Keys.HeldKeys)
+		c := s.counters.Load()
+		require.Equal(t, uint64(5), c.Delivered, "every record taken, as ReserveBatch counts the leases Bind withdraws")
+		require.Equal(t, uint64(1), c.Deferred)
+		require.Equal(t, 4, s.deadlines.len(), "no expiry entry for the deferred record")
+		// Key 7's holder acks: its deferred record comes next, due again.
+		require.NoError(t, s.Ack(t0, held.Handle))
+		require.Equal(t, int64(-1), s.NextFresh())
+		again, err := s.ReserveNextFor(t0, 8, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), again.Offset)
+		require.Equal(t, uint32(1), again.Attempt, "its first delivery")
+	})
+
+	t.Run("a run stops at the in-flight cap and the high watermark", func(t *testing.T) {
+		s := newOrdered(t, Config{Ordered: true, MaxInFlight: 2})
+		leases, taken, err := s.ReserveKeyedBatch(t0, 8, 0, 4, 0, []uint64{1, 2, 3, 4}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 2, taken, "the in-flight room")
+		require.Len(t, leases, 2)
+		require.Equal(t, int64(2), s.NextFresh())
+		s = newOrdered(t, cfg)
+		_, taken, err = s.ReserveKeyedBatch(t0, 2, 0, 4, 0, []uint64{1, 2, 3, 4}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 2, taken, "below the high watermark")
 	})
 
 	t.Run("a record taken ends a deferred stall", func(t *testing.T) {
@@ -178,6 +238,8 @@ func TestReserveKeyed(t *testing.T) {
 		s, _ := newTestShard(t, cfg, State{Frontier: -1, GrantUntil: t0})
 		_, err := s.ReserveKeyed(t0, 5, 0, 0, 9)
 		require.ErrorIs(t, err, ErrNotNext)
+		_, _, err = s.ReserveKeyedBatch(t0, 5, 0, 2, 0, []uint64{9, 8}, nil)
+		require.ErrorIs(t, err, ErrNotNext)
 		unchanged(t, s, Stats{Frontier: -1}, 0)
 		_, err = s.ReserveNextFor(t0, 5, 0)
 		require.ErrorIs(t, err, ErrMoved, "the scan under the lock says why")
@@ -188,6 +250,8 @@ func TestReserveKeyed(t *testing.T) {
 		_, err := s.ReserveKeyed(t0, 5, -time.Second, 0, 9)
 		require.ErrorIs(t, err, ErrInvalidDuration)
 		_, err = s.ReserveKeyed(t0, 5, MaxVisibility+1, 0, 9)
+		require.ErrorIs(t, err, ErrInvalidDuration)
+		_, _, err = s.ReserveKeyedBatch(t0, 5, -time.Second, 2, 0, []uint64{9, 8}, nil)
 		require.ErrorIs(t, err, ErrInvalidDuration)
 		unchanged(t, s, Stats{Frontier: -1}, 0)
 	})
@@ -209,15 +273,24 @@ func TestReserveKeyed(t *testing.T) {
 		require.True(t, r.Verifying())
 		_, err = r.ReserveKeyed(t0, 4, 0, r.NextFresh(), 9)
 		require.ErrorIs(t, err, ErrNotNext)
+		_, _, err = r.ReserveKeyedBatch(t0, 4, 0, 2, r.NextFresh(), []uint64{9}, nil)
+		require.ErrorIs(t, err, ErrNotNext)
 	})
 }
 
 // TestReserveKeyedMatchesReserveAndBind drives two ordered shards, seeded alike, through the
-// same appends, settles, crashes and time, one taking single records with NextFresh and
-// ReserveKeyed (reserving under the lock as usual when refused), the other with
-// ReserveNextFor and a Bind of each lease: the two must grant the same leases (offsets,
-// nonces, attempts, expiries), defer the same records and keep the same state, so a scan
-// may take a record either way.
+// same appends, settles, crashes and time, one taking records as a scan that reads first does
+// (NextFresh, then ReserveKeyed for one record and ReserveKeyedBatch for a run, reserving,
+// reading and binding under the lock as usual when refused), the other with ReserveNextFor
+// or ReserveBatch and a Bind of the leases: the two must lease the same records (offsets,
+// attempts, reasons, expiries), defer the same ones and keep the same state and counters,
+// so a scan may take records either way.
+//
+// The shard that reads first grants no lease to a record it defers: it draws no nonce and
+// no fencing token for it. So its later leases' nonces differ from the other's, and its
+// fencing tokens lag: those two are compared for what they promise (a nonce is not zero;
+// fencing tokens grow with every lease, and never past the other shard's, which took a
+// token for every record it deferred), and each shard settles the handles it granted.
 func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		opts := Options{Config: drawOrderedConfig(t), Seed: [32]byte{3}}
@@ -225,16 +298,53 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 		plain := NewShard("t", 0, opts, State{Frontier: -1})
 		now := time.Unix(1000, 0)
 		var keyAt []uint64
-		var live []Handle // the leases both shards granted, in order
+		type held struct{ keyed, plain Handle }
+		var live []held  // the leases both shards granted, in order
+		var fence uint64 // the keyed shard's last fencing token
 		keyCount := rapid.IntRange(1, 5).Draw(t, "keys")
 		verify := func(s *Shard) { verifyAll(s, now, keyAt) }
 		same := func(t *rapid.T, what string) {
 			var a, b State
 			keyed.Snapshot(&a)
 			plain.Snapshot(&b)
+			require.LessOrEqual(t, a.Fence, b.Fence, "fencing tokens after %s", what)
+			a.Fence, b.Fence = 0, 0
 			require.Equal(t, b, a, "state after %s", what)
 			require.Equal(t, plain.Stats(), keyed.Stats(), "stats after %s", what)
 			require.Equal(t, plain.counters.Load(), keyed.counters.Load(), "counters after %s", what)
+		}
+		// bindAll binds leases as a scan under the lock does, and returns the kept ones.
+		bindAll := func(s *Shard, leases []Lease) []Lease {
+			handles := make([]Handle, len(leases))
+			keys := make([]uint64, len(leases))
+			for i, l := range leases {
+				handles[i], keys[i] = l.Handle, keyAt[l.Offset]
+			}
+			kept := make([]bool, len(leases))
+			s.Bind(now, handles, keys, false, kept)
+			var out []Lease
+			for i, l := range leases {
+				if kept[i] {
+					out = append(out, l)
+				}
+			}
+			return out
+		}
+		// underLock takes up to n records as a scan under the lock does.
+		underLock := func(s *Shard, n int) ([]Lease, error) {
+			verify(s)
+			if n == 1 {
+				l, err := s.ReserveNextFor(now, int64(len(keyAt)), 0)
+				if err != nil {
+					return nil, err
+				}
+				return bindAll(s, []Lease{l}), nil
+			}
+			leases, err := s.ReserveBatch(now, int64(len(keyAt)), 0, n, nil)
+			if err != nil {
+				return nil, err
+			}
+			return bindAll(s, leases), nil
 		}
 		t.Repeat(map[string]func(*rapid.T){
 			"append": func(t *rapid.T) {
@@ -242,87 +352,69 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 					keyAt = append(keyAt, uint64(rapid.IntRange(0, keyCount).Draw(t, "key")))
 				}
 			},
-			"take one": func(t *rapid.T) {
-				// The keyed shard tries ReserveKeyed before verifying restored key tails (a
-				// scan verifies them under the lock, when ReserveKeyed refuses). Both purge
-				// first: a purge at now before or after a Verify is as legal as the other (the
-				// node's sweeper purges at any time) but may lead to another choice.
+			"take": func(t *rapid.T) {
+				// The keyed shard tries to take what it read before verifying restored key
+				// tails (a scan verifies them under the lock, when refused). Both purge first:
+				// a purge at now before or after a Verify is as legal as the other (the node's
+				// sweeper purges at any time) but may lead to another choice.
 				keyed.Purge(now)
 				plain.Purge(now)
+				n := rapid.IntRange(1, 4).Draw(t, "max")
 				hwm := int64(len(keyAt))
 				if rapid.Bool().Draw(t, "scan lock held") {
 					keyed.ScanLock().Lock()
 					_, err := keyed.ReserveKeyed(now, hwm, 0, keyed.NextFresh(), 1)
-					keyed.ScanLock().Unlock()
 					require.ErrorIs(t, err, ErrNotNext)
+					_, _, err = keyed.ReserveKeyedBatch(now, hwm, 0, n, keyed.NextFresh(), []uint64{1}, nil)
+					require.ErrorIs(t, err, ErrNotNext)
+					keyed.ScanLock().Unlock()
 				}
 				off := keyed.NextFresh()
 				if rapid.Bool().Draw(t, "stale hint") {
 					off += int64(rapid.IntRange(-2, 2).Draw(t, "by"))
 				}
-				var got Lease
-				var kept bool
-				var err error
-				if off >= 0 && off < hwm {
-					got, err = keyed.ReserveKeyed(now, hwm, 0, off, keyAt[off])
-					kept = err == nil
-				} else {
-					err = ErrNotNext
-				}
-				if errors.Is(err, ErrNotNext) {
-					verify(keyed)
-					got, err = keyed.ReserveNextFor(now, hwm, 0)
+				var got []Lease
+				err := ErrNotNext
+				switch {
+				case off < 0 || off >= hwm:
+				case n == 1:
+					var l Lease
+					if l, err = keyed.ReserveKeyed(now, hwm, 0, off, keyAt[off]); err == nil {
+						got = []Lease{l}
+					} else if err == ErrBehindKey {
+						err = nil
+					}
+				default:
+					// What a read of n records from off found (as far as the log goes).
+					keys := keyAt[off:min(off+int64(n), hwm)]
+					var taken int
+					got, taken, err = keyed.ReserveKeyedBatch(now, hwm, 0, n, off, keys, nil)
 					if err == nil {
-						k := []bool{false}
-						keyed.Bind(now, []Handle{got.Handle}, []uint64{keyAt[got.Offset]}, false, k)
-						kept = k[0]
-					}
-				} else if err != nil {
-					require.ErrorIs(t, err, ErrBehindKey)
-					err = nil
-				}
-				verify(plain)
-				want, wantErr := plain.ReserveNextFor(now, hwm, 0)
-				wantKept := false
-				if wantErr == nil {
-					k := []bool{false}
-					plain.Bind(now, []Handle{want.Handle}, []uint64{keyAt[want.Offset]}, false, k)
-					wantKept = k[0]
-				}
-				require.Equal(t, wantErr, err)
-				require.Equal(t, wantKept, kept, "keyed %+v (off %d) %v, plain %+v %v", got, off, err, want, wantErr)
-				if kept {
-					require.Equal(t, want, got)
-					live = append(live, got.Handle)
-				}
-				same(t, "take one")
-			},
-			"take a batch": func(t *rapid.T) {
-				verify(keyed)
-				verify(plain)
-				hwm := int64(len(keyAt))
-				n := rapid.IntRange(2, 4).Draw(t, "max")
-				for _, s := range []*Shard{keyed, plain} {
-					leases, err := s.ReserveBatch(now, hwm, 0, n, nil)
-					if err != nil {
-						continue
-					}
-					handles := make([]Handle, len(leases))
-					keys := make([]uint64, len(leases))
-					for i, l := range leases {
-						handles[i], keys[i] = l.Handle, keyAt[l.Offset]
-					}
-					kept := make([]bool, len(leases))
-					s.Bind(now, handles, keys, false, kept)
-					if s == plain {
-						for i, h := range handles {
-							if kept[i] {
-								live = append(live, h)
-							}
+						require.GreaterOrEqual(t, taken, 1)
+						require.LessOrEqual(t, taken, len(keys))
+						require.Equal(t, off+int64(taken), keyed.NextFresh(), "the cursor passed the run")
+						for _, l := range got {
+							require.Less(t, l.Offset, off+int64(taken))
 						}
 					}
 				}
-				same(t, "take a batch")
+				if err == ErrNotNext {
+					got, err = underLock(keyed, n)
+				}
+				want, wantErr := underLock(plain, n)
+				require.Equal(t, wantErr, err)
+				require.Equal(t, len(want), len(got), "keyed %+v (from %d), plain %+v", got, off, want)
+				for i := range want {
+					require.NotZero(t, got[i].Nonce)
+					require.Greater(t, got[i].Fence, fence, "fencing tokens grow")
+					require.LessOrEqual(t, got[i].Fence, want[i].Fence)
+					fence = got[i].Fence
+					w, g := want[i], got[i]
+					w.Nonce, w.Fence, g.Nonce, g.Fence = 0, 0, 0, 0
+					require.Equal(t, w, g)
+					live = append(live, held{got[i].Handle, want[i].Handle})
+				}
+				same(t, "take")
 			},
 			"settle": func(t *rapid.T) {
 				if len(live) == 0 {
@@ -331,8 +423,8 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 				i := rapid.IntRange(0, len(live)-1).Draw(t, "lease")
 				h := live[i]
 				live = append(live[:i], live[i+1:]...)
-				op := rapid.SampledFrom([]string{"ack", "nack", "giveBack", "reject"}).Draw(t, "op")
-				for _, s := range []*Shard{keyed, plain} {
+				op := rapid.SampledFrom([]string{"ack", "nack", "giveBack", "reject", "extend"}).Draw(t, "op")
+				for s, h := range map[*Shard]Handle{keyed: h.keyed, plain: h.plain} {
 					switch op {
 					case "ack":
 						_ = s.Ack(now, h)
@@ -342,7 +434,12 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 						_ = s.GiveBack(now, h)
 					case "reject":
 						_ = s.Reject(now, h)
+					case "extend":
+						_, _ = s.Extend(now, h, 30*time.Second)
 					}
+				}
+				if op == "extend" {
+					live = append(live, h) // still held
 				}
 				same(t, op)
 			},

@@ -770,7 +770,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 				continue
 			}
 		}
-		s.grantLocked(now, visibility, off, fresh, reserved, lease)
+		s.grantLocked(now, visibility, off, fresh, reserved, 0, lease)
 		return nil
 	}
 }
@@ -922,8 +922,8 @@ func (s *Shard) isSettled(off int64) bool {
 }
 
 // grantLocked leases off for visibility (0 or less: the shard's), as a reservation when
-// reserved, and fills lease.
-func (s *Shard) grantLocked(now, visibility, off int64, fresh, reserved bool, lease *Lease) {
+// reserved, bound to key (0: none, or not yet: see Bind), and fills lease.
+func (s *Shard) grantLocked(now, visibility, off int64, fresh, reserved bool, key uint64, lease *Lease) {
 	if visibility <= 0 {
 		visibility = s.visibility
 	}
@@ -933,7 +933,7 @@ func (s *Shard) grantLocked(now, visibility, off int64, fresh, reserved bool, le
 		p = s.pending.lookup(off)
 	}
 	p.attempts++
-	p.nonce, p.key = s.nextNonce(), 0
+	p.nonce, p.key = s.nextNonce(), key
 	p.until = expiry
 	p.leasedAt = now
 	s.fence = max(s.fence+1, uint64(max(now, 0)))

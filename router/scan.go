@@ -326,10 +326,11 @@ func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchP
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
 // budget is spent. It reserves the partition's share of the batch in one call, then reads
 // the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
-// reservation always comes before the read (invariant "one live holder"). What the byte bound leaves undelivered is given
-// back at once, and not counted as an attempt. A read that fails (a closed log, say) ends
-// the partition's turn with its reservations given back, and fails unless the scan took
-// something.
+// reservation always comes before the delivery (invariant "one live holder"), and before the
+// read but on an ordered partition's fresh records (takeOneKeyed, takeRunKeyed). What the
+// byte bound leaves undelivered is given back at once, and not counted as an attempt. A
+// read that fails (a closed log, say) ends the partition's turn with its reservations given
+// back, and fails unless the scan took something.
 func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) ([]Message, error) {
 	shard, err := n.shardFor(req.gen, partition)
 	if err != nil {
@@ -343,9 +344,16 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		return out, n.negativeWatermark(req.topic, partition, hwm)
 	}
 	ordered := shard.Ordered()
-	if ordered && budget.max-budget.taken == 1 && !req.reserve && n.notBefore == nil {
+	if ordered && !req.reserve && n.notBefore == nil {
+		// Fresh records are read before they are reserved (a gateway's reservations, and
+		// records the host may postpone, go the usual way).
 		var done bool
-		if out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out); done {
+		if budget.max-budget.taken == 1 {
+			out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out)
+		} else {
+			out, done = n.takeRunKeyed(req, partition, log, shard, hwm, now, budget, scratch, out)
+		}
+		if done {
 			return out, nil
 		}
 	}
@@ -487,6 +495,107 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 	// Most of what the partition has waits behind held keys (see takeFrom).
 	n.wake(req.topic, partition)
 	return out, true
+}
+
+// takeRunKeyed is takeOneKeyed for a batch: it reads a run of records from the shard's next
+// fresh offset (one ReadRange when the log offers it), holding nothing, then reserves and
+// binds the run in one step (inflight.Shard.ReserveKeyedBatch), which leases the records
+// whose keys are free and defers the others with no lease granted; and so on until the
+// budget is spent. The records deferred never reach out, so nothing is dropped from it. done
+// is as takeOneKeyed's: otherwise the caller takes the rest under the lock (something is
+// due before the next fresh offset, another scan is between its reserve and its bind, the
+// partition has no fresh record left, or a read failed).
+func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) (_ []Message, done bool) {
+	ranged, _ := log.(RangeReader)
+	deferred, overtaken := 0, 0
+	for !budget.full() {
+		off := shard.NextFresh()
+		if off < 0 || off >= hwm {
+			return out, false // something is due first, or nothing is fresh
+		}
+		want := budget.max - budget.taken
+		recs := readFresh(log, ranged, off, int(min(int64(want), hwm-off)), BatchPayloadBytes-budget.bytes, scratch)
+		if len(recs) == 0 {
+			return out, false // the locked scan handles what the read found
+		}
+		keys := slices.Grow(scratch.binding.keys[:0], len(recs))[:len(recs)]
+		for i := range recs {
+			keys[i] = inflight.KeyOf(recs[i].Key)
+		}
+		scratch.binding.keys = keys
+		leases, taken, err := shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
+		for err == inflight.ErrNotNext { // unwrapped, as ReserveKeyed's
+			// Another consume took the run's first records: the rest of what was read may
+			// be next.
+			next := shard.NextFresh()
+			if next <= off || next >= off+int64(len(recs)) {
+				break
+			}
+			recs, keys, off = recs[next-off:], keys[next-off:], next
+			leases, taken, err = shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
+		}
+		if err == inflight.ErrNotNext && shard.NextFresh() > off && overtaken < maxOvertaken {
+			// Other consumes took the whole run: read on from where they left off, rather
+			// than take the scan lock (a scan under it would refuse theirs in turn).
+			overtaken++
+			continue
+		}
+		if err != nil {
+			return out, false
+		}
+		scratch.leases = leases
+		out = slices.Grow(out, len(leases))
+		for i := range leases {
+			out = append(out, Message{})
+			m := &out[len(out)-1]
+			setLeaseMessage(m, req.topic, partition, &leases[i], &recs[leases[i].Offset-off])
+			budget.take(m)
+		}
+		if len(leases) > 0 {
+			n.stats.delivered.Add(uint64(len(leases)))
+		}
+		if deferred += taken - len(leases); deferred >= orderedDefersPerScan {
+			// Most of what the partition has waits behind held keys (see takeFrom).
+			n.wake(req.topic, partition)
+			return out, true
+		}
+		if taken < len(recs) {
+			return out, true // at the in-flight cap
+		}
+	}
+	return out, true
+}
+
+// maxOvertaken bounds the runs one takeRunKeyed reads that other consumes then take whole
+// before it reserves them.
+const maxOvertaken = 4
+
+// readFresh reads up to max records from off, bounded by maxBytes as ReadRange bounds them,
+// for a scan that reads before it reserves: a ReadRange when the log offers it, one Read
+// each otherwise, ending before the first that fails (nothing: the first failed). The
+// records are in scratch.
+func readFresh(log Log, ranged RangeReader, off int64, count, maxBytes int, scratch *takeScratch) []Record {
+	recs := scratch.records[:0]
+	var err error
+	if ranged != nil && count > 1 {
+		recs, err = ranged.ReadRange(off, count, maxBytes, recs)
+	} else {
+		for bytes := 0; len(recs) < count && bytes < maxBytes; {
+			var rec Record
+			if rec, err = log.Read(off + int64(len(recs))); err != nil {
+				err = nil // ends the run before it: the next read is of this record again
+				break
+			}
+			recs = append(recs, rec)
+			bytes += rec.PayloadBytes()
+		}
+	}
+	scratch.records = recs
+	scratch.read = max(scratch.read, len(recs)) // what put clears
+	if err != nil || len(recs) > count {
+		return nil // the locked scan reports an overlong range
+	}
+	return recs
 }
 
 // takeScratch holds a batch scan's reservations and range reads, pooled so that a batch does

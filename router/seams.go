@@ -99,7 +99,8 @@ func payloadBytes(key, value []byte, headers []Header) int {
 //   - HighWatermark (the next offset to be written) and Oldest never decrease, and
 //     Oldest() <= HighWatermark().
 //
-// The node reads only offsets it has reserved, below the high watermark it read before.
+// The node reads only offsets it has reserved, or on an ordered topic the next fresh offsets
+// it is about to reserve, below the high watermark it read before.
 // The returned Record's slices (its headers and their values too) belong to the caller. Oldest or HighWatermark negative, or
 // HighWatermark below Oldest (where the node reads both: when a partition loads, at a
 // retention jump, in Replay and PartitionStatus), and a Read answering ErrNotFound at or
@@ -189,8 +190,8 @@ type TopicIncarnation interface {
 // record is kept, so at least one comes back). The first record's errors are Read's: ErrNotFound below the oldest retained
 // offset, ErrCorrupt for a permanently unreadable record, ErrLogClosed once closed, and
 // nothing appended. A later record that would fail ends the range before it, with a nil
-// error: the caller reads it on its own next. The node calls it only for offsets it has
-// reserved, below the high watermark it read before. The records' keys, values and headers
+// error: the caller reads it on its own next. The node calls it only for offsets it may
+// read (see Log), below the high watermark it read before. The records' keys, values and headers
 // are the caller's, as Read's are: the node hands them to consumers, who may change them. More than
 // max records is ErrHostContract: the range is given back unread.
 type RangeReader interface {
