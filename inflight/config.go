@@ -108,7 +108,9 @@ type Config struct {
 	// MaxDeferredPerKey bounds the deferred records one parked key (see MaxKeyTails) keeps
 	// as entries (about 70 bytes each, counted against MaxDeferred): the later ones are
 	// spilled, kept as one bit each in a bitmap over the offsets they span, and come back
-	// as entries, in order, once fewer than half the bound are left. So a hot or hung key
+	// as entries, in order, once fewer than half the bound are left (all of them at once,
+	// whatever MaxDeferred, when a Discard settles a record of the partition above them:
+	// a key tail below it would take it for parked after a restart). So a hot or hung key
 	// never stops the other keys at MaxDeferred: the MaxKeyTails keys that can park take at
 	// most half of it by default. Zero means MaxDeferred/64, at least 16.
 	MaxDeferredPerKey int

@@ -327,6 +327,7 @@ func orderedRun(t *rapid.T) {
 		"discard": func(t *rapid.T) {
 			if off, ok := m.pickQuarantined(t); ok {
 				verifying := m.s.Verifying()
+				spilled := m.s.Stats().Keys.Spilled
 				if !m.s.Discard(m.now, off) {
 					// Refused above restored tails not verified yet (a restart would take
 					// it for parked): only while the shard verifies.
@@ -335,6 +336,11 @@ func orderedRun(t *rapid.T) {
 				}
 				delete(m.quarantined, off)
 				m.settled[off] = true
+				if m.s.Stats().Keys.Spilled < spilled {
+					// The spilled records below it came back as entries (unparkBelowLocked),
+					// whatever the bound, as a restore's do: they drain as their keys free.
+					m.restored = true
+				}
 			}
 		},
 		"giveBack": func(t *rapid.T) {
@@ -463,8 +469,8 @@ type orderedModel struct {
 	lastHolding map[int64]int
 	// verifyChunk is how many offsets a consume verifies at a time after a crash.
 	verifyChunk int
-	// restored: a crash or a move restored the shard, and its deferred records have not
-	// drained below the bound since.
+	// restored: a crash or a move restored the shard (or a discard brought spilled records
+	// back as entries), and its deferred records have not drained below the bound since.
 	restored bool
 	// quarantined holds the offsets in the quarantine (Hooks.Quarantine told), everQuarantined
 	// every offset ever there, and requeued those requeued and not delivered since.
