@@ -44,6 +44,8 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	switch req.Op {
 	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpConfirm, wire.OpNackNow, wire.OpAckBatch:
 		return n.serveAcks(ctx, start, req.Op, req.Topic, req.Records), nil
+	case wire.OpAcks:
+		return n.appendPlainAcksReply(nil, ctx, start, req.Topic, req.Records), nil
 	}
 	if !n.life.fence.enter() {
 		return refusal(wire.StatusUnavailable, ErrClosed.Error()), nil
@@ -52,7 +54,11 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	ok := []wire.Answer{{Status: wire.StatusOK}}
 	switch req.Op {
 	case wire.OpConsume:
-		return n.serveConsume(ctx, from, req.Topic, req.Consume), nil
+		var acks []byte // the acks that rode with the consume, applied first
+		if len(req.Records) > 0 {
+			acks = n.appendPlainAcksReply(nil, ctx, start, req.Topic, req.Records)
+		}
+		return n.serveConsume(ctx, acks, from, req.Topic, req.Consume), nil
 	case wire.OpConsumeBatch:
 		return n.serveConsumeBatch(ctx, from, req.Topic, req.Consumes, start), nil
 	case wire.OpReplay:
@@ -139,6 +145,66 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 	return reply
 }
 
+// appendPlainAcksReply applies records, the plain acks of an Acks frame (or of a Consume's
+// Acks flag) that arrived at start, each run of one partition under one lock of its shard,
+// and appends their acks reply to dst: the count applied, and the answers of the others
+// alone (those whose budget, the frame's, ran out before their run was reached included).
+func (n *Node) appendPlainAcksReply(dst []byte, ctx context.Context, start time.Time, topic string, records []wire.Record) []byte {
+	scratch := servePool.Get().(*serveScratch)
+	defer servePool.Put(scratch)
+	failed := scratch.failed[:0]
+	failAll := func(from, to int, a wire.Answer) {
+		for i := from; i < to; i++ {
+			failed = append(failed, wire.Failed{Index: i, Answer: a})
+		}
+	}
+	if !n.life.fence.enter() {
+		failAll(0, len(records), answerOf(ErrClosed, time.Time{}))
+	} else {
+		defer n.life.fence.leave()
+		now := start
+		for i := 0; i < len(records); {
+			p := records[i].Handle.Partition
+			end := i + 1
+			for end < len(records) && records[end].Handle.Partition == p {
+				end++
+			}
+			if i > 0 {
+				now = n.clock.Now()
+			}
+			if gaveUp(ctx, wire.OpAcks, &records[i], start, now) {
+				failAll(i, end, unapplied)
+				i = end
+				continue
+			}
+			shard, err := n.localShard(topic, p)
+			if err != nil {
+				failAll(i, end, answerOf(err, time.Time{}))
+				i = end
+				continue
+			}
+			handles := scratch.runHandles[:0]
+			for k := i; k < end; k++ {
+				handles = append(handles, inflight.Handle(records[k].Handle))
+			}
+			errs := slices.Grow(scratch.runErrs[:0], len(handles))[:len(handles)]
+			n.ackManyLocal(shard, now, handles, errs)
+			for j, err := range errs {
+				if err != nil {
+					failed = append(failed, wire.Failed{Index: i + j, Answer: answerOf(err, time.Time{})})
+				}
+			}
+			clear(errs)
+			scratch.runHandles, scratch.runErrs = handles[:0], errs[:0]
+			i = end
+		}
+	}
+	reply := wire.AppendAcksReply(dst, len(records), failed)
+	clear(failed) // their messages
+	scratch.failed = failed[:0]
+	return reply
+}
+
 // serveOne applies r, a record of a frame of op that arrived at start, at now, and answers
 // it: unapplied if its requester gave up by then.
 func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Record, start, now time.Time) wire.Answer {
@@ -163,9 +229,9 @@ var unapplied = wire.Answer{Status: wire.StatusUnavailable, Message: "the reques
 
 // gaveUp reports whether the requester of r, a record of a frame of op that arrived at
 // start, gave up by now: the call's context ended, or, in an AckBatch, the record's own
-// budget ran out.
+// budget ran out (in an Acks frame, the frame's).
 func gaveUp(ctx context.Context, op byte, r *wire.Record, start, now time.Time) bool {
-	return ctx.Err() != nil || (op == wire.OpAckBatch && now.Sub(start) >= r.Budget)
+	return ctx.Err() != nil || ((op == wire.OpAckBatch || op == wire.OpAcks) && now.Sub(start) >= r.Budget)
 }
 
 // serveScratch is what serveAcks works in for a frame of several records, pooled.
@@ -174,6 +240,11 @@ type serveScratch struct {
 	errs    [maxBatch]error
 	indexes [maxBatch]int
 	answers []wire.Answer // one per record: up to wire.MaxLargeBatch
+	// A run of plain acks of one partition (up to wire.MaxLargeBatch), and the answers of
+	// those not applied.
+	runHandles []inflight.Handle
+	runErrs    []error
+	failed     []wire.Failed
 }
 
 var servePool = sync.Pool{New: func() any { return new(serveScratch) }}

@@ -36,6 +36,11 @@ const (
 	// StatusSpilled: a Status's flags byte (version 15): the owner's status replies come
 	// without the spilled keys and records.
 	StatusSpilled
+	// PlainAcks: the version 16 Acks op. Plain acks go in AckBatches.
+	PlainAcks
+	// RidingAcks: a Consume's Acks flag (version 16). Acks queued for the owner go in
+	// frames of their own, not with its reservations.
+	RidingAcks
 
 	refusals // how many there are
 )

@@ -28,7 +28,8 @@ const (
 	V13                       // + AckBatches of up to MaxLargeBatch records (MaxBatch before)
 	V14                       // + NackNow
 	V15                       // + Status's flags byte: the spilled keys and records in a status reply
-	Newest = V15
+	V16                       // + Acks: plain acks in a compact form, answered by a count; a Consume's Acks flag
+	Newest = V16
 )
 
 // Ops: a request frame's first byte.
@@ -77,6 +78,12 @@ const (
 	// backoff policy, the delivery counted as an attempt (router.Node.NackNow). Its argument
 	// is 0.
 	OpNackNow byte = 20
+	// OpAcks carries plain acks of one topic in a compact form: one budget for the frame,
+	// the records in runs of one partition (the partition once, each offset as its
+	// difference from the one before, the nonce). It is answered by an acks reply (see
+	// AppendAcksReply): the count of records applied, and an answer for each of the others
+	// alone. The same records ride in a Consume with the Acks flag.
+	OpAcks byte = 21
 )
 
 // Limits of the frames.
@@ -135,6 +142,8 @@ func Since(op byte) Version {
 		return V12
 	case OpNackNow:
 		return V14
+	case OpAcks:
+		return V16
 	}
 	return 0
 }
@@ -219,11 +228,17 @@ const (
 	flagRelativeExpiry byte = 1 << 0 // Consume.RelativeExpiry (V7)
 	flagHeaders        byte = 1 << 1 // Consume.Headers, Replay.Headers (V9)
 	flagReserve        byte = 1 << 2 // Consume.Reserve (V11)
+	// flagAcks (V16), in a Consume's flags byte alone, says that plain acks (Request.Records)
+	// follow the flags byte, in the body of an Acks frame. It is not a field of Consume:
+	// EncodeRequest sets it for a Consume that carries records.
+	flagAcks byte = 1 << 3
 )
 
 // consumeFlags returns the flags a decoder speaking v knows in a Consume's flags byte.
 func consumeFlags(v Version) byte {
 	switch {
+	case v >= V16:
+		return flagRelativeExpiry | flagHeaders | flagReserve | flagAcks
 	case v >= V11:
 		return flagRelativeExpiry | flagHeaders | flagReserve
 	case v >= V9:
@@ -269,7 +284,10 @@ type Request struct {
 	Topic string // empty for Register
 	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
 	// AckDurable, Reject, Confirm, NackNow) carries exactly one, of the frame's op; AckBatch 1 to
-	// MaxBatch (MaxLargeBatch from V13), each with its own op and budget.
+	// MaxBatch (MaxLargeBatch from V13), each with its own op and budget. Acks (V16) carries 1
+	// to MaxLargeBatch plain acks (op Ack) of one budget, the frame's (each record's Budget,
+	// positive and the same for all), of handles none of whose fields is negative; so may a
+	// Consume (V16: its Acks flag), the acks the owner applies before it serves the consume.
 	Records       []Record
 	Consume       Consume        // Consume
 	Consumes      []Consume      // ConsumeBatch: 1 to MaxConsumeBatch, each with its budget
@@ -295,6 +313,8 @@ func (r *Request) MinVersion() Version {
 	switch r.Op {
 	case OpConsume:
 		switch {
+		case len(r.Records) > 0:
+			return V16
 		case r.Consume.Reserve:
 			return V11
 		case r.Consume.Headers:
@@ -366,7 +386,9 @@ func EncodeRequest(req Request) ([]byte, error) {
 	case OpAckBatch:
 		size += 2 + len(req.Records)*batchRecordSize
 	case OpConsume:
-		size += consumeSize + 1 + 4 + 1
+		size += consumeSize + 1 + 4 + 1 + acksSize(req.Records)
+	case OpAcks:
+		size += acksSize(req.Records)
 	case OpConsumeBatch:
 		size += 2 + len(req.Consumes)*batchConsumeSize
 	case OpReplay:
@@ -404,6 +426,9 @@ func EncodeRequest(req Request) ([]byte, error) {
 		b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
 		flags := c.flags()
+		if len(req.Records) > 0 {
+			flags |= flagAcks
+		}
 		writeMax := c.Max > 1 || flags != 0
 		if c.Claim || writeMax {
 			claim := byte(0)
@@ -418,6 +443,11 @@ func EncodeRequest(req Request) ([]byte, error) {
 		if flags != 0 {
 			b = append(b, flags)
 		}
+		if len(req.Records) > 0 {
+			b = appendAcks(b, req.Records)
+		}
+	case OpAcks:
+		b = appendAcks(b, req.Records)
 	case OpConsumeBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Consumes)))
 		for i := range req.Consumes {
@@ -486,6 +516,11 @@ func check(req *Request) error {
 	}
 	if req.StatusSpilled && req.Op != OpStatus {
 		return invalid("StatusSpilled on op %d", req.Op)
+	}
+	if req.Op == OpAcks || req.Op == OpConsume && len(req.Records) > 0 {
+		if err := checkAcks(req.Records); err != nil {
+			return invalid("%v", err)
+		}
 	}
 	switch req.Op {
 	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
@@ -679,6 +714,8 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 			rec.Budget = r.duration("budget")
 			req.Records = append(req.Records, rec)
 		}
+	case OpAcks:
+		req.Records = r.acks()
 	case OpConsume:
 		c := &req.Consume
 		c.RequestID = r.u64("consume")
@@ -708,6 +745,9 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 						r.fail("flags byte %#x (bits %#x are the flags at v%d, and the byte is written only with one set)", flags, consumeFlags(v), v)
 					}
 					c.RelativeExpiry, c.Headers, c.Reserve = flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
+					if r.err == nil && flags&flagAcks != 0 {
+						req.Records = r.acks()
+					}
 				} else if c.Max < 2 {
 					r.fail("max %d (at least 2 when present)", c.Max)
 				}
@@ -737,7 +777,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 				r.fail("a batch consume pinned to %d, visibility %v, max %d, budget %v", c.Pinned, c.Visibility, c.Max, c.Budget)
 			case claim > 1:
 				r.fail("claim byte %d", claim)
-			case flags&^consumeFlags(v) != 0:
+			case flags&^consumeFlags(v) != 0 || flags&flagAcks != 0: // acks ride in a Consume alone
 				r.fail("flags byte %#x", flags)
 			}
 			if r.err != nil {

@@ -1,0 +1,259 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"narad.dev/consume/internal/wire"
+)
+
+// uv and sv are a uvarint and a zigzag varint, laid out for frame.
+func uv(x uint64) []byte { return binary.AppendUvarint(nil, x) }
+func sv(x int64) []byte  { return binary.AppendVarint(nil, x) }
+
+// The frames version 16 adds, laid out by hand: an Acks frame (op 21) of records in runs of
+// one partition, offsets after a run's first as differences, one budget; and the same
+// body after a Consume's flags byte with bit 3 set. Each is read from V16 on and refused by
+// V15 as its release answers it: the op unknown (ErrUnsupportedOp), the flag unknown
+// (ErrBadFrame).
+func TestV16Frames(t *testing.T) {
+	recs := []wire.Record{
+		{Op: wire.OpAck, Handle: wire.Handle{Partition: 2, Offset: 10, Nonce: 7}, Budget: time.Second},
+		{Op: wire.OpAck, Handle: wire.Handle{Partition: 2, Offset: 12, Nonce: 8}, Budget: time.Second},
+		{Op: wire.OpAck, Handle: wire.Handle{Partition: 2, Offset: 11, Nonce: 9}, Budget: time.Second},
+		{Op: wire.OpAck, Handle: wire.Handle{Partition: 300, Offset: 5, Nonce: 1<<64 - 1}, Budget: time.Second},
+	}
+	body := appendParts(nil, uint16(4), int64(time.Second),
+		uv(2), uv(3), uv(10), uint64(7), sv(2), uint64(8), sv(-1), uint64(9),
+		uv(300), uv(1), uv(5), uint64(1<<64-1))
+	consume := appendParts(nil, uint64(7), int32(-1), int64(0))
+	for _, tc := range []struct {
+		name  string
+		req   wire.Request
+		want  []byte
+		older error
+	}{
+		{"acks", wire.Request{Op: wire.OpAcks, Topic: "orders", Records: recs}, frame(21, "orders", body), wire.ErrUnsupportedOp},
+		{"a consume's acks", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1, Max: 1024, RelativeExpiry: true, Reserve: true}, Records: recs},
+			frame(wire.OpConsume, "orders", consume, uint8(0), int32(1024), uint8(1|4|8), body), wire.ErrBadFrame},
+		{"acks alone on a consume", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1, Max: 1}, Records: recs},
+			frame(wire.OpConsume, "orders", consume, uint8(0), int32(1), uint8(8), body), wire.ErrBadFrame},
+	} {
+		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
+		}
+		if need := tc.req.MinVersion(); need != wire.V16 {
+			t.Errorf("%s needs v%d", tc.name, need)
+		}
+		got, err := wire.DecodeRequest(tc.want, wire.V16)
+		if err != nil || !reflect.DeepEqual(got, tc.req) {
+			t.Errorf("%s reads back as %+v, %v", tc.name, got, err)
+		}
+		if _, err := wire.DecodeRequest(tc.want, wire.V15); !errors.Is(err, tc.older) {
+			t.Errorf("%s at v15: %v, want %v", tc.name, err, tc.older)
+		}
+	}
+}
+
+// The compact form is about ten bytes a plain ack of a consume's batch (offsets one apart,
+// one partition): a third of an AckBatch's 37.
+func TestAcksAreCompact(t *testing.T) {
+	req := wire.Request{Op: wire.OpAcks, Topic: "orders", Records: make([]wire.Record, 100)}
+	for i := range req.Records {
+		req.Records[i] = wire.Record{Op: wire.OpAck, Handle: wire.Handle{Partition: 3, Offset: 1_000_000 + int64(i), Nonce: uint64(i) << 40}, Budget: time.Second}
+	}
+	compact := mustEncode(t, req)
+	req.Op = wire.OpAckBatch
+	batch := mustEncode(t, req)
+	if per := float64(len(compact)) / 100; per > 9.3 {
+		t.Errorf("%.1f bytes a plain ack", per)
+	}
+	if per := float64(len(batch)) / 100; per < 37 {
+		t.Errorf("the AckBatch takes %.1f bytes a record", per)
+	}
+}
+
+// Malformed compact acks are ErrBadFrame, alone and after a Consume's flags byte; an acks
+// flag on a ConsumeBatch member too (acks ride in a Consume alone).
+func TestDecodeAcksRefuses(t *testing.T) {
+	budget := int64(time.Second)
+	one := appendParts(nil, uv(0), uv(1), uv(5), uint64(1))
+	consume := appendParts(nil, uint64(1), int32(-1), int64(0), uint8(0), int32(1), uint8(8))
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"none", appendParts(nil, uint16(0), budget)},
+		{"over MaxLargeBatch", appendParts(nil, uint16(wire.MaxLargeBatch+1), budget, bytes.Repeat(one, wire.MaxLargeBatch+1))},
+		{"a count over its bytes", appendParts(nil, uint16(2), budget, one)},
+		{"a budget of 0", appendParts(nil, uint16(1), int64(0), one)},
+		{"a negative budget", appendParts(nil, uint16(1), int64(-1), one)},
+		{"a short budget", appendParts(nil, uint16(1), uint32(1))},
+		{"a run of none", appendParts(nil, uint16(1), budget, uv(0), uv(0), uv(5), uint64(1), uint8(0))},
+		{"a run past the count", appendParts(nil, uint16(1), budget, uv(0), uv(2), uv(5), uint64(1), sv(1), uint64(2))},
+		{"a partition over 31 bits", appendParts(nil, uint16(1), budget, uv(1<<31), uv(1), uv(5), uint64(1))},
+		{"an offset over 63 bits", appendParts(nil, uint16(1), budget, uv(0), uv(1), uv(1<<63), uint64(1))},
+		{"an offset below zero", appendParts(nil, uint16(2), budget, uv(0), uv(2), uv(5), uint64(1), sv(-6), uint64(2))},
+		{"an offset past 63 bits", appendParts(nil, uint16(2), budget, uv(0), uv(2), uv(1<<63-1), uint64(1), sv(1), uint64(2))},
+		{"a uvarint over 64 bits", appendParts(nil, uint16(1), budget, bytes.Repeat([]byte{0xff}, 10), uint8(1), uv(1), uv(5), uint64(1))},
+		{"a short varint", appendParts(nil, uint16(1), budget, uv(0), uv(1), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80})},
+		{"a short nonce", appendParts(nil, uint16(1), budget, uv(0), uv(1), uv(5), uint32(1), uint16(0), uint8(0))},
+		{"trailing data", appendParts(nil, uint16(1), budget, one, uint8(0))},
+	} {
+		for _, f := range [][]byte{frame(wire.OpAcks, "t", tc.body), frame(wire.OpConsume, "t", consume, tc.body)} {
+			if req, err := wire.DecodeRequest(f, wire.Newest); !errors.Is(err, wire.ErrBadFrame) {
+				t.Errorf("%s (op %d): %+v, %v", tc.name, f[0], req, err)
+			}
+		}
+	}
+	batch := frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 8, time.Second))
+	if _, err := wire.DecodeRequest(batch, wire.Newest); !errors.Is(err, wire.ErrBadFrame) || !strings.Contains(err.Error(), "flags byte") {
+		t.Errorf("a ConsumeBatch member's acks flag: %v", err)
+	}
+}
+
+// Records the compact form cannot carry are refused by the encoder, as the decoder would
+// refuse their frame.
+func TestEncodeRequestRefusesWhatAcksCannotCarry(t *testing.T) {
+	ack := wire.Record{Op: wire.OpAck, Handle: wire.Handle{Partition: 1, Offset: 2, Nonce: 3}, Budget: time.Second}
+	edit := func(f func(r *wire.Record)) []wire.Record {
+		second := ack
+		f(&second)
+		return []wire.Record{ack, second}
+	}
+	for name, records := range map[string][]wire.Record{
+		"none":                  nil,
+		"too many":              plainAcks(wire.MaxLargeBatch+1, time.Second).Records,
+		"an extend":             edit(func(r *wire.Record) { r.Op, r.Arg = wire.OpExtend, time.Second }),
+		"a confirm":             edit(func(r *wire.Record) { r.Op = wire.OpConfirm }),
+		"an argument":           edit(func(r *wire.Record) { r.Arg = 1 }),
+		"two budgets":           edit(func(r *wire.Record) { r.Budget = 2 * time.Second }),
+		"a budget of 0":         {{Op: wire.OpAck, Handle: ack.Handle}},
+		"a negative partition":  edit(func(r *wire.Record) { r.Handle.Partition = -1 }),
+		"a negative offset":     edit(func(r *wire.Record) { r.Handle.Offset = -1 }),
+		"a zero budget, second": edit(func(r *wire.Record) { r.Budget = 0 }),
+	} {
+		if _, err := wire.EncodeRequest(wire.Request{Op: wire.OpAcks, Topic: "t", Records: records}); !errors.Is(err, wire.ErrInvalidRequest) {
+			t.Errorf("acks, %s: %v", name, err)
+		}
+		if len(records) == 0 {
+			continue // a Consume without records carries no acks
+		}
+		req := wire.Request{Op: wire.OpConsume, Topic: "t", Consume: wire.Consume{Pinned: -1}, Records: records}
+		if _, err := wire.EncodeRequest(req); !errors.Is(err, wire.ErrInvalidRequest) {
+			t.Errorf("a consume's acks, %s: %v", name, err)
+		}
+	}
+}
+
+// An acks reply, laid out by hand: the count applied, the count not, then each of those
+// with its index, status and message; read back with the applied ones StatusOK, and what
+// follows it (a consume reply) left for its own decoder.
+func TestAcksReplyRoundTrip(t *testing.T) {
+	failed := []wire.Failed{
+		{Index: 1, Answer: wire.Answer{Status: wire.StatusGone, Message: "gone"}},
+		{Index: 4, Answer: wire.Answer{Status: wire.StatusSettled}},
+	}
+	got := wire.AppendAcksReply(nil, 5, failed)
+	want := []byte{0xC9, 0, 3, 0, 2, 0, 1, wire.StatusGone, 0, 4, 'g', 'o', 'n', 'e', 0, 4, wire.StatusSettled, 0, 0}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("% x, want % x", got, want)
+	}
+	consume := wire.AppendConsumeReply(nil, sampleConsumeReply())
+	for _, rest := range [][]byte{nil, consume} {
+		reply, err := wire.DecodeAcksReply(make([]wire.Answer, 2), append(slicesClone(got), rest...), 5)
+		if err != nil || reply.Refused || !bytes.Equal(reply.Rest, rest) {
+			t.Fatalf("%+v, %v", reply, err)
+		}
+		wantAnswers := []wire.Answer{{}, {Status: wire.StatusGone, Message: "gone"}, {}, {}, {Status: wire.StatusSettled}}
+		if !reflect.DeepEqual(reply.Answers, wantAnswers) {
+			t.Fatalf("%+v", reply.Answers)
+		}
+	}
+	all := wire.AppendAcksReply(nil, 3, nil)
+	if reply, err := wire.DecodeAcksReply(nil, all, 3); err != nil || len(reply.Answers) != 3 || !bytes.Equal(all, []byte{0xC9, 0, 3, 0, 0}) {
+		t.Fatalf("% x: %+v, %v", all, reply, err)
+	}
+	refusal := wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 21"}})
+	reply, err := wire.DecodeAcksReply(nil, refusal, 5)
+	if err != nil || !reply.Refused || reply.Refusal.Status != wire.StatusUnsupported || reply.Answers != nil {
+		t.Fatalf("a refusal: %+v, %v", reply, err)
+	}
+}
+
+func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// A malformed acks reply is ErrBadFrame.
+func TestDecodeAcksReplyRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply []byte
+		count int
+	}{
+		{"empty", nil, 1},
+		{"short counts", []byte{0xC9, 0, 1, 0}, 1},
+		{"counts short of the acks", []byte{0xC9, 0, 1, 0, 0}, 2},
+		{"counts past the acks", []byte{0xC9, 0, 2, 0, 0}, 1},
+		{"a failure short", []byte{0xC9, 0, 0, 0, 1, 0, 0, 2}, 1},
+		{"a failure's index past the acks", []byte{0xC9, 0, 0, 0, 1, 0, 1, 2, 0, 0}, 1},
+		{"indexes repeated", []byte{0xC9, 0, 0, 0, 2, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0}, 2},
+		{"indexes descending", []byte{0xC9, 0, 0, 0, 2, 0, 1, 2, 0, 0, 0, 0, 2, 0, 0}, 2},
+		{"a failure of status OK", []byte{0xC9, 0, 0, 0, 1, 0, 0, 0, 0, 0}, 1},
+		{"a message past the reply", []byte{0xC9, 0, 0, 0, 1, 0, 0, 2, 0, 5, 'x'}, 1},
+		{"a message over MaxMessage", append([]byte{0xC9, 0, 0, 0, 1, 0, 0, 2, 0xff, 0xff}, make([]byte, 0xffff)...), 1},
+		{"a refusal of two answers", wire.EncodeReply([]wire.Answer{{Status: 4}, {Status: 4}}), 2},
+		{"a refusal of status OK", wire.EncodeReply([]wire.Answer{{}}), 1},
+		{"a malformed refusal", []byte{0, 1, 4}, 1},
+		{"over MaxLargeBatch", []byte{0xC9, 0xff, 0xff, 0, 0}, 0xffff},
+	} {
+		if reply, err := wire.DecodeAcksReply(nil, tc.reply, tc.count); !errors.Is(err, wire.ErrBadFrame) {
+			t.Errorf("%s: %+v, %v", tc.name, reply, err)
+		}
+	}
+}
+
+// FuzzDecodeAcksReply: the acks reply decoder never panics, refuses with ErrBadFrame,
+// answers count acks or reads a refusal, and what it accepts encodes back to the same bytes.
+func FuzzDecodeAcksReply(f *testing.F) {
+	f.Add(wire.AppendAcksReply(nil, 5, []wire.Failed{{Index: 1, Answer: wire.Answer{Status: wire.StatusGone, Message: "gone"}}, {Index: 4, Answer: wire.Answer{Status: wire.StatusUnavailable}}}), uint16(5))
+	f.Add(wire.AppendAcksReply(nil, 100, nil), uint16(100))
+	f.Add(wire.AppendConsumeReply(wire.AppendAcksReply(nil, 2, nil), sampleConsumeReply()), uint16(2))
+	f.Add(wire.EncodeReply([]wire.Answer{{Status: wire.StatusUnsupported, Message: "op 21"}}), uint16(3))
+	f.Add([]byte{0xC9, 0, 0, 0, 2, 0, 1, 2, 0, 0, 0, 0, 2, 0, 0}, uint16(2))
+	f.Add([]byte{}, uint16(0))
+	f.Fuzz(func(t *testing.T, frame []byte, count uint16) {
+		reply, err := wire.DecodeAcksReply(nil, frame, int(count))
+		if err != nil {
+			if !errors.Is(err, wire.ErrBadFrame) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if reply.Refused {
+			if frame[0] == 0xC9 || reply.Refusal.Status == wire.StatusOK || reply.Answers != nil {
+				t.Fatalf("a refusal read as %+v", reply)
+			}
+			return
+		}
+		if len(reply.Answers) != int(count) {
+			t.Fatalf("%d answers for %d acks", len(reply.Answers), count)
+		}
+		var failed []wire.Failed
+		for i, a := range reply.Answers {
+			if a.Status != wire.StatusOK {
+				failed = append(failed, wire.Failed{Index: i, Answer: a})
+			} else if a != (wire.Answer{}) {
+				t.Fatalf("an applied ack answered %+v", a)
+			}
+		}
+		again := append(wire.AppendAcksReply(nil, int(count), failed), reply.Rest...)
+		if !bytes.Equal(again, frame) {
+			t.Fatalf("re-encoded reply differs")
+		}
+	})
+}
