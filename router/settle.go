@@ -429,19 +429,61 @@ func (q *batchQueue) groupLocked(first *queuedBatch, limit int) []*queuedBatch {
 // callGroup sends the batches of group in one frame, as call sends one, puts each record's
 // answer in its batch's answers, and tells the other callers theirs came.
 func (n *Node) callGroup(l *lane, group []*queuedBatch) {
-	var acks []*acklane.Ack
-	for _, b := range group {
-		acks = append(acks, b.acks...)
-	}
+	acks := concatAcks(group)
 	answers := make([]wire.Answer, len(acks))
 	n.call(l, n.clock.Now(), acks, answers)
-	for i, b := range group {
+	copy(group[0].answers, answers)
+	answerQueued(group[1:], answers[len(group[0].acks):])
+}
+
+// concatAcks is the settles of batches, in order.
+func concatAcks(batches []*queuedBatch) []*acklane.Ack {
+	var acks []*acklane.Ack
+	for _, b := range batches {
+		acks = append(acks, b.acks...)
+	}
+	return acks
+}
+
+// answerQueued puts answers, one per settle of batches in order, in each batch's answers,
+// and tells each batch's caller, which waits in the queue, that its answers came.
+func answerQueued(batches []*queuedBatch, answers []wire.Answer) {
+	for _, b := range batches {
 		answers = answers[copy(b.answers, answers):]
-		if i > 0 {
-			b.answered = true
-			b.turn <- struct{}{}
+		b.answered = true
+		b.turn <- struct{}{}
+	}
+}
+
+// takeRiders takes out of the queue the batches of topic, waiting for a slot, whose settles
+// are all plain acks with budget left at now, up to limit acks in all, in the order they
+// queued: they ride in a frame of reservations to the owner (see riders), which leaves now,
+// rather than wait for a batch out to come back.
+func (q *batchQueue) takeRiders(topic string, now time.Time, limit int) (riding []*queuedBatch, acks int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kept := q.waiting[:0]
+	for _, b := range q.waiting {
+		if b.topic == topic && acks+len(b.acks) <= limit && plainAcksDue(b.acks, now) {
+			riding = append(riding, b)
+			acks += len(b.acks)
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(q.waiting[len(kept):])
+	q.waiting = kept
+	return riding, acks
+}
+
+// plainAcksDue reports whether acks are all plain acks whose budgets last past now.
+func plainAcksDue(acks []*acklane.Ack, now time.Time) bool {
+	for _, q := range acks {
+		if q.Record.Op != opAck || !now.Before(q.Deadline) {
+			return false
 		}
 	}
+	return len(acks) > 0
 }
 
 // largeBatches reports whether an AckBatch to the owner of l may carry more than maxBatch
