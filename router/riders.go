@@ -22,7 +22,6 @@ import (
 // riders are the AckBatches that ride in one consume's frame.
 type riders struct {
 	batches  []*queuedBatch
-	acks     []*acklane.Ack
 	records  []wire.Record // as the frame carries them: plain acks of one budget
 	deadline time.Time     // the latest of theirs
 }
@@ -32,25 +31,24 @@ type riders struct {
 // now; nil when none may ride (none waits, the owner refused riders or plain acks lately,
 // or this node speaks a version before 16).
 func (n *Node) takeRiders(l *lane, values context.Context, topic string, now time.Time) *riders {
-	if n.wireVersion < wire.V16 || values.Done() != nil || l.Refuses(acklane.RidingAcks, now) || l.Refuses(acklane.PlainAcks, now) {
+	if values.Done() != nil || !n.plainAcksTo(l, now) || l.Refuses(acklane.RidingAcks, now) {
 		return nil
 	}
 	batches, count := l.Peer.batches.takeRiders(topic, now, wire.MaxLargeBatch)
 	if len(batches) == 0 {
 		return nil
 	}
-	r := &riders{batches: batches, acks: make([]*acklane.Ack, 0, count), records: make([]wire.Record, 0, count)}
+	r := &riders{batches: batches, records: make([]wire.Record, 0, count)}
 	var least time.Duration
-	for _, b := range batches {
-		for _, q := range b.acks {
-			if budget := q.Deadline.Sub(now); len(r.acks) == 0 || budget < least {
-				least = budget
-			}
-			if q.Deadline.After(r.deadline) {
-				r.deadline = q.Deadline
-			}
-			r.acks = append(r.acks, q)
-			r.records = append(r.records, wire.Record{Op: wire.OpAck, Handle: q.Record.Handle})
+	for i, b := range batches {
+		if budget := b.deadline.Sub(now); i == 0 || budget < least {
+			least = budget
+		}
+		if b.deadline.After(r.deadline) {
+			r.deadline = b.deadline
+		}
+		for _, h := range b.handles {
+			r.records = append(r.records, wire.Record{Op: wire.OpAck, Handle: h})
 		}
 	}
 	for i := range r.records {
@@ -60,13 +58,19 @@ func (n *Node) takeRiders(l *lane, values context.Context, topic string, now tim
 }
 
 // answer gives the riders' callers answers, one per ack in order.
-func (r *riders) answer(answers []wire.Answer) { answerQueued(r.batches, answers) }
+func (r *riders) answer(answers []wire.Answer) {
+	for _, b := range r.batches {
+		answers = answers[copy(b.answers, answers):]
+	}
+	answerQueued(r.batches)
+}
 
 // answerEach gives every rider a.
 func (r *riders) answerEach(a wire.Answer) {
-	answers := make([]wire.Answer, len(r.acks))
-	eachAnswer(answers, a)
-	r.answer(answers)
+	for _, b := range r.batches {
+		eachAnswer(b.answers, a)
+	}
+	answerQueued(r.batches)
 }
 
 // readRiders reads the acks reply at the front of raw, the reply to the consume the riders
@@ -76,24 +80,19 @@ func (r *riders) answerEach(a wire.Answer) {
 // sends the consume again without them when the refusal is a bad request: an owner before
 // version 16, refusing the flag). An acks reply it cannot read answers them 502.
 func (n *Node) readRiders(l *lane, r *riders, raw []byte) (rest []byte, refusal *wire.Answer, err error) {
-	answers := make([]wire.Answer, len(r.acks))
-	reply, err := wire.DecodeAcksReply(answers, raw, len(r.acks))
+	answers := make([]wire.Answer, len(r.records))
+	reply, err := wire.DecodeAcksReply(answers, raw, len(r.records))
 	switch {
 	case err != nil:
 		r.answerEach(wire.Answer{Status: statusTransport, Message: err.Error()})
 		return nil, nil, err
 	case reply.Refused:
-		n.background(func() { n.sendRidersAlone(l, r) })
+		n.background(func() {
+			n.sendGroup(l, r.batches)
+			answerQueued(r.batches)
+		})
 		return raw, &reply.Refusal, nil
 	}
 	r.answer(reply.Answers)
 	return reply.Rest, nil, nil
-}
-
-// sendRidersAlone sends riders whose consume's frame was refused in a frame of their own,
-// as call sends a batch, and answers them.
-func (n *Node) sendRidersAlone(l *lane, r *riders) {
-	answers := make([]wire.Answer, len(r.acks))
-	n.call(l, n.clock.Now(), r.acks, answers)
-	r.answer(answers)
 }

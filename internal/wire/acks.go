@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // Plain acks in their compact form (V16): the body of an Acks frame, and of a Consume with
@@ -51,27 +52,59 @@ func acksSize(records []Record) int {
 	return 2 + 8 + len(records)*(10+8+8)
 }
 
-// appendAcks appends the compact form of records, checked by checkAcks.
-func appendAcks(b []byte, records []Record) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(len(records)))
-	b = binary.BigEndian.AppendUint64(b, uint64(records[0].Budget))
-	for i := 0; i < len(records); {
-		p := records[i].Handle.Partition
+// appendAcks appends the compact form of count plain acks of budget, of handles at(0) to
+// at(count-1), checked by checkAcks.
+func appendAcks(b []byte, count int, budget time.Duration, at func(i int) Handle) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(count))
+	b = binary.BigEndian.AppendUint64(b, uint64(budget))
+	for i := 0; i < count; {
+		first := at(i)
 		end := i + 1
-		for end < len(records) && records[end].Handle.Partition == p {
+		for end < count && at(end).Partition == first.Partition {
 			end++
 		}
-		b = binary.AppendUvarint(b, uint64(p))
+		b = binary.AppendUvarint(b, uint64(first.Partition))
 		b = binary.AppendUvarint(b, uint64(end-i))
-		b = binary.AppendUvarint(b, uint64(records[i].Handle.Offset))
-		b = binary.BigEndian.AppendUint64(b, records[i].Handle.Nonce)
+		b = binary.AppendUvarint(b, uint64(first.Offset))
+		b = binary.BigEndian.AppendUint64(b, first.Nonce)
+		prev := first.Offset
 		for j := i + 1; j < end; j++ {
-			b = binary.AppendVarint(b, records[j].Handle.Offset-records[j-1].Handle.Offset)
-			b = binary.BigEndian.AppendUint64(b, records[j].Handle.Nonce)
+			h := at(j)
+			b = binary.AppendVarint(b, h.Offset-prev)
+			b = binary.BigEndian.AppendUint64(b, h.Nonce)
+			prev = h.Offset
 		}
 		i = end
 	}
 	return b
+}
+
+// EncodeAcks writes the Acks frame of plain acks of topic, of handles, with budget: the
+// frame EncodeRequest writes for those records, made without them. Handles the compact
+// form cannot carry (none, more than MaxLargeBatch, a negative field), a budget that is not
+// positive or a topic over MaxTopic are ErrInvalidRequest.
+func EncodeAcks(topic string, budget time.Duration, handles []Handle) ([]byte, error) {
+	invalid := func(format string, args ...any) ([]byte, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	switch {
+	case len(topic) > MaxTopic:
+		return invalid("a topic of %d bytes (at most %d)", len(topic), MaxTopic)
+	case len(handles) == 0 || len(handles) > MaxLargeBatch:
+		return invalid("%d plain acks (1 to %d)", len(handles), MaxLargeBatch)
+	case budget <= 0:
+		return invalid("plain acks of budget %v", budget)
+	}
+	for _, h := range handles {
+		if h.Partition < 0 || h.Offset < 0 {
+			return invalid("a plain ack of handle %+v", h)
+		}
+	}
+	b := make([]byte, 0, headerSize+len(topic)+2+8+len(handles)*(10+8)+8)
+	b = append(b, OpAcks)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
+	b = append(b, topic...)
+	return appendAcks(b, len(handles), budget, func(i int) Handle { return handles[i] }), nil
 }
 
 func (r *reader) uvarint(what string) uint64 {
@@ -101,27 +134,51 @@ func (r *reader) varint(what string) int64 {
 }
 
 // acks reads the compact form of plain acks: records of op Ack, each with the frame's
-// budget. It allocates only once the count is one the bytes left can hold.
+// budget.
 func (r *reader) acks() []Record {
+	handles, budget := readAcks(r, []Handle(nil))
+	if r.err != nil {
+		return nil
+	}
+	records := make([]Record, len(handles))
+	for i, h := range handles {
+		records[i] = Record{Op: OpAck, Handle: h, Budget: budget}
+	}
+	return records
+}
+
+// PlainHandle is a type plain acks decode into (see DecodeAcks): Handle, or a handle of the
+// same fields (inflight.Handle).
+type PlainHandle interface {
+	~struct {
+		Partition int32
+		Offset    int64
+		Nonce     uint64
+	}
+}
+
+// readAcks reads the compact form of plain acks, their handles appended to dst[:0] (grown
+// only once the count is one the bytes left can hold), and returns them and their budget.
+func readAcks[H PlainHandle](r *reader, dst []H) ([]H, time.Duration) {
 	count := int(r.u16("acks"))
 	budget := r.duration("acks budget")
 	switch {
 	case r.err != nil:
-		return nil
+		return nil, 0
 	case count == 0 || count > MaxLargeBatch || count > len(r.b)/minAckSize:
 		r.fail("%d plain acks in %d bytes", count, len(r.b))
-		return nil
+		return nil, 0
 	case budget <= 0:
 		r.fail("plain acks of budget %v", budget)
-		return nil
+		return nil, 0
 	}
-	records := make([]Record, 0, count)
-	for len(records) < count && r.err == nil {
+	handles := slices.Grow(dst[:0], count)
+	for len(handles) < count && r.err == nil {
 		p := r.uvarint("acks partition")
 		run := r.uvarint("acks run")
 		offset := r.uvarint("acks offset")
-		if r.err == nil && (p > math.MaxInt32 || run == 0 || run > uint64(count-len(records)) || offset > math.MaxInt64) {
-			r.fail("a run of %d plain acks of partition %d from offset %d, %d of %d read", run, p, offset, len(records), count)
+		if r.err == nil && (p > math.MaxInt32 || run == 0 || run > uint64(count-len(handles)) || offset > math.MaxInt64) {
+			r.fail("a run of %d plain acks of partition %d from offset %d, %d of %d read", run, p, offset, len(handles), count)
 		}
 		h := Handle{Partition: int32(p), Offset: int64(offset)}
 		for k := uint64(0); k < run && r.err == nil; k++ {
@@ -134,13 +191,35 @@ func (r *reader) acks() []Record {
 				h.Offset = next
 			}
 			h.Nonce = r.u64("acks nonce")
-			records = append(records, Record{Op: OpAck, Handle: h, Budget: budget})
+			handles = append(handles, H(h))
 		}
 	}
 	if r.err != nil {
-		return nil
+		return nil, 0
 	}
-	return records
+	return handles, budget
+}
+
+// DecodeAcks reads an Acks frame as DecodeRequest does (its errors the same), its plain acks'
+// handles appended to dst[:0] (allocated only when its capacity falls short) rather than
+// made records: an owner applies them where they lie. It returns the frame's topic (a copy)
+// and budget.
+func DecodeAcks[H PlainHandle](b []byte, v Version, dst []H) (topic string, budget time.Duration, handles []H, err error) {
+	r, topic, err := readHeader(b, v)
+	switch {
+	case err != nil:
+		return "", 0, nil, err
+	case b[0] != OpAcks:
+		return "", 0, nil, fmt.Errorf("%w: op %d is not Acks", ErrBadFrame, b[0])
+	}
+	handles, budget = readAcks(&r, dst)
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing data")
+	}
+	if r.err != nil {
+		return "", 0, nil, r.err
+	}
+	return topic, budget, handles, nil
 }
 
 // acksReplyMark opens an acks reply, as consumeReplyMark opens a consume reply: an ack

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"narad.dev/consume/inflight"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -256,4 +257,62 @@ func FuzzDecodeAcksReply(f *testing.F) {
 			t.Fatalf("re-encoded reply differs")
 		}
 	})
+}
+
+// requireDecodeAcksAgrees fails t unless DecodeAcks reads frame at v as DecodeRequest did
+// (req, err): the same handles and budget for an Acks frame, an error of the same kind for
+// any frame DecodeRequest refuses, and ErrBadFrame for a frame of another op.
+func requireDecodeAcksAgrees(t *testing.T, frame []byte, v wire.Version, req wire.Request, err error) {
+	t.Helper()
+	dst := make([]inflight.Handle, 1, 8)
+	topic, budget, handles, acksErr := wire.DecodeAcks(frame, v, dst)
+	switch {
+	case err != nil:
+		if acksErr == nil || errors.Is(err, wire.ErrUnsupportedOp) != errors.Is(acksErr, wire.ErrUnsupportedOp) || !errors.Is(acksErr, wire.ErrBadFrame) && !errors.Is(acksErr, wire.ErrUnsupportedOp) {
+			t.Fatalf("v%d: DecodeRequest %v, DecodeAcks %v", v, err, acksErr)
+		}
+	case req.Op != wire.OpAcks:
+		if !errors.Is(acksErr, wire.ErrBadFrame) {
+			t.Fatalf("v%d: op %d read by DecodeAcks: %v", v, req.Op, acksErr)
+		}
+	default:
+		if acksErr != nil || topic != req.Topic || len(handles) != len(req.Records) {
+			t.Fatalf("v%d: %q %v %d, %v; want %+v", v, topic, budget, len(handles), acksErr, req)
+		}
+		for i, r := range req.Records {
+			if wire.Handle(handles[i]) != r.Handle || budget != r.Budget {
+				t.Fatalf("v%d: ack %d: %+v of %v, want %+v", v, i, handles[i], budget, r)
+			}
+		}
+	}
+}
+
+// DecodeAcks reads an Acks frame's handles into a slice of another handle type, where they
+// lie when it has room, and agrees with DecodeRequest on every sample and refused frame.
+func TestDecodeAcks(t *testing.T) {
+	req := plainAcks(100, time.Second)
+	frame := mustEncode(t, req)
+	dst := make([]inflight.Handle, 0, 128)
+	topic, budget, handles, err := wire.DecodeAcks(frame, wire.V16, dst)
+	if err != nil || topic != "t" || budget != time.Second || len(handles) != 100 || &handles[0] != &dst[:1][0] {
+		t.Fatalf("%q %v %d, %v", topic, budget, len(handles), err)
+	}
+	for i, h := range handles {
+		if wire.Handle(h) != req.Records[i].Handle {
+			t.Fatalf("ack %d: %+v", i, h)
+		}
+	}
+	for _, req := range samples() {
+		frame := mustEncode(t, req)
+		for _, v := range versions {
+			got, err := wire.DecodeRequest(frame, v)
+			requireDecodeAcksAgrees(t, frame, v, got, err)
+		}
+	}
+	if _, _, _, err := wire.DecodeAcks(frame[:len(frame)-1], wire.V16, dst); !errors.Is(err, wire.ErrBadFrame) {
+		t.Fatalf("a short frame: %v", err)
+	}
+	if _, _, _, err := wire.DecodeAcks(append(frame, 0), wire.V16, dst); !errors.Is(err, wire.ErrBadFrame) {
+		t.Fatalf("trailing data: %v", err)
+	}
 }

@@ -444,10 +444,10 @@ func EncodeRequest(req Request) ([]byte, error) {
 			b = append(b, flags)
 		}
 		if len(req.Records) > 0 {
-			b = appendAcks(b, req.Records)
+			b = appendRecordAcks(b, req.Records)
 		}
 	case OpAcks:
-		b = appendAcks(b, req.Records)
+		b = appendRecordAcks(b, req.Records)
 	case OpConsumeBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Consumes)))
 		for i := range req.Consumes {
@@ -492,6 +492,11 @@ func EncodeRequest(req Request) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// appendRecordAcks appends the compact form of records, plain acks checked by checkAcks.
+func appendRecordAcks(b []byte, records []Record) []byte {
+	return appendAcks(b, len(records), records[0].Budget, func(i int) Handle { return records[i].Handle })
 }
 
 func appendRecord(b []byte, r *Record) []byte {
@@ -585,6 +590,28 @@ func check(req *Request) error {
 	return nil
 }
 
+// readHeader reads a request frame's header as a node speaking v does, and returns a reader
+// of the body after it and the topic (a copy): a frame over MaxFrame, a short header or a
+// topic over MaxTopic is ErrBadFrame, an op v does not know ErrUnsupportedOp.
+func readHeader(b []byte, v Version) (reader, string, error) {
+	if len(b) > MaxFrame {
+		return reader{}, "", fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	}
+	if len(b) < headerSize {
+		return reader{}, "", fmt.Errorf("%w: short header", ErrBadFrame)
+	}
+	if !v.Knows(b[0]) {
+		return reader{}, "", fmt.Errorf("%w: op %d", ErrUnsupportedOp, b[0])
+	}
+	r := reader{b: b[1:]}
+	n := int(r.u16("header"))
+	if n > MaxTopic {
+		return reader{}, "", fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
+	}
+	topic := string(r.take(n, "topic"))
+	return r, topic, r.err
+}
+
 // reader reads a frame's fields in order; the first one missing sets err, after which
 // every read returns zero.
 type reader struct {
@@ -673,22 +700,11 @@ func (r *reader) record(op byte) Record {
 // malformed (a short frame, bytes after its last field, a value out of range, a frame over
 // MaxFrame) is ErrBadFrame. The strings it returns are copies: the request does not alias b.
 func DecodeRequest(b []byte, v Version) (Request, error) {
-	if len(b) > MaxFrame {
-		return Request{}, fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	r, topic, err := readHeader(b, v)
+	if err != nil {
+		return Request{}, err
 	}
-	if len(b) < headerSize {
-		return Request{}, fmt.Errorf("%w: short header", ErrBadFrame)
-	}
-	req := Request{Op: b[0]}
-	if !v.Knows(req.Op) {
-		return Request{}, fmt.Errorf("%w: op %d", ErrUnsupportedOp, req.Op)
-	}
-	r := reader{b: b[1:]}
-	n := int(r.u16("header"))
-	if n > MaxTopic {
-		return Request{}, fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
-	}
-	req.Topic = string(r.take(n, "topic"))
+	req := Request{Op: b[0], Topic: topic}
 	switch req.Op {
 	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		rec := r.record(req.Op)

@@ -1238,6 +1238,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		first := wire.Version(0)
 		for _, v := range versions {
 			req, err := wire.DecodeRequest(frame, v)
+			requireDecodeAcksAgrees(t, frame, v, req, err)
 			if err != nil {
 				if !errors.Is(err, wire.ErrBadFrame) && !errors.Is(err, wire.ErrUnsupportedOp) {
 					t.Fatalf("v%d: untyped error %v", v, err)
