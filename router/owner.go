@@ -364,6 +364,7 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 		relativeTo = n.clock.Now()
 	}
 	reply := boundedReply(msgs, relativeTo, c.Headers, limit, s.deliveries[:0])
+	reply.Compact = c.Compact // a requester before version 16 reads only the other form
 	s.deliveries = reply.Deliveries[:0]
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once

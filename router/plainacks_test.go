@@ -2,6 +2,8 @@ package router_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -132,4 +134,71 @@ func TestAckAsyncGoesAsPlainAcks(t *testing.T) {
 		assert.Positive(t, batched, "%v", frames)
 		assert.Equal(t, uint64(6), p.a.node.Stats().Shards.Acked)
 	})
+}
+
+// replyMarks records the first byte of each consume reply an owner sends.
+type replyMarks struct {
+	serve func(ctx context.Context, from string, frame []byte) ([]byte, error)
+	mu    sync.Mutex
+	marks []byte
+}
+
+func (r *replyMarks) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	reply, err := r.serve(ctx, from, frame)
+	if len(frame) > 0 && frame[0] == wire.OpConsume && len(reply) > 0 {
+		r.mu.Lock()
+		r.marks = append(r.marks, reply[0])
+		r.mu.Unlock()
+	}
+	return reply, err
+}
+
+func (r *replyMarks) Marks() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.marks...)
+}
+
+// A gateway asks an owner of version 16 for its deliveries in the compact form, and reads
+// them as it read the others: values, headers, leases that ack. An owner before version 16
+// refuses the flag once (status 3), and answers in the form before it from then on.
+func TestCompactDeliveriesAcrossNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tune  func(string, *router.Config)
+		marks []byte
+	}{
+		{"both newest", nil, []byte{0xCB}},
+		{"owner at version 15", atVersion("b", 15), []byte{0, 0xC7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, probesOnly(tc.tune))
+				defer c.close()
+				log := c.logs.Log("orders", 0)
+				for range 8 {
+					off := log.HighWatermark()
+					log.AppendRecord(router.Record{Value: []byte(fmt.Sprintf("v%d", off)), Headers: headersOf(0, off)})
+					c.nodes["b"].node.Appended("orders", 0, off+1)
+				}
+				marks := &replyMarks{serve: c.nodes["b"].node.Serve}
+				c.net.Join("b", marks.Serve)
+				g := c.nodes["g"]
+				msgs := g.consume(context.Background(), router.ConsumeOptions{Max: 8})
+				require.Len(t, msgs, 8)
+				assert.Equal(t, tc.marks, marks.Marks())
+				checkHeaders(t, msgs, false)
+				for i, m := range msgs {
+					assert.Equal(t, int64(i), m.Offset)
+					assert.Equal(t, fmt.Sprintf("v%d", i), string(m.Value))
+					assert.Equal(t, uint32(1), m.Attempt)
+					assert.True(t, m.Expiry.After(time.Now()), "a lease ahead")
+				}
+				for _, err := range g.node.AckBatch(context.Background(), "orders", receipts(msgs)) {
+					require.NoError(t, err)
+				}
+				assert.Equal(t, uint64(8), c.nodes["b"].node.Stats().Shards.Acked)
+			})
+		})
+	}
 }

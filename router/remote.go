@@ -300,6 +300,7 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		c.RelativeExpiry = true
 	}
 	c.Headers = n.asksHeaders(l, now)
+	c.Compact = n.wireVersion >= wire.V16 && !l.Refuses(acklane.CompactDeliveries, now)
 	if req.reserve && !l.Refuses(acklane.Reserve, now) {
 		c.Reserve = true
 	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
@@ -354,8 +355,13 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			}
 			if refusal != nil && refusal.Status == wire.StatusBadRequest {
 				// An older release refused the Acks flag (or a field before it): the
-				// consume again without acks.
-				l.Refuse(acklane.RidingAcks, n.clock.Now().Add(olderFieldMemory))
+				// consume again without acks, and without the version's other flag.
+				until := n.clock.Now().Add(olderFieldMemory)
+				l.Refuse(acklane.RidingAcks, until)
+				if c.Compact {
+					c.Compact = false
+					l.Refuse(acklane.CompactDeliveries, until)
+				}
 				continue
 			}
 			raw = rest
@@ -367,6 +373,12 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		if reply.Deliveries != nil {
 			*deliveries = reply.Deliveries
+		}
+		if reply.Status == wire.StatusBadRequest && c.Compact {
+			// An older release: the consume again asking for the reply it reads.
+			c.Compact = false
+			l.Refuse(acklane.CompactDeliveries, n.clock.Now().Add(olderFieldMemory))
+			continue
 		}
 		if reply.Status == wire.StatusBadRequest && c.Reserve {
 			// An older release: it reserves nothing. The consume's own records are asked

@@ -55,6 +55,9 @@ func FuzzServe(f *testing.F) {
 			{Op: wire.OpAck, Handle: wire.Handle{Offset: 0, Nonce: 5}, Budget: time.Second}}},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 6, Pinned: -1, Max: 3, RelativeExpiry: true, Reserve: true},
 			Records: []wire.Record{{Op: wire.OpAck, Handle: wire.Handle{Offset: 2, Nonce: 3}, Budget: time.Second}}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1, Max: 3, Headers: true, Compact: true}},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 8, Pinned: -1, Max: 2, Compact: true, Budget: time.Second}, {RequestID: 9, Pinned: 0, Max: 1, Budget: time.Second}}},
 	} {
 		frame, err := wire.EncodeRequest(req)
 		if err != nil {

@@ -41,6 +41,9 @@ const (
 	// RidingAcks: a Consume's Acks flag (version 16). Acks queued for the owner go in
 	// frames of their own, not with its reservations.
 	RidingAcks
+	// CompactDeliveries: a Consume's Compact flag (version 16): its replies come in the
+	// form before it.
+	CompactDeliveries
 
 	refusals // how many there are
 )

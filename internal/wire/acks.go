@@ -112,8 +112,8 @@ func (r *reader) uvarint(what string) uint64 {
 		return 0
 	}
 	x, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("%s: a uvarint short or over 64 bits", what)
+	if n <= 0 || n > 1 && r.b[n-1] == 0 {
+		r.fail("%s: a uvarint short, over 64 bits or longer than its value needs", what)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -125,8 +125,8 @@ func (r *reader) varint(what string) int64 {
 		return 0
 	}
 	x, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("%s: a varint short or over 64 bits", what)
+	if n <= 0 || n > 1 && r.b[n-1] == 0 {
+		r.fail("%s: a varint short, over 64 bits or longer than its value needs", what)
 		return 0
 	}
 	r.b = r.b[n:]

@@ -18,8 +18,9 @@ func uv(x uint64) []byte { return binary.AppendUvarint(nil, x) }
 func sv(x int64) []byte  { return binary.AppendVarint(nil, x) }
 
 // The frames version 16 adds, laid out by hand: an Acks frame (op 21) of records in runs of
-// one partition, offsets after a run's first as differences, one budget; and the same
-// body after a Consume's flags byte with bit 3 set. Each is read from V16 on and refused by
+// one partition, offsets after a run's first as differences, one budget; the same body
+// after a Consume's flags byte with bit 3 set; and bit 4 of a Consume's (or a member's)
+// flags byte, asking for the compact reply. Each is read from V16 on and refused by
 // V15 as its release answers it: the op unknown (ErrUnsupportedOp), the flag unknown
 // (ErrBadFrame).
 func TestV16Frames(t *testing.T) {
@@ -44,6 +45,10 @@ func TestV16Frames(t *testing.T) {
 			frame(wire.OpConsume, "orders", consume, uint8(0), int32(1024), uint8(1|4|8), body), wire.ErrBadFrame},
 		{"acks alone on a consume", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1, Max: 1}, Records: recs},
 			frame(wire.OpConsume, "orders", consume, uint8(0), int32(1), uint8(8), body), wire.ErrBadFrame},
+		{"a compact reply asked for", wire.Request{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1, Max: 1, Compact: true}},
+			frame(wire.OpConsume, "orders", consume, uint8(0), int32(1), uint8(0x10)), wire.ErrBadFrame},
+		{"a compact member", wire.Request{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{{RequestID: 7, Pinned: -1, Max: 1, Compact: true, Budget: time.Second}}},
+			frame(wire.OpConsumeBatch, "orders", uint16(1), consume, uint8(0), int32(1), uint8(0x10), int64(time.Second)), wire.ErrBadFrame},
 	} {
 		if got := mustEncode(t, tc.req); !bytes.Equal(got, tc.want) {
 			t.Errorf("%s: % x, want % x", tc.name, got, tc.want)
@@ -314,5 +319,87 @@ func TestDecodeAcks(t *testing.T) {
 	}
 	if _, _, _, err := wire.DecodeAcks(append(frame, 0), wire.V16, dst); !errors.Is(err, wire.ErrBadFrame) {
 		t.Fatalf("trailing data: %v", err)
+	}
+}
+
+// A compact consume reply (version 16), laid out by hand: the fixed fields as varints, most of
+// them differences from the delivery before; read back as written, Compact set, and shorter
+// than the reply before it by about half a delivery's fixed fields.
+func TestCompactConsumeReply(t *testing.T) {
+	r := &wire.ConsumeReply{Status: wire.StatusOK, Message: "m", Compact: true, Deliveries: []wire.Delivery{
+		{Partition: 3, Offset: 1000, Nonce: 7, Attempt: 1, Expiry: 30_000_000_000, Fence: 4, Timestamp: 1_700_000_000_000_000_000, Value: []byte("v")},
+		{Partition: 3, Offset: 1001, Nonce: 8, Attempt: 2, Reason: 1, Expiry: 30_000_000_000, Fence: 4, Timestamp: 1_700_000_000_000_000_100, Key: []byte("k")},
+	}}
+	want := appendParts([]byte{0xCA, 0}, uint16(1), "m", uv(2),
+		sv(3), sv(1000), uint64(7), uv(1), uint8(0), sv(30_000_000_000), sv(4), sv(1_700_000_000_000_000_000), uv(0), uv(1), "v",
+		sv(0), sv(1), uint64(8), uv(2), uint8(1), sv(0), sv(0), sv(100), uv(1), "k", uv(0))
+	got := wire.AppendConsumeReply(nil, r)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("% x\nwant % x", got, want)
+	}
+	back, err := wire.DecodeConsumeReply(got)
+	if err != nil || !reflect.DeepEqual(&back, r) {
+		t.Fatalf("%+v, %v; want %+v", back, err, r)
+	}
+	empty := wire.AppendConsumeBatchMember(wire.BeginConsumeBatchReply(nil, 2), &wire.ConsumeReply{Compact: true})
+	empty = wire.AppendConsumeBatchMember(empty, &wire.ConsumeReply{Compact: true, Status: wire.StatusUnavailable})
+	if batch, err := wire.DecodeConsumeBatchReply(empty, 2); err != nil || len(batch.Members) != 2 {
+		t.Fatalf("a batch reply of two empty compact members: %+v, %v", batch, err)
+	}
+	for _, sample := range []*wire.ConsumeReply{sampleConsumeReply(), headersConsumeReply()} {
+		plain := wire.AppendConsumeReply(nil, sample)
+		sample.Compact = true
+		compact := wire.AppendConsumeReply(nil, sample)
+		back, err := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 0, 1), compact)
+		if err != nil || !reflect.DeepEqual(&back, sample) {
+			t.Fatalf("%+v, %v; want %+v", back, err, sample)
+		}
+		if len(compact) >= len(plain) {
+			t.Fatalf("compact %d bytes, plain %d", len(compact), len(plain))
+		}
+	}
+	// A consume's delivery of 31 bytes of value, one partition, offsets one apart: about 50
+	// bytes a delivery instead of 88.
+	batch := &wire.ConsumeReply{Compact: true}
+	for i := range 100 {
+		batch.Deliveries = append(batch.Deliveries, wire.Delivery{Partition: 5, Offset: 1_000_000 + int64(i), Nonce: uint64(i) << 50, Attempt: 1,
+			Expiry: 29_999_000_000 - int64(i)*1000, Fence: 9, Timestamp: 1_700_000_000_000_000_000 + int64(i)*1000, Value: make([]byte, 31)})
+	}
+	if per := float64(len(wire.AppendConsumeReply(nil, batch))) / 100; per > 52 {
+		t.Errorf("%.1f bytes a delivery", per)
+	}
+}
+
+// hostileCompactReplies are malformed compact consume replies.
+func hostileCompactReplies() []struct {
+	name  string
+	reply []byte
+} {
+	head := []byte{0xCA, 0, 0, 0}
+	one := func(parts ...any) []byte { return appendParts(slicesClone(head), append([]any{uv(1)}, parts...)...) }
+	return []struct {
+		name  string
+		reply []byte
+	}{
+		{"a count over its bytes", appendParts(slicesClone(head), uv(1<<40))},
+		{"a count of two, one delivery", appendParts(slicesClone(head), uv(2), sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0))},
+		{"a partition past 31 bits", one(sv(1<<31), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0))},
+		{"an attempt past 32 bits", one(sv(0), sv(0), uint64(1), uv(1<<32), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0))},
+		{"a varint longer than its value", one([]byte{0x80, 0}, sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0))},
+		{"a key past the reply", one(sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(5), "k")},
+		{"a short nonce", one(sv(0), sv(0), uint32(1))},
+		{"trailing data", one(sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0), uint8(0))},
+		{"the headers mark, and no headers", appendParts([]byte{0xCB, 0, 0, 0}, uv(1), sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0), uv(0))},
+		{"a header count over its bytes", appendParts([]byte{0xCB, 0, 0, 0}, uv(1), sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0), uv(1<<30))},
+		{"a short header", appendParts([]byte{0xCB, 0, 0, 0}, uv(1), sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(0), uv(0), uv(1), uv(1), "k")},
+	}
+}
+
+// A malformed compact consume reply is ErrBadFrame.
+func TestDecodeCompactConsumeReplyRefuses(t *testing.T) {
+	for _, tc := range hostileCompactReplies() {
+		if reply, err := wire.DecodeConsumeReply(tc.reply); !errors.Is(err, wire.ErrBadFrame) {
+			t.Errorf("%s: %+v, %v", tc.name, reply, err)
+		}
 	}
 }

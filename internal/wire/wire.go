@@ -215,6 +215,10 @@ type Consume struct {
 	// given back with Release, or that lapses, was never an attempt. It travels as bit 2 of
 	// the flags byte.
 	Reserve bool
+	// Compact (V16) asks for the reply in its compact form (see ConsumeReply.Compact): an
+	// owner answering a consume without it writes the form a requester before V16 reads.
+	// It travels as bit 4 of the flags byte.
+	Compact bool
 	// Budget is what was left of the consume's budget when the frame left. Only a member
 	// of a ConsumeBatch carries it (positive): a Consume frame's RPC is its budget, and a
 	// Consume decodes with Budget 0.
@@ -232,13 +236,15 @@ const (
 	// follow the flags byte, in the body of an Acks frame. It is not a field of Consume:
 	// EncodeRequest sets it for a Consume that carries records.
 	flagAcks byte = 1 << 3
+	// flagCompact (V16) is Consume.Compact.
+	flagCompact byte = 1 << 4
 )
 
 // consumeFlags returns the flags a decoder speaking v knows in a Consume's flags byte.
 func consumeFlags(v Version) byte {
 	switch {
 	case v >= V16:
-		return flagRelativeExpiry | flagHeaders | flagReserve | flagAcks
+		return flagRelativeExpiry | flagHeaders | flagReserve | flagAcks | flagCompact
 	case v >= V11:
 		return flagRelativeExpiry | flagHeaders | flagReserve
 	case v >= V9:
@@ -258,6 +264,9 @@ func (c *Consume) flags() byte {
 	}
 	if c.Reserve {
 		flags |= flagReserve
+	}
+	if c.Compact {
+		flags |= flagCompact
 	}
 	return flags
 }
@@ -313,7 +322,7 @@ func (r *Request) MinVersion() Version {
 	switch r.Op {
 	case OpConsume:
 		switch {
-		case len(r.Records) > 0:
+		case len(r.Records) > 0 || r.Consume.Compact:
 			return V16
 		case r.Consume.Reserve:
 			return V11
@@ -330,6 +339,8 @@ func (r *Request) MinVersion() Version {
 		need := V8
 		for i := range r.Consumes {
 			switch {
+			case r.Consumes[i].Compact:
+				need = max(need, V16)
 			case r.Consumes[i].Reserve:
 				need = max(need, V11)
 			case r.Consumes[i].Headers:
@@ -761,6 +772,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 						r.fail("flags byte %#x (bits %#x are the flags at v%d, and the byte is written only with one set)", flags, consumeFlags(v), v)
 					}
 					c.RelativeExpiry, c.Headers, c.Reserve = flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
+					c.Compact = flags&flagCompact != 0
 					if r.err == nil && flags&flagAcks != 0 {
 						req.Records = r.acks()
 					}
@@ -800,6 +812,7 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 				break
 			}
 			c.Claim, c.RelativeExpiry, c.Headers, c.Reserve = claim == 1, flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
+			c.Compact = flags&flagCompact != 0
 		}
 	case OpReplay:
 		p := &req.Replay

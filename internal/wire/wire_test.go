@@ -115,6 +115,13 @@ func samples() []wire.Request {
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 26, Pinned: -1, Max: 1024, RelativeExpiry: true, Reserve: true},
 			Records: plainAcks(100, time.Second).Records},
 		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 27, Pinned: -1, Max: 1}, Records: plainAcks(1, 1).Records},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 28, Pinned: -1, Max: 1, Compact: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 29, Pinned: 3, Claim: true, Max: 100, RelativeExpiry: true, Headers: true, Reserve: true, Compact: true},
+			Records: plainAcks(3, time.Second).Records},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 30, Pinned: -1, Max: 1, RelativeExpiry: true, Compact: true, Budget: time.Second},
+			{RequestID: 31, Pinned: 0, Max: 5, Reserve: true, Budget: time.Second},
+		}},
 	}
 }
 
@@ -880,7 +887,10 @@ func TestHostileCountsAllocateLittle(t *testing.T) {
 		{"consume reply", appendParts([]byte{0}, uint16(0), uint32(0xffffffff), make([]byte, 1000)), consumeReply},
 		{"key length", appendParts([]byte{0}, uint16(0), uint32(1), make([]byte, 49), uint32(0xffffffff), uint32(0)), consumeReply},
 		{"consume batch", frame(wire.OpConsumeBatch, "t", uint16(wire.MaxConsumeBatch), make([]byte, 34*wire.MaxConsumeBatch-1)), request},
-		{"consume batch reply", appendParts([]byte{0xC6}, uint16(wire.MaxConsumeBatch), make([]byte, 12*wire.MaxConsumeBatch-1)), func(b []byte) error {
+		{"plain acks", frame(wire.OpAcks, "t", uint16(wire.MaxLargeBatch), int64(1), make([]byte, 9*wire.MaxLargeBatch-1)), request},
+		{"compact consume reply", appendParts([]byte{0xCA, 0}, uint16(0), uv(1<<20), make([]byte, 1000)), consumeReply},
+		{"compact key length", appendParts([]byte{0xCA, 0}, uint16(0), uv(1), sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(1<<40), make([]byte, 100)), consumeReply},
+		{"consume batch reply", appendParts([]byte{0xC6}, uint16(wire.MaxConsumeBatch), make([]byte, 9*wire.MaxConsumeBatch-1)), func(b []byte) error {
 			_, err := wire.DecodeConsumeBatchReply(b, wire.MaxConsumeBatch)
 			return err
 		}},
@@ -1364,6 +1374,14 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 	for _, tail := range hostileHeaders() {
 		f.Add(tail.reply)
 	}
+	// Version 16's compact replies, and hostile ones.
+	for _, r := range []*wire.ConsumeReply{sampleConsumeReply(), headersConsumeReply(), {Status: wire.StatusUnavailable, Message: "closed"}} {
+		r.Compact = true
+		f.Add(wire.AppendConsumeReply(nil, r))
+	}
+	for _, bad := range hostileCompactReplies() {
+		f.Add(bad.reply)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		reply, err := wire.DecodeConsumeReply(frame)
 		// Into a slice that holds a delivery already: the same reply, or the same error.
@@ -1377,7 +1395,7 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 			}
 			return
 		}
-		if frame[0] != 0xC5 && frame[0] != 0xC7 {
+		if frame[0] != 0xC5 && frame[0] != 0xC7 && frame[0] != 0xCA && frame[0] != 0xCB {
 			// A refusal in the ack reply format: one answer, never a delivery.
 			if reply.Status == wire.StatusOK || len(reply.Deliveries) != 0 {
 				t.Fatalf("a refusal read as %+v", reply)

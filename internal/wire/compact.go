@@ -1,0 +1,164 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The compact consume reply (V16), sent only to a requester that asked for it
+// (Consume.Compact): the consume reply with each delivery's fixed fields as varints, most of
+// them differences from the delivery before it, which in one reply are small (its partition,
+// offset, expiry, fence and timestamp). A mark of its own opens it (0xCA; 0xCB when some
+// delivery carries headers), then the status byte, the message (u16 length, at most
+// MaxMessage bytes), the count (uvarint), then per delivery: the partition's difference from
+// the delivery before (zigzag varint; the first from 0), the offset's (zigzag varint, wrapping),
+// the nonce (u64), the attempt (uvarint, at most 32 bits), the reason (u8), the expiry's
+// difference (zigzag varint, wrapping), the fence's (zigzag varint, wrapping), the timestamp's
+// (zigzag varint, wrapping), the key and the value (each a uvarint length, then the bytes),
+// and with the headers mark the headers (a uvarint count, then per header a key and a value,
+// each a uvarint length and the bytes). Every varint is as short as its value allows.
+
+// The compact consume reply's marks.
+const (
+	consumeReplyCompactMark        byte = 0xCA
+	consumeReplyCompactHeadersMark byte = 0xCB
+)
+
+// minCompactDelivery is the fewest bytes a delivery of a compact reply takes.
+const minCompactDelivery = 1 + 1 + 8 + 1 + 1 + 1 + 1 + 1 + 1 + 1
+
+// compactDeliveryBound is the most bytes a compact delivery's fields take besides its key,
+// value and headers: every varint at its longest.
+const compactDeliveryBound = 5 + 10 + 8 + 5 + 1 + 10 + 10 + 10 + 10 + 10
+
+// appendCompactConsumeReply appends r in the compact form.
+func appendCompactConsumeReply(dst []byte, r *ConsumeReply) []byte {
+	size := 2 + 2 + min(len(r.Message), MaxMessage) + 5
+	mark := consumeReplyCompactMark
+	for i := range r.Deliveries {
+		d := &r.Deliveries[i]
+		size += compactDeliveryBound + len(d.Key) + len(d.Value)
+		if len(d.Headers) > 0 {
+			mark = consumeReplyCompactHeadersMark
+			size += headersSize(d.Headers) + 6
+		}
+	}
+	b := slices.Grow(dst, size)
+	b = append(b, mark, r.Status)
+	b = appendMessage(b, r.Message)
+	b = binary.AppendUvarint(b, uint64(len(r.Deliveries)))
+	var prev Delivery
+	for i := range r.Deliveries {
+		d := &r.Deliveries[i]
+		b = binary.AppendVarint(b, int64(d.Partition)-int64(prev.Partition))
+		b = binary.AppendVarint(b, d.Offset-prev.Offset)
+		b = binary.BigEndian.AppendUint64(b, d.Nonce)
+		b = binary.AppendUvarint(b, uint64(d.Attempt))
+		b = append(b, d.Reason)
+		b = binary.AppendVarint(b, d.Expiry-prev.Expiry)
+		b = binary.AppendVarint(b, int64(d.Fence-prev.Fence))
+		b = binary.AppendVarint(b, d.Timestamp-prev.Timestamp)
+		b = binary.AppendUvarint(b, uint64(len(d.Key)))
+		b = append(b, d.Key...)
+		b = binary.AppendUvarint(b, uint64(len(d.Value)))
+		b = append(b, d.Value...)
+		if mark == consumeReplyCompactHeadersMark {
+			b = binary.AppendUvarint(b, uint64(len(d.Headers)))
+			for j := range d.Headers {
+				h := &d.Headers[j]
+				b = binary.AppendUvarint(b, uint64(len(h.Key)))
+				b = append(b, h.Key...)
+				b = binary.AppendUvarint(b, uint64(len(h.Value)))
+				b = append(b, h.Value...)
+			}
+		}
+		prev = *d
+	}
+	return b
+}
+
+// compactBytes reads a uvarint length and that many bytes, aliased and capped; nil when
+// empty.
+func (r *reader) compactBytes(what string) []byte {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("short %s", what)
+	}
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+// decodeCompactConsumeReply reads a compact consume reply (its mark read already: headers
+// says which), the deliveries appended to dst[:0], as DecodeConsumeReplyInto does.
+func decodeCompactConsumeReply(dst []Delivery, r *reader, withHeaders bool) (ConsumeReply, error) {
+	reply := ConsumeReply{Compact: true}
+	reply.Status = r.u8("consume reply")
+	reply.Message = r.message()
+	count := r.uvarint("consume reply")
+	if r.err == nil && count > uint64(len(r.b)/minCompactDelivery) {
+		r.fail("%d deliveries in %d bytes", count, len(r.b))
+	}
+	if r.err != nil {
+		return ConsumeReply{}, r.err
+	}
+	if count > 0 {
+		reply.Deliveries = slices.Grow(dst[:0], int(count))
+	}
+	anyHeaders := false
+	var prev Delivery
+	for range count {
+		partition := int64(prev.Partition) + r.varint("delivery partition")
+		d := Delivery{
+			Partition: int32(partition),
+			Offset:    prev.Offset + r.varint("delivery offset"),
+			Nonce:     r.u64("delivery nonce"),
+		}
+		attempt := r.uvarint("delivery attempt")
+		d.Reason = r.u8("delivery reason")
+		d.Expiry = prev.Expiry + r.varint("delivery expiry")
+		d.Fence = prev.Fence + uint64(r.varint("delivery fence"))
+		d.Timestamp = prev.Timestamp + r.varint("delivery timestamp")
+		if r.err == nil && (partition < math.MinInt32 || partition > math.MaxInt32 || attempt > math.MaxUint32) {
+			r.fail("a delivery of partition %d, attempt %d", partition, attempt)
+		}
+		d.Attempt = uint32(attempt)
+		d.Key = r.compactBytes("key")
+		d.Value = r.compactBytes("value")
+		if withHeaders {
+			n := r.uvarint("headers")
+			if r.err == nil && n > uint64(len(r.b)/2) { // a header takes two lengths at least
+				r.fail("%d headers in %d bytes", n, len(r.b))
+			}
+			if n > 0 && r.err == nil {
+				d.Headers = make([]Header, 0, n)
+			}
+			for range n {
+				if r.err != nil {
+					break
+				}
+				key := r.compactBytes("header key")
+				value := r.compactBytes("header value")
+				d.Headers = append(d.Headers, Header{Key: string(key), Value: value})
+			}
+			anyHeaders = anyHeaders || len(d.Headers) > 0
+		}
+		if r.err != nil {
+			return ConsumeReply{}, r.err
+		}
+		reply.Deliveries = append(reply.Deliveries, d)
+		prev = d
+	}
+	if len(r.b) > 0 {
+		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	if withHeaders && !anyHeaders {
+		return ConsumeReply{}, fmt.Errorf("%w: the headers mark, and no headers", ErrBadFrame)
+	}
+	return reply, nil
+}
