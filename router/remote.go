@@ -328,14 +328,15 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
 		raw, err := n.exchangeConsume(ctx, owner, req.topic, c, frame, callDeadline, &sent, ride != nil)
+		if err != nil && ride != nil {
+			// It went alone (never queued): it left, and no reply came back.
+			ride.answerEach(wire.Answer{Status: statusTransport, Message: err.Error()})
+		}
 		if errors.Is(err, errConsumesRefused) {
 			// It refused the op while this consume queued: sent nowhere, nothing to cancel.
 			return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
 		}
 		if err != nil {
-			if ride != nil {
-				ride.answerEach(wire.Answer{Status: statusTransport, Message: err.Error()})
-			}
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
