@@ -334,8 +334,8 @@ func TestCompactConsumeReply(t *testing.T) {
 		sv(3), sv(1000), uint64(7), uv(1), uint8(0), sv(30_000_000_000), sv(4), sv(1_700_000_000_000_000_000), uv(0), uv(1), "v",
 		sv(0), sv(1), uint64(8), uv(2), uint8(1), sv(0), sv(0), sv(100), uv(1), "k", uv(0))
 	got := wire.AppendConsumeReply(nil, r)
-	if !bytes.Equal(got, want) {
-		t.Fatalf("% x\nwant % x", got, want)
+	if !bytes.Equal(got, want) || cap(got) != len(got) {
+		t.Fatalf("% x (capacity %d)\nwant % x", got, cap(got), want)
 	}
 	back, err := wire.DecodeConsumeReply(got)
 	if err != nil || !reflect.DeepEqual(&back, r) {
@@ -350,6 +350,9 @@ func TestCompactConsumeReply(t *testing.T) {
 		plain := wire.AppendConsumeReply(nil, sample)
 		sample.Compact = true
 		compact := wire.AppendConsumeReply(nil, sample)
+		if cap(compact) != len(compact) {
+			t.Fatalf("%d bytes of capacity %d", len(compact), cap(compact))
+		}
 		back, err := wire.DecodeConsumeReplyInto(make([]wire.Delivery, 0, 1), compact)
 		if err != nil || !reflect.DeepEqual(&back, sample) {
 			t.Fatalf("%+v, %v; want %+v", back, err, sample)

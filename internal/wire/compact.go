@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -29,27 +30,39 @@ const (
 // minCompactDelivery is the fewest bytes a delivery of a compact reply takes.
 const minCompactDelivery = 1 + 1 + 8 + 1 + 1 + 1 + 1 + 1 + 1 + 1
 
-// compactDeliveryBound is the most bytes a compact delivery's fields take besides its key,
-// value and headers: every varint at its longest.
-const compactDeliveryBound = 5 + 10 + 8 + 5 + 1 + 10 + 10 + 10 + 10 + 10
-
-// appendCompactConsumeReply appends r in the compact form.
+// appendCompactConsumeReply appends r in the compact form, growing dst once to exactly
+// what it takes (a reply of a thousand records is large, and what it is grown by is
+// zeroed).
 func appendCompactConsumeReply(dst []byte, r *ConsumeReply) []byte {
-	size := 2 + 2 + min(len(r.Message), MaxMessage) + 5
+	size := 2 + 2 + min(len(r.Message), MaxMessage) + uvarintLen(uint64(len(r.Deliveries)))
 	mark := consumeReplyCompactMark
+	var zero Delivery
+	prev := &zero
 	for i := range r.Deliveries {
 		d := &r.Deliveries[i]
-		size += compactDeliveryBound + len(d.Key) + len(d.Value)
+		size += compactDeliveryLen(d, prev)
 		if len(d.Headers) > 0 {
 			mark = consumeReplyCompactHeadersMark
-			size += headersSize(d.Headers) + 6
+		}
+		prev = d
+	}
+	if mark == consumeReplyCompactHeadersMark {
+		for i := range r.Deliveries {
+			size += compactHeadersLen(r.Deliveries[i].Headers)
 		}
 	}
-	b := slices.Grow(dst, size)
+	b := dst
+	if cap(b)-len(b) < size {
+		if len(b) == 0 {
+			b = make([]byte, 0, size) // a reply alone: exactly its size
+		} else {
+			b = slices.Grow(b, size) // after others (a ConsumeBatch's, an acks reply): amortized
+		}
+	}
 	b = append(b, mark, r.Status)
 	b = appendMessage(b, r.Message)
 	b = binary.AppendUvarint(b, uint64(len(r.Deliveries)))
-	var prev Delivery
+	prev = &zero
 	for i := range r.Deliveries {
 		d := &r.Deliveries[i]
 		b = binary.AppendVarint(b, int64(d.Partition)-int64(prev.Partition))
@@ -74,10 +87,34 @@ func appendCompactConsumeReply(dst []byte, r *ConsumeReply) []byte {
 				b = append(b, h.Value...)
 			}
 		}
-		prev = *d
+		prev = d
 	}
 	return b
 }
+
+// compactDeliveryLen is the size of d in a compact reply after prev, without its headers.
+func compactDeliveryLen(d, prev *Delivery) int {
+	return varintLen(int64(d.Partition)-int64(prev.Partition)) + varintLen(d.Offset-prev.Offset) + 8 +
+		uvarintLen(uint64(d.Attempt)) + 1 + varintLen(d.Expiry-prev.Expiry) + varintLen(int64(d.Fence-prev.Fence)) +
+		varintLen(d.Timestamp-prev.Timestamp) + uvarintLen(uint64(len(d.Key))) + len(d.Key) +
+		uvarintLen(uint64(len(d.Value))) + len(d.Value)
+}
+
+// compactHeadersLen is the size of headers in a compact reply with the headers mark.
+func compactHeadersLen(headers []Header) int {
+	size := uvarintLen(uint64(len(headers)))
+	for i := range headers {
+		h := &headers[i]
+		size += uvarintLen(uint64(len(h.Key))) + len(h.Key) + uvarintLen(uint64(len(h.Value))) + len(h.Value)
+	}
+	return size
+}
+
+// uvarintLen is the size of x as a uvarint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// varintLen is the size of x as a zigzag varint.
+func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 
 // compactBytes reads a uvarint length and that many bytes, aliased and capped; nil when
 // empty.
@@ -113,12 +150,13 @@ func decodeCompactConsumeReply(dst []Delivery, r *reader, withHeaders bool) (Con
 	anyHeaders := false
 	var prev Delivery
 	for range count {
+		// Read in place: a delivery is large, and a reply's are many.
+		reply.Deliveries = append(reply.Deliveries, Delivery{})
+		d := &reply.Deliveries[len(reply.Deliveries)-1]
 		partition := int64(prev.Partition) + r.varint("delivery partition")
-		d := Delivery{
-			Partition: int32(partition),
-			Offset:    prev.Offset + r.varint("delivery offset"),
-			Nonce:     r.u64("delivery nonce"),
-		}
+		d.Partition = int32(partition)
+		d.Offset = prev.Offset + r.varint("delivery offset")
+		d.Nonce = r.u64("delivery nonce")
 		attempt := r.uvarint("delivery attempt")
 		d.Reason = r.u8("delivery reason")
 		d.Expiry = prev.Expiry + r.varint("delivery expiry")
@@ -151,8 +189,7 @@ func decodeCompactConsumeReply(dst []Delivery, r *reader, withHeaders bool) (Con
 		if r.err != nil {
 			return ConsumeReply{}, r.err
 		}
-		reply.Deliveries = append(reply.Deliveries, d)
-		prev = d
+		prev = Delivery{Partition: d.Partition, Offset: d.Offset, Expiry: d.Expiry, Fence: d.Fence, Timestamp: d.Timestamp}
 	}
 	if len(r.b) > 0 {
 		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
