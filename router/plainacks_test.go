@@ -161,7 +161,8 @@ func (r *replyMarks) Marks() []byte {
 
 // A gateway asks an owner of version 16 for its deliveries in the compact form, and reads
 // them as it read the others: values, headers, leases that ack. An owner before version 16
-// refuses the flag once (status 3), and answers in the form before it from then on.
+// refuses the flag once (status 3), and answers in the form before it from then on; a
+// gateway before it never asks, and gets the form before it.
 func TestCompactDeliveriesAcrossNodes(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -170,6 +171,7 @@ func TestCompactDeliveriesAcrossNodes(t *testing.T) {
 	}{
 		{"both newest", nil, []byte{0xCB}},
 		{"owner at version 15", atVersion("b", 15), []byte{0, 0xC7}},
+		{"gateway at version 15", atVersion("g", 15), []byte{0xC7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -165,3 +165,36 @@ func TestAcksRideNotToAnOlderOwner(t *testing.T) {
 		assert.Equal(t, 1, riding, "none rode again")
 	})
 }
+
+// A gateway before version 16 lets no ack ride: its queued batch waits for a slot, and
+// leaves in a frame of its own.
+func TestAcksRideNotFromAnOlderGateway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, batches := ridingCluster(t, atVersion("g", 15))
+		defer c.close()
+		s.mu.Lock()
+		s.held = 0 // the gateway sends AckBatches: none is held
+		s.mu.Unlock()
+		g := c.nodes["g"]
+		wait := ackBatchesOneByOne(g, batches)
+		g.consume(context.Background(), router.ConsumeOptions{Max: 10})
+		for _, errs := range wait() {
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+		}
+		batched := 0
+		for _, f := range s.Frames() {
+			switch f[0] {
+			case int(wire.OpConsume):
+				assert.Zero(t, f[1], "nothing rode: %v", s.Frames())
+			case wireAckBatch:
+				batched += f[1]
+			default:
+				t.Errorf("a frame of op %d: %v", f[0], s.Frames())
+			}
+		}
+		assert.Equal(t, 300, batched, "each ack in an AckBatch of its own")
+		assert.Equal(t, uint64(300), c.nodes["b"].node.Stats().Shards.Acked)
+	})
+}
