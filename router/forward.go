@@ -460,20 +460,27 @@ func (n *Node) exchangeRecords(values context.Context, owner, topic string, reco
 	return 0
 }
 
-// statusPlainAcksRefused is what exchangePlainAcks returns when the owner refused the Acks
+// statusPlainAcksRefused is what exchangeAcks returns when the owner refused the Acks
 // op (a release before version 16): none of the acks was applied. The requester's own,
 // never on the wire.
 const statusPlainAcksRefused byte = 253
 
 // exchangePlainAcks is exchangeRecords for records that are all plain acks of one budget,
-// in an Acks frame (wire version 16), answered by an acks reply: the owner's answer of each
-// (the count applied, and the others' answers); its refusal of the whole frame for each
-// (status is then statusPlainAcksRefused when it does not know the op, and the refusal's
-// status otherwise); 502 for all of them when no reply came back.
+// in an Acks frame (wire version 16; see exchangeAcks).
 func (n *Node) exchangePlainAcks(values context.Context, owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (status byte) {
 	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpAcks, Topic: topic, Records: records})
-	if err != nil {
-		eachAnswer(answers, wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
+	return n.exchangeAcks(values, owner, frame, err, deadline, answers)
+}
+
+// exchangeAcks sends owner frame, an Acks frame (or nothing, when encodeErr says why there is
+// none: each answered 400), within deadline and puts the answer to each of its plain acks in
+// answers, as its acks reply gives them: the owner's answer of each (the count applied,
+// and the others' answers); its refusal of the whole frame for each (status is then
+// statusPlainAcksRefused when it does not know the op, and the refusal's status otherwise);
+// 502 for all of them when no reply came back or it could not be read.
+func (n *Node) exchangeAcks(values context.Context, owner string, frame []byte, encodeErr error, deadline time.Time, answers []wire.Answer) (status byte) {
+	if encodeErr != nil {
+		eachAnswer(answers, wire.Answer{Status: wire.StatusBadRequest, Message: encodeErr.Error()})
 		return 0
 	}
 	sent := n.clock.Now()
@@ -483,13 +490,6 @@ func (n *Node) exchangePlainAcks(values context.Context, owner, topic string, re
 		eachAnswer(answers, wire.Answer{Status: statusTransport, Message: err.Error()})
 		return 0
 	}
-	return readPlainAcksReply(answers, raw, false)
-}
-
-// readPlainAcksReply puts the answers of an acks reply (raw, with nothing after it unless
-// trailing is set) in answers, one per plain ack sent, and returns what exchangePlainAcks
-// does.
-func readPlainAcksReply(answers []wire.Answer, raw []byte, trailing bool) (status byte) {
 	reply, err := wire.DecodeAcksReply(answers[:0], raw, len(answers))
 	switch {
 	case err == nil && reply.Refused && reply.Refusal.Status == wire.StatusUnsupported:
@@ -498,7 +498,7 @@ func readPlainAcksReply(answers []wire.Answer, raw []byte, trailing bool) (statu
 	case err == nil && reply.Refused:
 		eachAnswer(answers, reply.Refusal)
 		return reply.Refusal.Status
-	case err == nil && len(reply.Rest) > 0 && !trailing:
+	case err == nil && len(reply.Rest) > 0:
 		err = fmt.Errorf("%w: trailing data after an acks reply", wire.ErrBadFrame)
 	}
 	if err != nil {

@@ -473,7 +473,7 @@ func allPlainAcks(group []*queuedBatch) bool {
 	return true
 }
 
-// sendPlainAcks sends the plain acks of group in one Acks frame (see exchangePlainAcks),
+// sendPlainAcks sends the plain acks of group in one Acks frame (see exchangeAcks),
 // its budget the least of theirs, and puts each one's answer in its batch's answers; a batch
 // whose budget was spent by now is answered 503, unsent. It reports false, with nothing
 // answered, when the owner refused the op (an older release), which is remembered for
@@ -503,19 +503,9 @@ func (n *Node) sendPlainAcks(l *lane, now time.Time, group []*queuedBatch) bool 
 	s.answers = answers
 	if len(s.handles) > 0 {
 		frame, err := wire.EncodeAcks(group[0].topic, least, s.handles)
-		switch {
-		case err != nil:
-			eachAnswer(answers, wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
-		default:
-			sent := n.clock.Now()
-			raw, err := n.exchangeDetached(values, l.Owner(), frame, deadline)
-			n.stats.forwardedAckRPC.observe(n.clock.Now().Sub(sent))
-			if err != nil {
-				eachAnswer(answers, wire.Answer{Status: statusTransport, Message: err.Error()})
-			} else if readPlainAcksReply(answers, raw, false) == statusPlainAcksRefused {
-				l.Refuse(acklane.PlainAcks, n.clock.Now().Add(olderPeerMemory))
-				return false
-			}
+		if n.exchangeAcks(values, l.Owner(), frame, err, deadline, answers) == statusPlainAcksRefused {
+			l.Refuse(acklane.PlainAcks, n.clock.Now().Add(olderPeerMemory))
+			return false
 		}
 	}
 	for _, b := range group {
