@@ -80,10 +80,10 @@ type consumeResult struct {
 // deadline and returns the consume reply, with exchange's errors: one when no reply came
 // back. *sent is when the caller sent it; for a consume that queued, it is moved to when its
 // frame left, from which the reply's relative expiries count (see wire.Consume). While fewer than the lane's consume window are in flight to owner, for a consume
-// that asks for remoteBatch records or more, for an owner that refused ConsumeBatch, or from
-// a node below wire version 8, it goes at once, alone, from this goroutine; otherwise it
-// queues for a batch (see consumeQueue).
-func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.Consume, frame []byte, deadline time.Time, sent *time.Time) ([]byte, error) {
+// that asks for remoteBatch records or more, for one whose frame carries acks (alone set),
+// for an owner that refused ConsumeBatch, or from a node below wire version 8, it goes at
+// once, alone, from this goroutine; otherwise it queues for a batch (see consumeQueue).
+func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.Consume, frame []byte, deadline time.Time, sent *time.Time, alone bool) ([]byte, error) {
 	if n.wireVersion < wire.V8 {
 		return n.exchange(ctx, owner, frame, deadline)
 	}
@@ -91,7 +91,7 @@ func (n *Node) exchangeConsume(ctx context.Context, owner, topic string, c wire.
 	q := &l.Peer.consumes
 	q.mu.Lock()
 	// One that asks for a batch's worth of records has nothing to share a frame with.
-	alone := q.inFlight < q.window || int(c.Max) >= remoteBatch
+	alone = alone || q.inFlight < q.window || int(c.Max) >= remoteBatch
 	var now time.Time
 	if !alone {
 		now = n.clock.Now()

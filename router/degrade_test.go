@@ -277,7 +277,7 @@ func TestContextValuesCrossTheNodeWire(t *testing.T) {
 				assert.Equal(t, 1, traced[opAckFrame], "the ack")
 				assert.Equal(t, 1, traced[wire.OpExtendLeft], "the extend")
 				assert.Equal(t, 1, traced[3], "the nack")
-				assert.Equal(t, 1, traced[4], "the batch ack")
+				assert.Equal(t, 1, traced[wire.OpAcks], "the batch ack")
 				assert.Empty(t, untraced)
 			})
 		})

@@ -219,6 +219,9 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 		now = n.clock.Now()
 		until := now.Add(olderPeerMemory)
 		switch {
+		case older >= wire.V16:
+			l.Refuse(acklane.PlainAcks, until) // plain acks go in an AckBatch
+			form = min(form, wire.V15)
 		case older >= wire.V14:
 			l.Refuse(acklane.NackNow, until) // a nack-now goes as a nack
 			form = min(form, wire.V13)
@@ -247,8 +250,9 @@ func (n *Node) rpc(l *lane, now time.Time, batch []*acklane.Ack, answers []wire.
 }
 
 // settleForm is the version whose settles go to the owner of l at now: this node's, less
-// what the owner refused within the last olderPeerMemory (the version 14 nack-now, the
-// version 11 confirm and reservations, the version 10 reject, the version 7 settles).
+// what the owner refused within the last olderPeerMemory (the version 16 plain acks, the
+// version 14 nack-now, the version 11 confirm and reservations, the version 10 reject, the
+// version 7 settles).
 func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 	switch {
 	case l.Refuses(acklane.OlderSettles, now):
@@ -259,6 +263,8 @@ func (n *Node) settleForm(l *lane, now time.Time) wire.Version {
 		return min(n.wireVersion, wire.V10)
 	case l.Refuses(acklane.NackNow, now):
 		return min(n.wireVersion, wire.V13)
+	case l.Refuses(acklane.PlainAcks, now):
+		return min(n.wireVersion, wire.V15)
 	}
 	return n.wireVersion
 }
@@ -296,7 +302,8 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 	// a result computed from the same value).
 	var last time.Time
 	var spent bool
-	var budget time.Duration
+	var budget, least time.Duration
+	plain := true // every record that leaves is a plain ack
 	for i, q := range batch {
 		if i == 0 || q.Deadline != last {
 			last, spent, budget = q.Deadline, !now.Before(q.Deadline), q.Deadline.Sub(now)
@@ -305,32 +312,48 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 			answers[i] = spentBeforeSent
 			continue
 		}
-		rec := recordOf(&q.Record)
-		r, unsent := rec.wireAs(form)
-		if unsent != nil {
-			answers[i] = *unsent
-			continue
+		r := q.Record
+		if r.Op != opAck { // a plain ack goes as it is, whatever the form
+			rec := recordOf(&q.Record)
+			var unsent *wire.Answer
+			if r, unsent = rec.wireAs(form); unsent != nil {
+				answers[i] = *unsent
+				continue
+			}
+			plain = false
 		}
 		live = append(live, i)
 		r.Budget = budget
+		if budget < least || len(live) == 1 {
+			least = budget
+		}
 		records = append(records, r)
 		if q.Deadline != deadline && q.Deadline.After(deadline) {
 			deadline = q.Deadline
 		}
 	}
 	scratch.live, scratch.records = live[:0], records[:0]
-	switch len(live) {
-	case 0:
+	exchange := n.exchangeRecords
+	switch {
+	case len(live) == 0:
 		return false, 0
-	case 1: // it leaves as a single op, whose RPC is its budget
+	case len(live) == 1: // it leaves as a single op, whose RPC is its budget
 		records[0].Budget = 0
-	case len(batch):
-		status := n.exchangeRecords(batch[0].Values, owner, batch[0].Topic, records, deadline, answers)
+	case plain && form >= wire.V16:
+		// Plain acks in their compact form, on the least of their budgets: the owner
+		// applies none whose budget ran out.
+		for i := range records {
+			records[i].Budget = least
+		}
+		exchange = n.exchangePlainAcks
+	}
+	if len(live) == len(batch) {
+		status := exchange(batch[0].Values, owner, batch[0].Topic, records, deadline, answers)
 		return settled(now, records, answers, status)
 	}
 	got := slices.Grow(scratch.answers[:0], len(live))[:len(live)]
 	q := batch[live[0]]
-	status := n.exchangeRecords(q.Values, owner, q.Topic, records, deadline, got)
+	status := exchange(q.Values, owner, q.Topic, records, deadline, got)
 	refused, older = settled(now, records, got, status)
 	for j, i := range live {
 		answers[i] = got[j]
@@ -345,6 +368,9 @@ func (n *Node) rpcAs(owner string, now time.Time, batch []*acklane.Ack, answers 
 // of the newest op the records carry when the owner refused them for an op of version 7 or
 // later it does not know (older), and each ExtendLeft's time left made an expiry here.
 func settled(now time.Time, records []wire.Record, answers []wire.Answer, status byte) (refused bool, older wire.Version) {
+	if status == statusPlainAcksRefused {
+		return false, wire.V16
+	}
 	if status != 0 {
 		// A single op of version 7 or later refused as unknown, or a batch carrying one
 		// refused as malformed: what an older release answers. A batch's refusal does not say
@@ -432,6 +458,60 @@ func (n *Node) exchangeRecords(values context.Context, owner, topic string, reco
 		each(wire.Answer{Status: statusTransport, Message: fmt.Sprintf("%d answers for %d acks", len(got), len(answers))})
 	}
 	return 0
+}
+
+// statusPlainAcksRefused is what exchangeAcks returns when the owner refused the Acks
+// op (a release before version 16): none of the acks was applied. The requester's own,
+// never on the wire.
+const statusPlainAcksRefused byte = 253
+
+// exchangePlainAcks is exchangeRecords for records that are all plain acks of one budget,
+// in an Acks frame (wire version 16; see exchangeAcks).
+func (n *Node) exchangePlainAcks(values context.Context, owner, topic string, records []wire.Record, deadline time.Time, answers []wire.Answer) (status byte) {
+	frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpAcks, Topic: topic, Records: records})
+	return n.exchangeAcks(values, owner, frame, err, deadline, answers)
+}
+
+// exchangeAcks sends owner frame, an Acks frame (or nothing, when encodeErr says why there is
+// none: each answered 400), within deadline and puts the answer to each of its plain acks in
+// answers, as its acks reply gives them: the owner's answer of each (the count applied,
+// and the others' answers); its refusal of the whole frame for each (status is then
+// statusPlainAcksRefused when it does not know the op, and the refusal's status otherwise);
+// 502 for all of them when no reply came back or it could not be read.
+func (n *Node) exchangeAcks(values context.Context, owner string, frame []byte, encodeErr error, deadline time.Time, answers []wire.Answer) (status byte) {
+	if encodeErr != nil {
+		eachAnswer(answers, wire.Answer{Status: wire.StatusBadRequest, Message: encodeErr.Error()})
+		return 0
+	}
+	sent := n.clock.Now()
+	raw, err := n.exchangeDetached(values, owner, frame, deadline)
+	n.stats.forwardedAckRPC.observe(n.clock.Now().Sub(sent))
+	if err != nil {
+		eachAnswer(answers, wire.Answer{Status: statusTransport, Message: err.Error()})
+		return 0
+	}
+	reply, err := wire.DecodeAcksReply(answers[:0], raw, len(answers))
+	switch {
+	case err == nil && reply.Refused && reply.Refusal.Status == wire.StatusUnsupported:
+		eachAnswer(answers, reply.Refusal)
+		return statusPlainAcksRefused
+	case err == nil && reply.Refused:
+		eachAnswer(answers, reply.Refusal)
+		return reply.Refusal.Status
+	case err == nil && len(reply.Rest) > 0:
+		err = fmt.Errorf("%w: trailing data after an acks reply", wire.ErrBadFrame)
+	}
+	if err != nil {
+		eachAnswer(answers, wire.Answer{Status: statusTransport, Message: err.Error()})
+	}
+	return 0
+}
+
+// eachAnswer gives every one of answers a.
+func eachAnswer(answers []wire.Answer, a wire.Answer) {
+	for i := range answers {
+		answers[i] = a
+	}
 }
 
 // errNoReplyInBudget is what exchange answers when a call's budget ended before its reply.

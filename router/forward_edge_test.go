@@ -26,6 +26,7 @@ import (
 const (
 	wireAck      = 1
 	wireAckBatch = 4
+	wireAcks     = 21 // plain acks, compact (version 16)
 
 	wireOK          = 0
 	wireSettled     = 1
@@ -49,7 +50,7 @@ func (r *recorder) Serve(ctx context.Context, from string, frame []byte) ([]byte
 	r.mu.Lock()
 	call := len(r.frames)
 	op, count := int(frame[0]), 1
-	if op == wireAckBatch {
+	if op == wireAckBatch || op == wireAcks {
 		topic := int(binary.BigEndian.Uint16(frame[1:]))
 		count = int(binary.BigEndian.Uint16(frame[3+topic:]))
 	}
@@ -206,7 +207,7 @@ func TestRefusalIsAStatus(t *testing.T) {
 		var refusals atomic.Int32
 		status := byte(wireUnsupported)
 		p.net.Join("a", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-			if frame[0] == wireAckBatch {
+			if frame[0] == wireAckBatch || frame[0] == wireAcks {
 				refusals.Add(1)
 				return encodeOneAnswer(status, "nope"), nil
 			}
@@ -218,7 +219,7 @@ func TestRefusalIsAStatus(t *testing.T) {
 		for _, err := range p.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			require.NoError(t, err, "sent again one by one")
 		}
-		assert.Equal(t, int32(1), refusals.Load())
+		assert.Equal(t, int32(2), refusals.Load(), "the plain acks refused, then the batch")
 
 		p2 := newPair(t, 0, 0)
 		defer p2.close()
@@ -231,7 +232,7 @@ func TestRefusalIsAStatus(t *testing.T) {
 		for _, err := range p2.b.node.AckBatch(ctx, "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			assert.ErrorIs(t, err, router.ErrInvalidArgument)
 		}
-		assert.Equal(t, int32(2), refusals.Load(), "no single ops: a malformed frame is no older owner")
+		assert.Equal(t, int32(3), refusals.Load(), "no other frame: a malformed frame is no older owner")
 	})
 }
 
@@ -343,7 +344,7 @@ func TestForwardBatchCapAndQueueOfOne(t *testing.T) {
 			require.NoError(t, err)
 		}
 		wg.Wait()
-		assert.Equal(t, [][2]int{{wireAck, 1}, {wireAckBatch, 64}, {wireAckBatch, 64}, {wireAckBatch, 22}}, r.Frames())
+		assert.Equal(t, [][2]int{{wireAck, 1}, {wireAcks, 64}, {wireAcks, 64}, {wireAcks, 22}}, r.Frames())
 
 		p.a.produce(0, 2)
 		msgs = p.a.consume(router.ConsumeOptions{Max: 2})
@@ -470,15 +471,17 @@ func TestWireVersionOneRefusesAckBatch(t *testing.T) {
 		for _, err := range p.b.node.AckBatch(context.Background(), "orders", []router.Handle{msgs[0].Receipt, msgs[1].Receipt}) {
 			require.NoError(t, err)
 		}
-		assert.Equal(t, [][2]int{{wireAckBatch, 2}, {wireAck, 1}, {wireAck, 1}}, r.Frames(), "one refused batch, then single ops")
+		assert.Equal(t, [][2]int{{wireAcks, 2}, {wireAckBatch, 2}, {wireAck, 1}, {wireAck, 1}}, r.Frames(), "refused plain acks, a refused batch, then single ops")
 		assert.Equal(t, uint64(2), p.a.node.Stats().Shards.Acked)
 	})
 }
 
-// An AckBatch of a consume's whole batch goes to its owner in one frame (wire version 13).
-// An owner on a release before it refuses a batch past wire.MaxBatch records, applying none
-// of it: the batch goes again in batches of MaxBatch, and so does the next for two minutes;
-// a requester before it sends batches of MaxBatch itself.
+// An AckBatch of a consume's whole batch goes to its owner in one frame (wire version 13),
+// as plain acks in their compact form (version 16). An owner on a release before 16 refuses
+// the Acks op, applying none of it: the acks go again as an AckBatch, and so do the next for
+// two minutes. One before 13 refuses a batch past wire.MaxBatch records too: the batch goes
+// again in batches of MaxBatch, and so does the next for two minutes; a requester before
+// either sends the frames it knows itself.
 func TestAckBatchOfAWholeConsumeInOneFrame(t *testing.T) {
 	const size = 100
 	for _, tc := range []struct {
@@ -486,10 +489,16 @@ func TestAckBatchOfAWholeConsumeInOneFrame(t *testing.T) {
 		edit        func(string, *router.Config)
 		first, next [][2]int
 	}{
-		{"both newest", nil, [][2]int{{wireAckBatch, size}}, [][2]int{{wireAckBatch, size}}},
+		{"both newest", nil, [][2]int{{wireAcks, size}}, [][2]int{{wireAcks, size}}},
+		{"owner at version 15", atVersion("a", 15),
+			[][2]int{{wireAcks, size}, {wireAckBatch, size}},
+			[][2]int{{wireAckBatch, size}}},
 		{"owner at version 11", atVersion("a", 11),
-			[][2]int{{wireAckBatch, size}, {wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}},
+			[][2]int{{wireAcks, size}, {wireAckBatch, size}, {wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}},
 			[][2]int{{wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}}},
+		{"requester at version 15", atVersion("b", 15),
+			[][2]int{{wireAckBatch, size}},
+			[][2]int{{wireAckBatch, size}}},
 		{"requester at version 11", atVersion("b", 11),
 			[][2]int{{wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}},
 			[][2]int{{wireAckBatch, wire.MaxBatch}, {wireAckBatch, size - wire.MaxBatch}}},
@@ -559,7 +568,7 @@ func TestConcurrentAckBatchesShareAFrame(t *testing.T) {
 		assert.LessOrEqual(t, len(frames), 4, "%v", frames)
 		sent := 0
 		for _, f := range frames {
-			assert.Equal(t, wireAckBatch, f[0])
+			assert.Equal(t, wireAcks, f[0])
 			sent += f[1]
 		}
 		assert.Equal(t, 800, sent, "each sent once: %v", frames)

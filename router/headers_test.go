@@ -162,9 +162,9 @@ func TestHeadersAcrossNodes(t *testing.T) {
 				require.Len(t, probe, 1)
 				wantCalls := int64(1)
 				if tc.pinned == "b" {
-					// The Reserve flag refused (reading ahead), then the Headers flag, then the
-					// probe without either.
-					wantCalls = 3
+					// The Compact flag refused (version 16), then the Reserve flag (reading
+					// ahead), then the Headers flag, then the probe without any.
+					wantCalls = 4
 				}
 				assert.Equal(t, wantCalls, c.net.Calls()-calls, "the probe's requests")
 				checkHeaders(t, probe, !tc.headers)

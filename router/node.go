@@ -109,7 +109,9 @@ type Config struct {
 	// records (a consume's whole batch acked in one frame), 14 NackNow (an owner at 13 or
 	// below gets a nack of no delay, which waits the topic's Backoff there), 15 the spilled
 	// keys and records of an ordered topic in a status across owners (an owner at 14 or
-	// below reports them as zero). See
+	// below reports them as zero), 16 plain acks in a compact form answered by a count, acks
+	// riding with reservations and the compact consume reply (a node at 15 or below sends
+	// and gets the forms before them). See
 	// docs/protocol.md, "Forwarded acks and the node wire".
 	// A node refuses a frame newer than its version as an older release does, and at
 	// version 1 sends no AckBatch.

@@ -275,11 +275,14 @@ func (n *Node) serveDrop(from, topic string) {
 // carrying the Claim flag retires the sender's hold; a plain probe never does. The reply's
 // handles are remembered for cancelMemoryTTL, so a cancel that races the reply gives them
 // all back.
-func (n *Node) serveConsume(ctx context.Context, from, topic string, c wire.Consume) []byte {
+//
+// The reply is appended to acks: the acks reply of the plain acks that rode with the consume
+// (wire version 16), nil for none.
+func (n *Node) serveConsume(ctx context.Context, acks []byte, from, topic string, c wire.Consume) []byte {
 	s := getConsumeScratch()
 	defer s.release()
 	reply := n.consumeReply(ctx, s, from, topic, c, ResponseLimit)
-	return wire.AppendConsumeReply(nil, &reply)
+	return wire.AppendConsumeReply(acks, &reply)
 }
 
 // consumeScratch is what serving one consume works with: the records scanned and their
@@ -361,6 +364,7 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 		relativeTo = n.clock.Now()
 	}
 	reply := boundedReply(msgs, relativeTo, c.Headers, limit, s.deliveries[:0])
+	reply.Compact = c.Compact // a requester before version 16 reads only the other form
 	s.deliveries = reply.Deliveries[:0]
 	if kept := len(reply.Deliveries); kept < len(msgs) {
 		n.giveBack(msgs[kept:]) // past the reply's bound: visible again at once

@@ -734,8 +734,8 @@ func byOwner(held []aheadRecords) map[string][]Message {
 // releaseUnused gives msgs, reservations owner granted and no consumer here got, back to
 // owner (Releases: the wire's "unused"), counted in Stats.Ahead.Unused once owner took them.
 func (n *Node) releaseUnused(owner, topic string, msgs []Message) {
-	n.settleAtOwner(context.Background(), owner, topic, len(msgs),
-		func(i int) wire.Record { return wire.Record{Op: opRelease, Handle: wire.Handle(msgs[i].Receipt)} },
+	n.settleAtOwner(context.Background(), owner, topic, opRelease, len(msgs),
+		func(i int) Handle { return msgs[i].Receipt },
 		func(_ int, a wire.Answer) {
 			if a.Status == wire.StatusOK {
 				n.stats.ahead.unused.Add(1)
@@ -745,8 +745,8 @@ func (n *Node) releaseUnused(owner, topic string, msgs []Message) {
 
 // confirmAt tells owner that consumers got the records of handles, reservations it granted.
 func (n *Node) confirmAt(owner, topic string, handles []Handle) {
-	n.settleAtOwner(context.Background(), owner, topic, len(handles),
-		func(i int) wire.Record { return wire.Record{Op: opConfirm, Handle: wire.Handle(handles[i])} },
+	n.settleAtOwner(context.Background(), owner, topic, opConfirm, len(handles),
+		func(i int) Handle { return handles[i] },
 		func(int, wire.Answer) {})
 }
 

@@ -300,21 +300,38 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		c.RelativeExpiry = true
 	}
 	c.Headers = n.asksHeaders(l, now)
+	c.Compact = n.wireVersion >= wire.V16 && !l.Refuses(acklane.CompactDeliveries, now)
 	if req.reserve && !l.Refuses(acklane.Reserve, now) {
 		c.Reserve = true
 	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
 		return nil, err
+	}
+	var ride *riders // the acks that ride with the reservations (see riders.go)
+	if c.Reserve {
+		ride = n.takeRiders(l, ctx, req.topic, now)
 	}
 	deliveries := deliveriesPool.Get().(*[]wire.Delivery)
 	defer putDeliveries(deliveries)
 	for {
 		c.RequestID = requestID()
 		sent := n.clock.Now()
-		frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsume, Topic: req.topic, Consume: c})
+		r := wire.Request{Op: wire.OpConsume, Topic: req.topic, Consume: c}
+		callDeadline := deadline
+		if ride != nil {
+			r.Records, callDeadline = ride.records, earliest(deadline, ride.deadline)
+		}
+		frame, err := wire.EncodeRequest(r)
 		if err != nil {
+			if ride != nil {
+				ride.answerEach(wire.Answer{Status: wire.StatusBadRequest, Message: err.Error()})
+			}
 			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
-		raw, err := n.exchangeConsume(ctx, owner, req.topic, c, frame, deadline, &sent)
+		raw, err := n.exchangeConsume(ctx, owner, req.topic, c, frame, callDeadline, &sent, ride != nil)
+		if err != nil && ride != nil {
+			// It went alone (never queued): it left, and no reply came back.
+			ride.answerEach(wire.Answer{Status: statusTransport, Message: err.Error()})
+		}
 		if errors.Is(err, errConsumesRefused) {
 			// It refused the op while this consume queued: sent nowhere, nothing to cancel.
 			return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
@@ -330,6 +347,26 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			return nil, fmt.Errorf("%w: %v", ErrTransport, err)
 		}
 		n.ownerAnswered(owner)
+		if ride != nil {
+			rest, refusal, err := n.readRiders(l, ride, raw)
+			ride = nil // answered, or gone in a frame of their own
+			if err != nil {
+				n.cancelRemote(ctx, owner, req.topic, c.RequestID)
+				return nil, fmt.Errorf("%w: %v", ErrTransport, err)
+			}
+			if refusal != nil && refusal.Status == wire.StatusBadRequest {
+				// An older release refused the Acks flag (or a field before it): the
+				// consume again without acks, and without the version's other flag.
+				until := n.clock.Now().Add(olderFieldMemory)
+				l.Refuse(acklane.RidingAcks, until)
+				if c.Compact {
+					c.Compact = false
+					l.Refuse(acklane.CompactDeliveries, until)
+				}
+				continue
+			}
+			raw = rest
+		}
 		reply, err := wire.DecodeConsumeReplyInto(*deliveries, raw)
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
@@ -337,6 +374,12 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		if reply.Deliveries != nil {
 			*deliveries = reply.Deliveries
+		}
+		if reply.Status == wire.StatusBadRequest && c.Compact {
+			// An older release: the consume again asking for the reply it reads.
+			c.Compact = false
+			l.Refuse(acklane.CompactDeliveries, n.clock.Now().Add(olderFieldMemory))
+			continue
 		}
 		if reply.Status == wire.StatusBadRequest && c.Reserve {
 			// An older release: it reserves nothing. The consume's own records are asked

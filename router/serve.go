@@ -33,13 +33,12 @@ import (
 // forwards again.
 func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
 	start := n.clock.Now()
+	if len(frame) > 0 && frame[0] == wire.OpAcks {
+		return n.serveAcksFrame(ctx, start, frame), nil
+	}
 	req, err := wire.DecodeRequest(frame, n.wireVersion)
 	if err != nil {
-		status := wire.StatusBadRequest
-		if errors.Is(err, ErrUnsupportedOp) {
-			status = wire.StatusUnsupported
-		}
-		return refusal(status, err.Error()), nil
+		return refusalOf(err), nil
 	}
 	switch req.Op {
 	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpRelease, wire.OpExtendLeft, wire.OpAckDurable, wire.OpReject, wire.OpConfirm, wire.OpNackNow, wire.OpAckBatch:
@@ -52,7 +51,15 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	ok := []wire.Answer{{Status: wire.StatusOK}}
 	switch req.Op {
 	case wire.OpConsume:
-		return n.serveConsume(ctx, from, req.Topic, req.Consume), nil
+		var acks []byte // the acks that rode with the consume, applied first
+		if len(req.Records) > 0 {
+			handles := make([]inflight.Handle, len(req.Records))
+			for i := range req.Records {
+				handles[i] = inflight.Handle(req.Records[i].Handle)
+			}
+			acks = n.appendPlainAcksReply(nil, ctx, start, req.Topic, req.Records[0].Budget, handles)
+		}
+		return n.serveConsume(ctx, acks, from, req.Topic, req.Consume), nil
 	case wire.OpConsumeBatch:
 		return n.serveConsumeBatch(ctx, from, req.Topic, req.Consumes, start), nil
 	case wire.OpReplay:
@@ -139,6 +146,86 @@ func (n *Node) serveAcks(ctx context.Context, start time.Time, op byte, topic st
 	return reply
 }
 
+// refusalOf is the reply refusing a frame that did not decode: the unsupported status for
+// an op this node does not know, the bad-request status for anything else.
+func refusalOf(err error) []byte {
+	status := wire.StatusBadRequest
+	if errors.Is(err, ErrUnsupportedOp) {
+		status = wire.StatusUnsupported
+	}
+	return refusal(status, err.Error())
+}
+
+// serveAcksFrame answers an Acks frame (wire version 16) that arrived at start: its plain
+// acks decoded where the owner applies them (see appendPlainAcksReply).
+func (n *Node) serveAcksFrame(ctx context.Context, start time.Time, frame []byte) []byte {
+	scratch := servePool.Get().(*serveScratch)
+	defer servePool.Put(scratch)
+	topic, budget, handles, err := wire.DecodeAcks(frame, n.wireVersion, scratch.plain[:0])
+	if err != nil {
+		return refusalOf(err)
+	}
+	scratch.plain = handles[:0]
+	return n.appendPlainAcksReply(nil, ctx, start, topic, budget, handles)
+}
+
+// appendPlainAcksReply applies handles, the plain acks of budget of an Acks frame (or of a
+// Consume's Acks flag) that arrived at start, each run of one partition with one AckMany
+// under one lock of its shard, and appends their acks reply to dst: the count applied, and
+// the answers of the others alone (those whose budget ran out before their run was reached
+// included).
+func (n *Node) appendPlainAcksReply(dst []byte, ctx context.Context, start time.Time, topic string, budget time.Duration, handles []inflight.Handle) []byte {
+	scratch := servePool.Get().(*serveScratch)
+	defer servePool.Put(scratch)
+	failed := scratch.failed[:0]
+	failAll := func(from, to int, a wire.Answer) {
+		for i := from; i < to; i++ {
+			failed = append(failed, wire.Failed{Index: i, Answer: a})
+		}
+	}
+	if !n.life.fence.enter() {
+		failAll(0, len(handles), answerOf(ErrClosed, time.Time{}))
+	} else {
+		defer n.life.fence.leave()
+		now := start
+		for i := 0; i < len(handles); {
+			p := handles[i].Partition
+			end := i + 1
+			for end < len(handles) && handles[end].Partition == p {
+				end++
+			}
+			if i > 0 {
+				now = n.clock.Now()
+			}
+			if ctx.Err() != nil || now.Sub(start) >= budget {
+				failAll(i, end, unapplied)
+				i = end
+				continue
+			}
+			shard, err := n.localShard(topic, p)
+			if err != nil {
+				failAll(i, end, answerOf(err, time.Time{}))
+				i = end
+				continue
+			}
+			errs := slices.Grow(scratch.runErrs[:0], end-i)[:end-i]
+			n.ackManyLocal(shard, now, handles[i:end], errs)
+			for j, err := range errs {
+				if err != nil {
+					failed = append(failed, wire.Failed{Index: i + j, Answer: answerOf(err, time.Time{})})
+				}
+			}
+			clear(errs)
+			scratch.runErrs = errs[:0]
+			i = end
+		}
+	}
+	reply := wire.AppendAcksReply(dst, len(handles), failed)
+	clear(failed) // their messages
+	scratch.failed = failed[:0]
+	return reply
+}
+
 // serveOne applies r, a record of a frame of op that arrived at start, at now, and answers
 // it: unapplied if its requester gave up by then.
 func (n *Node) serveOne(ctx context.Context, op byte, topic string, r *wire.Record, start, now time.Time) wire.Answer {
@@ -174,6 +261,11 @@ type serveScratch struct {
 	errs    [maxBatch]error
 	indexes [maxBatch]int
 	answers []wire.Answer // one per record: up to wire.MaxLargeBatch
+	// The plain acks of an Acks frame (up to wire.MaxLargeBatch), the errors of a run of
+	// them, and the answers of those not applied.
+	plain   []inflight.Handle
+	runErrs []error
+	failed  []wire.Failed
 }
 
 var servePool = sync.Pool{New: func() any { return new(serveScratch) }}

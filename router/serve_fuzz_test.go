@@ -47,6 +47,17 @@ func FuzzServe(f *testing.F) {
 		{Op: wire.OpPurge, Topic: "orders", Partitions: []int32{0, 1}},
 		{Op: wire.OpNackNow, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Handle: wire.Handle{Offset: 1, Nonce: 2}}}},
 		{Op: wire.OpAckBatch, Topic: "orders", Records: []wire.Record{{Op: wire.OpNackNow, Budget: time.Second}, {Op: wire.OpAck, Handle: wire.Handle{Offset: 2, Nonce: 3}, Budget: time.Second}}},
+		// Version 16's plain acks, alone and riding in a Consume: of partitions owned here
+		// and not, in runs.
+		{Op: wire.OpAcks, Topic: "orders", Records: []wire.Record{
+			{Op: wire.OpAck, Handle: wire.Handle{Offset: 1, Nonce: 2}, Budget: time.Second},
+			{Op: wire.OpAck, Handle: wire.Handle{Partition: 1, Offset: 0, Nonce: 2}, Budget: time.Second},
+			{Op: wire.OpAck, Handle: wire.Handle{Offset: 0, Nonce: 5}, Budget: time.Second}}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 6, Pinned: -1, Max: 3, RelativeExpiry: true, Reserve: true},
+			Records: []wire.Record{{Op: wire.OpAck, Handle: wire.Handle{Offset: 2, Nonce: 3}, Budget: time.Second}}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 7, Pinned: -1, Max: 3, Headers: true, Compact: true}},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 8, Pinned: -1, Max: 2, Compact: true, Budget: time.Second}, {RequestID: 9, Pinned: 0, Max: 1, Budget: time.Second}}},
 	} {
 		frame, err := wire.EncodeRequest(req)
 		if err != nil {
@@ -90,13 +101,23 @@ func FuzzServe(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Serve returned an error: %v", err)
 		}
+		req, err := wire.DecodeRequest(frame, wire.Newest)
+		if err == nil && (req.Op == wire.OpAcks || req.Op == wire.OpConsume && len(req.Records) > 0) {
+			acks, err := wire.DecodeAcksReply(nil, reply, len(req.Records))
+			if err != nil || acks.Refused || (req.Op == wire.OpAcks && len(acks.Rest) > 0) {
+				t.Fatalf("unreadable acks reply: %+v, %v", acks, err)
+			}
+			if req.Op == wire.OpAcks {
+				return
+			}
+			reply = acks.Rest // the consume's reply follows
+		}
 		if len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpReplay) {
 			if _, err := wire.DecodeConsumeReply(reply); err != nil {
 				t.Fatalf("unreadable consume reply: %v", err)
 			}
 			return
 		}
-		req, err := wire.DecodeRequest(frame, wire.Newest)
 		if err == nil && req.Op == wire.OpStatus {
 			status, err := wire.DecodeStatusReply(reply, len(req.Partitions), req.StatusSpilled)
 			if err != nil || status.Partitions == nil {

@@ -169,8 +169,9 @@ func (n *Node) Reject(ctx context.Context, topic string, handle Handle) error {
 // AckBatch acks several handles of one topic and answers each on its own, in order, with
 // what Ack would have answered. Handles of partitions this node owns are applied here, those
 // of one partition together under one lock of its shard; the others are grouped by owner,
-// and each owner gets one AckBatch per 64 handles (single ops for a group of one, or an owner
-// on an older release), the owners in parallel, each on the 2 s budget. A handle whose owner
+// and each owner gets one frame per 1,024 handles (an Acks frame of plain acks from wire
+// version 16, an AckBatch to an owner before it; per 64 handles to an owner before version
+// 13; single ops to one before AckBatch), the owners in parallel, each on the 2 s budget. A handle whose owner
 // the routes do not name answers ErrUnavailable with no RPC made; a transport failure
 // answers ErrTransport for that owner's handles only.
 func (n *Node) AckBatch(ctx context.Context, topic string, handles []Handle) []error {
@@ -272,7 +273,7 @@ func (n *Node) ackHere(topic string, handles []Handle, byPartition []int, errs [
 	return groups
 }
 
-// ackAtOwners sends each owner its group of handles (indexes into handles), in AckBatches
+// ackAtOwners sends each owner its group of handles (indexes into handles), in batches
 // (see settleAtOwner) in the caller's order, the owners in parallel, and answers each handle in
 // errs as its owner answered it. The last owner's go from the caller's goroutine: a batch
 // of one owner's records (one consume's, most often) starts no goroutine, whose stack would
@@ -286,8 +287,8 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 	for owner, indexes := range groups {
 		slices.Sort(indexes) // the owner applies them in the caller's order
 		send := func() {
-			n.settleAtOwner(ctx, owner, topic, len(indexes),
-				func(j int) wire.Record { return wire.Record{Op: opAck, Handle: wire.Handle(handles[indexes[j]])} },
+			n.settleAtOwner(ctx, owner, topic, opAck, len(indexes),
+				func(j int) Handle { return handles[indexes[j]] },
 				func(j int, a wire.Answer) { _, errs[indexes[j]] = answerResult(a) })
 		}
 		if left--; left == 0 {
@@ -299,94 +300,94 @@ func (n *Node) ackAtOwners(ctx context.Context, topic string, handles []Handle, 
 	wg.Wait()
 }
 
-// settleAtOwner sends owner count records of topic, record(0) to record(count-1), in
-// AckBatches in order (of up to wire.MaxLargeBatch records, or maxBatch to an owner that
-// reads no larger ones: see largeBatches), each batch within ForwardBudget of its send and
-// in one frame with the batches of other callers queued meanwhile (see batchQueue), and
-// gives answered the owner's answer to each. What a batch is sorted out in is pooled: a
-// gateway's AckBatch allocates nothing per record on its way to the owner.
-func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, count int, record func(i int) wire.Record, answered func(i int, a wire.Answer)) {
+// settleAtOwner sends owner count settles of op (an ack, a confirm or a release: no
+// argument) of topic, of handle(0) to handle(count-1), in frames in order (of up to
+// wire.MaxLargeBatch records, or maxBatch to an owner that reads no larger ones: see
+// largeBatches), each batch within ForwardBudget of its send and in one frame with the
+// batches of other callers queued meanwhile (see batchQueue), and gives answered the
+// owner's answer to each. Plain acks go as an Acks frame, the others as an AckBatch (see
+// sendGroup). What a batch is sorted out in is pooled: a gateway's AckBatch allocates
+// nothing per record on its way to the owner.
+func (n *Node) settleAtOwner(ctx context.Context, owner, topic string, op byte, count int, handle func(i int) Handle, answered func(i int, a wire.Answer)) {
 	l := n.lane(owner)
 	s := settlePool.Get().(*settleScratch)
 	defer s.put()
 	for start := 0; start < count; {
 		now := n.clock.Now()
-		deadline := now.Add(ForwardBudget)
 		most := maxBatch // records in a frame
 		if n.largeBatches(l, now) {
 			most = wire.MaxLargeBatch
 		}
 		size := min(most, count-start)
 		s.grow(size)
-		batch := s.batch[:0]
+		b := &queuedBatch{topic: topic, op: op, handles: s.handles[:size], deadline: now.Add(ForwardBudget), values: ctx, answers: s.answers[:size]}
 		for j := range size {
-			s.blocks[j] = acklane.Ack{Topic: topic, Record: record(start + j), Deadline: deadline, Values: ctx}
-			batch = append(batch, &s.blocks[j])
+			b.handles[j] = wire.Handle(handle(start + j))
 		}
-		answers := s.answers[:size]
-		n.sendBatch(l, topic, batch, answers, most)
-		for j := range answers {
-			answered(start+j, answers[j])
+		n.sendBatch(l, b, most)
+		for j, a := range b.answers {
+			answered(start+j, a)
 		}
 		start += size
 	}
 }
 
-// batchesOut is how many AckBatches of callers (settleAtOwner's) a node has out to one owner
+// batchesOut is how many batches of callers (settleAtOwner's) a node has out to one owner
 // at once; past it they queue and leave together (see batchQueue).
 const batchesOut = 2
 
-// batchQueue is the AckBatches settleAtOwner sends one owner (consumers' AckBatch, and the
+// batchQueue is the batches settleAtOwner sends one owner (consumers' AckBatch, and the
 // confirms and releases of reading ahead): while batchesOut are out, the next ones queue,
 // and the first of them to leave carries every batch of its topic queued by then, up to a
 // frame's worth, so that consumers acking their batches at once share frames. A batch
 // queued waits for one out to come back, whose RPC its budget bounds; the records keep
 // their own budgets meanwhile, and one whose budget was spent before its frame left is
-// answered 503, unsent (see rpc).
+// answered 503, unsent (see rpc). A queued batch of plain acks may instead ride in a frame
+// of reservations to the owner that leaves meanwhile (see riders).
 type batchQueue struct {
 	mu      sync.Mutex
 	out     int // the batches out, each with a caller sending it
 	waiting []*queuedBatch
 }
 
-// queuedBatch is one caller's batch in a batchQueue.
+// queuedBatch is one caller's batch: settles of one op and topic, with no argument, due by
+// one deadline.
 type queuedBatch struct {
-	topic   string
-	acks    []*acklane.Ack
-	answers []wire.Answer
+	topic    string
+	op       byte
+	handles  []wire.Handle
+	deadline time.Time
+	values   context.Context // the caller's, for its values (a frame carries its first batch's)
+	answers  []wire.Answer   // one per handle, given by the frame that carried the batch
 	// turn is told when another's frame carried the batch (answered) or when it is the
 	// batch's turn to leave, with those queued behind it.
 	turn     chan struct{}
 	answered bool
 }
 
-// sendBatch sends batch, settles of topic, to the owner of l as call does and puts the
-// owner's answers in answers, in one frame with the batches of that topic queued meanwhile
-// (see batchQueue), limit records in all at most.
-func (n *Node) sendBatch(l *lane, topic string, batch []*acklane.Ack, answers []wire.Answer, limit int) {
+// sendBatch sends b to the owner of l, in one frame with the batches of its topic queued
+// meanwhile (see batchQueue), limit records in all at most, and puts the owner's answers in
+// b.answers.
+func (n *Node) sendBatch(l *lane, b *queuedBatch, limit int) {
 	q := &l.Peer.batches
-	mine := &queuedBatch{topic: topic, acks: batch, answers: answers}
 	q.mu.Lock()
 	if q.out < batchesOut {
 		q.out++
 	} else {
-		mine.turn = make(chan struct{}, 1)
-		q.waiting = append(q.waiting, mine)
+		b.turn = make(chan struct{}, 1)
+		q.waiting = append(q.waiting, b)
 		q.mu.Unlock()
-		<-mine.turn
-		if mine.answered {
+		<-b.turn
+		if b.answered {
 			return
 		}
 		q.mu.Lock() // its turn: the slot out passed to it
 	}
-	group := q.groupLocked(mine, limit)
+	group := q.groupLocked(b, limit)
 	q.mu.Unlock()
 	defer q.passOn()
-	if len(group) == 1 {
-		n.call(l, n.clock.Now(), batch, answers)
-	} else {
-		n.callGroup(l, group)
-	}
+	n.sendGroup(l, group)
+	answerQueued(group[1:])
 }
 
 // passOn gives the slot of a batch that came back to the first batch queued, whose turn it
@@ -411,12 +412,12 @@ func (q *batchQueue) groupLocked(first *queuedBatch, limit int) []*queuedBatch {
 	if len(q.waiting) == 0 {
 		return []*queuedBatch{first}
 	}
-	group, size := []*queuedBatch{first}, len(first.acks)
+	group, size := []*queuedBatch{first}, len(first.handles)
 	kept := q.waiting[:0]
 	for _, b := range q.waiting {
-		if b.topic == first.topic && size+len(b.acks) <= limit {
+		if b.topic == first.topic && size+len(b.handles) <= limit {
 			group = append(group, b)
-			size += len(b.acks)
+			size += len(b.handles)
 			continue
 		}
 		kept = append(kept, b)
@@ -426,27 +427,144 @@ func (q *batchQueue) groupLocked(first *queuedBatch, limit int) []*queuedBatch {
 	return group
 }
 
-// callGroup sends the batches of group in one frame, as call sends one, puts each record's
-// answer in its batch's answers, and tells the other callers theirs came.
-func (n *Node) callGroup(l *lane, group []*queuedBatch) {
-	var acks []*acklane.Ack
-	for _, b := range group {
-		acks = append(acks, b.acks...)
+// sendGroup sends the batches of group (of one topic) to the owner of l in one frame and puts
+// each settle's answer in its batch's answers: plain acks alone as an Acks frame (see
+// sendPlainAcks), anything else, or plain acks to an owner that reads no Acks frame, as call
+// sends settles.
+func (n *Node) sendGroup(l *lane, group []*queuedBatch) {
+	now := n.clock.Now()
+	if n.plainAcksTo(l, now) && allPlainAcks(group) && n.sendPlainAcks(l, now, group) {
+		return
 	}
-	answers := make([]wire.Answer, len(acks))
-	n.call(l, n.clock.Now(), acks, answers)
-	for i, b := range group {
-		answers = answers[copy(b.answers, answers):]
-		if i > 0 {
-			b.answered = true
-			b.turn <- struct{}{}
+	count := 0
+	for _, b := range group {
+		count += len(b.handles)
+	}
+	blocks := make([]acklane.Ack, count)
+	acks := make([]*acklane.Ack, count)
+	answers := make([]wire.Answer, count)
+	i := 0
+	for _, b := range group {
+		for _, h := range b.handles {
+			blocks[i] = acklane.Ack{Topic: b.topic, Record: wire.Record{Op: b.op, Handle: h}, Deadline: b.deadline, Values: b.values}
+			acks[i] = &blocks[i]
+			i++
 		}
+	}
+	n.call(l, n.clock.Now(), acks, answers)
+	for _, b := range group {
+		answers = answers[copy(b.answers, answers):]
 	}
 }
 
-// largeBatches reports whether an AckBatch to the owner of l may carry more than maxBatch
-// records at now: this node speaks version 13, and the owner did not refuse such a batch
-// within the last olderPeerMemory.
+// plainAcksTo reports whether plain acks go to the owner of l at now as an Acks frame: this
+// node speaks version 16, and the owner refused neither it nor anything older lately.
+func (n *Node) plainAcksTo(l *lane, now time.Time) bool {
+	return n.settleForm(l, now) >= wire.V16 && !l.Singles(now)
+}
+
+// allPlainAcks reports whether the batches of group are all plain acks.
+func allPlainAcks(group []*queuedBatch) bool {
+	for _, b := range group {
+		if b.op != opAck {
+			return false
+		}
+	}
+	return true
+}
+
+// sendPlainAcks sends the plain acks of group in one Acks frame (see exchangeAcks),
+// its budget the least of theirs, and puts each one's answer in its batch's answers; a batch
+// whose budget was spent by now is answered 503, unsent. It reports false, with nothing
+// answered, when the owner refused the op (an older release), which is remembered for
+// olderPeerMemory.
+func (n *Node) sendPlainAcks(l *lane, now time.Time, group []*queuedBatch) bool {
+	s := plainPool.Get().(*plainScratch)
+	defer s.put()
+	var deadline time.Time
+	var least time.Duration
+	var values context.Context
+	for _, b := range group {
+		if !now.Before(b.deadline) {
+			continue
+		}
+		if budget := b.deadline.Sub(now); len(s.handles) == 0 || budget < least {
+			least = budget
+		}
+		if len(s.handles) == 0 {
+			values = b.values
+		}
+		s.handles = append(s.handles, b.handles...)
+		if b.deadline.After(deadline) {
+			deadline = b.deadline
+		}
+	}
+	answers := slices.Grow(s.answers[:0], len(s.handles))[:len(s.handles)]
+	s.answers = answers
+	if len(s.handles) > 0 {
+		frame, err := wire.EncodeAcks(group[0].topic, least, s.handles)
+		if n.exchangeAcks(values, l.Owner(), frame, err, deadline, answers) == statusPlainAcksRefused {
+			l.Refuse(acklane.PlainAcks, n.clock.Now().Add(olderPeerMemory))
+			return false
+		}
+	}
+	for _, b := range group {
+		if !now.Before(b.deadline) {
+			eachAnswer(b.answers, spentBeforeSent)
+			continue
+		}
+		answers = answers[copy(b.answers, answers):]
+	}
+	return true
+}
+
+// plainScratch is what sendPlainAcks gathers a frame's acks and answers in, pooled.
+type plainScratch struct {
+	handles []wire.Handle
+	answers []wire.Answer
+}
+
+var plainPool = sync.Pool{New: func() any { return new(plainScratch) }}
+
+func (s *plainScratch) put() {
+	clear(s.answers) // their messages
+	s.handles, s.answers = s.handles[:0], s.answers[:0]
+	plainPool.Put(s)
+}
+
+// answerQueued tells the callers of batches, which wait in the queue, that the frame that
+// carried them came back: each batch's answers are in.
+func answerQueued(batches []*queuedBatch) {
+	for _, b := range batches {
+		b.answered = true
+		b.turn <- struct{}{}
+	}
+}
+
+// takeRiders takes out of the queue the batches of topic, waiting for a slot, that are
+// plain acks with budget left at now, up to limit acks in all, in the order they queued:
+// they ride in a frame of reservations to the owner (see riders), which leaves now, rather
+// than wait for a batch out to come back.
+func (q *batchQueue) takeRiders(topic string, now time.Time, limit int) (riding []*queuedBatch, acks int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kept := q.waiting[:0]
+	for _, b := range q.waiting {
+		if b.topic == topic && b.op == opAck && now.Before(b.deadline) && acks+len(b.handles) <= limit {
+			riding = append(riding, b)
+			acks += len(b.handles)
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(q.waiting[len(kept):])
+	q.waiting = kept
+	return riding, acks
+}
+
+// largeBatches reports whether a frame of settles to the owner of l may carry more than
+// maxBatch records at now: this node speaks version 13, and the owner did not refuse such a
+// batch within the last olderPeerMemory.
 func (n *Node) largeBatches(l *lane, now time.Time) bool {
 	return n.wireVersion >= wire.V13 && !l.Refuses(acklane.LargeBatch, now)
 }
@@ -454,8 +572,7 @@ func (n *Node) largeBatches(l *lane, now time.Time) bool {
 // settleScratch is what settleAtOwner sorts one batch out in, grown to the largest batch it
 // sent.
 type settleScratch struct {
-	blocks  []acklane.Ack
-	batch   []*acklane.Ack
+	handles []wire.Handle
 	answers []wire.Answer
 }
 
@@ -463,16 +580,14 @@ var settlePool = sync.Pool{New: func() any { return new(settleScratch) }}
 
 // grow makes room in s for a batch of size.
 func (s *settleScratch) grow(size int) {
-	if len(s.blocks) < size {
-		s.blocks = make([]acklane.Ack, size)
-		s.batch = make([]*acklane.Ack, 0, size)
+	if len(s.handles) < size {
+		s.handles = make([]wire.Handle, size)
 		s.answers = make([]wire.Answer, size)
 	}
 }
 
-// put returns s to the pool, keeping none of the callers' contexts, topics or messages.
+// put returns s to the pool, keeping none of the owners' messages.
 func (s *settleScratch) put() {
-	clear(s.blocks)
 	clear(s.answers)
 	settlePool.Put(s)
 }

@@ -328,7 +328,7 @@ func TestWorkDoesNotWaitForAForwardedAck(t *testing.T) {
 		p := newPair(t, 10*time.Millisecond, 0)
 		defer p.close()
 		p.net.Join("a", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-			if frame[0] == wireAck || frame[0] == wireAckBatch {
+			if frame[0] == wireAck || frame[0] == wireAckBatch || frame[0] == wireAcks {
 				time.Sleep(time.Second) // a slow owner, for acks only
 			}
 			return p.a.node.Serve(ctx, from, frame)

@@ -36,6 +36,14 @@ const (
 	// StatusSpilled: a Status's flags byte (version 15): the owner's status replies come
 	// without the spilled keys and records.
 	StatusSpilled
+	// PlainAcks: the version 16 Acks op. Plain acks go in AckBatches.
+	PlainAcks
+	// RidingAcks: a Consume's Acks flag (version 16). Acks queued for the owner go in
+	// frames of their own, not with its reservations.
+	RidingAcks
+	// CompactDeliveries: a Consume's Compact flag (version 16): its replies come in the
+	// form before it.
+	CompactDeliveries
 
 	refusals // how many there are
 )

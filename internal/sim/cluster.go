@@ -567,10 +567,18 @@ func consumesOf(frame []byte) [][]byte {
 // itself for a Consume, the i-th member of a ConsumeBatch's reply (nil when the owner
 // refused the whole frame).
 func memberReply(frame, reply []byte, i int) []byte {
+	req, err := wire.DecodeRequest(frame, wire.Newest)
 	if frame[0] == wire.OpConsume {
+		if err == nil && len(req.Records) > 0 {
+			// The acks that rode with the consume (wire version 16) are answered first.
+			acks, err := wire.DecodeAcksReply(nil, reply, len(req.Records))
+			if err != nil || acks.Refused {
+				return reply // a refusal of the whole frame, as a consume reply reads it
+			}
+			return acks.Rest
+		}
 		return reply
 	}
-	req, err := wire.DecodeRequest(frame, wire.Newest)
 	if err != nil {
 		return nil
 	}
@@ -659,8 +667,10 @@ func (s *sim) fault(from, to string, frame []byte) routertest.Fault {
 	}
 	settles := false
 	switch op {
-	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpReject, wire.OpAckBatch, wire.OpAckDurable:
+	case wire.OpAck, wire.OpExtend, wire.OpExtendLeft, wire.OpNack, wire.OpRelease, wire.OpReject, wire.OpAckBatch, wire.OpAckDurable, wire.OpAcks:
 		settles = true
+	case wire.OpConsume:
+		settles = true // it may carry plain acks (wire version 16): none when it decodes with no records
 	}
 	if fate == routertest.Duplicate && settles {
 		// The settles it carries may be applied by the copy first: remember their handles.
@@ -789,6 +799,9 @@ func describeReply(frame, reply []byte) string {
 		return b.String()
 	}
 	if len(frame) > 0 && (frame[0] == wire.OpConsume || frame[0] == wire.OpReplay) {
+		if frame[0] == wire.OpConsume {
+			reply = memberReply(frame, reply, 0)
+		}
 		r, err := wire.DecodeConsumeReply(reply)
 		if err == nil {
 			var b strings.Builder

@@ -476,7 +476,7 @@ func (s *sim) unfencedSettle(nd *node, frame []byte) (reply []byte, ok bool) {
 		return nil, false
 	}
 	switch frame[0] {
-	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpAckBatch:
+	case wire.OpAck, wire.OpExtend, wire.OpNack, wire.OpAckBatch, wire.OpAcks:
 	default:
 		return nil, false
 	}
@@ -498,6 +498,9 @@ func (s *sim) unfencedSettle(nd *node, frame []byte) (reply []byte, ok bool) {
 		}
 	}
 	s.plantedSettles += len(answers)
+	if req.Op == wire.OpAcks {
+		return wire.AppendAcksReply(nil, len(answers), nil), true // every one answered applied
+	}
 	return wire.EncodeReply(answers), true
 }
 

@@ -28,6 +28,10 @@
 //	V14 NackNow (20): a nack that makes the record visible at once, whatever the backoff
 //	V15 Status's flags byte (bit 0: the status reply carries each partition's spilled keys
 //	    and records)
+//	V16 Acks (21): plain acks in a compact form, answered by the acks reply; Consume's Acks
+//	    flag (bit 3 of its flags byte): plain acks that ride with a consume; the Compact
+//	    flag (bit 4 of Consume's and a ConsumeBatch member's flags byte): the compact
+//	    consume reply
 //
 // Version 7 is there so that no clock crosses the wire (an owner's expiry can reach a
 // requester as a duration, the lease's time left) and so that every settle of a lease can be
@@ -51,7 +55,15 @@
 // sends it a plain Nack with no delay instead, which waits the topic's backoff there.
 // Version 15 lets a Status ask for each partition's spilled keys and records (an ordered
 // topic's hot or hung keys); an older owner refuses the flags byte as trailing data, and a
-// requester asks that owner again without it: those counts are then zero.
+// requester asks that owner again without it: those counts are then zero. Version 16 carries
+// plain acks (of no argument) compactly, alone (Acks) or riding in a Consume (its Acks flag,
+// the acks after the flags byte), and answers them with a count of those applied and the
+// answers of only the others; an older owner refuses the op (ErrUnsupportedOp) or the flag
+// (ErrBadFrame, "flags byte"), applying none of the acks, and a requester then sends them as
+// an AckBatch, in a frame of their own. A requester asks for the compact consume reply (the
+// deliveries' fixed fields as varints, most of them differences from the delivery before,
+// about 20 bytes a delivery besides its key, value and headers instead of 57) with the
+// Compact flag, and only then does an owner send it; an older owner refuses the flag.
 //
 // A frame whose op is newer than the decoder's version (or that no version knows) is
 // ErrUnsupportedOp; an AckBatch carrying a record of such an op is ErrBadFrame. A Consume
@@ -59,7 +71,8 @@
 // as an older release that does not know the field answers it (V6 reads the Max of 1 that
 // only a flags byte follows as out of range, "max 1", as a V6 release does), and so is a
 // Replay's flags byte below V9, and a flag bit newer than the version ("flags byte": V7 and
-// V8 know bit 0 alone, V9 and V10 bits 0 and 1). Everything else malformed is
+// V8 know bit 0 alone, V9 and V10 bits 0 and 1, V11 to V15 bits 0 to 2; a ConsumeBatch
+// member never bit 3). Everything else malformed is
 // ErrBadFrame too. An encoder always writes the newest form of a request; a field it need not
 // write is left out (a Consume of one record without a claim is byte for byte the V3 frame),
 // and a requester talking to an older node drops the newer fields itself.
@@ -81,12 +94,22 @@
 //	                   optionally, after the Claim byte, Max i32 (at least 2; at least 1 when
 //	                   the flags byte follows), then optionally, after Max, the flags byte
 //	                   (bit 0: RelativeExpiry; bit 1, from V9: Headers; bit 2, from V11:
-//	                   Reserve; the other bits zero; written only with a flag set)
+//	                   Reserve; bit 3, from V16: acks, an Acks frame's body following the
+//	                   flags byte; bit 4, from V16: Compact; the other bits zero; written
+//	                   only with a flag set)
+//	Acks               u16 count (1 to MaxLargeBatch), budget (a duration, positive: the
+//	                   acks' least), then runs of records of one partition, in order:
+//	                   partition (uvarint), the run's length (uvarint, at least 1), the
+//	                   first offset (uvarint) and nonce u64, then per other record its
+//	                   offset's difference from the one before (zigzag varint) and nonce
+//	                   u64; the runs hold count records
 //	ConsumeBatch       u16 count (1 to MaxConsumeBatch), then per consume: request id u64,
 //	                   pinned partition i32, visibility (a duration), the Claim byte (0 or
 //	                   1), Max i32 (at least 1), the flags byte (bit 0: RelativeExpiry; bit
-//	                   1, from V9: Headers; bit 2, from V11: Reserve; the other bits zero) and its budget (a duration, positive: what was left
-//	                   of the consume's budget when the frame left), every field written
+//	                   1, from V9: Headers; bit 2, from V11: Reserve; bit 4, from V16:
+//	                   Compact; the other bits zero) and its budget (a duration, positive:
+//	                   what was left of the consume's budget when the frame left), every
+//	                   field written
 //	Replay             partition i32, offset i64, limit i32 (none negative), then optionally
 //	                   (V9) the flags byte (bit 1: Headers, the other bits zero; written only
 //	                   with it set)
@@ -115,6 +138,11 @@
 // answer to a Purge is never the unsupported status: a reply of one answer with it is the
 // refusal of the whole frame.
 //
+// The acks reply (V16) answers Acks, and the acks of a Consume carrying them, the consume
+// reply then following it: a mark byte (0xC9), the count applied (u16), the count not
+// (u16), then per ack not applied, indexes ascending: its index (u16), a status byte (not
+// StatusOK) and a message. A refusal of the whole frame is an ack reply of one answer.
+//
 // The consume reply answers Consume and Replay: a mark byte (0xC5, which no ack reply begins
 // with, so a refusal in the ack reply format reads apart), a status byte, a message (u16
 // length, at most MaxMessage bytes), a u32 count, then per delivery: partition i32, offset i64, nonce u64,
@@ -126,6 +154,15 @@
 // without), then per header a key (u32 length, bytes) and a value (u32 length, bytes), in
 // the record's order. A reply of the headers mark with no header in it is malformed: each
 // reply has one form.
+//
+// A consume reply answering a consume with the Compact flag (V16) opens with a mark of its
+// own, 0xCA (0xCB when some delivery carries headers), then the status byte, the message,
+// the count (uvarint), then per delivery: the partition's and the offset's differences from
+// the delivery before (zigzag varints; the first's from zero), nonce u64, attempt (uvarint,
+// at most 32 bits), reason u8, the differences of the expiry, the fence and the timestamp
+// (zigzag varints, wrapping), key and value (each a uvarint length and the bytes), and with
+// the 0xCB mark the headers (a uvarint count, then per header a key and a value, each a
+// uvarint length and the bytes). Every varint is as short as its value allows.
 //
 // The consume batch reply answers ConsumeBatch: a mark byte (0xC6), a u16 count (the
 // request's), then per consume, in the request's order, a u32 length and that consume's

@@ -147,6 +147,10 @@ type ConsumeReply struct {
 	Status     byte
 	Message    string
 	Deliveries []Delivery
+	// Compact (V16) is the reply's form: the compact one (see appendCompactConsumeReply)
+	// when set, which the encoder writes for a requester that asked for it
+	// (Consume.Compact) and the decoder reports.
+	Compact bool
 }
 
 // consumeReplyMark opens every consume reply whose deliveries carry no headers. An ack
@@ -161,7 +165,13 @@ const consumeReplyMark byte = 0xC5
 const consumeReplyHeadersMark byte = 0xC7
 
 // isConsumeReplyMark reports whether b opens a consume reply.
-func isConsumeReplyMark(b byte) bool { return b == consumeReplyMark || b == consumeReplyHeadersMark }
+func isConsumeReplyMark(b byte) bool {
+	switch b {
+	case consumeReplyMark, consumeReplyHeadersMark, consumeReplyCompactMark, consumeReplyCompactHeadersMark:
+		return true
+	}
+	return false
+}
 
 // deliverySize is a delivery's size on the wire without its key, value and headers.
 const deliverySize = 4 + 8 + 8 + 4 + 1 + 8 + 8 + 8 + 4 + 4
@@ -196,6 +206,9 @@ func headersSize(headers []Header) int {
 // before V9. A key, value, header key or header value must be shorter than 4 GiB, and the
 // caller bounds the reply (DeliverySize) well below MaxFrame.
 func AppendConsumeReply(dst []byte, r *ConsumeReply) []byte {
+	if r.Compact {
+		return appendCompactConsumeReply(dst, r)
+	}
 	size := 2 + 2 + min(len(r.Message), MaxMessage) + 4
 	mark := consumeReplyMark
 	for i := range r.Deliveries {
@@ -308,7 +321,11 @@ func DecodeConsumeReplyInto(dst []Delivery, b []byte) (ConsumeReply, error) {
 		return ConsumeReply{Status: answers[0].Status, Message: answers[0].Message}, nil
 	}
 	r := reader{b: b}
-	withHeaders := r.u8("consume reply") == consumeReplyHeadersMark
+	mark := r.u8("consume reply")
+	if mark == consumeReplyCompactMark || mark == consumeReplyCompactHeadersMark {
+		return decodeCompactConsumeReply(dst, &r, mark == consumeReplyCompactHeadersMark)
+	}
+	withHeaders := mark == consumeReplyHeadersMark
 	var reply ConsumeReply
 	reply.Status = r.u8("consume reply")
 	reply.Message = r.message()
@@ -364,8 +381,9 @@ func DecodeConsumeReplyInto(dst []Delivery, b []byte) (ConsumeReply, error) {
 // reply: an ack reply (a refusal of the whole frame) opens with zero.
 const consumeBatchReplyMark byte = 0xC6
 
-// minConsumeReply is the shortest consume reply: mark, status, an empty message, a count.
-const minConsumeReply = 1 + 1 + 2 + 4
+// minConsumeReply is the shortest consume reply: mark, status, an empty message, a count
+// (a uvarint of one byte in the compact form).
+const minConsumeReply = 1 + 1 + 2 + 1
 
 // BeginConsumeBatchReply appends to dst the head of the reply to a ConsumeBatch of count
 // consumes. Each member's consume reply follows, appended in the request's order by

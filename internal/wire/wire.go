@@ -28,7 +28,8 @@ const (
 	V13                       // + AckBatches of up to MaxLargeBatch records (MaxBatch before)
 	V14                       // + NackNow
 	V15                       // + Status's flags byte: the spilled keys and records in a status reply
-	Newest = V15
+	V16                       // + Acks: plain acks in a compact form, answered by a count; a Consume's Acks flag
+	Newest = V16
 )
 
 // Ops: a request frame's first byte.
@@ -77,6 +78,12 @@ const (
 	// backoff policy, the delivery counted as an attempt (router.Node.NackNow). Its argument
 	// is 0.
 	OpNackNow byte = 20
+	// OpAcks carries plain acks of one topic in a compact form: one budget for the frame,
+	// the records in runs of one partition (the partition once, each offset as its
+	// difference from the one before, the nonce). It is answered by an acks reply (see
+	// AppendAcksReply): the count of records applied, and an answer for each of the others
+	// alone. The same records ride in a Consume with the Acks flag.
+	OpAcks byte = 21
 )
 
 // Limits of the frames.
@@ -135,6 +142,8 @@ func Since(op byte) Version {
 		return V12
 	case OpNackNow:
 		return V14
+	case OpAcks:
+		return V16
 	}
 	return 0
 }
@@ -206,6 +215,10 @@ type Consume struct {
 	// given back with Release, or that lapses, was never an attempt. It travels as bit 2 of
 	// the flags byte.
 	Reserve bool
+	// Compact (V16) asks for the reply in its compact form (see ConsumeReply.Compact): an
+	// owner answering a consume without it writes the form a requester before V16 reads.
+	// It travels as bit 4 of the flags byte.
+	Compact bool
 	// Budget is what was left of the consume's budget when the frame left. Only a member
 	// of a ConsumeBatch carries it (positive): a Consume frame's RPC is its budget, and a
 	// Consume decodes with Budget 0.
@@ -219,11 +232,19 @@ const (
 	flagRelativeExpiry byte = 1 << 0 // Consume.RelativeExpiry (V7)
 	flagHeaders        byte = 1 << 1 // Consume.Headers, Replay.Headers (V9)
 	flagReserve        byte = 1 << 2 // Consume.Reserve (V11)
+	// flagAcks (V16), in a Consume's flags byte alone, says that plain acks (Request.Records)
+	// follow the flags byte, in the body of an Acks frame. It is not a field of Consume:
+	// EncodeRequest sets it for a Consume that carries records.
+	flagAcks byte = 1 << 3
+	// flagCompact (V16) is Consume.Compact.
+	flagCompact byte = 1 << 4
 )
 
 // consumeFlags returns the flags a decoder speaking v knows in a Consume's flags byte.
 func consumeFlags(v Version) byte {
 	switch {
+	case v >= V16:
+		return flagRelativeExpiry | flagHeaders | flagReserve | flagAcks | flagCompact
 	case v >= V11:
 		return flagRelativeExpiry | flagHeaders | flagReserve
 	case v >= V9:
@@ -243,6 +264,9 @@ func (c *Consume) flags() byte {
 	}
 	if c.Reserve {
 		flags |= flagReserve
+	}
+	if c.Compact {
+		flags |= flagCompact
 	}
 	return flags
 }
@@ -269,7 +293,10 @@ type Request struct {
 	Topic string // empty for Register
 	// Records: the ack ops. A single-op frame (Ack, Extend, Nack, Release, ExtendLeft,
 	// AckDurable, Reject, Confirm, NackNow) carries exactly one, of the frame's op; AckBatch 1 to
-	// MaxBatch (MaxLargeBatch from V13), each with its own op and budget.
+	// MaxBatch (MaxLargeBatch from V13), each with its own op and budget. Acks (V16) carries 1
+	// to MaxLargeBatch plain acks (op Ack) of one budget, the frame's (each record's Budget,
+	// positive and the same for all), of handles none of whose fields is negative; so may a
+	// Consume (V16: its Acks flag), the acks the owner applies before it serves the consume.
 	Records       []Record
 	Consume       Consume        // Consume
 	Consumes      []Consume      // ConsumeBatch: 1 to MaxConsumeBatch, each with its budget
@@ -295,6 +322,8 @@ func (r *Request) MinVersion() Version {
 	switch r.Op {
 	case OpConsume:
 		switch {
+		case len(r.Records) > 0 || r.Consume.Compact:
+			return V16
 		case r.Consume.Reserve:
 			return V11
 		case r.Consume.Headers:
@@ -310,6 +339,8 @@ func (r *Request) MinVersion() Version {
 		need := V8
 		for i := range r.Consumes {
 			switch {
+			case r.Consumes[i].Compact:
+				need = max(need, V16)
 			case r.Consumes[i].Reserve:
 				need = max(need, V11)
 			case r.Consumes[i].Headers:
@@ -366,7 +397,9 @@ func EncodeRequest(req Request) ([]byte, error) {
 	case OpAckBatch:
 		size += 2 + len(req.Records)*batchRecordSize
 	case OpConsume:
-		size += consumeSize + 1 + 4 + 1
+		size += consumeSize + 1 + 4 + 1 + acksSize(req.Records)
+	case OpAcks:
+		size += acksSize(req.Records)
 	case OpConsumeBatch:
 		size += 2 + len(req.Consumes)*batchConsumeSize
 	case OpReplay:
@@ -404,6 +437,9 @@ func EncodeRequest(req Request) ([]byte, error) {
 		b = binary.BigEndian.AppendUint32(b, uint32(c.Pinned))
 		b = binary.BigEndian.AppendUint64(b, uint64(c.Visibility))
 		flags := c.flags()
+		if len(req.Records) > 0 {
+			flags |= flagAcks
+		}
 		writeMax := c.Max > 1 || flags != 0
 		if c.Claim || writeMax {
 			claim := byte(0)
@@ -418,6 +454,11 @@ func EncodeRequest(req Request) ([]byte, error) {
 		if flags != 0 {
 			b = append(b, flags)
 		}
+		if len(req.Records) > 0 {
+			b = appendRecordAcks(b, req.Records)
+		}
+	case OpAcks:
+		b = appendRecordAcks(b, req.Records)
 	case OpConsumeBatch:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(req.Consumes)))
 		for i := range req.Consumes {
@@ -464,6 +505,11 @@ func EncodeRequest(req Request) ([]byte, error) {
 	return b, nil
 }
 
+// appendRecordAcks appends the compact form of records, plain acks checked by checkAcks.
+func appendRecordAcks(b []byte, records []Record) []byte {
+	return appendAcks(b, len(records), records[0].Budget, func(i int) Handle { return records[i].Handle })
+}
+
 func appendRecord(b []byte, r *Record) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Handle.Partition))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Handle.Offset))
@@ -486,6 +532,11 @@ func check(req *Request) error {
 	}
 	if req.StatusSpilled && req.Op != OpStatus {
 		return invalid("StatusSpilled on op %d", req.Op)
+	}
+	if req.Op == OpAcks || req.Op == OpConsume && len(req.Records) > 0 {
+		if err := checkAcks(req.Records); err != nil {
+			return invalid("%v", err)
+		}
 	}
 	switch req.Op {
 	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
@@ -548,6 +599,28 @@ func check(req *Request) error {
 		}
 	}
 	return nil
+}
+
+// readHeader reads a request frame's header as a node speaking v does, and returns a reader
+// of the body after it and the topic (a copy): a frame over MaxFrame, a short header or a
+// topic over MaxTopic is ErrBadFrame, an op v does not know ErrUnsupportedOp.
+func readHeader(b []byte, v Version) (reader, string, error) {
+	if len(b) > MaxFrame {
+		return reader{}, "", fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	}
+	if len(b) < headerSize {
+		return reader{}, "", fmt.Errorf("%w: short header", ErrBadFrame)
+	}
+	if !v.Knows(b[0]) {
+		return reader{}, "", fmt.Errorf("%w: op %d", ErrUnsupportedOp, b[0])
+	}
+	r := reader{b: b[1:]}
+	n := int(r.u16("header"))
+	if n > MaxTopic {
+		return reader{}, "", fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
+	}
+	topic := string(r.take(n, "topic"))
+	return r, topic, r.err
 }
 
 // reader reads a frame's fields in order; the first one missing sets err, after which
@@ -638,22 +711,11 @@ func (r *reader) record(op byte) Record {
 // malformed (a short frame, bytes after its last field, a value out of range, a frame over
 // MaxFrame) is ErrBadFrame. The strings it returns are copies: the request does not alias b.
 func DecodeRequest(b []byte, v Version) (Request, error) {
-	if len(b) > MaxFrame {
-		return Request{}, fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrBadFrame, len(b), MaxFrame)
+	r, topic, err := readHeader(b, v)
+	if err != nil {
+		return Request{}, err
 	}
-	if len(b) < headerSize {
-		return Request{}, fmt.Errorf("%w: short header", ErrBadFrame)
-	}
-	req := Request{Op: b[0]}
-	if !v.Knows(req.Op) {
-		return Request{}, fmt.Errorf("%w: op %d", ErrUnsupportedOp, req.Op)
-	}
-	r := reader{b: b[1:]}
-	n := int(r.u16("header"))
-	if n > MaxTopic {
-		return Request{}, fmt.Errorf("%w: a topic of %d bytes", ErrBadFrame, n)
-	}
-	req.Topic = string(r.take(n, "topic"))
+	req := Request{Op: b[0], Topic: topic}
 	switch req.Op {
 	case OpAck, OpExtend, OpNack, OpRelease, OpExtendLeft, OpAckDurable, OpReject, OpConfirm, OpNackNow:
 		rec := r.record(req.Op)
@@ -679,6 +741,8 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 			rec.Budget = r.duration("budget")
 			req.Records = append(req.Records, rec)
 		}
+	case OpAcks:
+		req.Records = r.acks()
 	case OpConsume:
 		c := &req.Consume
 		c.RequestID = r.u64("consume")
@@ -708,6 +772,10 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 						r.fail("flags byte %#x (bits %#x are the flags at v%d, and the byte is written only with one set)", flags, consumeFlags(v), v)
 					}
 					c.RelativeExpiry, c.Headers, c.Reserve = flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
+					c.Compact = flags&flagCompact != 0
+					if r.err == nil && flags&flagAcks != 0 {
+						req.Records = r.acks()
+					}
 				} else if c.Max < 2 {
 					r.fail("max %d (at least 2 when present)", c.Max)
 				}
@@ -737,13 +805,14 @@ func DecodeRequest(b []byte, v Version) (Request, error) {
 				r.fail("a batch consume pinned to %d, visibility %v, max %d, budget %v", c.Pinned, c.Visibility, c.Max, c.Budget)
 			case claim > 1:
 				r.fail("claim byte %d", claim)
-			case flags&^consumeFlags(v) != 0:
+			case flags&^consumeFlags(v) != 0 || flags&flagAcks != 0: // acks ride in a Consume alone
 				r.fail("flags byte %#x", flags)
 			}
 			if r.err != nil {
 				break
 			}
 			c.Claim, c.RelativeExpiry, c.Headers, c.Reserve = claim == 1, flags&flagRelativeExpiry != 0, flags&flagHeaders != 0, flags&flagReserve != 0
+			c.Compact = flags&flagCompact != 0
 		}
 	case OpReplay:
 		p := &req.Replay

@@ -16,7 +16,7 @@ import (
 	"narad.dev/consume/internal/wire"
 )
 
-var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13, wire.V14, wire.V15}
+var versions = []wire.Version{wire.V1, wire.V2, wire.V3, wire.V4, wire.V5, wire.V6, wire.V7, wire.V8, wire.V9, wire.V10, wire.V11, wire.V12, wire.V13, wire.V14, wire.V15, wire.V16}
 
 // samples is a request of every op, and of every version's additions.
 func samples() []wire.Request {
@@ -109,7 +109,40 @@ func samples() []wire.Request {
 			{Op: wire.OpAck, Handle: h, Budget: time.Second},
 		}},
 		largeBatch(wire.MaxLargeBatch, wire.OpNackNow),
+		// Version 16's.
+		plainAcks(1, 2*time.Second),
+		plainAcks(wire.MaxLargeBatch, 1),
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 26, Pinned: -1, Max: 1024, RelativeExpiry: true, Reserve: true},
+			Records: plainAcks(100, time.Second).Records},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 27, Pinned: -1, Max: 1}, Records: plainAcks(1, 1).Records},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 28, Pinned: -1, Max: 1, Compact: true}},
+		{Op: wire.OpConsume, Topic: "orders", Consume: wire.Consume{RequestID: 29, Pinned: 3, Claim: true, Max: 100, RelativeExpiry: true, Headers: true, Reserve: true, Compact: true},
+			Records: plainAcks(3, time.Second).Records},
+		{Op: wire.OpConsumeBatch, Topic: "orders", Consumes: []wire.Consume{
+			{RequestID: 30, Pinned: -1, Max: 1, RelativeExpiry: true, Compact: true, Budget: time.Second},
+			{RequestID: 31, Pinned: 0, Max: 5, Reserve: true, Budget: time.Second},
+		}},
 	}
+}
+
+// plainAcks is an Acks frame of count plain acks of budget, in runs of partitions that
+// differ, their offsets going up and down.
+func plainAcks(count int, budget time.Duration) wire.Request {
+	req := wire.Request{Op: wire.OpAcks, Topic: "t", Records: make([]wire.Record, count)}
+	for i := range req.Records {
+		offset := int64(i * 3)
+		if i%5 == 4 {
+			offset = int64(i) / 2 // back down
+		}
+		if i == 7 {
+			offset = 1<<63 - 1
+		}
+		req.Records[i] = wire.Record{Op: wire.OpAck, Handle: wire.Handle{Partition: int32(i / 9 % 4), Offset: offset, Nonce: uint64(i) * 0x9E3779B97F4A7C15}, Budget: budget}
+	}
+	if count > 2 {
+		req.Records[2].Handle.Partition = 1<<31 - 1
+	}
+	return req
 }
 
 // largeBatch is an AckBatch of count records, each of op but every third an ack, of
@@ -174,7 +207,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for op := byte(1); op <= wire.OpNackNow; op++ {
+	for op := byte(1); op <= wire.OpAcks; op++ {
 		if wire.Since(op) >= wire.V12 && wire.Since(op) < wire.V14 {
 			continue // Status and Purge: their own tests
 		}
@@ -545,6 +578,8 @@ func TestOlderDecodersRefuse(t *testing.T) {
 	batchReserve := wire.Request{Op: wire.OpConsumeBatch, Topic: "t", Consumes: []wire.Consume{
 		{Pinned: -1, Headers: true, Budget: time.Second}, {Pinned: -1, Reserve: true, Budget: time.Second}}}
 	consumeBatch := wire.Request{Op: wire.OpConsumeBatch, Topic: "", Consumes: []wire.Consume{{RequestID: 15, Pinned: 3, Claim: true, Max: 1, Budget: time.Second}}}
+	acksRiding := reserve
+	acksRiding.Records = plainAcks(5, time.Second).Records
 	h := wire.Handle{Partition: 1, Offset: 2, Nonce: 3}
 	single := func(op byte) wire.Request {
 		return wire.Request{Op: op, Topic: "t", Records: []wire.Record{{Op: op, Handle: h}}}
@@ -614,6 +649,12 @@ func TestOlderDecodersRefuse(t *testing.T) {
 		{"v2 reads no batched NackNow", batch(wire.OpNackNow), wire.V2, wire.ErrBadFrame},
 		{"v8 reads no batched Reserve flag", batchReserve, wire.V8, wire.ErrBadFrame},
 		{"v7 knows no ConsumeBatch of a Reserve", batchReserve, wire.V7, wire.ErrUnsupportedOp},
+		{"v15 knows no Acks", plainAcks(3, time.Second), wire.V15, wire.ErrUnsupportedOp},
+		{"v1 knows no Acks", plainAcks(3, time.Second), wire.V1, wire.ErrUnsupportedOp},
+		{"v15 reads no Acks flag", acksRiding, wire.V15, wire.ErrBadFrame},
+		{"v11 reads no Acks flag", acksRiding, wire.V11, wire.ErrBadFrame},
+		{"v7 reads no Acks flag", acksRiding, wire.V7, wire.ErrBadFrame},
+		{"v6 reads no flags byte of Acks", acksRiding, wire.V6, wire.ErrBadFrame},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := wire.DecodeRequest(mustEncode(t, tc.req), tc.v)
@@ -622,7 +663,7 @@ func TestOlderDecodersRefuse(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.DecodeRequest([]byte{21, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
+	if _, err := wire.DecodeRequest([]byte{22, 0, 0}, wire.Newest); !errors.Is(err, wire.ErrUnsupportedOp) {
 		t.Fatalf("an op no version knows: %v", err)
 	}
 }
@@ -846,7 +887,10 @@ func TestHostileCountsAllocateLittle(t *testing.T) {
 		{"consume reply", appendParts([]byte{0}, uint16(0), uint32(0xffffffff), make([]byte, 1000)), consumeReply},
 		{"key length", appendParts([]byte{0}, uint16(0), uint32(1), make([]byte, 49), uint32(0xffffffff), uint32(0)), consumeReply},
 		{"consume batch", frame(wire.OpConsumeBatch, "t", uint16(wire.MaxConsumeBatch), make([]byte, 34*wire.MaxConsumeBatch-1)), request},
-		{"consume batch reply", appendParts([]byte{0xC6}, uint16(wire.MaxConsumeBatch), make([]byte, 12*wire.MaxConsumeBatch-1)), func(b []byte) error {
+		{"plain acks", frame(wire.OpAcks, "t", uint16(wire.MaxLargeBatch), int64(1), make([]byte, 9*wire.MaxLargeBatch-1)), request},
+		{"compact consume reply", appendParts([]byte{0xCA, 0}, uint16(0), uv(1<<20), make([]byte, 1000)), consumeReply},
+		{"compact key length", appendParts([]byte{0xCA, 0}, uint16(0), uv(1), sv(0), sv(0), uint64(1), uv(1), uint8(0), sv(0), sv(0), sv(0), uv(1<<40), make([]byte, 100)), consumeReply},
+		{"consume batch reply", appendParts([]byte{0xC6}, uint16(wire.MaxConsumeBatch), make([]byte, 9*wire.MaxConsumeBatch-1)), func(b []byte) error {
 			_, err := wire.DecodeConsumeBatchReply(b, wire.MaxConsumeBatch)
 			return err
 		}},
@@ -931,7 +975,7 @@ func TestVersions(t *testing.T) {
 		wire.OpRegister: wire.V4, wire.OpNotify: wire.V4, wire.OpPass: wire.V4, wire.OpDrop: wire.V4,
 		wire.OpRelease: wire.V7, wire.OpExtendLeft: wire.V7, wire.OpAckDurable: wire.V7,
 		wire.OpConsumeBatch: wire.V8, wire.OpReject: wire.V10,
-		wire.OpConfirm: wire.V11, wire.OpStatus: wire.V12, wire.OpPurge: wire.V12, wire.OpNackNow: wire.V14, 0: 0, 21: 0, 255: 0,
+		wire.OpConfirm: wire.V11, wire.OpStatus: wire.V12, wire.OpPurge: wire.V12, wire.OpNackNow: wire.V14, wire.OpAcks: wire.V16, 0: 0, 22: 0, 255: 0,
 	} {
 		if got := wire.Since(op); got != since {
 			t.Errorf("op %d since v%d, want v%d", op, got, since)
@@ -942,7 +986,7 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
-	if wire.Newest != wire.V15 {
+	if wire.Newest != wire.V16 {
 		t.Fatalf("Newest is v%d", wire.Newest)
 	}
 }
@@ -1188,11 +1232,23 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(frame(wire.OpStatus, "t", uint16(1), int32(0), uint8(1)))
 	f.Add(frame(wire.OpStatus, "t", uint16(1), int32(0), uint8(2)))
 	f.Add(frame(wire.OpPurge, "t", uint16(1), int32(0), uint8(1)))
+	// Version 16's: plain acks in their compact form, alone and after a Consume's flags
+	// byte, and bodies short, hostile or past the count.
+	f.Add(mustEncode(f, plainAcks(12, time.Second)))
+	f.Add(frame(wire.OpAcks, "t", uint16(2), int64(1), uv(3), uv(2), uv(9), uint64(1), sv(-9), uint64(2)))
+	f.Add(frame(wire.OpAcks, "t", uint16(1), int64(1), uv(3), uv(2), uv(9), uint64(1)))
+	f.Add(frame(wire.OpAcks, "t", uint16(0xffff), int64(1), uv(0), uv(0xffff)))
+	f.Add(frame(wire.OpAcks, "t", uint16(2), int64(1), uv(1), uv(1), uv(1<<63-1), uint64(1), uv(1), uv(1), uv(0), uint64(1)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(0), int32(5), uint8(0xd), uint16(1), int64(1), uv(0), uv(1), uv(4), uint64(1)))
+	f.Add(frame(wire.OpConsume, "t", consume, uint8(1), int32(1), uint8(8), uint16(1), int64(1), uv(0), uv(1), uv(4), uint64(1)))
+	f.Add(frame(wire.OpConsumeBatch, "t", uint16(1), member(0, 1, 8, time.Second), uint16(1), int64(1), uv(0), uv(1), uv(4), uint64(1)))
+	f.Add([]byte{21, 0, 0})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var accepted *wire.Request
 		first := wire.Version(0)
 		for _, v := range versions {
 			req, err := wire.DecodeRequest(frame, v)
+			requireDecodeAcksAgrees(t, frame, v, req, err)
 			if err != nil {
 				if !errors.Is(err, wire.ErrBadFrame) && !errors.Is(err, wire.ErrUnsupportedOp) {
 					t.Fatalf("v%d: untyped error %v", v, err)
@@ -1318,6 +1374,14 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 	for _, tail := range hostileHeaders() {
 		f.Add(tail.reply)
 	}
+	// Version 16's compact replies, and hostile ones.
+	for _, r := range []*wire.ConsumeReply{sampleConsumeReply(), headersConsumeReply(), {Status: wire.StatusUnavailable, Message: "closed"}} {
+		r.Compact = true
+		f.Add(wire.AppendConsumeReply(nil, r))
+	}
+	for _, bad := range hostileCompactReplies() {
+		f.Add(bad.reply)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		reply, err := wire.DecodeConsumeReply(frame)
 		// Into a slice that holds a delivery already: the same reply, or the same error.
@@ -1331,7 +1395,7 @@ func FuzzDecodeConsumeReply(f *testing.F) {
 			}
 			return
 		}
-		if frame[0] != 0xC5 && frame[0] != 0xC7 {
+		if frame[0] != 0xC5 && frame[0] != 0xC7 && frame[0] != 0xCA && frame[0] != 0xCB {
 			// A refusal in the ack reply format: one answer, never a delivery.
 			if reply.Status == wire.StatusOK || len(reply.Deliveries) != 0 {
 				t.Fatalf("a refusal read as %+v", reply)

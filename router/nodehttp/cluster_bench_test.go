@@ -91,7 +91,8 @@ func BenchmarkClusterShapes(b *testing.B) {
 //
 // Reported: cpu-ns/rec (the process's CPU time, both ends of every RPC and all three
 // nodes, over the records), rpcs/rec (the frames the three handlers served, over the
-// records) and consume-rpcs/rec (of them, the Consume frames), crossed/rec (the share of
+// records) and consume-rpcs/rec (of them, the Consume frames), wire-bytes/rec (the node
+// wire's bytes of those frames and their replies, over the records), crossed/rec (the share of
 // records consumed on a node that does not own them), records/s, allocations per record,
 // and at batch 100 the consumes' latency, consume-p50-µs and consume-p99-µs. The nodes speak over framed connections (the default transport);
 // -args -nodehttp.transport=h2c makes them speak HTTP/2 cleartext, and
@@ -124,6 +125,7 @@ type benchCluster struct {
 	owners   map[int32]*router.Node // each partition's owner
 	frames   atomic.Int64           // frames served, by every node
 	consumes atomic.Int64           // of them, Consume frames
+	bytes    atomic.Int64           // the node wire's bytes of those frames and their replies
 }
 
 // benchOwned is the partitions each node of a benchCluster owns.
@@ -186,7 +188,9 @@ func newBenchCluster(b *testing.B, owned map[string][]int32, records func(p int3
 			if len(frame) > 0 && frame[0] == wire.OpConsume {
 				c.consumes.Add(1)
 			}
-			return node.Serve(ctx, from, frame)
+			reply, err := node.Serve(ctx, from, frame)
+			c.bytes.Add(int64(len(frame) + len(reply)))
+			return reply, err
 		}}
 		mux := http.NewServeMux()
 		mux.Handle("POST /consume/node", handler)
@@ -225,7 +229,7 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 	latencies := make([][]time.Duration, consumers)
 	b.ReportAllocs()
 	b.ResetTimer()
-	start, cpu, frames, consumes := time.Now(), cputime.Process(), c.frames.Load(), c.consumes.Load()
+	start, cpu, frames, consumes, wireBytes := time.Now(), cputime.Process(), c.frames.Load(), c.consumes.Load(), c.bytes.Load()
 	for i := range consumers {
 		node := on(i)
 		lat := &latencies[i]
@@ -297,7 +301,7 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 	wg.Wait()
 	acks.Wait()
 	elapsed, used := time.Since(start), cputime.Process()-cpu
-	frames, consumes = c.frames.Load()-frames, c.consumes.Load()-consumes
+	frames, consumes, wireBytes = c.frames.Load()-frames, c.consumes.Load()-consumes, c.bytes.Load()-wireBytes
 	b.StopTimer()
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d acks failed", n)
@@ -316,6 +320,7 @@ func benchConsumeAck(b *testing.B, c *benchCluster, on func(i int) *router.Node,
 	b.ReportMetric(float64(used)/n, "cpu-ns/rec")
 	b.ReportMetric(float64(frames)/n, "rpcs/rec")
 	b.ReportMetric(float64(consumes)/n, "consume-rpcs/rec")
+	b.ReportMetric(float64(wireBytes)/n, "wire-bytes/rec")
 	b.ReportMetric(float64(crossed.Load())/n, "crossed/rec")
 	b.ReportMetric(n/elapsed.Seconds(), "records/s")
 	if all := slices.Concat(latencies...); len(all) > 0 {

@@ -1,0 +1,201 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// The compact consume reply (V16), sent only to a requester that asked for it
+// (Consume.Compact): the consume reply with each delivery's fixed fields as varints, most of
+// them differences from the delivery before it, which in one reply are small (its partition,
+// offset, expiry, fence and timestamp). A mark of its own opens it (0xCA; 0xCB when some
+// delivery carries headers), then the status byte, the message (u16 length, at most
+// MaxMessage bytes), the count (uvarint), then per delivery: the partition's difference from
+// the delivery before (zigzag varint; the first from 0), the offset's (zigzag varint, wrapping),
+// the nonce (u64), the attempt (uvarint, at most 32 bits), the reason (u8), the expiry's
+// difference (zigzag varint, wrapping), the fence's (zigzag varint, wrapping), the timestamp's
+// (zigzag varint, wrapping), the key and the value (each a uvarint length, then the bytes),
+// and with the headers mark the headers (a uvarint count, then per header a key and a value,
+// each a uvarint length and the bytes). Every varint is as short as its value allows.
+
+// The compact consume reply's marks.
+const (
+	consumeReplyCompactMark        byte = 0xCA
+	consumeReplyCompactHeadersMark byte = 0xCB
+)
+
+// minCompactDelivery is the fewest bytes a delivery of a compact reply takes.
+const minCompactDelivery = 1 + 1 + 8 + 1 + 1 + 1 + 1 + 1 + 1 + 1
+
+// appendCompactConsumeReply appends r in the compact form, growing dst once to exactly
+// what it takes (a reply of a thousand records is large, and what it is grown by is
+// zeroed).
+func appendCompactConsumeReply(dst []byte, r *ConsumeReply) []byte {
+	size := 2 + 2 + min(len(r.Message), MaxMessage) + uvarintLen(uint64(len(r.Deliveries)))
+	mark := consumeReplyCompactMark
+	var zero Delivery
+	prev := &zero
+	for i := range r.Deliveries {
+		d := &r.Deliveries[i]
+		size += compactDeliveryLen(d, prev)
+		if len(d.Headers) > 0 {
+			mark = consumeReplyCompactHeadersMark
+		}
+		prev = d
+	}
+	if mark == consumeReplyCompactHeadersMark {
+		for i := range r.Deliveries {
+			size += compactHeadersLen(r.Deliveries[i].Headers)
+		}
+	}
+	b := dst
+	if cap(b)-len(b) < size {
+		if len(b) == 0 {
+			b = make([]byte, 0, size) // a reply alone: exactly its size
+		} else {
+			b = slices.Grow(b, size) // after others (a ConsumeBatch's, an acks reply): amortized
+		}
+	}
+	b = append(b, mark, r.Status)
+	b = appendMessage(b, r.Message)
+	b = binary.AppendUvarint(b, uint64(len(r.Deliveries)))
+	prev = &zero
+	for i := range r.Deliveries {
+		d := &r.Deliveries[i]
+		b = binary.AppendVarint(b, int64(d.Partition)-int64(prev.Partition))
+		b = binary.AppendVarint(b, d.Offset-prev.Offset)
+		b = binary.BigEndian.AppendUint64(b, d.Nonce)
+		b = binary.AppendUvarint(b, uint64(d.Attempt))
+		b = append(b, d.Reason)
+		b = binary.AppendVarint(b, d.Expiry-prev.Expiry)
+		b = binary.AppendVarint(b, int64(d.Fence-prev.Fence))
+		b = binary.AppendVarint(b, d.Timestamp-prev.Timestamp)
+		b = binary.AppendUvarint(b, uint64(len(d.Key)))
+		b = append(b, d.Key...)
+		b = binary.AppendUvarint(b, uint64(len(d.Value)))
+		b = append(b, d.Value...)
+		if mark == consumeReplyCompactHeadersMark {
+			b = binary.AppendUvarint(b, uint64(len(d.Headers)))
+			for j := range d.Headers {
+				h := &d.Headers[j]
+				b = binary.AppendUvarint(b, uint64(len(h.Key)))
+				b = append(b, h.Key...)
+				b = binary.AppendUvarint(b, uint64(len(h.Value)))
+				b = append(b, h.Value...)
+			}
+		}
+		prev = d
+	}
+	return b
+}
+
+// compactDeliveryLen is the size of d in a compact reply after prev, without its headers.
+func compactDeliveryLen(d, prev *Delivery) int {
+	return varintLen(int64(d.Partition)-int64(prev.Partition)) + varintLen(d.Offset-prev.Offset) + 8 +
+		uvarintLen(uint64(d.Attempt)) + 1 + varintLen(d.Expiry-prev.Expiry) + varintLen(int64(d.Fence-prev.Fence)) +
+		varintLen(d.Timestamp-prev.Timestamp) + uvarintLen(uint64(len(d.Key))) + len(d.Key) +
+		uvarintLen(uint64(len(d.Value))) + len(d.Value)
+}
+
+// compactHeadersLen is the size of headers in a compact reply with the headers mark.
+func compactHeadersLen(headers []Header) int {
+	size := uvarintLen(uint64(len(headers)))
+	for i := range headers {
+		h := &headers[i]
+		size += uvarintLen(uint64(len(h.Key))) + len(h.Key) + uvarintLen(uint64(len(h.Value))) + len(h.Value)
+	}
+	return size
+}
+
+// uvarintLen is the size of x as a uvarint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// varintLen is the size of x as a zigzag varint.
+func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
+
+// compactBytes reads a uvarint length and that many bytes, aliased and capped; nil when
+// empty.
+func (r *reader) compactBytes(what string) []byte {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("short %s", what)
+	}
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+// decodeCompactConsumeReply reads a compact consume reply (its mark read already: headers
+// says which), the deliveries appended to dst[:0], as DecodeConsumeReplyInto does.
+func decodeCompactConsumeReply(dst []Delivery, r *reader, withHeaders bool) (ConsumeReply, error) {
+	reply := ConsumeReply{Compact: true}
+	reply.Status = r.u8("consume reply")
+	reply.Message = r.message()
+	count := r.uvarint("consume reply")
+	if r.err == nil && count > uint64(len(r.b)/minCompactDelivery) {
+		r.fail("%d deliveries in %d bytes", count, len(r.b))
+	}
+	if r.err != nil {
+		return ConsumeReply{}, r.err
+	}
+	if count > 0 {
+		reply.Deliveries = slices.Grow(dst[:0], int(count))
+	}
+	anyHeaders := false
+	var prev Delivery
+	for range count {
+		// Read in place: a delivery is large, and a reply's are many.
+		reply.Deliveries = append(reply.Deliveries, Delivery{})
+		d := &reply.Deliveries[len(reply.Deliveries)-1]
+		partition := int64(prev.Partition) + r.varint("delivery partition")
+		d.Partition = int32(partition)
+		d.Offset = prev.Offset + r.varint("delivery offset")
+		d.Nonce = r.u64("delivery nonce")
+		attempt := r.uvarint("delivery attempt")
+		d.Reason = r.u8("delivery reason")
+		d.Expiry = prev.Expiry + r.varint("delivery expiry")
+		d.Fence = prev.Fence + uint64(r.varint("delivery fence"))
+		d.Timestamp = prev.Timestamp + r.varint("delivery timestamp")
+		if r.err == nil && (partition < math.MinInt32 || partition > math.MaxInt32 || attempt > math.MaxUint32) {
+			r.fail("a delivery of partition %d, attempt %d", partition, attempt)
+		}
+		d.Attempt = uint32(attempt)
+		d.Key = r.compactBytes("key")
+		d.Value = r.compactBytes("value")
+		if withHeaders {
+			n := r.uvarint("headers")
+			if r.err == nil && n > uint64(len(r.b)/2) { // a header takes two lengths at least
+				r.fail("%d headers in %d bytes", n, len(r.b))
+			}
+			if n > 0 && r.err == nil {
+				d.Headers = make([]Header, 0, n)
+			}
+			for range n {
+				if r.err != nil {
+					break
+				}
+				key := r.compactBytes("header key")
+				value := r.compactBytes("header value")
+				d.Headers = append(d.Headers, Header{Key: string(key), Value: value})
+			}
+			anyHeaders = anyHeaders || len(d.Headers) > 0
+		}
+		if r.err != nil {
+			return ConsumeReply{}, r.err
+		}
+		prev = Delivery{Partition: d.Partition, Offset: d.Offset, Expiry: d.Expiry, Fence: d.Fence, Timestamp: d.Timestamp}
+	}
+	if len(r.b) > 0 {
+		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	if withHeaders && !anyHeaders {
+		return ConsumeReply{}, fmt.Errorf("%w: the headers mark, and no headers", ErrBadFrame)
+	}
+	return reply, nil
+}

@@ -1,0 +1,98 @@
+package router
+
+import (
+	"context"
+	"time"
+
+	"narad.dev/consume/internal/acklane"
+	"narad.dev/consume/internal/wire"
+)
+
+// Acks that ride with reservations (wire version 16; see docs/protocol.md, "Reading ahead").
+// A node that reads ahead sends an owner a Consume with the Reserve flag (a refill, or a
+// probe that reserves for the next consumes); the AckBatches of its consumers waiting for a
+// slot to that owner (see batchQueue) leave in that frame, as plain acks after its flags
+// byte, and are answered in its reply, before the consume's own: an ack leaves no later
+// than it would have, and a frame less crosses. A consume carrying acks goes alone, in its
+// own frame, and only on a call that nothing but its deadline ends (a refill, a hedged
+// probe); its deadline is cut to the acks' latest. An owner before version 16 refuses the
+// flag with the whole frame: the acks go in a frame of their own, and none rides to that
+// owner for olderFieldMemory.
+
+// riders are the AckBatches that ride in one consume's frame.
+type riders struct {
+	batches  []*queuedBatch
+	records  []wire.Record // as the frame carries them: plain acks of one budget
+	deadline time.Time     // the latest of theirs
+}
+
+// takeRiders takes the AckBatches of topic waiting for a slot to the owner of l, to ride
+// in a consume's frame that nothing but its deadline ends (values: its context), sent
+// now; nil when none may ride (none waits, the owner refused riders or plain acks lately,
+// or this node speaks a version before 16).
+func (n *Node) takeRiders(l *lane, values context.Context, topic string, now time.Time) *riders {
+	if values.Done() != nil || !n.plainAcksTo(l, now) || l.Refuses(acklane.RidingAcks, now) {
+		return nil
+	}
+	batches, count := l.Peer.batches.takeRiders(topic, now, wire.MaxLargeBatch)
+	if len(batches) == 0 {
+		return nil
+	}
+	r := &riders{batches: batches, records: make([]wire.Record, 0, count)}
+	var least time.Duration
+	for i, b := range batches {
+		if budget := b.deadline.Sub(now); i == 0 || budget < least {
+			least = budget
+		}
+		if b.deadline.After(r.deadline) {
+			r.deadline = b.deadline
+		}
+		for _, h := range b.handles {
+			r.records = append(r.records, wire.Record{Op: wire.OpAck, Handle: h})
+		}
+	}
+	for i := range r.records {
+		r.records[i].Budget = least
+	}
+	return r
+}
+
+// answer gives the riders' callers answers, one per ack in order.
+func (r *riders) answer(answers []wire.Answer) {
+	for _, b := range r.batches {
+		answers = answers[copy(b.answers, answers):]
+	}
+	answerQueued(r.batches)
+}
+
+// answerEach gives every rider a.
+func (r *riders) answerEach(a wire.Answer) {
+	for _, b := range r.batches {
+		eachAnswer(b.answers, a)
+	}
+	answerQueued(r.batches)
+}
+
+// readRiders reads the acks reply at the front of raw, the reply to the consume the riders
+// rode in, answers the riders, and returns the consume's own reply after it. A refusal of
+// the whole frame applied none of them: they go in a frame of their own to the owner of l
+// (in the background), and refusal is the refusal, raw the consume's reply (the caller
+// sends the consume again without them when the refusal is a bad request: an owner before
+// version 16, refusing the flag). An acks reply it cannot read answers them 502.
+func (n *Node) readRiders(l *lane, r *riders, raw []byte) (rest []byte, refusal *wire.Answer, err error) {
+	answers := make([]wire.Answer, len(r.records))
+	reply, err := wire.DecodeAcksReply(answers, raw, len(r.records))
+	switch {
+	case err != nil:
+		r.answerEach(wire.Answer{Status: statusTransport, Message: err.Error()})
+		return nil, nil, err
+	case reply.Refused:
+		n.background(func() {
+			n.sendGroup(l, r.batches)
+			answerQueued(r.batches)
+		})
+		return raw, &reply.Refusal, nil
+	}
+	r.answer(reply.Answers)
+	return reply.Rest, nil, nil
+}

@@ -1,0 +1,200 @@
+package router_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"narad.dev/consume/internal/wire"
+	"narad.dev/consume/router"
+)
+
+// settleFrames records the frames an owner is sent that carry acks, and holds the first
+// held of the Acks frames (the AckBatches out) until release is closed.
+type settleFrames struct {
+	serve   func(ctx context.Context, from string, frame []byte) ([]byte, error)
+	held    int
+	release chan struct{}
+
+	mu     sync.Mutex
+	frames [][2]int // op, acks carried (a consume's riding acks; 0 for none)
+}
+
+func (s *settleFrames) Serve(ctx context.Context, from string, frame []byte) ([]byte, error) {
+	req, err := wire.DecodeRequest(frame, wire.Newest)
+	s.mu.Lock()
+	hold := false
+	if err == nil && (req.Op == wire.OpAcks || req.Op == wire.OpAckBatch || req.Op == wire.OpConsume) {
+		s.frames = append(s.frames, [2]int{int(req.Op), len(req.Records)})
+		if req.Op == wire.OpAcks && s.held > 0 {
+			s.held--
+			hold = true
+		}
+	}
+	s.mu.Unlock()
+	if hold {
+		<-s.release
+	}
+	return s.serve(ctx, from, frame)
+}
+
+func (s *settleFrames) Frames() [][2]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][2]int(nil), s.frames...)
+}
+
+// ridingCluster is a gateway g reading ahead from an owner b, tuned by tune, with three
+// batches of 100 records leased at b, and b's frames recorded with the first two Acks
+// frames held.
+func ridingCluster(t *testing.T, tune func(string, *router.Config)) (*cluster, *settleFrames, [][]router.Handle) {
+	c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, tune)
+	c.produce(0, 400)
+	var batches [][]router.Handle
+	for range 3 {
+		msgs := c.nodes["b"].consume(context.Background(), router.ConsumeOptions{Max: 100})
+		require.Len(t, msgs, 100)
+		batches = append(batches, receipts(msgs))
+	}
+	s := &settleFrames{serve: c.nodes["b"].node.Serve, held: 2, release: make(chan struct{})}
+	c.net.Join("b", s.Serve)
+	return c, s, batches
+}
+
+// ackBatchesOneByOne acks each batch through g from a goroutine of its own, waiting for
+// each to be at the owner or queued before the next, and returns their errors once done is closed
+// and they all came back.
+func ackBatchesOneByOne(g *member, batches [][]router.Handle) func() [][]error {
+	errs := make([][]error, len(batches))
+	var wg sync.WaitGroup
+	for i, handles := range batches {
+		wg.Go(func() { errs[i] = g.node.AckBatch(context.Background(), "orders", handles) })
+		time.Sleep(rtt) // at the owner, or queued
+		synctest.Wait()
+	}
+	return func() [][]error {
+		wg.Wait()
+		return errs
+	}
+}
+
+// Issue 35, point 9: the acks a gateway's consumers queued for an owner (while two
+// AckBatches are out to it) leave in the frame of the gateway's next reservations from that
+// owner, and are answered in its reply: the queued batch comes back with the consume, each
+// ack applied, with no frame of its own.
+func TestAcksRideWithReservations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, batches := ridingCluster(t, nil)
+		defer c.close()
+		g := c.nodes["g"]
+		wait := ackBatchesOneByOne(g, batches)
+		assert.Equal(t, [][2]int{{wireAcks, 100}, {wireAcks, 100}}, s.Frames(), "two out, the third queued")
+
+		msgs := g.consume(context.Background(), router.ConsumeOptions{Max: 10})
+		require.Len(t, msgs, 10)
+		synctest.Wait()
+		frames := s.Frames()
+		require.GreaterOrEqual(t, len(frames), 3)
+		assert.Equal(t, [2]int{int(wire.OpConsume), 100}, frames[2], "the queued acks rode with the reservations: %v", frames)
+		assert.Equal(t, uint64(100), c.nodes["b"].node.Stats().Shards.Acked, "applied before the two held")
+
+		close(s.release)
+		for i, errs := range wait() {
+			for _, err := range errs {
+				require.NoError(t, err, "batch %d", i)
+			}
+		}
+		assert.Equal(t, uint64(300), c.nodes["b"].node.Stats().Shards.Acked)
+		for _, f := range s.Frames()[3:] {
+			assert.NotEqual(t, wireAcks, f[0], "no frame carried the riding acks again")
+			assert.Zero(t, f[1], "nothing left to ride")
+		}
+	})
+}
+
+// An owner before version 16 refuses a consume carrying acks, applying none of them: the
+// acks go in a frame of their own (an AckBatch, once it refused the Acks op too), the consume
+// again without them, and no ack rides to it for two minutes.
+func TestAcksRideNotToAnOlderOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, batches := ridingCluster(t, atVersion("b", 15))
+		defer c.close()
+		g := c.nodes["g"]
+		wait := ackBatchesOneByOne(g, batches)
+		msgs := g.consume(context.Background(), router.ConsumeOptions{Max: 10})
+		require.Len(t, msgs, 10)
+		close(s.release)
+		for i, errs := range wait() {
+			for _, err := range errs {
+				require.NoError(t, err, "batch %d", i)
+			}
+		}
+		synctest.Wait()
+		assert.Equal(t, uint64(300), c.nodes["b"].node.Stats().Shards.Acked, "each applied once")
+		riding := 0
+		for _, f := range s.Frames() {
+			if f[0] == int(wire.OpConsume) && f[1] > 0 {
+				riding++
+			}
+		}
+		assert.Equal(t, 1, riding, "refused once, then remembered: %v", s.Frames())
+
+		// Two batches out again, a third queued: it waits for its turn, not for a consume.
+		c.produce(0, 300)
+		batches = nil
+		for range 3 {
+			batches = append(batches, receipts(c.nodes["b"].consume(context.Background(), router.ConsumeOptions{Max: 100})))
+		}
+		for _, errs := range ackBatchesOneByOne(g, batches)() {
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+		}
+		g.consume(context.Background(), router.ConsumeOptions{Max: 10})
+		riding = 0
+		for _, f := range s.Frames() {
+			if f[0] == int(wire.OpConsume) && f[1] > 0 {
+				riding++
+			}
+		}
+		assert.Equal(t, 1, riding, "none rode again")
+	})
+}
+
+// A gateway before version 16 lets no ack ride: its queued batch waits for a slot, and
+// leaves in a frame of its own.
+func TestAcksRideNotFromAnOlderGateway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, batches := ridingCluster(t, atVersion("g", 15))
+		defer c.close()
+		s.mu.Lock()
+		s.held = 0 // the gateway sends AckBatches: none is held
+		s.mu.Unlock()
+		g := c.nodes["g"]
+		wait := ackBatchesOneByOne(g, batches)
+		g.consume(context.Background(), router.ConsumeOptions{Max: 10})
+		for _, errs := range wait() {
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+		}
+		batched := 0
+		for _, f := range s.Frames() {
+			switch f[0] {
+			case int(wire.OpConsume):
+				assert.Zero(t, f[1], "nothing rode: %v", s.Frames())
+			case wireAckBatch:
+				batched += f[1]
+			default:
+				t.Errorf("a frame of op %d: %v", f[0], s.Frames())
+			}
+		}
+		assert.Equal(t, 300, batched, "each ack in an AckBatch of its own")
+		assert.Equal(t, uint64(300), c.nodes["b"].node.Stats().Shards.Acked)
+	})
+}
