@@ -97,7 +97,7 @@ type Config struct {
 	// negative. AckAsync's acks share RPCs below it too (see Node.AckAsync).
 	AckWindow int
 	// WireVersion is the newest node-wire version this node speaks and accepts; zero means
-	// the newest (15). A host upgrading a cluster in place pins new nodes to the version of
+	// the newest (16). A host upgrading a cluster in place pins new nodes to the version of
 	// the oldest until all run the new release (as a broker's inter-node protocol version is
 	// pinned), and tests use it to play older releases. Version 1 is single acks, extends and
 	// nacks; 2 adds AckBatch (the releases before this field speak 2); 3 to 6 add the frames
