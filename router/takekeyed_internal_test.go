@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/crashfs"
+	"narad.dev/consume/inflight"
 )
 
 // An ordered partition's consume reads the next fresh records before it reserves them,
@@ -67,14 +68,7 @@ func TestOrderedConsumeOfOneReadsWithoutTheScanLock(t *testing.T) {
 	shard, err := n.localShard("t", 0)
 	require.NoError(t, err)
 
-	var lockedDuringRead []bool
-	log.onRead = func(int64) {
-		free := shard.ScanLock().TryLock()
-		if free {
-			shard.ScanLock().Unlock()
-		}
-		lockedDuringRead = append(lockedDuringRead, !free)
-	}
+	lockedDuringRead := scanLockedAtReads(log, shard)
 	// Offset 1 waits behind offset 0's key: read, deferred, and offset 2 taken, every read
 	// without the lock.
 	second, err := n.Consume(ctx, "t", ConsumeOptions{})
@@ -82,25 +76,25 @@ func TestOrderedConsumeOfOneReadsWithoutTheScanLock(t *testing.T) {
 	require.Len(t, second, 1)
 	require.Equal(t, int64(2), second[0].Offset)
 	require.Equal(t, []byte("v2"), second[0].Value)
-	require.Equal(t, []bool{false, false}, lockedDuringRead)
+	require.Equal(t, []bool{false, false}, *lockedDuringRead)
 	require.Equal(t, 1, shard.Stats().Keys.Deferred)
 
 	// A batch reads before it reserves too: offset 3 waits behind key a, offset 4 is taken.
-	lockedDuringRead = nil
+	*lockedDuringRead = nil
 	batch, err := n.Consume(ctx, "t", ConsumeOptions{Max: 5})
 	require.NoError(t, err)
 	require.Equal(t, []int64{4}, offsetsOf(batch), "key a is held: only c's record")
-	require.Equal(t, []bool{false, false}, lockedDuringRead)
+	require.Equal(t, []bool{false, false}, *lockedDuringRead)
 	require.Equal(t, 2, shard.Stats().Keys.Deferred)
 
 	// Key a frees: its next record comes in order, due again (deferred), under the lock,
 	// to a batch as to a consume of one.
 	require.NoError(t, n.Ack(ctx, "t", first[0].Receipt))
-	lockedDuringRead = nil
+	*lockedDuringRead = nil
 	third, err := n.Consume(ctx, "t", ConsumeOptions{Max: 5})
 	require.NoError(t, err)
 	require.Equal(t, []int64{1}, offsetsOf(third))
-	require.Equal(t, []bool{true}, lockedDuringRead, "a record due again is read under the lock")
+	require.Equal(t, []bool{true}, *lockedDuringRead, "a record due again is read under the lock")
 }
 
 // TestOrderedBatchTakesWhatItReadAfterAnotherConsume: a batch that read a run of fresh
@@ -140,21 +134,28 @@ func TestOrderedBatchLeavesAFailedReadToTheLockedScan(t *testing.T) {
 	require.NoError(t, err)
 	shard, err := n.localShard("t", 0)
 	require.NoError(t, err)
-	var locked []bool
-	log.onRead = func(int64) {
-		free := shard.ScanLock().TryLock()
-		if free {
-			shard.ScanLock().Unlock()
-		}
-		locked = append(locked, !free)
-	}
+	locked := scanLockedAtReads(log, shard)
 	batch, err := n.Consume(ctx, "t", ConsumeOptions{Max: 4})
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 3}, offsetsOf(batch))
 	// 1 read and taken first; 2 fails twice (first, then under the lock, which skips it);
 	// 3 under the lock, the scan's reserve being the next one.
-	require.Equal(t, []bool{false, false, false, true, true}, locked)
+	require.Equal(t, []bool{false, false, false, true, true}, *locked)
 	require.Equal(t, uint64(1), n.Stats().Shards.CorruptSkipped)
+}
+
+// scanLockedAtReads records, for each read of log from now on, whether shard's scan lock was
+// held while it read.
+func scanLockedAtReads(log *probedLog, shard *inflight.Shard) *[]bool {
+	locked := new([]bool)
+	log.onRead = func(int64) {
+		free := shard.ScanLock().TryLock()
+		if free {
+			shard.ScanLock().Unlock()
+		}
+		*locked = append(*locked, !free)
+	}
+	return locked
 }
 
 // rangedProbedLog is a probedLog that reads ranges, counting them.
@@ -195,14 +196,7 @@ func TestOrderedBatchReadsARangeBeforeItReserves(t *testing.T) {
 	require.NoError(t, err)
 	shard, err := n.localShard("t", 0)
 	require.NoError(t, err)
-	var locked []bool
-	log.onRead = func(int64) {
-		free := shard.ScanLock().TryLock()
-		if free {
-			shard.ScanLock().Unlock()
-		}
-		locked = append(locked, !free)
-	}
+	locked := scanLockedAtReads(log.probedLog, shard)
 	batch, err := n.Consume(ctx, "t", ConsumeOptions{Max: 6})
 	require.NoError(t, err)
 	// 1..6 read in one range: 4 waits behind k0's holder, 5 goes with 1 (one holder takes
@@ -210,8 +204,8 @@ func TestOrderedBatchReadsARangeBeforeItReserves(t *testing.T) {
 	// each record left (7, 8, 9) waits behind a key the batch's first call holds.
 	require.Equal(t, []int64{1, 2, 3, 5, 6}, offsetsOf(batch))
 	require.Equal(t, 1, log.ranges)
-	require.Len(t, locked, 9)
-	for _, l := range locked {
+	require.Len(t, *locked, 9)
+	for _, l := range *locked {
 		require.False(t, l)
 	}
 	require.Equal(t, 4, shard.Stats().Keys.Deferred)

@@ -107,24 +107,35 @@ func EncodeAcks(topic string, budget time.Duration, handles []Handle) ([]byte, e
 	return appendAcks(b, len(handles), budget, func(i int) Handle { return handles[i] }), nil
 }
 
+// uvarint reads an unsigned varint (see readVarint). One of a byte, the usual field of a
+// compact delivery (a difference from the delivery before), is read in line.
 func (r *reader) uvarint(what string) uint64 {
-	if r.err != nil {
-		return 0
+	if r.err == nil && len(r.b) > 0 && r.b[0] < 0x80 {
+		x := r.b[0]
+		r.b = r.b[1:]
+		return uint64(x)
 	}
-	x, n := binary.Uvarint(r.b)
-	if n <= 0 || n > 1 && r.b[n-1] == 0 {
-		r.fail("%s: a uvarint short, over 64 bits or longer than its value needs", what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
+	return readVarint(r, what, binary.Uvarint)
 }
 
+// varint reads a signed (zig-zag) varint (see readVarint), one of a byte in line.
 func (r *reader) varint(what string) int64 {
+	if r.err == nil && len(r.b) > 0 && r.b[0] < 0x80 {
+		x := r.b[0]
+		r.b = r.b[1:]
+		return int64(x>>1) ^ -int64(x&1)
+	}
+	return readVarint(r, what, binary.Varint)
+}
+
+// readVarint reads a varint with decode (binary.Uvarint or binary.Varint): one short, over
+// 64 bits, or longer than its value needs (a last byte of zero) is malformed, so that each
+// value has one form.
+func readVarint[T uint64 | int64](r *reader, what string, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	x, n := binary.Varint(r.b)
+	x, n := decode(r.b)
 	if n <= 0 || n > 1 && r.b[n-1] == 0 {
 		r.fail("%s: a varint short, over 64 bits or longer than its value needs", what)
 		return 0

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,22 +87,57 @@ func benchConsumeReply() *wire.ConsumeReply {
 	return r
 }
 
+// BenchmarkAppendConsumeReply writes the consume reply of benchConsumeReply in the plain
+// form and in the compact one (wire version 16).
 func BenchmarkAppendConsumeReply(b *testing.B) {
-	r := benchConsumeReply()
-	buf := wire.AppendConsumeReply(nil, r)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(buf)))
-	for b.Loop() {
-		buf = wire.AppendConsumeReply(buf[:0], r) // a reused buffer: no allocation
+	for _, compact := range []bool{false, true} {
+		b.Run(fmt.Sprintf("compact=%v", compact), func(b *testing.B) {
+			r := benchConsumeReply()
+			r.Compact = compact
+			buf := wire.AppendConsumeReply(nil, r)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				buf = wire.AppendConsumeReply(buf[:0], r) // a reused buffer: no allocation
+			}
+		})
 	}
 }
 
 func BenchmarkDecodeConsumeReply(b *testing.B) {
-	reply := wire.AppendConsumeReply(nil, benchConsumeReply())
+	for _, compact := range []bool{false, true} {
+		b.Run(fmt.Sprintf("compact=%v", compact), func(b *testing.B) {
+			r := benchConsumeReply()
+			r.Compact = compact
+			reply := wire.AppendConsumeReply(nil, r)
+			dst := make([]wire.Delivery, 0, len(r.Deliveries))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(reply)))
+			for b.Loop() {
+				if _, err := wire.DecodeConsumeReplyInto(dst[:0], reply); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeAcks decodes an Acks frame of a gateway's full batch (wire.MaxLargeBatch
+// plain acks over four partitions) into a reused slice, as an owner does.
+func BenchmarkDecodeAcks(b *testing.B) {
+	handles := make([]wire.Handle, wire.MaxLargeBatch)
+	for i := range handles {
+		handles[i] = wire.Handle{Partition: int32(i / 256), Offset: int64(1_000_000 + i), Nonce: uint64(i)*0x9e3779b97f4a7c15 + 1}
+	}
+	frame, err := wire.EncodeAcks("orders", time.Second, handles)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]wire.Handle, 0, len(handles))
 	b.ReportAllocs()
-	b.SetBytes(int64(len(reply)))
+	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
-		if _, err := wire.DecodeConsumeReply(reply); err != nil {
+		if _, _, _, err := wire.DecodeAcks(frame, wire.Newest, dst[:0]); err != nil {
 			b.Fatal(err)
 		}
 	}
