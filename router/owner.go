@@ -291,6 +291,11 @@ func (n *Node) serveConsume(ctx context.Context, acks []byte, from, topic string
 type consumeScratch struct {
 	msgs       []Message
 	deliveries []wire.Delivery
+	// written is the most messages and deliveries a consume left in them since the scratch
+	// was taken: release clears that much, not their whole capacity (a reservation's scan has
+	// room for aheadBatch records and often returns half). A scan writes its messages below
+	// the length it returns, clearing any it drops (partitionRead.keep).
+	written int
 }
 
 var consumeScratchPool = sync.Pool{New: func() any { return new(consumeScratch) }}
@@ -299,9 +304,9 @@ func getConsumeScratch() *consumeScratch { return consumeScratchPool.Get().(*con
 
 // release drops the scratch's references to the log's bytes and pools it.
 func (s *consumeScratch) release() {
-	clear(s.msgs[:cap(s.msgs)])
-	clear(s.deliveries[:cap(s.deliveries)])
-	s.msgs, s.deliveries = s.msgs[:0], s.deliveries[:0]
+	clear(s.msgs[:min(s.written, cap(s.msgs))])
+	clear(s.deliveries[:min(s.written, cap(s.deliveries))])
+	s.msgs, s.deliveries, s.written = s.msgs[:0], s.deliveries[:0], 0
 	consumeScratchPool.Put(s)
 }
 
@@ -350,7 +355,7 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 		err = ErrInvalidArgument
 	} else {
 		msgs, err = n.scan(req, s.msgs[:0])
-		s.msgs = msgs[:0]
+		s.msgs, s.written = msgs[:0], max(s.written, len(msgs))
 	}
 	n.stats.remote.served.Add(1)
 	if c.Claim {
