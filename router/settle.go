@@ -412,11 +412,20 @@ func (q *batchQueue) groupLocked(first *queuedBatch, limit int) []*queuedBatch {
 	if len(q.waiting) == 0 {
 		return []*queuedBatch{first}
 	}
-	group, size := []*queuedBatch{first}, len(first.handles)
+	group, _ := q.takeWaitingLocked([]*queuedBatch{first}, len(first.handles), func(b *queuedBatch, size int) bool {
+		return b.topic == first.topic && size+len(b.handles) <= limit
+	})
+	return group
+}
+
+// takeWaitingLocked takes the batches take accepts out of the queue, in the order they
+// queued, appending them to taken; size counts the records taken, from the size given, and
+// take is asked with it.
+func (q *batchQueue) takeWaitingLocked(taken []*queuedBatch, size int, take func(b *queuedBatch, size int) bool) ([]*queuedBatch, int) {
 	kept := q.waiting[:0]
 	for _, b := range q.waiting {
-		if b.topic == first.topic && size+len(b.handles) <= limit {
-			group = append(group, b)
+		if take(b, size) {
+			taken = append(taken, b)
 			size += len(b.handles)
 			continue
 		}
@@ -424,7 +433,7 @@ func (q *batchQueue) groupLocked(first *queuedBatch, limit int) []*queuedBatch {
 	}
 	clear(q.waiting[len(kept):])
 	q.waiting = kept
-	return group
+	return taken, size
 }
 
 // sendGroup sends the batches of group (of one topic) to the owner of l in one frame and puts
@@ -548,18 +557,9 @@ func answerQueued(batches []*queuedBatch) {
 func (q *batchQueue) takeRiders(topic string, now time.Time, limit int) (riding []*queuedBatch, acks int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	kept := q.waiting[:0]
-	for _, b := range q.waiting {
-		if b.topic == topic && b.op == opAck && now.Before(b.deadline) && acks+len(b.handles) <= limit {
-			riding = append(riding, b)
-			acks += len(b.handles)
-			continue
-		}
-		kept = append(kept, b)
-	}
-	clear(q.waiting[len(kept):])
-	q.waiting = kept
-	return riding, acks
+	return q.takeWaitingLocked(nil, 0, func(b *queuedBatch, acks int) bool {
+		return b.topic == topic && b.op == opAck && now.Before(b.deadline) && acks+len(b.handles) <= limit
+	})
 }
 
 // largeBatches reports whether a frame of settles to the owner of l may carry more than
