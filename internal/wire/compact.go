@@ -61,29 +61,29 @@ func appendCompactConsumeReply(dst []byte, r *ConsumeReply) []byte {
 	}
 	b = append(b, mark, r.Status)
 	b = appendMessage(b, r.Message)
-	b = binary.AppendUvarint(b, uint64(len(r.Deliveries)))
+	b = appendUvarint(b, uint64(len(r.Deliveries)))
 	prev = &zero
 	for i := range r.Deliveries {
 		d := &r.Deliveries[i]
-		b = binary.AppendVarint(b, int64(d.Partition)-int64(prev.Partition))
-		b = binary.AppendVarint(b, d.Offset-prev.Offset)
+		b = appendVarint(b, int64(d.Partition)-int64(prev.Partition))
+		b = appendVarint(b, d.Offset-prev.Offset)
 		b = binary.BigEndian.AppendUint64(b, d.Nonce)
-		b = binary.AppendUvarint(b, uint64(d.Attempt))
+		b = appendUvarint(b, uint64(d.Attempt))
 		b = append(b, d.Reason)
-		b = binary.AppendVarint(b, d.Expiry-prev.Expiry)
-		b = binary.AppendVarint(b, int64(d.Fence-prev.Fence))
-		b = binary.AppendVarint(b, d.Timestamp-prev.Timestamp)
-		b = binary.AppendUvarint(b, uint64(len(d.Key)))
+		b = appendVarint(b, d.Expiry-prev.Expiry)
+		b = appendVarint(b, int64(d.Fence-prev.Fence))
+		b = appendVarint(b, d.Timestamp-prev.Timestamp)
+		b = appendUvarint(b, uint64(len(d.Key)))
 		b = append(b, d.Key...)
-		b = binary.AppendUvarint(b, uint64(len(d.Value)))
+		b = appendUvarint(b, uint64(len(d.Value)))
 		b = append(b, d.Value...)
 		if mark == consumeReplyCompactHeadersMark {
-			b = binary.AppendUvarint(b, uint64(len(d.Headers)))
+			b = appendUvarint(b, uint64(len(d.Headers)))
 			for j := range d.Headers {
 				h := &d.Headers[j]
-				b = binary.AppendUvarint(b, uint64(len(h.Key)))
+				b = appendUvarint(b, uint64(len(h.Key)))
 				b = append(b, h.Key...)
-				b = binary.AppendUvarint(b, uint64(len(h.Value)))
+				b = appendUvarint(b, uint64(len(h.Value)))
 				b = append(b, h.Value...)
 			}
 		}
@@ -109,6 +109,18 @@ func compactHeadersLen(headers []Header) int {
 	}
 	return size
 }
+
+// appendUvarint appends x as a uvarint, one of a byte (most of a compact delivery's fields)
+// in line.
+func appendUvarint(b []byte, x uint64) []byte {
+	if x < 0x80 {
+		return append(b, byte(x))
+	}
+	return binary.AppendUvarint(b, x)
+}
+
+// appendVarint appends x as a zigzag varint (see appendUvarint).
+func appendVarint(b []byte, x int64) []byte { return appendUvarint(b, uint64(x<<1)^uint64(x>>63)) }
 
 // uvarintLen is the size of x as a uvarint.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
