@@ -492,11 +492,11 @@ func (n *Node) exchangeAcks(values context.Context, owner string, frame []byte, 
 	}
 	reply, err := wire.DecodeAcksReply(answers[:0], raw, len(answers))
 	switch {
-	case err == nil && reply.Refused && reply.Refusal.Status == wire.StatusUnsupported:
-		eachAnswer(answers, reply.Refusal)
-		return statusPlainAcksRefused
 	case err == nil && reply.Refused:
 		eachAnswer(answers, reply.Refusal)
+		if reply.Refusal.Status == wire.StatusUnsupported {
+			return statusPlainAcksRefused
+		}
 		return reply.Refusal.Status
 	case err == nil && len(reply.Rest) > 0:
 		err = fmt.Errorf("%w: trailing data after an acks reply", wire.ErrBadFrame)

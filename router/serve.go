@@ -53,11 +53,14 @@ func (n *Node) Serve(ctx context.Context, from string, frame []byte) ([]byte, er
 	case wire.OpConsume:
 		var acks []byte // the acks that rode with the consume, applied first
 		if len(req.Records) > 0 {
-			handles := make([]inflight.Handle, len(req.Records))
+			scratch := servePool.Get().(*serveScratch)
+			handles := scratch.plain[:0]
 			for i := range req.Records {
-				handles[i] = inflight.Handle(req.Records[i].Handle)
+				handles = append(handles, inflight.Handle(req.Records[i].Handle))
 			}
-			acks = n.appendPlainAcksReply(nil, ctx, start, req.Topic, req.Records[0].Budget, handles)
+			scratch.plain = handles[:0]
+			acks = n.appendPlainAcksReply(nil, ctx, start, req.Topic, req.Records[0].Budget, handles, scratch)
+			servePool.Put(scratch)
 		}
 		return n.serveConsume(ctx, acks, from, req.Topic, req.Consume), nil
 	case wire.OpConsumeBatch:
@@ -166,17 +169,15 @@ func (n *Node) serveAcksFrame(ctx context.Context, start time.Time, frame []byte
 		return refusalOf(err)
 	}
 	scratch.plain = handles[:0]
-	return n.appendPlainAcksReply(nil, ctx, start, topic, budget, handles)
+	return n.appendPlainAcksReply(nil, ctx, start, topic, budget, handles, scratch)
 }
 
 // appendPlainAcksReply applies handles, the plain acks of budget of an Acks frame (or of a
 // Consume's Acks flag) that arrived at start, each run of one partition with one AckMany
 // under one lock of its shard, and appends their acks reply to dst: the count applied, and
 // the answers of the others alone (those whose budget ran out before their run was reached
-// included).
-func (n *Node) appendPlainAcksReply(dst []byte, ctx context.Context, start time.Time, topic string, budget time.Duration, handles []inflight.Handle) []byte {
-	scratch := servePool.Get().(*serveScratch)
-	defer servePool.Put(scratch)
+// included). It works in scratch, whose plain handles may be handles.
+func (n *Node) appendPlainAcksReply(dst []byte, ctx context.Context, start time.Time, topic string, budget time.Duration, handles []inflight.Handle, scratch *serveScratch) []byte {
 	failed := scratch.failed[:0]
 	failAll := func(from, to int, a wire.Answer) {
 		for i := from; i < to; i++ {

@@ -445,25 +445,46 @@ func (n *Node) sendGroup(l *lane, group []*queuedBatch) {
 	if n.plainAcksTo(l, now) && allPlainAcks(group) && n.sendPlainAcks(l, now, group) {
 		return
 	}
-	count := 0
-	for _, b := range group {
-		count += len(b.handles)
-	}
-	blocks := make([]acklane.Ack, count)
-	acks := make([]*acklane.Ack, count)
-	answers := make([]wire.Answer, count)
-	i := 0
+	s := groupPool.Get().(*groupScratch)
+	defer s.put()
 	for _, b := range group {
 		for _, h := range b.handles {
-			blocks[i] = acklane.Ack{Topic: b.topic, Record: wire.Record{Op: b.op, Handle: h}, Deadline: b.deadline, Values: b.values}
-			acks[i] = &blocks[i]
-			i++
+			s.blocks = append(s.blocks, acklane.Ack{Topic: b.topic, Record: wire.Record{Op: b.op, Handle: h}, Deadline: b.deadline, Values: b.values})
 		}
 	}
-	n.call(l, n.clock.Now(), acks, answers)
-	for _, b := range group {
-		answers = answers[copy(b.answers, answers):]
+	for i := range s.blocks {
+		s.acks = append(s.acks, &s.blocks[i])
 	}
+	answers := group[0].answers // one batch (the usual case) is answered in place
+	if len(group) > 1 {
+		answers = slices.Grow(s.answers[:0], len(s.acks))[:len(s.acks)]
+		s.answers = answers
+	}
+	n.call(l, n.clock.Now(), s.acks, answers)
+	if len(group) > 1 {
+		for _, b := range group {
+			answers = answers[copy(b.answers, answers):]
+		}
+	}
+}
+
+// groupScratch is what sendGroup builds a frame of settles in (the settle blocks call
+// takes), pooled: the confirms and releases of reading ahead go this way.
+type groupScratch struct {
+	blocks  []acklane.Ack
+	acks    []*acklane.Ack
+	answers []wire.Answer
+}
+
+var groupPool = sync.Pool{New: func() any { return new(groupScratch) }}
+
+// put returns s to the pool, keeping none of the callers' contexts or the owners' messages.
+func (s *groupScratch) put() {
+	clear(s.blocks)
+	clear(s.acks)
+	clear(s.answers)
+	s.blocks, s.acks, s.answers = s.blocks[:0], s.acks[:0], s.answers[:0]
+	groupPool.Put(s)
 }
 
 // plainAcksTo reports whether plain acks go to the owner of l at now as an Acks frame: this

@@ -63,14 +63,14 @@ func appendAcks(b []byte, count int, budget time.Duration, at func(i int) Handle
 		for end < count && at(end).Partition == first.Partition {
 			end++
 		}
-		b = binary.AppendUvarint(b, uint64(first.Partition))
-		b = binary.AppendUvarint(b, uint64(end-i))
-		b = binary.AppendUvarint(b, uint64(first.Offset))
+		b = appendUvarint(b, uint64(first.Partition))
+		b = appendUvarint(b, uint64(end-i))
+		b = appendUvarint(b, uint64(first.Offset))
 		b = binary.BigEndian.AppendUint64(b, first.Nonce)
 		prev := first.Offset
 		for j := i + 1; j < end; j++ {
 			h := at(j)
-			b = binary.AppendVarint(b, h.Offset-prev)
+			b = appendVarint(b, h.Offset-prev)
 			b = binary.BigEndian.AppendUint64(b, h.Nonce)
 			prev = h.Offset
 		}
