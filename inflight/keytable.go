@@ -17,6 +17,11 @@ type keyTable struct {
 	count int
 	seed  uint64
 	shift uint8 // 64 - log2(len(slots))
+	// lowDeletes counts the deletes since the table was last a quarter full or more (or
+	// resized): it shrinks only once that reaches its size, so that keys that come and go
+	// in waves (a partition's batches, taken and acked) never make it shrink at each ebb and
+	// grow again at the next flood, rehashing its keys twice a wave.
+	lowDeletes int
 }
 
 // keySlot is one slot: empty when key is 0. A key held by one lease and by nothing else (no
@@ -36,7 +41,7 @@ type keySlot struct {
 
 const (
 	minKeyTable = 16
-	// keyTableKept is the size a table keeps however few keys are left (16 KiB): the keys of
+	// keyTableKept is the size a table keeps however few keys are left (40 KiB): the keys of
 	// a batch come and go together, and a table that shrank as they went would grow again
 	// for the next batch.
 	keyTableKept = 1024
@@ -126,8 +131,14 @@ func (t *keyTable) deleteAt(i int) {
 	}
 	t.slots[i] = keySlot{}
 	t.count--
-	if n := len(t.slots); n > keyTableKept && t.count*8 < n {
-		t.resize(n / 2) // a burst of keys gone: give the memory back
+	n := len(t.slots)
+	if t.count*4 >= n {
+		t.lowDeletes = 0
+		return
+	}
+	t.lowDeletes++
+	if n > keyTableKept && t.count*8 < n && t.lowDeletes >= n {
+		t.resize(n / 2) // a burst of keys long gone: give the memory back
 	}
 }
 
@@ -137,7 +148,7 @@ func (t *keyTable) resize(n int) {
 	t.slots = make([]keySlot, n)
 	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
 	t.seed = rand.Uint64()
-	t.count = 0
+	t.count, t.lowDeletes = 0, 0
 	for _, s := range old {
 		if s.key != 0 {
 			slot, _ := t.slotFor(s.key)

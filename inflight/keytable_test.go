@@ -142,6 +142,44 @@ func FuzzKeyTable(f *testing.F) {
 	}))
 }
 
+// TestKeyTableKeepsItsSizeThroughWaves: keys that come and go in waves (a partition's batches
+// taken and acked, the held keys swinging between a few and thousands) leave the table at the
+// size the crest needed, rather than shrinking at each ebb and growing again at the next
+// crest (every key rehashed twice a wave); a burst long gone gives its memory back.
+func TestKeyTableKeepsItsSizeThroughWaves(t *testing.T) {
+	var table keyTable
+	next := uint64(1)
+	wave := func(crest int) { // crest keys come, then go
+		keys := make([]uint64, 0, crest)
+		for ; len(keys) < crest; next++ {
+			slot, known := table.slotFor(next)
+			require.False(t, known)
+			slot.holding = next
+			keys = append(keys, next)
+		}
+		for _, key := range keys {
+			table.delete(key)
+		}
+	}
+	wave(1600)
+	size := len(table.slots)
+	require.Equal(t, 4096, size, "1,600 keys at most three quarters full")
+	for range 50 {
+		wave(1600)
+		require.Equal(t, size, len(table.slots), "the table's size through the waves")
+	}
+	require.Zero(t, table.len())
+	// The waves are over: a few keys come and go. After as many deletes as its size spent
+	// under a quarter full, the table halves, down to the size it keeps.
+	deletes := 0
+	for len(table.slots) > keyTableKept {
+		wave(10)
+		deletes += 10
+		require.LessOrEqual(t, deletes, 2*size+10, "deletes before the table shrank back")
+	}
+	require.Equal(t, keyTableKept, len(table.slots))
+}
+
 // BenchmarkKeyTable binds and forgets keys as an ordered partition's light keys come and go,
 // 100 held at a time, against a map.
 func BenchmarkKeyTable(b *testing.B) {
