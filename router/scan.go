@@ -23,6 +23,9 @@ const (
 	// held keys before it stops: a partition whose keys are nearly all held would otherwise
 	// have one consume read up to MaxDeferred records while the leases it took age.
 	orderedDefersPerScan = 256
+	// orderedDueChunk is how many records a locked scan of an ordered partition reserves at
+	// a time while it may hand the rest back to the reads outside the lock (takeLocked).
+	orderedDueChunk = 16
 )
 
 // A Message is a record delivered to a consumer, with its lease.
@@ -344,19 +347,39 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		return out, n.negativeWatermark(req.topic, partition, hwm)
 	}
 	ordered := shard.Ordered()
-	if ordered && !req.reserve && n.notBefore == nil {
-		// Fresh records are read before they are reserved (a gateway's reservations, and
-		// records the host may postpone, go the usual way).
-		var done bool
-		if budget.max-budget.taken == 1 {
-			out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out)
-		} else {
-			out, done = n.takeRunKeyed(req, partition, log, shard, hwm, now, budget, scratch, out)
+	// Fresh records of an ordered partition are read before they are reserved (a gateway's
+	// reservations, and records the host may postpone, go the usual way).
+	fresh := ordered && !req.reserve && n.notBefore == nil
+	for pass := 0; ; pass++ {
+		if fresh {
+			var done bool
+			if budget.max-budget.taken == 1 {
+				out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out)
+			} else {
+				out, done = n.takeRunKeyed(req, partition, log, shard, hwm, now, budget, scratch, out)
+			}
+			if done {
+				return out, nil
+			}
 		}
-		if done {
-			return out, nil
+		// Once per consume, a locked scan of an ordered partition that took what was due
+		// before the fresh records hands the rest back to the reads outside the lock.
+		var back bool
+		out, back, err = n.takeLocked(req, partition, log, shard, hwm, now, budget, scratch, out, fresh && pass == 0)
+		if !back {
+			return out, err
 		}
 	}
+}
+
+// takeLocked is takeFrom's scan that reserves before it reads: under the partition's
+// ScanLock when it is ordered. With handBack set, it reserves at most
+// orderedDueChunk records at a time, and stops (back) once nothing is due before the fresh
+// records any more: while one scan holds the lock, every consume's read of fresh records
+// outside it fails and queues for the lock, so a scan that read fresh records under it
+// would make every other consume of the partition do the same, one at a time.
+func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message, handBack bool) (_ []Message, back bool, err error) {
+	ordered := shard.Ordered()
 	if ordered {
 		// Keys are learnt by reading: one scan at a time reserves, reads and binds, so a
 		// key's records are bound in offset order (inflight.Shard.Bind). A busy partition
@@ -367,15 +390,15 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 			lock.Lock()
 		case !lock.TryLock():
 			budget.busy++
-			return out, nil
+			return out, false, nil
 		}
 		defer lock.Unlock()
 		if shard.Verifying() {
 			if err := n.verifyTails(shard, log, now); err != nil {
 				if len(out) > 0 {
-					return out, nil
+					return out, false, nil
 				}
-				return out, err
+				return out, false, err
 			}
 		}
 	}
@@ -383,6 +406,9 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 	deferredHere := 0 // records this scan deferred behind their keys
 	for !budget.full() {
 		want := budget.max - budget.taken
+		if handBack {
+			want = min(want, orderedDueChunk)
+		}
 		var leases []inflight.Lease
 		switch {
 		case req.reserve && want == 1: // a reservation of one record: no batch machinery either
@@ -405,7 +431,7 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 			if !ordered && (err == inflight.ErrEmpty || err == inflight.ErrAllReserved) {
 				budget.drained++ // nothing until something wakes it (see drained.go)
 			}
-			return out, nil // dry, all reserved, capped, or no longer served: the next partition
+			return out, false, nil // dry, all reserved, capped, or no longer served: the next partition
 		}
 		if out == nil {
 			out = make([]Message, 0, len(leases))
@@ -432,7 +458,7 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 				// not read on to the deferred bound. The next scan goes on from here.
 				*budget = r.budget
 				n.wake(req.topic, partition)
-				return out, nil
+				return out, false, nil
 			}
 		}
 		*budget = r.budget
@@ -443,17 +469,20 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 			// The failed read's reservations went back: the partition is done for this
 			// scan, which would only reserve them again. What was taken stands.
 			if len(out) > 0 {
-				return out, nil
+				return out, false, nil
 			}
-			return out, err
+			return out, false, err
 		}
 		if len(leases) < want && (!settled || req.reserve) {
 			// The partition gave what it had (nothing freed meanwhile), or the share of its
 			// in-flight room one reservation may take.
-			return out, nil
+			return out, false, nil
+		}
+		if handBack && shard.NextFresh() >= 0 {
+			return out, !budget.full(), nil // nothing due before the fresh records now
 		}
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // takeOneKeyed takes one record of an ordered partition without holding its scan lock
@@ -507,7 +536,7 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 // partition has no fresh record left, or a read failed).
 func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) (_ []Message, done bool) {
 	ranged, _ := log.(RangeReader)
-	deferred, overtaken := 0, 0
+	deferred, overtaken, waited := 0, 0, false
 	for !budget.full() {
 		off := shard.NextFresh()
 		if off < 0 || off >= hwm {
@@ -524,6 +553,16 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 		}
 		scratch.binding.keys = keys
 		leases, taken, err := shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
+		if err == inflight.ErrNotNext && budget.waitBusy && !waited && shard.NextFresh() == off {
+			// Nothing is due first, so another scan most likely holds the partition's
+			// ScanLock: wait for it to end and try the run once more, rather than queue for
+			// the lock to read the fresh records under it (see takeLocked).
+			waited = true
+			lock := shard.ScanLock()
+			lock.Lock()
+			lock.Unlock()
+			leases, taken, err = shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
+		}
 		for err == inflight.ErrNotNext { // unwrapped, as ReserveKeyed's
 			// Another consume took the run's first records: the rest of what was read may
 			// be next.
