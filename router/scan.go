@@ -26,6 +26,9 @@ const (
 	// orderedDueChunk is how many records a locked scan of an ordered partition reserves at
 	// a time while it may hand the rest back to the reads outside the lock (takeLocked).
 	orderedDueChunk = 16
+	// orderedHandBacks bounds the times one consume's locked scan of a partition hands back
+	// to the reads outside the lock (takeLocked).
+	orderedHandBacks = 4
 )
 
 // A Message is a record delivered to a consumer, with its lease.
@@ -362,10 +365,11 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 				return out, nil
 			}
 		}
-		// Once per consume, a locked scan of an ordered partition that took what was due
-		// before the fresh records hands the rest back to the reads outside the lock.
+		// A locked scan of an ordered partition that took what was due before the fresh
+		// records hands the rest back to the reads outside the lock (a few times a consume
+		// at most: each time, the reads may refuse again).
 		var back bool
-		out, back, err = n.takeLocked(req, partition, log, shard, hwm, now, budget, scratch, out, fresh && pass == 0)
+		out, back, err = n.takeLocked(req, partition, log, shard, hwm, now, budget, scratch, out, fresh && pass < orderedHandBacks)
 		if !back {
 			return out, err
 		}
