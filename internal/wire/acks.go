@@ -107,41 +107,55 @@ func EncodeAcks(topic string, budget time.Duration, handles []Handle) ([]byte, e
 	return appendAcks(b, len(handles), budget, func(i int) Handle { return handles[i] }), nil
 }
 
-// uvarint reads an unsigned varint (see readVarint). One of a byte, the usual field of a
+// uvarint reads an unsigned varint (see readUvarint). One of a byte, the usual field of a
 // compact delivery (a difference from the delivery before), is read in line.
 func (r *reader) uvarint(what string) uint64 {
-	if r.err == nil && len(r.b) > 0 && r.b[0] < 0x80 {
-		x := r.b[0]
-		r.b = r.b[1:]
-		return uint64(x)
+	if b := r.b; len(b) > 0 && b[0] < 0x80 {
+		r.b = b[1:]
+		return uint64(b[0])
 	}
-	return readVarint(r, what, binary.Uvarint)
+	return r.readUvarint(what)
 }
 
-// varint reads a signed (zig-zag) varint (see readVarint), one of a byte in line.
+// varint reads a signed (zig-zag) varint (see readUvarint), one of a byte in line.
 func (r *reader) varint(what string) int64 {
-	if r.err == nil && len(r.b) > 0 && r.b[0] < 0x80 {
-		x := r.b[0]
-		r.b = r.b[1:]
-		return int64(x>>1) ^ -int64(x&1)
+	var u uint64
+	if b := r.b; len(b) > 0 && b[0] < 0x80 {
+		r.b, u = b[1:], uint64(b[0])
+	} else {
+		u = r.readUvarint(what)
 	}
-	return readVarint(r, what, binary.Varint)
+	return unzigzag(u)
 }
 
-// readVarint reads a varint with decode (binary.Uvarint or binary.Varint): one short, over
-// 64 bits, or longer than its value needs (a last byte of zero) is malformed, so that each
-// value has one form.
-func readVarint[T uint64 | int64](r *reader, what string, decode func([]byte) (T, int)) T {
+// readUvarint reads a uvarint as binary.Uvarint does, in one loop of its own (a compact
+// delivery's timestamp and expiry are a few bytes each): one short, over 64 bits, or longer
+// than its value needs (a last byte of zero) is malformed, so that each value has one form.
+func (r *reader) readUvarint(what string) uint64 {
+	if b := r.b; len(b) >= 2 && b[0] >= 0x80 && b[1] < 0x80 && b[1] != 0 {
+		// Two bytes: a timestamp's difference, a value's length.
+		r.b = b[2:]
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7
+	}
 	if r.err != nil {
 		return 0
 	}
-	x, n := decode(r.b)
-	if n <= 0 || n > 1 && r.b[n-1] == 0 {
-		r.fail("%s: a varint short, over 64 bits or longer than its value needs", what)
-		return 0
+	var x uint64
+	for i, c := range r.b {
+		if i == binary.MaxVarintLen64 {
+			break // over 64 bits
+		}
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 || i > 0 && c == 0 {
+				break // over 64 bits, or longer than its value needs
+			}
+			r.b = r.b[i+1:]
+			return x | uint64(c)<<(7*i)
+		}
+		x |= uint64(c&0x7f) << (7 * i)
 	}
-	r.b = r.b[n:]
-	return x
+	r.fail("%s: a varint short, over 64 bits or longer than its value needs", what)
+	return 0
 }
 
 // acks reads the compact form of plain acks: records of op Ack, each with the frame's

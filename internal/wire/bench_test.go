@@ -77,12 +77,18 @@ func BenchmarkDecodeReply(b *testing.B) {
 	}
 }
 
-// benchConsumeReply is a batch of 100 deliveries of 1 KiB values.
+// benchConsumeReply is a batch of 100 deliveries of 1 KiB values, as an owner's reply to a
+// reservation brings them: records of two partitions in runs, produced some microseconds
+// apart (timestamps in nanoseconds), leases granted in a few calls (the time left differs
+// between them) with fencing tokens counting up, random nonces.
 func benchConsumeReply() *wire.ConsumeReply {
 	r := &wire.ConsumeReply{Deliveries: make([]wire.Delivery, 100)}
 	value := bytes.Repeat([]byte("v"), 1<<10)
+	timestamp := int64(1_780_000_000_000_000_000)
 	for i := range r.Deliveries {
-		r.Deliveries[i] = wire.Delivery{Partition: 1, Offset: int64(i), Nonce: uint64(i), Attempt: 1, Expiry: 1, Timestamp: 1, Fence: uint64(i), Key: []byte("key"), Value: value}
+		timestamp += int64(1_000 + i*37%900)
+		r.Deliveries[i] = wire.Delivery{Partition: int32(i / 50), Offset: int64(1_000_000 + i%50), Nonce: uint64(i+1) * 0x9e3779b97f4a7c15,
+			Attempt: 1, Expiry: int64(29_999_000_000 - i/25*4_000), Timestamp: timestamp, Fence: uint64(5_000 + i), Key: []byte("key"), Value: value}
 	}
 	return r
 }

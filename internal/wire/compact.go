@@ -131,17 +131,114 @@ func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 // compactBytes reads a uvarint length and that many bytes, aliased and capped; nil when
 // empty.
 func (r *reader) compactBytes(what string) []byte {
-	n := r.uvarint(what)
-	if r.err == nil && n > uint64(len(r.b)) {
-		r.fail("short %s", what)
+	p, rest := r.lengthPrefixed(r.b, what)
+	if r.err == nil {
+		r.b = rest
 	}
-	if r.err != nil || n == 0 {
-		return nil
-	}
-	p := r.b[:n:n]
-	r.b = r.b[n:]
 	return p
 }
+
+// compactDelivery reads a compact delivery into d (its headers aside: nil), its fields as
+// differences from prev's, which it updates. Most of them are varints of one byte, read in
+// line here (oneByteUvarint); a longer one goes to readUvarint, which names the field a
+// malformed one fails in.
+func (r *reader) compactDelivery(d *Delivery, prev *compactPrev) {
+	b := r.b
+	partition, b, ok := oneByteUvarint(b)
+	if !ok {
+		partition, b = r.longUvarint(b, "delivery partition")
+	}
+	offset, b, ok := oneByteUvarint(b)
+	if !ok {
+		offset, b = r.longUvarint(b, "delivery offset")
+	}
+	if len(b) < 8 {
+		r.short("delivery nonce")
+		return
+	}
+	nonce, b := binary.BigEndian.Uint64(b), b[8:]
+	attempt, b, ok := oneByteUvarint(b)
+	if !ok {
+		attempt, b = r.longUvarint(b, "delivery attempt")
+	}
+	if len(b) < 1 {
+		r.short("delivery reason")
+		return
+	}
+	reason, b := b[0], b[1:]
+	expiry, b, ok := oneByteUvarint(b)
+	if !ok {
+		expiry, b = r.longUvarint(b, "delivery expiry")
+	}
+	fence, b, ok := oneByteUvarint(b)
+	if !ok {
+		fence, b = r.longUvarint(b, "delivery fence")
+	}
+	timestamp, b, ok := oneByteUvarint(b)
+	if !ok {
+		timestamp, b = r.longUvarint(b, "delivery timestamp")
+	}
+	key, b := r.lengthPrefixed(b, "key")
+	value, b := r.lengthPrefixed(b, "value")
+	wide := int64(prev.partition) + unzigzag(partition)
+	if r.err != nil || wide < math.MinInt32 || wide > math.MaxInt32 || attempt > math.MaxUint32 {
+		r.fail("a delivery of partition %d, attempt %d", wide, attempt)
+		return
+	}
+	r.b = b
+	prev.partition = int32(wide)
+	prev.offset += unzigzag(offset)
+	prev.expiry += unzigzag(expiry)
+	prev.fence += uint64(unzigzag(fence))
+	prev.timestamp += unzigzag(timestamp)
+	*d = Delivery{Partition: prev.partition, Offset: prev.offset, Nonce: nonce, Attempt: uint32(attempt), Reason: reason,
+		Expiry: prev.expiry, Timestamp: prev.timestamp, Fence: prev.fence, Key: key, Value: value}
+}
+
+// compactPrev is what a compact delivery's fields are differences from: the delivery
+// before's (zero before the first).
+type compactPrev struct {
+	partition                 int32
+	offset, expiry, timestamp int64
+	fence                     uint64
+}
+
+// lengthPrefixed reads a uvarint length at the front of b and that many bytes after it
+// (aliased, capped; nil when empty), and returns what follows them.
+func (r *reader) lengthPrefixed(b []byte, what string) ([]byte, []byte) {
+	n, b, ok := oneByteUvarint(b)
+	if !ok {
+		n, b = r.longUvarint(b, what)
+	}
+	if n > uint64(len(b)) {
+		r.short(what)
+		return nil, nil
+	}
+	if n == 0 {
+		return nil, b
+	}
+	return b[:n:n], b[n:]
+}
+
+// oneByteUvarint reads the uvarint at the front of b when it is one byte: its value, what
+// follows it and true; otherwise b and false (see longUvarint). Small enough to inline.
+func oneByteUvarint(b []byte) (uint64, []byte, bool) {
+	if len(b) != 0 && b[0] < 0x80 {
+		return uint64(b[0]), b[1:], true
+	}
+	return 0, b, false
+}
+
+// longUvarint is readUvarint of the uvarint at the front of b, and what follows it (nil
+// once a read failed).
+func (r *reader) longUvarint(b []byte, what string) (uint64, []byte) {
+	r.b = b
+	x := r.readUvarint(what)
+	return x, r.b
+}
+
+// unzigzag is the signed value of a zigzag varint's bits.
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 // decodeCompactConsumeReply reads a compact consume reply (its mark read already: headers
 // says which), the deliveries appended to dst[:0], as DecodeConsumeReplyInto does.
@@ -160,26 +257,12 @@ func decodeCompactConsumeReply(dst []Delivery, r *reader, withHeaders bool) (Con
 		reply.Deliveries = slices.Grow(dst[:0], int(count))
 	}
 	anyHeaders := false
-	var prev Delivery
+	var prev compactPrev
 	for range count {
 		// Read in place: a delivery is large, and a reply's are many.
-		reply.Deliveries = append(reply.Deliveries, Delivery{})
+		reply.Deliveries = reply.Deliveries[:len(reply.Deliveries)+1]
 		d := &reply.Deliveries[len(reply.Deliveries)-1]
-		partition := int64(prev.Partition) + r.varint("delivery partition")
-		d.Partition = int32(partition)
-		d.Offset = prev.Offset + r.varint("delivery offset")
-		d.Nonce = r.u64("delivery nonce")
-		attempt := r.uvarint("delivery attempt")
-		d.Reason = r.u8("delivery reason")
-		d.Expiry = prev.Expiry + r.varint("delivery expiry")
-		d.Fence = prev.Fence + uint64(r.varint("delivery fence"))
-		d.Timestamp = prev.Timestamp + r.varint("delivery timestamp")
-		if r.err == nil && (partition < math.MinInt32 || partition > math.MaxInt32 || attempt > math.MaxUint32) {
-			r.fail("a delivery of partition %d, attempt %d", partition, attempt)
-		}
-		d.Attempt = uint32(attempt)
-		d.Key = r.compactBytes("key")
-		d.Value = r.compactBytes("value")
+		r.compactDelivery(d, &prev)
 		if withHeaders {
 			n := r.uvarint("headers")
 			if r.err == nil && n > uint64(len(r.b)/2) { // a header takes two lengths at least
@@ -201,7 +284,6 @@ func decodeCompactConsumeReply(dst []Delivery, r *reader, withHeaders bool) (Con
 		if r.err != nil {
 			return ConsumeReply{}, r.err
 		}
-		prev = Delivery{Partition: d.Partition, Offset: d.Offset, Expiry: d.Expiry, Fence: d.Fence, Timestamp: d.Timestamp}
 	}
 	if len(r.b) > 0 {
 		return ConsumeReply{}, fmt.Errorf("%w: trailing data", ErrBadFrame)

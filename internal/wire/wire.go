@@ -625,13 +625,16 @@ func readHeader(b []byte, v Version) (reader, string, error) {
 
 // reader reads a frame's fields in order; the first one missing sets err, after which
 // every read returns zero.
+// reader reads a frame's fields from b. The first field it cannot read sets err and drops
+// what is left of b, so that every read after it finds nothing: the reads' fast paths (a
+// field in b) need no test of err, and inline.
 type reader struct {
 	b   []byte
 	err error
 }
 
 func (r *reader) take(n int, what string) []byte {
-	if r.err != nil || n < 0 || len(r.b) < n {
+	if n < 0 || len(r.b) < n {
 		r.short(what)
 		return nil
 	}
@@ -646,6 +649,7 @@ func (r *reader) short(what string) {
 	if r.err == nil {
 		r.err = fmt.Errorf("%w: short %s", ErrBadFrame, what)
 	}
+	r.b = nil
 }
 
 func (r *reader) u8(what string) byte {
@@ -683,6 +687,7 @@ func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
 		r.err = fmt.Errorf("%w: "+format, append([]any{ErrBadFrame}, args...)...)
 	}
+	r.b = nil
 }
 
 func (r *reader) record(op byte) Record {
