@@ -60,3 +60,32 @@ func TestUnconfirmedSetIsAMapOfHandles(t *testing.T) {
 		assert.False(t, slices.ContainsFunc(all, func(h Handle) bool { return h.Nonce == 0 }))
 	})
 }
+
+// BenchmarkUnconfirmedSet puts the records of a refill as a gateway hands them over (runs of
+// one owner, two owners in turn), then drops them as their acks are forwarded: one put and
+// one drop per record (b.N records).
+func BenchmarkUnconfirmedSet(b *testing.B) {
+	const refill = 400
+	handles := make([]Handle, refill)
+	for i := range handles {
+		handles[i] = Handle{Partition: int32(i / 100), Offset: int64(1_000 + i), Nonce: uint64(i+1) * 0x9E3779B97F4A7C15}
+	}
+	owners := []string{"node-a", "node-b"}
+	var set unconfirmedSet
+	b.ReportAllocs()
+	round := 0
+	for i := 0; i < b.N; i += refill {
+		owner := owners[round%2]
+		for j := range handles {
+			handles[j].Offset += refill
+			set.put(handles[j], owner)
+		}
+		for _, h := range handles {
+			set.drop(h)
+		}
+		round++
+	}
+	if set.len() != 0 {
+		b.Fatalf("%d left", set.len())
+	}
+}
