@@ -9,12 +9,23 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestMapAgainstMap runs a Map's operations against a plain map.
+// TestMapAgainstMap runs a Map's operations against a plain map, over keys of which some
+// share a slot of the cache of recent reads (a read of one evicts the other's entry), and
+// are removed and added again while an entry of theirs may be cached.
 func TestMapAgainstMap(t *testing.T) {
+	names := []string{"", "a", "b", "topic", "node-2"}
+	bySlot := map[int][]string{}
+	for i := 0; len(names) < 12; i++ {
+		key := fmt.Sprintf("orders-%d", i)
+		slot := recentSlot(key)
+		if bySlot[slot] = append(bySlot[slot], key); len(bySlot[slot]) == 2 {
+			names = append(names, bySlot[slot]...)
+		}
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		var table Map[int]
 		model := map[string]int{}
-		keys := rapid.SampledFrom([]string{"", "a", "b", "topic", "node-2"})
+		keys := rapid.SampledFrom(names)
 		t.Repeat(map[string]func(*rapid.T){
 			"load": func(t *rapid.T) {
 				key := keys.Draw(t, "key")
@@ -37,6 +48,11 @@ func TestMapAgainstMap(t *testing.T) {
 				if got != want || added == had {
 					t.Fatalf("LoadOrAdd(%q) = %d (added %v); want %d (had %v)", key, got, added, want, had)
 				}
+			},
+			"store": func(t *rapid.T) {
+				key, v := keys.Draw(t, "key"), rapid.Int().Draw(t, "v")
+				table.Store(key, v)
+				model[key] = v
 			},
 			"remove": func(t *rapid.T) {
 				key := keys.Draw(t, "key")
