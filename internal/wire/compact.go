@@ -141,7 +141,8 @@ func (r *reader) compactBytes(what string) []byte {
 // compactDelivery reads a compact delivery into d (its headers aside: nil), its fields as
 // differences from prev's, which it updates. Most of them are varints of one byte, read in
 // line here (oneByteUvarint); a longer one goes to readUvarint, which names the field a
-// malformed one fails in.
+// malformed one fails in. The fields are read one after the other, written out: a loop
+// over a table of them took a third more instructions a delivery.
 func (r *reader) compactDelivery(d *Delivery, prev *compactPrev) {
 	b := r.b
 	partition, b, ok := oneByteUvarint(b)
