@@ -268,6 +268,9 @@ func (n *Node) Replay(ctx context.Context, topic string, partition int32, offset
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
+	if err := checkPartition(partition); err != nil {
+		return nil, err
+	}
 	local, remote, ok, verdict := n.partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic

@@ -132,8 +132,8 @@ func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]by
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
-	if partition < 0 {
-		return nil, fmt.Errorf("%w: partition %d", ErrInvalidArgument, partition)
+	if err := checkPartition(partition); err != nil {
+		return nil, err
 	}
 	key := shardKey{topic, partition}
 	h, err := n.fencedEntry(key)
@@ -448,8 +448,8 @@ func ReadState(fsys FS, dir, topic string, partition int32) ([]byte, error) {
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
-	if partition < 0 {
-		return nil, fmt.Errorf("%w: partition %d", ErrInvalidArgument, partition)
+	if err := checkPartition(partition); err != nil {
+		return nil, err
 	}
 	var rfs offsets.FS // nil: the real file system
 	if fsys != nil {

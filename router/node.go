@@ -594,6 +594,9 @@ func (n *Node) Persist(ctx context.Context, topic string, partition int32) error
 		return ErrClosed
 	}
 	defer n.life.fence.leave()
+	if err := checkPartition(partition); err != nil {
+		return err
+	}
 	if _, err := n.localShard(topic, partition); err != nil {
 		return err
 	}

@@ -83,12 +83,16 @@ func (s PartitionStatus) Drained() bool {
 // watermark, its backlog, and what is in flight, delayed, acked ahead or quarantined. It is
 // read-only: a partition the node has not loaded is reported as not loaded, and nothing is
 // created for it. It answers ErrUnknownTopic for a topic Routes does not know, ErrNotLocal
-// for a partition another node owns, and ErrClosed once Close has begun.
+// for a partition another node owns, ErrInvalidArgument for a negative one, and ErrClosed
+// once Close has begun.
 func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, error) {
 	if !n.life.fence.enter() {
 		return PartitionStatus{}, ErrClosed
 	}
 	defer n.life.fence.leave()
+	if err := checkPartition(partition); err != nil {
+		return PartitionStatus{}, err
+	}
 	local, _, ok, verdict := n.partitions(topic)
 	switch {
 	case !ok:

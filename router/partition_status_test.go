@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -275,5 +276,41 @@ func testPartitionStatusNotLoaded(t *testing.T, withStore bool) {
 		again, err := h.node.PartitionStatus("orders", 0)
 		require.NoError(t, err)
 		assert.False(t, again.Loaded, "asking loaded nothing")
+	})
+}
+
+// A negative partition is the caller's mistake, answered ErrInvalidArgument (400) by every
+// call that names a partition, not ErrNotLocal (503, which says try again), and it changes
+// nothing.
+func TestNegativePartitionIsInvalidEverywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, 2)
+		held := h.one()
+		ctx := context.Background()
+		for _, p := range []int32{-1, math.MinInt32} {
+			calls := map[string]error{}
+			_, calls["PartitionStatus"] = h.node.PartitionStatus("orders", p)
+			_, calls["Replay"] = h.node.Replay(ctx, "orders", p, 0, 1)
+			_, calls["PurgePartition"] = h.node.PurgePartition(ctx, "orders", p)
+			_, calls["Requeue"] = h.node.Requeue("orders", p, 0)
+			_, calls["RequeueAll"] = h.node.RequeueAll("orders", p)
+			_, calls["Quarantined"] = h.node.Quarantined("orders", p)
+			_, calls["Discard"] = h.node.Discard("orders", p, 0)
+			calls["Persist"] = h.node.Persist(ctx, "orders", p)
+			_, calls["HandOff"] = h.node.HandOff(ctx, "orders", p)
+			_, calls["ReadState"] = router.ReadState(h.fs, h.dir, "orders", p)
+			for name, err := range calls {
+				assert.ErrorIs(t, err, router.ErrInvalidArgument, "%s of partition %d", name, p)
+				assert.Equal(t, 400, router.HTTPStatus(err), "%s of partition %d", name, p)
+			}
+		}
+		st, err := h.node.PartitionStatus("orders", 0)
+		require.NoError(t, err)
+		assert.Equal(t, 1, st.Leased, "the lease held is still held")
+		assert.Equal(t, int64(-1), st.Frontier, "nothing settled")
+		assert.Equal(t, int64(2), st.Backlog)
+		require.NoError(t, h.ack(held))
 	})
 }

@@ -27,6 +27,9 @@ func (n *Node) PurgePartition(ctx context.Context, topic string, partition int32
 		return 0, ErrClosed
 	}
 	defer n.life.fence.leave()
+	if err := checkPartition(partition); err != nil {
+		return 0, err
+	}
 	moved, err := n.settleBelowWatermark(topic, partition)
 	if err != nil {
 		return 0, err

@@ -41,6 +41,9 @@ func withLocalShard[T any](n *Node, topic string, partition int32, op func(*infl
 		return zero, ErrClosed
 	}
 	defer n.life.fence.leave()
+	if err := checkPartition(partition); err != nil {
+		return zero, err
+	}
 	shard, err := n.localShard(topic, partition)
 	if err != nil {
 		return zero, err

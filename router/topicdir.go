@@ -39,6 +39,16 @@ func checkTopic(topic string) error {
 	return nil
 }
 
+// checkPartition refuses a partition number no routes can name: a negative one. A call that
+// names one is the caller's mistake (400), not a partition served elsewhere (ErrNotLocal, 503:
+// try again).
+func checkPartition(partition int32) error {
+	if partition < 0 {
+		return fmt.Errorf("%w: partition %d is negative", ErrInvalidArgument, partition)
+	}
+	return nil
+}
+
 // statesInDir reports whether the partitions' states live in the data directory
 // (Config.Dir), kept by the node's file committer: each partition has a directory there,
 // which the node creates, clears and marks (MovedFile). It is the contrary of

@@ -21,9 +21,11 @@ type Handler func(ctx context.Context, m Message) error
 
 // WorkOptions shape Work. The zero value runs one handler at a time.
 type WorkOptions struct {
-	// Concurrency is how many handlers run at once; zero means one.
+	// Concurrency is how many handlers run at once; zero means one. Above MaxBatch, a
+	// consume still asks for at most MaxBatch records. Negative is ErrInvalidArgument.
 	Concurrency int
-	// Wait is the long-poll of each consume; zero means 20 s.
+	// Wait is the long-poll of each consume; zero means 20 s. Negative, or above MaxWait, is
+	// ErrInvalidArgument.
 	Wait time.Duration
 	// Visibility is the lease of each record; zero means the topic's. While a handler runs
 	// the worker extends its lease every half of it, so a slow handler keeps its record
@@ -69,7 +71,8 @@ func stopsWork(err error) bool {
 // handler returns an error once ctx ended is released (not an attempt), one whose handler
 // returns nil is acked (Handler), and a handler that goes on regardless keeps its lease
 // extended until it returns. It returns nil when ctx ends, or the error that stopped it (the
-// node closed, the topic deleted).
+// node closed, the topic deleted). A nil handler or options out of range (see WorkOptions and
+// ConsumeOptions) answer ErrInvalidArgument before anything is consumed.
 func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts WorkOptions) error {
 	if n.life.closed.Load() {
 		return ErrClosed
@@ -77,11 +80,16 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 	if err := checkTopic(topic); err != nil {
 		return err
 	}
-	slots := max(opts.Concurrency, 1)
 	wait := opts.Wait
-	if wait <= 0 {
+	if wait == 0 {
 		wait = defaultWorkWait
 	}
+	if err := checkWorkOptions(handler, opts.Concurrency, ConsumeOptions{
+		Wait: wait, Visibility: opts.Visibility, Pinned: opts.Pinned, Partition: opts.Partition,
+	}); err != nil {
+		return err
+	}
+	slots := max(opts.Concurrency, 1)
 	w := &worker{n: n, topic: topic, handler: handler, opts: opts, free: make(chan struct{}, slots)}
 	for range slots {
 		w.free <- struct{}{}
@@ -95,9 +103,11 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 			return nil
 		case <-w.free:
 		}
+		// At most MaxBatch, which a consume may ask for: a Concurrency above it takes the
+		// rest of its free slots in the next consumes.
 		take := 1
 	more:
-		for take < slots {
+		for take < min(slots, MaxBatch) {
 			select {
 			case <-w.free:
 				take++
@@ -132,6 +142,22 @@ func (n *Node) Work(ctx context.Context, topic string, handler Handler, opts Wor
 			go w.run(ctx, m)
 		}
 	}
+}
+
+// checkWorkOptions refuses what Work cannot run: without it a nil handler would be called
+// (a panic, recovered) and nack every record it took, and a negative Concurrency or Wait
+// would be taken silently for the default. consume is Work's consumes with a batch of one.
+func checkWorkOptions(handler Handler, concurrency int, consume ConsumeOptions) error {
+	switch {
+	case handler == nil:
+		return fmt.Errorf("%w: Work's handler is nil", ErrInvalidArgument)
+	case concurrency < 0:
+		return fmt.Errorf("%w: WorkOptions.Concurrency %d is negative", ErrInvalidArgument, concurrency)
+	}
+	if err := consume.check(); err != nil {
+		return fmt.Errorf("WorkOptions: %w", err)
+	}
+	return nil
 }
 
 type worker struct {

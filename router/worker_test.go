@@ -362,3 +362,75 @@ func TestWorkDoesNotWaitForAForwardedAck(t *testing.T) {
 		assert.GreaterOrEqual(t, time.Since(start), time.Second)
 	})
 }
+
+// Work refuses what it cannot run before it consumes anything: a nil handler (which would
+// otherwise panic on each record and nack it), a negative Concurrency or Wait (which were
+// taken for the defaults), and consume options out of range.
+func TestWorkRefusesBadOptionsAndChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		// A record quarantined at its second delivery: without the check, the nil handler's
+		// panics would nack the records round and round without ever blocking.
+		h.close()
+		h.cfg.Topic = func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 2} }
+		h.start()
+		defer h.close()
+		h.produce(0, 3)
+		handler := func(context.Context, router.Message) error { return nil }
+		cases := []struct {
+			name    string
+			handler router.Handler
+			opts    router.WorkOptions
+		}{
+			{"nil handler", nil, router.WorkOptions{}},
+			{"negative concurrency", handler, router.WorkOptions{Concurrency: -1}},
+			{"negative wait", handler, router.WorkOptions{Wait: -time.Second}},
+			{"wait above MaxWait", handler, router.WorkOptions{Wait: router.MaxWait + 1}},
+			{"negative visibility", handler, router.WorkOptions{Visibility: -1}},
+			{"visibility above MaxVisibility", handler, router.WorkOptions{Visibility: router.MaxVisibility + 1}},
+			{"pinned to a negative partition", handler, router.WorkOptions{Pinned: true, Partition: -1}},
+		}
+		for _, c := range cases {
+			// Bounded, so that a Work that takes its options runs a while, returns nil and
+			// fails the test rather than hang it.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := h.node.Work(ctx, "orders", c.handler, c.opts)
+			cancel()
+			assert.ErrorIs(t, err, router.ErrInvalidArgument, c.name)
+		}
+		st := h.node.Stats().Shards
+		assert.Zero(t, st.Nacked)
+		assert.Zero(t, st.Acked)
+		msgs := h.consume(router.ConsumeOptions{Max: 10})
+		require.Len(t, msgs, 3, "every record is still there")
+		for _, m := range msgs {
+			assert.Equal(t, uint32(1), m.Attempt, "no delivery was spent")
+		}
+	})
+}
+
+// A Concurrency above MaxBatch runs: each consume asks for at most MaxBatch records, however
+// many handlers are free.
+func TestWorkRunsAConcurrencyAboveMaxBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 0)
+		defer h.close()
+		h.produce(0, router.MaxBatch+10)
+		var handled atomic.Int32
+		var reported []error
+		var mu sync.Mutex
+		stop := h.work(func(ctx context.Context, m router.Message) error {
+			handled.Add(1)
+			return nil
+		}, router.WorkOptions{Concurrency: 2 * router.MaxBatch, OnError: func(_ router.Message, err error) {
+			mu.Lock()
+			reported = append(reported, err)
+			mu.Unlock()
+		}})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.NoError(t, stop())
+		assert.Empty(t, reported)
+		assert.Equal(t, int32(router.MaxBatch+10), handled.Load())
+	})
+}

@@ -121,7 +121,8 @@ const smallReply = 2 << 10
 var allowPost = []string{http.MethodPost}
 
 // ConfigureServer makes srv accept HTTP/2 cleartext with prior knowledge (what a Transport
-// speaks by default) besides what it accepted: HTTP/1.1 and, over TLS, HTTP/2, when
+// speaks with Unframed, and to a peer that does not upgrade) besides what it accepted:
+// HTTP/1.1 (framed connections are an upgrade from it) and, over TLS, HTTP/2, when
 // srv.Protocols is nil. Call it before srv serves.
 func ConfigureServer(srv *http.Server) {
 	p := new(http.Protocols)
