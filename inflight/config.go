@@ -39,7 +39,8 @@ const (
 )
 
 // Config holds a topic's settings. They are configured per topic and enforced per partition.
-// The zero value means the defaults.
+// The zero value means the defaults. A negative count or duration is taken as zero (what a
+// field's zero means), but for ReadAhead, where negative turns reading ahead off.
 type Config struct {
 	// VisibilityTimeout is how long a lease lasts unless extended, and the default length
 	// of an extension. Zero means DefaultVisibilityTimeout.
