@@ -319,12 +319,23 @@ func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) 
 			what = "the consume frame's Claim byte"
 		}
 	}
-	if what == "" {
+	malformed := false
+	if len(frame) > 0 && frame[0] == wire.OpConsume {
+		r, err := wire.DecodeConsumeReply(memberReply(frame, reply, 0))
+		malformed = err == nil && r.Status == wire.StatusBadRequest
+	}
+	if what == "" && !malformed {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	if malformed {
+		s.consumesRefused = append(s.consumesRefused, consumeRefused{from: nd, owner: to, sent: sent})
+	}
+	if what == "" {
+		return
+	}
 	s.report.Refusals++
 	k := refusal{nd.cur(), to, what}
 	if learned, ok := s.refusals[k]; ok && sent.After(learned) && sent.Before(learned.Add(2*time.Minute)) {
@@ -364,4 +375,38 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// consumeRefused is a consume frame an older owner refused as malformed.
+type consumeRefused struct {
+	from  *node
+	owner string
+	sent  time.Time
+}
+
+// consumeFields are the wire versions that brought each optional field of a consume frame
+// (Claim, Max, relative expiry, Headers, Reserve, riding acks, compact deliveries): an owner
+// on a release before one refuses a frame carrying it, and the requester sends it again
+// without.
+var consumeFields = []wire.Version{wire.V5, wire.V6, wire.V7, wire.V9, wire.V11, wire.V16, wire.V16}
+
+// consumeFieldsLearnt is how many consume frames from requester that left at since or later
+// owner refused as malformed, at most one per consume field requester knows and owner does
+// not: the round trips requester spent learning owner's release.
+func (s *sim) consumeFieldsLearnt(requester, owner *node, since time.Time) int {
+	unknown := 0
+	for _, v := range consumeFields {
+		if requester.knows(v) && !owner.knows(v) {
+			unknown++
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refused := 0
+	for _, r := range s.consumesRefused {
+		if r.from == requester && r.owner == owner.id && !r.sent.Before(since) {
+			refused++
+		}
+	}
+	return min(refused, unknown)
 }

@@ -321,7 +321,10 @@ func TestLibraryRegressions(t *testing.T) {
 // appended while its consumer still probed the owners one by one; in runs with paused owners,
 // a notification to a node paused past its budget, which the owner abandoned at the budget
 // and the checker held to the hold's end, and a record nacked through an owner as it resumed,
-// promised to a token and leased to a consumer at one instant): each must pass.
+// promised to a token and leased to a consumer at one instant; in runs with the fault classes
+// of graceful degradation, a sparse record claimed from an owner on an older release that
+// refused the claim's newer fields one round trip at a time, the first claim since the
+// consumer's node restarted): each must pass.
 func TestCheckerRegressions(t *testing.T) {
 	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589, 4241, 5648, 5984, 113315, 119873, 214062, 507640, 781841} {
 		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), NoMoves: true, NoStore: true, OldSchedule: true}); err != nil { // the schedule that fooled it
@@ -331,6 +334,11 @@ func TestCheckerRegressions(t *testing.T) {
 	for _, seed := range []uint64{6197, 9175, 27457, 33581, 40868, 56361, 59204} {
 		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), Zombies: true, CutOffs: true}); err != nil {
 			t.Errorf("%v\nreplay: SIM_ZOMBIES=1 %s", err, replay(seed))
+		}
+	}
+	for _, seed := range []uint64{102282} {
+		if _, err := runSeed(t, seed, degradeOptions()); err != nil {
+			t.Errorf("%v\nreplay: SIM_DEGRADE_SEEDS=1 go test ./internal/sim -run 'TestDegradeSeeds$' -from=%d", err, seed)
 		}
 	}
 }
@@ -594,7 +602,7 @@ func TestDegradeSeeds(t *testing.T) {
 	quarantined := 0
 	var overrun time.Duration
 	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
-		rep, err := runSeed(t, seed, sim.Options{Hangs: true, Skew: true, Liar: true, MaxDeliveries: 2, Tolerate: knownKinds()})
+		rep, err := runSeed(t, seed, degradeOptions())
 		if err != nil {
 			t.Errorf("%v\nreplay: SIM_DEGRADE_SEEDS=1 go test ./internal/sim -run 'TestDegradeSeeds$' -from=%d", err, seed)
 			continue
@@ -609,6 +617,11 @@ func TestDegradeSeeds(t *testing.T) {
 	if faults.Hangs == 0 || faults.Forged == 0 || faults.SkewedNodes == 0 || quarantined == 0 {
 		t.Errorf("a fault class forced on never showed in %d seeds", n)
 	}
+}
+
+// degradeOptions are TestDegradeSeeds's options.
+func degradeOptions() sim.Options {
+	return sim.Options{Hangs: true, Skew: true, Liar: true, MaxDeliveries: 2, Tolerate: knownKinds()}
 }
 
 // TestRejectSeeds runs seeds with rejects on whatever they draw (SIM_REJECT_SEEDS, or 40),
