@@ -248,10 +248,10 @@ func (nd *node) knows(v wire.Version) bool {
 // One refusal per upgrade (invariant 14): an owner on an older release costs at most one
 // refused request every 2 minutes per op or field it does not know. The tracker sits in
 // each node's Transport, where a request leaves and its reply comes back: a refusal (status
-// 6 for an op; 3 for a Consume frame carrying the Claim byte or Max, which is how the
-// requester reads it) is learned when its reply arrives, per requesting process, owner and
-// what was refused; a request that left after the requester learned of a refusal, within 2
-// minutes of it, and is refused again breaks the promise.
+// 6 for an op; 3 for a Consume frame, of the newest optional field it carries, which is how
+// the requester reads it, in either reply format) is learned when its reply arrives, per
+// requesting process, owner and what was refused; a request that left after the requester
+// learned of a refusal, within 2 minutes of it, and is refused again breaks the promise.
 
 // refusal is what an older owner refused a requesting process.
 type refusal struct {
@@ -304,27 +304,19 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 // refused sees a reply reach node nd from owner to, for a frame that left at sent.
 func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) {
 	what := ""
+	malformed := false // a consume frame refused for a field the owner does not know
 	switch {
 	case len(frame) == 0:
 	case len(reply) > 3 && reply[0] == 0 && reply[1] == 1 && reply[2] == wire.StatusUnsupported,
 		len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusUnsupported:
 		what = fmt.Sprintf("op %d", frame[0])
-	case len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusBadRequest && frame[0] == wire.OpConsume:
-		req, err := wire.DecodeRequest(frame, wire.Newest)
-		switch {
-		case err != nil:
-		case req.Consume.Max > 1:
-			what = "the consume frame's Max"
-		case req.Consume.Claim:
-			what = "the consume frame's Claim byte"
+	case frame[0] == wire.OpConsume:
+		r, err := wire.DecodeConsumeReply(memberReply(frame, reply, 0))
+		if malformed = err == nil && r.Status == wire.StatusBadRequest; malformed {
+			what = newestConsumeField(frame)
 		}
 	}
-	malformed := false
-	if len(frame) > 0 && frame[0] == wire.OpConsume {
-		r, err := wire.DecodeConsumeReply(memberReply(frame, reply, 0))
-		malformed = err == nil && r.Status == wire.StatusBadRequest
-	}
-	if what == "" && !malformed {
+	if what == "" {
 		return
 	}
 	s.mu.Lock()
@@ -333,13 +325,13 @@ func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) 
 	if malformed {
 		s.consumesRefused = append(s.consumesRefused, consumeRefused{from: nd, owner: to, sent: sent})
 	}
-	if what == "" {
-		return
-	}
 	s.report.Refusals++
 	k := refusal{nd.cur(), to, what}
 	if learned, ok := s.refusals[k]; ok && sent.After(learned) && sent.Before(learned.Add(2*time.Minute)) {
 		kind := KindRefusals
+		if malformed {
+			kind = KindFieldRefusals
+		}
 		if what == "op 5" || what == "op 10" || what == "op 11" {
 			kind = KindOldOwner400 // the same root: the consume ops have no refusal memory
 		}
@@ -375,6 +367,32 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// newestConsumeField names the newest optional field a consume frame carries, the one an
+// owner on an older release that refuses the frame does not know: the requester sends the
+// frame again without it (and then without the next, should the owner refuse that too).
+func newestConsumeField(frame []byte) string {
+	req, err := wire.DecodeRequest(frame, wire.Newest)
+	switch {
+	case err != nil:
+		return ""
+	case len(req.Records) > 0:
+		return "the consume frame's riding acks"
+	case req.Consume.Compact:
+		return "the consume frame's Compact flag"
+	case req.Consume.Reserve:
+		return "the consume frame's Reserve flag"
+	case req.Consume.Headers:
+		return "the consume frame's Headers flag"
+	case req.Consume.RelativeExpiry:
+		return "the consume frame's relative expiry"
+	case req.Consume.Max > 1:
+		return "the consume frame's Max"
+	case req.Consume.Claim:
+		return "the consume frame's Claim byte"
+	}
+	return ""
 }
 
 // consumeRefused is a consume frame an older owner refused as malformed.
