@@ -260,14 +260,23 @@ var libraryBugs = []struct {
 	},
 	{
 		kind:  sim.KindFieldRefusals,
-		seeds: []uint64{100050, 100954},
+		seeds: []uint64{100050},
 		diagnosis: "a consume to an owner on an older release that refused one of its fields sent the frame again without " +
-			"that field alone, and a consume frame queued for a batch was sent as it was encoded: the fields the owner " +
-			"refused meanwhile, which other consumes had learnt, were refused again, one refused request per field and " +
-			"consume in flight rather than one per field (seed 100050: g0 at the newest release, o0 at V3, two " +
-			"consumes each refused the Compact flag, the Headers flag, relative expiry and Max in turn; seed 100954: " +
-			"a consume batch to o0 at V4 refused as an op, its members sent alone at 5.384-5.394 s with the Headers " +
-			"flag o0 had refused 22 ms before)",
+			"that field alone: the fields the owner refused meanwhile, which other consumes to it had learnt, were " +
+			"refused again, one refused request per field and consume in flight rather than one per field (seed " +
+			"100050: g0 at the newest release, o0 at V3, concurrent consumes each refused the Compact flag, the " +
+			"Headers flag, relative expiry and Max in turn)",
+		fixed: "a refused consume is sent again as the owner's lane says now (router.Node.consumeTo): without every " +
+			"field the owner refused lately, those other consumes learnt included",
+		schedule: &sim.Options{},
+	},
+	{
+		kind:  sim.KindFieldRefusals,
+		seeds: []uint64{100954},
+		diagnosis: "a consume frame queued for a batch is sent, in the batch or alone, as it was encoded when it was " +
+			"queued: a field the owner on an older release refused meanwhile, which another consume had learnt, is " +
+			"refused again (seed 100954: a consume batch to o0 at V4 refused as an op, its members sent alone at " +
+			"5.384-5.394 s with the Headers flag o0 had refused 22 ms before)",
 		schedule: &sim.Options{},
 	},
 }
