@@ -278,8 +278,9 @@ func (n *Node) rpcDeadline(budget time.Duration, until time.Time) time.Time {
 // remoteConsume sends one probe (claim false) or claim to owner and returns the records it
 // answered. An owner on an older release refuses a field it does not know with a 400: the
 // frame goes again without it, newest first (the Headers flag, relative expiry, Max, then
-// the Claim flag), within the same budget,
-// and the refusal is remembered for that owner for olderFieldMemory. When no reply comes
+// the Claim flag), within the same budget, and without any other field the owner refused
+// meanwhile (other consumes learn too); the refusal is remembered for that owner for
+// olderFieldMemory. When no reply comes
 // back, or ctx ends before the records reach the caller, the owner is asked to give back
 // whatever the reply carried.
 func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest, claim bool, deadline time.Time) ([]Message, error) {
@@ -289,21 +290,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		// It refused the op since this consume chose it: one refusal per two minutes.
 		return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
 	}
-	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
-	if claim && n.wireVersion >= wire.V5 && !l.Refuses(acklane.ConsumeClaim, now) {
-		c.Claim = true
-	}
-	if req.max > 1 && n.wireVersion >= wire.V6 && !l.Refuses(acklane.ConsumeMax, now) {
-		c.Max = int32(req.max)
-	}
-	if n.wireVersion >= wire.V7 && !l.Refuses(acklane.RelativeExpiry, now) {
-		c.RelativeExpiry = true
-	}
-	c.Headers = n.asksHeaders(l, now)
-	c.Compact = n.wireVersion >= wire.V16 && !l.Refuses(acklane.CompactDeliveries, now)
-	if req.reserve && !l.Refuses(acklane.Reserve, now) {
-		c.Reserve = true
-	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
+	c, err := n.consumeTo(l, owner, req, claim, now)
+	if err != nil {
 		return nil, err
 	}
 	var ride *riders // the acks that ride with the reservations (see riders.go)
@@ -312,7 +300,15 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	}
 	deliveries := deliveriesPool.Get().(*[]wire.Delivery)
 	defer putDeliveries(deliveries)
-	for {
+	for refused := false; ; refused = true {
+		if refused {
+			// The owner refused a field (an older release), now remembered in l: the frame
+			// again without every field l refuses now, those other consumes to the owner
+			// learnt meanwhile included, so that each costs one refused request.
+			if c, err = n.consumeTo(l, owner, req, claim, n.clock.Now()); err != nil {
+				return nil, err
+			}
+		}
 		c.RequestID = requestID()
 		sent := n.clock.Now()
 		r := wire.Request{Op: wire.OpConsume, Topic: req.topic, Consume: c}
@@ -377,18 +373,14 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		}
 		if reply.Status == wire.StatusBadRequest && c.Compact {
 			// An older release: the consume again asking for the reply it reads.
-			c.Compact = false
 			l.Refuse(acklane.CompactDeliveries, n.clock.Now().Add(olderFieldMemory))
 			continue
 		}
 		if reply.Status == wire.StatusBadRequest && c.Reserve {
 			// An older release: it reserves nothing. The consume's own records are asked
-			// again without the flag; nothing is read ahead from it (a consume would deliver,
-			// counting attempts for records nobody asked for yet).
+			// again without the flag (consumeTo); nothing is read ahead from it (a consume
+			// would deliver, counting attempts for records nobody asked for yet).
 			l.Refuse(acklane.Reserve, n.clock.Now().Add(olderFieldMemory))
-			if err := ownRecordsOnly(&c, req, owner); err != nil {
-				return nil, err
-			}
 			continue
 		}
 		if reply.Status == wire.StatusBadRequest && n.dropNewestField(l, &c) {
@@ -418,6 +410,30 @@ func putDeliveries(d *[]wire.Delivery) {
 	clear(*d)
 	*d = (*d)[:0]
 	deliveriesPool.Put(d)
+}
+
+// consumeTo is the consume frame remoteConsume sends owner, whose lane is l, for req (a
+// claim when claim is set) now: every field this release knows but those the owner refused
+// lately (an older release). Its RequestID is left to the sender.
+func (n *Node) consumeTo(l *lane, owner string, req scanRequest, claim bool, now time.Time) (wire.Consume, error) {
+	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
+	if claim && n.wireVersion >= wire.V5 && !l.Refuses(acklane.ConsumeClaim, now) {
+		c.Claim = true
+	}
+	if req.max > 1 && n.wireVersion >= wire.V6 && !l.Refuses(acklane.ConsumeMax, now) {
+		c.Max = int32(req.max)
+	}
+	if n.wireVersion >= wire.V7 && !l.Refuses(acklane.RelativeExpiry, now) {
+		c.RelativeExpiry = true
+	}
+	c.Headers = n.asksHeaders(l, now)
+	c.Compact = n.wireVersion >= wire.V16 && !l.Refuses(acklane.CompactDeliveries, now)
+	if req.reserve && !l.Refuses(acklane.Reserve, now) {
+		c.Reserve = true
+	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
+		return c, err
+	}
+	return c, nil
 }
 
 // ownRecordsOnly makes c, a consume for req, one that asks owner (which reserves nothing: an

@@ -243,7 +243,8 @@
 // the faults healed (lost otherwise; an ack answered 502 and never followed by a delivery
 // counts as applied); deliveries are counted unexpected and duplicate; and the sparse
 // stream reaches its consumer within a few one-way trips per record (a notification and a
-// claim), never after a lapsed hold.
+// claim, and a round trip for each field of the claim an owner on an older release refuses
+// the first time), never after a lapsed hold.
 //
 // What the model cannot know exactly (when an owner applied a settle that took a round
 // trip, whether one answered 502 was applied, how far a duplicated extend pushed an expiry,

@@ -348,7 +348,8 @@ const (
 	KindSettleAnswer      = "settle answer"                  // an ack, nack, extend or release answered what the lease's state forbids
 	KindConsumeError      = "consume error"                  // a consume answered an error it documents for no such case
 	KindOldOwner400       = "old owner: consume answers 400" // a consume whose owners all run a release before the consume op answered ErrInvalidArgument
-	KindRefusals          = "one refusal per upgrade"        // an older release refused the same op or field twice within 2 minutes
+	KindRefusals          = "one refusal per upgrade"        // an older release refused the same op twice within 2 minutes
+	KindFieldRefusals     = "one refusal per field"          // an older release refused the same field of a consume frame twice within 2 minutes
 	KindLost              = "lost"                           // a record never acked by the liveness bound after the faults healed
 	KindUnexpected        = "unexpected delivery"            // a record delivered that was never produced, corrupt, trimmed, or with other bytes
 	KindPromise           = "one record, one promise"        // an owner promised more records than it could hand out

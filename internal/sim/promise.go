@@ -248,10 +248,10 @@ func (nd *node) knows(v wire.Version) bool {
 // One refusal per upgrade (invariant 14): an owner on an older release costs at most one
 // refused request every 2 minutes per op or field it does not know. The tracker sits in
 // each node's Transport, where a request leaves and its reply comes back: a refusal (status
-// 6 for an op; 3 for a Consume frame carrying the Claim byte or Max, which is how the
-// requester reads it) is learned when its reply arrives, per requesting process, owner and
-// what was refused; a request that left after the requester learned of a refusal, within 2
-// minutes of it, and is refused again breaks the promise.
+// 6 for an op; 3 for a Consume frame, of the newest optional field it carries, which is how
+// the requester reads it, in either reply format) is learned when its reply arrives, per
+// requesting process, owner and what was refused; a request that left after the requester
+// learned of a refusal, within 2 minutes of it, and is refused again breaks the promise.
 
 // refusal is what an older owner refused a requesting process.
 type refusal struct {
@@ -304,19 +304,16 @@ func (t transport) Call(ctx context.Context, to string, frame []byte) ([]byte, e
 // refused sees a reply reach node nd from owner to, for a frame that left at sent.
 func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) {
 	what := ""
+	malformed := false // a consume frame refused for a field the owner does not know
 	switch {
 	case len(frame) == 0:
 	case len(reply) > 3 && reply[0] == 0 && reply[1] == 1 && reply[2] == wire.StatusUnsupported,
 		len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusUnsupported:
 		what = fmt.Sprintf("op %d", frame[0])
-	case len(reply) > 2 && reply[0] == 0xC5 && reply[1] == wire.StatusBadRequest && frame[0] == wire.OpConsume:
-		req, err := wire.DecodeRequest(frame, wire.Newest)
-		switch {
-		case err != nil:
-		case req.Consume.Max > 1:
-			what = "the consume frame's Max"
-		case req.Consume.Claim:
-			what = "the consume frame's Claim byte"
+	case frame[0] == wire.OpConsume:
+		r, err := wire.DecodeConsumeReply(memberReply(frame, reply, 0))
+		if malformed = err == nil && r.Status == wire.StatusBadRequest; malformed {
+			what = newestConsumeField(frame)
 		}
 	}
 	if what == "" {
@@ -325,10 +322,16 @@ func (s *sim) refused(nd *node, to string, sent time.Time, frame, reply []byte) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	if malformed {
+		s.consumesRefused = append(s.consumesRefused, consumeRefused{from: nd, owner: to, sent: sent})
+	}
 	s.report.Refusals++
 	k := refusal{nd.cur(), to, what}
 	if learned, ok := s.refusals[k]; ok && sent.After(learned) && sent.Before(learned.Add(2*time.Minute)) {
 		kind := KindRefusals
+		if malformed {
+			kind = KindFieldRefusals
+		}
 		if what == "op 5" || what == "op 10" || what == "op 11" {
 			kind = KindOldOwner400 // the same root: the consume ops have no refusal memory
 		}
@@ -364,4 +367,64 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// newestConsumeField names the newest optional field a consume frame carries, the one an
+// owner on an older release that refuses the frame does not know: the requester sends the
+// frame again without it (and then without the next, should the owner refuse that too).
+func newestConsumeField(frame []byte) string {
+	req, err := wire.DecodeRequest(frame, wire.Newest)
+	switch {
+	case err != nil:
+		return ""
+	case len(req.Records) > 0:
+		return "the consume frame's riding acks"
+	case req.Consume.Compact:
+		return "the consume frame's Compact flag"
+	case req.Consume.Reserve:
+		return "the consume frame's Reserve flag"
+	case req.Consume.Headers:
+		return "the consume frame's Headers flag"
+	case req.Consume.RelativeExpiry:
+		return "the consume frame's relative expiry"
+	case req.Consume.Max > 1:
+		return "the consume frame's Max"
+	case req.Consume.Claim:
+		return "the consume frame's Claim byte"
+	}
+	return ""
+}
+
+// consumeRefused is a consume frame an older owner refused as malformed.
+type consumeRefused struct {
+	from  *node
+	owner string
+	sent  time.Time
+}
+
+// consumeFields are the wire versions that brought each optional field of a consume frame
+// (Claim, Max, relative expiry, Headers, Reserve, riding acks, compact deliveries): an owner
+// on a release before one refuses a frame carrying it, and the requester sends it again
+// without.
+var consumeFields = []wire.Version{wire.V5, wire.V6, wire.V7, wire.V9, wire.V11, wire.V16, wire.V16}
+
+// consumeFieldsLearnt is how many consume frames from requester that left at since or later
+// owner refused as malformed, at most one per consume field requester knows and owner does
+// not: the round trips requester spent learning owner's release.
+func (s *sim) consumeFieldsLearnt(requester, owner *node, since time.Time) int {
+	unknown := 0
+	for _, v := range consumeFields {
+		if requester.knows(v) && !owner.knows(v) {
+			unknown++
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refused := 0
+	for _, r := range s.consumesRefused {
+		if r.from == requester && r.owner == owner.id && !r.sent.Before(since) {
+			refused++
+		}
+	}
+	return min(refused, unknown)
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -258,6 +260,27 @@ var libraryBugs = []struct {
 		fixed:     "hold gives a closed read-ahead's records back in the background",
 		schedule:  &sim.Options{Ordered: true},
 	},
+	{
+		kind:  sim.KindFieldRefusals,
+		seeds: []uint64{100050},
+		diagnosis: "a consume to an owner on an older release that refused one of its fields sent the frame again without " +
+			"that field alone: the fields the owner refused meanwhile, which other consumes to it had learnt, were " +
+			"refused again, one refused request per field and consume in flight rather than one per field (seed " +
+			"100050: g0 at the newest release, o0 at V3, concurrent consumes each refused the Compact flag, the " +
+			"Headers flag, relative expiry and Max in turn)",
+		fixed: "a refused consume is sent again as the owner's lane says now (router.Node.consumeTo): without every " +
+			"field the owner refused lately, those other consumes learnt included",
+		schedule: &sim.Options{},
+	},
+	{
+		kind:  sim.KindFieldRefusals,
+		seeds: []uint64{100954},
+		diagnosis: "a consume frame queued for a batch is sent, in the batch or alone, as it was encoded when it was " +
+			"queued: a field the owner on an older release refused meanwhile, which another consume had learnt, is " +
+			"refused again (seed 100954: a consume batch to o0 at V4 refused as an op, its members sent alone at " +
+			"5.384-5.394 s with the Headers flag o0 had refused 22 ms before)",
+		schedule: &sim.Options{},
+	},
 }
 
 // knownKinds are the kinds of violation of the bugs not fixed yet.
@@ -321,7 +344,10 @@ func TestLibraryRegressions(t *testing.T) {
 // appended while its consumer still probed the owners one by one; in runs with paused owners,
 // a notification to a node paused past its budget, which the owner abandoned at the budget
 // and the checker held to the hold's end, and a record nacked through an owner as it resumed,
-// promised to a token and leased to a consumer at one instant): each must pass.
+// promised to a token and leased to a consumer at one instant; in runs with the fault classes
+// of graceful degradation, a sparse record claimed from an owner on an older release that
+// refused the claim's newer fields one round trip at a time, the first claim since the
+// consumer's node restarted): each must pass.
 func TestCheckerRegressions(t *testing.T) {
 	for _, seed := range []uint64{3, 4, 12, 16, 35, 53, 259, 299, 521, 601, 679, 735, 958, 1589, 4241, 5648, 5984, 113315, 119873, 214062, 507640, 781841} {
 		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), NoMoves: true, NoStore: true, OldSchedule: true}); err != nil { // the schedule that fooled it
@@ -331,6 +357,11 @@ func TestCheckerRegressions(t *testing.T) {
 	for _, seed := range []uint64{6197, 9175, 27457, 33581, 40868, 56361, 59204} {
 		if _, err := runSeed(t, seed, sim.Options{Tolerate: knownKinds(), Zombies: true, CutOffs: true}); err != nil {
 			t.Errorf("%v\nreplay: SIM_ZOMBIES=1 %s", err, replay(seed))
+		}
+	}
+	for _, seed := range []uint64{102282} {
+		if _, err := runSeed(t, seed, degradeOptions()); err != nil {
+			t.Errorf("%v\nreplay: SIM_DEGRADE_SEEDS=1 go test ./internal/sim -run 'TestDegradeSeeds$' -from=%d", err, seed)
 		}
 	}
 }
@@ -524,10 +555,9 @@ func TestSeeds(t *testing.T) {
 	t.Logf("acked records delivered again: %d, each explained: %v", total.AckedRedelivered, by)
 	t.Logf("liveness: the slowest drain acked its last record %v after the faults healed (bound: visibility timeout + 6 s); "+
 		"sparse stream: %d records timed, the slowest %v", maxDrain, sparse, sparseMax)
-	for _, b := range libraryBugs {
-		if seeds := known[b.kind]; len(seeds) > 0 {
-			t.Logf("known library bug %q (see TestLibraryRegressions) hit by %d seeds, the first %v", b.kind, len(seeds), seeds[:min(len(seeds), 5)])
-		}
+	for _, kind := range slices.Sorted(maps.Keys(known)) { // once a kind, whatever bugs share it
+		seeds := known[kind]
+		t.Logf("known library bug %q (see TestLibraryRegressions) hit by %d seeds, the first %v", kind, len(seeds), seeds[:min(len(seeds), 5)])
 	}
 	for _, f := range failures {
 		t.Error(f)
@@ -594,7 +624,7 @@ func TestDegradeSeeds(t *testing.T) {
 	quarantined := 0
 	var overrun time.Duration
 	for seed := *fromFlag; seed < *fromFlag+uint64(n); seed++ {
-		rep, err := runSeed(t, seed, sim.Options{Hangs: true, Skew: true, Liar: true, MaxDeliveries: 2, Tolerate: knownKinds()})
+		rep, err := runSeed(t, seed, degradeOptions())
 		if err != nil {
 			t.Errorf("%v\nreplay: SIM_DEGRADE_SEEDS=1 go test ./internal/sim -run 'TestDegradeSeeds$' -from=%d", err, seed)
 			continue
@@ -609,6 +639,11 @@ func TestDegradeSeeds(t *testing.T) {
 	if faults.Hangs == 0 || faults.Forged == 0 || faults.SkewedNodes == 0 || quarantined == 0 {
 		t.Errorf("a fault class forced on never showed in %d seeds", n)
 	}
+}
+
+// degradeOptions are TestDegradeSeeds's options.
+func degradeOptions() sim.Options {
+	return sim.Options{Hangs: true, Skew: true, Liar: true, MaxDeliveries: 2, Tolerate: knownKinds()}
 }
 
 // TestRejectSeeds runs seeds with rejects on whatever they draw (SIM_REJECT_SEEDS, or 40),
