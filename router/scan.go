@@ -23,12 +23,6 @@ const (
 	// held keys before it stops: a partition whose keys are nearly all held would otherwise
 	// have one consume read up to MaxDeferred records while the leases it took age.
 	orderedDefersPerScan = 256
-	// orderedDueChunk is how many records a locked scan of an ordered partition reserves at
-	// a time while it may hand the rest back to the reads outside the lock (takeLocked).
-	orderedDueChunk = 16
-	// orderedHandBacks bounds the times one consume's locked scan of a partition hands back
-	// to the reads outside the lock (takeLocked).
-	orderedHandBacks = 4
 )
 
 // A Message is a record delivered to a consumer, with its lease.
@@ -350,40 +344,19 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		return out, n.negativeWatermark(req.topic, partition, hwm)
 	}
 	ordered := shard.Ordered()
-	// Fresh records of an ordered partition are read before they are reserved (a gateway's
-	// reservations, and records the host may postpone, go the usual way).
-	fresh := ordered && !req.reserve && n.notBefore == nil
-	for pass := 0; ; pass++ {
-		if fresh {
-			var done bool
-			if budget.max-budget.taken == 1 {
-				out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out)
-			} else {
-				out, done = n.takeRunKeyed(req, partition, log, shard, hwm, now, budget, scratch, out)
-			}
-			if done {
-				return out, nil
-			}
+	if ordered && !req.reserve && n.notBefore == nil {
+		// Fresh records are read before they are reserved (a gateway's reservations, and
+		// records the host may postpone, go the usual way).
+		var done bool
+		if budget.max-budget.taken == 1 {
+			out, done = n.takeOneKeyed(req, partition, log, shard, hwm, now, budget, out)
+		} else {
+			out, done = n.takeRunKeyed(req, partition, log, shard, hwm, now, budget, scratch, out)
 		}
-		// A locked scan of an ordered partition that took what was due before the fresh
-		// records hands the rest back to the reads outside the lock (a few times a consume
-		// at most: each time, the reads may refuse again).
-		var back bool
-		out, back, err = n.takeLocked(req, partition, log, shard, hwm, now, budget, scratch, out, fresh && pass < orderedHandBacks)
-		if !back {
-			return out, err
+		if done {
+			return out, nil
 		}
 	}
-}
-
-// takeLocked is takeFrom's scan that reserves before it reads: under the partition's
-// ScanLock when it is ordered. With handBack set, it reserves at most
-// orderedDueChunk records at a time, and stops (back) once nothing is due before the fresh
-// records any more: while one scan holds the lock, every consume's read of fresh records
-// outside it fails and queues for the lock, so a scan that read fresh records under it
-// would make every other consume of the partition do the same, one at a time.
-func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message, handBack bool) (_ []Message, back bool, err error) {
-	ordered := shard.Ordered()
 	if ordered {
 		// Keys are learnt by reading: one scan at a time reserves, reads and binds, so a
 		// key's records are bound in offset order (inflight.Shard.Bind). A busy partition
@@ -394,15 +367,15 @@ func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inf
 			lock.Lock()
 		case !lock.TryLock():
 			budget.busy++
-			return out, false, nil
+			return out, nil
 		}
 		defer lock.Unlock()
 		if shard.Verifying() {
 			if err := n.verifyTails(shard, log, now); err != nil {
 				if len(out) > 0 {
-					return out, false, nil
+					return out, nil
 				}
-				return out, false, err
+				return out, err
 			}
 		}
 	}
@@ -410,9 +383,6 @@ func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inf
 	deferredHere := 0 // records this scan deferred behind their keys
 	for !budget.full() {
 		want := budget.max - budget.taken
-		if handBack {
-			want = min(want, orderedDueChunk)
-		}
 		var leases []inflight.Lease
 		switch {
 		case req.reserve && want == 1: // a reservation of one record: no batch machinery either
@@ -435,7 +405,7 @@ func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inf
 			if !ordered && (err == inflight.ErrEmpty || err == inflight.ErrAllReserved) {
 				budget.drained++ // nothing until something wakes it (see drained.go)
 			}
-			return out, false, nil // dry, all reserved, capped, or no longer served: the next partition
+			return out, nil // dry, all reserved, capped, or no longer served: the next partition
 		}
 		if out == nil {
 			out = make([]Message, 0, len(leases))
@@ -462,7 +432,7 @@ func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inf
 				// not read on to the deferred bound. The next scan goes on from here.
 				*budget = r.budget
 				n.wake(req.topic, partition)
-				return out, false, nil
+				return out, nil
 			}
 		}
 		*budget = r.budget
@@ -473,20 +443,17 @@ func (n *Node) takeLocked(req *scanRequest, partition int32, log Log, shard *inf
 			// The failed read's reservations went back: the partition is done for this
 			// scan, which would only reserve them again. What was taken stands.
 			if len(out) > 0 {
-				return out, false, nil
+				return out, nil
 			}
-			return out, false, err
+			return out, err
 		}
 		if len(leases) < want && (!settled || req.reserve) {
 			// The partition gave what it had (nothing freed meanwhile), or the share of its
 			// in-flight room one reservation may take.
-			return out, false, nil
-		}
-		if handBack && shard.NextFresh() >= 0 {
-			return out, !budget.full(), nil // nothing due before the fresh records now
+			return out, nil
 		}
 	}
-	return out, false, nil
+	return out, nil
 }
 
 // takeOneKeyed takes one record of an ordered partition without holding its scan lock
@@ -560,7 +527,7 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 		if err == inflight.ErrNotNext && budget.waitBusy && !waited && shard.NextFresh() == off {
 			// Nothing is due first, so another scan most likely holds the partition's
 			// ScanLock: wait for it to end and try the run once more, rather than queue for
-			// the lock to read the fresh records under it (see takeLocked).
+			// the lock to read the fresh records under it, as the locked scan does.
 			waited = true
 			lock := shard.ScanLock()
 			lock.Lock()
