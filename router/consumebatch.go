@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -67,6 +68,19 @@ const (
 // op (a release before consumption across nodes) after the consume queued, and is asked
 // nothing more for olderFieldMemory (one refused request per two minutes).
 var errConsumesRefused = errors.New("the owner refused the consume op lately")
+
+// errRefusedSince answers a queued consume that never left: it carries a field its owner
+// refused after it queued (an older release, found out by another consume of the lane), and
+// would be refused again for it. Its caller sends it again without the fields the owner
+// refuses now (remoteConsume): one refused request per field and owner.
+var errRefusedSince = errors.New("a field the owner refused since the consume queued")
+
+// refusedSince reports whether c carries a field the owner of l refuses at now.
+func refusedSince(l *lane, c *wire.Consume, now time.Time) bool {
+	return c.Compact && l.Refuses(acklane.CompactDeliveries, now) || c.Reserve && l.Refuses(acklane.Reserve, now) ||
+		c.Headers && l.Refuses(acklane.Headers, now) || c.RelativeExpiry && l.Refuses(acklane.RelativeExpiry, now) ||
+		c.Max > 1 && l.Refuses(acklane.ConsumeMax, now) || c.Claim && l.Refuses(acklane.ConsumeClaim, now)
+}
 
 // consumeResult is a consume's reply (its consume reply frame), or why none came back, and
 // when the frame that carried it left.
@@ -257,6 +271,10 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 		if !now.Before(m.deadline) {
 			continue // its timer answers it
 		}
+		if refusedSince(l, &m.c, now) {
+			n.answerConsumes(l, []*queuedConsume{m}, nil, errRefusedSince, now)
+			continue
+		}
 		c := m.c
 		c.Budget = m.deadline.Sub(now)
 		members = append(members, c)
@@ -310,6 +328,10 @@ func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 		sent := n.clock.Now()
 		if !n.servesConsumes(l.Owner(), sent) {
 			n.answerConsumes(l, []*queuedConsume{m}, nil, errConsumesRefused, sent)
+			return
+		}
+		if refusedSince(l, &m.c, sent) {
+			n.answerConsumes(l, []*queuedConsume{m}, nil, errRefusedSince, sent)
 			return
 		}
 		raw, err := n.exchangeDetached(m.values, l.Owner(), m.frame, m.deadline)

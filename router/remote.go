@@ -332,6 +332,9 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 			// It refused the op while this consume queued: sent nowhere, nothing to cancel.
 			return nil, fmt.Errorf("%w: %s serves no consumes of other nodes (an older release)", ErrUnavailable, owner)
 		}
+		if errors.Is(err, errRefusedSince) {
+			continue // sent nowhere: again as the lane says now, within the same budget
+		}
 		if err != nil {
 			n.cancelRemote(ctx, owner, req.topic, c.RequestID)
 			if ctx.Err() != nil {

@@ -279,6 +279,17 @@ var libraryBugs = []struct {
 			"queued: a field the owner on an older release refused meanwhile, which another consume had learnt, is " +
 			"refused again (seed 100954: a consume batch to o0 at V4 refused as an op, its members sent alone at " +
 			"5.384-5.394 s with the Headers flag o0 had refused 22 ms before)",
+		fixed: "a queued consume carrying a field its owner refused since it queued is not sent: its caller sends " +
+			"it again as the lane says now (router.errRefusedSince)",
+		schedule: &sim.Options{},
+	},
+	{
+		kind:  sim.KindFieldRefusals,
+		seeds: []uint64{400341},
+		diagnosis: "a consume frame to an owner on an older release carries a field the requester learnt the owner " +
+			"refuses, well inside the refusal's memory, by a path not found yet (seed 400341: o2 at the newest " +
+			"release, o1 at V5, a long-poll of 100 records from o2 sends Max 100 to o1 at 37.509 s, 20 s after o1 " +
+			"refused Max from o2)",
 		schedule: &sim.Options{},
 	},
 }
