@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"narad.dev/consume/internal/acklane"
 	"narad.dev/consume/internal/wire"
 )
 
@@ -75,11 +74,10 @@ var errConsumesRefused = errors.New("the owner refused the consume op lately")
 // refuses now (remoteConsume): one refused request per field and owner.
 var errRefusedSince = errors.New("a field the owner refused since the consume queued")
 
-// refusedSince reports whether c carries a field the owner of l refuses at now.
-func refusedSince(l *lane, c *wire.Consume, now time.Time) bool {
-	return c.Compact && l.Refuses(acklane.CompactDeliveries, now) || c.Reserve && l.Refuses(acklane.Reserve, now) ||
-		c.Headers && l.Refuses(acklane.Headers, now) || c.RelativeExpiry && l.Refuses(acklane.RelativeExpiry, now) ||
-		c.Max > 1 && l.Refuses(acklane.ConsumeMax, now) || c.Claim && l.Refuses(acklane.ConsumeClaim, now)
+// refusedSince reports whether m carries a field the owner of l refuses at now.
+func (m *queuedConsume) refusedSince(l *lane, now time.Time) bool {
+	c := m.c
+	return dropRefused(l, &c, now)
 }
 
 // consumeResult is a consume's reply (its consume reply frame), or why none came back, and
@@ -271,7 +269,7 @@ func (n *Node) consumeRPC(l *lane, batch []*queuedConsume) {
 		if !now.Before(m.deadline) {
 			continue // its timer answers it
 		}
-		if refusedSince(l, &m.c, now) {
+		if m.refusedSince(l, now) {
 			n.answerConsumes(l, []*queuedConsume{m}, nil, errRefusedSince, now)
 			continue
 		}
@@ -330,7 +328,7 @@ func (n *Node) consumesAlone(l *lane, batch []*queuedConsume) {
 			n.answerConsumes(l, []*queuedConsume{m}, nil, errConsumesRefused, sent)
 			return
 		}
-		if refusedSince(l, &m.c, sent) {
+		if m.refusedSince(l, sent) {
 			n.answerConsumes(l, []*queuedConsume{m}, nil, errRefusedSince, sent)
 			return
 		}

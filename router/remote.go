@@ -417,26 +417,42 @@ func putDeliveries(d *[]wire.Delivery) {
 
 // consumeTo is the consume frame remoteConsume sends owner, whose lane is l, for req (a
 // claim when claim is set) now: every field this release knows but those the owner refused
-// lately (an older release). Its RequestID is left to the sender.
+// lately (an older release: see dropRefused). Its RequestID is left to the sender.
 func (n *Node) consumeTo(l *lane, owner string, req scanRequest, claim bool, now time.Time) (wire.Consume, error) {
-	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1}
-	if claim && n.wireVersion >= wire.V5 && !l.Refuses(acklane.ConsumeClaim, now) {
-		c.Claim = true
-	}
-	if req.max > 1 && n.wireVersion >= wire.V6 && !l.Refuses(acklane.ConsumeMax, now) {
+	c := wire.Consume{Pinned: req.pinned, Visibility: req.visibility, Max: 1, Reserve: req.reserve,
+		Claim: claim && n.wireVersion >= wire.V5, RelativeExpiry: n.wireVersion >= wire.V7,
+		Headers: n.wireVersion >= wire.V9, Compact: n.wireVersion >= wire.V16}
+	if req.max > 1 && n.wireVersion >= wire.V6 {
 		c.Max = int32(req.max)
 	}
-	if n.wireVersion >= wire.V7 && !l.Refuses(acklane.RelativeExpiry, now) {
-		c.RelativeExpiry = true
-	}
-	c.Headers = n.asksHeaders(l, now)
-	c.Compact = n.wireVersion >= wire.V16 && !l.Refuses(acklane.CompactDeliveries, now)
-	if req.reserve && !l.Refuses(acklane.Reserve, now) {
-		c.Reserve = true
-	} else if err := ownRecordsOnly(&c, req, owner); err != nil {
-		return c, err
+	dropRefused(l, &c, now)
+	if !c.Reserve {
+		if err := ownRecordsOnly(&c, req, owner); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
+}
+
+// dropRefused takes out of c each optional field the owner of l refuses at now (an older
+// release), and reports whether c carried any: consumeTo builds frames with it, and a
+// consume queued before a refusal is not sent when it finds one (see errRefusedSince).
+func dropRefused(l *lane, c *wire.Consume, now time.Time) bool {
+	dropped := false
+	drop := func(field *bool, r acklane.Refusal) {
+		if *field && l.Refuses(r, now) {
+			*field, dropped = false, true
+		}
+	}
+	drop(&c.Claim, acklane.ConsumeClaim)
+	drop(&c.RelativeExpiry, acklane.RelativeExpiry)
+	drop(&c.Headers, acklane.Headers)
+	drop(&c.Compact, acklane.CompactDeliveries)
+	drop(&c.Reserve, acklane.Reserve)
+	if c.Max > 1 && l.Refuses(acklane.ConsumeMax, now) {
+		c.Max, dropped = 1, true
+	}
+	return dropped
 }
 
 // ownRecordsOnly makes c, a consume for req, one that asks owner (which reserves nothing: an

@@ -110,23 +110,15 @@ func EncodeAcks(topic string, budget time.Duration, handles []Handle) ([]byte, e
 // uvarint reads an unsigned varint (see readUvarint). One of a byte, the usual field of a
 // compact delivery (a difference from the delivery before), is read in line.
 func (r *reader) uvarint(what string) uint64 {
-	if b := r.b; len(b) > 0 && b[0] < 0x80 {
-		r.b = b[1:]
-		return uint64(b[0])
+	if x, rest, ok := oneByteUvarint(r.b); ok {
+		r.b = rest
+		return x
 	}
 	return r.readUvarint(what)
 }
 
 // varint reads a signed (zig-zag) varint (see readUvarint), one of a byte in line.
-func (r *reader) varint(what string) int64 {
-	var u uint64
-	if b := r.b; len(b) > 0 && b[0] < 0x80 {
-		r.b, u = b[1:], uint64(b[0])
-	} else {
-		u = r.readUvarint(what)
-	}
-	return unzigzag(u)
-}
+func (r *reader) varint(what string) int64 { return unzigzag(r.uvarint(what)) }
 
 // readUvarint reads a uvarint as binary.Uvarint does, in one loop of its own (a compact
 // delivery's timestamp and expiry are a few bytes each): one short, over 64 bits, or longer

@@ -132,9 +132,7 @@ func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 // empty.
 func (r *reader) compactBytes(what string) []byte {
 	p, rest := r.lengthPrefixed(r.b, what)
-	if r.err == nil {
-		r.b = rest
-	}
+	r.b = rest // nil once a read failed
 	return p
 }
 
@@ -181,8 +179,11 @@ func (r *reader) compactDelivery(d *Delivery, prev *compactPrev) {
 	}
 	key, b := r.lengthPrefixed(b, "key")
 	value, b := r.lengthPrefixed(b, "value")
+	if r.err != nil {
+		return // a field above failed
+	}
 	wide := int64(prev.partition) + unzigzag(partition)
-	if r.err != nil || wide < math.MinInt32 || wide > math.MaxInt32 || attempt > math.MaxUint32 {
+	if wide < math.MinInt32 || wide > math.MaxInt32 || attempt > math.MaxUint32 {
 		r.fail("a delivery of partition %d, attempt %d", wide, attempt)
 		return
 	}

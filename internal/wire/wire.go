@@ -623,9 +623,7 @@ func readHeader(b []byte, v Version) (reader, string, error) {
 	return r, topic, r.err
 }
 
-// reader reads a frame's fields in order; the first one missing sets err, after which
-// every read returns zero.
-// reader reads a frame's fields from b. The first field it cannot read sets err and drops
+// reader reads a frame's fields from b, in order. The first field it cannot read sets err and drops
 // what is left of b, so that every read after it finds nothing: the reads' fast paths (a
 // field in b) need no test of err, and inline.
 type reader struct {
