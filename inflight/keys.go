@@ -360,6 +360,98 @@ func (s *Shard) ReserveKeyedBatch(now time.Time, hwm int64, visibility time.Dura
 	return into, taken, nil
 }
 
+// ReserveDueKeyed is ReserveKeyedBatch for the records of an ordered partition that are due
+// before its fresh ones, for a scan that reserves them before it reads them but holds no
+// ScanLock while it reads: released as their key freed, nacked, expired, lapsed, or given
+// back once bound. Each of these waits in its key's queue, so the index knows its key
+// without a read: under one acquisition of the shard's lock the call leases them, lowest
+// first, up to asked (and the in-flight cap), and binds each as it leases it, as Bind would
+// bind the leases of one call: a record behind its key is deferred again, its lease
+// withdrawn, and not appended to into. No other scan can then bind a lower record of one of
+// those keys after it. taken is how many records it leased, those it deferred again too.
+// Once nothing is due before the cursor, NextFresh names the cursor again.
+//
+// It refuses, changing nothing, with ErrNotNext when the lowest due record is not of that
+// kind (released before a read bound it; requeued below the frontier; at MaxDeliveries
+// after a restart), when the shard's next reserve would not take it (the acked-ahead cap,
+// restored key tails to verify, the in-flight cap), or when another scan holds ScanLock: the
+// caller then reserves, reads and binds under ScanLock. When nothing is due (other scans
+// took it) it answers no lease and no error. On a shard that is not ordered it answers
+// ErrNotNext. Its errors are the sentinels themselves, never wrapped.
+func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Duration, asked int, into []Lease) (_ []Lease, taken int, err error) {
+	if visibility < 0 || visibility > MaxVisibility {
+		return into, 0, ErrInvalidDuration
+	}
+	at := now.UnixNano()
+	var fx effects
+	s.mu.Lock()
+	if !s.scanMu.TryLock() { // (why under the shard's lock: see lockFresh)
+		s.mu.Unlock()
+		return into, 0, ErrNotNext
+	}
+	s.purgeLocked(at, &fx)
+	k := s.keys
+	if k == nil || s.handedOff || s.dropped || s.lapsedAt(at) || k.verifying ||
+		len(k.unkeyed) > 0 || len(k.awaiting) > 0 || s.requeued > 0 || s.atAckedAheadCap() {
+		s.scanMu.Unlock()
+		s.mu.Unlock()
+		s.report(&fx)
+		return into, 0, ErrNotNext
+	}
+	k.holdings++
+	holding := k.holdings
+	first := len(into)
+	deferred := 0
+	for taken < asked && s.leased < s.cfg.MaxInFlight {
+		off, ok := s.lowestReleased()
+		if !ok || off >= hwm {
+			break
+		}
+		key, known := k.of.get(off)
+		ks := k.byKey.get(key) // (a key with queued records has a state)
+		if !known || ks == nil {
+			break // released before a read bound it: the locked scan learns its key
+		}
+		if s.cfg.MaxDeliveries > 0 && int(s.pending.lookup(off).attempts) >= s.cfg.MaxDeliveries {
+			break // quarantined as the locked scan reserves it (see reserveLocked)
+		}
+		s.released.pop()
+		taken++
+		into = append(into, Lease{})
+		s.grantLocked(at, int64(visibility), off, false, false, 0, &into[len(into)-1])
+		entry, inRing := s.pending.ref(off), true
+		var farEntry pending
+		if entry == nil {
+			farEntry, inRing = s.pending.lookup(off), false
+			entry = &farEntry
+		}
+		if s.bindKnownLocked(ks, off, entry, inRing, key, holding, asked, false, at, &fx) != bindKept {
+			into = into[:len(into)-1]
+			deferred++
+		}
+	}
+	_, due := s.lowestReleased()
+	if !due {
+		s.nextFresh.Store(s.cursor) // nothing due first: a scan may read at the cursor
+	}
+	if taken == 0 {
+		s.scanMu.Unlock()
+		s.mu.Unlock()
+		s.report(&fx)
+		if !due {
+			return into, 0, nil // taken by other scans already
+		}
+		return into, 0, ErrNotNext
+	}
+	granted := into[first:]
+	s.unlockFresh(hwm, taken, len(granted), deferred, &fx)
+	if len(granted) > 0 {
+		fx.deadline = granted[0].Expiry.UnixNano() // one expiry for the call: the same now
+	}
+	s.report(&fx)
+	return into, taken, nil
+}
+
 // lockFresh takes the shard's lock and ScanLock for a scan that read the record at off
 // before reserving it, purged at now, and reports whether the shard takes off next
 // (takesFreshLocked); when not, it unlocks and reports fx, having changed nothing but what

@@ -73,22 +73,27 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 		s.setAsideLocked(off, key, p.attempts, fx)
 		return
 	}
-	if s.keys != nil {
-		// Queued before it is released, so the key's next record waits for it (invariant:
-		// a key's records in order, its redelivery before any later one).
-		s.unbindLocked(off, key, true, now, fx)
-	}
 	switch delay {
 	case noBackoff:
 		delay = 0
 	case 0:
 		delay = s.cfg.Backoff.Delay(p.attempts, s.nonces.Uint64())
 	}
-	if until := end + int64(delay); until > now {
+	until := end + int64(delay)
+	if until > now {
+		// Stored delayed before its key frees, so that the free makes none of the key's
+		// deferred records visible: they would only be deferred again behind it.
 		p.delayed = true
 		p.until = until
 		s.delayed++
 		s.pending.set(off, p)
+	}
+	if s.keys != nil {
+		// Queued before it is released, so the key's next record waits for it (invariant:
+		// a key's records in order, its redelivery before any later one).
+		s.unbindLocked(off, key, true, now, fx)
+	}
+	if p.delayed {
 		s.pushDeadline(deadline{at: until, offset: off})
 		fx.deadline = max(fx.deadline, until)
 		return

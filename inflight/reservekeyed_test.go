@@ -462,3 +462,152 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 		})
 	})
 }
+
+// ReserveDueKeyed: what is due again before the fresh records, its keys known, reserved and
+// bound before it is read (checks 151-153).
+func TestReserveDueKeyed(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := Config{Ordered: true, VisibilityTimeout: 10 * time.Second}
+	newOrdered := func(t *testing.T, cfg Config) *Shard {
+		s, _ := newTestShard(t, cfg, State{Frontier: -1})
+		return s
+	}
+	// deferBehind leases offset 0 (key 7) to a consume of up to five records, then reads 1..3
+	// (keys 7, 8, 7) for another, which leases 2 and defers 1 and 3 behind 0.
+	deferBehind := func(t *testing.T, s *Shard) (held, other Lease) {
+		t.Helper()
+		leases, _, err := s.ReserveKeyedBatch(t0, 4, 0, 5, 0, []uint64{7}, nil)
+		require.NoError(t, err)
+		held = leases[0]
+		leases, taken, err := s.ReserveKeyedBatch(t0, 4, 0, 5, 1, []uint64{7, 8, 7}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 3, taken)
+		require.Len(t, leases, 1)
+		require.Equal(t, 2, s.Stats().Keys.Deferred)
+		return held, leases[0]
+	}
+
+	t.Run("a freed key's deferred records are leased and bound, in order", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, _ := deferBehind(t, s)
+		require.NoError(t, s.Ack(t0, held.Handle)) // key 7 frees: 1 and 3 are due
+		require.Equal(t, int64(-1), s.NextFresh())
+		leases, taken, err := s.ReserveDueKeyed(t0, 4, time.Second, 5, nil)
+		require.NoError(t, err)
+		require.Equal(t, 2, taken)
+		require.Equal(t, []int64{1, 3}, []int64{leases[0].Offset, leases[1].Offset}, "one holder takes both, lowest first")
+		require.Equal(t, t0.Add(time.Second), leases[0].Expiry)
+		require.Equal(t, uint32(1), leases[0].Attempt, "a deferred record's first delivery")
+		require.Equal(t, int64(4), s.NextFresh(), "nothing due first: the cursor again")
+		st := s.Stats()
+		require.Equal(t, 3, st.Leased)
+		require.Zero(t, st.Keys.Deferred)
+		// Bound: the key's next fresh record waits behind them.
+		_, err = s.ReserveKeyed(t0, 5, 0, 4, 7)
+		require.ErrorIs(t, err, ErrBehindKey)
+	})
+
+	t.Run("a nacked record is due again before the later records of its key", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, other := deferBehind(t, s)
+		require.NoError(t, s.Nack(t0, other.Handle, 0)) // 2 (key 8) is due again
+		leases, taken, err := s.ReserveDueKeyed(t0, 4, 0, 5, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, taken)
+		require.Equal(t, int64(2), leases[0].Offset)
+		require.Equal(t, uint32(2), leases[0].Attempt)
+		require.Equal(t, ReasonNacked, leases[0].Reason)
+		// Key 7's holder nacks after a delay: 0 waits, and 1 and 3 with it, behind it.
+		require.NoError(t, s.Nack(t0, held.Handle, time.Second))
+		leases, taken, err = s.ReserveDueKeyed(t0, 4, 0, 5, nil)
+		require.NoError(t, err, "nothing due: no lease, no error")
+		require.Zero(t, taken, "none of them made visible, to be deferred again")
+		require.Empty(t, leases)
+		leases, taken, err = s.ReserveDueKeyed(t0.Add(time.Second), 4, 0, 5, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, taken, "the delay over, 0 is due, and the key's run behind it with the free")
+		require.Equal(t, int64(0), leases[0].Offset)
+	})
+
+	t.Run("a record due behind its key's holder is deferred again", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, err := s.ReserveKeyed(t0, 3, 0, 0, 7)
+		require.NoError(t, err)
+		second, err := s.ReserveKeyed(t0, 3, 0, 1, 9)
+		require.NoError(t, err)
+		require.NoError(t, s.Nack(t0, held.Handle, 0)) // 0 (key 7) due, 1 holds key 9
+		// 2 (key 9) read, deferred behind 1; 1's holder nacks: 1 is due, then 0.
+		_, err = s.ReserveKeyed(t0, 3, 0, 2, 9)
+		require.ErrorIs(t, err, ErrNotNext, "0 is due first")
+		leases, taken, err := s.ReserveDueKeyed(t0, 3, 0, 1, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, taken)
+		require.Equal(t, int64(0), leases[0].Offset)
+		require.NoError(t, s.Ack(t0, leases[0].Handle))
+		require.NoError(t, s.Ack(t0, second.Handle))
+		require.Equal(t, Stats{Frontier: 1}, s.Stats())
+	})
+
+	t.Run("refuses what the locked scan takes", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, _ := deferBehind(t, s)
+		require.NoError(t, s.Ack(t0, held.Handle))
+		before := s.Stats()
+		s.ScanLock().Lock() // another scan between its reserve and its bind
+		_, taken, err := s.ReserveDueKeyed(t0, 4, 0, 5, nil)
+		s.ScanLock().Unlock()
+		require.ErrorIs(t, err, ErrNotNext)
+		require.Zero(t, taken)
+		require.Equal(t, before, s.Stats())
+		_, _, err = s.ReserveDueKeyed(t0, 4, -time.Second, 5, nil)
+		require.ErrorIs(t, err, ErrInvalidDuration)
+
+		// A record given back before a read bound it: its key is not known.
+		s = newOrdered(t, cfg)
+		unbound, err := s.ReserveNextFor(t0, 2, 0)
+		require.NoError(t, err)
+		require.NoError(t, s.GiveBack(t0, unbound.Handle))
+		before = s.Stats()
+		_, taken, err = s.ReserveDueKeyed(t0, 2, 0, 5, nil)
+		require.ErrorIs(t, err, ErrNotNext)
+		require.Zero(t, taken)
+		require.Equal(t, before, s.Stats())
+		require.Equal(t, int64(-1), s.NextFresh())
+
+		// Not ordered.
+		s, _ = newTestShard(t, Config{}, State{Frontier: -1})
+		_, _, err = s.ReserveDueKeyed(t0, 2, 0, 5, nil)
+		require.ErrorIs(t, err, ErrNotNext)
+	})
+
+	t.Run("stops at what was asked and at the in-flight cap", func(t *testing.T) {
+		s := newOrdered(t, cfg)
+		held, _ := deferBehind(t, s)
+		require.NoError(t, s.Ack(t0, held.Handle))
+		leases, taken, err := s.ReserveDueKeyed(t0, 4, 0, 1, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, taken, "asked for one")
+		require.Equal(t, int64(1), leases[0].Offset)
+		require.Equal(t, int64(-1), s.NextFresh(), "3 is due still")
+
+		// At the cap: 0 (key 7) held by a consume of five, 1 and 2 deferred behind it, 3
+		// (key 8) leased.
+		s = newOrdered(t, Config{Ordered: true, MaxInFlight: 2})
+		leases, _, err = s.ReserveKeyedBatch(t0, 4, 0, 5, 0, []uint64{7}, nil)
+		require.NoError(t, err)
+		held = leases[0]
+		for off := int64(1); off <= 2; off++ {
+			_, err = s.ReserveKeyed(t0, 4, 0, off, 7)
+			require.ErrorIs(t, err, ErrBehindKey)
+		}
+		_, err = s.ReserveKeyed(t0, 4, 0, 3, 8)
+		require.NoError(t, err)
+		require.NoError(t, s.Ack(t0, held.Handle)) // 1 and 2 are due
+		leases, taken, err = s.ReserveDueKeyed(t0, 4, 0, 5, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, taken, "the in-flight room")
+		require.Equal(t, int64(1), leases[0].Offset)
+		_, _, err = s.ReserveDueKeyed(t0, 4, 0, 5, nil)
+		require.ErrorIs(t, err, ErrNotNext, "at the cap, for the locked scan to say so")
+	})
+}

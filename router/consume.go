@@ -40,8 +40,10 @@ type ConsumeOptions struct {
 //
 // A batch (Max > 1) takes what one non-blocking scan finds, staying on a partition until it
 // runs dry or reaches its in-flight cap, and stops once the records carry BatchPayloadBytes
-// of keys and payloads; an owner's batch (at most 100 records) is passed through. A
-// single record that the wait delivers is topped up with a second local scan.
+// of keys and payloads; an owner's batch (at most 100 records) is passed through. On an
+// ordered topic a batch within an eighth of opts.Max whose reads found the rest held by
+// other consumers' keys stops there, rather than read again for a few records. A single
+// record that the wait delivers is topped up with a second local scan.
 //
 // Errors: ErrUnknownTopic, ErrNotLocal (pinned to a partition no node owns, or, without a
 // Transport, that this node does not own), ErrClosed, the host's errors resolving a log,

@@ -323,6 +323,13 @@ func (b *batchBudget) take(m *Message) {
 
 func (b *batchBudget) full() bool { return b.taken >= b.max || b.bytes >= BatchPayloadBytes }
 
+// fullEnough reports, for an ordered partition's batch whose read left records behind keys
+// other consumes hold, whether it is close enough to full to stop: within an eighth of its
+// records. Another read for the few left would cost a batch's scan (a read, a reservation
+// and a race with the other consumes at the partition's next records) for a few records;
+// the next consume takes them.
+func (b *batchBudget) fullEnough() bool { return b.full() || b.taken >= b.max-b.max/8 }
+
 // takeFrom reserves and reads records of one partition until it is dry, capped, or the
 // budget is spent. It reserves the partition's share of the batch in one call, then reads
 // the reserved offsets, consecutive runs of them in one ReadRange when the log offers it: a
@@ -424,16 +431,10 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		if n.notBefore != nil {
 			out = r.postpone(out, before, ordered)
 		}
+		deferred := 0
 		if ordered {
-			var deferred int
 			out, deferred = r.bind(out, before, req.reserve)
-			if deferredHere += deferred; deferredHere >= orderedDefersPerScan && err == nil {
-				// Most of what the partition has waits behind held keys: one consume does
-				// not read on to the deferred bound. The next scan goes on from here.
-				*budget = r.budget
-				n.wake(req.topic, partition)
-				return out, nil
-			}
+			deferredHere += deferred
 		}
 		*budget = r.budget
 		if !req.reserve { // a reservation is counted once a consumer gets it
@@ -446,6 +447,15 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 				return out, nil
 			}
 			return out, err
+		}
+		if deferredHere >= orderedDefersPerScan {
+			// Most of what the partition has waits behind held keys: one consume does not
+			// read on to the deferred bound. The next scan goes on from here.
+			n.wake(req.topic, partition)
+			return out, nil
+		}
+		if deferred > 0 && budget.fullEnough() {
+			return out, nil
 		}
 		if len(leases) < want && (!settled || req.reserve) {
 			// The partition gave what it had (nothing freed meanwhile), or the share of its
@@ -460,19 +470,32 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 // while it reads: it reads the record at the shard's next fresh offset, then reserves and
 // binds it in one step (inflight.Shard.ReserveKeyed). Under the lock, a scan descheduled
 // in the middle of its read (a busy process preempts its goroutines anywhere) would hold
-// every other scan of the partition up until it runs again. done reports that the
+// every other scan of the partition up until it runs again. A record due before the fresh
+// ones (released as its key freed, nacked, expired) whose key the shard knows is reserved
+// and bound first, then read, holding nothing either (takeDueKeyed). done reports that the
 // partition's turn is over, a record taken or orderedDefersPerScan of them deferred behind
 // their keys; otherwise the caller takes the record under the lock, as a scan that reads
-// after reserving does: something is due before the fresh offset, another scan is between
-// its reserve and its bind, or the read failed (the locked scan handles what a read finds,
-// retention and corruption included). A record read here is delivered only once reserved
-// (invariant "one live holder"): the read before is of an offset whose record the log
-// never changes.
+// after reserving does: something is due before the fresh offset that the shard must
+// learn the key of by a read, another scan is between its reserve and its bind, or the
+// read failed (the locked scan handles what a read finds, retention and corruption
+// included). A record read here is delivered only once reserved (invariant "one live
+// holder"): the read before is of an offset whose record the log never changes.
 func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, out []Message) (_ []Message, done bool) {
 	for range orderedDefersPerScan {
 		off := shard.NextFresh()
-		if off < 0 || off >= hwm {
-			return out, false // something is due first, or nothing is fresh
+		if off < 0 {
+			before := len(out)
+			var ok bool
+			if out, _, ok = n.takeDueKeyed(req, partition, log, shard, hwm, now, budget, nil, out); !ok {
+				return out, false // due first, and the locked scan's to take
+			}
+			if len(out) > before {
+				return out, true
+			}
+			continue // deferred again behind its key
+		}
+		if off >= hwm {
+			return out, false // nothing is fresh
 		}
 		rec, err := log.Read(off)
 		if err != nil {
@@ -501,17 +524,34 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 // fresh offset (one ReadRange when the log offers it), holding nothing, then reserves and
 // binds the run in one step (inflight.Shard.ReserveKeyedBatch), which leases the records
 // whose keys are free and defers the others with no lease granted; and so on until the
-// budget is spent. The records deferred never reach out, so nothing is dropped from it. done
-// is as takeOneKeyed's: otherwise the caller takes the rest under the lock (something is
-// due before the next fresh offset, another scan is between its reserve and its bind, the
-// partition has no fresh record left, or a read failed).
+// budget is spent, or a run that left records behind held keys leaves the batch full enough
+// (batchBudget.fullEnough). What is due first goes as in takeOneKeyed. The records deferred
+// never reach out, so nothing is dropped from it. done is as takeOneKeyed's: otherwise the
+// caller takes the rest under the lock (something due first that the shard must read the
+// key of, another scan between its reserve and its bind, no fresh record left, or a read
+// failed).
 func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) (_ []Message, done bool) {
 	ranged, _ := log.(RangeReader)
-	deferred, overtaken, waited := 0, 0, false
+	deferred, overtaken := 0, 0
 	for !budget.full() {
 		off := shard.NextFresh()
-		if off < 0 || off >= hwm {
-			return out, false // something is due first, or nothing is fresh
+		if off < 0 {
+			var again int
+			var ok bool
+			if out, again, ok = n.takeDueKeyed(req, partition, log, shard, hwm, now, budget, scratch, out); !ok {
+				return out, false // due first, and the locked scan's to take
+			}
+			if deferred += again; deferred >= orderedDefersPerScan {
+				n.wake(req.topic, partition)
+				return out, true
+			}
+			if again > 0 && budget.fullEnough() {
+				return out, true
+			}
+			continue
+		}
+		if off >= hwm {
+			return out, false // nothing is fresh
 		}
 		want := budget.max - budget.taken
 		recs := readFresh(log, ranged, off, int(min(int64(want), hwm-off)), BatchPayloadBytes-budget.bytes, scratch)
@@ -524,14 +564,12 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 		}
 		scratch.binding.keys = keys
 		leases, taken, err := shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
-		if err == inflight.ErrNotNext && budget.waitBusy && !waited && shard.NextFresh() == off {
+		for waits := 0; err == inflight.ErrNotNext && budget.waitBusy && waits < maxScanWaits && shard.NextFresh() == off; waits++ {
 			// Nothing is due first, so another scan most likely holds the partition's
-			// ScanLock: wait for it to end and try the run once more, rather than queue for
-			// the lock to read the fresh records under it, as the locked scan does.
-			waited = true
-			lock := shard.ScanLock()
-			lock.Lock()
-			lock.Unlock()
+			// ScanLock: wait for it to end and try the run again, rather than queue for the
+			// lock to read the fresh records under it, as the locked scan does (a queue of
+			// scans under the lock makes every consume that meets it join it).
+			waitScan(shard)
 			leases, taken, err = shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
 		}
 		for err == inflight.ErrNotNext { // unwrapped, as ReserveKeyed's
@@ -544,9 +582,10 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 			recs, keys, off = recs[next-off:], keys[next-off:], next
 			leases, taken, err = shard.ReserveKeyedBatch(now, hwm, req.visibility, want, off, keys, scratch.leases[:0])
 		}
-		if err == inflight.ErrNotNext && shard.NextFresh() > off && overtaken < maxOvertaken {
-			// Other consumes took the whole run: read on from where they left off, rather
-			// than take the scan lock (a scan under it would refuse theirs in turn).
+		if next := shard.NextFresh(); err == inflight.ErrNotNext && (next > off || next < 0) && overtaken < maxOvertaken {
+			// Other consumes took the whole run, or a record fell due before it: read on
+			// from where they left off, or take what is due, rather than take the scan
+			// lock (a scan under it would refuse theirs in turn).
 			overtaken++
 			continue
 		}
@@ -569,11 +608,63 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 			n.wake(req.topic, partition)
 			return out, true
 		}
+		if taken > len(leases) && budget.fullEnough() {
+			return out, true
+		}
 		if taken < len(recs) {
 			return out, true // at the in-flight cap
 		}
 	}
 	return out, true
+}
+
+// takeDueKeyed takes, for takeOneKeyed and takeRunKeyed, the records of an ordered
+// partition due before its fresh ones whose keys the shard knows (released, nacked,
+// expired: inflight.Shard.ReserveDueKeyed), reserved and bound to their keys before they
+// are read, so that the read holds no lock either. deferred is how many the shard deferred
+// again behind their keys. ok is false when the shard refused (what is due first is the
+// locked scan's to take: see ReserveDueKeyed) or a read failed (the locked scan handles
+// what a read finds, as after takeRunKeyed's reads).
+func (n *Node) takeDueKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) (_ []Message, deferred int, ok bool) {
+	var one [1]inflight.Lease // a single consume's, with no scratch
+	into := one[:0]
+	if scratch != nil {
+		into = scratch.leases[:0]
+	}
+	leases, taken, err := shard.ReserveDueKeyed(now, hwm, req.visibility, budget.max-budget.taken, into)
+	for waits := 0; err == inflight.ErrNotNext && budget.waitBusy && waits < maxScanWaits; waits++ {
+		waitScan(shard) // most likely another scan holds the lock (see takeRunKeyed)
+		leases, taken, err = shard.ReserveDueKeyed(now, hwm, req.visibility, budget.max-budget.taken, into)
+	}
+	if err != nil {
+		return out, 0, false
+	}
+	if scratch != nil {
+		scratch.leases = leases
+	}
+	r := partitionRead{n: n, topic: req.topic, partition: partition, log: log,
+		shard: shard, now: now, budget: *budget, scratch: scratch}
+	if len(leases) > 1 {
+		r.ranged, _ = log.(RangeReader)
+	}
+	before := len(out)
+	out = slices.Grow(out, len(leases)) // deliver fills its room in place
+	out, _, err = r.deliver(leases, out)
+	*budget = r.budget
+	n.stats.delivered.Add(uint64(len(out) - before))
+	return out, taken - len(leases), err == nil
+}
+
+// maxScanWaits bounds the times a scan that reads before it reserves waits for another
+// scan's ScanLock and tries again, on its pass that waits for busy partitions, before it
+// reserves under the lock itself.
+const maxScanWaits = 4
+
+// waitScan waits for the scan that holds shard's ScanLock, if any, to end.
+func waitScan(shard *inflight.Shard) {
+	lock := shard.ScanLock()
+	lock.Lock()
+	lock.Unlock()
 }
 
 // maxOvertaken bounds the runs one takeRunKeyed reads that other consumes then take whole

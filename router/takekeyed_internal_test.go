@@ -87,14 +87,52 @@ func TestOrderedConsumeOfOneReadsWithoutTheScanLock(t *testing.T) {
 	require.Equal(t, []bool{false, false}, *lockedDuringRead)
 	require.Equal(t, 2, shard.Stats().Keys.Deferred)
 
-	// Key a frees: its next record comes in order, due again (deferred), under the lock,
-	// to a batch as to a consume of one.
+	// Key a frees: its next record comes in order, due again (deferred), its key known, so
+	// it is reserved and bound before its read, which holds no lock either.
 	require.NoError(t, n.Ack(ctx, "t", first[0].Receipt))
 	*lockedDuringRead = nil
 	third, err := n.Consume(ctx, "t", ConsumeOptions{Max: 5})
 	require.NoError(t, err)
 	require.Equal(t, []int64{1}, offsetsOf(third))
-	require.Equal(t, []bool{true}, *lockedDuringRead, "a record due again is read under the lock")
+	require.Equal(t, []bool{false}, *lockedDuringRead, "a record due again whose key is known")
+	require.Equal(t, 1, shard.Stats().Keys.Deferred, "offset 3 waits behind offset 1's holder")
+
+	// Nacked, it is due again, before offset 3 of its key: to a consume of one as to a batch.
+	require.NoError(t, n.Nack(ctx, "t", third[0].Receipt, 0))
+	*lockedDuringRead = nil
+	fourth, err := n.Consume(ctx, "t", ConsumeOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1}, offsetsOf(fourth))
+	require.Equal(t, []bool{false}, *lockedDuringRead)
+	require.NoError(t, n.Ack(ctx, "t", fourth[0].Receipt))
+	*lockedDuringRead = nil
+	fifth, err := n.Consume(ctx, "t", ConsumeOptions{Max: 5})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, offsetsOf(fifth))
+	require.Equal(t, []bool{false}, *lockedDuringRead)
+}
+
+// TestOrderedRecordGivenBackUnboundIsReadUnderTheLock: a record given back before its read
+// bound it to its key is due again with its key unknown: a scan reserves, reads and binds it
+// under the scan lock, as it does a fresh record it cannot read first.
+func TestOrderedRecordGivenBackUnboundIsReadUnderTheLock(t *testing.T) {
+	ctx := context.Background()
+	log := &probedLog{keys: [][]byte{[]byte("a"), []byte("b"), []byte("a")}}
+	n := newProbedNode(t, log)
+	first, err := n.Consume(ctx, "t", ConsumeOptions{}) // opens the shard: offset 0, key a
+	require.NoError(t, err)
+	shard, err := n.localShard("t", 0)
+	require.NoError(t, err)
+	unbound, err := shard.ReserveNext(n.clock.Now(), log.HighWatermark())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), unbound.Offset)
+	require.NoError(t, shard.GiveBack(n.clock.Now(), unbound.Handle))
+	locked := scanLockedAtReads(log, shard)
+	batch, err := n.Consume(ctx, "t", ConsumeOptions{Max: 5})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1}, offsetsOf(batch), "offset 2 waits behind key a")
+	require.Equal(t, []bool{true, true}, *locked, "offsets 1 and 2, under the lock")
+	require.NoError(t, n.Ack(ctx, "t", first[0].Receipt))
 }
 
 // TestOrderedBatchTakesWhatItReadAfterAnotherConsume: a batch that read a run of fresh
