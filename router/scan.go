@@ -470,32 +470,21 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 // while it reads: it reads the record at the shard's next fresh offset, then reserves and
 // binds it in one step (inflight.Shard.ReserveKeyed). Under the lock, a scan descheduled
 // in the middle of its read (a busy process preempts its goroutines anywhere) would hold
-// every other scan of the partition up until it runs again. A record due before the fresh
-// ones (released as its key freed, nacked, expired) whose key the shard knows is reserved
-// and bound first, then read, holding nothing either (takeDueKeyed). done reports that the
+// every other scan of the partition up until it runs again. done reports that the
 // partition's turn is over, a record taken or orderedDefersPerScan of them deferred behind
 // their keys; otherwise the caller takes the record under the lock, as a scan that reads
-// after reserving does: something is due before the fresh offset that the shard must
-// learn the key of by a read, another scan is between its reserve and its bind, or the
-// read failed (the locked scan handles what a read finds, retention and corruption
-// included). A record read here is delivered only once reserved (invariant "one live
-// holder"): the read before is of an offset whose record the log never changes.
+// after reserving does: something is due before the fresh offset, another scan is between
+// its reserve and its bind, or the read failed (the locked scan handles what a read finds,
+// retention and corruption included). A record read here is delivered only once reserved
+// (invariant "one live holder"): the read before is of an offset whose record the log
+// never changes. (What is due is taken under the lock here, not as takeRunKeyed takes it:
+// a hot key's next record falls due at each ack, and the consumes of one that all came for
+// it then queued for the shard's lock, where a locked scan passes a busy partition over.)
 func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, out []Message) (_ []Message, done bool) {
 	for range orderedDefersPerScan {
 		off := shard.NextFresh()
-		if off < 0 {
-			before := len(out)
-			var ok bool
-			if out, _, ok = n.takeDueKeyed(req, partition, log, shard, hwm, now, budget, nil, out); !ok {
-				return out, false // due first, and the locked scan's to take
-			}
-			if len(out) > before {
-				return out, true
-			}
-			continue // deferred again behind its key
-		}
-		if off >= hwm {
-			return out, false // nothing is fresh
+		if off < 0 || off >= hwm {
+			return out, false // something is due first, or nothing is fresh
 		}
 		rec, err := log.Read(off)
 		if err != nil {
@@ -525,7 +514,9 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 // binds the run in one step (inflight.Shard.ReserveKeyedBatch), which leases the records
 // whose keys are free and defers the others with no lease granted; and so on until the
 // budget is spent, or a run that left records behind held keys leaves the batch full enough
-// (batchBudget.fullEnough). What is due first goes as in takeOneKeyed. The records deferred
+// (batchBudget.fullEnough). Records due before the fresh ones (released as their key
+// freed, nacked, expired) whose keys the shard knows are reserved and bound first, then
+// read, holding nothing either (takeDueKeyed). The records deferred
 // never reach out, so nothing is dropped from it. done is as takeOneKeyed's: otherwise the
 // caller takes the rest under the lock (something due first that the shard must read the
 // key of, another scan between its reserve and its bind, no fresh record left, or a read
@@ -618,30 +609,23 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 	return out, true
 }
 
-// takeDueKeyed takes, for takeOneKeyed and takeRunKeyed, the records of an ordered
-// partition due before its fresh ones whose keys the shard knows (released, nacked,
-// expired: inflight.Shard.ReserveDueKeyed), reserved and bound to their keys before they
-// are read, so that the read holds no lock either. deferred is how many the shard deferred
+// takeDueKeyed takes, for takeRunKeyed, the records of an ordered partition due before its
+// fresh ones whose keys the shard knows (released, nacked, expired:
+// inflight.Shard.ReserveDueKeyed), reserved and bound to their keys before they are read,
+// so that the read holds no lock either. deferred is how many the shard deferred
 // again behind their keys. ok is false when the shard refused (what is due first is the
 // locked scan's to take: see ReserveDueKeyed) or a read failed (the locked scan handles
 // what a read finds, as after takeRunKeyed's reads).
 func (n *Node) takeDueKeyed(req *scanRequest, partition int32, log Log, shard *inflight.Shard, hwm int64, now time.Time, budget *batchBudget, scratch *takeScratch, out []Message) (_ []Message, deferred int, ok bool) {
-	var one [1]inflight.Lease // a single consume's, with no scratch
-	into := one[:0]
-	if scratch != nil {
-		into = scratch.leases[:0]
-	}
-	leases, taken, err := shard.ReserveDueKeyed(now, hwm, req.visibility, budget.max-budget.taken, into)
+	leases, taken, err := shard.ReserveDueKeyed(now, hwm, req.visibility, budget.max-budget.taken, scratch.leases[:0])
 	for waits := 0; err == inflight.ErrNotNext && budget.waitBusy && waits < maxScanWaits; waits++ {
 		waitScan(shard) // most likely another scan holds the lock (see takeRunKeyed)
-		leases, taken, err = shard.ReserveDueKeyed(now, hwm, req.visibility, budget.max-budget.taken, into)
+		leases, taken, err = shard.ReserveDueKeyed(now, hwm, req.visibility, budget.max-budget.taken, scratch.leases[:0])
 	}
 	if err != nil {
 		return out, 0, false
 	}
-	if scratch != nil {
-		scratch.leases = leases
-	}
+	scratch.leases = leases
 	r := partitionRead{n: n, topic: req.topic, partition: partition, log: log,
 		shard: shard, now: now, budget: *budget, scratch: scratch}
 	if len(leases) > 1 {

@@ -97,13 +97,14 @@ func TestOrderedConsumeOfOneReadsWithoutTheScanLock(t *testing.T) {
 	require.Equal(t, []bool{false}, *lockedDuringRead, "a record due again whose key is known")
 	require.Equal(t, 1, shard.Stats().Keys.Deferred, "offset 3 waits behind offset 1's holder")
 
-	// Nacked, it is due again, before offset 3 of its key: to a consume of one as to a batch.
+	// Nacked, it is due again, before offset 3 of its key; a consume of one takes what is
+	// due under the lock.
 	require.NoError(t, n.Nack(ctx, "t", third[0].Receipt, 0))
 	*lockedDuringRead = nil
 	fourth, err := n.Consume(ctx, "t", ConsumeOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []int64{1}, offsetsOf(fourth))
-	require.Equal(t, []bool{false}, *lockedDuringRead)
+	require.Equal(t, []bool{true}, *lockedDuringRead)
 	require.NoError(t, n.Ack(ctx, "t", fourth[0].Receipt))
 	*lockedDuringRead = nil
 	fifth, err := n.Consume(ctx, "t", ConsumeOptions{Max: 5})
