@@ -75,7 +75,8 @@ func (q *deadlineQueue) dropStale(live func(deadline) bool) {
 // run to grow until a compaction scans it all. Once headHops settles in a row did so, the
 // head moves to the heap, where it stays out of their way until it falls due or is settled
 // (or extended: then its new deadline joins the run, and may come to its head again). live
-// tells a deadline still in force.
+// tells a deadline still in force. A spent head goes first when a live entry lies right
+// behind it: purges leave spent entries on top (see Shard.purgeLocked).
 func (q *deadlineQueue) dropHeadOf(off int64, live func(deadline) bool) {
 	if q.runHead < len(q.run) && q.run[q.runHead].offset == off {
 		q.popRun()
@@ -86,7 +87,13 @@ func (q *deadlineQueue) dropHeadOf(off int64, live func(deadline) bool) {
 		h := q.runHead
 		next := q.run[h+1]
 		if next.offset != off && live(next) {
-			break
+			if live(q.run[h]) {
+				break
+			}
+			// A spent head (the held lease's entry before its extension, which now lies
+			// behind it): it goes, and the search goes on from the next.
+			q.popRun()
+			continue
 		}
 		q.run[h+1] = q.run[h] // the head moves up over it: the run stays in order
 		q.popRun()
@@ -99,6 +106,18 @@ func (q *deadlineQueue) dropHeadOf(off int64, live func(deadline) bool) {
 		}
 	}
 	if len(q.heap) > 0 && q.heap[0].offset == off {
+		q.heap.pop()
+	}
+}
+
+// dropSpent drops d, a deadline just superseded (an extension's old one), if it is the run's
+// head or the heap's top; anywhere else it waits to be popped or compacted away.
+func (q *deadlineQueue) dropSpent(d deadline) {
+	if q.runHead < len(q.run) && q.run[q.runHead] == d {
+		q.popRun()
+		return
+	}
+	if len(q.heap) > 0 && q.heap[0] == d {
 		q.heap.pop()
 	}
 }

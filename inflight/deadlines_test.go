@@ -69,6 +69,22 @@ func TestDeadlineQueueAgainstModel(t *testing.T) {
 				model = slices.DeleteFunc(model, func(d deadline) bool { return !slices.Contains(held, d) })
 				check()
 			},
+			"dropSpent": func(t *rapid.T) {
+				// Any deadline, held or not: at most it goes, and only from the top of the run
+				// or of the heap.
+				if len(model) == 0 {
+					t.Skip("empty")
+				}
+				d := rapid.SampledFrom(model).Draw(t, "deadline")
+				onTop := (q.runHead < len(q.run) && q.run[q.runHead] == d) || (len(q.heap) > 0 && q.heap[0] == d)
+				q.dropSpent(d)
+				held := slices.Concat(q.run[q.runHead:], q.heap)
+				require.Equal(t, onTop, !slices.Contains(held, d))
+				if onTop {
+					model = slices.DeleteFunc(model, func(m deadline) bool { return m == d })
+				}
+				check()
+			},
 			"dropStale": func(t *rapid.T) {
 				mod := int64(rapid.IntRange(2, 4).Draw(t, "stale every"))
 				live := func(d deadline) bool { return d.offset%mod != 0 }

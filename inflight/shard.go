@@ -1022,9 +1022,9 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 		s.counters.Expired.Add(1)
 		s.endLeaseLocked(d.offset, p, d.at, now, ReasonExpired, 0, fx)
 	}
-	// Pop stale entries off the top as well (each is popped once, now or later), so the top
-	// is the next real deadline: NextDeadline reports it and the purger sleeps until then.
-	s.deadlines.dropStale(s.isLiveDeadline)
+	// Stale entries above now stay until NextDeadline drops them (or a compaction, or a
+	// settle's dropHeadOf): looking the top's lease up on every reserve and settle cost a
+	// lookup each, and a far one (a lease held long, far below the others) a map's.
 }
 
 // NextDeadline returns when the earliest lease of the shard expires or nack delay ends, as of
@@ -1032,6 +1032,9 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 func (s *Shard) NextDeadline() (at time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Stale entries off the top first (each is popped once, now or later), so that the top
+	// is the next real deadline and the purger sleeps until then.
+	s.deadlines.dropStale(s.isLiveDeadline)
 	first, ok := s.deadlines.first()
 	if !ok {
 		return time.Time{}, false
@@ -1154,6 +1157,9 @@ func (s *Shard) Extend(now time.Time, h Handle, d time.Duration) (time.Time, err
 func (s *Shard) extendLocked(now int64, h Handle, p pending, d time.Duration, fx *effects) int64 {
 	expiry := s.extendedExpiry(now, p, d)
 	if expiry != p.until {
+		// The old deadline is spent: off the top at once if it is there (purges leave spent
+		// entries on top), so that a lease held long does not leave one there each time.
+		s.deadlines.dropSpent(deadline{at: p.until, offset: h.Offset, nonce: h.Nonce})
 		p.until = expiry
 		s.pending.set(h.Offset, p)
 		s.pushDeadline(deadline{at: expiry, offset: h.Offset, nonce: h.Nonce})

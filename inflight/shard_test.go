@@ -453,7 +453,7 @@ func TestHeldLeaseLeavesNoSpentDeadlinesBehindIt(t *testing.T) {
 				s.mu.Lock()
 				n := s.deadlines.len()
 				s.mu.Unlock()
-				require.LessOrEqual(t, n, 2, "round %d: the held lease's entry, and its previous one until a purge pops it", i)
+				require.LessOrEqual(t, n, 2, "round %d: the held lease's entry (an extension drops the one before), and at most the entry of a record given back and leased again", i)
 			}
 		})
 	}
