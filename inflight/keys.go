@@ -351,12 +351,7 @@ func (s *Shard) ReserveKeyedBatch(now time.Time, hwm int64, visibility time.Dura
 		}
 		into = into[:len(into)-1]
 	}
-	granted := into[first:]
-	s.unlockFresh(hwm, taken, len(granted), deferred, &fx)
-	if len(granted) > 0 {
-		fx.deadline = granted[0].Expiry.UnixNano() // one expiry for the run: the same now
-	}
-	s.report(&fx)
+	s.endFresh(hwm, taken, into[first:], deferred, &fx)
 	return into, taken, nil
 }
 
@@ -443,12 +438,7 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 		}
 		return into, 0, ErrNotNext
 	}
-	granted := into[first:]
-	s.unlockFresh(hwm, taken, len(granted), deferred, &fx)
-	if len(granted) > 0 {
-		fx.deadline = granted[0].Expiry.UnixNano() // one expiry for the call: the same now
-	}
-	s.report(&fx)
+	s.endFresh(hwm, taken, into[first:], deferred, &fx)
 	return into, taken, nil
 }
 
@@ -489,6 +479,17 @@ func (s *Shard) unlockFresh(hwm int64, taken, granted, deferred int, fx *effects
 	if deferred > 0 {
 		s.counters.Deferred.Add(uint64(deferred))
 	}
+}
+
+// endFresh is unlockFresh for a call that took a run of records and leased granted of them:
+// their expiry, one for them all (the same now), goes to the host's deadline hook with the
+// rest of fx.
+func (s *Shard) endFresh(hwm int64, taken int, granted []Lease, deferred int, fx *effects) {
+	s.unlockFresh(hwm, taken, len(granted), deferred, fx)
+	if len(granted) > 0 {
+		fx.deadline = granted[0].Expiry.UnixNano()
+	}
+	s.report(fx)
 }
 
 // takeFreshLocked takes off, the fresh offset at the cursor whose record's key is key (the

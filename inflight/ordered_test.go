@@ -730,17 +730,7 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 				require.LessOrEqual(t, len(leases), taken)
 				require.LessOrEqual(t, taken, max)
 				m.expire()
-				var read []Lease
-				for _, l := range leases {
-					switch {
-					case l.Offset < m.oldest:
-						m.skipRetention(t, l)
-					case m.unreadable[l.Offset]:
-						require.NoError(t, m.s.SkipCorrupt(m.now, l.Handle))
-					default:
-						read = append(read, l)
-					}
-				}
+				read := m.read(t, leases)
 				kept := make([]bool, len(read))
 				for i := range kept {
 					kept[i] = true
@@ -796,8 +786,22 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 		return
 	}
 	m.expire() // the reserve purged what fell due
-	// The reads: a record below the oldest retained one jumps the frontier, one that cannot
-	// be read is skipped, as a scan does (router's deliver); the others are bound.
+	read := m.read(t, leases)
+	handles := make([]Handle, len(read))
+	keys := make([]uint64, len(read))
+	for i, l := range read {
+		handles[i], keys[i] = l.Handle, m.keyAt[l.Offset]
+	}
+	kept := make([]bool, len(read))
+	frontier := m.s.Stats().Frontier
+	m.s.Bind(m.now, handles, keys, ahead, kept)
+	m.deliver(t, read, kept, ahead, frontier)
+}
+
+// read reads the records of leases, as a scan does after it reserved them (router's
+// deliver): a record below the oldest retained one jumps the frontier, one that cannot be
+// read is skipped; it returns the leases of the others.
+func (m *orderedModel) read(t *rapid.T, leases []Lease) []Lease {
 	var read []Lease
 	for _, l := range leases {
 		switch {
@@ -810,15 +814,7 @@ func (m *orderedModel) consume(t *rapid.T, max int, ahead bool) {
 			read = append(read, l)
 		}
 	}
-	handles := make([]Handle, len(read))
-	keys := make([]uint64, len(read))
-	for i, l := range read {
-		handles[i], keys[i] = l.Handle, m.keyAt[l.Offset]
-	}
-	kept := make([]bool, len(read))
-	frontier := m.s.Stats().Frontier
-	m.s.Bind(m.now, handles, keys, ahead, kept)
-	m.deliver(t, read, kept, ahead, frontier)
+	return read
 }
 
 // deliver checks the delivery of the leases of read that their Bind kept (frontier is the

@@ -14,10 +14,6 @@ import (
 func TestReserveKeyed(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	cfg := Config{Ordered: true, VisibilityTimeout: 10 * time.Second}
-	newOrdered := func(t *testing.T, cfg Config) *Shard {
-		s, _ := newTestShard(t, cfg, State{Frontier: -1})
-		return s
-	}
 	// unchanged asserts that a refusal changed nothing a reserve would see.
 	unchanged := func(t *testing.T, s *Shard, before Stats, next int64) {
 		t.Helper()
@@ -26,7 +22,7 @@ func TestReserveKeyed(t *testing.T) {
 	}
 
 	t.Run("reserves and binds the next fresh record", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		require.Equal(t, int64(0), s.NextFresh())
 		l, err := s.ReserveKeyed(t0, 3, 0, 0, KeyOf([]byte("a")))
 		require.NoError(t, err)
@@ -55,7 +51,7 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("the hint says when a record is due first", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		l := reserve(t, s, t0, 5)
 		require.Equal(t, int64(1), s.NextFresh())
 		require.NoError(t, s.Nack(t0, l.Handle, 0))
@@ -71,7 +67,7 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("a record without a key is reserved unbound", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		l, err := s.ReserveKeyed(t0, 2, time.Second, 0, 0)
 		require.NoError(t, err)
 		require.Equal(t, t0.Add(time.Second), l.Expiry, "the visibility asked for")
@@ -137,7 +133,7 @@ func TestReserveKeyed(t *testing.T) {
 			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				s := newOrdered(t, tc.cfg)
+				s := newOrderedShard(t, tc.cfg)
 				off, hwm, undo := tc.setup(t, s)
 				before, next, delivered := s.Stats(), s.NextFresh(), s.counters.Load().Delivered
 				_, err := s.ReserveKeyed(t0, hwm, 0, off, 9)
@@ -159,7 +155,7 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("a run with no keys", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		_, taken, err := s.ReserveKeyedBatch(t0, 5, 0, 3, 0, nil, nil)
 		require.ErrorIs(t, err, ErrNotNext)
 		require.Zero(t, taken)
@@ -167,7 +163,7 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("a run is leased and bound, and what waits behind a key is deferred unleased", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, err := s.ReserveKeyed(t0, 8, 0, 0, 7)
 		require.NoError(t, err)
 		fence := held.Fence
@@ -200,20 +196,20 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("a run stops at the in-flight cap and the high watermark", func(t *testing.T) {
-		s := newOrdered(t, Config{Ordered: true, MaxInFlight: 2})
+		s := newOrderedShard(t, Config{Ordered: true, MaxInFlight: 2})
 		leases, taken, err := s.ReserveKeyedBatch(t0, 8, 0, 4, 0, []uint64{1, 2, 3, 4}, nil)
 		require.NoError(t, err)
 		require.Equal(t, 2, taken, "the in-flight room")
 		require.Len(t, leases, 2)
 		require.Equal(t, int64(2), s.NextFresh())
-		s = newOrdered(t, cfg)
+		s = newOrderedShard(t, cfg)
 		_, taken, err = s.ReserveKeyedBatch(t0, 2, 0, 4, 0, []uint64{1, 2, 3, 4}, nil)
 		require.NoError(t, err)
 		require.Equal(t, 2, taken, "below the high watermark")
 	})
 
 	t.Run("a record taken ends a deferred stall", func(t *testing.T) {
-		s := newOrdered(t, Config{Ordered: true, MaxDeferred: 1})
+		s := newOrderedShard(t, Config{Ordered: true, MaxDeferred: 1})
 		held, err := s.ReserveKeyed(t0, 6, 0, 0, 7)
 		require.NoError(t, err)
 		_, err = s.ReserveKeyed(t0, 6, 0, 1, 7)
@@ -246,7 +242,7 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("a visibility out of range", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		_, err := s.ReserveKeyed(t0, 5, -time.Second, 0, 9)
 		require.ErrorIs(t, err, ErrInvalidDuration)
 		_, err = s.ReserveKeyed(t0, 5, MaxVisibility+1, 0, 9)
@@ -257,7 +253,7 @@ func TestReserveKeyed(t *testing.T) {
 	})
 
 	t.Run("restored key tails are verified first", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, err := s.ReserveKeyed(t0, 4, 0, 0, 7)
 		require.NoError(t, err)
 		_, err = s.ReserveKeyed(t0, 4, 0, 1, 7)
@@ -468,10 +464,6 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 func TestReserveDueKeyed(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	cfg := Config{Ordered: true, VisibilityTimeout: 10 * time.Second}
-	newOrdered := func(t *testing.T, cfg Config) *Shard {
-		s, _ := newTestShard(t, cfg, State{Frontier: -1})
-		return s
-	}
 	// deferBehind leases offset 0 (key 7) to a consume of up to five records, then reads 1..3
 	// (keys 7, 8, 7) for another, which leases 2 and defers 1 and 3 behind 0.
 	deferBehind := func(t *testing.T, s *Shard) (held, other Lease) {
@@ -488,7 +480,7 @@ func TestReserveDueKeyed(t *testing.T) {
 	}
 
 	t.Run("a freed key's deferred records are leased and bound, in order", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, _ := deferBehind(t, s)
 		require.NoError(t, s.Ack(t0, held.Handle)) // key 7 frees: 1 and 3 are due
 		require.Equal(t, int64(-1), s.NextFresh())
@@ -508,7 +500,7 @@ func TestReserveDueKeyed(t *testing.T) {
 	})
 
 	t.Run("a nacked record is due again before the later records of its key", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, other := deferBehind(t, s)
 		require.NoError(t, s.Nack(t0, other.Handle, 0)) // 2 (key 8) is due again
 		leases, taken, err := s.ReserveDueKeyed(t0, 4, 0, 5, nil)
@@ -530,7 +522,7 @@ func TestReserveDueKeyed(t *testing.T) {
 	})
 
 	t.Run("a record due behind its key's holder is deferred again", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, err := s.ReserveKeyed(t0, 3, 0, 0, 7)
 		require.NoError(t, err)
 		second, err := s.ReserveKeyed(t0, 3, 0, 1, 9)
@@ -549,7 +541,7 @@ func TestReserveDueKeyed(t *testing.T) {
 	})
 
 	t.Run("refuses what the locked scan takes", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, _ := deferBehind(t, s)
 		require.NoError(t, s.Ack(t0, held.Handle))
 		before := s.Stats()
@@ -563,7 +555,7 @@ func TestReserveDueKeyed(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidDuration)
 
 		// A record given back before a read bound it: its key is not known.
-		s = newOrdered(t, cfg)
+		s = newOrderedShard(t, cfg)
 		unbound, err := s.ReserveNextFor(t0, 2, 0)
 		require.NoError(t, err)
 		require.NoError(t, s.GiveBack(t0, unbound.Handle))
@@ -581,7 +573,7 @@ func TestReserveDueKeyed(t *testing.T) {
 	})
 
 	t.Run("stops at what was asked and at the in-flight cap", func(t *testing.T) {
-		s := newOrdered(t, cfg)
+		s := newOrderedShard(t, cfg)
 		held, _ := deferBehind(t, s)
 		require.NoError(t, s.Ack(t0, held.Handle))
 		leases, taken, err := s.ReserveDueKeyed(t0, 4, 0, 1, nil)
@@ -592,7 +584,7 @@ func TestReserveDueKeyed(t *testing.T) {
 
 		// At the cap: 0 (key 7) held by a consume of five, 1 and 2 deferred behind it, 3
 		// (key 8) leased.
-		s = newOrdered(t, Config{Ordered: true, MaxInFlight: 2})
+		s = newOrderedShard(t, Config{Ordered: true, MaxInFlight: 2})
 		leases, _, err = s.ReserveKeyedBatch(t0, 4, 0, 5, 0, []uint64{7}, nil)
 		require.NoError(t, err)
 		held = leases[0]
@@ -610,4 +602,10 @@ func TestReserveDueKeyed(t *testing.T) {
 		_, _, err = s.ReserveDueKeyed(t0, 4, 0, 5, nil)
 		require.ErrorIs(t, err, ErrNotNext, "at the cap, for the locked scan to say so")
 	})
+}
+
+// newOrderedShard is a fresh shard of cfg, for the tests of an ordered partition's scans.
+func newOrderedShard(t *testing.T, cfg Config) *Shard {
+	s, _ := newTestShard(t, cfg, State{Frontier: -1})
+	return s
 }
