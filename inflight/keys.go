@@ -72,6 +72,9 @@ type keyIndex struct {
 	parked        []parkedKey
 	parkedOffsets int
 	parkedLow     int64
+	// holdParkedLow: a key's release run is leaving the runs, and parkedLow is searched for
+	// once it has (parkedLowStale: an offset of it was the lowest).
+	holdParkedLow, parkedLowStale bool
 	// spilled counts the parked keys' spilled records (spill.go); heldHigh is the highest
 	// offset of the leases a move brought (-1: none), which bind to their keys only after
 	// the restore: nothing spills below it.
@@ -741,6 +744,11 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 	if ks.room > 0 {
 		run = min(run, ks.room)
 	}
+	// The run's records leave the acked-ahead runs lowest first: the lowest parked offset
+	// is searched for once, after them (each search walks the key's queue from its front,
+	// past the records released before it).
+	x := s.keys
+	x.holdParkedLow = true
 	for _, off := range ks.queued[:min(len(ks.queued), run)] {
 		p, ok := s.pending.get(off)
 		if !ok || p.delayed || ks.spilledBelow(off) {
@@ -753,6 +761,11 @@ func (s *Shard) freeKeyLocked(key uint64, ks *keyState, fx *effects) {
 			s.undeferLocked(off, &p, ks)
 			s.releaseLocked(off, p, fx)
 		}
+	}
+	x.holdParkedLow = false
+	if x.parkedLowStale {
+		x.parkedLowStale = false
+		x.parkedLow = s.lowestParkedLocked()
 	}
 }
 

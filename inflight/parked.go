@@ -124,7 +124,11 @@ func (s *Shard) unparkOffsetLocked(off int64, p *pending, ks *keyState) {
 	}
 	if off == x.parkedLow {
 		s.pending.set(off, *p) // no longer parked, for the search
-		x.parkedLow = s.lowestParkedLocked()
+		if x.holdParkedLow {
+			x.parkedLowStale = true // the caller searches once it is done (freeKeyLocked)
+		} else {
+			x.parkedLow = s.lowestParkedLocked()
+		}
 	}
 	s.checkCapLocked()
 }
