@@ -414,3 +414,48 @@ func TestParkedNotARequeuedRecord(t *testing.T) {
 
 	requireRestartSkips(t, cfg, s, keyAt, 2, "no tail from the requeued record, over the acked 2")
 }
+
+// TestParkedLowAfterAReleaseRun: a key that frees makes a run of its parked records visible
+// at once; the lowest parked offset, below which the frontier stays, is then the key's first
+// record past the run.
+func TestParkedLowAfterAReleaseRun(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := Config{Ordered: true, VisibilityTimeout: time.Hour, MaxInFlight: 1000, MaxDeferredPerKey: 1000}
+	s, _ := newTestShard(t, cfg, State{Frontier: -1})
+	keyAt := parkedLog(2000) // key 1 at every twentieth offset
+	first := consumeAll(t, s, t0, keyAt, 50)
+	var holder []Lease // key 1's 0, 20 and 40, held by the batch of fifty
+	for _, l := range first {
+		if keyAt[l.Offset] == 1 {
+			holder = append(holder, l)
+			continue
+		}
+		require.NoError(t, s.Ack(t0, l.Handle))
+	}
+	require.Len(t, holder, 3)
+	for {
+		got := consumeAll(t, s, t0, keyAt, 50)
+		if len(got) == 0 {
+			break
+		}
+		for _, l := range got {
+			require.NoError(t, s.Ack(t0, l.Handle))
+		}
+	}
+	require.Equal(t, 97, s.Stats().Keys.Parked, "60 to 1980")
+	for _, l := range holder {
+		require.NoError(t, s.Ack(t0, l.Handle))
+	}
+	// The free makes min(keyReleaseRun, 50) of them visible: 60 to 680.
+	s.mu.Lock()
+	low := s.keys.parkedLow
+	s.mu.Unlock()
+	require.Equal(t, int64(60+20*keyReleaseRun), low)
+	require.Equal(t, int64(59), s.Stats().Frontier)
+	run := consumeAll(t, s, t0, keyAt, 50)
+	require.Len(t, run, keyReleaseRun)
+	for _, l := range run {
+		require.NoError(t, s.Ack(t0, l.Handle))
+	}
+	require.Equal(t, low-1, s.Stats().Frontier, "up to the next parked record")
+}
