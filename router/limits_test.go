@@ -98,6 +98,23 @@ func TestTopicNameBounds(t *testing.T) {
 		_, err = h.node.Replay(ctx, topic, 0, 0, 1)
 		require.ErrorIs(t, err, router.ErrInvalidArgument)
 		require.ErrorIs(t, h.node.DeleteTopic(topic), router.ErrInvalidArgument)
+		_, err = h.node.PartitionStatus(topic, 0)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		_, err = h.node.TopicStatus(topic)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		_, err = h.node.QueueStatus(ctx, topic)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		_, err = h.node.HandOff(ctx, topic, 0)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		require.ErrorIs(t, h.node.Adopt(ctx, topic, 0, nil), router.ErrInvalidArgument)
+		_, err = h.node.Quarantined(topic, 0)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		_, err = h.node.RequeueAll(topic, 0)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		_, err = h.node.Purge(ctx, topic)
+		require.ErrorIs(t, err, router.ErrInvalidArgument)
+		require.ErrorIs(t, h.node.Release(ctx, topic, router.Handle{Offset: 1, Nonce: 2}), router.ErrInvalidArgument)
+		require.ErrorIs(t, h.node.Reject(ctx, topic, router.Handle{Offset: 1, Nonce: 2}), router.ErrInvalidArgument)
 	}
 	for _, topic := range []string{
 		strings.Repeat("注", router.MaxTopicLength/3),

@@ -83,13 +83,16 @@ func (s PartitionStatus) Drained() bool {
 // watermark, its backlog, and what is in flight, delayed, acked ahead or quarantined. It is
 // read-only: a partition the node has not loaded is reported as not loaded, and nothing is
 // created for it. It answers ErrUnknownTopic for a topic Routes does not know, ErrNotLocal
-// for a partition another node owns, ErrInvalidArgument for a negative one, and ErrClosed
-// once Close has begun.
+// for a partition another node owns, ErrInvalidArgument for a negative one or a topic name
+// out of bounds (empty, or longer than MaxTopicLength), and ErrClosed once Close has begun.
 func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, error) {
 	if !n.life.fence.enter() {
 		return PartitionStatus{}, ErrClosed
 	}
 	defer n.life.fence.leave()
+	if err := checkTopic(topic); err != nil {
+		return PartitionStatus{}, err
+	}
 	if err := checkPartition(partition); err != nil {
 		return PartitionStatus{}, err
 	}
@@ -105,12 +108,16 @@ func (n *Node) PartitionStatus(topic string, partition int32) (PartitionStatus, 
 
 // TopicStatus returns the PartitionStatus of each of the topic's partitions this node owns,
 // ascending by partition (QueueStatus: every partition, the other owners' too). It answers
-// ErrUnknownTopic for a topic Routes does not know.
+// ErrUnknownTopic for a topic Routes does not know, and ErrInvalidArgument for a topic name
+// out of bounds.
 func (n *Node) TopicStatus(topic string) ([]PartitionStatus, error) {
 	if !n.life.fence.enter() {
 		return nil, ErrClosed
 	}
 	defer n.life.fence.leave()
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
 	local, _, ok, verdict := n.partitions(topic)
 	if !ok {
 		return nil, ErrUnknownTopic
