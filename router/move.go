@@ -123,7 +123,7 @@ func (m *moves) unfenceLocked(topic string, partition int32) {
 // outlives a restart: HandOff leaves MovedFile in the partition's directory, and a node does
 // not load a partition marked so. (With Config.Store the fence is memory: a host changes its
 // Routes before it restarts the old owner.) A partition this node never loaded and its Routes
-// do not name here answers ErrNotLocal.
+// do not name here answers ErrNotLocal; one of a topic they do not know, ErrUnknownTopic.
 func (n *Node) HandOff(ctx context.Context, topic string, partition int32) ([]byte, error) {
 	if !n.life.fence.enter() {
 		return nil, ErrClosed
@@ -162,7 +162,10 @@ func (n *Node) fencedEntry(key shardKey) (*handedOff, error) {
 	shard, ok := n.tracker.LookupIn(gen, key.partition)
 	if !ok {
 		local, _, known := n.routes.Partitions(key.topic)
-		if !known || !slices.Contains(local, key.partition) {
+		if !known {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, key.topic)
+		}
+		if !slices.Contains(local, key.partition) {
 			return nil, fmt.Errorf("%w: %s/%d has no state here to hand off", ErrNotLocal, key.topic, key.partition)
 		}
 		var err error

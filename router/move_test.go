@@ -221,6 +221,22 @@ func TestHandedOffPartitionServesNothing(t *testing.T) {
 	})
 }
 
+// HandOff of a partition this node has no state for: ErrNotLocal for one its Routes name
+// elsewhere (or not at all), ErrUnknownTopic for a topic they do not know.
+func TestHandOffOfNothingHere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTrio(t, time.Millisecond)
+		defer tr.close()
+		ctx := context.Background()
+		_, err := tr.a.node.HandOff(ctx, "orders", 1) // b's
+		assert.ErrorIs(t, err, router.ErrNotLocal)
+		_, err = tr.a.node.HandOff(ctx, "orders", 7) // no node's
+		assert.ErrorIs(t, err, router.ErrNotLocal)
+		_, err = tr.a.node.HandOff(ctx, "no-such-topic", 0)
+		assert.ErrorIs(t, err, router.ErrUnknownTopic)
+	})
+}
+
 // Adopt refuses damaged, foreign and stale state with a typed error, and changes nothing.
 func TestAdoptRefusesBadState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
