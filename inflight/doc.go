@@ -75,7 +75,10 @@
 // one scan at a time (ScanLock), binding each lease to its record's key (Bind, KeyOf); a scan
 // may instead read the records from the next fresh offset first and reserve and bind them in
 // one step (NextFresh, then ReserveKeyed for one record, ReserveKeyedBatch for a run), holding
-// the scan lock only inside that call: a record whose key another consume's leases hold, or
+// the scan lock only inside that call; and what is due again before the fresh records, whose
+// keys the index knows (a key's deferred records as it frees, a nacked or expired record), it
+// may reserve and bind in one step and read after (ReserveDueKeyed). A record whose key
+// another consume's leases hold, or
 // whose key has a lower record waiting for delivery again, is deferred behind the key (its
 // lease withdrawn uncounted; none granted to a record read first), neither leased nor visible
 // nor counted against the in-flight cap, until the key frees. A lease of a key that
