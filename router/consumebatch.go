@@ -367,17 +367,22 @@ func (n *Node) answerConsumes(l *lane, batch []*queuedConsume, members [][]byte,
 		case state == consumeSent:
 			m.ready <- r
 		case state == consumeAbandoned && r.err == nil:
-			n.giveBackMember(m.topic, r.raw)
+			n.abandonedMember(l, m, r.raw)
 		}
 	}
 }
 
-// giveBackMember gives back the records of a consume reply nobody receives: its consumer
-// left before the batch came back.
-func (n *Node) giveBackMember(topic string, raw []byte) {
+// abandonedMember reads the consume reply raw that nobody receives, m's consumer having left
+// before the batch came back: it gives back the records it carries, and learns the field
+// an older owner refused (the next consume would send it again, to be refused again).
+func (n *Node) abandonedMember(l *lane, m *queuedConsume, raw []byte) {
 	reply, err := wire.DecodeConsumeReply(raw)
-	if err != nil || len(reply.Deliveries) == 0 {
-		return
+	switch {
+	case err != nil:
+	case reply.Status == wire.StatusBadRequest:
+		c := m.c
+		n.learnConsumeRefusal(l, &c)
+	case len(reply.Deliveries) > 0:
+		n.giveBack(messagesOf(m.topic, reply.Deliveries, time.Time{}))
 	}
-	n.giveBack(messagesOf(topic, reply.Deliveries, time.Time{}))
 }

@@ -361,3 +361,78 @@ func TestOwnerBeforeConsumeRefusesQueuedOnce(t *testing.T) {
 		assert.LessOrEqual(t, seen.of(opConsumeBatchFrame), 1, "the queued ones, in one frame at most")
 	})
 }
+
+// maxFrames counts the consume frames that ask for more than one record (Consume's Max, a
+// field an owner before wire version 6 refuses).
+type maxFrames struct {
+	router.Transport
+	mu   sync.Mutex
+	sent int
+}
+
+func (f *maxFrames) Call(ctx context.Context, to string, frame []byte) ([]byte, error) {
+	if len(frame) > 0 && frame[0] == opConsumeFrame {
+		if r, err := wire.DecodeRequest(frame, wire.Newest); err == nil && r.Consume.Max > 1 {
+			f.mu.Lock()
+			f.sent++
+			f.mu.Unlock()
+		}
+	}
+	return f.Transport.Call(ctx, to, frame)
+}
+
+func (f *maxFrames) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent
+}
+
+// A consumer that left while its queued consume was out: the owner's reply to it refuses a
+// field (an older release), and the node learns it all the same, so that the next consume
+// does not carry the field to be refused again (one refused request per field and owner:
+// the simulation's seed 400341).
+func TestLeavingMemberLearnsTheFieldRefused(t *testing.T) {
+	withTwoProcs(t)
+	synctest.Test(t, func(t *testing.T) {
+		const trip = 10 * time.Millisecond
+		var sent *maxFrames
+		c := newCluster(t, trip, map[string][]int32{"b": {0}, "g": nil}, probesOnly(func(id string, cfg *router.Config) {
+			switch id {
+			case "b":
+				cfg.WireVersion = 5 // before Consume's Max, and before ConsumeBatch
+			case "g":
+				cfg.WireVersion = 8 // relative expiry, Max, ConsumeBatch; no later field
+				sent = &maxFrames{Transport: cfg.Transport}
+				cfg.Transport = sent
+			}
+		}))
+		defer c.close()
+		c.produce(0, 20)
+		g := c.nodes["g"]
+		ctx := context.Background()
+		// The owner refuses relative expiry first (the newest field): learnt once, here.
+		require.Len(t, g.consume(ctx, router.ConsumeOptions{}), 1)
+		first := startConsumers(ctx, g, consumeWindow, router.ConsumeOptions{})
+		time.Sleep(time.Millisecond) // the first ones left alone
+		leaving, cancel := context.WithCancel(ctx)
+		left := make(chan error, 1)
+		go func() {
+			_, err := g.node.Consume(leaving, "orders", router.ConsumeOptions{Max: 2})
+			left <- err
+		}()
+		stay := startConsumers(ctx, g, 1, router.ConsumeOptions{})
+		time.Sleep(trip + trip/2) // the batch went, to be refused as an op, then each alone
+		cancel()
+		synctest.Wait()
+		require.ErrorIs(t, <-left, context.Canceled)
+		for _, ch := range append(first, stay...) {
+			require.Len(t, <-ch, 1)
+		}
+		time.Sleep(4 * trip) // the leaver's own frame came back refused: Max, learnt
+		synctest.Wait()
+		require.Equal(t, 1, sent.count(), "the leaver's frame asked for two")
+		got := g.consume(ctx, router.ConsumeOptions{Max: 2})
+		assert.Len(t, got, 1, "one record a consume while the owner refuses Max")
+		assert.Equal(t, 1, sent.count(), "not asked again within two minutes")
+	})
+}

@@ -374,20 +374,8 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		if reply.Deliveries != nil {
 			*deliveries = reply.Deliveries
 		}
-		if reply.Status == wire.StatusBadRequest && c.Compact {
-			// An older release: the consume again asking for the reply it reads.
-			l.Refuse(acklane.CompactDeliveries, n.clock.Now().Add(olderFieldMemory))
-			continue
-		}
-		if reply.Status == wire.StatusBadRequest && c.Reserve {
-			// An older release: it reserves nothing. The consume's own records are asked
-			// again without the flag (consumeTo); nothing is read ahead from it (a consume
-			// would deliver, counting attempts for records nobody asked for yet).
-			l.Refuse(acklane.Reserve, n.clock.Now().Add(olderFieldMemory))
-			continue
-		}
-		if reply.Status == wire.StatusBadRequest && n.dropNewestField(l, &c) {
-			continue // an older release refused the newest field the frame carried: again without it
+		if reply.Status == wire.StatusBadRequest && n.learnConsumeRefusal(l, &c) {
+			continue // an older release refused a field: again without it (consumeTo)
 		}
 		if err := n.ownerRefusal(owner, &reply); err != nil {
 			return nil, err
@@ -465,6 +453,26 @@ func ownRecordsOnly(c *wire.Consume, req scanRequest, owner string) error {
 	}
 	c.Reserve, c.Max = false, min(c.Max, own)
 	return nil
+}
+
+// learnConsumeRefusal remembers in l the field an owner refused c, a consume it answered 400
+// (an older release), for olderFieldMemory, and reports whether c carried one to refuse:
+// the compact reply (asked again for the reply it reads), the reservation flag (it reserves
+// nothing: the consume's own records are asked again without it, and nothing is read ahead
+// from it, since a consume would deliver them, counting attempts for records nobody asked for
+// yet), or else the newest of the others (dropNewestField). Whoever reads the reply learns
+// it, the consumer that left before its batch came back included (answerConsumes): each
+// field costs one refused request per owner.
+func (n *Node) learnConsumeRefusal(l *lane, c *wire.Consume) bool {
+	switch {
+	case c.Compact:
+		l.Refuse(acklane.CompactDeliveries, n.clock.Now().Add(olderFieldMemory))
+		return true
+	case c.Reserve:
+		l.Refuse(acklane.Reserve, n.clock.Now().Add(olderFieldMemory))
+		return true
+	}
+	return n.dropNewestField(l, c)
 }
 
 // dropNewestField takes the newest field out of c, a consume an owner refused with a 400 (a

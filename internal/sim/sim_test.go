@@ -286,11 +286,12 @@ var libraryBugs = []struct {
 	{
 		kind:  sim.KindFieldRefusals,
 		seeds: []uint64{400341},
-		diagnosis: "not understood yet, perhaps the checker's: a consume frame to an owner on an older release " +
-			"carries a field the tracker says the requester learnt the owner refuses (seed 400341: o2 at the " +
-			"newest release, o1 at V5, a long-poll of 100 records from o2 sends Max 100 to o1 at 37.509 s; the " +
-			"refusal of Max the tracker counts is the reply to a claim at 17.191 s that o2 cancelled at once, " +
-			"which o2 may never have read)",
+		diagnosis: "a consume queued to share a ConsumeBatch frame whose consumer left before the batch came back " +
+			"(seed 400341: a claim of o2's at 17.191 s, cancelled at once) had its member's reply read only for " +
+			"records to give back: the owner's 400 refusing a field (Max, o1 at V5) was learnt by nobody, and a " +
+			"long-poll of 100 records sent Max to o1 again at 37.509 s",
+		fixed: "the reply of a member nobody receives is read for the field it refuses too (router.abandonedMember, " +
+			"which learns it with learnConsumeRefusal, as remoteConsume does)",
 		schedule: &sim.Options{},
 	},
 }
