@@ -165,19 +165,9 @@ func TestLeavingMemberGivesItsRecordsBack(t *testing.T) {
 		g, b := c.nodes["g"], c.nodes["b"]
 		ctx := context.Background()
 		start := time.Now()
-		first := startConsumers(ctx, g, consumeWindow, router.ConsumeOptions{})
-		time.Sleep(time.Millisecond) // the first ones left alone
-		leaving, cancel := context.WithCancel(ctx)
-		left := make(chan error, 1)
-		go func() {
-			_, err := g.node.Consume(leaving, "orders", router.ConsumeOptions{Max: 2})
-			left <- err
-		}()
-		stay := startConsumers(ctx, g, 1, router.ConsumeOptions{})
+		first, stay, leave := queueALeaver(ctx, g)
 		time.Sleep(trip + trip/2) // the first came back; the batch of two is halfway there
-		cancel()
-		synctest.Wait()
-		require.ErrorIs(t, <-left, context.Canceled, "answered as it left, before the reply")
+		require.ErrorIs(t, leave(), context.Canceled, "answered as it left, before the reply")
 		for _, ch := range append(first, stay...) {
 			require.Len(t, <-ch, 1)
 		}
@@ -362,6 +352,27 @@ func TestOwnerBeforeConsumeRefusesQueuedOnce(t *testing.T) {
 	})
 }
 
+// queueALeaver starts on m, inside a synctest bubble, the window's consumes of one record
+// (first), then a consume of two that queues behind them and leaves when leave is called
+// (leave waits for the bubble, then returns its error), then one more consume of one that
+// queues with it and stays.
+func queueALeaver(ctx context.Context, m *member) (first, stay []<-chan []router.Message, leave func() error) {
+	first = startConsumers(ctx, m, consumeWindow, router.ConsumeOptions{})
+	time.Sleep(time.Millisecond) // the first ones left alone
+	leaving, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := m.node.Consume(leaving, "orders", router.ConsumeOptions{Max: 2})
+		left <- err
+	}()
+	stay = startConsumers(ctx, m, 1, router.ConsumeOptions{})
+	return first, stay, func() error {
+		cancel()
+		synctest.Wait()
+		return <-left
+	}
+}
+
 // maxFrames counts the consume frames that ask for more than one record (Consume's Max, a
 // field an owner before wire version 6 refuses).
 type maxFrames struct {
@@ -412,19 +423,9 @@ func TestLeavingMemberLearnsTheFieldRefused(t *testing.T) {
 		ctx := context.Background()
 		// The owner refuses relative expiry first (the newest field): learnt once, here.
 		require.Len(t, g.consume(ctx, router.ConsumeOptions{}), 1)
-		first := startConsumers(ctx, g, consumeWindow, router.ConsumeOptions{})
-		time.Sleep(time.Millisecond) // the first ones left alone
-		leaving, cancel := context.WithCancel(ctx)
-		left := make(chan error, 1)
-		go func() {
-			_, err := g.node.Consume(leaving, "orders", router.ConsumeOptions{Max: 2})
-			left <- err
-		}()
-		stay := startConsumers(ctx, g, 1, router.ConsumeOptions{})
+		first, stay, leave := queueALeaver(ctx, g)
 		time.Sleep(trip + trip/2) // the batch went, to be refused as an op, then each alone
-		cancel()
-		synctest.Wait()
-		require.ErrorIs(t, <-left, context.Canceled)
+		require.ErrorIs(t, leave(), context.Canceled)
 		for _, ch := range append(first, stay...) {
 			require.Len(t, <-ch, 1)
 		}
