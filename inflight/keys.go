@@ -382,20 +382,14 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 	}
 	at := now.UnixNano()
 	var fx effects
-	s.mu.Lock()
-	if !s.scanMu.TryLock() { // (why under the shard's lock: see lockFresh)
-		s.mu.Unlock()
+	if !s.lockKeyed(at, &fx) {
 		return into, 0, ErrNotNext
 	}
-	s.purgeLocked(at, &fx)
+	if !s.bindsAsItLeasesLocked(at) {
+		s.unlockKeyed(&fx)
+		return into, 0, ErrNotNext
+	}
 	k := s.keys
-	if k == nil || s.handedOff || s.dropped || s.lapsedAt(at) || k.verifying ||
-		len(k.unkeyed) > 0 || len(k.awaiting) > 0 || s.requeued > 0 || s.atAckedAheadCap() {
-		s.scanMu.Unlock()
-		s.mu.Unlock()
-		s.report(&fx)
-		return into, 0, ErrNotNext
-	}
 	k.holdings++
 	holding := k.holdings
 	first := len(into)
@@ -433,9 +427,7 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 		s.nextFresh.Store(s.cursor) // nothing due first: a scan may read at the cursor
 	}
 	if taken == 0 {
-		s.scanMu.Unlock()
-		s.mu.Unlock()
-		s.report(&fx)
+		s.unlockKeyed(&fx)
 		if !due {
 			return into, 0, nil // taken by other scans already
 		}
@@ -450,23 +442,38 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 // (takesFreshLocked); when not, it unlocks and reports fx, having changed nothing but what
 // the purge did.
 func (s *Shard) lockFresh(at, hwm, off int64, fx *effects) bool {
+	if !s.lockKeyed(at, fx) {
+		return false
+	}
+	if !s.takesFreshLocked(at, hwm, off) {
+		s.unlockKeyed(fx)
+		return false
+	}
+	s.keys.capped = false // below the deferred cap: a stall episode, if any, is over
+	return true
+}
+
+// lockKeyed takes the shard's lock and ScanLock for a call that reserves and binds in one
+// step (ReserveKeyed, ReserveKeyedBatch, ReserveDueKeyed), and purges at now; it reports
+// false, holding nothing, when another scan holds ScanLock. The scan lock is tried under the
+// shard's lock (a scan takes them the other way round, but a TryLock never waits): it is
+// held only while the shard's is, never by a call parked on the shard's lock, which would
+// hold every other scan up.
+func (s *Shard) lockKeyed(at int64, fx *effects) bool {
 	s.mu.Lock()
-	// The scan lock is tried under the shard's lock (a scan takes them the other way round,
-	// but a TryLock never waits): it is held only while the shard's is, never by a call
-	// parked on the shard's lock, which would hold every other scan up.
 	if !s.scanMu.TryLock() {
 		s.mu.Unlock()
 		return false
 	}
 	s.purgeLocked(at, fx)
-	if !s.takesFreshLocked(at, hwm, off) {
-		s.scanMu.Unlock()
-		s.mu.Unlock()
-		s.report(fx)
-		return false
-	}
-	s.keys.capped = false // below the deferred cap: a stall episode, if any, is over
 	return true
+}
+
+// unlockKeyed ends what lockKeyed began for a call that took nothing, and reports fx.
+func (s *Shard) unlockKeyed(fx *effects) {
+	s.scanMu.Unlock()
+	s.mu.Unlock()
+	s.report(fx)
 }
 
 // unlockFresh ends what lockFresh began, once taken records were taken, granted of them
@@ -529,21 +536,24 @@ func (s *Shard) takeFreshLocked(at, visibility, off int64, key, holding uint64, 
 // verify; no settled run to pass), reserveLocked would grant it as fresh, and Bind would
 // bind on this shard.
 func (s *Shard) takesFreshLocked(now, hwm, off int64) bool {
-	k := s.keys
-	if k == nil || s.handedOff || s.dropped || s.lapsedAt(now) || s.leased >= s.cfg.MaxInFlight {
+	if !s.bindsAsItLeasesLocked(now) || s.leased >= s.cfg.MaxInFlight || s.keys.deferred >= s.cfg.MaxDeferred {
 		return false
 	}
 	if off != s.cursor || off >= hwm || off <= s.settledAbove || off <= s.pendingAbove || off <= s.frontier {
 		return false
 	}
-	if k.verifying || len(k.unkeyed) > 0 || len(k.awaiting) > 0 || k.deferred >= s.cfg.MaxDeferred {
-		return false
-	}
-	if s.requeued > 0 || s.atAckedAheadCap() {
-		return false
-	}
 	lowest, ok := s.lowestReleased()
 	return !ok || lowest >= hwm
+}
+
+// bindsAsItLeasesLocked reports whether a call that leases and binds in one step may take
+// anything at now (see lockKeyed): the shard is ordered and served, and its next reserve has
+// nothing to do first that only the locked scan does (restored key tails to verify, records
+// requeued or awaiting, records whose keys are not known yet, the acked-ahead cap).
+func (s *Shard) bindsAsItLeasesLocked(now int64) bool {
+	k := s.keys
+	return k != nil && !s.handedOff && !s.dropped && !s.lapsedAt(now) && !k.verifying &&
+		len(k.unkeyed) == 0 && len(k.awaiting) == 0 && s.requeued == 0 && !s.atAckedAheadCap()
 }
 
 // bindOutcome is what binding one lease to its key did.

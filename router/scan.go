@@ -434,7 +434,6 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		deferred := 0
 		if ordered {
 			out, deferred = r.bind(out, before, req.reserve)
-			deferredHere += deferred
 		}
 		*budget = r.budget
 		if !req.reserve { // a reservation is counted once a consumer gets it
@@ -448,13 +447,7 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 			}
 			return out, err
 		}
-		if deferredHere >= orderedDefersPerScan {
-			// Most of what the partition has waits behind held keys: one consume does not
-			// read on to the deferred bound. The next scan goes on from here.
-			n.wake(req.topic, partition)
-			return out, nil
-		}
-		if deferred > 0 && budget.fullEnough() {
+		if ordered && n.turnOverAfterDeferrals(req.topic, partition, budget, &deferredHere, deferred) {
 			return out, nil
 		}
 		if len(leases) < want && (!settled || req.reserve) {
@@ -464,6 +457,20 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		}
 	}
 	return out, nil
+}
+
+// turnOverAfterDeferrals adds again, the records of an ordered partition a step of a scan
+// deferred behind their keys, to *deferred, the scan's count, and reports whether the
+// partition's turn is over: orderedDefersPerScan of them deferred (most of what the
+// partition has waits behind held keys: one consume does not read on to the deferred bound,
+// and the partition is woken for the next scan to go on from here), or, the step having
+// deferred some, the batch full enough (batchBudget.fullEnough).
+func (n *Node) turnOverAfterDeferrals(topic string, partition int32, budget *batchBudget, deferred *int, again int) bool {
+	if *deferred += again; *deferred >= orderedDefersPerScan {
+		n.wake(topic, partition)
+		return true
+	}
+	return again > 0 && budget.fullEnough()
 }
 
 // takeOneKeyed takes one record of an ordered partition without holding its scan lock
@@ -504,7 +511,7 @@ func (n *Node) takeOneKeyed(req *scanRequest, partition int32, log Log, shard *i
 		n.stats.delivered.Add(1)
 		return out, true
 	}
-	// Most of what the partition has waits behind held keys (see takeFrom).
+	// Most of what the partition has waits behind held keys (see turnOverAfterDeferrals).
 	n.wake(req.topic, partition)
 	return out, true
 }
@@ -532,11 +539,7 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 			if out, again, ok = n.takeDueKeyed(req, partition, log, shard, hwm, now, budget, scratch, out); !ok {
 				return out, false // due first, and the locked scan's to take
 			}
-			if deferred += again; deferred >= orderedDefersPerScan {
-				n.wake(req.topic, partition)
-				return out, true
-			}
-			if again > 0 && budget.fullEnough() {
+			if n.turnOverAfterDeferrals(req.topic, partition, budget, &deferred, again) {
 				return out, true
 			}
 			continue
@@ -594,12 +597,7 @@ func (n *Node) takeRunKeyed(req *scanRequest, partition int32, log Log, shard *i
 		if len(leases) > 0 {
 			n.stats.delivered.Add(uint64(len(leases)))
 		}
-		if deferred += taken - len(leases); deferred >= orderedDefersPerScan {
-			// Most of what the partition has waits behind held keys (see takeFrom).
-			n.wake(req.topic, partition)
-			return out, true
-		}
-		if taken > len(leases) && budget.fullEnough() {
+		if n.turnOverAfterDeferrals(req.topic, partition, budget, &deferred, taken-len(leases)) {
 			return out, true
 		}
 		if taken < len(recs) {
