@@ -196,7 +196,7 @@
 // records at the owners before its consumers ask (one refill at a time per topic, sized to
 // their rate over half a hold, at most the topic's ReadAhead, DefaultReadAhead by default)
 // and hands them over from memory, so a busy consumer's next record or batch costs no round
-// trip and one RPC carries many records (up to 1,024; a probe carries 100). A reservation is not a delivery: the owner counts the attempt
+// trip and one RPC carries many records (up to 4,096; a probe carries 100). A reservation is not a delivery: the owner counts the attempt
 // once the node confirms that a consumer got the record (or the consumer's settle reaches
 // it), and a record given back unused, or whose reservation lapses, is not an attempt. A
 // record waits at most the hold, min(MaxReadAheadHold, visibility/10), and then goes back to

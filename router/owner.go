@@ -25,11 +25,12 @@ const (
 	// for a reservation (see aheadBatch).
 	remoteBatch = 100
 	// aheadBatch is the most records an owner reserves for one request of a node reading
-	// ahead (a Consume with the Reserve flag): a busy gateway's whole target in one round
-	// trip, so that records cross many to a frame at any batch size. An owner before it
-	// reserved remoteBatch at most, which a node reading ahead takes as that owner running
-	// dry for now.
-	aheadBatch = DefaultReadAhead
+	// ahead (a Consume with the Reserve flag): what a refill of a busy gateway asks for
+	// once half its target is gone, in one round trip, so that records cross thousands to
+	// a frame at any batch size. An owner of an earlier release reserves 1,024 at most (and
+	// one before reading ahead, remoteBatch), which a node reading ahead takes as that owner
+	// running dry for now.
+	aheadBatch = DefaultReadAhead / 2
 	// notifyBudget bounds a notification's round trip (and half the hold, at most): a
 	// requester that does not answer within it is presumed gone (see notify).
 	notifyBudget = 250 * time.Millisecond
