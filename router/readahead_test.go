@@ -103,6 +103,59 @@ func TestReadAheadServesBatches(t *testing.T) {
 	})
 }
 
+// The latency goal with many consumers: 64 consumers of batches of 100 on one gateway take
+// some 2,100 records a round trip, more than a refill of 1,024 brought; what was held ran dry
+// between refills, and most consumes asked an owner themselves. Each refill now asks an owner
+// for up to 4,096 records and leaves once 2,048 are missing, so nearly every batch comes from
+// memory.
+func TestReadAheadServesManyConsumersFromMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parts := []int32{0, 1, 2, 3}
+		c := newCluster(t, rtt, map[string][]int32{"b": parts, "g": nil}, topicWith(router.TopicConfig{MaxInFlight: 1 << 16}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		// Rounds long enough for the gateway to measure its consumers' rate (over half a
+		// hold at least); the work of a batch about twice the round trip, a little longer
+		// for each consumer, so that they do not all ask at the same instant.
+		// The first rounds are the gateway's to learn the rate: counted are the others.
+		const consumers, rounds, learning = 64, 30, 10
+		for _, p := range parts {
+			c.produce(p, consumers*rounds*router.RemoteBatch/len(parts))
+		}
+
+		var fromMemory, consumes atomic.Int64
+		var wg sync.WaitGroup
+		for i := range consumers {
+			work := 2*rtt + time.Duration(i)*rtt/consumers
+			wg.Go(func() {
+				for round := range rounds {
+					start := time.Now()
+					msgs := g.consume(ctx, router.ConsumeOptions{Max: router.RemoteBatch})
+					if len(msgs) == 0 {
+						t.Error("a consume found nothing, with records left")
+						return
+					}
+					if round >= learning {
+						consumes.Add(1)
+						if time.Since(start) == 0 {
+							fromMemory.Add(1)
+						}
+					}
+					time.Sleep(work)
+					for _, err := range g.node.AckBatch(ctx, "orders", receipts(msgs)) {
+						assert.NoError(t, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		st := g.node.Stats()
+		assert.GreaterOrEqual(t, 20*fromMemory.Load(), 19*consumes.Load(),
+			"%d of %d consumes came from memory; %d probes, %+v", fromMemory.Load(), consumes.Load(), st.Remote.Probes, st.Ahead)
+	})
+}
+
 // Issue 35, point 2: a reservation is not a delivery. Records read ahead and never handed
 // over go back unused, their attempts uncounted: with MaxDeliveries 1 none is quarantined,
 // and each is delivered later as its first attempt.
