@@ -72,6 +72,9 @@ type aheadRecords struct {
 	owner   string
 	arrived time.Time
 	msgs    []Message // those not handed over yet, oldest first
+	// whole is the array a refill's reply was written into, while nothing but msgs refers
+	// to it: once take has copied every record of it out, a later refill's (refillArrays).
+	whole []Message
 }
 
 // readAhead is what this node reads ahead of its consumers for one topic.
@@ -114,6 +117,24 @@ type readAhead struct {
 	// drained is the mark of the last walk of the local partitions that found them all
 	// drained (see drained.go; zero: none).
 	drained drainedMark
+}
+
+// refillArrays holds the arrays of refills' records that take copied out, every one, for
+// later refills to write their replies into: a refill's array is up to aheadBatch 200-byte
+// messages, which a new one zeroes and faults in before each is written (up to a tenth of a
+// gateway's CPU a record at batch 1). An array no refill takes is dropped with the pool's
+// other items at a collection, and with it the reply it still refers to: what is kept does
+// not grow with topics. Only a refill's array goes in: a probe's consume keeps the first
+// records of its array (split), and records given back are read after take returns.
+var refillArrays sync.Pool
+
+// refillArray returns an array from refillArrays for a refill of size records, or nil.
+func refillArray(size int) []Message {
+	p, _ := refillArrays.Get().(*[]Message)
+	if p == nil || cap(*p) < size {
+		return nil // too small: a new one, and this one is dropped
+	}
+	return (*p)[:0]
 }
 
 // aheadSettings are what a topic's settings make of reading ahead.
@@ -345,6 +366,10 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 		h.msgs = h.msgs[k:]
 		ra.heldCount -= k
 		if len(h.msgs) == 0 {
+			if h.whole != nil {
+				whole := h.whole[:0] // every record copied out: nothing refers to it
+				refillArrays.Put(&whole)
+			}
 			ra.dropFrontLocked()
 		}
 	}
@@ -449,7 +474,7 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 		}
 		for got < want {
 			size := min(want-got, aheadBatch)
-			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size}
+			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size, into: refillArray(size)}
 			var msgs []Message
 			func() {
 				var err error
@@ -487,7 +512,11 @@ func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
 		n.background(func() { n.releaseUnused(owner, topic, msgs) })
 		return false
 	}
-	ra.held = append(ra.held, aheadRecords{owner: owner, arrived: now, msgs: msgs})
+	held := aheadRecords{owner: owner, arrived: now, msgs: msgs}
+	if k >= 0 {
+		held.whole = msgs // a refill's: nobody else was given any of it
+	}
+	ra.held = append(ra.held, held)
 	ra.heldCount += len(msgs)
 	n.stats.ahead.heldNow.Add(int64(len(msgs)))
 	if k >= 0 {

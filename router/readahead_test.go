@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,6 +154,82 @@ func TestReadAheadServesManyConsumersFromMemory(t *testing.T) {
 		st := g.node.Stats()
 		assert.GreaterOrEqual(t, 20*fromMemory.Load(), 19*consumes.Load(),
 			"%d of %d consumes came from memory; %d probes, %+v", fromMemory.Load(), consumes.Load(), st.Remote.Probes, st.Ahead)
+	})
+}
+
+// A refill's records are written into the array of an earlier refill whose records were all
+// copied out (refillArrays): no consumer may see a message it holds change under it. Four
+// consumers each keep three batches unacked while they take more, check every message they
+// hold against its record at each batch, and ack the oldest; every record comes once, and
+// every ack lands.
+func TestReadAheadReusedArraysChangeNothingHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parts := []int32{0, 1}
+		c := newCluster(t, rtt, map[string][]int32{"b": parts, "g": nil}, topicWith(router.TopicConfig{MaxInFlight: 1 << 16}))
+		defer c.close()
+		ctx := context.Background()
+		g := c.nodes["g"]
+		const perPartition = 20_000
+		valueOf := func(p int32, off int64) string { return fmt.Sprintf("%d/%d", p, off) }
+		for _, p := range parts {
+			log := c.logs.Log("orders", p)
+			for off := range int64(perPartition) {
+				log.Append(nil, []byte(valueOf(p, off)), time.Now())
+			}
+			c.owner(p).node.Appended("orders", p, perPartition)
+		}
+
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		check := func(m router.Message) {
+			if want := valueOf(m.Partition, m.Offset); string(m.Value) != want ||
+				m.Receipt.Partition != m.Partition || m.Receipt.Offset != m.Offset {
+				t.Errorf("a message held changed: %q at %d/%d, receipt %d/%d", m.Value, m.Partition, m.Offset, m.Receipt.Partition, m.Receipt.Offset)
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() {
+				var holding [][]router.Message
+				for {
+					msgs := g.consume(ctx, router.ConsumeOptions{Max: 50 + 25*i})
+					if len(msgs) == 0 {
+						break
+					}
+					mu.Lock()
+					for _, m := range msgs {
+						key := valueOf(m.Partition, m.Offset)
+						if seen[key] {
+							t.Errorf("%s delivered twice", key)
+						}
+						seen[key] = true
+					}
+					mu.Unlock()
+					holding = append(holding, msgs)
+					for _, batch := range holding {
+						for _, m := range batch {
+							check(m)
+						}
+					}
+					if len(holding) > 3 {
+						for _, err := range g.node.AckBatch(ctx, "orders", receipts(holding[0])) {
+							assert.NoError(t, err)
+						}
+						holding = holding[1:]
+					}
+					time.Sleep(rtt / 4)
+				}
+				for _, batch := range holding {
+					for _, err := range g.node.AckBatch(ctx, "orders", receipts(batch)) {
+						assert.NoError(t, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		assert.Len(t, seen, len(parts)*perPartition)
+		st := g.node.Stats()
+		assert.Greater(t, st.Ahead.Refills, uint64(10), "refills enough to reuse arrays: %+v", st.Ahead)
 	})
 }
 

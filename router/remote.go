@@ -387,7 +387,7 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		if !c.RelativeExpiry {
 			sent = time.Time{} // expiries as the owner's times
 		}
-		return n.owned(owner, req, messagesOf(req.topic, reply.Deliveries, sent)), nil
+		return n.owned(owner, req, messagesInto(req.into, req.topic, reply.Deliveries, sent)), nil
 	}
 }
 
@@ -681,7 +681,18 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 // messagesOf is the records of an owner's reply, as this node's caller receives them; sent
 // as for setMessage. Their headers share one allocation, each message's capped at its own.
 func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
-	msgs := make([]Message, len(deliveries))
+	return messagesInto(nil, topic, deliveries, sent)
+}
+
+// messagesInto is messagesOf writing into into's array when it has room: each message is
+// written whole (setMessage), so nothing of what the array held before is left.
+func messagesInto(into []Message, topic string, deliveries []wire.Delivery, sent time.Time) []Message {
+	var msgs []Message
+	if cap(into) >= len(deliveries) {
+		msgs = into[:len(deliveries)]
+	} else {
+		msgs = make([]Message, len(deliveries))
+	}
 	count := 0
 	for i := range deliveries {
 		count += len(deliveries[i].Headers)
