@@ -602,6 +602,9 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	s.asked = 1
 	err := s.reserveLocked(at, hwm, int64(visibility), false, &lease, &fx)
 	s.noteEmptyLocked(hwm, err)
+	if err == nil && s.keys != nil {
+		s.noteUnboundLocked([]Lease{lease})
+	}
 	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
 	if err == nil {
@@ -691,9 +694,12 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	} else {
 		s.noteEmptyLocked(hwm, err)
 	}
-	// Under MaxDeliveries a grant's attempt is persisted state; a reservation's is not until
-	// it is confirmed.
+	// Under MaxDeliveries a grant's attempt is persisted state (once bound, on an ordered
+	// partition); a reservation's is not until it is confirmed.
 	countsAttempts := s.cfg.MaxDeliveries > 0 && !reserved
+	if !reserved && s.keys != nil {
+		s.noteUnboundLocked(into[first:])
+	}
 	s.mu.Unlock()
 	if granted := into[first:]; len(granted) > 0 {
 		err = nil
@@ -1709,6 +1715,9 @@ func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bo
 				dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: n})
 			}
 		}
+	}
+	if s.keys != nil && len(s.keys.unbound) > 0 {
+		s.leaveOutUnboundLocked(dst)
 	}
 	dst.Quarantined, dst.Requeued = dst.Quarantined[:0], dst.Requeued[:0]
 	for off, requeued := range s.quarantine {
