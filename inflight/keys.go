@@ -51,9 +51,13 @@ type unboundLease struct {
 	nonce uint64
 }
 
-// noteUnboundLocked notes leases, just granted to a scan that binds them next, as not bound
-// yet, when they count attempts on an ordered partition (see keyIndex.unbound).
+// noteUnboundLocked notes leases, just granted to a scan that binds them next, as the ones
+// not bound yet, when they count attempts on an ordered partition (see keyIndex.unbound). A
+// scan binds what it reserved before it reserves again (one scan of a partition at a time),
+// so those of an earlier reserve are bound already: the list is one reserve's at most, even
+// when a caller breaks the contract and binds nothing.
 func (s *Shard) noteUnboundLocked(leases []Lease) {
+	s.keys.unbound = s.keys.unbound[:0]
 	if s.cfg.MaxDeliveries == 0 {
 		return
 	}
