@@ -78,8 +78,8 @@
 // the scan lock only inside that call; and what is due again before the fresh records, whose
 // keys the index knows (a key's deferred records as it frees, a nacked or expired record), it
 // may reserve and bind in one step and read after (ReserveDueKeyed). A record whose key
-// another consume's leases hold, or
-// whose key has a lower record waiting for delivery again, is deferred behind the key (its
+// another consume's leases hold, or whose key has a lower record waiting for delivery
+// again, is deferred behind the key (its
 // lease withdrawn uncounted; none granted to a record read first), neither leased nor visible
 // nor counted against the in-flight cap, until the key frees. A lease of a key that
 // ends unsettled (nack, expiry, give-back, lapse) queues its record as the key's next, with

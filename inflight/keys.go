@@ -74,8 +74,8 @@ func (s *Shard) noteUnboundLocked(leases []Lease) {
 // at the next snapshot, as any lease granted after a snapshot is.
 func (s *Shard) leaveOutUnboundLocked(dst *State) {
 	for _, u := range s.keys.unbound {
-		if p, ok := s.pending.get(u.off); !ok || p.nonce != u.nonce || p.reserved {
-			continue // no longer that lease
+		if p, ok := s.pending.get(u.off); !ok || p.nonce != u.nonce {
+			continue // no longer that lease (never a reservation: see noteUnboundLocked's callers)
 		}
 		i := slices.IndexFunc(dst.Attempts, func(a Attempt) bool { return a.Offset == u.off })
 		switch {

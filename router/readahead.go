@@ -209,9 +209,9 @@ func (n *Node) readAheadFor(req scanRequest) (*readAhead, aheadSettings) {
 }
 
 // take hands up to req.max held records to a consume, and starts a refill in the background
-// once fewer than half the target are left (see refillDueLocked). With nothing held it returns nothing, and the
-// consume probes the owners itself, asking for the target besides its own records (see
-// probeSize and split): a consume never waits on a refill. drained, unless zero, is when
+// once one is due (refillDueLocked). With nothing held it returns nothing, and the consume
+// probes the owners itself, asking for the target besides its own records (see probeSize
+// and split): a consume never waits on a refill. drained, unless zero, is when
 // the consume's walk began, which found every local partition drained: its mark replaces the
 // one kept (see takeIfDrained).
 func (ra *readAhead) take(req scanRequest, now time.Time, s aheadSettings, into []Message, drained wakeWatch) []Message {

@@ -463,8 +463,8 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 	return out, nil
 }
 
-// turnOverAfterDeferrals adds again, the records of an ordered partition a step of a scan
-// deferred behind their keys, to *deferred, the scan's count, and reports whether the
+// turnOverAfterDeferrals adds again (the records of an ordered partition that a step of a
+// scan deferred behind their keys) to *deferred, the scan's count, and reports whether the
 // partition's turn is over: orderedDefersPerScan of them deferred (most of what the
 // partition has waits behind held keys: one consume does not read on to the deferred bound,
 // and the partition is woken for the next scan to go on from here), or, the step having

@@ -127,8 +127,9 @@
 // of its own is served from what the node read ahead at the owners (router's "Reading
 // ahead": what its receives took over the last 25 ms, up to 8,192 messages a queue, each
 // held at most 50 ms, a tenth of the queue's visibility timeout if less, then given back);
-// one that names its own, and a FIFO queue's, asks the owners. A node killed while holding messages reserved, or with receives in
-// flight, leaves them invisible until their visibility timeout ends, as a client that dies
+// one that names its own, and a FIFO queue's, asks the owners. A node killed while holding
+// messages reserved, or with receives in flight, leaves them invisible until their
+// visibility timeout ends, as a client that dies
 // holding messages does: -read-ahead bounds how many a node holds of a queue (0: none),
 // for queues of long visibility timeouts. A queue with fewer partitions
 // than nodes leaves the last nodes owning none of it: they serve it all the same. The
