@@ -67,10 +67,11 @@ func (s *Shard) attemptsInOrderLocked(dst *State, maxAttempts int) bool {
 	return true
 }
 
-// persistedAttempts is the attempts of p that count, as Snapshot persists them: a reservation
-// not yet confirmed (ReserveAhead) is left out.
+// persistedAttempts is the attempts of p that count, as Snapshot persists them: the live
+// lease's is left out while it is a reservation not yet confirmed (ReserveAhead) or a scan's
+// lease not handed over yet (see grantKind).
 func (p pending) persistedAttempts() uint32 {
-	if p.reserved {
+	if p.nonce != 0 && p.grant != grantCounted {
 		return p.attempts - 1
 	}
 	return p.attempts

@@ -50,6 +50,7 @@
 //	case below retention:  shard.SkipRetention(now, lease.Handle, log.Oldest())
 //	case unreadable:       shard.SkipCorrupt(now, lease.Handle)
 //	case log closed:       shard.GiveBack(now, lease.Handle) // transient, not a gap
+//	default:               shard.Handed([]Lease{lease})      // on its way to the consumer
 //	}
 //	// ... the consumer processes the record, then:
 //	err = shard.Ack(now, handle) // or Extend, Nack, or Reject; ErrGone is the 410
@@ -67,6 +68,9 @@
 // (NackNow makes a record visible at once, its attempt counted, whatever the policy), and
 // MaxExtension and MaxLeaseLifetime bound how long a stuck consumer can hold a record. Every
 // lease says which attempt it is, why it is delivered (Reason) and carries a fencing token.
+// Under MaxDeliveries the attempt counts are persisted, but only those of leases whose records
+// went to a consumer: a scan's lease counts on disk once the scan says so (Handed), since until
+// then it may give the lease back or postpone it uncounted.
 //
 // # Ordered partitions
 //

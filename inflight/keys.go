@@ -45,49 +45,6 @@ func KeyOf(key []byte) uint64 {
 	return max(h, 1)
 }
 
-// unboundLease is a lease a scan was granted on an ordered partition and has not bound yet.
-type unboundLease struct {
-	off   int64
-	nonce uint64
-}
-
-// noteUnboundLocked notes leases, just granted to a scan that binds them next, as the ones
-// not bound yet, when they count attempts on an ordered partition (see keyIndex.unbound). A
-// scan binds what it reserved before it reserves again (one scan of a partition at a time),
-// so those of an earlier reserve are bound already: the list is one reserve's at most, even
-// when a caller breaks the contract and binds nothing.
-func (s *Shard) noteUnboundLocked(leases []Lease) {
-	s.keys.unbound = s.keys.unbound[:0]
-	if s.cfg.MaxDeliveries == 0 {
-		return
-	}
-	for i := range leases {
-		s.keys.unbound = append(s.keys.unbound, unboundLease{leases[i].Offset, leases[i].Handle.Nonce})
-	}
-}
-
-// leaveOutUnboundLocked takes the attempt of each lease a scan was granted and has not
-// bound yet out of dst.Attempts, what a snapshot persists: Bind may withdraw it uncounted,
-// and a snapshot persisted in between, then a crash before the next one, would leave it
-// counted, the record quarantined before MaxDeliveries deliveries that reached a consumer
-// (or at once under MaxDeliveries 1, having reached none). One that Bind keeps is persisted
-// at the next snapshot, as any lease granted after a snapshot is.
-func (s *Shard) leaveOutUnboundLocked(dst *State) {
-	for _, u := range s.keys.unbound {
-		if p, ok := s.pending.get(u.off); !ok || p.nonce != u.nonce {
-			continue // no longer that lease (never a reservation: see noteUnboundLocked's callers)
-		}
-		i := slices.IndexFunc(dst.Attempts, func(a Attempt) bool { return a.Offset == u.off })
-		switch {
-		case i < 0:
-		case dst.Attempts[i].Count > 1:
-			dst.Attempts[i].Count--
-		default:
-			dst.Attempts = slices.Delete(dst.Attempts, i, i+1)
-		}
-	}
-}
-
 // keyIndex is an ordered partition's memory of its keys: which live leases hold each key,
 // and which offsets of it wait behind them. It is memory only, as leases are: after a restart
 // the scan reads the records above the frontier again, in order, and the first record of a key
@@ -137,11 +94,6 @@ type keyIndex struct {
 	// awaiting holds verified keys with parked records above the cursor, made visible as
 	// the cursor passes them (releaseAwaitingLocked).
 	awaiting []parkedKey
-	// unbound holds, under MaxDeliveries, the leases a scan was granted (ReserveNextFor,
-	// ReserveBatch) and has not bound yet: Bind may withdraw them uncounted, deferred behind
-	// their keys, so what Snapshot persists leaves their attempts out until Bind kept them
-	// (see leaveOutUnboundLocked). Bind empties it.
-	unbound []unboundLease
 	// quarantinedKey holds the key of each quarantined offset whose key is quarantined with
 	// it (Config.QuarantineKeys); unkeyed, ascending, the quarantined and requeued offsets
 	// whose keys are not known yet (restored: Verify learns them before anything is handed
@@ -235,7 +187,6 @@ func (s *Shard) Bind(now time.Time, handles []Handle, keys []uint64, oneAKey boo
 		return 0
 	}
 	s.keys.holdings++
-	s.keys.unbound = s.keys.unbound[:0] // each lease is kept, withdrawn or not the scan's
 	holding := s.keys.holdings
 	room := s.asked // the scan's reserve asked for this many: what its consume can take
 	if oneAKey {
@@ -459,7 +410,7 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 		s.released.pop()
 		taken++
 		into = append(into, Lease{})
-		s.grantLocked(at, int64(visibility), off, false, false, 0, &into[len(into)-1])
+		s.grantLocked(at, int64(visibility), off, false, s.scanGrantLocked(), 0, &into[len(into)-1])
 		entry, inRing := s.pending.ref(off), true
 		var farEntry pending
 		if entry == nil {
@@ -575,7 +526,7 @@ func (s *Shard) takeFreshLocked(at, visibility, off int64, key, holding uint64, 
 			ks.hold(off, holding, room)
 		}
 	}
-	s.grantLocked(at, visibility, off, true, false, key, lease)
+	s.grantLocked(at, visibility, off, true, grantCounted, key, lease)
 	return bindKept
 }
 

@@ -37,6 +37,9 @@ type modelOffset struct {
 	// reserved: leased by ReserveAhead and not confirmed yet; its attempt, counted in
 	// attempts, does not count (a lapse takes it back, a snapshot leaves it out).
 	reserved bool
+	// scanned: under MaxDeliveries, leased by ReserveNext and not handed over yet (Handed,
+	// or a settle or an expiry of it): a snapshot leaves its attempt out.
+	scanned bool
 }
 
 type model struct {
@@ -162,7 +165,7 @@ func (m *model) requeuedBelow() int {
 // zero waits the backoff, noBackoff none.
 func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay time.Duration) {
 	o := m.at(off)
-	o.nonce, o.reason = 0, reason
+	o.nonce, o.reason, o.scanned = 0, reason, false
 	if m.cfg.MaxDeliveries > 0 && int(o.attempts) >= m.cfg.MaxDeliveries {
 		m.quarantine(off)
 		return
@@ -180,9 +183,12 @@ func (m *model) endLease(off int64, end, now time.Time, reason Reason, delay tim
 	o.state = free
 }
 
-// confirm makes the reservation of off, if it is one, an ordinary lease: a consumer got it.
+// confirm makes the reservation of off, if it is one, or the scan's lease not handed over
+// yet, an ordinary lease: a consumer got it.
 func (m *model) confirm(off int64) {
-	if o := m.at(off); o.reserved {
+	o := m.at(off)
+	o.scanned = false
+	if o.reserved {
 		o.reserved = false
 		m.delivered++
 	}
@@ -194,6 +200,7 @@ func (m *model) unreserve(off int64) {
 	o := m.at(off)
 	o.nonce = 0
 	o.attempts--
+	o.scanned = false
 	if o.reserved {
 		o.reserved = false
 		m.unused++
@@ -212,7 +219,7 @@ func (m *model) countReserved() int {
 }
 
 // persisted returns the attempts a snapshot holds: of unresolved offsets above the frontier,
-// an unconfirmed reservation's left out, ascending.
+// an unconfirmed reservation's and a lease's not handed over yet left out, ascending.
 func (m *model) persisted() []Attempt {
 	var as []Attempt
 	for off, o := range m.offsets {
@@ -220,7 +227,7 @@ func (m *model) persisted() []Attempt {
 			continue
 		}
 		n := o.attempts
-		if o.state == leased && o.reserved {
+		if o.state == leased && (o.reserved || o.scanned) {
 			n--
 		}
 		if n > 0 {
@@ -504,6 +511,7 @@ func (sm *shardMachine) granted(t *rapid.T, lease Lease, wantOff int64, reserved
 	o := sm.m.at(wantOff)
 	o.attempts++
 	o.reserved = reserved
+	o.scanned = !reserved && sm.m.cfg.MaxDeliveries > 0
 	if lease.Attempt != o.attempts || lease.Reason != o.reason {
 		t.Fatalf("lease of %d: attempt %d reason %v, want %d %v", wantOff, lease.Attempt, lease.Reason, o.attempts, o.reason)
 	}
@@ -601,6 +609,10 @@ func (sm *shardMachine) read(t *rapid.T) {
 			sm.m.settle(lease.Offset, corrupt)
 		}
 	default:
+		sm.s.Handed([]Lease{lease})
+		if sm.m.live(lease.Handle) == nil {
+			sm.m.at(lease.Offset).scanned = false
+		}
 		sm.held = append(sm.held, lease.Handle)
 	}
 }
@@ -766,10 +778,10 @@ func (sm *shardMachine) restart(t *rapid.T) {
 		case off <= sm.m.frontier, o.state == corrupt:
 			delete(sm.m.offsets, off)
 		case o.state == leased || o.state == delayed || o.state == free:
-			if o.state == leased && o.reserved {
-				o.attempts-- // the snapshot left the unconfirmed reservation out
+			if o.state == leased && (o.reserved || o.scanned) {
+				o.attempts-- // the snapshot left the unconfirmed reservation out, or the lease not handed over
 			}
-			o.state, o.nonce, o.reason, o.reserved = free, 0, ReasonFirst, false
+			o.state, o.nonce, o.reason, o.reserved, o.scanned = free, 0, ReasonFirst, false, false
 			if o.attempts > 0 {
 				o.reason = ReasonRestart
 			}
@@ -789,7 +801,7 @@ func (sm *shardMachine) move(t *rapid.T) {
 	sm.s = NewShard("model", 0, Options{Config: sm.m.cfg, Seed: seed, Hooks: old.hooks, Counters: old.counters}, st)
 	sm.m.capped = false
 	for _, o := range sm.m.offsets {
-		o.reserved = false // a reservation moves as an ordinary, counted lease
+		o.reserved, o.scanned = false, false // a reservation moves as an ordinary, counted lease
 	}
 	for _, h := range sm.held {
 		if _, err := old.Extend(sm.now, h, 0); !errors.Is(err, ErrMoved) {

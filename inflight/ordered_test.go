@@ -17,8 +17,8 @@ import (
 // expiry, a give-back and a lapse, a blocked key blocking only itself, the deferred bound,
 // and the keys freed by a retention jump.
 
-// bindAll binds leases whose records have keys, as a scan does after its reads, and returns
-// the leases kept.
+// bindAll binds leases whose records have keys, as a scan does after its reads, hands over
+// the leases kept (Handed), and returns them.
 func bindAll(t *testing.T, s *Shard, now time.Time, leases []Lease, keys []uint64, oneAKey bool) []Lease {
 	t.Helper()
 	handles := make([]Handle, len(leases))
@@ -33,6 +33,7 @@ func bindAll(t *testing.T, s *Shard, now time.Time, leases []Lease, keys []uint6
 			out = append(out, leases[i])
 		}
 	}
+	s.Handed(out) // as the scan hands over what it keeps
 	return out
 }
 

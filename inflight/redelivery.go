@@ -69,6 +69,10 @@ func (s *Shard) endLeaseLocked(off int64, p pending, end, now int64, reason Reas
 	p.nonce, p.key = 0, 0
 	p.reason = reason
 	s.leased--
+	// A scan's lease never handed over (Handed) that expired still counts, as any lease that
+	// ran out: its attempt, left out of what was persisted until now, is persisted.
+	fx.dirty = fx.dirty || p.grant == grantScanned
+	p.grant = grantCounted
 	if s.cfg.MaxDeliveries > 0 && int(p.attempts) >= s.cfg.MaxDeliveries || s.followsQuarantinedLocked(off, key) {
 		s.setAsideLocked(off, key, p.attempts, fx)
 		return

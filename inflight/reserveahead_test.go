@@ -221,7 +221,7 @@ func TestSnapshotLeavesReservationsOut(t *testing.T) {
 	assert.Equal(t, []uint32{2, 1}, []uint32{leases[0].Attempt, leases[1].Attempt})
 	_, after := hooks.counts()
 	assert.Equal(t, dirty, after, "a reservation changes nothing persisted")
-	reserve(t, s, epoch, 3) // 2, an ordinary lease: counted
+	s.Handed([]Lease{reserve(t, s, epoch, 3)}) // 2, an ordinary lease handed over: counted
 
 	var snap State
 	s.Snapshot(&snap)
@@ -268,7 +268,9 @@ func TestConfirmAnswers(t *testing.T) {
 			return h
 		}, nil},
 		{"an ordinary lease", func(t *testing.T, s *Shard) Handle {
-			return reserve(t, s, epoch, 10).Handle
+			l := reserve(t, s, epoch, 10)
+			s.Handed([]Lease{l})
+			return l.Handle
 		}, nil},
 		{"an acked reservation", func(t *testing.T, s *Shard) Handle {
 			h := reserveAhead(t, s, epoch, 10, 1)[0].Handle

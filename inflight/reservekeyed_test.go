@@ -309,7 +309,8 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 			require.Equal(t, plain.Stats(), keyed.Stats(), "stats after %s", what)
 			require.Equal(t, plain.counters.Load(), keyed.counters.Load(), "counters after %s", what)
 		}
-		// bindAll binds leases as a scan under the lock does, and returns the kept ones.
+		// bindAll binds leases as a scan under the lock does, hands the kept ones over, and
+		// returns them.
 		bindAll := func(s *Shard, leases []Lease) []Lease {
 			handles := make([]Handle, len(leases))
 			keys := make([]uint64, len(leases))
@@ -324,6 +325,7 @@ func TestReserveKeyedMatchesReserveAndBind(t *testing.T) {
 					out = append(out, l)
 				}
 			}
+			s.Handed(out)
 			return out
 		}
 		// underLock takes up to n records as a scan under the lock does.

@@ -203,10 +203,9 @@ type pending struct {
 	attempts uint32 // leases granted so far
 	reason   Reason // reason of the current lease, or of the next one
 	delayed  bool
-	// reserved: the live lease is a reservation (ReserveAhead) not yet confirmed, so its
-	// attempt, counted in attempts, does not count yet: it is left out of what is persisted,
-	// and a lapse or a give-back takes it back. It fits in the struct's padding.
-	reserved bool
+	// grant says whether the live lease's attempt, counted in attempts, counts yet in what
+	// is persisted (see grantKind). It fits in the struct's padding.
+	grant grantKind
 	// deferred: on an ordered topic, the offset's record was read and waits behind its key
 	// (Bind): neither leased nor visible until the key frees. Also in the padding.
 	deferred bool
@@ -215,6 +214,27 @@ type pending struct {
 	// key in the entry it looks up anyway, with no lookup of the key index's offsets.
 	key uint64
 }
+
+// grantKind says whether a live lease's attempt counts yet in what Snapshot persists.
+type grantKind uint8
+
+const (
+	// grantCounted: an ordinary lease; its attempt counts.
+	grantCounted grantKind = iota
+	// grantReserved: a reservation (ReserveAhead) not confirmed yet: its attempt does not
+	// count until a consumer gets the record, so it is left out of what is persisted, and a
+	// lapse or a give-back takes it back.
+	grantReserved
+	// grantScanned: under MaxDeliveries, a lease a scan was granted and has not handed over
+	// yet (Handed): the scan may still give it back or postpone it, uncounted, so its attempt
+	// is left out of what is persisted until then. Otherwise a snapshot taken in between,
+	// then a crash before the next one, would keep an attempt no consumer got, and the
+	// record would be quarantined a delivery early (or, under MaxDeliveries 1, unread).
+	grantScanned
+)
+
+// reservation reports whether p's live lease is a reservation not confirmed yet.
+func (p pending) reservation() bool { return p.grant == grantReserved }
 
 // parkedMark in leasedAt marks a deferred offset parked in the acked-ahead runs (parked.go): a
 // deferred offset holds no lease, so the field is free, and the entry needs no flag of its own.
@@ -281,7 +301,7 @@ type Shard struct {
 	quarantine map[int64]bool
 	requeued   int // entries of quarantine that are requeued
 	leased     int // offsets with a live lease
-	reserved   int // of them, reservations not confirmed yet (pending.reserved)
+	reserved   int // of them, reservations not confirmed yet (grantReserved)
 	delayed    int // offsets invisible until their nack delay ends
 	deadlines  deadlineQueue
 	released   minHeap[releasedOffset]
@@ -305,8 +325,8 @@ type Shard struct {
 	// its consume can take at once (keyState.room).
 	asked int
 	// ordered mirrors keys != nil for Ordered, read without the lock; verifying mirrors
-	// keys.verifying for Verifying.
-	ordered, verifying atomic.Bool
+	// keys.verifying for Verifying; countsAttempts mirrors cfg.MaxDeliveries > 0 for Handed.
+	ordered, verifying, countsAttempts atomic.Bool
 	// scanMu serialises an ordered partition's scans (ScanLock).
 	scanMu sync.Mutex
 	// nextFresh is the cursor as the last reserve of a fresh offset or a restore left it,
@@ -362,6 +382,7 @@ func NewShard(topic string, partition int32, opts Options, state State) *Shard {
 		s.keys = newKeyIndex()
 		s.ordered.Store(true)
 	}
+	s.countsAttempts.Store(cfg.MaxDeliveries > 0)
 	s.restoreLocked(state)
 	return s
 }
@@ -553,6 +574,7 @@ func (s *Shard) SetConfig(cfg Config) {
 	s.emptyAt.Store(-1)
 	was, wasOrdered := s.cfg.QuarantineKeys, s.keys != nil
 	s.cfg = cfg
+	s.countsAttempts.Store(cfg.MaxDeliveries > 0)
 	s.visibility = int64(cfg.VisibilityTimeout)
 	s.checkCapLocked()
 	var fx effects
@@ -571,10 +593,11 @@ func (s *Shard) SetConfig(cfg Config) {
 // ReserveNext leases the lowest unresolved offset above the frontier and below hwm (the
 // log's high watermark: the next offset to be written), after purging expired leases; a
 // requeued offset below the frontier goes first. The caller reads the record only after this
-// returns (a reservation precedes every read: invariant "one live holder"), then settles the lease, or gives
-// it back with GiveBack, SkipCorrupt or SkipRetention if the read failed. With MaxDeliveries
-// set, an offset whose restored attempts already reached it is quarantined rather than leased
-// (its last delivery died with the previous process).
+// returns (a reservation precedes every read: invariant "one live holder"), then hands the
+// record over (Handed) and settles the lease, or gives it back with GiveBack, Postpone,
+// SkipCorrupt or SkipRetention. With MaxDeliveries set, an offset whose restored attempts
+// already reached it is quarantined rather than leased (its last delivery died with the
+// previous process).
 //
 // It hands out nothing, with ErrEmpty, ErrAllReserved, ErrInFlightCap or ErrAckedAheadCap,
 // when there is nothing above the frontier, when everything there is leased or resolved,
@@ -600,23 +623,55 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	s.mu.Lock()
 	s.purgeLocked(at, &fx)
 	s.asked = 1
-	err := s.reserveLocked(at, hwm, int64(visibility), false, &lease, &fx)
+	err := s.reserveLocked(at, hwm, int64(visibility), s.scanGrantLocked(), &lease, &fx)
 	s.noteEmptyLocked(hwm, err)
-	if err == nil && s.keys != nil {
-		s.noteUnboundLocked([]Lease{lease})
-	}
-	countsAttempts := s.cfg.MaxDeliveries > 0
 	s.mu.Unlock()
 	if err == nil {
 		s.counters.Delivered.Add(1)
 		fx.deadline = lease.Expiry.UnixNano()
-		// Under MaxDeliveries the attempt count is persisted state: a record that crashes
-		// every consumer (or the process) must still reach its limit across restarts.
-		// Without it, a lease changes nothing on disk.
-		fx.dirty = fx.dirty || countsAttempts
 	}
 	s.report(&fx)
 	return lease, err
+}
+
+// Handed says that the records of leases, granted to a scan (ReserveNext, ReserveNextFor,
+// ReserveBatch, ReserveDueKeyed), were read and go to their consumers. Under MaxDeliveries
+// their attempts count in what Snapshot persists only from then on (and Dirty is reported):
+// until then the scan may still give a lease back or postpone it, uncounted, and a snapshot
+// taken in between, then a crash before the next one, would keep an attempt no consumer
+// got. A lease that is no longer live, or no longer this grant (given back, deferred behind
+// its key, settled, leased again), is passed over, so the caller may pass every lease it was
+// granted. A settle of the lease (Ack, Extend, Nack, Reject) or its expiry counts it too.
+// Without MaxDeliveries it does nothing, and takes no lock.
+func (s *Shard) Handed(leases []Lease) {
+	if len(leases) == 0 || !s.countsAttempts.Load() {
+		return
+	}
+	var fx effects
+	s.mu.Lock()
+	if !s.dropped && !s.handedOff {
+		for i := range leases {
+			h := &leases[i].Handle
+			if h.Partition != s.partition {
+				continue
+			}
+			// In its ring slot, the usual place, the entry is changed in place.
+			if e := s.liveEntry(*h); e != nil {
+				if e.grant == grantScanned {
+					e.grant = grantCounted
+					fx.dirty = true
+				}
+				continue
+			}
+			if p, ok := s.pending.get(h.Offset); ok && p.nonce == h.Nonce && p.nonce != 0 && p.grant == grantScanned {
+				p.grant = grantCounted
+				s.pending.set(h.Offset, p)
+				fx.dirty = true
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.report(&fx)
 }
 
 // ReserveBatch leases up to max offsets (at least one is tried) under one acquisition of the
@@ -625,8 +680,8 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 // attempt, reason and fence; the in-flight and acked-ahead caps count every lease before
 // it), and the hooks report once for the whole batch. It stops at the first reserve that
 // would fail: with at least one lease granted the error is nil; with none it is what
-// ReserveNextFor answers. The caller reads each record only after this returns, and gives
-// back with GiveBack whatever it does not deliver.
+// ReserveNextFor answers. The caller reads each record only after this returns, gives back
+// with GiveBack whatever it does not deliver, and hands over (Handed) what it does.
 func (s *Shard) ReserveBatch(now time.Time, hwm int64, visibility time.Duration, max int, into []Lease) ([]Lease, error) {
 	return s.reserveBatch(now, hwm, visibility, max, into, false)
 }
@@ -678,13 +733,16 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 	// offset with a live deadline).
 	s.purgeLocked(at, &fx)
 	s.asked = max
+	grant := grantReserved
 	if reserved {
 		// A share of the room left, so that a gateway reading ahead does not take it all.
 		max = min(max, builtinMax(1, (s.cfg.MaxInFlight-s.leased)/2))
+	} else {
+		grant = s.scanGrantLocked()
 	}
 	for range max {
 		into = into[:len(into)+1]
-		if err = s.reserveLocked(at, hwm, int64(visibility), reserved, &into[len(into)-1], &fx); err != nil {
+		if err = s.reserveLocked(at, hwm, int64(visibility), grant, &into[len(into)-1], &fx); err != nil {
 			into = into[:len(into)-1]
 			break
 		}
@@ -693,12 +751,6 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 		s.noteEmptyLocked(hwm, nil)
 	} else {
 		s.noteEmptyLocked(hwm, err)
-	}
-	// Under MaxDeliveries a grant's attempt is persisted state (once bound, on an ordered
-	// partition); a reservation's is not until it is confirmed.
-	countsAttempts := s.cfg.MaxDeliveries > 0 && !reserved
-	if !reserved && s.keys != nil {
-		s.noteUnboundLocked(into[first:])
 	}
 	s.mu.Unlock()
 	if granted := into[first:]; len(granted) > 0 {
@@ -712,7 +764,6 @@ func (s *Shard) reserveBatch(now time.Time, hwm int64, visibility time.Duration,
 		for i := range granted[1:] {
 			fx.deadline = min(fx.deadline, granted[i+1].Expiry.UnixNano())
 		}
-		fx.dirty = fx.dirty || countsAttempts
 	}
 	s.report(&fx)
 	return into, err
@@ -742,8 +793,18 @@ func (s *Shard) noteEmptyLocked(hwm int64, err error) {
 // builtinMax is max, for where a parameter named max hides it.
 func builtinMax(a, b int) int { return max(a, b) }
 
-// reserveLocked grants the lease ReserveNext would, a reservation when reserved.
-func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *Lease, fx *effects) error {
+// scanGrantLocked is how a scan's lease is granted (ReserveNext, ReserveBatch,
+// ReserveDueKeyed): under MaxDeliveries, its attempt persisted only once the scan hands the
+// record over (see grantScanned).
+func (s *Shard) scanGrantLocked() grantKind {
+	if s.cfg.MaxDeliveries > 0 {
+		return grantScanned
+	}
+	return grantCounted
+}
+
+// reserveLocked grants the lease ReserveNext would, as grant says.
+func (s *Shard) reserveLocked(now, hwm, visibility int64, grant grantKind, lease *Lease, fx *effects) error {
 	if s.dropped {
 		return ErrEmpty
 	}
@@ -776,7 +837,7 @@ func (s *Shard) reserveLocked(now, hwm, visibility int64, reserved bool, lease *
 				continue
 			}
 		}
-		s.grantLocked(now, visibility, off, fresh, reserved, 0, lease)
+		s.grantLocked(now, visibility, off, fresh, grant, 0, lease)
 		return nil
 	}
 }
@@ -927,9 +988,9 @@ func (s *Shard) isSettled(off int64) bool {
 	return false
 }
 
-// grantLocked leases off for visibility (0 or less: the shard's), as a reservation when
-// reserved, bound to key (0: none, or not yet: see Bind), and fills lease.
-func (s *Shard) grantLocked(now, visibility, off int64, fresh, reserved bool, key uint64, lease *Lease) {
+// grantLocked leases off for visibility (0 or less: the shard's), as grant says, bound to
+// key (0: none, or not yet: see Bind), and fills lease.
+func (s *Shard) grantLocked(now, visibility, off int64, fresh bool, grant grantKind, key uint64, lease *Lease) {
 	if visibility <= 0 {
 		visibility = s.visibility
 	}
@@ -944,10 +1005,10 @@ func (s *Shard) grantLocked(now, visibility, off int64, fresh, reserved bool, ke
 	p.leasedAt = now
 	s.fence = max(s.fence+1, uint64(max(now, 0)))
 	p.delayed = false
-	p.reserved = reserved
+	p.grant = grant
 	s.pending.set(off, p)
 	s.leased++
-	if reserved {
+	if grant == grantReserved {
 		s.reserved++
 	}
 	s.pushDeadline(deadline{at: p.until, offset: off, nonce: p.nonce})
@@ -1021,7 +1082,7 @@ func (s *Shard) purgeLocked(now int64, fx *effects) {
 			s.releaseLocked(d.offset, p, fx)
 			continue
 		}
-		if p.reserved {
+		if p.reservation() {
 			s.lapseLocked(now, d.offset, p, fx) // handed to no consumer: not an expiry
 			continue
 		}
@@ -1138,7 +1199,7 @@ func (s *Shard) AckMany(now time.Time, handles []Handle, errs []error) {
 //
 //go:noinline
 func (s *Shard) ackReservationLocked(off int64, fx *effects) {
-	if s.pending.lookup(off).reserved {
+	if s.pending.lookup(off).reservation() {
 		s.reserved--
 		fx.delivered++
 	}
@@ -1231,13 +1292,14 @@ func (s *Shard) withdrawLocked(p *pending, fx *effects) {
 	p.nonce, p.key = 0, 0
 	p.attempts--
 	s.leased--
-	if p.reserved {
-		p.reserved = false
+	switch p.grant {
+	case grantReserved:
 		s.reserved--
 		fx.unused++
-		return
-	}
-	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
+	case grantCounted:
+		fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
+	} // a scan's lease not handed over yet: its attempt was never persisted
+	p.grant = grantCounted
 }
 
 // Reject settles the lease h names as failed for good, as Kafka share groups' REJECT and
@@ -1295,13 +1357,14 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 	switch {
 	case err != nil:
 	case op == opConfirm:
-		if p.reserved {
+		if p.grant != grantCounted {
 			s.confirmLocked(h.Offset, &p, &fx)
 		}
 	default:
-		if p.reserved && op != opGiveBack && op != opSkipCorrupt {
-			// An Ack, Extend, Nack or Reject of a reservation: a consumer got the record,
-			// so it is confirmed first, and op acts on an ordinary lease.
+		if p.grant != grantCounted && op != opGiveBack && op != opSkipCorrupt {
+			// An Ack, Extend, Nack or Reject of a reservation, or of a scan's lease not
+			// handed over yet: a consumer got the record, so it is confirmed first, and op
+			// acts on an ordinary lease.
 			s.confirmLocked(h.Offset, &p, &fx)
 		}
 		switch op {
@@ -1318,7 +1381,7 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 			s.counters.GivenBack.Add(1)
 			s.giveBackLocked(at, h.Offset, p, &fx)
 		case opSkipCorrupt:
-			if p.reserved {
+			if p.reservation() {
 				s.reserved-- // never handed over: resolved unconfirmed
 			}
 			s.counters.CorruptSkipped.Add(1)
@@ -1334,14 +1397,17 @@ func (s *Shard) settle(now time.Time, h Handle, op settleOp, d time.Duration) (e
 	return expiry, err
 }
 
-// confirmLocked makes the live reservation *p of off an ordinary lease: the consumer got the
-// record, so its attempt counts from now on (persisted under MaxDeliveries, hence dirty)
-// and the delivery is counted.
+// confirmLocked makes the live reservation or scan's lease *p of off an ordinary lease: the
+// consumer got the record, so its attempt counts from now on (persisted under
+// MaxDeliveries, hence dirty), and a reservation's delivery is counted (a scan's was, as it
+// was granted).
 func (s *Shard) confirmLocked(off int64, p *pending, fx *effects) {
-	p.reserved = false
+	if p.reservation() {
+		s.reserved--
+		fx.delivered++
+	}
+	p.grant = grantCounted
 	s.pending.set(off, *p)
-	s.reserved--
-	fx.delivered++
 	fx.dirty = fx.dirty || s.cfg.MaxDeliveries > 0
 }
 
@@ -1524,7 +1590,7 @@ func (s *Shard) SkipRetention(now time.Time, h Handle, oldest int64) (jumped boo
 			// A requeued offset below the frontier that retention removed: it is gone, and
 			// resolved as an ack would: out of the quarantine, and out of its key's queue
 			// (or its key freed, when it was bound), so the key's later records go on.
-			if p.reserved {
+			if p.reservation() {
 				s.reserved--
 			}
 			s.resolveLocked(h.Offset, p.key, false, &fx)
@@ -1565,7 +1631,7 @@ func (s *Shard) jumpLocked(frontier int64, purge bool, fx *effects) {
 		if p.nonce != 0 {
 			s.leased--
 		}
-		if p.reserved {
+		if p.reservation() {
 			s.reserved--
 		}
 		if p.delayed {
@@ -1715,9 +1781,6 @@ func (s *Shard) copyStateLocked(dst *State, maxAttempts int) (attemptsInOrder bo
 				dst.Attempts = append(dst.Attempts, Attempt{Offset: off, Count: n})
 			}
 		}
-	}
-	if s.keys != nil && len(s.keys.unbound) > 0 {
-		s.leaveOutUnboundLocked(dst)
 	}
 	dst.Quarantined, dst.Requeued = dst.Quarantined[:0], dst.Requeued[:0]
 	for off, requeued := range s.quarantine {

@@ -326,9 +326,10 @@ func TestSkipCorruptDropsItsPersistedAttempt(t *testing.T) {
 	s, hooks := newTestShard(t, Config{MaxDeliveries: 1}, State{Frontier: -1})
 	l0 := reserve(t, s, epoch, 10)
 	l1 := reserve(t, s, epoch, 10)
+	s.Handed([]Lease{l0, l1})
 	var snap State
 	s.Snapshot(&snap)
-	require.Len(t, snap.Attempts, 2, "the grants' attempts are persisted")
+	require.Len(t, snap.Attempts, 2, "the handed-over grants' attempts are persisted")
 	_, dirtyBefore := hooks.counts()
 	require.NoError(t, s.SkipCorrupt(epoch, l1.Handle))
 	_, dirty := hooks.counts()
@@ -352,18 +353,99 @@ func TestGiveBack(t *testing.T) {
 	assert.Zero(t, wakes, "a give-back wakes nobody")
 	assert.Equal(t, dirtyBefore, dirty, "without MaxDeliveries no grant is persisted state")
 
-	// Under MaxDeliveries a grant's attempt is persisted state, and so is a give-back's
-	// uncounting of it: else the count the grant persisted comes back at the next start.
+	// Under MaxDeliveries a handed-over lease's attempt is persisted state, and so is a
+	// give-back's uncounting of it: else the count persisted comes back at the next start.
 	s, hooks = newTestShard(t, Config{MaxDeliveries: 3}, State{Frontier: -1})
 	l = reserve(t, s, epoch, 10)
+	s.Handed([]Lease{l})
 	_, dirtyBefore = hooks.counts()
-	require.Equal(t, 1, dirtyBefore, "the grant")
+	require.Equal(t, 1, dirtyBefore, "the hand-over")
 	require.NoError(t, s.GiveBack(epoch, l.Handle))
 	_, dirty = hooks.counts()
 	assert.Equal(t, dirtyBefore+1, dirty, "the give-back is persisted state")
 	var st State
 	s.Snapshot(&st)
 	assert.Empty(t, st.Attempts, "and the state to write holds no attempt for it")
+}
+
+// Under MaxDeliveries a scan's lease counts its attempt in what is persisted only once the
+// scan hands its record over: a snapshot taken between the grant and a give-back, a
+// postpone or a deferral of it (the scan's read failed, its batch's byte bound was
+// reached, Config.NotBefore said later), then a crash, would otherwise bring the attempt
+// back, and the record would be quarantined a delivery early, or unread under
+// MaxDeliveries 1. Each of the scan's grants is checked: ReserveNext, ReserveBatch.
+func TestScanLeaseCountsOnceHanded(t *testing.T) {
+	grants := map[string]func(s *Shard) []Lease{
+		"ReserveNext": func(s *Shard) []Lease { return []Lease{reserve(t, s, epoch, 10)} },
+		"ReserveBatch": func(s *Shard) []Lease {
+			leases, err := s.ReserveBatch(epoch, 10, 0, 3, nil)
+			require.NoError(t, err)
+			return leases
+		},
+	}
+	withdraws := map[string]func(s *Shard, l Lease) error{
+		"GiveBack": func(s *Shard, l Lease) error { return s.GiveBack(epoch, l.Handle) },
+		"Postpone": func(s *Shard, l Lease) error { return s.Postpone(epoch, l.Handle, epoch.Add(time.Minute), 0) },
+	}
+	for grantName, grant := range grants {
+		for withdrawName, withdraw := range withdraws {
+			t.Run(grantName+"/"+withdrawName, func(t *testing.T) {
+				s, hooks := newTestShard(t, Config{MaxDeliveries: 1}, State{Frontier: -1})
+				leases := grant(s)
+				_, dirty := hooks.counts()
+				assert.Zero(t, dirty, "nothing to persist before the hand-over")
+				var snap State
+				s.Snapshot(&snap) // a commit tick between the grant and the withdrawal
+				assert.Empty(t, snap.Attempts, "no attempt persisted before the hand-over")
+				for _, l := range leases {
+					require.NoError(t, withdraw(s, l))
+				}
+				s.Handed(leases) // withdrawn: passed over
+				s.Snapshot(&snap)
+				assert.Empty(t, snap.Attempts, "nothing counted")
+
+				// A crash now restores what the first snapshot held: the records come back
+				// unquarantined, on their first delivery.
+				restored, _ := newTestShard(t, Config{MaxDeliveries: 1}, snap)
+				l, err := restored.ReserveNext(epoch.Add(time.Hour), 10)
+				require.NoError(t, err)
+				assert.Equal(t, int64(0), l.Offset)
+				assert.Equal(t, uint32(1), l.Attempt)
+				assert.Zero(t, restored.Stats().Quarantined)
+
+				// Handed over, the attempts are persisted.
+				leases = grant(s)
+				s.Handed(leases)
+				_, dirtyAfter := hooks.counts()
+				assert.Greater(t, dirtyAfter, dirty, "the hand-over is persisted state")
+				s.Snapshot(&snap)
+				assert.Len(t, snap.Attempts, len(leases))
+			})
+		}
+	}
+	t.Run("a settle or an expiry counts it too", func(t *testing.T) {
+		s, hooks := newTestShard(t, Config{MaxDeliveries: 3, VisibilityTimeout: time.Second}, State{Frontier: -1})
+		extended := reserve(t, s, epoch, 10)
+		nacked := reserve(t, s, epoch, 10)
+		expired := reserve(t, s, epoch, 10)
+		_, err := s.Extend(epoch, extended.Handle, time.Hour)
+		require.NoError(t, err)
+		require.NoError(t, s.Nack(epoch, nacked.Handle, time.Hour))
+		_, dirtyBefore := hooks.counts()
+		s.Available(epoch.Add(2*time.Second), 10) // a touch purges: expired's lease ran out
+		_, dirty := hooks.counts()
+		assert.Greater(t, dirty, dirtyBefore, "the expiry is persisted state")
+		var snap State
+		s.Snapshot(&snap)
+		assert.ElementsMatch(t, []Attempt{{Offset: extended.Offset, Count: 1}, {Offset: nacked.Offset, Count: 1}, {Offset: expired.Offset, Count: 1}}, snap.Attempts)
+	})
+	t.Run("without MaxDeliveries it is a no-op", func(t *testing.T) {
+		s, hooks := newTestShard(t, Config{}, State{Frontier: -1})
+		l := reserve(t, s, epoch, 10)
+		s.Handed([]Lease{l})
+		_, dirty := hooks.counts()
+		assert.Zero(t, dirty)
+	})
 }
 
 // Checklist 7: restored state has no leases and redelivers everything not acked ahead.

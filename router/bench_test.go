@@ -573,6 +573,22 @@ func (g hourGrant) Grant(string, int32) (router.Grant, bool) {
 	return router.Grant{Epoch: 1, Left: time.Until(g.until)}, true
 }
 
+// BenchmarkConsumeAckDeadLetter is BenchmarkConsumeAck with MaxDeliveries and without, in
+// one run: what counting attempts costs a local delivery (each scan's leases count on disk
+// once the scan hands them over, a lock of the shard's more a scan step, and the state
+// written at every commit tick).
+func BenchmarkConsumeAckDeadLetter(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		for _, consumers := range []int{1, 8} {
+			for _, max := range []int{0, 5} {
+				b.Run(fmt.Sprintf("batch=%d/consumers=%d/maxDeliveries=%d", batch, consumers, max), func(b *testing.B) {
+					benchConsumeAck(b, batch, consumers, consumeAckOptions{maxDeliveries: max})
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkConsumeAckHeaders is BenchmarkConsumeAck with one consumer, its records without
 // headers and with two (a trace id and a content type, 50 bytes in all, as a Kafka
 // producer's instrumentation adds): what headers cost a local delivery, MemLog's copy of
@@ -611,6 +627,8 @@ type consumeAckOptions struct {
 	ownership router.Ownership
 	keys      int  // records keyed over this many keys, round robin; 0: no keys
 	ordered   bool // TopicConfig.Ordered
+	// maxDeliveries is TopicConfig.MaxDeliveries: attempts counted, and persisted.
+	maxDeliveries int
 }
 
 func benchConsumeAck(b *testing.B, batch, consumers int, opts consumeAckOptions) {
@@ -643,7 +661,7 @@ func benchConsumeAck(b *testing.B, batch, consumers int, opts consumeAckOptions)
 	// 1024 and only its frontier hole would be handed out.
 	node, err := router.New(router.Config{Logs: logs, Routes: routes, Dir: "/state", FS: crashfs.New(), Ownership: opts.ownership,
 		Topic: func(string) router.TopicConfig {
-			return router.TopicConfig{MaxInFlight: 1 << 20, MaxAckedAhead: 1 << 20, Ordered: opts.ordered}
+			return router.TopicConfig{MaxInFlight: 1 << 20, MaxAckedAhead: 1 << 20, Ordered: opts.ordered, MaxDeliveries: opts.maxDeliveries}
 		}})
 	if err != nil {
 		b.Fatal(err)

@@ -151,3 +151,63 @@ func TestReleaseUncountsOnDisk(t *testing.T) {
 		h.close()
 	})
 }
+
+// Under MaxDeliveries a scan's lease counts its attempt on disk only once its record goes to
+// the consumer: a record the scan gives back (its read failed) or postpones (Config.NotBefore)
+// was never an attempt, even when a commit lands between the lease's grant and its return,
+// and the process dies before the next one. Before, that commit persisted the attempt, and
+// under MaxDeliveries 1 the record was quarantined at the next process's first reserve, no
+// consumer having got it. Each case forces the commit from inside the scan's read.
+func TestScanGiveBackNotPersistedAcrossCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ordered bool
+		// arrange makes the first consume's read of offset 0 come to nothing.
+		arrange func(h *harness)
+		// cure undoes it for the process after the crash.
+		cure func(h *harness)
+	}{
+		{"read failure", false,
+			func(h *harness) { h.logs.Log("orders", 0).FailReads(router.ErrLogClosed) },
+			func(h *harness) { h.logs.Log("orders", 0).FailReads(nil) }},
+		{"postponed", false,
+			func(h *harness) { h.cfg.NotBefore = notBeforeOf },
+			func(h *harness) { h.cfg.NotBefore = nil }},
+		{"postponed, ordered", true,
+			func(h *harness) { h.cfg.NotBefore = notBeforeOf },
+			func(h *harness) { h.cfg.NotBefore = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var quarantined []int64
+				h := newHarness(t, 0)
+				h.cfg.Topic = func(string) router.TopicConfig {
+					return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 1, Ordered: tc.ordered}
+				}
+				h.cfg.OnQuarantine = func(_ string, _ int32, off int64, _ uint32) { quarantined = append(quarantined, off) }
+				tc.arrange(h)
+				h.restart(nil)
+				h.produceDelayed("k", time.Minute)
+				log := h.logs.Log("orders", 0)
+				log.OnRead(func(int64) {
+					// A commit tick while the scan holds the lease, before its read.
+					require.NoError(t, h.node.Persist(context.Background(), "orders", 0))
+				})
+				msgs, _ := h.node.Consume(context.Background(), "orders", router.ConsumeOptions{Max: 10})
+				require.Empty(t, msgs)
+				log.OnRead(nil)
+
+				crashed := h.fs.ProcessCrash() // before the next tick
+				h.node.Close()
+				h.fs = crashed
+				tc.cure(h)
+				h.start()
+				defer h.close()
+				m := h.one()
+				assert.Equal(t, int64(0), m.Offset, "delivered, not quarantined")
+				assert.Equal(t, uint32(1), m.Attempt, "its first attempt")
+				assert.Empty(t, quarantined)
+			})
+		})
+	}
+}

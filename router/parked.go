@@ -128,6 +128,7 @@ func (n *Node) received(ctx context.Context, req scanRequest, shard *inflight.Sh
 		}
 		return nil, ctx.Err()
 	}
+	shard.Handed([]inflight.Lease{{Handle: m.Receipt}}) // its attempt counts from here
 	if req.visibility > 0 {
 		// The pump reserves with the topic's timeout; re-arm to the consume's own.
 		if expiry, err := shard.Extend(n.clock.Now(), m.Receipt, req.visibility); err == nil {

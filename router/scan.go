@@ -442,6 +442,9 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 		*budget = r.budget
 		if !req.reserve { // a reservation is counted once a consumer gets it
 			n.stats.delivered.Add(uint64(len(out) - before))
+			// What the scan gave back, postponed or deferred above went uncounted; what
+			// is left goes to the consumer, and its attempt counts from here.
+			shard.Handed(leases)
 		}
 		if err != nil {
 			// The failed read's reservations went back: the partition is done for this
@@ -636,6 +639,7 @@ func (n *Node) takeDueKeyed(req *scanRequest, partition int32, log Log, shard *i
 	before := len(out)
 	out = slices.Grow(out, len(leases)) // deliver fills its room in place
 	out, _, err = r.deliver(leases, out)
+	shard.Handed(leases) // (see takeFrom)
 	*budget = r.budget
 	n.stats.delivered.Add(uint64(len(out) - before))
 	return out, taken - len(leases), err == nil
