@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"narad.dev/consume/router"
 )
@@ -74,6 +75,9 @@ func batchParams(w http.ResponseWriter, r *http.Request) (string, []string, erro
 	if len(body) == 0 {
 		return "", nil, badParam("body", `missing: {"receipt_handles":[...]}`)
 	}
+	if err := exactKeys(body, "topic", "receipt_handles"); err != nil {
+		return "", nil, err
+	}
 	var req batchRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -100,4 +104,37 @@ func batchParams(w http.ResponseWriter, r *http.Request) (string, []string, erro
 		return "", nil, badParam("receipt_handles", "%d handles, more than %d", n, router.MaxBatch)
 	}
 	return topic, req.ReceiptHandles, nil
+}
+
+// exactKeys refuses a JSON object body whose keys are not each one of keys, spelt exactly,
+// at most once. encoding/json matches a key to a field case-insensitively and lets a repeated
+// key's last value win, so {"receipt_handles":[a],"Receipt_Handles":[b]} would ack b alone,
+// while a proxy or a log in front of this node that reads the first (or only the exact
+// spelling) sees a: one request read two ways. A body that is not an object is left to the
+// decoder's own error.
+func exactKeys(body []byte, keys ...string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := make(map[string]bool, len(keys))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		switch {
+		case !slices.Contains(keys, key):
+			return badParam("body", "unknown key %q (the keys are %q, spelt exactly)", key, keys)
+		case seen[key]:
+			return badParam("body", "key %q more than once", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }

@@ -34,7 +34,9 @@
 // from a URL-encoded form body (Content-Type application/x-www-form-urlencoded, or none), or
 // from both; a parameter may appear once in all. The batch ack takes its topic from the
 // query or the body (both must then agree) and its handles from the JSON body
-// (Content-Type application/json, or none). Any other method on a route is a 405 with
+// (Content-Type application/json, or none), whose keys are spelt exactly and appear once
+// (encoding/json alone would take "Receipt_Handles" too, and the last of a repeated key: a
+// body two readers could read two ways is a 400). Any other method on a route is a 405 with
 // Allow; any other path a 404.
 //
 // Parameters:

@@ -87,6 +87,11 @@ func TestMalformedRequests(t *testing.T) {
 		{"POST", "/ack-batch?topic=orders", `{"handles":["0:0:1"]}`, "body"},
 		{"POST", "/ack-batch?topic=orders", `{"receipt_handles":["0:0:1"]} {}`, "body"},
 		{"POST", "/ack-batch?topic=orders", `{"receipt_handles":["0:0:1"]}]`, "body"},
+		// A key spelt otherwise, or twice: one request that two readers would read two ways.
+		{"POST", "/ack-batch?topic=orders", `{"Receipt_Handles":["0:0:1"]}`, "body"},
+		{"POST", "/ack-batch?topic=orders", `{"receipt_handles":["0:0:1"],"receipt_handles":["0:0:2"]}`, "body"},
+		{"POST", "/ack-batch", `{"topic":"orders","TOPIC":"other","receipt_handles":["0:0:1"]}`, "body"},
+		{"POST", "/ack-batch", `{"topic":"orders","topic":"orders","receipt_handles":["0:0:1"]}`, "body"},
 		{"POST", "/ack-batch", `{"receipt_handles":["0:0:1"]}`, "topic"},
 		{"POST", "/ack-batch?topic=orders", `{"topic":"other","receipt_handles":["0:0:1"]}`, "topic"},
 		{"POST", "/ack-batch?topic=orders&max=1", `{"receipt_handles":["0:0:1"]}`, "max"},
