@@ -66,15 +66,54 @@ const (
 )
 
 // aheadRecords are records one reply reserved at their owner, held here for consumers: kept
-// as the reply brought them (its messages are not copied on their way in), and handed
-// over from the front.
+// as the reply brought them, and handed over from the front, oldest first. A probe's are
+// the messages its consume did not take (msgs); a refill's are its reply's deliveries,
+// made messages only as a consume takes them, straight into the consume's own array. (A
+// refill's records were made messages as the reply came, into an array of up to
+// aheadBatch 200-byte messages, and copied out again as consumes took them: each was
+// written twice, once far from any cache, and held 90 bytes more.)
 type aheadRecords struct {
 	owner   string
 	arrived time.Time
-	msgs    []Message // those not handed over yet, oldest first
-	// whole is the array a refill's reply was written into, while nothing but msgs refers
-	// to it: once take has copied every record of it out, a later refill's (refillArrays).
-	whole []Message
+	msgs    []Message // a probe's, not handed over yet
+	// deliveries are a refill's not handed over yet; their expiries count from sent (zero:
+	// times, from an owner before the node wire's version 7). pooled is the slice they were
+	// decoded into, for deliveriesPool once none is held any more.
+	deliveries []wire.Delivery
+	sent       time.Time
+	pooled     *[]wire.Delivery
+}
+
+// len is how many records h holds.
+func (h *aheadRecords) len() int { return len(h.msgs) + len(h.deliveries) }
+
+// handles appends the receipt handles of the records h holds to dst.
+func (h *aheadRecords) handles(dst []Handle) []Handle {
+	for i := range h.msgs {
+		dst = append(dst, h.msgs[i].Receipt)
+	}
+	for i := range h.deliveries {
+		d := &h.deliveries[i]
+		dst = append(dst, Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce})
+	}
+	return dst
+}
+
+// release lets go of what h holds: a refill's slice goes back to deliveriesPool. The
+// messages a consume took refer to the reply's bytes, never to the slice.
+func (h *aheadRecords) release() {
+	if h.pooled != nil {
+		putDeliveries(h.pooled)
+	}
+	*h = aheadRecords{}
+}
+
+// refillReply is what remoteConsume leaves for a refill (scanRequest.refill): the reply's
+// deliveries, decoded into a slice of deliveriesPool that is the refill's now, and when the
+// request left, which their relative expiries count from (zero: the owner sent times).
+type refillReply struct {
+	deliveries *[]wire.Delivery
+	sent       time.Time
 }
 
 // readAhead is what this node reads ahead of its consumers for one topic.
@@ -117,24 +156,6 @@ type readAhead struct {
 	// drained is the mark of the last walk of the local partitions that found them all
 	// drained (see drained.go; zero: none).
 	drained drainedMark
-}
-
-// refillArrays holds the arrays of refills' records that take copied out, every one, for
-// later refills to write their replies into: a refill's array is up to aheadBatch 200-byte
-// messages, which a new one zeroes and faults in before each is written (up to a tenth of a
-// gateway's CPU a record at batch 1). An array no refill takes is dropped with the pool's
-// other items at a collection, and with it the reply it still refers to: what is kept does
-// not grow with topics. Only a refill's array goes in: a probe's consume keeps the first
-// records of its array (split), and records given back are read after take returns.
-var refillArrays sync.Pool
-
-// refillArray returns an array from refillArrays for a refill of size records, or nil.
-func refillArray(size int) []Message {
-	p, _ := refillArrays.Get().(*[]Message)
-	if p == nil || cap(*p) < size {
-		return nil // too small: a new one, and this one is dropped
-	}
-	return (*p)[:0]
 }
 
 // aheadSettings are what a topic's settings make of reading ahead.
@@ -328,7 +349,7 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 	ra.mu.Unlock()
 	n.stats.ahead.reserved.Add(uint64(len(mine)))
 	if rest := msgs[len(mine):]; len(rest) > 0 {
-		ra.hold(owner, rest, -1)
+		ra.hold(aheadRecords{owner: owner, msgs: rest}, -1)
 	}
 	return mine
 }
@@ -345,31 +366,42 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 			ra.dropFrontLocked()
 			continue
 		}
-		k := min(max-len(msgs), len(h.msgs))
+		k := min(max-len(msgs), h.len())
 		from := len(msgs)
-		var short []Message // under the floor (a reply that came back very late)
+		if h.deliveries != nil {
+			msgs = messagesAppend(msgs, ra.topic, h.deliveries[:k], h.sent)
+			h.deliveries = h.deliveries[k:]
+		} else {
+			msgs = append(msgs, h.msgs[:k]...)
+			// Not cleared: the records left share the reply's bytes, all let go with the last.
+			h.msgs = h.msgs[k:]
+		}
+		// A record whose lease left is under the floor (a reply that came back very late)
+		// goes back rather than to the consume.
+		var short []Message
 		floor := now.Add(s.floor)
-		for i := range h.msgs[:k] {
-			m := &h.msgs[i]
+		kept := from
+		for i := from; i < len(msgs); i++ {
+			m := &msgs[i]
 			if m.Expiry.Before(floor) {
 				short = append(short, *m)
 				continue
 			}
-			msgs = append(msgs, *m)
+			if kept != i {
+				msgs[kept] = *m
+			}
+			kept++
 			ra.unconfirmed.put(m.Receipt, h.owner)
 		}
-		if len(short) > 0 {
+		if kept < len(msgs) {
+			clear(msgs[kept:])
+			msgs = msgs[:kept]
 			due = append(due, aheadRecords{owner: h.owner, arrived: h.arrived, msgs: short})
 		}
 		ra.n.stats.ahead.wait.observeMany(now.Sub(h.arrived), len(msgs)-from)
-		// Not cleared: the records left share the reply's bytes, all let go with the last.
-		h.msgs = h.msgs[k:]
 		ra.heldCount -= k
-		if len(h.msgs) == 0 {
-			if h.whole != nil {
-				whole := h.whole[:0] // every record copied out: nothing refers to it
-				refillArrays.Put(&whole)
-			}
+		if h.len() == 0 {
+			h.release()
 			ra.dropFrontLocked()
 		}
 	}
@@ -383,7 +415,7 @@ func (ra *readAhead) takeLocked(max int, now time.Time, s aheadSettings, msgs []
 // dropFrontLocked drops the oldest records of held, whose count is taken off already or
 // here.
 func (ra *readAhead) dropFrontLocked() {
-	ra.heldCount -= len(ra.held[0].msgs)
+	ra.heldCount -= ra.held[0].len()
 	ra.held[0] = aheadRecords{}
 	ra.held = ra.held[1:]
 	if len(ra.held) == 0 {
@@ -474,22 +506,28 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 		}
 		for got < want {
 			size := min(want-got, aheadBatch)
-			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size, into: refillArray(size)}
-			var msgs []Message
+			var reply refillReply
+			req := scanRequest{topic: ra.topic, pinned: -1, max: size, reserve: true, ahead: size, refill: &reply}
 			func() {
 				var err error
 				defer n.recoverHostPanic("reading ahead from an owner", owner, &err)
-				msgs, err = n.remoteConsume(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget))
+				n.remoteConsume(context.Background(), owner, req, false, n.clock.Now().Add(ProbeBudget))
 			}()
 			n.stats.ahead.refills.Add(1)
-			if len(msgs) == 0 {
+			if reply.deliveries == nil {
 				break
 			}
-			got += len(msgs)
-			if !ra.hold(owner, msgs, k) {
+			h := aheadRecords{owner: owner, deliveries: *reply.deliveries, sent: reply.sent, pooled: reply.deliveries}
+			count := h.len()
+			if count == 0 {
+				h.release()
+				break
+			}
+			got += count
+			if !ra.hold(h, k) {
 				return
 			}
-			if len(msgs) < size {
+			if count < size {
 				break // the owner has no more now
 			}
 		}
@@ -501,24 +539,21 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 // once, in the background, and reports false: a consume that splits a probe's reply must not
 // wait on the give-back's RPC, which may take its whole budget (a frame lost), past the
 // consume's ConsumeOverrun.
-func (ra *readAhead) hold(owner string, msgs []Message, k int) bool {
+func (ra *readAhead) hold(held aheadRecords, k int) bool {
 	n := ra.n
 	now := n.clock.Now()
-	n.stats.ahead.reserved.Add(uint64(len(msgs)))
+	count := held.len()
+	n.stats.ahead.reserved.Add(uint64(count))
 	ra.mu.Lock()
 	if ra.closed {
 		ra.mu.Unlock()
-		topic := ra.topic
-		n.background(func() { n.releaseUnused(owner, topic, msgs) })
+		n.giveBackAhead(ra.topic, []aheadRecords{held})
 		return false
 	}
-	held := aheadRecords{owner: owner, arrived: now, msgs: msgs}
-	if k >= 0 {
-		held.whole = msgs // a refill's: nobody else was given any of it
-	}
+	held.arrived = now
 	ra.held = append(ra.held, held)
-	ra.heldCount += len(msgs)
-	n.stats.ahead.heldNow.Add(int64(len(msgs)))
+	ra.heldCount += count
+	n.stats.ahead.heldNow.Add(int64(count))
 	if k >= 0 {
 		ra.nextOwner = k
 	}
@@ -739,8 +774,8 @@ func (ra *readAhead) close() {
 	for owner, handles := range confirms {
 		wg.Go(func() { ra.n.confirmAt(owner, ra.topic, handles) })
 	}
-	for owner, msgs := range byOwner(held) {
-		wg.Go(func() { ra.n.releaseUnused(owner, ra.topic, msgs) })
+	for owner, handles := range byOwner(held) {
+		wg.Go(func() { ra.n.releaseUnused(owner, ra.topic, handles) })
 	}
 	wg.Wait()
 }
@@ -761,25 +796,27 @@ func (n *Node) giveBackAhead(topic string, held []aheadRecords) {
 	if len(held) == 0 {
 		return
 	}
-	for owner, msgs := range byOwner(held) {
-		n.background(func() { n.releaseUnused(owner, topic, msgs) })
+	for owner, handles := range byOwner(held) {
+		n.background(func() { n.releaseUnused(owner, topic, handles) })
 	}
 }
 
-// byOwner groups held records' messages by owner.
-func byOwner(held []aheadRecords) map[string][]Message {
-	groups := map[string][]Message{}
+// byOwner groups the receipt handles of held records by owner, and lets go of what held
+// holds (aheadRecords.release): held is the caller's alone.
+func byOwner(held []aheadRecords) map[string][]Handle {
+	groups := map[string][]Handle{}
 	for i := range held {
-		groups[held[i].owner] = append(groups[held[i].owner], held[i].msgs...)
+		groups[held[i].owner] = held[i].handles(groups[held[i].owner])
+		held[i].release()
 	}
 	return groups
 }
 
-// releaseUnused gives msgs, reservations owner granted and no consumer here got, back to
+// releaseUnused gives handles, reservations owner granted and no consumer here got, back to
 // owner (Releases: the wire's "unused"), counted in Stats.Ahead.Unused once owner took them.
-func (n *Node) releaseUnused(owner, topic string, msgs []Message) {
-	n.settleAtOwner(context.Background(), owner, topic, opRelease, len(msgs),
-		func(i int) Handle { return msgs[i].Receipt },
+func (n *Node) releaseUnused(owner, topic string, handles []Handle) {
+	n.settleAtOwner(context.Background(), owner, topic, opRelease, len(handles),
+		func(i int) Handle { return handles[i] },
 		func(_ int, a wire.Answer) {
 			if a.Status == wire.StatusOK {
 				n.stats.ahead.unused.Add(1)

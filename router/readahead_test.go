@@ -157,8 +157,9 @@ func TestReadAheadServesManyConsumersFromMemory(t *testing.T) {
 	})
 }
 
-// A refill's records are written into the array of an earlier refill whose records were all
-// copied out (refillArrays): no consumer may see a message it holds change under it. Four
+// A refill's records are decoded into the slice of an earlier refill whose records were all
+// taken (deliveriesPool), and made messages as consumes take them: no consumer may see a
+// message it holds change under it. Four
 // consumers each keep three batches unacked while they take more, check every message they
 // hold against its record at each batch, and ack the oldest; every record comes once, and
 // every ack lands.

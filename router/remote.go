@@ -299,7 +299,11 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		ride = n.takeRiders(l, ctx, req.topic, now)
 	}
 	deliveries := deliveriesPool.Get().(*[]wire.Delivery)
-	defer putDeliveries(deliveries)
+	defer func() {
+		if deliveries != nil { // not handed to a refill
+			putDeliveries(deliveries)
+		}
+	}()
 	for refused := false; ; refused = true {
 		if refused {
 			// The owner refused a field (an older release), now remembered in l: the frame
@@ -387,7 +391,15 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 		if !c.RelativeExpiry {
 			sent = time.Time{} // expiries as the owner's times
 		}
-		return n.owned(owner, req, messagesInto(req.into, req.topic, reply.Deliveries, sent)), nil
+		if req.refill != nil {
+			// Kept as they came, for the consumes to come (see aheadRecords): the slice is
+			// the refill's now.
+			*deliveries = ownedBy(n, owner, req, *deliveries, deliveryPlace)
+			req.refill.deliveries, req.refill.sent = deliveries, sent
+			deliveries = nil
+			return nil, nil
+		}
+		return ownedBy(n, owner, req, messagesOf(req.topic, reply.Deliveries, sent), messagePlace), nil
 	}
 }
 
@@ -501,37 +513,46 @@ func (n *Node) dropNewestField(l *lane, c *wire.Consume) bool {
 	return true
 }
 
-// owned keeps the records of owner's reply that this node's routes say owner owns (of the
-// pinned partition alone, for a pinned consume), and gives the others back to owner at
-// once: a peer is believed only where the routes back it. A reply a peer forged carries
+// ownedBy keeps the records of owner's reply (messages or deliveries, place giving each
+// one's receipt handle) that this node's routes say owner owns (of the pinned partition
+// alone, for a pinned consume), and gives the others back to owner at once: a peer is
+// believed only where the routes back it. A reply a peer forged carries
 // records no consumer here receives; one from an owner whose routes are ahead of this
 // node's (a partition moving) costs those records nothing but a round trip.
-func (n *Node) owned(owner string, req scanRequest, msgs []Message) []Message {
+func ownedBy[R any](n *Node, owner string, req scanRequest, recs []R, place func(*R) Handle) []R {
 	_, remote, _ := n.routes.Partitions(req.topic)
 	parts := remote[owner]
 	backed := func(p int32) bool { return (req.pinned < 0 || p == req.pinned) && slices.Contains(parts, p) }
-	// A reply's records come in runs of one partition, each checked once; a message (a
+	// A reply's records come in runs of one partition, each checked once; a record (a
 	// large struct) is moved only once one before it was given back.
 	checked, ok := int32(-1), false
 	kept := 0
-	for i := range msgs {
-		m := &msgs[i]
-		if m.Partition != checked {
-			checked, ok = m.Partition, backed(m.Partition)
+	for i := range recs {
+		h := place(&recs[i])
+		if h.Partition != checked {
+			checked, ok = h.Partition, backed(h.Partition)
 		}
 		if ok {
 			if kept != i {
-				msgs[kept] = *m
+				recs[kept] = recs[i]
 			}
 			kept++
 			continue
 		}
 		n.stats.remote.unbacked.Add(1)
-		n.logger.Warn("consume: an owner answered a record of a partition the routes do not give it: given back", "owner", owner, "topic", req.topic, "partition", m.Partition)
-		rec := wireRecord{op: opRelease, handle: m.Receipt}
+		n.logger.Warn("consume: an owner answered a record of a partition the routes do not give it: given back", "owner", owner, "topic", req.topic, "partition", h.Partition)
+		rec := wireRecord{op: opRelease, handle: h}
 		n.background(func() { n.forward(context.Background(), owner, req.topic, rec) })
 	}
-	return msgs[:kept]
+	clear(recs[kept:]) // what was given back refers to the reply no more
+	return recs[:kept]
+}
+
+// messagePlace and deliveryPlace are the receipt handle of a record, for ownedBy.
+func messagePlace(m *Message) Handle { return m.Receipt }
+
+func deliveryPlace(d *wire.Delivery) Handle {
+	return Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce}
 }
 
 // cancelRemote asks owner, in the background, to give back the records of a reply its
@@ -687,12 +708,16 @@ func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Mess
 // messagesInto is messagesOf writing into into's array when it has room: each message is
 // written whole (setMessage), so nothing of what the array held before is left.
 func messagesInto(into []Message, topic string, deliveries []wire.Delivery, sent time.Time) []Message {
-	var msgs []Message
-	if cap(into) >= len(deliveries) {
-		msgs = into[:len(deliveries)]
-	} else {
-		msgs = make([]Message, len(deliveries))
+	if cap(into) < len(deliveries) {
+		into = make([]Message, 0, len(deliveries))
 	}
+	return messagesAppend(into[:0], topic, deliveries, sent)
+}
+
+// messagesAppend appends to msgs the messages of deliveries, as messagesInto makes them.
+func messagesAppend(msgs []Message, topic string, deliveries []wire.Delivery, sent time.Time) []Message {
+	from := len(msgs)
+	msgs = slices.Grow(msgs, len(deliveries))[:from+len(deliveries)]
 	count := 0
 	for i := range deliveries {
 		count += len(deliveries[i].Headers)
@@ -703,7 +728,7 @@ func messagesInto(into []Message, topic string, deliveries []wire.Delivery, sent
 	}
 	for i := range deliveries {
 		n := len(deliveries[i].Headers)
-		setMessage(&msgs[i], topic, &deliveries[i], sent, all[:n:n])
+		setMessage(&msgs[from+i], topic, &deliveries[i], sent, all[:n:n])
 		all = all[n:]
 	}
 	return msgs

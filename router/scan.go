@@ -71,10 +71,10 @@ type scanRequest struct {
 	// ahead is how many of max are asked for to be held ahead of the consumes to come (with
 	// reserve): an owner that reserves nothing is asked for the rest alone.
 	ahead int
-	// into, for a refill of reading ahead, is an array of messages whose records were all
-	// copied out, which the reply's are written into instead of a new one (see
-	// refillArrays); nil for any other consume.
-	into []Message
+	// refill, for a refill of reading ahead, receives the reply's records as it carried them
+	// (remoteConsume returns no messages then): they are made messages only as consumes
+	// take them (see aheadRecords); nil for any other consume.
+	refill *refillReply
 }
 
 // logsScratch holds what a GetMany resolves, pooled so an empty scan allocates nothing.
