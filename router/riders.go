@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"narad.dev/consume/internal/acklane"
@@ -10,18 +11,22 @@ import (
 
 // Acks that ride with reservations (wire version 16; see docs/protocol.md, "Reading ahead").
 // A node that reads ahead sends an owner a Consume with the Reserve flag (a refill, or a
-// probe that reserves for the next consumes); the AckBatches of its consumers waiting for a
-// slot to that owner (see batchQueue) leave in that frame, as plain acks after its flags
-// byte, and are answered in its reply, before the consume's own: an ack leaves no later
-// than it would have, and a frame less crosses. A consume carrying acks goes alone, in its
+// probe that reserves for the next consumes); the acks of its consumers waiting for a slot
+// to that owner (the AckBatches of batchQueue, then the acks the lane queued past its
+// window: AckAsync's, and blocking Acks') leave in that frame, as plain acks after its
+// flags byte, and are answered in its reply, before the consume's own: an ack leaves no
+// later than it would have, and a frame less crosses. A consume carrying acks goes alone, in its
 // own frame, and only on a call that nothing but its deadline ends (a refill, a hedged
 // probe); its deadline is cut to the acks' latest. An owner before version 16 refuses the
 // flag with the whole frame: the acks go in a frame of their own, and none rides to that
 // owner for olderFieldMemory.
 
-// riders are the AckBatches that ride in one consume's frame.
+// riders are the acks that ride in one consume's frame: AckBatches, then acks the lane
+// queued.
 type riders struct {
+	l        *lane
 	batches  []*queuedBatch
+	queued   []*acklane.Ack
 	records  []wire.Record // as the frame carries them: plain acks of one budget
 	deadline time.Time     // the latest of theirs
 }
@@ -35,21 +40,27 @@ func (n *Node) takeRiders(l *lane, values context.Context, topic string, now tim
 		return nil
 	}
 	batches, count := l.Peer.batches.takeRiders(topic, now, wire.MaxLargeBatch)
-	if len(batches) == 0 {
+	queued := l.TakeRiders(topic, now, wire.MaxLargeBatch-count)
+	if len(batches)+len(queued) == 0 {
 		return nil
 	}
-	r := &riders{batches: batches, records: make([]wire.Record, 0, count)}
-	var least time.Duration
-	for i, b := range batches {
-		if budget := b.deadline.Sub(now); i == 0 || budget < least {
-			least = budget
+	r := &riders{l: l, batches: batches, queued: queued, records: make([]wire.Record, 0, count+len(queued))}
+	least := time.Duration(math.MaxInt64)
+	noteDeadline := func(deadline time.Time) {
+		least = min(least, deadline.Sub(now))
+		if deadline.After(r.deadline) {
+			r.deadline = deadline
 		}
-		if b.deadline.After(r.deadline) {
-			r.deadline = b.deadline
-		}
+	}
+	for _, b := range batches {
+		noteDeadline(b.deadline)
 		for _, h := range b.handles {
 			r.records = append(r.records, wire.Record{Op: wire.OpAck, Handle: h})
 		}
+	}
+	for _, q := range queued {
+		noteDeadline(q.Deadline)
+		r.records = append(r.records, wire.Record{Op: wire.OpAck, Handle: q.Record.Handle})
 	}
 	for i := range r.records {
 		r.records[i].Budget = least
@@ -63,6 +74,9 @@ func (r *riders) answer(answers []wire.Answer) {
 		answers = answers[copy(b.answers, answers):]
 	}
 	answerQueued(r.batches)
+	for i, q := range r.queued {
+		r.l.Answer(q, answers[i])
+	}
 }
 
 // answerEach gives every rider a.
@@ -71,6 +85,9 @@ func (r *riders) answerEach(a wire.Answer) {
 		eachAnswer(b.answers, a)
 	}
 	answerQueued(r.batches)
+	for _, q := range r.queued {
+		r.l.Answer(q, a)
+	}
 }
 
 // readRiders reads the acks reply at the front of raw, the reply to the consume the riders
@@ -88,11 +105,29 @@ func (n *Node) readRiders(l *lane, r *riders, raw []byte) (rest []byte, refusal 
 		return nil, nil, err
 	case reply.Refused:
 		n.background(func() {
-			n.sendGroup(l, r.batches)
-			answerQueued(r.batches)
+			if len(r.batches) > 0 {
+				n.sendGroup(l, r.batches)
+				answerQueued(r.batches)
+			}
+			n.sendRiders(l, r.queued)
 		})
 		return raw, &reply.Refusal, nil
 	}
 	r.answer(reply.Answers)
 	return reply.Rest, nil, nil
+}
+
+// sendRiders sends acks the lane queued that rode in a frame the owner refused whole in
+// frames of their own, at most wire.MaxBatch a frame as a slot would send them, and answers
+// each.
+func (n *Node) sendRiders(l *lane, queued []*acklane.Ack) {
+	var answers [wire.MaxBatch]wire.Answer
+	for len(queued) > 0 {
+		batch := queued[:min(len(queued), wire.MaxBatch)]
+		queued = queued[len(batch):]
+		n.call(l, n.clock.Now(), batch, answers[:len(batch)])
+		for i, q := range batch {
+			l.Answer(q, answers[i])
+		}
+	}
 }

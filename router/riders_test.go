@@ -2,7 +2,9 @@ package router_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -114,6 +116,96 @@ func TestAcksRideWithReservations(t *testing.T) {
 			assert.NotEqual(t, wireAcks, f[0], "no frame carried the riding acks again")
 			assert.Zero(t, f[1], "nothing left to ride")
 		}
+	})
+}
+
+// Issue 35, point 9: the acks a gateway's lane queued past its window (AckAsync's here, with
+// a window of one) leave in the frame of its next reservations from their owner and are
+// answered in its reply, as AckBatches waiting for a slot do; the one out is answered by its
+// own frame.
+//
+// An owner before version 16 refuses the consume carrying them, applying none: they go in
+// frames of their own, each applied once and answered OK.
+func TestQueuedAcksRideWithReservations(t *testing.T) {
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprintf("older owner=%v", older), func(t *testing.T) { queuedAcksRide(t, older) })
+	}
+}
+
+func queuedAcksRide(t *testing.T, older bool) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"b": {0}, "g": nil}, func(id string, cfg *router.Config) {
+			if id == "g" {
+				cfg.AckWindow = 1
+			}
+			if id == "b" && older {
+				cfg.WireVersion = 15
+			}
+		})
+		defer c.close()
+		c.produce(0, 100)
+		leased := c.nodes["b"].consume(context.Background(), router.ConsumeOptions{Max: 10})
+		require.Len(t, leased, 10)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var frames [][2]int // op, acks carried
+		holding := true     // the first ack frame is held until release
+		c.net.Join("b", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			req, err := wire.DecodeRequest(frame, wire.Newest)
+			mu.Lock()
+			hold := false
+			if err == nil {
+				frames = append(frames, [2]int{int(req.Op), len(req.Records)})
+				if holding && (frame[0] == wireAck || frame[0] == wireAckBatch || frame[0] == wireAcks) {
+					holding, hold = false, true
+				}
+			}
+			mu.Unlock()
+			if hold {
+				<-release
+			}
+			return c.nodes["b"].node.Serve(ctx, from, frame)
+		})
+		g := c.nodes["g"]
+		var answered sync.WaitGroup
+		var failed atomic.Int32
+		for _, m := range leased {
+			answered.Add(1)
+			g.node.AckAsync("orders", m.Receipt, func(err error) {
+				if err != nil {
+					failed.Add(1)
+				}
+				answered.Done()
+			})
+			synctest.Wait() // the first out and held, the others queued behind its slot
+		}
+		require.Zero(t, c.nodes["b"].node.Stats().Shards.Acked)
+
+		msgs := g.consume(context.Background(), router.ConsumeOptions{Max: 10})
+		require.Len(t, msgs, 10)
+		synctest.Wait()
+		mu.Lock()
+		riding := 0
+		for _, f := range frames {
+			if f[0] == int(wire.OpConsume) && f[1] > 0 {
+				riding += f[1]
+			}
+		}
+		mu.Unlock()
+		if older {
+			assert.Equal(t, 9, riding, "they rode once, refused: %v", frames)
+			time.Sleep(10 * rtt) // their frames of their own, each refused form once at most
+			synctest.Wait()
+			assert.Equal(t, uint64(9), c.nodes["b"].node.Stats().Shards.Acked, "in frames of their own: %v", frames)
+		} else {
+			assert.Equal(t, 9, riding, "the queued acks rode with the reservations: %v", frames)
+			assert.Equal(t, uint64(9), c.nodes["b"].node.Stats().Shards.Acked, "applied before the one held")
+		}
+
+		close(release)
+		answered.Wait()
+		assert.Zero(t, failed.Load(), "every ack answered OK")
+		assert.Equal(t, uint64(10), c.nodes["b"].node.Stats().Shards.Acked)
 	})
 }
 

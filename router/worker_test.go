@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/inflight"
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 	"narad.dev/consume/router/routertest"
 )
@@ -328,8 +329,10 @@ func TestWorkDoesNotWaitForAForwardedAck(t *testing.T) {
 		p := newPair(t, 10*time.Millisecond, 0)
 		defer p.close()
 		p.net.Join("a", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-			if frame[0] == wireAck || frame[0] == wireAckBatch || frame[0] == wireAcks {
-				time.Sleep(time.Second) // a slow owner, for acks only
+			req, err := wire.DecodeRequest(frame, wire.Newest)
+			if frame[0] == wireAck || frame[0] == wireAckBatch || frame[0] == wireAcks ||
+				err == nil && req.Op == wire.OpConsume && len(req.Records) > 0 {
+				time.Sleep(time.Second) // a slow owner, for acks only (those riding with reservations too)
 			}
 			return p.a.node.Serve(ctx, from, frame)
 		})

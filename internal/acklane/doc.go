@@ -12,7 +12,8 @@
 // HandOn; otherwise Admit queued it, and Wait returns its answer. A settle that returns at
 // once (AckAsync) calls Enqueue, whose answer goes to a function: a slot taken for what
 // Enqueue queued is picked up by a goroutine of the runner, which takes what has queued by
-// the time it runs.
+// the time it runs. A frame the node sends the owner for something else may carry queued
+// plain acks too (TakeRiders), which the node answers from that frame's reply (Answer).
 //
 // # Answers
 //

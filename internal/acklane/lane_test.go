@@ -266,3 +266,83 @@ func (bubbleClock) Now() time.Time { return time.Now() }
 func (bubbleClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
+
+// TakeRiders takes the queued plain acks of one topic whose budget is left, up to its max,
+// oldest first, blocking ones and Enqueue's alike; what it leaves (another topic, another
+// op, past the max) still leaves on the next slot. Each taken one gets the answer the frame
+// that carried it gives, once: the sweep at its deadline gives the no-reply status to one
+// still unanswered, and a late answer then is dropped.
+func TestTakeRiders(t *testing.T) {
+	h := newHarness(1, wire.MaxBatch)
+	l := h.lanes.Lane("owner")
+	ctx := context.Background()
+	hold(l, 1)
+	deadline := h.clock.Now().Add(budget)
+	blocking := l.Admit(ctx, "t", record(1), deadline)
+	require.NotNil(t, blocking)
+	h.enqueue(l, "t", 2)
+	h.enqueue(l, "other", 3)
+	extend := record(4)
+	extend.Op = wire.OpExtend
+	l.Enqueue("t", extend, deadline, func(error) {})
+	h.enqueue(l, "t", 5)
+	h.enqueue(l, "t", 6)
+
+	riders := l.TakeRiders("t", h.clock.Now(), 3)
+	offsets := func(qs []*Ack) []int64 {
+		var offs []int64
+		for _, q := range qs {
+			offs = append(offs, q.Record.Handle.Offset)
+		}
+		return offs
+	}
+	require.Equal(t, []int64{1, 2, 5}, offsets(riders), "plain acks of the topic, oldest first, up to max")
+	assert.Empty(t, l.TakeRiders("t", h.clock.Now(), 0), "max 0 takes nothing")
+
+	l.Answer(riders[0], wire.Answer{Status: wire.StatusOK})
+	a, err := l.Wait(ctx, blocking)
+	require.NoError(t, err)
+	assert.Equal(t, wire.StatusOK, a.Status)
+	l.Answer(riders[1], wire.Answer{Status: wire.StatusGone})
+	assert.Equal(t, []wire.Answer{{Status: wire.StatusGone}}, h.answerOf(2))
+
+	// The third's frame never answers: the sweep does at its deadline, and the late answer
+	// after it is dropped.
+	h.clock.advance(budget)
+	require.Len(t, h.answerOf(5), 1)
+	assert.Equal(t, byte(noReply), h.answerOf(5)[0].Status)
+	l.Answer(riders[2], wire.Answer{Status: wire.StatusOK})
+	assert.Len(t, h.answerOf(5), 1, "answered once")
+
+	// What was left queued was answered by the sweep too (503, never sent); a slot that comes
+	// back sends nothing taken.
+	assert.Equal(t, wire.StatusUnavailable, h.answerOf(3)[0].Status)
+	assert.Equal(t, wire.StatusUnavailable, h.answerOf(6)[0].Status)
+	l.HandOn()
+	h.runAll()
+	assert.Empty(t, h.sizes())
+}
+
+// What TakeRiders leaves queued leaves on the next slot, and what it took does not.
+func TestTakeRidersLeavesTheRestToSlots(t *testing.T) {
+	h := newHarness(1, wire.MaxBatch)
+	l := h.lanes.Lane("owner")
+	hold(l, 1)
+	for off := range int64(5) {
+		h.enqueue(l, "t", off)
+	}
+	riders := l.TakeRiders("t", h.clock.Now(), 2)
+	require.Len(t, riders, 2)
+	l.HandOn()
+	h.runAll()
+	require.Equal(t, []int{3}, h.sizes())
+	for _, q := range h.batches[0] {
+		assert.GreaterOrEqual(t, q.Record.Handle.Offset, int64(2), "a rider never leaves again")
+	}
+	for _, q := range riders {
+		l.Answer(q, wire.Answer{Status: wire.StatusOK})
+	}
+	for off := range int64(5) {
+		assert.Len(t, h.answerOf(off), 1, "settle %d answered once", off)
+	}
+}

@@ -170,3 +170,33 @@ func (l *Lane[P]) nextLocked() ([]*Ack, time.Time) {
 func (l *Lane[P]) Singles(now time.Time) bool {
 	return l.cfg.MaxBatch == 1 || l.Refuses(AckBatch, now)
 }
+
+// TakeRiders takes out of the queue, for a frame the node sends the owner for something else
+// (a consume that reserves, whose reply answers them too), up to max of the settles of
+// topic that queued for a slot and are plain acks (wire.OpAck), oldest first, whose budget
+// is not spent at now: each leaves with that frame, no later than a slot would have sent it.
+// They are out of the queue's hands as a batch a slot took is: the caller answers each with
+// Answer (the owner's answer, or the frame's failure), and sweep answers one still
+// unanswered at its deadline with the no-reply status.
+func (l *Lane[P]) TakeRiders(topic string, now time.Time, max int) []*Ack {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var riders []*Ack
+	keep := l.queue[:0]
+	for _, q := range l.queue {
+		switch {
+		case q.taken:
+		case len(riders) < max && q.Topic == topic && q.Record.Op == wire.OpAck && now.Before(q.Deadline):
+			q.taken = true
+			riders = append(riders, q)
+		default:
+			keep = append(keep, q)
+		}
+	}
+	clear(l.queue[len(keep):])
+	l.queue = keep
+	return riders
+}
+
+// Answer gives q, a settle TakeRiders took, its answer, unless sweep gave it one already.
+func (l *Lane[P]) Answer(q *Ack, a wire.Answer) { l.give(q, a) }
