@@ -296,7 +296,9 @@ func (n *Node) remoteConsume(ctx context.Context, owner string, req scanRequest,
 	}
 	var ride *riders // the acks that ride with the reservations (see riders.go)
 	if c.Reserve {
-		ride = n.takeRiders(l, ctx, req.topic, now)
+		if ride = n.takeRiders(l, ctx, req.topic, now); ride != nil {
+			defer ride.release()
+		}
 	}
 	deliveries := deliveriesPool.Get().(*[]wire.Delivery)
 	defer func() {

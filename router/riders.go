@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"narad.dev/consume/internal/acklane"
@@ -29,6 +31,22 @@ type riders struct {
 	queued   []*acklane.Ack
 	records  []wire.Record // as the frame carries them: plain acks of one budget
 	deadline time.Time     // the latest of theirs
+	pooled   *[]wire.Record
+}
+
+// riderRecords and riderAnswers hold the slices the frames with riders were encoded from
+// and their answers read into: up to wire.MaxLargeBatch of each a frame, a refill's or a
+// probe's, which were most of what a gateway allocated a record at 64 consumers of batch 1.
+var (
+	riderRecords = sync.Pool{New: func() any { return new([]wire.Record) }}
+	riderAnswers = sync.Pool{New: func() any { return new([]wire.Answer) }}
+)
+
+// release returns r's records to riderRecords once the frame that carried them is over.
+func (r *riders) release() {
+	*r.pooled = r.records[:0] // plain acks: handles and budgets, nothing to let go of
+	riderRecords.Put(r.pooled)
+	r.pooled, r.records = nil, nil
 }
 
 // takeRiders takes the AckBatches of topic waiting for a slot to the owner of l, to ride
@@ -44,7 +62,8 @@ func (n *Node) takeRiders(l *lane, values context.Context, topic string, now tim
 	if len(batches)+len(queued) == 0 {
 		return nil
 	}
-	r := &riders{l: l, batches: batches, queued: queued, records: make([]wire.Record, 0, count+len(queued))}
+	pooled := riderRecords.Get().(*[]wire.Record)
+	r := &riders{l: l, batches: batches, queued: queued, records: slices.Grow((*pooled)[:0], count+len(queued)), pooled: pooled}
 	least := time.Duration(math.MaxInt64)
 	noteDeadline := func(deadline time.Time) {
 		least = min(least, deadline.Sub(now))
@@ -97,7 +116,13 @@ func (r *riders) answerEach(a wire.Answer) {
 // sends the consume again without them when the refusal is a bad request: an owner before
 // version 16, refusing the flag). An acks reply it cannot read answers them 502.
 func (n *Node) readRiders(l *lane, r *riders, raw []byte) (rest []byte, refusal *wire.Answer, err error) {
-	answers := make([]wire.Answer, len(r.records))
+	pooled := riderAnswers.Get().(*[]wire.Answer)
+	answers := slices.Grow((*pooled)[:0], len(r.records))[:len(r.records)]
+	defer func() {
+		clear(answers) // their messages
+		*pooled = answers[:0]
+		riderAnswers.Put(pooled)
+	}()
 	reply, err := wire.DecodeAcksReply(answers, raw, len(r.records))
 	switch {
 	case err != nil:
