@@ -144,20 +144,9 @@ func (l *Lane[P]) nextLocked() ([]*Ack, time.Time) {
 	if l.Refuses(AckBatch, now) {
 		limit = 1
 	}
-	var batch []*Ack
-	keep := l.queue[:0]
-	for _, q := range l.queue {
-		switch {
-		case q.taken:
-		case now.Before(q.Deadline) && len(batch) < limit && (len(batch) == 0 || q.Topic == batch[0].Topic):
-			q.taken = true
-			batch = append(batch, q)
-		default:
-			keep = append(keep, q)
-		}
-	}
-	clear(l.queue[len(keep):])
-	l.queue = keep
+	batch := l.takeLocked(func(q *Ack, batch []*Ack) bool {
+		return now.Before(q.Deadline) && len(batch) < limit && (len(batch) == 0 || q.Topic == batch[0].Topic)
+	})
 	if len(batch) == 0 {
 		l.inFlight--
 		return nil, now
@@ -181,21 +170,30 @@ func (l *Lane[P]) Singles(now time.Time) bool {
 func (l *Lane[P]) TakeRiders(topic string, now time.Time, max int) []*Ack {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var riders []*Ack
+	return l.takeLocked(func(q *Ack, riders []*Ack) bool {
+		return len(riders) < max && q.Topic == topic && q.Record.Op == wire.OpAck && now.Before(q.Deadline)
+	})
+}
+
+// takeLocked takes out of the queue, in order, the settles take accepts (given those taken
+// so before it), marked taken, and drops from it those taken already (sent, or given up).
+// Called with l.mu held.
+func (l *Lane[P]) takeLocked(take func(q *Ack, taken []*Ack) bool) []*Ack {
+	var taken []*Ack
 	keep := l.queue[:0]
 	for _, q := range l.queue {
 		switch {
 		case q.taken:
-		case len(riders) < max && q.Topic == topic && q.Record.Op == wire.OpAck && now.Before(q.Deadline):
+		case take(q, taken):
 			q.taken = true
-			riders = append(riders, q)
+			taken = append(taken, q)
 		default:
 			keep = append(keep, q)
 		}
 	}
 	clear(l.queue[len(keep):])
 	l.queue = keep
-	return riders
+	return taken
 }
 
 // Answer gives q, a settle TakeRiders took, its answer, unless sweep gave it one already.
