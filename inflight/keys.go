@@ -367,7 +367,8 @@ func (s *Shard) ReserveKeyedBatch(now time.Time, hwm int64, visibility time.Dura
 // bind the leases of one call: a record behind its key is deferred again, its lease
 // withdrawn, and not appended to into. No other scan can then bind a lower record of one of
 // those keys after it. taken is how many records it leased, those it deferred again too.
-// Once nothing is due before the cursor, NextFresh names the cursor again.
+// Once nothing is due before the cursor, NextFresh names the cursor again. The caller reads
+// the records after, and hands over (Handed) what it delivers, as after ReserveBatch.
 //
 // It refuses, changing nothing, with ErrNotNext when the lowest due record is not of that
 // kind (released before a read bound it; requeued below the frontier; at MaxDeliveries
