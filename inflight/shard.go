@@ -634,6 +634,10 @@ func (s *Shard) ReserveNextFor(now time.Time, hwm int64, visibility time.Duratio
 	return lease, err
 }
 
+// CountsAttempts reports whether the shard counts attempts in what it persists
+// (Config.MaxDeliveries set): whether Handed does anything.
+func (s *Shard) CountsAttempts() bool { return s.countsAttempts.Load() }
+
 // Handed says that the records of leases, granted to a scan (ReserveNext, ReserveNextFor,
 // ReserveBatch, ReserveDueKeyed), were read and go to their consumers. Under MaxDeliveries
 // their attempts count in what Snapshot persists only from then on (and Dirty is reported):

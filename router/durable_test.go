@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"narad.dev/consume/crashfs"
+	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
 )
 
@@ -210,4 +211,60 @@ func TestScanGiveBackNotPersistedAcrossCrash(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The same for an owner's records another node asked for: a consume frame served while its
+// requester gives up gives its records back, and they were never an attempt, even when a
+// commit lands between the scan's hand-over of one partition's records and the give-back,
+// and the owner's process dies before the next one. Here the scan reads one record of each
+// of two partitions, and the requester leaves, after a commit, as it reads the second.
+func TestServedConsumeGivenBackNotPersistedAcrossCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var quarantined []int64
+		h := newHarness(t, 0, 1)
+		h.cfg.Topic = func(string) router.TopicConfig {
+			return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 1}
+		}
+		h.cfg.OnQuarantine = func(_ string, _ int32, off int64, _ uint32) { quarantined = append(quarantined, off) }
+		h.restart(nil)
+		h.produce(0, 1)
+		h.produce(1, 1)
+		ctx, giveUp := context.WithCancel(context.Background())
+		reads := 0
+		onRead := func(int64) {
+			if reads++; reads == 2 {
+				for _, p := range []int32{0, 1} { // a commit tick
+					require.NoError(t, h.node.Persist(context.Background(), "orders", p))
+				}
+				giveUp() // the requester leaves
+			}
+		}
+		for _, p := range []int32{0, 1} {
+			h.logs.Log("orders", p).OnRead(onRead)
+		}
+		frame, err := wire.EncodeRequest(wire.Request{Op: wire.OpConsume, Topic: "orders",
+			Consume: wire.Consume{RequestID: 1, Pinned: -1, Max: 2, RelativeExpiry: true}})
+		require.NoError(t, err)
+		reply, err := h.node.Serve(ctx, "peer", frame)
+		require.NoError(t, err)
+		decoded, err := wire.DecodeConsumeReply(reply)
+		require.NoError(t, err)
+		require.Equal(t, 2, reads)
+		require.Empty(t, decoded.Deliveries, "given back: %+v", decoded)
+		for _, p := range []int32{0, 1} {
+			h.logs.Log("orders", p).OnRead(nil)
+		}
+
+		crashed := h.fs.ProcessCrash() // before the next tick
+		h.node.Close()
+		h.fs = crashed
+		h.start()
+		defer h.close()
+		msgs := h.consume(router.ConsumeOptions{Max: 2})
+		require.Len(t, msgs, 2, "delivered, not quarantined")
+		for _, m := range msgs {
+			assert.Equal(t, uint32(1), m.Attempt, "%d/%d: its first attempt", m.Partition, m.Offset)
+		}
+		assert.Empty(t, quarantined)
+	})
 }

@@ -346,7 +346,8 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 	if c.Reserve {
 		most = aheadBatch
 	}
-	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), most), visibility: c.Visibility, reserve: c.Reserve}
+	req := scanRequest{topic: topic, pinned: c.Pinned, max: min(max(int(c.Max), 1), most), visibility: c.Visibility,
+		reserve: c.Reserve, handLater: !c.Reserve}
 	if req.pinned < 0 {
 		req.pinned = -1
 	}
@@ -382,6 +383,9 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 		return refusalReply(fmt.Errorf("%w: the requester gave up: given back", ErrUnavailable))
 	}
 	if len(msgs) > 0 {
+		if !c.Reserve {
+			n.handOver(topic, msgs)
+		}
 		handles := make([]inflight.Handle, len(msgs))
 		for i := range msgs {
 			handles[i] = msgs[i].Receipt
@@ -389,6 +393,30 @@ func (n *Node) consumeReply(ctx context.Context, s *consumeScratch, from, topic 
 		n.cancels.Remember(from, c.RequestID, topic, handles, n.clock.Now())
 	}
 	return reply
+}
+
+// handOver says that msgs, records of this node's partitions that a scan leased for a
+// caller that hands them over itself (scanRequest.handLater), go to their consumer: their
+// attempts count from here (inflight.Shard.Handed), one call per run of one partition.
+func (n *Node) handOver(topic string, msgs []Message) {
+	var leases [64]inflight.Lease // a run's handles, a chunk at a time
+	for start := 0; start < len(msgs); {
+		p := msgs[start].Partition
+		end := start + 1
+		for end < len(msgs) && msgs[end].Partition == p {
+			end++
+		}
+		if shard, ok := n.tracker.Lookup(topic, p); ok && shard.CountsAttempts() {
+			for i := start; i < end; i += len(leases) {
+				k := 0
+				for ; k < len(leases) && i+k < end; k++ {
+					leases[k] = inflight.Lease{Handle: msgs[i+k].Receipt}
+				}
+				shard.Handed(leases[:k])
+			}
+		}
+		start = end
+	}
 }
 
 // cancelMemoryTTL is how long an owner remembers the receipt handles of a forwarded consume's

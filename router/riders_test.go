@@ -184,21 +184,24 @@ func queuedAcksRide(t *testing.T, older bool) {
 		msgs := g.consume(context.Background(), router.ConsumeOptions{Max: 10})
 		require.Len(t, msgs, 10)
 		synctest.Wait()
-		mu.Lock()
+		seen := func() [][2]int {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([][2]int(nil), frames...)
+		}
 		riding := 0
-		for _, f := range frames {
+		for _, f := range seen() {
 			if f[0] == int(wire.OpConsume) && f[1] > 0 {
 				riding += f[1]
 			}
 		}
-		mu.Unlock()
 		if older {
-			assert.Equal(t, 9, riding, "they rode once, refused: %v", frames)
+			assert.Equal(t, 9, riding, "they rode once, refused: %v", seen())
 			time.Sleep(10 * rtt) // their frames of their own, each refused form once at most
 			synctest.Wait()
-			assert.Equal(t, uint64(9), c.nodes["b"].node.Stats().Shards.Acked, "in frames of their own: %v", frames)
+			assert.Equal(t, uint64(9), c.nodes["b"].node.Stats().Shards.Acked, "in frames of their own: %v", seen())
 		} else {
-			assert.Equal(t, 9, riding, "the queued acks rode with the reservations: %v", frames)
+			assert.Equal(t, 9, riding, "the queued acks rode with the reservations: %v", seen())
 			assert.Equal(t, uint64(9), c.nodes["b"].node.Stats().Shards.Acked, "applied before the one held")
 		}
 

@@ -71,6 +71,10 @@ type scanRequest struct {
 	// ahead is how many of max are asked for to be held ahead of the consumes to come (with
 	// reserve): an owner that reserves nothing is asked for the rest alone.
 	ahead int
+	// handLater: the caller hands the records over itself (handOver) once they leave, not
+	// the scan: an owner's reply to another node may still be trimmed to its bound, or its
+	// requester gone, and what goes back then was never an attempt (see takeFrom).
+	handLater bool
 	// refill, for a refill of reading ahead, receives the reply's records as it carried them
 	// (remoteConsume returns no messages then): they are made messages only as consumes
 	// take them (see aheadRecords); nil for any other consume.
@@ -444,7 +448,9 @@ func (n *Node) takeFrom(req *scanRequest, partition int32, log Log, now time.Tim
 			n.stats.delivered.Add(uint64(len(out) - before))
 			// What the scan gave back, postponed or deferred above went uncounted; what
 			// is left goes to the consumer, and its attempt counts from here.
-			shard.Handed(leases)
+			if !req.handLater {
+				shard.Handed(leases)
+			}
 		}
 		if err != nil {
 			// The failed read's reservations went back: the partition is done for this
@@ -639,7 +645,9 @@ func (n *Node) takeDueKeyed(req *scanRequest, partition int32, log Log, shard *i
 	before := len(out)
 	out = slices.Grow(out, len(leases)) // deliver fills its room in place
 	out, _, err = r.deliver(leases, out)
-	shard.Handed(leases) // (see takeFrom)
+	if !req.handLater {
+		shard.Handed(leases) // (see takeFrom)
+	}
 	*budget = r.budget
 	n.stats.delivered.Add(uint64(len(out) - before))
 	return out, taken - len(leases), err == nil
