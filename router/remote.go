@@ -704,19 +704,14 @@ func (n *Node) ownerRefusal(owner string, reply *wire.ConsumeReply) error {
 // messagesOf is the records of an owner's reply, as this node's caller receives them; sent
 // as for setMessage. Their headers share one allocation, each message's capped at its own.
 func messagesOf(topic string, deliveries []wire.Delivery, sent time.Time) []Message {
-	return messagesInto(nil, topic, deliveries, sent)
-}
-
-// messagesInto is messagesOf writing into into's array when it has room: each message is
-// written whole (setMessage), so nothing of what the array held before is left.
-func messagesInto(into []Message, topic string, deliveries []wire.Delivery, sent time.Time) []Message {
-	if cap(into) < len(deliveries) {
-		into = make([]Message, 0, len(deliveries))
+	if len(deliveries) == 0 {
+		return nil
 	}
-	return messagesAppend(into[:0], topic, deliveries, sent)
+	return messagesAppend(make([]Message, 0, len(deliveries)), topic, deliveries, sent)
 }
 
-// messagesAppend appends to msgs the messages of deliveries, as messagesInto makes them.
+// messagesAppend appends to msgs the messages of deliveries, each written whole
+// (setMessage), so nothing of what msgs's array held there before is left.
 func messagesAppend(msgs []Message, topic string, deliveries []wire.Delivery, sent time.Time) []Message {
 	from := len(msgs)
 	msgs = slices.Grow(msgs, len(deliveries))[:from+len(deliveries)]
