@@ -49,10 +49,11 @@ func (r *riders) release() {
 	r.pooled, r.records = nil, nil
 }
 
-// takeRiders takes the AckBatches of topic waiting for a slot to the owner of l, to ride
-// in a consume's frame that nothing but its deadline ends (values: its context), sent
-// now; nil when none may ride (none waits, the owner refused riders or plain acks lately,
-// or this node speaks a version before 16).
+// takeRiders takes the AckBatches of topic waiting for a slot to the owner of l, then the
+// plain acks of topic its lane queued past its window, up to wire.MaxLargeBatch acks in all,
+// to ride in a consume's frame that nothing but its deadline ends (values: its context),
+// sent now; nil when none may ride (none waits, the owner refused riders or plain acks
+// lately, or this node speaks a version before 16).
 func (n *Node) takeRiders(l *lane, values context.Context, topic string, now time.Time) *riders {
 	if values.Done() != nil || !n.plainAcksTo(l, now) || l.Refuses(acklane.RidingAcks, now) {
 		return nil
@@ -111,7 +112,7 @@ func (r *riders) answerEach(a wire.Answer) {
 
 // readRiders reads the acks reply at the front of raw, the reply to the consume the riders
 // rode in, answers the riders, and returns the consume's own reply after it. A refusal of
-// the whole frame applied none of them: they go in a frame of their own to the owner of l
+// the whole frame applied none of them: they go in frames of their own to the owner of l
 // (in the background), and refusal is the refusal, raw the consume's reply (the caller
 // sends the consume again without them when the refusal is a bad request: an owner before
 // version 16, refusing the flag). An acks reply it cannot read answers them 502.
