@@ -297,7 +297,7 @@ func (s *Shard) ReserveKeyed(now time.Time, hwm int64, visibility time.Duration,
 	case bindDeferred:
 		deferred = 1
 	}
-	s.unlockFresh(hwm, 1, granted, deferred, &fx)
+	s.unlockFresh(hwm, 1, granted, grantCounted, deferred, &fx)
 	if outcome != bindKept {
 		s.report(&fx)
 		return Lease{}, ErrBehindKey
@@ -354,7 +354,7 @@ func (s *Shard) ReserveKeyedBatch(now time.Time, hwm int64, visibility time.Dura
 		}
 		into = into[:len(into)-1]
 	}
-	s.endFresh(hwm, taken, into[first:], deferred, &fx)
+	s.endFresh(hwm, taken, into[first:], grantCounted, deferred, &fx)
 	return into, taken, nil
 }
 
@@ -395,6 +395,7 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 	holding := k.holdings
 	first := len(into)
 	deferred := 0
+	grant := s.scanGrantLocked() // read after, and maybe given back: see Handed
 	for taken < asked && s.leased < s.cfg.MaxInFlight {
 		off, ok := s.lowestReleased()
 		if !ok || off >= hwm {
@@ -411,7 +412,7 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 		s.released.pop()
 		taken++
 		into = append(into, Lease{})
-		s.grantLocked(at, int64(visibility), off, false, s.scanGrantLocked(), 0, &into[len(into)-1])
+		s.grantLocked(at, int64(visibility), off, false, grant, 0, &into[len(into)-1])
 		entry, inRing := s.pending.ref(off), true
 		var farEntry pending
 		if entry == nil {
@@ -434,7 +435,7 @@ func (s *Shard) ReserveDueKeyed(now time.Time, hwm int64, visibility time.Durati
 		}
 		return into, 0, ErrNotNext
 	}
-	s.endFresh(hwm, taken, into[first:], deferred, &fx)
+	s.endFresh(hwm, taken, into[first:], grant, deferred, &fx)
 	return into, taken, nil
 }
 
@@ -478,11 +479,12 @@ func (s *Shard) unlockKeyed(fx *effects) {
 }
 
 // unlockFresh ends what lockFresh began, once taken records were taken, granted of them
-// leased and deferred of them deferred: it counts them, and notes that a grant's attempt
-// is persisted state under MaxDeliveries.
-func (s *Shard) unlockFresh(hwm int64, taken, granted, deferred int, fx *effects) {
+// leased as grant says and deferred of them deferred: it counts them, and notes that a
+// counted grant's attempt is persisted state under MaxDeliveries (a scan's is, once handed
+// over: see Handed).
+func (s *Shard) unlockFresh(hwm int64, taken, granted int, grant grantKind, deferred int, fx *effects) {
 	s.noteEmptyLocked(hwm, nil)
-	fx.dirty = fx.dirty || granted > 0 && s.cfg.MaxDeliveries > 0
+	fx.dirty = fx.dirty || granted > 0 && grant == grantCounted && s.cfg.MaxDeliveries > 0
 	s.scanMu.Unlock()
 	s.mu.Unlock()
 	// As ReserveBatch counts every lease it grants, the ones Bind withdraws too.
@@ -495,8 +497,8 @@ func (s *Shard) unlockFresh(hwm int64, taken, granted, deferred int, fx *effects
 // endFresh is unlockFresh for a call that took a run of records and leased granted of them:
 // their expiry, one for them all (the same now), goes to the host's deadline hook with the
 // rest of fx.
-func (s *Shard) endFresh(hwm int64, taken int, granted []Lease, deferred int, fx *effects) {
-	s.unlockFresh(hwm, taken, len(granted), deferred, fx)
+func (s *Shard) endFresh(hwm int64, taken int, granted []Lease, grant grantKind, deferred int, fx *effects) {
+	s.unlockFresh(hwm, taken, len(granted), grant, deferred, fx)
 	if len(granted) > 0 {
 		fx.deadline = granted[0].Expiry.UnixNano()
 	}

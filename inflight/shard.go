@@ -653,25 +653,19 @@ func (s *Shard) Handed(leases []Lease) {
 	}
 	var fx effects
 	s.mu.Lock()
-	if !s.dropped && !s.handedOff {
-		for i := range leases {
-			h := &leases[i].Handle
-			if h.Partition != s.partition {
-				continue
-			}
-			// In its ring slot, the usual place, the entry is changed in place.
-			if e := s.liveEntry(*h); e != nil {
-				if e.grant == grantScanned {
-					e.grant = grantCounted
-					fx.dirty = true
-				}
-				continue
-			}
-			if p, ok := s.pending.get(h.Offset); ok && p.nonce == h.Nonce && p.nonce != 0 && p.grant == grantScanned {
-				p.grant = grantCounted
-				s.pending.set(h.Offset, p)
+	for i := range leases {
+		h := leases[i].Handle
+		// In its ring slot, the usual place, the entry is changed in place (liveEntry's
+		// caller checks what liveLease checks of the shard and the partition).
+		if e := s.liveEntry(h); e != nil && !s.dropped && !s.handedOff && h.Partition == s.partition {
+			if e.grant == grantScanned {
+				e.grant = grantCounted
 				fx.dirty = true
 			}
+		} else if p, err := s.liveLease(h); err == nil && p.grant == grantScanned {
+			p.grant = grantCounted
+			s.pending.set(h.Offset, p)
+			fx.dirty = true
 		}
 	}
 	s.mu.Unlock()

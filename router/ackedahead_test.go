@@ -80,9 +80,7 @@ func TestAckedAheadRunsSurviveRestarts(t *testing.T) {
 				if crash {
 					time.Sleep(200 * time.Millisecond) // a tick writes the window
 					synctest.Wait()
-					crashed := h.fs.ProcessCrash()
-					h.node.Close()
-					h.fs = crashed
+					h.crash()
 				} else {
 					h.close()
 				}

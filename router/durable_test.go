@@ -111,9 +111,7 @@ func TestAttemptsSurviveProcessCrashes(t *testing.T) {
 			require.Equal(t, attempt, m.Attempt)
 			time.Sleep(200 * time.Millisecond) // the poison record kills the process a tick later
 			synctest.Wait()
-			crashed := h.fs.ProcessCrash()
-			h.node.Close()
-			h.fs = crashed
+			h.crash()
 			h.start()
 		}
 		defer h.close()
@@ -198,9 +196,7 @@ func TestScanGiveBackNotPersistedAcrossCrash(t *testing.T) {
 				require.Empty(t, msgs)
 				log.OnRead(nil)
 
-				crashed := h.fs.ProcessCrash() // before the next tick
-				h.node.Close()
-				h.fs = crashed
+				h.crash() // before the next tick
 				tc.cure(h)
 				h.start()
 				defer h.close()
@@ -255,9 +251,7 @@ func TestServedConsumeGivenBackNotPersistedAcrossCrash(t *testing.T) {
 			h.logs.Log("orders", p).OnRead(nil)
 		}
 
-		crashed := h.fs.ProcessCrash() // before the next tick
-		h.node.Close()
-		h.fs = crashed
+		h.crash() // before the next tick
 		h.start()
 		defer h.close()
 		msgs := h.consume(router.ConsumeOptions{Max: 2})

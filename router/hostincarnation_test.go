@@ -45,6 +45,14 @@ func (l *namingLogs) name(topic, id string) {
 	l.ids[topic] = id
 }
 
+// crash kills the harness's node as kill -9 would: what it did not sync is lost (its final
+// writes, as Close makes them, land on a frozen file system). The caller starts it again.
+func (h *harness) crash() {
+	crashed := h.fs.ProcessCrash()
+	h.node.Close()
+	h.fs = crashed
+}
+
 // restart closes the harness's node and starts it again on cfg as edit leaves it.
 func (h *harness) restart(edit func(cfg *router.Config)) {
 	h.t.Helper()

@@ -309,9 +309,7 @@ func TestProcessCrashRedeliversAboutOneTick(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, h.ack(msgs[4])) // inside the last tick: may be delivered again
 
-		crashed := h.fs.ProcessCrash()
-		h.node.Close() // its final writes land on the frozen file system and are lost
-		h.fs = crashed
+		h.crash()
 		h.start()
 		defer h.close()
 		again := offsetsOf(h.consume(router.ConsumeOptions{Max: 6}))

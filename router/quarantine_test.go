@@ -99,9 +99,7 @@ func TestDiscardSurvivesRestart(t *testing.T) {
 		require.Equal(t, int64(4), st.Frontier, "the frontier passed the quarantined record")
 		assert.True(t, discard(4))
 		require.NoError(t, h.node.Persist(ctx, "orders", 0))
-		crashed := h.fs.ProcessCrash()
-		h.node.Close()
-		h.fs = crashed
+		h.crash()
 		h.start()
 		defer h.close()
 		assert.Empty(t, quarantined())

@@ -93,8 +93,7 @@ func (h *aheadRecords) handles(dst []Handle) []Handle {
 		dst = append(dst, h.msgs[i].Receipt)
 	}
 	for i := range h.deliveries {
-		d := &h.deliveries[i]
-		dst = append(dst, Handle{Partition: d.Partition, Offset: d.Offset, Nonce: d.Nonce})
+		dst = append(dst, deliveryPlace(&h.deliveries[i]))
 	}
 	return dst
 }

@@ -30,9 +30,7 @@ func TestRestartMakesInheritedStateDurable(t *testing.T) {
 			require.NoError(t, h.ack(m))
 		}
 		time.Sleep(150 * time.Millisecond) // past a tick: in the page cache, not yet synced
-		crashed := h.fs.ProcessCrash()
-		h.node.Close() // its writes land on the frozen file system
-		h.fs = crashed
+		h.crash()
 		h.start() // syncs what the crashed process left
 		h.fs = h.fs.PowerCut(crashfs.PowerCut{})
 		h.node.Close()

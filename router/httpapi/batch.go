@@ -6,15 +6,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 
 	"narad.dev/consume/router"
 )
 
-// batchRequest is the body of POST /ack-batch.
+// batchRequest is the body of POST /ack-batch, {"topic": ..., "receipt_handles": [...]}
+// (decodeBatchRequest).
 type batchRequest struct {
-	Topic          *string  `json:"topic"`
-	ReceiptHandles []string `json:"receipt_handles"`
+	Topic          *string
+	ReceiptHandles []string
 }
 
 // batchResponse answers POST /ack-batch: one result per handle, in the request's order.
@@ -75,17 +75,9 @@ func batchParams(w http.ResponseWriter, r *http.Request) (string, []string, erro
 	if len(body) == 0 {
 		return "", nil, badParam("body", `missing: {"receipt_handles":[...]}`)
 	}
-	if err := exactKeys(body, "topic", "receipt_handles"); err != nil {
+	req, err := decodeBatchRequest(body)
+	if err != nil {
 		return "", nil, err
-	}
-	var req batchRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return "", nil, badParam("body", "not the JSON of a batch ack: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", nil, badParam("body", "data after the JSON object")
 	}
 	if req.Topic != nil {
 		if q, ok := p["topic"]; ok && q != *req.Topic {
@@ -106,35 +98,50 @@ func batchParams(w http.ResponseWriter, r *http.Request) (string, []string, erro
 	return topic, req.ReceiptHandles, nil
 }
 
-// exactKeys refuses a JSON object body whose keys are not each one of keys, spelt exactly,
-// at most once. encoding/json matches a key to a field case-insensitively and lets a repeated
-// key's last value win, so {"receipt_handles":[a],"Receipt_Handles":[b]} would ack b alone,
-// while a proxy or a log in front of this node that reads the first (or only the exact
-// spelling) sees a: one request read two ways. A body that is not an object is left to the
-// decoder's own error.
-func exactKeys(body []byte, keys ...string) error {
+// decodeBatchRequest reads a batch ack's JSON body in one pass: an object whose keys are
+// spelt exactly and appear once, and nothing after it. encoding/json alone matches a key to a
+// field case-insensitively and lets a repeated key's last value win, so
+// {"receipt_handles":[a],"Receipt_Handles":[b]} would ack b alone, while a proxy or a log in
+// front of this node that reads the first (or only the exact spelling) sees a: one request
+// read two ways.
+func decodeBatchRequest(body []byte) (batchRequest, error) {
+	var req batchRequest
+	notBatch := func(err error) error { return badParam("body", "not the JSON of a batch ack: %v", err) }
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
+	tok, err := dec.Token()
+	if err != nil {
+		return req, notBatch(err)
 	}
-	seen := make(map[string]bool, len(keys))
+	if tok != json.Delim('{') {
+		return req, badParam("body", "not the JSON of a batch ack: %v is not an object", tok)
+	}
+	seen := make(map[string]bool, 2)
 	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
+		if tok, err = dec.Token(); err != nil {
+			return req, notBatch(err)
 		}
 		key, _ := tok.(string)
-		switch {
-		case !slices.Contains(keys, key):
-			return badParam("body", "unknown key %q (the keys are %q, spelt exactly)", key, keys)
-		case seen[key]:
-			return badParam("body", "key %q more than once", key)
+		if seen[key] {
+			return req, badParam("body", "key %q more than once", key)
 		}
 		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
+		switch key {
+		case "topic":
+			err = dec.Decode(&req.Topic)
+		case "receipt_handles":
+			err = dec.Decode(&req.ReceiptHandles)
+		default:
+			return req, badParam("body", `unknown key %q (the keys are "topic" and "receipt_handles", spelt exactly)`, key)
+		}
+		if err != nil {
+			return req, notBatch(err)
 		}
 	}
-	return nil
+	if _, err := dec.Token(); err != nil { // the object's end
+		return req, notBatch(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return req, badParam("body", "data after the JSON object")
+	}
+	return req, nil
 }
