@@ -191,7 +191,7 @@ func (n *Node) consume(ctx context.Context, topic string, opts ConsumeOptions, i
 		if opts.Wait == 0 {
 			return nil, scanErr
 		}
-		return n.park(ctx, req, nil, false, deadline)
+		return n.park(ctx, req, nil, false, deadline, nil)
 	}
 	msgs, err := n.consumeRemote(ctx, req, owners, len(local) == 0, deadline, ra, ahead)
 	if len(msgs) > 0 && !slices.Contains(local, msgs[0].Partition) { // an owner's records

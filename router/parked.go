@@ -21,8 +21,10 @@ import (
 // park waits for a record on this node's queue, where a local record and an owner's wake
 // both arrive, with tokens left with the owners, until deadline. A wake is either an
 // owner's notification, which the consumer claims, or, for an owner that cannot take
-// tokens, the keeper's turn to poll it, which the consumer probes.
-func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time) ([]Message, error) {
+// tokens, the keeper's turn to poll it, which the consumer probes. Probes the consume left
+// out before it parked (nil: none) end the wait when one brings records: the consume
+// returns those.
+func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gateway bool, deadline time.Time, probes *hedgedProbes) ([]Message, error) {
 	defer n.observeWait(req.calledAt)
 	if len(owners) > 0 {
 		pinnedTo := ""
@@ -34,11 +36,19 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 	}
 	quiet := false
 	for {
+		if probes != nil {
+			if msgs := probes.late(); len(msgs) > 0 {
+				return n.topUp(req, msgs), nil
+			}
+		}
 		left := deadline.Sub(n.clock.Now())
 		if left <= 0 {
 			return nil, nil
 		}
-		r, ok, err := n.wait(ctx, req.topic, req.pinned, left, quiet)
+		r, ok, err := n.waitOrProbe(ctx, req, left, quiet, probes)
+		if errors.Is(err, errProbeBrought) {
+			continue // taken at the top
+		}
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -137,6 +147,26 @@ func (n *Node) received(ctx context.Context, req scanRequest, shard *inflight.Sh
 	}
 	return n.topUp(req, []Message{m}), nil
 }
+
+// waitOrProbe is wait, ended early with errProbeBrought when one of probes (nil: none)
+// brings records.
+func (n *Node) waitOrProbe(ctx context.Context, req scanRequest, d time.Duration, quiet bool, probes *hedgedProbes) (reservation, bool, error) {
+	if probes == nil {
+		return n.wait(ctx, req.topic, req.pinned, d, quiet)
+	}
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	probes.parked(func() { cancel(errProbeBrought) })
+	r, ok, err := n.wait(waitCtx, req.topic, req.pinned, d, quiet)
+	probes.parked(nil)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errProbeBrought) {
+		return r, false, errProbeBrought
+	}
+	return r, ok, err
+}
+
+// errProbeBrought ends a parked consume's wait: a probe it left out brought records.
+var errProbeBrought = errors.New("router: a probe brought records")
 
 // wait parks on the pump until a reservation is handed over (ok), the wait ends (not ok, no
 // error) or ctx ends. The wait is timed on the node's clock.

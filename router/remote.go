@@ -64,12 +64,20 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 			probed.max, probed.reserve, probed.ahead = size, true, size-req.max
 		}
 	}
-	msgs, probeErr := n.probe(ctx, probed, owners, parks, !gateway && req.pinned < 0, deadline)
+	msgs, out, probeErr := n.probe(ctx, probed, owners, parks, !gateway && req.pinned < 0, deadline)
+	received := func(msgs []Message) []Message { return msgs }
 	if probed.reserve {
 		ra.probed(probed.ahead)
+		received = func(msgs []Message) []Message { return ra.split(msgs, req.max, s) }
 		if len(msgs) > 0 {
-			msgs = ra.split(msgs, req.max, s)
+			msgs = received(msgs)
 		}
+	}
+	if out != nil {
+		// Probes still out: the consume parks, and a record one of them brings goes to it
+		// (see park); what they bring once it returned is given back.
+		out.received = received
+		defer out.leave()
 	}
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs, ctx.Err()
@@ -77,7 +85,7 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	if !n.clock.Now().Before(deadline) {
 		return nil, probeErr
 	}
-	return n.park(ctx, req, owners, gateway, deadline)
+	return n.park(ctx, req, owners, gateway, deadline, out)
 }
 
 // probe asks the owners for up to req.max records, starting at one that rotates per topic;
@@ -96,16 +104,20 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 // otherwise keep another owner's records (and, with localToo set, this node's own: its
 // partitions serve the consume too) from it for a probe's budget. A lone owner is probed
 // from the caller's goroutine when nothing else serves the consume.
-func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, parks, localToo bool, deadline time.Time) ([]Message, error) {
+//
+// When it returns empty with probes still out, for the consume to park, it returns them
+// too (out): the caller hands park what they bring, and leaves them once it returns.
+func (n *Node) probe(ctx context.Context, req scanRequest, owners []string, parks, localToo bool, deadline time.Time) (msgs []Message, out *hedgedProbes, err error) {
 	if len(owners) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	asked, start, err := n.probeOrder(req.topic, owners, parks)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(asked) == 1 && !(parks && localToo) { // nothing else serves the consume meanwhile
-		return n.probeOne(ctx, asked[0], req, deadline.Add(ConsumeOverrun))
+		msgs, err := n.probeOne(ctx, asked[0], req, deadline.Add(ConsumeOverrun))
+		return msgs, nil, err
 	}
 	return n.probeHedged(ctx, req, asked, start, parks, deadline)
 }
@@ -143,12 +155,17 @@ func (n *Node) probeOne(ctx context.Context, owner string, req scanRequest, unti
 // probeHedged probes asked, from start on, each on a goroutine of the node: the next owner
 // as soon as those out so far answered empty, or once the last one sent has not answered
 // within probeHedge. The first records that come back answer the consume. A consume that
-// parks returns empty once every probe is out past probeHedge or answered empty.
-func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string, start int, parks bool, deadline time.Time) ([]Message, error) {
+// parks returns empty once every probe is out past probeHedge or answered empty, and
+// returns the probes still out (see probe).
+func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string, start int, parks bool, deadline time.Time) (msgs []Message, out *hedgedProbes, err error) {
 	p := &hedgedProbes{n: n, req: req, asked: asked, start: start, parks: parks,
 		until: deadline.Add(ConsumeOverrun), answers: make(chan probeAnswer, len(asked)),
 		hedge: make(chan struct{}, 1), stopHedge: func() bool { return false }}
-	defer p.leave()
+	defer func() {
+		if out == nil {
+			p.leave()
+		}
+	}()
 	p.send(ctx)
 	var lastErr error
 	failed := 0
@@ -158,7 +175,7 @@ func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string,
 			got++
 			if len(a.msgs) > 0 {
 				n.stats.remote.probeHits.Add(1)
-				return a.msgs, nil
+				return a.msgs, nil, nil
 			}
 			if a.err != nil {
 				lastErr = a.err
@@ -176,16 +193,16 @@ func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string,
 			case n.clock.Now().Before(deadline):
 				// Every probe is out past probeHedge or answered empty: park, with tokens
 				// left with the owners still silent too.
-				return nil, nil
+				return nil, p, nil
 			}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 	if failed == len(asked) {
-		return nil, lastErr
+		return nil, nil, lastErr
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // probeAnswer is an owner's answer to a probe.
@@ -196,8 +213,12 @@ type probeAnswer struct {
 
 // hedgedProbes is the probes of one consume that probeHedged sends. The probes still out
 // when probeHedged returns run on to their replies or their budgets (so an owner that hangs
-// is found slow, not merely outrun), and the records a late reply carries are given back at
-// once, uncounted: nobody takes them (left).
+// is found slow, not merely outrun). The records a late reply carries go to the consume if
+// it parked meanwhile (see park): they are the very records it waits for, and given back
+// they would reach it only after a release, a notification and a claim, if at all (an owner
+// on a release before the node wire's version 7 counts the give-back as an attempt, and
+// under MaxDeliveries 1 quarantines the record). Once the consume returned (left) they are
+// given back at once, uncounted: nobody takes them.
 type hedgedProbes struct {
 	n     *Node
 	req   scanRequest
@@ -211,8 +232,14 @@ type hedgedProbes struct {
 	hedge     chan struct{} // the last probe sent is out past probeHedge
 	stopHedge func() bool
 
+	// received turns what a late probe brought into the consume's records (the read-ahead
+	// holds what it reserved besides); set before the consume parks.
+	received func([]Message) []Message
+
 	mu   sync.Mutex
-	left bool // probeHedged returned
+	left bool // the consume returned: nobody takes what a probe brings
+	// interrupt, while the consume waits parked, ends its wait: a probe brought records.
+	interrupt func()
 }
 
 // send probes the next owner, on a goroutine of the node, and arms the hedge: another owner
@@ -240,7 +267,10 @@ func (p *hedgedProbes) send(ctx context.Context) {
 			n.giveBack(a.msgs)
 			return
 		}
-		p.answers <- a
+		p.answers <- a // room for one answer a probe
+		if len(a.msgs) > 0 && p.interrupt != nil {
+			p.interrupt()
+		}
 	})
 	p.stopHedge()
 	select {
@@ -252,12 +282,37 @@ func (p *hedgedProbes) send(ctx context.Context) {
 	}
 }
 
-// leave ends probeHedged: the hedge is stopped, and the answers that came but were not taken
-// are given back, as will be those still out.
+// parked tells the probes that the consume waits parked, until interrupt is called (nil:
+// it no longer waits): a probe that brings records calls it.
+func (p *hedgedProbes) parked(interrupt func()) {
+	p.mu.Lock()
+	p.interrupt = interrupt
+	p.mu.Unlock()
+}
+
+// late returns the records the first late reply that carried any brought, turned into the
+// consume's (see received); nil when none came.
+func (p *hedgedProbes) late() []Message {
+	for {
+		select {
+		case a := <-p.answers:
+			if len(a.msgs) > 0 {
+				p.n.stats.remote.probeHits.Add(1)
+				return p.received(a.msgs)
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// leave ends the consume's probes: the hedge is stopped, and the answers that came but were
+// not taken are given back, as will be those still out.
 func (p *hedgedProbes) leave() {
 	p.stopHedge()
 	p.mu.Lock()
 	p.left = true
+	p.interrupt = nil
 	p.mu.Unlock()
 	for {
 		select {
