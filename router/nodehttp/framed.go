@@ -141,8 +141,10 @@ func readN(r io.Reader, n int) ([]byte, error) {
 	}
 	buf := make([]byte, 0, framedChunk)
 	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			buf = append(buf[:cap(buf)], make([]byte, min(cap(buf), n-len(buf)))...)[:len(buf)]
+		if len(buf) == cap(buf) { // doubled, at most to n: no spare capacity to zero
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
 		}
 		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]
@@ -179,8 +181,12 @@ func kindName(kind byte) string {
 type frameWriter struct {
 	conn net.Conn
 
-	mu      sync.Mutex
-	out     []byte // the frames queued, in order
+	mu sync.Mutex
+	// The frames queued, in order: the buffers of before (each a run of frames, or a large
+	// payload written from where it lies: see queueFrame), then out.
+	before  net.Buffers
+	out     []byte
+	queued  int    // the bytes of before and out
 	spare   []byte // the buffer of the last write, for the next queue
 	err     error  // the connection failed: nothing is queued any more
 	wake    chan struct{}
@@ -196,18 +202,50 @@ func newFrameWriter(conn net.Conn) *frameWriter {
 // queue appends to the frames queued what add appends, and reports the connection's error
 // if it failed (nothing is queued then) or the backlog is full.
 func (w *frameWriter) queue(add func([]byte) []byte) error {
+	return w.enqueue(func() {
+		n := len(w.out)
+		w.out = add(w.out)
+		w.queued += len(w.out) - n
+	})
+}
+
+// queueFrame queues a frame of kind and id carrying payload. A payload of directPayload bytes
+// or more is not copied: the write sends it from where it lies (one writev with the frames
+// around it), so the caller must not change it afterwards. A reply the node just encoded,
+// read ahead for a gateway, is tens of kilobytes; copying it into the queue cost as much
+// again in allocation, zeroing and copying as encoding it.
+func (w *frameWriter) queueFrame(kind byte, id uint64, payload []byte) error {
+	if len(payload) < directPayload {
+		return w.queue(func(b []byte) []byte { return appendFramed(b, kind, id, payload) })
+	}
+	return w.enqueue(func() {
+		w.out = appendFramed(w.out, kind, id, nil)
+		binary.BigEndian.PutUint32(w.out[len(w.out)-framedHeaderSize:], uint32(framedHeaderSize-4+len(payload)))
+		w.before = append(w.before, w.out, payload)
+		w.queued += framedHeaderSize + len(payload)
+		w.out = nil // the next frames go to a buffer of their own, after payload
+	})
+}
+
+// directPayload is the size from which queueFrame sends a payload without copying it.
+const directPayload = 16 << 10
+
+// enqueue runs add, which queues frames, under the writer's lock, unless the connection
+// failed or the backlog is full, and wakes the writer if nothing was queued before.
+func (w *frameWriter) enqueue(add func()) error {
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
 		return err
 	}
-	if len(w.out) > maxBacklog {
+	if w.queued > maxBacklog {
+		queued := w.queued
 		w.mu.Unlock()
-		return fmt.Errorf("nodehttp: %d bytes queued for the connection already", len(w.out))
+		return fmt.Errorf("nodehttp: %d bytes queued for the connection already", queued)
 	}
-	first := len(w.out) == 0
-	w.out = add(w.out)
+	first := w.queued == 0
+	add()
 	w.mu.Unlock()
 	if first {
 		select {
@@ -231,7 +269,7 @@ func (w *frameWriter) fail(err error) {
 	first := w.err == nil
 	if first {
 		w.err = err
-		w.out = nil
+		w.before, w.out, w.queued = nil, nil, 0
 	}
 	w.mu.Unlock()
 	if first {
@@ -252,15 +290,24 @@ func (w *frameWriter) run() {
 				w.mu.Unlock()
 				return
 			}
-			out := w.out
-			if len(out) == 0 {
+			before, out := w.before, w.out
+			if w.queued == 0 {
 				w.mu.Unlock()
 				break
 			}
-			w.out = w.spare[:0]
+			w.before, w.out, w.queued = nil, w.spare[:0], 0
 			w.mu.Unlock()
 			w.conn.SetWriteDeadline(time.Now().Add(writeStall))
-			if _, err := w.conn.Write(out); err != nil {
+			var err error
+			if len(before) == 0 {
+				_, err = w.conn.Write(out)
+			} else {
+				if len(out) > 0 {
+					before = append(before, out)
+				}
+				_, err = before.WriteTo(w.conn) // one writev on a TCP connection
+			}
+			if err != nil {
 				w.fail(fmt.Errorf("nodehttp: writing to the connection: %w", err))
 				return
 			}

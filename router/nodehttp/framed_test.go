@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -172,4 +174,88 @@ func FuzzReadFramed(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The writer sends what is queued in order, whether a frame's payload was copied into its
+// buffer or is written from where it lies (large ones): frames of every size, queued from
+// several goroutines, arrive whole, each goroutine's in its order.
+func TestFrameWriterKeepsOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	out, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := <-accepted
+	if in == nil {
+		t.Fatal("no connection accepted")
+	}
+	defer in.Close()
+	w := newFrameWriter(out)
+	defer w.stop(errors.New("the test is over"))
+
+	sizes := []int{0, 1, 100, directPayload - 1, directPayload, 3 * framedChunk, 10}
+	const writers, rounds = 4, 20
+	payloadOf := func(g, i int) []byte {
+		p := make([]byte, sizes[i%len(sizes)])
+		for j := range p {
+			p[j] = byte(g*31 + i + j)
+		}
+		return p
+	}
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range rounds {
+				if err := w.queueFrame(kindReply, uint64(g)<<32|uint64(i), payloadOf(g, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	next := make([]int, writers)
+	var hdr [framedHeaderSize]byte
+	for range writers * rounds {
+		f, err := readFramed(in, &hdr, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, i := int(f.id>>32), int(uint32(f.id))
+		if g >= writers || i != next[g] {
+			t.Fatalf("frame %d of writer %d, want %d", i, g, next[g])
+		}
+		next[g]++
+		if !bytes.Equal(f.payload, payloadOf(g, i)) {
+			t.Fatalf("frame %d of writer %d: %d bytes, not the payload queued", i, g, len(f.payload))
+		}
+	}
+	wg.Wait()
+}
+
+// A payload written from where it lies counts against the backlog as a copied one does: a
+// connection whose peer does not read refuses frames past maxBacklog.
+func TestFrameWriterBacklogCountsLargePayloads(t *testing.T) {
+	out, in := net.Pipe() // nobody reads in: the first write blocks
+	defer in.Close()
+	w := newFrameWriter(out)
+	defer w.stop(errors.New("the test is over"))
+	payload := make([]byte, 1<<20)
+	var queued int
+	for queued = 0; queued < 2*maxBacklog/len(payload); queued++ {
+		if err := w.queueFrame(kindReply, uint64(queued), payload); err != nil {
+			break
+		}
+	}
+	if want := maxBacklog/len(payload) + 2; queued > want {
+		t.Fatalf("%d frames of %d bytes queued, want the backlog (%d bytes) to refuse after about %d", queued, len(payload), maxBacklog, want)
+	}
 }

@@ -218,6 +218,6 @@ func (s *framedServer) answer(c framedCall) {
 			return appendRefusal(b, c.id, http.StatusInternalServerError, fmt.Sprintf("nodehttp: a reply of %d bytes (at most %d)", len(reply), MaxFrame))
 		})
 	default:
-		s.w.queue(func(b []byte) []byte { return appendFramed(b, kindReply, c.id, reply) })
+		s.w.queueFrame(kindReply, c.id, reply) // the reply is the node's to give: not copied
 	}
 }

@@ -30,7 +30,9 @@ import (
 // A Handler is safe for concurrent use; set its fields before it serves, and do not copy it
 // once it has.
 type Handler struct {
-	// Serve answers one frame from node from: a router.Node's Serve method. Required.
+	// Serve answers one frame from node from: a router.Node's Serve method. Required. The
+	// reply it returns is the Handler's from then on (a framed connection may write a large
+	// one from where it lies, after Serve returned): Serve must not change it afterwards.
 	Serve func(ctx context.Context, from string, frame []byte) ([]byte, error)
 	// Authorize, when set, is asked before the body is read whether the request may speak
 	// as node from (the peer's certificate in r.TLS, its address, a token in a header of the
