@@ -37,7 +37,7 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 	quiet := false
 	for {
 		if probes != nil {
-			if msgs := probes.late(); len(msgs) > 0 {
+			if msgs := probes.late(n.clock.Now()); len(msgs) > 0 {
 				return n.topUp(req, msgs), nil
 			}
 		}

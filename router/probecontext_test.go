@@ -12,6 +12,7 @@ import (
 
 	"narad.dev/consume/internal/wire"
 	"narad.dev/consume/router"
+	"narad.dev/consume/router/routertest"
 )
 
 // Checklist 110, 113: a probe left out when its consumer goes (an HTTP client that hangs up,
@@ -62,14 +63,18 @@ func TestLateProbeRecordGoesToItsParkedConsume(t *testing.T) {
 					}
 				})
 				defer c.close()
-				// b serves consumes late: a probe of it is still out when the consume parks.
-				const late = 300 * time.Millisecond
+				// The reply of b's that leases the record comes late: the probe is still out when
+				// the consume parks. b's other replies come at once.
 				b := c.nodes["b"].node
+				leased := func() uint64 { s := b.Stats().Shards; return s.Delivered + s.Reserved }
+				var delayed atomic.Bool
 				c.net.Join("b", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-					if len(frame) > 0 && frame[0] == wire.OpConsume {
-						time.Sleep(late)
+					before := leased()
+					reply, err := b.Serve(ctx, from, frame)
+					if leased() > before && delayed.CompareAndSwap(false, true) {
+						time.Sleep(300 * time.Millisecond)
 					}
-					return b.Serve(ctx, from, frame)
+					return reply, err
 				})
 				var givenBack atomic.Int64
 				c.net.Observe = func(_, to string, frame []byte) {
@@ -90,4 +95,49 @@ func TestLateProbeRecordGoesToItsParkedConsume(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A record a probe brings while its parked consume is busy with something else than its
+// wait (here a claim whose reply is lost, ClaimBudget long) is taken only within the hold of
+// reading ahead: past it the record goes back, and the consume gets a lease as fresh as one
+// read ahead would be (its lease left at least the visibility timeout less the hold and a
+// round trip), never the late probe's lease, run down meanwhile.
+func TestLateProbeRecordKeepsTheHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, nil)
+		defer c.close()
+		b := c.nodes["b"].node
+		leased := func() uint64 { s := b.Stats().Shards; return s.Delivered + s.Reserved }
+		var delayed atomic.Bool
+		c.net.Join("b", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+			before := leased()
+			reply, err := b.Serve(ctx, from, frame)
+			if leased() > before && delayed.CompareAndSwap(false, true) {
+				time.Sleep(300 * time.Millisecond) // the probe's reply: out when the consume parks
+			}
+			return reply, err
+		})
+		start := time.Now()
+		c.net.Fault = func(from, to string, frame []byte) routertest.Fault {
+			if from == "g" && to == "a" && len(frame) > 0 && frame[0] == wire.OpConsume && time.Since(start) > 100*time.Millisecond {
+				return routertest.DropReply // the claim of a's record: its reply lost
+			}
+			return routertest.Deliver
+		}
+		c.produce(1, 1)
+		got := make(chan []router.Message, 1)
+		go func() {
+			msgs, err := c.nodes["g"].node.Consume(context.Background(), "orders", router.ConsumeOptions{Wait: 5 * time.Second})
+			assert.NoError(t, err)
+			got <- msgs
+		}()
+		time.Sleep(200 * time.Millisecond) // parked, b's probe still out
+		c.produce(0, 1)                    // a notifies g, whose claim of it waits for its budget
+		msgs := <-got
+		require.NotEmpty(t, msgs)
+		for _, m := range msgs {
+			assert.GreaterOrEqual(t, time.Until(m.Expiry), vt-router.MaxReadAheadHold-2*rtt,
+				"%d/%d handed over %v after it was leased", m.Partition, m.Offset, vt-time.Until(m.Expiry))
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	if out != nil {
 		// Probes still out: the consume parks, and a record one of them brings goes to it
 		// (see park); what they bring once it returned is given back.
-		out.received = received
+		out.received, out.hold = received, lateHold(req, s)
 		defer out.leave()
 	}
 	if len(msgs) > 0 || ctx.Err() != nil {
@@ -86,6 +87,15 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 		return nil, probeErr
 	}
 	return n.park(ctx, req, owners, gateway, deadline, out)
+}
+
+// lateHold is how long a record a probe brought after its consume parked may wait here for
+// that consume: the hold of reading ahead (see aheadSettingsOf), under the visibility timeout
+// the probe asked for when it named one, and under the topic's (s, or the default, when
+// reading ahead is off and s says nothing) otherwise.
+func lateHold(req scanRequest, s aheadSettings) time.Duration {
+	visibility := cmp.Or(req.visibility, s.visibility, DefaultVisibilityTimeout)
+	return min(MaxReadAheadHold, visibility/10)
 }
 
 // probe asks the owners for up to req.max records, starting at one that rotates per topic;
@@ -209,6 +219,7 @@ func (n *Node) probeHedged(ctx context.Context, req scanRequest, asked []string,
 type probeAnswer struct {
 	msgs []Message
 	err  error
+	at   time.Time // when it came, for an answer that comes once the consume parked
 }
 
 // hedgedProbes is the probes of one consume that probeHedged sends. The probes still out
@@ -233,8 +244,11 @@ type hedgedProbes struct {
 	stopHedge func() bool
 
 	// received turns what a late probe brought into the consume's records (the read-ahead
-	// holds what it reserved besides); set before the consume parks.
+	// holds what it reserved besides), and hold is how long after it came the parked
+	// consume may still take it: a reading ahead's hold, so that a record waits here no
+	// longer than a record read ahead does. Both set before the consume parks.
 	received func([]Message) []Message
+	hold     time.Duration
 
 	mu   sync.Mutex
 	left bool // the consume returned: nobody takes what a probe brings
@@ -261,6 +275,7 @@ func (p *hedgedProbes) send(ctx context.Context) {
 			defer n.recoverHostPanic("probing an owner", owner, &a.err)
 			a.msgs, a.err = n.remoteConsume(context.WithoutCancel(ctx), owner, req, false, budget)
 		}()
+		a.at = n.clock.Now()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.left {
@@ -290,18 +305,27 @@ func (p *hedgedProbes) parked(interrupt func()) {
 	p.mu.Unlock()
 }
 
-// late returns the records the first late reply that carried any brought, turned into the
-// consume's (see received); nil when none came.
-func (p *hedgedProbes) late() []Message {
+// late takes the answers that came, and returns the records of the first that carried any
+// and came within the hold of now, turned into the consume's (see received); those of the
+// others go back. Nil when none did.
+func (p *hedgedProbes) late(now time.Time) []Message {
+	var first []Message
 	for {
 		select {
 		case a := <-p.answers:
-			if len(a.msgs) > 0 {
-				p.n.stats.remote.probeHits.Add(1)
-				return p.received(a.msgs)
+			switch {
+			case len(a.msgs) == 0:
+			case first == nil && now.Sub(a.at) <= p.hold:
+				first = a.msgs
+			default:
+				p.n.giveBack(a.msgs) // outstayed the hold, or a second owner's
 			}
 		default:
-			return nil
+			if first == nil {
+				return nil
+			}
+			p.n.stats.remote.probeHits.Add(1)
+			return p.received(first)
 		}
 	}
 }
