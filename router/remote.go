@@ -228,8 +228,9 @@ type probeAnswer struct {
 // it parked meanwhile (see park): they are the very records it waits for, and given back
 // they would reach it only after a release, a notification and a claim, if at all (an owner
 // on a release before the node wire's version 7 counts the give-back as an attempt, and
-// under MaxDeliveries 1 quarantines the record). Once the consume returned (left) they are
-// given back at once, uncounted: nobody takes them.
+// under MaxDeliveries 1 quarantines the record), within the hold of reading ahead of the
+// reply's coming. Past that, or once the consume returned (left), they are given back,
+// uncounted: nobody takes them.
 type hedgedProbes struct {
 	n     *Node
 	req   scanRequest
