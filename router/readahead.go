@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -324,8 +325,9 @@ func (ra *readAhead) probed(extra int) {
 }
 
 // split hands the first want of msgs, reservations a probe brought from one owner, to the
-// consume, and holds the rest for the next consumes.
-func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message {
+// consume, and holds the rest for the next consumes, from when the probe's reply arrived
+// (zero: now).
+func (ra *readAhead) split(msgs []Message, want int, s aheadSettings, arrived time.Time) []Message {
 	n := ra.n
 	owner, ok, err := n.ownerOf(ra.topic, msgs[0].Partition)
 	switch {
@@ -348,7 +350,7 @@ func (ra *readAhead) split(msgs []Message, want int, s aheadSettings) []Message 
 	ra.mu.Unlock()
 	n.stats.ahead.reserved.Add(uint64(len(mine)))
 	if rest := msgs[len(mine):]; len(rest) > 0 {
-		ra.hold(aheadRecords{owner: owner, msgs: rest}, -1)
+		ra.hold(aheadRecords{owner: owner, arrived: arrived, msgs: rest}, -1)
 	}
 	return mine
 }
@@ -533,11 +535,12 @@ func (ra *readAhead) runRefill(owners []string, start, want int) {
 	}
 }
 
-// hold keeps msgs, reserved at owner (the k-th owner of the refill's order; negative: a
-// probe's), for the consumers here; once Close (or DeleteTopic) began it gives them back at
-// once, in the background, and reports false: a consume that splits a probe's reply must not
-// wait on the give-back's RPC, which may take its whole budget (a frame lost), past the
-// consume's ConsumeOverrun.
+// hold keeps held, records reserved at its owner (the k-th owner of the refill's order;
+// negative: a probe's), for the consumers here, from when they arrived (zero: now; what is
+// held stays in the order of arrival, so that the oldest goes back first); once Close (or
+// DeleteTopic) began it gives them back at once, in the background, and reports false: a
+// consume that splits a probe's reply must not wait on the give-back's RPC, which may take
+// its whole budget (a frame lost), past the consume's ConsumeOverrun.
 func (ra *readAhead) hold(held aheadRecords, k int) bool {
 	n := ra.n
 	now := n.clock.Now()
@@ -549,15 +552,21 @@ func (ra *readAhead) hold(held aheadRecords, k int) bool {
 		n.giveBackAhead(ra.topic, []aheadRecords{held})
 		return false
 	}
-	held.arrived = now
-	ra.held = append(ra.held, held)
+	if held.arrived.IsZero() {
+		held.arrived = now
+	}
+	at := len(ra.held)
+	for at > 0 && ra.held[at-1].arrived.After(held.arrived) {
+		at-- // a late probe's, which arrived while the consume that took the rest was busy
+	}
+	ra.held = slices.Insert(ra.held, at, held)
 	ra.heldCount += count
 	n.stats.ahead.heldNow.Add(int64(count))
 	if k >= 0 {
 		ra.nextOwner = k
 	}
 	s := n.aheadSettingsIn(ra.t, ra.topic)
-	ra.armLocked(now.Add(s.hold), now)
+	ra.armLocked(held.arrived.Add(s.hold), now)
 	ra.mu.Unlock()
 	return true
 }

@@ -66,12 +66,12 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 		}
 	}
 	msgs, out, probeErr := n.probe(ctx, probed, owners, parks, !gateway && req.pinned < 0, deadline)
-	received := func(msgs []Message) []Message { return msgs }
+	received := func(msgs []Message, _ time.Time) []Message { return msgs }
 	if probed.reserve {
 		ra.probed(probed.ahead)
-		received = func(msgs []Message) []Message { return ra.split(msgs, req.max, s) }
+		received = func(msgs []Message, arrived time.Time) []Message { return ra.split(msgs, req.max, s, arrived) }
 		if len(msgs) > 0 {
-			msgs = received(msgs)
+			msgs = received(msgs, time.Time{})
 		}
 	}
 	if out != nil {
@@ -244,11 +244,12 @@ type hedgedProbes struct {
 	hedge     chan struct{} // the last probe sent is out past probeHedge
 	stopHedge func() bool
 
-	// received turns what a late probe brought into the consume's records (the read-ahead
-	// holds what it reserved besides), and hold is how long after it came the parked
-	// consume may still take it: a reading ahead's hold, so that a record waits here no
-	// longer than a record read ahead does. Both set before the consume parks.
-	received func([]Message) []Message
+	// received turns what a late probe brought, when it arrived, into the consume's records
+	// (the read-ahead holds what it reserved besides, from then on), and hold is how long
+	// after it came the parked consume may still take it: a reading ahead's hold, so that a
+	// record waits here no longer than a record read ahead does. Both set before the
+	// consume parks.
+	received func(msgs []Message, arrived time.Time) []Message
 	hold     time.Duration
 
 	mu   sync.Mutex
@@ -310,23 +311,23 @@ func (p *hedgedProbes) parked(interrupt func()) {
 // and came within the hold of now, turned into the consume's (see received); those of the
 // others go back. Nil when none did.
 func (p *hedgedProbes) late(now time.Time) []Message {
-	var first []Message
+	var first probeAnswer
 	for {
 		select {
 		case a := <-p.answers:
 			switch {
 			case len(a.msgs) == 0:
-			case first == nil && now.Sub(a.at) <= p.hold:
-				first = a.msgs
+			case first.msgs == nil && now.Sub(a.at) <= p.hold:
+				first = a
 			default:
 				p.n.giveBack(a.msgs) // outstayed the hold, or a second owner's
 			}
 		default:
-			if first == nil {
+			if first.msgs == nil {
 				return nil
 			}
 			p.n.stats.remote.probeHits.Add(1)
-			return p.received(first)
+			return p.received(first.msgs, first.at)
 		}
 	}
 }
