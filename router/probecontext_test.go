@@ -63,19 +63,8 @@ func TestLateProbeRecordGoesToItsParkedConsume(t *testing.T) {
 					}
 				})
 				defer c.close()
-				// The reply of b's that leases the record comes late: the probe is still out when
-				// the consume parks. b's other replies come at once.
 				b := c.nodes["b"].node
-				leased := func() uint64 { s := b.Stats().Shards; return s.Delivered + s.Reserved }
-				var delayed atomic.Bool
-				c.net.Join("b", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-					before := leased()
-					reply, err := b.Serve(ctx, from, frame)
-					if leased() > before && delayed.CompareAndSwap(false, true) {
-						time.Sleep(300 * time.Millisecond)
-					}
-					return reply, err
-				})
+				c.delayFirstLease("b", 300*time.Millisecond) // out when the consume parks
 				var givenBack atomic.Int64
 				c.net.Observe = func(_, to string, frame []byte) {
 					if to == "b" && len(frame) > 0 && (frame[0] == wire.OpRelease || frame[0] == wire.OpNack) {
@@ -106,17 +95,7 @@ func TestLateProbeRecordKeepsTheHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, nil)
 		defer c.close()
-		b := c.nodes["b"].node
-		leased := func() uint64 { s := b.Stats().Shards; return s.Delivered + s.Reserved }
-		var delayed atomic.Bool
-		c.net.Join("b", func(ctx context.Context, from string, frame []byte) ([]byte, error) {
-			before := leased()
-			reply, err := b.Serve(ctx, from, frame)
-			if leased() > before && delayed.CompareAndSwap(false, true) {
-				time.Sleep(300 * time.Millisecond) // the probe's reply: out when the consume parks
-			}
-			return reply, err
-		})
+		c.delayFirstLease("b", 300*time.Millisecond) // the probe's reply: out when the consume parks
 		start := time.Now()
 		c.net.Fault = func(from, to string, frame []byte) routertest.Fault {
 			if from == "g" && to == "a" && len(frame) > 0 && frame[0] == wire.OpConsume && time.Since(start) > 100*time.Millisecond {
@@ -139,5 +118,21 @@ func TestLateProbeRecordKeepsTheHold(t *testing.T) {
 			assert.GreaterOrEqual(t, time.Until(m.Expiry), vt-router.MaxReadAheadHold-2*rtt,
 				"%d/%d handed over %v after it was leased", m.Partition, m.Offset, vt-time.Until(m.Expiry))
 		}
+	})
+}
+
+// delayFirstLease makes the first reply of node id whose frame leased or reserved a record
+// come d late; its other replies come at once.
+func (c *cluster) delayFirstLease(id string, d time.Duration) {
+	node := c.nodes[id].node
+	leased := func() uint64 { s := node.Stats().Shards; return s.Delivered + s.Reserved }
+	var delayed atomic.Bool
+	c.net.Join(id, func(ctx context.Context, from string, frame []byte) ([]byte, error) {
+		before := leased()
+		reply, err := node.Serve(ctx, from, frame)
+		if leased() > before && delayed.CompareAndSwap(false, true) {
+			time.Sleep(d)
+		}
+		return reply, err
 	})
 }
