@@ -294,6 +294,25 @@ var libraryBugs = []struct {
 			"which learns it with learnConsumeRefusal, as remoteConsume does)",
 		schedule: &sim.Options{},
 	},
+	{
+		kind:  sim.KindSparseLatency,
+		seeds: []uint64{9002267},
+		diagnosis: "a record a probe brought after its consume parked (the probe out past the hedge) was given back " +
+			"while that consume waited for it (seed 9002267: o1 at V5, MaxDeliveries 1, its probe's reply with 0/10 " +
+			"at 19.322 s; the release went to o1 as a nack, which counted the attempt, and o1 quarantined the sparse " +
+			"record unread)",
+		fixed:    "a parked consume takes what a probe it left out brings (router.hedgedProbes.late, Node.waitOrProbe)",
+		schedule: &sim.Options{},
+	},
+	{
+		kind:  sim.KindHeldTooLong,
+		seeds: []uint64{9030790, 9042094},
+		diagnosis: "the first version of the fix above took a late probe's records whenever the parked consume came " +
+			"back from something else (a claim): seed 9042094 handed 0/4 over 1.1 s after its lease was granted, " +
+			"past its expiry",
+		fixed:    "a late probe's records are taken within the hold of reading ahead of their reply's arrival, or given back",
+		schedule: &sim.Options{},
+	},
 }
 
 // knownKinds are the kinds of violation of the bugs not fixed yet.
