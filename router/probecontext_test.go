@@ -51,13 +51,16 @@ func TestProbeOutlivesItsConsumer(t *testing.T) {
 // attempt, and quarantined the record unread.
 func TestLateProbeRecordGoesToItsParkedConsume(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		version uint8 // b's Config.WireVersion; 0: the newest
-	}{{"newest owner", 0}, {"owner on version 5", 5}} {
+		name      string
+		version   uint8 // b's Config.WireVersion; 0: the newest
+		readAhead int   // the topic's TopicConfig.ReadAhead
+	}{{"newest owner", 0, 0}, {"owner on version 5", 5, 0}, {"reading ahead off", 0, router.ReadAheadOff}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newCluster(t, rtt, map[string][]int32{"a": {0}, "b": {1}, "g": nil}, func(id string, cfg *router.Config) {
-					cfg.Topic = func(string) router.TopicConfig { return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 1} }
+					cfg.Topic = func(string) router.TopicConfig {
+						return router.TopicConfig{VisibilityTimeout: vt, MaxDeliveries: 1, ReadAhead: tc.readAhead}
+					}
 					if id == "b" {
 						cfg.WireVersion = tc.version
 					}

@@ -181,14 +181,13 @@ func (n *Node) aheadSettingsIn(t *topicState, topic string) aheadSettings {
 	return s
 }
 
-// aheadSettingsOf reads them from the topic's settings.
+// aheadSettingsOf reads them from the topic's settings. With reading ahead off (limit 0)
+// the hold is still the topic's: a late probe's records wait for their consume no longer
+// (see hedgedProbes).
 func (n *Node) aheadSettingsOf(topic string) aheadSettings {
 	var cfg TopicConfig
 	if n.topicConfig != nil {
 		cfg = n.topicConfig(topic)
-	}
-	if cfg.ReadAhead < 0 {
-		return aheadSettings{}
 	}
 	visibility := cfg.VisibilityTimeout
 	if visibility <= 0 {
@@ -196,10 +195,19 @@ func (n *Node) aheadSettingsOf(topic string) aheadSettings {
 	}
 	visibility = min(visibility, MaxVisibility)
 	limit := cfg.ReadAhead
-	if limit == 0 {
+	switch {
+	case limit < 0:
+		limit = 0
+	case limit == 0:
 		limit = DefaultReadAhead
 	}
-	return aheadSettings{limit: limit, hold: min(MaxReadAheadHold, visibility/10), floor: visibility / 2, visibility: visibility}
+	return aheadSettings{limit: limit, hold: holdFor(visibility), floor: visibility / 2, visibility: visibility}
+}
+
+// holdFor is the hold of records reserved under visibility: min(MaxReadAheadHold, a tenth of
+// it).
+func holdFor(visibility time.Duration) time.Duration {
+	return min(MaxReadAheadHold, visibility/10)
 }
 
 // readAheadFor returns the topic's read-ahead for req, or nil when req is not served from it:

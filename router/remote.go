@@ -77,7 +77,7 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 	if out != nil {
 		// Probes still out: the consume parks, and a record one of them brings goes to it
 		// (see park); what they bring once it returned is given back.
-		out.received, out.hold = received, lateHold(req, s)
+		out.received, out.hold = received, n.lateHold(req)
 		defer out.leave()
 	}
 	if len(msgs) > 0 || ctx.Err() != nil {
@@ -90,12 +90,14 @@ func (n *Node) consumeRemote(ctx context.Context, req scanRequest, owners []stri
 }
 
 // lateHold is how long a record a probe brought after its consume parked may wait here for
-// that consume: the hold of reading ahead (see aheadSettingsOf), under the visibility timeout
-// the probe asked for when it named one, and under the topic's (s, or the default, when
-// reading ahead is off and s says nothing) otherwise.
-func lateHold(req scanRequest, s aheadSettings) time.Duration {
-	visibility := cmp.Or(req.visibility, s.visibility, DefaultVisibilityTimeout)
-	return min(MaxReadAheadHold, visibility/10)
+// that consume: the hold of reading ahead, under the visibility timeout the probe asked for
+// (the topic's, unless it named another), whether the consume reads ahead or not.
+func (n *Node) lateHold(req scanRequest) time.Duration {
+	t := req.state
+	if t == nil {
+		t = n.topic(req.topic)
+	}
+	return holdFor(cmp.Or(req.visibility, n.aheadSettingsIn(t, req.topic).visibility))
 }
 
 // probe asks the owners for up to req.max records, starting at one that rotates per topic;
