@@ -84,6 +84,9 @@ func TestLateProbeRecordGoesToItsParkedConsume(t *testing.T) {
 				synctest.Wait()
 				assert.Zero(t, givenBack.Load(), "frames that gave the record back to b")
 				assert.Zero(t, b.Stats().Shards.Quarantined, "records quarantined at b")
+				remote := c.nodes["g"].node.Stats().Remote
+				assert.Equal(t, uint64(1), remote.LateTaken, "late replies taken")
+				assert.Zero(t, remote.LateGivenBack, "late replies given back")
 			})
 		})
 	}
@@ -121,6 +124,9 @@ func TestLateProbeRecordKeepsTheHold(t *testing.T) {
 			assert.GreaterOrEqual(t, time.Until(m.Expiry), vt-router.MaxReadAheadHold-2*rtt,
 				"%d/%d handed over %v after it was leased", m.Partition, m.Offset, vt-time.Until(m.Expiry))
 		}
+		remote := c.nodes["g"].node.Stats().Remote
+		assert.Zero(t, remote.LateTaken, "late replies taken")
+		assert.Equal(t, uint64(1), remote.LateGivenBack, "late replies given back: b's, past the hold")
 	})
 }
 

@@ -283,7 +283,7 @@ func (p *hedgedProbes) send(ctx context.Context) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.left {
-			n.giveBack(a.msgs)
+			p.gaveBack(a.msgs)
 			return
 		}
 		p.answers <- a // room for one answer a probe
@@ -322,15 +322,24 @@ func (p *hedgedProbes) late(now time.Time) []Message {
 			case first.msgs == nil && now.Sub(a.at) <= p.hold:
 				first = a
 			default:
-				p.n.giveBack(a.msgs) // outstayed the hold, or a second owner's
+				p.gaveBack(a.msgs) // outstayed the hold, or a second owner's
 			}
 		default:
 			if first.msgs == nil {
 				return nil
 			}
 			p.n.stats.remote.probeHits.Add(1)
+			p.n.stats.remote.lateTaken.Add(1)
 			return p.received(first.msgs, first.at)
 		}
+	}
+}
+
+// gaveBack gives back the records of a late reply nobody takes, and counts it.
+func (p *hedgedProbes) gaveBack(msgs []Message) {
+	if len(msgs) > 0 {
+		p.n.stats.remote.lateGivenBack.Add(1)
+		p.n.giveBack(msgs)
 	}
 }
 
@@ -345,7 +354,7 @@ func (p *hedgedProbes) leave() {
 	for {
 		select {
 		case a := <-p.answers:
-			p.n.giveBack(a.msgs)
+			p.gaveBack(a.msgs)
 		default:
 			return
 		}
@@ -738,6 +747,11 @@ type RemoteStats struct {
 	Hedges        uint64 // probes sent while another owner's was still out past 50 ms (a hedge)
 	Unbacked      uint64 // a peer's notifications and records refused: the routes give it no such partition, or no token was left with it
 	SlowOwners    uint64 // owners found slow: a consume's RPC ran out of its budget
+	// Probe replies with records that came after their consume stopped waiting for them
+	// (another owner's records taken, or it parked): taken by the consume that parked
+	// (within the hold of their arrival), or given back (past it, a second owner's, or the
+	// consume gone).
+	LateTaken, LateGivenBack uint64
 	// As the owner.
 	Served    uint64 // probes and claims of other nodes served
 	Tokens    uint64 // tokens other nodes registered here
@@ -749,7 +763,7 @@ type RemoteStats struct {
 
 type remoteStats struct {
 	probes, probeHits, registrations, notifications, claims, claimHits, passes, cancels atomic.Uint64
-	hedges, slowOwners, unbacked                                                        atomic.Uint64
+	hedges, slowOwners, unbacked, lateTaken, lateGivenBack                              atomic.Uint64
 	served, tokens, notified, passed, cancelled, abandoned                              atomic.Uint64
 }
 
@@ -758,6 +772,7 @@ func (s *remoteStats) load() RemoteStats {
 		Probes: s.probes.Load(), ProbeHits: s.probeHits.Load(), Registrations: s.registrations.Load(),
 		Notifications: s.notifications.Load(), Claims: s.claims.Load(), ClaimHits: s.claimHits.Load(),
 		Passes: s.passes.Load(), Cancels: s.cancels.Load(), Hedges: s.hedges.Load(), SlowOwners: s.slowOwners.Load(), Unbacked: s.unbacked.Load(),
+		LateTaken: s.lateTaken.Load(), LateGivenBack: s.lateGivenBack.Load(),
 		Served: s.served.Load(), Tokens: s.tokens.Load(), Notified: s.notified.Load(),
 		Passed: s.passed.Load(), Cancelled: s.cancelled.Load(), Abandoned: s.abandoned.Load(),
 	}

@@ -81,6 +81,8 @@ var help = map[string]string{
 	"Remote.Hedges":        "Probes sent to a further owner while another's was still out past the probe hedge (50 ms); owners slow to answer.",
 	"Remote.Unbacked":      "A peer's notifications and records refused because the routes give it no such partition; above zero, the routes disagree between nodes.",
 	"Remote.SlowOwners":    "Owners found slow: a consume's RPC to them ran out of its budget.",
+	"Remote.LateTaken":     "Probe replies with records that came after their consume parked, taken by it within the hold of their arrival.",
+	"Remote.LateGivenBack": "Probe replies with records that came after their consume stopped waiting for them and went back to their owner (past the hold, a second owner's, or the consume gone); rising, owners answer slower than the probe hedge (50 ms).",
 	"Remote.Served":        "Probes and claims of other nodes this node served as an owner.",
 	"Remote.Tokens":        "Delivery tokens other nodes registered here.",
 	"Remote.Notified":      "Notifications this node sent to other nodes (tokens fired).",
