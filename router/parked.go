@@ -36,7 +36,7 @@ func (n *Node) park(ctx context.Context, req scanRequest, owners []string, gatew
 	}
 	quiet := false
 	for {
-		if probes != nil {
+		if probes != nil && ctx.Err() == nil { // (a consumer gone: what came goes back with leave)
 			if msgs := probes.late(n.clock.Now()); len(msgs) > 0 {
 				return n.topUp(req, msgs), nil
 			}
