@@ -42,7 +42,7 @@ func TestProbeOutlivesItsConsumer(t *testing.T) {
 	})
 }
 
-// Checklist 107, 110: a record a probe brings after its consume parked goes to that consume.
+// Checklist 125, 126, 103: a record a probe brings after its consume parked goes to that consume.
 // Before, the consume had left the probe behind (it parks once every probe is out past the
 // hedge), and the reply's record was given back: it reached the parked consumer only after a
 // release, a notification and a claim, and from an owner on a release before the node wire's
