@@ -67,19 +67,21 @@ type framed struct {
 
 // appendFramed appends the frame of kind and id carrying payload to b.
 func appendFramed(b []byte, kind byte, id uint64, payload []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(framedHeaderSize-4+len(payload)))
+	return append(appendHeader(b, kind, id, len(payload)), payload...)
+}
+
+// appendHeader appends the header of a frame of kind and id whose payload is size bytes.
+func appendHeader(b []byte, kind byte, id uint64, size int) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(framedHeaderSize-4+size))
 	b = append(b, kind)
-	b = binary.BigEndian.AppendUint64(b, id)
-	return append(b, payload...)
+	return binary.BigEndian.AppendUint64(b, id)
 }
 
 // appendRefusal appends the refusal of call id with HTTP status code and text (cut to
 // maxStatusText bytes).
 func appendRefusal(b []byte, id uint64, code int, text string) []byte {
 	text = text[:min(len(text), maxStatusText)]
-	b = binary.BigEndian.AppendUint32(b, uint32(framedHeaderSize-4+2+len(text)))
-	b = append(b, kindRefusal)
-	b = binary.BigEndian.AppendUint64(b, id)
+	b = appendHeader(b, kindRefusal, id, 2+len(text))
 	b = binary.BigEndian.AppendUint16(b, uint16(code))
 	return append(b, text...)
 }
@@ -219,8 +221,7 @@ func (w *frameWriter) queueFrame(kind byte, id uint64, payload []byte) error {
 		return w.queue(func(b []byte) []byte { return appendFramed(b, kind, id, payload) })
 	}
 	return w.enqueue(func() {
-		w.out = appendFramed(w.out, kind, id, nil)
-		binary.BigEndian.PutUint32(w.out[len(w.out)-framedHeaderSize:], uint32(framedHeaderSize-4+len(payload)))
+		w.out = appendHeader(w.out, kind, id, len(payload))
 		w.before = append(w.before, w.out, payload)
 		w.queued += framedHeaderSize + len(payload)
 		w.out = nil // the next frames go to a buffer of their own, after payload
